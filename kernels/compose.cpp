@@ -1,0 +1,148 @@
+// compose.cpp: ops built from primitives when a backend lacks a native kernel (registry.hpp).
+//   swiglu    = mul(silu(gate), up)
+//   gelu_tanh = mul(x, scale(tanh(scale(add(x, scale(mul(mul(x, x), x), 0.044715)), k)), .5, .5))
+//   layernorm = mul(mul(add(x, -mean), rsqrt(var + eps)), w) (+ b), means from sum_rows
+//   rmsnorm   = mul(mul(x, rsqrt(sum_rows(x * x) / C + eps)), w)
+// Temporaries come from the backend's device; primitives are looked up native-only, so a
+// composite never recurses. Slower than a fused kernel, but correct: the op harness runs
+// every composite against the reference (tests/kernels/test_ops.cpp, `--composed`).
+#include <cmath>
+#include <numbers>
+
+#include "kernels/device.hpp"
+#include "kernels/registry.hpp"
+
+namespace troupe::kernels {
+namespace {
+
+op_args make(op o, tensor_view dst, tensor_view s0, tensor_view s1 = {}, float scale = 1.0f,
+             float bias = 0.0f) {
+  op_args a;
+  a.kind = o;
+  a.src[0] = s0;
+  a.src[1] = s1;
+  a.dst = dst;
+  a.p.scale = scale;
+  a.p.bias = bias;
+  return a;
+}
+
+void prim(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  auto k = r.find(b, a, lookup::native_only);
+  if (!k) std::abort(); // supports() checked every primitive before this kernel was chosen
+  k->run(a, c);
+}
+
+bool has(const registry& r, backend b, std::initializer_list<op> ops, const tensor_view& like) {
+  for (op o : ops) {
+    const tensor_view col(like.data, dtype::f32, shape{like.rows(), 1});
+    const tensor_view row(like.data, dtype::f32, shape{1, like.cols()});
+    op_args a = make(o, like, like, like);
+    if (o == op::sum_rows) a.dst = col;
+    if (!r.find(b, a, lookup::native_only)) return false;
+    if (o == op::add || o == op::mul) {
+      a.src[1] = col;
+      if (!r.find(b, a, lookup::native_only)) return false;
+      a.src[1] = row;
+      if (!r.find(b, a, lookup::native_only)) return false;
+    }
+  }
+  return true;
+}
+
+tensor_view f32_2d(const tensor_view& t) { return tensor_view(t.data, dtype::f32, shape{t.rows(), t.cols()}); }
+
+struct scratch {
+  std::vector<device_buffer> bufs;
+  tensor_view make(backend b, int64_t rows, int64_t cols) {
+    auto buf = device_buffer::allocate(*get_device(b), rows * cols * sizeof(float));
+    if (!buf) std::abort();
+    bufs.push_back(std::move(*buf));
+    return tensor_view(bufs.back().data(), dtype::f32, shape{rows, cols});
+  }
+};
+
+bool f32_only(const op_args& a) {
+  for (const auto& s : a.src)
+    if (s.data && s.type != dtype::f32) return false;
+  return a.dst.type == dtype::f32;
+}
+
+// swiglu
+bool swiglu_ok(const registry& r, backend b, const op_args& a) {
+  return f32_only(a) && get_device(b) && has(r, b, {op::silu, op::mul}, f32_2d(a.src[0]));
+}
+void swiglu_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  const auto g = f32_2d(a.src[0]), u = f32_2d(a.src[1]), y = f32_2d(a.dst);
+  scratch s;
+  auto t = s.make(b, g.rows(), g.cols());
+  prim(r, b, make(op::silu, t, g), c);
+  prim(r, b, make(op::mul, y, t, u), c);
+}
+
+// gelu_tanh
+bool gelu_ok(const registry& r, backend b, const op_args& a) {
+  return f32_only(a) && get_device(b) &&
+         has(r, b, {op::mul, op::add, op::scale, op::tanh}, f32_2d(a.src[0]));
+}
+void gelu_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  const auto x = f32_2d(a.src[0]), y = f32_2d(a.dst);
+  scratch s;
+  auto t1 = s.make(b, x.rows(), x.cols());
+  auto t2 = s.make(b, x.rows(), x.cols());
+  const float k = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
+  prim(r, b, make(op::mul, t1, x, x), c);                   // x^2
+  prim(r, b, make(op::mul, t1, t1, x), c);                  // x^3
+  prim(r, b, make(op::scale, t1, t1, {}, 0.044715f), c);    // 0.044715 x^3
+  prim(r, b, make(op::add, t1, t1, x), c);                  // x + 0.044715 x^3
+  prim(r, b, make(op::scale, t1, t1, {}, k), c);            // k (...)
+  prim(r, b, make(op::tanh, t2, t1), c);                    // tanh
+  prim(r, b, make(op::scale, t2, t2, {}, 0.5f, 0.5f), c);   // (1 + tanh) / 2
+  prim(r, b, make(op::mul, y, x, t2), c);
+}
+
+// layernorm and rmsnorm
+bool norm_ok(const registry& r, backend b, const op_args& a) {
+  return f32_only(a) && get_device(b) &&
+         has(r, b, {op::sum_rows, op::scale, op::add, op::mul, op::rsqrt}, f32_2d(a.src[0]));
+}
+void norm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c, bool center) {
+  const auto x = f32_2d(a.src[0]), y = f32_2d(a.dst);
+  const int64_t T = x.rows(), C = x.cols();
+  scratch s;
+  auto xc = s.make(b, T, C);
+  auto col = s.make(b, T, 1);
+  const tensor_view w(a.src[1].data, dtype::f32, shape{1, C});
+  if (center) {
+    prim(r, b, make(op::sum_rows, col, x), c);
+    prim(r, b, make(op::scale, col, col, {}, -1.0f / C), c); // -mean
+    prim(r, b, make(op::add, xc, x, col), c);                // x - mean
+  } else {
+    prim(r, b, make(op::scale, xc, x, {}, 1.0f), c);         // copy
+  }
+  prim(r, b, make(op::mul, y, xc, xc), c);                        // squares (y as scratch)
+  prim(r, b, make(op::sum_rows, col, y), c);
+  prim(r, b, make(op::scale, col, col, {}, 1.0f / C, a.p.eps), c); // var + eps
+  prim(r, b, make(op::rsqrt, col, col), c);
+  prim(r, b, make(op::mul, y, xc, col), c);
+  prim(r, b, make(op::mul, y, y, w), c);
+  if (center && a.src[2].data)
+    prim(r, b, make(op::add, y, y, tensor_view(a.src[2].data, dtype::f32, shape{1, C})), c);
+}
+void layernorm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  norm_run(r, b, a, c, true);
+}
+void rmsnorm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  norm_run(r, b, a, c, false);
+}
+
+} // namespace
+
+void register_composites(registry& r) {
+  r.add_composite(op::swiglu, "silu,mul", swiglu_ok, swiglu_run);
+  r.add_composite(op::gelu_tanh, "mul,add,scale,tanh", gelu_ok, gelu_run);
+  r.add_composite(op::layernorm, "sum_rows,scale,add,mul,rsqrt", norm_ok, layernorm_run);
+  r.add_composite(op::rmsnorm, "sum_rows,scale,mul,rsqrt", norm_ok, rmsnorm_run);
+}
+
+} // namespace troupe::kernels

@@ -1,0 +1,44 @@
+// cpu.hpp: the CPU backend's first working kernels: threaded over the shard's pool, inner
+// loops written so the compiler vectorises them, with run-time dispatch by CPU flags through
+// TROUPE_CPU_DISPATCH (GCC target_clones: AVX-512, AVX2+FMA, portable). Accumulation in f32
+// with several independent partial sums. Tests: the op harness compares each with kernels/ref.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/registry.hpp"
+#include "runtime/thread_pool.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define TROUPE_CPU_DISPATCH __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TROUPE_CPU_DISPATCH
+#endif
+
+namespace troupe::kernels::cpu {
+
+void register_embedding(registry& r);
+void register_matmul(registry& r);
+void register_norm(registry& r);
+void register_rope(registry& r);
+void register_elementwise(registry& r);
+void register_softmax(registry& r);
+void register_reduce(registry& r);
+void register_attention(registry& r);
+void register_convert(registry& r);
+
+/// Runs fn(begin, end) over [0, n) on the context's pool, or inline without one.
+template <class F>
+void parallel(const exec_ctx& ctx, int64_t n, int64_t grain, F&& fn) {
+  if (ctx.pool && n > grain) ctx.pool->parallel_for(n, grain, fn);
+  else if (n > 0) fn(0, n);
+}
+
+bool contiguous_args(const op_args& a);
+
+/// f32 dot product of n values.
+float dot_f32(const float* x, const float* y, int64_t n);
+/// out[0..n) = the f32 values of row `w` (stored as `type`) from element k0 (block aligned).
+void dequant_row(dtype type, const void* w, int64_t k0, int64_t n, float* out);
+
+} // namespace troupe::kernels::cpu

@@ -1,0 +1,92 @@
+// elementwise.cpp (cpu): unary ops, scale, swiglu, and add / mul with row or column
+// broadcast, over f32, threaded over rows.
+#include <cmath>
+
+#include "kernels/cpu/cpu.hpp"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+constexpr int64_t grain = 4096; // elements per task: below this threading costs more than it saves
+
+template <class F>
+void unary(const op_args& a, const exec_ctx& ctx, F f) {
+  const float* x = a.src[0].as<float>();
+  float* y = a.dst.as<float>();
+  parallel(ctx, a.src[0].numel(), grain, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = f(x[i]);
+  });
+}
+
+void silu_k(const op_args& a, const exec_ctx& c) {
+  unary(a, c, [](float x) { return x / (1.0f + std::exp(-x)); });
+}
+void gelu_erf_k(const op_args& a, const exec_ctx& c) {
+  unary(a, c, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
+}
+void gelu_tanh_k(const op_args& a, const exec_ctx& c) {
+  unary(a, c, [](float x) {
+    return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  });
+}
+void tanh_k(const op_args& a, const exec_ctx& c) { unary(a, c, [](float x) { return std::tanh(x); }); }
+void rsqrt_k(const op_args& a, const exec_ctx& c) {
+  unary(a, c, [](float x) { return 1.0f / std::sqrt(x); });
+}
+void scale_k(const op_args& a, const exec_ctx& c) {
+  const float s = a.p.scale, b = a.p.bias;
+  unary(a, c, [s, b](float x) { return x * s + b; });
+}
+
+void swiglu_k(const op_args& a, const exec_ctx& ctx) {
+  const float* g = a.src[0].as<float>();
+  const float* u = a.src[1].as<float>();
+  float* y = a.dst.as<float>();
+  parallel(ctx, a.src[0].numel(), grain, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  });
+}
+
+template <bool Mul>
+void binary(const op_args& a, const exec_ctx& ctx) {
+  const int64_t C = a.src[0].cols();
+  const int64_t R1 = a.src[1].rows(), C1 = a.src[1].cols();
+  const float* x = a.src[0].as<float>();
+  const float* z = a.src[1].as<float>();
+  float* y = a.dst.as<float>();
+  parallel(ctx, a.src[0].rows(), std::max<int64_t>(1, grain / C), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* zr = z + (R1 == 1 ? 0 : t) * C1;
+      const float* xr = x + t * C;
+      float* yr = y + t * C;
+      if (C1 == 1) {
+        const float u = zr[0];
+        for (int64_t c = 0; c < C; ++c) yr[c] = Mul ? xr[c] * u : xr[c] + u;
+      } else {
+        for (int64_t c = 0; c < C; ++c) yr[c] = Mul ? xr[c] * zr[c] : xr[c] + zr[c];
+      }
+    }
+  });
+}
+
+bool f32_args(const op_args& a) {
+  for (const auto& s : a.src)
+    if (s.data && s.type != dtype::f32) return false;
+  return contiguous_args(a) && a.dst.type == dtype::f32;
+}
+
+} // namespace
+
+void register_elementwise(registry& r) {
+  r.add(op::silu, backend::cpu, "f32", f32_args, silu_k);
+  r.add(op::gelu_erf, backend::cpu, "f32", f32_args, gelu_erf_k);
+  r.add(op::gelu_tanh, backend::cpu, "f32", f32_args, gelu_tanh_k);
+  r.add(op::tanh, backend::cpu, "f32", f32_args, tanh_k);
+  r.add(op::rsqrt, backend::cpu, "f32", f32_args, rsqrt_k);
+  r.add(op::scale, backend::cpu, "f32", f32_args, scale_k);
+  r.add(op::swiglu, backend::cpu, "f32", f32_args, swiglu_k);
+  r.add(op::add, backend::cpu, "f32", f32_args, binary<false>);
+  r.add(op::mul, backend::cpu, "f32", f32_args, binary<true>);
+}
+
+} // namespace troupe::kernels::cpu

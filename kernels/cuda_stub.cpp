@@ -1,0 +1,22 @@
+// cuda_stub.cpp: stands in for kernels/cuda when the build has no nvcc: no CUDA device, no
+// CUDA kernels, and one log line saying the run is CPU-only.
+#include "kernels/device.hpp"
+#include "kernels/registry.hpp"
+#include "runtime/log.hpp"
+
+namespace troupe::kernels {
+
+bool cuda_available() {
+  static const bool said = [] {
+    TROUPE_LOG_INFO("cuda", "built without CUDA; running on the CPU");
+    return true;
+  }();
+  (void)said;
+  return false;
+}
+
+device* get_cuda_device(int) { return nullptr; }
+
+void register_cuda_kernels(registry&) {}
+
+} // namespace troupe::kernels

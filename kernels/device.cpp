@@ -1,0 +1,89 @@
+// device.cpp: the host device (ref and cpu backends) and device_buffer (device.hpp). The CUDA
+// device lives in kernels/cuda/cuda_device.cpp; without CUDA, cuda_stub.cpp answers "absent".
+#include "kernels/device.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+#include <utility>
+
+namespace troupe::kernels {
+
+device* get_cuda_device(int index); // cuda_device.cpp or cuda_stub.cpp
+
+namespace {
+
+class host_device final : public device {
+public:
+  explicit host_device(backend b) : kind_(b) {}
+  backend kind() const override { return kind_; }
+  std::string describe() const override { return fmt::format("host ({})", to_string(kind_)); }
+  expected<void*> alloc(size_t bytes) override {
+    const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) return make_error(errc::out_of_memory, "host: cannot allocate {} bytes", bytes);
+    return p;
+  }
+  void free(void* ptr) override { std::free(ptr); }
+  status upload(void* dst, const void* src, size_t n) override {
+    std::memcpy(dst, src, n);
+    return {};
+  }
+  status download(void* dst, const void* src, size_t n) override {
+    std::memcpy(dst, src, n);
+    return {};
+  }
+  status synchronize() override { return {}; }
+  int64_t memory_total() const override {
+    return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  }
+  int64_t memory_free() const override {
+    return static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  }
+
+private:
+  backend kind_;
+};
+
+} // namespace
+
+device* get_device(backend b, int index) {
+  static host_device ref_dev(backend::ref), cpu_dev(backend::cpu);
+  switch (b) {
+    case backend::ref: return &ref_dev;
+    case backend::cpu: return &cpu_dev;
+    case backend::cuda: return get_cuda_device(index);
+  }
+  return nullptr;
+}
+
+expected<device_buffer> device_buffer::allocate(device& dev, size_t bytes) {
+  TROUPE_TRY_ASSIGN(p, dev.alloc(bytes));
+  device_buffer b;
+  b.dev_ = &dev;
+  b.ptr_ = p;
+  b.size_ = bytes;
+  return b;
+}
+
+device_buffer::device_buffer(device_buffer&& o) noexcept
+  : dev_(std::exchange(o.dev_, nullptr))
+  , ptr_(std::exchange(o.ptr_, nullptr))
+  , size_(std::exchange(o.size_, 0)) {}
+
+device_buffer& device_buffer::operator=(device_buffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) dev_->free(ptr_);
+    dev_ = std::exchange(o.dev_, nullptr);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+device_buffer::~device_buffer() {
+  if (ptr_) dev_->free(ptr_);
+}
+
+} // namespace troupe::kernels

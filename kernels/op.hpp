@@ -1,0 +1,110 @@
+// op.hpp: the op vocabulary shared by every backend. An op call is an `op_args`: up to four
+// source views, one destination (plus `dst2` for top-k values) and scalar parameters. Shapes
+// use the dimension legend (T tokens, C model dim, H heads, Hkv KV heads, D head dim, F FFN
+// dim, V vocab, P tokens per KV block, NB blocks, N output features, K input features):
+//   embedding        src0 table [V, C] (any dtype), src1 ids i32 [T]        -> dst f32 [T, C]
+//   matmul           src0 x f32 [T, K], src1 W [N, K] (any dtype), src2 bias f32 [N] or none
+//                                                                             -> dst f32 [T, N]
+//   rmsnorm          src0 x [T, C], src1 w [C]                                -> dst [T, C]
+//   layernorm        src0 x [T, C], src1 w [C], src2 b [C] or none            -> dst [T, C]
+//   rope             src0 x [T, H, D], src1 pos i32 [T]                       -> dst [T, H, D]
+//   silu gelu_erf gelu_tanh tanh rsqrt   src0 [..]                            -> dst [..]
+//   swiglu           src0 gate [T, F], src1 up [T, F]                         -> dst [T, F]
+//   softmax          src0 [T, N] (row-wise, after multiplying by p.scale)     -> dst [T, N]
+//   add mul          src0 [T, C], src1 [T, C] | [1, C] | [T, 1] (broadcast)   -> dst [T, C]
+//   scale            dst = src0 * p.scale + p.bias
+//   sum_rows         src0 [T, C]                                              -> dst [T, 1]
+//   attention        src0 q [T, H, D], src1 k [S, Hkv, D], src2 v [S, Hkv, D] -> dst [T, H, D]
+//                    causal: query t (position p.pos0 + t) sees keys 0..p.pos0 + t
+//   paged_attention  src0 q [T, H, D], src1 k cache [NB, P, Hkv, D], src2 v cache (same),
+//                    src3 seqs i32 [S, 3 + MB]: token begin, token count, pos0, block ids
+//                                                                             -> dst [T, H, D]
+//   kv_store         src0 k f32 [T, Hkv, D], src1 slots i32 [T] (block * P + offset)
+//                                                          -> dst cache [NB, P, Hkv, D] rows
+//   argmax           src0 [T, V] f32                                          -> dst i32 [T]
+//   topk             src0 [T, V] f32 -> dst i32 [T, k], dst2 f32 [T, k] (descending; ties:
+//                    lowest id first)
+//   convert          src0 f32|f16|bf16 [n] -> dst f32|f16|bf16 [n]
+//   quantize         src0 f32 [.., n] -> dst q8_0|q4_0;  dequantize: the reverse
+// All float math accumulates in at least f32; the reference (kernels/ref) in f64.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "runtime/expected.hpp"
+#include "runtime/rope.hpp"
+#include "runtime/tensor.hpp"
+
+namespace troupe {
+class thread_pool;
+} // namespace troupe
+
+namespace troupe::kernels {
+
+enum class op : uint8_t {
+  embedding,
+  matmul,
+  rmsnorm,
+  layernorm,
+  rope,
+  silu,
+  gelu_erf,
+  gelu_tanh,
+  tanh,
+  rsqrt,
+  swiglu,
+  softmax,
+  add,
+  mul,
+  scale,
+  sum_rows,
+  attention,
+  paged_attention,
+  kv_store,
+  argmax,
+  topk,
+  convert,
+  quantize,
+  dequantize,
+};
+inline constexpr int op_count = 24;
+
+std::string_view to_string(op o);
+/// Parses an op name ("matmul"); false when unknown.
+bool parse_op(std::string_view name, op& out);
+
+enum class backend : uint8_t { ref, cpu, cuda };
+inline constexpr int backend_count = 3;
+std::string_view to_string(backend b);
+
+struct op_params {
+  float eps = 1e-5f;  // rmsnorm, layernorm
+  float scale = 1.0f; // softmax, attention, scale
+  float bias = 0.0f;  // scale
+  int k = 0;          // topk
+  int64_t pos0 = 0;   // attention: position of the first query
+  int block_size = 0; // paged_attention, kv_store: P
+  rope_spec rope;     // rope
+};
+
+struct op_args {
+  op kind = op::add;
+  std::array<tensor_view, 4> src{};
+  tensor_view dst;
+  tensor_view dst2;
+  op_params p;
+};
+
+/// What a kernel may use besides its arguments: the shard's thread pool (may be null) and,
+/// for device backends, the stream. Kernels never allocate on the hot path.
+struct exec_ctx {
+  thread_pool* pool = nullptr;
+  void* stream = nullptr; // cudaStream_t for the CUDA backend
+};
+
+/// Checks the shapes and dtypes of `args` against the table above.
+status check_args(const op_args& args);
+
+} // namespace troupe::kernels

@@ -1,0 +1,113 @@
+// attention.cpp (ref): causal scaled-dot-product attention with GQA (query head h reads KV
+// head h / (H / Hkv)), contiguous and paged, and the KV-cache store. Scores, softmax and the
+// weighted sum in f64. Caches may be f32, f16 or bf16.
+#include "kernels/ref/ref.hpp"
+
+#include <cmath>
+
+namespace troupe::kernels::ref {
+namespace {
+
+// One query vector against keys 0..last through `key(s)` / `value(s)` accessors.
+template <class KeyFn, class ValFn>
+void attend(const float* q, int64_t D, int64_t last, double scale, KeyFn key, ValFn value,
+            float* out) {
+  std::vector<double> score(last + 1);
+  double mx = -INFINITY;
+  std::vector<float> kv(D);
+  for (int64_t s = 0; s <= last; ++s) {
+    key(s, kv.data());
+    double dot = 0.0;
+    for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * kv[d];
+    score[s] = dot * scale;
+    mx = std::max(mx, score[s]);
+  }
+  double sum = 0.0;
+  for (auto& sc : score) sum += sc = std::exp(sc - mx);
+  std::vector<double> acc(D, 0.0);
+  for (int64_t s = 0; s <= last; ++s) {
+    value(s, kv.data());
+    for (int64_t d = 0; d < D; ++d) acc[d] += score[s] / sum * kv[d];
+  }
+  for (int64_t d = 0; d < D; ++d) out[d] = static_cast<float>(acc[d]);
+}
+
+void attention(const op_args& a, const exec_ctx&) {
+  const auto& q = a.src[0];
+  const auto& k = a.src[1];
+  const auto& v = a.src[2];
+  const int64_t T = q.dims[0], H = q.dims[1], D = q.dims[2], Hkv = k.dims[1];
+  const int64_t group = H / Hkv;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kh = h / group;
+      auto row = [D, Hkv, kh](const tensor_view& c, int64_t s, float* out) {
+        to_f32(c.type, static_cast<const char*>(c.data) + row_bytes(c.type, (s * Hkv + kh) * D),
+               out, D);
+      };
+      attend(q.as<float>() + (t * H + h) * D, D, a.p.pos0 + t, a.p.scale,
+             [&](int64_t s, float* o) { row(k, s, o); }, [&](int64_t s, float* o) { row(v, s, o); },
+             a.dst.as<float>() + (t * H + h) * D);
+    }
+  }
+}
+
+void paged_attention(const op_args& a, const exec_ctx&) {
+  const auto& q = a.src[0];
+  const auto& kc = a.src[1];
+  const auto& vc = a.src[2];
+  const auto& seqs = a.src[3];
+  const int64_t H = q.dims[1], D = q.dims[2];
+  const int64_t P = kc.dims[1], Hkv = kc.dims[2];
+  const int64_t group = H / Hkv;
+  for (int64_t si = 0; si < seqs.rows(); ++si) {
+    const int32_t* info = seqs.row<int32_t>(si);
+    const int64_t begin = info[0], count = info[1], pos0 = info[2];
+    const int32_t* blocks = info + 3;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t t = begin + i;
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t kh = h / group;
+        auto row = [&](const tensor_view& c, int64_t s, float* out) {
+          const int64_t slot = static_cast<int64_t>(blocks[s / P]) * P + s % P;
+          to_f32(c.type, static_cast<const char*>(c.data) + row_bytes(c.type, (slot * Hkv + kh) * D),
+                 out, D);
+        };
+        attend(q.as<float>() + (t * H + h) * D, D, pos0 + i, a.p.scale,
+               [&](int64_t s, float* o) { row(kc, s, o); }, [&](int64_t s, float* o) { row(vc, s, o); },
+               a.dst.as<float>() + (t * H + h) * D);
+      }
+    }
+  }
+}
+
+void kv_store(const op_args& a, const exec_ctx&) {
+  const auto& x = a.src[0];
+  const int64_t row = x.numel() / x.dims[0]; // Hkv * D values per token
+  const int32_t* slots = a.src[1].as<int32_t>();
+  for (int64_t t = 0; t < x.dims[0]; ++t) {
+    from_f32(a.dst.type, x.as<float>() + t * row,
+             static_cast<char*>(a.dst.data) + row_bytes(a.dst.type, slots[t] * row), row);
+  }
+}
+
+bool float_cache(const op_args& a) {
+  auto ok = [](dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; };
+  return all_contiguous(a) && a.src[0].type == dtype::f32 && ok(a.src[1].type) &&
+         (a.kind == op::kv_store ? ok(a.dst.type) : ok(a.src[2].type));
+}
+
+} // namespace
+
+void register_attention(registry& r) {
+  r.add(op::attention, backend::ref, "any", float_cache, attention);
+  r.add(op::paged_attention, backend::ref, "any", float_cache, paged_attention);
+  r.add(op::kv_store, backend::ref, "any",
+        [](const op_args& a) {
+          auto ok = [](dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; };
+          return all_contiguous(a) && a.src[0].type == dtype::f32 && ok(a.dst.type);
+        },
+        kv_store);
+}
+
+} // namespace troupe::kernels::ref

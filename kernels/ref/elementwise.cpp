@@ -1,0 +1,83 @@
+// elementwise.cpp (ref): unary ops (silu, gelu with erf or tanh, tanh, rsqrt), scale
+// (x * s + b), swiglu (silu(gate) * up), and add / mul with src1 broadcast over rows ([1, C])
+// or columns ([T, 1]). f32 tensors; math in f64.
+#include "kernels/ref/ref.hpp"
+
+#include <cmath>
+#include <numbers>
+
+namespace troupe::kernels::ref {
+namespace {
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+template <class F>
+void unary(const op_args& a, F f) {
+  const float* x = a.src[0].as<float>();
+  float* y = a.dst.as<float>();
+  for (int64_t i = 0; i < a.src[0].numel(); ++i) y[i] = static_cast<float>(f(static_cast<double>(x[i])));
+}
+
+void silu_k(const op_args& a, const exec_ctx&) { unary(a, silu); }
+void gelu_erf_k(const op_args& a, const exec_ctx&) {
+  unary(a, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); });
+}
+void gelu_tanh_k(const op_args& a, const exec_ctx&) {
+  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  unary(a, [](double x) {
+    const double k = std::sqrt(2.0 / std::numbers::pi);
+    return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+  });
+}
+void tanh_k(const op_args& a, const exec_ctx&) { unary(a, [](double x) { return std::tanh(x); }); }
+void rsqrt_k(const op_args& a, const exec_ctx&) { unary(a, [](double x) { return 1.0 / std::sqrt(x); }); }
+void scale_k(const op_args& a, const exec_ctx&) {
+  const double s = a.p.scale, b = a.p.bias;
+  unary(a, [s, b](double x) { return x * s + b; });
+}
+
+void swiglu_k(const op_args& a, const exec_ctx&) {
+  const float* g = a.src[0].as<float>();
+  const float* u = a.src[1].as<float>();
+  float* y = a.dst.as<float>();
+  for (int64_t i = 0; i < a.src[0].numel(); ++i) y[i] = static_cast<float>(silu(g[i]) * u[i]);
+}
+
+template <bool Mul>
+void binary(const op_args& a, const exec_ctx&) {
+  const int64_t T = a.src[0].rows(), C = a.src[0].cols();
+  const int64_t R1 = a.src[1].rows(), C1 = a.src[1].cols();
+  const float* x = a.src[0].as<float>();
+  const float* z = a.src[1].as<float>();
+  float* y = a.dst.as<float>();
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t c = 0; c < C; ++c) {
+      const double u = z[(R1 == 1 ? 0 : t) * C1 + (C1 == 1 ? 0 : c)];
+      const double v = x[t * C + c];
+      y[t * C + c] = static_cast<float>(Mul ? v * u : v + u);
+    }
+  }
+}
+
+bool all_f32_args(const op_args& a) {
+  if (!all_contiguous(a) || a.dst.type != dtype::f32) return false;
+  for (const auto& s : a.src)
+    if (s.data && s.type != dtype::f32) return false;
+  return true;
+}
+
+} // namespace
+
+void register_elementwise(registry& r) {
+  r.add(op::silu, backend::ref, "f32", all_f32_args, silu_k);
+  r.add(op::gelu_erf, backend::ref, "f32", all_f32_args, gelu_erf_k);
+  r.add(op::gelu_tanh, backend::ref, "f32", all_f32_args, gelu_tanh_k);
+  r.add(op::tanh, backend::ref, "f32", all_f32_args, tanh_k);
+  r.add(op::rsqrt, backend::ref, "f32", all_f32_args, rsqrt_k);
+  r.add(op::scale, backend::ref, "f32", all_f32_args, scale_k);
+  r.add(op::swiglu, backend::ref, "f32", all_f32_args, swiglu_k);
+  r.add(op::add, backend::ref, "f32", all_f32_args, binary<false>);
+  r.add(op::mul, backend::ref, "f32", all_f32_args, binary<true>);
+}
+
+} // namespace troupe::kernels::ref

@@ -1,0 +1,49 @@
+// rope.cpp (ref): rotary embedding of x [T, H, D] at positions pos [T]. For each rotated pair
+// (a, b) with inverse frequency f: angle = pos * f, a' = a cos - b sin, b' = a sin + b cos,
+// cos and sin scaled by the table's attention factor. Pairs are (2i, 2i+1) for the
+// interleaved layout and (i, i + rot_dim/2) for neox; dimensions past rot_dim pass through.
+#include "kernels/ref/ref.hpp"
+
+#include <cmath>
+
+namespace troupe::kernels::ref {
+namespace {
+
+void rope(const op_args& a, const exec_ctx&) {
+  const auto table = rope_inv_freq(a.p.rope);
+  const int64_t T = a.src[0].dims[0], H = a.src[0].dims[1], D = a.src[0].dims[2];
+  const int half = a.p.rope.rot_dim / 2;
+  const bool neox = a.p.rope.layout == rope_layout::neox;
+  const int32_t* pos = a.src[1].as<int32_t>();
+  const float* x = a.src[0].as<float>();
+  float* y = a.dst.as<float>();
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      const float* xv = x + (t * H + h) * D;
+      std::vector<double> out(xv, xv + D);
+      for (int i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(pos[t]) * table.inv_freq[i];
+        const double c = std::cos(angle) * table.attn_factor;
+        const double s = std::sin(angle) * table.attn_factor;
+        const int ia = neox ? i : 2 * i;
+        const int ib = neox ? i + half : 2 * i + 1;
+        out[ia] = xv[ia] * c - xv[ib] * s;
+        out[ib] = xv[ia] * s + xv[ib] * c;
+      }
+      float* yv = y + (t * H + h) * D;
+      for (int64_t d = 0; d < D; ++d) yv[d] = static_cast<float>(out[d]);
+    }
+  }
+}
+
+} // namespace
+
+void register_rope(registry& r) {
+  r.add(op::rope, backend::ref, "f32",
+        [](const op_args& a) {
+          return all_contiguous(a) && a.src[0].type == dtype::f32 && a.dst.type == dtype::f32;
+        },
+        rope);
+}
+
+} // namespace troupe::kernels::ref

@@ -1,0 +1,400 @@
+// op_cases.cpp: every harness case (op_cases.hpp). Inputs come from a generator seeded by the
+// case name, so a failing case reproduces exactly.
+#include "op_cases.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "runtime/convert.hpp"
+
+namespace troupe::kernels::harness {
+namespace {
+
+struct gen {
+  std::mt19937_64 rng;
+  explicit gen(const std::string& seed) : rng(std::hash<std::string>{}(seed)) {}
+
+  std::vector<float> normal(int64_t n, float stddev = 1.0f, float mean = 0.0f) {
+    std::normal_distribution<float> d(mean, stddev);
+    std::vector<float> v(n);
+    for (auto& x : v) {
+      do x = d(rng);
+      while (x == 0.0f);
+    }
+    return v;
+  }
+  std::vector<float> uniform(int64_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+  }
+  int64_t integer(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+};
+
+host_tensor from_floats(dtype t, shape s, const std::vector<float>& v) {
+  host_tensor h{t, s, std::vector<uint8_t>(row_bytes(t, s.cols()) * s.rows())};
+  from_f32(t, v.data(), h.bytes.data(), static_cast<int64_t>(v.size()));
+  return h;
+}
+
+host_tensor from_ints(shape s, const std::vector<int32_t>& v) {
+  host_tensor h{dtype::i32, s, std::vector<uint8_t>(v.size() * 4)};
+  std::memcpy(h.bytes.data(), v.data(), v.size() * 4);
+  return h;
+}
+
+host_tensor out(dtype t, shape s) {
+  return host_tensor{t, s, std::vector<uint8_t>(row_bytes(t, s.cols()) * s.rows())};
+}
+
+host_tensor absent() { return host_tensor{dtype::f32, shape{}, {}, false}; }
+
+tolerance tol_for(dtype w) {
+  switch (w) {
+    case dtype::f32: return {1e-10, 1e-4};
+    case dtype::f16:
+    case dtype::bf16: return {1e-8, 1e-3};
+    default: return {5e-4, 5e-2}; // quantized: leaves room for q8 activations in dot products
+  }
+}
+
+const dtype weight_types[] = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0};
+
+void embedding_cases(std::vector<op_case>& out_cases) {
+  for (dtype w : weight_types) {
+    op_case c;
+    c.name = fmt::format("embedding(V=100,C=64,T=7,table={})", name(w));
+    gen g(c.name);
+    c.kind = op::embedding;
+    c.src = {from_floats(w, {100, 64}, g.normal(6400)), from_ints({7}, {3, 99, 0, 42, 42, 7, 64})};
+    c.dst = out(dtype::f32, {7, 64});
+    c.tol = {0, 0};
+    c.bytes = 7 * 64 * 4.0 * 2;
+    out_cases.push_back(std::move(c));
+  }
+}
+
+void matmul_cases(std::vector<op_case>& out_cases) {
+  struct dims {
+    int64_t T, K, N;
+    bool bias;
+  };
+  const dims shapes[] = {{1, 256, 96, false}, {5, 128, 33, false}, {16, 512, 64, false},
+                         {3, 96, 40, true},   {9, 1024, 17, false}};
+  for (dtype w : weight_types) {
+    for (auto d : shapes) {
+      op_case c;
+      c.name = fmt::format("matmul(T={},K={},N={},W={}{})", d.T, d.K, d.N, name(w), d.bias ? ",bias" : "");
+      gen g(c.name);
+      c.kind = op::matmul;
+      c.src = {from_floats(dtype::f32, {d.T, d.K}, g.normal(d.T * d.K)),
+               from_floats(w, {d.N, d.K}, g.normal(d.N * d.K, 0.05f)),
+               d.bias ? from_floats(dtype::f32, {d.N}, g.normal(d.N)) : absent()};
+      c.dst = out(dtype::f32, {d.T, d.N});
+      c.tol = tol_for(w);
+      c.flops = 2.0 * d.T * d.K * d.N;
+      c.bytes = row_bytes(w, d.K) * d.N + 4.0 * (d.T * d.K + d.T * d.N);
+      out_cases.push_back(std::move(c));
+    }
+  }
+  // f32/f16/bf16 with a K that is not a multiple of the vector width
+  for (dtype w : {dtype::f32, dtype::f16, dtype::bf16}) {
+    op_case c;
+    c.name = fmt::format("matmul(T=2,K=100,N=7,W={})", name(w));
+    gen g(c.name);
+    c.kind = op::matmul;
+    c.src = {from_floats(dtype::f32, {2, 100}, g.normal(200)),
+             from_floats(w, {7, 100}, g.normal(700, 0.05f)), absent()};
+    c.dst = out(dtype::f32, {2, 7});
+    c.tol = tol_for(w);
+    c.flops = 2.0 * 2 * 100 * 7;
+    out_cases.push_back(std::move(c));
+  }
+}
+
+void norm_cases(std::vector<op_case>& out_cases) {
+  for (auto [T, C] : {std::pair<int64_t, int64_t>{3, 64}, {1, 1000}, {17, 288}}) {
+    op_case c;
+    c.name = fmt::format("rmsnorm(T={},C={})", T, C);
+    gen g(c.name);
+    c.kind = op::rmsnorm;
+    c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C, 2.0f)),
+             from_floats(dtype::f32, {C}, g.normal(C, 0.5f, 1.0f))};
+    c.dst = out(dtype::f32, {T, C});
+    c.p.eps = 1e-5f;
+    c.tol = {1e-11, 1e-5};
+    c.bytes = 8.0 * T * C;
+    out_cases.push_back(std::move(c));
+    for (bool bias : {false, true}) {
+      op_case l;
+      l.name = fmt::format("layernorm(T={},C={}{})", T, C, bias ? ",bias" : "");
+      gen gl(l.name);
+      l.kind = op::layernorm;
+      l.src = {from_floats(dtype::f32, {T, C}, gl.normal(T * C, 2.0f, 0.5f)),
+               from_floats(dtype::f32, {C}, gl.normal(C, 0.5f, 1.0f)),
+               bias ? from_floats(dtype::f32, {C}, gl.normal(C)) : absent()};
+      l.dst = out(dtype::f32, {T, C});
+      l.p.eps = 1e-5f;
+      l.tol = {1e-11, 1e-5};
+      l.bytes = 8.0 * T * C;
+      out_cases.push_back(std::move(l));
+    }
+  }
+}
+
+void rope_cases(std::vector<op_case>& out_cases) {
+  struct variant {
+    const char* label;
+    rope_layout layout;
+    rope_scaling scaling;
+    int rot_dim;
+  };
+  const variant vs[] = {
+    {"interleaved", rope_layout::interleaved, rope_scaling::none, 64},
+    {"neox", rope_layout::neox, rope_scaling::none, 64},
+    {"neox,linear", rope_layout::neox, rope_scaling::linear, 64},
+    {"neox,llama3", rope_layout::neox, rope_scaling::llama3, 64},
+    {"neox,yarn", rope_layout::neox, rope_scaling::yarn, 64},
+    {"interleaved,partial", rope_layout::interleaved, rope_scaling::none, 32},
+    {"neox,partial", rope_layout::neox, rope_scaling::none, 32},
+  };
+  for (const auto& v : vs) {
+    op_case c;
+    c.name = fmt::format("rope(T=5,H=4,D=64,{})", v.label);
+    gen g(c.name);
+    c.kind = op::rope;
+    std::vector<int32_t> pos(5);
+    for (auto& p : pos) p = static_cast<int32_t>(g.integer(0, 4000));
+    c.src = {from_floats(dtype::f32, {5, 4, 64}, g.normal(5 * 4 * 64)), from_ints({5}, pos)};
+    c.dst = out(dtype::f32, {5, 4, 64});
+    c.p.rope.layout = v.layout;
+    c.p.rope.rot_dim = v.rot_dim;
+    c.p.rope.theta = 500000.0;
+    c.p.rope.scaling = v.scaling;
+    c.p.rope.factor = v.scaling == rope_scaling::yarn ? 4.0 : 8.0;
+    c.p.rope.orig_ctx = v.scaling == rope_scaling::llama3 ? 1024 : 4096;
+    c.tol = {1e-10, 1e-4};
+    c.bytes = 8.0 * 5 * 4 * 64;
+    out_cases.push_back(std::move(c));
+  }
+}
+
+void elementwise_cases(std::vector<op_case>& out_cases) {
+  for (op o : {op::silu, op::gelu_erf, op::gelu_tanh, op::tanh, op::rsqrt, op::scale}) {
+    op_case c;
+    c.name = fmt::format("{}(T=4,C=333)", to_string(o));
+    gen g(c.name);
+    c.kind = o;
+    auto x = o == op::rsqrt ? g.uniform(4 * 333, 0.1f, 10.0f) : g.normal(4 * 333, 3.0f);
+    c.src = {from_floats(dtype::f32, {4, 333}, x)};
+    c.dst = out(dtype::f32, {4, 333});
+    c.p.scale = 0.37f;
+    c.p.bias = -1.25f;
+    c.tol = {1e-11, 1e-5};
+    c.bytes = 8.0 * 4 * 333;
+    out_cases.push_back(std::move(c));
+  }
+  {
+    op_case c;
+    c.name = "swiglu(T=4,F=172)";
+    gen g(c.name);
+    c.kind = op::swiglu;
+    c.src = {from_floats(dtype::f32, {4, 172}, g.normal(688, 3.0f)),
+             from_floats(dtype::f32, {4, 172}, g.normal(688))};
+    c.dst = out(dtype::f32, {4, 172});
+    c.tol = {1e-11, 1e-5};
+    c.bytes = 12.0 * 688;
+    out_cases.push_back(std::move(c));
+  }
+  for (op o : {op::add, op::mul}) {
+    for (auto [label, R1, C1] : {std::tuple<const char*, int64_t, int64_t>{"full", 6, 130},
+                                 {"row", 1, 130},
+                                 {"col", 6, 1}}) {
+      op_case c;
+      c.name = fmt::format("{}(T=6,C=130,{})", to_string(o), label);
+      gen g(c.name);
+      c.kind = o;
+      c.src = {from_floats(dtype::f32, {6, 130}, g.normal(780)),
+               from_floats(dtype::f32, {R1, C1}, g.normal(R1 * C1))};
+      c.dst = out(dtype::f32, {6, 130});
+      c.tol = {1e-12, 1e-6};
+      c.bytes = 12.0 * 780;
+      out_cases.push_back(std::move(c));
+    }
+  }
+  {
+    op_case c;
+    c.name = "softmax(T=3,N=517,scale=0.5)";
+    gen g(c.name);
+    c.kind = op::softmax;
+    c.src = {from_floats(dtype::f32, {3, 517}, g.normal(3 * 517, 4.0f))};
+    c.dst = out(dtype::f32, {3, 517});
+    c.p.scale = 0.5f;
+    c.tol = {1e-10, 1e-6};
+    out_cases.push_back(std::move(c));
+  }
+}
+
+void reduce_cases(std::vector<op_case>& out_cases) {
+  {
+    op_case c;
+    c.name = "sum_rows(T=5,C=300)";
+    gen g(c.name);
+    c.kind = op::sum_rows;
+    c.src = {from_floats(dtype::f32, {5, 300}, g.normal(1500))};
+    c.dst = out(dtype::f32, {5, 1});
+    c.tol = {1e-10, 1e-4};
+    out_cases.push_back(std::move(c));
+  }
+  {
+    op_case c;
+    c.name = "argmax(T=4,V=1000)";
+    gen g(c.name);
+    c.kind = op::argmax;
+    c.src = {from_floats(dtype::f32, {4, 1000}, g.normal(4000))};
+    c.dst = out(dtype::i32, {4});
+    c.tol = {0, 0};
+    out_cases.push_back(std::move(c));
+  }
+  {
+    op_case c;
+    c.name = "topk(T=3,V=500,k=5)";
+    gen g(c.name);
+    c.kind = op::topk;
+    c.src = {from_floats(dtype::f32, {3, 500}, g.normal(1500))};
+    c.dst = out(dtype::i32, {3, 5});
+    c.dst2 = out(dtype::f32, {3, 5});
+    c.p.k = 5;
+    c.tol = {0, 0};
+    out_cases.push_back(std::move(c));
+  }
+}
+
+void attention_cases(std::vector<op_case>& out_cases) {
+  for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16}) {
+    for (auto [T, pos0] : {std::pair<int64_t, int64_t>{4, 3}, {1, 39}, {9, 0}}) {
+      const int64_t H = 8, Hkv = 2, D = 16, S = pos0 + T;
+      op_case c;
+      c.name = fmt::format("attention(T={},S={},H={},Hkv={},D={},kv={})", T, S, H, Hkv, D, name(kv));
+      gen g(c.name);
+      c.kind = op::attention;
+      c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+               from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D)),
+               from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D))};
+      c.dst = out(dtype::f32, {T, H, D});
+      c.p.pos0 = pos0;
+      c.p.scale = 0.25f;
+      c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+      c.flops = 4.0 * T * H * D * S;
+      out_cases.push_back(std::move(c));
+    }
+  }
+  for (dtype kv : {dtype::f32, dtype::f16}) {
+    // three sequences: a prefill chunk, a decode, a chunk continuing a prefix
+    const int64_t H = 4, Hkv = 2, D = 8, P = 4, NB = 24, MB = 6;
+    op_case c;
+    c.name = fmt::format("paged_attention(S=3,P={},H={},Hkv={},D={},kv={})", P, H, Hkv, D, name(kv));
+    gen g(c.name);
+    c.kind = op::paged_attention;
+    const int64_t counts[3] = {5, 1, 3}, pos0s[3] = {0, 17, 6};
+    std::vector<int32_t> blocks(NB - 1);
+    std::iota(blocks.begin(), blocks.end(), 1); // block 0 is the null block
+    std::shuffle(blocks.begin(), blocks.end(), g.rng);
+    std::vector<int32_t> seqs;
+    int64_t T = 0, used = 0;
+    for (int s = 0; s < 3; ++s) {
+      seqs.push_back(static_cast<int32_t>(T));
+      seqs.push_back(static_cast<int32_t>(counts[s]));
+      seqs.push_back(static_cast<int32_t>(pos0s[s]));
+      const int64_t need = (pos0s[s] + counts[s] + P - 1) / P;
+      for (int64_t b = 0; b < MB; ++b) seqs.push_back(b < need ? blocks[used + b] : 0);
+      used += need;
+      T += counts[s];
+    }
+    c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+             from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+             from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+             from_ints({3, 3 + MB}, seqs)};
+    c.dst = out(dtype::f32, {T, H, D});
+    c.p.scale = 1.0f / std::sqrt(8.0f);
+    c.p.block_size = P;
+    c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+    out_cases.push_back(std::move(c));
+  }
+  for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16}) {
+    op_case c;
+    c.name = fmt::format("kv_store(T=6,Hkv=2,D=8,cache={})", name(kv));
+    gen g(c.name);
+    c.kind = op::kv_store;
+    std::vector<int32_t> slots = {5, 0, 17, 3, 30, 12};
+    auto cache = from_floats(kv, {8, 4, 2, 8}, std::vector<float>(8 * 4 * 2 * 8, 0.0f));
+    c.src = {from_floats(dtype::f32, {6, 2, 8}, g.normal(96)), from_ints({6}, slots)};
+    c.dst = std::move(cache);
+    c.p.block_size = 4;
+    c.tol = {0, 0};
+    out_cases.push_back(std::move(c));
+  }
+}
+
+void convert_cases(std::vector<op_case>& out_cases) {
+  const std::pair<dtype, dtype> pairs[] = {{dtype::f32, dtype::f16},  {dtype::f32, dtype::bf16},
+                                           {dtype::f16, dtype::f32},  {dtype::bf16, dtype::f32},
+                                           {dtype::f16, dtype::bf16}, {dtype::bf16, dtype::f16}};
+  for (auto [from, to] : pairs) {
+    op_case c;
+    c.name = fmt::format("convert(n=1000,{}->{})", name(from), name(to));
+    gen g(c.name);
+    c.kind = op::convert;
+    c.src = {from_floats(from, {1000}, g.normal(1000, 10.0f))};
+    c.dst = out(to, {1000});
+    c.tol = {0, 0};
+    c.bytes = 1000.0 * 6;
+    out_cases.push_back(std::move(c));
+  }
+  for (dtype q : {dtype::q8_0, dtype::q4_0}) {
+    op_case c;
+    c.name = fmt::format("quantize(T=4,C=256,{})", name(q));
+    gen g(c.name);
+    c.kind = op::quantize;
+    c.src = {from_floats(dtype::f32, {4, 256}, g.normal(1024))};
+    c.dst = out(q, {4, 256});
+    c.tol = {0, 0};
+    out_cases.push_back(std::move(c));
+    op_case d;
+    d.name = fmt::format("dequantize(T=4,C=256,{})", name(q));
+    gen gd(d.name);
+    d.kind = op::dequantize;
+    d.src = {from_floats(q, {4, 256}, gd.normal(1024))};
+    d.dst = out(dtype::f32, {4, 256});
+    d.tol = {0, 0};
+    out_cases.push_back(std::move(d));
+  }
+}
+
+} // namespace
+
+std::vector<op_case> all_cases() {
+  std::vector<op_case> cases;
+  embedding_cases(cases);
+  matmul_cases(cases);
+  norm_cases(cases);
+  rope_cases(cases);
+  elementwise_cases(cases);
+  reduce_cases(cases);
+  attention_cases(cases);
+  convert_cases(cases);
+  for (auto& c : cases) {
+    while (c.src.size() < 4) c.src.push_back(absent());
+    if (c.dst2.bytes.empty()) c.dst2.present = false;
+  }
+  return cases;
+}
+
+} // namespace troupe::kernels::harness

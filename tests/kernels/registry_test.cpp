@@ -1,0 +1,77 @@
+// registry_test.cpp: lookup order (native before composed), composite availability, and
+// that an op no backend can serve gives a clear error (kernels/registry.hpp).
+#include <gtest/gtest.h>
+
+#include "kernels/registry.hpp"
+
+using namespace troupe;
+using namespace troupe::kernels;
+
+namespace {
+void fake_silu(const op_args& a, const exec_ctx&) {
+  for (int64_t i = 0; i < a.src[0].numel(); ++i) a.dst.as<float>()[i] = 42.0f;
+}
+void fake_mul(const op_args& a, const exec_ctx&) {
+  for (int64_t i = 0; i < a.src[0].numel(); ++i)
+    a.dst.as<float>()[i] = a.src[0].as<float>()[i] * a.src[1].as<float>()[i];
+}
+bool always(const op_args&) { return true; }
+} // namespace
+
+TEST(Registry, NativeFirstThenComposed) {
+  const auto& r = registry::global();
+  float g[4] = {1, 2, 3, 4}, u[4] = {1, 1, 1, 1}, y[4];
+  op_args a;
+  a.kind = op::swiglu;
+  a.src[0] = tensor_view(g, dtype::f32, {1, 4});
+  a.src[1] = tensor_view(u, dtype::f32, {1, 4});
+  a.dst = tensor_view(y, dtype::f32, {1, 4});
+  auto native = r.find(backend::cpu, a);
+  ASSERT_TRUE(native);
+  EXPECT_FALSE(native->composed);
+  auto composed = r.find(backend::cpu, a, lookup::composed_only);
+  ASSERT_TRUE(composed);
+  EXPECT_TRUE(composed->composed);
+  EXPECT_NE(composed->name.find("composed"), std::string::npos);
+}
+
+TEST(Registry, ComposesFromPrimitivesOfTheSameBackend) {
+  registry r;
+  r.add(op::silu, backend::cpu, "fake", always, fake_silu);
+  r.add(op::mul, backend::cpu, "fake", always, fake_mul);
+  register_composites(r);
+  float g[3] = {1, 2, 3}, u[3] = {1, 2, 3}, y[3];
+  op_args a;
+  a.kind = op::swiglu;
+  a.src[0] = tensor_view(g, dtype::f32, {1, 3});
+  a.src[1] = tensor_view(u, dtype::f32, {1, 3});
+  a.dst = tensor_view(y, dtype::f32, {1, 3});
+  auto k = r.find(backend::cpu, a);
+  ASSERT_TRUE(k);
+  EXPECT_TRUE(k->composed);
+  (*k)(a, exec_ctx{});
+  EXPECT_EQ(y[0], 42.0f); // silu(fake) = 42, times up = 1
+  EXPECT_EQ(y[2], 126.0f);
+  // without mul the composite cannot serve, and no other kernel can
+  registry bare;
+  bare.add(op::silu, backend::cpu, "fake", always, fake_silu);
+  register_composites(bare);
+  EXPECT_FALSE(bare.find(backend::cpu, a));
+  auto st = run_op(bare, backend::cpu, a, exec_ctx{});
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().code, errc::unsupported);
+}
+
+TEST(Registry, CheckArgsRejectsBadShapes) {
+  float x[8], w[8], y[8];
+  op_args a;
+  a.kind = op::matmul;
+  a.src[0] = tensor_view(x, dtype::f32, {2, 4});
+  a.src[1] = tensor_view(w, dtype::f32, {2, 3}); // K disagrees
+  a.dst = tensor_view(y, dtype::f32, {2, 2});
+  auto st = check_args(a);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().code, errc::shape_mismatch);
+  a.src[1] = tensor_view(w, dtype::f32, {2, 4});
+  EXPECT_TRUE(check_args(a));
+}
