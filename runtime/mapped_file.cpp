@@ -43,8 +43,17 @@ expected<std::shared_ptr<mapped_file>> mapped_file::open(const std::string& path
   return f;
 }
 
+std::shared_ptr<mapped_file> mapped_file::from_memory(std::vector<uint8_t> bytes, std::string name) {
+  std::shared_ptr<mapped_file> f(new mapped_file());
+  f->path_ = std::move(name);
+  f->owned_ = std::move(bytes);
+  f->data_ = f->owned_.data();
+  f->size_ = f->owned_.size();
+  return f;
+}
+
 mapped_file::~mapped_file() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ && owned_.empty() && size_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 expected<std::span<const uint8_t>> mapped_file::region(uint64_t offset, uint64_t size) const {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "runtime/expected.hpp"
 
@@ -19,6 +20,8 @@ class mapped_file {
 public:
   /// Maps `path` read-only. Errors: not_found, io_error.
   static expected<std::shared_ptr<mapped_file>> open(const std::string& path);
+  /// Wraps bytes already in memory under a name (tests, fuzzing, network payloads).
+  static std::shared_ptr<mapped_file> from_memory(std::vector<uint8_t> bytes, std::string name);
   ~mapped_file();
   mapped_file(const mapped_file&) = delete;
   mapped_file& operator=(const mapped_file&) = delete;
@@ -35,6 +38,7 @@ private:
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  std::vector<uint8_t> owned_; // from_memory only
 };
 
 } // namespace troupe

@@ -1,0 +1,139 @@
+// tokenizer_test.cpp: tokenizers against fixtures made by independent implementations
+// (tests/fixtures/make_fixtures.py): Hugging Face `tokenizers` for tokenizer.json files,
+// sentencepiece (and transformers) for the Llama 2 vocabulary in a GGUF file, and llama.cpp's
+// ids for stories260K. Also streaming decode never splitting a character.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "../test_paths.hpp"
+#include "runtime/gguf.hpp"
+#include "runtime/tokenizer.hpp"
+#include "runtime/unicode.hpp"
+
+using namespace troupe;
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
+
+std::unique_ptr<tokenizer> load_hf(const std::string& fixture_ref) {
+  const std::string dir = std::filesystem::path(test::resolve_fixture_ref(fixture_ref)).parent_path().string();
+  auto t = tokenizer::from_hf_dir(dir);
+  EXPECT_TRUE(t) << (t ? "" : t.error().to_string());
+  return t ? std::move(*t) : nullptr;
+}
+
+void check_hf_cases(const std::string& name) {
+  const json fx = test::load_json(test::fixture_path("tokenizers.json"))[name];
+  auto tok = load_hf(fx["path"].get<std::string>());
+  ASSERT_TRUE(tok);
+  for (const auto& c : fx["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    auto plain = tok->encode(text, false, true);
+    ASSERT_TRUE(plain) << plain.error().to_string();
+    EXPECT_EQ(*plain, ids_of(c["ids_no_special"])) << name << ": " << text;
+    auto with = tok->encode(text, true, true);
+    ASSERT_TRUE(with);
+    EXPECT_EQ(*with, ids_of(c["ids_with_special"])) << name << ": " << text;
+    EXPECT_EQ(tok->decode(ids_of(c["ids_no_special"])), c["decoded"].get<std::string>()) << name << ": " << text;
+    EXPECT_EQ(tok->decode(ids_of(c["ids_no_special"]), true), c["decoded_skip_special"].get<std::string>())
+      << name << ": " << text;
+  }
+}
+
+} // namespace
+
+TEST(Tokenizer, Stories260kHfMatchesHuggingFace) { check_hf_cases("stories260k_hf"); }
+TEST(Tokenizer, Qwen2ByteLevelMatchesHuggingFace) { check_hf_cases("qwen2_bytelevel"); }
+TEST(Tokenizer, Gpt2StyleByteLevelMatchesHuggingFace) { check_hf_cases("gpt2_style_bytelevel"); }
+
+TEST(Tokenizer, Llama2GgufMatchesSentencepieceAndTransformers) {
+  const json fx = test::load_json(test::fixture_path("tokenizers.json"))["llama2_gguf"];
+  auto g = open_gguf(test::model_path("llama2-tiny-random/llama-2-tiny-random.gguf"));
+  ASSERT_TRUE(g) << g.error().to_string();
+  auto tok = tokenizer::from_gguf(**g);
+  ASSERT_TRUE(tok) << tok.error().to_string();
+  EXPECT_EQ((*tok)->vocab_size(), 32000);
+  EXPECT_EQ((*tok)->bos_id(), 1);
+  EXPECT_EQ((*tok)->eos_id(), 2);
+  int agree_with_transformers = 0;
+  for (const auto& c : fx["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    // llama.cpp / sentencepiece semantics: special-token text is plain text
+    auto plain = (*tok)->encode(text, false, false);
+    ASSERT_TRUE(plain);
+    EXPECT_EQ(*plain, ids_of(c["spm_ids_no_special"])) << text;
+    auto with = (*tok)->encode(text, true, false);
+    ASSERT_TRUE(with);
+    EXPECT_EQ(*with, ids_of(c["spm_ids_with_bos"])) << text;
+    EXPECT_EQ((*tok)->decode(ids_of(c["spm_ids_no_special"])), c["spm_decoded"].get<std::string>()) << text;
+    // transformers differs from sentencepiece only on leading spaces and special-token text
+    if (c["spm_equal"].get<bool>()) {
+      EXPECT_EQ(*plain, ids_of(c["ids_no_special"])) << text;
+      ++agree_with_transformers;
+    }
+  }
+  EXPECT_GE(agree_with_transformers, 25);
+}
+
+TEST(Tokenizer, Stories260kGgufMatchesLlamaCpp) {
+  const json ref = test::load_json(test::fixture_path("refs/stories260K_once_upon_a_time.json"));
+  auto g = open_gguf(test::model_path("stories260K/stories260K.gguf"));
+  ASSERT_TRUE(g);
+  auto tok = tokenizer::from_gguf(**g);
+  ASSERT_TRUE(tok) << tok.error().to_string();
+  auto ids = (*tok)->encode(ref["prompt"].get<std::string>(), true, false);
+  ASSERT_TRUE(ids);
+  EXPECT_EQ(*ids, ids_of(ref["prompt_tokens_fed"]));
+  std::vector<std::string> pieces;
+  for (int32_t id : *ids) {
+    std::string p((*tok)->piece(id));
+    size_t pos;
+    while ((pos = p.find("\xe2\x96\x81")) != std::string::npos) p.replace(pos, 3, " ");
+    pieces.push_back(p);
+  }
+  EXPECT_EQ(pieces, ref["prompt_pieces_fed"].get<std::vector<std::string>>());
+  EXPECT_EQ((*tok)->decode(ids_of(ref["generated_tokens"])), ref["generated_text"].get<std::string>());
+}
+
+TEST(Tokenizer, RejectsInvalidUtf8) {
+  auto tok = load_hf("shared/models/stories260K-hf/tokenizer.json");
+  ASSERT_TRUE(tok);
+  auto r = tok->encode("ok \xff\xfe bad", true);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, errc::invalid_argument);
+}
+
+TEST(StreamDecoder, NeverSplitsACharacter) {
+  // byte-fallback pieces of an emoji arrive one byte per token
+  auto tok = load_hf("shared/models/stories260K-hf/tokenizer.json");
+  ASSERT_TRUE(tok);
+  const std::string text = "Hi 🤖 café 你好 end";
+  auto ids = tok->encode(text, false);
+  ASSERT_TRUE(ids);
+  stream_decoder sd(*tok);
+  std::string joined;
+  for (int32_t id : *ids) {
+    std::string part = sd.push(id);
+    EXPECT_TRUE(unicode::valid(part)) << "partial character emitted";
+    joined += part;
+  }
+  joined += sd.finish();
+  EXPECT_EQ(joined, tok->decode(*ids));
+  EXPECT_EQ(joined, text);
+}
+
+TEST(StreamDecoder, PrimedWithPromptKeepsLeadingSpace) {
+  auto tok = load_hf("shared/models/stories260K-hf/tokenizer.json");
+  auto prompt = tok->encode("Once upon", true);
+  auto more = tok->encode("Once upon a time", true);
+  ASSERT_TRUE(prompt && more);
+  stream_decoder sd(*tok);
+  sd.prime(*prompt);
+  std::string out;
+  for (size_t i = prompt->size(); i < more->size(); ++i) out += sd.push((*more)[i]);
+  out += sd.finish();
+  EXPECT_EQ(out, " a time");
+}
