@@ -1,0 +1,75 @@
+// shard_runner.hpp: executes one shard's part of a forward step. It owns the shard's weights
+// (shard_weights.hpp), its KV arena (its layers and KV heads for every block), a thread pool,
+// and the kernels it resolved from the op registry for its backend. The model's recipe
+// (model_config) decides which ops run; nothing here is architecture-specific by name.
+// Per step: [first stage] vocab-parallel embedding -> per layer: norm, QKV (+bias), rope,
+// KV store, paged attention, o_proj, all-reduce, residual, norm, gate/up, SwiGLU, down,
+// all-reduce, residual -> [last stage] final norm on the rows that need logits, lm_head
+// slice, all-gather into full-vocabulary logits. Partial sums meet in the `collective`
+// (never in the engine). One step at a time; the caller's thread runs it.
+// Tests: tests/model/forward_test.cpp
+#pragma once
+
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "kernels/registry.hpp"
+#include "model/shard_weights.hpp"
+#include "runtime/batch.hpp"
+#include "runtime/collective.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace troupe::model {
+
+struct runner_options {
+  kernels::backend where = kernels::backend::cpu;
+  int threads = 1;
+  std::vector<int> cpus;  // pin the shard's threads here when not empty
+  int64_t kv_blocks = 0;  // blocks in the KV arena (block 0 is the null block)
+  int block_size = 16;    // P: tokens per block
+  dtype kv_dtype = dtype::f32;
+};
+
+class shard_runner {
+public:
+  static expected<std::unique_ptr<shard_runner>> create(std::shared_ptr<const model_source> m,
+                                                        const shard_spec& spec,
+                                                        const runner_options& opt,
+                                                        collective* comm);
+  ~shard_runner();
+
+  /// Runs the shard's layers over `b`. `x` is [T, C] f32: the previous stage's output (or
+  /// ignored on the first stage); on return this stage's output. On the last stage `logits`
+  /// receives [n_logits, V] for the sequences with logits set, in the order of b.seqs.
+  status forward(const batch& b, std::vector<float>& x, std::vector<float>* logits);
+
+  const shard_weights& weights() const { return *w_; }
+  const model_config& config() const { return w_->source->config; }
+  int64_t kv_bytes() const { return static_cast<int64_t>(kv_.size()); }
+  int64_t kv_blocks() const { return opt_.kv_blocks; }
+  int block_size() const { return opt_.block_size; }
+  void set_collective(collective* comm) { comm_ = comm; }
+
+private:
+  shard_runner() = default;
+  status exec(kernels::op_args& a);
+  status check_batch(const batch& b) const;
+  tensor_view k_cache(int layer) const;
+  tensor_view v_cache(int layer) const;
+
+  std::unique_ptr<shard_weights> w_;
+  runner_options opt_;
+  collective* comm_ = nullptr;
+  std::unique_ptr<thread_pool> pool_;
+  buffer kv_;
+  int64_t kv_layer_bytes_ = 0;
+  const kernels::registry* reg_ = nullptr;
+  std::map<std::tuple<int, int, int, int>, kernels::kernel> kernels_;
+  // scratch, grown on demand
+  std::vector<float> h_, q_, k_, v_, attn_, o_, g_, u_, xs_, lg_, lg_all_;
+  std::vector<int32_t> ids_, pos_, slots_, seqinfo_;
+};
+
+} // namespace troupe::model

@@ -1,0 +1,34 @@
+// batch.hpp: one forward step's work as plain data: the new tokens of several sequences,
+// where each sequence's tokens sit in the step, their positions, the KV blocks that hold each
+// sequence (logical block i of the sequence is physical block `blocks[i]`, the same id on
+// every shard), and which sequences need logits. Built by the scheduler, read by every stage.
+// Serialisable (all vectors of integers). Tests: through tests/model/ and tests/runtime/.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace troupe {
+
+struct batch_seq {
+  int64_t seq_id = 0;          // the engine's sequence id
+  int32_t begin = 0;           // first token of this sequence in batch::tokens
+  int32_t count = 0;           // tokens of this sequence in the step
+  int32_t pos0 = 0;            // position of its first token in this step
+  bool logits = false;         // produce logits for its last token
+  std::vector<int32_t> blocks; // block table, covering positions [0, pos0 + count)
+};
+
+struct batch {
+  std::vector<int32_t> tokens; // [T]
+  std::vector<batch_seq> seqs;
+
+  int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t n_logits() const {
+    int64_t n = 0;
+    for (const auto& s : seqs) n += s.logits;
+    return n;
+  }
+};
+
+} // namespace troupe

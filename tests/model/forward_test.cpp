@@ -1,0 +1,134 @@
+// forward_test.cpp: whole-model forward passes and greedy generation against references made
+// by independent implementations: llama.cpp's output for stories260K
+// (tests/fixtures/refs/), and Hugging Face transformers on CPU for stories260K-hf, the
+// synthetic Llama 3 / head_dim / Mistral (sharded, f16) / Qwen2 (biases) models and the
+// Llama 2 tiny-random GGUF (tests/fixtures/make_fixtures.py).
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "../test_paths.hpp"
+#include "model/generator.hpp"
+
+using namespace troupe;
+using json = nlohmann::json;
+
+namespace {
+
+std::unique_ptr<model::generator> make(const std::string& path, kernels::backend where = kernels::backend::cpu) {
+  auto m = open_model(path);
+  EXPECT_TRUE(m) << (m ? "" : m.error().to_string());
+  if (!m) return nullptr;
+  model::runner_options opt;
+  opt.where = where;
+  auto g = model::generator::create(*m, opt);
+  EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
+  return g ? std::move(*g) : nullptr;
+}
+
+model::generation greedy(model::generator& g, const std::vector<int32_t>& prompt, int n) {
+  model::generate_options o;
+  o.max_tokens = n;
+  o.stop_at_eos = false;
+  auto r = g.run(prompt, o);
+  EXPECT_TRUE(r) << (r ? "" : r.error().to_string());
+  return r ? *r : model::generation{};
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+// Compares one fixture case: prompt ids, full last-position logits, greedy continuation.
+void check_case(model::generator& g, const json& c, double logit_tol) {
+  const std::string text = c["text"].get<std::string>();
+  auto ids = g.source().tok->encode(text, true);
+  ASSERT_TRUE(ids);
+  EXPECT_EQ(*ids, c["prompt_tokens"].get<std::vector<int32_t>>()) << text;
+  const auto want_tokens = c["greedy_tokens"].get<std::vector<int32_t>>();
+  auto r = greedy(g, c["prompt_tokens"].get<std::vector<int32_t>>(), static_cast<int>(want_tokens.size()));
+  EXPECT_LE(max_abs_diff(r.prompt_logits, c["last_logits"].get<std::vector<float>>()), logit_tol) << text;
+  EXPECT_EQ(r.tokens, want_tokens) << text;
+}
+
+} // namespace
+
+class Stories260k : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Stories260k, MatchesLlamaCppReference) {
+  const json ref = test::load_json(test::fixture_path("refs/stories260K_once_upon_a_time.json"));
+  auto g = make(test::model_path(GetParam()));
+  ASSERT_TRUE(g);
+  auto ids = g->source().tok->encode(ref["prompt"].get<std::string>(), true, false);
+  ASSERT_TRUE(ids);
+  ASSERT_EQ(*ids, ref["prompt_tokens_fed"].get<std::vector<int32_t>>());
+  auto r = greedy(*g, *ids, 32);
+  EXPECT_EQ(r.tokens, ref["generated_tokens"].get<std::vector<int32_t>>());
+  for (const auto& top : ref["top5_last_prompt_position"]) {
+    const int id = top["id"].get<int>();
+    EXPECT_NEAR(r.prompt_logits.at(id), top["logit"].get<double>(), 1e-3) << "token " << id;
+  }
+  EXPECT_EQ(g->source().tok->decode(r.tokens), ref["generated_text"].get<std::string>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, Stories260k,
+                         ::testing::Values("stories260K/stories260K.gguf", "stories260K-hf"));
+
+TEST(Stories260kHf, MatchesTransformersOnManyPrompts) {
+  const json fx = test::load_json(test::fixture_path("stories260k_hf.json"));
+  auto g = make(test::model_path("stories260K-hf"));
+  ASSERT_TRUE(g);
+  ASSERT_GE(fx["cases"].size(), 9u);
+  for (const auto& c : fx["cases"]) check_case(*g, c, 1e-3);
+}
+
+class SyntheticArch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SyntheticArch, MatchesTransformers) {
+  const std::string dir = test::fixture_path("models/" + GetParam());
+  const json fx = test::load_json(dir + "/expected.json");
+  auto g = make(dir);
+  ASSERT_TRUE(g);
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
+                         ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2"));
+
+TEST(Llama2TinyRandom, LogitsMatchTransformers) {
+  const json fx = test::load_json(test::fixture_path("llama2_tiny_random.json"));
+  auto g = make(test::model_path("llama2-tiny-random/llama-2-tiny-random.gguf"));
+  ASSERT_TRUE(g);
+  for (const auto& c : fx["cases"]) {
+    const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
+    if (c.contains("text")) {
+      auto ids = g->source().tok->encode(c["text"].get<std::string>(), true, false);
+      ASSERT_TRUE(ids);
+      EXPECT_EQ(*ids, prompt);
+    }
+    auto r = greedy(*g, prompt, 1);
+    const auto top_ids = c["top20_ids"].get<std::vector<int32_t>>();
+    const auto top_logits = c["top20_logits"].get<std::vector<float>>();
+    for (size_t i = 0; i < top_ids.size(); ++i) EXPECT_NEAR(r.prompt_logits.at(top_ids[i]), top_logits[i], 1e-4);
+    const auto fixed_ids = c["fixed_ids"].get<std::vector<int32_t>>();
+    const auto fixed_logits = c["fixed_logits"].get<std::vector<float>>();
+    for (size_t i = 0; i < fixed_ids.size(); ++i) EXPECT_NEAR(r.prompt_logits.at(fixed_ids[i]), fixed_logits[i], 1e-4);
+    double sum = 0, sq = 0;
+    for (float v : r.prompt_logits) sum += v, sq += static_cast<double>(v) * v;
+    EXPECT_NEAR(sum, c["sum_logits"].get<double>(), 1e-2);
+    EXPECT_NEAR(sq, c["sum_sq_logits"].get<double>(), 1e-2 * std::max(1.0, c["sum_sq_logits"].get<double>()));
+  }
+}
+
+TEST(ReferenceBackend, AgreesWithCpuBackend) {
+  auto cpu = make(test::model_path("stories260K/stories260K.gguf"), kernels::backend::cpu);
+  auto ref = make(test::model_path("stories260K/stories260K.gguf"), kernels::backend::ref);
+  ASSERT_TRUE(cpu && ref);
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  auto a = greedy(*cpu, prompt, 8), b = greedy(*ref, prompt, 8);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_LE(max_abs_diff(a.prompt_logits, b.prompt_logits), 1e-4);
+}
