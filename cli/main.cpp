@@ -1,21 +1,41 @@
-// main.cpp: the `troupe` command. Subcommands are added by the issues that build them.
-#include <cstring>
-
+// main.cpp: the `troupe` command: parses the subcommand (generate, synth, ...) and runs it.
+#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include "commands.hpp"
 #include "kernels/device.hpp"
+#include "runtime/log.hpp"
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    fmt::print("troupe {}: serve large language models split across devices\n\n", TROUPE_VERSION);
-    fmt::print("usage: troupe <command> [options]\n  --version  print the version\n");
+  CLI::App app{"troupe: serve large language models split across devices and machines"};
+  app.require_subcommand(0, 1);
+  bool version = false;
+  std::string log_level;
+  app.add_flag("--version", version, "print the version");
+  app.add_option("--log", log_level, "log level: trace, debug, info, warn, error, off");
+  std::function<int()> run;
+  troupe::cli::add_generate(app, run);
+  troupe::cli::add_synth(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (!log_level.empty()) {
+    troupe::log_level lv;
+    if (!troupe::log_parse_level(log_level, lv)) {
+      fmt::print(stderr, "troupe: unknown log level '{}'\n", log_level);
+      return 2;
+    }
+    troupe::log_set_level(lv);
+  }
+  if (version) {
+    fmt::print("troupe {} (cuda: {})\n", TROUPE_VERSION, troupe::kernels::cuda_available() ? "yes" : "no");
     return 0;
   }
-  if (!std::strcmp(argv[1], "--version")) {
-    fmt::print("troupe {} (cuda: {})\n", TROUPE_VERSION,
-               troupe::kernels::cuda_available() ? "yes" : "no");
+  if (!run) {
+    fmt::print("{}", app.help());
     return 0;
   }
-  fmt::print(stderr, "troupe: unknown command '{}'\n", argv[1]);
-  return 2;
+  return run();
 }

@@ -1,0 +1,85 @@
+// cmd_generate.cpp: `troupe generate`: one prompt, tokens streamed to stdout as they are
+// made, or one JSON object with --json (prompt_tokens with BOS, generated tokens, text).
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "model/generator.hpp"
+
+namespace troupe::cli {
+
+void add_generate(CLI::App& app, std::function<int()>& run) {
+  struct opts {
+    std::string model, prompt, prompt_pos, backend = "cpu";
+    int max_tokens = 32, top_k = 0, threads = 1;
+    float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repetition_penalty = 1.0f;
+    uint64_t seed = 0;
+    bool json = false, quiet = false, no_bos = false;
+  };
+  auto o = std::make_shared<opts>();
+  auto* cmd = app.add_subcommand("generate", "generate text from a prompt");
+  cmd->add_option("prompt_text", o->prompt_pos, "the prompt (or --prompt)");
+  cmd->add_option("--model,-m", o->model, "a .gguf file or a Hugging Face directory (default: bundled stories260K)");
+  cmd->add_option("--prompt,-p", o->prompt, "the prompt");
+  cmd->add_option("--max-tokens,-n", o->max_tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--temperature,-t", o->temperature, "0 = greedy")->check(CLI::Range(0.0, 2.0));
+  cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", o->min_p, "drop tokens below min_p x the top probability")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--repetition-penalty", o->repetition_penalty, "CTRL-style penalty (1 = off)");
+  cmd->add_option("--seed", o->seed, "seed for sampling (same seed, same text)");
+  cmd->add_option("--threads", o->threads, "compute threads")->check(CLI::Range(1, 256));
+  cmd->add_option("--backend", o->backend, "cpu or ref")->check(CLI::IsMember({"cpu", "ref"}));
+  cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
+  cmd->add_flag("--quiet,-q", o->quiet, "no loading messages");
+  cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token");
+  cmd->callback([&run, o] {
+    run = [o]() -> int {
+      const std::string prompt = !o->prompt.empty() ? o->prompt : o->prompt_pos;
+      if (prompt.empty()) return fail(make_error(errc::invalid_argument, "no prompt (give one, or --prompt)"));
+      auto m = open_model_verbose(o->model.empty() ? default_model_path() : o->model, o->quiet || o->json);
+      if (!m) return fail(m.error());
+      model::runner_options ro;
+      ro.threads = o->threads;
+      ro.where = o->backend == "ref" ? kernels::backend::ref : kernels::backend::cpu;
+      auto g = model::generator::create(*m, ro);
+      if (!g) return fail(g.error());
+      auto ids = (*m)->tok->encode(prompt, !o->no_bos, false);
+      if (!ids) return fail(ids.error());
+      model::generate_options go;
+      go.max_tokens = o->max_tokens;
+      go.sampling.temperature = o->temperature;
+      go.sampling.top_k = o->top_k;
+      go.sampling.top_p = o->top_p;
+      go.sampling.min_p = o->min_p;
+      go.sampling.repetition_penalty = o->repetition_penalty;
+      go.sampling.seed = o->seed;
+      if (!o->json) {
+        std::fputs(prompt.c_str(), stdout);
+        std::fflush(stdout);
+      }
+      auto r = (*g)->run(*ids, go, o->json ? std::function<void(const std::string&)>() : [](const std::string& s) {
+        std::fputs(s.c_str(), stdout);
+        std::fflush(stdout);
+      });
+      if (!r) return fail(r.error());
+      if (o->json) {
+        nlohmann::json j = {{"prompt_tokens", r->prompt_tokens}, {"tokens", r->tokens}, {"text", r->text},
+                            {"finish_reason", r->finish_reason}};
+        std::puts(j.dump().c_str());
+      } else {
+        std::puts("");
+        if (!o->quiet)
+          std::fprintf(stderr, "troupe: %zu prompt tokens in %.2f ms, %zu tokens in %.2f ms (%.1f tok/s)\n",
+                       r->prompt_tokens.size(), r->prefill_seconds * 1e3, r->tokens.size(), r->decode_seconds * 1e3,
+                       r->tokens.size() > 1 ? (r->tokens.size() - 1) / r->decode_seconds : 0.0);
+      }
+      return 0;
+    };
+  });
+}
+
+} // namespace troupe::cli

@@ -1,0 +1,16 @@
+// commands.hpp: each subcommand registers itself on the CLI11 app and, when chosen, sets
+// `run` to the function main() calls after parsing.
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace troupe::cli {
+
+void add_generate(CLI::App& app, std::function<int()>& run);
+void add_synth(CLI::App& app, std::function<int()>& run);
+
+} // namespace troupe::cli

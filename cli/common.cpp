@@ -1,0 +1,67 @@
+// common.cpp: bundled paths, verbose model opening and progress lines (common.hpp).
+#include "common.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+namespace troupe::cli {
+
+std::string bundled_path(const std::string& rel) {
+  namespace fs = std::filesystem;
+  const fs::path src = fs::path(TROUPE_SOURCE_DIR) / "models" / rel;
+  if (fs::exists(src)) return src.string();
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& p : {exe.parent_path() / "../share/troupe/models" / rel, exe.parent_path() / "../../models" / rel})
+      if (fs::exists(p)) return fs::weakly_canonical(p).string();
+  }
+  return src.string();
+}
+
+std::string default_model_path() {
+  if (const char* env = std::getenv("TROUPE_MODEL"); env && *env) return env;
+  return bundled_path("stories260K/stories260K.gguf");
+}
+
+expected<std::shared_ptr<const model_source>> open_model_verbose(const std::string& path, bool quiet) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto m = open_model(path);
+  if (!m) return m;
+  const double ms = std::chrono::duration<double, std::milli>((std::chrono::steady_clock::now() - t0)).count();
+  if (!quiet) {
+    const auto& c = (*m)->config;
+    fmt::print(stderr, "troupe: loaded {} ({} {}, {:.2f}M parameters, {} layers, {} tokenizer) in {:.1f} ms\n",
+               path, (*m)->format, c.arch, c.parameters() / 1e6, c.n_layer, (*m)->tok->kind(), ms);
+  }
+  return m;
+}
+
+int fail(const error& e) {
+  fmt::print(stderr, "troupe: {}\n", e.to_string());
+  return e.code == errc::invalid_argument ? 2 : 1;
+}
+
+progress_line::progress_line(std::string label, bool enabled)
+  : label_(std::move(label)), tty_(enabled && isatty(STDERR_FILENO)) {}
+
+void progress_line::update(int64_t done, int64_t total) {
+  if (!tty_ || total <= 0) return;
+  const int pct = static_cast<int>(100 * done / total);
+  if (pct == last_percent_) return;
+  last_percent_ = pct;
+  const int width = 30, fill = pct * width / 100;
+  fmt::print(stderr, "\r{} [{}{}] {:3d}%", label_, std::string(fill, '#'), std::string(width - fill, ' '), pct);
+  std::fflush(stderr);
+}
+
+void progress_line::finish(const std::string& tail) {
+  if (tty_) fmt::print(stderr, "\r\033[K");
+  fmt::print(stderr, "{} {}\n", label_, tail);
+}
+
+} // namespace troupe::cli
