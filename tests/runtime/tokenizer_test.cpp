@@ -89,9 +89,16 @@ TEST(Tokenizer, Stories260kGgufMatchesLlamaCpp) {
   EXPECT_EQ(*ids, ids_of(ref["prompt_tokens_fed"]));
   std::vector<std::string> pieces;
   for (int32_t id : *ids) {
-    std::string p((*tok)->piece(id));
-    size_t pos;
-    while ((pos = p.find("\xe2\x96\x81")) != std::string::npos) p.replace(pos, 3, " ");
+    const std::string_view piece = (*tok)->piece(id);
+    std::string p;
+    for (size_t i = 0; i < piece.size(); ++i) {
+      if (piece.compare(i, 3, "\xe2\x96\x81") == 0) {
+        p += ' ';
+        i += 2;
+      } else {
+        p += piece[i];
+      }
+    }
     pieces.push_back(p);
   }
   EXPECT_EQ(pieces, ref["prompt_pieces_fed"].get<std::vector<std::string>>());
@@ -136,4 +143,42 @@ TEST(StreamDecoder, PrimedWithPromptKeepsLeadingSpace) {
   for (size_t i = prompt->size(); i < more->size(); ++i) out += sd.push((*more)[i]);
   out += sd.finish();
   EXPECT_EQ(out, " a time");
+}
+
+TEST(Tokenizer, MetaspacePreTokenizerMatchesTransformers) {
+  // transformers 5 loads the Llama tokenizer with a Metaspace pre-tokenizer (prepend_scheme
+  // "first", split off) instead of the file's normaliser; the fixture records its ids where
+  // they differ. Build that variant of the stories260K tokenizer.json and compare.
+  json tj = test::load_json(test::model_path("stories260K-hf/tokenizer.json"));
+  tj["normalizer"] = nullptr;
+  tj["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xe2\x96\x81"}, {"prepend_scheme", "first"}, {"split", false}};
+  auto tok = tokenizer::from_hf_json(tj.dump(), test::read_file(test::model_path("stories260K-hf/tokenizer_config.json")),
+                                     "metaspace-variant");
+  ASSERT_TRUE(tok) << tok.error().to_string();
+  const json fx = test::load_json(test::fixture_path("tokenizers.json"))["stories260k_hf"];
+  int differing = 0;
+  for (const auto& c : fx["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    const bool differs = c.contains("transformers_ids_no_special");
+    differing += differs;
+    const auto want = ids_of(differs ? c["transformers_ids_no_special"] : c["ids_no_special"]);
+    auto got = (*tok)->encode(text, false, true);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(*got, want) << text;
+  }
+  EXPECT_EQ(differing, 5);
+}
+
+TEST(Gguf, Version2ParsesLikeVersion3) {
+  auto bytes = test::read_file(test::model_path("stories260K/stories260K.gguf"));
+  std::vector<uint8_t> b(bytes.begin(), bytes.end());
+  b[4] = 2; // version field
+  auto g = parse_gguf(mapped_file::from_memory(b, "v2.gguf"));
+  ASSERT_TRUE(g) << g.error().to_string();
+  EXPECT_EQ((*g)->version, 2u);
+  EXPECT_EQ((*g)->tensors.size(), 48u);
+  b[4] = 1;
+  auto v1 = parse_gguf(mapped_file::from_memory(b, "v1.gguf"));
+  ASSERT_FALSE(v1);
+  EXPECT_EQ(v1.error().code, errc::unsupported);
 }
