@@ -6,7 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
+
+#include "runtime/sampler.hpp"
 
 namespace troupe {
 
@@ -17,11 +20,16 @@ struct batch_seq {
   int32_t pos0 = 0;            // position of its first token in this step
   bool logits = false;         // produce logits for its last token
   std::vector<int32_t> blocks; // block table, covering positions [0, pos0 + count)
+  // sampling on the last stage (when logits is set)
+  sampling_params sampling;
+  uint64_t sample_step = 0;              // index of the token being generated (RNG draw)
+  std::vector<int32_t> penalty_history;  // tokens the penalties count (empty without penalties)
 };
 
 struct batch {
   std::vector<int32_t> tokens; // [T]
   std::vector<batch_seq> seqs;
+  std::vector<std::pair<int32_t, int32_t>> copies; // KV blocks to copy (src, dst) before the step
 
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t n_logits() const {
