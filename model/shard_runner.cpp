@@ -32,7 +32,8 @@ expected<std::unique_ptr<shard_runner>> shard_runner::create(std::shared_ptr<con
   const auto& c = r->config();
   const int64_t layers = spec.layer_end - spec.layer_begin;
   r->kv_layer_bytes_ = row_bytes(opt.kv_dtype, opt.kv_blocks * opt.block_size * r->w_->dims.Hkv_s * c.D);
-  TROUPE_TRY_ASSIGN(kv, buffer::allocate(static_cast<size_t>(2 * layers * r->kv_layer_bytes_), true));
+  // not zeroed: attention only reads positions a step has written, and untouched pages cost nothing
+  TROUPE_TRY_ASSIGN(kv, buffer::allocate(static_cast<size_t>(2 * layers * r->kv_layer_bytes_), false));
   r->kv_ = std::move(kv);
   return r;
 }

@@ -17,6 +17,10 @@ uint64_t kv_block_pool::chain_hash(uint64_t prev, std::span<const int32_t> token
 }
 
 int32_t kv_block_pool::allocate() {
+  if (fail_next_ > 0) {
+    --fail_next_;
+    return -1;
+  }
   int32_t b;
   if (!free_.empty()) {
     b = free_.back();

@@ -33,6 +33,8 @@ public:
   void retain(int32_t block);
   void release(int32_t block);
   int32_t refcount(int32_t block) const { return ref_.at(block); }
+  /// Fault injection: the next `n` allocate() calls fail as if the pool were empty.
+  void fail_next(int n) { fail_next_ += n; }
 
   /// The cached block published under `hash`, retained; -1 when none.
   int32_t lookup(uint64_t hash);
@@ -60,6 +62,7 @@ private:
   std::vector<uint64_t> hash_of_;
   std::vector<uint8_t> published_;
   int64_t hits_ = 0, evictions_ = 0;
+  int fail_next_ = 0;
 };
 
 } // namespace troupe

@@ -25,7 +25,7 @@ std::shared_ptr<inproc_group> inproc_group::create(int size) {
   return std::shared_ptr<inproc_group>(new inproc_group(size));
 }
 
-inproc_group::inproc_group(int size) : size_(size), slots_(size), inputs_(size) {
+inproc_group::inproc_group(int size) : size_(size), slots_(size), inputs_(size), armed_(size, 0) {
   for (int r = 0; r < size; ++r) views_.push_back(std::make_unique<rank_view>(this, r));
 }
 
@@ -38,12 +38,19 @@ void inproc_group::abort(std::string reason) {
   cv_.notify_all();
 }
 
-void inproc_group::reset() {
+void inproc_group::arm(int rank, uint64_t epoch) {
   std::lock_guard<std::mutex> lk(mu_);
+  armed_.at(rank) = epoch;
+}
+
+void inproc_group::reset(uint64_t epoch) {
+  std::lock_guard<std::mutex> lk(mu_);
+  epoch_ = epoch;
   aborted_ = false;
   arrived_ = 0;
-  ++generation_;
+  ++resets_;
   reason_.clear();
+  cv_.notify_all();
 }
 
 bool inproc_group::aborted() const {
@@ -51,18 +58,21 @@ bool inproc_group::aborted() const {
   return aborted_;
 }
 
-status inproc_group::barrier() {
+status inproc_group::barrier(int rank) {
   std::unique_lock<std::mutex> lk(mu_);
   if (aborted_) return make_error(errc::unavailable, "collective aborted: {}", reason_);
-  const uint64_t gen = generation_;
+  if (armed_[rank] != epoch_)
+    return make_error(errc::unavailable, "collective epoch {} is over (now {})", armed_[rank], epoch_);
+  const uint64_t gen = generation_, resets = resets_;
   if (++arrived_ == size_) {
     arrived_ = 0;
     ++generation_;
     cv_.notify_all();
     return {};
   }
-  cv_.wait(lk, [&] { return generation_ != gen || aborted_; });
-  if (aborted_ && generation_ == gen) return make_error(errc::unavailable, "collective aborted: {}", reason_);
+  cv_.wait(lk, [&] { return generation_ != gen || aborted_ || resets_ != resets; });
+  if (resets_ != resets || (aborted_ && generation_ == gen))
+    return make_error(errc::unavailable, "collective aborted: {}", reason_.empty() ? "the group was reset" : reason_);
   return {};
 }
 
@@ -73,7 +83,7 @@ status inproc_group::all_reduce(int rank, float* data, int64_t n) {
     slots_[rank] = data;
     if (rank == 0 && static_cast<int64_t>(scratch_.size()) < n) scratch_.resize(n);
   }
-  TROUPE_TRY(barrier()); // every rank's input is registered; scratch is sized
+  TROUPE_TRY(barrier(rank)); // every rank's input is registered; scratch is sized
   const int64_t chunk = (n + size_ - 1) / size_;
   const int64_t b = std::min<int64_t>(n, rank * chunk), e = std::min<int64_t>(n, b + chunk);
   for (int64_t i = b; i < e; ++i) {
@@ -81,7 +91,7 @@ status inproc_group::all_reduce(int rank, float* data, int64_t n) {
     for (int k = 1; k < size_; ++k) acc += slots_[k][i]; // fixed order 0..N-1
     scratch_[i] = acc;
   }
-  TROUPE_TRY(barrier()); // every chunk is summed
+  TROUPE_TRY(barrier(rank)); // every chunk is summed
   std::memcpy(data, scratch_.data(), n * sizeof(float));
   return {};
 }
@@ -97,13 +107,13 @@ status inproc_group::all_gather(int rank, const float* in, float* out, std::span
     std::lock_guard<std::mutex> lk(mu_);
     inputs_[rank] = in;
   }
-  TROUPE_TRY(barrier());
+  TROUPE_TRY(barrier(rank));
   int64_t off = 0;
   for (int k = 0; k < size_; ++k) {
     std::memcpy(out + off, inputs_[k], counts[k] * sizeof(float));
     off += counts[k];
   }
-  return barrier(); // inputs stay valid until everyone has copied
+  return barrier(rank); // inputs stay valid until everyone has copied
 }
 
 } // namespace troupe::transport

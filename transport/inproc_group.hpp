@@ -26,15 +26,18 @@ public:
   collective* member(int rank);
   /// Wakes every waiting rank with `unavailable`; later calls fail until reset().
   void abort(std::string reason);
-  /// Re-arms an aborted group (all ranks must have left their operations).
-  void reset();
+  /// Re-arms an aborted group for `epoch`: only operations armed with it may proceed.
+  void reset(uint64_t epoch = 0);
+  /// The epoch `rank`'s next operations belong to; an operation whose epoch is not the
+  /// group's fails with `unavailable` instead of waiting for ranks that moved on.
+  void arm(int rank, uint64_t epoch);
   bool aborted() const;
 
 private:
   class rank_view;
   friend class rank_view;
   explicit inproc_group(int size);
-  status barrier();
+  status barrier(int rank);
   status all_reduce(int rank, float* data, int64_t n);
   status all_gather(int rank, const float* in, float* out, std::span<const int64_t> counts);
 
@@ -44,11 +47,14 @@ private:
   std::condition_variable cv_;
   int arrived_ = 0;
   uint64_t generation_ = 0;
+  uint64_t resets_ = 0;
   bool aborted_ = false;
   std::string reason_;
   std::vector<float*> slots_;
   std::vector<const float*> inputs_;
   std::vector<float> scratch_;
+  uint64_t epoch_ = 0;
+  std::vector<uint64_t> armed_;
 };
 
 } // namespace troupe::transport

@@ -1,0 +1,312 @@
+// engine.cpp: the engine actor (engine.hpp).
+#include "actors/engine.hpp"
+
+#include <chrono>
+#include <map>
+
+#include "actors/messages.hpp"
+#include "actors/shard.hpp"
+#include "runtime/log.hpp"
+#include "runtime/stop_matcher.hpp"
+#include "runtime/tokenizer.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+struct completion_state {
+  int64_t request_id = 0;
+  int32_t index = 0;
+  caf::actor sink;
+  std::unique_ptr<stream_decoder> dec;
+  std::unique_ptr<stop_matcher> stops;
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  clock::time_point arrival, last_token;
+  bool logprobs = false;
+};
+
+struct inflight_step {
+  std::shared_ptr<const batch> plan;
+  clock::time_point sent;
+};
+
+struct engine_state {
+  engine_setup setup;
+  std::unique_ptr<kv_block_pool> pool;
+  std::unique_ptr<scheduler> sched;
+  std::map<int64_t, completion_state> seqs;
+  std::map<uint64_t, inflight_step> inflight;
+  int64_t next_id = 1;
+  uint64_t epoch = 0;
+  bool ready = false;
+  bool failed = false;
+  bool resyncing = false;
+  std::string reason = "starting: loading shards";
+  caf::actor supervisor;
+  engine_stats stats;
+  static inline const char* name = "troupe.engine";
+};
+
+using state_ptr = caf::stateful_actor<engine_state>*;
+
+std::string finish_text(finish_reason r) { return std::string(to_string(r)); }
+
+void send_final(state_ptr self, completion_state& cs, const std::string& reason, std::string text = {}) {
+  gen_event e;
+  e.request_id = cs.request_id;
+  e.index = cs.index;
+  e.text = std::move(text);
+  e.finish = reason;
+  e.prompt_tokens = cs.prompt_tokens;
+  e.completion_tokens = cs.completion_tokens;
+  if (reason == "cancelled") ++self->state.stats.cancelled;
+  self->send(cs.sink, event_atom::value, std::move(e));
+}
+
+void handle_events(state_ptr self, const std::vector<seq_event>& events) {
+  auto& st = self->state;
+  const auto now = clock::now();
+  for (const auto& ev : events) {
+    auto it = st.seqs.find(ev.seq_id);
+    if (it == st.seqs.end()) continue; // already finished (a stop string)
+    completion_state& cs = it->second;
+    bool done = false;
+    if (ev.has_token) {
+      ++cs.completion_tokens;
+      ++st.stats.generated_tokens;
+      if (cs.completion_tokens == 1) st.stats.ttft.observe(std::chrono::duration<double>(now - cs.arrival).count());
+      else st.stats.itl.observe(std::chrono::duration<double>(now - cs.last_token).count());
+      cs.last_token = now;
+      gen_event e;
+      e.request_id = cs.request_id;
+      e.index = cs.index;
+      e.tokens = {ev.token.token};
+      if (cs.logprobs) {
+        e.logprobs = {ev.token.logprob};
+        e.top_logprobs = {ev.token.top};
+      }
+      e.text = cs.stops->push(cs.dec->push(ev.token.token));
+      e.prompt_tokens = cs.prompt_tokens;
+      e.completion_tokens = cs.completion_tokens;
+      if (cs.stops->stopped()) {
+        e.finish = "stop";
+        st.sched->finish(ev.seq_id, finish_reason::stop);
+        done = true;
+      } else if (ev.finished != finish_reason::none) {
+        e.text += cs.stops->push(cs.dec->finish());
+        e.text += cs.stops->finish();
+        e.finish = cs.stops->stopped() ? "stop" : finish_text(ev.finished);
+        done = true;
+      }
+      self->send(cs.sink, event_atom::value, std::move(e));
+    } else if (ev.finished != finish_reason::none) {
+      std::string tail = cs.stops->push(cs.dec->finish());
+      tail += cs.stops->finish();
+      send_final(self, cs, finish_text(ev.finished), std::move(tail));
+      done = true;
+    }
+    if (done) st.seqs.erase(it);
+  }
+}
+
+void fail_all(state_ptr self, const std::string& why) {
+  auto& st = self->state;
+  for (auto& [id, cs] : st.seqs) {
+    st.sched->cancel(id);
+    send_final(self, cs, "error");
+  }
+  st.seqs.clear();
+  TROUPE_LOG_ERROR("engine", "failing all requests: {}", why);
+}
+
+void pump(state_ptr self) {
+  auto& st = self->state;
+  if (!st.ready || st.failed || st.resyncing || st.epoch != st.setup.routes->epoch()) {
+    TROUPE_LOG_DEBUG("engine", "pump paused ready={} failed={} resyncing={} epoch={}/{}", st.ready, st.failed,
+                     st.resyncing, st.epoch, st.setup.routes->epoch());
+    return;
+  }
+  while (static_cast<int>(st.inflight.size()) < st.setup.max_inflight) {
+    auto plan = st.sched->next_step();
+    if (!plan) break;
+    if (int n = st.setup.faults->fail_allocs(plan->step_id + 1); n > 0) st.pool->fail_next(n);
+    auto p = std::make_shared<const batch>(std::move(plan->b));
+    st.inflight[plan->step_id] = {p, clock::now()};
+    const auto entry = st.setup.routes->info(0);
+    for (size_t i = 0; i < entry.actors.size(); ++i) {
+      const std::string to = entry.stage >= 0 ? shard_name(entry.stage, static_cast<int>(i)) : entry.name;
+      step_msg m{plan->step_id, st.epoch, p, nullptr};
+      if (st.setup.faults->drop("engine", to, m.step_id)) continue;
+      if (int ms = st.setup.faults->delay_ms("engine", to, m.step_id); ms > 0)
+        self->delayed_send(entry.actors[i], std::chrono::milliseconds(ms), step_atom::value, m);
+      else
+        self->send(entry.actors[i], step_atom::value, m);
+    }
+  }
+}
+
+// Every step in flight is void (a shard died, or a step was lost): give their sequences back.
+void abandon_inflight(state_ptr self) {
+  auto& st = self->state;
+  for (auto& [id, s] : st.inflight) st.sched->fail(id);
+  st.inflight.clear();
+}
+
+caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
+  auto& st = self->state;
+  st.setup = std::move(setup);
+  st.pool = std::make_unique<kv_block_pool>(st.setup.kv_blocks, st.setup.block_size);
+  st.sched = std::make_unique<scheduler>(*st.pool, st.setup.sched);
+  st.stats.kv_blocks_total = st.pool->total();
+  self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);
+  return {
+    [=](attach_atom, caf::actor sup) { self->state.supervisor = std::move(sup); },
+    [=](generate_atom, gen_request& r, caf::actor sink) -> caf::result<int64_t> {
+      auto& st = self->state;
+      if (st.failed) return caf::make_error(caf::sec::runtime_error, "unavailable: " + st.reason);
+      if (static_cast<int64_t>(st.sched->waiting()) >= st.setup.max_waiting)
+        return caf::make_error(caf::sec::runtime_error, "queue full: too many requests waiting");
+      const model_config& c = st.setup.model->config;
+      for (int32_t t : r.prompt)
+        if (t < 0 || t >= c.V)
+          return caf::make_error(caf::sec::runtime_error, fmt::format("invalid_argument: token id {} outside the vocabulary", t));
+      const int64_t id = st.next_id;
+      st.next_id += std::max<int32_t>(r.n, 1) + 1;
+      request q;
+      q.id = id;
+      q.prompt = r.prompt;
+      q.sampling = r.sampling;
+      q.max_tokens = r.max_tokens;
+      q.stop_ids = r.stop_ids;
+      q.ignore_eos = r.ignore_eos;
+      q.priority = r.priority;
+      q.n = r.n;
+      if (auto added = st.sched->add(q); !added)
+        return caf::make_error(caf::sec::runtime_error, added.error().to_string());
+      const auto now = clock::now();
+      for (int32_t i = 0; i < r.n; ++i) {
+        completion_state cs;
+        cs.request_id = id;
+        cs.index = i;
+        cs.sink = sink;
+        cs.dec = std::make_unique<stream_decoder>(*st.setup.model->tok);
+        cs.dec->prime(r.prompt);
+        cs.stops = std::make_unique<stop_matcher>(r.stop);
+        cs.prompt_tokens = static_cast<int32_t>(r.prompt.size());
+        cs.arrival = now;
+        cs.logprobs = r.sampling.logprobs || r.sampling.top_logprobs > 0;
+        st.seqs.emplace(id + i, std::move(cs));
+      }
+      ++st.stats.requests_total;
+      st.stats.prompt_tokens += static_cast<int64_t>(r.prompt.size());
+      TROUPE_LOG_DEBUG("engine", "req={} tag={} prompt={} max_tokens={} n={}", id, r.tag, r.prompt.size(), r.max_tokens, r.n);
+      pump(self);
+      return id;
+    },
+    [=](cancel_atom, int64_t request_id) {
+      auto& st = self->state;
+      for (auto it = st.seqs.begin(); it != st.seqs.end();) {
+        if (it->second.request_id != request_id) {
+          ++it;
+          continue;
+        }
+        st.sched->cancel(it->first);
+        send_final(self, it->second, "cancelled");
+        it = st.seqs.erase(it);
+      }
+      pump(self);
+    },
+    [=](done_atom, step_done& d) {
+      auto& st = self->state;
+      TROUPE_LOG_DEBUG("engine", "done step={} epoch={}/{} tokens={}", d.step_id, d.epoch, st.epoch, d.tokens.size());
+      if (d.epoch != st.epoch || !st.inflight.count(d.step_id)) return;
+      st.inflight.erase(d.step_id);
+      handle_events(self, st.sched->complete(d.step_id, d.tokens));
+      pump(self);
+    },
+    [=](failed_atom, step_failed& f) {
+      auto& st = self->state;
+      if (f.epoch != st.epoch || !st.inflight.count(f.step_id)) return;
+      if (f.transient || f.epoch != st.setup.routes->epoch()) return; // recovery is under way
+      // a real error inside a step (not a lost shard): the requests in it cannot proceed
+      auto plan = st.inflight[f.step_id].plan;
+      st.inflight.erase(f.step_id);
+      st.sched->fail(f.step_id);
+      for (const auto& s : plan->seqs) {
+        auto it = st.seqs.find(s.seq_id);
+        if (it == st.seqs.end()) continue;
+        st.sched->cancel(s.seq_id);
+        send_final(self, it->second, "error");
+        st.seqs.erase(it);
+      }
+      TROUPE_LOG_ERROR("engine", "step={} failed on stage{}.rank{}: {}", f.step_id, f.stage, f.rank, f.why);
+      pump(self);
+    },
+    [=](down_atom, int32_t stage, int32_t rank, std::string why, bool permanent) {
+      auto& st = self->state;
+      st.ready = false;
+      st.reason = fmt::format("shard stage{}.rank{} is down ({}); restarting", stage, rank, why);
+      abandon_inflight(self);
+      st.sched->reset_kv(); // its KV is gone, and with it every sequence's
+      if (permanent) {
+        st.failed = true;
+        st.reason = fmt::format("shard stage{}.rank{} keeps failing ({}); gave up", stage, rank, why);
+        fail_all(self, st.reason);
+      }
+    },
+    [=](up_atom, uint64_t epoch, int64_t restarts) {
+      auto& st = self->state;
+      if (st.failed) return;
+      st.epoch = epoch;
+      st.ready = true;
+      st.resyncing = false;
+      st.reason.clear();
+      st.stats.shard_restarts = restarts;
+      pump(self);
+    },
+    [=](stats_atom) -> engine_stats {
+      auto& st = self->state;
+      engine_stats s = st.stats;
+      s.requests_running = static_cast<int64_t>(st.sched->running());
+      s.requests_waiting = static_cast<int64_t>(st.sched->waiting());
+      s.kv_blocks_free = st.pool->free_count();
+      s.preemptions = st.sched->stats().preemptions;
+      s.prefix_hit_blocks = st.sched->stats().prefix_hit_blocks;
+      s.steps = st.sched->stats().steps;
+      s.recomputes = st.sched->stats().recomputes;
+      s.ready = st.ready && !st.failed;
+      s.not_ready_reason = st.reason;
+      return s;
+    },
+    [=](tick_atom) {
+      auto& st = self->state;
+      const auto now = clock::now();
+      bool lost = false;
+      for (const auto& [id, s] : st.inflight)
+        if (std::chrono::duration<double>(now - s.sent).count() > st.setup.step_timeout_s) lost = true;
+      if (lost && st.ready && !st.resyncing && st.supervisor) {
+        TROUPE_LOG_WARN("engine", "a step outlived {} s: resync", st.setup.step_timeout_s);
+        st.resyncing = true;
+        abandon_inflight(self);
+        self->request(st.supervisor, std::chrono::seconds(10), resync_atom::value)
+          .then([=](uint64_t epoch) {
+            auto& st = self->state;
+            st.resyncing = false;
+            st.epoch = epoch;
+            pump(self);
+          });
+      }
+      self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_engine(caf::actor_system& sys, engine_setup setup) {
+  return sys.spawn(engine_behavior, std::move(setup));
+}
+
+} // namespace troupe::actors

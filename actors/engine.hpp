@@ -1,0 +1,38 @@
+// engine.hpp: the engine actor: continuous batching in front of a pipeline. It owns the
+// scheduler and the KV block pool (runtime/), turns requests into sequences, keeps up to
+// `max_inflight` steps (pipeline micro-batches) in flight, and streams each completion's new
+// text to its sink as events (detokenized incrementally, stop strings held back until
+// decided). When the supervisor reports a shard down it pauses, fails the steps in flight,
+// and drops all KV so every running sequence is recomputed from prompt + generated tokens;
+// streams pause and resume with no token repeated or lost. A step in flight longer than
+// the step timeout is treated as lost (resync through the supervisor).
+// Messages: (generate_atom, gen_request, sink) -> request id; (cancel_atom, id);
+// (stats_atom) -> engine_stats; internal: done/failed from shards, down/up from supervisor.
+#pragma once
+
+#include <memory>
+
+#include <caf/fwd.hpp>
+
+#include "actors/routing.hpp"
+#include "runtime/fault_plan.hpp"
+#include "runtime/model_source.hpp"
+#include "runtime/scheduler.hpp"
+
+namespace troupe::actors {
+
+struct engine_setup {
+  std::shared_ptr<const model_source> model;
+  std::shared_ptr<routing_table> routes;
+  std::shared_ptr<const fault_plan> faults;
+  int32_t kv_blocks = 0;
+  int32_t block_size = 16;
+  scheduler_config sched;
+  int max_inflight = 1;
+  double step_timeout_s = 60;
+  int64_t max_waiting = 1 << 20; // requests queued beyond this are refused (429 at the gateway)
+};
+
+caf::actor spawn_engine(caf::actor_system& sys, engine_setup setup);
+
+} // namespace troupe::actors

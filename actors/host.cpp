@@ -1,0 +1,213 @@
+// host.cpp: building and running a pipeline in-process (host.hpp).
+#include "actors/host.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include "actors/engine.hpp"
+#include "actors/pipeline.hpp"
+#include "actors/supervisor.hpp"
+#include "runtime/log.hpp"
+
+namespace troupe::actors {
+
+int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size, dtype kv, int64_t kv_memory) {
+  int64_t worst = 1;
+  for (const auto& st : p.stages) {
+    const int64_t layers = st.layer_end - st.layer_begin;
+    const int64_t hkv = c.Hkv >= st.tp ? c.Hkv / st.tp : 1;
+    worst = std::max(worst, 2 * layers * row_bytes(kv, block_size * hkv * c.D));
+  }
+  const int64_t min_blocks = (c.ctx + block_size - 1) / block_size + 2;
+  // room for 64 full-context sequences is plenty; more only costs address space
+  const int64_t useful = 64 * ((c.ctx + block_size - 1) / block_size) + 1;
+  return std::max(min_blocks, std::min(useful, kv_memory / worst));
+}
+
+host::host() : impl_(std::make_unique<host_internals>()) {}
+
+host::~host() {
+  if (!impl_ || !impl_->sys) return;
+  {
+    caf::scoped_actor self{*impl_->sys}; // must be gone before the system waits for its actors
+    if (impl_->supervisor) self->send(impl_->supervisor, stop_atom::value);
+    if (impl_->engine) self->send_exit(impl_->engine, caf::exit_reason::user_shutdown);
+    for (auto& a : impl_->custom) self->send_exit(a, caf::exit_reason::user_shutdown);
+  }
+  impl_->engine = caf::actor{};
+  impl_->supervisor = caf::actor{};
+  impl_->custom.clear();
+  impl_->routes.reset();
+  impl_->sys.reset(); // joins every actor
+}
+
+expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> m, host_options o) {
+  const model_config& c = m->config;
+  if (o.place.stages.empty()) {
+    TROUPE_TRY_ASSIGN(p, even_placement(c, 1, 1));
+    o.place = p;
+  }
+  // validate every shard's slicing before spawning anything
+  for (const auto& st : o.place.stages)
+    for (int r = 0; r < st.tp; ++r) {
+      shard_spec spec;
+      spec.layer_begin = st.layer_begin;
+      spec.layer_end = st.layer_end;
+      spec.tp_rank = r;
+      spec.tp_size = st.tp;
+      TROUPE_TRY(plan_shard(c, spec));
+    }
+  std::unique_ptr<host> h(new host());
+  auto& in = *h->impl_;
+  in.model = m;
+  in.kv_blocks = o.kv_blocks > 0 ? o.kv_blocks : kv_blocks_for(c, o.place, o.block_size, o.kv_dtype, o.kv_memory);
+  if (o.sched.eos_ids.empty()) o.sched.eos_ids.assign(c.eos_ids.begin(), c.eos_ids.end());
+  o.sched.max_context = static_cast<int32_t>(c.ctx);
+  if (o.max_inflight <= 0) o.max_inflight = static_cast<int>(o.place.stages.size());
+  in.opt = o;
+  in.cfg = std::make_unique<caf::actor_system_config>();
+  register_messages(*in.cfg);
+  in.cfg->set("scheduler.max-threads", o.caf_threads);
+  in.sys = std::make_unique<caf::actor_system>(*in.cfg);
+  in.routes = std::make_shared<routing_table>();
+  auto faults = std::make_shared<const fault_plan>(o.faults);
+
+  // hops: stage shards, with developer actors after the stages they follow
+  std::vector<hop_info> hops;
+  std::vector<std::pair<size_t, const custom_hop*>> custom_at;
+  for (size_t s = 0; s < o.place.stages.size(); ++s) {
+    hops.push_back({std::vector<caf::actor>(o.place.stages[s].tp), static_cast<int>(s), shard_name(static_cast<int>(s), 0)});
+    for (const auto& ch : o.custom)
+      if (ch.after_stage == static_cast<int>(s) && s + 1 < o.place.stages.size()) {
+        custom_at.emplace_back(hops.size(), &ch);
+        hops.push_back({std::vector<caf::actor>(1), -1, ch.name});
+      }
+  }
+  in.routes->set_hops(hops);
+
+  engine_setup es;
+  es.model = m;
+  es.routes = in.routes;
+  es.faults = faults;
+  es.kv_blocks = static_cast<int32_t>(in.kv_blocks);
+  es.block_size = o.block_size;
+  es.sched = o.sched;
+  es.max_inflight = o.max_inflight;
+  es.step_timeout_s = o.step_timeout_s;
+  es.max_waiting = o.max_waiting;
+  in.engine = spawn_engine(*in.sys, es);
+  in.routes->engine = in.engine;
+
+  for (auto [hop, ch] : custom_at) {
+    hop_context ctx{in.routes, hop, ch->name};
+    auto* made = static_cast<caf::actor*>(ch->make(in.sys.get(), ctx));
+    in.routes->replace(hop, 0, *made);
+    in.custom.push_back(*made);
+    delete made;
+  }
+
+  supervisor_setup ss;
+  ss.routes = in.routes;
+  ss.engine = in.engine;
+  ss.hang_timeout_s = o.hang_timeout_s;
+  ss.max_restarts = o.max_restarts;
+  ss.restart_window_s = o.restart_window_s;
+  for (size_t s = 0; s < o.place.stages.size(); ++s) {
+    const auto& st = o.place.stages[s];
+    ss.groups.push_back(st.tp > 1 ? transport::inproc_group::create(st.tp) : nullptr);
+    for (int r = 0; r < st.tp; ++r) {
+      shard_setup sh;
+      sh.model = m;
+      sh.spec.layer_begin = st.layer_begin;
+      sh.spec.layer_end = st.layer_end;
+      sh.spec.tp_rank = r;
+      sh.spec.tp_size = st.tp;
+      sh.spec.first_stage = s == 0;
+      sh.spec.last_stage = s + 1 == o.place.stages.size();
+      sh.opt.where = o.where;
+      sh.opt.threads = o.threads_per_shard;
+      sh.opt.kv_blocks = in.kv_blocks;
+      sh.opt.block_size = o.block_size;
+      sh.opt.kv_dtype = o.kv_dtype;
+      sh.stage = static_cast<int>(s);
+      sh.hop = in.routes->hop_of_stage(static_cast<int>(s));
+      sh.last = sh.spec.last_stage;
+      sh.routes = in.routes;
+      sh.group = ss.groups.back();
+      sh.faults = faults;
+      ss.shards.push_back(std::move(sh));
+    }
+  }
+  in.supervisor = spawn_supervisor(*in.sys, std::move(ss));
+  caf::anon_send(in.engine, attach_atom::value, in.supervisor);
+  return h;
+}
+
+bool host::wait_ready(double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const engine_stats s = stats();
+    if (s.ready) return true;
+    if (s.not_ready_reason.find("gave up") != std::string::npos) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+engine_stats host::stats() {
+  caf::scoped_actor self{*impl_->sys};
+  engine_stats out;
+  self->request(impl_->engine, std::chrono::seconds(10), stats_atom::value)
+    .receive([&](const engine_stats& s) { out = s; }, [&](const caf::error&) {});
+  return out;
+}
+
+std::vector<int64_t> host::resident_bytes() {
+  caf::scoped_actor self{*impl_->sys};
+  std::vector<int64_t> out;
+  self->request(impl_->supervisor, std::chrono::seconds(10), stats_atom::value)
+    .receive([&](const std::vector<int64_t>& v) { out = v; }, [&](const caf::error&) {});
+  return out;
+}
+
+expected<std::vector<completion>> host::generate(const gen_request& r, const std::function<void(const gen_event&)>& on_event,
+                                                 double timeout_s) {
+  caf::scoped_actor self{*impl_->sys};
+  int64_t id = -1;
+  std::string err;
+  self->request(impl_->engine, std::chrono::seconds(30), generate_atom::value, r, caf::actor{self})
+    .receive([&](int64_t got) { id = got; }, [&](const caf::error& e) { err = self->system().render(e); });
+  if (id < 0) return make_error(errc::invalid_argument, "request refused: {}", err);
+  std::vector<completion> out(static_cast<size_t>(std::max(r.n, 1)));
+  for (auto& c : out) c.prompt_tokens = r.prompt;
+  int open = static_cast<int>(out.size());
+  bool timed_out = false;
+  while (open > 0 && !timed_out) {
+    self->receive(
+      [&](event_atom, const gen_event& e) {
+        TROUPE_LOG_DEBUG("host", "event req={} idx={} tokens={} finish='{}'", e.request_id, e.index, e.tokens.size(), e.finish);
+        if (e.request_id != id || e.index < 0 || e.index >= static_cast<int>(out.size())) return;
+        auto& c = out[static_cast<size_t>(e.index)];
+        c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
+        c.text += e.text;
+        if (on_event) on_event(e);
+        if (!e.finish.empty()) {
+          c.finish = e.finish;
+          --open;
+        }
+      },
+      caf::after(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))) >> [&] { timed_out = true; });
+  }
+  if (timed_out) {
+    self->send(impl_->engine, cancel_atom::value, id);
+    return make_error(errc::timeout, "request {} did not finish within {} s", id, timeout_s);
+  }
+  return out;
+}
+
+const model_source& host::model() const { return *impl_->model; }
+const host_options& host::options() const { return impl_->opt; }
+int64_t host::kv_blocks() const { return impl_->kv_blocks; }
+host_internals& host::internals() { return *impl_; }
+
+} // namespace troupe::actors

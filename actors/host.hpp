@@ -1,0 +1,89 @@
+// host.hpp: a running Troupe pipeline in this process, behind a CAF-free facade: the actor
+// system, the engine, the supervisor and its shards, built from a model and a placement
+// (`--tp N --pp M` or an explicit per-stage spec). The CLI, tests and benchmarks use
+// generate(); the HTTP gateway and developer code reach the actors through host_internals
+// (pipeline.hpp). Destroying the host stops every actor.
+// Tests: tests/actors/pipeline_test.cpp
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/api.hpp"
+#include "kernels/op.hpp"
+#include "runtime/fault_plan.hpp"
+#include "runtime/model_source.hpp"
+#include "runtime/scheduler.hpp"
+#include "runtime/shard_plan.hpp"
+
+namespace troupe::actors {
+
+struct hop_context;
+struct host_internals;
+
+/// A developer actor inserted after pipeline stage `after_stage`; `make` spawns it with
+/// its place in the route (see pipeline.hpp).
+struct custom_hop {
+  int after_stage = 0;
+  std::string name;
+  std::function<void*(void* actor_system, const hop_context&)> make; // returns a caf::actor*
+};
+
+struct host_options {
+  placement place;                 // stages; empty: one stage, TP 1
+  int threads_per_shard = 1;
+  kernels::backend where = kernels::backend::cpu;
+  int block_size = 16;
+  int64_t kv_blocks = 0;           // 0: from kv_memory
+  int64_t kv_memory = 256ll << 20; // bytes of KV per shard
+  dtype kv_dtype = dtype::f32;
+  scheduler_config sched;          // eos ids and context are filled from the model
+  int max_inflight = 0;            // 0: one per stage
+  fault_plan faults;
+  double step_timeout_s = 60;
+  double hang_timeout_s = 60;
+  int max_restarts = 5;
+  double restart_window_s = 60;
+  int caf_threads = 2;
+  int64_t max_waiting = 1 << 20;
+  std::vector<custom_hop> custom;
+};
+
+struct completion {
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::string finish;
+};
+
+class host {
+public:
+  static expected<std::unique_ptr<host>> start(std::shared_ptr<const model_source> m, host_options o);
+  ~host();
+
+  /// Waits until every shard has loaded (false on timeout or when loading failed).
+  bool wait_ready(double timeout_s);
+  /// Runs one request to completion. on_event (optional) sees every event as it arrives.
+  expected<std::vector<completion>> generate(const gen_request& r,
+                                             const std::function<void(const gen_event&)>& on_event = {},
+                                             double timeout_s = 600);
+  engine_stats stats();
+  /// Resident weight bytes per shard, in spawn order (stage by stage, rank by rank).
+  std::vector<int64_t> resident_bytes();
+  const model_source& model() const;
+  const host_options& options() const;
+  int64_t kv_blocks() const;
+  host_internals& internals();
+
+private:
+  host();
+  std::unique_ptr<host_internals> impl_;
+};
+
+/// Blocks per shard that fit `kv_memory` on the shard with the most KV per block, at least
+/// enough for one full context.
+int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size, dtype kv, int64_t kv_memory);
+
+} // namespace troupe::actors

@@ -1,0 +1,158 @@
+// messages.hpp: every atom and message type the actors exchange, with `inspect` so each one
+// serialises (the same plan can later run across processes). Bulk payloads (activations)
+// travel in-process as shared_ptr (no copy) and serialise as raw bytes, never element by
+// element (CAF 0.17 packs float vectors one IEEE value at a time). Runtime types (batch,
+// sampling_params, sampled_token) get their inspect overloads here so runtime/ stays free of
+// CAF. register_messages() announces them all; call it on every actor_system_config.
+// Included only by actors/*.cpp: keep this heavy header out of anything widely included.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/api.hpp"
+#include "runtime/batch.hpp"
+#include "runtime/metrics.hpp"
+#include "runtime/sampler.hpp"
+#include "runtime/scheduler.hpp"
+
+namespace troupe {
+
+// ---- runtime types ------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
+  return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.min_p,
+           x.repetition_penalty, x.presence_penalty, x.frequency_penalty, x.seed, x.top_logprobs, x.logprobs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batch_seq& x) {
+  return f(caf::meta::type_name("batch_seq"), x.seq_id, x.begin, x.count, x.pos0, x.logits, x.blocks, x.sampling,
+           x.sample_step, x.penalty_history);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batch& x) {
+  return f(caf::meta::type_name("batch"), x.tokens, x.seqs, x.copies);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampled_token& x) {
+  return f(caf::meta::type_name("sampled_token"), x.seq_id, x.token, x.logprob, x.top);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, histogram& x) {
+  return f(caf::meta::type_name("histogram"), x.bounds, x.counts, x.sum, x.count);
+}
+
+namespace actors {
+
+using step_atom = caf::atom_constant<caf::atom("step")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using failed_atom = caf::atom_constant<caf::atom("failed")>;
+using generate_atom = caf::atom_constant<caf::atom("generate")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using event_atom = caf::atom_constant<caf::atom("event")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using down_atom = caf::atom_constant<caf::atom("shdown")>;
+using up_atom = caf::atom_constant<caf::atom("shup")>;
+using ready_atom = caf::atom_constant<caf::atom("ready")>;
+using attach_atom = caf::atom_constant<caf::atom("attach")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
+using resync_atom = caf::atom_constant<caf::atom("resync")>;
+
+/// One forward step travelling down the pipeline. `x` is null for stage 0.
+struct step_msg {
+  uint64_t step_id = 0;
+  uint64_t epoch = 0;
+  std::shared_ptr<const batch> plan;
+  std::shared_ptr<const std::vector<float>> x; // [T, C] activations
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_msg& m) {
+  if constexpr (Inspector::reads_state) {
+    batch b = m.plan ? *m.plan : batch{};
+    std::vector<uint8_t> bytes;
+    if (m.x) {
+      bytes.resize(m.x->size() * sizeof(float));
+      std::memcpy(bytes.data(), m.x->data(), bytes.size());
+    }
+    return f(caf::meta::type_name("step_msg"), m.step_id, m.epoch, b, bytes);
+  } else {
+    batch b;
+    std::vector<uint8_t> bytes;
+    auto done = caf::meta::load_callback([&]() -> caf::error {
+      if (bytes.size() % sizeof(float)) return caf::make_error(caf::sec::invalid_argument, "activation bytes");
+      m.plan = std::make_shared<const batch>(std::move(b));
+      if (!bytes.empty()) {
+        auto v = std::make_shared<std::vector<float>>(bytes.size() / sizeof(float));
+        std::memcpy(v->data(), bytes.data(), bytes.size());
+        m.x = std::move(v);
+      }
+      return caf::none;
+    });
+    return f(caf::meta::type_name("step_msg"), m.step_id, m.epoch, b, bytes, done);
+  }
+}
+
+/// The last stage's answer: one sampled token per sequence that asked for logits.
+struct step_done {
+  uint64_t step_id = 0;
+  uint64_t epoch = 0;
+  std::vector<sampled_token> tokens;
+  double seconds = 0; // wall time of the last stage
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_done& x) {
+  return f(caf::meta::type_name("step_done"), x.step_id, x.epoch, x.tokens, x.seconds);
+}
+
+/// A shard could not run a step (its collective was aborted, a kernel failed).
+struct step_failed {
+  uint64_t step_id = 0;
+  uint64_t epoch = 0;
+  int32_t stage = 0, rank = 0;
+  std::string why;
+  bool transient = false; // the shard's group was aborted or reset: retry after recovery
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_failed& x) {
+  return f(caf::meta::type_name("step_failed"), x.step_id, x.epoch, x.stage, x.rank, x.why, x.transient);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_request& x) {
+  return f(caf::meta::type_name("gen_request"), x.prompt, x.sampling, x.max_tokens, x.stop, x.stop_ids,
+           x.ignore_eos, x.n, x.priority, x.tag);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_event& x) {
+  return f(caf::meta::type_name("gen_event"), x.request_id, x.index, x.tokens, x.text, x.logprobs, x.top_logprobs,
+           x.finish, x.prompt_tokens, x.completion_tokens);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
+  return f(caf::meta::type_name("engine_stats"), x.requests_total, x.requests_running, x.requests_waiting,
+           x.prompt_tokens, x.generated_tokens, x.kv_blocks_total, x.kv_blocks_free, x.preemptions,
+           x.prefix_hit_blocks, x.steps, x.recomputes, x.shard_restarts, x.cancelled, x.ready, x.not_ready_reason,
+           x.ttft, x.itl);
+}
+
+/// Announces every message type above; call before constructing the actor_system.
+void register_messages(caf::actor_system_config& cfg);
+
+} // namespace actors
+} // namespace troupe

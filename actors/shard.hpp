@@ -1,0 +1,41 @@
+// shard.hpp: the shard actor: a detached CAF actor (its own thread) that owns one device's
+// share of the model: its weight slice, its part of the KV cache and its compute threads
+// (model::shard_runner). It runs each step message it receives; the shards of a stage sum
+// partial results through their collective group (transport/); rank 0 forwards the stage's
+// activations to the next hop, and on the last stage samples the next tokens and answers
+// the engine. Steps of an older epoch are dropped. Injected faults (fault_plan) kill it or
+// throw inside its forward pass. Spawned and monitored by the supervisor.
+#pragma once
+
+#include <memory>
+
+#include <caf/fwd.hpp>
+
+#include "actors/routing.hpp"
+#include "model/shard_runner.hpp"
+#include "runtime/fault_plan.hpp"
+#include "transport/inproc_group.hpp"
+
+namespace troupe::actors {
+
+struct shard_setup {
+  std::shared_ptr<const model_source> model;
+  shard_spec spec;
+  model::runner_options opt;
+  int stage = 0;
+  size_t hop = 0;
+  bool last = true;
+  std::shared_ptr<routing_table> routes;
+  std::shared_ptr<transport::inproc_group> group;
+  std::shared_ptr<const fault_plan> faults;
+  caf::actor* supervisor_hint = nullptr; // unused; the supervisor monitors
+};
+
+/// Spawns a detached shard actor; it tells `notify` (ready_atom, stage, rank, resident bytes)
+/// once its weights are loaded, or quits with the load error.
+caf::actor spawn_shard(caf::actor_system& sys, shard_setup setup, const caf::actor& notify);
+
+/// Actor name used by fault rules and logs: "stage<S>.rank<R>".
+std::string shard_name(int stage, int rank);
+
+} // namespace troupe::actors

@@ -1,0 +1,27 @@
+// metrics.hpp: a fixed-bucket histogram (Prometheus-style cumulative buckets) for latencies
+// such as time to first token and inter-token latency, and its text exposition. Plain data:
+// copied into stats messages. Not thread-safe (each owner updates its own).
+// Tests: tests/runtime/metrics_test.cpp
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+struct histogram {
+  std::vector<double> bounds;  // upper bounds (le), ascending; +Inf is implicit
+  std::vector<int64_t> counts; // per bucket, not cumulative; size bounds + 1
+  double sum = 0;
+  int64_t count = 0;
+
+  static histogram latency_seconds(); // 1 ms .. 60 s
+  void observe(double v);
+  /// Value below which a fraction q of observations fall (linear inside a bucket).
+  double quantile(double q) const;
+  /// "name_bucket{le=...} n" lines, then name_sum and name_count.
+  std::string exposition(const std::string& name, const std::string& help) const;
+};
+
+} // namespace troupe

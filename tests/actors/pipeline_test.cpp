@@ -1,0 +1,151 @@
+// pipeline_test.cpp: stories260K through the actor pipeline for every (TP, PP) in
+// {1, 2, 4} x {1, 2, 5} and an uneven placement: greedy tokens identical to the single-device
+// generator, log-probabilities within 1e-4; several concurrent requests give what each gives
+// alone; per-shard resident weights shrink with TP x PP.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "../test_paths.hpp"
+#include "actors/host.hpp"
+#include "model/generator.hpp"
+
+using namespace troupe;
+using namespace troupe::actors;
+
+namespace {
+
+std::shared_ptr<const model_source> stories() {
+  static auto m = [] {
+    auto r = open_model(test::model_path("stories260K/stories260K.gguf"));
+    EXPECT_TRUE(r);
+    return *r;
+  }();
+  return m;
+}
+
+struct reference {
+  std::vector<int32_t> prompt, tokens;
+  std::vector<float> logits;
+};
+
+const reference& single_device() {
+  static reference ref = [] {
+    reference r;
+    auto g = model::generator::create(stories(), {});
+    r.prompt = *stories()->tok->encode("Once upon a time", true, false);
+    model::generate_options o;
+    o.max_tokens = 32;
+    o.stop_at_eos = false;
+    auto out = (*g)->run(r.prompt, o);
+    r.tokens = out->tokens;
+    r.logits = out->prompt_logits;
+    return r;
+  }();
+  return ref;
+}
+
+std::unique_ptr<host> start(placement p) {
+  host_options o;
+  o.place = std::move(p);
+  auto h = host::start(stories(), o);
+  EXPECT_TRUE(h) << (h ? "" : h.error().to_string());
+  if (!h) return nullptr;
+  EXPECT_TRUE((*h)->wait_ready(60));
+  return std::move(*h);
+}
+
+gen_request greedy_request(const std::vector<int32_t>& prompt, int n_tokens, int top_logprobs = 0) {
+  gen_request r;
+  r.prompt = prompt;
+  r.max_tokens = n_tokens;
+  r.ignore_eos = true;
+  r.sampling.top_logprobs = top_logprobs;
+  return r;
+}
+
+} // namespace
+
+class TpPp : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(TpPp, GreedyTokensMatchSingleDevice) {
+  const auto [tp, pp] = GetParam();
+  auto p = even_placement(stories()->config, tp, pp);
+  ASSERT_TRUE(p);
+  auto h = start(*p);
+  ASSERT_TRUE(h);
+  const reference& ref = single_device();
+  std::vector<gen_event> events;
+  auto out = h->generate(greedy_request(ref.prompt, 32, 5), [&](const gen_event& e) { events.push_back(e); });
+  ASSERT_TRUE(out) << out.error().to_string();
+  EXPECT_EQ((*out)[0].tokens, ref.tokens) << "tp=" << tp << " pp=" << pp;
+  // log-probabilities of the first token's top 5 equal the single-device log-softmax
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events[0].top_logprobs.size(), 1u);
+  double mx = -1e30, sum = 0;
+  for (float v : ref.logits) mx = std::max(mx, static_cast<double>(v));
+  for (float v : ref.logits) sum += std::exp(v - mx);
+  const double lse = mx + std::log(sum);
+  for (auto [id, lp] : events[0].top_logprobs[0]) EXPECT_NEAR(lp, ref.logits[id] - lse, 1e-4) << "token " << id;
+  EXPECT_EQ((*out)[0].text, stories()->tok->decode(ref.tokens));
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, TpPp, ::testing::Combine(::testing::Values(1, 2, 4), ::testing::Values(1, 2, 5)));
+
+TEST(Pipeline, UnevenPlacement) {
+  auto p = parse_placement(stories()->config, "0-2:tp2,3-4:tp1");
+  ASSERT_TRUE(p);
+  auto h = start(*p);
+  ASSERT_TRUE(h);
+  auto out = h->generate(greedy_request(single_device().prompt, 32));
+  ASSERT_TRUE(out);
+  EXPECT_EQ((*out)[0].tokens, single_device().tokens);
+  p = parse_placement(stories()->config, "0:tp4,1-3:tp1,4:tp2");
+  ASSERT_TRUE(p);
+  h = start(*p);
+  ASSERT_TRUE(h);
+  out = h->generate(greedy_request(single_device().prompt, 32));
+  ASSERT_TRUE(out);
+  EXPECT_EQ((*out)[0].tokens, single_device().tokens);
+}
+
+TEST(Pipeline, ConcurrentRequestsMatchSolo) {
+  auto p = even_placement(stories()->config, 2, 2);
+  auto h = start(*p);
+  ASSERT_TRUE(h);
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Ben went to the park",
+                                            "Tom had a big red ball.", "One day, a cat"};
+  std::vector<std::vector<int32_t>> solo;
+  for (const auto& text : prompts) {
+    auto g = model::generator::create(stories(), {});
+    model::generate_options o;
+    o.max_tokens = 20;
+    o.stop_at_eos = false;
+    solo.push_back((*g)->run(*stories()->tok->encode(text, true, false), o)->tokens);
+  }
+  std::vector<std::thread> ts;
+  std::vector<std::vector<int32_t>> got(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i)
+    ts.emplace_back([&, i] {
+      auto out = h->generate(greedy_request(*stories()->tok->encode(prompts[i], true, false), 20));
+      if (out) got[i] = (*out)[0].tokens;
+    });
+  for (auto& t : ts) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], solo[i]) << prompts[i];
+  const auto s = h->stats();
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+}
+
+TEST(Pipeline, ResidentWeightsShrinkWithTpTimesPp) {
+  auto one = start(*even_placement(stories()->config, 1, 1));
+  auto four = start(*even_placement(stories()->config, 2, 2));
+  ASSERT_TRUE(one && four);
+  const auto whole = one->resident_bytes();
+  const auto parts = four->resident_bytes();
+  ASSERT_EQ(whole.size(), 1u);
+  ASSERT_EQ(parts.size(), 4u);
+  for (int64_t b : parts) {
+    EXPECT_LT(b, whole[0] * 0.35) << "a TP2 x PP2 shard should hold about a quarter";
+    EXPECT_GT(b, whole[0] * 0.15);
+  }
+}
