@@ -100,10 +100,9 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
 
   for (auto [hop, ch] : custom_at) {
     hop_context ctx{in.routes, hop, ch->name};
-    auto* made = static_cast<caf::actor*>(ch->make(in.sys.get(), ctx));
-    in.routes->replace(hop, 0, *made);
-    in.custom.push_back(*made);
-    delete made;
+    caf::actor made = ch->make(*in.sys, ctx);
+    in.routes->replace(hop, 0, made);
+    in.custom.push_back(made);
   }
 
   supervisor_setup ss;

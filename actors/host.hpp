@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <caf/fwd.hpp>
+
 #include "actors/api.hpp"
 #include "kernels/op.hpp"
 #include "runtime/fault_plan.hpp"
@@ -28,7 +30,7 @@ struct host_internals;
 struct custom_hop {
   int after_stage = 0;
   std::string name;
-  std::function<void*(void* actor_system, const hop_context&)> make; // returns a caf::actor*
+  std::function<caf::actor(caf::actor_system&, const hop_context&)> make;
 };
 
 struct host_options {

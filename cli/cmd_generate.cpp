@@ -7,18 +7,74 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "actors/host.hpp"
 #include "model/generator.hpp"
 
 namespace troupe::cli {
 
-void add_generate(CLI::App& app, std::function<int()>& run) {
-  struct opts {
+namespace {
+
+struct opts {
     std::string model, prompt, prompt_pos, backend = "cpu";
     int max_tokens = 32, top_k = 0, threads = 1;
     float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repetition_penalty = 1.0f;
     uint64_t seed = 0;
     bool json = false, quiet = false, no_bos = false;
-  };
+    int tp = 1, pp = 1;
+    std::string placement;
+};
+
+// Generation through the actor pipeline (--tp / --pp / --placement).
+int run_sharded(const opts& o, std::shared_ptr<const model_source> m, const std::vector<int32_t>& ids,
+                const std::string& prompt) {
+  actors::host_options ho;
+  ho.threads_per_shard = o.threads;
+  ho.where = o.backend == "ref" ? kernels::backend::ref : kernels::backend::cpu;
+  auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp) : parse_placement(m->config, o.placement);
+  if (!place) return fail(place.error());
+  ho.place = *place;
+  auto h = actors::host::start(m, ho);
+  if (!h) return fail(h.error());
+  if (!(*h)->wait_ready(300)) return fail(make_error(errc::unavailable, "shards did not start: {}", (*h)->stats().not_ready_reason));
+  if (!o.quiet && !o.json) {
+    const auto bytes = (*h)->resident_bytes();
+    std::string per;
+    for (auto b : bytes) per += fmt::format("{}{:.2f}", per.empty() ? "" : " ", b / 1048576.0);
+    std::fprintf(stderr, "troupe: placement %s, %zu shards, resident weights per shard (MiB): %s\n",
+                 ho.place.to_string().c_str(), bytes.size(), per.c_str());
+  }
+  actors::gen_request r;
+  r.prompt = ids;
+  r.max_tokens = o.max_tokens;
+  r.sampling.temperature = o.temperature;
+  r.sampling.top_k = o.top_k;
+  r.sampling.top_p = o.top_p;
+  r.sampling.min_p = o.min_p;
+  r.sampling.repetition_penalty = o.repetition_penalty;
+  r.sampling.seed = o.seed;
+  if (!o.json) {
+    std::fputs(prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  auto out = (*h)->generate(r, [&o](const actors::gen_event& e) {
+    if (o.json) return;
+    std::fputs(e.text.c_str(), stdout);
+    std::fflush(stdout);
+  });
+  if (!out) return fail(out.error());
+  const auto& c = (*out)[0];
+  if (o.json) {
+    nlohmann::json j = {{"prompt_tokens", c.prompt_tokens}, {"tokens", c.tokens}, {"text", c.text}, {"finish_reason", c.finish}};
+    std::puts(j.dump().c_str());
+  } else {
+    std::puts("");
+  }
+  return c.finish == "error" ? 1 : 0;
+}
+
+} // namespace
+
+void add_generate(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<opts>();
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt");
   cmd->add_option("prompt_text", o->prompt_pos, "the prompt (or --prompt)");
@@ -33,6 +89,9 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--seed", o->seed, "seed for sampling (same seed, same text)");
   cmd->add_option("--threads", o->threads, "compute threads")->check(CLI::Range(1, 256));
   cmd->add_option("--backend", o->backend, "cpu or ref")->check(CLI::IsMember({"cpu", "ref"}));
+  cmd->add_option("--tp", o->tp, "tensor-parallel shards per stage")->check(CLI::Range(1, 64));
+  cmd->add_option("--pp", o->pp, "pipeline stages")->check(CLI::Range(1, 1024));
+  cmd->add_option("--placement", o->placement, "per-stage layers and TP, e.g. 0-2:tp2,3-4:tp1");
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
   cmd->add_flag("--quiet,-q", o->quiet, "no loading messages");
   cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token");
@@ -42,13 +101,14 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
       if (prompt.empty()) return fail(make_error(errc::invalid_argument, "no prompt (give one, or --prompt)"));
       auto m = open_model_verbose(o->model.empty() ? default_model_path() : o->model, o->quiet || o->json);
       if (!m) return fail(m.error());
+      auto ids = (*m)->tok->encode(prompt, !o->no_bos, false);
+      if (!ids) return fail(ids.error());
+      if (o->tp > 1 || o->pp > 1 || !o->placement.empty()) return run_sharded(*o, *m, *ids, prompt);
       model::runner_options ro;
       ro.threads = o->threads;
       ro.where = o->backend == "ref" ? kernels::backend::ref : kernels::backend::cpu;
       auto g = model::generator::create(*m, ro);
       if (!g) return fail(g.error());
-      auto ids = (*m)->tok->encode(prompt, !o->no_bos, false);
-      if (!ids) return fail(ids.error());
       model::generate_options go;
       go.max_tokens = o->max_tokens;
       go.sampling.temperature = o->temperature;
