@@ -2,6 +2,7 @@
 #include "actors/host.hpp"
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "actors/engine.hpp"
@@ -200,6 +201,46 @@ expected<std::vector<completion>> host::generate(const gen_request& r, const std
   if (timed_out) {
     self->send(impl_->engine, cancel_atom::value, id);
     return make_error(errc::timeout, "request {} did not finish within {} s", id, timeout_s);
+  }
+  return out;
+}
+
+expected<std::vector<std::vector<completion>>> host::generate_many(const std::vector<gen_request>& rs,
+                                                                    double timeout_s) {
+  caf::scoped_actor self{*impl_->sys};
+  std::map<int64_t, size_t> index;
+  std::vector<std::vector<completion>> out(rs.size());
+  int open = 0;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    std::string err;
+    int64_t id = -1;
+    self->request(impl_->engine, std::chrono::seconds(30), generate_atom::value, rs[i], caf::actor{self})
+      .receive([&](int64_t got) { id = got; }, [&](const caf::error& e) { err = self->system().render(e); });
+    if (id < 0) return make_error(errc::invalid_argument, "request {} refused: {}", i, err);
+    index[id] = i;
+    out[i].resize(static_cast<size_t>(std::max(rs[i].n, 1)));
+    for (auto& c : out[i]) c.prompt_tokens = rs[i].prompt;
+    open += static_cast<int>(out[i].size());
+  }
+  bool timed_out = false;
+  while (open > 0 && !timed_out) {
+    self->receive(
+      [&](event_atom, const gen_event& e) {
+        auto it = index.find(e.request_id);
+        if (it == index.end() || e.index < 0 || e.index >= static_cast<int>(out[it->second].size())) return;
+        auto& c = out[it->second][static_cast<size_t>(e.index)];
+        c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
+        c.text += e.text;
+        if (!e.finish.empty()) {
+          c.finish = e.finish;
+          --open;
+        }
+      },
+      caf::after(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))) >> [&] { timed_out = true; });
+  }
+  if (timed_out) {
+    for (auto [id, i] : index) self->send(impl_->engine, cancel_atom::value, id);
+    return make_error(errc::timeout, "requests did not finish within {} s", timeout_s);
   }
   return out;
 }

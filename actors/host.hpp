@@ -71,6 +71,9 @@ public:
   expected<std::vector<completion>> generate(const gen_request& r,
                                              const std::function<void(const gen_event&)>& on_event = {},
                                              double timeout_s = 600);
+  /// Submits every request at once and waits for all of them (completions in request order).
+  expected<std::vector<std::vector<completion>>> generate_many(const std::vector<gen_request>& rs,
+                                                               double timeout_s = 600);
   engine_stats stats();
   /// Resident weight bytes per shard, in spawn order (stage by stage, rank by rank).
   std::vector<int64_t> resident_bytes();

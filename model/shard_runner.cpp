@@ -103,6 +103,18 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
   const shard_dims& d = w_->dims;
   const int64_t T = b.n_tokens(), C = c.C, D = c.D, P = opt_.block_size;
   if (T == 0) return {};
+  // copy-on-write: blocks that sequences stopped sharing get their own copy before writing
+  const int64_t block_bytes = row_bytes(opt_.kv_dtype, P * d.Hkv_s * D);
+  for (auto [src, dst] : b.copies) {
+    if (src <= 0 || dst <= 0 || src >= opt_.kv_blocks || dst >= opt_.kv_blocks)
+      return make_error(errc::out_of_range, "KV copy {} -> {} outside [1, {})", src, dst, opt_.kv_blocks);
+    for (size_t li = 0; li < w_->layers.size(); ++li) {
+      for (const tensor_view& cache : {k_cache(static_cast<int>(li)), v_cache(static_cast<int>(li))}) {
+        auto* base = static_cast<uint8_t*>(cache.data);
+        std::memcpy(base + dst * block_bytes, base + src * block_bytes, block_bytes);
+      }
+    }
+  }
   const int64_t qn = d.Hs * D, kn = d.Hkv_s * D;
   auto grow = [](auto& v, int64_t n) {
     if (static_cast<int64_t>(v.size()) < n) v.resize(n);
