@@ -49,6 +49,7 @@ struct engine_stats {
   int64_t preemptions = 0, prefix_hit_blocks = 0, steps = 0, recomputes = 0;
   int64_t shard_restarts = 0;
   int64_t cancelled = 0;
+  int64_t leases = 0, leased_blocks = 0; // per-sequence KV leases held now
   bool ready = false;
   std::string not_ready_reason;
   histogram ttft = histogram::latency_seconds(); // time to first token

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 
 #include "actors/messages.hpp"
 #include "actors/shard.hpp"
@@ -45,6 +46,7 @@ struct engine_state {
   bool resyncing = false;
   std::string reason = "starting: loading shards";
   caf::actor supervisor;
+  std::set<caf::actor_addr> watched_sinks; // owners of KV leases, monitored
   engine_stats stats;
   static inline const char* name = "troupe.engine";
 };
@@ -154,6 +156,21 @@ void abandon_inflight(state_ptr self) {
   st.inflight.clear();
 }
 
+// Steps in flight are void and the collectives must be freed: new epoch via the supervisor.
+void request_resync(state_ptr self, const std::string& why) {
+  auto& st = self->state;
+  if (!st.ready || st.resyncing || !st.supervisor) return;
+  TROUPE_LOG_WARN("engine", "resync: {}", why);
+  st.resyncing = true;
+  abandon_inflight(self);
+  self->request(st.supervisor, std::chrono::seconds(10), resync_atom::value).then([=](uint64_t epoch) {
+    auto& st = self->state;
+    st.resyncing = false;
+    st.epoch = epoch;
+    pump(self);
+  });
+}
+
 caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
   auto& st = self->state;
   st.setup = std::move(setup);
@@ -161,6 +178,17 @@ caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
   st.sched = std::make_unique<scheduler>(*st.pool, st.setup.sched);
   st.stats.kv_blocks_total = st.pool->total();
   self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);
+  // a request's sink died (a client went away): its leases are revoked, its sequences end
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    st.watched_sinks.erase(dm.source);
+    const auto ended = st.sched->revoke_owner(dm.source.id());
+    for (int64_t id : ended) {
+      if (st.seqs.erase(id)) ++st.stats.cancelled;
+    }
+    if (!ended.empty()) TROUPE_LOG_INFO("engine", "owner {} gone: revoked {} sequences", dm.source.id(), ended.size());
+    pump(self);
+  });
   return {
     [=](attach_atom, caf::actor sup) { self->state.supervisor = std::move(sup); },
     [=](generate_atom, gen_request& r, caf::actor sink) -> caf::result<int64_t> {
@@ -183,6 +211,8 @@ caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
       q.ignore_eos = r.ignore_eos;
       q.priority = r.priority;
       q.n = r.n;
+      q.owner = sink ? sink.id() : 0; // the sink owns the KV leases of its sequences
+      if (sink && st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
       if (auto added = st.sched->add(q); !added)
         return caf::make_error(caf::sec::runtime_error, added.error().to_string());
       const auto now = clock::now();
@@ -229,7 +259,12 @@ caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
     [=](failed_atom, step_failed& f) {
       auto& st = self->state;
       if (f.epoch != st.epoch || !st.inflight.count(f.step_id)) return;
-      if (f.transient || f.epoch != st.setup.routes->epoch()) return; // recovery is under way
+      if (f.epoch != st.setup.routes->epoch()) return; // a shard died: the supervisor is recovering
+      if (f.transient) {
+        // the shards of a stage met in different steps (a lost message): resync now
+        request_resync(self, fmt::format("step={} stage{}.rank{}: {}", f.step_id, f.stage, f.rank, f.why));
+        return;
+      }
       // a real error inside a step (not a lost shard): the requests in it cannot proceed
       auto plan = st.inflight[f.step_id].plan;
       st.inflight.erase(f.step_id);
@@ -276,6 +311,8 @@ caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
       s.prefix_hit_blocks = st.sched->stats().prefix_hit_blocks;
       s.steps = st.sched->stats().steps;
       s.recomputes = st.sched->stats().recomputes;
+      s.leases = static_cast<int64_t>(st.sched->leases().size());
+      s.leased_blocks = st.sched->leases().blocks_leased();
       s.ready = st.ready && !st.failed;
       s.not_ready_reason = st.reason;
       return s;
@@ -283,21 +320,11 @@ caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
     [=](tick_atom) {
       auto& st = self->state;
       const auto now = clock::now();
+      if (!st.sched->reclaim_expired(scheduler::now_seconds()).empty()) pump(self);
       bool lost = false;
       for (const auto& [id, s] : st.inflight)
         if (std::chrono::duration<double>(now - s.sent).count() > st.setup.step_timeout_s) lost = true;
-      if (lost && st.ready && !st.resyncing && st.supervisor) {
-        TROUPE_LOG_WARN("engine", "a step outlived {} s: resync", st.setup.step_timeout_s);
-        st.resyncing = true;
-        abandon_inflight(self);
-        self->request(st.supervisor, std::chrono::seconds(10), resync_atom::value)
-          .then([=](uint64_t epoch) {
-            auto& st = self->state;
-            st.resyncing = false;
-            st.epoch = epoch;
-            pump(self);
-          });
-      }
+      if (lost) request_resync(self, fmt::format("a step outlived {} s", st.setup.step_timeout_s));
       self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);
     },
   };

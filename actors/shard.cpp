@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "actors/messages.hpp"
 #include "runtime/log.hpp"
@@ -16,6 +17,7 @@ namespace {
 struct shard_state {
   shard_setup setup;
   std::unique_ptr<model::shard_runner> runner;
+  std::unique_ptr<transport::inproc_group::handle> comm; // this instance's membership
   std::string label;
   std::vector<float> logits;
   static inline const char* name = "troupe.shard";
@@ -39,8 +41,8 @@ caf::behavior shard_behavior(caf::stateful_actor<shard_state>* self, shard_setup
   auto& st = self->state;
   st.setup = std::move(setup);
   st.label = shard_name(st.setup.stage, st.setup.spec.tp_rank);
-  collective* comm = st.setup.group ? st.setup.group->member(st.setup.spec.tp_rank) : nullptr;
-  auto runner = model::shard_runner::create(st.setup.model, st.setup.spec, st.setup.opt, comm);
+  if (st.setup.group) st.comm = st.setup.group->join(st.setup.spec.tp_rank);
+  auto runner = model::shard_runner::create(st.setup.model, st.setup.spec, st.setup.opt, st.comm.get());
   if (!runner) {
     TROUPE_LOG_ERROR("shard", "{}: cannot load: {}", st.label, runner.error().to_string());
     self->quit(caf::make_error(caf::sec::runtime_error, runner.error().to_string()));
@@ -63,9 +65,13 @@ caf::behavior shard_behavior(caf::stateful_actor<shard_state>* self, shard_setup
         return;
       }
       routes.mark_busy(s.setup.hop, rank, true);
-      if (s.setup.group) s.setup.group->arm(rank, m.epoch);
+      if (s.comm) s.comm->arm(m.epoch, m.step_id);
       const auto t0 = std::chrono::steady_clock::now();
       std::vector<float> x = m.x ? *m.x : std::vector<float>{};
+      if (int ms = s.setup.faults->stall_ms(stage, rank, m.step_id); ms > 0) {
+        TROUPE_LOG_WARN("fault", "stall {} for {} ms at step={}", s.label, ms, m.step_id);
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms)); // a hung device: nothing to interrupt
+      }
       if (s.setup.faults->throw_in_kernel(stage, rank, m.step_id))
         throw std::runtime_error("injected kernel failure at step " + std::to_string(m.step_id));
       auto r = s.runner->forward(*m.plan, x, s.setup.last ? &s.logits : nullptr);

@@ -120,6 +120,8 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
         auto& s = st.slots[i];
         if (!s.handle || !s.ready) continue;
         const double busy = st.setup.routes->busy_seconds(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank));
+        const auto& g = st.setup.groups[static_cast<size_t>(s.setup.stage)];
+        if (g && g->waiting(s.setup.spec.tp_rank)) continue; // waiting for a sibling: a victim, not the cause
         if (busy > st.setup.hang_timeout_s) {
           // a detached thread stuck in a kernel cannot be interrupted: abandon it (its late
           // output carries a stale epoch and is dropped) and start a replacement

@@ -29,10 +29,11 @@ status fault_plan::add(const std::string& spec) {
   fault_rule r;
   if (kind == "kill-shard") r.kind = fault_rule::kill_shard;
   else if (kind == "throw-kernel") r.kind = fault_rule::throw_kernel;
+  else if (kind == "stall-shard") r.kind = fault_rule::stall_shard;
   else if (kind == "delay") r.kind = fault_rule::delay;
   else if (kind == "drop") r.kind = fault_rule::drop;
   else if (kind == "fail-alloc") r.kind = fault_rule::fail_alloc;
-  else return bad("unknown fault (kill-shard, throw-kernel, delay, drop, fail-alloc)");
+  else return bad("unknown fault (kill-shard, throw-kernel, stall-shard, delay, drop, fail-alloc)");
   bool has_p = false;
   if (colon != std::string::npos) {
     std::stringstream ss(spec.substr(colon + 1));
@@ -66,11 +67,12 @@ status fault_plan::add(const std::string& spec) {
       if (!ok) return bad(fmt::format("bad value for '{}'", k));
     }
   }
-  if ((r.kind == fault_rule::kill_shard || r.kind == fault_rule::throw_kernel) && r.step < 0 && !has_p)
+  if ((r.kind == fault_rule::kill_shard || r.kind == fault_rule::throw_kernel || r.kind == fault_rule::stall_shard) &&
+      r.step < 0 && !has_p)
     return bad("give step=K (with stage and rank) or p=P");
   if ((r.kind == fault_rule::delay || r.kind == fault_rule::drop) && (r.from.empty() || r.to.empty()))
     return bad("give from= and to= actor names");
-  if (r.kind == fault_rule::delay && r.ms <= 0) return bad("give ms=M");
+  if ((r.kind == fault_rule::delay || r.kind == fault_rule::stall_shard) && r.ms <= 0) return bad("give ms=M");
   if (r.kind == fault_rule::fail_alloc && r.step < 0) return bad("give step=K");
   rules_.push_back(r);
   specs_.push_back(spec);
@@ -98,6 +100,15 @@ bool fault_plan::throw_in_kernel(int stage, int rank, uint64_t step) const {
         fires(r, step, static_cast<uint64_t>(stage) * 7919 + static_cast<uint64_t>(rank)))
       return true;
   return false;
+}
+
+int fault_plan::stall_ms(int stage, int rank, uint64_t step) const {
+  int ms = 0;
+  for (const auto& r : rules_)
+    if (r.kind == fault_rule::stall_shard && (r.stage < 0 || r.stage == stage) && (r.rank < 0 || r.rank == rank) &&
+        fires(r, step, static_cast<uint64_t>(stage) * 104729 + static_cast<uint64_t>(rank)))
+      ms += r.ms;
+  return ms;
 }
 
 int fault_plan::delay_ms(const std::string& from, const std::string& to, uint64_t step) const {

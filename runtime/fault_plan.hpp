@@ -2,6 +2,7 @@
 //   kill-shard:stage=S,rank=R,step=K     kill shard (S, R) when it receives step K
 //   kill-shard:p=P,seed=N                kill each shard with probability P at each step
 //   throw-kernel:stage=S,rank=R,step=K   throw inside the shard's forward pass at step K
+//   stall-shard:stage=S,rank=R,step=K,ms=M  the shard hangs M ms inside step K (a hung device)
 //   delay:from=A,to=B,ms=M[,p=P,seed=N]  delay messages from actor A to actor B
 //   drop:from=A,to=B[,p=P,seed=N]        drop messages from A to B (the step times out)
 //   fail-alloc:step=K[,count=C]          the KV pool refuses C allocations from step K on
@@ -19,7 +20,7 @@
 namespace troupe {
 
 struct fault_rule {
-  enum kind_t { kill_shard, throw_kernel, delay, drop, fail_alloc } kind;
+  enum kind_t { kill_shard, throw_kernel, stall_shard, delay, drop, fail_alloc } kind;
   int stage = -1, rank = -1; // -1: any
   int64_t step = -1;         // -1: any step (with p)
   double p = 1.0;
@@ -38,6 +39,8 @@ public:
 
   bool kill(int stage, int rank, uint64_t step) const;
   bool throw_in_kernel(int stage, int rank, uint64_t step) const;
+  /// Milliseconds shard (stage, rank) hangs inside `step` (0: none).
+  int stall_ms(int stage, int rank, uint64_t step) const;
   /// Milliseconds to delay a message from `from` to `to` at `step` (0: none).
   int delay_ms(const std::string& from, const std::string& to, uint64_t step) const;
   bool drop(const std::string& from, const std::string& to, uint64_t step) const;

@@ -3,6 +3,7 @@
 #include "runtime/scheduler.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <unordered_map>
 
 namespace troupe {
@@ -18,7 +19,20 @@ std::string_view to_string(finish_reason r) {
   return "?";
 }
 
-scheduler::scheduler(kv_block_pool& pool, scheduler_config cfg) : pool_(pool), cfg_(std::move(cfg)) {}
+scheduler::scheduler(kv_block_pool& pool, scheduler_config cfg)
+  : pool_(pool), cfg_(std::move(cfg)), leases_(cfg_.lease_ttl_s) {}
+
+double scheduler::now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int32_t scheduler::take_block(sequence& s) {
+  const int32_t b = pool_.allocate();
+  if (b >= 0) leases_.add(s.id, s.req.owner, b, now_seconds());
+  return b;
+}
+
+void scheduler::lease_block(sequence& s, int32_t block) { leases_.add(s.id, s.req.owner, block, now_seconds()); }
 
 status scheduler::add(request r) {
   const int32_t P = pool_.block_size();
@@ -69,7 +83,8 @@ std::span<const int32_t> scheduler::generated(int64_t seq_id) const {
 }
 
 void scheduler::release_blocks(sequence& s) {
-  for (int32_t b : s.blocks) pool_.release(b);
+  // the lease and the block table hold the same references
+  for (int32_t b : leases_.release(s.id)) pool_.release(b);
   s.blocks.clear();
   s.hashes.clear();
 }
@@ -111,9 +126,10 @@ bool scheduler::ensure_blocks(sequence& s, int32_t upto, std::vector<std::pair<i
   const int32_t last = std::min<int32_t>((upto - 1) / P, static_cast<int32_t>(s.blocks.size()) - 1);
   for (int32_t i = first; i <= last; ++i) {
     if (pool_.refcount(s.blocks[i]) <= 1) continue;
-    const int32_t fresh = pool_.allocate();
+    const int32_t fresh = take_block(s);
     if (fresh < 0) return false;
     copies.emplace_back(s.blocks[i], fresh);
+    leases_.drop(s.id, s.blocks[i]);
     pool_.release(s.blocks[i]);
     s.blocks[i] = fresh;
     if (static_cast<int32_t>(s.hashes.size()) > i) s.hashes.resize(i); // the copy is not published yet
@@ -121,7 +137,7 @@ bool scheduler::ensure_blocks(sequence& s, int32_t upto, std::vector<std::pair<i
   }
   const int32_t need = (upto + P - 1) / P;
   while (static_cast<int32_t>(s.blocks.size()) < need) {
-    const int32_t b = pool_.allocate();
+    const int32_t b = take_block(s);
     if (b < 0) return false;
     s.blocks.push_back(b);
   }
@@ -138,6 +154,7 @@ void scheduler::admit_prefix(sequence& s) {
     h = kv_block_pool::chain_hash(h, std::span<const int32_t>(s.tokens).subspan(i * P, P));
     const int32_t b = pool_.lookup(h);
     if (b < 0) break;
+    lease_block(s, b);
     s.blocks.push_back(b);
     s.hashes.push_back(h);
     ++stats_.prefix_hit_blocks;
@@ -153,6 +170,7 @@ void scheduler::join_leader(sequence& s) {
   const int32_t count = (shared_tokens + P - 1) / P;
   for (int32_t i = 0; i < count; ++i) {
     pool_.retain(l.blocks[i]);
+    lease_block(s, l.blocks[i]);
     s.blocks.push_back(l.blocks[i]);
   }
   s.hashes.assign(l.hashes.begin(), l.hashes.begin() + std::min<size_t>(l.hashes.size(), shared_tokens / P));
@@ -209,6 +227,7 @@ std::optional<step_plan> scheduler::next_step() {
     plan.b.tokens.insert(plan.b.tokens.end(), s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + n);
     plan.b.seqs.push_back(std::move(bs));
     chunks.push_back({s.id, n, plan.b.seqs.back().logits});
+    leases_.renew(s.id, now_seconds()); // renewed by use
     s.in_flight = true;
     budget -= n;
   };
@@ -343,6 +362,29 @@ void scheduler::fail(uint64_t step_id) {
     sit->second.in_flight = false;
     if (sit->second.cancel_pending) remove(c.seq_id);
   }
+}
+
+std::vector<int64_t> scheduler::revoke_owner(uint64_t owner) {
+  std::vector<int64_t> ended;
+  for (auto& [id, s] : seqs_)
+    if (s.req.owner == owner) ended.push_back(id);
+  for (int64_t id : ended) cancel(id);
+  return ended;
+}
+
+std::vector<int64_t> scheduler::reclaim_expired(double now) {
+  std::vector<int64_t> hit;
+  for (int64_t id : leases_.expired(now)) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) {
+      for (int32_t b : leases_.release(id)) pool_.release(b); // a lease without a sequence: a leak
+      continue;
+    }
+    if (it->second.in_flight) continue;
+    preempt(it->second); // frees the blocks; the sequence is recomputed when it runs again
+    hit.push_back(id);
+  }
+  return hit;
 }
 
 void scheduler::reset_kv() {

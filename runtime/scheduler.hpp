@@ -21,6 +21,7 @@
 #include "runtime/batch.hpp"
 #include "runtime/expected.hpp"
 #include "runtime/kv_block_pool.hpp"
+#include "runtime/lease_table.hpp"
 #include "runtime/sampler.hpp"
 
 namespace troupe {
@@ -37,6 +38,7 @@ struct request {
   bool ignore_eos = false;
   int priority = 0;               // higher first
   int n = 1;                      // completions sharing the prompt
+  uint64_t owner = 0;             // who holds the KV leases (the request's sink)
 };
 
 struct sampled_token {
@@ -59,6 +61,7 @@ struct scheduler_config {
   int32_t max_context = 2048;     // model context
   bool prefix_caching = true;
   std::vector<int32_t> eos_ids;
+  double lease_ttl_s = 300; // a sequence's blocks are reclaimed when unused this long
 };
 
 struct step_plan {
@@ -91,6 +94,15 @@ public:
   std::vector<seq_event> complete(uint64_t step_id, std::span<const sampled_token> results);
   /// A step failed (a shard died): its sequences go back to be run again.
   void fail(uint64_t step_id);
+  /// The owner died: its sequences end and their leases return to the pool now (those in
+  /// flight when their step completes). Returns the sequences ended.
+  std::vector<int64_t> revoke_owner(uint64_t owner);
+  /// Sequences whose lease was not renewed for the lease TTL lose their blocks (they are
+  /// recomputed when scheduled again). `now` in seconds. Returns the sequences affected.
+  std::vector<int64_t> reclaim_expired(double now);
+  const lease_table& leases() const { return leases_; }
+  /// Seconds on the scheduler's clock (steady), for renewals.
+  static double now_seconds();
   /// Every shard's KV is suspect (a shard restarted): drop all cached KV; every sequence is
   /// recomputed from prompt + generated tokens.
   void reset_kv();
@@ -140,8 +152,12 @@ private:
   std::vector<int64_t> waiting_order() const;
   void remove(int64_t id);
 
+  int32_t take_block(sequence& s);               // allocate + lease
+  void lease_block(sequence& s, int32_t block);  // an extra reference (prefix hit, join)
+
   kv_block_pool& pool_;
   scheduler_config cfg_;
+  lease_table leases_;
   std::map<int64_t, sequence> seqs_;
   std::map<uint64_t, std::vector<chunk>> steps_;
   uint64_t next_step_id_ = 1;

@@ -6,30 +6,25 @@
 
 namespace troupe::transport {
 
-class inproc_group::rank_view final : public collective {
-public:
-  rank_view(inproc_group* g, int rank) : g_(g), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return g_->size_; }
-  status all_reduce_sum(float* data, int64_t n) override { return g_->all_reduce(rank_, data, n); }
-  status all_gather(const float* in, float* out, std::span<const int64_t> counts) override {
-    return g_->all_gather(rank_, in, out, counts);
-  }
-
-private:
-  inproc_group* g_;
-  int rank_;
-};
-
 std::shared_ptr<inproc_group> inproc_group::create(int size) {
   return std::shared_ptr<inproc_group>(new inproc_group(size));
 }
 
-inproc_group::inproc_group(int size) : size_(size), slots_(size), inputs_(size), armed_(size, 0) {
-  for (int r = 0; r < size; ++r) views_.push_back(std::make_unique<rank_view>(this, r));
+inproc_group::inproc_group(int size) : size_(size), slots_(size), inputs_(size), tags_(size, 0), waiting_(size, 0) {}
+
+std::unique_ptr<inproc_group::handle> inproc_group::join(int rank) {
+  return std::make_unique<handle>(shared_from_this(), rank);
 }
 
-collective* inproc_group::member(int rank) { return views_.at(rank).get(); }
+collective* inproc_group::member(int rank) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (views_.empty())
+    for (int r = 0; r < size_; ++r) {
+      views_.push_back(std::make_unique<handle>(shared_from_this(), r));
+      views_.back()->arm(epoch_, 0);
+    }
+  return views_.at(rank).get();
+}
 
 void inproc_group::abort(std::string reason) {
   std::lock_guard<std::mutex> lk(mu_);
@@ -38,9 +33,14 @@ void inproc_group::abort(std::string reason) {
   cv_.notify_all();
 }
 
-void inproc_group::arm(int rank, uint64_t epoch) {
+status inproc_group::check_tags(int rank, uint64_t tag) {
+  // called after the barrier that follows every rank storing its tag
   std::lock_guard<std::mutex> lk(mu_);
-  armed_.at(rank) = epoch;
+  for (int k = 0; k < size_; ++k)
+    if (tags_[k] != tag)
+      return make_error(errc::unavailable, "collective mismatch: rank {} is in another step or operation than rank {}",
+                        k, rank);
+  return {};
 }
 
 void inproc_group::reset(uint64_t epoch) {
@@ -53,16 +53,22 @@ void inproc_group::reset(uint64_t epoch) {
   cv_.notify_all();
 }
 
+bool inproc_group::waiting(int rank) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return waiting_.at(rank) != 0;
+}
+
 bool inproc_group::aborted() const {
   std::lock_guard<std::mutex> lk(mu_);
   return aborted_;
 }
 
-status inproc_group::barrier(int rank) {
+status inproc_group::barrier(const handle& h) {
+  const int rank = h.rank_;
   std::unique_lock<std::mutex> lk(mu_);
   if (aborted_) return make_error(errc::unavailable, "collective aborted: {}", reason_);
-  if (armed_[rank] != epoch_)
-    return make_error(errc::unavailable, "collective epoch {} is over (now {})", armed_[rank], epoch_);
+  if (h.epoch_ != epoch_)
+    return make_error(errc::unavailable, "collective epoch {} is over (now {})", h.epoch_, epoch_);
   const uint64_t gen = generation_, resets = resets_;
   if (++arrived_ == size_) {
     arrived_ = 0;
@@ -70,20 +76,34 @@ status inproc_group::barrier(int rank) {
     cv_.notify_all();
     return {};
   }
+  waiting_[rank] = 1;
   cv_.wait(lk, [&] { return generation_ != gen || aborted_ || resets_ != resets; });
+  waiting_[rank] = 0;
   if (resets_ != resets || (aborted_ && generation_ == gen))
     return make_error(errc::unavailable, "collective aborted: {}", reason_.empty() ? "the group was reset" : reason_);
   return {};
 }
 
-status inproc_group::all_reduce(int rank, float* data, int64_t n) {
+namespace {
+uint64_t op_tag(uint64_t step, uint64_t op, int64_t n, uint64_t kind) {
+  return (step * 0x9e3779b97f4a7c15ull) ^ (op << 48) ^ (static_cast<uint64_t>(n) << 8) ^ kind;
+}
+} // namespace
+
+status inproc_group::all_reduce(handle& h, float* data, int64_t n) {
   if (size_ == 1) return {};
+  const int rank = h.rank_;
+  const uint64_t tag = op_tag(h.step_, h.ops_++, n, 1);
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (h.epoch_ != epoch_)
+      return make_error(errc::unavailable, "collective epoch {} is over (now {})", h.epoch_, epoch_);
     slots_[rank] = data;
-    if (rank == 0 && static_cast<int64_t>(scratch_.size()) < n) scratch_.resize(n);
+    tags_[rank] = tag;
+    if (static_cast<int64_t>(scratch_.size()) < n) scratch_.resize(n);
   }
-  TROUPE_TRY(barrier(rank)); // every rank's input is registered; scratch is sized
+  TROUPE_TRY(barrier(h)); // every rank's input and tag are registered; scratch is sized
+  TROUPE_TRY(check_tags(rank, tag));
   const int64_t chunk = (n + size_ - 1) / size_;
   const int64_t b = std::min<int64_t>(n, rank * chunk), e = std::min<int64_t>(n, b + chunk);
   for (int64_t i = b; i < e; ++i) {
@@ -91,29 +111,37 @@ status inproc_group::all_reduce(int rank, float* data, int64_t n) {
     for (int k = 1; k < size_; ++k) acc += slots_[k][i]; // fixed order 0..N-1
     scratch_[i] = acc;
   }
-  TROUPE_TRY(barrier(rank)); // every chunk is summed
+  TROUPE_TRY(barrier(h)); // every chunk is summed
   std::memcpy(data, scratch_.data(), n * sizeof(float));
   return {};
 }
 
-status inproc_group::all_gather(int rank, const float* in, float* out, std::span<const int64_t> counts) {
+status inproc_group::all_gather(handle& h, const float* in, float* out, std::span<const int64_t> counts) {
+  const int rank = h.rank_;
   if (static_cast<int>(counts.size()) != size_)
     return make_error(errc::invalid_argument, "all_gather: {} counts for {} ranks", counts.size(), size_);
   if (size_ == 1) {
     std::memcpy(out, in, counts[0] * sizeof(float));
     return {};
   }
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  const uint64_t tag = op_tag(h.step_, h.ops_++, total, 2);
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (h.epoch_ != epoch_)
+      return make_error(errc::unavailable, "collective epoch {} is over (now {})", h.epoch_, epoch_);
     inputs_[rank] = in;
+    tags_[rank] = tag;
   }
-  TROUPE_TRY(barrier(rank));
+  TROUPE_TRY(barrier(h));
+  TROUPE_TRY(check_tags(rank, tag));
   int64_t off = 0;
   for (int k = 0; k < size_; ++k) {
     std::memcpy(out + off, inputs_[k], counts[k] * sizeof(float));
     off += counts[k];
   }
-  return barrier(rank); // inputs stay valid until everyone has copied
+  return barrier(h); // inputs stay valid until everyone has copied
 }
 
 } // namespace troupe::transport

@@ -20,29 +20,58 @@ namespace troupe::transport {
 
 class inproc_group : public std::enable_shared_from_this<inproc_group> {
 public:
+  /// One member's view of the group. Each shard instance joins with its own handle, so a
+  /// replaced instance that wakes up late cannot pass for its successor: its handle keeps
+  /// the epoch it was armed with.
+  class handle final : public collective {
+  public:
+    handle(std::shared_ptr<inproc_group> g, int rank) : g_(std::move(g)), rank_(rank) {}
+    int rank() const override { return rank_; }
+    int size() const override { return g_->size_; }
+    status all_reduce_sum(float* data, int64_t n) override { return g_->all_reduce(*this, data, n); }
+    status all_gather(const float* in, float* out, std::span<const int64_t> counts) override {
+      return g_->all_gather(*this, in, out, counts);
+    }
+    /// The epoch and step this member's next operations belong to.
+    void arm(uint64_t epoch, uint64_t step) {
+      epoch_ = epoch;
+      step_ = step;
+      ops_ = 0;
+    }
+
+  private:
+    friend class inproc_group;
+    std::shared_ptr<inproc_group> g_;
+    int rank_;
+    uint64_t epoch_ = 0, step_ = 0, ops_ = 0;
+  };
+
   static std::shared_ptr<inproc_group> create(int size);
   int size() const { return size_; }
-  /// The collective seen by `rank` (owned by the group; valid while the group lives).
+  /// A new member handle for `rank` (one per shard instance).
+  std::unique_ptr<handle> join(int rank);
+  /// A handle per rank owned by the group (tests and single-instance use).
   collective* member(int rank);
   /// Wakes every waiting rank with `unavailable`; later calls fail until reset().
   void abort(std::string reason);
   /// Re-arms an aborted group for `epoch`: only operations armed with it may proceed.
   void reset(uint64_t epoch = 0);
-  /// The epoch `rank`'s next operations belong to; an operation whose epoch is not the
-  /// group's fails with `unavailable` instead of waiting for ranks that moved on.
-  void arm(int rank, uint64_t epoch);
+  // An operation whose member epoch is not the group's fails with `unavailable` instead of
+  // waiting for ranks that moved on; ranks that meet in operations of different steps (a lost
+  // message) all fail with `unavailable` rather than sum unrelated data.
   bool aborted() const;
+  /// True while `rank` waits in a collective for the others (it is not the one that hangs).
+  bool waiting(int rank) const;
 
 private:
-  class rank_view;
-  friend class rank_view;
   explicit inproc_group(int size);
-  status barrier(int rank);
-  status all_reduce(int rank, float* data, int64_t n);
-  status all_gather(int rank, const float* in, float* out, std::span<const int64_t> counts);
+  status barrier(const handle& h);
+  status check_tags(int rank, uint64_t tag);
+  status all_reduce(handle& h, float* data, int64_t n);
+  status all_gather(handle& h, const float* in, float* out, std::span<const int64_t> counts);
 
   int size_;
-  std::vector<std::unique_ptr<rank_view>> views_;
+  std::vector<std::unique_ptr<handle>> views_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int arrived_ = 0;
@@ -54,7 +83,8 @@ private:
   std::vector<const float*> inputs_;
   std::vector<float> scratch_;
   uint64_t epoch_ = 0;
-  std::vector<uint64_t> armed_;
+  std::vector<uint64_t> tags_; // per rank: the operation it is in
+  std::vector<uint8_t> waiting_;
 };
 
 } // namespace troupe::transport

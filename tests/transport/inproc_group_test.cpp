@@ -68,12 +68,52 @@ TEST(InprocGroup, AbortReleasesWaiters) {
   t.join();
   ASSERT_FALSE(st);
   EXPECT_EQ(st.error().code, errc::unavailable);
-  g->reset();
+  g->reset(1); // members re-arm for the new epoch, as restarted shards do
+  auto m0 = g->join(0), m1 = g->join(1);
+  m0->arm(1, 0);
+  m1->arm(1, 0);
   std::vector<float> a(4, 1.0f), b(4, 2.0f);
-  std::thread t0([&] { EXPECT_TRUE(g->member(0)->all_reduce_sum(a.data(), 4)); });
-  std::thread t1([&] { EXPECT_TRUE(g->member(1)->all_reduce_sum(b.data(), 4)); });
+  std::thread t0([&] { EXPECT_TRUE(m0->all_reduce_sum(a.data(), 4)); });
+  std::thread t1([&] { EXPECT_TRUE(m1->all_reduce_sum(b.data(), 4)); });
   t0.join();
   t1.join();
   EXPECT_EQ(a[0], 3.0f);
   EXPECT_EQ(b[3], 3.0f);
+}
+
+TEST(InprocGroup, MismatchedStepsFailInsteadOfMixingData) {
+  auto g = inproc_group::create(2);
+  auto a = g->join(0), b = g->join(1);
+  a->arm(0, 5);
+  b->arm(0, 6); // rank 1 is already in the next step (it never saw step 5)
+  std::vector<float> x(8, 1.0f), y(8, 2.0f);
+  status sa, sb;
+  std::thread t0([&] { sa = a->all_reduce_sum(x.data(), 8); });
+  std::thread t1([&] { sb = b->all_reduce_sum(y.data(), 8); });
+  t0.join();
+  t1.join();
+  EXPECT_FALSE(sa);
+  EXPECT_FALSE(sb);
+  EXPECT_EQ(x[0], 1.0f); // untouched
+}
+
+TEST(InprocGroup, AReplacedMemberCannotPassForItsSuccessor) {
+  auto g = inproc_group::create(2);
+  auto old_member = g->join(1);
+  old_member->arm(1, 3);
+  g->abort("rank 1 hung");
+  g->reset(2); // the group moves on with a new instance of rank 1
+  auto fresh = g->join(1), peer = g->join(0);
+  fresh->arm(2, 4);
+  peer->arm(2, 4);
+  std::vector<float> v(4, 1.0f);
+  auto late = old_member->all_reduce_sum(v.data(), 4); // wakes up late: must not join
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, errc::unavailable);
+  std::vector<float> p(4, 1.0f), q(4, 2.0f);
+  std::thread t0([&] { EXPECT_TRUE(peer->all_reduce_sum(p.data(), 4)); });
+  std::thread t1([&] { EXPECT_TRUE(fresh->all_reduce_sum(q.data(), 4)); });
+  t0.join();
+  t1.join();
+  EXPECT_EQ(p[0], 3.0f);
 }

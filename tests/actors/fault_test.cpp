@@ -1,0 +1,152 @@
+// fault_test.cpp (label fault): faults injected through the fault plan while many requests
+// run over TP 2 x PP 2. Shards are killed (at chosen steps and at random), throw inside a
+// kernel, lose messages, or find the KV pool exhausted; every request must still complete
+// with exactly the tokens of the fault-free run (streams pause, never repeat or drop a
+// token), every KV block must come back, and the lease table must end empty. A shard that
+// keeps failing is given up on: requests end with an error and the engine says why.
+#include <gtest/gtest.h>
+
+#include "../test_paths.hpp"
+#include "actors/host.hpp"
+#include "model/generator.hpp"
+
+using namespace troupe;
+using namespace troupe::actors;
+
+namespace {
+
+std::shared_ptr<const model_source> stories_hf() {
+  static auto m = *open_model(test::model_path("stories260K-hf"));
+  return m;
+}
+
+std::vector<gen_request> requests(int count, int n_tokens) {
+  const std::vector<std::string> seeds = {"Once upon a time", "The little dog", "Lily and Ben went to the park",
+                                          "Tom had a big red ball.", "One day, a cat", "Sam wanted to fly"};
+  std::vector<gen_request> rs;
+  for (int i = 0; i < count; ++i) {
+    gen_request r;
+    std::string text = seeds[i % seeds.size()];
+    for (int k = 0; k < i % 4; ++k) text += " and the sun was warm";
+    r.prompt = *stories_hf()->tok->encode(text, true);
+    r.max_tokens = n_tokens;
+    r.ignore_eos = true;
+    rs.push_back(r);
+  }
+  return rs;
+}
+
+const std::vector<std::vector<int32_t>>& fault_free(int count, int n_tokens) {
+  static std::map<std::pair<int, int>, std::vector<std::vector<int32_t>>> cache;
+  auto& out = cache[{count, n_tokens}];
+  if (out.empty()) {
+    auto g = *model::generator::create(stories_hf(), {});
+    for (const auto& r : requests(count, n_tokens)) {
+      model::generate_options o;
+      o.max_tokens = n_tokens;
+      o.stop_at_eos = false;
+      out.push_back(g->run(r.prompt, o)->tokens);
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<host> start(const std::vector<std::string>& inject, double step_timeout = 60, int max_restarts = 100,
+                            double hang_timeout = 60) {
+  host_options o;
+  o.hang_timeout_s = hang_timeout;
+  o.place = *even_placement(stories_hf()->config, 2, 2);
+  o.sched.max_batch_tokens = 128;
+  o.kv_blocks = 1024;
+  o.step_timeout_s = step_timeout;
+  o.max_restarts = max_restarts;
+  for (const auto& f : inject) EXPECT_TRUE(o.faults.add(f)) << f;
+  auto h = host::start(stories_hf(), o);
+  EXPECT_TRUE(h) << (h ? "" : h.error().to_string());
+  EXPECT_TRUE((*h)->wait_ready(60));
+  return std::move(*h);
+}
+
+void expect_exact_and_clean(host& h, int count, int n_tokens) {
+  auto out = h.generate_many(requests(count, n_tokens), 300);
+  ASSERT_TRUE(out) << out.error().to_string();
+  const auto& want = fault_free(count, n_tokens);
+  for (int i = 0; i < count; ++i) {
+    EXPECT_EQ((*out)[i][0].finish, "length") << "request " << i;
+    EXPECT_EQ((*out)[i][0].tokens, want[i]) << "request " << i; // streamed tokens: no repeats, no gaps
+  }
+  const auto s = h.stats();
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+  EXPECT_EQ(s.leases, 0);
+  EXPECT_EQ(s.leased_blocks, 0);
+}
+
+} // namespace
+
+TEST(Faults, HundredRequestsSurviveTenShardKills) {
+  std::vector<std::string> inject;
+  // eleven kills at fixed steps, spread over all four shards
+  const int shards[][2] = {{0, 0}, {1, 1}, {0, 1}, {1, 0}};
+  for (int k = 0; k < 11; ++k)
+    inject.push_back(fmt::format("kill-shard:stage={},rank={},step={}", shards[k % 4][0], shards[k % 4][1], 4 + 5 * k));
+  auto h = start(inject);
+  expect_exact_and_clean(*h, 100, 24);
+  EXPECT_GE(h->stats().shard_restarts, 10);
+  EXPECT_GE(h->stats().recomputes, 10);
+}
+
+TEST(Faults, RandomKillsWithASeed) {
+  auto h = start({"kill-shard:p=0.03,seed=11"});
+  expect_exact_and_clean(*h, 40, 24);
+  EXPECT_GE(h->stats().shard_restarts, 1);
+}
+
+TEST(Faults, KernelThrowRestartsTheShard) {
+  auto h = start({"throw-kernel:stage=1,rank=0,step=6"});
+  expect_exact_and_clean(*h, 20, 16);
+  EXPECT_EQ(h->stats().shard_restarts, 1);
+}
+
+TEST(Faults, LostMessageTimesOutAndResyncs) {
+  // stage 1 rank 1 never sees step 5: rank 0 waits in its all-reduce until the engine's
+  // step timeout frees it
+  auto h = start({"drop:from=stage0.rank0,to=stage1.rank1,step=5"}, 1.0);
+  expect_exact_and_clean(*h, 20, 16);
+}
+
+TEST(Faults, StepLostEverywhereTimesOut) {
+  // neither shard of stage 1 sees step 5: nobody waits in a collective, only the engine's
+  // step timeout notices
+  auto h = start({"drop:from=stage0.rank0,to=stage1.rank0,step=5", "drop:from=stage0.rank0,to=stage1.rank1,step=5"}, 0.5);
+  expect_exact_and_clean(*h, 20, 16);
+}
+
+TEST(Faults, HungShardIsReplaced) {
+  // stage 0 rank 1 hangs for 3 s inside step 4; the supervisor gives up on it after 0.5 s
+  auto h = start({"stall-shard:stage=0,rank=1,step=4,ms=3000"}, 60, 100, 0.5);
+  expect_exact_and_clean(*h, 20, 16);
+  EXPECT_EQ(h->stats().shard_restarts, 1);
+}
+
+TEST(Faults, DelayedMessagesOnlySlowDown) {
+  auto h = start({"delay:from=engine,to=stage0.rank1,ms=30,p=0.3,seed=2"});
+  expect_exact_and_clean(*h, 10, 12);
+}
+
+TEST(Faults, FailedAllocationsPreempt) {
+  auto h = start({"fail-alloc:step=3,count=4", "fail-alloc:step=7,count=4"});
+  expect_exact_and_clean(*h, 30, 16);
+  EXPECT_GT(h->stats().preemptions, 0);
+}
+
+TEST(Faults, AShardThatKeepsFailingIsGivenUp) {
+  auto h = start({"kill-shard:stage=0,rank=1,p=1.0"}, 60, 3);
+  auto out = h->generate_many(requests(4, 8), 60);
+  ASSERT_TRUE(out);
+  for (const auto& r : *out) EXPECT_EQ(r[0].finish, "error");
+  const auto s = h->stats();
+  EXPECT_FALSE(s.ready);
+  EXPECT_NE(s.not_ready_reason.find("keeps failing"), std::string::npos) << s.not_ready_reason;
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+  EXPECT_EQ(s.leases, 0);
+}
