@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   std::function<int()> run;
   troupe::cli::add_generate(app, run);
   troupe::cli::add_synth(app, run);
+  troupe::cli::add_serve(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

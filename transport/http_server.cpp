@@ -1,0 +1,414 @@
+// http_server.cpp: the Beast server (http_server.hpp). Each connection runs one coroutine on
+// its own strand; writers on other threads enqueue work and wake it by cancelling a timer
+// through the strand, so no socket is ever touched off the strand.
+#include <utility> // before Boost.Asio: Boost 1.74's awaitable.hpp needs std::exchange
+
+#include "transport/http_server.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "runtime/log.hpp"
+
+namespace troupe::transport {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+std::string_view http_reason(int status) {
+  const auto r = http::obsolete_reason(static_cast<http::status>(status));
+  return std::string_view(r.data(), r.size());
+}
+
+namespace {
+
+struct item {
+  enum kind_t { full, stream_start, data, stream_end } kind;
+  int status = 200;
+  std::string content_type;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// Shared between a connection coroutine and the writer the handler holds.
+struct exchange : std::enable_shared_from_this<exchange> {
+  explicit exchange(asio::any_io_executor s) : ex(s), wake(s) { wake.expires_at(asio::steady_timer::time_point::max()); }
+  asio::any_io_executor ex; // the connection's strand
+  asio::steady_timer wake;
+  std::mutex mu;
+  std::deque<item> queue;
+  bool client_gone = false;
+  bool complete = false;
+  std::function<void()> close_cb;
+
+  void push(item it) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (client_gone || complete) return;
+      if (it.kind == item::full || it.kind == item::stream_end) complete = true;
+      queue.push_back(std::move(it));
+    }
+    asio::post(ex, [self = shared_from_this()] { self->wake.cancel(); });
+  }
+  void gone() {
+    std::function<void()> cb;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (client_gone) return;
+      client_gone = true;
+      if (!complete) cb = std::move(close_cb);
+    }
+    if (cb) cb();
+  }
+};
+
+class writer final : public response_writer {
+public:
+  explicit writer(std::shared_ptr<exchange> x) : x_(std::move(x)) {}
+  void respond(int status, const std::string& ct, std::string body,
+               std::vector<std::pair<std::string, std::string>> headers) override {
+    x_->push({item::full, status, ct, std::move(body), std::move(headers)});
+  }
+  void start_stream(int status, const std::string& ct) override { x_->push({item::stream_start, status, ct, {}, {}}); }
+  void chunk(std::string d) override {
+    if (!d.empty()) x_->push({item::data, 0, {}, std::move(d), {}});
+  }
+  void end() override { x_->push({item::stream_end, 0, {}, {}, {}}); }
+  bool closed() const override {
+    std::lock_guard<std::mutex> lk(x_->mu);
+    return x_->client_gone;
+  }
+  void on_close(std::function<void()> f) override {
+    bool now = false;
+    {
+      std::lock_guard<std::mutex> lk(x_->mu);
+      if (x_->client_gone && !x_->complete) now = true;
+      else x_->close_cb = f;
+    }
+    if (now) f();
+  }
+
+private:
+  std::shared_ptr<exchange> x_;
+};
+
+} // namespace
+
+struct http_server::impl {
+  asio::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  std::vector<std::thread> threads;
+  http_handler handler;
+  http_limits limits;
+  std::atomic<size_t> connections{0}, in_progress{0};
+  std::atomic<bool> accepting{true};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+
+  asio::awaitable<void> accept_loop();
+  asio::awaitable<void> serve(tcp::socket sock);
+};
+
+namespace {
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+asio::awaitable<void> write_simple(beast::tcp_stream& stream, int status, const std::string& text, bool close) {
+  http::response<http::string_body> res{static_cast<http::status>(status), 11};
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::server, "troupe");
+  res.body() = text;
+  res.keep_alive(!close);
+  res.prepare_payload();
+  beast::error_code ec;
+  stream.expires_after(std::chrono::seconds(10));
+  co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+}
+
+std::string error_json(const std::string& message, const std::string& type) {
+  std::string m;
+  for (char c : message) {
+    if (c == '"' || c == '\\') m += '\\';
+    m += c;
+  }
+  return "{\"error\":{\"message\":\"" + m + "\",\"type\":\"" + type + "\",\"param\":null,\"code\":null}}";
+}
+
+// Reads from the socket while a response is being produced: pipelined bytes are kept; an
+// error or EOF means the client is gone.
+asio::awaitable<void> watch(tcp::socket& sock, std::shared_ptr<exchange> x, std::shared_ptr<std::string> spill,
+                            std::shared_ptr<std::atomic<bool>> finished) {
+  char tmp[4096];
+  for (;;) {
+    beast::error_code ec;
+    const size_t n = co_await sock.async_read_some(asio::buffer(tmp), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (!finished->load()) x->gone();
+      x->wake.cancel();
+      co_return;
+    }
+    spill->append(tmp, n);
+    if (spill->size() > (1u << 20)) { // a client flooding us mid-response
+      x->gone();
+      x->wake.cancel();
+      co_return;
+    }
+  }
+}
+
+} // namespace
+
+asio::awaitable<void> http_server::impl::accept_loop() {
+  while (accepting.load()) {
+    beast::error_code ec;
+    tcp::socket sock = co_await acceptor.async_accept(asio::make_strand(ioc), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (!accepting.load() || ec == asio::error::operation_aborted) co_return;
+      TROUPE_LOG_WARN("http", "accept failed: {}", ec.message());
+      continue;
+    }
+    auto ex = sock.get_executor();
+    asio::co_spawn(ex, serve(std::move(sock)), asio::detached);
+  }
+}
+
+asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
+  ++connections;
+  struct guard {
+    std::atomic<size_t>& n;
+    ~guard() { --n; }
+  } g{connections};
+  auto ex = sock.get_executor(); // a strand: accept_loop made it so
+  beast::tcp_stream stream(std::move(sock));
+  beast::flat_buffer buf;
+  if (connections.load() > limits.max_connections) {
+    co_await write_simple(stream, 503, error_json("too many connections", "server_error"), true);
+    co_return;
+  }
+  std::string remote;
+  {
+    beast::error_code ec;
+    auto ep = stream.socket().remote_endpoint(ec);
+    if (!ec) remote = ep.address().to_string();
+  }
+  for (;;) {
+    beast::error_code ec;
+    if (buf.size() == 0) { // idle keep-alive: wait for the first byte of the next request
+      stream.expires_after(std::chrono::milliseconds(static_cast<int64_t>(limits.idle_timeout_s * 1000)));
+      const size_t n = co_await stream.async_read_some(buf.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return;
+      buf.commit(n);
+    }
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+    parser.body_limit(limits.max_body_bytes);
+    stream.expires_after(std::chrono::milliseconds(static_cast<int64_t>(limits.read_timeout_s * 1000)));
+    co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == http::error::body_limit) {
+      co_await write_simple(stream, 413,
+                            error_json(fmt::format("request body exceeds {} bytes", limits.max_body_bytes),
+                                       "invalid_request_error"),
+                            true);
+      co_return;
+    }
+    if (ec == http::error::header_limit) {
+      co_await write_simple(stream, 431,
+                            error_json(fmt::format("request headers exceed {} bytes", limits.max_header_bytes),
+                                       "invalid_request_error"),
+                            true);
+      co_return;
+    }
+    if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::eof ||
+        ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
+      co_return;
+    if (ec) {
+      co_await write_simple(stream, 400, error_json("malformed HTTP request: " + ec.message(), "invalid_request_error"),
+                            true);
+      co_return;
+    }
+    stream.expires_never();
+    auto req = parser.release();
+    http_request r;
+    r.method = std::string(req.method_string());
+    r.target = std::string(req.target());
+    for (const auto& f : req) r.headers[lower(std::string(f.name_string()))] = std::string(f.value());
+    r.body = std::move(req.body());
+    r.remote = remote;
+    const bool keep_alive = req.keep_alive();
+
+    auto x = std::make_shared<exchange>(ex);
+    auto spill = std::make_shared<std::string>();
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    ++in_progress;
+    struct progress_guard {
+      std::atomic<size_t>& n;
+      ~progress_guard() { --n; }
+    } pg{in_progress};
+    // socket reads for the watcher happen on this coroutine's executor as well
+    asio::co_spawn(ex, watch(stream.socket(), x, spill, finished), asio::detached);
+    try {
+      handler(std::move(r), std::make_shared<writer>(x));
+    } catch (const std::exception& e) {
+      TROUPE_LOG_ERROR("http", "handler threw: {}", e.what());
+      x->push({item::full, 500, "application/json", error_json("internal error", "server_error"), {}});
+    }
+    bool done = false, broken = false;
+    std::optional<http::response<http::empty_body>> head;
+    std::optional<http::response_serializer<http::empty_body>> sr;
+    while (!done && !broken) {
+      std::deque<item> batch;
+      bool gone;
+      {
+        std::lock_guard<std::mutex> lk(x->mu);
+        batch.swap(x->queue);
+        gone = x->client_gone;
+      }
+      if (gone) {
+        broken = true;
+        break;
+      }
+      if (batch.empty()) {
+        x->wake.expires_at(asio::steady_timer::time_point::max());
+        beast::error_code wec;
+        co_await x->wake.async_wait(asio::redirect_error(asio::use_awaitable, wec));
+        continue;
+      }
+      for (auto& it : batch) {
+        beast::error_code wec;
+        switch (it.kind) {
+          case item::full: {
+            http::response<http::string_body> res{static_cast<http::status>(it.status), 11};
+            res.set(http::field::server, "troupe");
+            res.set(http::field::content_type, it.content_type);
+            for (auto& [k, v] : it.headers) res.set(k, v);
+            res.body() = std::move(it.body);
+            res.keep_alive(keep_alive);
+            res.prepare_payload();
+            co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, wec));
+            done = true;
+            break;
+          }
+          case item::stream_start: {
+            head.emplace(static_cast<http::status>(it.status), 11);
+            head->set(http::field::server, "troupe");
+            head->set(http::field::content_type, it.content_type);
+            head->set(http::field::cache_control, "no-cache");
+            head->keep_alive(keep_alive);
+            head->chunked(true);
+            sr.emplace(*head);
+            co_await http::async_write_header(stream, *sr, asio::redirect_error(asio::use_awaitable, wec));
+            break;
+          }
+          case item::data:
+            co_await asio::async_write(stream, http::make_chunk(asio::buffer(it.body)),
+                                       asio::redirect_error(asio::use_awaitable, wec));
+            break;
+          case item::stream_end:
+            co_await asio::async_write(stream, http::make_chunk_last(), asio::redirect_error(asio::use_awaitable, wec));
+            done = true;
+            break;
+        }
+        if (wec) {
+          x->gone();
+          broken = true;
+          break;
+        }
+        if (done) break;
+      }
+    }
+    finished->store(true);
+    {
+      beast::error_code cec;
+      stream.socket().cancel(cec); // ends the watcher's read
+    }
+    if (broken || !keep_alive) {
+      beast::error_code sec;
+      stream.socket().shutdown(tcp::socket::shutdown_both, sec);
+      co_return;
+    }
+    // give the watcher a turn to hand back pipelined bytes
+    co_await asio::post(ex, asio::use_awaitable);
+    if (!spill->empty()) {
+      auto dst = buf.prepare(spill->size());
+      std::memcpy(dst.data(), spill->data(), spill->size());
+      buf.commit(spill->size());
+    }
+  }
+}
+
+http_server::http_server(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+expected<std::unique_ptr<http_server>> http_server::start(const std::string& host, uint16_t port, http_handler handler,
+                                                          http_limits limits) {
+  auto p = std::make_unique<impl>();
+  p->handler = std::move(handler);
+  p->limits = limits;
+  beast::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec) return make_error(errc::invalid_argument, "bad listen address '{}': {}", host, ec.message());
+  tcp::endpoint ep(addr, port);
+  p->acceptor.open(ep.protocol(), ec);
+  if (!ec) p->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) p->acceptor.bind(ep, ec);
+  if (!ec) p->acceptor.listen(limits.backlog, ec);
+  if (ec) return make_error(errc::io_error, "cannot listen on {}:{}: {}", host, port, ec.message());
+  p->work.emplace(asio::make_work_guard(p->ioc));
+  asio::co_spawn(p->ioc, p->accept_loop(), asio::detached);
+  for (int i = 0; i < std::max(1, limits.threads); ++i) p->threads.emplace_back([ioc = &p->ioc] { ioc->run(); });
+  return std::unique_ptr<http_server>(new http_server(std::move(p)));
+}
+
+http_server::~http_server() { shutdown(); }
+
+uint16_t http_server::port() const {
+  beast::error_code ec;
+  auto ep = impl_->acceptor.local_endpoint(ec);
+  return ec ? 0 : ep.port();
+}
+
+void http_server::stop_accepting() {
+  if (!impl_->accepting.exchange(false)) return;
+  asio::post(impl_->ioc, [p = impl_.get()] {
+    beast::error_code ec;
+    p->acceptor.close(ec);
+  });
+}
+
+bool http_server::drain(double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (impl_->in_progress.load() > 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+void http_server::shutdown() {
+  if (!impl_ || impl_->threads.empty()) return;
+  stop_accepting();
+  impl_->work.reset();
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+size_t http_server::open_connections() const { return impl_->connections.load(); }
+size_t http_server::responses_in_progress() const { return impl_->in_progress.load(); }
+
+} // namespace troupe::transport
