@@ -1,0 +1,90 @@
+"""openai_client_test.py: the official OpenAI Python client against `troupe serve` with the
+bundled model: completions, chat completions, streaming; greedy text equals
+`troupe generate --json`; SIGTERM drains and exits 0.
+
+Usage: python openai_client_test.py PATH/TO/troupe
+"""
+import json
+import subprocess
+import sys
+import unittest
+
+import openai
+
+from serve_util import Server
+
+TROUPE = sys.argv.pop(1)
+
+
+class OpenAIClient(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(TROUPE)
+        cls.client = openai.OpenAI(base_url=cls.server.url + "/v1", api_key="unused")
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.server.stop()
+        assert rc == 0, f"serve exited {rc}"
+
+    def reference(self, prompt, n):
+        out = subprocess.run([TROUPE, "generate", "--json", "-n", str(n), prompt], capture_output=True, text=True,
+                             check=True)
+        return json.loads(out.stdout)["text"]
+
+    def test_models(self):
+        ids = [m.id for m in self.client.models.list().data]
+        self.assertEqual(ids, ["stories"])
+
+    def test_completion_matches_generate(self):
+        r = self.client.completions.create(model="stories", prompt="Once upon a time", max_tokens=24, temperature=0)
+        self.assertEqual(r.choices[0].text, self.reference("Once upon a time", 24))
+        self.assertEqual(r.choices[0].finish_reason, "length")
+        self.assertEqual(r.usage.completion_tokens, 24)
+        self.assertEqual(r.usage.prompt_tokens, 5)
+
+    def test_streaming_completion(self):
+        stream = self.client.completions.create(model="stories", prompt="The little dog", max_tokens=20,
+                                                temperature=0, stream=True)
+        text, finish = "", None
+        for chunk in stream:
+            text += chunk.choices[0].text
+            finish = chunk.choices[0].finish_reason or finish
+        self.assertEqual(text, self.reference("The little dog", 20))
+        self.assertEqual(finish, "length")
+
+    def test_chat_and_chat_stream(self):
+        msgs = [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "A story about a cat"}]
+        r = self.client.chat.completions.create(model="stories", messages=msgs, max_tokens=16, temperature=0)
+        full = r.choices[0].message.content
+        self.assertEqual(r.choices[0].message.role, "assistant")
+        self.assertTrue(len(full) > 0)
+        stream = self.client.chat.completions.create(model="stories", messages=msgs, max_tokens=16, temperature=0,
+                                                     stream=True)
+        parts = [c.choices[0].delta.content or "" for c in stream if c.choices]
+        self.assertEqual("".join(parts), full)
+
+    def test_sampling_seed_repeats(self):
+        a = self.client.completions.create(model="stories", prompt="Lily", max_tokens=16, temperature=1.5, seed=7)
+        b = self.client.completions.create(model="stories", prompt="Lily", max_tokens=16, temperature=1.5, seed=7)
+        self.assertEqual(a.choices[0].text, b.choices[0].text)
+
+    def test_stop_and_n(self):
+        r = self.client.completions.create(model="stories", prompt="Once upon a time", max_tokens=30, temperature=0,
+                                           stop=["girl"])
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+        self.assertNotIn("girl", r.choices[0].text)
+        r = self.client.completions.create(model="stories", prompt="Once upon a time", max_tokens=8, n=3,
+                                           temperature=2.0, seed=1)
+        self.assertEqual(sorted(c.index for c in r.choices), [0, 1, 2])
+
+    def test_errors_are_openai_errors(self):
+        with self.assertRaises(openai.NotFoundError):
+            self.client.completions.create(model="nope", prompt="x", max_tokens=4)
+        with self.assertRaises(openai.BadRequestError) as ctx:
+            self.client.completions.create(model="stories", prompt="x", max_tokens=-4)
+        self.assertIn("max_tokens", str(ctx.exception))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

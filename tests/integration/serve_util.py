@@ -1,0 +1,57 @@
+"""serve_util.py: start `troupe serve` on a free port for a test, and stop it (SIGTERM).
+
+The server prints "serving MODEL on http://HOST:PORT" to stderr once it is ready.
+"""
+import os
+import re
+import signal
+import subprocess
+import time
+
+
+class Server:
+    def __init__(self, troupe, *args, timeout=120):
+        self.proc = subprocess.Popen([troupe, "serve", "--port", "0", "--served-model-name", "stories", *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        deadline = time.time() + timeout
+        self.port = None
+        while time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("troupe serve exited: " + "".join(self.log))
+                continue
+            self.log.append(line)
+            m = re.search(r"on http://[^:]+:(\d+)", line)
+            if m and "serving" in line:
+                self.port = int(m.group(1))
+                break
+        if self.port is None:
+            self.stop()
+            raise RuntimeError("troupe serve did not start: " + "".join(self.log))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                rc = -9
+            return rc
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def metric(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
