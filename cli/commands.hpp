@@ -13,5 +13,6 @@ namespace troupe::cli {
 void add_generate(CLI::App& app, std::function<int()>& run);
 void add_synth(CLI::App& app, std::function<int()>& run);
 void add_serve(CLI::App& app, std::function<int()>& run);
+void add_bench(CLI::App& app, std::function<int()>& run);
 
 } // namespace troupe::cli

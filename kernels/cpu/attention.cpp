@@ -1,6 +1,10 @@
-// attention.cpp (cpu): causal attention with GQA, contiguous and paged, by online softmax
-// (one pass over the keys, never materialising the T x S score matrix), and the KV store.
-// Threaded over (query token, head) pairs. Caches in f32, f16 or bf16.
+// attention.cpp (cpu): causal attention with GQA, contiguous and paged, and the KV store.
+// Work is split over (sequence token, KV head); each task computes every query head of the
+// GQA group that reads that KV head, so a K or V row is fetched once per group, not once
+// per query head. Scores for one query row are computed into a buffer (softmax needs them
+// all; decoding has one row per sequence, prefill chunks a few), then the weighted sum of V
+// rows. f32 math; caches in f32, f16 or bf16 (converted row by row).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -10,62 +14,81 @@
 namespace troupe::kernels::cpu {
 namespace {
 
-// Attends one query over keys 0..last whose rows `key_row(s)` / `val_row(s)` point at D values
-// of dtype `type`. `tmp` holds 2 * D floats.
-template <class RowFn>
-void attend(const float* q, int64_t D, int64_t last, float scale, dtype type, RowFn key_row,
-            RowFn val_row, float* out, float* tmp) {
-  float m = -INFINITY, l = 0.0f;
-  for (int64_t d = 0; d < D; ++d) out[d] = 0.0f;
-  float* kbuf = tmp;
-  float* vbuf = tmp + D;
-  for (int64_t s = 0; s <= last; ++s) {
-    const float* k;
-    if (type == dtype::f32) {
-      k = static_cast<const float*>(key_row(s));
-    } else {
-      dequant_row(type, key_row(s), 0, D, kbuf);
-      k = kbuf;
+// Where a query's keys live: position s of the sequence -> K and V rows of one KV head.
+struct kv_rows {
+  const uint8_t* k;
+  const uint8_t* v;
+  const int32_t* blocks; // null: contiguous [S, Hkv, D]
+  int64_t P, Hkv, D, kh;
+  int64_t row_bytes; // bytes of D values
+  int64_t slot(int64_t s) const { return blocks ? static_cast<int64_t>(blocks[s / P]) * P + s % P : s; }
+  const uint8_t* key(int64_t s) const { return k + (slot(s) * Hkv + kh) * row_bytes; }
+  const uint8_t* val(int64_t s) const { return v + (slot(s) * Hkv + kh) * row_bytes; }
+};
+
+TROUPE_CPU_DISPATCH
+float dot_d(const float* a, const float* b, int64_t D) {
+  float acc[16] = {};
+  int64_t d = 0;
+  for (; d + 16 <= D; d += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += a[d + j] * b[d + j];
+  float s = 0;
+  for (; d < D; ++d) s += a[d] * b[d];
+  for (float x : acc) s += x;
+  return s;
+}
+
+TROUPE_CPU_DISPATCH
+void axpy_d(float* y, const float* x, float a, int64_t D) {
+  for (int64_t d = 0; d < D; ++d) y[d] += a * x[d];
+}
+
+// The G query heads of one KV head for one query position `last` (keys 0..last).
+void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scale, dtype type, const kv_rows& kv,
+                  float* out, std::vector<float>& scores, std::vector<float>& row) {
+  const int64_t S = last + 1;
+  scores.resize(G * S);
+  row.resize(D);
+  for (int64_t s = 0; s < S; ++s) {
+    const float* k = reinterpret_cast<const float*>(kv.key(s));
+    if (type != dtype::f32) {
+      to_f32(type, kv.key(s), row.data(), D);
+      k = row.data();
     }
-    const float score = dot_f32(q, k, D) * scale;
-    const float m_new = std::max(m, score);
-    const float correction = std::exp(m - m_new);
-    const float p = std::exp(score - m_new);
-    l = l * correction + p;
-    const float* v;
-    if (type == dtype::f32) {
-      v = static_cast<const float*>(val_row(s));
-    } else {
-      dequant_row(type, val_row(s), 0, D, vbuf);
-      v = vbuf;
-    }
-    for (int64_t d = 0; d < D; ++d) out[d] = out[d] * correction + p * v[d];
-    m = m_new;
+    for (int64_t g = 0; g < G; ++g) scores[g * S + s] = dot_d(q + g * D, k, D) * scale;
   }
-  const float inv = 1.0f / l;
-  for (int64_t d = 0; d < D; ++d) out[d] *= inv;
+  for (int64_t g = 0; g < G; ++g) {
+    float* sc = scores.data() + g * S;
+    const float mx = *std::max_element(sc, sc + S);
+    float sum = 0;
+    for (int64_t s = 0; s < S; ++s) sum += sc[s] = std::exp(sc[s] - mx);
+    const float inv = 1.0f / sum;
+    for (int64_t s = 0; s < S; ++s) sc[s] *= inv;
+    std::fill(out + g * D, out + (g + 1) * D, 0.0f);
+  }
+  for (int64_t s = 0; s < S; ++s) {
+    const float* v = reinterpret_cast<const float*>(kv.val(s));
+    if (type != dtype::f32) {
+      to_f32(type, kv.val(s), row.data(), D);
+      v = row.data();
+    }
+    for (int64_t g = 0; g < G; ++g) axpy_d(out + g * D, v, scores[g * S + s], D);
+  }
 }
 
 void attention(const op_args& a, const exec_ctx& ctx) {
   const auto& q = a.src[0];
   const auto& k = a.src[1];
-  const auto& v = a.src[2];
   const int64_t T = q.dims[0], H = q.dims[1], D = q.dims[2], Hkv = k.dims[1];
-  const int64_t group = H / Hkv;
-  const int64_t row = row_bytes(k.type, D);
-  parallel(ctx, T * H, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> tmp(2 * D);
+  const int64_t G = H / Hkv;
+  parallel(ctx, T * Hkv, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> scores, row;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / H, h = i % H, kh = h / group;
-      auto krow = [&](int64_t s) -> const void* {
-        return static_cast<const char*>(k.data) + (s * Hkv + kh) * row;
-      };
-      auto vrow = [&](int64_t s) -> const void* {
-        return static_cast<const char*>(v.data) + (s * Hkv + kh) * row;
-      };
-      std::function<const void*(int64_t)> kf = krow, vf = vrow;
-      attend(q.as<float>() + i * D, D, a.p.pos0 + t, a.p.scale, k.type, kf, vf,
-             a.dst.as<float>() + i * D, tmp.data());
+      const int64_t t = i / Hkv, kh = i % Hkv;
+      kv_rows kv{static_cast<const uint8_t*>(k.data), static_cast<const uint8_t*>(a.src[2].data), nullptr, 1, Hkv, D, kh,
+                 row_bytes(k.type, D)};
+      attend_group(q.as<float>() + (t * H + kh * G) * D, G, D, a.p.pos0 + t, a.p.scale, k.type, kv,
+                   a.dst.as<float>() + (t * H + kh * G) * D, scores, row);
     }
   });
 }
@@ -73,36 +96,26 @@ void attention(const op_args& a, const exec_ctx& ctx) {
 void paged_attention(const op_args& a, const exec_ctx& ctx) {
   const auto& q = a.src[0];
   const auto& kc = a.src[1];
-  const auto& vc = a.src[2];
   const auto& seqs = a.src[3];
   const int64_t T = q.dims[0], H = q.dims[1], D = q.dims[2];
   const int64_t P = kc.dims[1], Hkv = kc.dims[2];
-  const int64_t group = H / Hkv;
-  const int64_t row = row_bytes(kc.type, D);
-  // token -> (sequence, index in sequence)
+  const int64_t G = H / Hkv;
   std::vector<int32_t> seq_of(T, -1);
   for (int64_t si = 0; si < seqs.rows(); ++si) {
     const int32_t* info = seqs.row<int32_t>(si);
     for (int64_t i = 0; i < info[1]; ++i) seq_of[info[0] + i] = static_cast<int32_t>(si);
   }
-  parallel(ctx, T * H, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> tmp(2 * D);
+  parallel(ctx, T * Hkv, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> scores, row;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / H, h = i % H, kh = h / group;
+      const int64_t t = i / Hkv, kh = i % Hkv;
       if (seq_of[t] < 0) continue;
       const int32_t* info = seqs.row<int32_t>(seq_of[t]);
-      const int32_t* blocks = info + 3;
+      kv_rows kv{static_cast<const uint8_t*>(kc.data), static_cast<const uint8_t*>(a.src[2].data), info + 3, P, Hkv, D,
+                 kh, row_bytes(kc.type, D)};
       const int64_t pos = info[2] + (t - info[0]);
-      std::function<const void*(int64_t)> kf = [&](int64_t s) -> const void* {
-        const int64_t slot = static_cast<int64_t>(blocks[s / P]) * P + s % P;
-        return static_cast<const char*>(kc.data) + (slot * Hkv + kh) * row;
-      };
-      std::function<const void*(int64_t)> vf = [&](int64_t s) -> const void* {
-        const int64_t slot = static_cast<int64_t>(blocks[s / P]) * P + s % P;
-        return static_cast<const char*>(vc.data) + (slot * Hkv + kh) * row;
-      };
-      attend(q.as<float>() + i * D, D, pos, a.p.scale, kc.type, kf, vf, a.dst.as<float>() + i * D,
-             tmp.data());
+      attend_group(q.as<float>() + (t * H + kh * G) * D, G, D, pos, a.p.scale, kc.type, kv,
+                   a.dst.as<float>() + (t * H + kh * G) * D, scores, row);
     }
   });
 }
@@ -125,8 +138,8 @@ void register_attention(registry& r) {
     return contiguous_args(a) && a.src[0].type == dtype::f32 && cache_type(a.src[1].type) &&
            a.src[2].type == a.src[1].type;
   };
-  r.add(op::attention, backend::cpu, "online-softmax", ok, attention);
-  r.add(op::paged_attention, backend::cpu, "online-softmax", ok, paged_attention);
+  r.add(op::attention, backend::cpu, "gqa-grouped", ok, attention);
+  r.add(op::paged_attention, backend::cpu, "gqa-grouped", ok, paged_attention);
   r.add(op::kv_store, backend::cpu, "any",
         [](const op_args& a) {
           return contiguous_args(a) && a.src[0].type == dtype::f32 && cache_type(a.dst.type);

@@ -6,13 +6,62 @@
 #include <vector>
 
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/gemv.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
 
 constexpr int64_t chunk = 256; // multiple of the 32-value quant block; fits L1 with x rows
 
+// The SIMD path: every weight row is read once and dotted with all T token rows while it
+// sits in L1. Quantized weights take int8 activations, quantized here once per call.
+bool matmul_simd(const op_args& a, const exec_ctx& ctx) {
+  const gemv_table& tab = gemv_kernels();
+  const auto& x = a.src[0];
+  const auto& w = a.src[1];
+  gemv_fn fn = nullptr;
+  switch (w.type) {
+    case dtype::f32: fn = tab.f32; break;
+    case dtype::f16: fn = tab.f16; break;
+    case dtype::bf16: fn = tab.bf16; break;
+    case dtype::q8_0: fn = tab.q8_0; break;
+    case dtype::q4_0: fn = tab.q4_0; break;
+    default: break;
+  }
+  if (!fn) return false;
+  const int64_t T = x.rows(), K = x.cols(), N = w.rows();
+  gemv_args g{};
+  g.x = x.as<float>();
+  g.T = T;
+  g.K = K;
+  g.w = static_cast<const uint8_t*>(w.data);
+  g.row_bytes = row_bytes(w.type, K);
+  g.y = a.dst.as<float>();
+  g.ldy = N;
+  g.bias = a.src[2].data ? a.src[2].as<float>() : nullptr;
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xd;
+  if (is_quantized(w.type)) {
+    if (!tab.quantize_q8) return false;
+    xq.resize(T * K);
+    xd.resize(T * (K / qk));
+    for (int64_t t = 0; t < T; ++t) tab.quantize_q8(x.row<float>(t), K, xq.data() + t * K, xd.data() + t * (K / qk));
+    g.xq = xq.data();
+    g.xd = xd.data();
+  }
+  // about 64 KiB of weights per task: small enough to balance two cores, large enough to stream
+  const int64_t grain = std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(g.row_bytes, 1));
+  parallel(ctx, N, grain, [&](int64_t n0, int64_t n1) {
+    gemv_args mine = g;
+    mine.n0 = n0;
+    mine.n1 = n1;
+    fn(mine);
+  });
+  return true;
+}
+
 void matmul(const op_args& a, const exec_ctx& ctx) {
+  if (matmul_simd(a, ctx)) return;
   const auto& x = a.src[0];
   const auto& w = a.src[1];
   const float* bias = a.src[2].data ? a.src[2].as<float>() : nullptr;

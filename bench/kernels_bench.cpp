@@ -1,0 +1,76 @@
+// kernels_bench.cpp: Google Benchmark micro-benchmarks of the CPU kernels through the op
+// registry, with GB/s (weight bytes streamed) and GFLOP/s counters. Shapes are the
+// bench-134m model's (C 768, F 2048, V 32000). Weights are sized past the last-level cache
+// where the point is the memory wall.
+//   build/bench/kernels_bench [--benchmark_filter=matmul] [--benchmark_format=json]
+#include <random>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "kernels/registry.hpp"
+#include "runtime/buffer.hpp"
+#include "runtime/convert.hpp"
+#include "runtime/thread_pool.hpp"
+
+using namespace troupe;
+using namespace troupe::kernels;
+
+namespace {
+
+std::vector<float> randn(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// y[T, N] = x[T, K] W[N, K]^T with W of `type`; N x K large enough to leave the caches.
+void BM_matmul(benchmark::State& st, dtype type) {
+  const int64_t T = st.range(0), K = st.range(1), N = st.range(2);
+  const int threads = static_cast<int>(st.range(3));
+  const auto x = randn(T * K, 1);
+  auto wbuf = *buffer::allocate(row_bytes(type, K) * N);
+  {
+    const auto w = randn(K, 2);
+    for (int64_t n = 0; n < N; ++n) from_f32(type, w.data(), wbuf.as<uint8_t>() + n * row_bytes(type, K), K);
+  }
+  std::vector<float> y(T * N);
+  op_args a;
+  a.kind = op::matmul;
+  a.src[0] = tensor_view(const_cast<float*>(x.data()), dtype::f32, {T, K});
+  a.src[1] = wbuf.view(type, {N, K});
+  a.dst = tensor_view(y.data(), dtype::f32, {T, N});
+  auto k = registry::global().find(backend::cpu, a);
+  thread_pool pool(threads);
+  exec_ctx ctx;
+  ctx.pool = &pool;
+  for (auto _ : st) {
+    (*k)(a, ctx);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double bytes = static_cast<double>(row_bytes(type, K) * N);
+  st.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * K * N, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  st.SetLabel(std::string(name(type)) + " " + k->name);
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    b->Args({1, 768, 32768, threads});  // decode: 24-100 MB of weights (may sit in a large L3)
+    b->Args({1, 768, 262144, threads}); // decode: 150-800 MB, past any cache
+    b->Args({64, 768, 2048, threads});  // prefill of 64 tokens on a 768 x 2048 projection
+  }
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+} // namespace
+
+BENCHMARK_CAPTURE(BM_matmul, f32, dtype::f32)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, f16, dtype::f16)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, bf16, dtype::bf16)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, q8_0, dtype::q8_0)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, q4_0, dtype::q4_0)->Apply(shapes);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,120 @@
+// cmd_bench.cpp: `troupe bench`: prefill and decode speed of one model on one shard, against
+// the machine's ceilings measured in the same run (DRAM read bandwidth and FP32 FMA peak with
+// the same thread count). Decode is bound by bandwidth / (weight bytes read per token);
+// prefill by the FMA peak / (2 x non-embedding parameters per token). Medians of repeats.
+//   troupe bench --model PATH [--threads N] [--prompt-tokens 64] [--gen-tokens 64] [--json]
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "kernels/cpu/probe.hpp"
+#include "model/generator.hpp"
+
+namespace troupe::cli {
+namespace {
+
+struct bench_opts {
+  std::string model;
+  int threads = 1, prompt_tokens = 64, gen_tokens = 64, repeats = 5;
+  bool json = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Bytes of weights one decode step streams: every layer matrix, the final norm and the
+// lm_head (the embedding table contributes one row, so it is left out unless tied).
+int64_t decode_bytes(const model::shard_weights& w) {
+  int64_t n = w.output.nbytes() + w.output_norm.nbytes();
+  for (const auto& l : w.layers)
+    for (const auto* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.attn_norm, &l.ffn_norm})
+      n += t->data ? t->nbytes() : 0;
+  return n;
+}
+
+int run_bench(const bench_opts& o) {
+  auto m = open_model_verbose(o.model.empty() ? default_model_path() : o.model, o.json);
+  if (!m) return fail(m.error());
+  const model_config& c = (*m)->config;
+  model::runner_options ro;
+  ro.threads = o.threads;
+  ro.kv_blocks = (o.prompt_tokens + o.gen_tokens + 2 * ro.block_size) / ro.block_size + 2;
+  auto g = model::generator::create(*m, ro);
+  if (!g) return fail(g.error());
+  if (o.prompt_tokens + o.gen_tokens >= c.ctx)
+    return fail(make_error(errc::invalid_argument, "prompt + generated tokens must stay below the context {}", c.ctx));
+  std::mt19937 rng(1);
+  std::vector<int32_t> prompt = {static_cast<int32_t>(std::max<int64_t>(c.bos_id, 1))};
+  while (static_cast<int>(prompt.size()) < o.prompt_tokens)
+    prompt.push_back(static_cast<int32_t>(3 + rng() % static_cast<uint32_t>(c.V - 3)));
+  model::generate_options go;
+  go.max_tokens = o.gen_tokens + 1;
+  go.stop_at_eos = false;
+  std::vector<double> prefill, decode;
+  (void)(*g)->run(prompt, go); // warm-up: page in the weights
+  for (int r = 0; r < o.repeats; ++r) {
+    auto out = (*g)->run(prompt, go);
+    if (!out) return fail(out.error());
+    prefill.push_back(prompt.size() / out->prefill_seconds);
+    decode.push_back(o.gen_tokens / out->decode_seconds);
+  }
+  const double bw = kernels::cpu::probe_read_bandwidth(o.threads);
+  const double peak = kernels::cpu::probe_fma_peak(o.threads);
+  const int64_t bytes = decode_bytes((*g)->runner().weights());
+  const int64_t non_embd = c.parameters() - c.V * c.C * (c.tie_embeddings ? 0 : 1);
+  const double dec = median(decode), pre = median(prefill);
+  const double bound_tok = bw / static_cast<double>(bytes);
+  const double flops_per_token = 2.0 * static_cast<double>(non_embd);
+  nlohmann::json j = {{"model", (*m)->path},
+                      {"threads", o.threads},
+                      {"prompt_tokens", o.prompt_tokens},
+                      {"gen_tokens", o.gen_tokens},
+                      {"repeats", o.repeats},
+                      {"cpu", kernels::cpu::cpu_features()},
+                      {"weight_bytes_per_token", bytes},
+                      {"decode_tok_s", dec},
+                      {"decode_us_per_token", 1e6 / dec},
+                      {"decode_gb_s", dec * bytes / 1e9},
+                      {"read_bandwidth_gb_s", bw / 1e9},
+                      {"decode_bound_tok_s", bound_tok},
+                      {"decode_pct_of_bound", 100.0 * dec / bound_tok},
+                      {"prefill_tok_s", pre},
+                      {"prefill_gflop_s", pre * flops_per_token / 1e9},
+                      {"fma_peak_gflop_s", peak / 1e9},
+                      {"prefill_pct_of_peak", 100.0 * pre * flops_per_token / peak}};
+  if (o.json) {
+    std::puts(j.dump().c_str());
+    return 0;
+  }
+  std::printf("model %s, %d thread(s), cpu [%s]\n", (*m)->path.c_str(), o.threads, kernels::cpu::cpu_features());
+  std::printf("decode : %8.1f tok/s  (%7.1f us/token)  %6.2f GB/s of %6.2f GB/s read bandwidth = %5.1f%% of the bound (%.1f tok/s)\n",
+              dec, 1e6 / dec, dec * bytes / 1e9, bw / 1e9, 100.0 * dec / bound_tok, bound_tok);
+  std::printf("prefill: %8.1f tok/s  %7.1f GFLOP/s of %6.1f GFLOP/s FMA peak = %5.1f%%\n", pre,
+              pre * flops_per_token / 1e9, peak / 1e9, 100.0 * pre * flops_per_token / peak);
+  std::printf("weights read per token: %.2f MB; medians of %d runs (%d prompt, %d generated tokens)\n", bytes / 1e6,
+              o.repeats, o.prompt_tokens, o.gen_tokens);
+  return 0;
+}
+
+} // namespace
+
+void add_bench(CLI::App& app, std::function<int()>& run) {
+  auto o = std::make_shared<bench_opts>();
+  auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed against the machine's ceilings");
+  cmd->add_option("--model,-m", o->model, "a .gguf file or a Hugging Face directory (default: bundled stories260K)");
+  cmd->add_option("--threads", o->threads, "compute threads")->check(CLI::Range(1, 256));
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "prefill length")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--gen-tokens", o->gen_tokens, "tokens to decode")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--repeats", o->repeats, "runs (the median is reported)")->check(CLI::Range(1, 1000));
+  cmd->add_flag("--json", o->json, "one JSON object");
+  cmd->callback([&run, o] { run = [o] { return run_bench(*o); }; });
+}
+
+} // namespace troupe::cli

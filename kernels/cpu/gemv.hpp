@@ -1,0 +1,46 @@
+// gemv.hpp: the decode matmul kernels: y[t, n] = dot(x[t], W[n]) for a few tokens t and a
+// slice [n0, n1) of output features, reading each weight row once for all tokens. One
+// implementation per instruction set, chosen at start-up from the CPU's flags:
+//   avx512: AVX-512 F/BW/VL + VNNI (int8 dot products for q8_0 / q4_0), F16C
+//   avx2:   AVX2 + FMA + F16C (maddubs for the int8 dot products)
+//   (portable: the generic loops of matmul.cpp)
+// Quantized weights use activations quantized on the fly to int8 per 32 values (q8 with an
+// f32 scale), the way the int8 dot product wants them. The per-ISA files are compiled with
+// their own -m flags and use no standard-library templates, so nothing from them can leak
+// into code that runs on a lesser CPU. Tests: the matmul cases of the op harness.
+#pragma once
+
+#include <cstdint>
+
+namespace troupe::kernels::cpu {
+
+struct gemv_args {
+  const float* x;      // [T, K] f32 activations (float kernels)
+  const int8_t* xq;    // [T, K] int8 activations (quantized kernels)
+  const float* xd;     // [T, K / 32] their scales
+  int64_t T, K;
+  const uint8_t* w;    // weight rows
+  int64_t row_bytes;
+  int64_t n0, n1;      // output features to compute
+  float* y;            // [T, ldy]
+  int64_t ldy;
+  const float* bias;   // [N] or null
+};
+
+using gemv_fn = void (*)(const gemv_args&);
+using quantize_fn = void (*)(const float* x, int64_t K, int8_t* q, float* d);
+
+struct gemv_table {
+  const char* isa;
+  gemv_fn f32, f16, bf16, q8_0, q4_0;
+  quantize_fn quantize_q8; // x row -> int8 blocks of 32 with f32 scales
+};
+
+/// The best table this CPU runs (null entries: use the portable path).
+const gemv_table& gemv_kernels();
+
+// per-ISA tables (gemv_avx512.cpp, gemv_avx2.cpp)
+const gemv_table* gemv_avx512_table();
+const gemv_table* gemv_avx2_table();
+
+} // namespace troupe::kernels::cpu
