@@ -12,6 +12,15 @@
 #include "runtime/convert.hpp"
 
 namespace troupe::kernels::cpu {
+
+struct kv_row_source {
+  const float* (*key)(const void* ctx, int64_t s);
+  const float* (*val)(const void* ctx, int64_t s);
+  const void* ctx;
+};
+void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale, const kv_row_source& kv,
+                       float* out, float* scores); // attention_avx2.cpp
+
 namespace {
 
 // Where a query's keys live: position s of the sequence -> K and V rows of one KV head.
@@ -26,28 +35,42 @@ struct kv_rows {
   const uint8_t* val(int64_t s) const { return v + (slot(s) * Hkv + kh) * row_bytes; }
 };
 
-TROUPE_CPU_DISPATCH
-float dot_d(const float* a, const float* b, int64_t D) {
-  float acc[16] = {};
-  int64_t d = 0;
-  for (; d + 16 <= D; d += 16)
-    for (int j = 0; j < 16; ++j) acc[j] += a[d + j] * b[d + j];
+// Inlined into attend_group's per-ISA clones; `omp simd` lets the reduction vectorise
+// (built with -fopenmp-simd: no OpenMP runtime).
+inline float dot_d(const float* a, const float* b, int64_t D) {
   float s = 0;
-  for (; d < D; ++d) s += a[d] * b[d];
-  for (float x : acc) s += x;
+#pragma omp simd reduction(+ : s)
+  for (int64_t d = 0; d < D; ++d) s += a[d] * b[d];
   return s;
 }
 
-TROUPE_CPU_DISPATCH
-void axpy_d(float* y, const float* x, float a, int64_t D) {
+inline void axpy_d(float* y, const float* x, float a, int64_t D) {
+#pragma omp simd
   for (int64_t d = 0; d < D; ++d) y[d] += a * x[d];
 }
 
+const float* key_of(const void* ctx, int64_t s) { return reinterpret_cast<const float*>(static_cast<const kv_rows*>(ctx)->key(s)); }
+const float* val_of(const void* ctx, int64_t s) { return reinterpret_cast<const float*>(static_cast<const kv_rows*>(ctx)->val(s)); }
+
+bool have_avx2() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return yes;
+}
+
 // The G query heads of one KV head for one query position `last` (keys 0..last).
+TROUPE_CPU_DISPATCH
 void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scale, dtype type, const kv_rows& kv,
                   float* out, std::vector<float>& scores, std::vector<float>& row) {
   const int64_t S = last + 1;
-  scores.resize(G * S);
+  scores.resize(G * S + 8);
+  if (type == dtype::f32 && D % 8 == 0 && have_avx2()) {
+    const kv_row_source src{key_of, val_of, &kv};
+    attend_group_avx2(q, G, D, S, scale, src, out, scores.data());
+    return;
+  }
   row.resize(D);
   for (int64_t s = 0; s < S; ++s) {
     const float* k = reinterpret_cast<const float*>(kv.key(s));
