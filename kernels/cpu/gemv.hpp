@@ -34,6 +34,7 @@ struct gemv_table {
   const char* isa;
   gemv_fn f32, f16, bf16, q8_0, q4_0;
   quantize_fn quantize_q8; // x row -> int8 blocks of 32 with f32 scales
+  void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
 };
 
 /// The best table this CPU runs (null entries: use the portable path).

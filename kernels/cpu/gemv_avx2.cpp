@@ -154,7 +154,14 @@ void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
   }
 }
 
-const gemv_table table = {"avx2", gemv_f32, gemv_f16, gemv_bf16, gemv_q8_0, gemv_q4_0, quantize_q8};
+void f16_row(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
+}
+
+const gemv_table table = {"avx2", gemv_f32, gemv_f16, gemv_bf16, gemv_q8_0, gemv_q4_0, quantize_q8, f16_row};
 
 } // namespace
 

@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <vector>
 
+#include <cblas.h>
+
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
+
+extern "C" void openblas_set_num_threads(int);
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -60,7 +64,56 @@ bool matmul_simd(const op_args& a, const exec_ctx& ctx) {
   return true;
 }
 
+// Prefill: a GEMM. Each worker takes a slice of output features; f32 weights go straight
+// to a single-threaded BLAS sgemm, other types are first expanded into f32 tiles of 64 rows
+// (in L2), each used for every token before the next is made. Threads are ours, not the
+// BLAS library's, so a shard never runs more threads than it was given.
+constexpr int64_t gemm_min_tokens = 8;
+constexpr int64_t gemm_tile = 64;
+
+void matmul_gemm(const op_args& a, const exec_ctx& ctx) {
+  static const bool single = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)single;
+  const auto& x = a.src[0];
+  const auto& w = a.src[1];
+  const int64_t T = x.rows(), K = x.cols(), N = w.rows();
+  const int64_t wrow = row_bytes(w.type, K);
+  const float* bias = a.src[2].data ? a.src[2].as<float>() : nullptr;
+  float* y = a.dst.as<float>();
+  parallel(ctx, (N + gemm_tile - 1) / gemm_tile, 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> tile;
+    for (int64_t ti = t0; ti < t1; ++ti) {
+      const int64_t n0 = ti * gemm_tile, nn = std::min(gemm_tile, N - n0);
+      const float* b;
+      if (w.type == dtype::f32) {
+        b = reinterpret_cast<const float*>(static_cast<const char*>(w.data) + n0 * wrow);
+      } else {
+        tile.resize(gemm_tile * K);
+        const auto to_f16 = gemv_kernels().f16_to_f32;
+        for (int64_t r = 0; r < nn; ++r) {
+          const char* src = static_cast<const char*>(w.data) + (n0 + r) * wrow;
+          if (w.type == dtype::f16 && to_f16) to_f16(reinterpret_cast<const uint16_t*>(src), tile.data() + r * K, K);
+          else dequant_row(w.type, src, 0, K, tile.data() + r * K);
+        }
+        b = tile.data();
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(nn), static_cast<int>(K),
+                  1.0f, x.as<float>(), static_cast<int>(K), b, static_cast<int>(K), 0.0f, y + n0, static_cast<int>(N));
+      if (bias)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t r = 0; r < nn; ++r) y[t * N + n0 + r] += bias[n0 + r];
+    }
+  });
+}
+
 void matmul(const op_args& a, const exec_ctx& ctx) {
+  if (a.src[0].rows() >= gemm_min_tokens) {
+    matmul_gemm(a, ctx);
+    return;
+  }
   if (matmul_simd(a, ctx)) return;
   const auto& x = a.src[0];
   const auto& w = a.src[1];
