@@ -253,8 +253,9 @@ caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
       TROUPE_LOG_DEBUG("engine", "done step={} epoch={}/{} tokens={}", d.step_id, d.epoch, st.epoch, d.tokens.size());
       if (d.epoch != st.epoch || !st.inflight.count(d.step_id)) return;
       st.inflight.erase(d.step_id);
-      handle_events(self, st.sched->complete(d.step_id, d.tokens));
-      pump(self);
+      const auto events = st.sched->complete(d.step_id, d.tokens);
+      pump(self); // the next step first: streaming the text can overlap with it
+      handle_events(self, events);
     },
     [=](failed_atom, step_failed& f) {
       auto& st = self->state;

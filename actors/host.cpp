@@ -69,6 +69,10 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   in.cfg = std::make_unique<caf::actor_system_config>();
   register_messages(*in.cfg);
   in.cfg->set("scheduler.max-threads", o.caf_threads);
+  // a shared job queue with a condition variable: workers sleep until there is work, so an
+  // idle CAF thread neither burns a vCPU the shards need (work stealing polls) nor adds a
+  // polling interval to every message's latency
+  in.cfg->set("scheduler.policy", caf::atom("sharing"));
   in.sys = std::make_unique<caf::actor_system>(*in.cfg);
   in.routes = std::make_shared<routing_table>();
   auto faults = std::make_shared<const fault_plan>(o.faults);

@@ -4,6 +4,7 @@
 // prefill by the FMA peak / (2 x non-embedding parameters per token). Medians of repeats.
 //   troupe bench --model PATH [--threads N] [--prompt-tokens 64] [--gen-tokens 64] [--json]
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
 
@@ -13,20 +14,62 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "kernels/cpu/probe.hpp"
+#include "actors/host.hpp"
 #include "model/generator.hpp"
 
 namespace troupe::cli {
 namespace {
 
 struct bench_opts {
-  std::string model;
-  int threads = 1, prompt_tokens = 64, gen_tokens = 64, repeats = 5;
-  bool json = false;
+  std::string model, placement;
+  int threads = 1, prompt_tokens = 64, gen_tokens = 64, repeats = 5, tp = 1, pp = 1;
+  bool json = false, actors = false;
 };
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Prefill and decode speed through the actor pipeline: time to the first streamed token
+// (the prefill) and the time per token after it, from one greedy request.
+struct actor_speed {
+  double prefill_tok_s = 0, decode_tok_s = 0;
+  int64_t resident_max = 0;
+};
+
+expected<actor_speed> bench_actors(const bench_opts& o, std::shared_ptr<const model_source> m,
+                                   const std::vector<int32_t>& prompt) {
+  actors::host_options ho;
+  ho.threads_per_shard = o.threads;
+  auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp) : parse_placement(m->config, o.placement);
+  if (!place) return place.error();
+  ho.place = *place;
+  ho.kv_blocks = (o.prompt_tokens + o.gen_tokens + 32) / 16 + 4;
+  ho.sched.max_batch_tokens = std::max(512, o.prompt_tokens);
+  TROUPE_TRY_ASSIGN(h, actors::host::start(m, ho));
+  if (!h->wait_ready(300)) return make_error(errc::unavailable, "shards did not start");
+  actors::gen_request r;
+  r.prompt = prompt;
+  r.max_tokens = o.gen_tokens + 1;
+  r.ignore_eos = true;
+  std::vector<double> pre, dec;
+  for (int rep = 0; rep < o.repeats + 1; ++rep) {
+    using clock = std::chrono::steady_clock;
+    std::vector<clock::time_point> at;
+    const auto t0 = clock::now();
+    TROUPE_TRY(h->generate(r, [&](const actors::gen_event& e) {
+      if (!e.tokens.empty()) at.push_back(clock::now());
+    }));
+    if (rep == 0 || at.size() < 2) continue; // the first run pages the weights in
+    pre.push_back(prompt.size() / std::chrono::duration<double>(at.front() - t0).count());
+    dec.push_back((at.size() - 1) / std::chrono::duration<double>(at.back() - at.front()).count());
+  }
+  actor_speed out;
+  out.prefill_tok_s = median(pre);
+  out.decode_tok_s = median(dec);
+  for (int64_t b : h->resident_bytes()) out.resident_max = std::max(out.resident_max, b);
+  return out;
 }
 
 // Bytes of weights one decode step streams: every layer matrix, the final norm and the
@@ -39,6 +82,9 @@ int64_t decode_bytes(const model::shard_weights& w) {
   return n;
 }
 
+// Decode bytes of the whole model (one shard holding everything), whatever path runs it.
+int64_t decode_bytes_of(std::shared_ptr<const model_source> m);
+
 int run_bench(const bench_opts& o) {
   auto m = open_model_verbose(o.model.empty() ? default_model_path() : o.model, o.json);
   if (!m) return fail(m.error());
@@ -46,8 +92,9 @@ int run_bench(const bench_opts& o) {
   model::runner_options ro;
   ro.threads = o.threads;
   ro.kv_blocks = (o.prompt_tokens + o.gen_tokens + 2 * ro.block_size) / ro.block_size + 2;
-  auto g = model::generator::create(*m, ro);
-  if (!g) return fail(g.error());
+  auto gen = model::generator::create(*m, ro);
+  if (!gen) return fail(gen.error());
+  std::unique_ptr<model::generator> g = std::move(*gen);
   if (o.prompt_tokens + o.gen_tokens >= c.ctx)
     return fail(make_error(errc::invalid_argument, "prompt + generated tokens must stay below the context {}", c.ctx));
   std::mt19937 rng(1);
@@ -58,25 +105,41 @@ int run_bench(const bench_opts& o) {
   go.max_tokens = o.gen_tokens + 1;
   go.stop_at_eos = false;
   std::vector<double> prefill, decode;
-  (void)(*g)->run(prompt, go); // warm-up: page in the weights
-  for (int r = 0; r < o.repeats; ++r) {
-    auto out = (*g)->run(prompt, go);
-    if (!out) return fail(out.error());
-    prefill.push_back(prompt.size() / out->prefill_seconds);
-    decode.push_back(o.gen_tokens / out->decode_seconds);
+  const bool through_actors = o.actors || o.tp > 1 || o.pp > 1 || !o.placement.empty();
+  int64_t resident = 0;
+  if (through_actors) {
+    g.reset(); // the shards hold the model
+    auto sp = bench_actors(o, *m, prompt);
+    if (!sp) return fail(sp.error());
+    prefill.push_back(sp->prefill_tok_s);
+    decode.push_back(sp->decode_tok_s);
+    resident = sp->resident_max;
+  } else {
+    (void)g->run(prompt, go); // warm-up: page in the weights
+    for (int r = 0; r < o.repeats; ++r) {
+      auto out = g->run(prompt, go);
+      if (!out) return fail(out.error());
+      prefill.push_back(prompt.size() / out->prefill_seconds);
+      decode.push_back(o.gen_tokens / out->decode_seconds);
+    }
   }
-  const double bw = kernels::cpu::probe_read_bandwidth(o.threads);
-  const double peak = kernels::cpu::probe_fma_peak(o.threads);
-  const int64_t bytes = decode_bytes((*g)->runner().weights());
+  // the ceilings of the threads that work at once: a stage's TP shards x threads each
+  const int used = through_actors && o.placement.empty() ? o.threads * o.tp : o.threads;
+  const double bw = kernels::cpu::probe_read_bandwidth(used);
+  const double peak = kernels::cpu::probe_fma_peak(used);
+  const int64_t bytes = decode_bytes_of(*m);
   const int64_t non_embd = c.parameters() - c.V * c.C * (c.tie_embeddings ? 0 : 1);
   const double dec = median(decode), pre = median(prefill);
   const double bound_tok = bw / static_cast<double>(bytes);
   const double flops_per_token = 2.0 * static_cast<double>(non_embd);
   nlohmann::json j = {{"model", (*m)->path},
                       {"threads", o.threads},
+                      {"probe_threads", used},
                       {"prompt_tokens", o.prompt_tokens},
                       {"gen_tokens", o.gen_tokens},
                       {"repeats", o.repeats},
+                      {"placement", through_actors ? (o.placement.empty() ? fmt::format("tp{}xpp{}", o.tp, o.pp) : o.placement) : "direct"},
+                      {"max_shard_resident_bytes", resident},
                       {"cpu", kernels::cpu::cpu_features()},
                       {"weight_bytes_per_token", bytes},
                       {"decode_tok_s", dec},
@@ -93,7 +156,9 @@ int run_bench(const bench_opts& o) {
     std::puts(j.dump().c_str());
     return 0;
   }
-  std::printf("model %s, %d thread(s), cpu [%s]\n", (*m)->path.c_str(), o.threads, kernels::cpu::cpu_features());
+  std::printf("model %s, %d thread(s)%s, cpu [%s]\n", (*m)->path.c_str(), o.threads,
+              through_actors ? fmt::format(" per shard, actor pipeline {}", o.placement.empty() ? fmt::format("tp{} x pp{}", o.tp, o.pp) : o.placement).c_str() : "",
+              kernels::cpu::cpu_features());
   std::printf("decode : %8.1f tok/s  (%7.1f us/token)  %6.2f GB/s of %6.2f GB/s read bandwidth = %5.1f%% of the bound (%.1f tok/s)\n",
               dec, 1e6 / dec, dec * bytes / 1e9, bw / 1e9, 100.0 * dec / bound_tok, bound_tok);
   std::printf("prefill: %8.1f tok/s  %7.1f GFLOP/s of %6.1f GFLOP/s FMA peak = %5.1f%%\n", pre,
@@ -101,6 +166,13 @@ int run_bench(const bench_opts& o) {
   std::printf("weights read per token: %.2f MB; medians of %d runs (%d prompt, %d generated tokens)\n", bytes / 1e6,
               o.repeats, o.prompt_tokens, o.gen_tokens);
   return 0;
+}
+
+int64_t decode_bytes_of(std::shared_ptr<const model_source> m) {
+  shard_spec spec;
+  spec.layer_end = static_cast<int>(m->config.n_layer);
+  auto w = model::load_shard_weights(m, spec);
+  return w ? decode_bytes(**w) : 0;
 }
 
 } // namespace
@@ -114,6 +186,10 @@ void add_bench(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--gen-tokens", o->gen_tokens, "tokens to decode")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--repeats", o->repeats, "runs (the median is reported)")->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", o->json, "one JSON object");
+  cmd->add_option("--tp", o->tp, "run through the actor pipeline with this TP")->check(CLI::Range(1, 64));
+  cmd->add_option("--pp", o->pp, "run through the actor pipeline with this PP")->check(CLI::Range(1, 1024));
+  cmd->add_option("--placement", o->placement, "run through the actor pipeline with this placement");
+  cmd->add_flag("--actors", o->actors, "run through the actor pipeline even at TP 1 x PP 1");
   cmd->callback([&run, o] { run = [o] { return run_bench(*o); }; });
 }
 

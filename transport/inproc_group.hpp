@@ -9,6 +9,7 @@
 // Tests: tests/transport/inproc_group_test.cpp
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -77,6 +78,7 @@ private:
   int arrived_ = 0;
   uint64_t generation_ = 0;
   uint64_t resets_ = 0;
+  std::atomic<uint64_t> gen_atomic_{0}; // generation_, readable without the lock
   bool aborted_ = false;
   std::string reason_;
   std::vector<float*> slots_;
