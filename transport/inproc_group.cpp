@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace troupe::transport {
 
@@ -10,7 +11,13 @@ std::shared_ptr<inproc_group> inproc_group::create(int size) {
   return std::shared_ptr<inproc_group>(new inproc_group(size));
 }
 
-inproc_group::inproc_group(int size) : size_(size), slots_(size), inputs_(size), tags_(size, 0), waiting_(size, 0) {}
+inproc_group::inproc_group(int size) : size_(size), slots_(size), inputs_(size), tags_(size, 0), waiting_(size, 0) {
+  // Spin long (~0.5 ms) before sleeping when every rank can have a core to itself: a sleep
+  // and wake-up per barrier costs more than the imbalance it waits out. With more ranks than
+  // cores a spinning rank would keep the one it waits for off the CPU, so barely spin.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  spin_ = static_cast<unsigned>(size) <= cores ? 16000 : 200;
+}
 
 std::unique_ptr<inproc_group::handle> inproc_group::join(int rank) {
   return std::make_unique<handle>(shared_from_this(), rank);
@@ -80,7 +87,7 @@ status inproc_group::barrier(const handle& h) {
     return {};
   }
   lk.unlock();
-  for (int i = 0; i < 4000 && gen_atomic_.load(std::memory_order_acquire) == gen; ++i) {
+  for (int i = 0; i < spin_ && gen_atomic_.load(std::memory_order_acquire) == gen; ++i) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif

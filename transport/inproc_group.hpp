@@ -79,6 +79,7 @@ private:
   uint64_t generation_ = 0;
   uint64_t resets_ = 0;
   std::atomic<uint64_t> gen_atomic_{0}; // generation_, readable without the lock
+  int spin_ = 200;                       // pause iterations before sleeping in a barrier
   bool aborted_ = false;
   std::string reason_;
   std::vector<float*> slots_;
