@@ -1,0 +1,229 @@
+// serving_bench.cpp: serving through the engine (in-process, no HTTP).
+//  sweep:    bench-134m (q8_0, bf16) on one shard with every core; C = 1, 4, 16, 64 clients
+//            each sending 64-token prompts for 64 tokens back to back for D seconds:
+//            aggregate decode tokens/s, time to first token and inter-token latency p50/p99,
+//            and decode FLOP/s against the same-run FMA peak.
+//  prefix:   a 256-token shared prefix: time to first token of the second request with the
+//            prefix cache, against the same request without it.
+//  recovery: TP 2 x PP 2; one stream killed mid-way: the longest gap between tokens (kill
+//            to next token) against the median gap; and throughput with a fault every few
+//            seconds against the fault-free run.
+//   build/bench/serving_bench [sweep|prefix|recovery|all] [--seconds D] [--models DIR] [--json FILE]
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/host.hpp"
+#include "bench_util.hpp"
+#include "kernels/cpu/probe.hpp"
+
+using namespace troupe;
+using namespace troupe::bench;
+using json = nlohmann::json;
+
+namespace {
+
+struct load_result {
+  int64_t requests = 0, tokens = 0, errors = 0;
+  std::vector<double> ttft, itl;
+  double seconds = 0;
+};
+
+std::vector<int32_t> random_prompt(std::mt19937& rng, int len, int V) {
+  std::vector<int32_t> p = {1};
+  while (static_cast<int>(p.size()) < len) p.push_back(3 + static_cast<int32_t>(rng() % static_cast<uint32_t>(V - 3)));
+  return p;
+}
+
+load_result run_load(actors::host& h, int clients, double seconds, int prompt_len, int gen) {
+  load_result out;
+  std::mutex mu;
+  const auto t0 = clock::now();
+  std::vector<std::thread> ts;
+  for (int c = 0; c < clients; ++c)
+    ts.emplace_back([&, c] {
+      std::mt19937 rng(1000 + c);
+      while (seconds_since(t0) < seconds) {
+        actors::gen_request r;
+        r.prompt = random_prompt(rng, prompt_len, static_cast<int>(h.model().config.V));
+        r.max_tokens = gen;
+        r.ignore_eos = true;
+        std::vector<clock::time_point> at;
+        const auto sent = clock::now();
+        auto res = h.generate(r, [&](const actors::gen_event& e) {
+          if (!e.tokens.empty()) at.push_back(clock::now());
+        });
+        std::lock_guard<std::mutex> lk(mu);
+        if (!res || (*res)[0].finish == "error") {
+          ++out.errors;
+          continue;
+        }
+        ++out.requests;
+        // count only tokens produced inside the window
+        for (size_t i = 0; i < at.size(); ++i)
+          if (std::chrono::duration<double>(at[i] - t0).count() <= seconds) ++out.tokens;
+        if (!at.empty()) out.ttft.push_back(std::chrono::duration<double>(at[0] - sent).count());
+        for (size_t i = 1; i < at.size(); ++i) out.itl.push_back(std::chrono::duration<double>(at[i] - at[i - 1]).count());
+      }
+    });
+  for (auto& t : ts) t.join();
+  out.seconds = seconds;
+  return out;
+}
+
+std::unique_ptr<actors::host> start(std::shared_ptr<const model_source> m, actors::host_options o) {
+  auto h = actors::host::start(m, o);
+  if (!h) {
+    std::fprintf(stderr, "%s\n", h.error().to_string().c_str());
+    return nullptr;
+  }
+  if (!(*h)->wait_ready(300)) return nullptr;
+  return std::move(*h);
+}
+
+json sweep(const std::string& models, double seconds) {
+  json out = json::array();
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const double peak = kernels::cpu::probe_fma_peak(cores);
+  for (const char* dt : {"q8_0", "bf16"}) {
+    auto m = *open_model(bench_model(models, dt));
+    const int64_t non_embd = m->config.parameters() - m->config.V * m->config.C;
+    actors::host_options o;
+    o.threads_per_shard = cores;
+    o.kv_blocks = 64 * 9 + 8; // 64 sequences of 128 tokens in blocks of 16
+    o.sched.max_batch_tokens = 512;
+    o.sched.max_seqs = 64;
+    auto h = start(m, o);
+    for (int c : {1, 4, 16, 64}) {
+      const load_result r = run_load(*h, c, seconds, 64, 64);
+      const double tok_s = r.tokens / r.seconds;
+      const double gflops = tok_s * 2.0 * static_cast<double>(non_embd) / 1e9;
+      json row = {{"dtype", dt},
+                  {"clients", c},
+                  {"requests", r.requests},
+                  {"errors", r.errors},
+                  {"decode_tok_s", tok_s},
+                  {"ttft_p50_ms", 1e3 * percentile(r.ttft, 0.5)},
+                  {"ttft_p99_ms", 1e3 * percentile(r.ttft, 0.99)},
+                  {"itl_p50_ms", 1e3 * percentile(r.itl, 0.5)},
+                  {"itl_p99_ms", 1e3 * percentile(r.itl, 0.99)},
+                  {"decode_gflop_s", gflops},
+                  {"fma_peak_gflop_s", peak / 1e9},
+                  {"pct_of_fma_peak", 100.0 * gflops * 1e9 / peak}};
+      std::printf("%-5s clients %2d: %7.1f tok/s  TTFT p50 %7.1f p99 %7.1f ms  ITL p50 %6.1f p99 %6.1f ms  %5.1f%% of FMA peak\n",
+                  dt, c, tok_s, row["ttft_p50_ms"].get<double>(), row["ttft_p99_ms"].get<double>(),
+                  row["itl_p50_ms"].get<double>(), row["itl_p99_ms"].get<double>(), row["pct_of_fma_peak"].get<double>());
+      std::fflush(stdout);
+      out.push_back(row);
+    }
+  }
+  return out;
+}
+
+double ttft_of(actors::host& h, const std::vector<int32_t>& prompt) {
+  actors::gen_request r;
+  r.prompt = prompt;
+  r.max_tokens = 1;
+  r.ignore_eos = true;
+  const auto t0 = clock::now();
+  double first = 0;
+  (void)h.generate(r, [&](const actors::gen_event& e) {
+    if (!e.tokens.empty() && first == 0) first = seconds_since(t0);
+  });
+  return first;
+}
+
+json prefix(const std::string& models) {
+  auto m = *open_model(bench_model(models, "q8_0"));
+  std::mt19937 rng(7);
+  const auto shared = random_prompt(rng, 256, static_cast<int>(m->config.V));
+  auto with_tail = [&](int seed) {
+    std::mt19937 r2(seed);
+    auto p = shared;
+    for (int i = 0; i < 16; ++i) p.push_back(3 + static_cast<int32_t>(r2() % 30000));
+    return p;
+  };
+  std::vector<double> cached, uncached;
+  for (bool caching : {true, false}) {
+    actors::host_options o;
+    o.threads_per_shard = static_cast<int>(std::thread::hardware_concurrency());
+    o.sched.prefix_caching = caching;
+    auto h = start(m, o);
+    for (int rep = 0; rep < 5; ++rep) {
+      (void)ttft_of(*h, with_tail(100 + rep)); // the first request fills the cache
+      (caching ? cached : uncached).push_back(ttft_of(*h, with_tail(200 + rep)));
+    }
+  }
+  const double c = median(cached), u = median(uncached);
+  std::printf("shared 256-token prefix: TTFT %.1f ms with the prefix cache, %.1f ms without: %.1fx faster\n", c * 1e3,
+              u * 1e3, u / c);
+  return {{"prefix_tokens", 256}, {"ttft_cached_ms", c * 1e3}, {"ttft_uncached_ms", u * 1e3}, {"speedup", u / c}};
+}
+
+json recovery(const std::string& models, double seconds) {
+  auto m = *open_model(bench_model(models, "q8_0"));
+  json out;
+  {
+    actors::host_options o;
+    o.place = *even_placement(m->config, 2, 2);
+    (void)o.faults.add("kill-shard:stage=1,rank=0,step=60");
+    auto h = start(m, o);
+    actors::gen_request r;
+    std::mt19937 rng(3);
+    r.prompt = random_prompt(rng, 32, static_cast<int>(m->config.V));
+    r.max_tokens = 120;
+    r.ignore_eos = true;
+    std::vector<clock::time_point> at;
+    (void)h->generate(r, [&](const actors::gen_event& e) {
+      if (!e.tokens.empty()) at.push_back(clock::now());
+    });
+    std::vector<double> gaps;
+    for (size_t i = 1; i < at.size(); ++i) gaps.push_back(std::chrono::duration<double>(at[i] - at[i - 1]).count());
+    const double worst = gaps.empty() ? 0 : *std::max_element(gaps.begin(), gaps.end());
+    out["recovery_ms"] = worst * 1e3;
+    out["median_itl_ms"] = median(gaps) * 1e3;
+    out["restarts"] = h->stats().shard_restarts;
+    std::printf("recovery (TP2 x PP2, one shard killed): next token %.1f ms after the kill (median gap %.1f ms)\n",
+                worst * 1e3, median(gaps) * 1e3);
+  }
+  for (bool faults : {false, true}) {
+    actors::host_options o;
+    o.place = *even_placement(m->config, 2, 2);
+    o.kv_blocks = 16 * 9 + 8;
+    if (faults) (void)o.faults.add("kill-shard:p=0.002,seed=5");
+    auto h = start(m, o);
+    const load_result r = run_load(*h, 16, seconds, 64, 64);
+    const double tok_s = r.tokens / r.seconds;
+    const int64_t restarts = h->stats().shard_restarts;
+    out[faults ? "with_faults" : "fault_free"] = {{"tok_s", tok_s}, {"errors", r.errors}, {"restarts", restarts},
+                                                  {"seconds_between_faults", restarts ? seconds / restarts : 0.0}};
+    std::printf("16 clients over TP2 x PP2 %s: %.1f tok/s, %lld errors, %lld restarts\n",
+                faults ? "with random kills" : "fault-free", tok_s, static_cast<long long>(r.errors),
+                static_cast<long long>(restarts));
+  }
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::string what = "all", models = "/tmp/troupe-bench", json_out;
+  double seconds = 15;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--models") && i + 1 < argc) models = argv[++i];
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_out = argv[++i];
+    else what = argv[i];
+  }
+  json out = {{"command", command_line(argc, argv)}, {"cpu", kernels::cpu::cpu_features()}};
+  if (what == "sweep" || what == "all") out["sweep"] = sweep(models, seconds);
+  if (what == "prefix" || what == "all") out["prefix"] = prefix(models);
+  if (what == "recovery" || what == "all") out["recovery"] = recovery(models, seconds);
+  if (!json_out.empty()) std::ofstream(json_out) << out.dump(2) << "\n";
+  return 0;
+}
