@@ -18,7 +18,7 @@ namespace troupe::actors {
 using transport::http_request;
 using transport::response_writer;
 
-struct gateway::impl {
+struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   host* h = nullptr;
   gateway_options opt;
   serving_info info;
@@ -58,7 +58,7 @@ api_error engine_refusal(const std::string& why) {
 
 // One HTTP request's life: submit, collect or stream, answer.
 struct session_state {
-  gateway::impl* gw = nullptr;
+  std::shared_ptr<gateway::impl> gw; // kept alive while the session runs
   std::shared_ptr<response_writer> w;
   parsed_request req;
   std::string id;
@@ -89,8 +89,8 @@ void finish_session(session_ptr self) {
   self->quit();
 }
 
-caf::behavior session(session_ptr self, gateway::impl* gw, parsed_request req, std::shared_ptr<response_writer> w,
-                      caf::actor engine) {
+caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parsed_request req,
+                      std::shared_ptr<response_writer> w, caf::actor engine) {
   auto& st = self->state;
   st.gw = gw;
   st.w = w;
@@ -192,7 +192,8 @@ caf::behavior stats_probe(caf::event_based_actor* self, caf::actor engine,
 
 void gateway::impl::health(std::shared_ptr<response_writer> w) {
   auto& in = h->internals();
-  in.sys->spawn(stats_probe, in.engine, [this, w](const engine_stats* s) {
+  in.sys->spawn(stats_probe, in.engine, [self = shared_from_this(), w](const engine_stats* s) {
+    auto count = [&](int code) { self->count(code); };
     if (s && s->ready) {
       count(200);
       w->respond(200, "application/json", R"({"status":"ok"})");
@@ -206,7 +207,10 @@ void gateway::impl::health(std::shared_ptr<response_writer> w) {
 
 void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
   auto& in = h->internals();
-  in.sys->spawn(stats_probe, in.engine, [this, w](const engine_stats* s) {
+  in.sys->spawn(stats_probe, in.engine, [self = shared_from_this(), w](const engine_stats* s) {
+    auto& status_mu = self->status_mu;
+    auto& by_status = self->by_status;
+    auto count = [&](int code) { self->count(code); };
     std::string out;
     auto gauge = [&out](const char* name, const char* help, const char* type, double v) {
       out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
@@ -241,7 +245,7 @@ void gateway::impl::generate(http_request req, std::shared_ptr<response_writer> 
   auto parsed = parse_request(req.body, chat, info);
   if (auto* e = std::get_if<api_error>(&parsed)) return fail(w, *e);
   auto& in = h->internals();
-  in.sys->spawn(session, this, std::move(std::get<parsed_request>(parsed)), w, in.engine);
+  in.sys->spawn(session, shared_from_this(), std::move(std::get<parsed_request>(parsed)), w, in.engine);
 }
 
 void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w) {
@@ -267,10 +271,10 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
   return fail(w, {404, fmt::format("no route {} {}", req.method, path), "invalid_request_error", "", "not_found"});
 }
 
-gateway::gateway(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+gateway::gateway(std::shared_ptr<impl> p) : impl_(std::move(p)) {}
 
 expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
-  auto p = std::make_unique<impl>();
+  auto p = std::make_shared<impl>();
   p->h = &h;
   p->started = unix_now();
   const model_source& m = h.model();

@@ -37,8 +37,8 @@ public:
   struct impl;
 
 private:
-  explicit gateway(std::unique_ptr<impl> p);
-  std::unique_ptr<impl> impl_;
+  explicit gateway(std::shared_ptr<impl> p);
+  std::shared_ptr<impl> impl_; // sessions share it: they may outlive the facade by a moment
 };
 
 } // namespace troupe::actors
