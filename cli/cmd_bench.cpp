@@ -131,7 +131,12 @@ int run_bench(const bench_opts& o) {
   const int64_t non_embd = c.parameters() - c.V * c.C * (c.tie_embeddings ? 0 : 1);
   const double dec = median(decode), pre = median(prefill);
   const double bound_tok = bw / static_cast<double>(bytes);
-  const double flops_per_token = 2.0 * static_cast<double>(non_embd);
+  // prefill work: every layer's matmuls for each token, causal attention over the prompt,
+  // and the lm_head for the last token only
+  const double P = static_cast<double>(prompt.size());
+  const double layer_params = static_cast<double>(non_embd - c.V * c.C);
+  const double attn = 4.0 * c.D * c.H * c.n_layer * P * (P + 1) / 2;
+  const double flops_per_token = (2.0 * P * layer_params + attn + 2.0 * c.V * c.C) / P;
   nlohmann::json j = {{"model", (*m)->path},
                       {"threads", o.threads},
                       {"probe_threads", used},

@@ -6,6 +6,7 @@
 #include "kernels/cpu/gemv.hpp"
 
 namespace troupe::kernels::cpu {
+
 namespace {
 
 inline float hsum256(__m256 v) {

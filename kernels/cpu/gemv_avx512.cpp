@@ -6,6 +6,7 @@
 #include "kernels/cpu/gemv.hpp"
 
 namespace troupe::kernels::cpu {
+
 namespace {
 
 constexpr int prefetch_distance = 4096; // bytes ahead of the weights being read

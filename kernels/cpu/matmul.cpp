@@ -3,6 +3,8 @@
 // W is dequantized in chunks of 256 values into a stack buffer and dotted with every token's
 // row, so W is read once per call whatever T is.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <cblas.h>
@@ -109,9 +111,57 @@ void matmul_gemm(const op_args& a, const exec_ctx& ctx) {
   });
 }
 
+} // namespace
+void gemm_nt_avx512(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M, int64_t n,
+                    float* C, int64_t ldc); // gemm_avx512.cpp
+namespace {
+
+// Prefill, dot-product form: tiles of 4 tokens x 6 output features, weights read in their
+// stored order (f32 as is; other types expanded 4 rows at a time into an L1 buffer that all
+// token tiles then share). No packing pass.
+// Six output features per task: 4 x 6 = 24 accumulators, the most that fit the 32 zmm
+// registers with the six weight vectors and one token vector (measured best of 4, 5, 6).
+constexpr int64_t nt_group = 6;
+
+void matmul_nt(const op_args& a, const exec_ctx& ctx) {
+  const auto& x = a.src[0];
+  const auto& w = a.src[1];
+  const int64_t T = x.rows(), K = x.cols(), N = w.rows();
+  const int64_t wrow = row_bytes(w.type, K);
+  const float* bias = a.src[2].data ? a.src[2].as<float>() : nullptr;
+  float* y = a.dst.as<float>();
+  const auto to_f16 = gemv_kernels().f16_to_f32;
+  const int64_t G = nt_group;
+  parallel(ctx, (N + G - 1) / G, 4, [&](int64_t g0, int64_t g1) {
+    thread_local std::vector<float> rows;
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t n0 = g * G, nn = std::min<int64_t>(G, N - n0);
+      const float* b;
+      if (w.type == dtype::f32) {
+        b = reinterpret_cast<const float*>(static_cast<const char*>(w.data) + n0 * wrow);
+      } else {
+        rows.resize(G * K);
+        for (int64_t j = 0; j < nn; ++j) {
+          const char* src = static_cast<const char*>(w.data) + (n0 + j) * wrow;
+          if (w.type == dtype::f16 && to_f16) to_f16(reinterpret_cast<const uint16_t*>(src), rows.data() + j * K, K);
+          else dequant_row(w.type, src, 0, K, rows.data() + j * K);
+        }
+        b = rows.data();
+      }
+      gemm_nt_avx512(x.as<float>(), K, b, K, K, T, nn, y + n0, N);
+      if (bias)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t j = 0; j < nn; ++j) y[t * N + n0 + j] += bias[n0 + j];
+    }
+  });
+}
+
 void matmul(const op_args& a, const exec_ctx& ctx) {
   if (a.src[0].rows() >= gemm_min_tokens) {
-    matmul_gemm(a, ctx);
+    // AVX-512: our dot-product GEMM; elsewhere a BLAS sgemm (TROUPE_BLAS=1 forces it)
+    static const bool ours = std::string(gemv_kernels().isa) == "avx512" && !std::getenv("TROUPE_BLAS");
+    if (ours) matmul_nt(a, ctx);
+    else matmul_gemm(a, ctx);
     return;
   }
   if (matmul_simd(a, ctx)) return;
