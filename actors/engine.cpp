@@ -53,9 +53,12 @@ struct engine_state {
 
 using state_ptr = caf::stateful_actor<engine_state>*;
 
-std::string finish_text(finish_reason r) { return std::string(to_string(r)); }
+std::string finish_text(finish_reason r) {
+  return std::string(to_string(r));
+}
 
-void send_final(state_ptr self, completion_state& cs, const std::string& reason, std::string text = {}) {
+void send_final(state_ptr self, completion_state& cs, const std::string& reason,
+                std::string text = {}) {
   gen_event e;
   e.request_id = cs.request_id;
   e.index = cs.index;
@@ -78,8 +81,10 @@ void handle_events(state_ptr self, const std::vector<seq_event>& events) {
     if (ev.has_token) {
       ++cs.completion_tokens;
       ++st.stats.generated_tokens;
-      if (cs.completion_tokens == 1) st.stats.ttft.observe(std::chrono::duration<double>(now - cs.arrival).count());
-      else st.stats.itl.observe(std::chrono::duration<double>(now - cs.last_token).count());
+      if (cs.completion_tokens == 1)
+        st.stats.ttft.observe(std::chrono::duration<double>(now - cs.arrival).count());
+      else
+        st.stats.itl.observe(std::chrono::duration<double>(now - cs.last_token).count());
       cs.last_token = now;
       gen_event e;
       e.request_id = cs.request_id;
@@ -126,8 +131,8 @@ void fail_all(state_ptr self, const std::string& why) {
 void pump(state_ptr self) {
   auto& st = self->state;
   if (!st.ready || st.failed || st.resyncing || st.epoch != st.setup.routes->epoch()) {
-    TROUPE_LOG_DEBUG("engine", "pump paused ready={} failed={} resyncing={} epoch={}/{}", st.ready, st.failed,
-                     st.resyncing, st.epoch, st.setup.routes->epoch());
+    TROUPE_LOG_DEBUG("engine", "pump paused ready={} failed={} resyncing={} epoch={}/{}", st.ready,
+                     st.failed, st.resyncing, st.epoch, st.setup.routes->epoch());
     return;
   }
   while (static_cast<int>(st.inflight.size()) < st.setup.max_inflight) {
@@ -138,7 +143,8 @@ void pump(state_ptr self) {
     st.inflight[plan->step_id] = {p, clock::now()};
     const auto entry = st.setup.routes->info(0);
     for (size_t i = 0; i < entry.actors.size(); ++i) {
-      const std::string to = entry.stage >= 0 ? shard_name(entry.stage, static_cast<int>(i)) : entry.name;
+      const std::string to =
+          entry.stage >= 0 ? shard_name(entry.stage, static_cast<int>(i)) : entry.name;
       step_msg m{plan->step_id, st.epoch, p, nullptr};
       if (st.setup.faults->drop("engine", to, m.step_id)) continue;
       if (int ms = st.setup.faults->delay_ms("engine", to, m.step_id); ms > 0)
@@ -163,12 +169,13 @@ void request_resync(state_ptr self, const std::string& why) {
   TROUPE_LOG_WARN("engine", "resync: {}", why);
   st.resyncing = true;
   abandon_inflight(self);
-  self->request(st.supervisor, std::chrono::seconds(10), resync_atom::value).then([=](uint64_t epoch) {
-    auto& st = self->state;
-    st.resyncing = false;
-    st.epoch = epoch;
-    pump(self);
-  });
+  self->request(st.supervisor, std::chrono::seconds(10), resync_atom::value)
+      .then([=](uint64_t epoch) {
+        auto& st = self->state;
+        st.resyncing = false;
+        st.epoch = epoch;
+        pump(self);
+      });
 }
 
 caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
@@ -186,148 +193,160 @@ caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
     for (int64_t id : ended) {
       if (st.seqs.erase(id)) ++st.stats.cancelled;
     }
-    if (!ended.empty()) TROUPE_LOG_INFO("engine", "owner {} gone: revoked {} sequences", dm.source.id(), ended.size());
+    if (!ended.empty())
+      TROUPE_LOG_INFO("engine", "owner {} gone: revoked {} sequences", dm.source.id(),
+                      ended.size());
     pump(self);
   });
   return {
-    [=](attach_atom, caf::actor sup) { self->state.supervisor = std::move(sup); },
-    [=](generate_atom, gen_request& r, caf::actor sink) -> caf::result<int64_t> {
-      auto& st = self->state;
-      if (st.failed) return caf::make_error(caf::sec::runtime_error, "unavailable: " + st.reason);
-      if (static_cast<int64_t>(st.sched->waiting()) >= st.setup.max_waiting)
-        return caf::make_error(caf::sec::runtime_error, "queue full: too many requests waiting");
-      const model_config& c = st.setup.model->config;
-      for (int32_t t : r.prompt)
-        if (t < 0 || t >= c.V)
-          return caf::make_error(caf::sec::runtime_error, fmt::format("invalid_argument: token id {} outside the vocabulary", t));
-      const int64_t id = st.next_id;
-      st.next_id += std::max<int32_t>(r.n, 1) + 1;
-      request q;
-      q.id = id;
-      q.prompt = r.prompt;
-      q.sampling = r.sampling;
-      q.max_tokens = r.max_tokens;
-      q.stop_ids = r.stop_ids;
-      q.ignore_eos = r.ignore_eos;
-      q.priority = r.priority;
-      q.n = r.n;
-      q.owner = sink ? sink.id() : 0; // the sink owns the KV leases of its sequences
-      if (sink && st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
-      if (auto added = st.sched->add(q); !added)
-        return caf::make_error(caf::sec::runtime_error, added.error().to_string());
-      const auto now = clock::now();
-      for (int32_t i = 0; i < r.n; ++i) {
-        completion_state cs;
-        cs.request_id = id;
-        cs.index = i;
-        cs.sink = sink;
-        cs.dec = std::make_unique<stream_decoder>(*st.setup.model->tok);
-        cs.dec->prime(r.prompt);
-        cs.stops = std::make_unique<stop_matcher>(r.stop);
-        cs.prompt_tokens = static_cast<int32_t>(r.prompt.size());
-        cs.arrival = now;
-        cs.logprobs = r.sampling.logprobs || r.sampling.top_logprobs > 0;
-        st.seqs.emplace(id + i, std::move(cs));
-      }
-      ++st.stats.requests_total;
-      st.stats.prompt_tokens += static_cast<int64_t>(r.prompt.size());
-      TROUPE_LOG_DEBUG("engine", "req={} tag={} prompt={} max_tokens={} n={}", id, r.tag, r.prompt.size(), r.max_tokens, r.n);
-      pump(self);
-      return id;
-    },
-    [=](cancel_atom, int64_t request_id) {
-      auto& st = self->state;
-      for (auto it = st.seqs.begin(); it != st.seqs.end();) {
-        if (it->second.request_id != request_id) {
-          ++it;
-          continue;
+      [=](attach_atom, caf::actor sup) { self->state.supervisor = std::move(sup); },
+      [=](generate_atom, gen_request& r, caf::actor sink) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (st.failed) return caf::make_error(caf::sec::runtime_error, "unavailable: " + st.reason);
+        if (static_cast<int64_t>(st.sched->waiting()) >= st.setup.max_waiting)
+          return caf::make_error(caf::sec::runtime_error, "queue full: too many requests waiting");
+        const model_config& c = st.setup.model->config;
+        for (int32_t t : r.prompt)
+          if (t < 0 || t >= c.V)
+            return caf::make_error(
+                caf::sec::runtime_error,
+                fmt::format("invalid_argument: token id {} outside the vocabulary", t));
+        const int64_t id = st.next_id;
+        st.next_id += std::max<int32_t>(r.n, 1) + 1;
+        request q;
+        q.id = id;
+        q.prompt = r.prompt;
+        q.sampling = r.sampling;
+        q.max_tokens = r.max_tokens;
+        q.stop_ids = r.stop_ids;
+        q.ignore_eos = r.ignore_eos;
+        q.priority = r.priority;
+        q.n = r.n;
+        q.owner = sink ? sink.id() : 0; // the sink owns the KV leases of its sequences
+        if (sink && st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
+        if (auto added = st.sched->add(q); !added)
+          return caf::make_error(caf::sec::runtime_error, added.error().to_string());
+        const auto now = clock::now();
+        for (int32_t i = 0; i < r.n; ++i) {
+          completion_state cs;
+          cs.request_id = id;
+          cs.index = i;
+          cs.sink = sink;
+          cs.dec = std::make_unique<stream_decoder>(*st.setup.model->tok);
+          cs.dec->prime(r.prompt);
+          cs.stops = std::make_unique<stop_matcher>(r.stop);
+          cs.prompt_tokens = static_cast<int32_t>(r.prompt.size());
+          cs.arrival = now;
+          cs.logprobs = r.sampling.logprobs || r.sampling.top_logprobs > 0;
+          st.seqs.emplace(id + i, std::move(cs));
         }
-        st.sched->cancel(it->first);
-        send_final(self, it->second, "cancelled");
-        it = st.seqs.erase(it);
-      }
-      pump(self);
-    },
-    [=](done_atom, step_done& d) {
-      auto& st = self->state;
-      TROUPE_LOG_DEBUG("engine", "done step={} epoch={}/{} tokens={}", d.step_id, d.epoch, st.epoch, d.tokens.size());
-      if (d.epoch != st.epoch || !st.inflight.count(d.step_id)) return;
-      st.inflight.erase(d.step_id);
-      const auto events = st.sched->complete(d.step_id, d.tokens);
-      pump(self); // the next step first: streaming the text can overlap with it
-      handle_events(self, events);
-    },
-    [=](failed_atom, step_failed& f) {
-      auto& st = self->state;
-      if (f.epoch != st.epoch || !st.inflight.count(f.step_id)) return;
-      if (f.epoch != st.setup.routes->epoch()) return; // a shard died: the supervisor is recovering
-      if (f.transient) {
-        // the shards of a stage met in different steps (a lost message): resync now
-        request_resync(self, fmt::format("step={} stage{}.rank{}: {}", f.step_id, f.stage, f.rank, f.why));
-        return;
-      }
-      // a real error inside a step (not a lost shard): the requests in it cannot proceed
-      auto plan = st.inflight[f.step_id].plan;
-      st.inflight.erase(f.step_id);
-      st.sched->fail(f.step_id);
-      for (const auto& s : plan->seqs) {
-        auto it = st.seqs.find(s.seq_id);
-        if (it == st.seqs.end()) continue;
-        st.sched->cancel(s.seq_id);
-        send_final(self, it->second, "error");
-        st.seqs.erase(it);
-      }
-      TROUPE_LOG_ERROR("engine", "step={} failed on stage{}.rank{}: {}", f.step_id, f.stage, f.rank, f.why);
-      pump(self);
-    },
-    [=](down_atom, int32_t stage, int32_t rank, std::string why, bool permanent) {
-      auto& st = self->state;
-      st.ready = false;
-      st.reason = fmt::format("shard stage{}.rank{} is down ({}); restarting", stage, rank, why);
-      abandon_inflight(self);
-      st.sched->reset_kv(); // its KV is gone, and with it every sequence's
-      if (permanent) {
-        st.failed = true;
-        st.reason = fmt::format("shard stage{}.rank{} keeps failing ({}); gave up", stage, rank, why);
-        fail_all(self, st.reason);
-      }
-    },
-    [=](up_atom, uint64_t epoch, int64_t restarts) {
-      auto& st = self->state;
-      if (st.failed) return;
-      st.epoch = epoch;
-      st.ready = true;
-      st.resyncing = false;
-      st.reason.clear();
-      st.stats.shard_restarts = restarts;
-      pump(self);
-    },
-    [=](stats_atom) -> engine_stats {
-      auto& st = self->state;
-      engine_stats s = st.stats;
-      s.requests_running = static_cast<int64_t>(st.sched->running());
-      s.requests_waiting = static_cast<int64_t>(st.sched->waiting());
-      s.kv_blocks_free = st.pool->free_count();
-      s.preemptions = st.sched->stats().preemptions;
-      s.prefix_hit_blocks = st.sched->stats().prefix_hit_blocks;
-      s.steps = st.sched->stats().steps;
-      s.recomputes = st.sched->stats().recomputes;
-      s.leases = static_cast<int64_t>(st.sched->leases().size());
-      s.leased_blocks = st.sched->leases().blocks_leased();
-      s.ready = st.ready && !st.failed;
-      s.not_ready_reason = st.reason;
-      return s;
-    },
-    [=](tick_atom) {
-      auto& st = self->state;
-      const auto now = clock::now();
-      if (!st.sched->reclaim_expired(scheduler::now_seconds()).empty()) pump(self);
-      bool lost = false;
-      for (const auto& [id, s] : st.inflight)
-        if (std::chrono::duration<double>(now - s.sent).count() > st.setup.step_timeout_s) lost = true;
-      if (lost) request_resync(self, fmt::format("a step outlived {} s", st.setup.step_timeout_s));
-      self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);
-    },
+        ++st.stats.requests_total;
+        st.stats.prompt_tokens += static_cast<int64_t>(r.prompt.size());
+        TROUPE_LOG_DEBUG("engine", "req={} tag={} prompt={} max_tokens={} n={}", id, r.tag,
+                         r.prompt.size(), r.max_tokens, r.n);
+        pump(self);
+        return id;
+      },
+      [=](cancel_atom, int64_t request_id) {
+        auto& st = self->state;
+        for (auto it = st.seqs.begin(); it != st.seqs.end();) {
+          if (it->second.request_id != request_id) {
+            ++it;
+            continue;
+          }
+          st.sched->cancel(it->first);
+          send_final(self, it->second, "cancelled");
+          it = st.seqs.erase(it);
+        }
+        pump(self);
+      },
+      [=](done_atom, step_done& d) {
+        auto& st = self->state;
+        TROUPE_LOG_DEBUG("engine", "done step={} epoch={}/{} tokens={}", d.step_id, d.epoch,
+                         st.epoch, d.tokens.size());
+        if (d.epoch != st.epoch || !st.inflight.count(d.step_id)) return;
+        st.inflight.erase(d.step_id);
+        const auto events = st.sched->complete(d.step_id, d.tokens);
+        pump(self); // the next step first: streaming the text can overlap with it
+        handle_events(self, events);
+      },
+      [=](failed_atom, step_failed& f) {
+        auto& st = self->state;
+        if (f.epoch != st.epoch || !st.inflight.count(f.step_id)) return;
+        if (f.epoch != st.setup.routes->epoch())
+          return; // a shard died: the supervisor is recovering
+        if (f.transient) {
+          // the shards of a stage met in different steps (a lost message): resync now
+          request_resync(
+              self, fmt::format("step={} stage{}.rank{}: {}", f.step_id, f.stage, f.rank, f.why));
+          return;
+        }
+        // a real error inside a step (not a lost shard): the requests in it cannot proceed
+        auto plan = st.inflight[f.step_id].plan;
+        st.inflight.erase(f.step_id);
+        st.sched->fail(f.step_id);
+        for (const auto& s : plan->seqs) {
+          auto it = st.seqs.find(s.seq_id);
+          if (it == st.seqs.end()) continue;
+          st.sched->cancel(s.seq_id);
+          send_final(self, it->second, "error");
+          st.seqs.erase(it);
+        }
+        TROUPE_LOG_ERROR("engine", "step={} failed on stage{}.rank{}: {}", f.step_id, f.stage,
+                         f.rank, f.why);
+        pump(self);
+      },
+      [=](down_atom, int32_t stage, int32_t rank, std::string why, bool permanent) {
+        auto& st = self->state;
+        st.ready = false;
+        st.reason = fmt::format("shard stage{}.rank{} is down ({}); restarting", stage, rank, why);
+        abandon_inflight(self);
+        st.sched->reset_kv(); // its KV is gone, and with it every sequence's
+        if (permanent) {
+          st.failed = true;
+          st.reason =
+              fmt::format("shard stage{}.rank{} keeps failing ({}); gave up", stage, rank, why);
+          fail_all(self, st.reason);
+        }
+      },
+      [=](up_atom, uint64_t epoch, int64_t restarts) {
+        auto& st = self->state;
+        if (st.failed) return;
+        st.epoch = epoch;
+        st.ready = true;
+        st.resyncing = false;
+        st.reason.clear();
+        st.stats.shard_restarts = restarts;
+        pump(self);
+      },
+      [=](stats_atom) -> engine_stats {
+        auto& st = self->state;
+        engine_stats s = st.stats;
+        s.requests_running = static_cast<int64_t>(st.sched->running());
+        s.requests_waiting = static_cast<int64_t>(st.sched->waiting());
+        s.kv_blocks_free = st.pool->free_count();
+        s.preemptions = st.sched->stats().preemptions;
+        s.prefix_hit_blocks = st.sched->stats().prefix_hit_blocks;
+        s.steps = st.sched->stats().steps;
+        s.recomputes = st.sched->stats().recomputes;
+        s.leases = static_cast<int64_t>(st.sched->leases().size());
+        s.leased_blocks = st.sched->leases().blocks_leased();
+        s.ready = st.ready && !st.failed;
+        s.not_ready_reason = st.reason;
+        return s;
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        const auto now = clock::now();
+        if (!st.sched->reclaim_expired(scheduler::now_seconds()).empty()) pump(self);
+        bool lost = false;
+        for (const auto& [id, s] : st.inflight)
+          if (std::chrono::duration<double>(now - s.sent).count() > st.setup.step_timeout_s)
+            lost = true;
+        if (lost)
+          request_resync(self, fmt::format("a step outlived {} s", st.setup.step_timeout_s));
+        self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);
+      },
   };
 }
 

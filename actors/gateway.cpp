@@ -45,12 +45,16 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
 namespace {
 
 int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 api_error engine_refusal(const std::string& why) {
-  if (why.find("queue full") != std::string::npos) return {429, why, "rate_limit_error", "", "queue_full"};
-  if (why.find("unavailable") != std::string::npos) return {503, why, "server_error", "", "unavailable"};
+  if (why.find("queue full") != std::string::npos)
+    return {429, why, "rate_limit_error", "", "queue_full"};
+  if (why.find("unavailable") != std::string::npos)
+    return {503, why, "server_error", "", "unavailable"};
   if (why.find("out_of_memory") != std::string::npos)
     return {400, why, "invalid_request_error", "max_tokens", "context_length_exceeded"};
   return {400, why, "invalid_request_error", "", ""};
@@ -77,13 +81,14 @@ using session_ptr = caf::stateful_actor<session_state>*;
 void finish_session(session_ptr self) {
   auto& st = self->state;
   if (st.req.stream) {
-    if (st.req.include_usage) st.w->chunk(usage_chunk(st.req, st.id, st.created, st.prompt_tokens, st.completion_tokens));
+    if (st.req.include_usage)
+      st.w->chunk(usage_chunk(st.req, st.id, st.created, st.prompt_tokens, st.completion_tokens));
     st.w->chunk("data: [DONE]\n\n");
     st.w->end();
   } else {
     st.w->respond(200, "application/json",
-                  completion_body(st.req, st.id, st.created, st.choices, st.prompt_tokens, st.completion_tokens,
-                                  *st.gw->info.tok));
+                  completion_body(st.req, st.id, st.created, st.choices, st.prompt_tokens,
+                                  st.completion_tokens, *st.gw->info.tok));
   }
   st.gw->count(200);
   self->quit();
@@ -95,7 +100,8 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
   st.gw = gw;
   st.w = w;
   st.req = std::move(req);
-  st.id = (st.req.chat ? "chatcmpl-" : "cmpl-") + std::to_string(gw->started) + "-" + std::to_string(++gw->counter);
+  st.id = (st.req.chat ? "chatcmpl-" : "cmpl-") + std::to_string(gw->started) + "-" +
+          std::to_string(++gw->counter);
   st.created = unix_now();
   const int n = st.req.n;
   const int total = static_cast<int>(st.req.prompts.size()) * n;
@@ -112,63 +118,67 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
     g.prompt = st.req.prompts[p];
     g.tag = st.id;
     st.prompt_tokens += static_cast<int64_t>(g.prompt.size());
-    self->request(engine, std::chrono::seconds(30), generate_atom::value, std::move(g), caf::actor_cast<caf::actor>(self))
-      .then(
-        [=](int64_t engine_id) {
-          auto& st = self->state;
-          st.engine_ids.push_back(engine_id);
-          if (st.cancelled) self->send(engine, cancel_atom::value, engine_id);
-        },
-        [=](const caf::error& e) {
-          auto& st = self->state;
-          for (int64_t eid : st.engine_ids) self->send(engine, cancel_atom::value, eid);
-          if (!st.cancelled) st.gw->fail(st.w, engine_refusal(self->system().render(e)));
-          self->quit();
-        });
+    self->request(engine, std::chrono::seconds(30), generate_atom::value, std::move(g),
+                  caf::actor_cast<caf::actor>(self))
+        .then(
+            [=](int64_t engine_id) {
+              auto& st = self->state;
+              st.engine_ids.push_back(engine_id);
+              if (st.cancelled) self->send(engine, cancel_atom::value, engine_id);
+            },
+            [=](const caf::error& e) {
+              auto& st = self->state;
+              for (int64_t eid : st.engine_ids) self->send(engine, cancel_atom::value, eid);
+              if (!st.cancelled) st.gw->fail(st.w, engine_refusal(self->system().render(e)));
+              self->quit();
+            });
   }
   if (st.req.stream) w->start_stream(200, "text/event-stream");
   return {
-    [=](event_atom, const gen_event& e) {
-      auto& st = self->state;
-      // choice index = prompt position * n + completion index
-      int prompt_pos = -1;
-      for (size_t p = 0; p < st.engine_ids.size(); ++p)
-        if (st.engine_ids[p] == e.request_id) prompt_pos = static_cast<int>(p);
-      if (prompt_pos < 0) return; // not ours (the engine answers a request's id before its events)
-      const int idx = prompt_pos * st.req.n + e.index;
-      if (idx < 0 || idx >= static_cast<int>(st.choices.size()) || st.finished[idx]) return;
-      auto& c = st.choices[idx];
-      c.text += e.text;
-      c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
-      c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-      c.top_logprobs.insert(c.top_logprobs.end(), e.top_logprobs.begin(), e.top_logprobs.end());
-      st.completion_tokens += static_cast<int64_t>(e.tokens.size());
-      if (st.req.stream && (!e.text.empty() || !e.finish.empty() || !st.started[idx])) {
-        st.w->chunk(stream_chunk(st.req, st.id, st.created, idx, e.text, e.finish, !st.started[idx], &e,
-                                 *st.gw->info.tok));
-        st.started[idx] = true;
-      }
-      if (!e.finish.empty()) {
-        c.finish = e.finish;
-        st.finished[idx] = true;
-        if (--st.open == 0) {
-          const bool failed = std::any_of(st.choices.begin(), st.choices.end(), [](auto& ch) { return ch.finish == "error"; });
-          if (failed && !st.req.stream) {
-            st.gw->fail(st.w, {503, "the model failed while generating (a shard is down)", "server_error", "", "unavailable"});
-            self->quit();
-            return;
-          }
-          finish_session(self);
+      [=](event_atom, const gen_event& e) {
+        auto& st = self->state;
+        // choice index = prompt position * n + completion index
+        int prompt_pos = -1;
+        for (size_t p = 0; p < st.engine_ids.size(); ++p)
+          if (st.engine_ids[p] == e.request_id) prompt_pos = static_cast<int>(p);
+        if (prompt_pos < 0)
+          return; // not ours (the engine answers a request's id before its events)
+        const int idx = prompt_pos * st.req.n + e.index;
+        if (idx < 0 || idx >= static_cast<int>(st.choices.size()) || st.finished[idx]) return;
+        auto& c = st.choices[idx];
+        c.text += e.text;
+        c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
+        c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+        c.top_logprobs.insert(c.top_logprobs.end(), e.top_logprobs.begin(), e.top_logprobs.end());
+        st.completion_tokens += static_cast<int64_t>(e.tokens.size());
+        if (st.req.stream && (!e.text.empty() || !e.finish.empty() || !st.started[idx])) {
+          st.w->chunk(stream_chunk(st.req, st.id, st.created, idx, e.text, e.finish,
+                                   !st.started[idx], &e, *st.gw->info.tok));
+          st.started[idx] = true;
         }
-      }
-    },
-    [=](cancel_atom) {
-      auto& st = self->state;
-      st.cancelled = true;
-      for (int64_t eid : st.engine_ids) self->send(engine, cancel_atom::value, eid);
-      st.gw->count(499); // client closed the request
-      self->quit();
-    },
+        if (!e.finish.empty()) {
+          c.finish = e.finish;
+          st.finished[idx] = true;
+          if (--st.open == 0) {
+            const bool failed = std::any_of(st.choices.begin(), st.choices.end(),
+                                            [](auto& ch) { return ch.finish == "error"; });
+            if (failed && !st.req.stream) {
+              st.gw->fail(st.w, {503, "the model failed while generating (a shard is down)",
+                                 "server_error", "", "unavailable"});
+              self->quit();
+              return;
+            }
+            finish_session(self);
+          }
+        }
+      },
+      [=](cancel_atom) {
+        auto& st = self->state;
+        st.cancelled = true;
+        for (int64_t eid : st.engine_ids) self->send(engine, cancel_atom::value, eid);
+        st.gw->count(499); // client closed the request
+        self->quit();
+      },
   };
 }
 
@@ -176,15 +186,15 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
 caf::behavior stats_probe(caf::event_based_actor* self, caf::actor engine,
                           std::function<void(const engine_stats*)> done) {
   self->request(engine, std::chrono::seconds(5), stats_atom::value)
-    .then(
-      [=](const engine_stats& s) {
-        done(&s);
-        self->quit();
-      },
-      [=](const caf::error&) {
-        done(nullptr);
-        self->quit();
-      });
+      .then(
+          [=](const engine_stats& s) {
+            done(&s);
+            self->quit();
+          },
+          [=](const caf::error&) {
+            done(nullptr);
+            self->quit();
+          });
   return {[](int) {}};
 }
 
@@ -200,7 +210,8 @@ void gateway::impl::health(std::shared_ptr<response_writer> w) {
     } else {
       const std::string why = s ? s->not_ready_reason : "the engine does not answer";
       count(503);
-      w->respond(503, "application/json", nlohmann::json{{"status", "unavailable"}, {"reason", why}}.dump());
+      w->respond(503, "application/json",
+                 nlohmann::json{{"status", "unavailable"}, {"reason", why}}.dump());
     }
   });
 }
@@ -217,24 +228,35 @@ void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
     };
     {
       std::lock_guard<std::mutex> lk(status_mu);
-      out += "# HELP troupe_http_requests_total HTTP responses by status code.\n# TYPE troupe_http_requests_total counter\n";
-      for (auto [code, n] : by_status) out += fmt::format("troupe_http_requests_total{{status=\"{}\"}} {}\n", code, n);
+      out += "# HELP troupe_http_requests_total HTTP responses by status code.\n# TYPE "
+             "troupe_http_requests_total counter\n";
+      for (auto [code, n] : by_status)
+        out += fmt::format("troupe_http_requests_total{{status=\"{}\"}} {}\n", code, n);
     }
     if (s) {
-      gauge("troupe_requests_total", "Generation requests accepted by the engine.", "counter", s->requests_total);
-      gauge("troupe_prompt_tokens_total", "Prompt tokens of accepted requests.", "counter", s->prompt_tokens);
+      gauge("troupe_requests_total", "Generation requests accepted by the engine.", "counter",
+            s->requests_total);
+      gauge("troupe_prompt_tokens_total", "Prompt tokens of accepted requests.", "counter",
+            s->prompt_tokens);
       gauge("troupe_generation_tokens_total", "Tokens generated.", "counter", s->generated_tokens);
-      gauge("troupe_queue_depth", "Sequences waiting to be scheduled.", "gauge", s->requests_waiting);
+      gauge("troupe_queue_depth", "Sequences waiting to be scheduled.", "gauge",
+            s->requests_waiting);
       gauge("troupe_running_sequences", "Sequences running.", "gauge", s->requests_running);
       gauge("troupe_kv_blocks_total", "KV-cache blocks in the pool.", "gauge", s->kv_blocks_total);
-      gauge("troupe_kv_blocks_free", "KV-cache blocks free or evictable.", "gauge", s->kv_blocks_free);
+      gauge("troupe_kv_blocks_free", "KV-cache blocks free or evictable.", "gauge",
+            s->kv_blocks_free);
       gauge("troupe_kv_leases", "KV leases held by sequences.", "gauge", s->leases);
-      gauge("troupe_preemptions_total", "Sequences preempted for lack of KV blocks.", "counter", s->preemptions);
-      gauge("troupe_prefix_cache_hit_blocks_total", "KV blocks reused from the prefix cache.", "counter", s->prefix_hit_blocks);
-      gauge("troupe_shard_restarts_total", "Shards restarted by the supervisor.", "counter", s->shard_restarts);
+      gauge("troupe_preemptions_total", "Sequences preempted for lack of KV blocks.", "counter",
+            s->preemptions);
+      gauge("troupe_prefix_cache_hit_blocks_total", "KV blocks reused from the prefix cache.",
+            "counter", s->prefix_hit_blocks);
+      gauge("troupe_shard_restarts_total", "Shards restarted by the supervisor.", "counter",
+            s->shard_restarts);
       gauge("troupe_ready", "1 when every shard can serve.", "gauge", s->ready ? 1 : 0);
-      out += s->ttft.exposition("troupe_time_to_first_token_seconds", "Time from request to first token.");
-      out += s->itl.exposition("troupe_inter_token_latency_seconds", "Time between consecutive tokens of a stream.");
+      out += s->ttft.exposition("troupe_time_to_first_token_seconds",
+                                "Time from request to first token.");
+      out += s->itl.exposition("troupe_inter_token_latency_seconds",
+                               "Time between consecutive tokens of a stream.");
     }
     count(200);
     w->respond(200, "text/plain; version=0.0.4", out);
@@ -245,7 +267,8 @@ void gateway::impl::generate(http_request req, std::shared_ptr<response_writer> 
   auto parsed = parse_request(req.body, chat, info);
   if (auto* e = std::get_if<api_error>(&parsed)) return fail(w, *e);
   auto& in = h->internals();
-  in.sys->spawn(session, shared_from_this(), std::move(std::get<parsed_request>(parsed)), w, in.engine);
+  in.sys->spawn(session, shared_from_this(), std::move(std::get<parsed_request>(parsed)), w,
+                in.engine);
 }
 
 void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w) {
@@ -253,7 +276,9 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
   if (!opt.api_key.empty() && path != "/health") {
     auto it = req.headers.find("authorization");
     if (it == req.headers.end() || it->second != "Bearer " + opt.api_key)
-      return fail(w, {401, it == req.headers.end() ? "missing API key (Authorization: Bearer ...)" : "wrong API key",
+      return fail(w, {401,
+                      it == req.headers.end() ? "missing API key (Authorization: Bearer ...)"
+                                              : "wrong API key",
                       "authentication_error", "", "invalid_api_key"});
   }
   const bool get = req.method == "GET", post = req.method == "POST";
@@ -265,13 +290,17 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
   }
   if (path == "/health" && get) return health(w);
   if (path == "/metrics" && get) return metrics(w);
-  const bool known = path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/models" ||
-                     path == "/health" || path == "/metrics";
-  if (known) return fail(w, {405, fmt::format("method {} is not allowed on {}", req.method, path), "invalid_request_error", "", ""});
-  return fail(w, {404, fmt::format("no route {} {}", req.method, path), "invalid_request_error", "", "not_found"});
+  const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
+                     path == "/v1/models" || path == "/health" || path == "/metrics";
+  if (known)
+    return fail(w, {405, fmt::format("method {} is not allowed on {}", req.method, path),
+                    "invalid_request_error", "", ""});
+  return fail(w, {404, fmt::format("no route {} {}", req.method, path), "invalid_request_error", "",
+                  "not_found"});
 }
 
-gateway::gateway(std::shared_ptr<impl> p) : impl_(std::move(p)) {}
+gateway::gateway(std::shared_ptr<impl> p)
+    : impl_(std::move(p)) {}
 
 expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
   auto p = std::make_shared<impl>();
@@ -280,7 +309,8 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
   const model_source& m = h.model();
   if (o.model_name.empty()) {
     std::filesystem::path path(m.path);
-    o.model_name = path.filename().empty() ? path.parent_path().filename().string() : path.filename().string();
+    o.model_name =
+        path.filename().empty() ? path.parent_path().filename().string() : path.filename().string();
   }
   p->opt = o;
   p->info.model_name = o.model_name;
@@ -288,20 +318,27 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
   p->info.context = m.config.ctx;
   p->info.chat = detect_chat_format(m.tok->chat_template());
   auto* raw = p.get();
-  TROUPE_TRY_ASSIGN(server, transport::http_server::start(o.host, o.port,
-                                                          [raw](http_request r, std::shared_ptr<response_writer> w) {
-                                                            raw->handle(std::move(r), std::move(w));
-                                                          },
-                                                          o.limits));
+  TROUPE_TRY_ASSIGN(server, transport::http_server::start(
+                                o.host, o.port,
+                                [raw](http_request r, std::shared_ptr<response_writer> w) {
+                                  raw->handle(std::move(r), std::move(w));
+                                },
+                                o.limits));
   p->server = std::move(server);
-  TROUPE_LOG_INFO("gateway", "serving model={} chat_template={} on http://{}:{}", o.model_name, to_string(p->info.chat),
-                  o.host, p->server->port());
+  TROUPE_LOG_INFO("gateway", "serving model={} chat_template={} on http://{}:{}", o.model_name,
+                  to_string(p->info.chat), o.host, p->server->port());
   return std::unique_ptr<gateway>(new gateway(std::move(p)));
 }
 
-gateway::~gateway() { shutdown(); }
-uint16_t gateway::port() const { return impl_->server->port(); }
-const std::string& gateway::model_name() const { return impl_->opt.model_name; }
+gateway::~gateway() {
+  shutdown();
+}
+uint16_t gateway::port() const {
+  return impl_->server->port();
+}
+const std::string& gateway::model_name() const {
+  return impl_->opt.model_name;
+}
 
 bool gateway::drain(double timeout_s) {
   impl_->server->stop_accepting();

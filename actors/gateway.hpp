@@ -25,7 +25,7 @@ struct gateway_options {
 };
 
 class gateway {
-public:
+ public:
   static expected<std::unique_ptr<gateway>> start(host& h, gateway_options o);
   ~gateway();
   uint16_t port() const;
@@ -36,7 +36,7 @@ public:
 
   struct impl;
 
-private:
+ private:
   explicit gateway(std::shared_ptr<impl> p);
   std::shared_ptr<impl> impl_; // sessions share it: they may outlive the facade by a moment
 };

@@ -12,7 +12,8 @@
 
 namespace troupe::actors {
 
-int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size, dtype kv, int64_t kv_memory) {
+int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size, dtype kv,
+                      int64_t kv_memory) {
   int64_t worst = 1;
   for (const auto& st : p.stages) {
     const int64_t layers = st.layer_end - st.layer_begin;
@@ -25,7 +26,8 @@ int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size,
   return std::max(min_blocks, std::min(useful, kv_memory / worst));
 }
 
-host::host() : impl_(std::make_unique<host_internals>()) {}
+host::host()
+    : impl_(std::make_unique<host_internals>()) {}
 
 host::~host() {
   if (!impl_ || !impl_->sys) return;
@@ -61,7 +63,8 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   std::unique_ptr<host> h(new host());
   auto& in = *h->impl_;
   in.model = m;
-  in.kv_blocks = o.kv_blocks > 0 ? o.kv_blocks : kv_blocks_for(c, o.place, o.block_size, o.kv_dtype, o.kv_memory);
+  in.kv_blocks = o.kv_blocks > 0 ? o.kv_blocks
+                                 : kv_blocks_for(c, o.place, o.block_size, o.kv_dtype, o.kv_memory);
   if (o.sched.eos_ids.empty()) o.sched.eos_ids.assign(c.eos_ids.begin(), c.eos_ids.end());
   o.sched.max_context = static_cast<int32_t>(c.ctx);
   if (o.max_inflight <= 0) o.max_inflight = static_cast<int>(o.place.stages.size());
@@ -81,7 +84,8 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   std::vector<hop_info> hops;
   std::vector<std::pair<size_t, const custom_hop*>> custom_at;
   for (size_t s = 0; s < o.place.stages.size(); ++s) {
-    hops.push_back({std::vector<caf::actor>(o.place.stages[s].tp), static_cast<int>(s), shard_name(static_cast<int>(s), 0)});
+    hops.push_back({std::vector<caf::actor>(o.place.stages[s].tp), static_cast<int>(s),
+                    shard_name(static_cast<int>(s), 0)});
     for (const auto& ch : o.custom)
       if (ch.after_stage == static_cast<int>(s) && s + 1 < o.place.stages.size()) {
         custom_at.emplace_back(hops.size(), &ch);
@@ -162,7 +166,7 @@ engine_stats host::stats() {
   caf::scoped_actor self{*impl_->sys};
   engine_stats out;
   self->request(impl_->engine, std::chrono::seconds(10), stats_atom::value)
-    .receive([&](const engine_stats& s) { out = s; }, [&](const caf::error&) {});
+      .receive([&](const engine_stats& s) { out = s; }, [&](const caf::error&) {});
   return out;
 }
 
@@ -170,17 +174,19 @@ std::vector<int64_t> host::resident_bytes() {
   caf::scoped_actor self{*impl_->sys};
   std::vector<int64_t> out;
   self->request(impl_->supervisor, std::chrono::seconds(10), stats_atom::value)
-    .receive([&](const std::vector<int64_t>& v) { out = v; }, [&](const caf::error&) {});
+      .receive([&](const std::vector<int64_t>& v) { out = v; }, [&](const caf::error&) {});
   return out;
 }
 
-expected<std::vector<completion>> host::generate(const gen_request& r, const std::function<void(const gen_event&)>& on_event,
-                                                 double timeout_s) {
+expected<std::vector<completion>>
+host::generate(const gen_request& r, const std::function<void(const gen_event&)>& on_event,
+               double timeout_s) {
   caf::scoped_actor self{*impl_->sys};
   int64_t id = -1;
   std::string err;
   self->request(impl_->engine, std::chrono::seconds(30), generate_atom::value, r, caf::actor{self})
-    .receive([&](int64_t got) { id = got; }, [&](const caf::error& e) { err = self->system().render(e); });
+      .receive([&](int64_t got) { id = got; },
+               [&](const caf::error& e) { err = self->system().render(e); });
   if (id < 0) return make_error(errc::invalid_argument, "request refused: {}", err);
   std::vector<completion> out(static_cast<size_t>(std::max(r.n, 1)));
   for (auto& c : out) c.prompt_tokens = r.prompt;
@@ -188,19 +194,21 @@ expected<std::vector<completion>> host::generate(const gen_request& r, const std
   bool timed_out = false;
   while (open > 0 && !timed_out) {
     self->receive(
-      [&](event_atom, const gen_event& e) {
-        TROUPE_LOG_DEBUG("host", "event req={} idx={} tokens={} finish='{}'", e.request_id, e.index, e.tokens.size(), e.finish);
-        if (e.request_id != id || e.index < 0 || e.index >= static_cast<int>(out.size())) return;
-        auto& c = out[static_cast<size_t>(e.index)];
-        c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
-        c.text += e.text;
-        if (on_event) on_event(e);
-        if (!e.finish.empty()) {
-          c.finish = e.finish;
-          --open;
-        }
-      },
-      caf::after(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))) >> [&] { timed_out = true; });
+        [&](event_atom, const gen_event& e) {
+          TROUPE_LOG_DEBUG("host", "event req={} idx={} tokens={} finish='{}'", e.request_id,
+                           e.index, e.tokens.size(), e.finish);
+          if (e.request_id != id || e.index < 0 || e.index >= static_cast<int>(out.size())) return;
+          auto& c = out[static_cast<size_t>(e.index)];
+          c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
+          c.text += e.text;
+          if (on_event) on_event(e);
+          if (!e.finish.empty()) {
+            c.finish = e.finish;
+            --open;
+          }
+        },
+        caf::after(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))) >>
+            [&] { timed_out = true; });
   }
   if (timed_out) {
     self->send(impl_->engine, cancel_atom::value, id);
@@ -209,8 +217,8 @@ expected<std::vector<completion>> host::generate(const gen_request& r, const std
   return out;
 }
 
-expected<std::vector<std::vector<completion>>> host::generate_many(const std::vector<gen_request>& rs,
-                                                                    double timeout_s) {
+expected<std::vector<std::vector<completion>>>
+host::generate_many(const std::vector<gen_request>& rs, double timeout_s) {
   caf::scoped_actor self{*impl_->sys};
   std::map<int64_t, size_t> index;
   std::vector<std::vector<completion>> out(rs.size());
@@ -218,8 +226,10 @@ expected<std::vector<std::vector<completion>>> host::generate_many(const std::ve
   for (size_t i = 0; i < rs.size(); ++i) {
     std::string err;
     int64_t id = -1;
-    self->request(impl_->engine, std::chrono::seconds(30), generate_atom::value, rs[i], caf::actor{self})
-      .receive([&](int64_t got) { id = got; }, [&](const caf::error& e) { err = self->system().render(e); });
+    self->request(impl_->engine, std::chrono::seconds(30), generate_atom::value, rs[i],
+                  caf::actor{self})
+        .receive([&](int64_t got) { id = got; },
+                 [&](const caf::error& e) { err = self->system().render(e); });
     if (id < 0) return make_error(errc::invalid_argument, "request {} refused: {}", i, err);
     index[id] = i;
     out[i].resize(static_cast<size_t>(std::max(rs[i].n, 1)));
@@ -229,18 +239,21 @@ expected<std::vector<std::vector<completion>>> host::generate_many(const std::ve
   bool timed_out = false;
   while (open > 0 && !timed_out) {
     self->receive(
-      [&](event_atom, const gen_event& e) {
-        auto it = index.find(e.request_id);
-        if (it == index.end() || e.index < 0 || e.index >= static_cast<int>(out[it->second].size())) return;
-        auto& c = out[it->second][static_cast<size_t>(e.index)];
-        c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
-        c.text += e.text;
-        if (!e.finish.empty()) {
-          c.finish = e.finish;
-          --open;
-        }
-      },
-      caf::after(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))) >> [&] { timed_out = true; });
+        [&](event_atom, const gen_event& e) {
+          auto it = index.find(e.request_id);
+          if (it == index.end() || e.index < 0 ||
+              e.index >= static_cast<int>(out[it->second].size()))
+            return;
+          auto& c = out[it->second][static_cast<size_t>(e.index)];
+          c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
+          c.text += e.text;
+          if (!e.finish.empty()) {
+            c.finish = e.finish;
+            --open;
+          }
+        },
+        caf::after(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))) >>
+            [&] { timed_out = true; });
   }
   if (timed_out) {
     for (auto [id, i] : index) self->send(impl_->engine, cancel_atom::value, id);
@@ -249,9 +262,17 @@ expected<std::vector<std::vector<completion>>> host::generate_many(const std::ve
   return out;
 }
 
-const model_source& host::model() const { return *impl_->model; }
-const host_options& host::options() const { return impl_->opt; }
-int64_t host::kv_blocks() const { return impl_->kv_blocks; }
-host_internals& host::internals() { return *impl_; }
+const model_source& host::model() const {
+  return *impl_->model;
+}
+const host_options& host::options() const {
+  return impl_->opt;
+}
+int64_t host::kv_blocks() const {
+  return impl_->kv_blocks;
+}
+host_internals& host::internals() {
+  return *impl_;
+}
 
 } // namespace troupe::actors

@@ -34,15 +34,15 @@ struct custom_hop {
 };
 
 struct host_options {
-  placement place;                 // stages; empty: one stage, TP 1
+  placement place; // stages; empty: one stage, TP 1
   int threads_per_shard = 1;
   kernels::backend where = kernels::backend::cpu;
   int block_size = 16;
   int64_t kv_blocks = 0;           // 0: from kv_memory
   int64_t kv_memory = 256ll << 20; // bytes of KV per shard
   dtype kv_dtype = dtype::f32;
-  scheduler_config sched;          // eos ids and context are filled from the model
-  int max_inflight = 0;            // 0: one per stage
+  scheduler_config sched; // eos ids and context are filled from the model
+  int max_inflight = 0;   // 0: one per stage
   fault_plan faults;
   double step_timeout_s = 60;
   double hang_timeout_s = 60;
@@ -61,16 +61,17 @@ struct completion {
 };
 
 class host {
-public:
-  static expected<std::unique_ptr<host>> start(std::shared_ptr<const model_source> m, host_options o);
+ public:
+  static expected<std::unique_ptr<host>> start(std::shared_ptr<const model_source> m,
+                                               host_options o);
   ~host();
 
   /// Waits until every shard has loaded (false on timeout or when loading failed).
   bool wait_ready(double timeout_s);
   /// Runs one request to completion. on_event (optional) sees every event as it arrives.
-  expected<std::vector<completion>> generate(const gen_request& r,
-                                             const std::function<void(const gen_event&)>& on_event = {},
-                                             double timeout_s = 600);
+  expected<std::vector<completion>>
+  generate(const gen_request& r, const std::function<void(const gen_event&)>& on_event = {},
+           double timeout_s = 600);
   /// Submits every request at once and waits for all of them (completions in request order).
   expected<std::vector<std::vector<completion>>> generate_many(const std::vector<gen_request>& rs,
                                                                double timeout_s = 600);
@@ -82,13 +83,14 @@ public:
   int64_t kv_blocks() const;
   host_internals& internals();
 
-private:
+ private:
   host();
   std::unique_ptr<host_internals> impl_;
 };
 
 /// Blocks per shard that fit `kv_memory` on the shard with the most KV per block, at least
 /// enough for one full context.
-int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size, dtype kv, int64_t kv_memory);
+int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size, dtype kv,
+                      int64_t kv_memory);
 
 } // namespace troupe::actors

@@ -1,7 +1,6 @@
 // messages.cpp: announces the message types (messages.hpp).
 #include "actors/messages.hpp"
 
-
 namespace troupe::actors {
 
 void register_messages(caf::actor_system_config& cfg) {

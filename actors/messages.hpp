@@ -27,13 +27,14 @@ namespace troupe {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.min_p,
-           x.repetition_penalty, x.presence_penalty, x.frequency_penalty, x.seed, x.top_logprobs, x.logprobs);
+           x.repetition_penalty, x.presence_penalty, x.frequency_penalty, x.seed, x.top_logprobs,
+           x.logprobs);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, batch_seq& x) {
-  return f(caf::meta::type_name("batch_seq"), x.seq_id, x.begin, x.count, x.pos0, x.logits, x.blocks, x.sampling,
-           x.sample_step, x.penalty_history);
+  return f(caf::meta::type_name("batch_seq"), x.seq_id, x.begin, x.count, x.pos0, x.logits,
+           x.blocks, x.sampling, x.sample_step, x.penalty_history);
 }
 
 template <class Inspector>
@@ -91,7 +92,8 @@ typename Inspector::result_type inspect(Inspector& f, step_msg& m) {
     batch b;
     std::vector<uint8_t> bytes;
     auto done = caf::meta::load_callback([&]() -> caf::error {
-      if (bytes.size() % sizeof(float)) return caf::make_error(caf::sec::invalid_argument, "activation bytes");
+      if (bytes.size() % sizeof(float))
+        return caf::make_error(caf::sec::invalid_argument, "activation bytes");
       m.plan = std::make_shared<const batch>(std::move(b));
       if (!bytes.empty()) {
         auto v = std::make_shared<std::vector<float>>(bytes.size() / sizeof(float));
@@ -128,26 +130,28 @@ struct step_failed {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_failed& x) {
-  return f(caf::meta::type_name("step_failed"), x.step_id, x.epoch, x.stage, x.rank, x.why, x.transient);
+  return f(caf::meta::type_name("step_failed"), x.step_id, x.epoch, x.stage, x.rank, x.why,
+           x.transient);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_request& x) {
-  return f(caf::meta::type_name("gen_request"), x.prompt, x.sampling, x.max_tokens, x.stop, x.stop_ids,
-           x.ignore_eos, x.n, x.priority, x.tag);
+  return f(caf::meta::type_name("gen_request"), x.prompt, x.sampling, x.max_tokens, x.stop,
+           x.stop_ids, x.ignore_eos, x.n, x.priority, x.tag);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_event& x) {
-  return f(caf::meta::type_name("gen_event"), x.request_id, x.index, x.tokens, x.text, x.logprobs, x.top_logprobs,
-           x.finish, x.prompt_tokens, x.completion_tokens);
+  return f(caf::meta::type_name("gen_event"), x.request_id, x.index, x.tokens, x.text, x.logprobs,
+           x.top_logprobs, x.finish, x.prompt_tokens, x.completion_tokens);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
-  return f(caf::meta::type_name("engine_stats"), x.requests_total, x.requests_running, x.requests_waiting,
-           x.prompt_tokens, x.generated_tokens, x.kv_blocks_total, x.kv_blocks_free, x.preemptions,
-           x.prefix_hit_blocks, x.steps, x.recomputes, x.shard_restarts, x.cancelled, x.leases, x.leased_blocks, x.ready, x.not_ready_reason,
+  return f(caf::meta::type_name("engine_stats"), x.requests_total, x.requests_running,
+           x.requests_waiting, x.prompt_tokens, x.generated_tokens, x.kv_blocks_total,
+           x.kv_blocks_free, x.preemptions, x.prefix_hit_blocks, x.steps, x.recomputes,
+           x.shard_restarts, x.cancelled, x.leases, x.leased_blocks, x.ready, x.not_ready_reason,
            x.ttft, x.itl);
 }
 

@@ -46,10 +46,11 @@ struct parsed_request {
   int top_logprobs = 0;
   std::string model;
   std::vector<std::vector<int32_t>> prompts; // completions may carry several
-  gen_request base;                           // everything but the prompt
+  gen_request base;                          // everything but the prompt
 };
 
-std::variant<parsed_request, api_error> parse_request(const std::string& body, bool chat, const serving_info& info);
+std::variant<parsed_request, api_error> parse_request(const std::string& body, bool chat,
+                                                      const serving_info& info);
 
 struct choice_result {
   int index = 0;
@@ -68,8 +69,8 @@ std::string stream_chunk(const parsed_request& r, const std::string& id, int64_t
                          const std::string& text, const std::string& finish, bool first_for_choice,
                          const gen_event* logprob_source, const tokenizer& tok);
 /// The final usage chunk (stream_options.include_usage).
-std::string usage_chunk(const parsed_request& r, const std::string& id, int64_t created, int64_t prompt_tokens,
-                        int64_t completion_tokens);
+std::string usage_chunk(const parsed_request& r, const std::string& id, int64_t created,
+                        int64_t prompt_tokens, int64_t completion_tokens);
 std::string models_body(const std::string& model_name, int64_t created);
 
 } // namespace troupe::actors

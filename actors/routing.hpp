@@ -23,7 +23,7 @@ struct hop_info {
 };
 
 class routing_table {
-public:
+ public:
   using clock = std::chrono::steady_clock;
 
   uint64_t epoch() const { return epoch_.load(); }
@@ -33,7 +33,8 @@ public:
     std::lock_guard<std::mutex> lk(mu_);
     hops_ = std::move(hops);
     busy_since_.assign(hops_.size(), {});
-    for (size_t h = 0; h < hops_.size(); ++h) busy_since_[h].assign(hops_[h].actors.size(), clock::time_point{});
+    for (size_t h = 0; h < hops_.size(); ++h)
+      busy_since_[h].assign(hops_[h].actors.size(), clock::time_point{});
   }
   size_t hops() const {
     std::lock_guard<std::mutex> lk(mu_);
@@ -73,7 +74,7 @@ public:
 
   caf::actor engine;
 
-private:
+ private:
   mutable std::mutex mu_;
   std::vector<hop_info> hops_;
   std::vector<std::vector<clock::time_point>> busy_since_;

@@ -18,7 +18,7 @@ struct slot {
   shard_setup setup;
   caf::actor handle;
   bool ready = false;
-  bool failed = false;           // given up on
+  bool failed = false; // given up on
   std::deque<clock::time_point> restarts;
   int backoff_ms = 50;
   int64_t resident_bytes = 0;
@@ -36,7 +36,8 @@ using state_ptr = caf::stateful_actor<supervisor_state>*;
 
 int slot_of(state_ptr self, const caf::actor_addr& a) {
   for (size_t i = 0; i < self->state.slots.size(); ++i)
-    if (self->state.slots[i].handle && self->state.slots[i].handle.address() == a) return static_cast<int>(i);
+    if (self->state.slots[i].handle && self->state.slots[i].handle.address() == a)
+      return static_cast<int>(i);
   return -1;
 }
 
@@ -45,7 +46,8 @@ void spawn_slot(state_ptr self, size_t i) {
   s.ready = false;
   s.handle = spawn_shard(self->system(), s.setup, caf::actor_cast<caf::actor>(self));
   self->monitor(s.handle);
-  self->state.setup.routes->replace(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank), s.handle);
+  self->state.setup.routes->replace(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank),
+                                    s.handle);
 }
 
 bool all_ready(state_ptr self) {
@@ -62,19 +64,22 @@ void lost(state_ptr self, size_t i, const std::string& why) {
   s.handle = caf::actor{};
   s.ready = false;
   const uint64_t epoch = st.setup.routes->bump_epoch();
-  if (auto& g = st.setup.groups[static_cast<size_t>(stage)]) g->abort(shard_name(stage, rank) + ": " + why);
+  if (auto& g = st.setup.groups[static_cast<size_t>(stage)])
+    g->abort(shard_name(stage, rank) + ": " + why);
   const auto now = clock::now();
   s.restarts.push_back(now);
-  while (!s.restarts.empty() &&
-         std::chrono::duration<double>(now - s.restarts.front()).count() > st.setup.restart_window_s)
+  while (!s.restarts.empty() && std::chrono::duration<double>(now - s.restarts.front()).count() >
+                                    st.setup.restart_window_s)
     s.restarts.pop_front();
   const bool give_up = static_cast<int>(s.restarts.size()) > st.setup.max_restarts;
   s.failed = give_up;
   TROUPE_LOG_WARN("supervisor", "{} lost ({}); epoch={} {}", shard_name(stage, rank), why, epoch,
-                  give_up ? "giving up: it keeps failing" : fmt::format("restart in {} ms", s.backoff_ms));
+                  give_up ? "giving up: it keeps failing"
+                          : fmt::format("restart in {} ms", s.backoff_ms));
   self->send(st.setup.engine, down_atom::value, stage, rank, why, give_up);
   if (give_up) return;
-  self->delayed_send(self, std::chrono::milliseconds(s.backoff_ms), restart_atom::value, static_cast<int32_t>(i));
+  self->delayed_send(self, std::chrono::milliseconds(s.backoff_ms), restart_atom::value,
+                     static_cast<int32_t>(i));
   s.backoff_ms = std::min(s.backoff_ms * 2, 2000); // bounded exponential backoff
 }
 
@@ -90,73 +95,77 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
   });
   self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
   return {
-    [=](ready_atom, int32_t stage, int32_t rank, int64_t resident, int64_t kv_bytes) {
-      auto& st = self->state;
-      for (size_t i = 0; i < st.slots.size(); ++i) {
-        auto& s = st.slots[i];
-        if (s.setup.stage != stage || s.setup.spec.tp_rank != rank || !s.handle) continue;
-        if (self->current_sender() != s.handle.address()) continue;
-        s.ready = true;
-        s.resident_bytes = resident;
-        TROUPE_LOG_DEBUG("supervisor", "{} ready resident={} kv={}", shard_name(stage, rank), resident, kv_bytes);
-      }
-      if (!all_ready(self)) return;
-      for (auto& g : st.setup.groups)
-        if (g) g->reset(st.setup.routes->epoch());
-      for (auto& s : st.slots) s.backoff_ms = 50;
-      self->send(st.setup.engine, up_atom::value, st.setup.routes->epoch(), st.restarts);
-      st.announced = true;
-    },
-    [=](restart_atom, int32_t i) {
-      auto& st = self->state;
-      if (st.slots[static_cast<size_t>(i)].failed) return;
-      ++st.restarts;
-      TROUPE_LOG_INFO("supervisor", "respawning {}", shard_name(st.slots[i].setup.stage, st.slots[i].setup.spec.tp_rank));
-      spawn_slot(self, static_cast<size_t>(i));
-    },
-    [=](tick_atom) {
-      auto& st = self->state;
-      for (size_t i = 0; i < st.slots.size(); ++i) {
-        auto& s = st.slots[i];
-        if (!s.handle || !s.ready) continue;
-        const double busy = st.setup.routes->busy_seconds(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank));
-        const auto& g = st.setup.groups[static_cast<size_t>(s.setup.stage)];
-        if (g && g->waiting(s.setup.spec.tp_rank)) continue; // waiting for a sibling: a victim, not the cause
-        if (busy > st.setup.hang_timeout_s) {
-          // a detached thread stuck in a kernel cannot be interrupted: abandon it (its late
-          // output carries a stale epoch and is dropped) and start a replacement
-          self->demonitor(s.handle);
-          self->send_exit(s.handle, caf::exit_reason::kill);
-          lost(self, i, fmt::format("step running for {:.1f} s (hang)", busy));
+      [=](ready_atom, int32_t stage, int32_t rank, int64_t resident, int64_t kv_bytes) {
+        auto& st = self->state;
+        for (size_t i = 0; i < st.slots.size(); ++i) {
+          auto& s = st.slots[i];
+          if (s.setup.stage != stage || s.setup.spec.tp_rank != rank || !s.handle) continue;
+          if (self->current_sender() != s.handle.address()) continue;
+          s.ready = true;
+          s.resident_bytes = resident;
+          TROUPE_LOG_DEBUG("supervisor", "{} ready resident={} kv={}", shard_name(stage, rank),
+                           resident, kv_bytes);
         }
-      }
-      self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
-    },
-    [=](resync_atom) -> uint64_t {
-      // a step was lost (dropped message, timeout): free every rank waiting in a collective
-      auto& st = self->state;
-      const uint64_t epoch = st.setup.routes->bump_epoch();
-      for (auto& g : st.setup.groups)
-        if (g) {
-          g->abort("resync");
-          g->reset(epoch);
+        if (!all_ready(self)) return;
+        for (auto& g : st.setup.groups)
+          if (g) g->reset(st.setup.routes->epoch());
+        for (auto& s : st.slots) s.backoff_ms = 50;
+        self->send(st.setup.engine, up_atom::value, st.setup.routes->epoch(), st.restarts);
+        st.announced = true;
+      },
+      [=](restart_atom, int32_t i) {
+        auto& st = self->state;
+        if (st.slots[static_cast<size_t>(i)].failed) return;
+        ++st.restarts;
+        TROUPE_LOG_INFO("supervisor", "respawning {}",
+                        shard_name(st.slots[i].setup.stage, st.slots[i].setup.spec.tp_rank));
+        spawn_slot(self, static_cast<size_t>(i));
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        for (size_t i = 0; i < st.slots.size(); ++i) {
+          auto& s = st.slots[i];
+          if (!s.handle || !s.ready) continue;
+          const double busy =
+              st.setup.routes->busy_seconds(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank));
+          const auto& g = st.setup.groups[static_cast<size_t>(s.setup.stage)];
+          if (g && g->waiting(s.setup.spec.tp_rank))
+            continue; // waiting for a sibling: a victim, not the cause
+          if (busy > st.setup.hang_timeout_s) {
+            // a detached thread stuck in a kernel cannot be interrupted: abandon it (its late
+            // output carries a stale epoch and is dropped) and start a replacement
+            self->demonitor(s.handle);
+            self->send_exit(s.handle, caf::exit_reason::kill);
+            lost(self, i, fmt::format("step running for {:.1f} s (hang)", busy));
+          }
         }
-      TROUPE_LOG_WARN("supervisor", "resync: epoch={}", epoch);
-      return epoch;
-    },
-    [=](stats_atom) -> std::vector<int64_t> {
-      std::vector<int64_t> out;
-      for (const auto& s : self->state.slots) out.push_back(s.resident_bytes);
-      return out;
-    },
-    [=](stop_atom) {
-      for (auto& s : self->state.slots)
-        if (s.handle) {
-          self->demonitor(s.handle);
-          self->send_exit(s.handle, caf::exit_reason::user_shutdown);
-        }
-      self->quit();
-    },
+        self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
+      },
+      [=](resync_atom) -> uint64_t {
+        // a step was lost (dropped message, timeout): free every rank waiting in a collective
+        auto& st = self->state;
+        const uint64_t epoch = st.setup.routes->bump_epoch();
+        for (auto& g : st.setup.groups)
+          if (g) {
+            g->abort("resync");
+            g->reset(epoch);
+          }
+        TROUPE_LOG_WARN("supervisor", "resync: epoch={}", epoch);
+        return epoch;
+      },
+      [=](stats_atom) -> std::vector<int64_t> {
+        std::vector<int64_t> out;
+        for (const auto& s : self->state.slots) out.push_back(s.resident_bytes);
+        return out;
+      },
+      [=](stop_atom) {
+        for (auto& s : self->state.slots)
+          if (s.handle) {
+            self->demonitor(s.handle);
+            self->send_exit(s.handle, caf::exit_reason::user_shutdown);
+          }
+        self->quit();
+      },
   };
 }
 

@@ -11,10 +11,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/host.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "kernels/cpu/probe.hpp"
-#include "actors/host.hpp"
 #include "model/generator.hpp"
 
 namespace troupe::cli {
@@ -42,7 +42,8 @@ expected<actor_speed> bench_actors(const bench_opts& o, std::shared_ptr<const mo
                                    const std::vector<int32_t>& prompt) {
   actors::host_options ho;
   ho.threads_per_shard = o.threads;
-  auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp) : parse_placement(m->config, o.placement);
+  auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp)
+                                   : parse_placement(m->config, o.placement);
   if (!place) return place.error();
   ho.place = *place;
   ho.kv_blocks = (o.prompt_tokens + o.gen_tokens + 32) / 16 + 4;
@@ -77,7 +78,8 @@ expected<actor_speed> bench_actors(const bench_opts& o, std::shared_ptr<const mo
 int64_t decode_bytes(const model::shard_weights& w) {
   int64_t n = w.output.nbytes() + w.output_norm.nbytes();
   for (const auto& l : w.layers)
-    for (const auto* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.attn_norm, &l.ffn_norm})
+    for (const auto* t :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.attn_norm, &l.ffn_norm})
       n += t->data ? t->nbytes() : 0;
   return n;
 }
@@ -96,7 +98,8 @@ int run_bench(const bench_opts& o) {
   if (!gen) return fail(gen.error());
   std::unique_ptr<model::generator> g = std::move(*gen);
   if (o.prompt_tokens + o.gen_tokens >= c.ctx)
-    return fail(make_error(errc::invalid_argument, "prompt + generated tokens must stay below the context {}", c.ctx));
+    return fail(make_error(errc::invalid_argument,
+                           "prompt + generated tokens must stay below the context {}", c.ctx));
   std::mt19937 rng(1);
   std::vector<int32_t> prompt = {static_cast<int32_t>(std::max<int64_t>(c.bos_id, 1))};
   while (static_cast<int>(prompt.size()) < o.prompt_tokens)
@@ -137,39 +140,49 @@ int run_bench(const bench_opts& o) {
   const double layer_params = static_cast<double>(non_embd - c.V * c.C);
   const double attn = 4.0 * c.D * c.H * c.n_layer * P * (P + 1) / 2;
   const double flops_per_token = (2.0 * P * layer_params + attn + 2.0 * c.V * c.C) / P;
-  nlohmann::json j = {{"model", (*m)->path},
-                      {"threads", o.threads},
-                      {"probe_threads", used},
-                      {"prompt_tokens", o.prompt_tokens},
-                      {"gen_tokens", o.gen_tokens},
-                      {"repeats", o.repeats},
-                      {"placement", through_actors ? (o.placement.empty() ? fmt::format("tp{}xpp{}", o.tp, o.pp) : o.placement) : "direct"},
-                      {"max_shard_resident_bytes", resident},
-                      {"cpu", kernels::cpu::cpu_features()},
-                      {"weight_bytes_per_token", bytes},
-                      {"decode_tok_s", dec},
-                      {"decode_us_per_token", 1e6 / dec},
-                      {"decode_gb_s", dec * bytes / 1e9},
-                      {"read_bandwidth_gb_s", bw / 1e9},
-                      {"decode_bound_tok_s", bound_tok},
-                      {"decode_pct_of_bound", 100.0 * dec / bound_tok},
-                      {"prefill_tok_s", pre},
-                      {"prefill_gflop_s", pre * flops_per_token / 1e9},
-                      {"fma_peak_gflop_s", peak / 1e9},
-                      {"prefill_pct_of_peak", 100.0 * pre * flops_per_token / peak}};
+  nlohmann::json j = {
+      {"model", (*m)->path},
+      {"threads", o.threads},
+      {"probe_threads", used},
+      {"prompt_tokens", o.prompt_tokens},
+      {"gen_tokens", o.gen_tokens},
+      {"repeats", o.repeats},
+      {"placement", through_actors
+                        ? (o.placement.empty() ? fmt::format("tp{}xpp{}", o.tp, o.pp) : o.placement)
+                        : "direct"},
+      {"max_shard_resident_bytes", resident},
+      {"cpu", kernels::cpu::cpu_features()},
+      {"weight_bytes_per_token", bytes},
+      {"decode_tok_s", dec},
+      {"decode_us_per_token", 1e6 / dec},
+      {"decode_gb_s", dec * bytes / 1e9},
+      {"read_bandwidth_gb_s", bw / 1e9},
+      {"decode_bound_tok_s", bound_tok},
+      {"decode_pct_of_bound", 100.0 * dec / bound_tok},
+      {"prefill_tok_s", pre},
+      {"prefill_gflop_s", pre * flops_per_token / 1e9},
+      {"fma_peak_gflop_s", peak / 1e9},
+      {"prefill_pct_of_peak", 100.0 * pre * flops_per_token / peak}};
   if (o.json) {
     std::puts(j.dump().c_str());
     return 0;
   }
-  std::printf("model %s, %d thread(s)%s, cpu [%s]\n", (*m)->path.c_str(), o.threads,
-              through_actors ? fmt::format(" per shard, actor pipeline {}", o.placement.empty() ? fmt::format("tp{} x pp{}", o.tp, o.pp) : o.placement).c_str() : "",
-              kernels::cpu::cpu_features());
-  std::printf("decode : %8.1f tok/s  (%7.1f us/token)  %6.2f GB/s of %6.2f GB/s read bandwidth = %5.1f%% of the bound (%.1f tok/s)\n",
+  std::printf(
+      "model %s, %d thread(s)%s, cpu [%s]\n", (*m)->path.c_str(), o.threads,
+      through_actors
+          ? fmt::format(" per shard, actor pipeline {}",
+                        o.placement.empty() ? fmt::format("tp{} x pp{}", o.tp, o.pp) : o.placement)
+                .c_str()
+          : "",
+      kernels::cpu::cpu_features());
+  std::printf("decode : %8.1f tok/s  (%7.1f us/token)  %6.2f GB/s of %6.2f GB/s read bandwidth = "
+              "%5.1f%% of the bound (%.1f tok/s)\n",
               dec, 1e6 / dec, dec * bytes / 1e9, bw / 1e9, 100.0 * dec / bound_tok, bound_tok);
   std::printf("prefill: %8.1f tok/s  %7.1f GFLOP/s of %6.1f GFLOP/s FMA peak = %5.1f%%\n", pre,
               pre * flops_per_token / 1e9, peak / 1e9, 100.0 * pre * flops_per_token / peak);
-  std::printf("weights read per token: %.2f MB; medians of %d runs (%d prompt, %d generated tokens)\n", bytes / 1e6,
-              o.repeats, o.prompt_tokens, o.gen_tokens);
+  std::printf(
+      "weights read per token: %.2f MB; medians of %d runs (%d prompt, %d generated tokens)\n",
+      bytes / 1e6, o.repeats, o.prompt_tokens, o.gen_tokens);
   return 0;
 }
 
@@ -184,16 +197,23 @@ int64_t decode_bytes_of(std::shared_ptr<const model_source> m) {
 
 void add_bench(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<bench_opts>();
-  auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed against the machine's ceilings");
-  cmd->add_option("--model,-m", o->model, "a .gguf file or a Hugging Face directory (default: bundled stories260K)");
+  auto* cmd = app.add_subcommand("bench",
+                                 "measure prefill and decode speed against the machine's ceilings");
+  cmd->add_option("--model,-m", o->model,
+                  "a .gguf file or a Hugging Face directory (default: bundled stories260K)");
   cmd->add_option("--threads", o->threads, "compute threads")->check(CLI::Range(1, 256));
-  cmd->add_option("--prompt-tokens", o->prompt_tokens, "prefill length")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "prefill length")
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--gen-tokens", o->gen_tokens, "tokens to decode")->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--repeats", o->repeats, "runs (the median is reported)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--repeats", o->repeats, "runs (the median is reported)")
+      ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", o->json, "one JSON object");
-  cmd->add_option("--tp", o->tp, "run through the actor pipeline with this TP")->check(CLI::Range(1, 64));
-  cmd->add_option("--pp", o->pp, "run through the actor pipeline with this PP")->check(CLI::Range(1, 1024));
-  cmd->add_option("--placement", o->placement, "run through the actor pipeline with this placement");
+  cmd->add_option("--tp", o->tp, "run through the actor pipeline with this TP")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--pp", o->pp, "run through the actor pipeline with this PP")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--placement", o->placement,
+                  "run through the actor pipeline with this placement");
   cmd->add_flag("--actors", o->actors, "run through the actor pipeline even at TP 1 x PP 1");
   cmd->callback([&run, o] { run = [o] { return run_bench(*o); }; });
 }

@@ -5,9 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/host.hpp"
 #include "commands.hpp"
 #include "common.hpp"
-#include "actors/host.hpp"
 #include "model/generator.hpp"
 
 namespace troupe::cli {
@@ -15,27 +15,30 @@ namespace troupe::cli {
 namespace {
 
 struct opts {
-    std::string model, prompt, prompt_pos, backend = "cpu";
-    int max_tokens = 32, top_k = 0, threads = 1;
-    float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repetition_penalty = 1.0f;
-    uint64_t seed = 0;
-    bool json = false, quiet = false, no_bos = false;
-    int tp = 1, pp = 1;
-    std::string placement;
+  std::string model, prompt, prompt_pos, backend = "cpu";
+  int max_tokens = 32, top_k = 0, threads = 1;
+  float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repetition_penalty = 1.0f;
+  uint64_t seed = 0;
+  bool json = false, quiet = false, no_bos = false;
+  int tp = 1, pp = 1;
+  std::string placement;
 };
 
 // Generation through the actor pipeline (--tp / --pp / --placement).
-int run_sharded(const opts& o, std::shared_ptr<const model_source> m, const std::vector<int32_t>& ids,
-                const std::string& prompt) {
+int run_sharded(const opts& o, std::shared_ptr<const model_source> m,
+                const std::vector<int32_t>& ids, const std::string& prompt) {
   actors::host_options ho;
   ho.threads_per_shard = o.threads;
   ho.where = o.backend == "ref" ? kernels::backend::ref : kernels::backend::cpu;
-  auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp) : parse_placement(m->config, o.placement);
+  auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp)
+                                   : parse_placement(m->config, o.placement);
   if (!place) return fail(place.error());
   ho.place = *place;
   auto h = actors::host::start(m, ho);
   if (!h) return fail(h.error());
-  if (!(*h)->wait_ready(300)) return fail(make_error(errc::unavailable, "shards did not start: {}", (*h)->stats().not_ready_reason));
+  if (!(*h)->wait_ready(300))
+    return fail(
+        make_error(errc::unavailable, "shards did not start: {}", (*h)->stats().not_ready_reason));
   if (!o.quiet && !o.json) {
     const auto bytes = (*h)->resident_bytes();
     std::string per;
@@ -64,7 +67,10 @@ int run_sharded(const opts& o, std::shared_ptr<const model_source> m, const std:
   if (!out) return fail(out.error());
   const auto& c = (*out)[0];
   if (o.json) {
-    nlohmann::json j = {{"prompt_tokens", c.prompt_tokens}, {"tokens", c.tokens}, {"text", c.text}, {"finish_reason", c.finish}};
+    nlohmann::json j = {{"prompt_tokens", c.prompt_tokens},
+                        {"tokens", c.tokens},
+                        {"text", c.text},
+                        {"finish_reason", c.finish}};
     std::puts(j.dump().c_str());
   } else {
     std::puts("");
@@ -78,13 +84,17 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<opts>();
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt");
   cmd->add_option("prompt_text", o->prompt_pos, "the prompt (or --prompt)");
-  cmd->add_option("--model,-m", o->model, "a .gguf file or a Hugging Face directory (default: bundled stories260K)");
+  cmd->add_option("--model,-m", o->model,
+                  "a .gguf file or a Hugging Face directory (default: bundled stories260K)");
   cmd->add_option("--prompt,-p", o->prompt, "the prompt");
-  cmd->add_option("--max-tokens,-n", o->max_tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-tokens,-n", o->max_tokens, "tokens to generate")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temperature,-t", o->temperature, "0 = greedy")->check(CLI::Range(0.0, 2.0));
-  cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", o->top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--min-p", o->min_p, "drop tokens below min_p x the top probability")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", o->min_p, "drop tokens below min_p x the top probability")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--repetition-penalty", o->repetition_penalty, "CTRL-style penalty (1 = off)");
   cmd->add_option("--seed", o->seed, "seed for sampling (same seed, same text)");
   cmd->add_option("--threads", o->threads, "compute threads")->check(CLI::Range(1, 256));
@@ -98,8 +108,10 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   cmd->callback([&run, o] {
     run = [o]() -> int {
       const std::string prompt = !o->prompt.empty() ? o->prompt : o->prompt_pos;
-      if (prompt.empty()) return fail(make_error(errc::invalid_argument, "no prompt (give one, or --prompt)"));
-      auto m = open_model_verbose(o->model.empty() ? default_model_path() : o->model, o->quiet || o->json);
+      if (prompt.empty())
+        return fail(make_error(errc::invalid_argument, "no prompt (give one, or --prompt)"));
+      auto m = open_model_verbose(o->model.empty() ? default_model_path() : o->model,
+                                  o->quiet || o->json);
       if (!m) return fail(m.error());
       auto ids = (*m)->tok->encode(prompt, !o->no_bos, false);
       if (!ids) return fail(ids.error());
@@ -121,20 +133,25 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
         std::fputs(prompt.c_str(), stdout);
         std::fflush(stdout);
       }
-      auto r = (*g)->run(*ids, go, o->json ? std::function<void(const std::string&)>() : [](const std::string& s) {
-        std::fputs(s.c_str(), stdout);
-        std::fflush(stdout);
-      });
+      auto r = (*g)->run(
+          *ids, go, o->json ? std::function<void(const std::string&)>() : [](const std::string& s) {
+            std::fputs(s.c_str(), stdout);
+            std::fflush(stdout);
+          });
       if (!r) return fail(r.error());
       if (o->json) {
-        nlohmann::json j = {{"prompt_tokens", r->prompt_tokens}, {"tokens", r->tokens}, {"text", r->text},
+        nlohmann::json j = {{"prompt_tokens", r->prompt_tokens},
+                            {"tokens", r->tokens},
+                            {"text", r->text},
                             {"finish_reason", r->finish_reason}};
         std::puts(j.dump().c_str());
       } else {
         std::puts("");
         if (!o->quiet)
-          std::fprintf(stderr, "troupe: %zu prompt tokens in %.2f ms, %zu tokens in %.2f ms (%.1f tok/s)\n",
-                       r->prompt_tokens.size(), r->prefill_seconds * 1e3, r->tokens.size(), r->decode_seconds * 1e3,
+          std::fprintf(stderr,
+                       "troupe: %zu prompt tokens in %.2f ms, %zu tokens in %.2f ms (%.1f tok/s)\n",
+                       r->prompt_tokens.size(), r->prefill_seconds * 1e3, r->tokens.size(),
+                       r->decode_seconds * 1e3,
                        r->tokens.size() > 1 ? (r->tokens.size() - 1) / r->decode_seconds : 0.0);
       }
       return 0;

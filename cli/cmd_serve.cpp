@@ -17,7 +17,8 @@ namespace {
 
 struct serve_opts {
   std::string model, host = "127.0.0.1", placement, api_key, kv_memory = "256MiB", name;
-  int port = 8080, tp = 1, pp = 1, threads = 1, block_size = 16, max_batch_tokens = 512, max_seqs = 256;
+  int port = 8080, tp = 1, pp = 1, threads = 1, block_size = 16, max_batch_tokens = 512,
+      max_seqs = 256;
   int64_t max_waiting = 1024;
   std::vector<std::string> inject;
   double drain_timeout = 30, read_timeout = 15, step_timeout = 60;
@@ -36,17 +37,26 @@ expected<int64_t> parse_kv_memory(const std::string& text) {
       return static_cast<int64_t>(v * static_cast<double>(free));
     }
     double mult = 1;
-    if (unit == "KiB" || unit == "K") mult = 1024;
-    else if (unit == "MiB" || unit == "M") mult = 1024.0 * 1024;
-    else if (unit == "GiB" || unit == "G") mult = 1024.0 * 1024 * 1024;
-    else if (unit == "KB") mult = 1e3;
-    else if (unit == "MB") mult = 1e6;
-    else if (unit == "GB") mult = 1e9;
-    else if (!unit.empty()) throw std::invalid_argument(unit);
+    if (unit == "KiB" || unit == "K")
+      mult = 1024;
+    else if (unit == "MiB" || unit == "M")
+      mult = 1024.0 * 1024;
+    else if (unit == "GiB" || unit == "G")
+      mult = 1024.0 * 1024 * 1024;
+    else if (unit == "KB")
+      mult = 1e3;
+    else if (unit == "MB")
+      mult = 1e6;
+    else if (unit == "GB")
+      mult = 1e9;
+    else if (!unit.empty())
+      throw std::invalid_argument(unit);
     if (v <= 0) throw std::invalid_argument("not positive");
     return static_cast<int64_t>(v * mult);
   } catch (const std::exception&) {
-    return make_error(errc::invalid_argument, "--kv-memory '{}': give bytes (512MiB, 2GB) or a fraction of free memory (0.5)", text);
+    return make_error(
+        errc::invalid_argument,
+        "--kv-memory '{}': give bytes (512MiB, 2GB) or a fraction of free memory (0.5)", text);
   }
 }
 
@@ -63,7 +73,8 @@ int run_serve(const serve_opts& o) {
   if (!m) return fail(m.error());
   actors::host_options ho;
   ho.threads_per_shard = o.threads;
-  auto place = o.placement.empty() ? even_placement((*m)->config, o.tp, o.pp) : parse_placement((*m)->config, o.placement);
+  auto place = o.placement.empty() ? even_placement((*m)->config, o.tp, o.pp)
+                                   : parse_placement((*m)->config, o.placement);
   if (!place) return fail(place.error());
   ho.place = *place;
   ho.block_size = o.block_size;
@@ -77,10 +88,13 @@ int run_serve(const serve_opts& o) {
   ho.step_timeout_s = o.step_timeout;
   for (const auto& f : o.inject)
     if (auto st = ho.faults.add(f); !st) return fail(st.error());
-  if (!ho.faults.empty()) std::fprintf(stderr, "troupe: fault injection on: %s\n", ho.faults.to_string().c_str());
+  if (!ho.faults.empty())
+    std::fprintf(stderr, "troupe: fault injection on: %s\n", ho.faults.to_string().c_str());
   auto h = actors::host::start(*m, ho);
   if (!h) return fail(h.error());
-  if (!(*h)->wait_ready(600)) return fail(make_error(errc::unavailable, "shards did not start: {}", (*h)->stats().not_ready_reason));
+  if (!(*h)->wait_ready(600))
+    return fail(
+        make_error(errc::unavailable, "shards did not start: {}", (*h)->stats().not_ready_reason));
   actors::gateway_options go;
   go.host = o.host;
   go.port = static_cast<uint16_t>(o.port);
@@ -91,16 +105,17 @@ int run_serve(const serve_opts& o) {
   auto gw = actors::gateway::start(**h, go);
   if (!gw) return fail(gw.error());
   std::fprintf(stderr, "troupe: serving %s on http://%s:%u (placement %s, %lld KV blocks)\n",
-               (*gw)->model_name().c_str(), o.host.c_str(), (*gw)->port(), ho.place.to_string().c_str(),
-               static_cast<long long>((*h)->kv_blocks()));
+               (*gw)->model_name().c_str(), o.host.c_str(), (*gw)->port(),
+               ho.place.to_string().c_str(), static_cast<long long>((*h)->kv_blocks()));
   std::fflush(stderr);
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::fprintf(stderr, "troupe: %s: draining requests in flight (up to %.0f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
-               o.drain_timeout);
+  std::fprintf(stderr, "troupe: %s: draining requests in flight (up to %.0f s)\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", o.drain_timeout);
   const bool drained = (*gw)->drain(o.drain_timeout);
   (*gw)->shutdown();
-  std::fprintf(stderr, "troupe: %s\n", drained ? "drained; bye" : "drain timeout; closing the rest");
+  std::fprintf(stderr, "troupe: %s\n",
+               drained ? "drained; bye" : "drain timeout; closing the rest");
   return 0;
 }
 
@@ -109,26 +124,35 @@ int run_serve(const serve_opts& o) {
 void add_serve(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<serve_opts>();
   auto* cmd = app.add_subcommand("serve", "serve the OpenAI-compatible HTTP API");
-  cmd->add_option("--model,-m", o->model, "a .gguf file or a Hugging Face directory (default: bundled stories260K)");
+  cmd->add_option("--model,-m", o->model,
+                  "a .gguf file or a Hugging Face directory (default: bundled stories260K)");
   cmd->add_option("--host", o->host, "listen address");
   cmd->add_option("--port", o->port, "listen port (0: any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("--tp", o->tp, "tensor-parallel shards per stage")->check(CLI::Range(1, 64));
   cmd->add_option("--pp", o->pp, "pipeline stages")->check(CLI::Range(1, 1024));
   cmd->add_option("--placement", o->placement, "per-stage layers and TP, e.g. 0-2:tp2,3-4:tp1");
   cmd->add_option("--api-key", o->api_key, "require Authorization: Bearer KEY");
-  cmd->add_option("--served-model-name", o->name, "the model id clients use (default: the file or directory name)");
+  cmd->add_option("--served-model-name", o->name,
+                  "the model id clients use (default: the file or directory name)");
   cmd->add_option("--threads", o->threads, "compute threads per shard")->check(CLI::Range(1, 256));
-  cmd->add_option("--kv-memory", o->kv_memory, "KV cache per shard: bytes (512MiB) or a fraction of free memory (0.5)");
+  cmd->add_option("--kv-memory", o->kv_memory,
+                  "KV cache per shard: bytes (512MiB) or a fraction of free memory (0.5)");
   cmd->add_option("--block-size", o->block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
-  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "token budget per step")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "token budget per step")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-seqs", o->max_seqs, "sequences per step")->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--max-waiting", o->max_waiting, "queued requests before answering 429")->check(CLI::Range(1, 1 << 30));
-  cmd->add_option("--inject", o->inject, "fault injection rule (repeatable), e.g. kill-shard:stage=0,rank=1,step=20");
+  cmd->add_option("--max-waiting", o->max_waiting, "queued requests before answering 429")
+      ->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--inject", o->inject,
+                  "fault injection rule (repeatable), e.g. kill-shard:stage=0,rank=1,step=20");
   cmd->add_option("--drain-timeout", o->drain_timeout, "seconds to finish requests on SIGTERM");
-  cmd->add_option("--read-timeout", o->read_timeout, "seconds a client may take to send one request");
-  cmd->add_option("--step-timeout", o->step_timeout, "seconds before a step in flight counts as lost");
+  cmd->add_option("--read-timeout", o->read_timeout,
+                  "seconds a client may take to send one request");
+  cmd->add_option("--step-timeout", o->step_timeout,
+                  "seconds before a step in flight counts as lost");
   cmd->add_option("--max-body", o->max_body, "largest request body in bytes");
-  cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "do not reuse KV blocks of shared prefixes");
+  cmd->add_flag("--no-prefix-cache", o->no_prefix_cache,
+                "do not reuse KV blocks of shared prefixes");
   cmd->callback([&run, o] { run = [o] { return run_serve(*o); }; });
 }
 

@@ -17,7 +17,8 @@ std::string bundled_path(const std::string& rel) {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    for (const fs::path& p : {exe.parent_path() / "../share/troupe/models" / rel, exe.parent_path() / "../../models" / rel})
+    for (const fs::path& p : {exe.parent_path() / "../share/troupe/models" / rel,
+                              exe.parent_path() / "../../models" / rel})
       if (fs::exists(p)) return fs::weakly_canonical(p).string();
   }
   return src.string();
@@ -28,15 +29,19 @@ std::string default_model_path() {
   return bundled_path("stories260K/stories260K.gguf");
 }
 
-expected<std::shared_ptr<const model_source>> open_model_verbose(const std::string& path, bool quiet) {
+expected<std::shared_ptr<const model_source>> open_model_verbose(const std::string& path,
+                                                                 bool quiet) {
   const auto t0 = std::chrono::steady_clock::now();
   auto m = open_model(path);
   if (!m) return m;
-  const double ms = std::chrono::duration<double, std::milli>((std::chrono::steady_clock::now() - t0)).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>((std::chrono::steady_clock::now() - t0)).count();
   if (!quiet) {
     const auto& c = (*m)->config;
-    fmt::print(stderr, "troupe: loaded {} ({} {}, {:.2f}M parameters, {} layers, {} tokenizer) in {:.1f} ms\n",
-               path, (*m)->format, c.arch, c.parameters() / 1e6, c.n_layer, (*m)->tok->kind(), ms);
+    fmt::print(
+        stderr,
+        "troupe: loaded {} ({} {}, {:.2f}M parameters, {} layers, {} tokenizer) in {:.1f} ms\n",
+        path, (*m)->format, c.arch, c.parameters() / 1e6, c.n_layer, (*m)->tok->kind(), ms);
   }
   return m;
 }
@@ -47,7 +52,8 @@ int fail(const error& e) {
 }
 
 progress_line::progress_line(std::string label, bool enabled)
-  : label_(std::move(label)), tty_(enabled && isatty(STDERR_FILENO)) {}
+    : label_(std::move(label))
+    , tty_(enabled && isatty(STDERR_FILENO)) {}
 
 void progress_line::update(int64_t done, int64_t total) {
   if (!tty_ || total <= 0) return;
@@ -55,7 +61,8 @@ void progress_line::update(int64_t done, int64_t total) {
   if (pct == last_percent_) return;
   last_percent_ = pct;
   const int width = 30, fill = pct * width / 100;
-  fmt::print(stderr, "\r{} [{}{}] {:3d}%", label_, std::string(fill, '#'), std::string(width - fill, ' '), pct);
+  fmt::print(stderr, "\r{} [{}{}] {:3d}%", label_, std::string(fill, '#'),
+             std::string(width - fill, ' '), pct);
   std::fflush(stderr);
 }
 

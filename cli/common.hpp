@@ -15,18 +15,19 @@ std::string default_model_path();
 /// A file shipped in models/ (vocabularies for synth).
 std::string bundled_path(const std::string& rel);
 /// Opens a model, printing what it is and how long it took to stderr (unless quiet).
-expected<std::shared_ptr<const model_source>> open_model_verbose(const std::string& path, bool quiet);
+expected<std::shared_ptr<const model_source>> open_model_verbose(const std::string& path,
+                                                                 bool quiet);
 /// Prints "troupe: <error>" to stderr and returns an exit code (2 for bad arguments, 1 else).
 int fail(const error& e);
 
 /// A one-line progress bar on stderr when it is a terminal; silent otherwise.
 class progress_line {
-public:
+ public:
   progress_line(std::string label, bool enabled);
   void update(int64_t done, int64_t total);
   void finish(const std::string& tail);
 
-private:
+ private:
   std::string label_;
   bool tty_;
   int last_percent_ = -1;

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     troupe::log_set_level(lv);
   }
   if (version) {
-    fmt::print("troupe {} (cuda: {})\n", TROUPE_VERSION, troupe::kernels::cuda_available() ? "yes" : "no");
+    fmt::print("troupe {} (cuda: {})\n", TROUPE_VERSION,
+               troupe::kernels::cuda_available() ? "yes" : "no");
     return 0;
   }
   if (!run) {

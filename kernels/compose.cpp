@@ -50,7 +50,9 @@ bool has(const registry& r, backend b, std::initializer_list<op> ops, const tens
   return true;
 }
 
-tensor_view f32_2d(const tensor_view& t) { return tensor_view(t.data, dtype::f32, shape{t.rows(), t.cols()}); }
+tensor_view f32_2d(const tensor_view& t) {
+  return tensor_view(t.data, dtype::f32, shape{t.rows(), t.cols()});
+}
 
 struct scratch {
   std::vector<device_buffer> bufs;
@@ -91,13 +93,13 @@ void gelu_run(const registry& r, backend b, const op_args& a, const exec_ctx& c)
   auto t1 = s.make(b, x.rows(), x.cols());
   auto t2 = s.make(b, x.rows(), x.cols());
   const float k = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
-  prim(r, b, make(op::mul, t1, x, x), c);                   // x^2
-  prim(r, b, make(op::mul, t1, t1, x), c);                  // x^3
-  prim(r, b, make(op::scale, t1, t1, {}, 0.044715f), c);    // 0.044715 x^3
-  prim(r, b, make(op::add, t1, t1, x), c);                  // x + 0.044715 x^3
-  prim(r, b, make(op::scale, t1, t1, {}, k), c);            // k (...)
-  prim(r, b, make(op::tanh, t2, t1), c);                    // tanh
-  prim(r, b, make(op::scale, t2, t2, {}, 0.5f, 0.5f), c);   // (1 + tanh) / 2
+  prim(r, b, make(op::mul, t1, x, x), c);                 // x^2
+  prim(r, b, make(op::mul, t1, t1, x), c);                // x^3
+  prim(r, b, make(op::scale, t1, t1, {}, 0.044715f), c);  // 0.044715 x^3
+  prim(r, b, make(op::add, t1, t1, x), c);                // x + 0.044715 x^3
+  prim(r, b, make(op::scale, t1, t1, {}, k), c);          // k (...)
+  prim(r, b, make(op::tanh, t2, t1), c);                  // tanh
+  prim(r, b, make(op::scale, t2, t2, {}, 0.5f, 0.5f), c); // (1 + tanh) / 2
   prim(r, b, make(op::mul, y, x, t2), c);
 }
 
@@ -118,9 +120,9 @@ void norm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c,
     prim(r, b, make(op::scale, col, col, {}, -1.0f / C), c); // -mean
     prim(r, b, make(op::add, xc, x, col), c);                // x - mean
   } else {
-    prim(r, b, make(op::scale, xc, x, {}, 1.0f), c);         // copy
+    prim(r, b, make(op::scale, xc, x, {}, 1.0f), c); // copy
   }
-  prim(r, b, make(op::mul, y, xc, xc), c);                        // squares (y as scratch)
+  prim(r, b, make(op::mul, y, xc, xc), c); // squares (y as scratch)
   prim(r, b, make(op::sum_rows, col, y), c);
   prim(r, b, make(op::scale, col, col, {}, 1.0f / C, a.p.eps), c); // var + eps
   prim(r, b, make(op::rsqrt, col, col), c);

@@ -15,7 +15,9 @@ bool cuda_available() {
   return false;
 }
 
-device* get_cuda_device(int) { return nullptr; }
+device* get_cuda_device(int) {
+  return nullptr;
+}
 
 void register_cuda_kernels(registry&) {}
 

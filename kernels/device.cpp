@@ -15,8 +15,9 @@ device* get_cuda_device(int index); // cuda_device.cpp or cuda_stub.cpp
 namespace {
 
 class host_device final : public device {
-public:
-  explicit host_device(backend b) : kind_(b) {}
+ public:
+  explicit host_device(backend b)
+      : kind_(b) {}
   backend kind() const override { return kind_; }
   std::string describe() const override { return fmt::format("host ({})", to_string(kind_)); }
   expected<void*> alloc(size_t bytes) override {
@@ -42,7 +43,7 @@ public:
     return static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   }
 
-private:
+ private:
   backend kind_;
 };
 
@@ -51,9 +52,12 @@ private:
 device* get_device(backend b, int index) {
   static host_device ref_dev(backend::ref), cpu_dev(backend::cpu);
   switch (b) {
-    case backend::ref: return &ref_dev;
-    case backend::cpu: return &cpu_dev;
-    case backend::cuda: return get_cuda_device(index);
+  case backend::ref:
+    return &ref_dev;
+  case backend::cpu:
+    return &cpu_dev;
+  case backend::cuda:
+    return get_cuda_device(index);
   }
   return nullptr;
 }
@@ -68,9 +72,9 @@ expected<device_buffer> device_buffer::allocate(device& dev, size_t bytes) {
 }
 
 device_buffer::device_buffer(device_buffer&& o) noexcept
-  : dev_(std::exchange(o.dev_, nullptr))
-  , ptr_(std::exchange(o.ptr_, nullptr))
-  , size_(std::exchange(o.size_, 0)) {}
+    : dev_(std::exchange(o.dev_, nullptr))
+    , ptr_(std::exchange(o.ptr_, nullptr))
+    , size_(std::exchange(o.size_, 0)) {}
 
 device_buffer& device_buffer::operator=(device_buffer&& o) noexcept {
   if (this != &o) {

@@ -16,7 +16,7 @@
 namespace troupe::kernels {
 
 class device {
-public:
+ public:
   virtual ~device() = default;
   virtual backend kind() const = 0;
   virtual std::string describe() const = 0;
@@ -36,7 +36,7 @@ bool cuda_available();
 
 /// RAII device allocation.
 class device_buffer {
-public:
+ public:
   device_buffer() = default;
   static expected<device_buffer> allocate(device& dev, size_t bytes);
   device_buffer(device_buffer&& o) noexcept;
@@ -45,7 +45,7 @@ public:
   void* data() const { return ptr_; }
   size_t size() const { return size_; }
 
-private:
+ private:
   device* dev_ = nullptr;
   void* ptr_ = nullptr;
   size_t size_ = 0;

@@ -7,13 +7,15 @@ namespace troupe::kernels {
 namespace {
 
 constexpr std::array<std::string_view, op_count> op_names = {
-  "embedding", "matmul",    "rmsnorm",   "layernorm", "rope",      "silu",
-  "gelu_erf",  "gelu_tanh", "tanh",      "rsqrt",     "swiglu",    "softmax",
-  "add",       "mul",       "scale",     "sum_rows",  "attention", "paged_attention",
-  "kv_store",  "argmax",    "topk",      "convert",   "quantize",  "dequantize",
+    "embedding", "matmul",    "rmsnorm", "layernorm", "rope",      "silu",
+    "gelu_erf",  "gelu_tanh", "tanh",    "rsqrt",     "swiglu",    "softmax",
+    "add",       "mul",       "scale",   "sum_rows",  "attention", "paged_attention",
+    "kv_store",  "argmax",    "topk",    "convert",   "quantize",  "dequantize",
 };
 
-bool is_float(dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; }
+bool is_float(dtype t) {
+  return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16;
+}
 
 status fail(const op_args& a, std::string_view what) {
   return make_error(errc::shape_mismatch, "{}: {}", to_string(a.kind), what);
@@ -21,7 +23,9 @@ status fail(const op_args& a, std::string_view what) {
 
 } // namespace
 
-std::string_view to_string(op o) { return op_names[static_cast<size_t>(o)]; }
+std::string_view to_string(op o) {
+  return op_names[static_cast<size_t>(o)];
+}
 
 bool parse_op(std::string_view name, op& out) {
   for (size_t i = 0; i < op_names.size(); ++i) {
@@ -35,9 +39,12 @@ bool parse_op(std::string_view name, op& out) {
 
 std::string_view to_string(backend b) {
   switch (b) {
-    case backend::ref: return "ref";
-    case backend::cpu: return "cpu";
-    case backend::cuda: return "cuda";
+  case backend::ref:
+    return "ref";
+  case backend::cpu:
+    return "cpu";
+  case backend::cuda:
+    return "cuda";
   }
   return "?";
 }
@@ -47,87 +54,89 @@ status check_args(const op_args& a) {
   const auto& d = a.dst;
   if (!d.data) return fail(a, "no destination");
   switch (a.kind) {
-    case op::embedding:
-      if (a.src[1].type != dtype::i32 || d.type != dtype::f32) return fail(a, "ids must be i32, dst f32");
-      if (d.rows() != a.src[1].numel() || d.cols() != s0.cols()) return fail(a, "dst must be [T, C]");
-      return {};
-    case op::matmul:
-      if (s0.type != dtype::f32 || d.type != dtype::f32) return fail(a, "x and dst must be f32");
-      if (s0.cols() != a.src[1].cols()) return fail(a, "x [T, K] and W [N, K] disagree on K");
-      if (d.rows() != s0.rows() || d.cols() != a.src[1].rows()) return fail(a, "dst must be [T, N]");
-      if (a.src[2].data && a.src[2].numel() != d.cols()) return fail(a, "bias must be [N]");
-      return {};
-    case op::rmsnorm:
-    case op::layernorm:
-      if (a.src[1].numel() != s0.cols()) return fail(a, "weight must be [C]");
-      if (d.dims != s0.dims) return fail(a, "dst shape must equal x");
-      return {};
-    case op::rope:
-      if (s0.dims.rank != 3 || a.src[1].numel() != s0.dims[0]) return fail(a, "x [T, H, D], pos [T]");
-      if (a.p.rope.rot_dim <= 0 || a.p.rope.rot_dim > s0.dims[2] || a.p.rope.rot_dim % 2)
-        return fail(a, "rot_dim must be even and <= D");
-      return {};
-    case op::silu:
-    case op::gelu_erf:
-    case op::gelu_tanh:
-    case op::tanh:
-    case op::rsqrt:
-    case op::scale:
-    case op::softmax:
-      if (d.numel() != s0.numel()) return fail(a, "dst must match src0");
-      return {};
-    case op::swiglu:
-      if (a.src[1].dims != s0.dims || d.dims != s0.dims) return fail(a, "gate, up, dst must match");
-      return {};
-    case op::add:
-    case op::mul: {
-      const auto& s1 = a.src[1];
-      const bool full = s1.rows() == s0.rows() && s1.cols() == s0.cols();
-      const bool row = s1.rows() == 1 && s1.cols() == s0.cols();
-      const bool col = s1.rows() == s0.rows() && s1.cols() == 1;
-      if (!(full || row || col)) return fail(a, "src1 must be [T, C], [1, C] or [T, 1]");
-      if (d.numel() != s0.numel()) return fail(a, "dst must match src0");
-      return {};
-    }
-    case op::sum_rows:
-      if (d.numel() != s0.rows()) return fail(a, "dst must be [T, 1]");
-      return {};
-    case op::attention:
-      if (s0.dims.rank != 3 || a.src[1].dims.rank != 3 || a.src[2].dims != a.src[1].dims)
-        return fail(a, "q [T, H, D], k and v [S, Hkv, D]");
-      if (s0.dims[1] % a.src[1].dims[1] != 0) return fail(a, "H must be a multiple of Hkv");
-      if (a.p.pos0 + s0.dims[0] > a.src[1].dims[0]) return fail(a, "keys do not cover the queries");
-      return {};
-    case op::paged_attention:
-      if (s0.dims.rank != 3 || a.src[1].dims.rank != 4 || a.src[2].dims != a.src[1].dims)
-        return fail(a, "q [T, H, D], caches [NB, P, Hkv, D]");
-      if (s0.dims[1] % a.src[1].dims[2] != 0) return fail(a, "H must be a multiple of Hkv");
-      if (a.src[3].type != dtype::i32 || a.src[3].dims.rank != 2 || a.src[3].cols() < 3)
-        return fail(a, "seqs must be i32 [S, 3 + MB]");
-      return {};
-    case op::kv_store:
-      if (a.src[1].type != dtype::i32 || a.src[1].numel() != s0.dims[0]) return fail(a, "slots i32 [T]");
-      return {};
-    case op::argmax:
-      if (d.type != dtype::i32 || d.numel() != s0.rows()) return fail(a, "dst must be i32 [T]");
-      return {};
-    case op::topk:
-      if (a.p.k <= 0 || a.p.k > s0.cols()) return fail(a, "k out of range");
-      if (d.type != dtype::i32 || d.numel() != s0.rows() * a.p.k) return fail(a, "dst i32 [T, k]");
-      if (!a.dst2.data || a.dst2.numel() != d.numel()) return fail(a, "dst2 f32 [T, k]");
-      return {};
-    case op::convert:
-      if (!is_float(s0.type) || !is_float(d.type)) return fail(a, "convert takes f32/f16/bf16");
-      if (d.numel() != s0.numel()) return fail(a, "dst must match src0");
-      return {};
-    case op::quantize:
-    case op::dequantize: {
-      const auto& q = a.kind == op::quantize ? d : s0;
-      const auto& f = a.kind == op::quantize ? s0 : d;
-      if (!is_quantized(q.type) || f.type != dtype::f32) return fail(a, "f32 <-> q8_0/q4_0");
-      if (f.cols() % qk != 0 || f.numel() != q.numel()) return fail(a, "rows must be blocks of 32");
-      return {};
-    }
+  case op::embedding:
+    if (a.src[1].type != dtype::i32 || d.type != dtype::f32)
+      return fail(a, "ids must be i32, dst f32");
+    if (d.rows() != a.src[1].numel() || d.cols() != s0.cols()) return fail(a, "dst must be [T, C]");
+    return {};
+  case op::matmul:
+    if (s0.type != dtype::f32 || d.type != dtype::f32) return fail(a, "x and dst must be f32");
+    if (s0.cols() != a.src[1].cols()) return fail(a, "x [T, K] and W [N, K] disagree on K");
+    if (d.rows() != s0.rows() || d.cols() != a.src[1].rows()) return fail(a, "dst must be [T, N]");
+    if (a.src[2].data && a.src[2].numel() != d.cols()) return fail(a, "bias must be [N]");
+    return {};
+  case op::rmsnorm:
+  case op::layernorm:
+    if (a.src[1].numel() != s0.cols()) return fail(a, "weight must be [C]");
+    if (d.dims != s0.dims) return fail(a, "dst shape must equal x");
+    return {};
+  case op::rope:
+    if (s0.dims.rank != 3 || a.src[1].numel() != s0.dims[0]) return fail(a, "x [T, H, D], pos [T]");
+    if (a.p.rope.rot_dim <= 0 || a.p.rope.rot_dim > s0.dims[2] || a.p.rope.rot_dim % 2)
+      return fail(a, "rot_dim must be even and <= D");
+    return {};
+  case op::silu:
+  case op::gelu_erf:
+  case op::gelu_tanh:
+  case op::tanh:
+  case op::rsqrt:
+  case op::scale:
+  case op::softmax:
+    if (d.numel() != s0.numel()) return fail(a, "dst must match src0");
+    return {};
+  case op::swiglu:
+    if (a.src[1].dims != s0.dims || d.dims != s0.dims) return fail(a, "gate, up, dst must match");
+    return {};
+  case op::add:
+  case op::mul: {
+    const auto& s1 = a.src[1];
+    const bool full = s1.rows() == s0.rows() && s1.cols() == s0.cols();
+    const bool row = s1.rows() == 1 && s1.cols() == s0.cols();
+    const bool col = s1.rows() == s0.rows() && s1.cols() == 1;
+    if (!(full || row || col)) return fail(a, "src1 must be [T, C], [1, C] or [T, 1]");
+    if (d.numel() != s0.numel()) return fail(a, "dst must match src0");
+    return {};
+  }
+  case op::sum_rows:
+    if (d.numel() != s0.rows()) return fail(a, "dst must be [T, 1]");
+    return {};
+  case op::attention:
+    if (s0.dims.rank != 3 || a.src[1].dims.rank != 3 || a.src[2].dims != a.src[1].dims)
+      return fail(a, "q [T, H, D], k and v [S, Hkv, D]");
+    if (s0.dims[1] % a.src[1].dims[1] != 0) return fail(a, "H must be a multiple of Hkv");
+    if (a.p.pos0 + s0.dims[0] > a.src[1].dims[0]) return fail(a, "keys do not cover the queries");
+    return {};
+  case op::paged_attention:
+    if (s0.dims.rank != 3 || a.src[1].dims.rank != 4 || a.src[2].dims != a.src[1].dims)
+      return fail(a, "q [T, H, D], caches [NB, P, Hkv, D]");
+    if (s0.dims[1] % a.src[1].dims[2] != 0) return fail(a, "H must be a multiple of Hkv");
+    if (a.src[3].type != dtype::i32 || a.src[3].dims.rank != 2 || a.src[3].cols() < 3)
+      return fail(a, "seqs must be i32 [S, 3 + MB]");
+    return {};
+  case op::kv_store:
+    if (a.src[1].type != dtype::i32 || a.src[1].numel() != s0.dims[0])
+      return fail(a, "slots i32 [T]");
+    return {};
+  case op::argmax:
+    if (d.type != dtype::i32 || d.numel() != s0.rows()) return fail(a, "dst must be i32 [T]");
+    return {};
+  case op::topk:
+    if (a.p.k <= 0 || a.p.k > s0.cols()) return fail(a, "k out of range");
+    if (d.type != dtype::i32 || d.numel() != s0.rows() * a.p.k) return fail(a, "dst i32 [T, k]");
+    if (!a.dst2.data || a.dst2.numel() != d.numel()) return fail(a, "dst2 f32 [T, k]");
+    return {};
+  case op::convert:
+    if (!is_float(s0.type) || !is_float(d.type)) return fail(a, "convert takes f32/f16/bf16");
+    if (d.numel() != s0.numel()) return fail(a, "dst must match src0");
+    return {};
+  case op::quantize:
+  case op::dequantize: {
+    const auto& q = a.kind == op::quantize ? d : s0;
+    const auto& f = a.kind == op::quantize ? s0 : d;
+    if (!is_quantized(q.type) || f.type != dtype::f32) return fail(a, "f32 <-> q8_0/q4_0");
+    if (f.cols() % qk != 0 || f.numel() != q.numel()) return fail(a, "rows must be blocks of 32");
+    return {};
+  }
   }
   return fail(a, "unknown op");
 }

@@ -39,7 +39,7 @@ struct kernel {
 enum class lookup { any, native_only, composed_only };
 
 class registry {
-public:
+ public:
   /// The process-wide registry with every backend built into this binary.
   static const registry& global();
 
@@ -55,7 +55,7 @@ public:
   /// Backends with at least one registered kernel, ref first.
   std::vector<backend> backends() const;
 
-private:
+ private:
   struct native_entry {
     op o;
     backend b;

@@ -27,7 +27,8 @@ expected<generation> generator::run(const std::vector<int32_t>& prompt, const ge
   TROUPE_TRY(o.sampling.validate());
   if (prompt.empty()) return make_error(errc::invalid_argument, "empty prompt");
   if (static_cast<int64_t>(prompt.size()) >= c.ctx)
-    return make_error(errc::out_of_range, "prompt of {} tokens does not fit the context of {}", prompt.size(), c.ctx);
+    return make_error(errc::out_of_range, "prompt of {} tokens does not fit the context of {}",
+                      prompt.size(), c.ctx);
   generation out;
   out.prompt_tokens = prompt;
   const int P = runner_->block_size();
@@ -37,10 +38,13 @@ expected<generation> generator::run(const std::vector<int32_t>& prompt, const ge
   s.seq_id = 1;
   s.count = static_cast<int32_t>(prompt.size());
   s.logits = true;
-  const int64_t max_pos = std::min<int64_t>(c.ctx, static_cast<int64_t>(prompt.size()) + o.max_tokens);
-  for (int64_t blk = 0; blk < (max_pos + P - 1) / P; ++blk) s.blocks.push_back(static_cast<int32_t>(blk + 1));
+  const int64_t max_pos =
+      std::min<int64_t>(c.ctx, static_cast<int64_t>(prompt.size()) + o.max_tokens);
+  for (int64_t blk = 0; blk < (max_pos + P - 1) / P; ++blk)
+    s.blocks.push_back(static_cast<int32_t>(blk + 1));
   if (static_cast<int64_t>(s.blocks.size()) >= runner_->kv_blocks())
-    return make_error(errc::out_of_memory, "KV arena of {} blocks is too small", runner_->kv_blocks());
+    return make_error(errc::out_of_memory, "KV arena of {} blocks is too small",
+                      runner_->kv_blocks());
   b.seqs = {s};
   std::vector<float> x, logits;
   std::vector<int32_t> history(prompt);

@@ -32,7 +32,7 @@ struct generation {
 };
 
 class generator {
-public:
+ public:
   /// One shard holding the whole model on `opt.where`; KV for `ctx` positions.
   static expected<std::unique_ptr<generator>> create(std::shared_ptr<const model_source> m,
                                                      runner_options opt);
@@ -42,7 +42,7 @@ public:
   shard_runner& runner() { return *runner_; }
   const model_source& source() const { return *source_; }
 
-private:
+ private:
   std::shared_ptr<const model_source> source_;
   std::unique_ptr<shard_runner> runner_;
 };

@@ -16,10 +16,13 @@ expected<std::unique_ptr<shard_runner>> shard_runner::create(std::shared_ptr<con
                                                              const runner_options& opt,
                                                              collective* comm) {
   if (opt.where != kernels::backend::cpu && opt.where != kernels::backend::ref)
-    return make_error(errc::unsupported, "shard runner: backend {} is not wired yet", kernels::to_string(opt.where));
-  if (m->config.mlp_bias) return make_error(errc::unsupported, "{}: MLP biases are not supported", m->path);
+    return make_error(errc::unsupported, "shard runner: backend {} is not wired yet",
+                      kernels::to_string(opt.where));
+  if (m->config.mlp_bias)
+    return make_error(errc::unsupported, "{}: MLP biases are not supported", m->path);
   if (opt.block_size <= 0 || opt.kv_blocks < 2)
-    return make_error(errc::invalid_argument, "KV arena needs a positive block size and at least 2 blocks");
+    return make_error(errc::invalid_argument,
+                      "KV arena needs a positive block size and at least 2 blocks");
   std::unique_ptr<shard_runner> r(new shard_runner());
   r->opt_ = opt;
   r->comm_ = comm;
@@ -27,13 +30,16 @@ expected<std::unique_ptr<shard_runner>> shard_runner::create(std::shared_ptr<con
   TROUPE_TRY_ASSIGN(w, load_shard_weights(std::move(m), spec));
   r->w_ = std::move(w);
   if (comm && comm->size() != spec.tp_size)
-    return make_error(errc::invalid_argument, "collective of size {} for TP {}", comm->size(), spec.tp_size);
+    return make_error(errc::invalid_argument, "collective of size {} for TP {}", comm->size(),
+                      spec.tp_size);
   r->pool_ = std::make_unique<thread_pool>(opt.threads, opt.cpus);
   const auto& c = r->config();
   const int64_t layers = spec.layer_end - spec.layer_begin;
-  r->kv_layer_bytes_ = row_bytes(opt.kv_dtype, opt.kv_blocks * opt.block_size * r->w_->dims.Hkv_s * c.D);
+  r->kv_layer_bytes_ =
+      row_bytes(opt.kv_dtype, opt.kv_blocks * opt.block_size * r->w_->dims.Hkv_s * c.D);
   // not zeroed: attention only reads positions a step has written, and untouched pages cost nothing
-  TROUPE_TRY_ASSIGN(kv, buffer::allocate(static_cast<size_t>(2 * layers * r->kv_layer_bytes_), false));
+  TROUPE_TRY_ASSIGN(kv,
+                    buffer::allocate(static_cast<size_t>(2 * layers * r->kv_layer_bytes_), false));
   r->kv_ = std::move(kv);
   return r;
 }
@@ -59,8 +65,9 @@ status shard_runner::exec(op_args& a) {
   if (it == kernels_.end()) {
     auto k = reg_->find(opt_.where, a);
     if (!k)
-      return make_error(errc::unsupported, "no {} kernel for {} ({} x {})", kernels::to_string(opt_.where),
-                        kernels::to_string(a.kind), name(a.src[0].type), name(a.src[1].type));
+      return make_error(errc::unsupported, "no {} kernel for {} ({} x {})",
+                        kernels::to_string(opt_.where), kernels::to_string(a.kind),
+                        name(a.src[0].type), name(a.src[1].type));
     it = kernels_.emplace(key, std::move(*k)).first;
   }
   kernels::exec_ctx ctx;
@@ -75,24 +82,26 @@ status shard_runner::check_batch(const batch& b) const {
   int64_t covered = 0;
   for (const auto& s : b.seqs) {
     if (s.count <= 0 || s.begin != covered || s.begin + s.count > T || s.pos0 < 0)
-      return make_error(errc::invalid_argument, "batch: sequence {} covers tokens [{}, {}) of {}", s.seq_id,
-                        s.begin, s.begin + s.count, T);
+      return make_error(errc::invalid_argument, "batch: sequence {} covers tokens [{}, {}) of {}",
+                        s.seq_id, s.begin, s.begin + s.count, T);
     if (s.pos0 + s.count > config().ctx)
-      return make_error(errc::out_of_range, "sequence {} reaches position {} past the context {}", s.seq_id,
-                        s.pos0 + s.count, config().ctx);
+      return make_error(errc::out_of_range, "sequence {} reaches position {} past the context {}",
+                        s.seq_id, s.pos0 + s.count, config().ctx);
     const int64_t need = (s.pos0 + s.count + P - 1) / P;
     if (static_cast<int64_t>(s.blocks.size()) < need)
-      return make_error(errc::invalid_argument, "sequence {} has {} blocks for {} positions", s.seq_id,
-                        s.blocks.size(), s.pos0 + s.count);
+      return make_error(errc::invalid_argument, "sequence {} has {} blocks for {} positions",
+                        s.seq_id, s.blocks.size(), s.pos0 + s.count);
     for (int64_t i = 0; i < need; ++i)
       if (s.blocks[i] <= 0 || s.blocks[i] >= opt_.kv_blocks)
-        return make_error(errc::out_of_range, "sequence {}: block id {} outside [1, {})", s.seq_id, s.blocks[i],
-                          opt_.kv_blocks);
+        return make_error(errc::out_of_range, "sequence {}: block id {} outside [1, {})", s.seq_id,
+                          s.blocks[i], opt_.kv_blocks);
     covered += s.count;
   }
-  if (covered != T) return make_error(errc::invalid_argument, "batch: sequences cover {} of {} tokens", covered, T);
+  if (covered != T)
+    return make_error(errc::invalid_argument, "batch: sequences cover {} of {} tokens", covered, T);
   for (int32_t t : b.tokens)
-    if (t < 0 || t >= config().V) return make_error(errc::out_of_range, "token id {} outside the vocabulary", t);
+    if (t < 0 || t >= config().V)
+      return make_error(errc::out_of_range, "token id {} outside the vocabulary", t);
   return {};
 }
 
@@ -107,9 +116,11 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
   const int64_t block_bytes = row_bytes(opt_.kv_dtype, P * d.Hkv_s * D);
   for (auto [src, dst] : b.copies) {
     if (src <= 0 || dst <= 0 || src >= opt_.kv_blocks || dst >= opt_.kv_blocks)
-      return make_error(errc::out_of_range, "KV copy {} -> {} outside [1, {})", src, dst, opt_.kv_blocks);
+      return make_error(errc::out_of_range, "KV copy {} -> {} outside [1, {})", src, dst,
+                        opt_.kv_blocks);
     for (size_t li = 0; li < w_->layers.size(); ++li) {
-      for (const tensor_view& cache : {k_cache(static_cast<int>(li)), v_cache(static_cast<int>(li))}) {
+      for (const tensor_view& cache :
+           {k_cache(static_cast<int>(li)), v_cache(static_cast<int>(li))}) {
         auto* base = static_cast<uint8_t*>(cache.data);
         std::memcpy(base + dst * block_bytes, base + src * block_bytes, block_bytes);
       }
@@ -164,12 +175,14 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
     ids_.resize(T);
     for (int64_t t = 0; t < T; ++t) {
       const int32_t id = b.tokens[t];
-      ids_[t] = id >= d.v0 && id < d.v0 + d.Vs ? static_cast<int32_t>(id - d.v0) : -1; // others: zero rows
+      ids_[t] = id >= d.v0 && id < d.v0 + d.Vs ? static_cast<int32_t>(id - d.v0)
+                                               : -1; // others: zero rows
     }
     TROUPE_TRY(run(op::embedding, view(x, {T, C}), w_->tok_embd, ivec(ids_, {T})));
     TROUPE_TRY(all_reduce(x, T * C));
   } else if (static_cast<int64_t>(x.size()) != T * C) {
-    return make_error(errc::shape_mismatch, "stage input has {} values for [{}, {}]", x.size(), T, C);
+    return make_error(errc::shape_mismatch, "stage input has {} values for [{}, {}]", x.size(), T,
+                      C);
   }
 
   const tensor_view X = view(x, {T, C}), Hb = view(h_, {T, C});
@@ -207,7 +220,10 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
         TROUPE_TRY(run(op::mul, G, G, U));
       }
     } else {
-      TROUPE_TRY(run(c.act == act_kind::silu ? op::silu : c.act == act_kind::gelu_tanh ? op::gelu_tanh : op::gelu_erf, G, U));
+      TROUPE_TRY(run(c.act == act_kind::silu        ? op::silu
+                     : c.act == act_kind::gelu_tanh ? op::gelu_tanh
+                                                    : op::gelu_erf,
+                     G, U));
     }
     TROUPE_TRY(run(op::matmul, O, G, L.w_down));
     TROUPE_TRY(all_reduce(o_, T * C));
@@ -247,7 +263,8 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
       for (int rr = 0; rr < spec.tp_size; ++rr) {
         const int64_t vs = counts[rr] / n;
         for (int64_t i = 0; i < n; ++i)
-          std::memcpy(logits->data() + i * c.V + v0, lg_all_.data() + base + i * vs, vs * sizeof(float));
+          std::memcpy(logits->data() + i * c.V + v0, lg_all_.data() + base + i * vs,
+                      vs * sizeof(float));
         base += counts[rr];
         v0 += vs;
       }

@@ -26,14 +26,14 @@ namespace troupe::model {
 struct runner_options {
   kernels::backend where = kernels::backend::cpu;
   int threads = 1;
-  std::vector<int> cpus;  // pin the shard's threads here when not empty
-  int64_t kv_blocks = 0;  // blocks in the KV arena (block 0 is the null block)
-  int block_size = 16;    // P: tokens per block
+  std::vector<int> cpus; // pin the shard's threads here when not empty
+  int64_t kv_blocks = 0; // blocks in the KV arena (block 0 is the null block)
+  int block_size = 16;   // P: tokens per block
   dtype kv_dtype = dtype::f32;
 };
 
 class shard_runner {
-public:
+ public:
   static expected<std::unique_ptr<shard_runner>> create(std::shared_ptr<const model_source> m,
                                                         const shard_spec& spec,
                                                         const runner_options& opt,
@@ -52,7 +52,7 @@ public:
   int block_size() const { return opt_.block_size; }
   void set_collective(collective* comm) { comm_ = comm; }
 
-private:
+ private:
   shard_runner() = default;
   status exec(kernels::op_args& a);
   status check_batch(const batch& b) const;

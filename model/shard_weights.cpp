@@ -7,8 +7,10 @@ namespace troupe::model {
 namespace {
 
 class loader {
-public:
-  loader(const model_source& m, shard_weights& w) : m_(m), w_(w) {}
+ public:
+  loader(const model_source& m, shard_weights& w)
+      : m_(m)
+      , w_(w) {}
 
   // Rows [a, b) zero-copy.
   expected<tensor_view> rows(const std::string& name, int64_t a, int64_t b) {
@@ -32,14 +34,16 @@ public:
   expected<tensor_view> vec(const std::string& name, int64_t a, int64_t b, bool required) {
     if (!required && !m_.tensors->contains(name)) return tensor_view{};
     TROUPE_TRY_ASSIGN(full, m_.tensors->view(name));
-    if (full.numel() < b) return make_error(errc::shape_mismatch, "tensor '{}' is shorter than {}", name, b);
+    if (full.numel() < b)
+      return make_error(errc::shape_mismatch, "tensor '{}' is shorter than {}", name, b);
     const auto* base = static_cast<const uint8_t*>(full.data) + row_bytes(full.type, a);
     if (full.type == dtype::f32) {
       w_.resident_bytes += (b - a) * 4;
       return tensor_view(const_cast<uint8_t*>(base), dtype::f32, shape{b - a});
     }
     if (is_quantized(full.type))
-      return make_error(errc::unsupported, "tensor '{}' is quantized; norms and biases must be f32/f16/bf16", name);
+      return make_error(errc::unsupported,
+                        "tensor '{}' is quantized; norms and biases must be f32/f16/bf16", name);
     TROUPE_TRY_ASSIGN(buf, buffer::allocate((b - a) * 4));
     to_f32(full.type, base, buf.as<float>(), b - a);
     tensor_view v(buf.data(), dtype::f32, shape{b - a});
@@ -48,7 +52,7 @@ public:
     return v;
   }
 
-private:
+ private:
   const model_source& m_;
   shard_weights& w_;
 };
@@ -61,11 +65,13 @@ expected<std::unique_ptr<shard_weights>> load_shard_weights(std::shared_ptr<cons
   auto w = std::make_unique<shard_weights>();
   w->source = m;
   w->spec = spec_in;
-  if (spec_in.layer_begin < 0 || spec_in.layer_end > c.n_layer || spec_in.layer_begin >= spec_in.layer_end)
-    return make_error(errc::invalid_argument, "layers [{}, {}) outside the model's {}", spec_in.layer_begin,
-                      spec_in.layer_end, c.n_layer);
+  if (spec_in.layer_begin < 0 || spec_in.layer_end > c.n_layer ||
+      spec_in.layer_begin >= spec_in.layer_end)
+    return make_error(errc::invalid_argument, "layers [{}, {}) outside the model's {}",
+                      spec_in.layer_begin, spec_in.layer_end, c.n_layer);
   // FFN boundaries must not split a quantization block of the down projection
-  if (const tensor_info* down = m->tensors->find(weight_names::layer(c.names.w_down, spec_in.layer_begin)))
+  if (const tensor_info* down =
+          m->tensors->find(weight_names::layer(c.names.w_down, spec_in.layer_begin)))
     w->spec.ffn_block = block_elems(down->type);
   TROUPE_TRY_ASSIGN(d, plan_shard(c, w->spec));
   w->dims = d;

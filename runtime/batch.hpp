@@ -22,8 +22,8 @@ struct batch_seq {
   std::vector<int32_t> blocks; // block table, covering positions [0, pos0 + count)
   // sampling on the last stage (when logits is set)
   sampling_params sampling;
-  uint64_t sample_step = 0;              // index of the token being generated (RNG draw)
-  std::vector<int32_t> penalty_history;  // tokens the penalties count (empty without penalties)
+  uint64_t sample_step = 0;             // index of the token being generated (RNG draw)
+  std::vector<int32_t> penalty_history; // tokens the penalties count (empty without penalties)
 };
 
 struct batch {

@@ -37,7 +37,8 @@ void emit_unknown(const tokenizer_impl& t, std::string_view text, std::vector<in
       return;
     }
   }
-  if (t.unk_id < 0) return; // no way to represent it: dropped (vocabularies without unk are byte-complete)
+  if (t.unk_id < 0)
+    return; // no way to represent it: dropped (vocabularies without unk are byte-complete)
   if (t.fuse_unk && last_unk) return;
   out.push_back(t.unk_id);
   last_unk = true;
@@ -57,7 +58,8 @@ void encode_bpe(const tokenizer_impl& t, std::string_view word, std::vector<int3
                  return true;
                }()) {
       for (size_t k = 0; k < ch.size(); ++k)
-        syms.push_back({0, 0, static_cast<uint32_t>(off + k), 1, t.byte_ids[static_cast<unsigned char>(ch[k])]});
+        syms.push_back({0, 0, static_cast<uint32_t>(off + k), 1,
+                        t.byte_ids[static_cast<unsigned char>(ch[k])]});
     } else {
       syms.push_back({0, 0, off, static_cast<uint32_t>(ch.size()), -1});
     }
@@ -110,7 +112,8 @@ void encode_bpe(const tokenizer_impl& t, std::string_view word, std::vector<int3
 void encode_spm(const tokenizer_impl& t, std::string_view word, std::vector<int32_t>& out) {
   std::vector<symbol> syms;
   for (std::string_view ch : unicode::chars(word))
-    syms.push_back({0, 0, static_cast<uint32_t>(ch.data() - word.data()), static_cast<uint32_t>(ch.size()), -1});
+    syms.push_back({0, 0, static_cast<uint32_t>(ch.data() - word.data()),
+                    static_cast<uint32_t>(ch.size()), -1});
   const int n = static_cast<int>(syms.size());
   for (int i = 0; i < n; ++i) {
     syms[i].prev = i - 1;
@@ -120,7 +123,9 @@ void encode_spm(const tokenizer_impl& t, std::string_view word, std::vector<int3
     float score;
     int left;
     uint32_t len; // combined length when queued, to detect stale entries
-    bool operator<(const cand& o) const { return score != o.score ? score < o.score : left > o.left; }
+    bool operator<(const cand& o) const {
+      return score != o.score ? score < o.score : left > o.left;
+    }
   };
   std::priority_queue<cand> heap;
   std::string key;
@@ -171,8 +176,10 @@ void tokenizer_impl::encode_word(std::string_view word, std::vector<int32_t>& ou
       return;
     }
   }
-  if (model == model_t::spm) encode_spm(*this, word, out);
-  else encode_bpe(*this, word, out);
+  if (model == model_t::spm)
+    encode_spm(*this, word, out);
+  else
+    encode_bpe(*this, word, out);
 }
 
 void tokenizer_impl::index_pieces() {

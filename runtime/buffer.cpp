@@ -20,7 +20,8 @@ expected<buffer> buffer::allocate(size_t bytes, bool zero) {
 }
 
 buffer::buffer(buffer&& other) noexcept
-  : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr))
+    , size_(std::exchange(other.size_, 0)) {}
 
 buffer& buffer::operator=(buffer&& other) noexcept {
   if (this != &other) {
@@ -31,6 +32,8 @@ buffer& buffer::operator=(buffer&& other) noexcept {
   return *this;
 }
 
-buffer::~buffer() { std::free(data_); }
+buffer::~buffer() {
+  std::free(data_);
+}
 
 } // namespace troupe

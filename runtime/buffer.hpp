@@ -12,7 +12,7 @@
 namespace troupe {
 
 class buffer {
-public:
+ public:
   static constexpr size_t alignment = 64;
 
   buffer() = default;
@@ -33,7 +33,7 @@ public:
   bool empty() const { return size_ == 0; }
   tensor_view view(dtype type, shape s) const { return tensor_view(data_, type, s); }
 
-private:
+ private:
   void* data_ = nullptr;
   size_t size_ = 0;
 };

@@ -21,9 +21,9 @@ namespace troupe {
 
 struct tensor_info {
   std::string name;
-  bool supported = true;  // false: `raw_type` is a format Troupe does not compute with
+  bool supported = true; // false: `raw_type` is a format Troupe does not compute with
   dtype type = dtype::f32;
-  std::string raw_type;   // as the file names it ("F32", "Q4_K")
+  std::string raw_type; // as the file names it ("F32", "Q4_K")
   shape dims;
   const uint8_t* data = nullptr;
   uint64_t nbytes = 0;
@@ -33,7 +33,7 @@ struct tensor_info {
 };
 
 class tensor_index {
-public:
+ public:
   void add_file(std::shared_ptr<mapped_file> f) { files_.push_back(std::move(f)); }
   /// Adds a tensor; corrupt_file when the name is already taken.
   status add(tensor_info info);
@@ -53,7 +53,7 @@ public:
   const std::vector<std::shared_ptr<mapped_file>>& files() const { return files_; }
   uint64_t total_bytes() const;
 
-private:
+ private:
   expected<const tensor_info*> usable(std::string_view name) const;
   std::map<std::string, tensor_info, std::less<>> tensors_;
   std::vector<std::shared_ptr<mapped_file>> files_;

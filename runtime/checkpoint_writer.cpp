@@ -18,12 +18,13 @@ struct file_closer {
 using file_ptr = std::unique_ptr<std::FILE, file_closer>;
 
 class out_file {
-public:
+ public:
   static expected<out_file> open(const std::string& path) {
     out_file o;
     o.path_ = path;
     o.f_.reset(std::fopen(path.c_str(), "wb"));
-    if (!o.f_) return make_error(errc::io_error, "{}: cannot create: {}", path, std::strerror(errno));
+    if (!o.f_)
+      return make_error(errc::io_error, "{}: cannot create: {}", path, std::strerror(errno));
     return o;
   }
   void put(const void* p, size_t n) {
@@ -31,7 +32,9 @@ public:
     written_ += n;
   }
   template <class T>
-  void pod(T v) { put(&v, sizeof v); }
+  void pod(T v) {
+    put(&v, sizeof v);
+  }
   void str(const std::string& s) {
     pod<uint64_t>(s.size());
     put(s.data(), s.size());
@@ -48,7 +51,7 @@ public:
     return {};
   }
 
-private:
+ private:
   std::string path_;
   file_ptr f_;
   bool ok_ = true;
@@ -57,23 +60,47 @@ private:
 
 void put_value(out_file& o, const gguf_value& v) {
   switch (v.type) {
-    case gguf_type::u8: o.pod<uint8_t>(static_cast<uint8_t>(v.i)); break;
-    case gguf_type::i8: o.pod<int8_t>(static_cast<int8_t>(v.i)); break;
-    case gguf_type::u16: o.pod<uint16_t>(static_cast<uint16_t>(v.i)); break;
-    case gguf_type::i16: o.pod<int16_t>(static_cast<int16_t>(v.i)); break;
-    case gguf_type::u32: o.pod<uint32_t>(static_cast<uint32_t>(v.i)); break;
-    case gguf_type::i32: o.pod<int32_t>(static_cast<int32_t>(v.i)); break;
-    case gguf_type::u64: o.pod<uint64_t>(static_cast<uint64_t>(v.i)); break;
-    case gguf_type::i64: o.pod<int64_t>(v.i); break;
-    case gguf_type::f32: o.pod<float>(static_cast<float>(v.f)); break;
-    case gguf_type::f64: o.pod<double>(v.f); break;
-    case gguf_type::boolean: o.pod<uint8_t>(v.i ? 1 : 0); break;
-    case gguf_type::string: o.str(std::string(v.str)); break;
-    case gguf_type::array:
-      o.pod<uint32_t>(static_cast<uint32_t>(v.elem));
-      o.pod<uint64_t>(v.arr.size());
-      for (const auto& e : v.arr) put_value(o, e);
-      break;
+  case gguf_type::u8:
+    o.pod<uint8_t>(static_cast<uint8_t>(v.i));
+    break;
+  case gguf_type::i8:
+    o.pod<int8_t>(static_cast<int8_t>(v.i));
+    break;
+  case gguf_type::u16:
+    o.pod<uint16_t>(static_cast<uint16_t>(v.i));
+    break;
+  case gguf_type::i16:
+    o.pod<int16_t>(static_cast<int16_t>(v.i));
+    break;
+  case gguf_type::u32:
+    o.pod<uint32_t>(static_cast<uint32_t>(v.i));
+    break;
+  case gguf_type::i32:
+    o.pod<int32_t>(static_cast<int32_t>(v.i));
+    break;
+  case gguf_type::u64:
+    o.pod<uint64_t>(static_cast<uint64_t>(v.i));
+    break;
+  case gguf_type::i64:
+    o.pod<int64_t>(v.i);
+    break;
+  case gguf_type::f32:
+    o.pod<float>(static_cast<float>(v.f));
+    break;
+  case gguf_type::f64:
+    o.pod<double>(v.f);
+    break;
+  case gguf_type::boolean:
+    o.pod<uint8_t>(v.i ? 1 : 0);
+    break;
+  case gguf_type::string:
+    o.str(std::string(v.str));
+    break;
+  case gguf_type::array:
+    o.pod<uint32_t>(static_cast<uint32_t>(v.elem));
+    o.pod<uint64_t>(v.arr.size());
+    for (const auto& e : v.arr) put_value(o, e);
+    break;
   }
 }
 
@@ -245,10 +272,12 @@ status safetensors_writer::write(const std::string& path) const {
   std::vector<uint64_t> sizes;
   for (const auto& t : tensors_) {
     const auto st = safetensors_name(t.type);
-    if (st.empty()) return make_error(errc::unsupported, "safetensors cannot store {}", name(t.type));
+    if (st.empty())
+      return make_error(errc::unsupported, "safetensors cannot store {}", name(t.type));
     const uint64_t n = static_cast<uint64_t>(t.dims.numel()) * info(t.type).block_bytes;
     std::vector<int64_t> dims(t.dims.dims.begin(), t.dims.dims.begin() + t.dims.rank);
-    header[t.name] = {{"dtype", std::string(st)}, {"shape", dims}, {"data_offsets", {offset, offset + n}}};
+    header[t.name] = {
+        {"dtype", std::string(st)}, {"shape", dims}, {"data_offsets", {offset, offset + n}}};
     sizes.push_back(n);
     offset += n;
   }

@@ -18,7 +18,7 @@ namespace troupe {
 using fill_fn = std::function<void(uint8_t* dst, size_t bytes)>;
 
 class gguf_writer {
-public:
+ public:
   void set(const std::string& key, const gguf_value& v);
   void set_u32(const std::string& key, uint32_t v);
   void set_f32(const std::string& key, float v);
@@ -32,7 +32,7 @@ public:
   void add_tensor(const std::string& name, dtype type, shape dims, fill_fn fill);
   status write(const std::string& path, uint32_t alignment = 32) const;
 
-private:
+ private:
   struct kv {
     std::string key;
     gguf_value value;
@@ -49,12 +49,12 @@ private:
 };
 
 class safetensors_writer {
-public:
+ public:
   void set_metadata(const std::string& key, const std::string& value);
   void add_tensor(const std::string& name, dtype type, shape dims, fill_fn fill);
   status write(const std::string& path) const;
 
-private:
+ private:
   struct tensor {
     std::string name;
     dtype type;

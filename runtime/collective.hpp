@@ -14,7 +14,7 @@
 namespace troupe {
 
 class collective {
-public:
+ public:
   virtual ~collective() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
@@ -23,7 +23,7 @@ public:
 };
 
 class solo_group final : public collective {
-public:
+ public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
   status all_reduce_sum(float*, int64_t) override { return {}; }

@@ -10,18 +10,20 @@ namespace troupe {
 namespace {
 
 constexpr std::array<dtype_info, dtype_count> table = {{
-  {"f32", 1, 4, false},
-  {"f16", 1, 2, false},
-  {"bf16", 1, 2, false},
-  {"i8", 1, 1, false},
-  {"i32", 1, 4, false},
-  {"q8_0", 32, 34, true},
-  {"q4_0", 32, 18, true},
+    {"f32", 1, 4, false},
+    {"f16", 1, 2, false},
+    {"bf16", 1, 2, false},
+    {"i8", 1, 1, false},
+    {"i32", 1, 4, false},
+    {"q8_0", 32, 34, true},
+    {"q4_0", 32, 18, true},
 }};
 
 } // namespace
 
-const dtype_info& info(dtype type) { return table[static_cast<size_t>(type)]; }
+const dtype_info& info(dtype type) {
+  return table[static_cast<size_t>(type)];
+}
 
 std::optional<dtype> parse_dtype(std::string_view text) {
   std::string s(text);

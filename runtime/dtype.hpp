@@ -20,16 +20,22 @@ enum class dtype : uint8_t { f32, f16, bf16, i8, i32, q8_0, q4_0 };
 inline constexpr int dtype_count = 7;
 
 struct dtype_info {
-  std::string_view name;  // "f32", "q8_0", ...
-  int64_t block_elems;    // values per block (1 for scalar types)
-  int64_t block_bytes;    // bytes per block
-  bool quantized;         // a block format with a scale
+  std::string_view name; // "f32", "q8_0", ...
+  int64_t block_elems;   // values per block (1 for scalar types)
+  int64_t block_bytes;   // bytes per block
+  bool quantized;        // a block format with a scale
 };
 
 const dtype_info& info(dtype type);
-inline std::string_view name(dtype type) { return info(type).name; }
-inline int64_t block_elems(dtype type) { return info(type).block_elems; }
-inline bool is_quantized(dtype type) { return info(type).quantized; }
+inline std::string_view name(dtype type) {
+  return info(type).name;
+}
+inline int64_t block_elems(dtype type) {
+  return info(type).block_elems;
+}
+inline bool is_quantized(dtype type) {
+  return info(type).quantized;
+}
 /// Parses "f32", "fp16", "bf16", "q8_0", ... (case-insensitive).
 std::optional<dtype> parse_dtype(std::string_view text);
 

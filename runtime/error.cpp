@@ -5,19 +5,32 @@ namespace troupe {
 
 std::string_view to_string(errc code) {
   switch (code) {
-    case errc::invalid_argument: return "invalid_argument";
-    case errc::io_error: return "io_error";
-    case errc::corrupt_file: return "corrupt_file";
-    case errc::unsupported: return "unsupported";
-    case errc::not_found: return "not_found";
-    case errc::shape_mismatch: return "shape_mismatch";
-    case errc::out_of_memory: return "out_of_memory";
-    case errc::out_of_range: return "out_of_range";
-    case errc::timeout: return "timeout";
-    case errc::cancelled: return "cancelled";
-    case errc::unavailable: return "unavailable";
-    case errc::protocol_error: return "protocol_error";
-    case errc::internal: return "internal";
+  case errc::invalid_argument:
+    return "invalid_argument";
+  case errc::io_error:
+    return "io_error";
+  case errc::corrupt_file:
+    return "corrupt_file";
+  case errc::unsupported:
+    return "unsupported";
+  case errc::not_found:
+    return "not_found";
+  case errc::shape_mismatch:
+    return "shape_mismatch";
+  case errc::out_of_memory:
+    return "out_of_memory";
+  case errc::out_of_range:
+    return "out_of_range";
+  case errc::timeout:
+    return "timeout";
+  case errc::cancelled:
+    return "cancelled";
+  case errc::unavailable:
+    return "unavailable";
+  case errc::protocol_error:
+    return "protocol_error";
+  case errc::internal:
+    return "internal";
   }
   return "unknown";
 }

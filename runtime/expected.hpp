@@ -23,15 +23,18 @@ namespace troupe {
 
 template <class T>
 class [[nodiscard]] expected {
-public:
+ public:
   using value_type = T;
 
-  expected(T value) : data_(std::in_place_index<0>, std::move(value)) {}
-  expected(troupe::error err) : data_(std::in_place_index<1>, std::move(err)) {}
+  expected(T value)
+      : data_(std::in_place_index<0>, std::move(value)) {}
+  expected(troupe::error err)
+      : data_(std::in_place_index<1>, std::move(err)) {}
   template <class U, class = std::enable_if_t<std::is_constructible_v<T, U&&> &&
                                               !std::is_same_v<std::decay_t<U>, troupe::error> &&
                                               !std::is_same_v<std::decay_t<U>, expected>>>
-  expected(U&& value) : data_(std::in_place_index<0>, T(std::forward<U>(value))) {}
+  expected(U&& value)
+      : data_(std::in_place_index<0>, T(std::forward<U>(value))) {}
 
   bool has_value() const noexcept { return data_.index() == 0; }
   explicit operator bool() const noexcept { return has_value(); }
@@ -54,10 +57,11 @@ public:
     return std::move(std::get<1>(data_));
   }
 
-private:
+ private:
   void check() const {
     if (!has_value()) {
-      std::fprintf(stderr, "troupe: value() on error: %s\n", std::get<1>(data_).to_string().c_str());
+      std::fprintf(stderr, "troupe: value() on error: %s\n",
+                   std::get<1>(data_).to_string().c_str());
       std::abort();
     }
   }
@@ -66,9 +70,11 @@ private:
 
 template <>
 class [[nodiscard]] expected<void> {
-public:
+ public:
   expected() = default;
-  expected(troupe::error err) : err_(std::move(err)), ok_(false) {}
+  expected(troupe::error err)
+      : err_(std::move(err))
+      , ok_(false) {}
 
   bool has_value() const noexcept { return ok_; }
   explicit operator bool() const noexcept { return ok_; }
@@ -87,7 +93,7 @@ public:
     return std::move(err_);
   }
 
-private:
+ private:
   troupe::error err_;
   bool ok_ = true;
 };
@@ -97,14 +103,14 @@ using status = expected<void>;
 } // namespace troupe
 
 /// Evaluates an expected-returning expression; on error returns that error from the caller.
-#define TROUPE_TRY(expr)                                                                       \
-  do {                                                                                         \
-    auto troupe_try_result_ = (expr);                                                          \
-    if (!troupe_try_result_) return std::move(troupe_try_result_).error();                     \
+#define TROUPE_TRY(expr)                                                                           \
+  do {                                                                                             \
+    auto troupe_try_result_ = (expr);                                                              \
+    if (!troupe_try_result_) return std::move(troupe_try_result_).error();                         \
   } while (false)
 
 /// Declares `var` from an expected-returning expression, or returns its error.
-#define TROUPE_TRY_ASSIGN(var, expr)                                                           \
-  auto var##_expected_ = (expr);                                                               \
-  if (!var##_expected_) return std::move(var##_expected_).error();                             \
+#define TROUPE_TRY_ASSIGN(var, expr)                                                               \
+  auto var##_expected_ = (expr);                                                                   \
+  if (!var##_expected_) return std::move(var##_expected_).error();                                 \
   auto var = std::move(*var##_expected_)

@@ -23,17 +23,26 @@ uint64_t hash_str(const std::string& s) {
 } // namespace
 
 status fault_plan::add(const std::string& spec) {
-  auto bad = [&](std::string_view why) { return make_error(errc::invalid_argument, "--inject '{}': {}", spec, why); };
+  auto bad = [&](std::string_view why) {
+    return make_error(errc::invalid_argument, "--inject '{}': {}", spec, why);
+  };
   const auto colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
   fault_rule r;
-  if (kind == "kill-shard") r.kind = fault_rule::kill_shard;
-  else if (kind == "throw-kernel") r.kind = fault_rule::throw_kernel;
-  else if (kind == "stall-shard") r.kind = fault_rule::stall_shard;
-  else if (kind == "delay") r.kind = fault_rule::delay;
-  else if (kind == "drop") r.kind = fault_rule::drop;
-  else if (kind == "fail-alloc") r.kind = fault_rule::fail_alloc;
-  else return bad("unknown fault (kill-shard, throw-kernel, stall-shard, delay, drop, fail-alloc)");
+  if (kind == "kill-shard")
+    r.kind = fault_rule::kill_shard;
+  else if (kind == "throw-kernel")
+    r.kind = fault_rule::throw_kernel;
+  else if (kind == "stall-shard")
+    r.kind = fault_rule::stall_shard;
+  else if (kind == "delay")
+    r.kind = fault_rule::delay;
+  else if (kind == "drop")
+    r.kind = fault_rule::drop;
+  else if (kind == "fail-alloc")
+    r.kind = fault_rule::fail_alloc;
+  else
+    return bad("unknown fault (kill-shard, throw-kernel, stall-shard, delay, drop, fail-alloc)");
   bool has_p = false;
   if (colon != std::string::npos) {
     std::stringstream ss(spec.substr(colon + 1));
@@ -46,12 +55,18 @@ status fault_plan::add(const std::string& spec) {
         return ec == std::errc() && p == v.data() + v.size();
       };
       bool ok = true;
-      if (k == "stage") ok = num(r.stage);
-      else if (k == "rank") ok = num(r.rank);
-      else if (k == "step") ok = num(r.step);
-      else if (k == "seed") ok = num(r.seed);
-      else if (k == "ms") ok = num(r.ms) && r.ms >= 0;
-      else if (k == "count") ok = num(r.count) && r.count > 0;
+      if (k == "stage")
+        ok = num(r.stage);
+      else if (k == "rank")
+        ok = num(r.rank);
+      else if (k == "step")
+        ok = num(r.step);
+      else if (k == "seed")
+        ok = num(r.seed);
+      else if (k == "ms")
+        ok = num(r.ms) && r.ms >= 0;
+      else if (k == "count")
+        ok = num(r.count) && r.count > 0;
       else if (k == "p") {
         try {
           size_t used = 0;
@@ -61,18 +76,24 @@ status fault_plan::add(const std::string& spec) {
           ok = false;
         }
         has_p = true;
-      } else if (k == "from") r.from = v;
-      else if (k == "to") r.to = v;
-      else return bad(fmt::format("unknown key '{}'", k));
+      } else if (k == "from")
+        r.from = v;
+      else if (k == "to")
+        r.to = v;
+      else
+        return bad(fmt::format("unknown key '{}'", k));
       if (!ok) return bad(fmt::format("bad value for '{}'", k));
     }
   }
-  if ((r.kind == fault_rule::kill_shard || r.kind == fault_rule::throw_kernel || r.kind == fault_rule::stall_shard) &&
+  if ((r.kind == fault_rule::kill_shard || r.kind == fault_rule::throw_kernel ||
+       r.kind == fault_rule::stall_shard) &&
       r.step < 0 && !has_p)
     return bad("give step=K (with stage and rank) or p=P");
-  if ((r.kind == fault_rule::delay || r.kind == fault_rule::drop) && (r.from.empty() || r.to.empty()))
+  if ((r.kind == fault_rule::delay || r.kind == fault_rule::drop) &&
+      (r.from.empty() || r.to.empty()))
     return bad("give from= and to= actor names");
-  if ((r.kind == fault_rule::delay || r.kind == fault_rule::stall_shard) && r.ms <= 0) return bad("give ms=M");
+  if ((r.kind == fault_rule::delay || r.kind == fault_rule::stall_shard) && r.ms <= 0)
+    return bad("give ms=M");
   if (r.kind == fault_rule::fail_alloc && r.step < 0) return bad("give step=K");
   rules_.push_back(r);
   specs_.push_back(spec);
@@ -88,7 +109,8 @@ bool fault_plan::fires(const fault_rule& r, uint64_t step, uint64_t salt) const 
 
 bool fault_plan::kill(int stage, int rank, uint64_t step) const {
   for (const auto& r : rules_)
-    if (r.kind == fault_rule::kill_shard && (r.stage < 0 || r.stage == stage) && (r.rank < 0 || r.rank == rank) &&
+    if (r.kind == fault_rule::kill_shard && (r.stage < 0 || r.stage == stage) &&
+        (r.rank < 0 || r.rank == rank) &&
         fires(r, step, static_cast<uint64_t>(stage) * 1000003 + static_cast<uint64_t>(rank)))
       return true;
   return false;
@@ -96,7 +118,8 @@ bool fault_plan::kill(int stage, int rank, uint64_t step) const {
 
 bool fault_plan::throw_in_kernel(int stage, int rank, uint64_t step) const {
   for (const auto& r : rules_)
-    if (r.kind == fault_rule::throw_kernel && (r.stage < 0 || r.stage == stage) && (r.rank < 0 || r.rank == rank) &&
+    if (r.kind == fault_rule::throw_kernel && (r.stage < 0 || r.stage == stage) &&
+        (r.rank < 0 || r.rank == rank) &&
         fires(r, step, static_cast<uint64_t>(stage) * 7919 + static_cast<uint64_t>(rank)))
       return true;
   return false;
@@ -105,7 +128,8 @@ bool fault_plan::throw_in_kernel(int stage, int rank, uint64_t step) const {
 int fault_plan::stall_ms(int stage, int rank, uint64_t step) const {
   int ms = 0;
   for (const auto& r : rules_)
-    if (r.kind == fault_rule::stall_shard && (r.stage < 0 || r.stage == stage) && (r.rank < 0 || r.rank == rank) &&
+    if (r.kind == fault_rule::stall_shard && (r.stage < 0 || r.stage == stage) &&
+        (r.rank < 0 || r.rank == rank) &&
         fires(r, step, static_cast<uint64_t>(stage) * 104729 + static_cast<uint64_t>(rank)))
       ms += r.ms;
   return ms;
@@ -114,14 +138,16 @@ int fault_plan::stall_ms(int stage, int rank, uint64_t step) const {
 int fault_plan::delay_ms(const std::string& from, const std::string& to, uint64_t step) const {
   int ms = 0;
   for (const auto& r : rules_)
-    if (r.kind == fault_rule::delay && r.from == from && r.to == to && fires(r, step, hash_str(from + ">" + to)))
+    if (r.kind == fault_rule::delay && r.from == from && r.to == to &&
+        fires(r, step, hash_str(from + ">" + to)))
       ms += r.ms;
   return ms;
 }
 
 bool fault_plan::drop(const std::string& from, const std::string& to, uint64_t step) const {
   for (const auto& r : rules_)
-    if (r.kind == fault_rule::drop && r.from == from && r.to == to && fires(r, step, hash_str(from + ">" + to)))
+    if (r.kind == fault_rule::drop && r.from == from && r.to == to &&
+        fires(r, step, hash_str(from + ">" + to)))
       return true;
   return false;
 }

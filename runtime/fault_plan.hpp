@@ -31,7 +31,7 @@ struct fault_rule {
 };
 
 class fault_plan {
-public:
+ public:
   /// Parses one --inject value and adds it; invalid_argument names what is wrong.
   status add(const std::string& spec);
   bool empty() const { return rules_.empty(); }
@@ -48,7 +48,7 @@ public:
   int fail_allocs(uint64_t step) const;
   std::string to_string() const;
 
-private:
+ private:
   bool fires(const fault_rule& r, uint64_t step, uint64_t salt) const;
   std::vector<fault_rule> rules_;
   std::vector<std::string> specs_;

@@ -20,16 +20,27 @@
 namespace troupe {
 
 enum class gguf_type : uint32_t {
-  u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7,
-  string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
+  u8 = 0,
+  i8 = 1,
+  u16 = 2,
+  i16 = 3,
+  u32 = 4,
+  i32 = 5,
+  f32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  u64 = 10,
+  i64 = 11,
+  f64 = 12,
 };
 std::string_view to_string(gguf_type t);
 
 struct gguf_value {
   gguf_type type = gguf_type::u8;
-  int64_t i = 0;            // integer types and bool (u64 values above 2^63 are rejected)
-  double f = 0.0;           // f32 / f64 (integers are mirrored here too)
-  std::string_view str;     // string (points into the mapped file)
+  int64_t i = 0;                  // integer types and bool (u64 values above 2^63 are rejected)
+  double f = 0.0;                 // f32 / f64 (integers are mirrored here too)
+  std::string_view str;           // string (points into the mapped file)
   gguf_type elem = gguf_type::u8; // array element type
   std::vector<gguf_value> arr;
 
@@ -40,8 +51,8 @@ struct gguf_value {
 struct gguf_file {
   uint32_t version = 0;
   uint64_t alignment = 32;
-  uint64_t data_offset = 0;                 // where tensor data begins
-  std::vector<std::string> keys;            // metadata keys in file order
+  uint64_t data_offset = 0;      // where tensor data begins
+  std::vector<std::string> keys; // metadata keys in file order
   std::map<std::string, gguf_value, std::less<>> kv;
   tensor_index tensors;
   std::shared_ptr<mapped_file> file;

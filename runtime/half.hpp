@@ -20,7 +20,9 @@ inline float bits_f32(uint32_t u) {
   return f;
 }
 
-inline float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return bits_f32(static_cast<uint32_t>(h) << 16);
+}
 
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u = f32_bits(f);
@@ -47,7 +49,7 @@ inline uint16_t f32_to_f16(float f) {
   const uint32_t u = f32_bits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u); // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u); // rounds to inf
   if (abs < 0x38800000u) {
     // result is subnormal or zero: value / 2^-24 rounded to nearest even

@@ -7,8 +7,12 @@
 namespace troupe {
 
 kv_block_pool::kv_block_pool(int32_t blocks, int32_t block_size)
-  : block_size_(block_size), ref_(blocks, 0), lru_pos_(blocks), in_lru_(blocks, 0), hash_of_(blocks, 0),
-    published_(blocks, 0) {
+    : block_size_(block_size)
+    , ref_(blocks, 0)
+    , lru_pos_(blocks)
+    , in_lru_(blocks, 0)
+    , hash_of_(blocks, 0)
+    , published_(blocks, 0) {
   for (int32_t b = blocks - 1; b >= 1; --b) free_.push_back(b); // pop_back hands out 1, 2, ...
 }
 

@@ -18,7 +18,7 @@
 namespace troupe {
 
 class kv_block_pool {
-public:
+ public:
   /// `blocks` includes the null block 0; `block_size` is P (tokens per block).
   kv_block_pool(int32_t blocks, int32_t block_size);
 
@@ -49,13 +49,13 @@ public:
   int64_t hits() const { return hits_; }
   int64_t evictions() const { return evictions_; }
 
-private:
+ private:
   void unpublish(int32_t block);
 
   int32_t block_size_;
   std::vector<int32_t> ref_;
-  std::vector<int32_t> free_;                       // never cached or unpublished, count 0
-  std::list<int32_t> lru_;                          // cached, count 0; front = oldest
+  std::vector<int32_t> free_; // never cached or unpublished, count 0
+  std::list<int32_t> lru_;    // cached, count 0; front = oldest
   std::vector<std::list<int32_t>::iterator> lru_pos_;
   std::vector<uint8_t> in_lru_;
   std::unordered_map<uint64_t, int32_t> by_hash_;

@@ -15,14 +15,15 @@
 namespace troupe {
 
 class lease_table {
-public:
+ public:
   struct lease {
     uint64_t owner = 0;
     std::vector<int32_t> blocks;
     double expires = 0; // seconds on the caller's clock
   };
 
-  explicit lease_table(double ttl_s = 300) : ttl_(ttl_s) {}
+  explicit lease_table(double ttl_s = 300)
+      : ttl_(ttl_s) {}
 
   /// Adds one block reference to holder's lease (created on first use); renews it.
   void add(int64_t holder, uint64_t owner, int32_t block, double now);
@@ -41,7 +42,7 @@ public:
   const lease* find(int64_t holder) const;
   double ttl() const { return ttl_; }
 
-private:
+ private:
   double ttl_;
   std::map<int64_t, lease> leases_;
 };

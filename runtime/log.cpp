@@ -35,8 +35,8 @@ spdlog::logger& logger() {
 
 bool log_parse_level(std::string_view name, log_level& out) {
   static constexpr std::pair<std::string_view, log_level> names[] = {
-    {"trace", log_level::trace}, {"debug", log_level::debug}, {"info", log_level::info},
-    {"warn", log_level::warn},   {"error", log_level::error}, {"off", log_level::off}};
+      {"trace", log_level::trace}, {"debug", log_level::debug}, {"info", log_level::info},
+      {"warn", log_level::warn},   {"error", log_level::error}, {"off", log_level::off}};
   for (auto& [n, lv] : names) {
     if (n == name) {
       out = lv;
@@ -46,8 +46,12 @@ bool log_parse_level(std::string_view name, log_level& out) {
   return false;
 }
 
-void log_set_level(log_level level) { level_ref().store(static_cast<int>(level)); }
-log_level log_get_level() { return static_cast<log_level>(level_ref().load(std::memory_order_relaxed)); }
+void log_set_level(log_level level) {
+  level_ref().store(static_cast<int>(level));
+}
+log_level log_get_level() {
+  return static_cast<log_level>(level_ref().load(std::memory_order_relaxed));
+}
 
 void log_write(log_level level, std::string_view component, std::string_view text) {
   if (level < log_get_level()) return;

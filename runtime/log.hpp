@@ -20,15 +20,18 @@ log_level log_get_level();
 bool log_parse_level(std::string_view name, log_level& out);
 
 template <class... Ts>
-void log(log_level level, std::string_view component, fmt::format_string<Ts...> text,
-         Ts&&... xs) {
+void log(log_level level, std::string_view component, fmt::format_string<Ts...> text, Ts&&... xs) {
   if (level < log_get_level()) return;
   log_write(level, component, fmt::format(text, std::forward<Ts>(xs)...));
 }
 
-#define TROUPE_LOG_DEBUG(component, ...) ::troupe::log(::troupe::log_level::debug, component, __VA_ARGS__)
-#define TROUPE_LOG_INFO(component, ...) ::troupe::log(::troupe::log_level::info, component, __VA_ARGS__)
-#define TROUPE_LOG_WARN(component, ...) ::troupe::log(::troupe::log_level::warn, component, __VA_ARGS__)
-#define TROUPE_LOG_ERROR(component, ...) ::troupe::log(::troupe::log_level::error, component, __VA_ARGS__)
+#define TROUPE_LOG_DEBUG(component, ...)                                                           \
+  ::troupe::log(::troupe::log_level::debug, component, __VA_ARGS__)
+#define TROUPE_LOG_INFO(component, ...)                                                            \
+  ::troupe::log(::troupe::log_level::info, component, __VA_ARGS__)
+#define TROUPE_LOG_WARN(component, ...)                                                            \
+  ::troupe::log(::troupe::log_level::warn, component, __VA_ARGS__)
+#define TROUPE_LOG_ERROR(component, ...)                                                           \
+  ::troupe::log(::troupe::log_level::error, component, __VA_ARGS__)
 
 } // namespace troupe

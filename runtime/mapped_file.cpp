@@ -43,7 +43,8 @@ expected<std::shared_ptr<mapped_file>> mapped_file::open(const std::string& path
   return f;
 }
 
-std::shared_ptr<mapped_file> mapped_file::from_memory(std::vector<uint8_t> bytes, std::string name) {
+std::shared_ptr<mapped_file> mapped_file::from_memory(std::vector<uint8_t> bytes,
+                                                      std::string name) {
   std::shared_ptr<mapped_file> f(new mapped_file());
   f->path_ = std::move(name);
   f->owned_ = std::move(bytes);

@@ -17,7 +17,7 @@
 namespace troupe {
 
 class mapped_file {
-public:
+ public:
   /// Maps `path` read-only. Errors: not_found, io_error.
   static expected<std::shared_ptr<mapped_file>> open(const std::string& path);
   /// Wraps bytes already in memory under a name (tests, fuzzing, network payloads).
@@ -33,7 +33,7 @@ public:
   /// Bytes [offset, offset + size) or out_of_range naming the file.
   expected<std::span<const uint8_t>> region(uint64_t offset, uint64_t size) const;
 
-private:
+ private:
   mapped_file() = default;
   std::string path_;
   const uint8_t* data_ = nullptr;

@@ -44,7 +44,8 @@ std::string histogram::exposition(const std::string& name, const std::string& he
     out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds[i], cum);
   }
   cum += counts.empty() ? 0 : counts.back();
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, cum, name, sum, name, count);
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, cum, name, sum,
+                     name, count);
   return out;
 }
 

@@ -67,9 +67,9 @@ struct arch_entry {
   bool qkv_bias;
 };
 constexpr arch_entry arch_table[] = {
-  {"LlamaForCausalLM", "llama", "llama", false},
-  {"MistralForCausalLM", "mistral", "mistral", false},
-  {"Qwen2ForCausalLM", "qwen2", "qwen2", true},
+    {"LlamaForCausalLM", "llama", "llama", false},
+    {"MistralForCausalLM", "mistral", "mistral", false},
+    {"Qwen2ForCausalLM", "qwen2", "qwen2", true},
 };
 
 const arch_entry* find_arch(std::string_view name, bool gguf) {
@@ -80,7 +80,8 @@ const arch_entry* find_arch(std::string_view name, bool gguf) {
 
 std::string known_archs(bool gguf) {
   std::string s;
-  for (const auto& a : arch_table) s += std::string(s.empty() ? "" : ", ") + (gguf ? a.gguf_name : a.hf_name);
+  for (const auto& a : arch_table)
+    s += std::string(s.empty() ? "" : ", ") + (gguf ? a.gguf_name : a.hf_name);
   return s;
 }
 
@@ -92,7 +93,8 @@ std::string read_text(const std::filesystem::path& p) {
 }
 
 // Reads an integer field; `fallback` when absent or null; an error when of another type.
-expected<int64_t> int_field(const json& j, const char* key, int64_t fallback, const std::string& where) {
+expected<int64_t> int_field(const json& j, const char* key, int64_t fallback,
+                            const std::string& where) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   if (!it->is_number_integer() || it->get<int64_t>() < 0)
@@ -100,17 +102,21 @@ expected<int64_t> int_field(const json& j, const char* key, int64_t fallback, co
   return it->get<int64_t>();
 }
 
-expected<double> num_field(const json& j, const char* key, double fallback, const std::string& where) {
+expected<double> num_field(const json& j, const char* key, double fallback,
+                           const std::string& where) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_number()) return make_error(errc::corrupt_file, "{}: '{}' must be a number", where, key);
+  if (!it->is_number())
+    return make_error(errc::corrupt_file, "{}: '{}' must be a number", where, key);
   return it->get<double>();
 }
 
 status parse_rope_scaling(const json& rs, model_config& c, const std::string& where) {
   std::string type;
-  if (rs.contains("rope_type") && rs["rope_type"].is_string()) type = rs["rope_type"].get<std::string>();
-  else if (rs.contains("type") && rs["type"].is_string()) type = rs["type"].get<std::string>();
+  if (rs.contains("rope_type") && rs["rope_type"].is_string())
+    type = rs["rope_type"].get<std::string>();
+  else if (rs.contains("type") && rs["type"].is_string())
+    type = rs["type"].get<std::string>();
   if (type.empty() || type == "default") return {};
   TROUPE_TRY_ASSIGN(factor, num_field(rs, "factor", 1.0, where));
   c.rope.factor = factor;
@@ -121,13 +127,16 @@ status parse_rope_scaling(const json& rs, model_config& c, const std::string& wh
     TROUPE_TRY_ASSIGN(lo, num_field(rs, "low_freq_factor", 1.0, where));
     TROUPE_TRY_ASSIGN(hi, num_field(rs, "high_freq_factor", 4.0, where));
     TROUPE_TRY_ASSIGN(orig, num_field(rs, "original_max_position_embeddings", 8192, where));
-    if (hi <= lo) return make_error(errc::corrupt_file, "{}: llama3 rope needs high_freq_factor > low_freq_factor", where);
+    if (hi <= lo)
+      return make_error(errc::corrupt_file,
+                        "{}: llama3 rope needs high_freq_factor > low_freq_factor", where);
     c.rope.low_freq_factor = lo;
     c.rope.high_freq_factor = hi;
     c.rope.orig_ctx = orig;
   } else if (type == "yarn") {
     c.rope.scaling = rope_scaling::yarn;
-    TROUPE_TRY_ASSIGN(orig, num_field(rs, "original_max_position_embeddings", static_cast<double>(c.ctx), where));
+    TROUPE_TRY_ASSIGN(
+        orig, num_field(rs, "original_max_position_embeddings", static_cast<double>(c.ctx), where));
     TROUPE_TRY_ASSIGN(bf, num_field(rs, "beta_fast", 32.0, where));
     TROUPE_TRY_ASSIGN(bs, num_field(rs, "beta_slow", 1.0, where));
     TROUPE_TRY_ASSIGN(af, num_field(rs, "attention_factor", 0.0, where));
@@ -140,10 +149,12 @@ status parse_rope_scaling(const json& rs, model_config& c, const std::string& wh
     c.rope.mscale = ms;
     c.rope.mscale_all_dim = msa;
   } else {
-    return make_error(errc::unsupported, "{}: rope scaling '{}' is not supported (linear, llama3, yarn are)",
-                      where, type);
+    return make_error(errc::unsupported,
+                      "{}: rope scaling '{}' is not supported (linear, llama3, yarn are)", where,
+                      type);
   }
-  if (c.rope.factor <= 0) return make_error(errc::corrupt_file, "{}: rope scaling factor must be positive", where);
+  if (c.rope.factor <= 0)
+    return make_error(errc::corrupt_file, "{}: rope scaling factor must be positive", where);
   return {};
 }
 
@@ -160,7 +171,8 @@ std::string string_field(const json& j, const char* key, const std::string& fall
 void read_eos(const json& j, std::vector<int64_t>& out) {
   auto it = j.find("eos_token_id");
   if (it == j.end()) return;
-  if (it->is_number_integer()) out = {it->get<int64_t>()};
+  if (it->is_number_integer())
+    out = {it->get<int64_t>()};
   else if (it->is_array()) {
     out.clear();
     for (const auto& e : *it)
@@ -177,10 +189,13 @@ std::string weight_names::layer(const std::string& pattern, int index) {
   return s;
 }
 
-double model_config::attention_scale() const { return attn_scale > 0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(D)); }
+double model_config::attention_scale() const {
+  return attn_scale > 0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(D));
+}
 
 int64_t model_config::parameters() const {
-  const int64_t attn = C * H * D + 2 * C * Hkv * D + H * D * C + (qkv_bias ? H * D + 2 * Hkv * D : 0);
+  const int64_t attn =
+      C * H * D + 2 * C * Hkv * D + H * D * C + (qkv_bias ? H * D + 2 * Hkv * D : 0);
   const int64_t ffn = (gated_ffn ? 3 : 2) * C * F;
   const int64_t per_layer = attn + ffn + 2 * C;
   return n_layer * per_layer + V * C * (tie_embeddings ? 1 : 2) + C;
@@ -191,22 +206,26 @@ status model_config::validate() const {
     return make_error(errc::corrupt_file, "model config ({}): {}", arch, what);
   };
   if (n_layer <= 0 || C <= 0 || F <= 0 || H <= 0 || Hkv <= 0 || D <= 0 || V <= 0)
-    return bad(fmt::format("dimensions must be positive (layers {}, C {}, F {}, H {}, Hkv {}, D {}, V {})",
-                           n_layer, C, F, H, Hkv, D, V));
+    return bad(
+        fmt::format("dimensions must be positive (layers {}, C {}, F {}, H {}, Hkv {}, D {}, V {})",
+                    n_layer, C, F, H, Hkv, D, V));
   if (H % Hkv) return bad(fmt::format("{} heads is not a multiple of {} KV heads", H, Hkv));
   if (rope.rot_dim <= 0 || rope.rot_dim > D || rope.rot_dim % 2)
-    return bad(fmt::format("rotary dimension {} must be even and at most the head dim {}", rope.rot_dim, D));
-  if (!(norm_eps > 0) || norm_eps > 1) return bad(fmt::format("norm epsilon {} out of range", norm_eps));
+    return bad(fmt::format("rotary dimension {} must be even and at most the head dim {}",
+                           rope.rot_dim, D));
+  if (!(norm_eps > 0) || norm_eps > 1)
+    return bad(fmt::format("norm epsilon {} out of range", norm_eps));
   if (!(rope.theta > 0)) return bad("rope theta must be positive");
   if (n_layer > 100000 || C > (1 << 20) || F > (1 << 22) || H > 4096 || D > 4096 || V > (1 << 24))
     return bad("a dimension is implausibly large");
   return {};
 }
 
-expected<model_config> config_from_hf_json(const std::string& config_text, const std::string& gen_text,
-                                           const std::string& where) {
+expected<model_config> config_from_hf_json(const std::string& config_text,
+                                           const std::string& gen_text, const std::string& where) {
   json j = json::parse(config_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return make_error(errc::corrupt_file, "{}: not a JSON object", where);
+  if (j.is_discarded() || !j.is_object())
+    return make_error(errc::corrupt_file, "{}: not a JSON object", where);
   model_config c;
   std::string arch;
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
@@ -214,8 +233,8 @@ expected<model_config> config_from_hf_json(const std::string& config_text, const
     arch = j["architectures"][0].get<std::string>();
   const arch_entry* entry = find_arch(arch, false);
   if (!entry)
-    return make_error(errc::unsupported, "{}: architecture '{}' is not supported (supported: {})", where,
-                      arch.empty() ? "(none)" : arch, known_archs(false));
+    return make_error(errc::unsupported, "{}: architecture '{}' is not supported (supported: {})",
+                      where, arch.empty() ? "(none)" : arch, known_archs(false));
   c.arch = arch;
   c.family = entry->family;
   c.qkv_bias = entry->qkv_bias;
@@ -238,10 +257,14 @@ expected<model_config> config_from_hf_json(const std::string& config_text, const
   }
   c.mlp_bias = bool_field(j, "mlp_bias", false);
   const std::string act = string_field(j, "hidden_act", "silu");
-  if (act == "silu" || act == "swish") c.act = act_kind::silu;
-  else if (act == "gelu_pytorch_tanh" || act == "gelu_new") c.act = act_kind::gelu_tanh;
-  else if (act == "gelu") c.act = act_kind::gelu_erf;
-  else return make_error(errc::unsupported, "{}: hidden_act '{}' is not supported", where, act);
+  if (act == "silu" || act == "swish")
+    c.act = act_kind::silu;
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_new")
+    c.act = act_kind::gelu_tanh;
+  else if (act == "gelu")
+    c.act = act_kind::gelu_erf;
+  else
+    return make_error(errc::unsupported, "{}: hidden_act '{}' is not supported", where, act);
   TROUPE_TRY_ASSIGN(sw, int_field(j, "sliding_window", 0, where));
   c.sliding_window = sw >= ctx ? 0 : sw;
   // rope: legacy top-level rope_theta / rope_scaling, or transformers 5's rope_parameters
@@ -257,7 +280,8 @@ expected<model_config> config_from_hf_json(const std::string& config_text, const
     partial = p2;
     TROUPE_TRY(parse_rope_scaling(rp, c, where));
   }
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) TROUPE_TRY(parse_rope_scaling(j["rope_scaling"], c, where));
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object())
+    TROUPE_TRY(parse_rope_scaling(j["rope_scaling"], c, where));
   c.rope.rot_dim = static_cast<int>(static_cast<double>(D) * partial);
   TROUPE_TRY_ASSIGN(bos, int_field(j, "bos_token_id", -1, where));
   c.bos_id = bos;
@@ -266,7 +290,8 @@ expected<model_config> config_from_hf_json(const std::string& config_text, const
     json g = json::parse(gen_text, nullptr, false);
     if (g.is_object()) {
       read_eos(g, c.eos_ids);
-      if (g.contains("bos_token_id") && g["bos_token_id"].is_number_integer()) c.bos_id = g["bos_token_id"].get<int64_t>();
+      if (g.contains("bos_token_id") && g["bos_token_id"].is_number_integer())
+        c.bos_id = g["bos_token_id"].get<int64_t>();
     }
   }
   TROUPE_TRY(c.validate());
@@ -306,27 +331,37 @@ expected<model_config> config_from_gguf(const gguf_file& g) {
   c.rope.theta = g.get_float_or(key("rope.freq_base"), 10000.0);
   c.rope.rot_dim = static_cast<int>(g.get_int_or(key("rope.dimension_count"), c.D));
   // llama.cpp's converters undo HF's q/k permutation for llama; qwen2 stays rotate_half
-  c.rope.layout = c.family == "llama" || c.family == "mistral" ? rope_layout::interleaved : rope_layout::neox;
+  c.rope.layout =
+      c.family == "llama" || c.family == "mistral" ? rope_layout::interleaved : rope_layout::neox;
   if (auto st = g.get_string(key("rope.scaling.type")); st && *st != "none") {
     c.rope.factor = g.get_float_or(key("rope.scaling.factor"), 1.0);
-    if (*st == "linear") c.rope.scaling = rope_scaling::linear;
+    if (*st == "linear")
+      c.rope.scaling = rope_scaling::linear;
     else if (*st == "yarn") {
       c.rope.scaling = rope_scaling::yarn;
-      c.rope.orig_ctx = g.get_float_or(key("rope.scaling.original_context_length"), static_cast<double>(c.ctx));
+      c.rope.orig_ctx =
+          g.get_float_or(key("rope.scaling.original_context_length"), static_cast<double>(c.ctx));
     } else {
-      return make_error(errc::unsupported, "{}: rope scaling '{}' is not supported", g.file->path(), *st);
+      return make_error(errc::unsupported, "{}: rope scaling '{}' is not supported", g.file->path(),
+                        *st);
     }
   }
   if (g.tensors.contains("rope_freqs.weight"))
-    return make_error(errc::unsupported, "{}: per-frequency rope factors (rope_freqs.weight, Llama 3.1 GGUF) are not supported yet; load the HF checkpoint", g.file->path());
-  if (auto tokens = g.get(std::string("tokenizer.ggml.tokens")); tokens && tokens->type == gguf_type::array)
+    return make_error(errc::unsupported,
+                      "{}: per-frequency rope factors (rope_freqs.weight, Llama 3.1 GGUF) are not "
+                      "supported yet; load the HF checkpoint",
+                      g.file->path());
+  if (auto tokens = g.get(std::string("tokenizer.ggml.tokens"));
+      tokens && tokens->type == gguf_type::array)
     c.V = static_cast<int64_t>(tokens->arr.size());
   c.V = g.get_int_or(key("vocab_size"), c.V);
-  if (const tensor_info* e = g.tensors.find(c.names.tok_embd); e && e->dims.rank == 2 && c.V == 0) c.V = e->dims[0];
+  if (const tensor_info* e = g.tensors.find(c.names.tok_embd); e && e->dims.rank == 2 && c.V == 0)
+    c.V = e->dims[0];
   c.tie_embeddings = !g.tensors.contains(c.names.output);
   c.bos_id = g.get_int_or("tokenizer.ggml.bos_token_id", -1);
   if (auto eos = g.get_int("tokenizer.ggml.eos_token_id")) c.eos_ids = {*eos};
-  if (auto eot = g.get_int("tokenizer.ggml.eot_token_id"); eot && (c.eos_ids.empty() || c.eos_ids[0] != *eot))
+  if (auto eot = g.get_int("tokenizer.ggml.eot_token_id");
+      eot && (c.eos_ids.empty() || c.eos_ids[0] != *eot))
     c.eos_ids.push_back(*eot);
   TROUPE_TRY(c.validate());
   return c;

@@ -34,11 +34,11 @@ struct model_config {
   std::string arch;   // as the checkpoint names it: "LlamaForCausalLM", "llama"
   std::string family; // the recipe: "llama", "mistral", "qwen2"
   int64_t n_layer = 0, C = 0, F = 0, H = 0, Hkv = 0, D = 0, V = 0;
-  int64_t ctx = 0;            // maximum positions
+  int64_t ctx = 0; // maximum positions
   double norm_eps = 1e-5;
   norm_kind norm = norm_kind::rms;
   act_kind act = act_kind::silu;
-  bool gated_ffn = true;      // down(act(gate(x)) * up(x))
+  bool gated_ffn = true; // down(act(gate(x)) * up(x))
   bool qkv_bias = false;
   bool o_bias = false;
   bool mlp_bias = false;

@@ -17,7 +17,8 @@ status check_shapes(const model_config& c, const tensor_index& t) {
       return make_error(errc::not_found, "{}: missing tensor '{}'", where, name);
     }
     // 1-D weights may be stored as [n] or [1, n]
-    if (info->dims != want && !(want.rank == 1 && info->dims.numel() == want[0] && info->dims.rank <= 2))
+    if (info->dims != want &&
+        !(want.rank == 1 && info->dims.numel() == want[0] && info->dims.rank <= 2))
       return make_error(errc::shape_mismatch, "{}: tensor '{}' has shape {}, the config implies {}",
                         info->file->path(), name, info->dims.to_string(), want.to_string());
     if (!info->supported)

@@ -21,16 +21,15 @@ struct rope_spec {
   int rot_dim = 0;        // rotated dimensions per head (<= head dim, even)
   double theta = 10000.0; // base
   rope_scaling scaling = rope_scaling::none;
-  double factor = 1.0;            // linear / llama3 / yarn scale factor
-  double low_freq_factor = 1.0;   // llama3
-  double high_freq_factor = 4.0;  // llama3
-  double orig_ctx = 8192;         // llama3 / yarn: original_max_position_embeddings
-  double beta_fast = 32.0;        // yarn
-  double beta_slow = 1.0;         // yarn
-  double attn_factor = 0.0;       // yarn: explicit attention factor; 0 = derive from factor
-  double mscale = 0.0;            // yarn (DeepSeek style): mscale / mscale_all_dim, 0 = unset
+  double factor = 1.0;           // linear / llama3 / yarn scale factor
+  double low_freq_factor = 1.0;  // llama3
+  double high_freq_factor = 4.0; // llama3
+  double orig_ctx = 8192;        // llama3 / yarn: original_max_position_embeddings
+  double beta_fast = 32.0;       // yarn
+  double beta_slow = 1.0;        // yarn
+  double attn_factor = 0.0;      // yarn: explicit attention factor; 0 = derive from factor
+  double mscale = 0.0;           // yarn (DeepSeek style): mscale / mscale_all_dim, 0 = unset
   double mscale_all_dim = 0.0;
-
 };
 
 struct rope_table {

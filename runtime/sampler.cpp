@@ -30,13 +30,17 @@ status sampling_params::validate() const {
   auto bad = [](std::string_view field, std::string_view why) {
     return make_error(errc::invalid_argument, "{} {}", field, why);
   };
-  if (!(temperature >= 0.0f && temperature <= 2.0f)) return bad("temperature", "must be between 0 and 2");
+  if (!(temperature >= 0.0f && temperature <= 2.0f))
+    return bad("temperature", "must be between 0 and 2");
   if (top_k < 0) return bad("top_k", "must be 0 (off) or positive");
   if (!(top_p > 0.0f && top_p <= 1.0f)) return bad("top_p", "must be in (0, 1]");
   if (!(min_p >= 0.0f && min_p <= 1.0f)) return bad("min_p", "must be in [0, 1]");
-  if (!(repetition_penalty > 0.0f && repetition_penalty <= 10.0f)) return bad("repetition_penalty", "must be in (0, 10]");
-  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) return bad("presence_penalty", "must be between -2 and 2");
-  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) return bad("frequency_penalty", "must be between -2 and 2");
+  if (!(repetition_penalty > 0.0f && repetition_penalty <= 10.0f))
+    return bad("repetition_penalty", "must be in (0, 10]");
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
+    return bad("presence_penalty", "must be between -2 and 2");
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+    return bad("frequency_penalty", "must be between -2 and 2");
   if (top_logprobs < 0 || top_logprobs > 20) return bad("top_logprobs", "must be between 0 and 20");
   return {};
 }
@@ -66,7 +70,8 @@ sample_result sample(std::span<const float> logits, const sampling_params& p,
       if (t >= 0 && t < V) ++counts[t];
     for (auto [t, n] : counts) {
       float& v = x[t];
-      if (p.repetition_penalty != 1.0f) v = v > 0 ? v / p.repetition_penalty : v * p.repetition_penalty;
+      if (p.repetition_penalty != 1.0f)
+        v = v > 0 ? v / p.repetition_penalty : v * p.repetition_penalty;
       v -= p.presence_penalty + p.frequency_penalty * static_cast<float>(n);
     }
   }
@@ -124,7 +129,8 @@ sample_result sample(std::span<const float> logits, const sampling_params& p,
       std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int32_t a, int32_t b) {
         return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
       });
-      for (int32_t i = 0; i < n; ++i) out.top.emplace_back(idx[i], static_cast<float>(logits[idx[i]] - lse));
+      for (int32_t i = 0; i < n; ++i)
+        out.top.emplace_back(idx[i], static_cast<float>(logits[idx[i]] - lse));
     }
   }
   return out;

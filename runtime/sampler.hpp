@@ -24,8 +24,8 @@ struct sampling_params {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   uint64_t seed = 0;
-  int top_logprobs = 0;     // also return this many (id, logprob) alternatives
-  bool logprobs = false;    // return the chosen token's logprob
+  int top_logprobs = 0;  // also return this many (id, logprob) alternatives
+  bool logprobs = false; // return the chosen token's logprob
 
   bool greedy() const { return temperature <= 0.0f; }
   bool has_penalties() const {
@@ -37,7 +37,7 @@ struct sampling_params {
 
 struct sample_result {
   int32_t token = -1;
-  float logprob = 0.0f;                      // of `token`, from the unprocessed logits
+  float logprob = 0.0f;                       // of `token`, from the unprocessed logits
   std::vector<std::pair<int32_t, float>> top; // top_logprobs alternatives, best first
 };
 

@@ -10,17 +10,24 @@ namespace troupe {
 
 std::string_view to_string(finish_reason r) {
   switch (r) {
-    case finish_reason::none: return "none";
-    case finish_reason::stop: return "stop";
-    case finish_reason::length: return "length";
-    case finish_reason::cancelled: return "cancelled";
-    case finish_reason::error: return "error";
+  case finish_reason::none:
+    return "none";
+  case finish_reason::stop:
+    return "stop";
+  case finish_reason::length:
+    return "length";
+  case finish_reason::cancelled:
+    return "cancelled";
+  case finish_reason::error:
+    return "error";
   }
   return "?";
 }
 
 scheduler::scheduler(kv_block_pool& pool, scheduler_config cfg)
-  : pool_(pool), cfg_(std::move(cfg)), leases_(cfg_.lease_ttl_s) {}
+    : pool_(pool)
+    , cfg_(std::move(cfg))
+    , leases_(cfg_.lease_ttl_s) {}
 
 double scheduler::now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -32,23 +39,29 @@ int32_t scheduler::take_block(sequence& s) {
   return b;
 }
 
-void scheduler::lease_block(sequence& s, int32_t block) { leases_.add(s.id, s.req.owner, block, now_seconds()); }
+void scheduler::lease_block(sequence& s, int32_t block) {
+  leases_.add(s.id, s.req.owner, block, now_seconds());
+}
 
 status scheduler::add(request r) {
   const int32_t P = pool_.block_size();
   if (r.prompt.empty()) return make_error(errc::invalid_argument, "request {}: empty prompt", r.id);
-  if (r.max_tokens < 1) return make_error(errc::invalid_argument, "request {}: max_tokens must be at least 1", r.id);
-  if (r.n < 1 || r.n > 16) return make_error(errc::invalid_argument, "request {}: n must be between 1 and 16", r.id);
+  if (r.max_tokens < 1)
+    return make_error(errc::invalid_argument, "request {}: max_tokens must be at least 1", r.id);
+  if (r.n < 1 || r.n > 16)
+    return make_error(errc::invalid_argument, "request {}: n must be between 1 and 16", r.id);
   if (static_cast<int64_t>(r.prompt.size()) >= cfg_.max_context)
-    return make_error(errc::out_of_range, "request {}: prompt of {} tokens leaves no room in the context of {}", r.id,
+    return make_error(errc::out_of_range,
+                      "request {}: prompt of {} tokens leaves no room in the context of {}", r.id,
                       r.prompt.size(), cfg_.max_context);
   const int64_t need = (static_cast<int64_t>(r.prompt.size()) + 1 + P - 1) / P;
   if (need > pool_.total())
-    return make_error(errc::out_of_memory, "request {}: prompt needs {} KV blocks, the pool has {}", r.id, need,
-                      pool_.total());
+    return make_error(errc::out_of_memory, "request {}: prompt needs {} KV blocks, the pool has {}",
+                      r.id, need, pool_.total());
   TROUPE_TRY(r.sampling.validate());
   for (int i = 0; i < r.n; ++i)
-    if (seqs_.count(r.id + i)) return make_error(errc::invalid_argument, "request id {} is already in use", r.id + i);
+    if (seqs_.count(r.id + i))
+      return make_error(errc::invalid_argument, "request id {} is already in use", r.id + i);
   for (int i = 0; i < r.n; ++i) {
     sequence s;
     s.id = r.id + i;
@@ -101,15 +114,19 @@ void scheduler::remove(int64_t id) {
 void scheduler::cancel(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;
-  if (it->second.in_flight) it->second.cancel_pending = true;
-  else remove(seq_id);
+  if (it->second.in_flight)
+    it->second.cancel_pending = true;
+  else
+    remove(seq_id);
 }
 
 void scheduler::finish(int64_t seq_id, finish_reason why) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;
-  if (it->second.in_flight) it->second.pending_finish = why;
-  else remove(seq_id);
+  if (it->second.in_flight)
+    it->second.pending_finish = why;
+  else
+    remove(seq_id);
 }
 
 void scheduler::preempt(sequence& s) {
@@ -119,7 +136,8 @@ void scheduler::preempt(sequence& s) {
   ++stats_.preemptions;
 }
 
-bool scheduler::ensure_blocks(sequence& s, int32_t upto, std::vector<std::pair<int32_t, int32_t>>& copies) {
+bool scheduler::ensure_blocks(sequence& s, int32_t upto,
+                              std::vector<std::pair<int32_t, int32_t>>& copies) {
   const int32_t P = pool_.block_size();
   // copy-on-write: blocks this step writes into that another sequence also holds
   const int32_t first = s.computed / P;
@@ -132,7 +150,8 @@ bool scheduler::ensure_blocks(sequence& s, int32_t upto, std::vector<std::pair<i
     leases_.drop(s.id, s.blocks[i]);
     pool_.release(s.blocks[i]);
     s.blocks[i] = fresh;
-    if (static_cast<int32_t>(s.hashes.size()) > i) s.hashes.resize(i); // the copy is not published yet
+    if (static_cast<int32_t>(s.hashes.size()) > i)
+      s.hashes.resize(i); // the copy is not published yet
     ++stats_.cow_copies;
   }
   const int32_t need = (upto + P - 1) / P;
@@ -173,7 +192,8 @@ void scheduler::join_leader(sequence& s) {
     lease_block(s, l.blocks[i]);
     s.blocks.push_back(l.blocks[i]);
   }
-  s.hashes.assign(l.hashes.begin(), l.hashes.begin() + std::min<size_t>(l.hashes.size(), shared_tokens / P));
+  s.hashes.assign(l.hashes.begin(),
+                  l.hashes.begin() + std::min<size_t>(l.hashes.size(), shared_tokens / P));
   s.computed = shared_tokens;
   s.leader = -1; // from now on an ordinary sequence
 }
@@ -183,8 +203,8 @@ void scheduler::publish_full_blocks(sequence& s) {
   const int32_t P = pool_.block_size();
   while (static_cast<int32_t>(s.hashes.size()) < s.computed / P) {
     const size_t i = s.hashes.size();
-    const uint64_t h = kv_block_pool::chain_hash(i ? s.hashes.back() : 0,
-                                                 std::span<const int32_t>(s.tokens).subspan(i * P, P));
+    const uint64_t h = kv_block_pool::chain_hash(
+        i ? s.hashes.back() : 0, std::span<const int32_t>(s.tokens).subspan(i * P, P));
     pool_.publish(s.blocks[i], h);
     s.hashes.push_back(h);
   }
@@ -224,7 +244,8 @@ std::optional<step_plan> scheduler::next_step() {
     bs.sampling.seed = s.seed;
     bs.sample_step = s.tokens.size() - s.prompt_len;
     if (s.req.sampling.has_penalties()) bs.penalty_history = s.tokens;
-    plan.b.tokens.insert(plan.b.tokens.end(), s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + n);
+    plan.b.tokens.insert(plan.b.tokens.end(), s.tokens.begin() + s.computed,
+                         s.tokens.begin() + s.computed + n);
     plan.b.seqs.push_back(std::move(bs));
     chunks.push_back({s.id, n, plan.b.seqs.back().logits});
     leases_.renew(s.id, now_seconds()); // renewed by use
@@ -244,17 +265,20 @@ std::optional<step_plan> scheduler::next_step() {
   for (auto& [id, s] : seqs_) {
     if (s.leader < 0 || s.st != state::waiting || s.in_flight) continue;
     const sequence& l = seqs_.at(s.leader);
-    if (l.st == state::running && l.computed >= s.prompt_len - 1 && !l.blocks.empty()) join_leader(s);
+    if (l.st == state::running && l.computed >= s.prompt_len - 1 && !l.blocks.empty())
+      join_leader(s);
   }
 
   // 1. running sequences, oldest admission first
   std::vector<sequence*> running;
   for (auto& [id, s] : seqs_)
     if (s.st == state::running) running.push_back(&s);
-  std::sort(running.begin(), running.end(), [](auto* a, auto* b) { return a->admitted < b->admitted; });
+  std::sort(running.begin(), running.end(),
+            [](auto* a, auto* b) { return a->admitted < b->admitted; });
   for (sequence* s : running) {
     if (budget <= 0 || static_cast<int32_t>(chunks.size()) >= cfg_.max_seqs) break;
-    if (s->in_flight || s->st != state::running || s->cancel_pending || s->pending_finish != finish_reason::none)
+    if (s->in_flight || s->st != state::running || s->cancel_pending ||
+        s->pending_finish != finish_reason::none)
       continue;
     const int32_t n = chunk_size(*s);
     if (n <= 0) continue;
@@ -270,7 +294,8 @@ std::optional<step_plan> scheduler::next_step() {
       preempt(*victim);
       if (victim == s) break;
     }
-    if (s->st != state::running || s->blocks.size() * pool_.block_size() < static_cast<size_t>(s->computed + n))
+    if (s->st != state::running ||
+        s->blocks.size() * pool_.block_size() < static_cast<size_t>(s->computed + n))
       continue;
     add_chunk(*s, n);
   }
@@ -286,7 +311,7 @@ std::optional<step_plan> scheduler::next_step() {
     if (!ensure_blocks(s, s.computed + n, plan.b.copies)) {
       release_blocks(s); // do not hoard blocks while waiting
       s.computed = 0;
-      break;             // first come, first served: do not let later requests overtake
+      break; // first come, first served: do not let later requests overtake
     }
     s.st = state::running;
     s.admitted = clock_++;
@@ -299,7 +324,8 @@ std::optional<step_plan> scheduler::next_step() {
   return plan;
 }
 
-std::vector<seq_event> scheduler::complete(uint64_t step_id, std::span<const sampled_token> results) {
+std::vector<seq_event> scheduler::complete(uint64_t step_id,
+                                           std::span<const sampled_token> results) {
   std::vector<seq_event> events;
   auto it = steps_.find(step_id);
   if (it == steps_.end()) return events;
@@ -331,8 +357,10 @@ std::vector<seq_event> scheduler::complete(uint64_t step_id, std::span<const sam
       continue;
     }
     const int32_t t = r->second->token;
-    const bool eos = !s.req.ignore_eos && std::find(cfg_.eos_ids.begin(), cfg_.eos_ids.end(), t) != cfg_.eos_ids.end();
-    const bool stop = std::find(s.req.stop_ids.begin(), s.req.stop_ids.end(), t) != s.req.stop_ids.end();
+    const bool eos = !s.req.ignore_eos &&
+                     std::find(cfg_.eos_ids.begin(), cfg_.eos_ids.end(), t) != cfg_.eos_ids.end();
+    const bool stop =
+        std::find(s.req.stop_ids.begin(), s.req.stop_ids.end(), t) != s.req.stop_ids.end();
     if (eos || stop) {
       ev.finished = finish_reason::stop;
       events.push_back(ev);

@@ -30,15 +30,15 @@ enum class finish_reason : uint8_t { none, stop, length, cancelled, error };
 std::string_view to_string(finish_reason r);
 
 struct request {
-  int64_t id = 0;                 // caller's id; completions of an n > 1 request get id, id+1, ...
+  int64_t id = 0; // caller's id; completions of an n > 1 request get id, id+1, ...
   std::vector<int32_t> prompt;
   sampling_params sampling;
   int max_tokens = 16;
-  std::vector<int32_t> stop_ids;  // besides the model's EOS
+  std::vector<int32_t> stop_ids; // besides the model's EOS
   bool ignore_eos = false;
-  int priority = 0;               // higher first
-  int n = 1;                      // completions sharing the prompt
-  uint64_t owner = 0;             // who holds the KV leases (the request's sink)
+  int priority = 0;   // higher first
+  int n = 1;          // completions sharing the prompt
+  uint64_t owner = 0; // who holds the KV leases (the request's sink)
 };
 
 struct sampled_token {
@@ -75,11 +75,11 @@ struct scheduler_stats {
   int64_t prefix_hit_tokens = 0;
   int64_t cow_copies = 0;
   int64_t steps = 0;
-  int64_t recomputes = 0;        // sequences whose KV was rebuilt after a failure
+  int64_t recomputes = 0; // sequences whose KV was rebuilt after a failure
 };
 
 class scheduler {
-public:
+ public:
   scheduler(kv_block_pool& pool, scheduler_config cfg);
 
   /// Queues a request (n sequences). invalid_argument / out_of_range when it can never run.
@@ -116,14 +116,14 @@ public:
   /// Tokens generated so far by a live sequence (empty when unknown).
   std::span<const int32_t> generated(int64_t seq_id) const;
 
-private:
+ private:
   enum class state : uint8_t { waiting, running };
   struct sequence {
     int64_t id;
     request req;
     std::vector<int32_t> tokens; // prompt + generated
     int32_t prompt_len = 0;
-    int32_t computed = 0;        // tokens whose KV is written
+    int32_t computed = 0; // tokens whose KV is written
     std::vector<int32_t> blocks;
     std::vector<uint64_t> hashes; // chained hashes of the full blocks already published
     state st = state::waiting;
@@ -132,7 +132,7 @@ private:
     finish_reason pending_finish = finish_reason::none;
     int64_t arrival = 0;
     int64_t admitted = 0;
-    int64_t leader = -1;         // n > 1: followers wait for the leader's prompt
+    int64_t leader = -1; // n > 1: followers wait for the leader's prompt
     int32_t index_in_group = 0;
     uint64_t seed = 0;
   };
@@ -152,8 +152,8 @@ private:
   std::vector<int64_t> waiting_order() const;
   void remove(int64_t id);
 
-  int32_t take_block(sequence& s);               // allocate + lease
-  void lease_block(sequence& s, int32_t block);  // an extra reference (prefix hit, join)
+  int32_t take_block(sequence& s);              // allocate + lease
+  void lease_block(sequence& s, int32_t block); // an extra reference (prefix hit, join)
 
   kv_block_pool& pool_;
   scheduler_config cfg_;

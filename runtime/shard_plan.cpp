@@ -8,20 +8,24 @@ namespace troupe {
 
 expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
   const int64_t tp = s.tp_size, r = s.tp_rank;
-  if (tp <= 0 || r < 0 || r >= tp) return make_error(errc::invalid_argument, "tp rank {} of {}", r, tp);
+  if (tp <= 0 || r < 0 || r >= tp)
+    return make_error(errc::invalid_argument, "tp rank {} of {}", r, tp);
   if (c.H % tp)
-    return make_error(errc::invalid_argument, "{} attention heads cannot be split over TP {}", c.H, tp);
+    return make_error(errc::invalid_argument, "{} attention heads cannot be split over TP {}", c.H,
+                      tp);
   shard_dims d;
   d.Hs = c.H / tp;
   d.h0 = r * d.Hs;
   if (c.Hkv >= tp) {
     if (c.Hkv % tp)
-      return make_error(errc::invalid_argument, "{} KV heads cannot be split over TP {}", c.Hkv, tp);
+      return make_error(errc::invalid_argument, "{} KV heads cannot be split over TP {}", c.Hkv,
+                        tp);
     d.Hkv_s = c.Hkv / tp;
     d.kv0 = r * d.Hkv_s;
   } else {
     if (tp % c.Hkv)
-      return make_error(errc::invalid_argument, "TP {} is not a multiple of the {} KV heads to replicate", tp, c.Hkv);
+      return make_error(errc::invalid_argument,
+                        "TP {} is not a multiple of the {} KV heads to replicate", tp, c.Hkv);
     d.Hkv_s = 1;
     d.kv0 = r * c.Hkv / tp; // every rank holding query heads of one group replicates its KV head
   }
@@ -32,10 +36,12 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
   };
   const int64_t fb = s.ffn_block > 0 ? s.ffn_block : 1;
   if (c.F % fb)
-    return make_error(errc::invalid_argument, "FFN size {} is not a multiple of the block {}", c.F, fb);
+    return make_error(errc::invalid_argument, "FFN size {} is not a multiple of the block {}", c.F,
+                      fb);
   d.f0 = split(c.F, fb, r);
   d.Fs = split(c.F, fb, r + 1) - d.f0;
-  if (d.Fs <= 0) return make_error(errc::invalid_argument, "TP {} leaves shard {} no FFN rows", tp, r);
+  if (d.Fs <= 0)
+    return make_error(errc::invalid_argument, "TP {} leaves shard {} no FFN rows", tp, r);
   d.v0 = split(c.V, 1, r);
   d.Vs = split(c.V, 1, r + 1) - d.v0;
   return d;
@@ -57,9 +63,11 @@ std::string placement::to_string() const {
 }
 
 expected<placement> even_placement(const model_config& c, int tp, int pp) {
-  if (tp < 1 || pp < 1) return make_error(errc::invalid_argument, "--tp and --pp must be at least 1");
+  if (tp < 1 || pp < 1)
+    return make_error(errc::invalid_argument, "--tp and --pp must be at least 1");
   if (pp > c.n_layer)
-    return make_error(errc::invalid_argument, "--pp {} exceeds the model's {} layers", pp, c.n_layer);
+    return make_error(errc::invalid_argument, "--pp {} exceeds the model's {} layers", pp,
+                      c.n_layer);
   placement p;
   int begin = 0;
   for (int s = 0; s < pp; ++s) {
@@ -96,11 +104,14 @@ expected<placement> parse_placement(const model_config& c, const std::string& te
     if (dash == std::string::npos) {
       if (!num(range, a)) return bad(fmt::format("bad layer range '{}'", range));
       b = a;
-    } else if (!num(std::string_view(range).substr(0, dash), a) || !num(std::string_view(range).substr(dash + 1), b)) {
+    } else if (!num(std::string_view(range).substr(0, dash), a) ||
+               !num(std::string_view(range).substr(dash + 1), b)) {
       return bad(fmt::format("bad layer range '{}'", range));
     }
-    if (a != next) return bad(fmt::format("stage starting at layer {} should start at {}", a, next));
-    if (b < a || b >= c.n_layer) return bad(fmt::format("layers {}-{} outside 0-{}", a, b, c.n_layer - 1));
+    if (a != next)
+      return bad(fmt::format("stage starting at layer {} should start at {}", a, next));
+    if (b < a || b >= c.n_layer)
+      return bad(fmt::format("layers {}-{} outside 0-{}", a, b, c.n_layer - 1));
     st.layer_begin = a;
     st.layer_end = b + 1;
     if (colon != std::string::npos) {
@@ -115,7 +126,8 @@ expected<placement> parse_placement(const model_config& c, const std::string& te
     p.stages.push_back(std::move(st));
   }
   if (p.stages.empty()) return bad("no stages");
-  if (next != c.n_layer) return bad(fmt::format("layers {}-{} are not placed", next, c.n_layer - 1));
+  if (next != c.n_layer)
+    return bad(fmt::format("layers {}-{} are not placed", next, c.n_layer - 1));
   return p;
 }
 

@@ -22,10 +22,10 @@ struct shard_spec {
 };
 
 struct shard_dims {
-  int64_t h0 = 0, Hs = 0;   // query heads
+  int64_t h0 = 0, Hs = 0;     // query heads
   int64_t kv0 = 0, Hkv_s = 0; // KV heads
-  int64_t f0 = 0, Fs = 0;   // FFN rows
-  int64_t v0 = 0, Vs = 0;   // vocabulary rows
+  int64_t f0 = 0, Fs = 0;     // FFN rows
+  int64_t v0 = 0, Vs = 0;     // vocabulary rows
 };
 
 /// The slices of shard `s` of a model; errors when the heads cannot be split that way.

@@ -12,13 +12,13 @@
 namespace troupe {
 
 class stop_matcher {
-public:
+ public:
   explicit stop_matcher(std::vector<std::string> stops);
   std::string push(const std::string& text);
   std::string finish();
   bool stopped() const { return stopped_; }
 
-private:
+ private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;

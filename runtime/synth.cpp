@@ -52,7 +52,9 @@ struct rng {
     s[3] = (s[3] << 45) | (s[3] >> 19);
     return r;
   }
-  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+  double uniform() {
+    return (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+  }
 };
 
 // HF stores q/k rows for rotate_half rope: row (h, p, j) of HF is row (h, j, p) of the
@@ -62,7 +64,8 @@ std::vector<float> permute_rows(const std::vector<float>& v, int64_t heads, int6
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t p = 0; p < 2; ++p)
       for (int64_t j = 0; j < D / 2; ++j)
-        std::copy_n(v.begin() + ((h * D) + 2 * j + p) * C, C, out.begin() + ((h * D) + p * (D / 2) + j) * C);
+        std::copy_n(v.begin() + ((h * D) + 2 * j + p) * C, C,
+                    out.begin() + ((h * D) + p * (D / 2) + j) * C);
   return out;
 }
 
@@ -102,7 +105,8 @@ status synthesize(const synth_options& o, const std::function<void(int, int)>& p
   TROUPE_TRY_ASSIGN(vocab, open_gguf(o.vocab_gguf));
   TROUPE_TRY_ASSIGN(tokens, vocab->get_strings("tokenizer.ggml.tokens"));
   if (static_cast<int64_t>(tokens.size()) != p.V)
-    return make_error(errc::invalid_argument, "synth: vocabulary {} has {} tokens, preset {} needs {}", o.vocab_gguf,
+    return make_error(errc::invalid_argument,
+                      "synth: vocabulary {} has {} tokens, preset {} needs {}", o.vocab_gguf,
                       tokens.size(), o.preset, p.V);
   const int64_t D = p.C / p.H;
   struct spec {
@@ -155,9 +159,11 @@ status synthesize(const synth_options& o, const std::function<void(int, int)>& p
     }
     return w.write(o.out);
   }
-  if (o.format != "hf") return make_error(errc::invalid_argument, "synth: format '{}' (gguf, hf)", o.format);
+  if (o.format != "hf")
+    return make_error(errc::invalid_argument, "synth: format '{}' (gguf, hf)", o.format);
   if (is_quantized(o.type))
-    return make_error(errc::invalid_argument, "synth: the hf format stores f32, f16 or bf16, not {}", name(o.type));
+    return make_error(errc::invalid_argument,
+                      "synth: the hf format stores f32, f16 or bf16, not {}", name(o.type));
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(o.out, ec);
@@ -167,20 +173,36 @@ status synthesize(const synth_options& o, const std::function<void(int, int)>& p
   for (const auto& s : specs) {
     const dtype t = s.norm ? dtype::f32 : o.type;
     // same values as the GGUF of this seed; q and k rows permuted for HF's rotate_half rope
-    const bool q = s.gguf.find("attn_q.") != std::string::npos, k = s.gguf.find("attn_k.") != std::string::npos;
+    const bool q = s.gguf.find("attn_q.") != std::string::npos,
+               k = s.gguf.find("attn_k.") != std::string::npos;
     w.add_tensor(s.hf, t, s.dims,
-                 wrap(random_fill(s.gguf, t, s.dims.numel(), o.seed, s.norm, q ? p.H : k ? p.Hkv : 0, D)));
+                 wrap(random_fill(s.gguf, t, s.dims.numel(), o.seed, s.norm,
+                                  q   ? p.H
+                                  : k ? p.Hkv
+                                      : 0,
+                                  D)));
   }
   TROUPE_TRY(w.write((fs::path(o.out) / "model.safetensors").string()));
   nlohmann::ordered_json cfg = {
-    {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", p.C},
-    {"intermediate_size", p.F}, {"num_hidden_layers", p.L}, {"num_attention_heads", p.H},
-    {"num_key_value_heads", p.Hkv}, {"head_dim", D}, {"vocab_size", p.V},
-    {"max_position_embeddings", p.ctx}, {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0},
-    {"hidden_act", "silu"}, {"tie_word_embeddings", p.tied},
-    {"bos_token_id", vocab->get_int_or("tokenizer.ggml.bos_token_id", 1)},
-    {"eos_token_id", vocab->get_int_or("tokenizer.ggml.eos_token_id", 2)},
-    {"torch_dtype", o.type == dtype::f32 ? "float32" : o.type == dtype::f16 ? "float16" : "bfloat16"}};
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"hidden_size", p.C},
+      {"intermediate_size", p.F},
+      {"num_hidden_layers", p.L},
+      {"num_attention_heads", p.H},
+      {"num_key_value_heads", p.Hkv},
+      {"head_dim", D},
+      {"vocab_size", p.V},
+      {"max_position_embeddings", p.ctx},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", 10000.0},
+      {"hidden_act", "silu"},
+      {"tie_word_embeddings", p.tied},
+      {"bos_token_id", vocab->get_int_or("tokenizer.ggml.bos_token_id", 1)},
+      {"eos_token_id", vocab->get_int_or("tokenizer.ggml.eos_token_id", 2)},
+      {"torch_dtype", o.type == dtype::f32   ? "float32"
+                      : o.type == dtype::f16 ? "float16"
+                                             : "bfloat16"}};
   TROUPE_TRY(write_text(fs::path(o.out) / "config.json", cfg.dump(2)));
   TROUPE_TRY_ASSIGN(tj, spm_to_tokenizer_json(*vocab));
   TROUPE_TRY(write_text(fs::path(o.out) / "tokenizer.json", tj));

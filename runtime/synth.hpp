@@ -22,7 +22,7 @@ struct synth_options {
   std::string format = "gguf"; // gguf | hf
   std::string out;             // file (gguf) or directory (hf)
   uint64_t seed = 1;
-  std::string vocab_gguf;      // GGUF file whose tokenizer is copied
+  std::string vocab_gguf; // GGUF file whose tokenizer is copied
 };
 
 /// Writes the model; `progress(done, total)` is called per tensor when set.

@@ -38,7 +38,10 @@ std::string shape::to_string() const {
   return out + "]";
 }
 
-tensor_view::tensor_view(void* ptr, dtype t, shape s) : data(ptr), type(t), dims(s) {
+tensor_view::tensor_view(void* ptr, dtype t, shape s)
+    : data(ptr)
+    , type(t)
+    , dims(s) {
   int64_t stride = row_bytes(t, dims.rank ? dims[dims.rank - 1] : 1);
   // The innermost stride is the element size; quantized types have no per-element stride.
   if (dims.rank) strides[dims.rank - 1] = is_quantized(t) ? 0 : info(t).block_bytes;
@@ -48,7 +51,9 @@ tensor_view::tensor_view(void* ptr, dtype t, shape s) : data(ptr), type(t), dims
   }
 }
 
-int64_t tensor_view::nbytes() const { return dims.rows() * row_bytes(type, cols()); }
+int64_t tensor_view::nbytes() const {
+  return dims.rows() * row_bytes(type, cols());
+}
 
 bool tensor_view::contiguous() const {
   if (dims.rank == 0) return true;
@@ -69,6 +74,8 @@ tensor_view tensor_view::slice_rows(int64_t begin, int64_t end) const {
   return v;
 }
 
-tensor_view tensor_view::reshape(shape s) const { return tensor_view(data, type, s); }
+tensor_view tensor_view::reshape(shape s) const {
+  return tensor_view(data, type, s);
+}
 
 } // namespace troupe

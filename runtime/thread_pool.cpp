@@ -31,7 +31,8 @@ bool pin_current_thread(int cpu) {
 #endif
 }
 
-thread_pool::thread_pool(int threads, std::vector<int> cpus) : cpus_(std::move(cpus)) {
+thread_pool::thread_pool(int threads, std::vector<int> cpus)
+    : cpus_(std::move(cpus)) {
   threads = std::max(threads, 1);
   workers_.reserve(threads - 1);
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -97,8 +98,10 @@ void thread_pool::worker_loop(int index) {
         seen = g;
         break;
       }
-      if (i < spin_iterations) TROUPE_CPU_RELAX();
-      else generation_.wait(seen, std::memory_order_acquire);
+      if (i < spin_iterations)
+        TROUPE_CPU_RELAX();
+      else
+        generation_.wait(seen, std::memory_order_acquire);
     }
     if (stop_.load()) return;
     run_chunks();

@@ -16,7 +16,7 @@
 namespace troupe {
 
 class thread_pool {
-public:
+ public:
   /// fn(begin, end): processes items [begin, end).
   using range_fn = std::function<void(int64_t, int64_t)>;
 
@@ -32,7 +32,7 @@ public:
   /// Runs fn over [0, n) in chunks of at least `grain` items; returns when all are done.
   void parallel_for(int64_t n, int64_t grain, const range_fn& fn);
 
-private:
+ private:
   void worker_loop(int index);
   void run_chunks();
 

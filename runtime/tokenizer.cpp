@@ -11,8 +11,11 @@
 namespace troupe {
 
 class regex {
-public:
-  explicit regex(pcre2_code* code) : code_(code) { pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE); }
+ public:
+  explicit regex(pcre2_code* code)
+      : code_(code) {
+    pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);
+  }
   ~regex() { pcre2_code_free(code_); }
   regex(const regex&) = delete;
   regex& operator=(const regex&) = delete;
@@ -40,7 +43,7 @@ public:
     return out;
   }
 
-private:
+ private:
   pcre2_code* code_;
 };
 
@@ -61,11 +64,11 @@ std::shared_ptr<regex> compile_regex(const std::string& pattern, std::string& er
 std::string pretokenizer_regex(std::string_view name) {
   // GPT-2 (also "default" in llama.cpp)
   static const std::string gpt2 =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
   static const std::string llama3 =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   static const std::string qwen2 =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   if (name == "gpt2" || name == "default" || name == "gpt-2") return gpt2;
   if (name == "llama-bpe" || name == "llama3" || name == "smaug-bpe") return llama3;
   if (name == "qwen2" || name == "deepseek-r1-qwen") return qwen2;
@@ -113,44 +116,49 @@ std::vector<std::string> split_by(std::string_view text, std::vector<std::pair<s
     for (auto& s : segs) s.match = !s.match;
   std::vector<std::string> out;
   switch (behavior) {
-    case split_behavior::isolated:
-      for (auto& s : segs) out.emplace_back(text.substr(s.b, s.e - s.b));
-      break;
-    case split_behavior::removed:
-      for (auto& s : segs)
-        if (!s.match) out.emplace_back(text.substr(s.b, s.e - s.b));
-      break;
-    case split_behavior::merged_with_previous: {
-      for (auto& s : segs) {
-        if (s.match && !out.empty()) out.back().append(text.substr(s.b, s.e - s.b));
-        else out.emplace_back(text.substr(s.b, s.e - s.b));
-      }
-      break;
+  case split_behavior::isolated:
+    for (auto& s : segs) out.emplace_back(text.substr(s.b, s.e - s.b));
+    break;
+  case split_behavior::removed:
+    for (auto& s : segs)
+      if (!s.match) out.emplace_back(text.substr(s.b, s.e - s.b));
+    break;
+  case split_behavior::merged_with_previous: {
+    for (auto& s : segs) {
+      if (s.match && !out.empty())
+        out.back().append(text.substr(s.b, s.e - s.b));
+      else
+        out.emplace_back(text.substr(s.b, s.e - s.b));
     }
-    case split_behavior::merged_with_next: {
-      std::string carry;
-      for (auto& s : segs) {
-        if (s.match) {
-          carry.append(text.substr(s.b, s.e - s.b));
-        } else {
-          out.push_back(carry + std::string(text.substr(s.b, s.e - s.b)));
-          carry.clear();
-        }
-      }
-      if (!carry.empty()) out.push_back(carry);
-      break;
-    }
-    case split_behavior::contiguous: {
-      bool prev_match = false;
-      for (auto& s : segs) {
-        if (s.match && prev_match && !out.empty()) out.back().append(text.substr(s.b, s.e - s.b));
-        else out.emplace_back(text.substr(s.b, s.e - s.b));
-        prev_match = s.match;
-      }
-      break;
-    }
+    break;
   }
-  out.erase(std::remove_if(out.begin(), out.end(), [](const std::string& x) { return x.empty(); }), out.end());
+  case split_behavior::merged_with_next: {
+    std::string carry;
+    for (auto& s : segs) {
+      if (s.match) {
+        carry.append(text.substr(s.b, s.e - s.b));
+      } else {
+        out.push_back(carry + std::string(text.substr(s.b, s.e - s.b)));
+        carry.clear();
+      }
+    }
+    if (!carry.empty()) out.push_back(carry);
+    break;
+  }
+  case split_behavior::contiguous: {
+    bool prev_match = false;
+    for (auto& s : segs) {
+      if (s.match && prev_match && !out.empty())
+        out.back().append(text.substr(s.b, s.e - s.b));
+      else
+        out.emplace_back(text.substr(s.b, s.e - s.b));
+      prev_match = s.match;
+    }
+    break;
+  }
+  }
+  out.erase(std::remove_if(out.begin(), out.end(), [](const std::string& x) { return x.empty(); }),
+            out.end());
   return out;
 }
 
@@ -165,22 +173,44 @@ std::vector<std::pair<size_t, size_t>> literal_matches(std::string_view s, std::
 expected<std::string> normalize(const tokenizer_impl& t, std::string s) {
   for (const auto& n : t.normalizers) {
     switch (n.kind) {
-      case normalizer_step::prepend:
-        if (!s.empty()) s = n.a + s;
-        break;
-      case normalizer_step::replace: s = replace_all(std::move(s), n.a, n.b); break;
-      case normalizer_step::nfc: { TROUPE_TRY_ASSIGN(r, unicode::normalize(s, unicode::nf::nfc)); s = std::move(r); break; }
-      case normalizer_step::nfd: { TROUPE_TRY_ASSIGN(r, unicode::normalize(s, unicode::nf::nfd)); s = std::move(r); break; }
-      case normalizer_step::nfkc: { TROUPE_TRY_ASSIGN(r, unicode::normalize(s, unicode::nf::nfkc)); s = std::move(r); break; }
-      case normalizer_step::nfkd: { TROUPE_TRY_ASSIGN(r, unicode::normalize(s, unicode::nf::nfkd)); s = std::move(r); break; }
-      case normalizer_step::lowercase: s = unicode::lowercase(s); break;
-      case normalizer_step::strip: {
-        size_t b = 0, e = s.size();
-        if (n.left) while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-        if (n.right) while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-        s = s.substr(b, e - b);
-        break;
-      }
+    case normalizer_step::prepend:
+      if (!s.empty()) s = n.a + s;
+      break;
+    case normalizer_step::replace:
+      s = replace_all(std::move(s), n.a, n.b);
+      break;
+    case normalizer_step::nfc: {
+      TROUPE_TRY_ASSIGN(r, unicode::normalize(s, unicode::nf::nfc));
+      s = std::move(r);
+      break;
+    }
+    case normalizer_step::nfd: {
+      TROUPE_TRY_ASSIGN(r, unicode::normalize(s, unicode::nf::nfd));
+      s = std::move(r);
+      break;
+    }
+    case normalizer_step::nfkc: {
+      TROUPE_TRY_ASSIGN(r, unicode::normalize(s, unicode::nf::nfkc));
+      s = std::move(r);
+      break;
+    }
+    case normalizer_step::nfkd: {
+      TROUPE_TRY_ASSIGN(r, unicode::normalize(s, unicode::nf::nfkd));
+      s = std::move(r);
+      break;
+    }
+    case normalizer_step::lowercase:
+      s = unicode::lowercase(s);
+      break;
+    case normalizer_step::strip: {
+      size_t b = 0, e = s.size();
+      if (n.left)
+        while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+      if (n.right)
+        while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+      s = s.substr(b, e - b);
+      break;
+    }
     }
   }
   return s;
@@ -192,47 +222,51 @@ std::vector<piece_t> pretokenize(const tokenizer_impl& t, std::string text, bool
     std::vector<piece_t> next;
     for (auto& pc : pieces) {
       switch (p.kind) {
-        case pretok_step::metaspace: {
-          std::string s = replace_all(pc.text, " ", p.replacement);
-          const bool prepend = p.prepend == pretok_step::prepend_t::always ||
-                               (p.prepend == pretok_step::prepend_t::first && pc.first);
-          if (prepend && s.compare(0, p.replacement.size(), p.replacement) != 0) s = p.replacement + s;
-          if (p.split_words) {
-            bool f = pc.first;
-            for (auto& w : split_by(s, literal_matches(s, p.replacement), split_behavior::merged_with_next, false)) {
-              next.push_back({std::move(w), f});
-              f = false;
-            }
-          } else {
-            next.push_back({std::move(s), pc.first});
-          }
-          break;
-        }
-        case pretok_step::byte_level: {
-          std::string s = pc.text;
-          if (p.add_prefix_space && !s.empty() && s[0] != ' ') s = " " + s;
-          std::vector<std::string> words;
-          if (p.use_regex) words = split_by(s, p.pattern->find_all(s), split_behavior::isolated, false);
-          else words = {s};
+      case pretok_step::metaspace: {
+        std::string s = replace_all(pc.text, " ", p.replacement);
+        const bool prepend = p.prepend == pretok_step::prepend_t::always ||
+                             (p.prepend == pretok_step::prepend_t::first && pc.first);
+        if (prepend && s.compare(0, p.replacement.size(), p.replacement) != 0)
+          s = p.replacement + s;
+        if (p.split_words) {
           bool f = pc.first;
-          for (auto& w : words) {
-            std::string mapped;
-            mapped.reserve(w.size() * 2);
-            for (unsigned char c : w) mapped += unicode::byte_to_char(c);
-            next.push_back({std::move(mapped), f});
-            f = false;
-          }
-          break;
-        }
-        case pretok_step::split:
-        case pretok_step::digits: {
-          bool f = pc.first;
-          for (auto& w : split_by(pc.text, p.pattern->find_all(pc.text), p.behavior, p.invert)) {
+          for (auto& w : split_by(s, literal_matches(s, p.replacement),
+                                  split_behavior::merged_with_next, false)) {
             next.push_back({std::move(w), f});
             f = false;
           }
-          break;
+        } else {
+          next.push_back({std::move(s), pc.first});
         }
+        break;
+      }
+      case pretok_step::byte_level: {
+        std::string s = pc.text;
+        if (p.add_prefix_space && !s.empty() && s[0] != ' ') s = " " + s;
+        std::vector<std::string> words;
+        if (p.use_regex)
+          words = split_by(s, p.pattern->find_all(s), split_behavior::isolated, false);
+        else
+          words = {s};
+        bool f = pc.first;
+        for (auto& w : words) {
+          std::string mapped;
+          mapped.reserve(w.size() * 2);
+          for (unsigned char c : w) mapped += unicode::byte_to_char(c);
+          next.push_back({std::move(mapped), f});
+          f = false;
+        }
+        break;
+      }
+      case pretok_step::split:
+      case pretok_step::digits: {
+        bool f = pc.first;
+        for (auto& w : split_by(pc.text, p.pattern->find_all(pc.text), p.behavior, p.invert)) {
+          next.push_back({std::move(w), f});
+          f = false;
+        }
+        break;
+      }
       }
     }
     pieces = std::move(next);
@@ -240,11 +274,14 @@ std::vector<piece_t> pretokenize(const tokenizer_impl& t, std::string text, bool
   return pieces;
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 } // namespace
 
-tokenizer::tokenizer(std::unique_ptr<tokenizer_impl> impl) : impl_(std::move(impl)) {}
+tokenizer::tokenizer(std::unique_ptr<tokenizer_impl> impl)
+    : impl_(std::move(impl)) {}
 tokenizer::~tokenizer() = default;
 tokenizer::tokenizer(tokenizer&&) noexcept = default;
 
@@ -276,11 +313,13 @@ expected<std::vector<int32_t>> tokenizer::encode(std::string_view text, bool add
       continue;
     }
     std::string_view before = text.substr(plain_begin, pos - plain_begin);
-    if (best->lstrip) while (!before.empty() && is_space(before.back())) before.remove_suffix(1);
+    if (best->lstrip)
+      while (!before.empty() && is_space(before.back())) before.remove_suffix(1);
     if (!before.empty()) segs.push_back({before, -1, plain_begin});
     segs.push_back({best->content, best->id, pos});
     pos += best->content.size();
-    if (best->rstrip) while (pos < text.size() && is_space(text[pos])) ++pos;
+    if (best->rstrip)
+      while (pos < text.size() && is_space(text[pos])) ++pos;
     plain_begin = pos;
   }
   if (plain_begin < text.size()) segs.push_back({text.substr(plain_begin), -1, plain_begin});
@@ -309,57 +348,58 @@ std::string tokenizer::decode_bytes(std::span<const int32_t> ids, bool skip_spec
   }
   for (const auto& d : t.decoders) {
     switch (d.kind) {
-      case decoder_step::replace:
-        for (auto& s : toks) s = replace_all(std::move(s), d.a, d.b);
-        break;
-      case decoder_step::byte_fallback: {
-        std::vector<std::string> next;
-        std::string bytes;
-        auto is_byte = [](const std::string& s, unsigned& v) {
-          return s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' &&
-                 std::sscanf(s.c_str() + 3, "%2x", &v) == 1;
-        };
-        for (auto& s : toks) {
-          unsigned v;
-          if (is_byte(s, v)) {
-            bytes += static_cast<char>(v);
-            continue;
-          }
-          if (!bytes.empty()) next.push_back(std::move(bytes)), bytes.clear();
-          next.push_back(std::move(s));
+    case decoder_step::replace:
+      for (auto& s : toks) s = replace_all(std::move(s), d.a, d.b);
+      break;
+    case decoder_step::byte_fallback: {
+      std::vector<std::string> next;
+      std::string bytes;
+      auto is_byte = [](const std::string& s, unsigned& v) {
+        return s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' &&
+               std::sscanf(s.c_str() + 3, "%2x", &v) == 1;
+      };
+      for (auto& s : toks) {
+        unsigned v;
+        if (is_byte(s, v)) {
+          bytes += static_cast<char>(v);
+          continue;
         }
-        if (!bytes.empty()) next.push_back(std::move(bytes));
-        toks = std::move(next);
-        break;
+        if (!bytes.empty()) next.push_back(std::move(bytes)), bytes.clear();
+        next.push_back(std::move(s));
       }
-      case decoder_step::fuse: {
-        std::string all;
-        for (auto& s : toks) all += s;
-        toks = {std::move(all)};
-        break;
+      if (!bytes.empty()) next.push_back(std::move(bytes));
+      toks = std::move(next);
+      break;
+    }
+    case decoder_step::fuse: {
+      std::string all;
+      for (auto& s : toks) all += s;
+      toks = {std::move(all)};
+      break;
+    }
+    case decoder_step::strip:
+      for (auto& s : toks) {
+        int n = 0;
+        while (n < d.start && s.compare(0, d.a.size(), d.a) == 0 && !d.a.empty())
+          s.erase(0, d.a.size()), ++n;
+        n = 0;
+        while (n < d.stop && s.size() >= d.a.size() && !d.a.empty() &&
+               s.compare(s.size() - d.a.size(), d.a.size(), d.a) == 0)
+          s.erase(s.size() - d.a.size()), ++n;
       }
-      case decoder_step::strip:
-        for (auto& s : toks) {
-          int n = 0;
-          while (n < d.start && s.compare(0, d.a.size(), d.a) == 0 && !d.a.empty()) s.erase(0, d.a.size()), ++n;
-          n = 0;
-          while (n < d.stop && s.size() >= d.a.size() && !d.a.empty() &&
-                 s.compare(s.size() - d.a.size(), d.a.size(), d.a) == 0)
-            s.erase(s.size() - d.a.size()), ++n;
-        }
-        break;
-      case decoder_step::byte_level:
-        for (auto& s : toks) {
-          std::string raw;
-          if (unicode::chars_to_bytes(s, raw)) s = std::move(raw);
-        }
-        break;
-      case decoder_step::metaspace:
-        for (size_t i = 0; i < toks.size(); ++i) {
-          toks[i] = replace_all(std::move(toks[i]), d.a, " ");
-          if (i == 0 && d.prepend_first && !toks[i].empty() && toks[i][0] == ' ') toks[i].erase(0, 1);
-        }
-        break;
+      break;
+    case decoder_step::byte_level:
+      for (auto& s : toks) {
+        std::string raw;
+        if (unicode::chars_to_bytes(s, raw)) s = std::move(raw);
+      }
+      break;
+    case decoder_step::metaspace:
+      for (size_t i = 0; i < toks.size(); ++i) {
+        toks[i] = replace_all(std::move(toks[i]), d.a, " ");
+        if (i == 0 && d.prepend_first && !toks[i].empty() && toks[i][0] == ' ') toks[i].erase(0, 1);
+      }
+      break;
     }
   }
   std::string out;
@@ -381,15 +421,27 @@ int32_t tokenizer::find(std::string_view p) const {
   return it == impl_->ids.end() ? -1 : it->second;
 }
 
-int32_t tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->pieces.size()); }
-int32_t tokenizer::bos_id() const { return impl_->bos; }
-int32_t tokenizer::eos_id() const { return impl_->eos; }
-bool tokenizer::adds_bos() const { return !impl_->prefix_ids.empty(); }
+int32_t tokenizer::vocab_size() const {
+  return static_cast<int32_t>(impl_->pieces.size());
+}
+int32_t tokenizer::bos_id() const {
+  return impl_->bos;
+}
+int32_t tokenizer::eos_id() const {
+  return impl_->eos;
+}
+bool tokenizer::adds_bos() const {
+  return !impl_->prefix_ids.empty();
+}
 bool tokenizer::is_special(int32_t id) const {
   return id >= 0 && id < static_cast<int32_t>(impl_->special.size()) && impl_->special[id];
 }
-std::string_view tokenizer::kind() const { return impl_->kind_name; }
-const std::string& tokenizer::chat_template() const { return impl_->chat_template; }
+std::string_view tokenizer::kind() const {
+  return impl_->kind_name;
+}
+const std::string& tokenizer::chat_template() const {
+  return impl_->chat_template;
+}
 
 void stream_decoder::prime(std::span<const int32_t> context) {
   ids_.assign(context.begin(), context.end());
@@ -399,7 +451,8 @@ void stream_decoder::prime(std::span<const int32_t> context) {
 std::string stream_decoder::push(int32_t id) {
   ids_.push_back(id);
   const std::string all = tok_.decode_bytes(ids_, skip_special_);
-  if (all.size() < emitted_) { // a decoder changed earlier text (cannot happen with the steps above)
+  if (all.size() <
+      emitted_) { // a decoder changed earlier text (cannot happen with the steps above)
     emitted_ = all.size();
     return {};
   }
@@ -412,7 +465,8 @@ std::string stream_decoder::push(int32_t id) {
 
 std::string stream_decoder::finish() {
   const std::string all = tok_.decode_bytes(ids_, skip_special_);
-  std::string out = all.size() > emitted_ ? unicode::repair(std::string_view(all).substr(emitted_)) : "";
+  std::string out =
+      all.size() > emitted_ ? unicode::repair(std::string_view(all).substr(emitted_)) : "";
   emitted_ = all.size();
   return out;
 }

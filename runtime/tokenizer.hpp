@@ -26,7 +26,7 @@ class gguf_file;
 struct tokenizer_impl;
 
 class tokenizer {
-public:
+ public:
   ~tokenizer();
   tokenizer(tokenizer&&) noexcept;
 
@@ -62,7 +62,7 @@ public:
   /// chat_template from tokenizer_config.json or GGUF tokenizer.chat_template; may be empty.
   const std::string& chat_template() const;
 
-private:
+ private:
   explicit tokenizer(std::unique_ptr<tokenizer_impl> impl);
   std::unique_ptr<tokenizer_impl> impl_;
 };
@@ -70,9 +70,10 @@ private:
 /// Turns ids into text incrementally: push() returns the new complete characters (never
 /// half a UTF-8 sequence); finish() returns whatever is left (repaired).
 class stream_decoder {
-public:
+ public:
   explicit stream_decoder(const tokenizer& tok, bool skip_special = true)
-    : tok_(tok), skip_special_(skip_special) {}
+      : tok_(tok)
+      , skip_special_(skip_special) {}
   /// Starts after `context` (the prompt) without emitting it, so the first generated word
   /// keeps its leading space.
   void prime(std::span<const int32_t> context);
@@ -80,7 +81,7 @@ public:
   std::string finish();
   const std::vector<int32_t>& ids() const { return ids_; }
 
-private:
+ private:
   const tokenizer& tok_;
   bool skip_special_;
   std::vector<int32_t> ids_;

@@ -17,7 +17,7 @@ using ojson = nlohmann::ordered_json;
 constexpr int64_t type_normal = 1, type_control = 3;
 
 ojson added(int64_t id, const std::string& text) {
-  return {{"id", id}, {"content", text}, {"single_word", false}, {"lstrip", false},
+  return {{"id", id},        {"content", text},     {"single_word", false}, {"lstrip", false},
           {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
 
@@ -25,14 +25,16 @@ ojson added(int64_t id, const std::string& text) {
 
 expected<std::string> spm_to_tokenizer_json(const gguf_file& g) {
   TROUPE_TRY_ASSIGN(model, g.get_string("tokenizer.ggml.model"));
-  if (model != "llama") return make_error(errc::unsupported, "only SPM (llama) vocabularies export to tokenizer.json");
+  if (model != "llama")
+    return make_error(errc::unsupported, "only SPM (llama) vocabularies export to tokenizer.json");
   TROUPE_TRY_ASSIGN(tokens, g.get_strings("tokenizer.ggml.tokens"));
   TROUPE_TRY_ASSIGN(scores, g.get_floats("tokenizer.ggml.scores"));
   TROUPE_TRY_ASSIGN(types, g.get_ints("tokenizer.ggml.token_type"));
   if (scores.size() != tokens.size() || types.size() != tokens.size())
     return make_error(errc::corrupt_file, "vocabulary arrays disagree in length");
   std::unordered_map<std::string, int64_t> ids;
-  for (size_t i = 0; i < tokens.size(); ++i) ids.emplace(std::string(tokens[i]), static_cast<int64_t>(i));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    ids.emplace(std::string(tokens[i]), static_cast<int64_t>(i));
   struct merge {
     double score;
     int64_t l, r;
@@ -72,14 +74,17 @@ expected<std::string> spm_to_tokenizer_json(const gguf_file& g) {
                        {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", meta}}}}};
   j["pre_tokenizer"] = nullptr;
   const std::string bos_text(tokens.at(static_cast<size_t>(bos)));
-  j["post_processor"] = {{"type", "TemplateProcessing"},
-                         {"single", {{{"SpecialToken", {{"id", bos_text}, {"type_id", 0}}}},
-                                     {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-                         {"pair", {{{"SpecialToken", {{"id", bos_text}, {"type_id", 0}}}},
-                                   {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                                   {{"SpecialToken", {{"id", bos_text}, {"type_id", 1}}}},
-                                   {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-                         {"special_tokens", {{bos_text, {{"id", bos_text}, {"ids", {bos}}, {"tokens", {bos_text}}}}}}};
+  j["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single",
+       {{{"SpecialToken", {{"id", bos_text}, {"type_id", 0}}}},
+        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"pair",
+       {{{"SpecialToken", {{"id", bos_text}, {"type_id", 0}}}},
+        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+        {{"SpecialToken", {{"id", bos_text}, {"type_id", 1}}}},
+        {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+      {"special_tokens", {{bos_text, {{"id", bos_text}, {"ids", {bos}}, {"tokens", {bos_text}}}}}}};
   j["decoder"] = {{"type", "Sequence"},
                   {"decoders",
                    {{{"type", "Replace"}, {"pattern", {{"String", meta}}}, {"content", " "}},
@@ -87,13 +92,21 @@ expected<std::string> spm_to_tokenizer_json(const gguf_file& g) {
                     {{"type", "Fuse"}},
                     {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
   ojson vocab = ojson::object();
-  for (size_t i = 0; i < tokens.size(); ++i) vocab[std::string(tokens[i])] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    vocab[std::string(tokens[i])] = static_cast<int64_t>(i);
   ojson ms = ojson::array();
-  for (const auto& m : merges) ms.push_back(std::string(tokens[m.l]) + " " + std::string(tokens[m.r]));
-  j["model"] = {{"type", "BPE"},       {"dropout", nullptr},         {"unk_token", std::string(tokens.at(unk))},
-                {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
-                {"fuse_unk", true},     {"byte_fallback", true},      {"ignore_merges", false},
-                {"vocab", vocab},       {"merges", ms}};
+  for (const auto& m : merges)
+    ms.push_back(std::string(tokens[m.l]) + " " + std::string(tokens[m.r]));
+  j["model"] = {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", std::string(tokens.at(unk))},
+                {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr},
+                {"fuse_unk", true},
+                {"byte_fallback", true},
+                {"ignore_merges", false},
+                {"vocab", vocab},
+                {"merges", ms}};
   return j.dump(1);
 }
 

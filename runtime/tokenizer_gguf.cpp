@@ -28,7 +28,8 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
   if (g.get("tokenizer.ggml.token_type")) {
     TROUPE_TRY_ASSIGN(tt, g.get_ints("tokenizer.ggml.token_type"));
     if (static_cast<int64_t>(tt.size()) != n)
-      return make_error(errc::corrupt_file, "{}: {} token types for {} tokens", where, tt.size(), n);
+      return make_error(errc::corrupt_file, "{}: {} token types for {} tokens", where, tt.size(),
+                        n);
     types = std::move(tt);
   }
   t->special.assign(n, 0);
@@ -45,7 +46,8 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     TROUPE_TRY_ASSIGN(v, g.get_int(key));
     if (v < 0 || v >= n) {
       if (v == 0xffffffffLL || v == -1) return {}; // "none"
-      return make_error(errc::corrupt_file, "{}: {} = {} is outside the vocabulary ({})", where, key, v, n);
+      return make_error(errc::corrupt_file, "{}: {} = {} is outside the vocabulary ({})", where,
+                        key, v, n);
     }
     out = static_cast<int32_t>(v);
     return {};
@@ -64,7 +66,9 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     if (static_cast<int64_t>(scores.size()) != n)
       return make_error(errc::corrupt_file, "{}: {} scores for {} tokens", where, scores.size(), n);
     t->scores.assign(scores.begin(), scores.end());
-    const bool space_prefix = g.get("tokenizer.ggml.add_space_prefix") ? g.get("tokenizer.ggml.add_space_prefix")->i != 0 : true;
+    const bool space_prefix = g.get("tokenizer.ggml.add_space_prefix")
+                                  ? g.get("tokenizer.ggml.add_space_prefix")->i != 0
+                                  : true;
     if (space_prefix) t->normalizers.push_back({normalizer_step::prepend, " ", {}});
     t->normalizers.push_back({normalizer_step::replace, " ", "\xe2\x96\x81"});
     t->decoders.push_back({decoder_step::replace, "\xe2\x96\x81", " "});
@@ -86,21 +90,27 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
       const size_t sp = m.find(' ', 1);
       if (sp == std::string_view::npos)
         return make_error(errc::corrupt_file, "{}: merge '{}' has no space", where, m);
-      auto li = t->ids.find(std::string(m.substr(0, sp))), ri = t->ids.find(std::string(m.substr(sp + 1)));
+      auto li = t->ids.find(std::string(m.substr(0, sp))),
+           ri = t->ids.find(std::string(m.substr(sp + 1)));
       auto mi = t->ids.find(std::string(m.substr(0, sp)) + std::string(m.substr(sp + 1)));
       if (li == t->ids.end() || ri == t->ids.end() || mi == t->ids.end())
-        return make_error(errc::corrupt_file, "{}: merge '{}' uses a piece missing from the vocabulary", where, m);
-      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(li->second)) << 32) | static_cast<uint32_t>(ri->second);
+        return make_error(errc::corrupt_file,
+                          "{}: merge '{}' uses a piece missing from the vocabulary", where, m);
+      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(li->second)) << 32) |
+                           static_cast<uint32_t>(ri->second);
       t->merges.emplace(key, std::pair{rank++, mi->second});
     }
     std::string pre = "gpt2";
     if (auto p = g.get_string("tokenizer.ggml.pre")) pre = std::string(*p);
     const std::string pattern = pretokenizer_regex(pre);
     if (pattern.empty())
-      return make_error(errc::unsupported, "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2 are)", where, pre);
+      return make_error(errc::unsupported,
+                        "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2 are)",
+                        where, pre);
     std::string err;
     pretok_step split{pretok_step::split};
-    if (!(split.pattern = compile_regex(pattern, err))) return make_error(errc::internal, "{}: {}", where, err);
+    if (!(split.pattern = compile_regex(pattern, err)))
+      return make_error(errc::internal, "{}: {}", where, err);
     t->pretokenizers.push_back(std::move(split));
     pretok_step bl{pretok_step::byte_level};
     bl.use_regex = false;
@@ -109,11 +119,14 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     t->ignore_merges = pre == "llama-bpe" || pre == "llama3";
     add_bos = pre == "llama-bpe" || pre == "llama3";
   } else {
-    return make_error(errc::unsupported, "{}: tokenizer model '{}' is not supported (llama, gpt2 are)", where, model);
+    return make_error(errc::unsupported,
+                      "{}: tokenizer model '{}' is not supported (llama, gpt2 are)", where, model);
   }
-  if (g.get("tokenizer.ggml.add_bos_token")) add_bos = g.get("tokenizer.ggml.add_bos_token")->i != 0;
+  if (g.get("tokenizer.ggml.add_bos_token"))
+    add_bos = g.get("tokenizer.ggml.add_bos_token")->i != 0;
   if (add_bos && t->bos >= 0) t->prefix_ids = {t->bos};
-  if (g.get("tokenizer.ggml.add_eos_token") && g.get("tokenizer.ggml.add_eos_token")->i != 0 && t->eos >= 0)
+  if (g.get("tokenizer.ggml.add_eos_token") && g.get("tokenizer.ggml.add_eos_token")->i != 0 &&
+      t->eos >= 0)
     t->suffix_ids = {t->eos};
   return std::unique_ptr<tokenizer>(new tokenizer(std::move(t)));
 }

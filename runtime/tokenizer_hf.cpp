@@ -20,7 +20,9 @@ namespace {
 using json = nlohmann::json;
 
 error unsupported(const std::string& where, std::string_view what, const json& j) {
-  std::string type = j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "?";
+  std::string type = j.is_object() && j.contains("type") && j["type"].is_string()
+                         ? j["type"].get<std::string>()
+                         : "?";
   return make_error(errc::unsupported, "{}: {} '{}' is not supported", where, what, type);
 }
 
@@ -42,8 +44,10 @@ bool flag(const json& j, const char* key, bool fallback) {
 expected<std::pair<std::string, bool>> pattern_of(const json& j, const std::string& where) {
   auto it = j.find("pattern");
   if (it == j.end() || !it->is_object()) return corrupt(where, "pattern missing");
-  if (it->contains("Regex") && (*it)["Regex"].is_string()) return std::pair{(*it)["Regex"].get<std::string>(), true};
-  if (it->contains("String") && (*it)["String"].is_string()) return std::pair{(*it)["String"].get<std::string>(), false};
+  if (it->contains("Regex") && (*it)["Regex"].is_string())
+    return std::pair{(*it)["Regex"].get<std::string>(), true};
+  if (it->contains("String") && (*it)["String"].is_string())
+    return std::pair{(*it)["String"].get<std::string>(), false};
   return corrupt(where, "pattern must be Regex or String");
 }
 
@@ -60,25 +64,34 @@ status add_normalizer(tokenizer_impl& t, const json& n, const std::string& where
   if (n.is_null()) return {};
   const std::string type = str(n, "type");
   if (type == "Sequence") {
-    if (!n.contains("normalizers") || !n["normalizers"].is_array()) return corrupt(where, "normalizer Sequence without a list");
+    if (!n.contains("normalizers") || !n["normalizers"].is_array())
+      return corrupt(where, "normalizer Sequence without a list");
     for (const auto& x : n["normalizers"]) TROUPE_TRY(add_normalizer(t, x, where));
   } else if (type == "Prepend") {
     t.normalizers.push_back({normalizer_step::prepend, str(n, "prepend"), {}});
   } else if (type == "Replace") {
     TROUPE_TRY_ASSIGN(p, pattern_of(n, where));
-    if (p.second) return make_error(errc::unsupported, "{}: Replace normalizer with a regex pattern is not supported", where);
+    if (p.second)
+      return make_error(errc::unsupported,
+                        "{}: Replace normalizer with a regex pattern is not supported", where);
     t.normalizers.push_back({normalizer_step::replace, p.first, str(n, "content")});
-  } else if (type == "NFC") t.normalizers.push_back({normalizer_step::nfc, {}, {}});
-  else if (type == "NFD") t.normalizers.push_back({normalizer_step::nfd, {}, {}});
-  else if (type == "NFKC") t.normalizers.push_back({normalizer_step::nfkc, {}, {}});
-  else if (type == "NFKD") t.normalizers.push_back({normalizer_step::nfkd, {}, {}});
-  else if (type == "Lowercase") t.normalizers.push_back({normalizer_step::lowercase, {}, {}});
+  } else if (type == "NFC")
+    t.normalizers.push_back({normalizer_step::nfc, {}, {}});
+  else if (type == "NFD")
+    t.normalizers.push_back({normalizer_step::nfd, {}, {}});
+  else if (type == "NFKC")
+    t.normalizers.push_back({normalizer_step::nfkc, {}, {}});
+  else if (type == "NFKD")
+    t.normalizers.push_back({normalizer_step::nfkd, {}, {}});
+  else if (type == "Lowercase")
+    t.normalizers.push_back({normalizer_step::lowercase, {}, {}});
   else if (type == "Strip") {
     normalizer_step s{normalizer_step::strip, {}, {}};
     s.left = flag(n, "strip_left", true);
     s.right = flag(n, "strip_right", true);
     t.normalizers.push_back(s);
-  } else return unsupported(where, "normalizer", n);
+  } else
+    return unsupported(where, "normalizer", n);
   return {};
 }
 
@@ -97,21 +110,25 @@ status add_pretokenizer(tokenizer_impl& t, const json& p, const std::string& whe
   const std::string type = str(p, "type");
   std::string err;
   if (type == "Sequence") {
-    if (!p.contains("pretokenizers") || !p["pretokenizers"].is_array()) return corrupt(where, "pre_tokenizer Sequence without a list");
+    if (!p.contains("pretokenizers") || !p["pretokenizers"].is_array())
+      return corrupt(where, "pre_tokenizer Sequence without a list");
     for (const auto& x : p["pretokenizers"]) TROUPE_TRY(add_pretokenizer(t, x, where));
   } else if (type == "Metaspace") {
     pretok_step s{pretok_step::metaspace};
     s.replacement = str(p, "replacement", "\xe2\x96\x81");
-    const std::string scheme = str(p, "prepend_scheme", flag(p, "add_prefix_space", true) ? "always" : "never");
-    s.prepend = scheme == "first" ? pretok_step::prepend_t::first
-                : scheme == "never" ? pretok_step::prepend_t::never : pretok_step::prepend_t::always;
+    const std::string scheme =
+        str(p, "prepend_scheme", flag(p, "add_prefix_space", true) ? "always" : "never");
+    s.prepend = scheme == "first"   ? pretok_step::prepend_t::first
+                : scheme == "never" ? pretok_step::prepend_t::never
+                                    : pretok_step::prepend_t::always;
     s.split_words = flag(p, "split", true);
     t.pretokenizers.push_back(std::move(s));
   } else if (type == "ByteLevel") {
     pretok_step s{pretok_step::byte_level};
     s.add_prefix_space = flag(p, "add_prefix_space", false);
     s.use_regex = flag(p, "use_regex", true);
-    if (s.use_regex && !(s.pattern = compile_regex(pretokenizer_regex("gpt2"), err))) return corrupt(where, err);
+    if (s.use_regex && !(s.pattern = compile_regex(pretokenizer_regex("gpt2"), err)))
+      return corrupt(where, err);
     t.pretokenizers.push_back(std::move(s));
     t.byte_level = true;
   } else if (type == "Split") {
@@ -126,7 +143,8 @@ status add_pretokenizer(tokenizer_impl& t, const json& p, const std::string& whe
   } else if (type == "Digits") {
     pretok_step s{pretok_step::digits};
     s.individual_digits = flag(p, "individual_digits", false);
-    if (!(s.pattern = compile_regex(s.individual_digits ? "\\p{N}" : "\\p{N}+", err))) return corrupt(where, err);
+    if (!(s.pattern = compile_regex(s.individual_digits ? "\\p{N}" : "\\p{N}+", err)))
+      return corrupt(where, err);
     t.pretokenizers.push_back(std::move(s));
   } else {
     return unsupported(where, "pre_tokenizer", p);
@@ -138,23 +156,30 @@ status add_decoder(tokenizer_impl& t, const json& d, const std::string& where) {
   if (d.is_null()) return {};
   const std::string type = str(d, "type");
   if (type == "Sequence") {
-    if (!d.contains("decoders") || !d["decoders"].is_array()) return corrupt(where, "decoder Sequence without a list");
+    if (!d.contains("decoders") || !d["decoders"].is_array())
+      return corrupt(where, "decoder Sequence without a list");
     for (const auto& x : d["decoders"]) TROUPE_TRY(add_decoder(t, x, where));
   } else if (type == "Replace") {
     TROUPE_TRY_ASSIGN(p, pattern_of(d, where));
-    if (p.second) return make_error(errc::unsupported, "{}: Replace decoder with a regex pattern is not supported", where);
+    if (p.second)
+      return make_error(errc::unsupported,
+                        "{}: Replace decoder with a regex pattern is not supported", where);
     t.decoders.push_back({decoder_step::replace, p.first, str(d, "content")});
-  } else if (type == "ByteFallback") t.decoders.push_back({decoder_step::byte_fallback});
-  else if (type == "Fuse") t.decoders.push_back({decoder_step::fuse});
+  } else if (type == "ByteFallback")
+    t.decoders.push_back({decoder_step::byte_fallback});
+  else if (type == "Fuse")
+    t.decoders.push_back({decoder_step::fuse});
   else if (type == "Strip") {
     decoder_step s{decoder_step::strip, str(d, "content", " ")};
     s.start = d.contains("start") && d["start"].is_number_integer() ? d["start"].get<int>() : 0;
     s.stop = d.contains("stop") && d["stop"].is_number_integer() ? d["stop"].get<int>() : 0;
     t.decoders.push_back(s);
-  } else if (type == "ByteLevel") t.decoders.push_back({decoder_step::byte_level});
+  } else if (type == "ByteLevel")
+    t.decoders.push_back({decoder_step::byte_level});
   else if (type == "Metaspace") {
     decoder_step s{decoder_step::metaspace, str(d, "replacement", "\xe2\x96\x81")};
-    const std::string scheme = str(d, "prepend_scheme", flag(d, "add_prefix_space", true) ? "always" : "never");
+    const std::string scheme =
+        str(d, "prepend_scheme", flag(d, "add_prefix_space", true) ? "always" : "never");
     s.prepend_first = scheme != "never";
     t.decoders.push_back(s);
   } else {
@@ -163,9 +188,11 @@ status add_decoder(tokenizer_impl& t, const json& d, const std::string& where) {
   return {};
 }
 
-expected<int32_t> id_of(const tokenizer_impl& t, const std::string& piece, const std::string& where) {
+expected<int32_t> id_of(const tokenizer_impl& t, const std::string& piece,
+                        const std::string& where) {
   auto it = t.ids.find(piece);
-  if (it == t.ids.end()) return corrupt(where, fmt::format("token '{}' is not in the vocabulary", piece));
+  if (it == t.ids.end())
+    return corrupt(where, fmt::format("token '{}' is not in the vocabulary", piece));
   return it->second;
 }
 
@@ -173,12 +200,14 @@ status add_post_processor(tokenizer_impl& t, const json& p, const std::string& w
   if (p.is_null()) return {};
   const std::string type = str(p, "type");
   if (type == "Sequence") {
-    if (!p.contains("processors") || !p["processors"].is_array()) return corrupt(where, "post_processor Sequence without a list");
+    if (!p.contains("processors") || !p["processors"].is_array())
+      return corrupt(where, "post_processor Sequence without a list");
     for (const auto& x : p["processors"]) TROUPE_TRY(add_post_processor(t, x, where));
   } else if (type == "ByteLevel") {
     // offsets only; no tokens added
   } else if (type == "TemplateProcessing") {
-    if (!p.contains("single") || !p["single"].is_array()) return corrupt(where, "TemplateProcessing without 'single'");
+    if (!p.contains("single") || !p["single"].is_array())
+      return corrupt(where, "TemplateProcessing without 'single'");
     bool seen_sequence = false;
     for (const auto& item : p["single"]) {
       if (item.contains("Sequence")) {
@@ -223,8 +252,11 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_hf_json(const std::string& 
   const json& model = j.contains("model") ? j["model"] : json();
   if (!model.is_object()) return corrupt(where, "no model");
   const std::string mtype = str(model, "type", "BPE");
-  if (mtype != "BPE") return make_error(errc::unsupported, "{}: tokenizer model '{}' is not supported (BPE is)", where, mtype);
-  if (!model.contains("vocab") || !model["vocab"].is_object()) return corrupt(where, "model.vocab is not an object");
+  if (mtype != "BPE")
+    return make_error(errc::unsupported, "{}: tokenizer model '{}' is not supported (BPE is)",
+                      where, mtype);
+  if (!model.contains("vocab") || !model["vocab"].is_object())
+    return corrupt(where, "model.vocab is not an object");
   int64_t max_id = -1;
   for (auto& [piece, id] : model["vocab"].items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 24))
@@ -234,8 +266,9 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_hf_json(const std::string& 
   std::vector<added_token> added;
   if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
     for (const auto& a : j["added_tokens"]) {
-      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 ||
-          a["id"].get<int64_t>() > (1 << 24) || str(a, "content").empty())
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+          a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > (1 << 24) ||
+          str(a, "content").empty())
         return corrupt(where, "added_tokens entry needs an id and content");
       added_token at{str(a, "content"), a["id"].get<int32_t>(), flag(a, "special", false)};
       at.lstrip = flag(a, "lstrip", false);
@@ -268,7 +301,8 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_hf_json(const std::string& 
       if (m.is_string()) {
         const std::string s = m.get<std::string>();
         const size_t sp = s.find(' ', 1);
-        if (sp == std::string::npos) return corrupt(where, fmt::format("merge '{}' has no space", s));
+        if (sp == std::string::npos)
+          return corrupt(where, fmt::format("merge '{}' has no space", s));
         l = s.substr(0, sp);
         r = s.substr(sp + 1);
       } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
@@ -279,15 +313,19 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_hf_json(const std::string& 
       }
       auto li = t->ids.find(l), ri = t->ids.find(r), mi = t->ids.find(l + r);
       if (li == t->ids.end() || ri == t->ids.end() || mi == t->ids.end())
-        return corrupt(where, fmt::format("merge '{} {}' uses a piece missing from the vocabulary", l, r));
-      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(li->second)) << 32) | static_cast<uint32_t>(ri->second);
+        return corrupt(where,
+                       fmt::format("merge '{} {}' uses a piece missing from the vocabulary", l, r));
+      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(li->second)) << 32) |
+                           static_cast<uint32_t>(ri->second);
       t->merges.emplace(key, std::pair{rank++, mi->second});
     }
   }
   TROUPE_TRY(add_normalizer(*t, j.contains("normalizer") ? j["normalizer"] : json(), where));
-  TROUPE_TRY(add_pretokenizer(*t, j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), where));
+  TROUPE_TRY(
+      add_pretokenizer(*t, j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), where));
   TROUPE_TRY(add_decoder(*t, j.contains("decoder") ? j["decoder"] : json(), where));
-  TROUPE_TRY(add_post_processor(*t, j.contains("post_processor") ? j["post_processor"] : json(), where));
+  TROUPE_TRY(
+      add_post_processor(*t, j.contains("post_processor") ? j["post_processor"] : json(), where));
   t->kind_name = t->byte_level ? "byte-level" : "bpe";
   // tokenizer_config.json: bos / eos names, add_bos_token, chat template
   json cfg = config_text.empty() ? json::object() : json::parse(config_text, nullptr, false);
@@ -295,8 +333,10 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_hf_json(const std::string& 
   if (cfg.is_object()) {
     if (auto b = token_text(cfg, "bos_token"); !b.empty() && t->ids.count(b)) t->bos = t->ids[b];
     if (auto e = token_text(cfg, "eos_token"); !e.empty() && t->ids.count(e)) t->eos = t->ids[e];
-    if (t->prefix_ids.empty() && flag(cfg, "add_bos_token", false) && t->bos >= 0) t->prefix_ids = {t->bos};
-    if (t->suffix_ids.empty() && flag(cfg, "add_eos_token", false) && t->eos >= 0) t->suffix_ids = {t->eos};
+    if (t->prefix_ids.empty() && flag(cfg, "add_bos_token", false) && t->bos >= 0)
+      t->prefix_ids = {t->bos};
+    if (t->suffix_ids.empty() && flag(cfg, "add_eos_token", false) && t->eos >= 0)
+      t->suffix_ids = {t->eos};
     if (cfg.contains("chat_template") && cfg["chat_template"].is_string())
       t->chat_template = cfg["chat_template"].get<std::string>();
   }

@@ -43,7 +43,7 @@ struct pretok_step {
 
 struct decoder_step {
   enum kind_t { replace, byte_fallback, fuse, strip, byte_level, metaspace } kind;
-  std::string a, b;   // replace a -> b; strip content a
+  std::string a, b; // replace a -> b; strip content a
   int start = 0, stop = 0;
   bool prepend_first = true; // metaspace: drop the first token's leading space
 };
@@ -58,23 +58,23 @@ struct added_token {
 
 struct tokenizer_impl {
   enum class model_t { bpe, spm } model = model_t::bpe;
-  bool byte_level = false;     // pieces are GPT-2 byte-mapped text
-  bool byte_fallback = false;  // unknown characters become <0xXX> tokens
+  bool byte_level = false;    // pieces are GPT-2 byte-mapped text
+  bool byte_fallback = false; // unknown characters become <0xXX> tokens
   bool fuse_unk = false;
-  bool ignore_merges = false;  // whole word in vocab wins (Llama 3)
+  bool ignore_merges = false; // whole word in vocab wins (Llama 3)
   int32_t unk_id = -1;
   int32_t bos = -1, eos = -1;
   bool add_bos = false, add_eos = false;
   std::vector<int32_t> prefix_ids, suffix_ids; // template tokens added with add_special
 
-  std::vector<std::string> pieces;                 // id -> text
-  std::unordered_map<std::string, int32_t> ids;    // text -> id
-  std::vector<float> scores;                       // spm: piece scores
-  std::vector<uint8_t> mergeable;                  // spm: 1 when text may merge into it
+  std::vector<std::string> pieces;              // id -> text
+  std::unordered_map<std::string, int32_t> ids; // text -> id
+  std::vector<float> scores;                    // spm: piece scores
+  std::vector<uint8_t> mergeable;               // spm: 1 when text may merge into it
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges; // (l, r) -> (rank, merged)
-  std::vector<int32_t> byte_ids;                   // byte b -> <0xXX> id, or -1
-  std::vector<uint8_t> special;                    // id -> control / special
-  std::vector<added_token> added;                  // matched in the text before the model
+  std::vector<int32_t> byte_ids;                                    // byte b -> <0xXX> id, or -1
+  std::vector<uint8_t> special;                                     // id -> control / special
+  std::vector<added_token> added; // matched in the text before the model
 
   std::vector<normalizer_step> normalizers;
   std::vector<pretok_step> pretokenizers;

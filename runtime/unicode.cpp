@@ -28,10 +28,14 @@ int decode(std::string_view s, size_t i, uint32_t& cp) {
   }
   int n;
   uint32_t min;
-  if ((c & 0xe0) == 0xc0) n = 2, cp = c & 0x1f, min = 0x80;
-  else if ((c & 0xf0) == 0xe0) n = 3, cp = c & 0x0f, min = 0x800;
-  else if ((c & 0xf8) == 0xf0) n = 4, cp = c & 0x07, min = 0x10000;
-  else return 0;
+  if ((c & 0xe0) == 0xc0)
+    n = 2, cp = c & 0x1f, min = 0x80;
+  else if ((c & 0xf0) == 0xe0)
+    n = 3, cp = c & 0x0f, min = 0x800;
+  else if ((c & 0xf8) == 0xf0)
+    n = 4, cp = c & 0x07, min = 0x10000;
+  else
+    return 0;
   if (i + n > s.size()) return 0;
   for (int k = 1; k < n; ++k) {
     const auto d = static_cast<unsigned char>(s[i + k]);
@@ -54,7 +58,9 @@ size_t first_invalid(std::string_view s) {
   return std::string_view::npos;
 }
 
-bool valid(std::string_view s) { return first_invalid(s) == std::string_view::npos; }
+bool valid(std::string_view s) {
+  return first_invalid(s) == std::string_view::npos;
+}
 
 std::vector<std::string_view> chars(std::string_view s) {
   std::vector<std::string_view> out;
@@ -127,7 +133,8 @@ struct byte_map {
   byte_map() {
     int extra = 0;
     for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      const bool printable =
+          (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
       const uint32_t cp = printable ? static_cast<uint32_t>(b) : 256u + extra++;
       append_utf8(to_char[b], cp);
       from_cp[cp] = static_cast<uint8_t>(b);
@@ -142,7 +149,9 @@ const byte_map& bytes() {
 
 } // namespace
 
-const std::string& byte_to_char(uint8_t b) { return bytes().to_char[b]; }
+const std::string& byte_to_char(uint8_t b) {
+  return bytes().to_char[b];
+}
 
 bool chars_to_bytes(std::string_view text, std::string& out) {
   const auto& m = bytes();
@@ -162,16 +171,25 @@ expected<std::string> normalize(std::string_view s, nf form) {
   if (!valid(s)) return make_error(errc::invalid_argument, "text is not valid UTF-8");
   int options = UTF8PROC_STABLE;
   switch (form) {
-    case nf::nfc: options |= UTF8PROC_COMPOSE; break;
-    case nf::nfd: options |= UTF8PROC_DECOMPOSE; break;
-    case nf::nfkc: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case nf::nfkd: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+  case nf::nfc:
+    options |= UTF8PROC_COMPOSE;
+    break;
+  case nf::nfd:
+    options |= UTF8PROC_DECOMPOSE;
+    break;
+  case nf::nfkc:
+    options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+    break;
+  case nf::nfkd:
+    options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+    break;
   }
   utf8proc_uint8_t* out = nullptr;
   const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
                               static_cast<utf8proc_ssize_t>(s.size()), &out,
                               static_cast<utf8proc_option_t>(options));
-  if (n < 0) return make_error(errc::invalid_argument, "normalisation failed: {}", utf8proc_errmsg(n));
+  if (n < 0)
+    return make_error(errc::invalid_argument, "normalisation failed: {}", utf8proc_errmsg(n));
   std::string r(reinterpret_cast<char*>(out), static_cast<size_t>(n));
   std::free(out);
   return r;

@@ -46,7 +46,11 @@ struct item {
 
 // Shared between a connection coroutine and the writer the handler holds.
 struct exchange : std::enable_shared_from_this<exchange> {
-  explicit exchange(asio::any_io_executor s) : ex(s), wake(s) { wake.expires_at(asio::steady_timer::time_point::max()); }
+  explicit exchange(asio::any_io_executor s)
+      : ex(s)
+      , wake(s) {
+    wake.expires_at(asio::steady_timer::time_point::max());
+  }
   asio::any_io_executor ex; // the connection's strand
   asio::steady_timer wake;
   std::mutex mu;
@@ -77,13 +81,16 @@ struct exchange : std::enable_shared_from_this<exchange> {
 };
 
 class writer final : public response_writer {
-public:
-  explicit writer(std::shared_ptr<exchange> x) : x_(std::move(x)) {}
+ public:
+  explicit writer(std::shared_ptr<exchange> x)
+      : x_(std::move(x)) {}
   void respond(int status, const std::string& ct, std::string body,
                std::vector<std::pair<std::string, std::string>> headers) override {
     x_->push({item::full, status, ct, std::move(body), std::move(headers)});
   }
-  void start_stream(int status, const std::string& ct) override { x_->push({item::stream_start, status, ct, {}, {}}); }
+  void start_stream(int status, const std::string& ct) override {
+    x_->push({item::stream_start, status, ct, {}, {}});
+  }
   void chunk(std::string d) override {
     if (!d.empty()) x_->push({item::data, 0, {}, std::move(d), {}});
   }
@@ -96,13 +103,15 @@ public:
     bool now = false;
     {
       std::lock_guard<std::mutex> lk(x_->mu);
-      if (x_->client_gone && !x_->complete) now = true;
-      else x_->close_cb = f;
+      if (x_->client_gone && !x_->complete)
+        now = true;
+      else
+        x_->close_cb = f;
     }
     if (now) f();
   }
 
-private:
+ private:
   std::shared_ptr<exchange> x_;
 };
 
@@ -129,7 +138,8 @@ std::string lower(std::string s) {
   return s;
 }
 
-asio::awaitable<void> write_simple(beast::tcp_stream& stream, int status, const std::string& text, bool close) {
+asio::awaitable<void> write_simple(beast::tcp_stream& stream, int status, const std::string& text,
+                                   bool close) {
   http::response<http::string_body> res{static_cast<http::status>(status), 11};
   res.set(http::field::content_type, "application/json");
   res.set(http::field::server, "troupe");
@@ -147,17 +157,20 @@ std::string error_json(const std::string& message, const std::string& type) {
     if (c == '"' || c == '\\') m += '\\';
     m += c;
   }
-  return "{\"error\":{\"message\":\"" + m + "\",\"type\":\"" + type + "\",\"param\":null,\"code\":null}}";
+  return "{\"error\":{\"message\":\"" + m + "\",\"type\":\"" + type +
+         "\",\"param\":null,\"code\":null}}";
 }
 
 // Reads from the socket while a response is being produced: pipelined bytes are kept; an
 // error or EOF means the client is gone.
-asio::awaitable<void> watch(tcp::socket& sock, std::shared_ptr<exchange> x, std::shared_ptr<std::string> spill,
+asio::awaitable<void> watch(tcp::socket& sock, std::shared_ptr<exchange> x,
+                            std::shared_ptr<std::string> spill,
                             std::shared_ptr<std::atomic<bool>> finished) {
   char tmp[4096];
   for (;;) {
     beast::error_code ec;
-    const size_t n = co_await sock.async_read_some(asio::buffer(tmp), asio::redirect_error(asio::use_awaitable, ec));
+    const size_t n = co_await sock.async_read_some(asio::buffer(tmp),
+                                                   asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (!finished->load()) x->gone();
       x->wake.cancel();
@@ -177,7 +190,8 @@ asio::awaitable<void> watch(tcp::socket& sock, std::shared_ptr<exchange> x, std:
 asio::awaitable<void> http_server::impl::accept_loop() {
   while (accepting.load()) {
     beast::error_code ec;
-    tcp::socket sock = co_await acceptor.async_accept(asio::make_strand(ioc), asio::redirect_error(asio::use_awaitable, ec));
+    tcp::socket sock = co_await acceptor.async_accept(
+        asio::make_strand(ioc), asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (!accepting.load() || ec == asio::error::operation_aborted) co_return;
       TROUPE_LOG_WARN("http", "accept failed: {}", ec.message());
@@ -210,36 +224,42 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
   for (;;) {
     beast::error_code ec;
     if (buf.size() == 0) { // idle keep-alive: wait for the first byte of the next request
-      stream.expires_after(std::chrono::milliseconds(static_cast<int64_t>(limits.idle_timeout_s * 1000)));
-      const size_t n = co_await stream.async_read_some(buf.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
+      stream.expires_after(
+          std::chrono::milliseconds(static_cast<int64_t>(limits.idle_timeout_s * 1000)));
+      const size_t n = co_await stream.async_read_some(
+          buf.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) co_return;
       buf.commit(n);
     }
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
     parser.body_limit(limits.max_body_bytes);
-    stream.expires_after(std::chrono::milliseconds(static_cast<int64_t>(limits.read_timeout_s * 1000)));
+    stream.expires_after(
+        std::chrono::milliseconds(static_cast<int64_t>(limits.read_timeout_s * 1000)));
     co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::body_limit) {
-      co_await write_simple(stream, 413,
-                            error_json(fmt::format("request body exceeds {} bytes", limits.max_body_bytes),
-                                       "invalid_request_error"),
-                            true);
+      co_await write_simple(
+          stream, 413,
+          error_json(fmt::format("request body exceeds {} bytes", limits.max_body_bytes),
+                     "invalid_request_error"),
+          true);
       co_return;
     }
     if (ec == http::error::header_limit) {
-      co_await write_simple(stream, 431,
-                            error_json(fmt::format("request headers exceed {} bytes", limits.max_header_bytes),
-                                       "invalid_request_error"),
-                            true);
+      co_await write_simple(
+          stream, 431,
+          error_json(fmt::format("request headers exceed {} bytes", limits.max_header_bytes),
+                     "invalid_request_error"),
+          true);
       co_return;
     }
     if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::eof ||
         ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
       co_return;
     if (ec) {
-      co_await write_simple(stream, 400, error_json("malformed HTTP request: " + ec.message(), "invalid_request_error"),
-                            true);
+      co_await write_simple(
+          stream, 400,
+          error_json("malformed HTTP request: " + ec.message(), "invalid_request_error"), true);
       co_return;
     }
     stream.expires_never();
@@ -247,7 +267,8 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
     http_request r;
     r.method = std::string(req.method_string());
     r.target = std::string(req.target());
-    for (const auto& f : req) r.headers[lower(std::string(f.name_string()))] = std::string(f.value());
+    for (const auto& f : req)
+      r.headers[lower(std::string(f.name_string()))] = std::string(f.value());
     r.body = std::move(req.body());
     r.remote = remote;
     const bool keep_alive = req.keep_alive();
@@ -266,7 +287,8 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
       handler(std::move(r), std::make_shared<writer>(x));
     } catch (const std::exception& e) {
       TROUPE_LOG_ERROR("http", "handler threw: {}", e.what());
-      x->push({item::full, 500, "application/json", error_json("internal error", "server_error"), {}});
+      x->push(
+          {item::full, 500, "application/json", error_json("internal error", "server_error"), {}});
     }
     bool done = false, broken = false;
     std::optional<http::response<http::empty_body>> head;
@@ -292,37 +314,39 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
       for (auto& it : batch) {
         beast::error_code wec;
         switch (it.kind) {
-          case item::full: {
-            http::response<http::string_body> res{static_cast<http::status>(it.status), 11};
-            res.set(http::field::server, "troupe");
-            res.set(http::field::content_type, it.content_type);
-            for (auto& [k, v] : it.headers) res.set(k, v);
-            res.body() = std::move(it.body);
-            res.keep_alive(keep_alive);
-            res.prepare_payload();
-            co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, wec));
-            done = true;
-            break;
-          }
-          case item::stream_start: {
-            head.emplace(static_cast<http::status>(it.status), 11);
-            head->set(http::field::server, "troupe");
-            head->set(http::field::content_type, it.content_type);
-            head->set(http::field::cache_control, "no-cache");
-            head->keep_alive(keep_alive);
-            head->chunked(true);
-            sr.emplace(*head);
-            co_await http::async_write_header(stream, *sr, asio::redirect_error(asio::use_awaitable, wec));
-            break;
-          }
-          case item::data:
-            co_await asio::async_write(stream, http::make_chunk(asio::buffer(it.body)),
-                                       asio::redirect_error(asio::use_awaitable, wec));
-            break;
-          case item::stream_end:
-            co_await asio::async_write(stream, http::make_chunk_last(), asio::redirect_error(asio::use_awaitable, wec));
-            done = true;
-            break;
+        case item::full: {
+          http::response<http::string_body> res{static_cast<http::status>(it.status), 11};
+          res.set(http::field::server, "troupe");
+          res.set(http::field::content_type, it.content_type);
+          for (auto& [k, v] : it.headers) res.set(k, v);
+          res.body() = std::move(it.body);
+          res.keep_alive(keep_alive);
+          res.prepare_payload();
+          co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, wec));
+          done = true;
+          break;
+        }
+        case item::stream_start: {
+          head.emplace(static_cast<http::status>(it.status), 11);
+          head->set(http::field::server, "troupe");
+          head->set(http::field::content_type, it.content_type);
+          head->set(http::field::cache_control, "no-cache");
+          head->keep_alive(keep_alive);
+          head->chunked(true);
+          sr.emplace(*head);
+          co_await http::async_write_header(stream, *sr,
+                                            asio::redirect_error(asio::use_awaitable, wec));
+          break;
+        }
+        case item::data:
+          co_await asio::async_write(stream, http::make_chunk(asio::buffer(it.body)),
+                                     asio::redirect_error(asio::use_awaitable, wec));
+          break;
+        case item::stream_end:
+          co_await asio::async_write(stream, http::make_chunk_last(),
+                                     asio::redirect_error(asio::use_awaitable, wec));
+          done = true;
+          break;
         }
         if (wec) {
           x->gone();
@@ -352,16 +376,19 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
   }
 }
 
-http_server::http_server(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+http_server::http_server(std::unique_ptr<impl> p)
+    : impl_(std::move(p)) {}
 
-expected<std::unique_ptr<http_server>> http_server::start(const std::string& host, uint16_t port, http_handler handler,
+expected<std::unique_ptr<http_server>> http_server::start(const std::string& host, uint16_t port,
+                                                          http_handler handler,
                                                           http_limits limits) {
   auto p = std::make_unique<impl>();
   p->handler = std::move(handler);
   p->limits = limits;
   beast::error_code ec;
   auto addr = asio::ip::make_address(host, ec);
-  if (ec) return make_error(errc::invalid_argument, "bad listen address '{}': {}", host, ec.message());
+  if (ec)
+    return make_error(errc::invalid_argument, "bad listen address '{}': {}", host, ec.message());
   tcp::endpoint ep(addr, port);
   p->acceptor.open(ep.protocol(), ec);
   if (!ec) p->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
@@ -370,11 +397,14 @@ expected<std::unique_ptr<http_server>> http_server::start(const std::string& hos
   if (ec) return make_error(errc::io_error, "cannot listen on {}:{}: {}", host, port, ec.message());
   p->work.emplace(asio::make_work_guard(p->ioc));
   asio::co_spawn(p->ioc, p->accept_loop(), asio::detached);
-  for (int i = 0; i < std::max(1, limits.threads); ++i) p->threads.emplace_back([ioc = &p->ioc] { ioc->run(); });
+  for (int i = 0; i < std::max(1, limits.threads); ++i)
+    p->threads.emplace_back([ioc = &p->ioc] { ioc->run(); });
   return std::unique_ptr<http_server>(new http_server(std::move(p)));
 }
 
-http_server::~http_server() { shutdown(); }
+http_server::~http_server() {
+  shutdown();
+}
 
 uint16_t http_server::port() const {
   beast::error_code ec;
@@ -408,7 +438,11 @@ void http_server::shutdown() {
   impl_->threads.clear();
 }
 
-size_t http_server::open_connections() const { return impl_->connections.load(); }
-size_t http_server::responses_in_progress() const { return impl_->in_progress.load(); }
+size_t http_server::open_connections() const {
+  return impl_->connections.load();
+}
+size_t http_server::responses_in_progress() const {
+  return impl_->in_progress.load();
+}
 
 } // namespace troupe::transport

@@ -23,7 +23,7 @@ namespace troupe::transport {
 
 struct http_request {
   std::string method;
-  std::string target; // path and query
+  std::string target;                         // path and query
   std::map<std::string, std::string> headers; // lower-case names
   std::string body;
   std::string remote;
@@ -31,7 +31,7 @@ struct http_request {
 
 /// Thread-safe; every call after the client left is a no-op.
 class response_writer {
-public:
+ public:
   virtual ~response_writer() = default;
   /// A complete response.
   virtual void respond(int status, const std::string& content_type, std::string body,
@@ -50,18 +50,18 @@ using http_handler = std::function<void(http_request, std::shared_ptr<response_w
 struct http_limits {
   size_t max_header_bytes = 16 * 1024;
   size_t max_body_bytes = 4 * 1024 * 1024;
-  double read_timeout_s = 15;     // to receive one whole request once it has started
-  double idle_timeout_s = 60;     // keep-alive connection with nothing to do
+  double read_timeout_s = 15; // to receive one whole request once it has started
+  double idle_timeout_s = 60; // keep-alive connection with nothing to do
   size_t max_connections = 4096;
   int backlog = 4096;
   int threads = 2;
 };
 
 class http_server {
-public:
+ public:
   /// Binds and starts serving; port 0 picks a free port.
-  static expected<std::unique_ptr<http_server>> start(const std::string& host, uint16_t port, http_handler handler,
-                                                      http_limits limits = {});
+  static expected<std::unique_ptr<http_server>>
+  start(const std::string& host, uint16_t port, http_handler handler, http_limits limits = {});
   ~http_server();
   uint16_t port() const;
   /// Stops accepting new connections (requests in progress continue).
@@ -75,7 +75,7 @@ public:
 
   struct impl;
 
-private:
+ private:
   explicit http_server(std::unique_ptr<impl> p);
   std::unique_ptr<impl> impl_;
 };

@@ -11,7 +11,12 @@ std::shared_ptr<inproc_group> inproc_group::create(int size) {
   return std::shared_ptr<inproc_group>(new inproc_group(size));
 }
 
-inproc_group::inproc_group(int size) : size_(size), slots_(size), inputs_(size), tags_(size, 0), waiting_(size, 0) {
+inproc_group::inproc_group(int size)
+    : size_(size)
+    , slots_(size)
+    , inputs_(size)
+    , tags_(size, 0)
+    , waiting_(size, 0) {
   // Spin long (~0.5 ms) before sleeping when every rank can have a core to itself: a sleep
   // and wake-up per barrier costs more than the imbalance it waits out. With more ranks than
   // cores a spinning rank would keep the one it waits for off the CPU, so barely spin.
@@ -45,7 +50,8 @@ status inproc_group::check_tags(int rank, uint64_t tag) {
   std::lock_guard<std::mutex> lk(mu_);
   for (int k = 0; k < size_; ++k)
     if (tags_[k] != tag)
-      return make_error(errc::unavailable, "collective mismatch: rank {} is in another step or operation than rank {}",
+      return make_error(errc::unavailable,
+                        "collective mismatch: rank {} is in another step or operation than rank {}",
                         k, rank);
   return {};
 }
@@ -98,7 +104,8 @@ status inproc_group::barrier(const handle& h) {
   cv_.wait(lk, [&] { return generation_ != gen || aborted_ || resets_ != resets; });
   waiting_[rank] = 0;
   if (resets_ != resets || (aborted_ && generation_ == gen))
-    return make_error(errc::unavailable, "collective aborted: {}", reason_.empty() ? "the group was reset" : reason_);
+    return make_error(errc::unavailable, "collective aborted: {}",
+                      reason_.empty() ? "the group was reset" : reason_);
   return {};
 }
 
@@ -115,7 +122,8 @@ status inproc_group::all_reduce(handle& h, float* data, int64_t n) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (h.epoch_ != epoch_)
-      return make_error(errc::unavailable, "collective epoch {} is over (now {})", h.epoch_, epoch_);
+      return make_error(errc::unavailable, "collective epoch {} is over (now {})", h.epoch_,
+                        epoch_);
     slots_[rank] = data;
     tags_[rank] = tag;
     if (static_cast<int64_t>(scratch_.size()) < n) scratch_.resize(n);
@@ -134,10 +142,12 @@ status inproc_group::all_reduce(handle& h, float* data, int64_t n) {
   return {};
 }
 
-status inproc_group::all_gather(handle& h, const float* in, float* out, std::span<const int64_t> counts) {
+status inproc_group::all_gather(handle& h, const float* in, float* out,
+                                std::span<const int64_t> counts) {
   const int rank = h.rank_;
   if (static_cast<int>(counts.size()) != size_)
-    return make_error(errc::invalid_argument, "all_gather: {} counts for {} ranks", counts.size(), size_);
+    return make_error(errc::invalid_argument, "all_gather: {} counts for {} ranks", counts.size(),
+                      size_);
   if (size_ == 1) {
     std::memcpy(out, in, counts[0] * sizeof(float));
     return {};
@@ -148,7 +158,8 @@ status inproc_group::all_gather(handle& h, const float* in, float* out, std::spa
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (h.epoch_ != epoch_)
-      return make_error(errc::unavailable, "collective epoch {} is over (now {})", h.epoch_, epoch_);
+      return make_error(errc::unavailable, "collective epoch {} is over (now {})", h.epoch_,
+                        epoch_);
     inputs_[rank] = in;
     tags_[rank] = tag;
   }

@@ -20,16 +20,20 @@
 namespace troupe::transport {
 
 class inproc_group : public std::enable_shared_from_this<inproc_group> {
-public:
+ public:
   /// One member's view of the group. Each shard instance joins with its own handle, so a
   /// replaced instance that wakes up late cannot pass for its successor: its handle keeps
   /// the epoch it was armed with.
   class handle final : public collective {
-  public:
-    handle(std::shared_ptr<inproc_group> g, int rank) : g_(std::move(g)), rank_(rank) {}
+   public:
+    handle(std::shared_ptr<inproc_group> g, int rank)
+        : g_(std::move(g))
+        , rank_(rank) {}
     int rank() const override { return rank_; }
     int size() const override { return g_->size_; }
-    status all_reduce_sum(float* data, int64_t n) override { return g_->all_reduce(*this, data, n); }
+    status all_reduce_sum(float* data, int64_t n) override {
+      return g_->all_reduce(*this, data, n);
+    }
     status all_gather(const float* in, float* out, std::span<const int64_t> counts) override {
       return g_->all_gather(*this, in, out, counts);
     }
@@ -40,7 +44,7 @@ public:
       ops_ = 0;
     }
 
-  private:
+   private:
     friend class inproc_group;
     std::shared_ptr<inproc_group> g_;
     int rank_;
@@ -64,7 +68,7 @@ public:
   /// True while `rank` waits in a collective for the others (it is not the one that hangs).
   bool waiting(int rank) const;
 
-private:
+ private:
   explicit inproc_group(int size);
   status barrier(const handle& h);
   status check_tags(int rank, uint64_t tag);
@@ -79,7 +83,7 @@ private:
   uint64_t generation_ = 0;
   uint64_t resets_ = 0;
   std::atomic<uint64_t> gen_atomic_{0}; // generation_, readable without the lock
-  int spin_ = 200;                       // pause iterations before sleeping in a barrier
+  int spin_ = 200;                      // pause iterations before sleeping in a barrier
   bool aborted_ = false;
   std::string reason_;
   std::vector<float*> slots_;

@@ -18,8 +18,8 @@ struct kv_row_source {
   const float* (*val)(const void* ctx, int64_t s);
   const void* ctx;
 };
-void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale, const kv_row_source& kv,
-                       float* out, float* scores); // attention_avx2.cpp
+void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale,
+                       const kv_row_source& kv, float* out, float* scores); // attention_avx2.cpp
 
 namespace {
 
@@ -30,7 +30,9 @@ struct kv_rows {
   const int32_t* blocks; // null: contiguous [S, Hkv, D]
   int64_t P, Hkv, D, kh;
   int64_t row_bytes; // bytes of D values
-  int64_t slot(int64_t s) const { return blocks ? static_cast<int64_t>(blocks[s / P]) * P + s % P : s; }
+  int64_t slot(int64_t s) const {
+    return blocks ? static_cast<int64_t>(blocks[s / P]) * P + s % P : s;
+  }
   const uint8_t* key(int64_t s) const { return k + (slot(s) * Hkv + kh) * row_bytes; }
   const uint8_t* val(int64_t s) const { return v + (slot(s) * Hkv + kh) * row_bytes; }
 };
@@ -49,8 +51,12 @@ inline void axpy_d(float* y, const float* x, float a, int64_t D) {
   for (int64_t d = 0; d < D; ++d) y[d] += a * x[d];
 }
 
-const float* key_of(const void* ctx, int64_t s) { return reinterpret_cast<const float*>(static_cast<const kv_rows*>(ctx)->key(s)); }
-const float* val_of(const void* ctx, int64_t s) { return reinterpret_cast<const float*>(static_cast<const kv_rows*>(ctx)->val(s)); }
+const float* key_of(const void* ctx, int64_t s) {
+  return reinterpret_cast<const float*>(static_cast<const kv_rows*>(ctx)->key(s));
+}
+const float* val_of(const void* ctx, int64_t s) {
+  return reinterpret_cast<const float*>(static_cast<const kv_rows*>(ctx)->val(s));
+}
 
 bool have_avx2() {
   static const bool yes = [] {
@@ -62,8 +68,9 @@ bool have_avx2() {
 
 // The G query heads of one KV head for one query position `last` (keys 0..last).
 TROUPE_CPU_DISPATCH
-void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scale, dtype type, const kv_rows& kv,
-                  float* out, std::vector<float>& scores, std::vector<float>& row) {
+void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scale, dtype type,
+                  const kv_rows& kv, float* out, std::vector<float>& scores,
+                  std::vector<float>& row) {
   const int64_t S = last + 1;
   scores.resize(G * S + 8);
   if (type == dtype::f32 && D % 8 == 0 && have_avx2()) {
@@ -108,7 +115,13 @@ void attention(const op_args& a, const exec_ctx& ctx) {
     std::vector<float> scores, row;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / Hkv, kh = i % Hkv;
-      kv_rows kv{static_cast<const uint8_t*>(k.data), static_cast<const uint8_t*>(a.src[2].data), nullptr, 1, Hkv, D, kh,
+      kv_rows kv{static_cast<const uint8_t*>(k.data),
+                 static_cast<const uint8_t*>(a.src[2].data),
+                 nullptr,
+                 1,
+                 Hkv,
+                 D,
+                 kh,
                  row_bytes(k.type, D)};
       attend_group(q.as<float>() + (t * H + kh * G) * D, G, D, a.p.pos0 + t, a.p.scale, k.type, kv,
                    a.dst.as<float>() + (t * H + kh * G) * D, scores, row);
@@ -134,8 +147,14 @@ void paged_attention(const op_args& a, const exec_ctx& ctx) {
       const int64_t t = i / Hkv, kh = i % Hkv;
       if (seq_of[t] < 0) continue;
       const int32_t* info = seqs.row<int32_t>(seq_of[t]);
-      kv_rows kv{static_cast<const uint8_t*>(kc.data), static_cast<const uint8_t*>(a.src[2].data), info + 3, P, Hkv, D,
-                 kh, row_bytes(kc.type, D)};
+      kv_rows kv{static_cast<const uint8_t*>(kc.data),
+                 static_cast<const uint8_t*>(a.src[2].data),
+                 info + 3,
+                 P,
+                 Hkv,
+                 D,
+                 kh,
+                 row_bytes(kc.type, D)};
       const int64_t pos = info[2] + (t - info[0]);
       attend_group(q.as<float>() + (t * H + kh * G) * D, G, D, pos, a.p.scale, kc.type, kv,
                    a.dst.as<float>() + (t * H + kh * G) * D, scores, row);
@@ -152,7 +171,9 @@ void kv_store(const op_args& a, const exec_ctx&) {
              static_cast<char*>(a.dst.data) + row_bytes(a.dst.type, slots[t] * row), row);
 }
 
-bool cache_type(dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; }
+bool cache_type(dtype t) {
+  return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16;
+}
 
 } // namespace
 
@@ -163,11 +184,12 @@ void register_attention(registry& r) {
   };
   r.add(op::attention, backend::cpu, "gqa-grouped", ok, attention);
   r.add(op::paged_attention, backend::cpu, "gqa-grouped", ok, paged_attention);
-  r.add(op::kv_store, backend::cpu, "any",
-        [](const op_args& a) {
-          return contiguous_args(a) && a.src[0].type == dtype::f32 && cache_type(a.dst.type);
-        },
-        kv_store);
+  r.add(
+      op::kv_store, backend::cpu, "any",
+      [](const op_args& a) {
+        return contiguous_args(a) && a.src[0].type == dtype::f32 && cache_type(a.dst.type);
+      },
+      kv_store);
 }
 
 } // namespace troupe::kernels::cpu

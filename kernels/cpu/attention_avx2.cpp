@@ -18,11 +18,13 @@ struct kv_row_source {
 
 namespace {
 
-inline __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6, __m256 a7) {
+inline __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6,
+                      __m256 a7) {
   const __m256 s01 = _mm256_hadd_ps(a0, a1), s23 = _mm256_hadd_ps(a2, a3);
   const __m256 s45 = _mm256_hadd_ps(a4, a5), s67 = _mm256_hadd_ps(a6, a7);
   const __m256 s0123 = _mm256_hadd_ps(s01, s23), s4567 = _mm256_hadd_ps(s45, s67);
-  return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
+  return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20),
+                       _mm256_permute2f128_ps(s0123, s4567, 0x31));
 }
 
 // exp(x) for x <= 0 (softmax after max subtraction): 2^n * P(r), |r| <= ln2/2
@@ -39,7 +41,8 @@ inline __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  const __m256i n =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(n));
 }
 
@@ -60,8 +63,8 @@ inline float hsum8(__m256 v) {
 } // namespace
 
 /// G query heads (q: [G, D]) over keys 0..S-1 of one KV head; out: [G, D]; scores: G*S + 8.
-void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale, const kv_row_source& kv,
-                       float* out, float* scores) {
+void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale,
+                       const kv_row_source& kv, float* out, float* scores) {
   const int64_t S8 = S / 8 * 8;
   for (int64_t g = 0; g < G; ++g) {
     const float* qg = q + g * D;
@@ -77,13 +80,15 @@ void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float sc
         const __m256 qv = _mm256_loadu_ps(qg + d);
         for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[j] + d), acc[j]);
       }
-      _mm256_storeu_ps(sc + s, _mm256_mul_ps(hsum8x8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]),
+      _mm256_storeu_ps(sc + s, _mm256_mul_ps(hsum8x8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5],
+                                                     acc[6], acc[7]),
                                              _mm256_set1_ps(scale)));
     }
     for (int64_t s = S8; s < S; ++s) {
       const float* kr = kv.key(kv.ctx, s);
       __m256 acc = _mm256_setzero_ps();
-      for (int64_t d = 0; d < D; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qg + d), _mm256_loadu_ps(kr + d), acc);
+      for (int64_t d = 0; d < D; d += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(qg + d), _mm256_loadu_ps(kr + d), acc);
       sc[s] = hsum8(acc) * scale;
     }
     // softmax
@@ -111,7 +116,8 @@ void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float sc
       const float* vr = kv.val(kv.ctx, s);
       const __m256 p = _mm256_set1_ps(sc[s] * inv);
       for (int64_t d = 0; d < D; d += 8)
-        _mm256_storeu_ps(out + g * D + d, _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + d), _mm256_loadu_ps(out + g * D + d)));
+        _mm256_storeu_ps(out + g * D + d, _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + d),
+                                                          _mm256_loadu_ps(out + g * D + d)));
     }
   }
 }

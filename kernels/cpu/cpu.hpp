@@ -9,8 +9,10 @@
 #include "kernels/registry.hpp"
 #include "runtime/thread_pool.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define TROUPE_CPU_DISPATCH __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_ADDRESS__)
+#define TROUPE_CPU_DISPATCH                                                                        \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TROUPE_CPU_DISPATCH
 #endif
@@ -30,8 +32,10 @@ void register_convert(registry& r);
 /// Runs fn(begin, end) over [0, n) on the context's pool, or inline without one.
 template <class F>
 void parallel(const exec_ctx& ctx, int64_t n, int64_t grain, F&& fn) {
-  if (ctx.pool && n > grain) ctx.pool->parallel_for(n, grain, fn);
-  else if (n > 0) fn(0, n);
+  if (ctx.pool && n > grain)
+    ctx.pool->parallel_for(n, grain, fn);
+  else if (n > 0)
+    fn(0, n);
 }
 
 bool contiguous_args(const op_args& a);

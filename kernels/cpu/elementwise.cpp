@@ -29,7 +29,9 @@ void gelu_tanh_k(const op_args& a, const exec_ctx& c) {
     return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
   });
 }
-void tanh_k(const op_args& a, const exec_ctx& c) { unary(a, c, [](float x) { return std::tanh(x); }); }
+void tanh_k(const op_args& a, const exec_ctx& c) {
+  unary(a, c, [](float x) { return std::tanh(x); });
+}
 void rsqrt_k(const op_args& a, const exec_ctx& c) {
   unary(a, c, [](float x) { return 1.0f / std::sqrt(x); });
 }

@@ -14,8 +14,10 @@ void embedding(const op_args& a, const exec_ctx& ctx) {
   parallel(ctx, a.src[1].numel(), 4, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* out = a.dst.row<float>(t);
-      if (ids[t] < 0 || ids[t] >= V) std::memset(out, 0, C * sizeof(float));
-      else dequant_row(table.type, table.row(ids[t]), 0, C, out);
+      if (ids[t] < 0 || ids[t] >= V)
+        std::memset(out, 0, C * sizeof(float));
+      else
+        dequant_row(table.type, table.row(ids[t]), 0, C, out);
     }
   });
 }
@@ -23,11 +25,12 @@ void embedding(const op_args& a, const exec_ctx& ctx) {
 } // namespace
 
 void register_embedding(registry& r) {
-  r.add(op::embedding, backend::cpu, "any",
-        [](const op_args& a) {
-          return contiguous_args(a) && a.src[0].type != dtype::i8 && a.src[0].type != dtype::i32;
-        },
-        embedding);
+  r.add(
+      op::embedding, backend::cpu, "any",
+      [](const op_args& a) {
+        return contiguous_args(a) && a.src[0].type != dtype::i8 && a.src[0].type != dtype::i32;
+      },
+      embedding);
 }
 
 } // namespace troupe::kernels::cpu

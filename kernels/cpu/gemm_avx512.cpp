@@ -13,7 +13,8 @@ namespace {
 // C[MR x NR] = A[MR rows, K] . B[NR rows, K]^T, both operands k-contiguous (no packing):
 // MR x NR accumulators of 16 lanes along k, one horizontal sum per output at the end.
 template <int MR, int NR>
-inline void nt_tile(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, float* C, int64_t ldc) {
+inline void nt_tile(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, float* C,
+                    int64_t ldc) {
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -40,8 +41,8 @@ inline void nt_tile(const float* A, int64_t lda, const float* B, int64_t ldb, in
 }
 
 template <int NR>
-inline void nt_rows(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M, float* C,
-                    int64_t ldc) {
+inline void nt_rows(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
+                    float* C, int64_t ldc) {
   int64_t m = 0;
   for (; m + 4 <= M; m += 4) nt_tile<4, NR>(A + m * lda, lda, B, ldb, K, C + m * ldc, ldc);
   for (; m < M; ++m) nt_tile<1, NR>(A + m * lda, lda, B, ldb, K, C + m * ldc, ldc);
@@ -50,16 +51,29 @@ inline void nt_rows(const float* A, int64_t lda, const float* B, int64_t ldb, in
 } // namespace
 
 /// C[M, n] = A[M, K] . B[n, K]^T for n <= 6 rows of B (f32, k-contiguous).
-void gemm_nt_avx512(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M, int64_t n,
-                    float* C, int64_t ldc) {
+void gemm_nt_avx512(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
+                    int64_t n, float* C, int64_t ldc) {
   switch (n) {
-    case 6: nt_rows<6>(A, lda, B, ldb, K, M, C, ldc); break;
-    case 5: nt_rows<5>(A, lda, B, ldb, K, M, C, ldc); break;
-    case 4: nt_rows<4>(A, lda, B, ldb, K, M, C, ldc); break;
-    case 3: nt_rows<3>(A, lda, B, ldb, K, M, C, ldc); break;
-    case 2: nt_rows<2>(A, lda, B, ldb, K, M, C, ldc); break;
-    case 1: nt_rows<1>(A, lda, B, ldb, K, M, C, ldc); break;
-    default: break;
+  case 6:
+    nt_rows<6>(A, lda, B, ldb, K, M, C, ldc);
+    break;
+  case 5:
+    nt_rows<5>(A, lda, B, ldb, K, M, C, ldc);
+    break;
+  case 4:
+    nt_rows<4>(A, lda, B, ldb, K, M, C, ldc);
+    break;
+  case 3:
+    nt_rows<3>(A, lda, B, ldb, K, M, C, ldc);
+    break;
+  case 2:
+    nt_rows<2>(A, lda, B, ldb, K, M, C, ldc);
+    break;
+  case 1:
+    nt_rows<1>(A, lda, B, ldb, K, M, C, ldc);
+    break;
+  default:
+    break;
   }
 }
 

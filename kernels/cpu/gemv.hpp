@@ -15,16 +15,16 @@
 namespace troupe::kernels::cpu {
 
 struct gemv_args {
-  const float* x;      // [T, K] f32 activations (float kernels)
-  const int8_t* xq;    // [T, K] int8 activations (quantized kernels)
-  const float* xd;     // [T, K / 32] their scales
+  const float* x;   // [T, K] f32 activations (float kernels)
+  const int8_t* xq; // [T, K] int8 activations (quantized kernels)
+  const float* xd;  // [T, K / 32] their scales
   int64_t T, K;
-  const uint8_t* w;    // weight rows
+  const uint8_t* w; // weight rows
   int64_t row_bytes;
-  int64_t n0, n1;      // output features to compute
-  float* y;            // [T, ldy]
+  int64_t n0, n1; // output features to compute
+  float* y;       // [T, ldy]
   int64_t ldy;
-  const float* bias;   // [N] or null
+  const float* bias; // [N] or null
 };
 
 using gemv_fn = void (*)(const gemv_args&);

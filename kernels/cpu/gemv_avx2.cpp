@@ -19,19 +19,24 @@ inline float hsum256(__m256 v) {
 
 template <int W>
 inline __m256 load_w(const uint8_t* row, int64_t k) {
-  if constexpr (W == 0) return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  if constexpr (W == 0)
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
   else if constexpr (W == 1)
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k)));
+    return _mm256_cvtph_ps(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k)));
   else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k));
+    const __m128i h = _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
 }
 
 template <int W>
 inline float load_w1(const uint8_t* row, int64_t k) {
-  if constexpr (W == 0) return reinterpret_cast<const float*>(row)[k];
-  else if constexpr (W == 1) return _cvtsh_ss(reinterpret_cast<const uint16_t*>(row)[k]);
+  if constexpr (W == 0)
+    return reinterpret_cast<const float*>(row)[k];
+  else if constexpr (W == 1)
+    return _cvtsh_ss(reinterpret_cast<const uint16_t*>(row)[k]);
   else {
     const uint32_t u = static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(row)[k]) << 16;
     float f;
@@ -76,9 +81,15 @@ void gemv_float(const gemv_args& a) {
   }
 }
 
-void gemv_f32(const gemv_args& a) { gemv_float<0>(a); }
-void gemv_f16(const gemv_args& a) { gemv_float<1>(a); }
-void gemv_bf16(const gemv_args& a) { gemv_float<2>(a); }
+void gemv_f32(const gemv_args& a) {
+  gemv_float<0>(a);
+}
+void gemv_f16(const gemv_args& a) {
+  gemv_float<1>(a);
+}
+void gemv_bf16(const gemv_args& a) {
+  gemv_float<2>(a);
+}
 
 inline __m256i dot_block(__m256i w, __m256i x) {
   const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
@@ -106,30 +117,44 @@ void gemv_quant(const gemv_args& a) {
       for (; b + 2 <= nb; b += 2) {
         const uint8_t* blk0 = row + b * bb;
         const uint8_t* blk1 = blk0 + bb;
-        _mm_prefetch(reinterpret_cast<const char*>(blk0) + 2048, _MM_HINT_T0); // see gemv_avx512.cpp
-        const __m256i w0 = Q4 ? q4_unpack(blk0 + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + 2));
-        const __m256i w1 = Q4 ? q4_unpack(blk1 + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + 2));
-        const __m256i p0 = dot_block(w0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
-        const __m256i p1 = dot_block(w1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32 + 32)));
-        c0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk0)) * xd[b]),
-                             _mm256_cvtepi32_ps(p0), c0);
-        c1 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk1)) * xd[b + 1]),
-                             _mm256_cvtepi32_ps(p1), c1);
+        _mm_prefetch(reinterpret_cast<const char*>(blk0) + 2048,
+                     _MM_HINT_T0); // see gemv_avx512.cpp
+        const __m256i w0 = Q4 ? q4_unpack(blk0 + 2)
+                              : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + 2));
+        const __m256i w1 = Q4 ? q4_unpack(blk1 + 2)
+                              : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + 2));
+        const __m256i p0 =
+            dot_block(w0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
+        const __m256i p1 =
+            dot_block(w1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32 + 32)));
+        c0 = _mm256_fmadd_ps(
+            _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk0)) * xd[b]),
+            _mm256_cvtepi32_ps(p0), c0);
+        c1 = _mm256_fmadd_ps(
+            _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk1)) * xd[b + 1]),
+            _mm256_cvtepi32_ps(p1), c1);
       }
       for (; b < nb; ++b) {
         const uint8_t* blk = row + b * bb;
-        const __m256i w = Q4 ? q4_unpack(blk + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-        const __m256i p = dot_block(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
-        c0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk)) * xd[b]),
-                             _mm256_cvtepi32_ps(p), c0);
+        const __m256i w =
+            Q4 ? q4_unpack(blk + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+        const __m256i p =
+            dot_block(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
+        c0 = _mm256_fmadd_ps(
+            _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk)) * xd[b]),
+            _mm256_cvtepi32_ps(p), c0);
       }
       a.y[t * a.ldy + n] = hsum256(_mm256_add_ps(c0, c1)) + bias;
     }
   }
 }
 
-void gemv_q8_0(const gemv_args& a) { gemv_quant<false>(a); }
-void gemv_q4_0(const gemv_args& a) { gemv_quant<true>(a); }
+void gemv_q8_0(const gemv_args& a) {
+  gemv_quant<false>(a);
+}
+void gemv_q4_0(const gemv_args& a) {
+  gemv_quant<true>(a);
+}
 
 void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -146,10 +171,13 @@ void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
     const __m256 inv = _mm256_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
     __m256i i32[4];
     for (int i = 0; i < 4; ++i)
-      i32[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    const __m256i p01 = _mm256_packs_epi32(i32[0], i32[1]), p23 = _mm256_packs_epi32(i32[2], i32[3]);
+      i32[i] = _mm256_cvtps_epi32(
+          _mm256_round_ps(_mm256_mul_ps(v[i], inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m256i p01 = _mm256_packs_epi32(i32[0], i32[1]),
+                  p23 = _mm256_packs_epi32(i32[2], i32[3]);
     __m256i p = _mm256_packs_epi16(p01, p23);
-    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)); // undo the lane interleave
+    p = _mm256_permutevar8x32_epi32(
+        p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)); // undo the lane interleave
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * 32), p);
     d[b] = scale;
   }
@@ -158,14 +186,18 @@ void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
 void f16_row(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
 }
 
-const gemv_table table = {"avx2", gemv_f32, gemv_f16, gemv_bf16, gemv_q8_0, gemv_q4_0, quantize_q8, f16_row};
+const gemv_table table = {"avx2",    gemv_f32,  gemv_f16,    gemv_bf16,
+                          gemv_q8_0, gemv_q4_0, quantize_q8, f16_row};
 
 } // namespace
 
-const gemv_table* gemv_avx2_table() { return &table; }
+const gemv_table* gemv_avx2_table() {
+  return &table;
+}
 
 } // namespace troupe::kernels::cpu

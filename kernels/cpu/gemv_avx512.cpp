@@ -11,7 +11,9 @@ namespace {
 
 constexpr int prefetch_distance = 4096; // bytes ahead of the weights being read
 
-inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+inline float hsum(__m512 v) {
+  return _mm512_reduce_add_ps(v);
+}
 inline float hsum256(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
   lo = _mm_add_ps(lo, hi);
@@ -42,11 +44,13 @@ inline void float_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_
   int64_t k = 0;
   for (; k < K16; k += 16) {
     const __m512 wv = load_w<W>(row, k, 0xffff);
-    for (int j = 0; j < TC; ++j) c[j] = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + (t0 + j) * K + k), wv, c[j]);
+    for (int j = 0; j < TC; ++j)
+      c[j] = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + (t0 + j) * K + k), wv, c[j]);
   }
   if (K16 < K) {
     const __m512 wv = load_w<W>(row, K16, tail);
-    for (int j = 0; j < TC; ++j) c[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a.x + (t0 + j) * K + K16), wv, c[j]);
+    for (int j = 0; j < TC; ++j)
+      c[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a.x + (t0 + j) * K + K16), wv, c[j]);
   }
   for (int j = 0; j < TC; ++j) a.y[(t0 + j) * a.ldy + n] = hsum(c[j]) + bias;
 }
@@ -75,29 +79,45 @@ void gemv_float(const gemv_args& a) {
         c2 = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + k + 32), load_w<W>(row, k + 32, full), c2);
         c3 = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + k + 48), load_w<W>(row, k + 48, full), c3);
       }
-      for (; k < K16; k += 16) c0 = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + k), load_w<W>(row, k, full), c0);
-      if (K16 < K) c1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a.x + K16), load_w<W>(row, K16, tail), c1);
+      for (; k < K16; k += 16)
+        c0 = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + k), load_w<W>(row, k, full), c0);
+      if (K16 < K)
+        c1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a.x + K16), load_w<W>(row, K16, tail), c1);
       a.y[n] = hsum(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3))) + b;
       continue;
     }
     int64_t t0 = 0;
     for (; t0 + 4 <= a.T; t0 += 4) float_row<W, 4>(a, row, t0, n, b);
     switch (a.T - t0) {
-      case 3: float_row<W, 3>(a, row, t0, n, b); break;
-      case 2: float_row<W, 2>(a, row, t0, n, b); break;
-      case 1: float_row<W, 1>(a, row, t0, n, b); break;
-      default: break;
+    case 3:
+      float_row<W, 3>(a, row, t0, n, b);
+      break;
+    case 2:
+      float_row<W, 2>(a, row, t0, n, b);
+      break;
+    case 1:
+      float_row<W, 1>(a, row, t0, n, b);
+      break;
+    default:
+      break;
     }
   }
 }
 
-void gemv_f32(const gemv_args& a) { gemv_float<0>(a); }
-void gemv_f16(const gemv_args& a) { gemv_float<1>(a); }
-void gemv_bf16(const gemv_args& a) { gemv_float<2>(a); }
+void gemv_f32(const gemv_args& a) {
+  gemv_float<0>(a);
+}
+void gemv_f16(const gemv_args& a) {
+  gemv_float<1>(a);
+}
+void gemv_bf16(const gemv_args& a) {
+  gemv_float<2>(a);
+}
 
 // int8 x int8 dot of one 32-value block, as 8 int32 partial sums: |w| (u8) . sign(x, w) (s8)
 inline __m256i dot_block(__m256i w, __m256i x) {
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w),
+                             _mm256_sign_epi8(x, w));
 }
 
 inline __m256i q4_unpack(const uint8_t* qs) {
@@ -127,8 +147,10 @@ inline void quant_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_
       _mm_prefetch(reinterpret_cast<const char*>(blk0) + prefetch_distance + 64, _MM_HINT_T0);
     const float d0 = _cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk0));
     const float d1 = _cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk1));
-    const __m256i w0 = Q4 ? q4_unpack(blk0 + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + 2));
-    const __m256i w1 = Q4 ? q4_unpack(blk1 + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + 2));
+    const __m256i w0 =
+        Q4 ? q4_unpack(blk0 + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + 2));
+    const __m256i w1 =
+        Q4 ? q4_unpack(blk1 + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + 2));
     const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
     for (int j = 0; j < TC; ++j) {
       const int8_t* x = xq + j * a.K + b * 32;
@@ -137,19 +159,23 @@ inline void quant_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_
       const __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a0, _mm256_sign_epi8(x0, w0));
       const __m256i p1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a1, _mm256_sign_epi8(x1, w1));
       c[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * xd[j * nb + b]), _mm256_cvtepi32_ps(p0), c[j]);
-      c2[j] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * xd[j * nb + b + 1]), _mm256_cvtepi32_ps(p1), c2[j]);
+      c2[j] =
+          _mm256_fmadd_ps(_mm256_set1_ps(d1 * xd[j * nb + b + 1]), _mm256_cvtepi32_ps(p1), c2[j]);
     }
   }
   for (; b < nb; ++b) {
     const uint8_t* blk = row + b * bb;
     const float d = _cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk));
-    const __m256i w = Q4 ? q4_unpack(blk + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    const __m256i w =
+        Q4 ? q4_unpack(blk + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
     for (int j = 0; j < TC; ++j) {
-      const __m256i p = dot_block(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + j * a.K + b * 32)));
+      const __m256i p =
+          dot_block(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + j * a.K + b * 32)));
       c[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * xd[j * nb + b]), _mm256_cvtepi32_ps(p), c[j]);
     }
   }
-  for (int j = 0; j < TC; ++j) a.y[(t0 + j) * a.ldy + n] = hsum256(_mm256_add_ps(c[j], c2[j])) + bias;
+  for (int j = 0; j < TC; ++j)
+    a.y[(t0 + j) * a.ldy + n] = hsum256(_mm256_add_ps(c[j], c2[j])) + bias;
 }
 
 // Decode (one token): two weight rows at a time, four independent chains, so more cache
@@ -166,8 +192,10 @@ inline void quant_two_rows(const gemv_args& a, int64_t n) {
     _mm_prefetch(reinterpret_cast<const char*>(r0 + b * bb) + prefetch_distance, _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(r1 + b * bb) + prefetch_distance, _MM_HINT_T0);
     if constexpr (!Q4) {
-      _mm_prefetch(reinterpret_cast<const char*>(r0 + b * bb) + prefetch_distance + 64, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(r1 + b * bb) + prefetch_distance + 64, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r0 + b * bb) + prefetch_distance + 64,
+                   _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r1 + b * bb) + prefetch_distance + 64,
+                   _MM_HINT_T0);
     }
     const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + b * 32));
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + b * 32 + 32));
@@ -175,8 +203,10 @@ inline void quant_two_rows(const gemv_args& a, int64_t n) {
     for (int r = 0; r < 2; ++r) {
       const uint8_t* blk0 = (r ? r1 : r0) + b * bb;
       const uint8_t* blk1 = blk0 + bb;
-      const __m256i w0 = Q4 ? q4_unpack(blk0 + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + 2));
-      const __m256i w1 = Q4 ? q4_unpack(blk1 + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + 2));
+      const __m256i w0 =
+          Q4 ? q4_unpack(blk0 + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + 2));
+      const __m256i w1 =
+          Q4 ? q4_unpack(blk1 + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + 2));
       const __m256 p0 = _mm256_cvtepi32_ps(dot_block(w0, x0));
       const __m256 p1 = _mm256_cvtepi32_ps(dot_block(w1, x1));
       const __m256 f0 = _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk0)) * s0);
@@ -194,10 +224,13 @@ inline void quant_two_rows(const gemv_args& a, int64_t n) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + b * 32));
     for (int r = 0; r < 2; ++r) {
       const uint8_t* blk = (r ? r1 : r0) + b * bb;
-      const __m256i w = Q4 ? q4_unpack(blk + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+      const __m256i w =
+          Q4 ? q4_unpack(blk + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
       const __m256 f = _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk)) * a.xd[b]);
-      if (r) e0 = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(dot_block(w, x)), e0);
-      else c0 = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(dot_block(w, x)), c0);
+      if (r)
+        e0 = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(dot_block(w, x)), e0);
+      else
+        c0 = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(dot_block(w, x)), c0);
     }
   }
   a.y[n] = hsum256(_mm256_add_ps(c0, c1)) + (a.bias ? a.bias[n] : 0.0f);
@@ -216,16 +249,27 @@ void gemv_quant(const gemv_args& a) {
     int64_t t0 = 0;
     for (; t0 + 4 <= a.T; t0 += 4) quant_row<Q4, 4>(a, row, t0, n, bias);
     switch (a.T - t0) {
-      case 3: quant_row<Q4, 3>(a, row, t0, n, bias); break;
-      case 2: quant_row<Q4, 2>(a, row, t0, n, bias); break;
-      case 1: quant_row<Q4, 1>(a, row, t0, n, bias); break;
-      default: break;
+    case 3:
+      quant_row<Q4, 3>(a, row, t0, n, bias);
+      break;
+    case 2:
+      quant_row<Q4, 2>(a, row, t0, n, bias);
+      break;
+    case 1:
+      quant_row<Q4, 1>(a, row, t0, n, bias);
+      break;
+    default:
+      break;
     }
   }
 }
 
-void gemv_q8_0(const gemv_args& a) { gemv_quant<false>(a); }
-void gemv_q4_0(const gemv_args& a) { gemv_quant<true>(a); }
+void gemv_q8_0(const gemv_args& a) {
+  gemv_quant<false>(a);
+}
+void gemv_q4_0(const gemv_args& a) {
+  gemv_quant<true>(a);
+}
 
 void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
   for (int64_t b = 0; b < K / 32; ++b) {
@@ -233,8 +277,10 @@ void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
     const float scale = amax / 127.0f;
     const __m512 inv = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
-    const __m512i i0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v0, inv), _MM_FROUND_TO_NEAREST_INT));
-    const __m512i i1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v1, inv), _MM_FROUND_TO_NEAREST_INT));
+    const __m512i i0 =
+        _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v0, inv), _MM_FROUND_TO_NEAREST_INT));
+    const __m512i i1 =
+        _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v1, inv), _MM_FROUND_TO_NEAREST_INT));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32), _mm512_cvtsepi32_epi8(i0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16), _mm512_cvtsepi32_epi8(i1));
     d[b] = scale;
@@ -244,14 +290,18 @@ void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
 void f16_row(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+    _mm512_storeu_ps(
+        dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
   for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
 }
 
-const gemv_table table = {"avx512", gemv_f32, gemv_f16, gemv_bf16, gemv_q8_0, gemv_q4_0, quantize_q8, f16_row};
+const gemv_table table = {"avx512",  gemv_f32,  gemv_f16,    gemv_bf16,
+                          gemv_q8_0, gemv_q4_0, quantize_q8, f16_row};
 
 } // namespace
 
-const gemv_table* gemv_avx512_table() { return &table; }
+const gemv_table* gemv_avx512_table() {
+  return &table;
+}
 
 } // namespace troupe::kernels::cpu

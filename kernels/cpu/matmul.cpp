@@ -27,12 +27,23 @@ bool matmul_simd(const op_args& a, const exec_ctx& ctx) {
   const auto& w = a.src[1];
   gemv_fn fn = nullptr;
   switch (w.type) {
-    case dtype::f32: fn = tab.f32; break;
-    case dtype::f16: fn = tab.f16; break;
-    case dtype::bf16: fn = tab.bf16; break;
-    case dtype::q8_0: fn = tab.q8_0; break;
-    case dtype::q4_0: fn = tab.q4_0; break;
-    default: break;
+  case dtype::f32:
+    fn = tab.f32;
+    break;
+  case dtype::f16:
+    fn = tab.f16;
+    break;
+  case dtype::bf16:
+    fn = tab.bf16;
+    break;
+  case dtype::q8_0:
+    fn = tab.q8_0;
+    break;
+  case dtype::q4_0:
+    fn = tab.q4_0;
+    break;
+  default:
+    break;
   }
   if (!fn) return false;
   const int64_t T = x.rows(), K = x.cols(), N = w.rows();
@@ -51,7 +62,8 @@ bool matmul_simd(const op_args& a, const exec_ctx& ctx) {
     if (!tab.quantize_q8) return false;
     xq.resize(T * K);
     xd.resize(T * (K / qk));
-    for (int64_t t = 0; t < T; ++t) tab.quantize_q8(x.row<float>(t), K, xq.data() + t * K, xd.data() + t * (K / qk));
+    for (int64_t t = 0; t < T; ++t)
+      tab.quantize_q8(x.row<float>(t), K, xq.data() + t * K, xd.data() + t * (K / qk));
     g.xq = xq.data();
     g.xd = xd.data();
   }
@@ -97,13 +109,16 @@ void matmul_gemm(const op_args& a, const exec_ctx& ctx) {
         const auto to_f16 = gemv_kernels().f16_to_f32;
         for (int64_t r = 0; r < nn; ++r) {
           const char* src = static_cast<const char*>(w.data) + (n0 + r) * wrow;
-          if (w.type == dtype::f16 && to_f16) to_f16(reinterpret_cast<const uint16_t*>(src), tile.data() + r * K, K);
-          else dequant_row(w.type, src, 0, K, tile.data() + r * K);
+          if (w.type == dtype::f16 && to_f16)
+            to_f16(reinterpret_cast<const uint16_t*>(src), tile.data() + r * K, K);
+          else
+            dequant_row(w.type, src, 0, K, tile.data() + r * K);
         }
         b = tile.data();
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(nn), static_cast<int>(K),
-                  1.0f, x.as<float>(), static_cast<int>(K), b, static_cast<int>(K), 0.0f, y + n0, static_cast<int>(N));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T),
+                  static_cast<int>(nn), static_cast<int>(K), 1.0f, x.as<float>(),
+                  static_cast<int>(K), b, static_cast<int>(K), 0.0f, y + n0, static_cast<int>(N));
       if (bias)
         for (int64_t t = 0; t < T; ++t)
           for (int64_t r = 0; r < nn; ++r) y[t * N + n0 + r] += bias[n0 + r];
@@ -112,8 +127,8 @@ void matmul_gemm(const op_args& a, const exec_ctx& ctx) {
 }
 
 } // namespace
-void gemm_nt_avx512(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M, int64_t n,
-                    float* C, int64_t ldc); // gemm_avx512.cpp
+void gemm_nt_avx512(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
+                    int64_t n, float* C, int64_t ldc); // gemm_avx512.cpp
 namespace {
 
 // Prefill, dot-product form: tiles of 4 tokens x 6 output features, weights read in their
@@ -143,8 +158,10 @@ void matmul_nt(const op_args& a, const exec_ctx& ctx) {
         rows.resize(G * K);
         for (int64_t j = 0; j < nn; ++j) {
           const char* src = static_cast<const char*>(w.data) + (n0 + j) * wrow;
-          if (w.type == dtype::f16 && to_f16) to_f16(reinterpret_cast<const uint16_t*>(src), rows.data() + j * K, K);
-          else dequant_row(w.type, src, 0, K, rows.data() + j * K);
+          if (w.type == dtype::f16 && to_f16)
+            to_f16(reinterpret_cast<const uint16_t*>(src), rows.data() + j * K, K);
+          else
+            dequant_row(w.type, src, 0, K, rows.data() + j * K);
         }
         b = rows.data();
       }
@@ -159,9 +176,12 @@ void matmul_nt(const op_args& a, const exec_ctx& ctx) {
 void matmul(const op_args& a, const exec_ctx& ctx) {
   if (a.src[0].rows() >= gemm_min_tokens) {
     // AVX-512: our dot-product GEMM; elsewhere a BLAS sgemm (TROUPE_BLAS=1 forces it)
-    static const bool ours = std::string(gemv_kernels().isa) == "avx512" && !std::getenv("TROUPE_BLAS");
-    if (ours) matmul_nt(a, ctx);
-    else matmul_gemm(a, ctx);
+    static const bool ours =
+        std::string(gemv_kernels().isa) == "avx512" && !std::getenv("TROUPE_BLAS");
+    if (ours)
+      matmul_nt(a, ctx);
+    else
+      matmul_gemm(a, ctx);
     return;
   }
   if (matmul_simd(a, ctx)) return;
@@ -202,15 +222,16 @@ void matmul(const op_args& a, const exec_ctx& ctx) {
 } // namespace
 
 void register_matmul(registry& r) {
-  r.add(op::matmul, backend::cpu, "f32|f16|bf16|q8_0|q4_0",
-        [](const op_args& a) {
-          const dtype t = a.src[1].type;
-          const bool ok_type = t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 ||
-                               t == dtype::q8_0 || t == dtype::q4_0;
-          return ok_type && contiguous_args(a) && a.src[0].type == dtype::f32 &&
-                 (!is_quantized(t) || a.src[1].cols() % qk == 0);
-        },
-        matmul);
+  r.add(
+      op::matmul, backend::cpu, "f32|f16|bf16|q8_0|q4_0",
+      [](const op_args& a) {
+        const dtype t = a.src[1].type;
+        const bool ok_type = t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 ||
+                             t == dtype::q8_0 || t == dtype::q4_0;
+        return ok_type && contiguous_args(a) && a.src[0].type == dtype::f32 &&
+               (!is_quantized(t) || a.src[1].cols() % qk == 0);
+      },
+      matmul);
 }
 
 } // namespace troupe::kernels::cpu

@@ -54,7 +54,8 @@ double probe_read_bandwidth(int threads, int repeats) {
   const size_t per_thread = 256ull << 20; // 256 MiB each: far past the last-level cache
   std::vector<std::vector<float>> bufs(threads);
   std::vector<std::thread> ts;
-  for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { bufs[t].assign(per_thread / 4, 1.0f); });
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] { bufs[t].assign(per_thread / 4, 1.0f); });
   for (auto& t : ts) t.join();
   std::vector<double> rates;
   volatile float sink = 0;
@@ -67,7 +68,8 @@ double probe_read_bandwidth(int threads, int repeats) {
     for (auto& t : ts) t.join();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (float p : part) sink = sink + p;
-    if (r > 0) rates.push_back(static_cast<double>(per_thread) * threads / s); // first pass warms the TLB
+    if (r > 0)
+      rates.push_back(static_cast<double>(per_thread) * threads / s); // first pass warms the TLB
   }
   return median(rates);
 }

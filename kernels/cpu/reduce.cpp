@@ -57,7 +57,9 @@ void topk(const op_args& a, const exec_ctx& ctx) {
   });
 }
 
-bool f32_src(const op_args& a) { return contiguous_args(a) && a.src[0].type == dtype::f32; }
+bool f32_src(const op_args& a) {
+  return contiguous_args(a) && a.src[0].type == dtype::f32;
+}
 
 } // namespace
 

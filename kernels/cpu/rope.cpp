@@ -42,11 +42,12 @@ void rope(const op_args& a, const exec_ctx& ctx) {
 } // namespace
 
 void register_rope(registry& r) {
-  r.add(op::rope, backend::cpu, "f32",
-        [](const op_args& a) {
-          return contiguous_args(a) && a.src[0].type == dtype::f32 && a.dst.type == dtype::f32;
-        },
-        rope);
+  r.add(
+      op::rope, backend::cpu, "f32",
+      [](const op_args& a) {
+        return contiguous_args(a) && a.src[0].type == dtype::f32 && a.dst.type == dtype::f32;
+      },
+      rope);
 }
 
 } // namespace troupe::kernels::cpu

@@ -27,11 +27,12 @@ void softmax(const op_args& a, const exec_ctx& ctx) {
 } // namespace
 
 void register_softmax(registry& r) {
-  r.add(op::softmax, backend::cpu, "f32",
-        [](const op_args& a) {
-          return contiguous_args(a) && a.src[0].type == dtype::f32 && a.dst.type == dtype::f32;
-        },
-        softmax);
+  r.add(
+      op::softmax, backend::cpu, "f32",
+      [](const op_args& a) {
+        return contiguous_args(a) && a.src[0].type == dtype::f32 && a.dst.type == dtype::f32;
+      },
+      softmax);
 }
 
 } // namespace troupe::kernels::cpu

@@ -28,40 +28,43 @@ float dot_f32(const float* x, const float* y, int64_t n) {
 TROUPE_CPU_DISPATCH
 void dequant_row(dtype type, const void* w, int64_t k0, int64_t n, float* out) {
   switch (type) {
-    case dtype::f32: std::memcpy(out, static_cast<const float*>(w) + k0, n * sizeof(float)); break;
-    case dtype::f16: {
-      const uint16_t* p = static_cast<const uint16_t*>(w) + k0;
-      for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(p[i]);
-      break;
+  case dtype::f32:
+    std::memcpy(out, static_cast<const float*>(w) + k0, n * sizeof(float));
+    break;
+  case dtype::f16: {
+    const uint16_t* p = static_cast<const uint16_t*>(w) + k0;
+    for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(p[i]);
+    break;
+  }
+  case dtype::bf16: {
+    const uint16_t* p = static_cast<const uint16_t*>(w) + k0;
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t u = static_cast<uint32_t>(p[i]) << 16;
+      std::memcpy(out + i, &u, 4);
     }
-    case dtype::bf16: {
-      const uint16_t* p = static_cast<const uint16_t*>(w) + k0;
-      for (int64_t i = 0; i < n; ++i) {
-        uint32_t u = static_cast<uint32_t>(p[i]) << 16;
-        std::memcpy(out + i, &u, 4);
+    break;
+  }
+  case dtype::q8_0: {
+    const block_q8_0* b = static_cast<const block_q8_0*>(w) + k0 / qk;
+    for (int64_t blk = 0; blk < n / qk; ++blk) {
+      const float d = f16_to_f32(b[blk].d);
+      for (int j = 0; j < qk; ++j) out[blk * qk + j] = d * b[blk].qs[j];
+    }
+    break;
+  }
+  case dtype::q4_0: {
+    const block_q4_0* b = static_cast<const block_q4_0*>(w) + k0 / qk;
+    for (int64_t blk = 0; blk < n / qk; ++blk) {
+      const float d = f16_to_f32(b[blk].d);
+      for (int j = 0; j < qk / 2; ++j) {
+        out[blk * qk + j] = d * ((b[blk].qs[j] & 0x0f) - 8);
+        out[blk * qk + j + qk / 2] = d * ((b[blk].qs[j] >> 4) - 8);
       }
-      break;
     }
-    case dtype::q8_0: {
-      const block_q8_0* b = static_cast<const block_q8_0*>(w) + k0 / qk;
-      for (int64_t blk = 0; blk < n / qk; ++blk) {
-        const float d = f16_to_f32(b[blk].d);
-        for (int j = 0; j < qk; ++j) out[blk * qk + j] = d * b[blk].qs[j];
-      }
-      break;
-    }
-    case dtype::q4_0: {
-      const block_q4_0* b = static_cast<const block_q4_0*>(w) + k0 / qk;
-      for (int64_t blk = 0; blk < n / qk; ++blk) {
-        const float d = f16_to_f32(b[blk].d);
-        for (int j = 0; j < qk / 2; ++j) {
-          out[blk * qk + j] = d * ((b[blk].qs[j] & 0x0f) - 8);
-          out[blk * qk + j + qk / 2] = d * ((b[blk].qs[j] >> 4) - 8);
-        }
-      }
-      break;
-    }
-    default: break;
+    break;
+  }
+  default:
+    break;
   }
 }
 

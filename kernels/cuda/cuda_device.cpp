@@ -23,8 +23,9 @@ error cuda_error(cudaError_t e, const char* what) {
 }
 
 class cuda_device final : public device {
-public:
-  explicit cuda_device(int index) : index_(index) {}
+ public:
+  explicit cuda_device(int index)
+      : index_(index) {}
   backend kind() const override { return backend::cuda; }
   std::string describe() const override {
     cudaDeviceProp prop{};
@@ -66,7 +67,7 @@ public:
     return static_cast<int64_t>(f);
   }
 
-private:
+ private:
   int index_;
 };
 
@@ -87,7 +88,9 @@ int gpu_count() {
 
 } // namespace
 
-bool cuda_available() { return gpu_count() > 0; }
+bool cuda_available() {
+  return gpu_count() > 0;
+}
 
 device* get_cuda_device(int index) {
   static std::vector<std::unique_ptr<cuda_device>> devices = [] {
@@ -121,14 +124,15 @@ void register_cuda_kernels(registry& r) {
     r.add(o, backend::cuda, "f32", f32, cuda::launch_unary);
   r.add(op::swiglu, backend::cuda, "f32", f32, cuda::launch_swiglu);
   r.add(op::rmsnorm, backend::cuda, "f32", f32, cuda::launch_rmsnorm);
-  r.add(op::matmul, backend::cuda, "f32|f16|bf16",
-        [](const op_args& a) {
-          const dtype t = a.src[1].type;
-          return a.src[0].type == dtype::f32 && a.dst.type == dtype::f32 &&
-                 (t == dtype::f32 || t == dtype::f16 || t == dtype::bf16) && a.src[0].contiguous() &&
-                 a.src[1].contiguous();
-        },
-        cuda::launch_matmul);
+  r.add(
+      op::matmul, backend::cuda, "f32|f16|bf16",
+      [](const op_args& a) {
+        const dtype t = a.src[1].type;
+        return a.src[0].type == dtype::f32 && a.dst.type == dtype::f32 &&
+               (t == dtype::f32 || t == dtype::f16 || t == dtype::bf16) && a.src[0].contiguous() &&
+               a.src[1].contiguous();
+      },
+      cuda::launch_matmul);
 }
 
 } // namespace troupe::kernels

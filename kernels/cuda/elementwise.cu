@@ -23,12 +23,23 @@ __global__ void unary_kernel(const float* x, float* y, long long n, int kind, fl
     const float v = x[i];
     float r;
     switch (kind) {
-      case 0: r = v / (1.0f + expf(-v)); break;                             // silu
-      case 1: r = tanhf(v); break;                                          // tanh
-      case 2: r = rsqrtf(v); break;                                         // rsqrt
-      case 3: r = v * s + b; break;                                         // scale
-      case 4: r = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); break; // gelu_erf
-      default: r = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    case 0:
+      r = v / (1.0f + expf(-v));
+      break; // silu
+    case 1:
+      r = tanhf(v);
+      break; // tanh
+    case 2:
+      r = rsqrtf(v);
+      break; // rsqrt
+    case 3:
+      r = v * s + b;
+      break; // scale
+    case 4:
+      r = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+      break; // gelu_erf
+    default:
+      r = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
     }
     y[i] = r;
   }
@@ -40,7 +51,9 @@ __global__ void swiglu_kernel(const float* g, const float* u, float* y, long lon
     y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-int blocks_for(long long n) { return static_cast<int>(n / 256 + 1 < 4096 ? n / 256 + 1 : 4096); }
+int blocks_for(long long n) {
+  return static_cast<int>(n / 256 + 1 < 4096 ? n / 256 + 1 : 4096);
+}
 
 } // namespace
 
@@ -57,12 +70,23 @@ void launch_unary(const op_args& a, const exec_ctx& c) {
   auto s = static_cast<cudaStream_t>(c.stream);
   int kind = 5;
   switch (a.kind) {
-    case op::silu: kind = 0; break;
-    case op::tanh: kind = 1; break;
-    case op::rsqrt: kind = 2; break;
-    case op::scale: kind = 3; break;
-    case op::gelu_erf: kind = 4; break;
-    default: kind = 5;
+  case op::silu:
+    kind = 0;
+    break;
+  case op::tanh:
+    kind = 1;
+    break;
+  case op::rsqrt:
+    kind = 2;
+    break;
+  case op::scale:
+    kind = 3;
+    break;
+  case op::gelu_erf:
+    kind = 4;
+    break;
+  default:
+    kind = 5;
   }
   const long long n = a.src[0].numel();
   unary_kernel<<<blocks_for(n), 256, 0, s>>>(a.src[0].as<float>(), a.dst.as<float>(), n, kind,

@@ -13,9 +13,13 @@ namespace {
 template <class W>
 __device__ float load_w(const W* w, long long i);
 template <>
-__device__ float load_w<float>(const float* w, long long i) { return w[i]; }
+__device__ float load_w<float>(const float* w, long long i) {
+  return w[i];
+}
 template <>
-__device__ float load_w<__half>(const __half* w, long long i) { return __half2float(w[i]); }
+__device__ float load_w<__half>(const __half* w, long long i) {
+  return __half2float(w[i]);
+}
 template <>
 __device__ float load_w<__nv_bfloat16>(const __nv_bfloat16* w, long long i) {
   return __bfloat162float(w[i]);
@@ -42,19 +46,20 @@ void launch_matmul(const op_args& a, const exec_ctx& c) {
   const unsigned blocks = static_cast<unsigned>((T * N * 32 + 255) / 256);
   const float* bias = a.src[2].data ? a.src[2].as<float>() : nullptr;
   switch (a.src[1].type) {
-    case dtype::f32:
-      matmul_kernel<<<blocks, 256, 0, s>>>(a.src[0].as<float>(), a.src[1].as<float>(), bias,
-                                           a.dst.as<float>(), T, K, N);
-      break;
-    case dtype::f16:
-      matmul_kernel<<<blocks, 256, 0, s>>>(a.src[0].as<float>(), a.src[1].as<__half>(), bias,
-                                           a.dst.as<float>(), T, K, N);
-      break;
-    case dtype::bf16:
-      matmul_kernel<<<blocks, 256, 0, s>>>(a.src[0].as<float>(), a.src[1].as<__nv_bfloat16>(),
-                                           bias, a.dst.as<float>(), T, K, N);
-      break;
-    default: break;
+  case dtype::f32:
+    matmul_kernel<<<blocks, 256, 0, s>>>(a.src[0].as<float>(), a.src[1].as<float>(), bias,
+                                         a.dst.as<float>(), T, K, N);
+    break;
+  case dtype::f16:
+    matmul_kernel<<<blocks, 256, 0, s>>>(a.src[0].as<float>(), a.src[1].as<__half>(), bias,
+                                         a.dst.as<float>(), T, K, N);
+    break;
+  case dtype::bf16:
+    matmul_kernel<<<blocks, 256, 0, s>>>(a.src[0].as<float>(), a.src[1].as<__nv_bfloat16>(), bias,
+                                         a.dst.as<float>(), T, K, N);
+    break;
+  default:
+    break;
   }
   check_launch("matmul", c);
 }

@@ -45,9 +45,10 @@ void attention(const op_args& a, const exec_ctx&) {
         to_f32(c.type, static_cast<const char*>(c.data) + row_bytes(c.type, (s * Hkv + kh) * D),
                out, D);
       };
-      attend(q.as<float>() + (t * H + h) * D, D, a.p.pos0 + t, a.p.scale,
-             [&](int64_t s, float* o) { row(k, s, o); }, [&](int64_t s, float* o) { row(v, s, o); },
-             a.dst.as<float>() + (t * H + h) * D);
+      attend(
+          q.as<float>() + (t * H + h) * D, D, a.p.pos0 + t, a.p.scale,
+          [&](int64_t s, float* o) { row(k, s, o); }, [&](int64_t s, float* o) { row(v, s, o); },
+          a.dst.as<float>() + (t * H + h) * D);
     }
   }
 }
@@ -70,12 +71,14 @@ void paged_attention(const op_args& a, const exec_ctx&) {
         const int64_t kh = h / group;
         auto row = [&](const tensor_view& c, int64_t s, float* out) {
           const int64_t slot = static_cast<int64_t>(blocks[s / P]) * P + s % P;
-          to_f32(c.type, static_cast<const char*>(c.data) + row_bytes(c.type, (slot * Hkv + kh) * D),
-                 out, D);
+          to_f32(c.type,
+                 static_cast<const char*>(c.data) + row_bytes(c.type, (slot * Hkv + kh) * D), out,
+                 D);
         };
-        attend(q.as<float>() + (t * H + h) * D, D, pos0 + i, a.p.scale,
-               [&](int64_t s, float* o) { row(kc, s, o); }, [&](int64_t s, float* o) { row(vc, s, o); },
-               a.dst.as<float>() + (t * H + h) * D);
+        attend(
+            q.as<float>() + (t * H + h) * D, D, pos0 + i, a.p.scale,
+            [&](int64_t s, float* o) { row(kc, s, o); },
+            [&](int64_t s, float* o) { row(vc, s, o); }, a.dst.as<float>() + (t * H + h) * D);
       }
     }
   }
@@ -102,12 +105,13 @@ bool float_cache(const op_args& a) {
 void register_attention(registry& r) {
   r.add(op::attention, backend::ref, "any", float_cache, attention);
   r.add(op::paged_attention, backend::ref, "any", float_cache, paged_attention);
-  r.add(op::kv_store, backend::ref, "any",
-        [](const op_args& a) {
-          auto ok = [](dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; };
-          return all_contiguous(a) && a.src[0].type == dtype::f32 && ok(a.dst.type);
-        },
-        kv_store);
+  r.add(
+      op::kv_store, backend::ref, "any",
+      [](const op_args& a) {
+        auto ok = [](dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; };
+        return all_contiguous(a) && a.src[0].type == dtype::f32 && ok(a.dst.type);
+      },
+      kv_store);
 }
 
 } // namespace troupe::kernels::ref

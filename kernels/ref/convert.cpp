@@ -15,10 +15,15 @@ void convert(const op_args& a, const exec_ctx&) {
 } // namespace
 
 void register_convert(registry& r) {
-  r.add(op::convert, backend::ref, "any", [](const op_args& a) { return all_contiguous(a); }, convert);
-  r.add(op::quantize, backend::ref, "any", [](const op_args& a) { return all_contiguous(a); }, convert);
-  r.add(op::dequantize, backend::ref, "any", [](const op_args& a) { return all_contiguous(a); },
-        convert);
+  r.add(
+      op::convert, backend::ref, "any", [](const op_args& a) { return all_contiguous(a); },
+      convert);
+  r.add(
+      op::quantize, backend::ref, "any", [](const op_args& a) { return all_contiguous(a); },
+      convert);
+  r.add(
+      op::dequantize, backend::ref, "any", [](const op_args& a) { return all_contiguous(a); },
+      convert);
 }
 
 } // namespace troupe::kernels::ref

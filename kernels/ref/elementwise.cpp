@@ -9,16 +9,21 @@
 namespace troupe::kernels::ref {
 namespace {
 
-double silu(double x) { return x / (1.0 + std::exp(-x)); }
+double silu(double x) {
+  return x / (1.0 + std::exp(-x));
+}
 
 template <class F>
 void unary(const op_args& a, F f) {
   const float* x = a.src[0].as<float>();
   float* y = a.dst.as<float>();
-  for (int64_t i = 0; i < a.src[0].numel(); ++i) y[i] = static_cast<float>(f(static_cast<double>(x[i])));
+  for (int64_t i = 0; i < a.src[0].numel(); ++i)
+    y[i] = static_cast<float>(f(static_cast<double>(x[i])));
 }
 
-void silu_k(const op_args& a, const exec_ctx&) { unary(a, silu); }
+void silu_k(const op_args& a, const exec_ctx&) {
+  unary(a, silu);
+}
 void gelu_erf_k(const op_args& a, const exec_ctx&) {
   unary(a, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); });
 }
@@ -29,8 +34,12 @@ void gelu_tanh_k(const op_args& a, const exec_ctx&) {
     return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
   });
 }
-void tanh_k(const op_args& a, const exec_ctx&) { unary(a, [](double x) { return std::tanh(x); }); }
-void rsqrt_k(const op_args& a, const exec_ctx&) { unary(a, [](double x) { return 1.0 / std::sqrt(x); }); }
+void tanh_k(const op_args& a, const exec_ctx&) {
+  unary(a, [](double x) { return std::tanh(x); });
+}
+void rsqrt_k(const op_args& a, const exec_ctx&) {
+  unary(a, [](double x) { return 1.0 / std::sqrt(x); });
+}
 void scale_k(const op_args& a, const exec_ctx&) {
   const double s = a.p.scale, b = a.p.bias;
   unary(a, [s, b](double x) { return x * s + b; });

@@ -24,8 +24,9 @@ void embedding(const op_args& a, const exec_ctx&) {
 } // namespace
 
 void register_embedding(registry& r) {
-  r.add(op::embedding, backend::ref, "any", [](const op_args& a) { return all_contiguous(a); },
-        embedding);
+  r.add(
+      op::embedding, backend::ref, "any", [](const op_args& a) { return all_contiguous(a); },
+      embedding);
 }
 
 } // namespace troupe::kernels::ref

@@ -26,7 +26,8 @@ void matmul(const op_args& a, const exec_ctx&) {
 } // namespace
 
 void register_matmul(registry& r) {
-  r.add(op::matmul, backend::ref, "any", [](const op_args& a) { return all_contiguous(a); }, matmul);
+  r.add(
+      op::matmul, backend::ref, "any", [](const op_args& a) { return all_contiguous(a); }, matmul);
 }
 
 } // namespace troupe::kernels::ref

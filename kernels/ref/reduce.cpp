@@ -42,7 +42,9 @@ void topk(const op_args& a, const exec_ctx&) {
   }
 }
 
-bool f32_src(const op_args& a) { return all_contiguous(a) && a.src[0].type == dtype::f32; }
+bool f32_src(const op_args& a) {
+  return all_contiguous(a) && a.src[0].type == dtype::f32;
+}
 
 } // namespace
 

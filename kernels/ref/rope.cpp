@@ -39,11 +39,12 @@ void rope(const op_args& a, const exec_ctx&) {
 } // namespace
 
 void register_rope(registry& r) {
-  r.add(op::rope, backend::ref, "f32",
-        [](const op_args& a) {
-          return all_contiguous(a) && a.src[0].type == dtype::f32 && a.dst.type == dtype::f32;
-        },
-        rope);
+  r.add(
+      op::rope, backend::ref, "f32",
+      [](const op_args& a) {
+        return all_contiguous(a) && a.src[0].type == dtype::f32 && a.dst.type == dtype::f32;
+      },
+      rope);
 }
 
 } // namespace troupe::kernels::ref

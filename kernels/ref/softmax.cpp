@@ -16,7 +16,8 @@ void softmax(const op_args& a, const exec_ctx&) {
     for (int64_t i = 0; i < N; ++i) mx = std::max(mx, static_cast<double>(x[i]) * a.p.scale);
     double sum = 0.0;
     std::vector<double> e(N);
-    for (int64_t i = 0; i < N; ++i) sum += e[i] = std::exp(x[i] * static_cast<double>(a.p.scale) - mx);
+    for (int64_t i = 0; i < N; ++i)
+      sum += e[i] = std::exp(x[i] * static_cast<double>(a.p.scale) - mx);
     for (int64_t i = 0; i < N; ++i) y[i] = static_cast<float>(e[i] / sum);
   }
 }
@@ -24,11 +25,12 @@ void softmax(const op_args& a, const exec_ctx&) {
 } // namespace
 
 void register_softmax(registry& r) {
-  r.add(op::softmax, backend::ref, "f32",
-        [](const op_args& a) {
-          return all_contiguous(a) && a.src[0].type == dtype::f32 && a.dst.type == dtype::f32;
-        },
-        softmax);
+  r.add(
+      op::softmax, backend::ref, "f32",
+      [](const op_args& a) {
+        return all_contiguous(a) && a.src[0].type == dtype::f32 && a.dst.type == dtype::f32;
+      },
+      softmax);
 }
 
 } // namespace troupe::kernels::ref
