@@ -1,4 +1,7 @@
-// shard.cpp: the shard actor (shard.hpp).
+// shard.cpp: the shard actor (shard.hpp). A blocking CAF actor on its own thread: after each
+// step it polls its mailbox for up to 100 µs before sleeping, because during decoding the next
+// step arrives within tens of microseconds and a sleep / wake-up pair costs about as much
+// as the wait itself. Idle shards block and burn nothing.
 #include "actors/shard.hpp"
 
 #include <chrono>
@@ -8,6 +11,13 @@
 #include "actors/messages.hpp"
 #include "runtime/log.hpp"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TROUPE_PAUSE() _mm_pause()
+#else
+#define TROUPE_PAUSE() ((void)0)
+#endif
+
 namespace troupe::actors {
 
 std::string shard_name(int stage, int rank) {
@@ -16,114 +26,136 @@ std::string shard_name(int stage, int rank) {
 
 namespace {
 
-struct shard_state {
+constexpr auto poll_window = std::chrono::microseconds(100);
+
+struct shard {
+  caf::blocking_actor* self;
   shard_setup setup;
   std::unique_ptr<model::shard_runner> runner;
   std::unique_ptr<transport::inproc_group::handle> comm; // this instance's membership
   std::string label;
   std::vector<float> logits;
-  static inline const char* name = "troupe.shard";
+
+  // Sends with the fault plan's delay / drop rules applied.
+  void send_step(const caf::actor& to, const std::string& to_name, const step_msg& m) {
+    const auto& f = *setup.faults;
+    if (f.drop(label, to_name, m.step_id)) {
+      TROUPE_LOG_WARN("fault", "drop step={} {} -> {}", m.step_id, label, to_name);
+      return;
+    }
+    if (int ms = f.delay_ms(label, to_name, m.step_id); ms > 0)
+      self->delayed_send(to, std::chrono::milliseconds(ms), step_atom::value, m);
+    else
+      self->send(to, step_atom::value, m);
+  }
+
+  // Returns an error to end the actor with (an injected kill), or none.
+  caf::error step(const step_msg& m) {
+    auto& routes = *setup.routes;
+    TROUPE_LOG_DEBUG("shard", "{} step={} epoch={}/{} tokens={}", label, m.step_id, m.epoch,
+                     routes.epoch(), m.plan->n_tokens());
+    if (m.epoch != routes.epoch()) return caf::none; // from before a failure: nobody waits for it
+    const int stage = setup.stage, rank = setup.spec.tp_rank;
+    if (setup.faults->kill(stage, rank, m.step_id)) {
+      TROUPE_LOG_WARN("fault", "kill {} at step={}", label, m.step_id);
+      return caf::make_error(caf::sec::runtime_error,
+                             "injected kill at step " + std::to_string(m.step_id));
+    }
+    routes.mark_busy(setup.hop, rank, true);
+    if (comm) comm->arm(m.epoch, m.step_id);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> x = m.x ? *m.x : std::vector<float>{};
+    if (int ms = setup.faults->stall_ms(stage, rank, m.step_id); ms > 0) {
+      TROUPE_LOG_WARN("fault", "stall {} for {} ms at step={}", label, ms, m.step_id);
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(ms)); // a hung device: nothing to interrupt
+    }
+    if (setup.faults->throw_in_kernel(stage, rank, m.step_id))
+      throw std::runtime_error("injected kernel failure at step " + std::to_string(m.step_id));
+    auto r = runner->forward(*m.plan, x, setup.last ? &logits : nullptr);
+    routes.mark_busy(setup.hop, rank, false);
+    if (!r) {
+      if (m.epoch == routes.epoch())
+        TROUPE_LOG_WARN("shard", "{} step={} failed: {}", label, m.step_id, r.error().to_string());
+      self->send(routes.engine, failed_atom::value,
+                 step_failed{m.step_id, m.epoch, stage, rank, r.error().to_string(),
+                             r.error().code == errc::unavailable});
+      return caf::none;
+    }
+    if (rank != 0) return caf::none;
+    if (!setup.last) {
+      auto out = std::make_shared<const std::vector<float>>(std::move(x));
+      const hop_info info = routes.info(setup.hop + 1);
+      for (size_t i = 0; i < info.actors.size(); ++i)
+        send_step(info.actors[i],
+                  info.stage >= 0 ? shard_name(info.stage, static_cast<int>(i)) : info.name,
+                  step_msg{m.step_id, m.epoch, m.plan, out});
+      return caf::none;
+    }
+    step_done done;
+    done.step_id = m.step_id;
+    done.epoch = m.epoch;
+    const int64_t V = runner->config().V;
+    int64_t row = 0;
+    for (const auto& seq : m.plan->seqs) {
+      if (!seq.logits) continue;
+      std::span<const float> lg(logits.data() + row * V, V);
+      const sample_result sr = sample(lg, seq.sampling, seq.penalty_history, seq.sample_step);
+      done.tokens.push_back({seq.seq_id, sr.token, sr.logprob, sr.top});
+      ++row;
+    }
+    done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    self->send(routes.engine, done_atom::value, std::move(done));
+    return caf::none;
+  }
 };
 
-// Sends with the fault plan's delay / drop rules applied.
-void send_step(caf::stateful_actor<shard_state>* self, const caf::actor& to,
-               const std::string& to_name, const step_msg& m) {
-  const auto& f = *self->state.setup.faults;
-  if (f.drop(self->state.label, to_name, m.step_id)) {
-    TROUPE_LOG_WARN("fault", "drop step={} {} -> {}", m.step_id, self->state.label, to_name);
+void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify) {
+  shard s{self, std::move(setup), nullptr, nullptr, {}, {}};
+  s.label = shard_name(s.setup.stage, s.setup.spec.tp_rank);
+  if (s.setup.group) s.comm = s.setup.group->join(s.setup.spec.tp_rank);
+  auto runner = model::shard_runner::create(s.setup.model, s.setup.spec, s.setup.opt, s.comm.get());
+  if (!runner) {
+    TROUPE_LOG_ERROR("shard", "{}: cannot load: {}", s.label, runner.error().to_string());
+    self->fail_state(caf::make_error(caf::sec::runtime_error, runner.error().to_string()));
     return;
   }
-  if (int ms = f.delay_ms(self->state.label, to_name, m.step_id); ms > 0)
-    self->delayed_send(to, std::chrono::milliseconds(ms), step_atom::value, m);
-  else
-    self->send(to, step_atom::value, m);
-}
-
-caf::behavior shard_behavior(caf::stateful_actor<shard_state>* self, shard_setup setup,
-                             caf::actor notify) {
-  auto& st = self->state;
-  st.setup = std::move(setup);
-  st.label = shard_name(st.setup.stage, st.setup.spec.tp_rank);
-  if (st.setup.group) st.comm = st.setup.group->join(st.setup.spec.tp_rank);
-  auto runner =
-      model::shard_runner::create(st.setup.model, st.setup.spec, st.setup.opt, st.comm.get());
-  if (!runner) {
-    TROUPE_LOG_ERROR("shard", "{}: cannot load: {}", st.label, runner.error().to_string());
-    self->quit(caf::make_error(caf::sec::runtime_error, runner.error().to_string()));
-    return {};
+  s.runner = std::move(*runner);
+  self->send(notify, ready_atom::value, s.setup.stage, s.setup.spec.tp_rank,
+             s.runner->weights().resident_bytes, s.runner->kv_bytes());
+  bool running = true;
+  while (running) {
+    // a short poll before blocking: the next decode step is usually microseconds away
+    const auto until = std::chrono::steady_clock::now() + poll_window;
+    for (int i = 0; self->mailbox().empty(); ++i) {
+      TROUPE_PAUSE();
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+    }
+    self->receive(
+        [&](step_atom, const step_msg& m) {
+          caf::error end;
+          try {
+            end = s.step(m);
+          } catch (const std::exception& e) { // a crash inside the step: the actor dies with it
+            TROUPE_LOG_ERROR("shard", "{} step={} threw: {}", s.label, m.step_id, e.what());
+            end = caf::make_error(caf::sec::runtime_error, e.what());
+          }
+          if (end) {
+            self->fail_state(std::move(end));
+            running = false;
+          }
+        },
+        [&](caf::exit_msg& em) {
+          self->fail_state(std::move(em.reason));
+          running = false;
+        });
   }
-  st.runner = std::move(*runner);
-  self->send(notify, ready_atom::value, st.setup.stage, st.setup.spec.tp_rank,
-             st.runner->weights().resident_bytes, st.runner->kv_bytes());
-  return {
-      [=](step_atom, const step_msg& m) {
-        auto& s = self->state;
-        auto& routes = *s.setup.routes;
-        TROUPE_LOG_DEBUG("shard", "{} step={} epoch={}/{} tokens={}", s.label, m.step_id, m.epoch,
-                         routes.epoch(), m.plan->n_tokens());
-        if (m.epoch != routes.epoch()) return; // a step from before a failure: nobody waits for it
-        const int stage = s.setup.stage, rank = s.setup.spec.tp_rank;
-        if (s.setup.faults->kill(stage, rank, m.step_id)) {
-          TROUPE_LOG_WARN("fault", "kill {} at step={}", s.label, m.step_id);
-          self->quit(caf::make_error(caf::sec::runtime_error,
-                                     "injected kill at step " + std::to_string(m.step_id)));
-          return;
-        }
-        routes.mark_busy(s.setup.hop, rank, true);
-        if (s.comm) s.comm->arm(m.epoch, m.step_id);
-        const auto t0 = std::chrono::steady_clock::now();
-        std::vector<float> x = m.x ? *m.x : std::vector<float>{};
-        if (int ms = s.setup.faults->stall_ms(stage, rank, m.step_id); ms > 0) {
-          TROUPE_LOG_WARN("fault", "stall {} for {} ms at step={}", s.label, ms, m.step_id);
-          std::this_thread::sleep_for(
-              std::chrono::milliseconds(ms)); // a hung device: nothing to interrupt
-        }
-        if (s.setup.faults->throw_in_kernel(stage, rank, m.step_id))
-          throw std::runtime_error("injected kernel failure at step " + std::to_string(m.step_id));
-        auto r = s.runner->forward(*m.plan, x, s.setup.last ? &s.logits : nullptr);
-        routes.mark_busy(s.setup.hop, rank, false);
-        if (!r) {
-          if (m.epoch == routes.epoch())
-            TROUPE_LOG_WARN("shard", "{} step={} failed: {}", s.label, m.step_id,
-                            r.error().to_string());
-          self->send(routes.engine, failed_atom::value,
-                     step_failed{m.step_id, m.epoch, stage, rank, r.error().to_string(),
-                                 r.error().code == errc::unavailable});
-          return;
-        }
-        if (rank != 0) return;
-        if (!s.setup.last) {
-          auto out = std::make_shared<const std::vector<float>>(std::move(x));
-          const size_t next = s.setup.hop + 1;
-          const hop_info info = routes.info(next);
-          for (size_t i = 0; i < info.actors.size(); ++i)
-            send_step(self, info.actors[i],
-                      info.stage >= 0 ? shard_name(info.stage, static_cast<int>(i)) : info.name,
-                      step_msg{m.step_id, m.epoch, m.plan, out});
-          return;
-        }
-        step_done done;
-        done.step_id = m.step_id;
-        done.epoch = m.epoch;
-        const int64_t V = s.runner->config().V;
-        int64_t row = 0;
-        for (const auto& seq : m.plan->seqs) {
-          if (!seq.logits) continue;
-          std::span<const float> lg(s.logits.data() + row * V, V);
-          const sample_result sr = sample(lg, seq.sampling, seq.penalty_history, seq.sample_step);
-          done.tokens.push_back({seq.seq_id, sr.token, sr.logprob, sr.top});
-          ++row;
-        }
-        done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        self->send(routes.engine, done_atom::value, std::move(done));
-      },
-  };
 }
 
 } // namespace
 
 caf::actor spawn_shard(caf::actor_system& sys, shard_setup setup, const caf::actor& notify) {
-  return sys.spawn<caf::detached>(shard_behavior, std::move(setup), notify);
+  return sys.spawn(shard_main, std::move(setup), notify);
 }
 
 } // namespace troupe::actors

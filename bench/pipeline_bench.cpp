@@ -4,7 +4,7 @@
 //  2. tensor parallelism: bench-134m f32 decode with TP 2 (two shards, one thread each)
 //     against one shard with two threads, alternated; median tokens per second.
 //  3. resident weights per shard at TP 2 x PP 2 against a quarter of the model.
-//   build/bench/pipeline_bench [--rounds N] [--models DIR] [--json FILE]
+//   build/bench/pipeline_bench [--rounds N] [--models DIR] [--json FILE] [--only overhead|tp]
 #include <cstring>
 #include <fstream>
 
@@ -41,7 +41,8 @@ double actor_us(actors::host& h, const std::vector<int32_t>& prompt, int n) {
   return std::chrono::duration<double>(at.back() - at.front()).count() / (at.size() - 1) * 1e6;
 }
 
-std::unique_ptr<actors::host> start(std::shared_ptr<const model_source> m, int tp, int pp, int threads) {
+std::unique_ptr<actors::host> start(std::shared_ptr<const model_source> m, int tp, int pp,
+                                    int threads) {
   actors::host_options o;
   o.place = *even_placement(m->config, tp, pp);
   o.threads_per_shard = threads;
@@ -55,16 +56,21 @@ std::unique_ptr<actors::host> start(std::shared_ptr<const model_source> m, int t
 
 int main(int argc, char** argv) {
   int rounds = 15;
-  std::string models = "/tmp/troupe-bench", json_out;
+  std::string models = "/tmp/troupe-bench", json_out, only;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--models") && i + 1 < argc) models = argv[++i];
-    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_out = argv[++i];
+    if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc)
+      rounds = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--models") && i + 1 < argc)
+      models = argv[++i];
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
+      json_out = argv[++i];
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
   }
   nlohmann::json out = {{"command", command_line(argc, argv)}};
 
   // 1. actor overhead on stories260K
-  {
+  if (only.empty() || only == "overhead") {
     auto m = *open_model(std::string(TROUPE_SOURCE_DIR) + "/models/stories260K/stories260K.gguf");
     auto g = *model::generator::create(m, {});
     auto h = start(m, 1, 1, 1);
@@ -76,13 +82,17 @@ int main(int argc, char** argv) {
       a.push_back(actor_us(*h, prompt, 96));
     }
     const double dm = median(d), am = median(a);
-    out["actor_overhead"] = {{"model", "stories260K"}, {"direct_us_per_token", dm}, {"actor_us_per_token", am},
-                             {"overhead_pct", 100.0 * (am / dm - 1.0)}, {"rounds", rounds}};
-    std::printf("actor overhead (stories260K, TP1 x PP1): direct %.1f us/token, actors %.1f us/token: +%.1f%%\n", dm, am,
-                100.0 * (am / dm - 1.0));
+    out["actor_overhead"] = {{"model", "stories260K"},
+                             {"direct_us_per_token", dm},
+                             {"actor_us_per_token", am},
+                             {"overhead_pct", 100.0 * (am / dm - 1.0)},
+                             {"rounds", rounds}};
+    std::printf("actor overhead (stories260K, TP1 x PP1): direct %.1f us/token, actors %.1f "
+                "us/token: +%.1f%%\n",
+                dm, am, 100.0 * (am / dm - 1.0));
   }
   // 2. TP 2 (1 thread each) against one shard with 2 threads, bench-134m f32
-  {
+  if (only.empty() || only == "tp") {
     auto m = *open_model(bench_model(models, "f32"));
     std::vector<int32_t> prompt = {1};
     for (int i = 0; i < 31; ++i) prompt.push_back(100 + i * 7);
@@ -95,16 +105,22 @@ int main(int argc, char** argv) {
       b.push_back(1e6 / actor_us(*two, prompt, 32));
     }
     const double am = median(a), bm = median(b);
-    out["tensor_parallel"] = {{"model", "bench-134m f32"}, {"one_shard_two_threads_tok_s", am},
-                              {"tp2_one_thread_each_tok_s", bm}, {"ratio_pct", 100.0 * bm / am}};
-    std::printf("TP 2 x 1 thread: %.1f tok/s; 1 shard x 2 threads: %.1f tok/s: %.1f%%\n", bm, am, 100.0 * bm / am);
+    out["tensor_parallel"] = {{"model", "bench-134m f32"},
+                              {"one_shard_two_threads_tok_s", am},
+                              {"tp2_one_thread_each_tok_s", bm},
+                              {"ratio_pct", 100.0 * bm / am}};
+    std::printf("TP 2 x 1 thread: %.1f tok/s; 1 shard x 2 threads: %.1f tok/s: %.1f%%\n", bm, am,
+                100.0 * bm / am);
     // 3. resident weights at TP 2 x PP 2
     auto four = start(m, 2, 2, 1);
     const auto whole = one->resident_bytes().at(0);
     std::vector<int64_t> parts = four->resident_bytes();
     double worst = 0;
-    for (int64_t p : parts) worst = std::max(worst, std::abs(static_cast<double>(p) / (whole / 4.0) - 1.0));
-    out["resident"] = {{"whole_bytes", whole}, {"tp2xpp2_bytes", parts}, {"max_deviation_from_quarter_pct", 100.0 * worst}};
+    for (int64_t p : parts)
+      worst = std::max(worst, std::abs(static_cast<double>(p) / (whole / 4.0) - 1.0));
+    out["resident"] = {{"whole_bytes", whole},
+                       {"tp2xpp2_bytes", parts},
+                       {"max_deviation_from_quarter_pct", 100.0 * worst}};
     std::printf("resident weights TP2 x PP2 (MB):");
     for (int64_t p : parts) std::printf(" %.1f", p / 1e6);
     std::printf(" vs a quarter of %.1f MB: max deviation %.1f%%\n", whole / 1e6, 100.0 * worst);

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "../test_paths.hpp"
 #include "runtime/checkpoint_writer.hpp"
@@ -22,10 +23,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// One directory per process (ctest runs each test case as its own process, in parallel),
+// removed when the process ends.
+struct scratch_dir {
+  fs::path dir =
+      fs::path(::testing::TempDir()) / ("troupe_ckpt_test." + std::to_string(::getpid()));
+  ~scratch_dir() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
 std::string tmp(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "troupe_ckpt_test";
-  fs::create_directories(dir);
-  return (dir / name).string();
+  static scratch_dir scratch;
+  fs::create_directories(scratch.dir);
+  return (scratch.dir / name).string();
 }
 
 std::vector<uint8_t> slurp(const std::string& path) {
@@ -35,7 +47,8 @@ std::vector<uint8_t> slurp(const std::string& path) {
 
 void spit(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 std::string synth(dtype t, const std::string& format) {
@@ -61,14 +74,20 @@ std::vector<float> tensor_f32(const model_source& m, const std::string& name) {
 } // namespace
 
 TEST(Synth, EveryDtypeAndFormatLoads) {
-  for (auto [t, f] : {std::pair{dtype::f32, "gguf"}, {dtype::f16, "gguf"}, {dtype::bf16, "gguf"},
-                      {dtype::q8_0, "gguf"}, {dtype::q4_0, "gguf"}, {dtype::f32, "hf"}, {dtype::bf16, "hf"}}) {
+  for (auto [t, f] : {std::pair{dtype::f32, "gguf"},
+                      {dtype::f16, "gguf"},
+                      {dtype::bf16, "gguf"},
+                      {dtype::q8_0, "gguf"},
+                      {dtype::q4_0, "gguf"},
+                      {dtype::f32, "hf"},
+                      {dtype::bf16, "hf"}}) {
     auto m = open_model(synth(t, f));
     ASSERT_TRUE(m) << m.error().to_string();
     EXPECT_EQ((*m)->config.C, 64);
     EXPECT_EQ((*m)->config.n_layer, 2);
-    EXPECT_EQ((*m)->tensors->find("blk.0.attn_q.weight") ? (*m)->tensors->find("blk.0.attn_q.weight")->type
-                                                         : (*m)->tensors->find("model.layers.0.self_attn.q_proj.weight")->type,
+    EXPECT_EQ((*m)->tensors->find("blk.0.attn_q.weight")
+                  ? (*m)->tensors->find("blk.0.attn_q.weight")->type
+                  : (*m)->tensors->find("model.layers.0.self_attn.q_proj.weight")->type,
               t);
   }
 }
@@ -77,13 +96,14 @@ TEST(Synth, GgufAndHfHoldTheSameWeights) {
   auto g = open_model(synth(dtype::f32, "gguf"));
   auto h = open_model(synth(dtype::f32, "hf"));
   ASSERT_TRUE(g && h);
-  EXPECT_EQ(tensor_f32(**g, "blk.1.ffn_down.weight"), tensor_f32(**h, "model.layers.1.mlp.down_proj.weight"));
+  EXPECT_EQ(tensor_f32(**g, "blk.1.ffn_down.weight"),
+            tensor_f32(**h, "model.layers.1.mlp.down_proj.weight"));
   // q rows are permuted: HF row (h, p, j) = GGUF row (h, 2j + p)
-  const auto gq = tensor_f32(**g, "blk.0.attn_q.weight"), hq = tensor_f32(**h, "model.layers.0.self_attn.q_proj.weight");
+  const auto gq = tensor_f32(**g, "blk.0.attn_q.weight"),
+             hq = tensor_f32(**h, "model.layers.0.self_attn.q_proj.weight");
   const int64_t C = 64, D = 16;
   for (int64_t j = 0; j < D / 2; ++j)
-    for (int64_t p = 0; p < 2; ++p)
-      EXPECT_EQ(hq[(p * D / 2 + j) * C + 5], gq[(2 * j + p) * C + 5]);
+    for (int64_t p = 0; p < 2; ++p) EXPECT_EQ(hq[(p * D / 2 + j) * C + 5], gq[(2 * j + p) * C + 5]);
   // the exported tokenizer.json tokenizes like the GGUF vocabulary
   const std::string text = "Once upon a time, Lily saw a big red ball in the park.";
   EXPECT_EQ(*(*g)->tok->encode(text, true, false), *(*h)->tok->encode(text, true, false));
@@ -121,7 +141,7 @@ TEST(Safetensors, ShardedDirectoryLoads) {
 // --- corrupt files ---------------------------------------------------------------------
 
 class CorruptGguf : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override { good = slurp(test::model_path("stories260K/stories260K.gguf")); }
   error open_bytes(const std::vector<uint8_t>& bytes) {
     const std::string p = tmp("corrupt.gguf");
@@ -189,7 +209,8 @@ TEST_F(CorruptGguf, TensorOffsetOutsideFile) {
 TEST(CorruptModel, MissingTensorAndWrongShapeAndUnsupportedType) {
   auto g = open_gguf(test::model_path("stories260K/stories260K.gguf"));
   ASSERT_TRUE(g);
-  auto rewrite = [&](const std::string& path, const std::function<bool(const std::string&, shape&, dtype&)>& edit) {
+  auto rewrite = [&](const std::string& path,
+                     const std::function<bool(const std::string&, shape&, dtype&)>& edit) {
     gguf_writer w;
     w.copy_keys(**g, "");
     for (const auto& n : (*g)->tensors.names()) {
@@ -197,7 +218,9 @@ TEST(CorruptModel, MissingTensorAndWrongShapeAndUnsupportedType) {
       shape s = t->dims;
       dtype ty = t->type;
       if (!edit(n, s, ty)) continue;
-      w.add_tensor(n, ty, s, [t](uint8_t* d, size_t sz) { std::memcpy(d, t->data, std::min<size_t>(sz, t->nbytes)); });
+      w.add_tensor(n, ty, s, [t](uint8_t* d, size_t sz) {
+        std::memcpy(d, t->data, std::min<size_t>(sz, t->nbytes));
+      });
     }
     EXPECT_TRUE(w.write(path));
   };
@@ -206,7 +229,8 @@ TEST(CorruptModel, MissingTensorAndWrongShapeAndUnsupportedType) {
   auto m1 = open_model(missing);
   ASSERT_FALSE(m1);
   EXPECT_EQ(m1.error().code, errc::not_found);
-  EXPECT_NE(m1.error().message.find("blk.3.ffn_up.weight"), std::string::npos) << m1.error().to_string();
+  EXPECT_NE(m1.error().message.find("blk.3.ffn_up.weight"), std::string::npos)
+      << m1.error().to_string();
 
   const std::string wrong = tmp("wrong_shape.gguf");
   rewrite(wrong, [](const std::string& n, shape& s, dtype&) {
@@ -216,7 +240,8 @@ TEST(CorruptModel, MissingTensorAndWrongShapeAndUnsupportedType) {
   auto m2 = open_model(wrong);
   ASSERT_FALSE(m2);
   EXPECT_EQ(m2.error().code, errc::shape_mismatch);
-  EXPECT_NE(m2.error().message.find("blk.2.attn_k.weight"), std::string::npos) << m2.error().to_string();
+  EXPECT_NE(m2.error().message.find("blk.2.attn_k.weight"), std::string::npos)
+      << m2.error().to_string();
   EXPECT_NE(m2.error().message.find("[32, 64]"), std::string::npos) << m2.error().to_string();
 
   // a tensor of a type Troupe cannot compute with (ggml Q4_K = 12): patch the type id
@@ -232,7 +257,8 @@ TEST(CorruptModel, MissingTensorAndWrongShapeAndUnsupportedType) {
   spit(path, bytes);
   auto m3 = open_model(path);
   ASSERT_FALSE(m3);
-  EXPECT_NE(m3.error().message.find("blk.1.attn_v.weight"), std::string::npos) << m3.error().to_string();
+  EXPECT_NE(m3.error().message.find("blk.1.attn_v.weight"), std::string::npos)
+      << m3.error().to_string();
 }
 
 TEST(CorruptSafetensors, HeaderAndOffsets) {
