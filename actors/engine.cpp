@@ -1,4 +1,7 @@
-// engine.cpp: the engine actor (engine.hpp).
+// engine.cpp: the engine actor (engine.hpp). A blocking CAF actor on its own thread, like
+// the shards: between messages it polls its mailbox for up to 100 µs before sleeping, so the
+// step-done / next-step exchange of decoding costs no thread wake-up (a futex wake-up on a
+// virtual machine is tens of microseconds, a whole decode step of a small model).
 #include "actors/engine.hpp"
 
 #include <chrono>
@@ -10,6 +13,13 @@
 #include "runtime/log.hpp"
 #include "runtime/stop_matcher.hpp"
 #include "runtime/tokenizer.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TROUPE_PAUSE() _mm_pause()
+#else
+#define TROUPE_PAUSE() ((void)0)
+#endif
 
 namespace troupe::actors {
 namespace {
@@ -48,10 +58,26 @@ struct engine_state {
   caf::actor supervisor;
   std::set<caf::actor_addr> watched_sinks; // owners of KV leases, monitored
   engine_stats stats;
-  static inline const char* name = "troupe.engine";
 };
 
-using state_ptr = caf::stateful_actor<engine_state>*;
+// The blocking actor and its state: `self->state` reads as it did in an event-based actor.
+struct engine_self {
+  caf::blocking_actor* actor;
+  engine_state state;
+  bool running = true;
+  template <class... Ts>
+  void send(Ts&&... xs) {
+    actor->send(std::forward<Ts>(xs)...);
+  }
+  template <class... Ts>
+  void delayed_send(Ts&&... xs) {
+    actor->delayed_send(std::forward<Ts>(xs)...);
+  }
+};
+
+using state_ptr = engine_self*;
+
+constexpr auto poll_window = std::chrono::microseconds(100);
 
 std::string finish_text(finish_reason r) {
   return std::string(to_string(r));
@@ -169,36 +195,39 @@ void request_resync(state_ptr self, const std::string& why) {
   TROUPE_LOG_WARN("engine", "resync: {}", why);
   st.resyncing = true;
   abandon_inflight(self);
-  self->request(st.supervisor, std::chrono::seconds(10), resync_atom::value)
-      .then([=](uint64_t epoch) {
-        auto& st = self->state;
-        st.resyncing = false;
-        st.epoch = epoch;
-        pump(self);
-      });
+  // the supervisor answers at once (it bumps the epoch and resets the groups)
+  self->actor->request(st.supervisor, std::chrono::seconds(10), resync_atom::value)
+      .receive(
+          [&](uint64_t epoch) {
+            st.resyncing = false;
+            st.epoch = epoch;
+            pump(self);
+          },
+          [&](const caf::error& e) {
+            // no answer: stay paused; the supervisor's own recovery (up_atom) resumes us
+            TROUPE_LOG_ERROR("engine", "resync failed: {}", caf::to_string(e));
+          });
 }
 
-caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
-  auto& st = self->state;
-  st.setup = std::move(setup);
-  st.pool = std::make_unique<kv_block_pool>(st.setup.kv_blocks, st.setup.block_size);
-  st.sched = std::make_unique<scheduler>(*st.pool, st.setup.sched);
-  st.stats.kv_blocks_total = st.pool->total();
-  self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);
-  // a request's sink died (a client went away): its leases are revoked, its sequences end
-  self->set_down_handler([=](caf::down_msg& dm) {
-    auto& st = self->state;
-    st.watched_sinks.erase(dm.source);
-    const auto ended = st.sched->revoke_owner(dm.source.id());
-    for (int64_t id : ended) {
-      if (st.seqs.erase(id)) ++st.stats.cancelled;
-    }
-    if (!ended.empty())
-      TROUPE_LOG_INFO("engine", "owner {} gone: revoked {} sequences", dm.source.id(),
-                      ended.size());
-    pump(self);
-  });
+caf::behavior engine_behavior(state_ptr self) {
   return {
+      // a request's sink died (a client went away): its leases are revoked, its sequences end
+      [=](caf::down_msg& dm) {
+        auto& st = self->state;
+        st.watched_sinks.erase(dm.source);
+        const auto ended = st.sched->revoke_owner(dm.source.id());
+        for (int64_t id : ended) {
+          if (st.seqs.erase(id)) ++st.stats.cancelled;
+        }
+        if (!ended.empty())
+          TROUPE_LOG_INFO("engine", "owner {} gone: revoked {} sequences", dm.source.id(),
+                          ended.size());
+        pump(self);
+      },
+      [=](caf::exit_msg& em) {
+        self->actor->fail_state(std::move(em.reason));
+        self->running = false;
+      },
       [=](attach_atom, caf::actor sup) { self->state.supervisor = std::move(sup); },
       [=](generate_atom, gen_request& r, caf::actor sink) -> caf::result<int64_t> {
         auto& st = self->state;
@@ -223,7 +252,7 @@ caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
         q.priority = r.priority;
         q.n = r.n;
         q.owner = sink ? sink.id() : 0; // the sink owns the KV leases of its sequences
-        if (sink && st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
+        if (sink && st.watched_sinks.insert(sink.address()).second) self->actor->monitor(sink);
         if (auto added = st.sched->add(q); !added)
           return caf::make_error(caf::sec::runtime_error, added.error().to_string());
         const auto now = clock::now();
@@ -345,15 +374,34 @@ caf::behavior engine_behavior(state_ptr self, engine_setup setup) {
             lost = true;
         if (lost)
           request_resync(self, fmt::format("a step outlived {} s", st.setup.step_timeout_s));
-        self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);
+        self->delayed_send(self->actor, std::chrono::milliseconds(100), tick_atom::value);
       },
   };
+}
+
+void engine_main(caf::blocking_actor* actor, engine_setup setup) {
+  engine_self self{actor, {}};
+  auto& st = self.state;
+  st.setup = std::move(setup);
+  st.pool = std::make_unique<kv_block_pool>(st.setup.kv_blocks, st.setup.block_size);
+  st.sched = std::make_unique<scheduler>(*st.pool, st.setup.sched);
+  st.stats.kv_blocks_total = st.pool->total();
+  actor->delayed_send(actor, std::chrono::milliseconds(100), tick_atom::value);
+  caf::behavior bhvr = engine_behavior(&self);
+  while (self.running) {
+    const auto until = std::chrono::steady_clock::now() + poll_window;
+    for (int i = 0; actor->mailbox().empty(); ++i) {
+      TROUPE_PAUSE();
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+    }
+    actor->receive(bhvr);
+  }
 }
 
 } // namespace
 
 caf::actor spawn_engine(caf::actor_system& sys, engine_setup setup) {
-  return sys.spawn(engine_behavior, std::move(setup));
+  return sys.spawn(engine_main, std::move(setup));
 }
 
 } // namespace troupe::actors
