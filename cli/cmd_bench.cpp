@@ -51,11 +51,14 @@ expected<actor_speed> bench_actors(const bench_opts& o, std::shared_ptr<const mo
   TROUPE_TRY_ASSIGN(h, actors::host::start(m, ho));
   if (!h->wait_ready(300)) return make_error(errc::unavailable, "shards did not start");
   actors::gen_request r;
-  r.prompt = prompt;
   r.max_tokens = o.gen_tokens + 1;
   r.ignore_eos = true;
   std::vector<double> pre, dec;
   for (int rep = 0; rep < o.repeats + 1; ++rep) {
+    // a different second token each run: the engine's prefix cache must not serve the prompt
+    r.prompt = prompt;
+    if (r.prompt.size() > 1)
+      r.prompt[1] = static_cast<int32_t>(3 + (r.prompt[1] + rep) % (m->config.V - 3));
     using clock = std::chrono::steady_clock;
     std::vector<clock::time_point> at;
     const auto t0 = clock::now();
