@@ -29,7 +29,10 @@ inline double median(std::vector<double> v) { return percentile(std::move(v), 0.
 
 inline std::string command_line(int argc, char** argv) {
   std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 0; i < argc; ++i) {
+    if (i) s += ' ';
+    s += argv[i];
+  }
   return s;
 }
 

@@ -3,12 +3,17 @@
 //            each sending 64-token prompts for 64 tokens back to back for D seconds:
 //            aggregate decode tokens/s, time to first token and inter-token latency p50/p99,
 //            and decode FLOP/s against the same-run FMA peak.
+//  batch:    steady-state batched decode: B = 1, 16, 64 requests start together (32-token
+//            prompts, 128 tokens each); tokens/s over the window in which all B sequences are
+//            decoding (after the last first token, before the first last token), so no
+//            prefill is in it, and its FLOP/s against the same-run FMA peak.
 //  prefix:   a 256-token shared prefix: time to first token of the second request with the
 //            prefix cache, against the same request without it.
 //  recovery: TP 2 x PP 2; one stream killed mid-way: the longest gap between tokens (kill
 //            to next token) against the median gap; and throughput with a fault every few
 //            seconds against the fault-free run.
-//   build/bench/serving_bench [sweep|prefix|recovery|all] [--seconds D] [--models DIR] [--json FILE]
+//   build/bench/serving_bench [sweep|batch|prefix|recovery|all] [--seconds D] [--models DIR]
+//   [--json FILE]
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -36,7 +41,8 @@ struct load_result {
 
 std::vector<int32_t> random_prompt(std::mt19937& rng, int len, int V) {
   std::vector<int32_t> p = {1};
-  while (static_cast<int>(p.size()) < len) p.push_back(3 + static_cast<int32_t>(rng() % static_cast<uint32_t>(V - 3)));
+  while (static_cast<int>(p.size()) < len)
+    p.push_back(3 + static_cast<int32_t>(rng() % static_cast<uint32_t>(V - 3)));
   return p;
 }
 
@@ -68,7 +74,8 @@ load_result run_load(actors::host& h, int clients, double seconds, int prompt_le
         for (size_t i = 0; i < at.size(); ++i)
           if (std::chrono::duration<double>(at[i] - t0).count() <= seconds) ++out.tokens;
         if (!at.empty()) out.ttft.push_back(std::chrono::duration<double>(at[0] - sent).count());
-        for (size_t i = 1; i < at.size(); ++i) out.itl.push_back(std::chrono::duration<double>(at[i] - at[i - 1]).count());
+        for (size_t i = 1; i < at.size(); ++i)
+          out.itl.push_back(std::chrono::duration<double>(at[i] - at[i - 1]).count());
       }
     });
   for (auto& t : ts) t.join();
@@ -115,9 +122,71 @@ json sweep(const std::string& models, double seconds) {
                   {"decode_gflop_s", gflops},
                   {"fma_peak_gflop_s", peak / 1e9},
                   {"pct_of_fma_peak", 100.0 * gflops * 1e9 / peak}};
-      std::printf("%-5s clients %2d: %7.1f tok/s  TTFT p50 %7.1f p99 %7.1f ms  ITL p50 %6.1f p99 %6.1f ms  %5.1f%% of FMA peak\n",
+      std::printf("%-5s clients %2d: %7.1f tok/s  TTFT p50 %7.1f p99 %7.1f ms  ITL p50 %6.1f p99 "
+                  "%6.1f ms  %5.1f%% of FMA peak\n",
                   dt, c, tok_s, row["ttft_p50_ms"].get<double>(), row["ttft_p99_ms"].get<double>(),
-                  row["itl_p50_ms"].get<double>(), row["itl_p99_ms"].get<double>(), row["pct_of_fma_peak"].get<double>());
+                  row["itl_p50_ms"].get<double>(), row["itl_p99_ms"].get<double>(),
+                  row["pct_of_fma_peak"].get<double>());
+      std::fflush(stdout);
+      out.push_back(row);
+    }
+  }
+  return out;
+}
+
+json batch_decode(const std::string& models) {
+  json out = json::array();
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  // the machine's peak: the best of several probes (a low probe is the VM's interference)
+  double peak = 0;
+  for (int i = 0; i < 3; ++i) peak = std::max(peak, kernels::cpu::probe_fma_peak(cores));
+  for (const char* dt : {"q8_0", "bf16", "f32"}) {
+    auto m = *open_model(bench_model(models, dt));
+    const int64_t non_embd = m->config.parameters() - m->config.V * m->config.C;
+    actors::host_options o;
+    o.threads_per_shard = cores;
+    o.kv_blocks = 64 * 11 + 8; // 64 sequences of 160 tokens in blocks of 16
+    o.sched.max_batch_tokens = 2048;
+    o.sched.max_seqs = 64;
+    auto h = start(m, o);
+    for (int B : {1, 16, 64}) {
+      peak = std::max(peak, kernels::cpu::probe_fma_peak(cores));
+      std::vector<std::vector<clock::time_point>> at(B);
+      std::vector<std::thread> ts;
+      for (int c = 0; c < B; ++c)
+        ts.emplace_back([&, c] {
+          std::mt19937 rng(500 + c);
+          actors::gen_request r;
+          r.prompt = random_prompt(rng, 32, static_cast<int>(m->config.V));
+          r.max_tokens = 128;
+          r.ignore_eos = true;
+          (void)h->generate(r, [&](const actors::gen_event& e) {
+            if (!e.tokens.empty()) at[c].push_back(clock::now());
+          });
+        });
+      for (auto& t : ts) t.join();
+      clock::time_point from = clock::time_point::min(), to = clock::time_point::max();
+      for (const auto& a : at) {
+        if (a.empty()) continue;
+        from = std::max(from, a.front());
+        to = std::min(to, a.back());
+      }
+      int64_t tokens = 0;
+      for (const auto& a : at)
+        for (const auto& t : a) tokens += t > from && t <= to;
+      const double secs = std::chrono::duration<double>(to - from).count();
+      const double tok_s = secs > 0 ? tokens / secs : 0;
+      const double gflops = tok_s * 2.0 * static_cast<double>(non_embd) / 1e9;
+      json row = {{"dtype", dt},
+                  {"sequences", B},
+                  {"decode_tok_s", tok_s},
+                  {"window_s", secs},
+                  {"decode_gflop_s", gflops},
+                  {"fma_peak_gflop_s", peak / 1e9},
+                  {"pct_of_fma_peak", 100.0 * gflops * 1e9 / peak}};
+      std::printf("%-5s %2d sequences decoding together: %7.1f tok/s  %6.1f GFLOP/s of %6.1f = "
+                  "%5.1f%% of FMA peak\n",
+                  dt, B, tok_s, gflops, peak / 1e9, row["pct_of_fma_peak"].get<double>());
       std::fflush(stdout);
       out.push_back(row);
     }
@@ -160,9 +229,13 @@ json prefix(const std::string& models) {
     }
   }
   const double c = median(cached), u = median(uncached);
-  std::printf("shared 256-token prefix: TTFT %.1f ms with the prefix cache, %.1f ms without: %.1fx faster\n", c * 1e3,
-              u * 1e3, u / c);
-  return {{"prefix_tokens", 256}, {"ttft_cached_ms", c * 1e3}, {"ttft_uncached_ms", u * 1e3}, {"speedup", u / c}};
+  std::printf("shared 256-token prefix: TTFT %.1f ms with the prefix cache, %.1f ms without: %.1fx "
+              "faster\n",
+              c * 1e3, u * 1e3, u / c);
+  return {{"prefix_tokens", 256},
+          {"ttft_cached_ms", c * 1e3},
+          {"ttft_uncached_ms", u * 1e3},
+          {"speedup", u / c}};
 }
 
 json recovery(const std::string& models, double seconds) {
@@ -183,12 +256,14 @@ json recovery(const std::string& models, double seconds) {
       if (!e.tokens.empty()) at.push_back(clock::now());
     });
     std::vector<double> gaps;
-    for (size_t i = 1; i < at.size(); ++i) gaps.push_back(std::chrono::duration<double>(at[i] - at[i - 1]).count());
+    for (size_t i = 1; i < at.size(); ++i)
+      gaps.push_back(std::chrono::duration<double>(at[i] - at[i - 1]).count());
     const double worst = gaps.empty() ? 0 : *std::max_element(gaps.begin(), gaps.end());
     out["recovery_ms"] = worst * 1e3;
     out["median_itl_ms"] = median(gaps) * 1e3;
     out["restarts"] = h->stats().shard_restarts;
-    std::printf("recovery (TP2 x PP2, one shard killed): next token %.1f ms after the kill (median gap %.1f ms)\n",
+    std::printf("recovery (TP2 x PP2, one shard killed): next token %.1f ms after the kill (median "
+                "gap %.1f ms)\n",
                 worst * 1e3, median(gaps) * 1e3);
   }
   for (bool faults : {false, true}) {
@@ -200,11 +275,14 @@ json recovery(const std::string& models, double seconds) {
     const load_result r = run_load(*h, 16, seconds, 64, 64);
     const double tok_s = r.tokens / r.seconds;
     const int64_t restarts = h->stats().shard_restarts;
-    out[faults ? "with_faults" : "fault_free"] = {{"tok_s", tok_s}, {"errors", r.errors}, {"restarts", restarts},
-                                                  {"seconds_between_faults", restarts ? seconds / restarts : 0.0}};
+    out[faults ? "with_faults" : "fault_free"] = {
+        {"tok_s", tok_s},
+        {"errors", r.errors},
+        {"restarts", restarts},
+        {"seconds_between_faults", restarts ? seconds / restarts : 0.0}};
     std::printf("16 clients over TP2 x PP2 %s: %.1f tok/s, %lld errors, %lld restarts\n",
-                faults ? "with random kills" : "fault-free", tok_s, static_cast<long long>(r.errors),
-                static_cast<long long>(restarts));
+                faults ? "with random kills" : "fault-free", tok_s,
+                static_cast<long long>(r.errors), static_cast<long long>(restarts));
   }
   return out;
 }
@@ -215,13 +293,18 @@ int main(int argc, char** argv) {
   std::string what = "all", models = "/tmp/troupe-bench", json_out;
   double seconds = 15;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = std::atof(argv[++i]);
-    else if (!std::strcmp(argv[i], "--models") && i + 1 < argc) models = argv[++i];
-    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_out = argv[++i];
-    else what = argv[i];
+    if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc)
+      seconds = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--models") && i + 1 < argc)
+      models = argv[++i];
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
+      json_out = argv[++i];
+    else
+      what = argv[i];
   }
   json out = {{"command", command_line(argc, argv)}, {"cpu", kernels::cpu::cpu_features()}};
   if (what == "sweep" || what == "all") out["sweep"] = sweep(models, seconds);
+  if (what == "batch" || what == "all") out["batch"] = batch_decode(models);
   if (what == "prefix" || what == "all") out["prefix"] = prefix(models);
   if (what == "recovery" || what == "all") out["recovery"] = recovery(models, seconds);
   if (!json_out.empty()) std::ofstream(json_out) << out.dump(2) << "\n";
