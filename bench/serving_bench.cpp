@@ -13,7 +13,7 @@
 //            to next token) against the median gap; and throughput with a fault every few
 //            seconds against the fault-free run.
 //   build/bench/serving_bench [sweep|batch|prefix|recovery|all] [--seconds D] [--models DIR]
-//   [--json FILE]
+//   [--kv-dtype f32|f16|bf16] [--json FILE]
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -134,7 +134,7 @@ json sweep(const std::string& models, double seconds) {
   return out;
 }
 
-json batch_decode(const std::string& models) {
+json batch_decode(const std::string& models, dtype kv) {
   json out = json::array();
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   // the machine's peak: the best of several probes (a low probe is the VM's interference)
@@ -146,6 +146,7 @@ json batch_decode(const std::string& models) {
     actors::host_options o;
     o.threads_per_shard = cores;
     o.kv_blocks = 64 * 11 + 8; // 64 sequences of 160 tokens in blocks of 16
+    o.kv_dtype = kv;
     o.sched.max_batch_tokens = 2048;
     o.sched.max_seqs = 64;
     auto h = start(m, o);
@@ -178,15 +179,17 @@ json batch_decode(const std::string& models) {
       const double tok_s = secs > 0 ? tokens / secs : 0;
       const double gflops = tok_s * 2.0 * static_cast<double>(non_embd) / 1e9;
       json row = {{"dtype", dt},
+                  {"kv_dtype", std::string(name(kv))},
                   {"sequences", B},
                   {"decode_tok_s", tok_s},
                   {"window_s", secs},
                   {"decode_gflop_s", gflops},
                   {"fma_peak_gflop_s", peak / 1e9},
                   {"pct_of_fma_peak", 100.0 * gflops * 1e9 / peak}};
-      std::printf("%-5s %2d sequences decoding together: %7.1f tok/s  %6.1f GFLOP/s of %6.1f = "
-                  "%5.1f%% of FMA peak\n",
-                  dt, B, tok_s, gflops, peak / 1e9, row["pct_of_fma_peak"].get<double>());
+      std::printf("%-5s KV %-4s %2d sequences decoding together: %7.1f tok/s  %6.1f GFLOP/s of "
+                  "%6.1f = %5.1f%% of FMA peak\n",
+                  dt, std::string(name(kv)).c_str(), B, tok_s, gflops, peak / 1e9,
+                  row["pct_of_fma_peak"].get<double>());
       std::fflush(stdout);
       out.push_back(row);
     }
@@ -292,6 +295,7 @@ json recovery(const std::string& models, double seconds) {
 int main(int argc, char** argv) {
   std::string what = "all", models = "/tmp/troupe-bench", json_out;
   double seconds = 15;
+  dtype kv = dtype::f32;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc)
       seconds = std::atof(argv[++i]);
@@ -299,12 +303,19 @@ int main(int argc, char** argv) {
       models = argv[++i];
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
       json_out = argv[++i];
-    else
+    else if (!std::strcmp(argv[i], "--kv-dtype") && i + 1 < argc) {
+      const auto d = parse_dtype(argv[++i]);
+      if (!d || (*d != dtype::f32 && *d != dtype::f16 && *d != dtype::bf16)) {
+        std::fprintf(stderr, "serving_bench: --kv-dtype takes f32, f16 or bf16\n");
+        return 2;
+      }
+      kv = *d;
+    } else
       what = argv[i];
   }
   json out = {{"command", command_line(argc, argv)}, {"cpu", kernels::cpu::cpu_features()}};
   if (what == "sweep" || what == "all") out["sweep"] = sweep(models, seconds);
-  if (what == "batch" || what == "all") out["batch"] = batch_decode(models);
+  if (what == "batch" || what == "all") out["batch"] = batch_decode(models, kv);
   if (what == "prefix" || what == "all") out["prefix"] = prefix(models);
   if (what == "recovery" || what == "all") out["recovery"] = recovery(models, seconds);
   if (!json_out.empty()) std::ofstream(json_out) << out.dump(2) << "\n";

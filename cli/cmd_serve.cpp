@@ -16,7 +16,8 @@ namespace troupe::cli {
 namespace {
 
 struct serve_opts {
-  std::string model, host = "127.0.0.1", placement, api_key, kv_memory = "256MiB", name;
+  std::string model, host = "127.0.0.1", placement, api_key, kv_memory = "256MiB", name,
+                     kv_dtype = "f32";
   int port = 8080, tp = 1, pp = 1, threads = 1, block_size = 16, max_batch_tokens = 512,
       max_seqs = 256;
   int64_t max_waiting = 1024;
@@ -81,6 +82,11 @@ int run_serve(const serve_opts& o) {
   auto kv = parse_kv_memory(o.kv_memory);
   if (!kv) return fail(kv.error());
   ho.kv_memory = *kv;
+  const auto kvd = parse_dtype(o.kv_dtype);
+  if (!kvd || (*kvd != dtype::f32 && *kvd != dtype::f16 && *kvd != dtype::bf16))
+    return fail(
+        make_error(errc::invalid_argument, "--kv-dtype '{}': give f32, f16 or bf16", o.kv_dtype));
+  ho.kv_dtype = *kvd;
   ho.sched.max_batch_tokens = o.max_batch_tokens;
   ho.sched.max_seqs = o.max_seqs;
   ho.sched.prefix_caching = !o.no_prefix_cache;
@@ -137,6 +143,7 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--threads", o->threads, "compute threads per shard")->check(CLI::Range(1, 256));
   cmd->add_option("--kv-memory", o->kv_memory,
                   "KV cache per shard: bytes (512MiB) or a fraction of free memory (0.5)");
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type: f32, f16 or bf16");
   cmd->add_option("--block-size", o->block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "token budget per step")
       ->check(CLI::Range(1, 1 << 20));

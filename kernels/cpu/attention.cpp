@@ -3,39 +3,21 @@
 // GQA group that reads that KV head, so a K or V row is fetched once per group, not once
 // per query head. Scores for one query row are computed into a buffer (softmax needs them
 // all; decoding has one row per sequence, prefill chunks a few), then the weighted sum of V
-// rows. f32 math; caches in f32, f16 or bf16 (converted row by row).
+// rows. f32 math; caches in f32, f16 or bf16. With AVX2 the inner loops are in
+// attention_avx2.cpp (rows widened in registers); otherwise a portable path converts rows.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "kernels/cpu/attention_kv.hpp"
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/gemv.hpp"
 #include "runtime/convert.hpp"
 
 namespace troupe::kernels::cpu {
 
-struct kv_row_source {
-  const float* (*key)(const void* ctx, int64_t s);
-  const float* (*val)(const void* ctx, int64_t s);
-  const void* ctx;
-};
-void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale,
-                       const kv_row_source& kv, float* out, float* scores); // attention_avx2.cpp
-
 namespace {
-
-// Where a query's keys live: position s of the sequence -> K and V rows of one KV head.
-struct kv_rows {
-  const uint8_t* k;
-  const uint8_t* v;
-  const int32_t* blocks; // null: contiguous [S, Hkv, D]
-  int64_t P, Hkv, D, kh;
-  int64_t row_bytes; // bytes of D values
-  int64_t slot(int64_t s) const {
-    return blocks ? static_cast<int64_t>(blocks[s / P]) * P + s % P : s;
-  }
-  const uint8_t* key(int64_t s) const { return k + (slot(s) * Hkv + kh) * row_bytes; }
-  const uint8_t* val(int64_t s) const { return v + (slot(s) * Hkv + kh) * row_bytes; }
-};
 
 // Inlined into attend_group's per-ISA clones; `omp simd` lets the reduction vectorise
 // (built with -fopenmp-simd: no OpenMP runtime).
@@ -51,31 +33,37 @@ inline void axpy_d(float* y, const float* x, float a, int64_t D) {
   for (int64_t d = 0; d < D; ++d) y[d] += a * x[d];
 }
 
-const float* key_of(const void* ctx, int64_t s) {
-  return reinterpret_cast<const float*>(static_cast<const kv_rows*>(ctx)->key(s));
-}
-const float* val_of(const void* ctx, int64_t s) {
-  return reinterpret_cast<const float*>(static_cast<const kv_rows*>(ctx)->val(s));
+// One KV head (kh of Hkv) of a cache with rows of D values of `type`.
+kv_layout layout(const void* k, const void* v, const int32_t* blocks, int64_t P, int64_t Hkv,
+                 int64_t kh, int64_t D, dtype type) {
+  const int64_t rb = row_bytes(type, D);
+  const kv_elem e = type == dtype::f16    ? kv_elem::f16
+                    : type == dtype::bf16 ? kv_elem::bf16
+                                          : kv_elem::f32;
+  return {static_cast<const uint8_t*>(k) + kh * rb,
+          static_cast<const uint8_t*>(v) + kh * rb,
+          blocks,
+          P,
+          Hkv * rb,
+          e};
 }
 
+// AVX2 + FMA + F16C, unless TROUPE_ISA=portable chose the portable kernels (the decode
+// kernel table is picked with the same flags)
 bool have_avx2() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
+  static const bool yes = std::strcmp(gemv_kernels().isa, "portable") != 0;
   return yes;
 }
 
 // The G query heads of one KV head for one query position `last` (keys 0..last).
 TROUPE_CPU_DISPATCH
 void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scale, dtype type,
-                  const kv_rows& kv, float* out, std::vector<float>& scores,
+                  const kv_layout& kv, float* out, std::vector<float>& scores,
                   std::vector<float>& row) {
   const int64_t S = last + 1;
   scores.resize(G * S + 8);
-  if (type == dtype::f32 && D % 8 == 0 && have_avx2()) {
-    const kv_row_source src{key_of, val_of, &kv};
-    attend_group_avx2(q, G, D, S, scale, src, out, scores.data());
+  if (D % 8 == 0 && have_avx2()) {
+    attend_group_avx2(q, G, D, S, scale, kv, out, scores.data());
     return;
   }
   row.resize(D);
@@ -115,14 +103,7 @@ void attention(const op_args& a, const exec_ctx& ctx) {
     std::vector<float> scores, row;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / Hkv, kh = i % Hkv;
-      kv_rows kv{static_cast<const uint8_t*>(k.data),
-                 static_cast<const uint8_t*>(a.src[2].data),
-                 nullptr,
-                 1,
-                 Hkv,
-                 D,
-                 kh,
-                 row_bytes(k.type, D)};
+      const kv_layout kv = layout(k.data, a.src[2].data, nullptr, 1, Hkv, kh, D, k.type);
       attend_group(q.as<float>() + (t * H + kh * G) * D, G, D, a.p.pos0 + t, a.p.scale, k.type, kv,
                    a.dst.as<float>() + (t * H + kh * G) * D, scores, row);
     }
@@ -147,14 +128,7 @@ void paged_attention(const op_args& a, const exec_ctx& ctx) {
       const int64_t t = i / Hkv, kh = i % Hkv;
       if (seq_of[t] < 0) continue;
       const int32_t* info = seqs.row<int32_t>(seq_of[t]);
-      kv_rows kv{static_cast<const uint8_t*>(kc.data),
-                 static_cast<const uint8_t*>(a.src[2].data),
-                 info + 3,
-                 P,
-                 Hkv,
-                 D,
-                 kh,
-                 row_bytes(kc.type, D)};
+      const kv_layout kv = layout(kc.data, a.src[2].data, info + 3, P, Hkv, kh, D, kc.type);
       const int64_t pos = info[2] + (t - info[0]);
       attend_group(q.as<float>() + (t * H + kh * G) * D, G, D, pos, a.p.scale, kc.type, kv,
                    a.dst.as<float>() + (t * H + kh * G) * D, scores, row);

@@ -1,20 +1,18 @@
-// attention_avx2.cpp: the decode-attention inner loops for AVX2 + FMA (f32 KV cache, head
-// dim a multiple of 8), built with -mavx2 -mfma and called only when the CPU has them
-// (attention.cpp). Scores of eight keys come out of one 8x8 transpose-reduce, the softmax
-// uses a vectorised exp (Cephes-style polynomial, within 2 ulp of expf), and V rows are
-// accumulated with broadcast FMAs. No standard-library templates here (see gemv.hpp).
+// attention_avx2.cpp: the attention inner loops for AVX2 + FMA + F16C (KV cache in f32,
+// f16 or bf16, widened to f32 in registers; head dim a multiple of 8), built with -mavx2
+// -mfma -mf16c and called only when the CPU has them (attention.cpp). Each key row is read
+// once for every query head of its GQA group; scores of eight keys come out of one 8x8
+// transpose-reduce; the softmax uses a vectorised exp (Cephes-style polynomial, within 2 ulp
+// of expf); V rows are accumulated into registers 64 values at a time. Row addresses follow
+// the block table with a cursor, no division per key. No standard-library templates here
+// (see gemv.hpp).
 #include <immintrin.h>
 
 #include <cstdint>
 
-namespace troupe::kernels::cpu {
+#include "kernels/cpu/attention_kv.hpp"
 
-struct kv_row_source {
-  // row(s) -> pointer to key (or value) s of one KV head
-  const float* (*key)(const void* ctx, int64_t s);
-  const float* (*val)(const void* ctx, int64_t s);
-  const void* ctx;
-};
+namespace troupe::kernels::cpu {
 
 namespace {
 
@@ -62,36 +60,87 @@ inline float hsum8(__m256 v) {
 
 } // namespace
 
-/// G query heads (q: [G, D]) over keys 0..S-1 of one KV head; out: [G, D]; scores: G*S + 8.
-void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale,
-                       const kv_row_source& kv, float* out, float* scores) {
+namespace {
+
+// Walks the rows of positions 0, 1, 2, ... of one KV head through the block table.
+struct row_cursor {
+  const uint8_t* base;
+  const int32_t* blocks;
+  int64_t P, stride;
+  int64_t b = 0, i = 0;
+  const uint8_t* cur;
+  row_cursor(const uint8_t* base_, const kv_layout& kv)
+      : base(base_)
+      , blocks(kv.blocks)
+      , P(kv.P)
+      , stride(kv.stride) {
+    cur = blocks ? base + int64_t{blocks[0]} * P * stride : base;
+  }
+  // the next position's row; the block table is read only for positions that exist
+  const uint8_t* next() {
+    if (blocks && i == P) {
+      i = 0;
+      ++b;
+      cur = base + int64_t{blocks[b]} * P * stride;
+    }
+    ++i;
+    const uint8_t* r = cur;
+    cur += stride;
+    return r;
+  }
+};
+
+template <kv_elem E>
+inline __m256 load8(const uint8_t* p) {
+  if constexpr (E == kv_elem::f32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  } else if constexpr (E == kv_elem::f16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  } else {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+}
+
+template <kv_elem E>
+constexpr int64_t elem_bytes = E == kv_elem::f32 ? 4 : 2;
+
+template <kv_elem E>
+void attend(const float* q, int64_t G, int64_t D, int64_t S, float scale, const kv_layout& kv,
+            float* out, float* scores) {
+  constexpr int64_t eb = elem_bytes<E>;
   const int64_t S8 = S / 8 * 8;
-  for (int64_t g = 0; g < G; ++g) {
-    const float* qg = q + g * D;
-    float* sc = scores + g * S;
-    for (int64_t s = 0; s < S8; s += 8) {
+  const __m256 vscale = _mm256_set1_ps(scale);
+  // scores: each key row once for all G query heads
+  row_cursor kc(kv.k, kv);
+  for (int64_t s = 0; s < S8; s += 8) {
+    const uint8_t* k[8];
+    for (int j = 0; j < 8; ++j) k[j] = kc.next();
+    for (int64_t g = 0; g < G; ++g) {
+      const float* qg = q + g * D;
       __m256 acc[8];
-      const float* k[8];
-      for (int j = 0; j < 8; ++j) {
-        acc[j] = _mm256_setzero_ps();
-        k[j] = kv.key(kv.ctx, s + j);
-      }
+      for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
       for (int64_t d = 0; d < D; d += 8) {
         const __m256 qv = _mm256_loadu_ps(qg + d);
-        for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[j] + d), acc[j]);
+        for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, load8<E>(k[j] + d * eb), acc[j]);
       }
-      _mm256_storeu_ps(sc + s, _mm256_mul_ps(hsum8x8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5],
-                                                     acc[6], acc[7]),
-                                             _mm256_set1_ps(scale)));
+      _mm256_storeu_ps(scores + g * S + s, _mm256_mul_ps(hsum8x8(acc[0], acc[1], acc[2], acc[3],
+                                                                 acc[4], acc[5], acc[6], acc[7]),
+                                                         vscale));
     }
-    for (int64_t s = S8; s < S; ++s) {
-      const float* kr = kv.key(kv.ctx, s);
+  }
+  for (int64_t s = S8; s < S; ++s) {
+    const uint8_t* kr = kc.next();
+    for (int64_t g = 0; g < G; ++g) {
       __m256 acc = _mm256_setzero_ps();
       for (int64_t d = 0; d < D; d += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(qg + d), _mm256_loadu_ps(kr + d), acc);
-      sc[s] = hsum8(acc) * scale;
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * D + d), load8<E>(kr + d * eb), acc);
+      scores[g * S + s] = hsum8(acc) * scale;
     }
-    // softmax
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    float* sc = scores + g * S;
+    // softmax, normalised in place
     __m256 mx = _mm256_set1_ps(-3.0e38f);
     for (int64_t s = 0; s < S8; s += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(sc + s));
     float m = hmax8(mx);
@@ -105,20 +154,66 @@ void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float sc
     }
     float total = hsum8(sum);
     for (int64_t s = S8; s < S; ++s) {
-      __m256 e = exp8(_mm256_set1_ps(sc[s] - m));
-      sc[s] = _mm256_cvtss_f32(e);
+      sc[s] = _mm256_cvtss_f32(exp8(_mm256_set1_ps(sc[s] - m)));
       total += sc[s];
     }
-    const float inv = 1.0f / total;
-    // weighted sum of V rows
-    for (int64_t d = 0; d < D; d += 8) _mm256_storeu_ps(out + g * D + d, _mm256_setzero_ps());
-    for (int64_t s = 0; s < S; ++s) {
-      const float* vr = kv.val(kv.ctx, s);
-      const __m256 p = _mm256_set1_ps(sc[s] * inv);
-      for (int64_t d = 0; d < D; d += 8)
-        _mm256_storeu_ps(out + g * D + d, _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + d),
-                                                          _mm256_loadu_ps(out + g * D + d)));
+    const __m256 inv = _mm256_set1_ps(1.0f / total);
+    for (int64_t s = 0; s < S8; s += 8)
+      _mm256_storeu_ps(sc + s, _mm256_mul_ps(_mm256_loadu_ps(sc + s), inv));
+    for (int64_t s = S8; s < S; ++s) sc[s] *= 1.0f / total;
+    // weighted sum of V rows, 64 output values held in registers per pass
+    float* og = out + g * D;
+    for (int64_t d0 = 0; d0 < D; d0 += 64) {
+      row_cursor vc(kv.v + d0 * eb, kv);
+      if (D - d0 >= 64) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+               a7 = a0;
+        for (int64_t s = 0; s < S; ++s) {
+          const uint8_t* vr = vc.next();
+          const __m256 p = _mm256_set1_ps(sc[s]);
+          a0 = _mm256_fmadd_ps(p, load8<E>(vr + 0 * eb), a0);
+          a1 = _mm256_fmadd_ps(p, load8<E>(vr + 8 * eb), a1);
+          a2 = _mm256_fmadd_ps(p, load8<E>(vr + 16 * eb), a2);
+          a3 = _mm256_fmadd_ps(p, load8<E>(vr + 24 * eb), a3);
+          a4 = _mm256_fmadd_ps(p, load8<E>(vr + 32 * eb), a4);
+          a5 = _mm256_fmadd_ps(p, load8<E>(vr + 40 * eb), a5);
+          a6 = _mm256_fmadd_ps(p, load8<E>(vr + 48 * eb), a6);
+          a7 = _mm256_fmadd_ps(p, load8<E>(vr + 56 * eb), a7);
+        }
+        _mm256_storeu_ps(og + d0 + 0, a0);
+        _mm256_storeu_ps(og + d0 + 8, a1);
+        _mm256_storeu_ps(og + d0 + 16, a2);
+        _mm256_storeu_ps(og + d0 + 24, a3);
+        _mm256_storeu_ps(og + d0 + 32, a4);
+        _mm256_storeu_ps(og + d0 + 40, a5);
+        _mm256_storeu_ps(og + d0 + 48, a6);
+        _mm256_storeu_ps(og + d0 + 56, a7);
+      } else {
+        const int64_t n = D - d0; // 8..56
+        for (int64_t d = 0; d < n; d += 8) _mm256_storeu_ps(og + d0 + d, _mm256_setzero_ps());
+        for (int64_t s = 0; s < S; ++s) {
+          const uint8_t* vr = vc.next();
+          const __m256 p = _mm256_set1_ps(sc[s]);
+          for (int64_t d = 0; d < n; d += 8)
+            _mm256_storeu_ps(og + d0 + d, _mm256_fmadd_ps(p, load8<E>(vr + d * eb),
+                                                          _mm256_loadu_ps(og + d0 + d)));
+        }
+      }
     }
+  }
+}
+
+} // namespace
+
+void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale,
+                       const kv_layout& kv, float* out, float* scores) {
+  switch (kv.elem) {
+  case kv_elem::f32:
+    return attend<kv_elem::f32>(q, G, D, S, scale, kv, out, scores);
+  case kv_elem::f16:
+    return attend<kv_elem::f16>(q, G, D, S, scale, kv, out, scores);
+  case kv_elem::bf16:
+    return attend<kv_elem::bf16>(q, G, D, S, scale, kv, out, scores);
   }
 }
 

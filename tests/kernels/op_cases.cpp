@@ -18,7 +18,8 @@ namespace {
 
 struct gen {
   std::mt19937_64 rng;
-  explicit gen(const std::string& seed) : rng(std::hash<std::string>{}(seed)) {}
+  explicit gen(const std::string& seed)
+      : rng(std::hash<std::string>{}(seed)) {}
 
   std::vector<float> normal(int64_t n, float stddev = 1.0f, float mean = 0.0f) {
     std::normal_distribution<float> d(mean, stddev);
@@ -35,7 +36,9 @@ struct gen {
     for (auto& x : v) x = d(rng);
     return v;
   }
-  int64_t integer(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+  int64_t integer(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  }
 };
 
 host_tensor from_floats(dtype t, shape s, const std::vector<float>& v) {
@@ -54,14 +57,19 @@ host_tensor out(dtype t, shape s) {
   return host_tensor{t, s, std::vector<uint8_t>(row_bytes(t, s.cols()) * s.rows())};
 }
 
-host_tensor absent() { return host_tensor{dtype::f32, shape{}, {}, false}; }
+host_tensor absent() {
+  return host_tensor{dtype::f32, shape{}, {}, false};
+}
 
 tolerance tol_for(dtype w) {
   switch (w) {
-    case dtype::f32: return {1e-10, 1e-4};
-    case dtype::f16:
-    case dtype::bf16: return {1e-8, 1e-3};
-    default: return {5e-4, 5e-2}; // quantized: leaves room for q8 activations in dot products
+  case dtype::f32:
+    return {1e-10, 1e-4};
+  case dtype::f16:
+  case dtype::bf16:
+    return {1e-8, 1e-3};
+  default:
+    return {5e-4, 5e-2}; // quantized: leaves room for q8 activations in dot products
   }
 }
 
@@ -86,12 +94,16 @@ void matmul_cases(std::vector<op_case>& out_cases) {
     int64_t T, K, N;
     bool bias;
   };
-  const dims shapes[] = {{1, 256, 96, false}, {5, 128, 33, false}, {16, 512, 64, false},
-                         {3, 96, 40, true},   {9, 1024, 17, false}};
+  const dims shapes[] = {{1, 256, 96, false},
+                         {5, 128, 33, false},
+                         {16, 512, 64, false},
+                         {3, 96, 40, true},
+                         {9, 1024, 17, false}};
   for (dtype w : weight_types) {
     for (auto d : shapes) {
       op_case c;
-      c.name = fmt::format("matmul(T={},K={},N={},W={}{})", d.T, d.K, d.N, name(w), d.bias ? ",bias" : "");
+      c.name = fmt::format("matmul(T={},K={},N={},W={}{})", d.T, d.K, d.N, name(w),
+                           d.bias ? ",bias" : "");
       gen g(c.name);
       c.kind = op::matmul;
       c.src = {from_floats(dtype::f32, {d.T, d.K}, g.normal(d.T * d.K)),
@@ -157,13 +169,13 @@ void rope_cases(std::vector<op_case>& out_cases) {
     int rot_dim;
   };
   const variant vs[] = {
-    {"interleaved", rope_layout::interleaved, rope_scaling::none, 64},
-    {"neox", rope_layout::neox, rope_scaling::none, 64},
-    {"neox,linear", rope_layout::neox, rope_scaling::linear, 64},
-    {"neox,llama3", rope_layout::neox, rope_scaling::llama3, 64},
-    {"neox,yarn", rope_layout::neox, rope_scaling::yarn, 64},
-    {"interleaved,partial", rope_layout::interleaved, rope_scaling::none, 32},
-    {"neox,partial", rope_layout::neox, rope_scaling::none, 32},
+      {"interleaved", rope_layout::interleaved, rope_scaling::none, 64},
+      {"neox", rope_layout::neox, rope_scaling::none, 64},
+      {"neox,linear", rope_layout::neox, rope_scaling::linear, 64},
+      {"neox,llama3", rope_layout::neox, rope_scaling::llama3, 64},
+      {"neox,yarn", rope_layout::neox, rope_scaling::yarn, 64},
+      {"interleaved,partial", rope_layout::interleaved, rope_scaling::none, 32},
+      {"neox,partial", rope_layout::neox, rope_scaling::none, 32},
   };
   for (const auto& v : vs) {
     op_case c;
@@ -278,56 +290,61 @@ void reduce_cases(std::vector<op_case>& out_cases) {
 }
 
 void attention_cases(std::vector<op_case>& out_cases) {
-  for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16}) {
-    for (auto [T, pos0] : {std::pair<int64_t, int64_t>{4, 3}, {1, 39}, {9, 0}}) {
-      const int64_t H = 8, Hkv = 2, D = 16, S = pos0 + T;
+  // head dims: 16 (a short row), 64 (the register-blocked V pass), 80 (64 + a remainder)
+  for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16})
+    for (int64_t D : {16, 64, 80})
+      for (auto [T, pos0] : {std::pair<int64_t, int64_t>{4, 3}, {1, 39}, {9, 0}}) {
+        if (D != 16 && T == 4) continue;
+        const int64_t H = 8, Hkv = 2, S = pos0 + T;
+        op_case c;
+        c.name =
+            fmt::format("attention(T={},S={},H={},Hkv={},D={},kv={})", T, S, H, Hkv, D, name(kv));
+        gen g(c.name);
+        c.kind = op::attention;
+        c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+                 from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D)),
+                 from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D))};
+        c.dst = out(dtype::f32, {T, H, D});
+        c.p.pos0 = pos0;
+        c.p.scale = 0.25f;
+        c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+        c.flops = 4.0 * T * H * D * S;
+        out_cases.push_back(std::move(c));
+      }
+  for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16})
+    for (int64_t D : {8, 64}) {
+      // three sequences: a prefill chunk, a decode, a chunk continuing a prefix
+      const int64_t H = 4, Hkv = 2, P = 4, NB = 24, MB = 6;
       op_case c;
-      c.name = fmt::format("attention(T={},S={},H={},Hkv={},D={},kv={})", T, S, H, Hkv, D, name(kv));
+      c.name =
+          fmt::format("paged_attention(S=3,P={},H={},Hkv={},D={},kv={})", P, H, Hkv, D, name(kv));
       gen g(c.name);
-      c.kind = op::attention;
+      c.kind = op::paged_attention;
+      const int64_t counts[3] = {5, 1, 3}, pos0s[3] = {0, 17, 6};
+      std::vector<int32_t> blocks(NB - 1);
+      std::iota(blocks.begin(), blocks.end(), 1); // block 0 is the null block
+      std::shuffle(blocks.begin(), blocks.end(), g.rng);
+      std::vector<int32_t> seqs;
+      int64_t T = 0, used = 0;
+      for (int s = 0; s < 3; ++s) {
+        seqs.push_back(static_cast<int32_t>(T));
+        seqs.push_back(static_cast<int32_t>(counts[s]));
+        seqs.push_back(static_cast<int32_t>(pos0s[s]));
+        const int64_t need = (pos0s[s] + counts[s] + P - 1) / P;
+        for (int64_t b = 0; b < MB; ++b) seqs.push_back(b < need ? blocks[used + b] : 0);
+        used += need;
+        T += counts[s];
+      }
       c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
-               from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D)),
-               from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D))};
+               from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+               from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+               from_ints({3, 3 + MB}, seqs)};
       c.dst = out(dtype::f32, {T, H, D});
-      c.p.pos0 = pos0;
-      c.p.scale = 0.25f;
+      c.p.scale = 1.0f / std::sqrt(8.0f);
+      c.p.block_size = P;
       c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
-      c.flops = 4.0 * T * H * D * S;
       out_cases.push_back(std::move(c));
     }
-  }
-  for (dtype kv : {dtype::f32, dtype::f16}) {
-    // three sequences: a prefill chunk, a decode, a chunk continuing a prefix
-    const int64_t H = 4, Hkv = 2, D = 8, P = 4, NB = 24, MB = 6;
-    op_case c;
-    c.name = fmt::format("paged_attention(S=3,P={},H={},Hkv={},D={},kv={})", P, H, Hkv, D, name(kv));
-    gen g(c.name);
-    c.kind = op::paged_attention;
-    const int64_t counts[3] = {5, 1, 3}, pos0s[3] = {0, 17, 6};
-    std::vector<int32_t> blocks(NB - 1);
-    std::iota(blocks.begin(), blocks.end(), 1); // block 0 is the null block
-    std::shuffle(blocks.begin(), blocks.end(), g.rng);
-    std::vector<int32_t> seqs;
-    int64_t T = 0, used = 0;
-    for (int s = 0; s < 3; ++s) {
-      seqs.push_back(static_cast<int32_t>(T));
-      seqs.push_back(static_cast<int32_t>(counts[s]));
-      seqs.push_back(static_cast<int32_t>(pos0s[s]));
-      const int64_t need = (pos0s[s] + counts[s] + P - 1) / P;
-      for (int64_t b = 0; b < MB; ++b) seqs.push_back(b < need ? blocks[used + b] : 0);
-      used += need;
-      T += counts[s];
-    }
-    c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
-             from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
-             from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
-             from_ints({3, 3 + MB}, seqs)};
-    c.dst = out(dtype::f32, {T, H, D});
-    c.p.scale = 1.0f / std::sqrt(8.0f);
-    c.p.block_size = P;
-    c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
-    out_cases.push_back(std::move(c));
-  }
   for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16}) {
     op_case c;
     c.name = fmt::format("kv_store(T=6,Hkv=2,D=8,cache={})", name(kv));

@@ -15,12 +15,15 @@ using json = nlohmann::json;
 
 namespace {
 
-std::unique_ptr<model::generator> make(const std::string& path, kernels::backend where = kernels::backend::cpu) {
+std::unique_ptr<model::generator> make(const std::string& path,
+                                       kernels::backend where = kernels::backend::cpu,
+                                       dtype kv = dtype::f32) {
   auto m = open_model(path);
   EXPECT_TRUE(m) << (m ? "" : m.error().to_string());
   if (!m) return nullptr;
   model::runner_options opt;
   opt.where = where;
+  opt.kv_dtype = kv;
   auto g = model::generator::create(*m, opt);
   EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
   return g ? std::move(*g) : nullptr;
@@ -38,7 +41,8 @@ model::generation greedy(model::generator& g, const std::vector<int32_t>& prompt
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return INFINITY;
   double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  for (size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
   return m;
 }
 
@@ -49,8 +53,10 @@ void check_case(model::generator& g, const json& c, double logit_tol) {
   ASSERT_TRUE(ids);
   EXPECT_EQ(*ids, c["prompt_tokens"].get<std::vector<int32_t>>()) << text;
   const auto want_tokens = c["greedy_tokens"].get<std::vector<int32_t>>();
-  auto r = greedy(g, c["prompt_tokens"].get<std::vector<int32_t>>(), static_cast<int>(want_tokens.size()));
-  EXPECT_LE(max_abs_diff(r.prompt_logits, c["last_logits"].get<std::vector<float>>()), logit_tol) << text;
+  auto r = greedy(g, c["prompt_tokens"].get<std::vector<int32_t>>(),
+                  static_cast<int>(want_tokens.size()));
+  EXPECT_LE(max_abs_diff(r.prompt_logits, c["last_logits"].get<std::vector<float>>()), logit_tol)
+      << text;
   EXPECT_EQ(r.tokens, want_tokens) << text;
 }
 
@@ -112,14 +118,17 @@ TEST(Llama2TinyRandom, LogitsMatchTransformers) {
     auto r = greedy(*g, prompt, 1);
     const auto top_ids = c["top20_ids"].get<std::vector<int32_t>>();
     const auto top_logits = c["top20_logits"].get<std::vector<float>>();
-    for (size_t i = 0; i < top_ids.size(); ++i) EXPECT_NEAR(r.prompt_logits.at(top_ids[i]), top_logits[i], 1e-4);
+    for (size_t i = 0; i < top_ids.size(); ++i)
+      EXPECT_NEAR(r.prompt_logits.at(top_ids[i]), top_logits[i], 1e-4);
     const auto fixed_ids = c["fixed_ids"].get<std::vector<int32_t>>();
     const auto fixed_logits = c["fixed_logits"].get<std::vector<float>>();
-    for (size_t i = 0; i < fixed_ids.size(); ++i) EXPECT_NEAR(r.prompt_logits.at(fixed_ids[i]), fixed_logits[i], 1e-4);
+    for (size_t i = 0; i < fixed_ids.size(); ++i)
+      EXPECT_NEAR(r.prompt_logits.at(fixed_ids[i]), fixed_logits[i], 1e-4);
     double sum = 0, sq = 0;
     for (float v : r.prompt_logits) sum += v, sq += static_cast<double>(v) * v;
     EXPECT_NEAR(sum, c["sum_logits"].get<double>(), 1e-2);
-    EXPECT_NEAR(sq, c["sum_sq_logits"].get<double>(), 1e-2 * std::max(1.0, c["sum_sq_logits"].get<double>()));
+    EXPECT_NEAR(sq, c["sum_sq_logits"].get<double>(),
+                1e-2 * std::max(1.0, c["sum_sq_logits"].get<double>()));
   }
 }
 
@@ -132,3 +141,26 @@ TEST(ReferenceBackend, AgreesWithCpuBackend) {
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_LE(max_abs_diff(a.prompt_logits, b.prompt_logits), 1e-4);
 }
+
+// A half-precision KV cache rounds K and V once when they are stored; the answer must stay that
+// of the f32 cache: the same greedy tokens on a real checkpoint, logits within rounding, on the
+// fast kernels and on the reference.
+class HalfKvCache : public ::testing::TestWithParam<std::tuple<dtype, kernels::backend>> {};
+
+TEST_P(HalfKvCache, GivesTheF32CacheAnswer) {
+  const auto [kv, where] = GetParam();
+  const std::string path = test::model_path("stories260K-hf");
+  auto full = make(path, where, dtype::f32), half = make(path, where, kv);
+  ASSERT_TRUE(full && half);
+  auto ids = full->source().tok->encode("Once upon a time, a little girl named Lily", true);
+  ASSERT_TRUE(ids);
+  auto a = greedy(*full, *ids, 24), b = greedy(*half, *ids, 24);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_LE(max_abs_diff(a.prompt_logits, b.prompt_logits), kv == dtype::f16 ? 2e-2 : 1.5e-1);
+  EXPECT_GT(max_abs_diff(a.prompt_logits, b.prompt_logits), 0.0) << "the cache was not rounded";
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, HalfKvCache,
+                         ::testing::Combine(::testing::Values(dtype::f16, dtype::bf16),
+                                            ::testing::Values(kernels::backend::cpu,
+                                                              kernels::backend::ref)));

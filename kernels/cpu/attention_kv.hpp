@@ -1,0 +1,34 @@
+// attention_kv.hpp: how the attention kernels find one KV head's rows, shared by
+// attention.cpp (the dispatch and the portable path) and attention_avx2.cpp (the AVX2 inner
+// loops). A plain struct of pointers and strides, so the vector loops compute addresses
+// inline instead of calling back per key. No standard-library templates (see gemv.hpp).
+#pragma once
+
+#include <cstdint>
+
+namespace troupe::kernels::cpu {
+
+/// Element type of a KV cache row as the vector loops read it.
+enum class kv_elem : int { f32, f16, bf16 };
+
+/// Rows of one KV head: position s lives in slot blocks[s / P] * P + s % P (or slot s when
+/// blocks is null); a slot's row starts slot * stride bytes after k (or v).
+struct kv_layout {
+  const uint8_t* k;
+  const uint8_t* v;
+  const int32_t* blocks; // null: contiguous
+  int64_t P;             // tokens per block
+  int64_t stride;        // bytes from one slot's row of this head to the next slot's
+  kv_elem elem;
+
+  int64_t slot(int64_t s) const { return blocks ? int64_t{blocks[s / P]} * P + s % P : s; }
+  const uint8_t* key(int64_t s) const { return k + slot(s) * stride; }
+  const uint8_t* val(int64_t s) const { return v + slot(s) * stride; }
+};
+
+/// G query heads (q: [G, D], D a multiple of 8) over keys 0..S-1 of one KV head, with AVX2
+/// and FMA (and F16C for f16 rows); out: [G, D]; scores: at least G * S + 8 floats.
+void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale,
+                       const kv_layout& kv, float* out, float* scores);
+
+} // namespace troupe::kernels::cpu
