@@ -23,7 +23,7 @@ namespace {
 struct bench_opts {
   std::string model, placement;
   int threads = 1, prompt_tokens = 64, gen_tokens = 64, repeats = 5, tp = 1, pp = 1;
-  bool json = false, actors = false;
+  bool json = false, actors = false, no_fuse = false;
 };
 
 double median(std::vector<double> v) {
@@ -96,6 +96,7 @@ int run_bench(const bench_opts& o) {
   const model_config& c = (*m)->config;
   model::runner_options ro;
   ro.threads = o.threads;
+  ro.fuse = !o.no_fuse;
   ro.kv_blocks = (o.prompt_tokens + o.gen_tokens + 2 * ro.block_size) / ro.block_size + 2;
   auto gen = model::generator::create(*m, ro);
   if (!gen) return fail(gen.error());
@@ -211,6 +212,7 @@ void add_bench(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--repeats", o->repeats, "runs (the median is reported)")
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", o->json, "one JSON object");
+  cmd->add_flag("--no-fuse", o->no_fuse, "run the unfused op sequence (for comparison)");
   cmd->add_option("--tp", o->tp, "run through the actor pipeline with this TP")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--pp", o->pp, "run through the actor pipeline with this PP")

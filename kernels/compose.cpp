@@ -3,6 +3,10 @@
 //   gelu_tanh = mul(x, scale(tanh(scale(add(x, scale(mul(mul(x, x), x), 0.044715)), k)), .5, .5))
 //   layernorm = mul(mul(add(x, -mean), rsqrt(var + eps)), w) (+ b), means from sum_rows
 //   rmsnorm   = mul(mul(x, rsqrt(sum_rows(x * x) / C + eps)), w)
+// and the fused ops (op.hpp), which are defined by the composition they replace:
+//   add_rmsnorm   = rmsnorm(add(x, r) -> dst2, w)
+//   matmul_swiglu = swiglu(matmul(x, W_gate), matmul(x, W_up))
+//   rope_kv_store = kv_store(rope(k, pos), slots)
 // Temporaries come from the backend's device; primitives are looked up native-only, so a
 // composite never recurses. Slower than a fused kernel, but correct: the op harness runs
 // every composite against the reference (tests/kernels/test_ops.cpp, `--composed`).
@@ -138,9 +142,69 @@ void rmsnorm_run(const registry& r, backend b, const op_args& a, const exec_ctx&
   norm_run(r, b, a, c, false);
 }
 
+// The fused ops: their sub-op arguments, built once for supports() and for the run.
+op_args add_of(const op_args& a) {
+  op_args s = make(op::add, a.dst2, a.src[0], a.src[1]);
+  return s;
+}
+op_args rms_of(const op_args& a) {
+  op_args s = make(op::rmsnorm, a.dst, a.dst2, a.src[2]);
+  s.p.eps = a.p.eps;
+  return s;
+}
+bool add_rmsnorm_ok(const registry& r, backend b, const op_args& a) {
+  return r.find(b, add_of(a), lookup::native_only) && r.find(b, rms_of(a), lookup::native_only);
+}
+void add_rmsnorm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  prim(r, b, add_of(a), c);
+  prim(r, b, rms_of(a), c);
+}
+
+op_args matmul_of(const op_args& a, const tensor_view& w, const tensor_view& y) {
+  return make(op::matmul, y, a.src[0], w);
+}
+bool matmul_swiglu_ok(const registry& r, backend b, const op_args& a) {
+  const tensor_view y = a.dst;
+  return get_device(b) && r.find(b, matmul_of(a, a.src[1], y), lookup::native_only) &&
+         r.find(b, make(op::swiglu, y, y, y), lookup::native_only);
+}
+void matmul_swiglu_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  scratch s;
+  const auto g = s.make(b, a.dst.rows(), a.dst.cols()), u = s.make(b, a.dst.rows(), a.dst.cols());
+  prim(r, b, matmul_of(a, a.src[1], g), c);
+  prim(r, b, matmul_of(a, a.src[2], u), c);
+  prim(r, b, make(op::swiglu, a.dst, g, u), c);
+}
+
+op_args rope_of(const op_args& a, const tensor_view& y) {
+  op_args s = make(op::rope, y, a.src[0], a.src[1]);
+  s.p.rope = a.p.rope;
+  return s;
+}
+op_args store_of(const op_args& a, const tensor_view& k) {
+  op_args s = make(op::kv_store, a.dst, k, a.src[2]);
+  s.p.block_size = a.p.block_size;
+  return s;
+}
+bool rope_kv_store_ok(const registry& r, backend b, const op_args& a) {
+  return a.src[0].type == dtype::f32 && get_device(b) &&
+         r.find(b, rope_of(a, a.src[0]), lookup::native_only) &&
+         r.find(b, store_of(a, a.src[0]), lookup::native_only);
+}
+void rope_kv_store_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  scratch s;
+  const auto flat = s.make(b, a.src[0].dims[0], a.src[0].numel() / a.src[0].dims[0]);
+  const tensor_view k(flat.data, dtype::f32, a.src[0].dims);
+  prim(r, b, rope_of(a, k), c);
+  prim(r, b, store_of(a, k), c);
+}
+
 } // namespace
 
 void register_composites(registry& r) {
+  r.add_composite(op::add_rmsnorm, "add,rmsnorm", add_rmsnorm_ok, add_rmsnorm_run);
+  r.add_composite(op::matmul_swiglu, "matmul,matmul,swiglu", matmul_swiglu_ok, matmul_swiglu_run);
+  r.add_composite(op::rope_kv_store, "rope,kv_store", rope_kv_store_ok, rope_kv_store_run);
   r.add_composite(op::swiglu, "silu,mul", swiglu_ok, swiglu_run);
   r.add_composite(op::gelu_tanh, "mul,add,scale,tanh", gelu_ok, gelu_run);
   r.add_composite(op::layernorm, "sum_rows,scale,add,mul,rsqrt", norm_ok, layernorm_run);

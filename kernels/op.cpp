@@ -7,10 +7,11 @@ namespace troupe::kernels {
 namespace {
 
 constexpr std::array<std::string_view, op_count> op_names = {
-    "embedding", "matmul",    "rmsnorm", "layernorm", "rope",      "silu",
-    "gelu_erf",  "gelu_tanh", "tanh",    "rsqrt",     "swiglu",    "softmax",
-    "add",       "mul",       "scale",   "sum_rows",  "attention", "paged_attention",
-    "kv_store",  "argmax",    "topk",    "convert",   "quantize",  "dequantize",
+    "embedding",   "matmul",        "rmsnorm",       "layernorm", "rope",      "silu",
+    "gelu_erf",    "gelu_tanh",     "tanh",          "rsqrt",     "swiglu",    "softmax",
+    "add",         "mul",           "scale",         "sum_rows",  "attention", "paged_attention",
+    "kv_store",    "argmax",        "topk",          "convert",   "quantize",  "dequantize",
+    "add_rmsnorm", "matmul_swiglu", "rope_kv_store",
 };
 
 bool is_float(dtype t) {
@@ -116,6 +117,25 @@ status check_args(const op_args& a) {
   case op::kv_store:
     if (a.src[1].type != dtype::i32 || a.src[1].numel() != s0.dims[0])
       return fail(a, "slots i32 [T]");
+    return {};
+  case op::add_rmsnorm:
+    if (a.src[1].dims != s0.dims || d.dims != s0.dims || a.dst2.dims != s0.dims)
+      return fail(a, "x, r, dst and dst2 must all be [T, C]");
+    if (a.src[2].numel() != s0.cols()) return fail(a, "weight must be [C]");
+    return {};
+  case op::matmul_swiglu:
+    if (s0.type != dtype::f32 || d.type != dtype::f32) return fail(a, "x and dst must be f32");
+    if (a.src[1].dims != a.src[2].dims || a.src[1].type != a.src[2].type)
+      return fail(a, "gate and up weights must have one shape and dtype");
+    if (s0.cols() != a.src[1].cols()) return fail(a, "x [T, K] and W [F, K] disagree on K");
+    if (d.rows() != s0.rows() || d.cols() != a.src[1].rows()) return fail(a, "dst must be [T, F]");
+    return {};
+  case op::rope_kv_store:
+    if (s0.dims.rank != 3 || a.src[1].type != dtype::i32 || a.src[2].type != dtype::i32 ||
+        a.src[1].numel() != s0.dims[0] || a.src[2].numel() != s0.dims[0])
+      return fail(a, "k [T, Hkv, D], pos and slots i32 [T]");
+    if (a.p.rope.rot_dim <= 0 || a.p.rope.rot_dim > s0.dims[2] || a.p.rope.rot_dim % 2)
+      return fail(a, "rot_dim must be even and <= D");
     return {};
   case op::argmax:
     if (d.type != dtype::i32 || d.numel() != s0.rows()) return fail(a, "dst must be i32 [T]");

@@ -26,6 +26,13 @@
 //                    lowest id first)
 //   convert          src0 f32|f16|bf16 [n] -> dst f32|f16|bf16 [n]
 //   quantize         src0 f32 [.., n] -> dst q8_0|q4_0;  dequantize: the reverse
+// Fused ops (each is defined as the composition it replaces and saves a pass over memory):
+//   add_rmsnorm      src0 x [T, C], src1 r [T, C], src2 w [C]
+//                    -> dst2 [T, C] = x + r (may alias src0), dst [T, C] = rmsnorm(x + r) * w
+//   matmul_swiglu    src0 x f32 [T, K], src1 W_gate [F, K], src2 W_up [F, K] (same dtype)
+//                                              -> dst f32 [T, F] = silu(x Wg^T) * (x Wu^T)
+//   rope_kv_store    src0 k f32 [T, Hkv, D], src1 pos i32 [T], src2 slots i32 [T]
+//                    -> dst cache [NB, P, Hkv, D]: rope(k) written to the slots (k unchanged)
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 
@@ -68,8 +75,11 @@ enum class op : uint8_t {
   convert,
   quantize,
   dequantize,
+  add_rmsnorm,
+  matmul_swiglu,
+  rope_kv_store,
 };
-inline constexpr int op_count = 24;
+inline constexpr int op_count = 27;
 
 std::string_view to_string(op o);
 /// Parses an op name ("matmul"); false when unknown.
@@ -86,7 +96,7 @@ struct op_params {
   int k = 0;          // topk
   int64_t pos0 = 0;   // attention: position of the first query
   int block_size = 0; // paged_attention, kv_store: P
-  rope_spec rope;     // rope
+  rope_spec rope;     // rope, rope_kv_store
 };
 
 struct op_args {

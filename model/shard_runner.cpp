@@ -186,18 +186,38 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
   }
 
   const tensor_view X = view(x, {T, C}), Hb = view(h_, {T, C});
+  const bool fuse = opt_.fuse;
+  // residual add, then the norm the next sublayer wants (none after the last layer)
+  auto add_norm = [&](const tensor_view& R, const tensor_view* w) -> status {
+    if (!w) return run(op::add, X, X, R);
+    if (!fuse) {
+      TROUPE_TRY(run(op::add, X, X, R));
+      return run(op::rmsnorm, Hb, X, *w);
+    }
+    op_args a;
+    a.kind = op::add_rmsnorm;
+    a.dst = Hb;
+    a.dst2 = X;
+    a.src = {X, R, *w, {}};
+    a.p.eps = static_cast<float>(c.norm_eps);
+    return exec(a);
+  };
+  if (!w_->layers.empty()) TROUPE_TRY(run(op::rmsnorm, Hb, X, w_->layers[0].attn_norm));
   for (size_t li = 0; li < w_->layers.size(); ++li) {
     const layer_weights& L = w_->layers[li];
     const int layer = static_cast<int>(li);
-    TROUPE_TRY(run(op::rmsnorm, Hb, X, L.attn_norm));
     const tensor_view Q = view(q_, {T, qn}), K = view(k_, {T, kn}), V = view(v_, {T, kn});
     TROUPE_TRY(run(op::matmul, Q, Hb, L.wq, L.bq));
     TROUPE_TRY(run(op::matmul, K, Hb, L.wk, L.bk));
     TROUPE_TRY(run(op::matmul, V, Hb, L.wv, L.bv));
     const tensor_view Q3 = view(q_, {T, d.Hs, D}), K3 = view(k_, {T, d.Hkv_s, D});
     TROUPE_TRY(run(op::rope, Q3, Q3, ivec(pos_, {T})));
-    TROUPE_TRY(run(op::rope, K3, K3, ivec(pos_, {T})));
-    TROUPE_TRY(run(op::kv_store, k_cache(layer), K3, ivec(slots_, {T})));
+    if (fuse) {
+      TROUPE_TRY(run(op::rope_kv_store, k_cache(layer), K3, ivec(pos_, {T}), ivec(slots_, {T})));
+    } else {
+      TROUPE_TRY(run(op::rope, K3, K3, ivec(pos_, {T})));
+      TROUPE_TRY(run(op::kv_store, k_cache(layer), K3, ivec(slots_, {T})));
+    }
     TROUPE_TRY(run(op::kv_store, v_cache(layer), view(v_, {T, d.Hkv_s, D}), ivec(slots_, {T})));
     const tensor_view A3 = view(attn_, {T, d.Hs, D});
     TROUPE_TRY(run(op::paged_attention, A3, Q3, k_cache(layer), v_cache(layer),
@@ -206,12 +226,13 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
     TROUPE_TRY(run(op::matmul, O, view(attn_, {T, qn}), L.wo));
     TROUPE_TRY(all_reduce(o_, T * C));
     if (L.bo.data) TROUPE_TRY(run(op::add, O, O, tensor_view(L.bo.data, dtype::f32, shape{1, C})));
-    TROUPE_TRY(run(op::add, X, X, O));
+    TROUPE_TRY(add_norm(O, &L.ffn_norm));
 
-    TROUPE_TRY(run(op::rmsnorm, Hb, X, L.ffn_norm));
     const tensor_view G = view(g_, {T, d.Fs}), U = view(u_, {T, d.Fs});
-    TROUPE_TRY(run(op::matmul, U, Hb, L.w_up));
-    if (c.gated_ffn) {
+    if (c.gated_ffn && c.act == act_kind::silu && fuse) {
+      TROUPE_TRY(run(op::matmul_swiglu, G, Hb, L.w_gate, L.w_up));
+    } else if (c.gated_ffn) {
+      TROUPE_TRY(run(op::matmul, U, Hb, L.w_up));
       TROUPE_TRY(run(op::matmul, G, Hb, L.w_gate));
       if (c.act == act_kind::silu) {
         TROUPE_TRY(run(op::swiglu, G, G, U));
@@ -220,6 +241,7 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
         TROUPE_TRY(run(op::mul, G, G, U));
       }
     } else {
+      TROUPE_TRY(run(op::matmul, U, Hb, L.w_up));
       TROUPE_TRY(run(c.act == act_kind::silu        ? op::silu
                      : c.act == act_kind::gelu_tanh ? op::gelu_tanh
                                                     : op::gelu_erf,
@@ -227,7 +249,7 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
     }
     TROUPE_TRY(run(op::matmul, O, G, L.w_down));
     TROUPE_TRY(all_reduce(o_, T * C));
-    TROUPE_TRY(run(op::add, X, X, O));
+    TROUPE_TRY(add_norm(O, li + 1 < w_->layers.size() ? &w_->layers[li + 1].attn_norm : nullptr));
   }
 
   if (spec.last_stage && logits) {

@@ -4,10 +4,12 @@
 // (model_config) decides which ops run; nothing here is architecture-specific by name.
 // Per step: [first stage] vocab-parallel embedding -> per layer: norm, QKV (+bias), rope,
 // KV store, paged attention, o_proj, all-reduce, residual, norm, gate/up, SwiGLU, down,
-// all-reduce, residual -> [last stage] final norm on the rows that need logits, lm_head
-// slice, all-gather into full-vocabulary logits. Partial sums meet in the `collective`
-// (never in the engine). One step at a time; the caller's thread runs it.
-// Tests: tests/model/forward_test.cpp
+// all-reduce, residual -> [last stage]. Fused where the op set has it (op.hpp): residual +
+// next norm (add_rmsnorm), gate/up + SwiGLU (matmul_swiglu), K rope + KV write (rope_kv_store);
+// the unfused sequence stays behind `runner_options::fuse` for comparison -> final norm on the rows
+// that need logits, lm_head slice, all-gather into full-vocabulary logits. Partial sums meet in the
+// `collective` (never in the engine). One step at a time; the caller's thread runs it. Tests:
+// tests/model/forward_test.cpp
 #pragma once
 
 #include <map>
@@ -30,6 +32,8 @@ struct runner_options {
   int64_t kv_blocks = 0; // blocks in the KV arena (block 0 is the null block)
   int block_size = 16;   // P: tokens per block
   dtype kv_dtype = dtype::f32;
+  bool fuse = true; // fused ops (add_rmsnorm, matmul_swiglu, rope_kv_store); false: the unfused
+                    // sequence, for comparisons
 };
 
 class shard_runner {

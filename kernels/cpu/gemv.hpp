@@ -22,9 +22,10 @@ struct gemv_args {
   const uint8_t* w; // weight rows
   int64_t row_bytes;
   int64_t n0, n1; // output features to compute
-  float* y;       // [T, ldy]
+  float* y;       // [T, ldy]; feature n goes to column n - ycol0
   int64_t ldy;
   const float* bias; // [N] or null
+  int64_t ycol0;     // the feature in y's column 0 (0 when y holds all N)
 };
 
 using gemv_fn = void (*)(const gemv_args&);

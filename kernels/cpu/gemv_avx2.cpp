@@ -75,8 +75,8 @@ void gemv_float(const gemv_args& a) {
         s0 += x0[k] * w;
         s1 += x1[k] * w;
       }
-      a.y[t0 * a.ldy + n] = s0 + b;
-      if (tc > 1) a.y[(t0 + 1) * a.ldy + n] = s1 + b;
+      a.y[t0 * a.ldy + n - a.ycol0] = s0 + b;
+      if (tc > 1) a.y[(t0 + 1) * a.ldy + n - a.ycol0] = s1 + b;
     }
   }
 }
@@ -144,7 +144,7 @@ void gemv_quant(const gemv_args& a) {
             _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk)) * xd[b]),
             _mm256_cvtepi32_ps(p), c0);
       }
-      a.y[t * a.ldy + n] = hsum256(_mm256_add_ps(c0, c1)) + bias;
+      a.y[t * a.ldy + n - a.ycol0] = hsum256(_mm256_add_ps(c0, c1)) + bias;
     }
   }
 }

@@ -52,7 +52,7 @@ inline void float_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_
     for (int j = 0; j < TC; ++j)
       c[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a.x + (t0 + j) * K + K16), wv, c[j]);
   }
-  for (int j = 0; j < TC; ++j) a.y[(t0 + j) * a.ldy + n] = hsum(c[j]) + bias;
+  for (int j = 0; j < TC; ++j) a.y[(t0 + j) * a.ldy + n - a.ycol0] = hsum(c[j]) + bias;
 }
 
 template <int W>
@@ -83,7 +83,7 @@ void gemv_float(const gemv_args& a) {
         c0 = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + k), load_w<W>(row, k, full), c0);
       if (K16 < K)
         c1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a.x + K16), load_w<W>(row, K16, tail), c1);
-      a.y[n] = hsum(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3))) + b;
+      a.y[n - a.ycol0] = hsum(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3))) + b;
       continue;
     }
     int64_t t0 = 0;
@@ -175,7 +175,7 @@ inline void quant_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_
     }
   }
   for (int j = 0; j < TC; ++j)
-    a.y[(t0 + j) * a.ldy + n] = hsum256(_mm256_add_ps(c[j], c2[j])) + bias;
+    a.y[(t0 + j) * a.ldy + n - a.ycol0] = hsum256(_mm256_add_ps(c[j], c2[j])) + bias;
 }
 
 // Decode (one token): two weight rows at a time, four independent chains, so more cache
@@ -233,8 +233,8 @@ inline void quant_two_rows(const gemv_args& a, int64_t n) {
         c0 = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(dot_block(w, x)), c0);
     }
   }
-  a.y[n] = hsum256(_mm256_add_ps(c0, c1)) + (a.bias ? a.bias[n] : 0.0f);
-  a.y[n + 1] = hsum256(_mm256_add_ps(e0, e1)) + (a.bias ? a.bias[n + 1] : 0.0f);
+  a.y[n - a.ycol0] = hsum256(_mm256_add_ps(c0, c1)) + (a.bias ? a.bias[n] : 0.0f);
+  a.y[n + 1 - a.ycol0] = hsum256(_mm256_add_ps(e0, e1)) + (a.bias ? a.bias[n + 1] : 0.0f);
 }
 
 template <bool Q4>

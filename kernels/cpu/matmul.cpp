@@ -1,8 +1,15 @@
-// matmul.cpp (cpu): y = x W^T (+ bias) for W in f32, f16, bf16, q8_0, q4_0. Work is split
-// over output features N (each worker reads a disjoint slice of W once). Within a feature,
-// W is dequantized in chunks of 256 values into a stack buffer and dotted with every token's
-// row, so W is read once per call whatever T is.
+// matmul.cpp (cpu): y = x W^T (+ bias) for W in f32, f16, bf16, q8_0, q4_0, and the fused
+// matmul_swiglu (gate and up matmuls with the SwiGLU applied to each tile while it is in L1,
+// so neither product goes to memory, and one quantization of x serves both). A call picks a
+// path once (`plan`), then workers take disjoint ranges of output features (each reads its
+// slice of W once, whatever T is):
+//   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
+//             quantized weights (quantized once per call)
+//   nt        prefill on AVX-512: our dot-product GEMM over groups of 6 features
+//   blas      prefill elsewhere (or TROUPE_BLAS=1): single-threaded sgemm on f32 tiles
+//   portable  plain loops, weights expanded in chunks of 256 values
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -15,194 +22,156 @@
 extern "C" void openblas_set_num_threads(int);
 
 namespace troupe::kernels::cpu {
-namespace {
-
-constexpr int64_t chunk = 256; // multiple of the 32-value quant block; fits L1 with x rows
-
-// The SIMD path: every weight row is read once and dotted with all T token rows while it
-// sits in L1. Quantized weights take int8 activations, quantized here once per call.
-bool matmul_simd(const op_args& a, const exec_ctx& ctx) {
-  const gemv_table& tab = gemv_kernels();
-  const auto& x = a.src[0];
-  const auto& w = a.src[1];
-  gemv_fn fn = nullptr;
-  switch (w.type) {
-  case dtype::f32:
-    fn = tab.f32;
-    break;
-  case dtype::f16:
-    fn = tab.f16;
-    break;
-  case dtype::bf16:
-    fn = tab.bf16;
-    break;
-  case dtype::q8_0:
-    fn = tab.q8_0;
-    break;
-  case dtype::q4_0:
-    fn = tab.q4_0;
-    break;
-  default:
-    break;
-  }
-  if (!fn) return false;
-  const int64_t T = x.rows(), K = x.cols(), N = w.rows();
-  gemv_args g{};
-  g.x = x.as<float>();
-  g.T = T;
-  g.K = K;
-  g.w = static_cast<const uint8_t*>(w.data);
-  g.row_bytes = row_bytes(w.type, K);
-  g.y = a.dst.as<float>();
-  g.ldy = N;
-  g.bias = a.src[2].data ? a.src[2].as<float>() : nullptr;
-  thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> xd;
-  if (is_quantized(w.type)) {
-    if (!tab.quantize_q8) return false;
-    xq.resize(T * K);
-    xd.resize(T * (K / qk));
-    for (int64_t t = 0; t < T; ++t)
-      tab.quantize_q8(x.row<float>(t), K, xq.data() + t * K, xd.data() + t * (K / qk));
-    g.xq = xq.data();
-    g.xd = xd.data();
-  }
-  // about 64 KiB of weights per task: small enough to balance two cores, large enough to stream
-  const int64_t grain = std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(g.row_bytes, 1));
-  parallel(ctx, N, grain, [&](int64_t n0, int64_t n1) {
-    gemv_args mine = g;
-    mine.n0 = n0;
-    mine.n1 = n1;
-    fn(mine);
-  });
-  return true;
-}
-
-// Prefill: a GEMM. Each worker takes a slice of output features; f32 weights go straight
-// to a single-threaded BLAS sgemm, other types are first expanded into f32 tiles of 64 rows
-// (in L2), each used for every token before the next is made. Threads are ours, not the
-// BLAS library's, so a shard never runs more threads than it was given.
-constexpr int64_t gemm_min_tokens = 8;
-constexpr int64_t gemm_tile = 64;
-
-void matmul_gemm(const op_args& a, const exec_ctx& ctx) {
-  static const bool single = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)single;
-  const auto& x = a.src[0];
-  const auto& w = a.src[1];
-  const int64_t T = x.rows(), K = x.cols(), N = w.rows();
-  const int64_t wrow = row_bytes(w.type, K);
-  const float* bias = a.src[2].data ? a.src[2].as<float>() : nullptr;
-  float* y = a.dst.as<float>();
-  parallel(ctx, (N + gemm_tile - 1) / gemm_tile, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> tile;
-    for (int64_t ti = t0; ti < t1; ++ti) {
-      const int64_t n0 = ti * gemm_tile, nn = std::min(gemm_tile, N - n0);
-      const float* b;
-      if (w.type == dtype::f32) {
-        b = reinterpret_cast<const float*>(static_cast<const char*>(w.data) + n0 * wrow);
-      } else {
-        tile.resize(gemm_tile * K);
-        const auto to_f16 = gemv_kernels().f16_to_f32;
-        for (int64_t r = 0; r < nn; ++r) {
-          const char* src = static_cast<const char*>(w.data) + (n0 + r) * wrow;
-          if (w.type == dtype::f16 && to_f16)
-            to_f16(reinterpret_cast<const uint16_t*>(src), tile.data() + r * K, K);
-          else
-            dequant_row(w.type, src, 0, K, tile.data() + r * K);
-        }
-        b = tile.data();
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T),
-                  static_cast<int>(nn), static_cast<int>(K), 1.0f, x.as<float>(),
-                  static_cast<int>(K), b, static_cast<int>(K), 0.0f, y + n0, static_cast<int>(N));
-      if (bias)
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t r = 0; r < nn; ++r) y[t * N + n0 + r] += bias[n0 + r];
-    }
-  });
-}
-
-} // namespace
 void gemm_nt_avx512(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
                     int64_t n, float* C, int64_t ldc); // gemm_avx512.cpp
 namespace {
 
-// Prefill, dot-product form: tiles of 4 tokens x 6 output features, weights read in their
-// stored order (f32 as is; other types expanded 4 rows at a time into an L1 buffer that all
-// token tiles then share). No packing pass.
-// Six output features per task: 4 x 6 = 24 accumulators, the most that fit the 32 zmm
+constexpr int64_t chunk = 256;         // portable: values per expanded chunk (fits L1 with x)
+constexpr int64_t gemm_min_tokens = 8; // from here on prefill paths beat the gemv kernels
+constexpr int64_t blas_tile = 64;      // blas: rows per f32 tile (in L2)
+// nt: six output features per group: 4 x 6 = 24 accumulators, the most that fit the 32 zmm
 // registers with the six weight vectors and one token vector (measured best of 4, 5, 6).
 constexpr int64_t nt_group = 6;
 
-void matmul_nt(const op_args& a, const exec_ctx& ctx) {
-  const auto& x = a.src[0];
-  const auto& w = a.src[1];
-  const int64_t T = x.rows(), K = x.cols(), N = w.rows();
-  const int64_t wrow = row_bytes(w.type, K);
-  const float* bias = a.src[2].data ? a.src[2].as<float>() : nullptr;
-  float* y = a.dst.as<float>();
-  const auto to_f16 = gemv_kernels().f16_to_f32;
-  const int64_t G = nt_group;
-  parallel(ctx, (N + G - 1) / G, 4, [&](int64_t g0, int64_t g1) {
-    thread_local std::vector<float> rows;
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t n0 = g * G, nn = std::min<int64_t>(G, N - n0);
-      const float* b;
-      if (w.type == dtype::f32) {
-        b = reinterpret_cast<const float*>(static_cast<const char*>(w.data) + n0 * wrow);
-      } else {
-        rows.resize(G * K);
-        for (int64_t j = 0; j < nn; ++j) {
-          const char* src = static_cast<const char*>(w.data) + (n0 + j) * wrow;
-          if (w.type == dtype::f16 && to_f16)
-            to_f16(reinterpret_cast<const uint16_t*>(src), rows.data() + j * K, K);
-          else
-            dequant_row(w.type, src, 0, K, rows.data() + j * K);
-        }
-        b = rows.data();
-      }
-      gemm_nt_avx512(x.as<float>(), K, b, K, K, T, nn, y + n0, N);
-      if (bias)
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t j = 0; j < nn; ++j) y[t * N + n0 + j] += bias[n0 + j];
-    }
-  });
+enum class path { gemv, nt, blas, portable };
+
+struct plan_t {
+  path how = path::portable;
+  const float* x = nullptr;
+  int64_t T = 0, K = 0;
+  gemv_fn fn = nullptr;
+  const int8_t* xq = nullptr; // gemv with quantized weights: x as int8 blocks and scales
+  const float* xd = nullptr;
+  int64_t unit = 1;  // features per unit of work
+  int64_t grain = 1; // units per task
+};
+
+gemv_fn gemv_for(const gemv_table& tab, dtype t) {
+  switch (t) {
+  case dtype::f32:
+    return tab.f32;
+  case dtype::f16:
+    return tab.f16;
+  case dtype::bf16:
+    return tab.bf16;
+  case dtype::q8_0:
+    return tab.q8_0;
+  case dtype::q4_0:
+    return tab.q4_0;
+  default:
+    return nullptr;
+  }
 }
 
-void matmul(const op_args& a, const exec_ctx& ctx) {
-  if (a.src[0].rows() >= gemm_min_tokens) {
+// Chooses the path for x and weights like w, quantizing x when the gemv kernel wants int8.
+plan_t plan(const tensor_view& x, const tensor_view& w) {
+  const gemv_table& tab = gemv_kernels();
+  plan_t m;
+  m.x = x.as<float>();
+  m.T = x.rows();
+  m.K = x.cols();
+  const int64_t wrow = row_bytes(w.type, m.K);
+  if (m.T >= gemm_min_tokens) {
     // AVX-512: our dot-product GEMM; elsewhere a BLAS sgemm (TROUPE_BLAS=1 forces it)
-    static const bool ours =
-        std::string(gemv_kernels().isa) == "avx512" && !std::getenv("TROUPE_BLAS");
-    if (ours)
-      matmul_nt(a, ctx);
+    static const bool ours = std::string(tab.isa) == "avx512" && !std::getenv("TROUPE_BLAS");
+    m.how = ours ? path::nt : path::blas;
+    m.unit = ours ? nt_group : blas_tile;
+    m.grain = ours ? 4 : 1;
+    return m;
+  }
+  m.fn = gemv_for(tab, w.type);
+  if (m.fn && is_quantized(w.type) && !tab.quantize_q8) m.fn = nullptr;
+  if (!m.fn) {
+    m.grain = 8;
+    return m;
+  }
+  m.how = path::gemv;
+  // about 64 KiB of weights per task: small enough to balance two cores, large enough to stream
+  m.grain = std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(wrow, 1));
+  if (is_quantized(w.type)) {
+    thread_local std::vector<int8_t> xq;
+    thread_local std::vector<float> xd;
+    xq.resize(m.T * m.K);
+    xd.resize(m.T * (m.K / qk));
+    for (int64_t t = 0; t < m.T; ++t)
+      tab.quantize_q8(m.x + t * m.K, m.K, xq.data() + t * m.K, xd.data() + t * (m.K / qk));
+    m.xq = xq.data();
+    m.xd = xd.data();
+  }
+  return m;
+}
+
+// Expands weight rows [n0, n0 + nn) to f32 (f32 rows are used in place).
+const float* f32_rows(const tensor_view& w, int64_t n0, int64_t nn, int64_t K,
+                      std::vector<float>& buf) {
+  const int64_t wrow = row_bytes(w.type, K);
+  const char* base = static_cast<const char*>(w.data) + n0 * wrow;
+  if (w.type == dtype::f32) return reinterpret_cast<const float*>(base);
+  buf.resize(nn * K);
+  const auto to_f16 = gemv_kernels().f16_to_f32;
+  for (int64_t r = 0; r < nn; ++r) {
+    if (w.type == dtype::f16 && to_f16)
+      to_f16(reinterpret_cast<const uint16_t*>(base + r * wrow), buf.data() + r * K, K);
     else
-      matmul_gemm(a, ctx);
+      dequant_row(w.type, base + r * wrow, 0, K, buf.data() + r * K);
+  }
+  return buf.data();
+}
+
+// Output features [n0, n1) of x W^T (+ bias) into y: token t, feature n at y[t * ldy + n - n0].
+// Runs on the calling thread.
+void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0, int64_t n1,
+           float* y, int64_t ldy) {
+  const int64_t T = m.T, K = m.K;
+  thread_local std::vector<float> rows;
+  switch (m.how) {
+  case path::gemv: {
+    gemv_args g{};
+    g.x = m.x;
+    g.xq = m.xq;
+    g.xd = m.xd;
+    g.T = T;
+    g.K = K;
+    g.w = static_cast<const uint8_t*>(w.data);
+    g.row_bytes = row_bytes(w.type, K);
+    g.n0 = n0;
+    g.n1 = n1;
+    g.y = y;
+    g.ldy = ldy;
+    g.bias = bias;
+    g.ycol0 = n0;
+    m.fn(g);
     return;
   }
-  if (matmul_simd(a, ctx)) return;
-  const auto& x = a.src[0];
-  const auto& w = a.src[1];
-  const float* bias = a.src[2].data ? a.src[2].as<float>() : nullptr;
-  const int64_t T = x.rows(), K = x.cols(), N = w.rows();
-  const int64_t wrow = row_bytes(w.type, K);
-  parallel(ctx, N, 8, [&](int64_t n0, int64_t n1) {
+  case path::nt:
+    for (int64_t n = n0; n < n1; n += nt_group) {
+      const int64_t nn = std::min(nt_group, n1 - n);
+      gemm_nt_avx512(m.x, K, f32_rows(w, n, nn, K, rows), K, K, T, nn, y + (n - n0), ldy);
+    }
+    break;
+  case path::blas: {
+    static const bool single = [] {
+      openblas_set_num_threads(1); // our threads, not the library's
+      return true;
+    }();
+    (void)single;
+    for (int64_t n = n0; n < n1; n += blas_tile) {
+      const int64_t nn = std::min(blas_tile, n1 - n);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T),
+                  static_cast<int>(nn), static_cast<int>(K), 1.0f, m.x, static_cast<int>(K),
+                  f32_rows(w, n, nn, K, rows), static_cast<int>(K), 0.0f, y + (n - n0),
+                  static_cast<int>(ldy));
+    }
+    break;
+  }
+  case path::portable: {
+    const int64_t wrow = row_bytes(w.type, K);
     alignas(64) float buf[chunk];
+    thread_local std::vector<float> acc;
+    acc.resize(T);
     for (int64_t n = n0; n < n1; ++n) {
       const char* wr = static_cast<const char*>(w.data) + n * wrow;
-      float acc_small[8];
-      float* acc = T <= 8 ? acc_small : nullptr;
-      std::vector<float> acc_big;
-      if (!acc) {
-        acc_big.assign(T, 0.0f);
-        acc = acc_big.data();
-      } else {
-        for (int64_t t = 0; t < T; ++t) acc[t] = 0.0f;
-      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t k0 = 0; k0 < K; k0 += chunk) {
         const int64_t len = std::min(chunk, K - k0);
         const float* wp;
@@ -212,11 +181,70 @@ void matmul(const op_args& a, const exec_ctx& ctx) {
           dequant_row(w.type, wr, k0, len, buf);
           wp = buf;
         }
-        for (int64_t t = 0; t < T; ++t) acc[t] += dot_f32(x.row<float>(t) + k0, wp, len);
+        for (int64_t t = 0; t < T; ++t) acc[t] += dot_f32(m.x + t * K + k0, wp, len);
       }
-      for (int64_t t = 0; t < T; ++t) a.dst.row<float>(t)[n] = acc[t] + (bias ? bias[n] : 0.0f);
+      for (int64_t t = 0; t < T; ++t) y[t * ldy + n - n0] = acc[t];
+    }
+    break;
+  }
+  }
+  if (bias)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t n = n0; n < n1; ++n) y[t * ldy + n - n0] += bias[n];
+}
+
+// Runs fn(n0, n1) over the plan's units of output features, on the pool.
+template <class F>
+void over_features(const exec_ctx& ctx, const plan_t& m, int64_t N, F&& fn) {
+  parallel(ctx, (N + m.unit - 1) / m.unit, m.grain,
+           [&](int64_t u0, int64_t u1) { fn(u0 * m.unit, std::min(N, u1 * m.unit)); });
+}
+
+void matmul(const op_args& a, const exec_ctx& ctx) {
+  const auto& w = a.src[1];
+  const int64_t N = w.rows();
+  const float* bias = a.src[2].data ? a.src[2].as<float>() : nullptr;
+  float* y = a.dst.as<float>();
+  const plan_t m = plan(a.src[0], w);
+  over_features(ctx, m, N, [&](int64_t n0, int64_t n1) { range(m, w, bias, n0, n1, y + n0, N); });
+}
+
+TROUPE_CPU_DISPATCH
+void swiglu_tile(const float* g, const float* u, int64_t ld, int64_t T, int64_t nn, float* y,
+                 int64_t ldy) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < nn; ++j) {
+      const float gv = g[t * ld + j];
+      y[t * ldy + j] = gv / (1.0f + std::exp(-gv)) * u[t * ld + j];
+    }
+}
+
+// Gate and up for one tile of features at a time into L1/L2 buffers, then the SwiGLU
+// straight into dst: the [T, F] products are never written to memory.
+constexpr int64_t swiglu_tile_features = 48; // a multiple of nt_group
+
+void matmul_swiglu(const op_args& a, const exec_ctx& ctx) {
+  const auto& wg = a.src[1];
+  const auto& wu = a.src[2];
+  const int64_t T = a.src[0].rows(), F = wg.rows();
+  float* y = a.dst.as<float>();
+  const plan_t m = plan(a.src[0], wg); // same dtype and shape for up: one plan, one quantization
+  over_features(ctx, m, F, [&](int64_t n0, int64_t n1) {
+    thread_local std::vector<float> g, u;
+    g.resize(T * swiglu_tile_features);
+    u.resize(T * swiglu_tile_features);
+    for (int64_t c0 = n0; c0 < n1; c0 += swiglu_tile_features) {
+      const int64_t c1 = std::min(n1, c0 + swiglu_tile_features), nn = c1 - c0;
+      range(m, wg, nullptr, c0, c1, g.data(), nn);
+      range(m, wu, nullptr, c0, c1, u.data(), nn);
+      swiglu_tile(g.data(), u.data(), nn, T, nn, y + c0, F);
     }
   });
+}
+
+bool weight_type(dtype t) {
+  return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 || t == dtype::q8_0 ||
+         t == dtype::q4_0;
 }
 
 } // namespace
@@ -226,12 +254,18 @@ void register_matmul(registry& r) {
       op::matmul, backend::cpu, "f32|f16|bf16|q8_0|q4_0",
       [](const op_args& a) {
         const dtype t = a.src[1].type;
-        const bool ok_type = t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 ||
-                             t == dtype::q8_0 || t == dtype::q4_0;
-        return ok_type && contiguous_args(a) && a.src[0].type == dtype::f32 &&
+        return weight_type(t) && contiguous_args(a) && a.src[0].type == dtype::f32 &&
                (!is_quantized(t) || a.src[1].cols() % qk == 0);
       },
       matmul);
+  r.add(
+      op::matmul_swiglu, backend::cpu, "f32|f16|bf16|q8_0|q4_0",
+      [](const op_args& a) {
+        const dtype t = a.src[1].type;
+        return weight_type(t) && a.src[2].type == t && contiguous_args(a) &&
+               a.src[0].type == dtype::f32 && (!is_quantized(t) || a.src[1].cols() % qk == 0);
+      },
+      matmul_swiglu);
 }
 
 } // namespace troupe::kernels::cpu

@@ -395,6 +395,63 @@ void convert_cases(std::vector<op_case>& out_cases) {
   }
 }
 
+// The fused ops against their definition (the composition they replace, run on the reference).
+void fused_cases(std::vector<op_case>& out_cases) {
+  for (auto [T, C] : {std::pair<int64_t, int64_t>{1, 288}, {7, 100}, {19, 512}}) {
+    op_case c;
+    c.name = fmt::format("add_rmsnorm(T={},C={})", T, C);
+    gen g(c.name);
+    c.kind = op::add_rmsnorm;
+    c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C, 2.0f)),
+             from_floats(dtype::f32, {T, C}, g.normal(T * C, 0.5f)),
+             from_floats(dtype::f32, {C}, g.normal(C, 0.5f, 1.0f))};
+    c.dst = out(dtype::f32, {T, C});
+    c.dst2 = out(dtype::f32, {T, C});
+    c.p.eps = 1e-5f;
+    c.tol = {1e-11, 1e-5};
+    c.bytes = 16.0 * T * C;
+    out_cases.push_back(std::move(c));
+  }
+  struct dims {
+    int64_t T, K, F;
+  };
+  for (dtype w : weight_types) {
+    for (auto d : {dims{1, 256, 96}, dims{3, 128, 70}, dims{12, 512, 100}, dims{64, 96, 37}}) {
+      op_case c;
+      c.name = fmt::format("matmul_swiglu(T={},K={},F={},W={})", d.T, d.K, d.F, name(w));
+      gen g(c.name);
+      c.kind = op::matmul_swiglu;
+      c.src = {from_floats(dtype::f32, {d.T, d.K}, g.normal(d.T * d.K)),
+               from_floats(w, {d.F, d.K}, g.normal(d.F * d.K, 0.05f)),
+               from_floats(w, {d.F, d.K}, g.normal(d.F * d.K, 0.05f))};
+      c.dst = out(dtype::f32, {d.T, d.F});
+      c.tol = tol_for(w);
+      if (is_quantized(w)) c.tol.max_abs = 1e-1; // two q8-activation products multiplied
+      c.flops = 4.0 * d.T * d.K * d.F;
+      c.bytes = 2.0 * row_bytes(w, d.K) * d.F + 4.0 * (d.T * d.K + d.T * d.F);
+      out_cases.push_back(std::move(c));
+    }
+  }
+  for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16})
+    for (auto layout : {rope_layout::neox, rope_layout::interleaved}) {
+      op_case c;
+      c.name = fmt::format("rope_kv_store(T=6,Hkv=2,D=64,{},cache={})",
+                           layout == rope_layout::neox ? "neox" : "interleaved", name(kv));
+      gen g(c.name);
+      c.kind = op::rope_kv_store;
+      std::vector<int32_t> pos = {0, 1, 2, 900, 33, 4000}, slots = {5, 0, 17, 3, 30, 12};
+      c.src = {from_floats(dtype::f32, {6, 2, 64}, g.normal(6 * 2 * 64)), from_ints({6}, pos),
+               from_ints({6}, slots)};
+      c.dst = from_floats(kv, {8, 4, 2, 64}, std::vector<float>(8 * 4 * 2 * 64, 0.0f));
+      c.p.block_size = 4;
+      c.p.rope.layout = layout;
+      c.p.rope.rot_dim = layout == rope_layout::neox ? 64 : 48;
+      c.p.rope.theta = 10000.0;
+      c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-4} : tolerance{1e-5, 1e-2};
+      out_cases.push_back(std::move(c));
+    }
+}
+
 } // namespace
 
 std::vector<op_case> all_cases() {
@@ -407,6 +464,7 @@ std::vector<op_case> all_cases() {
   reduce_cases(cases);
   attention_cases(cases);
   convert_cases(cases);
+  fused_cases(cases);
   for (auto& c : cases) {
     while (c.src.size() < 4) c.src.push_back(absent());
     if (c.dst2.bytes.empty()) c.dst2.present = false;

@@ -4,11 +4,15 @@
 // synthetic Llama 3 / head_dim / Mistral (sharded, f16) / Qwen2 (biases) models and the
 // Llama 2 tiny-random GGUF (tests/fixtures/make_fixtures.py).
 #include <cmath>
+#include <cstdio>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "../test_paths.hpp"
 #include "model/generator.hpp"
+#include "runtime/synth.hpp"
 
 using namespace troupe;
 using json = nlohmann::json;
@@ -17,13 +21,14 @@ namespace {
 
 std::unique_ptr<model::generator> make(const std::string& path,
                                        kernels::backend where = kernels::backend::cpu,
-                                       dtype kv = dtype::f32) {
+                                       dtype kv = dtype::f32, bool fuse = true) {
   auto m = open_model(path);
   EXPECT_TRUE(m) << (m ? "" : m.error().to_string());
   if (!m) return nullptr;
   model::runner_options opt;
   opt.where = where;
   opt.kv_dtype = kv;
+  opt.fuse = fuse;
   auto g = model::generator::create(*m, opt);
   EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
   return g ? std::move(*g) : nullptr;
@@ -164,3 +169,29 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, HalfKvCache,
                          ::testing::Combine(::testing::Values(dtype::f16, dtype::bf16),
                                             ::testing::Values(kernels::backend::cpu,
                                                               kernels::backend::ref)));
+
+// The fused ops (add_rmsnorm, matmul_swiglu, rope_kv_store) against the op sequence they
+// replace: an f32 checkpoint and synthetic q8_0 / q4_0 ones (int8 activations), prompt and
+// decode.
+TEST(FusedOps, GiveTheUnfusedAnswer) {
+  std::vector<std::string> paths = {test::model_path("stories260K/stories260K.gguf")};
+  for (dtype t : {dtype::q8_0, dtype::q4_0}) {
+    synth_options so;
+    so.type = t;
+    so.out = ::testing::TempDir() + "fused_" + std::string(name(t)) + "_" +
+             std::to_string(::getpid()) + ".gguf";
+    so.vocab_gguf = test::model_path("stories260K/stories260K.gguf");
+    ASSERT_TRUE(synthesize(so));
+    paths.push_back(so.out);
+  }
+  for (const auto& path : paths) {
+    auto fused = make(path, kernels::backend::cpu, dtype::f32, true);
+    auto plain = make(path, kernels::backend::cpu, dtype::f32, false);
+    ASSERT_TRUE(fused && plain);
+    const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 300, 12, 99, 250};
+    auto a = greedy(*fused, prompt, 12), b = greedy(*plain, prompt, 12);
+    EXPECT_EQ(a.tokens, b.tokens) << path;
+    EXPECT_LE(max_abs_diff(a.prompt_logits, b.prompt_logits), 1e-4) << path;
+  }
+  for (size_t i = 1; i < paths.size(); ++i) std::remove(paths[i].c_str());
+}
