@@ -1,10 +1,11 @@
 // attention.cpp (cpu): causal attention with GQA, contiguous and paged, and the KV store.
-// Work is split over (sequence token, KV head); each task computes every query head of the
-// GQA group that reads that KV head, so a K or V row is fetched once per group, not once
-// per query head. Scores for one query row are computed into a buffer (softmax needs them
-// all; decoding has one row per sequence, prefill chunks a few), then the weighted sum of V
-// rows. f32 math; caches in f32, f16 or bf16. With AVX2 the inner loops are in
-// attention_avx2.cpp (rows widened in registers); otherwise a portable path converts rows.
+// Work is split over (tile of a sequence's query rows, KV head); each task computes every
+// query head of the GQA group that reads that KV head, so a K or V row is fetched once per
+// group, not once per query head. Decode rows (one per sequence) compute their scores into
+// a buffer, softmax, then the weighted sum of V rows; prefill tiles of 8 rows use the online
+// softmax of attend_tile_avx2 (keys read once per tile, no per-row score buffer). f32 math; caches
+// in f32, f16 or bf16. With AVX2 the inner loops are in attention_avx2.cpp (rows widened in
+// registers); otherwise a portable path converts rows.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -94,46 +95,68 @@ void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scal
   }
 }
 
-void attention(const op_args& a, const exec_ctx& ctx) {
+// A unit of work: R consecutive query rows of one sequence (positions p0 ..) and one KV head.
+struct task {
+  int64_t t0, R, p0, kh;
+  const int32_t* blocks; // null: contiguous cache
+};
+
+constexpr int64_t tile_rows = 8; // prefill query rows per tile (keys read once per tile)
+
+// Cuts each sequence's rows into tiles (decode rows stay single) for every KV head; the
+// most expensive tiles (latest positions) first, so the pool's dynamic chunks balance.
+void add_tasks(std::vector<task>& out, int64_t t0, int64_t count, int64_t p0, int64_t Hkv,
+               const int32_t* blocks) {
+  for (int64_t i = 0; i < count; i += tile_rows)
+    for (int64_t kh = 0; kh < Hkv; ++kh)
+      out.push_back({t0 + i, std::min(tile_rows, count - i), p0 + i, kh, blocks});
+}
+
+void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, int64_t P,
+               int64_t Hkv) {
   const auto& q = a.src[0];
-  const auto& k = a.src[1];
-  const int64_t T = q.dims[0], H = q.dims[1], D = q.dims[2], Hkv = k.dims[1];
-  const int64_t G = H / Hkv;
-  parallel(ctx, T * Hkv, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> scores, row;
+  const auto& kc = a.src[1];
+  const int64_t H = q.dims[1], D = q.dims[2], G = H / Hkv;
+  std::sort(tasks.begin(), tasks.end(),
+            [](const task& x, const task& y) { return x.p0 + x.R > y.p0 + y.R; });
+  const bool tiled = D % 8 == 0 && have_avx2();
+  parallel(ctx, static_cast<int64_t>(tasks.size()), 1, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> scores, row, work;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / Hkv, kh = i % Hkv;
-      const kv_layout kv = layout(k.data, a.src[2].data, nullptr, 1, Hkv, kh, D, k.type);
-      attend_group(q.as<float>() + (t * H + kh * G) * D, G, D, a.p.pos0 + t, a.p.scale, k.type, kv,
-                   a.dst.as<float>() + (t * H + kh * G) * D, scores, row);
+      const task& w = tasks[i];
+      const kv_layout kv = layout(kc.data, a.src[2].data, w.blocks, P, Hkv, w.kh, D, kc.type);
+      const float* qp = q.as<float>() + (w.t0 * H + w.kh * G) * D;
+      float* op = a.dst.as<float>() + (w.t0 * H + w.kh * G) * D;
+      if (w.R > 1 && tiled) {
+        work.resize(w.R * G * (D + 2));
+        attend_tile_avx2(qp, H * D, w.R, G, D, w.p0, a.p.scale, kv, op, work.data());
+        continue;
+      }
+      for (int64_t r = 0; r < w.R; ++r)
+        attend_group(qp + r * H * D, G, D, w.p0 + r, a.p.scale, kc.type, kv, op + r * H * D, scores,
+                     row);
     }
   });
 }
 
+void attention(const op_args& a, const exec_ctx& ctx) {
+  const int64_t T = a.src[0].dims[0], Hkv = a.src[1].dims[1];
+  thread_local std::vector<task> tasks;
+  tasks.clear();
+  add_tasks(tasks, 0, T, a.p.pos0, Hkv, nullptr);
+  run_tasks(a, ctx, tasks, 1, Hkv);
+}
+
 void paged_attention(const op_args& a, const exec_ctx& ctx) {
-  const auto& q = a.src[0];
-  const auto& kc = a.src[1];
   const auto& seqs = a.src[3];
-  const int64_t T = q.dims[0], H = q.dims[1], D = q.dims[2];
-  const int64_t P = kc.dims[1], Hkv = kc.dims[2];
-  const int64_t G = H / Hkv;
-  std::vector<int32_t> seq_of(T, -1);
+  const int64_t P = a.src[1].dims[1], Hkv = a.src[1].dims[2];
+  thread_local std::vector<task> tasks;
+  tasks.clear();
   for (int64_t si = 0; si < seqs.rows(); ++si) {
     const int32_t* info = seqs.row<int32_t>(si);
-    for (int64_t i = 0; i < info[1]; ++i) seq_of[info[0] + i] = static_cast<int32_t>(si);
+    add_tasks(tasks, info[0], info[1], info[2], Hkv, info + 3);
   }
-  parallel(ctx, T * Hkv, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> scores, row;
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / Hkv, kh = i % Hkv;
-      if (seq_of[t] < 0) continue;
-      const int32_t* info = seqs.row<int32_t>(seq_of[t]);
-      const kv_layout kv = layout(kc.data, a.src[2].data, info + 3, P, Hkv, kh, D, kc.type);
-      const int64_t pos = info[2] + (t - info[0]);
-      attend_group(q.as<float>() + (t * H + kh * G) * D, G, D, pos, a.p.scale, kc.type, kv,
-                   a.dst.as<float>() + (t * H + kh * G) * D, scores, row);
-    }
-  });
+  run_tasks(a, ctx, tasks, P, Hkv);
 }
 
 void kv_store(const op_args& a, const exec_ctx&) {

@@ -220,8 +220,10 @@ void swiglu_tile(const float* g, const float* u, int64_t ld, int64_t T, int64_t 
 }
 
 // Gate and up for one tile of features at a time into L1/L2 buffers, then the SwiGLU
-// straight into dst: the [T, F] products are never written to memory.
-constexpr int64_t swiglu_tile_features = 48; // a multiple of nt_group
+// straight into dst: the [T, F] products are never written to memory. Decode tiles are
+// long, so each weight stream runs long enough for the prefetcher; prefill tiles are a
+// multiple of nt_group that keeps T x tile products in L2.
+constexpr int64_t swiglu_tile_gemv = 256, swiglu_tile_gemm = 48;
 
 void matmul_swiglu(const op_args& a, const exec_ctx& ctx) {
   const auto& wg = a.src[1];
@@ -229,12 +231,13 @@ void matmul_swiglu(const op_args& a, const exec_ctx& ctx) {
   const int64_t T = a.src[0].rows(), F = wg.rows();
   float* y = a.dst.as<float>();
   const plan_t m = plan(a.src[0], wg); // same dtype and shape for up: one plan, one quantization
+  const int64_t tile = m.how == path::gemv ? swiglu_tile_gemv : swiglu_tile_gemm;
   over_features(ctx, m, F, [&](int64_t n0, int64_t n1) {
     thread_local std::vector<float> g, u;
-    g.resize(T * swiglu_tile_features);
-    u.resize(T * swiglu_tile_features);
-    for (int64_t c0 = n0; c0 < n1; c0 += swiglu_tile_features) {
-      const int64_t c1 = std::min(n1, c0 + swiglu_tile_features), nn = c1 - c0;
+    g.resize(T * tile);
+    u.resize(T * tile);
+    for (int64_t c0 = n0; c0 < n1; c0 += tile) {
+      const int64_t c1 = std::min(n1, c0 + tile), nn = c1 - c0;
       range(m, wg, nullptr, c0, c1, g.data(), nn);
       range(m, wu, nullptr, c0, c1, u.data(), nn);
       swiglu_tile(g.data(), u.data(), nn, T, nn, y + c0, F);

@@ -290,11 +290,14 @@ void reduce_cases(std::vector<op_case>& out_cases) {
 }
 
 void attention_cases(std::vector<op_case>& out_cases) {
-  // head dims: 16 (a short row), 64 (the register-blocked V pass), 80 (64 + a remainder)
+  // head dims: 16 (a short row), 64 (the register-blocked V pass), 80 (64 + a remainder);
+  // prefill of 37 and 70 rows: tiles of 8 with a partial one, key blocks of 16 with a partial
   for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16})
     for (int64_t D : {16, 64, 80})
-      for (auto [T, pos0] : {std::pair<int64_t, int64_t>{4, 3}, {1, 39}, {9, 0}}) {
+      for (auto [T, pos0] :
+           {std::pair<int64_t, int64_t>{4, 3}, {1, 39}, {9, 0}, {37, 20}, {70, 0}}) {
         if (D != 16 && T == 4) continue;
+        if (D == 80 && T == 70) continue;
         const int64_t H = 8, Hkv = 2, S = pos0 + T;
         op_case c;
         c.name =
@@ -320,7 +323,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
           fmt::format("paged_attention(S=3,P={},H={},Hkv={},D={},kv={})", P, H, Hkv, D, name(kv));
       gen g(c.name);
       c.kind = op::paged_attention;
-      const int64_t counts[3] = {5, 1, 3}, pos0s[3] = {0, 17, 6};
+      const int64_t counts[3] = {13, 1, 3}, pos0s[3] = {0, 17, 6};
       std::vector<int32_t> blocks(NB - 1);
       std::iota(blocks.begin(), blocks.end(), 1); // block 0 is the null block
       std::shuffle(blocks.begin(), blocks.end(), g.rng);
