@@ -111,7 +111,7 @@ int run_bench(const bench_opts& o) {
   model::generate_options go;
   go.max_tokens = o.gen_tokens + 1;
   go.stop_at_eos = false;
-  std::vector<double> prefill, decode;
+  std::vector<double> prefill, decode, steps;
   const bool through_actors = o.actors || o.tp > 1 || o.pp > 1 || !o.placement.empty();
   int64_t resident = 0;
   if (through_actors) {
@@ -128,6 +128,7 @@ int run_bench(const bench_opts& o) {
       if (!out) return fail(out.error());
       prefill.push_back(prompt.size() / out->prefill_seconds);
       decode.push_back(o.gen_tokens / out->decode_seconds);
+      steps.insert(steps.end(), out->step_seconds.begin(), out->step_seconds.end());
     }
   }
   // the ceilings of the threads that work at once: a stage's TP shards x threads each
@@ -138,6 +139,11 @@ int run_bench(const bench_opts& o) {
   const int64_t non_embd = c.parameters() - c.V * c.C * (c.tie_embeddings ? 0 : 1);
   const double dec = median(decode), pre = median(prefill);
   const double bound_tok = bw / static_cast<double>(bytes);
+  // the per-token tail: a descheduled vCPU shows up here, not in the median
+  std::sort(steps.begin(), steps.end());
+  auto step_us = [&](double q) {
+    return steps.empty() ? 0.0 : 1e6 * steps[static_cast<size_t>(q * (steps.size() - 1))];
+  };
   // prefill work: every layer's matmuls for each token, causal attention over the prompt,
   // and the lm_head for the last token only
   const double P = static_cast<double>(prompt.size());
@@ -163,6 +169,9 @@ int run_bench(const bench_opts& o) {
       {"read_bandwidth_gb_s", bw / 1e9},
       {"decode_bound_tok_s", bound_tok},
       {"decode_pct_of_bound", 100.0 * dec / bound_tok},
+      {"decode_step_us_p50", step_us(0.5)},
+      {"decode_step_us_p99", step_us(0.99)},
+      {"decode_step_us_max", step_us(1.0)},
       {"prefill_tok_s", pre},
       {"prefill_gflop_s", pre * flops_per_token / 1e9},
       {"fma_peak_gflop_s", peak / 1e9},
@@ -182,6 +191,9 @@ int run_bench(const bench_opts& o) {
   std::printf("decode : %8.1f tok/s  (%7.1f us/token)  %6.2f GB/s of %6.2f GB/s read bandwidth = "
               "%5.1f%% of the bound (%.1f tok/s)\n",
               dec, 1e6 / dec, dec * bytes / 1e9, bw / 1e9, 100.0 * dec / bound_tok, bound_tok);
+  if (!steps.empty())
+    std::printf("decode steps: p50 %.1f us, p99 %.1f us, max %.1f us (%zu steps)\n", step_us(0.5),
+                step_us(0.99), step_us(1.0), steps.size());
   std::printf("prefill: %8.1f tok/s  %7.1f GFLOP/s of %6.1f GFLOP/s FMA peak = %5.1f%%\n", pre,
               pre * flops_per_token / 1e9, peak / 1e9, 100.0 * pre * flops_per_token / peak);
   std::printf(

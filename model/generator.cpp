@@ -86,7 +86,9 @@ expected<generation> generator::run(const std::vector<int32_t>& prompt, const ge
     b.tokens = {r.token};
     b.seqs[0].pos0 = static_cast<int32_t>(pos);
     b.seqs[0].count = 1;
+    const auto ts = clock::now();
     TROUPE_TRY(runner_->forward(b, x, &logits));
+    out.step_seconds.push_back(std::chrono::duration<double>(clock::now() - ts).count());
   }
   if (out.finish_reason != "stop") {
     std::string rest = sd.finish();

@@ -29,6 +29,7 @@ struct generation {
   std::string finish_reason;          // "stop" or "length"
   std::vector<float> prompt_logits;   // [V] at the last prompt position
   double prefill_seconds = 0, decode_seconds = 0;
+  std::vector<double> step_seconds; // each decode step's forward pass (the per-token tail)
 };
 
 class generator {
