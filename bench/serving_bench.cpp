@@ -13,7 +13,7 @@
 //            to next token) against the median gap; and throughput with a fault every few
 //            seconds against the fault-free run.
 //   build/bench/serving_bench [sweep|batch|prefix|recovery|all] [--seconds D] [--models DIR]
-//   [--kv-dtype f32|f16|bf16] [--json FILE]
+//   [--kv-dtype f32|f16|bf16] [--dtype q8_0|bf16|f32 (batch: one weight dtype)] [--json FILE]
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -134,13 +134,14 @@ json sweep(const std::string& models, double seconds) {
   return out;
 }
 
-json batch_decode(const std::string& models, dtype kv) {
+json batch_decode(const std::string& models, dtype kv, const std::string& only) {
   json out = json::array();
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   // the machine's peak: the best of several probes (a low probe is the VM's interference)
   double peak = 0;
   for (int i = 0; i < 3; ++i) peak = std::max(peak, kernels::cpu::probe_fma_peak(cores));
   for (const char* dt : {"q8_0", "bf16", "f32"}) {
+    if (!only.empty() && only != dt) continue;
     auto m = *open_model(bench_model(models, dt));
     const int64_t non_embd = m->config.parameters() - m->config.V * m->config.C;
     actors::host_options o;
@@ -293,7 +294,7 @@ json recovery(const std::string& models, double seconds) {
 } // namespace
 
 int main(int argc, char** argv) {
-  std::string what = "all", models = "/tmp/troupe-bench", json_out;
+  std::string what = "all", models = "/tmp/troupe-bench", json_out, only;
   double seconds = 15;
   dtype kv = dtype::f32;
   for (int i = 1; i < argc; ++i) {
@@ -303,6 +304,8 @@ int main(int argc, char** argv) {
       models = argv[++i];
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
       json_out = argv[++i];
+    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc)
+      only = argv[++i];
     else if (!std::strcmp(argv[i], "--kv-dtype") && i + 1 < argc) {
       const auto d = parse_dtype(argv[++i]);
       if (!d || (*d != dtype::f32 && *d != dtype::f16 && *d != dtype::bf16)) {
@@ -315,7 +318,7 @@ int main(int argc, char** argv) {
   }
   json out = {{"command", command_line(argc, argv)}, {"cpu", kernels::cpu::cpu_features()}};
   if (what == "sweep" || what == "all") out["sweep"] = sweep(models, seconds);
-  if (what == "batch" || what == "all") out["batch"] = batch_decode(models, kv);
+  if (what == "batch" || what == "all") out["batch"] = batch_decode(models, kv, only);
   if (what == "prefix" || what == "all") out["prefix"] = prefix(models);
   if (what == "recovery" || what == "all") out["recovery"] = recovery(models, seconds);
   if (!json_out.empty()) std::ofstream(json_out) << out.dump(2) << "\n";

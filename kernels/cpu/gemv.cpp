@@ -1,9 +1,16 @@
-// gemv.cpp: picks the decode kernel table for this CPU (gemv.hpp). TROUPE_ISA=avx2 or
-// TROUPE_ISA=portable forces a lesser path (tests and comparisons).
+// gemv.cpp: picks the decode kernel table for this CPU (gemv.hpp) and says whether the AMX
+// int8 kernels may run (amx.hpp). TROUPE_ISA=avx2 or TROUPE_ISA=portable forces a lesser
+// path, TROUPE_AMX=0 turns AMX off (tests and comparisons). Compiled for any x86-64 CPU.
 #include "kernels/cpu/gemv.hpp"
+
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+
+#include "kernels/cpu/amx.hpp"
 
 #include "runtime/log.hpp"
 
@@ -32,6 +39,24 @@ const gemv_table& gemv_kernels() {
     return *t;
   }();
   return chosen;
+}
+
+bool amx_int8_usable() {
+  static const bool usable = [] {
+    if (const char* e = std::getenv("TROUPE_AMX"); e && !std::strcmp(e, "0")) return false;
+    if (std::strcmp(gemv_kernels().isa, "avx512") != 0) return false; // the kernel uses AVX-512
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const bool tile = d & (1u << 24), int8 = d & (1u << 25);
+    if (!tile || !int8) return false;
+    // Linux hands out the 8 KiB tile state only on request: ARCH_REQ_XCOMP_PERM for
+    // XFEATURE_XTILEDATA (18); the grant covers every thread of the process
+    constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+    const bool granted = syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
+    TROUPE_LOG_DEBUG("cpu", "AMX int8 tiles: {}", granted ? "on" : "refused by the kernel");
+    return granted;
+  }();
+  return usable;
 }
 
 } // namespace troupe::kernels::cpu

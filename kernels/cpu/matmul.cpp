@@ -6,16 +6,20 @@
 //   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
 //             quantized weights (quantized once per call)
 //   nt        prefill on AVX-512: our dot-product GEMM over groups of 6 features
+//   amx       prefill and batched decode with q8_0 / q4_0 weights where the CPU has AMX
+//             (amx.hpp): int8 tiles, activations quantized once per call
 //   blas      prefill elsewhere (or TROUPE_BLAS=1): single-threaded sgemm on f32 tiles
 //   portable  plain loops, weights expanded in chunks of 256 values
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include <cblas.h>
 
+#include "kernels/cpu/amx.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
 
@@ -33,7 +37,7 @@ constexpr int64_t blas_tile = 64;      // blas: rows per f32 tile (in L2)
 // registers with the six weight vectors and one token vector (measured best of 4, 5, 6).
 constexpr int64_t nt_group = 6;
 
-enum class path { gemv, nt, blas, portable };
+enum class path { gemv, amx, nt, blas, portable };
 
 struct plan_t {
   path how = path::portable;
@@ -42,6 +46,7 @@ struct plan_t {
   gemv_fn fn = nullptr;
   const int8_t* xq = nullptr; // gemv with quantized weights: x as int8 blocks and scales
   const float* xd = nullptr;
+  amx_acts amx{};    // amx: x packed into tiles
   int64_t unit = 1;  // features per unit of work
   int64_t grain = 1; // units per task
 };
@@ -71,6 +76,18 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   m.T = x.rows();
   m.K = x.cols();
   const int64_t wrow = row_bytes(w.type, m.K);
+  if (m.T >= gemm_min_tokens && is_quantized(w.type) && w.rows() % 16 == 0 && amx_int8_usable()) {
+    thread_local std::vector<int8_t> xv;
+    thread_local std::vector<float> dx;
+    xv.resize(amx_xv_bytes(m.T, m.K));
+    dx.resize(amx_dx_floats(m.T, m.K));
+    amx_pack(m.x, m.T, m.K, xv.data(), dx.data());
+    m.how = path::amx;
+    m.amx = {xv.data(), dx.data(), m.T, (m.T + 15) / 16 * 16, m.K};
+    m.unit = 16;
+    m.grain = 2;
+    return m;
+  }
   if (m.T >= gemm_min_tokens) {
     // AVX-512: our dot-product GEMM; elsewhere a BLAS sgemm (TROUPE_BLAS=1 forces it)
     static const bool ours = std::string(tab.isa) == "avx512" && !std::getenv("TROUPE_BLAS");
@@ -141,6 +158,15 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     g.bias = bias;
     g.ycol0 = n0;
     m.fn(g);
+    return;
+  }
+  case path::amx: {
+    thread_local std::vector<float> work;
+    work.resize(amx_work_floats(K) + 16);
+    const auto at = reinterpret_cast<uintptr_t>(work.data());
+    float* aligned = work.data() + ((64 - at % 64) % 64) / sizeof(float); // 64-byte aligned
+    amx_gemm_q(m.amx, static_cast<const uint8_t*>(w.data), row_bytes(w.type, K),
+               w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);
     return;
   }
   case path::nt:

@@ -94,11 +94,10 @@ void matmul_cases(std::vector<op_case>& out_cases) {
     int64_t T, K, N;
     bool bias;
   };
-  const dims shapes[] = {{1, 256, 96, false},
-                         {5, 128, 33, false},
-                         {16, 512, 64, false},
-                         {3, 96, 40, true},
-                         {9, 1024, 17, false}};
+  const dims shapes[] = {
+      {1, 256, 96, false},  {5, 128, 33, false}, {16, 512, 64, false}, {3, 96, 40, true},
+      {9, 1024, 17, false}, {37, 256, 48, true}, // AMX: a partial token tile, bias
+      {64, 512, 32, false}};                     // AMX: batched decode of 64
   for (dtype w : weight_types) {
     for (auto d : shapes) {
       op_case c;
@@ -419,7 +418,8 @@ void fused_cases(std::vector<op_case>& out_cases) {
     int64_t T, K, F;
   };
   for (dtype w : weight_types) {
-    for (auto d : {dims{1, 256, 96}, dims{3, 128, 70}, dims{12, 512, 100}, dims{64, 96, 37}}) {
+    for (auto d : {dims{1, 256, 96}, dims{3, 128, 70}, dims{12, 512, 100}, dims{64, 96, 37},
+                   dims{40, 128, 96}}) {
       op_case c;
       c.name = fmt::format("matmul_swiglu(T={},K={},F={},W={})", d.T, d.K, d.F, name(w));
       gen g(c.name);

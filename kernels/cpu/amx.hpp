@@ -1,0 +1,47 @@
+// amx.hpp: int8 matrix multiplication on Intel AMX tiles for quantized weights (q8_0, q4_0)
+// with q8-quantized activations: the batched decode and prefill matmuls. A weight tile is 16
+// output features x one 32-value block (q8_0 rows load straight from the checkpoint's
+// layout, stride = row bytes; q4_0 blocks are unpacked to int8 first); an activation tile
+// is 16 tokens x the same block in the VNNI order the tile unit wants. TDPBSSD makes the
+// 16 x 16 int32 dot products of one block, which are scaled by the weight block's f16 scale
+// times each token's activation scale and summed into f32 accumulators. Used only when the
+// CPU has AMX-TILE and AMX-INT8 and Linux grants the tile state (arch_prctl); otherwise the
+// AVX-512 / AVX2 paths run. TROUPE_AMX=0 turns it off. No standard-library templates here
+// (see gemv.hpp). Tests: the matmul and matmul_swiglu cases of the op harness.
+#pragma once
+
+#include <cstdint>
+
+namespace troupe::kernels::cpu {
+
+/// True when AMX int8 tiles can be used in this process (checked once).
+bool amx_int8_usable();
+
+/// Activations quantized for the AMX kernel: tokens padded to a multiple of 16.
+struct amx_acts {
+  const int8_t* xv; // [T16 / 16][K / 32][8][16][4]: per (token tile, block) one B tile
+  const float* dx;  // [T16 / 16][K / 32][16]: per-token scales of each block
+  int64_t T, T16, K;
+};
+
+/// Bytes of xv and floats of dx for T tokens of K values.
+int64_t amx_xv_bytes(int64_t T, int64_t K);
+int64_t amx_dx_floats(int64_t T, int64_t K);
+
+/// Quantizes x [T, K] (K a multiple of 32) per 32 values (scale = max|x| / 127) into the
+/// tile layout; padded tokens are zeros.
+void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx);
+
+/// Floats of scratch amx_gemm_q needs for rows of K values: the 16 rows' block scales,
+/// their unpacked q4_0 values, two int32 product tiles.
+inline int64_t amx_work_floats(int64_t K) {
+  return K / 32 * (16 + 128) + 2 * 256 + 16;
+}
+
+/// y[t * ldy + n - ycol0] = sum_k x[t, k] W[n, k] (+ bias[n]) for n in [n0, n1), n1 - n0 a
+/// multiple of 16; W rows of `row_bytes` in q8_0 (q4 = false) or q4_0 (q4 = true).
+/// work: amx_work_floats(a.K) floats of the calling thread, 64-byte aligned.
+void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4, int64_t n0,
+                int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias, float* work);
+
+} // namespace troupe::kernels::cpu

@@ -1,0 +1,167 @@
+// gemm_amx.cpp: the AMX int8 kernels of amx.hpp. Built with -mamx-tile -mamx-int8 and
+// AVX-512; called only after amx_int8_usable() (gemv.cpp, compiled for any CPU) said yes.
+// Tiles: tmm0 weights (16 rows x 32 bytes), tmm1 activations of a token tile (8 rows x 64
+// bytes, VNNI order), tmm3/tmm4 alternating 16 x 16 int32 products. Each thread loads this
+// configuration once.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/amx.hpp"
+
+namespace troupe::kernels::cpu {
+
+namespace {
+
+struct tile_config {
+  uint8_t palette, start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+
+void configure_thread() {
+  static thread_local bool done = false;
+  if (done) return;
+  tile_config c;
+  std::memset(&c, 0, sizeof c);
+  c.palette = 1;
+  c.rows[0] = 16, c.colsb[0] = 32; // weights: 16 features x one block
+  c.rows[1] = 8, c.colsb[1] = 64;  // activations: 32 values x 16 tokens, 4 values per dword
+  c.rows[2] = 8, c.colsb[2] = 64;
+  c.rows[3] = 16, c.colsb[3] = 64; // products: 16 features x 16 tokens of int32
+  c.rows[4] = 16, c.colsb[4] = 64;
+  _tile_loadconfig(&c);
+  done = true;
+}
+
+int64_t pad16(int64_t T) {
+  return (T + 15) / 16 * 16;
+}
+
+} // namespace
+
+int64_t amx_xv_bytes(int64_t T, int64_t K) {
+  return pad16(T) * K;
+}
+
+int64_t amx_dx_floats(int64_t T, int64_t K) {
+  return pad16(T) * (K / 32);
+}
+
+void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx) {
+  const int64_t nb = K / 32, T16 = pad16(T);
+  for (int64_t tt = 0; tt < T16 / 16; ++tt)
+    for (int64_t b = 0; b < nb; ++b) {
+      int8_t* tile = xv + (tt * nb + b) * 512;
+      float* d = dx + (tt * nb + b) * 16;
+      for (int64_t t = 0; t < 16; ++t) {
+        const int64_t tok = tt * 16 + t;
+        alignas(32) int8_t q[32];
+        if (tok < T) {
+          const float* xr = x + tok * K + b * 32;
+          const __m512 v0 = _mm512_loadu_ps(xr), v1 = _mm512_loadu_ps(xr + 16);
+          const float amax =
+              _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+          const float scale = amax / 127.0f;
+          const __m512 inv = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
+          const __m512i i0 = _mm512_cvtps_epi32(
+              _mm512_roundscale_ps(_mm512_mul_ps(v0, inv), _MM_FROUND_TO_NEAREST_INT));
+          const __m512i i1 = _mm512_cvtps_epi32(
+              _mm512_roundscale_ps(_mm512_mul_ps(v1, inv), _MM_FROUND_TO_NEAREST_INT));
+          _mm_store_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(i0));
+          _mm_store_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(i1));
+          d[t] = scale;
+        } else {
+          std::memset(q, 0, sizeof q);
+          d[t] = 0.0f;
+        }
+        // VNNI order: row r holds values 4r .. 4r + 3 of every token, token t at byte 4t
+        for (int r = 0; r < 8; ++r) std::memcpy(tile + r * 64 + t * 4, q + 4 * r, 4);
+      }
+    }
+}
+
+namespace {
+
+// acc[r] += int32 products of row r x (token scales dx) x (row r's weight scale dw[r])
+inline void scale_tile(const int32_t* prod, __m512 dx, const float* dw, __m512* acc) {
+  for (int r = 0; r < 16; ++r)
+    acc[r] =
+        _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(prod + r * 16)), dx),
+                        _mm512_set1_ps(dw[r]), acc[r]);
+}
+
+} // namespace
+
+// Per 16 features: their block scales (and q4_0 values) are unpacked once, then every token
+// tile runs the blocks with 16 f32 accumulators in registers. The products of block b are
+// scaled while the tile unit works on block b + 1 (two product tiles alternate).
+void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4, int64_t n0,
+                int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias, float* work) {
+  configure_thread();
+  const int64_t nb = a.K / 32, ntt = a.T16 / 16;
+  const int64_t bb = q4 ? 18 : 34;                            // block bytes
+  int32_t* prod0 = reinterpret_cast<int32_t*>(work);          // [16][16], 64-byte aligned
+  int32_t* prod1 = prod0 + 256;                               // [16][16]
+  float* dw = work + 512;                                     // [nb][16]
+  int8_t* unpacked = reinterpret_cast<int8_t*>(dw + nb * 16); // [nb][16][32] (q4_0)
+  for (int64_t n = n0; n < n1; n += 16) {
+    const uint8_t* rows = w + n * row_bytes;
+    for (int64_t b = 0; b < nb; ++b)
+      for (int r = 0; r < 16; ++r)
+        dw[b * 16 + r] =
+            _cvtsh_ss(*reinterpret_cast<const uint16_t*>(rows + r * row_bytes + b * bb));
+    if (q4)
+      for (int64_t b = 0; b < nb; ++b)
+        for (int r = 0; r < 16; ++r) {
+          const __m128i v =
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + r * row_bytes + b * bb + 2));
+          const __m128i m = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+          int8_t* dst = unpacked + (b * 16 + r) * 32;
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
+                           _mm_sub_epi8(_mm_and_si128(v, m), eight));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16),
+                           _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m), eight));
+        }
+    const uint8_t* a0 = q4 ? reinterpret_cast<const uint8_t*>(unpacked) : rows + 2;
+    const int64_t astep = q4 ? 512 : bb, astride = q4 ? 32 : row_bytes;
+    for (int64_t tt = 0; tt < ntt; ++tt) {
+      const int8_t* xb = a.xv + tt * nb * 512;
+      const float* dx = a.dx + tt * nb * 16;
+      __m512 acc[16];
+      for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
+      _tile_loadd(0, a0, astride);
+      _tile_loadd(1, xb, 64);
+      _tile_zero(3);
+      _tile_dpbssd(3, 0, 1);
+      _tile_stored(3, prod0, 64);
+      for (int64_t b = 1; b < nb; ++b) {
+        _tile_loadd(0, a0 + b * astep, astride);
+        _tile_loadd(1, xb + b * 512, 64);
+        if (b & 1) {
+          _tile_zero(4);
+          _tile_dpbssd(4, 0, 1);
+          _tile_stored(4, prod1, 64);
+          scale_tile(prod0, _mm512_loadu_ps(dx + (b - 1) * 16), dw + (b - 1) * 16, acc);
+        } else {
+          _tile_zero(3);
+          _tile_dpbssd(3, 0, 1);
+          _tile_stored(3, prod0, 64);
+          scale_tile(prod1, _mm512_loadu_ps(dx + (b - 1) * 16), dw + (b - 1) * 16, acc);
+        }
+      }
+      scale_tile((nb - 1) & 1 ? prod1 : prod0, _mm512_loadu_ps(dx + (nb - 1) * 16),
+                 dw + (nb - 1) * 16, acc);
+      const int64_t tn = a.T - tt * 16 < 16 ? a.T - tt * 16 : 16;
+      alignas(64) float out[16];
+      for (int r = 0; r < 16; ++r) {
+        _mm512_store_ps(out, acc[r]);
+        const float add = bias ? bias[n + r] : 0.0f;
+        for (int64_t t = 0; t < tn; ++t) y[(tt * 16 + t) * ldy + n + r - ycol0] = out[t] + add;
+      }
+    }
+  }
+}
+
+} // namespace troupe::kernels::cpu
