@@ -32,10 +32,10 @@ int64_t amx_dx_floats(int64_t T, int64_t K);
 /// tile layout; padded tokens are zeros.
 void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx);
 
-/// Floats of scratch amx_gemm_q needs for rows of K values: the 16 rows' block scales,
-/// their unpacked q4_0 values, two int32 product tiles.
+/// Floats of scratch amx_gemm_q needs for rows of K values: four int32 product tiles, the
+/// 16 rows' block scales and their unpacked q4_0 values.
 inline int64_t amx_work_floats(int64_t K) {
-  return K / 32 * (16 + 128) + 2 * 256 + 16;
+  return 4 * 256 + K / 32 * (16 + 128);
 }
 
 /// y[t * ldy + n - ycol0] = sum_k x[t, k] W[n, k] (+ bias[n]) for n in [n0, n1), n1 - n0 a

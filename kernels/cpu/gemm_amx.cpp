@@ -1,8 +1,9 @@
 // gemm_amx.cpp: the AMX int8 kernels of amx.hpp. Built with -mamx-tile -mamx-int8 and
 // AVX-512; called only after amx_int8_usable() (gemv.cpp, compiled for any CPU) said yes.
 // Tiles: tmm0 weights (16 rows x 32 bytes), tmm1 activations of a token tile (8 rows x 64
-// bytes, VNNI order), tmm3/tmm4 alternating 16 x 16 int32 products. Each thread loads this
-// configuration once.
+// bytes, VNNI order), tmm2..tmm5 four rotating 16 x 16 int32 products, so the products of
+// a block are scaled three blocks later, when the tile unit has long finished them. Each
+// thread loads this configuration once.
 #include <immintrin.h>
 
 #include <cstring>
@@ -28,9 +29,7 @@ void configure_thread() {
   c.palette = 1;
   c.rows[0] = 16, c.colsb[0] = 32; // weights: 16 features x one block
   c.rows[1] = 8, c.colsb[1] = 64;  // activations: 32 values x 16 tokens, 4 values per dword
-  c.rows[2] = 8, c.colsb[2] = 64;
-  c.rows[3] = 16, c.colsb[3] = 64; // products: 16 features x 16 tokens of int32
-  c.rows[4] = 16, c.colsb[4] = 64;
+  for (int i = 2; i < 6; ++i) c.rows[i] = 16, c.colsb[i] = 64; // products: 16 x 16 int32
   _tile_loadconfig(&c);
   done = true;
 }
@@ -92,26 +91,40 @@ inline void scale_tile(const int32_t* prod, __m512 dx, const float* dw, __m512* 
                         _mm512_set1_ps(dw[r]), acc[r]);
 }
 
+// One block: weights x activations into product tile S + 2, stored to prod slot S.
+template <int S>
+inline void issue(const void* wt, int64_t wstride, const void* xt, int32_t* prod) {
+  _tile_loadd(0, wt, wstride);
+  _tile_loadd(1, xt, 64);
+  _tile_zero(S + 2);
+  _tile_dpbssd(S + 2, 0, 1);
+  _tile_stored(S + 2, prod + S * 256, 64);
+}
+
+constexpr int lag = 3; // blocks between a product's tile op and its scaling
+
 } // namespace
 
-// Per 16 features: their block scales (and q4_0 values) are unpacked once, then every token
-// tile runs the blocks with 16 f32 accumulators in registers. The products of block b are
-// scaled while the tile unit works on block b + 1 (two product tiles alternate).
+// Per 16 features: their block scales (gathered) and q4_0 values are unpacked once, then
+// every token tile runs the blocks with 16 f32 accumulators in registers.
 void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4, int64_t n0,
                 int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias, float* work) {
   configure_thread();
   const int64_t nb = a.K / 32, ntt = a.T16 / 16;
   const int64_t bb = q4 ? 18 : 34;                            // block bytes
-  int32_t* prod0 = reinterpret_cast<int32_t*>(work);          // [16][16], 64-byte aligned
-  int32_t* prod1 = prod0 + 256;                               // [16][16]
-  float* dw = work + 512;                                     // [nb][16]
+  int32_t* prod = reinterpret_cast<int32_t*>(work);           // [4][16][16], 64-byte aligned
+  float* dw = work + 1024;                                    // [nb][16]
   int8_t* unpacked = reinterpret_cast<int8_t*>(dw + nb * 16); // [nb][16][32] (q4_0)
+  const __m512i row_offsets =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(row_bytes)));
   for (int64_t n = n0; n < n1; n += 16) {
     const uint8_t* rows = w + n * row_bytes;
-    for (int64_t b = 0; b < nb; ++b)
-      for (int r = 0; r < 16; ++r)
-        dw[b * 16 + r] =
-            _cvtsh_ss(*reinterpret_cast<const uint16_t*>(rows + r * row_bytes + b * bb));
+    for (int64_t b = 0; b < nb; ++b) {
+      // the f16 scale at the start of block b of each of the 16 rows
+      const __m512i s = _mm512_i32gather_epi32(row_offsets, rows + b * bb, 1);
+      _mm512_storeu_ps(dw + b * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(s)));
+    }
     if (q4)
       for (int64_t b = 0; b < nb; ++b)
         for (int r = 0; r < 16; ++r) {
@@ -131,28 +144,30 @@ void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4,
       const float* dx = a.dx + tt * nb * 16;
       __m512 acc[16];
       for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
-      _tile_loadd(0, a0, astride);
-      _tile_loadd(1, xb, 64);
-      _tile_zero(3);
-      _tile_dpbssd(3, 0, 1);
-      _tile_stored(3, prod0, 64);
-      for (int64_t b = 1; b < nb; ++b) {
-        _tile_loadd(0, a0 + b * astep, astride);
-        _tile_loadd(1, xb + b * 512, 64);
-        if (b & 1) {
-          _tile_zero(4);
-          _tile_dpbssd(4, 0, 1);
-          _tile_stored(4, prod1, 64);
-          scale_tile(prod0, _mm512_loadu_ps(dx + (b - 1) * 16), dw + (b - 1) * 16, acc);
-        } else {
-          _tile_zero(3);
-          _tile_dpbssd(3, 0, 1);
-          _tile_stored(3, prod0, 64);
-          scale_tile(prod1, _mm512_loadu_ps(dx + (b - 1) * 16), dw + (b - 1) * 16, acc);
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* wt = a0 + b * astep;
+        const int8_t* xt = xb + b * 512;
+        switch (b & 3) {
+        case 0:
+          issue<0>(wt, astride, xt, prod);
+          break;
+        case 1:
+          issue<1>(wt, astride, xt, prod);
+          break;
+        case 2:
+          issue<2>(wt, astride, xt, prod);
+          break;
+        default:
+          issue<3>(wt, astride, xt, prod);
+          break;
+        }
+        if (b >= lag) {
+          const int64_t d = b - lag;
+          scale_tile(prod + (d & 3) * 256, _mm512_loadu_ps(dx + d * 16), dw + d * 16, acc);
         }
       }
-      scale_tile((nb - 1) & 1 ? prod1 : prod0, _mm512_loadu_ps(dx + (nb - 1) * 16),
-                 dw + (nb - 1) * 16, acc);
+      for (int64_t d = nb > lag ? nb - lag : 0; d < nb; ++d)
+        scale_tile(prod + (d & 3) * 256, _mm512_loadu_ps(dx + d * 16), dw + d * 16, acc);
       const int64_t tn = a.T - tt * 16 < 16 ? a.T - tt * 16 : 16;
       alignas(64) float out[16];
       for (int r = 0; r < 16; ++r) {
