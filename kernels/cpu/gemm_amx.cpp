@@ -91,15 +91,16 @@ inline void scale_tile(const int32_t* prod, __m512 dx, const float* dw, __m512* 
                         _mm512_set1_ps(dw[r]), acc[r]);
 }
 
-// One block: weights x activations into product tile S + 2, stored to prod slot S.
-template <int S>
-inline void issue(const void* wt, int64_t wstride, const void* xt, int32_t* prod) {
-  _tile_loadd(0, wt, wstride);
-  _tile_loadd(1, xt, 64);
-  _tile_zero(S + 2);
-  _tile_dpbssd(S + 2, 0, 1);
-  _tile_stored(S + 2, prod + S * 256, 64);
-}
+// One block: weights x activations into product tile C, stored to prod slot C - 2. (The
+// tile intrinsics paste their tile number into assembly text: it must be a literal.)
+#define TROUPE_AMX_ISSUE(C)                                                                        \
+  do {                                                                                             \
+    _tile_loadd(0, wt, astride);                                                                   \
+    _tile_loadd(1, xt, 64);                                                                        \
+    _tile_zero(C);                                                                                 \
+    _tile_dpbssd(C, 0, 1);                                                                         \
+    _tile_stored(C, prod + ((C) - 2) * 256, 64);                                                   \
+  } while (0)
 
 constexpr int lag = 3; // blocks between a product's tile op and its scaling
 
@@ -149,16 +150,16 @@ void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4,
         const int8_t* xt = xb + b * 512;
         switch (b & 3) {
         case 0:
-          issue<0>(wt, astride, xt, prod);
+          TROUPE_AMX_ISSUE(2);
           break;
         case 1:
-          issue<1>(wt, astride, xt, prod);
+          TROUPE_AMX_ISSUE(3);
           break;
         case 2:
-          issue<2>(wt, astride, xt, prod);
+          TROUPE_AMX_ISSUE(4);
           break;
         default:
-          issue<3>(wt, astride, xt, prod);
+          TROUPE_AMX_ISSUE(5);
           break;
         }
         if (b >= lag) {
