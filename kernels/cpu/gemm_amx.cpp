@@ -99,7 +99,7 @@ inline void scale_tile(const int32_t* prod, __m512 dx, const float* dw, __m512* 
     _tile_loadd(1, xt, 64);                                                                        \
     _tile_zero(C);                                                                                 \
     _tile_dpbssd(C, 0, 1);                                                                         \
-    _tile_stored(C, prod + ((C) - 2) * 256, 64);                                                   \
+    _tile_stored(C, prod + ((C)-2) * 256, 64);                                                     \
   } while (0)
 
 constexpr int lag = 3; // blocks between a product's tile op and its scaling
@@ -140,6 +140,12 @@ void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4,
         }
     const uint8_t* a0 = q4 ? reinterpret_cast<const uint8_t*>(unpacked) : rows + 2;
     const int64_t astep = q4 ? 512 : bb, astride = q4 ? 32 : row_bytes;
+    // the next 16 rows stream in while these compute: without it their first touch (the
+    // scale gather) waits on DRAM one line at a time
+    const char* next = reinterpret_cast<const char*>(rows + 16 * row_bytes);
+    const int64_t lines = n + 16 < n1 ? 16 * row_bytes / 64 + 1 : 0;
+    const int64_t per_step = (lines + ntt * nb - 1) / (ntt * nb);
+    int64_t fetched = 0;
     for (int64_t tt = 0; tt < ntt; ++tt) {
       const int8_t* xb = a.xv + tt * nb * 512;
       const float* dx = a.dx + tt * nb * 16;
@@ -148,6 +154,8 @@ void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4,
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* wt = a0 + b * astep;
         const int8_t* xt = xb + b * 512;
+        for (int64_t i = 0; i < per_step && fetched < lines; ++i, ++fetched)
+          _mm_prefetch(next + fetched * 64, _MM_HINT_T0);
         switch (b & 3) {
         case 0:
           TROUPE_AMX_ISSUE(2);
