@@ -65,18 +65,19 @@ inline float hsum8(__m256 v) {
 
 namespace {
 
-// Walks the rows of positions 0, 1, 2, ... of one KV head through the block table.
+// Walks the rows of positions 0, 1, 2, ... (< S) of one KV head through the block table.
 struct row_cursor {
   const uint8_t* base;
   const int32_t* blocks;
-  int64_t P, stride;
-  int64_t b = 0, i = 0;
+  int64_t P, stride, S;
+  int64_t b = 0, i = 0; // block of the next row, rows of it already returned
   const uint8_t* cur;
-  row_cursor(const uint8_t* base_, const kv_layout& kv)
+  row_cursor(const uint8_t* base_, const kv_layout& kv, int64_t S_)
       : base(base_)
       , blocks(kv.blocks)
       , P(kv.P)
-      , stride(kv.stride) {
+      , stride(kv.stride)
+      , S(S_) {
     cur = blocks ? base + int64_t{blocks[0]} * P * stride : base;
   }
   // the next position's row; the block table is read only for positions that exist
@@ -91,7 +92,25 @@ struct row_cursor {
     cur += stride;
     return r;
   }
+  // the row k positions after the next one (k < P when paged), or null past the last position
+  const uint8_t* peek(int64_t k) const {
+    if (!blocks) return i + k < S ? base + (i + k) * stride : nullptr; // i: rows returned
+    const int64_t at = i == P ? k : i + k; // index within the next row's block
+    const int64_t blk = i == P ? b + 1 : b;
+    if (blk * P + at >= S) return nullptr;
+    if (at < P) return base + (int64_t{blocks[blk]} * P + at) * stride;
+    return base + (int64_t{blocks[blk + 1]} * P + at - P) * stride;
+  }
 };
+
+// Asks for the row `ahead` positions on (both of its cache lines for D = 64 halves)
+inline void prefetch_row(const row_cursor& c, int64_t ahead, int64_t bytes) {
+  if (const uint8_t* p = c.peek(ahead))
+    for (int64_t o = 0; o < bytes; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p) + o, _MM_HINT_T0);
+}
+
+constexpr int64_t prefetch_ahead = 12; // positions (< the smallest P it is used with, 16)
 
 template <kv_elem E>
 inline __m256 load8(const uint8_t* p) {
@@ -115,10 +134,15 @@ void attend(const float* q, int64_t G, int64_t D, int64_t S, float scale, const 
   const int64_t S8 = S / 8 * 8;
   const __m256 vscale = _mm256_set1_ps(scale);
   // scores: each key row once for all G query heads
-  row_cursor kc(kv.k, kv);
+  row_cursor kc(kv.k, kv, S);
+  const int64_t row_bytes = D * eb;
+  const int64_t ahead = kv.blocks && kv.P <= prefetch_ahead ? kv.P - 1 : prefetch_ahead;
   for (int64_t s = 0; s < S8; s += 8) {
     const uint8_t* k[8];
-    for (int j = 0; j < 8; ++j) k[j] = kc.next();
+    for (int j = 0; j < 8; ++j) {
+      prefetch_row(kc, ahead, row_bytes);
+      k[j] = kc.next();
+    }
     for (int64_t g = 0; g < G; ++g) {
       const float* qg = q + g * D;
       __m256 acc[8];
@@ -167,11 +191,12 @@ void attend(const float* q, int64_t G, int64_t D, int64_t S, float scale, const 
     // weighted sum of V rows, 64 output values held in registers per pass
     float* og = out + g * D;
     for (int64_t d0 = 0; d0 < D; d0 += 64) {
-      row_cursor vc(kv.v + d0 * eb, kv);
+      row_cursor vc(kv.v + d0 * eb, kv, S);
       if (D - d0 >= 64) {
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
                a7 = a0;
         for (int64_t s = 0; s < S; ++s) {
+          prefetch_row(vc, ahead, 64 * eb);
           const uint8_t* vr = vc.next();
           const __m256 p = _mm256_set1_ps(sc[s]);
           a0 = _mm256_fmadd_ps(p, load8<E>(vr + 0 * eb), a0);
@@ -223,7 +248,7 @@ void attend_tile(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, in
   for (int64_t i = 0; i < M; ++i) mx[i] = -3.0e38f, sum[i] = 0.0f;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 low = _mm256_set1_ps(-3.0e38f);
-  row_cursor kc(kv.k, kv), vc(kv.v, kv);
+  row_cursor kc(kv.k, kv, S), vc(kv.v, kv, S);
   for (int64_t s0 = 0; s0 < S; s0 += key_block) {
     const int64_t n = S - s0 < key_block ? S - s0 : key_block;
     const uint8_t* k[key_block];
