@@ -1,5 +1,8 @@
-// amx.hpp: int8 matrix multiplication on Intel AMX tiles for quantized weights (q8_0, q4_0)
-// with q8-quantized activations: the batched decode and prefill matmuls. A weight tile is 16
+// amx.hpp: matrix multiplication on Intel AMX tiles for the batched decode and prefill
+// matmuls: int8 for quantized weights (q8_0, q4_0) with q8-quantized activations, and bf16
+// weights (TDPBF16PS, f32 sums) with each activation split into two bf16 values, hi + lo,
+// which carry 16 bits of its mantissa: the products are those of f32 activations to about
+// 2^-16, where rounding activations to bf16 alone would lose 2^-9. A weight tile is 16
 // output features x one 32-value block (q8_0 rows load straight from the checkpoint's
 // layout, stride = row bytes; q4_0 blocks are unpacked to int8 first); an activation tile
 // is 16 tokens x the same block in the VNNI order the tile unit wants. TDPBSSD makes the
@@ -16,6 +19,8 @@ namespace troupe::kernels::cpu {
 
 /// True when AMX int8 tiles can be used in this process (checked once).
 bool amx_int8_usable();
+/// True when AMX bf16 tiles can be used too.
+bool amx_bf16_usable();
 
 /// Activations quantized for the AMX kernel: tokens padded to a multiple of 16.
 struct amx_acts {
@@ -43,5 +48,16 @@ inline int64_t amx_work_floats(int64_t K) {
 /// work: amx_work_floats(a.K) floats of the calling thread, 64-byte aligned.
 void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4, int64_t n0,
                 int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias, float* work);
+
+/// bf16 weights: x [T, K] as hi = bf16(x) and lo = bf16(x - hi), in tiles of 16 tokens x 32
+/// values in VNNI pairs: xv [T16 / 16][K / 32][hi, lo][16][16][2] (amx_xv_bytes(T, K) * 2
+/// uint16 values).
+void amx_pack_bf16(const float* x, int64_t T, int64_t K, uint16_t* xv);
+
+/// Like amx_gemm_q for bf16 weights [N, K] (K a multiple of 32) with TDPBF16PS: products of
+/// bf16 values summed in f32 over all of K in the tiles. work: 1024 floats, 64-byte aligned.
+void amx_gemm_bf16(const uint16_t* xv, int64_t T, int64_t K, const uint16_t* w, int64_t n0,
+                   int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias,
+                   float* work);
 
 } // namespace troupe::kernels::cpu

@@ -6,6 +6,8 @@
 // thread loads this configuration once.
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include <cstring>
 
 #include "kernels/cpu/amx.hpp"
@@ -21,17 +23,26 @@ struct tile_config {
   uint8_t rows[16];
 };
 
-void configure_thread() {
-  static thread_local bool done = false;
-  if (done) return;
+enum class tiles { none, int8, bf16 };
+
+// Loads the tile shapes of one kernel on this thread (kept until the other kernel runs).
+void configure_thread(tiles want) {
+  static thread_local tiles loaded = tiles::none;
+  if (loaded == want) return;
   tile_config c;
   std::memset(&c, 0, sizeof c);
   c.palette = 1;
-  c.rows[0] = 16, c.colsb[0] = 32; // weights: 16 features x one block
-  c.rows[1] = 8, c.colsb[1] = 64;  // activations: 32 values x 16 tokens, 4 values per dword
-  for (int i = 2; i < 6; ++i) c.rows[i] = 16, c.colsb[i] = 64; // products: 16 x 16 int32
+  if (want == tiles::int8) {
+    c.rows[0] = 16, c.colsb[0] = 32; // weights: 16 features x one block
+    c.rows[1] = 8, c.colsb[1] = 64;  // activations: 32 values x 16 tokens, 4 values per dword
+  } else {
+    c.rows[0] = 16, c.colsb[0] = 64; // weights: 16 features x 32 bf16
+    c.rows[1] = 16, c.colsb[1] = 64; // activations: 32 values x 16 tokens, pairs per dword
+    c.rows[6] = 16, c.colsb[6] = 64; // their low halves
+  }
+  for (int i = 2; i < 6; ++i) c.rows[i] = 16, c.colsb[i] = 64; // products: 16 x 16 of 32 bits
   _tile_loadconfig(&c);
-  done = true;
+  loaded = want;
 }
 
 int64_t pad16(int64_t T) {
@@ -110,7 +121,7 @@ constexpr int lag = 3; // blocks between a product's tile op and its scaling
 // every token tile runs the blocks with 16 f32 accumulators in registers.
 void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4, int64_t n0,
                 int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias, float* work) {
-  configure_thread();
+  configure_thread(tiles::int8);
   const int64_t nb = a.K / 32, ntt = a.T16 / 16;
   const int64_t bb = q4 ? 18 : 34;                            // block bytes
   int32_t* prod = reinterpret_cast<int32_t*>(work);           // [4][16][16], 64-byte aligned
@@ -183,6 +194,94 @@ void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4,
         _mm512_store_ps(out, acc[r]);
         const float add = bias ? bias[n + r] : 0.0f;
         for (int64_t t = 0; t < tn; ++t) y[(tt * 16 + t) * ldy + n + r - ycol0] = out[t] + add;
+      }
+    }
+  }
+}
+
+void amx_pack_bf16(const float* x, int64_t T, int64_t K, uint16_t* xv) {
+  const int64_t nb = K / 32, T16 = pad16(T);
+  for (int64_t tt = 0; tt < T16 / 16; ++tt)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint32_t* hi_tile = reinterpret_cast<uint32_t*>(xv + (tt * nb + b) * 1024);
+      uint32_t* lo_tile = hi_tile + 256;
+      for (int64_t t = 0; t < 16; ++t) {
+        const int64_t tok = tt * 16 + t;
+        alignas(64) uint16_t hi[32], lo[32];
+        if (tok < T) {
+          const float* xr = x + tok * K + b * 32;
+          const __m512 x0 = _mm512_loadu_ps(xr), x1 = _mm512_loadu_ps(xr + 16);
+          // x = hi + lo + O(2^-16 x): hi its nearest bf16, lo the nearest bf16 of the rest
+          const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
+          const __m512i hb = (__m512i)h;
+          const __m512 h0 = _mm512_castsi512_ps(
+              _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hb)), 16));
+          const __m512 h1 = _mm512_castsi512_ps(
+              _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hb, 1)), 16));
+          _mm512_store_si512(hi, hb);
+          _mm512_store_si512(
+              lo, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0)));
+        } else {
+          std::memset(hi, 0, sizeof hi);
+          std::memset(lo, 0, sizeof lo);
+        }
+        // VNNI order: row r holds values 2r, 2r + 1 of every token, token t at dword t
+        const uint32_t* hp = reinterpret_cast<const uint32_t*>(hi);
+        const uint32_t* lp = reinterpret_cast<const uint32_t*>(lo);
+        for (int r = 0; r < 16; ++r) hi_tile[r * 16 + t] = hp[r], lo_tile[r * 16 + t] = lp[r];
+      }
+    }
+}
+
+// Product tile C of token tile C - 2 for 16 features: weights x (hi + lo) of block b.
+#define TROUPE_AMX_BF16(C)                                                                         \
+  do {                                                                                             \
+    const uint16_t* xt = xb + ((tt + (C)-2) * nb + b) * 1024;                                      \
+    _tile_loadd(1, xt, 64);                                                                        \
+    _tile_loadd(6, xt + 512, 64);                                                                  \
+    _tile_dpbf16ps(C, 0, 1);                                                                       \
+    _tile_dpbf16ps(C, 0, 6);                                                                       \
+  } while (0)
+
+void amx_gemm_bf16(const uint16_t* xv, int64_t T, int64_t K, const uint16_t* w, int64_t n0,
+                   int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias,
+                   float* work) {
+  configure_thread(tiles::bf16);
+  const int64_t nb = K / 32, ntt = pad16(T) / 16;
+  const uint16_t* xb = xv;
+  float* out = work; // [4][16][16]
+  for (int64_t n = n0; n < n1; n += 16) {
+    const uint16_t* rows = w + n * K;
+    const char* next = reinterpret_cast<const char*>(rows + 16 * K);
+    const int64_t lines = n + 16 < n1 ? 16 * K * 2 / 64 : 0;
+    int64_t fetched = 0;
+    for (int64_t tt = 0; tt < ntt; tt += 4) {
+      const int64_t m = ntt - tt < 4 ? ntt - tt : 4; // token tiles this pass
+      _tile_zero(2);
+      _tile_zero(3);
+      _tile_zero(4);
+      _tile_zero(5);
+      const int64_t per_step = (lines + nb - 1) / nb;
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int64_t i = 0; i < per_step && fetched < lines; ++i, ++fetched)
+          _mm_prefetch(next + fetched * 64, _MM_HINT_T0);
+        _tile_loadd(0, rows + b * 32, K * 2);
+        TROUPE_AMX_BF16(2);
+        if (m > 1) TROUPE_AMX_BF16(3);
+        if (m > 2) TROUPE_AMX_BF16(4);
+        if (m > 3) TROUPE_AMX_BF16(5);
+      }
+      _tile_stored(2, out, 64);
+      if (m > 1) _tile_stored(3, out + 256, 64);
+      if (m > 2) _tile_stored(4, out + 512, 64);
+      if (m > 3) _tile_stored(5, out + 768, 64);
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t t0 = (tt + j) * 16, tn = T - t0 < 16 ? T - t0 : 16;
+        for (int r = 0; r < 16; ++r) {
+          const float add = bias ? bias[n + r] : 0.0f;
+          for (int64_t t = 0; t < tn; ++t)
+            y[(t0 + t) * ldy + n + r - ycol0] = out[j * 256 + r * 16 + t] + add;
+        }
       }
     }
   }

@@ -49,12 +49,23 @@ bool amx_int8_usable() {
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     const bool tile = d & (1u << 24), int8 = d & (1u << 25);
     if (!tile || !int8) return false;
+    // _mm512_cvtne2ps_pbh of the bf16 packing needs AVX512_BF16 (leaf 7 subleaf 1, EAX bit 5)
+    unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+    if (!__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) || !(a1 & (1u << 5))) return false;
     // Linux hands out the 8 KiB tile state only on request: ARCH_REQ_XCOMP_PERM for
     // XFEATURE_XTILEDATA (18); the grant covers every thread of the process
     constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
     const bool granted = syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
     TROUPE_LOG_DEBUG("cpu", "AMX int8 tiles: {}", granted ? "on" : "refused by the kernel");
     return granted;
+  }();
+  return usable;
+}
+
+bool amx_bf16_usable() {
+  static const bool usable = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return amx_int8_usable() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22));
   }();
   return usable;
 }

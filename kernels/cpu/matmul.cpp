@@ -6,8 +6,9 @@
 //   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
 //             quantized weights (quantized once per call)
 //   nt        prefill on AVX-512: our dot-product GEMM over groups of 6 features
-//   amx       prefill and batched decode with q8_0 / q4_0 weights where the CPU has AMX
-//             (amx.hpp): int8 tiles, activations quantized once per call
+//   amx       prefill and batched decode with q8_0 / q4_0 / bf16 weights where the CPU has
+//             AMX (amx.hpp): int8 tiles with activations quantized once per call, or bf16
+//             tiles with activations split once per call into two bf16 halves
 //   blas      prefill elsewhere (or TROUPE_BLAS=1): single-threaded sgemm on f32 tiles
 //   portable  plain loops, weights expanded in chunks of 256 values
 #include <algorithm>
@@ -46,9 +47,10 @@ struct plan_t {
   gemv_fn fn = nullptr;
   const int8_t* xq = nullptr; // gemv with quantized weights: x as int8 blocks and scales
   const float* xd = nullptr;
-  amx_acts amx{};    // amx: x packed into tiles
-  int64_t unit = 1;  // features per unit of work
-  int64_t grain = 1; // units per task
+  amx_acts amx{};                // amx: x packed into int8 tiles
+  const uint16_t* xbf = nullptr; // amx with bf16 weights: x packed into bf16 tiles
+  int64_t unit = 1;              // features per unit of work
+  int64_t grain = 1;             // units per task
 };
 
 gemv_fn gemv_for(const gemv_table& tab, dtype t) {
@@ -76,6 +78,17 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   m.T = x.rows();
   m.K = x.cols();
   const int64_t wrow = row_bytes(w.type, m.K);
+  if (m.T >= gemm_min_tokens && w.type == dtype::bf16 && w.rows() % 16 == 0 && m.K % 32 == 0 &&
+      amx_bf16_usable()) {
+    thread_local std::vector<uint16_t> xbf;
+    xbf.resize(2 * amx_xv_bytes(m.T, m.K));
+    amx_pack_bf16(m.x, m.T, m.K, xbf.data());
+    m.how = path::amx;
+    m.xbf = xbf.data();
+    m.unit = 16;
+    m.grain = 2;
+    return m;
+  }
   if (m.T >= gemm_min_tokens && is_quantized(w.type) && w.rows() % 16 == 0 && amx_int8_usable()) {
     thread_local std::vector<int8_t> xv;
     thread_local std::vector<float> dx;
@@ -165,8 +178,12 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     work.resize(amx_work_floats(K) + 16);
     const auto at = reinterpret_cast<uintptr_t>(work.data());
     float* aligned = work.data() + ((64 - at % 64) % 64) / sizeof(float); // 64-byte aligned
-    amx_gemm_q(m.amx, static_cast<const uint8_t*>(w.data), row_bytes(w.type, K),
-               w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);
+    if (m.xbf)
+      amx_gemm_bf16(m.xbf, T, K, static_cast<const uint16_t*>(w.data), n0, n1, y, ldy, n0, bias,
+                    aligned);
+    else
+      amx_gemm_q(m.amx, static_cast<const uint8_t*>(w.data), row_bytes(w.type, K),
+                 w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);
     return;
   }
   case path::nt:

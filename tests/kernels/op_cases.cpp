@@ -66,7 +66,7 @@ tolerance tol_for(dtype w) {
   case dtype::f32:
     return {1e-10, 1e-4};
   case dtype::f16:
-  case dtype::bf16:
+  case dtype::bf16: // AMX: activations as two bf16 halves, 16 bits of mantissa
     return {1e-8, 1e-3};
   default:
     return {5e-4, 5e-2}; // quantized: leaves room for q8 activations in dot products
