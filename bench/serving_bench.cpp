@@ -93,7 +93,7 @@ std::unique_ptr<actors::host> start(std::shared_ptr<const model_source> m, actor
   return std::move(*h);
 }
 
-json sweep(const std::string& models, double seconds) {
+json sweep(const std::string& models, double seconds, dtype kv) {
   json out = json::array();
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const double peak = kernels::cpu::probe_fma_peak(cores);
@@ -103,6 +103,7 @@ json sweep(const std::string& models, double seconds) {
     actors::host_options o;
     o.threads_per_shard = cores;
     o.kv_blocks = 64 * 9 + 8; // 64 sequences of 128 tokens in blocks of 16
+    o.kv_dtype = kv;
     o.sched.max_batch_tokens = 512;
     o.sched.max_seqs = 64;
     auto h = start(m, o);
@@ -111,6 +112,7 @@ json sweep(const std::string& models, double seconds) {
       const double tok_s = r.tokens / r.seconds;
       const double gflops = tok_s * 2.0 * static_cast<double>(non_embd) / 1e9;
       json row = {{"dtype", dt},
+                  {"kv_dtype", std::string(name(kv))},
                   {"clients", c},
                   {"requests", r.requests},
                   {"errors", r.errors},
@@ -317,7 +319,7 @@ int main(int argc, char** argv) {
       what = argv[i];
   }
   json out = {{"command", command_line(argc, argv)}, {"cpu", kernels::cpu::cpu_features()}};
-  if (what == "sweep" || what == "all") out["sweep"] = sweep(models, seconds);
+  if (what == "sweep" || what == "all") out["sweep"] = sweep(models, seconds, kv);
   if (what == "batch" || what == "all") out["batch"] = batch_decode(models, kv, only);
   if (what == "prefix" || what == "all") out["prefix"] = prefix(models);
   if (what == "recovery" || what == "all") out["recovery"] = recovery(models, seconds);
