@@ -97,19 +97,24 @@ void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scal
 
 // A unit of work: R consecutive query rows of one sequence (positions p0 ..) and one KV head.
 struct task {
-  int64_t t0, R, p0, kh;
-  const int32_t* blocks; // null: contiguous cache
+  int64_t t0, R, p0, kh0, kh1; // query rows [t0, t0 + R) at positions p0.., KV heads [kh0, kh1)
+  const int32_t* blocks;       // null: contiguous cache
 };
 
 constexpr int64_t tile_rows = 8; // prefill query rows per tile (keys read once per tile)
 
-// Cuts each sequence's rows into tiles (decode rows stay single) for every KV head; the
-// most expensive tiles (latest positions) first, so the pool's dynamic chunks balance.
+// Cuts each sequence's rows into tiles (decode rows stay single) for every KV head. With
+// `whole_rows`, a decode row takes all its KV heads in one task: the heads' rows interleave
+// in the cache, so one thread walking them in turn finds its neighbours' lines in cache.
 void add_tasks(std::vector<task>& out, int64_t t0, int64_t count, int64_t p0, int64_t Hkv,
-               const int32_t* blocks) {
+               const int32_t* blocks, bool whole_rows) {
+  if (count == 1 && whole_rows) {
+    out.push_back({t0, 1, p0, 0, Hkv, blocks});
+    return;
+  }
   for (int64_t i = 0; i < count; i += tile_rows)
     for (int64_t kh = 0; kh < Hkv; ++kh)
-      out.push_back({t0 + i, std::min(tile_rows, count - i), p0 + i, kh, blocks});
+      out.push_back({t0 + i, std::min(tile_rows, count - i), p0 + i, kh, kh + 1, blocks});
 }
 
 void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, int64_t P,
@@ -117,24 +122,28 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
   const auto& q = a.src[0];
   const auto& kc = a.src[1];
   const int64_t H = q.dims[1], D = q.dims[2], G = H / Hkv;
-  std::sort(tasks.begin(), tasks.end(),
-            [](const task& x, const task& y) { return x.p0 + x.R > y.p0 + y.R; });
+  // the most expensive tasks (latest positions) first, so the pool's dynamic chunks balance
+  std::stable_sort(tasks.begin(), tasks.end(), [](const task& x, const task& y) {
+    return (x.p0 + x.R) * (x.kh1 - x.kh0) > (y.p0 + y.R) * (y.kh1 - y.kh0);
+  });
   const bool tiled = D % 8 == 0 && have_avx2();
   parallel(ctx, static_cast<int64_t>(tasks.size()), 1, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> scores, row, work;
     for (int64_t i = i0; i < i1; ++i) {
       const task& w = tasks[i];
-      const kv_layout kv = layout(kc.data, a.src[2].data, w.blocks, P, Hkv, w.kh, D, kc.type);
-      const float* qp = q.as<float>() + (w.t0 * H + w.kh * G) * D;
-      float* op = a.dst.as<float>() + (w.t0 * H + w.kh * G) * D;
-      if (w.R > 1 && tiled) {
-        work.resize(w.R * G * (D + 2));
-        attend_tile_avx2(qp, H * D, w.R, G, D, w.p0, a.p.scale, kv, op, work.data());
-        continue;
+      for (int64_t kh = w.kh0; kh < w.kh1; ++kh) {
+        const kv_layout kv = layout(kc.data, a.src[2].data, w.blocks, P, Hkv, kh, D, kc.type);
+        const float* qp = q.as<float>() + (w.t0 * H + kh * G) * D;
+        float* op = a.dst.as<float>() + (w.t0 * H + kh * G) * D;
+        if (w.R > 1 && tiled) {
+          work.resize(w.R * G * (D + 2));
+          attend_tile_avx2(qp, H * D, w.R, G, D, w.p0, a.p.scale, kv, op, work.data());
+          continue;
+        }
+        for (int64_t r = 0; r < w.R; ++r)
+          attend_group(qp + r * H * D, G, D, w.p0 + r, a.p.scale, kc.type, kv, op + r * H * D,
+                       scores, row);
       }
-      for (int64_t r = 0; r < w.R; ++r)
-        attend_group(qp + r * H * D, G, D, w.p0 + r, a.p.scale, kc.type, kv, op + r * H * D, scores,
-                     row);
     }
   });
 }
@@ -143,7 +152,7 @@ void attention(const op_args& a, const exec_ctx& ctx) {
   const int64_t T = a.src[0].dims[0], Hkv = a.src[1].dims[1];
   thread_local std::vector<task> tasks;
   tasks.clear();
-  add_tasks(tasks, 0, T, a.p.pos0, Hkv, nullptr);
+  add_tasks(tasks, 0, T, a.p.pos0, Hkv, nullptr, false);
   run_tasks(a, ctx, tasks, 1, Hkv);
 }
 
@@ -152,9 +161,12 @@ void paged_attention(const op_args& a, const exec_ctx& ctx) {
   const int64_t P = a.src[1].dims[1], Hkv = a.src[1].dims[2];
   thread_local std::vector<task> tasks;
   tasks.clear();
+  // enough decode rows to keep every thread busy with whole rows
+  const int64_t threads = ctx.pool ? ctx.pool->size() : 1;
+  const bool whole_rows = seqs.rows() >= 4 * threads;
   for (int64_t si = 0; si < seqs.rows(); ++si) {
     const int32_t* info = seqs.row<int32_t>(si);
-    add_tasks(tasks, info[0], info[1], info[2], Hkv, info + 3);
+    add_tasks(tasks, info[0], info[1], info[2], Hkv, info + 3, whole_rows);
   }
   run_tasks(a, ctx, tasks, P, Hkv);
 }
