@@ -37,8 +37,9 @@ void configure_thread(tiles want) {
     c.rows[1] = 8, c.colsb[1] = 64;  // activations: 32 values x 16 tokens, 4 values per dword
   } else {
     c.rows[0] = 16, c.colsb[0] = 64; // weights: 16 features x 32 bf16
-    c.rows[1] = 16, c.colsb[1] = 64; // activations: 32 values x 16 tokens, pairs per dword
-    c.rows[6] = 16, c.colsb[6] = 64; // their low halves
+    c.rows[1] = 16, c.colsb[1] = 64; // the next 16 features
+    c.rows[6] = 16, c.colsb[6] = 64; // activations: 32 values x 16 tokens, pairs per dword
+    c.rows[7] = 16, c.colsb[7] = 64; // their low halves
   }
   for (int i = 2; i < 6; ++i) c.rows[i] = 16, c.colsb[i] = 64; // products: 16 x 16 of 32 bits
   _tile_loadconfig(&c);
@@ -233,57 +234,90 @@ void amx_pack_bf16(const float* x, int64_t T, int64_t K, uint16_t* xv) {
     }
 }
 
-// Product tile C of token tile C - 2 for 16 features: weights x (hi + lo) of block b.
-#define TROUPE_AMX_BF16(C)                                                                         \
-  do {                                                                                             \
-    const uint16_t* xt = xb + ((tt + (C)-2) * nb + b) * 1024;                                      \
-    _tile_loadd(1, xt, 64);                                                                        \
-    _tile_loadd(6, xt + 512, 64);                                                                  \
-    _tile_dpbf16ps(C, 0, 1);                                                                       \
-    _tile_dpbf16ps(C, 0, 6);                                                                       \
-  } while (0)
+namespace {
 
+// Writes product tile `prod` (16 features from n x 16 tokens from t0) to y.
+void write_tile(const float* prod, int64_t n, int64_t t0, int64_t T, float* y, int64_t ldy,
+                int64_t ycol0, const float* bias) {
+  const int64_t tn = T - t0 < 16 ? T - t0 : 16;
+  for (int r = 0; r < 16; ++r) {
+    const float add = bias ? bias[n + r] : 0.0f;
+    for (int64_t t = 0; t < tn; ++t) y[(t0 + t) * ldy + n + r - ycol0] = prod[r * 16 + t] + add;
+  }
+}
+
+// Streams `lines` cache lines from `next` into L1, `per_step` at a time.
+struct prefetcher {
+  const char* next;
+  int64_t lines, per_step, done = 0;
+  void step() {
+    for (int64_t i = 0; i < per_step && done < lines; ++i, ++done)
+      _mm_prefetch(next + done * 64, _MM_HINT_T0);
+  }
+};
+
+} // namespace
+
+// 32 features (weight tiles tmm0, tmm1) x 2 token tiles (products tmm2..tmm5) per pass: each
+// tile load feeds two or four TDPBF16PS, the most the eight tiles allow with the activations'
+// hi and lo halves in tmm6 and tmm7. A last group of 16 features takes tmm0 alone.
 void amx_gemm_bf16(const uint16_t* xv, int64_t T, int64_t K, const uint16_t* w, int64_t n0,
                    int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias,
                    float* work) {
   configure_thread(tiles::bf16);
-  const int64_t nb = K / 32, ntt = pad16(T) / 16;
-  const uint16_t* xb = xv;
+  const int64_t nb = K / 32, ntt = pad16(T) / 16, wstride = K * 2;
   float* out = work; // [4][16][16]
-  for (int64_t n = n0; n < n1; n += 16) {
+  for (int64_t n = n0; n < n1;) {
+    const int64_t nn = n1 - n >= 32 ? 32 : 16;
     const uint16_t* rows = w + n * K;
-    const char* next = reinterpret_cast<const char*>(rows + 16 * K);
-    const int64_t lines = n + 16 < n1 ? 16 * K * 2 / 64 : 0;
-    int64_t fetched = 0;
-    for (int64_t tt = 0; tt < ntt; tt += 4) {
-      const int64_t m = ntt - tt < 4 ? ntt - tt : 4; // token tiles this pass
+    prefetcher pf{reinterpret_cast<const char*>(rows + nn * K), 0, 0};
+    if (n + nn < n1) {
+      pf.lines = (n1 - n - nn >= 32 ? 32 : 16) * K * 2 / 64;
+      pf.per_step = (pf.lines + nb * ((ntt + 1) / 2) - 1) / (nb * ((ntt + 1) / 2));
+    }
+    for (int64_t tt = 0; tt < ntt; tt += 2) {
+      const bool two = tt + 1 < ntt;
+      const uint16_t* x0 = xv + tt * nb * 1024;
+      const uint16_t* x1 = x0 + nb * 1024;
       _tile_zero(2);
       _tile_zero(3);
       _tile_zero(4);
       _tile_zero(5);
-      const int64_t per_step = (lines + nb - 1) / nb;
       for (int64_t b = 0; b < nb; ++b) {
-        for (int64_t i = 0; i < per_step && fetched < lines; ++i, ++fetched)
-          _mm_prefetch(next + fetched * 64, _MM_HINT_T0);
-        _tile_loadd(0, rows + b * 32, K * 2);
-        TROUPE_AMX_BF16(2);
-        if (m > 1) TROUPE_AMX_BF16(3);
-        if (m > 2) TROUPE_AMX_BF16(4);
-        if (m > 3) TROUPE_AMX_BF16(5);
+        pf.step();
+        _tile_loadd(0, rows + b * 32, wstride);
+        if (nn == 32) _tile_loadd(1, rows + 16 * K + b * 32, wstride);
+        _tile_loadd(6, x0 + b * 1024, 64);
+        _tile_loadd(7, x0 + b * 1024 + 512, 64);
+        _tile_dpbf16ps(2, 0, 6);
+        if (nn == 32) _tile_dpbf16ps(3, 1, 6);
+        _tile_dpbf16ps(2, 0, 7);
+        if (nn == 32) _tile_dpbf16ps(3, 1, 7);
+        if (two) {
+          _tile_loadd(6, x1 + b * 1024, 64);
+          _tile_loadd(7, x1 + b * 1024 + 512, 64);
+          _tile_dpbf16ps(4, 0, 6);
+          if (nn == 32) _tile_dpbf16ps(5, 1, 6);
+          _tile_dpbf16ps(4, 0, 7);
+          if (nn == 32) _tile_dpbf16ps(5, 1, 7);
+        }
       }
       _tile_stored(2, out, 64);
-      if (m > 1) _tile_stored(3, out + 256, 64);
-      if (m > 2) _tile_stored(4, out + 512, 64);
-      if (m > 3) _tile_stored(5, out + 768, 64);
-      for (int64_t j = 0; j < m; ++j) {
-        const int64_t t0 = (tt + j) * 16, tn = T - t0 < 16 ? T - t0 : 16;
-        for (int r = 0; r < 16; ++r) {
-          const float add = bias ? bias[n + r] : 0.0f;
-          for (int64_t t = 0; t < tn; ++t)
-            y[(t0 + t) * ldy + n + r - ycol0] = out[j * 256 + r * 16 + t] + add;
+      write_tile(out, n, tt * 16, T, y, ldy, ycol0, bias);
+      if (nn == 32) {
+        _tile_stored(3, out, 64);
+        write_tile(out, n + 16, tt * 16, T, y, ldy, ycol0, bias);
+      }
+      if (two) {
+        _tile_stored(4, out, 64);
+        write_tile(out, n, tt * 16 + 16, T, y, ldy, ycol0, bias);
+        if (nn == 32) {
+          _tile_stored(5, out, 64);
+          write_tile(out, n + 16, tt * 16 + 16, T, y, ldy, ycol0, bias);
         }
       }
     }
+    n += nn;
   }
 }
 
