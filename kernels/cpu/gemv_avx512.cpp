@@ -55,13 +55,83 @@ inline void float_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_
   for (int j = 0; j < TC; ++j) a.y[(t0 + j) * a.ldy + n - a.ycol0] = hsum(c[j]) + bias;
 }
 
+// Decode with 16-bit weights: two rows at a time, so two weight streams are in flight and
+// their conversions overlap (one row alone leaves the load ports waiting on the stream).
+template <int W>
+inline void float_two_rows(const gemv_args& a, int64_t n) {
+  const int64_t K = a.K, K32 = K / 32 * 32;
+  const uint8_t* r0 = a.w + n * a.row_bytes;
+  const uint8_t* r1 = r0 + a.row_bytes;
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, e0 = c0, e1 = c0;
+  int64_t k = 0;
+  for (; k < K32; k += 32) {
+    const char* p0 = reinterpret_cast<const char*>(r0) + k * 2 + prefetch_distance;
+    const char* p1 = reinterpret_cast<const char*>(r1) + k * 2 + prefetch_distance;
+    _mm_prefetch(p0, _MM_HINT_T0);
+    _mm_prefetch(p1, _MM_HINT_T0);
+    const __m512 x0 = _mm512_loadu_ps(a.x + k), x1 = _mm512_loadu_ps(a.x + k + 16);
+    c0 = _mm512_fmadd_ps(x0, load_w<W>(r0, k, 0xffff), c0);
+    c1 = _mm512_fmadd_ps(x1, load_w<W>(r0, k + 16, 0xffff), c1);
+    e0 = _mm512_fmadd_ps(x0, load_w<W>(r1, k, 0xffff), e0);
+    e1 = _mm512_fmadd_ps(x1, load_w<W>(r1, k + 16, 0xffff), e1);
+  }
+  for (; k < K; k += 16) {
+    const __mmask16 m = K - k >= 16 ? 0xffff : static_cast<__mmask16>((1u << (K - k)) - 1u);
+    const __m512 x = _mm512_maskz_loadu_ps(m, a.x + k);
+    c0 = _mm512_fmadd_ps(x, load_w<W>(r0, k, m), c0);
+    e0 = _mm512_fmadd_ps(x, load_w<W>(r1, k, m), e0);
+  }
+  a.y[n - a.ycol0] = hsum(_mm512_add_ps(c0, c1)) + (a.bias ? a.bias[n] : 0.0f);
+  a.y[n + 1 - a.ycol0] = hsum(_mm512_add_ps(e0, e1)) + (a.bias ? a.bias[n + 1] : 0.0f);
+}
+
+// Decode with bf16 weights: 32 weights (one 64-byte load) become two f32 vectors with one
+// instruction each, the even elements (shifted up) and the odd ones (masked), dotted with x
+// split the same way once per call (xe, xo: K / 2 values each, K a multiple of 32).
+inline void bf16_two_rows_split(const gemv_args& a, int64_t n, const float* xe, const float* xo) {
+  const int64_t K = a.K;
+  const uint8_t* r0 = a.w + n * a.row_bytes;
+  const uint8_t* r1 = r0 + a.row_bytes;
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, e0 = c0, e1 = c0;
+  for (int64_t k = 0; k < K; k += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(r0) + k * 2 + prefetch_distance, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(r1) + k * 2 + prefetch_distance, _MM_HINT_T0);
+    const __m512 xev = _mm512_loadu_ps(xe + k / 2), xod = _mm512_loadu_ps(xo + k / 2);
+    const __m512i w0 = _mm512_loadu_si512(r0 + k * 2), w1 = _mm512_loadu_si512(r1 + k * 2);
+    c0 = _mm512_fmadd_ps(xev, _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), c0);
+    c1 = _mm512_fmadd_ps(xod, _mm512_castsi512_ps(_mm512_and_si512(w0, high)), c1);
+    e0 = _mm512_fmadd_ps(xev, _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)), e0);
+    e1 = _mm512_fmadd_ps(xod, _mm512_castsi512_ps(_mm512_and_si512(w1, high)), e1);
+  }
+  a.y[n - a.ycol0] = hsum(_mm512_add_ps(c0, c1)) + (a.bias ? a.bias[n] : 0.0f);
+  a.y[n + 1 - a.ycol0] = hsum(_mm512_add_ps(e0, e1)) + (a.bias ? a.bias[n + 1] : 0.0f);
+}
+
+constexpr int64_t split_max_k = 8192; // x halves on the stack: 32 KiB
+
 template <int W>
 void gemv_float(const gemv_args& a) {
   const int64_t K = a.K;
   const int64_t K16 = K / 16 * 16;
   const __mmask16 full = 0xffff;
   const __mmask16 tail = static_cast<__mmask16>((1u << (K - K16)) - 1u);
-  for (int64_t n = a.n0; n < a.n1; ++n) {
+  int64_t first = a.n0;
+  if (W == 2 && a.T == 1 && K % 32 == 0 && K <= split_max_k) {
+    alignas(64) float xe[split_max_k / 2], xo[split_max_k / 2];
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (int64_t k = 0; k < K; k += 32) {
+      const __m512 lo = _mm512_loadu_ps(a.x + k), hi = _mm512_loadu_ps(a.x + k + 16);
+      _mm512_store_ps(xe + k / 2, _mm512_permutex2var_ps(lo, even, hi));
+      _mm512_store_ps(xo + k / 2, _mm512_permutex2var_ps(lo, odd, hi));
+    }
+    for (; first + 2 <= a.n1; first += 2) bf16_two_rows_split(a, first, xe, xo);
+  } else if (W != 0 && a.T == 1) {
+    for (; first + 2 <= a.n1; first += 2) float_two_rows<W>(a, first);
+  }
+  for (int64_t n = first; n < a.n1; ++n) {
     const uint8_t* row = a.w + n * a.row_bytes;
     const float b = a.bias ? a.bias[n] : 0.0f;
     if (a.T == 1) {
