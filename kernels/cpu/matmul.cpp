@@ -12,6 +12,7 @@
 //   blas      prefill elsewhere (or TROUPE_BLAS=1): single-threaded sgemm on f32 tiles
 //   portable  plain loops, weights expanded in chunks of 256 values
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -252,13 +253,32 @@ void matmul(const op_args& a, const exec_ctx& ctx) {
   over_features(ctx, m, N, [&](int64_t n0, int64_t n1) { range(m, w, bias, n0, n1, y + n0, N); });
 }
 
+// exp(x) as 2^n * p(r), |r| <= ln2 / 2, a degree-6 polynomial (within 2 ulp of expf over
+// the range silu needs); plain arithmetic and a bit cast, so the loop below vectorises.
+inline float exp_poly(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  constexpr float round_magic = 12582912.0f; // 1.5 * 2^23: adding it rounds to an integer
+  const float fx = (x * 1.44269504088896341f + round_magic) - round_magic;
+  float r = x - fx * 0.693359375f;
+  r = r - fx * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + (r + 1.0f);
+  const int32_t bits = (static_cast<int32_t>(fx) + 127) << 23;
+  return p * std::bit_cast<float>(bits);
+}
+
 TROUPE_CPU_DISPATCH
 void swiglu_tile(const float* g, const float* u, int64_t ld, int64_t T, int64_t nn, float* y,
                  int64_t ldy) {
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < nn; ++j) {
       const float gv = g[t * ld + j];
-      y[t * ldy + j] = gv / (1.0f + std::exp(-gv)) * u[t * ld + j];
+      y[t * ldy + j] = gv / (1.0f + exp_poly(-gv)) * u[t * ld + j];
     }
 }
 
