@@ -20,7 +20,11 @@ PY="$BUILD/pyenv/bin/python"
 bash bench/run_decode.sh "$BUILD" "$MODELS"
 "$BUILD/bench/pipeline_bench" --rounds 15 --models "$MODELS" --json bench/results/pipeline.json
 "$BUILD/bench/serving_bench" sweep --seconds 10 --models "$MODELS" --json bench/results/serving_sweep.json
+"$BUILD/bench/serving_bench" sweep --seconds 10 --kv-dtype f16 --models "$MODELS" \
+  --json bench/results/serving_sweep_kv_f16.json
 "$BUILD/bench/serving_bench" batch --models "$MODELS" --json bench/results/serving_batch.json
+"$BUILD/bench/serving_bench" batch --kv-dtype f16 --models "$MODELS" \
+  --json bench/results/serving_batch_kv_f16.json
 "$BUILD/bench/serving_bench" prefix --models "$MODELS" --json bench/results/serving_prefix.json
 "$BUILD/bench/serving_bench" recovery --seconds 15 --models "$MODELS" --json bench/results/serving_recovery.json
 "$PY" bench/http_load.py --troupe "$BUILD/cli/troupe" --clients 200 --seconds 30 --json bench/results/http_load.json
