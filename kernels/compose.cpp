@@ -4,7 +4,8 @@
 //   layernorm = mul(mul(add(x, -mean), rsqrt(var + eps)), w) (+ b), means from sum_rows
 //   rmsnorm   = mul(mul(x, rsqrt(sum_rows(x * x) / C + eps)), w)
 // and the fused ops (op.hpp), which are defined by the composition they replace:
-//   add_rmsnorm   = rmsnorm(add(x, r) -> dst2, w)
+//   add_rmsnorm   = rmsnorm(add(x, r) -> dst2, w)   (then quantize, for a q8_0 dst)
+//   rmsnorm to q8_0 = quantize(rmsnorm(x, w))
 //   matmul_swiglu = swiglu(matmul(x, W_gate), matmul(x, W_up))
 //   rope_kv_store = kv_store(rope(k, pos), slots)
 // Temporaries come from the backend's device; primitives are looked up native-only, so a
@@ -147,17 +148,45 @@ op_args add_of(const op_args& a) {
   op_args s = make(op::add, a.dst2, a.src[0], a.src[1]);
   return s;
 }
-op_args rms_of(const op_args& a) {
-  op_args s = make(op::rmsnorm, a.dst, a.dst2, a.src[2]);
-  s.p.eps = a.p.eps;
+// rmsnorm of x into y (f32), and y quantized into q (for a q8_0 destination)
+op_args rms_into(const tensor_view& y, const tensor_view& x, const tensor_view& w, float eps) {
+  op_args s = make(op::rmsnorm, y, x, w);
+  s.p.eps = eps;
   return s;
 }
+bool rms_quant_ok(const registry& r, backend b, const tensor_view& q, const tensor_view& x,
+                  const tensor_view& w, float eps) {
+  const tensor_view like = f32_2d(x);
+  return get_device(b) && r.find(b, rms_into(like, like, w, eps), lookup::native_only) &&
+         r.find(b, make(op::quantize, q, like), lookup::native_only);
+}
+void rms_quant_run(const registry& r, backend b, const tensor_view& q, const tensor_view& x,
+                   const tensor_view& w, float eps, const exec_ctx& c) {
+  scratch s;
+  const auto y = s.make(b, x.rows(), x.cols());
+  prim(r, b, rms_into(y, f32_2d(x), w, eps), c);
+  prim(r, b, make(op::quantize, q, y), c);
+}
+
 bool add_rmsnorm_ok(const registry& r, backend b, const op_args& a) {
-  return r.find(b, add_of(a), lookup::native_only) && r.find(b, rms_of(a), lookup::native_only);
+  if (!r.find(b, add_of(a), lookup::native_only)) return false;
+  if (is_quantized(a.dst.type)) return rms_quant_ok(r, b, a.dst, a.dst2, a.src[2], a.p.eps);
+  return r.find(b, rms_into(a.dst, a.dst2, a.src[2], a.p.eps), lookup::native_only).has_value();
 }
 void add_rmsnorm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
   prim(r, b, add_of(a), c);
-  prim(r, b, rms_of(a), c);
+  if (is_quantized(a.dst.type))
+    rms_quant_run(r, b, a.dst, a.dst2, a.src[2], a.p.eps, c);
+  else
+    prim(r, b, rms_into(a.dst, a.dst2, a.src[2], a.p.eps), c);
+}
+
+bool rmsnorm_q_ok(const registry& r, backend b, const op_args& a) {
+  return a.dst.type == dtype::q8_0 && a.src[0].type == dtype::f32 &&
+         rms_quant_ok(r, b, a.dst, a.src[0], a.src[1], a.p.eps);
+}
+void rmsnorm_q_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  rms_quant_run(r, b, a.dst, a.src[0], a.src[1], a.p.eps, c);
 }
 
 op_args matmul_of(const op_args& a, const tensor_view& w, const tensor_view& y) {
@@ -203,6 +232,7 @@ void rope_kv_store_run(const registry& r, backend b, const op_args& a, const exe
 
 void register_composites(registry& r) {
   r.add_composite(op::add_rmsnorm, "add,rmsnorm", add_rmsnorm_ok, add_rmsnorm_run);
+  r.add_composite(op::rmsnorm, "rmsnorm,quantize", rmsnorm_q_ok, rmsnorm_q_run);
   r.add_composite(op::matmul_swiglu, "matmul,matmul,swiglu", matmul_swiglu_ok, matmul_swiglu_run);
   r.add_composite(op::rope_kv_store, "rope,kv_store", rope_kv_store_ok, rope_kv_store_run);
   r.add_composite(op::swiglu, "silu,mul", swiglu_ok, swiglu_run);

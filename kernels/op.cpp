@@ -61,7 +61,8 @@ status check_args(const op_args& a) {
     if (d.rows() != a.src[1].numel() || d.cols() != s0.cols()) return fail(a, "dst must be [T, C]");
     return {};
   case op::matmul:
-    if (s0.type != dtype::f32 || d.type != dtype::f32) return fail(a, "x and dst must be f32");
+    if ((s0.type != dtype::f32 && s0.type != dtype::q8_0) || d.type != dtype::f32)
+      return fail(a, "x must be f32 or q8_0, dst f32");
     if (s0.cols() != a.src[1].cols()) return fail(a, "x [T, K] and W [N, K] disagree on K");
     if (d.rows() != s0.rows() || d.cols() != a.src[1].rows()) return fail(a, "dst must be [T, N]");
     if (a.src[2].data && a.src[2].numel() != d.cols()) return fail(a, "bias must be [N]");
@@ -70,6 +71,8 @@ status check_args(const op_args& a) {
   case op::layernorm:
     if (a.src[1].numel() != s0.cols()) return fail(a, "weight must be [C]");
     if (d.dims != s0.dims) return fail(a, "dst shape must equal x");
+    if (is_quantized(d.type) && (d.type != dtype::q8_0 || a.kind != op::rmsnorm))
+      return fail(a, "only rmsnorm quantizes, to q8_0");
     return {};
   case op::rope:
     if (s0.dims.rank != 3 || a.src[1].numel() != s0.dims[0]) return fail(a, "x [T, H, D], pos [T]");
@@ -121,10 +124,12 @@ status check_args(const op_args& a) {
   case op::add_rmsnorm:
     if (a.src[1].dims != s0.dims || d.dims != s0.dims || a.dst2.dims != s0.dims)
       return fail(a, "x, r, dst and dst2 must all be [T, C]");
+    if (is_quantized(d.type) && d.type != dtype::q8_0) return fail(a, "dst must be f32 or q8_0");
     if (a.src[2].numel() != s0.cols()) return fail(a, "weight must be [C]");
     return {};
   case op::matmul_swiglu:
-    if (s0.type != dtype::f32 || d.type != dtype::f32) return fail(a, "x and dst must be f32");
+    if ((s0.type != dtype::f32 && s0.type != dtype::q8_0) || d.type != dtype::f32)
+      return fail(a, "x must be f32 or q8_0, dst f32");
     if (a.src[1].dims != a.src[2].dims || a.src[1].type != a.src[2].type)
       return fail(a, "gate and up weights must have one shape and dtype");
     if (s0.cols() != a.src[1].cols()) return fail(a, "x [T, K] and W [F, K] disagree on K");

@@ -5,7 +5,9 @@
 //   embedding        src0 table [V, C] (any dtype), src1 ids i32 [T]        -> dst f32 [T, C]
 //   matmul           src0 x f32 [T, K], src1 W [N, K] (any dtype), src2 bias f32 [N] or none
 //                                                                             -> dst f32 [T, N]
+//                    x may be q8_0 (activations already quantized, see rmsnorm)
 //   rmsnorm          src0 x [T, C], src1 w [C]                                -> dst [T, C]
+//                    dst may be q8_0: the normalised rows quantized as the next matmul wants
 //   layernorm        src0 x [T, C], src1 w [C], src2 b [C] or none            -> dst [T, C]
 //   rope             src0 x [T, H, D], src1 pos i32 [T]                       -> dst [T, H, D]
 //   silu gelu_erf gelu_tanh tanh rsqrt   src0 [..]                            -> dst [..]
@@ -29,7 +31,8 @@
 // Fused ops (each is defined as the composition it replaces and saves a pass over memory):
 //   add_rmsnorm      src0 x [T, C], src1 r [T, C], src2 w [C]
 //                    -> dst2 [T, C] = x + r (may alias src0), dst [T, C] = rmsnorm(x + r) * w
-//   matmul_swiglu    src0 x f32 [T, K], src1 W_gate [F, K], src2 W_up [F, K] (same dtype)
+//                    (dst f32 or q8_0, as for rmsnorm)
+//   matmul_swiglu    src0 x f32 or q8_0 [T, K], src1 W_gate [F, K], src2 W_up [F, K] (same dtype)
 //                                              -> dst f32 [T, F] = silu(x Wg^T) * (x Wu^T)
 //   rope_kv_store    src0 k f32 [T, Hkv, D], src1 pos i32 [T], src2 slots i32 [T]
 //                    -> dst cache [NB, P, Hkv, D]: rope(k) written to the slots (k unchanged)

@@ -41,6 +41,12 @@ expected<std::unique_ptr<shard_runner>> shard_runner::create(std::shared_ptr<con
   TROUPE_TRY_ASSIGN(kv,
                     buffer::allocate(static_cast<size_t>(2 * layers * r->kv_layer_bytes_), false));
   r->kv_ = std::move(kv);
+  // every matmul a norm feeds takes quantized weights: the norm may quantize for them
+  bool quantized = !r->w_->layers.empty() && c.C % qk == 0;
+  for (const auto& L : r->w_->layers)
+    for (const tensor_view* t : {&L.wq, &L.wk, &L.wv, &L.w_up, &L.w_gate})
+      if (t->data && !is_quantized(t->type)) quantized = false;
+  r->norm_inputs_quantized_ = quantized;
   return r;
 }
 
@@ -74,6 +80,28 @@ status shard_runner::exec(op_args& a) {
   ctx.pool = pool_.get();
   it->second(a, ctx);
   return {};
+}
+
+bool shard_runner::q8_activations(int64_t T) {
+  if (!norm_inputs_quantized_) return false;
+  if (auto it = q8x_.find(T); it != q8x_.end()) return it->second;
+  // ask the backend whether its matmuls take q8_0 activations for T tokens of these weights
+  const layer_weights& L = w_->layers.front();
+  static uint8_t probe[1];
+  op_args a;
+  a.kind = op::matmul;
+  a.src[0] = tensor_view(probe, dtype::q8_0, shape{T, config().C});
+  a.src[1] = L.wq;
+  a.dst = tensor_view(probe, dtype::f32, shape{T, L.wq.rows()});
+  bool ok = static_cast<bool>(reg_->find(opt_.where, a, kernels::lookup::native_only));
+  a.kind = op::matmul_swiglu;
+  a.src[1] = L.w_gate;
+  a.src[2] = L.w_up;
+  a.dst = tensor_view(probe, dtype::f32, shape{T, L.w_gate.rows()});
+  ok = ok && (!config().gated_ffn ||
+              static_cast<bool>(reg_->find(opt_.where, a, kernels::lookup::native_only)));
+  q8x_.emplace(T, ok);
+  return ok;
 }
 
 status shard_runner::check_batch(const batch& b) const {
@@ -185,8 +213,13 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
                       C);
   }
 
-  const tensor_view X = view(x, {T, C}), Hb = view(h_, {T, C});
   const bool fuse = opt_.fuse;
+  // the norms feed the QKV and gate/up matmuls: in f32, or (fused) already quantized to
+  // q8_0 when this backend's matmul takes int8 activations for a step of T tokens
+  const bool q8x = fuse && q8_activations(T);
+  if (q8x) grow(hq_, T * row_bytes(dtype::q8_0, C));
+  const tensor_view X = view(x, {T, C});
+  const tensor_view Hb = q8x ? tensor_view(hq_.data(), dtype::q8_0, shape{T, C}) : view(h_, {T, C});
   // residual add, then the norm the next sublayer wants (none after the last layer)
   auto add_norm = [&](const tensor_view& R, const tensor_view* w) -> status {
     if (!w) return run(op::add, X, X, R);

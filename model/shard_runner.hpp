@@ -60,6 +60,7 @@ class shard_runner {
   shard_runner() = default;
   status exec(kernels::op_args& a);
   status check_batch(const batch& b) const;
+  bool q8_activations(int64_t T);
   tensor_view k_cache(int layer) const;
   tensor_view v_cache(int layer) const;
 
@@ -73,6 +74,9 @@ class shard_runner {
   std::map<std::tuple<int, int, int, int>, kernels::kernel> kernels_;
   // scratch, grown on demand
   std::vector<float> h_, q_, k_, v_, attn_, o_, g_, u_, xs_, lg_, lg_all_;
+  std::vector<uint8_t> hq_;            // the norms' output as q8_0 (see q8_activations)
+  bool norm_inputs_quantized_ = false; // QKV and gate/up weights all q8_0 / q4_0
+  std::map<int64_t, bool> q8x_;        // T -> the backend takes q8_0 activations
   std::vector<int32_t> ids_, pos_, slots_, seqinfo_;
 };
 

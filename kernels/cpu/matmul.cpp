@@ -4,7 +4,7 @@
 // path once (`plan`), then workers take disjoint ranges of output features (each reads its
 // slice of W once, whatever T is):
 //   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
-//             quantized weights (quantized once per call)
+//             quantized weights (quantized once per call, or already q8_0 from the norm)
 //   nt        prefill on AVX-512: our dot-product GEMM over groups of 6 features
 //   amx       prefill and batched decode with q8_0 / q4_0 / bf16 weights where the CPU has
 //             AMX (amx.hpp): int8 tiles with activations quantized once per call, or bf16
@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "kernels/cpu/amx.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
+#include "runtime/half.hpp"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -75,10 +77,30 @@ gemv_fn gemv_for(const gemv_table& tab, dtype t) {
 plan_t plan(const tensor_view& x, const tensor_view& w) {
   const gemv_table& tab = gemv_kernels();
   plan_t m;
-  m.x = x.as<float>();
   m.T = x.rows();
   m.K = x.cols();
   const int64_t wrow = row_bytes(w.type, m.K);
+  if (x.type == dtype::q8_0) {
+    // activations quantized by the norm before (q8x_ok said the gemv kernels take them):
+    // unpack the blocks into the kernels' int8 rows and f32 scales, no quantization here
+    thread_local std::vector<int8_t> xq;
+    thread_local std::vector<float> xd;
+    const int64_t nb = m.K / qk;
+    xq.resize(m.T * m.K);
+    xd.resize(m.T * nb);
+    const auto* blocks = static_cast<const block_q8_0*>(x.data);
+    for (int64_t i = 0; i < m.T * nb; ++i) {
+      xd[i] = f16_to_f32(blocks[i].d);
+      std::memcpy(xq.data() + i * qk, blocks[i].qs, qk);
+    }
+    m.how = path::gemv;
+    m.fn = gemv_for(tab, w.type);
+    m.xq = xq.data();
+    m.xd = xd.data();
+    m.grain = std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(wrow, 1));
+    return m;
+  }
+  m.x = x.as<float>();
   if (m.T >= gemm_min_tokens && w.type == dtype::bf16 && w.rows() % 16 == 0 && m.K % 32 == 0 &&
       amx_bf16_usable()) {
     thread_local std::vector<uint16_t> xbf;
@@ -313,6 +335,15 @@ bool weight_type(dtype t) {
          t == dtype::q4_0;
 }
 
+// x: f32, or q8_0 where the decode kernels take int8 activations as they are (quantized
+// weights, a few tokens, a SIMD table); prefill wants f32 activations.
+bool x_ok(const tensor_view& x, dtype w) {
+  if (x.type == dtype::f32) return true;
+  const gemv_table& tab = gemv_kernels();
+  return x.type == dtype::q8_0 && is_quantized(w) && x.rows() < gemm_min_tokens &&
+         tab.quantize_q8 && gemv_for(tab, w);
+}
+
 } // namespace
 
 void register_matmul(registry& r) {
@@ -320,7 +351,7 @@ void register_matmul(registry& r) {
       op::matmul, backend::cpu, "f32|f16|bf16|q8_0|q4_0",
       [](const op_args& a) {
         const dtype t = a.src[1].type;
-        return weight_type(t) && contiguous_args(a) && a.src[0].type == dtype::f32 &&
+        return weight_type(t) && contiguous_args(a) && x_ok(a.src[0], t) &&
                (!is_quantized(t) || a.src[1].cols() % qk == 0);
       },
       matmul);
@@ -328,8 +359,8 @@ void register_matmul(registry& r) {
       op::matmul_swiglu, backend::cpu, "f32|f16|bf16|q8_0|q4_0",
       [](const op_args& a) {
         const dtype t = a.src[1].type;
-        return weight_type(t) && a.src[2].type == t && contiguous_args(a) &&
-               a.src[0].type == dtype::f32 && (!is_quantized(t) || a.src[1].cols() % qk == 0);
+        return weight_type(t) && a.src[2].type == t && contiguous_args(a) && x_ok(a.src[0], t) &&
+               (!is_quantized(t) || a.src[1].cols() % qk == 0);
       },
       matmul_swiglu);
 }

@@ -1,8 +1,12 @@
 // norm.cpp (cpu): rmsnorm and layernorm over f32 rows, and the fused residual add + rmsnorm
 // (the sum is written once and normalised while its row is still in L1), threaded over rows.
+// rmsnorm and add_rmsnorm can write q8_0 rows: the normalised activations quantized in the
+// same pass, as the next matmul's int8 dot products want them (op.hpp).
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/cpu.hpp"
+#include "runtime/convert.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -35,20 +39,43 @@ void ln_row(const float* x, const float* w, const float* b, float* y, int64_t C,
   for (int64_t c = 0; c < C; ++c) y[c] = (x[c] - mean) * inv * w[c] + (b ? b[c] : 0.0f);
 }
 
+// Row t of dst: f32 rows are written in place; a q8_0 destination gets the row normalised
+// into an L1 buffer and quantized from there (the f32 row never reaches memory).
+struct row_out {
+  const tensor_view& dst;
+  std::vector<float>& buf;
+  float* at(int64_t t) {
+    if (dst.type == dtype::f32) return dst.row<float>(t);
+    buf.resize(dst.cols());
+    return buf.data();
+  }
+  void done(int64_t t) {
+    if (dst.type != dtype::f32) from_f32(dst.type, buf.data(), dst.row(t), dst.cols());
+  }
+};
+
 void rmsnorm(const op_args& a, const exec_ctx& ctx) {
   const int64_t C = a.src[0].cols();
   parallel(ctx, a.src[0].rows(), 4, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      rms_row(a.src[0].row<float>(t), a.src[1].as<float>(), a.dst.row<float>(t), C, a.p.eps);
+    thread_local std::vector<float> buf;
+    row_out out{a.dst, buf};
+    for (int64_t t = t0; t < t1; ++t) {
+      rms_row(a.src[0].row<float>(t), a.src[1].as<float>(), out.at(t), C, a.p.eps);
+      out.done(t);
+    }
   });
 }
 
 void add_rmsnorm(const op_args& a, const exec_ctx& ctx) {
   const int64_t C = a.src[0].cols();
   parallel(ctx, a.src[0].rows(), 4, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
+    thread_local std::vector<float> buf;
+    row_out out{a.dst, buf};
+    for (int64_t t = t0; t < t1; ++t) {
       add_rms_row(a.src[0].row<float>(t), a.src[1].row<float>(t), a.src[2].as<float>(),
-                  a.dst2.row<float>(t), a.dst.row<float>(t), C, a.p.eps);
+                  a.dst2.row<float>(t), out.at(t), C, a.p.eps);
+      out.done(t);
+    }
   });
 }
 
@@ -67,15 +94,23 @@ bool f32_args(const op_args& a) {
   return contiguous_args(a) && a.dst.type == dtype::f32;
 }
 
+// f32 sources; an f32 destination, or q8_0 rows (whole blocks)
+bool f32_to_f32_or_q8(const op_args& a) {
+  for (const auto& s : a.src)
+    if (s.data && s.type != dtype::f32) return false;
+  const bool q8 = a.dst.type == dtype::q8_0 && a.dst.cols() % qk == 0;
+  return contiguous_args(a) && (a.dst.type == dtype::f32 || q8);
+}
+
 } // namespace
 
 void register_norm(registry& r) {
-  r.add(op::rmsnorm, backend::cpu, "f32", f32_args, rmsnorm);
+  r.add(op::rmsnorm, backend::cpu, "f32 -> f32|q8_0", f32_to_f32_or_q8, rmsnorm);
   r.add(op::layernorm, backend::cpu, "f32", f32_args, layernorm);
   r.add(
-      op::add_rmsnorm, backend::cpu, "f32",
+      op::add_rmsnorm, backend::cpu, "f32 -> f32|q8_0",
       [](const op_args& a) {
-        return f32_args(a) && a.dst2.type == dtype::f32 && a.dst2.contiguous();
+        return f32_to_f32_or_q8(a) && a.dst2.type == dtype::f32 && a.dst2.contiguous();
       },
       add_rmsnorm);
 }

@@ -435,6 +435,49 @@ void fused_cases(std::vector<op_case>& out_cases) {
       out_cases.push_back(std::move(c));
     }
   }
+  // norms that quantize their output for the next matmul, and matmuls that take it
+  for (bool add : {false, true}) {
+    const int64_t T = 3, C = 256;
+    op_case c;
+    c.name = fmt::format("{}(T={},C={},dst=q8_0)", add ? "add_rmsnorm" : "rmsnorm", T, C);
+    gen g(c.name);
+    c.kind = add ? op::add_rmsnorm : op::rmsnorm;
+    auto x = from_floats(dtype::f32, {T, C}, g.normal(T * C, 2.0f));
+    auto w = from_floats(dtype::f32, {C}, g.normal(C, 0.5f, 1.0f));
+    if (add) {
+      c.src = {std::move(x), from_floats(dtype::f32, {T, C}, g.normal(T * C, 0.5f)), std::move(w)};
+      c.dst2 = out(dtype::f32, {T, C});
+    } else {
+      c.src = {std::move(x), std::move(w)};
+    }
+    c.dst = out(dtype::q8_0, {T, C});
+    c.p.eps = 1e-5f;
+    c.tol = {1e-4, 5e-2}; // one quantization step where f32 and f64 norms round apart
+    out_cases.push_back(std::move(c));
+  }
+  for (dtype w : {dtype::q8_0, dtype::q4_0})
+    for (int64_t T : {1, 3}) {
+      const int64_t K = 256, N = 48;
+      op_case c;
+      c.name = fmt::format("matmul(T={},K={},N={},W={},x=q8_0)", T, K, N, name(w));
+      gen g(c.name);
+      c.kind = op::matmul;
+      c.src = {from_floats(dtype::q8_0, {T, K}, g.normal(T * K)),
+               from_floats(w, {N, K}, g.normal(N * K, 0.05f)), absent()};
+      c.dst = out(dtype::f32, {T, N});
+      c.tol = {1e-9, 1e-4}; // int8 x int8 dot products are exact; the scales are f32
+      out_cases.push_back(std::move(c));
+      op_case f;
+      f.name = fmt::format("matmul_swiglu(T={},K={},F={},W={},x=q8_0)", T, K, N, name(w));
+      gen gf(f.name);
+      f.kind = op::matmul_swiglu;
+      f.src = {from_floats(dtype::q8_0, {T, K}, gf.normal(T * K)),
+               from_floats(w, {N, K}, gf.normal(N * K, 0.05f)),
+               from_floats(w, {N, K}, gf.normal(N * K, 0.05f))};
+      f.dst = out(dtype::f32, {T, N});
+      f.tol = {1e-9, 1e-4};
+      out_cases.push_back(std::move(f));
+    }
   for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16})
     for (auto layout : {rope_layout::neox, rope_layout::interleaved}) {
       op_case c;
