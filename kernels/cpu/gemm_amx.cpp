@@ -287,19 +287,28 @@ void amx_gemm_bf16(const uint16_t* xv, int64_t T, int64_t K, const uint16_t* w, 
         pf.step();
         _tile_loadd(0, rows + b * 32, wstride);
         if (nn == 32) _tile_loadd(1, rows + 16 * K + b * 32, wstride);
-        _tile_loadd(6, x0 + b * 1024, 64);
-        _tile_loadd(7, x0 + b * 1024 + 512, 64);
-        _tile_dpbf16ps(2, 0, 6);
-        if (nn == 32) _tile_dpbf16ps(3, 1, 6);
-        _tile_dpbf16ps(2, 0, 7);
-        if (nn == 32) _tile_dpbf16ps(3, 1, 7);
         if (two) {
-          _tile_loadd(6, x1 + b * 1024, 64);
-          _tile_loadd(7, x1 + b * 1024 + 512, 64);
-          _tile_dpbf16ps(4, 0, 6);
-          if (nn == 32) _tile_dpbf16ps(5, 1, 6);
+          // the hi halves of both token tiles, then their lo halves: a product tile's two
+          // accumulations stand four operations apart, so the tile unit never waits on one
+          _tile_loadd(6, x0 + b * 1024, 64);
+          _tile_loadd(7, x1 + b * 1024, 64);
+          _tile_dpbf16ps(2, 0, 6);
+          if (nn == 32) _tile_dpbf16ps(3, 1, 6);
           _tile_dpbf16ps(4, 0, 7);
           if (nn == 32) _tile_dpbf16ps(5, 1, 7);
+          _tile_loadd(6, x0 + b * 1024 + 512, 64);
+          _tile_loadd(7, x1 + b * 1024 + 512, 64);
+          _tile_dpbf16ps(2, 0, 6);
+          if (nn == 32) _tile_dpbf16ps(3, 1, 6);
+          _tile_dpbf16ps(4, 0, 7);
+          if (nn == 32) _tile_dpbf16ps(5, 1, 7);
+        } else {
+          _tile_loadd(6, x0 + b * 1024, 64);
+          _tile_loadd(7, x0 + b * 1024 + 512, 64);
+          _tile_dpbf16ps(2, 0, 6);
+          if (nn == 32) _tile_dpbf16ps(3, 1, 6);
+          _tile_dpbf16ps(2, 0, 7);
+          if (nn == 32) _tile_dpbf16ps(3, 1, 7);
         }
       }
       _tile_stored(2, out, 64);
