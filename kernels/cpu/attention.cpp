@@ -176,8 +176,8 @@ void kv_store(const op_args& a, const exec_ctx&) {
   const int64_t row = x.numel() / x.dims[0];
   const int32_t* slots = a.src[1].as<int32_t>();
   for (int64_t t = 0; t < x.dims[0]; ++t)
-    from_f32(a.dst.type, x.as<float>() + t * row,
-             static_cast<char*>(a.dst.data) + row_bytes(a.dst.type, slots[t] * row), row);
+    store_row(a.dst.type, x.as<float>() + t * row,
+              static_cast<char*>(a.dst.data) + row_bytes(a.dst.type, slots[t] * row), row);
 }
 
 bool cache_type(dtype t) {

@@ -40,6 +40,10 @@ void parallel(const exec_ctx& ctx, int64_t n, int64_t grain, F&& fn) {
 
 bool contiguous_args(const op_args& a);
 
+/// Writes n f32 values as `type` (f32, f16, bf16, or q8_0 blocks, n a multiple of 32):
+/// AVX2 + F16C when the CPU has them, else runtime/convert.hpp.
+void store_row(dtype type, const float* x, void* dst, int64_t n);
+
 /// f32 dot product of n values.
 float dot_f32(const float* x, const float* y, int64_t n);
 /// out[0..n) = the f32 values of row `w` (stored as `type`) from element k0 (block aligned).

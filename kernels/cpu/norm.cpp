@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "kernels/cpu/cpu.hpp"
-#include "runtime/convert.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -50,7 +49,7 @@ struct row_out {
     return buf.data();
   }
   void done(int64_t t) {
-    if (dst.type != dtype::f32) from_f32(dst.type, buf.data(), dst.row(t), dst.cols());
+    if (dst.type != dtype::f32) store_row(dst.type, buf.data(), dst.row(t), dst.cols());
   }
 };
 

@@ -70,8 +70,8 @@ void rope_kv_store(const op_args& a, const exec_ctx& ctx) {
                        : k.data(); // f16 / bf16: rotate into L1, then convert into the slot
       rotate_token(a.src[0].as<float>() + t * row, dst, H, D, a.p.rope, cs.data(), sn.data());
       if (a.dst.type != dtype::f32)
-        from_f32(a.dst.type, k.data(),
-                 static_cast<char*>(a.dst.data) + row_bytes(a.dst.type, slots[t] * row), row);
+        store_row(a.dst.type, k.data(),
+                  static_cast<char*>(a.dst.data) + row_bytes(a.dst.type, slots[t] * row), row);
     }
   });
 }

@@ -1,11 +1,40 @@
-// vec.cpp (cpu): the shared inner loops: f32 dot product with 16 partial sums and row
-// dequantization for every stored dtype (cpu.hpp). Dispatched by CPU flags at run time.
+// vec.cpp (cpu): the shared inner loops: f32 dot product with 16 partial sums, row
+// dequantization for every stored dtype, and row stores into f16 / bf16 / q8_0 (cpu.hpp).
+// Dispatched by CPU flags at run time.
 #include <cstring>
 
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/gemv.hpp"
+#include "runtime/convert.hpp"
 #include "runtime/half.hpp"
 
 namespace troupe::kernels::cpu {
+
+// convert_avx2.cpp
+void f32_to_f16_avx2(const float* x, uint16_t* y, int64_t n);
+void f32_to_bf16_avx2(const float* x, uint16_t* y, int64_t n);
+void f32_to_q8_0_avx2(const float* x, uint8_t* blocks, int64_t n);
+
+void store_row(dtype type, const float* x, void* dst, int64_t n) {
+  // the AVX2 + F16C loops unless TROUPE_ISA=portable chose the portable kernels
+  static const bool avx2 = std::strcmp(gemv_kernels().isa, "portable") != 0;
+  if (avx2) {
+    switch (type) {
+    case dtype::f32:
+      std::memcpy(dst, x, n * sizeof(float));
+      return;
+    case dtype::f16:
+      return f32_to_f16_avx2(x, static_cast<uint16_t*>(dst), n);
+    case dtype::bf16:
+      return f32_to_bf16_avx2(x, static_cast<uint16_t*>(dst), n);
+    case dtype::q8_0:
+      return f32_to_q8_0_avx2(x, static_cast<uint8_t*>(dst), n);
+    default:
+      break;
+    }
+  }
+  from_f32(type, x, dst, n);
+}
 
 bool contiguous_args(const op_args& a) {
   for (const auto& s : a.src)

@@ -1,0 +1,188 @@
+// kernels_bench_ops.cpp: Google Benchmark micro-benchmarks of the CPU kernels other than the
+// plain matmul (kernels_bench.cpp): the norms (f32 and q8_0 output), rope and rope + KV
+// write, the fused gate/up + SwiGLU, decode attention over a paged cache and causal prefill
+// attention, at the bench-134m shapes (C 768, 12 heads of 64, F 2048). Counters: GB/s of
+// the bytes each op must move, GFLOP/s where arithmetic is the point.
+//   build/bench/kernels_bench --benchmark_filter='attention|norm|rope|swiglu'
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "kernels/registry.hpp"
+#include "runtime/buffer.hpp"
+#include "runtime/convert.hpp"
+#include "runtime/thread_pool.hpp"
+
+using namespace troupe;
+using namespace troupe::kernels;
+
+namespace {
+
+constexpr int64_t C = 768, H = 12, D = 64, F = 2048;
+
+std::vector<float> randn(int64_t n, uint32_t seed, float sd = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Runs `a` on the CPU backend with `threads` workers and sets the counters.
+void run(benchmark::State& st, op_args& a, int threads, double bytes, double flops) {
+  auto k = registry::global().find(backend::cpu, a);
+  if (!k) {
+    st.SkipWithError("no CPU kernel");
+    return;
+  }
+  thread_pool pool(threads);
+  exec_ctx ctx;
+  ctx.pool = &pool;
+  for (auto _ : st) {
+    (*k)(a, ctx);
+    benchmark::DoNotOptimize(a.dst.data);
+  }
+  using bc = benchmark::Counter;
+  if (bytes > 0) st.counters["GB/s"] = bc(bytes, bc::kIsIterationInvariantRate, bc::kIs1000);
+  if (flops > 0) st.counters["GFLOP/s"] = bc(flops, bc::kIsIterationInvariantRate, bc::kIs1000);
+  st.SetLabel(k->name);
+}
+
+// rmsnorm / add_rmsnorm of T rows, writing f32 or q8_0 (args: T, add, q8, threads)
+void BM_norm(benchmark::State& st) {
+  const int64_t T = st.range(0);
+  const bool add = st.range(1), q8 = st.range(2);
+  auto x = randn(T * C, 1), r = randn(T * C, 2), w = randn(C, 3, 0.1f), sum(x);
+  std::vector<uint8_t> out(row_bytes(q8 ? dtype::q8_0 : dtype::f32, C) * T);
+  op_args a;
+  a.kind = add ? op::add_rmsnorm : op::rmsnorm;
+  a.src[0] = tensor_view(x.data(), dtype::f32, {T, C});
+  a.src[1] = tensor_view(add ? r.data() : w.data(), dtype::f32, add ? shape{T, C} : shape{C});
+  if (add) {
+    a.src[2] = tensor_view(w.data(), dtype::f32, {C});
+    a.dst2 = tensor_view(sum.data(), dtype::f32, {T, C});
+  }
+  a.dst = tensor_view(out.data(), q8 ? dtype::q8_0 : dtype::f32, {T, C});
+  const double bytes = 4.0 * T * C * (add ? 3 : 1) + static_cast<double>(out.size());
+  run(st, a, static_cast<int>(st.range(3)), bytes, 0);
+}
+
+// rope of T tokens' 12 query heads in place, or rope + write of their K to an f16 cache
+void BM_rope(benchmark::State& st) {
+  const int64_t T = st.range(0);
+  const bool store = st.range(1);
+  auto x = randn(T * H * D, 4);
+  std::vector<int32_t> pos(T), slots(T);
+  std::iota(pos.begin(), pos.end(), 100);
+  std::iota(slots.begin(), slots.end(), 16);
+  const int64_t NB = (T + 16) / 16 + 1;
+  std::vector<uint16_t> cache(NB * 16 * H * D);
+  op_args a;
+  a.kind = store ? op::rope_kv_store : op::rope;
+  a.src[0] = tensor_view(x.data(), dtype::f32, {T, H, D});
+  a.src[1] = tensor_view(pos.data(), dtype::i32, {T});
+  a.p.rope.rot_dim = D;
+  a.p.block_size = 16;
+  if (store) {
+    a.src[2] = tensor_view(slots.data(), dtype::i32, {T});
+    a.dst = tensor_view(cache.data(), dtype::f16, {NB, 16, H, D});
+  } else {
+    a.dst = a.src[0];
+  }
+  run(st, a, static_cast<int>(st.range(2)), (store ? 6.0 : 8.0) * T * H * D, 0);
+}
+
+// silu(x Wg^T) * (x Wu^T) for T tokens, F 2048 (args: T, dtype index, threads)
+void BM_matmul_swiglu(benchmark::State& st) {
+  const int64_t T = st.range(0);
+  const dtype type = st.range(1) == 0 ? dtype::q8_0 : st.range(1) == 1 ? dtype::bf16 : dtype::f32;
+  auto x = randn(T * C, 5);
+  auto wg = *buffer::allocate(row_bytes(type, C) * F),
+       wu = *buffer::allocate(row_bytes(type, C) * F);
+  const auto row = randn(C, 6, 0.05f);
+  for (int64_t n = 0; n < F; ++n) {
+    from_f32(type, row.data(), wg.as<uint8_t>() + n * row_bytes(type, C), C);
+    from_f32(type, row.data(), wu.as<uint8_t>() + n * row_bytes(type, C), C);
+  }
+  std::vector<float> y(T * F);
+  op_args a;
+  a.kind = op::matmul_swiglu;
+  a.src[0] = tensor_view(x.data(), dtype::f32, {T, C});
+  a.src[1] = wg.view(type, {F, C});
+  a.src[2] = wu.view(type, {F, C});
+  a.dst = tensor_view(y.data(), dtype::f32, {T, F});
+  run(st, a, static_cast<int>(st.range(2)), 2.0 * row_bytes(type, C) * F, 4.0 * T * C * F);
+}
+
+// decode: B sequences of S positions each, one query row per sequence, 12 heads, paged cache
+// in blocks of 16 (args: B, S, f16, threads); GB/s = K and V bytes read
+void BM_paged_decode(benchmark::State& st) {
+  const int64_t B = st.range(0), S = st.range(1), P = 16;
+  const dtype kv = st.range(2) ? dtype::f16 : dtype::f32;
+  const int64_t per_seq = (S + P - 1) / P, NB = B * per_seq + 1, MB = per_seq;
+  std::vector<uint8_t> kc(row_bytes(kv, NB * P * H * D)), vc(kc.size());
+  {
+    const auto v = randn(NB * P * H * D, 7);
+    from_f32(kv, v.data(), kc.data(), v.size());
+    from_f32(kv, v.data(), vc.data(), v.size());
+  }
+  std::vector<int32_t> seqs;
+  for (int64_t b = 0; b < B; ++b) {
+    seqs.insert(seqs.end(), {static_cast<int32_t>(b), 1, static_cast<int32_t>(S - 1)});
+    for (int64_t i = 0; i < MB; ++i) seqs.push_back(static_cast<int32_t>(1 + b * per_seq + i));
+  }
+  auto q = randn(B * H * D, 8);
+  std::vector<float> out(B * H * D);
+  op_args a;
+  a.kind = op::paged_attention;
+  a.src[0] = tensor_view(q.data(), dtype::f32, {B, H, D});
+  a.src[1] = tensor_view(kc.data(), kv, {NB, P, H, D});
+  a.src[2] = tensor_view(vc.data(), kv, {NB, P, H, D});
+  a.src[3] = tensor_view(seqs.data(), dtype::i32, {B, 3 + MB});
+  a.dst = tensor_view(out.data(), dtype::f32, {B, H, D});
+  a.p.scale = 0.125f;
+  a.p.block_size = P;
+  run(st, a, static_cast<int>(st.range(3)), 2.0 * row_bytes(kv, B * S * H * D),
+      4.0 * B * S * H * D);
+}
+
+// causal prefill attention of T tokens (contiguous K/V), 12 heads; GFLOP/s counts the
+// causal half (args: T, threads)
+void BM_prefill_attention(benchmark::State& st) {
+  const int64_t T = st.range(0);
+  auto q = randn(T * H * D, 9), k = randn(T * H * D, 10), v = randn(T * H * D, 11);
+  std::vector<float> out(T * H * D);
+  op_args a;
+  a.kind = op::attention;
+  a.src[0] = tensor_view(q.data(), dtype::f32, {T, H, D});
+  a.src[1] = tensor_view(k.data(), dtype::f32, {T, H, D});
+  a.src[2] = tensor_view(v.data(), dtype::f32, {T, H, D});
+  a.dst = tensor_view(out.data(), dtype::f32, {T, H, D});
+  a.p.scale = 0.125f;
+  run(st, a, static_cast<int>(st.range(1)), 0, 2.0 * T * (T + 1) * H * D);
+}
+
+} // namespace
+
+BENCHMARK(BM_norm)
+    ->ArgsProduct({{1, 64}, {0, 1}, {0, 1}, {1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_rope)
+    ->ArgsProduct({{1, 64}, {0, 1}, {1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_matmul_swiglu)
+    ->ArgsProduct({{1, 64}, {0, 1, 2}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_paged_decode)
+    ->ArgsProduct({{1, 64}, {128, 1024}, {0, 1}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_prefill_attention)
+    ->ArgsProduct({{128, 1024}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
