@@ -179,7 +179,7 @@ BENCHMARK(BM_matmul_swiglu)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_paged_decode)
-    ->ArgsProduct({{1, 64}, {128, 1024}, {0, 1}, {1, 2}})
+    ->ArgsProduct({{1, 64}, {128, 512, 1024}, {0, 1}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_prefill_attention)

@@ -236,12 +236,12 @@ constexpr int64_t key_block = 16;
 
 template <kv_elem E>
 void attend_tile(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
-                 float scale, const kv_layout& kv, float* out, float* work) {
+                 float scale, const kv_layout& kv, float* out, float* work, int64_t nh) {
   constexpr int64_t eb = elem_bytes<E>;
-  const int64_t M = R * G, S = p0 + R;
-  float* acc = work;        // [M, D]
-  float* mx = work + M * D; // [M] running max
-  float* sum = mx + M;      // [M] running sum of exp
+  const int64_t M = nh * R * G, S = p0 + R, hb = D * eb; // hb: bytes from one head to the next
+  float* acc = work;                                     // [M, D]
+  float* mx = work + M * D;                              // [M] running max
+  float* sum = mx + M;                                   // [M] running sum of exp
   for (int64_t i = 0; i < M * D; ++i) acc[i] = 0.0f;
   for (int64_t i = 0; i < M; ++i) mx[i] = -3.0e38f, sum[i] = 0.0f;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -251,70 +251,77 @@ void attend_tile(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, in
     const int64_t n = S - s0 < key_block ? S - s0 : key_block;
     const uint8_t* k[key_block];
     const uint8_t* v[key_block];
-    for (int64_t j = 0; j < n; ++j) k[j] = kc.next(), v[j] = vc.next();
+    for (int64_t j = 0; j < n; ++j) {
+      // the rows a block ahead, every head of them (they sit side by side in a slot)
+      prefetch_row(kc, key_block, nh * hb);
+      prefetch_row(vc, key_block, nh * hb);
+      k[j] = kc.next(), v[j] = vc.next();
+    }
     for (int64_t j = n; j < key_block; ++j) k[j] = k[0], v[j] = v[0]; // masked below
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t valid = p0 + r - s0 + 1 < n ? p0 + r - s0 + 1 : n; // causal
-      if (valid <= 0) continue;
-      const __m256i lim = _mm256_set1_epi32(static_cast<int>(valid));
-      const __m256 m0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lim, lane));
-      const __m256 m1 = _mm256_castsi256_ps(
-          _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8))));
-      for (int64_t g = 0; g < G; ++g) {
-        const float* qg = q + r * qs + g * D;
-        const int64_t row = r * G + g;
-        __m256 sc[2];
-        for (int h = 0; h < (valid > 8 ? 2 : 1); ++h) {
-          __m256 c[8];
-          for (int j = 0; j < 8; ++j) c[j] = _mm256_setzero_ps();
-          for (int64_t d = 0; d < D; d += 8) {
-            const __m256 qv = _mm256_loadu_ps(qg + d);
-            for (int j = 0; j < 8; ++j)
-              c[j] = _mm256_fmadd_ps(qv, load8<E>(k[h * 8 + j] + d * eb), c[j]);
+    for (int64_t kh = 0; kh < nh; ++kh)
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t valid = p0 + r - s0 + 1 < n ? p0 + r - s0 + 1 : n; // causal
+        if (valid <= 0) continue;
+        const __m256i lim = _mm256_set1_epi32(static_cast<int>(valid));
+        const __m256 m0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lim, lane));
+        const __m256 m1 = _mm256_castsi256_ps(
+            _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8))));
+        for (int64_t g = 0; g < G; ++g) {
+          const float* qg = q + r * qs + (kh * G + g) * D;
+          const int64_t row = (kh * R + r) * G + g;
+          __m256 sc[2];
+          for (int h = 0; h < (valid > 8 ? 2 : 1); ++h) {
+            __m256 c[8];
+            for (int j = 0; j < 8; ++j) c[j] = _mm256_setzero_ps();
+            for (int64_t d = 0; d < D; d += 8) {
+              const __m256 qv = _mm256_loadu_ps(qg + d);
+              for (int j = 0; j < 8; ++j)
+                c[j] = _mm256_fmadd_ps(qv, load8<E>(k[h * 8 + j] + kh * hb + d * eb), c[j]);
+            }
+            sc[h] = _mm256_mul_ps(hsum8x8(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]),
+                                  _mm256_set1_ps(scale));
           }
-          sc[h] = _mm256_mul_ps(hsum8x8(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]),
-                                _mm256_set1_ps(scale));
-        }
-        sc[0] = _mm256_blendv_ps(low, sc[0], m0);
-        sc[1] = valid > 8 ? _mm256_blendv_ps(low, sc[1], m1) : low;
-        const float m_new_ = hmax8(_mm256_max_ps(sc[0], sc[1]));
-        const float m_new = m_new_ > mx[row] ? m_new_ : mx[row];
-        const float corr = _mm256_cvtss_f32(exp8(_mm256_set1_ps(mx[row] - m_new)));
-        const __m256 mv = _mm256_set1_ps(m_new);
-        alignas(32) float p[key_block];
-        const __m256 e0 = _mm256_and_ps(exp8(_mm256_sub_ps(sc[0], mv)), m0);
-        const __m256 e1 = _mm256_and_ps(exp8(_mm256_sub_ps(sc[1], mv)), m1);
-        _mm256_store_ps(p, e0);
-        _mm256_store_ps(p + 8, e1);
-        sum[row] = sum[row] * corr + hsum8(_mm256_add_ps(e0, e1));
-        mx[row] = m_new;
-        // acc = acc * corr + sum_j p_j v_j, 64 values in registers per pass
-        float* ar = acc + row * D;
-        const __m256 cv = _mm256_set1_ps(corr);
-        for (int64_t d0 = 0; d0 < D; d0 += 64) {
-          const int64_t w = D - d0 < 64 ? D - d0 : 64; // a multiple of 8
-          __m256 a[8];
-          for (int64_t i = 0; i < w / 8; ++i)
-            a[i] = _mm256_mul_ps(_mm256_loadu_ps(ar + d0 + i * 8), cv);
-          for (int64_t j = 0; j < valid; ++j) {
-            const __m256 pj = _mm256_set1_ps(p[j]);
-            const uint8_t* vr = v[j] + d0 * eb;
+          sc[0] = _mm256_blendv_ps(low, sc[0], m0);
+          sc[1] = valid > 8 ? _mm256_blendv_ps(low, sc[1], m1) : low;
+          const float m_new_ = hmax8(_mm256_max_ps(sc[0], sc[1]));
+          const float m_new = m_new_ > mx[row] ? m_new_ : mx[row];
+          const float corr = _mm256_cvtss_f32(exp8(_mm256_set1_ps(mx[row] - m_new)));
+          const __m256 mv = _mm256_set1_ps(m_new);
+          alignas(32) float p[key_block];
+          const __m256 e0 = _mm256_and_ps(exp8(_mm256_sub_ps(sc[0], mv)), m0);
+          const __m256 e1 = _mm256_and_ps(exp8(_mm256_sub_ps(sc[1], mv)), m1);
+          _mm256_store_ps(p, e0);
+          _mm256_store_ps(p + 8, e1);
+          sum[row] = sum[row] * corr + hsum8(_mm256_add_ps(e0, e1));
+          mx[row] = m_new;
+          // acc = acc * corr + sum_j p_j v_j, 64 values in registers per pass
+          float* ar = acc + row * D;
+          const __m256 cv = _mm256_set1_ps(corr);
+          for (int64_t d0 = 0; d0 < D; d0 += 64) {
+            const int64_t w = D - d0 < 64 ? D - d0 : 64; // a multiple of 8
+            __m256 a[8];
             for (int64_t i = 0; i < w / 8; ++i)
-              a[i] = _mm256_fmadd_ps(pj, load8<E>(vr + i * 8 * eb), a[i]);
+              a[i] = _mm256_mul_ps(_mm256_loadu_ps(ar + d0 + i * 8), cv);
+            for (int64_t j = 0; j < valid; ++j) {
+              const __m256 pj = _mm256_set1_ps(p[j]);
+              const uint8_t* vr = v[j] + kh * hb + d0 * eb;
+              for (int64_t i = 0; i < w / 8; ++i)
+                a[i] = _mm256_fmadd_ps(pj, load8<E>(vr + i * 8 * eb), a[i]);
+            }
+            for (int64_t i = 0; i < w / 8; ++i) _mm256_storeu_ps(ar + d0 + i * 8, a[i]);
           }
-          for (int64_t i = 0; i < w / 8; ++i) _mm256_storeu_ps(ar + d0 + i * 8, a[i]);
         }
       }
-    }
   }
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t row = r * G + g;
-      const __m256 inv = _mm256_set1_ps(1.0f / sum[row]);
-      float* o = out + r * qs + g * D;
-      for (int64_t d = 0; d < D; d += 8)
-        _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(acc + row * D + d), inv));
-    }
+  for (int64_t kh = 0; kh < nh; ++kh)
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t row = (kh * R + r) * G + g;
+        const __m256 inv = _mm256_set1_ps(1.0f / sum[row]);
+        float* o = out + r * qs + (kh * G + g) * D;
+        for (int64_t d = 0; d < D; d += 8)
+          _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(acc + row * D + d), inv));
+      }
 }
 
 } // namespace
@@ -332,14 +339,14 @@ void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float sc
 }
 
 void attend_tile_avx2(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
-                      float scale, const kv_layout& kv, float* out, float* work) {
+                      float scale, const kv_layout& kv, float* out, float* work, int64_t nh) {
   switch (kv.elem) {
   case kv_elem::f32:
-    return attend_tile<kv_elem::f32>(q, qs, R, G, D, p0, scale, kv, out, work);
+    return attend_tile<kv_elem::f32>(q, qs, R, G, D, p0, scale, kv, out, work, nh);
   case kv_elem::f16:
-    return attend_tile<kv_elem::f16>(q, qs, R, G, D, p0, scale, kv, out, work);
+    return attend_tile<kv_elem::f16>(q, qs, R, G, D, p0, scale, kv, out, work, nh);
   case kv_elem::bf16:
-    return attend_tile<kv_elem::bf16>(q, qs, R, G, D, p0, scale, kv, out, work);
+    return attend_tile<kv_elem::bf16>(q, qs, R, G, D, p0, scale, kv, out, work, nh);
   }
 }
 

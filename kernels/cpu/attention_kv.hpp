@@ -31,10 +31,13 @@ struct kv_layout {
 void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale,
                        const kv_layout& kv, float* out, float* scores);
 
-/// Prefill tile: R query rows at positions p0 .. p0 + R - 1 (causal), G heads each; row r,
-/// head g of q and out at + r * qs + g * D; D a multiple of 8. Online softmax over blocks of
-/// 16 keys. work: at least R * G * (D + 2) floats.
+/// Prefill tile: R query rows at positions p0 .. p0 + R - 1 (causal), G heads each, for nh
+/// consecutive KV heads starting at kv's (head kh's G query heads at + kh * G * D, its rows
+/// D elements after head kh - 1's); row r, head h of q and out at + r * qs + h * D; D a
+/// multiple of 8. Online softmax over blocks of 16 keys; a block's rows of all nh heads are
+/// read together. Decode rows of many sequences use it with R = 1, nh = every KV head.
+/// work: at least nh * R * G * (D + 2) floats.
 void attend_tile_avx2(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
-                      float scale, const kv_layout& kv, float* out, float* work);
+                      float scale, const kv_layout& kv, float* out, float* work, int64_t nh);
 
 } // namespace troupe::kernels::cpu

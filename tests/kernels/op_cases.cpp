@@ -347,6 +347,37 @@ void attention_cases(std::vector<op_case>& out_cases) {
       c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
       out_cases.push_back(std::move(c));
     }
+  // batched decode: 12 sequences of one row each (enough rows that a task takes a row with
+  // all its KV heads) through shuffled blocks of 16; short rows (positions 0 to 66) go head
+  // by head, long ones (1030 to 1140, over 1 MB of K and V each) in one pass over all heads
+  for (bool long_rows : {false, true})
+    for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16}) {
+      const int64_t B = 12, H = 8, Hkv = long_rows ? 4 : 2, D = 64, P = 16;
+      const int64_t MB = long_rows ? 72 : 5, NB = B * MB + 1;
+      op_case c;
+      c.name = fmt::format("paged_attention(decode,S={},P={},H={},Hkv={},D={},kv={}{})", B, P, H,
+                           Hkv, D, name(kv), long_rows ? ",long" : "");
+      gen g(c.name);
+      c.kind = op::paged_attention;
+      std::vector<int32_t> blocks(NB - 1);
+      std::iota(blocks.begin(), blocks.end(), 1);
+      std::shuffle(blocks.begin(), blocks.end(), g.rng);
+      std::vector<int32_t> seqs;
+      for (int64_t s = 0; s < B; ++s) {
+        const int64_t pos = (long_rows ? 1030 : 0) + s * (long_rows ? 10 : 6); // sees pos + 1 keys
+        seqs.insert(seqs.end(), {static_cast<int32_t>(s), 1, static_cast<int32_t>(pos)});
+        for (int64_t b = 0; b < MB; ++b) seqs.push_back(b <= pos / P ? blocks[s * MB + b] : 0);
+      }
+      c.src = {from_floats(dtype::f32, {B, H, D}, g.normal(B * H * D)),
+               from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+               from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+               from_ints({B, 3 + MB}, seqs)};
+      c.dst = out(dtype::f32, {B, H, D});
+      c.p.scale = 0.125f;
+      c.p.block_size = P;
+      c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+      out_cases.push_back(std::move(c));
+    }
   for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16}) {
     op_case c;
     c.name = fmt::format("kv_store(T=6,Hkv=2,D=8,cache={})", name(kv));
