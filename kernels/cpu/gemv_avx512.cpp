@@ -307,10 +307,62 @@ inline void quant_two_rows(const gemv_args& a, int64_t n) {
   a.y[n + 1 - a.ycol0] = hsum256(_mm256_add_ps(e0, e1)) + (a.bias ? a.bias[n + 1] : 0.0f);
 }
 
+// Decode with q4_0 weights, two blocks per 512-bit step: the nibbles stay unsigned (0..15)
+// and meet the int8 activations in VPDPBUSD directly; the -8 offset comes off per lane as
+// 8 x the sum of the four activations that lane saw (xs8, made once per call). Scales:
+// [weight scale x activation scale] of block b in lanes 0-7, of block b + 1 in 8-15.
+constexpr int64_t q4_pair_max_k = 16384; // per-call tables on the stack: 32 KiB each
+
+struct q4_call {
+  const __m512i* xs8; // [K / 64] per-lane 8 * sum of four activations
+  const __m512* dx;   // [K / 64] activation scales, block b in lanes 0-7, b + 1 in 8-15
+};
+
+inline void q4_two_rows(const gemv_args& a, const q4_call& c, int64_t n) {
+  const int64_t pairs = a.K / 64;
+  const uint8_t* r[2] = {a.w + n * a.row_bytes, a.w + (n + 1) * a.row_bytes};
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i twice = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m512i x = _mm512_loadu_si512(a.xq + p * 64);
+    for (int i = 0; i < 2; ++i) {
+      const uint8_t* b0 = r[i] + p * 36; // blocks 2p and 2p + 1, 18 bytes each
+      _mm_prefetch(reinterpret_cast<const char*>(b0) + prefetch_distance, _MM_HINT_T0);
+      const __m256i q = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b0 + 20),
+                                            reinterpret_cast<const __m128i*>(b0 + 2));
+      __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
+      w = _mm512_and_si512(_mm512_shuffle_i64x2(w, w, _MM_SHUFFLE(3, 1, 2, 0)), low4);
+      const __m512i dot =
+          _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, x), c.xs8[p]);
+      uint16_t h0, h1;
+      __builtin_memcpy(&h0, b0, 2);
+      __builtin_memcpy(&h1, b0 + 18, 2);
+      const __m128 d2 =
+          _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | (uint32_t{h1} << 16))));
+      const __m512 dw = _mm512_permutexvar_ps(twice, _mm512_castps128_ps512(d2));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, c.dx[p]), acc[i]);
+    }
+  }
+  a.y[n - a.ycol0] = hsum(acc[0]) + (a.bias ? a.bias[n] : 0.0f);
+  a.y[n + 1 - a.ycol0] = hsum(acc[1]) + (a.bias ? a.bias[n + 1] : 0.0f);
+}
+
 template <bool Q4>
 void gemv_quant(const gemv_args& a) {
   int64_t first = a.n0;
-  if (a.T == 1) {
+  if (Q4 && a.T == 1 && a.K % 64 == 0 && a.K <= q4_pair_max_k) {
+    alignas(64) __m512i xs8[q4_pair_max_k / 64];
+    alignas(64) __m512 dx[q4_pair_max_k / 64];
+    const __m512i eights = _mm512_set1_epi8(8);
+    for (int64_t p = 0; p < a.K / 64; ++p) {
+      xs8[p] =
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, _mm512_loadu_si512(a.xq + p * 64));
+      dx[p] = _mm512_insertf32x8(_mm512_set1_ps(a.xd[2 * p]), _mm256_set1_ps(a.xd[2 * p + 1]), 1);
+    }
+    const q4_call c{xs8, dx};
+    for (; first + 2 <= a.n1; first += 2) q4_two_rows(a, c, first);
+  } else if (a.T == 1) {
     for (; first + 2 <= a.n1; first += 2) quant_two_rows<Q4>(a, first);
   }
   for (int64_t n = first; n < a.n1; ++n) {
