@@ -368,6 +368,9 @@ caf::behavior engine_behavior(state_ptr self) {
         auto& st = self->state;
         const auto now = clock::now();
         if (!st.sched->reclaim_expired(scheduler::now_seconds()).empty()) pump(self);
+        // nothing in flight but sequences left: a step could not be planned (the pool refused
+        // a block, e.g. under fail-alloc injection) and no completion will pump again; retry
+        if (st.inflight.empty() && !st.sched->idle()) pump(self);
         bool lost = false;
         for (const auto& [id, s] : st.inflight)
           if (std::chrono::duration<double>(now - s.sent).count() > st.setup.step_timeout_s)
