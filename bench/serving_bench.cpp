@@ -93,12 +93,17 @@ std::unique_ptr<actors::host> start(std::shared_ptr<const model_source> m, actor
   return std::move(*h);
 }
 
+// The machine's FMA peak: the best of `probes` probes (a low one is the VM's interference).
+double best_fma_peak(int cores, int probes) {
+  double peak = 0;
+  for (int i = 0; i < probes; ++i) peak = std::max(peak, kernels::cpu::probe_fma_peak(cores));
+  return peak;
+}
+
 json sweep(const std::string& models, double seconds, dtype kv) {
   json out = json::array();
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  // the machine's peak: the best of several probes (a low probe is the VM's interference)
-  double peak = 0;
-  for (int i = 0; i < 3; ++i) peak = std::max(peak, kernels::cpu::probe_fma_peak(cores));
+  double peak = best_fma_peak(cores, 3);
   for (const char* dt : {"q8_0", "bf16"}) {
     auto m = *open_model(bench_model(models, dt));
     const int64_t non_embd = m->config.parameters() - m->config.V * m->config.C;
@@ -110,7 +115,7 @@ json sweep(const std::string& models, double seconds, dtype kv) {
     o.sched.max_seqs = 64;
     auto h = start(m, o);
     for (int c : {1, 4, 16, 64}) {
-      peak = std::max(peak, kernels::cpu::probe_fma_peak(cores));
+      peak = std::max(peak, best_fma_peak(cores, 1));
       const load_result r = run_load(*h, c, seconds, 64, 64);
       const double tok_s = r.tokens / r.seconds;
       const double gflops = tok_s * 2.0 * static_cast<double>(non_embd) / 1e9;
@@ -142,9 +147,7 @@ json sweep(const std::string& models, double seconds, dtype kv) {
 json batch_decode(const std::string& models, dtype kv, const std::string& only) {
   json out = json::array();
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  // the machine's peak: the best of several probes (a low probe is the VM's interference)
-  double peak = 0;
-  for (int i = 0; i < 3; ++i) peak = std::max(peak, kernels::cpu::probe_fma_peak(cores));
+  double peak = best_fma_peak(cores, 3);
   for (const char* dt : {"q8_0", "bf16", "f32"}) {
     if (!only.empty() && only != dt) continue;
     auto m = *open_model(bench_model(models, dt));
@@ -157,7 +160,7 @@ json batch_decode(const std::string& models, dtype kv, const std::string& only) 
     o.sched.max_seqs = 64;
     auto h = start(m, o);
     for (int B : {1, 16, 64}) {
-      peak = std::max(peak, kernels::cpu::probe_fma_peak(cores));
+      peak = std::max(peak, best_fma_peak(cores, 1));
       std::vector<std::vector<clock::time_point>> at(B);
       std::vector<std::thread> ts;
       for (int c = 0; c < B; ++c)

@@ -145,8 +145,7 @@ void rmsnorm_run(const registry& r, backend b, const op_args& a, const exec_ctx&
 
 // The fused ops: their sub-op arguments, built once for supports() and for the run.
 op_args add_of(const op_args& a) {
-  op_args s = make(op::add, a.dst2, a.src[0], a.src[1]);
-  return s;
+  return make(op::add, a.dst2, a.src[0], a.src[1]);
 }
 // rmsnorm of x into y (f32), and y quantized into q (for a q8_0 destination)
 op_args rms_into(const tensor_view& y, const tensor_view& x, const tensor_view& w, float eps) {

@@ -41,7 +41,9 @@ void parallel(const exec_ctx& ctx, int64_t n, int64_t grain, F&& fn) {
 bool contiguous_args(const op_args& a);
 
 /// Writes n f32 values as `type` (f32, f16, bf16, or q8_0 blocks, n a multiple of 32):
-/// AVX2 + F16C when the CPU has them, else runtime/convert.hpp.
+/// AVX2 + F16C / the decode kernels' q8 quantizer when the CPU has them (q8_0 values
+/// rounded to nearest even; runtime/convert.hpp rounds halves away from zero, so an exact
+/// tie may land one step apart), else runtime/convert.hpp.
 void store_row(dtype type, const float* x, void* dst, int64_t n);
 
 /// f32 dot product of n values.

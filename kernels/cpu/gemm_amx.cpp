@@ -46,6 +46,16 @@ void configure_thread(tiles want) {
   loaded = want;
 }
 
+// Streams `lines` cache lines from `next` into L1, `per_step` at a time.
+struct prefetcher {
+  const char* next;
+  int64_t lines, per_step, done = 0;
+  void step() {
+    for (int64_t i = 0; i < per_step && done < lines; ++i, ++done)
+      _mm_prefetch(next + done * 64, _MM_HINT_T0);
+  }
+};
+
 int64_t pad16(int64_t T) {
   return (T + 15) / 16 * 16;
 }
@@ -154,10 +164,9 @@ void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4,
     const int64_t astep = q4 ? 512 : bb, astride = q4 ? 32 : row_bytes;
     // the next 16 rows stream in while these compute: without it their first touch (the
     // scale gather) waits on DRAM one line at a time
-    const char* next = reinterpret_cast<const char*>(rows + 16 * row_bytes);
-    const int64_t lines = n + 16 < n1 ? 16 * row_bytes / 64 + 1 : 0;
-    const int64_t per_step = (lines + ntt * nb - 1) / (ntt * nb);
-    int64_t fetched = 0;
+    prefetcher pf{reinterpret_cast<const char*>(rows + 16 * row_bytes), 0, 0};
+    pf.lines = n + 16 < n1 ? 16 * row_bytes / 64 + 1 : 0;
+    pf.per_step = (pf.lines + ntt * nb - 1) / (ntt * nb);
     for (int64_t tt = 0; tt < ntt; ++tt) {
       const int8_t* xb = a.xv + tt * nb * 512;
       const float* dx = a.dx + tt * nb * 16;
@@ -166,8 +175,7 @@ void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4,
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* wt = a0 + b * astep;
         const int8_t* xt = xb + b * 512;
-        for (int64_t i = 0; i < per_step && fetched < lines; ++i, ++fetched)
-          _mm_prefetch(next + fetched * 64, _MM_HINT_T0);
+        pf.step();
         switch (b & 3) {
         case 0:
           TROUPE_AMX_ISSUE(2);
@@ -245,16 +253,6 @@ void write_tile(const float* prod, int64_t n, int64_t t0, int64_t T, float* y, i
     for (int64_t t = 0; t < tn; ++t) y[(t0 + t) * ldy + n + r - ycol0] = prod[r * 16 + t] + add;
   }
 }
-
-// Streams `lines` cache lines from `next` into L1, `per_step` at a time.
-struct prefetcher {
-  const char* next;
-  int64_t lines, per_step, done = 0;
-  void step() {
-    for (int64_t i = 0; i < per_step && done < lines; ++i, ++done)
-      _mm_prefetch(next + done * 64, _MM_HINT_T0);
-  }
-};
 
 } // namespace
 

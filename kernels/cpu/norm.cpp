@@ -38,43 +38,34 @@ void ln_row(const float* x, const float* w, const float* b, float* y, int64_t C,
   for (int64_t c = 0; c < C; ++c) y[c] = (x[c] - mean) * inv * w[c] + (b ? b[c] : 0.0f);
 }
 
-// Row t of dst: f32 rows are written in place; a q8_0 destination gets the row normalised
-// into an L1 buffer and quantized from there (the f32 row never reaches memory).
-struct row_out {
-  const tensor_view& dst;
-  std::vector<float>& buf;
-  float* at(int64_t t) {
-    if (dst.type == dtype::f32) return dst.row<float>(t);
-    buf.resize(dst.cols());
-    return buf.data();
-  }
-  void done(int64_t t) {
-    if (dst.type != dtype::f32) store_row(dst.type, buf.data(), dst.row(t), dst.cols());
-  }
-};
+// Runs norm(t, y) for every row t, y being where row t's f32 result goes: the dst row
+// itself, or (q8_0 destination) an L1 buffer quantized from there, so the f32 row never
+// reaches memory.
+template <class F>
+void norm_rows(const op_args& a, const exec_ctx& ctx, F&& norm) {
+  const tensor_view& dst = a.dst;
+  parallel(ctx, a.src[0].rows(), 4, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> buf;
+    if (dst.type != dtype::f32) buf.resize(dst.cols());
+    for (int64_t t = t0; t < t1; ++t) {
+      norm(t, dst.type == dtype::f32 ? dst.row<float>(t) : buf.data());
+      if (dst.type != dtype::f32) store_row(dst.type, buf.data(), dst.row(t), dst.cols());
+    }
+  });
+}
 
 void rmsnorm(const op_args& a, const exec_ctx& ctx) {
   const int64_t C = a.src[0].cols();
-  parallel(ctx, a.src[0].rows(), 4, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> buf;
-    row_out out{a.dst, buf};
-    for (int64_t t = t0; t < t1; ++t) {
-      rms_row(a.src[0].row<float>(t), a.src[1].as<float>(), out.at(t), C, a.p.eps);
-      out.done(t);
-    }
+  norm_rows(a, ctx, [&](int64_t t, float* y) {
+    rms_row(a.src[0].row<float>(t), a.src[1].as<float>(), y, C, a.p.eps);
   });
 }
 
 void add_rmsnorm(const op_args& a, const exec_ctx& ctx) {
   const int64_t C = a.src[0].cols();
-  parallel(ctx, a.src[0].rows(), 4, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> buf;
-    row_out out{a.dst, buf};
-    for (int64_t t = t0; t < t1; ++t) {
-      add_rms_row(a.src[0].row<float>(t), a.src[1].row<float>(t), a.src[2].as<float>(),
-                  a.dst2.row<float>(t), out.at(t), C, a.p.eps);
-      out.done(t);
-    }
+  norm_rows(a, ctx, [&](int64_t t, float* y) {
+    add_rms_row(a.src[0].row<float>(t), a.src[1].row<float>(t), a.src[2].as<float>(),
+                a.dst2.row<float>(t), y, C, a.p.eps);
   });
 }
 

@@ -45,7 +45,8 @@ void rope(const op_args& a, const exec_ctx& ctx) {
   const int half = a.p.rope.rot_dim / 2;
   const int32_t* pos = a.src[1].as<int32_t>();
   parallel(ctx, T, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> cs(half), sn(half);
+    thread_local std::vector<float> cs, sn;
+    cs.resize(half), sn.resize(half);
     for (int64_t t = t0; t < t1; ++t) {
       angles(table, pos[t], half, cs.data(), sn.data());
       rotate_token(a.src[0].as<float>() + t * H * D, a.dst.as<float>() + t * H * D, H, D, a.p.rope,
@@ -62,7 +63,8 @@ void rope_kv_store(const op_args& a, const exec_ctx& ctx) {
   const int32_t* slots = a.src[2].as<int32_t>();
   const int64_t row = H * D;
   parallel(ctx, T, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> cs(half), sn(half), k(row);
+    thread_local std::vector<float> cs, sn, k;
+    cs.resize(half), sn.resize(half), k.resize(row);
     for (int64_t t = t0; t < t1; ++t) {
       angles(table, pos[t], half, cs.data(), sn.data());
       float* dst = a.dst.type == dtype::f32

@@ -13,7 +13,6 @@ namespace troupe::kernels::cpu {
 // convert_avx2.cpp
 void f32_to_f16_avx2(const float* x, uint16_t* y, int64_t n);
 void f32_to_bf16_avx2(const float* x, uint16_t* y, int64_t n);
-void f32_to_q8_0_avx2(const float* x, uint8_t* blocks, int64_t n);
 
 void store_row(dtype type, const float* x, void* dst, int64_t n) {
   // the AVX2 + F16C loops unless TROUPE_ISA=portable chose the portable kernels
@@ -27,8 +26,16 @@ void store_row(dtype type, const float* x, void* dst, int64_t n) {
       return f32_to_f16_avx2(x, static_cast<uint16_t*>(dst), n);
     case dtype::bf16:
       return f32_to_bf16_avx2(x, static_cast<uint16_t*>(dst), n);
-    case dtype::q8_0:
-      return f32_to_q8_0_avx2(x, static_cast<uint8_t*>(dst), n);
+    case dtype::q8_0: {
+      // the decode kernels' own activation quantizer, block by block into GGUF blocks
+      auto* b = static_cast<block_q8_0*>(dst);
+      for (int64_t i = 0; i < n / qk; ++i) {
+        float d;
+        gemv_kernels().quantize_q8(x + i * qk, qk, b[i].qs, &d);
+        b[i].d = f32_to_f16(d);
+      }
+      return;
+    }
     default:
       break;
     }
