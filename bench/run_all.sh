@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 MODELS=${2:-/tmp/troupe-bench}
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
-ninja -C "$BUILD" troupe kernels_bench pipeline_bench serving_bench
+ninja -C "$BUILD" troupe kernels_bench amx_tiles_bench pipeline_bench serving_bench
 mkdir -p bench/results "$MODELS"
 PY="$BUILD/pyenv/bin/python"
 [ -x "$PY" ] || python3 -m venv "$BUILD/pyenv"
@@ -17,6 +17,7 @@ PY="$BUILD/pyenv/bin/python"
 
 "$BUILD/bench/kernels_bench" --benchmark_filter='262144|/768/' --benchmark_out=bench/results/kernels.json \
   --benchmark_out_format=json
+"$BUILD/bench/amx_tiles_bench" | tee bench/results/amx_tiles.txt
 bash bench/run_decode.sh "$BUILD" "$MODELS"
 "$BUILD/bench/pipeline_bench" --rounds 15 --models "$MODELS" --json bench/results/pipeline.json
 "$BUILD/bench/serving_bench" sweep --seconds 10 --models "$MODELS" --json bench/results/serving_sweep.json
