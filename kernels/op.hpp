@@ -18,9 +18,13 @@
 //   sum_rows         src0 [T, C]                                              -> dst [T, 1]
 //   attention        src0 q [T, H, D], src1 k [S, Hkv, D], src2 v [S, Hkv, D] -> dst [T, H, D]
 //                    causal: query t (position p.pos0 + t) sees keys 0..p.pos0 + t
+//                    (with p.window = W > 0 only the last W of them: p.pos0 + t - W + 1 ..)
 //   paged_attention  src0 q [T, H, D], src1 k cache [NB, P, Hkv, D], src2 v cache (same),
 //                    src3 seqs i32 [S, 3 + MB]: token begin, token count, pos0, block ids
 //                                                                             -> dst [T, H, D]
+//                    causal, and with p.window = W > 0 a query at position p sees keys
+//                    max(0, p - W + 1)..p only (sliding-window attention, as HF's
+//                    `sliding_window`); block ids of positions no query sees may be 0
 //   kv_store         src0 k f32 [T, Hkv, D], src1 slots i32 [T] (block * P + offset)
 //                                                          -> dst cache [NB, P, Hkv, D] rows
 //   argmax           src0 [T, V] f32                                          -> dst i32 [T]
@@ -98,6 +102,7 @@ struct op_params {
   float bias = 0.0f;  // scale
   int k = 0;          // topk
   int64_t pos0 = 0;   // attention: position of the first query
+  int64_t window = 0; // attention, paged_attention: keys a query sees (itself included); 0: all
   int block_size = 0; // paged_attention, kv_store: P
   rope_spec rope;     // rope, rope_kv_store
 };

@@ -1,10 +1,11 @@
 // attention.cpp (cpu): causal attention with GQA, contiguous and paged, and the KV store.
-// Work is split over (tile of a sequence's query rows, KV head); each task computes every
-// query head of the GQA group that reads that KV head, so a K or V row is fetched once per
-// group, not once per query head. Decode rows (one per sequence) compute their scores into
-// a buffer, softmax, then the weighted sum of V rows; prefill tiles of 8 rows use the online
-// softmax of attend_tile_avx2 (keys read once per tile, no per-row score buffer). f32 math; caches
-// in f32, f16 or bf16. With AVX2 the inner loops are in attention_avx2.cpp (rows widened in
+// With a sliding window (p.window) a query reads only the keys of its window, so decode
+// costs O(W), not O(position). Work is split over (tile of a sequence's query rows, KV head); each
+// task computes every query head of the GQA group that reads that KV head, so a K or V row is
+// fetched once per group, not once per query head. Decode rows (one per sequence) compute their
+// scores into a buffer, softmax, then the weighted sum of V rows; prefill tiles of 8 rows use the
+// online softmax of attend_tile_avx2 (keys read once per tile, no per-row score buffer). f32 math;
+// caches in f32, f16 or bf16. With AVX2 the inner loops are in attention_avx2.cpp (rows widened in
 // registers); otherwise a portable path converts rows.
 #include <algorithm>
 #include <cmath>
@@ -56,12 +57,12 @@ bool have_avx2() {
   return yes;
 }
 
-// The G query heads of one KV head for one query position `last` (keys 0..last).
+// The G query heads of one KV head for one query position `last` (keys kv.first..last).
 TROUPE_CPU_DISPATCH
 void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scale, dtype type,
                   const kv_layout& kv, float* out, std::vector<float>& scores,
                   std::vector<float>& row) {
-  const int64_t S = last + 1;
+  const int64_t S = last + 1 - kv.first;
   scores.resize(G * S + 8);
   if (D % 8 == 0 && have_avx2()) {
     attend_group_avx2(q, G, D, S, scale, kv, out, scores.data());
@@ -120,46 +121,56 @@ void add_tasks(std::vector<task>& out, int64_t t0, int64_t count, int64_t p0, in
       out.push_back({t0 + i, std::min(tile_rows, count - i), p0 + i, kh, kh + 1, blocks});
 }
 
+// The first key position a query at position p sees (the start of its sliding window).
+int64_t first_key(int64_t p, int64_t window) {
+  return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+}
+
 void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, int64_t P,
                int64_t Hkv) {
   const auto& q = a.src[0];
   const auto& kc = a.src[1];
-  const int64_t H = q.dims[1], D = q.dims[2], G = H / Hkv;
-  // the most expensive tasks (latest positions) first, so the pool's dynamic chunks balance
-  std::stable_sort(tasks.begin(), tasks.end(), [](const task& x, const task& y) {
-    return (x.p0 + x.R) * (x.kh1 - x.kh0) > (y.p0 + y.R) * (y.kh1 - y.kh0);
-  });
+  const int64_t H = q.dims[1], D = q.dims[2], G = H / Hkv, W = a.p.window;
+  // the most expensive tasks (most keys) first, so the pool's dynamic chunks balance
+  auto cost = [W](const task& x) { return (x.p0 + x.R - first_key(x.p0, W)) * (x.kh1 - x.kh0); };
+  std::stable_sort(tasks.begin(), tasks.end(),
+                   [&](const task& x, const task& y) { return cost(x) > cost(y); });
   const bool tiled = D % 8 == 0 && have_avx2();
   parallel(ctx, static_cast<int64_t>(tasks.size()), 1, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> scores, row, work;
     for (int64_t i = i0; i < i1; ++i) {
       const task& w = tasks[i];
-      const int64_t kv_bytes = 2 * (w.p0 + w.R) * Hkv * row_bytes(kc.type, D);
+      const int64_t first = first_key(w.p0, W); // of the tile's first row
+      const int64_t kv_bytes = 2 * (w.p0 + w.R - first) * Hkv * row_bytes(kc.type, D);
       if (tiled && w.kh1 - w.kh0 > 1 && kv_bytes > all_heads_from) {
         // a decode row with all its KV heads and a cache too big for L2: one pass over its
         // blocks, every head of a row read together (they sit side by side), online softmax
         // per head. Smaller caches stay in L2 between heads, and there the plain per-head
         // pass (scores, then one softmax, then V in registers) is faster.
         const int64_t nh = w.kh1 - w.kh0;
-        const kv_layout kv = layout(kc.data, a.src[2].data, w.blocks, P, Hkv, w.kh0, D, kc.type);
+        kv_layout kv = layout(kc.data, a.src[2].data, w.blocks, P, Hkv, w.kh0, D, kc.type);
+        kv.first = first;
         work.resize(nh * w.R * G * (D + 2));
-        attend_tile_avx2(q.as<float>() + (w.t0 * H + w.kh0 * G) * D, H * D, w.R, G, D, w.p0,
+        attend_tile_avx2(q.as<float>() + (w.t0 * H + w.kh0 * G) * D, H * D, w.R, G, D, w.p0, W,
                          a.p.scale, kv, a.dst.as<float>() + (w.t0 * H + w.kh0 * G) * D, work.data(),
                          nh);
         continue;
       }
       for (int64_t kh = w.kh0; kh < w.kh1; ++kh) {
-        const kv_layout kv = layout(kc.data, a.src[2].data, w.blocks, P, Hkv, kh, D, kc.type);
+        kv_layout kv = layout(kc.data, a.src[2].data, w.blocks, P, Hkv, kh, D, kc.type);
+        kv.first = first;
         const float* qp = q.as<float>() + (w.t0 * H + kh * G) * D;
         float* op = a.dst.as<float>() + (w.t0 * H + kh * G) * D;
         if (w.R > 1 && tiled) {
           work.resize(w.R * G * (D + 2));
-          attend_tile_avx2(qp, H * D, w.R, G, D, w.p0, a.p.scale, kv, op, work.data(), 1);
+          attend_tile_avx2(qp, H * D, w.R, G, D, w.p0, W, a.p.scale, kv, op, work.data(), 1);
           continue;
         }
-        for (int64_t r = 0; r < w.R; ++r)
+        for (int64_t r = 0; r < w.R; ++r) {
+          kv.first = first_key(w.p0 + r, W);
           attend_group(qp + r * H * D, G, D, w.p0 + r, a.p.scale, kc.type, kv, op + r * H * D,
                        scores, row);
+        }
       }
     }
   });

@@ -65,20 +65,29 @@ inline float hsum8(__m256 v) {
 
 namespace {
 
-// Walks the rows of positions 0, 1, 2, ... (< S) of one KV head through the block table.
+// Walks the rows of positions first, first + 1, ... (S of them) of one KV head through the
+// block table.
 struct row_cursor {
   const uint8_t* base;
   const int32_t* blocks;
-  int64_t P, stride, S;
-  int64_t b = 0, i = 0; // block of the next row, rows of it already returned
+  int64_t P, stride, end; // end: one past the last position
+  int64_t b = 0, i = 0;   // paged: block of the next row, rows of it already returned;
+                          // contiguous: the next position
   const uint8_t* cur;
   row_cursor(const uint8_t* base_, const kv_layout& kv, int64_t S_)
       : base(base_)
       , blocks(kv.blocks)
       , P(kv.P)
       , stride(kv.stride)
-      , S(S_) {
-    cur = blocks ? base + int64_t{blocks[0]} * P * stride : base;
+      , end(kv.first + S_) {
+    if (blocks) {
+      b = kv.first / P;
+      i = kv.first % P;
+      cur = base + (int64_t{blocks[b]} * P + i) * stride;
+    } else {
+      i = kv.first;
+      cur = base + kv.first * stride;
+    }
   }
   // the next position's row; the block table is read only for positions that exist
   const uint8_t* next() {
@@ -94,9 +103,9 @@ struct row_cursor {
   }
   // the row k positions after the next one, or null past the last position
   const uint8_t* peek(int64_t k) const {
-    if (!blocks) return i + k < S ? base + (i + k) * stride : nullptr; // i: rows returned
-    const int64_t p = b * P + i + k;                                   // its position
-    if (p >= S) return nullptr;
+    if (!blocks) return i + k < end ? base + (i + k) * stride : nullptr;
+    const int64_t p = b * P + i + k; // its position
+    if (p >= end) return nullptr;
     return base + (int64_t{blocks[p / P]} * P + p % P) * stride;
   }
 };
@@ -229,19 +238,21 @@ void attend(const float* q, int64_t G, int64_t D, int64_t S, float scale, const 
   }
 }
 
-// Prefill: R query rows at positions p0 .. p0 + R - 1 (row r sees keys 0 .. p0 + r), the G
-// heads of one KV head each. q / out: row r, head g at + r * qs + g * D.
-// work: R * G * (D + 2) floats.
+// Prefill: R query rows at positions p0 .. p0 + R - 1 (row r sees keys 0 .. p0 + r, or with a
+// window W the last W of them), the G heads of one KV head each; keys are read from
+// kv.first on. q / out: row r, head g at + r * qs + g * D. work: R * G * (D + 2) floats.
 constexpr int64_t key_block = 16;
 
 template <kv_elem E>
 void attend_tile(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
-                 float scale, const kv_layout& kv, float* out, float* work, int64_t nh) {
+                 int64_t window, float scale, const kv_layout& kv, float* out, float* work,
+                 int64_t nh) {
   constexpr int64_t eb = elem_bytes<E>;
-  const int64_t M = nh * R * G, S = p0 + R, hb = D * eb; // hb: bytes from one head to the next
-  float* acc = work;                                     // [M, D]
-  float* mx = work + M * D;                              // [M] running max
-  float* sum = mx + M;                                   // [M] running sum of exp
+  // S keys from position kv.first; hb: bytes from one head to the next
+  const int64_t M = nh * R * G, S = p0 + R - kv.first, hb = D * eb;
+  float* acc = work;        // [M, D]
+  float* mx = work + M * D; // [M] running max
+  float* sum = mx + M;      // [M] running sum of exp
   for (int64_t i = 0; i < M * D; ++i) acc[i] = 0.0f;
   for (int64_t i = 0; i < M; ++i) mx[i] = -3.0e38f, sum[i] = 0.0f;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -258,14 +269,21 @@ void attend_tile(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, in
       k[j] = kc.next(), v[j] = vc.next();
     }
     for (int64_t j = n; j < key_block; ++j) k[j] = k[0], v[j] = v[0]; // masked below
+    const int64_t a0 = kv.first + s0; // position of the block's first key
     for (int64_t kh = 0; kh < nh; ++kh)
       for (int64_t r = 0; r < R; ++r) {
-        const int64_t valid = p0 + r - s0 + 1 < n ? p0 + r - s0 + 1 : n; // causal
-        if (valid <= 0) continue;
+        const int64_t valid = p0 + r - a0 + 1 < n ? p0 + r - a0 + 1 : n; // causal
+        // sliding window: keys before position p0 + r - W + 1 are masked
+        const int64_t lo0 = window > 0 ? p0 + r - window + 1 - a0 : 0;
+        const int64_t lo = lo0 > 0 ? lo0 : 0;
+        if (valid <= lo) continue;
         const __m256i lim = _mm256_set1_epi32(static_cast<int>(valid));
-        const __m256 m0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lim, lane));
+        const __m256i below = _mm256_set1_epi32(static_cast<int>(lo - 1));
+        const __m256i lane8 = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+        const __m256 m0 = _mm256_castsi256_ps(
+            _mm256_and_si256(_mm256_cmpgt_epi32(lim, lane), _mm256_cmpgt_epi32(lane, below)));
         const __m256 m1 = _mm256_castsi256_ps(
-            _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8))));
+            _mm256_and_si256(_mm256_cmpgt_epi32(lim, lane8), _mm256_cmpgt_epi32(lane8, below)));
         for (int64_t g = 0; g < G; ++g) {
           const float* qg = q + r * qs + (kh * G + g) * D;
           const int64_t row = (kh * R + r) * G + g;
@@ -302,7 +320,7 @@ void attend_tile(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, in
             __m256 a[8];
             for (int64_t i = 0; i < w / 8; ++i)
               a[i] = _mm256_mul_ps(_mm256_loadu_ps(ar + d0 + i * 8), cv);
-            for (int64_t j = 0; j < valid; ++j) {
+            for (int64_t j = lo; j < valid; ++j) {
               const __m256 pj = _mm256_set1_ps(p[j]);
               const uint8_t* vr = v[j] + kh * hb + d0 * eb;
               for (int64_t i = 0; i < w / 8; ++i)
@@ -339,14 +357,15 @@ void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float sc
 }
 
 void attend_tile_avx2(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
-                      float scale, const kv_layout& kv, float* out, float* work, int64_t nh) {
+                      int64_t window, float scale, const kv_layout& kv, float* out, float* work,
+                      int64_t nh) {
   switch (kv.elem) {
   case kv_elem::f32:
-    return attend_tile<kv_elem::f32>(q, qs, R, G, D, p0, scale, kv, out, work, nh);
+    return attend_tile<kv_elem::f32>(q, qs, R, G, D, p0, window, scale, kv, out, work, nh);
   case kv_elem::f16:
-    return attend_tile<kv_elem::f16>(q, qs, R, G, D, p0, scale, kv, out, work, nh);
+    return attend_tile<kv_elem::f16>(q, qs, R, G, D, p0, window, scale, kv, out, work, nh);
   case kv_elem::bf16:
-    return attend_tile<kv_elem::bf16>(q, qs, R, G, D, p0, scale, kv, out, work, nh);
+    return attend_tile<kv_elem::bf16>(q, qs, R, G, D, p0, window, scale, kv, out, work, nh);
   }
 }
 

@@ -12,7 +12,9 @@ namespace troupe::kernels::cpu {
 enum class kv_elem : int { f32, f16, bf16 };
 
 /// Rows of one KV head: position s lives in slot blocks[s / P] * P + s % P (or slot s when
-/// blocks is null); a slot's row starts slot * stride bytes after k (or v).
+/// blocks is null); a slot's row starts slot * stride bytes after k (or v). The kernels count
+/// keys from `first` (the start of a sliding window; 0 for full attention): their key s is
+/// position first + s, and positions before `first` (whose block ids may be 0) are never read.
 struct kv_layout {
   const uint8_t* k;
   const uint8_t* v;
@@ -20,24 +22,32 @@ struct kv_layout {
   int64_t P;             // tokens per block
   int64_t stride;        // bytes from one slot's row of this head to the next slot's
   kv_elem elem;
+  int64_t first = 0; // position of key 0
 
-  int64_t slot(int64_t s) const { return blocks ? int64_t{blocks[s / P]} * P + s % P : s; }
+  int64_t slot(int64_t s) const {
+    s += first;
+    return blocks ? int64_t{blocks[s / P]} * P + s % P : s;
+  }
   const uint8_t* key(int64_t s) const { return k + slot(s) * stride; }
   const uint8_t* val(int64_t s) const { return v + slot(s) * stride; }
 };
 
-/// G query heads (q: [G, D], D a multiple of 8) over keys 0..S-1 of one KV head, with AVX2
+/// G query heads (q: [G, D], D a multiple of 8) over keys 0..S-1 (positions first ..
+/// first + S - 1) of one KV head, with AVX2
 /// and FMA (and F16C for f16 rows); out: [G, D]; scores: at least G * S + 8 floats.
 void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale,
                        const kv_layout& kv, float* out, float* scores);
 
-/// Prefill tile: R query rows at positions p0 .. p0 + R - 1 (causal), G heads each, for nh
+/// Prefill tile: R query rows at positions p0 .. p0 + R - 1 (causal; with window W > 0 row r
+/// sees positions p0 + r - W + 1 .. p0 + r only, and kv.first must be max(0, p0 - W + 1);
+/// with W = 0 kv.first must be 0), G heads each, for nh
 /// consecutive KV heads starting at kv's (head kh's G query heads at + kh * G * D, its rows
 /// D elements after head kh - 1's); row r, head h of q and out at + r * qs + h * D; D a
 /// multiple of 8. Online softmax over blocks of 16 keys; a block's rows of all nh heads are
 /// read together. Decode rows of many sequences use it with R = 1, nh = every KV head.
 /// work: at least nh * R * G * (D + 2) floats.
 void attend_tile_avx2(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
-                      float scale, const kv_layout& kv, float* out, float* work, int64_t nh);
+                      int64_t window, float scale, const kv_layout& kv, float* out, float* work,
+                      int64_t nh);
 
 } // namespace troupe::kernels::cpu

@@ -1,5 +1,6 @@
 // attention.cpp (ref): causal scaled-dot-product attention with GQA (query head h reads KV
-// head h / (H / Hkv)), contiguous and paged, and the KV-cache store. Scores, softmax and the
+// head h / (H / Hkv)), contiguous and paged, optionally over a sliding window of the last W
+// positions, and the KV-cache store. Scores, softmax and the
 // weighted sum in f64. Caches may be f32, f16 or bf16.
 #include "kernels/ref/ref.hpp"
 
@@ -8,14 +9,19 @@
 namespace troupe::kernels::ref {
 namespace {
 
-// One query vector against keys 0..last through `key(s)` / `value(s)` accessors.
+// The first key a query at position `last` sees: 0, or the start of its sliding window.
+int64_t first_key(int64_t last, int64_t window) {
+  return window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
+}
+
+// One query vector against keys first..last through `key(s)` / `value(s)` accessors.
 template <class KeyFn, class ValFn>
-void attend(const float* q, int64_t D, int64_t last, double scale, KeyFn key, ValFn value,
-            float* out) {
-  std::vector<double> score(last + 1);
+void attend(const float* q, int64_t D, int64_t first, int64_t last, double scale, KeyFn key,
+            ValFn value, float* out) {
+  std::vector<double> score(last + 1, -INFINITY);
   double mx = -INFINITY;
   std::vector<float> kv(D);
-  for (int64_t s = 0; s <= last; ++s) {
+  for (int64_t s = first; s <= last; ++s) {
     key(s, kv.data());
     double dot = 0.0;
     for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * kv[d];
@@ -23,9 +29,9 @@ void attend(const float* q, int64_t D, int64_t last, double scale, KeyFn key, Va
     mx = std::max(mx, score[s]);
   }
   double sum = 0.0;
-  for (auto& sc : score) sum += sc = std::exp(sc - mx);
+  for (int64_t s = first; s <= last; ++s) sum += score[s] = std::exp(score[s] - mx);
   std::vector<double> acc(D, 0.0);
-  for (int64_t s = 0; s <= last; ++s) {
+  for (int64_t s = first; s <= last; ++s) {
     value(s, kv.data());
     for (int64_t d = 0; d < D; ++d) acc[d] += score[s] / sum * kv[d];
   }
@@ -46,9 +52,9 @@ void attention(const op_args& a, const exec_ctx&) {
                out, D);
       };
       attend(
-          q.as<float>() + (t * H + h) * D, D, a.p.pos0 + t, a.p.scale,
-          [&](int64_t s, float* o) { row(k, s, o); }, [&](int64_t s, float* o) { row(v, s, o); },
-          a.dst.as<float>() + (t * H + h) * D);
+          q.as<float>() + (t * H + h) * D, D, first_key(a.p.pos0 + t, a.p.window), a.p.pos0 + t,
+          a.p.scale, [&](int64_t s, float* o) { row(k, s, o); },
+          [&](int64_t s, float* o) { row(v, s, o); }, a.dst.as<float>() + (t * H + h) * D);
     }
   }
 }
@@ -76,8 +82,8 @@ void paged_attention(const op_args& a, const exec_ctx&) {
                  D);
         };
         attend(
-            q.as<float>() + (t * H + h) * D, D, pos0 + i, a.p.scale,
-            [&](int64_t s, float* o) { row(kc, s, o); },
+            q.as<float>() + (t * H + h) * D, D, first_key(pos0 + i, a.p.window), pos0 + i,
+            a.p.scale, [&](int64_t s, float* o) { row(kc, s, o); },
             [&](int64_t s, float* o) { row(vc, s, o); }, a.dst.as<float>() + (t * H + h) * D);
       }
     }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -313,6 +314,72 @@ void attention_cases(std::vector<op_case>& out_cases) {
         c.flops = 4.0 * T * H * D * S;
         out_cases.push_back(std::move(c));
       }
+  // sliding windows (p.window): shorter than a tile, than a key block, and longer than both;
+  // a decode row whose window starts mid-block
+  for (dtype kv : {dtype::f32, dtype::f16})
+    for (int64_t D : {16, 64})
+      for (auto [T, pos0, W] : {std::tuple<int64_t, int64_t, int64_t>{37, 20, 5},
+                                {1, 39, 16},
+                                {70, 0, 24},
+                                {9, 30, 3},
+                                {20, 0, 40}}) {
+        const int64_t H = 8, Hkv = 2, S = pos0 + T;
+        op_case c;
+        c.name = fmt::format("attention(T={},S={},H={},Hkv={},D={},kv={},window={})", T, S, H, Hkv,
+                             D, name(kv), W);
+        gen g(c.name);
+        c.kind = op::attention;
+        c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+                 from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D)),
+                 from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D))};
+        c.dst = out(dtype::f32, {T, H, D});
+        c.p.pos0 = pos0;
+        c.p.window = W;
+        c.p.scale = 0.25f;
+        c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+        c.flops = 4.0 * T * H * D * std::min(S, W);
+        out_cases.push_back(std::move(c));
+      }
+  // paged with a window of 6 over blocks of 4: blocks wholly before every query's window are
+  // the null block 0 (the scheduler frees them), so a kernel that reads them fails the case
+  for (dtype kv : {dtype::f32, dtype::bf16})
+    for (int64_t D : {8, 64}) {
+      const int64_t H = 4, Hkv = 2, P = 4, NB = 24, MB = 8, W = 6;
+      op_case c;
+      c.name = fmt::format("paged_attention(S=3,P={},H={},Hkv={},D={},kv={},window={})", P, H, Hkv,
+                           D, name(kv), W);
+      gen g(c.name);
+      c.kind = op::paged_attention;
+      const int64_t counts[3] = {13, 1, 3}, pos0s[3] = {0, 25, 14};
+      std::vector<int32_t> blocks(NB - 1);
+      std::iota(blocks.begin(), blocks.end(), 1);
+      std::shuffle(blocks.begin(), blocks.end(), g.rng);
+      std::vector<int32_t> seqs;
+      int64_t T = 0, used = 0;
+      for (int s = 0; s < 3; ++s) {
+        seqs.push_back(static_cast<int32_t>(T));
+        seqs.push_back(static_cast<int32_t>(counts[s]));
+        seqs.push_back(static_cast<int32_t>(pos0s[s]));
+        const int64_t need = (pos0s[s] + counts[s] + P - 1) / P;
+        const int64_t seen = std::max<int64_t>(0, pos0s[s] - W + 1) / P; // first block read
+        for (int64_t b = 0; b < MB; ++b)
+          seqs.push_back(b < need && b >= seen ? blocks[used + b] : 0);
+        used += need;
+        T += counts[s];
+      }
+      // NB * P slots; nothing is stored in block 0 that a correct kernel could use
+      std::vector<float> kvals = g.normal(NB * P * Hkv * D), vvals = g.normal(NB * P * Hkv * D);
+      for (int64_t i = 0; i < P * Hkv * D; ++i) kvals[i] = vvals[i] = 1e4f;
+      c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+               from_floats(kv, {NB, P, Hkv, D}, kvals), from_floats(kv, {NB, P, Hkv, D}, vvals),
+               from_ints({3, 3 + MB}, seqs)};
+      c.dst = out(dtype::f32, {T, H, D});
+      c.p.scale = 1.0f / std::sqrt(8.0f);
+      c.p.block_size = P;
+      c.p.window = W;
+      c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+      out_cases.push_back(std::move(c));
+    }
   for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16})
     for (int64_t D : {8, 64}) {
       // three sequences: a prefill chunk, a decode, a chunk continuing a prefix
@@ -350,13 +417,16 @@ void attention_cases(std::vector<op_case>& out_cases) {
   // batched decode: 12 sequences of one row each (enough rows that a task takes a row with
   // all its KV heads) through shuffled blocks of 16; short rows (positions 0 to 66) go head
   // by head, long ones (1030 to 1140, over 1 MB of K and V each) in one pass over all heads
-  for (bool long_rows : {false, true})
+  // (window 1000: the one-pass path over a window that starts mid-block, earlier blocks null)
+  for (auto [long_rows, W] : {std::pair<bool, int64_t>{false, 0}, {true, 0}, {true, 1000}})
     for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16}) {
+      if (W && kv == dtype::f16) continue;
       const int64_t B = 12, H = 8, Hkv = long_rows ? 4 : 2, D = 64, P = 16;
       const int64_t MB = long_rows ? 72 : 5, NB = B * MB + 1;
       op_case c;
-      c.name = fmt::format("paged_attention(decode,S={},P={},H={},Hkv={},D={},kv={}{})", B, P, H,
-                           Hkv, D, name(kv), long_rows ? ",long" : "");
+      c.name =
+          fmt::format("paged_attention(decode,S={},P={},H={},Hkv={},D={},kv={}{}{})", B, P, H, Hkv,
+                      D, name(kv), long_rows ? ",long" : "", W ? fmt::format(",window={}", W) : "");
       gen g(c.name);
       c.kind = op::paged_attention;
       std::vector<int32_t> blocks(NB - 1);
@@ -366,7 +436,9 @@ void attention_cases(std::vector<op_case>& out_cases) {
       for (int64_t s = 0; s < B; ++s) {
         const int64_t pos = (long_rows ? 1030 : 0) + s * (long_rows ? 10 : 6); // sees pos + 1 keys
         seqs.insert(seqs.end(), {static_cast<int32_t>(s), 1, static_cast<int32_t>(pos)});
-        for (int64_t b = 0; b < MB; ++b) seqs.push_back(b <= pos / P ? blocks[s * MB + b] : 0);
+        const int64_t seen = std::max<int64_t>(0, pos - W + 1) / P; // W = 0: 0
+        for (int64_t b = 0; b < MB; ++b)
+          seqs.push_back(b <= pos / P && (W == 0 || b >= seen) ? blocks[s * MB + b] : 0);
       }
       c.src = {from_floats(dtype::f32, {B, H, D}, g.normal(B * H * D)),
                from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
@@ -375,6 +447,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
       c.dst = out(dtype::f32, {B, H, D});
       c.p.scale = 0.125f;
       c.p.block_size = P;
+      c.p.window = W;
       c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
       out_cases.push_back(std::move(c));
     }
