@@ -358,6 +358,7 @@ caf::behavior engine_behavior(state_ptr self) {
         s.prefix_hit_blocks = st.sched->stats().prefix_hit_blocks;
         s.steps = st.sched->stats().steps;
         s.recomputes = st.sched->stats().recomputes;
+        s.kv_window_freed_blocks = st.sched->stats().window_freed_blocks;
         s.leases = static_cast<int64_t>(st.sched->leases().size());
         s.leased_blocks = st.sched->leases().blocks_leased();
         s.ready = st.ready && !st.failed;

@@ -67,6 +67,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
                                  : kv_blocks_for(c, o.place, o.block_size, o.kv_dtype, o.kv_memory);
   if (o.sched.eos_ids.empty()) o.sched.eos_ids.assign(c.eos_ids.begin(), c.eos_ids.end());
   o.sched.max_context = static_cast<int32_t>(c.ctx);
+  o.sched.window = static_cast<int32_t>(c.kv_horizon());
   if (o.max_inflight <= 0) o.max_inflight = static_cast<int>(o.place.stages.size());
   in.opt = o;
   in.cfg = std::make_unique<caf::actor_system_config>();

@@ -151,8 +151,8 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
   return f(caf::meta::type_name("engine_stats"), x.requests_total, x.requests_running,
            x.requests_waiting, x.prompt_tokens, x.generated_tokens, x.kv_blocks_total,
            x.kv_blocks_free, x.preemptions, x.prefix_hit_blocks, x.steps, x.recomputes,
-           x.shard_restarts, x.cancelled, x.leases, x.leased_blocks, x.ready, x.not_ready_reason,
-           x.ttft, x.itl);
+           x.kv_window_freed_blocks, x.shard_restarts, x.cancelled, x.leases, x.leased_blocks,
+           x.ready, x.not_ready_reason, x.ttft, x.itl);
 }
 
 /// Announces every message type above; call before constructing the actor_system.

@@ -119,7 +119,15 @@ status shard_runner::check_batch(const batch& b) const {
     if (static_cast<int64_t>(s.blocks.size()) < need)
       return make_error(errc::invalid_argument, "sequence {} has {} blocks for {} positions",
                         s.seq_id, s.blocks.size(), s.pos0 + s.count);
-    for (int64_t i = 0; i < need; ++i)
+    // with a sliding window on every layer, blocks wholly before the first query's window
+    // are never read and may have been freed (block id 0)
+    const int64_t W = config().kv_horizon();
+    const int64_t seen = W > 0 ? std::max<int64_t>(0, s.pos0 - W + 1) / P : 0;
+    for (int64_t i = 0; i < seen; ++i)
+      if (s.blocks[i] < 0 || s.blocks[i] >= opt_.kv_blocks)
+        return make_error(errc::out_of_range, "sequence {}: block id {} outside [0, {})", s.seq_id,
+                          s.blocks[i], opt_.kv_blocks);
+    for (int64_t i = seen; i < need; ++i)
       if (s.blocks[i] <= 0 || s.blocks[i] >= opt_.kv_blocks)
         return make_error(errc::out_of_range, "sequence {}: block id {} outside [1, {})", s.seq_id,
                           s.blocks[i], opt_.kv_blocks);
@@ -253,8 +261,17 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
     }
     TROUPE_TRY(run(op::kv_store, v_cache(layer), view(v_, {T, d.Hkv_s, D}), ivec(slots_, {T})));
     const tensor_view A3 = view(attn_, {T, d.Hs, D});
-    TROUPE_TRY(run(op::paged_attention, A3, Q3, k_cache(layer), v_cache(layer),
-                   ivec(seqinfo_, {static_cast<int64_t>(b.seqs.size()), cols})));
+    {
+      op_args a;
+      a.kind = op::paged_attention;
+      a.dst = A3;
+      a.src = {Q3, k_cache(layer), v_cache(layer),
+               ivec(seqinfo_, {static_cast<int64_t>(b.seqs.size()), cols})};
+      a.p.scale = static_cast<float>(c.attention_scale());
+      a.p.block_size = static_cast<int>(P);
+      a.p.window = c.layer_window(spec.layer_begin + layer);
+      TROUPE_TRY(exec(a));
+    }
     const tensor_view O = view(o_, {T, C});
     TROUPE_TRY(run(op::matmul, O, view(attn_, {T, qn}), L.wo));
     TROUPE_TRY(all_reduce(o_, T * C));

@@ -3,13 +3,13 @@
 // and the kernels it resolved from the op registry for its backend. The model's recipe
 // (model_config) decides which ops run; nothing here is architecture-specific by name.
 // Per step: [first stage] vocab-parallel embedding -> per layer: norm, QKV (+bias), rope,
-// KV store, paged attention, o_proj, all-reduce, residual, norm, gate/up, SwiGLU, down,
-// all-reduce, residual -> [last stage]. Fused where the op set has it (op.hpp): residual +
-// next norm (add_rmsnorm), gate/up + SwiGLU (matmul_swiglu), K rope + KV write (rope_kv_store);
-// the unfused sequence stays behind `runner_options::fuse` for comparison -> final norm on the rows
-// that need logits, lm_head slice, all-gather into full-vocabulary logits. Partial sums meet in the
-// `collective` (never in the engine). One step at a time; the caller's thread runs it. Tests:
-// tests/model/forward_test.cpp
+// KV store, paged attention (over the layer's sliding window when it has one), o_proj, all-reduce,
+// residual, norm, gate/up, SwiGLU, down, all-reduce, residual -> [last stage]. Fused where the op
+// set has it (op.hpp): residual + next norm (add_rmsnorm), gate/up + SwiGLU (matmul_swiglu), K rope
+// + KV write (rope_kv_store); the unfused sequence stays behind `runner_options::fuse` for
+// comparison -> final norm on the rows that need logits, lm_head slice, all-gather into
+// full-vocabulary logits. Partial sums meet in the `collective` (never in the engine). One step at
+// a time; the caller's thread runs it. Tests: tests/model/forward_test.cpp
 #pragma once
 
 #include <map>

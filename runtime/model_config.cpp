@@ -3,9 +3,11 @@
 // that differ from a plain Llama; everything else is read from the config.
 #include "runtime/model_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -180,6 +182,125 @@ void read_eos(const json& j, std::vector<int64_t>& out) {
   }
 }
 
+// Keys every config.json may carry that do not change the computation (bookkeeping, the
+// generic PretrainedConfig fields) or that config_from_hf_json reads for every family.
+const std::set<std::string>& common_keys() {
+  static const std::set<std::string> k = {"architectures",
+                                          "model_type",
+                                          "torch_dtype",
+                                          "dtype",
+                                          "transformers_version",
+                                          "_name_or_path",
+                                          "initializer_range",
+                                          "use_cache",
+                                          "attention_dropout",
+                                          "pad_token_id",
+                                          "bos_token_id",
+                                          "eos_token_id",
+                                          "tie_word_embeddings",
+                                          "return_dict",
+                                          "output_hidden_states",
+                                          "output_attentions",
+                                          "torchscript",
+                                          "use_bfloat16",
+                                          "is_decoder",
+                                          "is_encoder_decoder",
+                                          "chunk_size_feed_forward",
+                                          "id2label",
+                                          "label2id",
+                                          "tokenizer_class",
+                                          "problem_type",
+                                          "_attn_implementation",
+                                          "attn_implementation",
+                                          "vocab_size",
+                                          "hidden_size",
+                                          "intermediate_size",
+                                          "num_hidden_layers",
+                                          "num_attention_heads",
+                                          "num_key_value_heads",
+                                          "hidden_act",
+                                          "max_position_embeddings",
+                                          "rms_norm_eps",
+                                          "rope_theta",
+                                          "rope_scaling",
+                                          "rope_parameters",
+                                          "partial_rotary_factor",
+                                          "head_dim"};
+  return k;
+}
+
+// The keys each family's transformers class reads beyond the common ones. A key outside
+// both sets is one transformers ignores for this architecture, so Troupe ignores it too
+// (and lists it at load).
+const std::set<std::string>& family_keys(const std::string& family) {
+  static const std::set<std::string> llama = {"pretraining_tp", "attention_bias", "mlp_bias"};
+  static const std::set<std::string> mistral = {"sliding_window"};
+  static const std::set<std::string> qwen2 = {"use_sliding_window", "sliding_window",
+                                              "max_window_layers", "layer_types"};
+  static const std::set<std::string> none;
+  return family == "llama"     ? llama
+         : family == "mistral" ? mistral
+         : family == "qwen2"   ? qwen2
+                               : none;
+}
+
+// Reads what differs by family (biases, sliding windows), refuses what changes the math and
+// is not implemented, and records the keys nobody reads.
+status read_family_keys(const json& j, model_config& c, const std::string& where) {
+  // quantized checkpoints (bitsandbytes, GPTQ, AWQ, FP8, compressed-tensors) store weights
+  // that mean something else than their dtype says: never load them as if they were plain
+  for (const char* q : {"quantization_config", "compression_config"})
+    if (auto it = j.find(q); it != j.end() && !it->is_null()) {
+      std::string method = it->is_object() ? string_field(*it, "quant_method", "") : "";
+      return make_error(errc::unsupported,
+                        "{}: '{}'{} is not supported: this checkpoint's weights are quantized by "
+                        "a method Troupe does not implement (use an unquantized or GGUF copy)",
+                        where, q, method.empty() ? "" : " (" + method + ")");
+    }
+  if (c.family == "llama") {
+    if (bool_field(j, "attention_bias", false)) {
+      c.qkv_bias = true;
+      c.o_bias = true;
+    }
+    if (bool_field(j, "mlp_bias", false))
+      return make_error(errc::unsupported,
+                        "{}: 'mlp_bias': true (biases on gate/up/down) is not supported", where);
+  } else if (c.family == "mistral") {
+    TROUPE_TRY_ASSIGN(sw, int_field(j, "sliding_window", 0, where));
+    c.sliding_window = sw >= c.ctx ? 0 : sw; // a window as long as the context is no window
+  } else if (c.family == "qwen2") {
+    TROUPE_TRY_ASSIGN(sw, int_field(j, "sliding_window", 0, where));
+    TROUPE_TRY_ASSIGN(mwl, int_field(j, "max_window_layers", 28, where));
+    const bool use = bool_field(j, "use_sliding_window", false);
+    std::vector<uint8_t> windowed(static_cast<size_t>(c.n_layer), 0);
+    if (auto lt = j.find("layer_types"); lt != j.end() && !lt->is_null()) {
+      if (!lt->is_array() || static_cast<int64_t>(lt->size()) != c.n_layer)
+        return make_error(errc::corrupt_file, "{}: 'layer_types' must list {} layer types", where,
+                          c.n_layer);
+      for (size_t i = 0; i < lt->size(); ++i) {
+        const json& t = (*lt)[i];
+        if (t == "sliding_attention")
+          windowed[i] = 1;
+        else if (t != "full_attention")
+          return make_error(errc::unsupported, "{}: layer_types[{}] = {} is not supported", where,
+                            i, t.dump());
+      }
+    } else {
+      for (int64_t i = mwl; i < c.n_layer; ++i) windowed[static_cast<size_t>(i)] = 1;
+    }
+    // transformers: sliding_window = sliding_window if use_sliding_window else None
+    if (use && sw > 0 && sw < c.ctx &&
+        std::find(windowed.begin(), windowed.end(), 1) != windowed.end()) {
+      c.sliding_window = sw;
+      c.windowed = std::move(windowed);
+    }
+  }
+  const auto& fam = family_keys(c.family);
+  for (auto& [k, v] : j.items())
+    if (!common_keys().count(k) && !fam.count(k)) c.ignored_keys.push_back(k);
+  return {};
+}
+
 } // namespace
 
 std::string weight_names::layer(const std::string& pattern, int index) {
@@ -187,6 +308,21 @@ std::string weight_names::layer(const std::string& pattern, int index) {
   auto pos = s.find("{}");
   if (pos != std::string::npos) s.replace(pos, 2, std::to_string(index));
   return s;
+}
+
+int64_t model_config::layer_window(int64_t layer) const {
+  if (sliding_window <= 0) return 0;
+  if (windowed.empty()) return sliding_window;
+  return layer >= 0 && layer < static_cast<int64_t>(windowed.size()) && windowed[layer]
+             ? sliding_window
+             : 0;
+}
+
+int64_t model_config::kv_horizon() const {
+  if (sliding_window <= 0) return 0;
+  for (int64_t l = 0; l < n_layer; ++l)
+    if (layer_window(l) == 0) return 0;
+  return sliding_window;
 }
 
 double model_config::attention_scale() const {
@@ -216,6 +352,9 @@ status model_config::validate() const {
   if (!(norm_eps > 0) || norm_eps > 1)
     return bad(fmt::format("norm epsilon {} out of range", norm_eps));
   if (!(rope.theta > 0)) return bad("rope theta must be positive");
+  if (sliding_window < 0) return bad("sliding window must not be negative");
+  if (!windowed.empty() && static_cast<int64_t>(windowed.size()) != n_layer)
+    return bad(fmt::format("{} per-layer window flags for {} layers", windowed.size(), n_layer));
   if (n_layer > 100000 || C > (1 << 20) || F > (1 << 22) || H > 4096 || D > 4096 || V > (1 << 24))
     return bad("a dimension is implausibly large");
   return {};
@@ -251,11 +390,7 @@ expected<model_config> config_from_hf_json(const std::string& config_text,
   c.C = C, c.F = F, c.n_layer = L, c.H = H, c.Hkv = Hkv, c.V = V, c.ctx = ctx, c.D = D;
   c.norm_eps = eps;
   c.tie_embeddings = bool_field(j, "tie_word_embeddings", false);
-  if (bool_field(j, "attention_bias", false)) {
-    c.qkv_bias = true;
-    c.o_bias = true;
-  }
-  c.mlp_bias = bool_field(j, "mlp_bias", false);
+  TROUPE_TRY(read_family_keys(j, c, where));
   const std::string act = string_field(j, "hidden_act", "silu");
   if (act == "silu" || act == "swish")
     c.act = act_kind::silu;
@@ -265,8 +400,6 @@ expected<model_config> config_from_hf_json(const std::string& config_text,
     c.act = act_kind::gelu_erf;
   else
     return make_error(errc::unsupported, "{}: hidden_act '{}' is not supported", where, act);
-  TROUPE_TRY_ASSIGN(sw, int_field(j, "sliding_window", 0, where));
-  c.sliding_window = sw >= ctx ? 0 : sw;
   // rope: legacy top-level rope_theta / rope_scaling, or transformers 5's rope_parameters
   c.rope.layout = rope_layout::neox; // HF checkpoints store q/k for rotate_half
   TROUPE_TRY_ASSIGN(theta, num_field(j, "rope_theta", 10000.0, where));
@@ -329,6 +462,8 @@ expected<model_config> config_from_gguf(const gguf_file& g) {
   c.ctx = g.get_int_or(key("context_length"), 2048);
   c.norm_eps = g.get_float_or(key("attention.layer_norm_rms_epsilon"), 1e-5);
   c.rope.theta = g.get_float_or(key("rope.freq_base"), 10000.0);
+  if (const int64_t sw = g.get_int_or(key("attention.sliding_window"), 0); sw > 0 && sw < c.ctx)
+    c.sliding_window = sw; // every layer (llama.cpp's n_swa for these families)
   c.rope.rot_dim = static_cast<int>(g.get_int_or(key("rope.dimension_count"), c.D));
   // llama.cpp's converters undo HF's q/k permutation for llama; qwen2 stays rotate_half
   c.rope.layout =

@@ -43,14 +43,24 @@ struct model_config {
   bool o_bias = false;
   bool mlp_bias = false;
   bool tie_embeddings = false;
-  int64_t sliding_window = 0; // 0: full attention
-  double attn_scale = 0;      // 1/sqrt(D) when 0
+  int64_t sliding_window = 0;    // keys a windowed layer's query sees (itself included); 0: none
+  std::vector<uint8_t> windowed; // per layer: 1 when it attends over `sliding_window` only;
+                                 // empty: every layer does when sliding_window > 0
+  double attn_scale = 0;         // 1/sqrt(D) when 0
   rope_spec rope;
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;
+  /// Keys of config.json that this architecture does not read (transformers ignores them
+  /// too); the loader lists them once at info level.
+  std::vector<std::string> ignored_keys;
 
   double attention_scale() const;
+  /// The sliding window of layer `layer` (global index), 0 for full attention.
+  int64_t layer_window(int64_t layer) const;
+  /// How far back any query may look on every layer: the window when all layers slide (KV
+  /// blocks wholly before it can be freed), 0 when some layer sees everything.
+  int64_t kv_horizon() const;
   /// Parameter count (embedding included once when tied).
   int64_t parameters() const;
   /// Checks the dimensions for consistency; errors name the field.

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "runtime/gguf.hpp"
+#include "runtime/log.hpp"
 #include "runtime/safetensors.hpp"
 
 namespace troupe {
@@ -57,6 +58,12 @@ expected<std::shared_ptr<const model_source>> open_model(const std::string& path
   if (fs::is_directory(path, ec)) {
     m->format = "hf";
     TROUPE_TRY_ASSIGN(cfg, config_from_hf_dir(path));
+    if (!cfg.ignored_keys.empty()) {
+      std::string keys;
+      for (const auto& k : cfg.ignored_keys) keys += (keys.empty() ? "" : ", ") + k;
+      TROUPE_LOG_INFO("model", "{}: config keys {} does not read, ignored: {}", path, cfg.arch,
+                      keys);
+    }
     TROUPE_TRY_ASSIGN(tensors, open_safetensors_dir(path));
     TROUPE_TRY_ASSIGN(tok, tokenizer::from_hf_dir(path));
     // HF configs may omit the lm_head of tied models, or tie without saying so

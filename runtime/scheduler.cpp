@@ -188,9 +188,12 @@ void scheduler::join_leader(sequence& s) {
   const int32_t shared_tokens = s.prompt_len - 1;
   const int32_t count = (shared_tokens + P - 1) / P;
   for (int32_t i = 0; i < count; ++i) {
-    pool_.retain(l.blocks[i]);
-    lease_block(s, l.blocks[i]);
-    s.blocks.push_back(l.blocks[i]);
+    const int32_t b = l.blocks[i];
+    if (b > 0) {
+      pool_.retain(b);
+      lease_block(s, b);
+    }
+    s.blocks.push_back(b); // 0: freed by the leader's window, never read by s either
   }
   s.hashes.assign(l.hashes.begin(),
                   l.hashes.begin() + std::min<size_t>(l.hashes.size(), shared_tokens / P));
@@ -207,6 +210,21 @@ void scheduler::publish_full_blocks(sequence& s) {
         i ? s.hashes.back() : 0, std::span<const int32_t>(s.tokens).subspan(i * P, P));
     pool_.publish(s.blocks[i], h);
     s.hashes.push_back(h);
+  }
+}
+
+void scheduler::free_outside_window(sequence& s) {
+  if (cfg_.window <= 0) return;
+  const int32_t P = pool_.block_size();
+  // the next query sits at position `computed` and sees keys from computed - window + 1 on
+  const int32_t first = std::max(0, s.computed - cfg_.window + 1) / P;
+  for (int32_t i = 0; i < first && i < static_cast<int32_t>(s.blocks.size()); ++i) {
+    const int32_t b = s.blocks[i];
+    if (b <= 0) continue;
+    leases_.drop(s.id, b);
+    pool_.release(b); // stays cached for prefix reuse when it was published
+    s.blocks[i] = 0;
+    ++stats_.window_freed_blocks;
   }
 }
 
@@ -340,6 +358,7 @@ std::vector<seq_event> scheduler::complete(uint64_t step_id,
     s.in_flight = false;
     s.computed += c.count;
     publish_full_blocks(s);
+    free_outside_window(s);
     seq_event ev;
     ev.seq_id = s.id;
     if (s.cancel_pending || s.pending_finish != finish_reason::none) {

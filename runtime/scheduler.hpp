@@ -7,7 +7,8 @@
 // engine may keep several steps (pipeline micro-batches) in flight at once. Stop conditions:
 // EOS and stop ids, max tokens, the context limit; stop strings are the engine's (it owns the
 // detokenizer) through finish(). n > 1 completions share the prompt's blocks; a shared block
-// is copied before it is written (batch::copies). Not thread-safe.
+// is copied before it is written (batch::copies). With a sliding-window model, blocks no
+// future query of a sequence can see go back to the pool as it advances. Not thread-safe.
 // Tests: tests/runtime/scheduler_test.cpp
 #pragma once
 
@@ -62,6 +63,9 @@ struct scheduler_config {
   bool prefix_caching = true;
   std::vector<int32_t> eos_ids;
   double lease_ttl_s = 300; // a sequence's blocks are reclaimed when unused this long
+  int32_t window = 0;       // the model's KV horizon (model_config::kv_horizon): when every layer
+                            // attends over the last `window` positions only, blocks wholly before
+  // a sequence's window are freed as it advances (its table holds 0 there)
 };
 
 struct step_plan {
@@ -74,6 +78,7 @@ struct scheduler_stats {
   int64_t prefix_hit_blocks = 0; // blocks reused from the prefix cache
   int64_t prefix_hit_tokens = 0;
   int64_t cow_copies = 0;
+  int64_t window_freed_blocks = 0; // blocks returned early: wholly before a sliding window
   int64_t steps = 0;
   int64_t recomputes = 0; // sequences whose KV was rebuilt after a failure
 };
@@ -148,6 +153,7 @@ class scheduler {
   void admit_prefix(sequence& s);
   void join_leader(sequence& s);
   void publish_full_blocks(sequence& s);
+  void free_outside_window(sequence& s);
   bool schedulable(const sequence& s) const;
   std::vector<int64_t> waiting_order() const;
   void remove(int64_t id);

@@ -108,7 +108,8 @@ TEST_P(SyntheticArch, MatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
-                         ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2"));
+                         ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2",
+                                           "mistral_window", "qwen2_window"));
 
 TEST(Llama2TinyRandom, LogitsMatchTransformers) {
   const json fx = test::load_json(test::fixture_path("llama2_tiny_random.json"));

@@ -21,10 +21,14 @@ namespace {
 constexpr int32_t V = 1000;
 constexpr int32_t P = 4;
 
-// KV memory: [block][offset] -> token written there (-1 = never written).
+// KV memory: [block][offset] -> token written there (-1 = never written). With a window W
+// the "model" reads only the last W positions (and fails the test if their block is 0).
 struct fake_model {
   std::vector<std::array<int32_t, P>> kv;
-  explicit fake_model(int32_t blocks) : kv(blocks) {
+  int32_t window = 0;
+  explicit fake_model(int32_t blocks, int32_t w = 0)
+      : kv(blocks)
+      , window(w) {
     for (auto& b : kv) b.fill(-1);
   }
   std::vector<sampled_token> run(const batch& b) {
@@ -38,7 +42,9 @@ struct fake_model {
       if (!s.logits) continue;
       // next token = a hash of everything the sequence can read
       uint64_t h = 1469598103934665603ull;
-      for (int32_t pos = 0; pos < s.pos0 + s.count; ++pos) {
+      const int32_t last = s.pos0 + s.count - 1;
+      for (int32_t pos = window ? std::max(0, last - window + 1) : 0; pos <= last; ++pos) {
+        EXPECT_GT(s.blocks[pos / P], 0) << "position " << pos << " reads a freed block";
         const int32_t t = kv[s.blocks[pos / P]][pos % P];
         h = (h ^ static_cast<uint64_t>(t + 7)) * 1099511628211ull;
       }
@@ -58,8 +64,8 @@ struct run_result {
   int32_t free_after = 0, total = 0;
 };
 
-run_result run_all(const std::vector<request>& reqs, int32_t blocks, int32_t budget, int max_inflight = 1,
-                   bool prefix = true) {
+run_result run_all(const std::vector<request>& reqs, int32_t blocks, int32_t budget,
+                   int max_inflight = 1, bool prefix = true) {
   kv_block_pool pool(blocks, P);
   scheduler_config cfg;
   cfg.max_batch_tokens = budget;
@@ -112,12 +118,12 @@ TEST(KvBlockPool, RefcountsAndLruEviction) {
   EXPECT_NE(a, 0);
   EXPECT_NE(b, 0);
   pool.publish(a, 111);
-  pool.release(a);                  // cached, evictable
+  pool.release(a); // cached, evictable
   EXPECT_EQ(pool.free_count(), 3);
-  EXPECT_EQ(pool.lookup(111), a);   // revived from the cache
+  EXPECT_EQ(pool.lookup(111), a); // revived from the cache
   EXPECT_EQ(pool.refcount(a), 1);
   pool.release(a);
-  pool.allocate(), pool.allocate(); // the two never-used blocks
+  pool.allocate(), pool.allocate();  // the two never-used blocks
   const int32_t c = pool.allocate(); // must evict the cached one
   EXPECT_EQ(c, a);
   EXPECT_EQ(pool.evictions(), 1);
@@ -127,7 +133,8 @@ TEST(KvBlockPool, RefcountsAndLruEviction) {
 
 TEST(Scheduler, BatchedOutputsEqualSoloOutputs) {
   std::vector<request> reqs;
-  for (int i = 0; i < 64; ++i) reqs.push_back(make(100 * (i + 1), 1 + (i * 7) % 40, 1 + (i * 5) % 20));
+  for (int i = 0; i < 64; ++i)
+    reqs.push_back(make(100 * (i + 1), 1 + (i * 7) % 40, 1 + (i * 5) % 20));
   std::map<int64_t, std::vector<int32_t>> solo;
   for (const auto& r : reqs) solo[r.id] = run_all({r}, 64, 512).tokens[r.id];
   auto batched = run_all(reqs, 400, 64, 2);
@@ -246,6 +253,44 @@ TEST(Scheduler, ResetKvRecomputesExactly) {
   EXPECT_GT(s.stats().recomputes, 0);
   for (const auto& r : reqs) EXPECT_EQ(got[r.id], run_all({r}, 64, 512).tokens[r.id]);
   EXPECT_EQ(pool.free_count(), pool.total());
+}
+
+TEST(Scheduler, SlidingWindowFreesBlocksBehindIt) {
+  // window 8 over blocks of 4: a sequence needs at most 4 blocks at a time, however long
+  auto run = [](int32_t blocks, const std::vector<request>& reqs, scheduler_stats* st) {
+    kv_block_pool pool(blocks, P);
+    scheduler_config cfg;
+    cfg.eos_ids = {0};
+    cfg.max_batch_tokens = 5; // chunked prefills of 5 tokens
+    cfg.max_context = 512;
+    cfg.window = 8;
+    scheduler s(pool, cfg);
+    for (const auto& r : reqs) EXPECT_TRUE(s.add(r));
+    fake_model m(blocks, 8);
+    std::map<int64_t, std::vector<int32_t>> got;
+    for (int guard = 0; guard < 100000 && !s.idle(); ++guard) {
+      auto p = s.next_step();
+      if (!p) break;
+      for (auto& e : s.complete(p->step_id, m.run(p->b)))
+        if (e.has_token) got[e.seq_id].push_back(e.token.token);
+    }
+    EXPECT_TRUE(s.idle());
+    EXPECT_EQ(pool.free_count(), pool.total());
+    if (st) *st = s.stats();
+    return got;
+  };
+  request r = make(1, 23, 60);
+  request two = make(5, 11, 30);
+  two.n = 2; // followers share the leader's prompt blocks, zeros included
+  const auto roomy = run(200, {r, two}, nullptr);
+  scheduler_stats st;
+  const auto tight = run(13, {r, two}, &st); // 12 blocks: 3 sequences x 4, nothing spare
+  EXPECT_EQ(tight.at(1), roomy.at(1));
+  EXPECT_EQ(tight.at(5), roomy.at(5));
+  EXPECT_EQ(tight.at(6), roomy.at(6));
+  EXPECT_EQ(tight.at(1).size(), 60u);
+  EXPECT_GT(st.window_freed_blocks, 20);
+  EXPECT_EQ(st.preemptions, 0);
 }
 
 TEST(StopMatcher, HoldsBackPartialMatches) {
