@@ -8,8 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/error.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/sampler.hpp"
+#include "runtime/scheduler.hpp"
 
 namespace troupe::actors {
 
@@ -17,26 +19,42 @@ namespace troupe::actors {
 struct gen_request {
   std::vector<int32_t> prompt;
   sampling_params sampling;
-  int32_t max_tokens = 16;
+  int32_t max_tokens = 16; // 0 only with prompt_logprobs (scoring a prompt)
+  int32_t min_tokens = 0;  // EOS / stop ids / stop strings cannot end it earlier
+  // stop strings: applied on the output side (output_processor in the gateway's session or
+  // in host::generate), never by the engine, which only hears "finish" when one matched
   std::vector<std::string> stop;
   std::vector<int32_t> stop_ids;
   bool ignore_eos = false;
   int32_t n = 1;
   int32_t priority = 0;
-  std::string tag; // for logs: the HTTP request id
+  int32_t prompt_logprobs = -1; // >= 0: score the prompt tokens, with this many alternatives
+  std::string tag;              // for logs: the HTTP request id
 };
 
-/// What a request's sink receives: events with new text as it is made (complete UTF-8
-/// characters only), then one final event per completion with `finish` set ("stop",
-/// "length", "cancelled", "error").
+/// One scored prompt token: its position in the prompt (1 ..), its logprob given the
+/// tokens before it, and the most likely alternatives there.
+struct prompt_logprob {
+  int32_t pos = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+/// What a request's sink receives from the engine: the new tokens of a completion (with
+/// logprobs when asked) as they are sampled, then one final event with `finish` set. The
+/// engine does no text work: `text` is empty from the engine and filled by the output side
+/// (host::generate) for its callers. Scored prompt tokens come with completion 0's events.
 struct gen_event {
   int64_t request_id = 0;
   int32_t index = 0;           // completion index (n > 1)
   std::vector<int32_t> tokens; // new tokens
-  std::string text;            // new text
+  std::string text;            // new text (output side only)
   std::vector<float> logprobs;
   std::vector<std::vector<std::pair<int32_t, float>>> top_logprobs;
-  std::string finish;
+  std::vector<prompt_logprob> prompt_logprobs;
+  finish_reason finish = finish_reason::none;
+  errc error_code = errc::internal; // finish == error: what went wrong
+  std::string error_message;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
 };
@@ -53,8 +71,18 @@ struct engine_stats {
   int64_t leases = 0, leased_blocks = 0; // per-sequence KV leases held now
   bool ready = false;
   std::string not_ready_reason;
+  std::string restart_policy; // what the supervisor does when a shard keeps failing
   histogram ttft = histogram::latency_seconds(); // time to first token
   histogram itl = histogram::latency_seconds();  // inter-token latency
+  // per request (the dashboards built for vLLM read these)
+  int64_t finished_stop = 0, finished_length = 0, finished_cancelled = 0, finished_error = 0;
+  int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0; // prompt tokens looked up / found
+  histogram e2e = histogram::long_seconds();              // arrival to last token
+  histogram queue = histogram::long_seconds();            // arrival to first step
+  histogram prefill = histogram::long_seconds();          // first step to first token
+  histogram decode = histogram::long_seconds();           // first token to last
+  histogram prompt_len = histogram::token_counts();
+  histogram generation_len = histogram::token_counts();
 };
 
 } // namespace troupe::actors

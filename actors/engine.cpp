@@ -11,8 +11,6 @@
 #include "actors/messages.hpp"
 #include "actors/shard.hpp"
 #include "runtime/log.hpp"
-#include "runtime/stop_matcher.hpp"
-#include "runtime/tokenizer.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -30,11 +28,10 @@ struct completion_state {
   int64_t request_id = 0;
   int32_t index = 0;
   caf::actor sink;
-  std::unique_ptr<stream_decoder> dec;
-  std::unique_ptr<stop_matcher> stops;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
-  clock::time_point arrival, last_token;
+  clock::time_point arrival, first_step, first_token, last_token;
+  bool scheduled = false; // a step has included it (queue time measured)
   bool logprobs = false;
 };
 
@@ -79,76 +76,116 @@ using state_ptr = engine_self*;
 
 constexpr auto poll_window = std::chrono::microseconds(100);
 
-std::string finish_text(finish_reason r) {
-  return std::string(to_string(r));
+double seconds(clock::duration d) {
+  return std::chrono::duration<double>(d).count();
 }
 
-void send_final(state_ptr self, completion_state& cs, const std::string& reason,
-                std::string text = {}) {
+// A completion ended: the per-request histograms and counters.
+void record_finish(state_ptr self, const completion_state& cs, finish_reason why) {
+  auto& st = self->state.stats;
+  const auto now = clock::now();
+  switch (why) {
+  case finish_reason::stop:
+    ++st.finished_stop;
+    break;
+  case finish_reason::length:
+    ++st.finished_length;
+    break;
+  case finish_reason::cancelled:
+    ++st.finished_cancelled;
+    ++st.cancelled;
+    break;
+  case finish_reason::error:
+  case finish_reason::none:
+    ++st.finished_error;
+    break;
+  }
+  st.e2e.observe(seconds(now - cs.arrival));
+  if (cs.completion_tokens > 0) st.decode.observe(seconds(now - cs.first_token));
+  st.prompt_len.observe(cs.prompt_tokens);
+  st.generation_len.observe(cs.completion_tokens);
+}
+
+void send_final(state_ptr self, completion_state& cs, finish_reason why,
+                error err = {errc::internal, ""}) {
   gen_event e;
   e.request_id = cs.request_id;
   e.index = cs.index;
-  e.text = std::move(text);
-  e.finish = reason;
+  e.finish = why;
+  if (why == finish_reason::error) {
+    e.error_code = err.code;
+    e.error_message = std::move(err.message);
+  }
   e.prompt_tokens = cs.prompt_tokens;
   e.completion_tokens = cs.completion_tokens;
-  if (reason == "cancelled") ++self->state.stats.cancelled;
+  record_finish(self, cs, why);
   self->send(cs.sink, event_atom::value, std::move(e));
 }
 
+// Sampled tokens and endings from the scheduler, sent to each completion's sink as they
+// are: no text work here (the sinks detokenize), so a step's results leave at once.
 void handle_events(state_ptr self, const std::vector<seq_event>& events) {
   auto& st = self->state;
   const auto now = clock::now();
   for (const auto& ev : events) {
     auto it = st.seqs.find(ev.seq_id);
-    if (it == st.seqs.end()) continue; // already finished (a stop string)
+    if (it == st.seqs.end()) continue; // already ended (a stop string, a cancel)
     completion_state& cs = it->second;
-    bool done = false;
-    if (ev.has_token) {
-      ++cs.completion_tokens;
-      ++st.stats.generated_tokens;
-      if (cs.completion_tokens == 1)
-        st.stats.ttft.observe(std::chrono::duration<double>(now - cs.arrival).count());
-      else
-        st.stats.itl.observe(std::chrono::duration<double>(now - cs.last_token).count());
-      cs.last_token = now;
-      gen_event e;
-      e.request_id = cs.request_id;
-      e.index = cs.index;
-      e.tokens = {ev.token.token};
-      if (cs.logprobs) {
-        e.logprobs = {ev.token.logprob};
-        e.top_logprobs = {ev.token.top};
+    if (!ev.has_token) {
+      if (ev.finished != finish_reason::none) {
+        send_final(self, cs, ev.finished);
+        st.seqs.erase(it);
       }
-      e.text = cs.stops->push(cs.dec->push(ev.token.token));
-      e.prompt_tokens = cs.prompt_tokens;
-      e.completion_tokens = cs.completion_tokens;
-      if (cs.stops->stopped()) {
-        e.finish = "stop";
-        st.sched->finish(ev.seq_id, finish_reason::stop);
-        done = true;
-      } else if (ev.finished != finish_reason::none) {
-        e.text += cs.stops->push(cs.dec->finish());
-        e.text += cs.stops->finish();
-        e.finish = cs.stops->stopped() ? "stop" : finish_text(ev.finished);
-        done = true;
-      }
-      self->send(cs.sink, event_atom::value, std::move(e));
-    } else if (ev.finished != finish_reason::none) {
-      std::string tail = cs.stops->push(cs.dec->finish());
-      tail += cs.stops->finish();
-      send_final(self, cs, finish_text(ev.finished), std::move(tail));
-      done = true;
+      continue;
     }
-    if (done) st.seqs.erase(it);
+    ++cs.completion_tokens;
+    ++st.stats.generated_tokens;
+    if (cs.completion_tokens == 1) {
+      cs.first_token = now;
+      st.stats.ttft.observe(seconds(now - cs.arrival));
+      st.stats.prefill.observe(seconds(now - cs.first_step));
+    } else {
+      st.stats.itl.observe(seconds(now - cs.last_token));
+    }
+    cs.last_token = now;
+    gen_event e;
+    e.request_id = cs.request_id;
+    e.index = cs.index;
+    e.tokens = {ev.token.token};
+    if (cs.logprobs) {
+      e.logprobs = {ev.token.logprob};
+      e.top_logprobs = {ev.token.top};
+    }
+    e.finish = ev.finished;
+    e.prompt_tokens = cs.prompt_tokens;
+    e.completion_tokens = cs.completion_tokens;
+    if (ev.finished != finish_reason::none) record_finish(self, cs, ev.finished);
+    self->send(cs.sink, event_atom::value, std::move(e));
+    if (ev.finished != finish_reason::none) st.seqs.erase(it);
   }
+}
+
+// Scored prompt tokens go to completion 0 of their request, a sequence's scores in one event.
+void send_scores(state_ptr self, const std::vector<prompt_score>& scores) {
+  auto& st = self->state;
+  std::map<int64_t, gen_event> out;
+  for (const auto& sc : scores) {
+    auto it = st.seqs.find(sc.seq_id);
+    if (it == st.seqs.end()) continue;
+    gen_event& e = out[sc.seq_id];
+    e.request_id = it->second.request_id;
+    e.index = it->second.index;
+    e.prompt_tokens = it->second.prompt_tokens;
+    e.prompt_logprobs.push_back(sc.lp);
+  }
+  for (auto& [id, e] : out) self->send(st.seqs.at(id).sink, event_atom::value, std::move(e));
 }
 
 void fail_all(state_ptr self, const std::string& why) {
   auto& st = self->state;
   for (auto& [id, cs] : st.seqs) {
     st.sched->cancel(id);
-    send_final(self, cs, "error");
+    send_final(self, cs, finish_reason::error, {errc::unavailable, why});
   }
   st.seqs.clear();
   TROUPE_LOG_ERROR("engine", "failing all requests: {}", why);
@@ -166,7 +203,14 @@ void pump(state_ptr self) {
     if (!plan) break;
     if (int n = st.setup.faults->fail_allocs(plan->step_id + 1); n > 0) st.pool->fail_next(n);
     auto p = std::make_shared<const batch>(std::move(plan->b));
-    st.inflight[plan->step_id] = {p, clock::now()};
+    const auto now = clock::now();
+    st.inflight[plan->step_id] = {p, now};
+    for (const auto& s : p->seqs)
+      if (auto it = st.seqs.find(s.seq_id); it != st.seqs.end() && !it->second.scheduled) {
+        it->second.scheduled = true;
+        it->second.first_step = now;
+        st.stats.queue.observe(seconds(now - it->second.arrival));
+      }
     const auto entry = st.setup.routes->info(0);
     for (size_t i = 0; i < entry.actors.size(); ++i) {
       const std::string to =
@@ -216,9 +260,11 @@ caf::behavior engine_behavior(state_ptr self) {
         auto& st = self->state;
         st.watched_sinks.erase(dm.source);
         const auto ended = st.sched->revoke_owner(dm.source.id());
-        for (int64_t id : ended) {
-          if (st.seqs.erase(id)) ++st.stats.cancelled;
-        }
+        for (int64_t id : ended)
+          if (auto it = st.seqs.find(id); it != st.seqs.end()) {
+            record_finish(self, it->second, finish_reason::cancelled);
+            st.seqs.erase(it);
+          }
         if (!ended.empty())
           TROUPE_LOG_INFO("engine", "owner {} gone: revoked {} sequences", dm.source.id(),
                           ended.size());
@@ -231,15 +277,18 @@ caf::behavior engine_behavior(state_ptr self) {
       [=](attach_atom, caf::actor sup) { self->state.supervisor = std::move(sup); },
       [=](generate_atom, gen_request& r, caf::actor sink) -> caf::result<int64_t> {
         auto& st = self->state;
-        if (st.failed) return caf::make_error(caf::sec::runtime_error, "unavailable: " + st.reason);
+        if (st.failed) return to_caf({errc::unavailable, "the model is unavailable: " + st.reason});
         if (static_cast<int64_t>(st.sched->waiting()) >= st.setup.max_waiting)
-          return caf::make_error(caf::sec::runtime_error, "queue full: too many requests waiting");
+          return to_caf({errc::busy, fmt::format("the queue is full ({} requests waiting); retry "
+                                                 "later",
+                                                 st.sched->waiting())});
         const model_config& c = st.setup.model->config;
         for (int32_t t : r.prompt)
           if (t < 0 || t >= c.V)
-            return caf::make_error(
-                caf::sec::runtime_error,
-                fmt::format("invalid_argument: token id {} outside the vocabulary", t));
+            return to_caf(
+                make_error(errc::invalid_argument, "token id {} outside the vocabulary", t));
+        if (r.prompt_logprobs > 20)
+          return to_caf({errc::invalid_argument, "prompt logprobs: at most 20 alternatives"});
         const int64_t id = st.next_id;
         st.next_id += std::max<int32_t>(r.n, 1) + 1;
         request q;
@@ -247,23 +296,21 @@ caf::behavior engine_behavior(state_ptr self) {
         q.prompt = r.prompt;
         q.sampling = r.sampling;
         q.max_tokens = r.max_tokens;
+        q.min_tokens = r.min_tokens;
         q.stop_ids = r.stop_ids;
         q.ignore_eos = r.ignore_eos;
         q.priority = r.priority;
         q.n = r.n;
+        q.prompt_logprobs = r.prompt_logprobs;
         q.owner = sink ? sink.id() : 0; // the sink owns the KV leases of its sequences
+        if (auto added = st.sched->add(q); !added) return to_caf(added.error());
         if (sink && st.watched_sinks.insert(sink.address()).second) self->actor->monitor(sink);
-        if (auto added = st.sched->add(q); !added)
-          return caf::make_error(caf::sec::runtime_error, added.error().to_string());
         const auto now = clock::now();
         for (int32_t i = 0; i < r.n; ++i) {
           completion_state cs;
           cs.request_id = id;
           cs.index = i;
           cs.sink = sink;
-          cs.dec = std::make_unique<stream_decoder>(*st.setup.model->tok);
-          cs.dec->prime(r.prompt);
-          cs.stops = std::make_unique<stop_matcher>(r.stop);
           cs.prompt_tokens = static_cast<int32_t>(r.prompt.size());
           cs.arrival = now;
           cs.logprobs = r.sampling.logprobs || r.sampling.top_logprobs > 0;
@@ -276,6 +323,17 @@ caf::behavior engine_behavior(state_ptr self) {
         pump(self);
         return id;
       },
+      // a stop string matched on the output side: the completion ends quietly (its sink
+      // already has everything it shows)
+      [=](finish_atom, int64_t request_id, int32_t index) {
+        auto& st = self->state;
+        auto it = st.seqs.find(request_id + index);
+        if (it == st.seqs.end() || it->second.request_id != request_id) return;
+        st.sched->finish(it->first, finish_reason::stop);
+        record_finish(self, it->second, finish_reason::stop);
+        st.seqs.erase(it);
+        pump(self);
+      },
       [=](cancel_atom, int64_t request_id) {
         auto& st = self->state;
         for (auto it = st.seqs.begin(); it != st.seqs.end();) {
@@ -284,7 +342,7 @@ caf::behavior engine_behavior(state_ptr self) {
             continue;
           }
           st.sched->cancel(it->first);
-          send_final(self, it->second, "cancelled");
+          send_final(self, it->second, finish_reason::cancelled);
           it = st.seqs.erase(it);
         }
         pump(self);
@@ -296,7 +354,8 @@ caf::behavior engine_behavior(state_ptr self) {
         if (d.epoch != st.epoch || !st.inflight.count(d.step_id)) return;
         st.inflight.erase(d.step_id);
         const auto events = st.sched->complete(d.step_id, d.tokens);
-        pump(self); // the next step first: streaming the text can overlap with it
+        pump(self); // the next step first: the sinks' work overlaps with it
+        if (!d.scores.empty()) send_scores(self, d.scores);
         handle_events(self, events);
       },
       [=](failed_atom, step_failed& f) {
@@ -318,7 +377,8 @@ caf::behavior engine_behavior(state_ptr self) {
           auto it = st.seqs.find(s.seq_id);
           if (it == st.seqs.end()) continue;
           st.sched->cancel(s.seq_id);
-          send_final(self, it->second, "error");
+          send_final(self, it->second, finish_reason::error,
+                     {errc::internal, fmt::format("stage{}.rank{}: {}", f.stage, f.rank, f.why)});
           st.seqs.erase(it);
         }
         TROUPE_LOG_ERROR("engine", "step={} failed on stage{}.rank{}: {}", f.step_id, f.stage,
@@ -333,14 +393,13 @@ caf::behavior engine_behavior(state_ptr self) {
         st.sched->reset_kv(); // its KV is gone, and with it every sequence's
         if (permanent) {
           st.failed = true;
-          st.reason =
-              fmt::format("shard stage{}.rank{} keeps failing ({}); gave up", stage, rank, why);
+          st.reason = fmt::format("shard stage{}.rank{}: {}", stage, rank, why);
           fail_all(self, st.reason);
         }
       },
       [=](up_atom, uint64_t epoch, int64_t restarts) {
         auto& st = self->state;
-        if (st.failed) return;
+        st.failed = false; // a shard given up on came back (the supervisor's retry)
         st.epoch = epoch;
         st.ready = true;
         st.resyncing = false;
@@ -356,6 +415,8 @@ caf::behavior engine_behavior(state_ptr self) {
         s.kv_blocks_free = st.pool->free_count();
         s.preemptions = st.sched->stats().preemptions;
         s.prefix_hit_blocks = st.sched->stats().prefix_hit_blocks;
+        s.prefix_hit_tokens = st.sched->stats().prefix_hit_tokens;
+        s.prefix_query_tokens = st.sched->stats().prefix_query_tokens;
         s.steps = st.sched->stats().steps;
         s.recomputes = st.sched->stats().recomputes;
         s.kv_window_freed_blocks = st.sched->stats().window_freed_blocks;
@@ -363,6 +424,7 @@ caf::behavior engine_behavior(state_ptr self) {
         s.leased_blocks = st.sched->leases().blocks_leased();
         s.ready = st.ready && !st.failed;
         s.not_ready_reason = st.reason;
+        s.restart_policy = st.setup.restart_policy;
         return s;
       },
       [=](tick_atom) {

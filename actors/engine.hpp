@@ -1,13 +1,14 @@
 // engine.hpp: the engine actor: continuous batching in front of a pipeline. It owns the
 // scheduler and the KV block pool (runtime/), turns requests into sequences, keeps up to
 // `max_inflight` steps (pipeline micro-batches) in flight, and streams each completion's new
-// text to its sink as events (detokenized incrementally, stop strings held back until
-// decided). When the supervisor reports a shard down it pauses, fails the steps in flight,
-// and drops all KV so every running sequence is recomputed from prompt + generated tokens;
-// streams pause and resume with no token repeated or lost. A step in flight longer than
-// the step timeout is treated as lost (resync through the supervisor).
-// Messages: (generate_atom, gen_request, sink) -> request id; (cancel_atom, id);
-// (stats_atom) -> engine_stats; internal: done/failed from shards, down/up from supervisor.
+// tokens to its sink as events (no text work here: the sinks detokenize and match stop
+// strings, and say finish when one matched). When the supervisor reports a shard down it pauses,
+// fails the steps in flight, and drops all KV so every running sequence is recomputed from prompt +
+// generated tokens; streams pause and resume with no token repeated or lost. A step in flight
+// longer than the step timeout is treated as lost (resync through the supervisor). Messages:
+// (generate_atom, gen_request, sink) -> request id or an error with troupe's code; (cancel_atom,
+// id); (finish_atom, id, index): a stop string ended that completion; (stats_atom) -> engine_stats;
+// internal: done/failed from shards, down/up from supervisor.
 #pragma once
 
 #include <memory>
@@ -31,6 +32,7 @@ struct engine_setup {
   int max_inflight = 1;
   double step_timeout_s = 60;
   int64_t max_waiting = 1 << 20; // requests queued beyond this are refused (429 at the gateway)
+  std::string restart_policy;    // reported in stats (/health)
 };
 
 caf::actor spawn_engine(caf::actor_system& sys, engine_setup setup);

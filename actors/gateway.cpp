@@ -1,4 +1,7 @@
-// gateway.cpp: HTTP routes, session actors and metrics (gateway.hpp).
+// gateway.cpp: HTTP routes, session actors and metrics (gateway.hpp). The HTTP I/O threads
+// only route: bodies are parsed and tokenized on the gateway's job queue, and each request's
+// output work (detokenizing, stop strings, logprob strings, JSON) runs in its session actor on
+// CAF's threads, never on the engine's.
 #include "actors/gateway.hpp"
 
 #include <atomic>
@@ -6,12 +9,15 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "actors/openai_api.hpp"
 #include "actors/pipeline.hpp"
+#include "runtime/job_queue.hpp"
 #include "runtime/log.hpp"
+#include "runtime/output_processor.hpp"
 
 namespace troupe::actors {
 
@@ -23,18 +29,34 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   gateway_options opt;
   serving_info info;
   std::unique_ptr<transport::http_server> server;
+  std::unique_ptr<job_queue> work; // parsing and tokenizing, off the I/O threads
   std::mutex status_mu;
   std::map<int, int64_t> by_status; // responses by HTTP status
   std::atomic<int64_t> counter{0};
   int64_t started = 0;
+  std::mutex sessions_mu;
+  std::map<caf::actor_addr, caf::actor> sessions; // live sessions, told to close at shutdown
 
   void count(int status) {
     std::lock_guard<std::mutex> lk(status_mu);
     ++by_status[status];
   }
-  void fail(const std::shared_ptr<response_writer>& w, const api_error& e) {
+  void fail(const std::shared_ptr<response_writer>& w, const api_error& e,
+            std::vector<std::pair<std::string, std::string>> headers = {}) {
     count(e.status);
-    w->respond(e.status, "application/json", error_body(e));
+    w->respond(e.status, "application/json", error_body(e), std::move(headers));
+  }
+  void add_session(const caf::actor& a) {
+    std::lock_guard<std::mutex> lk(sessions_mu);
+    sessions.emplace(a.address(), a);
+  }
+  void drop_session(const caf::actor_addr& a) {
+    std::lock_guard<std::mutex> lk(sessions_mu);
+    sessions.erase(a);
+  }
+  size_t live_sessions() {
+    std::lock_guard<std::mutex> lk(sessions_mu);
+    return sessions.size();
   }
   void handle(http_request req, std::shared_ptr<response_writer> w);
   void metrics(std::shared_ptr<response_writer> w);
@@ -50,48 +72,221 @@ int64_t unix_now() {
       .count();
 }
 
-api_error engine_refusal(const std::string& why) {
-  if (why.find("queue full") != std::string::npos)
-    return {429, why, "rate_limit_error", "", "queue_full"};
-  if (why.find("unavailable") != std::string::npos)
-    return {503, why, "server_error", "", "unavailable"};
-  if (why.find("out_of_memory") != std::string::npos)
-    return {400, why, "invalid_request_error", "max_tokens", "context_length_exceeded"};
-  return {400, why, "invalid_request_error", "", ""};
+// Code points in UTF-8 bytes (continuation bytes do not start one).
+int64_t code_points(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
 }
+
+// One choice (completion) of a request, on its way out.
+struct choice_state {
+  std::unique_ptr<output_processor> proc;
+  choice_result res;
+  std::vector<int32_t> context; // prompt + accepted tokens: where the next token's piece starts
+  int64_t offset = 0;           // code points of the choice's text so far (text_offset)
+  bool started = false;         // a chunk of it has been written (streams)
+  bool finished = false;
+  int64_t tokens = 0; // accepted completion tokens
+};
 
 // One HTTP request's life: submit, collect or stream, answer.
 struct session_state {
   std::shared_ptr<gateway::impl> gw; // kept alive while the session runs
   std::shared_ptr<response_writer> w;
   parsed_request req;
+  caf::actor engine;
   std::string id;
   int64_t created = 0;
-  std::vector<int64_t> engine_ids; // one per prompt
-  std::vector<choice_result> choices;
-  std::vector<bool> started, finished;
+  std::vector<int64_t> engine_ids; // per prompt; -1 until the engine accepted it
+  int pending = 0;                 // prompts not yet answered by the engine
+  std::vector<choice_state> choices;
+  // scored prompt tokens per prompt, by position (echo with logprobs)
+  std::vector<std::vector<std::optional<prompt_logprob>>> scores;
   int open = 0;
   int64_t prompt_tokens = 0, completion_tokens = 0;
-  bool cancelled = false;
+  bool header_sent = false;
+  bool done = false;
+  std::vector<std::string> held; // stream chunks made before the header could go out
   static inline const char* name = "troupe.session";
 };
 
 using session_ptr = caf::stateful_actor<session_state>*;
 
+void cancel_all(session_ptr self) {
+  auto& st = self->state;
+  for (int64_t eid : st.engine_ids)
+    if (eid >= 0) self->send(st.engine, cancel_atom::value, eid);
+}
+
+void emit(session_ptr self, std::string chunk) {
+  auto& st = self->state;
+  if (st.header_sent)
+    st.w->chunk(std::move(chunk));
+  else
+    st.held.push_back(std::move(chunk));
+}
+
+// Every prompt is accepted: the status line may go out now, and what waited with it.
+void open_stream(session_ptr self) {
+  auto& st = self->state;
+  st.w->start_stream(200, "text/event-stream");
+  st.header_sent = true;
+  for (auto& c : st.held) st.w->chunk(std::move(c));
+  st.held.clear();
+}
+
+// The request failed: an HTTP error while nothing was written, else an error event in the
+// stream (OpenAI's shape) and its end.
+void fail_session(session_ptr self, const api_error& e) {
+  auto& st = self->state;
+  if (st.done) return;
+  st.done = true;
+  cancel_all(self);
+  if (st.req.stream && st.header_sent) {
+    st.w->chunk(error_event(e));
+    st.w->chunk("data: [DONE]\n\n");
+    st.w->end();
+    st.gw->count(e.status);
+  } else {
+    st.gw->fail(st.w, e);
+  }
+  self->quit();
+}
+
 void finish_session(session_ptr self) {
   auto& st = self->state;
+  if (st.done) return;
+  st.done = true;
   if (st.req.stream) {
     if (st.req.include_usage)
-      st.w->chunk(usage_chunk(st.req, st.id, st.created, st.prompt_tokens, st.completion_tokens));
+      st.w->chunk(usage_chunk(st.req, st.id, st.created, {st.prompt_tokens, st.completion_tokens}));
     st.w->chunk("data: [DONE]\n\n");
     st.w->end();
   } else {
+    std::vector<choice_result> out;
+    for (auto& c : st.choices) out.push_back(std::move(c.res));
     st.w->respond(200, "application/json",
-                  completion_body(st.req, st.id, st.created, st.choices, st.prompt_tokens,
+                  completion_body(st.req, st.id, st.created, out, st.prompt_tokens,
                                   st.completion_tokens, *st.gw->info.tok));
   }
   st.gw->count(200);
   self->quit();
+}
+
+// Logprob detail of `ids`, each after `context` and the ones before it.
+token_logprobs detail(const tokenizer& tok, std::vector<int32_t>& context,
+                      std::span<const int32_t> ids, std::span<const float> lps,
+                      std::span<const std::vector<std::pair<int32_t, float>>> tops,
+                      int64_t& offset) {
+  token_logprobs out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string piece = token_pieces(tok, context, ids.subspan(i, 1))[0];
+    out.pieces.push_back(piece);
+    out.logprobs.push_back(i < lps.size() ? std::optional<float>(lps[i]) : std::nullopt);
+    std::vector<std::pair<std::string, float>> alts;
+    if (i < tops.size())
+      for (auto [alt, v] : tops[i])
+        alts.emplace_back(token_pieces(tok, context, std::span<const int32_t>(&alt, 1))[0], v);
+    out.top.push_back(std::move(alts));
+    out.text_offset.push_back(offset);
+    offset += code_points(piece);
+    context.push_back(ids[i]);
+  }
+  return out;
+}
+
+// The echoed prompt of a choice: its text, and with logprobs its tokens' detail.
+void echo_prompt(session_ptr self, int prompt_pos, choice_state& c, std::string& text,
+                 token_logprobs* lp) {
+  auto& st = self->state;
+  text = st.req.prompt_texts[static_cast<size_t>(prompt_pos)];
+  if (!lp) return;
+  const tokenizer& tok = *st.gw->info.tok;
+  const auto& prompt = st.req.prompts[static_cast<size_t>(prompt_pos)];
+  const auto& sc = st.scores[static_cast<size_t>(prompt_pos)];
+  std::vector<int32_t> ctx;
+  int64_t offset = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::string piece = token_pieces(tok, ctx, std::span<const int32_t>(&prompt[i], 1))[0];
+    lp->pieces.push_back(piece);
+    std::vector<std::pair<std::string, float>> alts;
+    if (i > 0 && i < sc.size() && sc[i]) {
+      lp->logprobs.push_back(sc[i]->logprob);
+      for (auto [alt, v] : sc[i]->top)
+        alts.emplace_back(token_pieces(tok, ctx, std::span<const int32_t>(&alt, 1))[0], v);
+    } else {
+      lp->logprobs.push_back(std::nullopt); // the first token: nothing came before it
+    }
+    lp->top.push_back(std::move(alts));
+    lp->text_offset.push_back(offset);
+    offset += code_points(piece);
+    ctx.push_back(prompt[i]);
+  }
+  c.offset = offset;
+}
+
+void on_event(session_ptr self, const gen_event& e) {
+  auto& st = self->state;
+  if (st.done) return;
+  int prompt_pos = -1;
+  for (size_t p = 0; p < st.engine_ids.size(); ++p)
+    if (st.engine_ids[p] == e.request_id) prompt_pos = static_cast<int>(p);
+  if (prompt_pos < 0) return; // not ours (the engine answers a request's id before its events)
+  auto& scores = st.scores[static_cast<size_t>(prompt_pos)];
+  for (const auto& s : e.prompt_logprobs)
+    if (s.pos >= 0 && s.pos < static_cast<int32_t>(scores.size())) scores[s.pos] = s;
+  const int idx = prompt_pos * st.req.n + e.index;
+  if (idx < 0 || idx >= static_cast<int>(st.choices.size())) return;
+  auto& c = st.choices[static_cast<size_t>(idx)];
+  if (c.finished || (e.tokens.empty() && e.finish == finish_reason::none)) return;
+  if (e.finish == finish_reason::error)
+    return fail_session(self, error_for({e.error_code, e.error_message}));
+  const tokenizer& tok = *st.gw->info.tok;
+  const bool want_lp = st.req.logprobs();
+  std::string text;
+  token_logprobs lp;
+  if (!c.started && st.req.echo) { // the prompt comes first
+    echo_prompt(self, prompt_pos, c, text, want_lp ? &lp : nullptr);
+    c.res.text += text;
+  }
+  std::string fresh;
+  finish_reason fin = e.finish;
+  if (!e.tokens.empty()) {
+    const auto d = c.proc->push(e.tokens);
+    fresh = d.text;
+    const auto accepted = std::span<const int32_t>(e.tokens).first(d.accepted);
+    if (want_lp) {
+      const size_t n = accepted.size();
+      lp.append(detail(tok, c.context, accepted,
+                       std::span<const float>(e.logprobs).first(std::min(n, e.logprobs.size())),
+                       std::span<const std::vector<std::pair<int32_t, float>>>(e.top_logprobs)
+                           .first(std::min(n, e.top_logprobs.size())),
+                       c.offset));
+    }
+    c.tokens += static_cast<int64_t>(d.accepted);
+    st.completion_tokens += static_cast<int64_t>(d.accepted);
+    if (c.proc->stopped()) {
+      fin = finish_reason::stop;
+      if (e.finish == finish_reason::none) // the engine goes on until told
+        self->send(st.engine, finish_atom::value, e.request_id, e.index);
+    }
+  }
+  if (fin != finish_reason::none && !c.proc->stopped()) fresh += c.proc->finish();
+  c.res.text += fresh;
+  text += fresh;
+  if (want_lp) c.res.lp.append(lp);
+  if (st.req.stream) {
+    const usage u{st.prompt_tokens, st.completion_tokens};
+    if (!text.empty() || fin != finish_reason::none || !c.started || !lp.pieces.empty())
+      emit(self, stream_chunk(st.req, st.id, st.created, idx, text, fin, !c.started, &lp, tok,
+                              st.req.continuous_usage ? &u : nullptr));
+  }
+  c.started = true;
+  if (fin == finish_reason::none) return;
+  c.res.finish = fin;
+  c.finished = true;
+  if (--st.open == 0) finish_session(self);
 }
 
 caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parsed_request req,
@@ -100,84 +295,65 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
   st.gw = gw;
   st.w = w;
   st.req = std::move(req);
+  st.engine = engine;
   st.id = (st.req.chat ? "chatcmpl-" : "cmpl-") + std::to_string(gw->started) + "-" +
           std::to_string(++gw->counter);
   st.created = unix_now();
   const int n = st.req.n;
-  const int total = static_cast<int>(st.req.prompts.size()) * n;
-  st.choices.resize(total);
-  st.started.assign(total, false);
-  st.finished.assign(total, false);
-  st.open = total;
-  for (int i = 0; i < total; ++i) st.choices[i].index = i;
+  const size_t prompts = st.req.prompts.size();
+  st.choices.resize(prompts * static_cast<size_t>(n));
+  for (size_t i = 0; i < st.choices.size(); ++i) {
+    auto& c = st.choices[i];
+    const auto& prompt = st.req.prompts[i / static_cast<size_t>(n)];
+    c.res.index = static_cast<int>(i);
+    c.proc = std::make_unique<output_processor>(*gw->info.tok, prompt, st.req.base.stop,
+                                                st.req.base.min_tokens);
+    c.context = prompt;
+  }
+  st.open = static_cast<int>(st.choices.size());
+  st.scores.resize(prompts);
+  for (size_t p = 0; p < prompts; ++p) st.scores[p].resize(st.req.prompts[p].size());
+  st.engine_ids.assign(prompts, -1);
+  st.pending = static_cast<int>(prompts);
+  gw->add_session(caf::actor_cast<caf::actor>(self));
+  self->attach_functor([gw, addr = self->address()] { gw->drop_session(addr); });
   // the client going away cancels everything this session asked for
   w->on_close([s = caf::actor_cast<caf::actor>(self)] { caf::anon_send(s, cancel_atom::value); });
-  // submit every prompt; answer with an error if the engine refuses the first one
-  for (size_t p = 0; p < st.req.prompts.size(); ++p) {
+  // submit every prompt; the status line waits until the engine has accepted all of them,
+  // so a refusal (429, 503, ...) is a real HTTP status, never bytes inside a stream
+  for (size_t p = 0; p < prompts; ++p) {
     gen_request g = st.req.base;
     g.prompt = st.req.prompts[p];
-    g.tag = st.id;
+    g.tag = st.id + (st.req.user.empty() ? "" : " user=" + st.req.user);
     st.prompt_tokens += static_cast<int64_t>(g.prompt.size());
     self->request(engine, std::chrono::seconds(30), generate_atom::value, std::move(g),
                   caf::actor_cast<caf::actor>(self))
         .then(
             [=](int64_t engine_id) {
               auto& st = self->state;
-              st.engine_ids.push_back(engine_id);
-              if (st.cancelled) self->send(engine, cancel_atom::value, engine_id);
+              st.engine_ids[p] = engine_id;
+              if (st.done) {
+                self->send(st.engine, cancel_atom::value, engine_id);
+                return;
+              }
+              if (--st.pending == 0 && st.req.stream) open_stream(self);
             },
-            [=](const caf::error& e) {
-              auto& st = self->state;
-              for (int64_t eid : st.engine_ids) self->send(engine, cancel_atom::value, eid);
-              if (!st.cancelled) st.gw->fail(st.w, engine_refusal(self->system().render(e)));
-              self->quit();
-            });
+            [=](const caf::error& e) { fail_session(self, error_for(from_caf(e))); });
   }
-  if (st.req.stream) w->start_stream(200, "text/event-stream");
   return {
-      [=](event_atom, const gen_event& e) {
+      [=](event_atom, const gen_event& e) { on_event(self, e); },
+      [=](cancel_atom) { // the client went away
         auto& st = self->state;
-        // choice index = prompt position * n + completion index
-        int prompt_pos = -1;
-        for (size_t p = 0; p < st.engine_ids.size(); ++p)
-          if (st.engine_ids[p] == e.request_id) prompt_pos = static_cast<int>(p);
-        if (prompt_pos < 0)
-          return; // not ours (the engine answers a request's id before its events)
-        const int idx = prompt_pos * st.req.n + e.index;
-        if (idx < 0 || idx >= static_cast<int>(st.choices.size()) || st.finished[idx]) return;
-        auto& c = st.choices[idx];
-        c.text += e.text;
-        c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
-        c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-        c.top_logprobs.insert(c.top_logprobs.end(), e.top_logprobs.begin(), e.top_logprobs.end());
-        st.completion_tokens += static_cast<int64_t>(e.tokens.size());
-        if (st.req.stream && (!e.text.empty() || !e.finish.empty() || !st.started[idx])) {
-          st.w->chunk(stream_chunk(st.req, st.id, st.created, idx, e.text, e.finish,
-                                   !st.started[idx], &e, *st.gw->info.tok));
-          st.started[idx] = true;
+        if (!st.done) {
+          st.done = true;
+          cancel_all(self);
+          st.gw->count(499); // client closed the request
         }
-        if (!e.finish.empty()) {
-          c.finish = e.finish;
-          st.finished[idx] = true;
-          if (--st.open == 0) {
-            const bool failed = std::any_of(st.choices.begin(), st.choices.end(),
-                                            [](auto& ch) { return ch.finish == "error"; });
-            if (failed && !st.req.stream) {
-              st.gw->fail(st.w, {503, "the model failed while generating (a shard is down)",
-                                 "server_error", "", "unavailable"});
-              self->quit();
-              return;
-            }
-            finish_session(self);
-          }
-        }
-      },
-      [=](cancel_atom) {
-        auto& st = self->state;
-        st.cancelled = true;
-        for (int64_t eid : st.engine_ids) self->send(engine, cancel_atom::value, eid);
-        st.gw->count(499); // client closed the request
         self->quit();
+      },
+      [=](close_atom) { // the server shuts down: end what is open, with an error
+        fail_session(self, {503, "the server is shutting down; retry on another replica",
+                            "server_error", "", "shutting_down"});
       },
   };
 }
@@ -185,7 +361,7 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
 // Answers once with the engine's stats.
 caf::behavior stats_probe(caf::event_based_actor* self, caf::actor engine,
                           std::function<void(const engine_stats*)> done) {
-  self->request(engine, std::chrono::seconds(5), stats_atom::value)
+  self->request(engine, std::chrono::seconds(2), stats_atom::value)
       .then(
           [=](const engine_stats& s) {
             done(&s);
@@ -198,103 +374,209 @@ caf::behavior stats_probe(caf::event_based_actor* self, caf::actor engine,
   return {[](int) {}};
 }
 
+// Authorization: Bearer KEY, the scheme in any case (RFC 7235).
+bool authorized(const http_request& req, const std::string& key, std::string& why) {
+  auto it = req.headers.find("authorization");
+  if (it == req.headers.end()) {
+    why = "missing API key (Authorization: Bearer ...)";
+    return false;
+  }
+  const std::string& v = it->second;
+  const size_t sp = v.find(' ');
+  std::string scheme = v.substr(0, sp);
+  for (auto& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  std::string token = sp == std::string::npos ? "" : v.substr(sp + 1);
+  while (!token.empty() && token.front() == ' ') token.erase(0, 1);
+  if (scheme != "bearer") {
+    why = "the Authorization scheme must be Bearer";
+    return false;
+  }
+  // compare without an early exit, so timing does not tell how much of a guess was right
+  unsigned diff = token.size() != key.size();
+  for (size_t i = 0; i < token.size() && i < key.size(); ++i)
+    diff |= static_cast<unsigned>(token[i] ^ key[i]);
+  if (diff) why = "wrong API key";
+  return diff == 0;
+}
+
 } // namespace
 
 void gateway::impl::health(std::shared_ptr<response_writer> w) {
   auto& in = h->internals();
   in.sys->spawn(stats_probe, in.engine, [self = shared_from_this(), w](const engine_stats* s) {
-    auto count = [&](int code) { self->count(code); };
+    nlohmann::json j;
+    int code = 503;
     if (s && s->ready) {
-      count(200);
-      w->respond(200, "application/json", R"({"status":"ok"})");
+      code = 200;
+      j = {{"status", "ok"}};
     } else {
-      const std::string why = s ? s->not_ready_reason : "the engine does not answer";
-      count(503);
-      w->respond(503, "application/json",
-                 nlohmann::json{{"status", "unavailable"}, {"reason", why}}.dump());
+      j = {{"status", "unavailable"},
+           {"reason", s ? s->not_ready_reason : "the engine does not answer"}};
     }
+    if (s && !s->restart_policy.empty()) j["restart_policy"] = s->restart_policy;
+    self->count(code);
+    w->respond(code, "application/json", j.dump());
   });
 }
 
 void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
   auto& in = h->internals();
   in.sys->spawn(stats_probe, in.engine, [self = shared_from_this(), w](const engine_stats* s) {
-    auto& status_mu = self->status_mu;
-    auto& by_status = self->by_status;
-    auto count = [&](int code) { self->count(code); };
+    const std::string label = fmt::format("model_name=\"{}\"", self->info.model_name);
     std::string out;
-    auto gauge = [&out](const char* name, const char* help, const char* type, double v) {
-      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
+    auto metric = [&](const std::string& name, const char* help, const char* type, double v,
+                      const std::string& extra = "") {
+      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{{{}{}}} {}\n", name, help, name, type,
+                         name, label, extra, v);
     };
     {
-      std::lock_guard<std::mutex> lk(status_mu);
+      std::lock_guard<std::mutex> lk(self->status_mu);
       out += "# HELP troupe_http_requests_total HTTP responses by status code.\n# TYPE "
              "troupe_http_requests_total counter\n";
-      for (auto [code, n] : by_status)
+      for (auto [code, n] : self->by_status)
         out += fmt::format("troupe_http_requests_total{{status=\"{}\"}} {}\n", code, n);
     }
     if (s) {
-      gauge("troupe_requests_total", "Generation requests accepted by the engine.", "counter",
-            s->requests_total);
-      gauge("troupe_prompt_tokens_total", "Prompt tokens of accepted requests.", "counter",
-            s->prompt_tokens);
-      gauge("troupe_generation_tokens_total", "Tokens generated.", "counter", s->generated_tokens);
-      gauge("troupe_queue_depth", "Sequences waiting to be scheduled.", "gauge",
-            s->requests_waiting);
-      gauge("troupe_running_sequences", "Sequences running.", "gauge", s->requests_running);
-      gauge("troupe_kv_blocks_total", "KV-cache blocks in the pool.", "gauge", s->kv_blocks_total);
-      gauge("troupe_kv_blocks_free", "KV-cache blocks free or evictable.", "gauge",
-            s->kv_blocks_free);
-      gauge("troupe_kv_leases", "KV leases held by sequences.", "gauge", s->leases);
-      gauge("troupe_preemptions_total", "Sequences preempted for lack of KV blocks.", "counter",
-            s->preemptions);
-      gauge("troupe_prefix_cache_hit_blocks_total", "KV blocks reused from the prefix cache.",
-            "counter", s->prefix_hit_blocks);
-      gauge("troupe_shard_restarts_total", "Shards restarted by the supervisor.", "counter",
-            s->shard_restarts);
-      gauge("troupe_ready", "1 when every shard can serve.", "gauge", s->ready ? 1 : 0);
+      const double kv_usage = s->kv_blocks_total > 0
+                                  ? 1.0 - static_cast<double>(s->kv_blocks_free) /
+                                              static_cast<double>(s->kv_blocks_total)
+                                  : 0.0;
+      metric("troupe_requests_total", "Generation requests accepted by the engine.", "counter",
+             s->requests_total);
+      metric("troupe_prompt_tokens_total", "Prompt tokens of accepted requests.", "counter",
+             s->prompt_tokens);
+      metric("troupe_generation_tokens_total", "Tokens generated.", "counter", s->generated_tokens);
+      metric("troupe_queue_depth", "Sequences waiting to be scheduled.", "gauge",
+             s->requests_waiting);
+      metric("troupe_running_sequences", "Sequences running.", "gauge", s->requests_running);
+      metric("troupe_kv_blocks_total", "KV-cache blocks in the pool.", "gauge", s->kv_blocks_total);
+      metric("troupe_kv_blocks_free", "KV-cache blocks free or evictable.", "gauge",
+             s->kv_blocks_free);
+      metric("troupe_kv_usage_ratio", "Fraction of KV-cache blocks in use.", "gauge", kv_usage);
+      metric("troupe_kv_leases", "KV leases held by sequences.", "gauge", s->leases);
+      metric("troupe_preemptions_total", "Sequences preempted for lack of KV blocks.", "counter",
+             s->preemptions);
+      metric("troupe_prefix_cache_hit_blocks_total", "KV blocks reused from the prefix cache.",
+             "counter", s->prefix_hit_blocks);
+      metric("troupe_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+             "counter", s->prefix_query_tokens);
+      metric("troupe_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+             "counter", s->prefix_hit_tokens);
+      metric("troupe_shard_restarts_total", "Shards restarted by the supervisor.", "counter",
+             s->shard_restarts);
+      metric("troupe_ready", "1 when every shard can serve.", "gauge", s->ready ? 1 : 0);
+      out += "# HELP troupe_request_success_total Finished requests by finish reason.\n# TYPE "
+             "troupe_request_success_total counter\n";
+      for (auto [why, n] : {std::pair<const char*, int64_t>{"stop", s->finished_stop},
+                            {"length", s->finished_length},
+                            {"abort", s->finished_cancelled},
+                            {"error", s->finished_error}})
+        out += fmt::format("troupe_request_success_total{{{},finished_reason=\"{}\"}} {}\n", label,
+                           why, n);
       out += s->ttft.exposition("troupe_time_to_first_token_seconds",
-                                "Time from request to first token.");
+                                "Time from request to first token.", label);
       out += s->itl.exposition("troupe_inter_token_latency_seconds",
-                               "Time between consecutive tokens of a stream.");
+                               "Time between consecutive tokens of a stream.", label);
+      out += s->e2e.exposition("troupe_e2e_request_latency_seconds",
+                               "Time from arrival to the last token.", label);
+      out += s->queue.exposition("troupe_request_queue_time_seconds",
+                                 "Time from arrival to the first step.", label);
+      out += s->prefill.exposition("troupe_request_prefill_time_seconds",
+                                   "Time from the first step to the first token.", label);
+      out += s->decode.exposition("troupe_request_decode_time_seconds",
+                                  "Time from the first token to the last.", label);
+      out += s->prompt_len.exposition("troupe_request_prompt_tokens", "Prompt length in tokens.",
+                                      label);
+      out += s->generation_len.exposition("troupe_request_generation_tokens",
+                                          "Generated tokens per request.", label);
+      // the same under the names dashboards built for vLLM read
+      metric("vllm:num_requests_running", "Sequences running.", "gauge", s->requests_running);
+      metric("vllm:num_requests_waiting", "Sequences waiting.", "gauge", s->requests_waiting);
+      metric("vllm:kv_cache_usage_perc", "KV-cache usage (1 = full).", "gauge", kv_usage);
+      metric("vllm:gpu_cache_usage_perc", "KV-cache usage (1 = full; older name).", "gauge",
+             kv_usage);
+      metric("vllm:prompt_tokens_total", "Prompt tokens.", "counter", s->prompt_tokens);
+      metric("vllm:generation_tokens_total", "Generated tokens.", "counter", s->generated_tokens);
+      metric("vllm:num_preemptions_total", "Preemptions.", "counter", s->preemptions);
+      metric("vllm:prefix_cache_queries_total", "Prefix cache queries (tokens).", "counter",
+             s->prefix_query_tokens);
+      metric("vllm:prefix_cache_hits_total", "Prefix cache hits (tokens).", "counter",
+             s->prefix_hit_tokens);
+      out += "# HELP vllm:request_success_total Finished requests.\n# TYPE "
+             "vllm:request_success_total counter\n";
+      for (auto [why, n] : {std::pair<const char*, int64_t>{"stop", s->finished_stop},
+                            {"length", s->finished_length},
+                            {"abort", s->finished_cancelled},
+                            {"error", s->finished_error}})
+        out += fmt::format("vllm:request_success_total{{{},finished_reason=\"{}\"}} {}\n", label,
+                           why, n);
+      out += s->ttft.exposition("vllm:time_to_first_token_seconds", "TTFT.", label);
+      out += s->itl.exposition("vllm:inter_token_latency_seconds", "ITL.", label);
+      out += s->itl.exposition("vllm:time_per_output_token_seconds", "TPOT (older name).", label);
+      out += s->e2e.exposition("vllm:e2e_request_latency_seconds", "E2E latency.", label);
+      out += s->queue.exposition("vllm:request_queue_time_seconds", "Queue time.", label);
+      out += s->prefill.exposition("vllm:request_prefill_time_seconds", "Prefill time.", label);
+      out += s->decode.exposition("vllm:request_decode_time_seconds", "Decode time.", label);
+      out += s->prompt_len.exposition("vllm:request_prompt_tokens", "Prompt tokens.", label);
+      out += s->generation_len.exposition("vllm:request_generation_tokens", "Generated tokens.",
+                                          label);
     }
-    count(200);
+    self->count(200);
     w->respond(200, "text/plain; version=0.0.4", out);
   });
 }
 
 void gateway::impl::generate(http_request req, std::shared_ptr<response_writer> w, bool chat) {
-  auto parsed = parse_request(req.body, chat, info);
-  if (auto* e = std::get_if<api_error>(&parsed)) return fail(w, *e);
-  auto& in = h->internals();
-  in.sys->spawn(session, shared_from_this(), std::move(std::get<parsed_request>(parsed)), w,
-                in.engine);
+  // parsing and tokenizing can take a while for a large body: never on an I/O thread
+  auto self = shared_from_this();
+  auto job = [self, body = std::move(req.body), w, chat] {
+    auto parsed = parse_request(body, chat, self->info);
+    if (auto* e = std::get_if<api_error>(&parsed)) return self->fail(w, *e);
+    if (w->closed()) return;
+    auto& in = self->h->internals();
+    in.sys->spawn(session, self, std::move(std::get<parsed_request>(parsed)), w, in.engine);
+  };
+  if (!work->post(std::move(job)))
+    fail(w, error_for({errc::busy, "too many requests are being parsed; retry later"}));
 }
 
 void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w) {
   std::string path = req.target.substr(0, req.target.find('?'));
-  if (!opt.api_key.empty() && path != "/health") {
-    auto it = req.headers.find("authorization");
-    if (it == req.headers.end() || it->second != "Bearer " + opt.api_key)
-      return fail(w, {401,
-                      it == req.headers.end() ? "missing API key (Authorization: Bearer ...)"
-                                              : "wrong API key",
-                      "authentication_error", "", "invalid_api_key"});
+  const bool auth_exempt = path == "/health" || (path == "/metrics" && !opt.metrics_auth);
+  if (!opt.api_key.empty() && !auth_exempt) {
+    std::string why;
+    if (!authorized(req, opt.api_key, why))
+      return fail(w, {401, why, "authentication_error", "", "invalid_api_key"},
+                  {{"WWW-Authenticate", "Bearer realm=\"troupe\""}});
   }
-  const bool get = req.method == "GET", post = req.method == "POST";
+  const bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
+  const std::string models_prefix = "/v1/models/";
   if (path == "/v1/completions" && post) return generate(std::move(req), w, false);
   if (path == "/v1/chat/completions" && post) return generate(std::move(req), w, true);
   if (path == "/v1/models" && get) {
     count(200);
     return w->respond(200, "application/json", models_body(info.model_name, started));
   }
+  if (path.rfind(models_prefix, 0) == 0 && get) {
+    const std::string id = path.substr(models_prefix.size());
+    if (id != info.model_name)
+      return fail(w, {404,
+                      fmt::format("model '{}' does not exist; this server serves '{}'", id,
+                                  info.model_name),
+                      "invalid_request_error", "model", "model_not_found"});
+    count(200);
+    return w->respond(200, "application/json", model_body(info.model_name, started));
+  }
   if (path == "/health" && get) return health(w);
   if (path == "/metrics" && get) return metrics(w);
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
-                     path == "/v1/models" || path == "/health" || path == "/metrics";
+                     path == "/v1/models" || path.rfind(models_prefix, 0) == 0 ||
+                     path == "/health" || path == "/metrics";
   if (known)
-    return fail(w, {405, fmt::format("method {} is not allowed on {}", req.method, path),
-                    "invalid_request_error", "", ""});
+    return fail(w,
+                {405, fmt::format("method {} is not allowed on {}", req.method, path),
+                 "invalid_request_error", "", ""},
+                {{"Allow", path.find("completions") != std::string::npos ? "POST" : "GET, HEAD"}});
   return fail(w, {404, fmt::format("no route {} {}", req.method, path), "invalid_request_error", "",
                   "not_found"});
 }
@@ -317,6 +599,7 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
   p->info.tok = m.tok.get();
   p->info.context = m.config.ctx;
   p->info.chat = detect_chat_format(m.tok->chat_template());
+  p->work = std::make_unique<job_queue>(std::max(1, o.parse_threads), 1024);
   auto* raw = p.get();
   TROUPE_TRY_ASSIGN(server, transport::http_server::start(
                                 o.host, o.port,
@@ -345,7 +628,24 @@ bool gateway::drain(double timeout_s) {
   return impl_->server->drain(timeout_s);
 }
 
+size_t gateway::close_all(double timeout_s) {
+  std::vector<caf::actor> open;
+  {
+    std::lock_guard<std::mutex> lk(impl_->sessions_mu);
+    for (auto& [addr, a] : impl_->sessions) open.push_back(a);
+  }
+  for (auto& a : open) caf::anon_send(a, close_atom::value);
+  // the sessions write their last bytes; the server then flushes them to the sockets
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (impl_->live_sessions() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  impl_->server->drain(std::max(
+      0.0, std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count()));
+  return open.size();
+}
+
 void gateway::shutdown() {
+  if (impl_ && impl_->work) impl_->work->stop();
   if (impl_ && impl_->server) impl_->server->shutdown();
 }
 

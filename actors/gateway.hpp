@@ -1,11 +1,15 @@
 // gateway.hpp: the HTTP gateway: an OpenAI-compatible API in front of a host's engine.
-// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,
-// GET /metrics (Prometheus text). Each request becomes a session actor that tokenizes (via
-// openai_api), submits to the engine, and streams server-sent events or answers once; a
-// client that disconnects cancels its request (its KV leases go with it). Bad input gets
-// OpenAI's error shape with the status of one table (openai_api.hpp) and never reaches the
-// engine. /health says 200 only when every shard can serve. Thread-safe facade.
-// Tests: tests/actors/gateway_test.cpp, tests/integration/openai_client_test.py
+// Routes: POST /v1/completions, POST /v1/chat/completions, GET (and HEAD) /v1/models,
+// /v1/models/{id}, /health, /metrics (Prometheus text, also under vLLM's metric names). The
+// I/O threads only route; a small job queue parses and tokenizes bodies, and each request
+// becomes a session actor that submits to the engine, turns its tokens into text (stop
+// strings, logprob strings, echo) and streams server-sent events or answers once. The status
+// line waits until the engine accepted the request, so a refusal is a real HTTP status; a
+// failure after it ends the stream with an error event. A client that disconnects cancels
+// its request (its KV leases go with it). Bad input gets OpenAI's error shape with the status
+// of one table (openai_api.hpp) and never reaches the engine. /health says 200 only when
+// every shard can serve. Thread-safe facade.
+// Tests: tests/actors/gateway_test.cpp, tests/integration/*.py
 #pragma once
 
 #include <memory>
@@ -19,8 +23,10 @@ namespace troupe::actors {
 struct gateway_options {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;
-  std::string api_key;    // empty: no authentication
-  std::string model_name; // empty: the model's file or directory name
+  std::string api_key;       // empty: no authentication
+  std::string model_name;    // empty: the model's file or directory name
+  bool metrics_auth = false; // /metrics needs the API key too (default: open, like /health)
+  int parse_threads = 2;     // the job queue that parses and tokenizes request bodies
   transport::http_limits limits;
 };
 
@@ -32,6 +38,9 @@ class gateway {
   const std::string& model_name() const;
   /// Stops accepting, waits up to `timeout_s` for requests in progress; true when all ended.
   bool drain(double timeout_s);
+  /// Ends every request still open (streams get an error event and their end, others a
+  /// 503), waiting up to `timeout_s` for the bytes to go out; returns how many there were.
+  size_t close_all(double timeout_s);
   void shutdown();
 
   struct impl;

@@ -3,12 +3,14 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "actors/engine.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/supervisor.hpp"
 #include "runtime/log.hpp"
+#include "runtime/output_processor.hpp"
 
 namespace troupe::actors {
 
@@ -105,6 +107,14 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   es.max_inflight = o.max_inflight;
   es.step_timeout_s = o.step_timeout_s;
   es.max_waiting = o.max_waiting;
+  es.restart_policy =
+      o.on_give_up == give_up_policy::exit
+          ? fmt::format("restart a failed shard with backoff; after {} failures in a row without "
+                        "a completed step, exit (status 3)",
+                        o.max_restarts)
+          : fmt::format("restart a failed shard with backoff; after {} failures in a row without "
+                        "a completed step, retry every {} s",
+                        o.max_restarts, o.retry_interval_s);
   in.engine = spawn_engine(*in.sys, es);
   in.routes->engine = in.engine;
 
@@ -121,6 +131,9 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   ss.hang_timeout_s = o.hang_timeout_s;
   ss.max_restarts = o.max_restarts;
   ss.restart_window_s = o.restart_window_s;
+  ss.retry_after_give_up = o.on_give_up == give_up_policy::retry;
+  ss.retry_interval_s = o.retry_interval_s;
+  ss.on_give_up = o.on_fatal;
   for (size_t s = 0; s < o.place.stages.size(); ++s) {
     const auto& st = o.place.stages[s];
     ss.groups.push_back(st.tp > 1 ? transport::inproc_group::create(st.tp) : nullptr);
@@ -157,7 +170,10 @@ bool host::wait_ready(double timeout_s) {
   while (std::chrono::steady_clock::now() < deadline) {
     const engine_stats s = stats();
     if (s.ready) return true;
-    if (s.not_ready_reason.find("gave up") != std::string::npos) return false;
+    // given up for good (no retry coming): waiting longer cannot help
+    if (s.not_ready_reason.find("gave up") != std::string::npos &&
+        impl_->opt.on_give_up == give_up_policy::exit)
+      return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;
@@ -179,63 +195,84 @@ std::vector<int64_t> host::resident_bytes() {
   return out;
 }
 
-expected<std::vector<completion>>
-host::generate(const gen_request& r, const std::function<void(const gen_event&)>& on_event,
-               double timeout_s) {
-  caf::scoped_actor self{*impl_->sys};
-  int64_t id = -1;
-  std::string err;
-  self->request(impl_->engine, std::chrono::seconds(30), generate_atom::value, r, caf::actor{self})
-      .receive([&](int64_t got) { id = got; },
-               [&](const caf::error& e) { err = self->system().render(e); });
-  if (id < 0) return make_error(errc::invalid_argument, "request refused: {}", err);
-  std::vector<completion> out(static_cast<size_t>(std::max(r.n, 1)));
-  for (auto& c : out) c.prompt_tokens = r.prompt;
-  int open = static_cast<int>(out.size());
-  bool timed_out = false;
-  while (open > 0 && !timed_out) {
-    self->receive(
-        [&](event_atom, const gen_event& e) {
-          TROUPE_LOG_DEBUG("host", "event req={} idx={} tokens={} finish='{}'", e.request_id,
-                           e.index, e.tokens.size(), e.finish);
-          if (e.request_id != id || e.index < 0 || e.index >= static_cast<int>(out.size())) return;
-          auto& c = out[static_cast<size_t>(e.index)];
-          c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
-          c.text += e.text;
-          if (on_event) on_event(e);
-          if (!e.finish.empty()) {
-            c.finish = e.finish;
-            --open;
-          }
-        },
-        caf::after(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))) >>
-            [&] { timed_out = true; });
+namespace {
+
+// The output side of one completion in host::generate(_many).
+struct collector {
+  completion c;
+  std::unique_ptr<output_processor> proc;
+  bool open = true;
+
+  // Applies an engine event; returns the event with its text, or nothing to show. Sets
+  // `stop_hit` when a stop string ended the completion (the engine must be told).
+  std::optional<gen_event> apply(const gen_event& e, bool& stop_hit) {
+    stop_hit = false;
+    if (!open) return std::nullopt;
+    gen_event out = e;
+    out.text.clear();
+    if (!e.tokens.empty()) {
+      const auto d = proc->push(e.tokens);
+      out.text = d.text;
+      out.tokens.resize(d.accepted);
+      c.tokens.insert(c.tokens.end(), e.tokens.begin(),
+                      e.tokens.begin() + static_cast<std::ptrdiff_t>(d.accepted));
+      if (proc->stopped()) {
+        out.finish = finish_reason::stop;
+        stop_hit = e.finish == finish_reason::none; // the engine did not end it itself
+      }
+    }
+    if (out.finish != finish_reason::none && !proc->stopped()) out.text += proc->finish();
+    c.text += out.text;
+    if (out.finish != finish_reason::none) {
+      c.finish = out.finish;
+      if (out.finish == finish_reason::error) c.err = {e.error_code, e.error_message};
+      open = false;
+    }
+    return out;
   }
-  if (timed_out) {
-    self->send(impl_->engine, cancel_atom::value, id);
-    return make_error(errc::timeout, "request {} did not finish within {} s", id, timeout_s);
+};
+
+std::vector<collector> collectors_for(const gen_request& r, const tokenizer& tok) {
+  std::vector<collector> out(static_cast<size_t>(std::max(r.n, 1)));
+  for (auto& k : out) {
+    k.c.prompt_tokens = r.prompt;
+    k.proc = std::make_unique<output_processor>(tok, r.prompt, r.stop, r.min_tokens);
   }
   return out;
 }
 
+} // namespace
+
+expected<std::vector<completion>>
+host::generate(const gen_request& r, const std::function<void(const gen_event&)>& on_event,
+               double timeout_s) {
+  auto many = generate_many({r}, timeout_s, on_event);
+  if (!many) return many.error();
+  return std::move((*many)[0]);
+}
+
 expected<std::vector<std::vector<completion>>>
-host::generate_many(const std::vector<gen_request>& rs, double timeout_s) {
+host::generate_many(const std::vector<gen_request>& rs, double timeout_s,
+                    const std::function<void(const gen_event&)>& on_event) {
   caf::scoped_actor self{*impl_->sys};
   std::map<int64_t, size_t> index;
-  std::vector<std::vector<completion>> out(rs.size());
+  std::vector<std::vector<collector>> cols(rs.size());
   int open = 0;
   for (size_t i = 0; i < rs.size(); ++i) {
-    std::string err;
+    error err;
     int64_t id = -1;
     self->request(impl_->engine, std::chrono::seconds(30), generate_atom::value, rs[i],
                   caf::actor{self})
-        .receive([&](int64_t got) { id = got; },
-                 [&](const caf::error& e) { err = self->system().render(e); });
-    if (id < 0) return make_error(errc::invalid_argument, "request {} refused: {}", i, err);
+        .receive([&](int64_t got) { id = got; }, [&](const caf::error& e) { err = from_caf(e); });
+    if (id < 0) {
+      for (auto [other, j] : index) self->send(impl_->engine, cancel_atom::value, other);
+      return error{err.code, rs.size() == 1
+                                 ? "request refused: " + err.message
+                                 : fmt::format("request {} refused: {}", i, err.message)};
+    }
     index[id] = i;
-    out[i].resize(static_cast<size_t>(std::max(rs[i].n, 1)));
-    for (auto& c : out[i]) c.prompt_tokens = rs[i].prompt;
-    open += static_cast<int>(out[i].size());
+    cols[i] = collectors_for(rs[i], *impl_->model->tok);
+    open += static_cast<int>(cols[i].size());
   }
   bool timed_out = false;
   while (open > 0 && !timed_out) {
@@ -243,15 +280,14 @@ host::generate_many(const std::vector<gen_request>& rs, double timeout_s) {
         [&](event_atom, const gen_event& e) {
           auto it = index.find(e.request_id);
           if (it == index.end() || e.index < 0 ||
-              e.index >= static_cast<int>(out[it->second].size()))
+              e.index >= static_cast<int>(cols[it->second].size()))
             return;
-          auto& c = out[it->second][static_cast<size_t>(e.index)];
-          c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
-          c.text += e.text;
-          if (!e.finish.empty()) {
-            c.finish = e.finish;
-            --open;
-          }
+          auto& k = cols[it->second][static_cast<size_t>(e.index)];
+          bool stop_hit = false;
+          auto shown = k.apply(e, stop_hit);
+          if (stop_hit) self->send(impl_->engine, finish_atom::value, e.request_id, e.index);
+          if (shown && on_event) on_event(*shown);
+          if (shown && shown->finish != finish_reason::none) --open;
         },
         caf::after(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))) >>
             [&] { timed_out = true; });
@@ -260,6 +296,9 @@ host::generate_many(const std::vector<gen_request>& rs, double timeout_s) {
     for (auto [id, i] : index) self->send(impl_->engine, cancel_atom::value, id);
     return make_error(errc::timeout, "requests did not finish within {} s", timeout_s);
   }
+  std::vector<std::vector<completion>> out(rs.size());
+  for (size_t i = 0; i < rs.size(); ++i)
+    for (auto& k : cols[i]) out[i].push_back(std::move(k.c));
   return out;
 }
 

@@ -33,6 +33,12 @@ struct custom_hop {
   std::function<caf::actor(caf::actor_system&, const hop_context&)> make;
 };
 
+/// What the supervisor does when a shard keeps failing without running a step in between.
+enum class give_up_policy : uint8_t {
+  retry, // keep restarting it every retry_interval_s (half-open); requests fail meanwhile
+  exit,  // call on_fatal (the CLI exits with status 3 so an orchestrator restarts it)
+};
+
 struct host_options {
   placement place; // stages; empty: one stage, TP 1
   int threads_per_shard = 1;
@@ -46,8 +52,11 @@ struct host_options {
   fault_plan faults;
   double step_timeout_s = 60;
   double hang_timeout_s = 60;
-  int max_restarts = 5;
+  int max_restarts = 5; // consecutive failures of a shard with no step completed in between
   double restart_window_s = 60;
+  give_up_policy on_give_up = give_up_policy::retry;
+  double retry_interval_s = 10;
+  std::function<void()> on_fatal; // called (on an actor thread) when giving up with exit
   int caf_threads = 2;
   int64_t max_waiting = 1 << 20;
   std::vector<custom_hop> custom;
@@ -57,7 +66,8 @@ struct completion {
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> tokens;
   std::string text;
-  std::string finish;
+  finish_reason finish = finish_reason::none;
+  error err; // finish == error: why
 };
 
 class host {
@@ -68,13 +78,16 @@ class host {
 
   /// Waits until every shard has loaded (false on timeout or when loading failed).
   bool wait_ready(double timeout_s);
-  /// Runs one request to completion. on_event (optional) sees every event as it arrives.
+  /// Runs one request to completion: detokenizes and applies its stop strings on this side
+  /// (output_processor), as the gateway does. on_event (optional) sees every event as it
+  /// arrives, with its text filled in.
   expected<std::vector<completion>>
   generate(const gen_request& r, const std::function<void(const gen_event&)>& on_event = {},
            double timeout_s = 600);
   /// Submits every request at once and waits for all of them (completions in request order).
-  expected<std::vector<std::vector<completion>>> generate_many(const std::vector<gen_request>& rs,
-                                                               double timeout_s = 600);
+  expected<std::vector<std::vector<completion>>>
+  generate_many(const std::vector<gen_request>& rs, double timeout_s = 600,
+                const std::function<void(const gen_event&)>& on_event = {});
   engine_stats stats();
   /// Resident weight bytes per shard, in spawn order (stage by stage, rank by rank).
   std::vector<int64_t> resident_bytes();

@@ -28,13 +28,14 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.min_p,
            x.repetition_penalty, x.presence_penalty, x.frequency_penalty, x.seed, x.top_logprobs,
-           x.logprobs);
+           x.logprobs, x.logit_bias);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, batch_seq& x) {
   return f(caf::meta::type_name("batch_seq"), x.seq_id, x.begin, x.count, x.pos0, x.logits,
-           x.blocks, x.sampling, x.sample_step, x.penalty_history);
+           x.blocks, x.sampling, x.sample_step, x.penalty_history, x.suppress, x.score_rows,
+           x.score_next, x.score_top);
 }
 
 template <class Inspector>
@@ -69,6 +70,16 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using resync_atom = caf::atom_constant<caf::atom("resync")>;
+using finish_atom = caf::atom_constant<caf::atom("finish")>;     // a stop string ended a completion
+using progress_atom = caf::atom_constant<caf::atom("progress")>; // a new shard ran a step
+using close_atom = caf::atom_constant<caf::atom("close")>;       // the server shuts down
+
+/// Errors between actors carry troupe's code (category "troupe"): the gateway maps the code,
+/// never the text, to an HTTP status.
+caf::error to_caf(const error& e);
+/// Back from CAF: troupe's own code and message, or a CAF system error turned into one
+/// (a request timeout is errc::timeout, a dead actor errc::unavailable).
+error from_caf(const caf::error& e);
 
 /// One forward step travelling down the pipeline. `x` is null for stage 0.
 struct step_msg {
@@ -106,17 +117,35 @@ typename Inspector::result_type inspect(Inspector& f, step_msg& m) {
   }
 }
 
-/// The last stage's answer: one sampled token per sequence that asked for logits.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prompt_logprob& x) {
+  return f(caf::meta::type_name("prompt_logprob"), x.pos, x.logprob, x.top);
+}
+
+/// A scored prompt token of one sequence.
+struct prompt_score {
+  int64_t seq_id = 0;
+  prompt_logprob lp;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prompt_score& x) {
+  return f(caf::meta::type_name("prompt_score"), x.seq_id, x.lp);
+}
+
+/// The last stage's answer: one sampled token per sequence that asked for logits, and the
+/// scores of prompt tokens where a sequence asked for them.
 struct step_done {
   uint64_t step_id = 0;
   uint64_t epoch = 0;
   std::vector<sampled_token> tokens;
+  std::vector<prompt_score> scores;
   double seconds = 0; // wall time of the last stage
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_done& x) {
-  return f(caf::meta::type_name("step_done"), x.step_id, x.epoch, x.tokens, x.seconds);
+  return f(caf::meta::type_name("step_done"), x.step_id, x.epoch, x.tokens, x.scores, x.seconds);
 }
 
 /// A shard could not run a step (its collective was aborted, a kernel failed).
@@ -136,14 +165,15 @@ typename Inspector::result_type inspect(Inspector& f, step_failed& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_request& x) {
-  return f(caf::meta::type_name("gen_request"), x.prompt, x.sampling, x.max_tokens, x.stop,
-           x.stop_ids, x.ignore_eos, x.n, x.priority, x.tag);
+  return f(caf::meta::type_name("gen_request"), x.prompt, x.sampling, x.max_tokens, x.min_tokens,
+           x.stop, x.stop_ids, x.ignore_eos, x.n, x.priority, x.prompt_logprobs, x.tag);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_event& x) {
   return f(caf::meta::type_name("gen_event"), x.request_id, x.index, x.tokens, x.text, x.logprobs,
-           x.top_logprobs, x.finish, x.prompt_tokens, x.completion_tokens);
+           x.top_logprobs, x.prompt_logprobs, x.finish, x.error_code, x.error_message,
+           x.prompt_tokens, x.completion_tokens);
 }
 
 template <class Inspector>
@@ -152,7 +182,9 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
            x.requests_waiting, x.prompt_tokens, x.generated_tokens, x.kv_blocks_total,
            x.kv_blocks_free, x.preemptions, x.prefix_hit_blocks, x.steps, x.recomputes,
            x.kv_window_freed_blocks, x.shard_restarts, x.cancelled, x.leases, x.leased_blocks,
-           x.ready, x.not_ready_reason, x.ttft, x.itl);
+           x.ready, x.not_ready_reason, x.ttft, x.itl, x.finished_stop, x.finished_length,
+           x.finished_cancelled, x.finished_error, x.prefix_query_tokens, x.prefix_hit_tokens,
+           x.e2e, x.queue, x.prefill, x.decode, x.prompt_len, x.generation_len, x.restart_policy);
 }
 
 /// Announces every message type above; call before constructing the actor_system.

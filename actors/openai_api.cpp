@@ -1,10 +1,9 @@
-// openai_api.cpp: request validation and response JSON (openai_api.hpp).
+// openai_api.cpp: request validation, the error table and response JSON (openai_api.hpp).
 #include "actors/openai_api.hpp"
 
 #include <cmath>
 #include <optional>
 #include <random>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +49,14 @@ std::optional<api_error> boolean(const json& j, const char* key, bool& out) {
   return std::nullopt;
 }
 
+std::optional<api_error> string(const json& j, const char* key, std::string& out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) return bad(fmt::format("'{}' must be a string", key), key);
+  out = it->get<std::string>();
+  return std::nullopt;
+}
+
 std::optional<api_error> token_list(const json& a, const serving_info& info, const char* key,
                                     std::vector<int32_t>& out) {
   for (const auto& t : a) {
@@ -65,82 +72,108 @@ std::optional<api_error> token_list(const json& a, const serving_info& info, con
   return std::nullopt;
 }
 
-const std::set<std::string> completion_fields = {"model",
-                                                 "prompt",
-                                                 "max_tokens",
-                                                 "temperature",
-                                                 "top_p",
-                                                 "top_k",
-                                                 "min_p",
-                                                 "n",
-                                                 "stream",
-                                                 "stream_options",
-                                                 "logprobs",
-                                                 "echo",
-                                                 "stop",
-                                                 "presence_penalty",
-                                                 "frequency_penalty",
-                                                 "repetition_penalty",
-                                                 "seed",
-                                                 "user",
-                                                 "best_of",
-                                                 "suffix",
-                                                 "logit_bias",
-                                                 "ignore_eos",
-                                                 "truncate_prompt_tokens"};
-const std::set<std::string> chat_fields = {"model",
-                                           "messages",
-                                           "max_tokens",
-                                           "max_completion_tokens",
-                                           "temperature",
-                                           "top_p",
-                                           "top_k",
-                                           "min_p",
-                                           "n",
-                                           "stream",
-                                           "stream_options",
-                                           "logprobs",
-                                           "top_logprobs",
-                                           "stop",
-                                           "presence_penalty",
-                                           "frequency_penalty",
-                                           "repetition_penalty",
-                                           "seed",
-                                           "user",
-                                           "logit_bias",
-                                           "response_format",
-                                           "tools",
-                                           "tool_choice",
-                                           "parallel_tool_calls",
-                                           "ignore_eos"};
+const api_field* find_field(const std::string& name) {
+  for (const auto& f : api_fields())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+// A piece of text as a token string: itself when valid UTF-8, else OpenAI's "bytes:\xNN".
+std::string token_string(const std::string& piece) {
+  if (unicode::valid(piece)) return piece;
+  std::string out = "bytes:";
+  for (unsigned char c : piece) out += fmt::format("\\x{:02x}", c);
+  return out;
+}
+
+json bytes_of(const std::string& piece) {
+  json b = json::array();
+  for (unsigned char c : piece) b.push_back(static_cast<int>(c));
+  return b;
+}
 
 } // namespace
 
-int http_status_for(errc code) {
-  switch (code) {
+const std::vector<api_field>& api_fields() {
+  static const std::vector<api_field> fields = {
+      {"model", true, true, "must be the served model's id (404 otherwise)"},
+      {"prompt", true, false,
+       "a string, a list of strings, a list of token ids, or a list of token-id lists"},
+      {"messages", false, true,
+       "roles system, developer (rendered as system), user, assistant; content a string or "
+       "text parts"},
+      {"max_tokens", true, true,
+       "default 16 (completions) or the rest of the context (chat); 0 only with echo"},
+      {"max_completion_tokens", false, true, "the same as max_tokens"},
+      {"min_tokens", true, true,
+       "EOS, stop ids and stop strings cannot end a completion before this many tokens (vLLM)"},
+      {"temperature", true, true, "0 is greedy; default 1"},
+      {"top_p", true, true, "nucleus sampling"},
+      {"top_k", true, true, "keep the k most likely tokens (vLLM)"},
+      {"min_p", true, true, "drop tokens below min_p x the best one's probability (vLLM)"},
+      {"n", true, true, "completions per prompt (1-16), sharing the prompt's KV blocks"},
+      {"best_of", true, false, "accepted when equal to n"},
+      {"stream", true, true, "server-sent events"},
+      {"stream_options", true, true,
+       "include_usage: a final usage chunk; continuous_usage_stats (vLLM): usage in every "
+       "chunk"},
+      {"logprobs", true, true,
+       "completions: top-n logprobs (0-5); chat: true for the chosen tokens' logprobs"},
+      {"top_logprobs", false, true, "chat: alternatives per token (0-20), with logprobs: true"},
+      {"echo", true, false,
+       "the prompt's text comes first in each choice; with logprobs, also the prompt tokens' "
+       "logprobs (the first one null): prompt scoring, as lm-evaluation-harness uses it"},
+      {"stop", true, true, "up to 4 strings; the text stops before them"},
+      {"presence_penalty", true, true, "OpenAI's"},
+      {"frequency_penalty", true, true, "OpenAI's"},
+      {"repetition_penalty", true, true, "CTRL-style (vLLM)"},
+      {"seed", true, true, "the same seed gives the same tokens"},
+      {"logit_bias", true, true,
+       "token id -> bias in [-100, 100] added to that logit before sampling (logprobs stay "
+       "those of the model)"},
+      {"ignore_eos", true, true, "keep generating past EOS (vLLM)"},
+      {"truncate_prompt_tokens", true, false, "keep only the prompt's last N tokens (vLLM)"},
+      {"suffix", true, false, "refused unless null (no insertion mode)"},
+      {"user", true, true, "written to the log with the request id; nothing else"},
+      {"store", true, true, "accepted; Troupe stores nothing"},
+      {"service_tier", true, true, "accepted; there is one tier"},
+      {"metadata", true, true, "accepted (string values); not stored"},
+      {"parallel_tool_calls", false, true, "accepted; tools are not supported, so no effect"},
+      {"response_format", false, true, "only {\"type\": \"text\"}"},
+      {"tools", false, true, "only an empty list"},
+      {"tool_choice", false, true, "only \"none\""},
+  };
+  return fields;
+}
+
+api_error error_for(const error& e, std::string param) {
+  switch (e.code) {
   case errc::invalid_argument:
-  case errc::out_of_range:
   case errc::shape_mismatch:
   case errc::protocol_error:
-    return 400;
-  case errc::not_found:
-    return 404;
-  case errc::out_of_memory:
-    return 507;
   case errc::unsupported:
-    return 400;
-  case errc::timeout:
-    return 504;
-  case errc::cancelled:
-    return 499;
+    return {400, e.message, "invalid_request_error", std::move(param), ""};
+  case errc::out_of_range: // a prompt longer than the context, a token id outside the vocabulary
+    return {400, e.message, "invalid_request_error", std::move(param),
+            e.message.find("context") != std::string::npos ? "context_length_exceeded" : ""};
+  case errc::out_of_memory: // can never fit this server's KV cache: retrying will not help
+    return {400, e.message, "invalid_request_error", std::move(param), "kv_cache_too_small"};
+  case errc::not_found:
+    return {404, e.message, "invalid_request_error", std::move(param), "not_found"};
+  case errc::busy:
+    return {429, e.message, "rate_limit_error", "", "queue_full"};
   case errc::unavailable:
-    return 503;
+    return {503, e.message, "server_error", "", "unavailable"};
+  case errc::timeout:
+    return {504, e.message, "server_error", "", "timeout"};
+  case errc::cancelled:
+    return {499, e.message, "invalid_request_error", "", "cancelled"};
   case errc::io_error:
   case errc::corrupt_file:
   case errc::internal:
-    return 500;
+    break;
   }
-  return 500;
+  return {500, e.message, "server_error", "", "internal_error"};
 }
 
 std::string error_body(const api_error& e) {
@@ -152,6 +185,14 @@ std::string error_body(const api_error& e) {
   return j.dump();
 }
 
+std::string error_event(const api_error& e) {
+  return "data: " + error_body(e) + "\n\n";
+}
+
+std::string finish_name(finish_reason f) {
+  return f == finish_reason::none ? "" : std::string(to_string(f));
+}
+
 std::variant<parsed_request, api_error> parse_request(const std::string& body, bool chat,
                                                       const serving_info& info) {
   if (size_t bad_at = unicode::first_invalid(body); bad_at != std::string::npos)
@@ -159,9 +200,11 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
   json j = json::parse(body, nullptr, false);
   if (j.is_discarded()) return bad("request body is not valid JSON", "");
   if (!j.is_object()) return bad("request body must be a JSON object", "");
-  const auto& known = chat ? chat_fields : completion_fields;
-  for (auto& [k, v] : j.items())
-    if (!known.count(k)) return bad(fmt::format("unknown field '{}'", k), k);
+  for (auto& [k, v] : j.items()) {
+    const api_field* f = find_field(k);
+    if (!f || !(chat ? f->chat : f->completions))
+      return bad(fmt::format("unknown field '{}'", k), k);
+  }
   parsed_request r;
   r.chat = chat;
   // model
@@ -174,6 +217,20 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
         404,
         fmt::format("model '{}' does not exist; this server serves '{}'", r.model, info.model_name),
         "invalid_request_error", "model", "model_not_found"};
+  // accepted for compatibility (api_fields says what each does)
+  if (auto e = string(j, "user", r.user)) return *e;
+  {
+    bool store = false, ptc = false;
+    std::string tier;
+    if (auto e = boolean(j, "store", store)) return *e;
+    if (auto e = string(j, "service_tier", tier)) return *e;
+    if (auto e = boolean(j, "parallel_tool_calls", ptc)) return *e;
+    if (auto it = j.find("metadata"); it != j.end() && !it->is_null()) {
+      if (!it->is_object()) return bad("'metadata' must be an object", "metadata");
+      for (auto& [k, v] : it->items())
+        if (!v.is_string()) return bad("'metadata' values must be strings", "metadata");
+    }
+  }
   // sampling and limits
   auto& s = r.base.sampling;
   s.temperature = 1.0f; // OpenAI's default
@@ -198,15 +255,30 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     if (!r.stream)
       return bad("'stream_options' is only allowed with stream: true", "stream_options");
     for (auto& [k, v] : it->items())
-      if (k != "include_usage")
+      if (k != "include_usage" && k != "continuous_usage_stats")
         return bad(fmt::format("unknown field 'stream_options.{}'", k), "stream_options");
     if (auto e = boolean(*it, "include_usage", r.include_usage)) return *e;
+    if (auto e = boolean(*it, "continuous_usage_stats", r.continuous_usage)) return *e;
   }
-  if (auto it = j.find("user"); it != j.end() && !it->is_null() && !it->is_string())
-    return bad("'user' must be a string", "user");
-  if (auto it = j.find("logit_bias");
-      it != j.end() && !it->is_null() && !(it->is_object() && it->empty()))
-    return bad("'logit_bias' is not supported", "logit_bias");
+  if (auto it = j.find("logit_bias"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return bad("'logit_bias' must map token ids to biases", "logit_bias");
+    for (auto& [k, v] : it->items()) {
+      size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(k, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != k.size() || id < 0 || id >= info.tok->vocab_size())
+        return bad(fmt::format("'logit_bias' key '{}' is not a token id (0..{})", k,
+                               info.tok->vocab_size() - 1),
+                   "logit_bias");
+      if (!v.is_number() || !(v.get<double>() >= -100 && v.get<double>() <= 100))
+        return bad("'logit_bias' values must be numbers between -100 and 100", "logit_bias");
+      s.logit_bias.emplace_back(static_cast<int32_t>(id), v.get<float>());
+    }
+  }
   // stop
   if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
     if (it->is_string())
@@ -223,9 +295,11 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     for (const auto& st : r.base.stop)
       if (st.empty()) return bad("'stop' sequences must not be empty", "stop");
   }
-  // max tokens: null/absent means the OpenAI default
+  if (!chat)
+    if (auto e = boolean(j, "echo", r.echo)) return *e;
+  // max tokens: null/absent means the OpenAI default; 0 only to echo (score) the prompt
   int64_t max_tokens = -1;
-  if (auto e = number(j, "max_tokens", max_tokens, 1, 1e9, true)) return *e;
+  if (auto e = number(j, "max_tokens", max_tokens, r.echo ? 0 : 1, 1e9, true)) return *e;
   if (chat) {
     int64_t mct = -1;
     if (auto e = number(j, "max_completion_tokens", mct, 1, 1e9, true)) return *e;
@@ -235,6 +309,8 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
       max_tokens = mct;
     }
   }
+  int64_t min_tokens = 0;
+  if (auto e = number(j, "min_tokens", min_tokens, 0, 1e9, true)) return *e;
   // logprobs
   if (chat) {
     if (auto e = boolean(j, "logprobs", r.chat_logprobs)) return *e;
@@ -253,17 +329,14 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
       return bad("'tools' are not supported", "tools");
     if (auto it = j.find("tool_choice"); it != j.end() && !it->is_null() && *it != "none")
       return bad("'tool_choice' is not supported", "tool_choice");
-    bool ptc = false;
-    if (auto e = boolean(j, "parallel_tool_calls", ptc)) return *e;
   } else {
     if (auto e = number(j, "logprobs", r.completion_logprobs, 0, 5, true)) return *e;
     if (r.completion_logprobs >= 0) {
       s.logprobs = true;
       s.top_logprobs = r.completion_logprobs;
     }
-    bool echo = false;
-    if (auto e = boolean(j, "echo", echo)) return *e;
-    if (echo) return bad("'echo' is not supported", "echo");
+    if (r.echo && r.completion_logprobs >= 0) r.base.prompt_logprobs = r.completion_logprobs;
+    if (max_tokens == 0) r.base.prompt_logprobs = std::max(r.base.prompt_logprobs, 0);
     if (auto it = j.find("suffix"); it != j.end() && !it->is_null())
       return bad("'suffix' is not supported", "suffix");
     int best_of = r.n;
@@ -288,6 +361,7 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
         return bad("each message needs a string 'role'", "messages");
       chat_message cm;
       cm.role = role->get<std::string>();
+      if (cm.role == "developer") cm.role = "system"; // OpenAI's newer name for it
       if (content == msg.end() || content->is_null())
         return bad("each message needs 'content'", "messages");
       if (content->is_string()) {
@@ -313,6 +387,7 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     auto ids = info.tok->encode(*text, !chat_has_bos(info.chat), true);
     if (!ids) return bad(ids.error().message, "messages");
     r.prompts.push_back(std::move(*ids));
+    r.prompt_texts.push_back(std::move(*text));
     if (auto end = chat_end_of_turn(info.chat); !end.empty())
       if (int32_t id = info.tok->find(end); id >= 0) r.base.stop_ids.push_back(id);
   } else {
@@ -322,6 +397,14 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
       auto ids = info.tok->encode(text, true, false);
       if (!ids) return bad(ids.error().message, "prompt");
       r.prompts.push_back(std::move(*ids));
+      r.prompt_texts.push_back(text);
+      return std::nullopt;
+    };
+    auto add_ids = [&](const json& a) -> std::optional<api_error> {
+      std::vector<int32_t> ids;
+      if (auto e = token_list(a, info, "prompt", ids)) return e;
+      r.prompt_texts.push_back(info.tok->decode(ids, true));
+      r.prompts.push_back(std::move(ids));
       return std::nullopt;
     };
     if (it->is_string()) {
@@ -329,17 +412,13 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     } else if (it->is_array()) {
       if (it->empty()) return bad("'prompt' must not be an empty list", "prompt");
       if ((*it)[0].is_number_integer()) {
-        std::vector<int32_t> ids;
-        if (auto e = token_list(*it, info, "prompt", ids)) return *e;
-        r.prompts.push_back(std::move(ids));
+        if (auto e = add_ids(*it)) return *e;
       } else {
         for (const auto& p : *it) {
           if (p.is_string()) {
             if (auto e = add_text(p.get<std::string>())) return *e;
           } else if (p.is_array()) {
-            std::vector<int32_t> ids;
-            if (auto e = token_list(p, info, "prompt", ids)) return *e;
-            r.prompts.push_back(std::move(ids));
+            if (auto e = add_ids(p)) return *e;
           } else {
             return bad("'prompt' must be a string, a list of strings, or token ids", "prompt");
           }
@@ -351,10 +430,13 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
       return bad("'prompt' must be a string, a list of strings, or token ids", "prompt");
     }
   }
-  for (auto& p : r.prompts) {
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    auto& p = r.prompts[i];
     if (p.empty()) return bad("the prompt is empty", chat ? "messages" : "prompt");
-    if (truncate > 0 && static_cast<int64_t>(p.size()) > truncate)
+    if (truncate > 0 && static_cast<int64_t>(p.size()) > truncate) {
       p.erase(p.begin(), p.end() - truncate);
+      r.prompt_texts[i] = info.tok->decode(p, true);
+    }
     const int64_t room = info.context - static_cast<int64_t>(p.size());
     if (room < 1)
       return bad(fmt::format("the prompt has {} tokens; the context holds {} (set "
@@ -372,132 +454,148 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
       m = std::min<int64_t>(m, info.context - static_cast<int64_t>(p.size()));
     return m;
   }();
-  r.base.max_tokens = static_cast<int32_t>(max_tokens > 0 ? max_tokens
-                                           : chat         ? shortest_room
-                                                          : std::min<int64_t>(16, shortest_room));
+  r.base.max_tokens = static_cast<int32_t>(max_tokens >= 0 ? max_tokens
+                                           : chat          ? shortest_room
+                                                           : std::min<int64_t>(16, shortest_room));
+  if (min_tokens > r.base.max_tokens)
+    return bad(
+        fmt::format("'min_tokens' ({}) exceeds max_tokens ({})", min_tokens, r.base.max_tokens),
+        "min_tokens");
+  r.base.min_tokens = static_cast<int32_t>(min_tokens);
   r.base.n = r.n;
+  r.base.tag = r.user;
   return r;
+}
+
+void token_logprobs::append(const token_logprobs& o) {
+  pieces.insert(pieces.end(), o.pieces.begin(), o.pieces.end());
+  logprobs.insert(logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+  top.insert(top.end(), o.top.begin(), o.top.end());
+  text_offset.insert(text_offset.end(), o.text_offset.begin(), o.text_offset.end());
 }
 
 namespace {
 
-json logprobs_json(const parsed_request& r, const std::vector<int32_t>& tokens,
-                   const std::vector<float>& lps,
-                   const std::vector<std::vector<std::pair<int32_t, float>>>& tops,
-                   const tokenizer& tok) {
+json logprobs_json(const parsed_request& r, const token_logprobs& lp) {
+  auto num = [](const std::optional<float>& v) { return v ? json(*v) : json(nullptr); };
   if (r.chat) {
     json content = json::array();
-    for (size_t i = 0; i < tokens.size() && i < lps.size(); ++i) {
+    for (size_t i = 0; i < lp.pieces.size(); ++i) {
       json alts = json::array();
-      if (i < tops.size())
-        for (auto [id, lp] : tops[i])
-          alts.push_back({{"token", tok.decode({&id, 1})}, {"logprob", lp}, {"bytes", nullptr}});
-      content.push_back({{"token", tok.decode({&tokens[i], 1})},
-                         {"logprob", lps[i]},
-                         {"bytes", nullptr},
+      if (i < lp.top.size())
+        for (const auto& [piece, v] : lp.top[i])
+          alts.push_back(
+              {{"token", token_string(piece)}, {"logprob", v}, {"bytes", bytes_of(piece)}});
+      content.push_back({{"token", token_string(lp.pieces[i])},
+                         {"logprob", num(lp.logprobs[i])},
+                         {"bytes", bytes_of(lp.pieces[i])},
                          {"top_logprobs", alts}});
     }
     return {{"content", content}};
   }
-  json toks = json::array(), tlp = json::array(), top = json::array();
-  for (size_t i = 0; i < tokens.size() && i < lps.size(); ++i) {
-    toks.push_back(tok.decode({&tokens[i], 1}));
-    tlp.push_back(lps[i]);
-    json alts = json::object();
-    if (i < tops.size())
-      for (auto [id, lp] : tops[i]) alts[tok.decode({&id, 1})] = lp;
-    top.push_back(alts);
+  json toks = json::array(), tlp = json::array(), top = json::array(), off = json::array();
+  for (size_t i = 0; i < lp.pieces.size(); ++i) {
+    toks.push_back(token_string(lp.pieces[i]));
+    tlp.push_back(num(lp.logprobs[i]));
+    if (!lp.logprobs[i]) {
+      top.push_back(nullptr); // a prompt's first token: nothing came before it
+    } else {
+      json alts = json::object();
+      if (i < lp.top.size())
+        for (const auto& [piece, v] : lp.top[i]) alts[token_string(piece)] = v;
+      top.push_back(alts);
+    }
+    off.push_back(i < lp.text_offset.size() ? lp.text_offset[i] : 0);
   }
-  return {{"tokens", toks},
-          {"token_logprobs", tlp},
-          {"top_logprobs", top},
-          {"text_offset", json::array()}};
+  return {{"tokens", toks}, {"token_logprobs", tlp}, {"top_logprobs", top}, {"text_offset", off}};
 }
 
-bool wants_logprobs(const parsed_request& r) {
-  return r.chat ? r.chat_logprobs : r.completion_logprobs >= 0;
+json usage_json(const usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json finish_json(finish_reason f) {
+  return f == finish_reason::none ? json(nullptr) : json(finish_name(f));
 }
 
 } // namespace
 
 std::string completion_body(const parsed_request& r, const std::string& id, int64_t created,
                             const std::vector<choice_result>& choices, int64_t prompt_tokens,
-                            int64_t completion_tokens, const tokenizer& tok) {
+                            int64_t completion_tokens, const tokenizer&) {
   json cs = json::array();
   for (const auto& c : choices) {
-    json lp = wants_logprobs(r) ? logprobs_json(r, c.tokens, c.logprobs, c.top_logprobs, tok)
-                                : json(nullptr);
+    json lp = r.logprobs() ? logprobs_json(r, c.lp) : json(nullptr);
     if (r.chat)
       cs.push_back({{"index", c.index},
                     {"message", {{"role", "assistant"}, {"content", c.text}}},
                     {"logprobs", lp},
-                    {"finish_reason", c.finish}});
+                    {"finish_reason", finish_json(c.finish)}});
     else
-      cs.push_back(
-          {{"index", c.index}, {"text", c.text}, {"logprobs", lp}, {"finish_reason", c.finish}});
+      cs.push_back({{"index", c.index},
+                    {"text", c.text},
+                    {"logprobs", lp},
+                    {"finish_reason", finish_json(c.finish)}});
   }
-  json j = {{"id", id},
-            {"object", r.chat ? "chat.completion" : "text_completion"},
-            {"created", created},
-            {"model", r.model},
-            {"choices", cs},
-            {"usage",
-             {{"prompt_tokens", prompt_tokens},
-              {"completion_tokens", completion_tokens},
-              {"total_tokens", prompt_tokens + completion_tokens}}}};
+  json j = {{"id", id},           {"object", r.chat ? "chat.completion" : "text_completion"},
+            {"created", created}, {"model", r.model},
+            {"choices", cs},      {"usage", usage_json({prompt_tokens, completion_tokens})}};
   return j.dump();
 }
 
 std::string stream_chunk(const parsed_request& r, const std::string& id, int64_t created, int index,
-                         const std::string& text, const std::string& finish, bool first_for_choice,
-                         const gen_event* src, const tokenizer& tok) {
-  json lp = src && wants_logprobs(r) && !src->tokens.empty()
-                ? logprobs_json(r, src->tokens, src->logprobs, src->top_logprobs, tok)
-                : json(nullptr);
+                         const std::string& text, finish_reason finish, bool first_for_choice,
+                         const token_logprobs* lp, const tokenizer&, const usage* u) {
+  json lpj = lp && r.logprobs() && !lp->pieces.empty() ? logprobs_json(r, *lp) : json(nullptr);
   json choice;
   if (r.chat) {
     json delta = json::object();
     if (first_for_choice) delta["role"] = "assistant";
-    if (!text.empty() || (first_for_choice && finish.empty())) delta["content"] = text;
+    if (!text.empty() || (first_for_choice && finish == finish_reason::none))
+      delta["content"] = text;
     choice = {{"index", index},
               {"delta", delta},
-              {"logprobs", lp},
-              {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
+              {"logprobs", lpj},
+              {"finish_reason", finish_json(finish)}};
   } else {
     choice = {{"index", index},
               {"text", text},
-              {"logprobs", lp},
-              {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
+              {"logprobs", lpj},
+              {"finish_reason", finish_json(finish)}};
   }
   json j = {{"id", id},
             {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", created},
             {"model", r.model},
             {"choices", json::array({choice})}};
-  if (r.include_usage) j["usage"] = nullptr;
+  if (u)
+    j["usage"] = usage_json(*u);
+  else if (r.include_usage)
+    j["usage"] = nullptr;
   return "data: " + j.dump() + "\n\n";
 }
 
 std::string usage_chunk(const parsed_request& r, const std::string& id, int64_t created,
-                        int64_t prompt_tokens, int64_t completion_tokens) {
+                        const usage& u) {
   json j = {{"id", id},
             {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", created},
             {"model", r.model},
             {"choices", json::array()},
-            {"usage",
-             {{"prompt_tokens", prompt_tokens},
-              {"completion_tokens", completion_tokens},
-              {"total_tokens", prompt_tokens + completion_tokens}}}};
+            {"usage", usage_json(u)}};
   return "data: " + j.dump() + "\n\n";
+}
+
+std::string model_body(const std::string& model_name, int64_t created) {
+  json j = {{"id", model_name}, {"object", "model"}, {"created", created}, {"owned_by", "troupe"}};
+  return j.dump();
 }
 
 std::string models_body(const std::string& model_name, int64_t created) {
   json j = {{"object", "list"},
-            {"data", json::array({{{"id", model_name},
-                                   {"object", "model"},
-                                   {"created", created},
-                                   {"owned_by", "troupe"}}})}};
+            {"data", json::array({json::parse(model_body(model_name, created))})}};
   return j.dump();
 }
 

@@ -1,12 +1,14 @@
 // openai_api.hpp: the OpenAI-compatible request and response shapes, without CAF or sockets:
 // strict parsing and validation of /v1/completions and /v1/chat/completions bodies (every
-// field checked for type and range; an unknown field or an unsupported option is an error
-// naming it, never silently ignored), prompt construction (tokenizing, chat templates, the
-// context limit), and the JSON of responses, stream chunks and errors. The error table
-// mapping troupe error codes to HTTP statuses lives here too.
+// field checked for type and range; the fields accepted are listed with what each does in
+// one table, api_fields(); anything else is an error naming it), prompt construction
+// (tokenizing, chat templates, the context limit), and the JSON of responses, stream chunks
+// (with echo, logprobs whose token strings join into the text, usage) and errors. The one
+// table from troupe error codes to HTTP statuses (error_for) lives here too.
 // Tests: tests/actors/openai_api_test.cpp
 #pragma once
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -25,9 +27,23 @@ struct api_error {
   std::string code;  // "model_not_found", "context_length_exceeded", ...
 };
 
-/// The HTTP status for a troupe error (the one table).
-int http_status_for(errc code);
+/// The one table: a troupe error (from the engine, the parser, the gateway) -> HTTP status,
+/// OpenAI error type and code.
+api_error error_for(const error& e, std::string param = "");
+/// {"error": {"message", "type", "param", "code"}}
 std::string error_body(const api_error& e);
+/// The same object as one server-sent event ("data: {...}\n\n"): a failure after a stream
+/// has started.
+std::string error_event(const api_error& e);
+
+/// A request field the API accepts, and what Troupe does with it.
+struct api_field {
+  const char* name;
+  bool completions, chat;
+  const char* effect;
+};
+/// Every accepted field (OpenAI's, and the extensions vLLM clients send).
+const std::vector<api_field>& api_fields();
 
 struct serving_info {
   std::string model_name;
@@ -40,37 +56,61 @@ struct parsed_request {
   bool chat = false;
   bool stream = false;
   bool include_usage = false;
+  bool continuous_usage = false; // usage in every chunk (stream_options.continuous_usage_stats)
+  bool echo = false;             // completions: the prompt comes first in each choice's text
   int n = 1;
   int completion_logprobs = -1; // completions: top-n logprobs (-1: none)
   bool chat_logprobs = false;
   int top_logprobs = 0;
   std::string model;
+  std::string user;
   std::vector<std::vector<int32_t>> prompts; // completions may carry several
+  std::vector<std::string> prompt_texts;     // the text of each (echo), as given or decoded
   gen_request base;                          // everything but the prompt
+
+  bool logprobs() const { return chat ? chat_logprobs : completion_logprobs >= 0; }
 };
 
 std::variant<parsed_request, api_error> parse_request(const std::string& body, bool chat,
                                                       const serving_info& info);
 
+/// Logprob detail of some tokens: each token's own text in context (so the strings join
+/// into the text), its logprob (none for a prompt's first token) and alternatives.
+struct token_logprobs {
+  std::vector<std::string> pieces;            // raw bytes each token adds to the text
+  std::vector<std::optional<float>> logprobs; // nullopt: the prompt's first token
+  std::vector<std::vector<std::pair<std::string, float>>> top; // (piece, logprob), best first
+  std::vector<int64_t> text_offset; // code points before each token in the choice's text
+
+  void append(const token_logprobs& o);
+};
+
 struct choice_result {
   int index = 0;
-  std::string text;
-  std::string finish;
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  std::vector<std::vector<std::pair<int32_t, float>>> top_logprobs;
+  std::string text; // echoed prompt included
+  finish_reason finish = finish_reason::none;
+  token_logprobs lp;
 };
 
 std::string completion_body(const parsed_request& r, const std::string& id, int64_t created,
                             const std::vector<choice_result>& choices, int64_t prompt_tokens,
                             int64_t completion_tokens, const tokenizer& tok);
-/// One SSE "data: {...}\n\n" chunk carrying new text (or the finish reason) for a choice.
+
+struct usage {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+};
+
+/// One SSE "data: {...}\n\n" chunk carrying new text (with its logprobs), the finish reason,
+/// or both, for one choice. `u`: usage to attach (continuous usage stats), or null.
 std::string stream_chunk(const parsed_request& r, const std::string& id, int64_t created, int index,
-                         const std::string& text, const std::string& finish, bool first_for_choice,
-                         const gen_event* logprob_source, const tokenizer& tok);
+                         const std::string& text, finish_reason finish, bool first_for_choice,
+                         const token_logprobs* lp, const tokenizer& tok, const usage* u);
 /// The final usage chunk (stream_options.include_usage).
 std::string usage_chunk(const parsed_request& r, const std::string& id, int64_t created,
-                        int64_t prompt_tokens, int64_t completion_tokens);
+                        const usage& u);
 std::string models_body(const std::string& model_name, int64_t created);
+std::string model_body(const std::string& model_name, int64_t created);
+/// The OpenAI name of a finish reason ("stop", "length"); null for none.
+std::string finish_name(finish_reason f);
 
 } // namespace troupe::actors

@@ -31,6 +31,8 @@ constexpr auto poll_window = std::chrono::microseconds(100);
 struct shard {
   caf::blocking_actor* self;
   shard_setup setup;
+  caf::actor notify;       // the supervisor
+  bool progressed = false; // told the supervisor this instance completed a step
   std::unique_ptr<model::shard_runner> runner;
   std::unique_ptr<transport::inproc_group::handle> comm; // this instance's membership
   std::string label;
@@ -74,6 +76,11 @@ struct shard {
       throw std::runtime_error("injected kernel failure at step " + std::to_string(m.step_id));
     auto r = runner->forward(*m.plan, x, setup.last ? &logits : nullptr);
     routes.mark_busy(setup.hop, rank, false);
+    if (r && !progressed) { // once per instance: this shard works (resets its restart count)
+      progressed = true;
+      self->send(notify, progress_atom::value, static_cast<int32_t>(stage),
+                 static_cast<int32_t>(rank));
+    }
     if (!r) {
       if (m.epoch == routes.epoch())
         TROUPE_LOG_WARN("shard", "{} step={} failed: {}", label, m.step_id, r.error().to_string());
@@ -97,10 +104,20 @@ struct shard {
     done.epoch = m.epoch;
     const int64_t V = runner->config().V;
     int64_t row = 0;
+    const auto& toks = m.plan->tokens;
     for (const auto& seq : m.plan->seqs) {
+      // prompt scoring: row i predicts the token after the chunk's i-th
+      for (int32_t i = 0; i < seq.score_rows; ++i, ++row) {
+        const int32_t target = i + 1 < seq.count ? toks[seq.begin + i + 1] : seq.score_next;
+        if (target < 0) continue;
+        const sample_result sr =
+            score(std::span<const float>(logits.data() + row * V, V), target, seq.score_top);
+        done.scores.push_back({seq.seq_id, {seq.pos0 + i + 1, sr.logprob, sr.top}});
+      }
       if (!seq.logits) continue;
       std::span<const float> lg(logits.data() + row * V, V);
-      const sample_result sr = sample(lg, seq.sampling, seq.penalty_history, seq.sample_step);
+      const sample_result sr =
+          sample(lg, seq.sampling, seq.penalty_history, seq.sample_step, seq.suppress);
       done.tokens.push_back({seq.seq_id, sr.token, sr.logprob, sr.top});
       ++row;
     }
@@ -111,7 +128,7 @@ struct shard {
 };
 
 void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify) {
-  shard s{self, std::move(setup), nullptr, nullptr, {}, {}};
+  shard s{self, std::move(setup), notify, false, nullptr, nullptr, {}, {}};
   s.label = shard_name(s.setup.stage, s.setup.spec.tp_rank);
   if (s.setup.group) s.comm = s.setup.group->join(s.setup.spec.tp_rank);
   auto runner = model::shard_runner::create(s.setup.model, s.setup.spec, s.setup.opt, s.comm.get());

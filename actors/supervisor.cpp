@@ -12,15 +12,17 @@ namespace troupe::actors {
 namespace {
 
 using restart_atom = caf::atom_constant<caf::atom("restart")>;
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using clock = std::chrono::steady_clock;
 
 struct slot {
   shard_setup setup;
   caf::actor handle;
   bool ready = false;
-  bool failed = false; // given up on
-  std::deque<clock::time_point> restarts;
+  bool failed = false;                    // given up on
+  std::deque<clock::time_point> restarts; // failures since the last progress
   int backoff_ms = 50;
+  bool progressed = false; // this instance completed a step
   int64_t resident_bytes = 0;
 };
 
@@ -71,22 +73,40 @@ void lost(state_ptr self, size_t i, const std::string& why) {
   while (!s.restarts.empty() && std::chrono::duration<double>(now - s.restarts.front()).count() >
                                     st.setup.restart_window_s)
     s.restarts.pop_front();
+  s.progressed = false;
   const bool give_up = static_cast<int>(s.restarts.size()) > st.setup.max_restarts;
   s.failed = give_up;
-  TROUPE_LOG_WARN("supervisor", "{} lost ({}); epoch={} {}", shard_name(stage, rank), why, epoch,
-                  give_up ? "giving up: it keeps failing"
-                          : fmt::format("restart in {} ms", s.backoff_ms));
-  self->send(st.setup.engine, down_atom::value, stage, rank, why, give_up);
-  if (give_up) return;
-  self->delayed_send(self, std::chrono::milliseconds(s.backoff_ms), restart_atom::value,
-                     static_cast<int32_t>(i));
-  s.backoff_ms = std::min(s.backoff_ms * 2, 2000); // bounded exponential backoff
+  if (!give_up) {
+    TROUPE_LOG_WARN("supervisor", "{} lost ({}); epoch={} restart in {} ms",
+                    shard_name(stage, rank), why, epoch, s.backoff_ms);
+    self->send(st.setup.engine, down_atom::value, stage, rank, why, false);
+    self->delayed_send(self, std::chrono::milliseconds(s.backoff_ms), restart_atom::value,
+                       static_cast<int32_t>(i));
+    s.backoff_ms = std::min(s.backoff_ms * 2, 2000); // bounded exponential backoff
+    return;
+  }
+  const std::string what = fmt::format(
+      "{}; it failed {} times in a row without completing a step; gave up", why, s.restarts.size());
+  if (st.setup.retry_after_give_up) {
+    TROUPE_LOG_ERROR("supervisor", "{}: {}; retrying every {} s", shard_name(stage, rank), what,
+                     st.setup.retry_interval_s);
+    self->send(st.setup.engine, down_atom::value, stage, rank,
+               fmt::format("{}; retrying every {} s", what, st.setup.retry_interval_s), true);
+    self->delayed_send(
+        self, std::chrono::milliseconds(static_cast<int64_t>(st.setup.retry_interval_s * 1000)),
+        retry_atom::value, static_cast<int32_t>(i));
+  } else {
+    TROUPE_LOG_ERROR("supervisor", "{}: {}; exiting (--on-give-up exit)", shard_name(stage, rank),
+                     what);
+    self->send(st.setup.engine, down_atom::value, stage, rank, what, true);
+    if (st.setup.on_give_up) st.setup.on_give_up();
+  }
 }
 
 caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
   auto& st = self->state;
   st.setup = std::move(setup);
-  for (auto& sh : st.setup.shards) st.slots.push_back(slot{sh, {}, false, false, {}, 50, 0});
+  for (auto& sh : st.setup.shards) st.slots.push_back(slot{sh, {}, false, false, {}, 50, false, 0});
   for (size_t i = 0; i < st.slots.size(); ++i) spawn_slot(self, i);
   self->set_down_handler([=](caf::down_msg& dm) {
     const int i = slot_of(self, dm.source);
@@ -109,9 +129,28 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
         if (!all_ready(self)) return;
         for (auto& g : st.setup.groups)
           if (g) g->reset(st.setup.routes->epoch());
-        for (auto& s : st.slots) s.backoff_ms = 50;
         self->send(st.setup.engine, up_atom::value, st.setup.routes->epoch(), st.restarts);
         st.announced = true;
+      },
+      [=](progress_atom, int32_t stage, int32_t rank) {
+        // a (re)started shard completed a step: it works; forget its failures
+        for (auto& s : self->state.slots)
+          if (s.setup.stage == stage && s.setup.spec.tp_rank == rank && s.handle &&
+              self->current_sender() == s.handle.address()) {
+            s.progressed = true;
+            s.restarts.clear();
+            s.backoff_ms = 50;
+          }
+      },
+      [=](retry_atom, int32_t i) { // half-open after giving up: try once more
+        auto& st = self->state;
+        auto& s = st.slots[static_cast<size_t>(i)];
+        if (!s.failed || s.handle) return;
+        s.failed = false;
+        ++st.restarts;
+        TROUPE_LOG_INFO("supervisor", "retrying {} after giving up",
+                        shard_name(s.setup.stage, s.setup.spec.tp_rank));
+        spawn_slot(self, static_cast<size_t>(i));
       },
       [=](restart_atom, int32_t i) {
         auto& st = self->state;

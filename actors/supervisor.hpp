@@ -3,11 +3,16 @@
 // the routing epoch, aborts the stage's collective so its siblings stop waiting, tells the
 // engine to pause and rebuild its KV, and respawns the shard after a bounded exponential
 // backoff on the same device: the new shard maps its weight slice again and rejoins the
-// group; then the engine resumes. A shard that keeps failing (max_restarts within the
-// window) is given up on and reported: the engine then answers every request with an error
-// and /health says why. Keep a strong handle to the supervisor (DEPENDENCIES.md).
+// group; then the engine resumes. A replacement that completes a step reports progress once,
+// which resets its backoff and failure count: a shard that fails often but works in between
+// (an injected fault rate, a flaky device) is restarted for ever. One that fails max_restarts
+// times in a row without completing a step is given up on and reported: the engine answers
+// requests with an error and /health says why; then either it is retried every
+// retry_interval_s (half-open: if it comes up, serving resumes) or on_give_up is called (the
+// CLI exits non-zero). Keep a strong handle to the supervisor (DEPENDENCIES.md).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -23,8 +28,11 @@ struct supervisor_setup {
   std::vector<std::shared_ptr<transport::inproc_group>> groups; // per stage
   caf::actor engine;
   double hang_timeout_s = 30;
-  int max_restarts = 5;
-  double restart_window_s = 60;
+  int max_restarts = 5;         // consecutive failures without progress before giving up
+  double restart_window_s = 60; // failures older than this are forgotten
+  bool retry_after_give_up = true;
+  double retry_interval_s = 10;
+  std::function<void()> on_give_up; // exit policy: told once
 };
 
 caf::actor spawn_supervisor(caf::actor_system& sys, supervisor_setup setup);

@@ -65,7 +65,7 @@ load_result run_load(actors::host& h, int clients, double seconds, int prompt_le
           if (!e.tokens.empty()) at.push_back(clock::now());
         });
         std::lock_guard<std::mutex> lk(mu);
-        if (!res || (*res)[0].finish == "error") {
+        if (!res || (*res)[0].finish == finish_reason::error) {
           ++out.errors;
           continue;
         }

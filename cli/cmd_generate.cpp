@@ -70,12 +70,15 @@ int run_sharded(const opts& o, std::shared_ptr<const model_source> m,
     nlohmann::json j = {{"prompt_tokens", c.prompt_tokens},
                         {"tokens", c.tokens},
                         {"text", c.text},
-                        {"finish_reason", c.finish}};
+                        {"finish_reason", to_string(c.finish)}};
     std::puts(j.dump().c_str());
   } else {
     std::puts("");
+    std::fflush(stdout);
   }
-  return c.finish == "error" ? 1 : 0;
+  if (c.finish == finish_reason::error)
+    std::fprintf(stderr, "troupe: %s\n", c.err.to_string().c_str());
+  return c.finish == finish_reason::error ? 1 : 0;
 }
 
 } // namespace
@@ -147,6 +150,7 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
         std::puts(j.dump().c_str());
       } else {
         std::puts("");
+        std::fflush(stdout); // the newline before the timing line, also when both are piped
         if (!o->quiet)
           std::fprintf(stderr,
                        "troupe: %zu prompt tokens in %.2f ms, %zu tokens in %.2f ms (%.1f tok/s)\n",

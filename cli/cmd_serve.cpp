@@ -1,8 +1,12 @@
 // cmd_serve.cpp: `troupe serve`: loads a model, builds the pipeline (--tp / --pp /
 // --placement), and serves the OpenAI-compatible API until SIGTERM or SIGINT, then stops
-// accepting, lets requests in flight finish (up to --drain-timeout) and exits 0.
+// accepting, lets requests in flight finish (up to --drain-timeout), ends the rest with an
+// error event, and exits 0. When the supervisor gives up on a shard: --on-give-up retry keeps
+// trying (capped interval), exit leaves with status 3.
+#include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <pthread.h>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +29,9 @@ struct serve_opts {
   double drain_timeout = 30, read_timeout = 15, step_timeout = 60;
   size_t max_body = 4 << 20;
   bool no_prefix_cache = false;
+  bool metrics_auth = false;
+  std::string on_give_up = "retry";
+  double retry_interval = 10;
 };
 
 // "512MiB", "2GB", "1073741824", or a fraction of free memory: "0.5".
@@ -92,6 +99,11 @@ int run_serve(const serve_opts& o) {
   ho.sched.prefix_caching = !o.no_prefix_cache;
   ho.max_waiting = o.max_waiting;
   ho.step_timeout_s = o.step_timeout;
+  ho.on_give_up =
+      o.on_give_up == "exit" ? actors::give_up_policy::exit : actors::give_up_policy::retry;
+  ho.retry_interval_s = o.retry_interval;
+  static std::atomic<bool> gave_up{false};
+  ho.on_fatal = [] { gave_up.store(true); };
   for (const auto& f : o.inject)
     if (auto st = ho.faults.add(f); !st) return fail(st.error());
   if (!ho.faults.empty())
@@ -108,20 +120,47 @@ int run_serve(const serve_opts& o) {
   go.model_name = o.name;
   go.limits.read_timeout_s = o.read_timeout;
   go.limits.max_body_bytes = o.max_body;
+  go.metrics_auth = o.metrics_auth;
+  // thousands of connections need more descriptors than the usual soft limit of 1024
+  const auto [soft, hard] =
+      transport::raise_open_file_limit(static_cast<int64_t>(go.limits.max_connections) + 256);
+  if (soft >= 0 && soft < static_cast<int64_t>(go.limits.max_connections) + 256)
+    std::fprintf(stderr,
+                 "troupe: warning: open-file limit %lld (hard %lld) is below the %zu connections "
+                 "the server accepts; connections beyond it wait\n",
+                 static_cast<long long>(soft), static_cast<long long>(hard),
+                 go.limits.max_connections);
   auto gw = actors::gateway::start(**h, go);
   if (!gw) return fail(gw.error());
   std::fprintf(stderr, "troupe: serving %s on http://%s:%u (placement %s, %lld KV blocks)\n",
                (*gw)->model_name().c_str(), o.host.c_str(), (*gw)->port(),
-               ho.place.to_string().c_str(), static_cast<long long>((*h)->kv_blocks()));
+               ho.place.to_string().c_str(), static_cast<long long>((*h)->stats().kv_blocks_total));
   std::fflush(stderr);
+  // wait for a stop signal, or for the supervisor to give up with --on-give-up exit
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  const timespec tick{0, 100 * 1000 * 1000};
+  while (sig <= 0) {
+    sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (sig <= 0 && gave_up.load()) {
+      std::fprintf(stderr, "troupe: a shard keeps failing and --on-give-up is exit: %s\n",
+                   (*h)->stats().not_ready_reason.c_str());
+      (*gw)->drain(0);
+      (*gw)->close_all(1.0);
+      (*gw)->shutdown();
+      std::fflush(stderr);
+      std::_Exit(3); // the orchestrator restarts the process
+    }
+  }
   std::fprintf(stderr, "troupe: %s: draining requests in flight (up to %.0f s)\n",
                sig == SIGINT ? "SIGINT" : "SIGTERM", o.drain_timeout);
   const bool drained = (*gw)->drain(o.drain_timeout);
+  if (!drained) {
+    const size_t n = (*gw)->close_all(1.0);
+    std::fprintf(stderr, "troupe: drain timeout; ended %zu open requests with an error\n", n);
+  }
   (*gw)->shutdown();
-  std::fprintf(stderr, "troupe: %s\n",
-               drained ? "drained; bye" : "drain timeout; closing the rest");
+  std::fprintf(stderr, "troupe: %s\n", drained ? "drained; bye" : "bye");
+  std::fflush(stderr);
   return 0;
 }
 
@@ -160,6 +199,16 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--max-body", o->max_body, "largest request body in bytes");
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache,
                 "do not reuse KV blocks of shared prefixes");
+  cmd->add_flag("--metrics-auth", o->metrics_auth,
+                "require the API key on /metrics too (default: /metrics is open)");
+  cmd->add_option("--on-give-up", o->on_give_up,
+                  "when a shard keeps failing: retry (keep restarting it every "
+                  "--retry-interval s, /health 503 meanwhile) or exit (status 3, for an "
+                  "orchestrator to restart the process)")
+      ->check(CLI::IsMember({"retry", "exit"}));
+  cmd->add_option("--retry-interval", o->retry_interval,
+                  "seconds between restart attempts after giving up (--on-give-up retry)")
+      ->check(CLI::Range(0.1, 3600.0));
   cmd->callback([&run, o] { run = [o] { return run_serve(*o); }; });
 }
 

@@ -9,7 +9,8 @@
 using namespace troupe;
 
 int main(int argc, char** argv) {
-  const std::string path = argc > 1 ? argv[1] : TROUPE_SOURCE_DIR "/models/stories260K/stories260K.gguf";
+  const std::string path =
+      argc > 1 ? argv[1] : TROUPE_SOURCE_DIR "/models/stories260K/stories260K.gguf";
   auto model = open_model(path);
   if (!model) return std::fprintf(stderr, "%s\n", model.error().to_string().c_str()), 1;
 
@@ -25,10 +26,11 @@ int main(int argc, char** argv) {
   auto out = (*h)->generate(req);
   if (!out) return std::fprintf(stderr, "%s\n", out.error().to_string().c_str()), 1;
   std::printf("Once upon a time%s\n", (*out)[0].text.c_str());
-  for (int64_t b : (*h)->resident_bytes()) std::printf("shard resident weights: %lld bytes\n", static_cast<long long>(b));
+  for (int64_t b : (*h)->resident_bytes())
+    std::printf("shard resident weights: %lld bytes\n", static_cast<long long>(b));
   const auto s = (*h)->stats();
-  std::printf("steps %lld, generated %lld tokens, KV blocks free %lld of %lld\n", static_cast<long long>(s.steps),
-              static_cast<long long>(s.generated_tokens), static_cast<long long>(s.kv_blocks_free),
-              static_cast<long long>(s.kv_blocks_total));
-  return (*out)[0].finish == "length" ? 0 : 1;
+  std::printf("steps %lld, generated %lld tokens, KV blocks free %lld of %lld\n",
+              static_cast<long long>(s.steps), static_cast<long long>(s.generated_tokens),
+              static_cast<long long>(s.kv_blocks_free), static_cast<long long>(s.kv_blocks_total));
+  return (*out)[0].finish == troupe::finish_reason::length ? 0 : 1;
 }

@@ -112,6 +112,9 @@ status shard_runner::check_batch(const batch& b) const {
     if (s.count <= 0 || s.begin != covered || s.begin + s.count > T || s.pos0 < 0)
       return make_error(errc::invalid_argument, "batch: sequence {} covers tokens [{}, {}) of {}",
                         s.seq_id, s.begin, s.begin + s.count, T);
+    if (s.score_rows < 0 || s.score_rows > s.count - (s.logits ? 1 : 0))
+      return make_error(errc::invalid_argument, "sequence {}: {} scored rows of {} tokens",
+                        s.seq_id, s.score_rows, s.count);
     if (s.pos0 + s.count > config().ctx)
       return make_error(errc::out_of_range, "sequence {} reaches position {} past the context {}",
                         s.seq_id, s.pos0 + s.count, config().ctx);
@@ -309,6 +312,8 @@ status shard_runner::forward(const batch& b, std::vector<float>& x, std::vector<
     grow(xs_, n * C);
     int64_t r = 0;
     for (const auto& s : b.seqs) {
+      for (int32_t i = 0; i < s.score_rows; ++i, ++r) // prompt scoring: the chunk's first rows
+        std::memcpy(xs_.data() + r * C, x.data() + (s.begin + i) * C, C * sizeof(float));
       if (!s.logits) continue;
       std::memcpy(xs_.data() + r * C, x.data() + (s.begin + s.count - 1) * C, C * sizeof(float));
       ++r;

@@ -46,7 +46,8 @@ class shard_runner {
 
   /// Runs the shard's layers over `b`. `x` is [T, C] f32: the previous stage's output (or
   /// ignored on the first stage); on return this stage's output. On the last stage `logits`
-  /// receives [n_logits, V] for the sequences with logits set, in the order of b.seqs.
+  /// receives [n_logits, V]: per sequence in the order of b.seqs, its scored rows then its
+  /// sampling row (batch_seq::logit_rows).
   status forward(const batch& b, std::vector<float>& x, std::vector<float>* logits);
 
   const shard_weights& weights() const { return *w_; }

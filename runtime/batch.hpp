@@ -1,7 +1,8 @@
 // batch.hpp: one forward step's work as plain data: the new tokens of several sequences,
 // where each sequence's tokens sit in the step, their positions, the KV blocks that hold each
 // sequence (logical block i of the sequence is physical block `blocks[i]`, the same id on
-// every shard), and which sequences need logits. Built by the scheduler, read by every stage.
+// every shard), and which sequences need logits (the last token's to sample and, for prompt
+// scoring, the rows before it). Built by the scheduler, read by every stage.
 // Serialisable (all vectors of integers). Tests: through tests/model/ and tests/runtime/.
 #pragma once
 
@@ -24,6 +25,17 @@ struct batch_seq {
   sampling_params sampling;
   uint64_t sample_step = 0;             // index of the token being generated (RNG draw)
   std::vector<int32_t> penalty_history; // tokens the penalties count (empty without penalties)
+  std::vector<int32_t> suppress;        // tokens that may not be sampled now (min_tokens)
+  // prompt scoring (echo with logprobs): the first `score_rows` tokens of the chunk get the
+  // log-probability of the token that follows each (the next in the chunk, or `score_next`
+  // after the chunk's last) with `score_top` alternatives
+  int32_t score_rows = 0;
+  int32_t score_next = -1;
+  int32_t score_top = 0;
+
+  /// Rows of logits the last stage produces for this sequence: scored rows, then the
+  /// sampling row.
+  int32_t logit_rows() const { return score_rows + (logits ? 1 : 0); }
 };
 
 struct batch {
@@ -34,7 +46,7 @@ struct batch {
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t n_logits() const {
     int64_t n = 0;
-    for (const auto& s : seqs) n += s.logits;
+    for (const auto& s : seqs) n += s.logit_rows();
     return n;
   }
 };

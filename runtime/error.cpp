@@ -27,6 +27,8 @@ std::string_view to_string(errc code) {
     return "cancelled";
   case errc::unavailable:
     return "unavailable";
+  case errc::busy:
+    return "busy";
   case errc::protocol_error:
     return "protocol_error";
   case errc::internal:

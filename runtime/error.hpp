@@ -26,6 +26,7 @@ enum class errc : uint8_t {
   timeout,              // a peer or a step did not answer in time
   cancelled,            // the work was cancelled by its owner
   unavailable,          // a component is down or restarting; retry later
+  busy,                 // too much work is queued already; retry later (HTTP 429)
   protocol_error,       // a peer sent bytes that break the wire protocol
   internal,             // a bug: an invariant of Troupe itself does not hold
 };

@@ -14,6 +14,22 @@ histogram histogram::latency_seconds() {
   return h;
 }
 
+histogram histogram::long_seconds() {
+  histogram h;
+  h.bounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,   2.5,  5,
+              10,   20,    40,   60,  120,  300, 600, 1800, 3600};
+  h.counts.assign(h.bounds.size() + 1, 0);
+  return h;
+}
+
+histogram histogram::token_counts() {
+  histogram h;
+  for (double decade = 1; decade <= 100000; decade *= 10)
+    for (double m : {1.0, 2.0, 5.0}) h.bounds.push_back(m * decade);
+  h.counts.assign(h.bounds.size() + 1, 0);
+  return h;
+}
+
 void histogram::observe(double v) {
   const size_t i = std::lower_bound(bounds.begin(), bounds.end(), v) - bounds.begin();
   ++counts[i];
@@ -36,16 +52,19 @@ double histogram::quantile(double q) const {
   return bounds.empty() ? 0 : bounds.back();
 }
 
-std::string histogram::exposition(const std::string& name, const std::string& help) const {
+std::string histogram::exposition(const std::string& name, const std::string& help,
+                                  const std::string& labels) const {
   std::string out = fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  const std::string sep = labels.empty() ? "" : ",";
+  const std::string only = labels.empty() ? "" : "{" + labels + "}";
   int64_t cum = 0;
   for (size_t i = 0; i < bounds.size(); ++i) {
     cum += counts[i];
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds[i], cum);
+    out += fmt::format("{}_bucket{{{}{}le=\"{}\"}} {}\n", name, labels, sep, bounds[i], cum);
   }
   cum += counts.empty() ? 0 : counts.back();
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, cum, name, sum,
-                     name, count);
+  out += fmt::format("{}_bucket{{{}{}le=\"+Inf\"}} {}\n{}_sum{} {}\n{}_count{} {}\n", name, labels,
+                     sep, cum, name, only, sum, name, only, count);
   return out;
 }
 

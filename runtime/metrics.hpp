@@ -1,5 +1,6 @@
 // metrics.hpp: a fixed-bucket histogram (Prometheus-style cumulative buckets) for latencies
-// such as time to first token and inter-token latency, and its text exposition. Plain data:
+// such as time to first token and inter-token latency, or for token counts, and its text
+// exposition. Plain data:
 // copied into stats messages. Not thread-safe (each owner updates its own).
 // Tests: tests/runtime/metrics_test.cpp
 #pragma once
@@ -17,11 +18,15 @@ struct histogram {
   int64_t count = 0;
 
   static histogram latency_seconds(); // 1 ms .. 60 s
+  static histogram long_seconds();    // 10 ms .. 1 h: end-to-end, queue, prefill, decode time
+  static histogram token_counts();    // 1, 2, 5, 10, ... 500000: prompt and generation lengths
   void observe(double v);
   /// Value below which a fraction q of observations fall (linear inside a bucket).
   double quantile(double q) const;
-  /// "name_bucket{le=...} n" lines, then name_sum and name_count.
-  std::string exposition(const std::string& name, const std::string& help) const;
+  /// "name_bucket{le=...} n" lines, then name_sum and name_count. `labels` (may be empty):
+  /// extra label pairs for every line, as `model_name="m"`.
+  std::string exposition(const std::string& name, const std::string& help,
+                         const std::string& labels = "") const;
 };
 
 } // namespace troupe

@@ -42,6 +42,9 @@ status sampling_params::validate() const {
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
     return bad("frequency_penalty", "must be between -2 and 2");
   if (top_logprobs < 0 || top_logprobs > 20) return bad("top_logprobs", "must be between 0 and 20");
+  for (auto [t, b] : logit_bias)
+    if (t < 0 || !(b >= -100.0f && b <= 100.0f))
+      return bad("logit_bias", "needs token ids >= 0 and biases between -100 and 100");
   return {};
 }
 
@@ -50,20 +53,54 @@ double sample_uniform(uint64_t seed, uint64_t step) {
   return static_cast<double>(r >> 11) * (1.0 / 9007199254740992.0);
 }
 
+namespace {
+
+// log-sum-exp of the raw logits, for logprobs
+double log_sum_exp(std::span<const float> logits) {
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double s = 0;
+  for (float v : logits) s += std::exp(static_cast<double>(v) - mx);
+  return mx + std::log(s);
+}
+
+// The n best ids by raw logit (descending, ties: lower id) with their logprobs.
+std::vector<std::pair<int32_t, float>> top_n(std::span<const float> logits, int n, double lse) {
+  const auto V = static_cast<int32_t>(logits.size());
+  std::vector<int32_t> idx(V);
+  std::iota(idx.begin(), idx.end(), 0);
+  n = std::min(n, V);
+  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  std::vector<std::pair<int32_t, float>> out;
+  for (int32_t i = 0; i < n; ++i)
+    out.emplace_back(idx[i], static_cast<float>(logits[idx[i]] - lse));
+  return out;
+}
+
+} // namespace
+
+sample_result score(std::span<const float> logits, int32_t target, int top) {
+  sample_result out;
+  if (logits.empty() || target < 0 || target >= static_cast<int32_t>(logits.size())) return out;
+  const double lse = log_sum_exp(logits);
+  out.token = target;
+  out.logprob = static_cast<float>(logits[target] - lse);
+  if (top > 0) out.top = top_n(logits, top, lse);
+  return out;
+}
+
 sample_result sample(std::span<const float> logits, const sampling_params& p,
-                     std::span<const int32_t> history, uint64_t step) {
+                     std::span<const int32_t> history, uint64_t step,
+                     std::span<const int32_t> suppress) {
   sample_result out;
   const auto V = static_cast<int32_t>(logits.size());
   if (V == 0) return out;
   // log-sum-exp of the raw logits, for logprobs
-  double lse = 0;
-  if (p.logprobs || p.top_logprobs > 0) {
-    const float mx = *std::max_element(logits.begin(), logits.end());
-    double s = 0;
-    for (float v : logits) s += std::exp(static_cast<double>(v) - mx);
-    lse = mx + std::log(s);
-  }
+  const double lse = p.logprobs || p.top_logprobs > 0 ? log_sum_exp(logits) : 0.0;
   std::vector<float> x(logits.begin(), logits.end());
+  for (auto [t, b] : p.logit_bias)
+    if (t >= 0 && t < V) x[t] += b;
   if (p.has_penalties() && !history.empty()) {
     std::unordered_map<int32_t, int32_t> counts;
     for (int32_t t : history)
@@ -75,6 +112,8 @@ sample_result sample(std::span<const float> logits, const sampling_params& p,
       v -= p.presence_penalty + p.frequency_penalty * static_cast<float>(n);
     }
   }
+  for (int32_t t : suppress)
+    if (t >= 0 && t < V) x[t] = -INFINITY;
   if (p.greedy()) {
     out.token = argmax(x);
   } else {
@@ -122,16 +161,7 @@ sample_result sample(std::span<const float> logits, const sampling_params& p,
   }
   if (p.logprobs || p.top_logprobs > 0) {
     out.logprob = static_cast<float>(logits[out.token] - lse);
-    if (p.top_logprobs > 0) {
-      std::vector<int32_t> idx(V);
-      std::iota(idx.begin(), idx.end(), 0);
-      const int32_t n = std::min(p.top_logprobs, V);
-      std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int32_t a, int32_t b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-      });
-      for (int32_t i = 0; i < n; ++i)
-        out.top.emplace_back(idx[i], static_cast<float>(logits[idx[i]] - lse));
-    }
+    if (p.top_logprobs > 0) out.top = top_n(logits, p.top_logprobs, lse);
   }
   return out;
 }

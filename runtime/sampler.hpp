@@ -26,6 +26,7 @@ struct sampling_params {
   uint64_t seed = 0;
   int top_logprobs = 0;  // also return this many (id, logprob) alternatives
   bool logprobs = false; // return the chosen token's logprob
+  std::vector<std::pair<int32_t, float>> logit_bias; // added to those logits before anything else
 
   bool greedy() const { return temperature <= 0.0f; }
   bool has_penalties() const {
@@ -42,9 +43,16 @@ struct sample_result {
 };
 
 /// `history`: tokens the penalties count (prompt and generated); `step`: index of the token
-/// being generated (0 for the first), which with the seed fixes the random draw.
+/// being generated (0 for the first), which with the seed fixes the random draw;
+/// `suppress`: tokens that may not be picked now (EOS before min_tokens). Logprobs are those
+/// of the raw logits (before bias, penalties and suppression), as OpenAI reports them.
 sample_result sample(std::span<const float> logits, const sampling_params& p,
-                     std::span<const int32_t> history, uint64_t step);
+                     std::span<const int32_t> history, uint64_t step,
+                     std::span<const int32_t> suppress = {});
+
+/// The log-probability of `target` under `logits` and the `top` most likely alternatives
+/// (prompt scoring: echo with logprobs).
+sample_result score(std::span<const float> logits, int32_t target, int top);
 
 /// Uniform [0, 1) from (seed, step): splitmix64 of both, 53 random bits.
 double sample_uniform(uint64_t seed, uint64_t step);

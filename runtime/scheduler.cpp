@@ -46,8 +46,13 @@ void scheduler::lease_block(sequence& s, int32_t block) {
 status scheduler::add(request r) {
   const int32_t P = pool_.block_size();
   if (r.prompt.empty()) return make_error(errc::invalid_argument, "request {}: empty prompt", r.id);
-  if (r.max_tokens < 1)
-    return make_error(errc::invalid_argument, "request {}: max_tokens must be at least 1", r.id);
+  if (r.max_tokens < (r.prompt_logprobs >= 0 ? 0 : 1))
+    return make_error(errc::invalid_argument, "request {}: max_tokens must be at least {}", r.id,
+                      r.prompt_logprobs >= 0 ? 0 : 1);
+  if (r.min_tokens < 0 || r.min_tokens > r.max_tokens)
+    return make_error(errc::invalid_argument,
+                      "request {}: min_tokens must be between 0 and max_tokens ({})", r.id,
+                      r.max_tokens);
   if (r.n < 1 || r.n > 16)
     return make_error(errc::invalid_argument, "request {}: n must be between 1 and 16", r.id);
   if (static_cast<int64_t>(r.prompt.size()) >= cfg_.max_context)
@@ -164,10 +169,12 @@ bool scheduler::ensure_blocks(sequence& s, int32_t upto,
 }
 
 void scheduler::admit_prefix(sequence& s) {
-  if (!cfg_.prefix_caching || !s.blocks.empty()) return;
+  // a scored prompt needs the logits of every position: nothing may come from the cache
+  if (!cfg_.prefix_caching || !s.blocks.empty() || s.req.prompt_logprobs >= 0) return;
   const int32_t P = pool_.block_size();
   // leave at least one token to compute: its logits give the next token
   const int32_t full = (static_cast<int32_t>(s.tokens.size()) - 1) / P;
+  stats_.prefix_query_tokens += static_cast<int64_t>(full) * P;
   uint64_t h = 0;
   for (int32_t i = 0; i < full; ++i) {
     h = kv_block_pool::chain_hash(h, std::span<const int32_t>(s.tokens).subspan(i * P, P));
@@ -262,6 +269,16 @@ std::optional<step_plan> scheduler::next_step() {
     bs.sampling.seed = s.seed;
     bs.sample_step = s.tokens.size() - s.prompt_len;
     if (s.req.sampling.has_penalties()) bs.penalty_history = s.tokens;
+    if (bs.logits && static_cast<int32_t>(bs.sample_step) < s.req.min_tokens) {
+      if (!s.req.ignore_eos) bs.suppress = cfg_.eos_ids;
+      bs.suppress.insert(bs.suppress.end(), s.req.stop_ids.begin(), s.req.stop_ids.end());
+    }
+    if (s.req.prompt_logprobs >= 0 && s.computed < s.prompt_len - 1) {
+      // positions computed .. prompt_len - 2 predict prompt tokens 1 .. prompt_len - 1
+      bs.score_rows = std::min(n, s.prompt_len - 1 - s.computed);
+      bs.score_next = s.computed + n < s.prompt_len ? s.tokens[s.computed + n] : -1;
+      bs.score_top = s.req.prompt_logprobs;
+    }
     plan.b.tokens.insert(plan.b.tokens.end(), s.tokens.begin() + s.computed,
                          s.tokens.begin() + s.computed + n);
     plan.b.seqs.push_back(std::move(bs));
@@ -368,6 +385,12 @@ std::vector<seq_event> scheduler::complete(uint64_t step_id,
       continue;
     }
     if (!c.logits) continue;
+    if (s.req.max_tokens == 0) { // prompt scoring only: the sampled token is not wanted
+      ev.finished = finish_reason::length;
+      events.push_back(ev);
+      remove(s.id);
+      continue;
+    }
     auto r = by_seq.find(s.id);
     if (r == by_seq.end()) {
       ev.finished = finish_reason::error;

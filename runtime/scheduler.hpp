@@ -40,6 +40,10 @@ struct request {
   int priority = 0;   // higher first
   int n = 1;          // completions sharing the prompt
   uint64_t owner = 0; // who holds the KV leases (the request's sink)
+  int min_tokens = 0; // EOS and stop ids cannot end the completion before this many tokens
+  // >= 0: score every prompt token after the first (its logprob and this many alternatives;
+  // prompt prefixes are then computed, never taken from the cache). max_tokens may be 0.
+  int prompt_logprobs = -1;
 };
 
 struct sampled_token {
@@ -77,6 +81,7 @@ struct scheduler_stats {
   int64_t preemptions = 0;
   int64_t prefix_hit_blocks = 0; // blocks reused from the prefix cache
   int64_t prefix_hit_tokens = 0;
+  int64_t prefix_query_tokens = 0; // prompt tokens looked up in the prefix cache
   int64_t cow_copies = 0;
   int64_t window_freed_blocks = 0; // blocks returned early: wholly before a sliding window
   int64_t steps = 0;

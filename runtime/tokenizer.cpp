@@ -443,32 +443,50 @@ const std::string& tokenizer::chat_template() const {
   return impl_->chat_template;
 }
 
+// Context ids kept before the first pushed id: enough for any decoder rule that looks at
+// the previous token (a space to strip, a byte sequence to join); vLLM keeps 5.
+constexpr size_t decoder_context = 6;
+
 void stream_decoder::prime(std::span<const int32_t> context) {
-  ids_.assign(context.begin(), context.end());
-  emitted_ = tok_.decode_bytes(ids_, skip_special_).size();
+  const size_t keep = std::min(context.size(), decoder_context);
+  ids_.assign(context.end() - static_cast<std::ptrdiff_t>(keep), context.end());
+  prefix_ = 0;
+  read_ = ids_.size();
+  pushed_ = 0;
+}
+
+std::string stream_decoder::pending() const {
+  const std::span<const int32_t> all(ids_);
+  const std::string done = tok_.decode_bytes(all.subspan(prefix_, read_ - prefix_), skip_special_);
+  std::string now = tok_.decode_bytes(all.subspan(prefix_), skip_special_);
+  if (now.size() < done.size() || now.compare(0, done.size(), done) != 0)
+    return {}; // a decoder rewrote settled text (not the case for the decoders above)
+  return now.substr(done.size());
 }
 
 std::string stream_decoder::push(int32_t id) {
   ids_.push_back(id);
-  const std::string all = tok_.decode_bytes(ids_, skip_special_);
-  if (all.size() <
-      emitted_) { // a decoder changed earlier text (cannot happen with the steps above)
-    emitted_ = all.size();
-    return {};
+  ++pushed_;
+  std::string fresh = pending();
+  const size_t cut = unicode::incomplete_tail(fresh);
+  if (fresh.empty() || cut > 0) return {}; // wait for the rest of a character
+  // settle: what was read becomes the new prefix
+  prefix_ = read_;
+  read_ = ids_.size();
+  if (prefix_ > decoder_context) { // drop ids no decoding needs any more
+    const size_t drop = prefix_ - decoder_context;
+    ids_.erase(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(drop));
+    prefix_ -= drop;
+    read_ -= drop;
   }
-  const size_t ready = all.size() - unicode::incomplete_tail(all);
-  if (ready <= emitted_) return {};
-  std::string out = unicode::repair(std::string_view(all).substr(emitted_, ready - emitted_));
-  emitted_ = ready;
-  return out;
+  return unicode::repair(fresh);
 }
 
 std::string stream_decoder::finish() {
-  const std::string all = tok_.decode_bytes(ids_, skip_special_);
-  std::string out =
-      all.size() > emitted_ ? unicode::repair(std::string_view(all).substr(emitted_)) : "";
-  emitted_ = all.size();
-  return out;
+  std::string fresh = pending();
+  prefix_ = read_;
+  read_ = ids_.size();
+  return fresh.empty() ? fresh : unicode::repair(fresh);
 }
 
 } // namespace troupe

@@ -68,24 +68,32 @@ class tokenizer {
 };
 
 /// Turns ids into text incrementally: push() returns the new complete characters (never
-/// half a UTF-8 sequence); finish() returns whatever is left (repaired).
+/// half a UTF-8 sequence); finish() returns whatever is left (repaired). Each push decodes
+/// only a short window (prefix and read offsets, as vLLM's and HF's detokenizers do): the
+/// text of ids[prefix, read) was already returned, ids[prefix, end) is decoded again and the
+/// difference is new. Decoding both from the same first id keeps the decoders' first-token
+/// rules (a stripped leading space) out of the difference. Cost per id: O(window), not
+/// O(sequence).
 class stream_decoder {
  public:
   explicit stream_decoder(const tokenizer& tok, bool skip_special = true)
       : tok_(tok)
       , skip_special_(skip_special) {}
   /// Starts after `context` (the prompt) without emitting it, so the first generated word
-  /// keeps its leading space.
+  /// keeps its leading space. Only the context's last few ids are kept.
   void prime(std::span<const int32_t> context);
   std::string push(int32_t id);
   std::string finish();
-  const std::vector<int32_t>& ids() const { return ids_; }
+  /// Ids pushed so far (the context not included).
+  int64_t pushed() const { return pushed_; }
 
  private:
+  std::string pending() const; // bytes of ids_[read_, end) not yet returned
   const tokenizer& tok_;
   bool skip_special_;
-  std::vector<int32_t> ids_;
-  size_t emitted_ = 0; // bytes of decode_bytes(ids_) already returned
+  std::vector<int32_t> ids_; // the window: a little context, then the ids not yet settled
+  size_t prefix_ = 0, read_ = 0;
+  int64_t pushed_ = 0;
 };
 
 } // namespace troupe

@@ -12,6 +12,8 @@
 #include <optional>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include <boost/asio.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -124,6 +126,7 @@ struct http_server::impl {
   http_handler handler;
   http_limits limits;
   std::atomic<size_t> connections{0}, in_progress{0};
+  std::atomic<int64_t> accept_failures{0};
   std::atomic<bool> accepting{true};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
 
@@ -149,6 +152,24 @@ asio::awaitable<void> write_simple(beast::tcp_stream& stream, int status, const 
   beast::error_code ec;
   stream.expires_after(std::chrono::seconds(10));
   co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+}
+
+// After an answer that closes the connection early (413): stop sending, then read and drop
+// what the client still sends, up to a bound in bytes and time, before closing, so its
+// kernel does not answer our close with a reset that loses the response.
+asio::awaitable<void> linger_discard(beast::tcp_stream& stream) {
+  beast::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  constexpr size_t max_discard = 64u << 20;
+  char tmp[16384];
+  size_t total = 0;
+  stream.expires_after(std::chrono::seconds(5));
+  while (total < max_discard) {
+    const size_t n = co_await stream.async_read_some(asio::buffer(tmp),
+                                                     asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) break;
+    total += n;
+  }
 }
 
 std::string error_json(const std::string& message, const std::string& type) {
@@ -188,15 +209,38 @@ asio::awaitable<void> watch(tcp::socket& sock, std::shared_ptr<exchange> x,
 } // namespace
 
 asio::awaitable<void> http_server::impl::accept_loop() {
+  // A failed accept (out of file descriptors, above all) is retried after a pause that
+  // doubles up to half a second, and logged once per 5 s with the count in between, so a
+  // server at its descriptor limit neither spins nor floods its log.
+  auto pause = std::chrono::milliseconds(0);
+  auto last_log = std::chrono::steady_clock::time_point{};
+  int64_t unlogged = 0;
+  asio::steady_timer backoff(ioc);
   while (accepting.load()) {
     beast::error_code ec;
     tcp::socket sock = co_await acceptor.async_accept(
         asio::make_strand(ioc), asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (!accepting.load() || ec == asio::error::operation_aborted) co_return;
-      TROUPE_LOG_WARN("http", "accept failed: {}", ec.message());
+      ++accept_failures;
+      ++unlogged;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_log > std::chrono::seconds(5)) {
+        TROUPE_LOG_WARN("http",
+                        "accept failed: {} ({} times since the last report; {} open "
+                        "connections); retrying with backoff",
+                        ec.message(), unlogged, connections.load());
+        last_log = now;
+        unlogged = 0;
+      }
+      pause = std::min(std::chrono::milliseconds(500),
+                       std::max(std::chrono::milliseconds(5), pause * 2));
+      backoff.expires_after(pause);
+      beast::error_code tec;
+      co_await backoff.async_wait(asio::redirect_error(asio::use_awaitable, tec));
       continue;
     }
+    pause = std::chrono::milliseconds(0);
     auto ex = sock.get_executor();
     asio::co_spawn(ex, serve(std::move(sock)), asio::detached);
   }
@@ -236,13 +280,37 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
     parser.body_limit(limits.max_body_bytes);
     stream.expires_after(
         std::chrono::milliseconds(static_cast<int64_t>(limits.read_timeout_s * 1000)));
-    co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec == http::error::body_limit) {
+    co_await http::async_read_header(stream, buf, parser,
+                                     asio::redirect_error(asio::use_awaitable, ec));
+    auto too_big = [&]() -> asio::awaitable<void> {
+      // answer 413, then read and discard what the client is still sending (bounded), so it
+      // receives the answer instead of a reset connection
       co_await write_simple(
           stream, 413,
           error_json(fmt::format("request body exceeds {} bytes", limits.max_body_bytes),
                      "invalid_request_error"),
           true);
+      co_await linger_discard(stream);
+    };
+    if (!ec) {
+      const auto& head = parser.get();
+      if (auto n = parser.content_length(); n && *n > limits.max_body_bytes) {
+        co_await too_big(); // said so up front: no need to read the body at all
+        co_return;
+      }
+      // a client that asked to be told before sending the body (curl does for large bodies)
+      if (auto it = head.find(http::field::expect);
+          it != head.end() && beast::iequals(it->value(), "100-continue")) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        beast::error_code wec;
+        co_await asio::async_write(stream, asio::buffer(cont, sizeof(cont) - 1),
+                                   asio::redirect_error(asio::use_awaitable, wec));
+        if (wec) co_return;
+      }
+      co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (ec == http::error::body_limit) {
+      co_await too_big();
       co_return;
     }
     if (ec == http::error::header_limit) {
@@ -272,6 +340,7 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
     r.body = std::move(req.body());
     r.remote = remote;
     const bool keep_alive = req.keep_alive();
+    const bool head_only = req.method() == http::verb::head;
 
     auto x = std::make_shared<exchange>(ex);
     auto spill = std::make_shared<std::string>();
@@ -315,6 +384,19 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
         beast::error_code wec;
         switch (it.kind) {
         case item::full: {
+          if (head_only) { // HEAD: the GET answer's header, Content-Length included, no body
+            http::response<http::empty_body> res{static_cast<http::status>(it.status), 11};
+            res.set(http::field::server, "troupe");
+            res.set(http::field::content_type, it.content_type);
+            for (auto& [k, v] : it.headers) res.set(k, v);
+            res.content_length(it.body.size());
+            res.keep_alive(keep_alive);
+            http::response_serializer<http::empty_body> hs(res);
+            co_await http::async_write_header(stream, hs,
+                                              asio::redirect_error(asio::use_awaitable, wec));
+            done = true;
+            break;
+          }
           http::response<http::string_body> res{static_cast<http::status>(it.status), 11};
           res.set(http::field::server, "troupe");
           res.set(http::field::content_type, it.content_type);
@@ -436,6 +518,21 @@ void http_server::shutdown() {
   impl_->ioc.stop();
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+}
+
+int64_t http_server::accept_failures() const {
+  return impl_->accept_failures.load();
+}
+
+std::pair<int64_t, int64_t> raise_open_file_limit(int64_t wanted) {
+  struct rlimit rl {};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return {-1, -1};
+  const auto hard = static_cast<int64_t>(rl.rlim_max == RLIM_INFINITY ? wanted : rl.rlim_max);
+  if (static_cast<int64_t>(rl.rlim_cur) < wanted) {
+    rl.rlim_cur = static_cast<rlim_t>(std::min(wanted, hard));
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  return {static_cast<int64_t>(rl.rlim_cur), hard};
 }
 
 size_t http_server::open_connections() const {

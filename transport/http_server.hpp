@@ -2,8 +2,11 @@
 // thread pool). One coroutine per connection does all socket I/O; a handler, running on any
 // thread, answers through a response_writer that queues whole responses or server-sent
 // event chunks for that coroutine. Limits: header and body size (413 / 431 before the
-// handler runs), a read timeout that drops clients stalling mid-request, an idle keep-alive
-// timeout, a connection cap, and a listen backlog sized for bursts. While a response is in
+// handler runs; a 413 is read to the end of a bounded body so the client receives it),
+// `Expect: 100-continue` answered, HEAD answered with the GET header and no body, a read
+// timeout that drops clients stalling mid-request, an idle keep-alive timeout, a connection
+// cap, a listen backlog sized for bursts, and failed accepts (out of descriptors) retried
+// with backoff and logged once per interval. While a response is in
 // progress the connection watches its socket, so a client that goes away is noticed at
 // once (the writer's on_close fires). stop() stops accepting; drain() waits for responses
 // in progress. No CAF here: the gateway actor (actors/gateway) supplies the handler.
@@ -15,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/expected.hpp"
@@ -72,6 +76,8 @@ class http_server {
   void shutdown();
   size_t open_connections() const;
   size_t responses_in_progress() const;
+  /// accept() calls that failed (out of file descriptors, ...), each retried after a pause.
+  int64_t accept_failures() const;
 
   struct impl;
 
@@ -82,5 +88,10 @@ class http_server {
 
 /// Status line text ("Not Found") for a code.
 std::string_view http_reason(int status);
+
+/// Raises the soft limit on open files towards `wanted`, never above the hard limit (a
+/// server holding thousands of connections needs more than the common default of 1024).
+/// Returns {soft limit now, hard limit}; {-1, -1} when the limits cannot be read.
+std::pair<int64_t, int64_t> raise_open_file_limit(int64_t wanted);
 
 } // namespace troupe::transport

@@ -21,13 +21,19 @@ std::shared_ptr<const model_source> stories_hf() {
 
 const std::vector<std::string>& prompts() {
   static const std::vector<std::string> p = [] {
-    const std::vector<std::string> seeds = {"Once upon a time", "The little dog", "Lily and Ben went to the park",
-                                            "Tom had a big red ball.", "One day, a cat", "The sun was shining and",
-                                            "Sam wanted to fly", "In a small house there lived"};
+    const std::vector<std::string> seeds = {"Once upon a time",
+                                            "The little dog",
+                                            "Lily and Ben went to the park",
+                                            "Tom had a big red ball.",
+                                            "One day, a cat",
+                                            "The sun was shining and",
+                                            "Sam wanted to fly",
+                                            "In a small house there lived"};
     std::vector<std::string> out;
     for (int i = 0; i < 64; ++i) {
       std::string s = seeds[i % seeds.size()];
-      for (int k = 0; k < i % 5; ++k) s += " and then they played with the " + std::to_string(k) + " toys";
+      for (int k = 0; k < i % 5; ++k)
+        s += " and then they played with the " + std::to_string(k) + " toys";
       out.push_back(s);
     }
     return out;
@@ -72,7 +78,8 @@ TEST(Engine, SixtyFourConcurrentRequestsMatchSolo) {
   auto h = start(2048);
   auto out = h->generate_many(requests(24));
   ASSERT_TRUE(out) << out.error().to_string();
-  for (size_t i = 0; i < prompts().size(); ++i) EXPECT_EQ((*out)[i][0].tokens, solo(prompts()[i], 24)) << prompts()[i];
+  for (size_t i = 0; i < prompts().size(); ++i)
+    EXPECT_EQ((*out)[i][0].tokens, solo(prompts()[i], 24)) << prompts()[i];
   const auto s = h->stats();
   EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
   EXPECT_EQ(s.preemptions, 0);
@@ -82,7 +89,8 @@ TEST(Engine, PreemptionKeepsTokensExact) {
   auto h = start(48); // 47 blocks of 16 tokens: room for a handful of the 64 sequences
   auto out = h->generate_many(requests(24));
   ASSERT_TRUE(out) << out.error().to_string();
-  for (size_t i = 0; i < prompts().size(); ++i) EXPECT_EQ((*out)[i][0].tokens, solo(prompts()[i], 24)) << prompts()[i];
+  for (size_t i = 0; i < prompts().size(); ++i)
+    EXPECT_EQ((*out)[i][0].tokens, solo(prompts()[i], 24)) << prompts()[i];
   const auto s = h->stats();
   EXPECT_GT(s.preemptions, 0);
   EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
@@ -91,7 +99,8 @@ TEST(Engine, PreemptionKeepsTokensExact) {
 TEST(Engine, SharedPrefixReusesBlocks) {
   auto h = start(512, 1, 1);
   std::string prefix;
-  while (stories_hf()->tok->encode(prefix, true)->size() < 256) prefix += "Lily and Ben played in the park with a big red ball. ";
+  while (stories_hf()->tok->encode(prefix, true)->size() < 256)
+    prefix += "Lily and Ben played in the park with a big red ball. ";
   gen_request a, b;
   a.prompt = *stories_hf()->tok->encode(prefix + "Then Lily said", true);
   b.prompt = *stories_hf()->tok->encode(prefix + "Then Ben said", true);
@@ -117,7 +126,7 @@ TEST(Engine, StopStringsCancelAndParallelCompletions) {
   r.stop = {"girl"};
   auto out = h->generate(r);
   ASSERT_TRUE(out);
-  EXPECT_EQ((*out)[0].finish, "stop");
+  EXPECT_EQ((*out)[0].finish, finish_reason::stop);
   EXPECT_EQ((*out)[0].text, ", there was a little ");
   // n = 3 sampled completions with one seed: distinct, each reproducible alone
   gen_request s;

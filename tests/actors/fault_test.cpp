@@ -53,8 +53,10 @@ const std::vector<std::vector<int32_t>>& fault_free(int count, int n_tokens) {
 }
 
 std::unique_ptr<host> start(const std::vector<std::string>& inject, double step_timeout = 60,
-                            int max_restarts = 100, double hang_timeout = 60) {
+                            int max_restarts = 100, double hang_timeout = 60,
+                            double retry_interval = 10) {
   host_options o;
+  o.retry_interval_s = retry_interval;
   o.hang_timeout_s = hang_timeout;
   o.place = *even_placement(stories_hf()->config, 2, 2);
   o.sched.max_batch_tokens = 128;
@@ -73,7 +75,7 @@ void expect_exact_and_clean(host& h, int count, int n_tokens) {
   ASSERT_TRUE(out) << out.error().to_string();
   const auto& want = fault_free(count, n_tokens);
   for (int i = 0; i < count; ++i) {
-    EXPECT_EQ((*out)[i][0].finish, "length") << "request " << i;
+    EXPECT_EQ((*out)[i][0].finish, finish_reason::length) << "request " << i;
     EXPECT_EQ((*out)[i][0].tokens, want[i])
         << "request " << i; // streamed tokens: no repeats, no gaps
   }
@@ -154,10 +156,36 @@ TEST(Faults, AShardThatKeepsFailingIsGivenUp) {
   auto h = start({"kill-shard:stage=0,rank=1,p=1.0"}, 60, 3);
   auto out = h->generate_many(requests(4, 8), 60);
   ASSERT_TRUE(out);
-  for (const auto& r : *out) EXPECT_EQ(r[0].finish, "error");
+  for (const auto& r : *out) EXPECT_EQ(r[0].finish, finish_reason::error);
   const auto s = h->stats();
   EXPECT_FALSE(s.ready);
-  EXPECT_NE(s.not_ready_reason.find("keeps failing"), std::string::npos) << s.not_ready_reason;
+  EXPECT_NE(s.not_ready_reason.find("gave up"), std::string::npos) << s.not_ready_reason;
+  EXPECT_NE(s.not_ready_reason.find("retrying every"), std::string::npos) << s.not_ready_reason;
   EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
   EXPECT_EQ(s.leases, 0);
+}
+
+// A fault rate high enough to kill a shard every few dozen steps, with a budget of only 2
+// failures in a row: each replacement runs steps before it dies, which resets its count, so
+// the supervisor never gives up and every request completes exactly.
+TEST(Faults, FrequentFaultsWithProgressAreNeverGivenUp) {
+  auto h = start({"kill-shard:p=0.08,seed=11"}, 60, 2);
+  expect_exact_and_clean(*h, 24, 16);
+  const auto s = h->stats();
+  EXPECT_GE(s.shard_restarts, 6) << "the fault rate did not bite";
+  EXPECT_TRUE(s.ready) << s.not_ready_reason;
+}
+
+// Half-open after giving up: three kills in a row exhaust a budget of 2; the supervisor keeps
+// retrying every 0.2 s, the shard comes back, and serving resumes on its own.
+TEST(Faults, GivenUpShardIsRetriedAndServingResumes) {
+  auto h = start({"kill-shard:stage=1,rank=0,step=1", "kill-shard:stage=1,rank=0,step=2",
+                  "kill-shard:stage=1,rank=0,step=3"},
+                 60, 2, 60, 0.2);
+  auto first = h->generate(requests(1, 8)[0], {}, 60);
+  ASSERT_TRUE(first);
+  EXPECT_EQ((*first)[0].finish, finish_reason::error);
+  EXPECT_EQ((*first)[0].err.code, errc::unavailable) << (*first)[0].err.to_string();
+  EXPECT_TRUE(h->wait_ready(30)) << h->stats().not_ready_reason;
+  expect_exact_and_clean(*h, 4, 8);
 }

@@ -183,12 +183,20 @@ TEST_F(Messages, AnswersRequestsEventsAndStatsRoundTrip) {
   e.text = "é ü";
   e.logprobs = {-0.25f};
   e.top_logprobs = {{{450, -0.25f}, {9, -2.0f}}};
-  e.finish = "length";
+  e.finish = finish_reason::error;
+  e.error_code = errc::busy;
+  e.error_message = "queue full";
+  e.prompt_logprobs = {{3, -1.5f, {{7, -0.5f}}}};
   gen_event e2;
   ASSERT_FALSE(load(save(e), e2));
   EXPECT_EQ(e2.text, e.text);
   EXPECT_EQ(e2.top_logprobs, e.top_logprobs);
-  EXPECT_EQ(e2.finish, "length");
+  EXPECT_EQ(e2.finish, finish_reason::error);
+  EXPECT_EQ(e2.error_code, errc::busy);
+  EXPECT_EQ(e2.error_message, "queue full");
+  ASSERT_EQ(e2.prompt_logprobs.size(), 1u);
+  EXPECT_EQ(e2.prompt_logprobs[0].pos, 3);
+  EXPECT_EQ(e2.prompt_logprobs[0].top, e.prompt_logprobs[0].top);
 
   engine_stats s;
   s.requests_total = 100;

@@ -4,6 +4,8 @@
 // ids for stories260K. Also streaming decode never splitting a character.
 #include <filesystem>
 
+#include <random>
+
 #include <gtest/gtest.h>
 
 #include "../test_paths.hpp"
@@ -16,10 +18,13 @@ using json = nlohmann::json;
 
 namespace {
 
-std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
+std::vector<int32_t> ids_of(const json& j) {
+  return j.get<std::vector<int32_t>>();
+}
 
 std::unique_ptr<tokenizer> load_hf(const std::string& fixture_ref) {
-  const std::string dir = std::filesystem::path(test::resolve_fixture_ref(fixture_ref)).parent_path().string();
+  const std::string dir =
+      std::filesystem::path(test::resolve_fixture_ref(fixture_ref)).parent_path().string();
   auto t = tokenizer::from_hf_dir(dir);
   EXPECT_TRUE(t) << (t ? "" : t.error().to_string());
   return t ? std::move(*t) : nullptr;
@@ -37,17 +42,25 @@ void check_hf_cases(const std::string& name) {
     auto with = tok->encode(text, true, true);
     ASSERT_TRUE(with);
     EXPECT_EQ(*with, ids_of(c["ids_with_special"])) << name << ": " << text;
-    EXPECT_EQ(tok->decode(ids_of(c["ids_no_special"])), c["decoded"].get<std::string>()) << name << ": " << text;
-    EXPECT_EQ(tok->decode(ids_of(c["ids_no_special"]), true), c["decoded_skip_special"].get<std::string>())
-      << name << ": " << text;
+    EXPECT_EQ(tok->decode(ids_of(c["ids_no_special"])), c["decoded"].get<std::string>())
+        << name << ": " << text;
+    EXPECT_EQ(tok->decode(ids_of(c["ids_no_special"]), true),
+              c["decoded_skip_special"].get<std::string>())
+        << name << ": " << text;
   }
 }
 
 } // namespace
 
-TEST(Tokenizer, Stories260kHfMatchesHuggingFace) { check_hf_cases("stories260k_hf"); }
-TEST(Tokenizer, Qwen2ByteLevelMatchesHuggingFace) { check_hf_cases("qwen2_bytelevel"); }
-TEST(Tokenizer, Gpt2StyleByteLevelMatchesHuggingFace) { check_hf_cases("gpt2_style_bytelevel"); }
+TEST(Tokenizer, Stories260kHfMatchesHuggingFace) {
+  check_hf_cases("stories260k_hf");
+}
+TEST(Tokenizer, Qwen2ByteLevelMatchesHuggingFace) {
+  check_hf_cases("qwen2_bytelevel");
+}
+TEST(Tokenizer, Gpt2StyleByteLevelMatchesHuggingFace) {
+  check_hf_cases("gpt2_style_bytelevel");
+}
 
 TEST(Tokenizer, Llama2GgufMatchesSentencepieceAndTransformers) {
   const json fx = test::load_json(test::fixture_path("tokenizers.json"))["llama2_gguf"];
@@ -68,7 +81,8 @@ TEST(Tokenizer, Llama2GgufMatchesSentencepieceAndTransformers) {
     auto with = (*tok)->encode(text, true, false);
     ASSERT_TRUE(with);
     EXPECT_EQ(*with, ids_of(c["spm_ids_with_bos"])) << text;
-    EXPECT_EQ((*tok)->decode(ids_of(c["spm_ids_no_special"])), c["spm_decoded"].get<std::string>()) << text;
+    EXPECT_EQ((*tok)->decode(ids_of(c["spm_ids_no_special"])), c["spm_decoded"].get<std::string>())
+        << text;
     // transformers differs from sentencepiece only on leading spaces and special-token text
     if (c["spm_equal"].get<bool>()) {
       EXPECT_EQ(*plain, ids_of(c["ids_no_special"])) << text;
@@ -102,7 +116,8 @@ TEST(Tokenizer, Stories260kGgufMatchesLlamaCpp) {
     pieces.push_back(p);
   }
   EXPECT_EQ(pieces, ref["prompt_pieces_fed"].get<std::vector<std::string>>());
-  EXPECT_EQ((*tok)->decode(ids_of(ref["generated_tokens"])), ref["generated_text"].get<std::string>());
+  EXPECT_EQ((*tok)->decode(ids_of(ref["generated_tokens"])),
+            ref["generated_text"].get<std::string>());
 }
 
 TEST(Tokenizer, RejectsInvalidUtf8) {
@@ -145,15 +160,54 @@ TEST(StreamDecoder, PrimedWithPromptKeepsLeadingSpace) {
   EXPECT_EQ(out, " a time");
 }
 
+// The windowed decoder must give exactly what decoding everything at once gives, for random
+// id streams (byte-fallback pieces, special ids, byte-level pieces) after random prompts.
+TEST(StreamDecoder, WindowedDecodingEqualsWholeDecoding) {
+  for (const char* path :
+       {"shared/models/stories260K-hf/tokenizer.json", "tests/fixtures/models/qwen2/tokenizer.json",
+        "tests/fixtures/tokenizers/gpt2_style/tokenizer.json"}) {
+    auto tok = load_hf(path);
+    ASSERT_TRUE(tok) << path;
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<int32_t> prompt, gen;
+      for (int i = 0, n = 1 + static_cast<int>(rng() % 12); i < n; ++i)
+        prompt.push_back(static_cast<int32_t>(rng() % tok->vocab_size()));
+      for (int i = 0, n = static_cast<int>(rng() % 60); i < n; ++i)
+        gen.push_back(static_cast<int32_t>(rng() % tok->vocab_size()));
+      stream_decoder sd(*tok);
+      sd.prime(prompt);
+      std::string out;
+      for (int32_t id : gen) {
+        const std::string part = sd.push(id);
+        EXPECT_TRUE(unicode::valid(part));
+        out += part;
+      }
+      out += sd.finish();
+      std::vector<int32_t> all = prompt;
+      all.insert(all.end(), gen.begin(), gen.end());
+      // what the whole-sequence decoder adds after the prompt, repaired piecewise the same way
+      const std::string whole = tok->decode_bytes(all, true),
+                        head = tok->decode_bytes(prompt, true);
+      ASSERT_EQ(whole.compare(0, head.size(), head), 0);
+      EXPECT_EQ(out, unicode::repair(whole.substr(head.size()))) << path << " trial " << trial;
+    }
+  }
+}
+
 TEST(Tokenizer, MetaspacePreTokenizerMatchesTransformers) {
   // transformers 5 loads the Llama tokenizer with a Metaspace pre-tokenizer (prepend_scheme
   // "first", split off) instead of the file's normaliser; the fixture records its ids where
   // they differ. Build that variant of the stories260K tokenizer.json and compare.
   json tj = test::load_json(test::model_path("stories260K-hf/tokenizer.json"));
   tj["normalizer"] = nullptr;
-  tj["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xe2\x96\x81"}, {"prepend_scheme", "first"}, {"split", false}};
-  auto tok = tokenizer::from_hf_json(tj.dump(), test::read_file(test::model_path("stories260K-hf/tokenizer_config.json")),
-                                     "metaspace-variant");
+  tj["pre_tokenizer"] = {{"type", "Metaspace"},
+                         {"replacement", "\xe2\x96\x81"},
+                         {"prepend_scheme", "first"},
+                         {"split", false}};
+  auto tok = tokenizer::from_hf_json(
+      tj.dump(), test::read_file(test::model_path("stories260K-hf/tokenizer_config.json")),
+      "metaspace-variant");
   ASSERT_TRUE(tok) << tok.error().to_string();
   const json fx = test::load_json(test::fixture_path("tokenizers.json"))["stories260k_hf"];
   int differing = 0;
