@@ -17,6 +17,7 @@
 
 #include "../test_paths.hpp"
 #include "actors/gateway.hpp"
+#include "gateway_util.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -24,96 +25,10 @@ using json = nlohmann::json;
 
 namespace {
 
-int connect_to(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
+using namespace gw_test;
 
-void send_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
-}
-
-std::string read_all(int fd) {
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
-struct reply {
-  int status = 0;
-  std::string body;
-  json j;
-};
-
-reply raw(uint16_t port, const std::string& bytes) {
-  int fd = connect_to(port);
-  if (fd < 0) return {};
-  send_all(fd, bytes);
-  std::string r = read_all(fd);
-  ::close(fd);
-  reply out;
-  if (r.size() > 12) out.status = std::atoi(r.c_str() + 9);
-  auto sep = r.find("\r\n\r\n");
-  if (sep != std::string::npos) out.body = r.substr(sep + 4);
-  out.j = json::parse(out.body, nullptr, false);
-  return out;
-}
-
-reply post(uint16_t port, const std::string& path, const std::string& body, const std::string& extra = "") {
-  return raw(port, "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n" +
-                     extra + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
-}
-
-reply get(uint16_t port, const std::string& path, const std::string& extra = "") {
-  return raw(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + extra + "\r\n");
-}
-
-std::shared_ptr<const model_source> stories() {
-  static auto m = *open_model(test::model_path("stories260K/stories260K.gguf"));
-  return m;
-}
-
-struct server {
-  std::unique_ptr<host> h;
-  std::unique_ptr<gateway> gw;
-  uint16_t port = 0;
-  explicit server(gateway_options go = {}, host_options ho = {}) {
-    ho.place = ho.place.stages.empty() ? *even_placement(stories()->config, 1, 1) : ho.place;
-    auto hh = host::start(stories(), ho);
-    EXPECT_TRUE(hh);
-    h = std::move(*hh);
-    EXPECT_TRUE(h->wait_ready(60));
-    go.port = 0;
-    go.model_name = "stories";
-    if (go.limits.read_timeout_s == 15) go.limits.read_timeout_s = 1.0;
-    auto g = gateway::start(*h, go);
-    EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
-    gw = std::move(*g);
-    port = gw->port();
-  }
-};
-
-const std::string good = R"({"model":"stories","prompt":"Once upon a time","max_tokens":8,"temperature":0})";
+const std::string good =
+    R"({"model":"stories","prompt":"Once upon a time","max_tokens":8,"temperature":0})";
 
 void expect_error(const reply& r, int status, const std::string& needle) {
   EXPECT_EQ(r.status, status) << r.body;
@@ -133,38 +48,47 @@ TEST(Gateway, BadInputGetsClearErrorsAndServiceContinues) {
     std::string needle;
   };
   const std::vector<bad_case> cases = {
-    {"malformed json", "{\"model\": \"stories\", \"prompt\": ", 400, "not valid JSON"},
-    {"not an object", "[1,2,3]", 400, "JSON object"},
-    {"wrong type", R"({"model":"stories","prompt":"a","max_tokens":"ten"})", 400, "max_tokens"},
-    {"negative max_tokens", R"({"model":"stories","prompt":"a","max_tokens":-1})", 400, "max_tokens"},
-    {"huge max_tokens", R"({"model":"stories","prompt":"a","max_tokens":100000000000000000000000})", 400, "max_tokens"},
-    {"temperature range", R"({"model":"stories","prompt":"a","temperature":7})", 400, "temperature"},
-    {"top_p zero", R"({"model":"stories","prompt":"a","top_p":0})", 400, "top_p"},
-    {"n too big", R"({"model":"stories","prompt":"a","n":1000})", 400, "'n'"},
-    {"stop type", R"({"model":"stories","prompt":"a","stop":[1,2]})", 400, "stop"},
-    {"unknown field", R"({"model":"stories","prompt":"a","frobnicate":1})", 400, "frobnicate"},
-    {"missing prompt", R"({"model":"stories"})", 400, "prompt"},
-    {"token out of vocab", R"({"model":"stories","prompt":[1, 99999]})", 400, "vocabulary"},
-    {"unknown model", R"({"model":"gpt-9","prompt":"a"})", 404, "gpt-9"},
-    {"prompt too long", R"({"model":"stories","prompt":")" + std::string(2000, 'a') + R"("})", 400, "context"},
-    {"invalid utf-8", "{\"model\":\"stories\",\"prompt\":\"\xff\xfe\"}", 400, "UTF-8"},
+      {"malformed json", "{\"model\": \"stories\", \"prompt\": ", 400, "not valid JSON"},
+      {"not an object", "[1,2,3]", 400, "JSON object"},
+      {"wrong type", R"({"model":"stories","prompt":"a","max_tokens":"ten"})", 400, "max_tokens"},
+      {"negative max_tokens", R"({"model":"stories","prompt":"a","max_tokens":-1})", 400,
+       "max_tokens"},
+      {"huge max_tokens",
+       R"({"model":"stories","prompt":"a","max_tokens":100000000000000000000000})", 400,
+       "max_tokens"},
+      {"temperature range", R"({"model":"stories","prompt":"a","temperature":7})", 400,
+       "temperature"},
+      {"top_p zero", R"({"model":"stories","prompt":"a","top_p":0})", 400, "top_p"},
+      {"n too big", R"({"model":"stories","prompt":"a","n":1000})", 400, "'n'"},
+      {"stop type", R"({"model":"stories","prompt":"a","stop":[1,2]})", 400, "stop"},
+      {"unknown field", R"({"model":"stories","prompt":"a","frobnicate":1})", 400, "frobnicate"},
+      {"missing prompt", R"({"model":"stories"})", 400, "prompt"},
+      {"token out of vocab", R"({"model":"stories","prompt":[1, 99999]})", 400, "vocabulary"},
+      {"unknown model", R"({"model":"gpt-9","prompt":"a"})", 404, "gpt-9"},
+      {"prompt too long", R"({"model":"stories","prompt":")" + std::string(2000, 'a') + R"("})",
+       400, "context"},
+      {"invalid utf-8", "{\"model\":\"stories\",\"prompt\":\"\xff\xfe\"}", 400, "UTF-8"},
   };
   for (const auto& c : cases) {
     expect_error(post(s.port, "/v1/completions", c.request), c.status, c.needle);
     const reply ok = post(s.port, "/v1/completions", good);
     EXPECT_EQ(ok.status, 200) << "after " << c.name << ": " << ok.body;
   }
-  expect_error(post(s.port, "/v1/chat/completions", R"({"model":"stories","messages":[]})"), 400, "messages");
-  expect_error(post(s.port, "/v1/chat/completions", R"({"model":"stories","messages":[{"role":"wizard","content":"x"}]})"),
+  expect_error(post(s.port, "/v1/chat/completions", R"({"model":"stories","messages":[]})"), 400,
+               "messages");
+  expect_error(post(s.port, "/v1/chat/completions",
+                    R"({"model":"stories","messages":[{"role":"wizard","content":"x"}]})"),
                400, "role");
   expect_error(get(s.port, "/v2/everything"), 404, "no route");
   expect_error(get(s.port, "/v1/completions"), 405, "not allowed");
   // a body over the limit: 413 before it is read whole
-  const reply too_big = post(s.port, "/v1/completions", R"({"model":"stories","prompt":")" + big + "\"}");
+  const reply too_big =
+      post(s.port, "/v1/completions", R"({"model":"stories","prompt":")" + big + "\"}");
   EXPECT_EQ(too_big.status, 413) << too_big.body.substr(0, 200);
   // truncated body: the client promises more than it sends, then stalls -> dropped
   int fd = connect_to(s.port);
-  send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\":");
+  send_all(fd,
+           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\":");
   const auto t0 = std::chrono::steady_clock::now();
   std::string r = read_all(fd);
   ::close(fd);
@@ -202,15 +126,18 @@ TEST(Gateway, StalledAndIdleConnectionsDoNotBlockOthers) {
 
 TEST(Gateway, DisconnectMidStreamCancelsAndFreesBlocks) {
   server s;
-  const std::string body = R"({"model":"stories","prompt":"Once upon a time","max_tokens":100,"stream":true,"ignore_eos":true})";
+  const std::string body =
+      R"({"model":"stories","prompt":"Once upon a time","max_tokens":100,"stream":true,"ignore_eos":true})";
   int fd = connect_to(s.port);
-  send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                   std::to_string(body.size()) + "\r\n\r\n" + body);
   char buf[256];
   ASSERT_GT(::recv(fd, buf, sizeof buf, 0), 0); // the stream has started
   ::close(fd);                                  // abrupt disconnect
   for (int i = 0; i < 200; ++i) {
     const auto st = s.h->stats();
-    if (st.kv_blocks_free == st.kv_blocks_total && st.requests_running == 0 && st.leases == 0) break;
+    if (st.kv_blocks_free == st.kv_blocks_total && st.requests_running == 0 && st.leases == 0)
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const auto st = s.h->stats();
@@ -224,7 +151,8 @@ TEST(Gateway, ApiKeyQueueFullAndNotReady) {
   go.api_key = "sekrit";
   server s(go);
   expect_error(post(s.port, "/v1/completions", good), 401, "API key");
-  expect_error(post(s.port, "/v1/completions", good, "Authorization: Bearer nope\r\n"), 401, "wrong");
+  expect_error(post(s.port, "/v1/completions", good, "Authorization: Bearer nope\r\n"), 401,
+               "wrong");
   EXPECT_EQ(post(s.port, "/v1/completions", good, "Authorization: Bearer sekrit\r\n").status, 200);
   EXPECT_EQ(get(s.port, "/health").status, 200); // health needs no key
 
@@ -234,7 +162,8 @@ TEST(Gateway, ApiKeyQueueFullAndNotReady) {
   server q({}, tight);
   std::vector<std::thread> ts;
   std::atomic<int> too_many{0}, fine{0};
-  const std::string slow = R"({"model":"stories","prompt":"Once upon a time","max_tokens":60,"ignore_eos":true})";
+  const std::string slow =
+      R"({"model":"stories","prompt":"Once upon a time","max_tokens":60,"ignore_eos":true})";
   for (int i = 0; i < 24; ++i)
     ts.emplace_back([&] {
       const reply r = post(q.port, "/v1/completions", slow);
@@ -264,10 +193,12 @@ TEST(Gateway, MetricsAndModels) {
   EXPECT_EQ(post(s.port, "/v1/completions", good).status, 200);
   const reply m = get(s.port, "/metrics");
   EXPECT_EQ(m.status, 200);
-  for (const char* name : {"troupe_http_requests_total{status=\"200\"}", "troupe_kv_blocks_total", "troupe_kv_blocks_free",
-                           "troupe_preemptions_total", "troupe_shard_restarts_total", "troupe_queue_depth",
-                           "troupe_running_sequences", "troupe_time_to_first_token_seconds_bucket",
-                           "troupe_inter_token_latency_seconds_count", "troupe_generation_tokens_total"})
+  for (const char* name :
+       {"troupe_http_requests_total{status=\"200\"}", "troupe_kv_blocks_total",
+        "troupe_kv_blocks_free", "troupe_preemptions_total", "troupe_shard_restarts_total",
+        "troupe_queue_depth", "troupe_running_sequences",
+        "troupe_time_to_first_token_seconds_bucket", "troupe_inter_token_latency_seconds_count",
+        "troupe_generation_tokens_total"})
     EXPECT_NE(m.body.find(name), std::string::npos) << name;
   const reply models = get(s.port, "/v1/models");
   EXPECT_EQ(models.j["data"][0]["id"], "stories");

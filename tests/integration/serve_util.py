@@ -6,13 +6,18 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 
 
 class Server:
-    def __init__(self, troupe, *args, timeout=120):
-        self.proc = subprocess.Popen([troupe, "serve", "--port", "0", "--served-model-name", "stories", *args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    def __init__(self, troupe, *args, timeout=120, ulimit_files=None):
+        cmd = [troupe, "serve", "--port", "0", "--served-model-name", "stories", *args]
+        if ulimit_files is not None:  # soft and hard open-file limits; hard None: unchanged
+            soft, hard = ulimit_files
+            limit = f"ulimit -Sn {soft}" + (f" && ulimit -Hn {hard}" if hard else "")
+            cmd = ["bash", "-c", limit + ' && exec "$@"', "troupe"] + cmd
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = []
         deadline = time.time() + timeout
         self.port = None
@@ -31,6 +36,16 @@ class Server:
             self.stop()
             raise RuntimeError("troupe serve did not start: " + "".join(self.log))
         self.url = f"http://127.0.0.1:{self.port}"
+        # keep reading stderr so the server never blocks on a full pipe; tests read self.log
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def log_text(self):
+        return "".join(self.log)
 
     def stop(self):
         if self.proc.poll() is None:

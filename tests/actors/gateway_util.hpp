@@ -1,0 +1,133 @@
+// gateway_util.hpp: what the gateway tests share: a raw HTTP/1.1 client over a socket (so
+// tests control every byte, and see exactly what the server wrote), and a server fixture
+// that starts a host and a gateway on a free port.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../test_paths.hpp"
+#include "actors/gateway.hpp"
+
+namespace gw_test {
+
+using namespace troupe;
+using namespace troupe::actors;
+using json = nlohmann::json;
+
+inline int connect_to(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+inline void send_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+inline std::string read_all(int fd) {
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+struct reply {
+  int status = 0;
+  std::string head; // status line and header fields
+  std::string body;
+  json j;
+  /// The value of header field `name` (case-insensitive), or "".
+  std::string header(const std::string& name) const {
+    std::string lh = head, ln = "\r\n" + name + ":";
+    for (auto& c : lh) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (auto& c : ln) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const size_t at = lh.find(ln);
+    if (at == std::string::npos) return "";
+    size_t b = at + ln.size(), e = head.find("\r\n", b);
+    while (b < e && head[b] == ' ') ++b;
+    return head.substr(b, e - b);
+  }
+};
+
+inline reply raw(uint16_t port, const std::string& bytes) {
+  int fd = connect_to(port);
+  if (fd < 0) return {};
+  send_all(fd, bytes);
+  std::string r = read_all(fd);
+  ::close(fd);
+  reply out;
+  if (r.size() > 12) out.status = std::atoi(r.c_str() + 9);
+  auto sep = r.find("\r\n\r\n");
+  if (sep != std::string::npos) {
+    out.head = r.substr(0, sep);
+    out.body = r.substr(sep + 4);
+  }
+  out.j = json::parse(out.body, nullptr, false);
+  return out;
+}
+
+inline reply post(uint16_t port, const std::string& path, const std::string& body,
+                  const std::string& extra = "") {
+  return raw(port,
+             "POST " + path +
+                 " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n" +
+                 extra + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+}
+
+inline reply get(uint16_t port, const std::string& path, const std::string& extra = "") {
+  return raw(port,
+             "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + extra + "\r\n");
+}
+
+inline std::shared_ptr<const model_source> stories() {
+  static auto m = *open_model(test::model_path("stories260K/stories260K.gguf"));
+  return m;
+}
+
+struct server {
+  std::unique_ptr<host> h;
+  std::unique_ptr<gateway> gw;
+  uint16_t port = 0;
+  explicit server(gateway_options go = {}, host_options ho = {}) {
+    ho.place = ho.place.stages.empty() ? *even_placement(stories()->config, 1, 1) : ho.place;
+    auto hh = host::start(stories(), ho);
+    EXPECT_TRUE(hh);
+    h = std::move(*hh);
+    EXPECT_TRUE(h->wait_ready(60));
+    go.port = 0;
+    go.model_name = "stories";
+    if (go.limits.read_timeout_s == 15) go.limits.read_timeout_s = 1.0;
+    auto g = gateway::start(*h, go);
+    EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
+    gw = std::move(*g);
+    port = gw->port();
+  }
+};
+
+} // namespace gw_test

@@ -1,0 +1,166 @@
+"""serving_test.py: `troupe serve` as a process, for what only a whole server shows:
+
+* SIGTERM while a stream outlives --drain-timeout: the stream ends with an error event and
+  [DONE], and the process exits 0 within a couple of seconds of the timeout;
+* out of file descriptors (soft = hard limit 64, 150 clients): accept failures are retried
+  with backoff and logged a few times, not thousands; the server serves once they leave; and
+  at start-up the soft limit is raised towards the hard one;
+* a fault rate injected on purpose (kill-shard:p=0.01, the README's example) under steady
+  load is survived: no 503 ever, /health 200 at the end;
+* a shard that can never run: --on-give-up exit leaves with status 3, retry keeps the process
+  up with /health 503 naming the policy;
+* the start-up line and troupe_kv_blocks_total agree; `troupe generate` ends its text with a
+  newline before the timing line.
+
+Usage: python serving_test.py PATH/TO/troupe
+"""
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+from serve_util import Server, metric
+
+TROUPE = sys.argv.pop(1)
+
+
+def post(url, body, timeout=60):
+    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def health(url):
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+class Serving(unittest.TestCase):
+    def test_sigterm_ends_streams_after_the_drain_timeout(self):
+        # every step 150 ms late: a 100-token stream would take 15 s
+        srv = Server(TROUPE, "--drain-timeout", "1", "--inject", "delay:from=engine,to=stage0.rank0,ms=150")
+        try:
+            s = socket.create_connection(("127.0.0.1", srv.port))
+            body = json.dumps({"model": "stories", "prompt": "Once upon a time", "max_tokens": 100,
+                               "stream": True, "ignore_eos": True})
+            s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+            got = s.recv(4096)
+            self.assertIn(b"200 OK", got)
+            t0 = time.time()
+            srv.proc.send_signal(signal.SIGTERM)
+            s.settimeout(10)
+            data = got
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+                if b"0\r\n\r\n" in data[-16:]:
+                    break
+            text = data.decode(errors="replace")
+            self.assertIn('"error"', text, text[-500:])
+            self.assertIn("shutting down", text)
+            self.assertIn("data: [DONE]", text)
+            rc = srv.proc.wait(timeout=10)
+            self.assertEqual(rc, 0, srv.log_text())
+            self.assertLess(time.time() - t0, 1 + 3, "exit took too long after the drain timeout")
+        finally:
+            if srv.proc.poll() is None:
+                srv.proc.kill()
+
+    def test_out_of_file_descriptors_backs_off(self):
+        with Server(TROUPE, ulimit_files=(64, 64)) as srv:
+            socks = []
+            for _ in range(150):
+                try:
+                    socks.append(socket.create_connection(("127.0.0.1", srv.port), timeout=2))
+                except OSError:
+                    break
+            time.sleep(3)  # accept keeps failing meanwhile
+            failures = srv.log_text().count("accept failed")
+            self.assertGreaterEqual(failures, 1, "the descriptor limit was never hit")
+            self.assertLessEqual(failures, 3, "accept failures flood the log")
+            for s in socks:
+                s.close()
+            time.sleep(1)
+            self.assertEqual(health(srv.url)[0], 200)
+            status, _ = post(srv.url, {"model": "stories", "prompt": "Once", "max_tokens": 4})
+            self.assertEqual(status, 200)
+        with Server(TROUPE, ulimit_files=(256, None)) as srv:
+            limits = open(f"/proc/{srv.proc.pid}/limits").read()
+            soft, hard = (int(x) for x in re.search(r"Max open files\s+(\d+)\s+(\d+)", limits).groups())
+            self.assertGreaterEqual(soft, min(4096 + 256, hard), limits)
+            self.assertGreater(soft, 256, limits)
+
+    def test_injected_fault_rate_is_survived(self):
+        with Server(TROUPE, "--tp", "2", "--pp", "2", "--inject", "kill-shard:p=0.01,seed=3") as srv:
+            statuses, stop = [], time.time() + 8
+
+            def load():
+                while time.time() < stop:
+                    statuses.append(post(srv.url, {"model": "stories", "prompt": "Once upon a time",
+                                                   "max_tokens": 16, "temperature": 0})[0])
+
+            threads = [threading.Thread(target=load) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertGreater(len(statuses), 20)
+            self.assertEqual(sorted(set(statuses)), [200], f"{len(statuses)} requests")
+            text = urllib.request.urlopen(srv.url + "/metrics").read().decode()
+            self.assertGreater(metric(text, "troupe_shard_restarts_total"), 3)
+            self.assertEqual(health(srv.url)[0], 200)
+
+    def test_giving_up_exits_or_retries(self):
+        srv = Server(TROUPE, "--tp", "2", "--inject", "kill-shard:stage=0,rank=1,p=1.0", "--on-give-up", "exit")
+        try:
+            post(srv.url, {"model": "stories", "prompt": "Once", "max_tokens": 4}, timeout=30)
+            self.assertEqual(srv.proc.wait(timeout=30), 3, srv.log_text())
+        finally:
+            if srv.proc.poll() is None:
+                srv.proc.kill()
+        with Server(TROUPE, "--tp", "2", "--inject", "kill-shard:stage=0,rank=1,p=1.0", "--retry-interval", "0.5") as srv:
+            status, _ = post(srv.url, {"model": "stories", "prompt": "Once", "max_tokens": 4}, timeout=30)
+            self.assertNotEqual(status, 200)
+            deadline = time.time() + 20
+            while health(srv.url)[0] == 200 and time.time() < deadline:
+                time.sleep(0.05)
+            time.sleep(1)
+            self.assertIsNone(srv.proc.poll(), "the server must stay up")
+            code, body = health(srv.url)
+            self.assertIn("retry every", body.get("restart_policy", ""), body)
+
+    def test_startup_line_and_metrics_agree(self):
+        with Server(TROUPE) as srv:
+            deadline = time.time() + 10
+            while not any("KV blocks" in l for l in srv.log) and time.time() < deadline:
+                time.sleep(0.05)
+            line = next(l for l in srv.log if "KV blocks" in l)
+            blocks = int(re.search(r"(\d+) KV blocks", line).group(1))
+            text = urllib.request.urlopen(srv.url + "/metrics").read().decode()
+            self.assertEqual(metric(text, "troupe_kv_blocks_total"), blocks)
+
+    def test_generate_ends_the_text_with_a_newline(self):
+        out = subprocess.run([TROUPE, "generate", "-n", "8", "Once upon a time"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, check=True).stdout
+        timing = out.rindex("troupe: ")  # the timing line comes last
+        self.assertEqual(out[timing - 1], "\n", repr(out))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
