@@ -78,6 +78,28 @@ class OpenAIClient(unittest.TestCase):
                                            temperature=2.0, seed=1)
         self.assertEqual(sorted(c.index for c in r.choices), [0, 1, 2])
 
+    def test_echo_logprobs_and_extension_fields(self):
+        r = self.client.completions.create(model="stories", prompt="Once upon a time", max_tokens=4, temperature=0,
+                                           echo=True, logprobs=1, user="u", extra_body={"min_tokens": 4})
+        c = r.choices[0]
+        self.assertTrue(c.text.startswith("Once upon a time"))
+        self.assertEqual("".join(c.logprobs.tokens), c.text)
+        self.assertIsNone(c.logprobs.token_logprobs[0])
+        self.assertEqual(len(c.logprobs.tokens), r.usage.prompt_tokens + r.usage.completion_tokens)
+        chat = self.client.chat.completions.create(
+            model="stories", max_tokens=6, temperature=0, logprobs=True, top_logprobs=2, store=False,
+            metadata={"k": "v"}, service_tier="auto", parallel_tool_calls=False,
+            messages=[{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+            stream=True, stream_options={"include_usage": True})
+        parts, usage = [], None
+        for chunk in chat:
+            if chunk.usage:
+                usage = chunk.usage
+            if chunk.choices and chunk.choices[0].delta.content:
+                parts.append(chunk.choices[0].delta.content)
+        self.assertGreater(len(parts), 0)
+        self.assertEqual(usage.completion_tokens, 6)
+
     def test_errors_are_openai_errors(self):
         with self.assertRaises(openai.NotFoundError):
             self.client.completions.create(model="nope", prompt="x", max_tokens=4)
