@@ -32,6 +32,7 @@ struct serve_opts {
   bool metrics_auth = false;
   std::string on_give_up = "retry";
   double retry_interval = 10;
+  int max_restarts = 5;
 };
 
 // "512MiB", "2GB", "1073741824", or a fraction of free memory: "0.5".
@@ -102,6 +103,7 @@ int run_serve(const serve_opts& o) {
   ho.on_give_up =
       o.on_give_up == "exit" ? actors::give_up_policy::exit : actors::give_up_policy::retry;
   ho.retry_interval_s = o.retry_interval;
+  ho.max_restarts = o.max_restarts;
   static std::atomic<bool> gave_up{false};
   ho.on_fatal = [] { gave_up.store(true); };
   for (const auto& f : o.inject)
@@ -206,6 +208,9 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
                   "--retry-interval s, /health 503 meanwhile) or exit (status 3, for an "
                   "orchestrator to restart the process)")
       ->check(CLI::IsMember({"retry", "exit"}));
+  cmd->add_option("--max-restarts", o->max_restarts,
+                  "failures of a shard in a row, without a completed step, before giving up")
+      ->check(CLI::Range(0, 1000000));
   cmd->add_option("--retry-interval", o->retry_interval,
                   "seconds between restart attempts after giving up (--on-give-up retry)")
       ->check(CLI::Range(0.1, 3600.0));
