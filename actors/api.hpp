@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/error.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/sampler.hpp"
-#include "runtime/scheduler.hpp"
+#include "core/error.hpp"
+#include "core/metrics.hpp"
+#include "core/sampler.hpp"
+#include "engine/scheduler.hpp"
 
 namespace troupe::actors {
 

@@ -10,7 +10,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/shard.hpp"
-#include "runtime/log.hpp"
+#include "core/log.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

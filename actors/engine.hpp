@@ -1,5 +1,5 @@
 // engine.hpp: the engine actor: continuous batching in front of a pipeline. It owns the
-// scheduler and the KV block pool (runtime/), turns requests into sequences, keeps up to
+// scheduler and the KV block pool (engine/), turns requests into sequences, keeps up to
 // `max_inflight` steps (pipeline micro-batches) in flight, and streams each completion's new
 // tokens to its sink as events (no text work here: the sinks detokenize and match stop
 // strings, and say finish when one matched). When the supervisor reports a shard down it pauses,
@@ -16,9 +16,9 @@
 #include <caf/fwd.hpp>
 
 #include "actors/routing.hpp"
-#include "runtime/fault_plan.hpp"
-#include "runtime/model_source.hpp"
-#include "runtime/scheduler.hpp"
+#include "arch/model_source.hpp"
+#include "engine/fault_plan.hpp"
+#include "engine/scheduler.hpp"
 
 namespace troupe::actors {
 

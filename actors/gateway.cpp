@@ -15,9 +15,9 @@
 
 #include "actors/openai_api.hpp"
 #include "actors/pipeline.hpp"
-#include "runtime/job_queue.hpp"
-#include "runtime/log.hpp"
-#include "runtime/output_processor.hpp"
+#include "core/job_queue.hpp"
+#include "core/log.hpp"
+#include "text/output_processor.hpp"
 
 namespace troupe::actors {
 

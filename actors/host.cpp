@@ -9,8 +9,8 @@
 #include "actors/engine.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/supervisor.hpp"
-#include "runtime/log.hpp"
-#include "runtime/output_processor.hpp"
+#include "core/log.hpp"
+#include "text/output_processor.hpp"
 
 namespace troupe::actors {
 

@@ -14,11 +14,11 @@
 #include <caf/fwd.hpp>
 
 #include "actors/api.hpp"
+#include "arch/model_source.hpp"
+#include "arch/shard_plan.hpp"
+#include "engine/fault_plan.hpp"
+#include "engine/scheduler.hpp"
 #include "kernels/op.hpp"
-#include "runtime/fault_plan.hpp"
-#include "runtime/model_source.hpp"
-#include "runtime/scheduler.hpp"
-#include "runtime/shard_plan.hpp"
 
 namespace troupe::actors {
 

@@ -2,9 +2,9 @@
 // serialises (the same plan can later run across processes). Bulk payloads (activations)
 // travel in-process as shared_ptr (no copy) and serialise as raw bytes, never element by
 // element (CAF 0.17 packs float vectors one IEEE value at a time). Runtime types (batch,
-// sampling_params, sampled_token) get their inspect overloads here so runtime/ stays free of
-// CAF. register_messages() announces them all; call it on every actor_system_config.
-// Included only by actors/*.cpp: keep this heavy header out of anything widely included.
+// sampling_params, sampled_token) get their inspect overloads here so core/ and engine/ stay free
+// of CAF. register_messages() announces them all; call it on every actor_system_config. Included
+// only by actors/*.cpp: keep this heavy header out of anything widely included.
 #pragma once
 
 #include <caf/all.hpp>
@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "actors/api.hpp"
-#include "runtime/batch.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/sampler.hpp"
-#include "runtime/scheduler.hpp"
+#include "core/batch.hpp"
+#include "core/metrics.hpp"
+#include "core/sampler.hpp"
+#include "engine/scheduler.hpp"
 
 namespace troupe {
 

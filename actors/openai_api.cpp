@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/unicode.hpp"
+#include "text/unicode.hpp"
 
 namespace troupe::actors {
 namespace {

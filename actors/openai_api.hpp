@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "actors/api.hpp"
-#include "runtime/chat_template.hpp"
-#include "runtime/tokenizer.hpp"
+#include "text/chat_template.hpp"
+#include "text/tokenizer.hpp"
 
 namespace troupe::actors {
 

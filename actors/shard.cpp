@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "actors/messages.hpp"
-#include "runtime/log.hpp"
+#include "core/log.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -12,8 +12,8 @@
 #include <caf/fwd.hpp>
 
 #include "actors/routing.hpp"
+#include "engine/fault_plan.hpp"
 #include "model/shard_runner.hpp"
-#include "runtime/fault_plan.hpp"
 #include "transport/inproc_group.hpp"
 
 namespace troupe::actors {

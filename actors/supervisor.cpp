@@ -6,7 +6,7 @@
 #include <deque>
 
 #include "actors/messages.hpp"
-#include "runtime/log.hpp"
+#include "core/log.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/synth.hpp"
+#include "arch/synth.hpp"
 
 namespace troupe::bench {
 

@@ -9,9 +9,9 @@
 #include <benchmark/benchmark.h>
 
 #include "kernels/registry.hpp"
-#include "runtime/buffer.hpp"
-#include "runtime/convert.hpp"
-#include "runtime/thread_pool.hpp"
+#include "core/buffer.hpp"
+#include "core/convert.hpp"
+#include "core/thread_pool.hpp"
 
 using namespace troupe;
 using namespace troupe::kernels;

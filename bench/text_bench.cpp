@@ -7,7 +7,7 @@
 
 #include <random>
 
-#include "runtime/output_processor.hpp"
+#include "text/output_processor.hpp"
 
 using namespace troupe;
 

@@ -1,9 +1,9 @@
-// cmd_synth.cpp: `troupe synth`: writes a random-weight Llama model (runtime/synth.hpp).
+// cmd_synth.cpp: `troupe synth`: writes a random-weight Llama model (arch/synth.hpp).
 #include <CLI/CLI.hpp>
 
+#include "arch/synth.hpp"
 #include "commands.hpp"
 #include "common.hpp"
-#include "runtime/synth.hpp"
 
 namespace troupe::cli {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/model_source.hpp"
+#include "arch/model_source.hpp"
 
 namespace troupe::cli {
 

@@ -3,8 +3,8 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "core/log.hpp"
 #include "kernels/device.hpp"
-#include "runtime/log.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"troupe: serve large language models split across devices and machines"};

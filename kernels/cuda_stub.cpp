@@ -1,8 +1,8 @@
 // cuda_stub.cpp: stands in for kernels/cuda when the build has no nvcc: no CUDA device, no
 // CUDA kernels, and one log line saying the run is CPU-only.
+#include "core/log.hpp"
 #include "kernels/device.hpp"
 #include "kernels/registry.hpp"
-#include "runtime/log.hpp"
 
 namespace troupe::kernels {
 

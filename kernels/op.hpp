@@ -47,9 +47,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "runtime/expected.hpp"
-#include "runtime/rope.hpp"
-#include "runtime/tensor.hpp"
+#include "core/expected.hpp"
+#include "core/rope.hpp"
+#include "core/tensor.hpp"
 
 namespace troupe {
 class thread_pool;

@@ -1,5 +1,5 @@
 // generator.hpp: single-shard generation without actors (TP 1, PP 1): prefill the prompt in
-// one step, then decode one token per step, sampling with runtime/sampler and stopping on
+// one step, then decode one token per step, sampling with core/sampler and stopping on
 // EOS, stop strings, max tokens or the context limit. Used by `troupe generate` on one device
 // and by tests as the reference the sharded paths must reproduce. Not thread-safe.
 // Tests: tests/model/forward_test.cpp
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/sampler.hpp"
 #include "model/shard_runner.hpp"
-#include "runtime/sampler.hpp"
 
 namespace troupe::model {
 

@@ -17,11 +17,11 @@
 #include <tuple>
 #include <vector>
 
+#include "core/batch.hpp"
+#include "core/collective.hpp"
+#include "core/thread_pool.hpp"
 #include "kernels/registry.hpp"
 #include "model/shard_weights.hpp"
-#include "runtime/batch.hpp"
-#include "runtime/collective.hpp"
-#include "runtime/thread_pool.hpp"
 
 namespace troupe::model {
 

@@ -1,7 +1,7 @@
 // shard_weights.cpp: slicing a checkpoint for one shard (shard_weights.hpp).
 #include "model/shard_weights.hpp"
 
-#include "runtime/convert.hpp"
+#include "core/convert.hpp"
 
 namespace troupe::model {
 namespace {

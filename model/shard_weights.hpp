@@ -10,9 +10,9 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/buffer.hpp"
-#include "runtime/model_source.hpp"
-#include "runtime/shard_plan.hpp"
+#include "arch/model_source.hpp"
+#include "arch/shard_plan.hpp"
+#include "core/buffer.hpp"
 
 namespace troupe::model {
 

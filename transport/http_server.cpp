@@ -22,7 +22,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include "runtime/log.hpp"
+#include "core/log.hpp"
 
 namespace troupe::transport {
 

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/expected.hpp"
+#include "core/expected.hpp"
 
 namespace troupe::transport {
 

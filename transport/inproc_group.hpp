@@ -15,7 +15,7 @@
 #include <mutex>
 #include <vector>
 
-#include "runtime/collective.hpp"
+#include "core/collective.hpp"
 
 namespace troupe::transport {
 

@@ -12,10 +12,10 @@
 #include <cstring>
 #include <vector>
 
+#include "core/convert.hpp"
 #include "kernels/cpu/attention_kv.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
-#include "runtime/convert.hpp"
 
 namespace troupe::kernels::cpu {
 

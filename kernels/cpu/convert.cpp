@@ -1,9 +1,9 @@
 // convert.cpp (cpu): dtype conversions and q8_0 / q4_0 (de)quantization, threaded over
-// 32-value blocks, using the scalar definitions of runtime/convert.hpp per chunk.
+// 32-value blocks, using the scalar definitions of core/convert.hpp per chunk.
 #include <vector>
 
+#include "core/convert.hpp"
 #include "kernels/cpu/cpu.hpp"
-#include "runtime/convert.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {

@@ -1,6 +1,6 @@
 // convert_avx2.cpp: row conversions on the hot path, with AVX2 + F16C (built with -mavx2
 // -mfma -mf16c, called only when the CPU has them; see store_row in cpu.hpp): f32 -> f16 and
-// bf16, rounded to nearest even as runtime/half.hpp does. They write the KV cache rows.
+// bf16, rounded to nearest even as core/half.hpp does. They write the KV cache rows.
 // (q8_0 rows use the decode kernels' quantize_q8.) No standard-library templates (gemv.hpp).
 #include <immintrin.h>
 

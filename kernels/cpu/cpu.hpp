@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
+#include "core/thread_pool.hpp"
 #include "kernels/registry.hpp"
-#include "runtime/thread_pool.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
     !defined(__SANITIZE_ADDRESS__)
@@ -42,8 +42,8 @@ bool contiguous_args(const op_args& a);
 
 /// Writes n f32 values as `type` (f32, f16, bf16, or q8_0 blocks, n a multiple of 32):
 /// AVX2 + F16C / the decode kernels' q8 quantizer when the CPU has them (q8_0 values
-/// rounded to nearest even; runtime/convert.hpp rounds halves away from zero, so an exact
-/// tie may land one step apart), else runtime/convert.hpp.
+/// rounded to nearest even; core/convert.hpp rounds halves away from zero, so an exact
+/// tie may land one step apart), else core/convert.hpp.
 void store_row(dtype type, const float* x, void* dst, int64_t n);
 
 /// f32 dot product of n values.

@@ -12,7 +12,7 @@
 
 #include "kernels/cpu/amx.hpp"
 
-#include "runtime/log.hpp"
+#include "core/log.hpp"
 
 namespace troupe::kernels::cpu {
 

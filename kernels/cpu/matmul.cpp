@@ -22,10 +22,10 @@
 
 #include <cblas.h>
 
+#include "core/half.hpp"
 #include "kernels/cpu/amx.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
-#include "runtime/half.hpp"
 
 extern "C" void openblas_set_num_threads(int);
 

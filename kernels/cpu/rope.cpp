@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/convert.hpp"
 #include "kernels/cpu/cpu.hpp"
-#include "runtime/convert.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {

@@ -3,10 +3,10 @@
 // Dispatched by CPU flags at run time.
 #include <cstring>
 
+#include "core/convert.hpp"
+#include "core/half.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
-#include "runtime/convert.hpp"
-#include "runtime/half.hpp"
 
 namespace troupe::kernels::cpu {
 

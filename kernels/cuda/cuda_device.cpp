@@ -9,10 +9,10 @@
 #include <mutex>
 #include <vector>
 
+#include "core/log.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/device.hpp"
 #include "kernels/registry.hpp"
-#include "runtime/log.hpp"
 
 namespace troupe::kernels {
 namespace {

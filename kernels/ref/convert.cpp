@@ -1,4 +1,4 @@
-// convert.cpp (ref): dtype conversions and GGUF quantization through runtime/convert.hpp,
+// convert.cpp (ref): dtype conversions and GGUF quantization through core/convert.hpp,
 // the scalar specification.
 #include "kernels/ref/ref.hpp"
 

@@ -5,8 +5,8 @@
 
 #include <vector>
 
+#include "core/convert.hpp"
 #include "kernels/registry.hpp"
-#include "runtime/convert.hpp"
 
 namespace troupe::kernels::ref {
 

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/convert.hpp"
+#include "core/convert.hpp"
 
 namespace troupe::kernels::harness {
 namespace {

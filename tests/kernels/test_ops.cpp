@@ -20,8 +20,8 @@
 #include "kernels/device.hpp"
 #include "kernels/registry.hpp"
 #include "op_cases.hpp"
-#include "runtime/convert.hpp"
-#include "runtime/thread_pool.hpp"
+#include "core/convert.hpp"
+#include "core/thread_pool.hpp"
 
 using namespace troupe;
 using namespace troupe::kernels;

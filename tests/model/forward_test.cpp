@@ -13,7 +13,7 @@
 
 #include "../test_paths.hpp"
 #include "model/generator.hpp"
-#include "runtime/synth.hpp"
+#include "arch/synth.hpp"
 
 using namespace troupe;
 using json = nlohmann::json;

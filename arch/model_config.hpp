@@ -1,0 +1,79 @@
+// model_config.hpp: a model described as data. `model_config` holds the dimensions and the
+// layer recipe (norm kind, activation, which projections carry biases, rope layout and
+// scaling, tied embeddings) read from a Hugging Face config.json or from GGUF metadata, and
+// `weight_names` says how this checkpoint names each weight. The executor (model/) only
+// interprets these fields, so a new architecture is a new entry in the table of arch.cpp,
+// not a new forward pass. Dimension legend: C model dim, F FFN dim, H heads, Hkv KV heads,
+// D head dim, V vocab. Tests: tests/arch/model_config_test.cpp
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "core/rope.hpp"
+
+namespace troupe {
+
+class gguf_file;
+
+enum class norm_kind : uint8_t { rms, layer };
+enum class act_kind : uint8_t { silu, gelu_tanh, gelu_erf };
+
+/// How the tensors of one checkpoint format are named; "{}" stands for the layer index.
+struct weight_names {
+  std::string tok_embd, output_norm, output;
+  std::string attn_norm, wq, wk, wv, wo, bq, bk, bv, bo;
+  std::string ffn_norm, w_gate, w_up, w_down;
+
+  static std::string layer(const std::string& pattern, int index);
+};
+
+struct model_config {
+  std::string arch;   // as the checkpoint names it: "LlamaForCausalLM", "llama"
+  std::string family; // the recipe: "llama", "mistral", "qwen2"
+  int64_t n_layer = 0, C = 0, F = 0, H = 0, Hkv = 0, D = 0, V = 0;
+  int64_t ctx = 0; // maximum positions
+  double norm_eps = 1e-5;
+  norm_kind norm = norm_kind::rms;
+  act_kind act = act_kind::silu;
+  bool gated_ffn = true; // down(act(gate(x)) * up(x))
+  bool qkv_bias = false;
+  bool o_bias = false;
+  bool mlp_bias = false;
+  bool tie_embeddings = false;
+  int64_t sliding_window = 0;    // keys a windowed layer's query sees (itself included); 0: none
+  std::vector<uint8_t> windowed; // per layer: 1 when it attends over `sliding_window` only;
+                                 // empty: every layer does when sliding_window > 0
+  double attn_scale = 0;         // 1/sqrt(D) when 0
+  rope_spec rope;
+  int64_t bos_id = -1;
+  std::vector<int64_t> eos_ids;
+  weight_names names;
+  /// Keys of config.json that this architecture does not read (transformers ignores them
+  /// too); the loader lists them once at info level.
+  std::vector<std::string> ignored_keys;
+
+  double attention_scale() const;
+  /// The sliding window of layer `layer` (global index), 0 for full attention.
+  int64_t layer_window(int64_t layer) const;
+  /// How far back any query may look on every layer: the window when all layers slide (KV
+  /// blocks wholly before it can be freed), 0 when some layer sees everything.
+  int64_t kv_horizon() const;
+  /// Parameter count (embedding included once when tied).
+  int64_t parameters() const;
+  /// Checks the dimensions for consistency; errors name the field.
+  status validate() const;
+};
+
+/// Reads config.json (and generation_config.json beside it when present) of an HF directory.
+expected<model_config> config_from_hf_dir(const std::string& dir);
+/// Same, from JSON text (config, and generation config or empty).
+expected<model_config> config_from_hf_json(const std::string& config_json,
+                                           const std::string& generation_json,
+                                           const std::string& where);
+/// Reads the model description from GGUF metadata (general.architecture and its keys).
+expected<model_config> config_from_gguf(const gguf_file& g);
+
+} // namespace troupe

@@ -1,0 +1,33 @@
+// model_source.hpp: a checkpoint opened as published: a .gguf file or a Hugging Face
+// directory (config.json, model.safetensors or sharded, tokenizer.json). Holds the model
+// description, the tokenizer and the zero-copy tensor index; shared (read-only) by every
+// shard of a process, each of which maps only its own slices. `check_shapes` compares every
+// weight's shape with what the config implies, naming the tensor on a mismatch.
+// Tests: tests/formats/checkpoint_test.cpp
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "arch/model_config.hpp"
+#include "formats/checkpoint.hpp"
+#include "text/tokenizer.hpp"
+
+namespace troupe {
+
+class gguf_file;
+
+struct model_source {
+  std::string path;
+  std::string format; // "gguf" or "hf"
+  model_config config;
+  std::unique_ptr<tokenizer> tok;
+  std::shared_ptr<const tensor_index> tensors;
+  std::shared_ptr<const gguf_file> gguf; // keeps GGUF metadata alive (gguf only)
+};
+
+/// Opens `path` (a .gguf file or an HF directory). Checks shapes against the config.
+expected<std::shared_ptr<const model_source>> open_model(const std::string& path);
+status check_shapes(const model_config& c, const tensor_index& t);
+
+} // namespace troupe

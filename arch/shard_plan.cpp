@@ -1,0 +1,134 @@
+// shard_plan.cpp: slicing arithmetic and placement parsing (shard_plan.hpp).
+#include "arch/shard_plan.hpp"
+
+#include <charconv>
+#include <sstream>
+
+namespace troupe {
+
+expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
+  const int64_t tp = s.tp_size, r = s.tp_rank;
+  if (tp <= 0 || r < 0 || r >= tp)
+    return make_error(errc::invalid_argument, "tp rank {} of {}", r, tp);
+  if (c.H % tp)
+    return make_error(errc::invalid_argument, "{} attention heads cannot be split over TP {}", c.H,
+                      tp);
+  shard_dims d;
+  d.Hs = c.H / tp;
+  d.h0 = r * d.Hs;
+  if (c.Hkv >= tp) {
+    if (c.Hkv % tp)
+      return make_error(errc::invalid_argument, "{} KV heads cannot be split over TP {}", c.Hkv,
+                        tp);
+    d.Hkv_s = c.Hkv / tp;
+    d.kv0 = r * d.Hkv_s;
+  } else {
+    if (tp % c.Hkv)
+      return make_error(errc::invalid_argument,
+                        "TP {} is not a multiple of the {} KV heads to replicate", tp, c.Hkv);
+    d.Hkv_s = 1;
+    d.kv0 = r * c.Hkv / tp; // every rank holding query heads of one group replicates its KV head
+  }
+  auto split = [&](int64_t n, int64_t block, int64_t i) {
+    const int64_t units = n / block;
+    int64_t b = units * i / tp * block;
+    return i == tp ? n : b;
+  };
+  const int64_t fb = s.ffn_block > 0 ? s.ffn_block : 1;
+  if (c.F % fb)
+    return make_error(errc::invalid_argument, "FFN size {} is not a multiple of the block {}", c.F,
+                      fb);
+  d.f0 = split(c.F, fb, r);
+  d.Fs = split(c.F, fb, r + 1) - d.f0;
+  if (d.Fs <= 0)
+    return make_error(errc::invalid_argument, "TP {} leaves shard {} no FFN rows", tp, r);
+  d.v0 = split(c.V, 1, r);
+  d.Vs = split(c.V, 1, r + 1) - d.v0;
+  return d;
+}
+
+int placement::total_shards() const {
+  int n = 0;
+  for (const auto& s : stages) n += s.tp;
+  return n;
+}
+
+std::string placement::to_string() const {
+  std::string out;
+  for (const auto& s : stages) {
+    if (!out.empty()) out += ",";
+    out += fmt::format("{}-{}:tp{}", s.layer_begin, s.layer_end - 1, s.tp);
+  }
+  return out;
+}
+
+expected<placement> even_placement(const model_config& c, int tp, int pp) {
+  if (tp < 1 || pp < 1)
+    return make_error(errc::invalid_argument, "--tp and --pp must be at least 1");
+  if (pp > c.n_layer)
+    return make_error(errc::invalid_argument, "--pp {} exceeds the model's {} layers", pp,
+                      c.n_layer);
+  placement p;
+  int begin = 0;
+  for (int s = 0; s < pp; ++s) {
+    const int n = static_cast<int>(c.n_layer / pp + (s < c.n_layer % pp ? 1 : 0));
+    p.stages.push_back({begin, begin + n, tp, {}});
+    begin += n;
+  }
+  return p;
+}
+
+expected<placement> parse_placement(const model_config& c, const std::string& text) {
+  placement p;
+  std::stringstream ss(text);
+  std::string item;
+  int next = 0;
+  auto bad = [&](std::string_view why) {
+    return make_error(errc::invalid_argument, "--placement '{}': {}", text, why);
+  };
+  auto num = [](std::string_view s, int& out) {
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && ptr == s.data() + s.size();
+  };
+  while (std::getline(ss, item, ',')) {
+    stage_spec st;
+    std::string devs;
+    if (auto at = item.find('@'); at != std::string::npos) {
+      devs = item.substr(at + 1);
+      item = item.substr(0, at);
+    }
+    const auto colon = item.find(':');
+    const std::string range = item.substr(0, colon);
+    const auto dash = range.find('-');
+    int a = 0, b = 0;
+    if (dash == std::string::npos) {
+      if (!num(range, a)) return bad(fmt::format("bad layer range '{}'", range));
+      b = a;
+    } else if (!num(std::string_view(range).substr(0, dash), a) ||
+               !num(std::string_view(range).substr(dash + 1), b)) {
+      return bad(fmt::format("bad layer range '{}'", range));
+    }
+    if (a != next)
+      return bad(fmt::format("stage starting at layer {} should start at {}", a, next));
+    if (b < a || b >= c.n_layer)
+      return bad(fmt::format("layers {}-{} outside 0-{}", a, b, c.n_layer - 1));
+    st.layer_begin = a;
+    st.layer_end = b + 1;
+    if (colon != std::string::npos) {
+      std::string_view t = std::string_view(item).substr(colon + 1);
+      if (t.rfind("tp", 0) == 0) t.remove_prefix(2);
+      if (!num(t, st.tp) || st.tp < 1) return bad(fmt::format("bad TP width in '{}'", item));
+    }
+    std::stringstream ds(devs);
+    for (std::string d; std::getline(ds, d, ';');)
+      if (!d.empty()) st.devices.push_back(d);
+    next = b + 1;
+    p.stages.push_back(std::move(st));
+  }
+  if (p.stages.empty()) return bad("no stages");
+  if (next != c.n_layer)
+    return bad(fmt::format("layers {}-{} are not placed", next, c.n_layer - 1));
+  return p;
+}
+
+} // namespace troupe

@@ -1,0 +1,53 @@
+// shard_plan.hpp: how a model is cut. A pipeline stage holds layers [layer_begin, layer_end);
+// each of its `tp_size` tensor shards holds a slice of every weight: query heads
+// [h0, h0 + Hs), KV heads [kv0, kv0 + Hkv_s) (replicated when tp_size exceeds Hkv), FFN rows
+// [f0, f0 + Fs) (boundaries kept on quantization blocks of the down projection), and the
+// vocabulary rows [v0, v0 + Vs) of the embedding and lm_head. `placement` describes a whole
+// pipeline (`--tp N --pp M`, or an explicit per-stage spec). Pure arithmetic, unit-tested.
+// Tests: tests/arch/shard_plan_test.cpp
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "arch/model_config.hpp"
+
+namespace troupe {
+
+struct shard_spec {
+  int layer_begin = 0, layer_end = 0; // layers of the stage
+  int tp_rank = 0, tp_size = 1;
+  bool first_stage = true, last_stage = true;
+  int64_t ffn_block = 1; // FFN split boundaries are multiples of this (quant block of w_down)
+};
+
+struct shard_dims {
+  int64_t h0 = 0, Hs = 0;     // query heads
+  int64_t kv0 = 0, Hkv_s = 0; // KV heads
+  int64_t f0 = 0, Fs = 0;     // FFN rows
+  int64_t v0 = 0, Vs = 0;     // vocabulary rows
+};
+
+/// The slices of shard `s` of a model; errors when the heads cannot be split that way.
+expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s);
+
+struct stage_spec {
+  int layer_begin = 0, layer_end = 0;
+  int tp = 1;
+  std::vector<std::string> devices; // "cpu" (default), "cpu:0-3", "cuda:1"
+};
+
+struct placement {
+  std::vector<stage_spec> stages;
+  int total_shards() const;
+  std::string to_string() const; // "0-2:tp2,3-4:tp1"
+};
+
+/// --tp N --pp M: M stages with layers split as evenly as possible (earlier stages take the
+/// remainder), each with TP N.
+expected<placement> even_placement(const model_config& c, int tp, int pp);
+/// "0-2:tp2,3-4:tp1" (layer ranges inclusive, covering every layer exactly once, in order),
+/// each stage optionally followed by "@dev;dev".
+expected<placement> parse_placement(const model_config& c, const std::string& text);
+
+} // namespace troupe

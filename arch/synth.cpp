@@ -1,0 +1,214 @@
+// synth.cpp: random Llama checkpoints (synth.hpp).
+#include "arch/synth.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/convert.hpp"
+#include "formats/checkpoint_writer.hpp"
+#include "text/tokenizer_export.hpp"
+
+namespace troupe {
+namespace {
+
+struct preset {
+  int64_t C, L, H, Hkv, F, V, ctx;
+  bool tied;
+};
+
+expected<preset> find_preset(const std::string& name) {
+  if (name == "bench-134m") return preset{768, 12, 12, 12, 2048, 32000, 2048, false};
+  if (name == "tiny") return preset{64, 2, 4, 2, 128, 512, 512, false};
+  return make_error(errc::invalid_argument, "unknown preset '{}' (bench-134m, tiny)", name);
+}
+
+uint64_t hash_name(const std::string& s, uint64_t seed) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// xoshiro256** seeded by splitmix64; Box-Muller for normals.
+struct rng {
+  uint64_t s[4];
+  explicit rng(uint64_t seed) {
+    for (auto& x : s) {
+      seed += 0x9e3779b97f4a7c15ull;
+      uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      x = z ^ (z >> 31);
+    }
+  }
+  uint64_t next() {
+    const uint64_t r = ((s[1] * 5) << 7 | (s[1] * 5) >> 57) * 9;
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3], s[2] ^= t;
+    s[3] = (s[3] << 45) | (s[3] >> 19);
+    return r;
+  }
+  double uniform() {
+    return (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+  }
+};
+
+// HF stores q/k rows for rotate_half rope: row (h, p, j) of HF is row (h, j, p) of the
+// interleaved (GGUF / Meta) layout, j < D/2, p in {0, 1}. 0 heads: no permutation.
+std::vector<float> permute_rows(const std::vector<float>& v, int64_t heads, int64_t D, int64_t C) {
+  std::vector<float> out(v.size());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t p = 0; p < 2; ++p)
+      for (int64_t j = 0; j < D / 2; ++j)
+        std::copy_n(v.begin() + ((h * D) + 2 * j + p) * C, C,
+                    out.begin() + ((h * D) + p * (D / 2) + j) * C);
+  return out;
+}
+
+fill_fn random_fill(const std::string& name, dtype type, int64_t n, uint64_t seed, bool ones,
+                    int64_t permute_heads = 0, int64_t D = 0) {
+  return [=](uint8_t* dst, size_t) {
+    std::vector<float> v(n);
+    if (ones) {
+      std::fill(v.begin(), v.end(), 1.0f);
+    } else {
+      rng r(hash_name(name, seed));
+      for (int64_t i = 0; i + 1 < n; i += 2) {
+        const double u1 = r.uniform(), u2 = r.uniform();
+        const double m = std::sqrt(-2.0 * std::log(u1)) * 0.02;
+        v[i] = static_cast<float>(m * std::cos(2 * M_PI * u2));
+        v[i + 1] = static_cast<float>(m * std::sin(2 * M_PI * u2));
+      }
+      if (n % 2) v[n - 1] = static_cast<float>(0.02 * (r.uniform() - 0.5));
+    }
+    if (permute_heads) v = permute_rows(v, permute_heads, D, n / (permute_heads * D));
+    from_f32(type, v.data(), dst, n);
+  };
+}
+
+status write_text(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+  if (!out) return make_error(errc::io_error, "{}: cannot write", p.string());
+  return {};
+}
+
+} // namespace
+
+status synthesize(const synth_options& o, const std::function<void(int, int)>& progress) {
+  TROUPE_TRY_ASSIGN(p, find_preset(o.preset));
+  if (o.out.empty()) return make_error(errc::invalid_argument, "synth: --out is required");
+  TROUPE_TRY_ASSIGN(vocab, open_gguf(o.vocab_gguf));
+  TROUPE_TRY_ASSIGN(tokens, vocab->get_strings("tokenizer.ggml.tokens"));
+  if (static_cast<int64_t>(tokens.size()) != p.V)
+    return make_error(errc::invalid_argument,
+                      "synth: vocabulary {} has {} tokens, preset {} needs {}", o.vocab_gguf,
+                      tokens.size(), o.preset, p.V);
+  const int64_t D = p.C / p.H;
+  struct spec {
+    std::string gguf, hf;
+    shape dims;
+    bool norm;
+  };
+  std::vector<spec> specs;
+  specs.push_back({"token_embd.weight", "model.embed_tokens.weight", {p.V, p.C}, false});
+  for (int64_t i = 0; i < p.L; ++i) {
+    auto g = [i](const char* s) { return fmt::format("blk.{}.{}", i, s); };
+    auto h = [i](const char* s) { return fmt::format("model.layers.{}.{}", i, s); };
+    specs.push_back({g("attn_norm.weight"), h("input_layernorm.weight"), {p.C}, true});
+    specs.push_back({g("attn_q.weight"), h("self_attn.q_proj.weight"), {p.H * D, p.C}, false});
+    specs.push_back({g("attn_k.weight"), h("self_attn.k_proj.weight"), {p.Hkv * D, p.C}, false});
+    specs.push_back({g("attn_v.weight"), h("self_attn.v_proj.weight"), {p.Hkv * D, p.C}, false});
+    specs.push_back({g("attn_output.weight"), h("self_attn.o_proj.weight"), {p.C, p.H * D}, false});
+    specs.push_back({g("ffn_norm.weight"), h("post_attention_layernorm.weight"), {p.C}, true});
+    specs.push_back({g("ffn_gate.weight"), h("mlp.gate_proj.weight"), {p.F, p.C}, false});
+    specs.push_back({g("ffn_up.weight"), h("mlp.up_proj.weight"), {p.F, p.C}, false});
+    specs.push_back({g("ffn_down.weight"), h("mlp.down_proj.weight"), {p.C, p.F}, false});
+  }
+  specs.push_back({"output_norm.weight", "model.norm.weight", {p.C}, true});
+  specs.push_back({"output.weight", "lm_head.weight", {p.V, p.C}, false});
+  const int total = static_cast<int>(specs.size());
+  int done = 0;
+  auto wrap = [&](fill_fn f) -> fill_fn {
+    return [&, f](uint8_t* d, size_t n) {
+      f(d, n);
+      if (progress) progress(++done, total);
+    };
+  };
+  if (o.format == "gguf") {
+    gguf_writer w;
+    w.set_string("general.architecture", "llama");
+    w.set_string("general.name", "troupe-synth-" + o.preset);
+    w.set_u32("llama.context_length", static_cast<uint32_t>(p.ctx));
+    w.set_u32("llama.embedding_length", static_cast<uint32_t>(p.C));
+    w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(p.F));
+    w.set_u32("llama.block_count", static_cast<uint32_t>(p.L));
+    w.set_u32("llama.attention.head_count", static_cast<uint32_t>(p.H));
+    w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(p.Hkv));
+    w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(D));
+    w.set_f32("llama.rope.freq_base", 10000.0f);
+    w.copy_keys(*vocab, "tokenizer.");
+    for (const auto& s : specs) {
+      const dtype t = s.norm ? dtype::f32 : o.type;
+      w.add_tensor(s.gguf, t, s.dims, wrap(random_fill(s.gguf, t, s.dims.numel(), o.seed, s.norm)));
+    }
+    return w.write(o.out);
+  }
+  if (o.format != "hf")
+    return make_error(errc::invalid_argument, "synth: format '{}' (gguf, hf)", o.format);
+  if (is_quantized(o.type))
+    return make_error(errc::invalid_argument,
+                      "synth: the hf format stores f32, f16 or bf16, not {}", name(o.type));
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec) return make_error(errc::io_error, "{}: cannot create: {}", o.out, ec.message());
+  safetensors_writer w;
+  w.set_metadata("format", "pt");
+  for (const auto& s : specs) {
+    const dtype t = s.norm ? dtype::f32 : o.type;
+    // same values as the GGUF of this seed; q and k rows permuted for HF's rotate_half rope
+    const bool q = s.gguf.find("attn_q.") != std::string::npos,
+               k = s.gguf.find("attn_k.") != std::string::npos;
+    w.add_tensor(s.hf, t, s.dims,
+                 wrap(random_fill(s.gguf, t, s.dims.numel(), o.seed, s.norm,
+                                  q   ? p.H
+                                  : k ? p.Hkv
+                                      : 0,
+                                  D)));
+  }
+  TROUPE_TRY(w.write((fs::path(o.out) / "model.safetensors").string()));
+  nlohmann::ordered_json cfg = {
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"hidden_size", p.C},
+      {"intermediate_size", p.F},
+      {"num_hidden_layers", p.L},
+      {"num_attention_heads", p.H},
+      {"num_key_value_heads", p.Hkv},
+      {"head_dim", D},
+      {"vocab_size", p.V},
+      {"max_position_embeddings", p.ctx},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", 10000.0},
+      {"hidden_act", "silu"},
+      {"tie_word_embeddings", p.tied},
+      {"bos_token_id", vocab->get_int_or("tokenizer.ggml.bos_token_id", 1)},
+      {"eos_token_id", vocab->get_int_or("tokenizer.ggml.eos_token_id", 2)},
+      {"torch_dtype", o.type == dtype::f32   ? "float32"
+                      : o.type == dtype::f16 ? "float16"
+                                             : "bfloat16"}};
+  TROUPE_TRY(write_text(fs::path(o.out) / "config.json", cfg.dump(2)));
+  TROUPE_TRY_ASSIGN(tj, spm_to_tokenizer_json(*vocab));
+  TROUPE_TRY(write_text(fs::path(o.out) / "tokenizer.json", tj));
+  TROUPE_TRY_ASSIGN(tc, spm_tokenizer_config(*vocab));
+  TROUPE_TRY(write_text(fs::path(o.out) / "tokenizer_config.json", tc));
+  return {};
+}
+
+} // namespace troupe

@@ -1,0 +1,31 @@
+// synth.hpp: random-weight Llama checkpoints for benchmarks and tests (`troupe synth`).
+// Presets: "bench-134m" (C 768, 12 layers, 12 heads, 12 KV heads, F 2048, V 32000, untied,
+// context 2048; ../shared/notes/MACHINE.md's benchmark shape) and "tiny" (C 64, 2 layers,
+// 4 heads, 2 KV heads, F 128, V 512). Weights are normal(0, 0.02), norms ones; each tensor's
+// values depend only on (seed, tensor name), so formats and dtypes of one seed hold the same
+// model up to rounding. The vocabulary comes from a GGUF SPM file (`vocab_gguf`); the HF
+// format gets an equivalent tokenizer.json. Formats: gguf (any dtype) or hf (f32/f16/bf16).
+// Tests: tests/formats/checkpoint_test.cpp
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/dtype.hpp"
+#include "core/expected.hpp"
+
+namespace troupe {
+
+struct synth_options {
+  std::string preset = "tiny";
+  dtype type = dtype::f32;
+  std::string format = "gguf"; // gguf | hf
+  std::string out;             // file (gguf) or directory (hf)
+  uint64_t seed = 1;
+  std::string vocab_gguf; // GGUF file whose tokenizer is copied
+};
+
+/// Writes the model; `progress(done, total)` is called per tensor when set.
+status synthesize(const synth_options& o, const std::function<void(int, int)>& progress = {});
+
+} // namespace troupe

@@ -1,0 +1,41 @@
+// dtype.cpp: the dtype table (dtype.hpp) and name parsing.
+#include "core/dtype.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <string>
+
+namespace troupe {
+namespace {
+
+constexpr std::array<dtype_info, dtype_count> table = {{
+    {"f32", 1, 4, false},
+    {"f16", 1, 2, false},
+    {"bf16", 1, 2, false},
+    {"i8", 1, 1, false},
+    {"i32", 1, 4, false},
+    {"q8_0", 32, 34, true},
+    {"q4_0", 32, 18, true},
+}};
+
+} // namespace
+
+const dtype_info& info(dtype type) {
+  return table[static_cast<size_t>(type)];
+}
+
+std::optional<dtype> parse_dtype(std::string_view text) {
+  std::string s(text);
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (s == "fp32" || s == "float32" || s == "float") s = "f32";
+  if (s == "fp16" || s == "float16" || s == "half") s = "f16";
+  if (s == "bfloat16") s = "bf16";
+  if (s == "int8") s = "i8";
+  if (s == "int32") s = "i32";
+  for (size_t i = 0; i < table.size(); ++i)
+    if (table[i].name == s) return static_cast<dtype>(i);
+  return std::nullopt;
+}
+
+} // namespace troupe

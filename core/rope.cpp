@@ -1,0 +1,92 @@
+// rope.cpp: inverse frequencies for each rope scaling (rope.hpp). The llama3 and YaRN
+// branches follow the published formulas (Meta's Llama 3.1 reference, the YaRN paper).
+#include "core/rope.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace troupe {
+namespace {
+
+double yarn_get_mscale(double scale, double m) {
+  if (scale <= 1.0) return 1.0;
+  return 0.1 * m * std::log(scale) + 1.0;
+}
+
+// Dimension index at which a frequency completes `rotations` turns over the original context.
+double yarn_correction_dim(double rotations, int dim, double base, double ctx) {
+  return dim * std::log(ctx / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+}
+
+} // namespace
+
+std::string_view to_string(rope_scaling s) {
+  switch (s) {
+  case rope_scaling::none:
+    return "none";
+  case rope_scaling::linear:
+    return "linear";
+  case rope_scaling::llama3:
+    return "llama3";
+  case rope_scaling::yarn:
+    return "yarn";
+  }
+  return "?";
+}
+
+rope_table rope_inv_freq(const rope_spec& spec) {
+  rope_table out;
+  const int half = spec.rot_dim / 2;
+  out.inv_freq.resize(half);
+  for (int i = 0; i < half; ++i)
+    out.inv_freq[i] = 1.0 / std::pow(spec.theta, (2.0 * i) / spec.rot_dim);
+  switch (spec.scaling) {
+  case rope_scaling::none:
+    break;
+  case rope_scaling::linear:
+    for (auto& f : out.inv_freq) f /= spec.factor;
+    break;
+  case rope_scaling::llama3: {
+    const double low_wavelen = spec.orig_ctx / spec.low_freq_factor;
+    const double high_wavelen = spec.orig_ctx / spec.high_freq_factor;
+    for (auto& f : out.inv_freq) {
+      const double wavelen = 2.0 * std::numbers::pi / f;
+      if (wavelen < high_wavelen) continue; // high frequency: unchanged
+      if (wavelen > low_wavelen) {          // low frequency: interpolated
+        f /= spec.factor;
+        continue;
+      }
+      const double smooth = (spec.orig_ctx / wavelen - spec.low_freq_factor) /
+                            (spec.high_freq_factor - spec.low_freq_factor);
+      f = (1.0 - smooth) * f / spec.factor + smooth * f;
+    }
+    break;
+  }
+  case rope_scaling::yarn: {
+    const int dim = spec.rot_dim;
+    double low = std::floor(yarn_correction_dim(spec.beta_fast, dim, spec.theta, spec.orig_ctx));
+    double high = std::ceil(yarn_correction_dim(spec.beta_slow, dim, spec.theta, spec.orig_ctx));
+    low = std::max(low, 0.0);
+    high = std::min(high, static_cast<double>(dim - 1));
+    if (low == high) high += 0.001; // avoid a zero-width ramp
+    for (int i = 0; i < half; ++i) {
+      const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+      const double extrapolation = 1.0 - ramp; // share of the original frequency
+      const double f = out.inv_freq[i];
+      out.inv_freq[i] = f / spec.factor * (1.0 - extrapolation) + f * extrapolation;
+    }
+    if (spec.attn_factor > 0)
+      out.attn_factor = spec.attn_factor;
+    else if (spec.mscale > 0 && spec.mscale_all_dim > 0)
+      out.attn_factor = yarn_get_mscale(spec.factor, spec.mscale) /
+                        yarn_get_mscale(spec.factor, spec.mscale_all_dim);
+    else
+      out.attn_factor = yarn_get_mscale(spec.factor, 1.0);
+    break;
+  }
+  }
+  return out;
+}
+
+} // namespace troupe

@@ -1,0 +1,43 @@
+// rope.hpp: rotary position embedding as data. `rope_spec` says which dimensions rotate and
+// at which frequencies (theta, partial rotary dim, and the context-extension scalings used by
+// published checkpoints: linear, Llama 3's piecewise "llama3", and YaRN). `rope_inv_freq`
+// turns a spec into the rot_dim/2 inverse frequencies and the attention factor that scales
+// cos and sin (YaRN's mscale), in double precision, following the formulas the checkpoints'
+// own reference code uses. Layout: `interleaved` rotates pairs (2i, 2i+1) (Meta / GGUF
+// llama); `neox` rotates (i, i + rot_dim/2) (Hugging Face rotate_half, GGUF qwen2).
+// Tests: tests/core/rope_test.cpp, and the rope cases of the op harness.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+namespace troupe {
+
+enum class rope_layout : uint8_t { interleaved, neox };
+enum class rope_scaling : uint8_t { none, linear, llama3, yarn };
+
+struct rope_spec {
+  rope_layout layout = rope_layout::neox;
+  int rot_dim = 0;        // rotated dimensions per head (<= head dim, even)
+  double theta = 10000.0; // base
+  rope_scaling scaling = rope_scaling::none;
+  double factor = 1.0;           // linear / llama3 / yarn scale factor
+  double low_freq_factor = 1.0;  // llama3
+  double high_freq_factor = 4.0; // llama3
+  double orig_ctx = 8192;        // llama3 / yarn: original_max_position_embeddings
+  double beta_fast = 32.0;       // yarn
+  double beta_slow = 1.0;        // yarn
+  double attn_factor = 0.0;      // yarn: explicit attention factor; 0 = derive from factor
+  double mscale = 0.0;           // yarn (DeepSeek style): mscale / mscale_all_dim, 0 = unset
+  double mscale_all_dim = 0.0;
+};
+
+struct rope_table {
+  std::vector<double> inv_freq; // [rot_dim / 2]
+  double attn_factor = 1.0;     // multiplies cos and sin
+};
+
+rope_table rope_inv_freq(const rope_spec& spec);
+std::string_view to_string(rope_scaling s);
+
+} // namespace troupe

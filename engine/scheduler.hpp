@@ -1,0 +1,179 @@
+// scheduler.hpp: continuous batching as a plain synchronous class (the engine actor owns one).
+// Each step mixes the decodes of running sequences and new or chunked prefills within a
+// token budget, first come first served by (priority, arrival). KV blocks come from a
+// kv_block_pool: prompts reuse cached prefix blocks; when blocks run out the newest running
+// sequence is preempted (its blocks freed) and later recomputed from prompt + generated
+// tokens, so its output does not change. A sequence is in at most one step in flight, so the
+// engine may keep several steps (pipeline micro-batches) in flight at once. Stop conditions:
+// EOS and stop ids, max tokens, the context limit; stop strings are the engine's (it owns the
+// detokenizer) through finish(). n > 1 completions share the prompt's blocks; a shared block
+// is copied before it is written (batch::copies). With a sliding-window model, blocks no
+// future query of a sequence can see go back to the pool as it advances. Not thread-safe.
+// Tests: tests/engine/scheduler_test.cpp
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/batch.hpp"
+#include "core/expected.hpp"
+#include "core/sampler.hpp"
+#include "engine/kv_block_pool.hpp"
+#include "engine/lease_table.hpp"
+
+namespace troupe {
+
+enum class finish_reason : uint8_t { none, stop, length, cancelled, error };
+std::string_view to_string(finish_reason r);
+
+struct request {
+  int64_t id = 0; // caller's id; completions of an n > 1 request get id, id+1, ...
+  std::vector<int32_t> prompt;
+  sampling_params sampling;
+  int max_tokens = 16;
+  std::vector<int32_t> stop_ids; // besides the model's EOS
+  bool ignore_eos = false;
+  int priority = 0;   // higher first
+  int n = 1;          // completions sharing the prompt
+  uint64_t owner = 0; // who holds the KV leases (the request's sink)
+  int min_tokens = 0; // EOS and stop ids cannot end the completion before this many tokens
+  // >= 0: score every prompt token after the first (its logprob and this many alternatives;
+  // prompt prefixes are then computed, never taken from the cache). max_tokens may be 0.
+  int prompt_logprobs = -1;
+};
+
+struct sampled_token {
+  int64_t seq_id = 0;
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+struct seq_event {
+  int64_t seq_id = 0;
+  bool has_token = false;
+  sampled_token token;
+  finish_reason finished = finish_reason::none;
+};
+
+struct scheduler_config {
+  int32_t max_batch_tokens = 512; // token budget per step
+  int32_t max_seqs = 256;         // sequences per step
+  int32_t max_context = 2048;     // model context
+  bool prefix_caching = true;
+  std::vector<int32_t> eos_ids;
+  double lease_ttl_s = 300; // a sequence's blocks are reclaimed when unused this long
+  int32_t window = 0;       // the model's KV horizon (model_config::kv_horizon): when every layer
+                            // attends over the last `window` positions only, blocks wholly before
+  // a sequence's window are freed as it advances (its table holds 0 there)
+};
+
+struct step_plan {
+  uint64_t step_id = 0;
+  batch b;
+};
+
+struct scheduler_stats {
+  int64_t preemptions = 0;
+  int64_t prefix_hit_blocks = 0; // blocks reused from the prefix cache
+  int64_t prefix_hit_tokens = 0;
+  int64_t prefix_query_tokens = 0; // prompt tokens looked up in the prefix cache
+  int64_t cow_copies = 0;
+  int64_t window_freed_blocks = 0; // blocks returned early: wholly before a sliding window
+  int64_t steps = 0;
+  int64_t recomputes = 0; // sequences whose KV was rebuilt after a failure
+};
+
+class scheduler {
+ public:
+  scheduler(kv_block_pool& pool, scheduler_config cfg);
+
+  /// Queues a request (n sequences). invalid_argument / out_of_range when it can never run.
+  status add(request r);
+  /// Cancels a sequence: its blocks are freed now, or when its step in flight completes.
+  void cancel(int64_t seq_id);
+  /// Ends a sequence for a reason the engine found (a stop string).
+  void finish(int64_t seq_id, finish_reason why);
+  /// The next step over sequences not in flight; nullopt when there is nothing to run.
+  std::optional<step_plan> next_step();
+  /// Applies a step's sampled tokens; returns what happened to each sequence.
+  std::vector<seq_event> complete(uint64_t step_id, std::span<const sampled_token> results);
+  /// A step failed (a shard died): its sequences go back to be run again.
+  void fail(uint64_t step_id);
+  /// The owner died: its sequences end and their leases return to the pool now (those in
+  /// flight when their step completes). Returns the sequences ended.
+  std::vector<int64_t> revoke_owner(uint64_t owner);
+  /// Sequences whose lease was not renewed for the lease TTL lose their blocks (they are
+  /// recomputed when scheduled again). `now` in seconds. Returns the sequences affected.
+  std::vector<int64_t> reclaim_expired(double now);
+  const lease_table& leases() const { return leases_; }
+  /// Seconds on the scheduler's clock (steady), for renewals.
+  static double now_seconds();
+  /// Every shard's KV is suspect (a shard restarted): drop all cached KV; every sequence is
+  /// recomputed from prompt + generated tokens.
+  void reset_kv();
+
+  bool idle() const { return seqs_.empty(); }
+  size_t waiting() const;
+  size_t running() const;
+  size_t in_flight() const { return steps_.size(); }
+  const scheduler_stats& stats() const { return stats_; }
+  const kv_block_pool& pool() const { return pool_; }
+  /// Tokens generated so far by a live sequence (empty when unknown).
+  std::span<const int32_t> generated(int64_t seq_id) const;
+
+ private:
+  enum class state : uint8_t { waiting, running };
+  struct sequence {
+    int64_t id;
+    request req;
+    std::vector<int32_t> tokens; // prompt + generated
+    int32_t prompt_len = 0;
+    int32_t computed = 0; // tokens whose KV is written
+    std::vector<int32_t> blocks;
+    std::vector<uint64_t> hashes; // chained hashes of the full blocks already published
+    state st = state::waiting;
+    bool in_flight = false;
+    bool cancel_pending = false;
+    finish_reason pending_finish = finish_reason::none;
+    int64_t arrival = 0;
+    int64_t admitted = 0;
+    int64_t leader = -1; // n > 1: followers wait for the leader's prompt
+    int32_t index_in_group = 0;
+    uint64_t seed = 0;
+  };
+  struct chunk {
+    int64_t seq_id;
+    int32_t count;
+    bool logits;
+  };
+
+  bool ensure_blocks(sequence& s, int32_t upto, std::vector<std::pair<int32_t, int32_t>>& copies);
+  void release_blocks(sequence& s);
+  void preempt(sequence& s);
+  void admit_prefix(sequence& s);
+  void join_leader(sequence& s);
+  void publish_full_blocks(sequence& s);
+  void free_outside_window(sequence& s);
+  bool schedulable(const sequence& s) const;
+  std::vector<int64_t> waiting_order() const;
+  void remove(int64_t id);
+
+  int32_t take_block(sequence& s);              // allocate + lease
+  void lease_block(sequence& s, int32_t block); // an extra reference (prefix hit, join)
+
+  kv_block_pool& pool_;
+  scheduler_config cfg_;
+  lease_table leases_;
+  std::map<int64_t, sequence> seqs_;
+  std::map<uint64_t, std::vector<chunk>> steps_;
+  uint64_t next_step_id_ = 1;
+  int64_t clock_ = 0;
+  scheduler_stats stats_;
+};
+
+} // namespace troupe

@@ -1,0 +1,87 @@
+// shard_plan_test.cpp: head / FFN / vocabulary slicing and placement parsing
+// (arch/shard_plan.hpp).
+#include <gtest/gtest.h>
+
+#include "arch/shard_plan.hpp"
+
+using namespace troupe;
+
+namespace {
+model_config stories() {
+  model_config c;
+  c.n_layer = 5, c.C = 64, c.F = 172, c.H = 8, c.Hkv = 4, c.D = 8, c.V = 512, c.ctx = 512;
+  c.rope.rot_dim = 8;
+  return c;
+}
+} // namespace
+
+TEST(ShardPlan, SlicesCoverEverythingOnce) {
+  const auto c = stories();
+  for (int tp : {1, 2, 4, 8}) {
+    int64_t heads = 0, ffn = 0, vocab = 0;
+    for (int r = 0; r < tp; ++r) {
+      shard_spec s;
+      s.tp_rank = r;
+      s.tp_size = tp;
+      auto d = plan_shard(c, s);
+      ASSERT_TRUE(d) << d.error().to_string();
+      EXPECT_EQ(d->h0, heads);
+      heads += d->Hs;
+      EXPECT_EQ(d->f0, ffn);
+      ffn += d->Fs;
+      EXPECT_EQ(d->v0, vocab);
+      vocab += d->Vs;
+      // the query heads of this shard all read the KV heads it holds
+      const int64_t group = c.H / c.Hkv;
+      EXPECT_EQ(d->h0 / group, d->kv0);
+      EXPECT_EQ((d->h0 + d->Hs - 1) / group, d->kv0 + d->Hkv_s - 1);
+    }
+    EXPECT_EQ(heads, c.H);
+    EXPECT_EQ(ffn, c.F);
+    EXPECT_EQ(vocab, c.V);
+  }
+}
+
+TEST(ShardPlan, QuantBlocksAreNotSplit) {
+  auto c = stories();
+  c.F = 2080; // 65 blocks of 32: cannot split evenly over 4
+  shard_spec s;
+  s.tp_size = 4;
+  s.ffn_block = 32;
+  int64_t total = 0;
+  for (int r = 0; r < 4; ++r) {
+    s.tp_rank = r;
+    auto d = plan_shard(c, s);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->f0 % 32, 0);
+    EXPECT_EQ(d->Fs % 32, 0);
+    total += d->Fs;
+  }
+  EXPECT_EQ(total, 2080);
+}
+
+TEST(ShardPlan, RejectsImpossibleSplits) {
+  const auto c = stories();
+  shard_spec s;
+  s.tp_size = 3; // 8 heads over 3
+  EXPECT_FALSE(plan_shard(c, s));
+}
+
+TEST(Placement, EvenAndExplicit) {
+  const auto c = stories();
+  auto p = even_placement(c, 2, 2);
+  ASSERT_TRUE(p);
+  ASSERT_EQ(p->stages.size(), 2u);
+  EXPECT_EQ(p->stages[0].layer_end, 3);
+  EXPECT_EQ(p->stages[1].layer_begin, 3);
+  EXPECT_EQ(p->to_string(), "0-2:tp2,3-4:tp2");
+  auto q = parse_placement(c, "0-2:tp2,3-4:tp1@cpu:1");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->stages[1].tp, 1);
+  EXPECT_EQ(q->stages[1].devices, std::vector<std::string>{"cpu:1"});
+  EXPECT_FALSE(parse_placement(c, "0-2:tp2"));          // layers 3-4 unplaced
+  EXPECT_FALSE(parse_placement(c, "0-1:tp2,3-4:tp1"));  // gap
+  EXPECT_FALSE(parse_placement(c, "0-5:tp1"));          // past the end
+  EXPECT_FALSE(parse_placement(c, "0-4:tpx"));
+  EXPECT_FALSE(even_placement(c, 1, 6));
+}

@@ -1,0 +1,76 @@
+// rope_test.cpp: inverse frequencies for each scaling (core/rope.hpp), checked against
+// values worked out by hand from the published formulas.
+#include <cmath>
+#include <numbers>
+
+#include <gtest/gtest.h>
+
+#include "core/rope.hpp"
+
+using namespace troupe;
+
+TEST(Rope, PlainFrequencies) {
+  rope_spec s;
+  s.rot_dim = 8;
+  s.theta = 10000;
+  auto t = rope_inv_freq(s);
+  ASSERT_EQ(t.inv_freq.size(), 4u);
+  EXPECT_DOUBLE_EQ(t.inv_freq[0], 1.0);
+  EXPECT_NEAR(t.inv_freq[1], 0.1, 1e-15);
+  EXPECT_NEAR(t.inv_freq[3], 0.001, 1e-15);
+  EXPECT_EQ(t.attn_factor, 1.0);
+}
+
+TEST(Rope, LinearDividesByFactor) {
+  rope_spec s;
+  s.rot_dim = 4;
+  s.scaling = rope_scaling::linear;
+  s.factor = 4;
+  auto t = rope_inv_freq(s);
+  EXPECT_DOUBLE_EQ(t.inv_freq[0], 0.25);
+}
+
+TEST(Rope, Llama3KeepsHighScalesLowSmoothsMiddle) {
+  rope_spec s;
+  s.rot_dim = 128;
+  s.theta = 500000;
+  s.scaling = rope_scaling::llama3;
+  s.factor = 8;
+  s.low_freq_factor = 1;
+  s.high_freq_factor = 4;
+  s.orig_ctx = 8192;
+  rope_spec plain = s;
+  plain.scaling = rope_scaling::none;
+  auto t = rope_inv_freq(s), p = rope_inv_freq(plain);
+  int kept = 0, scaled = 0, smoothed = 0;
+  for (size_t i = 0; i < t.inv_freq.size(); ++i) {
+    const double wavelen = 2 * std::numbers::pi / p.inv_freq[i];
+    if (wavelen < 8192 / 4.0) {
+      EXPECT_DOUBLE_EQ(t.inv_freq[i], p.inv_freq[i]);
+      ++kept;
+    } else if (wavelen > 8192) {
+      EXPECT_DOUBLE_EQ(t.inv_freq[i], p.inv_freq[i] / 8);
+      ++scaled;
+    } else {
+      EXPECT_LT(t.inv_freq[i], p.inv_freq[i]);
+      EXPECT_GT(t.inv_freq[i], p.inv_freq[i] / 8);
+      ++smoothed;
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(scaled, 0);
+  EXPECT_GT(smoothed, 0);
+}
+
+TEST(Rope, YarnRampsAndScalesAttention) {
+  rope_spec s;
+  s.rot_dim = 64;
+  s.theta = 10000;
+  s.scaling = rope_scaling::yarn;
+  s.factor = 4;
+  s.orig_ctx = 4096;
+  auto t = rope_inv_freq(s);
+  EXPECT_NEAR(t.attn_factor, 0.1 * std::log(4.0) + 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(t.inv_freq[0], 1.0);                       // fastest: extrapolated
+  EXPECT_NEAR(t.inv_freq[31], std::pow(10000.0, -62.0 / 64) / 4, 1e-18); // slowest: interpolated
+}

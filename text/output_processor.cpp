@@ -1,0 +1,59 @@
+// output_processor.cpp: detokenization, stop strings and token pieces (output_processor.hpp).
+#include "text/output_processor.hpp"
+
+#include <algorithm>
+
+namespace troupe {
+
+output_processor::output_processor(const tokenizer& tok, std::span<const int32_t> prompt,
+                                   std::vector<std::string> stops, int min_tokens)
+    : dec_(tok)
+    , stops_(std::move(stops))
+    , min_tokens_(min_tokens) {
+  dec_.prime(prompt);
+}
+
+output_processor::delta output_processor::push(std::span<const int32_t> ids) {
+  delta d;
+  for (int32_t id : ids) {
+    if (stops_.stopped() || finished_) break;
+    ++d.accepted;
+    ++tokens_;
+    std::string text = dec_.push(id);
+    // before min_tokens a stop string does not end the completion (vLLM's rule)
+    d.text += tokens_ <= min_tokens_ ? text : stops_.push(text);
+  }
+  return d;
+}
+
+std::string output_processor::finish() {
+  if (finished_ || stops_.stopped()) return {};
+  finished_ = true;
+  std::string out = stops_.push(dec_.finish());
+  if (!stops_.stopped()) out += stops_.finish();
+  return out;
+}
+
+std::vector<std::string> token_pieces(const tokenizer& tok, std::span<const int32_t> context,
+                                      std::span<const int32_t> ids) {
+  constexpr size_t window = 6; // ids of context each piece is decoded after (see stream_decoder)
+  std::vector<int32_t> all(
+      context.end() - static_cast<std::ptrdiff_t>(std::min(context.size(), window)), context.end());
+  const size_t base = all.size();
+  all.insert(all.end(), ids.begin(), ids.end());
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t end = base + i; // the id's index in `all`
+    const size_t from = end > window ? end - window : 0;
+    const std::span<const int32_t> s(all);
+    const std::string before = tok.decode_bytes(s.subspan(from, end - from), true);
+    const std::string with = tok.decode_bytes(s.subspan(from, end + 1 - from), true);
+    out.push_back(with.size() >= before.size() && with.compare(0, before.size(), before) == 0
+                      ? with.substr(before.size())
+                      : with);
+  }
+  return out;
+}
+
+} // namespace troupe

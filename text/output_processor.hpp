@@ -1,0 +1,51 @@
+// output_processor.hpp: what happens to a completion's tokens on the way to its client, kept
+// out of the engine's step loop (the gateway's session actors and host::generate run it):
+// incremental detokenization (stream_decoder), stop strings (stop_matcher, held back until
+// decided, never shown), and min_tokens (stop strings count only after that many tokens).
+// When a stop string completes, the tokens after the one that completed it are not accepted;
+// the caller tells the engine to end the sequence. token_pieces() gives each token's own
+// bytes in context, for logprobs whose token strings join back into the text.
+// One object per completion; not thread-safe. Tests: tests/text/output_processor_test.cpp
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "text/stop_matcher.hpp"
+#include "text/tokenizer.hpp"
+
+namespace troupe {
+
+class output_processor {
+ public:
+  output_processor(const tokenizer& tok, std::span<const int32_t> prompt,
+                   std::vector<std::string> stops, int min_tokens = 0);
+
+  struct delta {
+    std::string text;    // text now final (may be empty)
+    size_t accepted = 0; // how many of the pushed ids count (all, unless a stop string hit)
+  };
+  /// Feeds newly generated ids. Once stopped(), nothing more is accepted.
+  delta push(std::span<const int32_t> ids);
+  /// The completion ended for another reason (EOS, length): the text still held back.
+  std::string finish();
+  bool stopped() const { return stops_.stopped(); }
+  int64_t tokens() const { return tokens_; }
+
+ private:
+  stream_decoder dec_;
+  stop_matcher stops_;
+  int min_tokens_;
+  int64_t tokens_ = 0; // accepted so far
+  bool finished_ = false;
+};
+
+/// The bytes each of `ids` adds to the text when it follows `context` (decoded in a short
+/// window, special tokens skipped): concatenated they are the decoded text of `ids` after
+/// `context`. A piece may end or start inside a UTF-8 character (byte-fallback tokens).
+std::vector<std::string> token_pieces(const tokenizer& tok, std::span<const int32_t> context,
+                                      std::span<const int32_t> ids);
+
+} // namespace troupe

@@ -1,0 +1,27 @@
+// stop_matcher.hpp: stop strings over streamed text. push() takes the next piece of decoded
+// text and returns what may be shown now: text that cannot be the start of a stop string is
+// released at once; a possible partial match is held back until it is decided. When a stop
+// string completes, stopped() turns true and the text before it is released (the stop string
+// itself never is, as in OpenAI's API). finish() releases the held-back tail at the end.
+// Tests: tests/engine/scheduler_test.cpp
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+class stop_matcher {
+ public:
+  explicit stop_matcher(std::vector<std::string> stops);
+  std::string push(const std::string& text);
+  std::string finish();
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool stopped_ = false;
+};
+
+} // namespace troupe
