@@ -8,10 +8,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include "kernels/registry.hpp"
 #include "core/buffer.hpp"
 #include "core/convert.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/registry.hpp"
 
 using namespace troupe;
 using namespace troupe::kernels;
@@ -34,7 +34,8 @@ void BM_matmul(benchmark::State& st, dtype type) {
   auto wbuf = *buffer::allocate(row_bytes(type, K) * N);
   {
     const auto w = randn(K, 2);
-    for (int64_t n = 0; n < N; ++n) from_f32(type, w.data(), wbuf.as<uint8_t>() + n * row_bytes(type, K), K);
+    for (int64_t n = 0; n < N; ++n)
+      from_f32(type, w.data(), wbuf.as<uint8_t>() + n * row_bytes(type, K), K);
   }
   std::vector<float> y(T * N);
   op_args a;
@@ -47,20 +48,22 @@ void BM_matmul(benchmark::State& st, dtype type) {
   exec_ctx ctx;
   ctx.pool = &pool;
   for (auto _ : st) {
-    (*k)(a, ctx);
+    (void)(*k)(a, ctx);
     benchmark::DoNotOptimize(y.data());
   }
   const double bytes = static_cast<double>(row_bytes(type, K) * N);
-  st.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
-  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * K * N, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  st.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                           benchmark::Counter::kIs1000);
+  st.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * T * K * N, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   st.SetLabel(std::string(name(type)) + " " + k->name);
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
-    b->Args({1, 768, 32768, threads});  // decode: 24-100 MB of weights (may sit in a large L3)
-    b->Args({1, 768, 262144, threads}); // decode: 150-800 MB, past any cache
-    b->Args({64, 768, 2048, threads});  // prefill of 64 tokens on a 768 x 2048 projection
+    b->Args({1, 768, 32768, threads});   // decode: 24-100 MB of weights (may sit in a large L3)
+    b->Args({1, 768, 262144, threads});  // decode: 150-800 MB, past any cache
+    b->Args({64, 768, 2048, threads});   // prefill of 64 tokens on a 768 x 2048 projection
     b->Args({256, 768, 32768, threads}); // prefill with the weights coming from DRAM
   }
   b->UseRealTime()->Unit(benchmark::kMicrosecond);

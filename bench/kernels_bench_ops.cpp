@@ -10,10 +10,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include "kernels/registry.hpp"
 #include "core/buffer.hpp"
 #include "core/convert.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/registry.hpp"
 
 using namespace troupe;
 using namespace troupe::kernels;
@@ -41,7 +41,7 @@ void run(benchmark::State& st, op_args& a, int threads, double bytes, double flo
   exec_ctx ctx;
   ctx.pool = &pool;
   for (auto _ : st) {
-    (*k)(a, ctx);
+    (void)(*k)(a, ctx);
     benchmark::DoNotOptimize(a.dst.data);
   }
   using bc = benchmark::Counter;

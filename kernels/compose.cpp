@@ -32,10 +32,12 @@ op_args make(op o, tensor_view dst, tensor_view s0, tensor_view s1 = {}, float s
   return a;
 }
 
-void prim(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+status prim(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
   auto k = r.find(b, a, lookup::native_only);
-  if (!k) std::abort(); // supports() checked every primitive before this kernel was chosen
-  k->run(a, c);
+  if (!k) // supports() checked every primitive; a caller that skipped it gets an error
+    return make_error(errc::unsupported, "composite: no native {} kernel for {}", to_string(b),
+                      to_string(a.kind));
+  return k->run(a, c);
 }
 
 bool has(const registry& r, backend b, std::initializer_list<op> ops, const tensor_view& like) {
@@ -59,12 +61,24 @@ tensor_view f32_2d(const tensor_view& t) {
   return tensor_view(t.data, dtype::f32, shape{t.rows(), t.cols()});
 }
 
+// Temporaries of one composite call: from the caller's scratch arena when it gives one (the
+// executor plans it: no allocation per step), else allocated on the backend's device.
 struct scratch {
+  const exec_ctx& ctx;
   std::vector<device_buffer> bufs;
-  tensor_view make(backend b, int64_t rows, int64_t cols) {
-    auto buf = device_buffer::allocate(*get_device(b), rows * cols * sizeof(float));
-    if (!buf) std::abort();
-    bufs.push_back(std::move(*buf));
+  expected<tensor_view> make(backend b, int64_t rows, int64_t cols) {
+    const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(float);
+    if (ctx.scratch) {
+      void* p = ctx.scratch->alloc(bytes);
+      if (!p)
+        return make_error(errc::out_of_memory, "composite: scratch arena exhausted ({} bytes)",
+                          bytes);
+      return tensor_view(p, dtype::f32, shape{rows, cols});
+    }
+    device* dev = get_device(b);
+    if (!dev) return make_error(errc::unavailable, "composite: no {} device", to_string(b));
+    TROUPE_TRY_ASSIGN(buf, device_buffer::allocate(*dev, bytes));
+    bufs.push_back(std::move(buf));
     return tensor_view(bufs.back().data(), dtype::f32, shape{rows, cols});
   }
 };
@@ -79,12 +93,13 @@ bool f32_only(const op_args& a) {
 bool swiglu_ok(const registry& r, backend b, const op_args& a) {
   return f32_only(a) && get_device(b) && has(r, b, {op::silu, op::mul}, f32_2d(a.src[0]));
 }
-void swiglu_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+status swiglu_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
   const auto g = f32_2d(a.src[0]), u = f32_2d(a.src[1]), y = f32_2d(a.dst);
-  scratch s;
-  auto t = s.make(b, g.rows(), g.cols());
-  prim(r, b, make(op::silu, t, g), c);
-  prim(r, b, make(op::mul, y, t, u), c);
+  scratch s{c, {}};
+  TROUPE_TRY_ASSIGN(t, s.make(b, g.rows(), g.cols()));
+  TROUPE_TRY(prim(r, b, make(op::silu, t, g), c));
+  TROUPE_TRY(prim(r, b, make(op::mul, y, t, u), c));
+  return {};
 }
 
 // gelu_tanh
@@ -92,20 +107,21 @@ bool gelu_ok(const registry& r, backend b, const op_args& a) {
   return f32_only(a) && get_device(b) &&
          has(r, b, {op::mul, op::add, op::scale, op::tanh}, f32_2d(a.src[0]));
 }
-void gelu_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+status gelu_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
   const auto x = f32_2d(a.src[0]), y = f32_2d(a.dst);
-  scratch s;
-  auto t1 = s.make(b, x.rows(), x.cols());
-  auto t2 = s.make(b, x.rows(), x.cols());
+  scratch s{c, {}};
+  TROUPE_TRY_ASSIGN(t1, s.make(b, x.rows(), x.cols()));
+  TROUPE_TRY_ASSIGN(t2, s.make(b, x.rows(), x.cols()));
   const float k = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
-  prim(r, b, make(op::mul, t1, x, x), c);                 // x^2
-  prim(r, b, make(op::mul, t1, t1, x), c);                // x^3
-  prim(r, b, make(op::scale, t1, t1, {}, 0.044715f), c);  // 0.044715 x^3
-  prim(r, b, make(op::add, t1, t1, x), c);                // x + 0.044715 x^3
-  prim(r, b, make(op::scale, t1, t1, {}, k), c);          // k (...)
-  prim(r, b, make(op::tanh, t2, t1), c);                  // tanh
-  prim(r, b, make(op::scale, t2, t2, {}, 0.5f, 0.5f), c); // (1 + tanh) / 2
-  prim(r, b, make(op::mul, y, x, t2), c);
+  TROUPE_TRY(prim(r, b, make(op::mul, t1, x, x), c));                 // x^2
+  TROUPE_TRY(prim(r, b, make(op::mul, t1, t1, x), c));                // x^3
+  TROUPE_TRY(prim(r, b, make(op::scale, t1, t1, {}, 0.044715f), c));  // 0.044715 x^3
+  TROUPE_TRY(prim(r, b, make(op::add, t1, t1, x), c));                // x + 0.044715 x^3
+  TROUPE_TRY(prim(r, b, make(op::scale, t1, t1, {}, k), c));          // k (...)
+  TROUPE_TRY(prim(r, b, make(op::tanh, t2, t1), c));                  // tanh
+  TROUPE_TRY(prim(r, b, make(op::scale, t2, t2, {}, 0.5f, 0.5f), c)); // (1 + tanh) / 2
+  TROUPE_TRY(prim(r, b, make(op::mul, y, x, t2), c));
+  return {};
 }
 
 // layernorm and rmsnorm
@@ -113,34 +129,36 @@ bool norm_ok(const registry& r, backend b, const op_args& a) {
   return f32_only(a) && get_device(b) &&
          has(r, b, {op::sum_rows, op::scale, op::add, op::mul, op::rsqrt}, f32_2d(a.src[0]));
 }
-void norm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c, bool center) {
+status norm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c, bool center) {
   const auto x = f32_2d(a.src[0]), y = f32_2d(a.dst);
   const int64_t T = x.rows(), C = x.cols();
-  scratch s;
-  auto xc = s.make(b, T, C);
-  auto col = s.make(b, T, 1);
+  scratch s{c, {}};
+  TROUPE_TRY_ASSIGN(xc, s.make(b, T, C));
+  TROUPE_TRY_ASSIGN(col, s.make(b, T, 1));
   const tensor_view w(a.src[1].data, dtype::f32, shape{1, C});
   if (center) {
-    prim(r, b, make(op::sum_rows, col, x), c);
-    prim(r, b, make(op::scale, col, col, {}, -1.0f / C), c); // -mean
-    prim(r, b, make(op::add, xc, x, col), c);                // x - mean
+    TROUPE_TRY(prim(r, b, make(op::sum_rows, col, x), c));
+    TROUPE_TRY(prim(r, b, make(op::scale, col, col, {}, -1.0f / C), c)); // -mean
+    TROUPE_TRY(prim(r, b, make(op::add, xc, x, col), c));                // x - mean
   } else {
-    prim(r, b, make(op::scale, xc, x, {}, 1.0f), c); // copy
+    TROUPE_TRY(prim(r, b, make(op::scale, xc, x, {}, 1.0f), c)); // copy
   }
-  prim(r, b, make(op::mul, y, xc, xc), c); // squares (y as scratch)
-  prim(r, b, make(op::sum_rows, col, y), c);
-  prim(r, b, make(op::scale, col, col, {}, 1.0f / C, a.p.eps), c); // var + eps
-  prim(r, b, make(op::rsqrt, col, col), c);
-  prim(r, b, make(op::mul, y, xc, col), c);
-  prim(r, b, make(op::mul, y, y, w), c);
+  TROUPE_TRY(prim(r, b, make(op::mul, y, xc, xc), c)); // squares (y as scratch)
+  TROUPE_TRY(prim(r, b, make(op::sum_rows, col, y), c));
+  TROUPE_TRY(prim(r, b, make(op::scale, col, col, {}, 1.0f / C, a.p.eps), c)); // var + eps
+  TROUPE_TRY(prim(r, b, make(op::rsqrt, col, col), c));
+  TROUPE_TRY(prim(r, b, make(op::mul, y, xc, col), c));
+  TROUPE_TRY(prim(r, b, make(op::mul, y, y, w), c));
   if (center && a.src[2].data)
-    prim(r, b, make(op::add, y, y, tensor_view(a.src[2].data, dtype::f32, shape{1, C})), c);
+    TROUPE_TRY(
+        prim(r, b, make(op::add, y, y, tensor_view(a.src[2].data, dtype::f32, shape{1, C})), c));
+  return {};
 }
-void layernorm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
-  norm_run(r, b, a, c, true);
+status layernorm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  return norm_run(r, b, a, c, true);
 }
-void rmsnorm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
-  norm_run(r, b, a, c, false);
+status rmsnorm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  return norm_run(r, b, a, c, false);
 }
 
 // The fused ops: their sub-op arguments, built once for supports() and for the run.
@@ -159,12 +177,13 @@ bool rms_quant_ok(const registry& r, backend b, const tensor_view& q, const tens
   return get_device(b) && r.find(b, rms_into(like, like, w, eps), lookup::native_only) &&
          r.find(b, make(op::quantize, q, like), lookup::native_only);
 }
-void rms_quant_run(const registry& r, backend b, const tensor_view& q, const tensor_view& x,
-                   const tensor_view& w, float eps, const exec_ctx& c) {
-  scratch s;
-  const auto y = s.make(b, x.rows(), x.cols());
-  prim(r, b, rms_into(y, f32_2d(x), w, eps), c);
-  prim(r, b, make(op::quantize, q, y), c);
+status rms_quant_run(const registry& r, backend b, const tensor_view& q, const tensor_view& x,
+                     const tensor_view& w, float eps, const exec_ctx& c) {
+  scratch s{c, {}};
+  TROUPE_TRY_ASSIGN(y, s.make(b, x.rows(), x.cols()));
+  TROUPE_TRY(prim(r, b, rms_into(y, f32_2d(x), w, eps), c));
+  TROUPE_TRY(prim(r, b, make(op::quantize, q, y), c));
+  return {};
 }
 
 bool add_rmsnorm_ok(const registry& r, backend b, const op_args& a) {
@@ -172,20 +191,21 @@ bool add_rmsnorm_ok(const registry& r, backend b, const op_args& a) {
   if (is_quantized(a.dst.type)) return rms_quant_ok(r, b, a.dst, a.dst2, a.src[2], a.p.eps);
   return r.find(b, rms_into(a.dst, a.dst2, a.src[2], a.p.eps), lookup::native_only).has_value();
 }
-void add_rmsnorm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
-  prim(r, b, add_of(a), c);
+status add_rmsnorm_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  TROUPE_TRY(prim(r, b, add_of(a), c));
   if (is_quantized(a.dst.type))
-    rms_quant_run(r, b, a.dst, a.dst2, a.src[2], a.p.eps, c);
+    TROUPE_TRY(rms_quant_run(r, b, a.dst, a.dst2, a.src[2], a.p.eps, c));
   else
-    prim(r, b, rms_into(a.dst, a.dst2, a.src[2], a.p.eps), c);
+    TROUPE_TRY(prim(r, b, rms_into(a.dst, a.dst2, a.src[2], a.p.eps), c));
+  return {};
 }
 
 bool rmsnorm_q_ok(const registry& r, backend b, const op_args& a) {
   return a.dst.type == dtype::q8_0 && a.src[0].type == dtype::f32 &&
          rms_quant_ok(r, b, a.dst, a.src[0], a.src[1], a.p.eps);
 }
-void rmsnorm_q_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
-  rms_quant_run(r, b, a.dst, a.src[0], a.src[1], a.p.eps, c);
+status rmsnorm_q_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  return rms_quant_run(r, b, a.dst, a.src[0], a.src[1], a.p.eps, c);
 }
 
 op_args matmul_of(const op_args& a, const tensor_view& w, const tensor_view& y) {
@@ -196,12 +216,14 @@ bool matmul_swiglu_ok(const registry& r, backend b, const op_args& a) {
   return get_device(b) && r.find(b, matmul_of(a, a.src[1], y), lookup::native_only) &&
          r.find(b, make(op::swiglu, y, y, y), lookup::native_only);
 }
-void matmul_swiglu_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
-  scratch s;
-  const auto g = s.make(b, a.dst.rows(), a.dst.cols()), u = s.make(b, a.dst.rows(), a.dst.cols());
-  prim(r, b, matmul_of(a, a.src[1], g), c);
-  prim(r, b, matmul_of(a, a.src[2], u), c);
-  prim(r, b, make(op::swiglu, a.dst, g, u), c);
+status matmul_swiglu_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  scratch s{c, {}};
+  TROUPE_TRY_ASSIGN(g, s.make(b, a.dst.rows(), a.dst.cols()));
+  TROUPE_TRY_ASSIGN(u, s.make(b, a.dst.rows(), a.dst.cols()));
+  TROUPE_TRY(prim(r, b, matmul_of(a, a.src[1], g), c));
+  TROUPE_TRY(prim(r, b, matmul_of(a, a.src[2], u), c));
+  TROUPE_TRY(prim(r, b, make(op::swiglu, a.dst, g, u), c));
+  return {};
 }
 
 op_args rope_of(const op_args& a, const tensor_view& y) {
@@ -219,12 +241,13 @@ bool rope_kv_store_ok(const registry& r, backend b, const op_args& a) {
          r.find(b, rope_of(a, a.src[0]), lookup::native_only) &&
          r.find(b, store_of(a, a.src[0]), lookup::native_only);
 }
-void rope_kv_store_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
-  scratch s;
-  const auto flat = s.make(b, a.src[0].dims[0], a.src[0].numel() / a.src[0].dims[0]);
+status rope_kv_store_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  scratch s{c, {}};
+  TROUPE_TRY_ASSIGN(flat, s.make(b, a.src[0].dims[0], a.src[0].numel() / a.src[0].dims[0]));
   const tensor_view k(flat.data, dtype::f32, a.src[0].dims);
-  prim(r, b, rope_of(a, k), c);
-  prim(r, b, store_of(a, k), c);
+  TROUPE_TRY(prim(r, b, rope_of(a, k), c));
+  TROUPE_TRY(prim(r, b, store_of(a, k), c));
+  return {};
 }
 
 } // namespace

@@ -11,7 +11,7 @@ constexpr std::array<std::string_view, op_count> op_names = {
     "gelu_erf",    "gelu_tanh",     "tanh",          "rsqrt",     "swiglu",    "softmax",
     "add",         "mul",           "scale",         "sum_rows",  "attention", "paged_attention",
     "kv_store",    "argmax",        "topk",          "convert",   "quantize",  "dequantize",
-    "add_rmsnorm", "matmul_swiglu", "rope_kv_store",
+    "add_rmsnorm", "matmul_swiglu", "rope_kv_store", "clamp",
 };
 
 bool is_float(dtype t) {
@@ -79,6 +79,7 @@ status check_args(const op_args& a) {
     if (a.p.rope.rot_dim <= 0 || a.p.rope.rot_dim > s0.dims[2] || a.p.rope.rot_dim % 2)
       return fail(a, "rot_dim must be even and <= D");
     return {};
+  case op::clamp:
   case op::silu:
   case op::gelu_erf:
   case op::gelu_tanh:

@@ -15,6 +15,7 @@
 //   softmax          src0 [T, N] (row-wise, after multiplying by p.scale)     -> dst [T, N]
 //   add mul          src0 [T, C], src1 [T, C] | [1, C] | [T, 1] (broadcast)   -> dst [T, C]
 //   scale            dst = src0 * p.scale + p.bias
+//   clamp            dst = min(max(src0, -p.scale), p.scale)
 //   sum_rows         src0 [T, C]                                              -> dst [T, 1]
 //   attention        src0 q [T, H, D], src1 k [S, Hkv, D], src2 v [S, Hkv, D] -> dst [T, H, D]
 //                    causal: query t (position p.pos0 + t) sees keys 0..p.pos0 + t
@@ -24,7 +25,11 @@
 //                                                                             -> dst [T, H, D]
 //                    causal, and with p.window = W > 0 a query at position p sees keys
 //                    max(0, p - W + 1)..p only (sliding-window attention, as HF's
-//                    `sliding_window`); block ids of positions no query sees may be 0
+//                    `sliding_window`); block ids of positions no query sees may be 0.
+//                    Both attentions: p.softcap > 0 caps scores (s = c tanh(s / c), after
+//                    p.scale; Gemma 2); p.alibi_max_bias > 0 adds slope_h * (key position -
+//                    query position), slopes as Bloom / MPT / llama.cpp derive them from the
+//                    head count p.alibi_heads and the max bias, for global head p.head0 + h
 //   kv_store         src0 k f32 [T, Hkv, D], src1 slots i32 [T] (block * P + offset)
 //                                                          -> dst cache [NB, P, Hkv, D] rows
 //   argmax           src0 [T, V] f32                                          -> dst i32 [T]
@@ -85,8 +90,9 @@ enum class op : uint8_t {
   add_rmsnorm,
   matmul_swiglu,
   rope_kv_store,
+  clamp,
 };
-inline constexpr int op_count = 27;
+inline constexpr int op_count = 28;
 
 std::string_view to_string(op o);
 /// Parses an op name ("matmul"); false when unknown.
@@ -103,8 +109,12 @@ struct op_params {
   int k = 0;          // topk
   int64_t pos0 = 0;   // attention: position of the first query
   int64_t window = 0; // attention, paged_attention: keys a query sees (itself included); 0: all
-  int block_size = 0; // paged_attention, kv_store: P
-  rope_spec rope;     // rope, rope_kv_store
+  float softcap = 0;  // attention: score soft-capping (0: off)
+  float alibi_max_bias = 0; // attention: ALiBi (0: off)
+  int alibi_heads = 0;      // attention with ALiBi: the model's head count (slopes depend on it)
+  int head0 = 0;            // attention with ALiBi: global index of this shard's first head
+  int block_size = 0;       // paged_attention, kv_store: P
+  rope_spec rope;           // rope, rope_kv_store
 };
 
 struct op_args {
@@ -115,11 +125,21 @@ struct op_args {
   op_params p;
 };
 
-/// What a kernel may use besides its arguments: the shard's thread pool (may be null) and,
-/// for device backends, the stream. Kernels never allocate on the hot path.
+/// Temporary memory a composite takes from its caller (the executor's planned scratch);
+/// alloc returns null when the arena is exhausted.
+class scratch_arena {
+ public:
+  virtual ~scratch_arena() = default;
+  virtual void* alloc(size_t bytes) = 0;
+};
+
+/// What a kernel may use besides its arguments: the shard's thread pool (may be null), for
+/// device backends the stream, and scratch for composites (may be null: they allocate).
+/// Kernels never allocate on the hot path when scratch is given.
 struct exec_ctx {
   thread_pool* pool = nullptr;
   void* stream = nullptr; // cudaStream_t for the CUDA backend
+  scratch_arena* scratch = nullptr;
 };
 
 /// Checks the shapes and dtypes of `args` against the table above.

@@ -19,7 +19,11 @@ const registry& registry::global() {
 }
 
 void registry::add(op o, backend b, std::string variant, supports_fn supports, run_fn run) {
-  native_.push_back({o, b, std::move(variant), supports, run});
+  native_.push_back({o, b, std::move(variant), supports, run, nullptr});
+}
+
+void registry::add(op o, backend b, std::string variant, supports_fn supports, checked_run_fn run) {
+  native_.push_back({o, b, std::move(variant), supports, nullptr, run});
 }
 
 void registry::add_composite(op o, std::string variant, composite_supports_fn supports,
@@ -34,7 +38,14 @@ std::optional<kernel> registry::find(backend b, const op_args& args, lookup mode
       kernel k;
       k.name = fmt::format("{}/{}/{}", to_string(b), to_string(e.o), e.variant);
       k.where = b;
-      k.run = e.run;
+      if (e.checked_run) {
+        k.run = e.checked_run;
+      } else {
+        k.run = [run = e.run](const op_args& a, const exec_ctx& c) -> status {
+          run(a, c);
+          return {};
+        };
+      }
       return k;
     }
   }
@@ -47,7 +58,7 @@ std::optional<kernel> registry::find(backend b, const op_args& args, lookup mode
       k.composed = true;
       auto run = e.run;
       const registry* self = this;
-      k.run = [self, b, run](const op_args& a, const exec_ctx& c) { run(*self, b, a, c); };
+      k.run = [self, b, run](const op_args& a, const exec_ctx& c) { return run(*self, b, a, c); };
       return k;
     }
   }
@@ -67,8 +78,7 @@ status run_op(const registry& r, backend b, const op_args& args, const exec_ctx&
   if (!k)
     return make_error(errc::unsupported, "no {} kernel for {} (src0 {} {})", to_string(b),
                       to_string(args.kind), name(args.src[0].type), args.src[0].dims.to_string());
-  k->run(args, ctx);
-  return {};
+  return k->run(args, ctx);
 }
 
 } // namespace troupe::kernels

@@ -21,19 +21,23 @@ namespace troupe::kernels {
 class registry;
 
 using supports_fn = bool (*)(const op_args&);
+/// A kernel that cannot fail once supports() accepted its arguments (host loops).
 using run_fn = void (*)(const op_args&, const exec_ctx&);
+/// A kernel that can (a device launch, an allocation): its status goes to the caller.
+using checked_run_fn = status (*)(const op_args&, const exec_ctx&);
 using composite_supports_fn = bool (*)(const registry&, backend, const op_args&);
-using composite_run_fn = void (*)(const registry&, backend, const op_args&, const exec_ctx&);
+using composite_run_fn = status (*)(const registry&, backend, const op_args&, const exec_ctx&);
 
-/// A resolved kernel: a name for logs ("cpu/matmul/q8_0", "cpu/swiglu/composed") and a callable.
+/// A resolved kernel: a name for logs ("cpu/matmul/q8_0", "cpu/swiglu/composed") and a
+/// callable that reports failure as a status (never aborts).
 struct kernel {
   std::string name;
   backend where = backend::ref;
   bool composed = false;
-  std::function<void(const op_args&, const exec_ctx&)> run;
+  std::function<status(const op_args&, const exec_ctx&)> run;
 
   explicit operator bool() const { return static_cast<bool>(run); }
-  void operator()(const op_args& a, const exec_ctx& c) const { run(a, c); }
+  status operator()(const op_args& a, const exec_ctx& c) const { return run(a, c); }
 };
 
 enum class lookup { any, native_only, composed_only };
@@ -44,6 +48,7 @@ class registry {
   static const registry& global();
 
   void add(op o, backend b, std::string variant, supports_fn supports, run_fn run);
+  void add(op o, backend b, std::string variant, supports_fn supports, checked_run_fn run);
   void add_composite(op o, std::string variant, composite_supports_fn supports,
                      composite_run_fn run);
 
@@ -61,7 +66,8 @@ class registry {
     backend b;
     std::string variant;
     supports_fn supports;
-    run_fn run;
+    run_fn run; // one of the two
+    checked_run_fn checked_run;
   };
   struct composite_entry {
     op o;

@@ -78,8 +78,7 @@ status shard_runner::exec(op_args& a) {
   }
   kernels::exec_ctx ctx;
   ctx.pool = pool_.get();
-  it->second(a, ctx);
-  return {};
+  return it->second(a, ctx);
 }
 
 bool shard_runner::q8_activations(int64_t T) {

@@ -216,8 +216,9 @@ bool cache_type(dtype t) {
 
 void register_attention(registry& r) {
   auto ok = [](const op_args& a) {
+    // soft-capped and ALiBi scores: the reference kernel for now (the executor falls back)
     return contiguous_args(a) && a.src[0].type == dtype::f32 && cache_type(a.src[1].type) &&
-           a.src[2].type == a.src[1].type;
+           a.src[2].type == a.src[1].type && a.p.softcap == 0 && a.p.alibi_max_bias == 0;
   };
   r.add(op::attention, backend::cpu, "gqa-grouped", ok, attention);
   r.add(op::paged_attention, backend::cpu, "gqa-grouped", ok, paged_attention);

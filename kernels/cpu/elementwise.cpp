@@ -39,6 +39,10 @@ void scale_k(const op_args& a, const exec_ctx& c) {
   const float s = a.p.scale, b = a.p.bias;
   unary(a, c, [s, b](float x) { return x * s + b; });
 }
+void clamp_k(const op_args& a, const exec_ctx& c) {
+  const float m = a.p.scale;
+  unary(a, c, [m](float x) { return x < -m ? -m : x > m ? m : x; });
+}
 
 void swiglu_k(const op_args& a, const exec_ctx& ctx) {
   const float* g = a.src[0].as<float>();
@@ -86,6 +90,7 @@ void register_elementwise(registry& r) {
   r.add(op::tanh, backend::cpu, "f32", f32_args, tanh_k);
   r.add(op::rsqrt, backend::cpu, "f32", f32_args, rsqrt_k);
   r.add(op::scale, backend::cpu, "f32", f32_args, scale_k);
+  r.add(op::clamp, backend::cpu, "f32", f32_args, clamp_k);
   r.add(op::swiglu, backend::cpu, "f32", f32_args, swiglu_k);
   r.add(op::add, backend::cpu, "f32", f32_args, binary<false>);
   r.add(op::mul, backend::cpu, "f32", f32_args, binary<true>);

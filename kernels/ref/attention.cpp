@@ -14,10 +14,26 @@ int64_t first_key(int64_t last, int64_t window) {
   return window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
 }
 
+// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):
+// with m = the largest power of two <= n, heads below m get (2^(-max_bias/m))^(h+1), the rest
+// (2^(-max_bias/(2m)))^(2(h-m)+1).
+double alibi_slope(int64_t h, int64_t n, double max_bias) {
+  int64_t m = 1;
+  while (m * 2 <= n) m *= 2;
+  if (h < m) return std::pow(std::pow(2.0, -max_bias / m), static_cast<double>(h + 1));
+  return std::pow(std::pow(2.0, -max_bias / (2 * m)), static_cast<double>(2 * (h - m) + 1));
+}
+
+// What changes a score besides the dot product (attention_cases in the harness).
+struct score_mods {
+  double softcap = 0; // c tanh(s / c)
+  double slope = 0;   // ALiBi: + slope * (key - query)
+};
+
 // One query vector against keys first..last through `key(s)` / `value(s)` accessors.
 template <class KeyFn, class ValFn>
 void attend(const float* q, int64_t D, int64_t first, int64_t last, double scale, KeyFn key,
-            ValFn value, float* out) {
+            ValFn value, float* out, score_mods m = {}) {
   std::vector<double> score(last + 1, -INFINITY);
   double mx = -INFINITY;
   std::vector<float> kv(D);
@@ -26,6 +42,8 @@ void attend(const float* q, int64_t D, int64_t first, int64_t last, double scale
     double dot = 0.0;
     for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * kv[d];
     score[s] = dot * scale;
+    if (m.softcap > 0) score[s] = m.softcap * std::tanh(score[s] / m.softcap);
+    if (m.slope != 0) score[s] += m.slope * static_cast<double>(s - last);
     mx = std::max(mx, score[s]);
   }
   double sum = 0.0;
@@ -36,6 +54,15 @@ void attend(const float* q, int64_t D, int64_t first, int64_t last, double scale
     for (int64_t d = 0; d < D; ++d) acc[d] += score[s] / sum * kv[d];
   }
   for (int64_t d = 0; d < D; ++d) out[d] = static_cast<float>(acc[d]);
+}
+
+score_mods mods(const op_args& a, int64_t h) {
+  score_mods m;
+  m.softcap = a.p.softcap;
+  if (a.p.alibi_max_bias > 0)
+    m.slope = alibi_slope(a.p.head0 + h, a.p.alibi_heads > 0 ? a.p.alibi_heads : a.src[0].dims[1],
+                          a.p.alibi_max_bias);
+  return m;
 }
 
 void attention(const op_args& a, const exec_ctx&) {

@@ -1,8 +1,9 @@
 // elementwise.cpp (ref): unary ops (silu, gelu with erf or tanh, tanh, rsqrt), scale
-// (x * s + b), swiglu (silu(gate) * up), and add / mul with src1 broadcast over rows ([1, C])
-// or columns ([T, 1]). f32 tensors; math in f64.
+// (x * s + b), clamp, swiglu (silu(gate) * up), and add / mul with src1 broadcast over rows ([1,
+// C]) or columns ([T, 1]). f32 tensors; math in f64.
 #include "kernels/ref/ref.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -45,6 +46,11 @@ void scale_k(const op_args& a, const exec_ctx&) {
   unary(a, [s, b](double x) { return x * s + b; });
 }
 
+void clamp_k(const op_args& a, const exec_ctx&) {
+  const double m = a.p.scale;
+  unary(a, [m](double x) { return std::min(std::max(x, -m), m); });
+}
+
 void swiglu_k(const op_args& a, const exec_ctx&) {
   const float* g = a.src[0].as<float>();
   const float* u = a.src[1].as<float>();
@@ -84,6 +90,7 @@ void register_elementwise(registry& r) {
   r.add(op::tanh, backend::ref, "f32", all_f32_args, tanh_k);
   r.add(op::rsqrt, backend::ref, "f32", all_f32_args, rsqrt_k);
   r.add(op::scale, backend::ref, "f32", all_f32_args, scale_k);
+  r.add(op::clamp, backend::ref, "f32", all_f32_args, clamp_k);
   r.add(op::swiglu, backend::ref, "f32", all_f32_args, swiglu_k);
   r.add(op::add, backend::ref, "f32", all_f32_args, binary<false>);
   r.add(op::mul, backend::ref, "f32", all_f32_args, binary<true>);

@@ -199,7 +199,7 @@ void rope_cases(std::vector<op_case>& out_cases) {
 }
 
 void elementwise_cases(std::vector<op_case>& out_cases) {
-  for (op o : {op::silu, op::gelu_erf, op::gelu_tanh, op::tanh, op::rsqrt, op::scale}) {
+  for (op o : {op::silu, op::gelu_erf, op::gelu_tanh, op::tanh, op::rsqrt, op::scale, op::clamp}) {
     op_case c;
     c.name = fmt::format("{}(T=4,C=333)", to_string(o));
     gen g(c.name);
@@ -207,7 +207,7 @@ void elementwise_cases(std::vector<op_case>& out_cases) {
     auto x = o == op::rsqrt ? g.uniform(4 * 333, 0.1f, 10.0f) : g.normal(4 * 333, 3.0f);
     c.src = {from_floats(dtype::f32, {4, 333}, x)};
     c.dst = out(dtype::f32, {4, 333});
-    c.p.scale = 0.37f;
+    c.p.scale = o == op::clamp ? 2.5f : 0.37f; // clamp: a third of the values saturate
     c.p.bias = -1.25f;
     c.tol = {1e-11, 1e-5};
     c.bytes = 8.0 * 4 * 333;
@@ -340,6 +340,29 @@ void attention_cases(std::vector<op_case>& out_cases) {
         c.flops = 4.0 * T * H * D * std::min(S, W);
         out_cases.push_back(std::move(c));
       }
+  // soft-capped scores (Gemma 2) and ALiBi (Bloom / MPT: 12 heads, so the slopes of the
+  // heads past the largest power of two are exercised, and a shard whose first head is 4)
+  for (auto [softcap, alibi, head0] :
+       {std::tuple<float, float, int>{5.0f, 0.0f, 0}, {0.0f, 8.0f, 0}, {0.0f, 8.0f, 4}}) {
+    const int64_t T = 9, pos0 = 6, H = 12, Hkv = 12, D = 16, S = pos0 + T;
+    op_case c;
+    c.name = fmt::format("attention(T={},S={},H={},D={},softcap={},alibi={},head0={})", T, S, H, D,
+                         softcap, alibi, head0);
+    gen g(c.name);
+    c.kind = op::attention;
+    c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D, 2.0f)),
+             from_floats(dtype::f32, {S, Hkv, D}, g.normal(S * Hkv * D, 2.0f)),
+             from_floats(dtype::f32, {S, Hkv, D}, g.normal(S * Hkv * D))};
+    c.dst = out(dtype::f32, {T, H, D});
+    c.p.pos0 = pos0;
+    c.p.scale = 0.5f;
+    c.p.softcap = softcap;
+    c.p.alibi_max_bias = alibi;
+    c.p.alibi_heads = 16;
+    c.p.head0 = head0;
+    c.tol = {1e-10, 1e-5};
+    out_cases.push_back(std::move(c));
+  }
   // paged with a window of 6 over blocks of 4: blocks wholly before every query's window are
   // the null block 0 (the scheduler frees them), so a kernel that reads them fails the case
   for (dtype kv : {dtype::f32, dtype::bf16})

@@ -17,11 +17,11 @@
 
 #include <fmt/core.h>
 
+#include "core/convert.hpp"
+#include "core/thread_pool.hpp"
 #include "kernels/device.hpp"
 #include "kernels/registry.hpp"
 #include "op_cases.hpp"
-#include "core/convert.hpp"
-#include "core/thread_pool.hpp"
 
 using namespace troupe;
 using namespace troupe::kernels;
@@ -92,7 +92,7 @@ run_result run_case(const op_case& c, backend b, const options& opt, thread_pool
   r.kernel_name = k->name;
   exec_ctx ctx;
   ctx.pool = &pool;
-  (*k)(a, ctx);
+  if (auto st = (*k)(a, ctx); !st) return r.failure = "kernel failed: " + st.error().to_string(), r;
   if (auto st = dev->synchronize(); !st) return r.failure = st.error().to_string(), r;
   r.ran = true;
   if (perf) {
@@ -101,7 +101,7 @@ run_result run_case(const op_case& c, backend b, const options& opt, thread_pool
     auto t0 = clock::now();
     double elapsed = 0;
     while (calls < 3 || elapsed < 0.25) {
-      (*k)(a, ctx);
+      (void)(*k)(a, ctx);
       (void)dev->synchronize();
       ++calls;
       elapsed = std::chrono::duration<double>(clock::now() - t0).count();
@@ -116,7 +116,8 @@ run_result run_case(const op_case& c, backend b, const options& opt, thread_pool
     }
     for (size_t i = h.bytes.size(); i < all.size(); ++i) {
       if (all[i] != guard_value) {
-        r.failure = fmt::format("guard byte {} past the output was overwritten", i - h.bytes.size());
+        r.failure =
+            fmt::format("guard byte {} past the output was overwritten", i - h.bytes.size());
         break;
       }
     }
@@ -165,20 +166,28 @@ bool parse(int argc, char** argv, options& opt) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "test" || a == "perf" || a == "support") opt.mode = a;
-    else if (a == "--op") opt.op_filter = next();
-    else if (a == "--composed") opt.composed = true;
-    else if (a == "--threads") opt.threads = std::max(1, std::atoi(next().c_str()));
+    if (a == "test" || a == "perf" || a == "support")
+      opt.mode = a;
+    else if (a == "--op")
+      opt.op_filter = next();
+    else if (a == "--composed")
+      opt.composed = true;
+    else if (a == "--threads")
+      opt.threads = std::max(1, std::atoi(next().c_str()));
     else if (a == "--backend") {
       std::string n = next();
-      backend b = n == "ref" ? backend::ref : n == "cpu" ? backend::cpu : n == "cuda" ? backend::cuda : backend::ref;
+      backend b = n == "ref"    ? backend::ref
+                  : n == "cpu"  ? backend::cpu
+                  : n == "cuda" ? backend::cuda
+                                : backend::ref;
       if (n != "ref" && n != "cpu" && n != "cuda") {
         fmt::print(stderr, "unknown backend '{}'\n", n);
         return false;
       }
       opt.backends.push_back(b);
     } else {
-      fmt::print(stderr, "usage: test-ops [test|perf|support] [--op NAME] [--backend B] [--composed] [--threads N]\n");
+      fmt::print(stderr, "usage: test-ops [test|perf|support] [--op NAME] [--backend B] "
+                         "[--composed] [--threads N]\n");
       return false;
     }
   }
@@ -199,7 +208,8 @@ int main(int argc, char** argv) {
   }
   for (backend b : opt.backends) {
     if (!get_device(b)) {
-      fmt::print("backend {} is not present here (no GPU or built without it): skipped\n", to_string(b));
+      fmt::print("backend {} is not present here (no GPU or built without it): skipped\n",
+                 to_string(b));
       return 77;
     }
   }
@@ -235,9 +245,9 @@ int main(int argc, char** argv) {
       }
       if (opt.mode == "perf") {
         const double us = r.seconds_per_call * 1e6;
-        fmt::print("{:<5} {:<58} {:>10.2f} us  {:>8.2f} GB/s  {:>8.2f} GFLOP/s  [{}]\n", to_string(b),
-                   c.name, us, c.bytes / r.seconds_per_call / 1e9, c.flops / r.seconds_per_call / 1e9,
-                   r.kernel_name);
+        fmt::print("{:<5} {:<58} {:>10.2f} us  {:>8.2f} GB/s  {:>8.2f} GFLOP/s  [{}]\n",
+                   to_string(b), c.name, us, c.bytes / r.seconds_per_call / 1e9,
+                   c.flops / r.seconds_per_call / 1e9, r.kernel_name);
         continue;
       }
       std::string stats;
