@@ -33,7 +33,7 @@ struct shard {
   shard_setup setup;
   caf::actor notify;       // the supervisor
   bool progressed = false; // told the supervisor this instance completed a step
-  std::unique_ptr<model::shard_runner> runner;
+  std::unique_ptr<exec::executor> runner;
   std::unique_ptr<transport::inproc_group::handle> comm; // this instance's membership
   std::string label;
   std::vector<float> logits;
@@ -131,7 +131,7 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
   shard s{self, std::move(setup), notify, false, nullptr, nullptr, {}, {}};
   s.label = shard_name(s.setup.stage, s.setup.spec.tp_rank);
   if (s.setup.group) s.comm = s.setup.group->join(s.setup.spec.tp_rank);
-  auto runner = model::shard_runner::create(s.setup.model, s.setup.spec, s.setup.opt, s.comm.get());
+  auto runner = exec::executor::create(s.setup.model, s.setup.spec, s.setup.opt, s.comm.get());
   if (!runner) {
     TROUPE_LOG_ERROR("shard", "{}: cannot load: {}", s.label, runner.error().to_string());
     self->fail_state(caf::make_error(caf::sec::runtime_error, runner.error().to_string()));
@@ -139,7 +139,7 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
   }
   s.runner = std::move(*runner);
   self->send(notify, ready_atom::value, s.setup.stage, s.setup.spec.tp_rank,
-             s.runner->weights().resident_bytes, s.runner->kv_bytes());
+             s.runner->resident_bytes(), s.runner->kv_bytes());
   bool running = true;
   while (running) {
     // a short poll before blocking: the next decode step is usually microseconds away

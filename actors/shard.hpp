@@ -1,6 +1,6 @@
 // shard.hpp: the shard actor: a detached CAF actor (its own thread) that owns one device's
 // share of the model: its weight slice, its part of the KV cache and its compute threads
-// (model::shard_runner). It runs each step message it receives; the shards of a stage sum
+// (exec::executor). It runs each step message it receives; the shards of a stage sum
 // partial results through their collective group (transport/); rank 0 forwards the stage's
 // activations to the next hop, and on the last stage samples the next tokens and answers
 // the engine. Steps of an older epoch are dropped. Injected faults (fault_plan) kill it or
@@ -13,7 +13,7 @@
 
 #include "actors/routing.hpp"
 #include "engine/fault_plan.hpp"
-#include "model/shard_runner.hpp"
+#include "exec/executor.hpp"
 #include "transport/inproc_group.hpp"
 
 namespace troupe::actors {
@@ -21,7 +21,7 @@ namespace troupe::actors {
 struct shard_setup {
   std::shared_ptr<const model_source> model;
   shard_spec spec;
-  model::runner_options opt;
+  exec::exec_options opt;
   int stage = 0;
   size_t hop = 0;
   bool last = true;

@@ -1,5 +1,5 @@
 // pipeline_bench.cpp: the actor pipeline's costs (issue: actor pipeline).
-//  1. actor overhead: stories260K greedy decoding directly (model::generator) and through the
+//  1. actor overhead: stories260K greedy decoding directly (exec::generator) and through the
 //     actors at TP 1 x PP 1, alternated round by round; median microseconds per token.
 //  2. tensor parallelism: bench-134m f32 decode with TP 2 (two shards, one thread each)
 //     against one shard with two threads, alternated; median tokens per second.
@@ -12,7 +12,7 @@
 
 #include "actors/host.hpp"
 #include "bench_util.hpp"
-#include "model/generator.hpp"
+#include "exec/generator.hpp"
 
 using namespace troupe;
 using namespace troupe::bench;
@@ -20,8 +20,8 @@ using namespace troupe::bench;
 namespace {
 
 // Microseconds per decoded token (first token excluded) for one greedy request.
-double direct_us(model::generator& g, const std::vector<int32_t>& prompt, int n) {
-  model::generate_options o;
+double direct_us(exec::generator& g, const std::vector<int32_t>& prompt, int n) {
+  exec::generate_options o;
   o.max_tokens = n + 1;
   o.stop_at_eos = false;
   auto r = g.run(prompt, o);
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   // 1. actor overhead on stories260K
   if (only.empty() || only == "overhead") {
     auto m = *open_model(std::string(TROUPE_SOURCE_DIR) + "/models/stories260K/stories260K.gguf");
-    auto g = *model::generator::create(m, {});
+    auto g = *exec::generator::create(m, {});
     auto h = start(m, 1, 1, 1);
     const auto prompt = *m->tok->encode("Once upon a time", true, false);
     std::vector<double> d, a;

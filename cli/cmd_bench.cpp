@@ -14,8 +14,8 @@
 #include "actors/host.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "exec/generator.hpp"
 #include "kernels/cpu/probe.hpp"
-#include "model/generator.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -76,17 +76,6 @@ expected<actor_speed> bench_actors(const bench_opts& o, std::shared_ptr<const mo
   return out;
 }
 
-// Bytes of weights one decode step streams: every layer matrix, the final norm and the
-// lm_head (the embedding table contributes one row, so it is left out unless tied).
-int64_t decode_bytes(const model::shard_weights& w) {
-  int64_t n = w.output.nbytes() + w.output_norm.nbytes();
-  for (const auto& l : w.layers)
-    for (const auto* t :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.attn_norm, &l.ffn_norm})
-      n += t->data ? t->nbytes() : 0;
-  return n;
-}
-
 // Decode bytes of the whole model (one shard holding everything), whatever path runs it.
 int64_t decode_bytes_of(std::shared_ptr<const model_source> m);
 
@@ -94,13 +83,13 @@ int run_bench(const bench_opts& o) {
   auto m = open_model_verbose(o.model.empty() ? default_model_path() : o.model, o.json);
   if (!m) return fail(m.error());
   const model_config& c = (*m)->config;
-  model::runner_options ro;
+  exec::exec_options ro;
   ro.threads = o.threads;
   ro.fuse = !o.no_fuse;
   ro.kv_blocks = (o.prompt_tokens + o.gen_tokens + 2 * ro.block_size) / ro.block_size + 2;
-  auto gen = model::generator::create(*m, ro);
+  auto gen = exec::generator::create(*m, ro);
   if (!gen) return fail(gen.error());
-  std::unique_ptr<model::generator> g = std::move(*gen);
+  std::unique_ptr<exec::generator> g = std::move(*gen);
   if (o.prompt_tokens + o.gen_tokens >= c.ctx)
     return fail(make_error(errc::invalid_argument,
                            "prompt + generated tokens must stay below the context {}", c.ctx));
@@ -108,7 +97,7 @@ int run_bench(const bench_opts& o) {
   std::vector<int32_t> prompt = {static_cast<int32_t>(std::max<int64_t>(c.bos_id, 1))};
   while (static_cast<int>(prompt.size()) < o.prompt_tokens)
     prompt.push_back(static_cast<int32_t>(3 + rng() % static_cast<uint32_t>(c.V - 3)));
-  model::generate_options go;
+  exec::generate_options go;
   go.max_tokens = o.gen_tokens + 1;
   go.stop_at_eos = false;
   std::vector<double> prefill, decode, steps;
@@ -205,8 +194,10 @@ int run_bench(const bench_opts& o) {
 int64_t decode_bytes_of(std::shared_ptr<const model_source> m) {
   shard_spec spec;
   spec.layer_end = static_cast<int>(m->config.n_layer);
-  auto w = model::load_shard_weights(m, spec);
-  return w ? decode_bytes(**w) : 0;
+  exec::exec_options o;
+  o.kv_blocks = 2;
+  auto e = exec::executor::create(m, spec, o, nullptr);
+  return e ? (*e)->decode_weight_bytes() : 0;
 }
 
 } // namespace

@@ -8,7 +8,7 @@
 #include "actors/host.hpp"
 #include "commands.hpp"
 #include "common.hpp"
-#include "model/generator.hpp"
+#include "exec/generator.hpp"
 
 namespace troupe::cli {
 
@@ -119,12 +119,12 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
       auto ids = (*m)->tok->encode(prompt, !o->no_bos, false);
       if (!ids) return fail(ids.error());
       if (o->tp > 1 || o->pp > 1 || !o->placement.empty()) return run_sharded(*o, *m, *ids, prompt);
-      model::runner_options ro;
+      exec::exec_options ro;
       ro.threads = o->threads;
       ro.where = o->backend == "ref" ? kernels::backend::ref : kernels::backend::cpu;
-      auto g = model::generator::create(*m, ro);
+      auto g = exec::generator::create(*m, ro);
       if (!g) return fail(g.error());
-      model::generate_options go;
+      exec::generate_options go;
       go.max_tokens = o->max_tokens;
       go.sampling.temperature = o->temperature;
       go.sampling.top_k = o->top_k;

@@ -12,8 +12,8 @@ allowed() {
   core) echo "" ;;
   formats) echo "core" ;;
   text) echo "core formats" ;;
-  arch) echo "core formats text" ;;
-  graph) echo "core formats text arch kernels" ;;
+  arch) echo "core formats text graph kernels" ;;
+  graph) echo "core kernels" ;;
   engine) echo "core" ;;
   kernels) echo "core" ;;
   exec) echo "core formats text arch graph kernels" ;;
@@ -23,7 +23,7 @@ allowed() {
   *) echo "-" ;;
   esac
 }
-layers="core formats text arch graph engine kernels exec model transport actors"
+layers="core formats text kernels graph arch engine exec model transport actors"
 check() {
   local root=$1 bad=0 hits d inc
   for d in $layers; do

@@ -7,7 +7,7 @@
 
 #include "../test_paths.hpp"
 #include "actors/host.hpp"
-#include "model/generator.hpp"
+#include "exec/generator.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -42,8 +42,8 @@ const std::vector<std::string>& prompts() {
 }
 
 std::vector<int32_t> solo(const std::string& text, int n) {
-  auto g = *model::generator::create(stories_hf(), {});
-  model::generate_options o;
+  auto g = *exec::generator::create(stories_hf(), {});
+  exec::generate_options o;
   o.max_tokens = n;
   o.stop_at_eos = false;
   return g->run(*stories_hf()->tok->encode(text, true), o)->tokens;
@@ -111,8 +111,8 @@ TEST(Engine, SharedPrefixReusesBlocks) {
   ASSERT_TRUE(out);
   EXPECT_GE(h->stats().prefix_hit_blocks - before, 15); // 256 shared tokens = 16 blocks of 16
   EXPECT_EQ((*out)[0].tokens, solo(prefix + "Then Ben said", 4).size() ? [&] {
-    auto g = *model::generator::create(stories_hf(), {});
-    model::generate_options o;
+    auto g = *exec::generator::create(stories_hf(), {});
+    exec::generate_options o;
     o.max_tokens = 4;
     return g->run(b.prompt, o)->tokens;
   }() : std::vector<int32_t>{});

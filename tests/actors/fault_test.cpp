@@ -8,7 +8,7 @@
 
 #include "../test_paths.hpp"
 #include "actors/host.hpp"
-#include "model/generator.hpp"
+#include "exec/generator.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -41,9 +41,9 @@ const std::vector<std::vector<int32_t>>& fault_free(int count, int n_tokens) {
   static std::map<std::pair<int, int>, std::vector<std::vector<int32_t>>> cache;
   auto& out = cache[{count, n_tokens}];
   if (out.empty()) {
-    auto g = *model::generator::create(stories_hf(), {});
+    auto g = *exec::generator::create(stories_hf(), {});
     for (const auto& r : requests(count, n_tokens)) {
-      model::generate_options o;
+      exec::generate_options o;
       o.max_tokens = n_tokens;
       o.stop_at_eos = false;
       out.push_back(g->run(r.prompt, o)->tokens);

@@ -8,7 +8,7 @@
 
 #include "../test_paths.hpp"
 #include "actors/host.hpp"
-#include "model/generator.hpp"
+#include "exec/generator.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -33,9 +33,9 @@ struct reference {
 const reference& single_device() {
   static reference ref = [] {
     reference r;
-    auto g = model::generator::create(stories(), {});
+    auto g = exec::generator::create(stories(), {});
     r.prompt = *stories()->tok->encode("Once upon a time", true, false);
-    model::generate_options o;
+    exec::generate_options o;
     o.max_tokens = 32;
     o.stop_at_eos = false;
     auto out = (*g)->run(r.prompt, o);
@@ -123,8 +123,8 @@ TEST(Pipeline, ConcurrentRequestsMatchSolo) {
                                             "Tom had a big red ball.", "One day, a cat"};
   std::vector<std::vector<int32_t>> solo;
   for (const auto& text : prompts) {
-    auto g = model::generator::create(stories(), {});
-    model::generate_options o;
+    auto g = exec::generator::create(stories(), {});
+    exec::generate_options o;
     o.max_tokens = 20;
     o.stop_at_eos = false;
     solo.push_back((*g)->run(*stories()->tok->encode(text, true, false), o)->tokens);

@@ -2,7 +2,7 @@
 // one step, then decode one token per step, sampling with core/sampler and stopping on
 // EOS, stop strings, max tokens or the context limit. Used by `troupe generate` on one device
 // and by tests as the reference the sharded paths must reproduce. Not thread-safe.
-// Tests: tests/model/forward_test.cpp
+// Tests: tests/exec/forward_test.cpp
 #pragma once
 
 #include <functional>
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/sampler.hpp"
-#include "model/shard_runner.hpp"
+#include "exec/executor.hpp"
 
-namespace troupe::model {
+namespace troupe::exec {
 
 struct generate_options {
   int max_tokens = 32;
@@ -36,16 +36,16 @@ class generator {
  public:
   /// One shard holding the whole model on `opt.where`; KV for `ctx` positions.
   static expected<std::unique_ptr<generator>> create(std::shared_ptr<const model_source> m,
-                                                     runner_options opt);
+                                                     exec_options opt);
   /// Generates from prompt ids. on_text, when set, receives decoded text as it is made.
   expected<generation> run(const std::vector<int32_t>& prompt, const generate_options& o,
                            const std::function<void(const std::string&)>& on_text = {});
-  shard_runner& runner() { return *runner_; }
+  executor& runner() { return *runner_; }
   const model_source& source() const { return *source_; }
 
  private:
   std::shared_ptr<const model_source> source_;
-  std::unique_ptr<shard_runner> runner_;
+  std::unique_ptr<executor> runner_;
 };
 
-} // namespace troupe::model
+} // namespace troupe::exec

@@ -1,20 +1,20 @@
 // generator.cpp: the single-shard prefill / decode loop (generator.hpp).
-#include "model/generator.hpp"
+#include "exec/generator.hpp"
 
 #include <algorithm>
 #include <chrono>
 
-namespace troupe::model {
+namespace troupe::exec {
 
 expected<std::unique_ptr<generator>> generator::create(std::shared_ptr<const model_source> m,
-                                                       runner_options opt) {
+                                                       exec_options opt) {
   auto g = std::unique_ptr<generator>(new generator());
   g->source_ = m;
   if (opt.kv_blocks == 0) opt.kv_blocks = (m->config.ctx + opt.block_size - 1) / opt.block_size + 1;
   shard_spec spec;
   spec.layer_begin = 0;
   spec.layer_end = static_cast<int>(m->config.n_layer);
-  TROUPE_TRY_ASSIGN(r, shard_runner::create(m, spec, opt, nullptr));
+  TROUPE_TRY_ASSIGN(r, executor::create(m, spec, opt, nullptr));
   g->runner_ = std::move(r);
   return g;
 }
@@ -100,4 +100,4 @@ expected<generation> generator::run(const std::vector<int32_t>& prompt, const ge
   return out;
 }
 
-} // namespace troupe::model
+} // namespace troupe::exec

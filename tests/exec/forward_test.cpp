@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "../test_paths.hpp"
-#include "model/generator.hpp"
+#include "exec/generator.hpp"
 #include "arch/synth.hpp"
 
 using namespace troupe;
@@ -20,28 +20,28 @@ using json = nlohmann::json;
 
 namespace {
 
-std::unique_ptr<model::generator> make(const std::string& path,
+std::unique_ptr<exec::generator> make(const std::string& path,
                                        kernels::backend where = kernels::backend::cpu,
                                        dtype kv = dtype::f32, bool fuse = true) {
   auto m = open_model(path);
   EXPECT_TRUE(m) << (m ? "" : m.error().to_string());
   if (!m) return nullptr;
-  model::runner_options opt;
+  exec::exec_options opt;
   opt.where = where;
   opt.kv_dtype = kv;
   opt.fuse = fuse;
-  auto g = model::generator::create(*m, opt);
+  auto g = exec::generator::create(*m, opt);
   EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
   return g ? std::move(*g) : nullptr;
 }
 
-model::generation greedy(model::generator& g, const std::vector<int32_t>& prompt, int n) {
-  model::generate_options o;
+exec::generation greedy(exec::generator& g, const std::vector<int32_t>& prompt, int n) {
+  exec::generate_options o;
   o.max_tokens = n;
   o.stop_at_eos = false;
   auto r = g.run(prompt, o);
   EXPECT_TRUE(r) << (r ? "" : r.error().to_string());
-  return r ? *r : model::generation{};
+  return r ? *r : exec::generation{};
 }
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -53,7 +53,7 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Compares one fixture case: prompt ids, full last-position logits, greedy continuation.
-void check_case(model::generator& g, const json& c, double logit_tol) {
+void check_case(exec::generator& g, const json& c, double logit_tol) {
   const std::string text = c["text"].get<std::string>();
   auto ids = g.source().tok->encode(text, true);
   ASSERT_TRUE(ids);

@@ -1,0 +1,33 @@
+// weights.hpp (arch/families, internal): how a family adds its weights to a graph: looked
+// up by name in the checkpoint (shape and dtype from the file, checked against what the
+// config implies), with their tensor-parallel cut. 1-D weights (norms, biases) are f32 in
+// the graph whatever the file stores (the executor converts them when loading).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "arch/model_source.hpp"
+#include "graph/builder.hpp"
+
+namespace troupe::arch {
+
+class weights {
+ public:
+  weights(const model_source& m, graph::graph& g)
+      : m_(m)
+      , g_(g) {}
+  /// A weight; `want` is the shape the config implies ([N, K] or [N], after any transpose),
+  /// checked when given. Optional weights the checkpoint lacks come back as an empty value.
+  expected<graph::vid> get(const std::string& name, int layer, std::vector<int64_t> want,
+                           graph::cut split = graph::cut::none,
+                           graph::axis along = graph::axis::none, int64_t unit = 1,
+                           bool optional = false, graph::weight_ref ref = {});
+  bool has(const std::string& name) const { return m_.tensors->contains(name); }
+
+ private:
+  const model_source& m_;
+  graph::graph& g_;
+};
+
+} // namespace troupe::arch

@@ -1,0 +1,49 @@
+// backend.hpp: what the executor needs from a device, as ggml-backend puts it: allocate,
+// copy in and out, run a resolved kernel (asynchronously, on the backend's stream or queue),
+// synchronise, and say how much memory there is. Every call returns a status: a device
+// error fails the step (and the shard, which the supervisor restarts), never the process.
+// The CPU backend runs kernels on the shard's thread pool, synchronously; the CUDA backend
+// (kernels/cuda) will implement the same interface with a stream per shard. Not
+// thread-safe: one shard, one backend. Tests: tests/exec/executor_test.cpp
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/thread_pool.hpp"
+#include "kernels/device.hpp"
+#include "kernels/registry.hpp"
+
+namespace troupe::exec {
+
+struct memory_info {
+  int64_t total = 0, free = 0;
+};
+
+class backend {
+ public:
+  virtual ~backend() = default;
+  virtual kernels::backend kind() const = 0;
+  /// The registry backends tried for an op, in order (the CPU backend also takes the
+  /// reference kernel for an op it lacks: they share host memory).
+  virtual std::vector<kernels::backend> kernel_sources() const = 0;
+  virtual kernels::device& device() = 0;
+  /// Device memory of `bytes` (not zeroed).
+  virtual expected<kernels::device_buffer> allocate(size_t bytes) = 0;
+  virtual status upload(void* dst, const void* src, size_t bytes) = 0;
+  virtual status download(void* dst, const void* src, size_t bytes) = 0;
+  /// Runs (or enqueues) `k` over `a`; `scratch` serves composites.
+  virtual status run(const kernels::kernel& k, const kernels::op_args& a,
+                     kernels::scratch_arena* scratch) = 0;
+  virtual status synchronize() = 0;
+  virtual memory_info memory() const = 0;
+  /// True when the device reads host memory directly (weights stay mapped, no upload).
+  virtual bool host_memory() const = 0;
+};
+
+/// The host backend: kernels of `where` (cpu or ref) on a pool of `threads` threads, pinned to
+/// `cpus` when given.
+expected<std::unique_ptr<backend>> make_host_backend(kernels::backend where, int threads,
+                                                     std::vector<int> cpus = {});
+
+} // namespace troupe::exec

@@ -1,0 +1,551 @@
+// executor.cpp: building, compiling and running a shard's graph (executor.hpp).
+#include "exec/executor.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "arch/family.hpp"
+#include "graph/passes.hpp"
+
+namespace troupe::exec {
+
+using graph::node;
+using graph::node_kind;
+using graph::value;
+using graph::value_kind;
+using graph::vid;
+
+struct executor::plan {
+  graph::graph g;
+  std::vector<kernels::kernel> kernels; // per node (op nodes)
+  std::vector<int64_t> offset;          // per value: arena bytes per row before it (-1: none)
+  int64_t arena_row_bytes = 0;          // arena bytes per row of the step
+  int64_t scratch_row_bytes = 0;        // composites' temporaries per row
+};
+
+namespace {
+
+constexpr int64_t align = 64;
+
+int64_t round_up(int64_t n) {
+  return (n + align - 1) / align * align;
+}
+
+// Bump allocation over a fixed buffer, reset before every node.
+class bump final : public kernels::scratch_arena {
+ public:
+  void reset(uint8_t* base, size_t size) {
+    base_ = base;
+    size_ = size;
+    used_ = 0;
+  }
+  void* alloc(size_t bytes) override {
+    const size_t at = (used_ + align - 1) / align * align;
+    if (at + bytes > size_) return nullptr;
+    used_ = at + bytes;
+    return base_ + at;
+  }
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0, used_ = 0;
+};
+
+int64_t rows_of(const value& v, int64_t T, int64_t N, int64_t S) {
+  switch (v.r) {
+  case graph::rows::tokens:
+    return T;
+  case graph::rows::logits:
+    return N;
+  case graph::rows::seqs:
+    return S;
+  case graph::rows::fixed:
+    return 1;
+  }
+  return 1;
+}
+
+shape make_shape(int64_t rows, const std::vector<int64_t>& dims) {
+  shape s;
+  s.rank = static_cast<int>(dims.size()) + 1;
+  s.dims[0] = rows;
+  for (size_t i = 0; i < dims.size() && i + 1 < max_rank; ++i) s.dims[i + 1] = dims[i];
+  return s;
+}
+
+shape fixed_shape(const std::vector<int64_t>& dims) {
+  shape s;
+  s.rank = static_cast<int>(dims.size());
+  for (size_t i = 0; i < dims.size() && i < max_rank; ++i) s.dims[i] = dims[i];
+  return s;
+}
+
+} // namespace
+
+executor::~executor() = default;
+
+expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model_source> m,
+                                                     const shard_spec& spec_in,
+                                                     const exec_options& opt, collective* comm) {
+  if (opt.block_size <= 0 || opt.kv_blocks < 2)
+    return make_error(errc::invalid_argument,
+                      "KV arena needs a positive block size and at least 2 blocks");
+  const model_config& c = m->config;
+  if (c.mlp_bias) return make_error(errc::unsupported, "{}: MLP biases are not supported", m->path);
+  std::unique_ptr<executor> e(new executor());
+  e->source_ = m;
+  e->opt_ = opt;
+  e->comm_ = comm;
+  e->spec_ = spec_in;
+  if (spec_in.layer_begin < 0 || spec_in.layer_end > c.n_layer ||
+      spec_in.layer_begin >= spec_in.layer_end)
+    return make_error(errc::invalid_argument, "layers [{}, {}) outside the model's {}",
+                      spec_in.layer_begin, spec_in.layer_end, c.n_layer);
+  if (comm && comm->size() != spec_in.tp_size)
+    return make_error(errc::invalid_argument, "collective of size {} for TP {}", comm->size(),
+                      spec_in.tp_size);
+  TROUPE_TRY_ASSIGN(whole, arch::build_graph(*m));
+  // FFN boundaries must not split a quantization block of a weight cut by FFN columns
+  for (const auto& v : whole.values)
+    if (v.kind == value_kind::weight && v.split == graph::cut::in && v.along == graph::axis::ffn &&
+        !v.empty)
+      e->spec_.ffn_block = std::max<int64_t>(e->spec_.ffn_block, block_elems(v.type));
+  TROUPE_TRY_ASSIGN(d, plan_shard(c, e->spec_));
+  e->dims_ = d;
+  graph::shard_cut cut;
+  cut.layer_begin = e->spec_.layer_begin;
+  cut.layer_end = e->spec_.layer_end;
+  cut.first_stage = e->spec_.first_stage;
+  cut.last_stage = e->spec_.last_stage;
+  cut.tp_rank = e->spec_.tp_rank;
+  cut.tp_size = e->spec_.tp_size;
+  cut.of(graph::axis::heads) = {d.h0, d.Hs};
+  cut.of(graph::axis::kv_heads) = {d.kv0, d.Hkv_s};
+  cut.of(graph::axis::ffn) = {d.f0, d.Fs};
+  cut.of(graph::axis::vocab) = {d.v0, d.Vs};
+  TROUPE_TRY(graph::infer_shapes(whole)); // the residual's width, for a stage's hidden input
+  TROUPE_TRY(graph::cut_pipeline(whole, cut));
+  TROUPE_TRY(graph::cut_tensor(whole, cut));
+  graph::remove_dead(whole);
+  TROUPE_TRY(graph::infer_shapes(whole));
+  TROUPE_TRY(whole.validate());
+  e->base_ = std::move(whole);
+  TROUPE_TRY_ASSIGN(w, load_weights(*m, e->base_));
+  e->weights_ = std::move(w);
+  TROUPE_TRY_ASSIGN(be, make_host_backend(opt.where, opt.threads, opt.cpus));
+  e->be_ = std::move(be);
+  // the KV cache: one buffer per cache value a node writes, [NB, P, Hkv, D]
+  e->kv_of_.assign(e->base_.values.size(), -1);
+  for (const auto& n : e->base_.nodes)
+    for (vid v : n.out) {
+      const value& s = e->base_[v];
+      if (s.kind != value_kind::state || e->kv_of_[static_cast<size_t>(v)] >= 0) continue;
+      const int64_t bytes = row_bytes(opt.kv_dtype, opt.kv_blocks * opt.block_size * s.row_elems());
+      // not zeroed: attention only reads positions a step has written
+      TROUPE_TRY_ASSIGN(buf, e->be_->allocate(static_cast<size_t>(bytes)));
+      e->kv_of_[static_cast<size_t>(v)] = static_cast<int>(e->kv_.size());
+      e->kv_.push_back(std::move(buf));
+      e->kv_bytes_ += bytes;
+    }
+  if (e->spec_.tp_size > 1)
+    for (int r = 0; r < e->spec_.tp_size; ++r) {
+      shard_spec other = e->spec_;
+      other.tp_rank = r;
+      TROUPE_TRY_ASSIGN(od, plan_shard(c, other));
+      e->gather_counts_.push_back(od.Vs);
+    }
+  for (int tc = 0; tc < 2; ++tc)
+    for (int nc = 0; nc < 2; ++nc) TROUPE_TRY(e->compile(tc, nc));
+  return e;
+}
+
+expected<tensor_view> executor::view_of(const plan& p, vid v, int64_t T, int64_t N, int64_t S,
+                                        int64_t cols) const {
+  const value& x = p.g[v];
+  switch (x.kind) {
+  case value_kind::weight:
+    return weights_.views[static_cast<size_t>(v)];
+  case value_kind::state: {
+    const auto& buf = kv_[static_cast<size_t>(kv_of_[static_cast<size_t>(v)])];
+    return tensor_view(buf.data(), opt_.kv_dtype,
+                       shape{opt_.kv_blocks, opt_.block_size, x.dims[0], x.dims[1]});
+  }
+  case value_kind::input: {
+    auto i32 = [](const std::vector<int32_t>& h, shape s) {
+      return tensor_view(const_cast<int32_t*>(h.data()), dtype::i32, s);
+    };
+    switch (x.input) {
+    case graph::input_kind::tokens:
+      return i32(tokens_, shape{T});
+    case graph::input_kind::tokens_local:
+      return i32(tokens_local_, shape{T});
+    case graph::input_kind::positions:
+      return i32(positions_, shape{T});
+    case graph::input_kind::slots:
+      return i32(slots_, shape{T});
+    case graph::input_kind::seq_table:
+      return i32(seq_table_, shape{S, cols});
+    case graph::input_kind::logit_rows:
+      return i32(logit_rows_, shape{N});
+    case graph::input_kind::hidden:
+      return make_error(errc::internal, "the hidden input is bound by forward()");
+    }
+    break;
+  }
+  case value_kind::activation: {
+    const vid root = p.g.storage(v);
+    const int64_t off = p.offset[static_cast<size_t>(root)];
+    if (off < 0) return make_error(errc::internal, "graph: {} has no arena slot", x.name);
+    auto* base = static_cast<uint8_t*>(arena_.data()) + off * arena_rows_;
+    return tensor_view(base, x.type, make_shape(rows_of(x, T, N, S), x.dims));
+  }
+  }
+  return make_error(errc::internal, "graph: value {} of unknown kind", x.name);
+}
+
+status executor::compile(int tc, int nc) {
+  auto p = std::make_unique<plan>();
+  p->g = base_;
+  const int64_t T = tc ? row_class_boundary : 1, N = nc ? row_class_boundary : 1, S = 1;
+  const auto& reg = kernels::registry::global();
+  static uint8_t dummy[64];
+  // arguments of a node with representative row counts (placeholder pointers: for lookups)
+  auto args_of = [&](const node& n, const graph::graph& g) {
+    kernels::op_args a;
+    a.kind = n.op;
+    a.p = n.p;
+    a.p.block_size = opt_.block_size;
+    auto fake = [&](vid v) -> tensor_view {
+      if (v == graph::none) return {};
+      const value& x = g[v];
+      if (x.kind == value_kind::weight) {
+        if (x.empty) return {};
+        const auto& t = weights_.views[static_cast<size_t>(v)];
+        return tensor_view(dummy, x.type, t.data ? t.dims : fixed_shape(x.dims));
+      }
+      if (x.kind == value_kind::state)
+        return tensor_view(dummy, opt_.kv_dtype,
+                           shape{opt_.kv_blocks, opt_.block_size, x.dims[0], x.dims[1]});
+      if (x.kind == value_kind::input && x.input == graph::input_kind::seq_table)
+        return tensor_view(dummy, dtype::i32, shape{S, 4});
+      return tensor_view(dummy, x.type, make_shape(rows_of(x, T, N, S), x.dims));
+    };
+    for (size_t i = 0; i < n.in.size() && i < a.src.size(); ++i) a.src[i] = fake(n.in[i]);
+    a.dst = fake(n.out[0]);
+    if (n.out.size() > 1) a.dst2 = fake(n.out[1]);
+    return a;
+  };
+  if (opt_.fuse) {
+    graph::fuse_options fo;
+    fo.supported = [&](const node& n, const graph::graph& g) {
+      return reg.find(be_->kind(), args_of(n, g), kernels::lookup::native_only).has_value();
+    };
+    graph::fuse(p->g, fo);
+    TROUPE_TRY(graph::infer_shapes(p->g));
+  }
+  // a kernel for every op node: the backend's own (native, then composed), else the reference
+  p->kernels.resize(p->g.nodes.size());
+  for (size_t i = 0; i < p->g.nodes.size(); ++i) {
+    const node& n = p->g.nodes[i];
+    if (n.kind != node_kind::op) continue;
+    const auto a = args_of(n, p->g);
+    TROUPE_TRY(kernels::check_args(a));
+    std::optional<kernels::kernel> k;
+    for (auto b : be_->kernel_sources())
+      if ((k = reg.find(b, a))) break;
+    if (!k)
+      return make_error(errc::unsupported, "{}: no {} kernel for {} ({} x {}) at node {}",
+                        source_->path, kernels::to_string(be_->kind()), kernels::to_string(n.op),
+                        name(a.src[0].type), name(a.src[1].type), n.name);
+    p->kernels[i] = std::move(*k);
+  }
+  // the arena: activations by lifetime, largest first, each at the lowest offset free for
+  // its whole life (sizes per row, so the layout scales with the step)
+  const auto& g = p->g;
+  const size_t nv = g.values.size();
+  std::vector<int64_t> first(nv, -1), last(nv, -1), size(nv, 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    auto touch = [&](vid v) {
+      if (v == graph::none) return;
+      const vid root = g.storage(v);
+      if (g[root].kind != value_kind::activation) return;
+      const auto r = static_cast<size_t>(root);
+      if (first[r] < 0) first[r] = static_cast<int64_t>(i);
+      last[r] = static_cast<int64_t>(i);
+    };
+    for (vid v : g.nodes[i].out) touch(v);
+    for (vid v : g.nodes[i].in) touch(v);
+  }
+  for (size_t v = 0; v < nv; ++v)
+    if (g.values[v].output && g.values[v].kind == value_kind::activation)
+      last[static_cast<size_t>(g.storage(static_cast<vid>(v)))] =
+          static_cast<int64_t>(g.nodes.size());
+  std::vector<size_t> order;
+  int64_t widest = 0;
+  for (size_t v = 0; v < nv; ++v) {
+    if (first[v] < 0) continue;
+    size[v] = round_up(row_bytes(g.values[v].type, g.values[v].row_elems()));
+    widest = std::max(widest, row_bytes(dtype::f32, g.values[v].row_elems()));
+    order.push_back(v);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return size[a] > size[b]; });
+  p->offset.assign(nv, -1);
+  std::vector<size_t> placed;
+  for (size_t v : order) {
+    std::vector<std::pair<int64_t, int64_t>> busy; // [begin, end) of overlapping lives
+    for (size_t o : placed)
+      if (!(last[o] < first[v] || last[v] < first[o]))
+        busy.emplace_back(p->offset[o], p->offset[o] + size[o]);
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0;
+    for (auto [b0, b1] : busy) {
+      if (at + size[v] <= b0) break;
+      at = std::max(at, b1);
+    }
+    p->offset[v] = at;
+    p->arena_row_bytes = std::max(p->arena_row_bytes, at + size[v]);
+    placed.push_back(v);
+  }
+  // composites take at most a few rows of their widest operand as temporaries
+  p->scratch_row_bytes = 4 * round_up(widest) + align;
+  plans_[static_cast<size_t>(tc * 2 + nc)] = std::move(p);
+  return {};
+}
+
+status executor::check_batch(const batch& b) const {
+  const model_config& c = config();
+  const int64_t T = b.n_tokens();
+  const int64_t P = opt_.block_size;
+  const int64_t W = c.kv_horizon();
+  int64_t covered = 0;
+  for (const auto& s : b.seqs) {
+    if (s.count <= 0 || s.begin != covered || s.begin + s.count > T || s.pos0 < 0)
+      return make_error(errc::invalid_argument, "batch: sequence {} covers tokens [{}, {}) of {}",
+                        s.seq_id, s.begin, s.begin + s.count, T);
+    if (s.score_rows < 0 || s.score_rows > s.count - (s.logits ? 1 : 0))
+      return make_error(errc::invalid_argument, "sequence {}: {} scored rows of {} tokens",
+                        s.seq_id, s.score_rows, s.count);
+    if (s.pos0 + s.count > c.ctx)
+      return make_error(errc::out_of_range, "sequence {} reaches position {} past the context {}",
+                        s.seq_id, s.pos0 + s.count, c.ctx);
+    const int64_t need = (s.pos0 + s.count + P - 1) / P;
+    if (static_cast<int64_t>(s.blocks.size()) < need)
+      return make_error(errc::invalid_argument, "sequence {} has {} blocks for {} positions",
+                        s.seq_id, s.blocks.size(), s.pos0 + s.count);
+    // with a sliding window on every layer, blocks wholly before the first query's window
+    // are never read and may have been freed (block id 0)
+    const int64_t seen = W > 0 ? std::max<int64_t>(0, s.pos0 - W + 1) / P : 0;
+    for (int64_t i = 0; i < need; ++i) {
+      const int32_t blk = s.blocks[static_cast<size_t>(i)];
+      if (blk < (i < seen ? 0 : 1) || blk >= opt_.kv_blocks)
+        return make_error(errc::out_of_range, "sequence {}: block id {} outside [{}, {})", s.seq_id,
+                          blk, i < seen ? 0 : 1, opt_.kv_blocks);
+    }
+    covered += s.count;
+  }
+  if (covered != T)
+    return make_error(errc::invalid_argument, "batch: sequences cover {} of {} tokens", covered, T);
+  for (int32_t t : b.tokens)
+    if (t < 0 || t >= c.V)
+      return make_error(errc::out_of_range, "token id {} outside the vocabulary", t);
+  return {};
+}
+
+status executor::forward(const batch& b, std::vector<float>& x, std::vector<float>* logits) {
+  TROUPE_TRY(check_batch(b));
+  const model_config& c = config();
+  const int64_t T = b.n_tokens(), P = opt_.block_size;
+  if (T == 0) return {};
+  const bool last_stage = spec_.last_stage;
+  const int64_t N = last_stage && logits ? b.n_logits() : 0;
+  const int64_t S = static_cast<int64_t>(b.seqs.size());
+  const plan& p = *plans_[static_cast<size_t>((T >= row_class_boundary ? 2 : 0) +
+                                              (N >= row_class_boundary ? 1 : 0))];
+  if (!spec_.first_stage && static_cast<int64_t>(x.size()) != T * c.C)
+    return make_error(errc::shape_mismatch, "stage input has {} values for [{}, {}]", x.size(), T,
+                      c.C);
+  // the arena and the scratch grow with the largest step seen
+  if (T > arena_rows_) {
+    int64_t most = 0, scratch = 0;
+    for (const auto& q : plans_) {
+      most = std::max(most, q->arena_row_bytes);
+      scratch = std::max(scratch, q->scratch_row_bytes);
+    }
+    const int64_t rows = std::max<int64_t>(T, 16);
+    TROUPE_TRY_ASSIGN(a, be_->allocate(static_cast<size_t>(std::max<int64_t>(most, align) * rows)));
+    TROUPE_TRY_ASSIGN(s,
+                      be_->allocate(static_cast<size_t>(std::max<int64_t>(scratch, align) * rows)));
+    arena_ = std::move(a);
+    scratch_ = std::move(s);
+    arena_rows_ = rows;
+  }
+  // step inputs
+  tokens_.assign(b.tokens.begin(), b.tokens.end());
+  tokens_local_.resize(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t id = b.tokens[static_cast<size_t>(t)];
+    tokens_local_[static_cast<size_t>(t)] =
+        id >= dims_.v0 && id < dims_.v0 + dims_.Vs ? static_cast<int32_t>(id - dims_.v0) : -1;
+  }
+  positions_.resize(static_cast<size_t>(T));
+  slots_.resize(static_cast<size_t>(T));
+  size_t max_blocks = 0;
+  for (const auto& s : b.seqs) max_blocks = std::max(max_blocks, s.blocks.size());
+  const int64_t cols = 3 + static_cast<int64_t>(max_blocks);
+  seq_table_.assign(static_cast<size_t>(S * cols), 0);
+  logit_rows_.clear();
+  for (size_t si = 0; si < b.seqs.size(); ++si) {
+    const auto& s = b.seqs[si];
+    for (int32_t i = 0; i < s.count; ++i) {
+      const int32_t pos = s.pos0 + i;
+      positions_[static_cast<size_t>(s.begin + i)] = pos;
+      slots_[static_cast<size_t>(s.begin + i)] =
+          s.blocks[static_cast<size_t>(pos / P)] * static_cast<int32_t>(P) +
+          pos % static_cast<int32_t>(P);
+    }
+    int32_t* row = seq_table_.data() + si * static_cast<size_t>(cols);
+    row[0] = s.begin, row[1] = s.count, row[2] = s.pos0;
+    std::copy(s.blocks.begin(), s.blocks.end(), row + 3);
+    for (int32_t i = 0; i < s.score_rows; ++i) logit_rows_.push_back(s.begin + i);
+    if (s.logits) logit_rows_.push_back(s.begin + s.count - 1);
+  }
+  // copy-on-write: blocks that sequences stopped sharing get their own copy before writing
+  for (auto [src, dst] : b.copies) {
+    if (src <= 0 || dst <= 0 || src >= opt_.kv_blocks || dst >= opt_.kv_blocks)
+      return make_error(errc::out_of_range, "KV copy {} -> {} outside [1, {})", src, dst,
+                        opt_.kv_blocks);
+    for (size_t i = 0; i < p.g.values.size(); ++i) {
+      if (kv_of_[i] < 0) continue;
+      const int64_t bb = row_bytes(opt_.kv_dtype, P * p.g.values[i].row_elems());
+      auto* base = static_cast<uint8_t*>(kv_[static_cast<size_t>(kv_of_[i])].data());
+      std::memcpy(base + dst * bb, base + src * bb, static_cast<size_t>(bb));
+    }
+  }
+  bump scratch;
+  std::vector<float> gathered;
+  auto view = [&](vid v) -> expected<tensor_view> {
+    if (v == graph::none) return tensor_view{};
+    const value& xv = p.g[v];
+    if (xv.kind == value_kind::input && xv.input == graph::input_kind::hidden)
+      return tensor_view(x.data(), dtype::f32, shape{T, c.C});
+    if (xv.kind == value_kind::weight && xv.empty) return tensor_view{};
+    return view_of(p, v, T, N, S, cols);
+  };
+  for (size_t i = 0; i < p.g.nodes.size(); ++i) {
+    const node& n = p.g.nodes[i];
+    if (N == 0 && n.layer >= p.g.n_layer) continue; // no row needs logits this step
+    switch (n.kind) {
+    case node_kind::view:
+      continue;
+    case node_kind::all_reduce: {
+      if (spec_.tp_size == 1) continue;
+      if (!comm_)
+        return make_error(errc::internal, "TP {} shard without a collective", spec_.tp_size);
+      TROUPE_TRY_ASSIGN(t, view(n.in[0]));
+      TROUPE_TRY(comm_->all_reduce_sum(t.as<float>(), t.numel()));
+      continue;
+    }
+    case node_kind::all_gather: {
+      if (!comm_)
+        return make_error(errc::internal, "TP {} shard without a collective", spec_.tp_size);
+      TROUPE_TRY_ASSIGN(part, view(n.in[0]));
+      TROUPE_TRY_ASSIGN(all, view(n.out[0]));
+      std::vector<int64_t> counts(gather_counts_.size());
+      int64_t total = 0;
+      for (size_t r = 0; r < counts.size(); ++r) total += counts[r] = N * gather_counts_[r];
+      gathered.resize(static_cast<size_t>(total));
+      TROUPE_TRY(comm_->all_gather(part.as<float>(), gathered.data(), counts));
+      // rank r's block is [N, Vs_r]: interleave into rows of V
+      const int64_t V = all.cols();
+      int64_t base = 0, v0 = 0;
+      for (size_t r = 0; r < counts.size(); ++r) {
+        const int64_t vs = gather_counts_[r];
+        for (int64_t k = 0; k < N; ++k)
+          std::memcpy(all.as<float>() + k * V + v0, gathered.data() + base + k * vs,
+                      static_cast<size_t>(vs) * sizeof(float));
+        base += counts[r];
+        v0 += vs;
+      }
+      continue;
+    }
+    case node_kind::op:
+      break;
+    }
+    kernels::op_args a;
+    a.kind = n.op;
+    a.p = n.p;
+    a.p.block_size = static_cast<int>(P);
+    for (size_t k = 0; k < n.in.size() && k < a.src.size(); ++k) {
+      TROUPE_TRY_ASSIGN(t, view(n.in[k]));
+      a.src[k] = t;
+    }
+    TROUPE_TRY_ASSIGN(d, view(n.out[0]));
+    a.dst = d;
+    if (n.out.size() > 1) {
+      TROUPE_TRY_ASSIGN(d2, view(n.out[1]));
+      a.dst2 = d2;
+    }
+    scratch.reset(static_cast<uint8_t*>(scratch_.data()), scratch_.size());
+    if (auto st = be_->run(p.kernels[i], a, &scratch); !st)
+      return make_error(st.error().code, "{} ({}): {}", n.name, p.kernels[i].name,
+                        st.error().message);
+  }
+  TROUPE_TRY(be_->synchronize());
+  if (last_stage && logits) {
+    logits->clear();
+    if (N == 0) return {};
+    TROUPE_TRY_ASSIGN(lg, view(p.g.logits));
+    logits->resize(static_cast<size_t>(N * c.V));
+    std::memcpy(logits->data(), lg.data, static_cast<size_t>(N * c.V) * sizeof(float));
+  } else if (!last_stage) {
+    vid out = graph::none;
+    for (size_t v = 0; v < p.g.values.size(); ++v)
+      if (p.g.values[v].output) out = static_cast<vid>(v);
+    TROUPE_TRY_ASSIGN(h, view(out));
+    std::vector<float> next(static_cast<size_t>(T * c.C));
+    std::memcpy(next.data(), h.data, next.size() * sizeof(float));
+    x = std::move(next);
+  }
+  return {};
+}
+
+int64_t executor::decode_weight_bytes() const {
+  std::vector<char> counted(base_.values.size(), 0);
+  int64_t n = 0;
+  for (const auto& nd : base_.nodes)
+    for (size_t k = 0; k < nd.in.size(); ++k) {
+      const vid v = nd.in[k];
+      if (v == graph::none || base_[v].kind != value_kind::weight ||
+          counted[static_cast<size_t>(v)])
+        continue;
+      if (nd.kind == node_kind::op && nd.op == kernels::op::embedding && k == 0) continue;
+      counted[static_cast<size_t>(v)] = 1;
+      n += weights_.views[static_cast<size_t>(v)].data
+               ? weights_.views[static_cast<size_t>(v)].nbytes()
+               : 0;
+    }
+  return n;
+}
+
+std::string executor::explain() const {
+  std::string out = "# shard graph (cut, before fusion)\n" + base_.to_string();
+  const char* names[] = {"decode rows < 8, logit rows < 8", "decode rows < 8, logit rows >= 8",
+                         "prefill rows >= 8, logit rows < 8", "prefill rows >= 8, logit rows >= 8"};
+  for (size_t k = 0; k < plans_.size(); ++k) {
+    const plan& p = *plans_[k];
+    out += fmt::format("\n# plan: {} (arena {} bytes per row)\n", names[k], p.arena_row_bytes);
+    const std::string lines = p.g.to_string();
+    size_t at = 0;
+    for (size_t i = 0; i < p.g.nodes.size(); ++i) {
+      const size_t eol = lines.find('\n', at);
+      std::string line = lines.substr(at, eol - at);
+      at = eol + 1;
+      if (p.g.nodes[i].kind == node_kind::op) line += "  -> " + p.kernels[i].name;
+      out += line + "\n";
+    }
+  }
+  return out;
+}
+
+} // namespace troupe::exec

@@ -1,0 +1,99 @@
+// executor.hpp: runs one shard's part of a model on a backend. At creation it asks the
+// model's family for the whole graph (arch/family.hpp), cuts it for this shard (pipeline
+// stage, tensor rank), removes dead nodes, loads the weights the shard reads, allocates its
+// paged KV cache, and compiles the graph once per row class (steps of fewer than 8 rows or
+// more, for the token rows and for the logit rows): fusion passes where the backend has the
+// fused kernels, a kernel resolved for every node, and an activation arena planned from the
+// values' lifetimes (sizes per row, so one plan serves every step size; the arena grows only
+// when a step is larger than any before). forward() runs the plan for a batch: step inputs,
+// copy-on-write block copies, every node in order (kernels through the backend, reporting
+// a status; all-reduce / all-gather through the shard's collective), and hands back this
+// stage's hidden rows or the logits. One step at a time; the caller's thread runs it.
+// Tests: tests/exec/executor_test.cpp, tests/model/forward_test.cpp
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arch/model_source.hpp"
+#include "arch/shard_plan.hpp"
+#include "core/batch.hpp"
+#include "core/collective.hpp"
+#include "exec/backend.hpp"
+#include "exec/weights.hpp"
+#include "graph/graph.hpp"
+
+namespace troupe::exec {
+
+struct exec_options {
+  kernels::backend where = kernels::backend::cpu;
+  int threads = 1;
+  std::vector<int> cpus; // pin the shard's threads here when not empty
+  int64_t kv_blocks = 0; // blocks in the KV arena (block 0 is the null block)
+  int block_size = 16;   // P: tokens per block
+  dtype kv_dtype = dtype::f32;
+  bool fuse = true; // the fusion passes; false: the graph as the family built it
+};
+
+/// Rows of a step seen by kernel choice: below 8 (decode) or from 8 on (prefill). Kernels'
+/// supports() may depend on the row count only through this boundary (registry.hpp).
+inline constexpr int64_t row_class_boundary = 8;
+
+class executor {
+ public:
+  static expected<std::unique_ptr<executor>> create(std::shared_ptr<const model_source> m,
+                                                    const shard_spec& spec, const exec_options& opt,
+                                                    collective* comm);
+  ~executor();
+
+  /// Runs the shard's part of step `b`. `x` is [T, C] f32: the previous stage's output (or
+  /// ignored on the first stage); on return this stage's output. On the last stage `logits`
+  /// receives [n_logits, V]: per sequence in the order of b.seqs, its scored rows then its
+  /// sampling row (batch_seq::logit_rows).
+  status forward(const batch& b, std::vector<float>& x, std::vector<float>* logits);
+
+  const model_config& config() const { return source_->config; }
+  const shard_spec& spec() const { return spec_; }
+  int64_t resident_bytes() const { return weights_.resident_bytes; }
+  /// Weight bytes one decode step streams: every weight a node reads, but embedding tables
+  /// (one row each per token) unless a matmul reads them too (tied lm_head).
+  int64_t decode_weight_bytes() const;
+  int64_t kv_bytes() const { return kv_bytes_; }
+  int64_t kv_blocks() const { return opt_.kv_blocks; }
+  int block_size() const { return opt_.block_size; }
+  void set_collective(collective* comm) { comm_ = comm; }
+  /// The shard's graph before the fusion passes, and each compiled plan: every node with
+  /// the kernel it runs ("cpu/matmul/q8_0", "...composed(...)", "ref/..."), for `troupe explain`.
+  std::string explain() const;
+
+  struct plan;
+
+ private:
+  executor() = default;
+  status compile(int tc, int nc);
+  status check_batch(const batch& b) const;
+  expected<tensor_view> view_of(const plan& p, graph::vid v, int64_t T, int64_t N, int64_t S,
+                                int64_t cols) const;
+
+  std::shared_ptr<const model_source> source_;
+  shard_spec spec_;
+  shard_dims dims_;
+  exec_options opt_;
+  collective* comm_ = nullptr;
+  std::unique_ptr<backend> be_;
+  graph::graph base_; // cut for this shard, shapes inferred, not fused
+  loaded_weights weights_;
+  std::vector<kernels::device_buffer> kv_; // per state value (index in kv_of_)
+  std::vector<int> kv_of_;                 // value id -> index in kv_, or -1
+  int64_t kv_bytes_ = 0;
+  std::array<std::unique_ptr<plan>, 4> plans_; // [token class * 2 + logit class]
+  kernels::device_buffer arena_, scratch_;
+  int64_t arena_rows_ = 0;             // rows the arena holds now
+  std::vector<int64_t> gather_counts_; // all-gather: vocabulary rows per rank
+  // step inputs (host)
+  std::vector<int32_t> tokens_, tokens_local_, positions_, slots_, seq_table_, logit_rows_;
+};
+
+} // namespace troupe::exec

@@ -1,0 +1,159 @@
+// weights.cpp: resolving weight values against the checkpoint (weights.hpp).
+#include "exec/weights.hpp"
+
+#include <cstring>
+
+#include "core/convert.hpp"
+
+namespace troupe::exec {
+namespace {
+
+using graph::value;
+
+// A stored tensor seen as a row-major matrix [rows, cols] (1-D: one row).
+struct stored {
+  const tensor_info* t;
+  int64_t rows, cols;
+  const uint8_t* row(int64_t r) const { return t->data + r * row_bytes(t->type, cols); }
+};
+
+expected<stored> find(const model_source& m, const std::string& name) {
+  const tensor_info* t = m.tensors->find(name);
+  if (!t) return make_error(errc::not_found, "{}: missing tensor '{}'", m.path, name);
+  if (!t->supported)
+    return make_error(errc::unsupported, "{}: tensor '{}' has type {}", t->file->path(), name,
+                      t->raw_type);
+  stored s{t, t->dims.rank >= 2 ? t->dims.rows() : 1, t->dims.cols()};
+  return s;
+}
+
+class loader {
+ public:
+  loader(const model_source& m, loaded_weights& out)
+      : m_(m)
+      , out_(out) {}
+
+  expected<tensor_view> load(const value& v) {
+    TROUPE_TRY_ASSIGN(s, find(m_, v.w.name));
+    if (v.dims.size() == 1) return vec(v, s);
+    if (v.w.transposed) return transposed(v, s);
+    if (v.w.add != 0)
+      return make_error(errc::unsupported, "{}: a constant added to a matrix weight", v.w.name);
+    const auto segs = segments(v, s.rows);
+    const bool all_cols = v.w.col0 == 0 && (v.w.cols < 0 || v.w.cols == s.cols);
+    if (segs.size() == 1 && all_cols) { // zero-copy rows
+      TROUPE_TRY_ASSIGN(view,
+                        m_.tensors->rows(v.w.name, segs[0].first, segs[0].first + segs[0].second));
+      tensor_view t(view.data, view.type, shape{segs[0].second, s.cols});
+      out_.resident_bytes += t.nbytes();
+      return t;
+    }
+    // gather rows, then columns [col0, col0 + cols)
+    const int64_t c0 = v.w.col0, nc = v.w.cols < 0 ? s.cols - c0 : v.w.cols;
+    const int64_t blk = block_elems(s.t->type);
+    if (c0 % blk || nc % blk || c0 + nc > s.cols)
+      return make_error(errc::shape_mismatch,
+                        "{}: columns [{}, {}) do not fall on its {}-element blocks", v.w.name, c0,
+                        c0 + nc, blk);
+    int64_t n = 0;
+    for (auto [a, c] : segs) n += c;
+    const size_t rb = row_bytes(s.t->type, nc), off = row_bytes(s.t->type, c0);
+    TROUPE_TRY_ASSIGN(buf, buffer::allocate(static_cast<size_t>(n) * rb, false));
+    int64_t r = 0;
+    for (auto [a, c] : segs)
+      for (int64_t i = 0; i < c; ++i, ++r)
+        std::memcpy(buf.as<uint8_t>() + r * rb, s.row(a + i) + off, rb);
+    tensor_view t(buf.data(), s.t->type, shape{n, nc});
+    keep(std::move(buf), t);
+    return t;
+  }
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> segments(const value& v, int64_t rows) {
+    if (v.w.segments.empty()) return {{0, rows}};
+    return v.w.segments;
+  }
+  void keep(buffer b, const tensor_view& t) {
+    out_.resident_bytes += t.nbytes();
+    out_.owned.push_back(std::move(b));
+  }
+
+  // 1-D (norms, biases): the selected elements as f32, plus the constant
+  expected<tensor_view> vec(const value& v, const stored& s) {
+    const int64_t total = s.rows * s.cols;
+    if (is_quantized(s.t->type))
+      return make_error(errc::unsupported, "{}: quantized norms and biases are not supported",
+                        v.w.name);
+    auto segs = segments(v, total);
+    int64_t n = 0;
+    for (auto [a, c] : segs) {
+      if (a < 0 || a + c > total)
+        return make_error(errc::shape_mismatch, "{}: elements [{}, {}) of {}", v.w.name, a, a + c,
+                          total);
+      n += c;
+    }
+    if (segs.size() == 1 && s.t->type == dtype::f32 && v.w.add == 0) {
+      tensor_view t(const_cast<uint8_t*>(s.t->data) + segs[0].first * 4, dtype::f32, shape{n});
+      out_.resident_bytes += n * 4;
+      return t;
+    }
+    TROUPE_TRY_ASSIGN(buf, buffer::allocate(static_cast<size_t>(n) * 4, false));
+    float* o = buf.as<float>();
+    for (auto [a, c] : segs) {
+      to_f32(s.t->type, s.t->data + row_bytes(s.t->type, a), o, c);
+      for (int64_t i = 0; i < c; ++i) o[i] += v.w.add;
+      o += c;
+    }
+    tensor_view t(buf.data(), dtype::f32, shape{n});
+    keep(std::move(buf), t);
+    return t;
+  }
+
+  // stored [K, N]: the logical [N, K] is its transpose (f32), then rows and columns
+  expected<tensor_view> transposed(const value& v, const stored& s) {
+    if (is_quantized(s.t->type))
+      return make_error(errc::unsupported, "{}: a transposed weight must be f32/f16/bf16",
+                        v.w.name);
+    const int64_t K = s.rows, N = s.cols;
+    std::vector<float> row(static_cast<size_t>(N));
+    auto segs = segments(v, N);
+    const int64_t c0 = v.w.col0, nc = v.w.cols < 0 ? K - c0 : v.w.cols;
+    int64_t n = 0;
+    for (auto [a, c] : segs) n += c;
+    TROUPE_TRY_ASSIGN(buf, buffer::allocate(static_cast<size_t>(n * nc) * 4, false));
+    float* o = buf.as<float>();
+    for (int64_t k = c0; k < c0 + nc; ++k) { // logical column k = stored row k
+      to_f32(s.t->type, s.row(k), row.data(), N);
+      int64_t r = 0;
+      for (auto [a, c] : segs)
+        for (int64_t i = 0; i < c; ++i, ++r) o[r * nc + (k - c0)] = row[static_cast<size_t>(a + i)];
+    }
+    tensor_view t(buf.data(), dtype::f32, shape{n, nc});
+    keep(std::move(buf), t);
+    return t;
+  }
+
+  const model_source& m_;
+  loaded_weights& out_;
+};
+
+} // namespace
+
+expected<loaded_weights> load_weights(const model_source& m, const graph::graph& g) {
+  loaded_weights out;
+  out.views.resize(g.values.size());
+  std::vector<char> used(g.values.size(), 0);
+  for (const auto& n : g.nodes)
+    for (graph::vid v : n.in)
+      if (v != graph::none) used[static_cast<size_t>(v)] = 1;
+  loader ld(m, out);
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    const value& v = g.values[i];
+    if (!used[i] || v.kind != graph::value_kind::weight || v.empty) continue;
+    TROUPE_TRY_ASSIGN(t, ld.load(v));
+    out.views[i] = t;
+  }
+  return out;
+}
+
+} // namespace troupe::exec

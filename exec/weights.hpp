@@ -1,0 +1,27 @@
+// weights.hpp: a shard's weights as the executor reads them: each weight value of its graph
+// resolved against the checkpoint. Whole tensors and row slices are zero-copy views of the
+// mapped file; column slices (the inputs of a cut-by-input-features weight), rows gathered
+// from fused tensors, transposed weights (GPT-2's Conv1D) and norms or biases stored in 16
+// bits are copied into owned buffers. `resident_bytes` counts what the shard reads when it
+// runs (views and copies), which TP x PP divides. Host memory (a device backend uploads).
+// Tests: tests/exec/executor_test.cpp
+#pragma once
+
+#include <vector>
+
+#include "arch/model_source.hpp"
+#include "core/buffer.hpp"
+#include "graph/graph.hpp"
+
+namespace troupe::exec {
+
+struct loaded_weights {
+  std::vector<tensor_view> views; // by value id; empty for anything but a present weight
+  std::vector<buffer> owned;
+  int64_t resident_bytes = 0;
+};
+
+/// Every weight a node of `g` reads.
+expected<loaded_weights> load_weights(const model_source& m, const graph::graph& g);
+
+} // namespace troupe::exec

@@ -1,0 +1,191 @@
+// builder.cpp: the layer helpers (builder.hpp).
+#include "graph/builder.hpp"
+
+#include <cmath>
+
+namespace troupe::graph {
+
+using kernels::op;
+
+std::string builder::name(const std::string& what) const {
+  if (layer_ < 0 || layer_ >= g_.n_layer) return what;
+  return "blk." + std::to_string(layer_) + "." + what;
+}
+
+vid builder::op(kernels::op o, std::vector<vid> in, const std::string& what, kernels::op_params p) {
+  value v;
+  v.name = name(what);
+  v.layer = layer_;
+  const vid out = g_.add_value(std::move(v));
+  node n;
+  n.kind = node_kind::op;
+  n.op = o;
+  n.in = std::move(in);
+  n.out = {out};
+  n.p = p;
+  n.layer = layer_;
+  n.name = g_[out].name;
+  g_.add_node(std::move(n));
+  return out;
+}
+
+void builder::op_into(kernels::op o, std::vector<vid> in, vid out, const std::string& what,
+                      kernels::op_params p) {
+  node n;
+  n.kind = node_kind::op;
+  n.op = o;
+  n.in = std::move(in);
+  n.out = {out};
+  n.p = p;
+  n.layer = layer_;
+  n.name = name(what);
+  g_.add_node(std::move(n));
+}
+
+vid builder::view(vid x, std::vector<int64_t> dims, const std::string& what) {
+  value v;
+  v.name = name(what);
+  v.layer = layer_;
+  v.dims = dims;
+  v.alias = x;
+  const vid out = g_.add_value(std::move(v));
+  node n;
+  n.dims = std::move(dims);
+  n.kind = node_kind::view;
+  n.in = {x};
+  n.out = {out};
+  n.layer = layer_;
+  n.name = g_[out].name;
+  g_.add_node(std::move(n));
+  return out;
+}
+
+vid builder::norm(vid x, norm_type t, vid w, vid b, float eps, const std::string& what) {
+  kernels::op_params p;
+  p.eps = eps;
+  if (t == norm_type::rms) return op(op::rmsnorm, {x, w}, what, p);
+  return op(op::layernorm, {x, w, b}, what, p);
+}
+
+vid builder::linear(vid x, vid w, vid b, const std::string& what) {
+  const bool bias = b != none && !g_[b].empty;
+  if (bias && g_[w].split == cut::in) { // partial sums: the bias goes after the all-reduce
+    const vid y = op(op::matmul, {x, w, none}, what + "_nobias");
+    return add(y, b, what);
+  }
+  return op(op::matmul, {x, w, bias ? b : none}, what);
+}
+
+vid builder::add(vid a, vid b, const std::string& what) {
+  return op(op::add, {a, b}, what);
+}
+
+vid builder::mul(vid a, vid b, const std::string& what) {
+  return op(op::mul, {a, b}, what);
+}
+
+vid builder::scale(vid x, float s, const std::string& what, float bias) {
+  kernels::op_params p;
+  p.scale = s;
+  p.bias = bias;
+  return op(op::scale, {x}, what, p);
+}
+
+vid builder::unary(kernels::op o, vid x, const std::string& what) {
+  return op(o, {x}, what);
+}
+
+vid builder::clamp(vid x, float c, const std::string& what) {
+  kernels::op_params p;
+  p.scale = c;
+  return op(op::clamp, {x}, what, p);
+}
+
+vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, vid b_down,
+                 kernels::op act) {
+  vid a;
+  if (w_gate != none) {
+    const vid g = linear(h, w_gate, b_gate, "ffn_gate");
+    const vid u = linear(h, w_up, b_up, "ffn_up");
+    if (act == op::silu) {
+      a = op(op::swiglu, {g, u}, "ffn_act");
+    } else {
+      const vid ga = unary(act, g, "ffn_gate_act");
+      a = mul(ga, u, "ffn_act");
+    }
+  } else {
+    const vid u = linear(h, w_up, b_up, "ffn_up");
+    a = unary(act, u, "ffn_act");
+  }
+  return linear(a, w_down, b_down, "ffn_out");
+}
+
+vid builder::attention(vid h, const attention_spec& s, vid wq, vid wk, vid wv, vid wo, vid bq,
+                       vid bk, vid bv, vid bo, vid q_norm, vid k_norm, norm_type qk_norm,
+                       float qk_eps) {
+  const int64_t D = s.head_dim;
+  vid q = linear(h, wq, bq, "q");
+  vid k = linear(h, wk, bk, "k");
+  vid v = linear(h, wv, bv, "v");
+  if (s.clip_qkv > 0) {
+    q = clamp(q, s.clip_qkv, "q_clip");
+    k = clamp(k, s.clip_qkv, "k_clip");
+    v = clamp(v, s.clip_qkv, "v_clip");
+  }
+  q = view(q, {-1, D}, "q_heads");
+  k = view(k, {-1, D}, "k_heads");
+  v = view(v, {-1, D}, "v_heads");
+  if (q_norm != none) q = norm(q, qk_norm, q_norm, none, qk_eps, "q_norm");
+  if (k_norm != none) k = norm(k, qk_norm, k_norm, none, qk_eps, "k_norm");
+  const vid pos = g_.input(input_kind::positions);
+  const vid slots = g_.input(input_kind::slots);
+  if (s.rope) {
+    kernels::op_params rp;
+    rp.rope = s.rope_params;
+    q = op(op::rope, {q, pos}, "q_rope", rp);
+    k = op(op::rope, {k, pos}, "k_rope", rp);
+  }
+  const vid kc = add_kv_state(g_, state_kind::k_cache, layer_, s.kv_heads, D);
+  const vid vc = add_kv_state(g_, state_kind::v_cache, layer_, s.kv_heads, D);
+  op_into(op::kv_store, {k, slots}, kc, "k_store");
+  op_into(op::kv_store, {v, slots}, vc, "v_store");
+  kernels::op_params ap;
+  ap.scale = s.scale > 0 ? s.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  ap.window = s.window;
+  ap.softcap = s.softcap;
+  ap.alibi_max_bias = s.alibi_max_bias;
+  ap.alibi_heads = static_cast<int>(s.heads);
+  const vid a = op(op::paged_attention, {q, kc, vc, g_.input(input_kind::seq_table)}, "attn", ap);
+  const vid flat = view(a, {-1}, "attn_flat");
+  return linear(flat, wo, bo, "attn_out");
+}
+
+vid add_weight(graph& g, const std::string& name, weight_ref ref, dtype t,
+               std::vector<int64_t> dims, int layer, cut split, axis along, int64_t unit) {
+  value v;
+  v.name = name;
+  v.kind = value_kind::weight;
+  v.type = t;
+  v.r = rows::fixed;
+  v.dims = std::move(dims);
+  v.layer = layer;
+  v.w = std::move(ref);
+  v.split = split;
+  v.along = along;
+  v.unit = unit;
+  return g.add_value(std::move(v));
+}
+
+vid add_kv_state(graph& g, state_kind k, int layer, int64_t kv_heads, int64_t head_dim) {
+  value v;
+  v.name = "blk." + std::to_string(layer) + (k == state_kind::k_cache ? ".k_cache" : ".v_cache");
+  v.kind = value_kind::state;
+  v.state = k;
+  v.r = rows::fixed;
+  v.dims = {kv_heads, head_dim};
+  v.layer = layer;
+  v.along = axis::kv_heads;
+  return g.add_value(std::move(v));
+}
+
+} // namespace troupe::graph

@@ -1,0 +1,81 @@
+// builder.hpp: the named helpers an architecture family builds its layers with, as
+// llama.cpp's build_norm / build_attn / build_ffn: each adds nodes to a graph and returns the
+// value it computed, named after what it is ("blk.3.ffn_out"). Weights are added by the
+// family (it knows the checkpoint's names and shapes); the helpers take them as values.
+// Conventions the passes rely on: a linear layer whose weight TP cuts by input features is
+// followed directly by its bias add (the all-reduce goes between them); residual streams
+// between layers are recorded (graph::residual) so a pipeline cut knows what crosses it.
+// Tests: tests/graph/graph_test.cpp and every family's fixtures.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+
+namespace troupe::graph {
+
+enum class norm_type : uint8_t { rms, layer };
+
+/// What an attention block computes, beyond its weights.
+struct attention_spec {
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  float scale = 0;          // of the scores (1/sqrt(D) when 0)
+  int64_t window = 0;       // sliding window (0: full)
+  float softcap = 0;        // scores = softcap * tanh(scores / softcap) when > 0 (Gemma 2)
+  float alibi_max_bias = 0; // ALiBi slopes from this (> 0: no RoPE, Bloom / MPT)
+  bool rope = true;
+  rope_spec rope_params;
+  float clip_qkv = 0; // q, k, v clamped to [-clip, clip] when > 0 (OLMo, MPT)
+};
+
+class builder {
+ public:
+  builder(graph& g, int layer)
+      : g_(g)
+      , layer_(layer) {}
+  graph& g() { return g_; }
+  int layer() const { return layer_; }
+  /// "blk.3.name", or the bare name outside the layers.
+  std::string name(const std::string& what) const;
+
+  /// A registry op over `in` writing one new activation named `what`.
+  vid op(kernels::op o, std::vector<vid> in, const std::string& what, kernels::op_params p = {});
+  /// An op writing an existing value (a KV cache store).
+  void op_into(kernels::op o, std::vector<vid> in, vid out, const std::string& what,
+               kernels::op_params p = {});
+  vid view(vid x, std::vector<int64_t> dims, const std::string& what);
+
+  vid norm(vid x, norm_type t, vid w, vid b, float eps, const std::string& what);
+  /// x W^T (+ b). A weight cut by input features gets its bias added after the all-reduce.
+  vid linear(vid x, vid w, vid b, const std::string& what);
+  vid add(vid a, vid b, const std::string& what);
+  vid mul(vid a, vid b, const std::string& what);
+  vid scale(vid x, float s, const std::string& what, float bias = 0);
+  vid unary(kernels::op o, vid x, const std::string& what);
+  /// Element-wise clamp to [-c, c].
+  vid clamp(vid x, float c, const std::string& what);
+
+  /// The gated or plain feed-forward: down(act(gate(x)) * up(x)) or down(act(up(x))).
+  vid ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, vid b_down,
+          kernels::op act);
+  /// Self-attention over the paged KV cache: projections, optional q/k norms, RoPE, the
+  /// cache writes, attention, the output projection. q_norm / k_norm: per-head weights [D]
+  /// (or none).
+  vid attention(vid h, const attention_spec& s, vid wq, vid wk, vid wv, vid wo, vid bq, vid bk,
+                vid bv, vid bo, vid q_norm = none, vid k_norm = none,
+                norm_type qk_norm = norm_type::rms, float qk_eps = 1e-6f);
+
+ private:
+  graph& g_;
+  int layer_;
+};
+
+/// A weight value (the family supplies its stored shape and dtype).
+vid add_weight(graph& g, const std::string& name, weight_ref ref, dtype t,
+               std::vector<int64_t> dims, int layer, cut split = cut::none, axis along = axis::none,
+               int64_t unit = 1);
+/// The KV cache of one layer: [NB, P, kv_heads, head_dim] (NB, P: the executor's).
+vid add_kv_state(graph& g, state_kind k, int layer, int64_t kv_heads, int64_t head_dim);
+
+} // namespace troupe::graph

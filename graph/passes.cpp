@@ -1,0 +1,334 @@
+// passes.cpp: the pipeline and tensor-parallel cuts, dead-node removal and fusion
+// (passes.hpp).
+#include "graph/passes.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace troupe::graph {
+
+using kernels::op;
+
+namespace {
+
+// Replaces every read of `from` by `to` in nodes [first, end).
+void rewrite_reads(graph& g, vid from, vid to, size_t first = 0) {
+  for (size_t i = first; i < g.nodes.size(); ++i)
+    for (vid& v : g.nodes[i].in)
+      if (v == from) v = to;
+}
+
+// Rows [a, b) of the concatenation of `segs` (each (first row, count)), as segments.
+std::vector<std::pair<int64_t, int64_t>>
+take_rows(const std::vector<std::pair<int64_t, int64_t>>& segs, int64_t a, int64_t b) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t at = 0; // logical row where the segment starts
+  for (auto [first, count] : segs) {
+    const int64_t lo = std::max(a, at), hi = std::min(b, at + count);
+    if (lo < hi) out.emplace_back(first + (lo - at), hi - lo);
+    at += count;
+  }
+  return out;
+}
+
+} // namespace
+
+status cut_pipeline(graph& g, const shard_cut& c) {
+  if (c.layer_begin < 0 || c.layer_end > g.n_layer || c.layer_begin >= c.layer_end)
+    return make_error(errc::invalid_argument, "layers [{}, {}) outside the model's {}",
+                      c.layer_begin, c.layer_end, g.n_layer);
+  if (static_cast<int>(g.residual.size()) != g.n_layer + 1)
+    return make_error(errc::internal,
+                      "graph: the family recorded {} residual streams for {} layers",
+                      g.residual.size(), g.n_layer);
+  auto keep = [&](const node& n) {
+    if (n.layer < 0) return c.first_stage && c.layer_begin == 0;
+    if (n.layer >= g.n_layer) return c.last_stage && c.layer_end == g.n_layer;
+    return n.layer >= c.layer_begin && n.layer < c.layer_end;
+  };
+  if (!(c.first_stage && c.layer_begin == 0)) {
+    const vid hidden = g.input(input_kind::hidden);
+    g[hidden].dims = g[g.residual[static_cast<size_t>(c.layer_begin)]].dims;
+    rewrite_reads(g, g.residual[static_cast<size_t>(c.layer_begin)], hidden);
+  }
+  std::vector<node> kept;
+  for (auto& n : g.nodes)
+    if (keep(n)) kept.push_back(std::move(n));
+  g.nodes = std::move(kept);
+  for (auto& v : g.values) v.output = false;
+  if (c.last_stage && c.layer_end == g.n_layer) {
+    if (g.logits == none) return make_error(errc::internal, "graph: no logits");
+    g[g.logits].output = true;
+  } else {
+    g[g.residual[static_cast<size_t>(c.layer_end)]].output = true;
+  }
+  return {};
+}
+
+status cut_tensor(graph& g, const shard_cut& c) {
+  if (c.tp_size <= 1) return {};
+  // weights and caches: this rank's slice
+  std::vector<int64_t> full_rows(g.values.size(), 0);
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    value& v = g.values[i];
+    if (v.kind == value_kind::state) {
+      v.dims[0] = c.of(axis::kv_heads).second;
+      continue;
+    }
+    if (v.kind != value_kind::weight || v.split == cut::none || v.empty) continue;
+    const auto [u0, un] = c.of(v.along);
+    if (un <= 0)
+      return make_error(errc::internal, "graph: no {} range for {}", static_cast<int>(v.along),
+                        v.name);
+    const int64_t a = u0 * v.unit, b = (u0 + un) * v.unit;
+    full_rows[i] = v.dims[0];
+    if (v.split == cut::out) {
+      if (b > v.dims[0])
+        return make_error(errc::shape_mismatch, "{}: rows [{}, {}) of {}", v.name, a, b, v.dims[0]);
+      // segments are rows of the logical [N, K] matrix (after a transpose)
+      const auto segs = v.w.segments.empty()
+                            ? std::vector<std::pair<int64_t, int64_t>>{{0, v.dims[0]}}
+                            : v.w.segments;
+      v.w.segments = take_rows(segs, a, b);
+      v.dims[0] = b - a;
+    } else { // cut::in: columns
+      if (v.dims.size() < 2 || b > v.dims[1])
+        return make_error(errc::shape_mismatch, "{}: columns [{}, {}) of {}", v.name, a, b,
+                          v.dims.size() < 2 ? 0 : v.dims[1]);
+      v.w.col0 += a;
+      v.w.cols = b - a;
+      v.dims[1] = b - a;
+    }
+  }
+  // collectives
+  std::vector<node> out;
+  out.reserve(g.nodes.size() + 2 * static_cast<size_t>(g.n_layer) + 4);
+  std::vector<std::pair<vid, vid>> renames; // (old, new) applied to later nodes
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    node n = g.nodes[i];
+    for (auto& v : n.in)
+      for (auto [from, to] : renames)
+        if (v == from) v = to;
+    const bool has_w = n.kind == node_kind::op && n.in.size() > 1 && n.in[1] != none;
+    const value* w = has_w ? &g[n.in[1]] : nullptr;
+    const value* table = n.kind == node_kind::op && n.op == op::embedding ? &g[n.in[0]] : nullptr;
+    if (table && table->kind == value_kind::weight && table->split == cut::out &&
+        table->along == axis::vocab) {
+      n.in[1] = g.input(input_kind::tokens_local); // ids relative to this rank's rows
+      n.note = "vocabulary-parallel";
+      const vid part = n.out[0];
+      out.push_back(n);
+      value s = g[part];
+      s.name += "_sum";
+      s.alias = part; // summed in place
+      s.output = false;
+      const vid sum = g.add_value(s);
+      node ar;
+      ar.kind = node_kind::all_reduce;
+      ar.in = {part};
+      ar.out = {sum};
+      ar.layer = n.layer;
+      ar.name = g[sum].name;
+      out.push_back(ar);
+      renames.emplace_back(part, sum);
+      continue;
+    }
+    const bool matmul =
+        n.kind == node_kind::op && (n.op == op::matmul || n.op == op::matmul_swiglu);
+    if (matmul && w && w->split == cut::in) {
+      const vid part = n.out[0];
+      out.push_back(n);
+      value s = g[part];
+      s.name += "_sum";
+      s.alias = part; // summed in place
+      s.output = false;
+      const vid sum = g.add_value(s);
+      node ar;
+      ar.kind = node_kind::all_reduce;
+      ar.in = {part};
+      ar.out = {sum};
+      ar.layer = n.layer;
+      ar.name = g[sum].name;
+      out.push_back(ar);
+      renames.emplace_back(part, sum);
+      continue;
+    }
+    if (matmul && w && w->split == cut::out && w->along == axis::vocab) { // lm_head
+      const vid part = n.out[0];
+      out.push_back(n);
+      value s = g[part];
+      s.name += "_all";
+      s.output = false;
+      s.dims = {full_rows[static_cast<size_t>(n.in[1])]};
+      const vid all = g.add_value(s);
+      node ag;
+      ag.kind = node_kind::all_gather;
+      ag.in = {part};
+      ag.out = {all};
+      ag.layer = n.layer;
+      ag.name = g[all].name;
+      out.push_back(ag);
+      renames.emplace_back(part, all);
+      if (g.logits == part) {
+        g[part].output = false;
+        g.logits = all;
+        g[all].output = true;
+      }
+      continue;
+    }
+    if (n.kind == node_kind::op && n.op == op::paged_attention)
+      n.p.head0 = static_cast<int>(c.of(axis::heads).first); // ALiBi slopes are per global head
+    out.push_back(n);
+  }
+  g.nodes = std::move(out);
+  for (auto [from, to] : renames) {
+    if (g[from].output) {
+      g[from].output = false;
+      g[to].output = true;
+    }
+    if (g.logits == from) g.logits = to;
+    for (auto& r : g.residual)
+      if (r == from) r = to;
+  }
+  return {};
+}
+
+void remove_dead(graph& g) {
+  std::vector<char> live(g.values.size(), 0);
+  for (size_t i = 0; i < g.values.size(); ++i) live[i] = g.values[i].output;
+  std::vector<char> keep(g.nodes.size(), 0);
+  for (size_t k = g.nodes.size(); k-- > 0;) {
+    const node& n = g.nodes[k];
+    bool needed = false;
+    for (vid v : n.out)
+      if (v != none && (live[static_cast<size_t>(v)] || g[v].kind == value_kind::state))
+        needed = true;
+    if (!needed) continue;
+    keep[k] = 1;
+    for (vid v : n.in)
+      if (v != none) live[static_cast<size_t>(v)] = 1;
+  }
+  std::vector<node> out;
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    if (keep[k]) out.push_back(std::move(g.nodes[k]));
+  g.nodes = std::move(out);
+}
+
+int fuse(graph& g, const fuse_options& o) {
+  int fused = 0;
+  auto ok = [&](const node& n) { return !o.supported || o.supported(n, g); };
+  auto is_op = [](const node& n, op x) { return n.kind == node_kind::op && n.op == x; };
+  std::vector<char> gone(g.nodes.size(), 0);
+  auto consumers = g.consumers();
+  auto only_reader = [&](vid v, size_t reader) {
+    const auto& c = consumers[static_cast<size_t>(v)];
+    return c.size() == 1 && c[0] == reader && !g[v].output;
+  };
+  auto first_reader = [&](vid v) -> int64_t {
+    const auto& c = consumers[static_cast<size_t>(v)];
+    return c.empty() ? -1 : static_cast<int64_t>(*std::min_element(c.begin(), c.end()));
+  };
+  // gate / up + swiglu -> matmul_swiglu (at the swiglu's place)
+  if (o.gate_up)
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      node& s = g.nodes[k];
+      if (!is_op(s, op::swiglu) || s.in.size() < 2) continue;
+      const auto prod = g.producers();
+      const int64_t pg = prod[static_cast<size_t>(s.in[0])],
+                    pu = prod[static_cast<size_t>(s.in[1])];
+      if (pg < 0 || pu < 0) continue;
+      node& mg = g.nodes[static_cast<size_t>(pg)];
+      node& mu = g.nodes[static_cast<size_t>(pu)];
+      if (!is_op(mg, op::matmul) || !is_op(mu, op::matmul) || mg.in[0] != mu.in[0]) continue;
+      auto nobias = [](const node& m) { return m.in.size() < 3 || m.in[2] == none; };
+      if (!nobias(mg) || !nobias(mu) || !only_reader(s.in[0], k) || !only_reader(s.in[1], k))
+        continue;
+      const value &wg = g[mg.in[1]], &wu = g[mu.in[1]];
+      if (wg.type != wu.type || wg.dims != wu.dims) continue;
+      node f = s;
+      f.op = op::matmul_swiglu;
+      f.in = {mg.in[0], mg.in[1], mu.in[1]};
+      f.note = "fused matmul(gate) + matmul(up) + swiglu";
+      if (!ok(f)) continue;
+      s = f;
+      gone[static_cast<size_t>(pg)] = gone[static_cast<size_t>(pu)] = 1;
+      ++fused;
+    }
+  // rope + kv_store -> rope_kv_store (at the store's place)
+  if (o.rope_store)
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      node& st = g.nodes[k];
+      if (!is_op(st, op::kv_store)) continue;
+      const auto prod = g.producers();
+      const int64_t pr = prod[static_cast<size_t>(st.in[0])];
+      if (pr < 0 || gone[static_cast<size_t>(pr)]) continue;
+      node& r = g.nodes[static_cast<size_t>(pr)];
+      if (!is_op(r, op::rope) || !only_reader(st.in[0], k)) continue;
+      node f = st;
+      f.op = op::rope_kv_store;
+      f.in = {r.in[0], r.in[1], st.in[1]};
+      f.p.rope = r.p.rope;
+      f.note = "fused rope + kv_store";
+      if (!ok(f)) continue;
+      st = f;
+      gone[static_cast<size_t>(pr)] = 1;
+      ++fused;
+    }
+  // add + rmsnorm -> add_rmsnorm (at the add's place)
+  if (o.add_norm)
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      node& a = g.nodes[k];
+      if (gone[k] || !is_op(a, op::add) || a.in.size() < 2) continue;
+      const vid s = a.out[0];
+      const value &x = g[a.in[0]], &r = g[a.in[1]];
+      if (x.r != rows::tokens || r.r != rows::tokens || x.dims != r.dims) continue;
+      const int64_t nb = first_reader(s);
+      if (nb < 0) continue;
+      // the first reader must be the norm; other readers (the next residual) come after it
+      node& b = g.nodes[static_cast<size_t>(nb)];
+      if (gone[static_cast<size_t>(nb)] || !is_op(b, op::rmsnorm) || b.in[0] != s) continue;
+      node f = a;
+      f.op = op::add_rmsnorm;
+      f.in = {a.in[0], a.in[1], b.in[1]};
+      f.out = {b.out[0], s};
+      f.p = b.p;
+      f.name = g[b.out[0]].name;
+      f.note = "fused add + rmsnorm";
+      if (!ok(f)) continue;
+      a = f;
+      gone[static_cast<size_t>(nb)] = 1;
+      ++fused;
+    }
+  std::vector<node> out;
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    if (!gone[k]) out.push_back(std::move(g.nodes[k]));
+  g.nodes = std::move(out);
+  // norm whose readers are all int8-activation matmuls -> write q8_0
+  if (o.norm_quant) {
+    consumers = g.consumers();
+    for (node& n : g.nodes) {
+      if (!(is_op(n, op::rmsnorm) || is_op(n, op::add_rmsnorm))) continue;
+      const vid h = n.out[0];
+      if (g[h].type != dtype::f32 || g[h].output) continue;
+      const auto& readers = consumers[static_cast<size_t>(h)];
+      if (readers.empty()) continue;
+      bool all = true;
+      g[h].type = dtype::q8_0; // tentatively, so the readers are asked with int8 input
+      for (size_t r : readers) {
+        const node& m = g.nodes[r];
+        const bool mm = is_op(m, op::matmul) || is_op(m, op::matmul_swiglu);
+        if (!mm || m.in[0] != h || !is_quantized(g[m.in[1]].type) || !ok(m)) all = false;
+      }
+      if (all && ok(n)) {
+        n.note += (n.note.empty() ? "" : "; ") + std::string("writes q8_0 for the matmuls");
+        ++fused;
+      } else {
+        g[h].type = dtype::f32;
+      }
+    }
+  }
+  return fused;
+}
+
+} // namespace troupe::graph

@@ -1,0 +1,53 @@
+// passes.hpp: what turns a whole model's graph into one shard's, and a slow graph into a
+// fast one, as functions of a graph:
+//   cut_pipeline   keeps the layers of one pipeline stage: the residual entering its first
+//                  layer becomes the `hidden` input (unless it embeds), the one leaving its
+//                  last layer the output (unless it computes logits);
+//   cut_tensor     slices every weight TP cuts to this rank (rows for `out`, columns for `in`,
+//                  in units of heads, KV heads, FFN rows or vocabulary rows) and inserts the
+//                  collectives: an all-reduce after each node whose weight is cut by input
+//                  features (and after a vocabulary-parallel embedding), an all-gather of
+//                  vocabulary-parallel logits;
+//   remove_dead    drops nodes nothing needs (no output, no cache write, no consumer);
+//   fuse           replaces patterns by the fused ops of kernels/op.hpp where the backend
+//                  has them: add + rmsnorm -> add_rmsnorm; rmsnorm whose every consumer is a
+//                  matmul taking int8 activations -> rmsnorm writing q8_0; gate / up matmuls
+//                  + swiglu -> matmul_swiglu; rope + kv_store -> rope_kv_store;
+//   infer_shapes   recomputes every activation's shape from its operands.
+// Each pass keeps node order a valid schedule and records what it did in node::note, which
+// `troupe explain` prints. Tests: tests/graph/graph_test.cpp
+#pragma once
+
+#include <array>
+#include <functional>
+
+#include "graph/graph.hpp"
+
+namespace troupe::graph {
+
+/// One shard's place in the model.
+struct shard_cut {
+  int layer_begin = 0, layer_end = 0;
+  bool first_stage = true, last_stage = true;
+  int tp_rank = 0, tp_size = 1;
+  // per axis (heads, kv_heads, ffn, vocab): this rank's first unit and unit count
+  std::array<std::pair<int64_t, int64_t>, 5> range{};
+  std::pair<int64_t, int64_t>& of(axis a) { return range[static_cast<size_t>(a)]; }
+  const std::pair<int64_t, int64_t>& of(axis a) const { return range[static_cast<size_t>(a)]; }
+};
+
+status cut_pipeline(graph& g, const shard_cut& c);
+status cut_tensor(graph& g, const shard_cut& c);
+void remove_dead(graph& g);
+status infer_shapes(graph& g);
+
+/// Which fusions to try; `supported` says whether the backend has a native kernel for an
+/// op over these arguments (a fusion is skipped otherwise: its composite would be no faster).
+struct fuse_options {
+  bool add_norm = true, norm_quant = true, gate_up = true, rope_store = true;
+  std::function<bool(const node& n, const graph& g)> supported;
+};
+/// Returns how many fusions were made.
+int fuse(graph& g, const fuse_options& o);
+
+} // namespace troupe::graph

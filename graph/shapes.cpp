@@ -1,0 +1,141 @@
+// shapes.cpp: shape inference over a graph (passes.hpp): every activation's row class and
+// per-row dims follow from its node's operands, by the table of kernels/op.hpp. Run after a
+// pass changes weights' shapes (the tensor-parallel cut) so the activations follow.
+#include <numeric>
+
+#include "graph/passes.hpp"
+
+namespace troupe::graph {
+namespace {
+
+using kernels::op;
+
+status bad(const graph& g, const node& n, std::string_view what) {
+  return make_error(errc::shape_mismatch, "graph: {} ({}): {}", n.name, kernels::to_string(n.op),
+                    what);
+}
+
+int64_t product(const std::vector<int64_t>& d) {
+  return std::accumulate(d.begin(), d.end(), int64_t{1}, std::multiplies<>());
+}
+
+} // namespace
+
+status infer_shapes(graph& g) {
+  for (node& n : g.nodes) {
+    auto in = [&](size_t i) -> value* {
+      return i < n.in.size() && n.in[i] != none ? &g[n.in[i]] : nullptr;
+    };
+    value& out = g[n.out[0]];
+    if (out.kind == value_kind::state) continue; // a KV store: the cache keeps its shape
+    value* x = in(0);
+    if (!x) return bad(g, n, "no first operand");
+    switch (n.kind) {
+    case node_kind::view: {
+      // the pattern may hold one -1, inferred from the element count
+      out.dims = n.dims;
+      int64_t known = 1, unknown = -1;
+      for (size_t i = 0; i < out.dims.size(); ++i) {
+        if (out.dims[i] < 0) {
+          if (unknown >= 0) return bad(g, n, "a view with two unknown dims");
+          unknown = static_cast<int64_t>(i);
+        } else {
+          known *= out.dims[i];
+        }
+      }
+      const int64_t total = x->row_elems();
+      if (unknown >= 0) {
+        if (known == 0 || total % known) return bad(g, n, "the view does not divide its source");
+        out.dims[static_cast<size_t>(unknown)] = total / known;
+      } else if (known != total) {
+        return bad(g, n, "the view changes the element count");
+      }
+      out.r = x->r;
+      out.type = x->type;
+      continue;
+    }
+    case node_kind::all_reduce:
+      out.r = x->r;
+      out.dims = x->dims;
+      out.type = x->type;
+      continue;
+    case node_kind::all_gather:
+      out.r = x->r;
+      // the full vocabulary: set by the tensor-parallel pass (out.dims[0] = V)
+      if (out.dims.empty()) out.dims = x->dims;
+      out.type = dtype::f32;
+      continue;
+    case node_kind::op:
+      break;
+    }
+    switch (n.op) {
+    case op::embedding: { // rows of a table [V, C], or of an activation (selecting rows)
+      value* ids = in(1);
+      if (!ids || (x->r == rows::fixed && x->dims.size() != 2))
+        return bad(g, n, "embedding needs a table [V, C] or an activation, and ids");
+      out.r = ids->r;
+      out.dims = x->r == rows::fixed ? std::vector<int64_t>{x->dims[1]} : x->dims;
+      out.type = dtype::f32;
+      break;
+    }
+    case op::matmul:
+    case op::matmul_swiglu: {
+      value* w = in(1);
+      if (!w || w->r != rows::fixed || w->dims.size() != 2)
+        return bad(g, n, "matmul needs a weight [N, K]");
+      if (x->row_elems() != w->dims[1])
+        return bad(g, n,
+                   fmt::format("input has {} features per row, the weight {}", x->row_elems(),
+                               w->dims[1]));
+      out.r = x->r;
+      out.dims = {w->dims[0]};
+      out.type = dtype::f32;
+      break;
+    }
+    case op::add_rmsnorm: {
+      value& sum = g[n.out[1]];
+      sum.r = x->r;
+      sum.dims = x->dims;
+      sum.type = dtype::f32;
+      out.r = x->r;
+      out.dims = x->dims; // out.type: f32, or q8_0 set by the quantize fusion
+      break;
+    }
+    case op::sum_rows:
+      out.r = x->r;
+      out.dims = {1};
+      out.type = dtype::f32;
+      break;
+    case op::rmsnorm:
+    case op::layernorm:
+    case op::quantize:
+    case op::dequantize:
+    case op::convert:
+      out.r = x->r;
+      out.dims = x->dims; // the dtype is the builder's or a pass's
+      break;
+    case op::attention:
+    case op::paged_attention:
+    case op::rope:
+    case op::silu:
+    case op::gelu_erf:
+    case op::gelu_tanh:
+    case op::tanh:
+    case op::rsqrt:
+    case op::swiglu:
+    case op::softmax:
+    case op::add:
+    case op::mul:
+    case op::scale:
+    default:
+      out.r = x->r;
+      out.dims = x->dims;
+      out.type = dtype::f32;
+      break;
+    }
+    (void)product;
+  }
+  return {};
+}
+
+} // namespace troupe::graph
