@@ -14,5 +14,6 @@ void add_generate(CLI::App& app, std::function<int()>& run);
 void add_synth(CLI::App& app, std::function<int()>& run);
 void add_serve(CLI::App& app, std::function<int()>& run);
 void add_bench(CLI::App& app, std::function<int()>& run);
+void add_explain(CLI::App& app, std::function<int()>& run);
 
 } // namespace troupe::cli

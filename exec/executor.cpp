@@ -528,22 +528,42 @@ int64_t executor::decode_weight_bytes() const {
   return n;
 }
 
-std::string executor::explain() const {
-  std::string out = "# shard graph (cut, before fusion)\n" + base_.to_string();
-  const char* names[] = {"decode rows < 8, logit rows < 8", "decode rows < 8, logit rows >= 8",
-                         "prefill rows >= 8, logit rows < 8", "prefill rows >= 8, logit rows >= 8"};
+std::string executor::explain(bool all_plans) const {
+  std::string out = "# the shard's graph after the pipeline and tensor cuts (before fusion)\n" +
+                    base_.to_string();
+  const char* names[] = {"decode: rows < 8, logit rows < 8", "decode: rows < 8, logit rows >= 8",
+                         "prefill: rows >= 8, logit rows < 8",
+                         "prefill: rows >= 8, logit rows >= 8"};
   for (size_t k = 0; k < plans_.size(); ++k) {
+    if (!all_plans && k != 0 && k != 2) continue;
     const plan& p = *plans_[k];
-    out += fmt::format("\n# plan: {} (arena {} bytes per row)\n", names[k], p.arena_row_bytes);
+    int native = 0, composed = 0, reference = 0, fused = 0;
+    std::string body;
     const std::string lines = p.g.to_string();
     size_t at = 0;
     for (size_t i = 0; i < p.g.nodes.size(); ++i) {
       const size_t eol = lines.find('\n', at);
       std::string line = lines.substr(at, eol - at);
       at = eol + 1;
-      if (p.g.nodes[i].kind == node_kind::op) line += "  -> " + p.kernels[i].name;
-      out += line + "\n";
+      const node& n = p.g.nodes[i];
+      if (n.note.rfind("fused", 0) == 0 || n.note.find("q8_0") != std::string::npos) ++fused;
+      if (n.kind == node_kind::op) {
+        const auto& k2 = p.kernels[i];
+        line += "  -> " + k2.name;
+        if (k2.composed)
+          ++composed;
+        else if (k2.where == kernels::backend::ref && be_->kind() != kernels::backend::ref)
+          ++reference, line += " (reference: the backend lacks it)";
+        else
+          ++native;
+      }
+      body += line + "\n";
     }
+    out += fmt::format("\n# plan for {}: {} nodes, {} fused by the passes; kernels: {} native, "
+                       "{} composed, {} reference; arena {} bytes per row\n",
+                       names[k], p.g.nodes.size(), fused, native, composed, reference,
+                       p.arena_row_bytes);
+    out += body;
   }
   return out;
 }

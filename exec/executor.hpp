@@ -66,7 +66,8 @@ class executor {
   void set_collective(collective* comm) { comm_ = comm; }
   /// The shard's graph before the fusion passes, and each compiled plan: every node with
   /// the kernel it runs ("cpu/matmul/q8_0", "...composed(...)", "ref/..."), for `troupe explain`.
-  std::string explain() const;
+  /// A summary line counts the nodes per kernel kind (native, composed, reference).
+  std::string explain(bool all_plans = true) const;
 
   struct plan;
 
