@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arch/spec.hpp"
 #include "formats/gguf.hpp"
 
 namespace troupe {
@@ -77,6 +78,12 @@ constexpr arch_entry arch_table[] = {
 const arch_entry* find_arch(std::string_view name, bool gguf) {
   for (const auto& a : arch_table)
     if (name == (gguf ? a.gguf_name : a.hf_name)) return &a;
+  return nullptr;
+}
+
+const arch_entry* find_family(std::string_view family) {
+  for (const auto& a : arch_table)
+    if (family == a.family) return &a;
   return nullptr;
 }
 
@@ -370,9 +377,12 @@ expected<model_config> config_from_hf_json(const std::string& config_text,
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
       j["architectures"][0].is_string())
     arch = j["architectures"][0].get<std::string>();
-  const arch_entry* entry = find_arch(arch, false);
+  const arch_spec* spec = find_arch_spec(arch);
+  const arch_entry* entry = spec ? find_family(spec->family) : find_arch(arch, false);
   if (!entry)
-    return make_error(errc::unsupported, "{}: architecture '{}' is not supported (supported: {})",
+    return make_error(errc::unsupported,
+                      "{}: architecture '{}' is not supported (supported: {}; an --arch-spec file "
+                      "can define it from existing ops)",
                       where, arch.empty() ? "(none)" : arch, known_archs(false));
   c.arch = arch;
   c.family = entry->family;
@@ -398,8 +408,14 @@ expected<model_config> config_from_hf_json(const std::string& config_text,
     c.act = act_kind::gelu_tanh;
   else if (act == "gelu")
     c.act = act_kind::gelu_erf;
+  else if (spec && spec->activations.count(act))
+    c.act_expr = spec->activations.at(act);
   else
-    return make_error(errc::unsupported, "{}: hidden_act '{}' is not supported", where, act);
+    return make_error(errc::unsupported,
+                      "{}: hidden_act '{}' is not supported (an --arch-spec file can define it as "
+                      "an expression)",
+                      where, act);
+  if (spec && spec->activations.count(act)) c.act_expr = spec->activations.at(act); // spec wins
   // rope: legacy top-level rope_theta / rope_scaling, or transformers 5's rope_parameters
   c.rope.layout = rope_layout::neox; // HF checkpoints store q/k for rotate_half
   TROUPE_TRY_ASSIGN(theta, num_field(j, "rope_theta", 10000.0, where));

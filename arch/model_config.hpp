@@ -38,6 +38,8 @@ struct model_config {
   double norm_eps = 1e-5;
   norm_kind norm = norm_kind::rms;
   act_kind act = act_kind::silu;
+  std::string act_expr;  // the activation as an expression (an --arch-spec file): over x, or
+                         // over g and u (the whole gating); overrides `act`
   bool gated_ffn = true; // down(act(gate(x)) * up(x))
   bool qkv_bias = false;
   bool o_bias = false;

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include "arch/spec.hpp"
 #include "commands.hpp"
 #include "core/log.hpp"
 #include "kernels/device.hpp"
@@ -11,8 +12,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   bool version = false;
   std::string log_level;
+  std::vector<std::string> arch_specs;
   app.add_flag("--version", version, "print the version");
   app.add_option("--log", log_level, "log level: trace, debug, info, warn, error, off");
+  app.add_option("--arch-spec", arch_specs,
+                 "an architecture spec file (JSON) defining a family from existing ops; "
+                 "repeatable, before or after the subcommand");
+  app.fallthrough();
   std::function<int()> run;
   troupe::cli::add_generate(app, run);
   troupe::cli::add_synth(app, run);
@@ -31,6 +37,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     troupe::log_set_level(lv);
+  }
+  for (const auto& path : arch_specs) {
+    auto spec = troupe::load_arch_spec(path);
+    if (!spec) {
+      fmt::print(stderr, "troupe: {}\n", spec.error().to_string());
+      return 2;
+    }
+    troupe::register_arch_spec(std::move(*spec));
   }
   if (version) {
     fmt::print("troupe {} (cuda: {})\n", TROUPE_VERSION,

@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 #include "arch/family.hpp"
+#include "core/log.hpp"
 #include "graph/passes.hpp"
+#include "kernels/jit.hpp"
 
 namespace troupe::exec {
 
@@ -127,6 +130,23 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
   TROUPE_TRY(graph::cut_pipeline(whole, cut));
   TROUPE_TRY(graph::cut_tensor(whole, cut));
   graph::remove_dead(whole);
+  // element-wise programs: compiled by the JIT for the CPU; where it cannot, composed from
+  // primitive ops (the reference backend interprets them as they are)
+  if (opt.where == kernels::backend::cpu && !whole.programs.empty()) {
+    for (auto& prog : whole.programs)
+      if (!prog->compiled)
+        if (auto st = kernels::jit_prepare(*prog); !st) {
+          static std::once_flag said;
+          std::call_once(said, [&] {
+            TROUPE_LOG_WARN("exec",
+                            "{}; element-wise programs run as compositions of primitive ops",
+                            st.error().message);
+          });
+        }
+    const int n = graph::expand_elementwise(
+        whole, [](const kernels::ew_program& p) { return p.compiled != nullptr; });
+    for (int i = 0; i < n; ++i) kernels::jit_count_composed();
+  }
   TROUPE_TRY(graph::infer_shapes(whole));
   TROUPE_TRY(whole.validate());
   e->base_ = std::move(whole);

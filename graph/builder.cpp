@@ -101,10 +101,30 @@ vid builder::clamp(vid x, float c, const std::string& what) {
   return op(op::clamp, {x}, what, p);
 }
 
+vid builder::elementwise(std::shared_ptr<kernels::ew_program> program, std::vector<vid> in,
+                         const std::string& what) {
+  kernels::op_params p;
+  p.program = program.get();
+  g_.programs.push_back(std::move(program));
+  return op(op::elementwise, std::move(in), what, p);
+}
+
 vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, vid b_down,
-                 kernels::op act) {
+                 kernels::op act, std::shared_ptr<kernels::ew_program> expr) {
   vid a;
-  if (w_gate != none) {
+  if (expr && w_gate != none) {
+    const vid g = linear(h, w_gate, b_gate, "ffn_gate");
+    const vid u = linear(h, w_up, b_up, "ffn_up");
+    if (expr->sources == 2) {
+      a = elementwise(expr, {g, u}, "ffn_act"); // the whole gating, over g and u
+    } else {
+      const vid ga = elementwise(expr, {g}, "ffn_gate_act");
+      a = mul(ga, u, "ffn_act");
+    }
+  } else if (expr) {
+    const vid u = linear(h, w_up, b_up, "ffn_up");
+    a = elementwise(expr, {u}, "ffn_act");
+  } else if (w_gate != none) {
     const vid g = linear(h, w_gate, b_gate, "ffn_gate");
     const vid u = linear(h, w_up, b_up, "ffn_up");
     if (act == op::silu) {

@@ -55,10 +55,16 @@ class builder {
   vid unary(kernels::op o, vid x, const std::string& what);
   /// Element-wise clamp to [-c, c].
   vid clamp(vid x, float c, const std::string& what);
+  /// An element-wise program over `in` (expr.hpp): one kernel where the JIT is present, a
+  /// composition of primitives where not (expand_elementwise).
+  vid elementwise(std::shared_ptr<kernels::ew_program> program, std::vector<vid> in,
+                  const std::string& what);
 
   /// The gated or plain feed-forward: down(act(gate(x)) * up(x)) or down(act(up(x))).
+  /// `expr` (optional) replaces the activation: over x (the gate, or up when not gated), or
+  /// over g and u (the whole gating).
   vid ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, vid b_down,
-          kernels::op act);
+          kernels::op act, std::shared_ptr<kernels::ew_program> expr = nullptr);
   /// Self-attention over the paged KV cache: projections, optional q/k norms, RoPE, the
   /// cache writes, attention, the output projection. q_norm / k_norm: per-head weights [D]
   /// (or none).

@@ -11,11 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "kernels/expr.hpp"
 #include "kernels/op.hpp"
 
 namespace troupe::graph {
@@ -120,6 +122,8 @@ class graph {
   // pipeline cut passes on). Recorded by the family.
   std::vector<vid> residual;
   vid logits = none; // [N, V]: the last stage's result
+  // element-wise programs the graph's `elementwise` nodes point at (op_params::program)
+  std::vector<std::shared_ptr<kernels::ew_program>> programs;
 
   vid add_value(value v);
   /// A new node; returns its index.

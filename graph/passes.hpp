@@ -13,6 +13,7 @@
 //                  has them: add + rmsnorm -> add_rmsnorm; rmsnorm whose every consumer is a
 //                  matmul taking int8 activations -> rmsnorm writing q8_0; gate / up matmuls
 //                  + swiglu -> matmul_swiglu; rope + kv_store -> rope_kv_store;
+//   expand_elementwise  composes element-wise programs the JIT could not build from primitives;
 //   infer_shapes   recomputes every activation's shape from its operands.
 // Each pass keeps node order a valid schedule and records what it did in node::note, which
 // `troupe explain` prints. Tests: tests/graph/graph_test.cpp
@@ -20,6 +21,7 @@
 
 #include <array>
 #include <functional>
+#include <optional>
 
 #include "graph/graph.hpp"
 
@@ -49,5 +51,10 @@ struct fuse_options {
 };
 /// Returns how many fusions were made.
 int fuse(graph& g, const fuse_options& o);
+
+/// Replaces every `elementwise` node whose program `compiled` says was not JIT-compiled by
+/// the composition of primitive ops it denotes (expand.cpp); a program with an operation no
+/// primitive expresses keeps its node (the reference kernel runs it). Returns how many.
+int expand_elementwise(graph& g, const std::function<bool(const kernels::ew_program&)>& compiled);
 
 } // namespace troupe::graph

@@ -7,11 +7,12 @@ namespace troupe::kernels {
 namespace {
 
 constexpr std::array<std::string_view, op_count> op_names = {
-    "embedding",   "matmul",        "rmsnorm",       "layernorm", "rope",      "silu",
-    "gelu_erf",    "gelu_tanh",     "tanh",          "rsqrt",     "swiglu",    "softmax",
-    "add",         "mul",           "scale",         "sum_rows",  "attention", "paged_attention",
-    "kv_store",    "argmax",        "topk",          "convert",   "quantize",  "dequantize",
-    "add_rmsnorm", "matmul_swiglu", "rope_kv_store", "clamp",
+    "embedding",   "matmul",        "rmsnorm",       "layernorm",   "rope",      "silu",
+    "gelu_erf",    "gelu_tanh",     "tanh",          "rsqrt",       "swiglu",    "softmax",
+    "add",         "mul",           "scale",         "sum_rows",    "attention", "paged_attention",
+    "kv_store",    "argmax",        "topk",          "convert",     "quantize",  "dequantize",
+    "add_rmsnorm", "matmul_swiglu", "rope_kv_store", "clamp",       "relu",      "sigmoid",
+    "exp",         "abs",           "recip",         "elementwise",
 };
 
 bool is_float(dtype t) {
@@ -80,6 +81,11 @@ status check_args(const op_args& a) {
       return fail(a, "rot_dim must be even and <= D");
     return {};
   case op::clamp:
+  case op::relu:
+  case op::sigmoid:
+  case op::exp:
+  case op::abs:
+  case op::recip:
   case op::silu:
   case op::gelu_erf:
   case op::gelu_tanh:
@@ -92,6 +98,17 @@ status check_args(const op_args& a) {
   case op::swiglu:
     if (a.src[1].dims != s0.dims || d.dims != s0.dims) return fail(a, "gate, up, dst must match");
     return {};
+  case op::elementwise: {
+    if (!a.p.program) return fail(a, "no program");
+    for (const auto& s : a.src) {
+      if (!s.data) continue;
+      const bool full = s.numel() == d.numel();
+      const bool row = s.rows() == 1 && s.cols() == d.cols();
+      const bool col = s.rows() == d.rows() && s.cols() == 1;
+      if (!(full || row || col)) return fail(a, "a source must be [T, C], [1, C] or [T, 1]");
+    }
+    return {};
+  }
   case op::add:
   case op::mul: {
     const auto& s1 = a.src[1];

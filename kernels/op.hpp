@@ -16,6 +16,9 @@
 //   add mul          src0 [T, C], src1 [T, C] | [1, C] | [T, 1] (broadcast)   -> dst [T, C]
 //   scale            dst = src0 * p.scale + p.bias
 //   clamp            dst = min(max(src0, -p.scale), p.scale)
+//   relu sigmoid exp abs recip   src0 [..]                                  -> dst [..]
+//   elementwise      dst = p.program(src0, .., src3) element by element (expr.hpp); each
+//                    source [T, C] like dst, or [1, C] / [T, 1] broadcast
 //   sum_rows         src0 [T, C]                                              -> dst [T, 1]
 //   attention        src0 q [T, H, D], src1 k [S, Hkv, D], src2 v [S, Hkv, D] -> dst [T, H, D]
 //                    causal: query t (position p.pos0 + t) sees keys 0..p.pos0 + t
@@ -61,6 +64,10 @@ class thread_pool;
 } // namespace troupe
 
 namespace troupe::kernels {
+struct ew_program;
+} // namespace troupe::kernels
+
+namespace troupe::kernels {
 
 enum class op : uint8_t {
   embedding,
@@ -91,8 +98,14 @@ enum class op : uint8_t {
   matmul_swiglu,
   rope_kv_store,
   clamp,
+  relu,
+  sigmoid,
+  exp,
+  abs,
+  recip,
+  elementwise,
 };
-inline constexpr int op_count = 28;
+inline constexpr int op_count = 34;
 
 std::string_view to_string(op o);
 /// Parses an op name ("matmul"); false when unknown.
@@ -113,8 +126,9 @@ struct op_params {
   float alibi_max_bias = 0; // attention: ALiBi (0: off)
   int alibi_heads = 0;      // attention with ALiBi: the model's head count (slopes depend on it)
   int head0 = 0;            // attention with ALiBi: global index of this shard's first head
-  int block_size = 0;       // paged_attention, kv_store: P
-  rope_spec rope;           // rope, rope_kv_store
+  const struct ew_program* program = nullptr; // elementwise (owned by the graph or the caller)
+  int block_size = 0;                         // paged_attention, kv_store: P
+  rope_spec rope;                             // rope, rope_kv_store
 };
 
 struct op_args {

@@ -13,6 +13,16 @@ status build_llama(const model_source& m, graph::graph& g) {
   const weight_names& n = c.names;
   weights w(m, g);
   g.n_layer = static_cast<int>(c.n_layer);
+  std::shared_ptr<kernels::ew_program> act_expr; // a spec file's activation, shared by the layers
+  if (!c.act_expr.empty()) {
+    auto p = kernels::parse_expression(c.act_expr, {"x"});
+    if (!p) {
+      p = kernels::parse_expression(c.act_expr, {"g", "u"});
+      if (!p) return p.error();
+      p->sources = 2; // the whole gating, over g and u
+    }
+    act_expr = std::make_shared<kernels::ew_program>(std::move(*p));
+  }
   const int64_t C = c.C, H = c.H, Hkv = c.Hkv, D = c.D, F = c.F, V = c.V;
   // embedding (vocabulary-parallel)
   TROUPE_TRY_ASSIGN(tok, w.get(n.tok_embd, -1, {V, C}, cut::out, axis::vocab));
@@ -54,7 +64,7 @@ status build_llama(const model_source& m, graph::graph& g) {
     const kernels::op act = c.act == act_kind::silu        ? kernels::op::silu
                             : c.act == act_kind::gelu_tanh ? kernels::op::gelu_tanh
                                                            : kernels::op::gelu_erf;
-    const vid f = b.ffn(h2, wg, wu, wd, none, none, none, act);
+    const vid f = b.ffn(h2, wg, wu, wd, none, none, none, act, act_expr);
     x = b.add(x, f, "ffn_residual");
     g.residual.push_back(x);
   }

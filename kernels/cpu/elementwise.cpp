@@ -1,8 +1,10 @@
 // elementwise.cpp (cpu): unary ops, scale, swiglu, and add / mul with row or column
 // broadcast, over f32, threaded over rows.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/jit.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -42,6 +44,41 @@ void scale_k(const op_args& a, const exec_ctx& c) {
 void clamp_k(const op_args& a, const exec_ctx& c) {
   const float m = a.p.scale;
   unary(a, c, [m](float x) { return x < -m ? -m : x > m ? m : x; });
+}
+void relu_k(const op_args& a, const exec_ctx& c) {
+  unary(a, c, [](float x) { return x > 0.0f ? x : 0.0f; });
+}
+void sigmoid_k(const op_args& a, const exec_ctx& c) {
+  unary(a, c, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+}
+void exp_k(const op_args& a, const exec_ctx& c) {
+  unary(a, c, [](float x) { return std::exp(x); });
+}
+void abs_k(const op_args& a, const exec_ctx& c) {
+  unary(a, c, [](float x) { return std::fabs(x); });
+}
+void recip_k(const op_args& a, const exec_ctx& c) {
+  unary(a, c, [](float x) { return 1.0f / x; });
+}
+
+// A JIT-compiled element-wise program (jit.hpp), threaded over rows.
+void elementwise_k(const op_args& a, const exec_ctx& ctx) {
+  const auto fn = reinterpret_cast<ew_fn>(a.p.program->compiled);
+  const int64_t T = a.dst.rows(), C = a.dst.cols();
+  const float* src[4] = {nullptr, nullptr, nullptr, nullptr};
+  int64_t rs[4] = {0, 0, 0, 0}, cs[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 4; ++i) {
+    const tensor_view& s = a.src[static_cast<size_t>(i)];
+    if (!s.data) continue;
+    src[i] = s.as<float>();
+    rs[i] = s.rows() == 1 ? 0 : s.cols();
+    cs[i] = s.cols() == 1 ? 0 : 1;
+  }
+  parallel(ctx, T, std::max<int64_t>(1, grain / C), [&](int64_t t0, int64_t t1) {
+    const float* off[4];
+    for (int i = 0; i < 4; ++i) off[i] = src[i] ? src[i] + t0 * rs[i] : nullptr;
+    fn(off, rs, cs, a.dst.as<float>() + t0 * C, t1 - t0, C);
+  });
 }
 
 void swiglu_k(const op_args& a, const exec_ctx& ctx) {
@@ -91,6 +128,15 @@ void register_elementwise(registry& r) {
   r.add(op::rsqrt, backend::cpu, "f32", f32_args, rsqrt_k);
   r.add(op::scale, backend::cpu, "f32", f32_args, scale_k);
   r.add(op::clamp, backend::cpu, "f32", f32_args, clamp_k);
+  r.add(op::relu, backend::cpu, "f32", f32_args, relu_k);
+  r.add(op::sigmoid, backend::cpu, "f32", f32_args, sigmoid_k);
+  r.add(op::exp, backend::cpu, "f32", f32_args, exp_k);
+  r.add(op::abs, backend::cpu, "f32", f32_args, abs_k);
+  r.add(op::recip, backend::cpu, "f32", f32_args, recip_k);
+  r.add(
+      op::elementwise, backend::cpu, "jit",
+      [](const op_args& a) { return f32_args(a) && a.p.program && a.p.program->compiled; },
+      elementwise_k);
   r.add(op::swiglu, backend::cpu, "f32", f32_args, swiglu_k);
   r.add(op::add, backend::cpu, "f32", f32_args, binary<false>);
   r.add(op::mul, backend::cpu, "f32", f32_args, binary<true>);

@@ -1,6 +1,7 @@
 // elementwise.cpp (ref): unary ops (silu, gelu with erf or tanh, tanh, rsqrt), scale
 // (x * s + b), clamp, swiglu (silu(gate) * up), and add / mul with src1 broadcast over rows ([1,
 // C]) or columns ([T, 1]). f32 tensors; math in f64.
+#include "kernels/expr.hpp"
 #include "kernels/ref/ref.hpp"
 
 #include <algorithm>
@@ -51,6 +52,38 @@ void clamp_k(const op_args& a, const exec_ctx&) {
   unary(a, [m](double x) { return std::min(std::max(x, -m), m); });
 }
 
+void relu_k(const op_args& a, const exec_ctx&) {
+  unary(a, [](double x) { return x > 0 ? x : 0.0; });
+}
+void sigmoid_k(const op_args& a, const exec_ctx&) {
+  unary(a, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+}
+void exp_k(const op_args& a, const exec_ctx&) {
+  unary(a, [](double x) { return std::exp(x); });
+}
+void abs_k(const op_args& a, const exec_ctx&) {
+  unary(a, [](double x) { return std::fabs(x); });
+}
+void recip_k(const op_args& a, const exec_ctx&) {
+  unary(a, [](double x) { return 1.0 / x; });
+}
+
+// An element-wise program, interpreted in f64 (the specification of the JIT's kernels).
+void elementwise_k(const op_args& a, const exec_ctx&) {
+  const int64_t T = a.dst.rows(), C = a.dst.cols();
+  float* y = a.dst.as<float>();
+  double in[4] = {0, 0, 0, 0};
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c = 0; c < C; ++c) {
+      for (int i = 0; i < a.p.program->sources && i < 4; ++i) {
+        const tensor_view& s = a.src[static_cast<size_t>(i)];
+        const int64_t r = s.rows() == 1 ? 0 : t, k = s.cols() == 1 ? 0 : c;
+        in[i] = s.as<float>()[r * s.cols() + k];
+      }
+      y[t * C + c] = static_cast<float>(a.p.program->eval(in));
+    }
+}
+
 void swiglu_k(const op_args& a, const exec_ctx&) {
   const float* g = a.src[0].as<float>();
   const float* u = a.src[1].as<float>();
@@ -91,6 +124,12 @@ void register_elementwise(registry& r) {
   r.add(op::rsqrt, backend::ref, "f32", all_f32_args, rsqrt_k);
   r.add(op::scale, backend::ref, "f32", all_f32_args, scale_k);
   r.add(op::clamp, backend::ref, "f32", all_f32_args, clamp_k);
+  r.add(op::relu, backend::ref, "f32", all_f32_args, relu_k);
+  r.add(op::sigmoid, backend::ref, "f32", all_f32_args, sigmoid_k);
+  r.add(op::exp, backend::ref, "f32", all_f32_args, exp_k);
+  r.add(op::abs, backend::ref, "f32", all_f32_args, abs_k);
+  r.add(op::recip, backend::ref, "f32", all_f32_args, recip_k);
+  r.add(op::elementwise, backend::ref, "interpreted", all_f32_args, elementwise_k);
   r.add(op::swiglu, backend::ref, "f32", all_f32_args, swiglu_k);
   r.add(op::add, backend::ref, "f32", all_f32_args, binary<false>);
   r.add(op::mul, backend::ref, "f32", all_f32_args, binary<true>);

@@ -7,12 +7,15 @@
 #include <cmath>
 #include <cstdio>
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "../test_paths.hpp"
+#include "arch/spec.hpp"
 #include "exec/generator.hpp"
+#include "kernels/jit.hpp"
 #include "arch/synth.hpp"
 
 using namespace troupe;
@@ -235,4 +238,45 @@ TEST(FastKernels, LogitsWithinEachDtypeTolerance) {
     }
     std::remove(so.out.c_str());
   }
+}
+
+// A model whose activation no kernel implements (hidden_act "relu2"): refused, naming the
+// key, until a spec file defines it as an expression; then transformers' tokens and logits,
+// through the JIT, through the composition of primitives (no JIT), and through the reference
+// backend's interpreter.
+TEST(ArchSpec, ExpressionActivationMatchesTransformers) {
+  const std::string dir = test::fixture_path("models/llama_relu2");
+  const json fx = test::load_json(dir + "/expected.json");
+  clear_arch_specs();
+  auto refused = open_model(dir);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("hidden_act 'relu2'"), std::string::npos)
+      << refused.error().message;
+  auto spec = load_arch_spec(test::fixture_path("specs/relu2.json"));
+  ASSERT_TRUE(spec) << spec.error().to_string();
+  register_arch_spec(*spec);
+  struct path {
+    const char* jit;
+    kernels::backend where;
+  };
+  for (auto [jit, where] : {path{"1", kernels::backend::cpu}, path{"0", kernels::backend::cpu},
+                            path{"1", kernels::backend::ref}}) {
+    setenv("TROUPE_JIT", jit, 1);
+    const auto before = kernels::jit_counters();
+    auto g = make(dir, where);
+    ASSERT_TRUE(g);
+    const std::string plan = g->runner().explain(false);
+    if (where == kernels::backend::ref) {
+      EXPECT_NE(plan.find("ref/elementwise/interpreted"), std::string::npos);
+    } else if (std::string(jit) == "1") {
+      EXPECT_NE(plan.find("cpu/elementwise/jit"), std::string::npos) << "no compiler here?";
+    } else {
+      EXPECT_EQ(plan.find("elementwise"), std::string::npos);
+      EXPECT_NE(plan.find("composed from relu(x)^2"), std::string::npos);
+      EXPECT_GT(kernels::jit_counters().composed, before.composed);
+    }
+    for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  }
+  unsetenv("TROUPE_JIT");
+  clear_arch_specs();
 }

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/convert.hpp"
+#include "kernels/jit.hpp"
 
 namespace troupe::kernels::harness {
 namespace {
@@ -199,12 +200,14 @@ void rope_cases(std::vector<op_case>& out_cases) {
 }
 
 void elementwise_cases(std::vector<op_case>& out_cases) {
-  for (op o : {op::silu, op::gelu_erf, op::gelu_tanh, op::tanh, op::rsqrt, op::scale, op::clamp}) {
+  for (op o : {op::silu, op::gelu_erf, op::gelu_tanh, op::tanh, op::rsqrt, op::scale, op::clamp,
+               op::relu, op::sigmoid, op::exp, op::abs, op::recip}) {
     op_case c;
     c.name = fmt::format("{}(T=4,C=333)", to_string(o));
     gen g(c.name);
     c.kind = o;
-    auto x = o == op::rsqrt ? g.uniform(4 * 333, 0.1f, 10.0f) : g.normal(4 * 333, 3.0f);
+    auto x = o == op::rsqrt || o == op::recip ? g.uniform(4 * 333, 0.1f, 10.0f)
+                                              : g.normal(4 * 333, 3.0f);
     c.src = {from_floats(dtype::f32, {4, 333}, x)};
     c.dst = out(dtype::f32, {4, 333});
     c.p.scale = o == op::clamp ? 2.5f : 0.37f; // clamp: a third of the values saturate
@@ -285,6 +288,34 @@ void reduce_cases(std::vector<op_case>& out_cases) {
     c.dst2 = out(dtype::f32, {3, 5});
     c.p.k = 5;
     c.tol = {0, 0};
+    out_cases.push_back(std::move(c));
+  }
+}
+
+// Element-wise programs: full sources, a [1, C] row and a [T, 1] column broadcast. The CPU
+// kernel is the JIT's (compiled here, when a compiler is present; else the case is skipped
+// as unsupported on the CPU: the executor then composes the program from primitives).
+void program_cases(std::vector<op_case>& out_cases) {
+  static const char* texts[] = {"relu(x)*relu(x) + 0.5*sigmoid(y) - tanh(z)/2",
+                                "x * sigmoid(1.702 * x) + max(y, z) * min(x, 0.25)",
+                                "gelu(x) * y + gelu_tanh(z) - exp(-abs(x)) + sqrt(abs(y)) * 0.1"};
+  static std::vector<std::unique_ptr<ew_program>> programs;
+  for (int k = 0; k < 3; ++k) {
+    auto p = parse_expression(texts[k], {"x", "y", "z"});
+    if (!p) continue;
+    programs.push_back(std::make_unique<ew_program>(std::move(*p)));
+    (void)jit_prepare(*programs.back());
+    op_case c;
+    c.name = fmt::format("elementwise({},T=5,C=200)", texts[k]);
+    gen g(c.name);
+    c.kind = op::elementwise;
+    const shape third = k == 1 ? shape{5, 1} : shape{1, 200};
+    c.src = {from_floats(dtype::f32, {5, 200}, g.normal(1000, 2.0f)),
+             from_floats(dtype::f32, {5, 200}, g.normal(1000, 2.0f)),
+             from_floats(dtype::f32, third, g.normal(third.numel(), 2.0f))};
+    c.dst = out(dtype::f32, {5, 200});
+    c.p.program = programs.back().get();
+    c.tol = {1e-11, 1e-5};
     out_cases.push_back(std::move(c));
   }
 }
@@ -636,6 +667,7 @@ std::vector<op_case> all_cases() {
   elementwise_cases(cases);
   reduce_cases(cases);
   attention_cases(cases);
+  program_cases(cases);
   convert_cases(cases);
   fused_cases(cases);
   for (auto& c : cases) {

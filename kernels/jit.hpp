@@ -1,0 +1,33 @@
+// jit.hpp: element-wise programs (expr.hpp) compiled for the CPU when a model is loaded, as
+// PyTorch Inductor's CPU backend does: the program becomes a small C++ loop, built by the
+// system compiler (TROUPE_JIT_CXX, else $CXX, else c++) into a shared object cached under
+// TROUPE_JIT_DIR (default ~/.cache/troupe/jit) by the program's hash, and loaded with
+// dlopen. TROUPE_JIT=0 turns it off. Where no compiler works, prepare() says why (once in
+// the log) and the caller composes the program from primitive ops instead. Counters for
+// /metrics. Thread-safe. Tests: tests/kernels/expr_test.cpp
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/expr.hpp"
+
+namespace troupe::kernels {
+
+/// The compiled entry point: dst[t, c] from up to 4 sources, source i's element (t, c) at
+/// src[i][t * row_stride[i] + c * col_stride[i]] (strides 0 broadcast).
+using ew_fn = void (*)(const float* const* src, const int64_t* row_stride,
+                       const int64_t* col_stride, float* dst, int64_t rows, int64_t cols);
+
+struct jit_stats {
+  int64_t compiled = 0; // built by the compiler in this process
+  int64_t cached = 0;   // loaded from the on-disk cache or already loaded
+  int64_t failed = 0;   // could not be built (the program was composed instead)
+  int64_t composed = 0; // programs run as compositions of primitives (counted by the executor)
+};
+
+/// Sets p.compiled; an error (unavailable: no compiler, or TROUPE_JIT=0) leaves it null.
+status jit_prepare(ew_program& p);
+jit_stats jit_counters();
+void jit_count_composed();
+
+} // namespace troupe::kernels
