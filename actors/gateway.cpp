@@ -16,6 +16,7 @@
 #include "actors/openai_api.hpp"
 #include "actors/pipeline.hpp"
 #include "core/job_queue.hpp"
+#include "kernels/jit.hpp"
 #include "core/log.hpp"
 #include "text/output_processor.hpp"
 
@@ -435,6 +436,18 @@ void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
              "troupe_http_requests_total counter\n";
       for (auto [code, n] : self->by_status)
         out += fmt::format("troupe_http_requests_total{{status=\"{}\"}} {}\n", code, n);
+    }
+    {
+      const auto j = kernels::jit_counters();
+      out += "# HELP troupe_jit_kernels_total Element-wise programs prepared by the JIT.\n# TYPE "
+             "troupe_jit_kernels_total counter\n";
+      out += fmt::format("troupe_jit_kernels_total{{result=\"compiled\"}} {}\n", j.compiled);
+      out += fmt::format("troupe_jit_kernels_total{{result=\"cached\"}} {}\n", j.cached);
+      out += fmt::format("troupe_jit_kernels_total{{result=\"failed\"}} {}\n", j.failed);
+      out += fmt::format("# HELP troupe_composed_programs_total Element-wise programs run as "
+                         "compositions of primitives (no JIT).\n# TYPE "
+                         "troupe_composed_programs_total counter\ntroupe_composed_programs_total {}\n",
+                         j.composed);
     }
     if (s) {
       const double kv_usage = s->kv_blocks_total > 0
