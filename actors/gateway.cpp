@@ -16,8 +16,8 @@
 #include "actors/openai_api.hpp"
 #include "actors/pipeline.hpp"
 #include "core/job_queue.hpp"
-#include "kernels/jit.hpp"
 #include "core/log.hpp"
+#include "kernels/jit.hpp"
 #include "text/output_processor.hpp"
 
 namespace troupe::actors {
@@ -444,10 +444,11 @@ void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
       out += fmt::format("troupe_jit_kernels_total{{result=\"compiled\"}} {}\n", j.compiled);
       out += fmt::format("troupe_jit_kernels_total{{result=\"cached\"}} {}\n", j.cached);
       out += fmt::format("troupe_jit_kernels_total{{result=\"failed\"}} {}\n", j.failed);
-      out += fmt::format("# HELP troupe_composed_programs_total Element-wise programs run as "
-                         "compositions of primitives (no JIT).\n# TYPE "
-                         "troupe_composed_programs_total counter\ntroupe_composed_programs_total {}\n",
-                         j.composed);
+      out +=
+          fmt::format("# HELP troupe_composed_programs_total Element-wise programs run as "
+                      "compositions of primitives (no JIT).\n# TYPE "
+                      "troupe_composed_programs_total counter\ntroupe_composed_programs_total {}\n",
+                      j.composed);
     }
     if (s) {
       const double kv_usage = s->kv_blocks_total > 0

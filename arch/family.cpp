@@ -1,38 +1,61 @@
-// family.cpp: the family table (family.hpp).
+// family.cpp: the family table (families.hpp) and build_graph (family.hpp).
 #include "arch/family.hpp"
 
 #include "arch/families/families.hpp"
 
 namespace troupe::arch {
-namespace {
 
-struct entry {
-  const char* name;
-  status (*build)(const model_source&, graph::graph&);
-};
-constexpr entry table[] = {
-    {"llama", build_llama},
-    {"mistral", build_llama},
-    {"qwen2", build_llama},
-};
+const std::vector<family_entry>& families() {
+  static const std::vector<family_entry> table = {
+      {"llama", {"LlamaForCausalLM"}, {"llama"}, read_llama_hf, read_llama_gguf, build_llama},
+      {"mistral", {"MistralForCausalLM"}, {"mistral"}, read_llama_hf, read_llama_gguf, build_llama},
+      {"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, read_llama_hf, read_llama_gguf, build_llama},
+  };
+  return table;
+}
 
-} // namespace
+const family_entry* find_family(std::string_view name) {
+  for (const auto& e : families())
+    if (name == e.name) return &e;
+  return nullptr;
+}
+
+const family_entry* find_family_hf(std::string_view arch) {
+  for (const auto& e : families())
+    for (const char* a : e.hf_archs)
+      if (arch == a) return &e;
+  return nullptr;
+}
+
+const family_entry* find_family_gguf(std::string_view arch) {
+  for (const auto& e : families())
+    for (const char* a : e.gguf_archs)
+      if (arch == a && e.read_gguf) return &e;
+  return nullptr;
+}
+
+std::string known_architectures(bool gguf) {
+  std::string s;
+  for (const auto& e : families())
+    for (const char* a : gguf ? e.gguf_archs : e.hf_archs)
+      s += (s.empty() ? "" : ", ") + std::string(a);
+  return s;
+}
 
 expected<graph::graph> build_graph(const model_source& m) {
-  for (const auto& e : table)
-    if (m.config.family == e.name) {
-      graph::graph g;
-      TROUPE_TRY(e.build(m, g));
-      TROUPE_TRY(g.validate());
-      return g;
-    }
-  return make_error(errc::unsupported, "{}: no graph builder for the '{}' family", m.path,
-                    m.config.family);
+  const family_entry* e = find_family(m.config.family);
+  if (!e)
+    return make_error(errc::unsupported, "{}: no graph builder for the '{}' family", m.path,
+                      m.config.family);
+  graph::graph g;
+  TROUPE_TRY(e->build(m, g));
+  TROUPE_TRY(g.validate());
+  return g;
 }
 
 std::vector<std::string> family_names() {
   std::vector<std::string> out;
-  for (const auto& e : table) out.emplace_back(e.name);
+  for (const auto& e : families()) out.emplace_back(e.name);
   return out;
 }
 

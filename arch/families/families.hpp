@@ -1,11 +1,35 @@
-// families.hpp (arch/families, internal): the build function of every family; family.cpp
-// dispatches on model_config::family.
+// families.hpp (arch/families, internal): the table of architecture families. Each family
+// (one file in arch/families/) reads its configuration from config.json (read_hf) and from
+// GGUF metadata (read_gguf) into model_config, and builds the whole model's graph (build).
+// family.cpp holds the table; model_config.cpp dispatches on it.
 #pragma once
 
+#include <vector>
+
+#include "arch/families/config_io.hpp"
 #include "arch/families/weights.hpp"
 
 namespace troupe::arch {
 
+struct family_entry {
+  const char* name;                    // model_config::family
+  std::vector<const char*> hf_archs;   // config.json "architectures"
+  std::vector<const char*> gguf_archs; // general.architecture
+  status (*read_hf)(hf_cfg& j, model_config& c);
+  status (*read_gguf)(const gguf_cfg& g, model_config& c); // null: no GGUF form
+  status (*build)(const model_source& m, graph::graph& g);
+};
+
+const std::vector<family_entry>& families();
+const family_entry* find_family(std::string_view name);
+const family_entry* find_family_hf(std::string_view arch);
+const family_entry* find_family_gguf(std::string_view arch);
+/// "LlamaForCausalLM, MistralForCausalLM, ..." (or the GGUF names).
+std::string known_architectures(bool gguf);
+
+// the families
+status read_llama_hf(hf_cfg& j, model_config& c);
+status read_llama_gguf(const gguf_cfg& g, model_config& c);
 status build_llama(const model_source& m, graph::graph& g);
 
 } // namespace troupe::arch

@@ -94,10 +94,15 @@ TEST(ModelConfig, RefusesWhatChangesTheMath) {
   EXPECT_NE(c.error().message.find("quantization_config"), std::string::npos);
   EXPECT_NE(c.error().message.find("gptq"), std::string::npos);
   j = base("LlamaForCausalLM");
-  j["mlp_bias"] = true;
+  j["hidden_act"] = "mish"; // an activation transformers has and Troupe does not
   c = parse(j);
   ASSERT_FALSE(c);
-  EXPECT_NE(c.error().message.find("mlp_bias"), std::string::npos);
+  EXPECT_NE(c.error().message.find("hidden_act 'mish'"), std::string::npos);
+  j = base("LlamaForCausalLM");
+  j["mlp_bias"] = true; // implemented: biases on gate, up and down
+  c = parse(j);
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->mlp_bias);
   j = base("MistralForCausalLM");
   j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
   c = parse(j);

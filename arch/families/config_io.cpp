@@ -1,0 +1,296 @@
+// config_io.cpp: reading configurations for the families (config_io.hpp).
+#include "arch/families/config_io.hpp"
+
+#include "arch/spec.hpp"
+
+#include <fmt/format.h>
+
+namespace troupe::arch {
+
+bool hf_cfg::has(const char* key) const {
+  auto it = j_.find(key);
+  return it != j_.end() && !it->is_null();
+}
+
+expected<int64_t> hf_cfg::i(const char* key, int64_t fallback) {
+  read_.insert(key);
+  auto it = j_.find(key);
+  if (it == j_.end() || it->is_null()) return fallback;
+  if (!it->is_number_integer() || it->get<int64_t>() < 0)
+    return make_error(errc::corrupt_file, "{}: '{}' must be a non-negative integer", where_, key);
+  return it->get<int64_t>();
+}
+
+expected<int64_t> hf_cfg::req(const char* key) {
+  TROUPE_TRY_ASSIGN(v, i(key, 0));
+  if (v <= 0)
+    return make_error(errc::corrupt_file, "{}: '{}' must be a positive integer", where_, key);
+  return v;
+}
+
+expected<double> hf_cfg::f(const char* key, double fallback) {
+  read_.insert(key);
+  auto it = j_.find(key);
+  if (it == j_.end() || it->is_null()) return fallback;
+  if (!it->is_number())
+    return make_error(errc::corrupt_file, "{}: '{}' must be a number", where_, key);
+  return it->get<double>();
+}
+
+bool hf_cfg::b(const char* key, bool fallback) {
+  read_.insert(key);
+  auto it = j_.find(key);
+  return it != j_.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+std::string hf_cfg::s(const char* key, const std::string& fallback) {
+  read_.insert(key);
+  auto it = j_.find(key);
+  return it != j_.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+const json& hf_cfg::raw(const char* key) {
+  static const json null;
+  read_.insert(key);
+  auto it = j_.find(key);
+  return it == j_.end() ? null : *it;
+}
+
+std::vector<std::string> hf_cfg::unread() const {
+  std::vector<std::string> out;
+  for (auto& [k, v] : j_.items())
+    if (!read_.count(k)) out.push_back(k);
+  return out;
+}
+
+error hf_cfg::bad(const std::string& what) const {
+  return make_error(errc::corrupt_file, "{}: {}", where_, what);
+}
+
+error hf_cfg::unsupported(const std::string& what) const {
+  return make_error(errc::unsupported, "{}: {}", where_, what);
+}
+
+status read_common(hf_cfg& j, model_config& c) {
+  // quantized checkpoints (bitsandbytes, GPTQ, AWQ, FP8, compressed-tensors) store weights
+  // that mean something else than their dtype says: never load them as if they were plain
+  for (const char* q : {"quantization_config", "compression_config"})
+    if (const json& v = j.raw(q); !v.is_null()) {
+      std::string method =
+          v.is_object() && v.contains("quant_method") && v["quant_method"].is_string()
+              ? v["quant_method"].get<std::string>()
+              : "";
+      return j.unsupported(fmt::format(
+          "'{}'{} is not supported: this checkpoint's weights are quantized by a method Troupe "
+          "does not implement (use an unquantized or GGUF copy)",
+          q, method.empty() ? "" : " (" + method + ")"));
+    }
+  // bookkeeping every PretrainedConfig may carry: nothing computed depends on it
+  for (const char* k : {"architectures",
+                        "model_type",
+                        "torch_dtype",
+                        "dtype",
+                        "transformers_version",
+                        "_name_or_path",
+                        "initializer_range",
+                        "use_cache",
+                        "attention_dropout",
+                        "pad_token_id",
+                        "return_dict",
+                        "output_hidden_states",
+                        "output_attentions",
+                        "torchscript",
+                        "use_bfloat16",
+                        "is_decoder",
+                        "is_encoder_decoder",
+                        "chunk_size_feed_forward",
+                        "id2label",
+                        "label2id",
+                        "tokenizer_class",
+                        "problem_type",
+                        "_attn_implementation",
+                        "attn_implementation",
+                        "bos_token_id",
+                        "eos_token_id",
+                        "hidden_dropout",
+                        "embd_pdrop",
+                        "resid_pdrop",
+                        "attn_pdrop",
+                        "summary_type",
+                        "summary_use_proj",
+                        "summary_activation",
+                        "summary_proj_to_labels",
+                        "summary_first_dropout",
+                        "classifier_dropout",
+                        "embedding_dropout",
+                        "attention_probs_dropout_prob",
+                        "hidden_dropout_prob",
+                        "residual_dropout",
+                        "embedding_pdrop"})
+    j.mark(k);
+  (void)c;
+  return {};
+}
+
+status read_rope_scaling(const json& rs, model_config& c, const std::string& where) {
+  std::string type;
+  if (rs.contains("rope_type") && rs["rope_type"].is_string())
+    type = rs["rope_type"].get<std::string>();
+  else if (rs.contains("type") && rs["type"].is_string())
+    type = rs["type"].get<std::string>();
+  if (type.empty() || type == "default") return {};
+  auto num = [&](const char* k, double fallback) -> expected<double> {
+    auto it = rs.find(k);
+    if (it == rs.end() || it->is_null()) return fallback;
+    if (!it->is_number())
+      return make_error(errc::corrupt_file, "{}: rope '{}' must be a number", where, k);
+    return it->get<double>();
+  };
+  TROUPE_TRY_ASSIGN(factor, num("factor", 1.0));
+  c.rope.factor = factor;
+  if (type == "linear") {
+    c.rope.scaling = rope_scaling::linear;
+  } else if (type == "llama3") {
+    c.rope.scaling = rope_scaling::llama3;
+    TROUPE_TRY_ASSIGN(lo, num("low_freq_factor", 1.0));
+    TROUPE_TRY_ASSIGN(hi, num("high_freq_factor", 4.0));
+    TROUPE_TRY_ASSIGN(orig, num("original_max_position_embeddings", 8192));
+    if (hi <= lo)
+      return make_error(errc::corrupt_file,
+                        "{}: llama3 rope needs high_freq_factor > low_freq_factor", where);
+    c.rope.low_freq_factor = lo;
+    c.rope.high_freq_factor = hi;
+    c.rope.orig_ctx = orig;
+  } else if (type == "yarn") {
+    c.rope.scaling = rope_scaling::yarn;
+    TROUPE_TRY_ASSIGN(orig, num("original_max_position_embeddings", static_cast<double>(c.ctx)));
+    TROUPE_TRY_ASSIGN(bf, num("beta_fast", 32.0));
+    TROUPE_TRY_ASSIGN(bs, num("beta_slow", 1.0));
+    TROUPE_TRY_ASSIGN(af, num("attention_factor", 0.0));
+    TROUPE_TRY_ASSIGN(ms, num("mscale", 0.0));
+    TROUPE_TRY_ASSIGN(msa, num("mscale_all_dim", 0.0));
+    c.rope.orig_ctx = orig;
+    c.rope.beta_fast = bf;
+    c.rope.beta_slow = bs;
+    c.rope.attn_factor = af;
+    c.rope.mscale = ms;
+    c.rope.mscale_all_dim = msa;
+  } else {
+    return make_error(errc::unsupported,
+                      "{}: rope scaling '{}' is not supported (linear, llama3, yarn are)", where,
+                      type);
+  }
+  if (c.rope.factor <= 0)
+    return make_error(errc::corrupt_file, "{}: rope scaling factor must be positive", where);
+  return {};
+}
+
+status read_rope(hf_cfg& j, model_config& c, double theta_default, double partial_default) {
+  c.rope.layout = rope_layout::neox; // HF checkpoints store q/k for rotate_half
+  TROUPE_TRY_ASSIGN(theta, j.f("rope_theta", theta_default));
+  c.rope.theta = theta;
+  TROUPE_TRY_ASSIGN(partial, j.f("partial_rotary_factor", partial_default));
+  if (const json& rp = j.raw("rope_parameters"); rp.is_object()) {
+    if (rp.contains("rope_theta") && rp["rope_theta"].is_number())
+      c.rope.theta = rp["rope_theta"].get<double>();
+    if (rp.contains("partial_rotary_factor") && rp["partial_rotary_factor"].is_number())
+      partial = rp["partial_rotary_factor"].get<double>();
+    TROUPE_TRY(read_rope_scaling(rp, c, j.where()));
+  }
+  if (const json& rs = j.raw("rope_scaling"); rs.is_object())
+    TROUPE_TRY(read_rope_scaling(rs, c, j.where()));
+  c.rope.rot_dim = static_cast<int>(static_cast<double>(c.D) * partial);
+  return {};
+}
+
+void read_special_ids(hf_cfg& j, const std::string& generation_json, model_config& c) {
+  auto eos_of = [](const json& x, std::vector<int64_t>& out) {
+    auto it = x.find("eos_token_id");
+    if (it == x.end()) return;
+    if (it->is_number_integer()) {
+      out = {it->get<int64_t>()};
+    } else if (it->is_array()) {
+      out.clear();
+      for (const auto& e : *it)
+        if (e.is_number_integer()) out.push_back(e.get<int64_t>());
+    }
+  };
+  const json& bos = j.raw("bos_token_id");
+  if (bos.is_number_integer()) c.bos_id = bos.get<int64_t>();
+  json eos = {{"eos_token_id", j.raw("eos_token_id")}};
+  eos_of(eos, c.eos_ids);
+  if (!generation_json.empty()) {
+    json g = json::parse(generation_json, nullptr, false);
+    if (g.is_object()) {
+      eos_of(g, c.eos_ids);
+      if (g.contains("bos_token_id") && g["bos_token_id"].is_number_integer())
+        c.bos_id = g["bos_token_id"].get<int64_t>();
+    }
+  }
+}
+
+status read_activation(const std::string& act, model_config& c, const std::string& where) {
+  // a registered spec file defines it: its expression wins over a built-in
+  if (const arch_spec* spec = find_arch_spec(c.arch); spec && spec->activations.count(act)) {
+    c.act_expr = spec->activations.at(act);
+    return {};
+  }
+  if (act == "silu" || act == "swish")
+    c.act = act_kind::silu;
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_new" || act == "gelu_fast")
+    c.act = act_kind::gelu_tanh;
+  else if (act == "gelu")
+    c.act = act_kind::gelu_erf;
+  else if (act == "quick_gelu") // transformers' QuickGELUActivation
+    c.act_expr = "x * sigmoid(1.702 * x)";
+  else if (act == "relu2") // ReLUSquaredActivation
+    c.act_expr = "relu(x)^2";
+  else if (act == "relu")
+    c.act_expr = "relu(x)";
+  else
+    return make_error(errc::unsupported,
+                      "{}: hidden_act '{}' is not supported (an --arch-spec file can define it as "
+                      "an expression)",
+                      where, act);
+  return {};
+}
+
+const std::string& gguf_cfg::path() const {
+  return g.file->path();
+}
+
+status read_gguf_common(const gguf_cfg& g, model_config& c, const std::string& tok_embd) {
+  c.ctx = g.i("context_length", 2048);
+  c.rope.theta = g.f("rope.freq_base", 10000.0);
+  c.rope.rot_dim = static_cast<int>(g.i("rope.dimension_count", c.D));
+  if (auto st = g.g.get_string(g.key("rope.scaling.type")); st && *st != "none") {
+    c.rope.factor = g.f("rope.scaling.factor", 1.0);
+    if (*st == "linear") {
+      c.rope.scaling = rope_scaling::linear;
+    } else if (*st == "yarn") {
+      c.rope.scaling = rope_scaling::yarn;
+      c.rope.orig_ctx = g.f("rope.scaling.original_context_length", static_cast<double>(c.ctx));
+    } else {
+      return make_error(errc::unsupported, "{}: rope scaling '{}' is not supported", g.path(), *st);
+    }
+  }
+  if (g.g.tensors.contains("rope_freqs.weight"))
+    return make_error(errc::unsupported,
+                      "{}: per-frequency rope factors (rope_freqs.weight, Llama 3.1 GGUF) are not "
+                      "supported yet; load the HF checkpoint",
+                      g.path());
+  if (auto tokens = g.g.get(std::string("tokenizer.ggml.tokens"));
+      tokens && tokens->type == gguf_type::array)
+    c.V = static_cast<int64_t>(tokens->arr.size());
+  c.V = g.i("vocab_size", c.V);
+  if (const tensor_info* e = g.g.tensors.find(tok_embd); e && e->dims.rank == 2 && c.V == 0)
+    c.V = e->dims[0];
+  c.bos_id = g.g.get_int_or("tokenizer.ggml.bos_token_id", -1);
+  if (auto eos = g.g.get_int("tokenizer.ggml.eos_token_id")) c.eos_ids = {*eos};
+  if (auto eot = g.g.get_int("tokenizer.ggml.eot_token_id");
+      eot && (c.eos_ids.empty() || c.eos_ids[0] != *eot))
+    c.eos_ids.push_back(*eot);
+  return {};
+}
+
+} // namespace troupe::arch

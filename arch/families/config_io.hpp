@@ -1,0 +1,80 @@
+// config_io.hpp (arch/families, internal): how a family reads its configuration. hf_cfg
+// wraps config.json and remembers every key a reader asked for, so the keys a family never
+// reads (which its transformers class ignores too) are listed once at load rather than
+// silently dropped; a key it reads but does not implement is refused by the reader, naming
+// it. gguf_cfg reads `<arch>.<key>` metadata. The shared pieces (RoPE and its scaling, the
+// EOS ids, the bookkeeping keys every config carries) live here.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "arch/model_config.hpp"
+#include "formats/gguf.hpp"
+
+namespace troupe::arch {
+
+using json = nlohmann::json;
+
+class hf_cfg {
+ public:
+  hf_cfg(const json& j, std::string where)
+      : j_(j)
+      , where_(std::move(where)) {}
+  const std::string& where() const { return where_; }
+  bool has(const char* key) const;
+  /// A non-negative integer; `fallback` when absent or null; an error naming the key when
+  /// of another type.
+  expected<int64_t> i(const char* key, int64_t fallback);
+  /// A positive integer that must be there.
+  expected<int64_t> req(const char* key);
+  expected<double> f(const char* key, double fallback);
+  bool b(const char* key, bool fallback);
+  std::string s(const char* key, const std::string& fallback);
+  /// The raw value (null when absent); marks the key read.
+  const json& raw(const char* key);
+  void mark(const char* key) { read_.insert(key); }
+  /// Keys present and never read.
+  std::vector<std::string> unread() const;
+  error bad(const std::string& what) const;
+  error unsupported(const std::string& what) const;
+
+ private:
+  const json& j_;
+  std::string where_;
+  std::set<std::string> read_;
+};
+
+/// Marks what every config.json carries that changes nothing computed (architectures,
+/// dtype, ids of special tokens are read elsewhere ...); refuses quantized checkpoints
+/// (quantization_config, compression_config) by name.
+status read_common(hf_cfg& j, model_config& c);
+/// rope_theta / rope_scaling (legacy) or rope_parameters (transformers 5), and
+/// partial_rotary_factor; `theta` and `partial` are the family's defaults.
+status read_rope(hf_cfg& j, model_config& c, double theta, double partial);
+/// The scaling part of a rope dict (linear, llama3, yarn, dynamic, longrope).
+status read_rope_scaling(const json& rs, model_config& c, const std::string& where);
+/// bos / eos ids from config.json and generation_config.json text (may be empty).
+void read_special_ids(hf_cfg& j, const std::string& generation_json, model_config& c);
+/// Maps an HF activation name to a kernel or a built-in expression; unsupported otherwise
+/// (an --arch-spec file may still define it).
+status read_activation(const std::string& name, model_config& c, const std::string& where);
+
+struct gguf_cfg {
+  const gguf_file& g;
+  std::string arch;
+  std::string key(const char* k) const { return arch + "." + k; }
+  int64_t i(const char* k, int64_t fallback) const { return g.get_int_or(key(k), fallback); }
+  double f(const char* k, double fallback) const { return g.get_float_or(key(k), fallback); }
+  expected<int64_t> req(const char* k) const { return g.get_int(key(k)); }
+  bool has(const char* k) const { return g.get(key(k)) != nullptr; }
+  const std::string& path() const;
+};
+
+/// What every GGUF reader shares: the vocabulary size (tokens, or the embedding rows),
+/// bos / eos / eot ids, rope base / dimension count / scaling, and the context length.
+status read_gguf_common(const gguf_cfg& g, model_config& c, const std::string& tok_embd);
+
+} // namespace troupe::arch
