@@ -60,12 +60,12 @@ status model_config::validate() const {
         fmt::format("dimensions must be positive (layers {}, C {}, F {}, H {}, Hkv {}, D {}, V {})",
                     n_layer, C, F, H, Hkv, D, V));
   if (H % Hkv) return bad(fmt::format("{} heads is not a multiple of {} KV heads", H, Hkv));
-  if (rope.rot_dim <= 0 || rope.rot_dim > D || rope.rot_dim % 2)
+  if (rope_enabled && (rope.rot_dim <= 0 || rope.rot_dim > D || rope.rot_dim % 2))
     return bad(fmt::format("rotary dimension {} must be even and at most the head dim {}",
                            rope.rot_dim, D));
   if (!(norm_eps > 0) || norm_eps > 1)
     return bad(fmt::format("norm epsilon {} out of range", norm_eps));
-  if (!(rope.theta > 0)) return bad("rope theta must be positive");
+  if (rope_enabled && !(rope.theta > 0)) return bad("rope theta must be positive");
   if (sliding_window < 0) return bad("sliding window must not be negative");
   if (!windowed.empty() && static_cast<int64_t>(windowed.size()) != n_layer)
     return bad(fmt::format("{} per-layer window flags for {} layers", windowed.size(), n_layer));

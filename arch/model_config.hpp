@@ -20,6 +20,25 @@ class gguf_file;
 
 enum class norm_kind : uint8_t { rms, layer };
 enum class act_kind : uint8_t { silu, gelu_tanh, gelu_erf };
+/// How a layer's two sublayers meet the residual stream.
+enum class residual_kind : uint8_t {
+  sequential,        // x += attn(n1(x)); x += ffn(n2(x))
+  parallel,          // h = n1(x); x += attn(h) + ffn(h)          (Phi-2, Cohere, Falcon-7B)
+  parallel_two_norms // x += attn(n1(x)) + ffn(n2(x))             (GPT-NeoX, Falcon-40B)
+};
+/// Where a layer's norms sit around each sublayer.
+enum class norm_place : uint8_t {
+  pre,      // on the sublayer's input (Llama)
+  sandwich, // on the input and on the output, before the residual add (Gemma 2 / 3)
+  post,     // on the output only (OLMo 2)
+};
+/// q / k normalisation.
+enum class qk_norm_kind : uint8_t {
+  none,
+  head,         // over head_dim, one weight [D] shared by the heads (Qwen3, Gemma 3)
+  head_weights, // over head_dim, a weight per head [H, D] (StableLM, Cohere)
+  full,         // over the whole projection [H * D] (OLMo 2; a TP shard needs the others' sums)
+};
 
 /// How the tensors of one checkpoint format are named; "{}" stands for the layer index.
 struct weight_names {
@@ -50,6 +69,26 @@ struct model_config {
                                  // empty: every layer does when sliding_window > 0
   double attn_scale = 0;         // 1/sqrt(D) when 0
   rope_spec rope;
+  // the layer recipe beyond Llama's (arch/families/decoder.cpp reads these)
+  residual_kind residual = residual_kind::sequential;
+  norm_place norms = norm_place::pre;
+  bool norm_weight = true; // false: non-parametric norms (OLMo)
+  double norm_add = 0;     // added to every norm weight as loaded (Gemma: x * (1 + w))
+  qk_norm_kind qk_norm = qk_norm_kind::none;
+  norm_kind qk_norm_type = norm_kind::rms;
+  double embed_scale = 0;    // the embedding rows times this (0: none; Gemma sqrt(C), Granite)
+  double residual_scale = 1; // sublayer outputs times this before the residual add (Granite)
+  double logit_scale = 1;    // logits times this (Cohere; Granite 1 / logits_scaling)
+  double attn_softcap = 0;   // scores = c tanh(s / c) (Gemma 2)
+  double final_softcap = 0;  // logits = c tanh(l / c) (Gemma 2 / 3)
+  double clip_qkv = 0;       // q, k, v clamped to [-c, c] (OLMo, MPT)
+  double alibi_max_bias = 0; // ALiBi instead of RoPE (Bloom, MPT)
+  bool rope_enabled = true;
+  bool has_rope_local = false; // windowed layers use rope_local (Gemma 3)
+  rope_spec rope_local;
+  bool learned_positions = false;   // a position embedding table added to the tokens' (GPT-2)
+  bool embed_norm = false;          // a norm on the embeddings (Bloom)
+  bool attn_scale_by_layer = false; // scores also divided by layer + 1 (GPT-2 option)
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;

@@ -109,6 +109,14 @@ using status = expected<void>;
     if (!troupe_try_result_) return std::move(troupe_try_result_).error();                         \
   } while (false)
 
+/// Assigns an existing `var` from an expected-returning expression, or returns its error.
+#define TROUPE_TRY_SET(var, expr)                                                                  \
+  do {                                                                                             \
+    auto troupe_set_result_ = (expr);                                                              \
+    if (!troupe_set_result_) return std::move(troupe_set_result_).error();                         \
+    var = std::move(*troupe_set_result_);                                                          \
+  } while (false)
+
 /// Declares `var` from an expected-returning expression, or returns its error.
 #define TROUPE_TRY_ASSIGN(var, expr)                                                               \
   auto var##_expected_ = (expr);                                                                   \

@@ -1,6 +1,7 @@
 // weights.cpp: resolving weight values against the checkpoint (weights.hpp).
 #include "exec/weights.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/convert.hpp"
@@ -34,6 +35,18 @@ class loader {
       , out_(out) {}
 
   expected<tensor_view> load(const value& v) {
+    if (v.w.constant) { // every element the same (the graph's shape, after any cut)
+      int64_t n = 1;
+      for (int64_t d : v.dims) n *= d;
+      TROUPE_TRY_ASSIGN(buf, buffer::allocate(static_cast<size_t>(n) * 4, false));
+      std::fill(buf.as<float>(), buf.as<float>() + n, v.w.fill);
+      shape sh;
+      sh.rank = static_cast<int>(v.dims.size());
+      for (size_t i = 0; i < v.dims.size(); ++i) sh.dims[i] = v.dims[i];
+      tensor_view t(buf.data(), dtype::f32, sh);
+      keep(std::move(buf), t);
+      return t;
+    }
     TROUPE_TRY_ASSIGN(s, find(m_, v.w.name));
     if (v.dims.size() == 1) return vec(v, s);
     if (v.w.transposed) return transposed(v, s);

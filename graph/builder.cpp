@@ -60,6 +60,22 @@ vid builder::view(vid x, std::vector<int64_t> dims, const std::string& what) {
   return out;
 }
 
+vid builder::all_reduce(vid x, const std::string& what) {
+  value v;
+  v.name = name(what);
+  v.layer = layer_;
+  v.alias = x;
+  const vid out = g_.add_value(std::move(v));
+  node n;
+  n.kind = node_kind::all_reduce;
+  n.in = {x};
+  n.out = {out};
+  n.layer = layer_;
+  n.name = g_[out].name;
+  g_.add_node(std::move(n));
+  return out;
+}
+
 vid builder::norm(vid x, norm_type t, vid w, vid b, float eps, const std::string& what) {
   kernels::op_params p;
   p.eps = eps;
@@ -157,6 +173,12 @@ vid builder::attention(vid h, const attention_spec& s, vid wq, vid wk, vid wv, v
   v = view(v, {-1, D}, "v_heads");
   if (q_norm != none) q = norm(q, qk_norm, q_norm, none, qk_eps, "q_norm");
   if (k_norm != none) k = norm(k, qk_norm, k_norm, none, qk_eps, "k_norm");
+  return attend(s, {q, k, v}, wo, bo);
+}
+
+vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
+  const int64_t D = s.head_dim;
+  vid q = x.q, k = x.k, v = x.v;
   const vid pos = g_.input(input_kind::positions);
   const vid slots = g_.input(input_kind::slots);
   if (s.rope) {

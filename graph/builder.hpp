@@ -29,6 +29,12 @@ struct attention_spec {
   float clip_qkv = 0; // q, k, v clamped to [-clip, clip] when > 0 (OLMo, MPT)
 };
 
+/// Where the per-head norm weights go.
+enum class head_norm : uint8_t {
+  shared,   // one weight [D] for every head
+  per_head, // a weight per head: [H * D] after the norm (applied as a broadcast product)
+};
+
 class builder {
  public:
   builder(graph& g, int layer)
@@ -45,6 +51,8 @@ class builder {
   void op_into(kernels::op o, std::vector<vid> in, vid out, const std::string& what,
                kernels::op_params p = {});
   vid view(vid x, std::vector<int64_t> dims, const std::string& what);
+  /// Sums x over the tensor-parallel group, in place (nothing at TP 1).
+  vid all_reduce(vid x, const std::string& what);
 
   vid norm(vid x, norm_type t, vid w, vid b, float eps, const std::string& what);
   /// x W^T (+ b). A weight cut by input features gets its bias added after the all-reduce.
@@ -71,6 +79,11 @@ class builder {
   vid attention(vid h, const attention_spec& s, vid wq, vid wk, vid wv, vid wo, vid bq, vid bk,
                 vid bv, vid bo, vid q_norm = none, vid k_norm = none,
                 norm_type qk_norm = norm_type::rms, float qk_eps = 1e-6f);
+  /// The parts of attention(), for families that put something between them.
+  struct qkv {
+    vid q, k, v; // [T, H, D] / [T, Hkv, D]
+  };
+  vid attend(const attention_spec& s, qkv x, vid wo, vid bo);
 
  private:
   graph& g_;

@@ -72,6 +72,8 @@ struct weight_ref {
   int64_t col0 = 0, cols = -1; // columns taken (after the rows and the transpose); -1: all
   float add = 0;               // added to every element when loaded (Gemma stores norm w - 1)
   bool optional = false;       // absent from the checkpoint: the value is empty (no bias)
+  bool constant = false;       // not in the checkpoint: every element is `fill` (a norm's ones)
+  float fill = 0;
 };
 
 struct value {

@@ -24,8 +24,8 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
     return make_error(errc::unsupported, "{}: tensor '{}' has type {}, which Troupe cannot load",
                       t->file->path(), name, t->raw_type);
   std::vector<int64_t> dims(t->dims.dims.begin(), t->dims.dims.begin() + t->dims.rank);
-  // 1-D weights may be stored as [n] or [1, n]
-  if (dims.size() == 2 && dims[0] == 1 && want.size() == 1) dims = {dims[1]};
+  // 1-D weights may be stored as [n], [1, n] or [H, D] (per-head norm weights)
+  if (dims.size() == 2 && want.size() == 1 && dims[0] * dims[1] == want[0]) dims = {want[0]};
   if (ref.transposed && dims.size() == 2) std::swap(dims[0], dims[1]);
   if (!ref.segments.empty()) {
     int64_t n = 0;
@@ -53,6 +53,14 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
                       t->file->path(), name);
   return graph::add_weight(g_, name, std::move(ref), type, std::move(dims), layer, split, along,
                            unit);
+}
+
+graph::vid weights::constant(const std::string& name, int layer, std::vector<int64_t> dims,
+                             float value, graph::cut split, graph::axis along, int64_t unit) {
+  graph::weight_ref ref;
+  ref.constant = true;
+  ref.fill = value;
+  return graph::add_weight(g_, name, ref, dtype::f32, std::move(dims), layer, split, along, unit);
 }
 
 } // namespace troupe::arch

@@ -24,6 +24,11 @@ class weights {
                            graph::axis along = graph::axis::none, int64_t unit = 1,
                            bool optional = false, graph::weight_ref ref = {});
   bool has(const std::string& name) const { return m_.tensors->contains(name); }
+  /// A weight that is not in the checkpoint: every element `value` (a non-parametric norm's
+  /// ones), cut like a weight of that shape would be.
+  graph::vid constant(const std::string& name, int layer, std::vector<int64_t> dims, float value,
+                      graph::cut split = graph::cut::none, graph::axis along = graph::axis::none,
+                      int64_t unit = 1);
 
  private:
   const model_source& m_;

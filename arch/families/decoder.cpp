@@ -1,0 +1,399 @@
+// decoder.cpp: the generic decoder builder (decoder.hpp).
+#include "arch/families/decoder.hpp"
+
+#include <cmath>
+
+#include "core/convert.hpp"
+
+namespace troupe::arch {
+
+using namespace graph;
+using kernels::op;
+
+namespace {
+
+std::string at(const std::string& pattern, int l) {
+  return weight_names::layer(pattern, l);
+}
+
+// A value rounded to `t` and back (HF multiplies by scales stored in the weights' dtype).
+double round_to(dtype t, double v) {
+  if (t != dtype::f16 && t != dtype::bf16) return v;
+  float f = static_cast<float>(v), back = 0;
+  uint16_t h = 0;
+  from_f32(t, &f, &h, 1);
+  to_f32(t, &h, &back, 1);
+  return back;
+}
+
+class decoder {
+ public:
+  decoder(const model_source& m, const decoder_names& n, graph::graph& g)
+      : m_(m)
+      , c_(m.config)
+      , n_(n)
+      , g_(g)
+      , w_(m, g) {}
+
+  status build() {
+    g_.n_layer = static_cast<int>(c_.n_layer);
+    TROUPE_TRY(make_act());
+    TROUPE_TRY_ASSIGN(x0, embed());
+    vid x = x0;
+    g_.residual.push_back(x);
+    for (int l = 0; l < g_.n_layer; ++l) {
+      TROUPE_TRY_ASSIGN(y, layer(l, x));
+      x = y;
+      g_.residual.push_back(x);
+    }
+    return head(x);
+  }
+
+ private:
+  // an optional tensor by name (empty name: absent)
+  expected<vid> opt(const std::string& name, int l, std::vector<int64_t> dims, cut cu = cut::none,
+                    axis ax = axis::none, int64_t unit = 1, weight_ref ref = {}) {
+    if (name.empty()) {
+      const vid v = graph::add_weight(g_, "(none)", ref, dtype::f32, dims, l);
+      g_[v].empty = true;
+      return v;
+    }
+    return w_.get(l >= 0 && l < g_.n_layer ? at(name, l) : name, l, std::move(dims), cu, ax, unit,
+                  n_.optional_biases, ref);
+  }
+  expected<vid> req(const std::string& name, int l, std::vector<int64_t> dims, cut cu = cut::none,
+                    axis ax = axis::none, int64_t unit = 1, weight_ref ref = {}) {
+    if (name.empty())
+      return make_error(errc::internal, "{}: the family names no tensor here", m_.path);
+    return w_.get(l >= 0 && l < g_.n_layer ? at(name, l) : name, l, std::move(dims), cu, ax, unit,
+                  false, ref);
+  }
+
+  // a norm over the last dim of width `C`: its weight (+ norm_add) or ones, its bias or none
+  expected<vid> norm(vid x, int l, const std::string& wname, const std::string& bname, int64_t C,
+                     norm_kind kind, const std::string& what, cut cu = cut::none,
+                     axis ax = axis::none, int64_t unit = 1) {
+    builder b(g_, l);
+    vid wt;
+    if (c_.norm_weight && !wname.empty()) {
+      weight_ref ref;
+      ref.add = static_cast<float>(c_.norm_add);
+      TROUPE_TRY_ASSIGN(v, req(wname, l, {C}, cu, ax, unit, ref));
+      wt = v;
+    } else {
+      wt = w_.constant(what + ".ones", l, {C}, 1.0f, cu, ax, unit);
+    }
+    vid bias = none;
+    if (kind == norm_kind::layer && !bname.empty()) {
+      TROUPE_TRY_ASSIGN(v, opt(bname, l, {C}, cu, ax, unit));
+      bias = v;
+    }
+    return b.norm(x, kind == norm_kind::rms ? norm_type::rms : norm_type::layer, wt, bias,
+                  static_cast<float>(c_.norm_eps), what);
+  }
+
+  status make_act() {
+    if (c_.act_expr.empty()) return {};
+    auto p = kernels::parse_expression(c_.act_expr, {"x"});
+    if (!p) {
+      p = kernels::parse_expression(c_.act_expr, {"g", "u"});
+      if (!p) return p.error();
+      p->sources = 2; // the whole gating, over g and u
+    }
+    act_expr_ = std::make_shared<kernels::ew_program>(std::move(*p));
+    return {};
+  }
+
+  expected<vid> embed() {
+    const int64_t C = c_.C, V = c_.V;
+    builder b(g_, -1);
+    TROUPE_TRY_ASSIGN(tok, req(n_.tok_embd, -1, {V, C}, cut::out, axis::vocab));
+    tok_ = tok;
+    vid x = b.op(op::embedding, {tok, g_.input(input_kind::tokens)}, "tok_embd_out");
+    if (c_.embed_scale != 0)
+      x = b.scale(x, static_cast<float>(round_to(g_[tok].type, c_.embed_scale)), "embd_scaled");
+    if (c_.learned_positions) {
+      TROUPE_TRY_ASSIGN(pe, req(n_.pos_embd, -1, {c_.ctx, C}));
+      const vid p = b.op(op::embedding, {pe, g_.input(input_kind::positions)}, "pos_embd_out");
+      x = b.add(x, p, "embd_sum");
+    }
+    if (c_.embed_norm)
+      TROUPE_TRY_SET(x, norm(x, -1, n_.embd_norm, n_.embd_norm_b, C, c_.norm, "embd_norm"));
+    return x;
+  }
+
+  // q / k / v weights and biases, separate or from the fused tensor
+  struct proj {
+    vid wq, wk, wv, bq, bk, bv;
+  };
+  expected<proj> projections(int l) {
+    const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
+    proj p{};
+    weight_ref tr;
+    tr.transposed = n_.transposed;
+    if (n_.wqkv.empty()) {
+      TROUPE_TRY_ASSIGN(wq, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, tr));
+      TROUPE_TRY_ASSIGN(wk, req(n_.wk, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
+      TROUPE_TRY_ASSIGN(wv, req(n_.wv, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
+      TROUPE_TRY_ASSIGN(bq, opt(n_.bq, l, {H * D}, cut::out, axis::heads, D));
+      TROUPE_TRY_ASSIGN(bk, opt(n_.bk, l, {Hkv * D}, cut::out, axis::kv_heads, D));
+      TROUPE_TRY_ASSIGN(bv, opt(n_.bv, l, {Hkv * D}, cut::out, axis::kv_heads, D));
+      return proj{wq, wk, wv, bq, bk, bv};
+    }
+    // rows of q, k and v in the fused tensor
+    std::vector<std::pair<int64_t, int64_t>> sq, sk, sv;
+    switch (n_.layout) {
+    case qkv_layout::blocks:
+      sq = {{0, H * D}};
+      sk = {{H * D, Hkv * D}};
+      sv = {{(H + Hkv) * D, Hkv * D}};
+      break;
+    case qkv_layout::per_head:
+      if (Hkv != H)
+        return make_error(errc::corrupt_file,
+                          "{}: a per-head fused qkv needs as many KV heads as heads", m_.path);
+      for (int64_t h = 0; h < H; ++h) {
+        sq.emplace_back(h * 3 * D, D);
+        sk.emplace_back(h * 3 * D + D, D);
+        sv.emplace_back(h * 3 * D + 2 * D, D);
+      }
+      break;
+    case qkv_layout::grouped: {
+      const int64_t G = H / Hkv;
+      for (int64_t j = 0; j < Hkv; ++j) {
+        const int64_t base = j * (G + 2) * D;
+        sq.emplace_back(base, G * D);
+        sk.emplace_back(base + G * D, D);
+        sv.emplace_back(base + (G + 1) * D, D);
+      }
+      break;
+    }
+    }
+    auto part = [&](const std::string& name, const std::vector<std::pair<int64_t, int64_t>>& seg,
+                    int64_t rows, axis ax, bool matrix, bool optional) -> expected<vid> {
+      weight_ref ref;
+      ref.segments = seg;
+      ref.transposed = matrix && n_.transposed;
+      std::vector<int64_t> dims =
+          matrix ? std::vector<int64_t>{rows, C} : std::vector<int64_t>{rows};
+      return optional ? opt(name, l, dims, cut::out, ax, D, ref)
+                      : req(name, l, dims, cut::out, ax, D, ref);
+    };
+    TROUPE_TRY_ASSIGN(wq, part(n_.wqkv, sq, H * D, axis::heads, true, false));
+    TROUPE_TRY_ASSIGN(wk, part(n_.wqkv, sk, Hkv * D, axis::kv_heads, true, false));
+    TROUPE_TRY_ASSIGN(wv, part(n_.wqkv, sv, Hkv * D, axis::kv_heads, true, false));
+    TROUPE_TRY_ASSIGN(bq, part(n_.bqkv, sq, H * D, axis::heads, false, true));
+    TROUPE_TRY_ASSIGN(bk, part(n_.bqkv, sk, Hkv * D, axis::kv_heads, false, true));
+    TROUPE_TRY_ASSIGN(bv, part(n_.bqkv, sv, Hkv * D, axis::kv_heads, false, true));
+    return proj{wq, wk, wv, bq, bk, bv};
+  }
+
+  // q or k norm, by the config's kind
+  expected<vid> qk_norm(builder& b, int l, vid x, int64_t heads, axis ax, bool is_q) {
+    const int64_t D = c_.D;
+    const std::string& wn = is_q ? n_.q_norm : n_.k_norm;
+    const std::string& bn = is_q ? n_.q_norm_b : n_.k_norm_b;
+    const std::string what = is_q ? "q_norm" : "k_norm";
+    switch (c_.qk_norm) {
+    case qk_norm_kind::none:
+      return x;
+    case qk_norm_kind::head: // x: [T, heads, D]
+      return norm(x, l, wn, bn, D, c_.qk_norm_type, what);
+    case qk_norm_kind::head_weights: { // normalise each head, then the per-head weights
+      const vid ones = w_.constant(b.name(what) + ".ones", l, {D}, 1.0f);
+      const vid xn =
+          b.norm(x, c_.qk_norm_type == norm_kind::rms ? norm_type::rms : norm_type::layer, ones,
+                 none, static_cast<float>(c_.norm_eps), what + "_plain");
+      const vid flat = b.view(xn, {-1}, what + "_flat");
+      weight_ref ref;
+      ref.add = static_cast<float>(c_.norm_add);
+      TROUPE_TRY_ASSIGN(wt, req(wn, l, {heads * D}, cut::out, ax, D, ref));
+      vid y = b.mul(flat, wt, what);
+      if (!bn.empty()) {
+        TROUPE_TRY_ASSIGN(bias, opt(bn, l, {heads * D}, cut::out, ax, D));
+        if (!g_[bias].empty) y = b.add(y, bias, what + "_bias");
+      }
+      return b.view(y, {-1, D}, what + "_heads");
+    }
+    case qk_norm_kind::full: { // x: [T, heads * D]; RMS over every head of every rank
+      const vid sq = b.mul(x, x, what + "_sq");
+      const vid ss = b.op(op::sum_rows, {sq}, what + "_ss");
+      const vid sum = b.all_reduce(ss, what + "_ss_all");
+      const vid var = b.scale(sum, static_cast<float>(1.0 / static_cast<double>(heads * D)),
+                              what + "_var", static_cast<float>(c_.norm_eps));
+      const vid inv = b.unary(op::rsqrt, var, what + "_rsqrt");
+      const vid xn = b.mul(x, inv, what + "_plain");
+      weight_ref ref;
+      ref.add = static_cast<float>(c_.norm_add);
+      TROUPE_TRY_ASSIGN(wt, req(wn, l, {heads * D}, cut::out, ax, D, ref));
+      return b.mul(xn, wt, what);
+    }
+    }
+    return x;
+  }
+
+  expected<vid> attention(int l, vid h) {
+    builder b(g_, l);
+    const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
+    TROUPE_TRY_ASSIGN(p, projections(l));
+    weight_ref tr;
+    tr.transposed = n_.transposed;
+    TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * D}, cut::in, axis::heads, D, tr));
+    TROUPE_TRY_ASSIGN(bo, opt(n_.bo, l, {C}));
+    vid q = b.linear(h, p.wq, p.bq, "q");
+    vid k = b.linear(h, p.wk, p.bk, "k");
+    vid v = b.linear(h, p.wv, p.bv, "v");
+    if (c_.clip_qkv > 0) {
+      const auto cl = static_cast<float>(c_.clip_qkv);
+      q = b.clamp(q, cl, "q_clip");
+      k = b.clamp(k, cl, "k_clip");
+      v = b.clamp(v, cl, "v_clip");
+    }
+    if (c_.qk_norm == qk_norm_kind::full) {
+      TROUPE_TRY_SET(q, qk_norm(b, l, q, H, axis::heads, true));
+      TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, axis::kv_heads, false));
+    }
+    q = b.view(q, {-1, D}, "q_heads");
+    k = b.view(k, {-1, D}, "k_heads");
+    v = b.view(v, {-1, D}, "v_heads");
+    if (c_.qk_norm == qk_norm_kind::head || c_.qk_norm == qk_norm_kind::head_weights) {
+      TROUPE_TRY_SET(q, qk_norm(b, l, q, H, axis::heads, true));
+      TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, axis::kv_heads, false));
+    }
+    attention_spec s;
+    s.heads = H;
+    s.kv_heads = Hkv;
+    s.head_dim = D;
+    double scale = c_.attention_scale();
+    if (c_.attn_scale_by_layer) scale /= static_cast<double>(l + 1);
+    s.scale = static_cast<float>(scale);
+    s.window = c_.layer_window(l);
+    s.softcap = static_cast<float>(c_.attn_softcap);
+    s.alibi_max_bias = static_cast<float>(c_.alibi_max_bias);
+    s.rope = c_.rope_enabled && c_.alibi_max_bias == 0;
+    s.rope_params = c_.has_rope_local && s.window > 0 ? c_.rope_local : c_.rope;
+    return b.attend(s, {q, k, v}, wo, bo);
+  }
+
+  expected<vid> ffn(int l, vid h) {
+    builder b(g_, l);
+    const int64_t C = c_.C, F = c_.F;
+    weight_ref tr;
+    tr.transposed = n_.transposed;
+    vid wg = none, wu, bg = none, bu;
+    if (!n_.w_gate_up.empty()) {
+      weight_ref g = tr, u = tr;
+      g.segments = {{0, F}};
+      u.segments = {{F, F}};
+      TROUPE_TRY_ASSIGN(a, req(n_.w_gate_up, l, {F, C}, cut::out, axis::ffn, 1, g));
+      TROUPE_TRY_ASSIGN(a2, req(n_.w_gate_up, l, {F, C}, cut::out, axis::ffn, 1, u));
+      wg = a, wu = a2;
+      TROUPE_TRY_ASSIGN(e, opt("", l, {F}));
+      bu = e;
+    } else {
+      if (c_.gated_ffn) {
+        TROUPE_TRY_ASSIGN(a, req(n_.w_gate, l, {F, C}, cut::out, axis::ffn, 1, tr));
+        wg = a;
+        TROUPE_TRY_ASSIGN(a2, opt(n_.b_gate, l, {F}, cut::out, axis::ffn));
+        bg = a2;
+      }
+      TROUPE_TRY_ASSIGN(u, req(n_.w_up, l, {F, C}, cut::out, axis::ffn, 1, tr));
+      wu = u;
+      TROUPE_TRY_ASSIGN(u2, opt(n_.b_up, l, {F}, cut::out, axis::ffn));
+      bu = u2;
+    }
+    TROUPE_TRY_ASSIGN(wd, req(n_.w_down, l, {C, F}, cut::in, axis::ffn, 1, tr));
+    TROUPE_TRY_ASSIGN(bd, opt(n_.b_down, l, {C}));
+    const op act = c_.act == act_kind::silu        ? op::silu
+                   : c_.act == act_kind::gelu_tanh ? op::gelu_tanh
+                                                   : op::gelu_erf;
+    return b.ffn(h, wg, wu, wd, bg, bu, bd, act, act_expr_);
+  }
+
+  expected<vid> layer(int l, vid x) {
+    builder b(g_, l);
+    const int64_t C = c_.C;
+    auto scaled = [&](vid v, const char* what) {
+      return c_.residual_scale != 1 ? b.scale(v, static_cast<float>(c_.residual_scale), what) : v;
+    };
+    if (c_.norms == norm_place::post) { // OLMo 2: x += N(attn(x)); x += N(ffn(x))
+      TROUPE_TRY_ASSIGN(a, attention(l, x));
+      TROUPE_TRY_ASSIGN(an, norm(a, l, n_.attn_norm, n_.attn_norm_b, C, c_.norm, "attn_post_norm"));
+      x = b.add(x, scaled(an, "attn_scaled"), "attn_residual");
+      TROUPE_TRY_ASSIGN(f, ffn(l, x));
+      TROUPE_TRY_ASSIGN(fn, norm(f, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_post_norm"));
+      return b.add(x, scaled(fn, "ffn_scaled"), "ffn_residual");
+    }
+    TROUPE_TRY_ASSIGN(h, norm(x, l, n_.attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
+    switch (c_.residual) {
+    case residual_kind::parallel: {
+      TROUPE_TRY_ASSIGN(a, attention(l, h));
+      TROUPE_TRY_ASSIGN(f, ffn(l, h));
+      const vid xa = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
+      return b.add(xa, scaled(f, "ffn_scaled"), "ffn_residual");
+    }
+    case residual_kind::parallel_two_norms: {
+      TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
+      TROUPE_TRY_ASSIGN(a, attention(l, h));
+      TROUPE_TRY_ASSIGN(f, ffn(l, h2));
+      const vid xa = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
+      return b.add(xa, scaled(f, "ffn_scaled"), "ffn_residual");
+    }
+    case residual_kind::sequential:
+      break;
+    }
+    TROUPE_TRY_ASSIGN(a0, attention(l, h));
+    vid a = a0;
+    if (c_.norms == norm_place::sandwich)
+      TROUPE_TRY_SET(a, norm(a, l, n_.post_attn_norm, "", C, c_.norm, "attn_post_norm"));
+    x = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
+    TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
+    TROUPE_TRY_ASSIGN(f0, ffn(l, h2));
+    vid f = f0;
+    if (c_.norms == norm_place::sandwich)
+      TROUPE_TRY_SET(f, norm(f, l, n_.post_ffn_norm, "", C, c_.norm, "ffn_post_norm"));
+    return b.add(x, scaled(f, "ffn_scaled"), "ffn_residual");
+  }
+
+  status head(vid x) {
+    const int64_t C = c_.C, V = c_.V;
+    const int L = g_.n_layer;
+    builder b(g_, L);
+    const vid rows = b.op(op::embedding, {x, g_.input(input_kind::logit_rows)}, "rows");
+    TROUPE_TRY_ASSIGN(hn, norm(rows, L, n_.out_norm, n_.out_norm_b, C, c_.norm, "output_norm"));
+    vid out_w = tok_;
+    if (!c_.tie_embeddings) {
+      TROUPE_TRY_ASSIGN(o, req(n_.lm_head, L, {V, C}, cut::out, axis::vocab));
+      out_w = o;
+    }
+    TROUPE_TRY_ASSIGN(ob, opt(n_.lm_head_b, L, {V}, cut::out, axis::vocab));
+    vid lg = b.op(op::matmul, {hn, out_w, g_[ob].empty ? none : ob}, "logits");
+    if (c_.logit_scale != 1) lg = b.scale(lg, static_cast<float>(c_.logit_scale), "logits_scaled");
+    if (c_.final_softcap > 0) {
+      const auto cap = static_cast<float>(c_.final_softcap);
+      lg = b.scale(lg, 1.0f / cap, "logits_div");
+      lg = b.unary(op::tanh, lg, "logits_tanh");
+      lg = b.scale(lg, cap, "logits_capped");
+    }
+    g_.logits = lg;
+    g_[lg].output = true;
+    return {};
+  }
+
+  const model_source& m_;
+  const model_config& c_;
+  const decoder_names& n_;
+  graph::graph& g_;
+  weights w_;
+  vid tok_ = none;
+  std::shared_ptr<kernels::ew_program> act_expr_;
+};
+
+} // namespace
+
+status build_decoder(const model_source& m, const decoder_names& n, graph::graph& g) {
+  decoder d(m, n, g);
+  return d.build();
+}
+
+} // namespace troupe::arch

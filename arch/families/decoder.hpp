@@ -1,0 +1,42 @@
+// decoder.hpp (arch/families, internal): the decoder-only transformer most families are, as
+// one builder driven by model_config's recipe fields (residual layout, norm placement and
+// kind, q/k norms, multipliers, soft-caps, ALiBi, learned positions ...) and a family's tensor
+// names. A family file reads its config, names its tensors (HF and GGUF), and calls
+// build_decoder; what no option covers it builds itself from graph/builder.hpp. Fused
+// tensors (qkv, gate_up) are sliced at load: zero-copy row views where the rows are
+// contiguous, gathered where a layout interleaves heads.
+#pragma once
+
+#include "arch/families/families.hpp"
+
+namespace troupe::arch {
+
+/// How a fused q/k/v tensor orders its rows.
+enum class qkv_layout : uint8_t {
+  blocks,   // [q (H*D); k (Hkv*D); v (Hkv*D)] (Phi-3, MPT, GPT-2, Falcon multi-query)
+  per_head, // [H, 3, D]: q, k, v of head 0, then of head 1 ... (GPT-NeoX, Bloom)
+  grouped,  // [Hkv, G + 2, D]: a KV group's G query heads, then its k and v (Falcon 40B)
+};
+
+/// Tensor names of one checkpoint format; "{}" is the layer index; empty: absent.
+struct decoder_names {
+  std::string tok_embd, pos_embd, embd_norm, embd_norm_b;
+  std::string out_norm, out_norm_b, lm_head, lm_head_b; // lm_head empty: tied
+  // per layer
+  std::string attn_norm, attn_norm_b, ffn_norm, ffn_norm_b; // pre-norms (or post-only norms)
+  std::string post_attn_norm, post_ffn_norm;                // sandwich: after each sublayer
+  std::string wq, wk, wv, bq, bk, bv;                       // separate projections
+  std::string wqkv, bqkv;                                   // or one fused tensor
+  qkv_layout layout = qkv_layout::blocks;
+  std::string wo, bo;
+  std::string q_norm, k_norm, q_norm_b, k_norm_b;
+  std::string w_gate, w_up, w_down, b_gate, b_up, b_down;
+  std::string w_gate_up;        // fused: gate rows, then up rows
+  bool transposed = false;      // matrices stored [in, out] (GPT-2's Conv1D)
+  bool optional_biases = false; // true: a named bias the checkpoint lacks means no bias
+                                // (false: it must be there; name no bias for none)
+};
+
+status build_decoder(const model_source& m, const decoder_names& n, graph::graph& g);
+
+} // namespace troupe::arch
