@@ -128,7 +128,6 @@ class decoder {
   };
   expected<proj> projections(int l) {
     const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
-    proj p{};
     weight_ref tr;
     tr.transposed = n_.transposed;
     if (n_.wqkv.empty()) {

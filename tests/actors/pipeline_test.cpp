@@ -187,3 +187,42 @@ TEST(SlidingWindow, PipelineFreesBlocksAndMatchesTransformers) {
   EXPECT_GT(s.kv_window_freed_blocks, 0);
   EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
 }
+
+// Every transformers fixture family through the actor pipeline, cut two ways: TP 2 (heads,
+// FFN rows and vocabulary split, all-reduces and the logits' all-gather) and PP 2 (a stage
+// boundary inside the layers): the greedy tokens must be transformers'.
+class FamilyCuts : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
+
+TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
+  const auto [name, tp, pp] = GetParam();
+  const std::string dir = test::fixture_path("models/" + name);
+  const json fx = test::load_json(dir + "/expected.json");
+  auto m = open_model(dir);
+  ASSERT_TRUE(m) << m.error().to_string();
+  auto p = even_placement((*m)->config, tp, pp);
+  ASSERT_TRUE(p) << p.error().to_string();
+  host_options o;
+  o.place = *p;
+  auto h = host::start(*m, o);
+  ASSERT_TRUE(h) << h.error().to_string();
+  ASSERT_TRUE((*h)->wait_ready(60)) << (*h)->stats().not_ready_reason;
+  std::vector<gen_request> reqs;
+  for (const auto& c : fx["cases"])
+    reqs.push_back(greedy_request(c["prompt_tokens"].get<std::vector<int32_t>>(),
+                                  static_cast<int>(c["greedy_tokens"].size())));
+  auto out = (*h)->generate_many(reqs);
+  ASSERT_TRUE(out) << out.error().to_string();
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ((*out)[i][0].tokens, fx["cases"][i]["greedy_tokens"].get<std::vector<int32_t>>())
+        << name << " tp" << tp << " pp" << pp << ": " << fx["cases"][i]["text"];
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, FamilyCuts,
+    ::testing::Combine(::testing::Values("llama3", "llama_headdim", "mistral", "qwen2",
+                                         "mistral_window", "qwen2_window", "llama_relu2"),
+                       ::testing::Values(1, 2), ::testing::Values(1, 2)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
+             std::to_string(std::get<2>(info.param));
+    });
