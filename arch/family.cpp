@@ -10,6 +10,13 @@ const std::vector<family_entry>& families() {
       {"llama", {"LlamaForCausalLM"}, {"llama"}, read_llama_hf, read_llama_gguf, build_llama},
       {"mistral", {"MistralForCausalLM"}, {"mistral"}, read_llama_hf, read_llama_gguf, build_llama},
       {"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, read_llama_hf, read_llama_gguf, build_llama},
+      {"qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, read_llama_hf, read_llama_gguf, build_llama},
+      {"gemma", {"GemmaForCausalLM"}, {"gemma"}, read_gemma_hf, read_gemma_gguf, build_gemma},
+      {"gemma2", {"Gemma2ForCausalLM"}, {"gemma2"}, read_gemma_hf, read_gemma_gguf, build_gemma},
+      {"gemma3", {"Gemma3ForCausalLM"}, {"gemma3"}, read_gemma_hf, read_gemma_gguf, build_gemma},
+      {"olmo", {"OlmoForCausalLM"}, {"olmo"}, read_olmo_hf, nullptr, build_olmo},
+      {"olmo2", {"Olmo2ForCausalLM"}, {"olmo2"}, read_olmo_hf, nullptr, build_olmo},
+      {"granite", {"GraniteForCausalLM"}, {"granite"}, read_granite_hf, nullptr, build_granite},
   };
   return table;
 }

@@ -77,6 +77,7 @@ struct model_config {
   qk_norm_kind qk_norm = qk_norm_kind::none;
   norm_kind qk_norm_type = norm_kind::rms;
   double embed_scale = 0;    // the embedding rows times this (0: none; Gemma sqrt(C), Granite)
+  bool embed_scale_rounded = false; // the scale is first rounded to the embeddings' dtype (Gemma)
   double residual_scale = 1; // sublayer outputs times this before the residual add (Granite)
   double logit_scale = 1;    // logits times this (Cohere; Granite 1 / logits_scaling)
   double attn_softcap = 0;   // scores = c tanh(s / c) (Gemma 2)

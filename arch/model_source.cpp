@@ -3,50 +3,18 @@
 
 #include <filesystem>
 
+#include "arch/family.hpp"
 #include "core/log.hpp"
 #include "formats/gguf.hpp"
 #include "formats/safetensors.hpp"
 
 namespace troupe {
 
-status check_shapes(const model_config& c, const tensor_index& t) {
-  auto expect = [&](const std::string& name, shape want, bool required) -> status {
-    const tensor_info* info = t.find(name);
-    if (!info) {
-      if (!required) return {};
-      std::string where = t.files().empty() ? "checkpoint" : t.files().front()->path();
-      return make_error(errc::not_found, "{}: missing tensor '{}'", where, name);
-    }
-    // 1-D weights may be stored as [n] or [1, n]
-    if (info->dims != want &&
-        !(want.rank == 1 && info->dims.numel() == want[0] && info->dims.rank <= 2))
-      return make_error(errc::shape_mismatch, "{}: tensor '{}' has shape {}, the config implies {}",
-                        info->file->path(), name, info->dims.to_string(), want.to_string());
-    if (!info->supported)
-      return make_error(errc::unsupported, "{}: tensor '{}' has type {}, which Troupe cannot load",
-                        info->file->path(), name, info->raw_type);
-    return {};
-  };
-  const auto& n = c.names;
-  TROUPE_TRY(expect(n.tok_embd, {c.V, c.C}, true));
-  TROUPE_TRY(expect(n.output_norm, {c.C}, true));
-  TROUPE_TRY(expect(n.output, {c.V, c.C}, !c.tie_embeddings));
-  for (int i = 0; i < c.n_layer; ++i) {
-    auto L = [i](const std::string& p) { return weight_names::layer(p, i); };
-    TROUPE_TRY(expect(L(n.attn_norm), {c.C}, true));
-    TROUPE_TRY(expect(L(n.wq), {c.H * c.D, c.C}, true));
-    TROUPE_TRY(expect(L(n.wk), {c.Hkv * c.D, c.C}, true));
-    TROUPE_TRY(expect(L(n.wv), {c.Hkv * c.D, c.C}, true));
-    TROUPE_TRY(expect(L(n.wo), {c.C, c.H * c.D}, true));
-    TROUPE_TRY(expect(L(n.bq), {c.H * c.D}, c.qkv_bias));
-    TROUPE_TRY(expect(L(n.bk), {c.Hkv * c.D}, c.qkv_bias));
-    TROUPE_TRY(expect(L(n.bv), {c.Hkv * c.D}, c.qkv_bias));
-    TROUPE_TRY(expect(L(n.bo), {c.C}, c.o_bias));
-    TROUPE_TRY(expect(L(n.ffn_norm), {c.C}, true));
-    TROUPE_TRY(expect(L(n.w_gate), {c.F, c.C}, c.gated_ffn));
-    TROUPE_TRY(expect(L(n.w_up), {c.F, c.C}, true));
-    TROUPE_TRY(expect(L(n.w_down), {c.C, c.F}, true));
-  }
+status check_shapes(const model_source& m) {
+  // the family's builder names every tensor the model reads, with the shape its config
+  // implies, and refuses a missing, misshapen or unloadable one
+  auto g = arch::build_graph(m);
+  if (!g) return g.error();
   return {};
 }
 
@@ -67,7 +35,8 @@ expected<std::shared_ptr<const model_source>> open_model(const std::string& path
     TROUPE_TRY_ASSIGN(tensors, open_safetensors_dir(path));
     TROUPE_TRY_ASSIGN(tok, tokenizer::from_hf_dir(path));
     // HF configs may omit the lm_head of tied models, or tie without saying so
-    if (!cfg.tie_embeddings && !tensors->contains(cfg.names.output)) cfg.tie_embeddings = true;
+    if (!cfg.tie_embeddings && !cfg.names.output.empty() && !tensors->contains(cfg.names.output))
+      cfg.tie_embeddings = true;
     m->config = std::move(cfg);
     m->tensors = std::move(tensors);
     m->tok = std::move(tok);
@@ -89,7 +58,7 @@ expected<std::shared_ptr<const model_source>> open_model(const std::string& path
   if (m->tok->vocab_size() > m->config.V)
     return make_error(errc::shape_mismatch, "{}: tokenizer has {} tokens, the model only {}", path,
                       m->tok->vocab_size(), m->config.V);
-  TROUPE_TRY(check_shapes(m->config, *m->tensors));
+  TROUPE_TRY(check_shapes(*m));
   return std::shared_ptr<const model_source>(std::move(m));
 }
 

@@ -1,8 +1,9 @@
 // model_source.hpp: a checkpoint opened as published: a .gguf file or a Hugging Face
 // directory (config.json, model.safetensors or sharded, tokenizer.json). Holds the model
 // description, the tokenizer and the zero-copy tensor index; shared (read-only) by every
-// shard of a process, each of which maps only its own slices. `check_shapes` compares every
-// weight's shape with what the config implies, naming the tensor on a mismatch.
+// shard of a process, each of which maps only its own slices. `check_shapes` builds the
+// family's graph, which checks every weight's shape against the config, naming the tensor
+// on a mismatch.
 // Tests: tests/formats/checkpoint_test.cpp
 #pragma once
 
@@ -28,6 +29,8 @@ struct model_source {
 
 /// Opens `path` (a .gguf file or an HF directory). Checks shapes against the config.
 expected<std::shared_ptr<const model_source>> open_model(const std::string& path);
-status check_shapes(const model_config& c, const tensor_index& t);
+/// Builds the family's graph once: every tensor it names must be there, loadable, and of the
+/// shape the config implies (the error names the tensor).
+status check_shapes(const model_source& m);
 
 } // namespace troupe

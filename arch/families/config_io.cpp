@@ -3,6 +3,8 @@
 
 #include "arch/spec.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace troupe::arch {
@@ -227,6 +229,48 @@ void read_special_ids(hf_cfg& j, const std::string& generation_json, model_confi
         c.bos_id = g["bos_token_id"].get<int64_t>();
     }
   }
+}
+
+status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_default) {
+  TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
+  TROUPE_TRY_ASSIGN(F, j.req("intermediate_size"));
+  TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
+  TROUPE_TRY_ASSIGN(H, j.req("num_attention_heads"));
+  TROUPE_TRY_ASSIGN(Hkv, j.i("num_key_value_heads", H));
+  TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
+  TROUPE_TRY_ASSIGN(ctx, j.i("max_position_embeddings", 2048));
+  TROUPE_TRY_ASSIGN(D, j.i("head_dim", C / H));
+  c.C = C, c.F = F, c.n_layer = L, c.H = H, c.Hkv = Hkv ? Hkv : H, c.V = V, c.ctx = ctx;
+  c.D = D ? D : C / H;
+  if (eps_key) {
+    TROUPE_TRY_ASSIGN(eps, j.f(eps_key, eps_default));
+    c.norm_eps = eps;
+  } else {
+    c.norm_eps = eps_default;
+  }
+  return {};
+}
+
+status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
+                        const std::function<bool(int64_t)>& fallback) {
+  std::vector<uint8_t> windowed(static_cast<size_t>(c.n_layer), 0);
+  if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
+      return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
+    for (size_t i = 0; i < lt.size(); ++i) {
+      if (lt[i] == "sliding_attention")
+        windowed[i] = 1;
+      else if (lt[i] != "full_attention")
+        return j.unsupported(
+            fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
+    }
+  } else {
+    for (int64_t i = 0; i < c.n_layer; ++i) windowed[static_cast<size_t>(i)] = fallback(i) ? 1 : 0;
+  }
+  if (window <= 0 || std::find(windowed.begin(), windowed.end(), 1) == windowed.end()) return {};
+  c.sliding_window = window;
+  c.windowed = std::move(windowed);
+  return {};
 }
 
 status read_activation(const std::string& act, model_config& c, const std::string& where) {

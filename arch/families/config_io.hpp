@@ -6,6 +6,7 @@
 // EOS ids, the bookkeeping keys every config carries) live here.
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
 
@@ -58,6 +59,14 @@ status read_rope(hf_cfg& j, model_config& c, double theta, double partial);
 status read_rope_scaling(const json& rs, model_config& c, const std::string& where);
 /// bos / eos ids from config.json and generation_config.json text (may be empty).
 void read_special_ids(hf_cfg& j, const std::string& generation_json, model_config& c);
+/// The dimension keys most config.json files share (hidden_size, intermediate_size,
+/// num_hidden_layers, num_attention_heads, num_key_value_heads, vocab_size,
+/// max_position_embeddings, head_dim) and the norm epsilon under `eps_key`.
+status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_default);
+/// Which layers slide: `layer_types` when config.json lists them ("sliding_attention" /
+/// "full_attention"), else `fallback(layer)`; the window `window` applies to those (0: none).
+status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
+                        const std::function<bool(int64_t)>& fallback);
 /// Maps an HF activation name to a kernel or a built-in expression; unsupported otherwise
 /// (an --arch-spec file may still define it).
 status read_activation(const std::string& name, model_config& c, const std::string& where);

@@ -111,7 +111,10 @@ class decoder {
     tok_ = tok;
     vid x = b.op(op::embedding, {tok, g_.input(input_kind::tokens)}, "tok_embd_out");
     if (c_.embed_scale != 0)
-      x = b.scale(x, static_cast<float>(round_to(g_[tok].type, c_.embed_scale)), "embd_scaled");
+      x = b.scale(x,
+                  static_cast<float>(c_.embed_scale_rounded ? round_to(g_[tok].type, c_.embed_scale)
+                                                           : c_.embed_scale),
+                  "embd_scaled");
     if (c_.learned_positions) {
       TROUPE_TRY_ASSIGN(pe, req(n_.pos_embd, -1, {c_.ctx, C}));
       const vid p = b.op(op::embedding, {pe, g_.input(input_kind::positions)}, "pos_embd_out");
@@ -389,6 +392,26 @@ class decoder {
 };
 
 } // namespace
+
+decoder_names hf_llama_layout(bool qkv_bias, bool o_bias, bool mlp_bias) {
+  decoder_names n;
+  const std::string a = "model.layers.{}.self_attn.", f = "model.layers.{}.mlp.";
+  n.tok_embd = "model.embed_tokens.weight";
+  n.out_norm = "model.norm.weight";
+  n.lm_head = "lm_head.weight";
+  n.attn_norm = "model.layers.{}.input_layernorm.weight";
+  n.ffn_norm = "model.layers.{}.post_attention_layernorm.weight";
+  n.wq = a + "q_proj.weight", n.wk = a + "k_proj.weight", n.wv = a + "v_proj.weight";
+  n.wo = a + "o_proj.weight";
+  if (qkv_bias) n.bq = a + "q_proj.bias", n.bk = a + "k_proj.bias", n.bv = a + "v_proj.bias";
+  if (o_bias) n.bo = a + "o_proj.bias";
+  n.q_norm = a + "q_norm.weight", n.k_norm = a + "k_norm.weight";
+  n.w_gate = f + "gate_proj.weight", n.w_up = f + "up_proj.weight";
+  n.w_down = f + "down_proj.weight";
+  if (mlp_bias)
+    n.b_gate = f + "gate_proj.bias", n.b_up = f + "up_proj.bias", n.b_down = f + "down_proj.bias";
+  return n;
+}
 
 status build_decoder(const model_source& m, const decoder_names& n, graph::graph& g) {
   decoder d(m, n, g);

@@ -37,6 +37,11 @@ struct decoder_names {
                                 // (false: it must be there; name no bias for none)
 };
 
+/// The names of HF checkpoints in the Llama layout (model.embed_tokens, model.layers.{}.
+/// self_attn.q_proj ..., input_layernorm, post_attention_layernorm, mlp.gate_proj ...,
+/// model.norm, lm_head), with the biases the config says are there.
+decoder_names hf_llama_layout(bool qkv_bias, bool o_bias, bool mlp_bias);
+
 status build_decoder(const model_source& m, const decoder_names& n, graph::graph& g);
 
 } // namespace troupe::arch

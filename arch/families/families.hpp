@@ -31,5 +31,12 @@ std::string known_architectures(bool gguf);
 status read_llama_hf(hf_cfg& j, model_config& c);
 status read_llama_gguf(const gguf_cfg& g, model_config& c);
 status build_llama(const model_source& m, graph::graph& g);
+status read_gemma_hf(hf_cfg& j, model_config& c);
+status read_gemma_gguf(const gguf_cfg& g, model_config& c);
+status build_gemma(const model_source& m, graph::graph& g);
+status read_olmo_hf(hf_cfg& j, model_config& c);
+status build_olmo(const model_source& m, graph::graph& g);
+status read_granite_hf(hf_cfg& j, model_config& c);
+status build_granite(const model_source& m, graph::graph& g);
 
 } // namespace troupe::arch

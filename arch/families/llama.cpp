@@ -1,6 +1,6 @@
 // llama.cpp (arch/families): the Llama family and the architectures that are Llama with other
-// defaults: Llama 2 / 3 (rope scaling), Mistral (sliding window), Qwen2 (q/k/v biases,
-// per-layer windows). Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU
+// defaults: Llama 2 / 3 (rope scaling, attention and MLP biases), Mistral (sliding window),
+// Qwen2 (q/k/v biases, per-layer windows), Qwen3 (q/k RMSNorm over each head before RoPE). Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU
 // (or another activation, gated or not); tied or separate lm_head.
 #include "arch/families/decoder.hpp"
 
@@ -54,63 +54,34 @@ weight_names gguf_names() {
   return n;
 }
 
-// The common Llama-shaped dimensions of config.json.
-status read_dims(hf_cfg& j, model_config& c) {
-  TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
-  TROUPE_TRY_ASSIGN(F, j.req("intermediate_size"));
-  TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
-  TROUPE_TRY_ASSIGN(H, j.req("num_attention_heads"));
-  TROUPE_TRY_ASSIGN(Hkv, j.i("num_key_value_heads", H));
-  TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
-  TROUPE_TRY_ASSIGN(ctx, j.i("max_position_embeddings", 2048));
-  TROUPE_TRY_ASSIGN(D, j.i("head_dim", C / H));
-  TROUPE_TRY_ASSIGN(eps, j.f("rms_norm_eps", 1e-6));
-  c.C = C, c.F = F, c.n_layer = L, c.H = H, c.Hkv = Hkv, c.V = V, c.ctx = ctx, c.D = D;
-  c.norm_eps = eps;
-  return {};
-}
-
 } // namespace
 
 status read_llama_hf(hf_cfg& j, model_config& c) {
   c.names = hf_names();
+  const bool qwen = c.family == "qwen2" || c.family == "qwen3";
   c.qkv_bias = c.family == "qwen2";
-  TROUPE_TRY(read_dims(j, c));
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
   c.tie_embeddings = j.b("tie_word_embeddings", false);
-  if (c.family == "llama") {
+  if (c.family == "llama" || c.family == "qwen3") {
     j.mark("pretraining_tp"); // a way of splitting the same matmuls: the same math
     if (j.b("attention_bias", false)) {
       c.qkv_bias = true;
       c.o_bias = true;
     }
-    c.mlp_bias = j.b("mlp_bias", false);
-  } else if (c.family == "mistral") {
+  }
+  if (c.family == "llama") c.mlp_bias = j.b("mlp_bias", false);
+  if (c.family == "qwen3") c.qk_norm = qk_norm_kind::head;
+  if (c.family == "mistral") {
     TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
     c.sliding_window = sw >= c.ctx ? 0 : sw; // a window as long as the context is no window
-  } else if (c.family == "qwen2") {
+  } else if (qwen) {
     TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
     TROUPE_TRY_ASSIGN(mwl, j.i("max_window_layers", 28));
+    // transformers: sliding_window = sliding_window if use_sliding_window else None; the
+    // layers from max_window_layers on slide unless layer_types says otherwise
     const bool use = j.b("use_sliding_window", false);
-    std::vector<uint8_t> windowed(static_cast<size_t>(c.n_layer), 0);
-    if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
-      if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
-        return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
-      for (size_t i = 0; i < lt.size(); ++i) {
-        if (lt[i] == "sliding_attention")
-          windowed[i] = 1;
-        else if (lt[i] != "full_attention")
-          return j.unsupported(
-              fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
-      }
-    } else {
-      for (int64_t i = mwl; i < c.n_layer; ++i) windowed[static_cast<size_t>(i)] = 1;
-    }
-    // transformers: sliding_window = sliding_window if use_sliding_window else None
-    if (use && sw > 0 && sw < c.ctx &&
-        std::find(windowed.begin(), windowed.end(), 1) != windowed.end()) {
-      c.sliding_window = sw;
-      c.windowed = std::move(windowed);
-    }
+    TROUPE_TRY(read_layer_types(j, c, use && sw < c.ctx ? sw : 0,
+                                [mwl](int64_t l) { return l >= mwl; }));
   }
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
@@ -136,30 +107,30 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
       c.family == "llama" || c.family == "mistral" ? rope_layout::interleaved : rope_layout::neox;
   c.tie_embeddings = !g.g.tensors.contains(c.names.output);
   c.qkv_bias = c.qkv_bias || g.g.tensors.contains(weight_names::layer(c.names.bq, 0));
+  if (c.family == "qwen3") c.qk_norm = qk_norm_kind::head;
   return {};
 }
 
 status build_llama(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  const weight_names& w = c.names;
   decoder_names n;
-  n.tok_embd = w.tok_embd;
-  n.out_norm = w.output_norm;
-  n.lm_head = c.tie_embeddings ? "" : w.output;
-  n.attn_norm = w.attn_norm;
-  n.ffn_norm = w.ffn_norm;
-  n.wq = w.wq, n.wk = w.wk, n.wv = w.wv, n.wo = w.wo;
-  if (c.qkv_bias) n.bq = w.bq, n.bk = w.bk, n.bv = w.bv;
-  if (c.o_bias) n.bo = w.bo;
-  n.w_gate = c.gated_ffn ? w.w_gate : "";
-  n.w_up = w.w_up;
-  n.w_down = w.w_down;
-  if (c.mlp_bias) {
-    auto bias = [](std::string s) { return s.replace(s.size() - 6, 6, "bias"); };
-    if (c.gated_ffn) n.b_gate = bias(w.w_gate);
-    n.b_up = bias(w.w_up);
-    n.b_down = bias(w.w_down);
+  if (m.format == "hf") {
+    n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
+  } else {
+    const weight_names& w = c.names;
+    n.tok_embd = w.tok_embd;
+    n.out_norm = w.output_norm;
+    n.lm_head = w.output;
+    n.attn_norm = w.attn_norm;
+    n.ffn_norm = w.ffn_norm;
+    n.wq = w.wq, n.wk = w.wk, n.wv = w.wv, n.wo = w.wo;
+    if (c.qkv_bias) n.bq = w.bq, n.bk = w.bk, n.bv = w.bv;
+    if (c.o_bias) n.bo = w.bo;
+    n.q_norm = "blk.{}.attn_q_norm.weight", n.k_norm = "blk.{}.attn_k_norm.weight";
+    n.w_gate = w.w_gate, n.w_up = w.w_up, n.w_down = w.w_down;
   }
+  if (c.tie_embeddings) n.lm_head.clear();
+  if (!c.gated_ffn) n.w_gate.clear(), n.b_gate.clear();
   return build_decoder(m, n, g);
 }
 

@@ -1,0 +1,36 @@
+// granite.cpp (arch/families): Granite, which is Llama with four scalars: the embeddings
+// times embedding_multiplier, each sublayer's output times residual_multiplier before the
+// residual add, attention scores times attention_multiplier (instead of 1/sqrt(head_dim)),
+// and the logits divided by logits_scaling.
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_granite_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  c.mlp_bias = j.b("mlp_bias", false);
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  TROUPE_TRY_ASSIGN(em, j.f("embedding_multiplier", 1.0));
+  TROUPE_TRY_ASSIGN(rm, j.f("residual_multiplier", 1.0));
+  TROUPE_TRY_ASSIGN(am, j.f("attention_multiplier", 1.0));
+  TROUPE_TRY_ASSIGN(ls, j.f("logits_scaling", 1.0));
+  if (!(am > 0) || ls == 0) return j.bad("'attention_multiplier' and 'logits_scaling' must be > 0");
+  c.embed_scale = em == 1 ? 0 : em;
+  c.residual_scale = rm;
+  c.attn_scale = am;
+  c.logit_scale = 1.0 / ls;
+  return {};
+}
+
+status build_granite(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch

@@ -1,0 +1,42 @@
+// olmo.cpp (arch/families): OLMo and OLMo 2. OLMo is Llama with non-parametric LayerNorms
+// (no weight, no bias, eps 1e-5 fixed) and optional clipping of q, k and v (clip_qkv). OLMo 2
+// puts its RMSNorms on the sublayers' outputs (x += norm(attn(x)); x += norm(mlp(x))) and
+// normalises q and k over the whole projection (every head of the token at once), which a
+// tensor-parallel shard computes with an all-reduce of its partial sums of squares.
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_olmo_hf(hf_cfg& j, model_config& c) {
+  const bool v2 = c.family == "olmo2";
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, v2 ? "rms_norm_eps" : nullptr, 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  if (v2) {
+    c.norms = norm_place::post;
+    c.qk_norm = qk_norm_kind::full;
+  } else {
+    c.norm = norm_kind::layer;
+    c.norm_weight = false;
+    TROUPE_TRY_ASSIGN(clip, j.f("clip_qkv", 0.0));
+    if (clip < 0) return j.bad("'clip_qkv' must not be negative");
+    c.clip_qkv = clip;
+  }
+  return {};
+}
+
+status build_olmo(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+  if (c.family == "olmo2") {
+    n.attn_norm = "model.layers.{}.post_attention_layernorm.weight";
+    n.ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
+  }
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
