@@ -94,7 +94,6 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
     return make_error(errc::invalid_argument,
                       "KV arena needs a positive block size and at least 2 blocks");
   const model_config& c = m->config;
-  if (c.mlp_bias) return make_error(errc::unsupported, "{}: MLP biases are not supported", m->path);
   std::unique_ptr<executor> e(new executor());
   e->source_ = m;
   e->opt_ = opt;

@@ -81,7 +81,8 @@ void attention(const op_args& a, const exec_ctx&) {
       attend(
           q.as<float>() + (t * H + h) * D, D, first_key(a.p.pos0 + t, a.p.window), a.p.pos0 + t,
           a.p.scale, [&](int64_t s, float* o) { row(k, s, o); },
-          [&](int64_t s, float* o) { row(v, s, o); }, a.dst.as<float>() + (t * H + h) * D);
+          [&](int64_t s, float* o) { row(v, s, o); }, a.dst.as<float>() + (t * H + h) * D,
+          mods(a, h));
     }
   }
 }
@@ -111,7 +112,8 @@ void paged_attention(const op_args& a, const exec_ctx&) {
         attend(
             q.as<float>() + (t * H + h) * D, D, first_key(pos0 + i, a.p.window), pos0 + i,
             a.p.scale, [&](int64_t s, float* o) { row(kc, s, o); },
-            [&](int64_t s, float* o) { row(vc, s, o); }, a.dst.as<float>() + (t * H + h) * D);
+            [&](int64_t s, float* o) { row(vc, s, o); }, a.dst.as<float>() + (t * H + h) * D,
+            mods(a, h));
       }
     }
   }

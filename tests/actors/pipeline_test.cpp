@@ -220,7 +220,9 @@ TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(
     Families, FamilyCuts,
     ::testing::Combine(::testing::Values("llama3", "llama_headdim", "mistral", "qwen2",
-                                         "mistral_window", "qwen2_window", "llama_relu2"),
+                                         "mistral_window", "qwen2_window", "llama_relu2",
+                                           "qwen3", "gemma", "gemma2", "gemma3", "olmo", "olmo2",
+                                           "granite"),
                        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +

@@ -112,7 +112,9 @@ TEST_P(SyntheticArch, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
                          ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2",
-                                           "mistral_window", "qwen2_window", "llama_relu2"));
+                                           "mistral_window", "qwen2_window", "llama_relu2",
+                                           "qwen3", "gemma", "gemma2", "gemma3", "olmo", "olmo2",
+                                           "granite"));
 
 TEST(Llama2TinyRandom, LogitsMatchTransformers) {
   const json fx = test::load_json(test::fixture_path("llama2_tiny_random.json"));
