@@ -17,6 +17,15 @@ const std::vector<family_entry>& families() {
       {"olmo", {"OlmoForCausalLM"}, {"olmo"}, read_olmo_hf, nullptr, build_olmo},
       {"olmo2", {"Olmo2ForCausalLM"}, {"olmo2"}, read_olmo_hf, nullptr, build_olmo},
       {"granite", {"GraniteForCausalLM"}, {"granite"}, read_granite_hf, nullptr, build_granite},
+      {"phi2", {"PhiForCausalLM"}, {"phi2"}, read_phi_hf, nullptr, build_phi},
+      {"phi3", {"Phi3ForCausalLM"}, {"phi3"}, read_phi_hf, nullptr, build_phi},
+      {"gpt2", {"GPT2LMHeadModel"}, {"gpt2"}, read_gpt2_hf, nullptr, build_gpt2},
+      {"gpt_neox", {"GPTNeoXForCausalLM"}, {"gptneox"}, read_neox_hf, nullptr, build_neox},
+      {"stablelm", {"StableLmForCausalLM"}, {"stablelm"}, read_neox_hf, nullptr, build_neox},
+      {"cohere", {"CohereForCausalLM"}, {"command-r"}, read_cohere_hf, nullptr, build_cohere},
+      {"falcon", {"FalconForCausalLM"}, {"falcon"}, read_falcon_hf, nullptr, build_falcon},
+      {"bloom", {"BloomForCausalLM"}, {"bloom"}, read_bloom_hf, nullptr, build_bloom},
+      {"mpt", {"MptForCausalLM"}, {"mpt"}, read_bloom_hf, nullptr, build_bloom},
   };
   return table;
 }

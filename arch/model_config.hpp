@@ -76,14 +76,14 @@ struct model_config {
   double norm_add = 0;     // added to every norm weight as loaded (Gemma: x * (1 + w))
   qk_norm_kind qk_norm = qk_norm_kind::none;
   norm_kind qk_norm_type = norm_kind::rms;
-  double embed_scale = 0;    // the embedding rows times this (0: none; Gemma sqrt(C), Granite)
+  double embed_scale = 0; // the embedding rows times this (0: none; Gemma sqrt(C), Granite)
   bool embed_scale_rounded = false; // the scale is first rounded to the embeddings' dtype (Gemma)
-  double residual_scale = 1; // sublayer outputs times this before the residual add (Granite)
-  double logit_scale = 1;    // logits times this (Cohere; Granite 1 / logits_scaling)
-  double attn_softcap = 0;   // scores = c tanh(s / c) (Gemma 2)
-  double final_softcap = 0;  // logits = c tanh(l / c) (Gemma 2 / 3)
-  double clip_qkv = 0;       // q, k, v clamped to [-c, c] (OLMo, MPT)
-  double alibi_max_bias = 0; // ALiBi instead of RoPE (Bloom, MPT)
+  double residual_scale = 1;        // sublayer outputs times this before the residual add (Granite)
+  double logit_scale = 1;           // logits times this (Cohere; Granite 1 / logits_scaling)
+  double attn_softcap = 0;          // scores = c tanh(s / c) (Gemma 2)
+  double final_softcap = 0;         // logits = c tanh(l / c) (Gemma 2 / 3)
+  double clip_qkv = 0;              // q, k, v clamped to [-c, c] (OLMo, MPT)
+  double alibi_max_bias = 0;        // ALiBi instead of RoPE (Bloom, MPT)
   bool rope_enabled = true;
   bool has_rope_local = false; // windowed layers use rope_local (Gemma 3)
   rope_spec rope_local;

@@ -31,6 +31,8 @@ std::string_view to_string(rope_scaling s) {
     return "llama3";
   case rope_scaling::yarn:
     return "yarn";
+  case rope_scaling::longrope:
+    return "longrope";
   }
   return "?";
 }
@@ -83,6 +85,12 @@ rope_table rope_inv_freq(const rope_spec& spec) {
                         yarn_get_mscale(spec.factor, spec.mscale_all_dim);
     else
       out.attn_factor = yarn_get_mscale(spec.factor, 1.0);
+    break;
+  }
+  case rope_scaling::longrope: {
+    const auto& ext = spec.use_long ? spec.long_factor : spec.short_factor;
+    for (int i = 0; i < half && i < static_cast<int>(ext.size()); ++i) out.inv_freq[i] /= ext[i];
+    out.attn_factor = spec.attn_factor > 0 ? spec.attn_factor : 1.0;
     break;
   }
   }

@@ -3,9 +3,10 @@
 // published checkpoints: linear, Llama 3's piecewise "llama3", and YaRN). `rope_inv_freq`
 // turns a spec into the rot_dim/2 inverse frequencies and the attention factor that scales
 // cos and sin (YaRN's mscale), in double precision, following the formulas the checkpoints'
-// own reference code uses. Layout: `interleaved` rotates pairs (2i, 2i+1) (Meta / GGUF
-// llama); `neox` rotates (i, i + rot_dim/2) (Hugging Face rotate_half, GGUF qwen2).
-// Tests: tests/core/rope_test.cpp, and the rope cases of the op harness.
+// own reference code uses (LongRoPE: per-frequency factors, short or long set). Layout:
+// `interleaved` rotates pairs (2i, 2i+1) (Meta / GGUF llama); `neox` rotates (i, i + rot_dim/2)
+// (Hugging Face rotate_half, GGUF qwen2). Tests: tests/core/rope_test.cpp, and the rope cases of
+// the op harness.
 #pragma once
 
 #include <string_view>
@@ -14,7 +15,7 @@
 namespace troupe {
 
 enum class rope_layout : uint8_t { interleaved, neox };
-enum class rope_scaling : uint8_t { none, linear, llama3, yarn };
+enum class rope_scaling : uint8_t { none, linear, llama3, yarn, longrope };
 
 struct rope_spec {
   rope_layout layout = rope_layout::neox;
@@ -30,6 +31,10 @@ struct rope_spec {
   double attn_factor = 0.0;      // yarn: explicit attention factor; 0 = derive from factor
   double mscale = 0.0;           // yarn (DeepSeek style): mscale / mscale_all_dim, 0 = unset
   double mscale_all_dim = 0.0;
+  // longrope (Phi-3): each frequency's wavelength times a factor of the short set (contexts up
+  // to orig_ctx) or of the long set; attn_factor as read (sqrt(1 + ln f / ln orig) by default)
+  std::vector<double> short_factor, long_factor;
+  bool use_long = false;
 };
 
 struct rope_table {

@@ -4,6 +4,7 @@
 #include "arch/spec.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -140,7 +141,15 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
     type = rs["rope_type"].get<std::string>();
   else if (rs.contains("type") && rs["type"].is_string())
     type = rs["type"].get<std::string>();
+  if (c.family == "phi3" && (type == "su" || type == "yarn")) type = "longrope"; // Phi3Config
   if (type.empty() || type == "default") return {};
+  if (type == "dynamic") {
+    // dynamic NTK changes the base only while a sequence is longer than
+    // max_position_embeddings; Troupe never runs one (the scheduler caps the context there),
+    // so the default frequencies are what transformers computes for every sequence served
+    c.rope.scaling = rope_scaling::none;
+    return {};
+  }
   auto num = [&](const char* k, double fallback) -> expected<double> {
     auto it = rs.find(k);
     if (it == rs.end() || it->is_null()) return fallback;
@@ -177,10 +186,35 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
     c.rope.attn_factor = af;
     c.rope.mscale = ms;
     c.rope.mscale_all_dim = msa;
+  } else if (type == "longrope") {
+    c.rope.scaling = rope_scaling::longrope;
+    auto factors = [&](const char* k, std::vector<double>& out) -> status {
+      auto it = rs.find(k);
+      if (it == rs.end() || !it->is_array())
+        return make_error(errc::corrupt_file, "{}: longrope needs '{}' (a list of numbers)", where,
+                          k);
+      for (const auto& v : *it) {
+        if (!v.is_number() || !(v.get<double>() > 0))
+          return make_error(errc::corrupt_file, "{}: longrope '{}' must hold positive numbers",
+                            where, k);
+        out.push_back(v.get<double>());
+      }
+      return {};
+    };
+    TROUPE_TRY(factors("short_factor", c.rope.short_factor));
+    TROUPE_TRY(factors("long_factor", c.rope.long_factor));
+    TROUPE_TRY_ASSIGN(orig, num("original_max_position_embeddings", static_cast<double>(c.ctx)));
+    TROUPE_TRY_ASSIGN(af, num("attention_factor", 0.0));
+    c.rope.orig_ctx = orig;
+    c.rope.attn_factor = af;
+    // factor absent: max_position_embeddings / original (finish_rope)
+    c.rope.factor = rs.contains("factor") && rs["factor"].is_number() ? factor : 0.0;
+    return {};
   } else {
-    return make_error(errc::unsupported,
-                      "{}: rope scaling '{}' is not supported (linear, llama3, yarn are)", where,
-                      type);
+    return make_error(
+        errc::unsupported,
+        "{}: rope scaling '{}' is not supported (linear, dynamic, llama3, yarn, longrope are)",
+        where, type);
   }
   if (c.rope.factor <= 0)
     return make_error(errc::corrupt_file, "{}: rope scaling factor must be positive", where);
@@ -202,6 +236,32 @@ status read_rope(hf_cfg& j, model_config& c, double theta_default, double partia
   if (const json& rs = j.raw("rope_scaling"); rs.is_object())
     TROUPE_TRY(read_rope_scaling(rs, c, j.where()));
   c.rope.rot_dim = static_cast<int>(static_cast<double>(c.D) * partial);
+  // transformers: a top-level original_max_position_embeddings overrides the rope dict's
+  if (c.rope.scaling == rope_scaling::llama3 || c.rope.scaling == rope_scaling::yarn ||
+      c.rope.scaling == rope_scaling::longrope) {
+    TROUPE_TRY_ASSIGN(orig, j.f("original_max_position_embeddings", c.rope.orig_ctx));
+    c.rope.orig_ctx = orig;
+  } else {
+    j.mark("original_max_position_embeddings");
+  }
+  if (c.rope.scaling == rope_scaling::longrope) {
+    rope_spec& r = c.rope;
+    const size_t half = static_cast<size_t>(r.rot_dim / 2);
+    if (r.short_factor.size() != half || r.long_factor.size() != half)
+      return j.bad(fmt::format("longrope short_factor and long_factor need {} values each (have "
+                               "{} and {})",
+                               half, r.short_factor.size(), r.long_factor.size()));
+    if (!(r.orig_ctx > 1)) return j.bad("longrope needs original_max_position_embeddings > 1");
+    if (r.factor <= 0) r.factor = static_cast<double>(c.ctx) / r.orig_ctx;
+    if (r.attn_factor <= 0)
+      r.attn_factor =
+          r.factor <= 1 ? 1.0 : std::sqrt(1 + std::log(r.factor) / std::log(r.orig_ctx));
+    // transformers switches to the long factors (re-running the prefill) once a sequence
+    // outgrows original_max_position_embeddings; Troupe picks one set for the served context
+    // (as llama.cpp does): the long set when that context is longer, which gives
+    // transformers' numbers for every sequence longer than the original context
+    r.use_long = static_cast<double>(c.ctx) > r.orig_ctx;
+  }
   return {};
 }
 
@@ -261,8 +321,7 @@ status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
       if (lt[i] == "sliding_attention")
         windowed[i] = 1;
       else if (lt[i] != "full_attention")
-        return j.unsupported(
-            fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
+        return j.unsupported(fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
     }
   } else {
     for (int64_t i = 0; i < c.n_layer; ++i) windowed[static_cast<size_t>(i)] = fallback(i) ? 1 : 0;

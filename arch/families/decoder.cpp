@@ -113,7 +113,7 @@ class decoder {
     if (c_.embed_scale != 0)
       x = b.scale(x,
                   static_cast<float>(c_.embed_scale_rounded ? round_to(g_[tok].type, c_.embed_scale)
-                                                           : c_.embed_scale),
+                                                            : c_.embed_scale),
                   "embd_scaled");
     if (c_.learned_positions) {
       TROUPE_TRY_ASSIGN(pe, req(n_.pos_embd, -1, {c_.ctx, C}));

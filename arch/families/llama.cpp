@@ -1,7 +1,8 @@
 // llama.cpp (arch/families): the Llama family and the architectures that are Llama with other
 // defaults: Llama 2 / 3 (rope scaling, attention and MLP biases), Mistral (sliding window),
-// Qwen2 (q/k/v biases, per-layer windows), Qwen3 (q/k RMSNorm over each head before RoPE). Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU
-// (or another activation, gated or not); tied or separate lm_head.
+// Qwen2 (q/k/v biases, per-layer windows), Qwen3 (q/k RMSNorm over each head before RoPE).
+// Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU (or another
+// activation, gated or not); tied or separate lm_head.
 #include "arch/families/decoder.hpp"
 
 #include <algorithm>
@@ -80,8 +81,8 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
     // transformers: sliding_window = sliding_window if use_sliding_window else None; the
     // layers from max_window_layers on slide unless layer_types says otherwise
     const bool use = j.b("use_sliding_window", false);
-    TROUPE_TRY(read_layer_types(j, c, use && sw < c.ctx ? sw : 0,
-                                [mwl](int64_t l) { return l >= mwl; }));
+    TROUPE_TRY(
+        read_layer_types(j, c, use && sw < c.ctx ? sw : 0, [mwl](int64_t l) { return l >= mwl; }));
   }
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));

@@ -220,9 +220,12 @@ TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(
     Families, FamilyCuts,
     ::testing::Combine(::testing::Values("llama3", "llama_headdim", "mistral", "qwen2",
-                                         "mistral_window", "qwen2_window", "llama_relu2",
-                                           "qwen3", "gemma", "gemma2", "gemma3", "olmo", "olmo2",
-                                           "granite"),
+                                         "mistral_window", "qwen2_window", "llama_relu2", "qwen3",
+                                         "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite",
+                                         "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
+                                         "stablelm", "cohere", "falcon", "falcon_mq", "bloom",
+                                         "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
+                                         "llama_bias"),
                        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +

@@ -104,10 +104,16 @@ TEST(ModelConfig, RefusesWhatChangesTheMath) {
   ASSERT_TRUE(c);
   EXPECT_TRUE(c->mlp_bias);
   j = base("MistralForCausalLM");
-  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  j["rope_scaling"] = {{"rope_type", "proportional"}, {"factor", 2.0}}; // transformers has it
   c = parse(j);
   ASSERT_FALSE(c);
-  EXPECT_NE(c.error().message.find("dynamic"), std::string::npos);
+  EXPECT_NE(c.error().message.find("proportional"), std::string::npos);
+  // dynamic NTK changes nothing below max_position_embeddings, past which Troupe never runs
+  j = base("MistralForCausalLM");
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->rope.scaling, rope_scaling::none);
   // attention_bias is a Llama key: Mistral's transformers class has no biases and ignores it
   j = base("MistralForCausalLM");
   j["attention_bias"] = true;
@@ -119,4 +125,68 @@ TEST(ModelConfig, RefusesWhatChangesTheMath) {
   c = parse(j);
   ASSERT_TRUE(c);
   EXPECT_TRUE(c->qkv_bias && c->o_bias);
+}
+
+// Keys of the newer families that change the math and are not implemented: refused by name.
+TEST(ModelConfig, FamiliesRefuseWhatTheyDoNotImplement) {
+  auto refused = [](json j, const char* key) {
+    auto c = parse(j);
+    ASSERT_FALSE(c) << key;
+    EXPECT_EQ(c.error().code, errc::unsupported) << c.error().to_string();
+    EXPECT_NE(c.error().message.find(key), std::string::npos) << c.error().to_string();
+  };
+  json j = base("StableLmForCausalLM");
+  j["qk_layernorm"] = true;
+  refused(j, "qk_layernorm");
+  j = base("FalconForCausalLM");
+  j["alibi"] = true;
+  refused(j, "alibi");
+  j = {{"architectures", {"MptForCausalLM"}}, {"d_model", 64}, {"n_heads", 4}, {"n_layers", 2},
+       {"vocab_size", 512}, {"attn_config", {{"alibi_bias_max", 16}}}};
+  refused(j, "alibi_bias_max");
+  j["attn_config"] = {{"qk_ln", true}};
+  refused(j, "qk_ln");
+  j["attn_config"] = json::object();
+  j["expansion_ratio"] = 2;
+  refused(j, "expansion_ratio");
+  j = base("Gemma2ForCausalLM");
+  j["use_bidirectional_attention"] = true;
+  refused(j, "use_bidirectional_attention");
+  j = {{"architectures", {"GPT2LMHeadModel"}}, {"n_embd", 64}, {"n_head", 4}, {"n_layer", 2},
+       {"n_positions", 128}, {"vocab_size", 512}, {"add_cross_attention", true}};
+  refused(j, "add_cross_attention");
+}
+
+// Family readers turn each config into the recipe transformers computes.
+TEST(ModelConfig, FamilyRecipes) {
+  json j = base("Gemma2ForCausalLM");
+  j["head_dim"] = 16;
+  j["query_pre_attn_scalar"] = 24;
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->norms, norm_place::sandwich);
+  EXPECT_DOUBLE_EQ(c->attention_scale(), 1 / std::sqrt(24.0));
+  EXPECT_DOUBLE_EQ(c->attn_softcap, 50.0); // Gemma2Config's defaults
+  EXPECT_DOUBLE_EQ(c->final_softcap, 30.0);
+  EXPECT_EQ(c->layer_window(0), 4096); // even layers slide
+  EXPECT_EQ(c->layer_window(1), 0);
+  j = base("Phi3ForCausalLM");
+  j["original_max_position_embeddings"] = 64;
+  j["rope_scaling"] = {{"type", "su"},
+                       {"short_factor", std::vector<double>(8, 1.0)},
+                       {"long_factor", std::vector<double>(8, 2.0)}};
+  c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->rope.scaling, rope_scaling::longrope);
+  EXPECT_TRUE(c->rope.use_long); // a 256 context outgrows the original 64
+  EXPECT_NEAR(c->rope.attn_factor, std::sqrt(1 + std::log(4.0) / std::log(64.0)), 1e-12);
+  j["rope_scaling"]["long_factor"] = std::vector<double>(7, 2.0);
+  EXPECT_FALSE(parse(j));
+  j = base("GPTNeoXForCausalLM");
+  j["rotary_pct"] = 0.5;
+  c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->rope.rot_dim, 8); // head dim 16
+  EXPECT_EQ(c->residual, residual_kind::parallel_two_norms);
+  EXPECT_TRUE(c->qkv_bias && c->mlp_bias);
 }

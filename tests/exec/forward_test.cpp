@@ -14,9 +14,9 @@
 
 #include "../test_paths.hpp"
 #include "arch/spec.hpp"
+#include "arch/synth.hpp"
 #include "exec/generator.hpp"
 #include "kernels/jit.hpp"
-#include "arch/synth.hpp"
 
 using namespace troupe;
 using json = nlohmann::json;
@@ -24,8 +24,8 @@ using json = nlohmann::json;
 namespace {
 
 std::unique_ptr<exec::generator> make(const std::string& path,
-                                       kernels::backend where = kernels::backend::cpu,
-                                       dtype kv = dtype::f32, bool fuse = true) {
+                                      kernels::backend where = kernels::backend::cpu,
+                                      dtype kv = dtype::f32, bool fuse = true) {
   auto m = open_model(path);
   EXPECT_TRUE(m) << (m ? "" : m.error().to_string());
   if (!m) return nullptr;
@@ -112,9 +112,12 @@ TEST_P(SyntheticArch, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
                          ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2",
-                                           "mistral_window", "qwen2_window", "llama_relu2",
-                                           "qwen3", "gemma", "gemma2", "gemma3", "olmo", "olmo2",
-                                           "granite"));
+                                           "mistral_window", "qwen2_window", "llama_relu2", "qwen3",
+                                           "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite",
+                                           "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
+                                           "stablelm", "cohere", "falcon", "falcon_mq", "bloom",
+                                           "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
+                                           "llama_bias"));
 
 TEST(Llama2TinyRandom, LogitsMatchTransformers) {
   const json fx = test::load_json(test::fixture_path("llama2_tiny_random.json"));

@@ -1,0 +1,36 @@
+// cohere.cpp (arch/families): Command-R (CohereForCausalLM): a parallel block with one
+// LayerNorm without bias (x += attn(h) + mlp(h)), RoPE on interleaved pairs (GPT-J style, as
+// the checkpoint stores q and k), optional per-head q/k LayerNorms with a weight per head,
+// tied embeddings and the logits times logit_scale.
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_cohere_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "layer_norm_eps", 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", true);
+  c.norm = norm_kind::layer;
+  c.residual = residual_kind::parallel;
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  if (j.b("use_qk_norm", false)) {
+    c.qk_norm = qk_norm_kind::head_weights;
+    c.qk_norm_type = norm_kind::layer;
+  }
+  TROUPE_TRY_ASSIGN(ls, j.f("logit_scale", 0.0625));
+  c.logit_scale = ls;
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 500000.0, 1.0));
+  c.rope.layout = rope_layout::interleaved;
+  return {};
+}
+
+status build_cohere(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+  n.ffn_norm.clear();
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch

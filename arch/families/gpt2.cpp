@@ -1,0 +1,57 @@
+// gpt2.cpp (arch/families): GPT-2 (GPT2LMHeadModel): learned absolute positions added to the
+// token embeddings, pre-LayerNorm blocks with biases, a GELU MLP, and Conv1D weights stored
+// transposed ([in, out]); c_attn holds q, k and v as column blocks. Checkpoints name the
+// tensors with or without the "transformer." prefix (the original OpenAI conversion has none).
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_gpt2_hf(hf_cfg& j, model_config& c) {
+  TROUPE_TRY_ASSIGN(C, j.req("n_embd"));
+  TROUPE_TRY_ASSIGN(L, j.req("n_layer"));
+  TROUPE_TRY_ASSIGN(H, j.req("n_head"));
+  TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
+  TROUPE_TRY_ASSIGN(ctx, j.req("n_positions"));
+  TROUPE_TRY_ASSIGN(F, j.i("n_inner", 4 * C));
+  TROUPE_TRY_ASSIGN(eps, j.f("layer_norm_epsilon", 1e-5));
+  c.C = C, c.n_layer = L, c.H = H, c.Hkv = H, c.V = V, c.ctx = ctx, c.F = F ? F : 4 * C;
+  c.D = C / H;
+  c.norm_eps = eps;
+  c.norm = norm_kind::layer;
+  c.gated_ffn = false;
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  c.rope_enabled = false;
+  c.learned_positions = true;
+  c.tie_embeddings = j.b("tie_word_embeddings", true);
+  c.names.output = "lm_head.weight";
+  if (!j.b("scale_attn_weights", true)) c.attn_scale = 1.0;
+  c.attn_scale_by_layer = j.b("scale_attn_by_inverse_layer_idx", false);
+  j.mark("reorder_and_upcast_attn"); // the same math in higher precision
+  j.mark("n_ctx");                   // old configs: unused by the model
+  if (j.b("add_cross_attention", false))
+    return j.unsupported("'add_cross_attention' (an encoder-decoder GPT-2) is not supported");
+  TROUPE_TRY(read_activation(j.s("activation_function", "gelu_new"), c, j.where()));
+  return {};
+}
+
+status build_gpt2(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  const std::string p = m.tensors->contains("transformer.wte.weight") ? "transformer." : "";
+  const std::string h = p + "h.{}.";
+  decoder_names n;
+  n.tok_embd = p + "wte.weight";
+  n.pos_embd = p + "wpe.weight";
+  n.attn_norm = h + "ln_1.weight", n.attn_norm_b = h + "ln_1.bias";
+  n.ffn_norm = h + "ln_2.weight", n.ffn_norm_b = h + "ln_2.bias";
+  n.wqkv = h + "attn.c_attn.weight", n.bqkv = h + "attn.c_attn.bias";
+  n.layout = qkv_layout::blocks;
+  n.wo = h + "attn.c_proj.weight", n.bo = h + "attn.c_proj.bias";
+  n.w_up = h + "mlp.c_fc.weight", n.b_up = h + "mlp.c_fc.bias";
+  n.w_down = h + "mlp.c_proj.weight", n.b_down = h + "mlp.c_proj.bias";
+  n.out_norm = p + "ln_f.weight", n.out_norm_b = p + "ln_f.bias";
+  n.lm_head = c.tie_embeddings ? "" : "lm_head.weight";
+  n.transposed = true;
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch

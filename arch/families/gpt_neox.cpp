@@ -1,0 +1,72 @@
+// gpt_neox.cpp (arch/families): GPT-NeoX and Pythia (GPTNeoXForCausalLM) and StableLM
+// (StableLmForCausalLM). GPT-NeoX: LayerNorms with biases, a fused per-head qkv ([H, 3, D]
+// rows), partial rotary (rotary_pct, 0.25 by default), a GELU MLP with biases, and by default
+// the parallel residual with two norms (x += attn(n1(x)) + mlp(n2(x))). StableLM: Llama with
+// LayerNorms, partial rotary, optional q/k/v biases and an optional parallel residual.
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_neox_hf(hf_cfg& j, model_config& c) {
+  c.names.output = c.family == "gpt_neox" ? "embed_out.weight" : "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "layer_norm_eps", 1e-5));
+  c.D = c.C / c.H; // the attention's head size ignores head_dim
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  c.norm = norm_kind::layer;
+  if (c.family == "gpt_neox") {
+    c.Hkv = c.H;
+    c.gated_ffn = false;
+    c.mlp_bias = true;
+    if (j.b("attention_bias", true)) c.qkv_bias = c.o_bias = true;
+    if (j.b("use_parallel_residual", true)) c.residual = residual_kind::parallel_two_norms;
+    TROUPE_TRY(read_activation(j.s("hidden_act", "gelu"), c, j.where()));
+    // legacy keys (Pythia, NeoX-20B) give the defaults that rope_parameters overrides
+    TROUPE_TRY_ASSIGN(base, j.f("rotary_emb_base", 10000.0));
+    TROUPE_TRY_ASSIGN(pct, j.f("rotary_pct", 0.25));
+    TROUPE_TRY(read_rope(j, c, base, pct));
+    return {};
+  }
+  c.qkv_bias = j.b("use_qkv_bias", false);
+  if (j.b("qk_layernorm", false))
+    return j.unsupported("'qk_layernorm' (StableLM's per-head q/k LayerNorms, one tensor per "
+                         "head) is not supported yet");
+  if (j.b("use_parallel_residual", false)) c.residual = residual_kind::parallel;
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 0.25));
+  return {};
+}
+
+status build_neox(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n;
+  if (c.family == "gpt_neox") {
+    const std::string l = "gpt_neox.layers.{}.";
+    n.tok_embd = "gpt_neox.embed_in.weight";
+    n.attn_norm = l + "input_layernorm.weight", n.attn_norm_b = l + "input_layernorm.bias";
+    n.ffn_norm = l + "post_attention_layernorm.weight";
+    n.ffn_norm_b = l + "post_attention_layernorm.bias";
+    n.wqkv = l + "attention.query_key_value.weight";
+    if (c.qkv_bias) n.bqkv = l + "attention.query_key_value.bias";
+    n.layout = qkv_layout::per_head;
+    n.wo = l + "attention.dense.weight";
+    if (c.o_bias) n.bo = l + "attention.dense.bias";
+    n.w_up = l + "mlp.dense_h_to_4h.weight", n.b_up = l + "mlp.dense_h_to_4h.bias";
+    n.w_down = l + "mlp.dense_4h_to_h.weight", n.b_down = l + "mlp.dense_4h_to_h.bias";
+    n.out_norm = "gpt_neox.final_layer_norm.weight";
+    n.out_norm_b = "gpt_neox.final_layer_norm.bias";
+    n.lm_head = "embed_out.weight";
+  } else {
+    n = hf_llama_layout(c.qkv_bias, false, false);
+    n.attn_norm_b = "model.layers.{}.input_layernorm.bias";
+    if (c.residual == residual_kind::parallel) {
+      n.ffn_norm.clear(); // no post_attention_layernorm in the parallel block
+    } else {
+      n.ffn_norm_b = "model.layers.{}.post_attention_layernorm.bias";
+    }
+    n.out_norm_b = "model.norm.bias";
+  }
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch

@@ -1,0 +1,62 @@
+// phi.cpp (arch/families): Phi-2 (PhiForCausalLM) and Phi-3 (Phi3ForCausalLM). Phi-2 is a
+// parallel block (h = LayerNorm(x); x += attn(h) + mlp(h)) with partial rotary embeddings,
+// biases everywhere (lm_head too), a GELU MLP and optional q/k LayerNorms; Phi-3 is Llama with
+// fused qkv and gate_up tensors, LongRoPE scaling and an optional sliding window.
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_phi_hf(hf_cfg& j, model_config& c) {
+  if (c.family == "phi3") {
+    c.names.output = "lm_head.weight";
+    TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
+    c.tie_embeddings = j.b("tie_word_embeddings", false);
+    TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
+    c.sliding_window = sw >= c.ctx ? 0 : sw; // every layer (Phi3's sliding mask)
+    TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+    TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+    return {};
+  }
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "layer_norm_eps", 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  c.norm = norm_kind::layer;
+  c.residual = residual_kind::parallel;
+  c.gated_ffn = false;
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  if (j.b("qk_layernorm", false)) {
+    c.qk_norm = qk_norm_kind::head;
+    c.qk_norm_type = norm_kind::layer;
+  }
+  TROUPE_TRY(read_activation(j.s("hidden_act", "gelu_new"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 0.5));
+  return {};
+}
+
+status build_phi(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+  const std::string a = "model.layers.{}.self_attn.", f = "model.layers.{}.mlp.";
+  if (c.family == "phi3") {
+    n.wq = n.wk = n.wv = "";
+    n.wqkv = a + "qkv_proj.weight";
+    n.layout = qkv_layout::blocks;
+    n.w_gate = n.w_up = "";
+    n.w_gate_up = f + "gate_up_proj.weight";
+  } else {
+    n.attn_norm_b = "model.layers.{}.input_layernorm.bias";
+    n.ffn_norm = "";
+    n.wo = a + "dense.weight", n.bo = a + "dense.bias";
+    n.q_norm = a + "q_layernorm.weight", n.q_norm_b = a + "q_layernorm.bias";
+    n.k_norm = a + "k_layernorm.weight", n.k_norm_b = a + "k_layernorm.bias";
+    n.w_gate = "";
+    n.w_up = f + "fc1.weight", n.b_up = f + "fc1.bias";
+    n.w_down = f + "fc2.weight", n.b_down = f + "fc2.bias";
+    n.out_norm = "model.final_layernorm.weight", n.out_norm_b = "model.final_layernorm.bias";
+    n.lm_head_b = "lm_head.bias";
+  }
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
