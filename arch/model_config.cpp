@@ -131,6 +131,39 @@ expected<model_config> config_from_gguf(const gguf_file& g) {
   c.family = entry->name;
   arch::gguf_cfg cfg{g, std::string(name)};
   TROUPE_TRY(entry->read_gguf(cfg, c));
+  // keys of the architecture the family never read: those known to change the math refuse
+  // the load (a different model), the rest are listed once at load
+  static constexpr std::string_view math_keys[] = {"attention.max_alibi_bias",
+                                                   "attn_logit_softcapping",
+                                                   "final_logit_softcapping",
+                                                   "attention.clamp_kqv",
+                                                   "attention.scale",
+                                                   "embedding_scale",
+                                                   "residual_scale",
+                                                   "logit_scale",
+                                                   "expert_count",
+                                                   "expert_used_count",
+                                                   "expert_shared_count",
+                                                   "attention.sliding_window",
+                                                   "attention.sliding_window_pattern",
+                                                   "rope.freq_base_swa",
+                                                   "attention.q_lora_rank",
+                                                   "attention.kv_lora_rank",
+                                                   "use_parallel_residual",
+                                                   "rope.dimension_sections",
+                                                   "full_attention_interval"};
+  for (const std::string& k : cfg.unread()) {
+    bool math = k.starts_with("rope.scaling.") || k.starts_with("ssm.") ||
+                k.starts_with("expert_") || k.starts_with("moe_");
+    for (std::string_view m : math_keys) math = math || k == m;
+    const gguf_value* v = g.get(cfg.arch + "." + k);
+    const bool zero = v && (v->is_integer() || v->is_float()) && v->f == 0;
+    if (math && !zero)
+      return make_error(errc::unsupported,
+                        "{}: {}.{} changes the model and is not supported for '{}'", g.file->path(),
+                        cfg.arch, k, cfg.arch);
+    if (!math) c.ignored_keys.push_back(cfg.arch + "." + k);
+  }
   TROUPE_TRY(c.validate());
   return c;
 }

@@ -3,6 +3,7 @@
 // the same thread count). Decode is bound by bandwidth / (weight bytes read per token);
 // prefill by the FMA peak / (2 x non-embedding parameters per token). Medians of repeats.
 //   troupe bench --model PATH [--threads N] [--prompt-tokens 64] [--gen-tokens 64] [--json]
+// --profile splits the decode step into the weight matmuls and everything else, per kernel.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,7 +24,7 @@ namespace {
 struct bench_opts {
   std::string model, placement;
   int threads = 1, prompt_tokens = 64, gen_tokens = 64, repeats = 5, tp = 1, pp = 1;
-  bool json = false, actors = false, no_fuse = false;
+  bool json = false, actors = false, no_fuse = false, profile = false;
 };
 
 double median(std::vector<double> v) {
@@ -86,6 +87,7 @@ int run_bench(const bench_opts& o) {
   exec::exec_options ro;
   ro.threads = o.threads;
   ro.fuse = !o.no_fuse;
+  ro.profile = o.profile;
   ro.kv_blocks = (o.prompt_tokens + o.gen_tokens + 2 * ro.block_size) / ro.block_size + 2;
   auto gen = exec::generator::create(*m, ro);
   if (!gen) return fail(gen.error());
@@ -112,6 +114,7 @@ int run_bench(const bench_opts& o) {
     resident = sp->resident_max;
   } else {
     (void)g->run(prompt, go); // warm-up: page in the weights
+    g->runner().reset_profile();
     for (int r = 0; r < o.repeats; ++r) {
       auto out = g->run(prompt, go);
       if (!out) return fail(out.error());
@@ -165,6 +168,25 @@ int run_bench(const bench_opts& o) {
       {"prefill_gflop_s", pre * flops_per_token / 1e9},
       {"fma_peak_gflop_s", peak / 1e9},
       {"prefill_pct_of_peak", 100.0 * pre * flops_per_token / peak}};
+  // the decode step split into the weight matmuls (bandwidth-bound on the weights) and the
+  // rest (norms, rope, attention over the cache, activations, adds, copies ...)
+  nlohmann::json prof = nlohmann::json::array();
+  double mm_us = 0, rest_us = 0;
+  if (o.profile && !through_actors && !steps.empty()) {
+    const double n_steps = static_cast<double>(steps.size());
+    for (const exec::op_time& t : g->runner().profile()) {
+      if (!t.decode) continue;
+      const double us = 1e6 * t.seconds / n_steps;
+      (t.weight_matmul ? mm_us : rest_us) += us;
+      prof.push_back({{"kernel", t.kernel},
+                      {"weight_matmul", t.weight_matmul},
+                      {"us_per_step", us},
+                      {"calls_per_step", static_cast<double>(t.calls) / n_steps}});
+    }
+    j["decode_profile"] = prof;
+    j["decode_weight_matmul_us"] = mm_us;
+    j["decode_rest_us"] = rest_us;
+  }
   if (o.json) {
     std::puts(j.dump().c_str());
     return 0;
@@ -188,6 +210,14 @@ int run_bench(const bench_opts& o) {
   std::printf(
       "weights read per token: %.2f MB; medians of %d runs (%d prompt, %d generated tokens)\n",
       bytes / 1e6, o.repeats, o.prompt_tokens, o.gen_tokens);
+  if (!prof.empty()) {
+    std::printf("decode step profile (us per step, mean over %zu steps):\n", steps.size());
+    for (const auto& t : prof)
+      std::printf("  %-44s %9.1f us  %5.1f calls%s\n", t["kernel"].get<std::string>().c_str(),
+                  t["us_per_step"].get<double>(), t["calls_per_step"].get<double>(),
+                  t["weight_matmul"].get<bool>() ? "  (weight matmul)" : "");
+    std::printf("  weight matmuls %.1f us, everything else %.1f us\n", mm_us, rest_us);
+  }
   return 0;
 }
 
@@ -216,6 +246,8 @@ void add_bench(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", o->json, "one JSON object");
   cmd->add_flag("--no-fuse", o->no_fuse, "run the unfused op sequence (for comparison)");
+  cmd->add_flag("--profile", o->profile,
+                "time every node of the decode steps: weight matmuls against the rest");
   cmd->add_option("--tp", o->tp, "run through the actor pipeline with this TP")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--pp", o->pp, "run through the actor pipeline with this PP")

@@ -33,6 +33,8 @@ std::string_view to_string(rope_scaling s) {
     return "yarn";
   case rope_scaling::longrope:
     return "longrope";
+  case rope_scaling::factors:
+    return "factors";
   }
   return "?";
 }
@@ -93,6 +95,10 @@ rope_table rope_inv_freq(const rope_spec& spec) {
     out.attn_factor = spec.attn_factor > 0 ? spec.attn_factor : 1.0;
     break;
   }
+  case rope_scaling::factors:
+    for (int i = 0; i < half && i < static_cast<int>(spec.short_factor.size()); ++i)
+      out.inv_freq[i] /= spec.short_factor[i];
+    break;
   }
   return out;
 }

@@ -3,7 +3,8 @@
 // published checkpoints: linear, Llama 3's piecewise "llama3", and YaRN). `rope_inv_freq`
 // turns a spec into the rot_dim/2 inverse frequencies and the attention factor that scales
 // cos and sin (YaRN's mscale), in double precision, following the formulas the checkpoints'
-// own reference code uses (LongRoPE: per-frequency factors, short or long set). Layout:
+// own reference code uses (LongRoPE: per-frequency factors, short or long set; `factors`: a
+// table of per-frequency divisors, as GGUF stores Llama 3's scaling). Layout:
 // `interleaved` rotates pairs (2i, 2i+1) (Meta / GGUF llama); `neox` rotates (i, i + rot_dim/2)
 // (Hugging Face rotate_half, GGUF qwen2). Tests: tests/core/rope_test.cpp, and the rope cases of
 // the op harness.
@@ -15,7 +16,7 @@
 namespace troupe {
 
 enum class rope_layout : uint8_t { interleaved, neox };
-enum class rope_scaling : uint8_t { none, linear, llama3, yarn, longrope };
+enum class rope_scaling : uint8_t { none, linear, llama3, yarn, longrope, factors };
 
 struct rope_spec {
   rope_layout layout = rope_layout::neox;
@@ -35,6 +36,8 @@ struct rope_spec {
   // to orig_ctx) or of the long set; attn_factor as read (sqrt(1 + ln f / ln orig) by default)
   std::vector<double> short_factor, long_factor;
   bool use_long = false;
+  // factors (GGUF rope_freqs.weight, Llama 3's scaling as the converter tabulates it): each
+  // inverse frequency divided by short_factor[i]
 };
 
 struct rope_table {

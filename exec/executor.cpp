@@ -2,6 +2,7 @@
 #include "exec/executor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 
@@ -451,9 +452,44 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     if (xv.kind == value_kind::weight && xv.empty) return tensor_view{};
     return view_of(p, v, T, N, S, cols);
   };
+  // profiling: each node's time from its start to the next node's (a device backend would
+  // need a synchronisation per node; the CPU backend runs each node to completion)
+  using clock = std::chrono::steady_clock;
+  clock::time_point started;
+  size_t open = p.g.nodes.size();
+  auto close = [&]() {
+    if (open == p.g.nodes.size()) return;
+    const node& n = p.g.nodes[open];
+    const std::string kernel = n.kind == node_kind::op           ? p.kernels[open].name
+                               : n.kind == node_kind::all_reduce ? std::string("all_reduce")
+                                                                 : std::string("all_gather");
+    const bool decode = T < row_class_boundary;
+    auto it = std::find_if(profile_.begin(), profile_.end(), [&](const op_time& o) {
+      return o.decode == decode && o.kernel == kernel;
+    });
+    if (it == profile_.end()) {
+      op_time o;
+      o.kernel = kernel;
+      o.decode = decode;
+      for (vid v : n.in)
+        o.weight_matmul =
+            o.weight_matmul ||
+            (n.kind == node_kind::op && n.op != kernels::op::embedding && v != graph::none &&
+             p.g[v].kind == value_kind::weight && !p.g[v].empty && p.g[v].dims.size() == 2);
+      profile_.push_back(o);
+      it = profile_.end() - 1;
+    }
+    it->seconds += std::chrono::duration<double>(clock::now() - started).count();
+    ++it->calls;
+    open = p.g.nodes.size();
+  };
   for (size_t i = 0; i < p.g.nodes.size(); ++i) {
     const node& n = p.g.nodes[i];
     if (N == 0 && n.layer >= p.g.n_layer) continue; // no row needs logits this step
+    if (opt_.profile) {
+      close();
+      if (n.kind != node_kind::view) open = i, started = clock::now();
+    }
     switch (n.kind) {
     case node_kind::view:
       continue;
@@ -510,6 +546,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
       return make_error(st.error().code, "{} ({}): {}", n.name, p.kernels[i].name,
                         st.error().message);
   }
+  if (opt_.profile) close();
   TROUPE_TRY(be_->synchronize());
   if (last_stage && logits) {
     logits->clear();

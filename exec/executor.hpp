@@ -34,7 +34,17 @@ struct exec_options {
   int64_t kv_blocks = 0; // blocks in the KV arena (block 0 is the null block)
   int block_size = 16;   // P: tokens per block
   dtype kv_dtype = dtype::f32;
-  bool fuse = true; // the fusion passes; false: the graph as the family built it
+  bool fuse = true;     // the fusion passes; false: the graph as the family built it
+  bool profile = false; // time every node (executor::profile; `troupe bench --profile`)
+};
+
+/// Time spent in one kernel over the profiled steps of one row class.
+struct op_time {
+  std::string kernel;         // "cpu/matmul/q8_0", "all_reduce" ...
+  bool decode = false;        // steps of fewer than row_class_boundary rows
+  bool weight_matmul = false; // the node multiplies by a weight matrix (or table of rows)
+  double seconds = 0;
+  int64_t calls = 0;
 };
 
 /// Rows of a step seen by kernel choice: below 8 (decode) or from 8 on (prefill). Kernels'
@@ -68,6 +78,10 @@ class executor {
   /// the kernel it runs ("cpu/matmul/q8_0", "...composed(...)", "ref/..."), for `troupe explain`.
   /// A summary line counts the nodes per kernel kind (native, composed, reference).
   std::string explain(bool all_plans = true) const;
+  /// With exec_options::profile: per kernel and row class, the time of every node since
+  /// the last reset, in first-run order.
+  const std::vector<op_time>& profile() const { return profile_; }
+  void reset_profile() { profile_.clear(); }
 
   struct plan;
 
@@ -93,6 +107,7 @@ class executor {
   kernels::device_buffer arena_, scratch_;
   int64_t arena_rows_ = 0;             // rows the arena holds now
   std::vector<int64_t> gather_counts_; // all-gather: vocabulary rows per rank
+  std::vector<op_time> profile_;
   // step inputs (host)
   std::vector<int32_t> tokens_, tokens_local_, positions_, slots_, seq_table_, logit_rows_;
 };

@@ -99,9 +99,45 @@ status read_bloom_hf(hf_cfg& j, model_config& c) {
   return read_mpt_attn(j, c);
 }
 
+// GGUF: Bloom's per-head qkv reordered to [q; k; v] blocks, ALiBi with llama.cpp's fixed
+// max bias of 8; MPT's max bias and clamp are keys (no ALiBi: a learned position table).
+status read_bloom_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_epsilon", 1e-5));
+  c.norm = norm_kind::layer;
+  c.gated_ffn = false;
+  c.rope_enabled = false;
+  if (c.family == "bloom") {
+    // the converter writes seq_length, or the hidden size when config.json has none (as
+    // Bloom's never do); ALiBi has no position limit: the HF reader's default then
+    if (c.ctx == c.C) c.ctx = 2048;
+    c.embed_norm = true;
+    c.act = act_kind::gelu_tanh;
+    c.alibi_max_bias = 8;
+    return {};
+  }
+  c.act = act_kind::gelu_erf;
+  c.clip_qkv = g.f("attention.clamp_kqv", 0.0);
+  c.alibi_max_bias = g.f("attention.max_alibi_bias", 8.0);
+  if (c.clip_qkv < 0 || c.alibi_max_bias < 0)
+    return g.unsupported("mpt.attention.clamp_kqv / max_alibi_bias must not be negative");
+  if (c.alibi_max_bias == 0) {
+    if (!g.has_tensor("position_embd.weight"))
+      return g.unsupported("an MPT without ALiBi needs position_embd.weight");
+    c.learned_positions = true;
+  }
+  if (g.has_tensor("blk.0.attn_q_norm.weight"))
+    return g.unsupported("MPT's q/k LayerNorms (attn_q_norm) are not supported");
+  return {};
+}
+
 status build_bloom(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   decoder_names n;
+  if (m.format != "hf") {
+    n = gguf_layout(m);
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   if (c.family == "bloom") {
     const std::string p =
         m.tensors->contains("transformer.word_embeddings.weight") ? "transformer." : "";

@@ -25,9 +25,26 @@ status read_cohere_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF (command-r): Llama's names, q and k unpermuted (the rope is interleaved already), tied
+// embeddings, logit_scale required; per-head q/k norms where the file has attn_q_norm.
+status read_cohere_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_epsilon", 1e-5));
+  c.norm = norm_kind::layer;
+  c.residual = residual_kind::parallel;
+  c.rope.layout = rope_layout::interleaved;
+  TROUPE_TRY_ASSIGN(ls, g.g.get_float(g.key("logit_scale")));
+  c.logit_scale = ls;
+  if (g.has_tensor("blk.0.attn_q_norm.weight")) {
+    c.qk_norm = qk_norm_kind::head_weights;
+    c.qk_norm_type = norm_kind::layer;
+  }
+  return {};
+}
+
 status build_cohere(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+  decoder_names n =
+      m.format == "hf" ? hf_llama_layout(c.qkv_bias, c.o_bias, false) : gguf_layout(m);
   n.ffn_norm.clear();
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);

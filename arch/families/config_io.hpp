@@ -71,16 +71,40 @@ status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
 /// (an --arch-spec file may still define it).
 status read_activation(const std::string& name, model_config& c, const std::string& where);
 
+/// `<arch>.<key>` metadata of a GGUF file; remembers the keys a reader asked for, so the
+/// architecture's keys a family never reads are listed once at load.
 struct gguf_cfg {
   const gguf_file& g;
   std::string arch;
-  std::string key(const char* k) const { return arch + "." + k; }
+  mutable std::set<std::string> read_;
+  std::string key(const char* k) const {
+    read_.insert(k);
+    return arch + "." + k;
+  }
   int64_t i(const char* k, int64_t fallback) const { return g.get_int_or(key(k), fallback); }
   double f(const char* k, double fallback) const { return g.get_float_or(key(k), fallback); }
   expected<int64_t> req(const char* k) const { return g.get_int(key(k)); }
   bool has(const char* k) const { return g.get(key(k)) != nullptr; }
+  bool has_tensor(const std::string& name) const { return g.tensors.contains(name); }
   const std::string& path() const;
+  /// `<arch>.*` keys present and never read (without the prefix).
+  std::vector<std::string> unread() const;
+  error unsupported(const std::string& what) const;
 };
+
+/// The dimension keys every GGUF architecture writes (embedding_length, feed_forward_length,
+/// block_count, attention.head_count / head_count_kv / key_length) and the norm epsilon
+/// under `eps_key` (attention.layer_norm_rms_epsilon or attention.layer_norm_epsilon), then
+/// read_gguf_common.
+status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, double eps_default);
+/// attention.sliding_window and which layers slide: attention.sliding_window_pattern (a
+/// period p: all but every p-th layer; or one bool per layer), else `period` (0: every
+/// layer). No window key (or 0): none.
+status read_gguf_windows(const gguf_cfg& g, model_config& c, int64_t default_window,
+                         int64_t period);
+/// A 1-D F32 tensor of `n` values read at load (rope factors); corrupt_file otherwise.
+expected<std::vector<double>> read_gguf_vector(const gguf_cfg& g, const std::string& name,
+                                               int64_t n);
 
 /// What every GGUF reader shares: the vocabulary size (tokens, or the embedding rows),
 /// bos / eos / eot ids, rope base / dimension count / scaling, and the context length.

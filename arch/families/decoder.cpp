@@ -413,6 +413,35 @@ decoder_names hf_llama_layout(bool qkv_bias, bool o_bias, bool mlp_bias) {
   return n;
 }
 
+decoder_names gguf_layout(const model_source& m) {
+  decoder_names n;
+  const std::string b = "blk.{}.";
+  n.tok_embd = "token_embd.weight";
+  n.pos_embd = "position_embd.weight";
+  n.embd_norm = "token_embd_norm.weight", n.embd_norm_b = "token_embd_norm.bias";
+  n.out_norm = "output_norm.weight", n.out_norm_b = "output_norm.bias";
+  n.lm_head = "output.weight", n.lm_head_b = "output.bias";
+  n.attn_norm = b + "attn_norm.weight", n.attn_norm_b = b + "attn_norm.bias";
+  n.ffn_norm = b + "ffn_norm.weight", n.ffn_norm_b = b + "ffn_norm.bias";
+  n.post_attn_norm = b + "post_attention_norm.weight";
+  n.post_ffn_norm = b + "post_ffw_norm.weight";
+  n.wq = b + "attn_q.weight", n.wk = b + "attn_k.weight", n.wv = b + "attn_v.weight";
+  n.bq = b + "attn_q.bias", n.bk = b + "attn_k.bias", n.bv = b + "attn_v.bias";
+  n.wo = b + "attn_output.weight", n.bo = b + "attn_output.bias";
+  n.q_norm = b + "attn_q_norm.weight", n.k_norm = b + "attn_k_norm.weight";
+  n.q_norm_b = b + "attn_q_norm.bias", n.k_norm_b = b + "attn_k_norm.bias";
+  n.w_gate = b + "ffn_gate.weight", n.w_up = b + "ffn_up.weight";
+  n.w_down = b + "ffn_down.weight";
+  n.b_gate = b + "ffn_gate.bias", n.b_up = b + "ffn_up.bias", n.b_down = b + "ffn_down.bias";
+  if (m.tensors->contains("blk.0.attn_qkv.weight")) {
+    n.wq.clear(), n.wk.clear(), n.wv.clear(), n.bq.clear(), n.bk.clear(), n.bv.clear();
+    n.wqkv = b + "attn_qkv.weight", n.bqkv = b + "attn_qkv.bias";
+    n.layout = qkv_layout::blocks;
+  }
+  n.optional_biases = true;
+  return n;
+}
+
 status build_decoder(const model_source& m, const decoder_names& n, graph::graph& g) {
   decoder d(m, n, g);
   return d.build();

@@ -42,6 +42,12 @@ struct decoder_names {
 /// model.norm, lm_head), with the biases the config says are there.
 decoder_names hf_llama_layout(bool qkv_bias, bool o_bias, bool mlp_bias);
 
+/// llama.cpp's names (token_embd, blk.{}.attn_q ..., output_norm, output), every bias and
+/// norm bias optional, as the converters write them for most architectures; a family renames
+/// what its converter names otherwise (post norms ...). q, k and v come from the fused
+/// attn_qkv ([q; k; v] blocks, as every converter writes it) where the file has one.
+decoder_names gguf_layout(const model_source& m);
+
 status build_decoder(const model_source& m, const decoder_names& n, graph::graph& g);
 
 } // namespace troupe::arch

@@ -46,8 +46,33 @@ status read_falcon_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF: the converter regroups query_key_value into [q; k; v] blocks ("jploski" layout);
+// the new decoder architecture's two norms are attn_norm_2 (attention) and attn_norm (MLP).
+// llama.cpp's Falcon is always the parallel block.
+status read_falcon_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_epsilon", 1e-5));
+  c.norm = norm_kind::layer;
+  c.gated_ffn = false;
+  c.act = act_kind::gelu_erf;
+  c.rope.layout = rope_layout::neox;
+  if (auto layout = g.g.get_string("general.tensor_data_layout"); layout && *layout != "jploski")
+    return g.unsupported(fmt::format("tensor data layout '{}' is not supported", *layout));
+  c.residual = g.has_tensor("blk.0.attn_norm_2.weight") ? residual_kind::parallel_two_norms
+                                                        : residual_kind::parallel;
+  return {};
+}
+
 status build_falcon(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    if (c.residual == residual_kind::parallel_two_norms) {
+      n.ffn_norm = n.attn_norm, n.ffn_norm_b = n.attn_norm_b;
+      n.attn_norm = "blk.{}.attn_norm_2.weight", n.attn_norm_b = "blk.{}.attn_norm_2.bias";
+    }
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   const std::string h = "transformer.h.{}.";
   decoder_names n;
   n.tok_embd = "transformer.word_embeddings.weight";

@@ -35,20 +35,28 @@ status read_gemma_hf(hf_cfg& j, model_config& c);
 status read_gemma_gguf(const gguf_cfg& g, model_config& c);
 status build_gemma(const model_source& m, graph::graph& g);
 status read_olmo_hf(hf_cfg& j, model_config& c);
+status read_olmo_gguf(const gguf_cfg& g, model_config& c);
 status build_olmo(const model_source& m, graph::graph& g);
 status read_granite_hf(hf_cfg& j, model_config& c);
+status read_granite_gguf(const gguf_cfg& g, model_config& c);
 status build_granite(const model_source& m, graph::graph& g);
 status read_phi_hf(hf_cfg& j, model_config& c);
+status read_phi_gguf(const gguf_cfg& g, model_config& c);
 status build_phi(const model_source& m, graph::graph& g);
 status read_gpt2_hf(hf_cfg& j, model_config& c);
+status read_gpt2_gguf(const gguf_cfg& g, model_config& c);
 status build_gpt2(const model_source& m, graph::graph& g);
 status read_neox_hf(hf_cfg& j, model_config& c);
+status read_neox_gguf(const gguf_cfg& g, model_config& c);
 status build_neox(const model_source& m, graph::graph& g);
 status read_cohere_hf(hf_cfg& j, model_config& c);
+status read_cohere_gguf(const gguf_cfg& g, model_config& c);
 status build_cohere(const model_source& m, graph::graph& g);
 status read_falcon_hf(hf_cfg& j, model_config& c);
+status read_falcon_gguf(const gguf_cfg& g, model_config& c);
 status build_falcon(const model_source& m, graph::graph& g);
 status read_bloom_hf(hf_cfg& j, model_config& c);
+status read_bloom_gguf(const gguf_cfg& g, model_config& c);
 status build_bloom(const model_source& m, graph::graph& g);
 
 } // namespace troupe::arch

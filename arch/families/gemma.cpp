@@ -123,30 +123,20 @@ status read_gemma_gguf(const gguf_cfg& g, model_config& c) {
   const bool v1 = c.family == "gemma", v3 = c.family == "gemma3";
   c.names.tok_embd = "token_embd.weight";
   c.names.output = "output.weight";
-  TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
-  TROUPE_TRY_ASSIGN(F, g.req("feed_forward_length"));
-  TROUPE_TRY_ASSIGN(L, g.req("block_count"));
-  TROUPE_TRY_ASSIGN(H, g.req("attention.head_count"));
-  c.C = C, c.F = F, c.n_layer = L, c.H = H;
-  c.Hkv = g.i("attention.head_count_kv", H);
-  c.D = g.i("attention.key_length", C / H);
-  c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-6);
-  TROUPE_TRY(read_gguf_common(g, c, c.names.tok_embd));
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-6));
+  const int64_t C = c.C, H = c.H, L = c.n_layer;
   c.rope.layout = rope_layout::neox;
   c.act = act_kind::gelu_tanh;
   c.embed_scale = std::sqrt(static_cast<double>(c.C)); // llama.cpp scales in f32
-  c.tie_embeddings = !g.g.tensors.contains(c.names.output);
   if (v1) return {};
   c.norms = norm_place::sandwich;
   // llama.cpp's scale (the converter drops query_pre_attn_scalar): 1/sqrt(head_dim), except
-  // Gemma 2 27B (46 layers), whose query_pre_attn_scalar is hidden / heads
-  const double qpas = !v3 && L == 46 ? static_cast<double>(C / H) : static_cast<double>(c.D);
-  c.attn_scale = 1.0 / std::sqrt(qpas);
-  const int64_t sw = g.i("attention.sliding_window", 4096);
-  const int64_t p = v3 ? 6 : 2;
-  c.sliding_window = sw;
-  c.windowed.assign(static_cast<size_t>(L), 0);
-  for (int64_t l = 0; l < L; ++l) c.windowed[static_cast<size_t>(l)] = (l + 1) % p != 0;
+  // for the 27B models (46 / 62 layers), whose query_pre_attn_scalar is hidden / heads. A
+  // file that states attention.scale (1/sqrt(query_pre_attn_scalar)) gets that instead.
+  const bool big = (!v3 && L == 46) || (v3 && L == 62);
+  const double qpas = big ? static_cast<double>(C / H) : static_cast<double>(c.D);
+  c.attn_scale = g.f("attention.scale", 1.0 / std::sqrt(qpas));
+  TROUPE_TRY(read_gguf_windows(g, c, v3 ? 0 : 4096, v3 ? 6 : 2));
   if (v3) {
     c.final_softcap = g.f("final_logit_softcapping", 0.0);
     c.qk_norm = qk_norm_kind::head;

@@ -34,8 +34,26 @@ status read_gpt2_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF: the converter transposes the Conv1D weights to [out, in] and keeps c_attn fused
+// (attn_qkv); context_length is the position table's length.
+status read_gpt2_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_epsilon", 1e-5));
+  c.D = c.C / c.H;
+  c.norm = norm_kind::layer;
+  c.gated_ffn = false;
+  c.rope_enabled = false;
+  c.learned_positions = true;
+  c.act = act_kind::gelu_tanh; // gelu_new
+  return {};
+}
+
 status build_gpt2(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   const std::string p = m.tensors->contains("transformer.wte.weight") ? "transformer." : "";
   const std::string h = p + "h.{}.";
   decoder_names n;

@@ -36,10 +36,35 @@ status read_neox_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF: GPT-NeoX's per-head qkv is reordered to [q; k; v] blocks by the converter; the
+// parallel residual is a key (gptneox.use_parallel_residual). StableLM's parallel residual is
+// the absence of ffn_norm (as llama.cpp's loader infers it). GPT-NeoX's MLP is the exact GELU
+// of its config's default (llama.cpp runs the tanh approximation).
+status read_neox_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_epsilon", 1e-5));
+  c.norm = norm_kind::layer;
+  c.rope.layout = rope_layout::neox;
+  if (c.family == "gpt_neox") {
+    c.gated_ffn = false;
+    c.act = act_kind::gelu_erf;
+    TROUPE_TRY_ASSIGN(par, g.g.get_bool(g.key("use_parallel_residual")));
+    if (par) c.residual = residual_kind::parallel_two_norms;
+    return {};
+  }
+  g.key("use_parallel_residual"); // llama.cpp ignores it too: the tensors say
+  if (g.has_tensor("blk.0.attn_q_norm.weight"))
+    return g.unsupported("StableLM's per-head q/k LayerNorms (attn_q_norm) are not supported yet");
+  if (!g.has_tensor("blk.0.ffn_norm.weight")) c.residual = residual_kind::parallel;
+  return {};
+}
+
 status build_neox(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   decoder_names n;
-  if (c.family == "gpt_neox") {
+  if (m.format != "hf") {
+    n = gguf_layout(m);
+    if (c.residual == residual_kind::parallel) n.ffn_norm.clear(), n.ffn_norm_b.clear();
+  } else if (c.family == "gpt_neox") {
     const std::string l = "gpt_neox.layers.{}.";
     n.tok_embd = "gpt_neox.embed_in.weight";
     n.attn_norm = l + "input_layernorm.weight", n.attn_norm_b = l + "input_layernorm.bias";

@@ -26,9 +26,28 @@ status read_granite_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF: Llama's tensors (q and k permuted for interleaved RoPE) and the four multipliers,
+// which llama.cpp's loader requires; the logits are divided by logit_scale.
+status read_granite_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-6));
+  c.rope.layout = rope_layout::interleaved;
+  TROUPE_TRY_ASSIGN(am, g.g.get_float(g.key("attention.scale")));
+  TROUPE_TRY_ASSIGN(em, g.g.get_float(g.key("embedding_scale")));
+  TROUPE_TRY_ASSIGN(rm, g.g.get_float(g.key("residual_scale")));
+  TROUPE_TRY_ASSIGN(ls, g.g.get_float(g.key("logit_scale")));
+  if (!(am > 0) || ls == 0)
+    return g.unsupported("granite.attention.scale and granite.logit_scale must be > 0");
+  c.embed_scale = em == 1 ? 0 : em;
+  c.residual_scale = rm;
+  c.attn_scale = am;
+  c.logit_scale = 1.0 / ls;
+  return {};
+}
+
 status build_granite(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
+  decoder_names n =
+      m.format == "hf" ? hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias) : gguf_layout(m);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

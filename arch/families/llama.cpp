@@ -91,23 +91,13 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
 
 status read_llama_gguf(const gguf_cfg& g, model_config& c) {
   c.names = gguf_names();
-  c.qkv_bias = c.family == "qwen2";
-  TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
-  TROUPE_TRY_ASSIGN(F, g.req("feed_forward_length"));
-  TROUPE_TRY_ASSIGN(L, g.req("block_count"));
-  TROUPE_TRY_ASSIGN(H, g.req("attention.head_count"));
-  c.C = C, c.F = F, c.n_layer = L, c.H = H;
-  c.Hkv = g.i("attention.head_count_kv", H);
-  c.D = g.i("attention.key_length", H > 0 ? C / H : 0);
-  c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-5);
-  TROUPE_TRY(read_gguf_common(g, c, c.names.tok_embd));
-  if (const int64_t sw = g.i("attention.sliding_window", 0); sw > 0 && sw < c.ctx)
-    c.sliding_window = sw; // every layer (llama.cpp's n_swa for these families)
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  // every layer slides unless sliding_window_pattern says which (llama.cpp's n_swa)
+  TROUPE_TRY(read_gguf_windows(g, c, 0, 0));
+  if (c.sliding_window >= c.ctx) c.sliding_window = 0, c.windowed.clear();
   // llama.cpp's converters undo HF's q/k permutation for llama; qwen2 stays rotate_half
   c.rope.layout =
       c.family == "llama" || c.family == "mistral" ? rope_layout::interleaved : rope_layout::neox;
-  c.tie_embeddings = !g.g.tensors.contains(c.names.output);
-  c.qkv_bias = c.qkv_bias || g.g.tensors.contains(weight_names::layer(c.names.bq, 0));
   if (c.family == "qwen3") c.qk_norm = qk_norm_kind::head;
   return {};
 }
@@ -118,17 +108,7 @@ status build_llama(const model_source& m, graph::graph& g) {
   if (m.format == "hf") {
     n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
   } else {
-    const weight_names& w = c.names;
-    n.tok_embd = w.tok_embd;
-    n.out_norm = w.output_norm;
-    n.lm_head = w.output;
-    n.attn_norm = w.attn_norm;
-    n.ffn_norm = w.ffn_norm;
-    n.wq = w.wq, n.wk = w.wk, n.wv = w.wv, n.wo = w.wo;
-    if (c.qkv_bias) n.bq = w.bq, n.bk = w.bk, n.bv = w.bv;
-    if (c.o_bias) n.bo = w.bo;
-    n.q_norm = "blk.{}.attn_q_norm.weight", n.k_norm = "blk.{}.attn_k_norm.weight";
-    n.w_gate = w.w_gate, n.w_up = w.w_up, n.w_down = w.w_down;
+    n = gguf_layout(m);
   }
   if (c.tie_embeddings) n.lm_head.clear();
   if (!c.gated_ffn) n.w_gate.clear(), n.b_gate.clear();

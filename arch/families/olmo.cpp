@@ -28,12 +28,41 @@ status read_olmo_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF (llama.cpp's converter): OLMo's q and k are permuted for interleaved RoPE and its
+// norms have no tensors; OLMo 2 keeps rotate_half, names its post norms post_attention_norm /
+// post_ffw_norm, and its q/k norms span the whole projection.
+status read_olmo_gguf(const gguf_cfg& g, model_config& c) {
+  const bool v2 = c.family == "olmo2";
+  TROUPE_TRY(
+      read_gguf_dims(g, c, v2 ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon",
+                     v2 ? 1e-6 : 1e-5));
+  if (v2) {
+    c.norms = norm_place::post;
+    c.qk_norm = qk_norm_kind::full;
+    c.rope.layout = rope_layout::neox;
+    return {};
+  }
+  c.norm = norm_kind::layer;
+  c.norm_weight = false;
+  c.rope.layout = rope_layout::interleaved;
+  c.clip_qkv = g.f("attention.clamp_kqv", 0.0);
+  if (c.clip_qkv < 0) return g.unsupported("attention.clamp_kqv must not be negative");
+  return {};
+}
+
 status build_olmo(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
-  if (c.family == "olmo2") {
-    n.attn_norm = "model.layers.{}.post_attention_layernorm.weight";
-    n.ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
+  const bool v2 = c.family == "olmo2";
+  decoder_names n;
+  if (m.format == "hf") {
+    n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+    if (v2) {
+      n.attn_norm = "model.layers.{}.post_attention_layernorm.weight";
+      n.ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
+    }
+  } else {
+    n = gguf_layout(m);
+    if (v2) n.attn_norm = n.post_attn_norm, n.ffn_norm = n.post_ffn_norm;
   }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);

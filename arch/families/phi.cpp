@@ -33,8 +33,46 @@ status read_phi_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF (llama.cpp's converter): Phi-3 keeps qkv fused (attn_qkv) and gate_up fused as
+// ffn_up (gate rows first); LongRoPE comes as rope_factors_long / _short tensors. Phi-2 has
+// separate or fused q/k/v with biases, one LayerNorm per block, and output.bias. llama.cpp
+// disables Phi-3's sliding window; Troupe keeps it (the published model has it).
+status read_phi_gguf(const gguf_cfg& g, model_config& c) {
+  if (c.family == "phi3") {
+    TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+    c.rope.layout = rope_layout::neox;
+    const int64_t sw = g.i("attention.sliding_window", 0);
+    c.sliding_window = sw >= c.ctx ? 0 : sw;
+    return {};
+  }
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_epsilon", 1e-5));
+  c.rope.layout = rope_layout::neox;
+  c.norm = norm_kind::layer;
+  c.residual = residual_kind::parallel;
+  c.gated_ffn = false;
+  c.act = act_kind::gelu_tanh; // gelu_new, as llama.cpp runs it
+  if (g.has_tensor("blk.0.attn_q_norm.weight")) {
+    c.qk_norm = qk_norm_kind::head;
+    c.qk_norm_type = norm_kind::layer;
+  }
+  return {};
+}
+
 status build_phi(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    if (c.family == "phi3") {
+      if (!m.tensors->contains("blk.0.ffn_gate.weight")) {
+        n.w_gate.clear(), n.w_up.clear();
+        n.w_gate_up = "blk.{}.ffn_up.weight";
+      }
+    } else {
+      n.ffn_norm.clear(), n.ffn_norm_b.clear(); // one norm feeds both sublayers
+    }
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
   const std::string a = "model.layers.{}.self_attn.", f = "model.layers.{}.mlp.";
   if (c.family == "phi3") {

@@ -194,10 +194,13 @@ TEST(SlidingWindow, PipelineFreesBlocksAndMatchesTransformers) {
 class FamilyCuts : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
 
 TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
-  const auto [name, tp, pp] = GetParam();
+  const auto [param, tp, pp] = GetParam();
+  // "gguf:NAME": the GGUF variant (tests/fixtures/gguf/NAME.gguf) of the same fixture
+  const bool gguf = param.starts_with("gguf:");
+  const std::string name = gguf ? param.substr(5) : param;
   const std::string dir = test::fixture_path("models/" + name);
   const json fx = test::load_json(dir + "/expected.json");
-  auto m = open_model(dir);
+  auto m = open_model(gguf ? test::fixture_path("gguf/" + name + ".gguf") : dir);
   ASSERT_TRUE(m) << m.error().to_string();
   auto p = even_placement((*m)->config, tp, pp);
   ASSERT_TRUE(p) << p.error().to_string();
@@ -229,5 +232,20 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
+             std::to_string(std::get<2>(info.param));
+    });
+
+INSTANTIATE_TEST_SUITE_P(
+    Gguf, FamilyCuts,
+    ::testing::Combine(::testing::Values("gguf:llama3", "gguf:llama_headdim", "gguf:llama_bias",
+                                         "gguf:mistral", "gguf:qwen2", "gguf:qwen3", "gguf:gemma",
+                                         "gguf:gemma2", "gguf:gemma3", "gguf:olmo", "gguf:olmo2",
+                                         "gguf:granite", "gguf:phi3", "gguf:phi3_longrope",
+                                         "gguf:phi2", "gguf:gpt2", "gguf:gpt_neox", "gguf:stablelm",
+                                         "gguf:cohere", "gguf:falcon", "gguf:falcon_mq",
+                                         "gguf:bloom", "gguf:mpt"),
+                       ::testing::Values(2), ::testing::Values(1, 2)),
+    [](const auto& info) {
+      return std::get<0>(info.param).substr(5) + "_tp2_pp" +
              std::to_string(std::get<2>(info.param));
     });

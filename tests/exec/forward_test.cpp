@@ -119,6 +119,27 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
                                            "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
                                            "llama_bias"));
 
+// The same fixtures as GGUF files, written as llama.cpp's converter writes them
+// (tests/fixtures/make_gguf_fixtures.py: permuted q/k, reordered fused qkv, +1 norms, rope
+// factor tensors ...) with the vocabulary as GGUF metadata, against transformers' numbers.
+class GgufArch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufArch, MatchesTransformers) {
+  const json fx = test::load_json(test::fixture_path("models/" + GetParam() + "/expected.json"));
+  auto g = make(test::fixture_path("gguf/" + GetParam() + ".gguf"));
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->source().format, "gguf");
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
+                         ::testing::Values("llama3", "llama_headdim", "llama_linear", "llama_yarn",
+                                           "llama_bias", "llama_dynamic", "mistral", "qwen2",
+                                           "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+                                           "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
+                                           "olmo", "olmo2", "granite", "cohere", "falcon",
+                                           "falcon_mq", "bloom", "mpt"));
+
 TEST(Llama2TinyRandom, LogitsMatchTransformers) {
   const json fx = test::load_json(test::fixture_path("llama2_tiny_random.json"));
   auto g = make(test::model_path("llama2-tiny-random/llama-2-tiny-random.gguf"));
