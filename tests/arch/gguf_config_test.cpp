@@ -1,0 +1,135 @@
+// gguf_config_test.cpp: what a GGUF file's architecture keys do to the load. A GGUF fixture
+// (tests/fixtures/gguf/, as llama.cpp's converter writes it) is rewritten with one more key:
+// a key known to change the math that the family does not read refuses the load, naming it
+// (a zero value is the same model and loads); a key nobody knows is listed once at load; a
+// family reads the keys it implements (granite's multipliers, mpt's ALiBi bias and clamp).
+#include <cstdio>
+#include <cstring>
+#include <functional>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "../test_paths.hpp"
+#include "arch/model_config.hpp"
+#include "formats/checkpoint_writer.hpp"
+#include "formats/gguf.hpp"
+
+using namespace troupe;
+
+namespace {
+
+// `name`.gguf with `add` applied to a copy of its keys; the tensors copied as they are
+std::string rewritten(const std::string& name, const std::function<void(gguf_writer&)>& add) {
+  auto g = open_gguf(test::fixture_path("gguf/" + name + ".gguf"));
+  EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
+  if (!g) return "";
+  gguf_writer w;
+  w.copy_keys(**g, "");
+  add(w);
+  for (const std::string& t : (*g)->tensors.names()) {
+    const tensor_info* info = (*g)->tensors.find(t);
+    w.add_tensor(t, info->type, info->dims, [info](uint8_t* dst, size_t bytes) {
+      std::memcpy(dst, info->data, std::min<size_t>(bytes, info->nbytes));
+    });
+  }
+  const std::string path = "/tmp/troupe_gguf_config_" + name + "_" + std::to_string(::getpid()) +
+                           "_" + std::to_string(std::rand()) + ".gguf";
+  EXPECT_TRUE(w.write(path));
+  return path;
+}
+
+expected<model_config> load(const std::string& path) {
+  auto g = open_gguf(path);
+  if (!g) return g.error();
+  auto c = config_from_gguf(**g);
+  std::remove(path.c_str());
+  return c;
+}
+
+} // namespace
+
+TEST(GgufConfig, FixtureLoadsAsWritten) {
+  auto c = load(rewritten("olmo", [](gguf_writer&) {}));
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "olmo");
+  EXPECT_FLOAT_EQ(c->clip_qkv, 1.0f); // olmo.attention.clamp_kqv
+  EXPECT_TRUE(c->ignored_keys.empty());
+}
+
+TEST(GgufConfig, UnreadMathKeyRefusesTheLoad) {
+  struct refusal {
+    const char* fixture;
+    const char* key;
+  };
+  for (auto [fixture, key] :
+       {refusal{"qwen2", "qwen2.attention.clamp_kqv"},
+        refusal{"llama3", "llama.final_logit_softcapping"},
+        refusal{"gpt2", "gpt2.attention.max_alibi_bias"}, refusal{"phi3", "phi3.expert_count"},
+        refusal{"olmo2", "olmo2.rope.scaling.yarn_log_multiplier"}}) {
+    auto c = load(rewritten(fixture, [key](gguf_writer& w) { w.set_f32(key, 2.0f); }));
+    ASSERT_FALSE(c) << fixture << ": " << key;
+    EXPECT_EQ(c.error().code, errc::unsupported);
+    EXPECT_NE(c.error().message.find(key), std::string::npos) << c.error().message;
+  }
+}
+
+TEST(GgufConfig, ZeroMathKeyIsTheSameModel) {
+  auto c =
+      load(rewritten("qwen2", [](gguf_writer& w) { w.set_f32("qwen2.attention.clamp_kqv", 0); }));
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->clip_qkv, 0);
+}
+
+TEST(GgufConfig, UnknownKeyIsListed) {
+  auto c = load(rewritten("qwen3", [](gguf_writer& w) { w.set_u32("qwen3.some_new_thing", 7); }));
+  ASSERT_TRUE(c) << c.error().to_string();
+  ASSERT_EQ(c->ignored_keys.size(), 1u);
+  EXPECT_EQ(c->ignored_keys[0], "qwen3.some_new_thing");
+}
+
+TEST(GgufConfig, FamiliesReadTheirKeys) {
+  auto granite = load(rewritten("granite", [](gguf_writer&) {}));
+  ASSERT_TRUE(granite) << granite.error().to_string();
+  EXPECT_NEAR(granite->attn_scale, 0.2, 1e-6);
+  EXPECT_NEAR(granite->embed_scale, 0.5, 1e-6);
+  EXPECT_NEAR(granite->residual_scale, 1.5, 1e-6);
+  EXPECT_NEAR(granite->logit_scale, 2.0, 1e-6); // logits divided by granite.logit_scale 0.5
+  EXPECT_EQ(granite->rope.layout, rope_layout::interleaved);
+  auto mpt =
+      load(rewritten("mpt", [](gguf_writer& w) { w.set_f32("mpt.attention.max_alibi_bias", 4); }));
+  ASSERT_TRUE(mpt) << mpt.error().to_string();
+  EXPECT_FLOAT_EQ(mpt->alibi_max_bias, 4.0f);
+  EXPECT_FLOAT_EQ(mpt->clip_qkv, 1.5f);
+  // granite without its required multipliers: llama.cpp's loader refuses it too
+  auto g2 = open_gguf(test::fixture_path("gguf/granite.gguf"));
+  ASSERT_TRUE(g2);
+  gguf_writer w;
+  w.copy_keys(**g2, "general.");
+  w.copy_keys(**g2, "tokenizer.");
+  for (const char* k : {"granite.block_count", "granite.context_length", "granite.embedding_length",
+                        "granite.feed_forward_length", "granite.attention.head_count",
+                        "granite.attention.head_count_kv"})
+    w.set_u32(k, static_cast<uint32_t>((*g2)->get_int_or(k, 0)));
+  const std::string path = "/tmp/troupe_gguf_granite_" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_TRUE(w.write(path));
+  auto refused = load(path);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("attention.scale"), std::string::npos)
+      << refused.error().message;
+}
+
+TEST(GgufConfig, LongRopeFactorsAndLlama3FrequencyTable) {
+  auto phi = load(rewritten("phi3_longrope", [](gguf_writer&) {}));
+  ASSERT_TRUE(phi) << phi.error().to_string();
+  EXPECT_EQ(phi->rope.scaling, rope_scaling::longrope);
+  EXPECT_EQ(phi->rope.long_factor.size(), 8u);
+  EXPECT_TRUE(phi->rope.use_long); // context 256 > the original 8
+  auto llama = load(rewritten("llama3", [](gguf_writer&) {}));
+  ASSERT_TRUE(llama) << llama.error().to_string();
+  EXPECT_EQ(llama->rope.scaling, rope_scaling::factors);
+  ASSERT_EQ(llama->rope.short_factor.size(), 8u);
+  EXPECT_DOUBLE_EQ(llama->rope.short_factor[0], 1.0);
+  EXPECT_NEAR(llama->rope.short_factor[7], 8.0, 1e-6);
+}
