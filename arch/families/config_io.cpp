@@ -447,7 +447,14 @@ status read_gguf_common(const gguf_cfg& g, model_config& c, const std::string& t
     } else if (*st == "yarn") {
       c.rope.scaling = rope_scaling::yarn;
       c.rope.orig_ctx = g.f("rope.scaling.original_context_length", static_cast<double>(c.ctx));
-      c.rope.attn_factor = g.f("rope.scaling.attn_factor", 0.0);
+      // yarn_attn_factor: HF's attention_factor (replaces YaRN's 0.1 ln(s) + 1);
+      // attn_factor: llama.cpp's multiplier on top of either
+      const double mul = g.f("rope.scaling.attn_factor", 1.0);
+      const double att = g.f("rope.scaling.yarn_attn_factor", 0.0);
+      if (att > 0 || mul != 1)
+        c.rope.attn_factor = mul * (att > 0             ? att
+                                    : c.rope.factor > 1 ? 0.1 * std::log(c.rope.factor) + 1
+                                                        : 1);
       c.rope.beta_fast = g.f("rope.scaling.yarn_beta_fast", c.rope.beta_fast);
       c.rope.beta_slow = g.f("rope.scaling.yarn_beta_slow", c.rope.beta_slow);
       if (g.has("rope.scaling.yarn_log_multiplier") || g.has("rope.scaling.yarn_ext_factor"))
@@ -481,6 +488,10 @@ status read_gguf_common(const gguf_cfg& g, model_config& c, const std::string& t
       r.attn_factor =
           r.factor <= 1 ? 1.0 : std::sqrt(1 + std::log(r.factor) / std::log(r.orig_ctx));
     r.use_long = static_cast<double>(c.ctx) > r.orig_ctx;
+  } else if (auto st = g.g.get_string(g.key("rope.scaling.type")); st && *st == "longrope") {
+    return make_error(errc::corrupt_file,
+                      "{}: rope scaling 'longrope' without rope_factors_long / _short.weight",
+                      g.path());
   } else if (g.has("rope.scaling.original_context_length") &&
              c.rope.scaling != rope_scaling::yarn) {
     g.key("rope.scaling.original_context_length"); // Phi-3 without LongRoPE writes it anyway
