@@ -98,6 +98,43 @@ TEST(CheckpointFuzz, GgufMutants) {
   RecordProperty("accepted", accepted);
 }
 
+// The architecture families' GGUF readers (tests/fixtures/gguf/: fused qkv, rope factor
+// tensors, window patterns, multipliers ...), mutated where their metadata and tensor infos
+// live.
+TEST(CheckpointFuzz, GgufFamilyMutants) {
+  const char* names[] = {"phi3_longrope", "llama3", "gemma2", "gemma3", "qwen3",
+                         "olmo",          "olmo2",  "granite", "phi2",   "gpt2",
+                         "gpt_neox",      "stablelm", "cohere", "falcon", "bloom", "mpt"};
+  std::mt19937_64 rng(99);
+  const int n = std::max(1, rounds() / 32);
+  for (const char* name : names) {
+    const auto good = test::read_file(test::fixture_path(std::string("gguf/") + name + ".gguf"));
+    const std::vector<uint8_t> bytes(good.begin(), good.end());
+    auto clean = parse_gguf(mapped_file::from_memory(bytes, "good.gguf"));
+    ASSERT_TRUE(clean) << name;
+    const size_t header = static_cast<size_t>((*clean)->data_offset);
+    for (int i = 0; i < n; ++i) {
+      auto g = parse_gguf(mapped_file::from_memory(mutate(bytes, rng, header), "mutant.gguf"));
+      if (!g) {
+        ASSERT_FALSE(g.error().message.empty());
+        continue;
+      }
+      touch((*g)->tensors);
+      auto cfg = config_from_gguf(**g);
+      if (!cfg) {
+        ASSERT_FALSE(cfg.error().message.empty());
+        continue;
+      }
+      model_source m;
+      m.path = "mutant.gguf";
+      m.format = "gguf";
+      m.config = *cfg;
+      m.tensors = std::shared_ptr<const tensor_index>(std::shared_ptr<void>(), &(*g)->tensors);
+      (void)check_shapes(m);
+    }
+  }
+}
+
 TEST(CheckpointFuzz, SafetensorsMutants) {
   const auto good = test::read_file(test::model_path("stories260K-hf/model.safetensors"));
   const std::vector<uint8_t> bytes(good.begin(), good.end());
