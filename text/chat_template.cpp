@@ -1,6 +1,10 @@
 // chat_template.cpp: native renderings of the common chat template families
-// (chat_template.hpp).
+// (chat_template.hpp). Each case follows its published Jinja template literally, including
+// where it strips content (Jinja's trim and Python's str.strip(): the ASCII whitespace here) and
+// where it does not.
 #include "text/chat_template.hpp"
+
+#include <cctype>
 
 namespace troupe {
 
@@ -18,22 +22,62 @@ std::string_view to_string(chat_format f) {
     return "mistral";
   case chat_format::gemma:
     return "gemma";
+  case chat_format::phi3:
+    return "phi3";
+  case chat_format::command_r:
+    return "command_r";
+  case chat_format::olmo2:
+    return "olmo2";
   }
   return "?";
 }
 
+namespace {
+
+bool has(std::string_view t, std::string_view s) {
+  return t.find(s) != std::string_view::npos;
+}
+
+// OLMo 2's user turn is {{ '<|user|>\n' + message['content'] + '\n' }}: a literal after the
+// content and no eos (Zephyr appends eos_token, Tulu 2 and OLMo 1 nothing), and the template
+// opens with bos_token (Tulu 3 has the same turns without it, and another eos).
+bool olmo2_layout(std::string_view t) {
+  const size_t user = t.find("'<|user|>");
+  if (user == std::string_view::npos || !has(t, "bos_token")) return false;
+  const size_t end = t.find("}}", user);
+  if (end == std::string_view::npos) return false;
+  const std::string_view turn = t.substr(user, end - user);
+  return !has(turn, "eos_token") && has(turn, "message['content'] + '");
+}
+
+} // namespace
+
 chat_format detect_chat_format(std::string_view t) {
-  if (t.find("<|start_header_id|>") != std::string_view::npos) return chat_format::llama3;
-  if (t.find("<|im_start|>") != std::string_view::npos) return chat_format::chatml;
-  if (t.find("<start_of_turn>") != std::string_view::npos) return chat_format::gemma;
-  if (t.find("[INST]") != std::string_view::npos)
-    return t.find("<<SYS>>") != std::string_view::npos ? chat_format::llama2 : chat_format::mistral;
+  if (has(t, "<|start_header_id|>")) return chat_format::llama3;
+  if (has(t, "<|im_start|>")) return chat_format::chatml;
+  if (has(t, "<start_of_turn>")) return chat_format::gemma;
+  // Command R7B and Command A share the turn tokens but wrap replies in <|START_RESPONSE|>
+  if (has(t, "<|START_OF_TURN_TOKEN|>") && has(t, "<|CHATBOT_TOKEN|>") &&
+      !has(t, "<|START_RESPONSE|>"))
+    return chat_format::command_r;
+  if (has(t, "[INST]")) return has(t, "<<SYS>>") ? chat_format::llama2 : chat_format::mistral;
+  if (has(t, "<|user|>") && has(t, "<|end|>")) return chat_format::phi3;
+  if (has(t, "<|user|>") && has(t, "<|assistant|>") && olmo2_layout(t)) return chat_format::olmo2;
   return chat_format::plain;
 }
 
 bool chat_has_bos(chat_format f) {
-  return f == chat_format::llama2 || f == chat_format::llama3 || f == chat_format::mistral ||
-         f == chat_format::gemma;
+  switch (f) {
+  case chat_format::llama2:
+  case chat_format::llama3:
+  case chat_format::mistral:
+  case chat_format::gemma:
+  case chat_format::command_r:
+  case chat_format::olmo2:
+    return true;
+  default:
+    return false;
+  }
 }
 
 std::string_view chat_end_of_turn(chat_format f) {
@@ -44,7 +88,11 @@ std::string_view chat_end_of_turn(chat_format f) {
     return "<|im_end|>";
   case chat_format::gemma:
     return "<end_of_turn>";
-  default:
+  case chat_format::phi3:
+    return "<|end|>";
+  case chat_format::command_r:
+    return "<|END_OF_TURN_TOKEN|>";
+  default: // olmo2 ends a turn with eos (<|endoftext|>), a stop already
     return "";
   }
 }
@@ -58,6 +106,10 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
+expected<std::string> system_not_first() {
+  return make_error(errc::invalid_argument, "a system message may only come first");
+}
+
 } // namespace
 
 expected<std::string> render_chat(chat_format f, const std::vector<chat_message>& msgs) {
@@ -67,12 +119,10 @@ expected<std::string> render_chat(chat_format f, const std::vector<chat_message>
       return make_error(errc::invalid_argument,
                         "unknown message role '{}' (system, user, assistant)", m.role);
   std::string out;
-  std::string system;
-  size_t first = 0;
-  if (msgs[0].role == "system") {
-    system = msgs[0].content;
-    first = 1;
-  }
+  // the templates take a leading system message out of the loop, even an empty one
+  const bool has_system = msgs[0].role == "system";
+  const std::string system = has_system ? msgs[0].content : std::string();
+  const size_t first = has_system ? 1 : 0;
   switch (f) {
   case chat_format::llama3:
     out = "<|begin_of_text|>";
@@ -95,33 +145,65 @@ expected<std::string> render_chat(chat_format f, const std::vector<chat_message>
     }
     out += "<start_of_turn>model\n";
     return out;
-  case chat_format::llama2:
-  case chat_format::mistral: {
-    bool sys_used = false;
+  case chat_format::llama2: // <s>[INST] strip(<<SYS>> block + user) [/INST] strip(reply) </s>
     for (size_t i = first; i < msgs.size(); ++i) {
       const auto& m = msgs[i];
-      if (m.role == "user") {
-        std::string text = trim(m.content);
-        if (!system.empty() && !sys_used) {
-          text = f == chat_format::llama2 ? "<<SYS>>\n" + trim(system) + "\n<</SYS>>\n\n" + text
-                                          : trim(system) + "\n\n" + text;
-          sys_used = true;
-        }
-        out += "<s>[INST] " + text + " [/INST]";
-      } else if (m.role == "assistant") {
+      if (m.role == "system") return system_not_first();
+      if (m.role == "assistant") {
         out += " " + trim(m.content) + " </s>";
-      } else {
-        return make_error(errc::invalid_argument, "a system message may only come first");
+        continue;
       }
+      std::string text = m.content;
+      if (has_system && i == first) text = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + text;
+      out += "<s>[INST] " + trim(text) + " [/INST]";
     }
     return out;
-  }
+  case chat_format::mistral: // one <s>, nothing stripped, the system text joins the first turn
+    out = "<s>";
+    for (size_t i = first; i < msgs.size(); ++i) {
+      const auto& m = msgs[i];
+      if (m.role == "system") return system_not_first();
+      if (m.role == "assistant") {
+        out += " " + m.content + "</s>";
+        continue;
+      }
+      out += " [INST] " + (has_system && i == first ? system + "\n\n" : std::string()) + m.content +
+             " [/INST]";
+    }
+    return out;
+  case chat_format::phi3:
+    for (const auto& m : msgs) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+    out += "<|assistant|>\n";
+    return out;
+  case chat_format::command_r: // the system text is not stripped, the turns are
+    out = "<BOS_TOKEN>";
+    if (has_system)
+      out += "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>" + system + "<|END_OF_TURN_TOKEN|>";
+    for (size_t i = first; i < msgs.size(); ++i) {
+      const auto& m = msgs[i];
+      if (m.role == "system") return system_not_first();
+      out += std::string("<|START_OF_TURN_TOKEN|>") +
+             (m.role == "user" ? "<|USER_TOKEN|>" : "<|CHATBOT_TOKEN|>") + trim(m.content) +
+             "<|END_OF_TURN_TOKEN|>";
+    }
+    out += "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>";
+    return out;
+  case chat_format::olmo2: // BOS and eos are both <|endoftext|>
+    out = "<|endoftext|>";
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      const auto& m = msgs[i];
+      if (m.role == "assistant")
+        out += "<|assistant|>\n" + m.content + "<|endoftext|>" + (i + 1 < msgs.size() ? "\n" : "");
+      else
+        out += "<|" + m.role + "|>\n" + m.content + "\n";
+    }
+    out += "<|assistant|>\n";
+    return out;
   case chat_format::plain:
     if (!system.empty()) out = trim(system) + "\n\n";
     for (size_t i = first; i < msgs.size(); ++i) {
       const auto& m = msgs[i];
-      if (m.role == "system")
-        return make_error(errc::invalid_argument, "a system message may only come first");
+      if (m.role == "system") return system_not_first();
       out += (m.role == "user" ? "User: " : "Assistant: ") + trim(m.content) + "\n";
     }
     out += "Assistant:";

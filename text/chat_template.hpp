@@ -1,12 +1,29 @@
 // chat_template.hpp: turns chat messages into a prompt for the common template families.
 // Checkpoints ship their template as Jinja (tokenizer_config.json, GGUF tokenizer.chat_template);
 // rather than run arbitrary Jinja, Troupe recognises the family from the template's marker
-// tokens and renders it natively: Llama 2 ([INST] with <<SYS>>), Llama 3 (header ids),
-// ChatML (<|im_start|>, Qwen), Mistral ([INST] without <<SYS>>), Gemma (<start_of_turn>).
-// A model with no template gets the plain fallback, documented in the README:
+// tokens and renders it natively, byte for byte as transformers renders the published template
+// of the model named here:
+//   llama2     [INST] with <<SYS>>                     (Llama-2-7b-chat-hf)
+//   llama3     <|start_header_id|>                     (Meta-Llama-3-8B-Instruct)
+//   chatml     <|im_start|>                            (Qwen2-7B-Instruct, less its default system
+//                                                       prompt; StableLM 2 chat)
+//   mistral    [INST] without <<SYS>>                  (Mistral-7B-Instruct-v0.1, 2024 revision)
+//   gemma      <start_of_turn>                         (gemma-7b-it; a system message, which the
+//                                                       template refuses, joins the first user
+//                                                       turn)
+//   phi3       <|user|> with <|end|>                   (Phi-3-mini-4k-instruct)
+//   command_r  <|START_OF_TURN_TOKEN|>, <|CHATBOT_TOKEN|> (c4ai-command-r-v01, "default" template)
+//   olmo2      <|user|>, <|assistant|>, eos after an assistant turn, BOS first
+//                                                      (OLMo-2-1124-7B-Instruct; bos = eos =
+//                                                       <|endoftext|>)
+// Look-alikes with another layout (Zephyr and StableLM 2 Zephyr, Tulu 2, OLMo 1, Tulu 3 without
+// BOS) are not claimed. A model with no recognised template gets the plain fallback, documented in
+// the README:
 //   "{system}\n\nUser: {text}\nAssistant: {text}\n...User: {text}\nAssistant:"
 // Rendered text carries the family's special tokens literally; encode it with special-token
-// parsing on and without adding BOS again. Tests: tests/actors/gateway_api_test.cpp
+// parsing on and without adding BOS again when chat_has_bos. Stateless and thread-safe.
+// Tests: tests/text/chat_template_test.cpp (fixture tests/fixtures/chat_templates.json from
+// make_chat_fixtures.py), tests/actors/gateway_api_test.cpp
 #pragma once
 
 #include <string>
@@ -17,7 +34,7 @@
 
 namespace troupe {
 
-enum class chat_format { plain, llama2, llama3, chatml, mistral, gemma };
+enum class chat_format { plain, llama2, llama3, chatml, mistral, gemma, phi3, command_r, olmo2 };
 std::string_view to_string(chat_format f);
 
 struct chat_message {
@@ -26,11 +43,13 @@ struct chat_message {
 };
 
 chat_format detect_chat_format(std::string_view jinja_template);
-/// The prompt text; invalid_argument for an unknown role or an empty conversation.
+/// The prompt text, ending with the generation prompt (the assistant turn's opening; Llama 2 and
+/// Mistral have none after [/INST]); invalid_argument for an unknown role or an empty conversation.
 expected<std::string> render_chat(chat_format f, const std::vector<chat_message>& messages);
 /// True when the rendered text already starts with the BOS token (do not add another).
 bool chat_has_bos(chat_format f);
-/// The token text that ends an assistant turn (added as a stop token), or empty.
+/// The token text that ends an assistant turn (added as a stop token), or empty: for olmo2 the
+/// turn ends with the model's eos, which generation stops on already (the model's eos ids).
 std::string_view chat_end_of_turn(chat_format f);
 
 } // namespace troupe

@@ -337,8 +337,15 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_hf_json(const std::string& 
       t->prefix_ids = {t->bos};
     if (t->suffix_ids.empty() && flag(cfg, "add_eos_token", false) && t->eos >= 0)
       t->suffix_ids = {t->eos};
-    if (cfg.contains("chat_template") && cfg["chat_template"].is_string())
+    if (cfg.contains("chat_template") && cfg["chat_template"].is_string()) {
       t->chat_template = cfg["chat_template"].get<std::string>();
+    } else if (cfg.contains("chat_template") && cfg["chat_template"].is_array()) {
+      // named templates (Command-R: "default", "tool_use", "rag"): the default one
+      for (const auto& e : cfg["chat_template"])
+        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+            e["template"].is_string())
+          t->chat_template = e["template"].get<std::string>();
+    }
   }
   if (t->bos < 0 && !t->prefix_ids.empty()) t->bos = t->prefix_ids.front();
   return std::unique_ptr<tokenizer>(new tokenizer(std::move(t)));
