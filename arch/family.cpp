@@ -26,7 +26,13 @@ const std::vector<family_entry>& families() {
       {"phi3", {"Phi3ForCausalLM"}, {"phi3"}, read_phi_hf, read_phi_gguf, build_phi},
       {"gpt2", {"GPT2LMHeadModel"}, {"gpt2"}, read_gpt2_hf, read_gpt2_gguf, build_gpt2},
       {"gpt_neox", {"GPTNeoXForCausalLM"}, {"gptneox"}, read_neox_hf, read_neox_gguf, build_neox},
-      {"stablelm", {"StableLmForCausalLM"}, {"stablelm"}, read_neox_hf, read_neox_gguf, build_neox},
+      {"stablelm",
+       {"StableLmForCausalLM"},
+       {"stablelm"},
+       read_neox_hf,
+       read_neox_gguf,
+       build_neox,
+       prepare_neox_hf},
       {"cohere",
        {"CohereForCausalLM"},
        {"command-r"},
@@ -66,6 +72,11 @@ std::string known_architectures(bool gguf) {
     for (const char* a : gguf ? e.gguf_archs : e.hf_archs)
       s += (s.empty() ? "" : ", ") + std::string(a);
   return s;
+}
+
+status prepare_tensors(const model_config& c, tensor_index& t) {
+  const family_entry* e = find_family(c.family);
+  return e && e->prepare_hf ? e->prepare_hf(c, t) : status{};
 }
 
 expected<graph::graph> build_graph(const model_source& m) {

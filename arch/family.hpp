@@ -11,6 +11,10 @@
 
 namespace troupe::arch {
 
+/// Derived tensors a family adds to an HF checkpoint's index at load (tensors the
+/// checkpoint splits that the graph reads as one); nothing for most families.
+status prepare_tensors(const model_config& c, tensor_index& t);
+
 /// The whole model's graph (all layers, embedding and head).
 expected<graph::graph> build_graph(const model_source& m);
 

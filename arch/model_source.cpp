@@ -33,6 +33,7 @@ expected<std::shared_ptr<const model_source>> open_model(const std::string& path
                       keys);
     }
     TROUPE_TRY_ASSIGN(tensors, open_safetensors_dir(path));
+    TROUPE_TRY(arch::prepare_tensors(cfg, *tensors));
     TROUPE_TRY_ASSIGN(tok, tokenizer::from_hf_dir(path));
     // HF configs may omit the lm_head of tied models, or tie without saying so
     if (!cfg.tie_embeddings && !cfg.names.output.empty() && !tensors->contains(cfg.names.output))

@@ -18,6 +18,9 @@ struct family_entry {
   status (*read_hf)(hf_cfg& j, model_config& c);
   status (*read_gguf)(const gguf_cfg& g, model_config& c); // null: no GGUF form
   status (*build)(const model_source& m, graph::graph& g);
+  // optional: derived tensors added to an HF checkpoint's index before the graph is built
+  // (StableLM's per-head q/k norms stacked into one tensor)
+  status (*prepare_hf)(const model_config& c, tensor_index& t) = nullptr;
 };
 
 const std::vector<family_entry>& families();
@@ -49,6 +52,7 @@ status build_gpt2(const model_source& m, graph::graph& g);
 status read_neox_hf(hf_cfg& j, model_config& c);
 status read_neox_gguf(const gguf_cfg& g, model_config& c);
 status build_neox(const model_source& m, graph::graph& g);
+status prepare_neox_hf(const model_config& c, tensor_index& t);
 status read_cohere_hf(hf_cfg& j, model_config& c);
 status read_cohere_gguf(const gguf_cfg& g, model_config& c);
 status build_cohere(const model_source& m, graph::graph& g);

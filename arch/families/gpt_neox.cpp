@@ -2,8 +2,14 @@
 // (StableLmForCausalLM). GPT-NeoX: LayerNorms with biases, a fused per-head qkv ([H, 3, D]
 // rows), partial rotary (rotary_pct, 0.25 by default), a GELU MLP with biases, and by default
 // the parallel residual with two norms (x += attn(n1(x)) + mlp(n2(x))). StableLM: Llama with
-// LayerNorms, partial rotary, optional q/k/v biases and an optional parallel residual.
+// LayerNorms, partial rotary, optional q/k/v biases, an optional parallel residual and
+// optional per-head q/k LayerNorms (qk_layernorm: a weight per head, no bias; the checkpoint
+// stores one tensor per head, stacked into one at load).
 #include "arch/families/decoder.hpp"
+
+#include <cstring>
+
+#include "core/convert.hpp"
 
 namespace troupe::arch {
 
@@ -27,9 +33,10 @@ status read_neox_hf(hf_cfg& j, model_config& c) {
     return {};
   }
   c.qkv_bias = j.b("use_qkv_bias", false);
-  if (j.b("qk_layernorm", false))
-    return j.unsupported("'qk_layernorm' (StableLM's per-head q/k LayerNorms, one tensor per "
-                         "head) is not supported yet");
+  if (j.b("qk_layernorm", false)) {
+    c.qk_norm = qk_norm_kind::head_weights;
+    c.qk_norm_type = norm_kind::layer;
+  }
   if (j.b("use_parallel_residual", false)) c.residual = residual_kind::parallel;
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 0.25));
@@ -51,10 +58,49 @@ status read_neox_gguf(const gguf_cfg& g, model_config& c) {
     if (par) c.residual = residual_kind::parallel_two_norms;
     return {};
   }
-  g.key("use_parallel_residual"); // llama.cpp ignores it too: the tensors say
-  if (g.has_tensor("blk.0.attn_q_norm.weight"))
-    return g.unsupported("StableLM's per-head q/k LayerNorms (attn_q_norm) are not supported yet");
+  g.key("use_parallel_residual");                 // llama.cpp ignores it too: the tensors say
+  if (g.has_tensor("blk.0.attn_q_norm.weight")) { // stacked per head: [D, H]
+    c.qk_norm = qk_norm_kind::head_weights;
+    c.qk_norm_type = norm_kind::layer;
+  }
   if (!g.has_tensor("blk.0.ffn_norm.weight")) c.residual = residual_kind::parallel;
+  return {};
+}
+
+// model.layers.L.self_attn.{q,k}_layernorm.norms.H.weight ([D] each) -> one [heads, D] f32
+// tensor model.layers.L.self_attn.{q,k}_layernorm.weight, owned by the index
+status prepare_neox_hf(const model_config& c, tensor_index& t) {
+  if (c.family != "stablelm" || c.qk_norm != qk_norm_kind::head_weights) return {};
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    for (const auto& [what, heads] : {std::pair{"q", c.H}, std::pair{"k", c.Hkv}}) {
+      const std::string base = fmt::format("model.layers.{}.self_attn.{}_layernorm.", l, what);
+      std::vector<uint8_t> bytes(static_cast<size_t>(heads * c.D) * sizeof(float));
+      auto* out = reinterpret_cast<float*>(bytes.data());
+      const mapped_file* from = nullptr;
+      for (int64_t h = 0; h < heads; ++h) {
+        const std::string name = fmt::format("{}norms.{}.weight", base, h);
+        const tensor_info* p = t.find(name);
+        if (!p) return make_error(errc::not_found, "qk_layernorm: no tensor {}", name);
+        if (p->dims.rank != 1 || p->dims[0] != c.D || !p->supported ||
+            (p->type != dtype::f32 && p->type != dtype::f16 && p->type != dtype::bf16))
+          return make_error(errc::shape_mismatch, "{}: {} must be {} f32 / f16 / bf16 values",
+                            p->file ? p->file->path() : name, name, c.D);
+        to_f32(p->type, p->data, out + h * c.D, c.D);
+        from = p->file;
+      }
+      auto file = mapped_file::from_memory(std::move(bytes),
+                                           (from ? from->path() : "") + " (stacked " + base + ")");
+      tensor_info info;
+      info.name = base + "weight";
+      info.type = dtype::f32;
+      info.raw_type = "F32";
+      info.dims = shape{heads, c.D};
+      info.data = file->data();
+      info.nbytes = file->size();
+      info.file = file.get();
+      t.add_file(std::move(file));
+      TROUPE_TRY(t.add(std::move(info)));
+    }
   return {};
 }
 
@@ -89,6 +135,8 @@ status build_neox(const model_source& m, graph::graph& g) {
       n.ffn_norm_b = "model.layers.{}.post_attention_layernorm.bias";
     }
     n.out_norm_b = "model.norm.bias";
+    n.q_norm = "model.layers.{}.self_attn.q_layernorm.weight";
+    n.k_norm = "model.layers.{}.self_attn.k_layernorm.weight";
   }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);

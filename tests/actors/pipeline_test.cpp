@@ -226,9 +226,9 @@ INSTANTIATE_TEST_SUITE_P(
                                          "mistral_window", "qwen2_window", "llama_relu2", "qwen3",
                                          "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite",
                                          "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
-                                         "stablelm", "cohere", "falcon", "falcon_mq", "bloom",
-                                         "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
-                                         "llama_bias"),
+                                         "stablelm", "stablelm_qkln", "cohere", "falcon",
+                                         "falcon_mq", "bloom", "mpt", "llama_linear",
+                                         "llama_dynamic", "llama_yarn", "llama_bias"),
                        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -242,8 +242,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "gguf:gemma2", "gguf:gemma3", "gguf:olmo", "gguf:olmo2",
                                          "gguf:granite", "gguf:phi3", "gguf:phi3_longrope",
                                          "gguf:phi2", "gguf:gpt2", "gguf:gpt_neox", "gguf:stablelm",
-                                         "gguf:cohere", "gguf:falcon", "gguf:falcon_mq",
-                                         "gguf:bloom", "gguf:mpt"),
+                                         "gguf:stablelm_qkln", "gguf:cohere", "gguf:falcon",
+                                         "gguf:falcon_mq", "gguf:bloom", "gguf:mpt"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +

@@ -135,14 +135,15 @@ TEST(ModelConfig, FamiliesRefuseWhatTheyDoNotImplement) {
     EXPECT_EQ(c.error().code, errc::unsupported) << c.error().to_string();
     EXPECT_NE(c.error().message.find(key), std::string::npos) << c.error().to_string();
   };
-  json j = base("StableLmForCausalLM");
-  j["qk_layernorm"] = true;
-  refused(j, "qk_layernorm");
-  j = base("FalconForCausalLM");
+  json j = base("FalconForCausalLM");
   j["alibi"] = true;
   refused(j, "alibi");
-  j = {{"architectures", {"MptForCausalLM"}}, {"d_model", 64}, {"n_heads", 4}, {"n_layers", 2},
-       {"vocab_size", 512}, {"attn_config", {{"alibi_bias_max", 16}}}};
+  j = {{"architectures", {"MptForCausalLM"}},
+       {"d_model", 64},
+       {"n_heads", 4},
+       {"n_layers", 2},
+       {"vocab_size", 512},
+       {"attn_config", {{"alibi_bias_max", 16}}}};
   refused(j, "alibi_bias_max");
   j["attn_config"] = {{"qk_ln", true}};
   refused(j, "qk_ln");
@@ -152,8 +153,13 @@ TEST(ModelConfig, FamiliesRefuseWhatTheyDoNotImplement) {
   j = base("Gemma2ForCausalLM");
   j["use_bidirectional_attention"] = true;
   refused(j, "use_bidirectional_attention");
-  j = {{"architectures", {"GPT2LMHeadModel"}}, {"n_embd", 64}, {"n_head", 4}, {"n_layer", 2},
-       {"n_positions", 128}, {"vocab_size", 512}, {"add_cross_attention", true}};
+  j = {{"architectures", {"GPT2LMHeadModel"}},
+       {"n_embd", 64},
+       {"n_head", 4},
+       {"n_layer", 2},
+       {"n_positions", 128},
+       {"vocab_size", 512},
+       {"add_cross_attention", true}};
   refused(j, "add_cross_attention");
 }
 

@@ -115,9 +115,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
                                            "mistral_window", "qwen2_window", "llama_relu2", "qwen3",
                                            "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite",
                                            "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
-                                           "stablelm", "cohere", "falcon", "falcon_mq", "bloom",
-                                           "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
-                                           "llama_bias"));
+                                           "stablelm", "stablelm_qkln", "cohere", "falcon",
+                                           "falcon_mq", "bloom", "mpt", "llama_linear",
+                                           "llama_dynamic", "llama_yarn", "llama_bias"));
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
 // (tests/fixtures/make_gguf_fixtures.py: permuted q/k, reordered fused qkv, +1 norms, rope
@@ -137,8 +137,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
                                            "llama_bias", "llama_dynamic", "mistral", "qwen2",
                                            "qwen3", "gemma", "gemma2", "gemma3", "phi3",
                                            "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
-                                           "olmo", "olmo2", "granite", "cohere", "falcon",
-                                           "falcon_mq", "bloom", "mpt"));
+                                           "stablelm_qkln", "olmo", "olmo2", "granite", "cohere",
+                                           "falcon", "falcon_mq", "bloom", "mpt"));
 
 TEST(Llama2TinyRandom, LogitsMatchTransformers) {
   const json fx = test::load_json(test::fixture_path("llama2_tiny_random.json"));
