@@ -613,6 +613,7 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
   p->info.tok = m.tok.get();
   p->info.context = m.config.ctx;
   p->info.chat = detect_chat_format(m.tok->chat_template());
+  p->info.chat_system = chat_default_system(p->info.chat, m.tok->chat_template());
   p->work = std::make_unique<job_queue>(std::max(1, o.parse_threads), 1024);
   auto* raw = p.get();
   TROUPE_TRY_ASSIGN(server, transport::http_server::start(

@@ -382,7 +382,7 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
           return bad(fmt::format("unknown message field '{}'", k), "messages");
       msgs.push_back(std::move(cm));
     }
-    auto text = render_chat(info.chat, msgs);
+    auto text = render_chat(info.chat, msgs, info.chat_system);
     if (!text) return bad(text.error().message, "messages");
     auto ids = info.tok->encode(*text, !chat_has_bos(info.chat), true);
     if (!ids) return bad(ids.error().message, "messages");

@@ -50,6 +50,7 @@ struct serving_info {
   const tokenizer* tok = nullptr;
   int64_t context = 0;
   chat_format chat = chat_format::plain;
+  std::string chat_system; // the template's default system prompt (chat_default_system)
 };
 
 struct parsed_request {

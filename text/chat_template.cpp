@@ -66,6 +66,26 @@ chat_format detect_chat_format(std::string_view t) {
   return chat_format::plain;
 }
 
+std::string chat_default_system(chat_format f, std::string_view t) {
+  if (f != chat_format::chatml) return {};
+  // a quoted literal '<|im_start|>system\n...<|im_end|>' (newline as written or as \n)
+  for (size_t at = t.find("<|im_start|>system"); at != std::string_view::npos;
+       at = t.find("<|im_start|>system", at + 1)) {
+    if (at == 0 || (t[at - 1] != '\'' && t[at - 1] != '"')) continue;
+    const char quote = t[at - 1];
+    size_t p = at + std::string_view("<|im_start|>system").size();
+    const bool escaped = t.substr(p, 2) == "\\n";
+    if (!escaped && (p >= t.size() || t[p] != '\n')) continue;
+    p += escaped ? 2 : 1;
+    const size_t close = t.find(quote, p), end = t.find("<|im_end|>", p);
+    if (end == std::string_view::npos || close == std::string_view::npos || close < end) continue;
+    std::string out(t.substr(p, end - p));
+    if (out.find('\\') != std::string::npos) return {}; // escapes beyond \n: not a plain literal
+    return out;
+  }
+  return {};
+}
+
 bool chat_has_bos(chat_format f) {
   switch (f) {
   case chat_format::llama2:
@@ -112,7 +132,8 @@ expected<std::string> system_not_first() {
 
 } // namespace
 
-expected<std::string> render_chat(chat_format f, const std::vector<chat_message>& msgs) {
+expected<std::string> render_chat(chat_format f, const std::vector<chat_message>& msgs,
+                                  std::string_view default_system) {
   if (msgs.empty()) return make_error(errc::invalid_argument, "messages must not be empty");
   for (const auto& m : msgs)
     if (m.role != "system" && m.role != "user" && m.role != "assistant")
@@ -132,6 +153,8 @@ expected<std::string> render_chat(chat_format f, const std::vector<chat_message>
     out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
     return out;
   case chat_format::chatml:
+    if (!has_system && !default_system.empty())
+      out = "<|im_start|>system\n" + std::string(default_system) + "<|im_end|>\n";
     for (const auto& m : msgs) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
     out += "<|im_start|>assistant\n";
     return out;

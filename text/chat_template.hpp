@@ -5,8 +5,9 @@
 // of the model named here:
 //   llama2     [INST] with <<SYS>>                     (Llama-2-7b-chat-hf)
 //   llama3     <|start_header_id|>                     (Meta-Llama-3-8B-Instruct)
-//   chatml     <|im_start|>                            (Qwen2-7B-Instruct, less its default system
-//                                                       prompt; StableLM 2 chat)
+//   chatml     <|im_start|>                            (Qwen2-7B-Instruct, with the default system
+//                                                       prompt its template states; StableLM 2
+//                                                       chat)
 //   mistral    [INST] without <<SYS>>                  (Mistral-7B-Instruct-v0.1, 2024 revision)
 //   gemma      <start_of_turn>                         (gemma-7b-it; a system message, which the
 //                                                       template refuses, joins the first user
@@ -43,9 +44,15 @@ struct chat_message {
 };
 
 chat_format detect_chat_format(std::string_view jinja_template);
+/// The system prompt a template inserts when the conversation has none, as a literal in the
+/// template (Qwen2 / Qwen2.5: '<|im_start|>system\nYou are ...<|im_end|>\n'); empty if none.
+/// Only ChatML templates are searched.
+std::string chat_default_system(chat_format f, std::string_view jinja_template);
 /// The prompt text, ending with the generation prompt (the assistant turn's opening; Llama 2 and
 /// Mistral have none after [/INST]); invalid_argument for an unknown role or an empty conversation.
-expected<std::string> render_chat(chat_format f, const std::vector<chat_message>& messages);
+/// `default_system` (chat_default_system) opens a conversation that has no system message.
+expected<std::string> render_chat(chat_format f, const std::vector<chat_message>& messages,
+                                  std::string_view default_system = {});
 /// True when the rendered text already starts with the BOS token (do not add another).
 bool chat_has_bos(chat_format f);
 /// The token text that ends an assistant turn (added as a stop token), or empty: for olmo2 the

@@ -37,19 +37,13 @@ std::vector<chat_message> conversation(const std::string& name) {
 struct known_difference {
   std::string_view family, conversation, why;
 };
-// Qwen2's template adds its own default system prompt when none is given; other ChatML templates
-// (OpenHermes, StableLM 2 chat, Troupe's qwen2 fixture model) do not, and render_chat cannot tell
-// them apart.
-constexpr std::string_view qwen_default = "Qwen2 adds 'You are a helpful assistant.' as system";
 constexpr known_difference known[] = {
-    {"chatml", "user_only", qwen_default},
-    {"chatml", "multi_turn", qwen_default},
-    {"chatml", "whitespace_no_system", qwen_default},
+    {"", "", ""}, // none at present (Gemma's refused system messages are skipped below)
 };
 
 std::string_view why_different(std::string_view family, std::string_view conv) {
   for (const auto& k : known)
-    if (k.family == family && k.conversation == conv) return k.why;
+    if (!k.family.empty() && k.family == family && k.conversation == conv) return k.why;
   return {};
 }
 
@@ -69,7 +63,8 @@ TEST(ChatTemplate, PublishedTemplatesRenderAsTransformersDoes) {
     ASSERT_NE(f, chat_format::plain) << "no chat_format is called " << name;
     for (const auto& [conv, expected] : fam["renders"].items()) {
       SCOPED_TRACE(conv);
-      const auto r = render_chat(f, conversation(conv));
+      const auto r = render_chat(f, conversation(conv),
+                                 chat_default_system(f, fam["template"].get<std::string>()));
       ASSERT_TRUE(r) << r.error().message;
       if (expected.contains("error")) { // Gemma's template refuses a system role; Troupe joins it
         EXPECT_EQ(name, "gemma") << expected["error"];
@@ -135,6 +130,37 @@ TEST(ChatTemplate, RejectsUnknownRolesAndEmptyConversations) {
 
 // tokenizer_config.json may hold named templates (Command-R: default, tool_use, rag); the
 // default one is the chat template.
+// The system prompt a ChatML template inserts when none is given: Qwen2's and Qwen2.5's
+// (whose tool branch opens the same block without the literal), none for a plain ChatML.
+TEST(ChatTemplate, DefaultSystemPromptIsTheTemplatesLiteral) {
+  EXPECT_EQ(chat_default_system(chat_format::chatml,
+                                "{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+                                "'<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' "
+                                "}}{% endif %}"),
+            "You are a helpful assistant.");
+  const std::string qwen25 =
+      "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- if messages[0]['role'] == 'system' "
+      "%}{{- messages[0]['content'] }}{%- else %}{{- 'You are Qwen, created by Alibaba Cloud. "
+      "You are a helpful assistant.' }}{%- endif %}{%- else %}{%- if messages[0]['role'] == "
+      "'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' "
+      "}}{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are "
+      "a helpful assistant.<|im_end|>\\n' }}{%- endif %}{%- endif %}";
+  EXPECT_EQ(chat_default_system(chat_format::chatml, qwen25),
+            "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+  EXPECT_EQ(chat_default_system(chat_format::chatml,
+                                "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
+                                "'\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"),
+            "");
+  EXPECT_EQ(chat_default_system(chat_format::llama3, "<|im_start|>system\nX<|im_end|>"), "");
+  auto r = render_chat(chat_format::chatml, {{"user", "hi"}}, "Be brief.");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+                "<|im_start|>assistant\n");
+  r = render_chat(chat_format::chatml, {{"system", "S"}, {"user", "hi"}}, "Be brief.");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->find("Be brief."), std::string::npos);
+}
+
 TEST(ChatTemplate, NamedTemplatesGiveTheDefault) {
   const std::string tok = test::read_file(test::model_path("stories260K-hf/tokenizer.json"));
   json cfg = {{"chat_template",
