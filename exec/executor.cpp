@@ -253,6 +253,7 @@ status executor::compile(int tc, int nc) {
     for (size_t i = 0; i < n.in.size() && i < a.src.size(); ++i) a.src[i] = fake(n.in[i]);
     a.dst = fake(n.out[0]);
     if (n.out.size() > 1) a.dst2 = fake(n.out[1]);
+    if (n.out.size() > 2) a.dst3 = fake(n.out[2]);
     return a;
   };
   if (opt_.fuse) {
@@ -540,6 +541,10 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     if (n.out.size() > 1) {
       TROUPE_TRY_ASSIGN(d2, view(n.out[1]));
       a.dst2 = d2;
+    }
+    if (n.out.size() > 2) {
+      TROUPE_TRY_ASSIGN(d3, view(n.out[2]));
+      a.dst3 = d3;
     }
     scratch.reset(static_cast<uint8_t*>(scratch_.data()), scratch_.size());
     if (auto st = be_->run(p.kernels[i], a, &scratch); !st)

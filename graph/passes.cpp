@@ -229,6 +229,37 @@ int fuse(graph& g, const fuse_options& o) {
     const auto& c = consumers[static_cast<size_t>(v)];
     return c.empty() ? -1 : static_cast<int64_t>(*std::min_element(c.begin(), c.end()));
   };
+  // q, k and v matmuls of one input -> matmul_qkv (at q's place: its inputs are all there)
+  if (o.qkv)
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      node& q = g.nodes[k];
+      auto plain = [&](const node& m) {
+        return is_op(m, op::matmul) && (m.in.size() < 3 || m.in[2] == none) && !g[m.out[0]].output;
+      };
+      if (gone[k] || !plain(q) || g[q.in[1]].along != axis::heads) continue;
+      int64_t kk = -1, kv = -1;
+      for (size_t j = k + 1; j < g.nodes.size() && (kk < 0 || kv < 0); ++j) {
+        const node& m = g.nodes[j];
+        if (gone[j] || !plain(m) || m.in[0] != q.in[0] || g[m.in[1]].along != axis::kv_heads)
+          continue;
+        (kk < 0 ? kk : kv) = static_cast<int64_t>(j);
+      }
+      if (kk < 0 || kv < 0) continue;
+      const node &mk = g.nodes[static_cast<size_t>(kk)], &mv = g.nodes[static_cast<size_t>(kv)];
+      const value &wq = g[q.in[1]], &wk = g[mk.in[1]], &wv = g[mv.in[1]];
+      if (wq.type != wk.type || wq.type != wv.type || wq.dims.size() != 2 || wk.dims.size() != 2 ||
+          wv.dims.size() != 2 || wq.dims[1] != wk.dims[1] || wq.dims[1] != wv.dims[1])
+        continue;
+      node f = q;
+      f.op = op::matmul_qkv;
+      f.in = {q.in[0], q.in[1], mk.in[1], mv.in[1]};
+      f.out = {q.out[0], mk.out[0], mv.out[0]};
+      f.note = "fused matmul(q) + matmul(k) + matmul(v)";
+      if (!ok(f)) continue;
+      q = f;
+      gone[static_cast<size_t>(kk)] = gone[static_cast<size_t>(kv)] = 1;
+      ++fused;
+    }
   // gate / up + swiglu -> matmul_swiglu (at the swiglu's place)
   if (o.gate_up)
     for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -317,7 +348,8 @@ int fuse(graph& g, const fuse_options& o) {
       g[h].type = dtype::q8_0; // tentatively, so the readers are asked with int8 input
       for (size_t r : readers) {
         const node& m = g.nodes[r];
-        const bool mm = is_op(m, op::matmul) || is_op(m, op::matmul_swiglu);
+        const bool mm =
+            is_op(m, op::matmul) || is_op(m, op::matmul_swiglu) || is_op(m, op::matmul_qkv);
         if (!mm || m.in[0] != h || !is_quantized(g[m.in[1]].type) || !ok(m)) all = false;
       }
       if (all && ok(n)) {

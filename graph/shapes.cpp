@@ -92,6 +92,19 @@ status infer_shapes(graph& g) {
       out.type = dtype::f32;
       break;
     }
+    case op::matmul_qkv: { // three products of one input, each into its own output
+      for (int i = 0; i < 3; ++i) {
+        value* w = in(1 + i);
+        if (!w || w->r != rows::fixed || w->dims.size() != 2 || w->dims[1] != x->row_elems() ||
+            n.out.size() != 3)
+          return bad(g, n, "matmul_qkv needs three weights [N, K] of the input's K, three outputs");
+        value& o = g[n.out[static_cast<size_t>(i)]];
+        o.r = x->r;
+        o.dims = {w->dims[0]};
+        o.type = dtype::f32;
+      }
+      break;
+    }
     case op::add_rmsnorm: {
       value& sum = g[n.out[1]];
       sum.r = x->r;

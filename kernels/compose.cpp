@@ -7,6 +7,7 @@
 //   add_rmsnorm   = rmsnorm(add(x, r) -> dst2, w)   (then quantize, for a q8_0 dst)
 //   rmsnorm to q8_0 = quantize(rmsnorm(x, w))
 //   matmul_swiglu = swiglu(matmul(x, W_gate), matmul(x, W_up))
+//   matmul_qkv    = matmul(x, Wq) -> dst, matmul(x, Wk) -> dst2, matmul(x, Wv) -> dst3
 //   rope_kv_store = kv_store(rope(k, pos), slots)
 // Temporaries come from the backend's device; primitives are looked up native-only, so a
 // composite never recurses. Slower than a fused kernel, but correct: the op harness runs
@@ -226,6 +227,18 @@ status matmul_swiglu_run(const registry& r, backend b, const op_args& a, const e
   return {};
 }
 
+bool matmul_qkv_ok(const registry& r, backend b, const op_args& a) {
+  return r.find(b, matmul_of(a, a.src[1], a.dst), lookup::native_only) &&
+         r.find(b, matmul_of(a, a.src[2], a.dst2), lookup::native_only) &&
+         r.find(b, matmul_of(a, a.src[3], a.dst3), lookup::native_only);
+}
+status matmul_qkv_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  TROUPE_TRY(prim(r, b, matmul_of(a, a.src[1], a.dst), c));
+  TROUPE_TRY(prim(r, b, matmul_of(a, a.src[2], a.dst2), c));
+  TROUPE_TRY(prim(r, b, matmul_of(a, a.src[3], a.dst3), c));
+  return {};
+}
+
 op_args rope_of(const op_args& a, const tensor_view& y) {
   op_args s = make(op::rope, y, a.src[0], a.src[1]);
   s.p.rope = a.p.rope;
@@ -257,6 +270,7 @@ void register_composites(registry& r) {
   r.add_composite(op::rmsnorm, "rmsnorm,quantize", rmsnorm_q_ok, rmsnorm_q_run);
   r.add_composite(op::matmul_swiglu, "matmul,matmul,swiglu", matmul_swiglu_ok, matmul_swiglu_run);
   r.add_composite(op::rope_kv_store, "rope,kv_store", rope_kv_store_ok, rope_kv_store_run);
+  r.add_composite(op::matmul_qkv, "matmul,matmul,matmul", matmul_qkv_ok, matmul_qkv_run);
   r.add_composite(op::swiglu, "silu,mul", swiglu_ok, swiglu_run);
   r.add_composite(op::gelu_tanh, "mul,add,scale,tanh", gelu_ok, gelu_run);
   r.add_composite(op::layernorm, "sum_rows,scale,add,mul,rsqrt", norm_ok, layernorm_run);

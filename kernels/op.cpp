@@ -7,12 +7,12 @@ namespace troupe::kernels {
 namespace {
 
 constexpr std::array<std::string_view, op_count> op_names = {
-    "embedding",   "matmul",        "rmsnorm",       "layernorm",   "rope",      "silu",
-    "gelu_erf",    "gelu_tanh",     "tanh",          "rsqrt",       "swiglu",    "softmax",
-    "add",         "mul",           "scale",         "sum_rows",    "attention", "paged_attention",
-    "kv_store",    "argmax",        "topk",          "convert",     "quantize",  "dequantize",
-    "add_rmsnorm", "matmul_swiglu", "rope_kv_store", "clamp",       "relu",      "sigmoid",
-    "exp",         "abs",           "recip",         "elementwise",
+    "embedding",   "matmul",        "rmsnorm",       "layernorm",   "rope",       "silu",
+    "gelu_erf",    "gelu_tanh",     "tanh",          "rsqrt",       "swiglu",     "softmax",
+    "add",         "mul",           "scale",         "sum_rows",    "attention",  "paged_attention",
+    "kv_store",    "argmax",        "topk",          "convert",     "quantize",   "dequantize",
+    "add_rmsnorm", "matmul_swiglu", "rope_kv_store", "clamp",       "relu",       "sigmoid",
+    "exp",         "abs",           "recip",         "elementwise", "matmul_qkv",
 };
 
 bool is_float(dtype t) {
@@ -152,6 +152,18 @@ status check_args(const op_args& a) {
       return fail(a, "gate and up weights must have one shape and dtype");
     if (s0.cols() != a.src[1].cols()) return fail(a, "x [T, K] and W [F, K] disagree on K");
     if (d.rows() != s0.rows() || d.cols() != a.src[1].rows()) return fail(a, "dst must be [T, F]");
+    return {};
+  case op::matmul_qkv:
+    if ((s0.type != dtype::f32 && s0.type != dtype::q8_0) || d.type != dtype::f32 ||
+        a.dst2.type != dtype::f32 || a.dst3.type != dtype::f32)
+      return fail(a, "x must be f32 or q8_0, dst, dst2 and dst3 f32");
+    for (int i = 1; i <= 3; ++i)
+      if (a.src[i].dims.rank != 2 || a.src[i].type != a.src[1].type || a.src[i].cols() != s0.cols())
+        return fail(a, "Wq, Wk and Wv must be [N, K] of x's K and one dtype");
+    if (d.rows() != s0.rows() || d.cols() != a.src[1].rows() || a.dst2.rows() != s0.rows() ||
+        a.dst2.cols() != a.src[2].rows() || a.dst3.rows() != s0.rows() ||
+        a.dst3.cols() != a.src[3].rows())
+      return fail(a, "dst, dst2 and dst3 must be [T, Nq], [T, Nk], [T, Nv]");
     return {};
   case op::rope_kv_store:
     if (s0.dims.rank != 3 || a.src[1].type != dtype::i32 || a.src[2].type != dtype::i32 ||

@@ -48,6 +48,10 @@
 //                                              -> dst f32 [T, F] = silu(x Wg^T) * (x Wu^T)
 //   rope_kv_store    src0 k f32 [T, Hkv, D], src1 pos i32 [T], src2 slots i32 [T]
 //                    -> dst cache [NB, P, Hkv, D]: rope(k) written to the slots (k unchanged)
+//   matmul_qkv       src0 x f32 or q8_0 [T, K], src1 Wq [Nq, K], src2 Wk [Nk, K], src3 Wv
+//                    [Nv, K] (one dtype) -> dst [T, Nq] = x Wq^T, dst2 [T, Nk] = x Wk^T,
+//                    dst3 [T, Nv] = x Wv^T (f32): the three projections of one input in one
+//                    pass (one dispatch, one activation quantization)
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 
@@ -104,8 +108,9 @@ enum class op : uint8_t {
   abs,
   recip,
   elementwise,
+  matmul_qkv,
 };
-inline constexpr int op_count = 34;
+inline constexpr int op_count = 35;
 
 std::string_view to_string(op o);
 /// Parses an op name ("matmul"); false when unknown.
@@ -136,6 +141,7 @@ struct op_args {
   std::array<tensor_view, 4> src{};
   tensor_view dst;
   tensor_view dst2;
+  tensor_view dst3; // matmul_qkv's v
   op_params p;
 };
 

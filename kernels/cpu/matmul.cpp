@@ -330,6 +330,22 @@ void matmul_swiglu(const op_args& a, const exec_ctx& ctx) {
   });
 }
 
+// q, k and v of one input: one plan (one quantization of x), one pass over the pool across
+// the concatenated output features, each range written into its projection's destination.
+void matmul_qkv(const op_args& a, const exec_ctx& ctx) {
+  const tensor_view* w[3] = {&a.src[1], &a.src[2], &a.src[3]};
+  float* y[3] = {a.dst.as<float>(), a.dst2.as<float>(), a.dst3.as<float>()};
+  const int64_t n[3] = {w[0]->rows(), w[1]->rows(), w[2]->rows()};
+  const plan_t m = plan(a.src[0], *w[0]);
+  over_features(ctx, m, n[0] + n[1] + n[2], [&](int64_t n0, int64_t n1) {
+    int64_t base = 0;
+    for (int i = 0; i < 3; base += n[i], ++i) {
+      const int64_t lo = std::max(n0, base) - base, hi = std::min(n1, base + n[i]) - base;
+      if (lo < hi) range(m, *w[i], nullptr, lo, hi, y[i] + lo, n[i]);
+    }
+  });
+}
+
 bool weight_type(dtype t) {
   return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 || t == dtype::q8_0 ||
          t == dtype::q4_0;
@@ -363,6 +379,18 @@ void register_matmul(registry& r) {
                (!is_quantized(t) || a.src[1].cols() % qk == 0);
       },
       matmul_swiglu);
+  // each projection's rows a multiple of 16 (the AMX tiles' feature unit), so a range never
+  // splits a tile between two projections
+  r.add(
+      op::matmul_qkv, backend::cpu, "f32|f16|bf16|q8_0|q4_0",
+      [](const op_args& a) {
+        const dtype t = a.src[1].type;
+        return weight_type(t) && a.src[2].type == t && a.src[3].type == t && contiguous_args(a) &&
+               a.dst3.contiguous() && x_ok(a.src[0], t) &&
+               (!is_quantized(t) || a.src[1].cols() % qk == 0) && a.src[1].rows() % 16 == 0 &&
+               a.src[2].rows() % 16 == 0 && a.src[3].rows() % 16 == 0;
+      },
+      matmul_qkv);
 }
 
 } // namespace troupe::kernels::cpu

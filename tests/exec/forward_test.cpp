@@ -201,9 +201,9 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, HalfKvCache,
                                             ::testing::Values(kernels::backend::cpu,
                                                               kernels::backend::ref)));
 
-// The fused ops (add_rmsnorm, matmul_swiglu, rope_kv_store) against the op sequence they
-// replace: an f32 checkpoint and synthetic q8_0 / q4_0 ones (int8 activations), prompt and
-// decode.
+// The fused ops (add_rmsnorm, matmul_swiglu, rope_kv_store, matmul_qkv, norms writing q8_0)
+// against the op sequence they replace: an f32 checkpoint and synthetic q8_0 / q4_0 ones (int8
+// activations), prompt and decode; the passes must have made each fusion.
 TEST(FusedOps, GiveTheUnfusedAnswer) {
   std::vector<std::string> paths = {test::model_path("stories260K/stories260K.gguf")};
   for (dtype t : {dtype::q8_0, dtype::q4_0}) {
@@ -219,6 +219,11 @@ TEST(FusedOps, GiveTheUnfusedAnswer) {
     auto fused = make(path, kernels::backend::cpu, dtype::f32, true);
     auto plain = make(path, kernels::backend::cpu, dtype::f32, false);
     ASSERT_TRUE(fused && plain);
+    const std::string plan = fused->runner().explain(false);
+    for (const char* op :
+         {"= add_rmsnorm(", "= matmul_swiglu(", "= rope_kv_store(", "= matmul_qkv("})
+      EXPECT_NE(plan.find(op), std::string::npos) << path << ": no " << op;
+    EXPECT_EQ(plain->runner().explain(false).find("= matmul_qkv("), std::string::npos);
     const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 300, 12, 99, 250};
     auto a = greedy(*fused, prompt, 12), b = greedy(*plain, prompt, 12);
     EXPECT_EQ(a.tokens, b.tokens) << path;

@@ -593,6 +593,26 @@ void fused_cases(std::vector<op_case>& out_cases) {
       out_cases.push_back(std::move(c));
     }
   }
+  // q, k and v of one input (GQA: k and v narrower); decode and prefill row counts
+  for (dtype w : weight_types)
+    for (auto [T, K] : {std::pair<int64_t, int64_t>{1, 256}, {3, 128}, {40, 128}}) {
+      const int64_t Nq = 64, Nkv = 32;
+      op_case c;
+      c.name = fmt::format("matmul_qkv(T={},K={},Nq={},Nkv={},W={})", T, K, Nq, Nkv, name(w));
+      gen g(c.name);
+      c.kind = op::matmul_qkv;
+      c.src = {from_floats(dtype::f32, {T, K}, g.normal(T * K)),
+               from_floats(w, {Nq, K}, g.normal(Nq * K, 0.05f)),
+               from_floats(w, {Nkv, K}, g.normal(Nkv * K, 0.05f)),
+               from_floats(w, {Nkv, K}, g.normal(Nkv * K, 0.05f))};
+      c.dst = out(dtype::f32, {T, Nq});
+      c.dst2 = out(dtype::f32, {T, Nkv});
+      c.dst3 = out(dtype::f32, {T, Nkv});
+      c.tol = tol_for(w);
+      c.flops = 2.0 * T * K * (Nq + 2 * Nkv);
+      c.bytes = row_bytes(w, K) * (Nq + 2 * Nkv) + 4.0 * T * (K + Nq + 2 * Nkv);
+      out_cases.push_back(std::move(c));
+    }
   // norms that quantize their output for the next matmul, and matmuls that take it
   for (bool add : {false, true}) {
     const int64_t T = 3, C = 256;
@@ -673,6 +693,7 @@ std::vector<op_case> all_cases() {
   for (auto& c : cases) {
     while (c.src.size() < 4) c.src.push_back(absent());
     if (c.dst2.bytes.empty()) c.dst2.present = false;
+    if (c.dst3.bytes.empty()) c.dst3.present = false;
   }
   return cases;
 }

@@ -20,7 +20,7 @@ struct host_tensor {
 };
 
 struct tolerance {
-  double nmse = 1e-9;   // sum((y - ref)^2) / sum(ref^2)
+  double nmse = 1e-9;    // sum((y - ref)^2) / sum(ref^2)
   double max_abs = 1e-4; // largest |y - ref|
 };
 
@@ -29,7 +29,8 @@ struct op_case {
   op kind = op::add;
   std::vector<host_tensor> src; // up to four, absent ones not present
   host_tensor dst;
-  host_tensor dst2;             // topk values
+  host_tensor dst2; // topk values, add_rmsnorm's sum, matmul_qkv's k
+  host_tensor dst3; // matmul_qkv's v
   op_params p;
   tolerance tol;
   double flops = 0; // per call

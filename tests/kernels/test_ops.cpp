@@ -44,7 +44,7 @@ struct run_result {
   bool ran = false;
   std::string kernel_name;
   std::string failure; // empty when fine
-  std::vector<uint8_t> dst, dst2;
+  std::vector<uint8_t> dst, dst2, dst3;
   double seconds_per_call = 0;
 };
 
@@ -84,6 +84,11 @@ run_result run_case(const op_case& c, backend b, const options& opt, thread_pool
     auto d2 = upload(c.dst2, guard_bytes);
     if (!d2) return r.failure = d2.error().to_string(), r;
     a.dst2 = *d2;
+  }
+  if (c.dst3.present) {
+    auto d3 = upload(c.dst3, guard_bytes);
+    if (!d3) return r.failure = d3.error().to_string(), r;
+    a.dst3 = *d3;
   }
   if (auto st = check_args(a); !st) return r.failure = st.error().to_string(), r;
   const lookup mode = opt.composed && b != backend::ref ? lookup::composed_only : lookup::any;
@@ -126,6 +131,7 @@ run_result run_case(const op_case& c, backend b, const options& opt, thread_pool
   };
   fetch(a.dst, c.dst, r.dst);
   if (c.dst2.present) fetch(a.dst2, c.dst2, r.dst2);
+  if (c.dst3.present) fetch(a.dst3, c.dst3, r.dst3);
   return r;
 }
 
@@ -253,6 +259,7 @@ int main(int argc, char** argv) {
       std::string stats;
       std::string why = compare(c.dst, r.dst, want.dst, c.tol, stats);
       if (why.empty() && c.dst2.present) why = compare(c.dst2, r.dst2, want.dst2, c.tol, stats);
+      if (why.empty() && c.dst3.present) why = compare(c.dst3, r.dst3, want.dst3, c.tol, stats);
       if (!why.empty()) {
         fmt::print("FAIL {:<5} {} [{}]: {}\n", to_string(b), c.name, r.kernel_name, why);
         ++failed;
