@@ -3,7 +3,7 @@
 // every weight with its checkpoint name, shape and tensor-parallel cut, every layer built
 // from the named helpers of graph/builder.hpp, the residual streams between layers, and the
 // logits. One file per family in arch/families/. The passes of graph/passes.hpp then cut it
-// for one shard. Tests: tests/model/forward_test.cpp (every family's fixtures)
+// for one shard. Tests: tests/exec/forward_test.cpp (every family's fixtures)
 #pragma once
 
 #include "arch/model_source.hpp"

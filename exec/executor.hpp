@@ -9,7 +9,7 @@
 // copy-on-write block copies, every node in order (kernels through the backend, reporting
 // a status; all-reduce / all-gather through the shard's collective), and hands back this
 // stage's hidden rows or the logits. One step at a time; the caller's thread runs it.
-// Tests: tests/exec/executor_test.cpp, tests/model/forward_test.cpp
+// Tests: tests/exec/forward_test.cpp (every family, fused and not), tests/graph/graph_test.cpp
 #pragma once
 
 #include <array>
