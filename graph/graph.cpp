@@ -147,8 +147,10 @@ std::string graph::to_string() const {
   std::string out;
   for (const node& n : nodes) {
     std::string outs, ins;
-    for (vid v : n.out)
-      if (v != none) outs += (outs.empty() ? "" : ", ") + values[static_cast<size_t>(v)].name;
+    for (vid v : n.out) // "name type[shape]" each (one shape: several outputs may differ)
+      if (v != none)
+        outs += (outs.empty() ? "" : ", ") + values[static_cast<size_t>(v)].name + " " +
+                describe(values[static_cast<size_t>(v)]);
     for (vid v : n.in) {
       if (!ins.empty()) ins += ", ";
       if (v == none) {
@@ -173,9 +175,7 @@ std::string graph::to_string() const {
       what = "all_gather";
       break;
     }
-    const value& first = values[static_cast<size_t>(n.out[0])];
-    out += fmt::format("{} {} = {}({}){}\n", outs, describe(first), what, ins,
-                       n.note.empty() ? "" : "  # " + n.note);
+    out += fmt::format("{} = {}({}){}\n", outs, what, ins, n.note.empty() ? "" : "  # " + n.note);
   }
   return out;
 }
