@@ -2,6 +2,7 @@
 #include "kernels/op.hpp"
 
 #include <array>
+#include <cmath>
 
 namespace troupe::kernels {
 namespace {
@@ -27,6 +28,13 @@ status fail(const op_args& a, std::string_view what) {
 
 std::string_view to_string(op o) {
   return op_names[static_cast<size_t>(o)];
+}
+
+double alibi_slope(int64_t h, int64_t n, double max_bias) {
+  int64_t m = 1;
+  while (m * 2 <= n) m *= 2;
+  if (h < m) return std::pow(std::pow(2.0, -max_bias / m), static_cast<double>(h + 1));
+  return std::pow(std::pow(2.0, -max_bias / (2 * m)), static_cast<double>(2 * (h - m) + 1));
 }
 
 bool parse_op(std::string_view name, op& out) {

@@ -113,6 +113,10 @@ enum class op : uint8_t {
 inline constexpr int op_count = 35;
 
 std::string_view to_string(op o);
+/// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):
+/// with m the largest power of two <= n, heads below m get (2^(-max_bias/m))^(h+1), the rest
+/// (2^(-max_bias/(2m)))^(2(h-m)+1).
+double alibi_slope(int64_t h, int64_t n, double max_bias);
 /// Parses an op name ("matmul"); false when unknown.
 bool parse_op(std::string_view name, op& out);
 

@@ -79,6 +79,7 @@ void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scal
   }
   for (int64_t g = 0; g < G; ++g) {
     float* sc = scores.data() + g * S;
+    if (kv.softcap > 0 || kv.slopes) modify_scores(sc, 0, S, kv, g, last);
     const float mx = *std::max_element(sc, sc + S);
     float sum = 0;
     for (int64_t s = 0; s < S; ++s) sum += sc[s] = std::exp(sc[s] - mx);
@@ -136,6 +137,19 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
   std::stable_sort(tasks.begin(), tasks.end(),
                    [&](const task& x, const task& y) { return cost(x) > cost(y); });
   const bool tiled = D % 8 == 0 && have_avx2();
+  // ALiBi slopes of this call's query heads (global heads head0 ..), per KV head at + kh * G;
+  // the caller's buffer, read by the pool's threads through this pointer while it waits
+  thread_local std::vector<float> slope_buf;
+  slope_buf.assign(a.p.alibi_max_bias > 0 ? static_cast<size_t>(H) : 0, 0.0f);
+  for (int64_t h = 0; h < static_cast<int64_t>(slope_buf.size()); ++h)
+    slope_buf[static_cast<size_t>(h)] = static_cast<float>(
+        alibi_slope(a.p.head0 + h, a.p.alibi_heads > 0 ? a.p.alibi_heads : H, a.p.alibi_max_bias));
+  const float* slopes = slope_buf.empty() ? nullptr : slope_buf.data();
+  const float softcap = a.p.softcap;
+  auto mods = [slopes, softcap, G](kv_layout& kv, int64_t kh) {
+    kv.softcap = softcap;
+    kv.slopes = slopes ? slopes + kh * G : nullptr;
+  };
   parallel(ctx, static_cast<int64_t>(tasks.size()), 1, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> scores, row, work;
     for (int64_t i = i0; i < i1; ++i) {
@@ -150,6 +164,7 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
         const int64_t nh = w.kh1 - w.kh0;
         kv_layout kv = layout(kc.data, a.src[2].data, w.blocks, P, Hkv, w.kh0, D, kc.type);
         kv.first = first;
+        mods(kv, w.kh0);
         work.resize(nh * w.R * G * (D + 2));
         attend_tile_avx2(q.as<float>() + (w.t0 * H + w.kh0 * G) * D, H * D, w.R, G, D, w.p0, W,
                          a.p.scale, kv, a.dst.as<float>() + (w.t0 * H + w.kh0 * G) * D, work.data(),
@@ -159,6 +174,7 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
       for (int64_t kh = w.kh0; kh < w.kh1; ++kh) {
         kv_layout kv = layout(kc.data, a.src[2].data, w.blocks, P, Hkv, kh, D, kc.type);
         kv.first = first;
+        mods(kv, kh);
         const float* qp = q.as<float>() + (w.t0 * H + kh * G) * D;
         float* op = a.dst.as<float>() + (w.t0 * H + kh * G) * D;
         if (w.R > 1 && tiled) {
@@ -216,9 +232,8 @@ bool cache_type(dtype t) {
 
 void register_attention(registry& r) {
   auto ok = [](const op_args& a) {
-    // soft-capped and ALiBi scores: the reference kernel for now (the executor falls back)
     return contiguous_args(a) && a.src[0].type == dtype::f32 && cache_type(a.src[1].type) &&
-           a.src[2].type == a.src[1].type && a.p.softcap == 0 && a.p.alibi_max_bias == 0;
+           a.src[2].type == a.src[1].type;
   };
   r.add(op::attention, backend::cpu, "gqa-grouped", ok, attention);
   r.add(op::paged_attention, backend::cpu, "gqa-grouped", ok, paged_attention);

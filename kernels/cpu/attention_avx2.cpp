@@ -174,6 +174,7 @@ void attend(const float* q, int64_t G, int64_t D, int64_t S, float scale, const 
   }
   for (int64_t g = 0; g < G; ++g) {
     float* sc = scores + g * S;
+    if (kv.softcap > 0 || kv.slopes) modify_scores(sc, 0, S, kv, g, kv.first + S - 1);
     // softmax, normalised in place
     __m256 mx = _mm256_set1_ps(-3.0e38f);
     for (int64_t s = 0; s < S8; s += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(sc + s));
@@ -298,6 +299,12 @@ void attend_tile(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, in
             }
             sc[h] = _mm256_mul_ps(hsum8x8(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]),
                                   _mm256_set1_ps(scale));
+            if (kv.softcap > 0 || kv.slopes) {
+              alignas(32) float t[8];
+              _mm256_store_ps(t, sc[h]);
+              modify_scores(t, s0 + h * 8, 8, kv, kh * G + g, p0 + r);
+              sc[h] = _mm256_load_ps(t);
+            }
           }
           sc[0] = _mm256_blendv_ps(low, sc[0], m0);
           sc[1] = valid > 8 ? _mm256_blendv_ps(low, sc[1], m1) : low;

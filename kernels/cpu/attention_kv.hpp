@@ -4,6 +4,8 @@
 // inline instead of calling back per key. No standard-library templates (see gemv.hpp).
 #pragma once
 
+#include <math.h>
+
 #include <cstdint>
 
 namespace troupe::kernels::cpu {
@@ -23,6 +25,11 @@ struct kv_layout {
   int64_t stride;        // bytes from one slot's row of this head to the next slot's
   kv_elem elem;
   int64_t first = 0; // position of key 0
+  // score modifiers, after the scale: s = softcap tanh(s / softcap) when softcap > 0 (Gemma
+  // 2), then + slopes[h] * (key position - query position) when slopes is set (ALiBi), h the
+  // call's query head (g, or kh * G + g over nh KV heads)
+  float softcap = 0;
+  const float* slopes = nullptr;
 
   int64_t slot(int64_t s) const {
     s += first;
@@ -31,6 +38,21 @@ struct kv_layout {
   const uint8_t* key(int64_t s) const { return k + slot(s) * stride; }
   const uint8_t* val(int64_t s) const { return v + slot(s) * stride; }
 };
+
+namespace { // internal linkage: each file compiles its own copy for its own ISA
+
+/// kv's score modifiers on the n scores of keys s0 .. s0 + n - 1 of query head h at position
+/// qpos (key s at position kv.first + s).
+inline void modify_scores(float* sc, int64_t s0, int64_t n, const kv_layout& kv, int64_t h,
+                          int64_t qpos) {
+  if (kv.softcap > 0)
+    for (int64_t i = 0; i < n; ++i) sc[i] = kv.softcap * tanhf(sc[i] / kv.softcap);
+  if (kv.slopes)
+    for (int64_t i = 0; i < n; ++i)
+      sc[i] += kv.slopes[h] * static_cast<float>(kv.first + s0 + i - qpos);
+}
+
+} // namespace
 
 /// G query heads (q: [G, D], D a multiple of 8) over keys 0..S-1 (positions first ..
 /// first + S - 1) of one KV head, with AVX2

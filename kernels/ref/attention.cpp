@@ -14,16 +14,6 @@ int64_t first_key(int64_t last, int64_t window) {
   return window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
 }
 
-// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):
-// with m = the largest power of two <= n, heads below m get (2^(-max_bias/m))^(h+1), the rest
-// (2^(-max_bias/(2m)))^(2(h-m)+1).
-double alibi_slope(int64_t h, int64_t n, double max_bias) {
-  int64_t m = 1;
-  while (m * 2 <= n) m *= 2;
-  if (h < m) return std::pow(std::pow(2.0, -max_bias / m), static_cast<double>(h + 1));
-  return std::pow(std::pow(2.0, -max_bias / (2 * m)), static_cast<double>(2 * (h - m) + 1));
-}
-
 // What changes a score besides the dot product (attention_cases in the harness).
 struct score_mods {
   double softcap = 0; // c tanh(s / c)

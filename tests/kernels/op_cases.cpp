@@ -373,12 +373,16 @@ void attention_cases(std::vector<op_case>& out_cases) {
       }
   // soft-capped scores (Gemma 2) and ALiBi (Bloom / MPT: 12 heads, so the slopes of the
   // heads past the largest power of two are exercised, and a shard whose first head is 4)
-  for (auto [softcap, alibi, head0] :
-       {std::tuple<float, float, int>{5.0f, 0.0f, 0}, {0.0f, 8.0f, 0}, {0.0f, 8.0f, 4}}) {
-    const int64_t T = 9, pos0 = 6, H = 12, Hkv = 12, D = 16, S = pos0 + T;
+  // (and both at once with GQA: 4 query heads per KV head, the slopes indexed per query head)
+  for (auto [softcap, alibi, head0, Hkv] :
+       {std::tuple<float, float, int, int64_t>{5.0f, 0.0f, 0, 12},
+        {0.0f, 8.0f, 0, 12},
+        {0.0f, 8.0f, 4, 12},
+        {4.0f, 8.0f, 2, 3}}) {
+    const int64_t T = 9, pos0 = 6, H = 12, D = 16, S = pos0 + T;
     op_case c;
-    c.name = fmt::format("attention(T={},S={},H={},D={},softcap={},alibi={},head0={})", T, S, H, D,
-                         softcap, alibi, head0);
+    c.name = fmt::format("attention(T={},S={},H={},Hkv={},D={},softcap={},alibi={},head0={})", T, S,
+                         H, Hkv, D, softcap, alibi, head0);
     gen g(c.name);
     c.kind = op::attention;
     c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D, 2.0f)),
