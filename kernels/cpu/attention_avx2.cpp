@@ -47,6 +47,31 @@ inline __m256 exp8(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(n));
 }
 
+// tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|) <= 1 (exp8's range); absolute error
+// a few ulp of 1, which is what a soft-capped score needs
+inline __m256 tanh8(__m256 x) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 a = _mm256_andnot_ps(sign, x);
+  const __m256 e = exp8(_mm256_mul_ps(a, _mm256_set1_ps(-2.0f)));
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+  return _mm256_or_ps(t, _mm256_and_ps(x, sign));
+}
+
+// kv's score modifiers on eight scores of query head h at position qpos, keys s0 .. s0 + 7
+inline __m256 modify8(__m256 v, const kv_layout& kv, int64_t s0, int64_t h, int64_t qpos) {
+  if (kv.softcap > 0) {
+    const __m256 c = _mm256_set1_ps(kv.softcap);
+    v = _mm256_mul_ps(c, tanh8(_mm256_mul_ps(v, _mm256_set1_ps(1.0f / kv.softcap))));
+  }
+  if (kv.slopes) {
+    const __m256 d = _mm256_add_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),
+                                   _mm256_set1_ps(static_cast<float>(kv.first + s0 - qpos)));
+    v = _mm256_fmadd_ps(_mm256_set1_ps(kv.slopes[h]), d, v);
+  }
+  return v;
+}
+
 inline float hmax8(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -174,7 +199,12 @@ void attend(const float* q, int64_t G, int64_t D, int64_t S, float scale, const 
   }
   for (int64_t g = 0; g < G; ++g) {
     float* sc = scores + g * S;
-    if (kv.softcap > 0 || kv.slopes) modify_scores(sc, 0, S, kv, g, kv.first + S - 1);
+    if (kv.softcap > 0 || kv.slopes) {
+      const int64_t qpos = kv.first + S - 1;
+      for (int64_t s = 0; s < S8; s += 8)
+        _mm256_storeu_ps(sc + s, modify8(_mm256_loadu_ps(sc + s), kv, s, g, qpos));
+      modify_scores(sc + S8, S8, S - S8, kv, g, qpos);
+    }
     // softmax, normalised in place
     __m256 mx = _mm256_set1_ps(-3.0e38f);
     for (int64_t s = 0; s < S8; s += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(sc + s));
@@ -299,12 +329,8 @@ void attend_tile(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, in
             }
             sc[h] = _mm256_mul_ps(hsum8x8(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]),
                                   _mm256_set1_ps(scale));
-            if (kv.softcap > 0 || kv.slopes) {
-              alignas(32) float t[8];
-              _mm256_store_ps(t, sc[h]);
-              modify_scores(t, s0 + h * 8, 8, kv, kh * G + g, p0 + r);
-              sc[h] = _mm256_load_ps(t);
-            }
+            if (kv.softcap > 0 || kv.slopes)
+              sc[h] = modify8(sc[h], kv, s0 + h * 8, kh * G + g, p0 + r);
           }
           sc[0] = _mm256_blendv_ps(low, sc[0], m0);
           sc[1] = valid > 8 ? _mm256_blendv_ps(low, sc[1], m1) : low;
