@@ -55,7 +55,7 @@ status read_falcon_gguf(const gguf_cfg& g, model_config& c) {
   c.gated_ffn = false;
   c.act = act_kind::gelu_erf;
   c.rope.layout = rope_layout::neox;
-  if (auto layout = g.g.get_string("general.tensor_data_layout"); layout && *layout != "jploski")
+  if (auto layout = g.g.get_string(g.key("tensor_data_layout")); layout && *layout != "jploski")
     return g.unsupported(fmt::format("tensor data layout '{}' is not supported", *layout));
   c.residual = g.has_tensor("blk.0.attn_norm_2.weight") ? residual_kind::parallel_two_norms
                                                         : residual_kind::parallel;

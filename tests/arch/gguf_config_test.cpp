@@ -82,6 +82,20 @@ TEST(GgufConfig, ZeroMathKeyIsTheSameModel) {
   EXPECT_EQ(c->clip_qkv, 0);
 }
 
+// Every GGUF fixture: the family reads every architecture key the converter wrote.
+TEST(GgufConfig, FamiliesReadEveryKeyTheirConverterWrites) {
+  for (const char* name :
+       {"llama3", "llama_yarn",    "qwen2",  "qwen3",  "gemma",     "gemma2",   "gemma3",
+        "phi3",   "phi3_longrope", "phi2",   "gpt2",   "gpt_neox",  "stablelm", "olmo",
+        "olmo2",  "granite",       "cohere", "falcon", "falcon_mq", "bloom",    "mpt"}) {
+    auto c = load(rewritten(name, [](gguf_writer&) {}));
+    ASSERT_TRUE(c) << name << ": " << c.error().to_string();
+    std::string keys;
+    for (const auto& k : c->ignored_keys) keys += k + " ";
+    EXPECT_TRUE(c->ignored_keys.empty()) << name << ": unread " << keys;
+  }
+}
+
 TEST(GgufConfig, UnknownKeyIsListed) {
   auto c = load(rewritten("qwen3", [](gguf_writer& w) { w.set_u32("qwen3.some_new_thing", 7); }));
   ASSERT_TRUE(c) << c.error().to_string();
