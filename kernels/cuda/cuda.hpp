@@ -10,13 +10,14 @@
 
 namespace troupe::kernels::cuda {
 
-void launch_binary(const op_args& a, const exec_ctx& c); // add, mul (with broadcast)
-void launch_unary(const op_args& a, const exec_ctx& c);  // silu, tanh, rsqrt, scale, gelu_*
-void launch_swiglu(const op_args& a, const exec_ctx& c);
-void launch_rmsnorm(const op_args& a, const exec_ctx& c);
-void launch_matmul(const op_args& a, const exec_ctx& c); // W in f32, f16, bf16
-/// Checks the last launch; with TROUPE_CUDA_SYNC=1 also synchronises. Aborts on error: a
-/// failed launch is a bug in Troupe, not bad input.
-void check_launch(const char* what, const exec_ctx& c);
+status launch_binary(const op_args& a, const exec_ctx& c); // add, mul (with broadcast)
+status launch_unary(const op_args& a, const exec_ctx& c);  // silu, tanh, rsqrt, scale, gelu_*
+status launch_swiglu(const op_args& a, const exec_ctx& c);
+status launch_rmsnorm(const op_args& a, const exec_ctx& c);
+status launch_matmul(const op_args& a, const exec_ctx& c); // W in f32, f16, bf16
+/// Checks the last launch; with TROUPE_CUDA_SYNC=1 also synchronises. A failed launch is an
+/// error status naming the kernel and CUDA's message (the executor reports it with the node;
+/// nothing on a kernel path aborts).
+status check_launch(const char* what, const exec_ctx& c);
 
 } // namespace troupe::kernels::cuda

@@ -102,14 +102,13 @@ device* get_cuda_device(int index) {
   return devices[index].get();
 }
 
-void cuda::check_launch(const char* what, const exec_ctx& c) {
+status cuda::check_launch(const char* what, const exec_ctx& c) {
   static const bool sync = std::getenv("TROUPE_CUDA_SYNC") != nullptr;
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess && sync) e = cudaStreamSynchronize(static_cast<cudaStream_t>(c.stream));
-  if (e != cudaSuccess) {
-    TROUPE_LOG_ERROR("cuda", "kernel {} failed: {}", what, cudaGetErrorString(e));
-    std::abort();
-  }
+  if (e != cudaSuccess)
+    return make_error(errc::internal, "cuda kernel {} failed: {}", what, cudaGetErrorString(e));
+  return {};
 }
 
 void register_cuda_kernels(registry& r) {

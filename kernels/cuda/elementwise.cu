@@ -57,16 +57,16 @@ int blocks_for(long long n) {
 
 } // namespace
 
-void launch_binary(const op_args& a, const exec_ctx& c) {
+status launch_binary(const op_args& a, const exec_ctx& c) {
   auto s = static_cast<cudaStream_t>(c.stream);
   const long long T = a.src[0].rows(), C = a.src[0].cols();
   binary_kernel<<<blocks_for(T * C), 256, 0, s>>>(a.src[0].as<float>(), a.src[1].as<float>(),
                                                   a.dst.as<float>(), T, C, a.src[1].rows(),
                                                   a.src[1].cols(), a.kind == op::mul);
-  check_launch("binary", c);
+  return check_launch("binary", c);
 }
 
-void launch_unary(const op_args& a, const exec_ctx& c) {
+status launch_unary(const op_args& a, const exec_ctx& c) {
   auto s = static_cast<cudaStream_t>(c.stream);
   int kind = 5;
   switch (a.kind) {
@@ -91,15 +91,15 @@ void launch_unary(const op_args& a, const exec_ctx& c) {
   const long long n = a.src[0].numel();
   unary_kernel<<<blocks_for(n), 256, 0, s>>>(a.src[0].as<float>(), a.dst.as<float>(), n, kind,
                                              a.p.scale, a.p.bias);
-  check_launch("unary", c);
+  return check_launch("unary", c);
 }
 
-void launch_swiglu(const op_args& a, const exec_ctx& c) {
+status launch_swiglu(const op_args& a, const exec_ctx& c) {
   auto s = static_cast<cudaStream_t>(c.stream);
   const long long n = a.src[0].numel();
   swiglu_kernel<<<blocks_for(n), 256, 0, s>>>(a.src[0].as<float>(), a.src[1].as<float>(),
                                               a.dst.as<float>(), n);
-  check_launch("swiglu", c);
+  return check_launch("swiglu", c);
 }
 
 } // namespace troupe::kernels::cuda

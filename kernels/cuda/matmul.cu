@@ -40,7 +40,7 @@ __global__ void matmul_kernel(const float* x, const W* w, const float* bias, flo
 
 } // namespace
 
-void launch_matmul(const op_args& a, const exec_ctx& c) {
+status launch_matmul(const op_args& a, const exec_ctx& c) {
   auto s = static_cast<cudaStream_t>(c.stream);
   const long long T = a.src[0].rows(), K = a.src[0].cols(), N = a.src[1].rows();
   const unsigned blocks = static_cast<unsigned>((T * N * 32 + 255) / 256);
@@ -61,7 +61,7 @@ void launch_matmul(const op_args& a, const exec_ctx& c) {
   default:
     break;
   }
-  check_launch("matmul", c);
+  return check_launch("matmul", c);
 }
 
 } // namespace troupe::kernels::cuda

@@ -25,11 +25,11 @@ __global__ void rmsnorm_kernel(const float* x, const float* w, float* y, long lo
 
 } // namespace
 
-void launch_rmsnorm(const op_args& a, const exec_ctx& c) {
+status launch_rmsnorm(const op_args& a, const exec_ctx& c) {
   auto s = static_cast<cudaStream_t>(c.stream);
   rmsnorm_kernel<<<static_cast<unsigned>(a.src[0].rows()), 256, 0, s>>>(
       a.src[0].as<float>(), a.src[1].as<float>(), a.dst.as<float>(), a.src[0].cols(), a.p.eps);
-  check_launch("rmsnorm", c);
+  return check_launch("rmsnorm", c);
 }
 
 } // namespace troupe::kernels::cuda
