@@ -117,7 +117,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
                                            "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
                                            "stablelm", "stablelm_qkln", "cohere", "falcon",
                                            "falcon_mq", "bloom", "mpt", "llama_linear",
-                                           "llama_dynamic", "llama_yarn", "llama_bias"));
+                                           "llama_dynamic", "llama_yarn", "llama_bias"),
+                         [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
 // (tests/fixtures/make_gguf_fixtures.py: permuted q/k, reordered fused qkv, +1 norms, rope
@@ -138,7 +139,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
                                            "qwen3", "gemma", "gemma2", "gemma3", "phi3",
                                            "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
                                            "stablelm_qkln", "olmo", "olmo2", "granite", "cohere",
-                                           "falcon", "falcon_mq", "bloom", "mpt"));
+                                           "falcon", "falcon_mq", "bloom", "mpt"),
+                         [](const auto& info) { return info.param; });
 
 TEST(Llama2TinyRandom, LogitsMatchTransformers) {
   const json fx = test::load_json(test::fixture_path("llama2_tiny_random.json"));
