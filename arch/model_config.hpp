@@ -1,10 +1,10 @@
 // model_config.hpp: a model described as data. `model_config` holds the dimensions and the
 // layer recipe (norm kind, activation, which projections carry biases, rope layout and
-// scaling, tied embeddings) read from a Hugging Face config.json or from GGUF metadata, and
-// `weight_names` says how this checkpoint names each weight. The executor (model/) only
-// interprets these fields, so a new architecture is a new entry in the table of arch.cpp,
-// not a new forward pass. Dimension legend: C model dim, F FFN dim, H heads, Hkv KV heads,
-// D head dim, V vocab. Tests: tests/arch/model_config_test.cpp
+// scaling, tied embeddings ...) read from a Hugging Face config.json or from GGUF metadata by
+// the family's reader (arch/families/); the family's builder turns it into a graph that the
+// executor (exec/) runs, so a new architecture is a family file, not a new forward pass. Dimension
+// legend: C model dim, F FFN dim, H heads, Hkv KV heads, D head dim, V vocab. Tests:
+// tests/arch/model_config_test.cpp
 #pragma once
 
 #include <cstdint>
@@ -40,11 +40,10 @@ enum class qk_norm_kind : uint8_t {
   full,         // over the whole projection [H * D] (OLMo 2; a TP shard needs the others' sums)
 };
 
-/// How the tensors of one checkpoint format are named; "{}" stands for the layer index.
+/// Checkpoint tensor names the loader needs before the graph exists (the family's builder
+/// names the rest); in patterns "{}" stands for the layer index.
 struct weight_names {
-  std::string tok_embd, output_norm, output;
-  std::string attn_norm, wq, wk, wv, wo, bq, bk, bv, bo;
-  std::string ffn_norm, w_gate, w_up, w_down;
+  std::string output; // the lm_head of an HF checkpoint: absent means tied embeddings
 
   static std::string layer(const std::string& pattern, int index);
 };

@@ -17,15 +17,7 @@ vid builder::op(kernels::op o, std::vector<vid> in, const std::string& what, ker
   v.name = name(what);
   v.layer = layer_;
   const vid out = g_.add_value(std::move(v));
-  node n;
-  n.kind = node_kind::op;
-  n.op = o;
-  n.in = std::move(in);
-  n.out = {out};
-  n.p = p;
-  n.layer = layer_;
-  n.name = g_[out].name;
-  g_.add_node(std::move(n));
+  op_into(o, std::move(in), out, what, p);
   return out;
 }
 

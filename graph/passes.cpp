@@ -105,6 +105,24 @@ status cut_tensor(graph& g, const shard_cut& c) {
   std::vector<node> out;
   out.reserve(g.nodes.size() + 2 * static_cast<size_t>(g.n_layer) + 4);
   std::vector<std::pair<vid, vid>> renames; // (old, new) applied to later nodes
+  // n, then its output summed in place over the group; later readers read the sum
+  auto then_all_reduce = [&](const node& n) {
+    const vid part = n.out[0];
+    out.push_back(n);
+    value s = g[part];
+    s.name += "_sum";
+    s.alias = part; // summed in place
+    s.output = false;
+    const vid sum = g.add_value(s);
+    node ar;
+    ar.kind = node_kind::all_reduce;
+    ar.in = {part};
+    ar.out = {sum};
+    ar.layer = n.layer;
+    ar.name = g[sum].name;
+    out.push_back(ar);
+    renames.emplace_back(part, sum);
+  };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     node n = g.nodes[i];
     for (auto& v : n.in)
@@ -117,41 +135,13 @@ status cut_tensor(graph& g, const shard_cut& c) {
         table->along == axis::vocab) {
       n.in[1] = g.input(input_kind::tokens_local); // ids relative to this rank's rows
       n.note = "vocabulary-parallel";
-      const vid part = n.out[0];
-      out.push_back(n);
-      value s = g[part];
-      s.name += "_sum";
-      s.alias = part; // summed in place
-      s.output = false;
-      const vid sum = g.add_value(s);
-      node ar;
-      ar.kind = node_kind::all_reduce;
-      ar.in = {part};
-      ar.out = {sum};
-      ar.layer = n.layer;
-      ar.name = g[sum].name;
-      out.push_back(ar);
-      renames.emplace_back(part, sum);
+      then_all_reduce(n);
       continue;
     }
     const bool matmul =
         n.kind == node_kind::op && (n.op == op::matmul || n.op == op::matmul_swiglu);
     if (matmul && w && w->split == cut::in) {
-      const vid part = n.out[0];
-      out.push_back(n);
-      value s = g[part];
-      s.name += "_sum";
-      s.alias = part; // summed in place
-      s.output = false;
-      const vid sum = g.add_value(s);
-      node ar;
-      ar.kind = node_kind::all_reduce;
-      ar.in = {part};
-      ar.out = {sum};
-      ar.layer = n.layer;
-      ar.name = g[sum].name;
-      out.push_back(ar);
-      renames.emplace_back(part, sum);
+      then_all_reduce(n);
       continue;
     }
     if (matmul && w && w->split == cut::out && w->along == axis::vocab) { // lm_head

@@ -59,10 +59,7 @@ status read_bloom_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY_ASSIGN(eps, j.f("layer_norm_epsilon", 1e-5));
   c.norm_eps = eps;
   if (c.family == "bloom") {
-    TROUPE_TRY_ASSIGN(C0, j.i("hidden_size", 0));
-    TROUPE_TRY_ASSIGN(C1, j.i("n_embed", 0));
-    const int64_t C = C0 ? C0 : C1;
-    if (C <= 0) return j.bad("'hidden_size' must be a positive integer");
+    TROUPE_TRY_ASSIGN(C, j.req("hidden_size", "n_embed"));
     TROUPE_TRY_ASSIGN(L, j.req("n_layer"));
     TROUPE_TRY_ASSIGN(H, j.req("n_head"));
     TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));

@@ -31,6 +31,13 @@ expected<int64_t> hf_cfg::req(const char* key) {
   return v;
 }
 
+expected<int64_t> hf_cfg::req(const char* key, const char* alias) {
+  TROUPE_TRY_ASSIGN(v, i(key, 0));
+  TROUPE_TRY_ASSIGN(a, i(alias, 0));
+  if (v > 0 || a > 0) return v > 0 ? v : a;
+  return req(key);
+}
+
 expected<double> hf_cfg::f(const char* key, double fallback) {
   read_.insert(key);
   auto it = j_.find(key);
@@ -221,6 +228,23 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
   return {};
 }
 
+namespace {
+
+// LongRoPE's derived parts, from the served context: the scale factor (when not given), the
+// attention factor sqrt(1 + ln f / ln orig) (when not given), and which factor set. transformers
+// switches to the long factors (re-running the prefill) once a sequence outgrows the original
+// context; Troupe picks one set for the served context (as llama.cpp does): the long set when
+// that context is longer, which gives transformers' numbers for every sequence longer than the
+// original context.
+void finish_longrope(rope_spec& r, int64_t ctx) {
+  if (r.factor <= 0) r.factor = static_cast<double>(ctx) / r.orig_ctx;
+  if (r.attn_factor <= 0)
+    r.attn_factor = r.factor <= 1 ? 1.0 : std::sqrt(1 + std::log(r.factor) / std::log(r.orig_ctx));
+  r.use_long = static_cast<double>(ctx) > r.orig_ctx;
+}
+
+} // namespace
+
 status read_rope(hf_cfg& j, model_config& c, double theta_default, double partial_default) {
   c.rope.layout = rope_layout::neox; // HF checkpoints store q/k for rotate_half
   TROUPE_TRY_ASSIGN(theta, j.f("rope_theta", theta_default));
@@ -252,15 +276,7 @@ status read_rope(hf_cfg& j, model_config& c, double theta_default, double partia
                                "{} and {})",
                                half, r.short_factor.size(), r.long_factor.size()));
     if (!(r.orig_ctx > 1)) return j.bad("longrope needs original_max_position_embeddings > 1");
-    if (r.factor <= 0) r.factor = static_cast<double>(c.ctx) / r.orig_ctx;
-    if (r.attn_factor <= 0)
-      r.attn_factor =
-          r.factor <= 1 ? 1.0 : std::sqrt(1 + std::log(r.factor) / std::log(r.orig_ctx));
-    // transformers switches to the long factors (re-running the prefill) once a sequence
-    // outgrows original_max_position_embeddings; Troupe picks one set for the served context
-    // (as llama.cpp does): the long set when that context is longer, which gives
-    // transformers' numbers for every sequence longer than the original context
-    r.use_long = static_cast<double>(c.ctx) > r.orig_ctx;
+    finish_longrope(r, c.ctx);
   }
   return {};
 }
@@ -431,10 +447,10 @@ status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, d
   c.o_bias = g.has_tensor("blk.0.attn_output.bias");
   c.mlp_bias = g.has_tensor("blk.0.ffn_up.bias") || g.has_tensor("blk.0.ffn_down.bias");
   c.tie_embeddings = !g.has_tensor("output.weight");
-  return read_gguf_common(g, c, "token_embd.weight");
+  return read_gguf_common(g, c);
 }
 
-status read_gguf_common(const gguf_cfg& g, model_config& c, const std::string& tok_embd) {
+status read_gguf_common(const gguf_cfg& g, model_config& c) {
   c.ctx = g.i("context_length", 2048);
   c.rope.theta = g.f("rope.freq_base", 10000.0);
   c.rope.rot_dim = static_cast<int>(g.i("rope.dimension_count", c.D));
@@ -482,25 +498,22 @@ status read_gguf_common(const gguf_cfg& g, model_config& c, const std::string& t
       return make_error(errc::corrupt_file,
                         "{}: LongRoPE factors need rope.scaling.original_context_length > 1",
                         g.path());
-    r.factor = static_cast<double>(c.ctx) / r.orig_ctx;
+    r.factor = 0;
     r.attn_factor = g.f("rope.scaling.attn_factor", 0.0);
-    if (r.attn_factor <= 0)
-      r.attn_factor =
-          r.factor <= 1 ? 1.0 : std::sqrt(1 + std::log(r.factor) / std::log(r.orig_ctx));
-    r.use_long = static_cast<double>(c.ctx) > r.orig_ctx;
+    finish_longrope(r, c.ctx);
   } else if (auto st = g.g.get_string(g.key("rope.scaling.type")); st && *st == "longrope") {
     return make_error(errc::corrupt_file,
                       "{}: rope scaling 'longrope' without rope_factors_long / _short.weight",
                       g.path());
-  } else if (g.has("rope.scaling.original_context_length") &&
-             c.rope.scaling != rope_scaling::yarn) {
-    g.key("rope.scaling.original_context_length"); // Phi-3 without LongRoPE writes it anyway
+  } else {
+    g.key("rope.scaling.original_context_length"); // Phi-3 writes it without LongRoPE too
   }
   if (auto tokens = g.g.get(std::string("tokenizer.ggml.tokens"));
       tokens && tokens->type == gguf_type::array)
     c.V = static_cast<int64_t>(tokens->arr.size());
   c.V = g.i("vocab_size", c.V);
-  if (const tensor_info* e = g.g.tensors.find(tok_embd); e && e->dims.rank == 2 && c.V == 0)
+  if (const tensor_info* e = g.g.tensors.find("token_embd.weight");
+      e && e->dims.rank == 2 && c.V == 0)
     c.V = e->dims[0];
   c.bos_id = g.g.get_int_or("tokenizer.ggml.bos_token_id", -1);
   if (auto eos = g.g.get_int("tokenizer.ggml.eos_token_id")) c.eos_ids = {*eos};

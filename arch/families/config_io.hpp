@@ -31,6 +31,8 @@ class hf_cfg {
   expected<int64_t> i(const char* key, int64_t fallback);
   /// A positive integer that must be there.
   expected<int64_t> req(const char* key);
+  /// The same, under `key` or else under its older name `alias` (Falcon's and Bloom's n_embed).
+  expected<int64_t> req(const char* key, const char* alias);
   expected<double> f(const char* key, double fallback);
   bool b(const char* key, bool fallback);
   std::string s(const char* key, const std::string& fallback);
@@ -108,6 +110,6 @@ expected<std::vector<double>> read_gguf_vector(const gguf_cfg& g, const std::str
 
 /// What every GGUF reader shares: the vocabulary size (tokens, or the embedding rows),
 /// bos / eos / eot ids, rope base / dimension count / scaling, and the context length.
-status read_gguf_common(const gguf_cfg& g, model_config& c, const std::string& tok_embd);
+status read_gguf_common(const gguf_cfg& g, model_config& c);
 
 } // namespace troupe::arch

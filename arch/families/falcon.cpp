@@ -9,10 +9,7 @@ namespace troupe::arch {
 
 status read_falcon_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
-  TROUPE_TRY_ASSIGN(C0, j.i("hidden_size", 0));
-  TROUPE_TRY_ASSIGN(C1, j.i("n_embed", 0));
-  const int64_t C = C0 ? C0 : C1;
-  if (C <= 0) return j.bad("'hidden_size' must be a positive integer");
+  TROUPE_TRY_ASSIGN(C, j.req("hidden_size", "n_embed"));
   TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
   TROUPE_TRY_ASSIGN(H, j.req("num_attention_heads"));
   TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));

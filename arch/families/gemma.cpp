@@ -55,23 +55,6 @@ status read_gemma3_rope(hf_cfg& j, model_config& c) {
   return {};
 }
 
-decoder_names gguf_gemma_names() {
-  decoder_names n;
-  n.tok_embd = "token_embd.weight";
-  n.out_norm = "output_norm.weight";
-  n.lm_head = "output.weight";
-  n.attn_norm = "blk.{}.attn_norm.weight";
-  n.ffn_norm = "blk.{}.ffn_norm.weight";
-  n.post_attn_norm = "blk.{}.post_attention_norm.weight";
-  n.post_ffn_norm = "blk.{}.post_ffw_norm.weight";
-  n.wq = "blk.{}.attn_q.weight", n.wk = "blk.{}.attn_k.weight", n.wv = "blk.{}.attn_v.weight";
-  n.wo = "blk.{}.attn_output.weight";
-  n.q_norm = "blk.{}.attn_q_norm.weight", n.k_norm = "blk.{}.attn_k_norm.weight";
-  n.w_gate = "blk.{}.ffn_gate.weight", n.w_up = "blk.{}.ffn_up.weight";
-  n.w_down = "blk.{}.ffn_down.weight";
-  return n;
-}
-
 } // namespace
 
 status read_gemma_hf(hf_cfg& j, model_config& c) {
@@ -121,8 +104,6 @@ status read_gemma_hf(hf_cfg& j, model_config& c) {
 
 status read_gemma_gguf(const gguf_cfg& g, model_config& c) {
   const bool v1 = c.family == "gemma", v3 = c.family == "gemma3";
-  c.names.tok_embd = "token_embd.weight";
-  c.names.output = "output.weight";
   TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-6));
   const int64_t C = c.C, H = c.H, L = c.n_layer;
   c.rope.layout = rope_layout::neox;
@@ -164,8 +145,7 @@ status build_gemma(const model_source& m, graph::graph& g) {
       n.post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
     }
   } else {
-    n = gguf_gemma_names();
-    n.optional_biases = true;
+    n = gguf_layout(m);
   }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);

@@ -11,54 +11,8 @@ namespace troupe::arch {
 
 using namespace graph;
 
-namespace {
-
-weight_names hf_names() {
-  weight_names n;
-  n.tok_embd = "model.embed_tokens.weight";
-  n.output_norm = "model.norm.weight";
-  n.output = "lm_head.weight";
-  n.attn_norm = "model.layers.{}.input_layernorm.weight";
-  n.wq = "model.layers.{}.self_attn.q_proj.weight";
-  n.wk = "model.layers.{}.self_attn.k_proj.weight";
-  n.wv = "model.layers.{}.self_attn.v_proj.weight";
-  n.wo = "model.layers.{}.self_attn.o_proj.weight";
-  n.bq = "model.layers.{}.self_attn.q_proj.bias";
-  n.bk = "model.layers.{}.self_attn.k_proj.bias";
-  n.bv = "model.layers.{}.self_attn.v_proj.bias";
-  n.bo = "model.layers.{}.self_attn.o_proj.bias";
-  n.ffn_norm = "model.layers.{}.post_attention_layernorm.weight";
-  n.w_gate = "model.layers.{}.mlp.gate_proj.weight";
-  n.w_up = "model.layers.{}.mlp.up_proj.weight";
-  n.w_down = "model.layers.{}.mlp.down_proj.weight";
-  return n;
-}
-
-weight_names gguf_names() {
-  weight_names n;
-  n.tok_embd = "token_embd.weight";
-  n.output_norm = "output_norm.weight";
-  n.output = "output.weight";
-  n.attn_norm = "blk.{}.attn_norm.weight";
-  n.wq = "blk.{}.attn_q.weight";
-  n.wk = "blk.{}.attn_k.weight";
-  n.wv = "blk.{}.attn_v.weight";
-  n.wo = "blk.{}.attn_output.weight";
-  n.bq = "blk.{}.attn_q.bias";
-  n.bk = "blk.{}.attn_k.bias";
-  n.bv = "blk.{}.attn_v.bias";
-  n.bo = "blk.{}.attn_output.bias";
-  n.ffn_norm = "blk.{}.ffn_norm.weight";
-  n.w_gate = "blk.{}.ffn_gate.weight";
-  n.w_up = "blk.{}.ffn_up.weight";
-  n.w_down = "blk.{}.ffn_down.weight";
-  return n;
-}
-
-} // namespace
-
 status read_llama_hf(hf_cfg& j, model_config& c) {
-  c.names = hf_names();
+  c.names.output = "lm_head.weight";
   const bool qwen = c.family == "qwen2" || c.family == "qwen3";
   c.qkv_bias = c.family == "qwen2";
   TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
@@ -90,7 +44,6 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
 }
 
 status read_llama_gguf(const gguf_cfg& g, model_config& c) {
-  c.names = gguf_names();
   TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
   // every layer slides unless sliding_window_pattern says which (llama.cpp's n_swa)
   TROUPE_TRY(read_gguf_windows(g, c, 0, 0));

@@ -97,7 +97,9 @@ TEST(GraphPasses, TensorCutSlicesWeightsAndInsertsCollectives) {
       EXPECT_EQ(v.dims, (std::vector<int64_t>{64, 32})); // columns of rank 1's heads
       EXPECT_EQ(v.w.col0, 32);
     }
-    if (v.name == "lm_head.weight") EXPECT_EQ(v.dims, (std::vector<int64_t>{256, 64}));
+    if (v.name == "lm_head.weight") {
+      EXPECT_EQ(v.dims, (std::vector<int64_t>{256, 64}));
+    }
   }
 }
 
