@@ -19,6 +19,16 @@
 namespace troupe::cli {
 namespace {
 
+// A stop signal that reached a thread other than the waiting one: threads that libraries start
+// before main (OpenBLAS's pool) do not block SIGTERM, and the default action there would kill
+// the process without draining. The handler only records it; the wait loop below acts.
+std::atomic<int> stray_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void record_stop_signal(int sig) {
+  stray_stop_signal.store(sig);
+}
+
 struct serve_opts {
   std::string model, host = "127.0.0.1", placement, api_key, kv_memory = "256MiB", name,
                      kv_dtype = "f32";
@@ -70,12 +80,19 @@ expected<int64_t> parse_kv_memory(const std::string& text) {
 }
 
 int run_serve(const serve_opts& o) {
-  // block the stop signals before any thread starts, so only sigwait below sees them
+  // block the stop signals before our threads start, so the wait below takes them; one that
+  // reaches a library's thread instead is recorded by the handler
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = record_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
   auto m = open_model_verbose(o.model.empty() ? default_model_path() : o.model, false);
@@ -143,6 +160,7 @@ int run_serve(const serve_opts& o) {
   const timespec tick{0, 100 * 1000 * 1000};
   while (sig <= 0) {
     sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (sig <= 0) sig = stray_stop_signal.load();
     if (sig <= 0 && gave_up.load()) {
       std::fprintf(stderr, "troupe: a shard keeps failing and --on-give-up is exit: %s\n",
                    (*h)->stats().not_ready_reason.c_str());

@@ -1,7 +1,8 @@
 """serving_test.py: `troupe serve` as a process, for what only a whole server shows:
 
 * SIGTERM while a stream outlives --drain-timeout: the stream ends with an error event and
-  [DONE], and the process exits 0 within a couple of seconds of the timeout;
+  [DONE], and the process exits 0 within a couple of seconds of the timeout; the same when
+  the signal lands on a thread a library started (OpenBLAS's), not on the waiting one;
 * out of file descriptors (soft = hard limit 64, 150 clients): accept failures are retried
   with backoff and logged a few times, not thousands; the server serves once they leave; and
   at start-up the soft limit is raised towards the hard one;
@@ -14,7 +15,9 @@
 
 Usage: python serving_test.py PATH/TO/troupe
 """
+import ctypes
 import json
+import os
 import re
 import signal
 import socket
@@ -72,7 +75,7 @@ class Serving(unittest.TestCase):
                 if b"0\r\n\r\n" in data[-16:]:
                     break
             text = data.decode(errors="replace")
-            self.assertIn('"error"', text, text[-500:])
+            self.assertIn('"error"', text, text[-500:] + "\nserver log:\n" + srv.log_text())
             self.assertIn("shutting down", text)
             self.assertIn("data: [DONE]", text)
             rc = srv.proc.wait(timeout=10)
@@ -81,6 +84,29 @@ class Serving(unittest.TestCase):
         finally:
             if srv.proc.poll() is None:
                 srv.proc.kill()
+
+    def test_sigterm_to_a_library_thread_still_drains(self):
+        # a process-wide SIGTERM goes to any thread not blocking it; threads that libraries
+        # start before main (OpenBLAS's pool) do not block it: the server must still drain and
+        # exit 0, not die of the default action (a stream cut with no error event)
+        with Server(TROUPE) as srv:
+            pid = srv.proc.pid
+            open_to_it = []
+            for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+                if tid == pid:
+                    continue  # the main thread waits for the signal on purpose
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    blocked = next(int(l.split()[1], 16) for l in f if l.startswith("SigBlk:"))
+                if not blocked & (1 << (signal.SIGTERM - 1)):
+                    open_to_it.append(tid)
+            if not open_to_it:
+                self.skipTest("every thread but main blocks SIGTERM in this build")
+            libc = ctypes.CDLL(None, use_errno=True)
+            SYS_tgkill = 234  # x86-64
+            self.assertEqual(libc.syscall(SYS_tgkill, pid, open_to_it[0], int(signal.SIGTERM)), 0)
+            rc = srv.proc.wait(timeout=20)
+            self.assertEqual(rc, 0, srv.log_text())
+            self.assertIn("drained; bye", srv.log_text())
 
     def test_out_of_file_descriptors_backs_off(self):
         with Server(TROUPE, ulimit_files=(64, 64)) as srv:
