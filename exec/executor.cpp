@@ -125,6 +125,7 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
   cut.of(graph::axis::heads) = {d.h0, d.Hs};
   cut.of(graph::axis::kv_heads) = {d.kv0, d.Hkv_s};
   cut.of(graph::axis::ffn) = {d.f0, d.Fs};
+  cut.ffn_block = e->spec_.ffn_block;
   cut.of(graph::axis::vocab) = {d.v0, d.Vs};
   TROUPE_TRY(graph::infer_shapes(whole)); // the residual's width, for a stage's hidden input
   TROUPE_TRY(graph::cut_pipeline(whole, cut));
@@ -328,8 +329,17 @@ status executor::compile(int tc, int nc) {
     p->arena_row_bytes = std::max(p->arena_row_bytes, at + size[v]);
     placed.push_back(v);
   }
-  // composites take at most a few rows of their widest operand as temporaries
+  // composites take at most a few rows of their widest operand as temporaries; the experts
+  // composite per token: k gathered rows, hidden rows (two without a fused matmul_swiglu)
+  // and outputs, its grouping, and counters per expert (compose_moe.cpp)
   p->scratch_row_bytes = 4 * round_up(widest) + align;
+  for (const node& n : g.nodes) {
+    if (n.kind != node_kind::op || n.op != kernels::op::moe || n.in.size() < 6) continue;
+    const int64_t C = g[n.in[0]].dims.back(), k = g[n.in[1]].dims.back();
+    const int64_t F = g[n.in[5]].dims.back(), E = g[n.in[3]].dims[0] / std::max<int64_t>(F, 1);
+    p->scratch_row_bytes =
+        std::max(p->scratch_row_bytes, 4 * k * (2 * C + 2 * F + 1) + 16 * (E + 1) + 8 * align);
+  }
   plans_[static_cast<size_t>(tc * 2 + nc)] = std::move(p);
   return {};
 }

@@ -15,11 +15,13 @@
 #include <cmath>
 #include <numbers>
 
-#include "kernels/device.hpp"
-#include "kernels/registry.hpp"
+#include "kernels/compose_util.hpp"
 
 namespace troupe::kernels {
 namespace {
+
+using compose::prim;
+using compose::scratch;
 
 op_args make(op o, tensor_view dst, tensor_view s0, tensor_view s1 = {}, float scale = 1.0f,
              float bias = 0.0f) {
@@ -31,14 +33,6 @@ op_args make(op o, tensor_view dst, tensor_view s0, tensor_view s1 = {}, float s
   a.p.scale = scale;
   a.p.bias = bias;
   return a;
-}
-
-status prim(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
-  auto k = r.find(b, a, lookup::native_only);
-  if (!k) // supports() checked every primitive; a caller that skipped it gets an error
-    return make_error(errc::unsupported, "composite: no native {} kernel for {}", to_string(b),
-                      to_string(a.kind));
-  return k->run(a, c);
 }
 
 bool has(const registry& r, backend b, std::initializer_list<op> ops, const tensor_view& like) {
@@ -61,28 +55,6 @@ bool has(const registry& r, backend b, std::initializer_list<op> ops, const tens
 tensor_view f32_2d(const tensor_view& t) {
   return tensor_view(t.data, dtype::f32, shape{t.rows(), t.cols()});
 }
-
-// Temporaries of one composite call: from the caller's scratch arena when it gives one (the
-// executor plans it: no allocation per step), else allocated on the backend's device.
-struct scratch {
-  const exec_ctx& ctx;
-  std::vector<device_buffer> bufs;
-  expected<tensor_view> make(backend b, int64_t rows, int64_t cols) {
-    const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(float);
-    if (ctx.scratch) {
-      void* p = ctx.scratch->alloc(bytes);
-      if (!p)
-        return make_error(errc::out_of_memory, "composite: scratch arena exhausted ({} bytes)",
-                          bytes);
-      return tensor_view(p, dtype::f32, shape{rows, cols});
-    }
-    device* dev = get_device(b);
-    if (!dev) return make_error(errc::unavailable, "composite: no {} device", to_string(b));
-    TROUPE_TRY_ASSIGN(buf, device_buffer::allocate(*dev, bytes));
-    bufs.push_back(std::move(buf));
-    return tensor_view(bufs.back().data(), dtype::f32, shape{rows, cols});
-  }
-};
 
 bool f32_only(const op_args& a) {
   for (const auto& s : a.src)
@@ -275,6 +247,7 @@ void register_composites(registry& r) {
   r.add_composite(op::gelu_tanh, "mul,add,scale,tanh", gelu_ok, gelu_run);
   r.add_composite(op::layernorm, "sum_rows,scale,add,mul,rsqrt", norm_ok, layernorm_run);
   r.add_composite(op::rmsnorm, "sum_rows,scale,mul,rsqrt", norm_ok, rmsnorm_run);
+  register_moe_composite(r);
 }
 
 } // namespace troupe::kernels

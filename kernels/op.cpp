@@ -13,7 +13,7 @@ constexpr std::array<std::string_view, op_count> op_names = {
     "add",         "mul",           "scale",         "sum_rows",    "attention",  "paged_attention",
     "kv_store",    "argmax",        "topk",          "convert",     "quantize",   "dequantize",
     "add_rmsnorm", "matmul_swiglu", "rope_kv_store", "clamp",       "relu",       "sigmoid",
-    "exp",         "abs",           "recip",         "elementwise", "matmul_qkv",
+    "exp",         "abs",           "recip",         "elementwise", "matmul_qkv", "moe",
 };
 
 bool is_float(dtype t) {
@@ -173,6 +173,20 @@ status check_args(const op_args& a) {
         a.dst3.cols() != a.src[3].rows())
       return fail(a, "dst, dst2 and dst3 must be [T, Nq], [T, Nk], [T, Nv]");
     return {};
+  case op::moe: {
+    const auto &ids = a.src[1], &wts = a.src[2], &wg = a.src[3], &wu = a.src[4], &wd = a.src[5];
+    if (s0.type != dtype::f32 || d.type != dtype::f32 || d.dims != s0.dims)
+      return fail(a, "x and dst must be f32 [T, C]");
+    if (ids.type != dtype::i32 || wts.type != dtype::f32 || ids.dims != wts.dims ||
+        ids.rows() != s0.rows())
+      return fail(a, "ids i32 and weights f32 must both be [T, k]");
+    if (wg.dims != wu.dims || wg.type != wu.type || wd.type != wg.type || wg.cols() != s0.cols())
+      return fail(a, "W_gate and W_up must be [E * F, C] of one dtype, W_down [E * C, F]");
+    const int64_t F = wd.cols();
+    if (F <= 0 || wg.rows() % F || wd.rows() != wg.rows() / F * s0.cols())
+      return fail(a, "W_gate [E * F, C] and W_down [E * C, F] disagree on E or F");
+    return {};
+  }
   case op::rope_kv_store:
     if (s0.dims.rank != 3 || a.src[1].type != dtype::i32 || a.src[2].type != dtype::i32 ||
         a.src[1].numel() != s0.dims[0] || a.src[2].numel() != s0.dims[0])

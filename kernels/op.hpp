@@ -1,4 +1,4 @@
-// op.hpp: the op vocabulary shared by every backend. An op call is an `op_args`: up to four
+// op.hpp: the op vocabulary shared by every backend. An op call is an `op_args`: up to six
 // source views, one destination (plus `dst2` for top-k values) and scalar parameters. Shapes
 // use the dimension legend (T tokens, C model dim, H heads, Hkv KV heads, D head dim, F FFN
 // dim, V vocab, P tokens per KV block, NB blocks, N output features, K input features):
@@ -52,6 +52,14 @@
 //                    [Nv, K] (one dtype) -> dst [T, Nq] = x Wq^T, dst2 [T, Nk] = x Wk^T,
 //                    dst3 [T, Nv] = x Wv^T (f32): the three projections of one input in one
 //                    pass (one dispatch, one activation quantization)
+// Mixture of experts (E experts of FFN dim F, k chosen per token; routing is composed in the
+// graph: router matmul, softmax or sigmoid, topk, normalisation):
+//   moe              src0 x f32 [T, C], src1 ids i32 [T, k] (expert of each choice), src2
+//                    weights f32 [T, k], src3 W_gate [E * F, C], src4 W_up [E * F, C], src5
+//                    W_down [E * C, F] (experts stacked by rows, one dtype)
+//                    -> dst f32 [T, C] = sum_j weights[t, j] * down_e(silu(gate_e x) * up_e x),
+//                    e = ids[t, j]: only the chosen experts' weights are read; an id outside
+//                    [0, E) is an error, not a read out of bounds
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 
@@ -109,8 +117,9 @@ enum class op : uint8_t {
   recip,
   elementwise,
   matmul_qkv,
+  moe,
 };
-inline constexpr int op_count = 35;
+inline constexpr int op_count = 36;
 
 std::string_view to_string(op o);
 /// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):
@@ -142,7 +151,7 @@ struct op_params {
 
 struct op_args {
   op kind = op::add;
-  std::array<tensor_view, 4> src{};
+  std::array<tensor_view, 6> src{};
   tensor_view dst;
   tensor_view dst2;
   tensor_view dst3; // matmul_qkv's v

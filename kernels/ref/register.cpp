@@ -13,6 +13,7 @@ void register_ref_kernels(registry& r) {
   ref::register_reduce(r);
   ref::register_attention(r);
   ref::register_convert(r);
+  ref::register_moe(r);
 }
 
 } // namespace troupe::kernels

@@ -1,0 +1,130 @@
+// compose_moe.cpp: the mixture-of-experts op (op.hpp `moe`) from the backend's matmuls, for
+// backends whose tensors live in host memory (the CPU): the step's (token, choice) pairs are
+// grouped by expert; each expert that was chosen at all gathers its tokens' rows, runs one
+// matmul_swiglu (or gate and up matmuls and a swiglu) and one down matmul over its own rows of
+// the stacked weights, and adds its rows, weighted, into the result. So a step reads only the
+// chosen experts' weights, and an expert chosen by n tokens streams its weights once for all n.
+// Expert ids are checked (an id outside [0, E) is an error). Temporaries come from the
+// executor's scratch: gathered rows [T * k, C], hidden [T * k, F] (twice without a fused
+// matmul_swiglu), down output [T * k, C], and the grouping (T k ints, 2 (E + 1) counters).
+#include <cstring>
+
+#include "kernels/compose_util.hpp"
+
+namespace troupe::kernels {
+namespace {
+
+using compose::prim;
+using compose::scratch;
+
+// Rows [r0, r0 + n) of a stacked weight matrix, as a matrix of its own.
+tensor_view rows_of(const tensor_view& w, int64_t r0, int64_t n) {
+  return tensor_view(static_cast<uint8_t*>(w.data) + r0 * row_bytes(w.type, w.cols()), w.type,
+                     shape{n, w.cols()});
+}
+
+op_args mm(tensor_view y, tensor_view x, tensor_view w) {
+  op_args a;
+  a.kind = op::matmul;
+  a.src[0] = x;
+  a.src[1] = w;
+  a.dst = y;
+  return a;
+}
+op_args mm_swiglu(tensor_view y, tensor_view x, tensor_view g, tensor_view u) {
+  op_args a = mm(y, x, g);
+  a.kind = op::matmul_swiglu;
+  a.src[2] = u;
+  return a;
+}
+op_args swiglu_of(tensor_view y, tensor_view g, tensor_view u) {
+  op_args a = mm(y, g, u);
+  a.kind = op::swiglu;
+  return a;
+}
+
+bool moe_ok(const registry& r, backend b, const op_args& a) {
+  if (b == backend::cuda || !get_device(b)) return false; // reads ids and rows on the host
+  const auto &x = a.src[0], &wg = a.src[3], &wd = a.src[5];
+  const int64_t C = x.cols(), F = wd.cols(), n = x.rows() * a.src[1].cols();
+  const tensor_view xs(x.data, dtype::f32, shape{n, C});
+  const tensor_view hs(x.data, dtype::f32, shape{n, F});
+  const auto ge = rows_of(wg, 0, F), de = rows_of(wd, 0, C);
+  const bool fused = r.find(b, mm_swiglu(hs, xs, ge, ge), lookup::native_only).has_value();
+  const bool split = r.find(b, mm(hs, xs, ge), lookup::native_only) &&
+                     r.find(b, swiglu_of(hs, hs, hs), lookup::native_only);
+  return (fused || split) && r.find(b, mm(xs, hs, de), lookup::native_only);
+}
+
+status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
+  const auto &x = a.src[0], &ids = a.src[1], &wts = a.src[2];
+  const auto &wg = a.src[3], &wu = a.src[4], &wd = a.src[5];
+  const int64_t T = x.rows(), C = x.cols(), k = ids.cols(), F = wd.cols(), E = wg.rows() / F;
+  const int64_t n = T * k;
+  scratch s{c, {}};
+  // the grouping: count[e] then, per expert, its (token, choice) pairs in token order
+  TROUPE_TRY_ASSIGN(order_t, s.make(b, n, 1));
+  auto* order = reinterpret_cast<int32_t*>(order_t.data);
+  TROUPE_TRY_ASSIGN(count_t, s.make(b, 2 * (E + 1), 2)); // start[E + 1], at[E + 1] (int64)
+  auto* start = reinterpret_cast<int64_t*>(count_t.data);
+  int64_t* at = start + E + 1;
+  std::memset(start, 0, static_cast<size_t>(2 * (E + 1)) * sizeof(int64_t));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids.row<int32_t>(t)[j];
+      if (e < 0 || e >= E)
+        return make_error(errc::invalid_argument, "moe: token {} chose expert {} of {}", t, e, E);
+      ++start[e + 1];
+    }
+  for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
+  std::memcpy(at, start, static_cast<size_t>(E) * sizeof(int64_t));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < k; ++j)
+      order[at[ids.row<int32_t>(t)[j]]++] = static_cast<int32_t>(t * k + j);
+  TROUPE_TRY_ASSIGN(xg, s.make(b, n, C));
+  TROUPE_TRY_ASSIGN(h, s.make(b, n, F));
+  TROUPE_TRY_ASSIGN(yg, s.make(b, n, C));
+  const tensor_view probe_h(h.data, dtype::f32, shape{1, F});
+  const tensor_view probe_x(xg.data, dtype::f32, shape{1, C});
+  const bool fused = r.find(b, mm_swiglu(probe_h, probe_x, rows_of(wg, 0, F), rows_of(wu, 0, F)),
+                            lookup::native_only)
+                         .has_value();
+  tensor_view g2;
+  if (!fused) TROUPE_TRY_SET(g2, s.make(b, n, F));
+  std::memset(a.dst.data, 0, static_cast<size_t>(T * C) * sizeof(float));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t p0 = start[e], m = start[e + 1] - p0;
+    if (m == 0) continue;
+    const tensor_view xe(xg.data, dtype::f32, shape{m, C});
+    const tensor_view he(h.data, dtype::f32, shape{m, F});
+    const tensor_view ye(yg.data, dtype::f32, shape{m, C});
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(xe.row<float>(i), x.row<float>(order[p0 + i] / k), static_cast<size_t>(C) * 4);
+    const auto ge = rows_of(wg, e * F, F), ue = rows_of(wu, e * F, F), de = rows_of(wd, e * C, C);
+    if (fused) {
+      TROUPE_TRY(prim(r, b, mm_swiglu(he, xe, ge, ue), c));
+    } else {
+      const tensor_view gt(g2.data, dtype::f32, shape{m, F});
+      TROUPE_TRY(prim(r, b, mm(gt, xe, ge), c));
+      TROUPE_TRY(prim(r, b, mm(he, xe, ue), c));
+      TROUPE_TRY(prim(r, b, swiglu_of(he, gt, he), c));
+    }
+    TROUPE_TRY(prim(r, b, mm(ye, he, de), c));
+    for (int64_t i = 0; i < m; ++i) {
+      const int32_t tj = order[p0 + i];
+      const float w = wts.row<float>(tj / k)[tj % k];
+      float* out = a.dst.row<float>(tj / k);
+      const float* y = ye.row<float>(i);
+      for (int64_t cc = 0; cc < C; ++cc) out[cc] += w * y[cc];
+    }
+  }
+  return {};
+}
+
+} // namespace
+
+void register_moe_composite(registry& r) {
+  r.add_composite(op::moe, "gather,matmul_swiglu,matmul,scatter", moe_ok, moe_run);
+}
+
+} // namespace troupe::kernels

@@ -1,0 +1,61 @@
+// moe.cpp (ref): mixture-of-experts FFN over routing already chosen (op.hpp `moe`): for each
+// token and each of its k choices, the chosen expert's SwiGLU FFN, weighted and summed. The
+// experts' rows are dequantized to f32 and every dot product accumulated in f64. An expert id
+// outside [0, E) is an error.
+#include <cmath>
+
+#include "kernels/ref/ref.hpp"
+
+namespace troupe::kernels::ref {
+namespace {
+
+// y = W[r0 .. r0 + n) x, W rows of K values of any dtype
+void rows_times(const tensor_view& w, int64_t r0, int64_t n, const std::vector<double>& x,
+                std::vector<double>& y) {
+  const int64_t K = w.cols();
+  std::vector<float> row(static_cast<size_t>(K));
+  y.assign(static_cast<size_t>(n), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    to_f32(w.type, w.row(r0 + i), row.data(), K);
+    double acc = 0;
+    for (int64_t k = 0; k < K; ++k) acc += x[static_cast<size_t>(k)] * row[static_cast<size_t>(k)];
+    y[static_cast<size_t>(i)] = acc;
+  }
+}
+
+status moe(const op_args& a, const exec_ctx&) {
+  const auto &x = a.src[0], &ids = a.src[1], &wts = a.src[2];
+  const auto &wg = a.src[3], &wu = a.src[4], &wd = a.src[5];
+  const int64_t T = x.rows(), C = x.cols(), k = ids.cols(), F = wd.cols(), E = wg.rows() / F;
+  std::vector<double> xin(static_cast<size_t>(C)), g, u, h(static_cast<size_t>(F)), y;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t c = 0; c < C; ++c) xin[static_cast<size_t>(c)] = x.row<float>(t)[c];
+    std::vector<double> out(static_cast<size_t>(C), 0.0);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = ids.row<int32_t>(t)[j];
+      if (e < 0 || e >= E)
+        return make_error(errc::invalid_argument, "moe: token {} chose expert {} of {}", t, e, E);
+      rows_times(wg, e * F, F, xin, g);
+      rows_times(wu, e * F, F, xin, u);
+      for (int64_t f = 0; f < F; ++f) {
+        const double gv = g[static_cast<size_t>(f)];
+        h[static_cast<size_t>(f)] = gv / (1.0 + std::exp(-gv)) * u[static_cast<size_t>(f)];
+      }
+      rows_times(wd, e * C, C, h, y);
+      const double w = wts.row<float>(t)[j];
+      for (int64_t c = 0; c < C; ++c) out[static_cast<size_t>(c)] += w * y[static_cast<size_t>(c)];
+    }
+    for (int64_t c = 0; c < C; ++c)
+      a.dst.row<float>(t)[c] = static_cast<float>(out[static_cast<size_t>(c)]);
+  }
+  return {};
+}
+
+} // namespace
+
+void register_moe(registry& r) {
+  r.add(
+      op::moe, backend::ref, "any", [](const op_args& a) { return all_contiguous(a); }, moe);
+}
+
+} // namespace troupe::kernels::ref
