@@ -43,12 +43,21 @@ double model_config::attention_scale() const {
   return attn_scale > 0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(D));
 }
 
+bool model_config::layer_moe(int64_t layer) const {
+  if (n_expert <= 0) return false;
+  if (moe_layers.empty()) return true;
+  return layer >= 0 && layer < static_cast<int64_t>(moe_layers.size()) && moe_layers[layer];
+}
+
 int64_t model_config::parameters() const {
   const int64_t attn =
       C * H * D + 2 * C * Hkv * D + H * D * C + (qkv_bias ? H * D + 2 * Hkv * D : 0);
-  const int64_t ffn = (gated_ffn ? 3 : 2) * C * F;
-  const int64_t per_layer = attn + ffn + 2 * C;
-  return n_layer * per_layer + V * C * (tie_embeddings ? 1 : 2) + C;
+  const int64_t dense = (gated_ffn ? 3 : 2) * C * F;
+  const int64_t experts =
+      n_expert * (3 * C * F_expert + C) + 3 * C * F_shared + (shared_gate ? C : 0);
+  int64_t total = V * C * (tie_embeddings ? 1 : 2) + C;
+  for (int64_t l = 0; l < n_layer; ++l) total += attn + (layer_moe(l) ? experts : dense) + 2 * C;
+  return total;
 }
 
 status model_config::validate() const {
@@ -67,6 +76,15 @@ status model_config::validate() const {
     return bad(fmt::format("norm epsilon {} out of range", norm_eps));
   if (rope_enabled && !(rope.theta > 0)) return bad("rope theta must be positive");
   if (sliding_window < 0) return bad("sliding window must not be negative");
+  if (n_expert > 0) {
+    if (n_expert_used <= 0 || n_expert_used > n_expert)
+      return bad(fmt::format("{} experts used per token of {}", n_expert_used, n_expert));
+    if (F_expert <= 0) return bad(fmt::format("expert FFN size {} must be positive", F_expert));
+    if (F_shared < 0) return bad("shared expert FFN size must not be negative");
+    if (!moe_layers.empty() && static_cast<int64_t>(moe_layers.size()) != n_layer)
+      return bad(
+          fmt::format("{} per-layer expert flags for {} layers", moe_layers.size(), n_layer));
+  }
   if (!windowed.empty() && static_cast<int64_t>(windowed.size()) != n_layer)
     return bad(fmt::format("{} per-layer window flags for {} layers", windowed.size(), n_layer));
   if (n_layer > 100000 || C > (1 << 20) || F > (1 << 22) || H > 4096 || D > 4096 || V > (1 << 24))

@@ -89,6 +89,16 @@ struct model_config {
   bool learned_positions = false;   // a position embedding table added to the tokens' (GPT-2)
   bool embed_norm = false;          // a norm on the embeddings (Bloom)
   bool attn_scale_by_layer = false; // scores also divided by layer + 1 (GPT-2 option)
+  // mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): a MoE layer's FFN is a router over
+  // n_expert SwiGLU experts of width F_expert, n_expert_used chosen per token (softmax, top-k,
+  // renormalised when norm_topk, times expert_scale), plus a shared expert of width F_shared
+  // (0: none) whose output is gated by sigmoid(x w) when shared_gate
+  int64_t n_expert = 0, n_expert_used = 0, F_expert = 0, F_shared = 0;
+  bool norm_topk = false;
+  bool shared_gate = false;
+  double expert_scale = 1;
+  std::vector<uint8_t> moe_layers; // per layer: 1 when its FFN is the experts; empty: every
+                                   // layer is when n_expert > 0
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;
@@ -99,6 +109,8 @@ struct model_config {
   double attention_scale() const;
   /// The sliding window of layer `layer` (global index), 0 for full attention.
   int64_t layer_window(int64_t layer) const;
+  /// Whether layer `layer`'s FFN is a mixture of experts.
+  bool layer_moe(int64_t layer) const;
   /// How far back any query may look on every layer: the window when all layers slide (KV
   /// blocks wholly before it can be freed), 0 when some layer sees everything.
   int64_t kv_horizon() const;

@@ -47,6 +47,7 @@ class loader {
       keep(std::move(buf), t);
       return t;
     }
+    if (!v.w.parts.empty()) return stacked(v);
     TROUPE_TRY_ASSIGN(s, find(m_, v.w.name));
     if (v.dims.size() == 1) return vec(v, s);
     if (v.w.transposed) return transposed(v, s);
@@ -89,6 +90,46 @@ class loader {
   void keep(buffer b, const tensor_view& t) {
     out_.resident_bytes += t.nbytes();
     out_.owned.push_back(std::move(b));
+  }
+
+  // several stored [R, K] matrices whose rows are concatenated (HF's experts): the selected
+  // rows (segments of the concatenation) and columns, gathered into one buffer
+  expected<tensor_view> stacked(const value& v) {
+    std::vector<stored> parts;
+    for (const auto& name : v.w.parts) {
+      TROUPE_TRY_ASSIGN(s, find(m_, name));
+      if (!parts.empty() &&
+          (s.rows != parts[0].rows || s.cols != parts[0].cols || s.t->type != parts[0].t->type))
+        return make_error(errc::shape_mismatch, "{}: stacked tensors differ in shape or dtype",
+                          name);
+      parts.push_back(s);
+    }
+    const int64_t R = parts[0].rows, K = parts[0].cols;
+    const dtype type = parts[0].t->type;
+    const auto segs = segments(v, R * static_cast<int64_t>(parts.size()));
+    const int64_t c0 = v.w.col0, nc = v.w.cols < 0 ? K - c0 : v.w.cols;
+    const int64_t blk = block_elems(type);
+    if (c0 % blk || nc % blk || c0 + nc > K)
+      return make_error(errc::shape_mismatch,
+                        "{}: columns [{}, {}) do not fall on its {}-element blocks", v.w.name, c0,
+                        c0 + nc, blk);
+    int64_t n = 0;
+    for (auto [a, c] : segs) n += c;
+    const size_t rb = row_bytes(type, nc), off = row_bytes(type, c0);
+    TROUPE_TRY_ASSIGN(buf, buffer::allocate(static_cast<size_t>(n) * rb, false));
+    int64_t r = 0;
+    for (auto [a, c] : segs)
+      for (int64_t i = 0; i < c; ++i, ++r) {
+        const int64_t row = a + i;
+        if (row < 0 || row / R >= static_cast<int64_t>(parts.size()))
+          return make_error(errc::shape_mismatch, "{}: row {} of {} stacked", v.w.name, row,
+                            R * static_cast<int64_t>(parts.size()));
+        std::memcpy(buf.as<uint8_t>() + r * rb,
+                    parts[static_cast<size_t>(row / R)].row(row % R) + off, rb);
+      }
+    tensor_view t(buf.data(), type, shape{n, nc});
+    keep(std::move(buf), t);
+    return t;
   }
 
   // 1-D (norms, biases): the selected elements as f32, plus the constant

@@ -118,34 +118,62 @@ vid builder::elementwise(std::shared_ptr<kernels::ew_program> program, std::vect
 }
 
 vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, vid b_down,
-                 kernels::op act, std::shared_ptr<kernels::ew_program> expr) {
+                 kernels::op act, std::shared_ptr<kernels::ew_program> expr,
+                 const std::string& what) {
   vid a;
   if (expr && w_gate != none) {
-    const vid g = linear(h, w_gate, b_gate, "ffn_gate");
-    const vid u = linear(h, w_up, b_up, "ffn_up");
+    const vid g = linear(h, w_gate, b_gate, what + "_gate");
+    const vid u = linear(h, w_up, b_up, what + "_up");
     if (expr->sources == 2) {
-      a = elementwise(expr, {g, u}, "ffn_act"); // the whole gating, over g and u
+      a = elementwise(expr, {g, u}, what + "_act"); // the whole gating, over g and u
     } else {
-      const vid ga = elementwise(expr, {g}, "ffn_gate_act");
-      a = mul(ga, u, "ffn_act");
+      const vid ga = elementwise(expr, {g}, what + "_gate_act");
+      a = mul(ga, u, what + "_act");
     }
   } else if (expr) {
-    const vid u = linear(h, w_up, b_up, "ffn_up");
-    a = elementwise(expr, {u}, "ffn_act");
+    const vid u = linear(h, w_up, b_up, what + "_up");
+    a = elementwise(expr, {u}, what + "_act");
   } else if (w_gate != none) {
-    const vid g = linear(h, w_gate, b_gate, "ffn_gate");
-    const vid u = linear(h, w_up, b_up, "ffn_up");
+    const vid g = linear(h, w_gate, b_gate, what + "_gate");
+    const vid u = linear(h, w_up, b_up, what + "_up");
     if (act == op::silu) {
-      a = op(op::swiglu, {g, u}, "ffn_act");
+      a = op(op::swiglu, {g, u}, what + "_act");
     } else {
-      const vid ga = unary(act, g, "ffn_gate_act");
-      a = mul(ga, u, "ffn_act");
+      const vid ga = unary(act, g, what + "_gate_act");
+      a = mul(ga, u, what + "_act");
     }
   } else {
-    const vid u = linear(h, w_up, b_up, "ffn_up");
-    a = unary(act, u, "ffn_act");
+    const vid u = linear(h, w_up, b_up, what + "_up");
+    a = unary(act, u, what + "_act");
   }
-  return linear(a, w_down, b_down, "ffn_out");
+  return linear(a, w_down, b_down, what + "_out");
+}
+
+vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down) {
+  const vid logits = op(op::matmul, {h, w_router, none}, "ffn_router");
+  const vid probs = op(op::softmax, {logits}, "ffn_router_probs");
+  value ids, wts;
+  ids.name = name("ffn_experts");
+  ids.layer = layer_;
+  wts.name = name("ffn_expert_weights");
+  wts.layer = layer_;
+  const vid iv = g_.add_value(std::move(ids)), wv = g_.add_value(std::move(wts));
+  node n;
+  n.kind = node_kind::op;
+  n.op = op::topk;
+  n.in = {probs};
+  n.out = {iv, wv};
+  n.p.k = static_cast<int>(s.used);
+  n.layer = layer_;
+  n.name = g_[iv].name;
+  g_.add_node(std::move(n));
+  vid w = wv;
+  if (s.norm_topk) {
+    const vid sum = op(op::sum_rows, {w}, "ffn_expert_weights_sum");
+    w = mul(w, unary(op::recip, sum, "ffn_expert_weights_inv"), "ffn_expert_weights_norm");
+  }
+  if (s.scale != 1) w = scale(w, s.scale, "ffn_expert_weights_scaled");
+  return op(op::moe, {h, iv, w, w_gate, w_up, w_down}, "ffn_moe");
 }
 
 vid builder::attention(vid h, const attention_spec& s, vid wq, vid wk, vid wv, vid wo, vid bq,

@@ -29,6 +29,13 @@ struct attention_spec {
   float clip_qkv = 0; // q, k, v clamped to [-clip, clip] when > 0 (OLMo, MPT)
 };
 
+/// How a mixture-of-experts block routes.
+struct moe_spec {
+  int64_t experts = 0, used = 0; // E, and k chosen per token
+  bool norm_topk = false;        // the chosen weights renormalised to sum to 1
+  float scale = 1;               // the chosen weights times this (routed_scaling_factor)
+};
+
 /// Where the per-head norm weights go.
 enum class head_norm : uint8_t {
   shared,   // one weight [D] for every head
@@ -71,8 +78,14 @@ class builder {
   /// The gated or plain feed-forward: down(act(gate(x)) * up(x)) or down(act(up(x))).
   /// `expr` (optional) replaces the activation: over x (the gate, or up when not gated), or
   /// over g and u (the whole gating).
+  /// Values are named `what`_gate, _up, _act, _out.
   vid ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, vid b_down,
-          kernels::op act, std::shared_ptr<kernels::ew_program> expr = nullptr);
+          kernels::op act, std::shared_ptr<kernels::ew_program> expr = nullptr,
+          const std::string& what = "ffn");
+  /// A mixture of experts: the router (w_router [E, C]: softmax over the experts, the top
+  /// s.used, optionally renormalised and scaled), then the chosen experts' SwiGLU FFNs,
+  /// weighted and summed (op `moe`; w_gate, w_up [E * F, C], w_down [E * C, F]).
+  vid moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down);
   /// Self-attention over the paged KV cache: projections, optional q/k norms, RoPE, the
   /// cache writes, attention, the output projection. q_norm / k_norm: per-head weights [D]
   /// (or none).

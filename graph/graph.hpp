@@ -64,6 +64,9 @@ enum class cut : uint8_t { none, out, in };
 /// Where a weight comes from.
 struct weight_ref {
   std::string name; // the checkpoint tensor ("blk.0.attn_q.weight")
+  // or several, each [rows, K] of one dtype, whose rows are concatenated (HF's per-expert
+  // tensors stacked into one [E * rows, K]); `name` is then the first
+  std::vector<std::string> parts;
   // rows of the logical [N, K] matrix (the stored one, transposed first when `transposed`)
   // taken, concatenated (fused tensors: q of a qkv, one head of an interleaved layout);
   // empty: all rows
@@ -87,6 +90,8 @@ struct value {
   cut split = cut::none;     // weights: how TP cuts them
   axis along = axis::none;
   int64_t unit = 1;    // the cut's granularity in rows (out) or columns (in): D for heads
+  int64_t groups = 1;  // weights: matrices stacked by rows (experts); a cut takes each one's
+                       // slice, the same rows of every one
   input_kind input{};  // inputs
   state_kind state{};  // states
   bool empty = false;  // an optional weight the checkpoint lacks

@@ -77,21 +77,44 @@ status cut_tensor(graph& g, const shard_cut& c) {
       continue;
     }
     if (v.kind != value_kind::weight || v.split == cut::none || v.empty) continue;
-    const auto [u0, un] = c.of(v.along);
-    if (un <= 0)
-      return make_error(errc::internal, "graph: no {} range for {}", static_cast<int>(v.along),
-                        v.name);
-    const int64_t a = u0 * v.unit, b = (u0 + un) * v.unit;
+    const int64_t groups = std::max<int64_t>(v.groups, 1);
+    if (v.dims[0] % groups)
+      return make_error(errc::internal, "graph: {} rows of {} in {} groups", v.dims[0], v.name,
+                        groups);
+    const int64_t width = v.split == cut::out ? v.dims[0] / groups : v.dims[1];
+    int64_t a = 0, b = 0;
+    if (v.along == axis::ffn) { // from the weight's own width (an expert's, a shared one's)
+      const int64_t blk = std::max<int64_t>(c.ffn_block, 1);
+      if (width % blk)
+        return make_error(errc::invalid_argument,
+                          "{}: FFN width {} is not a multiple of the block {} TP cuts it by",
+                          v.name, width, blk);
+      a = width / blk * c.tp_rank / c.tp_size * blk;
+      b = width / blk * (c.tp_rank + 1) / c.tp_size * blk;
+      if (b <= a)
+        return make_error(errc::invalid_argument, "{}: TP {} leaves rank {} none of its {} rows",
+                          v.name, c.tp_size, c.tp_rank, width);
+    } else {
+      const auto [u0, un] = c.of(v.along);
+      if (un <= 0)
+        return make_error(errc::internal, "graph: no {} range for {}", static_cast<int>(v.along),
+                          v.name);
+      a = u0 * v.unit, b = (u0 + un) * v.unit;
+    }
     full_rows[i] = v.dims[0];
     if (v.split == cut::out) {
-      if (b > v.dims[0])
-        return make_error(errc::shape_mismatch, "{}: rows [{}, {}) of {}", v.name, a, b, v.dims[0]);
-      // segments are rows of the logical [N, K] matrix (after a transpose)
+      if (b > width)
+        return make_error(errc::shape_mismatch, "{}: rows [{}, {}) of {}", v.name, a, b, width);
+      // segments are rows of the logical [N, K] matrix (after a transpose); stacked matrices
+      // each give the same rows
       const auto segs = v.w.segments.empty()
                             ? std::vector<std::pair<int64_t, int64_t>>{{0, v.dims[0]}}
                             : v.w.segments;
-      v.w.segments = take_rows(segs, a, b);
-      v.dims[0] = b - a;
+      std::vector<std::pair<int64_t, int64_t>> taken;
+      for (int64_t e = 0; e < groups; ++e)
+        for (auto sg : take_rows(segs, e * width + a, e * width + b)) taken.push_back(sg);
+      v.w.segments = std::move(taken);
+      v.dims[0] = groups * (b - a);
     } else { // cut::in: columns
       if (v.dims.size() < 2 || b > v.dims[1])
         return make_error(errc::shape_mismatch, "{}: columns [{}, {}) of {}", v.name, a, b,
@@ -141,6 +164,11 @@ status cut_tensor(graph& g, const shard_cut& c) {
     const bool matmul =
         n.kind == node_kind::op && (n.op == op::matmul || n.op == op::matmul_swiglu);
     if (matmul && w && w->split == cut::in) {
+      then_all_reduce(n);
+      continue;
+    }
+    if (n.kind == node_kind::op && n.op == op::moe && n.in.size() > 5 &&
+        g[n.in[5]].split == cut::in) { // each rank's experts sum part of their FFN rows
       then_all_reduce(n);
       continue;
     }

@@ -34,7 +34,10 @@ struct shard_cut {
   bool first_stage = true, last_stage = true;
   int tp_rank = 0, tp_size = 1;
   // per axis (heads, kv_heads, ffn, vocab): this rank's first unit and unit count
+  // (ffn: the dense FFN's; a weight along ffn is cut from its own width, evenly by TP on
+  // boundaries of ffn_block elements, so experts and shared experts of other widths cut alike)
   std::array<std::pair<int64_t, int64_t>, 5> range{};
+  int64_t ffn_block = 1;
   std::pair<int64_t, int64_t>& of(axis a) { return range[static_cast<size_t>(a)]; }
   const std::pair<int64_t, int64_t>& of(axis a) const { return range[static_cast<size_t>(a)]; }
 };

@@ -114,6 +114,17 @@ status infer_shapes(graph& g) {
       out.dims = x->dims; // out.type: f32, or q8_0 set by the quantize fusion
       break;
     }
+    case op::topk: { // ids [k] and their values [k]
+      if (n.out.size() != 2) return bad(g, n, "topk writes ids and values");
+      out.r = x->r;
+      out.dims = {n.p.k};
+      out.type = dtype::i32;
+      value& vals = g[n.out[1]];
+      vals.r = x->r;
+      vals.dims = {n.p.k};
+      vals.type = dtype::f32;
+      break;
+    }
     case op::sum_rows:
       out.r = x->r;
       out.dims = {1};

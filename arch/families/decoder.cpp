@@ -277,7 +277,59 @@ class decoder {
     return b.attend(s, {q, k, v}, wo, bo);
   }
 
+  // the names of expert `pattern`'s matrices: one per expert ("{e}"), or the merged tensor
+  std::vector<std::string> expert_names(const std::string& pattern, int l) const {
+    const size_t at_e = pattern.find("{e}");
+    if (at_e == std::string::npos) return {at(pattern, l)};
+    std::vector<std::string> out;
+    for (int64_t e = 0; e < c_.n_expert; ++e) {
+      std::string s = pattern;
+      s.replace(at_e, 3, std::to_string(e));
+      out.push_back(at(s, l));
+    }
+    return out;
+  }
+
+  // router, the chosen experts, and the shared expert (gated) when there is one
+  expected<vid> moe(int l, vid h) {
+    builder b(g_, l);
+    const int64_t C = c_.C, E = c_.n_expert, F = c_.F_expert;
+    if (n_.moe_router.empty() || n_.moe_gate.empty())
+      return make_error(errc::internal, "{}: the family names no expert tensors", m_.path);
+    TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {E, C}));
+    auto stack = [&](const std::string& pattern, std::vector<int64_t> each, cut cu) {
+      std::string label = pattern; // "experts.*.w1" for per-expert tensors
+      if (const size_t e = label.find("{e}"); e != std::string::npos) label.replace(e, 3, "*");
+      return w_.stacked(expert_names(pattern, l), at(label, l), l, E, std::move(each), cu,
+                        axis::ffn);
+    };
+    TROUPE_TRY_ASSIGN(wg, stack(n_.moe_gate, {F, C}, cut::out));
+    TROUPE_TRY_ASSIGN(wu, stack(n_.moe_up, {F, C}, cut::out));
+    TROUPE_TRY_ASSIGN(wd, stack(n_.moe_down, {C, F}, cut::in));
+    moe_spec s;
+    s.experts = E;
+    s.used = c_.n_expert_used;
+    s.norm_topk = c_.norm_topk;
+    s.scale = static_cast<float>(c_.expert_scale);
+    vid y = b.moe(h, s, wr, wg, wu, wd);
+    if (c_.F_shared > 0) {
+      const int64_t Fs = c_.F_shared;
+      TROUPE_TRY_ASSIGN(sg, req(n_.shexp_gate, l, {Fs, C}, cut::out, axis::ffn));
+      TROUPE_TRY_ASSIGN(su, req(n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn));
+      TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
+      vid sh = b.ffn(h, sg, su, sd, none, none, none, op::silu, nullptr, "ffn_shexp");
+      if (c_.shared_gate) {
+        TROUPE_TRY_ASSIGN(gw, req(n_.shexp_gate_inp, l, {1, C}));
+        const vid logit = b.op(op::matmul, {h, gw, none}, "ffn_shexp_gate_inp");
+        sh = b.mul(sh, b.unary(op::sigmoid, logit, "ffn_shexp_scale"), "ffn_shexp_gated");
+      }
+      y = b.add(y, sh, "ffn_moe_out");
+    }
+    return y;
+  }
+
   expected<vid> ffn(int l, vid h) {
+    if (c_.layer_moe(l)) return moe(l, h);
     builder b(g_, l);
     const int64_t C = c_.C, F = c_.F;
     weight_ref tr;

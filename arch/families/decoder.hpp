@@ -31,7 +31,12 @@ struct decoder_names {
   std::string wo, bo;
   std::string q_norm, k_norm, q_norm_b, k_norm_b;
   std::string w_gate, w_up, w_down, b_gate, b_up, b_down;
-  std::string w_gate_up;        // fused: gate rows, then up rows
+  std::string w_gate_up; // fused: gate rows, then up rows
+  // mixture of experts: the router [E, C]; the experts' gate, up, down with "{e}" for the
+  // expert (HF's per-expert tensors), or without it (GGUF's merged [E, F, C] tensors); the
+  // shared expert and its gate [1, C]
+  std::string moe_router, moe_gate, moe_up, moe_down;
+  std::string shexp_gate, shexp_up, shexp_down, shexp_gate_inp;
   bool transposed = false;      // matrices stored [in, out] (GPT-2's Conv1D)
   bool optional_biases = false; // true: a named bias the checkpoint lacks means no bias
                                 // (false: it must be there; name no bias for none)

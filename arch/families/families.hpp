@@ -59,6 +59,13 @@ status build_cohere(const model_source& m, graph::graph& g);
 status read_falcon_hf(hf_cfg& j, model_config& c);
 status read_falcon_gguf(const gguf_cfg& g, model_config& c);
 status build_falcon(const model_source& m, graph::graph& g);
+/// The expert keys of Mixtral / Qwen2-MoE / Qwen3-MoE configs (moe.cpp); read_llama_hf and
+/// read_llama_gguf call these.
+status read_experts_hf(hf_cfg& j, model_config& c);
+status read_experts_gguf(const gguf_cfg& g, model_config& c);
+/// The expert tensors' names of the checkpoint's format (HF per expert, GGUF merged).
+struct decoder_names;
+void expert_names(const model_source& m, decoder_names& n);
 status read_bloom_hf(hf_cfg& j, model_config& c);
 status read_bloom_gguf(const gguf_cfg& g, model_config& c);
 status build_bloom(const model_source& m, graph::graph& g);

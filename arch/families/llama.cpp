@@ -1,6 +1,7 @@
 // llama.cpp (arch/families): the Llama family and the architectures that are Llama with other
 // defaults: Llama 2 / 3 (rope scaling, attention and MLP biases), Mistral (sliding window),
-// Qwen2 (q/k/v biases, per-layer windows), Qwen3 (q/k RMSNorm over each head before RoPE).
+// Qwen2 (q/k/v biases, per-layer windows), Qwen3 (q/k RMSNorm over each head before RoPE), and
+// their mixture-of-experts forms (Mixtral, Qwen2-MoE, Qwen3-MoE: the experts in moe.cpp).
 // Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU (or another
 // activation, gated or not); tied or separate lm_head.
 #include "arch/families/decoder.hpp"
@@ -11,35 +12,55 @@ namespace troupe::arch {
 
 using namespace graph;
 
+namespace {
+
+// The dense family whose attention a MoE family has.
+std::string dense_base(const std::string& family) {
+  if (family == "mixtral") return "mistral";
+  if (family == "qwen2_moe") return "qwen2";
+  if (family == "qwen3_moe") return "qwen3";
+  return family;
+}
+
+} // namespace
+
 status read_llama_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
-  const bool qwen = c.family == "qwen2" || c.family == "qwen3";
-  c.qkv_bias = c.family == "qwen2";
+  const std::string base = dense_base(c.family);
+  const bool qwen = base == "qwen2" || base == "qwen3";
+  c.qkv_bias = base == "qwen2" && (c.family != "qwen2_moe" || j.b("qkv_bias", true));
   TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
   c.tie_embeddings = j.b("tie_word_embeddings", false);
-  if (c.family == "llama" || c.family == "qwen3") {
+  if (base == "llama" || base == "qwen3") {
     j.mark("pretraining_tp"); // a way of splitting the same matmuls: the same math
     if (j.b("attention_bias", false)) {
       c.qkv_bias = true;
       c.o_bias = true;
     }
   }
-  if (c.family == "llama") c.mlp_bias = j.b("mlp_bias", false);
-  if (c.family == "qwen3") c.qk_norm = qk_norm_kind::head;
-  if (c.family == "mistral") {
+  if (base == "llama") c.mlp_bias = j.b("mlp_bias", false);
+  if (base == "qwen3") c.qk_norm = qk_norm_kind::head;
+  if (base == "mistral") {
     TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
     c.sliding_window = sw >= c.ctx ? 0 : sw; // a window as long as the context is no window
+  } else if (c.family == "qwen3_moe") {      // every layer, when use_sliding_window
+    TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
+    c.sliding_window = j.b("use_sliding_window", false) && sw < c.ctx ? sw : 0;
   } else if (qwen) {
     TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
     TROUPE_TRY_ASSIGN(mwl, j.i("max_window_layers", 28));
     // transformers: sliding_window = sliding_window if use_sliding_window else None; the
-    // layers from max_window_layers on slide unless layer_types says otherwise
+    // layers that slide are layer_types', else (Qwen2) those from max_window_layers on, or
+    // (Qwen2-MoE) every other one below it
     const bool use = j.b("use_sliding_window", false);
-    TROUPE_TRY(
-        read_layer_types(j, c, use && sw < c.ctx ? sw : 0, [mwl](int64_t l) { return l >= mwl; }));
+    const bool moe = c.family == "qwen2_moe";
+    TROUPE_TRY(read_layer_types(j, c, use && sw < c.ctx ? sw : 0, [mwl, moe](int64_t l) {
+      return moe ? (l + 1) % 2 == 1 && l < mwl : l >= mwl;
+    }));
   }
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  if (base != c.family) TROUPE_TRY(read_experts_hf(j, c));
   return {};
 }
 
@@ -49,10 +70,11 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY(read_gguf_windows(g, c, 0, 0));
   if (c.sliding_window >= c.ctx) c.sliding_window = 0, c.windowed.clear();
   // llama.cpp's converters undo HF's q/k permutation for llama; qwen2 stays rotate_half
+  const std::string base = dense_base(c.family);
   c.rope.layout =
-      c.family == "llama" || c.family == "mistral" ? rope_layout::interleaved : rope_layout::neox;
-  if (c.family == "qwen3") c.qk_norm = qk_norm_kind::head;
-  return {};
+      base == "llama" || base == "mistral" ? rope_layout::interleaved : rope_layout::neox;
+  if (base == "qwen3") c.qk_norm = qk_norm_kind::head;
+  return read_experts_gguf(g, c);
 }
 
 status build_llama(const model_source& m, graph::graph& g) {
@@ -63,6 +85,7 @@ status build_llama(const model_source& m, graph::graph& g) {
   } else {
     n = gguf_layout(m);
   }
+  if (c.n_expert > 0) expert_names(m, n);
   if (c.tie_embeddings) n.lm_head.clear();
   if (!c.gated_ffn) n.w_gate.clear(), n.b_gate.clear();
   return build_decoder(m, n, g);

@@ -26,6 +26,8 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
   std::vector<int64_t> dims(t->dims.dims.begin(), t->dims.dims.begin() + t->dims.rank);
   // 1-D weights may be stored as [n], [1, n] or [H, D] (per-head norm weights)
   if (dims.size() == 2 && want.size() == 1 && dims[0] * dims[1] == want[0]) dims = {want[0]};
+  // and a one-row matrix as [n] (GGUF's shared-expert gate)
+  if (dims.size() == 1 && want.size() == 2 && want[0] == 1 && want[1] == dims[0]) dims = want;
   if (ref.transposed && dims.size() == 2) std::swap(dims[0], dims[1]);
   if (!ref.segments.empty()) {
     int64_t n = 0;
@@ -53,6 +55,55 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
                       t->file->path(), name);
   return graph::add_weight(g_, name, std::move(ref), type, std::move(dims), layer, split, along,
                            unit);
+}
+
+expected<graph::vid> weights::stacked(const std::vector<std::string>& parts,
+                                      const std::string& label, int layer, int64_t groups,
+                                      std::vector<int64_t> each, graph::cut split,
+                                      graph::axis along) {
+  if (parts.empty() || each.size() != 2 ||
+      (parts.size() != 1 && static_cast<int64_t>(parts.size()) != groups))
+    return make_error(errc::internal, "{}: {} tensors for {} stacked matrices", m_.path,
+                      parts.size(), groups);
+  auto shape_of = [](const tensor_info* t) {
+    std::string s;
+    for (int i = 0; i < t->dims.rank; ++i) s += (i ? ", " : "") + std::to_string(t->dims.dims[i]);
+    return s;
+  };
+  dtype type = dtype::f32;
+  for (const auto& name : parts) {
+    const tensor_info* t = m_.tensors->find(name);
+    if (!t) {
+      const std::string where =
+          m_.tensors->files().empty() ? m_.path : m_.tensors->files().front()->path();
+      return make_error(errc::not_found, "{}: missing tensor '{}'", where, name);
+    }
+    if (!t->supported)
+      return make_error(errc::unsupported, "{}: tensor '{}' has type {}, which Troupe cannot load",
+                        t->file->path(), name, t->raw_type);
+    const bool merged = parts.size() == 1;
+    const bool ok =
+        merged ? t->dims.rank == 3 && t->dims.dims[0] == groups && t->dims.dims[1] == each[0] &&
+                     t->dims.dims[2] == each[1]
+               : t->dims.rank == 2 && t->dims.dims[0] == each[0] && t->dims.dims[1] == each[1];
+    if (!ok)
+      return make_error(errc::shape_mismatch,
+                        "{}: tensor '{}' has shape [{}], the config implies [{}{}, {}]",
+                        t->file->path(), name, shape_of(t),
+                        merged ? std::to_string(groups) + ", " : "", each[0], each[1]);
+    if (&name != &parts.front() && t->type != type)
+      return make_error(
+          errc::unsupported, "{}: tensor '{}' is {}, '{}' {}: stacked experts need one dtype",
+          t->file->path(), name, troupe::name(t->type), parts.front(), troupe::name(type));
+    type = t->type;
+  }
+  graph::weight_ref ref;
+  ref.name = parts.front();
+  if (parts.size() > 1) ref.parts = parts;
+  const graph::vid v = graph::add_weight(g_, label, std::move(ref), type,
+                                         {groups * each[0], each[1]}, layer, split, along, 1);
+  g_[v].groups = groups;
+  return v;
 }
 
 graph::vid weights::constant(const std::string& name, int layer, std::vector<int64_t> dims,

@@ -23,6 +23,13 @@ class weights {
                            graph::cut split = graph::cut::none,
                            graph::axis along = graph::axis::none, int64_t unit = 1,
                            bool optional = false, graph::weight_ref ref = {});
+  /// Matrices stacked by rows into one weight [groups * rows, K] (`each` = {rows, K}): one
+  /// stored tensor [groups, rows, K] (GGUF's merged experts) when `parts` has one name, else
+  /// `groups` tensors [rows, K] of one dtype (HF's per-expert tensors, gathered at load). TP
+  /// cuts every matrix alike (value::groups). `label` names the value in the graph.
+  expected<graph::vid> stacked(const std::vector<std::string>& parts, const std::string& label,
+                               int layer, int64_t groups, std::vector<int64_t> each,
+                               graph::cut split, graph::axis along);
   bool has(const std::string& name) const { return m_.tensors->contains(name); }
   /// A weight that is not in the checkpoint: every element `value` (a non-parametric norm's
   /// ones), cut like a weight of that shape would be.

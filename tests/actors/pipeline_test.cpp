@@ -228,7 +228,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
                                          "stablelm", "stablelm_qkln", "cohere", "falcon",
                                          "falcon_mq", "bloom", "mpt", "llama_linear",
-                                         "llama_dynamic", "llama_yarn", "llama_bias"),
+                                         "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
+                                         "qwen2_moe", "qwen3_moe"),
                        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +

@@ -117,7 +117,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
                                            "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
                                            "stablelm", "stablelm_qkln", "cohere", "falcon",
                                            "falcon_mq", "bloom", "mpt", "llama_linear",
-                                           "llama_dynamic", "llama_yarn", "llama_bias"),
+                                           "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
+                                           "qwen2_moe", "qwen3_moe"),
                          [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them

@@ -1,0 +1,124 @@
+// moe.cpp (arch/families): mixture-of-experts FFNs on the Llama-style decoder: Mixtral
+// (Mistral attention, every layer 8-of-N SwiGLU experts, softmax then top-k renormalised),
+// Qwen2-MoE (Qwen2 attention, experts of moe_intermediate_size plus a shared expert gated by
+// sigmoid(x w), top-k not renormalised unless norm_topk_prob) and Qwen3-MoE (Qwen3 attention
+// with q/k norms, norm_topk_prob). decoder_sparse_step and mlp_only_layers say which layers
+// are dense. GGUF: Mixtral is llama.cpp's `llama` with expert_count > 0, the others qwen2moe /
+// qwen3moe; a layer is a MoE layer where its router tensor is there, and top-k is
+// renormalised as llama.cpp does it for each architecture (llama, qwen3moe: yes; qwen2moe:
+// no). The experts run as one `moe` op (kernels/op.hpp) that reads only the chosen experts.
+#include <algorithm>
+
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_experts_hf(hf_cfg& j, model_config& c) {
+  j.mark("router_aux_loss_coef"); // training losses
+  j.mark("output_router_logits");
+  if (c.family == "mixtral") {
+    // jitter noise multiplies the router input only while training
+    j.mark("router_jitter_noise");
+    TROUPE_TRY_ASSIGN(e, j.has("num_local_experts") ? j.req("num_local_experts")
+                                                    : j.req("num_experts"));
+    c.n_expert = e;
+    TROUPE_TRY_ASSIGN(k, j.req("num_experts_per_tok"));
+    c.n_expert_used = k;
+    c.F_expert = c.F;
+    c.norm_topk = true;
+    return {};
+  }
+  // qwen2_moe, qwen3_moe
+  TROUPE_TRY_ASSIGN(e, j.has("num_experts") ? j.req("num_experts") : j.req("num_local_experts"));
+  c.n_expert = e;
+  TROUPE_TRY_ASSIGN(k, j.req("num_experts_per_tok"));
+  c.n_expert_used = k;
+  TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
+  c.F_expert = fe;
+  c.norm_topk = j.b("norm_topk_prob", false);
+  if (c.family == "qwen2_moe") {
+    TROUPE_TRY_ASSIGN(fs, j.i("shared_expert_intermediate_size", 0));
+    c.F_shared = fs;
+    c.shared_gate = fs > 0;
+  }
+  TROUPE_TRY_ASSIGN(step, j.i("decoder_sparse_step", 1));
+  std::vector<int64_t> dense;
+  const json& only = j.raw("mlp_only_layers");
+  if (!only.is_null()) {
+    if (!only.is_array()) return j.bad("mlp_only_layers must be a list of layer indices");
+    for (const auto& v : only) {
+      if (!v.is_number_integer()) return j.bad("mlp_only_layers must be a list of layer indices");
+      dense.push_back(v.get<int64_t>());
+    }
+  }
+  if (step != 1 || !dense.empty()) {
+    c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      c.moe_layers[static_cast<size_t>(l)] =
+          step > 0 && (l + 1) % step == 0 &&
+          std::find(dense.begin(), dense.end(), l) == dense.end();
+  }
+  return {};
+}
+
+status read_experts_gguf(const gguf_cfg& g, model_config& c) {
+  c.n_expert = g.i("expert_count", 0);
+  if (c.n_expert <= 0) return {};
+  TROUPE_TRY_ASSIGN(k, g.req("expert_used_count"));
+  c.n_expert_used = k;
+  c.F_expert = g.i("expert_feed_forward_length", c.F);
+  c.F_shared = g.i("expert_shared_feed_forward_length", 0);
+  if (c.F_shared > 0 && g.i("expert_shared_count", 1) != 1)
+    return g.unsupported("expert_shared_count other than 1");
+  // llama.cpp's rule per architecture, whatever expert_weights_norm says
+  (void)g.i("expert_weights_norm", 0);
+  c.norm_topk = g.arch != "qwen2moe";
+  const double scale = g.f("expert_weights_scale", 0);
+  c.expert_scale = scale == 0 ? 1 : scale;
+  if (g.i("expert_gating_func", 1) != 1) // 1: softmax (llama.cpp's LLAMA_EXPERT_GATING_FUNC)
+    return g.unsupported("expert_gating_func other than softmax");
+  c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    c.moe_layers[static_cast<size_t>(l)] =
+        g.has_tensor(weight_names::layer("blk.{}.ffn_gate_inp.weight", static_cast<int>(l)));
+  c.shared_gate = c.F_shared > 0 && g.has_tensor("blk.0.ffn_gate_inp_shexp.weight");
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    if (c.moe_layers[static_cast<size_t>(l)] && c.F_shared > 0 &&
+        !g.has_tensor(weight_names::layer("blk.{}.ffn_up_shexp.weight", static_cast<int>(l))))
+      return g.unsupported("a MoE layer without the shared expert the metadata announces");
+  return {};
+}
+
+void expert_names(const model_source& m, decoder_names& n) {
+  if (m.format == "hf") {
+    if (m.config.family == "mixtral") {
+      const std::string p = "model.layers.{}.block_sparse_moe.";
+      n.moe_router = p + "gate.weight";
+      n.moe_gate = p + "experts.{e}.w1.weight";
+      n.moe_up = p + "experts.{e}.w3.weight";
+      n.moe_down = p + "experts.{e}.w2.weight";
+      return;
+    }
+    const std::string p = "model.layers.{}.mlp.";
+    n.moe_router = p + "gate.weight";
+    n.moe_gate = p + "experts.{e}.gate_proj.weight";
+    n.moe_up = p + "experts.{e}.up_proj.weight";
+    n.moe_down = p + "experts.{e}.down_proj.weight";
+    n.shexp_gate = p + "shared_expert.gate_proj.weight";
+    n.shexp_up = p + "shared_expert.up_proj.weight";
+    n.shexp_down = p + "shared_expert.down_proj.weight";
+    n.shexp_gate_inp = p + "shared_expert_gate.weight";
+    return;
+  }
+  const std::string b = "blk.{}.";
+  n.moe_router = b + "ffn_gate_inp.weight";
+  n.moe_gate = b + "ffn_gate_exps.weight";
+  n.moe_up = b + "ffn_up_exps.weight";
+  n.moe_down = b + "ffn_down_exps.weight";
+  n.shexp_gate = b + "ffn_gate_shexp.weight";
+  n.shexp_up = b + "ffn_up_shexp.weight";
+  n.shexp_down = b + "ffn_down_shexp.weight";
+  n.shexp_gate_inp = b + "ffn_gate_inp_shexp.weight";
+}
+
+} // namespace troupe::arch
