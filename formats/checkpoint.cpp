@@ -38,10 +38,14 @@ expected<tensor_view> tensor_index::view(std::string_view name) const {
 
 expected<tensor_view> tensor_index::rows(std::string_view name, int64_t begin, int64_t end) const {
   TROUPE_TRY_ASSIGN(t, usable(name));
-  if (t->dims.rank == 0 || begin < 0 || end > t->dims[0] || begin > end)
+  // a tensor of rank 3 or more is seen as the matrix [product of the leading dims, last dim]
+  // (GGUF's merged experts [E, F, C]: rows e * F ..)
+  tensor_view v = t->view();
+  if (t->dims.rank > 2) v = v.reshape(shape{t->dims.rows(), t->dims.cols()});
+  if (v.dims.rank == 0 || begin < 0 || end > v.dims[0] || begin > end)
     return make_error(errc::out_of_range, "{}: rows [{}, {}) of tensor '{}' {}", t->file->path(),
                       begin, end, name, t->dims.to_string());
-  return t->view().slice_rows(begin, end);
+  return v.slice_rows(begin, end);
 }
 
 expected<buffer> tensor_index::cols(std::string_view name, int64_t begin, int64_t end,

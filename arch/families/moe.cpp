@@ -66,8 +66,12 @@ status read_experts_gguf(const gguf_cfg& g, model_config& c) {
   if (c.n_expert <= 0) return {};
   TROUPE_TRY_ASSIGN(k, g.req("expert_used_count"));
   c.n_expert_used = k;
-  c.F_expert = g.i("expert_feed_forward_length", c.F);
-  c.F_shared = g.i("expert_shared_feed_forward_length", 0);
+  // llama.cpp's defaults: qwen2moe / qwen3moe experts F / k wide, qwen2moe's shared one F
+  const bool qwen = g.arch == "qwen2moe" || g.arch == "qwen3moe";
+  if (const gguf_value* v = g.g.get(g.key("expert_feed_forward_length")); v && !v->is_integer())
+    return g.unsupported("expert_feed_forward_length per layer");
+  c.F_expert = g.i("expert_feed_forward_length", qwen ? c.F / c.n_expert_used : c.F);
+  c.F_shared = g.i("expert_shared_feed_forward_length", g.arch == "qwen2moe" ? c.F : 0);
   if (c.F_shared > 0 && g.i("expert_shared_count", 1) != 1)
     return g.unsupported("expert_shared_count other than 1");
   // llama.cpp's rule per architecture, whatever expert_weights_norm says

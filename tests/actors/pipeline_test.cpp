@@ -229,7 +229,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "stablelm", "stablelm_qkln", "cohere", "falcon",
                                          "falcon_mq", "bloom", "mpt", "llama_linear",
                                          "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
-                                         "qwen2_moe", "qwen3_moe"),
+                                         "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse"),
                        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -244,7 +244,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "gguf:granite", "gguf:phi3", "gguf:phi3_longrope",
                                          "gguf:phi2", "gguf:gpt2", "gguf:gpt_neox", "gguf:stablelm",
                                          "gguf:stablelm_qkln", "gguf:cohere", "gguf:falcon",
-                                         "gguf:falcon_mq", "gguf:bloom", "gguf:mpt"),
+                                         "gguf:falcon_mq", "gguf:bloom", "gguf:mpt", "gguf:mixtral",
+                                         "gguf:qwen2_moe", "gguf:qwen3_moe"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +

@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
                                            "stablelm", "stablelm_qkln", "cohere", "falcon",
                                            "falcon_mq", "bloom", "mpt", "llama_linear",
                                            "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
-                                           "qwen2_moe", "qwen3_moe"),
+                                           "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse"),
                          [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
@@ -140,7 +140,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
                                            "qwen3", "gemma", "gemma2", "gemma3", "phi3",
                                            "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
                                            "stablelm_qkln", "olmo", "olmo2", "granite", "cohere",
-                                           "falcon", "falcon_mq", "bloom", "mpt"),
+                                           "falcon", "falcon_mq", "bloom", "mpt", "mixtral",
+                                           "qwen2_moe", "qwen3_moe"),
                          [](const auto& info) { return info.param; });
 
 TEST(Llama2TinyRandom, LogitsMatchTransformers) {
