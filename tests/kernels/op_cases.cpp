@@ -680,6 +680,37 @@ void fused_cases(std::vector<op_case>& out_cases) {
     }
 }
 
+// Mixtures of experts: E experts of width F, k chosen per token (every expert chosen by
+// several tokens in prefill, by some in decode, one expert never), weights of each dtype.
+void moe_cases(std::vector<op_case>& out_cases) {
+  for (dtype w : {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0})
+    for (auto [T, E, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 2}, {7, 6, 2}, {33, 8, 3}}) {
+      const int64_t C = 64, F = 96;
+      op_case c;
+      c.name = fmt::format("moe(T={},C={},F={},E={},k={},W={})", T, C, F, E, k, name(w));
+      gen g(c.name);
+      c.kind = op::moe;
+      std::vector<int32_t> ids;
+      for (int64_t t = 0; t < T; ++t) { // k distinct experts per token, expert E - 1 never
+        std::vector<int32_t> pool;
+        for (int32_t e = 0; e + 1 < E; ++e) pool.push_back(e);
+        std::shuffle(pool.begin(), pool.end(), g.rng);
+        ids.insert(ids.end(), pool.begin(), pool.begin() + k);
+      }
+      c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)), from_ints({T, k}, ids),
+               from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
+               from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),
+               from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),
+               from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f))};
+      c.dst = out(dtype::f32, {T, C});
+      c.tol = tol_for(w);
+      if (is_quantized(w)) c.tol.max_abs = 1e-1;
+      c.flops = 6.0 * T * k * C * F;
+      c.bytes = 3.0 * row_bytes(w, C) * F * std::min(E - 1, T * k) + 8.0 * T * C;
+      out_cases.push_back(std::move(c));
+    }
+}
+
 } // namespace
 
 std::vector<op_case> all_cases() {
@@ -694,8 +725,9 @@ std::vector<op_case> all_cases() {
   program_cases(cases);
   convert_cases(cases);
   fused_cases(cases);
+  moe_cases(cases);
   for (auto& c : cases) {
-    while (c.src.size() < 4) c.src.push_back(absent());
+    while (c.src.size() < 6) c.src.push_back(absent());
     if (c.dst2.bytes.empty()) c.dst2.present = false;
     if (c.dst3.bytes.empty()) c.dst3.present = false;
   }

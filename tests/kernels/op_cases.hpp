@@ -27,7 +27,7 @@ struct tolerance {
 struct op_case {
   std::string name; // "matmul(T=5,K=128,N=33,W=q8_0)"
   op kind = op::add;
-  std::vector<host_tensor> src; // up to four, absent ones not present
+  std::vector<host_tensor> src; // up to six, absent ones not present
   host_tensor dst;
   host_tensor dst2; // topk values, add_rmsnorm's sum, matmul_qkv's k
   host_tensor dst3; // matmul_qkv's v

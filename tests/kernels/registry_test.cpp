@@ -2,6 +2,8 @@
 // that an op no backend can serve gives a clear error (kernels/registry.hpp).
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "kernels/registry.hpp"
 
 using namespace troupe;
@@ -74,4 +76,31 @@ TEST(Registry, CheckArgsRejectsBadShapes) {
   EXPECT_EQ(st.error().code, errc::shape_mismatch);
   a.src[1] = tensor_view(w, dtype::f32, {2, 4});
   EXPECT_TRUE(check_args(a));
+}
+
+// An expert id outside [0, E) (a corrupt router result, a peer's garbage) is an error from
+// every backend's moe, never a read past the stacked weights.
+TEST(Registry, MoeRefusesExpertIdsOutOfRange) {
+  const auto& r = registry::global();
+  const int64_t T = 2, C = 32, F = 32, E = 2, k = 1;
+  std::vector<float> x(T * C, 0.5f), w(E * F * C, 0.01f), wd(E * C * F, 0.01f), y(T * C);
+  float wts[T * k] = {1.0f, 1.0f};
+  for (int32_t bad : {2, -1}) {
+    int32_t ids[T * k] = {0, bad};
+    op_args a;
+    a.kind = op::moe;
+    a.src[0] = tensor_view(x.data(), dtype::f32, {T, C});
+    a.src[1] = tensor_view(ids, dtype::i32, {T, k});
+    a.src[2] = tensor_view(wts, dtype::f32, {T, k});
+    a.src[3] = tensor_view(w.data(), dtype::f32, {E * F, C});
+    a.src[4] = tensor_view(w.data(), dtype::f32, {E * F, C});
+    a.src[5] = tensor_view(wd.data(), dtype::f32, {E * C, F});
+    a.dst = tensor_view(y.data(), dtype::f32, {T, C});
+    ASSERT_TRUE(check_args(a));
+    for (backend b : {backend::ref, backend::cpu}) {
+      auto st = run_op(r, b, a, {});
+      ASSERT_FALSE(st) << to_string(b) << " accepted expert " << bad;
+      EXPECT_NE(st.error().to_string().find("expert"), std::string::npos) << st.error().to_string();
+    }
+  }
 }

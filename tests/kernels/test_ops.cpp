@@ -71,7 +71,7 @@ run_result run_case(const op_case& c, backend b, const options& opt, thread_pool
   op_args a;
   a.kind = c.kind;
   a.p = c.p;
-  for (size_t i = 0; i < 4; ++i) {
+  for (size_t i = 0; i < c.src.size() && i < a.src.size(); ++i) {
     if (!c.src[i].present) continue;
     auto v = upload(c.src[i], 0);
     if (!v) return r.failure = v.error().to_string(), r;
