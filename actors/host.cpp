@@ -60,6 +60,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
       spec.layer_end = st.layer_end;
       spec.tp_rank = r;
       spec.tp_size = st.tp;
+      spec.expert_parallel = st.expert_parallel;
       TROUPE_TRY(plan_shard(c, spec));
     }
   std::unique_ptr<host> h(new host());
@@ -144,6 +145,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
       sh.spec.layer_end = st.layer_end;
       sh.spec.tp_rank = r;
       sh.spec.tp_size = st.tp;
+      sh.spec.expert_parallel = st.expert_parallel;
       sh.spec.first_stage = s == 0;
       sh.spec.last_stage = s + 1 == o.place.stages.size();
       sh.opt.where = o.where;

@@ -44,6 +44,17 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
     return make_error(errc::invalid_argument, "TP {} leaves shard {} no FFN rows", tp, r);
   d.v0 = split(c.V, 1, r);
   d.Vs = split(c.V, 1, r + 1) - d.v0;
+  d.e0 = 0;
+  d.Es = c.n_expert;
+  if (s.expert_parallel) {
+    if (c.n_expert <= 0)
+      return make_error(errc::invalid_argument, "expert parallelism: the model has no experts");
+    if (c.n_expert % tp)
+      return make_error(errc::invalid_argument, "{} experts cannot be spread over {} shards",
+                        c.n_expert, tp);
+    d.Es = c.n_expert / tp;
+    d.e0 = r * d.Es;
+  }
   return d;
 }
 
@@ -57,7 +68,8 @@ std::string placement::to_string() const {
   std::string out;
   for (const auto& s : stages) {
     if (!out.empty()) out += ",";
-    out += fmt::format("{}-{}:tp{}", s.layer_begin, s.layer_end - 1, s.tp);
+    out += fmt::format("{}-{}:tp{}{}", s.layer_begin, s.layer_end - 1, s.tp,
+                       s.expert_parallel ? "ep" : "");
   }
   return out;
 }
@@ -76,6 +88,21 @@ expected<placement> even_placement(const model_config& c, int tp, int pp) {
     begin += n;
   }
   return p;
+}
+
+status set_expert_parallel(const model_config& c, placement& p, int ep) {
+  if (ep == 1) return {};
+  if (c.n_expert <= 0)
+    return make_error(errc::invalid_argument, "--ep {}: the model has no experts", ep);
+  for (auto& st : p.stages) {
+    if (st.tp != ep)
+      return make_error(errc::invalid_argument,
+                        "--ep {}: expert parallelism spreads a stage's experts over its {} TP "
+                        "shards (attention stays TP), so give --ep 1 or --ep {}",
+                        ep, st.tp, st.tp);
+    st.expert_parallel = true;
+  }
+  return {};
 }
 
 expected<placement> parse_placement(const model_config& c, const std::string& text) {
@@ -117,7 +144,13 @@ expected<placement> parse_placement(const model_config& c, const std::string& te
     if (colon != std::string::npos) {
       std::string_view t = std::string_view(item).substr(colon + 1);
       if (t.rfind("tp", 0) == 0) t.remove_prefix(2);
+      if (t.ends_with("ep")) {
+        t.remove_suffix(2);
+        st.expert_parallel = true;
+      }
       if (!num(t, st.tp) || st.tp < 1) return bad(fmt::format("bad TP width in '{}'", item));
+      if (st.expert_parallel && c.n_expert <= 0)
+        return bad(fmt::format("'{}': the model has no experts to spread", item));
     }
     std::stringstream ds(devs);
     for (std::string d; std::getline(ds, d, ';');)

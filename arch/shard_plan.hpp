@@ -19,6 +19,8 @@ struct shard_spec {
   int tp_rank = 0, tp_size = 1;
   bool first_stage = true, last_stage = true;
   int64_t ffn_block = 1; // FFN split boundaries are multiples of this (quant block of w_down)
+  bool expert_parallel = false; // MoE layers: each shard holds whole experts [e0, e0 + Es)
+                                // instead of a slice of every expert's FFN
 };
 
 struct shard_dims {
@@ -26,6 +28,7 @@ struct shard_dims {
   int64_t kv0 = 0, Hkv_s = 0; // KV heads
   int64_t f0 = 0, Fs = 0;     // FFN rows
   int64_t v0 = 0, Vs = 0;     // vocabulary rows
+  int64_t e0 = 0, Es = 0;     // experts (expert parallelism; else all of them)
 };
 
 /// The slices of shard `s` of a model; errors when the heads cannot be split that way.
@@ -34,6 +37,7 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s);
 struct stage_spec {
   int layer_begin = 0, layer_end = 0;
   int tp = 1;
+  bool expert_parallel = false;     // "tp2ep": the MoE layers' experts spread over the shards
   std::vector<std::string> devices; // "cpu" (default), "cpu:0-3", "cuda:1"
 };
 
@@ -46,8 +50,11 @@ struct placement {
 /// --tp N --pp M: M stages with layers split as evenly as possible (earlier stages take the
 /// remainder), each with TP N.
 expected<placement> even_placement(const model_config& c, int tp, int pp);
+/// --ep N: 1 (experts cut by FFN rows like a dense FFN) or each stage's TP (every shard holds
+/// whole experts); the model must have experts, as many as a multiple of N.
+status set_expert_parallel(const model_config& c, placement& p, int ep);
 /// "0-2:tp2,3-4:tp1" (layer ranges inclusive, covering every layer exactly once, in order),
-/// each stage optionally followed by "@dev;dev".
+/// each stage optionally followed by "@dev;dev"; "tp2ep": expert parallelism in that stage.
 expected<placement> parse_placement(const model_config& c, const std::string& text);
 
 } // namespace troupe

@@ -23,7 +23,7 @@ namespace {
 
 struct bench_opts {
   std::string model, placement;
-  int threads = 1, prompt_tokens = 64, gen_tokens = 64, repeats = 5, tp = 1, pp = 1;
+  int threads = 1, prompt_tokens = 64, gen_tokens = 64, repeats = 5, tp = 1, ep = 1, pp = 1;
   bool json = false, actors = false, no_fuse = false, profile = false;
 };
 
@@ -46,6 +46,7 @@ expected<actor_speed> bench_actors(const bench_opts& o, std::shared_ptr<const mo
   auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp)
                                    : parse_placement(m->config, o.placement);
   if (!place) return place.error();
+  if (auto st = set_expert_parallel(m->config, *place, o.ep); !st) return st.error();
   ho.place = *place;
   ho.kv_blocks = (o.prompt_tokens + o.gen_tokens + 32) / 16 + 4;
   ho.sched.max_batch_tokens = std::max(512, o.prompt_tokens);
@@ -249,6 +250,8 @@ void add_bench(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--profile", o->profile,
                 "time every node of the decode steps: weight matmuls against the rest");
   cmd->add_option("--tp", o->tp, "run through the actor pipeline with this TP")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--ep", o->ep, "expert parallelism: 1, or --tp (each shard holds whole experts)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--pp", o->pp, "run through the actor pipeline with this PP")
       ->check(CLI::Range(1, 1024));

@@ -16,7 +16,7 @@ namespace {
 
 struct explain_opts {
   std::string model, placement;
-  int tp = 1, pp = 1, stage = 0, rank = 0;
+  int tp = 1, ep = 1, pp = 1, stage = 0, rank = 0;
   bool whole = false, all_plans = false, no_fuse = false;
 };
 
@@ -27,6 +27,7 @@ int run_explain(const explain_opts& o) {
   auto place =
       o.placement.empty() ? even_placement(c, o.tp, o.pp) : parse_placement(c, o.placement);
   if (!place) return fail(place.error());
+  if (auto st = set_expert_parallel(c, *place, o.ep); !st) return fail(st.error());
   if (o.stage < 0 || o.stage >= static_cast<int>(place->stages.size()))
     return fail(make_error(errc::invalid_argument, "--stage {}: the placement has {} stages",
                            o.stage, place->stages.size()));
@@ -47,6 +48,7 @@ int run_explain(const explain_opts& o) {
   spec.layer_end = st.layer_end;
   spec.tp_rank = o.rank;
   spec.tp_size = st.tp;
+  spec.expert_parallel = st.expert_parallel;
   spec.first_stage = o.stage == 0;
   spec.last_stage = o.stage + 1 == static_cast<int>(place->stages.size());
   exec::exec_options eo;
@@ -79,6 +81,8 @@ void add_explain(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--model,-m", o->model,
                   "a .gguf file or a Hugging Face directory (default: bundled stories260K)");
   cmd->add_option("--tp", o->tp, "tensor-parallel shards per stage")->check(CLI::Range(1, 64));
+  cmd->add_option("--ep", o->ep, "expert parallelism: 1, or --tp (each shard holds whole experts)")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--pp", o->pp, "pipeline stages")->check(CLI::Range(1, 1024));
   cmd->add_option("--placement", o->placement, "per-stage layers and TP, e.g. 0-2:tp2,3-4:tp1");
   cmd->add_option("--stage", o->stage, "which stage's shard (default 0)");

@@ -20,7 +20,7 @@ struct opts {
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repetition_penalty = 1.0f;
   uint64_t seed = 0;
   bool json = false, quiet = false, no_bos = false;
-  int tp = 1, pp = 1;
+  int tp = 1, ep = 1, pp = 1;
   std::string placement;
 };
 
@@ -33,6 +33,7 @@ int run_sharded(const opts& o, std::shared_ptr<const model_source> m,
   auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp)
                                    : parse_placement(m->config, o.placement);
   if (!place) return fail(place.error());
+  if (auto st = set_expert_parallel(m->config, *place, o.ep); !st) return fail(st.error());
   ho.place = *place;
   auto h = actors::host::start(m, ho);
   if (!h) return fail(h.error());
@@ -103,6 +104,8 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--threads", o->threads, "compute threads")->check(CLI::Range(1, 256));
   cmd->add_option("--backend", o->backend, "cpu or ref")->check(CLI::IsMember({"cpu", "ref"}));
   cmd->add_option("--tp", o->tp, "tensor-parallel shards per stage")->check(CLI::Range(1, 64));
+  cmd->add_option("--ep", o->ep, "expert parallelism: 1, or --tp (each shard holds whole experts)")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--pp", o->pp, "pipeline stages")->check(CLI::Range(1, 1024));
   cmd->add_option("--placement", o->placement, "per-stage layers and TP, e.g. 0-2:tp2,3-4:tp1");
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");

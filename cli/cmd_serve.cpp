@@ -32,7 +32,7 @@ extern "C" void record_stop_signal(int sig) {
 struct serve_opts {
   std::string model, host = "127.0.0.1", placement, api_key, kv_memory = "256MiB", name,
                      kv_dtype = "f32";
-  int port = 8080, tp = 1, pp = 1, threads = 1, block_size = 16, max_batch_tokens = 512,
+  int port = 8080, tp = 1, ep = 1, pp = 1, threads = 1, block_size = 16, max_batch_tokens = 512,
       max_seqs = 256;
   int64_t max_waiting = 1024;
   std::vector<std::string> inject;
@@ -102,6 +102,7 @@ int run_serve(const serve_opts& o) {
   auto place = o.placement.empty() ? even_placement((*m)->config, o.tp, o.pp)
                                    : parse_placement((*m)->config, o.placement);
   if (!place) return fail(place.error());
+  if (auto st = set_expert_parallel((*m)->config, *place, o.ep); !st) return fail(st.error());
   ho.place = *place;
   ho.block_size = o.block_size;
   auto kv = parse_kv_memory(o.kv_memory);
@@ -194,6 +195,8 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--host", o->host, "listen address");
   cmd->add_option("--port", o->port, "listen port (0: any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("--tp", o->tp, "tensor-parallel shards per stage")->check(CLI::Range(1, 64));
+  cmd->add_option("--ep", o->ep, "expert parallelism: 1, or --tp (each shard holds whole experts)")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--pp", o->pp, "pipeline stages")->check(CLI::Range(1, 1024));
   cmd->add_option("--placement", o->placement, "per-stage layers and TP, e.g. 0-2:tp2,3-4:tp1");
   cmd->add_option("--api-key", o->api_key, "require Authorization: Bearer KEY");

@@ -126,6 +126,9 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
   cut.of(graph::axis::kv_heads) = {d.kv0, d.Hkv_s};
   cut.of(graph::axis::ffn) = {d.f0, d.Fs};
   cut.ffn_block = e->spec_.ffn_block;
+  cut.expert_parallel = e->spec_.expert_parallel;
+  cut.expert0 = d.e0;
+  cut.experts = d.Es;
   cut.of(graph::axis::vocab) = {d.v0, d.Vs};
   TROUPE_TRY(graph::infer_shapes(whole)); // the residual's width, for a stage's hidden input
   TROUPE_TRY(graph::cut_pipeline(whole, cut));

@@ -78,6 +78,21 @@ status cut_tensor(graph& g, const shard_cut& c) {
     }
     if (v.kind != value_kind::weight || v.split == cut::none || v.empty) continue;
     const int64_t groups = std::max<int64_t>(v.groups, 1);
+    if (c.expert_parallel && groups > 1) { // whole experts: rows of experts [e0, e0 + n)
+      const int64_t R = v.dims[0] / groups, e0 = c.expert0, n = c.experts;
+      if (n <= 0 || e0 + n > groups || v.dims[0] % groups)
+        return make_error(errc::invalid_argument, "{}: experts [{}, {}) of {}", v.name, e0, e0 + n,
+                          groups);
+      const auto segs = v.w.segments.empty()
+                            ? std::vector<std::pair<int64_t, int64_t>>{{0, v.dims[0]}}
+                            : v.w.segments;
+      v.w.segments = take_rows(segs, e0 * R, (e0 + n) * R);
+      full_rows[i] = v.dims[0];
+      v.dims[0] = n * R;
+      v.groups = n;
+      v.split = cut::none; // each expert whole: its down projection sums nothing partial
+      continue;
+    }
     if (v.dims[0] % groups)
       return make_error(errc::internal, "graph: {} rows of {} in {} groups", v.dims[0], v.name,
                         groups);
@@ -164,6 +179,16 @@ status cut_tensor(graph& g, const shard_cut& c) {
     const bool matmul =
         n.kind == node_kind::op && (n.op == op::matmul || n.op == op::matmul_swiglu);
     if (matmul && w && w->split == cut::in) {
+      then_all_reduce(n);
+      continue;
+    }
+    if (n.kind == node_kind::op && n.op == op::moe && c.expert_parallel) {
+      // each rank runs its own experts for every token; the sum over ranks adds the rest
+      n.p.expert0 = static_cast<int>(c.expert0);
+      n.p.n_expert = static_cast<int>(full_rows[static_cast<size_t>(n.in[3])] /
+                                      std::max<int64_t>(g[n.in[5]].dims[1], 1));
+      n.note =
+          fmt::format("experts {}-{} of {}", c.expert0, c.expert0 + c.experts - 1, n.p.n_expert);
       then_all_reduce(n);
       continue;
     }

@@ -38,6 +38,10 @@ struct shard_cut {
   // boundaries of ffn_block elements, so experts and shared experts of other widths cut alike)
   std::array<std::pair<int64_t, int64_t>, 5> range{};
   int64_t ffn_block = 1;
+  // expert parallelism: the experts [expert0, expert0 + experts) of every MoE layer, whole
+  // (stacked expert weights lose no rows to the FFN cut); false: experts cut like an FFN
+  bool expert_parallel = false;
+  int64_t expert0 = 0, experts = 0;
   std::pair<int64_t, int64_t>& of(axis a) { return range[static_cast<size_t>(a)]; }
   const std::pair<int64_t, int64_t>& of(axis a) const { return range[static_cast<size_t>(a)]; }
 };

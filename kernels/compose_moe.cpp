@@ -69,18 +69,24 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
   auto* start = reinterpret_cast<int64_t*>(count_t.data);
   int64_t* at = start + E + 1;
   std::memset(start, 0, static_cast<size_t>(2 * (E + 1)) * sizeof(int64_t));
+  // ids are global; this shard holds experts [e0, e0 + E) (all of them without expert
+  // parallelism): the others' choices are left to the shards that hold them
+  const int64_t e0 = a.p.expert0, all = a.p.n_expert > 0 ? a.p.n_expert : E;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < k; ++j) {
-      const int32_t e = ids.row<int32_t>(t)[j];
-      if (e < 0 || e >= E)
-        return make_error(errc::invalid_argument, "moe: token {} chose expert {} of {}", t, e, E);
-      ++start[e + 1];
+      const int32_t id = ids.row<int32_t>(t)[j];
+      if (id < 0 || id >= all)
+        return make_error(errc::invalid_argument, "moe: token {} chose expert {} of {}", t, id,
+                          all);
+      if (id >= e0 && id < e0 + E) ++start[id - e0 + 1];
     }
   for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
   std::memcpy(at, start, static_cast<size_t>(E) * sizeof(int64_t));
   for (int64_t t = 0; t < T; ++t)
-    for (int64_t j = 0; j < k; ++j)
-      order[at[ids.row<int32_t>(t)[j]]++] = static_cast<int32_t>(t * k + j);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = ids.row<int32_t>(t)[j] - e0;
+      if (e >= 0 && e < E) order[at[e]++] = static_cast<int32_t>(t * k + j);
+    }
   TROUPE_TRY_ASSIGN(xg, s.make(b, n, C));
   TROUPE_TRY_ASSIGN(h, s.make(b, n, F));
   TROUPE_TRY_ASSIGN(yg, s.make(b, n, C));

@@ -59,7 +59,9 @@
 //                    W_down [E * C, F] (experts stacked by rows, one dtype)
 //                    -> dst f32 [T, C] = sum_j weights[t, j] * down_e(silu(gate_e x) * up_e x),
 //                    e = ids[t, j]: only the chosen experts' weights are read; an id outside
-//                    [0, E) is an error, not a read out of bounds
+//                    [0, E) is an error, not a read out of bounds. With expert parallelism
+//                    the weights hold experts p.expert0 .. p.expert0 + E - 1 of p.n_expert:
+//                    choices of other experts add nothing here (another shard adds them)
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 
@@ -147,6 +149,8 @@ struct op_params {
   const struct ew_program* program = nullptr; // elementwise (owned by the graph or the caller)
   int block_size = 0;                         // paged_attention, kv_store: P
   rope_spec rope;                             // rope, rope_kv_store
+  int expert0 = 0;  // moe: the first expert the stacked weights hold (expert parallelism)
+  int n_expert = 0; // moe: the model's experts (0: as many as the weights hold)
 };
 
 struct op_args {

@@ -1,7 +1,8 @@
 // moe.cpp (ref): mixture-of-experts FFN over routing already chosen (op.hpp `moe`): for each
 // token and each of its k choices, the chosen expert's SwiGLU FFN, weighted and summed. The
 // experts' rows are dequantized to f32 and every dot product accumulated in f64. An expert id
-// outside [0, E) is an error.
+// outside [0, E) is an error; with expert parallelism the weights hold experts
+// p.expert0 .. and the others' choices are skipped.
 #include <cmath>
 
 #include "kernels/ref/ref.hpp"
@@ -32,9 +33,12 @@ status moe(const op_args& a, const exec_ctx&) {
     for (int64_t c = 0; c < C; ++c) xin[static_cast<size_t>(c)] = x.row<float>(t)[c];
     std::vector<double> out(static_cast<size_t>(C), 0.0);
     for (int64_t j = 0; j < k; ++j) {
-      const int64_t e = ids.row<int32_t>(t)[j];
-      if (e < 0 || e >= E)
-        return make_error(errc::invalid_argument, "moe: token {} chose expert {} of {}", t, e, E);
+      const int64_t id = ids.row<int32_t>(t)[j], all = a.p.n_expert > 0 ? a.p.n_expert : E;
+      if (id < 0 || id >= all)
+        return make_error(errc::invalid_argument, "moe: token {} chose expert {} of {}", t, id,
+                          all);
+      const int64_t e = id - a.p.expert0;
+      if (e < 0 || e >= E) continue; // another shard's expert
       rows_times(wg, e * F, F, xin, g);
       rows_times(wu, e * F, F, xin, u);
       for (int64_t f = 0; f < F; ++f) {

@@ -194,8 +194,11 @@ TEST(SlidingWindow, PipelineFreesBlocksAndMatchesTransformers) {
 class FamilyCuts : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
 
 TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
-  const auto [param, tp, pp] = GetParam();
-  // "gguf:NAME": the GGUF variant (tests/fixtures/gguf/NAME.gguf) of the same fixture
+  const auto [full, tp, pp] = GetParam();
+  // "gguf:NAME": the GGUF variant (tests/fixtures/gguf/NAME.gguf) of the same fixture;
+  // "NAME@ep": the experts spread over each stage's TP shards (expert parallelism)
+  const bool ep = full.ends_with("@ep");
+  const std::string param = ep ? full.substr(0, full.size() - 3) : full;
   const bool gguf = param.starts_with("gguf:");
   const std::string name = gguf ? param.substr(5) : param;
   const std::string dir = test::fixture_path("models/" + name);
@@ -204,6 +207,7 @@ TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
   ASSERT_TRUE(m) << m.error().to_string();
   auto p = even_placement((*m)->config, tp, pp);
   ASSERT_TRUE(p) << p.error().to_string();
+  if (ep) ASSERT_TRUE(set_expert_parallel((*m)->config, *p, tp));
   host_options o;
   o.place = *p;
   auto h = host::start(*m, o);
@@ -251,3 +255,32 @@ INSTANTIATE_TEST_SUITE_P(
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
              std::to_string(std::get<2>(info.param));
     });
+
+// Expert parallelism: each of a stage's TP shards holds whole experts (2 or 4 of 8), attention
+// stays TP; every shard runs its experts for every token and the all-reduce adds the rest. The
+// greedy tokens must be transformers' (EP 1 is the FamilyCuts cases above).
+std::string ep_case_name(const std::string& param, int tp, int pp) {
+  std::string n = param.substr(0, param.size() - 3);
+  if (n.starts_with("gguf:")) n = "gguf_" + n.substr(5);
+  return n + "_ep" + std::to_string(tp) + "_pp" + std::to_string(pp);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Experts, FamilyCuts,
+    ::testing::Combine(::testing::Values("mixtral@ep", "qwen2_moe@ep", "qwen3_moe@ep",
+                                         "qwen3_moe_sparse@ep", "gguf:mixtral@ep",
+                                         "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep"),
+                       ::testing::Values(2), ::testing::Values(1, 2)),
+    [](const auto& info) {
+      return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
+                          std::get<2>(info.param));
+    });
+
+INSTANTIATE_TEST_SUITE_P(Experts4, FamilyCuts,
+                         ::testing::Combine(::testing::Values("mixtral@ep", "qwen3_moe@ep",
+                                                              "gguf:qwen3_moe@ep"),
+                                            ::testing::Values(4), ::testing::Values(1)),
+                         [](const auto& info) {
+                           return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
+                                               std::get<2>(info.param));
+                         });
