@@ -17,6 +17,7 @@
 #include "actors/pipeline.hpp"
 #include "core/job_queue.hpp"
 #include "core/log.hpp"
+#include "exec/expert_load.hpp"
 #include "kernels/jit.hpp"
 #include "text/output_processor.hpp"
 
@@ -436,6 +437,13 @@ void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
              "troupe_http_requests_total counter\n";
       for (auto [code, n] : self->by_status)
         out += fmt::format("troupe_http_requests_total{{status=\"{}\"}} {}\n", code, n);
+    }
+    if (const auto experts = exec::expert_counts(); !experts.empty()) {
+      out += "# HELP troupe_expert_tokens_total Tokens routed to each expert of each MoE layer.\n"
+             "# TYPE troupe_expert_tokens_total counter\n";
+      for (const auto& e : experts)
+        out += fmt::format("troupe_expert_tokens_total{{layer=\"{}\",expert=\"{}\"}} {}\n", e.layer,
+                           e.expert, e.tokens);
     }
     {
       const auto j = kernels::jit_counters();

@@ -8,6 +8,7 @@
 
 #include "arch/family.hpp"
 #include "core/log.hpp"
+#include "exec/expert_load.hpp"
 #include "graph/passes.hpp"
 #include "kernels/jit.hpp"
 
@@ -563,6 +564,14 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     if (auto st = be_->run(p.kernels[i], a, &scratch); !st)
       return make_error(st.error().code, "{} ({}): {}", n.name, p.kernels[i].name,
                         st.error().message);
+    // the experts' load: the stage's first rank counts (every rank sees the same choices);
+    // the router's ids are host memory on the host backends
+    if (n.op == kernels::op::moe && spec_.tp_rank == 0 && opt_.where != kernels::backend::cuda)
+      count_experts(n.layer,
+                    n.p.n_expert > 0
+                        ? n.p.n_expert
+                        : static_cast<int>(a.src[3].rows() / std::max<int64_t>(a.src[5].cols(), 1)),
+                    {a.src[1].as<int32_t>(), static_cast<size_t>(a.src[1].numel())});
   }
   if (opt_.profile) close();
   TROUPE_TRY(be_->synchronize());

@@ -15,6 +15,7 @@
 #include "../test_paths.hpp"
 #include "arch/spec.hpp"
 #include "arch/synth.hpp"
+#include "exec/expert_load.hpp"
 #include "exec/generator.hpp"
 #include "kernels/jit.hpp"
 
@@ -143,6 +144,30 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
                                            "falcon", "falcon_mq", "bloom", "mpt", "mixtral",
                                            "qwen2_moe", "qwen3_moe"),
                          [](const auto& info) { return info.param; });
+
+// The experts' load: a generation of n tokens after a prompt of p routes (p + n - 1) tokens
+// to k experts each, on every MoE layer (qwen3_moe_sparse: layer 1 only; layer 0 is dense).
+TEST(ExpertLoad, CountsEveryRoutedToken) {
+  auto g = make(test::fixture_path("models/qwen3_moe_sparse"));
+  ASSERT_TRUE(g);
+  auto layer_sum = [](int layer) {
+    int64_t n = 0;
+    int experts = 0;
+    for (const auto& e : exec::expert_counts())
+      if (e.layer == layer) n += e.tokens, ++experts;
+    return std::pair<int64_t, int>{n, experts};
+  };
+  const auto [before1, e1] = layer_sum(1);
+  const auto [before0, e0] = layer_sum(0);
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  greedy(*g, prompt, 4);
+  const auto [after1, experts1] = layer_sum(1);
+  const auto [after0, experts0] = layer_sum(0);
+  EXPECT_EQ(after1 - before1, (5 + 4 - 1) * 2); // num_experts_per_tok 2
+  EXPECT_EQ(experts1, 4);
+  EXPECT_EQ(after0, before0); // the dense layer routes nothing
+  (void)e1, (void)e0, (void)experts0;
+}
 
 TEST(Llama2TinyRandom, LogitsMatchTransformers) {
   const json fx = test::load_json(test::fixture_path("llama2_tiny_random.json"));
