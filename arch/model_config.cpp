@@ -49,15 +49,29 @@ bool model_config::layer_moe(int64_t layer) const {
   return layer >= 0 && layer < static_cast<int64_t>(moe_layers.size()) && moe_layers[layer];
 }
 
-int64_t model_config::parameters() const {
+namespace {
+
+int64_t count_parameters(const model_config& m, int64_t experts_counted) {
+  const int64_t C = m.C, H = m.H, Hkv = m.Hkv, D = m.D;
   const int64_t attn =
-      C * H * D + 2 * C * Hkv * D + H * D * C + (qkv_bias ? H * D + 2 * Hkv * D : 0);
-  const int64_t dense = (gated_ffn ? 3 : 2) * C * F;
-  const int64_t experts =
-      n_expert * (3 * C * F_expert + C) + 3 * C * F_shared + (shared_gate ? C : 0);
-  int64_t total = V * C * (tie_embeddings ? 1 : 2) + C;
-  for (int64_t l = 0; l < n_layer; ++l) total += attn + (layer_moe(l) ? experts : dense) + 2 * C;
+      C * H * D + 2 * C * Hkv * D + H * D * C + (m.qkv_bias ? H * D + 2 * Hkv * D : 0);
+  const int64_t dense = (m.gated_ffn ? 3 : 2) * C * m.F;
+  const int64_t experts = experts_counted * 3 * C * m.F_expert + m.n_expert * C +
+                          3 * C * m.F_shared + (m.shared_gate ? C : 0);
+  int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C;
+  for (int64_t l = 0; l < m.n_layer; ++l)
+    total += attn + (m.layer_moe(l) ? experts : dense) + 2 * C;
   return total;
+}
+
+} // namespace
+
+int64_t model_config::active_parameters() const {
+  return count_parameters(*this, n_expert_used);
+}
+
+int64_t model_config::parameters() const {
+  return count_parameters(*this, n_expert);
 }
 
 status model_config::validate() const {

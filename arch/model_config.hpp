@@ -116,6 +116,9 @@ struct model_config {
   int64_t kv_horizon() const;
   /// Parameter count (embedding included once when tied).
   int64_t parameters() const;
+  /// The parameters one token uses: as parameters(), with n_expert_used experts per MoE
+  /// layer instead of all of them (the router counted whole).
+  int64_t active_parameters() const;
   /// Checks the dimensions for consistency; errors name the field.
   status validate() const;
 };

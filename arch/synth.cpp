@@ -19,12 +19,16 @@ namespace {
 struct preset {
   int64_t C, L, H, Hkv, F, V, ctx;
   bool tied;
+  int64_t E = 0, k = 0; // experts (every layer's FFN is E experts of width F, k chosen)
 };
 
 expected<preset> find_preset(const std::string& name) {
   if (name == "bench-134m") return preset{768, 12, 12, 12, 2048, 32000, 2048, false};
   if (name == "tiny") return preset{64, 2, 4, 2, 128, 512, 512, false};
-  return make_error(errc::invalid_argument, "unknown preset '{}' (bench-134m, tiny)", name);
+  if (name == "moe-1b") return preset{1024, 16, 16, 8, 512, 32000, 2048, false, 32, 4};
+  if (name == "tiny-moe") return preset{64, 2, 4, 2, 64, 512, 512, false, 8, 2};
+  return make_error(errc::invalid_argument,
+                    "unknown preset '{}' (bench-134m, tiny, moe-1b, tiny-moe)", name);
 }
 
 uint64_t hash_name(const std::string& s, uint64_t seed) {
@@ -110,9 +114,10 @@ status synthesize(const synth_options& o, const std::function<void(int, int)>& p
                       tokens.size(), o.preset, p.V);
   const int64_t D = p.C / p.H;
   struct spec {
-    std::string gguf, hf;
+    std::string gguf, hf; // hf: unused for the expert tensors (MoE presets are GGUF only)
     shape dims;
     bool norm;
+    bool f32 = false; // kept f32 whatever the dtype (the router, as llama.cpp's quantizer does)
   };
   std::vector<spec> specs;
   specs.push_back({"token_embd.weight", "model.embed_tokens.weight", {p.V, p.C}, false});
@@ -125,6 +130,17 @@ status synthesize(const synth_options& o, const std::function<void(int, int)>& p
     specs.push_back({g("attn_v.weight"), h("self_attn.v_proj.weight"), {p.Hkv * D, p.C}, false});
     specs.push_back({g("attn_output.weight"), h("self_attn.o_proj.weight"), {p.C, p.H * D}, false});
     specs.push_back({g("ffn_norm.weight"), h("post_attention_layernorm.weight"), {p.C}, true});
+    if (p.E > 0) { // Mixtral's layout: the router, then E experts (merged in GGUF)
+      const std::string moe = fmt::format("model.layers.{}.block_sparse_moe.", i);
+      specs.push_back({g("ffn_gate_inp.weight"), moe + "gate.weight", {p.E, p.C}, false, true});
+      specs.push_back(
+          {g("ffn_gate_exps.weight"), moe + "experts.{}.w1.weight", {p.E, p.F, p.C}, false});
+      specs.push_back(
+          {g("ffn_up_exps.weight"), moe + "experts.{}.w3.weight", {p.E, p.F, p.C}, false});
+      specs.push_back(
+          {g("ffn_down_exps.weight"), moe + "experts.{}.w2.weight", {p.E, p.C, p.F}, false});
+      continue;
+    }
     specs.push_back({g("ffn_gate.weight"), h("mlp.gate_proj.weight"), {p.F, p.C}, false});
     specs.push_back({g("ffn_up.weight"), h("mlp.up_proj.weight"), {p.F, p.C}, false});
     specs.push_back({g("ffn_down.weight"), h("mlp.down_proj.weight"), {p.C, p.F}, false});
@@ -152,15 +168,22 @@ status synthesize(const synth_options& o, const std::function<void(int, int)>& p
     w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
     w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(D));
     w.set_f32("llama.rope.freq_base", 10000.0f);
+    if (p.E > 0) {
+      w.set_u32("llama.expert_count", static_cast<uint32_t>(p.E));
+      w.set_u32("llama.expert_used_count", static_cast<uint32_t>(p.k));
+    }
     w.copy_keys(*vocab, "tokenizer.");
     for (const auto& s : specs) {
-      const dtype t = s.norm ? dtype::f32 : o.type;
+      const dtype t = s.norm || s.f32 ? dtype::f32 : o.type;
       w.add_tensor(s.gguf, t, s.dims, wrap(random_fill(s.gguf, t, s.dims.numel(), o.seed, s.norm)));
     }
     return w.write(o.out);
   }
   if (o.format != "hf")
     return make_error(errc::invalid_argument, "synth: format '{}' (gguf, hf)", o.format);
+  if (p.E > 0)
+    return make_error(errc::invalid_argument, "synth: preset {} (experts) is written as gguf only",
+                      o.preset);
   if (is_quantized(o.type))
     return make_error(errc::invalid_argument,
                       "synth: the hf format stores f32, f16 or bf16, not {}", name(o.type));
@@ -171,7 +194,7 @@ status synthesize(const synth_options& o, const std::function<void(int, int)>& p
   safetensors_writer w;
   w.set_metadata("format", "pt");
   for (const auto& s : specs) {
-    const dtype t = s.norm ? dtype::f32 : o.type;
+    const dtype t = s.norm || s.f32 ? dtype::f32 : o.type;
     // same values as the GGUF of this seed; q and k rows permuted for HF's rotate_half rope
     const bool q = s.gguf.find("attn_q.") != std::string::npos,
                k = s.gguf.find("attn_k.") != std::string::npos;

@@ -129,7 +129,8 @@ int run_bench(const bench_opts& o) {
   const double bw = kernels::cpu::probe_read_bandwidth(used);
   const double peak = kernels::cpu::probe_fma_peak(used);
   const int64_t bytes = decode_bytes_of(*m);
-  const int64_t non_embd = c.parameters() - c.V * c.C * (c.tie_embeddings ? 0 : 1);
+  // the parameters a token uses (a mixture of experts: its chosen experts only)
+  const int64_t non_embd = c.active_parameters() - c.V * c.C * (c.tie_embeddings ? 0 : 1);
   const double dec = median(decode), pre = median(prefill);
   const double bound_tok = bw / static_cast<double>(bytes);
   // the per-token tail: a descheduled vCPU shows up here, not in the median

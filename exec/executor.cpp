@@ -604,9 +604,15 @@ int64_t executor::decode_weight_bytes() const {
         continue;
       if (nd.kind == node_kind::op && nd.op == kernels::op::embedding && k == 0) continue;
       counted[static_cast<size_t>(v)] = 1;
-      n += weights_.views[static_cast<size_t>(v)].data
-               ? weights_.views[static_cast<size_t>(v)].nbytes()
-               : 0;
+      int64_t bytes = weights_.views[static_cast<size_t>(v)].data
+                          ? weights_.views[static_cast<size_t>(v)].nbytes()
+                          : 0;
+      // a token reads k of a layer's E experts (its stacked weights' share k / E)
+      if (nd.kind == node_kind::op && nd.op == kernels::op::moe && k >= 3) {
+        const int64_t E = std::max<int64_t>(base_[v].groups, 1), used = base_[nd.in[1]].dims.back();
+        bytes = bytes / E * std::min(used, E);
+      }
+      n += bytes;
     }
   return n;
 }
