@@ -87,13 +87,53 @@ TEST(GgufConfig, FamiliesReadEveryKeyTheirConverterWrites) {
   for (const char* name :
        {"llama3", "llama_yarn",    "qwen2",  "qwen3",  "gemma",     "gemma2",   "gemma3",
         "phi3",   "phi3_longrope", "phi2",   "gpt2",   "gpt_neox",  "stablelm", "olmo",
-        "olmo2",  "granite",       "cohere", "falcon", "falcon_mq", "bloom",    "mpt"}) {
+        "olmo2",  "granite",       "cohere", "falcon", "falcon_mq", "bloom",    "mpt",
+        "mixtral", "qwen2_moe", "qwen3_moe"}) {
     auto c = load(rewritten(name, [](gguf_writer&) {}));
     ASSERT_TRUE(c) << name << ": " << c.error().to_string();
     std::string keys;
     for (const auto& k : c->ignored_keys) keys += k + " ";
     EXPECT_TRUE(c->ignored_keys.empty()) << name << ": unread " << keys;
   }
+}
+
+// Mixtures of experts as llama.cpp reads them: Mixtral is `llama` with expert_count;
+// qwen2moe has a gated shared expert and leaves top-k unnormalised, qwen3moe normalises.
+TEST(GgufConfig, ExpertsAsLlamaCppReadsThem) {
+  auto mx = load(rewritten("mixtral", [](gguf_writer&) {}));
+  ASSERT_TRUE(mx) << mx.error().to_string();
+  EXPECT_EQ(mx->family, "llama");
+  EXPECT_EQ(mx->n_expert, 8);
+  EXPECT_EQ(mx->n_expert_used, 2);
+  EXPECT_EQ(mx->F_expert, mx->F);
+  EXPECT_TRUE(mx->norm_topk);
+  EXPECT_EQ(mx->F_shared, 0);
+  auto q2 = load(rewritten("qwen2_moe", [](gguf_writer&) {}));
+  ASSERT_TRUE(q2) << q2.error().to_string();
+  EXPECT_EQ(q2->n_expert, 6);
+  EXPECT_EQ(q2->F_expert, 32);
+  EXPECT_EQ(q2->F_shared, 96);
+  EXPECT_TRUE(q2->shared_gate);
+  EXPECT_FALSE(q2->norm_topk);
+  auto q3 = load(rewritten("qwen3_moe", [](gguf_writer&) {}));
+  ASSERT_TRUE(q3) << q3.error().to_string();
+  EXPECT_TRUE(q3->norm_topk);
+  EXPECT_EQ(q3->n_expert_used, 3);
+  EXPECT_LT(q3->active_parameters(), q3->parameters());
+}
+
+// Routing the experts other than by softmax, or in groups, is not implemented: refused by name.
+TEST(GgufConfig, OtherRoutingRefusesTheLoad) {
+  auto sig = load(rewritten(
+      "qwen3_moe", [](gguf_writer& w) { w.set_u32("qwen3moe.expert_gating_func", 2); }));
+  ASSERT_FALSE(sig);
+  EXPECT_NE(sig.error().message.find("expert_gating_func"), std::string::npos)
+      << sig.error().message;
+  auto groups = load(rewritten(
+      "qwen3_moe", [](gguf_writer& w) { w.set_u32("qwen3moe.expert_group_count", 4); }));
+  ASSERT_FALSE(groups);
+  EXPECT_NE(groups.error().message.find("expert_group_count"), std::string::npos)
+      << groups.error().message;
 }
 
 TEST(GgufConfig, UnknownKeyIsListed) {
