@@ -65,6 +65,9 @@ status read_experts_gguf(const gguf_cfg& g, model_config& c) {
   c.n_expert = g.i("expert_count", 0);
   if (c.n_expert <= 0) return {};
   TROUPE_TRY_ASSIGN(k, g.req("expert_used_count"));
+  if (k <= 0 || k > c.n_expert)
+    return make_error(errc::corrupt_file, "{}: {} experts used per token of {}", g.path(), k,
+                      c.n_expert);
   c.n_expert_used = k;
   // llama.cpp's defaults: qwen2moe / qwen3moe experts F / k wide, qwen2moe's shared one F
   const bool qwen = g.arch == "qwen2moe" || g.arch == "qwen3moe";

@@ -104,7 +104,8 @@ TEST(CheckpointFuzz, GgufMutants) {
 TEST(CheckpointFuzz, GgufFamilyMutants) {
   const char* names[] = {"phi3_longrope", "llama3", "gemma2", "gemma3", "qwen3",
                          "olmo",          "olmo2",  "granite", "phi2",   "gpt2",
-                         "gpt_neox",      "stablelm", "stablelm_qkln", "cohere", "falcon", "bloom", "mpt"};
+                         "gpt_neox",      "stablelm", "stablelm_qkln", "cohere", "falcon", "bloom", "mpt",
+                         "mixtral",       "qwen2_moe", "qwen3_moe"};
   std::mt19937_64 rng(99);
   const int n = std::max(1, rounds() / 32);
   for (const char* name : names) {
