@@ -19,8 +19,7 @@ int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size,
   int64_t worst = 1;
   for (const auto& st : p.stages) {
     const int64_t layers = st.layer_end - st.layer_begin;
-    const int64_t hkv = c.Hkv >= st.tp ? c.Hkv / st.tp : 1;
-    worst = std::max(worst, 2 * layers * row_bytes(kv, block_size * hkv * c.D));
+    worst = std::max(worst, layers * row_bytes(kv, block_size * c.kv_values_per_token(st.tp)));
   }
   const int64_t min_blocks = (c.ctx + block_size - 1) / block_size + 2;
   // room for 64 full-context sequences is plenty; more only costs address space

@@ -49,12 +49,23 @@ bool model_config::layer_moe(int64_t layer) const {
   return layer >= 0 && layer < static_cast<int64_t>(moe_layers.size()) && moe_layers[layer];
 }
 
+int64_t model_config::kv_values_per_token(int tp) const {
+  if (kv_lora > 0) return kv_lora + qk_rope;
+  const int64_t hkv = Hkv >= tp ? Hkv / std::max(tp, 1) : 1;
+  return 2 * hkv * D;
+}
+
 namespace {
 
 int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   const int64_t C = m.C, H = m.H, Hkv = m.Hkv, D = m.D;
+  const int64_t qk = m.qk_nope + m.qk_rope;
   const int64_t attn =
-      C * H * D + 2 * C * Hkv * D + H * D * C + (m.qkv_bias ? H * D + 2 * Hkv * D : 0);
+      m.kv_lora > 0
+          ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
+                C * (m.kv_lora + m.qk_rope) + m.kv_lora * H * (m.qk_nope + m.v_head) +
+                H * m.v_head * C
+          : C * H * D + 2 * C * Hkv * D + H * D * C + (m.qkv_bias ? H * D + 2 * Hkv * D : 0);
   const int64_t dense = (m.gated_ffn ? 3 : 2) * C * m.F;
   const int64_t experts = experts_counted * 3 * C * m.F_expert + m.n_expert * C +
                           3 * C * m.F_shared + (m.shared_gate ? C : 0);

@@ -99,6 +99,14 @@ struct model_config {
   double expert_scale = 1;
   std::vector<uint8_t> moe_layers; // per layer: 1 when its FFN is the experts; empty: every
                                    // layer is when n_expert > 0
+  // DeepSeek-V3 routing: sigmoid scores, a correction bias for the choice, group-limited top-k
+  bool router_sigmoid = false, router_bias = false;
+  int64_t n_group = 0, topk_group = 0;
+  // latent attention (DeepSeek's MLA; kv_lora > 0): q through a rank-q_lora bottleneck (0: a
+  // plain projection), keys and values from one latent of kv_lora values per token plus qk_rope
+  // positional values, cached as they are (D = kv_lora + qk_rope, Hkv = 1); heads of qk_nope +
+  // qk_rope query / key dims and v_head value dims
+  int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;
@@ -109,6 +117,9 @@ struct model_config {
   double attention_scale() const;
   /// The sliding window of layer `layer` (global index), 0 for full attention.
   int64_t layer_window(int64_t layer) const;
+  /// Values one token stores in the KV cache per layer: 2 Hkv D, or the latent's kv_lora +
+  /// qk_rope (latent attention). `tp`: a shard's share (KV heads split, latents replicated).
+  int64_t kv_values_per_token(int tp = 1) const;
   /// Whether layer `layer`'s FFN is a mixture of experts.
   bool layer_moe(int64_t layer) const;
   /// How far back any query may look on every layer: the window when all layers slide (KV

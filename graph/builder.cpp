@@ -149,8 +149,32 @@ vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, 
   return linear(a, w_down, b_down, what + "_out");
 }
 
-vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down) {
+vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down,
+                 vid router_bias) {
   const vid logits = op(op::matmul, {h, w_router, none}, "ffn_router");
+  if (s.sigmoid || s.n_group > 1 || router_bias != none) { // one op: DeepSeek-V3's routing
+    value ids, wts;
+    ids.name = name("ffn_experts");
+    ids.layer = layer_;
+    wts.name = name("ffn_expert_weights");
+    wts.layer = layer_;
+    const vid iv = g_.add_value(std::move(ids)), wv = g_.add_value(std::move(wts));
+    node n;
+    n.kind = node_kind::op;
+    n.op = op::moe_router;
+    n.in = {logits, router_bias};
+    n.out = {iv, wv};
+    n.p.k = static_cast<int>(s.used);
+    n.p.scale = s.scale;
+    n.p.router_sigmoid = s.sigmoid;
+    n.p.router_norm = s.norm_topk;
+    n.p.n_group = static_cast<int>(s.n_group);
+    n.p.topk_group = static_cast<int>(s.topk_group);
+    n.layer = layer_;
+    n.name = g_[iv].name;
+    g_.add_node(std::move(n));
+    return op(op::moe, {h, iv, wv, w_gate, w_up, w_down}, "ffn_moe");
+  }
   const vid probs = op(op::softmax, {logits}, "ffn_router_probs");
   value ids, wts;
   ids.name = name("ffn_experts");

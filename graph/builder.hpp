@@ -31,9 +31,11 @@ struct attention_spec {
 
 /// How a mixture-of-experts block routes.
 struct moe_spec {
-  int64_t experts = 0, used = 0; // E, and k chosen per token
-  bool norm_topk = false;        // the chosen weights renormalised to sum to 1
-  float scale = 1;               // the chosen weights times this (routed_scaling_factor)
+  int64_t experts = 0, used = 0;       // E, and k chosen per token
+  bool norm_topk = false;              // the chosen weights renormalised to sum to 1
+  float scale = 1;                     // the chosen weights times this (routed_scaling_factor)
+  bool sigmoid = false;                // sigmoid scores (DeepSeek-V3), else softmax
+  int64_t n_group = 0, topk_group = 0; // group-limited choice (0: off)
 };
 
 /// Where the per-head norm weights go.
@@ -85,7 +87,10 @@ class builder {
   /// A mixture of experts: the router (w_router [E, C]: softmax over the experts, the top
   /// s.used, optionally renormalised and scaled), then the chosen experts' SwiGLU FFNs,
   /// weighted and summed (op `moe`; w_gate, w_up [E * F, C], w_down [E * C, F]).
-  vid moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down);
+  /// Sigmoid scores, groups or a choice bias (`router_bias`, [E]) route through one
+  /// moe_router op instead.
+  vid moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down,
+          vid router_bias = none);
   /// Self-attention over the paged KV cache: projections, optional q/k norms, RoPE, the
   /// cache writes, attention, the output projection. q_norm / k_norm: per-head weights [D]
   /// (or none).

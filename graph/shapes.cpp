@@ -125,6 +125,37 @@ status infer_shapes(graph& g) {
       vals.type = dtype::f32;
       break;
     }
+    case op::moe_router: { // ids [k] and their weights [k]
+      if (n.out.size() != 2) return bad(g, n, "moe_router writes ids and weights");
+      out.r = x->r;
+      out.dims = {n.p.k};
+      out.type = dtype::i32;
+      value& w = g[n.out[1]];
+      w.r = x->r;
+      w.dims = {n.p.k};
+      w.type = dtype::f32;
+      break;
+    }
+    case op::concat: {
+      value* y = in(1);
+      if (!y || y->dims.size() != x->dims.size() || x->dims.empty())
+        return bad(g, n, "concat needs two values of the same rank");
+      out.r = x->r;
+      out.dims = x->dims;
+      out.dims.back() += y->dims.back();
+      out.type = dtype::f32;
+      break;
+    }
+    case op::head_matmul: { // x [H, Kx] per row, W [H * N, K] or (p.k) [H * K, N]
+      value* w = in(1);
+      if (!w || w->dims.size() != 2 || x->dims.size() != 2)
+        return bad(g, n, "head_matmul needs x [H, K] per row and a weight matrix");
+      const int64_t H = x->dims[0];
+      out.r = x->r;
+      out.dims = {H, n.p.k ? w->dims[1] : w->dims[0] / H};
+      out.type = dtype::f32;
+      break;
+    }
     case op::sum_rows:
       out.r = x->r;
       out.dims = {1};

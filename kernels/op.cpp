@@ -1,6 +1,7 @@
 // op.cpp: op names and argument checks (op.hpp).
 #include "kernels/op.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -14,6 +15,7 @@ constexpr std::array<std::string_view, op_count> op_names = {
     "kv_store",    "argmax",        "topk",          "convert",     "quantize",   "dequantize",
     "add_rmsnorm", "matmul_swiglu", "rope_kv_store", "clamp",       "relu",       "sigmoid",
     "exp",         "abs",           "recip",         "elementwise", "matmul_qkv", "moe",
+    "concat",      "head_matmul",   "moe_router",
 };
 
 bool is_float(dtype t) {
@@ -172,6 +174,35 @@ status check_args(const op_args& a) {
         a.dst2.cols() != a.src[2].rows() || a.dst3.rows() != s0.rows() ||
         a.dst3.cols() != a.src[3].rows())
       return fail(a, "dst, dst2 and dst3 must be [T, Nq], [T, Nk], [T, Nv]");
+    return {};
+  case op::concat:
+    if (s0.type != dtype::f32 || a.src[1].type != dtype::f32 || d.type != dtype::f32 ||
+        s0.rows() != a.src[1].rows() || d.rows() != s0.rows() ||
+        d.cols() != s0.cols() + a.src[1].cols())
+      return fail(a, "f32 [.., A] and [.., B] of the same rows into [.., A + B]");
+    return {};
+  case op::head_matmul: {
+    const auto& w = a.src[1];
+    if (s0.type != dtype::f32 || d.type != dtype::f32 || s0.dims.rank != 3 || d.dims.rank != 3 ||
+        d.dims[0] != s0.dims[0] || d.dims[1] != s0.dims[1] || w.dims.rank != 2)
+      return fail(a, "x f32 [T, H, Kx], W [H * N, K] or [H * K, N] -> dst f32 [T, H, N]");
+    const int64_t H = s0.dims[1], N = d.dims[2];
+    const int64_t K = a.p.k ? w.rows() / std::max<int64_t>(H, 1) : w.cols();
+    if ((a.p.k ? w.rows() % H || w.cols() != N : w.rows() != H * N) || K > s0.dims[2] || K <= 0)
+      return fail(a, "W does not hold H blocks of the shape x and dst imply");
+    return {};
+  }
+  case op::moe_router:
+    if (s0.type != dtype::f32 || a.p.k <= 0 || a.p.k > s0.cols())
+      return fail(a, "logits f32 [T, E], k in [1, E]");
+    if (d.type != dtype::i32 || d.numel() != s0.rows() * a.p.k || !a.dst2.data ||
+        a.dst2.numel() != d.numel())
+      return fail(a, "dst i32 [T, k], dst2 f32 [T, k]");
+    if (a.src[1].data && a.src[1].numel() != s0.cols()) return fail(a, "bias must be [E]");
+    if (a.p.n_group > 1 &&
+        (s0.cols() % a.p.n_group || a.p.topk_group <= 0 || a.p.topk_group > a.p.n_group ||
+         a.p.k > a.p.topk_group * (s0.cols() / a.p.n_group)))
+      return fail(a, "n_group must divide E and topk_group groups must hold k experts");
     return {};
   case op::moe: {
     const auto &ids = a.src[1], &wts = a.src[2], &wg = a.src[3], &wu = a.src[4], &wd = a.src[5];

@@ -62,6 +62,20 @@
 //                    [0, E) is an error, not a read out of bounds. With expert parallelism
 //                    the weights hold experts p.expert0 .. p.expert0 + E - 1 of p.n_expert:
 //                    choices of other experts add nothing here (another shard adds them)
+// Latent attention (DeepSeek's MLA) and its routing:
+//   concat           src0 [T, .., A], src1 [T, .., B] (f32, the same leading dims)
+//                                                              -> dst [T, .., A + B]
+//   head_matmul      src0 x f32 [T, H, Kx], src1 W (any dtype), per head h:
+//                    p.k == 0: W [H * N, K], dst[t, h, n] = sum_k W[h N + n, k] x[t, h, k]
+//                    p.k == 1: W [H * K, N], dst[t, h, n] = sum_k W[h K + k, n] x[t, h, k]
+//                    (K <= Kx: the first K values of each head's x)     -> dst f32 [T, H, N]
+//   moe_router       src0 logits f32 [T, E], src1 bias f32 [E] or none
+//                    -> dst ids i32 [T, p.k], dst2 weights f32 [T, p.k]: scores =
+//                    softmax(logits) (p.router_sigmoid false) or sigmoid(logits); choice by
+//                    scores + bias, among the p.topk_group of p.n_group expert groups with
+//                    the best sum of their two best choice scores (all when n_group <= 1);
+//                    weights = the chosen scores (without bias), renormalised when
+//                    p.router_norm, times p.scale (DeepSeek-V3's group-limited routing)
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 
@@ -120,8 +134,11 @@ enum class op : uint8_t {
   elementwise,
   matmul_qkv,
   moe,
+  concat,
+  head_matmul,
+  moe_router,
 };
-inline constexpr int op_count = 36;
+inline constexpr int op_count = 39;
 
 std::string_view to_string(op o);
 /// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):
@@ -151,6 +168,9 @@ struct op_params {
   rope_spec rope;                             // rope, rope_kv_store
   int expert0 = 0;  // moe: the first expert the stacked weights hold (expert parallelism)
   int n_expert = 0; // moe: the model's experts (0: as many as the weights hold)
+  bool router_sigmoid = false;     // moe_router: sigmoid scores (else softmax)
+  bool router_norm = false;        // moe_router: chosen weights renormalised
+  int n_group = 0, topk_group = 0; // moe_router: group-limited choice (0: off)
 };
 
 struct op_args {

@@ -234,7 +234,73 @@ class decoder {
     return x;
   }
 
+  // rows of each head's block of `per` rows: [h * per + first, + count) for every head
+  weight_ref head_rows(int64_t per, int64_t first, int64_t count) const {
+    weight_ref r;
+    for (int64_t hd = 0; hd < c_.H; ++hd) r.segments.emplace_back(hd * per + first, count);
+    return r;
+  }
+
+  // DeepSeek's latent attention, absorbed: the cache holds each token's latent c (kv_lora)
+  // and its rotated k_pe (qk_rope); a head's query q_nope meets c through W_kb(h)^T (so the
+  // keys are never expanded), the attention is multi-query over [c; k_pe] with the values c
+  // (the cache read twice as K and V; the product's last qk_rope values are unused), and
+  // W_vb(h) turns each head's weighted latent into its values.
+  expected<vid> mla(int l, vid h) {
+    builder b(g_, l);
+    const int64_t C = c_.C, H = c_.H, nope = c_.qk_nope, rope = c_.qk_rope, kvl = c_.kv_lora,
+                  vh = c_.v_head, qk = nope + rope;
+    vid src = h;
+    int64_t K = C;
+    std::string wq = n_.mla_q;
+    if (c_.q_lora > 0) {
+      TROUPE_TRY_ASSIGN(wa, req(n_.mla_q_a, l, {c_.q_lora, C}));
+      const vid qa = b.linear(h, wa, none, "q_a");
+      TROUPE_TRY_SET(src, norm(qa, l, n_.mla_q_a_norm, "", c_.q_lora, norm_kind::rms, "q_a_norm"));
+      K = c_.q_lora;
+      wq = n_.mla_q_b;
+    }
+    TROUPE_TRY_ASSIGN(
+        wqn, req(wq, l, {H * nope, K}, cut::out, axis::heads, nope, head_rows(qk, 0, nope)));
+    TROUPE_TRY_ASSIGN(
+        wqp, req(wq, l, {H * rope, K}, cut::out, axis::heads, rope, head_rows(qk, nope, rope)));
+    weight_ref lat, pe;
+    lat.segments = {{0, kvl}};
+    pe.segments = {{kvl, rope}};
+    TROUPE_TRY_ASSIGN(wc, req(n_.mla_kv_a, l, {kvl, C}, cut::none, axis::none, 1, lat));
+    TROUPE_TRY_ASSIGN(wkp, req(n_.mla_kv_a, l, {rope, C}, cut::none, axis::none, 1, pe));
+    TROUPE_TRY_ASSIGN(wkb, req(n_.mla_kv_b, l, {H * nope, kvl}, cut::out, axis::heads, nope,
+                               head_rows(nope + vh, 0, nope)));
+    TROUPE_TRY_ASSIGN(wvb, req(n_.mla_kv_b, l, {H * vh, kvl}, cut::out, axis::heads, vh,
+                               head_rows(nope + vh, nope, vh)));
+    TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * vh}, cut::in, axis::heads, vh));
+    const vid qn = b.view(b.linear(src, wqn, none, "q_nope"), {-1, nope}, "q_nope_heads");
+    vid qp = b.view(b.linear(src, wqp, none, "q_pe"), {-1, rope}, "q_pe_heads");
+    TROUPE_TRY_ASSIGN(cv, norm(b.linear(h, wc, none, "kv_latent"), l, n_.mla_kv_a_norm, "", kvl,
+                               norm_kind::rms, "kv_latent_norm"));
+    vid kp = b.view(b.linear(h, wkp, none, "k_pe"), {1, rope}, "k_pe_head");
+    const vid pos = g_.input(input_kind::positions);
+    kernels::op_params rp;
+    rp.rope = c_.rope;
+    qp = b.op(op::rope, {qp, pos}, "q_pe_rope", rp);
+    kp = b.op(op::rope, {kp, pos}, "k_pe_rope", rp);
+    kernels::op_params t;
+    t.k = 1; // W_kb(h) as [nope, kvl]: q_latent = W_kb(h)^T q_nope
+    const vid ql = b.op(op::head_matmul, {qn, wkb}, "q_latent", t);
+    const vid qf = b.op(op::concat, {ql, qp}, "q_mla");
+    const vid kf = b.op(op::concat, {b.view(cv, {1, kvl}, "kv_latent_head"), kp}, "kv_mla");
+    const vid cache = add_kv_state(g_, state_kind::k_cache, l, 1, kvl + rope);
+    b.op_into(op::kv_store, {kf, g_.input(input_kind::slots)}, cache, "kv_store");
+    kernels::op_params ap;
+    ap.scale = static_cast<float>(c_.attention_scale());
+    const vid a =
+        b.op(op::paged_attention, {qf, cache, cache, g_.input(input_kind::seq_table)}, "attn", ap);
+    const vid v = b.op(op::head_matmul, {a, wvb}, "attn_values"); // W_vb(h) (first kvl of a)
+    return b.linear(b.view(v, {-1}, "attn_flat"), wo, none, "attn_out");
+  }
+
   expected<vid> attention(int l, vid h) {
+    if (c_.kv_lora > 0) return mla(l, h);
     builder b(g_, l);
     const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
     TROUPE_TRY_ASSIGN(p, projections(l));
@@ -311,7 +377,12 @@ class decoder {
     s.used = c_.n_expert_used;
     s.norm_topk = c_.norm_topk;
     s.scale = static_cast<float>(c_.expert_scale);
-    vid y = b.moe(h, s, wr, wg, wu, wd);
+    s.sigmoid = c_.router_sigmoid;
+    s.n_group = c_.n_group;
+    s.topk_group = c_.topk_group;
+    vid rb = none;
+    if (c_.router_bias) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {E}));
+    vid y = b.moe(h, s, wr, wg, wu, wd, rb);
     if (c_.F_shared > 0) {
       const int64_t Fs = c_.F_shared;
       TROUPE_TRY_ASSIGN(sg, req(n_.shexp_gate, l, {Fs, C}, cut::out, axis::ffn));

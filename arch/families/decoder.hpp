@@ -37,6 +37,9 @@ struct decoder_names {
   // shared expert and its gate [1, C]
   std::string moe_router, moe_gate, moe_up, moe_down;
   std::string shexp_gate, shexp_up, shexp_down, shexp_gate_inp;
+  std::string moe_router_bias; // DeepSeek-V3's e_score_correction_bias
+  // latent attention: q_proj or q_a (+ its norm) and q_b; kv_a_proj_with_mqa, its norm, kv_b
+  std::string mla_q, mla_q_a, mla_q_a_norm, mla_q_b, mla_kv_a, mla_kv_a_norm, mla_kv_b;
   bool transposed = false;      // matrices stored [in, out] (GPT-2's Conv1D)
   bool optional_biases = false; // true: a named bias the checkpoint lacks means no bias
                                 // (false: it must be there; name no bias for none)

@@ -14,6 +14,7 @@ void register_ref_kernels(registry& r) {
   ref::register_attention(r);
   ref::register_convert(r);
   ref::register_moe(r);
+  ref::register_latent(r);
 }
 
 } // namespace troupe::kernels

@@ -233,7 +233,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "stablelm", "stablelm_qkln", "cohere", "falcon",
                                          "falcon_mq", "bloom", "mpt", "llama_linear",
                                          "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
-                                         "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse"),
+                                         "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
+                                         "deepseek_v3"),
                        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -269,7 +270,8 @@ INSTANTIATE_TEST_SUITE_P(
     Experts, FamilyCuts,
     ::testing::Combine(::testing::Values("mixtral@ep", "qwen2_moe@ep", "qwen3_moe@ep",
                                          "qwen3_moe_sparse@ep", "gguf:mixtral@ep",
-                                         "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep"),
+                                         "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep",
+                                         "deepseek_v3@ep"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
@@ -278,7 +280,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(Experts4, FamilyCuts,
                          ::testing::Combine(::testing::Values("mixtral@ep", "qwen3_moe@ep",
-                                                              "gguf:qwen3_moe@ep"),
+                                                              "gguf:qwen3_moe@ep",
+                                                              "deepseek_v3@ep"),
                                             ::testing::Values(4), ::testing::Values(1)),
                          [](const auto& info) {
                            return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),

@@ -85,10 +85,10 @@ TEST(GgufConfig, ZeroMathKeyIsTheSameModel) {
 // Every GGUF fixture: the family reads every architecture key the converter wrote.
 TEST(GgufConfig, FamiliesReadEveryKeyTheirConverterWrites) {
   for (const char* name :
-       {"llama3", "llama_yarn",    "qwen2",  "qwen3",  "gemma",     "gemma2",   "gemma3",
-        "phi3",   "phi3_longrope", "phi2",   "gpt2",   "gpt_neox",  "stablelm", "olmo",
-        "olmo2",  "granite",       "cohere", "falcon", "falcon_mq", "bloom",    "mpt",
-        "mixtral", "qwen2_moe", "qwen3_moe"}) {
+       {"llama3",    "llama_yarn", "qwen2",         "qwen3",   "gemma",     "gemma2",
+        "gemma3",    "phi3",       "phi3_longrope", "phi2",    "gpt2",      "gpt_neox",
+        "stablelm",  "olmo",       "olmo2",         "granite", "cohere",    "falcon",
+        "falcon_mq", "bloom",      "mpt",           "mixtral", "qwen2_moe", "qwen3_moe"}) {
     auto c = load(rewritten(name, [](gguf_writer&) {}));
     ASSERT_TRUE(c) << name << ": " << c.error().to_string();
     std::string keys;
@@ -124,13 +124,13 @@ TEST(GgufConfig, ExpertsAsLlamaCppReadsThem) {
 
 // Routing the experts other than by softmax, or in groups, is not implemented: refused by name.
 TEST(GgufConfig, OtherRoutingRefusesTheLoad) {
-  auto sig = load(rewritten(
-      "qwen3_moe", [](gguf_writer& w) { w.set_u32("qwen3moe.expert_gating_func", 2); }));
+  auto sig = load(
+      rewritten("qwen3_moe", [](gguf_writer& w) { w.set_u32("qwen3moe.expert_gating_func", 2); }));
   ASSERT_FALSE(sig);
   EXPECT_NE(sig.error().message.find("expert_gating_func"), std::string::npos)
       << sig.error().message;
-  auto groups = load(rewritten(
-      "qwen3_moe", [](gguf_writer& w) { w.set_u32("qwen3moe.expert_group_count", 4); }));
+  auto groups = load(
+      rewritten("qwen3_moe", [](gguf_writer& w) { w.set_u32("qwen3moe.expert_group_count", 4); }));
   ASSERT_FALSE(groups);
   EXPECT_NE(groups.error().message.find("expert_group_count"), std::string::npos)
       << groups.error().message;

@@ -15,6 +15,7 @@
 #include "../test_paths.hpp"
 #include "arch/spec.hpp"
 #include "arch/synth.hpp"
+#include "exec/executor.hpp"
 #include "exec/expert_load.hpp"
 #include "exec/generator.hpp"
 #include "kernels/jit.hpp"
@@ -111,16 +112,15 @@ TEST_P(SyntheticArch, MatchesTransformers) {
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
-                         ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2",
-                                           "mistral_window", "qwen2_window", "llama_relu2", "qwen3",
-                                           "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite",
-                                           "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
-                                           "stablelm", "stablelm_qkln", "cohere", "falcon",
-                                           "falcon_mq", "bloom", "mpt", "llama_linear",
-                                           "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
-                                           "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, SyntheticArch,
+    ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2", "mistral_window",
+                      "qwen2_window", "llama_relu2", "qwen3", "gemma", "gemma2", "gemma3", "olmo",
+                      "olmo2", "granite", "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
+                      "stablelm", "stablelm_qkln", "cohere", "falcon", "falcon_mq", "bloom", "mpt",
+                      "llama_linear", "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
+                      "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse", "deepseek_v3"),
+    [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
 // (tests/fixtures/make_gguf_fixtures.py: permuted q/k, reordered fused qkv, +1 norms, rope
@@ -339,4 +339,27 @@ TEST(ArchSpec, ExpressionActivationMatchesTransformers) {
   }
   unsetenv("TROUPE_JIT");
   clear_arch_specs();
+}
+
+// The latent KV cache: a token stores kv_lora_rank + qk_rope_head_dim values per layer (32 + 8
+// here), one cache for keys and values, so a shard's KV memory is that per layer and block
+// position; expanded K and V would take H (qk_nope + qk_rope) + H v_head = 160, four times
+// as much, so a given --kv-memory holds four times the context.
+TEST(LatentCache, StoresTheLatentPerTokenAndLayer) {
+  auto m = open_model(test::fixture_path("models/deepseek_v3"));
+  ASSERT_TRUE(m) << m.error().to_string();
+  const model_config& c = (*m)->config;
+  EXPECT_EQ(c.kv_values_per_token(), c.kv_lora + c.qk_rope);
+  EXPECT_EQ(c.kv_values_per_token(2), c.kv_lora + c.qk_rope); // replicated under TP
+  exec::exec_options opt;
+  opt.kv_blocks = 8;
+  opt.block_size = 16;
+  shard_spec spec;
+  spec.layer_begin = 0;
+  spec.layer_end = static_cast<int>(c.n_layer);
+  auto e = exec::executor::create(*m, spec, opt, nullptr);
+  ASSERT_TRUE(e) << e.error().to_string();
+  EXPECT_EQ((*e)->kv_bytes(), c.n_layer * 8 * 16 * (32 + 8) * 4); // f32 cache
+  const int64_t expanded = c.H * (c.qk_nope + c.qk_rope) + c.H * c.v_head;
+  EXPECT_EQ(expanded, 4 * c.kv_values_per_token());
 }

@@ -13,9 +13,9 @@
 #include <gtest/gtest.h>
 
 #include "../test_paths.hpp"
-#include "formats/gguf.hpp"
 #include "arch/model_config.hpp"
 #include "arch/model_source.hpp"
+#include "formats/gguf.hpp"
 #include "formats/safetensors.hpp"
 #include "text/tokenizer.hpp"
 
@@ -34,23 +34,38 @@ std::vector<uint8_t> mutate(const std::vector<uint8_t>& in, std::mt19937_64& rng
   const int edits = 1 + static_cast<int>(rng() % 4);
   for (int e = 0; e < edits && !b.empty(); ++e) {
     switch (rng() % 6) {
-      case 0: b[pick(std::min(hot, b.size()))] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;
-      case 1: b[pick(std::min(hot, b.size()))] = static_cast<uint8_t>(rng()); break;
-      case 2: { // an extreme 64-bit value at a random aligned-ish spot of the header
-        static const uint64_t extremes[] = {0, 1, 0x7fffffffffffffffull, 0xffffffffffffffffull, 1ull << 32,
-                                            0x80000000ull, 0xfffffffeull};
-        const size_t at = pick(std::min(hot, b.size()));
-        const uint64_t v = extremes[rng() % 7];
-        for (size_t k = 0; k < 8 && at + k < b.size(); ++k) b[at + k] = static_cast<uint8_t>(v >> (8 * k));
-        break;
-      }
-      case 3: b.resize(pick(b.size())); break;
-      case 4: b.insert(b.begin() + pick(std::min(hot, b.size())), 1 + rng() % 16, static_cast<uint8_t>(rng())); break;
-      case 5: {
-        const size_t at = pick(std::min(hot, b.size()));
-        b.erase(b.begin() + at, b.begin() + std::min(b.size(), at + 1 + rng() % 16));
-        break;
-      }
+    case 0:
+      b[pick(std::min(hot, b.size()))] ^= static_cast<uint8_t>(1u << (rng() % 8));
+      break;
+    case 1:
+      b[pick(std::min(hot, b.size()))] = static_cast<uint8_t>(rng());
+      break;
+    case 2: { // an extreme 64-bit value at a random aligned-ish spot of the header
+      static const uint64_t extremes[] = {0,
+                                          1,
+                                          0x7fffffffffffffffull,
+                                          0xffffffffffffffffull,
+                                          1ull << 32,
+                                          0x80000000ull,
+                                          0xfffffffeull};
+      const size_t at = pick(std::min(hot, b.size()));
+      const uint64_t v = extremes[rng() % 7];
+      for (size_t k = 0; k < 8 && at + k < b.size(); ++k)
+        b[at + k] = static_cast<uint8_t>(v >> (8 * k));
+      break;
+    }
+    case 3:
+      b.resize(pick(b.size()));
+      break;
+    case 4:
+      b.insert(b.begin() + pick(std::min(hot, b.size())), 1 + rng() % 16,
+               static_cast<uint8_t>(rng()));
+      break;
+    case 5: {
+      const size_t at = pick(std::min(hot, b.size()));
+      b.erase(b.begin() + at, b.begin() + std::min(b.size(), at + 1 + rng() % 16));
+      break;
+    }
     }
   }
   return b;
@@ -102,10 +117,10 @@ TEST(CheckpointFuzz, GgufMutants) {
 // tensors, window patterns, multipliers ...), mutated where their metadata and tensor infos
 // live.
 TEST(CheckpointFuzz, GgufFamilyMutants) {
-  const char* names[] = {"phi3_longrope", "llama3", "gemma2", "gemma3", "qwen3",
-                         "olmo",          "olmo2",  "granite", "phi2",   "gpt2",
-                         "gpt_neox",      "stablelm", "stablelm_qkln", "cohere", "falcon", "bloom", "mpt",
-                         "mixtral",       "qwen2_moe", "qwen3_moe"};
+  const char* names[] = {"phi3_longrope", "llama3",   "gemma2",        "gemma3",    "qwen3",
+                         "olmo",          "olmo2",    "granite",       "phi2",      "gpt2",
+                         "gpt_neox",      "stablelm", "stablelm_qkln", "cohere",    "falcon",
+                         "bloom",         "mpt",      "mixtral",       "qwen2_moe", "qwen3_moe"};
   std::mt19937_64 rng(99);
   const int n = std::max(1, rounds() / 32);
   for (const char* name : names) {
@@ -143,7 +158,8 @@ TEST(CheckpointFuzz, SafetensorsMutants) {
   const int n = rounds() * 3 / 10;
   for (int i = 0; i < n; ++i) {
     tensor_index idx;
-    auto r = parse_safetensors(mapped_file::from_memory(mutate(bytes, rng, 6000), "mutant.safetensors"), idx);
+    auto r = parse_safetensors(
+        mapped_file::from_memory(mutate(bytes, rng, 6000), "mutant.safetensors"), idx);
     if (r) touch(idx);
   }
 }
@@ -157,7 +173,8 @@ TEST(CheckpointFuzz, TokenizerAndConfigJsonMutants) {
   for (int i = 0; i < n; ++i) {
     const std::string& base = i % 2 ? tj : qj;
     auto m = mutate(std::vector<uint8_t>(base.begin(), base.end()), rng, base.size());
-    auto tok = tokenizer::from_hf_json(std::string(m.begin(), m.end()), "", "mutant/tokenizer.json");
+    auto tok =
+        tokenizer::from_hf_json(std::string(m.begin(), m.end()), "", "mutant/tokenizer.json");
     if (tok) {
       auto ids = (*tok)->encode("Hello, mutant world! 🤖 12345", true, true);
       if (ids) (void)(*tok)->decode(*ids);

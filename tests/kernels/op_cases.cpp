@@ -697,7 +697,8 @@ void moe_cases(std::vector<op_case>& out_cases) {
         std::shuffle(pool.begin(), pool.end(), g.rng);
         ids.insert(ids.end(), pool.begin(), pool.begin() + k);
       }
-      c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)), from_ints({T, k}, ids),
+      c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)),
+               from_ints({T, k}, ids),
                from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
                from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),
                from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),

@@ -17,7 +17,9 @@ void fake_mul(const op_args& a, const exec_ctx&) {
   for (int64_t i = 0; i < a.src[0].numel(); ++i)
     a.dst.as<float>()[i] = a.src[0].as<float>()[i] * a.src[1].as<float>()[i];
 }
-bool always(const op_args&) { return true; }
+bool always(const op_args&) {
+  return true;
+}
 } // namespace
 
 TEST(Registry, NativeFirstThenComposed) {

@@ -1,0 +1,87 @@
+// deepseek.cpp (arch/families): DeepSeek-V3 (and Kimi K2, which publishes the same
+// DeepseekV3ForCausalLM): latent attention (MLA: an optional q bottleneck, one latent of
+// kv_lora values plus qk_rope shared positional values per token, which is what the KV cache
+// holds; the decoder's mla() builds it absorbed), and mixtures of experts with sigmoid
+// scores, a correction bias for the choice, group-limited top-k (n_group, topk_group),
+// norm_topk_prob, routed_scaling_factor and shared experts, after first_k_dense_replace dense
+// layers. GGUF (llama.cpp's deepseek2, with kv_b split into attn_k_b / attn_v_b) is not read
+// yet; such a file is refused as an unknown architecture.
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_deepseek_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) return j.unsupported("attention_bias true (latent attention)");
+  j.mark("pretraining_tp");
+  j.mark("num_nextn_predict_layers"); // multi-token prediction heads: not used to generate
+  j.mark("qk_head_dim");              // derived: qk_nope_head_dim + qk_rope_head_dim
+  j.mark("num_key_value_heads");      // MLA: every head reads the one latent
+  TROUPE_TRY_ASSIGN(ql, j.i("q_lora_rank", 0));
+  TROUPE_TRY_ASSIGN(kvl, j.req("kv_lora_rank"));
+  TROUPE_TRY_ASSIGN(nope, j.req("qk_nope_head_dim"));
+  TROUPE_TRY_ASSIGN(rope, j.req("qk_rope_head_dim"));
+  TROUPE_TRY_ASSIGN(vh, j.req("v_head_dim"));
+  c.q_lora = ql, c.kv_lora = kvl, c.qk_nope = nope, c.qk_rope = rope, c.v_head = vh;
+  c.Hkv = 1;
+  c.D = kvl + rope; // the cached row: latent and positional part
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  if (c.rope.scaling != rope_scaling::none)
+    return j.unsupported("rope scaling with latent attention (YaRN's mscale on the softmax scale)");
+  c.rope.rot_dim = rope;
+  c.rope.layout = j.b("rope_interleave", true) ? rope_layout::interleaved : rope_layout::neox;
+  c.attn_scale = 1.0 / std::sqrt(static_cast<double>(nope + rope));
+  // experts
+  j.mark("router_aux_loss_coef");
+  j.mark("output_router_logits");
+  TROUPE_TRY_ASSIGN(e, j.has("n_routed_experts") ? j.req("n_routed_experts")
+                                                 : j.req("num_local_experts"));
+  c.n_expert = e;
+  TROUPE_TRY_ASSIGN(k, j.req("num_experts_per_tok"));
+  c.n_expert_used = k;
+  TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
+  c.F_expert = fe;
+  TROUPE_TRY_ASSIGN(shared, j.i("n_shared_experts", 0));
+  c.F_shared = shared * fe;
+  c.norm_topk = j.b("norm_topk_prob", true);
+  TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", 1.0));
+  c.expert_scale = scale;
+  c.router_sigmoid = true; // transformers' DeepseekV3TopkRouter: sigmoid, whatever else
+  j.mark("scoring_func");
+  j.mark("topk_method");
+  c.router_bias = true;
+  TROUPE_TRY_ASSIGN(ng, j.i("n_group", 1));
+  TROUPE_TRY_ASSIGN(tg, j.i("topk_group", 1));
+  c.n_group = ng, c.topk_group = tg;
+  if (ng > 1 && (e % ng || tg <= 0 || tg > ng || k > tg * (e / ng)))
+    return j.bad(
+        fmt::format("n_group {} / topk_group {} cannot route {} of {} experts", ng, tg, k, e));
+  TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", 0));
+  c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
+  return {};
+}
+
+status build_deepseek(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(false, false, false);
+  const std::string a = "model.layers.{}.self_attn.", p = "model.layers.{}.mlp.";
+  n.wq.clear(), n.wk.clear(), n.wv.clear();
+  n.mla_q = a + "q_proj.weight", n.mla_q_a = a + "q_a_proj.weight";
+  n.mla_q_a_norm = a + "q_a_layernorm.weight", n.mla_q_b = a + "q_b_proj.weight";
+  n.mla_kv_a = a + "kv_a_proj_with_mqa.weight", n.mla_kv_a_norm = a + "kv_a_layernorm.weight";
+  n.mla_kv_b = a + "kv_b_proj.weight";
+  n.moe_router = p + "gate.weight", n.moe_router_bias = p + "gate.e_score_correction_bias";
+  n.moe_gate = p + "experts.{e}.gate_proj.weight", n.moe_up = p + "experts.{e}.up_proj.weight";
+  n.moe_down = p + "experts.{e}.down_proj.weight";
+  n.shexp_gate = p + "shared_experts.gate_proj.weight";
+  n.shexp_up = p + "shared_experts.up_proj.weight";
+  n.shexp_down = p + "shared_experts.down_proj.weight";
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
