@@ -13,6 +13,7 @@ void register_cpu_kernels(registry& r) {
   cpu::register_reduce(r);
   cpu::register_attention(r);
   cpu::register_convert(r);
+  cpu::register_latent(r);
 }
 
 } // namespace troupe::kernels

@@ -712,6 +712,39 @@ void moe_cases(std::vector<op_case>& out_cases) {
     }
 }
 
+// Latent attention: concat by rows, per-head matmuls in both orientations (q_nope through
+// W_kb^T; the weighted latent, read from the first K of wider rows, through W_vb).
+void latent_cases(std::vector<op_case>& out_cases) {
+  {
+    op_case c;
+    c.name = "concat(T=5,H=3,A=32,B=8)";
+    gen g(c.name);
+    c.kind = op::concat;
+    c.src = {from_floats(dtype::f32, {5, 3, 32}, g.normal(5 * 3 * 32)),
+             from_floats(dtype::f32, {5, 3, 8}, g.normal(5 * 3 * 8))};
+    c.dst = out(dtype::f32, {5, 3, 40});
+    c.tol = {1e-12, 1e-7}; // a copy
+    out_cases.push_back(std::move(c));
+  }
+  for (dtype w : weight_types)
+    for (int tr : {0, 1})
+      for (int64_t T : {1, 6}) {
+        const int64_t H = 4, K = tr ? 32 : 64, N = tr ? 64 : 32, Kx = tr ? K : K + 8;
+        op_case c;
+        c.name = fmt::format("head_matmul(T={},H={},K={},N={},{},W={})", T, H, K, N,
+                             tr ? "transposed" : "rows", name(w));
+        gen g(c.name);
+        c.kind = op::head_matmul;
+        c.src = {from_floats(dtype::f32, {T, H, Kx}, g.normal(T * H * Kx)),
+                 tr ? from_floats(w, {H * K, N}, g.normal(H * K * N, 0.1f))
+                    : from_floats(w, {H * N, K}, g.normal(H * N * K, 0.1f))};
+        c.dst = out(dtype::f32, {T, H, N});
+        c.p.k = tr;
+        c.tol = tol_for(w);
+        out_cases.push_back(std::move(c));
+      }
+}
+
 } // namespace
 
 std::vector<op_case> all_cases() {
@@ -727,6 +760,7 @@ std::vector<op_case> all_cases() {
   convert_cases(cases);
   fused_cases(cases);
   moe_cases(cases);
+  latent_cases(cases);
   for (auto& c : cases) {
     while (c.src.size() < 6) c.src.push_back(absent());
     if (c.dst2.bytes.empty()) c.dst2.present = false;
