@@ -6,6 +6,8 @@
 // norm_topk_prob, routed_scaling_factor and shared experts, after first_k_dense_replace dense
 // layers. GGUF (llama.cpp's deepseek2, with kv_b split into attn_k_b / attn_v_b) is not read
 // yet; such a file is refused as an unknown architecture.
+#include <cmath>
+
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -29,11 +31,15 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
   c.D = kvl + rope; // the cached row: latent and positional part
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
-  if (c.rope.scaling != rope_scaling::none)
-    return j.unsupported("rope scaling with latent attention (YaRN's mscale on the softmax scale)");
   c.rope.rot_dim = rope;
   c.rope.layout = j.b("rope_interleave", true) ? rope_layout::interleaved : rope_layout::neox;
   c.attn_scale = 1.0 / std::sqrt(static_cast<double>(nope + rope));
+  // YaRN with mscale_all_dim also scales the softmax by mscale(factor, mscale_all_dim)^2
+  // (transformers' yarn_apply_mscale; the rotation's own attention factor is the rope's)
+  if (c.rope.scaling == rope_scaling::yarn && c.rope.mscale_all_dim != 0 && c.rope.factor > 1) {
+    const double m = 0.1 * c.rope.mscale_all_dim * std::log(c.rope.factor) + 1.0;
+    c.attn_scale *= m * m;
+  }
   // experts
   j.mark("router_aux_loss_coef");
   j.mark("output_router_logits");

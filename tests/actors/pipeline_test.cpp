@@ -234,7 +234,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "falcon_mq", "bloom", "mpt", "llama_linear",
                                          "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
                                          "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
-                                         "deepseek_v3"),
+                                         "deepseek_v3", "deepseek_v3_yarn"),
                        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
