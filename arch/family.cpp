@@ -24,6 +24,7 @@ const std::vector<family_entry>& families() {
        read_llama_hf,
        read_llama_gguf,
        build_llama},
+      {"deepseek_v2", {"DeepseekV2ForCausalLM"}, {}, read_deepseek_hf, nullptr, build_deepseek},
       {"deepseek_v3", {"DeepseekV3ForCausalLM"}, {}, read_deepseek_hf, nullptr, build_deepseek},
       {"gemma", {"GemmaForCausalLM"}, {"gemma"}, read_gemma_hf, read_gemma_gguf, build_gemma},
       {"gemma2", {"Gemma2ForCausalLM"}, {"gemma2"}, read_gemma_hf, read_gemma_gguf, build_gemma},

@@ -102,6 +102,7 @@ struct model_config {
   // DeepSeek-V3 routing: sigmoid scores, a correction bias for the choice, group-limited top-k
   bool router_sigmoid = false, router_bias = false;
   int64_t n_group = 0, topk_group = 0;
+  bool group_max = false; // groups scored by their best expert (DeepSeek-V2), else best two
   // latent attention (DeepSeek's MLA; kv_lora > 0): q through a rank-q_lora bottleneck (0: a
   // plain projection), keys and values from one latent of kv_lora values per token plus qk_rope
   // positional values, cached as they are (D = kv_lora + qk_rope, Hkv = 1); heads of qk_nope +

@@ -170,6 +170,7 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
     n.p.router_norm = s.norm_topk;
     n.p.n_group = static_cast<int>(s.n_group);
     n.p.topk_group = static_cast<int>(s.topk_group);
+    n.p.group_max = s.group_max;
     n.layer = layer_;
     n.name = g_[iv].name;
     g_.add_node(std::move(n));

@@ -36,6 +36,7 @@ struct moe_spec {
   float scale = 1;                     // the chosen weights times this (routed_scaling_factor)
   bool sigmoid = false;                // sigmoid scores (DeepSeek-V3), else softmax
   int64_t n_group = 0, topk_group = 0; // group-limited choice (0: off)
+  bool group_max = false;              // a group scores its best expert (DeepSeek-V2)
 };
 
 /// Where the per-head norm weights go.

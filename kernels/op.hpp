@@ -73,7 +73,8 @@
 //                    -> dst ids i32 [T, p.k], dst2 weights f32 [T, p.k]: scores =
 //                    softmax(logits) (p.router_sigmoid false) or sigmoid(logits); choice by
 //                    scores + bias, among the p.topk_group of p.n_group expert groups with
-//                    the best sum of their two best choice scores (all when n_group <= 1);
+//                    the best sum of their two best choice scores, or (p.group_max) their best
+//                    (DeepSeek-V2), all when n_group <= 1;
 //                    weights = the chosen scores (without bias), renormalised when
 //                    p.router_norm, times p.scale (DeepSeek-V3's group-limited routing)
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
@@ -171,6 +172,7 @@ struct op_params {
   bool router_sigmoid = false;     // moe_router: sigmoid scores (else softmax)
   bool router_norm = false;        // moe_router: chosen weights renormalised
   int n_group = 0, topk_group = 0; // moe_router: group-limited choice (0: off)
+  bool group_max = false;          // moe_router: a group scores its best (else its two best)
 };
 
 struct op_args {

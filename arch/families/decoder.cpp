@@ -380,6 +380,7 @@ class decoder {
     s.sigmoid = c_.router_sigmoid;
     s.n_group = c_.n_group;
     s.topk_group = c_.topk_group;
+    s.group_max = c_.group_max;
     vid rb = none;
     if (c_.router_bias) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {E}));
     vid y = b.moe(h, s, wr, wg, wu, wd, rb);

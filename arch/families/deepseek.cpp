@@ -1,11 +1,12 @@
-// deepseek.cpp (arch/families): DeepSeek-V3 (and Kimi K2, which publishes the same
-// DeepseekV3ForCausalLM): latent attention (MLA: an optional q bottleneck, one latent of
-// kv_lora values plus qk_rope shared positional values per token, which is what the KV cache
-// holds; the decoder's mla() builds it absorbed), and mixtures of experts with sigmoid
-// scores, a correction bias for the choice, group-limited top-k (n_group, topk_group),
-// norm_topk_prob, routed_scaling_factor and shared experts, after first_k_dense_replace dense
-// layers. GGUF (llama.cpp's deepseek2, with kv_b split into attn_k_b / attn_v_b) is not read
-// yet; such a file is refused as an unknown architecture.
+// deepseek.cpp (arch/families): DeepSeek-V3 (and Kimi K2 and Moonlight, which publish the same
+// DeepseekV3ForCausalLM) and DeepSeek-V2 (V2, V2-Lite, V2.5: softmax scores, top-k by
+// topk_method greedy or group_limited_greedy, no renormalisation): latent attention (MLA: an
+// optional q bottleneck, one latent of kv_lora values plus qk_rope shared positional values per
+// token, which is what the KV cache holds; the decoder's mla() builds it absorbed), and mixtures of
+// experts with sigmoid scores, a correction bias for the choice, group-limited top-k (n_group,
+// topk_group), norm_topk_prob, routed_scaling_factor and shared experts, after
+// first_k_dense_replace dense layers. GGUF (llama.cpp's deepseek2, with kv_b split into attn_k_b /
+// attn_v_b) is not read yet; such a file is refused as an unknown architecture.
 #include <cmath>
 
 #include "arch/families/decoder.hpp"
@@ -32,7 +33,10 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
   c.rope.rot_dim = rope;
-  c.rope.layout = j.b("rope_interleave", true) ? rope_layout::interleaved : rope_layout::neox;
+  // V3: interleaved pairs unless rope_interleave is false; V2 rotates pairs (complex) always
+  c.rope.layout = c.family == "deepseek_v2" || j.b("rope_interleave", true)
+                      ? rope_layout::interleaved
+                      : rope_layout::neox;
   c.attn_scale = 1.0 / std::sqrt(static_cast<double>(nope + rope));
   // YaRN with mscale_all_dim also scales the softmax by mscale(factor, mscale_all_dim)^2
   // (transformers' yarn_apply_mscale; the rotation's own attention factor is the rope's)
@@ -52,17 +56,34 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
   c.F_expert = fe;
   TROUPE_TRY_ASSIGN(shared, j.i("n_shared_experts", 0));
   c.F_shared = shared * fe;
-  c.norm_topk = j.b("norm_topk_prob", true);
   TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", 1.0));
   c.expert_scale = scale;
-  c.router_sigmoid = true; // transformers' DeepseekV3TopkRouter: sigmoid, whatever else
-  j.mark("scoring_func");
-  j.mark("topk_method");
-  c.router_bias = true;
   TROUPE_TRY_ASSIGN(ng, j.i("n_group", 1));
   TROUPE_TRY_ASSIGN(tg, j.i("topk_group", 1));
   c.n_group = ng, c.topk_group = tg;
-  if (ng > 1 && (e % ng || tg <= 0 || tg > ng || k > tg * (e / ng)))
+  j.mark("scoring_func");
+  if (c.family == "deepseek_v3") {
+    // transformers' DeepseekV3TopkRouter: sigmoid scores, the correction bias, groups by their
+    // two best, whatever scoring_func / topk_method say
+    c.norm_topk = j.b("norm_topk_prob", true);
+    c.router_sigmoid = true;
+    c.router_bias = true;
+    j.mark("topk_method");
+  } else { // DeepseekV2TopkRouter: softmax, no renormalisation (norm_topk_prob unread)
+    j.mark("norm_topk_prob");
+    if (j.b("mlp_bias", false)) return j.unsupported("mlp_bias true");
+    const std::string method = j.s("topk_method", "greedy");
+    if (method == "greedy") {
+      c.n_group = 0, c.topk_group = 0;
+    } else if (method == "group_limited_greedy") {
+      c.group_max = true;
+    } else {
+      return j.unsupported(
+          fmt::format("topk_method '{}' (greedy, group_limited_greedy are)", method));
+    }
+    j.mark("rope_interleave");
+  }
+  if (c.n_group > 1 && (e % ng || tg <= 0 || tg > ng || k > tg * (e / ng)))
     return j.bad(
         fmt::format("n_group {} / topk_group {} cannot route {} of {} experts", ng, tg, k, e));
   TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", 0));

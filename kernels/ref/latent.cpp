@@ -78,7 +78,7 @@ void moe_router(const op_args& a, const exec_ctx&) {
     for (int64_t g = 0; g < G; ++g) {
       std::vector<double> v(choice.begin() + g * per, choice.begin() + (g + 1) * per);
       std::sort(v.begin(), v.end(), std::greater<>());
-      gscore[static_cast<size_t>(g)] = v[0] + (per > 1 ? v[1] : 0.0);
+      gscore[static_cast<size_t>(g)] = v[0] + (per > 1 && !a.p.group_max ? v[1] : 0.0);
     }
     std::iota(groups.begin(), groups.end(), 0);
     std::stable_sort(groups.begin(), groups.end(), [&](int64_t x, int64_t y) {

@@ -234,7 +234,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "falcon_mq", "bloom", "mpt", "llama_linear",
                                          "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
                                          "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
-                                         "deepseek_v3", "deepseek_v3_yarn"),
+                                         "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2"),
                        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -270,8 +270,8 @@ INSTANTIATE_TEST_SUITE_P(
     Experts, FamilyCuts,
     ::testing::Combine(::testing::Values("mixtral@ep", "qwen2_moe@ep", "qwen3_moe@ep",
                                          "qwen3_moe_sparse@ep", "gguf:mixtral@ep",
-                                         "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep",
-                                         "deepseek_v3@ep"),
+                                         "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep", "deepseek_v3@ep",
+                                         "deepseek_v2@ep"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),

@@ -121,7 +121,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
                                            "falcon_mq", "bloom", "mpt", "llama_linear",
                                            "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
                                            "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
-                                           "deepseek_v3", "deepseek_v3_yarn"),
+                                           "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2"),
                          [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
