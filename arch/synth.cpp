@@ -28,7 +28,7 @@ expected<preset> find_preset(const std::string& name) {
   if (name == "moe-1b") return preset{1024, 16, 16, 8, 512, 32000, 2048, false, 32, 4};
   if (name == "tiny-moe") return preset{64, 2, 4, 2, 64, 512, 512, false, 8, 2};
   return make_error(errc::invalid_argument,
-                    "unknown preset '{}' (bench-134m, tiny, moe-1b, tiny-moe)", name);
+                    "unknown preset '{}' (bench-134m, tiny, moe-1b, tiny-moe, tiny-mla-moe)", name);
 }
 
 uint64_t hash_name(const std::string& s, uint64_t seed) {
@@ -101,9 +101,121 @@ status write_text(const std::filesystem::path& p, const std::string& text) {
   return {};
 }
 
+// "tiny-mla-moe": DeepSeek-V3's layout in HF form (latent attention with a q bottleneck,
+// sigmoid group-limited routing with a correction bias, a shared expert, a dense first layer).
+status synthesize_latent(const synth_options& o, const gguf_file& vocab,
+                         const std::function<void(int, int)>& progress) {
+  namespace fs = std::filesystem;
+  if (o.format != "hf")
+    return make_error(errc::invalid_argument, "synth: preset {} is written as hf only", o.preset);
+  if (is_quantized(o.type))
+    return make_error(errc::invalid_argument,
+                      "synth: the hf format stores f32, f16 or bf16, not {}", name(o.type));
+  const int64_t C = 64, L = 2, H = 4, QL = 32, KVL = 32, NOPE = 16, ROPE = 8, VH = 16, E = 8,
+                FE = 32, F = 128, V = 512;
+  struct spec {
+    std::string name;
+    shape dims;
+    bool ones = false, f32 = false;
+  };
+  std::vector<spec> specs;
+  specs.push_back({"model.embed_tokens.weight", {V, C}});
+  for (int64_t i = 0; i < L; ++i) {
+    const std::string a = fmt::format("model.layers.{}.self_attn.", i),
+                      m = fmt::format("model.layers.{}.mlp.", i);
+    specs.push_back({fmt::format("model.layers.{}.input_layernorm.weight", i), {C}, true});
+    specs.push_back({a + "q_a_proj.weight", {QL, C}});
+    specs.push_back({a + "q_a_layernorm.weight", {QL}, true});
+    specs.push_back({a + "q_b_proj.weight", {H * (NOPE + ROPE), QL}});
+    specs.push_back({a + "kv_a_proj_with_mqa.weight", {KVL + ROPE, C}});
+    specs.push_back({a + "kv_a_layernorm.weight", {KVL}, true});
+    specs.push_back({a + "kv_b_proj.weight", {H * (NOPE + VH), KVL}});
+    specs.push_back({a + "o_proj.weight", {C, H * VH}});
+    specs.push_back({fmt::format("model.layers.{}.post_attention_layernorm.weight", i), {C}, true});
+    if (i == 0) { // first_k_dense_replace 1
+      specs.push_back({m + "gate_proj.weight", {F, C}});
+      specs.push_back({m + "up_proj.weight", {F, C}});
+      specs.push_back({m + "down_proj.weight", {C, F}});
+      continue;
+    }
+    specs.push_back({m + "gate.weight", {E, C}, false, true});
+    specs.push_back({m + "gate.e_score_correction_bias", {E}, false, true});
+    for (int64_t e = 0; e < E; ++e) {
+      specs.push_back({fmt::format("{}experts.{}.gate_proj.weight", m, e), {FE, C}});
+      specs.push_back({fmt::format("{}experts.{}.up_proj.weight", m, e), {FE, C}});
+      specs.push_back({fmt::format("{}experts.{}.down_proj.weight", m, e), {C, FE}});
+    }
+    specs.push_back({m + "shared_experts.gate_proj.weight", {FE, C}});
+    specs.push_back({m + "shared_experts.up_proj.weight", {FE, C}});
+    specs.push_back({m + "shared_experts.down_proj.weight", {C, FE}});
+  }
+  specs.push_back({"model.norm.weight", {C}, true});
+  specs.push_back({"lm_head.weight", {V, C}});
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec) return make_error(errc::io_error, "{}: cannot create: {}", o.out, ec.message());
+  safetensors_writer w;
+  w.set_metadata("format", "pt");
+  int done = 0;
+  const int total = static_cast<int>(specs.size());
+  for (const auto& s : specs) {
+    const dtype t = s.ones || s.f32 || s.dims.rank == 1 ? dtype::f32 : o.type;
+    auto fill = random_fill(s.name, t, s.dims.numel(), o.seed, s.ones);
+    w.add_tensor(s.name, t, s.dims, [&, fill](uint8_t* d, size_t n) {
+      fill(d, n);
+      if (progress) progress(++done, total);
+    });
+  }
+  TROUPE_TRY(w.write((fs::path(o.out) / "model.safetensors").string()));
+  nlohmann::ordered_json cfg = {
+      {"architectures", {"DeepseekV3ForCausalLM"}},
+      {"model_type", "deepseek_v3"},
+      {"hidden_size", C},
+      {"intermediate_size", F},
+      {"moe_intermediate_size", FE},
+      {"num_hidden_layers", L},
+      {"num_attention_heads", H},
+      {"num_key_value_heads", H},
+      {"q_lora_rank", QL},
+      {"kv_lora_rank", KVL},
+      {"qk_nope_head_dim", NOPE},
+      {"qk_rope_head_dim", ROPE},
+      {"v_head_dim", VH},
+      {"n_routed_experts", E},
+      {"num_experts_per_tok", 2},
+      {"n_group", 2},
+      {"topk_group", 1},
+      {"n_shared_experts", 1},
+      {"first_k_dense_replace", 1},
+      {"norm_topk_prob", true},
+      {"routed_scaling_factor", 2.5},
+      {"vocab_size", V},
+      {"max_position_embeddings", 512},
+      {"rms_norm_eps", 1e-6},
+      {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+      {"rope_interleave", true},
+      {"hidden_act", "silu"},
+      {"tie_word_embeddings", false},
+      {"bos_token_id", vocab.get_int_or("tokenizer.ggml.bos_token_id", 1)},
+      {"eos_token_id", vocab.get_int_or("tokenizer.ggml.eos_token_id", 2)},
+      {"torch_dtype", o.type == dtype::f32   ? "float32"
+                      : o.type == dtype::f16 ? "float16"
+                                             : "bfloat16"}};
+  TROUPE_TRY(write_text(fs::path(o.out) / "config.json", cfg.dump(2)));
+  TROUPE_TRY_ASSIGN(tj, spm_to_tokenizer_json(vocab));
+  TROUPE_TRY(write_text(fs::path(o.out) / "tokenizer.json", tj));
+  TROUPE_TRY_ASSIGN(tc, spm_tokenizer_config(vocab));
+  return write_text(fs::path(o.out) / "tokenizer_config.json", tc);
+}
+
 } // namespace
 
 status synthesize(const synth_options& o, const std::function<void(int, int)>& progress) {
+  if (o.preset == "tiny-mla-moe") {
+    if (o.out.empty()) return make_error(errc::invalid_argument, "synth: --out is required");
+    TROUPE_TRY_ASSIGN(vocab, open_gguf(o.vocab_gguf));
+    return synthesize_latent(o, *vocab, progress);
+  }
   TROUPE_TRY_ASSIGN(p, find_preset(o.preset));
   if (o.out.empty()) return make_error(errc::invalid_argument, "synth: --out is required");
   TROUPE_TRY_ASSIGN(vocab, open_gguf(o.vocab_gguf));

@@ -4,11 +4,12 @@
 // 4 heads, 2 KV heads, F 128, V 512); mixtures of experts in Mixtral's layout (llama with
 // expert_count, GGUF only): "moe-1b" (C 1024, 16 layers, 16 heads, 8 KV heads, 32 experts of
 // F 512, 4 chosen: 0.94 B parameters, 0.2 B active per token) and "tiny-moe" (C 64, 2 layers,
-// 8 experts of F 64, 2 chosen). The router weights stay f32. Weights are normal(0, 0.02), norms
-// ones; each tensor's values depend only on (seed, tensor name), so formats and dtypes of one seed
-// hold the same model up to rounding. The vocabulary comes from a GGUF SPM file (`vocab_gguf`); the
-// HF format gets an equivalent tokenizer.json. Formats: gguf (any dtype) or hf (f32/f16/bf16).
-// Tests: tests/formats/checkpoint_test.cpp
+// 8 experts of F 64, 2 chosen); "tiny-mla-moe" is DeepSeek-V3's layout (latent attention,
+// sigmoid group-limited routing, a shared expert; HF only). The router weights stay f32. Weights
+// are normal(0, 0.02), norms ones; each tensor's values depend only on (seed, tensor name), so
+// formats and dtypes of one seed hold the same model up to rounding. The vocabulary comes from a
+// GGUF SPM file (`vocab_gguf`); the HF format gets an equivalent tokenizer.json. Formats: gguf (any
+// dtype) or hf (f32/f16/bf16). Tests: tests/formats/checkpoint_test.cpp
 #pragma once
 
 #include <functional>

@@ -3,11 +3,16 @@
 // generator, log-probabilities within 1e-4; several concurrent requests give what each gives
 // alone; per-shard resident weights shrink with TP x PP.
 #include <cmath>
+#include <filesystem>
+#include <tuple>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "../test_paths.hpp"
 #include "actors/host.hpp"
+#include "arch/synth.hpp"
 #include "exec/generator.hpp"
 
 using namespace troupe;
@@ -287,3 +292,40 @@ INSTANTIATE_TEST_SUITE_P(Experts4, FamilyCuts,
                            return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
                                                std::get<2>(info.param));
                          });
+
+// The synth presets for mixtures of experts (`troupe synth --preset tiny-moe / tiny-mla-moe`):
+// each loads, and the actor pipeline with the experts spread over two shards (EP 2) gives the
+// single-process generator's greedy tokens.
+TEST(SynthPresets, MixturesOfExpertsLoadAndShardAlike) {
+  for (auto [preset, format, type] :
+       {std::tuple<const char*, const char*, dtype>{"tiny-moe", "gguf", dtype::q8_0},
+        {"tiny-mla-moe", "hf", dtype::f32}}) {
+    synth_options so;
+    so.preset = preset;
+    so.format = format;
+    so.type = type;
+    so.out = "/tmp/troupe_synth_" + std::string(preset) + "_" + std::to_string(::getpid()) +
+             (std::string(format) == "gguf" ? ".gguf" : "");
+    so.vocab_gguf = test::model_path("stories260K/stories260K.gguf");
+    ASSERT_TRUE(synthesize(so)) << preset;
+    auto m = open_model(so.out);
+    ASSERT_TRUE(m) << preset << ": " << m.error().to_string();
+    EXPECT_GT((*m)->config.n_expert, 0) << preset;
+    const std::vector<int32_t> prompt = *(*m)->tok->encode("Once upon a time", true);
+    auto g = *exec::generator::create(*m, {});
+    exec::generate_options go;
+    go.max_tokens = 12;
+    go.stop_at_eos = false;
+    const auto want = g->run(prompt, go)->tokens;
+    host_options o;
+    o.place = *even_placement((*m)->config, 2, 1);
+    ASSERT_TRUE(set_expert_parallel((*m)->config, o.place, 2));
+    auto h = host::start(*m, o);
+    ASSERT_TRUE(h) << h.error().to_string();
+    ASSERT_TRUE((*h)->wait_ready(60));
+    auto out = (*h)->generate_many({greedy_request(prompt, 12)});
+    ASSERT_TRUE(out) << out.error().to_string();
+    EXPECT_EQ((*out)[0][0].tokens, want) << preset;
+    std::filesystem::remove_all(so.out);
+  }
+}
