@@ -269,10 +269,19 @@ class decoder {
     pe.segments = {{kvl, rope}};
     TROUPE_TRY_ASSIGN(wc, req(n_.mla_kv_a, l, {kvl, C}, cut::none, axis::none, 1, lat));
     TROUPE_TRY_ASSIGN(wkp, req(n_.mla_kv_a, l, {rope, C}, cut::none, axis::none, 1, pe));
-    TROUPE_TRY_ASSIGN(wkb, req(n_.mla_kv_b, l, {H * nope, kvl}, cut::out, axis::heads, nope,
-                               head_rows(nope + vh, 0, nope)));
-    TROUPE_TRY_ASSIGN(wvb, req(n_.mla_kv_b, l, {H * vh, kvl}, cut::out, axis::heads, vh,
-                               head_rows(nope + vh, nope, vh)));
+    // W_kb(h): from kv_b as [nope, kvl] per head (q_latent = W^T q_nope), or GGUF's k_b
+    // already [kvl, nope] per head (q_latent = W q_nope)
+    const bool split = !n_.mla_k_b.empty();
+    vid wkb, wvb;
+    if (split) {
+      TROUPE_TRY_SET(wkb, req(n_.mla_k_b, l, {H * kvl, nope}, cut::out, axis::heads, kvl));
+      TROUPE_TRY_SET(wvb, req(n_.mla_v_b, l, {H * vh, kvl}, cut::out, axis::heads, vh));
+    } else {
+      TROUPE_TRY_SET(wkb, req(n_.mla_kv_b, l, {H * nope, kvl}, cut::out, axis::heads, nope,
+                              head_rows(nope + vh, 0, nope)));
+      TROUPE_TRY_SET(wvb, req(n_.mla_kv_b, l, {H * vh, kvl}, cut::out, axis::heads, vh,
+                              head_rows(nope + vh, nope, vh)));
+    }
     TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * vh}, cut::in, axis::heads, vh));
     const vid qn = b.view(b.linear(src, wqn, none, "q_nope"), {-1, nope}, "q_nope_heads");
     vid qp = b.view(b.linear(src, wqp, none, "q_pe"), {-1, rope}, "q_pe_heads");
@@ -285,7 +294,7 @@ class decoder {
     qp = b.op(op::rope, {qp, pos}, "q_pe_rope", rp);
     kp = b.op(op::rope, {kp, pos}, "k_pe_rope", rp);
     kernels::op_params t;
-    t.k = 1; // W_kb(h) as [nope, kvl]: q_latent = W_kb(h)^T q_nope
+    t.k = split ? 0 : 1; // kv_b's W_kb(h) is [nope, kvl]: q_latent = W_kb(h)^T q_nope
     const vid ql = b.op(op::head_matmul, {qn, wkb}, "q_latent", t);
     const vid qf = b.op(op::concat, {ql, qp}, "q_mla");
     const vid kf = b.op(op::concat, {b.view(cv, {1, kvl}, "kv_latent_head"), kp}, "kv_mla");

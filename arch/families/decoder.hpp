@@ -40,6 +40,7 @@ struct decoder_names {
   std::string moe_router_bias; // DeepSeek-V3's e_score_correction_bias
   // latent attention: q_proj or q_a (+ its norm) and q_b; kv_a_proj_with_mqa, its norm, kv_b
   std::string mla_q, mla_q_a, mla_q_a_norm, mla_q_b, mla_kv_a, mla_kv_a_norm, mla_kv_b;
+  std::string mla_k_b, mla_v_b; // or kv_b already split (GGUF): k_b [H, kv_lora, nope], v_b
   bool transposed = false;      // matrices stored [in, out] (GPT-2's Conv1D)
   bool optional_biases = false; // true: a named bias the checkpoint lacks means no bias
                                 // (false: it must be there; name no bias for none)

@@ -92,8 +92,98 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// llama.cpp's deepseek2 (V2, V3 and their kin): MLA as multi-query with one KV head of
+// kv_lora + qk_rope (attention.key_length) whose values are the latent (value_length);
+// key_length_mla / value_length_mla are the heads' own dims; routing as llama.cpp runs it:
+// expert_gating_func (softmax unless said), the correction bias where exp_probs_b is there,
+// groups scored by their two best, expert_weights_norm / _scale. YaRN-scaled files
+// (rope.scaling.yarn_log_multiplier) are refused by name (read_gguf_common).
+status read_deepseek_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
+  TROUPE_TRY_ASSIGN(F, g.req("feed_forward_length"));
+  TROUPE_TRY_ASSIGN(L, g.req("block_count"));
+  TROUPE_TRY_ASSIGN(H, g.req("attention.head_count"));
+  c.C = C, c.F = F, c.n_layer = L, c.H = H;
+  if (g.i("attention.head_count_kv", 1) != 1)
+    return g.unsupported("attention.head_count_kv other than 1 (MLA is one latent KV head)");
+  c.Hkv = 1;
+  c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-6);
+  TROUPE_TRY_ASSIGN(kvl, g.req("attention.kv_lora_rank"));
+  TROUPE_TRY_ASSIGN(kl, g.req("attention.key_length"));
+  TROUPE_TRY_ASSIGN(kmla, g.req("attention.key_length_mla"));
+  TROUPE_TRY_ASSIGN(vmla, g.req("attention.value_length_mla"));
+  c.D = kl;
+  if (g.i("attention.value_length", kvl) != kvl)
+    return make_error(errc::corrupt_file, "{}: attention.value_length must be kv_lora_rank",
+                      g.path());
+  c.q_lora = g.i("attention.q_lora_rank", 0);
+  c.kv_lora = kvl;
+  c.v_head = vmla;
+  TROUPE_TRY(read_gguf_common(g, c));
+  c.qk_rope = c.rope.rot_dim;
+  c.qk_nope = kmla - c.qk_rope;
+  if (c.qk_nope <= 0 || kl != kvl + c.qk_rope)
+    return make_error(errc::corrupt_file,
+                      "{}: key_length {} is not kv_lora_rank {} + rope {}, or key_length_mla {} "
+                      "leaves no nope part",
+                      g.path(), kl, kvl, c.qk_rope, kmla);
+  if (c.rope.scaling != rope_scaling::none)
+    return g.unsupported("rope scaling with latent attention in GGUF");
+  c.rope.layout = rope_layout::interleaved;
+  c.attn_scale = 1.0 / std::sqrt(static_cast<double>(kmla));
+  c.tie_embeddings = !g.has_tensor("output.weight");
+  (void)g.i("vocab_size", 0); // the vocabulary's size, checked against the tokens elsewhere
+  // experts
+  c.n_expert = g.i("expert_count", 0);
+  if (c.n_expert <= 0) return g.unsupported("deepseek2 without experts");
+  TROUPE_TRY_ASSIGN(k, g.req("expert_used_count"));
+  if (k <= 0 || k > c.n_expert)
+    return make_error(errc::corrupt_file, "{}: {} experts used per token of {}", g.path(), k,
+                      c.n_expert);
+  c.n_expert_used = k;
+  TROUPE_TRY_ASSIGN(fe, g.req("expert_feed_forward_length"));
+  c.F_expert = fe;
+  c.F_shared = g.i("expert_shared_count", 0) * fe;
+  const int64_t gating = g.i("expert_gating_func", 1); // llama.cpp's default: softmax
+  if (gating != 1 && gating != 2)
+    return g.unsupported("expert_gating_func other than softmax / sigmoid");
+  c.router_sigmoid = gating == 2;
+  c.router_bias = g.has_tensor("blk." + std::to_string(L - 1) + ".exp_probs_b.bias");
+  if (g.has("expert_weights_norm")) { // a bool in llama.cpp's files
+    TROUPE_TRY_ASSIGN(norm, g.g.get_bool(g.key("expert_weights_norm")));
+    c.norm_topk = norm;
+  }
+  const double scale = g.f("expert_weights_scale", 0);
+  c.expert_scale = scale == 0 ? 1 : scale;
+  c.n_group = g.i("expert_group_count", 0);
+  c.topk_group = g.i("expert_group_used_count", 0);
+  if (c.n_group > 1 && (c.n_expert % c.n_group || c.topk_group <= 0 || c.topk_group > c.n_group ||
+                        k > c.topk_group * (c.n_expert / c.n_group)))
+    return make_error(errc::corrupt_file, "{}: expert groups {} / {} cannot route {} of {}",
+                      g.path(), c.n_group, c.topk_group, k, c.n_expert);
+  const int64_t dense = g.i("leading_dense_block_count", 0);
+  c.moe_layers.assign(static_cast<size_t>(L), 0);
+  for (int64_t l = std::max<int64_t>(dense, 0); l < L; ++l)
+    c.moe_layers[static_cast<size_t>(l)] = 1;
+  return {};
+}
+
 status build_deepseek(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    const std::string b = "blk.{}.";
+    n.wq.clear(), n.wk.clear(), n.wv.clear(), n.bq.clear(), n.bk.clear(), n.bv.clear();
+    n.mla_q = b + "attn_q.weight", n.mla_q_a = b + "attn_q_a.weight";
+    n.mla_q_a_norm = b + "attn_q_a_norm.weight", n.mla_q_b = b + "attn_q_b.weight";
+    n.mla_kv_a = b + "attn_kv_a_mqa.weight", n.mla_kv_a_norm = b + "attn_kv_a_norm.weight";
+    n.mla_k_b = b + "attn_k_b.weight", n.mla_v_b = b + "attn_v_b.weight";
+    expert_names(m, n);
+    n.shexp_gate_inp.clear();
+    n.moe_router_bias = b + "exp_probs_b.bias";
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(false, false, false);
   const std::string a = "model.layers.{}.self_attn.", p = "model.layers.{}.mlp.";
   n.wq.clear(), n.wk.clear(), n.wv.clear();

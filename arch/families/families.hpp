@@ -67,6 +67,7 @@ status read_experts_gguf(const gguf_cfg& g, model_config& c);
 struct decoder_names;
 void expert_names(const model_source& m, decoder_names& n);
 status read_deepseek_hf(hf_cfg& j, model_config& c);
+status read_deepseek_gguf(const gguf_cfg& g, model_config& c);
 status build_deepseek(const model_source& m, graph::graph& g);
 status read_bloom_hf(hf_cfg& j, model_config& c);
 status read_bloom_gguf(const gguf_cfg& g, model_config& c);

@@ -78,7 +78,7 @@ status read_experts_gguf(const gguf_cfg& g, model_config& c) {
   if (c.F_shared > 0 && g.i("expert_shared_count", 1) != 1)
     return g.unsupported("expert_shared_count other than 1");
   // llama.cpp's rule per architecture, whatever expert_weights_norm says
-  (void)g.i("expert_weights_norm", 0);
+  g.key("expert_weights_norm");
   c.norm_topk = g.arch != "qwen2moe";
   const double scale = g.f("expert_weights_scale", 0);
   c.expert_scale = scale == 0 ? 1 : scale;

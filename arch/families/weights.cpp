@@ -26,6 +26,9 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
   std::vector<int64_t> dims(t->dims.dims.begin(), t->dims.dims.begin() + t->dims.rank);
   // 1-D weights may be stored as [n], [1, n] or [H, D] (per-head norm weights)
   if (dims.size() == 2 && want.size() == 1 && dims[0] * dims[1] == want[0]) dims = {want[0]};
+  // a stack of matrices [G, R, K] as one [G * R, K] (GGUF's per-head k_b / v_b)
+  if (dims.size() == 3 && want.size() == 2 && dims[0] * dims[1] == want[0] && dims[2] == want[1])
+    dims = want;
   // and a one-row matrix as [n] (GGUF's shared-expert gate)
   if (dims.size() == 1 && want.size() == 2 && want[0] == 1 && want[1] == dims[0]) dims = want;
   if (ref.transposed && dims.size() == 2) std::swap(dims[0], dims[1]);

@@ -255,7 +255,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "gguf:phi2", "gguf:gpt2", "gguf:gpt_neox", "gguf:stablelm",
                                          "gguf:stablelm_qkln", "gguf:cohere", "gguf:falcon",
                                          "gguf:falcon_mq", "gguf:bloom", "gguf:mpt", "gguf:mixtral",
-                                         "gguf:qwen2_moe", "gguf:qwen3_moe"),
+                                         "gguf:qwen2_moe", "gguf:qwen3_moe", "gguf:deepseek_v3"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
@@ -276,7 +276,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("mixtral@ep", "qwen2_moe@ep", "qwen3_moe@ep",
                                          "qwen3_moe_sparse@ep", "gguf:mixtral@ep",
                                          "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep", "deepseek_v3@ep",
-                                         "deepseek_v2@ep"),
+                                         "deepseek_v2@ep", "gguf:deepseek_v3@ep"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),

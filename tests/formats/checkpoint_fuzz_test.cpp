@@ -117,10 +117,10 @@ TEST(CheckpointFuzz, GgufMutants) {
 // tensors, window patterns, multipliers ...), mutated where their metadata and tensor infos
 // live.
 TEST(CheckpointFuzz, GgufFamilyMutants) {
-  const char* names[] = {"phi3_longrope", "llama3",   "gemma2",        "gemma3",    "qwen3",
-                         "olmo",          "olmo2",    "granite",       "phi2",      "gpt2",
-                         "gpt_neox",      "stablelm", "stablelm_qkln", "cohere",    "falcon",
-                         "bloom",         "mpt",      "mixtral",       "qwen2_moe", "qwen3_moe"};
+  const char* names[] = {
+      "phi3_longrope", "llama3", "gemma2", "gemma3",   "qwen3",     "olmo",          "olmo2",
+      "granite",       "phi2",   "gpt2",   "gpt_neox", "stablelm",  "stablelm_qkln", "cohere",
+      "falcon",        "bloom",  "mpt",    "mixtral",  "qwen2_moe", "qwen3_moe",     "deepseek_v3"};
   std::mt19937_64 rng(99);
   const int n = std::max(1, rounds() / 32);
   for (const char* name : names) {
