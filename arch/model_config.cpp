@@ -102,6 +102,8 @@ status model_config::validate() const {
   if (rope_enabled && !(rope.theta > 0)) return bad("rope theta must be positive");
   if (sliding_window < 0) return bad("sliding window must not be negative");
   if (n_expert > 0) {
+    if (n_expert > (1 << 16)) // the largest published has 384; a bound keeps a hostile config cheap
+      return bad(fmt::format("{} experts is more than Troupe accepts (65536)", n_expert));
     if (n_expert_used <= 0 || n_expert_used > n_expert)
       return bad(fmt::format("{} experts used per token of {}", n_expert_used, n_expert));
     if (F_expert <= 0) return bad(fmt::format("expert FFN size {} must be positive", F_expert));

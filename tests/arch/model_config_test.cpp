@@ -196,3 +196,36 @@ TEST(ModelConfig, FamilyRecipes) {
   EXPECT_EQ(c->residual, residual_kind::parallel_two_norms);
   EXPECT_TRUE(c->qkv_bias && c->mlp_bias);
 }
+
+// Mixtures of experts: the expert keys are read; a config missing one, asking for more experts
+// per token than there are, or for an absurd number of experts (a hostile file), is refused by
+// name before anything is built.
+TEST(ModelConfig, ExpertKeys) {
+  json q = base("Qwen3MoeForCausalLM");
+  q["num_experts"] = 8;
+  q["num_experts_per_tok"] = 2;
+  q["moe_intermediate_size"] = 32;
+  q["norm_topk_prob"] = true;
+  q["decoder_sparse_step"] = 2;
+  auto c = parse(q);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->n_expert, 8);
+  EXPECT_TRUE(c->norm_topk);
+  EXPECT_FALSE(c->layer_moe(0));
+  EXPECT_TRUE(c->layer_moe(1));
+  EXPECT_LT(c->active_parameters(), c->parameters());
+  json missing = q;
+  missing.erase("moe_intermediate_size");
+  auto m = parse(missing);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("moe_intermediate_size"), std::string::npos)
+      << m.error().message;
+  json many = q;
+  many["num_experts_per_tok"] = 9;
+  EXPECT_FALSE(parse(many));
+  json huge = q;
+  huge["num_experts"] = 1 << 30;
+  auto h = parse(huge);
+  ASSERT_FALSE(h);
+  EXPECT_NE(h.error().message.find("experts"), std::string::npos) << h.error().message;
+}
