@@ -1,7 +1,7 @@
 // latent.cpp (ref): the ops of DeepSeek's latent attention and routing (op.hpp): concat along
 // the last dim, per-head matmuls (head_matmul, both orientations) with rows dequantized to f32
 // and f64 sums, and the group-limited router (moe_router). Plain loops; the CPU backend runs
-// these too until it has its own.
+// the router from here (its buffers are per thread and kept, so a step allocates nothing).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -57,9 +57,13 @@ void moe_router(const op_args& a, const exec_ctx&) {
   const float* bias = a.src[1].data ? a.src[1].as<float>() : nullptr;
   const int64_t G = a.p.n_group > 1 ? a.p.n_group : 1, per = E / G;
   const int64_t keep = a.p.n_group > 1 ? a.p.topk_group : 1;
-  std::vector<double> score(static_cast<size_t>(E)), choice(static_cast<size_t>(E));
-  std::vector<int64_t> order(static_cast<size_t>(E)), groups(static_cast<size_t>(G));
-  std::vector<double> gscore(static_cast<size_t>(G));
+  // per-thread buffers, kept between calls: the CPU backend runs this kernel every MoE step
+  thread_local std::vector<double> score, choice, gscore, top;
+  thread_local std::vector<int64_t> order, groups;
+  thread_local std::vector<char> allowed;
+  score.resize(static_cast<size_t>(E)), choice.resize(static_cast<size_t>(E));
+  order.resize(static_cast<size_t>(E)), groups.resize(static_cast<size_t>(G));
+  gscore.resize(static_cast<size_t>(G)), allowed.resize(static_cast<size_t>(G));
   for (int64_t t = 0; t < T; ++t) {
     const float* l = lg.row<float>(t);
     if (a.p.router_sigmoid) {
@@ -76,15 +80,15 @@ void moe_router(const op_args& a, const exec_ctx&) {
       choice[static_cast<size_t>(e)] = score[static_cast<size_t>(e)] + (bias ? bias[e] : 0.0);
     // groups by the sum of their two best choice scores (one expert per group: itself)
     for (int64_t g = 0; g < G; ++g) {
-      std::vector<double> v(choice.begin() + g * per, choice.begin() + (g + 1) * per);
-      std::sort(v.begin(), v.end(), std::greater<>());
-      gscore[static_cast<size_t>(g)] = v[0] + (per > 1 && !a.p.group_max ? v[1] : 0.0);
+      top.assign(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+      std::sort(top.begin(), top.end(), std::greater<>());
+      gscore[static_cast<size_t>(g)] = top[0] + (per > 1 && !a.p.group_max ? top[1] : 0.0);
     }
     std::iota(groups.begin(), groups.end(), 0);
     std::stable_sort(groups.begin(), groups.end(), [&](int64_t x, int64_t y) {
       return gscore[static_cast<size_t>(x)] > gscore[static_cast<size_t>(y)];
     });
-    std::vector<char> allowed(static_cast<size_t>(G), G == 1 ? 1 : 0);
+    std::fill(allowed.begin(), allowed.end(), G == 1 ? 1 : 0);
     for (int64_t i = 0; i < keep && G > 1; ++i)
       allowed[static_cast<size_t>(groups[static_cast<size_t>(i)])] = 1;
     std::iota(order.begin(), order.end(), 0);
