@@ -7,8 +7,11 @@
 // Expert ids are checked (an id outside [0, E) is an error). Temporaries come from the
 // executor's scratch: gathered rows [T * k, C], hidden [T * k, F] (twice without a fused
 // matmul_swiglu), down output [T * k, C], and the grouping (T k ints, 2 (E + 1) counters).
+#include <atomic>
 #include <cstring>
+#include <mutex>
 
+#include "core/thread_pool.hpp"
 #include "kernels/compose_util.hpp"
 
 namespace troupe::kernels {
@@ -98,32 +101,59 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
   tensor_view g2;
   if (!fused) TROUPE_TRY_SET(g2, s.make(b, n, F));
   std::memset(a.dst.data, 0, static_cast<size_t>(T * C) * sizeof(float));
-  for (int64_t e = 0; e < E; ++e) {
+  // one expert's rows: gather, gate / up and SwiGLU, down; each expert owns rows [p0, p0 + m)
+  // of the temporaries, so experts may run side by side
+  auto run_expert = [&](int64_t e, const exec_ctx& ec) -> status {
     const int64_t p0 = start[e], m = start[e + 1] - p0;
-    if (m == 0) continue;
-    const tensor_view xe(xg.data, dtype::f32, shape{m, C});
-    const tensor_view he(h.data, dtype::f32, shape{m, F});
-    const tensor_view ye(yg.data, dtype::f32, shape{m, C});
+    if (m == 0) return {};
+    const tensor_view xe(xg.row<float>(p0), dtype::f32, shape{m, C});
+    const tensor_view he(h.row<float>(p0), dtype::f32, shape{m, F});
+    const tensor_view ye(yg.row<float>(p0), dtype::f32, shape{m, C});
     for (int64_t i = 0; i < m; ++i)
       std::memcpy(xe.row<float>(i), x.row<float>(order[p0 + i] / k), static_cast<size_t>(C) * 4);
     const auto ge = rows_of(wg, e * F, F), ue = rows_of(wu, e * F, F), de = rows_of(wd, e * C, C);
     if (fused) {
-      TROUPE_TRY(prim(r, b, mm_swiglu(he, xe, ge, ue), c));
+      TROUPE_TRY(prim(r, b, mm_swiglu(he, xe, ge, ue), ec));
     } else {
-      const tensor_view gt(g2.data, dtype::f32, shape{m, F});
-      TROUPE_TRY(prim(r, b, mm(gt, xe, ge), c));
-      TROUPE_TRY(prim(r, b, mm(he, xe, ue), c));
-      TROUPE_TRY(prim(r, b, swiglu_of(he, gt, he), c));
+      const tensor_view gt(g2.row<float>(p0), dtype::f32, shape{m, F});
+      TROUPE_TRY(prim(r, b, mm(gt, xe, ge), ec));
+      TROUPE_TRY(prim(r, b, mm(he, xe, ue), ec));
+      TROUPE_TRY(prim(r, b, swiglu_of(he, gt, he), ec));
     }
-    TROUPE_TRY(prim(r, b, mm(ye, he, de), c));
-    for (int64_t i = 0; i < m; ++i) {
-      const int32_t tj = order[p0 + i];
+    return prim(r, b, mm(ye, he, de), ec);
+  };
+  // decode-sized steps (a few rows per expert): the chosen experts in parallel, one thread
+  // each, instead of every expert's small matmuls split over the threads in turn
+  const int threads = c.pool ? c.pool->size() : 1;
+  if (threads > 1 && n <= 2 * threads) {
+    exec_ctx one = c;
+    one.pool = nullptr;
+    std::atomic<bool> failed{false};
+    error first;
+    std::mutex mu;
+    int64_t na = 0; // the chosen experts, into `at` (free once `order` is built)
+    for (int64_t e = 0; e < E; ++e)
+      if (start[e + 1] > start[e]) at[na++] = e;
+    c.pool->parallel_for(na, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        if (auto st = run_expert(at[i], one); !st) {
+          std::lock_guard<std::mutex> lk(mu);
+          if (!failed.exchange(true)) first = st.error();
+        }
+    });
+    if (failed) return first;
+  } else {
+    for (int64_t e = 0; e < E; ++e) TROUPE_TRY(run_expert(e, c));
+  }
+  // the weighted sum, in expert order for every token (the same order whichever way they ran)
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t i = start[e]; i < start[e + 1]; ++i) {
+      const int32_t tj = order[i];
       const float w = wts.row<float>(tj / k)[tj % k];
       float* out = a.dst.row<float>(tj / k);
-      const float* y = ye.row<float>(i);
+      const float* y = yg.row<float>(i);
       for (int64_t cc = 0; cc < C; ++cc) out[cc] += w * y[cc];
     }
-  }
   return {};
 }
 
