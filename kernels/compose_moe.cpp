@@ -4,6 +4,8 @@
 // matmul_swiglu (or gate and up matmuls and a swiglu) and one down matmul over its own rows of
 // the stacked weights, and adds its rows, weighted, into the result. So a step reads only the
 // chosen experts' weights, and an expert chosen by n tokens streams its weights once for all n.
+// At decode sizes (at most two (token, choice) pairs per thread) the chosen experts run side
+// by side, one thread each; larger steps split each expert's matmuls over the threads.
 // Expert ids are checked (an id outside [0, E) is an error). Temporaries come from the
 // executor's scratch: gathered rows [T * k, C], hidden [T * k, F] (twice without a fused
 // matmul_swiglu), down output [T * k, C], and the grouping (T k ints, 2 (E + 1) counters).
