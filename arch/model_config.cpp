@@ -176,6 +176,9 @@ expected<model_config> config_from_gguf(const gguf_file& g) {
   c.family = entry->name;
   arch::gguf_cfg cfg{g, std::string(name)};
   TROUPE_TRY(entry->read_gguf(cfg, c));
+  if (!cfg.mistyped.empty())
+    return make_error(errc::corrupt_file, "{}: {}.{} is not a number", g.file->path(), cfg.arch,
+                      *cfg.mistyped.begin());
   // keys of the architecture the family never read: those known to change the math refuse
   // the load (a different model), the rest are listed once at load
   static constexpr std::string_view math_keys[] = {"attention.max_alibi_bias",

@@ -83,8 +83,19 @@ struct gguf_cfg {
     read_.insert(k);
     return arch + "." + k;
   }
-  int64_t i(const char* k, int64_t fallback) const { return g.get_int_or(key(k), fallback); }
-  double f(const char* k, double fallback) const { return g.get_float_or(key(k), fallback); }
+  /// An integer (a float) key, `fallback` when absent; a key of another type is recorded
+  /// (mistyped) and config_from_gguf refuses the file naming it, never reading the fallback.
+  int64_t i(const char* k, int64_t fallback) const {
+    const gguf_value* v = g.get(key(k));
+    if (v && !v->is_integer()) mistyped.insert(k);
+    return g.get_int_or(key(k), fallback);
+  }
+  double f(const char* k, double fallback) const {
+    const gguf_value* v = g.get(key(k));
+    if (v && !v->is_integer() && !v->is_float()) mistyped.insert(k);
+    return g.get_float_or(key(k), fallback);
+  }
+  mutable std::set<std::string> mistyped;
   expected<int64_t> req(const char* k) const { return g.get_int(key(k)); }
   bool has(const char* k) const { return g.get(key(k)) != nullptr; }
   bool has_tensor(const std::string& name) const { return g.tensors.contains(name); }

@@ -71,7 +71,8 @@ status read_experts_gguf(const gguf_cfg& g, model_config& c) {
   c.n_expert_used = k;
   // llama.cpp's defaults: qwen2moe / qwen3moe experts F / k wide, qwen2moe's shared one F
   const bool qwen = g.arch == "qwen2moe" || g.arch == "qwen3moe";
-  if (const gguf_value* v = g.g.get(g.key("expert_feed_forward_length")); v && !v->is_integer())
+  if (const gguf_value* v = g.g.get(g.key("expert_feed_forward_length"));
+      v && v->type == gguf_type::array)
     return g.unsupported("expert_feed_forward_length per layer");
   c.F_expert = g.i("expert_feed_forward_length", qwen ? c.F / c.n_expert_used : c.F);
   c.F_shared = g.i("expert_shared_feed_forward_length", g.arch == "qwen2moe" ? c.F : 0);

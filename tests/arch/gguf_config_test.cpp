@@ -136,6 +136,22 @@ TEST(GgufConfig, OtherRoutingRefusesTheLoad) {
       << groups.error().message;
 }
 
+// A key the family reads as a number but the file stores as another type (a bool, a string)
+// refuses the load naming it; it is never read as its default.
+TEST(GgufConfig, MistypedKeyRefusesTheLoad) {
+  for (const char* key :
+       {"qwen3moe.expert_feed_forward_length", "qwen3moe.attention.head_count_kv"}) {
+    auto c = load(rewritten("qwen3_moe", [key](gguf_writer& w) { w.set_string(key, "32"); }));
+    ASSERT_FALSE(c) << key;
+    EXPECT_EQ(c.error().code, errc::corrupt_file) << key;
+    EXPECT_NE(c.error().message.find(key), std::string::npos) << c.error().message;
+  }
+  auto b =
+      load(rewritten("llama3", [](gguf_writer& w) { w.set_bool("llama.expert_count", true); }));
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.error().message.find("llama.expert_count"), std::string::npos) << b.error().message;
+}
+
 TEST(GgufConfig, UnknownKeyIsListed) {
   auto c = load(rewritten("qwen3", [](gguf_writer& w) { w.set_u32("qwen3.some_new_thing", 7); }));
   ASSERT_TRUE(c) << c.error().to_string();
