@@ -108,6 +108,10 @@ status model_config::validate() const {
       return bad(fmt::format("{} experts used per token of {}", n_expert_used, n_expert));
     if (F_expert <= 0) return bad(fmt::format("expert FFN size {} must be positive", F_expert));
     if (F_shared < 0) return bad("shared expert FFN size must not be negative");
+    if (n_group > 1 && (n_expert % n_group || topk_group <= 0 || topk_group > n_group ||
+                        n_expert_used > topk_group * (n_expert / n_group)))
+      return bad(fmt::format("expert groups {} / {} cannot route {} of {} experts", n_group,
+                             topk_group, n_expert_used, n_expert));
     if (!moe_layers.empty() && static_cast<int64_t>(moe_layers.size()) != n_layer)
       return bad(
           fmt::format("{} per-layer expert flags for {} layers", moe_layers.size(), n_layer));

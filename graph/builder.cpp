@@ -152,7 +152,8 @@ vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, 
 vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down,
                  vid router_bias) {
   const vid logits = op(op::matmul, {h, w_router, none}, "ffn_router");
-  if (s.sigmoid || s.n_group > 1 || router_bias != none) { // one op: DeepSeek-V3's routing
+  // the choice: ids [k] and their weights [k], written by one node
+  auto choose = [&](kernels::op o, std::vector<vid> in, kernels::op_params p) {
     value ids, wts;
     ids.name = name("ffn_experts");
     ids.layer = layer_;
@@ -161,37 +162,29 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
     const vid iv = g_.add_value(std::move(ids)), wv = g_.add_value(std::move(wts));
     node n;
     n.kind = node_kind::op;
-    n.op = op::moe_router;
-    n.in = {logits, router_bias};
+    n.op = o;
+    n.in = std::move(in);
     n.out = {iv, wv};
+    n.p = p;
     n.p.k = static_cast<int>(s.used);
-    n.p.scale = s.scale;
-    n.p.router_sigmoid = s.sigmoid;
-    n.p.router_norm = s.norm_topk;
-    n.p.n_group = static_cast<int>(s.n_group);
-    n.p.topk_group = static_cast<int>(s.topk_group);
-    n.p.group_max = s.group_max;
     n.layer = layer_;
     n.name = g_[iv].name;
     g_.add_node(std::move(n));
+    return std::pair<vid, vid>{iv, wv};
+  };
+  if (s.sigmoid || s.n_group > 1 || router_bias != none) { // one op: DeepSeek's routing
+    kernels::op_params p;
+    p.scale = s.scale;
+    p.router_sigmoid = s.sigmoid;
+    p.router_norm = s.norm_topk;
+    p.n_group = static_cast<int>(s.n_group);
+    p.topk_group = static_cast<int>(s.topk_group);
+    p.group_max = s.group_max;
+    const auto [iv, wv] = choose(op::moe_router, {logits, router_bias}, p);
     return op(op::moe, {h, iv, wv, w_gate, w_up, w_down}, "ffn_moe");
   }
   const vid probs = op(op::softmax, {logits}, "ffn_router_probs");
-  value ids, wts;
-  ids.name = name("ffn_experts");
-  ids.layer = layer_;
-  wts.name = name("ffn_expert_weights");
-  wts.layer = layer_;
-  const vid iv = g_.add_value(std::move(ids)), wv = g_.add_value(std::move(wts));
-  node n;
-  n.kind = node_kind::op;
-  n.op = op::topk;
-  n.in = {probs};
-  n.out = {iv, wv};
-  n.p.k = static_cast<int>(s.used);
-  n.layer = layer_;
-  n.name = g_[iv].name;
-  g_.add_node(std::move(n));
+  const auto [iv, wv] = choose(op::topk, {probs}, {});
   vid w = wv;
   if (s.norm_topk) {
     const vid sum = op(op::sum_rows, {w}, "ffn_expert_weights_sum");

@@ -182,18 +182,17 @@ status cut_tensor(graph& g, const shard_cut& c) {
       then_all_reduce(n);
       continue;
     }
-    if (n.kind == node_kind::op && n.op == op::moe && c.expert_parallel) {
-      // each rank runs its own experts for every token; the sum over ranks adds the rest
-      n.p.expert0 = static_cast<int>(c.expert0);
-      n.p.n_expert = static_cast<int>(full_rows[static_cast<size_t>(n.in[3])] /
-                                      std::max<int64_t>(g[n.in[5]].dims[1], 1));
-      n.note =
-          fmt::format("experts {}-{} of {}", c.expert0, c.expert0 + c.experts - 1, n.p.n_expert);
-      then_all_reduce(n);
-      continue;
-    }
+    // experts: each rank sums part of every expert's FFN rows (TP), or runs whole experts of
+    // its own for every token (EP); the all-reduce adds the rest either way
     if (n.kind == node_kind::op && n.op == op::moe && n.in.size() > 5 &&
-        g[n.in[5]].split == cut::in) { // each rank's experts sum part of their FFN rows
+        (c.expert_parallel || g[n.in[5]].split == cut::in)) {
+      if (c.expert_parallel) {
+        n.p.expert0 = static_cast<int>(c.expert0);
+        n.p.n_expert = static_cast<int>(full_rows[static_cast<size_t>(n.in[3])] /
+                                        std::max<int64_t>(g[n.in[5]].dims[1], 1));
+        n.note =
+            fmt::format("experts {}-{} of {}", c.expert0, c.expert0 + c.experts - 1, n.p.n_expert);
+      }
       then_all_reduce(n);
       continue;
     }

@@ -114,8 +114,9 @@ status infer_shapes(graph& g) {
       out.dims = x->dims; // out.type: f32, or q8_0 set by the quantize fusion
       break;
     }
-    case op::topk: { // ids [k] and their values [k]
-      if (n.out.size() != 2) return bad(g, n, "topk writes ids and values");
+    case op::topk:
+    case op::moe_router: { // ids [k] and their values (router: weights) [k]
+      if (n.out.size() != 2) return bad(g, n, "topk and moe_router write ids and values");
       out.r = x->r;
       out.dims = {n.p.k};
       out.type = dtype::i32;
@@ -123,17 +124,6 @@ status infer_shapes(graph& g) {
       vals.r = x->r;
       vals.dims = {n.p.k};
       vals.type = dtype::f32;
-      break;
-    }
-    case op::moe_router: { // ids [k] and their weights [k]
-      if (n.out.size() != 2) return bad(g, n, "moe_router writes ids and weights");
-      out.r = x->r;
-      out.dims = {n.p.k};
-      out.type = dtype::i32;
-      value& w = g[n.out[1]];
-      w.r = x->r;
-      w.dims = {n.p.k};
-      w.type = dtype::f32;
       break;
     }
     case op::concat: {

@@ -353,7 +353,7 @@ class decoder {
   }
 
   // the names of expert `pattern`'s matrices: one per expert ("{e}"), or the merged tensor
-  std::vector<std::string> expert_names(const std::string& pattern, int l) const {
+  std::vector<std::string> expert_tensors(const std::string& pattern, int l) const {
     const size_t at_e = pattern.find("{e}");
     if (at_e == std::string::npos) return {at(pattern, l)};
     std::vector<std::string> out;
@@ -375,7 +375,7 @@ class decoder {
     auto stack = [&](const std::string& pattern, std::vector<int64_t> each, cut cu) {
       std::string label = pattern; // "experts.*.w1" for per-expert tensors
       if (const size_t e = label.find("{e}"); e != std::string::npos) label.replace(e, 3, "*");
-      return w_.stacked(expert_names(pattern, l), at(label, l), l, E, std::move(each), cu,
+      return w_.stacked(expert_tensors(pattern, l), at(label, l), l, E, std::move(each), cu,
                         axis::ffn);
     };
     TROUPE_TRY_ASSIGN(wg, stack(n_.moe_gate, {F, C}, cut::out));

@@ -45,13 +45,7 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
     c.attn_scale *= m * m;
   }
   // experts
-  j.mark("router_aux_loss_coef");
-  j.mark("output_router_logits");
-  TROUPE_TRY_ASSIGN(e, j.has("n_routed_experts") ? j.req("n_routed_experts")
-                                                 : j.req("num_local_experts"));
-  c.n_expert = e;
-  TROUPE_TRY_ASSIGN(k, j.req("num_experts_per_tok"));
-  c.n_expert_used = k;
+  TROUPE_TRY(read_expert_counts(j, c, "n_routed_experts", "num_local_experts"));
   TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
   c.F_expert = fe;
   TROUPE_TRY_ASSIGN(shared, j.i("n_shared_experts", 0));
@@ -83,9 +77,6 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
     }
     j.mark("rope_interleave");
   }
-  if (c.n_group > 1 && (e % ng || tg <= 0 || tg > ng || k > tg * (e / ng)))
-    return j.bad(
-        fmt::format("n_group {} / topk_group {} cannot route {} of {} experts", ng, tg, k, e));
   TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", 0));
   c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
   for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
@@ -134,13 +125,8 @@ status read_deepseek_gguf(const gguf_cfg& g, model_config& c) {
   c.tie_embeddings = !g.has_tensor("output.weight");
   (void)g.i("vocab_size", 0); // the vocabulary's size, checked against the tokens elsewhere
   // experts
-  c.n_expert = g.i("expert_count", 0);
+  TROUPE_TRY(read_expert_counts(g, c));
   if (c.n_expert <= 0) return g.unsupported("deepseek2 without experts");
-  TROUPE_TRY_ASSIGN(k, g.req("expert_used_count"));
-  if (k <= 0 || k > c.n_expert)
-    return make_error(errc::corrupt_file, "{}: {} experts used per token of {}", g.path(), k,
-                      c.n_expert);
-  c.n_expert_used = k;
   TROUPE_TRY_ASSIGN(fe, g.req("expert_feed_forward_length"));
   c.F_expert = fe;
   c.F_shared = g.i("expert_shared_count", 0) * fe;
@@ -157,10 +143,6 @@ status read_deepseek_gguf(const gguf_cfg& g, model_config& c) {
   c.expert_scale = scale == 0 ? 1 : scale;
   c.n_group = g.i("expert_group_count", 0);
   c.topk_group = g.i("expert_group_used_count", 0);
-  if (c.n_group > 1 && (c.n_expert % c.n_group || c.topk_group <= 0 || c.topk_group > c.n_group ||
-                        k > c.topk_group * (c.n_expert / c.n_group)))
-    return make_error(errc::corrupt_file, "{}: expert groups {} / {} cannot route {} of {}",
-                      g.path(), c.n_group, c.topk_group, k, c.n_expert);
   const int64_t dense = g.i("leading_dense_block_count", 0);
   c.moe_layers.assign(static_cast<size_t>(L), 0);
   for (int64_t l = std::max<int64_t>(dense, 0); l < L; ++l)

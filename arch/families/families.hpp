@@ -62,6 +62,10 @@ status build_falcon(const model_source& m, graph::graph& g);
 /// The expert keys of Mixtral / Qwen2-MoE / Qwen3-MoE configs (moe.cpp); read_llama_hf and
 /// read_llama_gguf call these.
 status read_experts_hf(hf_cfg& j, model_config& c);
+/// The expert count (under `key`, or its other name `alias`) and experts per token, and the
+/// training-only router keys; GGUF: expert_count / expert_used_count (none: n_expert 0).
+status read_expert_counts(hf_cfg& j, model_config& c, const char* key, const char* alias);
+status read_expert_counts(const gguf_cfg& g, model_config& c);
 status read_experts_gguf(const gguf_cfg& g, model_config& c);
 /// The expert tensors' names of the checkpoint's format (HF per expert, GGUF merged).
 struct decoder_names;

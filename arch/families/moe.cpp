@@ -14,25 +14,16 @@
 namespace troupe::arch {
 
 status read_experts_hf(hf_cfg& j, model_config& c) {
-  j.mark("router_aux_loss_coef"); // training losses
-  j.mark("output_router_logits");
   if (c.family == "mixtral") {
     // jitter noise multiplies the router input only while training
     j.mark("router_jitter_noise");
-    TROUPE_TRY_ASSIGN(e, j.has("num_local_experts") ? j.req("num_local_experts")
-                                                    : j.req("num_experts"));
-    c.n_expert = e;
-    TROUPE_TRY_ASSIGN(k, j.req("num_experts_per_tok"));
-    c.n_expert_used = k;
+    TROUPE_TRY(read_expert_counts(j, c, "num_local_experts", "num_experts"));
     c.F_expert = c.F;
     c.norm_topk = true;
     return {};
   }
   // qwen2_moe, qwen3_moe
-  TROUPE_TRY_ASSIGN(e, j.has("num_experts") ? j.req("num_experts") : j.req("num_local_experts"));
-  c.n_expert = e;
-  TROUPE_TRY_ASSIGN(k, j.req("num_experts_per_tok"));
-  c.n_expert_used = k;
+  TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
   TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
   c.F_expert = fe;
   c.norm_topk = j.b("norm_topk_prob", false);
@@ -61,14 +52,31 @@ status read_experts_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
-status read_experts_gguf(const gguf_cfg& g, model_config& c) {
+status read_expert_counts(hf_cfg& j, model_config& c, const char* key, const char* alias) {
+  j.mark("router_aux_loss_coef"); // training losses
+  j.mark("output_router_logits");
+  TROUPE_TRY_ASSIGN(e, j.has(key) ? j.req(key) : j.req(alias));
+  c.n_expert = e;
+  TROUPE_TRY_ASSIGN(k, j.req("num_experts_per_tok"));
+  c.n_expert_used = k;
+  return {};
+}
+
+status read_expert_counts(const gguf_cfg& g, model_config& c) {
   c.n_expert = g.i("expert_count", 0);
   if (c.n_expert <= 0) return {};
   TROUPE_TRY_ASSIGN(k, g.req("expert_used_count"));
+  // checked here, not only by validate(): readers divide by it (llama.cpp's default widths)
   if (k <= 0 || k > c.n_expert)
     return make_error(errc::corrupt_file, "{}: {} experts used per token of {}", g.path(), k,
                       c.n_expert);
   c.n_expert_used = k;
+  return {};
+}
+
+status read_experts_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_expert_counts(g, c));
+  if (c.n_expert <= 0) return {};
   // llama.cpp's defaults: qwen2moe / qwen3moe experts F / k wide, qwen2moe's shared one F
   const bool qwen = g.arch == "qwen2moe" || g.arch == "qwen3moe";
   if (const gguf_value* v = g.g.get(g.key("expert_feed_forward_length"));
