@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "exec/executor.hpp"
+#include "transport/inproc_group.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -55,18 +56,10 @@ int run_explain(const explain_opts& o) {
   eo.kv_blocks = 2;
   eo.fuse = !o.no_fuse;
   solo_group solo;
-  // a collective of the right size that is never called: nothing runs here
-  struct idle_group final : collective {
-    int n;
-    explicit idle_group(int size)
-        : n(size) {}
-    int rank() const override { return 0; }
-    int size() const override { return n; }
-    status all_reduce_sum(float*, int64_t) override { return {}; }
-    status all_gather(const float*, float*, std::span<const int64_t>) override { return {}; }
-  } idle(st.tp);
-  auto e =
-      exec::executor::create(*m, spec, eo, st.tp > 1 ? static_cast<collective*>(&idle) : &solo);
+  // a group of the right size that is never called: nothing runs here
+  auto idle = transport::inproc_group::create(st.tp);
+  auto e = exec::executor::create(*m, spec, eo,
+                                  st.tp > 1 ? idle->member(0) : static_cast<collective*>(&solo));
   if (!e) return fail(e.error());
   std::printf("\n%s", (*e)->explain(o.all_plans).c_str());
   return 0;

@@ -1,16 +1,19 @@
 // inproc_group.hpp: a communication group of N ranks inside one process (the tensor shards
-// of one stage, each on its own thread). all_reduce_sum is a reduce-scatter + all-gather
-// through shared memory: rank r sums chunk r over ranks 0..N-1 in that fixed order into a
-// group buffer, then every rank copies the whole result, so all ranks hold bit-identical
-// sums. Two barriers per operation. Waits spin briefly, then sleep (no spinning that starves
-// a descheduled vCPU). abort() wakes every waiter with `unavailable` (a member died); reset()
-// re-arms the group for the restarted member. Thread-safe: one operation at a time per rank,
-// every rank calls the same operations in the same order.
-// Tests: tests/transport/inproc_group_test.cpp
+// of one stage, each on its own thread), implementing core/collective.hpp through shared
+// memory. Each collective registers every rank's buffers, meets at a barrier, lets each rank
+// do its part reading the others' buffers directly, and meets again: all_reduce_sum is a
+// reduce-scatter + all-gather (rank r sums chunk r over ranks 0..N-1 in that fixed order into
+// a group buffer, then every rank copies the whole result), so all ranks hold bit-identical
+// sums. send / recv go through a mailbox per (sender, receiver) pair (one copy). Waits spin
+// briefly, then sleep (no spinning that starves a descheduled vCPU). abort() wakes every waiter
+// with `unavailable` (a member died); reset() re-arms the group for the restarted member.
+// Thread-safe: one operation at a time per rank, every rank calls the same operations in the same
+// order. Tests: tests/transport/inproc_group_test.cpp
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -31,17 +34,36 @@ class inproc_group : public std::enable_shared_from_this<inproc_group> {
         , rank_(rank) {}
     int rank() const override { return rank_; }
     int size() const override { return g_->size_; }
-    status all_reduce_sum(float* data, int64_t n) override {
-      return g_->all_reduce(*this, data, n);
-    }
-    status all_gather(const float* in, float* out, std::span<const int64_t> counts) override {
-      return g_->all_gather(*this, in, out, counts);
-    }
-    /// The epoch and step this member's next operations belong to.
-    void arm(uint64_t epoch, uint64_t step) {
+    void arm(uint64_t epoch, uint64_t step) override {
       epoch_ = epoch;
       step_ = step;
       ops_ = 0;
+    }
+    using collective::all_gather;
+    using collective::all_reduce_sum;
+    status all_reduce_sum(void* data, int64_t n, dtype type) override {
+      return g_->all_reduce(*this, data, n, type);
+    }
+    status all_gather(const void* in, void* out, std::span<const int64_t> counts,
+                      dtype type) override {
+      return g_->all_gather(*this, in, out, counts, type);
+    }
+    status reduce_scatter(const void* in, void* out, std::span<const int64_t> counts,
+                          dtype type) override {
+      return g_->reduce_scatter(*this, in, out, counts, type);
+    }
+    status all_to_all(const void* in, std::span<const int64_t> send_counts, void* out,
+                      std::span<const int64_t> recv_counts, dtype type) override {
+      return g_->all_to_all(*this, in, send_counts, out, recv_counts, type);
+    }
+    status broadcast(void* data, int64_t n, dtype type, int root) override {
+      return g_->broadcast(*this, data, n, type, root);
+    }
+    status send(int peer, const void* data, int64_t bytes) override {
+      return g_->send(*this, peer, data, bytes);
+    }
+    status recv(int peer, void* data, int64_t bytes) override {
+      return g_->recv(*this, peer, data, bytes);
     }
 
    private:
@@ -72,8 +94,20 @@ class inproc_group : public std::enable_shared_from_this<inproc_group> {
   explicit inproc_group(int size);
   status barrier(const handle& h);
   status check_tags(int rank, uint64_t tag);
-  status all_reduce(handle& h, float* data, int64_t n);
-  status all_gather(handle& h, const float* in, float* out, std::span<const int64_t> counts);
+  // Registers this rank's buffers and operation tag, then meets the others: after it
+  // returns ok every rank's registration is visible (ins_, outs_, counts_).
+  status enter(handle& h, uint64_t kind, int64_t n, const void* in, void* out,
+               std::span<const int64_t> counts);
+  status all_reduce(handle& h, void* data, int64_t n, dtype type);
+  status all_gather(handle& h, const void* in, void* out, std::span<const int64_t> counts,
+                    dtype type);
+  status reduce_scatter(handle& h, const void* in, void* out, std::span<const int64_t> counts,
+                        dtype type);
+  status all_to_all(handle& h, const void* in, std::span<const int64_t> send_counts, void* out,
+                    std::span<const int64_t> recv_counts, dtype type);
+  status broadcast(handle& h, void* data, int64_t n, dtype type, int root);
+  status send(handle& h, int peer, const void* data, int64_t bytes);
+  status recv(handle& h, int peer, void* data, int64_t bytes);
 
   int size_;
   std::vector<std::unique_ptr<handle>> views_;
@@ -86,9 +120,15 @@ class inproc_group : public std::enable_shared_from_this<inproc_group> {
   int spin_ = 200;                      // pause iterations before sleeping in a barrier
   bool aborted_ = false;
   std::string reason_;
-  std::vector<float*> slots_;
-  std::vector<const float*> inputs_;
-  std::vector<float> scratch_;
+  std::vector<const void*> ins_;                 // per rank: its input of this operation
+  std::vector<void*> outs_;                      // per rank: its output
+  std::vector<std::span<const int64_t>> counts_; // per rank: its counts argument
+  std::vector<uint8_t> scratch_;                 // all-reduce sums
+  struct letter {
+    uint64_t epoch, step;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<std::deque<letter>> mail_; // [src * size + dst]: sent, not yet received
   uint64_t epoch_ = 0;
   std::vector<uint64_t> tags_; // per rank: the operation it is in
   std::vector<uint8_t> waiting_;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/half.hpp"
 #include "transport/inproc_group.hpp"
 
 using namespace troupe;
@@ -116,4 +117,106 @@ TEST(InprocGroup, AReplacedMemberCannotPassForItsSuccessor) {
   t0.join();
   t1.join();
   EXPECT_EQ(p[0], 3.0f);
+}
+
+namespace {
+// runs fn(rank, member) on one thread per rank of a fresh group
+template <class Fn>
+void on_ranks(int N, Fn fn) {
+  auto g = inproc_group::create(N);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < N; ++r) ts.emplace_back([&, r] { fn(r, *g->member(r)); });
+  for (auto& t : ts) t.join();
+}
+} // namespace
+
+TEST(InprocGroup, Bf16AllReduceAccumulatesInF32AndRoundsOnce) {
+  // 1 + 3 * 2^-9: bf16 (8 bits of mantissa) loses each 2^-9 alone; the f32 sum keeps them
+  const int N = 4;
+  std::vector<std::vector<uint16_t>> v(N, std::vector<uint16_t>(5));
+  for (int r = 0; r < N; ++r)
+    for (auto& x : v[r]) x = f32_to_bf16(r == 0 ? 1.0f : 1.0f / 512);
+  on_ranks(
+      N, [&](int r, collective& c) { ASSERT_TRUE(c.all_reduce_sum(v[r].data(), 5, dtype::bf16)); });
+  for (int r = 0; r < N; ++r) EXPECT_EQ(v[r][4], f32_to_bf16(1.0f + 3.0f / 512)) << "rank " << r;
+  EXPECT_NE(f32_to_bf16(1.0f + 3.0f / 512), f32_to_bf16(1.0f));
+}
+
+TEST(InprocGroup, ReduceScatterSumsEachRanksBlockInRankOrder) {
+  const int N = 3;
+  const std::vector<int64_t> counts = {2, 1, 3};
+  std::vector<std::vector<float>> out(N);
+  on_ranks(N, [&](int r, collective& c) {
+    std::vector<float> in(6);
+    for (int i = 0; i < 6; ++i) in[i] = static_cast<float>((r + 1) * 10 + i);
+    out[r].resize(counts[r]);
+    ASSERT_TRUE(c.reduce_scatter(in.data(), out[r].data(), counts, dtype::f32));
+  });
+  // element i summed over ranks: (10 + 20 + 30) + 3 i
+  EXPECT_EQ(out[0], (std::vector<float>{60, 63}));
+  EXPECT_EQ(out[1], (std::vector<float>{66}));
+  EXPECT_EQ(out[2], (std::vector<float>{69, 72, 75}));
+}
+
+TEST(InprocGroup, AllToAllRoutesBlocksByRank) {
+  // rank r sends (r + 1) copies of 100 r + k to rank k
+  const int N = 3;
+  std::vector<std::vector<float>> got(N);
+  on_ranks(N, [&](int r, collective& c) {
+    std::vector<int64_t> sc(N, r + 1), rc(N);
+    for (int k = 0; k < N; ++k) rc[k] = k + 1;
+    std::vector<float> in;
+    for (int k = 0; k < N; ++k)
+      for (int j = 0; j <= r; ++j) in.push_back(static_cast<float>(100 * r + k));
+    got[r].resize(6);
+    ASSERT_TRUE(c.all_to_all(in.data(), sc, got[r].data(), rc, dtype::f32));
+  });
+  EXPECT_EQ(got[1], (std::vector<float>{1, 101, 101, 201, 201, 201}));
+}
+
+TEST(InprocGroup, AllToAllRefusesCountsThatDisagree) {
+  std::vector<status> st(2);
+  on_ranks(2, [&](int r, collective& c) {
+    std::vector<float> in(4, 1.0f), out(4);
+    std::vector<int64_t> sc = {2, 2}, rc = {2, r == 1 ? 1 : 2}; // rank 1 expects 1 from itself
+    st[r] = c.all_to_all(in.data(), sc, out.data(), rc, dtype::f32);
+  });
+  EXPECT_TRUE(st[0]);
+  ASSERT_FALSE(st[1]);
+  EXPECT_EQ(st[1].error().code, errc::invalid_argument);
+}
+
+TEST(InprocGroup, BroadcastAndPointToPoint) {
+  on_ranks(3, [&](int r, collective& c) {
+    std::vector<int32_t> v(4, r == 2 ? 7 : -1);
+    ASSERT_TRUE(c.broadcast(v.data(), 4, dtype::i32, 2));
+    EXPECT_EQ(v, (std::vector<int32_t>(4, 7)));
+    // a ring: r sends to r + 1, receives from r - 1
+    const std::string msg = "from " + std::to_string(r);
+    ASSERT_TRUE(c.send((r + 1) % 3, msg.data(), static_cast<int64_t>(msg.size())));
+    std::string in(6, '\0');
+    ASSERT_TRUE(c.recv((r + 2) % 3, in.data(), 6));
+    EXPECT_EQ(in, "from " + std::to_string((r + 2) % 3));
+    auto wrong = c.send(r, msg.data(), 1);
+    EXPECT_FALSE(wrong);
+  });
+}
+
+TEST(InprocGroup, RecvOfAnotherStepFailsAndAbortFreesIt) {
+  auto g = inproc_group::create(2);
+  auto a = g->join(0), b = g->join(1);
+  a->arm(0, 1);
+  b->arm(0, 2);
+  float x = 1;
+  ASSERT_TRUE(a->send(1, &x, 4));
+  auto st = b->recv(0, &x, 4);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().code, errc::unavailable);
+  status waited;
+  std::thread t([&] { waited = b->recv(0, &x, 4); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  g->abort("rank 0 died");
+  t.join();
+  ASSERT_FALSE(waited);
+  EXPECT_EQ(waited.error().code, errc::unavailable);
 }
