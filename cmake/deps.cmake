@@ -23,6 +23,7 @@ set_target_properties(CAF::io PROPERTIES IMPORTED_LOCATION ${CAF_IO_LIB}
   INTERFACE_LINK_LIBRARIES CAF::core)
 
 find_package(ucx REQUIRED)
+find_package(OpenSSL REQUIRED) # HMAC-SHA256 for the join of worker processes
 find_package(Boost 1.74 REQUIRED)
 
 set(TROUPE_HAVE_CUDA OFF)

@@ -4,7 +4,7 @@
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-pkgs="cmake ninja-build ccache g++ pkg-config libcaf-dev libucx-dev ucx-utils libboost-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev libutf8proc-dev libxxhash-dev libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv curl"
+pkgs="cmake ninja-build ccache g++ pkg-config libcaf-dev libssl-dev libucx-dev ucx-utils libboost-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev libutf8proc-dev libxxhash-dev libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv curl"
 missing=$(dpkg-query -W -f='${db:Status-Status} ${Package}\n' $pkgs 2>/dev/null | awk '$1!="installed"{print $2}'; for p in $pkgs; do dpkg-query -W "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$(echo "$missing" | tr -d '[:space:]')" ]; then
   $SUDO apt-get update -qq
