@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <boost/container/small_vector.hpp>
 #include <ucp/api/ucp.h>
 
 #include "transport/reduce.hpp"
@@ -52,9 +53,10 @@ struct ucx_group::entry {
   uint32_t opid = 0;
   ucp_tag_recv_info_t info{};
   ucs_status_t st = UCS_OK;
+  bool arrived = false; // completed when posted (info and st already set)
 };
 struct ucx_group::op {
-  std::vector<entry> e;
+  boost::container::small_vector<entry, 8> e; // no allocation for groups of up to 9 ranks
 };
 
 expected<std::unique_ptr<ucx_group>>
@@ -116,6 +118,7 @@ void ucx_group::peer_failed(int peer, int status) {
   if (dead_[peer].empty())
     dead_[peer] = fmt::format("rank {} is lost ({})", peer,
                               ucs_status_string(static_cast<ucs_status_t>(status)));
+  any_dead_.store(true, std::memory_order_release);
 }
 
 void ucx_group::arm(uint64_t epoch, uint64_t step) {
@@ -130,6 +133,7 @@ void ucx_group::abort(std::string reason) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (broken_.empty()) broken_ = "aborted: " + reason;
+    failed_.store(true, std::memory_order_release);
   }
   aborted_.store(true, std::memory_order_release);
 }
@@ -138,6 +142,7 @@ void ucx_group::reset(uint64_t epoch) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     broken_.clear();
+    failed_.store(false, std::memory_order_release);
   }
   aborted_.store(false, std::memory_order_release);
   arm(epoch, 0);
@@ -154,9 +159,12 @@ std::string ucx_group::broken() const {
 void ucx_group::fail(std::string why) {
   std::lock_guard<std::mutex> lk(mu_);
   if (broken_.empty()) broken_ = std::move(why);
+  failed_.store(true, std::memory_order_release);
 }
 
 status ucx_group::usable() const {
+  if (!failed_.load(std::memory_order_acquire) && !any_dead_.load(std::memory_order_acquire))
+    return {};
   if (std::string b = broken(); !b.empty())
     return make_error(errc::unavailable, "collective unavailable: {}", b);
   return {};
@@ -192,11 +200,27 @@ status ucx_group::post_recv(op& o, int peer, void* data, size_t bytes, bool p2p,
   e.opid = opid;
   o.e.push_back(e);
   auto& x = o.e.back();
-  // always a request, tested for its info: UCX 1.13 leaves recv_info unfilled when a
-  // receive completes at once from the unexpected queue (seen here: tag 0, length 0)
+  const uint64_t t = tag(peer, p2p, 0);
   ucp_request_param_t p{};
+  // a message that is here already is taken with what the probe says of it (tag, length);
+  // otherwise the receive is posted and always gives a request, tested for its info later:
+  // UCX 1.13 leaves recv_info unfilled when a receive completes at once (seen: tag 0, length 0)
+  ucp_tag_recv_info_t info{};
+  if (ucp_tag_message_h msg = ucp_tag_probe_nb(worker_->get(), t, match_mask, 1, &info)) {
+    x.info = info;
+    void* r = ucp_tag_msg_recv_nbx(worker_->get(), data, bytes, msg, &p);
+    if (UCS_PTR_IS_ERR(r)) {
+      x.st = UCS_PTR_STATUS(r);
+      x.req = nullptr;
+      x.arrived = true;
+      return {};
+    }
+    x.req = r;
+    x.arrived = r == nullptr;
+    return {};
+  }
   p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  void* r = ucp_tag_recv_nbx(worker_->get(), data, bytes, tag(peer, p2p, 0), match_mask, &p);
+  void* r = ucp_tag_recv_nbx(worker_->get(), data, bytes, t, match_mask, &p);
   if (UCS_PTR_IS_ERR(r))
     return ucx_error(UCS_PTR_STATUS(r), fmt::format("receive from rank {}", peer));
   x.req = r;
@@ -205,9 +229,9 @@ status ucx_group::post_recv(op& o, int peer, void* data, size_t bytes, bool p2p,
 }
 
 status ucx_group::settle(entry& e, const char* what) {
-  // a completed receive: an older epoch's leftover is dropped and the receive posted again
-  // (left pending); anything else that is not what this call expects fails it
-  {
+  // a completed receive: an older epoch's leftover is dropped and the receive posted again;
+  // anything else that is not what this call expects fails it
+  for (;;) {
     if (e.st == UCS_ERR_MESSAGE_TRUNCATED)
       return make_error(errc::protocol_error, "{}: rank {} sent more than the {} bytes expected",
                         what, e.peer, e.bytes);
@@ -215,15 +239,15 @@ status ucx_group::settle(entry& e, const char* what) {
       return ucx_error(e.st, fmt::format("{}: receive from rank {}", what, e.peer));
     const uint64_t got_epoch = (e.info.sender_tag >> 32) & epoch_mask;
     const uint64_t d = (got_epoch - epoch_) & epoch_mask;
-    if (d != 0 && d < (epoch_mask + 1) / 2)
+    if (d == 0) break;
+    if (d < (epoch_mask + 1) / 2)
       return make_error(errc::unavailable, "{}: rank {} is in a later epoch; epoch {} is over",
                         what, e.peer, epoch_);
-    if (d != 0) {
-      op again;
-      TROUPE_TRY(post_recv(again, e.peer, e.buf, e.bytes, e.p2p, e.opid));
-      e.req = again.e.back().req; // never completes at once (NO_IMM_CMPL)
-      return {};
-    }
+    op again;
+    TROUPE_TRY(post_recv(again, e.peer, e.buf, e.bytes, e.p2p, e.opid));
+    e = again.e.back();
+    if (!e.arrived) return {}; // pending again
+    e.arrived = false;
   }
   if (static_cast<uint32_t>(e.info.sender_tag) != e.opid)
     return make_error(errc::unavailable,
@@ -238,9 +262,13 @@ status ucx_group::settle(entry& e, const char* what) {
 
 status ucx_group::wait(op& o, const char* what) {
   using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  const auto spin_until = start + opt_.spin, give_up = start + opt_.timeout;
+  clock::time_point spin_until{}, give_up{}; // set at the first pass that finds nothing to do
   status result;
+  for (auto& e : o.e)
+    if (result && e.recv && e.arrived) {
+      e.arrived = false;
+      result = settle(e, what);
+    }
   auto pending = [&] {
     return std::any_of(o.e.begin(), o.e.end(), [](const entry& e) { return e.req; });
   };
@@ -270,7 +298,7 @@ status ucx_group::wait(op& o, const char* what) {
       result = usable();
       break;
     }
-    {
+    if (any_dead_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lk(mu_);
       for (const auto& e : o.e)
         if (e.req && !dead_[e.peer].empty()) {
@@ -281,6 +309,10 @@ status ucx_group::wait(op& o, const char* what) {
     if (!result) break;
     if (any) continue;
     const auto now = clock::now();
+    if (give_up == clock::time_point{}) {
+      spin_until = now + opt_.spin;
+      give_up = now + opt_.timeout;
+    }
     if (now > give_up) {
       int late = -1;
       for (const auto& e : o.e)

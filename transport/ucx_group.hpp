@@ -105,7 +105,9 @@ class ucx_group final : public collective {
   std::vector<uint64_t> p2p_sent_, p2p_recvd_; // per peer, this step
   std::vector<uint8_t> scratch_;               // staged inputs of a reduction
   std::atomic<bool> aborted_{false};
-  mutable std::mutex mu_; // guards broken_
+  std::atomic<bool> any_dead_{false}; // some entry of dead_ is set
+  std::atomic<bool> failed_{false};   // broken_ is set
+  mutable std::mutex mu_;             // guards broken_
   std::string broken_;
   std::vector<std::string> dead_; // [peer]: why its endpoint failed, "" while alive
   std::unique_ptr<std::pair<ucx_group*, int>[]> err_args_; // [peer]: the error handler's arg
