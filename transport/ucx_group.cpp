@@ -60,7 +60,7 @@ struct ucx_group::op {
 };
 
 expected<std::unique_ptr<ucx_group>>
-ucx_group::connect(std::unique_ptr<ucx_worker> worker, int rank,
+ucx_group::connect(std::shared_ptr<ucx_worker> worker, int rank,
                    const std::vector<std::vector<uint8_t>>& addresses, ucx_group_options opt) {
   const int n = static_cast<int>(addresses.size());
   if (n < 1 || n > max_ranks || rank < 0 || rank >= n)

@@ -49,9 +49,11 @@ class ucx_group final : public collective {
  public:
   /// Connects `worker` (this rank's) to the workers at `addresses` (one per rank, in rank
   /// order; this rank's own entry is ignored). Every rank calls it; it returns once
-  /// endpoints exist (they finish wiring up on first use).
+  /// endpoints exist (they finish wiring up on first use). The worker may outlive the group:
+  /// a member whose sibling was replaced connects a new group on the same worker, so its
+  /// address stays valid.
   static expected<std::unique_ptr<ucx_group>>
-  connect(std::unique_ptr<ucx_worker> worker, int rank,
+  connect(std::shared_ptr<ucx_worker> worker, int rank,
           const std::vector<std::vector<uint8_t>>& addresses, ucx_group_options opt = {});
   ~ucx_group() override;
 
@@ -97,7 +99,7 @@ class ucx_group final : public collective {
   status usable() const;
   void fail(std::string why);
 
-  std::unique_ptr<ucx_worker> worker_;
+  std::shared_ptr<ucx_worker> worker_; // a member re-formed after a sibling's restart keeps it
   std::vector<ucp_ep*> eps_; // [peer], null for self
   int rank_ = 0, size_ = 1;
   ucx_group_options opt_;

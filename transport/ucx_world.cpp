@@ -12,13 +12,10 @@
 #include <sstream>
 #include <thread>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <ucp/api/ucp.h>
 
 #include "core/log.hpp"
+#include "transport/auth.hpp"
 
 namespace troupe::transport {
 
@@ -29,14 +26,8 @@ constexpr uint32_t magic = 0x45505254; // "TRPE"
 constexpr size_t max_address = 64 * 1024;
 constexpr auto hello_timeout = std::chrono::seconds(5); // a connected peer's time to say hello
 
-using digest = std::array<uint8_t, 32>;
-
 digest hmac(const std::string& secret, std::span<const uint8_t> data) {
-  digest d{};
-  unsigned len = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), data.data(), data.size(),
-       d.data(), &len);
-  return d;
+  return hmac_sha256(secret, data);
 }
 
 void put32(std::vector<uint8_t>& b, uint32_t v) {
@@ -154,7 +145,7 @@ expected<joined> serve_join(ucx_worker& w, const std::vector<uint8_t>& own,
     return ucx_error(st, fmt::format("listening at {}:{}", opt.master_addr, opt.master_port));
   struct member {
     std::unique_ptr<stream_ep> ep;
-    std::array<uint8_t, 32> client_nonce;
+    nonce client_nonce;
   };
   std::vector<member> members(opt.size);
   int admitted = 1;
@@ -188,9 +179,8 @@ expected<joined> serve_join(ucx_worker& w, const std::vector<uint8_t>& own,
     std::vector<uint8_t> ch;
     put32(ch, magic);
     put32(ch, rendezvous_version);
-    std::array<uint8_t, 32> nonce;
-    RAND_bytes(nonce.data(), 32);
-    put_bytes(ch, nonce);
+    const auto challenge = random_nonce();
+    put_bytes(ch, challenge);
     std::array<uint8_t, 84> hello;
     std::vector<uint8_t> addr;
     std::string refusal;
@@ -225,11 +215,11 @@ expected<joined> serve_join(ucx_worker& w, const std::vector<uint8_t>& own,
     }
     if (refusal.empty()) {
       std::vector<uint8_t> signed_part = {'h', 'e', 'l', 'l', 'o'};
-      put_bytes(signed_part, nonce);
+      put_bytes(signed_part, challenge);
       put_bytes(signed_part, std::span(hello).subspan(8, 8)); // rank, world size
       put_bytes(signed_part, addr);
       const digest want = hmac(opt.secret, signed_part);
-      if (CRYPTO_memcmp(want.data(), &hello[52], 32) != 0)
+      if (!same_digest(want, std::span(hello).subspan(52, 32)))
         refusal = "authentication failed (wrong secret)";
     }
     std::vector<uint8_t> verdict;
@@ -322,8 +312,7 @@ expected<joined> ask_join(ucx_worker& w, const std::vector<uint8_t>& own,
                         opt.master_port);
     }
     // a version mismatch is rank 0's to judge: it answers with the reason
-    std::array<uint8_t, 32> mine;
-    RAND_bytes(mine.data(), 32);
+    const auto mine = random_nonce();
     const auto& addr = own;
     std::vector<uint8_t> hello;
     put32(hello, magic);
@@ -376,7 +365,7 @@ expected<joined> ask_join(ucx_worker& w, const std::vector<uint8_t>& own,
     std::vector<uint8_t> signed_tab = {'t', 'a', 'b', 'l', 'e'};
     put_bytes(signed_tab, mine);
     put_bytes(signed_tab, table);
-    if (CRYPTO_memcmp(hmac(opt.secret, signed_tab).data(), mac.data(), 32) != 0)
+    if (!same_digest(hmac(opt.secret, signed_tab), mac))
       return make_error(errc::protocol_error,
                         "join: the table's proof does not match: rank 0 does not hold this "
                         "run's secret");
