@@ -1,6 +1,8 @@
 // host.cpp: building and running a pipeline in-process (host.hpp).
 #include "actors/host.hpp"
 
+#include <caf/io/middleman.hpp>
+
 #include <chrono>
 #include <map>
 #include <optional>
@@ -9,6 +11,7 @@
 #include "actors/engine.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/supervisor.hpp"
+#include "actors/worker_pool.hpp"
 #include "core/log.hpp"
 #include "text/output_processor.hpp"
 
@@ -37,7 +40,12 @@ host::~host() {
     if (impl_->supervisor) self->send(impl_->supervisor, stop_atom::value);
     if (impl_->engine) self->send_exit(impl_->engine, caf::exit_reason::user_shutdown);
     for (auto& a : impl_->custom) self->send_exit(a, caf::exit_reason::user_shutdown);
+    if (impl_->pool) { // ends the worker processes it launched, and waits for them
+      self->send(impl_->pool, stop_atom::value);
+      self->wait_for(impl_->pool);
+    }
   }
+  impl_->pool = caf::actor{};
   impl_->engine = caf::actor{};
   impl_->supervisor = caf::actor{};
   impl_->custom.clear();
@@ -71,6 +79,25 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   o.sched.max_context = static_cast<int32_t>(c.ctx);
   o.sched.window = static_cast<int32_t>(c.kv_horizon());
   if (o.max_inflight <= 0) o.max_inflight = static_cast<int>(o.place.stages.size());
+  int n_shards = 0;
+  for (const auto& st : o.place.stages) n_shards += st.tp;
+  if (o.workers > 0) {
+    if (o.shard_worker.empty())
+      for (int i = 0; i < n_shards; ++i) o.shard_worker.push_back(i % o.workers);
+    if (static_cast<int>(o.shard_worker.size()) != n_shards)
+      return make_error(errc::invalid_argument, "{} worker ranks for {} shards",
+                        o.shard_worker.size(), n_shards);
+    for (int w : o.shard_worker)
+      if (w < 0 || w >= o.workers)
+        return make_error(errc::invalid_argument, "worker rank {} of {} workers", w, o.workers);
+    if (o.secret.empty()) {
+      if (o.worker_exe.empty())
+        return make_error(errc::invalid_argument,
+                          "workers that join by themselves need the run's secret (--secret, "
+                          "TROUPE_SECRET or TROUPE_SECRET_FILE)");
+      o.secret = random_secret();
+    }
+  }
   in.opt = o;
   in.cfg = std::make_unique<caf::actor_system_config>();
   register_messages(*in.cfg);
@@ -79,7 +106,19 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   // idle CAF thread neither burns a vCPU the shards need (work stealing polls) nor adds a
   // polling interval to every message's latency
   in.cfg->set("scheduler.policy", caf::atom("sharing"));
+  if (o.workers > 0) in.cfg->load<caf::io::middleman>();
   in.sys = std::make_unique<caf::actor_system>(*in.cfg);
+  if (o.workers > 0) {
+    worker_pool_options po;
+    po.workers = o.workers;
+    po.host = o.worker_host;
+    po.port = o.worker_port;
+    po.secret = o.secret;
+    po.exe = o.worker_exe;
+    auto port = start_worker_pool(*in.sys, po, in.pool);
+    if (!port) return port.error();
+    in.worker_port = *port;
+  }
   in.routes = std::make_shared<routing_table>();
   auto faults = std::make_shared<const fault_plan>(o.faults);
 
@@ -136,7 +175,8 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   ss.on_give_up = o.on_fatal;
   for (size_t s = 0; s < o.place.stages.size(); ++s) {
     const auto& st = o.place.stages[s];
-    ss.groups.push_back(st.tp > 1 ? transport::inproc_group::create(st.tp) : nullptr);
+    ss.groups.push_back(st.tp > 1 && o.workers == 0 ? transport::inproc_group::create(st.tp)
+                                                    : nullptr);
     for (int r = 0; r < st.tp; ++r) {
       shard_setup sh;
       sh.model = m;
@@ -161,8 +201,15 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
       ss.shards.push_back(std::move(sh));
     }
   }
+  if (o.workers > 0) {
+    ss.pool = in.pool;
+    ss.worker_of = o.shard_worker;
+    ss.model_path = m->path;
+    ss.group_timeout_s = o.group_timeout_s;
+  }
   in.supervisor = spawn_supervisor(*in.sys, std::move(ss));
   caf::anon_send(in.engine, attach_atom::value, in.supervisor);
+  if (in.pool) caf::anon_send(in.pool, attach_atom::value, in.supervisor);
   return h;
 }
 
@@ -311,6 +358,9 @@ const host_options& host::options() const {
 }
 int64_t host::kv_blocks() const {
   return impl_->kv_blocks;
+}
+uint16_t host::worker_port() const {
+  return impl_->worker_port;
 }
 host_internals& host::internals() {
   return *impl_;

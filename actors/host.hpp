@@ -2,7 +2,9 @@
 // system, the engine, the supervisor and its shards, built from a model and a placement
 // (`--tp N --pp M` or an explicit per-stage spec). The CLI, tests and benchmarks use
 // generate(); the HTTP gateway and developer code reach the actors through host_internals
-// (pipeline.hpp). Destroying the host stops every actor.
+// (pipeline.hpp). With host_options::workers the shards run in worker processes instead
+// (worker_pool.hpp), launched by the host or joining it. Destroying the host stops every
+// actor (and the worker processes it launched).
 // Tests: tests/actors/pipeline_test.cpp
 #pragma once
 
@@ -60,6 +62,16 @@ struct host_options {
   int caf_threads = 2;
   int64_t max_waiting = 1 << 20;
   std::vector<custom_hop> custom;
+  // worker processes: with workers > 0 every shard runs in a `troupe worker` process (the
+  // engine, supervisor and gateway stay here); shard_worker gives each shard's worker rank in
+  // spawn order (stage by stage, rank by rank; empty: shard i on worker i % workers)
+  int workers = 0;
+  std::vector<int> shard_worker;
+  std::string worker_exe;                // launch the workers (`exe worker`); empty: they join
+  std::string worker_host = "127.0.0.1"; // where the worker registry listens
+  uint16_t worker_port = 0;              // 0: any free port
+  std::string secret;                    // empty: a random one (launched workers only)
+  double group_timeout_s = 10;           // a UCX collective waiting longer fails
 };
 
 struct completion {
@@ -94,6 +106,8 @@ class host {
   const model_source& model() const;
   const host_options& options() const;
   int64_t kv_blocks() const;
+  /// Where the worker registry listens (0 without worker processes).
+  uint16_t worker_port() const;
   host_internals& internals();
 
  private:

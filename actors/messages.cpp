@@ -50,6 +50,12 @@ void register_messages(caf::actor_system_config& cfg) {
   cfg.add_message_type<gen_event>("troupe.gen_event");
   cfg.add_message_type<histogram>("troupe.histogram");
   cfg.add_message_type<engine_stats>("troupe.engine_stats");
+  cfg.add_message_type<shard_order>("troupe.shard_order");
+  cfg.add_message_type<route_update>("troupe.route_update");
+  cfg.add_message_type<std::vector<caf::actor>>("troupe.actor_vector");
+  cfg.add_message_type<std::vector<std::vector<caf::actor>>>("troupe.actor_vector2");
+  cfg.add_message_type<std::vector<uint8_t>>("troupe.bytes");
+  cfg.add_message_type<std::vector<std::vector<uint8_t>>>("troupe.byte_vectors");
 }
 
 } // namespace troupe::actors

@@ -73,6 +73,14 @@ using resync_atom = caf::atom_constant<caf::atom("resync")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;     // a stop string ended a completion
 using progress_atom = caf::atom_constant<caf::atom("progress")>; // a new shard ran a step
 using close_atom = caf::atom_constant<caf::atom("close")>;       // the server shuts down
+// worker processes (worker_pool.hpp, worker_node.hpp)
+using hello_atom = caf::atom_constant<caf::atom("hello")>;     // a worker asks for a challenge
+using join_atom = caf::atom_constant<caf::atom("join")>;       // ... and answers it
+using spawn_atom = caf::atom_constant<caf::atom("spawn")>;     // start a shard there
+using route_atom = caf::atom_constant<caf::atom("route")>;     // the routes changed
+using group_atom = caf::atom_constant<caf::atom("group")>;     // form the stage's UCX group
+using grouped_atom = caf::atom_constant<caf::atom("grouped")>; // ... formed
+using worker_atom = caf::atom_constant<caf::atom("worker")>;   // a worker joined / left
 
 /// Errors between actors carry troupe's code (category "troupe"): the gateway maps the code,
 /// never the text, to an HTTP status.
@@ -185,6 +193,45 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
            x.ready, x.not_ready_reason, x.ttft, x.itl, x.finished_stop, x.finished_length,
            x.finished_cancelled, x.finished_error, x.prefix_query_tokens, x.prefix_hit_tokens,
            x.e2e, x.queue, x.prefill, x.decode, x.prompt_len, x.generation_len, x.restart_policy);
+}
+
+/// What a worker process needs to start one shard: the model (opened there from the same path),
+/// the shard's place and options, the --inject rules, and whom to report to.
+struct shard_order {
+  std::string model_path;
+  int32_t stage = 0, hop = 0;
+  bool last = true;
+  int32_t layer_begin = 0, layer_end = 0, tp_rank = 0, tp_size = 1;
+  bool first_stage = true, last_stage = true, expert_parallel = false;
+  int32_t threads = 1;
+  int64_t kv_blocks = 0;
+  int32_t block_size = 16;
+  uint8_t kv_dtype = 0, where = 0;
+  double group_timeout_s = 60;
+  std::vector<std::string> faults;
+  caf::actor supervisor;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_order& x) {
+  return f(caf::meta::type_name("shard_order"), x.model_path, x.stage, x.hop, x.last, x.layer_begin,
+           x.layer_end, x.tp_rank, x.tp_size, x.first_stage, x.last_stage, x.expert_parallel,
+           x.threads, x.kv_blocks, x.block_size, x.kv_dtype, x.where, x.group_timeout_s, x.faults,
+           x.supervisor);
+}
+
+/// The supervisor's routes, pushed to every worker process whenever they change.
+struct route_update {
+  uint64_t epoch = 0;
+  std::vector<std::vector<caf::actor>> hops;
+  std::vector<int32_t> stages;
+  std::vector<std::string> names;
+  caf::actor engine;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, route_update& x) {
+  return f(caf::meta::type_name("route_update"), x.epoch, x.hops, x.stages, x.names, x.engine);
 }
 
 /// Announces every message type above; call before constructing the actor_system.

@@ -30,6 +30,8 @@ struct host_internals {
   std::unique_ptr<caf::actor_system> sys;
   caf::actor engine;
   caf::actor supervisor;
+  caf::actor pool; // the worker registry (worker processes only)
+  uint16_t worker_port = 0;
   std::vector<caf::actor> custom;
   std::shared_ptr<routing_table> routes;
   std::shared_ptr<const model_source> model;

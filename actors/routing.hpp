@@ -3,7 +3,8 @@
 // step message (the TP shards of a stage, or one developer actor inserted between stages).
 // The supervisor replaces a restarted shard's handle here and bumps the epoch on every
 // failure; steps of an older epoch are dropped wherever they are. Shards also stamp when
-// they start and finish a step so the supervisor can tell a hung shard. Thread-safe.
+// they start and finish a step so the supervisor can tell a hung shard. Thread-safe. A
+// worker process keeps its own copy, which the supervisor's route updates keep current.
 #pragma once
 
 #include <caf/actor.hpp>
@@ -28,6 +29,13 @@ class routing_table {
 
   uint64_t epoch() const { return epoch_.load(); }
   uint64_t bump_epoch() { return ++epoch_; }
+  /// Raises the epoch to `e` if it is behind (a worker process's copy following the
+  /// supervisor's, or a step that carries a newer epoch than the copy has heard of).
+  void raise_epoch(uint64_t e) {
+    uint64_t cur = epoch_.load();
+    while (cur < e && !epoch_.compare_exchange_weak(cur, e)) {
+    }
+  }
 
   void set_hops(std::vector<hop_info> hops) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -62,7 +70,8 @@ class routing_table {
   }
   void mark_busy(size_t h, size_t rank, bool busy) {
     std::lock_guard<std::mutex> lk(mu_);
-    busy_since_.at(h).at(rank) = busy ? clock::now() : clock::time_point{};
+    if (h >= busy_since_.size() || rank >= busy_since_[h].size()) return; // routes not heard yet
+    busy_since_[h][rank] = busy ? clock::now() : clock::time_point{};
   }
   /// Seconds (hop, rank) has been inside one step; 0 when idle.
   double busy_seconds(size_t h, size_t rank) const {
@@ -72,7 +81,16 @@ class routing_table {
     return std::chrono::duration<double>(clock::now() - t).count();
   }
 
-  caf::actor engine;
+  caf::actor engine_actor() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return engine;
+  }
+  void set_engine(caf::actor e) {
+    std::lock_guard<std::mutex> lk(mu_);
+    engine = std::move(e);
+  }
+
+  caf::actor engine; // set once before any shard runs in one process; else set_engine()
 
  private:
   mutable std::mutex mu_;

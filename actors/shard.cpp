@@ -10,6 +10,7 @@
 
 #include "actors/messages.hpp"
 #include "core/log.hpp"
+#include "transport/ucx_group.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -28,13 +29,74 @@ namespace {
 
 constexpr auto poll_window = std::chrono::microseconds(100);
 
+// One UCX context per process, shared by its shards' workers.
+expected<std::shared_ptr<transport::ucx_context>> process_ucx() {
+  static std::mutex mu;
+  static std::shared_ptr<transport::ucx_context> ctx;
+  std::lock_guard<std::mutex> lk(mu);
+  if (!ctx) {
+    auto c = transport::ucx_context::create();
+    if (!c) return c.error();
+    ctx = *c;
+  }
+  return ctx;
+}
+
+// The TP group of a shard whose siblings live in other processes: the supervisor forms it
+// (and forms it again when a sibling is replaced) while the executor keeps this one pointer.
+class ucx_membership final : public collective {
+ public:
+  ucx_membership(int rank, int size)
+      : rank_(rank)
+      , size_(size) {}
+  std::shared_ptr<transport::ucx_worker> worker;
+  std::unique_ptr<transport::ucx_group> group;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void arm(uint64_t epoch, uint64_t step) override {
+    if (group) group->arm(epoch, step);
+  }
+  using collective::all_gather;
+  using collective::all_reduce_sum;
+  status all_reduce_sum(void* d, int64_t n, dtype t) override {
+    return group ? group->all_reduce_sum(d, n, t) : none();
+  }
+  status all_gather(const void* in, void* out, std::span<const int64_t> c, dtype t) override {
+    return group ? group->all_gather(in, out, c, t) : none();
+  }
+  status reduce_scatter(const void* in, void* out, std::span<const int64_t> c, dtype t) override {
+    return group ? group->reduce_scatter(in, out, c, t) : none();
+  }
+  status all_to_all(const void* in, std::span<const int64_t> sc, void* out,
+                    std::span<const int64_t> rc, dtype t) override {
+    return group ? group->all_to_all(in, sc, out, rc, t) : none();
+  }
+  status broadcast(void* d, int64_t n, dtype t, int root) override {
+    return group ? group->broadcast(d, n, t, root) : none();
+  }
+  status send(int peer, const void* d, int64_t b) override {
+    return group ? group->send(peer, d, b) : none();
+  }
+  status recv(int peer, void* d, int64_t b) override {
+    return group ? group->recv(peer, d, b) : none();
+  }
+
+ private:
+  static status none() {
+    return make_error(errc::unavailable, "the stage's UCX group is not formed yet");
+  }
+  int rank_, size_;
+};
+
 struct shard {
   caf::blocking_actor* self;
   shard_setup setup;
   caf::actor notify;       // the supervisor
   bool progressed = false; // told the supervisor this instance completed a step
   std::unique_ptr<exec::executor> runner;
-  std::unique_ptr<transport::inproc_group::handle> comm; // this instance's membership
+  std::unique_ptr<collective> comm; // this instance's membership (in-process or UCX)
+  ucx_membership* ucx = nullptr;    // comm, when it is a UCX group
   std::string label;
   std::vector<float> logits;
 
@@ -56,7 +118,8 @@ struct shard {
     auto& routes = *setup.routes;
     TROUPE_LOG_DEBUG("shard", "{} step={} epoch={}/{} tokens={}", label, m.step_id, m.epoch,
                      routes.epoch(), m.plan->n_tokens());
-    if (m.epoch != routes.epoch()) return caf::none; // from before a failure: nobody waits for it
+    if (m.epoch < routes.epoch()) return caf::none; // from before a failure: nobody waits for it
+    routes.raise_epoch(m.epoch); // a worker's copy may hear of a new epoch from the step first
     const int stage = setup.stage, rank = setup.spec.tp_rank;
     if (setup.faults->kill(stage, rank, m.step_id)) {
       TROUPE_LOG_WARN("fault", "kill {} at step={}", label, m.step_id);
@@ -84,7 +147,7 @@ struct shard {
     if (!r) {
       if (m.epoch == routes.epoch())
         TROUPE_LOG_WARN("shard", "{} step={} failed: {}", label, m.step_id, r.error().to_string());
-      self->send(routes.engine, failed_atom::value,
+      self->send(routes.engine_actor(), failed_atom::value,
                  step_failed{m.step_id, m.epoch, stage, rank, r.error().to_string(),
                              r.error().code == errc::unavailable});
       return caf::none;
@@ -122,15 +185,29 @@ struct shard {
       ++row;
     }
     done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    self->send(routes.engine, done_atom::value, std::move(done));
+    self->send(routes.engine_actor(), done_atom::value, std::move(done));
     return caf::none;
   }
 };
 
 void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify) {
-  shard s{self, std::move(setup), notify, false, nullptr, nullptr, {}, {}};
+  shard s{self, std::move(setup), notify, false, nullptr, nullptr, nullptr, {}, {}};
   s.label = shard_name(s.setup.stage, s.setup.spec.tp_rank);
   if (s.setup.group) s.comm = s.setup.group->join(s.setup.spec.tp_rank);
+  if (s.setup.ucx && s.setup.spec.tp_size > 1) {
+    auto ctx = process_ucx();
+    auto w = ctx ? transport::ucx_worker::create(*ctx)
+                 : expected<std::unique_ptr<transport::ucx_worker>>(ctx.error());
+    if (!w) {
+      TROUPE_LOG_ERROR("shard", "{}: no UCX worker: {}", s.label, w.error().to_string());
+      self->fail_state(caf::make_error(caf::sec::runtime_error, w.error().to_string()));
+      return;
+    }
+    auto m = std::make_unique<ucx_membership>(s.setup.spec.tp_rank, s.setup.spec.tp_size);
+    m->worker = std::move(*w);
+    s.ucx = m.get();
+    s.comm = std::move(m);
+  }
   auto runner = exec::executor::create(s.setup.model, s.setup.spec, s.setup.opt, s.comm.get());
   if (!runner) {
     TROUPE_LOG_ERROR("shard", "{}: cannot load: {}", s.label, runner.error().to_string());
@@ -138,6 +215,9 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
     return;
   }
   s.runner = std::move(*runner);
+  if (s.ucx)
+    self->send(notify, group_atom::value, s.setup.stage, s.setup.spec.tp_rank,
+               s.ucx->worker->address());
   self->send(notify, ready_atom::value, s.setup.stage, s.setup.spec.tp_rank,
              s.runner->resident_bytes(), s.runner->kv_bytes());
   bool running = true;
@@ -161,6 +241,27 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
             self->fail_state(std::move(end));
             running = false;
           }
+        },
+        [&](group_atom, uint64_t epoch, const std::vector<std::vector<uint8_t>>& addrs) {
+          // (re)form the stage's group: the old one's endpoints go, the worker stays
+          if (!s.ucx) return;
+          s.ucx->group.reset();
+          transport::ucx_group_options go;
+          go.id = static_cast<uint8_t>(1 + s.setup.stage % 255);
+          go.timeout =
+              std::chrono::milliseconds(static_cast<int64_t>(s.setup.group_timeout_s * 1000));
+          auto g = transport::ucx_group::connect(s.ucx->worker, s.setup.spec.tp_rank, addrs, go);
+          status st = g ? status{} : status{g.error()};
+          if (g) {
+            (*g)->reset(epoch);
+            st = (*g)->barrier();
+            if (st) s.ucx->group = std::move(*g);
+          }
+          if (!st)
+            TROUPE_LOG_WARN("shard", "{}: cannot form the stage's group: {}", s.label,
+                            st.error().to_string());
+          self->send(s.notify, grouped_atom::value, s.setup.stage, s.setup.spec.tp_rank,
+                     static_cast<bool>(st), st ? std::string() : st.error().to_string());
         },
         [&](caf::exit_msg& em) {
           self->fail_state(std::move(em.reason));

@@ -4,7 +4,8 @@
 // partial results through their collective group (transport/); rank 0 forwards the stage's
 // activations to the next hop, and on the last stage samples the next tokens and answers
 // the engine. Steps of an older epoch are dropped. Injected faults (fault_plan) kill it or
-// throw inside its forward pass. Spawned and monitored by the supervisor.
+// throw inside its forward pass. Spawned and monitored by the supervisor, in its own process
+// or, through a worker process's node actor, in another.
 #pragma once
 
 #include <memory>
@@ -26,13 +27,18 @@ struct shard_setup {
   size_t hop = 0;
   bool last = true;
   std::shared_ptr<routing_table> routes;
-  std::shared_ptr<transport::inproc_group> group;
+  std::shared_ptr<transport::inproc_group> group; // in-process TP group (null: none or UCX)
+  bool ucx = false;             // TP > 1 across processes: a UCX group the supervisor forms
+  double group_timeout_s = 60;  // a UCX collective waiting longer fails
   std::shared_ptr<const fault_plan> faults;
   caf::actor* supervisor_hint = nullptr; // unused; the supervisor monitors
 };
 
 /// Spawns a detached shard actor; it tells `notify` (ready_atom, stage, rank, resident bytes)
-/// once its weights are loaded, or quits with the load error.
+/// once its weights are loaded, or quits with the load error. A UCX shard first tells
+/// (group_atom, stage, rank, its worker address) and later forms its group when `notify`
+/// sends (group_atom, epoch, every rank's address), answering (grouped_atom, stage, rank, ok,
+/// why).
 caf::actor spawn_shard(caf::actor_system& sys, shard_setup setup, const caf::actor& notify);
 
 /// Actor name used by fault rules and logs: "stage<S>.rank<R>".

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <map>
 
 #include "actors/messages.hpp"
 #include "core/log.hpp"
@@ -13,6 +14,8 @@ namespace {
 
 using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using place_atom = caf::atom_constant<caf::atom("place")>; // try to start a remote shard
+using regroup_atom = caf::atom_constant<caf::atom("regroup")>;
 using clock = std::chrono::steady_clock;
 
 struct slot {
@@ -24,6 +27,17 @@ struct slot {
   int backoff_ms = 50;
   bool progressed = false; // this instance completed a step
   int64_t resident_bytes = 0;
+  // worker processes
+  uint64_t generation = 0;      // spawn requests of an older generation are void
+  bool placing = false;         // a spawn request is in flight
+  std::vector<uint8_t> address; // its UCX worker (TP > 1)
+};
+
+// What a remote shard said before the spawn reply told us its handle.
+struct early_news {
+  bool has_address = false, has_ready = false;
+  std::vector<uint8_t> address;
+  int64_t resident = 0, kv = 0;
 };
 
 struct supervisor_state {
@@ -31,6 +45,10 @@ struct supervisor_state {
   std::vector<slot> slots;
   int64_t restarts = 0;
   bool announced = false;
+  std::vector<caf::actor> workers;             // joined worker nodes, by rank
+  std::map<caf::actor_addr, early_news> early; // remote shards not yet placed
+  int waiting_groups = 0;                      // grouped acks still to come
+  uint64_t group_epoch = 0;
   static inline const char* name = "troupe.supervisor";
 };
 
@@ -43,19 +61,167 @@ int slot_of(state_ptr self, const caf::actor_addr& a) {
   return -1;
 }
 
-void spawn_slot(state_ptr self, size_t i) {
-  auto& s = self->state.slots[i];
-  s.ready = false;
-  s.handle = spawn_shard(self->system(), s.setup, caf::actor_cast<caf::actor>(self));
-  self->monitor(s.handle);
-  self->state.setup.routes->replace(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank),
-                                    s.handle);
-}
-
 bool all_ready(state_ptr self) {
   for (const auto& s : self->state.slots)
     if (!s.ready) return false;
   return true;
+}
+
+shard_order order_for(state_ptr self, const slot& s) {
+  const auto& sh = s.setup;
+  shard_order o;
+  o.model_path = self->state.setup.model_path;
+  o.stage = sh.stage;
+  o.hop = static_cast<int32_t>(sh.hop);
+  o.last = sh.last;
+  o.layer_begin = sh.spec.layer_begin;
+  o.layer_end = sh.spec.layer_end;
+  o.tp_rank = sh.spec.tp_rank;
+  o.tp_size = sh.spec.tp_size;
+  o.first_stage = sh.spec.first_stage;
+  o.last_stage = sh.spec.last_stage;
+  o.expert_parallel = sh.spec.expert_parallel;
+  o.threads = sh.opt.threads;
+  o.kv_blocks = sh.opt.kv_blocks;
+  o.block_size = sh.opt.block_size;
+  o.kv_dtype = static_cast<uint8_t>(sh.opt.kv_dtype);
+  o.where = static_cast<uint8_t>(sh.opt.where);
+  o.group_timeout_s = self->state.setup.group_timeout_s;
+  o.faults = sh.faults->specs();
+  o.supervisor = caf::actor_cast<caf::actor>(self);
+  return o;
+}
+
+void on_address(state_ptr self, size_t i, std::vector<uint8_t> addr);
+void on_ready(state_ptr self, size_t i, int64_t resident, int64_t kv);
+
+// A shard's handle is known: monitor it, route to it, and take what it already said.
+void placed(state_ptr self, size_t i, caf::actor h) {
+  auto& s = self->state.slots[i];
+  s.handle = std::move(h);
+  self->monitor(s.handle);
+  self->state.setup.routes->replace(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank),
+                                    s.handle);
+  auto it = self->state.early.find(s.handle.address());
+  if (it == self->state.early.end()) return;
+  early_news n = std::move(it->second);
+  self->state.early.erase(it);
+  if (n.has_address) on_address(self, i, std::move(n.address));
+  if (n.has_ready) on_ready(self, i, n.resident, n.kv);
+}
+
+void spawn_slot(state_ptr self, size_t i) {
+  auto& st = self->state;
+  auto& s = st.slots[i];
+  s.ready = false;
+  s.address.clear();
+  if (!st.setup.pool) {
+    placed(self, i, spawn_shard(self->system(), s.setup, caf::actor_cast<caf::actor>(self)));
+    return;
+  }
+  // in a worker process: ask its node (through the pool); it may not have joined yet
+  s.handle = caf::actor{};
+  const int w = st.setup.worker_of.at(i);
+  if (s.placing) return;
+  if (w >= static_cast<int>(st.workers.size()) || !st.workers[static_cast<size_t>(w)]) {
+    self->delayed_send(self, std::chrono::milliseconds(200), place_atom::value,
+                       static_cast<int32_t>(i));
+    return;
+  }
+  s.placing = true;
+  const uint64_t gen = ++s.generation;
+  self->request(st.setup.pool, std::chrono::seconds(120), spawn_atom::value,
+                static_cast<int32_t>(w), order_for(self, s))
+      .then(
+          [=](const caf::actor& h) {
+            auto& s = self->state.slots[i];
+            if (s.generation != gen) { // abandoned meanwhile
+              self->send_exit(h, caf::exit_reason::user_shutdown);
+              return;
+            }
+            s.placing = false;
+            placed(self, i, h);
+          },
+          [=](const caf::error& e) {
+            auto& s = self->state.slots[i];
+            if (s.generation != gen) return;
+            s.placing = false;
+            TROUPE_LOG_WARN("supervisor", "cannot start {} on worker {}: {}",
+                            shard_name(s.setup.stage, s.setup.spec.tp_rank), w,
+                            self->system().render(e));
+            self->delayed_send(self, std::chrono::milliseconds(500), place_atom::value,
+                               static_cast<int32_t>(i));
+          });
+}
+
+// Tells every worker process the routes (before the engine may send a step along them).
+void push_routes(state_ptr self) {
+  auto& st = self->state;
+  if (!st.setup.pool) return;
+  route_update u;
+  u.epoch = st.setup.routes->epoch();
+  for (size_t h = 0; h < st.setup.routes->hops(); ++h) {
+    const hop_info hi = st.setup.routes->info(h);
+    u.hops.push_back(hi.actors);
+    u.stages.push_back(hi.stage);
+    u.names.push_back(hi.name);
+  }
+  u.engine = st.setup.engine;
+  for (const auto& w : st.workers)
+    if (w) self->send(w, route_atom::value, u);
+}
+
+void announce_up(state_ptr self) {
+  auto& st = self->state;
+  for (auto& g : st.setup.groups)
+    if (g) g->reset(st.setup.routes->epoch());
+  self->send(st.setup.engine, up_atom::value, st.setup.routes->epoch(), st.restarts);
+  st.announced = true;
+}
+
+// Every shard is up: with worker processes, form the UCX group of each stage with TP > 1
+// (from the addresses its shards reported) before the engine hears of it.
+void all_up(state_ptr self) {
+  auto& st = self->state;
+  if (!st.setup.pool) return announce_up(self);
+  push_routes(self);
+  st.group_epoch = st.setup.routes->epoch();
+  std::map<int, std::vector<size_t>> stages;
+  for (size_t i = 0; i < st.slots.size(); ++i)
+    if (st.slots[i].setup.spec.tp_size > 1) stages[st.slots[i].setup.stage].push_back(i);
+  st.waiting_groups = 0;
+  for (auto& [stage, members] : stages) {
+    std::vector<std::vector<uint8_t>> addrs(members.size());
+    for (size_t i : members)
+      addrs.at(static_cast<size_t>(st.slots[i].setup.spec.tp_rank)) = st.slots[i].address;
+    for (size_t i : members) {
+      self->send(st.slots[i].handle, group_atom::value, st.group_epoch, addrs);
+      ++st.waiting_groups;
+    }
+  }
+  if (st.waiting_groups == 0) announce_up(self);
+}
+
+void on_address(state_ptr self, size_t i, std::vector<uint8_t> addr) {
+  self->state.slots[i].address = std::move(addr);
+}
+
+void on_ready(state_ptr self, size_t i, int64_t resident, int64_t kv) {
+  auto& s = self->state.slots[i];
+  s.ready = true;
+  s.resident_bytes = resident;
+  TROUPE_LOG_DEBUG("supervisor", "{} ready resident={} kv={}",
+                   shard_name(s.setup.stage, s.setup.spec.tp_rank), resident, kv);
+  if (all_ready(self)) all_up(self);
+}
+
+// The slot whose current shard sent the message being handled, or -1.
+int sender_slot(state_ptr self) {
+  const auto from = self->current_sender();
+  for (size_t i = 0; i < self->state.slots.size(); ++i)
+    if (self->state.slots[i].handle && from == self->state.slots[i].handle.address())
+      return static_cast<int>(i);
+  return -1;
 }
 
 // A shard is gone (dead or abandoned): pause the engine, free its siblings, schedule a respawn.
@@ -65,6 +231,9 @@ void lost(state_ptr self, size_t i, const std::string& why) {
   const int stage = s.setup.stage, rank = s.setup.spec.tp_rank;
   s.handle = caf::actor{};
   s.ready = false;
+  s.placing = false;
+  ++s.generation;
+  st.waiting_groups = 0; // a group being formed now waits for the replacement
   const uint64_t epoch = st.setup.routes->bump_epoch();
   if (auto& g = st.setup.groups[static_cast<size_t>(stage)])
     g->abort(shard_name(stage, rank) + ": " + why);
@@ -115,22 +284,55 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
   });
   self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
   return {
-      [=](ready_atom, int32_t stage, int32_t rank, int64_t resident, int64_t kv_bytes) {
-        auto& st = self->state;
-        for (size_t i = 0; i < st.slots.size(); ++i) {
-          auto& s = st.slots[i];
-          if (s.setup.stage != stage || s.setup.spec.tp_rank != rank || !s.handle) continue;
-          if (self->current_sender() != s.handle.address()) continue;
-          s.ready = true;
-          s.resident_bytes = resident;
-          TROUPE_LOG_DEBUG("supervisor", "{} ready resident={} kv={}", shard_name(stage, rank),
-                           resident, kv_bytes);
+      [=](ready_atom, int32_t, int32_t, int64_t resident, int64_t kv_bytes) {
+        const int i = sender_slot(self);
+        if (i >= 0) return on_ready(self, static_cast<size_t>(i), resident, kv_bytes);
+        if (self->state.setup.pool) { // a remote shard whose spawn reply is still on its way
+          auto& n = self->state.early[caf::actor_cast<caf::actor_addr>(self->current_sender())];
+          n.has_ready = true;
+          n.resident = resident;
+          n.kv = kv_bytes;
         }
-        if (!all_ready(self)) return;
-        for (auto& g : st.setup.groups)
-          if (g) g->reset(st.setup.routes->epoch());
-        self->send(st.setup.engine, up_atom::value, st.setup.routes->epoch(), st.restarts);
-        st.announced = true;
+      },
+      [=](group_atom, int32_t, int32_t, std::vector<uint8_t> addr) {
+        const int i = sender_slot(self);
+        if (i >= 0) return on_address(self, static_cast<size_t>(i), std::move(addr));
+        if (self->state.setup.pool) {
+          auto& n = self->state.early[caf::actor_cast<caf::actor_addr>(self->current_sender())];
+          n.has_address = true;
+          n.address = std::move(addr);
+        }
+      },
+      [=](grouped_atom, int32_t stage, int32_t rank, bool ok, const std::string& why) {
+        auto& st = self->state;
+        if (sender_slot(self) < 0 || st.waiting_groups <= 0) return; // a void round
+        if (!ok) {
+          TROUPE_LOG_WARN("supervisor", "{} could not form its group ({}); forming again",
+                          shard_name(stage, rank), why);
+          st.waiting_groups = 0;
+          self->delayed_send(self, std::chrono::milliseconds(500), regroup_atom::value,
+                             st.group_epoch);
+          return;
+        }
+        if (--st.waiting_groups == 0) announce_up(self);
+      },
+      [=](regroup_atom, uint64_t epoch) {
+        if (epoch == self->state.group_epoch && all_ready(self)) all_up(self);
+      },
+      [=](worker_atom, int32_t rank, const caf::actor& node, bool up) {
+        auto& st = self->state;
+        if (rank < 0) return;
+        if (static_cast<size_t>(rank) >= st.workers.size()) st.workers.resize(rank + 1);
+        st.workers[static_cast<size_t>(rank)] = up ? node : caf::actor{};
+        if (!up) return;
+        for (size_t i = 0; i < st.slots.size(); ++i)
+          if (st.setup.worker_of.at(i) == rank && !st.slots[i].handle && !st.slots[i].failed &&
+              !st.slots[i].placing)
+            spawn_slot(self, i);
+      },
+      [=](place_atom, int32_t i) {
+        auto& s = self->state.slots[static_cast<size_t>(i)];
+        if (!s.handle && !s.failed && !s.placing) spawn_slot(self, static_cast<size_t>(i));
       },
       [=](progress_atom, int32_t stage, int32_t rank) {
         // a (re)started shard completed a step: it works; forget its failures
@@ -154,7 +356,8 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
       },
       [=](restart_atom, int32_t i) {
         auto& st = self->state;
-        if (st.slots[static_cast<size_t>(i)].failed) return;
+        auto& s = st.slots[static_cast<size_t>(i)];
+        if (s.failed || s.handle || s.placing) return; // given up, or started already
         ++st.restarts;
         TROUPE_LOG_INFO("supervisor", "respawning {}",
                         shard_name(st.slots[i].setup.stage, st.slots[i].setup.spec.tp_rank));

@@ -9,7 +9,10 @@
 // times in a row without completing a step is given up on and reported: the engine answers
 // requests with an error and /health says why; then either it is retried every
 // retry_interval_s (half-open: if it comes up, serving resumes) or on_give_up is called (the
-// CLI exits non-zero). Keep a strong handle to the supervisor (DEPENDENCIES.md).
+// CLI exits non-zero). Keep a strong handle to the supervisor (DEPENDENCIES.md). With worker
+// processes the shards are ordered onto them through the worker pool (worker_pool.hpp); a
+// worker process that dies takes its shards with it (CAF reports them down), and they are
+// started again on its successor once it has joined.
 #pragma once
 
 #include <functional>
@@ -33,6 +36,14 @@ struct supervisor_setup {
   bool retry_after_give_up = true;
   double retry_interval_s = 10;
   std::function<void()> on_give_up; // exit policy: told once
+  // worker processes: when `pool` is set, every shard lives in the worker process of rank
+  // worker_of[i] and is started there from the model at model_path; a stage with TP > 1 sums
+  // over a UCX group that the supervisor forms once its shards are up (and again after any
+  // replacement) from the worker addresses they report
+  caf::actor pool;
+  std::vector<int> worker_of; // per shard
+  std::string model_path;
+  double group_timeout_s = 60;
 };
 
 caf::actor spawn_supervisor(caf::actor_system& sys, supervisor_setup setup);

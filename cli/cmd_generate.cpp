@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "exec/generator.hpp"
+#include "workers.hpp"
 
 namespace troupe::cli {
 
@@ -22,6 +23,7 @@ struct opts {
   bool json = false, quiet = false, no_bos = false;
   int tp = 1, ep = 1, pp = 1;
   std::string placement;
+  worker_flags workers;
 };
 
 // Generation through the actor pipeline (--tp / --pp / --placement).
@@ -35,6 +37,7 @@ int run_sharded(const opts& o, std::shared_ptr<const model_source> m,
   if (!place) return fail(place.error());
   if (auto st = set_expert_parallel(m->config, *place, o.ep); !st) return fail(st.error());
   ho.place = *place;
+  if (auto st = apply_worker_flags(o.workers, ho); !st) return fail(st.error());
   auto h = actors::host::start(m, ho);
   if (!h) return fail(h.error());
   if (!(*h)->wait_ready(300))
@@ -111,6 +114,7 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
   cmd->add_flag("--quiet,-q", o->quiet, "no loading messages");
   cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token");
+  add_worker_flags(cmd, o->workers);
   cmd->callback([&run, o] {
     run = [o]() -> int {
       const std::string prompt = !o->prompt.empty() ? o->prompt : o->prompt_pos;
@@ -121,7 +125,8 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
       if (!m) return fail(m.error());
       auto ids = (*m)->tok->encode(prompt, !o->no_bos, false);
       if (!ids) return fail(ids.error());
-      if (o->tp > 1 || o->pp > 1 || !o->placement.empty()) return run_sharded(*o, *m, *ids, prompt);
+      if (o->tp > 1 || o->pp > 1 || !o->placement.empty() || o->workers.workers > 0)
+        return run_sharded(*o, *m, *ids, prompt);
       exec::exec_options ro;
       ro.threads = o->threads;
       ro.where = o->backend == "ref" ? kernels::backend::ref : kernels::backend::cpu;

@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "kernels/device.hpp"
+#include "workers.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -36,6 +37,7 @@ struct serve_opts {
       max_seqs = 256;
   int64_t max_waiting = 1024;
   std::vector<std::string> inject;
+  worker_flags workers;
   double drain_timeout = 30, read_timeout = 15, step_timeout = 60;
   size_t max_body = 4 << 20;
   bool no_prefix_cache = false;
@@ -104,6 +106,7 @@ int run_serve(const serve_opts& o) {
   if (!place) return fail(place.error());
   if (auto st = set_expert_parallel((*m)->config, *place, o.ep); !st) return fail(st.error());
   ho.place = *place;
+  if (auto st = apply_worker_flags(o.workers, ho); !st) return fail(st.error());
   ho.block_size = o.block_size;
   auto kv = parse_kv_memory(o.kv_memory);
   if (!kv) return fail(kv.error());
@@ -199,6 +202,7 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--pp", o->pp, "pipeline stages")->check(CLI::Range(1, 1024));
   cmd->add_option("--placement", o->placement, "per-stage layers and TP, e.g. 0-2:tp2,3-4:tp1");
+  add_worker_flags(cmd, o->workers);
   cmd->add_option("--api-key", o->api_key, "require Authorization: Bearer KEY");
   cmd->add_option("--served-model-name", o->name,
                   "the model id clients use (default: the file or directory name)");

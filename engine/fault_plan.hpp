@@ -47,6 +47,8 @@ class fault_plan {
   /// KV allocations to refuse at `step`.
   int fail_allocs(uint64_t step) const;
   std::string to_string() const;
+  /// The --inject values it was built from (sent to worker processes, which parse them again).
+  const std::vector<std::string>& specs() const { return specs_; }
 
  private:
   bool fires(const fault_rule& r, uint64_t step, uint64_t salt) const;

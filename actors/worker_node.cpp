@@ -1,0 +1,178 @@
+// worker_node.cpp: the worker process's join and node actor (worker_node.hpp).
+#include "actors/worker_node.hpp"
+
+#include <caf/io/all.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "actors/messages.hpp"
+#include "actors/shard.hpp"
+#include "core/log.hpp"
+#include "transport/auth.hpp"
+
+namespace troupe::actors {
+
+/// The bytes a worker signs to join: "worker", the challenge, its rank and protocol version.
+std::vector<uint8_t> worker_proof_bytes(const std::vector<uint8_t>& challenge, int32_t rank,
+                                        uint32_t version) {
+  std::vector<uint8_t> b = {'w', 'o', 'r', 'k', 'e', 'r'};
+  b.insert(b.end(), challenge.begin(), challenge.end());
+  for (int i = 0; i < 4; ++i)
+    b.push_back(static_cast<uint8_t>(static_cast<uint32_t>(rank) >> (8 * i)));
+  for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(version >> (8 * i)));
+  return b;
+}
+
+namespace {
+
+struct node_state {
+  worker_options opt;
+  caf::actor registry;
+  std::shared_ptr<routing_table> routes = std::make_shared<routing_table>();
+  std::map<std::string, std::shared_ptr<const model_source>> models;
+  std::vector<caf::actor> shards;
+  std::shared_ptr<std::atomic<int>> exit_code;
+  static inline const char* name = "troupe.worker";
+};
+
+using node_ptr = caf::stateful_actor<node_state>*;
+
+expected<std::shared_ptr<const model_source>> model_at(node_ptr self, const std::string& path) {
+  auto& m = self->state.models[path];
+  if (!m) {
+    auto opened = open_model(path);
+    if (!opened) {
+      self->state.models.erase(path);
+      return opened.error();
+    }
+    m = *opened;
+  }
+  return m;
+}
+
+caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
+                   std::shared_ptr<std::atomic<int>> exit_code) {
+  self->state.opt = opt;
+  self->state.exit_code = exit_code;
+  self->state.registry = registry;
+  self->monitor(registry);
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    if (dm.source != self->state.registry.address()) return;
+    TROUPE_LOG_INFO("worker", "rank {}: the coordinator is gone; exiting", self->state.opt.rank);
+    for (auto& s : self->state.shards) self->send_exit(s, caf::exit_reason::user_shutdown);
+    self->quit();
+  });
+  // join: challenge, proof
+  self->request(registry, std::chrono::seconds(30), hello_atom::value)
+      .then(
+          [=](const std::vector<uint8_t>& challenge) {
+            const auto& o = self->state.opt;
+            const auto proof = transport::hmac_sha256(
+                o.secret, worker_proof_bytes(challenge, o.rank, worker_protocol_version));
+            std::vector<uint8_t> p(proof.begin(), proof.end());
+            self->request(self->state.registry, std::chrono::seconds(30), join_atom::value,
+                          static_cast<int32_t>(o.rank), worker_protocol_version, p,
+                          caf::actor_cast<caf::actor>(self))
+                .then([=](bool) { TROUPE_LOG_INFO("worker", "rank {} joined", o.rank); },
+                      [=](const caf::error& e) {
+                        TROUPE_LOG_ERROR("worker", "rank {}: refused: {}", o.rank,
+                                         self->system().render(e));
+                        self->state.exit_code->store(2);
+                        self->quit();
+                      });
+          },
+          [=](const caf::error& e) {
+            TROUPE_LOG_ERROR("worker", "no challenge from the coordinator: {}",
+                             self->system().render(e));
+            self->state.exit_code->store(1);
+            self->quit();
+          });
+  return {
+      [=](spawn_atom, const shard_order& o) -> caf::result<caf::actor> {
+        auto m = model_at(self, o.model_path);
+        if (!m) return to_caf(m.error());
+        shard_setup sh;
+        sh.model = *m;
+        sh.spec.layer_begin = o.layer_begin;
+        sh.spec.layer_end = o.layer_end;
+        sh.spec.tp_rank = o.tp_rank;
+        sh.spec.tp_size = o.tp_size;
+        sh.spec.first_stage = o.first_stage;
+        sh.spec.last_stage = o.last_stage;
+        sh.spec.expert_parallel = o.expert_parallel;
+        sh.opt.threads = o.threads;
+        sh.opt.kv_blocks = o.kv_blocks;
+        sh.opt.block_size = o.block_size;
+        sh.opt.kv_dtype = static_cast<dtype>(o.kv_dtype);
+        sh.opt.where = static_cast<kernels::backend>(o.where);
+        sh.stage = o.stage;
+        sh.hop = static_cast<size_t>(o.hop);
+        sh.last = o.last;
+        sh.routes = self->state.routes;
+        sh.ucx = o.tp_size > 1;
+        sh.group_timeout_s = o.group_timeout_s;
+        auto faults = std::make_shared<fault_plan>();
+        for (const auto& f : o.faults)
+          if (auto st = faults->add(f); !st) return to_caf(st.error());
+        sh.faults = faults;
+        auto s = spawn_shard(self->system(), std::move(sh), o.supervisor);
+        auto& list = self->state.shards;
+        list.erase(std::remove_if(list.begin(), list.end(), [](const caf::actor& a) { return !a; }),
+                   list.end());
+        list.push_back(s);
+        TROUPE_LOG_INFO("worker", "rank {}: started {}", self->state.opt.rank,
+                        shard_name(o.stage, o.tp_rank));
+        return s;
+      },
+      [=](route_atom, const route_update& u) {
+        auto& r = *self->state.routes;
+        std::vector<hop_info> hops;
+        for (size_t h = 0; h < u.hops.size(); ++h)
+          hops.push_back({u.hops[h], h < u.stages.size() ? u.stages[h] : -1,
+                          h < u.names.size() ? u.names[h] : std::string()});
+        r.set_hops(std::move(hops));
+        r.set_engine(u.engine);
+        r.raise_epoch(u.epoch);
+      },
+  };
+}
+
+} // namespace
+
+int run_worker(const worker_options& o) {
+  caf::actor_system_config cfg;
+  register_messages(cfg);
+  cfg.load<caf::io::middleman>();
+  cfg.set("scheduler.max-threads", o.caf_threads);
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  caf::actor_system sys{cfg};
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(o.join_timeout_s);
+  caf::actor registry;
+  for (;;) {
+    auto r = sys.middleman().remote_actor(o.coordinator, o.port);
+    if (r) {
+      registry = *r;
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      TROUPE_LOG_ERROR("worker", "rank {}: no coordinator at {}:{}: {}", o.rank, o.coordinator,
+                       o.port, sys.render(r.error()));
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  auto code = std::make_shared<std::atomic<int>>(0);
+  auto n = sys.spawn(node, o, registry, code);
+  {
+    caf::scoped_actor self{sys};
+    self->wait_for(n);
+  }
+  return code->load();
+}
+
+} // namespace troupe::actors

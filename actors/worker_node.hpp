@@ -1,0 +1,31 @@
+// worker_node.hpp: `troupe worker`, a process that holds shards for a coordinator (`troupe
+// serve` or a host with workers). It reaches the coordinator's worker registry over CAF's
+// network layer (MASTER_ADDR:MASTER_PORT), proves it holds the run's secret (an HMAC of the
+// registry's challenge, never the secret itself) and speaks the worker protocol version; then
+// its node actor starts the shards it is ordered to (each opens the model from the same path
+// and maps only the tensors of its own slice), keeps the process's copy of the routes current
+// from the supervisor's route updates, and ends the process when the coordinator goes away.
+// Shards of a stage whose TP ranks live in different processes sum over a UCX group.
+// Tests: tests/integration/workers_test.py
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace troupe::actors {
+
+inline constexpr uint32_t worker_protocol_version = 1;
+
+struct worker_options {
+  int rank = 0;
+  std::string coordinator = "127.0.0.1"; // MASTER_ADDR
+  uint16_t port = 29500;                 // MASTER_PORT
+  std::string secret;
+  double join_timeout_s = 60;
+  int caf_threads = 2;
+};
+
+/// Runs the worker until the coordinator goes away (0), or fails to join (2: refused, 1: else).
+int run_worker(const worker_options& o);
+
+} // namespace troupe::actors

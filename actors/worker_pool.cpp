@@ -1,0 +1,242 @@
+// worker_pool.cpp: the worker registry, its join checks and the local worker processes
+// (worker_pool.hpp).
+#include "actors/worker_pool.hpp"
+
+#include <caf/io/all.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "actors/messages.hpp"
+#include "actors/worker_node.hpp"
+#include "core/log.hpp"
+#include "transport/auth.hpp"
+
+extern char** environ;
+
+namespace troupe::actors {
+
+std::string random_secret() {
+  const auto n = transport::random_nonce();
+  std::string s;
+  for (uint8_t b : n) s += fmt::format("{:02x}", b);
+  return s;
+}
+
+namespace {
+
+using reap_atom = caf::atom_constant<caf::atom("reap")>;
+using port_atom = caf::atom_constant<caf::atom("port")>;
+
+struct member {
+  caf::actor node;
+  pid_t pid = 0; // a process this pool launched
+  int launches = 0;
+};
+
+struct pool_state {
+  worker_pool_options opt;
+  uint16_t port = 0;
+  std::vector<member> members;
+  std::map<caf::actor_addr, std::vector<uint8_t>> challenges; // per connecting node
+  caf::actor supervisor;
+  bool stopping = false;
+  static inline const char* name = "troupe.worker_pool";
+};
+
+using pool_ptr = caf::stateful_actor<pool_state>*;
+
+// Starts `exe worker` for `rank` with the rendezvous in its environment.
+pid_t launch(pool_ptr self, int rank) {
+  auto& st = self->state;
+  std::vector<std::string> args = {st.opt.exe, "worker"};
+  args.insert(args.end(), st.opt.worker_args.begin(), st.opt.worker_args.end());
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string v = *e;
+    if (v.rfind("RANK=", 0) == 0 || v.rfind("MASTER_ADDR=", 0) == 0 ||
+        v.rfind("MASTER_PORT=", 0) == 0 || v.rfind("TROUPE_SECRET", 0) == 0 ||
+        v.rfind("WORLD_SIZE=", 0) == 0)
+      continue;
+    env.push_back(v);
+  }
+  env.push_back(fmt::format("RANK={}", rank));
+  env.push_back(fmt::format("WORLD_SIZE={}", st.opt.workers));
+  env.push_back("MASTER_ADDR=" + st.opt.host);
+  env.push_back(fmt::format("MASTER_PORT={}", st.port));
+  env.push_back("TROUPE_SECRET=" + st.opt.secret);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, st.opt.exe.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) {
+    TROUPE_LOG_ERROR("workers", "cannot start {} worker for rank {}", st.opt.exe, rank);
+    return 0;
+  }
+  TROUPE_LOG_INFO("workers", "started worker rank {} (pid {})", rank, pid);
+  return pid;
+}
+
+// A launched worker is gone from the network: make sure the process is gone too (a partition
+// leaves it running), reap it, and start its successor.
+void replace(pool_ptr self, int rank) {
+  auto& m = self->state.members[static_cast<size_t>(rank)];
+  if (m.pid > 0) {
+    int status = 0;
+    if (waitpid(m.pid, &status, WNOHANG) == 0) {
+      ::kill(m.pid, SIGKILL);
+      waitpid(m.pid, &status, 0);
+    }
+    m.pid = 0;
+  }
+  if (self->state.stopping || self->state.opt.exe.empty()) return;
+  // a short, growing pause: a worker that dies at start must not spin the machine
+  const int ms = std::min(2000, 50 << std::min(m.launches, 5));
+  self->delayed_send(self, std::chrono::milliseconds(ms), reap_atom::value,
+                     static_cast<int32_t>(rank));
+}
+
+caf::behavior pool(pool_ptr self, worker_pool_options opt) {
+  self->state.opt = opt;
+  self->state.members.resize(static_cast<size_t>(opt.workers));
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    auto& st = self->state;
+    for (size_t r = 0; r < st.members.size(); ++r)
+      if (st.members[r].node && st.members[r].node.address() == dm.source) {
+        TROUPE_LOG_WARN("workers", "worker rank {} is gone: {}", r,
+                        self->system().render(dm.reason));
+        st.members[r].node = caf::actor{};
+        if (st.supervisor)
+          self->send(st.supervisor, worker_atom::value, static_cast<int32_t>(r), caf::actor{},
+                     false);
+        replace(self, static_cast<int>(r));
+      }
+  });
+  return {
+      [=](attach_atom, const caf::actor& sup) { // and tells it who has joined already
+        auto& st = self->state;
+        st.supervisor = sup;
+        for (size_t r = 0; r < st.members.size(); ++r)
+          if (st.members[r].node)
+            self->send(sup, worker_atom::value, static_cast<int32_t>(r), st.members[r].node, true);
+      },
+      [=](port_atom, uint16_t port) { // published: launch the workers, which connect here
+        auto& st = self->state;
+        st.port = port;
+        if (st.opt.exe.empty()) return;
+        for (size_t r = 0; r < st.members.size(); ++r) {
+          ++st.members[r].launches;
+          st.members[r].pid = launch(self, static_cast<int>(r));
+        }
+      },
+      [=](hello_atom) -> std::vector<uint8_t> {
+        const auto n = transport::random_nonce();
+        std::vector<uint8_t> c(n.begin(), n.end());
+        auto& ch = self->state.challenges;
+        if (ch.size() > 1024) ch.clear(); // strangers asking and never answering
+        ch[caf::actor_cast<caf::actor_addr>(self->current_sender())] = c;
+        return c;
+      },
+      [=](join_atom, int32_t rank, uint32_t version, const std::vector<uint8_t>& proof,
+          const caf::actor& node) -> caf::result<bool> {
+        auto& st = self->state;
+        std::string refusal;
+        auto it = st.challenges.find(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+        if (version != worker_protocol_version)
+          refusal = fmt::format("worker protocol version {}, this coordinator speaks {}", version,
+                                worker_protocol_version);
+        else if (it == st.challenges.end())
+          refusal = "no challenge was issued to this peer";
+        else if (!transport::same_digest(
+                     transport::hmac_sha256(st.opt.secret,
+                                            worker_proof_bytes(it->second, rank, version)),
+                     proof))
+          refusal = "authentication failed (wrong secret)";
+        else if (rank < 0 || rank >= st.opt.workers)
+          refusal = fmt::format("rank {} out of range 0..{}", rank, st.opt.workers - 1);
+        else if (st.members[static_cast<size_t>(rank)].node)
+          refusal = fmt::format("rank {} has joined already", rank);
+        else if (!node)
+          refusal = "no node actor";
+        if (it != st.challenges.end()) st.challenges.erase(it); // one answer per challenge
+        if (!refusal.empty()) {
+          TROUPE_LOG_WARN("workers", "refused a worker (claimed rank {}): {}", rank, refusal);
+          return to_caf(error{errc::unavailable, "refused: " + refusal});
+        }
+        auto& m = st.members[static_cast<size_t>(rank)];
+        m.node = node;
+        self->monitor(node);
+        TROUPE_LOG_INFO("workers", "worker rank {} joined", rank);
+        if (st.supervisor) self->send(st.supervisor, worker_atom::value, rank, node, true);
+        return true;
+      },
+      [=](spawn_atom, int32_t rank, const shard_order& o) -> caf::result<caf::actor> {
+        auto& st = self->state;
+        if (rank < 0 || rank >= st.opt.workers || !st.members[static_cast<size_t>(rank)].node)
+          return to_caf(
+              error{errc::unavailable, fmt::format("worker rank {} has not joined", rank)});
+        auto rp = self->make_response_promise<caf::actor>();
+        self->request(st.members[static_cast<size_t>(rank)].node, std::chrono::seconds(120),
+                      spawn_atom::value, o)
+            .then([=](const caf::actor& h) mutable { rp.deliver(h); },
+                  [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
+      },
+      [=](route_atom, const route_update& u) {
+        for (const auto& m : self->state.members)
+          if (m.node) self->send(m.node, route_atom::value, u);
+      },
+      [=](reap_atom, int32_t rank) {
+        auto& st = self->state;
+        auto& m = st.members[static_cast<size_t>(rank)];
+        if (st.stopping || m.node || m.pid > 0) return;
+        ++m.launches;
+        m.pid = launch(self, rank);
+      },
+      [=](stop_atom) {
+        auto& st = self->state;
+        st.stopping = true;
+        for (auto& m : st.members) {
+          if (m.pid > 0) ::kill(m.pid, SIGTERM);
+        }
+        for (auto& m : st.members) {
+          if (m.pid <= 0) continue;
+          int status = 0;
+          for (int i = 0; i < 100 && waitpid(m.pid, &status, WNOHANG) == 0; ++i) usleep(20000);
+          if (waitpid(m.pid, &status, WNOHANG) == 0) {
+            ::kill(m.pid, SIGKILL);
+            waitpid(m.pid, &status, 0);
+          }
+          m.pid = 0;
+        }
+        self->quit();
+      },
+  };
+}
+
+} // namespace
+
+expected<uint16_t> start_worker_pool(caf::actor_system& sys, const worker_pool_options& opt,
+                                     caf::actor& out) {
+  if (opt.workers < 1)
+    return make_error(errc::invalid_argument, "a pool of {} workers", opt.workers);
+  if (opt.secret.size() < 8)
+    return make_error(errc::invalid_argument, "worker processes need a secret of at least 8 bytes");
+  out = sys.spawn(pool, opt);
+  auto port = sys.middleman().publish(out, opt.port, opt.host.c_str(), true);
+  if (!port) {
+    caf::anon_send_exit(out, caf::exit_reason::user_shutdown);
+    return make_error(errc::io_error, "cannot listen for workers at {}:{}: {}", opt.host, opt.port,
+                      sys.render(port.error()));
+  }
+  caf::anon_send(out, port_atom::value, static_cast<uint16_t>(*port));
+  return static_cast<uint16_t>(*port);
+}
+
+} // namespace troupe::actors
