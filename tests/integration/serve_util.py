@@ -11,13 +11,13 @@ import time
 
 
 class Server:
-    def __init__(self, troupe, *args, timeout=120, ulimit_files=None):
+    def __init__(self, troupe, *args, timeout=120, ulimit_files=None, env=None):
         cmd = [troupe, "serve", "--port", "0", "--served-model-name", "stories", *args]
         if ulimit_files is not None:  # soft and hard open-file limits; hard None: unchanged
             soft, hard = ulimit_files
             limit = f"ulimit -Sn {soft}" + (f" && ulimit -Hn {hard}" if hard else "")
             cmd = ["bash", "-c", limit + ' && exec "$@"', "troupe"] + cmd
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         self.log = []
         deadline = time.time() + timeout
         self.port = None

@@ -1,0 +1,165 @@
+"""workers_test.py (label fault): `troupe serve --workers N`, every shard in a worker process.
+
+- TP 2 x PP 2 over 4 worker processes gives the greedy text of one process, for 20 concurrent
+  streams (the stage's TP sums cross processes over UCX; stages talk over CAF's network layer).
+- SIGKILL of a worker process in the middle of 50 concurrent streams: every stream completes
+  with exactly the fault-free text, /health says degraded (with the reason) while the worker is
+  started again, and afterwards every KV block is free and no lease is held.
+- A worker with the wrong secret is refused (exit 2, the reason logged on both sides) and the
+  run still forms when the right one joins.
+
+Usage: python workers_test.py PATH/TO/troupe
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+import openai
+
+from serve_util import Server, metric
+
+TROUPE = sys.argv.pop(1)
+PROMPTS = [p + " and the sun was warm" * (i % 3) for i, p in
+           enumerate(["Once upon a time", "The little dog", "Lily and Ben went to the park", "Tom had a big red ball.",
+                      "One day, a cat", "Sam wanted to fly", "The bird sang"] * 8)][:50]
+ARGS = ["--tp", "2", "--pp", "2", "--max-batch-tokens", "128"]
+
+
+def run_all(url, prompts, max_tokens=24, on_token=None):
+    client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=300)
+    texts = [None] * len(prompts)
+    errors = []
+
+    def one(i):
+        try:
+            stream = client.completions.create(model="stories", prompt=prompts[i], max_tokens=max_tokens,
+                                               temperature=0, stream=True, extra_body={"ignore_eos": True})
+            text, finish = "", None
+            for chunk in stream:
+                text += chunk.choices[0].text
+                finish = chunk.choices[0].finish_reason or finish
+                if on_token:
+                    on_token()
+            texts[i] = (text, finish)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"{i}: {e!r}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return texts, errors
+
+
+def workers_of(pid):
+    """The `troupe worker` processes a server launched (its children)."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in out]
+
+
+class Workers(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with Server(TROUPE, *ARGS) as one:
+            cls.want, errors = run_all(one.url, PROMPTS)
+            assert errors == [], errors
+
+    def test_four_worker_processes_give_the_one_process_text(self):
+        with Server(TROUPE, *ARGS, "--workers", "4") as srv:
+            self.assertEqual(len(workers_of(srv.proc.pid)), 4)
+            got, errors = run_all(srv.url, PROMPTS[:20])
+            self.assertEqual(errors, [])
+            for i in range(20):
+                self.assertEqual(got[i], self.want[i], f"request {i}")
+        self.assertEqual(srv.proc.returncode, 0)
+        time.sleep(0.5)
+        self.assertEqual(workers_of(srv.proc.pid), [])
+
+    def test_sigkill_of_a_worker_under_fifty_streams(self):
+        with Server(TROUPE, *ARGS, "--workers", "4") as srv:
+            pids = workers_of(srv.proc.pid)
+            self.assertEqual(len(pids), 4)
+            tokens = [0]
+            lock = threading.Lock()
+            health = []
+            killed = threading.Event()
+
+            def on_token():
+                with lock:
+                    tokens[0] += 1
+                    if tokens[0] == 200 and not killed.is_set():
+                        os.kill(pids[1], signal.SIGKILL)  # stage 0, TP rank 1
+                        killed.set()
+
+            def watch():  # /health while the worker is away
+                while not done.is_set():
+                    try:
+                        urllib.request.urlopen(srv.url + "/health", timeout=5)
+                        health.append((200, ""))
+                    except urllib.error.HTTPError as e:
+                        health.append((e.code, e.read().decode()))
+                    except Exception:  # noqa: BLE001
+                        pass
+                    time.sleep(0.02)
+
+            done = threading.Event()
+            watcher = threading.Thread(target=watch)
+            watcher.start()
+            got, errors = run_all(srv.url, PROMPTS, on_token=on_token)
+            done.set()
+            watcher.join()
+            self.assertTrue(killed.is_set())
+            self.assertEqual(errors, [])
+            for i, (w, g) in enumerate(zip(self.want, got)):
+                self.assertEqual(g, w, f"request {i}")
+            degraded = [body for code, body in health if code == 503]
+            self.assertTrue(degraded, "health never said degraded")
+            self.assertIn("stage0.rank1", degraded[0])
+            text = urllib.request.urlopen(srv.url + "/metrics").read().decode()
+            self.assertGreaterEqual(metric(text, "troupe_shard_restarts_total"), 1)
+            self.assertEqual(metric(text, "troupe_kv_blocks_free"), metric(text, "troupe_kv_blocks_total"))
+            self.assertEqual(metric(text, "troupe_kv_leases"), 0)
+            self.assertEqual(urllib.request.urlopen(srv.url + "/health").status, 200)
+            self.assertEqual(len(workers_of(srv.proc.pid)), 4)  # the successor runs
+            self.assertIn("worker rank 1 is gone", srv.log_text())
+
+    def test_a_worker_with_the_wrong_secret_is_refused(self):
+        port = 29900 + os.getpid() % 50
+        env = dict(os.environ, TROUPE_SECRET="the-right-secret")
+        server = {}
+
+        def serve():
+            server["srv"] = Server(TROUPE, "--workers", "1", "--no-launch", "--worker-port", str(port), env=env)
+
+        t = threading.Thread(target=serve)
+        t.start()
+        time.sleep(1.0)
+        bad = subprocess.run([TROUPE, "worker", "--rank", "0", "--port", str(port), "--secret", "not-the-secret"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(bad.returncode, 2, bad.stderr)
+        self.assertIn("authentication failed", bad.stderr)
+        good = subprocess.Popen([TROUPE, "worker", "--rank", "0", "--port", str(port)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t.join(timeout=120)
+        srv = server["srv"]
+        try:
+            got, errors = run_all(srv.url, PROMPTS[:3])
+            self.assertEqual(errors, [])
+            for i in range(3):
+                self.assertEqual(got[i], self.want[i])
+            self.assertIn("refused a worker", srv.log_text())
+        finally:
+            srv.stop()
+            good.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
