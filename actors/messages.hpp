@@ -95,6 +95,7 @@ struct step_msg {
   uint64_t epoch = 0;
   std::shared_ptr<const batch> plan;
   std::shared_ptr<const std::vector<float>> x; // [T, C] activations
+  int64_t x_ucx_bytes = 0; // > 0: x comes over UCX from the previous stage's rank 0 instead
 };
 
 template <class Inspector>
@@ -106,7 +107,7 @@ typename Inspector::result_type inspect(Inspector& f, step_msg& m) {
       bytes.resize(m.x->size() * sizeof(float));
       std::memcpy(bytes.data(), m.x->data(), bytes.size());
     }
-    return f(caf::meta::type_name("step_msg"), m.step_id, m.epoch, b, bytes);
+    return f(caf::meta::type_name("step_msg"), m.step_id, m.epoch, b, bytes, m.x_ucx_bytes);
   } else {
     batch b;
     std::vector<uint8_t> bytes;
@@ -121,7 +122,7 @@ typename Inspector::result_type inspect(Inspector& f, step_msg& m) {
       }
       return caf::none;
     });
-    return f(caf::meta::type_name("step_msg"), m.step_id, m.epoch, b, bytes, done);
+    return f(caf::meta::type_name("step_msg"), m.step_id, m.epoch, b, bytes, m.x_ucx_bytes, done);
   }
 }
 

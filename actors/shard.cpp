@@ -29,6 +29,17 @@ namespace {
 
 constexpr auto poll_window = std::chrono::microseconds(100);
 
+} // namespace
+
+uint8_t tp_group_id(int stage) {
+  return static_cast<uint8_t>(1 + stage % 127);
+}
+uint8_t boundary_group_id(int stage) {
+  return static_cast<uint8_t>(128 + stage % 127);
+}
+
+namespace {
+
 // One UCX context per process, shared by its shards' workers.
 expected<std::shared_ptr<transport::ucx_context>> process_ucx() {
   static std::mutex mu;
@@ -96,7 +107,10 @@ struct shard {
   bool progressed = false; // told the supervisor this instance completed a step
   std::unique_ptr<exec::executor> runner;
   std::unique_ptr<collective> comm; // this instance's membership (in-process or UCX)
-  ucx_membership* ucx = nullptr;    // comm, when it is a UCX group
+  ucx_membership* ucx = nullptr;    // comm, when this shard lives in a worker process
+  // the stage boundaries over UCX (worker processes): from the previous stage's rank 0 (this
+  // shard is member 1 + tp_rank), and, on rank 0, to the next stage's ranks (members 1..)
+  std::unique_ptr<transport::ucx_group> from_prev, to_next;
   std::string label;
   std::vector<float> logits;
 
@@ -130,6 +144,24 @@ struct shard {
     if (comm) comm->arm(m.epoch, m.step_id);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<float> x = m.x ? *m.x : std::vector<float>{};
+    if (m.x_ucx_bytes > 0) { // the previous stage sends them over UCX, not in the message
+      status got =
+          from_prev ? status{} : make_error(errc::unavailable, "no group from the previous stage");
+      if (got && (m.x_ucx_bytes % 4 != 0 || m.x_ucx_bytes > (int64_t{1} << 34)))
+        got = make_error(errc::protocol_error, "activations of {} bytes", m.x_ucx_bytes);
+      if (got) {
+        x.resize(static_cast<size_t>(m.x_ucx_bytes / 4));
+        from_prev->arm(m.epoch, m.step_id);
+        got = from_prev->recv(0, x.data(), m.x_ucx_bytes);
+      }
+      if (!got) {
+        routes.mark_busy(setup.hop, setup.spec.tp_rank, false);
+        self->send(routes.engine_actor(), failed_atom::value,
+                   step_failed{m.step_id, m.epoch, setup.stage, setup.spec.tp_rank,
+                               got.error().to_string(), true});
+        return caf::none;
+      }
+    }
     if (int ms = setup.faults->stall_ms(stage, rank, m.step_id); ms > 0) {
       TROUPE_LOG_WARN("fault", "stall {} for {} ms at step={}", label, ms, m.step_id);
       std::this_thread::sleep_for(
@@ -153,13 +185,31 @@ struct shard {
       return caf::none;
     }
     if (rank != 0) return caf::none;
+    if (!setup.last && to_next) { // worker processes: control over CAF, activations over UCX
+      const hop_info info = routes.info(setup.hop + 1);
+      const auto bytes = static_cast<int64_t>(x.size() * sizeof(float));
+      for (size_t i = 0; i < info.actors.size(); ++i)
+        send_step(info.actors[i], shard_name(info.stage, static_cast<int>(i)),
+                  step_msg{m.step_id, m.epoch, m.plan, nullptr, bytes});
+      to_next->arm(m.epoch, m.step_id);
+      for (int k = 1; k < to_next->size(); ++k)
+        if (auto st = to_next->send(k, x.data(), bytes); !st) {
+          TROUPE_LOG_WARN("shard", "{} step={}: activations to {} lost: {}", label, m.step_id,
+                          shard_name(info.stage, k - 1), st.error().to_string());
+          self->send(routes.engine_actor(), failed_atom::value,
+                     step_failed{m.step_id, m.epoch, setup.stage, setup.spec.tp_rank,
+                                 st.error().to_string(), true});
+          break;
+        }
+      return caf::none;
+    }
     if (!setup.last) {
       auto out = std::make_shared<const std::vector<float>>(std::move(x));
       const hop_info info = routes.info(setup.hop + 1);
       for (size_t i = 0; i < info.actors.size(); ++i)
         send_step(info.actors[i],
                   info.stage >= 0 ? shard_name(info.stage, static_cast<int>(i)) : info.name,
-                  step_msg{m.step_id, m.epoch, m.plan, out});
+                  step_msg{m.step_id, m.epoch, m.plan, out, 0});
       return caf::none;
     }
     step_done done;
@@ -194,7 +244,7 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
   shard s{self, std::move(setup), notify, false, nullptr, nullptr, nullptr, {}, {}};
   s.label = shard_name(s.setup.stage, s.setup.spec.tp_rank);
   if (s.setup.group) s.comm = s.setup.group->join(s.setup.spec.tp_rank);
-  if (s.setup.ucx && s.setup.spec.tp_size > 1) {
+  if (s.setup.ucx) {
     auto ctx = process_ucx();
     auto w = ctx ? transport::ucx_worker::create(*ctx)
                  : expected<std::unique_ptr<transport::ucx_worker>>(ctx.error());
@@ -208,7 +258,8 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
     s.ucx = m.get();
     s.comm = std::move(m);
   }
-  auto runner = exec::executor::create(s.setup.model, s.setup.spec, s.setup.opt, s.comm.get());
+  auto runner = exec::executor::create(s.setup.model, s.setup.spec, s.setup.opt,
+                                       s.setup.spec.tp_size > 1 ? s.comm.get() : nullptr);
   if (!runner) {
     TROUPE_LOG_ERROR("shard", "{}: cannot load: {}", s.label, runner.error().to_string());
     self->fail_state(caf::make_error(caf::sec::runtime_error, runner.error().to_string()));
@@ -242,23 +293,27 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
             running = false;
           }
         },
-        [&](group_atom, uint64_t epoch, const std::vector<std::vector<uint8_t>>& addrs) {
-          // (re)form the stage's group: the old one's endpoints go, the worker stays
+        [&](group_atom, uint64_t epoch, uint8_t id, int32_t member,
+            const std::vector<std::vector<uint8_t>>& addrs) {
+          // (re)form one of its groups: the old one's endpoints go, the worker stays
           if (!s.ucx) return;
-          s.ucx->group.reset();
+          auto& slot = id == tp_group_id(s.setup.stage) ? s.ucx->group
+                       : member == 0                    ? s.to_next
+                                                        : s.from_prev;
+          slot.reset();
           transport::ucx_group_options go;
-          go.id = static_cast<uint8_t>(1 + s.setup.stage % 255);
+          go.id = id;
           go.timeout =
               std::chrono::milliseconds(static_cast<int64_t>(s.setup.group_timeout_s * 1000));
-          auto g = transport::ucx_group::connect(s.ucx->worker, s.setup.spec.tp_rank, addrs, go);
+          auto g = transport::ucx_group::connect(s.ucx->worker, member, addrs, go);
           status st = g ? status{} : status{g.error()};
           if (g) {
             (*g)->reset(epoch);
             st = (*g)->barrier();
-            if (st) s.ucx->group = std::move(*g);
+            if (st) slot = std::move(*g);
           }
           if (!st)
-            TROUPE_LOG_WARN("shard", "{}: cannot form the stage's group: {}", s.label,
+            TROUPE_LOG_WARN("shard", "{}: cannot form group {}: {}", s.label, id,
                             st.error().to_string());
           self->send(s.notify, grouped_atom::value, s.setup.stage, s.setup.spec.tp_rank,
                      static_cast<bool>(st), st ? std::string() : st.error().to_string());

@@ -28,18 +28,23 @@ struct shard_setup {
   bool last = true;
   std::shared_ptr<routing_table> routes;
   std::shared_ptr<transport::inproc_group> group; // in-process TP group (null: none or UCX)
-  bool ucx = false;             // TP > 1 across processes: a UCX group the supervisor forms
-  double group_timeout_s = 60;  // a UCX collective waiting longer fails
+  bool ucx = false;            // TP > 1 across processes: a UCX group the supervisor forms
+  double group_timeout_s = 60; // a UCX collective waiting longer fails
   std::shared_ptr<const fault_plan> faults;
   caf::actor* supervisor_hint = nullptr; // unused; the supervisor monitors
 };
 
 /// Spawns a detached shard actor; it tells `notify` (ready_atom, stage, rank, resident bytes)
-/// once its weights are loaded, or quits with the load error. A UCX shard first tells
-/// (group_atom, stage, rank, its worker address) and later forms its group when `notify`
-/// sends (group_atom, epoch, every rank's address), answering (grouped_atom, stage, rank, ok,
-/// why).
+/// once its weights are loaded, or quits with the load error. A shard in a worker process first
+/// tells (group_atom, stage, rank, its UCX worker address) and forms each of its groups when
+/// `notify` sends (group_atom, epoch, group id, its member rank, every member's address),
+/// answering (grouped_atom, stage, rank, ok, why).
 caf::actor spawn_shard(caf::actor_system& sys, shard_setup setup, const caf::actor& notify);
+
+/// UCX group ids (worker processes): stage S's TP group, and the boundary from stage S's rank 0
+/// to stage S + 1's ranks (member 0 the sender, member 1 + r stage S + 1's rank r).
+uint8_t tp_group_id(int stage);
+uint8_t boundary_group_id(int stage);
 
 /// Actor name used by fault rules and logs: "stage<S>.rank<R>".
 std::string shard_name(int stage, int rank);

@@ -186,18 +186,30 @@ void all_up(state_ptr self) {
   if (!st.setup.pool) return announce_up(self);
   push_routes(self);
   st.group_epoch = st.setup.routes->epoch();
+  // slots by stage, in TP rank order
   std::map<int, std::vector<size_t>> stages;
-  for (size_t i = 0; i < st.slots.size(); ++i)
-    if (st.slots[i].setup.spec.tp_size > 1) stages[st.slots[i].setup.stage].push_back(i);
+  for (size_t i = 0; i < st.slots.size(); ++i) stages[st.slots[i].setup.stage].push_back(i);
+  for (auto& [stage, members] : stages)
+    std::sort(members.begin(), members.end(), [&](size_t a, size_t b) {
+      return st.slots[a].setup.spec.tp_rank < st.slots[b].setup.spec.tp_rank;
+    });
   st.waiting_groups = 0;
-  for (auto& [stage, members] : stages) {
-    std::vector<std::vector<uint8_t>> addrs(members.size());
-    for (size_t i : members)
-      addrs.at(static_cast<size_t>(st.slots[i].setup.spec.tp_rank)) = st.slots[i].address;
-    for (size_t i : members) {
-      self->send(st.slots[i].handle, group_atom::value, st.group_epoch, addrs);
+  auto form = [&](uint8_t id, const std::vector<size_t>& members) {
+    std::vector<std::vector<uint8_t>> addrs;
+    for (size_t i : members) addrs.push_back(st.slots[i].address);
+    for (size_t k = 0; k < members.size(); ++k) {
+      self->send(st.slots[members[k]].handle, group_atom::value, st.group_epoch, id,
+                 static_cast<int32_t>(k), addrs);
       ++st.waiting_groups;
     }
+  };
+  for (auto& [stage, members] : stages) {
+    if (members.size() > 1) form(tp_group_id(stage), members); // the stage's TP group
+    auto next = stages.find(stage + 1); // the boundary: this rank 0, then the next stage
+    if (next == stages.end()) continue;
+    std::vector<size_t> boundary = {members.front()};
+    boundary.insert(boundary.end(), next->second.begin(), next->second.end());
+    form(boundary_group_id(stage), boundary);
   }
   if (st.waiting_groups == 0) announce_up(self);
 }
@@ -393,6 +405,12 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
             g->reset(epoch);
           }
         TROUPE_LOG_WARN("supervisor", "resync: epoch={}", epoch);
+        // worker processes: their UCX groups may be out of step too; form them again (the
+        // shards see that before the engine's next step: both travel the same connection)
+        if (st.setup.pool && all_ready(self) && st.announced) {
+          st.announced = false;
+          all_up(self);
+        }
         return epoch;
       },
       [=](stats_atom) -> std::vector<int64_t> {

@@ -113,7 +113,7 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
         sh.hop = static_cast<size_t>(o.hop);
         sh.last = o.last;
         sh.routes = self->state.routes;
-        sh.ucx = o.tp_size > 1;
+        sh.ucx = true; // its TP group and stage boundaries go over UCX
         sh.group_timeout_s = o.group_timeout_s;
         auto faults = std::make_shared<fault_plan>();
         for (const auto& f : o.faults)
