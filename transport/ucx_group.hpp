@@ -100,7 +100,7 @@ class ucx_group final : public collective {
   void fail(std::string why);
 
   std::shared_ptr<ucx_worker> worker_; // a member re-formed after a sibling's restart keeps it
-  std::vector<ucp_ep*> eps_; // [peer], null for self
+  std::vector<ucp_ep*> eps_;           // [peer], null for self
   int rank_ = 0, size_ = 1;
   ucx_group_options opt_;
   uint64_t epoch_ = 0, step_ = 0, ops_ = 0;
