@@ -81,6 +81,7 @@ using route_atom = caf::atom_constant<caf::atom("route")>;     // the routes cha
 using group_atom = caf::atom_constant<caf::atom("group")>;     // form the stage's UCX group
 using grouped_atom = caf::atom_constant<caf::atom("grouped")>; // ... formed
 using worker_atom = caf::atom_constant<caf::atom("worker")>;   // a worker joined / left
+using ping_atom = caf::atom_constant<caf::atom("ping")>;       // a worker's heartbeat
 
 /// Errors between actors carry troupe's code (category "troupe"): the gateway maps the code,
 /// never the text, to an HTTP status.

@@ -4,7 +4,13 @@
 // as the wait itself. Idle shards block and burn nothing.
 #include "actors/shard.hpp"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
+#include <ctime>
 #include <stdexcept>
 #include <thread>
 
@@ -127,6 +133,31 @@ struct shard {
       self->send(to, step_atom::value, m);
   }
 
+  // Injected faults of the whole worker process (kill-worker, partition, slow-link).
+  void worker_faults(uint64_t step) {
+    const auto& f = *setup.faults;
+    const int w = setup.worker_rank;
+    if (f.kill_worker(w, step)) {
+      TROUPE_LOG_WARN("fault", "kill worker {} at step={}", w, step);
+      ::kill(::getpid(), SIGKILL);
+    }
+    static std::atomic<uint64_t> frozen_at{~uint64_t{0}}; // one freeze per step per process
+    if (const int ms = f.partition_ms(w, step); ms > 0 && frozen_at.exchange(step) != step) {
+      TROUPE_LOG_WARN("fault", "partition: worker {} stops answering for {} ms at step={}", w, ms,
+                      step);
+      const pid_t me = ::getpid();
+      if (::fork() == 0) { // wakes the frozen process; only async-signal-safe calls here
+        timespec t{ms / 1000, (ms % 1000) * 1000000L};
+        ::nanosleep(&t, nullptr);
+        ::kill(me, SIGCONT);
+        ::_exit(0);
+      }
+      ::kill(me, SIGSTOP);
+    }
+    if (const int ms = f.slow_link_ms(w); ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms)); // all it sends is late
+  }
+
   // Returns an error to end the actor with (an injected kill), or none.
   caf::error step(const step_msg& m) {
     auto& routes = *setup.routes;
@@ -135,6 +166,7 @@ struct shard {
     if (m.epoch < routes.epoch()) return caf::none; // from before a failure: nobody waits for it
     routes.raise_epoch(m.epoch); // a worker's copy may hear of a new epoch from the step first
     const int stage = setup.stage, rank = setup.spec.tp_rank;
+    if (setup.worker_rank >= 0) worker_faults(m.step_id);
     if (setup.faults->kill(stage, rank, m.step_id)) {
       TROUPE_LOG_WARN("fault", "kill {} at step={}", label, m.step_id);
       return caf::make_error(caf::sec::runtime_error,

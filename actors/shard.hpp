@@ -28,8 +28,9 @@ struct shard_setup {
   bool last = true;
   std::shared_ptr<routing_table> routes;
   std::shared_ptr<transport::inproc_group> group; // in-process TP group (null: none or UCX)
-  bool ucx = false;            // TP > 1 across processes: a UCX group the supervisor forms
+  bool ucx = false;            // in a worker process: TP group and stage boundaries over UCX
   double group_timeout_s = 60; // a UCX collective waiting longer fails
+  int worker_rank = -1;        // the worker process it lives in (-1: the coordinator's)
   std::shared_ptr<const fault_plan> faults;
   caf::actor* supervisor_hint = nullptr; // unused; the supervisor monitors
 };

@@ -336,7 +336,15 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
         if (rank < 0) return;
         if (static_cast<size_t>(rank) >= st.workers.size()) st.workers.resize(rank + 1);
         st.workers[static_cast<size_t>(rank)] = up ? node : caf::actor{};
-        if (!up) return;
+        if (!up) { // its shards are lost with it, even where CAF has not said so (a silence)
+          for (size_t i = 0; i < st.slots.size(); ++i)
+            if (st.setup.worker_of.at(i) == rank && st.slots[i].handle) {
+              self->demonitor(st.slots[i].handle);
+              self->send_exit(st.slots[i].handle, caf::exit_reason::kill);
+              lost(self, i, fmt::format("worker {} is gone", rank));
+            }
+          return;
+        }
         for (size_t i = 0; i < st.slots.size(); ++i)
           if (st.setup.worker_of.at(i) == rank && !st.slots[i].handle && !st.slots[i].failed &&
               !st.slots[i].placing)

@@ -115,6 +115,7 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
         sh.routes = self->state.routes;
         sh.ucx = true; // its TP group and stage boundaries go over UCX
         sh.group_timeout_s = o.group_timeout_s;
+        sh.worker_rank = self->state.opt.rank;
         auto faults = std::make_shared<fault_plan>();
         for (const auto& f : o.faults)
           if (auto st = faults->add(f); !st) return to_caf(st.error());
@@ -128,6 +129,7 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
                         shard_name(o.stage, o.tp_rank));
         return s;
       },
+      [=](ping_atom) -> bool { return true; }, // the pool's heartbeat
       [=](route_atom, const route_update& u) {
         auto& r = *self->state.routes;
         std::vector<hop_info> hops;

@@ -31,11 +31,13 @@ namespace {
 
 using reap_atom = caf::atom_constant<caf::atom("reap")>;
 using port_atom = caf::atom_constant<caf::atom("port")>;
+using beat_atom = caf::atom_constant<caf::atom("beat")>;
 
 struct member {
   caf::actor node;
   pid_t pid = 0; // a process this pool launched
   int launches = 0;
+  std::chrono::steady_clock::time_point seen; // its last heartbeat answer
 };
 
 struct pool_state {
@@ -105,19 +107,22 @@ void replace(pool_ptr self, int rank) {
 caf::behavior pool(pool_ptr self, worker_pool_options opt) {
   self->state.opt = opt;
   self->state.members.resize(static_cast<size_t>(opt.workers));
+  auto gone = [=](size_t r, const std::string& why) {
+    auto& st = self->state;
+    TROUPE_LOG_WARN("workers", "worker rank {} is gone: {}", r, why);
+    self->demonitor(st.members[r].node);
+    st.members[r].node = caf::actor{};
+    if (st.supervisor)
+      self->send(st.supervisor, worker_atom::value, static_cast<int32_t>(r), caf::actor{}, false);
+    replace(self, static_cast<int>(r));
+  };
   self->set_down_handler([=](const caf::down_msg& dm) {
     auto& st = self->state;
     for (size_t r = 0; r < st.members.size(); ++r)
-      if (st.members[r].node && st.members[r].node.address() == dm.source) {
-        TROUPE_LOG_WARN("workers", "worker rank {} is gone: {}", r,
-                        self->system().render(dm.reason));
-        st.members[r].node = caf::actor{};
-        if (st.supervisor)
-          self->send(st.supervisor, worker_atom::value, static_cast<int32_t>(r), caf::actor{},
-                     false);
-        replace(self, static_cast<int>(r));
-      }
+      if (st.members[r].node && st.members[r].node.address() == dm.source)
+        gone(r, self->system().render(dm.reason));
   });
+  self->delayed_send(self, std::chrono::seconds(1), beat_atom::value);
   return {
       [=](attach_atom, const caf::actor& sup) { // and tells it who has joined already
         auto& st = self->state;
@@ -171,6 +176,7 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
         }
         auto& m = st.members[static_cast<size_t>(rank)];
         m.node = node;
+        m.seen = std::chrono::steady_clock::now();
         self->monitor(node);
         TROUPE_LOG_INFO("workers", "worker rank {} joined", rank);
         if (st.supervisor) self->send(st.supervisor, worker_atom::value, rank, node, true);
@@ -191,6 +197,28 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
       [=](route_atom, const route_update& u) {
         for (const auto& m : self->state.members)
           if (m.node) self->send(m.node, route_atom::value, u);
+      },
+      [=](beat_atom) {
+        auto& st = self->state;
+        const auto now = std::chrono::steady_clock::now();
+        for (size_t r = 0; r < st.members.size(); ++r) {
+          auto& m = st.members[r];
+          if (!m.node) continue;
+          const double silent = std::chrono::duration<double>(now - m.seen).count();
+          if (silent > st.opt.heartbeat_timeout_s) {
+            gone(r, fmt::format("stopped answering for {:.1f} s", silent));
+            continue;
+          }
+          const caf::actor node = m.node;
+          self->request(node, std::chrono::seconds(5), ping_atom::value)
+              .then(
+                  [=](bool) {
+                    auto& mm = self->state.members[r];
+                    if (mm.node == node) mm.seen = std::chrono::steady_clock::now();
+                  },
+                  [](const caf::error&) {}); // silence is judged above
+        }
+        if (!st.stopping) self->delayed_send(self, std::chrono::seconds(1), beat_atom::value);
       },
       [=](reap_atom, int32_t rank) {
         auto& st = self->state;

@@ -9,6 +9,9 @@
 // worker process that dies (SIGKILL, a crash) or whose connection drops is reaped and started
 // again with the same rank, and the new process joins as its predecessor did; otherwise the
 // run waits for a replacement to join (as under Kubernetes, where the StatefulSet restarts it).
+// A heartbeat every second finds a worker that stops answering while its connection stays up
+// (a frozen process, a partition TCP has not noticed yet): after heartbeat_timeout_s it counts
+// as lost like a dead one (a launched process is killed and started again).
 // Tests: tests/integration/workers_test.py
 #pragma once
 
@@ -29,6 +32,7 @@ struct worker_pool_options {
   std::string secret;             // at least 8 bytes
   std::string exe;                // launch `exe worker` processes; empty: wait for them to join
   std::vector<std::string> worker_args; // extra arguments for launched workers
+  double heartbeat_timeout_s = 10;      // a worker silent this long is lost (and replaced)
 };
 
 /// Spawns and publishes the pool (and launches the workers when opt.exe is set). `pool` gets

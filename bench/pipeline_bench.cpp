@@ -4,7 +4,11 @@
 //  2. tensor parallelism: bench-134m f32 decode with TP 2 (two shards, one thread each)
 //     against one shard with two threads, alternated; median tokens per second.
 //  3. resident weights per shard at TP 2 x PP 2 against a quarter of the model.
-//   build/bench/pipeline_bench [--rounds N] [--models DIR] [--json FILE] [--only overhead|tp]
+//  4. worker processes: bench-134m q8_0 decode at TP 2 (one thread each) with both shards in
+//     this process against each in its own worker process (the all-reduce over UCX),
+//     alternated; median tokens per second.
+//   build/bench/pipeline_bench [--rounds N] [--models DIR] [--json FILE]
+//                              [--only overhead|tp|workers]
 #include <cstring>
 #include <fstream>
 
@@ -42,11 +46,13 @@ double actor_us(actors::host& h, const std::vector<int32_t>& prompt, int n) {
 }
 
 std::unique_ptr<actors::host> start(std::shared_ptr<const model_source> m, int tp, int pp,
-                                    int threads) {
+                                    int threads, int workers = 0) {
   actors::host_options o;
   o.place = *even_placement(m->config, tp, pp);
   o.threads_per_shard = threads;
   o.kv_blocks = 64;
+  o.workers = workers;
+  if (workers > 0) o.worker_exe = TROUPE_EXE;
   auto h = actors::host::start(m, o);
   if (!h || !(*h)->wait_ready(300)) return nullptr;
   return std::move(*h);
@@ -124,6 +130,31 @@ int main(int argc, char** argv) {
     std::printf("resident weights TP2 x PP2 (MB):");
     for (int64_t p : parts) std::printf(" %.1f", p / 1e6);
     std::printf(" vs a quarter of %.1f MB: max deviation %.1f%%\n", whole / 1e6, 100.0 * worst);
+  }
+  // 4. TP 2 in one process against TP 2 over two worker processes
+  if (only.empty() || only == "workers") {
+    auto m = *open_model(bench_model(models, "q8_0"));
+    std::vector<int32_t> prompt = {1};
+    for (int i = 0; i < 31; ++i) prompt.push_back(100 + i * 7);
+    auto here = start(m, 2, 1, 1);
+    auto apart = start(m, 2, 1, 1, 2);
+    if (!here || !apart) {
+      std::fprintf(stderr, "pipeline_bench: the TP 2 pipelines did not start\n");
+      return 1;
+    }
+    std::vector<double> a, b;
+    actor_us(*here, prompt, 32), actor_us(*apart, prompt, 32);
+    for (int r = 0; r < std::max(3, rounds / 3); ++r) {
+      a.push_back(1e6 / actor_us(*here, prompt, 64));
+      b.push_back(1e6 / actor_us(*apart, prompt, 64));
+    }
+    const double am = median(a), bm = median(b);
+    out["worker_processes"] = {{"model", "bench-134m q8_0"},
+                               {"tp2_one_process_tok_s", am},
+                               {"tp2_two_worker_processes_tok_s", bm},
+                               {"ratio_pct", 100.0 * bm / am}};
+    std::printf("TP 2 in one process: %.1f tok/s; over two worker processes: %.1f tok/s: %.1f%%\n",
+                am, bm, 100.0 * bm / am);
   }
   if (!json_out.empty()) std::ofstream(json_out) << out.dump(2) << "\n";
   return 0;

@@ -41,8 +41,15 @@ status fault_plan::add(const std::string& spec) {
     r.kind = fault_rule::drop;
   else if (kind == "fail-alloc")
     r.kind = fault_rule::fail_alloc;
+  else if (kind == "kill-worker")
+    r.kind = fault_rule::kill_worker;
+  else if (kind == "partition")
+    r.kind = fault_rule::partition;
+  else if (kind == "slow-link")
+    r.kind = fault_rule::slow_link;
   else
-    return bad("unknown fault (kill-shard, throw-kernel, stall-shard, delay, drop, fail-alloc)");
+    return bad("unknown fault (kill-shard, throw-kernel, stall-shard, delay, drop, fail-alloc, "
+               "kill-worker, partition, slow-link)");
   bool has_p = false;
   if (colon != std::string::npos) {
     std::stringstream ss(spec.substr(colon + 1));
@@ -95,6 +102,15 @@ status fault_plan::add(const std::string& spec) {
   if ((r.kind == fault_rule::delay || r.kind == fault_rule::stall_shard) && r.ms <= 0)
     return bad("give ms=M");
   if (r.kind == fault_rule::fail_alloc && r.step < 0) return bad("give step=K");
+  const bool worker_fault = r.kind == fault_rule::kill_worker || r.kind == fault_rule::partition ||
+                            r.kind == fault_rule::slow_link;
+  if (worker_fault && r.rank < 0) return bad("give rank=R (the worker's rank)");
+  if (worker_fault && r.stage >= 0) return bad("a worker fault takes rank=, not stage=");
+  if ((r.kind == fault_rule::kill_worker || r.kind == fault_rule::partition) && r.step < 0 &&
+      !has_p)
+    return bad("give step=K or p=P");
+  if ((r.kind == fault_rule::partition || r.kind == fault_rule::slow_link) && r.ms <= 0)
+    return bad("give ms=M");
   rules_.push_back(r);
   specs_.push_back(spec);
   return {};
@@ -132,6 +148,30 @@ int fault_plan::stall_ms(int stage, int rank, uint64_t step) const {
         (r.rank < 0 || r.rank == rank) &&
         fires(r, step, static_cast<uint64_t>(stage) * 104729 + static_cast<uint64_t>(rank)))
       ms += r.ms;
+  return ms;
+}
+
+bool fault_plan::kill_worker(int rank, uint64_t step) const {
+  for (const auto& r : rules_)
+    if (r.kind == fault_rule::kill_worker && r.rank == rank &&
+        fires(r, step, 0x6b696c6c ^ static_cast<uint64_t>(rank)))
+      return true;
+  return false;
+}
+
+int fault_plan::partition_ms(int rank, uint64_t step) const {
+  int ms = 0;
+  for (const auto& r : rules_)
+    if (r.kind == fault_rule::partition && r.rank == rank &&
+        fires(r, step, 0x70617274 ^ static_cast<uint64_t>(rank)))
+      ms += r.ms;
+  return ms;
+}
+
+int fault_plan::slow_link_ms(int rank) const {
+  int ms = 0;
+  for (const auto& r : rules_)
+    if (r.kind == fault_rule::slow_link && r.rank == rank) ms += r.ms;
   return ms;
 }
 

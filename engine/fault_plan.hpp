@@ -20,8 +20,18 @@
 namespace troupe {
 
 struct fault_rule {
-  enum kind_t { kill_shard, throw_kernel, stall_shard, delay, drop, fail_alloc } kind;
-  int stage = -1, rank = -1; // -1: any
+  enum kind_t {
+    kill_shard,
+    throw_kernel,
+    stall_shard,
+    delay,
+    drop,
+    fail_alloc,
+    kill_worker, // the worker process of rank `rank` dies (SIGKILL) at `step`
+    partition,   // ... stops sending and receiving for ms (frozen: SIGSTOP, then SIGCONT)
+    slow_link,   // ... sends every message ms late
+  } kind;
+  int stage = -1, rank = -1; // -1: any (kill-worker, partition, slow-link: the worker rank)
   int64_t step = -1;         // -1: any step (with p)
   double p = 1.0;
   uint64_t seed = 0;
@@ -44,6 +54,11 @@ class fault_plan {
   /// Milliseconds to delay a message from `from` to `to` at `step` (0: none).
   int delay_ms(const std::string& from, const std::string& to, uint64_t step) const;
   bool drop(const std::string& from, const std::string& to, uint64_t step) const;
+  /// Worker processes (`rank` is the worker's): die at `step`? freeze for how many ms?
+  bool kill_worker(int rank, uint64_t step) const;
+  int partition_ms(int rank, uint64_t step) const;
+  /// Milliseconds every message from worker `rank` is late (0: none).
+  int slow_link_ms(int rank) const;
   /// KV allocations to refuse at `step`.
   int fail_allocs(uint64_t step) const;
   std::string to_string() const;

@@ -5,6 +5,8 @@
 - SIGKILL of a worker process in the middle of 50 concurrent streams: every stream completes
   with exactly the fault-free text, /health says degraded (with the reason) while the worker is
   started again, and afterwards every KV block is free and no lease is held.
+- Injected worker faults: kill-worker (the process SIGKILLs itself at a step), partition (it
+  stops answering for 2 s), slow-link (everything it sends is late): exact text all the same.
 - A worker with the wrong secret is refused (exit 2, the reason logged on both sides) and the
   run still forms when the right one joins.
 
@@ -130,6 +132,24 @@ class Workers(unittest.TestCase):
             self.assertEqual(urllib.request.urlopen(srv.url + "/health").status, 200)
             self.assertEqual(len(workers_of(srv.proc.pid)), 4)  # the successor runs
             self.assertIn("worker rank 1 is gone", srv.log_text())
+
+    def test_injected_worker_faults(self):
+        faults = ["--inject", "kill-worker:rank=2,step=15", "--inject", "partition:rank=1,ms=2000,step=30",
+                  "--inject", "slow-link:rank=3,ms=1"]
+        with Server(TROUPE, *ARGS, "--workers", "4", *faults) as srv:
+            t0 = time.time()
+            got, errors = run_all(srv.url, PROMPTS[:20])
+            took = time.time() - t0
+            self.assertEqual(errors, [])
+            for i in range(20):
+                self.assertEqual(got[i], self.want[i], f"request {i}")
+            log = srv.log_text()
+            self.assertIn("kill worker 2 at step=15", log)
+            self.assertIn("partition: worker 1 stops answering for 2000 ms at step=30", log)
+            self.assertGreater(took, 2.0)  # the partition held the pipeline
+            text = urllib.request.urlopen(srv.url + "/metrics").read().decode()
+            self.assertGreaterEqual(metric(text, "troupe_shard_restarts_total"), 1)
+            self.assertEqual(metric(text, "troupe_kv_blocks_free"), metric(text, "troupe_kv_blocks_total"))
 
     def test_a_worker_with_the_wrong_secret_is_refused(self):
         port = 29900 + os.getpid() % 50
