@@ -27,7 +27,7 @@ import openai
 
 from serve_util import Server, metric
 
-TROUPE = sys.argv.pop(1)
+TROUPE = sys.argv.pop(1) if __name__ == "__main__" else None  # netns_test imports this file
 PROMPTS = [p + " and the sun was warm" * (i % 3) for i, p in
            enumerate(["Once upon a time", "The little dog", "Lily and Ben went to the park", "Tom had a big red ball.",
                       "One day, a cat", "Sam wanted to fly", "The bird sang"] * 8)][:50]
