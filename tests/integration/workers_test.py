@@ -5,6 +5,8 @@
 - SIGKILL of a worker process in the middle of 50 concurrent streams: every stream completes
   with exactly the fault-free text, /health says degraded (with the reason) while the worker is
   started again, and afterwards every KV block is free and no lease is held.
+- Expert parallelism (Mixtral, EP 2) and latent attention (DeepSeek-V3, TP 2 x PP 2) across
+  worker processes give the tokens of one process.
 - Injected worker faults: kill-worker (the process SIGKILLs itself at a step), partition (it
   stops answering for 2 s), slow-link (everything it sends is late): exact text all the same.
 - A worker with the wrong secret is refused (exit 2, the reason logged on both sides) and the
@@ -150,6 +152,17 @@ class Workers(unittest.TestCase):
             text = urllib.request.urlopen(srv.url + "/metrics").read().decode()
             self.assertGreaterEqual(metric(text, "troupe_shard_restarts_total"), 1)
             self.assertEqual(metric(text, "troupe_kv_blocks_free"), metric(text, "troupe_kv_blocks_total"))
+
+    def test_experts_and_latent_attention_across_processes(self):
+        fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+        for model, split in [(os.path.join(fixtures, "gguf", "mixtral.gguf"), ["--tp", "2", "--ep", "2"]),
+                             (os.path.join(fixtures, "models", "deepseek_v3"), ["--tp", "2", "--pp", "2"])]:
+            def run(*extra):
+                out = subprocess.run([TROUPE, "generate", "-m", model, "-p", "hello", "-n", "12", "-t", "0",
+                                      "-q", "--json", *split, *extra], capture_output=True, text=True, timeout=120)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                return json.loads(out.stdout)["tokens"]
+            self.assertEqual(run("--workers", str(4 if "--pp" in split else 2)), run(), model)
 
     def test_a_worker_with_the_wrong_secret_is_refused(self):
         port = 29900 + os.getpid() % 50
