@@ -74,6 +74,12 @@ class ucx_membership final : public collective {
   void arm(uint64_t epoch, uint64_t step) override {
     if (group) group->arm(epoch, step);
   }
+  void abort(std::string reason) override {
+    if (group) group->abort(std::move(reason));
+  }
+  void reset(uint64_t epoch) override {
+    if (group) group->reset(epoch);
+  }
   using collective::all_gather;
   using collective::all_reduce_sum;
   status all_reduce_sum(void* d, int64_t n, dtype t) override {

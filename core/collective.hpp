@@ -13,7 +13,8 @@
 //                    receives recv_counts[k] from rank k, placed in rank order (MoE dispatch)
 //   broadcast        root's n elements to every rank
 //   send / recv      bytes to / from one peer (stage boundaries)
-// arm(epoch, step) says which step the member's next operations belong to: a member left over
+// arm(epoch, step) says which step the member's next operations belong to; abort / reset
+// stop a group and move it to a new epoch (a replaced member, a lost step). A member left over
 // from an older epoch, or ranks meeting in different steps (a lost message), fail with
 // `unavailable` instead of combining unrelated data. A group whose member dies answers
 // `unavailable` to the others instead of hanging. `solo_group` is the size-1 group.
@@ -23,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 
 #include "core/dtype.hpp"
 #include "core/expected.hpp"
@@ -36,6 +38,10 @@ class collective {
   virtual int size() const = 0;
   /// The epoch and step this member's next operations belong to.
   virtual void arm(uint64_t epoch, uint64_t step) = 0;
+  /// Fails the group's waiting and later operations with `unavailable` (any thread): a member
+  /// died or a step was lost. reset() moves the group to `epoch` and lets it run again.
+  virtual void abort(std::string reason) = 0;
+  virtual void reset(uint64_t epoch) = 0;
 
   /// `type` is f32 or bf16 for the reductions; any scalar type for the moves.
   virtual status all_reduce_sum(void* data, int64_t n, dtype type) = 0;
@@ -60,6 +66,8 @@ class solo_group final : public collective {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   void arm(uint64_t, uint64_t) override {}
+  void abort(std::string) override {}
+  void reset(uint64_t) override {}
   using collective::all_gather;
   using collective::all_reduce_sum;
   status all_reduce_sum(void*, int64_t, dtype) override { return {}; }

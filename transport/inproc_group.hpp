@@ -39,6 +39,9 @@ class inproc_group : public std::enable_shared_from_this<inproc_group> {
       step_ = step;
       ops_ = 0;
     }
+    /// The whole group's (every member's).
+    void abort(std::string reason) override { g_->abort(std::move(reason)); }
+    void reset(uint64_t epoch) override { g_->reset(epoch); }
     using collective::all_gather;
     using collective::all_reduce_sum;
     status all_reduce_sum(void* data, int64_t n, dtype type) override {

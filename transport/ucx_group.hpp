@@ -76,9 +76,9 @@ class ucx_group final : public collective {
   status barrier();
 
   /// Fails the current and later operations with `unavailable` (any thread).
-  void abort(std::string reason);
+  void abort(std::string reason) override;
   /// Clears an abort or a step mismatch and moves to `epoch`; a peer that died stays dead.
-  void reset(uint64_t epoch);
+  void reset(uint64_t epoch) override;
   /// Why the group cannot run ("" when it can): a dead peer, an abort, a mismatch.
   std::string broken() const;
   ucx_worker& worker() { return *worker_; }
