@@ -209,7 +209,10 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   }
   in.supervisor = spawn_supervisor(*in.sys, std::move(ss));
   caf::anon_send(in.engine, attach_atom::value, in.supervisor);
-  if (in.pool) caf::anon_send(in.pool, attach_atom::value, in.supervisor);
+  if (in.pool) { // from this process: the pool takes orders from nowhere else
+    caf::scoped_actor self{*in.sys};
+    self->send(in.pool, attach_atom::value, in.supervisor);
+  }
   return h;
 }
 

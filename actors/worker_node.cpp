@@ -54,6 +54,12 @@ expected<std::shared_ptr<const model_source>> model_at(node_ptr self, const std:
   return m;
 }
 
+// Orders come only from the coordinator's node (the registry's), never from another peer.
+bool from_coordinator(node_ptr self) {
+  const auto& from = self->current_sender();
+  return from && self->state.registry && from->node() == self->state.registry.node();
+}
+
 caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
                    std::shared_ptr<std::atomic<int>> exit_code) {
   self->state.opt = opt;
@@ -93,6 +99,8 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
           });
   return {
       [=](spawn_atom, const shard_order& o) -> caf::result<caf::actor> {
+        if (!from_coordinator(self))
+          return to_caf(error{errc::unavailable, "refused: not from the coordinator"});
         auto m = model_at(self, o.model_path);
         if (!m) return to_caf(m.error());
         shard_setup sh;
@@ -131,6 +139,7 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
       },
       [=](ping_atom) -> bool { return true; }, // the pool's heartbeat
       [=](route_atom, const route_update& u) {
+        if (!from_coordinator(self)) return;
         auto& r = *self->state.routes;
         std::vector<hop_info> hops;
         for (size_t h = 0; h < u.hops.size(); ++h)

@@ -52,6 +52,13 @@ struct pool_state {
 
 using pool_ptr = caf::stateful_actor<pool_state>*;
 
+// The pool is published: anyone who reaches the port can send it anything. Only its own
+// process (the supervisor, the host) may place shards, push routes or stop it.
+bool from_here(pool_ptr self) {
+  const auto& from = self->current_sender();
+  return from && from->node() == self->node();
+}
+
 // Starts `exe worker` for `rank` with the rendezvous in its environment.
 pid_t launch(pool_ptr self, int rank) {
   auto& st = self->state;
@@ -126,6 +133,7 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
   return {
       [=](attach_atom, const caf::actor& sup) { // and tells it who has joined already
         auto& st = self->state;
+        if (!from_here(self)) return;
         st.supervisor = sup;
         for (size_t r = 0; r < st.members.size(); ++r)
           if (st.members[r].node)
@@ -133,6 +141,7 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
       },
       [=](port_atom, uint16_t port) { // published: launch the workers, which connect here
         auto& st = self->state;
+        if (!from_here(self) || st.port != 0) return;
         st.port = port;
         if (st.opt.exe.empty()) return;
         for (size_t r = 0; r < st.members.size(); ++r) {
@@ -184,6 +193,8 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
       },
       [=](spawn_atom, int32_t rank, const shard_order& o) -> caf::result<caf::actor> {
         auto& st = self->state;
+        if (!from_here(self)) // only this process's supervisor places shards
+          return to_caf(error{errc::unavailable, "refused: not from the coordinator"});
         if (rank < 0 || rank >= st.opt.workers || !st.members[static_cast<size_t>(rank)].node)
           return to_caf(
               error{errc::unavailable, fmt::format("worker rank {} has not joined", rank)});
@@ -195,6 +206,7 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
         return rp;
       },
       [=](route_atom, const route_update& u) {
+        if (!from_here(self)) return;
         for (const auto& m : self->state.members)
           if (m.node) self->send(m.node, route_atom::value, u);
       },
@@ -229,6 +241,7 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
       },
       [=](stop_atom) {
         auto& st = self->state;
+        if (!from_here(self)) return;
         st.stopping = true;
         for (auto& m : st.members) {
           if (m.pid > 0) ::kill(m.pid, SIGTERM);
@@ -263,7 +276,8 @@ expected<uint16_t> start_worker_pool(caf::actor_system& sys, const worker_pool_o
     return make_error(errc::io_error, "cannot listen for workers at {}:{}: {}", opt.host, opt.port,
                       sys.render(port.error()));
   }
-  caf::anon_send(out, port_atom::value, static_cast<uint16_t>(*port));
+  caf::scoped_actor self{sys};
+  self->send(out, port_atom::value, static_cast<uint16_t>(*port));
   return static_cast<uint16_t>(*port);
 }
 
