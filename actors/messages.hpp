@@ -82,6 +82,8 @@ using group_atom = caf::atom_constant<caf::atom("group")>;     // form the stage
 using grouped_atom = caf::atom_constant<caf::atom("grouped")>; // ... formed
 using worker_atom = caf::atom_constant<caf::atom("worker")>;   // a worker joined / left
 using ping_atom = caf::atom_constant<caf::atom("ping")>;       // a worker's heartbeat
+using hung_atom = caf::atom_constant<caf::atom("hung")>;       // a worker's shard is stuck
+using halt_atom = caf::atom_constant<caf::atom("halt")>; // abort a worker's UCX groups (epoch)
 
 /// Errors between actors carry troupe's code (category "troupe"): the gateway maps the code,
 /// never the text, to an HTTP status.
@@ -210,6 +212,7 @@ struct shard_order {
   int32_t block_size = 16;
   uint8_t kv_dtype = 0, where = 0;
   double group_timeout_s = 60;
+  double hang_timeout_s = 60; // a step running longer: the worker reports the shard hung
   std::vector<std::string> faults;
   caf::actor supervisor;
 };
@@ -218,8 +221,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_order& x) {
   return f(caf::meta::type_name("shard_order"), x.model_path, x.stage, x.hop, x.last, x.layer_begin,
            x.layer_end, x.tp_rank, x.tp_size, x.first_stage, x.last_stage, x.expert_parallel,
-           x.threads, x.kv_blocks, x.block_size, x.kv_dtype, x.where, x.group_timeout_s, x.faults,
-           x.supervisor);
+           x.threads, x.kv_blocks, x.block_size, x.kv_dtype, x.where, x.group_timeout_s,
+           x.hang_timeout_s, x.faults, x.supervisor);
 }
 
 /// The supervisor's routes, pushed to every worker process whenever they change.

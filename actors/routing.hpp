@@ -76,7 +76,8 @@ class routing_table {
   /// Seconds (hop, rank) has been inside one step; 0 when idle.
   double busy_seconds(size_t h, size_t rank) const {
     std::lock_guard<std::mutex> lk(mu_);
-    const auto t = busy_since_.at(h).at(rank);
+    if (h >= busy_since_.size() || rank >= busy_since_[h].size()) return 0;
+    const auto t = busy_since_[h][rank];
     if (t == clock::time_point{}) return 0;
     return std::chrono::duration<double>(clock::now() - t).count();
   }

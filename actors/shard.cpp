@@ -8,9 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -59,15 +62,56 @@ expected<std::shared_ptr<transport::ucx_context>> process_ucx() {
   return ctx;
 }
 
-// The TP group of a shard whose siblings live in other processes: the supervisor forms it
-// (and forms it again when a sibling is replaced) while the executor keeps this one pointer.
+// The UCX groups of a shard in a worker process: its stage's TP group (the executor's
+// collective: this object) and the stage boundaries. The supervisor forms them (and forms
+// them again after any replacement); the shard's thread swaps them under `mu` and uses them
+// without it (it is their only writer); abort_all() may come from another thread (the
+// worker's node, told by the supervisor that a shard was lost), so siblings blocked in a
+// collective on a shard that is gone, in a process that lives on, fail at once instead of
+// waiting out the group timeout (over shared memory UCX sees no peer process die).
+class ucx_membership;
+void register_membership(const std::shared_ptr<ucx_membership>& m);
+
 class ucx_membership final : public collective {
  public:
   ucx_membership(int rank, int size)
       : rank_(rank)
       , size_(size) {}
   std::shared_ptr<transport::ucx_worker> worker;
-  std::unique_ptr<transport::ucx_group> group;
+  std::unique_ptr<transport::ucx_group> group, from_prev, to_next;
+  std::mutex mu;
+  std::map<const transport::ucx_group*, uint64_t> formed;         // the epoch each was formed in
+  std::map<uint8_t, std::vector<std::vector<uint8_t>>> addresses; // each group's members (by id)
+
+  void swap_in(std::unique_ptr<transport::ucx_group>& slot, std::unique_ptr<transport::ucx_group> g,
+               uint64_t epoch = 0) {
+    std::unique_ptr<transport::ucx_group> old;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (slot) formed.erase(slot.get());
+      old = std::move(slot);
+      slot = std::move(g);
+      if (slot) formed[slot.get()] = epoch;
+    }
+  }
+  void formed_in(const transport::ucx_group* g, uint64_t epoch) {
+    std::lock_guard<std::mutex> lk(mu);
+    formed[g] = epoch;
+  }
+  int stage = 0; // whose groups these are
+  /// Whether one of its groups waits for peers (the shard is a victim, not the one hanging).
+  bool waiting() {
+    std::lock_guard<std::mutex> lk(mu);
+    for (auto* g : {group.get(), from_prev.get(), to_next.get()})
+      if (g && g->waiting()) return true;
+    return false;
+  }
+  /// Aborts the groups formed before `epoch` (those formed for it already stay).
+  void abort_all(const std::string& why, uint64_t epoch) {
+    std::lock_guard<std::mutex> lk(mu);
+    for (auto* g : {group.get(), from_prev.get(), to_next.get()})
+      if (g && formed[g] < epoch) g->abort(why);
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -112,17 +156,28 @@ class ucx_membership final : public collective {
   int rank_, size_;
 };
 
+// Every live shard's UCX groups in this process (weakly: a shard that ends takes its own).
+std::mutex memberships_mu;
+std::vector<std::weak_ptr<ucx_membership>> memberships;
+
+void register_membership(const std::shared_ptr<ucx_membership>& m) {
+  std::lock_guard<std::mutex> lk(memberships_mu);
+  memberships.erase(std::remove_if(memberships.begin(), memberships.end(),
+                                   [](const auto& w) { return w.expired(); }),
+                    memberships.end());
+  memberships.push_back(m);
+}
+
 struct shard {
   caf::blocking_actor* self;
   shard_setup setup;
   caf::actor notify;       // the supervisor
   bool progressed = false; // told the supervisor this instance completed a step
   std::unique_ptr<exec::executor> runner;
-  std::unique_ptr<collective> comm; // this instance's membership (in-process or UCX)
-  ucx_membership* ucx = nullptr;    // comm, when this shard lives in a worker process
-  // the stage boundaries over UCX (worker processes): from the previous stage's rank 0 (this
-  // shard is member 1 + tp_rank), and, on rank 0, to the next stage's ranks (members 1..)
-  std::unique_ptr<transport::ucx_group> from_prev, to_next;
+  std::unique_ptr<collective> comm;    // in-process TP membership
+  std::shared_ptr<ucx_membership> ucx; // in a worker process: its UCX groups (registered)
+  // the stage boundaries over UCX live in ucx: from the previous stage's rank 0 (this shard is
+  // member 1 + tp_rank), and, on rank 0, to the next stage's ranks (members 1..)
   std::string label;
   std::vector<float> logits;
 
@@ -183,14 +238,15 @@ struct shard {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<float> x = m.x ? *m.x : std::vector<float>{};
     if (m.x_ucx_bytes > 0) { // the previous stage sends them over UCX, not in the message
-      status got =
-          from_prev ? status{} : make_error(errc::unavailable, "no group from the previous stage");
+      status got = ucx && ucx->from_prev
+                       ? status{}
+                       : make_error(errc::unavailable, "no group from the previous stage");
       if (got && (m.x_ucx_bytes % 4 != 0 || m.x_ucx_bytes > (int64_t{1} << 34)))
         got = make_error(errc::protocol_error, "activations of {} bytes", m.x_ucx_bytes);
       if (got) {
         x.resize(static_cast<size_t>(m.x_ucx_bytes / 4));
-        from_prev->arm(m.epoch, m.step_id);
-        got = from_prev->recv(0, x.data(), m.x_ucx_bytes);
+        ucx->from_prev->arm(m.epoch, m.step_id);
+        got = ucx->from_prev->recv(0, x.data(), m.x_ucx_bytes);
       }
       if (!got) {
         routes.mark_busy(setup.hop, setup.spec.tp_rank, false);
@@ -223,15 +279,17 @@ struct shard {
       return caf::none;
     }
     if (rank != 0) return caf::none;
-    if (!setup.last && to_next) { // worker processes: control over CAF, activations over UCX
+    if (!setup.last && ucx && ucx->to_next) { // worker processes: control over CAF, data over UCX
+      auto& to_next = ucx->to_next;
       const hop_info info = routes.info(setup.hop + 1);
       const auto bytes = static_cast<int64_t>(x.size() * sizeof(float));
       for (size_t i = 0; i < info.actors.size(); ++i)
         send_step(info.actors[i], shard_name(info.stage, static_cast<int>(i)),
                   step_msg{m.step_id, m.epoch, m.plan, nullptr, bytes});
       to_next->arm(m.epoch, m.step_id);
+      auto out = std::make_shared<const std::vector<float>>(std::move(x)); // UCX's until sent
       for (int k = 1; k < to_next->size(); ++k)
-        if (auto st = to_next->send(k, x.data(), bytes); !st) {
+        if (auto st = to_next->send_async(k, out, out->data(), bytes); !st) {
           TROUPE_LOG_WARN("shard", "{} step={}: activations to {} lost: {}", label, m.step_id,
                           shard_name(info.stage, k - 1), st.error().to_string());
           self->send(routes.engine_actor(), failed_atom::value,
@@ -291,13 +349,15 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
       self->fail_state(caf::make_error(caf::sec::runtime_error, w.error().to_string()));
       return;
     }
-    auto m = std::make_unique<ucx_membership>(s.setup.spec.tp_rank, s.setup.spec.tp_size);
-    m->worker = std::move(*w);
-    s.ucx = m.get();
-    s.comm = std::move(m);
+    s.ucx = std::make_shared<ucx_membership>(s.setup.spec.tp_rank, s.setup.spec.tp_size);
+    s.ucx->worker = std::move(*w);
+    s.ucx->stage = s.setup.stage;
+    register_membership(s.ucx);
   }
   auto runner = exec::executor::create(s.setup.model, s.setup.spec, s.setup.opt,
-                                       s.setup.spec.tp_size > 1 ? s.comm.get() : nullptr);
+                                       s.setup.spec.tp_size <= 1 ? nullptr
+                                       : s.ucx ? static_cast<collective*>(s.ucx.get())
+                                               : s.comm.get());
   if (!runner) {
     TROUPE_LOG_ERROR("shard", "{}: cannot load: {}", s.label, runner.error().to_string());
     self->fail_state(caf::make_error(caf::sec::runtime_error, runner.error().to_string()));
@@ -316,6 +376,13 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
     for (int i = 0; self->mailbox().empty(); ++i) {
       TROUPE_PAUSE();
       if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+    }
+    // activations still on their way to the next stage move only while this thread drives its
+    // UCX worker: then wait for messages in short slices instead of blocking
+    auto sending = [&] { return s.ucx && s.ucx->to_next && s.ucx->to_next->sending(); };
+    while (sending() && self->mailbox().empty()) {
+      s.ucx->to_next->progress();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     self->receive(
         [&](step_atom, const step_msg& m) {
@@ -336,25 +403,38 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
           // (re)form one of its groups: the old one's endpoints go, the worker stays
           if (!s.ucx) return;
           auto& slot = id == tp_group_id(s.setup.stage) ? s.ucx->group
-                       : member == 0                    ? s.to_next
-                                                        : s.from_prev;
-          slot.reset();
-          transport::ucx_group_options go;
-          go.id = id;
-          go.timeout =
-              std::chrono::milliseconds(static_cast<int64_t>(s.setup.group_timeout_s * 1000));
-          auto g = transport::ucx_group::connect(s.ucx->worker, member, addrs, go);
-          status st = g ? status{} : status{g.error()};
-          if (g) {
-            (*g)->reset(epoch);
-            st = (*g)->barrier();
-            if (st) slot = std::move(*g);
+                       : member == 0                    ? s.ucx->to_next
+                                                        : s.ucx->from_prev;
+          status st;
+          auto& known = s.ucx->addresses[id];
+          if (slot && known == addrs && !slot->lost_peer()) {
+            // the same members (a resync, or a replacement elsewhere): start the group over in
+            // the new epoch; leftovers of the old one are dropped by their epoch
+            s.ucx->formed_in(slot.get(), epoch); // before the reset: a halt for it must spare it
+            slot->reset(epoch);
+            st = slot->barrier();
+          } else {
+            s.ucx->swap_in(slot, nullptr); // its endpoints go; the worker stays
+            transport::ucx_group_options go;
+            go.id = id;
+            go.timeout =
+                std::chrono::milliseconds(static_cast<int64_t>(s.setup.group_timeout_s * 1000));
+            auto g = transport::ucx_group::connect(s.ucx->worker, member, addrs, go);
+            st = g ? status{} : status{g.error()};
+            if (g) {
+              (*g)->reset(epoch);
+              st = (*g)->barrier();
+              if (st) {
+                s.ucx->swap_in(slot, std::move(*g), epoch);
+                known = addrs;
+              }
+            }
           }
           if (!st)
             TROUPE_LOG_WARN("shard", "{}: cannot form group {}: {}", s.label, id,
                             st.error().to_string());
           self->send(s.notify, grouped_atom::value, s.setup.stage, s.setup.spec.tp_rank,
-                     static_cast<bool>(st), st ? std::string() : st.error().to_string());
+                     static_cast<bool>(st), st ? std::string() : st.error().to_string(), epoch);
         },
         [&](caf::exit_msg& em) {
           self->fail_state(std::move(em.reason));
@@ -364,6 +444,28 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
 }
 
 } // namespace
+
+void abort_process_groups(const std::string& why, uint64_t epoch) {
+  std::vector<std::shared_ptr<ucx_membership>> live;
+  {
+    std::lock_guard<std::mutex> lk(memberships_mu);
+    for (auto& w : memberships)
+      if (auto m = w.lock()) live.push_back(std::move(m));
+  }
+  for (auto& m : live) m->abort_all(why, epoch);
+}
+
+bool process_shard_waiting(int stage, int rank) {
+  std::vector<std::shared_ptr<ucx_membership>> live;
+  {
+    std::lock_guard<std::mutex> lk(memberships_mu);
+    for (auto& w : memberships)
+      if (auto m = w.lock(); m && m->stage == stage && m->rank() == rank) live.push_back(m);
+  }
+  for (auto& m : live)
+    if (m->waiting()) return true;
+  return false;
+}
 
 caf::actor spawn_shard(caf::actor_system& sys, shard_setup setup, const caf::actor& notify) {
   return sys.spawn(shard_main, std::move(setup), notify);

@@ -47,7 +47,11 @@ struct supervisor_state {
   bool announced = false;
   std::vector<caf::actor> workers;             // joined worker nodes, by rank
   std::map<caf::actor_addr, early_news> early; // remote shards not yet placed
-  int waiting_groups = 0;                      // grouped acks still to come
+  // group formation (worker processes) runs one round at a time: the acks a round awaits
+  // (slot index -> acks), whether it failed, and whether another was asked for meanwhile
+  bool forming = false, round_failed = false, form_again = false;
+  std::map<size_t, int> awaiting;
+  std::vector<caf::response_promise> resync_waiters; // answered when the groups are formed
   uint64_t group_epoch = 0;
   static inline const char* name = "troupe.supervisor";
 };
@@ -87,6 +91,7 @@ shard_order order_for(state_ptr self, const slot& s) {
   o.kv_dtype = static_cast<uint8_t>(sh.opt.kv_dtype);
   o.where = static_cast<uint8_t>(sh.opt.where);
   o.group_timeout_s = self->state.setup.group_timeout_s;
+  o.hang_timeout_s = self->state.setup.hang_timeout_s;
   o.faults = sh.faults->specs();
   o.supervisor = caf::actor_cast<caf::actor>(self);
   return o;
@@ -154,6 +159,14 @@ void spawn_slot(state_ptr self, size_t i) {
           });
 }
 
+// Aborts the UCX groups in every worker process: whoever waits on the lost shard (a TP sum,
+// activations) fails at once; all_up() forms the groups again.
+void halt_workers(state_ptr self, const std::string& why) {
+  const uint64_t epoch = self->state.setup.routes->epoch();
+  for (const auto& w : self->state.workers)
+    if (w) self->send(w, halt_atom::value, epoch, why);
+}
+
 // Tells every worker process the routes (before the engine may send a step along them).
 void push_routes(state_ptr self) {
   auto& st = self->state;
@@ -177,13 +190,41 @@ void announce_up(state_ptr self) {
     if (g) g->reset(st.setup.routes->epoch());
   self->send(st.setup.engine, up_atom::value, st.setup.routes->epoch(), st.restarts);
   st.announced = true;
+  for (auto& rp : st.resync_waiters) rp.deliver(st.setup.routes->epoch());
+  st.resync_waiters.clear();
 }
 
-// Every shard is up: with worker processes, form the UCX group of each stage with TP > 1
-// (from the addresses its shards reported) before the engine hears of it.
+void all_up(state_ptr self);
+
+// A formation round is over: tell the engine, or start another round (one failed, a shard was
+// replaced meanwhile, or a resync asked for one).
+void round_over(state_ptr self) {
+  auto& st = self->state;
+  st.forming = false;
+  if (st.round_failed || st.form_again) {
+    st.round_failed = st.form_again = false;
+    self->delayed_send(self, std::chrono::milliseconds(200), regroup_atom::value,
+                       st.setup.routes->epoch());
+    return;
+  }
+  announce_up(self);
+}
+
+// Every shard is up: with worker processes, form each stage's TP group and each stage
+// boundary (from the addresses the shards reported) before the engine hears of it. One round
+// at a time: asked again while one runs, another follows it.
 void all_up(state_ptr self) {
   auto& st = self->state;
   if (!st.setup.pool) return announce_up(self);
+  if (st.forming) {
+    st.form_again = true;
+    return;
+  }
+  if (!all_ready(self)) return; // a replacement's ready starts the next round
+  st.forming = true;
+  st.awaiting.clear();
+  // every round in an epoch of its own, so that a late answer of another round never counts
+  if (st.group_epoch == st.setup.routes->epoch()) st.setup.routes->bump_epoch();
   push_routes(self);
   st.group_epoch = st.setup.routes->epoch();
   // slots by stage, in TP rank order
@@ -193,14 +234,13 @@ void all_up(state_ptr self) {
     std::sort(members.begin(), members.end(), [&](size_t a, size_t b) {
       return st.slots[a].setup.spec.tp_rank < st.slots[b].setup.spec.tp_rank;
     });
-  st.waiting_groups = 0;
   auto form = [&](uint8_t id, const std::vector<size_t>& members) {
     std::vector<std::vector<uint8_t>> addrs;
     for (size_t i : members) addrs.push_back(st.slots[i].address);
     for (size_t k = 0; k < members.size(); ++k) {
       self->send(st.slots[members[k]].handle, group_atom::value, st.group_epoch, id,
                  static_cast<int32_t>(k), addrs);
-      ++st.waiting_groups;
+      ++st.awaiting[members[k]];
     }
   };
   for (auto& [stage, members] : stages) {
@@ -211,7 +251,7 @@ void all_up(state_ptr self) {
     boundary.insert(boundary.end(), next->second.begin(), next->second.end());
     form(boundary_group_id(stage), boundary);
   }
-  if (st.waiting_groups == 0) announce_up(self);
+  if (st.awaiting.empty()) round_over(self);
 }
 
 void on_address(state_ptr self, size_t i, std::vector<uint8_t> addr) {
@@ -245,10 +285,15 @@ void lost(state_ptr self, size_t i, const std::string& why) {
   s.ready = false;
   s.placing = false;
   ++s.generation;
-  st.waiting_groups = 0; // a group being formed now waits for the replacement
+  if (st.forming) { // the round cannot complete as asked; the replacement's ready starts one
+    st.round_failed = true;
+    st.awaiting.erase(i);
+    if (st.awaiting.empty()) st.forming = false;
+  }
   const uint64_t epoch = st.setup.routes->bump_epoch();
   if (auto& g = st.setup.groups[static_cast<size_t>(stage)])
     g->abort(shard_name(stage, rank) + ": " + why);
+  halt_workers(self, shard_name(stage, rank) + ": " + why);
   const auto now = clock::now();
   s.restarts.push_back(now);
   while (!s.restarts.empty() && std::chrono::duration<double>(now - s.restarts.front()).count() >
@@ -315,22 +360,22 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
           n.address = std::move(addr);
         }
       },
-      [=](grouped_atom, int32_t stage, int32_t rank, bool ok, const std::string& why) {
+      [=](grouped_atom, int32_t stage, int32_t rank, bool ok, const std::string& why,
+          uint64_t epoch) {
         auto& st = self->state;
-        if (sender_slot(self) < 0 || st.waiting_groups <= 0) return; // a void round
+        const int i = sender_slot(self);
+        if (i < 0 || !st.forming || epoch != st.group_epoch) return; // gone, or another round
+        auto it = st.awaiting.find(static_cast<size_t>(i));
+        if (it == st.awaiting.end()) return;
         if (!ok) {
-          TROUPE_LOG_WARN("supervisor", "{} could not form its group ({}); forming again",
+          TROUPE_LOG_WARN("supervisor", "{} could not form a group ({}); forming again",
                           shard_name(stage, rank), why);
-          st.waiting_groups = 0;
-          self->delayed_send(self, std::chrono::milliseconds(500), regroup_atom::value,
-                             st.group_epoch);
-          return;
+          st.round_failed = true;
         }
-        if (--st.waiting_groups == 0) announce_up(self);
+        if (--it->second == 0) st.awaiting.erase(it);
+        if (st.awaiting.empty()) round_over(self);
       },
-      [=](regroup_atom, uint64_t epoch) {
-        if (epoch == self->state.group_epoch && all_ready(self)) all_up(self);
-      },
+      [=](regroup_atom, uint64_t) { all_up(self); },
       [=](worker_atom, int32_t rank, const caf::actor& node, bool up) {
         auto& st = self->state;
         if (rank < 0) return;
@@ -349,6 +394,16 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
           if (st.setup.worker_of.at(i) == rank && !st.slots[i].handle && !st.slots[i].failed &&
               !st.slots[i].placing)
             spawn_slot(self, i);
+      },
+      [=](hung_atom, const caf::actor& shard, double busy) {
+        // a worker's node found one of its shards stuck in a step (its busy marks live there)
+        auto& st = self->state;
+        for (size_t i = 0; i < st.slots.size(); ++i)
+          if (st.slots[i].handle && st.slots[i].handle == shard) {
+            self->demonitor(shard);
+            self->send_exit(shard, caf::exit_reason::kill);
+            lost(self, i, fmt::format("step running for {:.1f} s (hang)", busy));
+          }
       },
       [=](place_atom, int32_t i) {
         auto& s = self->state.slots[static_cast<size_t>(i)];
@@ -403,7 +458,7 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
         }
         self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
       },
-      [=](resync_atom) -> uint64_t {
+      [=](resync_atom) -> caf::result<uint64_t> {
         // a step was lost (dropped message, timeout): free every rank waiting in a collective
         auto& st = self->state;
         const uint64_t epoch = st.setup.routes->bump_epoch();
@@ -415,9 +470,15 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
         TROUPE_LOG_WARN("supervisor", "resync: epoch={}", epoch);
         // worker processes: their UCX groups may be out of step too; form them again (the
         // shards see that before the engine's next step: both travel the same connection)
-        if (st.setup.pool && all_ready(self) && st.announced) {
+        if (st.setup.pool && all_ready(self)) {
+          // answered once the groups are formed again (announce_up), not before: a step sent
+          // meanwhile would meet groups that are still being formed. No halt: a shard in the
+          // middle of a step finishes it (or its collective times out) and then starts over
           st.announced = false;
+          auto rp = self->make_response_promise<uint64_t>();
+          st.resync_waiters.push_back(rp);
           all_up(self);
+          return rp;
         }
         return epoch;
       },

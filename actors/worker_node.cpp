@@ -29,12 +29,21 @@ std::vector<uint8_t> worker_proof_bytes(const std::vector<uint8_t>& challenge, i
 
 namespace {
 
+struct placed_shard {
+  caf::actor handle;
+  size_t hop = 0;
+  int stage = 0, rank = 0;
+  double hang_timeout_s = 60;
+  caf::actor supervisor;
+  bool reported = false;
+};
+
 struct node_state {
   worker_options opt;
   caf::actor registry;
   std::shared_ptr<routing_table> routes = std::make_shared<routing_table>();
   std::map<std::string, std::shared_ptr<const model_source>> models;
-  std::vector<caf::actor> shards;
+  std::vector<placed_shard> shards;
   std::shared_ptr<std::atomic<int>> exit_code;
   static inline const char* name = "troupe.worker";
 };
@@ -67,11 +76,17 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
   self->state.registry = registry;
   self->monitor(registry);
   self->set_down_handler([=](const caf::down_msg& dm) {
+    auto& list = self->state.shards;
+    list.erase(
+        std::remove_if(list.begin(), list.end(),
+                       [&](const placed_shard& p) { return p.handle.address() == dm.source; }),
+        list.end());
     if (dm.source != self->state.registry.address()) return;
     TROUPE_LOG_INFO("worker", "rank {}: the coordinator is gone; exiting", self->state.opt.rank);
-    for (auto& s : self->state.shards) self->send_exit(s, caf::exit_reason::user_shutdown);
+    for (auto& s : self->state.shards) self->send_exit(s.handle, caf::exit_reason::user_shutdown);
     self->quit();
   });
+  self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
   // join: challenge, proof
   self->request(registry, std::chrono::seconds(30), hello_atom::value)
       .then(
@@ -129,15 +144,27 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
           if (auto st = faults->add(f); !st) return to_caf(st.error());
         sh.faults = faults;
         auto s = spawn_shard(self->system(), std::move(sh), o.supervisor);
-        auto& list = self->state.shards;
-        list.erase(std::remove_if(list.begin(), list.end(), [](const caf::actor& a) { return !a; }),
-                   list.end());
-        list.push_back(s);
+        self->monitor(s); // forgotten when it ends (down handler)
+        self->state.shards.push_back({s, static_cast<size_t>(o.hop), o.stage, o.tp_rank,
+                                      o.hang_timeout_s, o.supervisor, false});
         TROUPE_LOG_INFO("worker", "rank {}: started {}", self->state.opt.rank,
                         shard_name(o.stage, o.tp_rank));
         return s;
       },
-      [=](ping_atom) -> bool { return true; }, // the pool's heartbeat
+      [=](ping_atom) -> bool { return true; },                 // the pool's heartbeat
+      [=](halt_atom, uint64_t epoch, const std::string& why) { // a shard was lost: free waiters
+        if (from_coordinator(self)) abort_process_groups(why, epoch);
+      },
+      [=](tick_atom) { // a shard stuck in one step longer than its hang timeout is reported
+        for (auto& p : self->state.shards) {
+          const double busy = self->state.routes->busy_seconds(p.hop, static_cast<size_t>(p.rank));
+          if (!p.reported && busy > p.hang_timeout_s && !process_shard_waiting(p.stage, p.rank)) {
+            p.reported = true;
+            self->send(p.supervisor, hung_atom::value, p.handle, busy);
+          }
+        }
+        self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
+      },
       [=](route_atom, const route_update& u) {
         if (!from_coordinator(self)) return;
         auto& r = *self->state.routes;

@@ -94,6 +94,15 @@ ucx_group::connect(std::shared_ptr<ucx_worker> worker, int rank,
   return g;
 }
 
+void ucx_group::reap() {
+  auto done = [](inflight& f) {
+    if (ucp_request_check_status(f.req) == UCS_INPROGRESS) return false;
+    ucp_request_free(f.req);
+    return true;
+  };
+  inflight_.erase(std::remove_if(inflight_.begin(), inflight_.end(), done), inflight_.end());
+}
+
 ucx_group::~ucx_group() {
   std::vector<void*> closing;
   for (ucp_ep* ep : eps_) {
@@ -229,17 +238,21 @@ status ucx_group::post_recv(op& o, int peer, void* data, size_t bytes, bool p2p,
 }
 
 status ucx_group::settle(entry& e, const char* what) {
-  // a completed receive: an older epoch's leftover is dropped and the receive posted again;
-  // anything else that is not what this call expects fails it
+  // a completed receive: an older epoch's leftover is dropped and the receive posted again
+  // (a leftover may also be too long for this buffer: truncated, still a leftover); anything
+  // else that is not what this call expects fails it
   for (;;) {
-    if (e.st == UCS_ERR_MESSAGE_TRUNCATED)
-      return make_error(errc::protocol_error, "{}: rank {} sent more than the {} bytes expected",
-                        what, e.peer, e.bytes);
-    if (e.st != UCS_OK)
+    const bool truncated = e.st == UCS_ERR_MESSAGE_TRUNCATED;
+    if (e.st != UCS_OK && !truncated)
       return ucx_error(e.st, fmt::format("{}: receive from rank {}", what, e.peer));
     const uint64_t got_epoch = (e.info.sender_tag >> 32) & epoch_mask;
     const uint64_t d = (got_epoch - epoch_) & epoch_mask;
-    if (d == 0) break;
+    if (d == 0) {
+      if (truncated)
+        return make_error(errc::protocol_error, "{}: rank {} sent more than the {} bytes expected",
+                          what, e.peer, e.bytes);
+      break;
+    }
     if (d < (epoch_mask + 1) / 2)
       return make_error(errc::unavailable, "{}: rank {} is in a later epoch; epoch {} is over",
                         what, e.peer, epoch_);
@@ -261,6 +274,14 @@ status ucx_group::settle(entry& e, const char* what) {
 }
 
 status ucx_group::wait(op& o, const char* what) {
+  struct mark {
+    std::atomic<bool>& w;
+    explicit mark(std::atomic<bool>& x)
+        : w(x) {
+      w.store(true, std::memory_order_release);
+    }
+    ~mark() { w.store(false, std::memory_order_release); }
+  } waiting(waiting_);
   using clock = std::chrono::steady_clock;
   clock::time_point spin_until{}, give_up{}; // set at the first pass that finds nothing to do
   status result;
@@ -274,6 +295,7 @@ status ucx_group::wait(op& o, const char* what) {
   };
   while (result && pending()) {
     bool any = worker_->progress();
+    if (!inflight_.empty()) reap();
     for (auto& e : o.e) {
       if (!e.req) continue;
       ucs_status_t st;
@@ -532,6 +554,23 @@ status ucx_group::send(int peer, const void* data, int64_t bytes) {
   op o;
   TROUPE_TRY(post_send(o, peer, data, bytes, tag(rank_, true, id)));
   return wait(o, "send");
+}
+
+status ucx_group::send_async(int peer, std::shared_ptr<const void> owner, const void* data,
+                             int64_t bytes) {
+  if (peer < 0 || peer >= size_ || peer == rank_ || bytes < 0)
+    return make_error(errc::invalid_argument, "send to rank {} from rank {} of {}", peer, rank_,
+                      size_);
+  TROUPE_TRY(usable());
+  reap();
+  const uint32_t id = static_cast<uint32_t>(mix(mix(step_) ^ (p2p_sent_[peer]++ << 8) ^ 0x77));
+  ucp_request_param_t p{};
+  void* r =
+      ucp_tag_send_nbx(eps_[peer], data, static_cast<size_t>(bytes), tag(rank_, true, id), &p);
+  if (UCS_PTR_IS_ERR(r)) return ucx_error(UCS_PTR_STATUS(r), fmt::format("send to rank {}", peer));
+  if (r) inflight_.push_back({r, std::move(owner)});
+  worker_->progress();
+  return {};
 }
 
 status ucx_group::recv(int peer, void* data, int64_t bytes) {

@@ -71,6 +71,17 @@ class ucx_group final : public collective {
                     std::span<const int64_t> recv_counts, dtype type) override;
   status broadcast(void* data, int64_t n, dtype type, int root) override;
   status send(int peer, const void* data, int64_t bytes) override;
+  /// Starts a send and returns at once: `owner` keeps the bytes alive until UCX is done with
+  /// them (a later call, or the group's end, reaps it). Nothing waits for the receiver, so a
+  /// receiver that fails its step (and never posts the receive) cannot hold the sender.
+  status send_async(int peer, std::shared_ptr<const void> owner, const void* data, int64_t bytes);
+  /// Sends started by send_async() still running; progress() drives them (the owner's thread,
+  /// between its calls: nothing moves a rendezvous send while nobody progresses the worker).
+  bool sending() const { return !inflight_.empty(); }
+  void progress() {
+    worker_->progress();
+    reap();
+  }
   status recv(int peer, void* data, int64_t bytes) override;
   /// Every rank returns once all have arrived (also proves the endpoints are wired).
   status barrier();
@@ -81,6 +92,10 @@ class ucx_group final : public collective {
   void reset(uint64_t epoch) override;
   /// Why the group cannot run ("" when it can): a dead peer, an abort, a mismatch.
   std::string broken() const;
+  /// Whether some peer's endpoint failed (then only a new group, connect(), can reach it).
+  bool lost_peer() const { return any_dead_.load(std::memory_order_acquire); }
+  /// True while a call waits for peers (any thread): it is a victim of whoever is slow.
+  bool waiting() const { return waiting_.load(std::memory_order_acquire); }
   ucx_worker& worker() { return *worker_; }
 
   // (internal) called by UCX when the endpoint to `peer` fails
@@ -109,10 +124,17 @@ class ucx_group final : public collective {
   std::atomic<bool> aborted_{false};
   std::atomic<bool> any_dead_{false}; // some entry of dead_ is set
   std::atomic<bool> failed_{false};   // broken_ is set
+  std::atomic<bool> waiting_{false};  // inside wait()
   mutable std::mutex mu_;             // guards broken_
   std::string broken_;
   std::vector<std::string> dead_; // [peer]: why its endpoint failed, "" while alive
   std::unique_ptr<std::pair<ucx_group*, int>[]> err_args_; // [peer]: the error handler's arg
+  struct inflight {
+    void* req;
+    std::shared_ptr<const void> owner;
+  };
+  std::vector<inflight> inflight_; // send_async requests still running
+  void reap();
 };
 
 } // namespace troupe::transport
