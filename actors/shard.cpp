@@ -37,6 +37,9 @@ std::string shard_name(int stage, int rank) {
 namespace {
 
 constexpr auto poll_window = std::chrono::microseconds(100);
+// forming a UCX group: members that do not all arrive this soon are asked again (a round
+// after a replacement can meet a member still busy with its last step)
+constexpr auto formation_timeout = std::chrono::milliseconds(2000);
 
 } // namespace
 
@@ -412,7 +415,7 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
             // the new epoch; leftovers of the old one are dropped by their epoch
             s.ucx->formed_in(slot.get(), epoch); // before the reset: a halt for it must spare it
             slot->reset(epoch);
-            st = slot->barrier();
+            st = slot->barrier(formation_timeout);
           } else {
             s.ucx->swap_in(slot, nullptr); // its endpoints go; the worker stays
             transport::ucx_group_options go;
@@ -423,7 +426,7 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
             st = g ? status{} : status{g.error()};
             if (g) {
               (*g)->reset(epoch);
-              st = (*g)->barrier();
+              st = (*g)->barrier(formation_timeout);
               if (st) {
                 s.ucx->swap_in(slot, std::move(*g), epoch);
                 known = addrs;

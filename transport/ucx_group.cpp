@@ -378,6 +378,14 @@ status ucx_group::wait(op& o, const char* what) {
   return result;
 }
 
+status ucx_group::barrier(std::chrono::milliseconds timeout) {
+  const auto saved = opt_.timeout;
+  opt_.timeout = timeout;
+  auto st = barrier();
+  opt_.timeout = saved;
+  return st;
+}
+
 status ucx_group::barrier() {
   TROUPE_TRY(usable());
   if (size_ == 1) return {};

@@ -85,6 +85,9 @@ class ucx_group final : public collective {
   status recv(int peer, void* data, int64_t bytes) override;
   /// Every rank returns once all have arrived (also proves the endpoints are wired).
   status barrier();
+  /// The same, giving up after `timeout` instead of the group's operation timeout (forming a
+  /// group: a member that is not there soon is better retried than waited for).
+  status barrier(std::chrono::milliseconds timeout);
 
   /// Fails the current and later operations with `unavailable` (any thread).
   void abort(std::string reason) override;
