@@ -64,9 +64,20 @@ def run_all(url, prompts, max_tokens=24, on_token=None):
 
 
 def workers_of(pid):
-    """The `troupe worker` processes a server launched (its children)."""
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    return [int(p) for p in out]
+    """The `troupe worker` processes a server launched (its children, from /proc)."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+        if int(fields[1]) == pid and fields[0] != "Z":
+            kids.append(int(entry))
+    return kids
 
 
 class Workers(unittest.TestCase):
