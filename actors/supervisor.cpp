@@ -255,6 +255,13 @@ void all_up(state_ptr self) {
 }
 
 void on_address(state_ptr self, size_t i, std::vector<uint8_t> addr) {
+  if (addr.empty() || addr.size() > 64 * 1024) { // from the network: an address UCX could not use
+    TROUPE_LOG_WARN(
+        "supervisor", "{} sent a UCX address of {} bytes; ignored",
+        shard_name(self->state.slots[i].setup.stage, self->state.slots[i].setup.spec.tp_rank),
+        addr.size());
+    return;
+  }
   self->state.slots[i].address = std::move(addr);
 }
 

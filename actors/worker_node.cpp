@@ -27,6 +27,40 @@ std::vector<uint8_t> worker_proof_bytes(const std::vector<uint8_t>& challenge, i
   return b;
 }
 
+status check_order(const shard_order& o, const model_config& c) {
+  auto bad = [&](std::string_view what) {
+    return make_error(errc::invalid_argument, "shard order for stage {} rank {}: {}", o.stage,
+                      o.tp_rank, what);
+  };
+  const auto kv = static_cast<dtype>(o.kv_dtype);
+  if (o.kv_dtype >= dtype_count || (kv != dtype::f32 && kv != dtype::f16 && kv != dtype::bf16))
+    return bad(fmt::format("KV element type {}", o.kv_dtype));
+  if (o.where > static_cast<uint8_t>(kernels::backend::cuda)) return bad("unknown backend");
+  if (o.tp_size < 1 || o.tp_size > 4096 || o.tp_rank < 0 || o.tp_rank >= o.tp_size)
+    return bad(fmt::format("TP rank {} of {}", o.tp_rank, o.tp_size));
+  if (o.stage < 0 || o.hop < 0 || o.hop > 65536) return bad("stage or hop out of range");
+  if (o.layer_begin < 0 || o.layer_end <= o.layer_begin || o.layer_end > c.n_layer)
+    return bad(fmt::format("layers {}..{} of {}", o.layer_begin, o.layer_end, c.n_layer));
+  if (o.threads < 1 || o.threads > 1024) return bad(fmt::format("{} threads", o.threads));
+  if (o.block_size < 1 || o.block_size > 4096)
+    return bad(fmt::format("block size {}", o.block_size));
+  if (o.kv_blocks < 2 || o.kv_blocks > (int64_t{1} << 31))
+    return bad(fmt::format("{} KV blocks", o.kv_blocks));
+  if (!(o.group_timeout_s > 0 && o.group_timeout_s < 1e6) ||
+      !(o.hang_timeout_s > 0 && o.hang_timeout_s < 1e6))
+    return bad("timeouts out of range");
+  shard_spec spec;
+  spec.layer_begin = o.layer_begin;
+  spec.layer_end = o.layer_end;
+  spec.tp_rank = o.tp_rank;
+  spec.tp_size = o.tp_size;
+  spec.first_stage = o.first_stage;
+  spec.last_stage = o.last_stage;
+  spec.expert_parallel = o.expert_parallel;
+  if (auto d = plan_shard(c, spec); !d) return bad(d.error().message);
+  return {};
+}
+
 namespace {
 
 struct placed_shard {
@@ -118,6 +152,11 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
           return to_caf(error{errc::unavailable, "refused: not from the coordinator"});
         auto m = model_at(self, o.model_path);
         if (!m) return to_caf(m.error());
+        if (auto st = check_order(o, (*m)->config); !st) {
+          TROUPE_LOG_ERROR("worker", "rank {}: refused an order: {}", self->state.opt.rank,
+                           st.error().message);
+          return to_caf(st.error());
+        }
         shard_setup sh;
         sh.model = *m;
         sh.spec.layer_begin = o.layer_begin;

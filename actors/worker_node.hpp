@@ -12,7 +12,12 @@
 #include <cstdint>
 #include <string>
 
+#include "arch/model_config.hpp"
+#include "core/expected.hpp"
+
 namespace troupe::actors {
+
+struct shard_order;
 
 inline constexpr uint32_t worker_protocol_version = 1;
 
@@ -24,6 +29,10 @@ struct worker_options {
   double join_timeout_s = 60;
   int caf_threads = 2;
 };
+
+/// An order from the network is checked before anything is spawned from it: every field in
+/// range (element types, backend, ranks, layers, sizes) and the slice valid for the model.
+status check_order(const shard_order& o, const model_config& c);
 
 /// Runs the worker until the coordinator goes away (0), or fails to join (2: refused, 1: else).
 int run_worker(const worker_options& o);

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "actors/messages.hpp"
+#include "actors/worker_node.hpp"
+#include "core/dtype.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -227,4 +229,66 @@ TEST_F(Messages, WholeMessagesWithTheirAtomsRoundTrip) {
   ASSERT_TRUE(m.x);
   EXPECT_EQ(m.x->size(), 16u);
   EXPECT_EQ((*m.x)[3], 3 * 0.25f - 3.0f);
+}
+
+TEST_F(Messages, WorkerOrdersRoundTripAndAreChecked) {
+  shard_order o;
+  o.model_path = "/models/m.gguf";
+  o.stage = 1;
+  o.hop = 1;
+  o.layer_begin = 3;
+  o.layer_end = 5;
+  o.tp_rank = 1;
+  o.tp_size = 2;
+  o.first_stage = false;
+  o.kv_blocks = 64;
+  o.kv_dtype = static_cast<uint8_t>(troupe::dtype::bf16);
+  o.group_timeout_s = 7;
+  o.hang_timeout_s = 0.5;
+  o.faults = {"kill-worker:rank=2,step=15"};
+  auto buf = save(o);
+  shard_order back;
+  ASSERT_FALSE(load(buf, back));
+  EXPECT_EQ(back.model_path, o.model_path);
+  EXPECT_EQ(back.layer_end, 5);
+  EXPECT_EQ(back.tp_rank, 1);
+  EXPECT_EQ(back.kv_dtype, o.kv_dtype);
+  EXPECT_EQ(back.hang_timeout_s, 0.5);
+  EXPECT_EQ(back.faults, o.faults);
+  // a step whose activations come over UCX carries only their size
+  step_msg m{9, 2, std::make_shared<const batch>(sample_plan()), nullptr, 4096};
+  auto sb = save(m);
+  step_msg mb;
+  ASSERT_FALSE(load(sb, mb));
+  EXPECT_EQ(mb.x_ucx_bytes, 4096);
+  EXPECT_FALSE(mb.x);
+
+  // what a worker accepts from the wire, for a 5-layer model with 4 heads
+  model_config c;
+  c.n_layer = 5;
+  c.C = 64;
+  c.F = 128;
+  c.H = 4;
+  c.Hkv = 4;
+  c.D = 16;
+  c.V = 512;
+  c.ctx = 256;
+  EXPECT_TRUE(check_order(o, c));
+  auto refused = [&](auto edit) {
+    shard_order x = o;
+    edit(x);
+    return !check_order(x, c);
+  };
+  EXPECT_TRUE(refused([](shard_order& x) { x.kv_dtype = 200; }));
+  EXPECT_TRUE(
+      refused([](shard_order& x) { x.kv_dtype = static_cast<uint8_t>(troupe::dtype::q8_0); }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.where = 9; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.tp_rank = 2; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.tp_size = 0; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.layer_end = 6; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.layer_begin = 5; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.kv_blocks = -1; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.threads = 0; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.hang_timeout_s = -1; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.tp_size = 3, x.tp_rank = 2; })); // 4 heads by 3
 }
