@@ -60,16 +60,8 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
     o.place = p;
   }
   // validate every shard's slicing before spawning anything
-  for (const auto& st : o.place.stages)
-    for (int r = 0; r < st.tp; ++r) {
-      shard_spec spec;
-      spec.layer_begin = st.layer_begin;
-      spec.layer_end = st.layer_end;
-      spec.tp_rank = r;
-      spec.tp_size = st.tp;
-      spec.expert_parallel = st.expert_parallel;
-      TROUPE_TRY(plan_shard(c, spec));
-    }
+  for (size_t s = 0; s < o.place.stages.size(); ++s)
+    for (int r = 0; r < o.place.stages[s].tp; ++r) TROUPE_TRY(plan_shard(c, o.place.shard(s, r)));
   std::unique_ptr<host> h(new host());
   auto& in = *h->impl_;
   in.model = m;
@@ -79,8 +71,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   o.sched.max_context = static_cast<int32_t>(c.ctx);
   o.sched.window = static_cast<int32_t>(c.kv_horizon());
   if (o.max_inflight <= 0) o.max_inflight = static_cast<int>(o.place.stages.size());
-  int n_shards = 0;
-  for (const auto& st : o.place.stages) n_shards += st.tp;
+  const int n_shards = o.place.total_shards();
   if (o.workers > 0) {
     if (o.shard_worker.empty())
       for (int i = 0; i < n_shards; ++i) o.shard_worker.push_back(i % o.workers);
@@ -155,7 +146,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
                         "a completed step, retry every {} s",
                         o.max_restarts, o.retry_interval_s);
   in.engine = spawn_engine(*in.sys, es);
-  in.routes->engine = in.engine;
+  in.routes->set_engine(in.engine);
 
   for (auto [hop, ch] : custom_at) {
     hop_context ctx{in.routes, hop, ch->name};
@@ -180,13 +171,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
     for (int r = 0; r < st.tp; ++r) {
       shard_setup sh;
       sh.model = m;
-      sh.spec.layer_begin = st.layer_begin;
-      sh.spec.layer_end = st.layer_end;
-      sh.spec.tp_rank = r;
-      sh.spec.tp_size = st.tp;
-      sh.spec.expert_parallel = st.expert_parallel;
-      sh.spec.first_stage = s == 0;
-      sh.spec.last_stage = s + 1 == o.place.stages.size();
+      sh.spec = o.place.shard(s, r);
       sh.opt.where = o.where;
       sh.opt.threads = o.threads_per_shard;
       sh.opt.kv_blocks = in.kv_blocks;

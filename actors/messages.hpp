@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "actors/api.hpp"
+#include "arch/shard_plan.hpp"
 #include "core/batch.hpp"
 #include "core/metrics.hpp"
 #include "core/sampler.hpp"
@@ -46,6 +47,12 @@ typename Inspector::result_type inspect(Inspector& f, batch& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampled_token& x) {
   return f(caf::meta::type_name("sampled_token"), x.seq_id, x.token, x.logprob, x.top);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_spec& x) {
+  return f(caf::meta::type_name("shard_spec"), x.layer_begin, x.layer_end, x.tp_rank, x.tp_size,
+           x.first_stage, x.last_stage, x.ffn_block, x.expert_parallel);
 }
 
 template <class Inspector>
@@ -205,8 +212,7 @@ struct shard_order {
   std::string model_path;
   int32_t stage = 0, hop = 0;
   bool last = true;
-  int32_t layer_begin = 0, layer_end = 0, tp_rank = 0, tp_size = 1;
-  bool first_stage = true, last_stage = true, expert_parallel = false;
+  shard_spec spec;
   int32_t threads = 1;
   int64_t kv_blocks = 0;
   int32_t block_size = 16;
@@ -219,8 +225,7 @@ struct shard_order {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_order& x) {
-  return f(caf::meta::type_name("shard_order"), x.model_path, x.stage, x.hop, x.last, x.layer_begin,
-           x.layer_end, x.tp_rank, x.tp_size, x.first_stage, x.last_stage, x.expert_parallel,
+  return f(caf::meta::type_name("shard_order"), x.model_path, x.stage, x.hop, x.last, x.spec,
            x.threads, x.kv_blocks, x.block_size, x.kv_dtype, x.where, x.group_timeout_s,
            x.hang_timeout_s, x.faults, x.supervisor);
 }

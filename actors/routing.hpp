@@ -84,19 +84,18 @@ class routing_table {
 
   caf::actor engine_actor() const {
     std::lock_guard<std::mutex> lk(mu_);
-    return engine;
+    return engine_;
   }
   void set_engine(caf::actor e) {
     std::lock_guard<std::mutex> lk(mu_);
-    engine = std::move(e);
+    engine_ = std::move(e);
   }
-
-  caf::actor engine; // set once before any shard runs in one process; else set_engine()
 
  private:
   mutable std::mutex mu_;
   std::vector<hop_info> hops_;
   std::vector<std::vector<clock::time_point>> busy_since_;
+  caf::actor engine_;
   std::atomic<uint64_t> epoch_{1};
 };
 

@@ -44,7 +44,6 @@ struct supervisor_state {
   supervisor_setup setup;
   std::vector<slot> slots;
   int64_t restarts = 0;
-  bool announced = false;
   std::vector<caf::actor> workers;             // joined worker nodes, by rank
   std::map<caf::actor_addr, early_news> early; // remote shards not yet placed
   // group formation (worker processes) runs one round at a time: the acks a round awaits
@@ -78,13 +77,7 @@ shard_order order_for(state_ptr self, const slot& s) {
   o.stage = sh.stage;
   o.hop = static_cast<int32_t>(sh.hop);
   o.last = sh.last;
-  o.layer_begin = sh.spec.layer_begin;
-  o.layer_end = sh.spec.layer_end;
-  o.tp_rank = sh.spec.tp_rank;
-  o.tp_size = sh.spec.tp_size;
-  o.first_stage = sh.spec.first_stage;
-  o.last_stage = sh.spec.last_stage;
-  o.expert_parallel = sh.spec.expert_parallel;
+  o.spec = sh.spec;
   o.threads = sh.opt.threads;
   o.kv_blocks = sh.opt.kv_blocks;
   o.block_size = sh.opt.block_size;
@@ -189,7 +182,6 @@ void announce_up(state_ptr self) {
   for (auto& g : st.setup.groups)
     if (g) g->reset(st.setup.routes->epoch());
   self->send(st.setup.engine, up_atom::value, st.setup.routes->epoch(), st.restarts);
-  st.announced = true;
   for (auto& rp : st.resync_waiters) rp.deliver(st.setup.routes->epoch());
   st.resync_waiters.clear();
 }
@@ -203,8 +195,7 @@ void round_over(state_ptr self) {
   st.forming = false;
   if (st.round_failed || st.form_again) {
     st.round_failed = st.form_again = false;
-    self->delayed_send(self, std::chrono::milliseconds(200), regroup_atom::value,
-                       st.setup.routes->epoch());
+    self->delayed_send(self, std::chrono::milliseconds(200), regroup_atom::value);
     return;
   }
   announce_up(self);
@@ -276,11 +267,7 @@ void on_ready(state_ptr self, size_t i, int64_t resident, int64_t kv) {
 
 // The slot whose current shard sent the message being handled, or -1.
 int sender_slot(state_ptr self) {
-  const auto from = self->current_sender();
-  for (size_t i = 0; i < self->state.slots.size(); ++i)
-    if (self->state.slots[i].handle && from == self->state.slots[i].handle.address())
-      return static_cast<int>(i);
-  return -1;
+  return slot_of(self, caf::actor_cast<caf::actor_addr>(self->current_sender()));
 }
 
 // A shard is gone (dead or abandoned): pause the engine, free its siblings, schedule a respawn.
@@ -382,7 +369,7 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
         if (--it->second == 0) st.awaiting.erase(it);
         if (st.awaiting.empty()) round_over(self);
       },
-      [=](regroup_atom, uint64_t) { all_up(self); },
+      [=](regroup_atom) { all_up(self); },
       [=](worker_atom, int32_t rank, const caf::actor& node, bool up) {
         auto& st = self->state;
         if (rank < 0) return;
@@ -481,7 +468,6 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
           // answered once the groups are formed again (announce_up), not before: a step sent
           // meanwhile would meet groups that are still being formed. No halt: a shard in the
           // middle of a step finishes it (or its collective times out) and then starts over
-          st.announced = false;
           auto rp = self->make_response_promise<uint64_t>();
           st.resync_waiters.push_back(rp);
           all_up(self);

@@ -11,36 +11,27 @@
 
 #include "actors/messages.hpp"
 #include "actors/shard.hpp"
+#include "actors/worker_pool.hpp"
 #include "core/log.hpp"
 #include "transport/auth.hpp"
 
 namespace troupe::actors {
 
-/// The bytes a worker signs to join: "worker", the challenge, its rank and protocol version.
-std::vector<uint8_t> worker_proof_bytes(const std::vector<uint8_t>& challenge, int32_t rank,
-                                        uint32_t version) {
-  std::vector<uint8_t> b = {'w', 'o', 'r', 'k', 'e', 'r'};
-  b.insert(b.end(), challenge.begin(), challenge.end());
-  for (int i = 0; i < 4; ++i)
-    b.push_back(static_cast<uint8_t>(static_cast<uint32_t>(rank) >> (8 * i)));
-  for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(version >> (8 * i)));
-  return b;
-}
-
 status check_order(const shard_order& o, const model_config& c) {
   auto bad = [&](std::string_view what) {
     return make_error(errc::invalid_argument, "shard order for stage {} rank {}: {}", o.stage,
-                      o.tp_rank, what);
+                      o.spec.tp_rank, what);
   };
+  const shard_spec& spec = o.spec;
   const auto kv = static_cast<dtype>(o.kv_dtype);
   if (o.kv_dtype >= dtype_count || (kv != dtype::f32 && kv != dtype::f16 && kv != dtype::bf16))
     return bad(fmt::format("KV element type {}", o.kv_dtype));
   if (o.where > static_cast<uint8_t>(kernels::backend::cuda)) return bad("unknown backend");
-  if (o.tp_size < 1 || o.tp_size > 4096 || o.tp_rank < 0 || o.tp_rank >= o.tp_size)
-    return bad(fmt::format("TP rank {} of {}", o.tp_rank, o.tp_size));
+  if (spec.tp_size < 1 || spec.tp_size > 4096 || spec.tp_rank < 0 || spec.tp_rank >= spec.tp_size)
+    return bad(fmt::format("TP rank {} of {}", spec.tp_rank, spec.tp_size));
   if (o.stage < 0 || o.hop < 0 || o.hop > 65536) return bad("stage or hop out of range");
-  if (o.layer_begin < 0 || o.layer_end <= o.layer_begin || o.layer_end > c.n_layer)
-    return bad(fmt::format("layers {}..{} of {}", o.layer_begin, o.layer_end, c.n_layer));
+  if (spec.layer_begin < 0 || spec.layer_end <= spec.layer_begin || spec.layer_end > c.n_layer)
+    return bad(fmt::format("layers {}..{} of {}", spec.layer_begin, spec.layer_end, c.n_layer));
   if (o.threads < 1 || o.threads > 1024) return bad(fmt::format("{} threads", o.threads));
   if (o.block_size < 1 || o.block_size > 4096)
     return bad(fmt::format("block size {}", o.block_size));
@@ -49,14 +40,6 @@ status check_order(const shard_order& o, const model_config& c) {
   if (!(o.group_timeout_s > 0 && o.group_timeout_s < 1e6) ||
       !(o.hang_timeout_s > 0 && o.hang_timeout_s < 1e6))
     return bad("timeouts out of range");
-  shard_spec spec;
-  spec.layer_begin = o.layer_begin;
-  spec.layer_end = o.layer_end;
-  spec.tp_rank = o.tp_rank;
-  spec.tp_size = o.tp_size;
-  spec.first_stage = o.first_stage;
-  spec.last_stage = o.last_stage;
-  spec.expert_parallel = o.expert_parallel;
   if (auto d = plan_shard(c, spec); !d) return bad(d.error().message);
   return {};
 }
@@ -159,13 +142,7 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
         }
         shard_setup sh;
         sh.model = *m;
-        sh.spec.layer_begin = o.layer_begin;
-        sh.spec.layer_end = o.layer_end;
-        sh.spec.tp_rank = o.tp_rank;
-        sh.spec.tp_size = o.tp_size;
-        sh.spec.first_stage = o.first_stage;
-        sh.spec.last_stage = o.last_stage;
-        sh.spec.expert_parallel = o.expert_parallel;
+        sh.spec = o.spec;
         sh.opt.threads = o.threads;
         sh.opt.kv_blocks = o.kv_blocks;
         sh.opt.block_size = o.block_size;
@@ -184,10 +161,10 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
         sh.faults = faults;
         auto s = spawn_shard(self->system(), std::move(sh), o.supervisor);
         self->monitor(s); // forgotten when it ends (down handler)
-        self->state.shards.push_back({s, static_cast<size_t>(o.hop), o.stage, o.tp_rank,
+        self->state.shards.push_back({s, static_cast<size_t>(o.hop), o.stage, o.spec.tp_rank,
                                       o.hang_timeout_s, o.supervisor, false});
         TROUPE_LOG_INFO("worker", "rank {}: started {}", self->state.opt.rank,
-                        shard_name(o.stage, o.tp_rank));
+                        shard_name(o.stage, o.spec.tp_rank));
         return s;
       },
       [=](ping_atom) -> bool { return true; },                 // the pool's heartbeat

@@ -20,6 +20,17 @@ extern char** environ;
 
 namespace troupe::actors {
 
+// "worker", the challenge, its rank and protocol version (little-endian).
+std::vector<uint8_t> worker_proof_bytes(const std::vector<uint8_t>& challenge, int32_t rank,
+                                        uint32_t version) {
+  std::vector<uint8_t> b = {'w', 'o', 'r', 'k', 'e', 'r'};
+  b.insert(b.end(), challenge.begin(), challenge.end());
+  for (int i = 0; i < 4; ++i)
+    b.push_back(static_cast<uint8_t>(static_cast<uint32_t>(rank) >> (8 * i)));
+  for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(version >> (8 * i)));
+  return b;
+}
+
 std::string random_secret() {
   const auto n = transport::random_nonce();
   std::string s;

@@ -58,6 +58,19 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
   return d;
 }
 
+shard_spec placement::shard(size_t stage, int rank) const {
+  const stage_spec& st = stages.at(stage);
+  shard_spec spec;
+  spec.layer_begin = st.layer_begin;
+  spec.layer_end = st.layer_end;
+  spec.tp_rank = rank;
+  spec.tp_size = st.tp;
+  spec.expert_parallel = st.expert_parallel;
+  spec.first_stage = stage == 0;
+  spec.last_stage = stage + 1 == stages.size();
+  return spec;
+}
+
 int placement::total_shards() const {
   int n = 0;
   for (const auto& s : stages) n += s.tp;

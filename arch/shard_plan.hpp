@@ -45,6 +45,8 @@ struct placement {
   std::vector<stage_spec> stages;
   int total_shards() const;
   std::string to_string() const; // "0-2:tp2,3-4:tp1"
+  /// The spec of TP rank `rank` of stage `stage` (layers, ranks, first / last stage, EP).
+  shard_spec shard(size_t stage, int rank) const;
 };
 
 /// --tp N --pp M: M stages with layers split as evenly as possible (earlier stages take the

@@ -44,14 +44,7 @@ int run_explain(const explain_opts& o) {
     if (!g) return fail(g.error());
     std::printf("\n# the whole model as the family builds it\n%s", g->to_string().c_str());
   }
-  shard_spec spec;
-  spec.layer_begin = st.layer_begin;
-  spec.layer_end = st.layer_end;
-  spec.tp_rank = o.rank;
-  spec.tp_size = st.tp;
-  spec.expert_parallel = st.expert_parallel;
-  spec.first_stage = o.stage == 0;
-  spec.last_stage = o.stage + 1 == static_cast<int>(place->stages.size());
+  const shard_spec spec = place->shard(static_cast<size_t>(o.stage), o.rank);
   exec::exec_options eo;
   eo.kv_blocks = 2;
   eo.fuse = !o.no_fuse;

@@ -6,12 +6,12 @@
 #include <CLI/CLI.hpp>
 #include <climits>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include "actors/worker_node.hpp"
 #include "common.hpp"
 #include "core/log.hpp"
+#include "transport/auth.hpp"
 
 namespace troupe::cli {
 
@@ -35,17 +35,7 @@ void add_worker_flags(CLI::App* cmd, worker_flags& f) {
 
 expected<std::string> run_secret(const std::string& flag) {
   if (!flag.empty()) return flag;
-  if (const char* s = std::getenv("TROUPE_SECRET"); s && *s) return std::string(s);
-  if (const char* p = std::getenv("TROUPE_SECRET_FILE"); p && *p) {
-    std::ifstream in(p);
-    if (!in) return make_error(errc::io_error, "TROUPE_SECRET_FILE={}: cannot read it", p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string s = ss.str();
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-    return s;
-  }
-  return std::string();
+  return transport::secret_from_env();
 }
 
 status apply_worker_flags(const worker_flags& f, actors::host_options& ho) {

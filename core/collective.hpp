@@ -31,6 +31,22 @@
 
 namespace troupe {
 
+/// The argument checks every implementation makes (one place, one wording).
+inline status check_counts(std::span<const int64_t> counts, int size, const char* op) {
+  if (static_cast<int>(counts.size()) != size)
+    return make_error(errc::invalid_argument, "{}: {} counts for {} ranks", op, counts.size(),
+                      size);
+  for (int64_t c : counts)
+    if (c < 0) return make_error(errc::invalid_argument, "{}: negative count {}", op, c);
+  return {};
+}
+inline status check_peer(int peer, int rank, int size, int64_t bytes, const char* op) {
+  if (peer < 0 || peer >= size || peer == rank || bytes < 0)
+    return make_error(errc::invalid_argument, "{} with rank {} from rank {} of {} ({} bytes)", op,
+                      peer, rank, size, bytes);
+  return {};
+}
+
 class collective {
  public:
   virtual ~collective() = default;

@@ -138,23 +138,10 @@ status inproc_group::enter(handle& h, uint64_t kind, int64_t n, const void* in, 
 }
 
 namespace {
-status check_counts(std::span<const int64_t> counts, int size, const char* op) {
-  if (static_cast<int>(counts.size()) != size)
-    return make_error(errc::invalid_argument, "{}: {} counts for {} ranks", op, counts.size(),
-                      size);
-  for (int64_t c : counts)
-    if (c < 0) return make_error(errc::invalid_argument, "{}: negative count {}", op, c);
-  return {};
-}
 int64_t total(std::span<const int64_t> counts) {
   int64_t t = 0;
   for (int64_t c : counts) t += c;
   return t;
-}
-status check_reducible(dtype type, const char* op) {
-  if (!reducible(type))
-    return make_error(errc::unsupported, "{} of {} (f32 and bf16 only)", op, name(type));
-  return {};
 }
 } // namespace
 
@@ -248,9 +235,7 @@ status inproc_group::broadcast(handle& h, void* data, int64_t n, dtype type, int
 }
 
 status inproc_group::send(handle& h, int peer, const void* data, int64_t bytes) {
-  if (peer < 0 || peer >= size_ || peer == h.rank_)
-    return make_error(errc::invalid_argument, "send to rank {} from rank {} of {}", peer, h.rank_,
-                      size_);
+  TROUPE_TRY(check_peer(peer, h.rank_, size_, bytes, "send"));
   std::lock_guard<std::mutex> lk(mu_);
   if (aborted_) return make_error(errc::unavailable, "collective aborted: {}", reason_);
   if (h.epoch_ != epoch_)
@@ -262,9 +247,7 @@ status inproc_group::send(handle& h, int peer, const void* data, int64_t bytes) 
 }
 
 status inproc_group::recv(handle& h, int peer, void* data, int64_t bytes) {
-  if (peer < 0 || peer >= size_ || peer == h.rank_)
-    return make_error(errc::invalid_argument, "recv from rank {} at rank {} of {}", peer, h.rank_,
-                      size_);
+  TROUPE_TRY(check_peer(peer, h.rank_, size_, bytes, "recv"));
   std::unique_lock<std::mutex> lk(mu_);
   auto& box = mail_[peer * size_ + h.rank_];
   const uint64_t resets = resets_;

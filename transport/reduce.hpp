@@ -2,18 +2,25 @@
 // process and a group across processes give the same bits: out[i] = in[0][i] + in[1][i] +
 // ... + in[N-1][i], added in that order (never a tree, never reassociated), f32 accumulation,
 // bf16 rounded once at the end (round to nearest even). `out` may alias one of the inputs.
+// check_reducible() refuses the element types it does not sum.
 // Header-only; used by inproc_group.cpp and ucx_group.cpp. Tests: through both groups' tests.
 #pragma once
 
 #include <cstdint>
 
 #include "core/dtype.hpp"
+#include "core/expected.hpp"
 #include "core/half.hpp"
 
 namespace troupe::transport {
 
 inline bool reducible(dtype type) {
   return type == dtype::f32 || type == dtype::bf16;
+}
+inline status check_reducible(dtype type, const char* op) {
+  if (!reducible(type))
+    return make_error(errc::unsupported, "{} of {} (f32 and bf16 only)", op, name(type));
+  return {};
 }
 
 /// Sums elements [b, e) of `nin` inputs in rank order into out (same element type).

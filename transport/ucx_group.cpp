@@ -401,8 +401,7 @@ status ucx_group::barrier() {
 }
 
 status ucx_group::all_reduce_sum(void* data, int64_t n, dtype type) {
-  if (!reducible(type))
-    return make_error(errc::unsupported, "all_reduce of {} (f32 and bf16 only)", name(type));
+  TROUPE_TRY(check_reducible(type, "all_reduce"));
   TROUPE_TRY(usable());
   if (size_ == 1 || n == 0) return {};
   const size_t es = static_cast<size_t>(row_bytes(type, 1)), bytes = n * es;
@@ -450,17 +449,6 @@ status ucx_group::all_reduce_sum(void* data, int64_t n, dtype type) {
   return wait(o, "all_reduce (all-gather)");
 }
 
-namespace {
-status check_counts(std::span<const int64_t> counts, int size, const char* what) {
-  if (static_cast<int>(counts.size()) != size)
-    return make_error(errc::invalid_argument, "{}: {} counts for {} ranks", what, counts.size(),
-                      size);
-  for (int64_t c : counts)
-    if (c < 0) return make_error(errc::invalid_argument, "{}: negative count {}", what, c);
-  return {};
-}
-} // namespace
-
 status ucx_group::all_gather(const void* in, void* out, std::span<const int64_t> counts,
                              dtype type) {
   TROUPE_TRY(check_counts(counts, size_, "all_gather"));
@@ -483,8 +471,7 @@ status ucx_group::all_gather(const void* in, void* out, std::span<const int64_t>
 
 status ucx_group::reduce_scatter(const void* in, void* out, std::span<const int64_t> counts,
                                  dtype type) {
-  if (!reducible(type))
-    return make_error(errc::unsupported, "reduce_scatter of {} (f32 and bf16 only)", name(type));
+  TROUPE_TRY(check_reducible(type, "reduce_scatter"));
   TROUPE_TRY(check_counts(counts, size_, "reduce_scatter"));
   TROUPE_TRY(usable());
   const int64_t es = row_bytes(type, 1);
@@ -553,12 +540,14 @@ status ucx_group::broadcast(void* data, int64_t n, dtype type, int root) {
   return wait(o, "broadcast");
 }
 
+uint32_t ucx_group::p2p_op(uint64_t seq) const {
+  return static_cast<uint32_t>(mix(mix(step_) ^ (seq << 8) ^ 0x77));
+}
+
 status ucx_group::send(int peer, const void* data, int64_t bytes) {
-  if (peer < 0 || peer >= size_ || peer == rank_ || bytes < 0)
-    return make_error(errc::invalid_argument, "send to rank {} from rank {} of {}", peer, rank_,
-                      size_);
+  TROUPE_TRY(check_peer(peer, rank_, size_, bytes, "send"));
   TROUPE_TRY(usable());
-  const uint32_t id = static_cast<uint32_t>(mix(mix(step_) ^ (p2p_sent_[peer]++ << 8) ^ 0x77));
+  const uint32_t id = p2p_op(p2p_sent_[peer]++);
   op o;
   TROUPE_TRY(post_send(o, peer, data, bytes, tag(rank_, true, id)));
   return wait(o, "send");
@@ -566,12 +555,10 @@ status ucx_group::send(int peer, const void* data, int64_t bytes) {
 
 status ucx_group::send_async(int peer, std::shared_ptr<const void> owner, const void* data,
                              int64_t bytes) {
-  if (peer < 0 || peer >= size_ || peer == rank_ || bytes < 0)
-    return make_error(errc::invalid_argument, "send to rank {} from rank {} of {}", peer, rank_,
-                      size_);
+  TROUPE_TRY(check_peer(peer, rank_, size_, bytes, "send"));
   TROUPE_TRY(usable());
   reap();
-  const uint32_t id = static_cast<uint32_t>(mix(mix(step_) ^ (p2p_sent_[peer]++ << 8) ^ 0x77));
+  const uint32_t id = p2p_op(p2p_sent_[peer]++);
   ucp_request_param_t p{};
   void* r =
       ucp_tag_send_nbx(eps_[peer], data, static_cast<size_t>(bytes), tag(rank_, true, id), &p);
@@ -582,11 +569,9 @@ status ucx_group::send_async(int peer, std::shared_ptr<const void> owner, const 
 }
 
 status ucx_group::recv(int peer, void* data, int64_t bytes) {
-  if (peer < 0 || peer >= size_ || peer == rank_ || bytes < 0)
-    return make_error(errc::invalid_argument, "recv from rank {} at rank {} of {}", peer, rank_,
-                      size_);
+  TROUPE_TRY(check_peer(peer, rank_, size_, bytes, "recv"));
   TROUPE_TRY(usable());
-  const uint32_t id = static_cast<uint32_t>(mix(mix(step_) ^ (p2p_recvd_[peer]++ << 8) ^ 0x77));
+  const uint32_t id = p2p_op(p2p_recvd_[peer]++);
   op o;
   TROUPE_TRY(post_recv(o, peer, data, bytes, true, id));
   return wait(o, "recv");

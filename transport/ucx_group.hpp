@@ -109,6 +109,7 @@ class ucx_group final : public collective {
   ucx_group() = default;
   uint64_t tag(int src, bool p2p, uint32_t opid) const;
   uint32_t next_op(uint64_t kind);
+  uint32_t p2p_op(uint64_t seq) const; // the operation id of this step's seq-th message to a peer
   status post_send(op& o, int peer, const void* data, size_t bytes, uint64_t tag);
   status post_recv(op& o, int peer, void* data, size_t bytes, bool p2p, uint32_t opid);
   struct entry; // one posted request

@@ -8,8 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include <ucp/api/ucp.h>
@@ -25,10 +23,6 @@ using clock = std::chrono::steady_clock;
 constexpr uint32_t magic = 0x45505254; // "TRPE"
 constexpr size_t max_address = 64 * 1024;
 constexpr auto hello_timeout = std::chrono::seconds(5); // a connected peer's time to say hello
-
-digest hmac(const std::string& secret, std::span<const uint8_t> data) {
-  return hmac_sha256(secret, data);
-}
 
 void put32(std::vector<uint8_t>& b, uint32_t v) {
   for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
@@ -218,7 +212,7 @@ expected<joined> serve_join(ucx_worker& w, const std::vector<uint8_t>& own,
       put_bytes(signed_part, challenge);
       put_bytes(signed_part, std::span(hello).subspan(8, 8)); // rank, world size
       put_bytes(signed_part, addr);
-      const digest want = hmac(opt.secret, signed_part);
+      const digest want = hmac_sha256(opt.secret, signed_part);
       if (!same_digest(want, std::span(hello).subspan(52, 32)))
         refusal = "authentication failed (wrong secret)";
     }
@@ -255,7 +249,7 @@ expected<joined> serve_join(ucx_worker& w, const std::vector<uint8_t>& own,
       std::vector<uint8_t> signed_part = {'t', 'a', 'b', 'l', 'e'};
       put_bytes(signed_part, members[r].client_nonce);
       put_bytes(signed_part, table);
-      const digest mac = hmac(opt.secret, signed_part);
+      const digest mac = hmac_sha256(opt.secret, signed_part);
       std::vector<uint8_t> msg = table;
       put_bytes(msg, mac);
       auto sent = members[r].ep->send(msg, deadline, "join: table");
@@ -325,7 +319,7 @@ expected<joined> ask_join(ucx_worker& w, const std::vector<uint8_t>& own,
     put_bytes(signed_part, std::span(ch).subspan(8, 32));
     put_bytes(signed_part, std::span(hello).subspan(8, 8));
     put_bytes(signed_part, addr);
-    put_bytes(hello, hmac(opt.secret, signed_part));
+    put_bytes(hello, hmac_sha256(opt.secret, signed_part));
     put_bytes(hello, addr);
     std::array<uint8_t, 12> verdict;
     got = ep.send(hello, deadline, "join: hello");
@@ -365,7 +359,7 @@ expected<joined> ask_join(ucx_worker& w, const std::vector<uint8_t>& own,
     std::vector<uint8_t> signed_tab = {'t', 'a', 'b', 'l', 'e'};
     put_bytes(signed_tab, mine);
     put_bytes(signed_tab, table);
-    if (!same_digest(hmac(opt.secret, signed_tab), mac))
+    if (!same_digest(hmac_sha256(opt.secret, signed_tab), mac))
       return make_error(errc::protocol_error,
                         "join: the table's proof does not match: rank 0 does not hold this "
                         "run's secret");
@@ -399,16 +393,9 @@ expected<world_options> world_options_from_env(world_options o) {
   if (!port) return port.error();
   o.master_port = static_cast<uint16_t>(*port);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) o.master_addr = a;
-  if (const char* s = std::getenv("TROUPE_SECRET"); s && *s) o.secret = s;
-  if (const char* f = std::getenv("TROUPE_SECRET_FILE"); f && *f) {
-    std::ifstream in(f);
-    if (!in) return make_error(errc::io_error, "TROUPE_SECRET_FILE={}: cannot read it", f);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    o.secret = ss.str();
-    while (!o.secret.empty() && (o.secret.back() == '\n' || o.secret.back() == '\r'))
-      o.secret.pop_back();
-  }
+  auto secret = secret_from_env();
+  if (!secret) return secret.error();
+  if (!secret->empty()) o.secret = std::move(*secret);
   return o;
 }
 

@@ -236,11 +236,11 @@ TEST_F(Messages, WorkerOrdersRoundTripAndAreChecked) {
   o.model_path = "/models/m.gguf";
   o.stage = 1;
   o.hop = 1;
-  o.layer_begin = 3;
-  o.layer_end = 5;
-  o.tp_rank = 1;
-  o.tp_size = 2;
-  o.first_stage = false;
+  o.spec.layer_begin = 3;
+  o.spec.layer_end = 5;
+  o.spec.tp_rank = 1;
+  o.spec.tp_size = 2;
+  o.spec.first_stage = false;
   o.kv_blocks = 64;
   o.kv_dtype = static_cast<uint8_t>(troupe::dtype::bf16);
   o.group_timeout_s = 7;
@@ -250,8 +250,8 @@ TEST_F(Messages, WorkerOrdersRoundTripAndAreChecked) {
   shard_order back;
   ASSERT_FALSE(load(buf, back));
   EXPECT_EQ(back.model_path, o.model_path);
-  EXPECT_EQ(back.layer_end, 5);
-  EXPECT_EQ(back.tp_rank, 1);
+  EXPECT_EQ(back.spec.layer_end, 5);
+  EXPECT_EQ(back.spec.tp_rank, 1);
   EXPECT_EQ(back.kv_dtype, o.kv_dtype);
   EXPECT_EQ(back.hang_timeout_s, 0.5);
   EXPECT_EQ(back.faults, o.faults);
@@ -283,12 +283,13 @@ TEST_F(Messages, WorkerOrdersRoundTripAndAreChecked) {
   EXPECT_TRUE(
       refused([](shard_order& x) { x.kv_dtype = static_cast<uint8_t>(troupe::dtype::q8_0); }));
   EXPECT_TRUE(refused([](shard_order& x) { x.where = 9; }));
-  EXPECT_TRUE(refused([](shard_order& x) { x.tp_rank = 2; }));
-  EXPECT_TRUE(refused([](shard_order& x) { x.tp_size = 0; }));
-  EXPECT_TRUE(refused([](shard_order& x) { x.layer_end = 6; }));
-  EXPECT_TRUE(refused([](shard_order& x) { x.layer_begin = 5; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.spec.tp_rank = 2; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.spec.tp_size = 0; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.spec.layer_end = 6; }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.spec.layer_begin = 5; }));
   EXPECT_TRUE(refused([](shard_order& x) { x.kv_blocks = -1; }));
   EXPECT_TRUE(refused([](shard_order& x) { x.threads = 0; }));
   EXPECT_TRUE(refused([](shard_order& x) { x.hang_timeout_s = -1; }));
-  EXPECT_TRUE(refused([](shard_order& x) { x.tp_size = 3, x.tp_rank = 2; })); // 4 heads by 3
+  EXPECT_TRUE(
+      refused([](shard_order& x) { x.spec.tp_size = 3, x.spec.tp_rank = 2; })); // 4 heads by 3
 }

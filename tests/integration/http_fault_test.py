@@ -6,13 +6,10 @@ afterwards every KV block is free and no lease is held (from /metrics).
 Usage: python http_fault_test.py PATH/TO/troupe
 """
 import sys
-import threading
 import unittest
 import urllib.request
 
-import openai
-
-from serve_util import Server, metric
+from serve_util import Server, metric, run_streams
 
 TROUPE = sys.argv.pop(1)
 MODEL = None  # bundled default
@@ -23,28 +20,7 @@ ARGS = ["--tp", "2", "--pp", "2", "--max-batch-tokens", "128"]
 
 
 def run_all(url):
-    client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=300)
-    texts = [None] * len(PROMPTS)
-    errors = []
-
-    def one(i):
-        try:
-            stream = client.completions.create(model="stories", prompt=PROMPTS[i], max_tokens=24, temperature=0,
-                                               stream=True, extra_body={"ignore_eos": True})
-            text, finish = "", None
-            for chunk in stream:
-                text += chunk.choices[0].text
-                finish = chunk.choices[0].finish_reason or finish
-            texts[i] = (text, finish)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(f"{i}: {e!r}")
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(PROMPTS))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return texts, errors
+    return run_streams(url, PROMPTS)
 
 
 class HttpFaults(unittest.TestCase):

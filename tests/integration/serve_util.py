@@ -65,6 +65,37 @@ class Server:
         self.stop()
 
 
+def run_streams(url, prompts, max_tokens=24, on_token=None):
+    """Every prompt as its own greedy streaming completion at once (one thread each, the
+    `openai` client); returns ([(text, finish_reason)], [errors]). on_token() runs per chunk."""
+    import openai  # only the tests that stream need the client
+
+    client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=300)
+    texts = [None] * len(prompts)
+    errors = []
+
+    def one(i):
+        try:
+            stream = client.completions.create(model="stories", prompt=prompts[i], max_tokens=max_tokens,
+                                               temperature=0, stream=True, extra_body={"ignore_eos": True})
+            text, finish = "", None
+            for chunk in stream:
+                text += chunk.choices[0].text
+                finish = chunk.choices[0].finish_reason or finish
+                if on_token:
+                    on_token()
+            texts[i] = (text, finish)
+        except Exception as e:  # noqa: BLE001 - reported to the caller
+            errors.append(f"{i}: {e!r}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return texts, errors
+
+
 def metric(text, name):
     for line in text.splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):

@@ -25,9 +25,7 @@ import unittest
 import urllib.error
 import urllib.request
 
-import openai
-
-from serve_util import Server, metric
+from serve_util import Server, metric, run_streams
 
 TROUPE = sys.argv.pop(1) if __name__ == "__main__" else None  # netns_test imports this file
 PROMPTS = [p + " and the sun was warm" * (i % 3) for i, p in
@@ -36,31 +34,7 @@ PROMPTS = [p + " and the sun was warm" * (i % 3) for i, p in
 ARGS = ["--tp", "2", "--pp", "2", "--max-batch-tokens", "128"]
 
 
-def run_all(url, prompts, max_tokens=24, on_token=None):
-    client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=300)
-    texts = [None] * len(prompts)
-    errors = []
-
-    def one(i):
-        try:
-            stream = client.completions.create(model="stories", prompt=prompts[i], max_tokens=max_tokens,
-                                               temperature=0, stream=True, extra_body={"ignore_eos": True})
-            text, finish = "", None
-            for chunk in stream:
-                text += chunk.choices[0].text
-                finish = chunk.choices[0].finish_reason or finish
-                if on_token:
-                    on_token()
-            texts[i] = (text, finish)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(f"{i}: {e!r}")
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return texts, errors
+run_all = run_streams  # netns_test imports it from here
 
 
 def workers_of(pid):
