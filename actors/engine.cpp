@@ -53,6 +53,7 @@ struct engine_state {
   bool resyncing = false;
   std::string reason = "starting: loading shards";
   caf::actor supervisor;
+  routing_table routes;                    // this actor's copy of the supervisor's routes
   std::set<caf::actor_addr> watched_sinks; // owners of KV leases, monitored
   engine_stats stats;
 };
@@ -193,9 +194,10 @@ void fail_all(state_ptr self, const std::string& why) {
 
 void pump(state_ptr self) {
   auto& st = self->state;
-  if (!st.ready || st.failed || st.resyncing || st.epoch != st.setup.routes->epoch()) {
+  if (!st.ready || st.failed || st.resyncing || st.epoch != st.routes.epoch() ||
+      st.routes.hops() == 0) {
     TROUPE_LOG_DEBUG("engine", "pump paused ready={} failed={} resyncing={} epoch={}/{}", st.ready,
-                     st.failed, st.resyncing, st.epoch, st.setup.routes->epoch());
+                     st.failed, st.resyncing, st.epoch, st.routes.epoch());
     return;
   }
   while (static_cast<int>(st.inflight.size()) < st.setup.max_inflight) {
@@ -211,7 +213,7 @@ void pump(state_ptr self) {
         it->second.first_step = now;
         st.stats.queue.observe(seconds(now - it->second.arrival));
       }
-    const auto entry = st.setup.routes->info(0);
+    const auto& entry = st.routes.info(0);
     for (size_t i = 0; i < entry.actors.size(); ++i) {
       const std::string to =
           entry.stage >= 0 ? shard_name(entry.stage, static_cast<int>(i)) : entry.name;
@@ -275,6 +277,11 @@ caf::behavior engine_behavior(state_ptr self) {
         self->running = false;
       },
       [=](attach_atom, caf::actor sup) { self->state.supervisor = std::move(sup); },
+      [=](route_atom, const route_update& u) { // the supervisor's routes changed
+        const auto& sup = self->state.supervisor;
+        if (sup && caf::actor_cast<caf::actor>(self->actor->current_sender()) != sup) return;
+        self->state.routes.apply(u);
+      },
       [=](generate_atom, gen_request& r, caf::actor sink) -> caf::result<int64_t> {
         auto& st = self->state;
         if (st.failed) return to_caf({errc::unavailable, "the model is unavailable: " + st.reason});
@@ -361,8 +368,7 @@ caf::behavior engine_behavior(state_ptr self) {
       [=](failed_atom, step_failed& f) {
         auto& st = self->state;
         if (f.epoch != st.epoch || !st.inflight.count(f.step_id)) return;
-        if (f.epoch != st.setup.routes->epoch())
-          return; // a shard died: the supervisor is recovering
+        if (f.epoch != st.routes.epoch()) return; // a shard died: the supervisor is recovering
         if (f.transient) {
           // the shards of a stage met in different steps (a lost message): resync now
           request_resync(

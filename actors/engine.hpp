@@ -8,14 +8,14 @@
 // longer than the step timeout is treated as lost (resync through the supervisor). Messages:
 // (generate_atom, gen_request, sink) -> request id or an error with troupe's code; (cancel_atom,
 // id); (finish_atom, id, index): a stop string ended that completion; (stats_atom) -> engine_stats;
-// internal: done/failed from shards, down/up from supervisor.
+// internal: done/failed from shards, down/up and route updates (its own copy of the routes)
+// from the supervisor.
 #pragma once
 
 #include <memory>
 
 #include <caf/fwd.hpp>
 
-#include "actors/routing.hpp"
 #include "arch/model_source.hpp"
 #include "engine/fault_plan.hpp"
 #include "engine/scheduler.hpp"
@@ -24,7 +24,6 @@ namespace troupe::actors {
 
 struct engine_setup {
   std::shared_ptr<const model_source> model;
-  std::shared_ptr<routing_table> routes;
   std::shared_ptr<const fault_plan> faults;
   int32_t kv_blocks = 0;
   int32_t block_size = 16;

@@ -49,7 +49,6 @@ host::~host() {
   impl_->engine = caf::actor{};
   impl_->supervisor = caf::actor{};
   impl_->custom.clear();
-  impl_->routes.reset();
   impl_->sys.reset(); // joins every actor
 }
 
@@ -110,7 +109,8 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
     if (!port) return port.error();
     in.worker_port = *port;
   }
-  in.routes = std::make_shared<routing_table>();
+  routing_table routes; // the initial routes; the supervisor owns and sends them from then on
+  auto watch = std::make_shared<watchdog>();
   auto faults = std::make_shared<const fault_plan>(o.faults);
 
   // hops: stage shards, with developer actors after the stages they follow
@@ -125,11 +125,10 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
         hops.push_back({std::vector<caf::actor>(1), -1, ch.name});
       }
   }
-  in.routes->set_hops(hops);
+  routes.set_hops(hops);
 
   engine_setup es;
   es.model = m;
-  es.routes = in.routes;
   es.faults = faults;
   es.kv_blocks = static_cast<int32_t>(in.kv_blocks);
   es.block_size = o.block_size;
@@ -146,17 +145,17 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
                         "a completed step, retry every {} s",
                         o.max_restarts, o.retry_interval_s);
   in.engine = spawn_engine(*in.sys, es);
-  in.routes->set_engine(in.engine);
+  routes.set_engine(in.engine);
 
   for (auto [hop, ch] : custom_at) {
-    hop_context ctx{in.routes, hop, ch->name};
+    hop_context ctx{std::make_shared<routing_table>(routes), hop, ch->name};
     caf::actor made = ch->make(*in.sys, ctx);
-    in.routes->replace(hop, 0, made);
+    routes.replace(hop, 0, made);
     in.custom.push_back(made);
   }
 
   supervisor_setup ss;
-  ss.routes = in.routes;
+  ss.watch = watch;
   ss.engine = in.engine;
   ss.hang_timeout_s = o.hang_timeout_s;
   ss.max_restarts = o.max_restarts;
@@ -178,9 +177,10 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
       sh.opt.block_size = o.block_size;
       sh.opt.kv_dtype = o.kv_dtype;
       sh.stage = static_cast<int>(s);
-      sh.hop = in.routes->hop_of_stage(static_cast<int>(s));
+      sh.hop = routes.hop_of_stage(static_cast<int>(s));
       sh.last = sh.spec.last_stage;
-      sh.routes = in.routes;
+      sh.routes = routes;
+      sh.watch = watch;
       sh.group = ss.groups.back();
       sh.faults = faults;
       ss.shards.push_back(std::move(sh));
@@ -192,6 +192,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
     ss.model_path = m->path;
     ss.group_timeout_s = o.group_timeout_s;
   }
+  ss.routes = routes; // with every developer actor in place
   in.supervisor = spawn_supervisor(*in.sys, std::move(ss));
   caf::anon_send(in.engine, attach_atom::value, in.supervisor);
   if (in.pool) { // from this process: the pool takes orders from nowhere else

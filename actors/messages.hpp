@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "actors/api.hpp"
+#include "actors/routing.hpp"
 #include "arch/shard_plan.hpp"
 #include "core/batch.hpp"
 #include "core/metrics.hpp"
@@ -229,15 +230,6 @@ typename Inspector::result_type inspect(Inspector& f, shard_order& x) {
            x.threads, x.kv_blocks, x.block_size, x.kv_dtype, x.where, x.group_timeout_s,
            x.hang_timeout_s, x.faults, x.supervisor);
 }
-
-/// The supervisor's routes, pushed to every worker process whenever they change.
-struct route_update {
-  uint64_t epoch = 0;
-  std::vector<std::vector<caf::actor>> hops;
-  std::vector<int32_t> stages;
-  std::vector<std::string> names;
-  caf::actor engine;
-};
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, route_update& x) {

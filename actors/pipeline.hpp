@@ -1,6 +1,6 @@
 // pipeline.hpp: the CAF side of a host, for code that composes pipelines from actors: the
-// actor system, the engine and supervisor handles, the routing table, and hop_context, which
-// a developer actor inserted between stages uses to pass step messages on. Example (a hop
+// actor system, the engine and supervisor handles, and hop_context, which a developer actor
+// inserted between stages uses to pass step messages on and to follow the routes. Example (a hop
 // that counts activations and forwards them) in examples/custom_actor.cpp.
 #pragma once
 
@@ -12,9 +12,11 @@
 
 namespace troupe::actors {
 
-/// Where a developer actor sits: it receives (step_atom, step_msg) and must call forward().
+/// Where a developer actor sits: it receives (step_atom, step_msg) and must call forward(),
+/// and it takes the supervisor's route updates with route_handler() in its behavior (a
+/// restarted shard of the next stage has a new handle).
 struct hop_context {
-  std::shared_ptr<routing_table> routes;
+  std::shared_ptr<routing_table> routes; // the actor's own copy (shared by copies of ctx)
   size_t hop = 0;
   std::string name;
 
@@ -22,6 +24,10 @@ struct hop_context {
   template <class Self>
   void forward(Self* self, const step_msg& m) const {
     for (const auto& a : routes->hop(hop + 1)) self->send(a, step_atom::value, m);
+  }
+  /// The handler of (route_atom, route_update) to put in the actor's behavior.
+  auto route_handler() const {
+    return [r = routes](route_atom, const route_update& u) { r->apply(u); };
   }
 };
 
@@ -33,7 +39,6 @@ struct host_internals {
   caf::actor pool; // the worker registry (worker processes only)
   uint16_t worker_port = 0;
   std::vector<caf::actor> custom;
-  std::shared_ptr<routing_table> routes;
   std::shared_ptr<const model_source> model;
   host_options opt;
   int64_t kv_blocks = 0;

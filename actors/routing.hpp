@@ -1,17 +1,15 @@
-// routing.hpp: where step messages go, shared by the engine, the supervisor and every shard
-// of one process. A pipeline is a list of hops: each hop is the set of actors that receive a
-// step message (the TP shards of a stage, or one developer actor inserted between stages).
-// The supervisor replaces a restarted shard's handle here and bumps the epoch on every
-// failure; steps of an older epoch are dropped wherever they are. Shards also stamp when
-// they start and finish a step so the supervisor can tell a hung shard. Thread-safe. A
-// worker process keeps its own copy, which the supervisor's route updates keep current.
+// routing.hpp: where step messages go. A pipeline is a list of hops: each hop is the set of
+// actors that receive a step message (the TP shards of a stage, or one developer actor
+// inserted between stages). The supervisor owns the routes: it replaces a restarted shard's
+// handle and bumps the epoch on every failure, and tells the engine, every shard and every
+// developer hop by message (route_update); each keeps its own copy (a routing_table that no
+// other actor touches), so the same code runs whether they share a process or not. Steps of
+// an older epoch than a copy has heard of are dropped wherever they are.
 #pragma once
 
 #include <caf/actor.hpp>
 
-#include <atomic>
-#include <chrono>
-#include <mutex>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,80 +21,70 @@ struct hop_info {
   std::string name;
 };
 
+/// The routes as the supervisor sends them (serialisable: messages.hpp gives it `inspect`).
+struct route_update {
+  uint64_t epoch = 0;
+  std::vector<std::vector<caf::actor>> hops;
+  std::vector<int32_t> stages;
+  std::vector<std::string> names;
+  caf::actor engine;
+};
+
+/// One actor's copy of the routes. Not thread-safe: it belongs to one actor.
 class routing_table {
  public:
-  using clock = std::chrono::steady_clock;
-
-  uint64_t epoch() const { return epoch_.load(); }
+  uint64_t epoch() const { return epoch_; }
   uint64_t bump_epoch() { return ++epoch_; }
-  /// Raises the epoch to `e` if it is behind (a worker process's copy following the
-  /// supervisor's, or a step that carries a newer epoch than the copy has heard of).
-  void raise_epoch(uint64_t e) {
-    uint64_t cur = epoch_.load();
-    while (cur < e && !epoch_.compare_exchange_weak(cur, e)) {
-    }
-  }
+  /// Raises the epoch to `e` if it is behind (a copy hearing of a newer epoch from a step
+  /// before the supervisor's update arrives).
+  void raise_epoch(uint64_t e) { epoch_ = e > epoch_ ? e : epoch_; }
 
-  void set_hops(std::vector<hop_info> hops) {
-    std::lock_guard<std::mutex> lk(mu_);
-    hops_ = std::move(hops);
-    busy_since_.assign(hops_.size(), {});
-    for (size_t h = 0; h < hops_.size(); ++h)
-      busy_since_[h].assign(hops_[h].actors.size(), clock::time_point{});
+  void set_hops(std::vector<hop_info> hops) { hops_ = std::move(hops); }
+  size_t hops() const { return hops_.size(); }
+  const std::vector<caf::actor>& hop(size_t h) const {
+    static const std::vector<caf::actor> none;
+    return h < hops_.size() ? hops_[h].actors : none;
   }
-  size_t hops() const {
-    std::lock_guard<std::mutex> lk(mu_);
-    return hops_.size();
-  }
-  std::vector<caf::actor> hop(size_t h) const {
-    std::lock_guard<std::mutex> lk(mu_);
-    return h < hops_.size() ? hops_[h].actors : std::vector<caf::actor>{};
-  }
-  hop_info info(size_t h) const {
-    std::lock_guard<std::mutex> lk(mu_);
-    return hops_.at(h);
-  }
-  void replace(size_t h, size_t rank, caf::actor a) {
-    std::lock_guard<std::mutex> lk(mu_);
-    hops_.at(h).actors.at(rank) = std::move(a);
-    busy_since_[h][rank] = {};
-  }
+  const hop_info& info(size_t h) const { return hops_.at(h); }
+  void replace(size_t h, size_t rank, caf::actor a) { hops_.at(h).actors.at(rank) = std::move(a); }
   /// The hop of pipeline stage `stage`.
   size_t hop_of_stage(int stage) const {
-    std::lock_guard<std::mutex> lk(mu_);
     for (size_t h = 0; h < hops_.size(); ++h)
       if (hops_[h].stage == stage) return h;
     return hops_.size();
   }
-  void mark_busy(size_t h, size_t rank, bool busy) {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (h >= busy_since_.size() || rank >= busy_since_[h].size()) return; // routes not heard yet
-    busy_since_[h][rank] = busy ? clock::now() : clock::time_point{};
-  }
-  /// Seconds (hop, rank) has been inside one step; 0 when idle.
-  double busy_seconds(size_t h, size_t rank) const {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (h >= busy_since_.size() || rank >= busy_since_[h].size()) return 0;
-    const auto t = busy_since_[h][rank];
-    if (t == clock::time_point{}) return 0;
-    return std::chrono::duration<double>(clock::now() - t).count();
-  }
 
-  caf::actor engine_actor() const {
-    std::lock_guard<std::mutex> lk(mu_);
-    return engine_;
+  const caf::actor& engine_actor() const { return engine_; }
+  void set_engine(caf::actor e) { engine_ = std::move(e); }
+
+  /// What the supervisor sends.
+  route_update to_update() const {
+    route_update u;
+    u.epoch = epoch_;
+    for (const auto& h : hops_) {
+      u.hops.push_back(h.actors);
+      u.stages.push_back(h.stage);
+      u.names.push_back(h.name);
+    }
+    u.engine = engine_;
+    return u;
   }
-  void set_engine(caf::actor e) {
-    std::lock_guard<std::mutex> lk(mu_);
-    engine_ = std::move(e);
+  /// Takes the supervisor's routes; the epoch only moves forward. A malformed update (the
+  /// lists of unequal length, from a peer) is ignored and returns false.
+  bool apply(const route_update& u) {
+    if (u.stages.size() != u.hops.size() || u.names.size() != u.hops.size()) return false;
+    std::vector<hop_info> hops;
+    for (size_t h = 0; h < u.hops.size(); ++h) hops.push_back({u.hops[h], u.stages[h], u.names[h]});
+    hops_ = std::move(hops);
+    engine_ = u.engine;
+    raise_epoch(u.epoch);
+    return true;
   }
 
  private:
-  mutable std::mutex mu_;
   std::vector<hop_info> hops_;
-  std::vector<std::vector<clock::time_point>> busy_since_;
   caf::actor engine_;
-  std::atomic<uint64_t> epoch_{1};
+  uint64_t epoch_ = 1;
 };
 
 } // namespace troupe::actors

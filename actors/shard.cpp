@@ -183,6 +183,11 @@ struct shard {
   // member 1 + tp_rank), and, on rank 0, to the next stage's ranks (members 1..)
   std::string label;
   std::vector<float> logits;
+  routing_table routes; // this actor's copy of the supervisor's routes
+
+  void busy(bool on) {
+    if (setup.watch) setup.watch->busy(self->id(), on);
+  }
 
   // Sends with the fault plan's delay / drop rules applied.
   void send_step(const caf::actor& to, const std::string& to_name, const step_msg& m) {
@@ -224,11 +229,10 @@ struct shard {
 
   // Returns an error to end the actor with (an injected kill), or none.
   caf::error step(const step_msg& m) {
-    auto& routes = *setup.routes;
     TROUPE_LOG_DEBUG("shard", "{} step={} epoch={}/{} tokens={}", label, m.step_id, m.epoch,
                      routes.epoch(), m.plan->n_tokens());
     if (m.epoch < routes.epoch()) return caf::none; // from before a failure: nobody waits for it
-    routes.raise_epoch(m.epoch); // a worker's copy may hear of a new epoch from the step first
+    routes.raise_epoch(m.epoch); // the step may come before the supervisor's update
     const int stage = setup.stage, rank = setup.spec.tp_rank;
     if (setup.worker_rank >= 0) worker_faults(m.step_id);
     if (setup.faults->kill(stage, rank, m.step_id)) {
@@ -236,7 +240,7 @@ struct shard {
       return caf::make_error(caf::sec::runtime_error,
                              "injected kill at step " + std::to_string(m.step_id));
     }
-    routes.mark_busy(setup.hop, rank, true);
+    busy(true);
     if (comm) comm->arm(m.epoch, m.step_id);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<float> x = m.x ? *m.x : std::vector<float>{};
@@ -252,7 +256,7 @@ struct shard {
         got = ucx->from_prev->recv(0, x.data(), m.x_ucx_bytes);
       }
       if (!got) {
-        routes.mark_busy(setup.hop, setup.spec.tp_rank, false);
+        busy(false);
         self->send(routes.engine_actor(), failed_atom::value,
                    step_failed{m.step_id, m.epoch, setup.stage, setup.spec.tp_rank,
                                got.error().to_string(), true});
@@ -267,7 +271,7 @@ struct shard {
     if (setup.faults->throw_in_kernel(stage, rank, m.step_id))
       throw std::runtime_error("injected kernel failure at step " + std::to_string(m.step_id));
     auto r = runner->forward(*m.plan, x, setup.last ? &logits : nullptr);
-    routes.mark_busy(setup.hop, rank, false);
+    busy(false);
     if (r && !progressed) { // once per instance: this shard works (resets its restart count)
       progressed = true;
       self->send(notify, progress_atom::value, static_cast<int32_t>(stage),
@@ -284,7 +288,7 @@ struct shard {
     if (rank != 0) return caf::none;
     if (!setup.last && ucx && ucx->to_next) { // worker processes: control over CAF, data over UCX
       auto& to_next = ucx->to_next;
-      const hop_info info = routes.info(setup.hop + 1);
+      const hop_info& info = routes.info(setup.hop + 1);
       const auto bytes = static_cast<int64_t>(x.size() * sizeof(float));
       for (size_t i = 0; i < info.actors.size(); ++i)
         send_step(info.actors[i], shard_name(info.stage, static_cast<int>(i)),
@@ -304,7 +308,7 @@ struct shard {
     }
     if (!setup.last) {
       auto out = std::make_shared<const std::vector<float>>(std::move(x));
-      const hop_info info = routes.info(setup.hop + 1);
+      const hop_info& info = routes.info(setup.hop + 1);
       for (size_t i = 0; i < info.actors.size(); ++i)
         send_step(info.actors[i],
                   info.stage >= 0 ? shard_name(info.stage, static_cast<int>(i)) : info.name,
@@ -340,7 +344,8 @@ struct shard {
 };
 
 void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify) {
-  shard s{self, std::move(setup), notify, false, nullptr, nullptr, nullptr, {}, {}};
+  shard s{self, std::move(setup), notify, false, nullptr, nullptr, nullptr, {}, {}, {}};
+  s.routes = s.setup.routes;
   s.label = shard_name(s.setup.stage, s.setup.spec.tp_rank);
   if (s.setup.group) s.comm = s.setup.group->join(s.setup.spec.tp_rank);
   if (s.setup.ucx) {
@@ -400,6 +405,9 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
             self->fail_state(std::move(end));
             running = false;
           }
+        },
+        [&](route_atom, const route_update& u) { // the supervisor's routes changed
+          if (caf::actor_cast<caf::actor>(self->current_sender()) == s.notify) s.routes.apply(u);
         },
         [&](group_atom, uint64_t epoch, uint8_t id, int32_t member,
             const std::vector<std::vector<uint8_t>>& addrs) {

@@ -3,9 +3,10 @@
 // (exec::executor). It runs each step message it receives; the shards of a stage sum
 // partial results through their collective group (transport/); rank 0 forwards the stage's
 // activations to the next hop, and on the last stage samples the next tokens and answers
-// the engine. Steps of an older epoch are dropped. Injected faults (fault_plan) kill it or
-// throw inside its forward pass. Spawned and monitored by the supervisor, in its own process
-// or, through a worker process's node actor, in another.
+// the engine. Steps of an older epoch are dropped. It keeps its own copy of the routes, kept
+// current by the supervisor's (route_atom, route_update) messages. Injected faults (fault_plan)
+// kill it or throw inside its forward pass. Spawned and monitored by the supervisor, in its own
+// process or, through a worker process's node actor, in another.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/routing.hpp"
+#include "actors/watchdog.hpp"
 #include "engine/fault_plan.hpp"
 #include "exec/executor.hpp"
 #include "transport/inproc_group.hpp"
@@ -26,13 +28,13 @@ struct shard_setup {
   int stage = 0;
   size_t hop = 0;
   bool last = true;
-  std::shared_ptr<routing_table> routes;
+  routing_table routes;            // the routes when it starts; the supervisor's updates follow
+  std::shared_ptr<watchdog> watch; // its process's hang watchdog (stamped around each step)
   std::shared_ptr<transport::inproc_group> group; // in-process TP group (null: none or UCX)
   bool ucx = false;            // in a worker process: TP group and stage boundaries over UCX
   double group_timeout_s = 60; // a UCX collective waiting longer fails
   int worker_rank = -1;        // the worker process it lives in (-1: the coordinator's)
   std::shared_ptr<const fault_plan> faults;
-  caf::actor* supervisor_hint = nullptr; // unused; the supervisor monitors
 };
 
 /// Spawns a detached shard actor; it tells `notify` (ready_atom, stage, rank, resident bytes)

@@ -52,6 +52,7 @@ struct supervisor_state {
   std::map<size_t, int> awaiting;
   std::vector<caf::response_promise> resync_waiters; // answered when the groups are formed
   uint64_t group_epoch = 0;
+  routing_table routes; // the routes: the supervisor's own, sent to whoever uses them
   static inline const char* name = "troupe.supervisor";
 };
 
@@ -98,8 +99,7 @@ void placed(state_ptr self, size_t i, caf::actor h) {
   auto& s = self->state.slots[i];
   s.handle = std::move(h);
   self->monitor(s.handle);
-  self->state.setup.routes->replace(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank),
-                                    s.handle);
+  self->state.routes.replace(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank), s.handle);
   auto it = self->state.early.find(s.handle.address());
   if (it == self->state.early.end()) return;
   early_news n = std::move(it->second);
@@ -155,34 +155,30 @@ void spawn_slot(state_ptr self, size_t i) {
 // Aborts the UCX groups in every worker process: whoever waits on the lost shard (a TP sum,
 // activations) fails at once; all_up() forms the groups again.
 void halt_workers(state_ptr self, const std::string& why) {
-  const uint64_t epoch = self->state.setup.routes->epoch();
+  const uint64_t epoch = self->state.routes.epoch();
   for (const auto& w : self->state.workers)
     if (w) self->send(w, halt_atom::value, epoch, why);
 }
 
-// Tells every worker process the routes (before the engine may send a step along them).
+// Tells the engine and every hop's actors (shards, developer actors) the routes: before the
+// engine may send a step along them, and whenever the epoch moves (a step of an older epoch
+// is then dropped wherever it arrives).
 void push_routes(state_ptr self) {
   auto& st = self->state;
-  if (!st.setup.pool) return;
-  route_update u;
-  u.epoch = st.setup.routes->epoch();
-  for (size_t h = 0; h < st.setup.routes->hops(); ++h) {
-    const hop_info hi = st.setup.routes->info(h);
-    u.hops.push_back(hi.actors);
-    u.stages.push_back(hi.stage);
-    u.names.push_back(hi.name);
-  }
-  u.engine = st.setup.engine;
-  for (const auto& w : st.workers)
-    if (w) self->send(w, route_atom::value, u);
+  const route_update u = st.routes.to_update();
+  if (st.setup.engine) self->send(st.setup.engine, route_atom::value, u);
+  for (const auto& hop : u.hops)
+    for (const auto& a : hop)
+      if (a) self->send(a, route_atom::value, u);
 }
 
 void announce_up(state_ptr self) {
   auto& st = self->state;
+  if (!st.setup.pool) push_routes(self); // with worker processes all_up pushed them already
   for (auto& g : st.setup.groups)
-    if (g) g->reset(st.setup.routes->epoch());
-  self->send(st.setup.engine, up_atom::value, st.setup.routes->epoch(), st.restarts);
-  for (auto& rp : st.resync_waiters) rp.deliver(st.setup.routes->epoch());
+    if (g) g->reset(st.routes.epoch());
+  self->send(st.setup.engine, up_atom::value, st.routes.epoch(), st.restarts);
+  for (auto& rp : st.resync_waiters) rp.deliver(st.routes.epoch());
   st.resync_waiters.clear();
 }
 
@@ -215,9 +211,9 @@ void all_up(state_ptr self) {
   st.forming = true;
   st.awaiting.clear();
   // every round in an epoch of its own, so that a late answer of another round never counts
-  if (st.group_epoch == st.setup.routes->epoch()) st.setup.routes->bump_epoch();
+  if (st.group_epoch == st.routes.epoch()) st.routes.bump_epoch();
   push_routes(self);
-  st.group_epoch = st.setup.routes->epoch();
+  st.group_epoch = st.routes.epoch();
   // slots by stage, in TP rank order
   std::map<int, std::vector<size_t>> stages;
   for (size_t i = 0; i < st.slots.size(); ++i) stages[st.slots[i].setup.stage].push_back(i);
@@ -284,7 +280,8 @@ void lost(state_ptr self, size_t i, const std::string& why) {
     st.awaiting.erase(i);
     if (st.awaiting.empty()) st.forming = false;
   }
-  const uint64_t epoch = st.setup.routes->bump_epoch();
+  const uint64_t epoch = st.routes.bump_epoch();
+  push_routes(self); // the steps in flight are void wherever they are
   if (auto& g = st.setup.groups[static_cast<size_t>(stage)])
     g->abort(shard_name(stage, rank) + ": " + why);
   halt_workers(self, shard_name(stage, rank) + ": " + why);
@@ -326,6 +323,7 @@ void lost(state_ptr self, size_t i, const std::string& why) {
 caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
   auto& st = self->state;
   st.setup = std::move(setup);
+  st.routes = st.setup.routes;
   for (auto& sh : st.setup.shards) st.slots.push_back(slot{sh, {}, false, false, {}, 50, false, 0});
   for (size_t i = 0; i < st.slots.size(); ++i) spawn_slot(self, i);
   self->set_down_handler([=](caf::down_msg& dm) {
@@ -434,11 +432,11 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
       },
       [=](tick_atom) {
         auto& st = self->state;
-        for (size_t i = 0; i < st.slots.size(); ++i) {
+        // shards in worker processes: their node watches them and reports (hung_atom)
+        for (size_t i = 0; i < st.slots.size() && !st.setup.pool && st.setup.watch; ++i) {
           auto& s = st.slots[i];
           if (!s.handle || !s.ready) continue;
-          const double busy =
-              st.setup.routes->busy_seconds(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank));
+          const double busy = st.setup.watch->busy_seconds(s.handle.id());
           const auto& g = st.setup.groups[static_cast<size_t>(s.setup.stage)];
           if (g && g->waiting(s.setup.spec.tp_rank))
             continue; // waiting for a sibling: a victim, not the cause
@@ -455,7 +453,8 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
       [=](resync_atom) -> caf::result<uint64_t> {
         // a step was lost (dropped message, timeout): free every rank waiting in a collective
         auto& st = self->state;
-        const uint64_t epoch = st.setup.routes->bump_epoch();
+        const uint64_t epoch = st.routes.bump_epoch();
+        push_routes(self);
         for (auto& g : st.setup.groups)
           if (g) {
             g->abort("resync");

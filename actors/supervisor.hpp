@@ -27,7 +27,8 @@ namespace troupe::actors {
 
 struct supervisor_setup {
   std::vector<shard_setup> shards; // one per shard, with stage / hop / rank filled in
-  std::shared_ptr<routing_table> routes;
+  routing_table routes;            // the initial routes: the supervisor owns them from then on
+  std::shared_ptr<watchdog> watch; // the stamps of the shards in its own process (hangs)
   std::vector<std::shared_ptr<transport::inproc_group>> groups; // per stage
   caf::actor engine;
   double hang_timeout_s = 30;

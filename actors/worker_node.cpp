@@ -58,7 +58,7 @@ struct placed_shard {
 struct node_state {
   worker_options opt;
   caf::actor registry;
-  std::shared_ptr<routing_table> routes = std::make_shared<routing_table>();
+  std::shared_ptr<watchdog> watch = std::make_shared<watchdog>(); // its shards' step stamps
   std::map<std::string, std::shared_ptr<const model_source>> models;
   std::vector<placed_shard> shards;
   std::shared_ptr<std::atomic<int>> exit_code;
@@ -151,8 +151,8 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
         sh.stage = o.stage;
         sh.hop = static_cast<size_t>(o.hop);
         sh.last = o.last;
-        sh.routes = self->state.routes;
-        sh.ucx = true; // its TP group and stage boundaries go over UCX
+        sh.watch = self->state.watch; // routes: the supervisor sends them to the shard
+        sh.ucx = true;                // its TP group and stage boundaries go over UCX
         sh.group_timeout_s = o.group_timeout_s;
         sh.worker_rank = self->state.opt.rank;
         auto faults = std::make_shared<fault_plan>();
@@ -173,24 +173,13 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
       },
       [=](tick_atom) { // a shard stuck in one step longer than its hang timeout is reported
         for (auto& p : self->state.shards) {
-          const double busy = self->state.routes->busy_seconds(p.hop, static_cast<size_t>(p.rank));
+          const double busy = self->state.watch->busy_seconds(p.handle.id());
           if (!p.reported && busy > p.hang_timeout_s && !process_shard_waiting(p.stage, p.rank)) {
             p.reported = true;
             self->send(p.supervisor, hung_atom::value, p.handle, busy);
           }
         }
         self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
-      },
-      [=](route_atom, const route_update& u) {
-        if (!from_coordinator(self)) return;
-        auto& r = *self->state.routes;
-        std::vector<hop_info> hops;
-        for (size_t h = 0; h < u.hops.size(); ++h)
-          hops.push_back({u.hops[h], h < u.stages.size() ? u.stages[h] : -1,
-                          h < u.names.size() ? u.names[h] : std::string()});
-        r.set_hops(std::move(hops));
-        r.set_engine(u.engine);
-        r.raise_epoch(u.epoch);
       },
   };
 }

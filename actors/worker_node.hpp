@@ -3,8 +3,9 @@
 // network layer (MASTER_ADDR:MASTER_PORT), proves it holds the run's secret (an HMAC of the
 // registry's challenge, never the secret itself) and speaks the worker protocol version; then
 // its node actor starts the shards it is ordered to (each opens the model from the same path
-// and maps only the tensors of its own slice), keeps the process's copy of the routes current
-// from the supervisor's route updates, and ends the process when the coordinator goes away.
+// and maps only the tensors of its own slice), watches them for hangs (a shard stuck in one step
+// is reported to the supervisor), frees their UCX groups when the supervisor says a shard was
+// lost, and ends the process when the coordinator goes away.
 // Shards of a stage whose TP ranks live in different processes sum over a UCX group.
 // Tests: tests/integration/workers_test.py
 #pragma once
@@ -19,7 +20,7 @@ namespace troupe::actors {
 
 struct shard_order;
 
-inline constexpr uint32_t worker_protocol_version = 1;
+inline constexpr uint32_t worker_protocol_version = 2; // 2: routes go to the shards
 
 struct worker_options {
   int rank = 0;

@@ -216,11 +216,6 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
                   [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
         return rp;
       },
-      [=](route_atom, const route_update& u) {
-        if (!from_here(self)) return;
-        for (const auto& m : self->state.members)
-          if (m.node) self->send(m.node, route_atom::value, u);
-      },
       [=](beat_atom) {
         auto& st = self->state;
         const auto now = std::chrono::steady_clock::now();

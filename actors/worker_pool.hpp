@@ -4,8 +4,8 @@
 // secret, speaking another protocol version, claiming a rank out of range or one already
 // taken is refused with the reason and logged, and the run goes on. Joined workers are told to
 // the supervisor (worker_atom, rank, node actor, up), which orders shards onto them
-// (spawn_atom, rank, shard_order: delegated to that worker) and pushes route updates through
-// the pool to all of them. When the pool launched the workers itself (`serve --workers N`), a
+// (spawn_atom, rank, shard_order: delegated to that worker) and sends its route updates to
+// the shards themselves. When the pool launched the workers itself (`serve --workers N`), a
 // worker process that dies (SIGKILL, a crash) or whose connection drops is reaped and started
 // again with the same rank, and the new process joins as its predecessor did; otherwise the
 // run waits for a replacement to join (as under Kubernetes, where the StatefulSet restarts it).

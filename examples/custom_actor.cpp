@@ -15,21 +15,24 @@ namespace {
 // The developer actor: receives every step message, looks, forwards to the next hop.
 caf::behavior rms_tap(caf::event_based_actor* self, hop_context ctx, std::shared_ptr<int> seen) {
   return {
-    [=](step_atom, const step_msg& m) {
-      double ss = 0;
-      for (float v : *m.x) ss += static_cast<double>(v) * v;
-      std::printf("step %llu: %lld tokens, activation rms %.4f\n", static_cast<unsigned long long>(m.step_id),
-                  static_cast<long long>(m.plan->n_tokens()), std::sqrt(ss / m.x->size()));
-      ++*seen;
-      ctx.forward(self, m);
-    },
+      [=](step_atom, const step_msg& m) {
+        double ss = 0;
+        for (float v : *m.x) ss += static_cast<double>(v) * v;
+        std::printf("step %llu: %lld tokens, activation rms %.4f\n",
+                    static_cast<unsigned long long>(m.step_id),
+                    static_cast<long long>(m.plan->n_tokens()), std::sqrt(ss / m.x->size()));
+        ++*seen;
+        ctx.forward(self, m);
+      },
+      ctx.route_handler(), // a restarted shard of the next stage: its new handle
   };
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-  const std::string path = argc > 1 ? argv[1] : TROUPE_SOURCE_DIR "/models/stories260K/stories260K.gguf";
+  const std::string path =
+      argc > 1 ? argv[1] : TROUPE_SOURCE_DIR "/models/stories260K/stories260K.gguf";
   auto model = open_model(path);
   if (!model) return std::fprintf(stderr, "%s\n", model.error().to_string().c_str()), 1;
   auto seen = std::make_shared<int>(0);

@@ -8,6 +8,7 @@
 
 #include "../test_paths.hpp"
 #include "actors/host.hpp"
+#include "actors/pipeline.hpp"
 #include "exec/generator.hpp"
 
 using namespace troupe;
@@ -54,8 +55,10 @@ const std::vector<std::vector<int32_t>>& fault_free(int count, int n_tokens) {
 
 std::unique_ptr<host> start(const std::vector<std::string>& inject, double step_timeout = 60,
                             int max_restarts = 100, double hang_timeout = 60,
-                            double retry_interval = 10, int workers = 0) {
+                            double retry_interval = 10, int workers = 0,
+                            std::vector<custom_hop> custom = {}) {
   host_options o;
+  o.custom = std::move(custom);
   o.workers = workers; // > 0: every shard in a `troupe worker` process
   if (workers > 0) o.worker_exe = TROUPE_BINARY_DIR "/cli/troupe";
   o.retry_interval_s = retry_interval;
@@ -72,8 +75,8 @@ std::unique_ptr<host> start(const std::vector<std::string>& inject, double step_
   return std::move(*h);
 }
 
-void expect_exact_and_clean(host& h, int count, int n_tokens) {
-  auto out = h.generate_many(requests(count, n_tokens), 300);
+void expect_exact_and_clean(host& h, int count, int n_tokens, double timeout_s = 300) {
+  auto out = h.generate_many(requests(count, n_tokens), timeout_s);
   ASSERT_TRUE(out) << out.error().to_string();
   const auto& want = fault_free(count, n_tokens);
   for (int i = 0; i < count; ++i) {
@@ -216,6 +219,33 @@ TEST(Faults, GivenUpShardIsRetriedAndServingResumes) {
 
 // A mixture of experts with its experts spread over the shards (EP 2 x PP 2): killed shards
 // are restarted and every request still gets the fault-free tokens, with no block leaked.
+// A developer actor between the stages forwards to the next stage's shards: when one of them
+// is replaced, the supervisor's route update gives the actor the new handle. The steps never
+// time out (600 s), so a step forwarded to the dead shard would stall the run past its 120 s.
+caf::behavior counting_hop(caf::event_based_actor* self, hop_context ctx,
+                           std::shared_ptr<std::atomic<int>> seen) {
+  return {
+      [=](step_atom, const step_msg& m) {
+        ++*seen;
+        ctx.forward(self, m);
+      },
+      ctx.route_handler(),
+  };
+}
+
+TEST(Faults, DeveloperHopFollowsARestartedShard) {
+  auto seen = std::make_shared<std::atomic<int>>(0);
+  std::vector<custom_hop> custom = {
+      {0, "counter", [seen](caf::actor_system& sys, const hop_context& ctx) {
+         return sys.spawn(counting_hop, ctx, seen);
+       }}};
+  auto h = start({"kill-shard:stage=1,rank=0,step=6", "kill-shard:stage=1,rank=1,step=15"}, 600,
+                 100, 60, 10, 0, custom);
+  expect_exact_and_clean(*h, 12, 12, 120);
+  EXPECT_GE(h->stats().shard_restarts, 2);
+  EXPECT_GT(seen->load(), 12);
+}
+
 TEST(Faults, ExpertParallelShardKillsAreExact) {
   auto m = *open_model(test::fixture_path("models/qwen3_moe"));
   std::vector<gen_request> reqs;
