@@ -8,8 +8,9 @@
 #include <map>
 #include <set>
 
-#include "actors/messages.hpp"
+#include "actors/engine_interface.hpp"
 #include "actors/shard.hpp"
+#include "actors/supervisor_interface.hpp"
 #include "core/log.hpp"
 
 #if defined(__x86_64__)
@@ -24,10 +25,13 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// The interface and what the engine sends itself.
+using engine_impl = engine_actor::extend<caf::reacts_to<tick_atom>>;
+
 struct completion_state {
   int64_t request_id = 0;
   int32_t index = 0;
-  caf::actor sink;
+  sink_actor sink;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   clock::time_point arrival, first_step, first_token, last_token;
@@ -52,7 +56,7 @@ struct engine_state {
   bool failed = false;
   bool resyncing = false;
   std::string reason = "starting: loading shards";
-  caf::actor supervisor;
+  supervisor_actor supervisor;
   routing_table routes;                    // this actor's copy of the supervisor's routes
   std::set<caf::actor_addr> watched_sinks; // owners of KV leases, monitored
   engine_stats stats;
@@ -255,7 +259,8 @@ void request_resync(state_ptr self, const std::string& why) {
           });
 }
 
-caf::behavior engine_behavior(state_ptr self) {
+// What the blocking loop handles besides the interface: a sink that died, an exit.
+caf::message_handler system_handlers(state_ptr self) {
   return {
       // a request's sink died (a client went away): its leases are revoked, its sequences end
       [=](caf::down_msg& dm) {
@@ -276,10 +281,19 @@ caf::behavior engine_behavior(state_ptr self) {
         self->actor->fail_state(std::move(em.reason));
         self->running = false;
       },
-      [=](attach_atom, caf::actor sup) { self->state.supervisor = std::move(sup); },
+  };
+}
+
+// Checked against engine_impl when built: a handler the interface lacks fails to compile.
+engine_impl::behavior_type engine_behavior(state_ptr self) {
+  return {
+      [=](attach_atom, const caf::actor& sup) {
+        self->state.supervisor = caf::actor_cast<supervisor_actor>(sup);
+      },
       [=](route_atom, const route_update& u) { // the supervisor's routes changed
         const auto& sup = self->state.supervisor;
-        if (sup && caf::actor_cast<caf::actor>(self->actor->current_sender()) != sup) return;
+        if (sup && self->actor->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(sup))
+          return;
         self->state.routes.apply(u);
       },
       [=](generate_atom, gen_request& r, caf::actor sink) -> caf::result<int64_t> {
@@ -317,7 +331,7 @@ caf::behavior engine_behavior(state_ptr self) {
           completion_state cs;
           cs.request_id = id;
           cs.index = i;
-          cs.sink = sink;
+          cs.sink = caf::actor_cast<sink_actor>(sink);
           cs.prompt_tokens = static_cast<int32_t>(r.prompt.size());
           cs.arrival = now;
           cs.logprobs = r.sampling.logprobs || r.sampling.top_logprobs > 0;
@@ -459,7 +473,9 @@ void engine_main(caf::blocking_actor* actor, engine_setup setup) {
   st.sched = std::make_unique<scheduler>(*st.pool, st.setup.sched);
   st.stats.kv_blocks_total = st.pool->total();
   actor->delayed_send(actor, std::chrono::milliseconds(100), tick_atom::value);
-  caf::behavior bhvr = engine_behavior(&self);
+  caf::behavior bhvr{
+      caf::message_handler{engine_behavior(&self).unbox().as_behavior_impl()}.or_else(
+          system_handlers(&self))};
   while (self.running) {
     const auto until = std::chrono::steady_clock::now() + poll_window;
     for (int i = 0; actor->mailbox().empty(); ++i) {
@@ -472,8 +488,8 @@ void engine_main(caf::blocking_actor* actor, engine_setup setup) {
 
 } // namespace
 
-caf::actor spawn_engine(caf::actor_system& sys, engine_setup setup) {
-  return sys.spawn(engine_main, std::move(setup));
+engine_actor spawn_engine(caf::actor_system& sys, engine_setup setup) {
+  return caf::actor_cast<engine_actor>(sys.spawn(engine_main, std::move(setup)));
 }
 
 } // namespace troupe::actors

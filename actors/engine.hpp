@@ -14,7 +14,7 @@
 
 #include <memory>
 
-#include <caf/fwd.hpp>
+#include "actors/engine_interface.hpp"
 
 #include "arch/model_source.hpp"
 #include "engine/fault_plan.hpp"
@@ -34,6 +34,7 @@ struct engine_setup {
   std::string restart_policy;    // reported in stats (/health)
 };
 
-caf::actor spawn_engine(caf::actor_system& sys, engine_setup setup);
+/// A blocking actor on its own thread; its handle is typed (engine_interface.hpp).
+engine_actor spawn_engine(caf::actor_system& sys, engine_setup setup);
 
 } // namespace troupe::actors

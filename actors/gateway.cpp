@@ -97,7 +97,7 @@ struct session_state {
   std::shared_ptr<gateway::impl> gw; // kept alive while the session runs
   std::shared_ptr<response_writer> w;
   parsed_request req;
-  caf::actor engine;
+  engine_actor engine;
   std::string id;
   int64_t created = 0;
   std::vector<int64_t> engine_ids; // per prompt; -1 until the engine accepted it
@@ -292,7 +292,7 @@ void on_event(session_ptr self, const gen_event& e) {
 }
 
 caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parsed_request req,
-                      std::shared_ptr<response_writer> w, caf::actor engine) {
+                      std::shared_ptr<response_writer> w, engine_actor engine) {
   auto& st = self->state;
   st.gw = gw;
   st.w = w;
@@ -361,7 +361,7 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
 }
 
 // Answers once with the engine's stats.
-caf::behavior stats_probe(caf::event_based_actor* self, caf::actor engine,
+caf::behavior stats_probe(caf::event_based_actor* self, engine_actor engine,
                           std::function<void(const engine_stats*)> done) {
   self->request(engine, std::chrono::seconds(2), stats_atom::value)
       .then(

@@ -45,9 +45,9 @@ host::~host() {
       self->wait_for(impl_->pool);
     }
   }
-  impl_->pool = caf::actor{};
-  impl_->engine = caf::actor{};
-  impl_->supervisor = caf::actor{};
+  impl_->pool = pool_actor{};
+  impl_->engine = engine_actor{};
+  impl_->supervisor = supervisor_actor{};
   impl_->custom.clear();
   impl_->sys.reset(); // joins every actor
 }
@@ -145,7 +145,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
                         "a completed step, retry every {} s",
                         o.max_restarts, o.retry_interval_s);
   in.engine = spawn_engine(*in.sys, es);
-  routes.set_engine(in.engine);
+  routes.set_engine(caf::actor_cast<caf::actor>(in.engine));
 
   for (auto [hop, ch] : custom_at) {
     hop_context ctx{std::make_shared<routing_table>(routes), hop, ch->name};
@@ -194,10 +194,10 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   }
   ss.routes = routes; // with every developer actor in place
   in.supervisor = spawn_supervisor(*in.sys, std::move(ss));
-  caf::anon_send(in.engine, attach_atom::value, in.supervisor);
+  caf::anon_send(in.engine, attach_atom::value, caf::actor_cast<caf::actor>(in.supervisor));
   if (in.pool) { // from this process: the pool takes orders from nowhere else
     caf::scoped_actor self{*in.sys};
-    self->send(in.pool, attach_atom::value, in.supervisor);
+    self->send(in.pool, attach_atom::value, caf::actor_cast<caf::actor>(in.supervisor));
   }
   return h;
 }

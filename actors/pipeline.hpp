@@ -6,9 +6,11 @@
 
 #include <caf/all.hpp>
 
+#include "actors/engine_interface.hpp"
 #include "actors/host.hpp"
-#include "actors/messages.hpp"
-#include "actors/routing.hpp"
+#include "actors/shard_interface.hpp"
+#include "actors/supervisor_interface.hpp"
+#include "actors/worker_interface.hpp"
 
 namespace troupe::actors {
 
@@ -23,7 +25,8 @@ struct hop_context {
   /// Sends `m` (possibly with edited activations) to every actor of the next hop.
   template <class Self>
   void forward(Self* self, const step_msg& m) const {
-    for (const auto& a : routes->hop(hop + 1)) self->send(a, step_atom::value, m);
+    for (const auto& a : routes->hop(hop + 1))
+      self->send(caf::actor_cast<hop_actor>(a), step_atom::value, m);
   }
   /// The handler of (route_atom, route_update) to put in the actor's behavior.
   auto route_handler() const {
@@ -34,9 +37,9 @@ struct hop_context {
 struct host_internals {
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> sys;
-  caf::actor engine;
-  caf::actor supervisor;
-  caf::actor pool; // the worker registry (worker processes only)
+  engine_actor engine;
+  supervisor_actor supervisor;
+  pool_actor pool; // the worker registry (worker processes only)
   uint16_t worker_port = 0;
   std::vector<caf::actor> custom;
   std::shared_ptr<const model_source> model;

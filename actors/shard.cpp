@@ -17,7 +17,9 @@
 #include <stdexcept>
 #include <thread>
 
-#include "actors/messages.hpp"
+#include "actors/engine_interface.hpp"
+#include "actors/shard_interface.hpp"
+#include "actors/supervisor_interface.hpp"
 #include "core/log.hpp"
 #include "transport/ucx_group.hpp"
 
@@ -174,7 +176,7 @@ void register_membership(const std::shared_ptr<ucx_membership>& m) {
 struct shard {
   caf::blocking_actor* self;
   shard_setup setup;
-  caf::actor notify;       // the supervisor
+  supervisor_actor notify; // the supervisor
   bool progressed = false; // told the supervisor this instance completed a step
   std::unique_ptr<exec::executor> runner;
   std::unique_ptr<collective> comm;    // in-process TP membership
@@ -185,12 +187,15 @@ struct shard {
   std::vector<float> logits;
   routing_table routes; // this actor's copy of the supervisor's routes
 
+  engine_actor engine() const { return caf::actor_cast<engine_actor>(routes.engine_actor()); }
+
   void busy(bool on) {
     if (setup.watch) setup.watch->busy(self->id(), on);
   }
 
   // Sends with the fault plan's delay / drop rules applied.
-  void send_step(const caf::actor& to, const std::string& to_name, const step_msg& m) {
+  void send_step(const caf::actor& next, const std::string& to_name, const step_msg& m) {
+    const auto to = caf::actor_cast<hop_actor>(next);
     const auto& f = *setup.faults;
     if (f.drop(label, to_name, m.step_id)) {
       TROUPE_LOG_WARN("fault", "drop step={} {} -> {}", m.step_id, label, to_name);
@@ -257,7 +262,7 @@ struct shard {
       }
       if (!got) {
         busy(false);
-        self->send(routes.engine_actor(), failed_atom::value,
+        self->send(engine(), failed_atom::value,
                    step_failed{m.step_id, m.epoch, setup.stage, setup.spec.tp_rank,
                                got.error().to_string(), true});
         return caf::none;
@@ -280,7 +285,7 @@ struct shard {
     if (!r) {
       if (m.epoch == routes.epoch())
         TROUPE_LOG_WARN("shard", "{} step={} failed: {}", label, m.step_id, r.error().to_string());
-      self->send(routes.engine_actor(), failed_atom::value,
+      self->send(engine(), failed_atom::value,
                  step_failed{m.step_id, m.epoch, stage, rank, r.error().to_string(),
                              r.error().code == errc::unavailable});
       return caf::none;
@@ -299,7 +304,7 @@ struct shard {
         if (auto st = to_next->send_async(k, out, out->data(), bytes); !st) {
           TROUPE_LOG_WARN("shard", "{} step={}: activations to {} lost: {}", label, m.step_id,
                           shard_name(info.stage, k - 1), st.error().to_string());
-          self->send(routes.engine_actor(), failed_atom::value,
+          self->send(engine(), failed_atom::value,
                      step_failed{m.step_id, m.epoch, setup.stage, setup.spec.tp_rank,
                                  st.error().to_string(), true});
           break;
@@ -338,13 +343,22 @@ struct shard {
       ++row;
     }
     done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    self->send(routes.engine_actor(), done_atom::value, std::move(done));
+    self->send(engine(), done_atom::value, std::move(done));
     return caf::none;
   }
 };
 
 void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify) {
-  shard s{self, std::move(setup), notify, false, nullptr, nullptr, nullptr, {}, {}, {}};
+  shard s{self,
+          std::move(setup),
+          caf::actor_cast<supervisor_actor>(notify),
+          false,
+          nullptr,
+          nullptr,
+          nullptr,
+          {},
+          {},
+          {}};
   s.routes = s.setup.routes;
   s.label = shard_name(s.setup.stage, s.setup.spec.tp_rank);
   if (s.setup.group) s.comm = s.setup.group->join(s.setup.spec.tp_rank);
@@ -373,11 +387,73 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
   }
   s.runner = std::move(*runner);
   if (s.ucx)
-    self->send(notify, group_atom::value, s.setup.stage, s.setup.spec.tp_rank,
+    self->send(s.notify, group_atom::value, s.setup.stage, s.setup.spec.tp_rank,
                s.ucx->worker->address());
-  self->send(notify, ready_atom::value, s.setup.stage, s.setup.spec.tp_rank,
+  self->send(s.notify, ready_atom::value, s.setup.stage, s.setup.spec.tp_rank,
              s.runner->resident_bytes(), s.runner->kv_bytes());
   bool running = true;
+  // checked against shard_actor when built: a handler the interface lacks fails to compile
+  shard_actor::behavior_type typed{
+      [&](step_atom, const step_msg& m) {
+        caf::error end;
+        try {
+          end = s.step(m);
+        } catch (const std::exception& e) { // a crash inside the step: the actor dies with it
+          TROUPE_LOG_ERROR("shard", "{} step={} threw: {}", s.label, m.step_id, e.what());
+          end = caf::make_error(caf::sec::runtime_error, e.what());
+        }
+        if (end) {
+          self->fail_state(std::move(end));
+          running = false;
+        }
+      },
+      [&](route_atom, const route_update& u) { // the supervisor's routes changed
+        if (self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(s.notify))
+          s.routes.apply(u);
+      },
+      [&](group_atom, uint64_t epoch, uint8_t id, int32_t member,
+          const std::vector<std::vector<uint8_t>>& addrs) {
+        // (re)form one of its groups: the old one's endpoints go, the worker stays
+        if (!s.ucx) return;
+        auto& slot = id == tp_group_id(s.setup.stage) ? s.ucx->group
+                     : member == 0                    ? s.ucx->to_next
+                                                      : s.ucx->from_prev;
+        status st;
+        auto& known = s.ucx->addresses[id];
+        if (slot && known == addrs && !slot->lost_peer()) {
+          // the same members (a resync, or a replacement elsewhere): start the group over in
+          // the new epoch; leftovers of the old one are dropped by their epoch
+          s.ucx->formed_in(slot.get(), epoch); // before the reset: a halt for it must spare it
+          slot->reset(epoch);
+          st = slot->barrier(formation_timeout);
+        } else {
+          s.ucx->swap_in(slot, nullptr); // its endpoints go; the worker stays
+          transport::ucx_group_options go;
+          go.id = id;
+          go.timeout =
+              std::chrono::milliseconds(static_cast<int64_t>(s.setup.group_timeout_s * 1000));
+          auto g = transport::ucx_group::connect(s.ucx->worker, member, addrs, go);
+          st = g ? status{} : status{g.error()};
+          if (g) {
+            (*g)->reset(epoch);
+            st = (*g)->barrier(formation_timeout);
+            if (st) {
+              s.ucx->swap_in(slot, std::move(*g), epoch);
+              known = addrs;
+            }
+          }
+        }
+        if (!st)
+          TROUPE_LOG_WARN("shard", "{}: cannot form group {}: {}", s.label, id,
+                          st.error().to_string());
+        self->send(s.notify, grouped_atom::value, s.setup.stage, s.setup.spec.tp_rank,
+                   static_cast<bool>(st), st ? std::string() : st.error().to_string(), epoch);
+      }};
+  caf::behavior bhvr{
+      caf::message_handler{typed.unbox().as_behavior_impl()}.or_else([&](caf::exit_msg& em) {
+        self->fail_state(std::move(em.reason));
+        running = false;
+      })};
   while (running) {
     // a short poll before blocking: the next decode step is usually microseconds away
     const auto until = std::chrono::steady_clock::now() + poll_window;
@@ -392,65 +468,7 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
       s.ucx->to_next->progress();
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
-    self->receive(
-        [&](step_atom, const step_msg& m) {
-          caf::error end;
-          try {
-            end = s.step(m);
-          } catch (const std::exception& e) { // a crash inside the step: the actor dies with it
-            TROUPE_LOG_ERROR("shard", "{} step={} threw: {}", s.label, m.step_id, e.what());
-            end = caf::make_error(caf::sec::runtime_error, e.what());
-          }
-          if (end) {
-            self->fail_state(std::move(end));
-            running = false;
-          }
-        },
-        [&](route_atom, const route_update& u) { // the supervisor's routes changed
-          if (caf::actor_cast<caf::actor>(self->current_sender()) == s.notify) s.routes.apply(u);
-        },
-        [&](group_atom, uint64_t epoch, uint8_t id, int32_t member,
-            const std::vector<std::vector<uint8_t>>& addrs) {
-          // (re)form one of its groups: the old one's endpoints go, the worker stays
-          if (!s.ucx) return;
-          auto& slot = id == tp_group_id(s.setup.stage) ? s.ucx->group
-                       : member == 0                    ? s.ucx->to_next
-                                                        : s.ucx->from_prev;
-          status st;
-          auto& known = s.ucx->addresses[id];
-          if (slot && known == addrs && !slot->lost_peer()) {
-            // the same members (a resync, or a replacement elsewhere): start the group over in
-            // the new epoch; leftovers of the old one are dropped by their epoch
-            s.ucx->formed_in(slot.get(), epoch); // before the reset: a halt for it must spare it
-            slot->reset(epoch);
-            st = slot->barrier(formation_timeout);
-          } else {
-            s.ucx->swap_in(slot, nullptr); // its endpoints go; the worker stays
-            transport::ucx_group_options go;
-            go.id = id;
-            go.timeout =
-                std::chrono::milliseconds(static_cast<int64_t>(s.setup.group_timeout_s * 1000));
-            auto g = transport::ucx_group::connect(s.ucx->worker, member, addrs, go);
-            st = g ? status{} : status{g.error()};
-            if (g) {
-              (*g)->reset(epoch);
-              st = (*g)->barrier(formation_timeout);
-              if (st) {
-                s.ucx->swap_in(slot, std::move(*g), epoch);
-                known = addrs;
-              }
-            }
-          }
-          if (!st)
-            TROUPE_LOG_WARN("shard", "{}: cannot form group {}: {}", s.label, id,
-                            st.error().to_string());
-          self->send(s.notify, grouped_atom::value, s.setup.stage, s.setup.spec.tp_rank,
-                     static_cast<bool>(st), st ? std::string() : st.error().to_string(), epoch);
-        },
-        [&](caf::exit_msg& em) {
-          self->fail_state(std::move(em.reason));
-          running = false;
-        });
+    self->receive(bhvr);
   }
 }
 
@@ -478,8 +496,8 @@ bool process_shard_waiting(int stage, int rank) {
   return false;
 }
 
-caf::actor spawn_shard(caf::actor_system& sys, shard_setup setup, const caf::actor& notify) {
-  return sys.spawn(shard_main, std::move(setup), notify);
+shard_actor spawn_shard(caf::actor_system& sys, shard_setup setup, const caf::actor& notify) {
+  return caf::actor_cast<shard_actor>(sys.spawn(shard_main, std::move(setup), notify));
 }
 
 } // namespace troupe::actors

@@ -11,7 +11,7 @@
 
 #include <memory>
 
-#include <caf/fwd.hpp>
+#include "actors/shard_interface.hpp"
 
 #include "actors/routing.hpp"
 #include "actors/watchdog.hpp"
@@ -42,7 +42,7 @@ struct shard_setup {
 /// tells (group_atom, stage, rank, its UCX worker address) and forms each of its groups when
 /// `notify` sends (group_atom, epoch, group id, its member rank, every member's address),
 /// answering (grouped_atom, stage, rank, ok, why, epoch).
-caf::actor spawn_shard(caf::actor_system& sys, shard_setup setup, const caf::actor& notify);
+shard_actor spawn_shard(caf::actor_system& sys, shard_setup setup, const caf::actor& notify);
 
 /// UCX group ids (worker processes): stage S's TP group, and the boundary from stage S's rank 0
 /// to stage S + 1's ranks (member 0 the sender, member 1 + r stage S + 1's rank r).

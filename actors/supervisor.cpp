@@ -6,7 +6,10 @@
 #include <deque>
 #include <map>
 
-#include "actors/messages.hpp"
+#include "actors/engine_interface.hpp"
+#include "actors/shard_interface.hpp"
+#include "actors/supervisor_interface.hpp"
+#include "actors/worker_interface.hpp"
 #include "core/log.hpp"
 
 namespace troupe::actors {
@@ -18,9 +21,14 @@ using place_atom = caf::atom_constant<caf::atom("place")>; // try to start a rem
 using regroup_atom = caf::atom_constant<caf::atom("regroup")>;
 using clock = std::chrono::steady_clock;
 
+// The interface and what the supervisor sends itself (timers).
+using supervisor_impl = supervisor_actor::extend<
+    caf::reacts_to<restart_atom, int32_t>, caf::reacts_to<retry_atom, int32_t>,
+    caf::reacts_to<place_atom, int32_t>, caf::reacts_to<regroup_atom>, caf::reacts_to<tick_atom>>;
+
 struct slot {
   shard_setup setup;
-  caf::actor handle;
+  shard_actor handle;
   bool ready = false;
   bool failed = false;                    // given up on
   std::deque<clock::time_point> restarts; // failures since the last progress
@@ -44,19 +52,20 @@ struct supervisor_state {
   supervisor_setup setup;
   std::vector<slot> slots;
   int64_t restarts = 0;
-  std::vector<caf::actor> workers;             // joined worker nodes, by rank
+  std::vector<node_actor> workers;             // joined worker nodes, by rank
   std::map<caf::actor_addr, early_news> early; // remote shards not yet placed
   // group formation (worker processes) runs one round at a time: the acks a round awaits
   // (slot index -> acks), whether it failed, and whether another was asked for meanwhile
   bool forming = false, round_failed = false, form_again = false;
   std::map<size_t, int> awaiting;
-  std::vector<caf::response_promise> resync_waiters; // answered when the groups are formed
+  std::vector<caf::typed_response_promise<uint64_t>>
+      resync_waiters; // answered when the groups are formed
   uint64_t group_epoch = 0;
   routing_table routes; // the routes: the supervisor's own, sent to whoever uses them
   static inline const char* name = "troupe.supervisor";
 };
 
-using state_ptr = caf::stateful_actor<supervisor_state>*;
+using state_ptr = supervisor_impl::stateful_pointer<supervisor_state>;
 
 int slot_of(state_ptr self, const caf::actor_addr& a) {
   for (size_t i = 0; i < self->state.slots.size(); ++i)
@@ -95,11 +104,12 @@ void on_address(state_ptr self, size_t i, std::vector<uint8_t> addr);
 void on_ready(state_ptr self, size_t i, int64_t resident, int64_t kv);
 
 // A shard's handle is known: monitor it, route to it, and take what it already said.
-void placed(state_ptr self, size_t i, caf::actor h) {
+void placed(state_ptr self, size_t i, shard_actor h) {
   auto& s = self->state.slots[i];
   s.handle = std::move(h);
   self->monitor(s.handle);
-  self->state.routes.replace(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank), s.handle);
+  self->state.routes.replace(s.setup.hop, static_cast<size_t>(s.setup.spec.tp_rank),
+                             caf::actor_cast<caf::actor>(s.handle));
   auto it = self->state.early.find(s.handle.address());
   if (it == self->state.early.end()) return;
   early_news n = std::move(it->second);
@@ -118,7 +128,7 @@ void spawn_slot(state_ptr self, size_t i) {
     return;
   }
   // in a worker process: ask its node (through the pool); it may not have joined yet
-  s.handle = caf::actor{};
+  s.handle = shard_actor{};
   const int w = st.setup.worker_of.at(i);
   if (s.placing) return;
   if (w >= static_cast<int>(st.workers.size()) || !st.workers[static_cast<size_t>(w)]) {
@@ -138,7 +148,7 @@ void spawn_slot(state_ptr self, size_t i) {
               return;
             }
             s.placing = false;
-            placed(self, i, h);
+            placed(self, i, caf::actor_cast<shard_actor>(h));
           },
           [=](const caf::error& e) {
             auto& s = self->state.slots[i];
@@ -169,7 +179,7 @@ void push_routes(state_ptr self) {
   if (st.setup.engine) self->send(st.setup.engine, route_atom::value, u);
   for (const auto& hop : u.hops)
     for (const auto& a : hop)
-      if (a) self->send(a, route_atom::value, u);
+      if (a) self->send(caf::actor_cast<hop_actor>(a), route_atom::value, u);
 }
 
 void announce_up(state_ptr self) {
@@ -271,7 +281,7 @@ void lost(state_ptr self, size_t i, const std::string& why) {
   auto& st = self->state;
   auto& s = st.slots[i];
   const int stage = s.setup.stage, rank = s.setup.spec.tp_rank;
-  s.handle = caf::actor{};
+  s.handle = shard_actor{};
   s.ready = false;
   s.placing = false;
   ++s.generation;
@@ -320,7 +330,8 @@ void lost(state_ptr self, size_t i, const std::string& why) {
   }
 }
 
-caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
+// Checked against supervisor_impl when built: a handler the interface lacks fails to compile.
+supervisor_impl::behavior_type supervisor_behavior(state_ptr self, supervisor_setup setup) {
   auto& st = self->state;
   st.setup = std::move(setup);
   st.routes = st.setup.routes;
@@ -372,11 +383,12 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
         auto& st = self->state;
         if (rank < 0) return;
         if (static_cast<size_t>(rank) >= st.workers.size()) st.workers.resize(rank + 1);
-        st.workers[static_cast<size_t>(rank)] = up ? node : caf::actor{};
+        st.workers[static_cast<size_t>(rank)] =
+            up ? caf::actor_cast<node_actor>(node) : node_actor{};
         if (!up) { // its shards are lost with it, even where CAF has not said so (a silence)
           for (size_t i = 0; i < st.slots.size(); ++i)
             if (st.setup.worker_of.at(i) == rank && st.slots[i].handle) {
-              self->demonitor(st.slots[i].handle);
+              self->demonitor(st.slots[i].handle.address());
               self->send_exit(st.slots[i].handle, caf::exit_reason::kill);
               lost(self, i, fmt::format("worker {} is gone", rank));
             }
@@ -391,8 +403,8 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
         // a worker's node found one of its shards stuck in a step (its busy marks live there)
         auto& st = self->state;
         for (size_t i = 0; i < st.slots.size(); ++i)
-          if (st.slots[i].handle && st.slots[i].handle == shard) {
-            self->demonitor(shard);
+          if (st.slots[i].handle && st.slots[i].handle.address() == shard.address()) {
+            self->demonitor(shard.address());
             self->send_exit(shard, caf::exit_reason::kill);
             lost(self, i, fmt::format("step running for {:.1f} s (hang)", busy));
           }
@@ -443,7 +455,7 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
           if (busy > st.setup.hang_timeout_s) {
             // a detached thread stuck in a kernel cannot be interrupted: abandon it (its late
             // output carries a stale epoch and is dropped) and start a replacement
-            self->demonitor(s.handle);
+            self->demonitor(s.handle.address());
             self->send_exit(s.handle, caf::exit_reason::kill);
             lost(self, i, fmt::format("step running for {:.1f} s (hang)", busy));
           }
@@ -482,7 +494,7 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
       [=](stop_atom) {
         for (auto& s : self->state.slots)
           if (s.handle) {
-            self->demonitor(s.handle);
+            self->demonitor(s.handle.address());
             self->send_exit(s.handle, caf::exit_reason::user_shutdown);
           }
         self->quit();
@@ -492,7 +504,7 @@ caf::behavior supervisor_behavior(state_ptr self, supervisor_setup setup) {
 
 } // namespace
 
-caf::actor spawn_supervisor(caf::actor_system& sys, supervisor_setup setup) {
+supervisor_actor spawn_supervisor(caf::actor_system& sys, supervisor_setup setup) {
   return sys.spawn(supervisor_behavior, std::move(setup));
 }
 

@@ -19,9 +19,10 @@
 #include <memory>
 #include <vector>
 
-#include <caf/fwd.hpp>
-
+#include "actors/engine_interface.hpp"
 #include "actors/shard.hpp"
+#include "actors/supervisor_interface.hpp"
+#include "actors/worker_interface.hpp"
 
 namespace troupe::actors {
 
@@ -30,7 +31,7 @@ struct supervisor_setup {
   routing_table routes;            // the initial routes: the supervisor owns them from then on
   std::shared_ptr<watchdog> watch; // the stamps of the shards in its own process (hangs)
   std::vector<std::shared_ptr<transport::inproc_group>> groups; // per stage
-  caf::actor engine;
+  engine_actor engine;
   double hang_timeout_s = 30;
   int max_restarts = 5;         // consecutive failures without progress before giving up
   double restart_window_s = 60; // failures older than this are forgotten
@@ -41,12 +42,12 @@ struct supervisor_setup {
   // worker_of[i] and is started there from the model at model_path; a stage with TP > 1 sums
   // over a UCX group that the supervisor forms once its shards are up (and again after any
   // replacement) from the worker addresses they report
-  caf::actor pool;
+  pool_actor pool;
   std::vector<int> worker_of; // per shard
   std::string model_path;
   double group_timeout_s = 60;
 };
 
-caf::actor spawn_supervisor(caf::actor_system& sys, supervisor_setup setup);
+supervisor_actor spawn_supervisor(caf::actor_system& sys, supervisor_setup setup);
 
 } // namespace troupe::actors

@@ -9,8 +9,8 @@
 #include <map>
 #include <thread>
 
-#include "actors/messages.hpp"
 #include "actors/shard.hpp"
+#include "actors/supervisor_interface.hpp"
 #include "actors/worker_pool.hpp"
 #include "core/log.hpp"
 #include "transport/auth.hpp"
@@ -47,17 +47,17 @@ status check_order(const shard_order& o, const model_config& c) {
 namespace {
 
 struct placed_shard {
-  caf::actor handle;
+  shard_actor handle;
   size_t hop = 0;
   int stage = 0, rank = 0;
   double hang_timeout_s = 60;
-  caf::actor supervisor;
+  supervisor_actor supervisor;
   bool reported = false;
 };
 
 struct node_state {
   worker_options opt;
-  caf::actor registry;
+  pool_actor registry;
   std::shared_ptr<watchdog> watch = std::make_shared<watchdog>(); // its shards' step stamps
   std::map<std::string, std::shared_ptr<const model_source>> models;
   std::vector<placed_shard> shards;
@@ -65,7 +65,9 @@ struct node_state {
   static inline const char* name = "troupe.worker";
 };
 
-using node_ptr = caf::stateful_actor<node_state>*;
+// The interface and what the node sends itself (its hang watch).
+using node_impl = node_actor::extend<caf::reacts_to<tick_atom>>;
+using node_ptr = node_impl::stateful_pointer<node_state>;
 
 expected<std::shared_ptr<const model_source>> model_at(node_ptr self, const std::string& path) {
   auto& m = self->state.models[path];
@@ -86,8 +88,9 @@ bool from_coordinator(node_ptr self) {
   return from && self->state.registry && from->node() == self->state.registry.node();
 }
 
-caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
-                   std::shared_ptr<std::atomic<int>> exit_code) {
+// Checked against node_impl when built: a handler the interface lacks fails to compile.
+node_impl::behavior_type node(node_ptr self, worker_options opt, pool_actor registry,
+                              std::shared_ptr<std::atomic<int>> exit_code) {
   self->state.opt = opt;
   self->state.exit_code = exit_code;
   self->state.registry = registry;
@@ -162,10 +165,11 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
         auto s = spawn_shard(self->system(), std::move(sh), o.supervisor);
         self->monitor(s); // forgotten when it ends (down handler)
         self->state.shards.push_back({s, static_cast<size_t>(o.hop), o.stage, o.spec.tp_rank,
-                                      o.hang_timeout_s, o.supervisor, false});
+                                      o.hang_timeout_s,
+                                      caf::actor_cast<supervisor_actor>(o.supervisor), false});
         TROUPE_LOG_INFO("worker", "rank {}: started {}", self->state.opt.rank,
                         shard_name(o.stage, o.spec.tp_rank));
-        return s;
+        return caf::actor_cast<caf::actor>(s);
       },
       [=](ping_atom) -> bool { return true; },                 // the pool's heartbeat
       [=](halt_atom, uint64_t epoch, const std::string& why) { // a shard was lost: free waiters
@@ -176,7 +180,7 @@ caf::behavior node(node_ptr self, worker_options opt, caf::actor registry,
           const double busy = self->state.watch->busy_seconds(p.handle.id());
           if (!p.reported && busy > p.hang_timeout_s && !process_shard_waiting(p.stage, p.rank)) {
             p.reported = true;
-            self->send(p.supervisor, hung_atom::value, p.handle, busy);
+            self->send(p.supervisor, hung_atom::value, caf::actor_cast<caf::actor>(p.handle), busy);
           }
         }
         self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
@@ -195,9 +199,10 @@ int run_worker(const worker_options& o) {
   caf::actor_system sys{cfg};
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(o.join_timeout_s);
-  caf::actor registry;
+  pool_actor registry;
   for (;;) {
-    auto r = sys.middleman().remote_actor(o.coordinator, o.port);
+    // typed: a coordinator whose pool speaks another interface is refused here
+    auto r = sys.middleman().remote_actor<pool_actor>(o.coordinator, o.port);
     if (r) {
       registry = *r;
       break;

@@ -11,7 +11,7 @@
 
 #include <map>
 
-#include "actors/messages.hpp"
+#include "actors/supervisor_interface.hpp"
 #include "actors/worker_node.hpp"
 #include "core/log.hpp"
 #include "transport/auth.hpp"
@@ -44,8 +44,12 @@ using reap_atom = caf::atom_constant<caf::atom("reap")>;
 using port_atom = caf::atom_constant<caf::atom("port")>;
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
 
+// The interface and what the pool sends itself (its port once published, timers).
+using pool_impl = pool_actor::extend<caf::reacts_to<port_atom, uint16_t>, caf::reacts_to<beat_atom>,
+                                     caf::reacts_to<reap_atom, int32_t>>;
+
 struct member {
-  caf::actor node;
+  node_actor node;
   pid_t pid = 0; // a process this pool launched
   int launches = 0;
   std::chrono::steady_clock::time_point seen; // its last heartbeat answer
@@ -56,15 +60,15 @@ struct pool_state {
   uint16_t port = 0;
   std::vector<member> members;
   std::map<caf::actor_addr, std::vector<uint8_t>> challenges; // per connecting node
-  caf::actor supervisor;
+  supervisor_actor supervisor;
   bool stopping = false;
   static inline const char* name = "troupe.worker_pool";
 };
 
-using pool_ptr = caf::stateful_actor<pool_state>*;
+using pool_ptr = pool_impl::stateful_pointer<pool_state>;
 
 // The pool is published: anyone who reaches the port can send it anything. Only its own
-// process (the supervisor, the host) may place shards, push routes or stop it.
+// process (the supervisor, the host) may place shards or stop it.
 bool from_here(pool_ptr self) {
   const auto& from = self->current_sender();
   return from && from->node() == self->node();
@@ -122,14 +126,15 @@ void replace(pool_ptr self, int rank) {
                      static_cast<int32_t>(rank));
 }
 
-caf::behavior pool(pool_ptr self, worker_pool_options opt) {
+// Checked against pool_impl when built: a handler the interface lacks fails to compile.
+pool_impl::behavior_type pool(pool_ptr self, worker_pool_options opt) {
   self->state.opt = opt;
   self->state.members.resize(static_cast<size_t>(opt.workers));
   auto gone = [=](size_t r, const std::string& why) {
     auto& st = self->state;
     TROUPE_LOG_WARN("workers", "worker rank {} is gone: {}", r, why);
-    self->demonitor(st.members[r].node);
-    st.members[r].node = caf::actor{};
+    self->demonitor(st.members[r].node.address());
+    st.members[r].node = node_actor{};
     if (st.supervisor)
       self->send(st.supervisor, worker_atom::value, static_cast<int32_t>(r), caf::actor{}, false);
     replace(self, static_cast<int>(r));
@@ -145,10 +150,11 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
       [=](attach_atom, const caf::actor& sup) { // and tells it who has joined already
         auto& st = self->state;
         if (!from_here(self)) return;
-        st.supervisor = sup;
+        st.supervisor = caf::actor_cast<supervisor_actor>(sup);
         for (size_t r = 0; r < st.members.size(); ++r)
           if (st.members[r].node)
-            self->send(sup, worker_atom::value, static_cast<int32_t>(r), st.members[r].node, true);
+            self->send(st.supervisor, worker_atom::value, static_cast<int32_t>(r),
+                       caf::actor_cast<caf::actor>(st.members[r].node), true);
       },
       [=](port_atom, uint16_t port) { // published: launch the workers, which connect here
         auto& st = self->state;
@@ -195,7 +201,7 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
           return to_caf(error{errc::unavailable, "refused: " + refusal});
         }
         auto& m = st.members[static_cast<size_t>(rank)];
-        m.node = node;
+        m.node = caf::actor_cast<node_actor>(node);
         m.seen = std::chrono::steady_clock::now();
         self->monitor(node);
         TROUPE_LOG_INFO("workers", "worker rank {} joined", rank);
@@ -227,7 +233,7 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
             gone(r, fmt::format("stopped answering for {:.1f} s", silent));
             continue;
           }
-          const caf::actor node = m.node;
+          const node_actor node = m.node;
           self->request(node, std::chrono::seconds(5), ping_atom::value)
               .then(
                   [=](bool) {
@@ -270,20 +276,21 @@ caf::behavior pool(pool_ptr self, worker_pool_options opt) {
 } // namespace
 
 expected<uint16_t> start_worker_pool(caf::actor_system& sys, const worker_pool_options& opt,
-                                     caf::actor& out) {
+                                     pool_actor& out) {
   if (opt.workers < 1)
     return make_error(errc::invalid_argument, "a pool of {} workers", opt.workers);
   if (opt.secret.size() < 8)
     return make_error(errc::invalid_argument, "worker processes need a secret of at least 8 bytes");
-  out = sys.spawn(pool, opt);
+  auto impl = sys.spawn(pool, opt);
+  out = impl;
   auto port = sys.middleman().publish(out, opt.port, opt.host.c_str(), true);
   if (!port) {
-    caf::anon_send_exit(out, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(impl, caf::exit_reason::user_shutdown);
     return make_error(errc::io_error, "cannot listen for workers at {}:{}: {}", opt.host, opt.port,
                       sys.render(port.error()));
   }
   caf::scoped_actor self{sys};
-  self->send(out, port_atom::value, static_cast<uint16_t>(*port));
+  self->send(impl, port_atom::value, static_cast<uint16_t>(*port));
   return static_cast<uint16_t>(*port);
 }
 

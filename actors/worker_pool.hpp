@@ -19,8 +19,7 @@
 #include <string>
 #include <vector>
 
-#include <caf/fwd.hpp>
-
+#include "actors/worker_interface.hpp"
 #include "core/expected.hpp"
 
 namespace troupe::actors {
@@ -38,7 +37,7 @@ struct worker_pool_options {
 /// Spawns and publishes the pool (and launches the workers when opt.exe is set). `pool` gets
 /// the actor; returns the port.
 expected<uint16_t> start_worker_pool(caf::actor_system& sys, const worker_pool_options& opt,
-                                     caf::actor& pool);
+                                     pool_actor& pool);
 
 /// A random secret for a run whose workers the coordinator launches itself (hex, 32 bytes).
 std::string random_secret();
