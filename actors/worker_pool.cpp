@@ -275,13 +275,17 @@ pool_impl::behavior_type pool(pool_ptr self, worker_pool_options opt) {
 
 } // namespace
 
+pool_actor spawn_worker_pool(caf::actor_system& sys, const worker_pool_options& opt) {
+  return sys.spawn(pool, opt);
+}
+
 expected<uint16_t> start_worker_pool(caf::actor_system& sys, const worker_pool_options& opt,
                                      pool_actor& out) {
   if (opt.workers < 1)
     return make_error(errc::invalid_argument, "a pool of {} workers", opt.workers);
   if (opt.secret.size() < 8)
     return make_error(errc::invalid_argument, "worker processes need a secret of at least 8 bytes");
-  auto impl = sys.spawn(pool, opt);
+  auto impl = caf::actor_cast<pool_impl>(spawn_worker_pool(sys, opt));
   out = impl;
   auto port = sys.middleman().publish(out, opt.port, opt.host.c_str(), true);
   if (!port) {

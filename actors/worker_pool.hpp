@@ -34,6 +34,9 @@ struct worker_pool_options {
   double heartbeat_timeout_s = 10;      // a worker silent this long is lost (and replaced)
 };
 
+/// Spawns the pool without publishing it (tests); it launches nothing before it hears its port.
+pool_actor spawn_worker_pool(caf::actor_system& sys, const worker_pool_options& opt);
+
 /// Spawns and publishes the pool (and launches the workers when opt.exe is set). `pool` gets
 /// the actor; returns the port.
 expected<uint16_t> start_worker_pool(caf::actor_system& sys, const worker_pool_options& opt,
