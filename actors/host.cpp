@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "actors/engine.hpp"
+#include "actors/local_node.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/worker_pool.hpp"
@@ -40,6 +41,7 @@ host::~host() {
     if (impl_->supervisor) self->send(impl_->supervisor, stop_atom::value);
     if (impl_->engine) self->send_exit(impl_->engine, caf::exit_reason::user_shutdown);
     for (auto& a : impl_->custom) self->send_exit(a, caf::exit_reason::user_shutdown);
+    if (impl_->local_node) self->send_exit(impl_->local_node, caf::exit_reason::user_shutdown);
     if (impl_->pool) { // ends the worker processes it launched, and waits for them
       self->send(impl_->pool, stop_atom::value);
       self->wait_for(impl_->pool);
@@ -48,6 +50,7 @@ host::~host() {
   impl_->pool = pool_actor{};
   impl_->engine = engine_actor{};
   impl_->supervisor = supervisor_actor{};
+  impl_->local_node = node_actor{};
   impl_->custom.clear();
   impl_->sys.reset(); // joins every actor
 }
@@ -158,6 +161,8 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   ss.watch = watch;
   ss.engine = in.engine;
   ss.hang_timeout_s = o.hang_timeout_s;
+  ss.local_node = spawn_local_node(*in.sys, watch);
+  in.local_node = ss.local_node;
   ss.max_restarts = o.max_restarts;
   ss.restart_window_s = o.restart_window_s;
   ss.retry_after_give_up = o.on_give_up == give_up_policy::retry;
@@ -165,8 +170,9 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   ss.on_give_up = o.on_fatal;
   for (size_t s = 0; s < o.place.stages.size(); ++s) {
     const auto& st = o.place.stages[s];
-    ss.groups.push_back(st.tp > 1 && o.workers == 0 ? transport::inproc_group::create(st.tp)
-                                                    : nullptr);
+    // the stage's in-process TP group: its shards join it, this process's node aborts it
+    const auto group =
+        st.tp > 1 && o.workers == 0 ? transport::inproc_group::create(st.tp) : nullptr;
     for (int r = 0; r < st.tp; ++r) {
       shard_setup sh;
       sh.model = m;
@@ -181,7 +187,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
       sh.last = sh.spec.last_stage;
       sh.routes = routes;
       sh.watch = watch;
-      sh.group = ss.groups.back();
+      sh.group = group;
       sh.faults = faults;
       ss.shards.push_back(std::move(sh));
     }

@@ -39,7 +39,8 @@ struct host_internals {
   std::unique_ptr<caf::actor_system> sys;
   engine_actor engine;
   supervisor_actor supervisor;
-  pool_actor pool; // the worker registry (worker processes only)
+  pool_actor pool;       // the worker registry (worker processes only)
+  node_actor local_node; // this process as a node (halts its shards' groups)
   uint16_t worker_port = 0;
   std::vector<caf::actor> custom;
   std::shared_ptr<const model_source> model;

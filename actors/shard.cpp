@@ -74,9 +74,6 @@ expected<std::shared_ptr<transport::ucx_context>> process_ucx() {
 // worker's node, told by the supervisor that a shard was lost), so siblings blocked in a
 // collective on a shard that is gone, in a process that lives on, fail at once instead of
 // waiting out the group timeout (over shared memory UCX sees no peer process die).
-class ucx_membership;
-void register_membership(const std::shared_ptr<ucx_membership>& m);
-
 class ucx_membership final : public collective {
  public:
   ucx_membership(int rank, int size)
@@ -161,18 +158,6 @@ class ucx_membership final : public collective {
   int rank_, size_;
 };
 
-// Every live shard's UCX groups in this process (weakly: a shard that ends takes its own).
-std::mutex memberships_mu;
-std::vector<std::weak_ptr<ucx_membership>> memberships;
-
-void register_membership(const std::shared_ptr<ucx_membership>& m) {
-  std::lock_guard<std::mutex> lk(memberships_mu);
-  memberships.erase(std::remove_if(memberships.begin(), memberships.end(),
-                                   [](const auto& w) { return w.expired(); }),
-                    memberships.end());
-  memberships.push_back(m);
-}
-
 struct shard {
   caf::blocking_actor* self;
   shard_setup setup;
@@ -188,6 +173,25 @@ struct shard {
   routing_table routes; // this actor's copy of the supervisor's routes
 
   engine_actor engine() const { return caf::actor_cast<engine_actor>(routes.engine_actor()); }
+
+  // Its groups' probes for the process's watchdog (its node's halt, the hang watch).
+  void enlist() {
+    if (!setup.watch) return;
+    watchdog::probes p;
+    if (ucx) {
+      p.waiting = [m = ucx] { return m->waiting(); };
+      p.abort = [m = ucx](uint64_t epoch, const std::string& why) { m->abort_all(why, epoch); };
+    } else if (setup.group) {
+      p.waiting = [g = setup.group, r = setup.spec.tp_rank] { return g->waiting(r); };
+      p.abort = [g = setup.group](uint64_t epoch, const std::string& why) {
+        if (g->epoch() < epoch) g->abort(why); // not one reset for this epoch already
+      };
+    }
+    setup.watch->enlist(self->id(), std::move(p));
+  }
+  ~shard() {
+    if (setup.watch) setup.watch->leave(self->id());
+  }
 
   void busy(bool on) {
     if (setup.watch) setup.watch->busy(self->id(), on);
@@ -374,8 +378,8 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
     s.ucx = std::make_shared<ucx_membership>(s.setup.spec.tp_rank, s.setup.spec.tp_size);
     s.ucx->worker = std::move(*w);
     s.ucx->stage = s.setup.stage;
-    register_membership(s.ucx);
   }
+  s.enlist();
   auto runner = exec::executor::create(s.setup.model, s.setup.spec, s.setup.opt,
                                        s.setup.spec.tp_size <= 1 ? nullptr
                                        : s.ucx ? static_cast<collective*>(s.ucx.get())
@@ -413,8 +417,13 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
       },
       [&](group_atom, uint64_t epoch, uint8_t id, int32_t member,
           const std::vector<std::vector<uint8_t>>& addrs) {
+        if (!s.ucx) { // in one process: start the stage's group over in the new epoch
+          if (s.comm) s.comm->reset(epoch);
+          self->send(s.notify, grouped_atom::value, s.setup.stage, s.setup.spec.tp_rank, true,
+                     std::string(), epoch);
+          return;
+        }
         // (re)form one of its groups: the old one's endpoints go, the worker stays
-        if (!s.ucx) return;
         auto& slot = id == tp_group_id(s.setup.stage) ? s.ucx->group
                      : member == 0                    ? s.ucx->to_next
                                                       : s.ucx->from_prev;
@@ -473,28 +482,6 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
 }
 
 } // namespace
-
-void abort_process_groups(const std::string& why, uint64_t epoch) {
-  std::vector<std::shared_ptr<ucx_membership>> live;
-  {
-    std::lock_guard<std::mutex> lk(memberships_mu);
-    for (auto& w : memberships)
-      if (auto m = w.lock()) live.push_back(std::move(m));
-  }
-  for (auto& m : live) m->abort_all(why, epoch);
-}
-
-bool process_shard_waiting(int stage, int rank) {
-  std::vector<std::shared_ptr<ucx_membership>> live;
-  {
-    std::lock_guard<std::mutex> lk(memberships_mu);
-    for (auto& w : memberships)
-      if (auto m = w.lock(); m && m->stage == stage && m->rank() == rank) live.push_back(m);
-  }
-  for (auto& m : live)
-    if (m->waiting()) return true;
-  return false;
-}
 
 shard_actor spawn_shard(caf::actor_system& sys, shard_setup setup, const caf::actor& notify) {
   return caf::actor_cast<shard_actor>(sys.spawn(shard_main, std::move(setup), notify));

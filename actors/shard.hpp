@@ -41,21 +41,15 @@ struct shard_setup {
 /// once its weights are loaded, or quits with the load error. A shard in a worker process first
 /// tells (group_atom, stage, rank, its UCX worker address) and forms each of its groups when
 /// `notify` sends (group_atom, epoch, group id, its member rank, every member's address),
-/// answering (grouped_atom, stage, rank, ok, why, epoch).
+/// answering (grouped_atom, stage, rank, ok, why, epoch); in one process the same message to
+/// a stage's rank 0 resets the stage's in-process group for the epoch. It enlists with
+/// setup.watch (its process's watchdog) for the hang watch and its node's halts.
 shard_actor spawn_shard(caf::actor_system& sys, shard_setup setup, const caf::actor& notify);
 
 /// UCX group ids (worker processes): stage S's TP group, and the boundary from stage S's rank 0
 /// to stage S + 1's ranks (member 0 the sender, member 1 + r stage S + 1's rank r).
 uint8_t tp_group_id(int stage);
 uint8_t boundary_group_id(int stage);
-
-/// Aborts every UCX group formed before `epoch` of every shard in this process (a worker's
-/// node, when the supervisor says a shard was lost): a shard blocked in a collective or waiting
-/// for activations fails at once; the supervisor forms the groups again for `epoch`.
-void abort_process_groups(const std::string& why, uint64_t epoch);
-
-/// Whether shard (stage, rank) of this process waits for peers in one of its UCX groups.
-bool process_shard_waiting(int stage, int rank);
 
 /// Actor name used by fault rules and logs: "stage<S>.rank<R>".
 std::string shard_name(int stage, int rank);

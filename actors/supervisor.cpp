@@ -162,12 +162,14 @@ void spawn_slot(state_ptr self, size_t i) {
           });
 }
 
-// Aborts the UCX groups in every worker process: whoever waits on the lost shard (a TP sum,
-// activations) fails at once; all_up() forms the groups again.
+// Aborts the groups in every process (the workers' and its own, through their nodes): whoever
+// waits on the lost shard (a TP sum, activations) fails at once; all_up() forms them again.
 void halt_workers(state_ptr self, const std::string& why) {
   const uint64_t epoch = self->state.routes.epoch();
   for (const auto& w : self->state.workers)
     if (w) self->send(w, halt_atom::value, epoch, why);
+  if (self->state.setup.local_node)
+    self->send(self->state.setup.local_node, halt_atom::value, epoch, why);
 }
 
 // Tells the engine and every hop's actors (shards, developer actors) the routes: before the
@@ -184,9 +186,6 @@ void push_routes(state_ptr self) {
 
 void announce_up(state_ptr self) {
   auto& st = self->state;
-  if (!st.setup.pool) push_routes(self); // with worker processes all_up pushed them already
-  for (auto& g : st.setup.groups)
-    if (g) g->reset(st.routes.epoch());
   self->send(st.setup.engine, up_atom::value, st.routes.epoch(), st.restarts);
   for (auto& rp : st.resync_waiters) rp.deliver(st.routes.epoch());
   st.resync_waiters.clear();
@@ -207,12 +206,12 @@ void round_over(state_ptr self) {
   announce_up(self);
 }
 
-// Every shard is up: with worker processes, form each stage's TP group and each stage
-// boundary (from the addresses the shards reported) before the engine hears of it. One round
-// at a time: asked again while one runs, another follows it.
+// Every shard is up: form the groups before the engine hears of it. With worker processes,
+// each stage's TP group and each stage boundary (from the addresses the shards reported); in
+// one process, each stage's rank 0 starts its stage's group over in the round's epoch. One
+// round at a time: asked again while one runs, another follows it.
 void all_up(state_ptr self) {
   auto& st = self->state;
-  if (!st.setup.pool) return announce_up(self);
   if (st.forming) {
     st.form_again = true;
     return;
@@ -241,6 +240,10 @@ void all_up(state_ptr self) {
     }
   };
   for (auto& [stage, members] : stages) {
+    if (!st.setup.pool) { // one process: the stage's in-process group, reset by its rank 0
+      if (members.size() > 1) form(tp_group_id(stage), {members.front()});
+      continue;
+    }
     if (members.size() > 1) form(tp_group_id(stage), members); // the stage's TP group
     auto next = stages.find(stage + 1); // the boundary: this rank 0, then the next stage
     if (next == stages.end()) continue;
@@ -248,6 +251,8 @@ void all_up(state_ptr self) {
     boundary.insert(boundary.end(), next->second.begin(), next->second.end());
     form(boundary_group_id(stage), boundary);
   }
+  TROUPE_LOG_DEBUG("supervisor", "forming round epoch={} awaiting={}", st.group_epoch,
+                   st.awaiting.size());
   if (st.awaiting.empty()) round_over(self);
 }
 
@@ -292,8 +297,6 @@ void lost(state_ptr self, size_t i, const std::string& why) {
   }
   const uint64_t epoch = st.routes.bump_epoch();
   push_routes(self); // the steps in flight are void wherever they are
-  if (auto& g = st.setup.groups[static_cast<size_t>(stage)])
-    g->abort(shard_name(stage, rank) + ": " + why);
   halt_workers(self, shard_name(stage, rank) + ": " + why);
   const auto now = clock::now();
   s.restarts.push_back(now);
@@ -449,8 +452,7 @@ supervisor_impl::behavior_type supervisor_behavior(state_ptr self, supervisor_se
           auto& s = st.slots[i];
           if (!s.handle || !s.ready) continue;
           const double busy = st.setup.watch->busy_seconds(s.handle.id());
-          const auto& g = st.setup.groups[static_cast<size_t>(s.setup.stage)];
-          if (g && g->waiting(s.setup.spec.tp_rank))
+          if (st.setup.watch->waiting(s.handle.id()))
             continue; // waiting for a sibling: a victim, not the cause
           if (busy > st.setup.hang_timeout_s) {
             // a detached thread stuck in a kernel cannot be interrupted: abandon it (its late
@@ -463,22 +465,20 @@ supervisor_impl::behavior_type supervisor_behavior(state_ptr self, supervisor_se
         self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
       },
       [=](resync_atom) -> caf::result<uint64_t> {
-        // a step was lost (dropped message, timeout): free every rank waiting in a collective
+        // a step was lost (dropped message, timeout): the groups may be out of step
         auto& st = self->state;
         const uint64_t epoch = st.routes.bump_epoch();
         push_routes(self);
-        for (auto& g : st.setup.groups)
-          if (g) {
-            g->abort("resync");
-            g->reset(epoch);
-          }
         TROUPE_LOG_WARN("supervisor", "resync: epoch={}", epoch);
-        // worker processes: their UCX groups may be out of step too; form them again (the
-        // shards see that before the engine's next step: both travel the same connection)
-        if (st.setup.pool && all_ready(self)) {
+        // in one process, free every rank waiting in a collective (its group has no timeout);
+        // worker processes: no halt, a shard in the middle of a step finishes it (or its
+        // collective times out) and then starts over
+        if (!st.setup.pool && st.setup.local_node)
+          self->send(st.setup.local_node, halt_atom::value, epoch, std::string("resync"));
+        if (all_ready(self)) {
           // answered once the groups are formed again (announce_up), not before: a step sent
-          // meanwhile would meet groups that are still being formed. No halt: a shard in the
-          // middle of a step finishes it (or its collective times out) and then starts over
+          // meanwhile would meet groups that are still being formed (the shards see the new
+          // round before the engine's next step: both come from here, or over one connection)
           auto rp = self->make_response_promise<uint64_t>();
           st.resync_waiters.push_back(rp);
           all_up(self);

@@ -29,8 +29,8 @@ namespace troupe::actors {
 struct supervisor_setup {
   std::vector<shard_setup> shards; // one per shard, with stage / hop / rank filled in
   routing_table routes;            // the initial routes: the supervisor owns them from then on
-  std::shared_ptr<watchdog> watch; // the stamps of the shards in its own process (hangs)
-  std::vector<std::shared_ptr<transport::inproc_group>> groups; // per stage
+  std::shared_ptr<watchdog> watch; // the shards of its own process (the hang watch)
+  node_actor local_node;           // its own process's node (halts free in-process groups)
   engine_actor engine;
   double hang_timeout_s = 30;
   int max_restarts = 5;         // consecutive failures without progress before giving up

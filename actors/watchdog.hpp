@@ -1,15 +1,22 @@
-// watchdog.hpp: the one thing the actors of a process share: when each shard entered the step
-// it is running. A thread stuck in a kernel can send nothing, so the actor that watches for
-// hangs in that process (the supervisor for the shards of its own process, a worker's node for
-// the shards of its process) reads these stamps; it learns nothing else from them and never
-// writes them. Keyed by actor id: a replacement never inherits the stamp of the shard it
-// replaced (whose abandoned thread may still be stuck). Thread-safe.
+// watchdog.hpp: what the actor that watches a process (the coordinator's local node and
+// supervisor, or a worker's node) knows of the shards in it, and the one thing actors of a
+// process share. A thread stuck in a kernel can send nothing, and a shard blocked in a
+// collective cannot read its mailbox, so each shard enlists here when it starts: it stamps
+// when it enters and leaves a step, and leaves two probes of its communication groups:
+// whether it waits for peers (then it is a victim, not the one that hangs) and how to abort
+// the groups formed before an epoch (a node's halt, when the supervisor says a shard was
+// lost, so nobody waits out a group timeout for it). Keyed by actor id: a replacement never
+// inherits the stamp of the shard it replaced (whose abandoned thread may still be stuck).
+// Thread-safe; the probes run outside its lock.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <string>
+#include <vector>
 
 namespace troupe::actors {
 
@@ -17,25 +24,63 @@ class watchdog {
  public:
   using clock = std::chrono::steady_clock;
 
-  /// The shard with actor id `id` enters (true) or leaves (false) a step.
+  struct probes {
+    std::function<bool()> waiting;                                 // waits in a collective
+    std::function<void(uint64_t epoch, const std::string&)> abort; // groups formed before epoch
+  };
+
+  /// Shard `id` starts (its groups' probes) / ends.
+  void enlist(uint64_t id, probes p) {
+    std::lock_guard<std::mutex> lk(mu_);
+    members_[id].p = std::move(p);
+  }
+  void leave(uint64_t id) {
+    std::lock_guard<std::mutex> lk(mu_);
+    members_.erase(id);
+  }
+  /// Shard `id` enters (true) or leaves (false) a step.
   void busy(uint64_t id, bool on) {
     std::lock_guard<std::mutex> lk(mu_);
     if (on)
-      since_[id] = clock::now();
-    else
-      since_.erase(id);
+      members_[id].since = clock::now();
+    else if (auto it = members_.find(id); it != members_.end())
+      it->second.since = {};
   }
-  /// Seconds actor `id` has been inside one step; 0 when idle.
+  /// Seconds shard `id` has been inside one step; 0 when idle.
   double busy_seconds(uint64_t id) const {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = since_.find(id);
-    return it == since_.end() ? 0
-                              : std::chrono::duration<double>(clock::now() - it->second).count();
+    auto it = members_.find(id);
+    if (it == members_.end() || it->second.since == clock::time_point{}) return 0;
+    return std::chrono::duration<double>(clock::now() - it->second.since).count();
+  }
+  /// Whether shard `id` waits for peers in one of its groups.
+  bool waiting(uint64_t id) const {
+    std::function<bool()> f;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = members_.find(id);
+      if (it != members_.end()) f = it->second.p.waiting;
+    }
+    return f && f();
+  }
+  /// Aborts every enlisted shard's groups formed before `epoch` (their waiters fail at once).
+  void abort_all(uint64_t epoch, const std::string& why) const {
+    std::vector<std::function<void(uint64_t, const std::string&)>> fs;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (const auto& [id, m] : members_)
+        if (m.p.abort) fs.push_back(m.p.abort);
+    }
+    for (auto& f : fs) f(epoch, why);
   }
 
  private:
+  struct member {
+    clock::time_point since;
+    probes p;
+  };
   mutable std::mutex mu_;
-  std::map<uint64_t, clock::time_point> since_;
+  std::map<uint64_t, member> members_;
 };
 
 } // namespace troupe::actors

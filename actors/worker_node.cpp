@@ -173,12 +173,13 @@ node_impl::behavior_type node(node_ptr self, worker_options opt, pool_actor regi
       },
       [=](ping_atom) -> bool { return true; },                 // the pool's heartbeat
       [=](halt_atom, uint64_t epoch, const std::string& why) { // a shard was lost: free waiters
-        if (from_coordinator(self)) abort_process_groups(why, epoch);
+        if (from_coordinator(self)) self->state.watch->abort_all(epoch, why);
       },
       [=](tick_atom) { // a shard stuck in one step longer than its hang timeout is reported
         for (auto& p : self->state.shards) {
           const double busy = self->state.watch->busy_seconds(p.handle.id());
-          if (!p.reported && busy > p.hang_timeout_s && !process_shard_waiting(p.stage, p.rank)) {
+          if (!p.reported && busy > p.hang_timeout_s &&
+              !self->state.watch->waiting(p.handle.id())) {
             p.reported = true;
             self->send(p.supervisor, hung_atom::value, caf::actor_cast<caf::actor>(p.handle), busy);
           }

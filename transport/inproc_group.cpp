@@ -70,6 +70,11 @@ void inproc_group::reset(uint64_t epoch) {
   cv_.notify_all();
 }
 
+uint64_t inproc_group::epoch() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return epoch_;
+}
+
 bool inproc_group::waiting(int rank) const {
   std::lock_guard<std::mutex> lk(mu_);
   return waiting_.at(rank) != 0;

@@ -90,6 +90,8 @@ class inproc_group : public std::enable_shared_from_this<inproc_group> {
   // waiting for ranks that moved on; ranks that meet in operations of different steps (a lost
   // message) all fail with `unavailable` rather than sum unrelated data.
   bool aborted() const;
+  /// The epoch of the last reset().
+  uint64_t epoch() const;
   /// True while `rank` waits in a collective for the others (it is not the one that hangs).
   bool waiting(int rank) const;
 

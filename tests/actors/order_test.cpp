@@ -131,7 +131,6 @@ struct SupervisorOrder : ::testing::Test {
     std::vector<hop_info> hops;
     for (int stage = 0; stage < 2; ++stage) {
       hops.push_back({std::vector<caf::actor>(2), stage, shard_name(stage, 0)});
-      ss.groups.push_back(nullptr);
       for (int rank = 0; rank < 2; ++rank) {
         shard_setup sh;
         sh.stage = stage;
