@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -10,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/convert.hpp"
+#include "core/half.hpp"
+#include "core/kquant.hpp"
 #include "formats/checkpoint_writer.hpp"
 #include "text/tokenizer_export.hpp"
 
@@ -25,10 +28,12 @@ struct preset {
 expected<preset> find_preset(const std::string& name) {
   if (name == "bench-134m") return preset{768, 12, 12, 12, 2048, 32000, 2048, false};
   if (name == "tiny") return preset{64, 2, 4, 2, 128, 512, 512, false};
+  if (name == "tiny-k") return preset{512, 2, 8, 4, 1024, 512, 512, false}; // K-quant blocks
   if (name == "moe-1b") return preset{1024, 16, 16, 8, 512, 32000, 2048, false, 32, 4};
   if (name == "tiny-moe") return preset{64, 2, 4, 2, 64, 512, 512, false, 8, 2};
-  return make_error(errc::invalid_argument,
-                    "unknown preset '{}' (bench-134m, tiny, moe-1b, tiny-moe, tiny-mla-moe)", name);
+  return make_error(
+      errc::invalid_argument,
+      "unknown preset '{}' (bench-134m, tiny, tiny-k, moe-1b, tiny-moe, tiny-mla-moe)", name);
 }
 
 uint64_t hash_name(const std::string& s, uint64_t seed) {
@@ -73,9 +78,25 @@ std::vector<float> permute_rows(const std::vector<float>& v, int64_t heads, int6
   return out;
 }
 
+// `values`: whose random values to draw (a K-quant: its random blocks, stored as `type`,
+// expanded when `type` is not that K-quant); otherwise normal(0, 0.02) stored as `type`.
 fill_fn random_fill(const std::string& name, dtype type, int64_t n, uint64_t seed, bool ones,
-                    int64_t permute_heads = 0, int64_t D = 0) {
+                    int64_t permute_heads = 0, int64_t D = 0, dtype values = dtype::f32) {
   return [=](uint8_t* dst, size_t) {
+    if (!ones && is_kquant(values)) {
+      std::vector<uint8_t> blocks(static_cast<size_t>(row_bytes(values, n)));
+      rng r(hash_name(name, seed));
+      random_blocks(
+          values, n / qk_k, 0.02f, [&r] { return r.next(); }, blocks.data());
+      if (type == values) {
+        std::memcpy(dst, blocks.data(), blocks.size());
+        return;
+      }
+      std::vector<float> v(n);
+      to_f32(values, blocks.data(), v.data(), n);
+      from_f32(type, v.data(), dst, n);
+      return;
+    }
     std::vector<float> v(n);
     if (ones) {
       std::fill(v.begin(), v.end(), 1.0f);
@@ -287,7 +308,9 @@ status synthesize(const synth_options& o, const std::function<void(int, int)>& p
     w.copy_keys(*vocab, "tokenizer.");
     for (const auto& s : specs) {
       const dtype t = s.norm || s.f32 ? dtype::f32 : o.type;
-      w.add_tensor(s.gguf, t, s.dims, wrap(random_fill(s.gguf, t, s.dims.numel(), o.seed, s.norm)));
+      const dtype values = s.norm || s.f32 ? dtype::f32 : o.values.value_or(o.type);
+      w.add_tensor(s.gguf, t, s.dims,
+                   wrap(random_fill(s.gguf, t, s.dims.numel(), o.seed, s.norm, 0, 0, values)));
     }
     return w.write(o.out);
   }

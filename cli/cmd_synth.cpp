@@ -15,10 +15,15 @@ void add_synth(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<opts>();
   auto* cmd =
       app.add_subcommand("synth", "write a random-weight Llama model for benchmarks and tests");
-  cmd->add_option("--preset", o->preset, "bench-134m, tiny, moe-1b, tiny-moe or tiny-mla-moe")
-      ->check(CLI::IsMember({"bench-134m", "tiny", "moe-1b", "tiny-moe", "tiny-mla-moe"}));
-  cmd->add_option("--dtype", o->type, "f32, f16, bf16, q8_0, q4_0")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}));
+  cmd->add_option("--preset", o->preset,
+                  "bench-134m, tiny, tiny-k (sizes in 256s, for K-quants), moe-1b, tiny-moe or "
+                  "tiny-mla-moe")
+      ->check(
+          CLI::IsMember({"bench-134m", "tiny", "tiny-k", "moe-1b", "tiny-moe", "tiny-mla-moe"}));
+  cmd->add_option("--dtype", o->type,
+                  "f32, f16, bf16, q8_0, q4_0, or a K-quant (q2_k ... q6_k: random blocks)")
+      ->check(CLI::IsMember(
+          {"f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"}));
   cmd->add_option("--format", o->format, "gguf (a file) or hf (a directory)")
       ->check(CLI::IsMember({"gguf", "hf"}));
   cmd->add_option("--out,-o", o->out, "output path")->required();
@@ -31,10 +36,10 @@ void add_synth(CLI::App& app, std::function<int()>& run) {
       s.format = o->format;
       s.out = o->out;
       s.seed = o->seed;
-      s.vocab_gguf =
-          bundled_path(o->preset == "tiny" || o->preset == "tiny-moe" || o->preset == "tiny-mla-moe"
-                           ? "stories260K/stories260K.gguf"
-                           : "llama2-tiny-random/llama-2-tiny-random.gguf");
+      s.vocab_gguf = bundled_path(o->preset == "tiny" || o->preset == "tiny-k" ||
+                                          o->preset == "tiny-moe" || o->preset == "tiny-mla-moe"
+                                      ? "stories260K/stories260K.gguf"
+                                      : "llama2-tiny-random/llama-2-tiny-random.gguf");
       progress_line bar("synth " + o->preset + " " + o->type, true);
       auto st = synthesize(s, [&bar](int done, int total) { bar.update(done, total); });
       if (!st) return fail(st.error());

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/half.hpp"
+#include "core/kquant.hpp"
 
 namespace troupe {
 
@@ -52,6 +53,16 @@ void to_f32(dtype type, const void* src, float* dst, int64_t n) {
         dst[i * qk + j + qk / 2] = d * ((b[i].qs[j] >> 4) - 8);
       }
     }
+    break;
+  }
+  case dtype::q2_k:
+  case dtype::q3_k:
+  case dtype::q4_k:
+  case dtype::q5_k:
+  case dtype::q6_k: {
+    const int64_t bytes = info(type).block_bytes;
+    for (int64_t i = 0; i < n / qk_k; ++i)
+      dequant_block(type, static_cast<const uint8_t*>(src) + i * bytes, dst + i * qk_k);
     break;
   }
   }
@@ -119,6 +130,12 @@ void from_f32(dtype type, const float* src, void* dst, int64_t n) {
     }
     break;
   }
+  case dtype::q2_k: // K-quants are read, never written (convert.hpp)
+  case dtype::q3_k:
+  case dtype::q4_k:
+  case dtype::q5_k:
+  case dtype::q6_k:
+    break;
   }
 }
 

@@ -1,7 +1,9 @@
 // convert.hpp: row conversions between any stored dtype and f32, the scalar specification
 // that kernels, loaders and `troupe synth` share. Quantization follows GGUF's reference
 // (q8_0: d = max|x| / 127, q = round(x / d); q4_0: d = signed max / -8, q = round(x/d) + 8
-// clamped to [0, 15]). n must be a multiple of the block size for q8_0/q4_0.
+// clamped to [0, 15]). n must be a multiple of the block size of a block format. The
+// K-quants (q2_k ... q6_k) are read only: from_f32 writes nothing for them, and the ops
+// that quantize refuse them.
 // Tests: tests/core/dtype_test.cpp
 #pragma once
 

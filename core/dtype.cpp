@@ -17,6 +17,11 @@ constexpr std::array<dtype_info, dtype_count> table = {{
     {"i32", 1, 4, false},
     {"q8_0", 32, 34, true},
     {"q4_0", 32, 18, true},
+    {"q2_k", 256, 84, true},
+    {"q3_k", 256, 110, true},
+    {"q4_k", 256, 144, true},
+    {"q5_k", 256, 176, true},
+    {"q6_k", 256, 210, true},
 }};
 
 } // namespace

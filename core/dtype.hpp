@@ -4,6 +4,8 @@
 //   q8_0: 32 values per 34-byte block { f16 d; int8 qs[32]; }            x = d * qs[j]
 //   q4_0: 32 values per 18-byte block { f16 d; uint8 qs[16]; }            x = d * (nib - 8)
 //         value j < 16 is the low nibble of qs[j], value j + 16 its high nibble.
+// q2_k ... q6_k are GGUF's K-quants, blocks of 256 values (core/kquant.hpp); the int8 kernels
+// take q8_0 / q4_0 (is_block32), the K-quants are expanded block by block.
 // A row of n elements takes row_bytes(type, n); n must be a multiple of the block size.
 // Tests: tests/core/dtype_test.cpp
 #pragma once
@@ -15,9 +17,9 @@
 
 namespace troupe {
 
-enum class dtype : uint8_t { f32, f16, bf16, i8, i32, q8_0, q4_0 };
+enum class dtype : uint8_t { f32, f16, bf16, i8, i32, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k };
 
-inline constexpr int dtype_count = 7;
+inline constexpr int dtype_count = 12;
 
 struct dtype_info {
   std::string_view name; // "f32", "q8_0", ...
@@ -35,6 +37,10 @@ inline int64_t block_elems(dtype type) {
 }
 inline bool is_quantized(dtype type) {
   return info(type).quantized;
+}
+/// q8_0 / q4_0: blocks of 32 values with one f16 scale (what the int8 kernels take).
+inline bool is_block32(dtype type) {
+  return type == dtype::q8_0 || type == dtype::q4_0;
 }
 /// Parses "f32", "fp16", "bf16", "q8_0", ... (case-insensitive).
 std::optional<dtype> parse_dtype(std::string_view text);

@@ -245,6 +245,16 @@ std::optional<dtype> dtype_from_ggml(uint32_t t) {
     return dtype::q4_0;
   case 8:
     return dtype::q8_0;
+  case 10:
+    return dtype::q2_k;
+  case 11:
+    return dtype::q3_k;
+  case 12:
+    return dtype::q4_k;
+  case 13:
+    return dtype::q5_k;
+  case 14:
+    return dtype::q6_k;
   case 30:
     return dtype::bf16;
   default:
@@ -268,6 +278,16 @@ uint32_t ggml_type_of(dtype t) {
     return 24;
   case dtype::i32:
     return 26;
+  case dtype::q2_k:
+    return 10;
+  case dtype::q3_k:
+    return 11;
+  case dtype::q4_k:
+    return 12;
+  case dtype::q5_k:
+    return 13;
+  case dtype::q6_k:
+    return 14;
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 // convert.cpp (cpu): dtype conversions and q8_0 / q4_0 (de)quantization, threaded over
 // 32-value blocks, using the scalar definitions of core/convert.hpp per chunk.
+#include <algorithm>
 #include <vector>
 
 #include "core/convert.hpp"
@@ -11,7 +12,7 @@ namespace {
 void convert(const op_args& a, const exec_ctx& ctx) {
   const dtype st = a.src[0].type, dt = a.dst.type;
   const int64_t n = a.src[0].numel();
-  const int64_t blk = is_quantized(st) || is_quantized(dt) ? qk : 1;
+  const int64_t blk = std::max(block_elems(st), block_elems(dt));
   parallel(ctx, n / blk, 1024, [&](int64_t b0, int64_t b1) {
     const int64_t i0 = b0 * blk, len = (b1 - b0) * blk;
     std::vector<float> tmp(len);

@@ -1,4 +1,5 @@
-// matmul.cpp (cpu): y = x W^T (+ bias) for W in f32, f16, bf16, q8_0, q4_0, and the fused
+// matmul.cpp (cpu): y = x W^T (+ bias) for W in f32, f16, bf16, q8_0, q4_0, the K-quants
+// (expanded block by block on the blas / nt / portable paths), and the fused
 // matmul_swiglu (gate and up matmuls with the SwiGLU applied to each tile while it is in L1,
 // so neither product goes to memory, and one quantization of x serves both). A call picks a
 // path once (`plan`), then workers take disjoint ranges of output features (each reads its
@@ -23,6 +24,7 @@
 #include <cblas.h>
 
 #include "core/half.hpp"
+#include "core/kquant.hpp"
 #include "kernels/cpu/amx.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
@@ -112,7 +114,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = 2;
     return m;
   }
-  if (m.T >= gemm_min_tokens && is_quantized(w.type) && w.rows() % 16 == 0 && amx_int8_usable()) {
+  if (m.T >= gemm_min_tokens && is_block32(w.type) && w.rows() % 16 == 0 && amx_int8_usable()) {
     thread_local std::vector<int8_t> xv;
     thread_local std::vector<float> dx;
     xv.resize(amx_xv_bytes(m.T, m.K));
@@ -133,7 +135,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     return m;
   }
   m.fn = gemv_for(tab, w.type);
-  if (m.fn && is_quantized(w.type) && !tab.quantize_q8) m.fn = nullptr;
+  if (m.fn && is_block32(w.type) && !tab.quantize_q8) m.fn = nullptr;
   if (!m.fn) {
     m.grain = 8;
     return m;
@@ -141,7 +143,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   m.how = path::gemv;
   // about 64 KiB of weights per task: small enough to balance two cores, large enough to stream
   m.grain = std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(wrow, 1));
-  if (is_quantized(w.type)) {
+  if (is_block32(w.type)) {
     thread_local std::vector<int8_t> xq;
     thread_local std::vector<float> xd;
     xq.resize(m.T * m.K);
@@ -346,9 +348,10 @@ void matmul_qkv(const op_args& a, const exec_ctx& ctx) {
   });
 }
 
+// K-quants: expanded block by block (prefill tiles, decode chunks of 256: one block)
 bool weight_type(dtype t) {
   return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 || t == dtype::q8_0 ||
-         t == dtype::q4_0;
+         t == dtype::q4_0 || is_kquant(t);
 }
 
 // x: f32, or q8_0 where the decode kernels take int8 activations as they are (quantized
@@ -356,39 +359,38 @@ bool weight_type(dtype t) {
 bool x_ok(const tensor_view& x, dtype w) {
   if (x.type == dtype::f32) return true;
   const gemv_table& tab = gemv_kernels();
-  return x.type == dtype::q8_0 && is_quantized(w) && x.rows() < gemm_min_tokens &&
-         tab.quantize_q8 && gemv_for(tab, w);
+  return x.type == dtype::q8_0 && is_block32(w) && x.rows() < gemm_min_tokens && tab.quantize_q8 &&
+         gemv_for(tab, w);
 }
 
 } // namespace
 
 void register_matmul(registry& r) {
   r.add(
-      op::matmul, backend::cpu, "f32|f16|bf16|q8_0|q4_0",
+      op::matmul, backend::cpu, "f32|f16|bf16|q8_0|q4_0|q2_k..q6_k",
       [](const op_args& a) {
         const dtype t = a.src[1].type;
         return weight_type(t) && contiguous_args(a) && x_ok(a.src[0], t) &&
-               (!is_quantized(t) || a.src[1].cols() % qk == 0);
+               a.src[1].cols() % block_elems(t) == 0;
       },
       matmul);
   r.add(
-      op::matmul_swiglu, backend::cpu, "f32|f16|bf16|q8_0|q4_0",
+      op::matmul_swiglu, backend::cpu, "f32|f16|bf16|q8_0|q4_0|q2_k..q6_k",
       [](const op_args& a) {
         const dtype t = a.src[1].type;
         return weight_type(t) && a.src[2].type == t && contiguous_args(a) && x_ok(a.src[0], t) &&
-               (!is_quantized(t) || a.src[1].cols() % qk == 0);
+               a.src[1].cols() % block_elems(t) == 0;
       },
       matmul_swiglu);
   // each projection's rows a multiple of 16 (the AMX tiles' feature unit), so a range never
   // splits a tile between two projections
   r.add(
-      op::matmul_qkv, backend::cpu, "f32|f16|bf16|q8_0|q4_0",
+      op::matmul_qkv, backend::cpu, "f32|f16|bf16|q8_0|q4_0|q2_k..q6_k",
       [](const op_args& a) {
         const dtype t = a.src[1].type;
         return weight_type(t) && a.src[2].type == t && a.src[3].type == t && contiguous_args(a) &&
-               a.dst3.contiguous() && x_ok(a.src[0], t) &&
-               (!is_quantized(t) || a.src[1].cols() % qk == 0) && a.src[1].rows() % 16 == 0 &&
-               a.src[2].rows() % 16 == 0 && a.src[3].rows() % 16 == 0;
+               a.dst3.contiguous() && x_ok(a.src[0], t) && a.src[1].cols() % block_elems(t) == 0 &&
+               a.src[1].rows() % 16 == 0 && a.src[2].rows() % 16 == 0 && a.src[3].rows() % 16 == 0;
       },
       matmul_qkv);
 }

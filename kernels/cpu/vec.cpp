@@ -5,6 +5,7 @@
 
 #include "core/convert.hpp"
 #include "core/half.hpp"
+#include "core/kquant.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
 
@@ -97,6 +98,17 @@ void dequant_row(dtype type, const void* w, int64_t k0, int64_t n, float* out) {
         out[blk * qk + j + qk / 2] = d * ((b[blk].qs[j] >> 4) - 8);
       }
     }
+    break;
+  }
+  case dtype::q2_k:
+  case dtype::q3_k:
+  case dtype::q4_k:
+  case dtype::q5_k:
+  case dtype::q6_k: { // k0 and n on block boundaries
+    const int64_t bytes = info(type).block_bytes;
+    const auto* b = static_cast<const uint8_t*>(w) + k0 / qk_k * bytes;
+    for (int64_t blk = 0; blk < n / qk_k; ++blk)
+      dequant_block(type, b + blk * bytes, out + blk * qk_k);
     break;
   }
   default:

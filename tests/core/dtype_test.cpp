@@ -22,7 +22,15 @@ TEST(Dtype, SizesMatchGguf) {
   EXPECT_EQ(parse_dtype("BF16"), dtype::bf16);
   EXPECT_EQ(parse_dtype("float16"), dtype::f16);
   EXPECT_EQ(parse_dtype("q8_0"), dtype::q8_0);
-  EXPECT_FALSE(parse_dtype("q5_k").has_value());
+  // GGUF's K-quants: blocks of 256 values
+  EXPECT_EQ(parse_dtype("Q5_K"), dtype::q5_k);
+  EXPECT_EQ(row_bytes(dtype::q2_k, 512), 168);
+  EXPECT_EQ(row_bytes(dtype::q3_k, 256), 110);
+  EXPECT_EQ(row_bytes(dtype::q4_k, 512), 288);
+  EXPECT_EQ(row_bytes(dtype::q5_k, 256), 176);
+  EXPECT_EQ(row_bytes(dtype::q6_k, 256), 210);
+  EXPECT_EQ(block_elems(dtype::q6_k), 256);
+  EXPECT_FALSE(parse_dtype("iq2_xxs").has_value());
 }
 
 TEST(Half, KnownEncodings) {

@@ -365,3 +365,40 @@ TEST(LatentCache, StoresTheLatentPerTokenAndLayer) {
   const int64_t expanded = c.H * (c.qk_nope + c.qk_rope) + c.H * c.v_head;
   EXPECT_EQ(expanded, 4 * c.kv_values_per_token());
 }
+
+// GGUF's K-quants (Q2_K ... Q6_K, the Q4_K_M / Q5_K_M files people download): a random tiny-k
+// checkpoint in each, against its twin that stores the same values expanded to f32 (the
+// f32 path is checked against transformers above), on the fast CPU kernels (prefill tiles and
+// decode chunks expand the blocks), and against the reference backend on the K-quant file.
+TEST(KQuants, ModelsComputeTheirExpandedTwinAndTheReference) {
+  for (dtype t : {dtype::q2_k, dtype::q3_k, dtype::q4_k, dtype::q5_k, dtype::q6_k}) {
+    const std::string base =
+        ::testing::TempDir() + "kq_" + std::string(name(t)) + "_" + std::to_string(::getpid());
+    synth_options so;
+    so.preset = "tiny-k";
+    so.type = t;
+    so.seed = 11;
+    so.out = base + ".gguf";
+    so.vocab_gguf = test::model_path("stories260K/stories260K.gguf");
+    ASSERT_TRUE(synthesize(so));
+    synth_options twin = so;
+    twin.type = dtype::f32;
+    twin.values = t;
+    twin.out = base + "_f32.gguf";
+    ASSERT_TRUE(synthesize(twin));
+    auto kq = make(so.out), f32 = make(twin.out), ref = make(so.out, kernels::backend::ref);
+    ASSERT_TRUE(kq && f32 && ref);
+    std::vector<int32_t> prompt = {1};
+    for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 37) % 500);
+    auto a = greedy(*kq, prompt, 6), b = greedy(*f32, prompt, 6), c = greedy(*ref, prompt, 6);
+    double scale = 0;
+    for (float v : b.prompt_logits) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    ASSERT_GT(scale, 0) << name(t);
+    EXPECT_EQ(a.tokens, b.tokens) << name(t);
+    EXPECT_LE(max_abs_diff(a.prompt_logits, b.prompt_logits) / scale, 1e-5) << name(t);
+    EXPECT_EQ(a.tokens, c.tokens) << name(t);
+    EXPECT_LE(max_abs_diff(a.prompt_logits, c.prompt_logits) / scale, 1e-5) << name(t);
+    std::remove(so.out.c_str());
+    std::remove(twin.out.c_str());
+  }
+}

@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include "../test_paths.hpp"
-#include "formats/checkpoint_writer.hpp"
-#include "core/convert.hpp"
-#include "formats/gguf.hpp"
 #include "arch/model_source.hpp"
-#include "formats/safetensors.hpp"
 #include "arch/synth.hpp"
+#include "core/convert.hpp"
+#include "formats/checkpoint_writer.hpp"
+#include "formats/gguf.hpp"
+#include "formats/safetensors.hpp"
 #include "text/tokenizer.hpp"
 
 using namespace troupe;
@@ -244,7 +244,7 @@ TEST(CorruptModel, MissingTensorAndWrongShapeAndUnsupportedType) {
       << m2.error().to_string();
   EXPECT_NE(m2.error().message.find("[32, 64]"), std::string::npos) << m2.error().to_string();
 
-  // a tensor of a type Troupe cannot compute with (ggml Q4_K = 12): patch the type id
+  // a tensor of a type Troupe cannot compute with (ggml IQ2_XXS = 16): patch the type id
   const std::string path = tmp("unsupported.gguf");
   rewrite(path, [](const std::string&, shape&, dtype&) { return true; });
   auto bytes = slurp(path);
@@ -252,8 +252,8 @@ TEST(CorruptModel, MissingTensorAndWrongShapeAndUnsupportedType) {
   auto it = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
   ASSERT_NE(it, bytes.end());
   const size_t type_at = (it - bytes.begin()) + name.size() + 4 + 2 * 8; // n_dims u32, two dims
-  const uint32_t q4k = 12;
-  std::memcpy(bytes.data() + type_at, &q4k, 4);
+  const uint32_t iq2 = 16;
+  std::memcpy(bytes.data() + type_at, &iq2, 4);
   spit(path, bytes);
   auto m3 = open_model(path);
   ASSERT_FALSE(m3);

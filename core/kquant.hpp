@@ -1,0 +1,39 @@
+// kquant.hpp: GGUF's K-quant block formats (llama.cpp's "super-blocks" of 256 values), with
+// GGUF's exact byte layout, so Q2_K ... Q6_K weights (the Q4_K_M / Q5_K_M files people
+// download) load without conversion. Each block holds 256 values in sub-blocks of 16 or 32
+// with their own scale (and for Q2/Q4/Q5_K a minimum), the scales themselves quantized
+// against the block's f16 factors:
+//   q2_k  84 bytes: scales[16] (4-bit scale | 4-bit min), qs[64] (2 bits), f16 d, dmin
+//   q3_k 110 bytes: hmask[32] (3rd bit), qs[64] (2 bits), scales[12] (6-bit, -32), f16 d
+//   q4_k 144 bytes: f16 d, dmin, scales[12] (6-bit scale and min per 32), qs[128] (4 bits)
+//   q5_k 176 bytes: f16 d, dmin, scales[12], qh[32] (5th bit), qs[128]
+//   q6_k 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), int8 scales[16], f16 d
+// dequant_block() expands one block; the kernels call it per block (they cut rows only on
+// block boundaries). Tests: tests/core/kquant_test.cpp (against gguf-py's dequantization).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "core/dtype.hpp"
+
+namespace troupe {
+
+inline constexpr int64_t qk_k = 256; // values per K-quant block
+
+/// Whether `t` is one of the K-quant formats.
+inline bool is_kquant(dtype t) {
+  return t == dtype::q2_k || t == dtype::q3_k || t == dtype::q4_k || t == dtype::q5_k ||
+         t == dtype::q6_k;
+}
+
+/// Expands one block of K-quant type `t` (is_kquant) into 256 floats.
+void dequant_block(dtype t, const void* block, float* out);
+
+/// `blocks` random blocks of `t` (for `troupe synth` and tests; nothing quantizes to K-quants
+/// here): random bytes from `next` (64-bit words), with the f16 factors set so that values
+/// stay within about +-5 * sigma, as normal(0, sigma) weights mostly do.
+void random_blocks(dtype t, int64_t blocks, float sigma, const std::function<uint64_t()>& next,
+                   uint8_t* out);
+
+} // namespace troupe

@@ -1,0 +1,58 @@
+// kquant_test.cpp: GGUF's K-quant blocks expand to the values gguf-py's own dequantization
+// gives (tests/fixtures/make_kquant_fixtures.py: random blocks, one with a negative factor),
+// through core/kquant and through to_f32 over several blocks; every K-quant has its GGUF block
+// size, and its rows come in whole blocks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../test_paths.hpp"
+#include "core/convert.hpp"
+#include "core/kquant.hpp"
+
+using namespace troupe;
+
+namespace {
+
+std::vector<uint8_t> from_hex(const std::string& h) {
+  std::vector<uint8_t> out(h.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<uint8_t>(std::stoi(h.substr(2 * i, 2), nullptr, 16));
+  return out;
+}
+
+} // namespace
+
+TEST(KQuant, BlocksExpandAsGgufPyExpandsThem) {
+  std::ifstream in(test::fixture_path("kquant/blocks.json"));
+  ASSERT_TRUE(in);
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.size(), 5u);
+  for (const auto& [name, c] : j.items()) {
+    const auto type = parse_dtype(name);
+    ASSERT_TRUE(type && is_kquant(*type)) << name;
+    const auto bytes = from_hex(c["hex"].get<std::string>());
+    const auto want = c["values"].get<std::vector<float>>();
+    const int64_t blocks = static_cast<int64_t>(want.size()) / qk_k;
+    ASSERT_EQ(static_cast<int64_t>(bytes.size()), blocks * info(*type).block_bytes) << name;
+    ASSERT_EQ(row_bytes(*type, blocks * qk_k), static_cast<int64_t>(bytes.size())) << name;
+    std::vector<float> got(want.size()), one(qk_k);
+    to_f32(*type, bytes.data(), got.data(), static_cast<int64_t>(got.size()));
+    for (int64_t b = 0; b < blocks; ++b) {
+      dequant_block(*type, bytes.data() + b * info(*type).block_bytes, one.data());
+      for (int64_t i = 0; i < qk_k; ++i) EXPECT_EQ(one[i], got[b * qk_k + i]) << name;
+    }
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      // the same products; a compiler may fuse one multiply-add (one rounding less)
+      const double tol = 1e-6 * std::max(1.0, std::fabs(static_cast<double>(want[i])));
+      worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]) / tol);
+      EXPECT_NEAR(got[i], want[i], tol) << name << " value " << i;
+    }
+    bool negative = false;
+    for (float v : want) negative |= v < 0;
+    EXPECT_TRUE(negative) << name; // the fixture exercises signs
+  }
+}
