@@ -6,6 +6,7 @@
 #include "core/convert.hpp"
 #include "core/half.hpp"
 #include "core/kquant.hpp"
+#include "core/kquant_blocks.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
 
@@ -104,11 +105,30 @@ void dequant_row(dtype type, const void* w, int64_t k0, int64_t n, float* out) {
   case dtype::q3_k:
   case dtype::q4_k:
   case dtype::q5_k:
-  case dtype::q6_k: { // k0 and n on block boundaries
+  case dtype::q6_k: { // k0 and n on block boundaries; expanded with this clone's vectors
     const int64_t bytes = info(type).block_bytes;
     const auto* b = static_cast<const uint8_t*>(w) + k0 / qk_k * bytes;
-    for (int64_t blk = 0; blk < n / qk_k; ++blk)
-      dequant_block(type, b + blk * bytes, out + blk * qk_k);
+    for (int64_t blk = 0; blk < n / qk_k; ++blk) {
+      const uint8_t* p = b + blk * bytes;
+      float* o = out + blk * qk_k;
+      switch (type) { // direct calls: inlined into this clone
+      case dtype::q2_k:
+        kq::q2_k(p, o);
+        break;
+      case dtype::q3_k:
+        kq::q3_k(p, o);
+        break;
+      case dtype::q4_k:
+        kq::q4_k(p, o);
+        break;
+      case dtype::q5_k:
+        kq::q5_k(p, o);
+        break;
+      default:
+        kq::q6_k(p, o);
+        break;
+      }
+    }
     break;
   }
   default:

@@ -1,0 +1,105 @@
+// kquant_blocks.hpp: the K-quant block expansions themselves, inline, so that a kernel
+// compiled for a wider ISA (kernels/cpu's dispatch clones) expands blocks with its own vector
+// instructions; core/kquant.cpp is the one caller outside kernels/cpu. Each inner loop runs
+// over 16 or 32 values with one scale and loop-invariant shifts, so it vectorises. Layouts:
+// kquant.hpp.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/half.hpp"
+
+namespace troupe::kq {
+
+inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Q4_K / Q5_K: the 6-bit scale and minimum of sub-block j (0..7) from the 12 packed bytes:
+// bytes 0-3 hold scales 0-3 (low 6 bits), bytes 4-7 minimums 0-3; scales and minimums 4-7
+// take their low 4 bits from bytes 8-11 and their high 2 bits from the top of bytes 0-7.
+inline void scale_min(const uint8_t* q, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+inline void q2_k(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+  for (int s = 0; s < 16; ++s) { // 16 values a scale: group s / 2 of 32 (half, bit pair)
+    const int g = s / 2, shift = 2 * (g % 4);
+    const uint8_t* q = b + 16 + (g / 4) * 32 + (s % 2) * 16;
+    const float dl = d * (scales[s] & 0x0f), ml = dmin * (scales[s] >> 4);
+    float* o = y + s * 16;
+    for (int l = 0; l < 16; ++l) o[l] = dl * static_cast<float>((q[l] >> shift) & 3) - ml;
+  }
+}
+
+inline void q3_k(const uint8_t* b, float* y) {
+  const uint8_t* sc = b + 96;
+  const float d = f16_at(b + 108);
+  for (int s = 0; s < 16; ++s) {
+    const int lo = s < 8 ? sc[s] & 0x0f : sc[s - 8] >> 4;
+    const int hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+    const float dl = d * static_cast<float>((lo | (hi << 4)) - 32);
+    const int g = s / 2, shift = 2 * (g % 4), half = (s % 2) * 16;
+    const uint8_t* q = b + 32 + (g / 4) * 32 + half;
+    const uint8_t* h = b + half;
+    float* o = y + s * 16;
+    for (int l = 0; l < 16; ++l) // the 3rd bit set: no offset; clear: -4
+      o[l] = dl * static_cast<float>(((q[l] >> shift) & 3) - 4 + 4 * ((h[l] >> g) & 1));
+  }
+}
+
+inline void q4_k(const uint8_t* b, float* y) {
+  const float d = f16_at(b), dmin = f16_at(b + 2);
+  for (int g = 0; g < 8; ++g) { // sub-block g: low nibbles of qs[32 (g / 2) ..] or high ones
+    int sc, m;
+    scale_min(b + 4, g, sc, m);
+    const float dl = d * sc, ml = dmin * m;
+    const uint8_t* q = b + 16 + (g / 2) * 32;
+    const int shift = 4 * (g % 2);
+    float* o = y + g * 32;
+    for (int l = 0; l < 32; ++l) o[l] = dl * static_cast<float>((q[l] >> shift) & 0x0f) - ml;
+  }
+}
+
+inline void q5_k(const uint8_t* b, float* y) {
+  const float d = f16_at(b), dmin = f16_at(b + 2);
+  const uint8_t* qh = b + 16;
+  for (int g = 0; g < 8; ++g) { // as Q4_K, with bit g of qh[l] as the 5th bit
+    int sc, m;
+    scale_min(b + 4, g, sc, m);
+    const float dl = d * sc, ml = dmin * m;
+    const uint8_t* q = b + 48 + (g / 2) * 32;
+    const int shift = 4 * (g % 2);
+    float* o = y + g * 32;
+    for (int l = 0; l < 32; ++l)
+      o[l] = dl * static_cast<float>(((q[l] >> shift) & 0x0f) | (((qh[l] >> g) & 1) << 4)) - ml;
+  }
+}
+
+inline void q6_k(const uint8_t* b, float* y) {
+  const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = f16_at(b + 208);
+  for (int s = 0; s < 16; ++s) { // 16 values a scale; group s / 2: half g / 4, k = g % 4
+    const int g = s / 2, h = g / 4, k = g % 4, part = (s % 2) * 16;
+    const uint8_t* lo = b + h * 64 + (k % 2) * 32 + part;
+    const uint8_t* hi = b + 128 + h * 32 + part;
+    const int ls = 4 * (k / 2), hs = 2 * k;
+    const float dl = d * sc[s];
+    float* o = y + s * 16;
+    for (int l = 0; l < 16; ++l)
+      o[l] = dl * static_cast<float>((((lo[l] >> ls) & 0x0f) | (((hi[l] >> hs) & 3) << 4)) - 32);
+  }
+}
+
+} // namespace troupe::kq
