@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -76,6 +77,25 @@ std::vector<float> permute_rows(const std::vector<float>& v, int64_t heads, int6
         std::copy_n(v.begin() + ((h * D) + 2 * j + p) * C, C,
                     out.begin() + ((h * D) + p * (D / 2) + j) * C);
   return out;
+}
+
+// llama-quantize's Q4_K_M / Q5_K_M rule: Q6_K for output.weight, and for attn_v / ffn_down of
+// the layers it gives more bits (the first and last eighth, and every third in between).
+dtype k_m_type(const std::string& tensor, dtype base, int64_t layers) {
+  if (tensor == "output.weight") return dtype::q6_k;
+  int layer = -1;
+  char kind[64] = {};
+  if (std::sscanf(tensor.c_str(), "blk.%d.%63s", &layer, kind) != 2) return base;
+  const std::string k = kind;
+  if (k != "attn_v.weight" && k != "ffn_down.weight") return base;
+  const int64_t n = layers, i = layer;
+  const bool more = i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+  return more ? dtype::q6_k : base;
+}
+
+// The values of tensor `name` in a twin (`values` set): the K-quant it has in the original.
+dtype k_m_type_or(const synth_options& o, const std::string& name, int64_t layers) {
+  return o.k_m ? k_m_type(name, *o.values, layers) : *o.values;
 }
 
 // `values`: whose random values to draw (a K-quant: its random blocks, stored as `type`,
@@ -307,8 +327,9 @@ status synthesize(const synth_options& o, const std::function<void(int, int)>& p
     }
     w.copy_keys(*vocab, "tokenizer.");
     for (const auto& s : specs) {
-      const dtype t = s.norm || s.f32 ? dtype::f32 : o.type;
-      const dtype values = s.norm || s.f32 ? dtype::f32 : o.values.value_or(o.type);
+      const dtype base = o.k_m ? k_m_type(s.gguf, o.type, p.L) : o.type;
+      const dtype t = s.norm || s.f32 ? dtype::f32 : o.values ? o.type : base;
+      const dtype values = s.norm || s.f32 ? dtype::f32 : o.values ? k_m_type_or(o, s.gguf, p.L) : base;
       w.add_tensor(s.gguf, t, s.dims,
                    wrap(random_fill(s.gguf, t, s.dims.numel(), o.seed, s.norm, 0, 0, values)));
     }

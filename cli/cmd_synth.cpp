@@ -21,9 +21,10 @@ void add_synth(CLI::App& app, std::function<int()>& run) {
       ->check(
           CLI::IsMember({"bench-134m", "tiny", "tiny-k", "moe-1b", "tiny-moe", "tiny-mla-moe"}));
   cmd->add_option("--dtype", o->type,
-                  "f32, f16, bf16, q8_0, q4_0, or a K-quant (q2_k ... q6_k: random blocks)")
-      ->check(CLI::IsMember(
-          {"f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"}));
+                  "f32, f16, bf16, q8_0, q4_0, or a K-quant (q2_k ... q6_k, or the q4_k_m / "
+                  "q5_k_m mix: random blocks)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k",
+                             "q6_k", "q4_k_m", "q5_k_m"}));
   cmd->add_option("--format", o->format, "gguf (a file) or hf (a directory)")
       ->check(CLI::IsMember({"gguf", "hf"}));
   cmd->add_option("--out,-o", o->out, "output path")->required();
@@ -32,7 +33,8 @@ void add_synth(CLI::App& app, std::function<int()>& run) {
     run = [o]() -> int {
       synth_options s;
       s.preset = o->preset;
-      s.type = *parse_dtype(o->type);
+      s.k_m = o->type == "q4_k_m" || o->type == "q5_k_m";
+      s.type = *parse_dtype(s.k_m ? o->type.substr(0, 4) : o->type);
       s.format = o->format;
       s.out = o->out;
       s.seed = o->seed;

@@ -329,3 +329,32 @@ TEST(SynthPresets, MixturesOfExpertsLoadAndShardAlike) {
     std::filesystem::remove_all(so.out);
   }
 }
+
+// A Q4_K_M-mixed checkpoint (K-quant blocks of 256: TP 2 cuts each inner size at a block
+// boundary) over TP 2 x PP 2 gives the single-process generator's greedy tokens.
+TEST(SynthPresets, KQuantsShardAlike) {
+  synth_options so;
+  so.preset = "tiny-k";
+  so.type = dtype::q4_k;
+  so.k_m = true;
+  so.out = "/tmp/troupe_synth_kq_" + std::to_string(::getpid()) + ".gguf";
+  so.vocab_gguf = test::model_path("stories260K/stories260K.gguf");
+  ASSERT_TRUE(synthesize(so));
+  auto m = open_model(so.out);
+  ASSERT_TRUE(m) << m.error().to_string();
+  const std::vector<int32_t> prompt = *(*m)->tok->encode("Once upon a time", true);
+  auto g = *exec::generator::create(*m, {});
+  exec::generate_options go;
+  go.max_tokens = 12;
+  go.stop_at_eos = false;
+  const auto want = g->run(prompt, go)->tokens;
+  host_options o;
+  o.place = *even_placement((*m)->config, 2, 2);
+  auto h = host::start(*m, o);
+  ASSERT_TRUE(h) << h.error().to_string();
+  ASSERT_TRUE((*h)->wait_ready(60));
+  auto out = (*h)->generate_many({greedy_request(prompt, 12)});
+  ASSERT_TRUE(out) << out.error().to_string();
+  EXPECT_EQ((*out)[0][0].tokens, want);
+  std::filesystem::remove(so.out);
+}

@@ -367,16 +367,20 @@ TEST(LatentCache, StoresTheLatentPerTokenAndLayer) {
 }
 
 // GGUF's K-quants (Q2_K ... Q6_K, the Q4_K_M / Q5_K_M files people download): a random tiny-k
-// checkpoint in each, against its twin that stores the same values expanded to f32 (the
+// checkpoint in each (and in the Q4_K_M mix of types), against its twin that stores the same values expanded to f32 (the
 // f32 path is checked against transformers above), on the fast CPU kernels (prefill tiles and
 // decode chunks expand the blocks), and against the reference backend on the K-quant file.
 TEST(KQuants, ModelsComputeTheirExpandedTwinAndTheReference) {
-  for (dtype t : {dtype::q2_k, dtype::q3_k, dtype::q4_k, dtype::q5_k, dtype::q6_k}) {
-    const std::string base =
-        ::testing::TempDir() + "kq_" + std::string(name(t)) + "_" + std::to_string(::getpid());
+  const std::pair<dtype, bool> cases[] = {{dtype::q2_k, false}, {dtype::q3_k, false},
+                                          {dtype::q4_k, false}, {dtype::q5_k, false},
+                                          {dtype::q6_k, false}, {dtype::q4_k, true}};
+  for (auto [t, k_m] : cases) {
+    const std::string base = ::testing::TempDir() + "kq_" + std::string(name(t)) +
+                             (k_m ? "_m_" : "_") + std::to_string(::getpid());
     synth_options so;
     so.preset = "tiny-k";
     so.type = t;
+    so.k_m = k_m; // Q4_K_M: Q6_K output, Q6_K attn_v / ffn_down in layer 1 (mixed projections)
     so.seed = 11;
     so.out = base + ".gguf";
     so.vocab_gguf = test::model_path("stories260K/stories260K.gguf");
