@@ -103,11 +103,11 @@ dtype k_m_type_or(const synth_options& o, const std::string& name, int64_t layer
 fill_fn random_fill(const std::string& name, dtype type, int64_t n, uint64_t seed, bool ones,
                     int64_t permute_heads = 0, int64_t D = 0, dtype values = dtype::f32) {
   return [=](uint8_t* dst, size_t) {
-    if (!ones && is_kquant(values)) {
+    if (!ones && is_expanded(values)) {
       std::vector<uint8_t> blocks(static_cast<size_t>(row_bytes(values, n)));
       rng r(hash_name(name, seed));
       random_blocks(
-          values, n / qk_k, 0.02f, [&r] { return r.next(); }, blocks.data());
+          values, n / block_elems(values), 0.02f, [&r] { return r.next(); }, blocks.data());
       if (type == values) {
         std::memcpy(dst, blocks.data(), blocks.size());
         return;
@@ -329,7 +329,9 @@ status synthesize(const synth_options& o, const std::function<void(int, int)>& p
     for (const auto& s : specs) {
       const dtype base = o.k_m ? k_m_type(s.gguf, o.type, p.L) : o.type;
       const dtype t = s.norm || s.f32 ? dtype::f32 : o.values ? o.type : base;
-      const dtype values = s.norm || s.f32 ? dtype::f32 : o.values ? k_m_type_or(o, s.gguf, p.L) : base;
+      const dtype values = s.norm || s.f32 ? dtype::f32
+                           : o.values      ? k_m_type_or(o, s.gguf, p.L)
+                                           : base;
       w.add_tensor(s.gguf, t, s.dims,
                    wrap(random_fill(s.gguf, t, s.dims.numel(), o.seed, s.norm, 0, 0, values)));
     }

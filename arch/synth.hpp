@@ -33,7 +33,7 @@ struct synth_options {
   uint64_t seed = 1;
   std::string vocab_gguf;      // GGUF file whose tokenizer is copied
   std::optional<dtype> values; // a K-quant: its random blocks' values, stored as `type`
-  bool k_m = false; // with q4_k / q5_k: the _K_M mix (Q6_K where llama-quantize puts it)
+  bool k_m = false;            // with q4_k / q5_k: the _K_M mix (Q6_K where llama-quantize puts it)
 };
 
 /// Writes the model; `progress(done, total)` is called per tensor when set.

@@ -22,6 +22,9 @@ constexpr std::array<dtype_info, dtype_count> table = {{
     {"q4_k", 256, 144, true},
     {"q5_k", 256, 176, true},
     {"q6_k", 256, 210, true},
+    {"q4_1", 32, 20, true},
+    {"q5_0", 32, 22, true},
+    {"q5_1", 32, 24, true},
 }};
 
 } // namespace

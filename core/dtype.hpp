@@ -4,8 +4,9 @@
 //   q8_0: 32 values per 34-byte block { f16 d; int8 qs[32]; }            x = d * qs[j]
 //   q4_0: 32 values per 18-byte block { f16 d; uint8 qs[16]; }            x = d * (nib - 8)
 //         value j < 16 is the low nibble of qs[j], value j + 16 its high nibble.
-// q2_k ... q6_k are GGUF's K-quants, blocks of 256 values (core/kquant.hpp); the int8 kernels
-// take q8_0 / q4_0 (is_block32), the K-quants are expanded block by block.
+// q2_k ... q6_k are GGUF's K-quants, blocks of 256 values, and q4_1 / q5_0 / q5_1 its other
+// 32-value formats (core/kquant.hpp); the int8 kernels take q8_0 / q4_0 (is_block32), the
+// others are expanded block by block.
 // A row of n elements takes row_bytes(type, n); n must be a multiple of the block size.
 // Tests: tests/core/dtype_test.cpp
 #pragma once
@@ -17,9 +18,25 @@
 
 namespace troupe {
 
-enum class dtype : uint8_t { f32, f16, bf16, i8, i32, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k };
+enum class dtype : uint8_t {
+  f32,
+  f16,
+  bf16,
+  i8,
+  i32,
+  q8_0,
+  q4_0,
+  q2_k,
+  q3_k,
+  q4_k,
+  q5_k,
+  q6_k,
+  q4_1,
+  q5_0,
+  q5_1
+};
 
-inline constexpr int dtype_count = 12;
+inline constexpr int dtype_count = 15;
 
 struct dtype_info {
   std::string_view name; // "f32", "q8_0", ...

@@ -24,6 +24,12 @@ void dequant_block(dtype t, const void* block, float* out) {
     return kq::q5_k(b, out);
   case dtype::q6_k:
     return kq::q6_k(b, out);
+  case dtype::q4_1:
+    return kq::q4_1(b, out);
+  case dtype::q5_0:
+    return kq::q5_0(b, out);
+  case dtype::q5_1:
+    return kq::q5_1(b, out);
   default:
     return;
   }
@@ -60,6 +66,15 @@ void random_blocks(dtype t, int64_t blocks, float sigma, const std::function<uin
       break;
     case dtype::q6_k:
       put(b, 208, j * r / 4096);
+      break;
+    case dtype::q4_1:
+      put(b, 0, j * r / 15), put(b, 2, -j * r / 2);
+      break;
+    case dtype::q5_0:
+      put(b, 0, j * r / 16);
+      break;
+    case dtype::q5_1:
+      put(b, 0, j * r / 31), put(b, 2, -j * r / 2);
       break;
     default:
       break;

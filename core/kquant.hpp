@@ -1,4 +1,5 @@
-// kquant.hpp: GGUF's K-quant block formats (llama.cpp's "super-blocks" of 256 values), with
+// kquant.hpp: GGUF's K-quant block formats (llama.cpp's "super-blocks" of 256 values; and its
+// other formats the kernels expand, is_expanded), with
 // GGUF's exact byte layout, so Q2_K ... Q6_K weights (the Q4_K_M / Q5_K_M files people
 // download) load without conversion. Each block holds 256 values in sub-blocks of 16 or 32
 // with their own scale (and for Q2/Q4/Q5_K a minimum), the scales themselves quantized
@@ -26,8 +27,14 @@ inline bool is_kquant(dtype t) {
   return t == dtype::q2_k || t == dtype::q3_k || t == dtype::q4_k || t == dtype::q5_k ||
          t == dtype::q6_k;
 }
+/// The formats the kernels expand block by block: the K-quants, and GGUF's 32-value q4_1
+/// (x = d q + m), q5_0 (x = d (q - 16), the 5th bits in a 32-bit word) and q5_1 (d q + m),
+/// which llama-quantize writes where a tensor's rows are not whole K-quant blocks.
+inline bool is_expanded(dtype t) {
+  return is_kquant(t) || t == dtype::q4_1 || t == dtype::q5_0 || t == dtype::q5_1;
+}
 
-/// Expands one block of K-quant type `t` (is_kquant) into 256 floats.
+/// Expands one block of `t` (is_expanded) into block_elems(t) floats.
 void dequant_block(dtype t, const void* block, float* out);
 
 /// `blocks` random blocks of `t` (for `troupe synth` and tests; nothing quantizes to K-quants

@@ -102,4 +102,35 @@ inline void q6_k(const uint8_t* b, float* y) {
   }
 }
 
+// q4_1: f16 d, f16 m, qs[16]: value j < 16 the low nibble of qs[j], j + 16 its high one.
+inline void q4_1(const uint8_t* b, float* y) {
+  const float d = f16_at(b), m = f16_at(b + 2);
+  for (int l = 0; l < 16; ++l) {
+    y[l] = d * static_cast<float>(b[4 + l] & 0x0f) + m;
+    y[l + 16] = d * static_cast<float>(b[4 + l] >> 4) + m;
+  }
+}
+
+// q5_0 / q5_1: as q4_0 / q4_1 with bit j of the 32-bit word qh as value j's 5th bit.
+inline void q5_x(const uint8_t* b, float* y, bool with_min) {
+  const float d = f16_at(b), m = with_min ? f16_at(b + 2) : 0.0f;
+  const uint8_t* p = b + (with_min ? 4 : 2);
+  uint32_t qh;
+  std::memcpy(&qh, p, 4);
+  const uint8_t* qs = p + 4;
+  const int off = with_min ? 0 : 16;
+  for (int l = 0; l < 16; ++l) {
+    const int lo = (qs[l] & 0x0f) | (((qh >> l) & 1) << 4);
+    const int hi = (qs[l] >> 4) | (((qh >> (l + 16)) & 1) << 4);
+    y[l] = d * static_cast<float>(lo - off) + m;
+    y[l + 16] = d * static_cast<float>(hi - off) + m;
+  }
+}
+inline void q5_0(const uint8_t* b, float* y) {
+  q5_x(b, y, false);
+}
+inline void q5_1(const uint8_t* b, float* y) {
+  q5_x(b, y, true);
+}
+
 } // namespace troupe::kq

@@ -243,6 +243,12 @@ std::optional<dtype> dtype_from_ggml(uint32_t t) {
     return dtype::f16;
   case 2:
     return dtype::q4_0;
+  case 3:
+    return dtype::q4_1;
+  case 6:
+    return dtype::q5_0;
+  case 7:
+    return dtype::q5_1;
   case 8:
     return dtype::q8_0;
   case 10:
@@ -288,6 +294,12 @@ uint32_t ggml_type_of(dtype t) {
     return 13;
   case dtype::q6_k:
     return 14;
+  case dtype::q4_1:
+    return 3;
+  case dtype::q5_0:
+    return 6;
+  case dtype::q5_1:
+    return 7;
   }
   return 0;
 }

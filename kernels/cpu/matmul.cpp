@@ -351,7 +351,7 @@ void matmul_qkv(const op_args& a, const exec_ctx& ctx) {
 // K-quants: expanded block by block (prefill tiles, decode chunks of 256: one block)
 bool weight_type(dtype t) {
   return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 || t == dtype::q8_0 ||
-         t == dtype::q4_0 || is_kquant(t);
+         t == dtype::q4_0 || is_expanded(t);
 }
 
 // x: f32, or q8_0 where the decode kernels take int8 activations as they are (quantized
@@ -367,7 +367,7 @@ bool x_ok(const tensor_view& x, dtype w) {
 
 void register_matmul(registry& r) {
   r.add(
-      op::matmul, backend::cpu, "f32|f16|bf16|q8_0|q4_0|q2_k..q6_k",
+      op::matmul, backend::cpu, "f32|f16|bf16|q8_0|q4_0|expanded",
       [](const op_args& a) {
         const dtype t = a.src[1].type;
         return weight_type(t) && contiguous_args(a) && x_ok(a.src[0], t) &&
@@ -375,7 +375,7 @@ void register_matmul(registry& r) {
       },
       matmul);
   r.add(
-      op::matmul_swiglu, backend::cpu, "f32|f16|bf16|q8_0|q4_0|q2_k..q6_k",
+      op::matmul_swiglu, backend::cpu, "f32|f16|bf16|q8_0|q4_0|expanded",
       [](const op_args& a) {
         const dtype t = a.src[1].type;
         return weight_type(t) && a.src[2].type == t && contiguous_args(a) && x_ok(a.src[0], t) &&
@@ -385,7 +385,7 @@ void register_matmul(registry& r) {
   // each projection's rows a multiple of 16 (the AMX tiles' feature unit), so a range never
   // splits a tile between two projections
   r.add(
-      op::matmul_qkv, backend::cpu, "f32|f16|bf16|q8_0|q4_0|q2_k..q6_k",
+      op::matmul_qkv, backend::cpu, "f32|f16|bf16|q8_0|q4_0|expanded",
       [](const op_args& a) {
         const dtype t = a.src[1].type;
         return weight_type(t) && a.src[2].type == t && a.src[3].type == t && contiguous_args(a) &&

@@ -1,7 +1,7 @@
-// kquant_test.cpp: GGUF's K-quant blocks expand to the values gguf-py's own dequantization
-// gives (tests/fixtures/make_kquant_fixtures.py: random blocks, one with a negative factor),
-// through core/kquant and through to_f32 over several blocks; every K-quant has its GGUF block
-// size, and its rows come in whole blocks.
+// kquant_test.cpp: GGUF's K-quant blocks (and q4_1 / q5_0 / q5_1) expand to the values gguf-py's
+// own dequantization gives (tests/fixtures/make_kquant_fixtures.py: random blocks, one with a
+// negative factor), through core/kquant and through to_f32 over several blocks; every K-quant has
+// its GGUF block size, and its rows come in whole blocks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,20 +29,21 @@ TEST(KQuant, BlocksExpandAsGgufPyExpandsThem) {
   std::ifstream in(test::fixture_path("kquant/blocks.json"));
   ASSERT_TRUE(in);
   const auto j = nlohmann::json::parse(in);
-  ASSERT_EQ(j.size(), 5u);
+  ASSERT_EQ(j.size(), 8u);
   for (const auto& [name, c] : j.items()) {
     const auto type = parse_dtype(name);
-    ASSERT_TRUE(type && is_kquant(*type)) << name;
+    ASSERT_TRUE(type && is_expanded(*type)) << name;
+    const int64_t be = block_elems(*type);
     const auto bytes = from_hex(c["hex"].get<std::string>());
     const auto want = c["values"].get<std::vector<float>>();
-    const int64_t blocks = static_cast<int64_t>(want.size()) / qk_k;
+    const int64_t blocks = static_cast<int64_t>(want.size()) / be;
     ASSERT_EQ(static_cast<int64_t>(bytes.size()), blocks * info(*type).block_bytes) << name;
-    ASSERT_EQ(row_bytes(*type, blocks * qk_k), static_cast<int64_t>(bytes.size())) << name;
-    std::vector<float> got(want.size()), one(qk_k);
+    ASSERT_EQ(row_bytes(*type, blocks * be), static_cast<int64_t>(bytes.size())) << name;
+    std::vector<float> got(want.size()), one(be);
     to_f32(*type, bytes.data(), got.data(), static_cast<int64_t>(got.size()));
     for (int64_t b = 0; b < blocks; ++b) {
       dequant_block(*type, bytes.data() + b * info(*type).block_bytes, one.data());
-      for (int64_t i = 0; i < qk_k; ++i) EXPECT_EQ(one[i], got[b * qk_k + i]) << name;
+      for (int64_t i = 0; i < be; ++i) EXPECT_EQ(one[i], got[b * be + i]) << name;
     }
     double worst = 0;
     for (size_t i = 0; i < want.size(); ++i) {

@@ -367,13 +367,15 @@ TEST(LatentCache, StoresTheLatentPerTokenAndLayer) {
 }
 
 // GGUF's K-quants (Q2_K ... Q6_K, the Q4_K_M / Q5_K_M files people download): a random tiny-k
-// checkpoint in each (and in the Q4_K_M mix of types), against its twin that stores the same values expanded to f32 (the
-// f32 path is checked against transformers above), on the fast CPU kernels (prefill tiles and
-// decode chunks expand the blocks), and against the reference backend on the K-quant file.
+// checkpoint in each (and in the Q4_K_M mix of types), against its twin that stores the same values
+// expanded to f32 (the f32 path is checked against transformers above), on the fast CPU kernels
+// (prefill tiles and decode chunks expand the blocks), and against the reference backend on the
+// K-quant file.
 TEST(KQuants, ModelsComputeTheirExpandedTwinAndTheReference) {
-  const std::pair<dtype, bool> cases[] = {{dtype::q2_k, false}, {dtype::q3_k, false},
-                                          {dtype::q4_k, false}, {dtype::q5_k, false},
-                                          {dtype::q6_k, false}, {dtype::q4_k, true}};
+  const std::pair<dtype, bool> cases[] = {
+      {dtype::q2_k, false}, {dtype::q3_k, false}, {dtype::q4_k, false},
+      {dtype::q5_k, false}, {dtype::q6_k, false}, {dtype::q4_k, true},
+      {dtype::q4_1, false}, {dtype::q5_0, false}, {dtype::q5_1, false}};
   for (auto [t, k_m] : cases) {
     const std::string base = ::testing::TempDir() + "kq_" + std::string(name(t)) +
                              (k_m ? "_m_" : "_") + std::to_string(::getpid());

@@ -754,12 +754,13 @@ void latent_cases(std::vector<op_case>& out_cases) {
 host_tensor kquant(dtype t, shape s, gen& g) {
   host_tensor h = out(t, s);
   random_blocks(
-      t, s.numel() / qk_k, 0.05f, [&g] { return g.rng(); }, h.bytes.data());
+      t, s.numel() / block_elems(t), 0.05f, [&g] { return g.rng(); }, h.bytes.data());
   return h;
 }
 
 void kquant_cases(std::vector<op_case>& out_cases) {
-  const dtype types[] = {dtype::q2_k, dtype::q3_k, dtype::q4_k, dtype::q5_k, dtype::q6_k};
+  const dtype types[] = {dtype::q2_k, dtype::q3_k, dtype::q4_k, dtype::q5_k,
+                         dtype::q6_k, dtype::q4_1, dtype::q5_0, dtype::q5_1};
   const tolerance tol{1e-9, 1e-3};
   for (dtype w : types) {
     {
