@@ -55,19 +55,13 @@ void to_f32(dtype type, const void* src, float* dst, int64_t n) {
     }
     break;
   }
-  case dtype::q2_k:
-  case dtype::q3_k:
-  case dtype::q4_k:
-  case dtype::q5_k:
-  case dtype::q6_k:
-  case dtype::q4_1:
-  case dtype::q5_0:
-  case dtype::q5_1: {
-    const int64_t bytes = info(type).block_bytes, be = block_elems(type);
-    for (int64_t i = 0; i < n / be; ++i)
-      dequant_block(type, static_cast<const uint8_t*>(src) + i * bytes, dst + i * be);
+  default: // the formats expanded block by block
+    if (is_expanded(type)) {
+      const int64_t bytes = info(type).block_bytes, be = block_elems(type);
+      for (int64_t i = 0; i < n / be; ++i)
+        dequant_block(type, static_cast<const uint8_t*>(src) + i * bytes, dst + i * be);
+    }
     break;
-  }
   }
 }
 
@@ -133,14 +127,7 @@ void from_f32(dtype type, const float* src, void* dst, int64_t n) {
     }
     break;
   }
-  case dtype::q2_k: // K-quants are read, never written (convert.hpp)
-  case dtype::q3_k:
-  case dtype::q4_k:
-  case dtype::q5_k:
-  case dtype::q6_k:
-  case dtype::q4_1:
-  case dtype::q5_0:
-  case dtype::q5_1:
+  default: // the expanded formats are read, never written (convert.hpp)
     break;
   }
 }

@@ -12,27 +12,7 @@
 namespace troupe {
 
 void dequant_block(dtype t, const void* block, float* out) {
-  const auto* b = static_cast<const uint8_t*>(block);
-  switch (t) {
-  case dtype::q2_k:
-    return kq::q2_k(b, out);
-  case dtype::q3_k:
-    return kq::q3_k(b, out);
-  case dtype::q4_k:
-    return kq::q4_k(b, out);
-  case dtype::q5_k:
-    return kq::q5_k(b, out);
-  case dtype::q6_k:
-    return kq::q6_k(b, out);
-  case dtype::q4_1:
-    return kq::q4_1(b, out);
-  case dtype::q5_0:
-    return kq::q5_0(b, out);
-  case dtype::q5_1:
-    return kq::q5_1(b, out);
-  default:
-    return;
-  }
+  kq::expand(t, static_cast<const uint8_t*>(block), out);
 }
 
 void random_blocks(dtype t, int64_t blocks, float sigma, const std::function<uint64_t()>& next,

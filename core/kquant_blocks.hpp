@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype.hpp"
 #include "core/half.hpp"
 
 namespace troupe::kq {
@@ -131,6 +132,30 @@ inline void q5_0(const uint8_t* b, float* y) {
 }
 inline void q5_1(const uint8_t* b, float* y) {
   q5_x(b, y, true);
+}
+
+/// One block of `t` (an expanded format; others are left alone).
+inline void expand(dtype t, const uint8_t* b, float* y) {
+  switch (t) {
+  case dtype::q2_k:
+    return q2_k(b, y);
+  case dtype::q3_k:
+    return q3_k(b, y);
+  case dtype::q4_k:
+    return q4_k(b, y);
+  case dtype::q5_k:
+    return q5_k(b, y);
+  case dtype::q6_k:
+    return q6_k(b, y);
+  case dtype::q4_1:
+    return q4_1(b, y);
+  case dtype::q5_0:
+    return q5_0(b, y);
+  case dtype::q5_1:
+    return q5_1(b, y);
+  default:
+    return;
+  }
 }
 
 } // namespace troupe::kq

@@ -101,50 +101,17 @@ void dequant_row(dtype type, const void* w, int64_t k0, int64_t n, float* out) {
     }
     break;
   }
-  case dtype::q2_k:
-  case dtype::q3_k:
-  case dtype::q4_k:
-  case dtype::q5_k:
-  case dtype::q6_k:
-  case dtype::q4_1:
-  case dtype::q5_0:
-  case dtype::q5_1: { // k0 and n on block boundaries; expanded with this clone's vectors
+  default: { // the expanded formats: k0 and n on block boundaries, with this clone's vectors
+    if (!is_expanded(type)) break;
     const int64_t bytes = info(type).block_bytes, be = block_elems(type);
     const auto* b = static_cast<const uint8_t*>(w) + k0 / be * bytes;
     for (int64_t blk = 0; blk < n / be; ++blk) {
       const uint8_t* p = b + blk * bytes;
       float* o = out + blk * be;
-      switch (type) { // direct calls: inlined into this clone
-      case dtype::q2_k:
-        kq::q2_k(p, o);
-        break;
-      case dtype::q3_k:
-        kq::q3_k(p, o);
-        break;
-      case dtype::q4_k:
-        kq::q4_k(p, o);
-        break;
-      case dtype::q5_k:
-        kq::q5_k(p, o);
-        break;
-      case dtype::q6_k:
-        kq::q6_k(p, o);
-        break;
-      case dtype::q4_1:
-        kq::q4_1(p, o);
-        break;
-      case dtype::q5_0:
-        kq::q5_0(p, o);
-        break;
-      default:
-        kq::q5_1(p, o);
-        break;
-      }
+      kq::expand(type, p, o); // inlined into this clone
     }
     break;
   }
-  default:
-    break;
   }
 }
 

@@ -293,6 +293,25 @@ INSTANTIATE_TEST_SUITE_P(Experts4, FamilyCuts,
                                                std::get<2>(info.param));
                          });
 
+// The actor pipeline over `place` gives the single-process generator's 12 greedy tokens.
+void expect_sharded_like_solo(const std::shared_ptr<const model_source>& m, const placement& place,
+                              const std::string& what) {
+  const std::vector<int32_t> prompt = *m->tok->encode("Once upon a time", true);
+  auto g = *exec::generator::create(m, {});
+  exec::generate_options go;
+  go.max_tokens = 12;
+  go.stop_at_eos = false;
+  const auto want = g->run(prompt, go)->tokens;
+  host_options o;
+  o.place = place;
+  auto h = host::start(m, o);
+  ASSERT_TRUE(h) << what << ": " << h.error().to_string();
+  ASSERT_TRUE((*h)->wait_ready(60)) << what;
+  auto out = (*h)->generate_many({greedy_request(prompt, 12)});
+  ASSERT_TRUE(out) << what << ": " << out.error().to_string();
+  EXPECT_EQ((*out)[0][0].tokens, want) << what;
+}
+
 // The synth presets for mixtures of experts (`troupe synth --preset tiny-moe / tiny-mla-moe`):
 // each loads, and the actor pipeline with the experts spread over two shards (EP 2) gives the
 // single-process generator's greedy tokens.
@@ -311,21 +330,9 @@ TEST(SynthPresets, MixturesOfExpertsLoadAndShardAlike) {
     auto m = open_model(so.out);
     ASSERT_TRUE(m) << preset << ": " << m.error().to_string();
     EXPECT_GT((*m)->config.n_expert, 0) << preset;
-    const std::vector<int32_t> prompt = *(*m)->tok->encode("Once upon a time", true);
-    auto g = *exec::generator::create(*m, {});
-    exec::generate_options go;
-    go.max_tokens = 12;
-    go.stop_at_eos = false;
-    const auto want = g->run(prompt, go)->tokens;
-    host_options o;
-    o.place = *even_placement((*m)->config, 2, 1);
-    ASSERT_TRUE(set_expert_parallel((*m)->config, o.place, 2));
-    auto h = host::start(*m, o);
-    ASSERT_TRUE(h) << h.error().to_string();
-    ASSERT_TRUE((*h)->wait_ready(60));
-    auto out = (*h)->generate_many({greedy_request(prompt, 12)});
-    ASSERT_TRUE(out) << out.error().to_string();
-    EXPECT_EQ((*out)[0][0].tokens, want) << preset;
+    auto place = *even_placement((*m)->config, 2, 1);
+    ASSERT_TRUE(set_expert_parallel((*m)->config, place, 2));
+    expect_sharded_like_solo(*m, place, preset);
     std::filesystem::remove_all(so.out);
   }
 }
@@ -342,19 +349,6 @@ TEST(SynthPresets, KQuantsShardAlike) {
   ASSERT_TRUE(synthesize(so));
   auto m = open_model(so.out);
   ASSERT_TRUE(m) << m.error().to_string();
-  const std::vector<int32_t> prompt = *(*m)->tok->encode("Once upon a time", true);
-  auto g = *exec::generator::create(*m, {});
-  exec::generate_options go;
-  go.max_tokens = 12;
-  go.stop_at_eos = false;
-  const auto want = g->run(prompt, go)->tokens;
-  host_options o;
-  o.place = *even_placement((*m)->config, 2, 2);
-  auto h = host::start(*m, o);
-  ASSERT_TRUE(h) << h.error().to_string();
-  ASSERT_TRUE((*h)->wait_ready(60));
-  auto out = (*h)->generate_many({greedy_request(prompt, 12)});
-  ASSERT_TRUE(out) << out.error().to_string();
-  EXPECT_EQ((*out)[0][0].tokens, want);
+  expect_sharded_like_solo(*m, *even_placement((*m)->config, 2, 2), "q4_k_m");
   std::filesystem::remove(so.out);
 }
