@@ -100,7 +100,6 @@ class ucx_membership final : public collective {
     std::lock_guard<std::mutex> lk(mu);
     formed[g] = epoch;
   }
-  int stage = 0; // whose groups these are
   /// Whether one of its groups waits for peers (the shard is a victim, not the one hanging).
   bool waiting() {
     std::lock_guard<std::mutex> lk(mu);
@@ -165,7 +164,8 @@ struct shard {
   bool progressed = false; // told the supervisor this instance completed a step
   std::unique_ptr<exec::executor> runner;
   std::unique_ptr<collective> comm;    // in-process TP membership
-  std::shared_ptr<ucx_membership> ucx; // in a worker process: its UCX groups (registered)
+  std::shared_ptr<ucx_membership> ucx; // in a worker process: its UCX groups (the watchdog's
+                                       // probes hold them too)
   // the stage boundaries over UCX live in ucx: from the previous stage's rank 0 (this shard is
   // member 1 + tp_rank), and, on rank 0, to the next stage's ranks (members 1..)
   std::string label;
@@ -377,7 +377,6 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
     }
     s.ucx = std::make_shared<ucx_membership>(s.setup.spec.tp_rank, s.setup.spec.tp_size);
     s.ucx->worker = std::move(*w);
-    s.ucx->stage = s.setup.stage;
   }
   s.enlist();
   auto runner = exec::executor::create(s.setup.model, s.setup.spec, s.setup.opt,

@@ -333,6 +333,16 @@ void lost(state_ptr self, size_t i, const std::string& why) {
   }
 }
 
+// A shard that is still there but counts as lost (its worker is gone, it hangs): no down
+// message will come for it; a thread stuck in a kernel cannot be interrupted, so it is
+// abandoned (its late output carries a stale epoch and is dropped) and replaced.
+void abandon(state_ptr self, size_t i, const std::string& why) {
+  auto& h = self->state.slots[i].handle;
+  self->demonitor(h.address());
+  self->send_exit(h, caf::exit_reason::kill);
+  lost(self, i, why);
+}
+
 // Checked against supervisor_impl when built: a handler the interface lacks fails to compile.
 supervisor_impl::behavior_type supervisor_behavior(state_ptr self, supervisor_setup setup) {
   auto& st = self->state;
@@ -390,11 +400,8 @@ supervisor_impl::behavior_type supervisor_behavior(state_ptr self, supervisor_se
             up ? caf::actor_cast<node_actor>(node) : node_actor{};
         if (!up) { // its shards are lost with it, even where CAF has not said so (a silence)
           for (size_t i = 0; i < st.slots.size(); ++i)
-            if (st.setup.worker_of.at(i) == rank && st.slots[i].handle) {
-              self->demonitor(st.slots[i].handle.address());
-              self->send_exit(st.slots[i].handle, caf::exit_reason::kill);
-              lost(self, i, fmt::format("worker {} is gone", rank));
-            }
+            if (st.setup.worker_of.at(i) == rank && st.slots[i].handle)
+              abandon(self, i, fmt::format("worker {} is gone", rank));
           return;
         }
         for (size_t i = 0; i < st.slots.size(); ++i)
@@ -406,11 +413,8 @@ supervisor_impl::behavior_type supervisor_behavior(state_ptr self, supervisor_se
         // a worker's node found one of its shards stuck in a step (its busy marks live there)
         auto& st = self->state;
         for (size_t i = 0; i < st.slots.size(); ++i)
-          if (st.slots[i].handle && st.slots[i].handle.address() == shard.address()) {
-            self->demonitor(shard.address());
-            self->send_exit(shard, caf::exit_reason::kill);
-            lost(self, i, fmt::format("step running for {:.1f} s (hang)", busy));
-          }
+          if (st.slots[i].handle && st.slots[i].handle.address() == shard.address())
+            abandon(self, i, fmt::format("step running for {:.1f} s (hang)", busy));
       },
       [=](place_atom, int32_t i) {
         auto& s = self->state.slots[static_cast<size_t>(i)];
@@ -447,21 +451,15 @@ supervisor_impl::behavior_type supervisor_behavior(state_ptr self, supervisor_se
       },
       [=](tick_atom) {
         auto& st = self->state;
-        // shards in worker processes: their node watches them and reports (hung_atom)
-        for (size_t i = 0; i < st.slots.size() && !st.setup.pool && st.setup.watch; ++i) {
-          auto& s = st.slots[i];
-          if (!s.handle || !s.ready) continue;
-          const double busy = st.setup.watch->busy_seconds(s.handle.id());
-          if (st.setup.watch->waiting(s.handle.id()))
-            continue; // waiting for a sibling: a victim, not the cause
-          if (busy > st.setup.hang_timeout_s) {
-            // a detached thread stuck in a kernel cannot be interrupted: abandon it (its late
-            // output carries a stale epoch and is dropped) and start a replacement
-            self->demonitor(s.handle.address());
-            self->send_exit(s.handle, caf::exit_reason::kill);
-            lost(self, i, fmt::format("step running for {:.1f} s (hang)", busy));
+        // its own process's shards (in worker processes their node watches them: hung_atom);
+        // one waiting for a sibling is a victim, not the cause
+        if (!st.setup.pool && st.setup.watch)
+          for (size_t i = 0; i < st.slots.size(); ++i) {
+            const auto& s = st.slots[i];
+            if (!s.handle || !s.ready) continue;
+            if (const double busy = st.setup.watch->stuck(s.handle.id(), st.setup.hang_timeout_s))
+              abandon(self, i, fmt::format("step running for {:.1f} s (hang)", busy));
           }
-        }
         self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
       },
       [=](resync_atom) -> caf::result<uint64_t> {

@@ -63,6 +63,12 @@ class watchdog {
     }
     return f && f();
   }
+  /// Seconds shard `id` has been stuck in one step when that is past `timeout_s` and it does not
+  /// wait for peers (then it is the one that hangs); 0 otherwise.
+  double stuck(uint64_t id, double timeout_s) const {
+    const double s = busy_seconds(id);
+    return s > timeout_s && !waiting(id) ? s : 0;
+  }
   /// Aborts every enlisted shard's groups formed before `epoch` (their waiters fail at once).
   void abort_all(uint64_t epoch, const std::string& why) const {
     std::vector<std::function<void(uint64_t, const std::string&)>> fs;

@@ -48,8 +48,6 @@ namespace {
 
 struct placed_shard {
   shard_actor handle;
-  size_t hop = 0;
-  int stage = 0, rank = 0;
   double hang_timeout_s = 60;
   supervisor_actor supervisor;
   bool reported = false;
@@ -164,9 +162,8 @@ node_impl::behavior_type node(node_ptr self, worker_options opt, pool_actor regi
         sh.faults = faults;
         auto s = spawn_shard(self->system(), std::move(sh), o.supervisor);
         self->monitor(s); // forgotten when it ends (down handler)
-        self->state.shards.push_back({s, static_cast<size_t>(o.hop), o.stage, o.spec.tp_rank,
-                                      o.hang_timeout_s,
-                                      caf::actor_cast<supervisor_actor>(o.supervisor), false});
+        self->state.shards.push_back(
+            {s, o.hang_timeout_s, caf::actor_cast<supervisor_actor>(o.supervisor), false});
         TROUPE_LOG_INFO("worker", "rank {}: started {}", self->state.opt.rank,
                         shard_name(o.stage, o.spec.tp_rank));
         return caf::actor_cast<caf::actor>(s);
@@ -177,9 +174,8 @@ node_impl::behavior_type node(node_ptr self, worker_options opt, pool_actor regi
       },
       [=](tick_atom) { // a shard stuck in one step longer than its hang timeout is reported
         for (auto& p : self->state.shards) {
-          const double busy = self->state.watch->busy_seconds(p.handle.id());
-          if (!p.reported && busy > p.hang_timeout_s &&
-              !self->state.watch->waiting(p.handle.id())) {
+          const double busy = self->state.watch->stuck(p.handle.id(), p.hang_timeout_s);
+          if (!p.reported && busy > 0) {
             p.reported = true;
             self->send(p.supervisor, hung_atom::value, caf::actor_cast<caf::actor>(p.handle), busy);
           }

@@ -93,11 +93,6 @@ dtype k_m_type(const std::string& tensor, dtype base, int64_t layers) {
   return more ? dtype::q6_k : base;
 }
 
-// The values of tensor `name` in a twin (`values` set): the K-quant it has in the original.
-dtype k_m_type_or(const synth_options& o, const std::string& name, int64_t layers) {
-  return o.k_m ? k_m_type(name, *o.values, layers) : *o.values;
-}
-
 // `values`: whose random values to draw (a K-quant: its random blocks, stored as `type`,
 // expanded when `type` is not that K-quant); otherwise normal(0, 0.02) stored as `type`.
 fill_fn random_fill(const std::string& name, dtype type, int64_t n, uint64_t seed, bool ones,
@@ -327,11 +322,11 @@ status synthesize(const synth_options& o, const std::function<void(int, int)>& p
     }
     w.copy_keys(*vocab, "tokenizer.");
     for (const auto& s : specs) {
-      const dtype base = o.k_m ? k_m_type(s.gguf, o.type, p.L) : o.type;
-      const dtype t = s.norm || s.f32 ? dtype::f32 : o.values ? o.type : base;
+      const dtype drawn = o.values.value_or(o.type); // whose random values
       const dtype values = s.norm || s.f32 ? dtype::f32
-                           : o.values      ? k_m_type_or(o, s.gguf, p.L)
-                                           : base;
+                           : o.k_m         ? k_m_type(s.gguf, drawn, p.L)
+                                           : drawn;
+      const dtype t = s.norm || s.f32 ? dtype::f32 : o.values ? o.type : values;
       w.add_tensor(s.gguf, t, s.dims,
                    wrap(random_fill(s.gguf, t, s.dims.numel(), o.seed, s.norm, 0, 0, values)));
     }

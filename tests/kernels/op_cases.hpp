@@ -38,5 +38,7 @@ struct op_case {
 };
 
 std::vector<op_case> all_cases();
+/// The expanded weight formats' cases (op_cases_quant.cpp), part of all_cases().
+void kquant_cases(std::vector<op_case>& out_cases);
 
 } // namespace troupe::kernels::harness

@@ -1,0 +1,90 @@
+// op_cases_quant.cpp: harness cases for the weight formats the kernels expand block by block
+// (GGUF's K-quants and q4_1 / q5_0 / q5_1, op_cases.hpp): embedding, matmul, matmul_swiglu and
+// matmul_qkv with random blocks, against the reference backend.
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "case_util.hpp"
+#include "core/kquant.hpp"
+
+namespace troupe::kernels::harness {
+namespace {
+
+// GGUF's K-quants as weights: random blocks (nothing quantizes to them); inner sizes in
+// whole blocks of 256. The fast paths expand the blocks and keep f32 activations, so the
+// tolerance is f32's.
+host_tensor kquant(dtype t, shape s, gen& g) {
+  host_tensor h = out(t, s);
+  random_blocks(
+      t, s.numel() / block_elems(t), 0.05f, [&g] { return g.rng(); }, h.bytes.data());
+  return h;
+}
+
+} // namespace
+
+void kquant_cases(std::vector<op_case>& out_cases) {
+  const dtype types[] = {dtype::q2_k, dtype::q3_k, dtype::q4_k, dtype::q5_k,
+                         dtype::q6_k, dtype::q4_1, dtype::q5_0, dtype::q5_1};
+  const tolerance tol{1e-9, 1e-3};
+  for (dtype w : types) {
+    {
+      op_case c;
+      c.name = fmt::format("embedding(V=40,C=512,T=5,table={})", name(w));
+      gen g(c.name);
+      c.kind = op::embedding;
+      c.src = {kquant(w, {40, 512}, g), from_ints({5}, {3, 39, 0, 17, 3})};
+      c.dst = out(dtype::f32, {5, 512});
+      c.tol = {0, 0};
+      c.bytes = 5 * 512 * 4.0 * 2;
+      out_cases.push_back(std::move(c));
+    }
+    for (auto [T, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 256, 96},
+                           {3, 512, 33},
+                           {16, 512, 64},
+                           {37, 256, 48},
+                           {64, 1024, 17}}) {
+      op_case c;
+      c.name = fmt::format("matmul(T={},K={},N={},W={})", T, K, N, name(w));
+      gen g(c.name);
+      c.kind = op::matmul;
+      c.src = {from_floats(dtype::f32, {T, K}, g.normal(T * K)), kquant(w, {N, K}, g), absent()};
+      c.dst = out(dtype::f32, {T, N});
+      c.tol = tol;
+      c.flops = 2.0 * T * K * N;
+      c.bytes = row_bytes(w, K) * N + 4.0 * (T * K + T * N);
+      out_cases.push_back(std::move(c));
+    }
+    for (auto [T, K, F] : {std::tuple<int64_t, int64_t, int64_t>{1, 256, 96}, {12, 512, 100}}) {
+      op_case c;
+      c.name = fmt::format("matmul_swiglu(T={},K={},F={},W={})", T, K, F, name(w));
+      gen g(c.name);
+      c.kind = op::matmul_swiglu;
+      c.src = {from_floats(dtype::f32, {T, K}, g.normal(T * K)), kquant(w, {F, K}, g),
+               kquant(w, {F, K}, g)};
+      c.dst = out(dtype::f32, {T, F});
+      c.tol = tol;
+      c.flops = 4.0 * T * K * F;
+      c.bytes = 2.0 * row_bytes(w, K) * F + 4.0 * (T * K + T * F);
+      out_cases.push_back(std::move(c));
+    }
+    for (auto [T, K] : {std::pair<int64_t, int64_t>{1, 256}, {40, 512}}) {
+      const int64_t Nq = 64, Nkv = 32;
+      op_case c;
+      c.name = fmt::format("matmul_qkv(T={},K={},Nq={},Nkv={},W={})", T, K, Nq, Nkv, name(w));
+      gen g(c.name);
+      c.kind = op::matmul_qkv;
+      c.src = {from_floats(dtype::f32, {T, K}, g.normal(T * K)), kquant(w, {Nq, K}, g),
+               kquant(w, {Nkv, K}, g), kquant(w, {Nkv, K}, g)};
+      c.dst = out(dtype::f32, {T, Nq});
+      c.dst2 = out(dtype::f32, {T, Nkv});
+      c.dst3 = out(dtype::f32, {T, Nkv});
+      c.tol = tol;
+      c.flops = 2.0 * T * K * (Nq + 2 * Nkv);
+      c.bytes = row_bytes(w, K) * (Nq + 2 * Nkv) + 4.0 * (T * K + T * (Nq + 2 * Nkv));
+      out_cases.push_back(std::move(c));
+    }
+  }
+}
+
+} // namespace troupe::kernels::harness
