@@ -22,43 +22,35 @@ void random_blocks(dtype t, int64_t blocks, float sigma, const std::function<uin
     const uint64_t x = next();
     std::memcpy(out + i, &x, static_cast<size_t>(std::min<int64_t>(8, blocks * bytes - i)));
   }
+  // where each format keeps its f16 factor (and minimum), and the largest |code x scale| each
+  // multiplies: the factor maps it to 5 sigma, the minimum to half that (negative: added)
+  struct factors {
+    dtype t;
+    int d_at;
+    float d_span;
+    int m_at;
+    float m_span;
+  };
+  static constexpr factors table[] = {
+      {dtype::q2_k, 80, 45, 82, 30},   {dtype::q3_k, 108, 128, -1, 0},
+      {dtype::q4_k, 0, 945, 2, 126},   {dtype::q5_k, 0, 1953, 2, 126},
+      {dtype::q6_k, 208, 4096, -1, 0}, {dtype::q4_1, 0, 15, 2, -2},
+      {dtype::q5_0, 0, 16, -1, 0},     {dtype::q5_1, 0, 31, 2, -2},
+  };
+  const factors* f = nullptr;
+  for (const auto& e : table)
+    if (e.t == t) f = &e;
+  if (!f) return;
   auto put = [](uint8_t* b, int at, float v) {
     const uint16_t h = f32_to_f16(v);
     std::memcpy(b + at, &h, 2);
   };
-  // largest |code x scale| of each format: the factor that maps it to 5 sigma (minimums half)
   const float r = 5 * sigma;
   for (int64_t k = 0; k < blocks; ++k) {
     uint8_t* b = out + k * bytes;
     const float j = 0.5f + static_cast<float>(next() >> 40) / static_cast<float>(1 << 24);
-    switch (t) {
-    case dtype::q2_k:
-      put(b, 80, j * r / 45), put(b, 82, j * r / 30);
-      break;
-    case dtype::q3_k:
-      put(b, 108, j * r / 128);
-      break;
-    case dtype::q4_k:
-      put(b, 0, j * r / 945), put(b, 2, j * r / 126);
-      break;
-    case dtype::q5_k:
-      put(b, 0, j * r / 1953), put(b, 2, j * r / 126);
-      break;
-    case dtype::q6_k:
-      put(b, 208, j * r / 4096);
-      break;
-    case dtype::q4_1:
-      put(b, 0, j * r / 15), put(b, 2, -j * r / 2);
-      break;
-    case dtype::q5_0:
-      put(b, 0, j * r / 16);
-      break;
-    case dtype::q5_1:
-      put(b, 0, j * r / 31), put(b, 2, -j * r / 2);
-      break;
-    default:
-      break;
-    }
+    put(b, f->d_at, j * r / f->d_span);
+    if (f->m_at >= 0) put(b, f->m_at, j * r / f->m_span);
   }
 }
 
