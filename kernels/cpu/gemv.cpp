@@ -18,8 +18,7 @@ namespace troupe::kernels::cpu {
 
 const gemv_table& gemv_kernels() {
   static const gemv_table chosen = [] {
-    static const gemv_table portable = {"portable", nullptr, nullptr, nullptr,
-                                        nullptr,    nullptr, nullptr, nullptr};
+    static const gemv_table portable = {.isa = "portable"};
     const char* force = std::getenv("TROUPE_ISA");
     __builtin_cpu_init();
     const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -3,6 +3,7 @@
 // implementation per instruction set, chosen at start-up from the CPU's flags:
 //   avx512: AVX-512 F/BW/VL + VNNI (int8 dot products for q8_0 / q4_0), F16C
 //   avx2:   AVX2 + FMA + F16C (maddubs for the int8 dot products)
+//   both:   the K-quants on int8 activations (gemv_kquant.hpp, 256-bit code in both files)
 //   (portable: the generic loops of matmul.cpp)
 // Quantized weights use activations quantized on the fly to int8 per 32 values (q8 with an
 // f32 scale), the way the int8 dot product wants them. The per-ISA files are compiled with
@@ -18,6 +19,7 @@ struct gemv_args {
   const float* x;   // [T, K] f32 activations (float kernels)
   const int8_t* xq; // [T, K] int8 activations (quantized kernels)
   const float* xd;  // [T, K / 32] their scales
+  const float* xs;  // [T, K / 16] K-quants: xd times the sum of each 16 int8 activations
   int64_t T, K;
   const uint8_t* w; // weight rows
   int64_t row_bytes;
@@ -34,7 +36,8 @@ using quantize_fn = void (*)(const float* x, int64_t K, int8_t* q, float* d);
 struct gemv_table {
   const char* isa;
   gemv_fn f32, f16, bf16, q8_0, q4_0;
-  quantize_fn quantize_q8; // x row -> int8 blocks of 32 with f32 scales
+  gemv_fn q2_k, q3_k, q4_k, q5_k, q6_k; // gemv_kquant.hpp
+  quantize_fn quantize_q8;              // x row -> int8 blocks of 32 with f32 scales
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
 };
 

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/gemv.hpp"
+#include "kernels/cpu/gemv_kquant.hpp"
 
 namespace troupe::kernels::cpu {
 
@@ -191,8 +192,19 @@ void f16_row(const uint16_t* src, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
 }
 
-const gemv_table table = {"avx2",    gemv_f32,  gemv_f16,    gemv_bf16,
-                          gemv_q8_0, gemv_q4_0, quantize_q8, f16_row};
+const gemv_table table = {.isa = "avx2",
+                          .f32 = gemv_f32,
+                          .f16 = gemv_f16,
+                          .bf16 = gemv_bf16,
+                          .q8_0 = gemv_q8_0,
+                          .q4_0 = gemv_q4_0,
+                          .q2_k = gemv_q2_k,
+                          .q3_k = gemv_q3_k,
+                          .q4_k = gemv_q4_k,
+                          .q5_k = gemv_q5_k,
+                          .q6_k = gemv_q6_k,
+                          .quantize_q8 = quantize_q8,
+                          .f16_to_f32 = f16_row};
 
 } // namespace
 

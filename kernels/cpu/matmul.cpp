@@ -1,5 +1,5 @@
 // matmul.cpp (cpu): y = x W^T (+ bias) for W in f32, f16, bf16, q8_0, q4_0, the K-quants
-// (expanded block by block on the blas / nt / portable paths), and the fused
+// (int8 gemv kernels; expanded block by block on the blas / nt / portable paths), and the fused
 // matmul_swiglu (gate and up matmuls with the SwiGLU applied to each tile while it is in L1,
 // so neither product goes to memory, and one quantization of x serves both). A call picks a
 // path once (`plan`), then workers take disjoint ranges of output features (each reads its
@@ -52,6 +52,7 @@ struct plan_t {
   gemv_fn fn = nullptr;
   const int8_t* xq = nullptr; // gemv with quantized weights: x as int8 blocks and scales
   const float* xd = nullptr;
+  const float* xs = nullptr;     // and, for the K-quants, their sums per 16 (gemv_args::xs)
   amx_acts amx{};                // amx: x packed into int8 tiles
   const uint16_t* xbf = nullptr; // amx with bf16 weights: x packed into bf16 tiles
   int64_t unit = 1;              // features per unit of work
@@ -70,9 +71,36 @@ gemv_fn gemv_for(const gemv_table& tab, dtype t) {
     return tab.q8_0;
   case dtype::q4_0:
     return tab.q4_0;
+  case dtype::q2_k:
+    return tab.q2_k;
+  case dtype::q3_k:
+    return tab.q3_k;
+  case dtype::q4_k:
+    return tab.q4_k;
+  case dtype::q5_k:
+    return tab.q5_k;
+  case dtype::q6_k:
+    return tab.q6_k;
   default:
     return nullptr;
   }
+}
+
+// Weights whose gemv kernels take int8 activations in q8 blocks of 32.
+bool int8_acts(dtype t) {
+  return is_block32(t) || is_kquant(t);
+}
+
+// The K-quant kernels' sums: xd times the sum of each 16 int8 activations, T rows of K.
+const float* run_sums(const int8_t* xq, const float* xd, int64_t T, int64_t K) {
+  thread_local std::vector<float> xs;
+  xs.resize(T * K / 16);
+  for (int64_t r = 0; r < T * K / 16; ++r) {
+    int s = 0;
+    for (int l = 0; l < 16; ++l) s += xq[r * 16 + l];
+    xs[r] = xd[r / 2] * static_cast<float>(s);
+  }
+  return xs.data();
 }
 
 // Chooses the path for x and weights like w, quantizing x when the gemv kernel wants int8.
@@ -99,6 +127,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.fn = gemv_for(tab, w.type);
     m.xq = xq.data();
     m.xd = xd.data();
+    if (is_kquant(w.type)) m.xs = run_sums(m.xq, m.xd, m.T, m.K);
     m.grain = std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(wrow, 1));
     return m;
   }
@@ -135,7 +164,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     return m;
   }
   m.fn = gemv_for(tab, w.type);
-  if (m.fn && is_block32(w.type) && !tab.quantize_q8) m.fn = nullptr;
+  if (m.fn && int8_acts(w.type) && !tab.quantize_q8) m.fn = nullptr;
   if (!m.fn) {
     m.grain = 8;
     return m;
@@ -143,7 +172,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   m.how = path::gemv;
   // about 64 KiB of weights per task: small enough to balance two cores, large enough to stream
   m.grain = std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(wrow, 1));
-  if (is_block32(w.type)) {
+  if (int8_acts(w.type)) {
     thread_local std::vector<int8_t> xq;
     thread_local std::vector<float> xd;
     xq.resize(m.T * m.K);
@@ -152,6 +181,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
       tab.quantize_q8(m.x + t * m.K, m.K, xq.data() + t * m.K, xd.data() + t * (m.K / qk));
     m.xq = xq.data();
     m.xd = xd.data();
+    if (is_kquant(w.type)) m.xs = run_sums(m.xq, m.xd, m.T, m.K);
   }
   return m;
 }
@@ -185,6 +215,7 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     g.x = m.x;
     g.xq = m.xq;
     g.xd = m.xd;
+    g.xs = m.xs;
     g.T = T;
     g.K = K;
     g.w = static_cast<const uint8_t*>(w.data);
@@ -348,7 +379,7 @@ void matmul_qkv(const op_args& a, const exec_ctx& ctx) {
   });
 }
 
-// K-quants: expanded block by block (prefill tiles, decode chunks of 256: one block)
+// K-quants: int8 decode kernels; prefill tiles (and the portable path) expand them
 bool weight_type(dtype t) {
   return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 || t == dtype::q8_0 ||
          t == dtype::q4_0 || is_expanded(t);
@@ -359,7 +390,7 @@ bool weight_type(dtype t) {
 bool x_ok(const tensor_view& x, dtype w) {
   if (x.type == dtype::f32) return true;
   const gemv_table& tab = gemv_kernels();
-  return x.type == dtype::q8_0 && is_block32(w) && x.rows() < gemm_min_tokens && tab.quantize_q8 &&
+  return x.type == dtype::q8_0 && int8_acts(w) && x.rows() < gemm_min_tokens && tab.quantize_q8 &&
          gemv_for(tab, w);
 }
 
