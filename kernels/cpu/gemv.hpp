@@ -31,6 +31,28 @@ struct gemv_args {
 };
 
 using gemv_fn = void (*)(const gemv_args&);
+
+// Prefill and batched decode with q8_0 / q4_0 weights (gemm_int8_*.cpp): int8 dot products
+// with the tokens in the vector lanes, so the published weight rows are read in place (4
+// bytes broadcast at a time) and only the activations are rearranged, once per call
+// (matmul.cpp): tile j holds `lanes` tokens, and for each 4 values of k the 4 int8 values of
+// every token side by side (k-group g of tile j at xt + (j * K / 4 + g) * lanes * 4).
+// The kernels take the weight codes as the unsigned operand: q4_0's nibbles (value + 8), or
+// q8_0's bytes + 128 (`q8_offset` 128; 0 where the kernel uses a sign trick instead), and
+// start each block's int32 sums at -offset * sum(x of the block) (`corr`), which undoes it.
+struct gemm_q_args {
+  const int8_t* xt;    // [tiles][K / 4][lanes * 4]
+  const float* xd;     // [tiles][K / 32][lanes] activation scales (0 in padding lanes)
+  const int32_t* corr; // [tiles][K / 32][lanes] -offset * sum of the block's int8 values
+  int64_t lanes, tiles, T, K;
+  const uint8_t* w; // weight rows, as published
+  int64_t row_bytes;
+  int64_t n0, n1; // output features to compute
+  float* y;       // [T, ldy]; feature n to column n - ycol0
+  int64_t ldy, ycol0;
+  const float* bias; // [N] or null
+};
+using gemm_q_fn = void (*)(const gemm_q_args&);
 using quantize_fn = void (*)(const float* x, int64_t K, int8_t* q, float* d);
 
 struct gemv_table {
@@ -39,13 +61,20 @@ struct gemv_table {
   gemv_fn q2_k, q3_k, q4_k, q5_k, q6_k; // gemv_kquant.hpp
   quantize_fn quantize_q8;              // x row -> int8 blocks of 32 with f32 scales
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
+  gemm_q_fn gemm_q8_0, gemm_q4_0;                                 // 8+ tokens (gemm_q_args)
+  int gemm_lanes;                                                 // tokens per tile
+  int q8_offset;                                                  // see gemm_q_args
 };
 
 /// The best table this CPU runs (null entries: use the portable path).
 const gemv_table& gemv_kernels();
 
-// per-ISA tables (gemv_avx512.cpp, gemv_avx2.cpp)
+// per-ISA tables (gemv_avx512.cpp, gemv_avx2.cpp) and their int8 GEMMs (gemm_int8_*.cpp)
 const gemv_table* gemv_avx512_table();
 const gemv_table* gemv_avx2_table();
+void gemm_q8_0_avx512(const gemm_q_args& a);
+void gemm_q4_0_avx512(const gemm_q_args& a);
+void gemm_q8_0_avx2(const gemm_q_args& a);
+void gemm_q4_0_avx2(const gemm_q_args& a);
 
 } // namespace troupe::kernels::cpu

@@ -430,7 +430,11 @@ const gemv_table table = {.isa = "avx512",
                           .q5_k = gemv_q5_k,
                           .q6_k = gemv_q6_k,
                           .quantize_q8 = quantize_q8,
-                          .f16_to_f32 = f16_row};
+                          .f16_to_f32 = f16_row,
+                          .gemm_q8_0 = gemm_q8_0_avx512,
+                          .gemm_q4_0 = gemm_q4_0_avx512,
+                          .gemm_lanes = 16,
+                          .q8_offset = 128};
 
 } // namespace
 

@@ -7,6 +7,8 @@
 //   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
 //             quantized weights (quantized once per call, or already q8_0 from the norm)
 //   nt        prefill on AVX-512: our dot-product GEMM over groups of 6 features
+//   int8      prefill and batched decode with q8_0 / q4_0 weights elsewhere: int8 dot products
+//             with the tokens in the lanes (gemv.hpp's gemm_q_args), x tiled once per call
 //   amx       prefill and batched decode with q8_0 / q4_0 / bf16 weights where the CPU has
 //             AMX (amx.hpp): int8 tiles with activations quantized once per call, or bf16
 //             tiles with activations split once per call into two bf16 halves
@@ -43,7 +45,7 @@ constexpr int64_t blas_tile = 64;      // blas: rows per f32 tile (in L2)
 // registers with the six weight vectors and one token vector (measured best of 4, 5, 6).
 constexpr int64_t nt_group = 6;
 
-enum class path { gemv, amx, nt, blas, portable };
+enum class path { gemv, int8, amx, nt, blas, portable };
 
 struct plan_t {
   path how = path::portable;
@@ -55,8 +57,12 @@ struct plan_t {
   const float* xs = nullptr;     // and, for the K-quants, their sums per 16 (gemv_args::xs)
   amx_acts amx{};                // amx: x packed into int8 tiles
   const uint16_t* xbf = nullptr; // amx with bf16 weights: x packed into bf16 tiles
-  int64_t unit = 1;              // features per unit of work
-  int64_t grain = 1;             // units per task
+  gemm_q_fn gq = nullptr;        // int8: the kernel and x in its token tiles (gemm_q_args)
+  const int8_t* xt = nullptr;
+  const int32_t* corr = nullptr;
+  int64_t lanes = 0, tiles = 0;
+  int64_t unit = 1;  // features per unit of work
+  int64_t grain = 1; // units per task
 };
 
 gemv_fn gemv_for(const gemv_table& tab, dtype t) {
@@ -101,6 +107,36 @@ const float* run_sums(const int8_t* xq, const float* xd, int64_t T, int64_t K) {
     xs[r] = xd[r / 2] * static_cast<float>(s);
   }
   return xs.data();
+}
+
+// The int8 GEMM's activations: x quantized per 32 and laid out in tiles of tab.gemm_lanes
+// tokens (gemm_q_args), padding lanes zero; the block sums times -offset in corr.
+void int8_tiles(const gemv_table& tab, int offset, plan_t& m) {
+  const int64_t L = tab.gemm_lanes, T = m.T, K = m.K, nb = K / qk, kg = K / 4;
+  thread_local std::vector<int8_t> xt, row;
+  thread_local std::vector<float> xd, rowd;
+  thread_local std::vector<int32_t> corr;
+  m.lanes = L;
+  m.tiles = (T + L - 1) / L;
+  xt.assign(m.tiles * kg * L * 4, 0);
+  xd.assign(m.tiles * nb * L, 0.0f);
+  corr.assign(m.tiles * nb * L, 0);
+  row.resize(K);
+  rowd.resize(nb);
+  for (int64_t t = 0; t < T; ++t) {
+    tab.quantize_q8(m.x + t * K, K, row.data(), rowd.data());
+    const int64_t j = t / L, l = t % L;
+    for (int64_t g = 0; g < kg; ++g) std::memcpy(&xt[((j * kg + g) * L + l) * 4], &row[4 * g], 4);
+    for (int64_t b = 0; b < nb; ++b) {
+      int sum = 0;
+      for (int64_t i = 0; i < qk; ++i) sum += row[b * qk + i];
+      xd[(j * nb + b) * L + l] = rowd[b];
+      corr[(j * nb + b) * L + l] = -offset * sum;
+    }
+  }
+  m.xt = xt.data();
+  m.xd = xd.data();
+  m.corr = corr.data();
 }
 
 // Chooses the path for x and weights like w, quantizing x when the gemv kernel wants int8.
@@ -153,6 +189,15 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.amx = {xv.data(), dx.data(), m.T, (m.T + 15) / 16 * 16, m.K};
     m.unit = 16;
     m.grain = 2;
+    return m;
+  }
+  if (m.T >= gemm_min_tokens && is_block32(w.type) && tab.gemm_q8_0 &&
+      !std::getenv("TROUPE_BLAS")) {
+    const bool q4 = w.type == dtype::q4_0;
+    m.how = path::int8;
+    m.gq = q4 ? tab.gemm_q4_0 : tab.gemm_q8_0;
+    int8_tiles(tab, q4 ? 8 : tab.q8_offset, m);
+    m.grain = 8;
     return m;
   }
   if (m.T >= gemm_min_tokens) {
@@ -227,6 +272,26 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     g.bias = bias;
     g.ycol0 = n0;
     m.fn(g);
+    return;
+  }
+  case path::int8: {
+    gemm_q_args g{};
+    g.xt = m.xt;
+    g.xd = m.xd;
+    g.corr = m.corr;
+    g.lanes = m.lanes;
+    g.tiles = m.tiles;
+    g.T = T;
+    g.K = K;
+    g.w = static_cast<const uint8_t*>(w.data);
+    g.row_bytes = row_bytes(w.type, K);
+    g.n0 = n0;
+    g.n1 = n1;
+    g.y = y;
+    g.ldy = ldy;
+    g.ycol0 = n0;
+    g.bias = bias;
+    m.gq(g);
     return;
   }
   case path::amx: {

@@ -660,7 +660,9 @@ void moe_cases(std::vector<op_case>& out_cases) {
                from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f))};
       c.dst = out(dtype::f32, {T, C});
       c.tol = tol_for(w);
-      if (is_quantized(w)) c.tol.max_abs = 1e-1;
+      // q8 activations into both expert matmuls (int8 paths at decode and prefill alike), the
+      // second on the product of the first; outputs of about +-3
+      if (is_quantized(w)) c.tol.max_abs = 1.5e-1;
       c.flops = 6.0 * T * k * C * F;
       c.bytes = 3.0 * row_bytes(w, C) * F * std::min(E - 1, T * k) + 8.0 * T * C;
       out_cases.push_back(std::move(c));

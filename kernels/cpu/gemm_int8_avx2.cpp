@@ -1,0 +1,125 @@
+// gemm_int8_avx2.cpp: the q8_0 / q4_0 GEMM for 8+ tokens on AVX2 (gemm_q_args in gemv.hpp),
+// built with -mavx2 -mfma -mf16c. 8 tokens in the lanes of a ymm: 4 weight bytes of a row
+// are broadcast and maddubs multiplies them with 4 values of k of all 8 tokens. q4_0's
+// nibbles (0..15) are the unsigned operand, so the 8 int16 pair sums of a block add up
+// without saturating (8 x 2 x 15 x 127 < 2^15) and one madd per block widens them; q8_0's
+// signed bytes go through the sign trick (|w| times x with w's sign), so q8_offset is 0.
+// Up to 4 tiles (32 tokens) share each unpacked weight block.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/gemv.hpp"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+constexpr int lanes = 8;
+
+inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline __m256i bcast4(const uint8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+inline __m256i load(const int8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Rows [n0, n1) for tiles [j0, j0 + J).
+template <bool Q4, int J>
+void rows(const gemm_q_args& a, int64_t j0) {
+  const int64_t nb = a.K / 32, kg = a.K / 4;
+  const int64_t bb = Q4 ? 18 : 34;
+  const __m256i nib = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  for (int64_t n = a.n0; n < a.n1; ++n) {
+    const uint8_t* row = a.w + n * a.row_bytes;
+    __m256 f[J];
+    for (int j = 0; j < J; ++j) f[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * bb;
+      const uint8_t* qs = blk + 2;
+      __m256i acc[J];
+      const int8_t* x[J];
+      for (int j = 0; j < J; ++j) {
+        acc[j] = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(a.corr + ((j0 + j) * nb + b) * lanes));
+        x[j] = a.xt + ((j0 + j) * kg + b * 8) * lanes * 4;
+      }
+      if constexpr (Q4) { // qs[4i..4i+3]: low nibbles k-group i, high ones k-group 4 + i
+        __m256i s16[J];
+        for (int j = 0; j < J; ++j) s16[j] = _mm256_setzero_si256();
+        for (int i = 0; i < 4; ++i) {
+          const __m256i v = bcast4(qs + 4 * i);
+          const __m256i lo = _mm256_and_si256(v, nib);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(v, 4), nib);
+          for (int j = 0; j < J; ++j) {
+            s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(lo, load(x[j] + i * 32)));
+            s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(hi, load(x[j] + (i + 4) * 32)));
+          }
+        }
+        for (int j = 0; j < J; ++j)
+          acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(s16[j], ones));
+      } else {
+        for (int i = 0; i < 8; ++i) {
+          const __m256i w = bcast4(qs + 4 * i);
+          const __m256i aw = _mm256_abs_epi8(w);
+          for (int j = 0; j < J; ++j) {
+            const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(load(x[j] + i * 32), w));
+            acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(p, ones));
+          }
+        }
+      }
+      const __m256 wd = _mm256_set1_ps(f16_at(blk));
+      for (int j = 0; j < J; ++j)
+        f[j] = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(acc[j]),
+            _mm256_mul_ps(wd, _mm256_loadu_ps(a.xd + ((j0 + j) * nb + b) * lanes)), f[j]);
+    }
+    const float bias = a.bias ? a.bias[n] : 0.0f;
+    for (int j = 0; j < J; ++j) {
+      alignas(32) float out[lanes];
+      _mm256_store_ps(out, f[j]);
+      const int64_t t0 = (j0 + j) * lanes;
+      for (int l = 0; l < lanes && t0 + l < a.T; ++l)
+        a.y[(t0 + l) * a.ldy + n - a.ycol0] = out[l] + bias;
+    }
+  }
+}
+
+template <bool Q4>
+void gemm(const gemm_q_args& a) {
+  for (int64_t j0 = 0; j0 < a.tiles; j0 += 4) {
+    switch (a.tiles - j0 < 4 ? a.tiles - j0 : 4) {
+    case 4:
+      rows<Q4, 4>(a, j0);
+      break;
+    case 3:
+      rows<Q4, 3>(a, j0);
+      break;
+    case 2:
+      rows<Q4, 2>(a, j0);
+      break;
+    default:
+      rows<Q4, 1>(a, j0);
+      break;
+    }
+  }
+}
+
+} // namespace
+
+void gemm_q8_0_avx2(const gemm_q_args& a) {
+  gemm<false>(a);
+}
+void gemm_q4_0_avx2(const gemm_q_args& a) {
+  gemm<true>(a);
+}
+
+} // namespace troupe::kernels::cpu
