@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/gemm_kquant.hpp"
 #include "kernels/cpu/gemv.hpp"
 
 namespace troupe::kernels::cpu {
@@ -31,6 +32,44 @@ inline __m256i bcast4(const uint8_t* p) {
 inline __m256i load(const int8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
+
+// The vector type of gemm_kquant.hpp: 8 tokens a ymm, maddubs + madd (codes below 64: no
+// saturation).
+struct v256 {
+  using vi = __m256i;
+  using vf = __m256;
+  static constexpr int lanes = 8;
+  static vi bcast4(const uint8_t* p) { return ::troupe::kernels::cpu::bcast4(p); }
+  static vi bits(vi v, int shift, int mask) {
+    return _mm256_and_si256(_mm256_srli_epi32(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
+  }
+  static vi sll(vi v, int s) { return _mm256_slli_epi32(v, s); }
+  static vi or_(vi a, vi b) { return _mm256_or_si256(a, b); }
+  static vi zeroi() { return _mm256_setzero_si256(); }
+  static vi loadi(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  static vi dot(vi acc, vi u, vi x) {
+    return _mm256_add_epi32(acc,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
+  }
+  static vf zerof() { return _mm256_setzero_ps(); }
+  static vf loadf(const float* p) { return _mm256_loadu_ps(p); }
+  static vf set1(float v) { return _mm256_set1_ps(v); }
+  static vf cvt(vi v) { return _mm256_cvtepi32_ps(v); }
+  static vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+  static vf fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+  static vf fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
+  template <int J>
+  static void store_rows(const gemm_q_args& a, int64_t n, int64_t j0, const vf* f) {
+    const float bias = a.bias ? a.bias[n] : 0.0f;
+    for (int j = 0; j < J; ++j) {
+      alignas(32) float out[lanes];
+      _mm256_store_ps(out, f[j]);
+      const int64_t t0 = (j0 + j) * lanes;
+      for (int l = 0; l < lanes && t0 + l < a.T; ++l)
+        a.y[(t0 + l) * a.ldy + n - a.ycol0] = out[l] + bias;
+    }
+  }
+};
 
 // Rows [n0, n1) for tiles [j0, j0 + J).
 template <bool Q4, int J>
@@ -120,6 +159,16 @@ void gemm_q8_0_avx2(const gemm_q_args& a) {
 }
 void gemm_q4_0_avx2(const gemm_q_args& a) {
   gemm<true>(a);
+}
+
+void gemm_q4_k_avx2(const gemm_q_args& a) {
+  gemm_q4_k<v256>(a);
+}
+void gemm_q5_k_avx2(const gemm_q_args& a) {
+  gemm_q5_k<v256>(a);
+}
+void gemm_q6_k_avx2(const gemm_q_args& a) {
+  gemm_q6_k<v256>(a);
 }
 
 } // namespace troupe::kernels::cpu

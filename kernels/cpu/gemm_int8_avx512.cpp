@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/gemm_kquant.hpp"
 #include "kernels/cpu/gemv.hpp"
 
 namespace troupe::kernels::cpu {
@@ -27,6 +28,40 @@ inline __m512i bcast4(const uint8_t* p) {
   __builtin_memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
 }
+
+// The vector type of gemm_kquant.hpp: 16 tokens a zmm, vpdpbusd.
+struct v512 {
+  using vi = __m512i;
+  using vf = __m512;
+  static constexpr int lanes = 16;
+  static vi bcast4(const uint8_t* p) { return ::troupe::kernels::cpu::bcast4(p); }
+  static vi bits(vi v, int shift, int mask) {
+    return _mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi8(static_cast<char>(mask)));
+  }
+  static vi sll(vi v, int s) { return _mm512_slli_epi32(v, s); }
+  static vi or_(vi a, vi b) { return _mm512_or_si512(a, b); }
+  static vi zeroi() { return _mm512_setzero_si512(); }
+  static vi loadi(const void* p) { return _mm512_loadu_si512(p); }
+  static vi dot(vi acc, vi u, vi x) { return _mm512_dpbusd_epi32(acc, u, x); }
+  static vf zerof() { return _mm512_setzero_ps(); }
+  static vf loadf(const float* p) { return _mm512_loadu_ps(p); }
+  static vf set1(float v) { return _mm512_set1_ps(v); }
+  static vf cvt(vi v) { return _mm512_cvtepi32_ps(v); }
+  static vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+  static vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+  static vf fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }
+  template <int J>
+  static void store_rows(const gemm_q_args& a, int64_t n, int64_t j0, const vf* f) {
+    const float bias = a.bias ? a.bias[n] : 0.0f;
+    for (int j = 0; j < J; ++j) {
+      alignas(64) float out[lanes];
+      _mm512_store_ps(out, f[j]);
+      const int64_t t0 = (j0 + j) * lanes;
+      for (int l = 0; l < lanes && t0 + l < a.T; ++l)
+        a.y[(t0 + l) * a.ldy + n - a.ycol0] = out[l] + bias;
+    }
+  }
+};
 
 // Rows [n0, n1) for tiles [j0, j0 + J).
 template <bool Q4, int J>
@@ -108,6 +143,16 @@ void gemm_q8_0_avx512(const gemm_q_args& a) {
 }
 void gemm_q4_0_avx512(const gemm_q_args& a) {
   gemm<true>(a);
+}
+
+void gemm_q4_k_avx512(const gemm_q_args& a) {
+  gemm_q4_k<v512>(a);
+}
+void gemm_q5_k_avx512(const gemm_q_args& a) {
+  gemm_q5_k<v512>(a);
+}
+void gemm_q6_k_avx512(const gemm_q_args& a) {
+  gemm_q6_k<v512>(a);
 }
 
 } // namespace troupe::kernels::cpu

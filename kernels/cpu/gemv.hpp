@@ -44,6 +44,8 @@ struct gemm_q_args {
   const int8_t* xt;    // [tiles][K / 4][lanes * 4]
   const float* xd;     // [tiles][K / 32][lanes] activation scales (0 in padding lanes)
   const int32_t* corr; // [tiles][K / 32][lanes] -offset * sum of the block's int8 values
+                       // (K-quants: [tiles][K / 16][lanes], offset 32 for Q6_K, else 0)
+  const float* xs;     // K-quants: [tiles][K / 32][lanes] xd * sum of the block's values
   int64_t lanes, tiles, T, K;
   const uint8_t* w; // weight rows, as published
   int64_t row_bytes;
@@ -62,6 +64,7 @@ struct gemv_table {
   quantize_fn quantize_q8;              // x row -> int8 blocks of 32 with f32 scales
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
   gemm_q_fn gemm_q8_0, gemm_q4_0;                                 // 8+ tokens (gemm_q_args)
+  gemm_q_fn gemm_q4_k, gemm_q5_k, gemm_q6_k;                      // gemm_kquant.hpp
   int gemm_lanes;                                                 // tokens per tile
   int q8_offset;                                                  // see gemm_q_args
 };
@@ -76,5 +79,11 @@ void gemm_q8_0_avx512(const gemm_q_args& a);
 void gemm_q4_0_avx512(const gemm_q_args& a);
 void gemm_q8_0_avx2(const gemm_q_args& a);
 void gemm_q4_0_avx2(const gemm_q_args& a);
+void gemm_q4_k_avx512(const gemm_q_args& a);
+void gemm_q5_k_avx512(const gemm_q_args& a);
+void gemm_q6_k_avx512(const gemm_q_args& a);
+void gemm_q4_k_avx2(const gemm_q_args& a);
+void gemm_q5_k_avx2(const gemm_q_args& a);
+void gemm_q6_k_avx2(const gemm_q_args& a);
 
 } // namespace troupe::kernels::cpu

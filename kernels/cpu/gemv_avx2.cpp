@@ -207,6 +207,9 @@ const gemv_table table = {.isa = "avx2",
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx2,
                           .gemm_q4_0 = gemm_q4_0_avx2,
+                          .gemm_q4_k = gemm_q4_k_avx2,
+                          .gemm_q5_k = gemm_q5_k_avx2,
+                          .gemm_q6_k = gemm_q6_k_avx2,
                           .gemm_lanes = 8,
                           .q8_offset = 0};
 

@@ -7,8 +7,9 @@
 //   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
 //             quantized weights (quantized once per call, or already q8_0 from the norm)
 //   nt        prefill on AVX-512: our dot-product GEMM over groups of 6 features
-//   int8      prefill and batched decode with q8_0 / q4_0 weights elsewhere: int8 dot products
-//             with the tokens in the lanes (gemv.hpp's gemm_q_args), x tiled once per call
+//   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K weights
+//             elsewhere: int8 dot products with the tokens in the lanes (gemv.hpp's gemm_q_args), x
+//             tiled once per call
 //   amx       prefill and batched decode with q8_0 / q4_0 / bf16 weights where the CPU has
 //             AMX (amx.hpp): int8 tiles with activations quantized once per call, or bf16
 //             tiles with activations split once per call into two bf16 halves
@@ -110,33 +111,56 @@ const float* run_sums(const int8_t* xq, const float* xd, int64_t T, int64_t K) {
 }
 
 // The int8 GEMM's activations: x quantized per 32 and laid out in tiles of tab.gemm_lanes
-// tokens (gemm_q_args), padding lanes zero; the block sums times -offset in corr.
-void int8_tiles(const gemv_table& tab, int offset, plan_t& m) {
+// tokens (gemm_q_args), padding lanes zero, with the block sums times -offset in corr; for
+// the K-quants (kq) corr per 16 values and the scaled sums per 32 in xs.
+void int8_tiles(const gemv_table& tab, int offset, bool kq, plan_t& m) {
   const int64_t L = tab.gemm_lanes, T = m.T, K = m.K, nb = K / qk, kg = K / 4;
+  const int64_t run = kq ? 16 : qk, nr = K / run;
   thread_local std::vector<int8_t> xt, row;
-  thread_local std::vector<float> xd, rowd;
+  thread_local std::vector<float> xd, xs, rowd;
   thread_local std::vector<int32_t> corr;
   m.lanes = L;
   m.tiles = (T + L - 1) / L;
   xt.assign(m.tiles * kg * L * 4, 0);
   xd.assign(m.tiles * nb * L, 0.0f);
-  corr.assign(m.tiles * nb * L, 0);
+  xs.assign(kq ? m.tiles * nb * L : 0, 0.0f);
+  corr.assign(m.tiles * nr * L, 0);
   row.resize(K);
   rowd.resize(nb);
   for (int64_t t = 0; t < T; ++t) {
     tab.quantize_q8(m.x + t * K, K, row.data(), rowd.data());
     const int64_t j = t / L, l = t % L;
     for (int64_t g = 0; g < kg; ++g) std::memcpy(&xt[((j * kg + g) * L + l) * 4], &row[4 * g], 4);
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t r = 0; r < nr; ++r) {
       int sum = 0;
-      for (int64_t i = 0; i < qk; ++i) sum += row[b * qk + i];
-      xd[(j * nb + b) * L + l] = rowd[b];
-      corr[(j * nb + b) * L + l] = -offset * sum;
+      for (int64_t i = 0; i < run; ++i) sum += row[r * run + i];
+      corr[(j * nr + r) * L + l] = -offset * sum;
+      if (kq) xs[(j * nb + r / 2) * L + l] += rowd[r / 2] * static_cast<float>(sum);
     }
+    for (int64_t b = 0; b < nb; ++b) xd[(j * nb + b) * L + l] = rowd[b];
   }
   m.xt = xt.data();
   m.xd = xd.data();
+  m.xs = kq ? xs.data() : nullptr;
   m.corr = corr.data();
+}
+
+// The int8 GEMM for weights of type t, if this table has one.
+gemm_q_fn gemm_for(const gemv_table& tab, dtype t) {
+  switch (t) {
+  case dtype::q8_0:
+    return tab.gemm_q8_0;
+  case dtype::q4_0:
+    return tab.gemm_q4_0;
+  case dtype::q4_k:
+    return tab.gemm_q4_k;
+  case dtype::q5_k:
+    return tab.gemm_q5_k;
+  case dtype::q6_k:
+    return tab.gemm_q6_k;
+  default:
+    return nullptr;
+  }
 }
 
 // Chooses the path for x and weights like w, quantizing x when the gemv kernel wants int8.
@@ -191,13 +215,18 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = 2;
     return m;
   }
-  if (m.T >= gemm_min_tokens && is_block32(w.type) && tab.gemm_q8_0 &&
-      !std::getenv("TROUPE_BLAS")) {
-    const bool q4 = w.type == dtype::q4_0;
+  if (m.T >= gemm_min_tokens && gemm_for(tab, w.type) && !std::getenv("TROUPE_BLAS")) {
+    // the codes' offsets: q4_0's nibbles are value + 8, q8_0's bytes (AVX-512) value + 128,
+    // Q6_K's codes value + 32; the Q4_K / Q5_K minimums go through xs
+    const dtype t = w.type;
+    const int offset = t == dtype::q4_0   ? 8
+                       : t == dtype::q8_0 ? tab.q8_offset
+                       : t == dtype::q6_k ? 32
+                                          : 0;
     m.how = path::int8;
-    m.gq = q4 ? tab.gemm_q4_0 : tab.gemm_q8_0;
-    int8_tiles(tab, q4 ? 8 : tab.q8_offset, m);
-    m.grain = 8;
+    m.gq = gemm_for(tab, t);
+    int8_tiles(tab, offset, is_kquant(t), m);
+    m.grain = is_kquant(t) ? 2 : 8;
     return m;
   }
   if (m.T >= gemm_min_tokens) {
@@ -279,6 +308,7 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     g.xt = m.xt;
     g.xd = m.xd;
     g.corr = m.corr;
+    g.xs = m.xs;
     g.lanes = m.lanes;
     g.tiles = m.tiles;
     g.T = T;

@@ -15,6 +15,7 @@
 #include "../test_paths.hpp"
 #include "arch/spec.hpp"
 #include "arch/synth.hpp"
+#include "core/kquant.hpp"
 #include "exec/executor.hpp"
 #include "exec/expert_load.hpp"
 #include "exec/generator.hpp"
@@ -258,7 +259,10 @@ TEST(FusedOps, GiveTheUnfusedAnswer) {
     const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 300, 12, 99, 250};
     auto a = greedy(*fused, prompt, 12), b = greedy(*plain, prompt, 12);
     EXPECT_EQ(a.tokens, b.tokens) << path;
-    EXPECT_LE(max_abs_diff(a.prompt_logits, b.prompt_logits), 1e-4) << path;
+    // int8 activations (the synthetic files): an f32 difference of an ulp before a quantization
+    // can move one code by a step, so the logits agree to q8's resolution, not f32's
+    EXPECT_LE(max_abs_diff(a.prompt_logits, b.prompt_logits), path == paths[0] ? 1e-4 : 5e-4)
+        << path;
   }
   for (size_t i = 1; i < paths.size(); ++i) std::remove(paths[i].c_str());
 }
@@ -368,9 +372,11 @@ TEST(LatentCache, StoresTheLatentPerTokenAndLayer) {
 
 // GGUF's K-quants (Q2_K ... Q6_K, the Q4_K_M / Q5_K_M files people download): a random tiny-k
 // checkpoint in each (and in the Q4_K_M mix of types), against its twin that stores the same values
-// expanded to f32 (the f32 path is checked against transformers above), on the fast CPU kernels
-// (prefill tiles and decode chunks expand the blocks), and against the reference backend on the
-// K-quant file.
+// expanded to f32 (the f32 path is checked against transformers above), on the fast CPU kernels,
+// and against the reference backend on the K-quant file. The K-quants' matmuls take int8
+// activations (every decode kernel, and the prefill GEMM for Q4_K / Q5_K / Q6_K), so
+// their logits carry q8's error, as FastKernels' q8_0 / q4_0 do; q4_1 / q5_0 / q5_1 expand blocks
+// into f32 and match to f32's precision.
 TEST(KQuants, ModelsComputeTheirExpandedTwinAndTheReference) {
   const std::pair<dtype, bool> cases[] = {
       {dtype::q2_k, false}, {dtype::q3_k, false}, {dtype::q4_k, false},
@@ -400,10 +406,11 @@ TEST(KQuants, ModelsComputeTheirExpandedTwinAndTheReference) {
     double scale = 0;
     for (float v : b.prompt_logits) scale = std::max(scale, std::fabs(static_cast<double>(v)));
     ASSERT_GT(scale, 0) << name(t);
+    const double tol = is_kquant(t) ? 2e-2 : 1e-5; // as FastKernels' q8_0 / q4_0
     EXPECT_EQ(a.tokens, b.tokens) << name(t);
-    EXPECT_LE(max_abs_diff(a.prompt_logits, b.prompt_logits) / scale, 1e-5) << name(t);
+    EXPECT_LE(max_abs_diff(a.prompt_logits, b.prompt_logits) / scale, tol) << name(t);
     EXPECT_EQ(a.tokens, c.tokens) << name(t);
-    EXPECT_LE(max_abs_diff(a.prompt_logits, c.prompt_logits) / scale, 1e-5) << name(t);
+    EXPECT_LE(max_abs_diff(a.prompt_logits, c.prompt_logits) / scale, tol) << name(t);
     std::remove(so.out.c_str());
     std::remove(twin.out.c_str());
   }

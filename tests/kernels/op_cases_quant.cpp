@@ -12,9 +12,9 @@ namespace troupe::kernels::harness {
 namespace {
 
 // GGUF's K-quants as weights: random blocks (nothing quantizes to them); inner sizes in
-// whole blocks of 256. Prefill paths expand the blocks and keep f32 activations (f32's
-// tolerance); decode (T < 8) takes the K-quants' int8 kernels on q8 activations, with the
-// tolerance of the other int8 paths.
+// whole blocks of 256. The int8 kernels (decode for every K-quant, prefill for Q4_K / Q5_K /
+// Q6_K) take q8 activations and have the tolerance of the other int8 paths; the paths that
+// expand blocks keep f32 activations and f32's tolerance.
 host_tensor kquant(dtype t, shape s, gen& g) {
   host_tensor h = out(t, s);
   random_blocks(
@@ -27,9 +27,13 @@ host_tensor kquant(dtype t, shape s, gen& g) {
 void kquant_cases(std::vector<op_case>& out_cases) {
   const dtype types[] = {dtype::q2_k, dtype::q3_k, dtype::q4_k, dtype::q5_k,
                          dtype::q6_k, dtype::q4_1, dtype::q5_0, dtype::q5_1};
-  const tolerance tol_f32{1e-9, 1e-3}, tol_int8{5e-4, 5e-2};
+  const tolerance tol_f32{1e-9, 1e-3}, tol_int8{5e-4, 8e-2}; // int8: outputs grow with K
   for (dtype w : types) {
-    const auto tol_at = [&](int64_t T) { return is_kquant(w) && T < 8 ? tol_int8 : tol_f32; };
+    // int8 at decode for every K-quant, and at prefill (the int8 GEMM) for Q4_K / Q5_K / Q6_K
+    const bool gemm8 = w == dtype::q4_k || w == dtype::q5_k || w == dtype::q6_k;
+    const auto tol_at = [&](int64_t T) {
+      return is_kquant(w) && (T < 8 || gemm8) ? tol_int8 : tol_f32;
+    };
     {
       op_case c;
       c.name = fmt::format("embedding(V=40,C=512,T=5,table={})", name(w));
@@ -66,7 +70,8 @@ void kquant_cases(std::vector<op_case>& out_cases) {
                kquant(w, {F, K}, g)};
       c.dst = out(dtype::f32, {T, F});
       c.tol = tol_at(T);
-      if (is_kquant(w) && T < 8) c.tol.max_abs = 1e-1; // two q8-activation products multiplied
+      if (is_kquant(w) && (T < 8 || gemm8))
+        c.tol.max_abs = 1.6e-1; // two q8-activation products multiplied
       c.flops = 4.0 * T * K * F;
       c.bytes = 2.0 * row_bytes(w, K) * F + 4.0 * (T * K + T * F);
       out_cases.push_back(std::move(c));
