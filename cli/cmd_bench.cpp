@@ -1,7 +1,8 @@
 // cmd_bench.cpp: `troupe bench`: prefill and decode speed of one model on one shard, against
-// the machine's ceilings measured in the same run (DRAM read bandwidth and FP32 FMA peak with
-// the same thread count). Decode is bound by bandwidth / (weight bytes read per token);
-// prefill by the FMA peak / (2 x non-embedding parameters per token). Medians of repeats.
+// the machine's ceilings measured in the same run (DRAM read bandwidth, FP32 FMA and int8 peaks
+// with the same thread count). Decode is bound by bandwidth / (weight bytes read per token);
+// prefill by the peak of its matmuls' path (int8 or FMA) / (2 x non-embedding parameters per
+// token). It prints which kernel path each class of weight matmul took. Medians of repeats.
 //   troupe bench --model PATH [--threads N] [--prompt-tokens 64] [--gen-tokens 64] [--json]
 // --profile splits the decode step into the weight matmuls and everything else, per kernel.
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "common.hpp"
 #include "exec/generator.hpp"
 #include "kernels/cpu/probe.hpp"
+#include "kernels/cpu/report.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -116,6 +118,7 @@ int run_bench(const bench_opts& o) {
   } else {
     (void)g->run(prompt, go); // warm-up: page in the weights
     g->runner().reset_profile();
+    kernels::cpu::reset_matmul_uses();
     for (int r = 0; r < o.repeats; ++r) {
       auto out = g->run(prompt, go);
       if (!out) return fail(out.error());
@@ -128,6 +131,18 @@ int run_bench(const bench_opts& o) {
   const int used = through_actors && o.placement.empty() ? o.threads * o.tp : o.threads;
   const double bw = kernels::cpu::probe_read_bandwidth(used);
   const double peak = kernels::cpu::probe_fma_peak(used);
+  const double int8_peak = kernels::cpu::probe_int8_peak(used);
+  // which kernel path each class of weight matmul took (decode: < 8 tokens, prefill: 8+);
+  // prefill's "% of peak" is against the int8 peak where its matmuls were int8
+  const auto uses = kernels::cpu::matmul_uses();
+  uint64_t pre_calls = 0, pre_int8 = 0;
+  for (const auto& u : uses)
+    if (u.prefill) {
+      pre_calls += u.calls;
+      if (u.path.rfind("int8", 0) == 0 || u.path == "amx int8") pre_int8 += u.calls;
+    }
+  const bool int8_prefill = pre_calls && 2 * pre_int8 > pre_calls && int8_peak > 0;
+  const double pre_peak = int8_prefill ? int8_peak : peak;
   const int64_t bytes = decode_bytes_of(*m);
   // the parameters a token uses (a mixture of experts: its chosen experts only)
   const int64_t non_embd = c.active_parameters() - c.V * c.C * (c.tie_embeddings ? 0 : 1);
@@ -169,7 +184,16 @@ int run_bench(const bench_opts& o) {
       {"prefill_tok_s", pre},
       {"prefill_gflop_s", pre * flops_per_token / 1e9},
       {"fma_peak_gflop_s", peak / 1e9},
-      {"prefill_pct_of_peak", 100.0 * pre * flops_per_token / peak}};
+      {"int8_peak_gop_s", int8_peak / 1e9},
+      {"prefill_peak", int8_prefill ? "int8" : "fma"},
+      {"prefill_pct_of_peak", 100.0 * pre * flops_per_token / pre_peak}};
+  nlohmann::json paths = nlohmann::json::array();
+  for (const auto& u : uses)
+    paths.push_back({{"weights", u.weights},
+                     {"path", u.path},
+                     {"phase", u.prefill ? "prefill" : "decode"},
+                     {"calls", u.calls}});
+  j["matmul_paths"] = paths;
   // the decode step split into the weight matmuls (bandwidth-bound on the weights) and the
   // rest (norms, rope, attention over the cache, activations, adds, copies ...)
   nlohmann::json prof = nlohmann::json::array();
@@ -207,8 +231,15 @@ int run_bench(const bench_opts& o) {
   if (!steps.empty())
     std::printf("decode steps: p50 %.1f us, p99 %.1f us, max %.1f us (%zu steps)\n", step_us(0.5),
                 step_us(0.99), step_us(1.0), steps.size());
-  std::printf("prefill: %8.1f tok/s  %7.1f GFLOP/s of %6.1f GFLOP/s FMA peak = %5.1f%%\n", pre,
-              pre * flops_per_token / 1e9, peak / 1e9, 100.0 * pre * flops_per_token / peak);
+  std::printf("prefill: %8.1f tok/s  %7.1f GFLOP/s of %6.1f %s peak = %5.1f%%\n", pre,
+              pre * flops_per_token / 1e9, pre_peak / 1e9,
+              int8_prefill ? "GOP/s int8" : "GFLOP/s FMA",
+              100.0 * pre * flops_per_token / pre_peak);
+  std::printf("peaks (%d thread(s)): FMA %.1f GFLOP/s, int8 %.1f GOP/s\n", used, peak / 1e9,
+              int8_peak / 1e9);
+  for (const auto& u : uses)
+    std::printf("matmul %-7s %-5s %-34s %10llu calls\n", u.prefill ? "prefill" : "decode",
+                u.weights.c_str(), u.path.c_str(), static_cast<unsigned long long>(u.calls));
   std::printf(
       "weights read per token: %.2f MB; medians of %d runs (%d prompt, %d generated tokens)\n",
       bytes / 1e6, o.repeats, o.prompt_tokens, o.gen_tokens);

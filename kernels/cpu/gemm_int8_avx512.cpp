@@ -76,10 +76,13 @@ void rows(const gemm_q_args& a, int64_t j0) {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * bb;
       const uint8_t* qs = blk + 2;
-      __m512i acc[J];
+      // two accumulators a tile (low / high nibbles, even / odd k-groups): 8 independent
+      // vpdpbusd chains for 4 tiles, enough to cover the instruction's latency
+      __m512i acc[J], acc2[J];
       const int8_t* x[J];
       for (int j = 0; j < J; ++j) {
         acc[j] = _mm512_loadu_si512(a.corr + ((j0 + j) * nb + b) * lanes);
+        acc2[j] = _mm512_setzero_si512();
         x[j] = a.xt + ((j0 + j) * kg + b * 8) * lanes * 4;
       }
       if constexpr (Q4) { // qs[4i..4i+3]: low nibbles k-group i, high ones k-group 4 + i
@@ -89,16 +92,20 @@ void rows(const gemm_q_args& a, int64_t j0) {
           const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), nib);
           for (int j = 0; j < J; ++j) {
             acc[j] = _mm512_dpbusd_epi32(acc[j], lo, _mm512_loadu_si512(x[j] + i * 64));
-            acc[j] = _mm512_dpbusd_epi32(acc[j], hi, _mm512_loadu_si512(x[j] + (i + 4) * 64));
+            acc2[j] = _mm512_dpbusd_epi32(acc2[j], hi, _mm512_loadu_si512(x[j] + (i + 4) * 64));
           }
         }
       } else {
-        for (int i = 0; i < 8; ++i) {
-          const __m512i u = _mm512_xor_si512(bcast4(qs + 4 * i), flip); // w + 128, unsigned
-          for (int j = 0; j < J; ++j)
-            acc[j] = _mm512_dpbusd_epi32(acc[j], u, _mm512_loadu_si512(x[j] + i * 64));
+        for (int i = 0; i < 8; i += 2) {
+          const __m512i u0 = _mm512_xor_si512(bcast4(qs + 4 * i), flip); // w + 128, unsigned
+          const __m512i u1 = _mm512_xor_si512(bcast4(qs + 4 * i + 4), flip);
+          for (int j = 0; j < J; ++j) {
+            acc[j] = _mm512_dpbusd_epi32(acc[j], u0, _mm512_loadu_si512(x[j] + i * 64));
+            acc2[j] = _mm512_dpbusd_epi32(acc2[j], u1, _mm512_loadu_si512(x[j] + i * 64 + 64));
+          }
         }
       }
+      for (int j = 0; j < J; ++j) acc[j] = _mm512_add_epi32(acc[j], acc2[j]);
       const __m512 wd = _mm512_set1_ps(f16_at(blk));
       for (int j = 0; j < J; ++j)
         f[j] = _mm512_fmadd_ps(

@@ -16,6 +16,7 @@
 //   blas      prefill elsewhere (or TROUPE_BLAS=1): single-threaded sgemm on f32 tiles
 //   portable  plain loops, weights expanded in chunks of 256 values
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include "kernels/cpu/amx.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
+#include "kernels/cpu/report.hpp"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -260,6 +262,36 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   return m;
 }
 
+// report.hpp's counters: [path][weight dtype][prefill]
+constexpr int n_paths = 6, n_types = 32;
+std::atomic<uint64_t> uses[n_paths][n_types][2];
+
+void count(const plan_t& m, dtype w, int matmuls) {
+  const auto t = static_cast<size_t>(w);
+  if (t < n_types)
+    uses[static_cast<int>(m.how)][t][m.T >= gemm_min_tokens ? 1 : 0].fetch_add(
+        matmuls, std::memory_order_relaxed);
+}
+
+std::string path_name(path p, dtype w) {
+  const std::string isa = gemv_kernels().isa;
+  switch (p) {
+  case path::gemv:
+    return "gemv " + isa + (int8_acts(w) ? " (int8)" : "");
+  case path::int8:
+    return "int8 gemm " + isa + (isa == "avx512" ? " (vpdpbusd)" : " (maddubs)");
+  case path::amx:
+    return w == dtype::bf16 ? "amx bf16" : "amx int8";
+  case path::nt:
+    return std::string("f32 gemm avx512") + (w == dtype::f32 ? "" : " (weights expanded)");
+  case path::blas:
+    return std::string("blas sgemm") + (w == dtype::f32 ? "" : " (weights expanded)");
+  case path::portable:
+    return "portable loops";
+  }
+  return "?";
+}
+
 // Expands weight rows [n0, n0 + nn) to f32 (f32 rows are used in place).
 const float* f32_rows(const tensor_view& w, int64_t n0, int64_t nn, int64_t K,
                       std::vector<float>& buf) {
@@ -400,6 +432,7 @@ void matmul(const op_args& a, const exec_ctx& ctx) {
   const float* bias = a.src[2].data ? a.src[2].as<float>() : nullptr;
   float* y = a.dst.as<float>();
   const plan_t m = plan(a.src[0], w);
+  count(m, w.type, 1);
   over_features(ctx, m, N, [&](int64_t n0, int64_t n1) { range(m, w, bias, n0, n1, y + n0, N); });
 }
 
@@ -444,6 +477,7 @@ void matmul_swiglu(const op_args& a, const exec_ctx& ctx) {
   const int64_t T = a.src[0].rows(), F = wg.rows();
   float* y = a.dst.as<float>();
   const plan_t m = plan(a.src[0], wg); // same dtype and shape for up: one plan, one quantization
+  count(m, wg.type, 2);
   const int64_t tile = m.how == path::gemv ? swiglu_tile_gemv : swiglu_tile_gemm;
   over_features(ctx, m, F, [&](int64_t n0, int64_t n1) {
     thread_local std::vector<float> g, u;
@@ -465,6 +499,7 @@ void matmul_qkv(const op_args& a, const exec_ctx& ctx) {
   float* y[3] = {a.dst.as<float>(), a.dst2.as<float>(), a.dst3.as<float>()};
   const int64_t n[3] = {w[0]->rows(), w[1]->rows(), w[2]->rows()};
   const plan_t m = plan(a.src[0], *w[0]);
+  count(m, w[0]->type, 3);
   over_features(ctx, m, n[0] + n[1] + n[2], [&](int64_t n0, int64_t n1) {
     int64_t base = 0;
     for (int i = 0; i < 3; base += n[i], ++i) {
@@ -490,6 +525,26 @@ bool x_ok(const tensor_view& x, dtype w) {
 }
 
 } // namespace
+
+std::vector<matmul_use> matmul_uses() {
+  std::vector<matmul_use> out;
+  for (int p = 0; p < n_paths; ++p)
+    for (int t = 0; t < n_types; ++t)
+      for (int pre = 0; pre < 2; ++pre)
+        if (const uint64_t c = uses[p][t][pre].load(std::memory_order_relaxed)) {
+          const auto w = static_cast<dtype>(t);
+          out.push_back({std::string(name(w)), path_name(static_cast<path>(p), w), pre == 1, c});
+        }
+  std::sort(out.begin(), out.end(),
+            [](const matmul_use& a, const matmul_use& b) { return a.calls > b.calls; });
+  return out;
+}
+
+void reset_matmul_uses() {
+  for (auto& p : uses)
+    for (auto& t : p)
+      for (auto& c : t) c.store(0, std::memory_order_relaxed);
+}
 
 void register_matmul(registry& r) {
   r.add(

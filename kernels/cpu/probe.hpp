@@ -9,8 +9,11 @@ namespace troupe::kernels::cpu {
 
 /// Bytes per second read from DRAM with `threads` threads.
 double probe_read_bandwidth(int threads, int repeats = 5);
-/// FP32 FLOP per second (an FMA counts two) with `threads` threads.
+/// FP32 FLOP per second (an FMA counts two) with `threads` threads, in the kernels' ISA.
 double probe_fma_peak(int threads, int repeats = 5);
+/// int8 multiply-adds per second x 2 in the int8 kernels' instructions (vpdpbusd; AVX2's
+/// maddubs + madd + add); 0 without them.
+double probe_int8_peak(int threads, int repeats = 5);
 /// "avx512f avx512_bf16 ..." as detected at run time.
 const char* cpu_features();
 
