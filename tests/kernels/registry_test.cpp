@@ -1,9 +1,14 @@
 // registry_test.cpp: lookup order (native before composed), composite availability, and
-// that an op no backend can serve gives a clear error (kernels/registry.hpp).
+// that an op no backend can serve gives a clear error (kernels/registry.hpp); the CPU matmul's
+// path report (kernels/cpu/report.hpp).
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
+#include "core/dtype.hpp"
+#include "kernels/cpu/gemv.hpp"
+#include "kernels/cpu/report.hpp"
 #include "kernels/registry.hpp"
 
 using namespace troupe;
@@ -104,5 +109,40 @@ TEST(Registry, MoeRefusesExpertIdsOutOfRange) {
       ASSERT_FALSE(st) << to_string(b) << " accepted expert " << bad;
       EXPECT_NE(st.error().to_string().find("expert"), std::string::npos) << st.error().to_string();
     }
+  }
+}
+
+// report.hpp counts each weight matmul under the path the plan took: with q4_0 weights, one
+// token runs the decode gemv and 16 tokens the int8 GEMM (where the kernels have SIMD tables;
+// plain loops and BLAS otherwise), and the counts say so.
+TEST(MatmulReport, CountsThePathEachCallTook) {
+  const int64_t K = 64, N = 16;
+  std::vector<uint8_t> w(static_cast<size_t>(row_bytes(dtype::q4_0, K) * N), 0x11);
+  std::vector<float> x(16 * K, 0.5f), y(16 * N);
+  kernels::cpu::reset_matmul_uses();
+  for (int64_t T : {1, 16, 16}) {
+    op_args a;
+    a.kind = op::matmul;
+    a.src[0] = tensor_view(x.data(), dtype::f32, {T, K});
+    a.src[1] = tensor_view(w.data(), dtype::q4_0, {N, K});
+    a.dst = tensor_view(y.data(), dtype::f32, {T, N});
+    auto k = registry::global().find(backend::cpu, a);
+    ASSERT_TRUE(k);
+    ASSERT_TRUE((*k)(a, exec_ctx{}));
+  }
+  const auto uses = kernels::cpu::matmul_uses();
+  ASSERT_EQ(uses.size(), 2u);
+  EXPECT_TRUE(uses[0].prefill);
+  EXPECT_EQ(uses[0].calls, 2u);
+  EXPECT_FALSE(uses[1].prefill);
+  EXPECT_EQ(uses[1].calls, 1u);
+  for (const auto& u : uses) EXPECT_EQ(u.weights, "q4_0");
+  const std::string isa = kernels::cpu::gemv_kernels().isa;
+  if (isa == "portable") { // prefill on BLAS over expanded tiles, decode in plain loops
+    EXPECT_EQ(uses[0].path, "blas sgemm (weights expanded)");
+    EXPECT_EQ(uses[1].path, "portable loops");
+  } else {
+    EXPECT_EQ(uses[0].path.rfind("int8 gemm " + isa, 0), 0u) << uses[0].path;
+    EXPECT_EQ(uses[1].path, "gemv " + isa + " (int8)");
   }
 }
