@@ -46,39 +46,47 @@ inline float load_w1(const uint8_t* row, int64_t k) {
   }
 }
 
+// One row against TC (1 or 2) tokens from t0: the weights are loaded once for both tokens,
+// and a single token does single-token work.
+template <int W, int TC>
+inline void float_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_t n, float b) {
+  const int64_t K = a.K, K8 = K / 8 * 8;
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, d0 = c0, d1 = c0;
+  const float* x0 = a.x + t0 * K;
+  const float* x1 = x0 + K;
+  int64_t k = 0;
+  for (; k + 16 <= K8; k += 16) {
+    const __m256 w0 = load_w<W>(row, k), w1 = load_w<W>(row, k + 8);
+    c0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + k), w0, c0);
+    c1 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + k + 8), w1, c1);
+    if constexpr (TC == 2) {
+      d0 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + k), w0, d0);
+      d1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + k + 8), w1, d1);
+    }
+  }
+  for (; k < K8; k += 8) {
+    const __m256 w0 = load_w<W>(row, k);
+    c0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + k), w0, c0);
+    if constexpr (TC == 2) d0 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + k), w0, d0);
+  }
+  float s0 = hsum256(_mm256_add_ps(c0, c1)), s1 = hsum256(_mm256_add_ps(d0, d1));
+  for (; k < K; ++k) {
+    const float w = load_w1<W>(row, k);
+    s0 += x0[k] * w;
+    if constexpr (TC == 2) s1 += x1[k] * w;
+  }
+  a.y[t0 * a.ldy + n - a.ycol0] = s0 + b;
+  if constexpr (TC == 2) a.y[(t0 + 1) * a.ldy + n - a.ycol0] = s1 + b;
+}
+
 template <int W>
 void gemv_float(const gemv_args& a) {
-  const int64_t K = a.K, K8 = K / 8 * 8;
   for (int64_t n = a.n0; n < a.n1; ++n) {
     const uint8_t* row = a.w + n * a.row_bytes;
     const float b = a.bias ? a.bias[n] : 0.0f;
-    for (int64_t t0 = 0; t0 < a.T; t0 += 2) {
-      const int64_t tc = a.T - t0 < 2 ? a.T - t0 : 2;
-      __m256 c0 = _mm256_setzero_ps(), c1 = c0, d0 = c0, d1 = c0;
-      const float* x0 = a.x + t0 * K;
-      const float* x1 = tc > 1 ? x0 + K : x0;
-      int64_t k = 0;
-      for (; k + 16 <= K8; k += 16) {
-        const __m256 w0 = load_w<W>(row, k), w1 = load_w<W>(row, k + 8);
-        c0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + k), w0, c0);
-        c1 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + k + 8), w1, c1);
-        d0 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + k), w0, d0);
-        d1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + k + 8), w1, d1);
-      }
-      for (; k < K8; k += 8) {
-        const __m256 w0 = load_w<W>(row, k);
-        c0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + k), w0, c0);
-        d0 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + k), w0, d0);
-      }
-      float s0 = hsum256(_mm256_add_ps(c0, c1)), s1 = hsum256(_mm256_add_ps(d0, d1));
-      for (; k < K; ++k) {
-        const float w = load_w1<W>(row, k);
-        s0 += x0[k] * w;
-        s1 += x1[k] * w;
-      }
-      a.y[t0 * a.ldy + n - a.ycol0] = s0 + b;
-      if (tc > 1) a.y[(t0 + 1) * a.ldy + n - a.ycol0] = s1 + b;
-    }
+    int64_t t0 = 0;
+    for (; t0 + 2 <= a.T; t0 += 2) float_row<W, 2>(a, row, t0, n, b);
+    if (t0 < a.T) float_row<W, 1>(a, row, t0, n, b);
   }
 }
 
