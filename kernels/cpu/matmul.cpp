@@ -6,7 +6,8 @@
 // slice of W once, whatever T is):
 //   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
 //             quantized weights (quantized once per call, or already q8_0 from the norm)
-//   nt        prefill on AVX-512: our dot-product GEMM over groups of 6 features
+//   nt        prefill on AVX-512 / AVX2: our dot-product GEMM over groups of 6 features
+//             (f16 / bf16 / expanded rows converted into L1 once per call)
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K weights
 //             elsewhere: int8 dot products with the tokens in the lanes (gemv.hpp's gemm_q_args), x
 //             tiled once per call
@@ -39,6 +40,8 @@ extern "C" void openblas_set_num_threads(int);
 namespace troupe::kernels::cpu {
 void gemm_nt_avx512(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
                     int64_t n, float* C, int64_t ldc); // gemm_avx512.cpp
+void gemm_nt_avx2(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
+                  int64_t n, float* C, int64_t ldc); // gemm_avx2.cpp
 namespace {
 
 constexpr int64_t chunk = 256;         // portable: values per expanded chunk (fits L1 with x)
@@ -64,8 +67,9 @@ struct plan_t {
   const int8_t* xt = nullptr;
   const int32_t* corr = nullptr;
   int64_t lanes = 0, tiles = 0;
-  int64_t unit = 1;  // features per unit of work
-  int64_t grain = 1; // units per task
+  bool nt512 = false; // nt: the AVX-512 GEMM (else AVX2's)
+  int64_t unit = 1;   // features per unit of work
+  int64_t grain = 1;  // units per task
 };
 
 gemv_fn gemv_for(const gemv_table& tab, dtype t) {
@@ -232,8 +236,9 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     return m;
   }
   if (m.T >= gemm_min_tokens) {
-    // AVX-512: our dot-product GEMM; elsewhere a BLAS sgemm (TROUPE_BLAS=1 forces it)
-    static const bool ours = std::string(tab.isa) == "avx512" && !std::getenv("TROUPE_BLAS");
+    // AVX-512 and AVX2: our dot-product GEMM; elsewhere a BLAS sgemm (TROUPE_BLAS=1 forces it)
+    static const bool ours = std::string(tab.isa) != "portable" && !std::getenv("TROUPE_BLAS");
+    m.nt512 = std::string(tab.isa) == "avx512";
     m.how = ours ? path::nt : path::blas;
     m.unit = ours ? nt_group : blas_tile;
     m.grain = ours ? 4 : 1;
@@ -283,7 +288,7 @@ std::string path_name(path p, dtype w) {
   case path::amx:
     return w == dtype::bf16 ? "amx bf16" : "amx int8";
   case path::nt:
-    return std::string("f32 gemm avx512") + (w == dtype::f32 ? "" : " (weights expanded)");
+    return "f32 gemm " + isa + (w == dtype::f32 ? "" : " (weights expanded)");
   case path::blas:
     return std::string("blas sgemm") + (w == dtype::f32 ? "" : " (weights expanded)");
   case path::portable:
@@ -372,7 +377,13 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
   case path::nt:
     for (int64_t n = n0; n < n1; n += nt_group) {
       const int64_t nn = std::min(nt_group, n1 - n);
-      gemm_nt_avx512(m.x, K, f32_rows(w, n, nn, K, rows), K, K, T, nn, y + (n - n0), ldy);
+      const float* b = f32_rows(w, n, nn, K, rows);
+      if (m.nt512)
+        gemm_nt_avx512(m.x, K, b, K, K, T, nn, y + (n - n0), ldy);
+      else
+        for (int64_t j = 0; j < nn; j += 3)
+          gemm_nt_avx2(m.x, K, b + j * K, K, K, T, std::min<int64_t>(3, nn - j), y + (n - n0) + j,
+                       ldy);
     }
     break;
   case path::blas: {
