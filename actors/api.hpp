@@ -66,6 +66,7 @@ struct engine_stats {
   int64_t kv_blocks_total = 0, kv_blocks_free = 0;
   int64_t preemptions = 0, prefix_hit_blocks = 0, steps = 0, recomputes = 0;
   int64_t kv_window_freed_blocks = 0; // blocks freed behind a sliding window
+  int64_t prefill_capped_steps = 0;   // steps whose prefill share the step target cut
   int64_t shard_restarts = 0;
   int64_t cancelled = 0;
   int64_t leases = 0, leased_blocks = 0; // per-sequence KV leases held now

@@ -372,8 +372,12 @@ engine_impl::behavior_type engine_behavior(state_ptr self) {
         auto& st = self->state;
         TROUPE_LOG_DEBUG("engine", "done step={} epoch={}/{} tokens={}", d.step_id, d.epoch,
                          st.epoch, d.tokens.size());
-        if (d.epoch != st.epoch || !st.inflight.count(d.step_id)) return;
-        st.inflight.erase(d.step_id);
+        auto it = st.inflight.find(d.step_id);
+        if (d.epoch != st.epoch || it == st.inflight.end()) return;
+        // the step's time from send to results teaches the scheduler's step-time model
+        st.sched->observe_step(static_cast<int32_t>(it->second.plan->tokens.size()),
+                               seconds(clock::now() - it->second.sent));
+        st.inflight.erase(it);
         const auto events = st.sched->complete(d.step_id, d.tokens);
         pump(self); // the next step first: the sinks' work overlaps with it
         if (!d.scores.empty()) send_scores(self, d.scores);
@@ -440,6 +444,7 @@ engine_impl::behavior_type engine_behavior(state_ptr self) {
         s.steps = st.sched->stats().steps;
         s.recomputes = st.sched->stats().recomputes;
         s.kv_window_freed_blocks = st.sched->stats().window_freed_blocks;
+        s.prefill_capped_steps = st.sched->stats().prefill_capped_steps;
         s.leases = static_cast<int64_t>(st.sched->leases().size());
         s.leased_blocks = st.sched->leases().blocks_leased();
         s.ready = st.ready && !st.failed;

@@ -478,6 +478,9 @@ void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
       metric("troupe_kv_leases", "KV leases held by sequences.", "gauge", s->leases);
       metric("troupe_preemptions_total", "Sequences preempted for lack of KV blocks.", "counter",
              s->preemptions);
+      metric("troupe_prefill_capped_steps_total",
+             "Steps whose prefill share was cut to keep decoding streams near the step target.",
+             "counter", s->prefill_capped_steps);
       metric("troupe_prefix_cache_hit_blocks_total", "KV blocks reused from the prefix cache.",
              "counter", s->prefix_hit_blocks);
       metric("troupe_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",

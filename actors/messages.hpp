@@ -201,10 +201,11 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
   return f(caf::meta::type_name("engine_stats"), x.requests_total, x.requests_running,
            x.requests_waiting, x.prompt_tokens, x.generated_tokens, x.kv_blocks_total,
            x.kv_blocks_free, x.preemptions, x.prefix_hit_blocks, x.steps, x.recomputes,
-           x.kv_window_freed_blocks, x.shard_restarts, x.cancelled, x.leases, x.leased_blocks,
-           x.ready, x.not_ready_reason, x.ttft, x.itl, x.finished_stop, x.finished_length,
-           x.finished_cancelled, x.finished_error, x.prefix_query_tokens, x.prefix_hit_tokens,
-           x.e2e, x.queue, x.prefill, x.decode, x.prompt_len, x.generation_len, x.restart_policy);
+           x.kv_window_freed_blocks, x.prefill_capped_steps, x.shard_restarts, x.cancelled,
+           x.leases, x.leased_blocks, x.ready, x.not_ready_reason, x.ttft, x.itl, x.finished_stop,
+           x.finished_length, x.finished_cancelled, x.finished_error, x.prefix_query_tokens,
+           x.prefix_hit_tokens, x.e2e, x.queue, x.prefill, x.decode, x.prompt_len, x.generation_len,
+           x.restart_policy);
 }
 
 /// What a worker process needs to start one shard: the model (opened there from the same path),

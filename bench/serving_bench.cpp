@@ -12,7 +12,9 @@
 //  recovery: TP 2 x PP 2; one stream killed mid-way: the longest gap between tokens (kill
 //            to next token) against the median gap; and throughput with a fault every few
 //            seconds against the fault-free run.
-//   build/bench/serving_bench [sweep|batch|prefix|recovery|all] [--seconds D] [--models DIR]
+//  stall:    16 decoding clients and a 1536-token prompt every 2 s, per step target
+//            (stall-free batching) and token budget: inter-token latency and long-prompt TTFT.
+//   build/bench/serving_bench [sweep|batch|prefix|stall|recovery|all] [--seconds D] [--models DIR]
 //   [--kv-dtype f32|f16|bf16] [--dtype q8_0|bf16|f32 (batch: one weight dtype)] [--json FILE]
 #include <atomic>
 #include <cstring>
@@ -219,6 +221,65 @@ double ttft_of(actors::host& h, const std::vector<int32_t>& prompt) {
   return first;
 }
 
+// Stall-free batching: 16 clients decode (64-token prompts, 64 tokens, back to back) while one
+// more sends a 1536-token prompt every 2 s; per step target (off, 25 ... 200 ms) and token
+// budget: the decoders' inter-token latency p50 / p99 / max, their aggregate tokens/s, and the
+// long prompts' time to first token.
+json stall(const std::string& models, double seconds) {
+  json out = json::array();
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  auto m = *open_model(bench_model(models, "q8_0"));
+  const int long_len = std::min<int>(1536, static_cast<int>(m->config.ctx) - 80);
+  struct setting {
+    int budget;
+    double target_s;
+  };
+  for (setting st : {setting{512, 0}, setting{2048, 0}, setting{2048, 0.025}, setting{2048, 0.05},
+                     setting{2048, 0.1}, setting{2048, 0.2}}) {
+    actors::host_options o;
+    o.threads_per_shard = cores;
+    o.kv_blocks = 16 * 9 + long_len / 16 + 16;
+    o.sched.max_batch_tokens = st.budget;
+    o.sched.max_seqs = 64;
+    o.sched.step_target_s = st.target_s;
+    auto h = start(m, o);
+    if (!h) continue;
+    std::vector<double> long_ttft;
+    std::thread longs([&] {
+      std::mt19937 rng(77);
+      const auto t0 = clock::now();
+      while (seconds_since(t0) + 2 < seconds) {
+        const auto next = clock::now() + std::chrono::seconds(2);
+        long_ttft.push_back(
+            ttft_of(*h, random_prompt(rng, long_len, static_cast<int>(m->config.V))));
+        std::this_thread::sleep_until(next);
+      }
+    });
+    const load_result r = run_load(*h, 16, seconds, 64, 64);
+    longs.join();
+    std::vector<double> itl = r.itl;
+    std::sort(itl.begin(), itl.end());
+    json row = {{"max_batch_tokens", st.budget},
+                {"step_target_ms", 1e3 * st.target_s},
+                {"decode_tok_s", r.tokens / r.seconds},
+                {"itl_p50_ms", 1e3 * percentile(r.itl, 0.5)},
+                {"itl_p99_ms", 1e3 * percentile(r.itl, 0.99)},
+                {"itl_max_ms", itl.empty() ? 0.0 : 1e3 * itl.back()},
+                {"long_prompts", long_ttft.size()},
+                {"long_ttft_p50_ms", 1e3 * percentile(long_ttft, 0.5)},
+                {"long_ttft_max_ms", 1e3 * percentile(long_ttft, 1.0)}};
+    std::printf("budget %4d target %5.0f ms: %6.1f tok/s  ITL p50 %6.1f p99 %7.1f max %7.1f ms"
+                "  long-prompt TTFT p50 %7.1f max %7.1f ms (%zu)\n",
+                st.budget, 1e3 * st.target_s, row["decode_tok_s"].get<double>(),
+                row["itl_p50_ms"].get<double>(), row["itl_p99_ms"].get<double>(),
+                row["itl_max_ms"].get<double>(), row["long_ttft_p50_ms"].get<double>(),
+                row["long_ttft_max_ms"].get<double>(), long_ttft.size());
+    std::fflush(stdout);
+    out.push_back(row);
+  }
+  return out;
+}
+
 json prefix(const std::string& models) {
   auto m = *open_model(bench_model(models, "q8_0"));
   std::mt19937 rng(7);
@@ -328,6 +389,7 @@ int main(int argc, char** argv) {
   if (what == "sweep" || what == "all") out["sweep"] = sweep(models, seconds, kv);
   if (what == "batch" || what == "all") out["batch"] = batch_decode(models, kv, only);
   if (what == "prefix" || what == "all") out["prefix"] = prefix(models);
+  if (what == "stall" || what == "all") out["stall"] = stall(models, seconds);
   if (what == "recovery" || what == "all") out["recovery"] = recovery(models, seconds);
   if (!json_out.empty()) std::ofstream(json_out) << out.dump(2) << "\n";
   return 0;

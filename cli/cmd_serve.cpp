@@ -39,6 +39,7 @@ struct serve_opts {
   std::vector<std::string> inject;
   worker_flags workers;
   double drain_timeout = 30, read_timeout = 15, step_timeout = 60;
+  double step_target_ms = 100; // stall-free batching (bench/README.md "Stall-free batching")
   size_t max_body = 4 << 20;
   bool no_prefix_cache = false;
   bool metrics_auth = false;
@@ -118,6 +119,7 @@ int run_serve(const serve_opts& o) {
   ho.kv_dtype = *kvd;
   ho.sched.max_batch_tokens = o.max_batch_tokens;
   ho.sched.max_seqs = o.max_seqs;
+  ho.sched.step_target_s = o.step_target_ms / 1e3;
   ho.sched.prefix_caching = !o.no_prefix_cache;
   ho.max_waiting = o.max_waiting;
   ho.step_timeout_s = o.step_timeout;
@@ -214,6 +216,10 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "token budget per step")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-seqs", o->max_seqs, "sequences per step")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--step-target-ms", o->step_target_ms,
+                  "while streams decode, cut each step's prefill share to what keeps the step "
+                  "near this many ms (learnt step time; 0: off, prompts take the whole budget)")
+      ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--max-waiting", o->max_waiting, "queued requests before answering 429")
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--inject", o->inject,

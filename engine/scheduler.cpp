@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <unordered_map>
 
 namespace troupe {
@@ -252,6 +253,20 @@ std::optional<step_plan> scheduler::next_step() {
   step_plan plan;
   std::vector<chunk> chunks;
   int32_t budget = cfg_.max_batch_tokens;
+  // stall-free batching: with sequences decoding, prefill (and recompute) chunks share what the
+  // step-time model says fits the target beside the decodes
+  int32_t decoders = 0;
+  for (const auto& [id, s] : seqs_)
+    if (s.st == state::running && !s.in_flight &&
+        static_cast<int32_t>(s.tokens.size()) - s.computed == 1)
+      ++decoders;
+  int32_t prefill_left = std::numeric_limits<int32_t>::max();
+  if (cfg_.step_target_s > 0 && decoders > 0)
+    // until the model has learnt the step time, small chunks (which also teach it the slope)
+    prefill_left = cost_.fitted() ? std::max(cfg_.min_prefill_tokens,
+                                             cost_.tokens_within(cfg_.step_target_s) - decoders)
+                                  : 4 * cfg_.min_prefill_tokens;
+  bool capped = false;
   auto followers_waiting = [&](int64_t leader) {
     for (const auto& [id, o] : seqs_)
       if (o.leader == leader) return true;
@@ -286,9 +301,15 @@ std::optional<step_plan> scheduler::next_step() {
     leases_.renew(s.id, now_seconds()); // renewed by use
     s.in_flight = true;
     budget -= n;
+    if (n > 1 || !chunks.back().logits) prefill_left -= n; // a prefill (or recompute) chunk
   };
   auto chunk_size = [&](sequence& s) {
-    int32_t n = std::min<int32_t>(static_cast<int32_t>(s.tokens.size()) - s.computed, budget);
+    const int32_t left = static_cast<int32_t>(s.tokens.size()) - s.computed;
+    int32_t n = std::min<int32_t>(left, budget);
+    if (left > 1 && n > prefill_left) {
+      n = prefill_left;
+      capped = true;
+    }
     if (s.req.n > 1 && s.computed < s.prompt_len - 1 && followers_waiting(s.id))
       n = std::min(n, s.prompt_len - 1 - s.computed); // let the followers share the prompt first
     return n;
@@ -353,6 +374,7 @@ std::optional<step_plan> scheduler::next_step() {
     add_chunk(s, n);
   }
   if (chunks.empty()) return std::nullopt;
+  if (capped) ++stats_.prefill_capped_steps;
   plan.step_id = next_step_id_++;
   steps_.emplace(plan.step_id, std::move(chunks));
   ++stats_.steps;

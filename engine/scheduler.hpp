@@ -8,7 +8,11 @@
 // EOS and stop ids, max tokens, the context limit; stop strings are the engine's (it owns the
 // detokenizer) through finish(). n > 1 completions share the prompt's blocks; a shared block
 // is copied before it is written (batch::copies). With a sliding-window model, blocks no
-// future query of a sequence can see go back to the pool as it advances. Not thread-safe.
+// future query of a sequence can see go back to the pool as it advances. Stall-free batching
+// (step_target_s): while sequences are decoding, a step's prefill share is cut to what the
+// learnt step time (step_cost, fed by observe_step) says keeps the step near the target, so
+// a long prompt is prefilled over several steps instead of stalling every stream for one
+// long step; without decoders a prompt takes the whole budget. Not thread-safe.
 // Tests: tests/engine/scheduler_test.cpp
 #pragma once
 
@@ -24,6 +28,7 @@
 #include "core/sampler.hpp"
 #include "engine/kv_block_pool.hpp"
 #include "engine/lease_table.hpp"
+#include "engine/step_cost.hpp"
 
 namespace troupe {
 
@@ -70,6 +75,10 @@ struct scheduler_config {
   int32_t window = 0;       // the model's KV horizon (model_config::kv_horizon): when every layer
                             // attends over the last `window` positions only, blocks wholly before
   // a sequence's window are freed as it advances (its table holds 0 there)
+  // stall-free batching: > 0, a step with decoding sequences carries only the prefill tokens
+  // predicted to keep it within this many seconds (at least min_prefill_tokens); 0: off
+  double step_target_s = 0;
+  int32_t min_prefill_tokens = 16;
 };
 
 struct step_plan {
@@ -85,7 +94,8 @@ struct scheduler_stats {
   int64_t cow_copies = 0;
   int64_t window_freed_blocks = 0; // blocks returned early: wholly before a sliding window
   int64_t steps = 0;
-  int64_t recomputes = 0; // sequences whose KV was rebuilt after a failure
+  int64_t recomputes = 0;           // sequences whose KV was rebuilt after a failure
+  int64_t prefill_capped_steps = 0; // steps whose prefill share the step target cut
 };
 
 class scheduler {
@@ -100,6 +110,9 @@ class scheduler {
   void finish(int64_t seq_id, finish_reason why);
   /// The next step over sequences not in flight; nullopt when there is nothing to run.
   std::optional<step_plan> next_step();
+  /// A step of `tokens` tokens took `seconds` (from send to results): feeds the step-time model.
+  void observe_step(int32_t tokens, double seconds) { cost_.observe(tokens, seconds); }
+  const step_cost& cost() const { return cost_; }
   /// Applies a step's sampled tokens; returns what happened to each sequence.
   std::vector<seq_event> complete(uint64_t step_id, std::span<const sampled_token> results);
   /// A step failed (a shard died): its sequences go back to be run again.
@@ -174,6 +187,7 @@ class scheduler {
   uint64_t next_step_id_ = 1;
   int64_t clock_ = 0;
   scheduler_stats stats_;
+  step_cost cost_;
 };
 
 } // namespace troupe

@@ -291,3 +291,83 @@ TEST(Scheduler, SlidingWindowFreesBlocksBehindIt) {
   EXPECT_GT(st.window_freed_blocks, 20);
   EXPECT_EQ(st.preemptions, 0);
 }
+
+TEST(StepCost, FitsTheLineAndInvertsIt) {
+  step_cost c;
+  for (int i = 0; i < 3; ++i) c.observe(64, 0.002 + 1e-4 * 64);
+  EXPECT_FALSE(c.fitted()); // one size only: no slope to learn
+  for (int i = 0; i < 40; ++i) {
+    const int32_t n = 1 + (i * 37) % 300;
+    c.observe(n, 0.002 + 1e-4 * n);
+  }
+  ASSERT_TRUE(c.fitted());
+  EXPECT_NEAR(c.per_token(), 1e-4, 1e-7);
+  EXPECT_NEAR(c.fixed(), 0.002, 1e-5);
+  EXPECT_NEAR(c.tokens_within(0.012), 100, 1);
+  EXPECT_EQ(c.tokens_within(0.001), 0);     // under the fixed part
+  EXPECT_LE(c.tokens_within(1.0), 2 * 299); // not past twice the largest step seen lately
+  EXPECT_GT(c.tokens_within(1.0), 299);
+  // recent steps count most: the machine got twice as slow
+  for (int i = 0; i < 200; ++i) {
+    const int32_t n = 1 + (i * 37) % 300;
+    c.observe(n, 0.004 + 2e-4 * n);
+  }
+  EXPECT_NEAR(c.per_token(), 2e-4, 2e-6);
+}
+
+// Stall-free batching: four streams decode when a 400-token prompt arrives. With a step target,
+// steps that carry the decodes take only the prefill share the learnt step time allows (a
+// simulated clock: 1 ms + 0.1 ms per token), so the streams never wait for one long step and
+// the prompt is prefilled over several steps; without it one step takes the whole prompt.
+// Outputs are the same either way.
+TEST(Scheduler, StallFreeStepsKeepDecodingStreamsNearTheTarget) {
+  using outputs = std::map<int64_t, std::vector<int32_t>>;
+  auto run = [](double target, double& worst_decode_step, int& prompt_steps) -> outputs {
+    kv_block_pool pool(512, P);
+    scheduler_config cfg;
+    cfg.max_batch_tokens = 512;
+    cfg.max_context = 1024;
+    cfg.eos_ids = {0};
+    cfg.step_target_s = target;
+    scheduler s(pool, cfg);
+    fake_model m(512);
+    outputs out;
+    for (int i = 0; i < 4; ++i) EXPECT_TRUE(s.add(make(i + 1, 3 + 5 * i, 60)));
+    worst_decode_step = 0;
+    prompt_steps = 0;
+    for (int step = 0; step < 1000 && !s.idle(); ++step) {
+      if (step == 30) EXPECT_TRUE(s.add(make(9, 400, 4)));
+      auto p = s.next_step();
+      if (!p) {
+        ADD_FAILURE() << "no step while sequences are left";
+        break;
+      }
+      const double seconds = 0.001 + 1e-4 * static_cast<double>(p->b.tokens.size());
+      bool decodes = false, prompt = false;
+      for (const auto& q : p->b.seqs) {
+        decodes |= q.seq_id != 9 && q.count == 1;
+        prompt |= q.seq_id == 9 && q.count > 1;
+      }
+      if (decodes && step >= 30) worst_decode_step = std::max(worst_decode_step, seconds);
+      prompt_steps += prompt;
+      s.observe_step(static_cast<int32_t>(p->b.tokens.size()), seconds);
+      for (const auto& e : s.complete(p->step_id, m.run(p->b)))
+        if (e.has_token) out[e.seq_id].push_back(e.token.token);
+    }
+    EXPECT_TRUE(s.idle());
+    EXPECT_EQ(pool.free_count(), pool.total());
+    if (target > 0) {
+      EXPECT_GT(s.stats().prefill_capped_steps, 0);
+    }
+    return out;
+  };
+  double worst_off = 0, worst_on = 0;
+  int steps_off = 0, steps_on = 0;
+  const auto off = run(0, worst_off, steps_off);
+  const auto on = run(0.01, worst_on, steps_on);
+  EXPECT_EQ(on, off);
+  EXPECT_EQ(steps_off, 1);
+  EXPECT_GT(worst_off, 0.04); // the whole prompt in one step beside the decodes
+  EXPECT_GE(steps_on, 4);     // about 86 prompt tokens a step
+  EXPECT_LE(worst_on, 0.01 * 1.05);
+}
