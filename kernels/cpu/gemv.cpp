@@ -1,6 +1,8 @@
-// gemv.cpp: picks the decode kernel table for this CPU (gemv.hpp) and says whether the AMX
-// int8 kernels may run (amx.hpp). TROUPE_ISA=avx2 or TROUPE_ISA=portable forces a lesser
-// path, TROUPE_AMX=0 turns AMX off (tests and comparisons). Compiled for any x86-64 CPU.
+// gemv.cpp: picks the decode kernel table for this CPU (gemv.hpp; on AMD's AVX-512 cores a
+// measured mix of the AVX-512 and AVX2 kernels) and says whether the AMX int8 kernels may run
+// (amx.hpp). TROUPE_ISA=avx2 or TROUPE_ISA=portable forces a lesser
+// path (TROUPE_ISA=avx512: the AVX-512 table alone, without the AMD mix), TROUPE_AMX=0 turns
+// AMX off (tests and comparisons). Compiled for any x86-64 CPU.
 #include "kernels/cpu/gemv.hpp"
 
 #include <cpuid.h>
@@ -15,6 +17,37 @@
 #include "core/log.hpp"
 
 namespace troupe::kernels::cpu {
+
+namespace {
+
+bool amd() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  return !std::strcmp(vendor, "AuthenticAMD");
+}
+
+// AMD's AVX-512 cores (Zen 4 and later) run the AVX-512 table's two-rows-at-a-time decode
+// kernels (f32 / f16 / bf16 / q8_0) at half the bandwidth of one row at a time, and their
+// 512-bit float GEMV below the 256-bit one (bench/README.md "CPU paths", an A/B on an EPYC):
+// there the AVX2 decode kernels take those dtypes; everything else stays AVX-512.
+const gemv_table* zen_table() {
+  static const gemv_table t = [] {
+    gemv_table z = *gemv_avx512_table();
+    const gemv_table& v2 = *gemv_avx2_table();
+    z.f32 = v2.f32;
+    z.f16 = v2.f16;
+    z.bf16 = v2.bf16;
+    z.q8_0 = v2.q8_0;
+    return z;
+  }();
+  return &t;
+}
+
+} // namespace
 
 const gemv_table& gemv_kernels() {
   static const gemv_table chosen = [] {
@@ -31,7 +64,8 @@ const gemv_table& gemv_kernels() {
     if (force && !std::strcmp(force, "portable"))
       t = &portable;
     else if (avx512 && !(force && !std::strcmp(force, "avx2")))
-      t = gemv_avx512_table();
+      t = amd() && avx2 && !(force && !std::strcmp(force, "avx512")) ? zen_table()
+                                                                     : gemv_avx512_table();
     else if (avx2)
       t = gemv_avx2_table();
     TROUPE_LOG_DEBUG("cpu", "matmul kernels: {}", t->isa);
