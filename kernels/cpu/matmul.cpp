@@ -281,8 +281,11 @@ void count(const plan_t& m, dtype w, int matmuls) {
 std::string path_name(path p, dtype w) {
   const std::string isa = gemv_kernels().isa;
   switch (p) {
-  case path::gemv:
-    return "gemv " + isa + (int8_acts(w) ? " (int8)" : "");
+  case path::gemv: {
+    const bool mixed = gemv_kernels().avx2_decode &&
+                       (w == dtype::f32 || w == dtype::f16 || w == dtype::bf16 || w == dtype::q8_0);
+    return "gemv " + (mixed ? std::string("avx2") : isa) + (int8_acts(w) ? " (int8)" : "");
+  }
   case path::int8:
     return "int8 gemm " + isa + (isa == "avx512" ? " (vpdpbusd)" : " (maddubs)");
   case path::amx:
