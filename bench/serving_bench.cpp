@@ -15,7 +15,8 @@
 //  stall:    16 decoding clients and a 1536-token prompt every 2 s, per step target
 //            (stall-free batching) and token budget: inter-token latency and long-prompt TTFT.
 //   build/bench/serving_bench [sweep|batch|prefix|stall|recovery|all] [--seconds D] [--models DIR]
-//   [--kv-dtype f32|f16|bf16] [--dtype q8_0|bf16|f32 (batch: one weight dtype)] [--json FILE]
+//   [--kv-dtype f32|f16|bf16] [--dtype q8_0|bf16|f32 (sweep, batch: one weight dtype)]
+//   [--step-target-ms MS (sweep: stall-free batching, 0 off)] [--json FILE]
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -102,15 +103,18 @@ double best_fma_peak(int cores, int probes) {
   return peak;
 }
 
-json sweep(const std::string& models, double seconds, dtype kv) {
+json sweep(const std::string& models, double seconds, dtype kv, const std::string& only,
+           double step_target_s) {
   json out = json::array();
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   double peak = best_fma_peak(cores, 3);
   for (const char* dt : {"q8_0", "bf16"}) {
+    if (!only.empty() && only != dt) continue;
     auto m = *open_model(bench_model(models, dt));
     const int64_t non_embd = m->config.parameters() - m->config.V * m->config.C;
     actors::host_options o;
     o.threads_per_shard = cores;
+    o.sched.step_target_s = step_target_s;
     o.kv_blocks = 64 * 9 + 8; // 64 sequences of 128 tokens in blocks of 16
     o.kv_dtype = kv;
     o.sched.max_batch_tokens = 512;
@@ -123,6 +127,7 @@ json sweep(const std::string& models, double seconds, dtype kv) {
       const double gflops = tok_s * 2.0 * static_cast<double>(non_embd) / 1e9;
       json row = {{"dtype", dt},
                   {"kv_dtype", std::string(name(kv))},
+                  {"step_target_ms", 1e3 * step_target_s},
                   {"clients", c},
                   {"requests", r.requests},
                   {"errors", r.errors},
@@ -366,6 +371,7 @@ int main(int argc, char** argv) {
   std::string what = "all", models = "/tmp/troupe-bench", json_out, only;
   double seconds = 15;
   dtype kv = dtype::f32;
+  double step_target_s = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc)
       seconds = std::atof(argv[++i]);
@@ -375,6 +381,8 @@ int main(int argc, char** argv) {
       json_out = argv[++i];
     else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc)
       only = argv[++i];
+    else if (!std::strcmp(argv[i], "--step-target-ms") && i + 1 < argc)
+      step_target_s = std::atof(argv[++i]) / 1e3;
     else if (!std::strcmp(argv[i], "--kv-dtype") && i + 1 < argc) {
       const auto d = parse_dtype(argv[++i]);
       if (!d || (*d != dtype::f32 && *d != dtype::f16 && *d != dtype::bf16)) {
@@ -386,7 +394,8 @@ int main(int argc, char** argv) {
       what = argv[i];
   }
   json out = {{"command", command_line(argc, argv)}, {"cpu", kernels::cpu::cpu_features()}};
-  if (what == "sweep" || what == "all") out["sweep"] = sweep(models, seconds, kv);
+  if (what == "sweep" || what == "all")
+    out["sweep"] = sweep(models, seconds, kv, only, step_target_s);
   if (what == "batch" || what == "all") out["batch"] = batch_decode(models, kv, only);
   if (what == "prefix" || what == "all") out["prefix"] = prefix(models);
   if (what == "stall" || what == "all") out["stall"] = stall(models, seconds);
