@@ -51,13 +51,51 @@ struct tile_at {
   }
 };
 
+// A block's 256 codes unpacked once into bytes (group g at u + 32 g) with 256-bit operations,
+// so the inner loop broadcasts them from memory instead of rebuilding each 4 from split bits
+// per broadcast (for Q6_K 8 instructions per 4 codes before).
+inline __m256i load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline __m256i bits32(__m256i v, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+inline void store32(uint8_t* p, __m256i v) {
+  _mm256_store_si256(reinterpret_cast<__m256i*>(p), v);
+}
+
+template <bool Q5>
+inline void unpack_k45(const uint8_t* b, uint8_t* u) {
+  const __m256i qh = Q5 ? load32(b + 16) : _mm256_setzero_si256(); // bit g: group g's 5th bit
+  for (int j = 0; j < 4; ++j) { // 32 bytes: group 2j in the low nibbles, 2j + 1 in the high
+    const __m256i v = load32(b + (Q5 ? 48 : 16) + 32 * j);
+    __m256i lo = bits32(v, 0, 0x0f), hi = bits32(v, 4, 0x0f);
+    if constexpr (Q5) {
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(bits32(qh, 2 * j, 1), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(bits32(qh, 2 * j + 1, 1), 4));
+    }
+    store32(u + 64 * j, lo);
+    store32(u + 64 * j + 32, hi);
+  }
+}
+
+inline void unpack_q6(const uint8_t* b, uint8_t* u) {
+  for (int h = 0; h < 2; ++h) { // half h: ql[64 h ..] and qh[32 h ..] hold groups 4h .. 4h + 3
+    const __m256i l0 = load32(b + 64 * h), l1 = load32(b + 64 * h + 32);
+    const __m256i qh = load32(b + 128 + 32 * h);
+    for (int k = 0; k < 4; ++k)
+      store32(u + 32 * (4 * h + k), _mm256_or_si256(bits32(k % 2 ? l1 : l0, 4 * (k / 2), 0x0f),
+                                                    _mm256_slli_epi16(bits32(qh, 2 * k, 3), 4)));
+  }
+}
+
 // Q4_K (Q5 false) and Q5_K (Q5 true): rows [n0, n1) for tiles [j0, j0 + J).
 template <class V, bool Q5, int J>
 void k45_rows(const gemm_q_args& a, int64_t j0) {
   using vi = typename V::vi;
   using vf = typename V::vf;
   const tile_at<V> at{a, a.K / 32, a.K / 4};
-  const int bytes = Q5 ? 176 : 144, qs_at = Q5 ? 48 : 16;
+  const int bytes = Q5 ? 176 : 144;
   for (int64_t n = a.n0; n < a.n1; ++n) {
     const uint8_t* row = a.w + n * a.row_bytes;
     vf f[J];
@@ -67,18 +105,14 @@ void k45_rows(const gemm_q_args& a, int64_t j0) {
       const float d = f16_at(b), dmin = f16_at(b + 2);
       int sc[8], m[8];
       scales_k45(b + 4, sc, m);
-      for (int j = 0; j < 4; ++j) { // 32 bytes of codes: group 2j low nibbles, 2j + 1 high
+      alignas(32) uint8_t u[256];
+      unpack_k45<Q5>(b, u);
+      for (int j = 0; j < 4; ++j) { // groups 2j and 2j + 1, four independent chains
         vi lo_acc[J], hi_acc[J];
         for (int t = 0; t < J; ++t) lo_acc[t] = hi_acc[t] = V::zeroi();
         const int64_t kg = blk * 64 + j * 16; // k-group of value 0 of group 2j
         for (int i = 0; i < 8; ++i) {
-          const vi v = V::bcast4(b + qs_at + 32 * j + 4 * i);
-          vi lo = V::bits(v, 0, 0x0f), hi = V::bits(v, 4, 0x0f);
-          if constexpr (Q5) { // bit g of qh[l]: the 5th bit of value l of group g
-            const vi h = V::bcast4(b + 16 + 4 * i);
-            lo = V::or_(lo, V::sll(V::bits(h, 2 * j, 1), 4));
-            hi = V::or_(hi, V::sll(V::bits(h, 2 * j + 1, 1), 4));
-          }
+          const vi lo = V::bcast4(u + 64 * j + 4 * i), hi = V::bcast4(u + 64 * j + 32 + 4 * i);
           for (int t = 0; t < J; ++t) {
             lo_acc[t] = V::dot(lo_acc[t], lo, V::loadi(at.x(j0 + t, kg + i)));
             hi_acc[t] = V::dot(hi_acc[t], hi, V::loadi(at.x(j0 + t, kg + 8 + i)));
@@ -113,10 +147,9 @@ void q6_rows(const gemm_q_args& a, int64_t j0) {
       const uint8_t* b = row + blk * 210;
       const auto* s8 = reinterpret_cast<const int8_t*>(b + 192);
       const float d = f16_at(b + 208);
-      for (int g = 0; g < 8; ++g) { // group g: half h = g / 4, k = g % 4 (kq::q6_k)
-        const int h = g / 4, k = g % 4;
-        const uint8_t* ql = b + 64 * h + 32 * (k % 2);
-        const uint8_t* qh = b + 128 + 32 * h;
+      alignas(32) uint8_t u[256];
+      unpack_q6(b, u);
+      for (int g = 0; g < 8; ++g) {
         const int64_t gg = blk * 8 + g;
         vi acc[2][J]; // values 0-15 and 16-31: one scale each; start at -32 * sum(x)
         for (int t = 0; t < J; ++t) {
@@ -124,10 +157,9 @@ void q6_rows(const gemm_q_args& a, int64_t j0) {
           acc[1][t] = at.corr(j0 + t, 2 * gg + 1);
         }
         for (int i = 0; i < 8; ++i) {
-          const vi u = V::or_(V::bits(V::bcast4(ql + 4 * i), 4 * (k / 2), 0x0f),
-                              V::sll(V::bits(V::bcast4(qh + 4 * i), 2 * k, 3), 4));
+          const vi w = V::bcast4(u + 32 * g + 4 * i);
           for (int t = 0; t < J; ++t)
-            acc[i / 4][t] = V::dot(acc[i / 4][t], u, V::loadi(at.x(j0 + t, gg * 8 + i)));
+            acc[i / 4][t] = V::dot(acc[i / 4][t], w, V::loadi(at.x(j0 + t, gg * 8 + i)));
         }
         const vf s0 = V::set1(d * s8[2 * g]), s1 = V::set1(d * s8[2 * g + 1]);
         for (int t = 0; t < J; ++t) {
