@@ -10,6 +10,7 @@
 // Thread-safe; the probes run outside its lock.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -64,18 +65,32 @@ class watchdog {
     return f && f();
   }
   /// Seconds shard `id` has been stuck in one step when that is past `timeout_s` and it does not
-  /// wait for peers (then it is the one that hangs); 0 otherwise.
+  /// wait for peers (then it is the one that hangs); 0 otherwise. A shard whose groups were
+  /// aborted during the step (abort_all) was a victim waiting for a lost peer: it gets a full
+  /// `timeout_s` from the abort to notice and leave the step, not from the step's start.
   double stuck(uint64_t id, double timeout_s) const {
-    const double s = busy_seconds(id);
-    return s > timeout_s && !waiting(id) ? s : 0;
+    double since_start = 0, since_free = 0;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = members_.find(id);
+      if (it == members_.end() || it->second.since == clock::time_point{}) return 0;
+      const auto now = clock::now();
+      since_start = std::chrono::duration<double>(now - it->second.since).count();
+      since_free =
+          std::chrono::duration<double>(now - std::max(it->second.since, it->second.freed)).count();
+    }
+    return since_free > timeout_s && !waiting(id) ? since_start : 0;
   }
   /// Aborts every enlisted shard's groups formed before `epoch` (their waiters fail at once).
-  void abort_all(uint64_t epoch, const std::string& why) const {
+  void abort_all(uint64_t epoch, const std::string& why) {
     std::vector<std::function<void(uint64_t, const std::string&)>> fs;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      for (const auto& [id, m] : members_)
+      const auto now = clock::now();
+      for (auto& [id, m] : members_) {
         if (m.p.abort) fs.push_back(m.p.abort);
+        if (m.since != clock::time_point{}) m.freed = now; // see stuck()
+      }
     }
     for (auto& f : fs) f(epoch, why);
   }
@@ -83,6 +98,7 @@ class watchdog {
  private:
   struct member {
     clock::time_point since;
+    clock::time_point freed; // its groups last aborted (abort_all)
     probes p;
   };
   mutable std::mutex mu_;

@@ -4,7 +4,9 @@
 //   avx512: AVX-512 F/BW/VL + VNNI (int8 dot products for q8_0 / q4_0), F16C
 //   avx2:   AVX2 + FMA + F16C (maddubs for the int8 dot products)
 //   both:   the K-quants on int8 activations (gemv_kquant.hpp, 256-bit code in both files)
-//   (portable: the generic loops of matmul.cpp)
+//   (portable: the generic loops of matmul.cpp; on AMD's AVX-512 cores gemv.cpp mixes in the
+//   AVX2 float and q8_0 kernels)
+// The tables also carry the int8 GEMMs for 8+ tokens without AMX (gemm_q_args below).
 // Quantized weights use activations quantized on the fly to int8 per 32 values (q8 with an
 // f32 scale), the way the int8 dot product wants them. The per-ISA files are compiled with
 // their own -m flags and use no standard-library templates, so nothing from them can leak

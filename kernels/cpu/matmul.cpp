@@ -9,12 +9,13 @@
 //   nt        prefill on AVX-512 / AVX2: our dot-product GEMM over groups of 6 features
 //             (f16 / bf16 / expanded rows converted into L1 once per call)
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K weights
-//             elsewhere: int8 dot products with the tokens in the lanes (gemv.hpp's gemm_q_args), x
-//             tiled once per call
+//             without AMX: int8 dot products with the tokens in the lanes (gemv.hpp's
+//             gemm_q_args), x tiled once per call
 //   amx       prefill and batched decode with q8_0 / q4_0 / bf16 weights where the CPU has
 //             AMX (amx.hpp): int8 tiles with activations quantized once per call, or bf16
 //             tiles with activations split once per call into two bf16 halves
-//   blas      prefill elsewhere (or TROUPE_BLAS=1): single-threaded sgemm on f32 tiles
+//   blas      prefill on the portable table (or TROUPE_BLAS=1): single-threaded sgemm on f32
+//             tiles
 //   portable  plain loops, weights expanded in chunks of 256 values
 #include <algorithm>
 #include <atomic>
