@@ -32,12 +32,15 @@ expected<preset> find_preset(const std::string& name) {
   if (name == "tiny-k") return preset{512, 2, 8, 4, 1024, 512, 512, false}; // K-quant blocks
   // the smallest with K-quant rows everywhere: llama.cpp fixtures (tests/fixtures/llama_kquant)
   if (name == "tiny-k256") return preset{256, 2, 4, 2, 512, 512, 512, false};
+  if (name == "llama-1b")
+    return preset{2048, 22, 32, 4, 5632, 32000, 2048, false}; // TinyLlama's shape
   if (name == "moe-1b") return preset{1024, 16, 16, 8, 512, 32000, 2048, false, 32, 4};
   if (name == "tiny-moe") return preset{64, 2, 4, 2, 64, 512, 512, false, 8, 2};
-  return make_error(errc::invalid_argument,
-                    "unknown preset '{}' (bench-134m, tiny, tiny-k, tiny-k256, moe-1b, tiny-moe, "
-                    "tiny-mla-moe)",
-                    name);
+  return make_error(
+      errc::invalid_argument,
+      "unknown preset '{}' (bench-134m, llama-1b, tiny, tiny-k, tiny-k256, moe-1b, tiny-moe, "
+      "tiny-mla-moe)",
+      name);
 }
 
 uint64_t hash_name(const std::string& s, uint64_t seed) {

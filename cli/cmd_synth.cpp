@@ -15,12 +15,12 @@ void add_synth(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<opts>();
   auto* cmd =
       app.add_subcommand("synth", "write a random-weight Llama model for benchmarks and tests");
-  cmd->add_option(
-         "--preset", o->preset,
-         "bench-134m, tiny, tiny-k / tiny-k256 (sizes in 256s, for K-quants), moe-1b, tiny-moe or "
-         "tiny-mla-moe")
-      ->check(CLI::IsMember(
-          {"bench-134m", "tiny", "tiny-k", "tiny-k256", "moe-1b", "tiny-moe", "tiny-mla-moe"}));
+  cmd->add_option("--preset", o->preset,
+                  "bench-134m, llama-1b (TinyLlama's shape), tiny, tiny-k / tiny-k256 (sizes in "
+                  "256s, for K-quants), moe-1b, tiny-moe or "
+                  "tiny-mla-moe")
+      ->check(CLI::IsMember({"bench-134m", "llama-1b", "tiny", "tiny-k", "tiny-k256", "moe-1b",
+                             "tiny-moe", "tiny-mla-moe"}));
   cmd->add_option("--dtype", o->type,
                   "f32, f16, bf16, q8_0, q4_0, or a K-quant (q2_k ... q6_k, or the q4_k_m / "
                   "q5_k_m mix: random blocks)")
