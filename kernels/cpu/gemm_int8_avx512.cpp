@@ -17,12 +17,6 @@ namespace {
 
 constexpr int lanes = 16;
 
-inline float f16_at(const uint8_t* p) {
-  uint16_t h;
-  __builtin_memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
 inline __m512i bcast4(const uint8_t* p) {
   int32_t v;
   __builtin_memcpy(&v, p, 4);
@@ -106,20 +100,13 @@ void rows(const gemm_q_args& a, int64_t j0) {
         }
       }
       for (int j = 0; j < J; ++j) acc[j] = _mm512_add_epi32(acc[j], acc2[j]);
-      const __m512 wd = _mm512_set1_ps(f16_at(blk));
+      const __m512 wd = _mm512_set1_ps(kqc::f16_at(blk));
       for (int j = 0; j < J; ++j)
         f[j] = _mm512_fmadd_ps(
             _mm512_cvtepi32_ps(acc[j]),
             _mm512_mul_ps(wd, _mm512_loadu_ps(a.xd + ((j0 + j) * nb + b) * lanes)), f[j]);
     }
-    const float bias = a.bias ? a.bias[n] : 0.0f;
-    for (int j = 0; j < J; ++j) {
-      alignas(64) float out[lanes];
-      _mm512_store_ps(out, f[j]);
-      const int64_t t0 = (j0 + j) * lanes;
-      for (int l = 0; l < lanes && t0 + l < a.T; ++l)
-        a.y[(t0 + l) * a.ldy + n - a.ycol0] = out[l] + bias;
-    }
+    v512::store_rows<J>(a, n, j0, f);
   }
 }
 

@@ -17,26 +17,13 @@
 #include <cstdint>
 
 #include "kernels/cpu/gemv.hpp"
+#include "kernels/cpu/kquant_codes.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
 namespace kqg {
 
-inline float f16_at(const uint8_t* p) {
-  uint16_t h;
-  __builtin_memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-// Q4_K / Q5_K: the 6-bit scale and minimum of each 32-value group from the 12 packed bytes
-inline void scales_k45(const uint8_t* s, int* sc, int* m) {
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = s[j] & 63;
-    m[j] = s[j + 4] & 63;
-    sc[j + 4] = (s[j + 8] & 0x0f) | ((s[j] >> 6) << 4);
-    m[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
-  }
-}
+using namespace kqc;
 
 // The tiles' pointers for token tile t: k-group kg of the row, group g's scales and sums.
 template <class V>
@@ -51,42 +38,25 @@ struct tile_at {
   }
 };
 
-// A block's 256 codes unpacked once into bytes (group g at u + 32 g) with 256-bit operations,
-// so the inner loop broadcasts them from memory instead of rebuilding each 4 from split bits
-// per broadcast (for Q6_K 8 instructions per 4 codes before).
-inline __m256i load32(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-inline __m256i bits32(__m256i v, int shift, int mask) {
-  return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
-}
+// A block's 256 codes unpacked once into bytes (group g at u + 32 g), so the inner loop
+// broadcasts them from memory instead of rebuilding each 4 from split bits per broadcast.
 inline void store32(uint8_t* p, __m256i v) {
   _mm256_store_si256(reinterpret_cast<__m256i*>(p), v);
 }
 
 template <bool Q5>
 inline void unpack_k45(const uint8_t* b, uint8_t* u) {
-  const __m256i qh = Q5 ? load32(b + 16) : _mm256_setzero_si256(); // bit g: group g's 5th bit
-  for (int j = 0; j < 4; ++j) { // 32 bytes: group 2j in the low nibbles, 2j + 1 in the high
-    const __m256i v = load32(b + (Q5 ? 48 : 16) + 32 * j);
-    __m256i lo = bits32(v, 0, 0x0f), hi = bits32(v, 4, 0x0f);
-    if constexpr (Q5) {
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(bits32(qh, 2 * j, 1), 4));
-      hi = _mm256_or_si256(hi, _mm256_slli_epi16(bits32(qh, 2 * j + 1, 1), 4));
-    }
+  const __m256i qh = Q5 ? load32(b + 16) : _mm256_setzero_si256();
+  for (int j = 0; j < 4; ++j) {
+    __m256i lo, hi;
+    k45_codes<Q5>(b, qh, j, lo, hi);
     store32(u + 64 * j, lo);
     store32(u + 64 * j + 32, hi);
   }
 }
 
 inline void unpack_q6(const uint8_t* b, uint8_t* u) {
-  for (int h = 0; h < 2; ++h) { // half h: ql[64 h ..] and qh[32 h ..] hold groups 4h .. 4h + 3
-    const __m256i l0 = load32(b + 64 * h), l1 = load32(b + 64 * h + 32);
-    const __m256i qh = load32(b + 128 + 32 * h);
-    for (int k = 0; k < 4; ++k)
-      store32(u + 32 * (4 * h + k), _mm256_or_si256(bits32(k % 2 ? l1 : l0, 4 * (k / 2), 0x0f),
-                                                    _mm256_slli_epi16(bits32(qh, 2 * k, 3), 4)));
-  }
+  for (int g = 0; g < 8; ++g) store32(u + 32 * g, q6_codes(b, g));
 }
 
 // Q4_K (Q5 false) and Q5_K (Q5 true): rows [n0, n1) for tiles [j0, j0 + J).
@@ -103,8 +73,10 @@ void k45_rows(const gemm_q_args& a, int64_t j0) {
     for (int64_t blk = 0; blk < a.K / 256; ++blk) {
       const uint8_t* b = row + blk * bytes;
       const float d = f16_at(b), dmin = f16_at(b + 2);
-      int sc[8], m[8];
-      scales_k45(b + 4, sc, m);
+      alignas(16) uint8_t sm[16]; // scales of the 8 groups, then their minimums
+      _mm_store_si128(reinterpret_cast<__m128i*>(sm), scales_k45(b + 4));
+      const uint8_t* sc = sm;
+      const uint8_t* m = sm + 8;
       alignas(32) uint8_t u[256];
       unpack_k45<Q5>(b, u);
       for (int j = 0; j < 4; ++j) { // groups 2j and 2j + 1, four independent chains

@@ -20,24 +20,13 @@
 #include <cstdint>
 
 #include "kernels/cpu/gemv.hpp"
+#include "kernels/cpu/kquant_codes.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
 namespace kqv {
 
-inline float f16_at(const uint8_t* p) {
-  uint16_t h;
-  __builtin_memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-inline __m256i load32(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-inline __m256i bits(__m256i v, int shift, int mask) { // (v >> shift) & mask in every byte
-  return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
-}
+using namespace kqc;
 
 // The scales of a group as 16 int16 for madd: `idx` picks, for each half of 16 values, the
 // byte of `sc` (16 int8 scales) that weights it.
@@ -95,48 +84,22 @@ inline void run_term(__m128i v, bool sign, const float* xs, float c, __m256& off
   off = _mm256_fmadd_ps(_mm256_set1_ps(c), both, off);
 }
 
-// Q4_K / Q5_K: the 6-bit scales (bytes 0-7) and minimums (8-15) of the 8 groups from the 12
-// packed bytes (kq::scale_min, four at a time in 32-bit words).
-inline __m128i scales_k45(const uint8_t* s) {
-  uint32_t w[3];
-  __builtin_memcpy(w, s, 12);
-  const uint32_t sc_lo = w[0] & 0x3f3f3f3fu, m_lo = w[1] & 0x3f3f3f3fu;
-  const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
-  const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
-  return _mm_set_epi32(static_cast<int>(m_hi), static_cast<int>(m_lo), static_cast<int>(sc_hi),
-                       static_cast<int>(sc_lo));
-}
-
 // Q4_K / Q5_K's minimum term: dmin * sum_g m_g * sum(x of group g)
 inline void min_term_k45(__m128i sm, float dmin, const float* xs, __m256& off) {
   off = _mm256_fmadd_ps(_mm256_set1_ps(dmin),
                         _mm256_mul_ps(f32_of8(_mm_srli_si128(sm, 8), false), sums32(xs)), off);
 }
 
-inline void q4_k(const uint8_t* b, const acts& a, accs& c) {
+// Q4_K (Q5 false) / Q5_K
+template <bool Q5>
+inline void k45(const uint8_t* b, const acts& a, accs& c) {
   alignas(32) float dx[8];
   group_factors(f16_at(b), a.xd, dx);
   const __m128i sm = scales_k45(b + 4);
-  for (int j = 0; j < 4; ++j) { // 32 bytes: group 2j in the low nibbles, 2j + 1 in the high
-    const __m256i v = load32(b + 16 + 32 * j);
-    group(bits(v, 0, 0x0f), a.x + 64 * j, pick_scales(sm, _mm_set1_epi8(static_cast<char>(2 * j))),
-          dx + 2 * j, c.dot[0]);
-    group(bits(v, 4, 0x0f), a.x + 64 * j + 32,
-          pick_scales(sm, _mm_set1_epi8(static_cast<char>(2 * j + 1))), dx + 2 * j + 1, c.dot[1]);
-  }
-  min_term_k45(sm, f16_at(b + 2), a.xs, c.off);
-}
-
-inline void q5_k(const uint8_t* b, const acts& a, accs& c) {
-  alignas(32) float dx[8];
-  group_factors(f16_at(b), a.xd, dx);
-  const __m128i sm = scales_k45(b + 4);
-  const __m256i qh = load32(b + 16); // bit g of byte l: value l of group g, 5th bit
+  const __m256i qh = Q5 ? load32(b + 16) : _mm256_setzero_si256();
   for (int j = 0; j < 4; ++j) {
-    const __m256i v = load32(b + 48 + 32 * j);
-    const __m256i lo = _mm256_or_si256(bits(v, 0, 0x0f), _mm256_slli_epi16(bits(qh, 2 * j, 1), 4));
-    const __m256i hi =
-        _mm256_or_si256(bits(v, 4, 0x0f), _mm256_slli_epi16(bits(qh, 2 * j + 1, 1), 4));
+    __m256i lo, hi;
+    k45_codes<Q5>(b, qh, j, lo, hi);
     group(lo, a.x + 64 * j, pick_scales(sm, _mm_set1_epi8(static_cast<char>(2 * j))), dx + 2 * j,
           c.dot[0]);
     group(hi, a.x + 64 * j + 32, pick_scales(sm, _mm_set1_epi8(static_cast<char>(2 * j + 1))),
@@ -150,16 +113,9 @@ inline void q6_k(const uint8_t* b, const acts& a, accs& c) {
   alignas(32) float dx[8];
   group_factors(d, a.xd, dx);
   const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
-  for (int h = 0; h < 2; ++h) { // half h: ql[64 h ..] and qh[32 h ..] hold groups 4h .. 4h + 3
-    const __m256i l0 = load32(b + 64 * h), l1 = load32(b + 64 * h + 32);
-    const __m256i qh = load32(b + 128 + 32 * h);
-    for (int k = 0; k < 4; ++k) {
-      const int g = 4 * h + k;
-      const __m256i lo = bits(k % 2 ? l1 : l0, 4 * (k / 2), 0x0f);
-      const __m256i u = _mm256_or_si256(lo, _mm256_slli_epi16(bits(qh, 2 * k, 3), 4));
-      group(u, a.x + 32 * g, pick_scales(sc, halves(2 * g, 2 * g + 1)), dx + g, c.dot[k % 2]);
-    }
-  }
+  for (int g = 0; g < 8; ++g)
+    group(q6_codes(b, g), a.x + 32 * g, pick_scales(sc, halves(2 * g, 2 * g + 1)), dx + g,
+          c.dot[g % 2]);
   run_term(sc, true, a.xs, 32.0f * d, c.off); // codes are value + 32
 }
 
@@ -247,10 +203,10 @@ void gemv_q3_k(const gemv_args& a) {
   kqv::gemv<kqv::q3_k, 110>(a);
 }
 void gemv_q4_k(const gemv_args& a) {
-  kqv::gemv<kqv::q4_k, 144>(a);
+  kqv::gemv<kqv::k45<false>, 144>(a);
 }
 void gemv_q5_k(const gemv_args& a) {
-  kqv::gemv<kqv::q5_k, 176>(a);
+  kqv::gemv<kqv::k45<true>, 176>(a);
 }
 void gemv_q6_k(const gemv_args& a) {
   kqv::gemv<kqv::q6_k, 210>(a);

@@ -1,0 +1,66 @@
+// kquant_codes.hpp: a K-quant block's unsigned codes and scales as 256-bit vectors (layouts in
+// core/kquant.hpp), shared by the int8 decode kernels (gemv_kquant.hpp) and the GEMM for 8+
+// tokens (gemm_kquant.hpp), so each format's bit layout is decoded in one place. Included by
+// the per-ISA files only, which compile it with their own -m flags; internal linkage, so the
+// copies never merge.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace troupe::kernels::cpu {
+namespace {
+namespace kqc {
+
+inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline __m256i load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+inline __m256i bits(__m256i v, int shift, int mask) { // (v >> shift) & mask in every byte
+  return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+// Q4_K / Q5_K: the 6-bit scales (bytes 0-7) and minimums (8-15) of the 8 groups from the 12
+// packed bytes (kq::scale_min, four at a time in 32-bit words).
+inline __m128i scales_k45(const uint8_t* s) {
+  uint32_t w[3];
+  __builtin_memcpy(w, s, 12);
+  const uint32_t sc_lo = w[0] & 0x3f3f3f3fu, m_lo = w[1] & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+  return _mm_set_epi32(static_cast<int>(m_hi), static_cast<int>(m_lo), static_cast<int>(sc_hi),
+                       static_cast<int>(sc_lo));
+}
+
+// Q4_K (Q5 false) / Q5_K: the codes of groups 2j (lo) and 2j + 1 (hi) of block b; qh is Q5_K's
+// 32 bytes of fifth bits (bit g of byte l: value l of group g), loaded once per block.
+template <bool Q5>
+inline void k45_codes(const uint8_t* b, __m256i qh, int j, __m256i& lo, __m256i& hi) {
+  const __m256i v = load32(b + (Q5 ? 48 : 16) + 32 * j); // group 2j low nibbles, 2j + 1 high
+  lo = bits(v, 0, 0x0f);
+  hi = bits(v, 4, 0x0f);
+  if constexpr (Q5) {
+    lo = _mm256_or_si256(lo, _mm256_slli_epi16(bits(qh, 2 * j, 1), 4));
+    hi = _mm256_or_si256(hi, _mm256_slli_epi16(bits(qh, 2 * j + 1, 1), 4));
+  }
+}
+
+// Q6_K: the codes (value + 32) of group g of block b: half h = g / 4 of ql[64 h ..] (low
+// nibbles of its first or second 32 bytes for k = g % 4 of 0 / 1, high ones for 2 / 3) and
+// bits 2k, 2k + 1 of qh[32 h ..].
+inline __m256i q6_codes(const uint8_t* b, int g) {
+  const int h = g / 4, k = g % 4;
+  return _mm256_or_si256(bits(load32(b + 64 * h + 32 * (k % 2)), 4 * (k / 2), 0x0f),
+                         _mm256_slli_epi16(bits(load32(b + 128 + 32 * h), 2 * k, 3), 4));
+}
+
+} // namespace kqc
+} // namespace
+} // namespace troupe::kernels::cpu
