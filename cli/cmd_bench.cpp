@@ -139,7 +139,7 @@ int run_bench(const bench_opts& o) {
   for (const auto& u : uses)
     if (u.prefill) {
       pre_calls += u.calls;
-      if (u.path.rfind("int8", 0) == 0 || u.path == "amx int8") pre_int8 += u.calls;
+      if (u.int8) pre_int8 += u.calls;
     }
   const bool int8_prefill = pre_calls && 2 * pre_int8 > pre_calls && int8_peak > 0;
   const double pre_peak = int8_prefill ? int8_peak : peak;

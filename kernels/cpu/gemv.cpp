@@ -42,7 +42,6 @@ const gemv_table* zen_table() {
     z.f16 = v2.f16;
     z.bf16 = v2.bf16;
     z.q8_0 = v2.q8_0;
-    z.avx2_decode = true;
     return z;
   }();
   return &t;

@@ -69,7 +69,6 @@ struct gemv_table {
   gemm_q_fn gemm_q4_k, gemm_q5_k, gemm_q6_k;                      // gemm_kquant.hpp
   int gemm_lanes;                                                 // tokens per tile
   int q8_offset;                                                  // see gemm_q_args
-  bool avx2_decode = false; // f32 / f16 / bf16 / q8_0 decode from the AVX2 table (gemv.cpp)
 };
 
 /// The best table this CPU runs (null entries: use the portable path).

@@ -222,7 +222,10 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = 2;
     return m;
   }
-  if (m.T >= gemm_min_tokens && gemm_for(tab, w.type) && !std::getenv("TROUPE_BLAS")) {
+  static const bool blas = std::getenv("TROUPE_BLAS") != nullptr; // read once, not per call
+  static const bool isa512 = std::string(tab.isa) == "avx512";    // the table never changes
+  static const bool simd = std::string(tab.isa) != "portable";
+  if (m.T >= gemm_min_tokens && gemm_for(tab, w.type) && !blas) {
     // the codes' offsets: q4_0's nibbles are value + 8, q8_0's bytes (AVX-512) value + 128,
     // Q6_K's codes value + 32; the Q4_K / Q5_K minimums go through xs
     const dtype t = w.type;
@@ -238,8 +241,8 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   }
   if (m.T >= gemm_min_tokens) {
     // AVX-512 and AVX2: our dot-product GEMM; elsewhere a BLAS sgemm (TROUPE_BLAS=1 forces it)
-    static const bool ours = std::string(tab.isa) != "portable" && !std::getenv("TROUPE_BLAS");
-    m.nt512 = std::string(tab.isa) == "avx512";
+    const bool ours = simd && !blas;
+    m.nt512 = isa512;
     m.how = ours ? path::nt : path::blas;
     m.unit = ours ? nt_group : blas_tile;
     m.grain = ours ? 4 : 1;
@@ -283,9 +286,9 @@ std::string path_name(path p, dtype w) {
   const std::string isa = gemv_kernels().isa;
   switch (p) {
   case path::gemv: {
-    const bool mixed = gemv_kernels().avx2_decode &&
-                       (w == dtype::f32 || w == dtype::f16 || w == dtype::bf16 || w == dtype::q8_0);
-    return "gemv " + (mixed ? std::string("avx2") : isa) + (int8_acts(w) ? " (int8)" : "");
+    // AMD's mix (gemv.cpp) runs some dtypes on the AVX2 table's kernel
+    const bool avx2_kernel = gemv_for(gemv_kernels(), w) == gemv_for(*gemv_avx2_table(), w);
+    return "gemv " + (avx2_kernel ? std::string("avx2") : isa) + (int8_acts(w) ? " (int8)" : "");
   }
   case path::int8:
     return "int8 gemm " + isa + (isa == "avx512" ? " (vpdpbusd)" : " (maddubs)");
@@ -548,7 +551,10 @@ std::vector<matmul_use> matmul_uses() {
       for (int pre = 0; pre < 2; ++pre)
         if (const uint64_t c = uses[p][t][pre].load(std::memory_order_relaxed)) {
           const auto w = static_cast<dtype>(t);
-          out.push_back({std::string(name(w)), path_name(static_cast<path>(p), w), pre == 1, c});
+          const auto how = static_cast<path>(p);
+          const bool int8 = how == path::int8 || (how == path::amx && w != dtype::bf16) ||
+                            (how == path::gemv && int8_acts(w));
+          out.push_back({std::string(name(w)), path_name(how, w), pre == 1, int8, c});
         }
   std::sort(out.begin(), out.end(),
             [](const matmul_use& a, const matmul_use& b) { return a.calls > b.calls; });

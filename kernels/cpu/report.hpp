@@ -14,6 +14,7 @@ struct matmul_use {
   std::string weights; // dtype name
   std::string path;    // "int8 gemm avx512 (vpdpbusd)", "gemv avx2 (int8)", ...
   bool prefill = false;
+  bool int8 = false; // int8 products (the int8 GEMM, AMX int8, int8 gemv): against the int8 peak
   uint64_t calls = 0;
 };
 
