@@ -26,21 +26,31 @@ struct preset {
   int64_t E = 0, k = 0; // experts (every layer's FFN is E experts of width F, k chosen)
 };
 
+struct named_preset {
+  const char* name;
+  preset p;
+};
+
+// Every preset but tiny-mla-moe (DeepSeek's layout has its own writer below, vocabulary 512).
+const named_preset presets[] = {
+    {"bench-134m", {768, 12, 12, 12, 2048, 32000, 2048, false}},
+    {"llama-1b", {2048, 22, 32, 4, 5632, 32000, 2048, false}}, // TinyLlama's shape
+    {"tiny", {64, 2, 4, 2, 128, 512, 512, false}},
+    {"tiny-k", {512, 2, 8, 4, 1024, 512, 512, false}}, // K-quant blocks
+    // the smallest with K-quant rows everywhere: llama.cpp fixtures (tests/fixtures/llama_kquant)
+    {"tiny-k256", {256, 2, 4, 2, 512, 512, 512, false}},
+    {"moe-1b", {1024, 16, 16, 8, 512, 32000, 2048, false, 32, 4}},
+    {"tiny-moe", {64, 2, 4, 2, 64, 512, 512, false, 8, 2}},
+};
+constexpr const char* latent_preset = "tiny-mla-moe";
+constexpr int64_t latent_vocab = 512;
+
 expected<preset> find_preset(const std::string& name) {
-  if (name == "bench-134m") return preset{768, 12, 12, 12, 2048, 32000, 2048, false};
-  if (name == "tiny") return preset{64, 2, 4, 2, 128, 512, 512, false};
-  if (name == "tiny-k") return preset{512, 2, 8, 4, 1024, 512, 512, false}; // K-quant blocks
-  // the smallest with K-quant rows everywhere: llama.cpp fixtures (tests/fixtures/llama_kquant)
-  if (name == "tiny-k256") return preset{256, 2, 4, 2, 512, 512, 512, false};
-  if (name == "llama-1b")
-    return preset{2048, 22, 32, 4, 5632, 32000, 2048, false}; // TinyLlama's shape
-  if (name == "moe-1b") return preset{1024, 16, 16, 8, 512, 32000, 2048, false, 32, 4};
-  if (name == "tiny-moe") return preset{64, 2, 4, 2, 64, 512, 512, false, 8, 2};
-  return make_error(
-      errc::invalid_argument,
-      "unknown preset '{}' (bench-134m, llama-1b, tiny, tiny-k, tiny-k256, moe-1b, tiny-moe, "
-      "tiny-mla-moe)",
-      name);
+  for (const auto& np : presets)
+    if (name == np.name) return np.p;
+  std::string names;
+  for (const auto& n : synth_presets()) names += (names.empty() ? "" : ", ") + n;
+  return make_error(errc::invalid_argument, "unknown preset '{}' ({})", name, names);
 }
 
 uint64_t hash_name(const std::string& s, uint64_t seed) {
@@ -154,7 +164,7 @@ status synthesize_latent(const synth_options& o, const gguf_file& vocab,
     return make_error(errc::invalid_argument,
                       "synth: the hf format stores f32, f16 or bf16, not {}", name(o.type));
   const int64_t C = 64, L = 2, H = 4, QL = 32, KVL = 32, NOPE = 16, ROPE = 8, VH = 16, E = 8,
-                FE = 32, F = 128, V = 512;
+                FE = 32, F = 128, V = latent_vocab;
   struct spec {
     std::string name;
     shape dims;
@@ -252,8 +262,21 @@ status synthesize_latent(const synth_options& o, const gguf_file& vocab,
 
 } // namespace
 
+std::vector<std::string> synth_presets() {
+  std::vector<std::string> out;
+  for (const auto& np : presets) out.push_back(np.name);
+  out.push_back(latent_preset);
+  return out;
+}
+
+int64_t synth_preset_vocab(const std::string& name) {
+  if (name == latent_preset) return latent_vocab;
+  auto p = find_preset(name);
+  return p ? p->V : 0;
+}
+
 status synthesize(const synth_options& o, const std::function<void(int, int)>& progress) {
-  if (o.preset == "tiny-mla-moe") {
+  if (o.preset == latent_preset) {
     if (o.out.empty()) return make_error(errc::invalid_argument, "synth: --out is required");
     TROUPE_TRY_ASSIGN(vocab, open_gguf(o.vocab_gguf));
     return synthesize_latent(o, *vocab, progress);

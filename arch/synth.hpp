@@ -2,7 +2,9 @@
 // Presets: "bench-134m" (C 768, 12 layers, 12 heads, 12 KV heads, F 2048, V 32000, untied,
 // context 2048; ../shared/notes/MACHINE.md's benchmark shape) and "tiny" (C 64, 2 layers,
 // 4 heads, 2 KV heads, F 128, V 512) and "tiny-k" (C 512, 2 layers, 8 heads, 4 KV heads, F 1024,
-// V 512: every matmul's inner size a multiple of 256, the K-quants' block); mixtures of experts in
+// V 512: every matmul's inner size a multiple of 256, the K-quants' block; "tiny-k256" the same
+// at C 256, F 512), "llama-1b" (TinyLlama's shape: C 2048, 22 layers, 32 heads, 4 KV heads, F
+// 5632, V 32000); mixtures of experts in
 // Mixtral's layout (llama with expert_count, GGUF only): "moe-1b" (C 1024, 16 layers, 16 heads, 8
 // KV heads, 32 experts of F 512, 4 chosen: 0.94 B parameters, 0.2 B active per token) and
 // "tiny-moe" (C 64, 2 layers, 8 experts of F 64, 2 chosen); "tiny-mla-moe" is DeepSeek-V3's layout
@@ -19,6 +21,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/expected.hpp"
@@ -35,6 +38,11 @@ struct synth_options {
   std::optional<dtype> values; // a K-quant: its random blocks' values, stored as `type`
   bool k_m = false;            // with q4_k / q5_k: the _K_M mix (Q6_K where llama-quantize puts it)
 };
+
+/// The presets' names, and a preset's vocabulary size (0 when unknown): 512 fits the bundled
+/// stories260K tokenizer, 32000 llama2-tiny-random's.
+std::vector<std::string> synth_presets();
+int64_t synth_preset_vocab(const std::string& name);
 
 /// Writes the model; `progress(done, total)` is called per tensor when set.
 status synthesize(const synth_options& o, const std::function<void(int, int)>& progress = {});

@@ -17,10 +17,8 @@ void add_synth(CLI::App& app, std::function<int()>& run) {
       app.add_subcommand("synth", "write a random-weight Llama model for benchmarks and tests");
   cmd->add_option("--preset", o->preset,
                   "bench-134m, llama-1b (TinyLlama's shape), tiny, tiny-k / tiny-k256 (sizes in "
-                  "256s, for K-quants), moe-1b, tiny-moe or "
-                  "tiny-mla-moe")
-      ->check(CLI::IsMember({"bench-134m", "llama-1b", "tiny", "tiny-k", "tiny-k256", "moe-1b",
-                             "tiny-moe", "tiny-mla-moe"}));
+                  "256s, for K-quants), moe-1b, tiny-moe or tiny-mla-moe")
+      ->check(CLI::IsMember(synth_presets()));
   cmd->add_option("--dtype", o->type,
                   "f32, f16, bf16, q8_0, q4_0, or a K-quant (q2_k ... q6_k, or the q4_k_m / "
                   "q5_k_m mix: random blocks)")
@@ -39,11 +37,9 @@ void add_synth(CLI::App& app, std::function<int()>& run) {
       s.format = o->format;
       s.out = o->out;
       s.seed = o->seed;
-      s.vocab_gguf =
-          bundled_path(o->preset == "tiny" || o->preset == "tiny-k" || o->preset == "tiny-k256" ||
-                               o->preset == "tiny-moe" || o->preset == "tiny-mla-moe"
-                           ? "stories260K/stories260K.gguf"
-                           : "llama2-tiny-random/llama-2-tiny-random.gguf");
+      s.vocab_gguf = bundled_path(synth_preset_vocab(o->preset) == 512
+                                      ? "stories260K/stories260K.gguf"
+                                      : "llama2-tiny-random/llama-2-tiny-random.gguf");
       progress_line bar("synth " + o->preset + " " + o->type, true);
       auto st = synthesize(s, [&bar](int done, int total) { bar.update(done, total); });
       if (!st) return fail(st.error());
