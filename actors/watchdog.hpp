@@ -47,13 +47,6 @@ class watchdog {
     else if (auto it = members_.find(id); it != members_.end())
       it->second.since = {};
   }
-  /// Seconds shard `id` has been inside one step; 0 when idle.
-  double busy_seconds(uint64_t id) const {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = members_.find(id);
-    if (it == members_.end() || it->second.since == clock::time_point{}) return 0;
-    return std::chrono::duration<double>(clock::now() - it->second.since).count();
-  }
   /// Whether shard `id` waits for peers in one of its groups.
   bool waiting(uint64_t id) const {
     std::function<bool()> f;
