@@ -25,6 +25,7 @@ constexpr std::array<dtype_info, dtype_count> table = {{
     {"q4_1", 32, 20, true},
     {"q5_0", 32, 22, true},
     {"q5_1", 32, 24, true},
+    {"mxfp4", 32, 17, true},
 }};
 
 } // namespace

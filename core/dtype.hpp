@@ -33,10 +33,11 @@ enum class dtype : uint8_t {
   q6_k,
   q4_1,
   q5_0,
-  q5_1
+  q5_1,
+  mxfp4
 };
 
-inline constexpr int dtype_count = 15;
+inline constexpr int dtype_count = 16;
 
 struct dtype_info {
   std::string_view name; // "f32", "q8_0", ...

@@ -4,6 +4,7 @@
 #include "core/kquant.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/half.hpp"
@@ -37,6 +38,12 @@ void random_blocks(dtype t, int64_t blocks, float sigma, const std::function<uin
       {dtype::q6_k, 208, 4096, -1, 0}, {dtype::q4_1, 0, 15, 2, -2},
       {dtype::q5_0, 0, 16, -1, 0},     {dtype::q5_1, 0, 31, 2, -2},
   };
+  if (t == dtype::mxfp4) { // the largest code (6) times 2^(e - 127) near 5 sigma
+    const int e = 127 + static_cast<int>(std::lround(std::log2(5 * sigma / 6)));
+    for (int64_t k = 0; k < blocks; ++k)
+      out[k * bytes] = static_cast<uint8_t>(std::clamp(e - static_cast<int>(next() % 2), 1, 254));
+    return;
+  }
   const factors* f = nullptr;
   for (const auto& e : table)
     if (e.t == t) f = &e;

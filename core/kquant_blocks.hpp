@@ -5,6 +5,7 @@
 // kquant.hpp.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -134,6 +135,21 @@ inline void q5_1(const uint8_t* b, float* y) {
   q5_x(b, y, true);
 }
 
+// mxfp4: e8m0 e, qs[16] of E2M1 codes (sign, 2-bit exponent, 1-bit mantissa), as GGUF
+// stores it: value j < 16 the low nibble of qs[j], j + 16 its high one; x = fp4 2^(e - 127).
+// The codes' values doubled are integers (0, 1, 2, 3, 4, 6, 8, 12): x = that 2^(e - 128).
+inline constexpr int8_t mxfp4_twice[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline float e8m0_half(uint8_t e) { // 2^(e - 128), exact for every e (subnormal below 2)
+  return e >= 2 ? std::ldexp(1.0f, e - 128) : (e == 1 ? 0x1p-127f : 0x1p-128f);
+}
+inline void mxfp4(const uint8_t* b, float* y) {
+  const float d = e8m0_half(b[0]);
+  for (int l = 0; l < 16; ++l) {
+    y[l] = d * static_cast<float>(mxfp4_twice[b[1 + l] & 0x0f]);
+    y[l + 16] = d * static_cast<float>(mxfp4_twice[b[1 + l] >> 4]);
+  }
+}
+
 /// One block of `t` (an expanded format; others are left alone).
 inline void expand(dtype t, const uint8_t* b, float* y) {
   switch (t) {
@@ -153,6 +169,8 @@ inline void expand(dtype t, const uint8_t* b, float* y) {
     return q5_0(b, y);
   case dtype::q5_1:
     return q5_1(b, y);
+  case dtype::mxfp4:
+    return mxfp4(b, y);
   default:
     return;
   }

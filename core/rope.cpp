@@ -69,8 +69,9 @@ rope_table rope_inv_freq(const rope_spec& spec) {
   }
   case rope_scaling::yarn: {
     const int dim = spec.rot_dim;
-    double low = std::floor(yarn_correction_dim(spec.beta_fast, dim, spec.theta, spec.orig_ctx));
-    double high = std::ceil(yarn_correction_dim(spec.beta_slow, dim, spec.theta, spec.orig_ctx));
+    double low = yarn_correction_dim(spec.beta_fast, dim, spec.theta, spec.orig_ctx);
+    double high = yarn_correction_dim(spec.beta_slow, dim, spec.theta, spec.orig_ctx);
+    if (spec.yarn_truncate) low = std::floor(low), high = std::ceil(high);
     low = std::max(low, 0.0);
     high = std::min(high, static_cast<double>(dim - 1));
     if (low == high) high += 0.001; // avoid a zero-width ramp

@@ -32,6 +32,8 @@ struct rope_spec {
   double attn_factor = 0.0;      // yarn: explicit attention factor; 0 = derive from factor
   double mscale = 0.0;           // yarn (DeepSeek style): mscale / mscale_all_dim, 0 = unset
   double mscale_all_dim = 0.0;
+  bool yarn_truncate = true; // yarn: the correction range rounded out to whole dimensions
+                             // (HF's `truncate`, false for GPT-OSS)
   // longrope (Phi-3): each frequency's wavelength times a factor of the short set (contexts up
   // to orig_ctx) or of the long set; attn_factor as read (sqrt(1 + ln f / ln orig) by default)
   std::vector<double> short_factor, long_factor;

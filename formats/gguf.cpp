@@ -28,6 +28,7 @@ constexpr ggml_layout ggml_layouts[] = {
     {10, "Q2_K", 256, 84},  {11, "Q3_K", 256, 110}, {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176},
     {14, "Q6_K", 256, 210}, {15, "Q8_K", 256, 292}, {24, "I8", 1, 1},       {25, "I16", 1, 2},
     {26, "I32", 1, 4},      {27, "I64", 1, 8},      {28, "F64", 1, 8},      {30, "BF16", 1, 2},
+    {39, "MXFP4", 32, 17},
 };
 
 const ggml_layout* layout_of(uint32_t id) {
@@ -263,6 +264,8 @@ std::optional<dtype> dtype_from_ggml(uint32_t t) {
     return dtype::q6_k;
   case 30:
     return dtype::bf16;
+  case 39:
+    return dtype::mxfp4;
   default:
     return std::nullopt;
   }
@@ -300,6 +303,8 @@ uint32_t ggml_type_of(dtype t) {
     return 6;
   case dtype::q5_1:
     return 7;
+  case dtype::mxfp4:
+    return 39;
   }
   return 0;
 }

@@ -1,7 +1,8 @@
 // compose_moe.cpp: the mixture-of-experts op (op.hpp `moe`) from the backend's matmuls, for
 // backends whose tensors live in host memory (the CPU): the step's (token, choice) pairs are
 // grouped by expert; each expert that was chosen at all gathers its tokens' rows, runs one
-// matmul_swiglu (or gate and up matmuls and a swiglu) and one down matmul over its own rows of
+// matmul_swiglu (or gate and up matmuls, with their biases where given, and a swiglu or
+// GPT-OSS's clamped form) and one down matmul (and bias) over its own rows of
 // the stacked weights, and adds its rows, weighted, into the result. So a step reads only the
 // chosen experts' weights, and an expert chosen by n tokens streams its weights once for all n.
 // At decode sizes (at most two (token, choice) pairs per thread) the chosen experts run side
@@ -9,7 +10,9 @@
 // Expert ids are checked (an id outside [0, E) is an error). Temporaries come from the
 // executor's scratch: gathered rows [T * k, C], hidden [T * k, F] (twice without a fused
 // matmul_swiglu), down output [T * k, C], and the grouping (T k ints, 2 (E + 1) counters).
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 
@@ -28,13 +31,28 @@ tensor_view rows_of(const tensor_view& w, int64_t r0, int64_t n) {
                      shape{n, w.cols()});
 }
 
-op_args mm(tensor_view y, tensor_view x, tensor_view w) {
+op_args mm(tensor_view y, tensor_view x, tensor_view w, tensor_view bias = {}) {
   op_args a;
   a.kind = op::matmul;
   a.src[0] = x;
   a.src[1] = w;
+  a.src[2] = bias;
   a.dst = y;
   return a;
+}
+
+// Elements [i0, i0 + n) of a bias vector (none stays none).
+tensor_view part_of(const tensor_view& b, int64_t i0, int64_t n) {
+  if (!b.data) return {};
+  return tensor_view(b.as<float>() + i0, dtype::f32, shape{n});
+}
+
+// GPT-OSS's clamped SwiGLU, in place over h (the up products) with g the gate's.
+void swiglu_clamped(float* h, const float* g, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gv = std::min(g[i], limit), uv = std::clamp(h[i], -limit, limit);
+    h[i] = (uv + 1.0f) * gv / (1.0f + std::exp(-alpha * gv));
+  }
 }
 op_args mm_swiglu(tensor_view y, tensor_view x, tensor_view g, tensor_view u) {
   op_args a = mm(y, x, g);
@@ -55,8 +73,10 @@ bool moe_ok(const registry& r, backend b, const op_args& a) {
   const tensor_view xs(x.data, dtype::f32, shape{n, C});
   const tensor_view hs(x.data, dtype::f32, shape{n, F});
   const auto ge = rows_of(wg, 0, F), de = rows_of(wd, 0, C);
-  const bool fused = r.find(b, mm_swiglu(hs, xs, ge, ge), lookup::native_only).has_value();
-  const bool split = r.find(b, mm(hs, xs, ge), lookup::native_only) &&
+  const bool plain = !a.src[6].data && !a.src[7].data && a.p.swiglu_limit <= 0;
+  const bool fused = plain && r.find(b, mm_swiglu(hs, xs, ge, ge), lookup::native_only).has_value();
+  const bool split = r.find(b, mm(hs, xs, ge, part_of(a.src[6], 0, F)), lookup::native_only) &&
+                     r.find(b, mm(xs, hs, de, part_of(a.src[8], 0, C)), lookup::native_only) &&
                      r.find(b, swiglu_of(hs, hs, hs), lookup::native_only);
   return (fused || split) && r.find(b, mm(xs, hs, de), lookup::native_only);
 }
@@ -64,8 +84,11 @@ bool moe_ok(const registry& r, backend b, const op_args& a) {
 status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
   const auto &x = a.src[0], &ids = a.src[1], &wts = a.src[2];
   const auto &wg = a.src[3], &wu = a.src[4], &wd = a.src[5];
+  const auto &bg = a.src[6], &bu = a.src[7], &bd = a.src[8];
   const int64_t T = x.rows(), C = x.cols(), k = ids.cols(), F = wd.cols(), E = wg.rows() / F;
   const int64_t n = T * k;
+  const float limit = a.p.swiglu_limit, alpha = a.p.swiglu_alpha;
+  const bool plain = !bg.data && !bu.data && limit <= 0; // silu(gate) * up, no biases
   scratch s{c, {}};
   // the grouping: count[e] then, per expert, its (token, choice) pairs in token order
   TROUPE_TRY_ASSIGN(order_t, s.make(b, n, 1));
@@ -97,9 +120,10 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
   TROUPE_TRY_ASSIGN(yg, s.make(b, n, C));
   const tensor_view probe_h(h.data, dtype::f32, shape{1, F});
   const tensor_view probe_x(xg.data, dtype::f32, shape{1, C});
-  const bool fused = r.find(b, mm_swiglu(probe_h, probe_x, rows_of(wg, 0, F), rows_of(wu, 0, F)),
-                            lookup::native_only)
-                         .has_value();
+  const bool fused =
+      plain && r.find(b, mm_swiglu(probe_h, probe_x, rows_of(wg, 0, F), rows_of(wu, 0, F)),
+                      lookup::native_only)
+                   .has_value();
   tensor_view g2;
   if (!fused) TROUPE_TRY_SET(g2, s.make(b, n, F));
   std::memset(a.dst.data, 0, static_cast<size_t>(T * C) * sizeof(float));
@@ -118,11 +142,14 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
       TROUPE_TRY(prim(r, b, mm_swiglu(he, xe, ge, ue), ec));
     } else {
       const tensor_view gt(g2.row<float>(p0), dtype::f32, shape{m, F});
-      TROUPE_TRY(prim(r, b, mm(gt, xe, ge), ec));
-      TROUPE_TRY(prim(r, b, mm(he, xe, ue), ec));
-      TROUPE_TRY(prim(r, b, swiglu_of(he, gt, he), ec));
+      TROUPE_TRY(prim(r, b, mm(gt, xe, ge, part_of(bg, e * F, F)), ec));
+      TROUPE_TRY(prim(r, b, mm(he, xe, ue, part_of(bu, e * F, F)), ec));
+      if (limit > 0)
+        swiglu_clamped(he.as<float>(), gt.as<float>(), m * F, alpha, limit);
+      else
+        TROUPE_TRY(prim(r, b, swiglu_of(he, gt, he), ec));
     }
-    return prim(r, b, mm(ye, he, de), ec);
+    return prim(r, b, mm(ye, he, de, part_of(bd, e * C, C)), ec);
   };
   // decode-sized steps (a few rows per expert): the chosen experts in parallel, one thread
   // each, instead of every expert's small matmuls split over the threads in turn

@@ -137,6 +137,8 @@ status check_args(const op_args& a) {
       return fail(a, "q [T, H, D], k and v [S, Hkv, D]");
     if (s0.dims[1] % a.src[1].dims[1] != 0) return fail(a, "H must be a multiple of Hkv");
     if (a.p.pos0 + s0.dims[0] > a.src[1].dims[0]) return fail(a, "keys do not cover the queries");
+    if (a.src[3].data && (a.src[3].type != dtype::f32 || a.src[3].numel() != s0.dims[1]))
+      return fail(a, "sinks must be f32 [H]");
     return {};
   case op::paged_attention:
     if (s0.dims.rank != 3 || a.src[1].dims.rank != 4 || a.src[2].dims != a.src[1].dims)
@@ -144,6 +146,8 @@ status check_args(const op_args& a) {
     if (s0.dims[1] % a.src[1].dims[2] != 0) return fail(a, "H must be a multiple of Hkv");
     if (a.src[3].type != dtype::i32 || a.src[3].dims.rank != 2 || a.src[3].cols() < 3)
       return fail(a, "seqs must be i32 [S, 3 + MB]");
+    if (a.src[4].data && (a.src[4].type != dtype::f32 || a.src[4].numel() != s0.dims[1]))
+      return fail(a, "sinks must be f32 [H]");
     return {};
   case op::kv_store:
     if (a.src[1].type != dtype::i32 || a.src[1].numel() != s0.dims[0])
@@ -216,6 +220,7 @@ status check_args(const op_args& a) {
     const int64_t F = wd.cols();
     if (F <= 0 || wg.rows() % F || wd.rows() != wg.rows() / F * s0.cols())
       return fail(a, "W_gate [E * F, C] and W_down [E * C, F] disagree on E or F");
+    if (!moe_biases_ok(a)) return fail(a, "biases must be f32 [E * F], [E * F] and [E * C]");
     return {};
   }
   case op::rope_kv_store:
@@ -247,6 +252,15 @@ status check_args(const op_args& a) {
   }
   }
   return fail(a, "unknown op");
+}
+
+bool moe_biases_ok(const op_args& a) {
+  const int64_t F = a.src[5].cols(), C = a.src[0].cols(), EF = a.src[3].rows();
+  const int64_t E = F > 0 ? EF / F : 0;
+  auto ok = [](const tensor_view& b, int64_t n) {
+    return !b.data || (b.type == dtype::f32 && b.numel() == n);
+  };
+  return ok(a.src[6], EF) && ok(a.src[7], EF) && ok(a.src[8], E * C);
 }
 
 } // namespace troupe::kernels

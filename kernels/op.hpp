@@ -1,4 +1,4 @@
-// op.hpp: the op vocabulary shared by every backend. An op call is an `op_args`: up to six
+// op.hpp: the op vocabulary shared by every backend. An op call is an `op_args`: up to nine
 // source views, one destination (plus `dst2` for top-k values) and scalar parameters. Shapes
 // use the dimension legend (T tokens, C model dim, H heads, Hkv KV heads, D head dim, F FFN
 // dim, V vocab, P tokens per KV block, NB blocks, N output features, K input features):
@@ -32,7 +32,10 @@
 //                    Both attentions: p.softcap > 0 caps scores (s = c tanh(s / c), after
 //                    p.scale; Gemma 2); p.alibi_max_bias > 0 adds slope_h * (key position -
 //                    query position), slopes as Bloom / MPT / llama.cpp derive them from the
-//                    head count p.alibi_heads and the max bias, for global head p.head0 + h
+//                    head count p.alibi_heads and the max bias, for global head p.head0 + h;
+//                    a sinks source f32 [H] (attention: src3, paged_attention: src4; or none)
+//                    adds one logit per head to every softmax's denominator and nothing to
+//                    its sum of values (GPT-OSS's learned attention sinks)
 //   kv_store         src0 k f32 [T, Hkv, D], src1 slots i32 [T] (block * P + offset)
 //                                                          -> dst cache [NB, P, Hkv, D] rows
 //   argmax           src0 [T, V] f32                                          -> dst i32 [T]
@@ -59,7 +62,11 @@
 //                    W_down [E * C, F] (experts stacked by rows, one dtype)
 //                    -> dst f32 [T, C] = sum_j weights[t, j] * down_e(silu(gate_e x) * up_e x),
 //                    e = ids[t, j]: only the chosen experts' weights are read; an id outside
-//                    [0, E) is an error, not a read out of bounds. With expert parallelism
+//                    [0, E) is an error, not a read out of bounds. Optional biases src6
+//                    b_gate [E * F], src7 b_up [E * F], src8 b_down [E * C] (f32) are added
+//                    to each expert's products; with p.swiglu_limit > 0 the activation is
+//                    GPT-OSS's clamped one: g = min(gate, L), u = clamp(up, -L, L),
+//                    h = (u + 1) g sigmoid(p.swiglu_alpha g). With expert parallelism
 //                    the weights hold experts p.expert0 .. p.expert0 + E - 1 of p.n_expert:
 //                    choices of other experts add nothing here (another shard adds them)
 // Latent attention (DeepSeek's MLA) and its routing:
@@ -146,6 +153,9 @@ std::string_view to_string(op o);
 /// with m the largest power of two <= n, heads below m get (2^(-max_bias/m))^(h+1), the rest
 /// (2^(-max_bias/(2m)))^(2(h-m)+1).
 double alibi_slope(int64_t h, int64_t n, double max_bias);
+/// Whether a moe call's optional biases (src6..8) are absent or f32 of their shapes.
+struct op_args;
+bool moe_biases_ok(const op_args& a);
 /// Parses an op name ("matmul"); false when unknown.
 bool parse_op(std::string_view name, op& out);
 
@@ -173,11 +183,12 @@ struct op_params {
   bool router_norm = false;        // moe_router: chosen weights renormalised
   int n_group = 0, topk_group = 0; // moe_router: group-limited choice (0: off)
   bool group_max = false;          // moe_router: a group scores its best (else its two best)
+  float swiglu_alpha = 0, swiglu_limit = 0; // moe: GPT-OSS's clamped SwiGLU when limit > 0
 };
 
 struct op_args {
   op kind = op::add;
-  std::array<tensor_view, 6> src{};
+  std::array<tensor_view, 9> src{}; // moe reads nine
   tensor_view dst;
   tensor_view dst2;
   tensor_view dst3; // matmul_qkv's v

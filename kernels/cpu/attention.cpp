@@ -4,7 +4,8 @@
 // task computes every query head of the GQA group that reads that KV head, so a K or V row is
 // fetched once per group, not once per query head. Decode rows (one per sequence) compute their
 // scores into a buffer, softmax, then the weighted sum of V rows; prefill tiles of 8 rows use the
-// online softmax of attend_tile_avx2 (keys read once per tile, no per-row score buffer). f32 math;
+// online softmax of attend_tile_avx2 (keys read once per tile, no per-row score buffer); a sink
+// logit per head (GPT-OSS) starts each softmax's maximum and sum. f32 math;
 // caches in f32, f16 or bf16. With AVX2 the inner loops are in attention_avx2.cpp (rows widened in
 // registers); otherwise a portable path converts rows.
 #include <algorithm>
@@ -80,8 +81,9 @@ void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scal
   for (int64_t g = 0; g < G; ++g) {
     float* sc = scores.data() + g * S;
     if (kv.softcap > 0 || kv.slopes) modify_scores(sc, 0, S, kv, g, last);
-    const float mx = *std::max_element(sc, sc + S);
-    float sum = 0;
+    float mx = *std::max_element(sc, sc + S);
+    if (kv.sinks) mx = std::max(mx, kv.sinks[g]);
+    float sum = kv.sinks ? std::exp(kv.sinks[g] - mx) : 0.0f;
     for (int64_t s = 0; s < S; ++s) sum += sc[s] = std::exp(sc[s] - mx);
     const float inv = 1.0f / sum;
     for (int64_t s = 0; s < S; ++s) sc[s] *= inv;
@@ -146,9 +148,12 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
         alibi_slope(a.p.head0 + h, a.p.alibi_heads > 0 ? a.p.alibi_heads : H, a.p.alibi_max_bias));
   const float* slopes = slope_buf.empty() ? nullptr : slope_buf.data();
   const float softcap = a.p.softcap;
-  auto mods = [slopes, softcap, G](kv_layout& kv, int64_t kh) {
+  const tensor_view& sink_src = a.src[a.kind == op::attention ? 3 : 4];
+  const float* sinks = sink_src.data ? sink_src.as<float>() : nullptr;
+  auto mods = [slopes, softcap, sinks, G](kv_layout& kv, int64_t kh) {
     kv.softcap = softcap;
     kv.slopes = slopes ? slopes + kh * G : nullptr;
+    kv.sinks = sinks ? sinks + kh * G : nullptr;
   };
   parallel(ctx, static_cast<int64_t>(tasks.size()), 1, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> scores, row, work;
@@ -232,8 +237,10 @@ bool cache_type(dtype t) {
 
 void register_attention(registry& r) {
   auto ok = [](const op_args& a) {
+    const tensor_view& sinks = a.src[a.kind == op::attention ? 3 : 4];
     return contiguous_args(a) && a.src[0].type == dtype::f32 && cache_type(a.src[1].type) &&
-           a.src[2].type == a.src[1].type;
+           a.src[2].type == a.src[1].type &&
+           (!sinks.data || (sinks.type == dtype::f32 && sinks.numel() == a.src[0].dims[1]));
   };
   r.add(op::attention, backend::cpu, "gqa-grouped", ok, attention);
   r.add(op::paged_attention, backend::cpu, "gqa-grouped", ok, paged_attention);

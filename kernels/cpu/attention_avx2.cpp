@@ -210,6 +210,7 @@ void attend(const float* q, int64_t G, int64_t D, int64_t S, float scale, const 
     for (int64_t s = 0; s < S8; s += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(sc + s));
     float m = hmax8(mx);
     for (int64_t s = S8; s < S; ++s) m = sc[s] > m ? sc[s] : m;
+    if (kv.sinks && kv.sinks[g] > m) m = kv.sinks[g];
     __m256 sum = _mm256_setzero_ps();
     const __m256 mv = _mm256_set1_ps(m);
     for (int64_t s = 0; s < S8; s += 8) {
@@ -218,6 +219,7 @@ void attend(const float* q, int64_t G, int64_t D, int64_t S, float scale, const 
       sum = _mm256_add_ps(sum, e);
     }
     float total = hsum8(sum);
+    if (kv.sinks) total += _mm256_cvtss_f32(exp8(_mm256_set1_ps(kv.sinks[g] - m)));
     for (int64_t s = S8; s < S; ++s) {
       sc[s] = _mm256_cvtss_f32(exp8(_mm256_set1_ps(sc[s] - m)));
       total += sc[s];
@@ -286,6 +288,13 @@ void attend_tile(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, in
   float* sum = mx + M;      // [M] running sum of exp
   for (int64_t i = 0; i < M * D; ++i) acc[i] = 0.0f;
   for (int64_t i = 0; i < M; ++i) mx[i] = -3.0e38f, sum[i] = 0.0f;
+  if (kv.sinks) // a sink starts the softmax: its logit is the first maximum, exp(0) the sum
+    for (int64_t kh = 0; kh < nh; ++kh)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t g = 0; g < G; ++g) {
+          const int64_t row = (kh * R + r) * G + g;
+          mx[row] = kv.sinks[kh * G + g], sum[row] = 1.0f;
+        }
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 low = _mm256_set1_ps(-3.0e38f);
   row_cursor kc(kv.k, kv, S), vc(kv.v, kv, S);

@@ -30,6 +30,9 @@ struct kv_layout {
   // call's query head (g, or kh * G + g over nh KV heads)
   float softcap = 0;
   const float* slopes = nullptr;
+  // GPT-OSS's sinks: sinks[h] is one more logit in query head h's softmax denominator (h as
+  // for slopes); null: none
+  const float* sinks = nullptr;
 
   int64_t slot(int64_t s) const {
     s += first;

@@ -1,7 +1,7 @@
 // attention.cpp (ref): causal scaled-dot-product attention with GQA (query head h reads KV
 // head h / (H / Hkv)), contiguous and paged, optionally over a sliding window of the last W
-// positions, and the KV-cache store. Scores, softmax and the
-// weighted sum in f64. Caches may be f32, f16 or bf16.
+// positions, with an optional sink logit per head (in the softmax's denominator only), and the
+// KV-cache store. Scores, softmax and the weighted sum in f64. Caches may be f32, f16 or bf16.
 #include "kernels/ref/ref.hpp"
 
 #include <cmath>
@@ -18,6 +18,8 @@ int64_t first_key(int64_t last, int64_t window) {
 struct score_mods {
   double softcap = 0; // c tanh(s / c)
   double slope = 0;   // ALiBi: + slope * (key - query)
+  bool has_sink = false;
+  double sink = 0; // a logit in the denominator that weighs no value
 };
 
 // One query vector against keys first..last through `key(s)` / `value(s)` accessors.
@@ -36,7 +38,8 @@ void attend(const float* q, int64_t D, int64_t first, int64_t last, double scale
     if (m.slope != 0) score[s] += m.slope * static_cast<double>(s - last);
     mx = std::max(mx, score[s]);
   }
-  double sum = 0.0;
+  if (m.has_sink) mx = std::max(mx, m.sink);
+  double sum = m.has_sink ? std::exp(m.sink - mx) : 0.0;
   for (int64_t s = first; s <= last; ++s) sum += score[s] = std::exp(score[s] - mx);
   std::vector<double> acc(D, 0.0);
   for (int64_t s = first; s <= last; ++s) {
@@ -46,9 +49,11 @@ void attend(const float* q, int64_t D, int64_t first, int64_t last, double scale
   for (int64_t d = 0; d < D; ++d) out[d] = static_cast<float>(acc[d]);
 }
 
-score_mods mods(const op_args& a, int64_t h) {
+// sinks: src3 of attention, src4 of paged_attention (absent: none)
+score_mods mods(const op_args& a, int64_t h, const tensor_view& sinks) {
   score_mods m;
   m.softcap = a.p.softcap;
+  if (sinks.data) m.has_sink = true, m.sink = sinks.as<float>()[h];
   if (a.p.alibi_max_bias > 0)
     m.slope = alibi_slope(a.p.head0 + h, a.p.alibi_heads > 0 ? a.p.alibi_heads : a.src[0].dims[1],
                           a.p.alibi_max_bias);
@@ -72,7 +77,7 @@ void attention(const op_args& a, const exec_ctx&) {
           q.as<float>() + (t * H + h) * D, D, first_key(a.p.pos0 + t, a.p.window), a.p.pos0 + t,
           a.p.scale, [&](int64_t s, float* o) { row(k, s, o); },
           [&](int64_t s, float* o) { row(v, s, o); }, a.dst.as<float>() + (t * H + h) * D,
-          mods(a, h));
+          mods(a, h, a.src[3]));
     }
   }
 }
@@ -103,7 +108,7 @@ void paged_attention(const op_args& a, const exec_ctx&) {
             q.as<float>() + (t * H + h) * D, D, first_key(pos0 + i, a.p.window), pos0 + i,
             a.p.scale, [&](int64_t s, float* o) { row(kc, s, o); },
             [&](int64_t s, float* o) { row(vc, s, o); }, a.dst.as<float>() + (t * H + h) * D,
-            mods(a, h));
+            mods(a, h, a.src[4]));
       }
     }
   }
@@ -121,8 +126,10 @@ void kv_store(const op_args& a, const exec_ctx&) {
 
 bool float_cache(const op_args& a) {
   auto ok = [](dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; };
+  const tensor_view& sinks = a.src[a.kind == op::attention ? 3 : 4];
   return all_contiguous(a) && a.src[0].type == dtype::f32 && ok(a.src[1].type) &&
-         (a.kind == op::kv_store ? ok(a.dst.type) : ok(a.src[2].type));
+         (a.kind == op::kv_store ? ok(a.dst.type) : ok(a.src[2].type)) &&
+         (!sinks.data || (sinks.type == dtype::f32 && sinks.numel() == a.src[0].dims[1]));
 }
 
 } // namespace

@@ -1,8 +1,10 @@
 // moe.cpp (ref): mixture-of-experts FFN over routing already chosen (op.hpp `moe`): for each
-// token and each of its k choices, the chosen expert's SwiGLU FFN, weighted and summed. The
+// token and each of its k choices, the chosen expert's SwiGLU FFN (optionally with biases and
+// GPT-OSS's clamped activation), weighted and summed. The
 // experts' rows are dequantized to f32 and every dot product accumulated in f64. An expert id
 // outside [0, E) is an error; with expert parallelism the weights hold experts
 // p.expert0 .. and the others' choices are skipped.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/ref/ref.hpp"
@@ -27,6 +29,8 @@ void rows_times(const tensor_view& w, int64_t r0, int64_t n, const std::vector<d
 status moe(const op_args& a, const exec_ctx&) {
   const auto &x = a.src[0], &ids = a.src[1], &wts = a.src[2];
   const auto &wg = a.src[3], &wu = a.src[4], &wd = a.src[5];
+  const auto &bg = a.src[6], &bu = a.src[7], &bd = a.src[8];
+  const double limit = a.p.swiglu_limit, alpha = a.p.swiglu_alpha;
   const int64_t T = x.rows(), C = x.cols(), k = ids.cols(), F = wd.cols(), E = wg.rows() / F;
   std::vector<double> xin(static_cast<size_t>(C)), g, u, h(static_cast<size_t>(F)), y;
   for (int64_t t = 0; t < T; ++t) {
@@ -42,10 +46,20 @@ status moe(const op_args& a, const exec_ctx&) {
       rows_times(wg, e * F, F, xin, g);
       rows_times(wu, e * F, F, xin, u);
       for (int64_t f = 0; f < F; ++f) {
-        const double gv = g[static_cast<size_t>(f)];
-        h[static_cast<size_t>(f)] = gv / (1.0 + std::exp(-gv)) * u[static_cast<size_t>(f)];
+        double gv = g[static_cast<size_t>(f)], uv = u[static_cast<size_t>(f)];
+        if (bg.data) gv += bg.as<float>()[e * F + f];
+        if (bu.data) uv += bu.as<float>()[e * F + f];
+        if (limit > 0) { // GPT-OSS: (clamp(u) + 1) * g sigmoid(alpha g), g capped above
+          gv = std::min(gv, limit);
+          uv = std::clamp(uv, -limit, limit);
+          h[static_cast<size_t>(f)] = (uv + 1.0) * gv / (1.0 + std::exp(-alpha * gv));
+        } else {
+          h[static_cast<size_t>(f)] = gv / (1.0 + std::exp(-gv)) * uv;
+        }
       }
       rows_times(wd, e * C, C, h, y);
+      if (bd.data)
+        for (int64_t c = 0; c < C; ++c) y[static_cast<size_t>(c)] += bd.as<float>()[e * C + c];
       const double w = wts.row<float>(t)[j];
       for (int64_t c = 0; c < C; ++c) out[static_cast<size_t>(c)] += w * y[static_cast<size_t>(c)];
     }

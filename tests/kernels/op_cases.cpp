@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/convert.hpp"
+#include "core/kquant.hpp"
 #include "kernels/jit.hpp"
 
 namespace troupe::kernels::harness {
@@ -353,6 +354,29 @@ void attention_cases(std::vector<op_case>& out_cases) {
     c.tol = {1e-10, 1e-5};
     out_cases.push_back(std::move(c));
   }
+  // attention sinks (GPT-OSS: one logit per head in the softmax's denominator): decode rows,
+  // a prefill with a partial tile, with and without a window, sinks above and below the scores
+  for (auto [T, pos0, W, D] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 39, 0, 64},
+                               {37, 20, 0, 64},
+                               {9, 30, 5, 16},
+                               {1, 50, 16, 16}}) {
+    const int64_t H = 8, Hkv = 2, S = pos0 + T;
+    op_case c;
+    c.name =
+        fmt::format("attention(T={},S={},H={},Hkv={},D={},window={},sinks)", T, S, H, Hkv, D, W);
+    gen g(c.name);
+    c.kind = op::attention;
+    c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+             from_floats(dtype::bf16, {S, Hkv, D}, g.normal(S * Hkv * D)),
+             from_floats(dtype::bf16, {S, Hkv, D}, g.normal(S * Hkv * D)),
+             from_floats(dtype::f32, {H}, g.normal(H, 3.0f))};
+    c.dst = out(dtype::f32, {T, H, D});
+    c.p.pos0 = pos0;
+    c.p.window = W;
+    c.p.scale = 0.25f;
+    c.tol = {1e-8, 1e-4};
+    out_cases.push_back(std::move(c));
+  }
   // paged with a window of 6 over blocks of 4: blocks wholly before every query's window are
   // the null block 0 (the scheduler frees them), so a kernel that reads them fails the case
   for (dtype kv : {dtype::f32, dtype::bf16})
@@ -667,6 +691,51 @@ void moe_cases(std::vector<op_case>& out_cases) {
       c.bytes = 3.0 * row_bytes(w, C) * F * std::min(E - 1, T * k) + 8.0 * T * C;
       out_cases.push_back(std::move(c));
     }
+  // GPT-OSS's experts: biases on all three products, the clamped SwiGLU (limit 7, alpha
+  // 1.702; the inputs reach past the limit so both clamps bite), MXFP4 weights among them
+  for (dtype w : {dtype::f32, dtype::bf16, dtype::q8_0, dtype::mxfp4})
+    for (auto [T, E, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 2}, {19, 6, 3}}) {
+      const int64_t C = 64, F = 96;
+      op_case c;
+      c.name =
+          fmt::format("moe(T={},C={},F={},E={},k={},W={},biases,clamped)", T, C, F, E, k, name(w));
+      gen g(c.name);
+      c.kind = op::moe;
+      std::vector<int32_t> ids;
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<int32_t> pool;
+        for (int32_t e = 0; e < E; ++e) pool.push_back(e);
+        std::shuffle(pool.begin(), pool.end(), g.rng);
+        ids.insert(ids.end(), pool.begin(), pool.begin() + k);
+      }
+      auto weights = [&](int64_t rows, int64_t cols, float sigma) {
+        if (w == dtype::mxfp4) {
+          host_tensor h = out(w, {rows, cols});
+          random_blocks(
+              w, rows * cols / 32, sigma, [&g] { return g.rng(); }, h.bytes.data());
+          return h;
+        }
+        return from_floats(w, {rows, cols}, g.normal(rows * cols, sigma));
+      };
+      c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C, 2.0f)),
+               from_ints({T, k}, ids),
+               from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
+               weights(E * F, C, 0.4f),
+               weights(E * F, C, 0.4f),
+               weights(E * C, F, 0.1f),
+               from_floats(dtype::f32, {E * F}, g.normal(E * F, 1.0f)),
+               from_floats(dtype::f32, {E * F}, g.normal(E * F, 1.0f)),
+               from_floats(dtype::f32, {E * C}, g.normal(E * C, 1.0f))};
+      c.dst = out(dtype::f32, {T, C});
+      c.p.swiglu_alpha = 1.702f;
+      c.p.swiglu_limit = 7.0f;
+      c.tol = tol_for(w);
+      // q8 activations into products that reach the clamp (hidden values up to 56) and outputs
+      // of about +-30: the error is judged by nmse
+      if (is_quantized(w)) c.tol.max_abs = 1.0;
+      c.flops = 6.0 * T * k * C * F;
+      out_cases.push_back(std::move(c));
+    }
 }
 
 // Latent attention: concat by rows, per-head matmuls in both orientations (q_nope through
@@ -720,7 +789,7 @@ std::vector<op_case> all_cases() {
   latent_cases(cases);
   kquant_cases(cases);
   for (auto& c : cases) {
-    while (c.src.size() < 6) c.src.push_back(absent());
+    while (c.src.size() < 9) c.src.push_back(absent());
     if (c.dst2.bytes.empty()) c.dst2.present = false;
     if (c.dst3.bytes.empty()) c.dst3.present = false;
   }
