@@ -103,6 +103,12 @@ struct model_config {
   bool router_sigmoid = false, router_bias = false;
   int64_t n_group = 0, topk_group = 0;
   bool group_max = false; // groups scored by their best expert (DeepSeek-V2), else best two
+  // GPT-OSS: biases on the router's logits and on every expert's gate, up and down products;
+  // the clamped SwiGLU (swiglu_limit > 0: g = min(gate, limit), u = clamp(up, +-limit),
+  // (u + 1) g sigmoid(swiglu_alpha g)); a learned sink logit per head in every attention
+  bool router_linear_bias = false, expert_bias = false;
+  double swiglu_alpha = 0, swiglu_limit = 0;
+  bool attn_sinks = false;
   // latent attention (DeepSeek's MLA; kv_lora > 0): q through a rank-q_lora bottleneck (0: a
   // plain projection), keys and values from one latent of kv_lora values per token plus qk_rope
   // positional values, cached as they are (D = kv_lora + qk_rope, Hkv = 1); heads of qk_nope +

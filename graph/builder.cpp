@@ -150,8 +150,18 @@ vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, 
 }
 
 vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down,
-                 vid router_bias) {
-  const vid logits = op(op::matmul, {h, w_router, none}, "ffn_router");
+                 vid router_bias, const moe_biases& biases) {
+  const vid logits = op(op::matmul, {h, w_router, biases.router}, "ffn_router");
+  // the experts: the stacked weights, and the biases and clamped activation where given
+  kernels::op_params ep;
+  ep.swiglu_alpha = s.swiglu_alpha;
+  ep.swiglu_limit = s.swiglu_limit;
+  auto experts = [&](vid ids, vid wts) {
+    std::vector<vid> in = {h, ids, wts, w_gate, w_up, w_down};
+    if (biases.gate != none || biases.up != none || biases.down != none)
+      in.insert(in.end(), {biases.gate, biases.up, biases.down});
+    return op(op::moe, std::move(in), "ffn_moe", ep);
+  };
   // the choice: ids [k] and their weights [k], written by one node
   auto choose = [&](kernels::op o, std::vector<vid> in, kernels::op_params p) {
     value ids, wts;
@@ -181,7 +191,7 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
     p.topk_group = static_cast<int>(s.topk_group);
     p.group_max = s.group_max;
     const auto [iv, wv] = choose(op::moe_router, {logits, router_bias}, p);
-    return op(op::moe, {h, iv, wv, w_gate, w_up, w_down}, "ffn_moe");
+    return experts(iv, wv);
   }
   const vid probs = op(op::softmax, {logits}, "ffn_router_probs");
   const auto [iv, wv] = choose(op::topk, {probs}, {});
@@ -191,7 +201,7 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
     w = mul(w, unary(op::recip, sum, "ffn_expert_weights_inv"), "ffn_expert_weights_norm");
   }
   if (s.scale != 1) w = scale(w, s.scale, "ffn_expert_weights_scaled");
-  return op(op::moe, {h, iv, w, w_gate, w_up, w_down}, "ffn_moe");
+  return experts(iv, w);
 }
 
 vid builder::attention(vid h, const attention_spec& s, vid wq, vid wk, vid wv, vid wo, vid bq,
@@ -235,7 +245,9 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
   ap.softcap = s.softcap;
   ap.alibi_max_bias = s.alibi_max_bias;
   ap.alibi_heads = static_cast<int>(s.heads);
-  const vid a = op(op::paged_attention, {q, kc, vc, g_.input(input_kind::seq_table)}, "attn", ap);
+  std::vector<vid> in = {q, kc, vc, g_.input(input_kind::seq_table)};
+  if (s.sinks != none) in.push_back(s.sinks);
+  const vid a = op(op::paged_attention, std::move(in), "attn", ap);
   const vid flat = view(a, {-1}, "attn_flat");
   return linear(flat, wo, bo, "attn_out");
 }

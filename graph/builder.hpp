@@ -27,16 +27,24 @@ struct attention_spec {
   bool rope = true;
   rope_spec rope_params;
   float clip_qkv = 0; // q, k, v clamped to [-clip, clip] when > 0 (OLMo, MPT)
+  vid sinks = none;   // a sink logit per head [H] in each softmax's denominator (GPT-OSS)
 };
 
 /// How a mixture-of-experts block routes.
 struct moe_spec {
-  int64_t experts = 0, used = 0;       // E, and k chosen per token
-  bool norm_topk = false;              // the chosen weights renormalised to sum to 1
-  float scale = 1;                     // the chosen weights times this (routed_scaling_factor)
-  bool sigmoid = false;                // sigmoid scores (DeepSeek-V3), else softmax
-  int64_t n_group = 0, topk_group = 0; // group-limited choice (0: off)
-  bool group_max = false;              // a group scores its best expert (DeepSeek-V2)
+  int64_t experts = 0, used = 0;            // E, and k chosen per token
+  bool norm_topk = false;                   // the chosen weights renormalised to sum to 1
+  float scale = 1;                          // the chosen weights times this (routed_scaling_factor)
+  bool sigmoid = false;                     // sigmoid scores (DeepSeek-V3), else softmax
+  int64_t n_group = 0, topk_group = 0;      // group-limited choice (0: off)
+  bool group_max = false;                   // a group scores its best expert (DeepSeek-V2)
+  float swiglu_alpha = 0, swiglu_limit = 0; // GPT-OSS's clamped SwiGLU when limit > 0
+};
+
+/// The optional biases of a mixture of experts (GPT-OSS): the router's logits [E], and each
+/// expert's gate and up [E * F] and down [E * C] products.
+struct moe_biases {
+  vid router = none, gate = none, up = none, down = none;
 };
 
 /// Where the per-head norm weights go.
@@ -91,7 +99,7 @@ class builder {
   /// Sigmoid scores, groups or a choice bias (`router_bias`, [E]) route through one
   /// moe_router op instead.
   vid moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down,
-          vid router_bias = none);
+          vid router_bias = none, const moe_biases& biases = {});
   /// Self-attention over the paged KV cache: projections, optional q/k norms, RoPE, the
   /// cache writes, attention, the output projection. q_norm / k_norm: per-head weights [D]
   /// (or none).

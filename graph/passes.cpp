@@ -76,9 +76,11 @@ status cut_tensor(graph& g, const shard_cut& c) {
       v.dims[0] = c.of(axis::kv_heads).second;
       continue;
     }
-    if (v.kind != value_kind::weight || v.split == cut::none || v.empty) continue;
+    if (v.kind != value_kind::weight || v.empty) continue;
     const int64_t groups = std::max<int64_t>(v.groups, 1);
-    if (c.expert_parallel && groups > 1) { // whole experts: rows of experts [e0, e0 + n)
+    if (v.split == cut::none && !(c.expert_parallel && groups > 1)) continue;
+    // whole experts: rows of experts [e0, e0 + n) (their biases too, which TP leaves whole)
+    if (c.expert_parallel && groups > 1) {
       const int64_t R = v.dims[0] / groups, e0 = c.expert0, n = c.experts;
       if (n <= 0 || e0 + n > groups || v.dims[0] % groups)
         return make_error(errc::invalid_argument, "{}: experts [{}, {}) of {}", v.name, e0, e0 + n,
@@ -192,6 +194,8 @@ status cut_tensor(graph& g, const shard_cut& c) {
                                         std::max<int64_t>(g[n.in[5]].dims[1], 1));
         n.note =
             fmt::format("experts {}-{} of {}", c.expert0, c.expert0 + c.experts - 1, n.p.n_expert);
+      } else if (n.in.size() > 8 && c.tp_rank != 0) {
+        n.in[8] = none; // the down bias: added once, by the first rank, before the sum
       }
       then_all_reduce(n);
       continue;

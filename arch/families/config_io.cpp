@@ -90,6 +90,10 @@ status read_common(hf_cfg& j, model_config& c) {
           v.is_object() && v.contains("quant_method") && v["quant_method"].is_string()
               ? v["quant_method"].get<std::string>()
               : "";
+      // GPT-OSS as published: its experts in MXFP4 (blocks and scales, which the family
+      // repacks at load; the tensors it names not converted are plain)
+      if (c.family == "gpt_oss" && q == std::string("quantization_config") && method == "mxfp4")
+        continue;
       return j.unsupported(fmt::format(
           "'{}'{} is not supported: this checkpoint's weights are quantized by a method Troupe "
           "does not implement (use an unquantized or GGUF copy)",
@@ -193,6 +197,11 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
     c.rope.attn_factor = af;
     c.rope.mscale = ms;
     c.rope.mscale_all_dim = msa;
+    if (auto it = rs.find("truncate"); it != rs.end() && !it->is_null()) {
+      if (!it->is_boolean())
+        return make_error(errc::corrupt_file, "{}: rope 'truncate' must be true or false", where);
+      c.rope.yarn_truncate = it->get<bool>();
+    }
   } else if (type == "longrope") {
     c.rope.scaling = rope_scaling::longrope;
     auto factors = [&](const char* k, std::vector<double>& out) -> status {

@@ -349,6 +349,7 @@ class decoder {
     s.alibi_max_bias = static_cast<float>(c_.alibi_max_bias);
     s.rope = c_.rope_enabled && c_.alibi_max_bias == 0;
     s.rope_params = c_.has_rope_local && s.window > 0 ? c_.rope_local : c_.rope;
+    if (c_.attn_sinks) TROUPE_TRY_SET(s.sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads));
     return b.attend(s, {q, k, v}, wo, bo);
   }
 
@@ -390,9 +391,21 @@ class decoder {
     s.n_group = c_.n_group;
     s.topk_group = c_.topk_group;
     s.group_max = c_.group_max;
+    s.swiglu_alpha = static_cast<float>(c_.swiglu_alpha);
+    s.swiglu_limit = static_cast<float>(c_.swiglu_limit);
     vid rb = none;
     if (c_.router_bias) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {E}));
-    vid y = b.moe(h, s, wr, wg, wu, wd, rb);
+    moe_biases mb;
+    if (c_.router_linear_bias) TROUPE_TRY_SET(mb.router, req(n_.moe_router_b, l, {E}));
+    if (c_.expert_bias) {
+      // stacked like the matrices (value::groups): TP takes each expert's slice of the gate and
+      // up biases; the down bias is whole on every rank (the first adds it), EP cuts experts
+      TROUPE_TRY_SET(mb.gate, req(n_.moe_gate_b, l, {E * F}, cut::out, axis::ffn));
+      TROUPE_TRY_SET(mb.up, req(n_.moe_up_b, l, {E * F}, cut::out, axis::ffn));
+      TROUPE_TRY_SET(mb.down, req(n_.moe_down_b, l, {E * C}));
+      for (vid v : {mb.gate, mb.up, mb.down}) g_[v].groups = E;
+    }
+    vid y = b.moe(h, s, wr, wg, wu, wd, rb, mb);
     if (c_.F_shared > 0) {
       const int64_t Fs = c_.F_shared;
       TROUPE_TRY_ASSIGN(sg, req(n_.shexp_gate, l, {Fs, C}, cut::out, axis::ffn));

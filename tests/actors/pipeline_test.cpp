@@ -239,7 +239,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "falcon_mq", "bloom", "mpt", "llama_linear",
                                          "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
                                          "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
-                                         "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2"),
+                                         "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2",
+                                         "gpt_oss", "gpt_oss_mxfp4"),
                        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -276,7 +277,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("mixtral@ep", "qwen2_moe@ep", "qwen3_moe@ep",
                                          "qwen3_moe_sparse@ep", "gguf:mixtral@ep",
                                          "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep", "deepseek_v3@ep",
-                                         "deepseek_v2@ep", "gguf:deepseek_v3@ep"),
+                                         "deepseek_v2@ep", "gguf:deepseek_v3@ep", "gpt_oss@ep",
+                                         "gpt_oss_mxfp4@ep"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
@@ -285,8 +287,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(Experts4, FamilyCuts,
                          ::testing::Combine(::testing::Values("mixtral@ep", "qwen3_moe@ep",
-                                                              "gguf:qwen3_moe@ep",
-                                                              "deepseek_v3@ep"),
+                                                              "gguf:qwen3_moe@ep", "deepseek_v3@ep",
+                                                              "gpt_oss@ep"),
                                             ::testing::Values(4), ::testing::Values(1)),
                          [](const auto& info) {
                            return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
