@@ -140,6 +140,9 @@ status read_gpt_oss_hf(hf_cfg& j, model_config& c) {
 status read_gpt_oss_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
   c.rope.layout = rope_layout::neox; // llama.cpp's gpt-oss rotates halves, as HF does
+  // the published model's YaRN (rope_parameters truncate false), which no GGUF key carries;
+  // llama.cpp rounds the correction range out (tests/fixtures/gguf/llama_cpp_check.json)
+  c.rope.yarn_truncate = false;
   // llama.cpp: the even layers slide (its swa pattern 2), window 128 unless the file says
   TROUPE_TRY(read_gguf_windows(g, c, 128, 2));
   if (c.sliding_window >= c.ctx) c.sliding_window = 0, c.windowed.clear();

@@ -256,7 +256,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "gguf:phi2", "gguf:gpt2", "gguf:gpt_neox", "gguf:stablelm",
                                          "gguf:stablelm_qkln", "gguf:cohere", "gguf:falcon",
                                          "gguf:falcon_mq", "gguf:bloom", "gguf:mpt", "gguf:mixtral",
-                                         "gguf:qwen2_moe", "gguf:qwen3_moe", "gguf:deepseek_v3"),
+                                         "gguf:qwen2_moe", "gguf:qwen3_moe", "gguf:deepseek_v3",
+                                         "gguf:gpt_oss", "gguf:gpt_oss_mxfp4"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
@@ -278,7 +279,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "qwen3_moe_sparse@ep", "gguf:mixtral@ep",
                                          "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep", "deepseek_v3@ep",
                                          "deepseek_v2@ep", "gguf:deepseek_v3@ep", "gpt_oss@ep",
-                                         "gpt_oss_mxfp4@ep"),
+                                         "gpt_oss_mxfp4@ep", "gguf:gpt_oss_mxfp4@ep"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),

@@ -229,3 +229,34 @@ TEST(ModelConfig, ExpertKeys) {
   ASSERT_FALSE(h);
   EXPECT_NE(h.error().message.find("experts"), std::string::npos) << h.error().message;
 }
+
+// GPT-OSS as published: MXFP4 experts are accepted (the family repacks them), YaRN's truncate
+// is read, and the same quantization_config on another family is refused.
+TEST(ModelConfig, GptOssReadsMxfp4TruncateAndItsWindows) {
+  json j = base("GptOssForCausalLM");
+  j["num_local_experts"] = 8;
+  j["num_experts_per_tok"] = 2;
+  j["sliding_window"] = 16;
+  j["rope_parameters"] = {{"rope_type", "yarn"},
+                          {"rope_theta", 150000.0},
+                          {"factor", 32.0},
+                          {"beta_fast", 32.0},
+                          {"beta_slow", 1.0},
+                          {"truncate", false},
+                          {"original_max_position_embeddings", 64}};
+  j["quantization_config"] = {{"quant_method", "mxfp4"}};
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_FALSE(c->rope.yarn_truncate);
+  EXPECT_EQ(c->swiglu_limit, 7.0);
+  EXPECT_TRUE(c->attn_sinks && c->expert_bias && c->router_linear_bias);
+  EXPECT_EQ(c->layer_window(0), 16); // the even layers slide (transformers' default layer_types)
+  EXPECT_EQ(c->layer_window(1), 0);
+  j["rope_parameters"]["truncate"] = "no";
+  EXPECT_FALSE(parse(j));
+  json l = base("LlamaForCausalLM");
+  l["quantization_config"] = {{"quant_method", "mxfp4"}};
+  c = parse(l);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("mxfp4"), std::string::npos);
+}

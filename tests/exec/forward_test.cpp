@@ -144,7 +144,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
                                            "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
                                            "stablelm_qkln", "olmo", "olmo2", "granite", "cohere",
                                            "falcon", "falcon_mq", "bloom", "mpt", "mixtral",
-                                           "qwen2_moe", "qwen3_moe", "deepseek_v3"),
+                                           "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
+                                           "gpt_oss_mxfp4"),
                          [](const auto& info) { return info.param; });
 
 // The experts' load: a generation of n tokens after a prompt of p routes (p + n - 1) tokens
