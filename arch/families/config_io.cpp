@@ -482,7 +482,9 @@ status read_gguf_common(const gguf_cfg& g, model_config& c) {
                                                         : 1);
       c.rope.beta_fast = g.f("rope.scaling.yarn_beta_fast", c.rope.beta_fast);
       c.rope.beta_slow = g.f("rope.scaling.yarn_beta_slow", c.rope.beta_slow);
-      if (g.has("rope.scaling.yarn_log_multiplier") || g.has("rope.scaling.yarn_ext_factor"))
+      // yarn_log_multiplier: deepseek2's mscale_all_dim (read by read_deepseek_gguf)
+      if ((g.arch != "deepseek2" && g.has("rope.scaling.yarn_log_multiplier")) ||
+          g.has("rope.scaling.yarn_ext_factor"))
         return g.unsupported("rope.scaling.yarn_log_multiplier / yarn_ext_factor are not "
                              "supported");
     } else if (*st != "longrope") {

@@ -5,8 +5,8 @@
 // token, which is what the KV cache holds; the decoder's mla() builds it absorbed), and mixtures of
 // experts with sigmoid scores, a correction bias for the choice, group-limited top-k (n_group,
 // topk_group), norm_topk_prob, routed_scaling_factor and shared experts, after
-// first_k_dense_replace dense layers. GGUF (llama.cpp's deepseek2, with kv_b split into attn_k_b /
-// attn_v_b) is not read yet; such a file is refused as an unknown architecture.
+// first_k_dense_replace dense layers. GGUF: llama.cpp's deepseek2 (kv_b split into attn_k_b /
+// attn_v_b), YaRN with its yarn_log_multiplier (0.1 mscale_all_dim).
 #include <cmath>
 
 #include "arch/families/decoder.hpp"
@@ -118,10 +118,25 @@ status read_deepseek_gguf(const gguf_cfg& g, model_config& c) {
                       "{}: key_length {} is not kv_lora_rank {} + rope {}, or key_length_mla {} "
                       "leaves no nope part",
                       g.path(), kl, kvl, c.qk_rope, kmla);
-  if (c.rope.scaling != rope_scaling::none)
-    return g.unsupported("rope scaling with latent attention in GGUF");
   c.rope.layout = rope_layout::interleaved;
   c.attn_scale = 1.0 / std::sqrt(static_cast<double>(kmla));
+  if (c.rope.scaling == rope_scaling::yarn) {
+    // llama.cpp's converter writes 0.1 * mscale_all_dim as yarn_log_multiplier, and llama.cpp
+    // takes mscale equal to it (as every published DeepSeek config has them): the rotation's
+    // factor mscale(s, m) / mscale(s, m) is 1 and the softmax scale gains mscale(s, m)^2, as
+    // transformers computes it. Without the key llama.cpp scales both; refused as ambiguous.
+    if (!g.has("rope.scaling.yarn_log_multiplier"))
+      return g.unsupported("YaRN without rope.scaling.yarn_log_multiplier in a deepseek2 file");
+    const double m = g.f("rope.scaling.yarn_log_multiplier", 0.0) / 0.1;
+    if (!(m > 0)) return g.unsupported("a deepseek2 yarn_log_multiplier that is not positive");
+    c.rope.mscale = c.rope.mscale_all_dim = m;
+    if (c.rope.factor > 1) {
+      const double s = 0.1 * m * std::log(c.rope.factor) + 1.0;
+      c.attn_scale *= s * s;
+    }
+  } else if (c.rope.scaling != rope_scaling::none) {
+    return g.unsupported("rope scaling other than YaRN with latent attention in GGUF");
+  }
   c.tie_embeddings = !g.has_tensor("output.weight");
   (void)g.i("vocab_size", 0); // the vocabulary's size, checked against the tokens elsewhere
   // experts

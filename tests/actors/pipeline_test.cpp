@@ -240,7 +240,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
                                          "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
                                          "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2",
-                                         "gpt_oss", "gpt_oss_mxfp4"),
+                                         "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3_yarn_eq"),
                        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -257,7 +257,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "gguf:stablelm_qkln", "gguf:cohere", "gguf:falcon",
                                          "gguf:falcon_mq", "gguf:bloom", "gguf:mpt", "gguf:mixtral",
                                          "gguf:qwen2_moe", "gguf:qwen3_moe", "gguf:deepseek_v3",
-                                         "gguf:gpt_oss", "gguf:gpt_oss_mxfp4"),
+                                         "gguf:gpt_oss", "gguf:gpt_oss_mxfp4",
+                                         "gguf:deepseek_v3_yarn_eq"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
