@@ -20,10 +20,10 @@ void add_synth(CLI::App& app, std::function<int()>& run) {
                   "256s, for K-quants), moe-1b, tiny-moe or tiny-mla-moe")
       ->check(CLI::IsMember(synth_presets()));
   cmd->add_option("--dtype", o->type,
-                  "f32, f16, bf16, q8_0, q4_0, or a K-quant (q2_k ... q6_k, or the q4_k_m / "
+                  "f32, f16, bf16, q8_0, q4_0, mxfp4, or a K-quant (q2_k ... q6_k, or the q4_k_m / "
                   "q5_k_m mix: random blocks)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k",
-                             "q6_k", "q4_k_m", "q5_k_m"}));
+                             "q6_k", "q4_k_m", "q5_k_m", "mxfp4"}));
   cmd->add_option("--format", o->format, "gguf (a file) or hf (a directory)")
       ->check(CLI::IsMember({"gguf", "hf"}));
   cmd->add_option("--out,-o", o->out, "output path")->required();

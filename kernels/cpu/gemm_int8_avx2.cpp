@@ -1,9 +1,10 @@
-// gemm_int8_avx2.cpp: the q8_0 / q4_0 GEMM for 8+ tokens on AVX2 (gemm_q_args in gemv.hpp),
+// gemm_int8_avx2.cpp: the q8_0 / q4_0 / MXFP4 GEMM for 8+ tokens on AVX2 (gemm_q_args in gemv.hpp),
 // built with -mavx2 -mfma -mf16c. 8 tokens in the lanes of a ymm: 4 weight bytes of a row
 // are broadcast and maddubs multiplies them with 4 values of k of all 8 tokens. q4_0's
 // nibbles (0..15) are the unsigned operand, so the 8 int16 pair sums of a block add up
 // without saturating (8 x 2 x 15 x 127 < 2^15) and one madd per block widens them; q8_0's
-// signed bytes go through the sign trick (|w| times x with w's sign), so q8_offset is 0.
+// signed bytes go through the sign trick (|w| times x with w's sign), so q8_offset is 0;
+// MXFP4's nibbles are looked up (vpshufb) as their doubled values + 12, offset 12.
 // Up to 4 tiles (32 tokens) share each unpacked weight block.
 #include <immintrin.h>
 
@@ -65,11 +66,15 @@ struct v256 {
   }
 };
 
+enum class fmt { q8_0, q4_0, mxfp4 };
+
 // Rows [n0, n1) for tiles [j0, j0 + J).
-template <bool Q4, int J>
+template <fmt F, int J>
 void rows(const gemm_q_args& a, int64_t j0) {
+  constexpr bool Q4 = F == fmt::q4_0, MX = F == fmt::mxfp4;
   const int64_t nb = a.K / 32, kg = a.K / 4;
-  const int64_t bb = Q4 ? 18 : 34;
+  const int64_t bb = Q4 ? 18 : MX ? 17 : 34;
+  const __m256i lut = _mm256_broadcastsi128_si256(kqc::table16(kqc::mx_unsigned));
   const __m256i nib = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
   for (int64_t n = a.n0; n < a.n1; ++n) {
     const uint8_t* row = a.w + n * a.row_bytes;
@@ -77,7 +82,7 @@ void rows(const gemm_q_args& a, int64_t j0) {
     for (int j = 0; j < J; ++j) f[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * bb;
-      const uint8_t* qs = blk + 2;
+      const uint8_t* qs = blk + (MX ? 1 : 2);
       __m256i acc[J];
       const int8_t* x[J];
       for (int j = 0; j < J; ++j) {
@@ -99,6 +104,24 @@ void rows(const gemm_q_args& a, int64_t j0) {
         }
         for (int j = 0; j < J; ++j)
           acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(s16[j], ones));
+      } else if constexpr (MX) {
+        // as q4_0, the codes looked up as value * 2 + 12 (0..24): four pairs of 2 x 24 x 127
+        // fit an int16, so low and high nibbles sum apart and widen once each
+        __m256i s16[J], h16[J];
+        for (int j = 0; j < J; ++j) s16[j] = h16[j] = _mm256_setzero_si256();
+        for (int i = 0; i < 4; ++i) {
+          const __m256i v = bcast4(qs + 4 * i);
+          const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, nib));
+          const __m256i hi =
+              _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi32(v, 4), nib));
+          for (int j = 0; j < J; ++j) {
+            s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(lo, load(x[j] + i * 32)));
+            h16[j] = _mm256_add_epi16(h16[j], _mm256_maddubs_epi16(hi, load(x[j] + (i + 4) * 32)));
+          }
+        }
+        for (int j = 0; j < J; ++j)
+          acc[j] = _mm256_add_epi32(acc[j], _mm256_add_epi32(_mm256_madd_epi16(s16[j], ones),
+                                                             _mm256_madd_epi16(h16[j], ones)));
       } else {
         for (int i = 0; i < 8; ++i) {
           const __m256i w = bcast4(qs + 4 * i);
@@ -109,7 +132,7 @@ void rows(const gemm_q_args& a, int64_t j0) {
           }
         }
       }
-      const __m256 wd = _mm256_set1_ps(kqc::f16_at(blk));
+      const __m256 wd = _mm256_set1_ps(MX ? kqc::mx_scale(blk[0]) : kqc::f16_at(blk));
       for (int j = 0; j < J; ++j)
         f[j] = _mm256_fmadd_ps(
             _mm256_cvtepi32_ps(acc[j]),
@@ -119,21 +142,21 @@ void rows(const gemm_q_args& a, int64_t j0) {
   }
 }
 
-template <bool Q4>
+template <fmt F>
 void gemm(const gemm_q_args& a) {
   for (int64_t j0 = 0; j0 < a.tiles; j0 += 4) {
     switch (a.tiles - j0 < 4 ? a.tiles - j0 : 4) {
     case 4:
-      rows<Q4, 4>(a, j0);
+      rows<F, 4>(a, j0);
       break;
     case 3:
-      rows<Q4, 3>(a, j0);
+      rows<F, 3>(a, j0);
       break;
     case 2:
-      rows<Q4, 2>(a, j0);
+      rows<F, 2>(a, j0);
       break;
     default:
-      rows<Q4, 1>(a, j0);
+      rows<F, 1>(a, j0);
       break;
     }
   }
@@ -142,10 +165,13 @@ void gemm(const gemm_q_args& a) {
 } // namespace
 
 void gemm_q8_0_avx2(const gemm_q_args& a) {
-  gemm<false>(a);
+  gemm<fmt::q8_0>(a);
 }
 void gemm_q4_0_avx2(const gemm_q_args& a) {
-  gemm<true>(a);
+  gemm<fmt::q4_0>(a);
+}
+void gemm_mxfp4_avx2(const gemm_q_args& a) {
+  gemm<fmt::mxfp4>(a);
 }
 
 void gemm_q4_k_avx2(const gemm_q_args& a) {

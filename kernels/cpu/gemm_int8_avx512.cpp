@@ -1,4 +1,4 @@
-// gemm_int8_avx512.cpp: the q8_0 / q4_0 GEMM for 8+ tokens on AVX-512 VNNI (gemm_q_args in
+// gemm_int8_avx512.cpp: the q8_0 / q4_0 / MXFP4 GEMM for 8+ tokens on AVX-512 VNNI (gemm_q_args in
 // gemv.hpp), built with -mavx512f -mavx512bw -mavx512vnni. 16 tokens in the lanes of a zmm:
 // each 4 weight bytes of a row are broadcast and one vpdpbusd adds their products with 4
 // values of k of all 16 tokens into int32, so a 32-value block of one row costs 8 vpdpbusd
@@ -57,11 +57,15 @@ struct v512 {
   }
 };
 
+enum class fmt { q8_0, q4_0, mxfp4 };
+
 // Rows [n0, n1) for tiles [j0, j0 + J).
-template <bool Q4, int J>
+template <fmt F, int J>
 void rows(const gemm_q_args& a, int64_t j0) {
+  constexpr bool Q4 = F == fmt::q4_0, MX = F == fmt::mxfp4;
   const int64_t nb = a.K / 32, kg = a.K / 4;
-  const int64_t bb = Q4 ? 18 : 34;
+  const int64_t bb = Q4 ? 18 : MX ? 17 : 34;
+  const __m512i lut = _mm512_broadcast_i32x4(kqc::table16(kqc::mx_unsigned));
   const __m512i nib = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t n = a.n0; n < a.n1; ++n) {
     const uint8_t* row = a.w + n * a.row_bytes;
@@ -69,7 +73,7 @@ void rows(const gemm_q_args& a, int64_t j0) {
     for (int j = 0; j < J; ++j) f[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * bb;
-      const uint8_t* qs = blk + 2;
+      const uint8_t* qs = blk + (MX ? 1 : 2);
       // two accumulators a tile (low / high nibbles, even / odd k-groups): 8 independent
       // vpdpbusd chains for 4 tiles, enough to cover the instruction's latency
       __m512i acc[J], acc2[J];
@@ -79,11 +83,15 @@ void rows(const gemm_q_args& a, int64_t j0) {
         acc2[j] = _mm512_setzero_si512();
         x[j] = a.xt + ((j0 + j) * kg + b * 8) * lanes * 4;
       }
-      if constexpr (Q4) { // qs[4i..4i+3]: low nibbles k-group i, high ones k-group 4 + i
+      if constexpr (Q4 || MX) { // qs[4i..4i+3]: low nibbles k-group i, high ones 4 + i
         for (int i = 0; i < 4; ++i) {
           const __m512i v = bcast4(qs + 4 * i);
-          const __m512i lo = _mm512_and_si512(v, nib);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), nib);
+          __m512i lo = _mm512_and_si512(v, nib);
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), nib);
+          if constexpr (MX) { // the doubled values + 12 (offset 12)
+            lo = _mm512_shuffle_epi8(lut, lo);
+            hi = _mm512_shuffle_epi8(lut, hi);
+          }
           for (int j = 0; j < J; ++j) {
             acc[j] = _mm512_dpbusd_epi32(acc[j], lo, _mm512_loadu_si512(x[j] + i * 64));
             acc2[j] = _mm512_dpbusd_epi32(acc2[j], hi, _mm512_loadu_si512(x[j] + (i + 4) * 64));
@@ -100,7 +108,7 @@ void rows(const gemm_q_args& a, int64_t j0) {
         }
       }
       for (int j = 0; j < J; ++j) acc[j] = _mm512_add_epi32(acc[j], acc2[j]);
-      const __m512 wd = _mm512_set1_ps(kqc::f16_at(blk));
+      const __m512 wd = _mm512_set1_ps(MX ? kqc::mx_scale(blk[0]) : kqc::f16_at(blk));
       for (int j = 0; j < J; ++j)
         f[j] = _mm512_fmadd_ps(
             _mm512_cvtepi32_ps(acc[j]),
@@ -110,21 +118,21 @@ void rows(const gemm_q_args& a, int64_t j0) {
   }
 }
 
-template <bool Q4>
+template <fmt F>
 void gemm(const gemm_q_args& a) {
   for (int64_t j0 = 0; j0 < a.tiles; j0 += 4) {
     switch (a.tiles - j0 < 4 ? a.tiles - j0 : 4) {
     case 4:
-      rows<Q4, 4>(a, j0);
+      rows<F, 4>(a, j0);
       break;
     case 3:
-      rows<Q4, 3>(a, j0);
+      rows<F, 3>(a, j0);
       break;
     case 2:
-      rows<Q4, 2>(a, j0);
+      rows<F, 2>(a, j0);
       break;
     default:
-      rows<Q4, 1>(a, j0);
+      rows<F, 1>(a, j0);
       break;
     }
   }
@@ -133,10 +141,13 @@ void gemm(const gemm_q_args& a) {
 } // namespace
 
 void gemm_q8_0_avx512(const gemm_q_args& a) {
-  gemm<false>(a);
+  gemm<fmt::q8_0>(a);
 }
 void gemm_q4_0_avx512(const gemm_q_args& a) {
-  gemm<true>(a);
+  gemm<fmt::q4_0>(a);
+}
+void gemm_mxfp4_avx512(const gemm_q_args& a) {
+  gemm<fmt::mxfp4>(a);
 }
 
 void gemm_q4_k_avx512(const gemm_q_args& a) {

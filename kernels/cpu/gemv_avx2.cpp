@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/gemv.hpp"
 #include "kernels/cpu/gemv_kquant.hpp"
+#include "kernels/cpu/gemv_mxfp4.hpp"
 
 namespace troupe::kernels::cpu {
 
@@ -211,6 +212,7 @@ const gemv_table table = {.isa = "avx2",
                           .q4_k = gemv_q4_k,
                           .q5_k = gemv_q5_k,
                           .q6_k = gemv_q6_k,
+                          .mxfp4 = gemv_mxfp4,
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx2,
@@ -218,6 +220,7 @@ const gemv_table table = {.isa = "avx2",
                           .gemm_q4_k = gemm_q4_k_avx2,
                           .gemm_q5_k = gemm_q5_k_avx2,
                           .gemm_q6_k = gemm_q6_k_avx2,
+                          .gemm_mxfp4 = gemm_mxfp4_avx2,
                           .gemm_lanes = 8,
                           .q8_offset = 0};
 

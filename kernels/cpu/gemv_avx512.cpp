@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/gemv.hpp"
 #include "kernels/cpu/gemv_kquant.hpp"
+#include "kernels/cpu/gemv_mxfp4.hpp"
 
 namespace troupe::kernels::cpu {
 
@@ -429,6 +430,7 @@ const gemv_table table = {.isa = "avx512",
                           .q4_k = gemv_q4_k,
                           .q5_k = gemv_q5_k,
                           .q6_k = gemv_q6_k,
+                          .mxfp4 = gemv_mxfp4,
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx512,
@@ -436,6 +438,7 @@ const gemv_table table = {.isa = "avx512",
                           .gemm_q4_k = gemm_q4_k_avx512,
                           .gemm_q5_k = gemm_q5_k_avx512,
                           .gemm_q6_k = gemm_q6_k_avx512,
+                          .gemm_mxfp4 = gemm_mxfp4_avx512,
                           .gemm_lanes = 16,
                           .q8_offset = 128};
 

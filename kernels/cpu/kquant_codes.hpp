@@ -1,8 +1,8 @@
 // kquant_codes.hpp: a K-quant block's unsigned codes and scales as 256-bit vectors (layouts in
-// core/kquant.hpp), shared by the int8 decode kernels (gemv_kquant.hpp) and the GEMM for 8+
-// tokens (gemm_kquant.hpp), so each format's bit layout is decoded in one place. Included by
-// the per-ISA files only, which compile it with their own -m flags; internal linkage, so the
-// copies never merge.
+// core/kquant.hpp; and MXFP4's scales and code tables), shared by the int8 decode kernels
+// (gemv_kquant.hpp) and the GEMM for 8+ tokens (gemm_kquant.hpp), so each format's bit layout is
+// decoded in one place. Included by the per-ISA files only, which compile it with their own -m
+// flags; internal linkage, so the copies never merge.
 #pragma once
 
 #include <immintrin.h>
@@ -17,6 +17,36 @@ inline float f16_at(const uint8_t* p) {
   uint16_t h;
   __builtin_memcpy(&h, p, 2);
   return _cvtsh_ss(h);
+}
+
+// 2^(e - 128) for every e8m0 byte e, exactly (subnormal for e < 2): MXFP4's block scale as the int8
+// kernels want it (codes doubled into integers, core/kquant_blocks.hpp), one load per block
+// (building the float's bits with a branch cost a fifth of the decode kernel's time).
+struct scale_table {
+  float v[256];
+};
+constexpr scale_table make_scales() {
+  scale_table t{};
+  float p = 0x1p-128f;
+  for (int e = 0; e < 256; ++e) {
+    t.v[e] = p;
+    if (e < 255) p *= 2.0f;
+  }
+  return t;
+}
+constexpr scale_table scales = make_scales();
+inline float mx_scale(uint8_t e) {
+  return scales.v[e];
+}
+
+// MXFP4's E2M1 codes doubled (0, 1, 2, 3, 4, 6, 8, 12 and their negatives), and plus 12 for
+// the GEMM's unsigned operand (offset 12 in gemm_q_args): vpshufb tables, one per 128 bits.
+alignas(16) constexpr int8_t mx_twice[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                             0, -1, -2, -3, -4, -6, -8, -12};
+alignas(16) constexpr int8_t mx_unsigned[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                12, 11, 10, 9,  8,  6,  4,  0};
+inline __m128i table16(const int8_t* t) {
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(t));
 }
 
 inline __m256i load32(const uint8_t* p) {

@@ -1,5 +1,6 @@
-// matmul.cpp (cpu): y = x W^T (+ bias) for W in f32, f16, bf16, q8_0, q4_0, the K-quants
-// (int8 gemv kernels; expanded block by block on the blas / nt / portable paths), and the fused
+// matmul.cpp (cpu): y = x W^T (+ bias) for W in f32, f16, bf16, q8_0, q4_0, the K-quants and
+// MXFP4 (int8 gemv kernels; expanded block by block on the blas / nt / portable paths), the
+// other GGUF formats (expanded everywhere), and the fused
 // matmul_swiglu (gate and up matmuls with the SwiGLU applied to each tile while it is in L1,
 // so neither product goes to memory, and one quantization of x serves both). A call picks a
 // path once (`plan`), then workers take disjoint ranges of output features (each reads its
@@ -8,7 +9,7 @@
 //             quantized weights (quantized once per call, or already q8_0 from the norm)
 //   nt        prefill on AVX-512 / AVX2: our dot-product GEMM over groups of 6 features
 //             (f16 / bf16 / expanded rows converted into L1 once per call)
-//   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K weights
+//   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights
 //             without AMX: int8 dot products with the tokens in the lanes (gemv.hpp's
 //             gemm_q_args), x tiled once per call
 //   amx       prefill and batched decode with q8_0 / q4_0 / bf16 weights where the CPU has
@@ -35,6 +36,7 @@
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
 #include "kernels/cpu/report.hpp"
+#include "kernels/precision.hpp"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -95,14 +97,18 @@ gemv_fn gemv_for(const gemv_table& tab, dtype t) {
     return tab.q5_k;
   case dtype::q6_k:
     return tab.q6_k;
+  case dtype::mxfp4:
+    return tab.mxfp4;
   default:
     return nullptr;
   }
 }
 
 // Weights whose gemv kernels take int8 activations in q8 blocks of 32.
+// (Unless exact activations were asked for: then every quantized weight is expanded.)
 bool int8_acts(dtype t) {
-  return is_block32(t) || is_kquant(t);
+  if (exact_activations()) return false;
+  return is_block32(t) || is_kquant(t) || t == dtype::mxfp4;
 }
 
 // The K-quant kernels' sums: xd times the sum of each 16 int8 activations, T rows of K.
@@ -165,6 +171,8 @@ gemm_q_fn gemm_for(const gemv_table& tab, dtype t) {
     return tab.gemm_q5_k;
   case dtype::q6_k:
     return tab.gemm_q6_k;
+  case dtype::mxfp4:
+    return tab.gemm_mxfp4;
   default:
     return nullptr;
   }
@@ -210,7 +218,8 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = 2;
     return m;
   }
-  if (m.T >= gemm_min_tokens && is_block32(w.type) && w.rows() % 16 == 0 && amx_int8_usable()) {
+  if (m.T >= gemm_min_tokens && int8_acts(w.type) && is_block32(w.type) && w.rows() % 16 == 0 &&
+      amx_int8_usable()) {
     thread_local std::vector<int8_t> xv;
     thread_local std::vector<float> dx;
     xv.resize(amx_xv_bytes(m.T, m.K));
@@ -225,14 +234,16 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   static const bool blas = std::getenv("TROUPE_BLAS") != nullptr; // read once, not per call
   static const bool isa512 = std::string(tab.isa) == "avx512";    // the table never changes
   static const bool simd = std::string(tab.isa) != "portable";
-  if (m.T >= gemm_min_tokens && gemm_for(tab, w.type) && !blas) {
+  if (m.T >= gemm_min_tokens && int8_acts(w.type) && gemm_for(tab, w.type) && !blas) {
     // the codes' offsets: q4_0's nibbles are value + 8, q8_0's bytes (AVX-512) value + 128,
-    // Q6_K's codes value + 32; the Q4_K / Q5_K minimums go through xs
+    // Q6_K's codes value + 32, MXFP4's looked-up codes twice the value + 12; the Q4_K / Q5_K
+    // minimums go through xs
     const dtype t = w.type;
-    const int offset = t == dtype::q4_0   ? 8
-                       : t == dtype::q8_0 ? tab.q8_offset
-                       : t == dtype::q6_k ? 32
-                                          : 0;
+    const int offset = t == dtype::q4_0    ? 8
+                       : t == dtype::q8_0  ? tab.q8_offset
+                       : t == dtype::q6_k  ? 32
+                       : t == dtype::mxfp4 ? 12
+                                           : 0;
     m.how = path::int8;
     m.gq = gemm_for(tab, t);
     int8_tiles(tab, offset, is_kquant(t), m);
@@ -249,7 +260,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     return m;
   }
   m.fn = gemv_for(tab, w.type);
-  if (m.fn && int8_acts(w.type) && !tab.quantize_q8) m.fn = nullptr;
+  if (m.fn && is_quantized(w.type) && (!int8_acts(w.type) || !tab.quantize_q8)) m.fn = nullptr;
   if (!m.fn) {
     m.grain = 8;
     return m;

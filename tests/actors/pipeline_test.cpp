@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../exact_activations.hpp"
 #include "../test_paths.hpp"
 #include "actors/host.hpp"
 #include "arch/synth.hpp"
@@ -206,6 +207,7 @@ TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
   const std::string param = ep ? full.substr(0, full.size() - 3) : full;
   const bool gguf = param.starts_with("gguf:");
   const std::string name = gguf ? param.substr(5) : param;
+  const test::exact_for_fixture exact(name);
   const std::string dir = test::fixture_path("models/" + name);
   const json fx = test::load_json(dir + "/expected.json");
   auto m = open_model(gguf ? test::fixture_path("gguf/" + name + ".gguf") : dir);

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../exact_activations.hpp"
 #include "../test_paths.hpp"
 #include "arch/spec.hpp"
 #include "arch/synth.hpp"
@@ -106,6 +107,7 @@ TEST(Stories260kHf, MatchesTransformersOnManyPrompts) {
 class SyntheticArch : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SyntheticArch, MatchesTransformers) {
+  const test::exact_for_fixture exact(GetParam());
   const std::string dir = test::fixture_path("models/" + GetParam());
   const json fx = test::load_json(dir + "/expected.json");
   auto g = make(dir);
@@ -132,6 +134,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
 class GgufArch : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GgufArch, MatchesTransformers) {
+  const test::exact_for_fixture exact(GetParam());
   const json fx = test::load_json(test::fixture_path("models/" + GetParam() + "/expected.json"));
   auto g = make(test::fixture_path("gguf/" + GetParam() + ".gguf"));
   ASSERT_TRUE(g);
@@ -273,11 +276,9 @@ TEST(FusedOps, GiveTheUnfusedAnswer) {
 // f32 activations) on the same checkpoint, for every weight dtype: each stays within its
 // dtype's tolerance (quantized weights: the fast path also quantizes activations to q8).
 TEST(FastKernels, LogitsWithinEachDtypeTolerance) {
-  const std::pair<dtype, double> cases[] = {{dtype::f32, 1e-5},
-                                            {dtype::f16, 1e-4},
-                                            {dtype::bf16, 1e-4},
-                                            {dtype::q8_0, 2e-2},
-                                            {dtype::q4_0, 2e-2}};
+  const std::pair<dtype, double> cases[] = {{dtype::f32, 1e-5},  {dtype::f16, 1e-4},
+                                            {dtype::bf16, 1e-4}, {dtype::q8_0, 2e-2},
+                                            {dtype::q4_0, 2e-2}, {dtype::mxfp4, 2e-2}};
   for (auto [t, tol] : cases) {
     synth_options so;
     so.type = t;

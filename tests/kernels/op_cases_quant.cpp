@@ -30,9 +30,12 @@ void kquant_cases(std::vector<op_case>& out_cases) {
   const tolerance tol_f32{1e-9, 1e-3}, tol_int8{5e-4, 8e-2}; // int8: outputs grow with K
   for (dtype w : types) {
     // int8 at decode for every K-quant, and at prefill (the int8 GEMM) for Q4_K / Q5_K / Q6_K
-    const bool gemm8 = w == dtype::q4_k || w == dtype::q5_k || w == dtype::q6_k;
+    const bool gemm8 =
+        w == dtype::q4_k || w == dtype::q5_k || w == dtype::q6_k || w == dtype::mxfp4;
+    // MXFP4 decodes on int8 too (prefill expands it)
+    const bool int8_decode = is_kquant(w) || w == dtype::mxfp4;
     const auto tol_at = [&](int64_t T) {
-      return is_kquant(w) && (T < 8 || gemm8) ? tol_int8 : tol_f32;
+      return int8_decode && (T < 8 || gemm8) ? tol_int8 : tol_f32;
     };
     {
       op_case c;
@@ -70,7 +73,7 @@ void kquant_cases(std::vector<op_case>& out_cases) {
                kquant(w, {F, K}, g)};
       c.dst = out(dtype::f32, {T, F});
       c.tol = tol_at(T);
-      if (is_kquant(w) && (T < 8 || gemm8))
+      if (int8_decode && (T < 8 || gemm8))
         c.tol.max_abs = 1.6e-1; // two q8-activation products multiplied
       c.flops = 4.0 * T * K * F;
       c.bytes = 2.0 * row_bytes(w, K) * F + 4.0 * (T * K + T * F);
