@@ -26,6 +26,7 @@ constexpr std::array<dtype_info, dtype_count> table = {{
     {"q5_0", 32, 22, true},
     {"q5_1", 32, 24, true},
     {"mxfp4", 32, 17, true},
+    {"f8_b128", 128, 132, true},
 }};
 
 } // namespace

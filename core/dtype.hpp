@@ -34,10 +34,11 @@ enum class dtype : uint8_t {
   q4_1,
   q5_0,
   q5_1,
-  mxfp4
+  mxfp4,
+  f8_b128
 };
 
-inline constexpr int dtype_count = 16;
+inline constexpr int dtype_count = 17;
 
 struct dtype_info {
   std::string_view name; // "f32", "q8_0", ...

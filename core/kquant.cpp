@@ -38,6 +38,16 @@ void random_blocks(dtype t, int64_t blocks, float sigma, const std::function<uin
       {dtype::q6_k, 208, 4096, -1, 0}, {dtype::q4_1, 0, 15, 2, -2},
       {dtype::q5_0, 0, 16, -1, 0},     {dtype::q5_1, 0, 31, 2, -2},
   };
+  if (t == dtype::f8_b128) { // E4M3 codes (NaN codes made 448), f32 scales near 5 sigma / 448
+    for (int64_t k = 0; k < blocks; ++k) {
+      uint8_t* b = out + k * bytes;
+      const float d = 5 * sigma / 448 * (0.5f + static_cast<float>(next() >> 40) / (1 << 24));
+      std::memcpy(b, &d, 4);
+      for (int l = 0; l < 128; ++l)
+        if ((b[4 + l] & 0x7f) == 0x7f) b[4 + l] ^= 1;
+    }
+    return;
+  }
   if (t == dtype::mxfp4) { // the largest code (6) times 2^(e - 127) near 5 sigma
     const int e = 127 + static_cast<int>(std::lround(std::log2(5 * sigma / 6)));
     for (int64_t k = 0; k < blocks; ++k)

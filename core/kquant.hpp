@@ -31,10 +31,12 @@ inline bool is_kquant(dtype t) {
 /// (x = d q + m), q5_0 (x = d (q - 16), the 5th bits in a 32-bit word) and q5_1 (d q + m),
 /// which llama-quantize writes where a tensor's rows are not whole K-quant blocks, and the
 /// OCP microscaling MXFP4 (GPT-OSS's experts: e8m0 scale byte e, qs[16] of 4-bit E2M1 codes,
-/// value j < 16 the low nibble of qs[j], j + 16 its high one, x = fp4(q) 2^(e - 127)).
+/// value j < 16 the low nibble of qs[j], j + 16 its high one, x = fp4(q) 2^(e - 127)), and
+/// f8_b128: DeepSeek-V3's block-scaled FP8 as Troupe stores it after loading (an f32 scale,
+/// then 128 E4M3 bytes; the checkpoint's 128 x 128 tiles give every row the scale of its tile).
 inline bool is_expanded(dtype t) {
   return is_kquant(t) || t == dtype::q4_1 || t == dtype::q5_0 || t == dtype::q5_1 ||
-         t == dtype::mxfp4;
+         t == dtype::mxfp4 || t == dtype::f8_b128;
 }
 
 /// Expands one block of `t` (is_expanded) into block_elems(t) floats.

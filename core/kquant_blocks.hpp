@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "core/dtype.hpp"
 #include "core/half.hpp"
@@ -150,6 +151,21 @@ inline void mxfp4(const uint8_t* b, float* y) {
   }
 }
 
+// f8_b128: f32 d, then 128 E4M3FN bytes (sign, 4-bit exponent of bias 7, 3-bit mantissa;
+// exponent 0 subnormal, S.1111.111 NaN, no infinities): x = d e4m3.
+inline float e4m3(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  float v = e == 0 ? std::ldexp(static_cast<float>(m), -9)
+                   : std::ldexp(static_cast<float>(8 + m), e - 10);
+  if (e == 15 && m == 7) v = std::numeric_limits<float>::quiet_NaN();
+  return b & 0x80 ? -v : v;
+}
+inline void f8_b128(const uint8_t* b, float* y) {
+  float d;
+  std::memcpy(&d, b, 4);
+  for (int l = 0; l < 128; ++l) y[l] = d * e4m3(b[4 + l]);
+}
+
 /// One block of `t` (an expanded format; others are left alone).
 inline void expand(dtype t, const uint8_t* b, float* y) {
   switch (t) {
@@ -171,6 +187,8 @@ inline void expand(dtype t, const uint8_t* b, float* y) {
     return q5_1(b, y);
   case dtype::mxfp4:
     return mxfp4(b, y);
+  case dtype::f8_b128:
+    return f8_b128(b, y);
   default:
     return;
   }

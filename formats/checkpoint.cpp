@@ -14,6 +14,11 @@ status tensor_index::add(tensor_info info) {
   return {};
 }
 
+void tensor_index::replace(tensor_info info) {
+  std::string key = info.name;
+  tensors_.insert_or_assign(std::move(key), std::move(info));
+}
+
 const tensor_info* tensor_index::find(std::string_view name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;

@@ -37,6 +37,8 @@ class tensor_index {
   void add_file(std::shared_ptr<mapped_file> f) { files_.push_back(std::move(f)); }
   /// Adds a tensor; corrupt_file when the name is already taken.
   status add(tensor_info info);
+  /// Adds a tensor or replaces the one of that name (a family's load-time repack).
+  void replace(tensor_info info);
 
   const tensor_info* find(std::string_view name) const;
   bool contains(std::string_view name) const { return find(name) != nullptr; }

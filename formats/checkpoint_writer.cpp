@@ -1,6 +1,7 @@
 // checkpoint_writer.cpp: GGUF v3 and safetensors serialisation (checkpoint_writer.hpp).
 #include "formats/checkpoint_writer.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -211,6 +212,10 @@ void gguf_writer::add_tensor(const std::string& name, dtype type, shape dims, fi
 }
 
 status gguf_writer::write(const std::string& path, uint32_t alignment) const {
+  for (const auto& t : tensors_)
+    if (ggml_type_of(t.type) == UINT32_MAX)
+      return make_error(errc::unsupported, "{}: GGUF has no type for {} ({})", path,
+                        std::string(troupe::name(t.type)), t.name);
   TROUPE_TRY_ASSIGN(o, out_file::open(path));
   o.pod<uint32_t>(0x46554747u);
   o.pod<uint32_t>(3);

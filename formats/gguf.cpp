@@ -305,6 +305,8 @@ uint32_t ggml_type_of(dtype t) {
     return 7;
   case dtype::mxfp4:
     return 39;
+  case dtype::f8_b128: // no GGUF form (Troupe's layout of DeepSeek's FP8 after loading)
+    return UINT32_MAX;
   }
   return 0;
 }

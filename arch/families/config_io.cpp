@@ -94,6 +94,20 @@ status read_common(hf_cfg& j, model_config& c) {
       // repacks at load; the tensors it names not converted are plain)
       if (c.family == "gpt_oss" && q == std::string("quantization_config") && method == "mxfp4")
         continue;
+      // DeepSeek-V3 / R1 / Kimi K2 as published: E4M3 weights in 128 x 128 tiles with an f32
+      // scale each (weight_scale_inv), which the family repacks at load; the activations stay
+      // f32 (transformers' dequantized arithmetic; DeepSeek's own kernels also round them to
+      // FP8 per 128, "activation_scheme": "dynamic", which Troupe does not imitate)
+      if ((c.family == "deepseek_v3" || c.family == "deepseek_v2") &&
+          q == std::string("quantization_config") && method == "fp8") {
+        const json& bs = v.contains("weight_block_size") ? v["weight_block_size"] : json();
+        const std::string fmt =
+            v.contains("fmt") && v["fmt"].is_string() ? v["fmt"].get<std::string>() : "e4m3";
+        if (fmt != "e4m3" || bs != json::array({128, 128}))
+          return j.unsupported("fp8 quantization other than e4m3 in 128 x 128 blocks");
+        c.fp8_blocks = true;
+        continue;
+      }
       return j.unsupported(fmt::format(
           "'{}'{} is not supported: this checkpoint's weights are quantized by a method Troupe "
           "does not implement (use an unquantized or GGUF copy)",

@@ -8,8 +8,10 @@
 // first_k_dense_replace dense layers. GGUF: llama.cpp's deepseek2 (kv_b split into attn_k_b /
 // attn_v_b), YaRN with its yarn_log_multiplier (0.1 mscale_all_dim).
 #include <cmath>
+#include <cstring>
 
 #include "arch/families/decoder.hpp"
+#include "core/convert.hpp"
 
 namespace troupe::arch {
 
@@ -162,6 +164,58 @@ status read_deepseek_gguf(const gguf_cfg& g, model_config& c) {
   c.moe_layers.assign(static_cast<size_t>(L), 0);
   for (int64_t l = std::max<int64_t>(dense, 0); l < L; ++l)
     c.moe_layers[static_cast<size_t>(l)] = 1;
+  return {};
+}
+
+// FP8 as DeepSeek publishes it: W [N, K] in E4M3 and weight_scale_inv [ceil(N / 128),
+// ceil(K / 128)] (one f32 scale per 128 x 128 tile, W = e4m3 x scale), repacked into f8_b128
+// rows (each 128 values of a row led by its tile's scale) under the weight's own name.
+status prepare_deepseek_hf(const model_config& c, tensor_index& t) {
+  if (!c.fp8_blocks) return {};
+  for (const std::string& sname : t.names()) {
+    const std::string suffix = "_scale_inv";
+    if (sname.size() <= suffix.size() || !sname.ends_with(suffix)) continue;
+    const std::string wname = sname.substr(0, sname.size() - suffix.size());
+    const tensor_info* w = t.find(wname);
+    const tensor_info* s = t.find(sname);
+    const std::string where = s->file ? s->file->path() : sname;
+    if (!w)
+      return make_error(errc::not_found, "{}: '{}' scales no tensor '{}'", where, sname, wname);
+    if (w->raw_type != "F8_E4M3" || w->dims.rank != 2)
+      return make_error(errc::unsupported, "{}: '{}' must be a 2-D F8_E4M3 matrix (is {} {})",
+                        where, wname, w->raw_type, w->dims.to_string());
+    const int64_t N = w->dims[0], K = w->dims[1], nr = (N + 127) / 128, kb = K / 128;
+    if (K % 128)
+      return make_error(errc::unsupported, "{}: '{}' has {} inputs, not whole 128-value blocks",
+                        where, wname, K);
+    if (!s->supported || is_quantized(s->type) || s->dims.rank != 2 || s->dims[0] != nr ||
+        s->dims[1] != kb)
+      return make_error(errc::shape_mismatch, "{}: '{}' must be float [{}, {}] (is {} {})", where,
+                        sname, nr, kb, s->raw_type, s->dims.to_string());
+    if (w->nbytes != static_cast<uint64_t>(N * K))
+      return make_error(errc::corrupt_file, "{}: '{}' holds {} bytes for [{}, {}]", where, wname,
+                        w->nbytes, N, K);
+    std::vector<float> scale(static_cast<size_t>(nr * kb));
+    to_f32(s->type, s->data, scale.data(), nr * kb);
+    std::vector<uint8_t> bytes(static_cast<size_t>(N * kb * 132));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t b = 0; b < kb; ++b) {
+        uint8_t* o = bytes.data() + (n * kb + b) * 132;
+        std::memcpy(o, &scale[static_cast<size_t>((n / 128) * kb + b)], 4);
+        std::memcpy(o + 4, w->data + n * K + b * 128, 128);
+      }
+    auto file = mapped_file::from_memory(std::move(bytes), where + " (repacked " + wname + ")");
+    tensor_info info;
+    info.name = wname;
+    info.type = dtype::f8_b128;
+    info.raw_type = "F8_E4M3";
+    info.dims = w->dims;
+    info.data = file->data();
+    info.nbytes = file->size();
+    info.file = file.get();
+    t.add_file(std::move(file));
+    t.replace(std::move(info));
+  }
   return {};
 }
 

@@ -73,6 +73,7 @@ void expert_names(const model_source& m, decoder_names& n);
 status read_deepseek_hf(hf_cfg& j, model_config& c);
 status read_deepseek_gguf(const gguf_cfg& g, model_config& c);
 status build_deepseek(const model_source& m, graph::graph& g);
+status prepare_deepseek_hf(const model_config& c, tensor_index& t);
 status read_gpt_oss_hf(hf_cfg& j, model_config& c);
 status read_gpt_oss_gguf(const gguf_cfg& g, model_config& c);
 status prepare_gpt_oss_hf(const model_config& c, tensor_index& t);

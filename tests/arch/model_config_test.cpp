@@ -260,3 +260,26 @@ TEST(ModelConfig, GptOssReadsMxfp4TruncateAndItsWindows) {
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("mxfp4"), std::string::npos);
 }
+
+// DeepSeek-V3 as published: fp8 e4m3 in 128 x 128 blocks is accepted (repacked at load);
+// another block size, or fp8 on a family that does not repack it, is refused.
+TEST(ModelConfig, DeepseekFp8BlocksAreReadOthersRefused) {
+  json j = base("DeepseekV3ForCausalLM");
+  j["kv_lora_rank"] = 32, j["qk_nope_head_dim"] = 16, j["qk_rope_head_dim"] = 8;
+  j["v_head_dim"] = 16, j["n_routed_experts"] = 8, j["num_experts_per_tok"] = 2;
+  j["moe_intermediate_size"] = 32;
+  j["quantization_config"] = {{"quant_method", "fp8"},
+                              {"fmt", "e4m3"},
+                              {"activation_scheme", "dynamic"},
+                              {"weight_block_size", {128, 128}}};
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(c->fp8_blocks);
+  j["quantization_config"]["weight_block_size"] = {1, 128};
+  c = parse(j);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("128 x 128"), std::string::npos) << c.error().message;
+  json l = base("LlamaForCausalLM");
+  l["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  EXPECT_FALSE(parse(l));
+}

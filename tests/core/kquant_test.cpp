@@ -57,3 +57,24 @@ TEST(KQuant, BlocksExpandAsGgufPyExpandsThem) {
     EXPECT_TRUE(negative) << name; // the fixture exercises signs
   }
 }
+
+// DeepSeek's FP8 as Troupe stores it (f8_b128: an f32 scale, then 128 E4M3FN bytes): the
+// codes' values from the format's definition (bias 7, subnormals below exponent 1, S.1111.111
+// NaN, no infinities), times the block's scale.
+TEST(KQuant, F8BlocksExpandE4m3TimesTheScale) {
+  std::vector<uint8_t> blk(132, 0);
+  const float d = 0.5f;
+  std::memcpy(blk.data(), &d, 4);
+  const std::pair<uint8_t, float> codes[] = {
+      {0x38, 1.0f}, {0x7e, 448.0f}, {0x01, 0x1p-9f},     {0x08, 0x1p-6f}, {0xb8, -1.0f},
+      {0x40, 2.0f}, {0x3c, 1.5f},   {0x07, 7 * 0x1p-9f}, {0x80, -0.0f},   {0x77, 240.0f}};
+  for (size_t i = 0; i < std::size(codes); ++i) blk[4 + i] = codes[i].first;
+  blk[4 + 127] = 0x7f;
+  std::vector<float> out(128);
+  dequant_block(dtype::f8_b128, blk.data(), out.data());
+  for (size_t i = 0; i < std::size(codes); ++i)
+    EXPECT_EQ(out[i], d * codes[i].second) << "code " << int(codes[i].first);
+  EXPECT_TRUE(std::isnan(out[127]));
+  EXPECT_EQ(block_elems(dtype::f8_b128), 128);
+  EXPECT_EQ(row_bytes(dtype::f8_b128, 256), 264);
+}

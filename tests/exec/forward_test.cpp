@@ -115,18 +115,17 @@ TEST_P(SyntheticArch, MatchesTransformers) {
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch,
-                         ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2",
-                                           "mistral_window", "qwen2_window", "llama_relu2", "qwen3",
-                                           "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite",
-                                           "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
-                                           "stablelm", "stablelm_qkln", "cohere", "falcon",
-                                           "falcon_mq", "bloom", "mpt", "llama_linear",
-                                           "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
-                                           "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
-                                           "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2",
-                                           "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3_yarn_eq"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, SyntheticArch,
+    ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2", "mistral_window",
+                      "qwen2_window", "llama_relu2", "qwen3", "gemma", "gemma2", "gemma3", "olmo",
+                      "olmo2", "granite", "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
+                      "stablelm", "stablelm_qkln", "cohere", "falcon", "falcon_mq", "bloom", "mpt",
+                      "llama_linear", "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
+                      "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse", "deepseek_v3",
+                      "deepseek_v3_yarn", "deepseek_v2", "gpt_oss", "gpt_oss_mxfp4",
+                      "deepseek_v3_yarn_eq", "deepseek_v3_fp8"),
+    [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
 // (tests/fixtures/make_gguf_fixtures.py: permuted q/k, reordered fused qkv, +1 norms, rope
