@@ -3,8 +3,8 @@
 // implementation per instruction set, chosen at start-up from the CPU's flags:
 //   avx512: AVX-512 F/BW/VL + VNNI (int8 dot products for q8_0 / q4_0), F16C
 //   avx2:   AVX2 + FMA + F16C (maddubs for the int8 dot products)
-//   both:   the K-quants and MXFP4 on int8 activations (gemv_kquant.hpp, gemv_mxfp4.hpp:
-//           256-bit code in both files)
+//   both:   the K-quants and MXFP4 on int8 activations (gemv_kquant.hpp, gemv_mxfp4.hpp) and
+//           DeepSeek's FP8 (f8_b128) on f32 ones (gemv_f8.hpp): 256-bit code in both files
 //   (portable: the generic loops of matmul.cpp; on AMD's AVX-512 cores gemv.cpp mixes in the
 //   AVX2 float and q8_0 kernels)
 // The tables also carry the int8 GEMMs for 8+ tokens without AMX (gemm_q_args below).
@@ -65,6 +65,7 @@ struct gemv_table {
   gemv_fn f32, f16, bf16, q8_0, q4_0;
   gemv_fn q2_k, q3_k, q4_k, q5_k, q6_k; // gemv_kquant.hpp
   gemv_fn mxfp4;                        // gemv_mxfp4.hpp
+  gemv_fn f8_b128;                      // gemv_f8.hpp (f32 activations)
   quantize_fn quantize_q8;              // x row -> int8 blocks of 32 with f32 scales
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
   gemm_q_fn gemm_q8_0, gemm_q4_0;                                 // 8+ tokens (gemm_q_args)

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/gemv.hpp"
+#include "kernels/cpu/gemv_f8.hpp"
 #include "kernels/cpu/gemv_kquant.hpp"
 #include "kernels/cpu/gemv_mxfp4.hpp"
 
@@ -213,6 +214,7 @@ const gemv_table table = {.isa = "avx2",
                           .q5_k = gemv_q5_k,
                           .q6_k = gemv_q6_k,
                           .mxfp4 = gemv_mxfp4,
+                          .f8_b128 = gemv_f8_b128,
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx2,

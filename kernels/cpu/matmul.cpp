@@ -99,16 +99,21 @@ gemv_fn gemv_for(const gemv_table& tab, dtype t) {
     return tab.q6_k;
   case dtype::mxfp4:
     return tab.mxfp4;
+  case dtype::f8_b128:
+    return tab.f8_b128;
   default:
     return nullptr;
   }
 }
 
 // Weights whose gemv kernels take int8 activations in q8 blocks of 32.
-// (Unless exact activations were asked for: then every quantized weight is expanded.)
-bool int8_acts(dtype t) {
-  if (exact_activations()) return false;
+// Weights whose kernels exist only on int8 activations.
+bool int8_kernel(dtype t) {
   return is_block32(t) || is_kquant(t) || t == dtype::mxfp4;
+}
+// ... and use them (unless exact activations were asked for: then those weights expand).
+bool int8_acts(dtype t) {
+  return !exact_activations() && int8_kernel(t);
 }
 
 // The K-quant kernels' sums: xd times the sum of each 16 int8 activations, T rows of K.
@@ -260,7 +265,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     return m;
   }
   m.fn = gemv_for(tab, w.type);
-  if (m.fn && is_quantized(w.type) && (!int8_acts(w.type) || !tab.quantize_q8)) m.fn = nullptr;
+  if (m.fn && int8_kernel(w.type) && (!int8_acts(w.type) || !tab.quantize_q8)) m.fn = nullptr;
   if (!m.fn) {
     m.grain = 8;
     return m;
