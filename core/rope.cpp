@@ -39,6 +39,16 @@ std::string_view to_string(rope_scaling s) {
   return "?";
 }
 
+bool rope_spec::operator==(const rope_spec& o) const {
+  return layout == o.layout && rot_dim == o.rot_dim && theta == o.theta && scaling == o.scaling &&
+         factor == o.factor && low_freq_factor == o.low_freq_factor &&
+         high_freq_factor == o.high_freq_factor && orig_ctx == o.orig_ctx &&
+         beta_fast == o.beta_fast && beta_slow == o.beta_slow && attn_factor == o.attn_factor &&
+         mscale == o.mscale && mscale_all_dim == o.mscale_all_dim &&
+         yarn_truncate == o.yarn_truncate && short_factor == o.short_factor &&
+         long_factor == o.long_factor && use_long == o.use_long;
+}
+
 rope_table rope_inv_freq(const rope_spec& spec) {
   rope_table out;
   const int half = spec.rot_dim / 2;

@@ -40,6 +40,10 @@ struct rope_spec {
   bool use_long = false;
   // factors (GGUF rope_freqs.weight, Llama 3's scaling as the converter tabulates it): each
   // inverse frequency divided by short_factor[i]
+
+  // every field (not defaulted: .cu files include this as C++17); a field added above joins
+  // it in rope.cpp
+  bool operator==(const rope_spec& o) const;
 };
 
 struct rope_table {

@@ -352,6 +352,70 @@ int fuse(graph& g, const fuse_options& o) {
       gone[static_cast<size_t>(pr)] = 1;
       ++fused;
     }
+  // rope_kv_store + the layer's v store and q rope -> one rope_kv_store (the attention's
+  // prologue), at the place of the last of them: its readers (the attention) all come later
+  if (o.rope_store && o.prologue) {
+    consumers = g.consumers(); // the fusions above rewrote some readers
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      const node& st = g.nodes[k];
+      if (gone[k] || !is_op(st, op::rope_kv_store) || st.in.size() != 3) continue;
+      const value& kc = g[st.out[0]];
+      int64_t jv = -1, jq = -1;
+      for (size_t j = 0; j < g.nodes.size(); ++j) {
+        const node& m = g.nodes[j];
+        if (gone[j] || m.layer != st.layer || j == k) continue;
+        if (jv < 0 && is_op(m, op::kv_store) && m.in[1] == st.in[2] && m.out[0] != st.out[0]) {
+          const value& vc = g[m.out[0]];
+          if (vc.kind == value_kind::state && vc.state == state_kind::v_cache &&
+              vc.layer == kc.layer && vc.dims == kc.dims && !g[m.in[0]].output)
+            jv = static_cast<int64_t>(j);
+        }
+        if (jq < 0 && is_op(m, op::rope) && m.in[1] == st.in[1] && m.p.rope == st.p.rope &&
+            m.in[0] != st.in[0] && !g[m.out[0]].output && g[m.in[0]].dims.size() == 2 &&
+            g[m.in[0]].dims.back() == g[st.in[0]].dims.back())
+          jq = static_cast<int64_t>(j);
+      }
+      // the fused node stands at the last of its parts: a part whose result is read before
+      // that place stays a node of its own
+      auto place = [&]() {
+        return static_cast<size_t>(std::max({static_cast<int64_t>(k), jv, jq}));
+      };
+      auto read_after = [&](vid v, size_t at) {
+        for (size_t r : consumers[static_cast<size_t>(v)])
+          if (!gone[r] && r <= at) return false;
+        return true;
+      };
+      for (int round = 0; round < 2; ++round) {
+        if (jq >= 0 && !read_after(g.nodes[static_cast<size_t>(jq)].out[0], place())) jq = -1;
+        if (jv >= 0 && !read_after(g.nodes[static_cast<size_t>(jv)].out[0], place())) jv = -1;
+      }
+      if (jv < 0 && jq < 0) continue;
+      const size_t at = place();
+      if (!read_after(st.out[0], at)) continue;
+      node f = st;
+      f.in = {st.in[0], st.in[1], st.in[2], none, none};
+      f.out = {st.out[0], none, none};
+      if (jv >= 0) {
+        const node& sv = g.nodes[static_cast<size_t>(jv)];
+        f.in[3] = sv.in[0];
+        f.out[1] = sv.out[0];
+      }
+      if (jq >= 0) {
+        const node& rq = g.nodes[static_cast<size_t>(jq)];
+        f.in[4] = rq.in[0];
+        f.out[2] = rq.out[0];
+      }
+      while (f.in.back() == none) f.in.pop_back();
+      while (f.out.back() == none) f.out.pop_back();
+      f.note += std::string(jv >= 0 ? " + kv_store(v)" : "") + (jq >= 0 ? " + rope(q)" : "");
+      if (!ok(f)) continue;
+      for (int64_t j : {static_cast<int64_t>(k), jv, jq})
+        if (j >= 0) gone[static_cast<size_t>(j)] = 1;
+      gone[at] = 0;
+      g.nodes[at] = std::move(f);
+      fused += (jv >= 0) + (jq >= 0);
+    }
+  }
   // add + rmsnorm -> add_rmsnorm (at the add's place)
   if (o.add_norm)
     for (size_t k = 0; k < g.nodes.size(); ++k) {

@@ -12,8 +12,10 @@
 //   fuse           replaces patterns by the fused ops of kernels/op.hpp where the backend
 //                  has them: add + rmsnorm -> add_rmsnorm; rmsnorm whose every consumer is a
 //                  matmul taking int8 activations -> rmsnorm writing q8_0; gate / up matmuls
-//                  + swiglu -> matmul_swiglu; rope + kv_store -> rope_kv_store; the q, k
-//                  and v matmuls of one input -> matmul_qkv;
+//                  + swiglu -> matmul_swiglu; rope + kv_store -> rope_kv_store, which then
+//                  takes in the same layer's v store and q rope (the attention's prologue
+//                  in one node, one angle table per token); the q, k and v matmuls of one
+//                  input -> matmul_qkv;
 //   expand_elementwise  composes element-wise programs the JIT could not build from primitives;
 //   infer_shapes   recomputes every activation's shape from its operands.
 // Each pass keeps node order a valid schedule and records what it did in node::note, which
@@ -54,7 +56,8 @@ status infer_shapes(graph& g);
 /// Which fusions to try; `supported` says whether the backend has a native kernel for an
 /// op over these arguments (a fusion is skipped otherwise: its composite would be no faster).
 struct fuse_options {
-  bool add_norm = true, norm_quant = true, gate_up = true, rope_store = true, qkv = true;
+  bool add_norm = true, norm_quant = true, gate_up = true, rope_store = true, qkv = true,
+       prologue = true; // prologue: v's store and q's rope into rope_kv_store
   std::function<bool(const node& n, const graph& g)> supported;
 };
 /// Returns how many fusions were made.

@@ -27,7 +27,19 @@ status infer_shapes(graph& g) {
       return i < n.in.size() && n.in[i] != none ? &g[n.in[i]] : nullptr;
     };
     value& out = g[n.out[0]];
-    if (out.kind == value_kind::state) continue; // a KV store: the cache keeps its shape
+    if (out.kind == value_kind::state) { // a KV store: the caches keep their shapes
+      // the attention's prologue (rope_kv_store) also rotates q (src4) into dst3
+      if (n.kind == node_kind::op && n.op == op::rope_kv_store && n.out.size() > 2 &&
+          n.out[2] != none) {
+        value* q = in(4);
+        if (!q) return bad(g, n, "rope_kv_store writes a rotated q without reading one");
+        value& qr = g[n.out[2]];
+        qr.r = q->r;
+        qr.dims = q->dims;
+        qr.type = dtype::f32;
+      }
+      continue;
+    }
     value* x = in(0);
     if (!x) return bad(g, n, "no first operand");
     switch (n.kind) {

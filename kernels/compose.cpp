@@ -8,7 +8,7 @@
 //   rmsnorm to q8_0 = quantize(rmsnorm(x, w))
 //   matmul_swiglu = swiglu(matmul(x, W_gate), matmul(x, W_up))
 //   matmul_qkv    = matmul(x, Wq) -> dst, matmul(x, Wk) -> dst2, matmul(x, Wv) -> dst3
-//   rope_kv_store = kv_store(rope(k, pos), slots)
+//   rope_kv_store = kv_store(rope(k, pos), slots) (+ kv_store(v, slots), rope(q, pos))
 // Temporaries come from the backend's device; primitives are looked up native-only, so a
 // composite never recurses. Slower than a fused kernel, but correct: the op harness runs
 // every composite against the reference (tests/kernels/test_ops.cpp, `--composed`).
@@ -211,27 +211,34 @@ status matmul_qkv_run(const registry& r, backend b, const op_args& a, const exec
   return {};
 }
 
-op_args rope_of(const op_args& a, const tensor_view& y) {
-  op_args s = make(op::rope, y, a.src[0], a.src[1]);
+// rope of x (k by default) into y
+op_args rope_of(const op_args& a, const tensor_view& y, const tensor_view& x) {
+  op_args s = make(op::rope, y, x, a.src[1]);
   s.p.rope = a.p.rope;
   return s;
 }
-op_args store_of(const op_args& a, const tensor_view& k) {
-  op_args s = make(op::kv_store, a.dst, k, a.src[2]);
+// x (k by default) into the cache `cache` (dst by default)
+op_args store_of(const op_args& a, const tensor_view& x, const tensor_view& cache) {
+  op_args s = make(op::kv_store, cache, x, a.src[2]);
   s.p.block_size = a.p.block_size;
   return s;
 }
 bool rope_kv_store_ok(const registry& r, backend b, const op_args& a) {
+  const auto &v = a.src[3], &q = a.src[4];
   return a.src[0].type == dtype::f32 && get_device(b) &&
-         r.find(b, rope_of(a, a.src[0]), lookup::native_only) &&
-         r.find(b, store_of(a, a.src[0]), lookup::native_only);
+         r.find(b, rope_of(a, a.src[0], a.src[0]), lookup::native_only) &&
+         r.find(b, store_of(a, a.src[0], a.dst), lookup::native_only) &&
+         (!v.data || r.find(b, store_of(a, v, a.dst2), lookup::native_only)) &&
+         (!q.data || r.find(b, rope_of(a, a.dst3, q), lookup::native_only));
 }
 status rope_kv_store_run(const registry& r, backend b, const op_args& a, const exec_ctx& c) {
   scratch s{c, {}};
   TROUPE_TRY_ASSIGN(flat, s.make(b, a.src[0].dims[0], a.src[0].numel() / a.src[0].dims[0]));
   const tensor_view k(flat.data, dtype::f32, a.src[0].dims);
-  TROUPE_TRY(prim(r, b, rope_of(a, k), c));
-  TROUPE_TRY(prim(r, b, store_of(a, k), c));
+  TROUPE_TRY(prim(r, b, rope_of(a, k, a.src[0]), c));
+  TROUPE_TRY(prim(r, b, store_of(a, k, a.dst), c));
+  if (a.src[3].data) TROUPE_TRY(prim(r, b, store_of(a, a.src[3], a.dst2), c));
+  if (a.src[4].data) TROUPE_TRY(prim(r, b, rope_of(a, a.dst3, a.src[4]), c));
   return {};
 }
 

@@ -229,6 +229,14 @@ status check_args(const op_args& a) {
       return fail(a, "k [T, Hkv, D], pos and slots i32 [T]");
     if (a.p.rope.rot_dim <= 0 || a.p.rope.rot_dim > s0.dims[2] || a.p.rope.rot_dim % 2)
       return fail(a, "rot_dim must be even and <= D");
+    if (a.src[3].data && (a.src[3].type != dtype::f32 || a.src[3].dims != s0.dims || !a.dst2.data ||
+                          a.dst2.type != d.type || a.dst2.dims != d.dims))
+      return fail(a, "v must be f32 like k, with dst2 a v cache like dst");
+    if (a.src[4].data &&
+        (a.src[4].type != dtype::f32 || a.src[4].dims.rank != 3 || a.src[4].dims[0] != s0.dims[0] ||
+         a.src[4].dims[2] != s0.dims[2] || !a.dst3.data || a.dst3.type != dtype::f32 ||
+         a.dst3.dims != a.src[4].dims))
+      return fail(a, "q must be f32 [T, H, D] with k's T and D, dst3 like q");
     return {};
   case op::argmax:
     if (d.type != dtype::i32 || d.numel() != s0.rows()) return fail(a, "dst must be i32 [T]");

@@ -50,7 +50,10 @@
 //   matmul_swiglu    src0 x f32 or q8_0 [T, K], src1 W_gate [F, K], src2 W_up [F, K] (same dtype)
 //                                              -> dst f32 [T, F] = silu(x Wg^T) * (x Wu^T)
 //   rope_kv_store    src0 k f32 [T, Hkv, D], src1 pos i32 [T], src2 slots i32 [T]
-//                    -> dst cache [NB, P, Hkv, D]: rope(k) written to the slots (k unchanged)
+//                    -> dst cache [NB, P, Hkv, D]: rope(k) written to the slots (k unchanged);
+//                    optionally (the attention's whole prologue, one angle table per token):
+//                    src3 v f32 [T, Hkv, D] -> dst2 v cache: v written to the slots as it is;
+//                    src4 q f32 [T, H, D] -> dst3 [T, H, D] = rope(q) (may alias src4)
 //   matmul_qkv       src0 x f32 or q8_0 [T, K], src1 Wq [Nq, K], src2 Wk [Nk, K], src3 Wv
 //                    [Nv, K] (one dtype) -> dst [T, Nq] = x Wq^T, dst2 [T, Nk] = x Wk^T,
 //                    dst3 [T, Nv] = x Wv^T (f32): the three projections of one input in one

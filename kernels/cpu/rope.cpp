@@ -1,7 +1,12 @@
 // rope.cpp (cpu): rotary embedding with a per-token cos/sin table computed in double and
 // applied in f32; works in place (dst may alias src0). Threaded over tokens. rope_kv_store
 // rotates each token's K row into an L1 buffer and writes it straight to its cache slot in
-// the cache's dtype, so the rotated K never makes a round trip through memory.
+// the cache's dtype, so the rotated K never makes a round trip through memory; given v and q
+// too (the attention's whole prologue), it stores v and rotates q with the same angles.
+// Angles are remembered per thread for a few rope specs (Gemma 3 alternates two) and the
+// last position of each: every layer of a decode step rotates at the same position, so the
+// inverse frequencies and the cos / sin of a step are computed once, not once per call.
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -31,49 +36,96 @@ void rotate_token(const float* x, float* y, int64_t H, int64_t D, const rope_spe
   }
 }
 
-void angles(const rope_table& table, int32_t pos, int half, float* cs, float* sn) {
-  for (int i = 0; i < half; ++i) {
-    const double angle = static_cast<double>(pos) * table.inv_freq[i];
-    cs[i] = static_cast<float>(std::cos(angle) * table.attn_factor);
-    sn[i] = static_cast<float>(std::sin(angle) * table.attn_factor);
+// The cos / sin of one position under one spec, remembered: a few specs per thread (least
+// recently used out), each with its inverse frequencies and its last position's angles.
+class angle_cache {
+ public:
+  // cs, sn: rot_dim / 2 values each, valid until the next call on this thread
+  void get(const rope_spec& spec, int32_t pos, const float*& cs, const float*& sn) {
+    entry* e = find(spec);
+    if (e->pos != pos) {
+      const int half = spec.rot_dim / 2;
+      for (int i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(pos) * e->table.inv_freq[i];
+        e->cs[i] = static_cast<float>(std::cos(angle) * e->table.attn_factor);
+        e->sn[i] = static_cast<float>(std::sin(angle) * e->table.attn_factor);
+      }
+      e->pos = pos;
+    }
+    cs = e->cs.data();
+    sn = e->sn.data();
   }
-}
+
+ private:
+  struct entry {
+    rope_spec spec;
+    rope_table table;
+    std::vector<float> cs, sn;
+    int64_t pos = -1; // none yet
+    uint64_t used = 0;
+  };
+  entry* find(const rope_spec& spec) {
+    ++clock_;
+    entry* oldest = &entries_[0];
+    for (auto& e : entries_) {
+      if (e.used && e.spec == spec) {
+        e.used = clock_;
+        return &e;
+      }
+      if (e.used < oldest->used) oldest = &e;
+    }
+    oldest->spec = spec;
+    oldest->table = rope_inv_freq(spec);
+    oldest->cs.assign(static_cast<size_t>(spec.rot_dim / 2), 0.0f);
+    oldest->sn.assign(static_cast<size_t>(spec.rot_dim / 2), 0.0f);
+    oldest->pos = -1;
+    oldest->used = clock_;
+    return oldest;
+  }
+  std::array<entry, 4> entries_;
+  uint64_t clock_ = 0;
+};
+
+thread_local angle_cache angles;
 
 void rope(const op_args& a, const exec_ctx& ctx) {
-  const auto table = rope_inv_freq(a.p.rope);
   const int64_t T = a.src[0].dims[0], H = a.src[0].dims[1], D = a.src[0].dims[2];
-  const int half = a.p.rope.rot_dim / 2;
   const int32_t* pos = a.src[1].as<int32_t>();
   parallel(ctx, T, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> cs, sn;
-    cs.resize(half), sn.resize(half);
     for (int64_t t = t0; t < t1; ++t) {
-      angles(table, pos[t], half, cs.data(), sn.data());
+      const float *cs, *sn;
+      angles.get(a.p.rope, pos[t], cs, sn);
       rotate_token(a.src[0].as<float>() + t * H * D, a.dst.as<float>() + t * H * D, H, D, a.p.rope,
-                   cs.data(), sn.data());
+                   cs, sn);
     }
   });
 }
 
 void rope_kv_store(const op_args& a, const exec_ctx& ctx) {
-  const auto table = rope_inv_freq(a.p.rope);
-  const int64_t T = a.src[0].dims[0], H = a.src[0].dims[1], D = a.src[0].dims[2];
-  const int half = a.p.rope.rot_dim / 2;
+  const auto &k = a.src[0], &v = a.src[3], &q = a.src[4];
+  const int64_t T = k.dims[0], Hkv = k.dims[1], D = k.dims[2];
+  const int64_t Hq = q.data ? q.dims[1] : 0;
   const int32_t* pos = a.src[1].as<int32_t>();
   const int32_t* slots = a.src[2].as<int32_t>();
-  const int64_t row = H * D;
+  const int64_t row = Hkv * D;
+  auto slot_of = [&](const tensor_view& cache, int64_t t) {
+    return static_cast<char*>(cache.data) + row_bytes(cache.type, slots[t] * row);
+  };
   parallel(ctx, T, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> cs, sn, k;
-    cs.resize(half), sn.resize(half), k.resize(row);
+    thread_local std::vector<float> kbuf;
+    kbuf.resize(static_cast<size_t>(row));
     for (int64_t t = t0; t < t1; ++t) {
-      angles(table, pos[t], half, cs.data(), sn.data());
-      float* dst = a.dst.type == dtype::f32
-                       ? static_cast<float*>(a.dst.data) + slots[t] * row
-                       : k.data(); // f16 / bf16: rotate into L1, then convert into the slot
-      rotate_token(a.src[0].as<float>() + t * row, dst, H, D, a.p.rope, cs.data(), sn.data());
-      if (a.dst.type != dtype::f32)
-        store_row(a.dst.type, k.data(),
-                  static_cast<char*>(a.dst.data) + row_bytes(a.dst.type, slots[t] * row), row);
+      const float *cs, *sn;
+      angles.get(a.p.rope, pos[t], cs, sn);
+      const bool f32 = a.dst.type == dtype::f32;
+      // f16 / bf16: rotate into L1, then convert into the slot
+      float* kd = f32 ? reinterpret_cast<float*>(slot_of(a.dst, t)) : kbuf.data();
+      rotate_token(k.as<float>() + t * row, kd, Hkv, D, a.p.rope, cs, sn);
+      if (!f32) store_row(a.dst.type, kbuf.data(), slot_of(a.dst, t), row);
+      if (v.data) store_row(a.dst2.type, v.as<float>() + t * row, slot_of(a.dst2, t), row);
+      if (q.data)
+        rotate_token(q.as<float>() + t * Hq * D, a.dst3.as<float>() + t * Hq * D, Hq, D, a.p.rope,
+                     cs, sn);
     }
   });
 }
@@ -91,8 +143,11 @@ void register_rope(registry& r) {
       op::rope_kv_store, backend::cpu, "f32|f16|bf16 cache",
       [](const op_args& a) {
         const dtype c = a.dst.type;
+        const auto &v = a.src[3], &q = a.src[4];
         return contiguous_args(a) && a.src[0].type == dtype::f32 &&
-               (c == dtype::f32 || c == dtype::f16 || c == dtype::bf16);
+               (c == dtype::f32 || c == dtype::f16 || c == dtype::bf16) &&
+               (!v.data || (v.type == dtype::f32 && a.dst2.type == c)) &&
+               (!q.data || (q.type == dtype::f32 && a.dst3.type == dtype::f32));
       },
       rope_kv_store);
 }

@@ -120,7 +120,24 @@ TEST(GraphPasses, FusesWhereTheBackendHasTheKernel) {
   EXPECT_EQ(count(fused, op::swiglu), 0);
   EXPECT_EQ(count(fused, op::matmul), matmuls - 2 * 3 - 2 * 2); // o, down, lm_head remain
   EXPECT_EQ(count(fused, op::rmsnorm), rms - 3); // layer 0's input norm, the output norm
-  EXPECT_EQ(made, 2 + 2 + 2 + 3);
+  // each layer's attention prologue in one node: k roped and stored, v stored, q roped
+  EXPECT_EQ(count(fused, op::rope), 0);
+  EXPECT_EQ(count(fused, op::kv_store), 0);
+  for (const node& n : fused.nodes)
+    if (n.kind == node_kind::op && n.op == op::rope_kv_store) {
+      EXPECT_EQ(n.in.size(), 5u);
+      ASSERT_EQ(n.out.size(), 3u);
+      EXPECT_EQ(fused[n.out[1]].state, state_kind::v_cache);
+      EXPECT_EQ(fused[n.out[2]].dims, (std::vector<int64_t>{4, 16})); // q [H, D]
+    }
+  EXPECT_EQ(made, 2 + 2 + 2 + 3 + 2 * 2);
+  // without the prologue fusion: rope(q) and the v store stay nodes of their own
+  fuse_options no_prologue;
+  no_prologue.prologue = false;
+  graph::graph apart = g;
+  EXPECT_EQ(fuse(apart, no_prologue), 2 + 2 + 2 + 3);
+  EXPECT_EQ(count(apart, op::rope), 2);
+  EXPECT_EQ(count(apart, op::kv_store), 2);
   // a backend without matmul_qkv keeps three matmuls
   fuse_options no_qkv;
   no_qkv.supported = [](const node& n, const graph::graph&) { return n.op != op::matmul_qkv; };
@@ -150,6 +167,40 @@ TEST(GraphPasses, DoesNotFuseAValueAnotherNodeReads) {
   fuse(g, all);
   EXPECT_EQ(count(g, op::matmul_swiglu), 1); // layer 1 only
   ASSERT_TRUE(g.validate());
+}
+
+TEST(GraphPasses, ThePrologueTakesOnlyTheLayersOwnRopeAndStore) {
+  auto [m, g] = llama3();
+  ASSERT_TRUE(infer_shapes(g));
+  // layer 0's q rotated at another base: not the k rope's angles, so q stays apart
+  for (node& n : g.nodes)
+    if (n.kind == node_kind::op && n.op == op::rope && n.layer == 0 &&
+        n.name.find("q") != n.name.npos)
+      n.p.rope.theta *= 2;
+  // layer 1's rotated q read by a node before the store: the fused node could not come first
+  vid q1 = none;
+  size_t store1 = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const node& n = g.nodes[i];
+    if (n.kind != node_kind::op || n.layer != 1) continue;
+    if (n.op == op::rope && n.name.find("q") != n.name.npos) q1 = n.out[0];
+    if (n.op == op::kv_store && store1 == 0) store1 = i;
+  }
+  ASSERT_NE(q1, none);
+  builder b(g, 1);
+  const vid early = b.scale(q1, 1.0f, "reads_q_early");
+  g[early].output = true;
+  std::rotate(g.nodes.begin() + static_cast<std::ptrdiff_t>(store1), g.nodes.end() - 1,
+              g.nodes.end()); // the reader goes just before layer 1's first store
+  ASSERT_TRUE(infer_shapes(g));
+  ASSERT_TRUE(g.validate());
+  fuse_options all;
+  graph::graph fused = g;
+  fuse(fused, all);
+  ASSERT_TRUE(infer_shapes(fused));
+  ASSERT_TRUE(fused.validate());
+  EXPECT_EQ(count(fused, op::rope), 2); // layer 0's q (other angles), layer 1's q (read early)
+  EXPECT_EQ(count(fused, op::kv_store), 0);
 }
 
 TEST(GraphPasses, RemoveDeadDropsWhatNothingNeeds) {

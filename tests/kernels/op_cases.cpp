@@ -657,6 +657,33 @@ void fused_cases(std::vector<op_case>& out_cases) {
       c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-4} : tolerance{1e-5, 1e-2};
       out_cases.push_back(std::move(c));
     }
+  // the attention's whole prologue: k roped into its cache, v stored, q (4 heads over 2 KV
+  // heads) roped with the same angles; with v only, and with q only
+  for (dtype kv : {dtype::f32, dtype::bf16})
+    for (auto layout : {rope_layout::neox, rope_layout::interleaved})
+      for (int parts : {3, 1, 2}) { // bit 0: v, bit 1: q
+        op_case c;
+        c.name = fmt::format("rope_kv_store(T=6,H=4,Hkv=2,D=64,{},cache={}{}{})",
+                             layout == rope_layout::neox ? "neox" : "interleaved", name(kv),
+                             parts & 1 ? ",v" : "", parts & 2 ? ",q" : "");
+        gen g(c.name);
+        c.kind = op::rope_kv_store;
+        std::vector<int32_t> pos = {0, 1, 2, 900, 33, 4000}, slots = {5, 0, 17, 3, 30, 12};
+        c.src = {from_floats(dtype::f32, {6, 2, 64}, g.normal(6 * 2 * 64)), from_ints({6}, pos),
+                 from_ints({6}, slots),
+                 parts & 1 ? from_floats(dtype::f32, {6, 2, 64}, g.normal(6 * 2 * 64)) : absent(),
+                 parts & 2 ? from_floats(dtype::f32, {6, 4, 64}, g.normal(6 * 4 * 64)) : absent()};
+        c.dst = from_floats(kv, {8, 4, 2, 64}, std::vector<float>(8 * 4 * 2 * 64, 0.0f));
+        if (parts & 1)
+          c.dst2 = from_floats(kv, {8, 4, 2, 64}, std::vector<float>(8 * 4 * 2 * 64, 0.0f));
+        if (parts & 2) c.dst3 = out(dtype::f32, {6, 4, 64});
+        c.p.block_size = 4;
+        c.p.rope.layout = layout;
+        c.p.rope.rot_dim = layout == rope_layout::neox ? 64 : 48; // partial: the tail copied
+        c.p.rope.theta = 10000.0;
+        c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-4} : tolerance{1e-5, 1e-2};
+        out_cases.push_back(std::move(c));
+      }
 }
 
 // Mixtures of experts: E experts of width F, k chosen per token (every expert chosen by
