@@ -1,7 +1,9 @@
 // latent.cpp (cpu): the latent-attention ops (op.hpp): concat by rows, and head_matmul
-// threaded over (token, head) pairs. Non-transposed (W_h [N, K]): N dot products of the
-// head's x with dequantized rows; transposed (W_h [K, N]): y += x[k] * row k, rows dequantized
-// once per pair. Scratch rows are thread-local (a few KB, reused across steps). f32 sums.
+// threaded over heads. Non-transposed (W_h [N, K]): N dot products of each token's x with
+// dequantized rows; transposed (W_h [K, N]): y += x[k] * row k. A block of rows is
+// dequantized once per call for all the step's tokens. Scratch rows are thread-local (32 KB,
+// reused across steps). f32 sums.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -25,28 +27,47 @@ void axpy(float* y, const float* x, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+// Rows of a head's weight are dequantized once per call, a block at a time (about 32 KB of
+// f32, L1-resident), and every token of the step uses the block before the next one: a
+// prefill of T tokens dequantizes each weight once, not T times. Work units: (head, block of
+// output features) when each writes its own outputs (W_h [N, K]); whole heads when every row
+// adds into all of a head's outputs (W_h [K, N]).
 void head_matmul(const op_args& a, const exec_ctx& ctx) {
   const auto &x = a.src[0], &w = a.src[1];
   const int64_t T = x.dims[0], H = x.dims[1], Kx = x.dims[2], N = a.dst.dims[2];
   const bool tr = a.p.k != 0;
   const int64_t K = tr ? w.rows() / H : w.cols();
-  parallel(ctx, T * H, 1, [&](int64_t i0, int64_t i1) {
-    thread_local std::vector<float> row;
-    row.resize(static_cast<size_t>(w.cols()));
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / H, h = i % H;
-      const float* xv = x.as<float>() + (t * H + h) * Kx;
-      float* out = a.dst.as<float>() + (t * H + h) * N;
-      if (tr) {
-        std::memset(out, 0, static_cast<size_t>(N) * 4);
-        for (int64_t k = 0; k < K; ++k) {
-          dequant_row(w.type, w.row(h * K + k), 0, N, row.data());
-          axpy(out, row.data(), xv[k], N);
+  const int64_t L = w.cols();   // values per weight row
+  const int64_t R = tr ? K : N; // weight rows per head
+  const int64_t rb = std::clamp<int64_t>(8192 / std::max<int64_t>(L, 1), 1, R); // rows per block
+  const int64_t blocks = tr ? 1 : (R + rb - 1) / rb;                            // units per head
+  const float* xs = x.as<float>();
+  float* ys = a.dst.as<float>();
+  parallel(ctx, H * blocks, 1, [&](int64_t u0, int64_t u1) {
+    thread_local std::vector<float> rows;
+    rows.resize(static_cast<size_t>(rb * L));
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t h = u / blocks;
+      if (tr) { // y[t, h, :] = sum_k x[t, h, k] W[h K + k, :]
+        for (int64_t t = 0; t < T; ++t) std::memset(ys + (t * H + h) * N, 0, N * sizeof(float));
+        for (int64_t k0 = 0; k0 < K; k0 += rb) {
+          const int64_t kn = std::min(rb, K - k0);
+          for (int64_t i = 0; i < kn; ++i)
+            dequant_row(w.type, w.row(h * K + k0 + i), 0, N, rows.data() + i * N);
+          for (int64_t t = 0; t < T; ++t) {
+            const float* xv = xs + (t * H + h) * Kx + k0;
+            float* out = ys + (t * H + h) * N;
+            for (int64_t i = 0; i < kn; ++i) axpy(out, rows.data() + i * N, xv[i], N);
+          }
         }
-      } else {
-        for (int64_t n = 0; n < N; ++n) {
-          dequant_row(w.type, w.row(h * N + n), 0, K, row.data());
-          out[n] = dot_f32(xv, row.data(), K);
+      } else { // y[t, h, n] = W[h N + n, :] . x[t, h, :K]
+        const int64_t n0 = (u % blocks) * rb, nn = std::min(rb, N - n0);
+        for (int64_t i = 0; i < nn; ++i)
+          dequant_row(w.type, w.row(h * N + n0 + i), 0, K, rows.data() + i * K);
+        for (int64_t t = 0; t < T; ++t) {
+          const float* xv = xs + (t * H + h) * Kx;
+          float* out = ys + (t * H + h) * N + n0;
+          for (int64_t i = 0; i < nn; ++i) out[i] = dot_f32(xv, rows.data() + i * K, K);
         }
       }
     }

@@ -781,7 +781,7 @@ void latent_cases(std::vector<op_case>& out_cases) {
   }
   for (dtype w : weight_types)
     for (int tr : {0, 1})
-      for (int64_t T : {1, 6}) {
+      for (int64_t T : {1, 6, 19}) { // 19: blocks of rows shared by several tokens
         const int64_t H = 4, K = tr ? 32 : 64, N = tr ? 64 : 32, Kx = tr ? K : K + 8;
         op_case c;
         c.name = fmt::format("head_matmul(T={},H={},K={},N={},{},W={})", T, H, K, N,
@@ -796,6 +796,23 @@ void latent_cases(std::vector<op_case>& out_cases) {
         c.tol = tol_for(w);
         out_cases.push_back(std::move(c));
       }
+  // heads of more weight rows than the CPU dequantizes in one block (8192 values), the last
+  // block partial
+  for (int tr : {0, 1}) {
+    const int64_t T = 3, H = 2, K = tr ? 200 : 64, N = tr ? 64 : 300;
+    op_case c;
+    c.name = fmt::format("head_matmul(T={},H={},K={},N={},{},W=q8_0)", T, H, K, N,
+                         tr ? "transposed" : "rows");
+    gen g(c.name);
+    c.kind = op::head_matmul;
+    c.src = {from_floats(dtype::f32, {T, H, K}, g.normal(T * H * K)),
+             tr ? from_floats(dtype::q8_0, {H * K, N}, g.normal(H * K * N, 0.1f))
+                : from_floats(dtype::q8_0, {H * N, K}, g.normal(H * N * K, 0.1f))};
+    c.dst = out(dtype::f32, {T, H, N});
+    c.p.k = tr;
+    c.tol = tol_for(dtype::q8_0);
+    out_cases.push_back(std::move(c));
+  }
 }
 
 } // namespace
