@@ -1,7 +1,8 @@
 // kernels_bench_ops.cpp: Google Benchmark micro-benchmarks of the CPU kernels other than the
 // plain matmul (kernels_bench.cpp): the norms (f32 and q8_0 output), rope and rope + KV
 // write, the fused gate/up + SwiGLU, decode attention over a paged cache and causal prefill
-// attention, at the bench-134m shapes (C 768, 12 heads of 64, F 2048). Counters: GB/s of
+// attention, at the bench-134m shapes (C 768, 12 heads of 64, F 2048), and the latent
+// attention's per-head matmuls at DeepSeek-V3's. Counters: GB/s of
 // the bytes each op must move, GFLOP/s where arithmetic is the point.
 //   build/bench/kernels_bench --benchmark_filter='attention|norm|rope|swiglu'
 #include <numeric>
@@ -164,8 +165,34 @@ void BM_prefill_attention(benchmark::State& st) {
   run(st, a, static_cast<int>(st.range(1)), 0, 2.0 * T * (T + 1) * H * D);
 }
 
+// DeepSeek-V3's absorbed latent attention per head (16 of its 128 heads): q_nope [128] meets
+// W_kb(h) [512, 128] (rows), and the weighted latent [512] meets W_vb(h) stored [512, 128]
+// (transposed); q8_0 weights (args: T, transposed, threads); GB/s = weight bytes read once
+void BM_head_matmul(benchmark::State& st) {
+  const int64_t T = st.range(0), Hh = 16, L = 512, Dn = 128;
+  const bool tr = st.range(1);
+  const int64_t K = tr ? L : Dn, N = tr ? Dn : L;
+  const auto w32 = randn(Hh * K * N, 12, 0.05f);
+  std::vector<uint8_t> w(row_bytes(dtype::q8_0, Hh * K * N));
+  from_f32(dtype::q8_0, w32.data(), w.data(), w32.size());
+  auto x = randn(T * Hh * K, 13);
+  std::vector<float> out(T * Hh * N);
+  op_args a;
+  a.kind = op::head_matmul;
+  a.src[0] = tensor_view(x.data(), dtype::f32, {T, Hh, K});
+  a.src[1] = tr ? tensor_view(w.data(), dtype::q8_0, {Hh * K, N})
+                : tensor_view(w.data(), dtype::q8_0, {Hh * N, K});
+  a.dst = tensor_view(out.data(), dtype::f32, {T, Hh, N});
+  a.p.k = tr;
+  run(st, a, static_cast<int>(st.range(2)), static_cast<double>(w.size()), 2.0 * T * Hh * K * N);
+}
+
 } // namespace
 
+BENCHMARK(BM_head_matmul)
+    ->ArgsProduct({{1, 64}, {0, 1}, {1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_norm)
     ->ArgsProduct({{1, 64}, {0, 1}, {0, 1}, {1}})
     ->UseRealTime()

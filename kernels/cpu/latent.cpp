@@ -1,6 +1,6 @@
 // latent.cpp (cpu): the latent-attention ops (op.hpp): concat by rows, and head_matmul
-// threaded over heads. Non-transposed (W_h [N, K]): N dot products of each token's x with
-// dequantized rows; transposed (W_h [K, N]): y += x[k] * row k. A block of rows is
+// threaded over heads. Non-transposed (W_h [N, K]): the CPU matmul kernel per head (int8
+// kernels for quantized weights); transposed (W_h [K, N]): y += x[k] * row k, a block of rows
 // dequantized once per call for all the step's tokens. Scratch rows are thread-local (32 KB,
 // reused across steps). f32 sums.
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/registry.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -32,10 +33,52 @@ void axpy(float* y, const float* x, float a, int64_t n) {
 // prefill of T tokens dequantizes each weight once, not T times. Work units: (head, block of
 // output features) when each writes its own outputs (W_h [N, K]); whole heads when every row
 // adds into all of a head's outputs (W_h [K, N]).
+// W_h [N, K] is an ordinary matrix: each head runs the CPU matmul kernel (the int8 GEMV at
+// decode, the int8 GEMM for a prefill's tokens), heads side by side on the pool's threads.
+// x's rows of a head are strided (H Kx apart), so more than one token is gathered first.
+bool head_matmul_rows(const op_args& a, const exec_ctx& ctx) {
+  const auto &x = a.src[0], &w = a.src[1];
+  const int64_t T = x.dims[0], H = x.dims[1], Kx = x.dims[2], N = a.dst.dims[2], K = w.cols();
+  op_args m;
+  m.kind = op::matmul;
+  m.src[0] = tensor_view(x.data, dtype::f32, shape{T, K});
+  m.src[1] = tensor_view(w.data, w.type, shape{N, K});
+  m.dst = tensor_view(a.dst.data, dtype::f32, shape{T, N});
+  const auto k = registry::global().find(backend::cpu, m, lookup::native_only);
+  if (!k) return false;
+  const float* xs = x.as<float>();
+  float* ys = a.dst.as<float>();
+  parallel(ctx, H, 1, [&](int64_t h0, int64_t h1) {
+    thread_local std::vector<float> xh, yh;
+    const exec_ctx one; // this thread only
+    for (int64_t h = h0; h < h1; ++h) {
+      op_args c = m;
+      c.src[1].data = const_cast<void*>(w.row(h * N));
+      if (T == 1) {
+        c.src[0].data = const_cast<float*>(xs + h * Kx);
+        c.dst.data = ys + h * N;
+        (void)(*k)(c, one);
+        continue;
+      }
+      xh.resize(static_cast<size_t>(T * K));
+      yh.resize(static_cast<size_t>(T * N));
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(xh.data() + t * K, xs + (t * H + h) * Kx, K * sizeof(float));
+      c.src[0].data = xh.data();
+      c.dst.data = yh.data();
+      (void)(*k)(c, one);
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(ys + (t * H + h) * N, yh.data() + t * N, N * sizeof(float));
+    }
+  });
+  return true;
+}
+
 void head_matmul(const op_args& a, const exec_ctx& ctx) {
   const auto &x = a.src[0], &w = a.src[1];
   const int64_t T = x.dims[0], H = x.dims[1], Kx = x.dims[2], N = a.dst.dims[2];
   const bool tr = a.p.k != 0;
+  if (!tr && head_matmul_rows(a, ctx)) return;
   const int64_t K = tr ? w.rows() / H : w.cols();
   const int64_t L = w.cols();   // values per weight row
   const int64_t R = tr ? K : N; // weight rows per head
