@@ -1,5 +1,5 @@
 """show_fusion_ab.py: summarises bench/results/fusion_pass_ab.jsonl (bench/run_fusion_ab.sh):
-per prompt length, the median over rounds of the decode step split into weight matmuls,
+per KV cache type and prompt length, the median over rounds of the decode step split into weight matmuls,
 paged attention over the cache, and the rest (norms, rope, cache writes, activations, adds),
 fused against unfused."""
 import json
@@ -24,13 +24,15 @@ def split(j):
             "not_matmul": att + rest}
 
 
-for p in sorted({j["prompt_tokens"] for j in rows}):
+for kv, p in sorted({(j.get("kv", "f32"), j["prompt_tokens"]) for j in rows}):
     med = {}
     for v in ("fused", "unfused"):
-        s = [split(j) for j in rows if j["prompt_tokens"] == p and j["variant"] == v]
+        s = [split(j) for j in rows
+             if j["prompt_tokens"] == p and j["variant"] == v and j.get("kv", "f32") == kv]
         med[v] = {k: statistics.median(x[k] for x in s) for k in s[0]}
         med[v]["n"] = len(s)
     f, u = med["fused"], med["unfused"]
-    print(f"prompt {p}, {f['n']} rounds (medians, us per decode step): fused / unfused / speed-up")
+    print(f"{kv} KV cache, prompt {p}, {f['n']} rounds (medians, us per decode step): "
+          "fused / unfused / speed-up")
     for k in ("step", "matmul", "not_matmul", "attention", "rest"):
         print(f"  {k:11s} {f[k]:9.1f} {u[k]:9.1f}  x{u[k] / f[k]:.2f}")
