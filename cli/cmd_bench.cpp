@@ -24,7 +24,7 @@ namespace troupe::cli {
 namespace {
 
 struct bench_opts {
-  std::string model, placement;
+  std::string model, placement, kv_dtype = "f32";
   int threads = 1, prompt_tokens = 64, gen_tokens = 64, repeats = 5, tp = 1, ep = 1, pp = 1;
   bool json = false, actors = false, no_fuse = false, profile = false;
 };
@@ -45,6 +45,7 @@ expected<actor_speed> bench_actors(const bench_opts& o, std::shared_ptr<const mo
                                    const std::vector<int32_t>& prompt) {
   actors::host_options ho;
   ho.threads_per_shard = o.threads;
+  ho.kv_dtype = parse_dtype(o.kv_dtype).value_or(dtype::f32); // checked by run_bench
   auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp)
                                    : parse_placement(m->config, o.placement);
   if (!place) return place.error();
@@ -91,6 +92,11 @@ int run_bench(const bench_opts& o) {
   ro.threads = o.threads;
   ro.fuse = !o.no_fuse;
   ro.profile = o.profile;
+  const auto kvd = parse_dtype(o.kv_dtype);
+  if (!kvd || (*kvd != dtype::f32 && *kvd != dtype::f16 && *kvd != dtype::bf16))
+    return fail(
+        make_error(errc::invalid_argument, "--kv-dtype '{}': give f32, f16 or bf16", o.kv_dtype));
+  ro.kv_dtype = *kvd;
   ro.kv_blocks = (o.prompt_tokens + o.gen_tokens + 2 * ro.block_size) / ro.block_size + 2;
   auto gen = exec::generator::create(*m, ro);
   if (!gen) return fail(gen.error());
@@ -279,6 +285,7 @@ void add_bench(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", o->json, "one JSON object");
   cmd->add_flag("--no-fuse", o->no_fuse, "run the unfused op sequence (for comparison)");
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type: f32, f16 or bf16");
   cmd->add_flag("--profile", o->profile,
                 "time every node of the decode steps: weight matmuls against the rest");
   cmd->add_option("--tp", o->tp, "run through the actor pipeline with this TP")
