@@ -62,6 +62,8 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   }
   void handle(http_request req, std::shared_ptr<response_writer> w);
   void metrics(std::shared_ptr<response_writer> w);
+  void render_metrics(const std::shared_ptr<response_writer>& w, const engine_stats* s,
+                      const std::vector<exec::expert_count>& remote_experts);
   void health(std::shared_ptr<response_writer> w);
   void generate(http_request req, std::shared_ptr<response_writer> w, bool chat);
 };
@@ -421,9 +423,43 @@ void gateway::impl::health(std::shared_ptr<response_writer> w) {
   });
 }
 
+// Answers once with the expert counts of every worker process, summed (none on an error).
+caf::behavior experts_probe(caf::event_based_actor* self, pool_actor pool,
+                            std::function<void(std::vector<exec::expert_count>)> done) {
+  self->request(pool, std::chrono::seconds(3), experts_atom::value)
+      .then(
+          [=](const std::vector<int64_t>& v) {
+            auto c = exec::unflatten(v);
+            done(c ? std::move(*c) : std::vector<exec::expert_count>{});
+            self->quit();
+          },
+          [=](const caf::error&) {
+            done({});
+            self->quit();
+          });
+  return {[](int) {}};
+}
+
 void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
   auto& in = h->internals();
-  in.sys->spawn(stats_probe, in.engine, [self = shared_from_this(), w](const engine_stats* s) {
+  // the workers' expert counts first (with worker processes), then the engine's stats
+  auto with_stats = [self = shared_from_this(), w](std::vector<exec::expert_count> remote) {
+    auto& hi = self->h->internals();
+    hi.sys->spawn(stats_probe, hi.engine,
+                  [self, w, remote = std::move(remote)](const engine_stats* s) {
+                    self->render_metrics(w, s, remote);
+                  });
+  };
+  if (in.pool)
+    in.sys->spawn(experts_probe, in.pool, with_stats);
+  else
+    with_stats({});
+}
+
+void gateway::impl::render_metrics(const std::shared_ptr<response_writer>& w, const engine_stats* s,
+                                   const std::vector<exec::expert_count>& remote_experts) {
+  auto self = shared_from_this();
+  {
     const std::string label = fmt::format("model_name=\"{}\"", self->info.model_name);
     std::string out;
     auto metric = [&](const std::string& name, const char* help, const char* type, double v,
@@ -438,7 +474,9 @@ void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
       for (auto [code, n] : self->by_status)
         out += fmt::format("troupe_http_requests_total{{status=\"{}\"}} {}\n", code, n);
     }
-    if (const auto experts = exec::expert_counts(); !experts.empty()) {
+    // this process's counts and every worker's (each stage's first rank counts its layers)
+    if (const auto experts = exec::merge_counts(exec::expert_counts(), remote_experts);
+        !experts.empty()) {
       out += "# HELP troupe_expert_tokens_total Tokens routed to each expert of each MoE layer.\n"
              "# TYPE troupe_expert_tokens_total counter\n";
       for (const auto& e : experts)
@@ -548,7 +586,7 @@ void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
     }
     self->count(200);
     w->respond(200, "text/plain; version=0.0.4", out);
-  });
+  }
 }
 
 void gateway::impl::generate(http_request req, std::shared_ptr<response_writer> w, bool chat) {

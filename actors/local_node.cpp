@@ -1,6 +1,8 @@
 // local_node.cpp: the coordinator's process as a node (local_node.hpp).
 #include "actors/local_node.hpp"
 
+#include "exec/expert_load.hpp"
+
 namespace troupe::actors {
 namespace {
 
@@ -14,6 +16,7 @@ node_actor::behavior_type local_node(node_actor::pointer self, std::shared_ptr<w
         const auto& from = self->current_sender();
         if (from && from->node() == self->node()) watch->abort_all(epoch, why);
       },
+      [](experts_atom) { return exec::flatten(exec::expert_counts()); },
   };
 }
 

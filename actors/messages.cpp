@@ -55,6 +55,7 @@ void register_messages(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<caf::actor>>("troupe.actor_vector");
   cfg.add_message_type<std::vector<std::vector<caf::actor>>>("troupe.actor_vector2");
   cfg.add_message_type<std::vector<uint8_t>>("troupe.bytes");
+  cfg.add_message_type<std::vector<int64_t>>("troupe.int64s"); // expert counts (triples)
   cfg.add_message_type<std::vector<std::vector<uint8_t>>>("troupe.byte_vectors");
 }
 

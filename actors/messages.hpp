@@ -92,6 +92,7 @@ using worker_atom = caf::atom_constant<caf::atom("worker")>;   // a worker joine
 using ping_atom = caf::atom_constant<caf::atom("ping")>;       // a worker's heartbeat
 using hung_atom = caf::atom_constant<caf::atom("hung")>;       // a worker's shard is stuck
 using halt_atom = caf::atom_constant<caf::atom("halt")>; // abort a worker's UCX groups (epoch)
+using experts_atom = caf::atom_constant<caf::atom("experts")>; // a process's expert counts
 
 /// Errors between actors carry troupe's code (category "troupe"): the gateway maps the code,
 /// never the text, to an HTTP status.

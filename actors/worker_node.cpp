@@ -13,6 +13,7 @@
 #include "actors/supervisor_interface.hpp"
 #include "actors/worker_pool.hpp"
 #include "core/log.hpp"
+#include "exec/expert_load.hpp"
 #include "transport/auth.hpp"
 
 namespace troupe::actors {
@@ -169,6 +170,11 @@ node_impl::behavior_type node(node_ptr self, worker_options opt, pool_actor regi
         return caf::actor_cast<caf::actor>(s);
       },
       [=](ping_atom) -> bool { return true; },                 // the pool's heartbeat
+      [=](experts_atom) -> caf::result<std::vector<int64_t>> { // for the coordinator's /metrics
+        if (!from_coordinator(self))
+          return to_caf(error{errc::unavailable, "refused: not from the coordinator"});
+        return exec::flatten(exec::expert_counts());
+      },
       [=](halt_atom, uint64_t epoch, const std::string& why) { // a shard was lost: free waiters
         if (from_coordinator(self)) self->state.watch->abort_all(epoch, why);
       },

@@ -14,6 +14,7 @@
 #include "actors/supervisor_interface.hpp"
 #include "actors/worker_node.hpp"
 #include "core/log.hpp"
+#include "exec/expert_load.hpp"
 #include "transport/auth.hpp"
 
 extern char** environ;
@@ -220,6 +221,38 @@ pool_impl::behavior_type pool(pool_ptr self, worker_pool_options opt) {
                       spawn_atom::value, o)
             .then([=](const caf::actor& h) mutable { rp.deliver(h); },
                   [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
+      },
+      [=](experts_atom) -> caf::result<std::vector<int64_t>> { // every worker's counts, summed
+        auto& st = self->state;
+        if (!from_here(self))
+          return to_caf(error{errc::unavailable, "refused: not from the coordinator"});
+        struct gather {
+          std::vector<exec::expert_count> sum;
+          size_t waiting = 0;
+        };
+        auto g = std::make_shared<gather>();
+        auto rp = self->make_response_promise<std::vector<int64_t>>();
+        for (const auto& m : st.members)
+          if (m.node) ++g->waiting;
+        if (g->waiting == 0) return std::vector<int64_t>{};
+        for (size_t r = 0; r < st.members.size(); ++r) {
+          if (!st.members[r].node) continue;
+          // a worker that does not answer in time is left out of this scrape (its counters
+          // live on in its process and come back in the next one)
+          auto one = [=](const std::vector<int64_t>* v) mutable {
+            if (v) {
+              if (auto c = exec::unflatten(*v))
+                g->sum = exec::merge_counts(std::move(g->sum), *c);
+              else
+                TROUPE_LOG_WARN("workers", "rank {}: {}", r, c.error().message);
+            }
+            if (--g->waiting == 0) rp.deliver(exec::flatten(g->sum));
+          };
+          self->request(st.members[r].node, std::chrono::seconds(2), experts_atom::value)
+              .then([=](const std::vector<int64_t>& v) mutable { one(&v); },
+                    [=](const caf::error&) mutable { one(nullptr); });
+        }
         return rp;
       },
       [=](beat_atom) {

@@ -1,6 +1,7 @@
 // expert_load.cpp: the process-wide expert token counters (expert_load.hpp).
 #include "exec/expert_load.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,44 @@ std::vector<expert_count> expert_counts() {
     if (!layers[l]) continue;
     for (int e = 0; e < layers[l]->n; ++e)
       out.push_back({static_cast<int>(l), e, layers[l]->tokens[static_cast<size_t>(e)].load()});
+  }
+  return out;
+}
+
+std::vector<int64_t> flatten(const std::vector<expert_count>& counts) {
+  std::vector<int64_t> out;
+  out.reserve(counts.size() * 3);
+  for (const auto& c : counts) out.insert(out.end(), {c.layer, c.expert, c.tokens});
+  return out;
+}
+
+expected<std::vector<expert_count>> unflatten(std::span<const int64_t> v) {
+  if (v.size() % 3)
+    return make_error(errc::protocol_error, "expert counts: {} values, not triples", v.size());
+  constexpr int64_t limit = int64_t{1} << 20; // layers and experts of any published model
+  std::vector<expert_count> out;
+  out.reserve(v.size() / 3);
+  for (size_t i = 0; i < v.size(); i += 3) {
+    if (v[i] < 0 || v[i] >= limit || v[i + 1] < 0 || v[i + 1] >= limit || v[i + 2] < 0)
+      return make_error(errc::protocol_error,
+                        "expert counts: entry {} (layer {}, expert {}, tokens {}) out of range",
+                        i / 3, v[i], v[i + 1], v[i + 2]);
+    out.push_back({static_cast<int>(v[i]), static_cast<int>(v[i + 1]), v[i + 2]});
+  }
+  return out;
+}
+
+std::vector<expert_count> merge_counts(std::vector<expert_count> a,
+                                       const std::vector<expert_count>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  auto key = [](const expert_count& c) { return std::pair{c.layer, c.expert}; };
+  std::sort(a.begin(), a.end(), [&](const auto& x, const auto& y) { return key(x) < key(y); });
+  std::vector<expert_count> out;
+  for (const auto& c : a) {
+    if (!out.empty() && key(out.back()) == key(c))
+      out.back().tokens += c.tokens;
+    else
+      out.push_back(c);
   }
   return out;
 }

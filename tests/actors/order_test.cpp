@@ -71,6 +71,7 @@ node_actor::behavior_type fake_node(node_actor::pointer, journal* j) {
       },
       [](ping_atom) { return true; },
       [=](halt_atom, uint64_t epoch, const std::string&) { j->halts.push_back(epoch); },
+      [](experts_atom) { return std::vector<int64_t>{}; },
   };
 }
 
@@ -108,6 +109,7 @@ pool_actor::behavior_type fake_pool(pool_actor::pointer self, journal* j) {
         j->shards.push_back(s);
         return s;
       },
+      [](experts_atom) { return std::vector<int64_t>{}; },
       [](stop_atom) {},
   };
 }

@@ -6,7 +6,8 @@
   with exactly the fault-free text, /health says degraded (with the reason) while the worker is
   started again, and afterwards every KV block is free and no lease is held.
 - Expert parallelism (Mixtral, EP 2) and latent attention (DeepSeek-V3, TP 2 x PP 2) across
-  worker processes give the tokens of one process.
+  worker processes give the tokens of one process, and /metrics shows the workers' expert
+  counts: the same per (layer, expert) as one process serving the same request.
 - Injected worker faults: kill-worker (the process SIGKILLs itself at a step), partition (it
   stops answering for 2 s), slow-link (everything it sends is late): exact text all the same.
 - A worker with the wrong secret is refused (exit 2, the reason logged on both sides) and the
@@ -16,6 +17,7 @@ Usage: python workers_test.py PATH/TO/troupe
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -148,6 +150,28 @@ class Workers(unittest.TestCase):
                 self.assertEqual(out.returncode, 0, out.stderr)
                 return json.loads(out.stdout)["tokens"]
             self.assertEqual(run("--workers", str(4 if "--pp" in split else 2)), run(), model)
+
+    def test_expert_counts_of_worker_processes_reach_metrics(self):
+        model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "gguf", "mixtral.gguf")
+
+        def counts(*extra):
+            with Server(TROUPE, "-m", model, "--tp", "2", "--ep", "2", *extra) as srv:
+                body = json.dumps({"model": "stories", "prompt": "hello there", "max_tokens": 6,
+                                   "temperature": 0}).encode()
+                req = urllib.request.Request(srv.url + "/v1/completions", body,
+                                             {"Content-Type": "application/json"})
+                urllib.request.urlopen(req, timeout=120).read()
+                text = urllib.request.urlopen(srv.url + "/metrics").read().decode()
+            out = {}
+            for line in text.splitlines():
+                m = re.match(r'troupe_expert_tokens_total\{layer="(\d+)",expert="(\d+)"\} (\d+)', line)
+                if m:
+                    out[(int(m.group(1)), int(m.group(2)))] = int(m.group(3))
+            return out
+
+        one = counts()
+        self.assertGreater(sum(one.values()), 0)
+        self.assertEqual(counts("--workers", "2"), one)
 
     def test_a_worker_with_the_wrong_secret_is_refused(self):
         port = 29900 + os.getpid() % 50
