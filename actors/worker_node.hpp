@@ -21,7 +21,7 @@ namespace troupe::actors {
 struct shard_order;
 
 inline constexpr uint32_t worker_protocol_version = 3; // 2: routes go to the shards;
-                                                      // 3: nodes report expert counts
+                                                       // 3: nodes report expert counts
 
 struct worker_options {
   int rank = 0;

@@ -15,6 +15,10 @@ bool cuda_available() {
   return false;
 }
 
+std::string cuda_summary() {
+  return "built without CUDA";
+}
+
 device* get_cuda_device(int) {
   return nullptr;
 }

@@ -36,6 +36,12 @@ class host_device final : public device {
     return {};
   }
   status synchronize() override { return {}; }
+  status copy_async(void* dst, const void* src, size_t n, void*) override {
+    std::memmove(dst, src, n);
+    return {};
+  }
+  expected<void*> alloc_pinned(size_t bytes) override { return alloc(bytes); }
+  void free_pinned(void* ptr) override { free(ptr); }
   int64_t memory_total() const override {
     return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   }
@@ -60,6 +66,16 @@ device* get_device(backend b, int index) {
     return get_cuda_device(index);
   }
   return nullptr;
+}
+
+status device::capture_begin(void*) {
+  return make_error(errc::unsupported, "{}: no captured graphs", describe());
+}
+expected<void*> device::capture_end(void*) {
+  return make_error(errc::unsupported, "{}: no captured graphs", describe());
+}
+status device::graph_launch(void*, void*) {
+  return make_error(errc::unsupported, "{}: no captured graphs", describe());
 }
 
 expected<device_buffer> device_buffer::allocate(device& dev, size_t bytes) {

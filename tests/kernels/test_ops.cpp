@@ -20,6 +20,7 @@
 #include "core/convert.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/device.hpp"
+#include "kernels/precision.hpp"
 #include "kernels/registry.hpp"
 #include "op_cases.hpp"
 
@@ -47,6 +48,23 @@ struct run_result {
   std::vector<uint8_t> dst, dst2, dst3;
   double seconds_per_call = 0;
 };
+
+// The case's tolerance on backend b. The GPU's tensor-core GEMMs (bf16 / f16 weights, 16+
+// tokens) round each activation to the weights' type unless exact activations were asked for
+// (TROUPE_EXACT_ACTIVATIONS=1: ops.cuda_exact checks that path at the case's own tolerance):
+// the error of one bf16 rounding per activation, nmse about 1.3e-6.
+tolerance tolerance_on(backend b, const op_case& c) {
+  tolerance t = c.tol;
+  const bool gemm_op =
+      c.kind == op::matmul || c.kind == op::matmul_swiglu || c.kind == op::matmul_qkv;
+  if (b == backend::cuda && gemm_op && !exact_activations() && c.src.size() > 1 &&
+      (c.src[1].type == dtype::bf16 || c.src[1].type == dtype::f16) && c.src[0].present &&
+      c.src[0].dims[0] >= 16) {
+    t.nmse = std::max(t.nmse, 1e-5);
+    t.max_abs = std::max(t.max_abs, 5e-2);
+  }
+  return t;
+}
 
 // Runs one case on one backend: uploads inputs, runs (repeatedly for perf), downloads outputs
 // and checks the guards.
@@ -257,9 +275,10 @@ int main(int argc, char** argv) {
         continue;
       }
       std::string stats;
-      std::string why = compare(c.dst, r.dst, want.dst, c.tol, stats);
-      if (why.empty() && c.dst2.present) why = compare(c.dst2, r.dst2, want.dst2, c.tol, stats);
-      if (why.empty() && c.dst3.present) why = compare(c.dst3, r.dst3, want.dst3, c.tol, stats);
+      const tolerance tol = tolerance_on(b, c);
+      std::string why = compare(c.dst, r.dst, want.dst, tol, stats);
+      if (why.empty() && c.dst2.present) why = compare(c.dst2, r.dst2, want.dst2, tol, stats);
+      if (why.empty() && c.dst3.present) why = compare(c.dst3, r.dst3, want.dst3, tol, stats);
       if (!why.empty()) {
         fmt::print("FAIL {:<5} {} [{}]: {}\n", to_string(b), c.name, r.kernel_name, why);
         ++failed;
