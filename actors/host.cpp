@@ -14,6 +14,7 @@
 #include "actors/supervisor.hpp"
 #include "actors/worker_pool.hpp"
 #include "core/log.hpp"
+#include "kernels/device.hpp"
 #include "text/output_processor.hpp"
 
 namespace troupe::actors {
@@ -61,9 +62,20 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
     TROUPE_TRY_ASSIGN(p, even_placement(c, 1, 1));
     o.place = p;
   }
-  // validate every shard's slicing before spawning anything
+  // validate every shard's slicing and device before spawning anything: a device this
+  // process lacks refuses the start (a worker's shard checks on its own machine)
   for (size_t s = 0; s < o.place.stages.size(); ++s)
-    for (int r = 0; r < o.place.stages[s].tp; ++r) TROUPE_TRY(plan_shard(c, o.place.shard(s, r)));
+    for (int r = 0; r < o.place.stages[s].tp; ++r) {
+      TROUPE_TRY(plan_shard(c, o.place.shard(s, r)));
+      const auto& st = o.place.stages[s];
+      TROUPE_TRY_ASSIGN(dev, device_of(st, r));
+      if (dev.cuda && o.workers == 0 && !kernels::get_device(kernels::backend::cuda, dev.index))
+        return make_error(errc::unavailable,
+                          "placement: stage {} (layers {}-{}) rank {} is placed on {}, which this "
+                          "machine lacks ({})",
+                          s, st.layer_begin, st.layer_end - 1, r, dev.text,
+                          kernels::cuda_summary());
+    }
   std::unique_ptr<host> h(new host());
   auto& in = *h->impl_;
   in.model = m;
@@ -177,7 +189,13 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
       shard_setup sh;
       sh.model = m;
       sh.spec = o.place.shard(s, r);
-      sh.opt.where = o.where;
+      // the stage's device for this rank (placement "@cuda:0"), else the host's default
+      TROUPE_TRY_ASSIGN(dev, device_of(st, r));
+      sh.opt.where = st.devices.empty() ? o.where
+                     : dev.cuda         ? kernels::backend::cuda
+                                        : kernels::backend::cpu;
+      sh.opt.device = dev.index;
+      sh.opt.cpus = dev.cpus;
       sh.opt.threads = o.threads_per_shard;
       sh.opt.kv_blocks = in.kv_blocks;
       sh.opt.block_size = o.block_size;

@@ -28,6 +28,10 @@ status check_order(const shard_order& o, const model_config& c) {
   if (o.kv_dtype >= dtype_count || (kv != dtype::f32 && kv != dtype::f16 && kv != dtype::bf16))
     return bad(fmt::format("KV element type {}", o.kv_dtype));
   if (o.where > static_cast<uint8_t>(kernels::backend::cuda)) return bad("unknown backend");
+  if (o.device < 0 || o.device > 1024) return bad(fmt::format("device index {}", o.device));
+  if (o.cpus.size() > 4096) return bad(fmt::format("{} CPUs to pin", o.cpus.size()));
+  for (int32_t cpu : o.cpus)
+    if (cpu < 0 || cpu > 65535) return bad(fmt::format("CPU {}", cpu));
   if (spec.tp_size < 1 || spec.tp_size > 4096 || spec.tp_rank < 0 || spec.tp_rank >= spec.tp_size)
     return bad(fmt::format("TP rank {} of {}", spec.tp_rank, spec.tp_size));
   if (o.stage < 0 || o.hop < 0 || o.hop > 65536) return bad("stage or hop out of range");
@@ -150,6 +154,8 @@ node_impl::behavior_type node(node_ptr self, worker_options opt, pool_actor regi
         sh.opt.block_size = o.block_size;
         sh.opt.kv_dtype = static_cast<dtype>(o.kv_dtype);
         sh.opt.where = static_cast<kernels::backend>(o.where);
+        sh.opt.device = o.device;
+        sh.opt.cpus.assign(o.cpus.begin(), o.cpus.end());
         sh.stage = o.stage;
         sh.hop = static_cast<size_t>(o.hop);
         sh.last = o.last;

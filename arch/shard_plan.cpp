@@ -83,6 +83,7 @@ std::string placement::to_string() const {
     if (!out.empty()) out += ",";
     out += fmt::format("{}-{}:tp{}{}", s.layer_begin, s.layer_end - 1, s.tp,
                        s.expert_parallel ? "ep" : "");
+    for (size_t i = 0; i < s.devices.size(); ++i) out += (i ? ";" : "@") + s.devices[i];
   }
   return out;
 }
@@ -166,8 +167,14 @@ expected<placement> parse_placement(const model_config& c, const std::string& te
         return bad(fmt::format("'{}': the model has no experts to spread", item));
     }
     std::stringstream ds(devs);
-    for (std::string d; std::getline(ds, d, ';');)
-      if (!d.empty()) st.devices.push_back(d);
+    for (std::string d; std::getline(ds, d, ';');) {
+      if (d.empty()) continue;
+      if (auto dev = parse_device(d); !dev) return bad(dev.error().message);
+      st.devices.push_back(d);
+    }
+    if (st.devices.size() > 1 && static_cast<int>(st.devices.size()) != st.tp)
+      return bad(fmt::format("stage {}-{} names {} devices for TP {} (give one, or one per rank)",
+                             a, b, st.devices.size(), st.tp));
     next = b + 1;
     p.stages.push_back(std::move(st));
   }
@@ -175,6 +182,54 @@ expected<placement> parse_placement(const model_config& c, const std::string& te
   if (next != c.n_layer)
     return bad(fmt::format("layers {}-{} are not placed", next, c.n_layer - 1));
   return p;
+}
+
+expected<shard_device> parse_device(std::string_view text) {
+  shard_device d;
+  d.text = std::string(text);
+  auto num = [](std::string_view s, int& out) {
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && ptr == s.data() + s.size() && out >= 0;
+  };
+  auto bad = [&] {
+    return make_error(errc::invalid_argument,
+                      "device '{}': give cpu, cpu:A-B (CPUs to pin), cuda or cuda:N", text);
+  };
+  const auto colon = text.find(':');
+  const std::string_view kind = text.substr(0, colon);
+  const std::string_view rest =
+      colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
+  if (kind == "cuda") {
+    d.cuda = true;
+    if (colon != std::string_view::npos && !num(rest, d.index)) return bad();
+    return d;
+  }
+  if (kind != "cpu") return bad();
+  if (colon == std::string_view::npos) return d;
+  const auto dash = rest.find('-');
+  int a = 0, b = 0;
+  if (dash == std::string_view::npos) {
+    if (!num(rest, a)) return bad();
+    b = a;
+  } else if (!num(rest.substr(0, dash), a) || !num(rest.substr(dash + 1), b) || b < a ||
+             b - a > 4096) {
+    return bad();
+  }
+  for (int cpu = a; cpu <= b; ++cpu) d.cpus.push_back(cpu);
+  return d;
+}
+
+expected<shard_device> device_of(const stage_spec& s, int rank) {
+  if (s.devices.empty()) {
+    shard_device d;
+    d.text = "cpu";
+    return d;
+  }
+  if (s.devices.size() == 1) return parse_device(s.devices[0]);
+  if (rank < 0 || rank >= static_cast<int>(s.devices.size()))
+    return make_error(errc::invalid_argument, "TP rank {} of a stage with {} devices", rank,
+                      s.devices.size());
+  return parse_device(s.devices[static_cast<size_t>(rank)]);
 }
 
 } // namespace troupe

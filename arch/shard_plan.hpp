@@ -38,8 +38,23 @@ struct stage_spec {
   int layer_begin = 0, layer_end = 0;
   int tp = 1;
   bool expert_parallel = false;     // "tp2ep": the MoE layers' experts spread over the shards
-  std::vector<std::string> devices; // "cpu" (default), "cpu:0-3", "cuda:1"
+  std::vector<std::string> devices; // "cpu" (default), "cpu:0-3", "cuda", "cuda:1"; one for
+                                    // every shard, or one per TP rank
 };
+
+/// Where one shard runs.
+struct shard_device {
+  bool cuda = false;     // a GPU (else the CPU)
+  int index = 0;         // which GPU
+  std::vector<int> cpus; // cpu:A-B: the shard's threads pinned to these CPUs
+  std::string text;      // as written ("cpu" when the stage names none)
+};
+
+/// Reads one device of a placement: "cpu", "cpu:A-B", "cpu:A", "cuda", "cuda:N".
+expected<shard_device> parse_device(std::string_view text);
+/// The device of TP rank `rank` of `s`: its only device, or its rank-th; the CPU when it
+/// names none.
+expected<shard_device> device_of(const stage_spec& s, int rank);
 
 struct placement {
   std::vector<stage_spec> stages;
@@ -56,7 +71,9 @@ expected<placement> even_placement(const model_config& c, int tp, int pp);
 /// whole experts); the model must have experts, as many as a multiple of N.
 status set_expert_parallel(const model_config& c, placement& p, int ep);
 /// "0-2:tp2,3-4:tp1" (layer ranges inclusive, covering every layer exactly once, in order),
-/// each stage optionally followed by "@dev;dev"; "tp2ep": expert parallelism in that stage.
+/// each stage optionally followed by "@dev;dev" (one device, or one per TP rank; checked here
+/// for form, by the shard that opens it for presence); "tp2ep": expert parallelism in that
+/// stage.
 expected<placement> parse_placement(const model_config& c, const std::string& text);
 
 } // namespace troupe

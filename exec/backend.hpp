@@ -2,9 +2,10 @@
 // copy in and out, run a resolved kernel (asynchronously, on the backend's stream or queue),
 // synchronise, and say how much memory there is. Every call returns a status: a device
 // error fails the step (and the shard, which the supervisor restarts), never the process.
-// The CPU backend runs kernels on the shard's thread pool, synchronously; the CUDA backend
-// (kernels/cuda) will implement the same interface with a stream per shard. Not
-// thread-safe: one shard, one backend. Tests: tests/exec/executor_test.cpp
+// The CPU backend runs kernels on the shard's thread pool, synchronously; a device backend
+// (device_backend.cpp: CUDA) enqueues them on the shard's own stream over any kernels::device,
+// so exec/ includes no device headers. Not thread-safe: one shard, one backend.
+// Tests: tests/exec/forward_test.cpp, tests/exec/device_backend_test.cpp
 #pragma once
 
 #include <memory>
@@ -30,12 +31,26 @@ class backend {
   virtual kernels::device& device() = 0;
   /// Device memory of `bytes` (not zeroed).
   virtual expected<kernels::device_buffer> allocate(size_t bytes) = 0;
+  /// Host to device; `src` may be reused once this returns.
   virtual status upload(void* dst, const void* src, size_t bytes) = 0;
+  /// Device to host, after the work enqueued before it: `dst` holds the bytes on return.
   virtual status download(void* dst, const void* src, size_t bytes) = 0;
+  /// Device to device, in order with the kernels.
+  virtual status copy(void* dst, const void* src, size_t bytes) = 0;
   /// Runs (or enqueues) `k` over `a`; `scratch` serves composites.
   virtual status run(const kernels::kernel& k, const kernels::op_args& a,
                      kernels::scratch_arena* scratch) = 0;
   virtual status synchronize() = 0;
+  /// Captured steps (CUDA graphs): the runs enqueued between begin_capture and end_capture
+  /// become one graph (recorded, not run); launch_graph runs it. unsupported on the host.
+  virtual status begin_capture() { return make_error(errc::unsupported, "no captured graphs"); }
+  virtual expected<void*> end_capture() {
+    return make_error(errc::unsupported, "no captured graphs");
+  }
+  virtual status launch_graph(void* graph) {
+    return make_error(errc::unsupported, "no captured graphs");
+  }
+  virtual void destroy_graph(void* graph) {}
   virtual memory_info memory() const = 0;
   /// True when the device reads host memory directly (weights stay mapped, no upload).
   virtual bool host_memory() const = 0;
@@ -45,5 +60,11 @@ class backend {
 /// `cpus` when given.
 expected<std::unique_ptr<backend>> make_host_backend(kernels::backend where, int threads,
                                                      std::vector<int> cpus = {});
+/// A device backend: kernels of `where` (cuda) on device `index`, on a stream of its own.
+/// unavailable (with the reason) when this machine has no such device.
+expected<std::unique_ptr<backend>> make_device_backend(kernels::backend where, int index);
+/// The backend a shard with these options runs on (host or device).
+expected<std::unique_ptr<backend>> make_backend(kernels::backend where, int device, int threads,
+                                                std::vector<int> cpus = {});
 
 } // namespace troupe::exec

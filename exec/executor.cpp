@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -23,9 +24,12 @@ using graph::vid;
 struct executor::plan {
   graph::graph g;
   std::vector<kernels::kernel> kernels; // per node (op nodes)
-  std::vector<int64_t> offset;          // per value: arena bytes per row before it (-1: none)
-  int64_t arena_row_bytes = 0;          // arena bytes per row of the step
-  int64_t scratch_row_bytes = 0;        // composites' temporaries per row
+  // a device may record it as a graph: no node waits for the host (collectives through host
+  // memory, the experts' error check)
+  bool capturable = false;
+  std::vector<int64_t> offset;   // per value: arena bytes per row before it (-1: none)
+  int64_t arena_row_bytes = 0;   // arena bytes per row of the step
+  int64_t scratch_row_bytes = 0; // composites' temporaries per row
 };
 
 namespace {
@@ -87,7 +91,19 @@ shape fixed_shape(const std::vector<int64_t>& dims) {
 
 } // namespace
 
-executor::~executor() = default;
+executor::~executor() {
+  drop_graphs();
+}
+
+void executor::drop_graphs() {
+  for (auto& [key, g] : graphs_) be_->destroy_graph(g);
+  graphs_.clear();
+}
+
+std::string executor::spec_name() const {
+  return fmt::format("shard layers {}-{} rank {}", spec_.layer_begin, spec_.layer_end - 1,
+                     spec_.tp_rank);
+}
 
 expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model_source> m,
                                                      const shard_spec& spec_in,
@@ -137,6 +153,12 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
   graph::remove_dead(whole);
   // element-wise programs: compiled by the JIT for the CPU; where it cannot, composed from
   // primitive ops (the reference backend interprets them as they are)
+  if (opt.where == kernels::backend::cuda && !whole.programs.empty()) {
+    // no device JIT yet: every program as primitive ops
+    const int n =
+        graph::expand_elementwise(whole, [](const kernels::ew_program&) { return false; });
+    for (int i = 0; i < n; ++i) kernels::jit_count_composed();
+  }
   if (opt.where == kernels::backend::cpu && !whole.programs.empty()) {
     for (auto& prog : whole.programs)
       if (!prog->compiled)
@@ -157,8 +179,25 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
   e->base_ = std::move(whole);
   TROUPE_TRY_ASSIGN(w, load_weights(*m, e->base_));
   e->weights_ = std::move(w);
-  TROUPE_TRY_ASSIGN(be, make_host_backend(opt.where, opt.threads, opt.cpus));
+  TROUPE_TRY_ASSIGN(be, make_backend(opt.where, opt.device, opt.threads, opt.cpus));
   e->be_ = std::move(be);
+  e->on_device_ = !e->be_->host_memory();
+  if (e->on_device_) {
+    // the weights, uploaded once into one buffer; the views then point there
+    int64_t total = 0;
+    for (const auto& v : e->weights_.views)
+      if (v.data) total += round_up(v.nbytes());
+    TROUPE_TRY_ASSIGN(wd, e->be_->allocate(static_cast<size_t>(std::max<int64_t>(total, align))));
+    int64_t at = 0;
+    for (auto& v : e->weights_.views) {
+      if (!v.data) continue;
+      auto* dst = static_cast<uint8_t*>(wd.data()) + at;
+      TROUPE_TRY(e->be_->upload(dst, v.data, static_cast<size_t>(v.nbytes())));
+      v.data = dst;
+      at += round_up(v.nbytes());
+    }
+    e->weights_dev_ = std::move(wd);
+  }
   // the KV cache: one buffer per cache value a node writes, [NB, P, Hkv, D]
   e->kv_of_.assign(e->base_.values.size(), -1);
   for (const auto& n : e->base_.nodes)
@@ -181,7 +220,42 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
     }
   for (int tc = 0; tc < 2; ++tc)
     for (int nc = 0; nc < 2; ++nc) TROUPE_TRY(e->compile(tc, nc));
+  // a device shard allocates for its largest expected step now, not on the step path
+  if (e->on_device_) TROUPE_TRY(e->grow_arena(std::max<int64_t>(opt.max_rows, 16)));
+  const char* env = std::getenv("TROUPE_CUDA_GRAPHS");
+  e->graphs_on_ = e->on_device_ && opt.graphs && !opt.profile && e->be_->device().can_capture() &&
+                  !(env && std::string(env) == "0");
   return e;
+}
+
+status executor::grow_arena(int64_t T) {
+  if (T <= arena_rows_) return {};
+  int64_t most = 0, scratch = 0;
+  for (const auto& q : plans_) {
+    most = std::max(most, q->arena_row_bytes);
+    scratch = std::max(scratch, q->scratch_row_bytes);
+  }
+  const int64_t rows = std::max<int64_t>(T, 16);
+  if (on_device_ && arena_rows_ > 0) {
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      TROUPE_LOG_INFO("exec", "a step of {} rows grows the device arena sized for {} (max_rows)", T,
+                      arena_rows_);
+    });
+  }
+  arena_ = {}; // the old one first: device memory is scarce
+  scratch_ = {};
+  TROUPE_TRY_ASSIGN(a, be_->allocate(static_cast<size_t>(std::max<int64_t>(most, align) * rows)));
+  TROUPE_TRY_ASSIGN(sc,
+                    be_->allocate(static_cast<size_t>(std::max<int64_t>(scratch, align) * rows)));
+  arena_ = std::move(a);
+  scratch_ = std::move(sc);
+  arena_rows_ = rows;
+  return {};
+}
+
+std::string executor::device_name() const {
+  return be_->device().describe();
 }
 
 expected<tensor_view> executor::view_of(const plan& p, vid v, int64_t T, int64_t N, int64_t S,
@@ -196,7 +270,11 @@ expected<tensor_view> executor::view_of(const plan& p, vid v, int64_t T, int64_t
                        shape{opt_.kv_blocks, opt_.block_size, x.dims[0], x.dims[1]});
   }
   case value_kind::input: {
-    auto i32 = [](const std::vector<int32_t>& h, shape s) {
+    auto i32 = [&](const std::vector<int32_t>& h, shape s) {
+      if (on_device_) // uploaded by forward()
+        return tensor_view(static_cast<int32_t*>(inputs_dev_.data()) +
+                               input_off_[static_cast<size_t>(x.input)],
+                           dtype::i32, s);
       return tensor_view(const_cast<int32_t*>(h.data()), dtype::i32, s);
     };
     switch (x.input) {
@@ -344,6 +422,12 @@ status executor::compile(int tc, int nc) {
     p->scratch_row_bytes =
         std::max(p->scratch_row_bytes, 4 * k * (2 * C + 2 * F + 1) + 16 * (E + 1) + 8 * align);
   }
+  p->capturable = true;
+  for (const node& n : g.nodes)
+    if (((n.kind == node_kind::all_reduce || n.kind == node_kind::all_gather) &&
+         spec_.tp_size > 1) ||
+        (n.kind == node_kind::op && n.op == kernels::op::moe))
+      p->capturable = false;
   plans_[static_cast<size_t>(tc * 2 + nc)] = std::move(p);
   return {};
 }
@@ -395,26 +479,14 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
   const bool last_stage = spec_.last_stage;
   const int64_t N = last_stage && logits ? b.n_logits() : 0;
   const int64_t S = static_cast<int64_t>(b.seqs.size());
-  const plan& p = *plans_[static_cast<size_t>((T >= row_class_boundary ? 2 : 0) +
-                                              (N >= row_class_boundary ? 1 : 0))];
+  const size_t plan_index =
+      static_cast<size_t>((T >= row_class_boundary ? 2 : 0) + (N >= row_class_boundary ? 1 : 0));
+  const plan& p = *plans_[plan_index];
   if (!spec_.first_stage && static_cast<int64_t>(x.size()) != T * c.C)
     return make_error(errc::shape_mismatch, "stage input has {} values for [{}, {}]", x.size(), T,
                       c.C);
   // the arena and the scratch grow with the largest step seen
-  if (T > arena_rows_) {
-    int64_t most = 0, scratch = 0;
-    for (const auto& q : plans_) {
-      most = std::max(most, q->arena_row_bytes);
-      scratch = std::max(scratch, q->scratch_row_bytes);
-    }
-    const int64_t rows = std::max<int64_t>(T, 16);
-    TROUPE_TRY_ASSIGN(a, be_->allocate(static_cast<size_t>(std::max<int64_t>(most, align) * rows)));
-    TROUPE_TRY_ASSIGN(s,
-                      be_->allocate(static_cast<size_t>(std::max<int64_t>(scratch, align) * rows)));
-    arena_ = std::move(a);
-    scratch_ = std::move(s);
-    arena_rows_ = rows;
-  }
+  TROUPE_TRY(grow_arena(T));
   // step inputs
   tokens_.assign(b.tokens.begin(), b.tokens.end());
   tokens_local_.resize(static_cast<size_t>(T));
@@ -445,6 +517,39 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     for (int32_t i = 0; i < s.score_rows; ++i) logit_rows_.push_back(s.begin + i);
     if (s.logits) logit_rows_.push_back(s.begin + s.count - 1);
   }
+  if (on_device_) {
+    // every step input in one upload (input_off_: where each kind starts), then the hidden rows
+    using ik = graph::input_kind;
+    staged_.clear();
+    auto stage = [&](ik k, const std::vector<int32_t>& v) {
+      input_off_[static_cast<size_t>(k)] = static_cast<int64_t>(staged_.size());
+      staged_.insert(staged_.end(), v.begin(), v.end());
+      staged_.resize((staged_.size() + 15) / 16 * 16); // 64-byte aligned starts
+    };
+    stage(ik::tokens, tokens_);
+    stage(ik::tokens_local, tokens_local_);
+    stage(ik::positions, positions_);
+    stage(ik::slots, slots_);
+    stage(ik::seq_table, seq_table_);
+    stage(ik::logit_rows, logit_rows_);
+    const size_t bytes = staged_.size() * sizeof(int32_t);
+    if (inputs_dev_.size() < bytes) {
+      inputs_dev_ = {};
+      TROUPE_TRY_ASSIGN(ib, be_->allocate(std::max<size_t>(bytes * 2, 4096)));
+      inputs_dev_ = std::move(ib);
+    }
+    TROUPE_TRY(be_->upload(inputs_dev_.data(), staged_.data(), bytes));
+    if (!spec_.first_stage) {
+      const size_t xb = x.size() * sizeof(float);
+      if (hidden_dev_.size() < xb) {
+        hidden_dev_ = {};
+        TROUPE_TRY_ASSIGN(hb, be_->allocate(std::max<size_t>(
+                                  xb, static_cast<size_t>(arena_rows_ * c.C) * sizeof(float))));
+        hidden_dev_ = std::move(hb);
+      }
+      TROUPE_TRY(be_->upload(hidden_dev_.data(), x.data(), xb));
+    }
+  }
   // copy-on-write: blocks that sequences stopped sharing get their own copy before writing
   for (auto [src, dst] : b.copies) {
     if (src <= 0 || dst <= 0 || src >= opt_.kv_blocks || dst >= opt_.kv_blocks)
@@ -454,7 +559,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
       if (kv_of_[i] < 0) continue;
       const int64_t bb = row_bytes(opt_.kv_dtype, P * p.g.values[i].row_elems());
       auto* base = static_cast<uint8_t*>(kv_[static_cast<size_t>(kv_of_[i])].data());
-      std::memcpy(base + dst * bb, base + src * bb, static_cast<size_t>(bb));
+      TROUPE_TRY(be_->copy(base + dst * bb, base + src * bb, static_cast<size_t>(bb)));
     }
   }
   bump scratch;
@@ -463,7 +568,8 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     if (v == graph::none) return tensor_view{};
     const value& xv = p.g[v];
     if (xv.kind == value_kind::input && xv.input == graph::input_kind::hidden)
-      return tensor_view(x.data(), dtype::f32, shape{T, c.C});
+      return tensor_view(on_device_ ? hidden_dev_.data() : static_cast<void*>(x.data()), dtype::f32,
+                         shape{T, c.C});
     if (xv.kind == value_kind::weight && xv.empty) return tensor_view{};
     return view_of(p, v, T, N, S, cols);
   };
@@ -472,8 +578,9 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
   using clock = std::chrono::steady_clock;
   clock::time_point started;
   size_t open = p.g.nodes.size();
-  auto close = [&]() {
-    if (open == p.g.nodes.size()) return;
+  auto close = [&]() -> status {
+    if (open == p.g.nodes.size()) return {};
+    if (on_device_) TROUPE_TRY(be_->synchronize()); // the node's work, not its launch
     const node& n = p.g.nodes[open];
     const std::string kernel = n.kind == node_kind::op           ? p.kernels[open].name
                                : n.kind == node_kind::all_reduce ? std::string("all_reduce")
@@ -497,97 +604,158 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     it->seconds += std::chrono::duration<double>(clock::now() - started).count();
     ++it->calls;
     open = p.g.nodes.size();
+    return {};
   };
-  for (size_t i = 0; i < p.g.nodes.size(); ++i) {
-    const node& n = p.g.nodes[i];
-    if (N == 0 && n.layer >= p.g.n_layer) continue; // no row needs logits this step
-    if (opt_.profile) {
-      close();
-      if (n.kind != node_kind::view) open = i, started = clock::now();
-    }
-    switch (n.kind) {
-    case node_kind::view:
-      continue;
-    case node_kind::all_reduce: {
-      if (spec_.tp_size == 1) continue;
-      if (!comm_)
-        return make_error(errc::internal, "TP {} shard without a collective", spec_.tp_size);
-      TROUPE_TRY_ASSIGN(t, view(n.in[0]));
-      TROUPE_TRY(comm_->all_reduce_sum(t.as<float>(), t.numel()));
-      continue;
-    }
-    case node_kind::all_gather: {
-      if (!comm_)
-        return make_error(errc::internal, "TP {} shard without a collective", spec_.tp_size);
-      TROUPE_TRY_ASSIGN(part, view(n.in[0]));
-      TROUPE_TRY_ASSIGN(all, view(n.out[0]));
-      std::vector<int64_t> counts(gather_counts_.size());
-      int64_t total = 0;
-      for (size_t r = 0; r < counts.size(); ++r) total += counts[r] = N * gather_counts_[r];
-      gathered.resize(static_cast<size_t>(total));
-      TROUPE_TRY(comm_->all_gather(part.as<float>(), gathered.data(), counts));
-      // rank r's block is [N, Vs_r]: interleave into rows of V
-      const int64_t V = all.cols();
-      int64_t base = 0, v0 = 0;
-      for (size_t r = 0; r < counts.size(); ++r) {
-        const int64_t vs = gather_counts_[r];
-        for (int64_t k = 0; k < N; ++k)
-          std::memcpy(all.as<float>() + k * V + v0, gathered.data() + base + k * vs,
-                      static_cast<size_t>(vs) * sizeof(float));
-        base += counts[r];
-        v0 += vs;
+  auto run_nodes = [&]() -> status {
+    for (size_t i = 0; i < p.g.nodes.size(); ++i) {
+      const node& n = p.g.nodes[i];
+      if (N == 0 && n.layer >= p.g.n_layer) continue; // no row needs logits this step
+      if (opt_.profile) {
+        TROUPE_TRY(close());
+        if (n.kind != node_kind::view) open = i, started = clock::now();
       }
-      continue;
+      switch (n.kind) {
+      case node_kind::view:
+        continue;
+      case node_kind::all_reduce: {
+        if (spec_.tp_size == 1) continue;
+        if (!comm_)
+          return make_error(errc::internal, "TP {} shard without a collective", spec_.tp_size);
+        TROUPE_TRY_ASSIGN(t, view(n.in[0]));
+        if (on_device_) { // the group sums host memory: through the host
+          const size_t bytes = static_cast<size_t>(t.numel()) * sizeof(float);
+          host_tmp_.resize(static_cast<size_t>(t.numel()));
+          TROUPE_TRY(be_->download(host_tmp_.data(), t.data, bytes));
+          TROUPE_TRY(comm_->all_reduce_sum(host_tmp_.data(), t.numel()));
+          TROUPE_TRY(be_->upload(t.data, host_tmp_.data(), bytes));
+          continue;
+        }
+        TROUPE_TRY(comm_->all_reduce_sum(t.as<float>(), t.numel()));
+        continue;
+      }
+      case node_kind::all_gather: {
+        if (!comm_)
+          return make_error(errc::internal, "TP {} shard without a collective", spec_.tp_size);
+        TROUPE_TRY_ASSIGN(part, view(n.in[0]));
+        TROUPE_TRY_ASSIGN(all, view(n.out[0]));
+        std::vector<int64_t> counts(gather_counts_.size());
+        int64_t total = 0;
+        for (size_t r = 0; r < counts.size(); ++r) total += counts[r] = N * gather_counts_[r];
+        gathered.resize(static_cast<size_t>(total));
+        const float* mine = part.as<float>();
+        if (on_device_) { // the group gathers host memory: through the host
+          host_tmp_.resize(static_cast<size_t>(part.numel()));
+          TROUPE_TRY(be_->download(host_tmp_.data(), part.data,
+                                   static_cast<size_t>(part.numel()) * sizeof(float)));
+          mine = host_tmp_.data();
+        }
+        TROUPE_TRY(comm_->all_gather(mine, gathered.data(), counts));
+        // rank r's block is [N, Vs_r]: interleave into rows of V
+        const int64_t V = all.cols();
+        std::vector<float> rows_host;
+        float* rows = all.as<float>();
+        if (on_device_) {
+          rows_host.resize(static_cast<size_t>(N * V));
+          rows = rows_host.data();
+        }
+        int64_t base = 0, v0 = 0;
+        for (size_t r = 0; r < counts.size(); ++r) {
+          const int64_t vs = gather_counts_[r];
+          for (int64_t k = 0; k < N; ++k)
+            std::memcpy(rows + k * V + v0, gathered.data() + base + k * vs,
+                        static_cast<size_t>(vs) * sizeof(float));
+          base += counts[r];
+          v0 += vs;
+        }
+        if (on_device_)
+          TROUPE_TRY(be_->upload(all.data, rows_host.data(), rows_host.size() * sizeof(float)));
+        continue;
+      }
+      case node_kind::op:
+        break;
+      }
+      kernels::op_args a;
+      a.kind = n.op;
+      a.p = n.p;
+      a.p.block_size = static_cast<int>(P);
+      for (size_t k = 0; k < n.in.size() && k < a.src.size(); ++k) {
+        TROUPE_TRY_ASSIGN(t, view(n.in[k]));
+        a.src[k] = t;
+      }
+      TROUPE_TRY_ASSIGN(d, view(n.out[0]));
+      a.dst = d;
+      if (n.out.size() > 1) {
+        TROUPE_TRY_ASSIGN(d2, view(n.out[1]));
+        a.dst2 = d2;
+      }
+      if (n.out.size() > 2) {
+        TROUPE_TRY_ASSIGN(d3, view(n.out[2]));
+        a.dst3 = d3;
+      }
+      scratch.reset(static_cast<uint8_t*>(scratch_.data()), scratch_.size());
+      if (auto st = be_->run(p.kernels[i], a, &scratch); !st)
+        return make_error(st.error().code, "{} ({}): {}", n.name, p.kernels[i].name,
+                          st.error().message);
+      // the experts' load: the stage's first rank counts (every rank sees the same choices);
+      // the router's ids are host memory on the host backends
+      if (n.op == kernels::op::moe && spec_.tp_rank == 0 && !on_device_)
+        count_experts(n.layer,
+                      n.p.n_expert > 0 ? n.p.n_expert
+                                       : static_cast<int>(a.src[3].rows() /
+                                                          std::max<int64_t>(a.src[5].cols(), 1)),
+                      {a.src[1].as<int32_t>(), static_cast<size_t>(a.src[1].numel())});
     }
-    case node_kind::op:
-      break;
+    return {};
+  };
+  // a decode step on a device replays the graph captured for its shape (launches recorded
+  // once: the step's inputs change in place, the kernels and their arguments do not)
+  if (on_device_ && T < row_class_boundary && graphs_on_ && p.capturable) {
+    const graph_key key = {static_cast<int64_t>(plan_index), T, N, S, cols};
+    const std::array<void*, 4> at = {arena_.data(), scratch_.data(), inputs_dev_.data(),
+                                     hidden_dev_.data()};
+    if (at != graph_buffers_) drop_graphs(); // a buffer moved: the recorded pointers are stale
+    graph_buffers_ = at;
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) {
+      auto& dev = be_->device();
+      TROUPE_TRY(dev.make_current());
+      status captured = be_->begin_capture();
+      if (captured) {
+        const status ran = run_nodes();
+        auto g = be_->end_capture();
+        if (ran && g) it = graphs_.emplace(key, *g).first;
+        captured = !ran ? ran : g ? status{} : status(g.error());
+      }
+      if (!captured) { // run it as launches from now on, and say so once
+        graphs_on_ = false;
+        TROUPE_LOG_WARN("exec", "{}: decode steps run without CUDA graphs: {}", spec_name(),
+                        captured.error().message);
+      }
     }
-    kernels::op_args a;
-    a.kind = n.op;
-    a.p = n.p;
-    a.p.block_size = static_cast<int>(P);
-    for (size_t k = 0; k < n.in.size() && k < a.src.size(); ++k) {
-      TROUPE_TRY_ASSIGN(t, view(n.in[k]));
-      a.src[k] = t;
+    if (it != graphs_.end()) {
+      TROUPE_TRY(be_->launch_graph(it->second));
+    } else {
+      TROUPE_TRY(run_nodes());
     }
-    TROUPE_TRY_ASSIGN(d, view(n.out[0]));
-    a.dst = d;
-    if (n.out.size() > 1) {
-      TROUPE_TRY_ASSIGN(d2, view(n.out[1]));
-      a.dst2 = d2;
-    }
-    if (n.out.size() > 2) {
-      TROUPE_TRY_ASSIGN(d3, view(n.out[2]));
-      a.dst3 = d3;
-    }
-    scratch.reset(static_cast<uint8_t*>(scratch_.data()), scratch_.size());
-    if (auto st = be_->run(p.kernels[i], a, &scratch); !st)
-      return make_error(st.error().code, "{} ({}): {}", n.name, p.kernels[i].name,
-                        st.error().message);
-    // the experts' load: the stage's first rank counts (every rank sees the same choices);
-    // the router's ids are host memory on the host backends
-    if (n.op == kernels::op::moe && spec_.tp_rank == 0 && opt_.where != kernels::backend::cuda)
-      count_experts(n.layer,
-                    n.p.n_expert > 0
-                        ? n.p.n_expert
-                        : static_cast<int>(a.src[3].rows() / std::max<int64_t>(a.src[5].cols(), 1)),
-                    {a.src[1].as<int32_t>(), static_cast<size_t>(a.src[1].numel())});
+  } else {
+    TROUPE_TRY(run_nodes());
   }
-  if (opt_.profile) close();
+  if (opt_.profile) TROUPE_TRY(close());
   TROUPE_TRY(be_->synchronize());
   if (last_stage && logits) {
     logits->clear();
     if (N == 0) return {};
     TROUPE_TRY_ASSIGN(lg, view(p.g.logits));
     logits->resize(static_cast<size_t>(N * c.V));
-    std::memcpy(logits->data(), lg.data, static_cast<size_t>(N * c.V) * sizeof(float));
+    TROUPE_TRY(
+        be_->download(logits->data(), lg.data, static_cast<size_t>(N * c.V) * sizeof(float)));
   } else if (!last_stage) {
     vid out = graph::none;
     for (size_t v = 0; v < p.g.values.size(); ++v)
       if (p.g.values[v].output) out = static_cast<vid>(v);
     TROUPE_TRY_ASSIGN(h, view(out));
     std::vector<float> next(static_cast<size_t>(T * c.C));
-    std::memcpy(next.data(), h.data, next.size() * sizeof(float));
+    TROUPE_TRY(be_->download(next.data(), h.data, next.size() * sizeof(float)));
     x = std::move(next);
   }
   return {};

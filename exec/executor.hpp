@@ -8,11 +8,15 @@
 // when a step is larger than any before). forward() runs the plan for a batch: step inputs,
 // copy-on-write block copies, every node in order (kernels through the backend, reporting
 // a status; all-reduce / all-gather through the shard's collective), and hands back this
-// stage's hidden rows or the logits. One step at a time; the caller's thread runs it.
+// stage's hidden rows or the logits. On a device backend (CUDA) the weights are uploaded once,
+// every step's inputs go up in one copy, kernels are enqueued on the shard's stream, and the
+// stage's output (or a collective over host memory) comes back to the host: that is how a
+// pipeline mixes CPU and GPU stages. One step at a time; the caller's thread runs it.
 // Tests: tests/exec/forward_test.cpp (every family, fused and not), tests/graph/graph_test.cpp
 #pragma once
 
 #include <array>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +33,7 @@ namespace troupe::exec {
 
 struct exec_options {
   kernels::backend where = kernels::backend::cpu;
+  int device = 0; // which GPU (where == cuda)
   int threads = 1;
   std::vector<int> cpus; // pin the shard's threads here when not empty
   int64_t kv_blocks = 0; // blocks in the KV arena (block 0 is the null block)
@@ -36,6 +41,12 @@ struct exec_options {
   dtype kv_dtype = dtype::f32;
   bool fuse = true;     // the fusion passes; false: the graph as the family built it
   bool profile = false; // time every node (executor::profile; `troupe bench --profile`)
+  // a device shard records each decode step shape's launches once (CUDA graphs) and replays
+  // them; TROUPE_CUDA_GRAPHS=0 turns it off
+  bool graphs = true;
+  // a device shard sizes its activation arena and step inputs for steps of this many token
+  // rows when it loads (a larger step grows them, which allocates on that step)
+  int64_t max_rows = 512;
 };
 
 /// Time spent in one kernel over the profiled steps of one row class.
@@ -71,6 +82,10 @@ class executor {
   /// (one row each per token) unless a matmul reads them too (tied lm_head).
   int64_t decode_weight_bytes() const;
   int64_t kv_bytes() const { return kv_bytes_; }
+  /// The memory of the device the shard runs on (the host's for the CPU backends).
+  memory_info device_memory() const { return be_->memory(); }
+  /// Where the shard runs: "cpu", "cuda:0 (NVIDIA H200, sm_90)".
+  std::string device_name() const;
   int64_t kv_blocks() const { return opt_.kv_blocks; }
   int block_size() const { return opt_.block_size; }
   void set_collective(collective* comm) { comm_ = comm; }
@@ -105,7 +120,22 @@ class executor {
   int64_t kv_bytes_ = 0;
   std::array<std::unique_ptr<plan>, 4> plans_; // [token class * 2 + logit class]
   kernels::device_buffer arena_, scratch_;
-  int64_t arena_rows_ = 0;             // rows the arena holds now
+  int64_t arena_rows_ = 0; // rows the arena holds now
+  status grow_arena(int64_t T);
+  // device backends: the weights uploaded (views point here), the step inputs and the hidden
+  // rows of a step uploaded once each, and host buffers for collectives over host memory
+  bool on_device_ = false;
+  kernels::device_buffer weights_dev_, inputs_dev_, hidden_dev_;
+  std::array<int64_t, 7> input_off_{}; // int32 offset of each input_kind in inputs_dev_
+  std::vector<int32_t> staged_;
+  std::vector<float> host_tmp_;
+  // captured decode steps by (plan, T, N, S, seq table columns), and the buffers they point at
+  using graph_key = std::array<int64_t, 5>;
+  std::map<graph_key, void*> graphs_;
+  std::array<void*, 4> graph_buffers_{};
+  bool graphs_on_ = false;
+  void drop_graphs();
+  std::string spec_name() const;
   std::vector<int64_t> gather_counts_; // all-gather: vocabulary rows per rank
   std::vector<op_time> profile_;
   // step inputs (host)

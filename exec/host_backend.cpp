@@ -30,6 +30,10 @@ class host_backend final : public backend {
     std::memcpy(dst, src, bytes);
     return {};
   }
+  status copy(void* dst, const void* src, size_t bytes) override {
+    std::memmove(dst, src, bytes);
+    return {};
+  }
   status run(const kernels::kernel& k, const kernels::op_args& a,
              kernels::scratch_arena* scratch) override {
     kernels::exec_ctx ctx;

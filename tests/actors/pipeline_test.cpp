@@ -15,6 +15,7 @@
 #include "actors/host.hpp"
 #include "arch/synth.hpp"
 #include "exec/generator.hpp"
+#include "kernels/device.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -116,6 +117,36 @@ TEST(Pipeline, UnevenPlacement) {
   h = start(*p);
   ASSERT_TRUE(h);
   out = h->generate(greedy_request(single_device().prompt, 32));
+  ASSERT_TRUE(out);
+  EXPECT_EQ((*out)[0].tokens, single_device().tokens);
+}
+
+// Devices per stage and rank: pinned CPU shards give the single-device tokens; a GPU stage
+// either runs (a mixed CPU + GPU pipeline, token-exact) or, on a machine without one, refuses
+// the start naming the device and why.
+TEST(Pipeline, DevicesPlacedPerStage) {
+  auto p = parse_placement(stories()->config, "0-2:tp2@cpu:0;cpu:1,3-4:tp1@cpu");
+  ASSERT_TRUE(p);
+  auto h = start(*p);
+  ASSERT_TRUE(h);
+  auto out = h->generate(greedy_request(single_device().prompt, 32));
+  ASSERT_TRUE(out);
+  EXPECT_EQ((*out)[0].tokens, single_device().tokens);
+  p = parse_placement(stories()->config, "0-2:tp1@cuda:0,3-4:tp1@cpu");
+  ASSERT_TRUE(p);
+  host_options o;
+  o.place = *p;
+  auto g = host::start(stories(), o);
+  if (!kernels::cuda_available()) {
+    ASSERT_FALSE(g);
+    EXPECT_EQ(g.error().code, errc::unavailable);
+    EXPECT_NE(g.error().message.find("cuda:0"), std::string::npos) << g.error().message;
+    EXPECT_NE(g.error().message.find("lacks"), std::string::npos) << g.error().message;
+    return;
+  }
+  ASSERT_TRUE(g) << g.error().to_string();
+  ASSERT_TRUE((*g)->wait_ready(120));
+  out = (*g)->generate(greedy_request(single_device().prompt, 32));
   ASSERT_TRUE(out);
   EXPECT_EQ((*out)[0].tokens, single_device().tokens);
 }

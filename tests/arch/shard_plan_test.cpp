@@ -79,9 +79,39 @@ TEST(Placement, EvenAndExplicit) {
   ASSERT_TRUE(q);
   EXPECT_EQ(q->stages[1].tp, 1);
   EXPECT_EQ(q->stages[1].devices, std::vector<std::string>{"cpu:1"});
-  EXPECT_FALSE(parse_placement(c, "0-2:tp2"));          // layers 3-4 unplaced
-  EXPECT_FALSE(parse_placement(c, "0-1:tp2,3-4:tp1"));  // gap
-  EXPECT_FALSE(parse_placement(c, "0-5:tp1"));          // past the end
+  EXPECT_FALSE(parse_placement(c, "0-2:tp2"));         // layers 3-4 unplaced
+  EXPECT_FALSE(parse_placement(c, "0-1:tp2,3-4:tp1")); // gap
+  EXPECT_FALSE(parse_placement(c, "0-5:tp1"));         // past the end
   EXPECT_FALSE(parse_placement(c, "0-4:tpx"));
   EXPECT_FALSE(even_placement(c, 1, 6));
+}
+
+TEST(Placement, DevicesPerStageAndRank) {
+  const auto c = stories();
+  auto p = parse_placement(c, "0-1:tp1@cuda:0,2-4:tp2@cpu:0-1;cpu:2-3");
+  ASSERT_TRUE(p) << p.error().to_string();
+  EXPECT_EQ(p->to_string(), "0-1:tp1@cuda:0,2-4:tp2@cpu:0-1;cpu:2-3");
+  auto g = device_of(p->stages[0], 0);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(g->cuda);
+  EXPECT_EQ(g->index, 0);
+  auto r1 = device_of(p->stages[1], 1);
+  ASSERT_TRUE(r1);
+  EXPECT_FALSE(r1->cuda);
+  EXPECT_EQ(r1->cpus, (std::vector<int>{2, 3}));
+  auto none = device_of(even_placement(c, 1, 1)->stages[0], 0);
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->cuda);
+  EXPECT_EQ(none->text, "cpu");
+  // one device serves every rank of a stage
+  auto shared = parse_placement(c, "0-4:tp2@cuda:1");
+  ASSERT_TRUE(shared);
+  EXPECT_EQ(device_of(shared->stages[0], 1)->index, 1);
+  // refused with the reason: unknown kinds, bad numbers, a device count that is neither 1 nor TP
+  for (const char* bad : {"0-4:tp1@gpu", "0-4:tp1@cuda:x", "0-4:tp1@cuda:-1", "0-4:tp1@cpu:3-1",
+                          "0-4:tp2@cuda:0;cuda:1;cuda:2"}) {
+    auto r = parse_placement(c, bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("device"), std::string::npos) << r.error().message;
+  }
 }
