@@ -19,12 +19,13 @@
 #include "exec/generator.hpp"
 #include "kernels/cpu/probe.hpp"
 #include "kernels/cpu/report.hpp"
+#include "kernels/device.hpp"
 
 namespace troupe::cli {
 namespace {
 
 struct bench_opts {
-  std::string model, placement, kv_dtype = "f32";
+  std::string model, placement, kv_dtype = "f32", device = "cpu";
   int threads = 1, prompt_tokens = 64, gen_tokens = 64, repeats = 5, tp = 1, ep = 1, pp = 1;
   bool json = false, actors = false, no_fuse = false, profile = false;
 };
@@ -97,6 +98,14 @@ int run_bench(const bench_opts& o) {
     return fail(
         make_error(errc::invalid_argument, "--kv-dtype '{}': give f32, f16 or bf16", o.kv_dtype));
   ro.kv_dtype = *kvd;
+  const auto dev = parse_device(o.device);
+  if (!dev) return fail(dev.error());
+  if (dev->cuda) {
+    ro.where = kernels::backend::cuda;
+    ro.device = dev->index;
+    ro.max_rows = std::max(512, o.prompt_tokens);
+  }
+  ro.cpus = dev->cpus;
   ro.kv_blocks = (o.prompt_tokens + o.gen_tokens + 2 * ro.block_size) / ro.block_size + 2;
   auto gen = exec::generator::create(*m, ro);
   if (!gen) return fail(gen.error());
@@ -133,11 +142,23 @@ int run_bench(const bench_opts& o) {
       steps.insert(steps.end(), out->step_seconds.begin(), out->step_seconds.end());
     }
   }
-  // the ceilings of the threads that work at once: a stage's TP shards x threads each
+  // the ceilings of the threads that work at once: a stage's TP shards x threads each; on a
+  // GPU its copy bandwidth (its tensor-core peak is the part's figure: bench/gpu/check.sh)
   const int used = through_actors && o.placement.empty() ? o.threads * o.tp : o.threads;
-  const double bw = kernels::cpu::probe_read_bandwidth(used);
-  const double peak = kernels::cpu::probe_fma_peak(used);
-  const double int8_peak = kernels::cpu::probe_int8_peak(used);
+  double bw = 0, peak = 0, int8_peak = 0;
+  std::string device_name = "cpu";
+  if (dev->cuda) {
+    kernels::device* gpu = kernels::get_device(kernels::backend::cuda, dev->index);
+    if (!gpu) return fail(make_error(errc::unavailable, "no {}", o.device));
+    device_name = gpu->describe();
+    auto probed = kernels::probe_copy_bandwidth(*gpu);
+    if (!probed) return fail(probed.error());
+    bw = *probed;
+  } else {
+    bw = kernels::cpu::probe_read_bandwidth(used);
+    peak = kernels::cpu::probe_fma_peak(used);
+    int8_peak = kernels::cpu::probe_int8_peak(used);
+  }
   // which kernel path each class of weight matmul took (decode: < 8 tokens, prefill: 8+);
   // prefill's "% of peak" is against the int8 peak where its matmuls were int8
   const auto uses = kernels::cpu::matmul_uses();
@@ -177,6 +198,9 @@ int run_bench(const bench_opts& o) {
                         : "direct"},
       {"max_shard_resident_bytes", resident},
       {"cpu", kernels::cpu::cpu_features()},
+      {"device", device_name},
+      {"flops_per_token", flops_per_token},
+      {"ttft_ms", pre > 0 ? 1e3 * P / pre : 0.0},
       {"weight_bytes_per_token", bytes},
       {"decode_tok_s", dec},
       {"decode_us_per_token", 1e6 / dec},
@@ -192,7 +216,7 @@ int run_bench(const bench_opts& o) {
       {"fma_peak_gflop_s", peak / 1e9},
       {"int8_peak_gop_s", int8_peak / 1e9},
       {"prefill_peak", int8_prefill ? "int8" : "fma"},
-      {"prefill_pct_of_peak", 100.0 * pre * flops_per_token / pre_peak}};
+      {"prefill_pct_of_peak", pre_peak > 0 ? 100.0 * pre * flops_per_token / pre_peak : 0.0}};
   nlohmann::json paths = nlohmann::json::array();
   for (const auto& u : uses)
     paths.push_back({{"weights", u.weights},
@@ -223,6 +247,8 @@ int run_bench(const bench_opts& o) {
     std::puts(j.dump().c_str());
     return 0;
   }
+  if (dev->cuda)
+    std::printf("device %s: copy bandwidth %.0f GB/s\n", device_name.c_str(), bw / 1e9);
   std::printf(
       "model %s, %d thread(s)%s, cpu [%s]\n", (*m)->path.c_str(), o.threads,
       through_actors
@@ -237,12 +263,17 @@ int run_bench(const bench_opts& o) {
   if (!steps.empty())
     std::printf("decode steps: p50 %.1f us, p99 %.1f us, max %.1f us (%zu steps)\n", step_us(0.5),
                 step_us(0.99), step_us(1.0), steps.size());
-  std::printf("prefill: %8.1f tok/s  %7.1f GFLOP/s of %6.1f %s peak = %5.1f%%\n", pre,
-              pre * flops_per_token / 1e9, pre_peak / 1e9,
-              int8_prefill ? "GOP/s int8" : "GFLOP/s FMA",
-              100.0 * pre * flops_per_token / pre_peak);
-  std::printf("peaks (%d thread(s)): FMA %.1f GFLOP/s, int8 %.1f GOP/s\n", used, peak / 1e9,
-              int8_peak / 1e9);
+  if (dev->cuda) {
+    std::printf("prefill: %8.1f tok/s  %7.1f TFLOP/s (TTFT %.1f ms for %d tokens)\n", pre,
+                pre * flops_per_token / 1e12, pre > 0 ? 1e3 * P / pre : 0.0, o.prompt_tokens);
+  } else {
+    std::printf("prefill: %8.1f tok/s  %7.1f GFLOP/s of %6.1f %s peak = %5.1f%%\n", pre,
+                pre * flops_per_token / 1e9, pre_peak / 1e9,
+                int8_prefill ? "GOP/s int8" : "GFLOP/s FMA",
+                100.0 * pre * flops_per_token / pre_peak);
+    std::printf("peaks (%d thread(s)): FMA %.1f GFLOP/s, int8 %.1f GOP/s\n", used, peak / 1e9,
+                int8_peak / 1e9);
+  }
   for (const auto& u : uses)
     std::printf("matmul %-7s %-5s %-34s %10llu calls\n", u.prefill ? "prefill" : "decode",
                 u.weights.c_str(), u.path.c_str(), static_cast<unsigned long long>(u.calls));
@@ -286,6 +317,8 @@ void add_bench(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--json", o->json, "one JSON object");
   cmd->add_flag("--no-fuse", o->no_fuse, "run the unfused op sequence (for comparison)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type: f32, f16 or bf16");
+  cmd->add_option("--device", o->device,
+                  "where the single shard runs: cpu, cpu:A-B (pinned), cuda or cuda:N");
   cmd->add_flag("--profile", o->profile,
                 "time every node of the decode steps: weight matmuls against the rest");
   cmd->add_option("--tp", o->tp, "run through the actor pipeline with this TP")

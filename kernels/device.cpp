@@ -3,6 +3,7 @@
 #include "kernels/device.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <unistd.h>
@@ -76,6 +77,30 @@ expected<void*> device::capture_end(void*) {
 }
 status device::graph_launch(void*, void*) {
   return make_error(errc::unsupported, "{}: no captured graphs", describe());
+}
+
+expected<double> probe_copy_bandwidth(device& dev, size_t bytes, int reps) {
+  TROUPE_TRY(dev.make_current());
+  TROUPE_TRY_ASSIGN(a, device_buffer::allocate(dev, bytes));
+  TROUPE_TRY_ASSIGN(b, device_buffer::allocate(dev, bytes));
+  TROUPE_TRY_ASSIGN(stream, dev.stream_create());
+  auto done = [&](status st) {
+    (void)dev.stream_synchronize(stream);
+    dev.stream_destroy(stream);
+    return st;
+  };
+  // a first copy pages everything in
+  if (auto st = dev.copy_async(b.data(), a.data(), bytes, stream); !st) return done(st).error();
+  if (auto st = dev.stream_synchronize(stream); !st) return done(st).error();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < reps; ++r)
+    if (auto st =
+            dev.copy_async(r % 2 ? a.data() : b.data(), r % 2 ? b.data() : a.data(), bytes, stream);
+        !st)
+      return done(st).error();
+  if (auto st = done(dev.stream_synchronize(stream)); !st) return st.error();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 2.0 * static_cast<double>(bytes) * reps / s;
 }
 
 expected<device_buffer> device_buffer::allocate(device& dev, size_t bytes) {

@@ -72,6 +72,11 @@ bool cuda_available();
 /// insufficient ...)", "built without CUDA".
 std::string cuda_summary();
 
+/// Bytes per second a device moves copying within its own memory (reads plus writes), from
+/// `reps` copies of `bytes` on a stream of its own: the measured ceiling a bandwidth-bound
+/// kernel is judged against (for HBM, ~90% of the part's nominal figure).
+expected<double> probe_copy_bandwidth(device& dev, size_t bytes = size_t{256} << 20, int reps = 20);
+
 /// RAII device allocation.
 class device_buffer {
  public:
