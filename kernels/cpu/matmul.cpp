@@ -28,7 +28,9 @@
 #include <string>
 #include <vector>
 
+#ifdef TROUPE_HAVE_BLAS
 #include <cblas.h>
+#endif
 
 #include "core/half.hpp"
 #include "core/kquant.hpp"
@@ -38,7 +40,9 @@
 #include "kernels/cpu/report.hpp"
 #include "kernels/precision.hpp"
 
+#ifdef TROUPE_HAVE_BLAS
 extern "C" void openblas_set_num_threads(int);
+#endif
 
 namespace troupe::kernels::cpu {
 void gemm_nt_avx512(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
@@ -236,8 +240,13 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = 2;
     return m;
   }
+#ifdef TROUPE_HAVE_BLAS
   static const bool blas = std::getenv("TROUPE_BLAS") != nullptr; // read once, not per call
-  static const bool isa512 = std::string(tab.isa) == "avx512";    // the table never changes
+  constexpr bool have_blas = true;
+#else // built without BLAS (the GPU check's build): the portable loops take large steps too
+  constexpr bool blas = false, have_blas = false;
+#endif
+  static const bool isa512 = std::string(tab.isa) == "avx512"; // the table never changes
   static const bool simd = std::string(tab.isa) != "portable";
   if (m.T >= gemm_min_tokens && int8_acts(w.type) && gemm_for(tab, w.type) && !blas) {
     // the codes' offsets: q4_0's nibbles are value + 8, q8_0's bytes (AVX-512) value + 128,
@@ -255,7 +264,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = is_kquant(t) ? 2 : 8;
     return m;
   }
-  if (m.T >= gemm_min_tokens) {
+  if (m.T >= gemm_min_tokens && (simd || have_blas)) {
     // AVX-512 and AVX2: our dot-product GEMM; elsewhere a BLAS sgemm (TROUPE_BLAS=1 forces it)
     const bool ours = simd && !blas;
     m.nt512 = isa512;
@@ -410,6 +419,7 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     }
     break;
   case path::blas: {
+#ifdef TROUPE_HAVE_BLAS
     static const bool single = [] {
       openblas_set_num_threads(1); // our threads, not the library's
       return true;
@@ -422,6 +432,7 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
                   f32_rows(w, n, nn, K, rows), static_cast<int>(K), 0.0f, y + (n - n0),
                   static_cast<int>(ldy));
     }
+#endif
     break;
   }
   case path::portable: {

@@ -11,6 +11,7 @@
 #include "../test_paths.hpp"
 #include "arch/synth.hpp"
 #include "exec/backend.hpp"
+#include "exec/executor.hpp"
 #include "exec/generator.hpp"
 
 using namespace troupe;
@@ -112,6 +113,59 @@ TEST(Device, WeightTypesMatchTheCpu) {
     ASSERT_TRUE(synthesize(o)) << t;
     same_as_cpu(o.out, dtype::f32,
                 std::string(t) == "q4_0" || std::string(t) == "q8_0" ? 2e-2 : 2e-3);
+  }
+}
+
+// A pipeline of a GPU stage and a CPU stage (the hidden rows cross through host memory, as
+// between the shard actors): the greedy tokens of the CPU-only run.
+TEST(Device, GpuThenCpuPipelineMatchesTheCpu) {
+  NEED_GPU();
+  for (const char* path : {"stories260K/stories260K.gguf", "stories260K-hf"}) {
+    auto m = open_model(test::model_path(path));
+    ASSERT_TRUE(m);
+    const model_config& c = (*m)->config;
+    auto stage = [&](int begin, int end, kernels::backend where) {
+      shard_spec s;
+      s.layer_begin = begin;
+      s.layer_end = end;
+      s.first_stage = begin == 0;
+      s.last_stage = end == c.n_layer;
+      exec::exec_options o;
+      o.where = where;
+      o.kv_blocks = 16;
+      auto e = exec::executor::create(*m, s, o, nullptr);
+      EXPECT_TRUE(e) << (e ? "" : e.error().to_string());
+      return e ? std::move(*e) : nullptr;
+    };
+    const int half = static_cast<int>(c.n_layer / 2);
+    auto gpu = stage(0, half, kernels::backend::cuda);
+    auto cpu = stage(half, static_cast<int>(c.n_layer), kernels::backend::cpu);
+    ASSERT_TRUE(gpu && cpu);
+    auto whole = make(*m, kernels::backend::cpu);
+    const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 30, 90};
+    const auto want = greedy(*whole, prompt, 24);
+    batch b;
+    b.tokens = prompt;
+    batch_seq sq;
+    sq.seq_id = 1;
+    sq.count = static_cast<int32_t>(prompt.size());
+    sq.logits = true;
+    for (int32_t blk = 1; blk < 16; ++blk) sq.blocks.push_back(blk);
+    b.seqs = {sq};
+    std::vector<int32_t> got;
+    for (int i = 0; i < 24; ++i) {
+      std::vector<float> x, logits;
+      ASSERT_TRUE(gpu->forward(b, x, nullptr));
+      ASSERT_TRUE(cpu->forward(b, x, &logits));
+      ASSERT_EQ(static_cast<int64_t>(logits.size()), c.V);
+      const int32_t next =
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      got.push_back(next);
+      b.seqs[0].pos0 += b.seqs[0].count;
+      b.seqs[0].count = 1;
+      b.tokens = {next};
+    }
+    EXPECT_EQ(got, want.tokens) << path;
   }
 }
 
