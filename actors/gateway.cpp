@@ -63,7 +63,8 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   void handle(http_request req, std::shared_ptr<response_writer> w);
   void metrics(std::shared_ptr<response_writer> w);
   void render_metrics(const std::shared_ptr<response_writer>& w, const engine_stats* s,
-                      const std::vector<exec::expert_count>& remote_experts);
+                      const std::vector<exec::expert_count>& remote_experts,
+                      const std::vector<shard_report>& shards);
   void health(std::shared_ptr<response_writer> w);
   void generate(http_request req, std::shared_ptr<response_writer> w, bool chat);
 };
@@ -440,14 +441,36 @@ caf::behavior experts_probe(caf::event_based_actor* self, pool_actor pool,
   return {[](int) {}};
 }
 
+// Answers once with every shard's report from the supervisor (none on an error).
+caf::behavior shards_probe(caf::event_based_actor* self, supervisor_actor sup,
+                           std::function<void(std::vector<shard_report>)> done) {
+  self->request(sup, std::chrono::seconds(2), shards_atom::value)
+      .then(
+          [=](const std::vector<shard_report>& v) {
+            done(v);
+            self->quit();
+          },
+          [=](const caf::error&) {
+            done({});
+            self->quit();
+          });
+  return {[](int) {}};
+}
+
 void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
   auto& in = h->internals();
-  // the workers' expert counts first (with worker processes), then the engine's stats
+  // the workers' expert counts first (with worker processes), the shards' reports, then the
+  // engine's stats
   auto with_stats = [self = shared_from_this(), w](std::vector<exec::expert_count> remote) {
     auto& hi = self->h->internals();
-    hi.sys->spawn(stats_probe, hi.engine,
-                  [self, w, remote = std::move(remote)](const engine_stats* s) {
-                    self->render_metrics(w, s, remote);
+    hi.sys->spawn(shards_probe, hi.supervisor,
+                  [self, w, remote = std::move(remote)](std::vector<shard_report> shards) {
+                    auto& h2 = self->h->internals();
+                    h2.sys->spawn(
+                        stats_probe, h2.engine,
+                        [self, w, remote, shards = std::move(shards)](const engine_stats* s) {
+                          self->render_metrics(w, s, remote, shards);
+                        });
                   });
   };
   if (in.pool)
@@ -457,7 +480,8 @@ void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
 }
 
 void gateway::impl::render_metrics(const std::shared_ptr<response_writer>& w, const engine_stats* s,
-                                   const std::vector<exec::expert_count>& remote_experts) {
+                                   const std::vector<exec::expert_count>& remote_experts,
+                                   const std::vector<shard_report>& shards) {
   auto self = shared_from_this();
   {
     const std::string label = fmt::format("model_name=\"{}\"", self->info.model_name);
@@ -482,6 +506,27 @@ void gateway::impl::render_metrics(const std::shared_ptr<response_writer>& w, co
       for (const auto& e : experts)
         out += fmt::format("troupe_expert_tokens_total{{layer=\"{}\",expert=\"{}\"}} {}\n", e.layer,
                            e.expert, e.tokens);
+    }
+    if (!shards.empty()) { // where each shard runs and its device's memory when it loaded
+      out += "# HELP troupe_shard_device_memory_bytes Memory of the device a shard runs on (used "
+             "and free when it loaded).\n# TYPE troupe_shard_device_memory_bytes gauge\n";
+      for (const auto& r : shards) {
+        if (r.device.empty()) continue; // not loaded yet
+        std::string dev = r.device;
+        for (auto& ch : dev)
+          if (ch == '"' || ch == '\\' || ch == '\n') ch = ' ';
+        for (auto [state, v] :
+             {std::pair<const char*, int64_t>{"used", r.device_total - r.device_free},
+              {"free", r.device_free}})
+          out += fmt::format(
+              "troupe_shard_device_memory_bytes{{shard=\"{}\",device=\"{}\",state=\"{}\"}} {}\n",
+              r.name, dev, state, v);
+      }
+      out += "# HELP troupe_shard_resident_bytes Weight bytes a shard holds.\n# TYPE "
+             "troupe_shard_resident_bytes gauge\n";
+      for (const auto& r : shards)
+        out += fmt::format("troupe_shard_resident_bytes{{shard=\"{}\"}} {}\n", r.name,
+                           r.resident_bytes);
     }
     {
       const auto j = kernels::jit_counters();

@@ -51,6 +51,8 @@ void register_messages(caf::actor_system_config& cfg) {
   cfg.add_message_type<histogram>("troupe.histogram");
   cfg.add_message_type<engine_stats>("troupe.engine_stats");
   cfg.add_message_type<shard_order>("troupe.shard_order");
+  cfg.add_message_type<shard_report>("troupe.shard_report");
+  cfg.add_message_type<std::vector<shard_report>>("troupe.shard_reports");
   cfg.add_message_type<route_update>("troupe.route_update");
   cfg.add_message_type<std::vector<caf::actor>>("troupe.actor_vector");
   cfg.add_message_type<std::vector<std::vector<caf::actor>>>("troupe.actor_vector2");

@@ -93,6 +93,8 @@ using ping_atom = caf::atom_constant<caf::atom("ping")>;       // a worker's hea
 using hung_atom = caf::atom_constant<caf::atom("hung")>;       // a worker's shard is stuck
 using halt_atom = caf::atom_constant<caf::atom("halt")>; // abort a worker's UCX groups (epoch)
 using experts_atom = caf::atom_constant<caf::atom("experts")>; // a process's expert counts
+using device_atom = caf::atom_constant<caf::atom("device")>;   // where a shard runs, its memory
+using shards_atom = caf::atom_constant<caf::atom("shards")>;   // every shard's report
 
 /// Errors between actors carry troupe's code (category "troupe"): the gateway maps the code,
 /// never the text, to an HTTP status.
@@ -211,6 +213,19 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
 
 /// What a worker process needs to start one shard: the model (opened there from the same path),
 /// the shard's place and options, the --inject rules, and whom to report to.
+/// One shard as /metrics shows it: where it runs and that device's memory when it loaded.
+struct shard_report {
+  std::string name;   // "stage0.rank1"
+  std::string device; // "host (cpu)", "cuda:0 (NVIDIA H200, sm_90)"
+  int64_t resident_bytes = 0, device_total = 0, device_free = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_report& x) {
+  return f(caf::meta::type_name("shard_report"), x.name, x.device, x.resident_bytes, x.device_total,
+           x.device_free);
+}
+
 struct shard_order {
   std::string model_path;
   int32_t stage = 0, hop = 0;

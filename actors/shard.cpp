@@ -392,6 +392,9 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
   if (s.ucx)
     self->send(s.notify, group_atom::value, s.setup.stage, s.setup.spec.tp_rank,
                s.ucx->worker->address());
+  const auto mem = s.runner->device_memory();
+  self->send(s.notify, device_atom::value, s.setup.stage, s.setup.spec.tp_rank,
+             s.runner->device_name(), mem.total, mem.free);
   self->send(s.notify, ready_atom::value, s.setup.stage, s.setup.spec.tp_rank,
              s.runner->resident_bytes(), s.runner->kv_bytes());
   bool running = true;

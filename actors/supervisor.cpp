@@ -35,6 +35,8 @@ struct slot {
   int backoff_ms = 50;
   bool progressed = false; // this instance completed a step
   int64_t resident_bytes = 0;
+  std::string device; // where it runs (its device report)
+  int64_t device_total = 0, device_free = 0;
   // worker processes
   uint64_t generation = 0;      // spawn requests of an older generation are void
   bool placing = false;         // a spawn request is in flight
@@ -43,10 +45,19 @@ struct slot {
 
 // What a remote shard said before the spawn reply told us its handle.
 struct early_news {
-  bool has_address = false, has_ready = false;
+  bool has_address = false, has_ready = false, has_device = false;
   std::vector<uint8_t> address;
   int64_t resident = 0, kv = 0;
+  std::string device;
+  int64_t device_total = 0, device_free = 0;
 };
+
+// A shard's device report (from the network: bounded).
+void on_device(slot& s, const std::string& dev, int64_t total, int64_t free) {
+  s.device = dev.substr(0, 256);
+  s.device_total = std::max<int64_t>(total, 0);
+  s.device_free = std::clamp<int64_t>(free, 0, s.device_total);
+}
 
 struct supervisor_state {
   supervisor_setup setup;
@@ -117,6 +128,7 @@ void placed(state_ptr self, size_t i, shard_actor h) {
   early_news n = std::move(it->second);
   self->state.early.erase(it);
   if (n.has_address) on_address(self, i, std::move(n.address));
+  if (n.has_device) on_device(s, n.device, n.device_total, n.device_free);
   if (n.has_ready) on_ready(self, i, n.resident, n.kv);
 }
 
@@ -485,6 +497,24 @@ supervisor_impl::behavior_type supervisor_behavior(state_ptr self, supervisor_se
           return rp;
         }
         return epoch;
+      },
+      [=](device_atom, int32_t, int32_t, const std::string& dev, int64_t total, int64_t free) {
+        const int i = sender_slot(self);
+        if (i >= 0) return on_device(self->state.slots[static_cast<size_t>(i)], dev, total, free);
+        if (self->state.setup.pool) { // a remote shard whose spawn reply is still on its way
+          auto& n = self->state.early[caf::actor_cast<caf::actor_addr>(self->current_sender())];
+          n.has_device = true;
+          n.device = dev.substr(0, 256);
+          n.device_total = total;
+          n.device_free = free;
+        }
+      },
+      [=](shards_atom) -> std::vector<shard_report> {
+        std::vector<shard_report> out;
+        for (const auto& s : self->state.slots)
+          out.push_back({shard_name(s.setup.stage, s.setup.spec.tp_rank), s.device,
+                         s.resident_bytes, s.device_total, s.device_free});
+        return out;
       },
       [=](stats_atom) -> std::vector<int64_t> {
         std::vector<int64_t> out;

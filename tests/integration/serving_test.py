@@ -10,7 +10,8 @@
   load is survived: no 503 ever, /health 200 at the end;
 * a shard that can never run: --on-give-up exit leaves with status 3, retry keeps the process
   up with /health 503 naming the policy;
-* the start-up line and troupe_kv_blocks_total agree; `troupe generate` ends its text with a
+* the start-up line and troupe_kv_blocks_total agree; /metrics says where each shard runs and
+  its device's memory; `troupe generate` ends its text with a
   newline before the timing line.
 
 Usage: python serving_test.py PATH/TO/troupe
@@ -180,6 +181,20 @@ class Serving(unittest.TestCase):
             blocks = int(re.search(r"(\d+) KV blocks", line).group(1))
             text = urllib.request.urlopen(srv.url + "/metrics").read().decode()
             self.assertEqual(metric(text, "troupe_kv_blocks_total"), blocks)
+
+    def test_metrics_say_where_each_shard_runs(self):
+        with Server(TROUPE, "--tp", "2") as srv:
+            text = urllib.request.urlopen(srv.url + "/metrics").read().decode()
+            for rank in (0, 1):
+                used = re.search(r'troupe_shard_device_memory_bytes\{shard="stage0.rank%d",device="host \(cpu\)",'
+                                 r'state="used"\} (\d+)' % rank, text)
+                free = re.search(r'troupe_shard_device_memory_bytes\{shard="stage0.rank%d",device="[^"]*",'
+                                 r'state="free"\} (\d+)' % rank, text)
+                self.assertTrue(used and free, text)
+                self.assertGreater(int(used.group(1)), 0)
+                self.assertGreater(int(free.group(1)), 0)
+                resident = re.search(r'troupe_shard_resident_bytes\{shard="stage0.rank%d"\} (\d+)' % rank, text)
+                self.assertTrue(resident and int(resident.group(1)) > 0, text)
 
     def test_generate_ends_the_text_with_a_newline(self):
         out = subprocess.run([TROUPE, "generate", "-n", "8", "Once upon a time"], stdout=subprocess.PIPE,
