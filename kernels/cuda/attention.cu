@@ -53,6 +53,7 @@ __global__ void __launch_bounds__(32 * warps) attention_kernel(attn_args a) {
         break;
       }
     }
+    if (!blocks) return; // a row no sequence covers (the executor's batches cover all)
   }
   const long long first = a.window > 0 && qpos - a.window + 1 > 0 ? qpos - a.window + 1 : 0;
   const float slope =

@@ -31,9 +31,10 @@ __global__ void quantize_kernel(const float* x, uint8_t* q, long long blocks, bo
       for (int j = 0; j < q_block; ++j)
         out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(lroundf(v[j] * id)));
     } else {
-      for (int j = 0; j < q_block / 2; ++j) {
-        const int q0 = min(15, static_cast<int>(v[j] * id + 8.5f));
-        const int q1 = min(15, static_cast<int>(v[j + q_block / 2] * id + 8.5f));
+      for (int j = 0; j < q_block / 2; ++j) { // no fused multiply-add: the host rounds first
+        const int q0 = min(15, static_cast<int>(__fadd_rn(__fmul_rn(v[j], id), 8.5f)));
+        const int q1 =
+            min(15, static_cast<int>(__fadd_rn(__fmul_rn(v[j + q_block / 2], id), 8.5f)));
         out[2 + j] = static_cast<uint8_t>(q0 | (q1 << 4));
       }
     }

@@ -266,7 +266,10 @@ void register_cuda_kernels(registry& r) {
       [](const op_args& a) {
         const dtype c = a.dst.type;
         const auto &k = a.src[0], &v = a.src[3], &q = a.src[4];
-        const bool fits = k.dims.rank == 3 && k.dims[1] * k.dims[2] <= 12288; // 48 KB staging
+        // a 16-bit cache stages k in shared memory: 48 KB less the 2 KB of angles
+        const bool fits =
+            k.dims.rank == 3 &&
+            (c == dtype::f32 || k.dims[1] * k.dims[2] <= (48 * 1024 - 2048) / 4); // 48 KB staging
         return k.type == dtype::f32 && (c == dtype::f32 || c == dtype::f16 || c == dtype::bf16) &&
                a.p.rope.rot_dim <= cuda::rope_max_rot_dim() && fits &&
                (!v.data || (v.type == dtype::f32 && a.dst2.type == c)) &&

@@ -10,8 +10,11 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/precision.hpp"
@@ -31,55 +34,104 @@ struct plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   bool ok = false;
+  ~plan() {
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
 };
 
+// (N, T, K, type, alignment of W, of x, of y): the heuristic may only pick an algorithm for
+// the alignments the call has (its default assumes 256 bytes; the executor's buffers are 64)
+using plan_key = std::tuple<long long, long long, long long, int, int, int, int>;
+
+// per thread, device and stream: a workspace serves one stream at a time
 struct lt_state {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
-  std::map<std::tuple<long long, long long, long long, int>, plan> plans; // (N, T, K, type)
+  std::map<plan_key, plan> plans;
+  ~lt_state() {
+    plans.clear();
+    if (workspace) cudaFree(workspace);
+    if (handle) cublasLtDestroy(handle);
+  }
 };
 
-expected<lt_state*> state_for_current_device() {
-  thread_local std::map<int, lt_state> states;
+expected<lt_state*> state_for(cudaStream_t stream) {
+  thread_local std::map<std::pair<int, cudaStream_t>, lt_state> states;
   int dev = 0;
   cudaGetDevice(&dev);
-  lt_state& st = states[dev];
+  lt_state& st = states[{dev, stream}];
   if (!st.handle) {
     if (auto s = cublasLtCreate(&st.handle); s != CUBLAS_STATUS_SUCCESS)
       return lt_error(s, "cublasLtCreate");
     if (auto e = cudaMalloc(&st.workspace, workspace_bytes); e != cudaSuccess) {
       cublasLtDestroy(st.handle);
       st.handle = nullptr;
+      st.workspace = nullptr;
       return make_error(errc::out_of_memory, "cublasLt workspace: {}", cudaGetErrorString(e));
     }
   }
   return &st;
 }
 
-expected<plan*> plan_for(lt_state& st, long long N, long long T, long long K, cudaDataType_t t) {
-  plan& p = st.plans[{N, T, K, static_cast<int>(t)}];
+// The largest power of two, up to 256, that divides the address.
+int alignment(const void* p) {
+  const auto u = reinterpret_cast<uintptr_t>(p);
+  int a = 256;
+  while (a > 1 && u % static_cast<uintptr_t>(a)) a /= 2;
+  return a;
+}
+
+status lt_check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) return lt_error(s, what);
+  return {};
+}
+
+expected<plan*> plan_for(lt_state& st, long long N, long long T, long long K, cudaDataType_t t,
+                         int align_w, int align_x, int align_y) {
+  plan& p = st.plans[{N, T, K, static_cast<int>(t), align_w, align_x, align_y}];
   if (p.desc) {
     if (!p.ok) return make_error(errc::unsupported, "cublasLt: no algorithm for this shape");
     return &p;
   }
-  if (auto s = cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-      s != CUBLAS_STATUS_SUCCESS)
-    return lt_error(s, "MatmulDescCreate");
+  TROUPE_TRY(lt_check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                      "MatmulDescCreate"));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
-  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-  cublasLtMatrixLayoutCreate(&p.a, t, K, N, K);
-  cublasLtMatrixLayoutCreate(&p.b, t, K, T, K);
-  cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, N, T, N);
+  TROUPE_TRY(
+      lt_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
+               "TRANSA"));
+  TROUPE_TRY(
+      lt_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
+               "TRANSB"));
+  TROUPE_TRY(lt_check(cublasLtMatrixLayoutCreate(&p.a, t, K, N, K), "layout A"));
+  TROUPE_TRY(lt_check(cublasLtMatrixLayoutCreate(&p.b, t, K, T, K), "layout B"));
+  TROUPE_TRY(lt_check(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, N, T, N), "layout D"));
   cublasLtMatmulPreference_t pref = nullptr;
-  cublasLtMatmulPreferenceCreate(&pref);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                       &workspace_bytes, sizeof(workspace_bytes));
+  TROUPE_TRY(lt_check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate"));
+  const uint32_t aw = static_cast<uint32_t>(align_w), ax = static_cast<uint32_t>(align_x),
+                 ay = static_cast<uint32_t>(align_y);
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, const uint32_t*> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ay},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ay}};
+  status set =
+      lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &workspace_bytes, sizeof(workspace_bytes)),
+               "workspace preference");
+  for (auto [attr, v] : aligns)
+    if (set)
+      set = lt_check(cublasLtMatmulPreferenceSetAttribute(pref, attr, v, sizeof(*v)),
+                     "alignment preference");
   cublasLtMatmulHeuristicResult_t r{};
   int found = 0;
-  const auto s =
-      cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.a, p.b, p.d, p.d, pref, 1, &r, &found);
+  const auto s = set ? cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.a, p.b, p.d, p.d, pref,
+                                                      1, &r, &found)
+                     : CUBLAS_STATUS_NOT_SUPPORTED;
   cublasLtMatmulPreferenceDestroy(pref);
+  if (!set) return set.error();
   p.ok = s == CUBLAS_STATUS_SUCCESS && found > 0;
   if (!p.ok) return make_error(errc::unsupported, "cublasLt: no algorithm for this shape");
   p.algo = r.algo;
@@ -102,10 +154,11 @@ status gemm_lt(const op_args& a, const exec_ctx& c) {
   const bool bf16 = a.src[1].type == dtype::bf16;
   const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
   if (K % 8 != 0) return make_error(errc::unsupported, "cublasLt: K {} not a multiple of 8", K);
-  TROUPE_TRY_ASSIGN(st, state_for_current_device());
-  TROUPE_TRY_ASSIGN(p, plan_for(*st, N, T, K, t));
+  auto s = static_cast<cudaStream_t>(c.stream);
+  TROUPE_TRY_ASSIGN(st, state_for(s));
   const bool exact = exact_activations();
-  const size_t half_bytes = static_cast<size_t>(T * K) * 2;
+  // the remainder half starts 256-byte aligned after the rounded one
+  const size_t half_bytes = (static_cast<size_t>(T * K) * 2 + 255) / 256 * 256;
   scratch_bytes sb;
   if (c.scratch) sb.ptr = c.scratch->alloc(half_bytes * (exact ? 2 : 1));
   if (!sb.ptr) {
@@ -115,15 +168,19 @@ status gemm_lt(const op_args& a, const exec_ctx& c) {
   }
   void* hi = sb.ptr;
   void* lo = exact ? static_cast<char*>(sb.ptr) + half_bytes : nullptr;
-  auto s = static_cast<cudaStream_t>(c.stream);
+  float* y = a.dst.as<float>();
+  const int ax = std::min(alignment(hi), lo ? alignment(lo) : 256);
+  TROUPE_TRY_ASSIGN(p, plan_for(*st, N, T, K, t, alignment(a.src[1].data), ax, alignment(y)));
   TROUPE_TRY(launch_to_half(a.src[0].as<float>(), hi, lo, T * K, bf16, c));
   const float one = 1.0f, zero = 0.0f;
-  float* y = a.dst.as<float>();
   auto run = [&](const void* x, const float* beta) -> status {
     const auto r = cublasLtMatmul(st->handle, p->desc, &one, a.src[1].data, p->a, x, p->b, beta, y,
                                   p->d, y, p->d, &p->algo, st->workspace, workspace_bytes, s);
-    if (r != CUBLAS_STATUS_SUCCESS) return lt_error(r, "Matmul");
-    return {};
+    // a refusal of these operands after all: the caller's own kernel runs instead (it writes y
+    // whole)
+    if (r == CUBLAS_STATUS_NOT_SUPPORTED || r == CUBLAS_STATUS_INVALID_VALUE)
+      return make_error(errc::unsupported, "cublasLt: {}", cublasLtGetStatusString(r));
+    return lt_check(r, "Matmul");
   };
   TROUPE_TRY(run(hi, &zero));
   if (exact) TROUPE_TRY(run(lo, &one));

@@ -6,7 +6,7 @@
 //    streamed by the whole warp: what decode needs is HBM bandwidth, nothing else;
 //  - tiled (larger steps whose weights cuBLASLt does not take: f32 and the quantized types):
 //    64 x 64 output tiles, K in slices of 32 staged (dequantized) in shared memory.
-// bf16 / f16 weights with 16+ tokens go to cuBLASLt's tensor cores instead (gemm_lt.cpp).
+// bf16 weights with 16+ tokens go to cuBLASLt's tensor cores instead (gemm_lt.cpp).
 #include "kernels/cuda/common.cuh"
 
 namespace troupe::kernels::cuda {
@@ -213,7 +213,9 @@ status launch_matmul(const op_args& a, const exec_ctx& c) {
     }
     return check_launch("gemv", c);
   }
-  if ((wt == dtype::bf16 || wt == dtype::f16) && T >= 16) {
+  // bf16 only: f16 activations would overflow past 65504, which some models' down-projection
+  // inputs reach; f16 weights keep f32 activations in the tiled kernel
+  if (wt == dtype::bf16 && T >= 16) {
     auto st = gemm_lt(a, c); // tensor cores; falls back below when cuBLASLt declines
     if (st || st.error().code != errc::unsupported) return st;
   }

@@ -55,6 +55,7 @@ __global__ void layernorm_kernel(const float* x, const float* w, const float* b,
 } // namespace
 
 status launch_rmsnorm(const op_args& a, const exec_ctx& c) {
+  if (a.src[0].rows() == 0) return {};
   rmsnorm_kernel<<<static_cast<unsigned>(a.src[0].rows()), 256, 0, stream_of(c)>>>(
       a.src[0].as<float>(), nullptr, a.src[1].as<float>(), a.dst.as<float>(), nullptr,
       a.src[0].cols(), a.p.eps);
@@ -62,6 +63,7 @@ status launch_rmsnorm(const op_args& a, const exec_ctx& c) {
 }
 
 status launch_add_rmsnorm(const op_args& a, const exec_ctx& c) {
+  if (a.src[0].rows() == 0) return {};
   rmsnorm_kernel<<<static_cast<unsigned>(a.src[0].rows()), 256, 0, stream_of(c)>>>(
       a.src[0].as<float>(), a.src[1].as<float>(), a.src[2].as<float>(), a.dst.as<float>(),
       a.dst2.as<float>(), a.src[0].cols(), a.p.eps);
@@ -69,6 +71,7 @@ status launch_add_rmsnorm(const op_args& a, const exec_ctx& c) {
 }
 
 status launch_layernorm(const op_args& a, const exec_ctx& c) {
+  if (a.src[0].rows() == 0) return {};
   layernorm_kernel<<<static_cast<unsigned>(a.src[0].rows()), 256, 0, stream_of(c)>>>(
       a.src[0].as<float>(), a.src[1].as<float>(), a.src[2].data ? a.src[2].as<float>() : nullptr,
       a.dst.as<float>(), a.src[0].cols(), a.p.eps);

@@ -49,7 +49,7 @@ struct run_result {
   double seconds_per_call = 0;
 };
 
-// The case's tolerance on backend b. The GPU's tensor-core GEMMs (bf16 / f16 weights, 16+
+// The case's tolerance on backend b. The GPU's tensor-core GEMMs (bf16 weights, 16+
 // tokens) round each activation to the weights' type unless exact activations were asked for
 // (TROUPE_EXACT_ACTIVATIONS=1: ops.cuda_exact checks that path at the case's own tolerance):
 // the error of one bf16 rounding per activation, nmse about 1.3e-6.
@@ -58,8 +58,7 @@ tolerance tolerance_on(backend b, const op_case& c) {
   const bool gemm_op =
       c.kind == op::matmul || c.kind == op::matmul_swiglu || c.kind == op::matmul_qkv;
   if (b == backend::cuda && gemm_op && !exact_activations() && c.src.size() > 1 &&
-      (c.src[1].type == dtype::bf16 || c.src[1].type == dtype::f16) && c.src[0].present &&
-      c.src[0].dims[0] >= 16) {
+      c.src[1].type == dtype::bf16 && c.src[0].present && c.src[0].dims[0] >= 16) {
     t.nmse = std::max(t.nmse, 1e-5);
     t.max_abs = std::max(t.max_abs, 5e-2);
   }
