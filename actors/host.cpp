@@ -56,6 +56,35 @@ host::~host() {
   impl_->sys.reset(); // joins every actor
 }
 
+namespace {
+
+// An NCCL group for a stage whose ranks each own a distinct GPU of this process (null
+// otherwise, or where NCCL is missing or fails: the stage then sums through host memory).
+std::shared_ptr<transport::nccl_group> nccl_for(const stage_spec& st) {
+#ifdef TROUPE_HAVE_NCCL
+  std::vector<int> gpus;
+  for (int r = 0; r < st.tp; ++r) {
+    auto d = device_of(st, r);
+    if (!d || !d->cuda) return nullptr;
+    for (int g : gpus)
+      if (g == d->index) return nullptr; // NCCL takes one rank per GPU
+    gpus.push_back(d->index);
+  }
+  auto g = transport::nccl_group::create(gpus);
+  if (!g) {
+    TROUPE_LOG_WARN("host", "layers {}-{}: no NCCL group ({}); their sums go through host memory",
+                    st.layer_begin, st.layer_end - 1, g.error().message);
+    return nullptr;
+  }
+  return *g;
+#else
+  (void)st;
+  return nullptr;
+#endif
+}
+
+} // namespace
+
 expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> m, host_options o) {
   const model_config& c = m->config;
   if (o.place.stages.empty()) {
@@ -183,8 +212,12 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   for (size_t s = 0; s < o.place.stages.size(); ++s) {
     const auto& st = o.place.stages[s];
     // the stage's in-process TP group: its shards join it, this process's node aborts it
-    const auto group =
-        st.tp > 1 && o.workers == 0 ? transport::inproc_group::create(st.tp) : nullptr;
+    std::shared_ptr<transport::inproc_group> group;
+    std::shared_ptr<transport::nccl_group> nccl;
+    if (st.tp > 1 && o.workers == 0) {
+      nccl = nccl_for(st); // its ranks on distinct GPUs: sums on the GPUs
+      if (!nccl) group = transport::inproc_group::create(st.tp);
+    }
     for (int r = 0; r < st.tp; ++r) {
       shard_setup sh;
       sh.model = m;
@@ -206,6 +239,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
       sh.routes = routes;
       sh.watch = watch;
       sh.group = group;
+      sh.nccl = nccl;
       sh.faults = faults;
       ss.shards.push_back(std::move(sh));
     }

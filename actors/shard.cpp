@@ -186,6 +186,13 @@ struct shard {
       p.abort = [g = setup.group](uint64_t epoch, const std::string& why) {
         if (g->epoch() < epoch) g->abort(why); // not one reset for this epoch already
       };
+    } else if (setup.nccl) {
+#ifdef TROUPE_HAVE_NCCL
+      p.waiting = [] { return false; }; // NCCL enqueues; a hung peer shows as a stuck step
+      p.abort = [g = setup.nccl](uint64_t epoch, const std::string& why) {
+        if (g->epoch() < epoch) g->abort(why);
+      };
+#endif
     }
     setup.watch->enlist(self->id(), std::move(p));
   }
@@ -366,6 +373,9 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
   s.routes = s.setup.routes;
   s.label = shard_name(s.setup.stage, s.setup.spec.tp_rank);
   if (s.setup.group) s.comm = s.setup.group->join(s.setup.spec.tp_rank);
+#ifdef TROUPE_HAVE_NCCL
+  if (s.setup.nccl) s.comm = s.setup.nccl->join(s.setup.spec.tp_rank);
+#endif
   if (s.setup.ucx) {
     auto ctx = process_ucx();
     auto w = ctx ? transport::ucx_worker::create(*ctx)

@@ -18,6 +18,7 @@
 #include "engine/fault_plan.hpp"
 #include "exec/executor.hpp"
 #include "transport/inproc_group.hpp"
+#include "transport/nccl_group.hpp"
 
 namespace troupe::actors {
 
@@ -31,6 +32,7 @@ struct shard_setup {
   routing_table routes;            // the routes when it starts; the supervisor's updates follow
   std::shared_ptr<watchdog> watch; // its process's hang watchdog (stamped around each step)
   std::shared_ptr<transport::inproc_group> group; // in-process TP group (null: none or UCX)
+  std::shared_ptr<transport::nccl_group> nccl;    // instead, over NCCL: a stage on its own GPUs
   bool ucx = false;            // in a worker process: TP group and stage boundaries over UCX
   double group_timeout_s = 60; // a UCX collective waiting longer fails
   int worker_rank = -1;        // the worker process it lives in (-1: the coordinator's)

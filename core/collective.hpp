@@ -1,11 +1,13 @@
 // collective.hpp: a communication group as an interface, the one contract that the
 // in-process group (transport/inproc_group), the UCX group between processes
-// (transport/ucx_group) and later NCCL implement. Every rank of a group calls the same
+// (transport/ucx_group) and NCCL between the GPUs of one process (transport/nccl_group: device
+// memory, on the member's stream) implement. Every rank of a group calls the same
 // collective operations in the same order; point-to-point send/recv pair up per (sender,
 // receiver) in call order.
 //   all_reduce_sum   in place, f32 or bf16; every rank ends with bit-identical sums, taken in
 //                    the fixed order rank 0, 1, ..., N-1 (bf16 accumulates in f32 and rounds
-//                    once), so one process and N processes give the same bits
+//                    once), so one process and N processes give the same bits (NCCL: the
+//                    same bits on every rank, in NCCL's order of summation)
 //   all_gather       rank r contributes counts[r] elements; out holds them in rank order
 //   reduce_scatter   in holds N blocks (counts[k] elements for rank k); rank r gets the sum,
 //                    in rank order, of every rank's block r
@@ -58,6 +60,10 @@ class collective {
   /// died or a step was lost. reset() moves the group to `epoch` and lets it run again.
   virtual void abort(std::string reason) = 0;
   virtual void reset(uint64_t epoch) = 0;
+  /// True when the operations take the member's device memory and are enqueued on the stream
+  /// given by set_stream (NCCL); false: host memory, done when the call returns.
+  virtual bool device_memory() const { return false; }
+  virtual void set_stream(void* stream) {}
 
   /// `type` is f32 or bf16 for the reductions; any scalar type for the moves.
   virtual status all_reduce_sum(void* data, int64_t n, dtype type) = 0;

@@ -51,6 +51,9 @@ class backend {
     return make_error(errc::unsupported, "no captured graphs");
   }
   virtual void destroy_graph(void* graph) {}
+  /// The queue its kernels run on (cudaStream_t), for a collective on device memory; null on
+  /// the host.
+  virtual void* stream() const { return nullptr; }
   virtual memory_info memory() const = 0;
   /// True when the device reads host memory directly (weights stay mapped, no upload).
   virtual bool host_memory() const = 0;

@@ -55,6 +55,7 @@ class device_backend final : public backend {
   expected<void*> end_capture() override { return dev_->capture_end(stream_); }
   status launch_graph(void* graph) override { return dev_->graph_launch(graph, stream_); }
   void destroy_graph(void* graph) override { dev_->graph_destroy(graph); }
+  void* stream() const override { return stream_; }
   memory_info memory() const override { return {dev_->memory_total(), dev_->memory_free()}; }
   bool host_memory() const override { return false; }
 

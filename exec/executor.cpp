@@ -154,9 +154,24 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
   // element-wise programs: compiled by the JIT for the CPU; where it cannot, composed from
   // primitive ops (the reference backend interprets them as they are)
   if (opt.where == kernels::backend::cuda && !whole.programs.empty()) {
-    // no device JIT yet: every program as primitive ops
-    const int n =
-        graph::expand_elementwise(whole, [](const kernels::ew_program&) { return false; });
+    // NVRTC builds each program for the GPU; one it cannot is composed from primitive ops
+    if (auto* gpu = kernels::get_device(kernels::backend::cuda, opt.device))
+      TROUPE_TRY(gpu->make_current());
+    std::vector<const kernels::ew_program*> built;
+    for (auto& prog : whole.programs) {
+      if (auto st = kernels::jit_prepare_gpu(*prog); st) {
+        built.push_back(prog.get());
+      } else {
+        static std::once_flag said;
+        std::call_once(said, [&] {
+          TROUPE_LOG_WARN("exec", "{}; element-wise programs run as compositions of primitive ops",
+                          st.error().message);
+        });
+      }
+    }
+    const int n = graph::expand_elementwise(whole, [&](const kernels::ew_program& p) {
+      return std::find(built.begin(), built.end(), &p) != built.end();
+    });
     for (int i = 0; i < n; ++i) kernels::jit_count_composed();
   }
   if (opt.where == kernels::backend::cpu && !whole.programs.empty()) {
@@ -251,6 +266,28 @@ status executor::grow_arena(int64_t T) {
   arena_ = std::move(a);
   scratch_ = std::move(sc);
   arena_rows_ = rows;
+  return {};
+}
+
+status executor::gather_on_device(const tensor_view& part, const tensor_view& all, int64_t N) {
+  std::vector<int64_t> counts(gather_counts_.size());
+  int64_t total = 0;
+  for (size_t r = 0; r < counts.size(); ++r) total += counts[r] = N * gather_counts_[r];
+  if (static_cast<size_t>(total) * sizeof(float) > scratch_.size())
+    return make_error(errc::internal, "gathered logits ({} values) exceed the scratch", total);
+  auto* buf = static_cast<float*>(scratch_.data()); // the ranks' blocks, in rank order
+  TROUPE_TRY(comm_->all_gather(part.as<float>(), buf, counts));
+  // rank r's block is [N, Vs_r]: interleave into rows of V
+  const int64_t V = all.cols();
+  int64_t base = 0, v0 = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    const int64_t vs = gather_counts_[r];
+    for (int64_t k = 0; k < N; ++k)
+      TROUPE_TRY(be_->copy(all.as<float>() + k * V + v0, buf + base + k * vs,
+                           static_cast<size_t>(vs) * sizeof(float)));
+    base += counts[r];
+    v0 += vs;
+  }
   return {};
 }
 
@@ -487,6 +524,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
                       c.C);
   // the arena and the scratch grow with the largest step seen
   TROUPE_TRY(grow_arena(T));
+  if (comm_ && on_device_ && comm_->device_memory()) comm_->set_stream(be_->stream());
   // step inputs
   tokens_.assign(b.tokens.begin(), b.tokens.end());
   tokens_local_.resize(static_cast<size_t>(T));
@@ -622,7 +660,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
         if (!comm_)
           return make_error(errc::internal, "TP {} shard without a collective", spec_.tp_size);
         TROUPE_TRY_ASSIGN(t, view(n.in[0]));
-        if (on_device_) { // the group sums host memory: through the host
+        if (on_device_ && !comm_->device_memory()) { // the group sums host memory: through it
           const size_t bytes = static_cast<size_t>(t.numel()) * sizeof(float);
           host_tmp_.resize(static_cast<size_t>(t.numel()));
           TROUPE_TRY(be_->download(host_tmp_.data(), t.data, bytes));
@@ -643,6 +681,10 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
         for (size_t r = 0; r < counts.size(); ++r) total += counts[r] = N * gather_counts_[r];
         gathered.resize(static_cast<size_t>(total));
         const float* mine = part.as<float>();
+        if (on_device_ && comm_->device_memory()) { // NCCL: gathered on the GPUs
+          TROUPE_TRY(gather_on_device(part, all, N));
+          continue;
+        }
         if (on_device_) { // the group gathers host memory: through the host
           host_tmp_.resize(static_cast<size_t>(part.numel()));
           TROUPE_TRY(be_->download(host_tmp_.data(), part.data,

@@ -122,6 +122,8 @@ class executor {
   kernels::device_buffer arena_, scratch_;
   int64_t arena_rows_ = 0; // rows the arena holds now
   status grow_arena(int64_t T);
+  // vocabulary-parallel logits gathered by a collective on device memory (NCCL)
+  status gather_on_device(const tensor_view& part, const tensor_view& all, int64_t N);
   // device backends: the weights uploaded (views point here), the step inputs and the hidden
   // rows of a step uploaded once each, and host buffers for collectives over host memory
   bool on_device_ = false;

@@ -25,4 +25,8 @@ device* get_cuda_device(int) {
 
 void register_cuda_kernels(registry&) {}
 
+status jit_prepare_gpu(const ew_program&) {
+  return make_error(errc::unavailable, "built without CUDA");
+}
+
 } // namespace troupe::kernels

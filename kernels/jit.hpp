@@ -3,8 +3,9 @@
 // system compiler (TROUPE_JIT_CXX, else $CXX, else c++) into a shared object cached under
 // TROUPE_JIT_DIR (default ~/.cache/troupe/jit) by the program's hash, and loaded with
 // dlopen. TROUPE_JIT=0 turns it off. Where no compiler works, prepare() says why (once in
-// the log) and the caller composes the program from primitive ops instead. Counters for
-// /metrics. Thread-safe. Tests: tests/kernels/expr_test.cpp
+// the log) and the caller composes the program from primitive ops instead. On a GPU, NVRTC
+// builds the program as a kernel (jit_prepare_gpu). Counters for /metrics. Thread-safe. Tests:
+// tests/kernels/expr_test.cpp
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,9 @@ struct jit_stats {
 
 /// Sets p.compiled; an error (unavailable: no compiler, or TROUPE_JIT=0) leaves it null.
 status jit_prepare(ew_program& p);
+/// Compiles p for the current GPU with NVRTC (kernels/cuda/jit_nvrtc.cpp); unavailable without
+/// CUDA, NVRTC, a GPU, or with TROUPE_JIT=0 (the executor composes the program instead).
+status jit_prepare_gpu(const ew_program& p);
 jit_stats jit_counters();
 void jit_count_composed();
 

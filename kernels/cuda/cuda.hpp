@@ -37,6 +37,10 @@ status launch_concat(const op_args& a, const exec_ctx& c);
 status launch_head_matmul(const op_args& a, const exec_ctx& c);
 status launch_moe_router(const op_args& a, const exec_ctx& c);
 status launch_moe(const op_args& a, const exec_ctx& c);
+/// An element-wise program (expr.hpp) compiled with NVRTC at its first use (jit_nvrtc.cpp).
+status launch_elementwise(const op_args& a, const exec_ctx& c);
+/// Compiles it now for the current device (the executor does this when a model loads).
+status jit_prepare_gpu(const ew_program& p);
 
 /// matmul with bf16 / f16 weights on the tensor cores (cuBLASLt); unsupported when cuBLASLt
 /// has no algorithm for the shape (launch_matmul then runs its own kernel).

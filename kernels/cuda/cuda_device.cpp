@@ -13,6 +13,7 @@
 #include "core/log.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/device.hpp"
+#include "kernels/expr.hpp"
 #include "kernels/precision.hpp"
 #include "kernels/registry.hpp"
 
@@ -219,6 +220,13 @@ bool contig(const op_args& a) {
 }
 } // namespace
 
+status jit_prepare_gpu(const ew_program& p) {
+  const char* off = std::getenv("TROUPE_JIT");
+  if (off && std::string(off) == "0") return make_error(errc::unavailable, "TROUPE_JIT=0");
+  if (!cuda_available()) return make_error(errc::unavailable, "no GPU");
+  return cuda::jit_prepare_gpu(p);
+}
+
 void register_cuda_kernels(registry& r) {
   if (!cuda_available()) return;
   auto f32 = [](const op_args& a) {
@@ -329,6 +337,15 @@ void register_cuda_kernels(registry& r) {
         return a.src[0].type == dtype::f32 && E <= 4096 && contig(a); // shared memory: 2 E + 2 G
       },
       cuda::launch_moe_router);
+  r.add(
+      op::elementwise, backend::cuda, "nvrtc",
+      [](const op_args& a) {
+        if (!a.p.program || a.p.program->sources > 4 || a.dst.type != dtype::f32) return false;
+        for (int i = 0; i < a.p.program->sources; ++i)
+          if (a.src[static_cast<size_t>(i)].type != dtype::f32) return false;
+        return contig(a);
+      },
+      cuda::launch_elementwise);
   r.add(
       op::moe, backend::cuda, "f32|f16|bf16|q8_0|q4_0",
       [](const op_args& a) {

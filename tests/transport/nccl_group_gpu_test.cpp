@@ -1,0 +1,96 @@
+// nccl_group_gpu_test.cpp (label gpu): the NCCL group's operations on two GPUs (skipped,
+// saying why, with fewer). Each rank runs on its own thread with its own stream, as the shards
+// of a stage do; results are compared with the sums taken on the host.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "kernels/device.hpp"
+#include "transport/nccl_group.hpp"
+
+using namespace troupe;
+using transport::nccl_group;
+
+namespace {
+
+int gpus() {
+  int n = 0;
+  while (kernels::get_device(kernels::backend::cuda, n)) ++n;
+  return n;
+}
+
+// Runs body(rank, device, stream, member) on one thread per rank.
+template <class Body>
+void on_ranks(const std::shared_ptr<nccl_group>& g, Body body) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < g->size(); ++r)
+    threads.emplace_back([&, r] {
+      kernels::device* d = kernels::get_device(kernels::backend::cuda, r);
+      ASSERT_TRUE(d->make_current());
+      auto s = d->stream_create();
+      ASSERT_TRUE(s);
+      auto m = g->join(r);
+      ASSERT_TRUE(m);
+      EXPECT_TRUE(m->device_memory());
+      m->set_stream(*s);
+      m->arm(g->epoch(), 1);
+      body(r, *d, *s, *m);
+      d->stream_destroy(*s);
+    });
+  for (auto& t : threads) t.join();
+}
+
+} // namespace
+
+TEST(NcclGroupOnGpus, EveryOperationAgreesWithTheHost) {
+  if (gpus() < 2) GTEST_SKIP() << "needs two GPUs (" << kernels::cuda_summary() << ")";
+  auto g = nccl_group::create({0, 1});
+  ASSERT_TRUE(g) << g.error().to_string();
+  const int64_t n = 1000;
+  on_ranks(*g, [&](int r, kernels::device& d, void* s, collective& m) {
+    std::vector<float> x(n), back(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((r + 1) * i);
+    auto buf = kernels::device_buffer::allocate(d, 4 * n * sizeof(float));
+    ASSERT_TRUE(buf);
+    auto* p = static_cast<float*>(buf->data());
+    ASSERT_TRUE(d.upload(p, x.data(), n * sizeof(float)));
+    // all-reduce: (1 + 2) i
+    ASSERT_TRUE(m.all_reduce_sum(p, n, dtype::f32));
+    ASSERT_TRUE(d.stream_synchronize(s));
+    ASSERT_TRUE(d.download(back.data(), p, n * sizeof(float)));
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 3.0f * i) << i;
+    // all-gather of unequal slices: rank 0 gives 3 values, rank 1 gives 5
+    const std::vector<int64_t> counts = {3, 5};
+    std::vector<float> mine(counts[r], static_cast<float>(10 + r)), all(8);
+    ASSERT_TRUE(d.upload(p, mine.data(), mine.size() * sizeof(float)));
+    ASSERT_TRUE(m.all_gather(p, p + n, counts, dtype::f32));
+    ASSERT_TRUE(d.stream_synchronize(s));
+    ASSERT_TRUE(d.download(all.data(), p + n, all.size() * sizeof(float)));
+    EXPECT_EQ(all, (std::vector<float>{10, 10, 10, 11, 11, 11, 11, 11}));
+    // broadcast from rank 1
+    std::vector<float> b(4, static_cast<float>(r + 7)), got(4);
+    ASSERT_TRUE(d.upload(p, b.data(), 4 * sizeof(float)));
+    ASSERT_TRUE(m.broadcast(p, 4, dtype::f32, 1));
+    ASSERT_TRUE(d.stream_synchronize(s));
+    ASSERT_TRUE(d.download(got.data(), p, 4 * sizeof(float)));
+    EXPECT_EQ(got, std::vector<float>(4, 8.0f));
+  });
+  // an aborted group fails its members with the reason; reset brings it back
+  (*g)->abort("a member died");
+  on_ranks(*g, [&](int, kernels::device& d, void*, collective& m) {
+    auto buf = kernels::device_buffer::allocate(d, 64);
+    ASSERT_TRUE(buf);
+    auto st = m.all_reduce_sum(buf->data(), 4, dtype::f32);
+    ASSERT_FALSE(st);
+    EXPECT_EQ(st.error().code, errc::unavailable);
+    EXPECT_NE(st.error().message.find("a member died"), std::string::npos);
+  });
+  (*g)->reset(7);
+  EXPECT_EQ((*g)->epoch(), 7u);
+  on_ranks(*g, [&](int, kernels::device& d, void* s, collective& m) {
+    auto buf = kernels::device_buffer::allocate(d, 64);
+    ASSERT_TRUE(buf);
+    EXPECT_TRUE(m.all_reduce_sum(buf->data(), 4, dtype::f32));
+    EXPECT_TRUE(d.stream_synchronize(s));
+  });
+}
