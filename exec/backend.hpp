@@ -66,6 +66,9 @@ expected<std::unique_ptr<backend>> make_host_backend(kernels::backend where, int
 /// A device backend: kernels of `where` (cuda) on device `index`, on a stream of its own.
 /// unavailable (with the reason) when this machine has no such device.
 expected<std::unique_ptr<backend>> make_device_backend(kernels::backend where, int index);
+/// The device backend's code over host memory and the CPU kernels (exec_options::
+/// host_as_device): what runs on a GPU, minus the GPU, so tests cover those paths anywhere.
+expected<std::unique_ptr<backend>> make_emulated_device_backend();
 /// The backend a shard with these options runs on (host or device).
 expected<std::unique_ptr<backend>> make_backend(kernels::backend where, int device, int threads,
                                                 std::vector<int> cpus = {});

@@ -20,7 +20,10 @@ class device_backend final : public backend {
     dev_->stream_destroy(stream_);
   }
   kernels::backend kind() const override { return where_; }
-  std::vector<kernels::backend> kernel_sources() const override { return {where_}; }
+  std::vector<kernels::backend> kernel_sources() const override {
+    if (where_ != kernels::backend::cuda) return {where_, kernels::backend::ref}; // emulated
+    return {where_};
+  }
   kernels::device& device() override { return *dev_; }
   expected<kernels::device_buffer> allocate(size_t bytes) override {
     TROUPE_TRY(dev_->make_current());
@@ -78,6 +81,12 @@ expected<std::unique_ptr<backend>> make_device_backend(kernels::backend where, i
   TROUPE_TRY(dev->make_current());
   TROUPE_TRY_ASSIGN(stream, dev->stream_create());
   return std::unique_ptr<backend>(new device_backend(where, dev, stream));
+}
+
+expected<std::unique_ptr<backend>> make_emulated_device_backend() {
+  kernels::device* host = kernels::get_device(kernels::backend::cpu);
+  TROUPE_TRY_ASSIGN(stream, host->stream_create());
+  return std::unique_ptr<backend>(new device_backend(kernels::backend::cpu, host, stream));
 }
 
 expected<std::unique_ptr<backend>> make_backend(kernels::backend where, int device, int threads,

@@ -194,7 +194,9 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
   e->base_ = std::move(whole);
   TROUPE_TRY_ASSIGN(w, load_weights(*m, e->base_));
   e->weights_ = std::move(w);
-  TROUPE_TRY_ASSIGN(be, make_backend(opt.where, opt.device, opt.threads, opt.cpus));
+  TROUPE_TRY_ASSIGN(be, opt.host_as_device
+                            ? make_emulated_device_backend()
+                            : make_backend(opt.where, opt.device, opt.threads, opt.cpus));
   e->be_ = std::move(be);
   e->on_device_ = !e->be_->host_memory();
   if (e->on_device_) {

@@ -41,6 +41,9 @@ struct exec_options {
   dtype kv_dtype = dtype::f32;
   bool fuse = true;     // the fusion passes; false: the graph as the family built it
   bool profile = false; // time every node (executor::profile; `troupe bench --profile`)
+  // tests: the device code paths (uploads, one input copy, downloads, collectives through the
+  // host) over host memory and the CPU kernels (make_emulated_device_backend)
+  bool host_as_device = false;
   // a device shard records each decode step shape's launches once (CUDA graphs) and replays
   // them; TROUPE_CUDA_GRAPHS=0 turns it off
   bool graphs = true;

@@ -1,9 +1,17 @@
 // device_backend_test.cpp: the backend a shard gets for its device. Without a GPU (CI) a CUDA
 // backend is refused with the reason; with one (the gpu-labelled device_test runs there) its
-// copies round-trip. The CPU backends are the host's.
+// copies round-trip. The CPU backends are the host's. And the device code paths of the
+// executor, emulated over host memory, against the plain CPU shard.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <thread>
+
+#include "../test_paths.hpp"
+#include "core/batch.hpp"
 #include "exec/backend.hpp"
+#include "exec/executor.hpp"
+#include "transport/inproc_group.hpp"
 
 using namespace troupe;
 using namespace troupe::exec;
@@ -31,4 +39,104 @@ TEST(DeviceBackend, HostBackendsCopyAndKeepHostMemory) {
     ASSERT_TRUE((*b)->download(back, buf->data(), 16));
     EXPECT_EQ(std::string(back, 16), "abcdefghabcdefgh");
   }
+}
+
+// The device code paths (weights uploaded, a step's inputs in one copy, the hidden rows up and
+// down, collectives and logits through host memory) over host memory and the CPU kernels:
+// what a GPU shard does, minus the GPU, against the plain CPU shard.
+namespace {
+
+std::unique_ptr<exec::executor> shard_of(std::shared_ptr<const model_source> m, int begin, int end,
+                                         bool emulated, int tp_rank = 0, int tp = 1,
+                                         collective* comm = nullptr) {
+  shard_spec s;
+  s.layer_begin = begin;
+  s.layer_end = end;
+  s.first_stage = begin == 0;
+  s.last_stage = end == m->config.n_layer;
+  s.tp_rank = tp_rank;
+  s.tp_size = tp;
+  exec::exec_options o;
+  o.kv_blocks = 16;
+  o.max_rows = 64;
+  o.host_as_device = emulated;
+  auto e = exec::executor::create(m, s, o, comm);
+  EXPECT_TRUE(e) << (e ? "" : e.error().to_string());
+  return e ? std::move(*e) : nullptr;
+}
+
+// Greedy tokens of a pipeline of shards (stage by stage, the hidden rows passed on).
+std::vector<int32_t> greedy(std::vector<exec::executor*> stages, std::vector<int32_t> prompt, int n,
+                            int64_t V) {
+  batch b;
+  b.tokens = prompt;
+  batch_seq sq;
+  sq.seq_id = 1;
+  sq.count = static_cast<int32_t>(prompt.size());
+  sq.logits = true;
+  for (int32_t blk = 1; blk < 16; ++blk) sq.blocks.push_back(blk);
+  b.seqs = {sq};
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> x, logits;
+    for (auto* s : stages) {
+      auto st = s->forward(b, x, &logits);
+      EXPECT_TRUE(st) << (st ? "" : st.error().to_string());
+      if (!st) return out;
+    }
+    EXPECT_EQ(static_cast<int64_t>(logits.size()), V);
+    const auto next =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(next);
+    b.seqs[0].pos0 += b.seqs[0].count;
+    b.seqs[0].count = 1;
+    b.tokens = {next};
+  }
+  return out;
+}
+
+} // namespace
+
+TEST(EmulatedDevice, ShardsAndMixedPipelinesGiveTheHostTokens) {
+  for (const char* path : {"stories260K/stories260K.gguf", "stories260K-hf"}) {
+    auto m = open_model(test::model_path(path));
+    ASSERT_TRUE(m) << m.error().to_string();
+    const int L = static_cast<int>((*m)->config.n_layer);
+    const int64_t V = (*m)->config.V;
+    const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 30, 90, 12, 5};
+    auto cpu = shard_of(*m, 0, L, false), dev = shard_of(*m, 0, L, true);
+    ASSERT_TRUE(cpu && dev);
+    const auto want = greedy({cpu.get()}, prompt, 20, V);
+    EXPECT_EQ(greedy({dev.get()}, prompt, 20, V), want) << path;
+    // a device stage, then a CPU stage; and the other way round
+    auto d0 = shard_of(*m, 0, L / 2, true), c1 = shard_of(*m, L / 2, L, false);
+    auto c0 = shard_of(*m, 0, L / 2, false), d1 = shard_of(*m, L / 2, L, true);
+    ASSERT_TRUE(d0 && c1 && c0 && d1);
+    EXPECT_EQ(greedy({d0.get(), c1.get()}, prompt, 20, V), want) << path;
+    EXPECT_EQ(greedy({c0.get(), d1.get()}, prompt, 20, V), want) << path;
+  }
+}
+
+TEST(EmulatedDevice, TensorParallelSumsAndLogitsGoThroughTheHost) {
+  auto m = open_model(test::model_path("stories260K/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  const int L = static_cast<int>((*m)->config.n_layer);
+  const int64_t V = (*m)->config.V;
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  auto cpu = shard_of(*m, 0, L, false);
+  ASSERT_TRUE(cpu);
+  const auto want = greedy({cpu.get()}, prompt, 12, V);
+  auto group = transport::inproc_group::create(2);
+  std::vector<std::unique_ptr<collective>> members;
+  for (int r = 0; r < 2; ++r) members.push_back(group->join(r));
+  std::vector<std::vector<int32_t>> got(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      auto s = shard_of(*m, 0, L, true, r, 2, members[static_cast<size_t>(r)].get());
+      if (s) got[static_cast<size_t>(r)] = greedy({s.get()}, prompt, 12, V);
+    });
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(got[0], want);
+  EXPECT_EQ(got[1], want);
 }
