@@ -2,10 +2,13 @@
 #include "exec/executor.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <set>
 
 #include "arch/family.hpp"
 #include "core/log.hpp"
@@ -98,6 +101,7 @@ executor::~executor() {
 void executor::drop_graphs() {
   for (auto& [key, g] : graphs_) be_->destroy_graph(g);
   graphs_.clear();
+  graphs_seen_.clear();
 }
 
 std::string executor::spec_name() const {
@@ -199,20 +203,28 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
                             : make_backend(opt.where, opt.device, opt.threads, opt.cpus));
   e->be_ = std::move(be);
   e->on_device_ = !e->be_->host_memory();
+  if (comm && comm->device_memory() && !e->on_device_)
+    return make_error(errc::invalid_argument,
+                      "a collective on device memory (NCCL) for a shard in host memory");
   if (e->on_device_) {
-    // the weights, uploaded once into one buffer; the views then point there
+    // the weights, uploaded once into one buffer; the views then point there. A tensor two
+    // values read (a tied embedding and lm_head) goes up once.
+    std::map<std::pair<const void*, int64_t>, int64_t> placed; // (host bytes, size) -> offset
     int64_t total = 0;
     for (const auto& v : e->weights_.views)
-      if (v.data) total += round_up(v.nbytes());
+      if (v.data && placed.emplace(std::pair{v.data, v.nbytes()}, total).second)
+        total += round_up(v.nbytes());
     TROUPE_TRY_ASSIGN(wd, e->be_->allocate(static_cast<size_t>(std::max<int64_t>(total, align))));
-    int64_t at = 0;
+    std::set<int64_t> sent;
     for (auto& v : e->weights_.views) {
       if (!v.data) continue;
+      const int64_t at = placed.at({v.data, v.nbytes()});
       auto* dst = static_cast<uint8_t*>(wd.data()) + at;
-      TROUPE_TRY(e->be_->upload(dst, v.data, static_cast<size_t>(v.nbytes())));
+      if (sent.insert(at).second)
+        TROUPE_TRY(e->be_->upload(dst, v.data, static_cast<size_t>(v.nbytes())));
       v.data = dst;
-      at += round_up(v.nbytes());
     }
+    e->weights_.owned.clear(); // the host copies (column slices, gathered experts) are on it now
     e->weights_dev_ = std::move(wd);
   }
   // the KV cache: one buffer per cache value a node writes, [NB, P, Hkv, D]
@@ -237,8 +249,15 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
     }
   for (int tc = 0; tc < 2; ++tc)
     for (int nc = 0; nc < 2; ++nc) TROUPE_TRY(e->compile(tc, nc));
-  // a device shard allocates for its largest expected step now, not on the step path
-  if (e->on_device_) TROUPE_TRY(e->grow_arena(std::max<int64_t>(opt.max_rows, 16)));
+  // a device shard allocates for its largest expected step now, not on the step path: the
+  // arena and its step inputs (a table of up to max_rows sequences of 64 blocks grows later)
+  if (e->on_device_) {
+    const int64_t rows = std::max<int64_t>(opt.max_rows, 16);
+    TROUPE_TRY(e->grow_arena(rows));
+    TROUPE_TRY_ASSIGN(ib,
+                      e->be_->allocate(static_cast<size_t>((6 * 16 + 6 * rows + rows * 67) * 4)));
+    e->inputs_dev_ = std::move(ib);
+  }
   const char* env = std::getenv("TROUPE_CUDA_GRAPHS");
   e->graphs_on_ = e->on_device_ && opt.graphs && !opt.profile && e->be_->device().can_capture() &&
                   !(env && std::string(env) == "0");
@@ -262,6 +281,8 @@ status executor::grow_arena(int64_t T) {
   }
   arena_ = {}; // the old one first: device memory is scarce
   scratch_ = {};
+  arena_rows_ = 0; // until the new ones are there (a failed allocation leaves none)
+  drop_graphs();   // recorded with the old layout (offsets scale with the rows)
   TROUPE_TRY_ASSIGN(a, be_->allocate(static_cast<size_t>(std::max<int64_t>(most, align) * rows)));
   TROUPE_TRY_ASSIGN(sc,
                     be_->allocate(static_cast<size_t>(std::max<int64_t>(scratch, align) * rows)));
@@ -539,6 +560,9 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
   slots_.resize(static_cast<size_t>(T));
   size_t max_blocks = 0;
   for (const auto& s : b.seqs) max_blocks = std::max(max_blocks, s.blocks.size());
+  // on a device the table's width is a power of two (from 16): a decode graph records it, and
+  // a sequence gains a block every P tokens (the padding is never read)
+  if (on_device_) max_blocks = std::max<size_t>(16, std::bit_ceil(max_blocks));
   const int64_t cols = 3 + static_cast<int64_t>(max_blocks);
   seq_table_.assign(static_cast<size_t>(S * cols), 0);
   logit_rows_.clear();
@@ -760,15 +784,23 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     if (at != graph_buffers_) drop_graphs(); // a buffer moved: the recorded pointers are stale
     graph_buffers_ = at;
     auto it = graphs_.find(key);
-    if (it == graphs_.end()) {
+    // a shape's first step runs as launches (its kernels load lazily, outside any capture),
+    // its second is recorded; at most max_graphs shapes are kept
+    const bool seen = !graphs_seen_.insert(key).second;
+    if (it == graphs_.end() && seen) {
+      if (graphs_.size() >= max_graphs) drop_graphs();
       auto& dev = be_->device();
       TROUPE_TRY(dev.make_current());
       status captured = be_->begin_capture();
       if (captured) {
         const status ran = run_nodes();
         auto g = be_->end_capture();
-        if (ran && g) it = graphs_.emplace(key, *g).first;
-        captured = !ran ? ran : g ? status{} : status(g.error());
+        if (ran && g) {
+          it = graphs_.emplace(key, *g).first;
+        } else {
+          if (g) be_->destroy_graph(*g);
+          captured = !ran ? ran : status(g.error());
+        }
       }
       if (!captured) { // run it as launches from now on, and say so once
         graphs_on_ = false;

@@ -18,6 +18,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,8 @@ class executor {
   // captured decode steps by (plan, T, N, S, seq table columns), and the buffers they point at
   using graph_key = std::array<int64_t, 5>;
   std::map<graph_key, void*> graphs_;
+  std::set<graph_key> graphs_seen_; // shapes run once (their second step is recorded)
+  static constexpr size_t max_graphs = 64;
   std::array<void*, 4> graph_buffers_{};
   bool graphs_on_ = false;
   void drop_graphs();

@@ -6,13 +6,16 @@
 
 #include <atomic>
 #include <mutex>
+#include <shared_mutex>
 
 namespace troupe::transport {
 
 struct nccl_group::state {
   std::vector<int> devices;
   std::vector<ncclComm_t> comms;
-  mutable std::mutex mu; // guards comms, epoch and why against abort / reset
+  // guards comms, epoch and why: an operation holds it shared while it enqueues, abort and
+  // reset take it alone (a communicator is never freed under a call that uses it)
+  mutable std::shared_mutex mu;
   std::atomic<bool> aborted{false};
   std::string why;
   uint64_t epoch = 0;
@@ -75,7 +78,8 @@ class member final : public collective {
   using collective::all_reduce_sum;
 
   status all_reduce_sum(void* data, int64_t n, dtype type) override {
-    TROUPE_TRY_ASSIGN(c, comm());
+    TROUPE_TRY_ASSIGN(h, comm());
+    ncclComm_t c = h.comm;
     TROUPE_TRY_ASSIGN(t, nccl_type(type));
     return ok(ncclAllReduce(data, data, static_cast<size_t>(n), t, ncclSum, c, stream_),
               "all-reduce");
@@ -83,7 +87,8 @@ class member final : public collective {
   status all_gather(const void* in, void* out, std::span<const int64_t> counts,
                     dtype type) override {
     TROUPE_TRY(check_counts(counts, size(), "all_gather"));
-    TROUPE_TRY_ASSIGN(c, comm());
+    TROUPE_TRY_ASSIGN(h, comm());
+    ncclComm_t c = h.comm;
     TROUPE_TRY_ASSIGN(t, nccl_type(type));
     // counts may differ per rank: one broadcast from each, grouped
     TROUPE_TRY(ok(ncclGroupStart(), "group start"));
@@ -100,7 +105,8 @@ class member final : public collective {
   status reduce_scatter(const void* in, void* out, std::span<const int64_t> counts,
                         dtype type) override {
     TROUPE_TRY(check_counts(counts, size(), "reduce_scatter"));
-    TROUPE_TRY_ASSIGN(c, comm());
+    TROUPE_TRY_ASSIGN(h, comm());
+    ncclComm_t c = h.comm;
     TROUPE_TRY_ASSIGN(t, nccl_type(type));
     TROUPE_TRY(ok(ncclGroupStart(), "group start"));
     ncclResult_t first = ncclSuccess;
@@ -116,7 +122,8 @@ class member final : public collective {
                     std::span<const int64_t> recv_counts, dtype type) override {
     TROUPE_TRY(check_counts(send_counts, size(), "all_to_all"));
     TROUPE_TRY(check_counts(recv_counts, size(), "all_to_all"));
-    TROUPE_TRY_ASSIGN(c, comm());
+    TROUPE_TRY_ASSIGN(h, comm());
+    ncclComm_t c = h.comm;
     TROUPE_TRY_ASSIGN(t, nccl_type(type));
     TROUPE_TRY(ok(ncclGroupStart(), "group start"));
     ncclResult_t first = ncclSuccess;
@@ -134,30 +141,39 @@ class member final : public collective {
   status broadcast(void* data, int64_t n, dtype type, int root) override {
     if (root < 0 || root >= size())
       return make_error(errc::invalid_argument, "broadcast from rank {} of {}", root, size());
-    TROUPE_TRY_ASSIGN(c, comm());
+    TROUPE_TRY_ASSIGN(h, comm());
+    ncclComm_t c = h.comm;
     TROUPE_TRY_ASSIGN(t, nccl_type(type));
     return ok(ncclBroadcast(data, data, static_cast<size_t>(n), t, root, c, stream_), "broadcast");
   }
   status send(int peer, const void* data, int64_t bytes) override {
     TROUPE_TRY(check_peer(peer, rank_, size(), bytes, "send"));
-    TROUPE_TRY_ASSIGN(c, comm());
+    TROUPE_TRY_ASSIGN(h, comm());
+    ncclComm_t c = h.comm;
     return ok(ncclSend(data, static_cast<size_t>(bytes), ncclUint8, peer, c, stream_), "send");
   }
   status recv(int peer, void* data, int64_t bytes) override {
     TROUPE_TRY(check_peer(peer, rank_, size(), bytes, "recv"));
-    TROUPE_TRY_ASSIGN(c, comm());
+    TROUPE_TRY_ASSIGN(h, comm());
+    ncclComm_t c = h.comm;
     return ok(ncclRecv(data, static_cast<size_t>(bytes), ncclUint8, peer, c, stream_), "recv");
   }
 
  private:
-  // The communicator for this member's epoch, or why the group cannot run.
-  expected<ncclComm_t> comm() const {
-    std::lock_guard<std::mutex> lk(s_.mu);
+  // The communicator for this member's epoch, held (shared) while the caller enqueues on it,
+  // or why the group cannot run.
+  struct held {
+    std::shared_lock<std::shared_mutex> lock;
+    ncclComm_t comm;
+  };
+  expected<held> comm() const {
+    std::shared_lock<std::shared_mutex> lk(s_.mu);
     if (s_.aborted) return make_error(errc::unavailable, "nccl group aborted: {}", s_.why);
     if (epoch_ < s_.epoch)
       return make_error(errc::unavailable, "nccl group: a member of epoch {} in epoch {}", epoch_,
                         s_.epoch);
-    return s_.comms[static_cast<size_t>(rank_)];
+    ncclComm_t c = s_.comms[static_cast<size_t>(rank_)];
+    return held{std::move(lk), c};
   }
   std::shared_ptr<nccl_group> g_;
   nccl_group::state& s_;
@@ -214,12 +230,12 @@ std::unique_ptr<collective> nccl_group::join(int rank) {
 }
 
 uint64_t nccl_group::epoch() const {
-  std::lock_guard<std::mutex> lk(s_->mu);
+  std::shared_lock<std::shared_mutex> lk(s_->mu);
   return s_->epoch;
 }
 
 void nccl_group::abort(std::string reason) {
-  std::lock_guard<std::mutex> lk(s_->mu);
+  std::unique_lock<std::shared_mutex> lk(s_->mu);
   if (s_->aborted) return;
   s_->aborted = true;
   s_->why = std::move(reason);
@@ -228,10 +244,10 @@ void nccl_group::abort(std::string reason) {
 }
 
 void nccl_group::reset(uint64_t epoch) {
-  std::lock_guard<std::mutex> lk(s_->mu);
+  std::unique_lock<std::shared_mutex> lk(s_->mu);
   if (!s_->aborted && epoch == s_->epoch) return;
-  for (auto& c : s_->comms)
-    if (c) ncclCommDestroy(c), c = nullptr;
+  for (auto& c : s_->comms) // abort, not destroy: destroy waits for work a dead peer never ends
+    if (c) ncclCommAbort(c), c = nullptr;
   if (auto st = init_all(*s_); !st) { // stays aborted: every member fails with the reason
     s_->aborted = true;
     s_->why = st.error().message;

@@ -7,7 +7,7 @@
 #  3. the device tests: copies, every family's fixture and every weight type on the GPU
 #     against the CPU, a GPU + CPU pipeline token-exact against the CPU alone;
 #  4. kernels alone (GEMV GB/s, GEMM TFLOP/s, decode attention) and decode / prefill of a
-#     synthetic 1.1 B bf16 Llama (llama-1b: TinyLlama's shape) at batch 1;
+#     synthetic 1.1 B bf16 Llama (llama-1b: TinyLlama's shape, context 2048) at batch 1;
 #  5. one table (table.py) against the part's HBM bandwidth and bf16 dense peak.
 # Everything goes to $OUT (the device tool's folder; else bench/gpu/out): logs, bench.jsonl,
 # table.md. A failing step is reported and the rest still runs; the exit status counts them.
@@ -51,7 +51,7 @@ else
 fi
 check configure cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DTROUPE_BENCH=ON "${flags[@]}"
-check build cmake --build "$BUILD" -j "$JOBS" --target test-ops device_test gpu_bench
+check build cmake --build "$BUILD" -j "$JOBS" --target test-ops device_test gpu_bench nccl_group_gpu_test
 [ -x "$BUILD/bench/gpu/gpu_bench" ] || { echo "build failed: nothing to run"; exit 1; }
 
 step "op harness on the GPU"
@@ -63,13 +63,16 @@ step "device tests"
 check device_test env TROUPE_EXACT_ACTIVATIONS=1 "$BUILD/tests/exec/device_test"
 check device_test_graphs_off env TROUPE_EXACT_ACTIVATIONS=1 TROUPE_CUDA_GRAPHS=0 \
   "$BUILD/tests/exec/device_test" --gtest_filter='Device.Stories*:Device.GpuThenCpu*'
+nccl_test=$BUILD/bench/gpu/nccl_group_gpu_test # the GPU-only build's; the full tree's below
+[ -x "$nccl_test" ] || nccl_test=$BUILD/tests/transport/nccl_group_gpu_test
+check nccl_group "$nccl_test" # one rank on one GPU; two ranks where there are two
 
 step "benchmarks"
 : >"$OUT/bench.jsonl"
 check bench_kernels bash -c "set -o pipefail; '$BUILD/bench/gpu/gpu_bench' kernels | tee -a '$OUT/bench.jsonl'"
 check bench_decode bash -c "set -o pipefail; '$BUILD/bench/gpu/gpu_bench' synth:llama-1b:bf16 --prompt-tokens 16 \
   --gen-tokens 256 --repeats 3 | tee -a '$OUT/bench.jsonl'"
-check bench_prefill bash -c "set -o pipefail; '$BUILD/bench/gpu/gpu_bench' synth:llama-1b:bf16 --prompt-tokens 2048 \
+check bench_prefill bash -c "set -o pipefail; '$BUILD/bench/gpu/gpu_bench' synth:llama-1b:bf16 --prompt-tokens 2000 \
   --gen-tokens 8 --repeats 3 | tee -a '$OUT/bench.jsonl'"
 
 step "table"

@@ -45,15 +45,39 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// Temporaries for the kernels from one device buffer (as the executor's scratch gives them),
+// so no call allocates.
+class bump final : public kernels::scratch_arena {
+ public:
+  explicit bump(kernels::device_buffer b)
+      : b_(std::move(b)) {}
+  void* alloc(size_t bytes) override {
+    const size_t at = (used_ + 255) / 256 * 256;
+    if (at + bytes > b_.size()) return nullptr;
+    used_ = at + bytes;
+    return static_cast<char*>(b_.data()) + at;
+  }
+  void reset() { used_ = 0; }
+
+ private:
+  kernels::device_buffer b_;
+  size_t used_ = 0;
+};
+
 // Mean seconds of `reps` calls of kernel k over a, after one warm-up, on `stream`.
 expected<double> time_kernel(kernels::device& dev, void* stream, const kernels::kernel& k,
-                             const kernels::op_args& a, int reps) {
+                             const kernels::op_args& a, int reps, bump& scratch) {
   kernels::exec_ctx ctx;
   ctx.stream = stream;
+  ctx.scratch = &scratch;
+  scratch.reset();
   TROUPE_TRY(k(a, ctx));
   TROUPE_TRY(dev.stream_synchronize(stream));
   const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < reps; ++r) TROUPE_TRY(k(a, ctx));
+  for (int r = 0; r < reps; ++r) {
+    scratch.reset();
+    TROUPE_TRY(k(a, ctx));
+  }
   TROUPE_TRY(dev.stream_synchronize(stream));
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
@@ -88,6 +112,10 @@ int kernel_bench(int device) {
   if (!x) return fail(x.error());
   auto y = kernels::device_buffer::allocate(*gpu, static_cast<size_t>(Tmax * N) * 4);
   if (!y) return fail(y.error());
+  // the GEMM's rounded activations: two bf16 halves of x
+  auto sb = kernels::device_buffer::allocate(*gpu, static_cast<size_t>(Tmax * K) * 4 + 4096);
+  if (!sb) return fail(sb.error());
+  bump scratch(std::move(*sb));
   for (dtype wt : {dtype::bf16, dtype::f16, dtype::q8_0, dtype::q4_0}) {
     auto w = upload(wt, N, K);
     if (!w) return fail(w.error());
@@ -103,7 +131,7 @@ int kernel_bench(int device) {
         a.dst = tensor_view(y->data(), dtype::f32, shape{T, N});
         auto k = reg.find(kernels::backend::cuda, a, kernels::lookup::native_only);
         if (!k) continue;
-        auto s = time_kernel(*gpu, *stream, *k, a, T == Tmax ? 10 : 50);
+        auto s = time_kernel(*gpu, *stream, *k, a, T == Tmax ? 10 : 50, scratch);
         if (!s) return fail(s.error());
         const double wbytes = static_cast<double>(row_bytes(wt, K) * N);
         const double moved = wbytes + 4.0 * T * (K + N);
@@ -144,7 +172,7 @@ int kernel_bench(int device) {
     a.p.block_size = static_cast<int>(P);
     auto k = reg.find(kernels::backend::cuda, a, kernels::lookup::native_only);
     if (k) {
-      auto s = time_kernel(*gpu, *stream, *k, a, 50);
+      auto s = time_kernel(*gpu, *stream, *k, a, 50, scratch);
       if (!s) return fail(s.error());
       const double kv = 2.0 * S * Hkv * D * 2;
       nlohmann::json j = {{"kernel", "paged_attention"},

@@ -42,6 +42,35 @@ void on_ranks(const std::shared_ptr<nccl_group>& g, Body body) {
 
 } // namespace
 
+// One rank (what a machine with one GPU can run): every operation is a copy, or nothing.
+TEST(NcclGroupOnGpus, OneRankRunsEveryOperation) {
+  if (gpus() < 1) GTEST_SKIP() << "needs a GPU (" << kernels::cuda_summary() << ")";
+  auto g = nccl_group::create({0});
+  ASSERT_TRUE(g) << g.error().to_string();
+  on_ranks(*g, [&](int, kernels::device& d, void* s, collective& m) {
+    std::vector<float> x = {1, 2, 3, 4}, back(4);
+    auto buf = kernels::device_buffer::allocate(d, 64);
+    ASSERT_TRUE(buf);
+    auto* p = static_cast<float*>(buf->data());
+    ASSERT_TRUE(d.upload(p, x.data(), 16));
+    ASSERT_TRUE(m.all_reduce_sum(p, 4, dtype::f32));
+    const std::vector<int64_t> one = {4};
+    ASSERT_TRUE(m.all_gather(p, p + 4, one, dtype::f32));
+    ASSERT_TRUE(m.broadcast(p, 4, dtype::f32, 0));
+    ASSERT_TRUE(d.stream_synchronize(s));
+    ASSERT_TRUE(d.download(back.data(), p + 4, 16));
+    EXPECT_EQ(back, x);
+  });
+  (*g)->abort("test");
+  (*g)->reset(3);
+  on_ranks(*g, [&](int, kernels::device& d, void* s, collective& m) {
+    auto buf = kernels::device_buffer::allocate(d, 64);
+    ASSERT_TRUE(buf);
+    EXPECT_TRUE(m.all_reduce_sum(buf->data(), 4, dtype::f32));
+    EXPECT_TRUE(d.stream_synchronize(s));
+  });
+}
+
 TEST(NcclGroupOnGpus, EveryOperationAgreesWithTheHost) {
   if (gpus() < 2) GTEST_SKIP() << "needs two GPUs (" << kernels::cuda_summary() << ")";
   auto g = nccl_group::create({0, 1});
