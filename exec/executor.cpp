@@ -1,4 +1,6 @@
-// executor.cpp: building, compiling and running a shard's graph (executor.hpp).
+// executor.cpp: building and running a shard's graph (executor.hpp): creation (cut, weights,
+// backend, KV cache), the step (inputs, copy-on-write, the node loop or its recorded graph,
+// collectives, outputs). Compiling the plans is executor_compile.cpp.
 #include "exec/executor.hpp"
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 
 #include "arch/family.hpp"
 #include "core/log.hpp"
+#include "exec/executor_impl.hpp"
 #include "exec/expert_load.hpp"
 #include "graph/passes.hpp"
 #include "kernels/jit.hpp"
@@ -24,24 +27,9 @@ using graph::value;
 using graph::value_kind;
 using graph::vid;
 
-struct executor::plan {
-  graph::graph g;
-  std::vector<kernels::kernel> kernels; // per node (op nodes)
-  // a device may record it as a graph: no node waits for the host (collectives through host
-  // memory, the experts' error check)
-  bool capturable = false;
-  std::vector<int64_t> offset;   // per value: arena bytes per row before it (-1: none)
-  int64_t arena_row_bytes = 0;   // arena bytes per row of the step
-  int64_t scratch_row_bytes = 0; // composites' temporaries per row
-};
+using namespace detail;
 
 namespace {
-
-constexpr int64_t align = 64;
-
-int64_t round_up(int64_t n) {
-  return (n + align - 1) / align * align;
-}
 
 // Bump allocation over a fixed buffer, reset before every node.
 class bump final : public kernels::scratch_arena {
@@ -62,35 +50,6 @@ class bump final : public kernels::scratch_arena {
   uint8_t* base_ = nullptr;
   size_t size_ = 0, used_ = 0;
 };
-
-int64_t rows_of(const value& v, int64_t T, int64_t N, int64_t S) {
-  switch (v.r) {
-  case graph::rows::tokens:
-    return T;
-  case graph::rows::logits:
-    return N;
-  case graph::rows::seqs:
-    return S;
-  case graph::rows::fixed:
-    return 1;
-  }
-  return 1;
-}
-
-shape make_shape(int64_t rows, const std::vector<int64_t>& dims) {
-  shape s;
-  s.rank = static_cast<int>(dims.size()) + 1;
-  s.dims[0] = rows;
-  for (size_t i = 0; i < dims.size() && i + 1 < max_rank; ++i) s.dims[i + 1] = dims[i];
-  return s;
-}
-
-shape fixed_shape(const std::vector<int64_t>& dims) {
-  shape s;
-  s.rank = static_cast<int>(dims.size());
-  for (size_t i = 0; i < dims.size() && i < max_rank; ++i) s.dims[i] = dims[i];
-  return s;
-}
 
 } // namespace
 
@@ -364,132 +323,6 @@ expected<tensor_view> executor::view_of(const plan& p, vid v, int64_t T, int64_t
   }
   }
   return make_error(errc::internal, "graph: value {} of unknown kind", x.name);
-}
-
-status executor::compile(int tc, int nc) {
-  auto p = std::make_unique<plan>();
-  p->g = base_;
-  const int64_t T = tc ? row_class_boundary : 1, N = nc ? row_class_boundary : 1, S = 1;
-  const auto& reg = kernels::registry::global();
-  static uint8_t dummy[64];
-  // arguments of a node with representative row counts (placeholder pointers: for lookups)
-  auto args_of = [&](const node& n, const graph::graph& g) {
-    kernels::op_args a;
-    a.kind = n.op;
-    a.p = n.p;
-    a.p.block_size = opt_.block_size;
-    auto fake = [&](vid v) -> tensor_view {
-      if (v == graph::none) return {};
-      const value& x = g[v];
-      if (x.kind == value_kind::weight) {
-        if (x.empty) return {};
-        const auto& t = weights_.views[static_cast<size_t>(v)];
-        return tensor_view(dummy, x.type, t.data ? t.dims : fixed_shape(x.dims));
-      }
-      if (x.kind == value_kind::state)
-        return tensor_view(dummy, opt_.kv_dtype,
-                           shape{opt_.kv_blocks, opt_.block_size, x.dims[0], x.dims[1]});
-      if (x.kind == value_kind::input && x.input == graph::input_kind::seq_table)
-        return tensor_view(dummy, dtype::i32, shape{S, 4});
-      return tensor_view(dummy, x.type, make_shape(rows_of(x, T, N, S), x.dims));
-    };
-    for (size_t i = 0; i < n.in.size() && i < a.src.size(); ++i) a.src[i] = fake(n.in[i]);
-    a.dst = fake(n.out[0]);
-    if (n.out.size() > 1) a.dst2 = fake(n.out[1]);
-    if (n.out.size() > 2) a.dst3 = fake(n.out[2]);
-    return a;
-  };
-  if (opt_.fuse) {
-    graph::fuse_options fo;
-    fo.supported = [&](const node& n, const graph::graph& g) {
-      return reg.find(be_->kind(), args_of(n, g), kernels::lookup::native_only).has_value();
-    };
-    graph::fuse(p->g, fo);
-    TROUPE_TRY(graph::infer_shapes(p->g));
-  }
-  // a kernel for every op node: the backend's own (native, then composed), else the reference
-  p->kernels.resize(p->g.nodes.size());
-  for (size_t i = 0; i < p->g.nodes.size(); ++i) {
-    const node& n = p->g.nodes[i];
-    if (n.kind != node_kind::op) continue;
-    const auto a = args_of(n, p->g);
-    TROUPE_TRY(kernels::check_args(a));
-    std::optional<kernels::kernel> k;
-    for (auto b : be_->kernel_sources())
-      if ((k = reg.find(b, a))) break;
-    if (!k)
-      return make_error(errc::unsupported, "{}: no {} kernel for {} ({} x {}) at node {}",
-                        source_->path, kernels::to_string(be_->kind()), kernels::to_string(n.op),
-                        name(a.src[0].type), name(a.src[1].type), n.name);
-    p->kernels[i] = std::move(*k);
-  }
-  // the arena: activations by lifetime, largest first, each at the lowest offset free for
-  // its whole life (sizes per row, so the layout scales with the step)
-  const auto& g = p->g;
-  const size_t nv = g.values.size();
-  std::vector<int64_t> first(nv, -1), last(nv, -1), size(nv, 0);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    auto touch = [&](vid v) {
-      if (v == graph::none) return;
-      const vid root = g.storage(v);
-      if (g[root].kind != value_kind::activation) return;
-      const auto r = static_cast<size_t>(root);
-      if (first[r] < 0) first[r] = static_cast<int64_t>(i);
-      last[r] = static_cast<int64_t>(i);
-    };
-    for (vid v : g.nodes[i].out) touch(v);
-    for (vid v : g.nodes[i].in) touch(v);
-  }
-  for (size_t v = 0; v < nv; ++v)
-    if (g.values[v].output && g.values[v].kind == value_kind::activation)
-      last[static_cast<size_t>(g.storage(static_cast<vid>(v)))] =
-          static_cast<int64_t>(g.nodes.size());
-  std::vector<size_t> order;
-  int64_t widest = 0;
-  for (size_t v = 0; v < nv; ++v) {
-    if (first[v] < 0) continue;
-    size[v] = round_up(row_bytes(g.values[v].type, g.values[v].row_elems()));
-    widest = std::max(widest, row_bytes(dtype::f32, g.values[v].row_elems()));
-    order.push_back(v);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return size[a] > size[b]; });
-  p->offset.assign(nv, -1);
-  std::vector<size_t> placed;
-  for (size_t v : order) {
-    std::vector<std::pair<int64_t, int64_t>> busy; // [begin, end) of overlapping lives
-    for (size_t o : placed)
-      if (!(last[o] < first[v] || last[v] < first[o]))
-        busy.emplace_back(p->offset[o], p->offset[o] + size[o]);
-    std::sort(busy.begin(), busy.end());
-    int64_t at = 0;
-    for (auto [b0, b1] : busy) {
-      if (at + size[v] <= b0) break;
-      at = std::max(at, b1);
-    }
-    p->offset[v] = at;
-    p->arena_row_bytes = std::max(p->arena_row_bytes, at + size[v]);
-    placed.push_back(v);
-  }
-  // composites take at most a few rows of their widest operand as temporaries; the experts
-  // composite per token: k gathered rows, hidden rows (two without a fused matmul_swiglu)
-  // and outputs, its grouping, and counters per expert (compose_moe.cpp)
-  p->scratch_row_bytes = 4 * round_up(widest) + align;
-  for (const node& n : g.nodes) {
-    if (n.kind != node_kind::op || n.op != kernels::op::moe || n.in.size() < 6) continue;
-    const int64_t C = g[n.in[0]].dims.back(), k = g[n.in[1]].dims.back();
-    const int64_t F = g[n.in[5]].dims.back(), E = g[n.in[3]].dims[0] / std::max<int64_t>(F, 1);
-    p->scratch_row_bytes =
-        std::max(p->scratch_row_bytes, 4 * k * (2 * C + 2 * F + 1) + 16 * (E + 1) + 8 * align);
-  }
-  p->capturable = true;
-  for (const node& n : g.nodes)
-    if (((n.kind == node_kind::all_reduce || n.kind == node_kind::all_gather) &&
-         spec_.tp_size > 1) ||
-        (n.kind == node_kind::op && n.op == kernels::op::moe))
-      p->capturable = false;
-  plans_[static_cast<size_t>(tc * 2 + nc)] = std::move(p);
-  return {};
 }
 
 status executor::check_batch(const batch& b) const {
@@ -835,70 +668,6 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     x = std::move(next);
   }
   return {};
-}
-
-int64_t executor::decode_weight_bytes() const {
-  std::vector<char> counted(base_.values.size(), 0);
-  int64_t n = 0;
-  for (const auto& nd : base_.nodes)
-    for (size_t k = 0; k < nd.in.size(); ++k) {
-      const vid v = nd.in[k];
-      if (v == graph::none || base_[v].kind != value_kind::weight ||
-          counted[static_cast<size_t>(v)])
-        continue;
-      if (nd.kind == node_kind::op && nd.op == kernels::op::embedding && k == 0) continue;
-      counted[static_cast<size_t>(v)] = 1;
-      int64_t bytes = weights_.views[static_cast<size_t>(v)].data
-                          ? weights_.views[static_cast<size_t>(v)].nbytes()
-                          : 0;
-      // a token reads k of a layer's E experts (its stacked weights' share k / E)
-      if (nd.kind == node_kind::op && nd.op == kernels::op::moe && k >= 3) {
-        const int64_t E = std::max<int64_t>(base_[v].groups, 1), used = base_[nd.in[1]].dims.back();
-        bytes = bytes / E * std::min(used, E);
-      }
-      n += bytes;
-    }
-  return n;
-}
-
-std::string executor::explain(bool all_plans) const {
-  std::string out = "# the shard's graph after the pipeline and tensor cuts (before fusion)\n" +
-                    base_.to_string();
-  const char* names[] = {"decode: rows < 8, logit rows < 8", "decode: rows < 8, logit rows >= 8",
-                         "prefill: rows >= 8, logit rows < 8",
-                         "prefill: rows >= 8, logit rows >= 8"};
-  for (size_t k = 0; k < plans_.size(); ++k) {
-    if (!all_plans && k != 0 && k != 2) continue;
-    const plan& p = *plans_[k];
-    int native = 0, composed = 0, reference = 0, fused = 0;
-    std::string body;
-    const std::string lines = p.g.to_string();
-    size_t at = 0;
-    for (size_t i = 0; i < p.g.nodes.size(); ++i) {
-      const size_t eol = lines.find('\n', at);
-      std::string line = lines.substr(at, eol - at);
-      at = eol + 1;
-      const node& n = p.g.nodes[i];
-      if (n.note.rfind("fused", 0) == 0 || n.note.find("q8_0") != std::string::npos) ++fused;
-      if (n.kind == node_kind::op) {
-        const auto& k2 = p.kernels[i];
-        line += "  -> " + k2.name;
-        if (k2.composed)
-          ++composed;
-        else if (k2.where == kernels::backend::ref && be_->kind() != kernels::backend::ref)
-          ++reference, line += " (reference: the backend lacks it)";
-        else
-          ++native;
-      }
-      body += line + "\n";
-    }
-    out += fmt::format("\n# plan for {}: {} nodes, {} fused by the passes; kernels: {} native, "
-                       "{} composed, {} reference; arena {} bytes per row\n",
-                       names[k], p.g.nodes.size(), fused, native, composed, reference,
-                       p.arena_row_bytes);
-    out += body;
-  }
-  return out;
 }
 
 } // namespace troupe::exec

@@ -59,4 +59,19 @@ inline host_tensor absent() {
   return host_tensor{dtype::f32, shape{}, {}, false};
 }
 
+// The weight types every matmul-like op is checked with, and their tolerances.
+inline tolerance tol_for(dtype w) {
+  switch (w) {
+  case dtype::f32:
+    return {1e-10, 1e-4};
+  case dtype::f16:
+  case dtype::bf16: // AMX: activations as two bf16 halves, 16 bits of mantissa
+    return {1e-8, 1e-3};
+  default:
+    return {5e-4, 5e-2}; // quantized: leaves room for q8 activations in dot products
+  }
+}
+
+inline const dtype weight_types[] = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0};
+
 } // namespace troupe::kernels::harness
