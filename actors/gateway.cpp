@@ -255,11 +255,12 @@ void on_event(session_ptr self, const gen_event& e) {
     echo_prompt(self, prompt_pos, c, text, want_lp ? &lp : nullptr);
     c.res.text += text;
   }
-  std::string fresh;
+  std::string fresh, reasoning;
   finish_reason fin = e.finish;
   if (!e.tokens.empty()) {
     const auto d = c.proc->push(e.tokens);
     fresh = d.text;
+    reasoning = d.reasoning;
     const auto accepted = std::span<const int32_t>(e.tokens).first(d.accepted);
     if (want_lp) {
       const size_t n = accepted.size();
@@ -277,15 +278,20 @@ void on_event(session_ptr self, const gen_event& e) {
         self->send(st.engine, finish_atom::value, e.request_id, e.index);
     }
   }
-  if (fin != finish_reason::none && !c.proc->stopped()) fresh += c.proc->finish();
+  if (fin != finish_reason::none && !c.proc->stopped()) {
+    fresh += c.proc->finish();
+    reasoning += c.proc->reasoning_tail();
+  }
   c.res.text += fresh;
+  c.res.reasoning += reasoning;
   text += fresh;
   if (want_lp) c.res.lp.append(lp);
   if (st.req.stream) {
     const usage u{st.prompt_tokens, st.completion_tokens};
-    if (!text.empty() || fin != finish_reason::none || !c.started || !lp.pieces.empty())
+    if (!text.empty() || !reasoning.empty() || fin != finish_reason::none || !c.started ||
+        !lp.pieces.empty())
       emit(self, stream_chunk(st.req, st.id, st.created, idx, text, fin, !c.started, &lp, tok,
-                              st.req.continuous_usage ? &u : nullptr));
+                              st.req.continuous_usage ? &u : nullptr, reasoning));
   }
   c.started = true;
   if (fin == finish_reason::none) return;
@@ -312,7 +318,8 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
     const auto& prompt = st.req.prompts[i / static_cast<size_t>(n)];
     c.res.index = static_cast<int>(i);
     c.proc = std::make_unique<output_processor>(*gw->info.tok, prompt, st.req.base.stop,
-                                                st.req.base.min_tokens);
+                                                st.req.base.min_tokens,
+                                                st.req.reasoning ? gw->info.harmony : std::nullopt);
     c.context = prompt;
   }
   st.open = static_cast<int>(st.choices.size());
@@ -708,6 +715,12 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
   p->info.context = m.config.ctx;
   p->info.chat = detect_chat_format(m.tok->chat_template());
   p->info.chat_system = chat_default_system(p->info.chat, m.tok->chat_template());
+  if (p->info.chat == chat_format::harmony) {
+    p->info.harmony = harmony_tokens::of(*m.tok);
+    if (!p->info.harmony)
+      TROUPE_LOG_WARN("gateway", "harmony chat template without <|start|>, <|channel|>, "
+                                 "<|message|> and <|end|> tokens: replies are not split");
+  }
   p->work = std::make_unique<job_queue>(std::max(1, o.parse_threads), 1024);
   auto* raw = p.get();
   TROUPE_TRY_ASSIGN(server, transport::http_server::start(

@@ -142,6 +142,9 @@ const std::vector<api_field>& api_fields() {
       {"response_format", false, true, "only {\"type\": \"text\"}"},
       {"tools", false, true, "only an empty list"},
       {"tool_choice", false, true, "only \"none\""},
+      {"reasoning_effort", false, true,
+       "low, medium or high: the harmony (GPT-OSS) system block's reasoning level; refused for "
+       "other chat formats"},
   };
   return fields;
 }
@@ -382,13 +385,26 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
           return bad(fmt::format("unknown message field '{}'", k), "messages");
       msgs.push_back(std::move(cm));
     }
-    auto text = render_chat(info.chat, msgs, info.chat_system);
+    harmony_settings harmony;
+    if (auto it = j.find("reasoning_effort"); it != j.end() && !it->is_null()) {
+      if (info.chat != chat_format::harmony)
+        return bad(fmt::format("'reasoning_effort' is not supported by this model's chat format "
+                               "({})",
+                               to_string(info.chat)),
+                   "reasoning_effort");
+      if (!it->is_string() || (*it != "low" && *it != "medium" && *it != "high"))
+        return bad("'reasoning_effort' must be \"low\", \"medium\" or \"high\"",
+                   "reasoning_effort");
+      harmony.reasoning_effort = it->get<std::string>();
+    }
+    r.reasoning = info.chat == chat_format::harmony && info.harmony.has_value();
+    auto text = render_chat(info.chat, msgs, info.chat_system, harmony);
     if (!text) return bad(text.error().message, "messages");
     auto ids = info.tok->encode(*text, !chat_has_bos(info.chat), true);
     if (!ids) return bad(ids.error().message, "messages");
     r.prompts.push_back(std::move(*ids));
     r.prompt_texts.push_back(std::move(*text));
-    if (auto end = chat_end_of_turn(info.chat); !end.empty())
+    for (std::string_view end : chat_end_of_turn(info.chat))
       if (int32_t id = info.tok->find(end); id >= 0) r.base.stop_ids.push_back(id);
   } else {
     auto it = j.find("prompt");
@@ -528,16 +544,20 @@ std::string completion_body(const parsed_request& r, const std::string& id, int6
   json cs = json::array();
   for (const auto& c : choices) {
     json lp = r.logprobs() ? logprobs_json(r, c.lp) : json(nullptr);
-    if (r.chat)
+    if (r.chat) {
+      json message = {{"role", "assistant"}, {"content", c.text}};
+      if (r.reasoning)
+        message["reasoning_content"] = c.reasoning.empty() ? json(nullptr) : json(c.reasoning);
       cs.push_back({{"index", c.index},
-                    {"message", {{"role", "assistant"}, {"content", c.text}}},
+                    {"message", message},
                     {"logprobs", lp},
                     {"finish_reason", finish_json(c.finish)}});
-    else
+    } else {
       cs.push_back({{"index", c.index},
                     {"text", c.text},
                     {"logprobs", lp},
                     {"finish_reason", finish_json(c.finish)}});
+    }
   }
   json j = {{"id", id},           {"object", r.chat ? "chat.completion" : "text_completion"},
             {"created", created}, {"model", r.model},
@@ -547,7 +567,8 @@ std::string completion_body(const parsed_request& r, const std::string& id, int6
 
 std::string stream_chunk(const parsed_request& r, const std::string& id, int64_t created, int index,
                          const std::string& text, finish_reason finish, bool first_for_choice,
-                         const token_logprobs* lp, const tokenizer&, const usage* u) {
+                         const token_logprobs* lp, const tokenizer&, const usage* u,
+                         const std::string& reasoning) {
   json lpj = lp && r.logprobs() && !lp->pieces.empty() ? logprobs_json(r, *lp) : json(nullptr);
   json choice;
   if (r.chat) {
@@ -555,6 +576,7 @@ std::string stream_chunk(const parsed_request& r, const std::string& id, int64_t
     if (first_for_choice) delta["role"] = "assistant";
     if (!text.empty() || (first_for_choice && finish == finish_reason::none))
       delta["content"] = text;
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
     choice = {{"index", index},
               {"delta", delta},
               {"logprobs", lpj},

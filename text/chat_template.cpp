@@ -5,6 +5,7 @@
 #include "text/chat_template.hpp"
 
 #include <cctype>
+#include <ctime>
 
 namespace troupe {
 
@@ -28,6 +29,8 @@ std::string_view to_string(chat_format f) {
     return "command_r";
   case chat_format::olmo2:
     return "olmo2";
+  case chat_format::harmony:
+    return "harmony";
   }
   return "?";
 }
@@ -53,6 +56,8 @@ bool olmo2_layout(std::string_view t) {
 } // namespace
 
 chat_format detect_chat_format(std::string_view t) {
+  if (has(t, "<|start|>") && has(t, "<|channel|>") && has(t, "<|message|>"))
+    return chat_format::harmony;
   if (has(t, "<|start_header_id|>")) return chat_format::llama3;
   if (has(t, "<|im_start|>")) return chat_format::chatml;
   if (has(t, "<start_of_turn>")) return chat_format::gemma;
@@ -100,20 +105,22 @@ bool chat_has_bos(chat_format f) {
   }
 }
 
-std::string_view chat_end_of_turn(chat_format f) {
+std::vector<std::string_view> chat_end_of_turn(chat_format f) {
   switch (f) {
   case chat_format::llama3:
-    return "<|eot_id|>";
+    return {"<|eot_id|>"};
   case chat_format::chatml:
-    return "<|im_end|>";
+    return {"<|im_end|>"};
   case chat_format::gemma:
-    return "<end_of_turn>";
+    return {"<end_of_turn>"};
   case chat_format::phi3:
-    return "<|end|>";
+    return {"<|end|>"};
   case chat_format::command_r:
-    return "<|END_OF_TURN_TOKEN|>";
+    return {"<|END_OF_TURN_TOKEN|>"};
+  case chat_format::harmony:
+    return {"<|return|>", "<|call|>"};
   default: // olmo2 ends a turn with eos (<|endoftext|>), a stop already
-    return "";
+    return {};
   }
 }
 
@@ -130,10 +137,55 @@ expected<std::string> system_not_first() {
   return make_error(errc::invalid_argument, "a system message may only come first");
 }
 
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+// GPT-OSS's template: the system block, the first system (developer) message as instructions,
+// then user turns and earlier replies on the final channel (their reasoning is not replayed).
+// The template raises on a reply that carries channel tags; a later system message, which it
+// would drop silently, is refused.
+expected<std::string> render_harmony(const std::vector<chat_message>& msgs,
+                                     const harmony_settings& h) {
+  const std::string& effort = h.reasoning_effort;
+  if (effort != "low" && effort != "medium" && effort != "high")
+    return make_error(errc::invalid_argument,
+                      "reasoning effort must be low, medium or high, got '{}'", effort);
+  std::string out = "<|start|>system<|message|>You are ChatGPT, a large language model trained "
+                    "by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: " +
+                    (h.date.empty() ? today() : h.date) + "\n\nReasoning: " + effort +
+                    "\n\n# Valid channels: analysis, commentary, final. Channel must be "
+                    "included for every message.<|end|>";
+  const bool has_system = msgs[0].role == "system";
+  if (has_system && !msgs[0].content.empty())
+    out += "<|start|>developer<|message|># Instructions\n\n" + msgs[0].content + "<|end|>";
+  for (size_t i = has_system ? 1 : 0; i < msgs.size(); ++i) {
+    const auto& m = msgs[i];
+    if (m.role == "system") return system_not_first();
+    if (m.role == "user") {
+      out += "<|start|>user<|message|>" + m.content + "<|end|>";
+      continue;
+    }
+    if (has(m.content, "<|channel|>analysis<|message|>") ||
+        has(m.content, "<|channel|>final<|message|>"))
+      return make_error(errc::invalid_argument,
+                        "an assistant message's content must not carry harmony channel tags");
+    out += "<|start|>assistant<|channel|>final<|message|>" + m.content + "<|end|>";
+  }
+  out += "<|start|>assistant";
+  return out;
+}
+
 } // namespace
 
 expected<std::string> render_chat(chat_format f, const std::vector<chat_message>& msgs,
-                                  std::string_view default_system) {
+                                  std::string_view default_system,
+                                  const harmony_settings& harmony) {
   if (msgs.empty()) return make_error(errc::invalid_argument, "messages must not be empty");
   for (const auto& m : msgs)
     if (m.role != "system" && m.role != "user" && m.role != "assistant")
@@ -222,6 +274,8 @@ expected<std::string> render_chat(chat_format f, const std::vector<chat_message>
     }
     out += "<|assistant|>\n";
     return out;
+  case chat_format::harmony:
+    return render_harmony(msgs, harmony);
   case chat_format::plain:
     if (!system.empty()) out = trim(system) + "\n\n";
     for (size_t i = first; i < msgs.size(); ++i) {

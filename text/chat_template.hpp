@@ -17,6 +17,12 @@
 //   olmo2      <|user|>, <|assistant|>, eos after an assistant turn, BOS first
 //                                                      (OLMo-2-1124-7B-Instruct; bos = eos =
 //                                                       <|endoftext|>)
+//   harmony    <|start|>, <|channel|>, <|message|>     (gpt-oss-20b / 120b: a system block with
+//                                                       the date and the reasoning effort, the
+//                                                       first system message as the developer's
+//                                                       instructions, replies on the final
+//                                                       channel; the reply's channels are split
+//                                                       by text/harmony.hpp)
 // Look-alikes with another layout (Zephyr and StableLM 2 Zephyr, Tulu 2, OLMo 1, Tulu 3 without
 // BOS) are not claimed. A model with no recognised template gets the plain fallback, documented in
 // the README:
@@ -35,7 +41,18 @@
 
 namespace troupe {
 
-enum class chat_format { plain, llama2, llama3, chatml, mistral, gemma, phi3, command_r, olmo2 };
+enum class chat_format {
+  plain,
+  llama2,
+  llama3,
+  chatml,
+  mistral,
+  gemma,
+  phi3,
+  command_r,
+  olmo2,
+  harmony
+};
 std::string_view to_string(chat_format f);
 
 struct chat_message {
@@ -48,15 +65,25 @@ chat_format detect_chat_format(std::string_view jinja_template);
 /// template (Qwen2 / Qwen2.5: '<|im_start|>system\nYou are ...<|im_end|>\n'); empty if none.
 /// Only ChatML templates are searched.
 std::string chat_default_system(chat_format f, std::string_view jinja_template);
+/// What the harmony system block states: the date ("YYYY-MM-DD"; empty: today, local time, as
+/// transformers' strftime_now) and the reasoning effort (low, medium, high).
+struct harmony_settings {
+  std::string date;
+  std::string reasoning_effort = "medium";
+};
+
 /// The prompt text, ending with the generation prompt (the assistant turn's opening; Llama 2 and
 /// Mistral have none after [/INST]); invalid_argument for an unknown role or an empty conversation.
 /// `default_system` (chat_default_system) opens a conversation that has no system message.
 expected<std::string> render_chat(chat_format f, const std::vector<chat_message>& messages,
-                                  std::string_view default_system = {});
+                                  std::string_view default_system = {},
+                                  const harmony_settings& harmony = {});
 /// True when the rendered text already starts with the BOS token (do not add another).
 bool chat_has_bos(chat_format f);
-/// The token text that ends an assistant turn (added as a stop token), or empty: for olmo2 the
-/// turn ends with the model's eos, which generation stops on already (the model's eos ids).
-std::string_view chat_end_of_turn(chat_format f);
+/// The token texts that end an assistant turn (added as stop tokens), or none: for olmo2 the
+/// turn ends with the model's eos, which generation stops on already (the model's eos ids);
+/// harmony ends a reply with <|return|> or a tool call with <|call|> (<|end|> only closes one
+/// of the reply's messages).
+std::vector<std::string_view> chat_end_of_turn(chat_format f);
 
 } // namespace troupe

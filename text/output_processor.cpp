@@ -6,11 +6,14 @@
 namespace troupe {
 
 output_processor::output_processor(const tokenizer& tok, std::span<const int32_t> prompt,
-                                   std::vector<std::string> stops, int min_tokens)
+                                   std::vector<std::string> stops, int min_tokens,
+                                   std::optional<harmony_tokens> harmony)
     : dec_(tok)
     , stops_(std::move(stops))
+    , reasoning_dec_(tok)
     , min_tokens_(min_tokens) {
   dec_.prime(prompt);
+  if (harmony) router_.emplace(tok, *harmony);
 }
 
 output_processor::delta output_processor::push(std::span<const int32_t> ids) {
@@ -19,6 +22,11 @@ output_processor::delta output_processor::push(std::span<const int32_t> ids) {
     if (stops_.stopped() || finished_) break;
     ++d.accepted;
     ++tokens_;
+    if (router_) {
+      const auto part = router_->route(id);
+      if (part == harmony_router::part::reasoning) d.reasoning += reasoning_dec_.push(id);
+      if (part != harmony_router::part::content) continue;
+    }
     std::string text = dec_.push(id);
     // before min_tokens a stop string does not end the completion (vLLM's rule)
     d.text += tokens_ <= min_tokens_ ? text : stops_.push(text);
@@ -29,7 +37,15 @@ output_processor::delta output_processor::push(std::span<const int32_t> ids) {
 std::string output_processor::finish() {
   if (finished_ || stops_.stopped()) return {};
   finished_ = true;
-  std::string out = stops_.push(dec_.finish());
+  std::string out;
+  if (router_) {
+    reasoning_tail_ = reasoning_dec_.finish();
+    if (router_->unframed()) // no message body opened: what came is the text
+      for (int32_t id : router_->held()) out += dec_.push(id);
+    out = stops_.push(out);
+    if (stops_.stopped()) return out;
+  }
+  out += stops_.push(dec_.finish());
   if (!stops_.stopped()) out += stops_.finish();
   return out;
 }

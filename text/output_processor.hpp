@@ -3,16 +3,21 @@
 // incremental detokenization (stream_decoder), stop strings (stop_matcher, held back until
 // decided, never shown), and min_tokens (stop strings count only after that many tokens).
 // When a stop string completes, the tokens after the one that completed it are not accepted;
-// the caller tells the engine to end the sequence. token_pieces() gives each token's own
-// bytes in context, for logprobs whose token strings join back into the text.
-// One object per completion; not thread-safe. Tests: tests/text/output_processor_test.cpp
+// the caller tells the engine to end the sequence. Under the harmony chat format a
+// harmony_router splits the reply: the analysis channel comes out as reasoning (its own
+// decoder, no stop strings), headers not at all, the rest as the text. token_pieces() gives each
+// token's own bytes in context, for logprobs whose token strings join back into the text. One
+// object per completion; not thread-safe. Tests: tests/text/output_processor_test.cpp
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "text/harmony.hpp"
 #include "text/stop_matcher.hpp"
 #include "text/tokenizer.hpp"
 
@@ -21,22 +26,29 @@ namespace troupe {
 class output_processor {
  public:
   output_processor(const tokenizer& tok, std::span<const int32_t> prompt,
-                   std::vector<std::string> stops, int min_tokens = 0);
+                   std::vector<std::string> stops, int min_tokens = 0,
+                   std::optional<harmony_tokens> harmony = std::nullopt);
 
   struct delta {
-    std::string text;    // text now final (may be empty)
-    size_t accepted = 0; // how many of the pushed ids count (all, unless a stop string hit)
+    std::string text;      // text now final (may be empty)
+    std::string reasoning; // harmony: reasoning now final
+    size_t accepted = 0;   // how many of the pushed ids count (all, unless a stop string hit)
   };
   /// Feeds newly generated ids. Once stopped(), nothing more is accepted.
   delta push(std::span<const int32_t> ids);
-  /// The completion ended for another reason (EOS, length): the text still held back.
+  /// The completion ended for another reason (EOS, length): the text still held back (for an
+  /// unframed harmony reply, all of it); the reasoning's rest is then in reasoning_tail().
   std::string finish();
+  std::string reasoning_tail() { return std::exchange(reasoning_tail_, {}); }
   bool stopped() const { return stops_.stopped(); }
   int64_t tokens() const { return tokens_; }
 
  private:
   stream_decoder dec_;
   stop_matcher stops_;
+  std::optional<harmony_router> router_;
+  stream_decoder reasoning_dec_;
+  std::string reasoning_tail_;
   int min_tokens_;
   int64_t tokens_ = 0; // accepted so far
   bool finished_ = false;

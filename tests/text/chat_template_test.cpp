@@ -4,7 +4,9 @@
 // nothing in it comes from Troupe). Templates that share a family's marker tokens but not its
 // layout (Zephyr, Tulu 2, OLMo 1, Tulu 3) must not be claimed by a family that renders them
 // otherwise. Gemma's template refuses a system message (transformers raises); Troupe joins it
-// to the first user turn, so those renderings are not compared.
+// to the first user turn, so those renderings are not compared. GPT-OSS's harmony template
+// states a date and a reasoning effort: rendered with the fixture's date, at the default effort
+// and at "high".
 #include <gtest/gtest.h>
 
 #include <array>
@@ -25,7 +27,8 @@ const json& fixture() {
 
 constexpr std::array all_formats{chat_format::plain,  chat_format::llama2,    chat_format::llama3,
                                  chat_format::chatml, chat_format::mistral,   chat_format::gemma,
-                                 chat_format::phi3,   chat_format::command_r, chat_format::olmo2};
+                                 chat_format::phi3,   chat_format::command_r, chat_format::olmo2,
+                                 chat_format::harmony};
 
 std::vector<chat_message> conversation(const std::string& name) {
   std::vector<chat_message> out;
@@ -48,10 +51,13 @@ TEST(ChatTemplate, PublishedTemplatesRenderAsTransformersDoes) {
     for (chat_format c : all_formats)
       if (to_string(c) == name) f = c;
     ASSERT_NE(f, chat_format::plain) << "no chat_format is called " << name;
+    harmony_settings harmony;
+    if (fam.contains("date")) harmony.date = fam["date"].get<std::string>();
     for (const auto& [conv, expected] : fam["renders"].items()) {
       SCOPED_TRACE(conv);
-      const auto r = render_chat(f, conversation(conv),
-                                 chat_default_system(f, fam["template"].get<std::string>()));
+      const auto r =
+          render_chat(f, conversation(conv),
+                      chat_default_system(f, fam["template"].get<std::string>()), harmony);
       ASSERT_TRUE(r) << r.error().message;
       if (expected.contains("error")) { // Gemma's template refuses a system role; Troupe joins it
         EXPECT_EQ(name, "gemma") << expected["error"];
@@ -66,6 +72,38 @@ TEST(ChatTemplate, PublishedTemplatesRenderAsTransformersDoes) {
         EXPECT_FALSE(chat_has_bos(f));
     }
   }
+}
+
+TEST(ChatTemplate, HarmonyStatesTheReasoningEffort) {
+  for (const auto& fam : fixture()["families"]) {
+    if (fam["family"] != "harmony") continue;
+    const harmony_settings high{fam["date"].get<std::string>(), "high"};
+    for (const auto& [conv, expected] : fam["renders_reasoning_high"].items()) {
+      SCOPED_TRACE(conv);
+      const auto r = render_chat(chat_format::harmony, conversation(conv), {}, high);
+      ASSERT_TRUE(r) << r.error().message;
+      EXPECT_EQ(*r, expected["text"].get<std::string>());
+    }
+    const harmony_settings bad{fam["date"].get<std::string>(), "extreme"};
+    EXPECT_FALSE(render_chat(chat_format::harmony, conversation("user_only"), {}, bad));
+    return;
+  }
+  FAIL() << "no harmony family in the fixture";
+}
+
+TEST(ChatTemplate, HarmonyRefusesWhatItsTemplateWouldDropOrRaiseOn) {
+  // a later system message (the template drops it silently) and a reply carrying channel tags
+  // (the template raises)
+  EXPECT_FALSE(render_chat(chat_format::harmony, {{"user", "a"}, {"system", "b"}}));
+  EXPECT_FALSE(render_chat(
+      chat_format::harmony,
+      {{"user", "a"}, {"assistant", "<|channel|>analysis<|message|>think"}, {"user", "b"}}));
+  // an empty system message opens no developer block (Jinja's truth of "")
+  const auto r =
+      render_chat(chat_format::harmony, {{"system", ""}, {"user", "a"}}, {}, {"2026-01-01", "low"});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->find("developer"), std::string::npos);
+  EXPECT_NE(r->find("Current date: 2026-01-01\n\nReasoning: low"), std::string::npos);
 }
 
 TEST(ChatTemplate, LookalikesAreNotClaimedByAFamilyThatRendersThemOtherwise) {
@@ -86,10 +124,19 @@ TEST(ChatTemplate, EndOfTurnIsTheTokenThatClosesAnAssistantTurn) {
   for (const auto& fam : fixture()["families"]) {
     const auto name = fam["family"].get<std::string>();
     const chat_format f = detect_chat_format(fam["template"].get<std::string>());
-    const std::string_view end = chat_end_of_turn(f);
+    const auto ends = chat_end_of_turn(f);
+    const std::string_view end = ends.empty() ? std::string_view() : ends[0];
     const std::string text = fam["renders"]["multi_turn"]["text"].get<std::string>();
     const std::string reply = "Hello! How can I help you today?";
-    if (end.empty()) { // the model's eos closes the turn (Llama 2 after a space); a stop already
+    if (name == "harmony") {
+      // a reply in the history closes its message with <|end|>; generation ends on the
+      // template's eos, <|return|> (or <|call|> for a tool call)
+      EXPECT_NE(text.find(reply + "<|end|>"), std::string::npos);
+      EXPECT_EQ(end, fam["eos_token"].get<std::string>());
+      ASSERT_EQ(ends.size(), 2u);
+      EXPECT_EQ(ends[1], "<|call|>");
+    } else if (end.empty()) { // the model's eos closes the turn (Llama 2 after a space); a stop
+                              // already
       EXPECT_TRUE(name == "llama2" || name == "mistral" || name == "olmo2") << name;
       const std::string eos = fam["eos_token"].get<std::string>();
       EXPECT_TRUE(text.find(reply + eos) != std::string::npos ||
@@ -99,7 +146,7 @@ TEST(ChatTemplate, EndOfTurnIsTheTokenThatClosesAnAssistantTurn) {
       EXPECT_NE(text.find(reply + std::string(end)), std::string::npos) << name << ": " << end;
     }
   }
-  EXPECT_EQ(chat_end_of_turn(chat_format::plain), "");
+  EXPECT_TRUE(chat_end_of_turn(chat_format::plain).empty());
 }
 
 TEST(ChatTemplate, RejectsUnknownRolesAndEmptyConversations) {
