@@ -245,7 +245,9 @@ TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
   ASSERT_TRUE(m) << m.error().to_string();
   auto p = even_placement((*m)->config, tp, pp);
   ASSERT_TRUE(p) << p.error().to_string();
-  if (ep) ASSERT_TRUE(set_expert_parallel((*m)->config, *p, tp));
+  if (ep) {
+    ASSERT_TRUE(set_expert_parallel((*m)->config, *p, tp));
+  }
   host_options o;
   o.place = *p;
   auto h = host::start(*m, o);

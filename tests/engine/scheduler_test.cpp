@@ -336,7 +336,9 @@ TEST(Scheduler, StallFreeStepsKeepDecodingStreamsNearTheTarget) {
     worst_decode_step = 0;
     prompt_steps = 0;
     for (int step = 0; step < 1000 && !s.idle(); ++step) {
-      if (step == 30) EXPECT_TRUE(s.add(make(9, 400, 4)));
+      if (step == 30) {
+        EXPECT_TRUE(s.add(make(9, 400, 4)));
+      }
       auto p = s.next_step();
       if (!p) {
         ADD_FAILURE() << "no step while sequences are left";

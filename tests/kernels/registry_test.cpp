@@ -58,7 +58,7 @@ TEST(Registry, ComposesFromPrimitivesOfTheSameBackend) {
   auto k = r.find(backend::cpu, a);
   ASSERT_TRUE(k);
   EXPECT_TRUE(k->composed);
-  (*k)(a, exec_ctx{});
+  ASSERT_TRUE((*k)(a, exec_ctx{}));
   EXPECT_EQ(y[0], 42.0f); // silu(fake) = 42, times up = 1
   EXPECT_EQ(y[2], 126.0f);
   // without mul the composite cannot serve, and no other kernel can
