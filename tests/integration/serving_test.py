@@ -12,7 +12,12 @@
   up with /health 503 naming the policy;
 * the start-up line and troupe_kv_blocks_total agree; /metrics says where each shard runs and
   its device's memory; `troupe generate` ends its text with a
-  newline before the timing line.
+  newline before the timing line;
+* the bundled model dressed as GPT-OSS (its tokenizer given harmony's special tokens, its
+  tokenizer_config GPT-OSS's chat template from the fixture): chat replies carry
+  reasoning_content (null: this model never opens a harmony message, so all it says is the
+  content), streamed and whole alike; reasoning_effort is taken, checked, and refused for a
+  model of another format.
 
 Usage: python serving_test.py PATH/TO/troupe
 """
@@ -35,8 +40,8 @@ from serve_util import Server, metric
 TROUPE = sys.argv.pop(1)
 
 
-def post(url, body, timeout=60):
-    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
+def post(url, body, timeout=60, path="/v1/completions"):
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
@@ -195,6 +200,56 @@ class Serving(unittest.TestCase):
                 self.assertGreater(int(free.group(1)), 0)
                 resident = re.search(r'troupe_shard_resident_bytes\{shard="stage0.rank%d"\} (\d+)' % rank, text)
                 self.assertTrue(resident and int(resident.group(1)) > 0, text)
+
+    def test_a_harmony_model_answers_with_reasoning_content(self):
+        import shutil
+        import tempfile
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        src = os.path.join(here, "..", "..", "models", "stories260K-hf")
+        fixture = json.load(open(os.path.join(here, "..", "fixtures", "chat_templates.json")))
+        template = next(f["template"] for f in fixture["families"] if f["family"] == "harmony")
+        with tempfile.TemporaryDirectory() as d:
+            for name in os.listdir(src):
+                shutil.copy(os.path.join(src, name), d)
+            with open(os.path.join(d, "tokenizer.json")) as f:
+                tok = json.load(f)
+            for i, t in enumerate(["<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>",
+                                   "<|constrain|>"]):
+                tok["added_tokens"].append({"id": 500 + i, "content": t, "single_word": False, "lstrip": False,
+                                            "rstrip": False, "normalized": False, "special": True})
+            with open(os.path.join(d, "tokenizer.json"), "w") as f:
+                json.dump(tok, f)
+            with open(os.path.join(d, "tokenizer_config.json")) as f:
+                cfg = json.load(f)
+            cfg["chat_template"] = template
+            with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+                json.dump(cfg, f)
+            chat = {"model": "stories", "max_tokens": 12, "temperature": 0,
+                    "messages": [{"role": "system", "content": "Be brief."},
+                                 {"role": "user", "content": "Once upon a time"}]}
+            with Server(TROUPE, "--model", d) as srv:
+                self.assertIn("chat_template=harmony", srv.log_text())
+                status, body = post(srv.url, dict(chat, reasoning_effort="low"), path="/v1/chat/completions")
+                self.assertEqual(status, 200, body)
+                msg = json.loads(body)["choices"][0]["message"]
+                self.assertIn("reasoning_content", msg)
+                self.assertIsNone(msg["reasoning_content"])
+                self.assertTrue(msg["content"])
+                status, body = post(srv.url, dict(chat, reasoning_effort="low", stream=True),
+                                    path="/v1/chat/completions")
+                self.assertEqual(status, 200, body)
+                streamed = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content", "")
+                                   for line in body.splitlines()
+                                   if line.startswith("data: {") and json.loads(line[6:])["choices"])
+                self.assertEqual(streamed, msg["content"])
+                status, body = post(srv.url, dict(chat, reasoning_effort="extreme"), path="/v1/chat/completions")
+                self.assertEqual(status, 400, body)
+                self.assertEqual(json.loads(body)["error"]["param"], "reasoning_effort")
+        with Server(TROUPE) as srv:  # the bundled model has no harmony template
+            status, body = post(srv.url, dict(chat, reasoning_effort="low"), path="/v1/chat/completions")
+            self.assertEqual(status, 400, body)
+            self.assertIn("reasoning_effort", json.loads(body)["error"]["message"])
 
     def test_generate_ends_the_text_with_a_newline(self):
         out = subprocess.run([TROUPE, "generate", "-n", "8", "Once upon a time"], stdout=subprocess.PIPE,
