@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/cuda.hpp"
 
@@ -70,6 +71,36 @@ __device__ __forceinline__ float block_value(const uint8_t* b, int j, bool q4) {
   if (!q4) return d * static_cast<float>(static_cast<int8_t>(b[2 + j]));
   const uint8_t byte = b[2 + (j & 15)];
   return d * static_cast<float>((j < 16 ? (byte & 15) : (byte >> 4)) - 8);
+}
+
+/// Weight kinds of the matmul-like kernels: the element kinds, then 3 q8_0 and 4 q4_0.
+/// Value k of a weight row of kind Kind.
+template <int Kind>
+__device__ __forceinline__ float weight_value(const uint8_t* row, long long k) {
+  if constexpr (Kind <= e_bf16) {
+    return load_elem(row, k, Kind);
+  } else {
+    const uint8_t* b = row + (k / q_block) * (Kind == 3 ? q8_block_bytes : q4_block_bytes);
+    return block_value(b, static_cast<int>(k % q_block), Kind == 4);
+  }
+}
+
+/// Calls f(std::integral_constant<int, Kind>) for the weight kind of `t` (q4_0 for any type
+/// that is not f32, f16, bf16 or q8_0: the registry selects these kernels only for those five).
+template <class F>
+void with_weight_kind(dtype t, F&& f) {
+  switch (t) {
+  case dtype::f32:
+    return f(std::integral_constant<int, 0>{});
+  case dtype::f16:
+    return f(std::integral_constant<int, 1>{});
+  case dtype::bf16:
+    return f(std::integral_constant<int, 2>{});
+  case dtype::q8_0:
+    return f(std::integral_constant<int, 3>{});
+  default:
+    return f(std::integral_constant<int, 4>{});
+  }
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

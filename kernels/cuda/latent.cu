@@ -18,16 +18,6 @@ __global__ void concat_kernel(const float* x, const float* y, float* out, long l
   }
 }
 
-template <int Kind>
-__device__ __forceinline__ float wv(const uint8_t* row, long long k) {
-  if constexpr (Kind <= e_bf16) {
-    return load_elem(row, k, Kind);
-  } else {
-    const uint8_t* b = row + (k / q_block) * (Kind == 3 ? q8_block_bytes : q4_block_bytes);
-    return block_value(b, static_cast<int>(k % q_block), Kind == 4);
-  }
-}
-
 template <int Kind> // W [H * N, K]
 __global__ void head_rows_kernel(const float* x, const uint8_t* w, long long rb, float* y,
                                  long long T, long long H, long long Kx, long long K, long long N) {
@@ -38,7 +28,7 @@ __global__ void head_rows_kernel(const float* x, const uint8_t* w, long long rb,
   const uint8_t* row = w + (h * N + n) * rb;
   const float* xv = x + (t * H + h) * Kx;
   float s = 0.0f;
-  for (long long k = lane; k < K; k += 32) s += wv<Kind>(row, k) * xv[k];
+  for (long long k = lane; k < K; k += 32) s += weight_value<Kind>(row, k) * xv[k];
   s = warp_sum(s);
   if (lane == 0) y[o] = s;
 }
@@ -51,7 +41,7 @@ __global__ void head_cols_kernel(const float* x, const uint8_t* w, long long rb,
     const long long n = o % N, h = (o / N) % H, t = o / (N * H);
     const float* xv = x + (t * H + h) * Kx;
     float s = 0.0f;
-    for (long long k = 0; k < K; ++k) s += xv[k] * wv<Kind>(w + (h * K + k) * rb, n);
+    for (long long k = 0; k < K; ++k) s += xv[k] * weight_value<Kind>(w + (h * K + k) * rb, n);
     y[o] = s;
   }
 }
@@ -152,22 +142,8 @@ status launch_concat(const op_args& a, const exec_ctx& c) {
 status launch_head_matmul(const op_args& a, const exec_ctx& c) {
   if (a.src[0].dims[0] == 0) return {};
   const bool tr = a.p.k != 0;
-  switch (a.src[1].type) {
-  case dtype::f32:
-    head<0>(a, stream_of(c), tr);
-    break;
-  case dtype::f16:
-    head<1>(a, stream_of(c), tr);
-    break;
-  case dtype::bf16:
-    head<2>(a, stream_of(c), tr);
-    break;
-  case dtype::q8_0:
-    head<3>(a, stream_of(c), tr);
-    break;
-  default:
-    head<4>(a, stream_of(c), tr);
-  }
+  with_weight_kind(a.src[1].type,
+                   [&](auto kind) { head<decltype(kind)::value>(a, stream_of(c), tr); });
   return check_launch("head_matmul", c);
 }
 

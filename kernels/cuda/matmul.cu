@@ -14,17 +14,6 @@ namespace {
 
 constexpr int max_gemv_tokens = 8;
 
-// kinds: 0 f32, 1 f16, 2 bf16 (elem), 3 q8_0, 4 q4_0
-template <int Kind>
-__device__ __forceinline__ float wval(const uint8_t* row, long long k) {
-  if constexpr (Kind <= e_bf16) {
-    return load_elem(row, k, Kind);
-  } else {
-    const uint8_t* b = row + (k / q_block) * (Kind == 3 ? q8_block_bytes : q4_block_bytes);
-    return block_value(b, static_cast<int>(k % q_block), Kind == 4);
-  }
-}
-
 // One warp per feature n; acc[t] over the tokens. Float rows: 16-byte chunks per lane.
 template <int Kind, int TT>
 __global__ void gemv_kernel(const float* __restrict__ x, const uint8_t* __restrict__ w,
@@ -71,7 +60,7 @@ __global__ void gemv_kernel(const float* __restrict__ x, const uint8_t* __restri
       }
     }
     for (long long k = chunks * per + lane; k < K; k += 32) // a tail shorter than a chunk
-      for (int t = 0; t < TT && t < T; ++t) acc[t] += wval<Kind>(row, k) * x[t * K + k];
+      for (int t = 0; t < TT && t < T; ++t) acc[t] += weight_value<Kind>(row, k) * x[t * K + k];
   } else {
     constexpr int bb = Kind == 3 ? q8_block_bytes : q4_block_bytes;
     const long long blocks = K / q_block;
@@ -131,7 +120,7 @@ __global__ void tiled_kernel(const float* __restrict__ x, const uint8_t* __restr
       const int r = i / 32, kk = i % 32; // row r of the tile, k offset kk
       const long long t = t0 + r, n = n0 + r, k = k0 + kk;
       xs[kk][r] = t < T && k < K ? x[t * K + k] : 0.0f;
-      ws[kk][r] = n < N && k < K ? wval<Kind>(w + n * row_bytes, k) : 0.0f;
+      ws[kk][r] = n < N && k < K ? weight_value<Kind>(w + n * row_bytes, k) : 0.0f;
     }
     __syncthreads();
 #pragma unroll 8
@@ -195,22 +184,9 @@ status launch_matmul(const op_args& a, const exec_ctx& c) {
   const bool aligned = wt == dtype::q8_0 || wt == dtype::q4_0 ||
                        (rb % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
   if (T <= max_gemv_tokens && aligned) {
-    switch (wt) {
-    case dtype::f32:
-      gemv_by_tokens<0>(x, w, rb, bias, y, T, K, N, s);
-      break;
-    case dtype::f16:
-      gemv_by_tokens<1>(x, w, rb, bias, y, T, K, N, s);
-      break;
-    case dtype::bf16:
-      gemv_by_tokens<2>(x, w, rb, bias, y, T, K, N, s);
-      break;
-    case dtype::q8_0:
-      gemv_by_tokens<3>(x, w, rb, bias, y, T, K, N, s);
-      break;
-    default:
-      gemv_by_tokens<4>(x, w, rb, bias, y, T, K, N, s);
-    }
+    with_weight_kind(wt, [&](auto kind) {
+      gemv_by_tokens<decltype(kind)::value>(x, w, rb, bias, y, T, K, N, s);
+    });
     return check_launch("gemv", c);
   }
   // bf16 only: f16 activations would overflow past 65504, which some models' down-projection
@@ -219,22 +195,8 @@ status launch_matmul(const op_args& a, const exec_ctx& c) {
     auto st = gemm_lt(a, c); // tensor cores; falls back below when cuBLASLt declines
     if (st || st.error().code != errc::unsupported) return st;
   }
-  switch (wt) {
-  case dtype::f32:
-    tiled<0>(x, w, rb, bias, y, T, K, N, s);
-    break;
-  case dtype::f16:
-    tiled<1>(x, w, rb, bias, y, T, K, N, s);
-    break;
-  case dtype::bf16:
-    tiled<2>(x, w, rb, bias, y, T, K, N, s);
-    break;
-  case dtype::q8_0:
-    tiled<3>(x, w, rb, bias, y, T, K, N, s);
-    break;
-  default:
-    tiled<4>(x, w, rb, bias, y, T, K, N, s);
-  }
+  with_weight_kind(wt,
+                   [&](auto kind) { tiled<decltype(kind)::value>(x, w, rb, bias, y, T, K, N, s); });
   return check_launch("tiled matmul", c);
 }
 

@@ -11,16 +11,6 @@
 namespace troupe::kernels::cuda {
 namespace {
 
-template <int Kind>
-__device__ __forceinline__ float wv(const uint8_t* row, long long k) {
-  if constexpr (Kind <= e_bf16) {
-    return load_elem(row, k, Kind);
-  } else {
-    const uint8_t* b = row + (k / q_block) * (Kind == 3 ? q8_block_bytes : q4_block_bytes);
-    return block_value(b, static_cast<int>(k % q_block), Kind == 4);
-  }
-}
-
 struct moe_args {
   const float* x;       // [T, C]
   const int32_t* ids;   // [T, k]
@@ -54,8 +44,8 @@ __global__ void moe_hidden_kernel(moe_args a) {
   const float* xr = a.x + t * a.C;
   float sg = 0.0f, su = 0.0f;
   for (long long c = lane; c < a.C; c += 32) {
-    sg += wv<Kind>(g, c) * xr[c];
-    su += wv<Kind>(u, c) * xr[c];
+    sg += weight_value<Kind>(g, c) * xr[c];
+    su += weight_value<Kind>(u, c) * xr[c];
   }
   sg = warp_sum(sg);
   su = warp_sum(su);
@@ -86,7 +76,7 @@ __global__ void moe_out_kernel(moe_args a) {
     const uint8_t* d = a.wd + (e * a.C + c) * a.rb_d;
     const float* h = a.hidden + pair * a.F;
     float s = 0.0f;
-    for (long long f = lane; f < a.F; f += 32) s += wv<Kind>(d, f) * h[f];
+    for (long long f = lane; f < a.F; f += 32) s += weight_value<Kind>(d, f) * h[f];
     s = warp_sum(s);
     total += a.weights[pair] * (s + (a.bd ? a.bd[e * a.C + c] : 0.0f));
   }
@@ -139,22 +129,7 @@ status launch_moe(const op_args& a, const exec_ctx& c) {
   m.bad = reinterpret_cast<int*>(static_cast<char*>(mem) + hb - 64);
   auto s = stream_of(c);
   cudaMemsetAsync(m.bad, 0, sizeof(int), s);
-  switch (a.src[3].type) {
-  case dtype::f32:
-    run<0>(m, s);
-    break;
-  case dtype::f16:
-    run<1>(m, s);
-    break;
-  case dtype::bf16:
-    run<2>(m, s);
-    break;
-  case dtype::q8_0:
-    run<3>(m, s);
-    break;
-  default:
-    run<4>(m, s);
-  }
+  with_weight_kind(a.src[3].type, [&](auto kind) { run<decltype(kind)::value>(m, s); });
   int bad = 0;
   cudaMemcpyAsync(&bad, m.bad, sizeof(int), cudaMemcpyDeviceToHost, s);
   const cudaError_t e = cudaStreamSynchronize(s);
