@@ -21,12 +21,6 @@
 
 namespace troupe::exec {
 
-using graph::node;
-using graph::node_kind;
-using graph::value;
-using graph::value_kind;
-using graph::vid;
-
 using namespace detail;
 
 namespace {

@@ -11,11 +11,6 @@
 
 namespace troupe::exec {
 
-using graph::node;
-using graph::node_kind;
-using graph::value;
-using graph::value_kind;
-using graph::vid;
 using namespace detail;
 
 status executor::compile(int tc, int nc) {

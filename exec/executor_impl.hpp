@@ -20,7 +20,11 @@ struct executor::plan {
 
 namespace detail {
 
+using graph::node;
+using graph::node_kind;
 using graph::value;
+using graph::value_kind;
+using graph::vid;
 
 inline constexpr int64_t align = 64; // bytes: activations, weights and scratch start on these
 

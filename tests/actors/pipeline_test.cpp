@@ -72,6 +72,18 @@ gen_request greedy_request(const std::vector<int32_t>& prompt, int n_tokens, int
   return r;
 }
 
+// The greedy tokens of the pipeline a placement string describes equal the single device's.
+void expect_single_device_tokens(const std::string& placement) {
+  SCOPED_TRACE(placement);
+  auto p = parse_placement(stories()->config, placement);
+  ASSERT_TRUE(p);
+  auto h = start(*p);
+  ASSERT_TRUE(h);
+  auto out = h->generate(greedy_request(single_device().prompt, 32));
+  ASSERT_TRUE(out);
+  EXPECT_EQ((*out)[0].tokens, single_device().tokens);
+}
+
 } // namespace
 
 class TpPp : public ::testing::TestWithParam<std::tuple<int, int>> {};
@@ -105,34 +117,16 @@ INSTANTIATE_TEST_SUITE_P(Grid, TpPp,
                                             ::testing::Values(1, 2, 5)));
 
 TEST(Pipeline, UnevenPlacement) {
-  auto p = parse_placement(stories()->config, "0-2:tp2,3-4:tp1");
-  ASSERT_TRUE(p);
-  auto h = start(*p);
-  ASSERT_TRUE(h);
-  auto out = h->generate(greedy_request(single_device().prompt, 32));
-  ASSERT_TRUE(out);
-  EXPECT_EQ((*out)[0].tokens, single_device().tokens);
-  p = parse_placement(stories()->config, "0:tp4,1-3:tp1,4:tp2");
-  ASSERT_TRUE(p);
-  h = start(*p);
-  ASSERT_TRUE(h);
-  out = h->generate(greedy_request(single_device().prompt, 32));
-  ASSERT_TRUE(out);
-  EXPECT_EQ((*out)[0].tokens, single_device().tokens);
+  ASSERT_NO_FATAL_FAILURE(expect_single_device_tokens("0-2:tp2,3-4:tp1"));
+  ASSERT_NO_FATAL_FAILURE(expect_single_device_tokens("0:tp4,1-3:tp1,4:tp2"));
 }
 
 // Devices per stage and rank: pinned CPU shards give the single-device tokens; a GPU stage
 // either runs (a mixed CPU + GPU pipeline, token-exact) or, on a machine without one, refuses
 // the start naming the device and why.
 TEST(Pipeline, DevicesPlacedPerStage) {
-  auto p = parse_placement(stories()->config, "0-2:tp2@cpu:0;cpu:1,3-4:tp1@cpu");
-  ASSERT_TRUE(p);
-  auto h = start(*p);
-  ASSERT_TRUE(h);
-  auto out = h->generate(greedy_request(single_device().prompt, 32));
-  ASSERT_TRUE(out);
-  EXPECT_EQ((*out)[0].tokens, single_device().tokens);
-  p = parse_placement(stories()->config, "0-2:tp1@cuda:0,3-4:tp1@cpu");
+  ASSERT_NO_FATAL_FAILURE(expect_single_device_tokens("0-2:tp2@cpu:0;cpu:1,3-4:tp1@cpu"));
+  auto p = parse_placement(stories()->config, "0-2:tp1@cuda:0,3-4:tp1@cpu");
   ASSERT_TRUE(p);
   host_options o;
   o.place = *p;
@@ -146,7 +140,7 @@ TEST(Pipeline, DevicesPlacedPerStage) {
   }
   ASSERT_TRUE(g) << g.error().to_string();
   ASSERT_TRUE((*g)->wait_ready(120));
-  out = (*g)->generate(greedy_request(single_device().prompt, 32));
+  auto out = (*g)->generate(greedy_request(single_device().prompt, 32));
   ASSERT_TRUE(out);
   EXPECT_EQ((*out)[0].tokens, single_device().tokens);
 }

@@ -11,6 +11,7 @@
 #include "core/batch.hpp"
 #include "exec/backend.hpp"
 #include "exec/executor.hpp"
+#include "greedy_util.hpp"
 #include "transport/inproc_group.hpp"
 
 using namespace troupe;
@@ -49,50 +50,11 @@ namespace {
 std::unique_ptr<exec::executor> shard_of(std::shared_ptr<const model_source> m, int begin, int end,
                                          bool emulated, int tp_rank = 0, int tp = 1,
                                          collective* comm = nullptr) {
-  shard_spec s;
-  s.layer_begin = begin;
-  s.layer_end = end;
-  s.first_stage = begin == 0;
-  s.last_stage = end == m->config.n_layer;
-  s.tp_rank = tp_rank;
-  s.tp_size = tp;
   exec::exec_options o;
   o.kv_blocks = 16;
   o.max_rows = 64;
   o.host_as_device = emulated;
-  auto e = exec::executor::create(m, s, o, comm);
-  EXPECT_TRUE(e) << (e ? "" : e.error().to_string());
-  return e ? std::move(*e) : nullptr;
-}
-
-// Greedy tokens of a pipeline of shards (stage by stage, the hidden rows passed on).
-std::vector<int32_t> greedy(std::vector<exec::executor*> stages, std::vector<int32_t> prompt, int n,
-                            int64_t V) {
-  batch b;
-  b.tokens = prompt;
-  batch_seq sq;
-  sq.seq_id = 1;
-  sq.count = static_cast<int32_t>(prompt.size());
-  sq.logits = true;
-  for (int32_t blk = 1; blk < 16; ++blk) sq.blocks.push_back(blk);
-  b.seqs = {sq};
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    std::vector<float> x, logits;
-    for (auto* s : stages) {
-      auto st = s->forward(b, x, &logits);
-      EXPECT_TRUE(st) << (st ? "" : st.error().to_string());
-      if (!st) return out;
-    }
-    EXPECT_EQ(static_cast<int64_t>(logits.size()), V);
-    const auto next =
-        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(next);
-    b.seqs[0].pos0 += b.seqs[0].count;
-    b.seqs[0].count = 1;
-    b.tokens = {next};
-  }
-  return out;
+  return test::shard_executor(std::move(m), begin, end, o, tp_rank, tp, comm);
 }
 
 } // namespace
@@ -106,14 +68,14 @@ TEST(EmulatedDevice, ShardsAndMixedPipelinesGiveTheHostTokens) {
     const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 30, 90, 12, 5};
     auto cpu = shard_of(*m, 0, L, false), dev = shard_of(*m, 0, L, true);
     ASSERT_TRUE(cpu && dev);
-    const auto want = greedy({cpu.get()}, prompt, 20, V);
-    EXPECT_EQ(greedy({dev.get()}, prompt, 20, V), want) << path;
+    const auto want = test::greedy_through({cpu.get()}, prompt, 20, V);
+    EXPECT_EQ(test::greedy_through({dev.get()}, prompt, 20, V), want) << path;
     // a device stage, then a CPU stage; and the other way round
     auto d0 = shard_of(*m, 0, L / 2, true), c1 = shard_of(*m, L / 2, L, false);
     auto c0 = shard_of(*m, 0, L / 2, false), d1 = shard_of(*m, L / 2, L, true);
     ASSERT_TRUE(d0 && c1 && c0 && d1);
-    EXPECT_EQ(greedy({d0.get(), c1.get()}, prompt, 20, V), want) << path;
-    EXPECT_EQ(greedy({c0.get(), d1.get()}, prompt, 20, V), want) << path;
+    EXPECT_EQ(test::greedy_through({d0.get(), c1.get()}, prompt, 20, V), want) << path;
+    EXPECT_EQ(test::greedy_through({c0.get(), d1.get()}, prompt, 20, V), want) << path;
   }
 }
 
@@ -125,7 +87,7 @@ TEST(EmulatedDevice, TensorParallelSumsAndLogitsGoThroughTheHost) {
   const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
   auto cpu = shard_of(*m, 0, L, false);
   ASSERT_TRUE(cpu);
-  const auto want = greedy({cpu.get()}, prompt, 12, V);
+  const auto want = test::greedy_through({cpu.get()}, prompt, 12, V);
   auto group = transport::inproc_group::create(2);
   std::vector<std::unique_ptr<collective>> members;
   for (int r = 0; r < 2; ++r) members.push_back(group->join(r));
@@ -134,7 +96,7 @@ TEST(EmulatedDevice, TensorParallelSumsAndLogitsGoThroughTheHost) {
   for (int r = 0; r < 2; ++r)
     ranks.emplace_back([&, r] {
       auto s = shard_of(*m, 0, L, true, r, 2, members[static_cast<size_t>(r)].get());
-      if (s) got[static_cast<size_t>(r)] = greedy({s.get()}, prompt, 12, V);
+      if (s) got[static_cast<size_t>(r)] = test::greedy_through({s.get()}, prompt, 12, V);
     });
   for (auto& t : ranks) t.join();
   EXPECT_EQ(got[0], want);

@@ -13,9 +13,11 @@
 #include "exec/backend.hpp"
 #include "exec/executor.hpp"
 #include "exec/generator.hpp"
+#include "greedy_util.hpp"
 
 using namespace troupe;
 namespace fs = std::filesystem;
+using troupe::test::greedy;
 
 namespace {
 
@@ -30,15 +32,6 @@ std::unique_ptr<exec::generator> make(std::shared_ptr<const model_source> m, ker
   auto g = exec::generator::create(std::move(m), opt);
   EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
   return g ? std::move(*g) : nullptr;
-}
-
-exec::generation greedy(exec::generator& g, const std::vector<int32_t>& prompt, int n) {
-  exec::generate_options o;
-  o.max_tokens = n;
-  o.stop_at_eos = false;
-  auto r = g.run(prompt, o);
-  EXPECT_TRUE(r) << (r ? "" : r.error().to_string());
-  return r ? *r : exec::generation{};
 }
 
 // max |a - b| over the largest |a|
@@ -125,17 +118,10 @@ TEST(Device, GpuThenCpuPipelineMatchesTheCpu) {
     ASSERT_TRUE(m);
     const model_config& c = (*m)->config;
     auto stage = [&](int begin, int end, kernels::backend where) {
-      shard_spec s;
-      s.layer_begin = begin;
-      s.layer_end = end;
-      s.first_stage = begin == 0;
-      s.last_stage = end == c.n_layer;
       exec::exec_options o;
       o.where = where;
       o.kv_blocks = 16;
-      auto e = exec::executor::create(*m, s, o, nullptr);
-      EXPECT_TRUE(e) << (e ? "" : e.error().to_string());
-      return e ? std::move(*e) : nullptr;
+      return test::shard_executor(*m, begin, end, o);
     };
     const int half = static_cast<int>(c.n_layer / 2);
     auto gpu = stage(0, half, kernels::backend::cuda);
@@ -144,27 +130,7 @@ TEST(Device, GpuThenCpuPipelineMatchesTheCpu) {
     auto whole = make(*m, kernels::backend::cpu);
     const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 30, 90};
     const auto want = greedy(*whole, prompt, 24);
-    batch b;
-    b.tokens = prompt;
-    batch_seq sq;
-    sq.seq_id = 1;
-    sq.count = static_cast<int32_t>(prompt.size());
-    sq.logits = true;
-    for (int32_t blk = 1; blk < 16; ++blk) sq.blocks.push_back(blk);
-    b.seqs = {sq};
-    std::vector<int32_t> got;
-    for (int i = 0; i < 24; ++i) {
-      std::vector<float> x, logits;
-      ASSERT_TRUE(gpu->forward(b, x, nullptr));
-      ASSERT_TRUE(cpu->forward(b, x, &logits));
-      ASSERT_EQ(static_cast<int64_t>(logits.size()), c.V);
-      const int32_t next =
-          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      got.push_back(next);
-      b.seqs[0].pos0 += b.seqs[0].count;
-      b.seqs[0].count = 1;
-      b.tokens = {next};
-    }
+    const auto got = test::greedy_through({gpu.get(), cpu.get()}, prompt, 24, c.V);
     EXPECT_EQ(got, want.tokens) << path;
   }
 }

@@ -20,10 +20,12 @@
 #include "exec/executor.hpp"
 #include "exec/expert_load.hpp"
 #include "exec/generator.hpp"
+#include "greedy_util.hpp"
 #include "kernels/jit.hpp"
 
 using namespace troupe;
 using json = nlohmann::json;
+using troupe::test::greedy;
 
 namespace {
 
@@ -40,15 +42,6 @@ std::unique_ptr<exec::generator> make(const std::string& path,
   auto g = exec::generator::create(*m, opt);
   EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
   return g ? std::move(*g) : nullptr;
-}
-
-exec::generation greedy(exec::generator& g, const std::vector<int32_t>& prompt, int n) {
-  exec::generate_options o;
-  o.max_tokens = n;
-  o.stop_at_eos = false;
-  auto r = g.run(prompt, o);
-  EXPECT_TRUE(r) << (r ? "" : r.error().to_string());
-  return r ? *r : exec::generation{};
 }
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
