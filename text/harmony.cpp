@@ -17,11 +17,8 @@ std::optional<harmony_tokens> harmony_tokens::of(const tokenizer& tok) {
 }
 
 harmony_router::part harmony_router::route(int32_t id) {
-  if (id == ids_.start) { // a new message (its role follows)
-    state_ = state::header;
-    return part::header;
-  }
-  if (id == ids_.end || id == ids_.ret || id == ids_.call) { // a message ends
+  // a message ends, or a new one starts (its role follows)
+  if (id == ids_.start || id == ids_.end || id == ids_.ret || id == ids_.call) {
     state_ = state::header;
     return part::header;
   }
