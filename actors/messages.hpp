@@ -211,8 +211,6 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
            x.restart_policy);
 }
 
-/// What a worker process needs to start one shard: the model (opened there from the same path),
-/// the shard's place and options, the --inject rules, and whom to report to.
 /// One shard as /metrics shows it: where it runs and that device's memory when it loaded.
 struct shard_report {
   std::string name;   // "stage0.rank1"
@@ -226,6 +224,8 @@ typename Inspector::result_type inspect(Inspector& f, shard_report& x) {
            x.device_free);
 }
 
+/// What a worker process needs to start one shard: the model (opened there from the same path),
+/// the shard's place and options, the --inject rules, and whom to report to.
 struct shard_order {
   std::string model_path;
   int32_t stage = 0, hop = 0;

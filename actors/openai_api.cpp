@@ -392,7 +392,7 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
                                "({})",
                                to_string(info.chat)),
                    "reasoning_effort");
-      if (!it->is_string() || (*it != "low" && *it != "medium" && *it != "high"))
+      if (!it->is_string() || !valid_reasoning_effort(it->get<std::string>()))
         return bad("'reasoning_effort' must be \"low\", \"medium\" or \"high\"",
                    "reasoning_effort");
       harmony.reasoning_effort = it->get<std::string>();

@@ -43,10 +43,10 @@ struct actor_speed {
 };
 
 expected<actor_speed> bench_actors(const bench_opts& o, std::shared_ptr<const model_source> m,
-                                   const std::vector<int32_t>& prompt) {
+                                   const std::vector<int32_t>& prompt, dtype kv_dtype) {
   actors::host_options ho;
   ho.threads_per_shard = o.threads;
-  ho.kv_dtype = parse_dtype(o.kv_dtype).value_or(dtype::f32); // checked by run_bench
+  ho.kv_dtype = kv_dtype;
   auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp)
                                    : parse_placement(m->config, o.placement);
   if (!place) return place.error();
@@ -93,10 +93,8 @@ int run_bench(const bench_opts& o) {
   ro.threads = o.threads;
   ro.fuse = !o.no_fuse;
   ro.profile = o.profile;
-  const auto kvd = parse_dtype(o.kv_dtype);
-  if (!kvd || (*kvd != dtype::f32 && *kvd != dtype::f16 && *kvd != dtype::bf16))
-    return fail(
-        make_error(errc::invalid_argument, "--kv-dtype '{}': give f32, f16 or bf16", o.kv_dtype));
+  const auto kvd = parse_kv_dtype(o.kv_dtype);
+  if (!kvd) return fail(kvd.error());
   ro.kv_dtype = *kvd;
   const auto dev = parse_device(o.device);
   if (!dev) return fail(dev.error());
@@ -125,7 +123,7 @@ int run_bench(const bench_opts& o) {
   int64_t resident = 0;
   if (through_actors) {
     g.reset(); // the shards hold the model
-    auto sp = bench_actors(o, *m, prompt);
+    auto sp = bench_actors(o, *m, prompt, *kvd);
     if (!sp) return fail(sp.error());
     prefill.push_back(sp->prefill_tok_s);
     decode.push_back(sp->decode_tok_s);

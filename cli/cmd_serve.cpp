@@ -112,10 +112,8 @@ int run_serve(const serve_opts& o) {
   auto kv = parse_kv_memory(o.kv_memory);
   if (!kv) return fail(kv.error());
   ho.kv_memory = *kv;
-  const auto kvd = parse_dtype(o.kv_dtype);
-  if (!kvd || (*kvd != dtype::f32 && *kvd != dtype::f16 && *kvd != dtype::bf16))
-    return fail(
-        make_error(errc::invalid_argument, "--kv-dtype '{}': give f32, f16 or bf16", o.kv_dtype));
+  const auto kvd = parse_kv_dtype(o.kv_dtype);
+  if (!kvd) return fail(kvd.error());
   ho.kv_dtype = *kvd;
   ho.sched.max_batch_tokens = o.max_batch_tokens;
   ho.sched.max_seqs = o.max_seqs;

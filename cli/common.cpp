@@ -46,6 +46,13 @@ expected<std::shared_ptr<const model_source>> open_model_verbose(const std::stri
   return m;
 }
 
+expected<dtype> parse_kv_dtype(const std::string& s) {
+  const auto t = parse_dtype(s);
+  if (!t || (*t != dtype::f32 && *t != dtype::f16 && *t != dtype::bf16))
+    return make_error(errc::invalid_argument, "--kv-dtype '{}': give f32, f16 or bf16", s);
+  return *t;
+}
+
 int fail(const error& e) {
   fmt::print(stderr, "troupe: {}\n", e.to_string());
   return e.code == errc::invalid_argument ? 2 : 1;

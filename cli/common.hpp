@@ -17,6 +17,8 @@ std::string bundled_path(const std::string& rel);
 /// Opens a model, printing what it is and how long it took to stderr (unless quiet).
 expected<std::shared_ptr<const model_source>> open_model_verbose(const std::string& path,
                                                                  bool quiet);
+/// The KV cache's element type from --kv-dtype (f32, f16 or bf16).
+expected<dtype> parse_kv_dtype(const std::string& s);
 /// Prints "troupe: <error>" to stderr and returns an exit code (2 for bad arguments, 1 else).
 int fail(const error& e);
 

@@ -150,10 +150,18 @@ std::string today() {
 // then user turns and earlier replies on the final channel (their reasoning is not replayed).
 // The template raises on a reply that carries channel tags; a later system message, which it
 // would drop silently, is refused.
+} // namespace
+
+bool valid_reasoning_effort(std::string_view e) {
+  return e == "low" || e == "medium" || e == "high";
+}
+
+namespace {
+
 expected<std::string> render_harmony(const std::vector<chat_message>& msgs,
                                      const harmony_settings& h) {
   const std::string& effort = h.reasoning_effort;
-  if (effort != "low" && effort != "medium" && effort != "high")
+  if (!valid_reasoning_effort(effort))
     return make_error(errc::invalid_argument,
                       "reasoning effort must be low, medium or high, got '{}'", effort);
   std::string out = "<|start|>system<|message|>You are ChatGPT, a large language model trained "

@@ -72,6 +72,9 @@ struct harmony_settings {
   std::string reasoning_effort = "medium";
 };
 
+/// True for the reasoning efforts harmony states: low, medium, high.
+bool valid_reasoning_effort(std::string_view effort);
+
 /// The prompt text, ending with the generation prompt (the assistant turn's opening; Llama 2 and
 /// Mistral have none after [/INST]); invalid_argument for an unknown role or an empty conversation.
 /// `default_system` (chat_default_system) opens a conversation that has no system message.
