@@ -47,6 +47,10 @@ bool contiguous_args(const op_args& a);
 /// tie may land one step apart), else core/convert.hpp.
 void store_row(dtype type, const float* x, void* dst, int64_t n);
 
+/// The CPU matmul kernel (matmul.cpp): y [T, N] = x [T, K] W^T (+ bias), W of any type its
+/// registration accepts (f32, f16, bf16, q8_0, q4_0, the expanded formats).
+void matmul(const op_args& a, const exec_ctx& ctx);
+
 /// f32 dot product of n values.
 float dot_f32(const float* x, const float* y, int64_t n);
 /// out[0..n) = the f32 values of row `w` (stored as `type`) from element k0 (block aligned).

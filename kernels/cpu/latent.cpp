@@ -28,15 +28,10 @@ void axpy(float* y, const float* x, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-// Rows of a head's weight are dequantized once per call, a block at a time (about 32 KB of
-// f32, L1-resident), and every token of the step uses the block before the next one: a
-// prefill of T tokens dequantizes each weight once, not T times. Work units: (head, block of
-// output features) when each writes its own outputs (W_h [N, K]); whole heads when every row
-// adds into all of a head's outputs (W_h [K, N]).
 // W_h [N, K] is an ordinary matrix: each head runs the CPU matmul kernel (the int8 GEMV at
 // decode, the int8 GEMM for a prefill's tokens), heads side by side on the pool's threads.
 // x's rows of a head are strided (H Kx apart), so more than one token is gathered first.
-bool head_matmul_rows(const op_args& a, const exec_ctx& ctx) {
+void head_matmul_rows(const op_args& a, const exec_ctx& ctx) {
   const auto &x = a.src[0], &w = a.src[1];
   const int64_t T = x.dims[0], H = x.dims[1], Kx = x.dims[2], N = a.dst.dims[2], K = w.cols();
   op_args m;
@@ -44,8 +39,6 @@ bool head_matmul_rows(const op_args& a, const exec_ctx& ctx) {
   m.src[0] = tensor_view(x.data, dtype::f32, shape{T, K});
   m.src[1] = tensor_view(w.data, w.type, shape{N, K});
   m.dst = tensor_view(a.dst.data, dtype::f32, shape{T, N});
-  const auto k = registry::global().find(backend::cpu, m, lookup::native_only);
-  if (!k) return false;
   const float* xs = x.as<float>();
   float* ys = a.dst.as<float>();
   parallel(ctx, H, 1, [&](int64_t h0, int64_t h1) {
@@ -57,7 +50,7 @@ bool head_matmul_rows(const op_args& a, const exec_ctx& ctx) {
       if (T == 1) {
         c.src[0].data = const_cast<float*>(xs + h * Kx);
         c.dst.data = ys + h * N;
-        (void)(*k)(c, one);
+        matmul(c, one);
         continue;
       }
       xh.resize(static_cast<size_t>(T * K));
@@ -66,51 +59,38 @@ bool head_matmul_rows(const op_args& a, const exec_ctx& ctx) {
         std::memcpy(xh.data() + t * K, xs + (t * H + h) * Kx, K * sizeof(float));
       c.src[0].data = xh.data();
       c.dst.data = yh.data();
-      (void)(*k)(c, one);
+      matmul(c, one);
       for (int64_t t = 0; t < T; ++t)
         std::memcpy(ys + (t * H + h) * N, yh.data() + t * N, N * sizeof(float));
     }
   });
-  return true;
 }
 
+// W_h [K, N]: y[t, h, :] = sum_k x[t, h, k] W[h K + k, :], every row adding into all of a
+// head's outputs, so heads are the work units. Rows are dequantized a block at a time (about
+// 32 KB of f32, L1-resident) and every token of the step uses the block before the next one:
+// a prefill of T tokens dequantizes each weight once, not T times.
 void head_matmul(const op_args& a, const exec_ctx& ctx) {
+  if (a.p.k == 0) return head_matmul_rows(a, ctx);
   const auto &x = a.src[0], &w = a.src[1];
   const int64_t T = x.dims[0], H = x.dims[1], Kx = x.dims[2], N = a.dst.dims[2];
-  const bool tr = a.p.k != 0;
-  if (!tr && head_matmul_rows(a, ctx)) return;
-  const int64_t K = tr ? w.rows() / H : w.cols();
-  const int64_t L = w.cols();   // values per weight row
-  const int64_t R = tr ? K : N; // weight rows per head
-  const int64_t rb = std::clamp<int64_t>(8192 / std::max<int64_t>(L, 1), 1, R); // rows per block
-  const int64_t blocks = tr ? 1 : (R + rb - 1) / rb;                            // units per head
+  const int64_t K = w.rows() / H;
+  const int64_t rb = std::clamp<int64_t>(8192 / std::max<int64_t>(N, 1), 1, K); // rows per block
   const float* xs = x.as<float>();
   float* ys = a.dst.as<float>();
-  parallel(ctx, H * blocks, 1, [&](int64_t u0, int64_t u1) {
+  parallel(ctx, H, 1, [&](int64_t h0, int64_t h1) {
     thread_local std::vector<float> rows;
-    rows.resize(static_cast<size_t>(rb * L));
-    for (int64_t u = u0; u < u1; ++u) {
-      const int64_t h = u / blocks;
-      if (tr) { // y[t, h, :] = sum_k x[t, h, k] W[h K + k, :]
-        for (int64_t t = 0; t < T; ++t) std::memset(ys + (t * H + h) * N, 0, N * sizeof(float));
-        for (int64_t k0 = 0; k0 < K; k0 += rb) {
-          const int64_t kn = std::min(rb, K - k0);
-          for (int64_t i = 0; i < kn; ++i)
-            dequant_row(w.type, w.row(h * K + k0 + i), 0, N, rows.data() + i * N);
-          for (int64_t t = 0; t < T; ++t) {
-            const float* xv = xs + (t * H + h) * Kx + k0;
-            float* out = ys + (t * H + h) * N;
-            for (int64_t i = 0; i < kn; ++i) axpy(out, rows.data() + i * N, xv[i], N);
-          }
-        }
-      } else { // y[t, h, n] = W[h N + n, :] . x[t, h, :K]
-        const int64_t n0 = (u % blocks) * rb, nn = std::min(rb, N - n0);
-        for (int64_t i = 0; i < nn; ++i)
-          dequant_row(w.type, w.row(h * N + n0 + i), 0, K, rows.data() + i * K);
+    rows.resize(static_cast<size_t>(rb * N));
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t t = 0; t < T; ++t) std::memset(ys + (t * H + h) * N, 0, N * sizeof(float));
+      for (int64_t k0 = 0; k0 < K; k0 += rb) {
+        const int64_t kn = std::min(rb, K - k0);
+        for (int64_t i = 0; i < kn; ++i)
+          dequant_row(w.type, w.row(h * K + k0 + i), 0, N, rows.data() + i * N);
         for (int64_t t = 0; t < T; ++t) {
-          const float* xv = xs + (t * H + h) * Kx;
-          float* out = ys + (t * H + h) * N + n0;
-          for (int64_t i = 0; i < nn; ++i) out[i] = dot_f32(xv, rows.data() + i * K, K);
+          const float* xv = xs + (t * H + h) * Kx + k0;
+          float* out = ys + (t * H + h) * N;
+          for (int64_t i = 0; i < kn; ++i) axpy(out, rows.data() + i * N, xv[i], N);
         }
       }
     }

@@ -471,6 +471,8 @@ void over_features(const exec_ctx& ctx, const plan_t& m, int64_t N, F&& fn) {
            [&](int64_t u0, int64_t u1) { fn(u0 * m.unit, std::min(N, u1 * m.unit)); });
 }
 
+} // namespace
+
 void matmul(const op_args& a, const exec_ctx& ctx) {
   const auto& w = a.src[1];
   const int64_t N = w.rows();
@@ -480,6 +482,8 @@ void matmul(const op_args& a, const exec_ctx& ctx) {
   count(m, w.type, 1);
   over_features(ctx, m, N, [&](int64_t n0, int64_t n1) { range(m, w, bias, n0, n1, y + n0, N); });
 }
+
+namespace {
 
 // exp(x) as 2^n * p(r), |r| <= ln2 / 2, a degree-6 polynomial (within 2 ulp of expf over
 // the range silu needs); plain arithmetic and a bit cast, so the loop below vectorises.
