@@ -81,6 +81,15 @@ int64_t model_config::active_parameters() const {
   return count_parameters(*this, n_expert_used);
 }
 
+double model_config::prefill_flops_per_token(int64_t prompt) const {
+  const double P = static_cast<double>(prompt);
+  const double head = static_cast<double>(V) * static_cast<double>(C);
+  const double layer_params =
+      static_cast<double>(active_parameters()) - head * (tie_embeddings ? 1 : 2);
+  const double attn = 4.0 * D * H * n_layer * P * (P + 1) / 2;
+  return (2.0 * P * layer_params + attn + 2.0 * head) / P;
+}
+
 int64_t model_config::parameters() const {
   return count_parameters(*this, n_expert);
 }

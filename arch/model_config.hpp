@@ -139,6 +139,9 @@ struct model_config {
   /// The parameters one token uses: as parameters(), with n_expert_used experts per MoE
   /// layer instead of all of them (the router counted whole).
   int64_t active_parameters() const;
+  /// FLOPs per prompt token of a prefill of P tokens: every layer's matmuls for each token,
+  /// causal attention over the prompt, the lm_head for the last token only.
+  double prefill_flops_per_token(int64_t P) const;
   /// Checks the dimensions for consistency; errors name the field.
   status validate() const;
 };

@@ -169,8 +169,6 @@ int run_bench(const bench_opts& o) {
   const bool int8_prefill = pre_calls && 2 * pre_int8 > pre_calls && int8_peak > 0;
   const double pre_peak = int8_prefill ? int8_peak : peak;
   const int64_t bytes = decode_bytes_of(*m);
-  // the parameters a token uses (a mixture of experts: its chosen experts only)
-  const int64_t non_embd = c.active_parameters() - c.V * c.C * (c.tie_embeddings ? 0 : 1);
   const double dec = median(decode), pre = median(prefill);
   const double bound_tok = bw / static_cast<double>(bytes);
   // the per-token tail: a descheduled vCPU shows up here, not in the median
@@ -178,12 +176,8 @@ int run_bench(const bench_opts& o) {
   auto step_us = [&](double q) {
     return steps.empty() ? 0.0 : 1e6 * steps[static_cast<size_t>(q * (steps.size() - 1))];
   };
-  // prefill work: every layer's matmuls for each token, causal attention over the prompt,
-  // and the lm_head for the last token only
   const double P = static_cast<double>(prompt.size());
-  const double layer_params = static_cast<double>(non_embd - c.V * c.C);
-  const double attn = 4.0 * c.D * c.H * c.n_layer * P * (P + 1) / 2;
-  const double flops_per_token = (2.0 * P * layer_params + attn + 2.0 * c.V * c.C) / P;
+  const double flops_per_token = c.prefill_flops_per_token(static_cast<int64_t>(prompt.size()));
   nlohmann::json j = {
       {"model", (*m)->path},
       {"threads", o.threads},

@@ -23,30 +23,6 @@ namespace troupe::exec {
 
 using namespace detail;
 
-namespace {
-
-// Bump allocation over a fixed buffer, reset before every node.
-class bump final : public kernels::scratch_arena {
- public:
-  void reset(uint8_t* base, size_t size) {
-    base_ = base;
-    size_ = size;
-    used_ = 0;
-  }
-  void* alloc(size_t bytes) override {
-    const size_t at = (used_ + align - 1) / align * align;
-    if (at + bytes > size_) return nullptr;
-    used_ = at + bytes;
-    return base_ + at;
-  }
-
- private:
-  uint8_t* base_ = nullptr;
-  size_t size_ = 0, used_ = 0;
-};
-
-} // namespace
-
 executor::~executor() {
   drop_graphs();
 }
@@ -453,7 +429,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
       TROUPE_TRY(be_->copy(base + dst * bb, base + src * bb, static_cast<size_t>(bb)));
     }
   }
-  bump scratch;
+  kernels::bump_arena scratch(align); // reset before every node
   std::vector<float> gathered;
   auto view = [&](vid v) -> expected<tensor_view> {
     if (v == graph::none) return tensor_view{};

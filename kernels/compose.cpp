@@ -211,13 +211,13 @@ status matmul_qkv_run(const registry& r, backend b, const op_args& a, const exec
   return {};
 }
 
-// rope of x (k by default) into y
+// rope of x into y
 op_args rope_of(const op_args& a, const tensor_view& y, const tensor_view& x) {
   op_args s = make(op::rope, y, x, a.src[1]);
   s.p.rope = a.p.rope;
   return s;
 }
-// x (k by default) into the cache `cache` (dst by default)
+// x into the cache `cache`
 op_args store_of(const op_args& a, const tensor_view& x, const tensor_view& cache) {
   op_args s = make(op::kv_store, cache, x, a.src[2]);
   s.p.block_size = a.p.block_size;

@@ -206,6 +206,31 @@ class scratch_arena {
   virtual void* alloc(size_t bytes) = 0;
 };
 
+/// Scratch as bump allocation over a buffer the caller owns (host or device memory), each
+/// allocation starting on `align` bytes; reset or rewind between uses.
+class bump_arena final : public scratch_arena {
+ public:
+  explicit bump_arena(size_t align)
+      : align_(align) {}
+  void reset(void* base, size_t size) {
+    base_ = static_cast<uint8_t*>(base);
+    size_ = size;
+    used_ = 0;
+  }
+  void rewind() { used_ = 0; }
+  void* alloc(size_t bytes) override {
+    const size_t at = (used_ + align_ - 1) / align_ * align_;
+    if (at + bytes > size_) return nullptr;
+    used_ = at + bytes;
+    return base_ + at;
+  }
+
+ private:
+  size_t align_;
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0, used_ = 0;
+};
+
 /// What a kernel may use besides its arguments: the shard's thread pool (may be null), for
 /// device backends the stream, and scratch for composites (may be null: they allocate).
 /// Kernels never allocate on the hot path when scratch is given.

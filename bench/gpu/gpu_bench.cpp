@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../bench_util.hpp"
 #include "arch/synth.hpp"
 #include "core/convert.hpp"
 #include "exec/generator.hpp"
@@ -40,42 +41,20 @@ int usage() {
   return 2;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-// Temporaries for the kernels from one device buffer (as the executor's scratch gives them),
-// so no call allocates.
-class bump final : public kernels::scratch_arena {
- public:
-  explicit bump(kernels::device_buffer b)
-      : b_(std::move(b)) {}
-  void* alloc(size_t bytes) override {
-    const size_t at = (used_ + 255) / 256 * 256;
-    if (at + bytes > b_.size()) return nullptr;
-    used_ = at + bytes;
-    return static_cast<char*>(b_.data()) + at;
-  }
-  void reset() { used_ = 0; }
-
- private:
-  kernels::device_buffer b_;
-  size_t used_ = 0;
-};
+using bench::median;
 
 // Mean seconds of `reps` calls of kernel k over a, after one warm-up, on `stream`.
 expected<double> time_kernel(kernels::device& dev, void* stream, const kernels::kernel& k,
-                             const kernels::op_args& a, int reps, bump& scratch) {
+                             const kernels::op_args& a, int reps, kernels::bump_arena& scratch) {
   kernels::exec_ctx ctx;
   ctx.stream = stream;
   ctx.scratch = &scratch;
-  scratch.reset();
+  scratch.rewind();
   TROUPE_TRY(k(a, ctx));
   TROUPE_TRY(dev.stream_synchronize(stream));
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < reps; ++r) {
-    scratch.reset();
+    scratch.rewind();
     TROUPE_TRY(k(a, ctx));
   }
   TROUPE_TRY(dev.stream_synchronize(stream));
@@ -115,7 +94,8 @@ int kernel_bench(int device) {
   // the GEMM's rounded activations: two bf16 halves of x
   auto sb = kernels::device_buffer::allocate(*gpu, static_cast<size_t>(Tmax * K) * 4 + 4096);
   if (!sb) return fail(sb.error());
-  bump scratch(std::move(*sb));
+  kernels::bump_arena scratch(256); // temporaries from one device buffer: no call allocates
+  scratch.reset(sb->data(), sb->size());
   for (dtype wt : {dtype::bf16, dtype::f16, dtype::q8_0, dtype::q4_0}) {
     auto w = upload(wt, N, K);
     if (!w) return fail(w.error());
@@ -283,13 +263,8 @@ int main(int argc, char** argv) {
   }
   const auto bw = kernels::probe_copy_bandwidth(*gpu, size_t{64} << 20, on_cpu ? 4 : 20);
   const int64_t bytes = (*g)->runner().decode_weight_bytes();
-  // prefill work: every layer's weights twice per token, causal attention, the lm_head once
   const double P = static_cast<double>(prompt.size());
-  const double layer_params =
-      static_cast<double>(c.active_parameters() - c.V * c.C * (c.tie_embeddings ? 1 : 2));
-  const double attn = 4.0 * c.D * c.H * c.n_layer * P * (P + 1) / 2;
-  const double flops_per_token = (2.0 * P * layer_params + attn + 2.0 * c.V * c.C) / P;
-  std::sort(steps.begin(), steps.end());
+  const double flops_per_token = c.prefill_flops_per_token(static_cast<int64_t>(prompt.size()));
   const double dec = median(decode), pre = median(prefill);
   const auto mem = (*g)->runner().device_memory();
   nlohmann::json j = {{"model", model},
@@ -303,7 +278,7 @@ int main(int argc, char** argv) {
                       {"weight_bytes_per_token", bytes},
                       {"decode_tok_s", dec},
                       {"decode_gb_s", dec * static_cast<double>(bytes) / 1e9},
-                      {"decode_step_us_p50", steps.empty() ? 0 : 1e6 * steps[steps.size() / 2]},
+                      {"decode_step_us_p50", 1e6 * median(steps)},
                       {"copy_gb_s", bw ? *bw / 1e9 : 0.0},
                       {"prefill_tok_s", pre},
                       {"prefill_tflop_s", pre * flops_per_token / 1e12},

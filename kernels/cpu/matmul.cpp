@@ -110,7 +110,6 @@ gemv_fn gemv_for(const gemv_table& tab, dtype t) {
   }
 }
 
-// Weights whose gemv kernels take int8 activations in q8 blocks of 32.
 // Weights whose kernels exist only on int8 activations.
 bool int8_kernel(dtype t) {
   return is_block32(t) || is_kquant(t) || t == dtype::mxfp4;

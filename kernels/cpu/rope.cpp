@@ -37,33 +37,33 @@ void rotate_token(const float* x, float* y, int64_t H, int64_t D, const rope_spe
 }
 
 // The cos / sin of one position under one spec, remembered: a few specs per thread (least
-// recently used out), each with its inverse frequencies and its last position's angles.
+// recently used out), each with its inverse frequencies and its last position's angles. A
+// kernel finds its spec's entry once per range of tokens, then asks it per position.
 class angle_cache {
  public:
-  // cs, sn: rot_dim / 2 values each, valid until the next call on this thread
-  void get(const rope_spec& spec, int32_t pos, const float*& cs, const float*& sn) {
-    entry* e = find(spec);
-    if (e->pos != pos) {
-      const int half = spec.rot_dim / 2;
-      for (int i = 0; i < half; ++i) {
-        const double angle = static_cast<double>(pos) * e->table.inv_freq[i];
-        e->cs[i] = static_cast<float>(std::cos(angle) * e->table.attn_factor);
-        e->sn[i] = static_cast<float>(std::sin(angle) * e->table.attn_factor);
-      }
-      e->pos = pos;
-    }
-    cs = e->cs.data();
-    sn = e->sn.data();
-  }
-
- private:
   struct entry {
     rope_spec spec;
     rope_table table;
     std::vector<float> cs, sn;
     int64_t pos = -1; // none yet
     uint64_t used = 0;
+
+    // cs, sn: rot_dim / 2 values each, valid until the next call on this entry
+    void at(int32_t p, const float*& c, const float*& s) {
+      if (pos != p) {
+        const int half = spec.rot_dim / 2;
+        for (int i = 0; i < half; ++i) {
+          const double angle = static_cast<double>(p) * table.inv_freq[i];
+          cs[i] = static_cast<float>(std::cos(angle) * table.attn_factor);
+          sn[i] = static_cast<float>(std::sin(angle) * table.attn_factor);
+        }
+        pos = p;
+      }
+      c = cs.data();
+      s = sn.data();
+    }
   };
+  /// The entry of `spec` on this thread, valid until the next find() here.
   entry* find(const rope_spec& spec) {
     ++clock_;
     entry* oldest = &entries_[0];
@@ -82,6 +82,8 @@ class angle_cache {
     oldest->used = clock_;
     return oldest;
   }
+
+ private:
   std::array<entry, 4> entries_;
   uint64_t clock_ = 0;
 };
@@ -92,9 +94,10 @@ void rope(const op_args& a, const exec_ctx& ctx) {
   const int64_t T = a.src[0].dims[0], H = a.src[0].dims[1], D = a.src[0].dims[2];
   const int32_t* pos = a.src[1].as<int32_t>();
   parallel(ctx, T, 1, [&](int64_t t0, int64_t t1) {
+    auto* e = angles.find(a.p.rope);
     for (int64_t t = t0; t < t1; ++t) {
       const float *cs, *sn;
-      angles.get(a.p.rope, pos[t], cs, sn);
+      e->at(pos[t], cs, sn);
       rotate_token(a.src[0].as<float>() + t * H * D, a.dst.as<float>() + t * H * D, H, D, a.p.rope,
                    cs, sn);
     }
@@ -114,9 +117,10 @@ void rope_kv_store(const op_args& a, const exec_ctx& ctx) {
   parallel(ctx, T, 1, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> kbuf;
     kbuf.resize(static_cast<size_t>(row));
+    auto* e = angles.find(a.p.rope);
     for (int64_t t = t0; t < t1; ++t) {
       const float *cs, *sn;
-      angles.get(a.p.rope, pos[t], cs, sn);
+      e->at(pos[t], cs, sn);
       const bool f32 = a.dst.type == dtype::f32;
       // f16 / bf16: rotate into L1, then convert into the slot
       float* kd = f32 ? reinterpret_cast<float*>(slot_of(a.dst, t)) : kbuf.data();
