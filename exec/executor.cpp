@@ -86,40 +86,28 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
   graph::remove_dead(whole);
   // element-wise programs: compiled by the JIT for the CPU; where it cannot, composed from
   // primitive ops (the reference backend interprets them as they are)
-  if (opt.where == kernels::backend::cuda && !whole.programs.empty()) {
-    // NVRTC builds each program for the GPU; one it cannot is composed from primitive ops
-    if (auto* gpu = kernels::get_device(kernels::backend::cuda, opt.device))
-      TROUPE_TRY(gpu->make_current());
-    std::vector<const kernels::ew_program*> built;
+  const bool gpu = opt.where == kernels::backend::cuda;
+  if ((gpu || opt.where == kernels::backend::cpu) && !whole.programs.empty()) {
+    // NVRTC builds each program for the GPU, the C++ JIT for the CPU
+    if (auto* d = gpu ? kernels::get_device(kernels::backend::cuda, opt.device) : nullptr)
+      TROUPE_TRY(d->make_current());
+    std::set<const kernels::ew_program*> built;
     for (auto& prog : whole.programs) {
-      if (auto st = kernels::jit_prepare_gpu(*prog); st) {
-        built.push_back(prog.get());
-      } else {
-        static std::once_flag said;
-        std::call_once(said, [&] {
-          TROUPE_LOG_WARN("exec", "{}; element-wise programs run as compositions of primitive ops",
-                          st.error().message);
-        });
+      const status st = gpu              ? kernels::jit_prepare_gpu(*prog)
+                        : prog->compiled ? status{}
+                                         : kernels::jit_prepare(*prog);
+      if (st) {
+        built.insert(prog.get());
+        continue;
       }
+      static std::once_flag said;
+      std::call_once(said, [&] {
+        TROUPE_LOG_WARN("exec", "{}; element-wise programs run as compositions of primitive ops",
+                        st.error().message);
+      });
     }
-    const int n = graph::expand_elementwise(whole, [&](const kernels::ew_program& p) {
-      return std::find(built.begin(), built.end(), &p) != built.end();
-    });
-    for (int i = 0; i < n; ++i) kernels::jit_count_composed();
-  }
-  if (opt.where == kernels::backend::cpu && !whole.programs.empty()) {
-    for (auto& prog : whole.programs)
-      if (!prog->compiled)
-        if (auto st = kernels::jit_prepare(*prog); !st) {
-          static std::once_flag said;
-          std::call_once(said, [&] {
-            TROUPE_LOG_WARN("exec",
-                            "{}; element-wise programs run as compositions of primitive ops",
-                            st.error().message);
-          });
-        }
     const int n = graph::expand_elementwise(
-        whole, [](const kernels::ew_program& p) { return p.compiled != nullptr; });
+        whole, [&](const kernels::ew_program& p) { return built.count(&p) > 0; });
     for (int i = 0; i < n; ++i) kernels::jit_count_composed();
   }
   TROUPE_TRY(graph::infer_shapes(whole));
@@ -132,9 +120,12 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
                             : make_backend(opt.where, opt.device, opt.threads, opt.cpus));
   e->be_ = std::move(be);
   e->on_device_ = !e->be_->host_memory();
-  if (comm && comm->device_memory() && !e->on_device_)
-    return make_error(errc::invalid_argument,
-                      "a collective on device memory (NCCL) for a shard in host memory");
+  if (comm && comm->device_memory()) {
+    if (!e->on_device_)
+      return make_error(errc::invalid_argument,
+                        "a collective on device memory (NCCL) for a shard in host memory");
+    comm->set_stream(e->be_->stream()); // its operations go on this shard's stream
+  }
   if (e->on_device_) {
     // the weights, uploaded once into one buffer; the views then point there. A tensor two
     // values read (a tied embedding and lm_head) goes up once.
@@ -221,26 +212,39 @@ status executor::grow_arena(int64_t T) {
   return {};
 }
 
-status executor::gather_on_device(const tensor_view& part, const tensor_view& all, int64_t N) {
+std::vector<int64_t> executor::gather_block_counts(int64_t N, int64_t& total) const {
   std::vector<int64_t> counts(gather_counts_.size());
-  int64_t total = 0;
+  total = 0;
   for (size_t r = 0; r < counts.size(); ++r) total += counts[r] = N * gather_counts_[r];
+  return counts;
+}
+
+status executor::interleave_gathered(const float* blocks, float* rows, int64_t N, int64_t V,
+                                     bool device) const {
+  // rank r's block is [N, Vs_r]: interleave into rows of V
+  int64_t base = 0, v0 = 0;
+  for (const int64_t vs : gather_counts_) {
+    for (int64_t k = 0; k < N; ++k) {
+      const size_t bytes = static_cast<size_t>(vs) * sizeof(float);
+      if (device)
+        TROUPE_TRY(be_->copy(rows + k * V + v0, blocks + base + k * vs, bytes));
+      else
+        std::memcpy(rows + k * V + v0, blocks + base + k * vs, bytes);
+    }
+    base += N * vs;
+    v0 += vs;
+  }
+  return {};
+}
+
+status executor::gather_on_device(const tensor_view& part, const tensor_view& all, int64_t N) {
+  int64_t total = 0;
+  const auto counts = gather_block_counts(N, total);
   if (static_cast<size_t>(total) * sizeof(float) > scratch_.size())
     return make_error(errc::internal, "gathered logits ({} values) exceed the scratch", total);
   auto* buf = static_cast<float*>(scratch_.data()); // the ranks' blocks, in rank order
   TROUPE_TRY(comm_->all_gather(part.as<float>(), buf, counts));
-  // rank r's block is [N, Vs_r]: interleave into rows of V
-  const int64_t V = all.cols();
-  int64_t base = 0, v0 = 0;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    const int64_t vs = gather_counts_[r];
-    for (int64_t k = 0; k < N; ++k)
-      TROUPE_TRY(be_->copy(all.as<float>() + k * V + v0, buf + base + k * vs,
-                           static_cast<size_t>(vs) * sizeof(float)));
-    base += counts[r];
-    v0 += vs;
-  }
-  return {};
+  return interleave_gathered(buf, all.as<float>(), N, all.cols(), true);
 }
 
 std::string executor::device_name() const {
@@ -350,7 +354,6 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
                       c.C);
   // the arena and the scratch grow with the largest step seen
   TROUPE_TRY(grow_arena(T));
-  if (comm_ && on_device_ && comm_->device_memory()) comm_->set_stream(be_->stream());
   // step inputs
   tokens_.assign(b.tokens.begin(), b.tokens.end());
   tokens_local_.resize(static_cast<size_t>(T));
@@ -401,6 +404,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     stage(ik::logit_rows, logit_rows_);
     const size_t bytes = staged_.size() * sizeof(int32_t);
     if (inputs_dev_.size() < bytes) {
+      drop_graphs(); // recorded with the old buffer's pointers
       inputs_dev_ = {};
       TROUPE_TRY_ASSIGN(ib, be_->allocate(std::max<size_t>(bytes * 2, 4096)));
       inputs_dev_ = std::move(ib);
@@ -409,6 +413,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     if (!spec_.first_stage) {
       const size_t xb = x.size() * sizeof(float);
       if (hidden_dev_.size() < xb) {
+        drop_graphs(); // recorded with the old buffer's pointers
         hidden_dev_ = {};
         TROUPE_TRY_ASSIGN(hb, be_->allocate(std::max<size_t>(
                                   xb, static_cast<size_t>(arena_rows_ * c.C) * sizeof(float))));
@@ -505,15 +510,14 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
           return make_error(errc::internal, "TP {} shard without a collective", spec_.tp_size);
         TROUPE_TRY_ASSIGN(part, view(n.in[0]));
         TROUPE_TRY_ASSIGN(all, view(n.out[0]));
-        std::vector<int64_t> counts(gather_counts_.size());
-        int64_t total = 0;
-        for (size_t r = 0; r < counts.size(); ++r) total += counts[r] = N * gather_counts_[r];
-        gathered.resize(static_cast<size_t>(total));
-        const float* mine = part.as<float>();
         if (on_device_ && comm_->device_memory()) { // NCCL: gathered on the GPUs
           TROUPE_TRY(gather_on_device(part, all, N));
           continue;
         }
+        int64_t total = 0;
+        const auto counts = gather_block_counts(N, total);
+        gathered.resize(static_cast<size_t>(total));
+        const float* mine = part.as<float>();
         if (on_device_) { // the group gathers host memory: through the host
           host_tmp_.resize(static_cast<size_t>(part.numel()));
           TROUPE_TRY(be_->download(host_tmp_.data(), part.data,
@@ -521,7 +525,6 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
           mine = host_tmp_.data();
         }
         TROUPE_TRY(comm_->all_gather(mine, gathered.data(), counts));
-        // rank r's block is [N, Vs_r]: interleave into rows of V
         const int64_t V = all.cols();
         std::vector<float> rows_host;
         float* rows = all.as<float>();
@@ -529,15 +532,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
           rows_host.resize(static_cast<size_t>(N * V));
           rows = rows_host.data();
         }
-        int64_t base = 0, v0 = 0;
-        for (size_t r = 0; r < counts.size(); ++r) {
-          const int64_t vs = gather_counts_[r];
-          for (int64_t k = 0; k < N; ++k)
-            std::memcpy(rows + k * V + v0, gathered.data() + base + k * vs,
-                        static_cast<size_t>(vs) * sizeof(float));
-          base += counts[r];
-          v0 += vs;
-        }
+        TROUPE_TRY(interleave_gathered(gathered.data(), rows, N, V, false));
         if (on_device_)
           TROUPE_TRY(be_->upload(all.data, rows_host.data(), rows_host.size() * sizeof(float)));
         continue;
@@ -582,10 +577,6 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
   // once: the step's inputs change in place, the kernels and their arguments do not)
   if (on_device_ && T < row_class_boundary && graphs_on_ && p.capturable) {
     const graph_key key = {static_cast<int64_t>(plan_index), T, N, S, cols};
-    const std::array<void*, 4> at = {arena_.data(), scratch_.data(), inputs_dev_.data(),
-                                     hidden_dev_.data()};
-    if (at != graph_buffers_) drop_graphs(); // a buffer moved: the recorded pointers are stale
-    graph_buffers_ = at;
     auto it = graphs_.find(key);
     // a shape's first step runs as launches (its kernels load lazily, outside any capture),
     // its second is recorded; at most max_graphs shapes are kept

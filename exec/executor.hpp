@@ -126,7 +126,12 @@ class executor {
   kernels::device_buffer arena_, scratch_;
   int64_t arena_rows_ = 0; // rows the arena holds now
   status grow_arena(int64_t T);
-  // vocabulary-parallel logits gathered by a collective on device memory (NCCL)
+  // vocabulary-parallel logits: each rank's block size for N rows (and their sum), the blocks
+  // interleaved into rows of V (on the device: backend copies), gathered by a collective on
+  // device memory (NCCL)
+  std::vector<int64_t> gather_block_counts(int64_t N, int64_t& total) const;
+  status interleave_gathered(const float* blocks, float* rows, int64_t N, int64_t V,
+                             bool device) const;
   status gather_on_device(const tensor_view& part, const tensor_view& all, int64_t N);
   // device backends: the weights uploaded (views point here), the step inputs and the hidden
   // rows of a step uploaded once each, and host buffers for collectives over host memory
@@ -135,12 +140,12 @@ class executor {
   std::array<int64_t, 7> input_off_{}; // int32 offset of each input_kind in inputs_dev_
   std::vector<int32_t> staged_;
   std::vector<float> host_tmp_;
-  // captured decode steps by (plan, T, N, S, seq table columns), and the buffers they point at
+  // captured decode steps by (plan, T, N, S, seq table columns); dropped when a buffer they
+  // point at is reallocated
   using graph_key = std::array<int64_t, 5>;
   std::map<graph_key, void*> graphs_;
   std::set<graph_key> graphs_seen_; // shapes run once (their second step is recorded)
   static constexpr size_t max_graphs = 64;
-  std::array<void*, 4> graph_buffers_{};
   bool graphs_on_ = false;
   void drop_graphs();
   std::string spec_name() const;
