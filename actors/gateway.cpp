@@ -370,13 +370,15 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
   };
 }
 
-// Answers once with the engine's stats.
-caf::behavior stats_probe(caf::event_based_actor* self, engine_actor engine,
-                          std::function<void(const engine_stats*)> done) {
-  self->request(engine, std::chrono::seconds(2), stats_atom::value)
+// Asks `to` once (`atom`), hands the reply to `done` (null on an error or no answer within
+// `timeout`), then quits.
+template <class Reply, class Actor, class Atom>
+caf::behavior probe(caf::event_based_actor* self, Actor to, Atom atom, std::chrono::seconds timeout,
+                    std::function<void(const Reply*)> done) {
+  self->request(to, timeout, atom)
       .then(
-          [=](const engine_stats& s) {
-            done(&s);
+          [=](const Reply& r) {
+            done(&r);
             self->quit();
           },
           [=](const caf::error&) {
@@ -384,6 +386,13 @@ caf::behavior stats_probe(caf::event_based_actor* self, engine_actor engine,
             self->quit();
           });
   return {[](int) {}};
+}
+
+// The engine's stats (2 s).
+caf::behavior stats_probe(caf::event_based_actor* self, engine_actor engine,
+                          std::function<void(const engine_stats*)> done) {
+  return probe<engine_stats>(self, engine, stats_atom::value, std::chrono::seconds(2),
+                             std::move(done));
 }
 
 // Authorization: Bearer KEY, the scheme in any case (RFC 7235).
@@ -431,37 +440,25 @@ void gateway::impl::health(std::shared_ptr<response_writer> w) {
   });
 }
 
-// Answers once with the expert counts of every worker process, summed (none on an error).
+// The expert counts of every worker process (3 s; none on an error).
 caf::behavior experts_probe(caf::event_based_actor* self, pool_actor pool,
                             std::function<void(std::vector<exec::expert_count>)> done) {
-  self->request(pool, std::chrono::seconds(3), experts_atom::value)
-      .then(
-          [=](const std::vector<int64_t>& v) {
-            auto c = exec::unflatten(v);
-            done(c ? std::move(*c) : std::vector<exec::expert_count>{});
-            self->quit();
-          },
-          [=](const caf::error&) {
-            done({});
-            self->quit();
-          });
-  return {[](int) {}};
+  return probe<std::vector<int64_t>>(self, pool, experts_atom::value, std::chrono::seconds(3),
+                                     [done = std::move(done)](const std::vector<int64_t>* v) {
+                                       if (!v) return done({});
+                                       auto c = exec::unflatten(*v);
+                                       done(c ? std::move(*c) : std::vector<exec::expert_count>{});
+                                     });
 }
 
-// Answers once with every shard's report from the supervisor (none on an error).
+// Every shard's report from the supervisor (2 s; none on an error).
 caf::behavior shards_probe(caf::event_based_actor* self, supervisor_actor sup,
                            std::function<void(std::vector<shard_report>)> done) {
-  self->request(sup, std::chrono::seconds(2), shards_atom::value)
-      .then(
-          [=](const std::vector<shard_report>& v) {
-            done(v);
-            self->quit();
-          },
-          [=](const caf::error&) {
-            done({});
-            self->quit();
-          });
-  return {[](int) {}};
+  return probe<std::vector<shard_report>>(
+      self, sup, shards_atom::value, std::chrono::seconds(2),
+      [done = std::move(done)](const std::vector<shard_report>* v) {
+        done(v ? *v : std::vector<shard_report>{});
+      });
 }
 
 void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
@@ -489,156 +486,153 @@ void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
 void gateway::impl::render_metrics(const std::shared_ptr<response_writer>& w, const engine_stats* s,
                                    const std::vector<exec::expert_count>& remote_experts,
                                    const std::vector<shard_report>& shards) {
-  auto self = shared_from_this();
+  const std::string label = fmt::format("model_name=\"{}\"", info.model_name);
+  std::string out;
+  auto metric = [&](const std::string& name, const char* help, const char* type, double v,
+                    const std::string& extra = "") {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{{{}{}}} {}\n", name, help, name, type, name,
+                       label, extra, v);
+  };
   {
-    const std::string label = fmt::format("model_name=\"{}\"", self->info.model_name);
-    std::string out;
-    auto metric = [&](const std::string& name, const char* help, const char* type, double v,
-                      const std::string& extra = "") {
-      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{{{}{}}} {}\n", name, help, name, type,
-                         name, label, extra, v);
-    };
-    {
-      std::lock_guard<std::mutex> lk(self->status_mu);
-      out += "# HELP troupe_http_requests_total HTTP responses by status code.\n# TYPE "
-             "troupe_http_requests_total counter\n";
-      for (auto [code, n] : self->by_status)
-        out += fmt::format("troupe_http_requests_total{{status=\"{}\"}} {}\n", code, n);
-    }
-    // this process's counts and every worker's (each stage's first rank counts its layers)
-    if (const auto experts = exec::merge_counts(exec::expert_counts(), remote_experts);
-        !experts.empty()) {
-      out += "# HELP troupe_expert_tokens_total Tokens routed to each expert of each MoE layer.\n"
-             "# TYPE troupe_expert_tokens_total counter\n";
-      for (const auto& e : experts)
-        out += fmt::format("troupe_expert_tokens_total{{layer=\"{}\",expert=\"{}\"}} {}\n", e.layer,
-                           e.expert, e.tokens);
-    }
-    if (!shards.empty()) { // where each shard runs and its device's memory when it loaded
-      out += "# HELP troupe_shard_device_memory_bytes Memory of the device a shard runs on (used "
-             "and free when it loaded).\n# TYPE troupe_shard_device_memory_bytes gauge\n";
-      for (const auto& r : shards) {
-        if (r.device.empty()) continue; // not loaded yet
-        std::string dev = r.device;
-        for (auto& ch : dev)
-          if (ch == '"' || ch == '\\' || ch == '\n') ch = ' ';
-        for (auto [state, v] :
-             {std::pair<const char*, int64_t>{"used", r.device_total - r.device_free},
-              {"free", r.device_free}})
-          out += fmt::format(
-              "troupe_shard_device_memory_bytes{{shard=\"{}\",device=\"{}\",state=\"{}\"}} {}\n",
-              r.name, dev, state, v);
-      }
-      out += "# HELP troupe_shard_resident_bytes Weight bytes a shard holds.\n# TYPE "
-             "troupe_shard_resident_bytes gauge\n";
-      for (const auto& r : shards)
-        out += fmt::format("troupe_shard_resident_bytes{{shard=\"{}\"}} {}\n", r.name,
-                           r.resident_bytes);
-    }
-    {
-      const auto j = kernels::jit_counters();
-      out += "# HELP troupe_jit_kernels_total Element-wise programs prepared by the JIT.\n# TYPE "
-             "troupe_jit_kernels_total counter\n";
-      out += fmt::format("troupe_jit_kernels_total{{result=\"compiled\"}} {}\n", j.compiled);
-      out += fmt::format("troupe_jit_kernels_total{{result=\"cached\"}} {}\n", j.cached);
-      out += fmt::format("troupe_jit_kernels_total{{result=\"failed\"}} {}\n", j.failed);
-      out +=
-          fmt::format("# HELP troupe_composed_programs_total Element-wise programs run as "
-                      "compositions of primitives (no JIT).\n# TYPE "
-                      "troupe_composed_programs_total counter\ntroupe_composed_programs_total {}\n",
-                      j.composed);
-    }
-    if (s) {
-      const double kv_usage = s->kv_blocks_total > 0
-                                  ? 1.0 - static_cast<double>(s->kv_blocks_free) /
-                                              static_cast<double>(s->kv_blocks_total)
-                                  : 0.0;
-      metric("troupe_requests_total", "Generation requests accepted by the engine.", "counter",
-             s->requests_total);
-      metric("troupe_prompt_tokens_total", "Prompt tokens of accepted requests.", "counter",
-             s->prompt_tokens);
-      metric("troupe_generation_tokens_total", "Tokens generated.", "counter", s->generated_tokens);
-      metric("troupe_queue_depth", "Sequences waiting to be scheduled.", "gauge",
-             s->requests_waiting);
-      metric("troupe_running_sequences", "Sequences running.", "gauge", s->requests_running);
-      metric("troupe_kv_blocks_total", "KV-cache blocks in the pool.", "gauge", s->kv_blocks_total);
-      metric("troupe_kv_blocks_free", "KV-cache blocks free or evictable.", "gauge",
-             s->kv_blocks_free);
-      metric("troupe_kv_usage_ratio", "Fraction of KV-cache blocks in use.", "gauge", kv_usage);
-      metric("troupe_kv_leases", "KV leases held by sequences.", "gauge", s->leases);
-      metric("troupe_preemptions_total", "Sequences preempted for lack of KV blocks.", "counter",
-             s->preemptions);
-      metric("troupe_prefill_capped_steps_total",
-             "Steps whose prefill share was cut to keep decoding streams near the step target.",
-             "counter", s->prefill_capped_steps);
-      metric("troupe_prefix_cache_hit_blocks_total", "KV blocks reused from the prefix cache.",
-             "counter", s->prefix_hit_blocks);
-      metric("troupe_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
-             "counter", s->prefix_query_tokens);
-      metric("troupe_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
-             "counter", s->prefix_hit_tokens);
-      metric("troupe_shard_restarts_total", "Shards restarted by the supervisor.", "counter",
-             s->shard_restarts);
-      metric("troupe_ready", "1 when every shard can serve.", "gauge", s->ready ? 1 : 0);
-      out += "# HELP troupe_request_success_total Finished requests by finish reason.\n# TYPE "
-             "troupe_request_success_total counter\n";
-      for (auto [why, n] : {std::pair<const char*, int64_t>{"stop", s->finished_stop},
-                            {"length", s->finished_length},
-                            {"abort", s->finished_cancelled},
-                            {"error", s->finished_error}})
-        out += fmt::format("troupe_request_success_total{{{},finished_reason=\"{}\"}} {}\n", label,
-                           why, n);
-      out += s->ttft.exposition("troupe_time_to_first_token_seconds",
-                                "Time from request to first token.", label);
-      out += s->itl.exposition("troupe_inter_token_latency_seconds",
-                               "Time between consecutive tokens of a stream.", label);
-      out += s->e2e.exposition("troupe_e2e_request_latency_seconds",
-                               "Time from arrival to the last token.", label);
-      out += s->queue.exposition("troupe_request_queue_time_seconds",
-                                 "Time from arrival to the first step.", label);
-      out += s->prefill.exposition("troupe_request_prefill_time_seconds",
-                                   "Time from the first step to the first token.", label);
-      out += s->decode.exposition("troupe_request_decode_time_seconds",
-                                  "Time from the first token to the last.", label);
-      out += s->prompt_len.exposition("troupe_request_prompt_tokens", "Prompt length in tokens.",
-                                      label);
-      out += s->generation_len.exposition("troupe_request_generation_tokens",
-                                          "Generated tokens per request.", label);
-      // the same under the names dashboards built for vLLM read
-      metric("vllm:num_requests_running", "Sequences running.", "gauge", s->requests_running);
-      metric("vllm:num_requests_waiting", "Sequences waiting.", "gauge", s->requests_waiting);
-      metric("vllm:kv_cache_usage_perc", "KV-cache usage (1 = full).", "gauge", kv_usage);
-      metric("vllm:gpu_cache_usage_perc", "KV-cache usage (1 = full; older name).", "gauge",
-             kv_usage);
-      metric("vllm:prompt_tokens_total", "Prompt tokens.", "counter", s->prompt_tokens);
-      metric("vllm:generation_tokens_total", "Generated tokens.", "counter", s->generated_tokens);
-      metric("vllm:num_preemptions_total", "Preemptions.", "counter", s->preemptions);
-      metric("vllm:prefix_cache_queries_total", "Prefix cache queries (tokens).", "counter",
-             s->prefix_query_tokens);
-      metric("vllm:prefix_cache_hits_total", "Prefix cache hits (tokens).", "counter",
-             s->prefix_hit_tokens);
-      out += "# HELP vllm:request_success_total Finished requests.\n# TYPE "
-             "vllm:request_success_total counter\n";
-      for (auto [why, n] : {std::pair<const char*, int64_t>{"stop", s->finished_stop},
-                            {"length", s->finished_length},
-                            {"abort", s->finished_cancelled},
-                            {"error", s->finished_error}})
-        out += fmt::format("vllm:request_success_total{{{},finished_reason=\"{}\"}} {}\n", label,
-                           why, n);
-      out += s->ttft.exposition("vllm:time_to_first_token_seconds", "TTFT.", label);
-      out += s->itl.exposition("vllm:inter_token_latency_seconds", "ITL.", label);
-      out += s->itl.exposition("vllm:time_per_output_token_seconds", "TPOT (older name).", label);
-      out += s->e2e.exposition("vllm:e2e_request_latency_seconds", "E2E latency.", label);
-      out += s->queue.exposition("vllm:request_queue_time_seconds", "Queue time.", label);
-      out += s->prefill.exposition("vllm:request_prefill_time_seconds", "Prefill time.", label);
-      out += s->decode.exposition("vllm:request_decode_time_seconds", "Decode time.", label);
-      out += s->prompt_len.exposition("vllm:request_prompt_tokens", "Prompt tokens.", label);
-      out += s->generation_len.exposition("vllm:request_generation_tokens", "Generated tokens.",
-                                          label);
-    }
-    self->count(200);
-    w->respond(200, "text/plain; version=0.0.4", out);
+    std::lock_guard<std::mutex> lk(status_mu);
+    out += "# HELP troupe_http_requests_total HTTP responses by status code.\n# TYPE "
+           "troupe_http_requests_total counter\n";
+    for (auto [code, n] : by_status)
+      out += fmt::format("troupe_http_requests_total{{status=\"{}\"}} {}\n", code, n);
   }
+  // this process's counts and every worker's (each stage's first rank counts its layers)
+  if (const auto experts = exec::merge_counts(exec::expert_counts(), remote_experts);
+      !experts.empty()) {
+    out += "# HELP troupe_expert_tokens_total Tokens routed to each expert of each MoE layer.\n"
+           "# TYPE troupe_expert_tokens_total counter\n";
+    for (const auto& e : experts)
+      out += fmt::format("troupe_expert_tokens_total{{layer=\"{}\",expert=\"{}\"}} {}\n", e.layer,
+                         e.expert, e.tokens);
+  }
+  if (!shards.empty()) { // where each shard runs and its device's memory when it loaded
+    out += "# HELP troupe_shard_device_memory_bytes Memory of the device a shard runs on (used "
+           "and free when it loaded).\n# TYPE troupe_shard_device_memory_bytes gauge\n";
+    for (const auto& r : shards) {
+      if (r.device.empty()) continue; // not loaded yet
+      std::string dev = r.device;
+      for (auto& ch : dev)
+        if (ch == '"' || ch == '\\' || ch == '\n') ch = ' ';
+      for (auto [state, v] :
+           {std::pair<const char*, int64_t>{"used", r.device_total - r.device_free},
+            {"free", r.device_free}})
+        out += fmt::format(
+            "troupe_shard_device_memory_bytes{{shard=\"{}\",device=\"{}\",state=\"{}\"}} {}\n",
+            r.name, dev, state, v);
+    }
+    out += "# HELP troupe_shard_resident_bytes Weight bytes a shard holds.\n# TYPE "
+           "troupe_shard_resident_bytes gauge\n";
+    for (const auto& r : shards)
+      out +=
+          fmt::format("troupe_shard_resident_bytes{{shard=\"{}\"}} {}\n", r.name, r.resident_bytes);
+  }
+  {
+    const auto j = kernels::jit_counters();
+    out += "# HELP troupe_jit_kernels_total Element-wise programs prepared by the JIT.\n# TYPE "
+           "troupe_jit_kernels_total counter\n";
+    out += fmt::format("troupe_jit_kernels_total{{result=\"compiled\"}} {}\n", j.compiled);
+    out += fmt::format("troupe_jit_kernels_total{{result=\"cached\"}} {}\n", j.cached);
+    out += fmt::format("troupe_jit_kernels_total{{result=\"failed\"}} {}\n", j.failed);
+    out +=
+        fmt::format("# HELP troupe_composed_programs_total Element-wise programs run as "
+                    "compositions of primitives (no JIT).\n# TYPE "
+                    "troupe_composed_programs_total counter\ntroupe_composed_programs_total {}\n",
+                    j.composed);
+  }
+  if (s) {
+    const double kv_usage =
+        s->kv_blocks_total > 0
+            ? 1.0 - static_cast<double>(s->kv_blocks_free) / static_cast<double>(s->kv_blocks_total)
+            : 0.0;
+    metric("troupe_requests_total", "Generation requests accepted by the engine.", "counter",
+           s->requests_total);
+    metric("troupe_prompt_tokens_total", "Prompt tokens of accepted requests.", "counter",
+           s->prompt_tokens);
+    metric("troupe_generation_tokens_total", "Tokens generated.", "counter", s->generated_tokens);
+    metric("troupe_queue_depth", "Sequences waiting to be scheduled.", "gauge",
+           s->requests_waiting);
+    metric("troupe_running_sequences", "Sequences running.", "gauge", s->requests_running);
+    metric("troupe_kv_blocks_total", "KV-cache blocks in the pool.", "gauge", s->kv_blocks_total);
+    metric("troupe_kv_blocks_free", "KV-cache blocks free or evictable.", "gauge",
+           s->kv_blocks_free);
+    metric("troupe_kv_usage_ratio", "Fraction of KV-cache blocks in use.", "gauge", kv_usage);
+    metric("troupe_kv_leases", "KV leases held by sequences.", "gauge", s->leases);
+    metric("troupe_preemptions_total", "Sequences preempted for lack of KV blocks.", "counter",
+           s->preemptions);
+    metric("troupe_prefill_capped_steps_total",
+           "Steps whose prefill share was cut to keep decoding streams near the step target.",
+           "counter", s->prefill_capped_steps);
+    metric("troupe_prefix_cache_hit_blocks_total", "KV blocks reused from the prefix cache.",
+           "counter", s->prefix_hit_blocks);
+    metric("troupe_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+           "counter", s->prefix_query_tokens);
+    metric("troupe_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", "counter",
+           s->prefix_hit_tokens);
+    metric("troupe_shard_restarts_total", "Shards restarted by the supervisor.", "counter",
+           s->shard_restarts);
+    metric("troupe_ready", "1 when every shard can serve.", "gauge", s->ready ? 1 : 0);
+    out += "# HELP troupe_request_success_total Finished requests by finish reason.\n# TYPE "
+           "troupe_request_success_total counter\n";
+    for (auto [why, n] : {std::pair<const char*, int64_t>{"stop", s->finished_stop},
+                          {"length", s->finished_length},
+                          {"abort", s->finished_cancelled},
+                          {"error", s->finished_error}})
+      out += fmt::format("troupe_request_success_total{{{},finished_reason=\"{}\"}} {}\n", label,
+                         why, n);
+    out += s->ttft.exposition("troupe_time_to_first_token_seconds",
+                              "Time from request to first token.", label);
+    out += s->itl.exposition("troupe_inter_token_latency_seconds",
+                             "Time between consecutive tokens of a stream.", label);
+    out += s->e2e.exposition("troupe_e2e_request_latency_seconds",
+                             "Time from arrival to the last token.", label);
+    out += s->queue.exposition("troupe_request_queue_time_seconds",
+                               "Time from arrival to the first step.", label);
+    out += s->prefill.exposition("troupe_request_prefill_time_seconds",
+                                 "Time from the first step to the first token.", label);
+    out += s->decode.exposition("troupe_request_decode_time_seconds",
+                                "Time from the first token to the last.", label);
+    out +=
+        s->prompt_len.exposition("troupe_request_prompt_tokens", "Prompt length in tokens.", label);
+    out += s->generation_len.exposition("troupe_request_generation_tokens",
+                                        "Generated tokens per request.", label);
+    // the same under the names dashboards built for vLLM read
+    metric("vllm:num_requests_running", "Sequences running.", "gauge", s->requests_running);
+    metric("vllm:num_requests_waiting", "Sequences waiting.", "gauge", s->requests_waiting);
+    metric("vllm:kv_cache_usage_perc", "KV-cache usage (1 = full).", "gauge", kv_usage);
+    metric("vllm:gpu_cache_usage_perc", "KV-cache usage (1 = full; older name).", "gauge",
+           kv_usage);
+    metric("vllm:prompt_tokens_total", "Prompt tokens.", "counter", s->prompt_tokens);
+    metric("vllm:generation_tokens_total", "Generated tokens.", "counter", s->generated_tokens);
+    metric("vllm:num_preemptions_total", "Preemptions.", "counter", s->preemptions);
+    metric("vllm:prefix_cache_queries_total", "Prefix cache queries (tokens).", "counter",
+           s->prefix_query_tokens);
+    metric("vllm:prefix_cache_hits_total", "Prefix cache hits (tokens).", "counter",
+           s->prefix_hit_tokens);
+    out += "# HELP vllm:request_success_total Finished requests.\n# TYPE "
+           "vllm:request_success_total counter\n";
+    for (auto [why, n] : {std::pair<const char*, int64_t>{"stop", s->finished_stop},
+                          {"length", s->finished_length},
+                          {"abort", s->finished_cancelled},
+                          {"error", s->finished_error}})
+      out += fmt::format("vllm:request_success_total{{{},finished_reason=\"{}\"}} {}\n", label, why,
+                         n);
+    out += s->ttft.exposition("vllm:time_to_first_token_seconds", "TTFT.", label);
+    out += s->itl.exposition("vllm:inter_token_latency_seconds", "ITL.", label);
+    out += s->itl.exposition("vllm:time_per_output_token_seconds", "TPOT (older name).", label);
+    out += s->e2e.exposition("vllm:e2e_request_latency_seconds", "E2E latency.", label);
+    out += s->queue.exposition("vllm:request_queue_time_seconds", "Queue time.", label);
+    out += s->prefill.exposition("vllm:request_prefill_time_seconds", "Prefill time.", label);
+    out += s->decode.exposition("vllm:request_decode_time_seconds", "Decode time.", label);
+    out += s->prompt_len.exposition("vllm:request_prompt_tokens", "Prompt tokens.", label);
+    out +=
+        s->generation_len.exposition("vllm:request_generation_tokens", "Generated tokens.", label);
+  }
+  count(200);
+  w->respond(200, "text/plain; version=0.0.4", out);
 }
 
 void gateway::impl::generate(http_request req, std::shared_ptr<response_writer> w, bool chat) {

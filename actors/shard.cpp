@@ -174,6 +174,16 @@ struct shard {
 
   engine_actor engine() const { return caf::actor_cast<engine_actor>(routes.engine_actor()); }
 
+  // An in-process or NCCL group's probes: this rank waiting in it, and an abort for an epoch
+  // not reset already.
+  template <class Group>
+  void group_probes(watchdog::probes& p, std::shared_ptr<Group> g) {
+    p.waiting = [g, r = setup.spec.tp_rank] { return g->waiting(r); };
+    p.abort = [g](uint64_t epoch, const std::string& why) {
+      if (g->epoch() < epoch) g->abort(why);
+    };
+  }
+
   // Its groups' probes for the process's watchdog (its node's halt, the hang watch).
   void enlist() {
     if (!setup.watch) return;
@@ -182,16 +192,10 @@ struct shard {
       p.waiting = [m = ucx] { return m->waiting(); };
       p.abort = [m = ucx](uint64_t epoch, const std::string& why) { m->abort_all(why, epoch); };
     } else if (setup.group) {
-      p.waiting = [g = setup.group, r = setup.spec.tp_rank] { return g->waiting(r); };
-      p.abort = [g = setup.group](uint64_t epoch, const std::string& why) {
-        if (g->epoch() < epoch) g->abort(why); // not one reset for this epoch already
-      };
+      group_probes(p, setup.group);
     } else if (setup.nccl) {
 #ifdef TROUPE_HAVE_NCCL
-      p.waiting = [] { return false; }; // NCCL enqueues; a hung peer shows as a stuck step
-      p.abort = [g = setup.nccl](uint64_t epoch, const std::string& why) {
-        if (g->epoch() < epoch) g->abort(why);
-      };
+      group_probes(p, setup.nccl); // NCCL enqueues: never waiting; a hung peer is a stuck step
 #endif
     }
     setup.watch->enlist(self->id(), std::move(p));

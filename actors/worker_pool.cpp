@@ -223,12 +223,13 @@ pool_impl::behavior_type pool(pool_ptr self, worker_pool_options opt) {
                   [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
         return rp;
       },
-      [=](experts_atom) -> caf::result<std::vector<int64_t>> { // every worker's counts, summed
+      // every worker's counts, one after another (the gateway sums them with its own)
+      [=](experts_atom) -> caf::result<std::vector<int64_t>> {
         auto& st = self->state;
         if (!from_here(self))
           return to_caf(error{errc::unavailable, "refused: not from the coordinator"});
         struct gather {
-          std::vector<exec::expert_count> sum;
+          std::vector<int64_t> all; // flattened triples
           size_t waiting = 0;
         };
         auto g = std::make_shared<gather>();
@@ -242,12 +243,12 @@ pool_impl::behavior_type pool(pool_ptr self, worker_pool_options opt) {
           // live on in its process and come back in the next one)
           auto one = [=](const std::vector<int64_t>* v) mutable {
             if (v) {
-              if (auto c = exec::unflatten(*v))
-                g->sum = exec::merge_counts(std::move(g->sum), *c);
+              if (auto c = exec::unflatten(*v); c) // checked here: one bad reply spoils none
+                g->all.insert(g->all.end(), v->begin(), v->end());
               else
                 TROUPE_LOG_WARN("workers", "rank {}: {}", r, c.error().message);
             }
-            if (--g->waiting == 0) rp.deliver(exec::flatten(g->sum));
+            if (--g->waiting == 0) rp.deliver(std::move(g->all));
           };
           self->request(st.members[r].node, std::chrono::seconds(2), experts_atom::value)
               .then([=](const std::vector<int64_t>& v) mutable { one(&v); },

@@ -204,17 +204,8 @@ status prepare_deepseek_hf(const model_config& c, tensor_index& t) {
         std::memcpy(o, &scale[static_cast<size_t>((n / 128) * kb + b)], 4);
         std::memcpy(o + 4, w->data + n * K + b * 128, 128);
       }
-    auto file = mapped_file::from_memory(std::move(bytes), where + " (repacked " + wname + ")");
-    tensor_info info;
-    info.name = wname;
-    info.type = dtype::f8_b128;
-    info.raw_type = "F8_E4M3";
-    info.dims = w->dims;
-    info.data = file->data();
-    info.nbytes = file->size();
-    info.file = file.get();
-    t.add_file(std::move(file));
-    t.replace(std::move(info));
+    TROUPE_TRY(add_derived_tensor(t, wname, dtype::f8_b128, w->dims, "F8_E4M3", std::move(bytes),
+                                  where + " (repacked " + wname + ")", true));
   }
   return {};
 }

@@ -88,18 +88,9 @@ status prepare_neox_hf(const model_config& c, tensor_index& t) {
         to_f32(p->type, p->data, out + h * c.D, c.D);
         from = p->file;
       }
-      auto file = mapped_file::from_memory(std::move(bytes),
-                                           (from ? from->path() : "") + " (stacked " + base + ")");
-      tensor_info info;
-      info.name = base + "weight";
-      info.type = dtype::f32;
-      info.raw_type = "F32";
-      info.dims = shape{heads, c.D};
-      info.data = file->data();
-      info.nbytes = file->size();
-      info.file = file.get();
-      t.add_file(std::move(file));
-      TROUPE_TRY(t.add(std::move(info)));
+      TROUPE_TRY(add_derived_tensor(t, base + "weight", dtype::f32, shape{heads, c.D}, "F32",
+                                    std::move(bytes),
+                                    (from ? from->path() : "") + " (stacked " + base + ")"));
     }
   return {};
 }

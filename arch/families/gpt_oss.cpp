@@ -27,21 +27,11 @@ namespace {
 
 const std::string hf_experts = "model.layers.{}.mlp.experts.";
 
-// A derived tensor in the index (its bytes owned by a file made from memory).
+// A repacked tensor in the index (add_derived_tensor), named after the file it came from.
 status add_tensor(tensor_index& t, const std::string& name, dtype type, shape dims,
                   std::vector<uint8_t> bytes, const mapped_file* from) {
-  auto file = mapped_file::from_memory(std::move(bytes),
-                                       (from ? from->path() : "") + " (repacked " + name + ")");
-  tensor_info info;
-  info.name = name;
-  info.type = type;
-  info.raw_type = std::string(troupe::name(type));
-  info.dims = dims;
-  info.data = file->data();
-  info.nbytes = file->size();
-  info.file = file.get();
-  t.add_file(std::move(file));
-  return t.add(std::move(info));
+  return add_derived_tensor(t, name, type, dims, std::string(troupe::name(type)), std::move(bytes),
+                            (from ? from->path() : "") + " (repacked " + name + ")");
 }
 
 expected<const tensor_info*> find(const tensor_index& t, const std::string& name,

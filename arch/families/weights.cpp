@@ -117,4 +117,22 @@ graph::vid weights::constant(const std::string& name, int layer, std::vector<int
   return graph::add_weight(g_, name, ref, dtype::f32, std::move(dims), layer, split, along, unit);
 }
 
+status add_derived_tensor(tensor_index& t, const std::string& name, dtype type, shape dims,
+                          std::string raw_type, std::vector<uint8_t> bytes,
+                          const std::string& description, bool replace) {
+  auto file = mapped_file::from_memory(std::move(bytes), description);
+  tensor_info info;
+  info.name = name;
+  info.type = type;
+  info.raw_type = std::move(raw_type);
+  info.dims = dims;
+  info.data = file->data();
+  info.nbytes = file->size();
+  info.file = file.get();
+  t.add_file(std::move(file));
+  if (!replace) return t.add(std::move(info));
+  t.replace(std::move(info));
+  return {};
+}
+
 } // namespace troupe::arch

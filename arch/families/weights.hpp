@@ -12,6 +12,14 @@
 
 namespace troupe::arch {
 
+/// A tensor a family derives at load (repacked, stacked) added to the checkpoint's index:
+/// its bytes become a file the index holds, described as `description` (for errors),
+/// `raw_type` the type as the checkpoint would name it. `replace`: it takes the place of the
+/// stored tensor of that name; else it is new (an error if the name exists).
+status add_derived_tensor(tensor_index& t, const std::string& name, dtype type, shape dims,
+                          std::string raw_type, std::vector<uint8_t> bytes,
+                          const std::string& description, bool replace = false);
+
 class weights {
  public:
   weights(const model_source& m, graph::graph& g)
