@@ -279,8 +279,9 @@ void on_event(session_ptr self, const gen_event& e) {
     }
   }
   if (fin != finish_reason::none && !c.proc->stopped()) {
-    fresh += c.proc->finish();
-    reasoning += c.proc->reasoning_tail();
+    const auto tail = c.proc->finish();
+    fresh += tail.text;
+    reasoning += tail.reasoning;
   }
   c.res.text += fresh;
   c.res.reasoning += reasoning;

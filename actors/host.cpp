@@ -316,7 +316,7 @@ struct collector {
         stop_hit = e.finish == finish_reason::none; // the engine did not end it itself
       }
     }
-    if (out.finish != finish_reason::none && !proc->stopped()) out.text += proc->finish();
+    if (out.finish != finish_reason::none && !proc->stopped()) out.text += proc->finish().text;
     c.text += out.text;
     if (out.finish != finish_reason::none) {
       c.finish = out.finish;

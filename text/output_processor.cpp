@@ -34,20 +34,21 @@ output_processor::delta output_processor::push(std::span<const int32_t> ids) {
   return d;
 }
 
-std::string output_processor::finish() {
-  if (finished_ || stops_.stopped()) return {};
+output_processor::delta output_processor::finish() {
+  delta d;
+  if (finished_ || stops_.stopped()) return d;
   finished_ = true;
-  std::string out;
   if (router_) {
-    reasoning_tail_ = reasoning_dec_.finish();
+    d.reasoning = reasoning_dec_.finish();
+    std::string held;
     if (router_->unframed()) // no message body opened: what came is the text
-      for (int32_t id : router_->held()) out += dec_.push(id);
-    out = stops_.push(out);
-    if (stops_.stopped()) return out;
+      for (int32_t id : router_->held()) held += dec_.push(id);
+    d.text = stops_.push(held);
+    if (stops_.stopped()) return d;
   }
-  out += stops_.push(dec_.finish());
-  if (!stops_.stopped()) out += stops_.finish();
-  return out;
+  d.text += stops_.push(dec_.finish());
+  if (!stops_.stopped()) d.text += stops_.finish();
+  return d;
 }
 
 std::vector<std::string> token_pieces(const tokenizer& tok, std::span<const int32_t> context,

@@ -14,7 +14,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "text/harmony.hpp"
@@ -37,9 +36,8 @@ class output_processor {
   /// Feeds newly generated ids. Once stopped(), nothing more is accepted.
   delta push(std::span<const int32_t> ids);
   /// The completion ended for another reason (EOS, length): the text still held back (for an
-  /// unframed harmony reply, all of it); the reasoning's rest is then in reasoning_tail().
-  std::string finish();
-  std::string reasoning_tail() { return std::exchange(reasoning_tail_, {}); }
+  /// unframed harmony reply, all of it) and the reasoning's rest (accepted: 0).
+  delta finish();
   bool stopped() const { return stops_.stopped(); }
   int64_t tokens() const { return tokens_; }
 
@@ -48,7 +46,6 @@ class output_processor {
   stop_matcher stops_;
   std::optional<harmony_router> router_;
   stream_decoder reasoning_dec_;
-  std::string reasoning_tail_;
   int min_tokens_;
   int64_t tokens_ = 0; // accepted so far
   bool finished_ = false;

@@ -37,8 +37,9 @@ split run(const tokenizer& tok, const std::string& reply, std::vector<std::strin
     out.reasoning += d.reasoning;
     out.accepted += d.accepted;
   }
-  out.text += op.finish();
-  out.reasoning += op.reasoning_tail();
+  const auto tail = op.finish();
+  out.text += tail.text;
+  out.reasoning += tail.reasoning;
   return out;
 }
 
@@ -106,6 +107,7 @@ TEST(Harmony, SpelledTagsInTheBodyStayText) {
   ASSERT_TRUE(body);
   ids.insert(ids.end(), body->begin(), body->end());
   auto d = op.push(ids);
-  EXPECT_EQ(d.text + op.finish(), "write <|channel|> literally");
-  EXPECT_EQ(d.reasoning + op.reasoning_tail(), "");
+  const auto tail = op.finish();
+  EXPECT_EQ(d.text + tail.text, "write <|channel|> literally");
+  EXPECT_EQ(d.reasoning + tail.reasoning, "");
 }

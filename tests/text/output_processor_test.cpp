@@ -41,7 +41,7 @@ TEST(OutputProcessor, StopStringEndsTheCompletion) {
   }
   EXPECT_TRUE(op.stopped());
   EXPECT_EQ(text, ", there was a little ");
-  EXPECT_EQ(op.finish(), "");
+  EXPECT_EQ(op.finish().text, "");
   // accepted: up to the token that completed "girl", none after it
   EXPECT_LT(accepted, gen.size());
   const std::string upto =
@@ -62,7 +62,7 @@ TEST(OutputProcessor, MinTokensDelaysStopStrings) {
   auto d = op.push(gen);
   EXPECT_FALSE(op.stopped()); // both "girl"s come before min_tokens
   EXPECT_EQ(d.accepted, gen.size());
-  EXPECT_EQ(d.text + op.finish(), ", there was a girl. The girl ran.");
+  EXPECT_EQ(d.text + op.finish().text, ", there was a girl. The girl ran.");
 }
 
 TEST(OutputProcessor, TokenPiecesJoinIntoTheText) {
