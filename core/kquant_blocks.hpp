@@ -139,9 +139,27 @@ inline void q5_1(const uint8_t* b, float* y) {
 // mxfp4: e8m0 e, qs[16] of E2M1 codes (sign, 2-bit exponent, 1-bit mantissa), as GGUF
 // stores it: value j < 16 the low nibble of qs[j], j + 16 its high one; x = fp4 2^(e - 127).
 // The codes' values doubled are integers (0, 1, 2, 3, 4, 6, 8, 12): x = that 2^(e - 128).
-inline constexpr int8_t mxfp4_twice[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-inline float e8m0_half(uint8_t e) { // 2^(e - 128), exact for every e (subnormal below 2)
-  return e >= 2 ? std::ldexp(1.0f, e - 128) : (e == 1 ? 0x1p-127f : 0x1p-128f);
+alignas(16) inline constexpr int8_t mxfp4_twice[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                                       0, -1, -2, -3, -4, -6, -8, -12};
+
+// Tables of 256 floats, one per byte, built at compile time: a load per scale or code instead
+// of a branch and an ldexp (the int8 kernels' block scales, the expansions).
+struct byte_table {
+  float v[256];
+};
+// 2^(e - 128) for every e8m0 byte e, exactly (subnormal for e < 2)
+constexpr byte_table make_e8m0_half() {
+  byte_table t{};
+  float p = 0x1p-128f;
+  for (int e = 0; e < 256; ++e) {
+    t.v[e] = p;
+    if (e < 255) p *= 2.0f;
+  }
+  return t;
+}
+inline constexpr byte_table e8m0_half_table = make_e8m0_half();
+inline float e8m0_half(uint8_t e) {
+  return e8m0_half_table.v[e];
 }
 inline void mxfp4(const uint8_t* b, float* y) {
   const float d = e8m0_half(b[0]);
@@ -153,12 +171,20 @@ inline void mxfp4(const uint8_t* b, float* y) {
 
 // f8_b128: f32 d, then 128 E4M3FN bytes (sign, 4-bit exponent of bias 7, 3-bit mantissa;
 // exponent 0 subnormal, S.1111.111 NaN, no infinities): x = d e4m3.
+constexpr byte_table make_e4m3() {
+  byte_table t{};
+  for (int b = 0; b < 256; ++b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    float v = static_cast<float>(e == 0 ? m : 8 + m) * 0x1p-9f; // m 2^-9, or (8 + m) 2^(e - 10)
+    for (int i = 1; i < e; ++i) v *= 2.0f;
+    if (e == 15 && m == 7) v = std::numeric_limits<float>::quiet_NaN();
+    t.v[b] = b & 0x80 ? -v : v;
+  }
+  return t;
+}
+inline constexpr byte_table e4m3_table = make_e4m3();
 inline float e4m3(uint8_t b) {
-  const int e = (b >> 3) & 15, m = b & 7;
-  float v = e == 0 ? std::ldexp(static_cast<float>(m), -9)
-                   : std::ldexp(static_cast<float>(8 + m), e - 10);
-  if (e == 15 && m == 7) v = std::numeric_limits<float>::quiet_NaN();
-  return b & 0x80 ? -v : v;
+  return e4m3_table.v[b];
 }
 inline void f8_b128(const uint8_t* b, float* y) {
   float d;

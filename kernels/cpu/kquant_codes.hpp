@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "core/kquant_blocks.hpp"
+
 namespace troupe::kernels::cpu {
 namespace {
 namespace kqc {
@@ -19,32 +21,25 @@ inline float f16_at(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-// 2^(e - 128) for every e8m0 byte e, exactly (subnormal for e < 2): MXFP4's block scale as the int8
-// kernels want it (codes doubled into integers, core/kquant_blocks.hpp), one load per block
-// (building the float's bits with a branch cost a fifth of the decode kernel's time).
-struct scale_table {
-  float v[256];
-};
-constexpr scale_table make_scales() {
-  scale_table t{};
-  float p = 0x1p-128f;
-  for (int e = 0; e < 256; ++e) {
-    t.v[e] = p;
-    if (e < 255) p *= 2.0f;
-  }
-  return t;
-}
-constexpr scale_table scales = make_scales();
+// MXFP4's block scale as the int8 kernels want it (codes doubled into integers): a table load
+// per block (building the float's bits with a branch cost a fifth of the decode kernel's time)
 inline float mx_scale(uint8_t e) {
-  return scales.v[e];
+  return kq::e8m0_half(e);
 }
 
-// MXFP4's E2M1 codes doubled (0, 1, 2, 3, 4, 6, 8, 12 and their negatives), and plus 12 for
-// the GEMM's unsigned operand (offset 12 in gemm_q_args): vpshufb tables, one per 128 bits.
-alignas(16) constexpr int8_t mx_twice[16] = {0, 1,  2,  3,  4,  6,  8,  12,
-                                             0, -1, -2, -3, -4, -6, -8, -12};
-alignas(16) constexpr int8_t mx_unsigned[16] = {12, 13, 14, 15, 16, 18, 20, 24,
-                                                12, 11, 10, 9,  8,  6,  4,  0};
+// MXFP4's E2M1 codes doubled (kq::mxfp4_twice), and plus 12 for the GEMM's unsigned operand
+// (offset 12 in gemm_q_args): vpshufb tables, one per 128 bits.
+inline constexpr const int8_t* mx_twice = kq::mxfp4_twice;
+struct code_table {
+  alignas(16) int8_t v[16];
+};
+constexpr code_table make_mx_unsigned() {
+  code_table t{};
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<int8_t>(kq::mxfp4_twice[i] + 12);
+  return t;
+}
+inline constexpr code_table mx_unsigned_table = make_mx_unsigned();
+inline constexpr const int8_t* mx_unsigned = mx_unsigned_table.v;
 inline __m128i table16(const int8_t* t) {
   return _mm_load_si128(reinterpret_cast<const __m128i*>(t));
 }
