@@ -103,8 +103,7 @@ void gemv_bf16(const gemv_args& a) {
 }
 
 inline __m256i dot_block(__m256i w, __m256i x) {
-  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+  return kqc::signed_dot(w, x);
 }
 
 inline __m256i q4_unpack(const uint8_t* qs) {

@@ -30,11 +30,9 @@ inline __m256i values(const uint8_t* qs) {
   return _mm256_shuffle_epi8(lut, nib);
 }
 
-// sum(w * x) of one block as 8 int32 lanes (w signed: its sign moves onto x).
+// sum(w * x) of one block as 8 int32 lanes.
 inline __m256i dot(__m256i w, const int8_t* x) {
-  const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
-  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+  return kqc::signed_dot(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
 }
 
 // Rows [n0, n1): each row read once for all T tokens; two chains over the blocks.

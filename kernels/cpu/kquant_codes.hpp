@@ -44,6 +44,13 @@ inline __m128i table16(const int8_t* t) {
   return _mm_load_si128(reinterpret_cast<const __m128i*>(t));
 }
 
+// sum(w * x) of 32 int8 pairs as 8 int32 lanes, w signed (its sign moves onto x, so maddubs
+// takes |w| unsigned; |w| * |x| pairs stay within int16 for q8_0 and MXFP4 weights)
+inline __m256i signed_dot(__m256i w, __m256i x) {
+  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
 inline __m256i load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
