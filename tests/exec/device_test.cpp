@@ -29,9 +29,7 @@ std::unique_ptr<exec::generator> make(std::shared_ptr<const model_source> m, ker
   exec::exec_options opt;
   opt.where = where;
   opt.kv_dtype = kv;
-  auto g = exec::generator::create(std::move(m), opt);
-  EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
-  return g ? std::move(*g) : nullptr;
+  return test::generator_of(std::move(m), opt);
 }
 
 // max |a - b| over the largest |a|

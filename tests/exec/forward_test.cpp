@@ -39,9 +39,7 @@ std::unique_ptr<exec::generator> make(const std::string& path,
   opt.where = where;
   opt.kv_dtype = kv;
   opt.fuse = fuse;
-  auto g = exec::generator::create(*m, opt);
-  EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
-  return g ? std::move(*g) : nullptr;
+  return test::generator_of(*m, opt);
 }
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {

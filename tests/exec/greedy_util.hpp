@@ -1,5 +1,5 @@
-// greedy_util.hpp: greedy decoding for the exec tests: through a generator, or through a
-// pipeline of shard executors made here (stage by stage, the hidden rows passed on, the last
+// greedy_util.hpp: greedy decoding for the exec tests: through a generator (made here), or through
+// a pipeline of shard executors made here (stage by stage, the hidden rows passed on, the last
 // stage's logits argmaxed), so tests compare pipelines token for token.
 #pragma once
 
@@ -30,6 +30,14 @@ inline std::unique_ptr<exec::executor> shard_executor(std::shared_ptr<const mode
   auto e = exec::executor::create(std::move(m), s, o, comm);
   EXPECT_TRUE(e) << (e ? "" : e.error().to_string());
   return e ? std::move(*e) : nullptr;
+}
+
+/// A generator over `m` with `o`, or null with a failure.
+inline std::unique_ptr<exec::generator> generator_of(std::shared_ptr<const model_source> m,
+                                                     const exec::exec_options& o) {
+  auto g = exec::generator::create(std::move(m), o);
+  EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
+  return g ? std::move(*g) : nullptr;
 }
 
 /// n greedy tokens of a generator after `prompt` (EOS does not stop it).
