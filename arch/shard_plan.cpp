@@ -119,6 +119,23 @@ status set_expert_parallel(const model_config& c, placement& p, int ep) {
   return {};
 }
 
+namespace {
+
+// A non-negative integer, all of s.
+bool parse_count(std::string_view s, int& out) {
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size() && out >= 0;
+}
+
+// "A" (b = a) or "A-B", non-negative.
+bool parse_range(std::string_view s, int& a, int& b) {
+  const auto dash = s.find('-');
+  if (dash == std::string_view::npos) return parse_count(s, a) && parse_count(s, b);
+  return parse_count(s.substr(0, dash), a) && parse_count(s.substr(dash + 1), b);
+}
+
+} // namespace
+
 expected<placement> parse_placement(const model_config& c, const std::string& text) {
   placement p;
   std::stringstream ss(text);
@@ -126,10 +143,6 @@ expected<placement> parse_placement(const model_config& c, const std::string& te
   int next = 0;
   auto bad = [&](std::string_view why) {
     return make_error(errc::invalid_argument, "--placement '{}': {}", text, why);
-  };
-  auto num = [](std::string_view s, int& out) {
-    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc() && ptr == s.data() + s.size();
   };
   while (std::getline(ss, item, ',')) {
     stage_spec st;
@@ -140,15 +153,8 @@ expected<placement> parse_placement(const model_config& c, const std::string& te
     }
     const auto colon = item.find(':');
     const std::string range = item.substr(0, colon);
-    const auto dash = range.find('-');
     int a = 0, b = 0;
-    if (dash == std::string::npos) {
-      if (!num(range, a)) return bad(fmt::format("bad layer range '{}'", range));
-      b = a;
-    } else if (!num(std::string_view(range).substr(0, dash), a) ||
-               !num(std::string_view(range).substr(dash + 1), b)) {
-      return bad(fmt::format("bad layer range '{}'", range));
-    }
+    if (!parse_range(range, a, b)) return bad(fmt::format("bad layer range '{}'", range));
     if (a != next)
       return bad(fmt::format("stage starting at layer {} should start at {}", a, next));
     if (b < a || b >= c.n_layer)
@@ -162,7 +168,8 @@ expected<placement> parse_placement(const model_config& c, const std::string& te
         t.remove_suffix(2);
         st.expert_parallel = true;
       }
-      if (!num(t, st.tp) || st.tp < 1) return bad(fmt::format("bad TP width in '{}'", item));
+      if (!parse_count(t, st.tp) || st.tp < 1)
+        return bad(fmt::format("bad TP width in '{}'", item));
       if (st.expert_parallel && c.n_expert <= 0)
         return bad(fmt::format("'{}': the model has no experts to spread", item));
     }
@@ -187,10 +194,6 @@ expected<placement> parse_placement(const model_config& c, const std::string& te
 expected<shard_device> parse_device(std::string_view text) {
   shard_device d;
   d.text = std::string(text);
-  auto num = [](std::string_view s, int& out) {
-    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc() && ptr == s.data() + s.size() && out >= 0;
-  };
   auto bad = [&] {
     return make_error(errc::invalid_argument,
                       "device '{}': give cpu, cpu:A-B (CPUs to pin), cuda or cuda:N", text);
@@ -201,20 +204,13 @@ expected<shard_device> parse_device(std::string_view text) {
       colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   if (kind == "cuda") {
     d.cuda = true;
-    if (colon != std::string_view::npos && !num(rest, d.index)) return bad();
+    if (colon != std::string_view::npos && !parse_count(rest, d.index)) return bad();
     return d;
   }
   if (kind != "cpu") return bad();
   if (colon == std::string_view::npos) return d;
-  const auto dash = rest.find('-');
   int a = 0, b = 0;
-  if (dash == std::string_view::npos) {
-    if (!num(rest, a)) return bad();
-    b = a;
-  } else if (!num(rest.substr(0, dash), a) || !num(rest.substr(dash + 1), b) || b < a ||
-             b - a > 4096) {
-    return bad();
-  }
+  if (!parse_range(rest, a, b) || b < a || b - a > 4096) return bad();
   for (int cpu = a; cpu <= b; ++cpu) d.cpus.push_back(cpu);
   return d;
 }
