@@ -177,6 +177,10 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
     TROUPE_TRY_ASSIGN(ib,
                       e->be_->allocate(static_cast<size_t>((6 * 16 + 6 * rows + rows * 67) * 4)));
     e->inputs_dev_ = std::move(ib);
+    if (!e->spec_.first_stage) { // the previous stage's hidden rows
+      TROUPE_TRY_ASSIGN(hb, e->be_->allocate(static_cast<size_t>(e->arena_rows_ * c.C) * 4));
+      e->hidden_dev_ = std::move(hb);
+    }
   }
   const char* env = std::getenv("TROUPE_CUDA_GRAPHS");
   e->graphs_on_ = e->on_device_ && opt.graphs && !opt.profile && e->be_->device().can_capture() &&
