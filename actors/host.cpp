@@ -58,6 +58,14 @@ host::~host() {
 
 namespace {
 
+constexpr bool have_nccl() {
+#ifdef TROUPE_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
 // An NCCL group for a stage whose ranks each own a distinct GPU of this process (null
 // otherwise, or where NCCL is missing or fails: the stage then sums through host memory).
 std::shared_ptr<transport::nccl_group> nccl_for(const stage_spec& st) {
@@ -218,6 +226,13 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
       nccl = nccl_for(st); // its ranks on distinct GPUs: sums on the GPUs
       if (!nccl) group = transport::inproc_group::create(st.tp);
     }
+    // in worker processes, a stage whose every rank owns a GPU sums over NCCL (formed over
+    // its UCX group); the ranks' GPUs are checked where they are, by NCCL (one rank per GPU)
+    bool nccl_across = o.workers > 0 && st.tp > 1 && have_nccl();
+    for (int r = 0; r < st.tp && nccl_across; ++r) {
+      auto d = device_of(st, r);
+      nccl_across = d && d->cuda;
+    }
     for (int r = 0; r < st.tp; ++r) {
       shard_setup sh;
       sh.model = m;
@@ -240,6 +255,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
       sh.watch = watch;
       sh.group = group;
       sh.nccl = nccl;
+      sh.nccl_across = nccl_across;
       sh.faults = faults;
       ss.shards.push_back(std::move(sh));
     }

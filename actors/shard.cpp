@@ -74,16 +74,104 @@ expected<std::shared_ptr<transport::ucx_context>> process_ucx() {
 // worker's node, told by the supervisor that a shard was lost), so siblings blocked in a
 // collective on a shard that is gone, in a process that lives on, fail at once instead of
 // waiting out the group timeout (over shared memory UCX sees no peer process die).
+//
+// A stage whose ranks each own a GPU (`over_nccl`) sums over NCCL instead: the UCX group is
+// then its host channel, which carries rank 0's NCCL id each time the group is formed
+// (form_nccl), and the executor's collectives go to the NCCL member, on device memory.
 class ucx_membership final : public collective {
  public:
-  ucx_membership(int rank, int size)
+  ucx_membership(int rank, int size, bool over_nccl)
       : rank_(rank)
-      , size_(size) {}
+      , size_(size)
+      , over_nccl_(over_nccl) {}
   std::shared_ptr<transport::ucx_worker> worker;
   std::unique_ptr<transport::ucx_group> group, from_prev, to_next;
   std::mutex mu;
   std::map<const transport::ucx_group*, uint64_t> formed;         // the epoch each was formed in
   std::map<uint8_t, std::vector<std::vector<uint8_t>>> addresses; // each group's members (by id)
+#ifdef TROUPE_HAVE_NCCL
+  std::shared_ptr<transport::nccl_group> nccl; // over_nccl: the stage's sums, formed in nccl_epoch
+  uint64_t nccl_epoch = 0;
+#endif
+  std::unique_ptr<collective> nccl_member;
+
+  /// Over NCCL: rank 0 makes an id, the (just formed) UCX group carries it to every rank, and
+  /// each joins the NCCL group on its GPU (the old one, if any, aborted first). The ranks then
+  /// agree over UCX: if any could not join (NCCL missing from its build, two ranks on one GPU,
+  /// a GPU NCCL refuses), all of them sum through host memory over UCX this epoch, and say
+  /// why. Every formation tries again, so a replaced rank and the survivors always agree.
+  status form_nccl(uint64_t epoch, int device, std::chrono::milliseconds timeout,
+                   const std::string& label) {
+    drop_nccl("formed again");
+    // byte 0: whether rank 0 has an id; then the id (NCCL's 128 bytes)
+    std::vector<uint8_t> msg(129, 0);
+    status joined;
+#ifdef TROUPE_HAVE_NCCL
+    if (rank_ == 0) {
+      auto id = transport::nccl_group::make_id();
+      if (id && id->size() == 128) {
+        msg[0] = 1;
+        std::copy(id->begin(), id->end(), msg.begin() + 1);
+      } else {
+        joined = id ? make_error(errc::internal, "an NCCL id of {} bytes", id->size()) : id.error();
+      }
+    }
+#else
+    joined = make_error(errc::unsupported, "this build has no NCCL");
+#endif
+    TROUPE_TRY(group->broadcast(msg.data(), static_cast<int64_t>(msg.size()), dtype::i8, 0));
+    if (joined && msg[0] != 1)
+      joined = make_error(errc::unavailable, "rank 0 of the stage has no NCCL id");
+#ifdef TROUPE_HAVE_NCCL
+    std::shared_ptr<transport::nccl_group> g;
+    if (joined) {
+      auto made = transport::nccl_group::create_rank(device, rank_, size_,
+                                                     std::span(msg).subspan(1), timeout);
+      if (made)
+        g = *made;
+      else
+        joined = made.error();
+    }
+#else
+    (void)epoch, (void)device, (void)timeout;
+#endif
+    float failed = joined ? 0.0f : 1.0f;
+    TROUPE_TRY(group->all_reduce_sum(&failed, 1));
+    if (failed > 0) {
+      over_nccl_ = false;
+      TROUPE_LOG_WARN("shard",
+                      "{}: the stage sums through host memory over UCX this epoch: {} "
+                      "of its ranks could not join an NCCL group{}{}",
+                      label, static_cast<int>(failed),
+                      joined ? "" : "; this one: ", joined ? "" : joined.error().message);
+      return {};
+    }
+#ifdef TROUPE_HAVE_NCCL
+    auto m = g->join(rank_);
+    m->set_stream(stream_);
+    m->arm(epoch, 0);
+    std::lock_guard<std::mutex> lk(mu);
+    nccl = std::move(g);
+    nccl_member = std::move(m);
+    nccl_epoch = epoch;
+    over_nccl_ = true;
+#endif
+    return {};
+  }
+  void drop_nccl(const std::string& why) {
+#ifdef TROUPE_HAVE_NCCL
+    std::shared_ptr<transport::nccl_group> old;
+    std::unique_ptr<collective> old_member;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      old = std::move(nccl);
+      old_member = std::move(nccl_member);
+    }
+    if (old) old->abort(why);
+#else
+    (void)why;
+#endif
+  }
 
   void swap_in(std::unique_ptr<transport::ucx_group>& slot, std::unique_ptr<transport::ucx_group> g,
                uint64_t epoch = 0) {
@@ -112,49 +200,80 @@ class ucx_membership final : public collective {
     std::lock_guard<std::mutex> lk(mu);
     for (auto* g : {group.get(), from_prev.get(), to_next.get()})
       if (g && formed[g] < epoch) g->abort(why);
+#ifdef TROUPE_HAVE_NCCL
+    if (nccl && nccl_epoch < epoch) nccl->abort(why);
+#endif
   }
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
+  int rank() const override {
+    return rank_;
+  }
+  int size() const override {
+    return size_;
+  }
   void arm(uint64_t epoch, uint64_t step) override {
     if (group) group->arm(epoch, step);
+    if (nccl_member) nccl_member->arm(epoch, step);
   }
   void abort(std::string reason) override {
+    if (nccl_member) nccl_member->abort(reason);
     if (group) group->abort(std::move(reason));
   }
   void reset(uint64_t epoch) override {
     if (group) group->reset(epoch);
+    if (nccl_member) nccl_member->reset(epoch); // it stops: form_nccl makes the next one
+  }
+  bool device_memory() const override {
+    return over_nccl_;
+  }
+  void set_stream(void* stream) override {
+    stream_ = stream;
+    if (nccl_member) nccl_member->set_stream(stream);
   }
   using collective::all_gather;
   using collective::all_reduce_sum;
   status all_reduce_sum(void* d, int64_t n, dtype t) override {
-    return group ? group->all_reduce_sum(d, n, t) : none();
+    auto* g = sums();
+    return g ? g->all_reduce_sum(d, n, t) : none();
   }
   status all_gather(const void* in, void* out, std::span<const int64_t> c, dtype t) override {
-    return group ? group->all_gather(in, out, c, t) : none();
+    auto* g = sums();
+    return g ? g->all_gather(in, out, c, t) : none();
   }
   status reduce_scatter(const void* in, void* out, std::span<const int64_t> c, dtype t) override {
-    return group ? group->reduce_scatter(in, out, c, t) : none();
+    auto* g = sums();
+    return g ? g->reduce_scatter(in, out, c, t) : none();
   }
   status all_to_all(const void* in, std::span<const int64_t> sc, void* out,
                     std::span<const int64_t> rc, dtype t) override {
-    return group ? group->all_to_all(in, sc, out, rc, t) : none();
+    auto* g = sums();
+    return g ? g->all_to_all(in, sc, out, rc, t) : none();
   }
   status broadcast(void* d, int64_t n, dtype t, int root) override {
-    return group ? group->broadcast(d, n, t, root) : none();
+    auto* g = sums();
+    return g ? g->broadcast(d, n, t, root) : none();
   }
   status send(int peer, const void* d, int64_t b) override {
-    return group ? group->send(peer, d, b) : none();
+    auto* g = sums();
+    return g ? g->send(peer, d, b) : none();
   }
   status recv(int peer, void* d, int64_t b) override {
-    return group ? group->recv(peer, d, b) : none();
+    auto* g = sums();
+    return g ? g->recv(peer, d, b) : none();
   }
 
  private:
-  static status none() {
-    return make_error(errc::unavailable, "the stage's UCX group is not formed yet");
+  // The group the executor's collectives go to (the shard's thread, its only writer, reads it).
+  collective* sums() const {
+    return over_nccl_ ? nccl_member.get() : static_cast<collective*>(group.get());
+  }
+  status none() const {
+    return make_error(errc::unavailable, "the stage's {} group is not formed yet",
+                      over_nccl_ ? "NCCL" : "UCX");
   }
   int rank_, size_;
+  bool over_nccl_;
+  void* stream_ = nullptr;
 };
 
 struct shard {
@@ -389,7 +508,8 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
       self->fail_state(caf::make_error(caf::sec::runtime_error, w.error().to_string()));
       return;
     }
-    s.ucx = std::make_shared<ucx_membership>(s.setup.spec.tp_rank, s.setup.spec.tp_size);
+    s.ucx = std::make_shared<ucx_membership>(s.setup.spec.tp_rank, s.setup.spec.tp_size,
+                                             s.setup.nccl_across);
     s.ucx->worker = std::move(*w);
   }
   s.enlist();
@@ -433,6 +553,8 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
       },
       [&](group_atom, uint64_t epoch, uint8_t id, int32_t member,
           const std::vector<std::vector<uint8_t>>& addrs) {
+        // decode graphs recorded with an NCCL communicator that is about to be replaced
+        if (s.setup.nccl || s.setup.nccl_across) s.runner->drop_graphs();
         if (!s.ucx) { // in one process: start the stage's group over in the new epoch
           if (s.comm) s.comm->reset(epoch);
           self->send(s.notify, grouped_atom::value, s.setup.stage, s.setup.spec.tp_rank, true,
@@ -468,6 +590,11 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
             }
           }
         }
+        if (st && s.setup.nccl_across && id == tp_group_id(s.setup.stage))
+          st = s.ucx->form_nccl(
+              epoch, s.setup.opt.device,
+              std::chrono::milliseconds(static_cast<int64_t>(s.setup.group_timeout_s * 1000)),
+              s.label);
         if (!st)
           TROUPE_LOG_WARN("shard", "{}: cannot form group {}: {}", s.label, id,
                           st.error().to_string());

@@ -34,6 +34,8 @@ struct shard_setup {
   std::shared_ptr<transport::inproc_group> group; // in-process TP group (null: none or UCX)
   std::shared_ptr<transport::nccl_group> nccl;    // instead, over NCCL: a stage on its own GPUs
   bool ucx = false;            // in a worker process: TP group and stage boundaries over UCX
+  bool nccl_across = false;    // ... and its stage's ranks each own a GPU: sums over NCCL,
+                               // the NCCL id carried by the UCX group
   double group_timeout_s = 60; // a UCX collective waiting longer fails
   int worker_rank = -1;        // the worker process it lives in (-1: the coordinator's)
   std::shared_ptr<const fault_plan> faults;

@@ -105,6 +105,7 @@ shard_order order_for(state_ptr self, const slot& s) {
   o.kv_dtype = static_cast<uint8_t>(sh.opt.kv_dtype);
   o.where = static_cast<uint8_t>(sh.opt.where);
   o.device = sh.opt.device;
+  o.nccl = sh.nccl_across;
   o.cpus.assign(sh.opt.cpus.begin(), sh.opt.cpus.end());
   o.group_timeout_s = self->state.setup.group_timeout_s;
   o.hang_timeout_s = self->state.setup.hang_timeout_s;

@@ -29,6 +29,8 @@ status check_order(const shard_order& o, const model_config& c) {
     return bad(fmt::format("KV element type {}", o.kv_dtype));
   if (o.where > static_cast<uint8_t>(kernels::backend::cuda)) return bad("unknown backend");
   if (o.device < 0 || o.device > 1024) return bad(fmt::format("device index {}", o.device));
+  if (o.nccl && (o.where != static_cast<uint8_t>(kernels::backend::cuda) || o.spec.tp_size < 2))
+    return bad("NCCL sums for a shard that is not one of a stage's GPUs");
   if (o.cpus.size() > 4096) return bad(fmt::format("{} CPUs to pin", o.cpus.size()));
   for (int32_t cpu : o.cpus)
     if (cpu < 0 || cpu > 65535) return bad(fmt::format("CPU {}", cpu));
@@ -161,6 +163,7 @@ node_impl::behavior_type node(node_ptr self, worker_options opt, pool_actor regi
         sh.last = o.last;
         sh.watch = self->state.watch; // routes: the supervisor sends them to the shard
         sh.ucx = true;                // its TP group and stage boundaries go over UCX
+        sh.nccl_across = o.nccl;      // and its sums over NCCL
         sh.group_timeout_s = o.group_timeout_s;
         sh.worker_rank = self->state.opt.rank;
         auto faults = std::make_shared<fault_plan>();

@@ -20,8 +20,10 @@ namespace troupe::actors {
 
 struct shard_order;
 
-inline constexpr uint32_t worker_protocol_version = 3; // 2: routes go to the shards;
-                                                       // 3: nodes report expert counts
+inline constexpr uint32_t worker_protocol_version = 4; // 2: routes go to the shards;
+                                                       // 3: nodes report expert counts;
+                                                       // 4: orders say when a stage sums
+                                                       //    over NCCL
 
 struct worker_options {
   int rank = 0;

@@ -72,6 +72,9 @@ class executor {
                                                     const shard_spec& spec, const exec_options& opt,
                                                     collective* comm);
   ~executor();
+  /// Forgets the decode graphs recorded so far (a shard calls it when its stage's NCCL
+  /// communicator, which the graphs captured, is replaced).
+  void drop_graphs();
 
   /// Runs the shard's part of step `b`. `x` is [T, C] f32: the previous stage's output (or
   /// ignored on the first stage); on return this stage's output. On the last stage `logits`
@@ -147,7 +150,6 @@ class executor {
   std::set<graph_key> graphs_seen_; // shapes run once (their second step is recorded)
   static constexpr size_t max_graphs = 64;
   bool graphs_on_ = false;
-  void drop_graphs();
   std::string spec_name() const;
   std::vector<int64_t> gather_counts_; // all-gather: vocabulary rows per rank
   std::vector<op_time> profile_;

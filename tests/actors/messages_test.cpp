@@ -11,6 +11,7 @@
 #include "actors/messages.hpp"
 #include "actors/worker_node.hpp"
 #include "core/dtype.hpp"
+#include "kernels/op.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -246,6 +247,9 @@ TEST_F(Messages, WorkerOrdersRoundTripAndAreChecked) {
   o.group_timeout_s = 7;
   o.hang_timeout_s = 0.5;
   o.faults = {"kill-worker:rank=2,step=15"};
+  o.where = static_cast<uint8_t>(kernels::backend::cuda);
+  o.device = 1;
+  o.nccl = true;
   auto buf = save(o);
   shard_order back;
   ASSERT_FALSE(load(buf, back));
@@ -255,6 +259,8 @@ TEST_F(Messages, WorkerOrdersRoundTripAndAreChecked) {
   EXPECT_EQ(back.kv_dtype, o.kv_dtype);
   EXPECT_EQ(back.hang_timeout_s, 0.5);
   EXPECT_EQ(back.faults, o.faults);
+  EXPECT_EQ(back.device, 1);
+  EXPECT_TRUE(back.nccl);
   // a step whose activations come over UCX carries only their size
   step_msg m{9, 2, std::make_shared<const batch>(sample_plan()), nullptr, 4096};
   auto sb = save(m);
@@ -292,4 +298,11 @@ TEST_F(Messages, WorkerOrdersRoundTripAndAreChecked) {
   EXPECT_TRUE(refused([](shard_order& x) { x.hang_timeout_s = -1; }));
   EXPECT_TRUE(
       refused([](shard_order& x) { x.spec.tp_size = 3, x.spec.tp_rank = 2; })); // 4 heads by 3
+  // NCCL sums only for a GPU shard of a TP stage
+  EXPECT_TRUE(
+      refused([](shard_order& x) { x.where = static_cast<uint8_t>(kernels::backend::cpu); }));
+  EXPECT_TRUE(refused([](shard_order& x) { x.spec.tp_size = 1, x.spec.tp_rank = 0; }));
+  EXPECT_FALSE(refused([](shard_order& x) {
+    x.where = static_cast<uint8_t>(kernels::backend::cpu), x.nccl = false;
+  }));
 }

@@ -123,3 +123,70 @@ TEST(NcclGroupOnGpus, EveryOperationAgreesWithTheHost) {
     EXPECT_TRUE(d.stream_synchronize(s));
   });
 }
+
+// A group spanning processes, one rank per thread here (each thread joins with the id as a
+// worker process would): what one GPU can run is one rank; two ranks need two GPUs.
+TEST(NcclGroupOnGpus, RanksOfAGroupSpanningProcessesJoinByTheirId) {
+  if (gpus() < 1) GTEST_SKIP() << "needs a GPU (" << kernels::cuda_summary() << ")";
+  const int n = gpus() >= 2 ? 2 : 1;
+  auto id = nccl_group::make_id();
+  ASSERT_TRUE(id) << id.error().to_string();
+  std::vector<std::shared_ptr<nccl_group>> groups(n);
+  std::vector<std::thread> joining;
+  for (int r = 0; r < n; ++r)
+    joining.emplace_back([&, r] {
+      auto g = nccl_group::create_rank(r, r, n, *id, std::chrono::seconds(60));
+      ASSERT_TRUE(g) << g.error().to_string();
+      groups[r] = *g;
+    });
+  for (auto& t : joining) t.join();
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      ASSERT_TRUE(groups[r]);
+      EXPECT_EQ(groups[r]->size(), n);
+      EXPECT_TRUE(groups[r]->holds(r));
+      kernels::device* d = kernels::get_device(kernels::backend::cuda, r);
+      ASSERT_TRUE(d->make_current());
+      auto s = d->stream_create();
+      ASSERT_TRUE(s);
+      auto m = groups[r]->join(r);
+      ASSERT_TRUE(m);
+      EXPECT_EQ(m->rank(), r);
+      m->set_stream(*s);
+      m->arm(0, 1);
+      std::vector<float> x = {1, 2, 3, 4}, back(4);
+      for (auto& v : x) v *= static_cast<float>(r + 1);
+      auto buf = kernels::device_buffer::allocate(*d, 16);
+      ASSERT_TRUE(buf);
+      ASSERT_TRUE(d->upload(buf->data(), x.data(), 16));
+      ASSERT_TRUE(m->all_reduce_sum(buf->data(), 4, dtype::f32));
+      ASSERT_TRUE(d->stream_synchronize(*s));
+      ASSERT_TRUE(d->download(back.data(), buf->data(), 16));
+      const float times = n == 2 ? 3.0f : 1.0f; // 1x + 2x
+      EXPECT_EQ(back, (std::vector<float>{times, 2 * times, 3 * times, 4 * times}));
+      d->stream_destroy(*s);
+    });
+  for (auto& t : ranks) t.join();
+  // a new epoch needs a new id: reset stops the group, its members fail with the reason
+  groups[0]->reset(1);
+  auto m = groups[0]->join(0);
+  auto buf = kernels::device_buffer::allocate(*kernels::get_device(kernels::backend::cuda, 0), 16);
+  ASSERT_TRUE(buf);
+  m->arm(1, 1);
+  auto st = m->all_reduce_sum(buf->data(), 4, dtype::f32);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().code, errc::unavailable);
+}
+
+// Rank 0 of two, whose peer never comes, gives up after its timeout instead of waiting.
+TEST(NcclGroupOnGpus, ARankWhosePeersNeverComeGivesUp) {
+  if (gpus() < 1) GTEST_SKIP() << "needs a GPU (" << kernels::cuda_summary() << ")";
+  auto id = nccl_group::make_id();
+  ASSERT_TRUE(id) << id.error().to_string();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto g = nccl_group::create_rank(0, 0, 2, *id, std::chrono::milliseconds(1500));
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().code, errc::unavailable) << g.error().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+}
