@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
+#include <string_view>
 
 #include "actors/supervisor_interface.hpp"
 #include "actors/worker_node.hpp"
@@ -24,11 +26,12 @@ namespace troupe::actors {
 // "worker", the challenge, its rank and protocol version (little-endian).
 std::vector<uint8_t> worker_proof_bytes(const std::vector<uint8_t>& challenge, int32_t rank,
                                         uint32_t version) {
-  std::vector<uint8_t> b = {'w', 'o', 'r', 'k', 'e', 'r'};
-  b.insert(b.end(), challenge.begin(), challenge.end());
-  for (int i = 0; i < 4; ++i)
-    b.push_back(static_cast<uint8_t>(static_cast<uint32_t>(rank) >> (8 * i)));
-  for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(version >> (8 * i)));
+  const std::string_view tag = "worker";
+  std::vector<uint8_t> b(tag.size() + challenge.size() + 8); // sized once (GCC 12 misreads
+  auto at = std::copy(tag.begin(), tag.end(), b.begin());    // an insert into a 6-byte vector)
+  at = std::copy(challenge.begin(), challenge.end(), at);
+  for (int i = 0; i < 4; ++i) *at++ = static_cast<uint8_t>(static_cast<uint32_t>(rank) >> (8 * i));
+  for (int i = 0; i < 4; ++i) *at++ = static_cast<uint8_t>(version >> (8 * i));
   return b;
 }
 
