@@ -57,6 +57,10 @@ class backend {
   virtual memory_info memory() const = 0;
   /// True when the device reads host memory directly (weights stay mapped, no upload).
   virtual bool host_memory() const = 0;
+  /// A weight in the layout this backend's kernels read fastest (tensor_view::packed), made
+  /// once at load: its bytes, or 0 where they read the published rows; pack() lays it out.
+  virtual int64_t packed_bytes(const tensor_view& w) const { return 0; }
+  virtual void pack(const tensor_view& w, void* out) const {}
 };
 
 /// The host backend: kernels of `where` (cpu or ref) on a pool of `threads` threads, pinned to

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "kernels/cpu/cpu.hpp"
+
 namespace troupe::exec {
 namespace {
 
@@ -14,6 +16,10 @@ class host_backend final : public backend {
       , dev_(dev)
       , pool_(threads, std::move(cpus)) {}
   kernels::backend kind() const override { return where_; }
+  int64_t packed_bytes(const tensor_view& w) const override {
+    return where_ == kernels::backend::cpu ? kernels::cpu::packed_bytes(w) : 0;
+  }
+  void pack(const tensor_view& w, void* out) const override { kernels::cpu::pack(w, out); }
   std::vector<kernels::backend> kernel_sources() const override {
     if (where_ == kernels::backend::ref) return {kernels::backend::ref};
     return {where_, kernels::backend::ref};

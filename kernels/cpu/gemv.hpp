@@ -31,6 +31,10 @@ struct gemv_args {
   int64_t ldy;
   const float* bias; // [N] or null
   int64_t ycol0;     // the feature in y's column 0 (0 when y holds all N)
+  // q4_0 from the packed layout (gemv_q4_0_x8): w's rows as pack_q4_0_x8 lays them out
+  // (n0 and n1 multiples of 8), and the sums of each 32 int8 activations [T, K / 32]
+  const uint8_t* wp;
+  const int32_t* xsum;
 };
 
 using gemv_fn = void (*)(const gemv_args&);
@@ -66,6 +70,7 @@ struct gemv_table {
   gemv_fn q2_k, q3_k, q4_k, q5_k, q6_k; // gemv_kquant.hpp
   gemv_fn mxfp4;                        // gemv_mxfp4.hpp
   gemv_fn f8_b128;                      // gemv_f8.hpp (f32 activations)
+  gemv_fn q4_0_x8;                      // q4_0 from the packed layout (gemv_args::wp)
   quantize_fn quantize_q8;              // x row -> int8 blocks of 32 with f32 scales
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
   gemm_q_fn gemm_q8_0, gemm_q4_0;                                 // 8+ tokens (gemm_q_args)
@@ -77,6 +82,13 @@ struct gemv_table {
 
 /// The best table this CPU runs (null entries: use the portable path).
 const gemv_table& gemv_kernels();
+
+/// q4_0's packed layout, made once at load: rows in groups of 8, and per group and block of
+/// 32 values the 8 rows' f16 scales (16 bytes), then 4 chunks of 32 bytes where chunk c holds
+/// bytes 4c..4c+3 of each row's 16 code bytes, row by row (its low nibbles are values 4c..4c+3,
+/// its high ones 16+4c..16+4c+3). A 32-bit lane then holds one row: the GEMV keeps 8 rows in
+/// the vector lanes and broadcasts the activations. Same size as the published rows.
+void pack_q4_0_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out);
 
 // per-ISA tables (gemv_avx512.cpp, gemv_avx2.cpp) and their int8 GEMMs (gemm_int8_*.cpp)
 const gemv_table* gemv_avx512_table();

@@ -166,6 +166,77 @@ void gemv_q4_0(const gemv_args& a) {
   gemv_quant<true>(a);
 }
 
+// q4_0 from the packed layout (gemv.hpp, pack_q4_0_x8): 8 rows in the 32-bit lanes. Per block
+// the 8 code vectors (low and high nibbles of 4 chunks) multiply the broadcast activations,
+// summed in int16 (8 products of at most 2 x 15 x 128 fit), one madd to int32 per row, the
+// nibbles' offset 8 x sum(x) taken off, and the 8 rows' scales in one vector: no horizontal
+// sums, no scalar scale per row. NT tokens share each block's code vectors.
+inline __m256i bcast4(const int8_t* x) {
+  int32_t v;
+  __builtin_memcpy(&v, x, 4);
+  return _mm256_set1_epi32(v);
+}
+
+template <int NT>
+void x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+  const int64_t nb = a.K / 32;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * 144;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + 2048, _MM_HINT_T0);
+    const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    __m256i lo[4], hi[4];
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
+      lo[c] = _mm256_and_si256(v, m4);
+      hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    for (int j = 0; j < NT; ++j) {
+      const int64_t t = t0 + j;
+      const int8_t* x = a.xq + t * a.K + b * 32;
+      __m256i s = _mm256_maddubs_epi16(lo[0], bcast4(x));
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[0], bcast4(x + 16)));
+      for (int c = 1; c < 4; ++c) {
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[c], bcast4(x + 4 * c)));
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[c], bcast4(x + 16 + 4 * c)));
+      }
+      const __m256i s32 =
+          _mm256_sub_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(8 * a.xsum[t * nb + b]));
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32),
+                               _mm256_mul_ps(wd, _mm256_set1_ps(a.xd[t * nb + b])), acc[j]);
+    }
+  }
+  for (int j = 0; j < NT; ++j) {
+    __m256 out = acc[j];
+    if (a.bias) out = _mm256_add_ps(out, _mm256_loadu_ps(a.bias + n));
+    _mm256_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
+  }
+}
+
+void gemv_q4_0_x8(const gemv_args& a) {
+  for (int64_t n = a.n0; n < a.n1; n += 8) {
+    const uint8_t* grp = a.wp + n * a.row_bytes; // group n / 8 starts n row lengths in
+    int64_t t = 0;
+    for (; t + 4 <= a.T; t += 4) x8_tokens<4>(a, grp, n, t);
+    switch (a.T - t) {
+    case 3:
+      x8_tokens<3>(a, grp, n, t);
+      break;
+    case 2:
+      x8_tokens<2>(a, grp, n, t);
+      break;
+    case 1:
+      x8_tokens<1>(a, grp, n, t);
+      break;
+    default:
+      break;
+    }
+  }
+}
+
 void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < K / 32; ++b) {
@@ -214,6 +285,7 @@ const gemv_table table = {.isa = "avx2",
                           .q6_k = gemv_q6_k,
                           .mxfp4 = gemv_mxfp4,
                           .f8_b128 = gemv_f8_b128,
+                          .q4_0_x8 = gemv_q4_0_x8,
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx2,

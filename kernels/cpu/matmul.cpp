@@ -7,6 +7,8 @@
 // slice of W once, whatever T is):
 //   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
 //             quantized weights (quantized once per call, or already q8_0 from the norm)
+//   gemv_x8   the same for q4_0 weights laid out at load in groups of 8 interleaved rows
+//             (tensor_view::packed, pack_q4_0_x8): 8 rows in the vector lanes
 //   nt        prefill on AVX-512 / AVX2: our dot-product GEMM over groups of 6 features
 //             (f16 / bf16 / expanded rows converted into L1 once per call)
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights
@@ -58,14 +60,16 @@ constexpr int64_t blas_tile = 64;      // blas: rows per f32 tile (in L2)
 // registers with the six weight vectors and one token vector (measured best of 4, 5, 6).
 constexpr int64_t nt_group = 6;
 
-enum class path { gemv, int8, amx, nt, blas, portable };
+enum class path { gemv, int8, amx, nt, blas, portable, gemv_x8 };
 
 struct plan_t {
   path how = path::portable;
   const float* x = nullptr;
   int64_t T = 0, K = 0;
   gemv_fn fn = nullptr;
-  const int8_t* xq = nullptr; // gemv with quantized weights: x as int8 blocks and scales
+  gemv_fn fn_x8 = nullptr;       // gemv_x8: q4_0 from the packed layout, for weights that have it
+  const int32_t* xsum = nullptr; // its sums of each 32 int8 activations
+  const int8_t* xq = nullptr;    // gemv with quantized weights: x as int8 blocks and scales
   const float* xd = nullptr;
   const float* xs = nullptr;     // and, for the K-quants, their sums per 16 (gemv_args::xs)
   amx_acts amx{};                // amx: x packed into int8 tiles
@@ -129,6 +133,25 @@ const float* run_sums(const int8_t* xq, const float* xd, int64_t T, int64_t K) {
     xs[r] = xd[r / 2] * static_cast<float>(s);
   }
   return xs.data();
+}
+
+// Decode of a q4_0 weight laid out at load (tensor_view::packed): the packed kernel, 8 rows
+// at a time, with the activations' block sums it takes the nibbles' offset through.
+void use_packed(const gemv_table& tab, const tensor_view& w, plan_t& m) {
+  if (w.type != dtype::q4_0 || !w.packed || !tab.q4_0_x8 || !m.xq) return;
+  thread_local std::vector<int32_t> sums;
+  const int64_t blocks = m.T * (m.K / qk);
+  sums.resize(blocks);
+  for (int64_t i = 0; i < blocks; ++i) {
+    int s = 0;
+    for (int64_t l = 0; l < qk; ++l) s += m.xq[i * qk + l];
+    sums[i] = s;
+  }
+  m.how = path::gemv_x8;
+  m.fn_x8 = tab.q4_0_x8;
+  m.xsum = sums.data();
+  m.unit = 8;
+  m.grain = std::max<int64_t>(1, m.grain / 8);
 }
 
 // The int8 GEMM's activations: x quantized per 32 and laid out in tiles of tab.gemm_lanes
@@ -212,6 +235,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.xd = xd.data();
     if (is_kquant(w.type)) m.xs = run_sums(m.xq, m.xd, m.T, m.K);
     m.grain = std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(wrow, 1));
+    use_packed(tab, w, m);
     return m;
   }
   m.x = x.as<float>();
@@ -291,12 +315,13 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.xq = xq.data();
     m.xd = xd.data();
     if (is_kquant(w.type)) m.xs = run_sums(m.xq, m.xd, m.T, m.K);
+    use_packed(tab, w, m);
   }
   return m;
 }
 
 // report.hpp's counters: [path][weight dtype][prefill]
-constexpr int n_paths = 6, n_types = 32;
+constexpr int n_paths = 7, n_types = 32;
 std::atomic<uint64_t> uses[n_paths][n_types][2];
 
 void count(const plan_t& m, dtype w, int matmuls) {
@@ -314,6 +339,10 @@ std::string path_name(path p, dtype w) {
     const bool avx2_kernel = gemv_for(gemv_kernels(), w) == gemv_for(*gemv_avx2_table(), w);
     return "gemv " + (avx2_kernel ? std::string("avx2") : isa) + (int8_acts(w) ? " (int8)" : "");
   }
+  case path::gemv_x8:
+    return "gemv " +
+           std::string(gemv_kernels().q4_0_x8 == gemv_avx2_table()->q4_0_x8 ? "avx2" : isa) +
+           " (int8, 8 rows packed at load)";
   case path::int8:
     return "int8 gemm " + isa + (isa == "avx512" ? " (vpdpbusd)" : " (maddubs)");
   case path::amx:
@@ -352,7 +381,8 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
   const int64_t T = m.T, K = m.K;
   thread_local std::vector<float> rows;
   switch (m.how) {
-  case path::gemv: {
+  case path::gemv:
+  case path::gemv_x8: {
     gemv_args g{};
     g.x = m.x;
     g.xq = m.xq;
@@ -368,7 +398,14 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     g.ldy = ldy;
     g.bias = bias;
     g.ycol0 = n0;
-    m.fn(g);
+    // a weight of a fused op without the packed layout, or a range off its groups: as published
+    if (m.fn_x8 && w.packed && n0 % 8 == 0 && n1 % 8 == 0) {
+      g.wp = static_cast<const uint8_t*>(w.packed);
+      g.xsum = m.xsum;
+      m.fn_x8(g);
+    } else {
+      m.fn(g);
+    }
     return;
   }
   case path::int8: {
@@ -526,7 +563,8 @@ void matmul_swiglu(const op_args& a, const exec_ctx& ctx) {
   float* y = a.dst.as<float>();
   const plan_t m = plan(a.src[0], wg); // same dtype and shape for up: one plan, one quantization
   count(m, wg.type, 2);
-  const int64_t tile = m.how == path::gemv ? swiglu_tile_gemv : swiglu_tile_gemm;
+  const int64_t tile =
+      m.how == path::gemv || m.how == path::gemv_x8 ? swiglu_tile_gemv : swiglu_tile_gemm;
   over_features(ctx, m, F, [&](int64_t n0, int64_t n1) {
     thread_local std::vector<float> g, u;
     g.resize(T * tile);
@@ -574,6 +612,22 @@ bool x_ok(const tensor_view& x, dtype w) {
 
 } // namespace
 
+int64_t packed_bytes(const tensor_view& w) {
+  const gemv_table& tab = gemv_kernels();
+  static const bool off = [] { // TROUPE_PACK=0: decode from the published rows (A/B)
+    const char* e = std::getenv("TROUPE_PACK");
+    return e && std::string(e) == "0";
+  }();
+  if (off || w.type != dtype::q4_0 || !tab.q4_0_x8 || !tab.quantize_q8 || !int8_acts(w.type) ||
+      w.dims.rank != 2 || !w.contiguous() || w.rows() % 8 != 0 || w.cols() % qk != 0)
+    return 0;
+  return w.nbytes();
+}
+
+void pack(const tensor_view& w, void* out) {
+  pack_q4_0_x8(static_cast<const uint8_t*>(w.data), w.rows(), w.cols(), static_cast<uint8_t*>(out));
+}
+
 std::vector<matmul_use> matmul_uses() {
   std::vector<matmul_use> out;
   for (int p = 0; p < n_paths; ++p)
@@ -583,7 +637,7 @@ std::vector<matmul_use> matmul_uses() {
           const auto w = static_cast<dtype>(t);
           const auto how = static_cast<path>(p);
           const bool int8 = how == path::int8 || (how == path::amx && w != dtype::bf16) ||
-                            (how == path::gemv && int8_acts(w));
+                            ((how == path::gemv || how == path::gemv_x8) && int8_acts(w));
           out.push_back({std::string(name(w)), path_name(how, w), pre == 1, int8, c});
         }
   std::sort(out.begin(), out.end(),

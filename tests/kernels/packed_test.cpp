@@ -1,0 +1,110 @@
+// packed_test.cpp: q4_0 decode from the layout made at load (tensor_view::packed,
+// kernels/cpu/gemv.hpp pack_q4_0_x8) gives what the published rows give, for 1-7 tokens, with
+// and without bias, through row slices that keep or drop the layout, and the matmul report
+// names the path. Runs where the CPU's table has the packed kernel (ctest runs it with
+// TROUPE_ISA=avx2 too); skipped, saying why, elsewhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.hpp"
+#include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/gemv.hpp"
+#include "kernels/cpu/report.hpp"
+#include "kernels/registry.hpp"
+
+using namespace troupe;
+using namespace troupe::kernels;
+
+namespace {
+
+// N rows of K q4_0 values: random scales and nibbles.
+std::vector<uint8_t> random_q4_0(int64_t N, int64_t K, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<uint8_t> w(static_cast<size_t>(row_bytes(dtype::q4_0, K) * N));
+  for (size_t b = 0; b < w.size(); b += 18) {
+    const uint16_t d = f32_to_f16(scale(rng));
+    w[b] = static_cast<uint8_t>(d & 0xff);
+    w[b + 1] = static_cast<uint8_t>(d >> 8);
+    for (int i = 2; i < 18; ++i) w[b + i] = static_cast<uint8_t>(byte(rng));
+  }
+  return w;
+}
+
+std::vector<float> run(const tensor_view& w, const std::vector<float>& x, int64_t T,
+                       const float* bias) {
+  const int64_t K = w.cols(), N = w.rows();
+  std::vector<float> y(static_cast<size_t>(T * N), -1.0f);
+  op_args a;
+  a.kind = op::matmul;
+  a.src[0] = tensor_view(const_cast<float*>(x.data()), dtype::f32, {T, K});
+  a.src[1] = w;
+  if (bias) a.src[2] = tensor_view(const_cast<float*>(bias), dtype::f32, {N});
+  a.dst = tensor_view(y.data(), dtype::f32, {T, N});
+  auto k = registry::global().find(backend::cpu, a);
+  EXPECT_TRUE(k);
+  if (k) EXPECT_TRUE((*k)(a, exec_ctx{}));
+  return y;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << i;
+}
+
+} // namespace
+
+TEST(PackedQ4, DecodeFromThePackedLayoutEqualsThePublishedRows) {
+  const int64_t N = 48, K = 256;
+  auto bytes = random_q4_0(N, K, 7);
+  tensor_view w(bytes.data(), dtype::q4_0, {N, K});
+  const int64_t packed = cpu::packed_bytes(w);
+  if (packed == 0)
+    GTEST_SKIP() << "this CPU's kernel table (" << cpu::gemv_kernels().isa
+                 << ") has no packed q4_0 decode";
+  EXPECT_EQ(packed, w.nbytes());
+  std::vector<uint8_t> layout(static_cast<size_t>(packed));
+  cpu::pack(w, layout.data());
+  tensor_view wp = w;
+  wp.packed = layout.data();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> bias(N);
+  for (auto& b : bias) b = nd(rng);
+  for (int64_t T = 1; T <= 7; ++T) {
+    std::vector<float> x(static_cast<size_t>(T * K));
+    for (auto& v : x) v = nd(rng);
+    for (const float* b : std::vector<const float*>{nullptr, bias.data()}) {
+      SCOPED_TRACE("T " + std::to_string(T) + (b ? " with bias" : ""));
+      cpu::reset_matmul_uses();
+      const auto want = run(w, x, T, b);
+      const auto got = run(wp, x, T, b);
+      expect_close(got, want);
+      const auto uses = cpu::matmul_uses();
+      ASSERT_EQ(uses.size(), 2u);
+      EXPECT_NE(uses[0].path.find("packed") == std::string::npos,
+                uses[1].path.find("packed") == std::string::npos)
+          << "one call as published, one packed";
+    }
+  }
+  // rows 8..40 keep the layout (a group boundary); rows 4..44 read the published rows
+  std::vector<float> x(static_cast<size_t>(2 * K));
+  for (auto& v : x) v = nd(rng);
+  const auto whole = run(w, x, 2, nullptr);
+  for (auto [b, e] : {std::pair<int64_t, int64_t>{8, 40}, {4, 44}}) {
+    const tensor_view s = wp.slice_rows(b, e);
+    EXPECT_EQ(s.packed != nullptr, b % 8 == 0);
+    const auto part = run(s, x, 2, nullptr);
+    for (int64_t t = 0; t < 2; ++t)
+      for (int64_t n = b; n < e; ++n)
+        ASSERT_NEAR(part[t * (e - b) + n - b], whole[t * N + n],
+                    1e-4f * (1 + std::fabs(whole[t * N + n])))
+            << b << " " << n;
+  }
+}
