@@ -126,7 +126,7 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
                         "a collective on device memory (NCCL) for a shard in host memory");
     comm->set_stream(e->be_->stream()); // its operations go on this shard's stream
   }
-  if (!e->on_device_) { // the layouts the CPU kernels read fastest, made once (q4_0 decode)
+  if (!e->on_device_) { // the layouts the CPU kernels read fastest, made once (q4_0 / Q4_K)
     std::map<std::pair<const void*, int64_t>, const void*> done; // a tensor two values read
     for (auto& v : e->weights_.views) {
       const int64_t bytes = v.data ? e->be_->packed_bytes(v) : 0;

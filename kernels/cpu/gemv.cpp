@@ -90,6 +90,23 @@ void pack_q4_0_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out) {
     }
 }
 
+void pack_q4_k_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out) {
+  const int64_t nb = K / 256, rb = nb * 144; // d, dmin, 12 scale bytes, 128 code bytes
+  for (int64_t g = 0; g < N / 8; ++g)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* o = out + g * 8 * rb + b * 1152;
+      for (int r = 0; r < 8; ++r) {
+        const uint8_t* blk = w + (g * 8 + r) * rb + b * 144;
+        std::memcpy(o + 2 * r, blk, 2);
+        std::memcpy(o + 16 + 2 * r, blk + 2, 2);
+        for (int i = 0; i < 3; ++i) std::memcpy(o + 32 + 32 * i + 4 * r, blk + 4 + 4 * i, 4);
+        for (int p = 0; p < 4; ++p)
+          for (int c = 0; c < 8; ++c)
+            std::memcpy(o + 128 + 256 * p + 32 * c + 4 * r, blk + 16 + 32 * p + 4 * c, 4);
+      }
+    }
+}
+
 bool amx_int8_usable() {
   static const bool usable = [] {
     if (const char* e = std::getenv("TROUPE_AMX"); e && !std::strcmp(e, "0")) return false;

@@ -71,6 +71,7 @@ struct gemv_table {
   gemv_fn mxfp4;                        // gemv_mxfp4.hpp
   gemv_fn f8_b128;                      // gemv_f8.hpp (f32 activations)
   gemv_fn q4_0_x8;                      // q4_0 from the packed layout (gemv_args::wp)
+  gemv_fn q4_k_x8;                      // Q4_K from the packed layout
   quantize_fn quantize_q8;              // x row -> int8 blocks of 32 with f32 scales
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
   gemm_q_fn gemm_q8_0, gemm_q4_0;                                 // 8+ tokens (gemm_q_args)
@@ -89,6 +90,11 @@ const gemv_table& gemv_kernels();
 /// its high ones 16+4c..16+4c+3). A 32-bit lane then holds one row: the GEMV keeps 8 rows in
 /// the vector lanes and broadcasts the activations. Same size as the published rows.
 void pack_q4_0_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out);
+/// Q4_K's: rows in groups of 8; per group and block of 256 values the 8 rows' d (16 bytes),
+/// dmin (16), their 12 scale bytes as 3 chunks of 32 (chunk i: bytes 4i..4i+3 of each row),
+/// then for each 32-byte run p of codes (groups 2p and 2p + 1) 8 chunks of 32 (chunk c: bytes
+/// 4c..4c+3 of each row's run). Same size as the published rows.
+void pack_q4_k_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out);
 
 // per-ISA tables (gemv_avx512.cpp, gemv_avx2.cpp) and their int8 GEMMs (gemm_int8_*.cpp)
 const gemv_table* gemv_avx512_table();

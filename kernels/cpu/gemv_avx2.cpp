@@ -237,6 +237,102 @@ void gemv_q4_0_x8(const gemv_args& a) {
   }
 }
 
+// Q4_K from the packed layout (gemv.hpp, pack_q4_k_x8): 8 rows in the lanes. Per block the 8
+// rows' scales and minimums are decoded at once (each lane holds one row's 12 scale bytes,
+// spread over 3 chunks), each 32-value group's codes meet the broadcast activations as q4_0's
+// do, and the group sums are weighted by the rows' scales and the group's activation scale;
+// the minimums come through the activations' per-16 sums (gemv_args::xs).
+template <int NT>
+void k4x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+  const int64_t nb = a.K / 256;
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f);
+  const __m256i m2 = _mm256_set1_epi8(0x03), byte = _mm256_set1_epi32(0xff);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT], off[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = off[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * 1152;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + 2048, _MM_HINT_T0);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    const __m256 dmin =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+    const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32));
+    const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64));
+    const __m256i c2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 96));
+    // byte i of a lane: scale (minimum) i of the row's groups 0-3, and of 4-7
+    const __m256i sc_lo = _mm256_and_si256(c0, m6), mn_lo = _mm256_and_si256(c1, m6);
+    const __m256i sc_hi =
+        _mm256_or_si256(_mm256_and_si256(c2, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(c0, 6), m2), 4));
+    const __m256i mn_hi =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c2, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(c1, 6), m2), 4));
+    __m256 sc[8], mn[8];
+    for (int g = 0; g < 4; ++g) {
+      sc[g] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(sc_lo, 8 * g), byte));
+      sc[4 + g] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(sc_hi, 8 * g), byte));
+      mn[g] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn_lo, 8 * g), byte));
+      mn[4 + g] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn_hi, 8 * g), byte));
+    }
+    const uint8_t* codes = blk + 128;
+    for (int j = 0; j < NT; ++j) {
+      const int64_t t = t0 + j;
+      const int8_t* x = a.xq + t * a.K + b * 256;
+      const float* xd = a.xd + t * (a.K / 32) + b * 8;
+      const float* xs = a.xs + t * (a.K / 16) + b * 16;
+      __m256 blockacc = _mm256_setzero_ps(), mins = _mm256_setzero_ps();
+      for (int p = 0; p < 4; ++p) { // groups 2p (low nibbles) and 2p + 1 (high)
+        __m256i slo = _mm256_setzero_si256(), shi = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i v =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 256 * p + 32 * c));
+          slo = _mm256_add_epi16(
+              slo, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bcast4(x + 64 * p + 4 * c)));
+          shi = _mm256_add_epi16(shi,
+                                 _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                                      bcast4(x + 64 * p + 32 + 4 * c)));
+        }
+        const __m256 dlo = _mm256_cvtepi32_ps(_mm256_madd_epi16(slo, ones));
+        const __m256 dhi = _mm256_cvtepi32_ps(_mm256_madd_epi16(shi, ones));
+        blockacc =
+            _mm256_fmadd_ps(dlo, _mm256_mul_ps(sc[2 * p], _mm256_set1_ps(xd[2 * p])), blockacc);
+        blockacc = _mm256_fmadd_ps(dhi, _mm256_mul_ps(sc[2 * p + 1], _mm256_set1_ps(xd[2 * p + 1])),
+                                   blockacc);
+        mins = _mm256_fmadd_ps(mn[2 * p], _mm256_set1_ps(xs[4 * p] + xs[4 * p + 1]), mins);
+        mins = _mm256_fmadd_ps(mn[2 * p + 1], _mm256_set1_ps(xs[4 * p + 2] + xs[4 * p + 3]), mins);
+      }
+      acc[j] = _mm256_fmadd_ps(d, blockacc, acc[j]);
+      off[j] = _mm256_fmadd_ps(dmin, mins, off[j]);
+    }
+  }
+  for (int j = 0; j < NT; ++j) {
+    __m256 out = _mm256_sub_ps(acc[j], off[j]);
+    if (a.bias) out = _mm256_add_ps(out, _mm256_loadu_ps(a.bias + n));
+    _mm256_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
+  }
+}
+
+void gemv_q4_k_x8(const gemv_args& a) {
+  for (int64_t n = a.n0; n < a.n1; n += 8) {
+    const uint8_t* grp = a.wp + n * a.row_bytes;
+    int64_t t = 0;
+    for (; t + 4 <= a.T; t += 4) k4x8_tokens<4>(a, grp, n, t);
+    switch (a.T - t) {
+    case 3:
+      k4x8_tokens<3>(a, grp, n, t);
+      break;
+    case 2:
+      k4x8_tokens<2>(a, grp, n, t);
+      break;
+    case 1:
+      k4x8_tokens<1>(a, grp, n, t);
+      break;
+    default:
+      break;
+    }
+  }
+}
+
 void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < K / 32; ++b) {
@@ -286,6 +382,7 @@ const gemv_table table = {.isa = "avx2",
                           .mxfp4 = gemv_mxfp4,
                           .f8_b128 = gemv_f8_b128,
                           .q4_0_x8 = gemv_q4_0_x8,
+                          .q4_k_x8 = gemv_q4_k_x8,
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx2,

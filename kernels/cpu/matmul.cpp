@@ -7,8 +7,8 @@
 // slice of W once, whatever T is):
 //   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
 //             quantized weights (quantized once per call, or already q8_0 from the norm)
-//   gemv_x8   the same for q4_0 weights laid out at load in groups of 8 interleaved rows
-//             (tensor_view::packed, pack_q4_0_x8): 8 rows in the vector lanes
+//   gemv_x8   the same for q4_0 / Q4_K weights laid out at load in groups of 8 interleaved
+//             rows (tensor_view::packed, pack_q4_0_x8 / pack_q4_k_x8): 8 rows in the lanes
 //   nt        prefill on AVX-512 / AVX2: our dot-product GEMM over groups of 6 features
 //             (f16 / bf16 / expanded rows converted into L1 once per call)
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights
@@ -135,10 +135,19 @@ const float* run_sums(const int8_t* xq, const float* xd, int64_t T, int64_t K) {
   return xs.data();
 }
 
-// Decode of a q4_0 weight laid out at load (tensor_view::packed): the packed kernel, 8 rows
-// at a time, with the activations' block sums it takes the nibbles' offset through.
+// Decode of a q4_0 / Q4_K weight laid out at load (tensor_view::packed): the packed kernel, 8
+// rows at a time; q4_0's takes the nibbles' offset through the activations' block sums,
+// Q4_K's its minimums through the per-16 sums (xs).
 void use_packed(const gemv_table& tab, const tensor_view& w, plan_t& m) {
-  if (w.type != dtype::q4_0 || !w.packed || !tab.q4_0_x8 || !m.xq) return;
+  if (!w.packed || !m.xq) return;
+  if (w.type == dtype::q4_k && tab.q4_k_x8 && m.xs) { // its minimums go through xs
+    m.how = path::gemv_x8;
+    m.fn_x8 = tab.q4_k_x8;
+    m.unit = 8;
+    m.grain = std::max<int64_t>(1, m.grain / 8);
+    return;
+  }
+  if (w.type != dtype::q4_0 || !tab.q4_0_x8) return;
   thread_local std::vector<int32_t> sums;
   const int64_t blocks = m.T * (m.K / qk);
   sums.resize(blocks);
@@ -618,14 +627,19 @@ int64_t packed_bytes(const tensor_view& w) {
     const char* e = std::getenv("TROUPE_PACK");
     return e && std::string(e) == "0";
   }();
-  if (off || w.type != dtype::q4_0 || !tab.q4_0_x8 || !tab.quantize_q8 || !int8_acts(w.type) ||
-      w.dims.rank != 2 || !w.contiguous() || w.rows() % 8 != 0 || w.cols() % qk != 0)
+  const bool q4 = w.type == dtype::q4_0 && tab.q4_0_x8, q4k = w.type == dtype::q4_k && tab.q4_k_x8;
+  if (off || !(q4 || q4k) || !tab.quantize_q8 || !int8_acts(w.type) || w.dims.rank != 2 ||
+      !w.contiguous() || w.rows() % 8 != 0 || w.cols() % block_elems(w.type) != 0)
     return 0;
   return w.nbytes();
 }
 
 void pack(const tensor_view& w, void* out) {
-  pack_q4_0_x8(static_cast<const uint8_t*>(w.data), w.rows(), w.cols(), static_cast<uint8_t*>(out));
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  if (w.type == dtype::q4_k)
+    pack_q4_k_x8(src, w.rows(), w.cols(), static_cast<uint8_t*>(out));
+  else
+    pack_q4_0_x8(src, w.rows(), w.cols(), static_cast<uint8_t*>(out));
 }
 
 std::vector<matmul_use> matmul_uses() {

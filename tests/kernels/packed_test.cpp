@@ -1,4 +1,4 @@
-// packed_test.cpp: q4_0 decode from the layout made at load (tensor_view::packed,
+// packed_test.cpp: q4_0 and Q4_K decode from the layout made at load (tensor_view::packed,
 // kernels/cpu/gemv.hpp pack_q4_0_x8) gives what the published rows give, for 1-7 tokens, with
 // and without bias, through row slices that keep or drop the layout, and the matmul report
 // names the path. Runs where the CPU's table has the packed kernel (ctest runs it with
@@ -21,17 +21,21 @@ using namespace troupe::kernels;
 
 namespace {
 
-// N rows of K q4_0 values: random scales and nibbles.
-std::vector<uint8_t> random_q4_0(int64_t N, int64_t K, uint32_t seed) {
+// N rows of K values of `t` (q4_0: 18-byte blocks, one f16 scale; Q4_K: 144-byte blocks, f16
+// d and dmin, then random scale and code bytes).
+std::vector<uint8_t> random_rows(dtype t, int64_t N, int64_t K, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> scale(0.001f, 0.05f);
   std::uniform_int_distribution<int> byte(0, 255);
-  std::vector<uint8_t> w(static_cast<size_t>(row_bytes(dtype::q4_0, K) * N));
-  for (size_t b = 0; b < w.size(); b += 18) {
-    const uint16_t d = f32_to_f16(scale(rng));
-    w[b] = static_cast<uint8_t>(d & 0xff);
-    w[b + 1] = static_cast<uint8_t>(d >> 8);
-    for (int i = 2; i < 18; ++i) w[b + i] = static_cast<uint8_t>(byte(rng));
+  const size_t block = t == dtype::q4_k ? 144 : 18, halves = t == dtype::q4_k ? 2 : 1;
+  std::vector<uint8_t> w(static_cast<size_t>(row_bytes(t, K) * N));
+  for (size_t b = 0; b < w.size(); b += block) {
+    for (size_t h = 0; h < halves; ++h) {
+      const uint16_t d = f32_to_f16(scale(rng));
+      w[b + 2 * h] = static_cast<uint8_t>(d & 0xff);
+      w[b + 2 * h + 1] = static_cast<uint8_t>(d >> 8);
+    }
+    for (size_t i = 2 * halves; i < block; ++i) w[b + i] = static_cast<uint8_t>(byte(rng));
   }
   return w;
 }
@@ -60,14 +64,17 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want)
 
 } // namespace
 
-TEST(PackedQ4, DecodeFromThePackedLayoutEqualsThePublishedRows) {
-  const int64_t N = 48, K = 256;
-  auto bytes = random_q4_0(N, K, 7);
-  tensor_view w(bytes.data(), dtype::q4_0, {N, K});
+class PackedQ4 : public ::testing::TestWithParam<dtype> {};
+
+TEST_P(PackedQ4, DecodeFromThePackedLayoutEqualsThePublishedRows) {
+  const dtype type = GetParam();
+  const int64_t N = 48, K = 512;
+  auto bytes = random_rows(type, N, K, 7);
+  tensor_view w(bytes.data(), type, {N, K});
   const int64_t packed = cpu::packed_bytes(w);
   if (packed == 0)
-    GTEST_SKIP() << "this CPU's kernel table (" << cpu::gemv_kernels().isa
-                 << ") has no packed q4_0 decode";
+    GTEST_SKIP() << "this CPU's kernel table (" << cpu::gemv_kernels().isa << ") has no packed "
+                 << name(type) << " decode";
   EXPECT_EQ(packed, w.nbytes());
   std::vector<uint8_t> layout(static_cast<size_t>(packed));
   cpu::pack(w, layout.data());
@@ -108,3 +115,6 @@ TEST(PackedQ4, DecodeFromThePackedLayoutEqualsThePublishedRows) {
             << b << " " << n;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, PackedQ4, ::testing::Values(dtype::q4_0, dtype::q4_k),
+                         [](const auto& info) { return std::string(name(info.param)); });
