@@ -128,8 +128,23 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
   }
   if (!e->on_device_) { // the layouts the CPU kernels read fastest, made once (q4_0 / Q4_K)
     std::map<std::pair<const void*, int64_t>, const void*> done; // a tensor two values read
-    for (auto& v : e->weights_.views) {
+    int64_t total = 0;
+    for (const auto& v : e->weights_.views) {
       const int64_t bytes = v.data ? e->be_->packed_bytes(v) : 0;
+      if (bytes > 0 && done.emplace(std::pair{v.data, bytes}, nullptr).second) total += bytes;
+    }
+    done.clear();
+    // a second copy of those matrices: only where it leaves half of the free memory (the
+    // published rows stay mapped for prefill; a model that barely fits decodes from them)
+    const int64_t free = e->be_->memory().free;
+    const bool fits = total > 0 && total <= free / 2;
+    if (total > 0 && !fits)
+      TROUPE_LOG_INFO("exec",
+                      "{}: decoding from the published rows: their packed layout ({:.1f} GB) "
+                      "would take more than half of the free memory ({:.1f} GB)",
+                      e->spec_name(), total / 1e9, free / 1e9);
+    for (auto& v : e->weights_.views) {
+      const int64_t bytes = fits && v.data ? e->be_->packed_bytes(v) : 0;
       if (bytes <= 0) continue;
       auto& at = done[{v.data, bytes}];
       if (!at) {
