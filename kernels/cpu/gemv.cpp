@@ -77,34 +77,37 @@ const gemv_table& gemv_kernels() {
   return chosen;
 }
 
-void pack_q4_0_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out) {
-  const int64_t nb = K / 32, rb = nb * 18; // 18 bytes a block: f16 scale, 16 code bytes
+namespace {
+// The packed layouts keep 8 rows' blocks together: fn(o, blk, r) for row r of every group of 8
+// and every block, o the group's block (8 x `bytes`), blk the row's published block.
+template <class F>
+void over_groups(const uint8_t* w, int64_t N, int64_t nb, int64_t bytes, uint8_t* out, F fn) {
+  const int64_t rb = nb * bytes;
   for (int64_t g = 0; g < N / 8; ++g)
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* o = out + g * 8 * rb + b * 144;
-      for (int r = 0; r < 8; ++r) {
-        const uint8_t* blk = w + (g * 8 + r) * rb + b * 18;
-        std::memcpy(o + 2 * r, blk, 2);
-        for (int c = 0; c < 4; ++c) std::memcpy(o + 16 + 32 * c + 4 * r, blk + 2 + 4 * c, 4);
-      }
-    }
+    for (int64_t b = 0; b < nb; ++b)
+      for (int r = 0; r < 8; ++r)
+        fn(out + g * 8 * rb + b * 8 * bytes, w + (g * 8 + r) * rb + b * bytes, r);
+}
+} // namespace
+
+void pack_q4_0_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out) {
+  // 18 bytes a block: f16 scale, 16 code bytes
+  over_groups(w, N, K / 32, 18, out, [](uint8_t* o, const uint8_t* blk, int r) {
+    std::memcpy(o + 2 * r, blk, 2);
+    for (int c = 0; c < 4; ++c) std::memcpy(o + 16 + 32 * c + 4 * r, blk + 2 + 4 * c, 4);
+  });
 }
 
 void pack_q4_k_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out) {
-  const int64_t nb = K / 256, rb = nb * 144; // d, dmin, 12 scale bytes, 128 code bytes
-  for (int64_t g = 0; g < N / 8; ++g)
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* o = out + g * 8 * rb + b * 1152;
-      for (int r = 0; r < 8; ++r) {
-        const uint8_t* blk = w + (g * 8 + r) * rb + b * 144;
-        std::memcpy(o + 2 * r, blk, 2);
-        std::memcpy(o + 16 + 2 * r, blk + 2, 2);
-        for (int i = 0; i < 3; ++i) std::memcpy(o + 32 + 32 * i + 4 * r, blk + 4 + 4 * i, 4);
-        for (int p = 0; p < 4; ++p)
-          for (int c = 0; c < 8; ++c)
-            std::memcpy(o + 128 + 256 * p + 32 * c + 4 * r, blk + 16 + 32 * p + 4 * c, 4);
-      }
-    }
+  // 144 bytes a block: d, dmin, 12 scale bytes, 128 code bytes
+  over_groups(w, N, K / 256, 144, out, [](uint8_t* o, const uint8_t* blk, int r) {
+    std::memcpy(o + 2 * r, blk, 2);
+    std::memcpy(o + 16 + 2 * r, blk + 2, 2);
+    for (int i = 0; i < 3; ++i) std::memcpy(o + 32 + 32 * i + 4 * r, blk + 4 + 4 * i, 4);
+    for (int p = 0; p < 4; ++p)
+      for (int c = 0; c < 8; ++c)
+        std::memcpy(o + 128 + 256 * p + 32 * c + 4 * r, blk + 16 + 32 * p + 4 * c, 4);
+  });
 }
 
 bool amx_int8_usable() {

@@ -216,25 +216,38 @@ void x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
   }
 }
 
-void gemv_q4_0_x8(const gemv_args& a) {
+// Output features [n0, n1) 8 at a time, tokens 4 at a time and then the rest: Rows::run<NT>.
+template <class Rows>
+void over_groups8(const gemv_args& a) {
   for (int64_t n = a.n0; n < a.n1; n += 8) {
     const uint8_t* grp = a.wp + n * a.row_bytes; // group n / 8 starts n row lengths in
     int64_t t = 0;
-    for (; t + 4 <= a.T; t += 4) x8_tokens<4>(a, grp, n, t);
+    for (; t + 4 <= a.T; t += 4) Rows::template run<4>(a, grp, n, t);
     switch (a.T - t) {
     case 3:
-      x8_tokens<3>(a, grp, n, t);
+      Rows::template run<3>(a, grp, n, t);
       break;
     case 2:
-      x8_tokens<2>(a, grp, n, t);
+      Rows::template run<2>(a, grp, n, t);
       break;
     case 1:
-      x8_tokens<1>(a, grp, n, t);
+      Rows::template run<1>(a, grp, n, t);
       break;
     default:
       break;
     }
   }
+}
+
+struct q4_0_rows {
+  template <int NT>
+  static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+    x8_tokens<NT>(a, grp, n, t0);
+  }
+};
+
+void gemv_q4_0_x8(const gemv_args& a) {
+  over_groups8<q4_0_rows>(a);
 }
 
 // Q4_K from the packed layout (gemv.hpp, pack_q4_k_x8): 8 rows in the lanes. Per block the 8
@@ -312,25 +325,15 @@ void k4x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) 
   }
 }
 
-void gemv_q4_k_x8(const gemv_args& a) {
-  for (int64_t n = a.n0; n < a.n1; n += 8) {
-    const uint8_t* grp = a.wp + n * a.row_bytes;
-    int64_t t = 0;
-    for (; t + 4 <= a.T; t += 4) k4x8_tokens<4>(a, grp, n, t);
-    switch (a.T - t) {
-    case 3:
-      k4x8_tokens<3>(a, grp, n, t);
-      break;
-    case 2:
-      k4x8_tokens<2>(a, grp, n, t);
-      break;
-    case 1:
-      k4x8_tokens<1>(a, grp, n, t);
-      break;
-    default:
-      break;
-    }
+struct q4_k_rows {
+  template <int NT>
+  static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+    k4x8_tokens<NT>(a, grp, n, t0);
   }
+};
+
+void gemv_q4_k_x8(const gemv_args& a) {
+  over_groups8<q4_k_rows>(a);
 }
 
 void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
