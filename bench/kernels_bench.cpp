@@ -10,7 +10,9 @@
 
 #include "core/buffer.hpp"
 #include "core/convert.hpp"
+#include "core/kquant.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/cpu.hpp"
 #include "kernels/registry.hpp"
 
 using namespace troupe;
@@ -26,13 +28,19 @@ std::vector<float> randn(int64_t n, uint32_t seed) {
   return v;
 }
 
-// y[T, N] = x[T, K] W[N, K]^T with W of `type`; N x K large enough to leave the caches.
-void BM_matmul(benchmark::State& st, dtype type) {
+// y[T, N] = x[T, K] W[N, K]^T with W of `type`; N x K large enough to leave the caches. With
+// `packed`, W also in the layout the CPU's decode kernels read fastest, as the executor makes
+// it at load (tensor_view::packed; skipped where this CPU's table has none for `type`).
+void BM_matmul(benchmark::State& st, dtype type, bool packed) {
   const int64_t T = st.range(0), K = st.range(1), N = st.range(2);
   const int threads = static_cast<int>(st.range(3));
   const auto x = randn(T * K, 1);
   auto wbuf = *buffer::allocate(row_bytes(type, K) * N);
-  {
+  if (is_kquant(type)) { // written by no quantizer here: bytes whose f16 scales are normal
+    std::mt19937 rng(2);
+    for (int64_t i = 0; i < row_bytes(type, K) * N; ++i)
+      wbuf.as<uint8_t>()[i] = static_cast<uint8_t>(0x30 + rng() % 13);
+  } else {
     const auto w = randn(K, 2);
     for (int64_t n = 0; n < N; ++n)
       from_f32(type, w.data(), wbuf.as<uint8_t>() + n * row_bytes(type, K), K);
@@ -42,6 +50,17 @@ void BM_matmul(benchmark::State& st, dtype type) {
   a.kind = op::matmul;
   a.src[0] = tensor_view(const_cast<float*>(x.data()), dtype::f32, {T, K});
   a.src[1] = wbuf.view(type, {N, K});
+  buffer layout;
+  if (packed) {
+    const int64_t bytes = cpu::packed_bytes(a.src[1]);
+    if (bytes == 0) {
+      st.SkipWithError("no packed layout for this dtype on this CPU");
+      return;
+    }
+    layout = *buffer::allocate(static_cast<size_t>(bytes));
+    cpu::pack(a.src[1], layout.data());
+    a.src[1].packed = layout.data();
+  }
   a.dst = tensor_view(y.data(), dtype::f32, {T, N});
   auto k = registry::global().find(backend::cpu, a);
   thread_pool pool(threads);
@@ -71,10 +90,14 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 } // namespace
 
-BENCHMARK_CAPTURE(BM_matmul, f32, dtype::f32)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_matmul, f16, dtype::f16)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_matmul, bf16, dtype::bf16)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_matmul, q8_0, dtype::q8_0)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_matmul, q4_0, dtype::q4_0)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, f32, dtype::f32, false)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, f16, dtype::f16, false)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, bf16, dtype::bf16, false)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, q8_0, dtype::q8_0, false)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, q4_0, dtype::q4_0, false)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, q4_k, dtype::q4_k, false)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, q6_k, dtype::q6_k, false)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, q4_0_packed, dtype::q4_0, true)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, q4_k_packed, dtype::q4_k, true)->Apply(shapes);
 
 BENCHMARK_MAIN();

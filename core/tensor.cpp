@@ -71,7 +71,7 @@ tensor_view tensor_view::slice_rows(int64_t begin, int64_t end) const {
   const int64_t outer_stride = dims.rank == 1 ? row_bytes(type, 1) : strides[0];
   v.data = static_cast<char*>(data) + begin * outer_stride;
   v.dims[0] = end - begin;
-  v.packed = packed && dims.rank == 2 && begin % 8 == 0
+  v.packed = packed && dims.rank == 2 && begin % packed_slice_rows == 0
                  ? static_cast<const char*>(packed) + begin * outer_stride
                  : nullptr;
   return v;

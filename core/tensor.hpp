@@ -41,9 +41,11 @@ struct tensor_view {
   shape dims;
   std::array<int64_t, max_rank> strides{}; // bytes between consecutive indices per dimension
   // A weight's rows as a backend's kernels read them fastest, prepared once at load
-  // (backend::pack; the CPU: q4_0 / Q4_K in groups of 8 interleaved rows, as many bytes as
-  // `data`, group g at g * 8 row lengths), or null. Kept by row slices at a group boundary.
+  // (backend::pack; the CPU: q4_0 / Q4_K in groups of 8 or 16 interleaved rows, as many bytes
+  // as `data`, group g at g * G row lengths), or null. Kept by row slices that start at a
+  // multiple of packed_slice_rows (a boundary of every layout's groups).
   const void* packed = nullptr;
+  static constexpr int64_t packed_slice_rows = 16;
 
   tensor_view() = default;
   /// A contiguous row-major view.

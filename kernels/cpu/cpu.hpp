@@ -53,7 +53,8 @@ void matmul(const op_args& a, const exec_ctx& ctx);
 
 /// Bytes of weight `w` in the layout this CPU's decode kernels read fastest, made once at load
 /// (tensor_view::packed), or 0 where they read the published rows: q4_0 / Q4_K matrices of a
-/// multiple of 8 rows, where the kernel table has the packed GEMV (gemv.hpp, pack_q4_*_x8).
+/// multiple of the table's pack_rows (8 or 16), where it has the packed GEMV (gemv.hpp,
+/// pack_q4_0 / pack_q4_k).
 int64_t packed_bytes(const tensor_view& w);
 /// Lays `w` out that way into `out` (packed_bytes(w) bytes).
 void pack(const tensor_view& w, void* out);

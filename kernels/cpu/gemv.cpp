@@ -1,6 +1,6 @@
 // gemv.cpp: picks the decode kernel table for this CPU (gemv.hpp; on AMD's AVX-512 cores a
 // measured mix of the AVX-512 and AVX2 kernels) and says whether the AMX int8 kernels may run
-// (amx.hpp), and lays q4_0 weights out for the packed decode kernel (pack_q4_0_x8).
+// (amx.hpp), and lays q4_0 / Q4_K weights out for the packed decode kernels (pack_q4_0).
 // TROUPE_ISA=avx2 or TROUPE_ISA=portable forces a lesser
 // path (TROUPE_ISA=avx512: the AVX-512 table alone, without the AMD mix), TROUPE_AMX=0 turns
 // AMX off (tests and comparisons). Compiled for any x86-64 CPU.
@@ -43,8 +43,9 @@ const gemv_table* zen_table() {
     z.f16 = v2.f16;
     z.bf16 = v2.bf16;
     z.q8_0 = v2.q8_0;
-    // (not q4_0 from the packed layout: the AVX-512 kernel on the published rows reads
-    // 294-297 tok/s where the packed AVX2 one reads 227-278, bench-134m, 1 thread)
+    // q4_0 / Q4_K from the packed layout stay AVX-512 (16 rows in zmm lanes, vpdpbusd): from
+    // DRAM 30-32 GB/s on one thread against the AVX2 kernels' 25-35 and the published rows'
+    // 14-22 (kernels_bench BM_matmul/*_packed/1/768/262144/1)
     return z;
   }();
   return &t;
@@ -78,35 +79,36 @@ const gemv_table& gemv_kernels() {
 }
 
 namespace {
-// The packed layouts keep 8 rows' blocks together: fn(o, blk, r) for row r of every group of 8
-// and every block, o the group's block (8 x `bytes`), blk the row's published block.
+// The packed layouts keep G rows' blocks together: fn(o, blk, r) for row r of every group of G
+// and every block, o the group's block (G x `bytes`), blk the row's published block.
 template <class F>
-void over_groups(const uint8_t* w, int64_t N, int64_t nb, int64_t bytes, uint8_t* out, F fn) {
+void over_groups(const uint8_t* w, int64_t N, int64_t nb, int64_t bytes, int G, uint8_t* out,
+                 F fn) {
   const int64_t rb = nb * bytes;
-  for (int64_t g = 0; g < N / 8; ++g)
+  for (int64_t g = 0; g < N / G; ++g)
     for (int64_t b = 0; b < nb; ++b)
-      for (int r = 0; r < 8; ++r)
-        fn(out + g * 8 * rb + b * 8 * bytes, w + (g * 8 + r) * rb + b * bytes, r);
+      for (int r = 0; r < G; ++r)
+        fn(out + g * G * rb + b * G * bytes, w + (g * G + r) * rb + b * bytes, r);
 }
 } // namespace
 
-void pack_q4_0_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out) {
+void pack_q4_0(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
   // 18 bytes a block: f16 scale, 16 code bytes
-  over_groups(w, N, K / 32, 18, out, [](uint8_t* o, const uint8_t* blk, int r) {
+  over_groups(w, N, K / 32, 18, G, out, [G](uint8_t* o, const uint8_t* blk, int r) {
     std::memcpy(o + 2 * r, blk, 2);
-    for (int c = 0; c < 4; ++c) std::memcpy(o + 16 + 32 * c + 4 * r, blk + 2 + 4 * c, 4);
+    for (int c = 0; c < 4; ++c) std::memcpy(o + 2 * G + 4 * G * c + 4 * r, blk + 2 + 4 * c, 4);
   });
 }
 
-void pack_q4_k_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out) {
+void pack_q4_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
   // 144 bytes a block: d, dmin, 12 scale bytes, 128 code bytes
-  over_groups(w, N, K / 256, 144, out, [](uint8_t* o, const uint8_t* blk, int r) {
+  over_groups(w, N, K / 256, 144, G, out, [G](uint8_t* o, const uint8_t* blk, int r) {
     std::memcpy(o + 2 * r, blk, 2);
-    std::memcpy(o + 16 + 2 * r, blk + 2, 2);
-    for (int i = 0; i < 3; ++i) std::memcpy(o + 32 + 32 * i + 4 * r, blk + 4 + 4 * i, 4);
+    std::memcpy(o + 2 * G + 2 * r, blk + 2, 2);
+    for (int i = 0; i < 3; ++i) std::memcpy(o + 4 * G + 4 * G * i + 4 * r, blk + 4 + 4 * i, 4);
     for (int p = 0; p < 4; ++p)
       for (int c = 0; c < 8; ++c)
-        std::memcpy(o + 128 + 256 * p + 32 * c + 4 * r, blk + 16 + 32 * p + 4 * c, 4);
+        std::memcpy(o + 16 * G + 32 * G * p + 4 * G * c + 4 * r, blk + 16 + 32 * p + 4 * c, 4);
   });
 }
 

@@ -31,8 +31,9 @@ struct gemv_args {
   int64_t ldy;
   const float* bias; // [N] or null
   int64_t ycol0;     // the feature in y's column 0 (0 when y holds all N)
-  // q4_0 from the packed layout (gemv_q4_0_x8): w's rows as pack_q4_0_x8 lays them out
-  // (n0 and n1 multiples of 8), and the sums of each 32 int8 activations [T, K / 32]
+  // q4_0 / Q4_K from the packed layout (gemv_table::q4_0_packed): w's rows as pack_q4_0 /
+  // pack_q4_k lay them out in groups of the table's pack_rows (n0 and n1 multiples of it), and
+  // for q4_0 the sums of each 32 int8 activations [T, K / 32]
   const uint8_t* wp;
   const int32_t* xsum;
 };
@@ -70,8 +71,9 @@ struct gemv_table {
   gemv_fn q2_k, q3_k, q4_k, q5_k, q6_k; // gemv_kquant.hpp
   gemv_fn mxfp4;                        // gemv_mxfp4.hpp
   gemv_fn f8_b128;                      // gemv_f8.hpp (f32 activations)
-  gemv_fn q4_0_x8;                      // q4_0 from the packed layout (gemv_args::wp)
-  gemv_fn q4_k_x8;                      // Q4_K from the packed layout
+  gemv_fn q4_0_packed;                  // q4_0 from the packed layout (gemv_args::wp)
+  gemv_fn q4_k_packed;                  // Q4_K from the packed layout
+  int pack_rows;                        // rows per group of that layout (8 or 16)
   quantize_fn quantize_q8;              // x row -> int8 blocks of 32 with f32 scales
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
   gemm_q_fn gemm_q8_0, gemm_q4_0;                                 // 8+ tokens (gemm_q_args)
@@ -84,17 +86,18 @@ struct gemv_table {
 /// The best table this CPU runs (null entries: use the portable path).
 const gemv_table& gemv_kernels();
 
-/// q4_0's packed layout, made once at load: rows in groups of 8, and per group and block of
-/// 32 values the 8 rows' f16 scales (16 bytes), then 4 chunks of 32 bytes where chunk c holds
-/// bytes 4c..4c+3 of each row's 16 code bytes, row by row (its low nibbles are values 4c..4c+3,
-/// its high ones 16+4c..16+4c+3). A 32-bit lane then holds one row: the GEMV keeps 8 rows in
-/// the vector lanes and broadcasts the activations. Same size as the published rows.
-void pack_q4_0_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out);
-/// Q4_K's: rows in groups of 8; per group and block of 256 values the 8 rows' d (16 bytes),
-/// dmin (16), their 12 scale bytes as 3 chunks of 32 (chunk i: bytes 4i..4i+3 of each row),
-/// then for each 32-byte run p of codes (groups 2p and 2p + 1) 8 chunks of 32 (chunk c: bytes
+/// q4_0's packed layout, made once at load: rows in groups of G (8 for the AVX2 kernels, 16
+/// for the AVX-512 ones), and per group and block of 32 values the G rows' f16 scales (2G
+/// bytes), then 4 chunks of 4G bytes where chunk c holds bytes 4c..4c+3 of each row's 16 code
+/// bytes, row by row (its low nibbles are values 4c..4c+3, its high ones 16+4c..16+4c+3). A
+/// 32-bit lane then holds one row: the GEMV keeps G rows in the vector lanes and broadcasts the
+/// activations. Same size as the published rows.
+void pack_q4_0(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
+/// Q4_K's: rows in groups of G; per group and block of 256 values the G rows' d (2G bytes),
+/// dmin (2G), their 12 scale bytes as 3 chunks of 4G (chunk i: bytes 4i..4i+3 of each row),
+/// then for each 32-byte run p of codes (groups 2p and 2p + 1) 8 chunks of 4G (chunk c: bytes
 /// 4c..4c+3 of each row's run). Same size as the published rows.
-void pack_q4_k_x8(const uint8_t* w, int64_t N, int64_t K, uint8_t* out);
+void pack_q4_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
 
 // per-ISA tables (gemv_avx512.cpp, gemv_avx2.cpp) and their int8 GEMMs (gemm_int8_*.cpp)
 const gemv_table* gemv_avx512_table();

@@ -7,6 +7,7 @@
 #include "kernels/cpu/gemv_f8.hpp"
 #include "kernels/cpu/gemv_kquant.hpp"
 #include "kernels/cpu/gemv_mxfp4.hpp"
+#include "kernels/cpu/gemv_packed.hpp"
 
 namespace troupe::kernels::cpu {
 
@@ -166,7 +167,7 @@ void gemv_q4_0(const gemv_args& a) {
   gemv_quant<true>(a);
 }
 
-// q4_0 from the packed layout (gemv.hpp, pack_q4_0_x8): 8 rows in the 32-bit lanes. Per block
+// q4_0 from the packed layout (gemv.hpp, pack_q4_0, 8 rows): 8 rows in the 32-bit lanes. Per block
 // the 8 code vectors (low and high nibbles of 4 chunks) multiply the broadcast activations,
 // summed in int16 (8 products of at most 2 x 15 x 128 fit), one madd to int32 per row, the
 // nibbles' offset 8 x sum(x) taken off, and the 8 rows' scales in one vector: no horizontal
@@ -186,7 +187,7 @@ void x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
   for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + b * 144;
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + 2048, _MM_HINT_T0);
+    prefetch_block(blk, 144);
     const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     __m256i lo[4], hi[4];
     for (int c = 0; c < 4; ++c) {
@@ -216,29 +217,6 @@ void x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
   }
 }
 
-// Output features [n0, n1) 8 at a time, tokens 4 at a time and then the rest: Rows::run<NT>.
-template <class Rows>
-void over_groups8(const gemv_args& a) {
-  for (int64_t n = a.n0; n < a.n1; n += 8) {
-    const uint8_t* grp = a.wp + n * a.row_bytes; // group n / 8 starts n row lengths in
-    int64_t t = 0;
-    for (; t + 4 <= a.T; t += 4) Rows::template run<4>(a, grp, n, t);
-    switch (a.T - t) {
-    case 3:
-      Rows::template run<3>(a, grp, n, t);
-      break;
-    case 2:
-      Rows::template run<2>(a, grp, n, t);
-      break;
-    case 1:
-      Rows::template run<1>(a, grp, n, t);
-      break;
-    default:
-      break;
-    }
-  }
-}
-
 struct q4_0_rows {
   template <int NT>
   static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
@@ -247,10 +225,10 @@ struct q4_0_rows {
 };
 
 void gemv_q4_0_x8(const gemv_args& a) {
-  over_groups8<q4_0_rows>(a);
+  over_packed_groups<8, q4_0_rows>(a);
 }
 
-// Q4_K from the packed layout (gemv.hpp, pack_q4_k_x8): 8 rows in the lanes. Per block the 8
+// Q4_K from the packed layout (gemv.hpp, pack_q4_k, 8 rows): 8 rows in the lanes. Per block the 8
 // rows' scales and minimums are decoded at once (each lane holds one row's 12 scale bytes,
 // spread over 3 chunks), each 32-value group's codes meet the broadcast activations as q4_0's
 // do, and the group sums are weighted by the rows' scales and the group's activation scale;
@@ -265,7 +243,7 @@ void k4x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) 
   for (int j = 0; j < NT; ++j) acc[j] = off[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + b * 1152;
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + 2048, _MM_HINT_T0);
+    prefetch_block(blk, 1152);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     const __m256 dmin =
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
@@ -333,7 +311,7 @@ struct q4_k_rows {
 };
 
 void gemv_q4_k_x8(const gemv_args& a) {
-  over_groups8<q4_k_rows>(a);
+  over_packed_groups<8, q4_k_rows>(a);
 }
 
 void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
@@ -384,8 +362,9 @@ const gemv_table table = {.isa = "avx2",
                           .q6_k = gemv_q6_k,
                           .mxfp4 = gemv_mxfp4,
                           .f8_b128 = gemv_f8_b128,
-                          .q4_0_x8 = gemv_q4_0_x8,
-                          .q4_k_x8 = gemv_q4_k_x8,
+                          .q4_0_packed = gemv_q4_0_x8,
+                          .q4_k_packed = gemv_q4_k_x8,
+                          .pack_rows = 8,
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx2,

@@ -7,6 +7,7 @@
 #include "kernels/cpu/gemv_f8.hpp"
 #include "kernels/cpu/gemv_kquant.hpp"
 #include "kernels/cpu/gemv_mxfp4.hpp"
+#include "kernels/cpu/gemv_packed.hpp"
 
 namespace troupe::kernels::cpu {
 
@@ -396,6 +397,143 @@ void gemv_q4_0(const gemv_args& a) {
   gemv_quant<true>(a);
 }
 
+// q4_0 from the packed layout (gemv.hpp, pack_q4_0 with 16 rows): 16 rows in the 32-bit lanes
+// of a zmm. Per block the 8 code vectors (low and high nibbles of 4 chunks of 64 bytes) meet
+// the broadcast activations in vpdpbusd (4 products a lane into int32, no int16 stage), the
+// sums start at the nibbles' offset -8 x sum(x), and the 16 rows' scales are one vector: no
+// horizontal sums, no scalar scale per row. NT tokens share each block's code vectors.
+inline __m512i bcast4(const int8_t* x) {
+  int32_t v;
+  __builtin_memcpy(&v, x, 4);
+  return _mm512_set1_epi32(v);
+}
+
+template <int NT>
+void x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+  const int64_t nb = a.K / 32;
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * 288;
+    prefetch_block(blk, 288);
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    __m512i lo[4], hi[4];
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * c);
+      lo[c] = _mm512_and_si512(v, m4);
+      hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    for (int j = 0; j < NT; ++j) {
+      const int64_t t = t0 + j;
+      const int8_t* x = a.xq + t * a.K + b * 32;
+      __m512i s0 = _mm512_set1_epi32(-8 * a.xsum[t * nb + b]), s1 = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c) {
+        s0 = _mm512_dpbusd_epi32(s0, lo[c], bcast4(x + 4 * c));
+        s1 = _mm512_dpbusd_epi32(s1, hi[c], bcast4(x + 16 + 4 * c));
+      }
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
+                               _mm512_mul_ps(wd, _mm512_set1_ps(a.xd[t * nb + b])), acc[j]);
+    }
+  }
+  for (int j = 0; j < NT; ++j) {
+    __m512 out = acc[j];
+    if (a.bias) out = _mm512_add_ps(out, _mm512_loadu_ps(a.bias + n));
+    _mm512_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
+  }
+}
+
+struct q4_0_rows {
+  template <int NT>
+  static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+    x16_tokens<NT>(a, grp, n, t0);
+  }
+};
+
+void gemv_q4_0_x16(const gemv_args& a) {
+  over_packed_groups<16, q4_0_rows>(a);
+}
+
+// Q4_K from the packed layout (pack_q4_k with 16 rows): 16 rows in the lanes. Per block the 16
+// rows' scales and minimums are decoded at once (each lane holds one row's 12 scale bytes over
+// 3 chunks), each 32-value group's codes meet the broadcast activations in vpdpbusd, the group
+// sums are weighted by the rows' scales and the group's activation scale, and the minimums
+// come through the activations' per-16 sums (gemv_args::xs).
+template <int NT>
+void k4x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+  const int64_t nb = a.K / 256;
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi8(0x3f);
+  const __m512i m2 = _mm512_set1_epi8(0x03), byte = _mm512_set1_epi32(0xff);
+  __m512 acc[NT], off[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = off[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * 2304;
+    prefetch_block(blk, 2304);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    const __m512 dmin =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+    const __m512i c0 = _mm512_loadu_si512(blk + 64), c1 = _mm512_loadu_si512(blk + 128);
+    const __m512i c2 = _mm512_loadu_si512(blk + 192);
+    // byte i of a lane: scale (minimum) i of the row's groups 0-3, and of 4-7
+    const __m512i sc_lo = _mm512_and_si512(c0, m6), mn_lo = _mm512_and_si512(c1, m6);
+    const __m512i sc_hi =
+        _mm512_or_si512(_mm512_and_si512(c2, m4),
+                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(c0, 6), m2), 4));
+    const __m512i mn_hi =
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(c2, 4), m4),
+                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(c1, 6), m2), 4));
+    __m512 sc[8], mn[8];
+    for (int g = 0; g < 4; ++g) {
+      sc[g] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc_lo, 8 * g), byte));
+      sc[4 + g] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc_hi, 8 * g), byte));
+      mn[g] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mn_lo, 8 * g), byte));
+      mn[4 + g] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mn_hi, 8 * g), byte));
+    }
+    const uint8_t* codes = blk + 256;
+    for (int j = 0; j < NT; ++j) {
+      const int64_t t = t0 + j;
+      const int8_t* x = a.xq + t * a.K + b * 256;
+      const float* xd = a.xd + t * (a.K / 32) + b * 8;
+      const float* xs = a.xs + t * (a.K / 16) + b * 16;
+      __m512 blockacc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();
+      for (int p = 0; p < 4; ++p) { // groups 2p (low nibbles) and 2p + 1 (high)
+        __m512i slo = _mm512_setzero_si512(), shi = _mm512_setzero_si512();
+        for (int c = 0; c < 8; ++c) {
+          const __m512i v = _mm512_loadu_si512(codes + 512 * p + 64 * c);
+          slo = _mm512_dpbusd_epi32(slo, _mm512_and_si512(v, m4), bcast4(x + 64 * p + 4 * c));
+          shi = _mm512_dpbusd_epi32(shi, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                    bcast4(x + 64 * p + 32 + 4 * c));
+        }
+        blockacc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(slo),
+                                   _mm512_mul_ps(sc[2 * p], _mm512_set1_ps(xd[2 * p])), blockacc);
+        blockacc =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(shi),
+                            _mm512_mul_ps(sc[2 * p + 1], _mm512_set1_ps(xd[2 * p + 1])), blockacc);
+        mins = _mm512_fmadd_ps(mn[2 * p], _mm512_set1_ps(xs[4 * p] + xs[4 * p + 1]), mins);
+        mins = _mm512_fmadd_ps(mn[2 * p + 1], _mm512_set1_ps(xs[4 * p + 2] + xs[4 * p + 3]), mins);
+      }
+      acc[j] = _mm512_fmadd_ps(d, blockacc, acc[j]);
+      off[j] = _mm512_fmadd_ps(dmin, mins, off[j]);
+    }
+  }
+  for (int j = 0; j < NT; ++j) {
+    __m512 out = _mm512_sub_ps(acc[j], off[j]);
+    if (a.bias) out = _mm512_add_ps(out, _mm512_loadu_ps(a.bias + n));
+    _mm512_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
+  }
+}
+
+struct q4_k_rows {
+  template <int NT>
+  static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+    k4x16_tokens<NT>(a, grp, n, t0);
+  }
+};
+
+void gemv_q4_k_x16(const gemv_args& a) {
+  over_packed_groups<16, q4_k_rows>(a);
+}
+
 void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
   for (int64_t b = 0; b < K / 32; ++b) {
     const __m512 v0 = _mm512_loadu_ps(x + b * 32), v1 = _mm512_loadu_ps(x + b * 32 + 16);
@@ -433,6 +571,9 @@ const gemv_table table = {.isa = "avx512",
                           .q6_k = gemv_q6_k,
                           .mxfp4 = gemv_mxfp4,
                           .f8_b128 = gemv_f8_b128,
+                          .q4_0_packed = gemv_q4_0_x16,
+                          .q4_k_packed = gemv_q4_k_x16,
+                          .pack_rows = 16,
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx512,

@@ -7,8 +7,8 @@
 // slice of W once, whatever T is):
 //   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
 //             quantized weights (quantized once per call, or already q8_0 from the norm)
-//   gemv_x8   the same for q4_0 / Q4_K weights laid out at load in groups of 8 interleaved
-//             rows (tensor_view::packed, pack_q4_0_x8 / pack_q4_k_x8): 8 rows in the lanes
+//   gemv_packed the same for q4_0 / Q4_K weights laid out at load in groups of 8 or 16
+//             interleaved rows (tensor_view::packed, pack_q4_0 / pack_q4_k): the rows in the lanes
 //   nt        prefill on AVX-512 / AVX2: our dot-product GEMM over groups of 6 features
 //             (f16 / bf16 / expanded rows converted into L1 once per call)
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights
@@ -60,14 +60,14 @@ constexpr int64_t blas_tile = 64;      // blas: rows per f32 tile (in L2)
 // registers with the six weight vectors and one token vector (measured best of 4, 5, 6).
 constexpr int64_t nt_group = 6;
 
-enum class path { gemv, int8, amx, nt, blas, portable, gemv_x8 };
+enum class path { gemv, int8, amx, nt, blas, portable, gemv_packed };
 
 struct plan_t {
   path how = path::portable;
   const float* x = nullptr;
   int64_t T = 0, K = 0;
   gemv_fn fn = nullptr;
-  gemv_fn fn_x8 = nullptr;       // gemv_x8: q4_0 from the packed layout, for weights that have it
+  gemv_fn fn_packed = nullptr;   // gemv_packed: from the packed layout, for weights that have it
   const int32_t* xsum = nullptr; // its sums of each 32 int8 activations
   const int8_t* xq = nullptr;    // gemv with quantized weights: x as int8 blocks and scales
   const float* xd = nullptr;
@@ -135,19 +135,19 @@ const float* run_sums(const int8_t* xq, const float* xd, int64_t T, int64_t K) {
   return xs.data();
 }
 
-// Decode of a q4_0 / Q4_K weight laid out at load (tensor_view::packed): the packed kernel, 8
-// rows at a time; q4_0's takes the nibbles' offset through the activations' block sums,
-// Q4_K's its minimums through the per-16 sums (xs).
+// Decode of a q4_0 / Q4_K weight laid out at load (tensor_view::packed): the packed kernel, a
+// group of the table's pack_rows rows at a time; q4_0's takes the nibbles' offset through the
+// activations' block sums, Q4_K's its minimums through the per-16 sums (xs).
 void use_packed(const gemv_table& tab, const tensor_view& w, plan_t& m) {
   if (!w.packed || !m.xq) return;
-  if (w.type == dtype::q4_k && tab.q4_k_x8 && m.xs) { // its minimums go through xs
-    m.how = path::gemv_x8;
-    m.fn_x8 = tab.q4_k_x8;
-    m.unit = 8;
-    m.grain = std::max<int64_t>(1, m.grain / 8);
+  if (w.type == dtype::q4_k && tab.q4_k_packed && m.xs) { // its minimums go through xs
+    m.how = path::gemv_packed;
+    m.fn_packed = tab.q4_k_packed;
+    m.unit = tab.pack_rows;
+    m.grain = std::max<int64_t>(1, m.grain / tab.pack_rows);
     return;
   }
-  if (w.type != dtype::q4_0 || !tab.q4_0_x8) return;
+  if (w.type != dtype::q4_0 || !tab.q4_0_packed) return;
   thread_local std::vector<int32_t> sums;
   const int64_t blocks = m.T * (m.K / qk);
   sums.resize(blocks);
@@ -156,11 +156,11 @@ void use_packed(const gemv_table& tab, const tensor_view& w, plan_t& m) {
     for (int64_t l = 0; l < qk; ++l) s += m.xq[i * qk + l];
     sums[i] = s;
   }
-  m.how = path::gemv_x8;
-  m.fn_x8 = tab.q4_0_x8;
+  m.how = path::gemv_packed;
+  m.fn_packed = tab.q4_0_packed;
   m.xsum = sums.data();
-  m.unit = 8;
-  m.grain = std::max<int64_t>(1, m.grain / 8);
+  m.unit = tab.pack_rows;
+  m.grain = std::max<int64_t>(1, m.grain / tab.pack_rows);
 }
 
 // The int8 GEMM's activations: x quantized per 32 and laid out in tiles of tab.gemm_lanes
@@ -348,10 +348,11 @@ std::string path_name(path p, dtype w) {
     const bool avx2_kernel = gemv_for(gemv_kernels(), w) == gemv_for(*gemv_avx2_table(), w);
     return "gemv " + (avx2_kernel ? std::string("avx2") : isa) + (int8_acts(w) ? " (int8)" : "");
   }
-  case path::gemv_x8:
+  case path::gemv_packed:
     return "gemv " +
-           std::string(gemv_kernels().q4_0_x8 == gemv_avx2_table()->q4_0_x8 ? "avx2" : isa) +
-           " (int8, 8 rows packed at load)";
+           std::string(gemv_kernels().q4_0_packed == gemv_avx2_table()->q4_0_packed ? "avx2"
+                                                                                    : isa) +
+           " (int8, " + std::to_string(gemv_kernels().pack_rows) + " rows packed at load)";
   case path::int8:
     return "int8 gemm " + isa + (isa == "avx512" ? " (vpdpbusd)" : " (maddubs)");
   case path::amx:
@@ -391,7 +392,7 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
   thread_local std::vector<float> rows;
   switch (m.how) {
   case path::gemv:
-  case path::gemv_x8: {
+  case path::gemv_packed: {
     gemv_args g{};
     g.x = m.x;
     g.xq = m.xq;
@@ -408,10 +409,10 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     g.bias = bias;
     g.ycol0 = n0;
     // a weight of a fused op without the packed layout, or a range off its groups: as published
-    if (m.fn_x8 && w.packed && n0 % 8 == 0 && n1 % 8 == 0) {
+    if (m.fn_packed && w.packed && n0 % m.unit == 0 && n1 % m.unit == 0) {
       g.wp = static_cast<const uint8_t*>(w.packed);
       g.xsum = m.xsum;
-      m.fn_x8(g);
+      m.fn_packed(g);
     } else {
       m.fn(g);
     }
@@ -573,7 +574,7 @@ void matmul_swiglu(const op_args& a, const exec_ctx& ctx) {
   const plan_t m = plan(a.src[0], wg); // same dtype and shape for up: one plan, one quantization
   count(m, wg.type, 2);
   const int64_t tile =
-      m.how == path::gemv || m.how == path::gemv_x8 ? swiglu_tile_gemv : swiglu_tile_gemm;
+      m.how == path::gemv || m.how == path::gemv_packed ? swiglu_tile_gemv : swiglu_tile_gemm;
   over_features(ctx, m, F, [&](int64_t n0, int64_t n1) {
     thread_local std::vector<float> g, u;
     g.resize(T * tile);
@@ -627,9 +628,10 @@ int64_t packed_bytes(const tensor_view& w) {
     const char* e = std::getenv("TROUPE_PACK");
     return e && std::string(e) == "0";
   }();
-  const bool q4 = w.type == dtype::q4_0 && tab.q4_0_x8, q4k = w.type == dtype::q4_k && tab.q4_k_x8;
+  const bool q4 = w.type == dtype::q4_0 && tab.q4_0_packed;
+  const bool q4k = w.type == dtype::q4_k && tab.q4_k_packed;
   if (off || !(q4 || q4k) || !tab.quantize_q8 || !int8_acts(w.type) || w.dims.rank != 2 ||
-      !w.contiguous() || w.rows() % 8 != 0 || w.cols() % block_elems(w.type) != 0)
+      !w.contiguous() || w.rows() % tab.pack_rows != 0 || w.cols() % block_elems(w.type) != 0)
     return 0;
   return w.nbytes();
 }
@@ -637,9 +639,9 @@ int64_t packed_bytes(const tensor_view& w) {
 void pack(const tensor_view& w, void* out) {
   const auto* src = static_cast<const uint8_t*>(w.data);
   if (w.type == dtype::q4_k)
-    pack_q4_k_x8(src, w.rows(), w.cols(), static_cast<uint8_t*>(out));
+    pack_q4_k(src, w.rows(), w.cols(), gemv_kernels().pack_rows, static_cast<uint8_t*>(out));
   else
-    pack_q4_0_x8(src, w.rows(), w.cols(), static_cast<uint8_t*>(out));
+    pack_q4_0(src, w.rows(), w.cols(), gemv_kernels().pack_rows, static_cast<uint8_t*>(out));
 }
 
 std::vector<matmul_use> matmul_uses() {
@@ -651,7 +653,7 @@ std::vector<matmul_use> matmul_uses() {
           const auto w = static_cast<dtype>(t);
           const auto how = static_cast<path>(p);
           const bool int8 = how == path::int8 || (how == path::amx && w != dtype::bf16) ||
-                            ((how == path::gemv || how == path::gemv_x8) && int8_acts(w));
+                            ((how == path::gemv || how == path::gemv_packed) && int8_acts(w));
           out.push_back({std::string(name(w)), path_name(how, w), pre == 1, int8, c});
         }
   std::sort(out.begin(), out.end(),

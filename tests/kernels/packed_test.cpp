@@ -1,8 +1,9 @@
 // packed_test.cpp: q4_0 and Q4_K decode from the layout made at load (tensor_view::packed,
-// kernels/cpu/gemv.hpp pack_q4_0_x8) gives what the published rows give, for 1-7 tokens, with
-// and without bias, through row slices that keep or drop the layout, and the matmul report
-// names the path. Runs where the CPU's table has the packed kernel (ctest runs it with
-// TROUPE_ISA=avx2 too); skipped, saying why, elsewhere.
+// kernels/cpu/gemv.hpp pack_q4_0 / pack_q4_k: 16 rows a group on AVX-512, 8 on AVX2) gives
+// what the published rows give, for 1-7 tokens, with and without bias, through row slices that
+// keep or drop the layout, and the matmul report names the path. Runs where the CPU's table
+// has the packed kernels (ctest runs it with TROUPE_ISA=avx2 too); skipped, saying why,
+// elsewhere.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -100,13 +101,15 @@ TEST_P(PackedQ4, DecodeFromThePackedLayoutEqualsThePublishedRows) {
           << "one call as published, one packed";
     }
   }
-  // rows 8..40 keep the layout (a group boundary); rows 4..44 read the published rows
+  // rows 16..48 and 16..40 keep the layout (they start at a boundary of every layout's
+  // groups; the rows past the last whole group read the published ones); 8..40 and 4..44 read
+  // the published rows
   std::vector<float> x(static_cast<size_t>(2 * K));
   for (auto& v : x) v = nd(rng);
   const auto whole = run(w, x, 2, nullptr);
-  for (auto [b, e] : {std::pair<int64_t, int64_t>{8, 40}, {4, 44}}) {
+  for (auto [b, e] : {std::pair<int64_t, int64_t>{16, 48}, {16, 40}, {8, 40}, {4, 44}}) {
     const tensor_view s = wp.slice_rows(b, e);
-    EXPECT_EQ(s.packed != nullptr, b % 8 == 0);
+    EXPECT_EQ(s.packed != nullptr, b % 16 == 0);
     const auto part = run(s, x, 2, nullptr);
     for (int64_t t = 0; t < 2; ++t)
       for (int64_t n = b; n < e; ++n)
