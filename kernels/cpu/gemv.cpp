@@ -112,6 +112,16 @@ void pack_q4_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
   });
 }
 
+void pack_q6_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
+  // 210 bytes a block: ql[128], qh[64], 16 int8 scales, f16 d
+  over_groups(w, N, K / 256, 210, G, out, [G](uint8_t* o, const uint8_t* blk, int r) {
+    std::memcpy(o + 2 * r, blk + 208, 2);
+    for (int i = 0; i < 4; ++i) std::memcpy(o + 2 * G + 4 * G * i + 4 * r, blk + 192 + 4 * i, 4);
+    for (int c = 0; c < 32; ++c) std::memcpy(o + 18 * G + 4 * G * c + 4 * r, blk + 4 * c, 4);
+    for (int c = 0; c < 16; ++c) std::memcpy(o + 146 * G + 4 * G * c + 4 * r, blk + 128 + 4 * c, 4);
+  });
+}
+
 bool amx_int8_usable() {
   static const bool usable = [] {
     if (const char* e = std::getenv("TROUPE_AMX"); e && !std::strcmp(e, "0")) return false;

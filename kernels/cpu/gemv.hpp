@@ -73,6 +73,7 @@ struct gemv_table {
   gemv_fn f8_b128;                      // gemv_f8.hpp (f32 activations)
   gemv_fn q4_0_packed;                  // q4_0 from the packed layout (gemv_args::wp)
   gemv_fn q4_k_packed;                  // Q4_K from the packed layout
+  gemv_fn q6_k_packed;                  // Q6_K from the packed layout
   int pack_rows;                        // rows per group of that layout (8 or 16)
   quantize_fn quantize_q8;              // x row -> int8 blocks of 32 with f32 scales
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
@@ -98,6 +99,11 @@ void pack_q4_0(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
 /// then for each 32-byte run p of codes (groups 2p and 2p + 1) 8 chunks of 4G (chunk c: bytes
 /// 4c..4c+3 of each row's run). Same size as the published rows.
 void pack_q4_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
+/// Q6_K's: rows in groups of G; per group and block of 256 values the G rows' d (2G bytes),
+/// their 16 int8 scales as 4 chunks of 4G (chunk i: scales 4i..4i+3 of each row), their 128
+/// ql bytes as 32 chunks of 4G (chunk c: ql bytes 4c..4c+3), then their 64 qh bytes as 16
+/// chunks of 4G. Same size as the published rows.
+void pack_q6_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
 
 // per-ISA tables (gemv_avx512.cpp, gemv_avx2.cpp) and their int8 GEMMs (gemm_int8_*.cpp)
 const gemv_table* gemv_avx512_table();

@@ -314,6 +314,92 @@ void gemv_q4_k_x8(const gemv_args& a) {
   over_packed_groups<8, q4_k_rows>(a);
 }
 
+// Q6_K from the packed layout (pack_q6_k with 8 rows): 8 rows in the lanes, as the AVX-512
+// kernel does it (gemv_avx512.cpp), with maddubs + madd for vpdpbusd: a 6-bit code times an
+// int8 activation, two of them summed, fits int16.
+template <int NT>
+void k6x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+  const int64_t nb = a.K / 256;
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * 1680;
+    prefetch_block(blk, 1680);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    __m256 dsc[16];
+    for (int i = 0; i < 4; ++i) {
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * i));
+      for (int q = 0; q < 4; ++q)
+        dsc[4 * i + q] = _mm256_mul_ps(
+            d, _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(c, 24 - 8 * q), 24)));
+    }
+    const uint8_t* ql = blk + 144;
+    const uint8_t* qh = blk + 1168;
+    for (int j = 0; j < NT; ++j) {
+      const int64_t t = t0 + j;
+      const int8_t* x = a.xq + t * a.K + b * 256;
+      const float* xd = a.xd + t * (a.K / 32) + b * 8;
+      const float* xs = a.xs + t * (a.K / 16) + b * 16;
+      __m256 r = _mm256_setzero_ps();
+      for (int h = 0; h < 2; ++h) {
+        __m256i s[8]; // sub-block 8h + 2k + part, in int16 pairs of positions
+        for (int i = 0; i < 8; ++i) s[i] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c += 2) { // two positions of 4 a step: their int16 sums fit
+          __m256i p[8];
+          for (int e = 0; e < 2; ++e) {
+            const int cc = c + e;
+            const __m256i A =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32 * (16 * h + cc)));
+            const __m256i B =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32 * (16 * h + 8 + cc)));
+            const __m256i H =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * (8 * h + cc)));
+            const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(A, m4),
+                                                  _mm256_and_si256(_mm256_slli_epi16(H, 4), m30)),
+                                  _mm256_or_si256(_mm256_and_si256(B, m4),
+                                                  _mm256_and_si256(_mm256_slli_epi16(H, 2), m30)),
+                                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4),
+                                                  _mm256_and_si256(H, m30)),
+                                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
+                                                  _mm256_and_si256(_mm256_srli_epi16(H, 2), m30))};
+            for (int k = 0; k < 4; ++k)
+              p[4 * e + k] = _mm256_maddubs_epi16(q[k], bcast4(x + 128 * h + 32 * k + 4 * cc));
+          }
+          const int part = c / 4;
+          for (int k = 0; k < 4; ++k)
+            s[2 * k + part] = _mm256_add_epi32(
+                s[2 * k + part], _mm256_madd_epi16(_mm256_add_epi16(p[k], p[4 + k]), ones));
+        }
+        for (int i = 0; i < 8; ++i) { // i = 2k + part: sub-block 8h + i, group 4h + k
+          const int sb = 8 * h + i;
+          const __m256 v = _mm256_fmsub_ps(_mm256_cvtepi32_ps(s[i]), _mm256_set1_ps(xd[sb / 2]),
+                                           _mm256_set1_ps(32.0f * xs[sb]));
+          r = _mm256_fmadd_ps(dsc[sb], v, r);
+        }
+      }
+      acc[j] = _mm256_add_ps(acc[j], r);
+    }
+  }
+  for (int j = 0; j < NT; ++j) {
+    __m256 out = acc[j];
+    if (a.bias) out = _mm256_add_ps(out, _mm256_loadu_ps(a.bias + n));
+    _mm256_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
+  }
+}
+
+struct q6_k_rows {
+  template <int NT>
+  static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+    k6x8_tokens<NT>(a, grp, n, t0);
+  }
+};
+
+void gemv_q6_k_x8(const gemv_args& a) {
+  over_packed_groups<8, q6_k_rows>(a);
+}
+
 void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < K / 32; ++b) {
@@ -364,6 +450,7 @@ const gemv_table table = {.isa = "avx2",
                           .f8_b128 = gemv_f8_b128,
                           .q4_0_packed = gemv_q4_0_x8,
                           .q4_k_packed = gemv_q4_k_x8,
+                          .q6_k_packed = gemv_q6_k_x8,
                           .pack_rows = 8,
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,

@@ -534,6 +534,84 @@ void gemv_q4_k_x16(const gemv_args& a) {
   over_packed_groups<16, q4_k_rows>(a);
 }
 
+// Q6_K from the packed layout (pack_q6_k with 16 rows): 16 rows in the lanes. Per block the 16
+// rows' scales times d are made once (16 vectors); per half and 4 positions the 4 groups'
+// 6-bit codes are rebuilt from one ql chunk pair and one qh chunk (the same bytes as
+// published, rearranged), each 16-value sub-block sums in its own vpdpbusd chain, and the -32
+// comes through the activations' per-16 sums (gemv_args::xs).
+template <int NT>
+void k6x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+  const int64_t nb = a.K / 256;
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+  __m512 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * 3360;
+    prefetch_block(blk, 3360);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    __m512 dsc[16];
+    for (int i = 0; i < 4; ++i) {
+      const __m512i c = _mm512_loadu_si512(blk + 32 + 64 * i);
+      for (int q = 0; q < 4; ++q)
+        dsc[4 * i + q] = _mm512_mul_ps(
+            d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(c, 24 - 8 * q), 24)));
+    }
+    const uint8_t* ql = blk + 288;
+    const uint8_t* qh = blk + 2336;
+    for (int j = 0; j < NT; ++j) {
+      const int64_t t = t0 + j;
+      const int8_t* x = a.xq + t * a.K + b * 256;
+      const float* xd = a.xd + t * (a.K / 32) + b * 8;
+      const float* xs = a.xs + t * (a.K / 16) + b * 16;
+      __m512 r = _mm512_setzero_ps();
+      for (int h = 0; h < 2; ++h) {
+        __m512i s[8]; // sub-block 8h + 2k + part: group k's positions 0-15 and 16-31
+        for (int i = 0; i < 8; ++i) s[i] = _mm512_setzero_si512();
+        for (int c = 0; c < 8; ++c) {
+          const __m512i A = _mm512_loadu_si512(ql + 64 * (16 * h + c));
+          const __m512i B = _mm512_loadu_si512(ql + 64 * (16 * h + 8 + c));
+          const __m512i H = _mm512_loadu_si512(qh + 64 * (8 * h + c));
+          const __m512i q[4] = {_mm512_or_si512(_mm512_and_si512(A, m4),
+                                                _mm512_and_si512(_mm512_slli_epi16(H, 4), m30)),
+                                _mm512_or_si512(_mm512_and_si512(B, m4),
+                                                _mm512_and_si512(_mm512_slli_epi16(H, 2), m30)),
+                                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A, 4), m4),
+                                                _mm512_and_si512(H, m30)),
+                                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(B, 4), m4),
+                                                _mm512_and_si512(_mm512_srli_epi16(H, 2), m30))};
+          const int part = c / 4;
+          for (int k = 0; k < 4; ++k)
+            s[2 * k + part] =
+                _mm512_dpbusd_epi32(s[2 * k + part], q[k], bcast4(x + 128 * h + 32 * k + 4 * c));
+        }
+        for (int i = 0; i < 8; ++i) { // i = 2k + part: sub-block 8h + i, group 4h + k
+          const int sb = 8 * h + i;
+          const __m512 v = _mm512_fmsub_ps(_mm512_cvtepi32_ps(s[i]), _mm512_set1_ps(xd[sb / 2]),
+                                           _mm512_set1_ps(32.0f * xs[sb]));
+          r = _mm512_fmadd_ps(dsc[sb], v, r);
+        }
+      }
+      acc[j] = _mm512_add_ps(acc[j], r);
+    }
+  }
+  for (int j = 0; j < NT; ++j) {
+    __m512 out = acc[j];
+    if (a.bias) out = _mm512_add_ps(out, _mm512_loadu_ps(a.bias + n));
+    _mm512_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
+  }
+}
+
+struct q6_k_rows {
+  template <int NT>
+  static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+    k6x16_tokens<NT>(a, grp, n, t0);
+  }
+};
+
+void gemv_q6_k_x16(const gemv_args& a) {
+  over_packed_groups<16, q6_k_rows>(a);
+}
+
 void quantize_q8(const float* x, int64_t K, int8_t* q, float* d) {
   for (int64_t b = 0; b < K / 32; ++b) {
     const __m512 v0 = _mm512_loadu_ps(x + b * 32), v1 = _mm512_loadu_ps(x + b * 32 + 16);
@@ -573,6 +651,7 @@ const gemv_table table = {.isa = "avx512",
                           .f8_b128 = gemv_f8_b128,
                           .q4_0_packed = gemv_q4_0_x16,
                           .q4_k_packed = gemv_q4_k_x16,
+                          .q6_k_packed = gemv_q6_k_x16,
                           .pack_rows = 16,
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,

@@ -8,7 +8,8 @@
 //   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
 //             quantized weights (quantized once per call, or already q8_0 from the norm)
 //   gemv_packed the same for q4_0 / Q4_K weights laid out at load in groups of 8 or 16
-//             interleaved rows (tensor_view::packed, pack_q4_0 / pack_q4_k): the rows in the lanes
+//             interleaved rows (tensor_view::packed, pack_q4_0 / pack_q4_k / pack_q6_k): the
+//             rows in the lanes
 //   nt        prefill on AVX-512 / AVX2: our dot-product GEMM over groups of 6 features
 //             (f16 / bf16 / expanded rows converted into L1 once per call)
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights
@@ -135,14 +136,18 @@ const float* run_sums(const int8_t* xq, const float* xd, int64_t T, int64_t K) {
   return xs.data();
 }
 
-// Decode of a q4_0 / Q4_K weight laid out at load (tensor_view::packed): the packed kernel, a
-// group of the table's pack_rows rows at a time; q4_0's takes the nibbles' offset through the
-// activations' block sums, Q4_K's its minimums through the per-16 sums (xs).
+// Decode of a q4_0 / Q4_K / Q6_K weight laid out at load (tensor_view::packed): the packed
+// kernel, a group of the table's pack_rows rows at a time; q4_0's takes the nibbles' offset
+// through the activations' block sums, Q4_K's minimums and Q6_K's -32 come through the per-16
+// sums (xs).
 void use_packed(const gemv_table& tab, const tensor_view& w, plan_t& m) {
   if (!w.packed || !m.xq) return;
-  if (w.type == dtype::q4_k && tab.q4_k_packed && m.xs) { // its minimums go through xs
+  const gemv_fn kq = w.type == dtype::q4_k   ? tab.q4_k_packed
+                     : w.type == dtype::q6_k ? tab.q6_k_packed
+                                             : nullptr;
+  if (kq && m.xs) { // their minimums (Q6_K: its -32) go through xs
     m.how = path::gemv_packed;
-    m.fn_packed = tab.q4_k_packed;
+    m.fn_packed = kq;
     m.unit = tab.pack_rows;
     m.grain = std::max<int64_t>(1, m.grain / tab.pack_rows);
     return;
@@ -630,7 +635,8 @@ int64_t packed_bytes(const tensor_view& w) {
   }();
   const bool q4 = w.type == dtype::q4_0 && tab.q4_0_packed;
   const bool q4k = w.type == dtype::q4_k && tab.q4_k_packed;
-  if (off || !(q4 || q4k) || !tab.quantize_q8 || !int8_acts(w.type) || w.dims.rank != 2 ||
+  const bool q6k = w.type == dtype::q6_k && tab.q6_k_packed;
+  if (off || !(q4 || q4k || q6k) || !tab.quantize_q8 || !int8_acts(w.type) || w.dims.rank != 2 ||
       !w.contiguous() || w.rows() % tab.pack_rows != 0 || w.cols() % block_elems(w.type) != 0)
     return 0;
   return w.nbytes();
@@ -638,10 +644,14 @@ int64_t packed_bytes(const tensor_view& w) {
 
 void pack(const tensor_view& w, void* out) {
   const auto* src = static_cast<const uint8_t*>(w.data);
+  auto* dst = static_cast<uint8_t*>(out);
+  const int G = gemv_kernels().pack_rows;
   if (w.type == dtype::q4_k)
-    pack_q4_k(src, w.rows(), w.cols(), gemv_kernels().pack_rows, static_cast<uint8_t*>(out));
+    pack_q4_k(src, w.rows(), w.cols(), G, dst);
+  else if (w.type == dtype::q6_k)
+    pack_q6_k(src, w.rows(), w.cols(), G, dst);
   else
-    pack_q4_0(src, w.rows(), w.cols(), gemv_kernels().pack_rows, static_cast<uint8_t*>(out));
+    pack_q4_0(src, w.rows(), w.cols(), G, dst);
 }
 
 std::vector<matmul_use> matmul_uses() {

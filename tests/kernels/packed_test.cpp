@@ -1,5 +1,6 @@
-// packed_test.cpp: q4_0 and Q4_K decode from the layout made at load (tensor_view::packed,
-// kernels/cpu/gemv.hpp pack_q4_0 / pack_q4_k: 16 rows a group on AVX-512, 8 on AVX2) gives
+// packed_test.cpp: q4_0, Q4_K and Q6_K decode from the layout made at load (tensor_view::packed,
+// kernels/cpu/gemv.hpp pack_q4_0 / pack_q4_k / pack_q6_k: 16 rows a group on AVX-512, 8 on
+// AVX2) gives
 // what the published rows give, for 1-7 tokens, with and without bias, through row slices that
 // keep or drop the layout, and the matmul report names the path. Runs where the CPU's table
 // has the packed kernels (ctest runs it with TROUPE_ISA=avx2 too); skipped, saying why,
@@ -22,22 +23,25 @@ using namespace troupe::kernels;
 
 namespace {
 
-// N rows of K values of `t` (q4_0: 18-byte blocks, one f16 scale; Q4_K: 144-byte blocks, f16
-// d and dmin, then random scale and code bytes).
+// N rows of K values of `t`: random code and scale bytes, and normal f16 scales where the
+// format keeps them (q4_0: 18-byte blocks, d first; Q4_K: 144-byte blocks, d and dmin first;
+// Q6_K: 210-byte blocks, d last).
 std::vector<uint8_t> random_rows(dtype t, int64_t N, int64_t K, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> scale(0.001f, 0.05f);
   std::uniform_int_distribution<int> byte(0, 255);
-  const size_t block = t == dtype::q4_k ? 144 : 18, halves = t == dtype::q4_k ? 2 : 1;
+  const size_t block = t == dtype::q4_k ? 144 : t == dtype::q6_k ? 210 : 18;
+  const std::vector<size_t> scales = t == dtype::q4_k   ? std::vector<size_t>{0, 2}
+                                     : t == dtype::q6_k ? std::vector<size_t>{208}
+                                                        : std::vector<size_t>{0};
   std::vector<uint8_t> w(static_cast<size_t>(row_bytes(t, K) * N));
-  for (size_t b = 0; b < w.size(); b += block) {
-    for (size_t h = 0; h < halves; ++h) {
+  for (auto& v : w) v = static_cast<uint8_t>(byte(rng));
+  for (size_t b = 0; b < w.size(); b += block)
+    for (size_t at : scales) {
       const uint16_t d = f32_to_f16(scale(rng));
-      w[b + 2 * h] = static_cast<uint8_t>(d & 0xff);
-      w[b + 2 * h + 1] = static_cast<uint8_t>(d >> 8);
+      w[b + at] = static_cast<uint8_t>(d & 0xff);
+      w[b + at + 1] = static_cast<uint8_t>(d >> 8);
     }
-    for (size_t i = 2 * halves; i < block; ++i) w[b + i] = static_cast<uint8_t>(byte(rng));
-  }
   return w;
 }
 
@@ -65,9 +69,9 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want)
 
 } // namespace
 
-class PackedQ4 : public ::testing::TestWithParam<dtype> {};
+class PackedDecode : public ::testing::TestWithParam<dtype> {};
 
-TEST_P(PackedQ4, DecodeFromThePackedLayoutEqualsThePublishedRows) {
+TEST_P(PackedDecode, DecodeFromThePackedLayoutEqualsThePublishedRows) {
   const dtype type = GetParam();
   const int64_t N = 48, K = 512;
   auto bytes = random_rows(type, N, K, 7);
@@ -119,5 +123,6 @@ TEST_P(PackedQ4, DecodeFromThePackedLayoutEqualsThePublishedRows) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, PackedQ4, ::testing::Values(dtype::q4_0, dtype::q4_k),
+INSTANTIATE_TEST_SUITE_P(Types, PackedDecode,
+                         ::testing::Values(dtype::q4_0, dtype::q4_k, dtype::q6_k),
                          [](const auto& info) { return std::string(name(info.param)); });
