@@ -285,7 +285,13 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
 #endif
   static const bool isa512 = std::string(tab.isa) == "avx512"; // the table never changes
   static const bool simd = std::string(tab.isa) != "portable";
-  if (m.T >= gemm_min_tokens && int8_acts(w.type) && gemm_for(tab, w.type) && !blas) {
+  // q4_0 weights with the packed layout take its kernels for any number of tokens: a group's
+  // rows stay in L1 while every token passes, where the int8 GEMM streams the activations once
+  // per row (prefill 1.1-1.5x on AVX2, 1.9-2.6x on AVX-512, bench/README). The K-quants'
+  // packed kernels prefill slower than their GEMM on AVX2 (0.7-0.9x) and level on AVX-512.
+  const bool packed_all = w.packed && w.type == dtype::q4_0 && tab.q4_0_packed;
+  if (m.T >= gemm_min_tokens && int8_acts(w.type) && gemm_for(tab, w.type) && !blas &&
+      !packed_all) {
     // the codes' offsets: q4_0's nibbles are value + 8, q8_0's bytes (AVX-512) value + 128,
     // Q6_K's codes value + 32, MXFP4's looked-up codes twice the value + 12; the Q4_K / Q5_K
     // minimums go through xs
@@ -301,7 +307,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = is_kquant(t) ? 2 : 8;
     return m;
   }
-  if (m.T >= gemm_min_tokens && (simd || have_blas)) {
+  if (m.T >= gemm_min_tokens && (simd || have_blas) && !packed_all) {
     // AVX-512 and AVX2: our dot-product GEMM; elsewhere a BLAS sgemm (TROUPE_BLAS=1 forces it)
     const bool ours = simd && !blas;
     m.nt512 = isa512;
