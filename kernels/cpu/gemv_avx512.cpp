@@ -489,31 +489,43 @@ void k4x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0)
       mn[g] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mn_lo, 8 * g), byte));
       mn[4 + g] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mn_hi, 8 * g), byte));
     }
+    // each code vector is loaded and split once for the NT tokens
     const uint8_t* codes = blk + 256;
+    const int8_t* x[NT];
+    __m512 blockacc[NT], mins[NT];
     for (int j = 0; j < NT; ++j) {
-      const int64_t t = t0 + j;
-      const int8_t* x = a.xq + t * a.K + b * 256;
-      const float* xd = a.xd + t * (a.K / 32) + b * 8;
-      const float* xs = a.xs + t * (a.K / 16) + b * 16;
-      __m512 blockacc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();
-      for (int p = 0; p < 4; ++p) { // groups 2p (low nibbles) and 2p + 1 (high)
-        __m512i slo = _mm512_setzero_si512(), shi = _mm512_setzero_si512();
-        for (int c = 0; c < 8; ++c) {
-          const __m512i v = _mm512_loadu_si512(codes + 512 * p + 64 * c);
-          slo = _mm512_dpbusd_epi32(slo, _mm512_and_si512(v, m4), bcast4(x + 64 * p + 4 * c));
-          shi = _mm512_dpbusd_epi32(shi, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                    bcast4(x + 64 * p + 32 + 4 * c));
+      x[j] = a.xq + (t0 + j) * a.K + b * 256;
+      blockacc[j] = mins[j] = _mm512_setzero_ps();
+    }
+    for (int p = 0; p < 4; ++p) { // groups 2p (low nibbles) and 2p + 1 (high)
+      __m512i slo[NT], shi[NT];
+      for (int j = 0; j < NT; ++j) slo[j] = shi[j] = _mm512_setzero_si512();
+      for (int c = 0; c < 8; ++c) {
+        const __m512i v = _mm512_loadu_si512(codes + 512 * p + 64 * c);
+        const __m512i lo = _mm512_and_si512(v, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        for (int j = 0; j < NT; ++j) {
+          slo[j] = _mm512_dpbusd_epi32(slo[j], lo, bcast4(x[j] + 64 * p + 4 * c));
+          shi[j] = _mm512_dpbusd_epi32(shi[j], hi, bcast4(x[j] + 64 * p + 32 + 4 * c));
         }
-        blockacc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(slo),
-                                   _mm512_mul_ps(sc[2 * p], _mm512_set1_ps(xd[2 * p])), blockacc);
-        blockacc =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(shi),
-                            _mm512_mul_ps(sc[2 * p + 1], _mm512_set1_ps(xd[2 * p + 1])), blockacc);
-        mins = _mm512_fmadd_ps(mn[2 * p], _mm512_set1_ps(xs[4 * p] + xs[4 * p + 1]), mins);
-        mins = _mm512_fmadd_ps(mn[2 * p + 1], _mm512_set1_ps(xs[4 * p + 2] + xs[4 * p + 3]), mins);
       }
-      acc[j] = _mm512_fmadd_ps(d, blockacc, acc[j]);
-      off[j] = _mm512_fmadd_ps(dmin, mins, off[j]);
+      for (int j = 0; j < NT; ++j) {
+        const float* xd = a.xd + (t0 + j) * (a.K / 32) + b * 8;
+        const float* xs = a.xs + (t0 + j) * (a.K / 16) + b * 16;
+        blockacc[j] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(slo[j]),
+                            _mm512_mul_ps(sc[2 * p], _mm512_set1_ps(xd[2 * p])), blockacc[j]);
+        blockacc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(shi[j]),
+                                      _mm512_mul_ps(sc[2 * p + 1], _mm512_set1_ps(xd[2 * p + 1])),
+                                      blockacc[j]);
+        mins[j] = _mm512_fmadd_ps(mn[2 * p], _mm512_set1_ps(xs[4 * p] + xs[4 * p + 1]), mins[j]);
+        mins[j] =
+            _mm512_fmadd_ps(mn[2 * p + 1], _mm512_set1_ps(xs[4 * p + 2] + xs[4 * p + 3]), mins[j]);
+      }
+    }
+    for (int j = 0; j < NT; ++j) {
+      acc[j] = _mm512_fmadd_ps(d, blockacc[j], acc[j]);
+      off[j] = _mm512_fmadd_ps(dmin, mins[j], off[j]);
     }
   }
   for (int j = 0; j < NT; ++j) {
@@ -653,6 +665,7 @@ const gemv_table table = {.isa = "avx512",
                           .q4_k_packed = gemv_q4_k_x16,
                           .q6_k_packed = gemv_q6_k_x16,
                           .pack_rows = 16,
+                          .q4_k_packed_prefill = true,
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx512,

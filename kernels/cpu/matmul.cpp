@@ -287,9 +287,11 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   static const bool simd = std::string(tab.isa) != "portable";
   // q4_0 weights with the packed layout take its kernels for any number of tokens: a group's
   // rows stay in L1 while every token passes, where the int8 GEMM streams the activations once
-  // per row (prefill 1.1-1.5x on AVX2, 1.9-2.6x on AVX-512, bench/README). The K-quants'
-  // packed kernels prefill slower than their GEMM on AVX2 (0.7-0.9x) and level on AVX-512.
-  const bool packed_all = w.packed && w.type == dtype::q4_0 && tab.q4_0_packed;
+  // per row (prefill 1.1-1.5x on AVX2, 1.9-2.6x on AVX-512, bench/README). Q4_K too where the
+  // table says so (AVX-512: 1.1-1.4x); on AVX2 its packed kernel prefills at 0.7-0.9x of the
+  // GEMM, and Q6_K's no faster than its GEMM on either.
+  const bool packed_all = w.packed && ((w.type == dtype::q4_0 && tab.q4_0_packed) ||
+                                       (w.type == dtype::q4_k && tab.q4_k_packed_prefill));
   if (m.T >= gemm_min_tokens && int8_acts(w.type) && gemm_for(tab, w.type) && !blas &&
       !packed_all) {
     // the codes' offsets: q4_0's nibbles are value + 8, q8_0's bytes (AVX-512) value + 128,
