@@ -136,13 +136,15 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
     done.clear();
     // a second copy of those matrices: only where it leaves half of the free memory (the
     // published rows stay mapped for prefill; a model that barely fits decodes from them)
-    const int64_t free = e->be_->memory().free;
-    const bool fits = total > 0 && total <= free / 2;
+    const int64_t budget = opt.pack_budget >= 0 ? opt.pack_budget : e->be_->memory().free / 2;
+    const bool fits = total > 0 && total <= budget;
     if (total > 0 && !fits)
       TROUPE_LOG_INFO("exec",
-                      "{}: decoding from the published rows: their packed layout ({:.1f} GB) "
-                      "would take more than half of the free memory ({:.1f} GB)",
-                      e->spec_name(), total / 1e9, free / 1e9);
+                      "{}: matmuls from the published rows: their packed layout ({:.3f} GB) "
+                      "would take more than {} ({:.3f} GB)",
+                      e->spec_name(), total / 1e9,
+                      opt.pack_budget >= 0 ? "the budget given" : "half of the free memory",
+                      budget / 1e9);
     for (auto& v : e->weights_.views) {
       const int64_t bytes = fits && v.data ? e->be_->packed_bytes(v) : 0;
       if (bytes <= 0) continue;

@@ -51,6 +51,10 @@ struct exec_options {
   // a device shard sizes its activation arena and step inputs for steps of this many token
   // rows when it loads (a larger step grows them, which allocates on that step)
   int64_t max_rows = 512;
+  // bytes the CPU kernels' load-time layouts (tensor_view::packed, a second copy of the q4_0 /
+  // Q4_K / Q6_K matrices) may take: -1 half of the free memory, 0 none (all from the published
+  // rows); past it, none is made
+  int64_t pack_budget = -1;
 };
 
 /// Time spent in one kernel over the profiled steps of one row class.

@@ -361,11 +361,11 @@ std::string path_name(path p, dtype w) {
     const bool avx2_kernel = gemv_for(gemv_kernels(), w) == gemv_for(*gemv_avx2_table(), w);
     return "gemv " + (avx2_kernel ? std::string("avx2") : isa) + (int8_acts(w) ? " (int8)" : "");
   }
-  case path::gemv_packed:
-    return "gemv " +
+  case path::gemv_packed: // decode, and prefill where the table takes it (not a GEMM's tiles)
+    return "packed " +
            std::string(gemv_kernels().q4_0_packed == gemv_avx2_table()->q4_0_packed ? "avx2"
                                                                                     : isa) +
-           " (int8, " + std::to_string(gemv_kernels().pack_rows) + " rows packed at load)";
+           " (int8, " + std::to_string(gemv_kernels().pack_rows) + " rows laid out at load)";
   case path::int8:
     return "int8 gemm " + isa + (isa == "avx512" ? " (vpdpbusd)" : " (maddubs)");
   case path::amx:

@@ -71,3 +71,45 @@ TEST(LlamaQuantizedKQuants, MatchLlamaCppLogitsAndGreedyTokens) {
     EXPECT_GE(clear, 10) << name << ": too few steps clear of ties to compare";
   }
 }
+
+// The CPU kernels' load-time layout (a second copy of the Q4_K / Q6_K matrices) is made within
+// exec_options::pack_budget: with none allowed, or less than it needs, the shard reads only the
+// published rows, holds fewer bytes, and computes the same logits.
+TEST(LlamaQuantizedKQuants, TheLoadTimeLayoutKeepsWithinItsBudget) {
+  const json refs = test::load_json(test::fixture_path("llama_kquant/refs.json"));
+  const json& f = refs["q4_k_m"];
+  auto m = open_model(test::fixture_path("llama_kquant/" + f["file"].get<std::string>()));
+  ASSERT_TRUE(m) << m.error().to_string();
+  const auto prompt = f["cases"][0]["prompt"].get<std::vector<int32_t>>();
+  struct run_t {
+    int64_t resident = 0;
+    std::vector<float> logits;
+  };
+  auto run = [&](int64_t budget) {
+    exec::exec_options opt;
+    opt.pack_budget = budget;
+    auto g = exec::generator::create(*m, opt);
+    EXPECT_TRUE(g) << g.error().to_string();
+    if (!g) return run_t{};
+    exec::generate_options o;
+    o.max_tokens = 1;
+    auto r = (*g)->run(prompt, o);
+    EXPECT_TRUE(r) << r.error().to_string();
+    if (!r) return run_t{};
+    return run_t{(*g)->runner().resident_bytes(), r->prompt_logits};
+  };
+  const run_t packed = run(-1), none = run(0);
+  if (packed.resident == none.resident)
+    GTEST_SKIP() << "this CPU's kernels read every matrix as published (no packed layout)";
+  EXPECT_GT(packed.resident, none.resident);
+  const int64_t needs = packed.resident - none.resident;
+  EXPECT_EQ(run(needs).resident, packed.resident) << "a layout within its budget is made";
+  EXPECT_EQ(run(needs - 1).resident, none.resident) << "a layout past its budget is not made";
+  ASSERT_EQ(packed.logits.size(), none.logits.size());
+  double scale = 0, diff = 0;
+  for (size_t v = 0; v < none.logits.size(); ++v) {
+    scale = std::max(scale, std::fabs(static_cast<double>(none.logits[v])));
+    diff = std::max(diff, std::fabs(static_cast<double>(packed.logits[v]) - none.logits[v]));
+  }
+  EXPECT_LE(diff, 1e-4 * scale) << "the packed kernels compute what the published rows give";
+}
