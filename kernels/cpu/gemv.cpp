@@ -100,6 +100,14 @@ void pack_q4_0(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
   });
 }
 
+void pack_q8_0(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
+  // 34 bytes a block: f16 scale, 32 code bytes
+  over_groups(w, N, K / 32, 34, G, out, [G](uint8_t* o, const uint8_t* blk, int r) {
+    std::memcpy(o + 2 * r, blk, 2);
+    for (int c = 0; c < 8; ++c) std::memcpy(o + 2 * G + 4 * G * c + 4 * r, blk + 2 + 4 * c, 4);
+  });
+}
+
 void pack_q4_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
   // 144 bytes a block: d, dmin, 12 scale bytes, 128 code bytes
   over_groups(w, N, K / 256, 144, G, out, [G](uint8_t* o, const uint8_t* blk, int r) {

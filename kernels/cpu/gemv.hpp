@@ -71,7 +71,8 @@ struct gemv_table {
   gemv_fn q2_k, q3_k, q4_k, q5_k, q6_k; // gemv_kquant.hpp
   gemv_fn mxfp4;                        // gemv_mxfp4.hpp
   gemv_fn f8_b128;                      // gemv_f8.hpp (f32 activations)
-  gemv_fn q4_0_packed;                  // q4_0 from the packed layout (gemv_args::wp)
+  gemv_fn q8_0_packed;                  // q8_0 from the packed layout (gemv_args::wp)
+  gemv_fn q4_0_packed;                  // q4_0 from the packed layout
   gemv_fn q4_k_packed;                  // Q4_K from the packed layout
   gemv_fn q6_k_packed;                  // Q6_K from the packed layout
   int pack_rows;                        // rows per group of that layout (8 or 16)
@@ -95,6 +96,8 @@ const gemv_table& gemv_kernels();
 /// 32-bit lane then holds one row: the GEMV keeps G rows in the vector lanes and broadcasts the
 /// activations. Same size as the published rows.
 void pack_q4_0(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
+/// q8_0's: as q4_0's, with 8 chunks of 4G bytes (chunk c: code bytes 4c..4c+3 of each row).
+void pack_q8_0(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
 /// Q4_K's: rows in groups of G; per group and block of 256 values the G rows' d (2G bytes),
 /// dmin (2G), their 12 scale bytes as 3 chunks of 4G (chunk i: bytes 4i..4i+3 of each row),
 /// then for each 32-byte run p of codes (groups 2p and 2p + 1) 8 chunks of 4G (chunk c: bytes

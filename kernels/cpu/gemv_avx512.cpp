@@ -454,6 +454,51 @@ void gemv_q4_0_x16(const gemv_args& a) {
   over_packed_groups<16, q4_0_rows>(a);
 }
 
+// q8_0 from the packed layout (pack_q8_0 with 16 rows): as q4_0's, with the 8 chunks' bytes
+// made unsigned (w + 128) for vpdpbusd and the sums starting at -128 x sum(x).
+template <int NT>
+void q8x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+  const int64_t nb = a.K / 32;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * 544;
+    prefetch_block(blk, 544);
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    __m512i u[8];
+    for (int c = 0; c < 8; ++c)
+      u[c] = _mm512_xor_si512(_mm512_loadu_si512(blk + 32 + 64 * c), flip);
+    for (int j = 0; j < NT; ++j) {
+      const int64_t t = t0 + j;
+      const int8_t* x = a.xq + t * a.K + b * 32;
+      __m512i s0 = _mm512_set1_epi32(-128 * a.xsum[t * nb + b]), s1 = _mm512_setzero_si512();
+      for (int c = 0; c < 8; c += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, u[c], bcast4(x + 4 * c));
+        s1 = _mm512_dpbusd_epi32(s1, u[c + 1], bcast4(x + 4 * c + 4));
+      }
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
+                               _mm512_mul_ps(wd, _mm512_set1_ps(a.xd[t * nb + b])), acc[j]);
+    }
+  }
+  for (int j = 0; j < NT; ++j) {
+    __m512 out = acc[j];
+    if (a.bias) out = _mm512_add_ps(out, _mm512_loadu_ps(a.bias + n));
+    _mm512_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
+  }
+}
+
+struct q8_0_rows {
+  template <int NT>
+  static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+    q8x16_tokens<NT>(a, grp, n, t0);
+  }
+};
+
+void gemv_q8_0_x16(const gemv_args& a) {
+  over_packed_groups<16, q8_0_rows>(a);
+}
+
 // Q4_K from the packed layout (pack_q4_k with 16 rows): 16 rows in the lanes. Per block the 16
 // rows' scales and minimums are decoded at once (each lane holds one row's 12 scale bytes over
 // 3 chunks), each 32-value group's codes meet the broadcast activations in vpdpbusd, the group
@@ -661,6 +706,7 @@ const gemv_table table = {.isa = "avx512",
                           .q6_k = gemv_q6_k,
                           .mxfp4 = gemv_mxfp4,
                           .f8_b128 = gemv_f8_b128,
+                          .q8_0_packed = gemv_q8_0_x16,
                           .q4_0_packed = gemv_q4_0_x16,
                           .q4_k_packed = gemv_q4_k_x16,
                           .q6_k_packed = gemv_q6_k_x16,

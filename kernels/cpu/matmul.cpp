@@ -152,8 +152,12 @@ void use_packed(const gemv_table& tab, const tensor_view& w, plan_t& m) {
     m.grain = std::max<int64_t>(1, m.grain / tab.pack_rows);
     return;
   }
-  if (w.type != dtype::q4_0 || !tab.q4_0_packed) return;
-  thread_local std::vector<int32_t> sums;
+  const gemv_fn q = w.type == dtype::q4_0   ? tab.q4_0_packed
+                    : w.type == dtype::q8_0 ? tab.q8_0_packed
+                                            : nullptr;
+  if (!q) return;
+  thread_local std::vector<int32_t> sums; // the codes' offsets (8, 128) go through these
+
   const int64_t blocks = m.T * (m.K / qk);
   sums.resize(blocks);
   for (int64_t i = 0; i < blocks; ++i) {
@@ -162,7 +166,7 @@ void use_packed(const gemv_table& tab, const tensor_view& w, plan_t& m) {
     sums[i] = s;
   }
   m.how = path::gemv_packed;
-  m.fn_packed = tab.q4_0_packed;
+  m.fn_packed = q;
   m.xsum = sums.data();
   m.unit = tab.pack_rows;
   m.grain = std::max<int64_t>(1, m.grain / tab.pack_rows);
@@ -291,6 +295,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   // table says so (AVX-512: 1.1-1.4x); on AVX2 its packed kernel prefills at 0.7-0.9x of the
   // GEMM, and Q6_K's no faster than its GEMM on either.
   const bool packed_all = w.packed && ((w.type == dtype::q4_0 && tab.q4_0_packed) ||
+                                       (w.type == dtype::q8_0 && tab.q8_0_packed) ||
                                        (w.type == dtype::q4_k && tab.q4_k_packed_prefill));
   if (m.T >= gemm_min_tokens && int8_acts(w.type) && gemm_for(tab, w.type) && !blas &&
       !packed_all) {
@@ -642,10 +647,12 @@ int64_t packed_bytes(const tensor_view& w) {
     return e && std::string(e) == "0";
   }();
   const bool q4 = w.type == dtype::q4_0 && tab.q4_0_packed;
+  const bool q8 = w.type == dtype::q8_0 && tab.q8_0_packed;
   const bool q4k = w.type == dtype::q4_k && tab.q4_k_packed;
   const bool q6k = w.type == dtype::q6_k && tab.q6_k_packed;
-  if (off || !(q4 || q4k || q6k) || !tab.quantize_q8 || !int8_acts(w.type) || w.dims.rank != 2 ||
-      !w.contiguous() || w.rows() % tab.pack_rows != 0 || w.cols() % block_elems(w.type) != 0)
+  if (off || !(q4 || q8 || q4k || q6k) || !tab.quantize_q8 || !int8_acts(w.type) ||
+      w.dims.rank != 2 || !w.contiguous() || w.rows() % tab.pack_rows != 0 ||
+      w.cols() % block_elems(w.type) != 0)
     return 0;
   return w.nbytes();
 }
@@ -658,6 +665,8 @@ void pack(const tensor_view& w, void* out) {
     pack_q4_k(src, w.rows(), w.cols(), G, dst);
   else if (w.type == dtype::q6_k)
     pack_q6_k(src, w.rows(), w.cols(), G, dst);
+  else if (w.type == dtype::q8_0)
+    pack_q8_0(src, w.rows(), w.cols(), G, dst);
   else
     pack_q4_0(src, w.rows(), w.cols(), G, dst);
 }
