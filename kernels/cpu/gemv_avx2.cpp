@@ -178,6 +178,12 @@ inline __m256i bcast4(const int8_t* x) {
   return _mm256_set1_epi32(v);
 }
 
+// A group's 8 outputs for token t: acc plus the bias, into y.
+inline void store8(const gemv_args& a, int64_t n, int64_t t, __m256 acc) {
+  if (a.bias) acc = _mm256_add_ps(acc, _mm256_loadu_ps(a.bias + n));
+  _mm256_storeu_ps(a.y + t * a.ldy + n - a.ycol0, acc);
+}
+
 template <int NT>
 void x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
   const int64_t nb = a.K / 32;
@@ -210,11 +216,7 @@ void x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
                                _mm256_mul_ps(wd, _mm256_set1_ps(a.xd[t * nb + b])), acc[j]);
     }
   }
-  for (int j = 0; j < NT; ++j) {
-    __m256 out = acc[j];
-    if (a.bias) out = _mm256_add_ps(out, _mm256_loadu_ps(a.bias + n));
-    _mm256_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
-  }
+  for (int j = 0; j < NT; ++j) store8(a, n, t0 + j, acc[j]);
 }
 
 struct q4_0_rows {
@@ -307,11 +309,7 @@ void k4x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) 
       off[j] = _mm256_fmadd_ps(dmin, mins[j], off[j]);
     }
   }
-  for (int j = 0; j < NT; ++j) {
-    __m256 out = _mm256_sub_ps(acc[j], off[j]);
-    if (a.bias) out = _mm256_add_ps(out, _mm256_loadu_ps(a.bias + n));
-    _mm256_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
-  }
+  for (int j = 0; j < NT; ++j) store8(a, n, t0 + j, _mm256_sub_ps(acc[j], off[j]));
 }
 
 struct q4_k_rows {
@@ -393,11 +391,7 @@ void k6x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) 
       acc[j] = _mm256_add_ps(acc[j], r);
     }
   }
-  for (int j = 0; j < NT; ++j) {
-    __m256 out = acc[j];
-    if (a.bias) out = _mm256_add_ps(out, _mm256_loadu_ps(a.bias + n));
-    _mm256_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
-  }
+  for (int j = 0; j < NT; ++j) store8(a, n, t0 + j, acc[j]);
 }
 
 struct q6_k_rows {

@@ -397,106 +397,75 @@ void gemv_q4_0(const gemv_args& a) {
   gemv_quant<true>(a);
 }
 
-// q4_0 from the packed layout (gemv.hpp, pack_q4_0 with 16 rows): 16 rows in the 32-bit lanes
-// of a zmm. Per block the 8 code vectors (low and high nibbles of 4 chunks of 64 bytes) meet
-// the broadcast activations in vpdpbusd (4 products a lane into int32, no int16 stage), the
-// sums start at the nibbles' offset -8 x sum(x), and the 16 rows' scales are one vector: no
-// horizontal sums, no scalar scale per row. NT tokens share each block's code vectors.
 inline __m512i bcast4(const int8_t* x) {
   int32_t v;
   __builtin_memcpy(&v, x, 4);
   return _mm512_set1_epi32(v);
 }
 
-template <int NT>
+// A group's 16 outputs for token t: acc plus the bias, into y.
+inline void store16(const gemv_args& a, int64_t n, int64_t t, __m512 acc) {
+  if (a.bias) acc = _mm512_add_ps(acc, _mm512_loadu_ps(a.bias + n));
+  _mm512_storeu_ps(a.y + t * a.ldy + n - a.ycol0, acc);
+}
+
+// q4_0 from the packed layout (gemv.hpp, pack_q4_0 with 16 rows): 16 rows in the 32-bit lanes
+// of a zmm. Per block the 8 code vectors (low and high nibbles of 4 chunks of 64 bytes) meet
+// the broadcast activations in vpdpbusd (4 products a lane into int32, no int16 stage), the
+// sums start at the nibbles' offset -8 x sum(x), and the 16 rows' scales are one vector: no
+// horizontal sums, no scalar scale per row. NT tokens share each block's code vectors.
+// q8_0 (Q8) takes the same walk with its 8 chunks' bytes made unsigned (w + 128) by one xor and
+// the sums starting at -128 x sum(x). Either way code vector i meets activations 4i..4i+3.
+template <bool Q8, int NT>
 void x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+  constexpr int64_t block = Q8 ? 544 : 288;
+  constexpr int offset = Q8 ? 128 : 8;
   const int64_t nb = a.K / 32;
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[NT];
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + b * 288;
-    prefetch_block(blk, 288);
+    const uint8_t* blk = grp + b * block;
+    prefetch_block(blk, block);
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-    __m512i lo[4], hi[4];
-    for (int c = 0; c < 4; ++c) {
+    __m512i u[8]; // q4_0: the low nibbles of the 4 chunks, then their high ones
+    for (int c = 0; c < (Q8 ? 8 : 4); ++c) {
       const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * c);
-      lo[c] = _mm512_and_si512(v, m4);
-      hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      if constexpr (Q8) {
+        u[c] = _mm512_xor_si512(v, flip);
+      } else {
+        u[c] = _mm512_and_si512(v, m4);
+        u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      }
     }
     for (int j = 0; j < NT; ++j) {
       const int64_t t = t0 + j;
       const int8_t* x = a.xq + t * a.K + b * 32;
-      __m512i s0 = _mm512_set1_epi32(-8 * a.xsum[t * nb + b]), s1 = _mm512_setzero_si512();
-      for (int c = 0; c < 4; ++c) {
-        s0 = _mm512_dpbusd_epi32(s0, lo[c], bcast4(x + 4 * c));
-        s1 = _mm512_dpbusd_epi32(s1, hi[c], bcast4(x + 16 + 4 * c));
+      __m512i s0 = _mm512_set1_epi32(-offset * a.xsum[t * nb + b]), s1 = _mm512_setzero_si512();
+      for (int i = 0; i < 8; i += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, u[i], bcast4(x + 4 * i));
+        s1 = _mm512_dpbusd_epi32(s1, u[i + 1], bcast4(x + 4 * i + 4));
       }
       acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
                                _mm512_mul_ps(wd, _mm512_set1_ps(a.xd[t * nb + b])), acc[j]);
     }
   }
-  for (int j = 0; j < NT; ++j) {
-    __m512 out = acc[j];
-    if (a.bias) out = _mm512_add_ps(out, _mm512_loadu_ps(a.bias + n));
-    _mm512_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
-  }
+  for (int j = 0; j < NT; ++j) store16(a, n, t0 + j, acc[j]);
 }
 
-struct q4_0_rows {
+template <bool Q8>
+struct q8_or_q4_rows {
   template <int NT>
   static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
-    x16_tokens<NT>(a, grp, n, t0);
+    x16_tokens<Q8, NT>(a, grp, n, t0);
   }
 };
 
 void gemv_q4_0_x16(const gemv_args& a) {
-  over_packed_groups<16, q4_0_rows>(a);
+  over_packed_groups<16, q8_or_q4_rows<false>>(a);
 }
-
-// q8_0 from the packed layout (pack_q8_0 with 16 rows): as q4_0's, with the 8 chunks' bytes
-// made unsigned (w + 128) for vpdpbusd and the sums starting at -128 x sum(x).
-template <int NT>
-void q8x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
-  const int64_t nb = a.K / 32;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512 acc[NT];
-  for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + b * 544;
-    prefetch_block(blk, 544);
-    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-    __m512i u[8];
-    for (int c = 0; c < 8; ++c)
-      u[c] = _mm512_xor_si512(_mm512_loadu_si512(blk + 32 + 64 * c), flip);
-    for (int j = 0; j < NT; ++j) {
-      const int64_t t = t0 + j;
-      const int8_t* x = a.xq + t * a.K + b * 32;
-      __m512i s0 = _mm512_set1_epi32(-128 * a.xsum[t * nb + b]), s1 = _mm512_setzero_si512();
-      for (int c = 0; c < 8; c += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, u[c], bcast4(x + 4 * c));
-        s1 = _mm512_dpbusd_epi32(s1, u[c + 1], bcast4(x + 4 * c + 4));
-      }
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
-                               _mm512_mul_ps(wd, _mm512_set1_ps(a.xd[t * nb + b])), acc[j]);
-    }
-  }
-  for (int j = 0; j < NT; ++j) {
-    __m512 out = acc[j];
-    if (a.bias) out = _mm512_add_ps(out, _mm512_loadu_ps(a.bias + n));
-    _mm512_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
-  }
-}
-
-struct q8_0_rows {
-  template <int NT>
-  static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
-    q8x16_tokens<NT>(a, grp, n, t0);
-  }
-};
-
 void gemv_q8_0_x16(const gemv_args& a) {
-  over_packed_groups<16, q8_0_rows>(a);
+  over_packed_groups<16, q8_or_q4_rows<true>>(a);
 }
 
 // Q4_K from the packed layout (pack_q4_k with 16 rows): 16 rows in the lanes. Per block the 16
@@ -573,11 +542,7 @@ void k4x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0)
       off[j] = _mm512_fmadd_ps(dmin, mins[j], off[j]);
     }
   }
-  for (int j = 0; j < NT; ++j) {
-    __m512 out = _mm512_sub_ps(acc[j], off[j]);
-    if (a.bias) out = _mm512_add_ps(out, _mm512_loadu_ps(a.bias + n));
-    _mm512_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
-  }
+  for (int j = 0; j < NT; ++j) store16(a, n, t0 + j, _mm512_sub_ps(acc[j], off[j]));
 }
 
 struct q4_k_rows {
@@ -651,11 +616,7 @@ void k6x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0)
       acc[j] = _mm512_add_ps(acc[j], r);
     }
   }
-  for (int j = 0; j < NT; ++j) {
-    __m512 out = acc[j];
-    if (a.bias) out = _mm512_add_ps(out, _mm512_loadu_ps(a.bias + n));
-    _mm512_storeu_ps(a.y + (t0 + j) * a.ldy + n - a.ycol0, out);
-  }
+  for (int j = 0; j < NT; ++j) store16(a, n, t0 + j, acc[j]);
 }
 
 struct q6_k_rows {

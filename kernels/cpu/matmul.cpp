@@ -136,38 +136,44 @@ const float* run_sums(const int8_t* xq, const float* xd, int64_t T, int64_t K) {
   return xs.data();
 }
 
-// Decode of a q4_0 / Q4_K / Q6_K weight laid out at load (tensor_view::packed): the packed
+// The table's kernel for weights of `t` laid out at load (tensor_view::packed), or null.
+gemv_fn packed_for(const gemv_table& tab, dtype t) {
+  switch (t) {
+  case dtype::q8_0:
+    return tab.q8_0_packed;
+  case dtype::q4_0:
+    return tab.q4_0_packed;
+  case dtype::q4_k:
+    return tab.q4_k_packed;
+  case dtype::q6_k:
+    return tab.q6_k_packed;
+  default:
+    return nullptr;
+  }
+}
+
+// Decode of a q8_0 / q4_0 / Q4_K / Q6_K weight laid out at load (tensor_view::packed): the packed
 // kernel, a group of the table's pack_rows rows at a time; q4_0's takes the nibbles' offset
 // through the activations' block sums, Q4_K's minimums and Q6_K's -32 come through the per-16
 // sums (xs).
 void use_packed(const gemv_table& tab, const tensor_view& w, plan_t& m) {
-  if (!w.packed || !m.xq) return;
-  const gemv_fn kq = w.type == dtype::q4_k   ? tab.q4_k_packed
-                     : w.type == dtype::q6_k ? tab.q6_k_packed
-                                             : nullptr;
-  if (kq && m.xs) { // their minimums (Q6_K: its -32) go through xs
-    m.how = path::gemv_packed;
-    m.fn_packed = kq;
-    m.unit = tab.pack_rows;
-    m.grain = std::max<int64_t>(1, m.grain / tab.pack_rows);
-    return;
-  }
-  const gemv_fn q = w.type == dtype::q4_0   ? tab.q4_0_packed
-                    : w.type == dtype::q8_0 ? tab.q8_0_packed
-                                            : nullptr;
-  if (!q) return;
-  thread_local std::vector<int32_t> sums; // the codes' offsets (8, 128) go through these
-
-  const int64_t blocks = m.T * (m.K / qk);
-  sums.resize(blocks);
-  for (int64_t i = 0; i < blocks; ++i) {
-    int s = 0;
-    for (int64_t l = 0; l < qk; ++l) s += m.xq[i * qk + l];
-    sums[i] = s;
+  const gemv_fn fn = packed_for(tab, w.type);
+  if (!w.packed || !m.xq || !fn) return;
+  if (is_kquant(w.type)) { // their minimums (Q6_K: its -32) go through xs
+    if (!m.xs) return;
+  } else { // the codes' offsets (q4_0 8, q8_0 128) through the block sums
+    thread_local std::vector<int32_t> sums;
+    const int64_t blocks = m.T * (m.K / qk);
+    sums.resize(blocks);
+    for (int64_t i = 0; i < blocks; ++i) {
+      int s = 0;
+      for (int64_t l = 0; l < qk; ++l) s += m.xq[i * qk + l];
+      sums[i] = s;
+    }
+    m.xsum = sums.data();
   }
   m.how = path::gemv_packed;
-  m.fn_packed = q;
-  m.xsum = sums.data();
+  m.fn_packed = fn;
   m.unit = tab.pack_rows;
   m.grain = std::max<int64_t>(1, m.grain / tab.pack_rows);
 }
@@ -289,14 +295,13 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
 #endif
   static const bool isa512 = std::string(tab.isa) == "avx512"; // the table never changes
   static const bool simd = std::string(tab.isa) != "portable";
-  // q4_0 weights with the packed layout take its kernels for any number of tokens: a group's
-  // rows stay in L1 while every token passes, where the int8 GEMM streams the activations once
-  // per row (prefill 1.1-1.5x on AVX2, 1.9-2.6x on AVX-512, bench/README). Q4_K too where the
-  // table says so (AVX-512: 1.1-1.4x); on AVX2 its packed kernel prefills at 0.7-0.9x of the
-  // GEMM, and Q6_K's no faster than its GEMM on either.
-  const bool packed_all = w.packed && ((w.type == dtype::q4_0 && tab.q4_0_packed) ||
-                                       (w.type == dtype::q8_0 && tab.q8_0_packed) ||
-                                       (w.type == dtype::q4_k && tab.q4_k_packed_prefill));
+  // q4_0 / q8_0 weights with the packed layout take its kernels for any number of tokens: a
+  // group's rows stay in L1 while every token passes, where the int8 GEMM streams the
+  // activations once per row (q4_0 prefill 1.1-1.5x on AVX2, 1.9-2.6x on AVX-512, bench/README).
+  // Q4_K too where the table says so (AVX-512: 1.1-1.4x); on AVX2 its packed kernel prefills
+  // at 0.7-0.9x of the GEMM, and Q6_K's no faster than its GEMM on either.
+  const bool packed_all = w.packed && packed_for(tab, w.type) && w.type != dtype::q6_k &&
+                          (w.type != dtype::q4_k || tab.q4_k_packed_prefill);
   if (m.T >= gemm_min_tokens && int8_acts(w.type) && gemm_for(tab, w.type) && !blas &&
       !packed_all) {
     // the codes' offsets: q4_0's nibbles are value + 8, q8_0's bytes (AVX-512) value + 128,
@@ -646,11 +651,7 @@ int64_t packed_bytes(const tensor_view& w) {
     const char* e = std::getenv("TROUPE_PACK");
     return e && std::string(e) == "0";
   }();
-  const bool q4 = w.type == dtype::q4_0 && tab.q4_0_packed;
-  const bool q8 = w.type == dtype::q8_0 && tab.q8_0_packed;
-  const bool q4k = w.type == dtype::q4_k && tab.q4_k_packed;
-  const bool q6k = w.type == dtype::q6_k && tab.q6_k_packed;
-  if (off || !(q4 || q8 || q4k || q6k) || !tab.quantize_q8 || !int8_acts(w.type) ||
+  if (off || !packed_for(tab, w.type) || !tab.quantize_q8 || !int8_acts(w.type) ||
       w.dims.rank != 2 || !w.contiguous() || w.rows() % tab.pack_rows != 0 ||
       w.cols() % block_elems(w.type) != 0)
     return 0;
