@@ -52,9 +52,9 @@ void store_row(dtype type, const float* x, void* dst, int64_t n);
 void matmul(const op_args& a, const exec_ctx& ctx);
 
 /// Bytes of weight `w` in the layout this CPU's decode kernels read fastest, made once at load
-/// (tensor_view::packed), or 0 where they read the published rows: q4_0 / Q4_K / Q6_K matrices of a
-/// multiple of the table's pack_rows (8 or 16), where it has the packed GEMV (gemv.hpp,
-/// pack_q4_0 / pack_q4_k / pack_q6_k).
+/// (tensor_view::packed), or 0 where they read the published rows: q4_0 / Q4_K / Q5_K / Q6_K (and
+/// q8_0 on AVX-512) matrices of a multiple of the table's pack_rows (8 or 16), where it has the
+/// packed GEMV (gemv.hpp, pack_q4_0 / pack_q8_0 / pack_q4_k / pack_q5_k / pack_q6_k).
 int64_t packed_bytes(const tensor_view& w);
 /// Lays `w` out that way into `out` (packed_bytes(w) bytes).
 void pack(const tensor_view& w, void* out);

@@ -120,6 +120,19 @@ void pack_q4_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
   });
 }
 
+void pack_q5_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
+  // 176 bytes a block: d, dmin, 12 scale bytes, qh[32] (the 5th bits), 128 code bytes
+  over_groups(w, N, K / 256, 176, G, out, [G](uint8_t* o, const uint8_t* blk, int r) {
+    std::memcpy(o + 2 * r, blk, 2);
+    std::memcpy(o + 2 * G + 2 * r, blk + 2, 2);
+    for (int i = 0; i < 3; ++i) std::memcpy(o + 4 * G + 4 * G * i + 4 * r, blk + 4 + 4 * i, 4);
+    for (int c = 0; c < 8; ++c) std::memcpy(o + 16 * G + 4 * G * c + 4 * r, blk + 16 + 4 * c, 4);
+    for (int p = 0; p < 4; ++p)
+      for (int c = 0; c < 8; ++c)
+        std::memcpy(o + 48 * G + 32 * G * p + 4 * G * c + 4 * r, blk + 48 + 32 * p + 4 * c, 4);
+  });
+}
+
 void pack_q6_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
   // 210 bytes a block: ql[128], qh[64], 16 int8 scales, f16 d
   over_groups(w, N, K / 256, 210, G, out, [G](uint8_t* o, const uint8_t* blk, int r) {

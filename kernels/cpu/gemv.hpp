@@ -31,9 +31,9 @@ struct gemv_args {
   int64_t ldy;
   const float* bias; // [N] or null
   int64_t ycol0;     // the feature in y's column 0 (0 when y holds all N)
-  // q4_0 / Q4_K from the packed layout (gemv_table::q4_0_packed): w's rows as pack_q4_0 /
-  // pack_q4_k lay them out in groups of the table's pack_rows (n0 and n1 multiples of it), and
-  // for q4_0 the sums of each 32 int8 activations [T, K / 32]
+  // the packed kernels (gemv_table::q4_0_packed ...): w's rows as pack_q4_0 / pack_q4_k / ...
+  // lay them out in groups of the table's pack_rows (n0 and n1 multiples of it), and for q4_0 /
+  // q8_0 the sums of each 32 int8 activations [T, K / 32]
   const uint8_t* wp;
   const int32_t* xsum;
 };
@@ -74,9 +74,11 @@ struct gemv_table {
   gemv_fn q8_0_packed;                  // q8_0 from the packed layout (gemv_args::wp)
   gemv_fn q4_0_packed;                  // q4_0 from the packed layout
   gemv_fn q4_k_packed;                  // Q4_K from the packed layout
+  gemv_fn q5_k_packed;                  // Q5_K from the packed layout
   gemv_fn q6_k_packed;                  // Q6_K from the packed layout
   int pack_rows;                        // rows per group of that layout (8 or 16)
   bool q4_k_packed_prefill;             // Q4_K prefill on q4_k_packed too (q4_0's always is)
+  bool q5_k_packed_prefill;             // Q5_K prefill on q5_k_packed too
   quantize_fn quantize_q8;              // x row -> int8 blocks of 32 with f32 scales
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
   gemm_q_fn gemm_q8_0, gemm_q4_0;                                 // 8+ tokens (gemm_q_args)
@@ -103,6 +105,10 @@ void pack_q8_0(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
 /// then for each 32-byte run p of codes (groups 2p and 2p + 1) 8 chunks of 4G (chunk c: bytes
 /// 4c..4c+3 of each row's run). Same size as the published rows.
 void pack_q4_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
+/// Q5_K's: as Q4_K's, with the rows' 32 qh bytes (the 5th bits: bit g of qh[l] for value l of
+/// group g) as 8 chunks of 4G (chunk c: qh bytes 4c..4c+3 of each row) between the scales and
+/// the codes. Same size as the published rows.
+void pack_q5_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
 /// Q6_K's: rows in groups of G; per group and block of 256 values the G rows' d (2G bytes),
 /// their 16 int8 scales as 4 chunks of 4G (chunk i: scales 4i..4i+3 of each row), their 128
 /// ql bytes as 32 chunks of 4G (chunk c: ql bytes 4c..4c+3), then their 64 qh bytes as 16

@@ -234,18 +234,21 @@ void gemv_q4_0_x8(const gemv_args& a) {
 // rows' scales and minimums are decoded at once (each lane holds one row's 12 scale bytes,
 // spread over 3 chunks), each 32-value group's codes meet the broadcast activations as q4_0's
 // do, and the group sums are weighted by the rows' scales and the group's activation scale;
-// the minimums come through the activations' per-16 sums (gemv_args::xs).
-template <int NT>
+// the minimums come through the activations' per-16 sums (gemv_args::xs). Q5_K (Q5) takes
+// the same walk with each code vector's fifth bits (bit g of a qh byte for group g) or'ed in
+// as 16; its maddubs pairs reach 2 x 31 x 127, so its int16 sums go to int32 every 4 chunks.
+template <bool Q5, int NT>
 void k4x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
   const int64_t nb = a.K / 256;
   const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f);
   const __m256i m2 = _mm256_set1_epi8(0x03), byte = _mm256_set1_epi32(0xff);
-  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1), b4 = _mm256_set1_epi8(0x10);
+  constexpr int64_t block = Q5 ? 1408 : 1152;
   __m256 acc[NT], off[NT];
   for (int j = 0; j < NT; ++j) acc[j] = off[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + b * 1152;
-    prefetch_block(blk, 1152);
+    const uint8_t* blk = grp + b * block;
+    prefetch_block(blk, block);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     const __m256 dmin =
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
@@ -268,21 +271,37 @@ void k4x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) 
       mn[4 + g] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn_hi, 8 * g), byte));
     }
     // each code vector is loaded and split once for the NT tokens
-    const uint8_t* codes = blk + 128;
+    const uint8_t* qh = blk + 128; // Q5_K
+    const uint8_t* codes = blk + (Q5 ? 384 : 128);
     const int8_t* x[NT];
     __m256 blockacc[NT], mins[NT];
     for (int j = 0; j < NT; ++j) {
       x[j] = a.xq + (t0 + j) * a.K + b * 256;
       blockacc[j] = mins[j] = _mm256_setzero_ps();
     }
-    for (int p = 0; p < 4; ++p) { // groups 2p (low nibbles) and 2p + 1 (high)
-      __m256i slo[NT], shi[NT];
-      for (int j = 0; j < NT; ++j) slo[j] = shi[j] = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {                 // groups 2p (low nibbles) and 2p + 1 (high)
+      __m256i slo[NT], shi[NT], wlo[NT], whi[NT]; // int16 sums; Q5: int32 ones of 4 chunks
+      for (int j = 0; j < NT; ++j) slo[j] = shi[j] = wlo[j] = whi[j] = _mm256_setzero_si256();
       for (int c = 0; c < 8; ++c) {
         const __m256i v =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 256 * p + 32 * c));
-        const __m256i lo = _mm256_and_si256(v, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (Q5) { // bits 2p and 2p + 1 of each qh byte to bit 4
+          if (c == 4)
+            for (int j = 0; j < NT; ++j) {
+              wlo[j] = _mm256_madd_epi16(slo[j], ones);
+              whi[j] = _mm256_madd_epi16(shi[j], ones);
+              slo[j] = shi[j] = _mm256_setzero_si256();
+            }
+          const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * c));
+          const __m256i hl =
+              p < 2 ? _mm256_slli_epi16(h, 4 - 2 * p) : _mm256_srli_epi16(h, 2 * p - 4);
+          const __m256i hh =
+              p < 2 ? _mm256_slli_epi16(h, 3 - 2 * p) : _mm256_srli_epi16(h, 2 * p - 3);
+          lo = _mm256_or_si256(lo, _mm256_and_si256(hl, b4));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(hh, b4));
+        }
         for (int j = 0; j < NT; ++j) {
           slo[j] =
               _mm256_add_epi16(slo[j], _mm256_maddubs_epi16(lo, bcast4(x[j] + 64 * p + 4 * c)));
@@ -293,8 +312,10 @@ void k4x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) 
       for (int j = 0; j < NT; ++j) {
         const float* xd = a.xd + (t0 + j) * (a.K / 32) + b * 8;
         const float* xs = a.xs + (t0 + j) * (a.K / 16) + b * 16;
-        const __m256 dlo = _mm256_cvtepi32_ps(_mm256_madd_epi16(slo[j], ones));
-        const __m256 dhi = _mm256_cvtepi32_ps(_mm256_madd_epi16(shi[j], ones));
+        const __m256 dlo =
+            _mm256_cvtepi32_ps(_mm256_add_epi32(wlo[j], _mm256_madd_epi16(slo[j], ones)));
+        const __m256 dhi =
+            _mm256_cvtepi32_ps(_mm256_add_epi32(whi[j], _mm256_madd_epi16(shi[j], ones)));
         blockacc[j] =
             _mm256_fmadd_ps(dlo, _mm256_mul_ps(sc[2 * p], _mm256_set1_ps(xd[2 * p])), blockacc[j]);
         blockacc[j] = _mm256_fmadd_ps(
@@ -312,15 +333,19 @@ void k4x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) 
   for (int j = 0; j < NT; ++j) store8(a, n, t0 + j, _mm256_sub_ps(acc[j], off[j]));
 }
 
-struct q4_k_rows {
+template <bool Q5>
+struct q4_or_q5_k_rows {
   template <int NT>
   static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
-    k4x8_tokens<NT>(a, grp, n, t0);
+    k4x8_tokens<Q5, NT>(a, grp, n, t0);
   }
 };
 
 void gemv_q4_k_x8(const gemv_args& a) {
-  over_packed_groups<8, q4_k_rows>(a);
+  over_packed_groups<8, q4_or_q5_k_rows<false>>(a);
+}
+void gemv_q5_k_x8(const gemv_args& a) {
+  over_packed_groups<8, q4_or_q5_k_rows<true>>(a);
 }
 
 // Q6_K from the packed layout (pack_q6_k with 8 rows): 8 rows in the lanes, as the AVX-512
@@ -455,9 +480,11 @@ const gemv_table table = {.isa = "avx2",
                           .f8_b128 = gemv_f8_b128,
                           .q4_0_packed = gemv_q4_0_x8,
                           .q4_k_packed = gemv_q4_k_x8,
+                          .q5_k_packed = gemv_q5_k_x8,
                           .q6_k_packed = gemv_q6_k_x8,
                           .pack_rows = 8,
                           .q4_k_packed_prefill = false, // 0.92-1.16x its GEMM: not taken
+                          .q5_k_packed_prefill = false, // ties its GEMM (pp512 0.99)
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx2,

@@ -472,17 +472,20 @@ void gemv_q8_0_x16(const gemv_args& a) {
 // rows' scales and minimums are decoded at once (each lane holds one row's 12 scale bytes over
 // 3 chunks), each 32-value group's codes meet the broadcast activations in vpdpbusd, the group
 // sums are weighted by the rows' scales and the group's activation scale, and the minimums
-// come through the activations' per-16 sums (gemv_args::xs).
-template <int NT>
+// come through the activations' per-16 sums (gemv_args::xs). Q5_K (Q5) takes the same walk
+// with each code vector's fifth bits (bit g of a qh byte for group g) or'ed in as 16.
+template <bool Q5, int NT>
 void k4x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
   const int64_t nb = a.K / 256;
   const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi8(0x3f);
   const __m512i m2 = _mm512_set1_epi8(0x03), byte = _mm512_set1_epi32(0xff);
+  const __m512i b4 = _mm512_set1_epi8(0x10);
+  constexpr int64_t block = Q5 ? 2816 : 2304;
   __m512 acc[NT], off[NT];
   for (int j = 0; j < NT; ++j) acc[j] = off[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + b * 2304;
-    prefetch_block(blk, 2304);
+    const uint8_t* blk = grp + b * block;
+    prefetch_block(blk, block);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     const __m512 dmin =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
@@ -504,7 +507,8 @@ void k4x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0)
       mn[4 + g] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mn_hi, 8 * g), byte));
     }
     // each code vector is loaded and split once for the NT tokens
-    const uint8_t* codes = blk + 256;
+    const uint8_t* qh = blk + 256; // Q5_K
+    const uint8_t* codes = blk + (Q5 ? 768 : 256);
     const int8_t* x[NT];
     __m512 blockacc[NT], mins[NT];
     for (int j = 0; j < NT; ++j) {
@@ -516,8 +520,17 @@ void k4x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0)
       for (int j = 0; j < NT; ++j) slo[j] = shi[j] = _mm512_setzero_si512();
       for (int c = 0; c < 8; ++c) {
         const __m512i v = _mm512_loadu_si512(codes + 512 * p + 64 * c);
-        const __m512i lo = _mm512_and_si512(v, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        __m512i lo = _mm512_and_si512(v, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (Q5) { // bits 2p and 2p + 1 of each qh byte to bit 4
+          const __m512i h = _mm512_loadu_si512(qh + 64 * c);
+          const __m512i hl =
+              p < 2 ? _mm512_slli_epi16(h, 4 - 2 * p) : _mm512_srli_epi16(h, 2 * p - 4);
+          const __m512i hh =
+              p < 2 ? _mm512_slli_epi16(h, 3 - 2 * p) : _mm512_srli_epi16(h, 2 * p - 3);
+          lo = _mm512_or_si512(lo, _mm512_and_si512(hl, b4));
+          hi = _mm512_or_si512(hi, _mm512_and_si512(hh, b4));
+        }
         for (int j = 0; j < NT; ++j) {
           slo[j] = _mm512_dpbusd_epi32(slo[j], lo, bcast4(x[j] + 64 * p + 4 * c));
           shi[j] = _mm512_dpbusd_epi32(shi[j], hi, bcast4(x[j] + 64 * p + 32 + 4 * c));
@@ -545,15 +558,19 @@ void k4x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0)
   for (int j = 0; j < NT; ++j) store16(a, n, t0 + j, _mm512_sub_ps(acc[j], off[j]));
 }
 
-struct q4_k_rows {
+template <bool Q5>
+struct q4_or_q5_k_rows {
   template <int NT>
   static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
-    k4x16_tokens<NT>(a, grp, n, t0);
+    k4x16_tokens<Q5, NT>(a, grp, n, t0);
   }
 };
 
 void gemv_q4_k_x16(const gemv_args& a) {
-  over_packed_groups<16, q4_k_rows>(a);
+  over_packed_groups<16, q4_or_q5_k_rows<false>>(a);
+}
+void gemv_q5_k_x16(const gemv_args& a) {
+  over_packed_groups<16, q4_or_q5_k_rows<true>>(a);
 }
 
 // Q6_K from the packed layout (pack_q6_k with 16 rows): 16 rows in the lanes. Per block the 16
@@ -670,9 +687,11 @@ const gemv_table table = {.isa = "avx512",
                           .q8_0_packed = gemv_q8_0_x16,
                           .q4_0_packed = gemv_q4_0_x16,
                           .q4_k_packed = gemv_q4_k_x16,
+                          .q5_k_packed = gemv_q5_k_x16,
                           .q6_k_packed = gemv_q6_k_x16,
                           .pack_rows = 16,
                           .q4_k_packed_prefill = true,
+                          .q5_k_packed_prefill = true,
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx512,

@@ -7,8 +7,8 @@
 // slice of W once, whatever T is):
 //   gemv      few tokens with a SIMD table: gemv.hpp's kernels, int8 activations for
 //             quantized weights (quantized once per call, or already q8_0 from the norm)
-//   gemv_packed the same for q4_0 / Q4_K weights laid out at load in groups of 8 or 16
-//             interleaved rows (tensor_view::packed, pack_q4_0 / pack_q4_k / pack_q6_k): the
+//   gemv_packed the same for q8_0 / q4_0 / K-quant weights laid out at load in groups of 8 or
+//             16 interleaved rows (tensor_view::packed, pack_q4_0 / pack_q4_k / ...): the
 //             rows in the lanes
 //   nt        prefill on AVX-512 / AVX2: our dot-product GEMM over groups of 6 features
 //             (f16 / bf16 / expanded rows converted into L1 once per call)
@@ -145,6 +145,8 @@ gemv_fn packed_for(const gemv_table& tab, dtype t) {
     return tab.q4_0_packed;
   case dtype::q4_k:
     return tab.q4_k_packed;
+  case dtype::q5_k:
+    return tab.q5_k_packed;
   case dtype::q6_k:
     return tab.q6_k_packed;
   default:
@@ -152,10 +154,10 @@ gemv_fn packed_for(const gemv_table& tab, dtype t) {
   }
 }
 
-// Decode of a q8_0 / q4_0 / Q4_K / Q6_K weight laid out at load (tensor_view::packed): the packed
-// kernel, a group of the table's pack_rows rows at a time; q4_0's takes the nibbles' offset
-// through the activations' block sums, Q4_K's minimums and Q6_K's -32 come through the per-16
-// sums (xs).
+// Decode of a q8_0 / q4_0 / Q4_K / Q5_K / Q6_K weight laid out at load (tensor_view::packed): the
+// packed kernel, a group of the table's pack_rows rows at a time; q4_0's takes the nibbles' offset
+// through the activations' block sums, Q4_K / Q5_K's minimums and Q6_K's -32 come through the
+// per-16 sums (xs).
 void use_packed(const gemv_table& tab, const tensor_view& w, plan_t& m) {
   const gemv_fn fn = packed_for(tab, w.type);
   if (!w.packed || !m.xq || !fn) return;
@@ -298,10 +300,11 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   // q4_0 / q8_0 weights with the packed layout take its kernels for any number of tokens: a
   // group's rows stay in L1 while every token passes, where the int8 GEMM streams the
   // activations once per row (q4_0 prefill 1.1-1.5x on AVX2, 1.9-2.6x on AVX-512, bench/README).
-  // Q4_K too where the table says so (AVX-512: 1.1-1.4x); on AVX2 its packed kernel prefills
-  // at 0.7-0.9x of the GEMM, and Q6_K's no faster than its GEMM on either.
+  // Q4_K / Q5_K too where the table says so (AVX-512: 1.1-1.4x); on AVX2 their packed kernels
+  // prefill at 0.7-1.1x of the GEMM, and Q6_K's no faster than its GEMM on either.
   const bool packed_all = w.packed && packed_for(tab, w.type) && w.type != dtype::q6_k &&
-                          (w.type != dtype::q4_k || tab.q4_k_packed_prefill);
+                          (w.type != dtype::q4_k || tab.q4_k_packed_prefill) &&
+                          (w.type != dtype::q5_k || tab.q5_k_packed_prefill);
   if (m.T >= gemm_min_tokens && int8_acts(w.type) && gemm_for(tab, w.type) && !blas &&
       !packed_all) {
     // the codes' offsets: q4_0's nibbles are value + 8, q8_0's bytes (AVX-512) value + 128,
@@ -664,6 +667,8 @@ void pack(const tensor_view& w, void* out) {
   const int G = gemv_kernels().pack_rows;
   if (w.type == dtype::q4_k)
     pack_q4_k(src, w.rows(), w.cols(), G, dst);
+  else if (w.type == dtype::q5_k)
+    pack_q5_k(src, w.rows(), w.cols(), G, dst);
   else if (w.type == dtype::q6_k)
     pack_q6_k(src, w.rows(), w.cols(), G, dst);
   else if (w.type == dtype::q8_0)

@@ -1,10 +1,10 @@
-// packed_test.cpp: q8_0 (AVX-512), q4_0, Q4_K and Q6_K matmuls from the layout made at load
-// (tensor_view::packed, kernels/cpu/gemv.hpp pack_q4_0 / pack_q8_0 / pack_q4_k / pack_q6_k: 16
-// rows a group on AVX-512, 8 on AVX2) give what the published rows give, for 1-7 tokens (and
-// 8-33 where prefill takes them: q4_0, q8_0, Q4_K on AVX-512), with and without bias, through row
-// slices that keep or drop the layout, and the matmul report names the path. Runs where the CPU's
-// table has the packed kernels (ctest runs it with TROUPE_ISA=avx2 too); skipped, saying why,
-// elsewhere.
+// packed_test.cpp: q8_0 (AVX-512), q4_0, Q4_K, Q5_K and Q6_K matmuls from the layout made at
+// load (tensor_view::packed, kernels/cpu/gemv.hpp pack_q4_0 / pack_q8_0 / pack_q4_k / pack_q5_k /
+// pack_q6_k: 16 rows a group on AVX-512, 8 on AVX2) give what the published rows give, for 1-7
+// tokens (and 8-33 where prefill takes them: q4_0, q8_0, Q4_K and Q5_K on AVX-512), with and
+// without bias, through row slices that keep or drop the layout, and the matmul report names the
+// path. Runs where the CPU's table has the packed kernels (ctest runs it with TROUPE_ISA=avx2 too);
+// skipped, saying why, elsewhere.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,14 +24,19 @@ using namespace troupe::kernels;
 namespace {
 
 // N rows of K values of `t`: random code and scale bytes, and normal f16 scales where the
-// format keeps them (q4_0 / q8_0: 18 / 34-byte blocks, d first; Q4_K: 144-byte blocks, d and dmin
-// first; Q6_K: 210-byte blocks, d last).
+// format keeps them (q4_0 / q8_0: 18 / 34-byte blocks, d first; Q4_K / Q5_K: 144 / 176-byte
+// blocks, d and dmin first; Q6_K: 210-byte blocks, d last).
 std::vector<uint8_t> random_rows(dtype t, int64_t N, int64_t K, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> scale(0.001f, 0.05f);
   std::uniform_int_distribution<int> byte(0, 255);
-  const size_t block = t == dtype::q4_k ? 144 : t == dtype::q6_k ? 210 : t == dtype::q8_0 ? 34 : 18;
-  const std::vector<size_t> scales = t == dtype::q4_k   ? std::vector<size_t>{0, 2}
+  const size_t block = t == dtype::q4_k   ? 144
+                       : t == dtype::q5_k ? 176
+                       : t == dtype::q6_k ? 210
+                       : t == dtype::q8_0 ? 34
+                                          : 18;
+  const std::vector<size_t> scales = t == dtype::q4_k || t == dtype::q5_k
+                                         ? std::vector<size_t>{0, 2}
                                      : t == dtype::q6_k ? std::vector<size_t>{208}
                                                         : std::vector<size_t>{0};
   std::vector<uint8_t> w(static_cast<size_t>(row_bytes(t, K) * N));
@@ -89,11 +94,13 @@ TEST_P(PackedDecode, DecodeFromThePackedLayoutEqualsThePublishedRows) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> bias(N);
   for (auto& b : bias) b = nd(rng);
-  // 1-7 tokens (decode), and where prefill takes the packed kernels too (q4_0; Q4_K where the
-  // table says so) 8+, whose published rows then go through the int8 GEMM, a kernel of its own
+  // 1-7 tokens (decode), and where prefill takes the packed kernels too (q4_0, q8_0; Q4_K / Q5_K
+  // where the table says so) 8+, whose published rows then go through the int8 GEMM, a kernel of
+  // its own
   std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7};
   if (type == dtype::q4_0 || type == dtype::q8_0 ||
-      (type == dtype::q4_k && cpu::gemv_kernels().q4_k_packed_prefill))
+      (type == dtype::q4_k && cpu::gemv_kernels().q4_k_packed_prefill) ||
+      (type == dtype::q5_k && cpu::gemv_kernels().q5_k_packed_prefill))
     counts.insert(counts.end(), {8, 13, 33});
   for (int64_t T : counts) {
     std::vector<float> x(static_cast<size_t>(T * K));
@@ -130,5 +137,6 @@ TEST_P(PackedDecode, DecodeFromThePackedLayoutEqualsThePublishedRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedDecode,
-                         ::testing::Values(dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k),
+                         ::testing::Values(dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k,
+                                           dtype::q6_k),
                          [](const auto& info) { return std::string(name(info.param)); });
