@@ -3,11 +3,12 @@
 // costs O(W), not O(position). Work is split over (tile of a sequence's query rows, KV head); each
 // task computes every query head of the GQA group that reads that KV head, so a K or V row is
 // fetched once per group, not once per query head. Decode rows (one per sequence) compute their
-// scores into a buffer, softmax, then the weighted sum of V rows; prefill tiles of 8 rows use the
-// online softmax of attend_tile_avx2 (keys read once per tile, no per-row score buffer); a sink
-// logit per head (GPT-OSS) starts each softmax's maximum and sum. f32 math;
-// caches in f32, f16 or bf16. With AVX2 the inner loops are in attention_avx2.cpp (rows widened in
-// registers); otherwise a portable path converts rows.
+// scores into a buffer, softmax, then the weighted sum of V rows; prefill tiles use an online
+// softmax (keys read once per tile, no per-row score buffer): 16 rows in the lanes of a zmm on
+// AVX-512 (attention_avx512.cpp), 8 rows on AVX2 (attend_tile_avx2); a sink logit per head
+// (GPT-OSS) starts each softmax's maximum and sum. f32 math; caches in f32, f16 or bf16. With
+// AVX2 the inner loops are in attention_avx2.cpp (rows widened in registers); otherwise a
+// portable path converts rows.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -58,6 +59,12 @@ bool have_avx2() {
   return yes;
 }
 
+// the AVX-512 prefill tile where the kernel table is AVX-512's (TROUPE_ISA=avx2 turns it off)
+bool have_avx512() {
+  static const bool yes = std::strncmp(gemv_kernels().isa, "avx512", 6) == 0;
+  return yes;
+}
+
 // The G query heads of one KV head for one query position `last` (keys kv.first..last).
 TROUPE_CPU_DISPATCH
 void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scale, dtype type,
@@ -105,7 +112,11 @@ struct task {
   const int32_t* blocks;       // null: contiguous cache
 };
 
-constexpr int64_t tile_rows = 8; // prefill query rows per tile (keys read once per tile)
+// prefill query rows per tile (keys read once per tile): the AVX-512 tile holds 16 in the
+// lanes of a zmm, the AVX2 one 8
+int64_t tile_rows() {
+  return have_avx512() ? 16 : 8;
+}
 // K + V bytes of one decode row above which all its heads go in one pass (measured: 64 rows
 // at 128 positions f32 (0.8 MB each) are faster head by head, at 512 (3 MB) in one pass)
 constexpr int64_t all_heads_from = 1 << 20;
@@ -119,9 +130,10 @@ void add_tasks(std::vector<task>& out, int64_t t0, int64_t count, int64_t p0, in
     out.push_back({t0, 1, p0, 0, Hkv, blocks});
     return;
   }
-  for (int64_t i = 0; i < count; i += tile_rows)
+  const int64_t rows = tile_rows();
+  for (int64_t i = 0; i < count; i += rows)
     for (int64_t kh = 0; kh < Hkv; ++kh)
-      out.push_back({t0 + i, std::min(tile_rows, count - i), p0 + i, kh, kh + 1, blocks});
+      out.push_back({t0 + i, std::min(rows, count - i), p0 + i, kh, kh + 1, blocks});
 }
 
 // The first key position a query at position p sees (the start of its sliding window).
@@ -182,6 +194,11 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
         mods(kv, kh);
         const float* qp = q.as<float>() + (w.t0 * H + kh * G) * D;
         float* op = a.dst.as<float>() + (w.t0 * H + kh * G) * D;
+        if (w.R > 1 && have_avx512()) {
+          work.resize(attend_tile_avx512_floats(G, D));
+          attend_tile_avx512(qp, H * D, w.R, G, D, w.p0, W, a.p.scale, kv, op, work.data());
+          continue;
+        }
         if (w.R > 1 && tiled) {
           work.resize(w.R * G * (D + 2));
           attend_tile_avx2(qp, H * D, w.R, G, D, w.p0, W, a.p.scale, kv, op, work.data(), 1);

@@ -90,58 +90,6 @@ inline float hsum8(__m256 v) {
 
 namespace {
 
-// Walks the rows of positions first, first + 1, ... (S of them) of one KV head through the
-// block table.
-struct row_cursor {
-  const uint8_t* base;
-  const int32_t* blocks;
-  int64_t P, stride, end; // end: one past the last position
-  int64_t b = 0, i = 0;   // paged: block of the next row, rows of it already returned;
-                          // contiguous: the next position
-  const uint8_t* cur;
-  row_cursor(const uint8_t* base_, const kv_layout& kv, int64_t S_)
-      : base(base_)
-      , blocks(kv.blocks)
-      , P(kv.P)
-      , stride(kv.stride)
-      , end(kv.first + S_) {
-    if (blocks) {
-      b = kv.first / P;
-      i = kv.first % P;
-      cur = base + (int64_t{blocks[b]} * P + i) * stride;
-    } else {
-      i = kv.first;
-      cur = base + kv.first * stride;
-    }
-  }
-  // the next position's row; the block table is read only for positions that exist
-  const uint8_t* next() {
-    if (blocks && i == P) {
-      i = 0;
-      ++b;
-      cur = base + int64_t{blocks[b]} * P * stride;
-    }
-    ++i;
-    const uint8_t* r = cur;
-    cur += stride;
-    return r;
-  }
-  // the row k positions after the next one, or null past the last position
-  const uint8_t* peek(int64_t k) const {
-    if (!blocks) return i + k < end ? base + (i + k) * stride : nullptr;
-    const int64_t p = b * P + i + k; // its position
-    if (p >= end) return nullptr;
-    return base + (int64_t{blocks[p / P]} * P + p % P) * stride;
-  }
-};
-
-// Asks for the row `ahead` positions on (both of its cache lines for D = 64 halves)
-inline void prefetch_row(const row_cursor& c, int64_t ahead, int64_t bytes) {
-  if (const uint8_t* p = c.peek(ahead))
-    for (int64_t o = 0; o < bytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p) + o, _MM_HINT_T0);
-}
-
 constexpr int64_t prefetch_ahead = 16; // positions (12-40 measured the same at B = 64)
 
 template <kv_elem E>

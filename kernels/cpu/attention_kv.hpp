@@ -1,10 +1,13 @@
 // attention_kv.hpp: how the attention kernels find one KV head's rows, shared by
-// attention.cpp (the dispatch and the portable path) and attention_avx2.cpp (the AVX2 inner
-// loops). A plain struct of pointers and strides, so the vector loops compute addresses
-// inline instead of calling back per key. No standard-library templates (see gemv.hpp).
+// attention.cpp (the dispatch and the portable path), attention_avx2.cpp (the AVX2 inner
+// loops) and attention_avx512.cpp (the AVX-512 prefill tile). A plain struct of pointers and
+// strides, so the vector loops compute addresses inline instead of calling back per key, and a
+// cursor that walks a head's rows through the block table. No standard-library templates (see
+// gemv.hpp).
 #pragma once
 
 #include <math.h>
+#include <xmmintrin.h>
 
 #include <cstdint>
 
@@ -55,6 +58,58 @@ inline void modify_scores(float* sc, int64_t s0, int64_t n, const kv_layout& kv,
       sc[i] += kv.slopes[h] * static_cast<float>(kv.first + s0 + i - qpos);
 }
 
+// Walks the rows of positions first, first + 1, ... (S of them) of one KV head through the
+// block table.
+struct row_cursor {
+  const uint8_t* base;
+  const int32_t* blocks;
+  int64_t P, stride, end; // end: one past the last position
+  int64_t b = 0, i = 0;   // paged: block of the next row, rows of it already returned;
+                          // contiguous: the next position
+  const uint8_t* cur;
+  row_cursor(const uint8_t* base_, const kv_layout& kv, int64_t S_)
+      : base(base_)
+      , blocks(kv.blocks)
+      , P(kv.P)
+      , stride(kv.stride)
+      , end(kv.first + S_) {
+    if (blocks) {
+      b = kv.first / P;
+      i = kv.first % P;
+      cur = base + (int64_t{blocks[b]} * P + i) * stride;
+    } else {
+      i = kv.first;
+      cur = base + kv.first * stride;
+    }
+  }
+  // the next position's row; the block table is read only for positions that exist
+  const uint8_t* next() {
+    if (blocks && i == P) {
+      i = 0;
+      ++b;
+      cur = base + int64_t{blocks[b]} * P * stride;
+    }
+    ++i;
+    const uint8_t* r = cur;
+    cur += stride;
+    return r;
+  }
+  // the row k positions after the next one, or null past the last position
+  const uint8_t* peek(int64_t k) const {
+    if (!blocks) return i + k < end ? base + (i + k) * stride : nullptr;
+    const int64_t p = b * P + i + k; // its position
+    if (p >= end) return nullptr;
+    return base + (int64_t{blocks[p / P]} * P + p % P) * stride;
+  }
+};
+
+// Asks for the row `ahead` positions on (both of its cache lines for D = 64 halves)
+inline void prefetch_row(const row_cursor& c, int64_t ahead, int64_t bytes) {
+  if (const uint8_t* p = c.peek(ahead))
+    for (int64_t o = 0; o < bytes; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p) + o, _MM_HINT_T0);
+}
+
 } // namespace
 
 /// G query heads (q: [G, D], D a multiple of 8) over keys 0..S-1 (positions first ..
@@ -74,5 +129,15 @@ void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float sc
 void attend_tile_avx2(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
                       int64_t window, float scale, const kv_layout& kv, float* out, float* work,
                       int64_t nh);
+
+/// The prefill tile on AVX-512 (attention_avx512.cpp): R (1..16) query rows at positions p0 ..
+/// p0 + R - 1, the G query heads of kv's KV head, as attend_tile_avx2 with nh = 1 (causal, the
+/// window, the score modifiers and sinks alike); any head dim D. work: at least
+/// attend_tile_avx512_floats(G, D) floats.
+void attend_tile_avx512(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
+                        int64_t window, float scale, const kv_layout& kv, float* out, float* work);
+inline int64_t attend_tile_avx512_floats(int64_t G, int64_t D) {
+  return 2 * G * D * 16 + 2 * G * 16 + 2 * 16 * D;
+}
 
 } // namespace troupe::kernels::cpu
