@@ -54,17 +54,20 @@ void tile(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p
   constexpr int L = V::lanes, KB = V::lanes, DC = V::dchunk;
   constexpr int64_t eb = elem_bytes<E>;
   const int64_t S = p0 + R - kv.first; // keys from position kv.first
+  if (window >= p0 + R) window = 0;    // every row's window starts at 0 (and fits an int)
   float* qt = work;                    // [G][D][L]: the rows' q, transposed and scaled
   float* acc = qt + G * D * L;         // [G][D][L]: the output, transposed
   float* mx = acc + G * D * L;         // [G][L] running maximum
   float* sum = mx + G * L;             // [G][L] running sum of exp
   float* kb = sum + G * L;             // [KB][D] f16 / bf16 caches: the block's K rows in f32
   float* vb = kb + KB * D;             // [KB][D] and its V rows
+  float* zeros = vb + KB * D;          // [D] the V row of a block's padding keys
   for (int64_t g = 0; g < G; ++g)
     for (int64_t d = 0; d < D; ++d)
       for (int64_t r = 0; r < L; ++r)
         qt[(g * D + d) * L + r] = r < R ? q[r * qs + g * D + d] * scale : 0.0f;
   for (int64_t i = 0; i < G * D * L; ++i) acc[i] = 0.0f;
+  for (int64_t d = 0; d < D; ++d) zeros[d] = 0.0f;
   for (int64_t g = 0; g < G; ++g) { // a sink starts the softmax: its logit the maximum, exp(0)
     V::store(mx + g * L, V::set1(kv.sinks ? kv.sinks[g] : -3.0e38f));
     V::store(sum + g * L, V::set1(kv.sinks ? 1.0f : 0.0f));
@@ -93,7 +96,8 @@ void tile(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p
         vr[j] = vb + j * D;
       }
     }
-    for (int64_t j = n; j < KB; ++j) kr[j] = kr[0], vr[j] = vr[0]; // masked below
+    // padding keys: masked below, and zeros for V (p = 0 times a cache value could be NaN)
+    for (int64_t j = n; j < KB; ++j) kr[j] = kr[0], vr[j] = zeros;
     const int64_t a0 = kv.first + s0; // position of the block's first key
     // every key visible to every row: the block's last key at or before the first row, and
     // (with a window) its first key inside the last row's window

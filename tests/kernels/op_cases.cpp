@@ -263,14 +263,15 @@ void program_cases(std::vector<op_case>& out_cases) {
 }
 
 void attention_cases(std::vector<op_case>& out_cases) {
-  // head dims: 16 (a short row), 64 (the register-blocked V pass), 80 (64 + a remainder);
-  // prefill of 37 and 70 rows: tiles of 8 with a partial one, key blocks of 16 with a partial
+  // head dims: 16 (a short row), 64 (the register-blocked V pass), 80 (64 + a remainder), 20
+  // (not a multiple of 8: the tiles' scalar tails); prefill of 37 and 70 rows: tiles of 16
+  // (AVX-512) or 8 with a partial one, key blocks of 16 (8) with a partial one
   for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16})
-    for (int64_t D : {16, 64, 80})
+    for (int64_t D : {16, 64, 80, 20})
       for (auto [T, pos0] :
            {std::pair<int64_t, int64_t>{4, 3}, {1, 39}, {9, 0}, {37, 20}, {70, 0}}) {
         if (D != 16 && T == 4) continue;
-        if (D == 80 && T == 70) continue;
+        if ((D == 80 || D == 20) && T == 70) continue;
         const int64_t H = 8, Hkv = 2, S = pos0 + T;
         op_case c;
         c.name =
@@ -287,15 +288,18 @@ void attention_cases(std::vector<op_case>& out_cases) {
         c.flops = 4.0 * T * H * D * S;
         out_cases.push_back(std::move(c));
       }
-  // sliding windows (p.window): shorter than a tile, than a key block, and longer than both;
-  // a decode row whose window starts mid-block
+  // sliding windows (p.window): shorter than a tile, than a key block, and longer than both
+  // (40: whole blocks inside every row's window of a 16-row tile); a decode row whose window
+  // starts mid-block; one longer than the context (no window at all)
   for (dtype kv : {dtype::f32, dtype::f16})
     for (int64_t D : {16, 64})
       for (auto [T, pos0, W] : {std::tuple<int64_t, int64_t, int64_t>{37, 20, 5},
                                 {1, 39, 16},
                                 {70, 0, 24},
                                 {9, 30, 3},
-                                {20, 0, 40}}) {
+                                {20, 0, 40},
+                                {70, 0, 40},
+                                {37, 20, int64_t{1} << 40}}) {
         const int64_t H = 8, Hkv = 2, S = pos0 + T;
         op_case c;
         c.name = fmt::format("attention(T={},S={},H={},Hkv={},D={},kv={},window={})", T, S, H, Hkv,
@@ -316,12 +320,14 @@ void attention_cases(std::vector<op_case>& out_cases) {
   // soft-capped scores (Gemma 2) and ALiBi (Bloom / MPT: 12 heads, so the slopes of the
   // heads past the largest power of two are exercised, and a shard whose first head is 4)
   // (and both at once with GQA: 4 query heads per KV head, the slopes indexed per query head)
-  for (auto [softcap, alibi, head0, Hkv] :
-       {std::tuple<float, float, int, int64_t>{5.0f, 0.0f, 0, 12},
-        {0.0f, 8.0f, 0, 12},
-        {0.0f, 8.0f, 4, 12},
-        {4.0f, 8.0f, 2, 3}}) {
-    const int64_t T = 9, pos0 = 6, H = 12, D = 16, S = pos0 + T;
+  // (and over several key blocks and tiles: 40 rows after 30)
+  for (auto [softcap, alibi, head0, Hkv, T, pos0] :
+       {std::tuple<float, float, int, int64_t, int64_t, int64_t>{5.0f, 0.0f, 0, 12, 9, 6},
+        {0.0f, 8.0f, 0, 12, 9, 6},
+        {0.0f, 8.0f, 4, 12, 9, 6},
+        {4.0f, 8.0f, 2, 3, 9, 6},
+        {4.0f, 8.0f, 2, 3, 40, 30}}) {
+    const int64_t H = 12, D = 16, S = pos0 + T;
     op_case c;
     c.name = fmt::format("attention(T={},S={},H={},Hkv={},D={},softcap={},alibi={},head0={})", T, S,
                          H, Hkv, D, softcap, alibi, head0);

@@ -140,3 +140,28 @@ INSTANTIATE_TEST_SUITE_P(Types, PackedDecode,
                          ::testing::Values(dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k,
                                            dtype::q6_k),
                          [](const auto& info) { return std::string(name(info.param)); });
+
+// Q5_K's largest codes (31: every qs nibble and qh bit set) against activations at the int8
+// extremes: the AVX2 kernel's int16 sums of maddubs pairs (2 x 31 x 127 each) must move to
+// int32 before they pass 32767; the published rows' kernel (checked against the reference by
+// the op harness) is the yardstick.
+TEST(PackedQ5K, TheLargestCodesDoNotSaturate) {
+  const int64_t N = 16, K = 512;
+  auto bytes = random_rows(dtype::q5_k, N, K, 11);
+  for (size_t b = 0; b < bytes.size(); b += 176)
+    for (size_t i = 16; i < 176; ++i) bytes[b + i] = 0xff; // qh and qs: every code 31
+  tensor_view w(bytes.data(), dtype::q5_k, {N, K});
+  if (cpu::packed_bytes(w) == 0)
+    GTEST_SKIP() << "this CPU's kernel table (" << cpu::gemv_kernels().isa
+                 << ") has no packed q5_k decode";
+  std::vector<uint8_t> layout(static_cast<size_t>(cpu::packed_bytes(w)));
+  cpu::pack(w, layout.data());
+  tensor_view wp = w;
+  wp.packed = layout.data();
+  for (float sign : {1.0f, -1.0f}) {
+    std::vector<float> x(static_cast<size_t>(2 * K), sign); // quantized to +-127 everywhere
+    const auto want = run(w, x, 2, nullptr);
+    const auto got = run(wp, x, 2, nullptr);
+    expect_close(got, want);
+  }
+}
