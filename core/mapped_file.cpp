@@ -57,6 +57,22 @@ mapped_file::~mapped_file() {
   if (data_ && owned_.empty() && size_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+bool mapped_file::contains(const void* p) const {
+  const auto* b = static_cast<const uint8_t*>(p);
+  return data_ && b >= data_ && b < data_ + size_;
+}
+
+size_t mapped_file::release(const void* p, size_t n) const {
+  const auto* b = static_cast<const uint8_t*>(p);
+  if (!owned_.empty() || !data_ || b < data_ || b + n > data_ + size_) return 0;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(b) + n) / page * page;
+  if (hi <= lo) return 0;
+  if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) return 0;
+  return hi - lo;
+}
+
 expected<std::span<const uint8_t>> mapped_file::region(uint64_t offset, uint64_t size) const {
   if (offset > size_ || size > size_ - offset)
     return make_error(errc::out_of_range, "{}: bytes [{}, {}) lie outside the file (size {})",

@@ -32,6 +32,12 @@ class mapped_file {
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   /// Bytes [offset, offset + size) or out_of_range naming the file.
   expected<std::span<const uint8_t>> region(uint64_t offset, uint64_t size) const;
+  /// Whether p points into this map.
+  bool contains(const void* p) const;
+  /// Drops the pages wholly inside [p, p + n) from the process's memory (a read-only map: a
+  /// later read faults the same bytes back in from the file); returns the bytes dropped, 0 for
+  /// a file held in memory (from_memory) or a range outside the map.
+  size_t release(const void* p, size_t n) const;
 
  private:
   mapped_file() = default;

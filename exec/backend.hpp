@@ -61,6 +61,9 @@ class backend {
   /// once at load: its bytes, or 0 where they read the published rows; pack() lays it out.
   virtual int64_t packed_bytes(const tensor_view& w) const { return 0; }
   virtual void pack(const tensor_view& w, void* out) const {}
+  /// Whether this backend's matmuls, once w has that layout, never read w's published rows
+  /// (for any number of tokens), so the executor may release them.
+  virtual bool reads_packed_only(const tensor_view& w) const { return false; }
 };
 
 /// The host backend: kernels of `where` (cpu or ref) on a pool of `threads` threads, pinned to

@@ -127,10 +127,27 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
     comm->set_stream(e->be_->stream()); // its operations go on this shard's stream
   }
   if (!e->on_device_) { // the layouts the CPU kernels read fastest, made once (q4_0 / Q4_K)
+    // weights by their bytes: whether a matmul reads them, and whether only matmuls do (a
+    // tied embedding is looked up row by row too)
+    std::map<const void*, std::pair<bool, bool>> readers; // data -> (by a matmul, only)
+    for (const auto& n : e->base_.nodes)
+      for (vid v : n.in) {
+        const tensor_view& w = e->weights_.views[static_cast<size_t>(v)];
+        if (!w.data) continue;
+        const bool mm = n.kind == graph::node_kind::op &&
+                        (n.op == kernels::op::matmul || n.op == kernels::op::matmul_swiglu ||
+                         n.op == kernels::op::matmul_qkv);
+        auto [it, fresh] = readers.emplace(w.data, std::pair{mm, mm});
+        if (!fresh) it->second = {it->second.first || mm, it->second.second && mm};
+      }
+    auto layout_bytes = [&](const tensor_view& v) { // 0: not laid out (no matmul reads it)
+      const auto r = v.data ? readers.find(v.data) : readers.end();
+      return r != readers.end() && r->second.first ? e->be_->packed_bytes(v) : int64_t{0};
+    };
     std::map<std::pair<const void*, int64_t>, const void*> done; // a tensor two values read
     int64_t total = 0;
     for (const auto& v : e->weights_.views) {
-      const int64_t bytes = v.data ? e->be_->packed_bytes(v) : 0;
+      const int64_t bytes = layout_bytes(v);
       if (bytes > 0 && done.emplace(std::pair{v.data, bytes}, nullptr).second) total += bytes;
     }
     done.clear();
@@ -146,15 +163,26 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
                       opt.pack_budget >= 0 ? "the budget given" : "half of the free memory",
                       budget / 1e9);
     for (auto& v : e->weights_.views) {
-      const int64_t bytes = fits && v.data ? e->be_->packed_bytes(v) : 0;
+      const int64_t bytes = fits ? layout_bytes(v) : 0;
       if (bytes <= 0) continue;
       auto& at = done[{v.data, bytes}];
       if (!at) {
         TROUPE_TRY_ASSIGN(b, buffer::allocate(static_cast<size_t>(bytes)));
         e->be_->pack(v, b.data());
         at = b.data();
-        e->weights_.resident_bytes += bytes; // decode reads these, prefill the published rows
+        e->weights_.resident_bytes += bytes;
+        e->layout_bytes_ += bytes;
         e->weights_.owned.push_back(std::move(b));
+        // a matrix only matmuls read, whose kernels then read only the layout: its published
+        // rows (mapped from the checkpoint) leave the process's memory, as llama.cpp's
+        // repacking replaces them; were they read again, they would fault back in from the file
+        if (readers.at(v.data).second && e->be_->reads_packed_only(v) && m->tensors)
+          for (const auto& f : m->tensors->files())
+            if (f->contains(v.data)) {
+              const auto dropped = static_cast<int64_t>(f->release(v.data, v.nbytes()));
+              e->weights_.resident_bytes -= dropped;
+              e->released_bytes_ += dropped;
+            }
       }
       v.packed = at;
     }

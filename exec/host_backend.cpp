@@ -20,6 +20,9 @@ class host_backend final : public backend {
     return where_ == kernels::backend::cpu ? kernels::cpu::packed_bytes(w) : 0;
   }
   void pack(const tensor_view& w, void* out) const override { kernels::cpu::pack(w, out); }
+  bool reads_packed_only(const tensor_view& w) const override {
+    return where_ == kernels::backend::cpu && kernels::cpu::packed_only(w);
+  }
   std::vector<kernels::backend> kernel_sources() const override {
     if (where_ == kernels::backend::ref) return {kernels::backend::ref};
     return {where_, kernels::backend::ref};

@@ -58,6 +58,10 @@ void matmul(const op_args& a, const exec_ctx& ctx);
 int64_t packed_bytes(const tensor_view& w);
 /// Lays `w` out that way into `out` (packed_bytes(w) bytes).
 void pack(const tensor_view& w, void* out);
+/// Whether the matmul kernels, once `w` has that layout, read only it for any number of tokens
+/// (prefill too: q4_0, AVX-512's q8_0 / Q4_K / Q5_K, unless AMX takes their prefill), never
+/// the published rows.
+bool packed_only(const tensor_view& w);
 
 /// f32 dot product of n values.
 float dot_f32(const float* x, const float* y, int64_t n);

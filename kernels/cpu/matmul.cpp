@@ -154,6 +154,12 @@ gemv_fn packed_for(const gemv_table& tab, dtype t) {
   }
 }
 
+// Whether prefill of a weight of `t` with the packed layout runs on its packed kernel.
+bool prefill_packed(const gemv_table& tab, dtype t) {
+  return packed_for(tab, t) && t != dtype::q6_k && (t != dtype::q4_k || tab.q4_k_packed_prefill) &&
+         (t != dtype::q5_k || tab.q5_k_packed_prefill);
+}
+
 // Decode of a q8_0 / q4_0 / Q4_K / Q5_K / Q6_K weight laid out at load (tensor_view::packed): the
 // packed kernel, a group of the table's pack_rows rows at a time; q4_0's takes the nibbles' offset
 // through the activations' block sums, Q4_K / Q5_K's minimums and Q6_K's -32 come through the
@@ -302,9 +308,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   // activations once per row (q4_0 prefill 1.1-1.5x on AVX2, 1.9-2.6x on AVX-512, bench/README).
   // Q4_K / Q5_K too where the table says so (AVX-512: 1.1-1.4x); on AVX2 their packed kernels
   // prefill at 0.7-1.1x of the GEMM, and Q6_K's no faster than its GEMM on either.
-  const bool packed_all = w.packed && packed_for(tab, w.type) && w.type != dtype::q6_k &&
-                          (w.type != dtype::q4_k || tab.q4_k_packed_prefill) &&
-                          (w.type != dtype::q5_k || tab.q5_k_packed_prefill);
+  const bool packed_all = w.packed && prefill_packed(tab, w.type);
   if (m.T >= gemm_min_tokens && int8_acts(w.type) && gemm_for(tab, w.type) && !blas &&
       !packed_all) {
     // the codes' offsets: q4_0's nibbles are value + 8, q8_0's bytes (AVX-512) value + 128,
@@ -675,6 +679,13 @@ void pack(const tensor_view& w, void* out) {
     pack_q8_0(src, w.rows(), w.cols(), G, dst);
   else
     pack_q4_0(src, w.rows(), w.cols(), G, dst);
+}
+
+bool packed_only(const tensor_view& w) {
+  // the AMX int8 prefill (plan's first choice where the CPU has it) reads the published rows
+  const bool amx =
+      int8_acts(w.type) && is_block32(w.type) && w.rows() % 16 == 0 && amx_int8_usable();
+  return packed_bytes(w) > 0 && prefill_packed(gemv_kernels(), w.type) && !amx;
 }
 
 std::vector<matmul_use> matmul_uses() {

@@ -2,6 +2,7 @@
 // mapped_file.hpp).
 #include <cstdio>
 #include <fstream>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -69,4 +70,35 @@ TEST(MappedFile, MapsAndChecksBounds) {
   auto missing = mapped_file::open(path);
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code, errc::not_found);
+}
+
+// Released pages leave the process and come back from the file with the same bytes; only
+// whole pages inside the range go, and a file held in memory releases nothing.
+TEST(MappedFile, ReleasedPagesReadBackTheSameBytes) {
+  const std::string path = ::testing::TempDir() + "/troupe_release_test.bin";
+  std::vector<uint8_t> bytes(5 * 4096 + 100);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7 + i / 4096);
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  }
+  auto m = mapped_file::open(path);
+  ASSERT_TRUE(m);
+  const uint8_t* d = (*m)->data();
+  uint64_t sum = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) sum += d[i]; // every page resident
+  EXPECT_GT(sum, 0u);
+  EXPECT_TRUE((*m)->contains(d + 10));
+  EXPECT_FALSE((*m)->contains(d + bytes.size()));
+  const size_t page = 4096; // the map starts on a page; these tests assume 4 KB pages
+  EXPECT_EQ((*m)->release(d + 10, 3 * page), 2 * page) << "pages 1 and 2, not the partial ones";
+  EXPECT_EQ((*m)->release(d, bytes.size()), 5 * page);
+  EXPECT_EQ((*m)->release(d + 100, 50), 0u);
+  EXPECT_EQ((*m)->release(d, bytes.size() + 1), 0u) << "past the end of the map";
+  EXPECT_EQ(std::vector<uint8_t>(d, d + bytes.size()), bytes);
+  auto mem = mapped_file::from_memory(bytes, "in memory");
+  EXPECT_EQ(mem->release(mem->data(), bytes.size()), 0u);
+  EXPECT_EQ(std::vector<uint8_t>(mem->data(), mem->data() + bytes.size()), bytes);
+  std::remove(path.c_str());
 }
