@@ -77,8 +77,6 @@ struct gemv_table {
   gemv_fn q5_k_packed;                  // Q5_K from the packed layout
   gemv_fn q6_k_packed;                  // Q6_K from the packed layout
   int pack_rows;                        // rows per group of that layout (8 or 16)
-  bool q4_k_packed_prefill;             // Q4_K prefill on q4_k_packed too (q4_0's always is)
-  bool q5_k_packed_prefill;             // Q5_K prefill on q5_k_packed too
   quantize_fn quantize_q8;              // x row -> int8 blocks of 32 with f32 scales
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
   gemm_q_fn gemm_q8_0, gemm_q4_0;                                 // 8+ tokens (gemm_q_args)

@@ -483,8 +483,6 @@ const gemv_table table = {.isa = "avx2",
                           .q5_k_packed = gemv_q5_k_x8,
                           .q6_k_packed = gemv_q6_k_x8,
                           .pack_rows = 8,
-                          .q4_k_packed_prefill = false, // 0.92-1.16x its GEMM: not taken
-                          .q5_k_packed_prefill = false, // ties its GEMM (pp512 0.99)
                           .quantize_q8 = quantize_q8,
                           .f16_to_f32 = f16_row,
                           .gemm_q8_0 = gemm_q8_0_avx2,

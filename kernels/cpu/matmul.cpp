@@ -154,10 +154,10 @@ gemv_fn packed_for(const gemv_table& tab, dtype t) {
   }
 }
 
-// Whether prefill of a weight of `t` with the packed layout runs on its packed kernel.
+// Whether prefill of a weight of `t` with the packed layout runs on its packed kernel: all but
+// Q6_K's, whose packed kernel prefilled Q4_K_M 9-15% slower than its GEMM (pp256, both ISAs).
 bool prefill_packed(const gemv_table& tab, dtype t) {
-  return packed_for(tab, t) && t != dtype::q6_k && (t != dtype::q4_k || tab.q4_k_packed_prefill) &&
-         (t != dtype::q5_k || tab.q5_k_packed_prefill);
+  return packed_for(tab, t) && t != dtype::q6_k;
 }
 
 // Decode of a q8_0 / q4_0 / Q4_K / Q5_K / Q6_K weight laid out at load (tensor_view::packed): the
@@ -306,8 +306,8 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   // q4_0 / q8_0 weights with the packed layout take its kernels for any number of tokens: a
   // group's rows stay in L1 while every token passes, where the int8 GEMM streams the
   // activations once per row (q4_0 prefill 1.1-1.5x on AVX2, 1.9-2.6x on AVX-512, bench/README).
-  // Q4_K / Q5_K too where the table says so (AVX-512: 1.1-1.4x); on AVX2 their packed kernels
-  // prefill at 0.7-1.1x of the GEMM, and Q6_K's no faster than its GEMM on either.
+  // Q4_K / Q5_K too (Q4_K_M / Q5_K_M pp256 on AVX2 1.29x / 1.08x, AVX-512 1.1-1.4x); Q6_K's
+  // keeps its GEMM (prefill_packed).
   const bool packed_all = w.packed && prefill_packed(tab, w.type);
   if (m.T >= gemm_min_tokens && int8_acts(w.type) && gemm_for(tab, w.type) && !blas &&
       !packed_all) {

@@ -1,7 +1,7 @@
 // packed_test.cpp: q8_0 (AVX-512), q4_0, Q4_K, Q5_K and Q6_K matmuls from the layout made at
 // load (tensor_view::packed, kernels/cpu/gemv.hpp pack_q4_0 / pack_q8_0 / pack_q4_k / pack_q5_k /
 // pack_q6_k: 16 rows a group on AVX-512, 8 on AVX2) give what the published rows give, for 1-7
-// tokens (and 8-33 where prefill takes them: q4_0, q8_0, Q4_K and Q5_K on AVX-512), with and
+// tokens (and 8-33 where prefill takes them: all but Q6_K), with and
 // without bias, through row slices that keep or drop the layout, and the matmul report names the
 // path. Runs where the CPU's table has the packed kernels (ctest runs it with TROUPE_ISA=avx2 too);
 // skipped, saying why, elsewhere.
@@ -94,14 +94,10 @@ TEST_P(PackedDecode, DecodeFromThePackedLayoutEqualsThePublishedRows) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> bias(N);
   for (auto& b : bias) b = nd(rng);
-  // 1-7 tokens (decode), and where prefill takes the packed kernels too (q4_0, q8_0; Q4_K / Q5_K
-  // where the table says so) 8+, whose published rows then go through the int8 GEMM, a kernel of
-  // its own
+  // 1-7 tokens (decode), and where prefill takes the packed kernels too (all but Q6_K) 8+, whose
+  // published rows then go through the int8 GEMM, a kernel of its own
   std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7};
-  if (type == dtype::q4_0 || type == dtype::q8_0 ||
-      (type == dtype::q4_k && cpu::gemv_kernels().q4_k_packed_prefill) ||
-      (type == dtype::q5_k && cpu::gemv_kernels().q5_k_packed_prefill))
-    counts.insert(counts.end(), {8, 13, 33});
+  if (type != dtype::q6_k) counts.insert(counts.end(), {8, 13, 33});
   for (int64_t T : counts) {
     std::vector<float> x(static_cast<size_t>(T * K));
     for (auto& v : x) v = nd(rng);
