@@ -132,6 +132,7 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
     std::map<const void*, std::pair<bool, bool>> readers; // data -> (by a matmul, only)
     for (const auto& n : e->base_.nodes)
       for (vid v : n.in) {
+        if (v == graph::none) continue; // an absent optional source
         const tensor_view& w = e->weights_.views[static_cast<size_t>(v)];
         if (!w.data) continue;
         const bool mm = n.kind == graph::node_kind::op &&
