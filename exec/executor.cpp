@@ -126,68 +126,7 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
                         "a collective on device memory (NCCL) for a shard in host memory");
     comm->set_stream(e->be_->stream()); // its operations go on this shard's stream
   }
-  if (!e->on_device_) { // the layouts the CPU kernels read fastest, made once (q4_0 / Q4_K)
-    // weights by their bytes: whether a matmul reads them, and whether only matmuls do (a
-    // tied embedding is looked up row by row too)
-    std::map<const void*, std::pair<bool, bool>> readers; // data -> (by a matmul, only)
-    for (const auto& n : e->base_.nodes)
-      for (vid v : n.in) {
-        if (v == graph::none) continue; // an absent optional source
-        const tensor_view& w = e->weights_.views[static_cast<size_t>(v)];
-        if (!w.data) continue;
-        const bool mm = n.kind == graph::node_kind::op &&
-                        (n.op == kernels::op::matmul || n.op == kernels::op::matmul_swiglu ||
-                         n.op == kernels::op::matmul_qkv);
-        auto [it, fresh] = readers.emplace(w.data, std::pair{mm, mm});
-        if (!fresh) it->second = {it->second.first || mm, it->second.second && mm};
-      }
-    auto layout_bytes = [&](const tensor_view& v) { // 0: not laid out (no matmul reads it)
-      const auto r = v.data ? readers.find(v.data) : readers.end();
-      return r != readers.end() && r->second.first ? e->be_->packed_bytes(v) : int64_t{0};
-    };
-    std::map<std::pair<const void*, int64_t>, const void*> done; // a tensor two values read
-    int64_t total = 0;
-    for (const auto& v : e->weights_.views) {
-      const int64_t bytes = layout_bytes(v);
-      if (bytes > 0 && done.emplace(std::pair{v.data, bytes}, nullptr).second) total += bytes;
-    }
-    done.clear();
-    // a second copy of those matrices: only where it leaves half of the free memory (the
-    // published rows stay mapped for prefill; a model that barely fits decodes from them)
-    const int64_t budget = opt.pack_budget >= 0 ? opt.pack_budget : e->be_->memory().free / 2;
-    const bool fits = total > 0 && total <= budget;
-    if (total > 0 && !fits)
-      TROUPE_LOG_INFO("exec",
-                      "{}: matmuls from the published rows: their packed layout ({:.3f} GB) "
-                      "would take more than {} ({:.3f} GB)",
-                      e->spec_name(), total / 1e9,
-                      opt.pack_budget >= 0 ? "the budget given" : "half of the free memory",
-                      budget / 1e9);
-    for (auto& v : e->weights_.views) {
-      const int64_t bytes = fits ? layout_bytes(v) : 0;
-      if (bytes <= 0) continue;
-      auto& at = done[{v.data, bytes}];
-      if (!at) {
-        TROUPE_TRY_ASSIGN(b, buffer::allocate(static_cast<size_t>(bytes)));
-        e->be_->pack(v, b.data());
-        at = b.data();
-        e->weights_.resident_bytes += bytes;
-        e->layout_bytes_ += bytes;
-        e->weights_.owned.push_back(std::move(b));
-        // a matrix only matmuls read, whose kernels then read only the layout: its published
-        // rows (mapped from the checkpoint) leave the process's memory, as llama.cpp's
-        // repacking replaces them; were they read again, they would fault back in from the file
-        if (readers.at(v.data).second && e->be_->reads_packed_only(v) && m->tensors)
-          for (const auto& f : m->tensors->files())
-            if (f->contains(v.data)) {
-              const auto dropped = static_cast<int64_t>(f->release(v.data, v.nbytes()));
-              e->weights_.resident_bytes -= dropped;
-              e->released_bytes_ += dropped;
-            }
-      }
-      v.packed = at;
-    }
-  }
+  if (!e->on_device_) TROUPE_TRY(e->lay_out(*m, opt.pack_budget));
   if (e->on_device_) {
     // the weights, uploaded once into one buffer; the views then point there. A tensor two
     // values read (a tied embedding and lm_head) goes up once.
@@ -693,6 +632,86 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     std::vector<float> next(static_cast<size_t>(T * c.C));
     TROUPE_TRY(be_->download(next.data(), h.data, next.size() * sizeof(float)));
     x = std::move(next);
+  }
+  return {};
+}
+
+// The layouts the CPU kernels read fastest (tensor_view::packed), made once at load for the
+// matrices a matmul reads. A matrix that only matmuls read, and whose kernels then read only
+// its layout, releases its published rows (mapped from the checkpoint) as llama.cpp's
+// repacking replaces them; were they read again, they would fault back in from the file. The
+// budget bounds what the layouts add at their peak: the copies kept next to their published
+// rows, and the largest matrix being laid out before its rows go.
+status executor::lay_out(const model_source& m, int64_t pack_budget) {
+  // weights by their bytes: whether a matmul reads them, and whether only matmuls do (a tied
+  // embedding is looked up row by row too)
+  std::map<const void*, std::pair<bool, bool>> readers; // data -> (by a matmul, only)
+  for (const auto& n : base_.nodes)
+    for (vid v : n.in) {
+      if (v == graph::none) continue; // an absent optional source
+      const tensor_view& w = weights_.views[static_cast<size_t>(v)];
+      if (!w.data) continue;
+      const bool mm = n.kind == graph::node_kind::op &&
+                      (n.op == kernels::op::matmul || n.op == kernels::op::matmul_swiglu ||
+                       n.op == kernels::op::matmul_qkv);
+      auto [it, fresh] = readers.emplace(w.data, std::pair{mm, mm});
+      if (!fresh) it->second = {it->second.first || mm, it->second.second && mm};
+    }
+  auto layout_bytes = [&](const tensor_view& v) { // 0: not laid out (no matmul reads it)
+    const auto r = v.data ? readers.find(v.data) : readers.end();
+    return r != readers.end() && r->second.first ? be_->packed_bytes(v) : int64_t{0};
+  };
+  auto file_of = [&](const void* p) -> const mapped_file* { // the checkpoint file mapping p
+    if (m.tensors)
+      for (const auto& f : m.tensors->files())
+        if (f->contains(p)) return f.get();
+    return nullptr;
+  };
+  auto releasable = [&](const tensor_view& v) {
+    return readers.at(v.data).second && be_->reads_packed_only(v) && file_of(v.data);
+  };
+  std::map<std::pair<const void*, int64_t>, const void*> done; // a tensor two values read
+  int64_t total = 0, kept = 0, largest = 0;
+  for (const auto& v : weights_.views) {
+    const int64_t bytes = layout_bytes(v);
+    if (bytes <= 0 || !done.emplace(std::pair{v.data, bytes}, nullptr).second) continue;
+    total += bytes;
+    if (releasable(v))
+      largest = std::max(largest, bytes);
+    else
+      kept += bytes;
+  }
+  done.clear();
+  if (total == 0) return {};
+  layout_need_ = kept + largest;
+  const int64_t budget = pack_budget >= 0 ? pack_budget : be_->memory().free / 2;
+  if (layout_need_ > budget) { // a model that barely fits decodes from the published rows
+    TROUPE_LOG_INFO("exec",
+                    "{}: matmuls from the published rows: their packed layout would add {:.3f} "
+                    "GB, more than {} ({:.3f} GB)",
+                    spec_name(), layout_need_ / 1e9,
+                    pack_budget >= 0 ? "the budget given" : "half of the free memory",
+                    budget / 1e9);
+    return {};
+  }
+  for (auto& v : weights_.views) {
+    const int64_t bytes = layout_bytes(v);
+    if (bytes <= 0) continue;
+    auto& at = done[{v.data, bytes}];
+    if (!at) {
+      TROUPE_TRY_ASSIGN(b, buffer::allocate(static_cast<size_t>(bytes)));
+      be_->pack(v, b.data());
+      at = b.data();
+      weights_.resident_bytes += bytes;
+      layout_bytes_ += bytes;
+      weights_.owned.push_back(std::move(b));
+      if (releasable(v)) {
+        const auto dropped = static_cast<int64_t>(file_of(v.data)->release(v.data, v.nbytes()));
+        weights_.resident_bytes -= dropped;
+        released_bytes_ += dropped;
+      }
+    }
+    v.packed = at;
   }
   return {};
 }

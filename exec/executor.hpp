@@ -52,9 +52,10 @@ struct exec_options {
   // rows when it loads (a larger step grows them, which allocates on that step)
   int64_t max_rows = 512;
   // bytes the CPU kernels' load-time layouts (tensor_view::packed, a copy of the q4_0 / q8_0 /
-  // K-quant matrices that matmuls read) may take: -1 half of the free memory, 0 none (all from
-  // the published rows); past it, none is made. Where the kernels then read only the layout,
-  // the published rows are released (executor::released_bytes)
+  // K-quant matrices that matmuls read) may add at their peak: -1 half of the free memory, 0
+  // none (all from the published rows); past it, none is made. Where the kernels then read
+  // only the layout, the published rows are released (executor::released_bytes), so those
+  // matrices add only the largest of them while it is made (executor::layout_need)
   int64_t pack_budget = -1;
 };
 
@@ -94,10 +95,12 @@ class executor {
   /// (one row each per token) unless a matmul reads them too (tied lm_head).
   int64_t decode_weight_bytes() const;
   int64_t kv_bytes() const { return kv_bytes_; }
-  /// Bytes of the CPU kernels' load-time layouts made (exec_options::pack_budget), and of the
-  /// published weight rows released after them.
+  /// Bytes of the CPU kernels' load-time layouts made, of the published weight rows released
+  /// after them, and what the layouts add at their peak (the least exec_options::pack_budget
+  /// that makes them: the copies kept next to their rows and the largest released one).
   int64_t layout_bytes() const { return layout_bytes_; }
   int64_t released_bytes() const { return released_bytes_; }
+  int64_t layout_need() const { return layout_need_; }
   /// The memory of the device the shard runs on (the host's for the CPU backends).
   memory_info device_memory() const { return be_->memory(); }
   /// Where the shard runs: "cpu", "cuda:0 (NVIDIA H200, sm_90)".
@@ -120,6 +123,7 @@ class executor {
   executor() = default;
   status compile(int tc, int nc);
   status check_batch(const batch& b) const;
+  status lay_out(const model_source& m, int64_t pack_budget); // the CPU kernels' layouts
   expected<tensor_view> view_of(const plan& p, graph::vid v, int64_t T, int64_t N, int64_t S,
                                 int64_t cols) const;
 
@@ -134,7 +138,7 @@ class executor {
   std::vector<kernels::device_buffer> kv_; // per state value (index in kv_of_)
   std::vector<int> kv_of_;                 // value id -> index in kv_, or -1
   int64_t kv_bytes_ = 0;
-  int64_t layout_bytes_ = 0, released_bytes_ = 0;
+  int64_t layout_bytes_ = 0, released_bytes_ = 0, layout_need_ = 0;
   std::array<std::unique_ptr<plan>, 4> plans_; // [token class * 2 + logit class]
   kernels::device_buffer arena_, scratch_;
   int64_t arena_rows_ = 0; // rows the arena holds now
