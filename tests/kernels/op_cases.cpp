@@ -418,7 +418,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
           fmt::format("paged_attention(S=3,P={},H={},Hkv={},D={},kv={})", P, H, Hkv, D, name(kv));
       gen g(c.name);
       c.kind = op::paged_attention;
-      const int64_t counts[3] = {13, 1, 3}, pos0s[3] = {0, 17, 6};
+      const int64_t counts[3] = {20, 1, 3}, pos0s[3] = {0, 17, 6}; // 20: a whole 16-row tile
       std::vector<int32_t> blocks(NB - 1);
       std::iota(blocks.begin(), blocks.end(), 1); // block 0 is the null block
       std::shuffle(blocks.begin(), blocks.end(), g.rng);
