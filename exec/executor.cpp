@@ -657,31 +657,37 @@ status executor::lay_out(const model_source& m, int64_t pack_budget) {
       auto [it, fresh] = readers.emplace(w.data, std::pair{mm, mm});
       if (!fresh) it->second = {it->second.first || mm, it->second.second && mm};
     }
-  auto layout_bytes = [&](const tensor_view& v) { // 0: not laid out (no matmul reads it)
-    const auto r = v.data ? readers.find(v.data) : readers.end();
-    return r != readers.end() && r->second.first ? be_->packed_bytes(v) : int64_t{0};
-  };
   auto file_of = [&](const void* p) -> const mapped_file* { // the checkpoint file mapping p
     if (m.tensors)
       for (const auto& f : m.tensors->files())
         if (f->contains(p)) return f.get();
     return nullptr;
   };
-  auto releasable = [&](const tensor_view& v) {
-    return readers.at(v.data).second && be_->reads_packed_only(v) && file_of(v.data);
+  // each matrix a matmul reads once (a tensor two values read is one), decided once: its
+  // layout's bytes, the file its published rows can be released from (null: they stay)
+  struct matrix {
+    int64_t bytes;
+    const mapped_file* release_from;
+    const void* at = nullptr; // its layout, once made
   };
-  std::map<std::pair<const void*, int64_t>, const void*> done; // a tensor two values read
+  std::map<std::pair<const void*, int64_t>, matrix> todo;
+  std::vector<matrix*> of_view(weights_.views.size(), nullptr); // each view's matrix, if any
   int64_t total = 0, kept = 0, largest = 0;
-  for (const auto& v : weights_.views) {
-    const int64_t bytes = layout_bytes(v);
-    if (bytes <= 0 || !done.emplace(std::pair{v.data, bytes}, nullptr).second) continue;
+  for (size_t i = 0; i < weights_.views.size(); ++i) {
+    const tensor_view& v = weights_.views[i];
+    const auto r = v.data ? readers.find(v.data) : readers.end();
+    const int64_t bytes = r != readers.end() && r->second.first ? be_->packed_bytes(v) : 0;
+    if (bytes <= 0) continue;
+    auto [it, fresh] = todo.try_emplace(std::pair{v.data, bytes}, matrix{bytes, nullptr});
+    of_view[i] = &it->second;
+    if (!fresh) continue;
+    if (r->second.second && be_->reads_packed_only(v)) it->second.release_from = file_of(v.data);
     total += bytes;
-    if (releasable(v))
+    if (it->second.release_from)
       largest = std::max(largest, bytes);
     else
       kept += bytes;
   }
-  done.clear();
   if (total == 0) return {};
   layout_need_ = kept + largest;
   const int64_t budget = pack_budget >= 0 ? pack_budget : be_->memory().free / 2;
@@ -694,24 +700,24 @@ status executor::lay_out(const model_source& m, int64_t pack_budget) {
                     budget / 1e9);
     return {};
   }
-  for (auto& v : weights_.views) {
-    const int64_t bytes = layout_bytes(v);
-    if (bytes <= 0) continue;
-    auto& at = done[{v.data, bytes}];
-    if (!at) {
-      TROUPE_TRY_ASSIGN(b, buffer::allocate(static_cast<size_t>(bytes)));
+  for (size_t i = 0; i < weights_.views.size(); ++i) {
+    if (!of_view[i]) continue;
+    tensor_view& v = weights_.views[i];
+    matrix& x = *of_view[i];
+    if (!x.at) {
+      TROUPE_TRY_ASSIGN(b, buffer::allocate(static_cast<size_t>(x.bytes)));
       be_->pack(v, b.data());
-      at = b.data();
-      weights_.resident_bytes += bytes;
-      layout_bytes_ += bytes;
+      x.at = b.data();
+      weights_.resident_bytes += x.bytes;
+      layout_bytes_ += x.bytes;
       weights_.owned.push_back(std::move(b));
-      if (releasable(v)) {
-        const auto dropped = static_cast<int64_t>(file_of(v.data)->release(v.data, v.nbytes()));
+      if (x.release_from) {
+        const auto dropped = static_cast<int64_t>(x.release_from->release(v.data, v.nbytes()));
         weights_.resident_bytes -= dropped;
         released_bytes_ += dropped;
       }
     }
-    v.packed = at;
+    v.packed = x.at;
   }
   return {};
 }

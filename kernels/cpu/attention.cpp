@@ -112,8 +112,8 @@ struct task {
   const int32_t* blocks;       // null: contiguous cache
 };
 
-// prefill query rows per tile (keys read once per tile): the AVX-512 tile holds 16 in the
-// lanes of a zmm, the AVX2 one 8
+// prefill query rows per tile (keys read once per tile), the lanes of the rows tile: 16 in a
+// zmm (AVX-512 table), 8 in a ymm (AVX2)
 int64_t tile_rows() {
   return have_avx512() ? 16 : 8;
 }
@@ -194,14 +194,10 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
         mods(kv, kh);
         const float* qp = q.as<float>() + (w.t0 * H + kh * G) * D;
         float* op = a.dst.as<float>() + (w.t0 * H + kh * G) * D;
-        if (w.R > 1 && have_avx512()) {
-          work.resize(static_cast<size_t>(attend_rows_floats(16, G, D)));
-          attend_rows_avx512(qp, H * D, w.R, G, D, w.p0, W, a.p.scale, kv, op, work.data());
-          continue;
-        }
-        if (w.R > 1 && have_avx2()) {
-          work.resize(static_cast<size_t>(attend_rows_floats(8, G, D)));
-          attend_rows_avx2(qp, H * D, w.R, G, D, w.p0, W, a.p.scale, kv, op, work.data());
+        if (w.R > 1 && have_avx2()) { // a prefill tile with its rows in the vector lanes
+          work.resize(static_cast<size_t>(attend_rows_floats(tile_rows(), G, D)));
+          (have_avx512() ? attend_rows_avx512 : attend_rows_avx2)(qp, H * D, w.R, G, D, w.p0, W,
+                                                                  a.p.scale, kv, op, work.data());
           continue;
         }
         for (int64_t r = 0; r < w.R; ++r) {

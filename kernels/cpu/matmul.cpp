@@ -154,6 +154,12 @@ gemv_fn packed_for(const gemv_table& tab, dtype t) {
   }
 }
 
+// Whether the AMX int8 tiles take a prefill with `w` (plan's first choice for 8+ tokens where
+// the CPU has them; they read the published rows).
+bool amx_int8_takes(const tensor_view& w) {
+  return int8_acts(w.type) && is_block32(w.type) && w.rows() % 16 == 0 && amx_int8_usable();
+}
+
 // Whether prefill of a weight of `t` with the packed layout runs on its packed kernel: all but
 // Q6_K's, whose packed kernel prefilled Q4_K_M 9-15% slower than its GEMM (pp256, both ISAs).
 bool prefill_packed(const gemv_table& tab, dtype t) {
@@ -282,8 +288,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = 2;
     return m;
   }
-  if (m.T >= gemm_min_tokens && int8_acts(w.type) && is_block32(w.type) && w.rows() % 16 == 0 &&
-      amx_int8_usable()) {
+  if (m.T >= gemm_min_tokens && amx_int8_takes(w)) {
     thread_local std::vector<int8_t> xv;
     thread_local std::vector<float> dx;
     xv.resize(amx_xv_bytes(m.T, m.K));
@@ -682,10 +687,7 @@ void pack(const tensor_view& w, void* out) {
 }
 
 bool packed_only(const tensor_view& w) {
-  // the AMX int8 prefill (plan's first choice where the CPU has it) reads the published rows
-  const bool amx =
-      int8_acts(w.type) && is_block32(w.type) && w.rows() % 16 == 0 && amx_int8_usable();
-  return packed_bytes(w) > 0 && prefill_packed(gemv_kernels(), w.type) && !amx;
+  return packed_bytes(w) > 0 && prefill_packed(gemv_kernels(), w.type) && !amx_int8_takes(w);
 }
 
 std::vector<matmul_use> matmul_uses() {
