@@ -320,55 +320,64 @@ void attention_cases(std::vector<op_case>& out_cases) {
   // soft-capped scores (Gemma 2) and ALiBi (Bloom / MPT: 12 heads, so the slopes of the
   // heads past the largest power of two are exercised, and a shard whose first head is 4)
   // (and both at once with GQA: 4 query heads per KV head, the slopes indexed per query head)
-  // (and over several key blocks and tiles: 40 rows after 30)
-  for (auto [softcap, alibi, head0, Hkv, T, pos0] :
-       {std::tuple<float, float, int, int64_t, int64_t, int64_t>{5.0f, 0.0f, 0, 12, 9, 6},
-        {0.0f, 8.0f, 0, 12, 9, 6},
-        {0.0f, 8.0f, 4, 12, 9, 6},
-        {4.0f, 8.0f, 2, 3, 9, 6},
-        {4.0f, 8.0f, 2, 3, 40, 30}}) {
-    const int64_t H = 12, D = 16, S = pos0 + T;
-    op_case c;
-    c.name = fmt::format("attention(T={},S={},H={},Hkv={},D={},softcap={},alibi={},head0={})", T, S,
-                         H, Hkv, D, softcap, alibi, head0);
-    gen g(c.name);
-    c.kind = op::attention;
-    c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D, 2.0f)),
-             from_floats(dtype::f32, {S, Hkv, D}, g.normal(S * Hkv * D, 2.0f)),
-             from_floats(dtype::f32, {S, Hkv, D}, g.normal(S * Hkv * D))};
-    c.dst = out(dtype::f32, {T, H, D});
-    c.p.pos0 = pos0;
-    c.p.scale = 0.5f;
-    c.p.softcap = softcap;
-    c.p.alibi_max_bias = alibi;
-    c.p.alibi_heads = 16;
-    c.p.head0 = head0;
-    c.tol = {1e-10, 1e-5};
-    out_cases.push_back(std::move(c));
-  }
+  // (and over several key blocks and tiles: 40 rows after 30; and in a window of 12), from
+  // caches in each element type (the modifiers run on the widened rows)
+  for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16})
+    for (auto [softcap, alibi, head0, Hkv, T, pos0, W] :
+         {std::tuple<float, float, int, int64_t, int64_t, int64_t, int64_t>{5.0f, 0.0f, 0, 12, 9, 6,
+                                                                            0},
+          {0.0f, 8.0f, 0, 12, 9, 6, 0},
+          {0.0f, 8.0f, 4, 12, 9, 6, 0},
+          {4.0f, 8.0f, 2, 3, 9, 6, 0},
+          {4.0f, 8.0f, 2, 3, 40, 30, 0},
+          {4.0f, 8.0f, 2, 3, 40, 30, 12},
+          {4.0f, 8.0f, 2, 3, 1, 50, 12}}) {
+      const int64_t H = 12, D = 16, S = pos0 + T;
+      op_case c;
+      c.name = fmt::format(
+          "attention(T={},S={},H={},Hkv={},D={},kv={},softcap={},alibi={},head0={},window={})", T,
+          S, H, Hkv, D, name(kv), softcap, alibi, head0, W);
+      gen g(c.name);
+      c.kind = op::attention;
+      c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D, 2.0f)),
+               from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D, 2.0f)),
+               from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D))};
+      c.dst = out(dtype::f32, {T, H, D});
+      c.p.pos0 = pos0;
+      c.p.window = W;
+      c.p.scale = 0.5f;
+      c.p.softcap = softcap;
+      c.p.alibi_max_bias = alibi;
+      c.p.alibi_heads = 16;
+      c.p.head0 = head0;
+      c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+      out_cases.push_back(std::move(c));
+    }
   // attention sinks (GPT-OSS: one logit per head in the softmax's denominator): decode rows,
-  // a prefill with a partial tile, with and without a window, sinks above and below the scores
-  for (auto [T, pos0, W, D] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 39, 0, 64},
-                               {37, 20, 0, 64},
-                               {9, 30, 5, 16},
-                               {1, 50, 16, 16}}) {
-    const int64_t H = 8, Hkv = 2, S = pos0 + T;
-    op_case c;
-    c.name =
-        fmt::format("attention(T={},S={},H={},Hkv={},D={},window={},sinks)", T, S, H, Hkv, D, W);
-    gen g(c.name);
-    c.kind = op::attention;
-    c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
-             from_floats(dtype::bf16, {S, Hkv, D}, g.normal(S * Hkv * D)),
-             from_floats(dtype::bf16, {S, Hkv, D}, g.normal(S * Hkv * D)),
-             from_floats(dtype::f32, {H}, g.normal(H, 3.0f))};
-    c.dst = out(dtype::f32, {T, H, D});
-    c.p.pos0 = pos0;
-    c.p.window = W;
-    c.p.scale = 0.25f;
-    c.tol = {1e-8, 1e-4};
-    out_cases.push_back(std::move(c));
-  }
+  // a prefill with a partial tile, with and without a window, sinks above and below the scores,
+  // from caches in each element type
+  for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16})
+    for (auto [T, pos0, W, D] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 39, 0, 64},
+                                 {37, 20, 0, 64},
+                                 {9, 30, 5, 16},
+                                 {1, 50, 16, 16}}) {
+      const int64_t H = 8, Hkv = 2, S = pos0 + T;
+      op_case c;
+      c.name = fmt::format("attention(T={},S={},H={},Hkv={},D={},kv={},window={},sinks)", T, S, H,
+                           Hkv, D, name(kv), W);
+      gen g(c.name);
+      c.kind = op::attention;
+      c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+               from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D)),
+               from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D)),
+               from_floats(dtype::f32, {H}, g.normal(H, 3.0f))};
+      c.dst = out(dtype::f32, {T, H, D});
+      c.p.pos0 = pos0;
+      c.p.window = W;
+      c.p.scale = 0.25f;
+      c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+      out_cases.push_back(std::move(c));
+    }
   // paged with a window of 6 over blocks of 4: blocks wholly before every query's window are
   // the null block 0 (the scheduler frees them), so a kernel that reads them fails the case
   for (dtype kv : {dtype::f32, dtype::bf16})
@@ -446,16 +455,22 @@ void attention_cases(std::vector<op_case>& out_cases) {
   // batched decode: 12 sequences of one row each (enough rows that a task takes a row with
   // all its KV heads) through shuffled blocks of 16; short rows (positions 0 to 66) go head
   // by head, long ones (1030 to 1140, over 1 MB of K and V each) in one pass over all heads
-  // (window 1000: the one-pass path over a window that starts mid-block, earlier blocks null)
-  for (auto [long_rows, W] : {std::pair<bool, int64_t>{false, 0}, {true, 0}, {true, 1000}})
+  // (window 1000: the one-pass path over a window that starts mid-block, earlier blocks null;
+  // `mods`: soft-capped ALiBi scores and sinks, short rows and long)
+  for (auto [long_rows, W, mods] : {std::tuple<bool, int64_t, bool>{false, 0, false},
+                                    {true, 0, false},
+                                    {true, 1000, false},
+                                    {false, 0, true},
+                                    {true, 0, true}})
     for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16}) {
       if (W && kv == dtype::f16) continue;
       const int64_t B = 12, H = 8, Hkv = long_rows ? 4 : 2, D = 64, P = 16;
       const int64_t MB = long_rows ? 72 : 5, NB = B * MB + 1;
       op_case c;
       c.name =
-          fmt::format("paged_attention(decode,S={},P={},H={},Hkv={},D={},kv={}{}{})", B, P, H, Hkv,
-                      D, name(kv), long_rows ? ",long" : "", W ? fmt::format(",window={}", W) : "");
+          fmt::format("paged_attention(decode,S={},P={},H={},Hkv={},D={},kv={}{}{}{})", B, P, H,
+                      Hkv, D, name(kv), long_rows ? ",long" : "",
+                      W ? fmt::format(",window={}", W) : "", mods ? ",softcap,alibi,sinks" : "");
       gen g(c.name);
       c.kind = op::paged_attention;
       std::vector<int32_t> blocks(NB - 1);
@@ -473,6 +488,12 @@ void attention_cases(std::vector<op_case>& out_cases) {
                from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
                from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
                from_ints({B, 3 + MB}, seqs)};
+      if (mods) {
+        c.src.push_back(from_floats(dtype::f32, {H}, g.normal(H, 3.0f))); // sinks
+        c.p.softcap = 4.0f;
+        c.p.alibi_max_bias = 8.0f;
+        c.p.alibi_heads = H;
+      }
       c.dst = out(dtype::f32, {B, H, D});
       c.p.scale = 0.125f;
       c.p.block_size = P;
