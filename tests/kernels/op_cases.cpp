@@ -59,19 +59,24 @@ void matmul_cases(std::vector<op_case>& out_cases) {
       out_cases.push_back(std::move(c));
     }
   }
-  // f32/f16/bf16 with a K that is not a multiple of the vector width
-  for (dtype w : {dtype::f32, dtype::f16, dtype::bf16}) {
-    op_case c;
-    c.name = fmt::format("matmul(T=2,K=100,N=7,W={})", name(w));
-    gen g(c.name);
-    c.kind = op::matmul;
-    c.src = {from_floats(dtype::f32, {2, 100}, g.normal(200)),
-             from_floats(w, {7, 100}, g.normal(700, 0.05f)), absent()};
-    c.dst = out(dtype::f32, {2, 7});
-    c.tol = tol_for(w);
-    c.flops = 2.0 * 2 * 100 * 7;
-    out_cases.push_back(std::move(c));
-  }
+  // f32/f16/bf16 with a K that is not a multiple of the vector width (108: 16-wide passes, one
+  // of 8, a scalar tail); single tokens over an odd number of rows (the decode kernels read
+  // the two halves of a range side by side, the odd row alone) with a bias
+  for (dtype w : {dtype::f32, dtype::f16, dtype::bf16})
+    for (auto d : {dims{2, 100, 7, false}, dims{1, 100, 7, true}, dims{1, 108, 9, true}}) {
+      op_case c;
+      c.name = fmt::format("matmul(T={},K={},N={},W={}{})", d.T, d.K, d.N, name(w),
+                           d.bias ? ",bias" : "");
+      gen g(c.name);
+      c.kind = op::matmul;
+      c.src = {from_floats(dtype::f32, {d.T, d.K}, g.normal(d.T * d.K)),
+               from_floats(w, {d.N, d.K}, g.normal(d.N * d.K, 0.05f)),
+               d.bias ? from_floats(dtype::f32, {d.N}, g.normal(d.N)) : absent()};
+      c.dst = out(dtype::f32, {d.T, d.N});
+      c.tol = tol_for(w);
+      c.flops = 2.0 * d.T * d.K * d.N;
+      out_cases.push_back(std::move(c));
+    }
 }
 
 void norm_cases(std::vector<op_case>& out_cases) {
