@@ -83,6 +83,7 @@ void shapes(benchmark::internal::Benchmark* b) {
     b->Args({1, 768, 32768, threads});   // decode: 24-100 MB of weights (may sit in a large L3)
     b->Args({1, 768, 262144, threads});  // decode: 150-800 MB, past any cache
     b->Args({1, 5632, 32768, threads});  // decode, long rows (a 1 B model's down projection)
+    b->Args({4, 5632, 32768, threads});  // batched decode of 4 sequences, long rows
     b->Args({64, 768, 2048, threads});   // prefill of 64 tokens on a 768 x 2048 projection
     b->Args({256, 768, 32768, threads}); // prefill with the weights coming from DRAM
   }

@@ -82,51 +82,66 @@ inline void float_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_
   if constexpr (TC == 2) a.y[(t0 + 1) * a.ldy + n - a.ycol0] = s1 + b;
 }
 
-// One token against rows n and m (two chains each): the two halves of a range are read as
+// TC (1 or 2) tokens from t0 against rows n and m: the two halves of a range are read as
 // two streams at once. One core's single sequential stream fell short of its DRAM bandwidth
 // (f16 rows of 5632 values: 17-19 GB/s one row at a time, 26 with two streams; a 1 B f16
-// model decodes 15-20% faster).
-template <int W>
-inline void float_two_rows(const gemv_args& a, int64_t n, int64_t m) {
+// model decodes 15-20% faster). One token keeps two chains per row, two tokens one per pair.
+template <int W, int TC>
+inline void float_two_rows(const gemv_args& a, int64_t n, int64_t m, int64_t t0) {
   const int64_t K = a.K, K8 = K / 8 * 8;
   const uint8_t* r0 = a.w + n * a.row_bytes;
   const uint8_t* r1 = a.w + m * a.row_bytes;
   __m256 c0 = _mm256_setzero_ps(), c1 = c0, d0 = c0, d1 = c0;
-  const float* x = a.x;
+  const float* x = a.x + t0 * K;
+  const float* x2 = x + K; // the second token's
   int64_t k = 0;
-  for (; k + 16 <= K8; k += 16) {
-    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
-    c0 = _mm256_fmadd_ps(x0, load_w<W>(r0, k), c0);
-    c1 = _mm256_fmadd_ps(x1, load_w<W>(r0, k + 8), c1);
-    d0 = _mm256_fmadd_ps(x0, load_w<W>(r1, k), d0);
-    d1 = _mm256_fmadd_ps(x1, load_w<W>(r1, k + 8), d1);
+  if constexpr (TC == 1)
+    for (; k + 16 <= K8; k += 16) {
+      const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+      c0 = _mm256_fmadd_ps(x0, load_w<W>(r0, k), c0);
+      c1 = _mm256_fmadd_ps(x1, load_w<W>(r0, k + 8), c1);
+      d0 = _mm256_fmadd_ps(x0, load_w<W>(r1, k), d0);
+      d1 = _mm256_fmadd_ps(x1, load_w<W>(r1, k + 8), d1);
+    }
+  for (; k < K8; k += 8) { // c: row n, d: row m; 0: token t0, 1: token t0 + 1
+    const __m256 x0 = _mm256_loadu_ps(x + k), w0 = load_w<W>(r0, k), w1 = load_w<W>(r1, k);
+    c0 = _mm256_fmadd_ps(x0, w0, c0);
+    d0 = _mm256_fmadd_ps(x0, w1, d0);
+    if constexpr (TC == 2) {
+      const __m256 x1 = _mm256_loadu_ps(x2 + k);
+      c1 = _mm256_fmadd_ps(x1, w0, c1);
+      d1 = _mm256_fmadd_ps(x1, w1, d1);
+    }
   }
-  for (; k < K8; k += 8) {
-    const __m256 x0 = _mm256_loadu_ps(x + k);
-    c0 = _mm256_fmadd_ps(x0, load_w<W>(r0, k), c0);
-    d0 = _mm256_fmadd_ps(x0, load_w<W>(r1, k), d0);
+  float s[4];
+  if constexpr (TC == 1) {
+    s[0] = hsum256(_mm256_add_ps(c0, c1)), s[1] = hsum256(_mm256_add_ps(d0, d1));
+  } else {
+    s[0] = hsum256(c0), s[1] = hsum256(d0), s[2] = hsum256(c1), s[3] = hsum256(d1);
   }
-  float s0 = hsum256(_mm256_add_ps(c0, c1)), s1 = hsum256(_mm256_add_ps(d0, d1));
   for (; k < K; ++k) {
-    s0 += x[k] * load_w1<W>(r0, k);
-    s1 += x[k] * load_w1<W>(r1, k);
+    const float w0 = load_w1<W>(r0, k), w1 = load_w1<W>(r1, k);
+    s[0] += x[k] * w0, s[1] += x[k] * w1;
+    if constexpr (TC == 2) s[2] += x2[k] * w0, s[3] += x2[k] * w1;
   }
-  a.y[n - a.ycol0] = s0 + (a.bias ? a.bias[n] : 0.0f);
-  a.y[m - a.ycol0] = s1 + (a.bias ? a.bias[m] : 0.0f);
+  const float bn = a.bias ? a.bias[n] : 0.0f, bm = a.bias ? a.bias[m] : 0.0f;
+  for (int j = 0; j < TC; ++j) {
+    a.y[(t0 + j) * a.ldy + n - a.ycol0] = s[2 * j] + bn;
+    a.y[(t0 + j) * a.ldy + m - a.ycol0] = s[2 * j + 1] + bm;
+  }
 }
 
+// The two halves of the range side by side, tokens in pairs; an odd last row alone.
 template <int W>
 void gemv_float(const gemv_args& a) {
-  if (a.T == 1) { // the two halves of the range side by side, an odd last row alone
-    const int64_t half = (a.n1 - a.n0) / 2, mid = a.n0 + half;
-    for (int64_t i = 0; i < half; ++i) float_two_rows<W>(a, a.n0 + i, mid + i);
-    if ((a.n1 - a.n0) % 2) {
-      const int64_t n = a.n1 - 1;
-      float_row<W, 1>(a, a.w + n * a.row_bytes, 0, n, a.bias ? a.bias[n] : 0.0f);
-    }
-    return;
+  const int64_t half = (a.n1 - a.n0) / 2, mid = a.n0 + half;
+  for (int64_t i = 0; i < half; ++i) {
+    int64_t t0 = 0;
+    for (; t0 + 2 <= a.T; t0 += 2) float_two_rows<W, 2>(a, a.n0 + i, mid + i, t0);
+    if (t0 < a.T) float_two_rows<W, 1>(a, a.n0 + i, mid + i, t0);
   }
-  for (int64_t n = a.n0; n < a.n1; ++n) {
+  if ((a.n1 - a.n0) % 2) {
+    const int64_t n = a.n1 - 1;
     const uint8_t* row = a.w + n * a.row_bytes;
     const float b = a.bias ? a.bias[n] : 0.0f;
     int64_t t0 = 0;
