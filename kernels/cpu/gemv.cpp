@@ -31,10 +31,12 @@ bool amd() {
   return !std::strcmp(vendor, "AuthenticAMD");
 }
 
-// AMD's AVX-512 cores (Zen 4 and later) run the AVX-512 table's two-rows-at-a-time decode
+// AMD's AVX-512 cores (Zen 4 and later) ran the AVX-512 table's two-rows-at-a-time decode
 // kernels (f32 / f16 / bf16 / q8_0) at half the bandwidth of one row at a time, and their
 // 512-bit float GEMV below the 256-bit one (bench/README.md "CPU paths", an A/B on an EPYC):
-// there the AVX2 decode kernels take those dtypes; everything else stays AVX-512.
+// there the AVX2 decode kernels take those dtypes; everything else stays AVX-512. (The 16-bit
+// ones read adjacent rows, one stream; since they pair rows from the two halves of a range
+// the kernel benchmark puts them ahead, but end to end they were not clearly so: kept.)
 const gemv_table* zen_table() {
   static const gemv_table t = [] {
     gemv_table z = *gemv_avx512_table();
