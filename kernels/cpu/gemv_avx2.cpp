@@ -49,43 +49,11 @@ inline float load_w1(const uint8_t* row, int64_t k) {
   }
 }
 
-// One row against TC (1 or 2) tokens from t0: the weights are loaded once for both tokens,
-// and a single token does single-token work.
-template <int W, int TC>
-inline void float_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_t n, float b) {
-  const int64_t K = a.K, K8 = K / 8 * 8;
-  __m256 c0 = _mm256_setzero_ps(), c1 = c0, d0 = c0, d1 = c0;
-  const float* x0 = a.x + t0 * K;
-  const float* x1 = x0 + K;
-  int64_t k = 0;
-  for (; k + 16 <= K8; k += 16) {
-    const __m256 w0 = load_w<W>(row, k), w1 = load_w<W>(row, k + 8);
-    c0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + k), w0, c0);
-    c1 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + k + 8), w1, c1);
-    if constexpr (TC == 2) {
-      d0 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + k), w0, d0);
-      d1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + k + 8), w1, d1);
-    }
-  }
-  for (; k < K8; k += 8) {
-    const __m256 w0 = load_w<W>(row, k);
-    c0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + k), w0, c0);
-    if constexpr (TC == 2) d0 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + k), w0, d0);
-  }
-  float s0 = hsum256(_mm256_add_ps(c0, c1)), s1 = hsum256(_mm256_add_ps(d0, d1));
-  for (; k < K; ++k) {
-    const float w = load_w1<W>(row, k);
-    s0 += x0[k] * w;
-    if constexpr (TC == 2) s1 += x1[k] * w;
-  }
-  a.y[t0 * a.ldy + n - a.ycol0] = s0 + b;
-  if constexpr (TC == 2) a.y[(t0 + 1) * a.ldy + n - a.ycol0] = s1 + b;
-}
-
-// TC (1 or 2) tokens from t0 against rows n and m: the two halves of a range are read as
-// two streams at once. One core's single sequential stream fell short of its DRAM bandwidth
-// (f16 rows of 5632 values: 17-19 GB/s one row at a time, 26 with two streams; a 1 B f16
-// model decodes 15-20% faster). One token keeps two chains per row, two tokens one per pair.
+// TC (1 or 2) tokens from t0 against rows n and m (the weights loaded once for both tokens):
+// the two halves of a range are read as two streams at once. One core's single sequential stream
+// fell short of its DRAM bandwidth (f16 rows of 5632 values: 17-19 GB/s one row at a time, 26 with
+// two streams; a 1 B f16 model decodes 15-20% faster). One token keeps two chains per row, two
+// tokens one per pair.
 template <int W, int TC>
 inline void float_two_rows(const gemv_args& a, int64_t n, int64_t m, int64_t t0) {
   const int64_t K = a.K, K8 = K / 8 * 8;
@@ -131,23 +99,18 @@ inline void float_two_rows(const gemv_args& a, int64_t n, int64_t m, int64_t t0)
   }
 }
 
-// The two halves of the range side by side, tokens in pairs; an odd last row alone.
+// The two halves of the range side by side, tokens in pairs; an odd last row paired with
+// itself (its values computed twice, stored twice).
 template <int W>
 void gemv_float(const gemv_args& a) {
   const int64_t half = (a.n1 - a.n0) / 2, mid = a.n0 + half;
-  for (int64_t i = 0; i < half; ++i) {
+  auto rows = [&](int64_t n, int64_t m) {
     int64_t t0 = 0;
-    for (; t0 + 2 <= a.T; t0 += 2) float_two_rows<W, 2>(a, a.n0 + i, mid + i, t0);
-    if (t0 < a.T) float_two_rows<W, 1>(a, a.n0 + i, mid + i, t0);
-  }
-  if ((a.n1 - a.n0) % 2) {
-    const int64_t n = a.n1 - 1;
-    const uint8_t* row = a.w + n * a.row_bytes;
-    const float b = a.bias ? a.bias[n] : 0.0f;
-    int64_t t0 = 0;
-    for (; t0 + 2 <= a.T; t0 += 2) float_row<W, 2>(a, row, t0, n, b);
-    if (t0 < a.T) float_row<W, 1>(a, row, t0, n, b);
-  }
+    for (; t0 + 2 <= a.T; t0 += 2) float_two_rows<W, 2>(a, n, m, t0);
+    if (t0 < a.T) float_two_rows<W, 1>(a, n, m, t0);
+  };
+  for (int64_t i = 0; i < half; ++i) rows(a.n0 + i, mid + i);
+  if ((a.n1 - a.n0) % 2) rows(a.n1 - 1, a.n1 - 1);
 }
 
 void gemv_f32(const gemv_args& a) {

@@ -124,6 +124,8 @@ void gemv_float(const gemv_args& a) {
   const int64_t K16 = K / 16 * 16;
   const __mmask16 full = 0xffff;
   const __mmask16 tail = static_cast<__mmask16>((1u << (K - K16)) - 1u);
+  // single tokens: a row from each half of the range at a time, an odd last row below
+  const int64_t half = (a.n1 - a.n0) / 2, mid = a.n0 + half;
   int64_t first = a.n0;
   if (W == 2 && a.T == 1 && K % 32 == 0 && K <= split_max_k) {
     alignas(64) float xe[split_max_k / 2], xo[split_max_k / 2];
@@ -135,11 +137,9 @@ void gemv_float(const gemv_args& a) {
       _mm512_store_ps(xe + k / 2, _mm512_permutex2var_ps(lo, even, hi));
       _mm512_store_ps(xo + k / 2, _mm512_permutex2var_ps(lo, odd, hi));
     }
-    const int64_t half = (a.n1 - a.n0) / 2, mid = a.n0 + half;
     for (int64_t i = 0; i < half; ++i) bf16_two_rows_split(a, a.n0 + i, mid + i, xe, xo);
-    first = a.n0 + 2 * half; // an odd last row below
+    first = a.n0 + 2 * half;
   } else if (W != 0 && a.T == 1) {
-    const int64_t half = (a.n1 - a.n0) / 2, mid = a.n0 + half;
     for (int64_t i = 0; i < half; ++i) float_two_rows<W>(a, a.n0 + i, mid + i);
     first = a.n0 + 2 * half;
   }

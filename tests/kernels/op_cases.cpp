@@ -42,43 +42,31 @@ void matmul_cases(std::vector<op_case>& out_cases) {
       {1, 256, 96, false},  {5, 128, 33, false}, {16, 512, 64, false}, {3, 96, 40, true},
       {9, 1024, 17, false}, {37, 256, 48, true}, // AMX: a partial token tile, bias
       {64, 512, 32, false}};                     // AMX: batched decode of 64
-  for (dtype w : weight_types) {
-    for (auto d : shapes) {
-      op_case c;
-      c.name = fmt::format("matmul(T={},K={},N={},W={}{})", d.T, d.K, d.N, name(w),
-                           d.bias ? ",bias" : "");
-      gen g(c.name);
-      c.kind = op::matmul;
-      c.src = {from_floats(dtype::f32, {d.T, d.K}, g.normal(d.T * d.K)),
-               from_floats(w, {d.N, d.K}, g.normal(d.N * d.K, 0.05f)),
-               d.bias ? from_floats(dtype::f32, {d.N}, g.normal(d.N)) : absent()};
-      c.dst = out(dtype::f32, {d.T, d.N});
-      c.tol = tol_for(w);
-      c.flops = 2.0 * d.T * d.K * d.N;
-      c.bytes = row_bytes(w, d.K) * d.N + 4.0 * (d.T * d.K + d.T * d.N);
-      out_cases.push_back(std::move(c));
-    }
-  }
+  auto add = [&](dtype w, const dims& d) {
+    op_case c;
+    c.name =
+        fmt::format("matmul(T={},K={},N={},W={}{})", d.T, d.K, d.N, name(w), d.bias ? ",bias" : "");
+    gen g(c.name);
+    c.kind = op::matmul;
+    c.src = {from_floats(dtype::f32, {d.T, d.K}, g.normal(d.T * d.K)),
+             from_floats(w, {d.N, d.K}, g.normal(d.N * d.K, 0.05f)),
+             d.bias ? from_floats(dtype::f32, {d.N}, g.normal(d.N)) : absent()};
+    c.dst = out(dtype::f32, {d.T, d.N});
+    c.tol = tol_for(w);
+    c.flops = 2.0 * d.T * d.K * d.N;
+    c.bytes = row_bytes(w, d.K) * d.N + 4.0 * (d.T * d.K + d.T * d.N);
+    out_cases.push_back(std::move(c));
+  };
+  for (dtype w : weight_types)
+    for (auto d : shapes) add(w, d);
   // f32/f16/bf16 with a K that is not a multiple of the vector width (108: 16-wide passes, one
   // of 8, a scalar tail); single tokens over an odd number of rows (the decode kernels read
   // the two halves of a range side by side, the odd row alone) with a bias, and with K = 128
   // (AVX-512's bf16 kernel splitting x into even and odd halves)
   for (dtype w : {dtype::f32, dtype::f16, dtype::bf16})
     for (auto d : {dims{2, 100, 7, false}, dims{1, 100, 7, true}, dims{1, 108, 9, true},
-                   dims{1, 128, 11, true}}) {
-      op_case c;
-      c.name = fmt::format("matmul(T={},K={},N={},W={}{})", d.T, d.K, d.N, name(w),
-                           d.bias ? ",bias" : "");
-      gen g(c.name);
-      c.kind = op::matmul;
-      c.src = {from_floats(dtype::f32, {d.T, d.K}, g.normal(d.T * d.K)),
-               from_floats(w, {d.N, d.K}, g.normal(d.N * d.K, 0.05f)),
-               d.bias ? from_floats(dtype::f32, {d.N}, g.normal(d.N)) : absent()};
-      c.dst = out(dtype::f32, {d.T, d.N});
-      c.tol = tol_for(w);
-      c.flops = 2.0 * d.T * d.K * d.N;
-      out_cases.push_back(std::move(c));
-    }
+                   dims{1, 128, 11, true}})
+      add(w, d);
 }
 
 void norm_cases(std::vector<op_case>& out_cases) {
