@@ -4,9 +4,11 @@
 # send 64-token prompts (random token ids) and read 64 tokens each (ignore_eos), back to back
 # for SECONDS, each request on a new connection (llama-server closes one after its stream); the two servers alternate at every N and every round. Both keep their KV cache
 # in f16 (llama-server's default). One JSON object per run into
-# bench/results/vs_llama_server.jsonl (bench/http_load.py's fields, plus engine and clients),
+# bench/results/vs_llama_server.jsonl, or OUT (bench/http_load.py's fields, plus engine and clients),
 # then the table of bench/README.md (show_vs_llama_server.py).
-#   bash bench/run_vs_llama_server.sh [BUILD] [LLAMA_SERVER] [MODEL] [ROUNDS=2] [SECONDS=30]
+#   [OUT=F] [CLIENTS="1 4 16 64"] bash bench/run_vs_llama_server.sh [BUILD] [LLAMA_SERVER] [MODEL] [ROUNDS=2] [SECONDS=30]
+# TROUPE_ISA=avx2 in the environment runs Troupe on its AVX2 kernels (the llama-server of
+# `bench/build_llama_cpp.sh DIR avx2` is the matching llama.cpp).
 # LLAMA_SERVER: bench/build_llama_cpp.sh builds one (default /tmp/llama-cpp/build-native/bin/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,7 @@ ROUNDS=${4:-2}
 SECONDS_=${5:-30}
 CLIENTS=${CLIENTS:-"1 4 16 64"}
 PY=${PY:-python3}
-out=bench/results/vs_llama_server.jsonl
+out=${OUT:-bench/results/vs_llama_server.jsonl}
 mkdir -p bench/results "$(dirname "$MODEL")"
 [ -f "$MODEL" ] || "$BUILD/cli/troupe" synth --preset bench-134m --dtype q8_0 --out "$MODEL" > /dev/null
 : > "$out"
