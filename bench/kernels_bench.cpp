@@ -86,6 +86,7 @@ void shapes(benchmark::internal::Benchmark* b) {
     b->Args({4, 5632, 32768, threads});  // batched decode of 4 sequences, long rows
     b->Args({64, 768, 2048, threads});   // prefill of 64 tokens on a 768 x 2048 projection
     b->Args({256, 768, 32768, threads}); // prefill with the weights coming from DRAM
+    b->Args({64, 768, 65536, threads});  // prefill of 64 tokens, the weights coming from DRAM
   }
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }

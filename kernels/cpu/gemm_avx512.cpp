@@ -1,80 +1,85 @@
 // gemm_avx512.cpp: the prefill GEMM for AVX-512 (matmul.cpp), built with -mavx512f -mfma.
-// Dot-product form for weights stored [N, K] (k-contiguous, like the activations): a tile of
-// 4 tokens x 6 output features keeps 24 zmm accumulators along k, so each weight vector
-// feeds 4 FMAs and each activation vector 6; one horizontal sum per output at the end. No
-// packing pass: f32 weights are read in place.
+// Tokens in the lanes (`gemm_tn_avx512`): the activations are laid out once per call in tiles
+// of 16 tokens, k-major (`pack_tokens_avx512`), and a tile of 32 tokens x 12 output features
+// keeps 24 zmm accumulators, each the 16 tokens of one feature: per k two activation vectors
+// and twelve weight values broadcast from the rows as published (f32 in place; f16 / bf16
+// rows converted by the caller), no horizontal sum anywhere. The dot-product form before it
+// (4 tokens x 6 features along k, one 16-lane sum per output, as gemm_avx2.cpp still is) spent
+// a third of a 64-token GEMM at K 768 in those sums (bench/README, "tokens in the lanes").
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 namespace troupe::kernels::cpu {
 namespace {
 
-// C[MR x NR] = A[MR rows, K] . B[NR rows, K]^T, both operands k-contiguous (no packing):
-// MR x NR accumulators of 16 lanes along k, one horizontal sum per output at the end.
-template <int MR, int NR>
-inline void nt_tile(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, float* C,
-                    int64_t ldc) {
-  __m512 acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
+// The 16-token tiles `xt` (TT of them, K * 16 floats apart) times the NR weight rows B (ldb
+// apart) into C: lane l of tile i is token i * 16 + l, of which the first `valid` are stored,
+// nn <= NR features of each (rows past nn are read but not stored: the caller pads them).
+// While it runs it prefetches `lines` cache lines from `pf` into L2, `per` every 4 k.
+template <int TT, int NR>
+inline void tn_tile(const float* xt, int64_t K, const float* B, int64_t ldb, int64_t valid,
+                    int64_t nn, float* C, int64_t ldc, const char* pf, int64_t lines, int64_t per) {
+  __m512 acc[TT][NR];
+  for (int i = 0; i < TT; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  const int64_t K16 = K / 16 * 16;
-  for (int64_t k = 0; k < K16; k += 16) {
-    __m512 b[NR];
-    for (int j = 0; j < NR; ++j) b[j] = _mm512_loadu_ps(B + j * ldb + k);
-    for (int i = 0; i < MR; ++i) {
-      const __m512 a = _mm512_loadu_ps(A + i * lda + k);
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
+  for (int64_t k = 0; k < K; ++k) {
+    if ((k & 3) == 0 && lines > 0) {
+      for (int64_t p = 0; p < per && p < lines; ++p) _mm_prefetch(pf + p * 64, _MM_HINT_T1);
+      pf += per * 64;
+      lines -= per;
+    }
+    __m512 x[TT];
+    for (int i = 0; i < TT; ++i) x[i] = _mm512_load_ps(xt + (i * K + k) * 16);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 w = _mm512_set1_ps(B[j * ldb + k]);
+      for (int i = 0; i < TT; ++i) acc[i][j] = _mm512_fmadd_ps(x[i], w, acc[i][j]);
     }
   }
-  if (K16 < K) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (K - K16)) - 1u);
-    __m512 b[NR];
-    for (int j = 0; j < NR; ++j) b[j] = _mm512_maskz_loadu_ps(m, B + j * ldb + K16);
-    for (int i = 0; i < MR; ++i) {
-      const __m512 a = _mm512_maskz_loadu_ps(m, A + i * lda + K16);
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
-    }
+  alignas(64) float out[NR][16];
+  for (int i = 0; i < TT; ++i) {
+    for (int j = 0; j < NR; ++j) _mm512_store_ps(out[j], acc[i][j]);
+    const int64_t lanes = std::min<int64_t>(16, valid - i * 16);
+    for (int64_t l = 0; l < lanes; ++l)
+      for (int64_t j = 0; j < nn; ++j) C[(i * 16 + l) * ldc + j] = out[j][l];
   }
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) C[i * ldc + j] = _mm512_reduce_add_ps(acc[i][j]);
-}
-
-template <int NR>
-inline void nt_rows(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
-                    float* C, int64_t ldc) {
-  int64_t m = 0;
-  for (; m + 4 <= M; m += 4) nt_tile<4, NR>(A + m * lda, lda, B, ldb, K, C + m * ldc, ldc);
-  for (; m < M; ++m) nt_tile<1, NR>(A + m * lda, lda, B, ldb, K, C + m * ldc, ldc);
 }
 
 } // namespace
 
-/// C[M, n] = A[M, K] . B[n, K]^T for n <= 6 rows of B (f32, k-contiguous).
-void gemm_nt_avx512(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
-                    int64_t n, float* C, int64_t ldc) {
-  switch (n) {
-  case 6:
-    nt_rows<6>(A, lda, B, ldb, K, M, C, ldc);
-    break;
-  case 5:
-    nt_rows<5>(A, lda, B, ldb, K, M, C, ldc);
-    break;
-  case 4:
-    nt_rows<4>(A, lda, B, ldb, K, M, C, ldc);
-    break;
-  case 3:
-    nt_rows<3>(A, lda, B, ldb, K, M, C, ldc);
-    break;
-  case 2:
-    nt_rows<2>(A, lda, B, ldb, K, M, C, ldc);
-    break;
-  case 1:
-    nt_rows<1>(A, lda, B, ldb, K, M, C, ldc);
-    break;
-  default:
-    break;
+/// x [T, K] as tiles of 16 tokens, k-major: xt[(tile * K + k) * 16 + lane] is token tile * 16 +
+/// lane's value k, 0 past T. xt holds ceil(T / 16) * K * 16 floats, 64-byte aligned.
+void pack_tokens_avx512(const float* x, int64_t T, int64_t K, float* xt) {
+  const int64_t tiles = (T + 15) / 16;
+  for (int64_t t0 = 0; t0 < tiles; ++t0) {
+    float* tile = xt + t0 * K * 16;
+    const int64_t lanes = std::min<int64_t>(16, T - t0 * 16);
+    if (lanes < 16) std::memset(tile, 0, static_cast<size_t>(K) * 16 * sizeof(float));
+    for (int64_t l = 0; l < lanes; ++l) {
+      const float* row = x + (t0 * 16 + l) * K;
+      for (int64_t k = 0; k < K; ++k) tile[k * 16 + l] = row[k];
+    }
   }
+}
+
+/// C[T, n] = x . B[n, K]^T for n <= 12 rows of B (f32, k-contiguous, ldb apart; with n < 12
+/// the rows up to 12 must be readable: matmul.cpp pads them), x packed by pack_tokens_avx512.
+/// The first tiles prefetch `next_bytes` from `next` into L2 (the next group's weights, which
+/// the caller would otherwise convert or read straight from memory: 11% of a 64-token f16
+/// prefill went to that conversion waiting on DRAM).
+void gemm_tn_avx512(const float* xt, int64_t T, int64_t K, const float* B, int64_t ldb, int64_t n,
+                    float* C, int64_t ldc, const void* next, int64_t next_bytes) {
+  const int64_t lines = (next_bytes + 63) / 64, steps = (K + 3) / 4;
+  const int64_t per = (lines + steps - 1) / steps;
+  const char* pf = static_cast<const char*>(next);
+  int64_t t = 0;
+  for (; t + 16 < T; t += 32) {
+    tn_tile<2, 12>(xt + t * K, K, B, ldb, T - t, n, C + t * ldc, ldc, pf, t == 0 ? lines : 0, per);
+  }
+  if (t < T)
+    tn_tile<1, 12>(xt + t * K, K, B, ldb, T - t, n, C + t * ldc, ldc, pf, t == 0 ? lines : 0, per);
 }
 
 } // namespace troupe::kernels::cpu

@@ -10,8 +10,9 @@
 //   gemv_packed the same for q8_0 / q4_0 / K-quant weights laid out at load in groups of 8 or
 //             16 interleaved rows (tensor_view::packed, pack_q4_0 / pack_q4_k / ...): the
 //             rows in the lanes
-//   nt        prefill on AVX-512 / AVX2: our dot-product GEMM over groups of 6 features
-//             (f16 / bf16 / expanded rows converted into L1 once per call)
+//   nt        prefill on AVX-512 / AVX2: our f32 GEMMs, on AVX-512 with the tokens in the
+//             lanes over groups of 12 features (x laid out once per call), on AVX2 dot
+//             products over groups of 6 (f16 / bf16 / expanded rows converted once per call)
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights
 //             without AMX: int8 dot products with the tokens in the lanes (gemv.hpp's
 //             gemm_q_args), x tiled once per call
@@ -48,18 +49,21 @@ extern "C" void openblas_set_num_threads(int);
 #endif
 
 namespace troupe::kernels::cpu {
-void gemm_nt_avx512(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
-                    int64_t n, float* C, int64_t ldc); // gemm_avx512.cpp
 void gemm_nt_avx2(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
-                  int64_t n, float* C, int64_t ldc); // gemm_avx2.cpp
+                  int64_t n, float* C, int64_t ldc);                      // gemm_avx2.cpp
+void pack_tokens_avx512(const float* x, int64_t T, int64_t K, float* xt); // gemm_avx512.cpp
+void gemm_tn_avx512(const float* xt, int64_t T, int64_t K, const float* B, int64_t ldb, int64_t n,
+                    float* C, int64_t ldc, const void* next, int64_t next_bytes);
 namespace {
 
 constexpr int64_t chunk = 256;         // portable: values per expanded chunk (fits L1 with x)
 constexpr int64_t gemm_min_tokens = 8; // from here on prefill paths beat the gemv kernels
 constexpr int64_t blas_tile = 64;      // blas: rows per f32 tile (in L2)
-// nt: six output features per group: 4 x 6 = 24 accumulators, the most that fit the 32 zmm
-// registers with the six weight vectors and one token vector (measured best of 4, 5, 6).
+// nt on AVX2: six output features per group (two of gemm_avx2.cpp's 4 x 3 tiles)
 constexpr int64_t nt_group = 6;
+// nt on AVX-512: twelve features per group, 32 tokens in the lanes of two zmm: 24
+// accumulators, the two token vectors and one broadcast weight (gemm_tn_avx512)
+constexpr int64_t tn_group = 12;
 
 enum class path { gemv, int8, amx, nt, blas, portable, gemv_packed };
 
@@ -79,9 +83,9 @@ struct plan_t {
   const int8_t* xt = nullptr;
   const int32_t* corr = nullptr;
   int64_t lanes = 0, tiles = 0;
-  bool nt512 = false; // nt: the AVX-512 GEMM (else AVX2's)
-  int64_t unit = 1;   // features per unit of work
-  int64_t grain = 1;  // units per task
+  const float* xtf = nullptr; // nt on AVX-512: x in tiles of 16 tokens (else AVX2's GEMM)
+  int64_t unit = 1;           // features per unit of work
+  int64_t grain = 1;          // units per task
 };
 
 gemv_fn gemv_for(const gemv_table& tab, dtype t) {
@@ -334,9 +338,16 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   if (m.T >= gemm_min_tokens && (simd || have_blas) && !packed_all) {
     // AVX-512 and AVX2: our dot-product GEMM; elsewhere a BLAS sgemm (TROUPE_BLAS=1 forces it)
     const bool ours = simd && !blas;
-    m.nt512 = isa512;
     m.how = ours ? path::nt : path::blas;
-    m.unit = ours ? nt_group : blas_tile;
+    m.unit = ours ? (isa512 ? tn_group : nt_group) : blas_tile;
+    if (ours && isa512) {
+      thread_local std::vector<float> xtf;
+      xtf.resize(static_cast<size_t>((m.T + 15) / 16 * 16 * m.K + 16));
+      const auto at = reinterpret_cast<uintptr_t>(xtf.data());
+      float* aligned = xtf.data() + ((64 - at % 64) % 64) / sizeof(float); // 64-byte aligned
+      pack_tokens_avx512(m.x, m.T, m.K, aligned);
+      m.xtf = aligned;
+    }
     m.grain = ours ? 4 : 1;
     return m;
   }
@@ -402,13 +413,19 @@ std::string path_name(path p, dtype w) {
   return "?";
 }
 
-// Expands weight rows [n0, n0 + nn) to f32 (f32 rows are used in place).
+// Expands weight rows [n0, n0 + nn) to f32 (f32 rows are used in place), followed by zero
+// rows up to `pad` rows when nn is short of it (f32 rows then copied).
 const float* f32_rows(const tensor_view& w, int64_t n0, int64_t nn, int64_t K,
-                      std::vector<float>& buf) {
+                      std::vector<float>& buf, int64_t pad = 0) {
   const int64_t wrow = row_bytes(w.type, K);
   const char* base = static_cast<const char*>(w.data) + n0 * wrow;
-  if (w.type == dtype::f32) return reinterpret_cast<const float*>(base);
-  buf.resize(nn * K);
+  if (w.type == dtype::f32 && nn >= pad) return reinterpret_cast<const float*>(base);
+  buf.resize(std::max(nn, pad) * K);
+  if (pad > nn) std::fill(buf.begin() + nn * K, buf.end(), 0.0f);
+  if (w.type == dtype::f32) {
+    std::memcpy(buf.data(), base, static_cast<size_t>(nn * K) * sizeof(float));
+    return buf.data();
+  }
   const auto to_f16 = gemv_kernels().f16_to_f32;
   for (int64_t r = 0; r < nn; ++r) {
     if (w.type == dtype::f16 && to_f16)
@@ -488,15 +505,24 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     return;
   }
   case path::nt:
+    if (m.xtf) {
+      for (int64_t n = n0; n < n1; n += tn_group) {
+        const int64_t nn = std::min(tn_group, n1 - n);
+        // the kernel reads all twelve rows: a short group goes through the buffer, padded
+        const float* b = f32_rows(w, n, nn, K, rows, tn_group);
+        const int64_t wrow = row_bytes(w.type, K), next = std::min(tn_group, n1 - n - nn);
+        gemm_tn_avx512(m.xtf, T, K, b, K, nn, y + (n - n0), ldy,
+                       static_cast<const char*>(w.data) + (n + nn) * wrow,
+                       next > 0 ? next * wrow : 0);
+      }
+      break;
+    }
     for (int64_t n = n0; n < n1; n += nt_group) {
       const int64_t nn = std::min(nt_group, n1 - n);
       const float* b = f32_rows(w, n, nn, K, rows);
-      if (m.nt512)
-        gemm_nt_avx512(m.x, K, b, K, K, T, nn, y + (n - n0), ldy);
-      else
-        for (int64_t j = 0; j < nn; j += 3)
-          gemm_nt_avx2(m.x, K, b + j * K, K, K, T, std::min<int64_t>(3, nn - j), y + (n - n0) + j,
-                       ldy);
+      for (int64_t j = 0; j < nn; j += 3)
+        gemm_nt_avx2(m.x, K, b + j * K, K, K, T, std::min<int64_t>(3, nn - j), y + (n - n0) + j,
+                     ldy);
     }
     break;
   case path::blas: {
