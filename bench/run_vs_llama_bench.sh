@@ -4,9 +4,9 @@
 # llama-quantize writes them from the f32 file), alternating run by run: decode and pp64 at 1
 # and 2 threads, pp512 at 1. ISA=avx2 runs both engines on their AVX2 kernels on any x86 CPU
 # (TROUPE_ISA=avx2; llama.cpp built with AVX2 / FMA / F16C only by build_llama_cpp.sh): what
-# an AVX2-only machine runs, on these cores. JSON lines into bench/results/vs_llama_bench_ISA.jsonl
+# an AVX2-only machine runs, on these cores. JSON lines into bench/results/vs_llama_bench_ISA.jsonl (or OUT)
 # (the fields of run_vs_llama_cpp.sh's), then show_vs_llama_cpp.py's ratio table.
-#   ISA=avx2|native bash bench/run_vs_llama_bench.sh [BUILD] [MODELS_DIR] [LLAMA_BIN_DIR]
+#   ISA=avx2|native [DTYPES=...] [OUT=F] bash bench/run_vs_llama_bench.sh [BUILD] [MODELS_DIR] [LLAMA_BIN_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ISA=${ISA:-avx2}
@@ -15,7 +15,7 @@ MODELS=${2:-/tmp/troupe-bench}
 LLAMA=${3:-/tmp/llama-cpp/build-$ISA/bin}
 DTYPES=${DTYPES:-"f32 f16 bf16 q8_0 q4_0 llama-q4_k_m llama-q5_k_m"}
 mkdir -p "$MODELS" bench/results
-out=bench/results/vs_llama_bench_$ISA.jsonl
+out=${OUT:-bench/results/vs_llama_bench_$ISA.jsonl}
 : > "$out"
 for d in f32 f16 bf16 q8_0 q4_0; do
   m="$MODELS/bench-134m-$d.gguf"

@@ -1,7 +1,10 @@
-"""show_vs_llama_cpp.py: the ratio table (Troupe / llama.cpp) of bench/run_vs_llama_cpp.sh's JSON
-lines (stdin): per file, decode and pp64 at 1 / 2 threads and pp512 at 1 thread, each cell
-"ratio (troupe / llama.cpp tok/s)"."""
+"""show_vs_llama_cpp.py: the ratio table (Troupe / llama.cpp) of bench/run_vs_llama_cpp.sh's or
+run_vs_llama_bench.sh's JSON lines (stdin, one run's file or several rounds' concatenated): per
+file, decode and pp64 at 1 / 2 threads and pp512 at 1 thread. One round: each cell
+"ratio (troupe / llama.cpp tok/s)"; several: the ratio of the two engines' medians, then the
+rounds' own ratios in order, "ratio (r1 / r2 / ...)"."""
 import json
+import statistics
 import sys
 
 rows = [json.loads(line) for line in sys.stdin if line.strip()]
@@ -14,7 +17,7 @@ for r in rows:
         if pp == 512 and what == "decode":
             continue
         col = f"{what}{'' if pp == 64 else pp} {t}"
-        cell.setdefault(name, {}).setdefault(col, {})[r["engine"]] = r[key]
+        cell.setdefault(name, {}).setdefault(col, {}).setdefault(r["engine"], []).append(r[key])
 cols = ["decode 1", "decode 2", "prefill 1", "prefill 2", "prefill512 1"]
 print("| bench-134m | decode 1 thr | decode 2 thr | pp64 1 thr | pp64 2 thr | pp512 1 thr |")
 print("|---|---|---|---|---|---|")
@@ -22,8 +25,14 @@ for name, c in cell.items():
     out = []
     for col in cols:
         v = c.get(col, {})
-        if "troupe" in v and "llama.cpp" in v:
-            out.append(f"**{v['troupe'] / v['llama.cpp']:.2f}** ({v['troupe']:.0f} / {v['llama.cpp']:.0f})")
-        else:
+        ours, theirs = v.get("troupe", []), v.get("llama.cpp", [])
+        if not ours or not theirs:
             out.append("-")
+            continue
+        ratio = statistics.median(ours) / statistics.median(theirs)
+        if len(ours) == 1 and len(theirs) == 1:
+            out.append(f"**{ratio:.2f}** ({ours[0]:.0f} / {theirs[0]:.0f})")
+        else:
+            rounds = " / ".join(f"{a / b:.2f}" for a, b in zip(ours, theirs))
+            out.append(f"**{ratio:.2f}** ({rounds})")
     print(f"| {name} | " + " | ".join(out) + " |")
