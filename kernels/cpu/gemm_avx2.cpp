@@ -1,87 +1,84 @@
 // gemm_avx2.cpp: the f32 prefill GEMM for AVX2 + FMA (matmul.cpp's nt path where the kernels
-// are AVX2), built with -mavx2 -mfma. The dot-product form of gemm_avx512.cpp in ymm: weights
-// stored [N, K] (k-contiguous, like the activations), a tile of 4 tokens x 3 output features
-// keeps 12 accumulators along k next to the 3 weight vectors and one token vector (all 16
-// ymm; 3 x 3 left 3 idle and prefilled 8-15% slower), one horizontal sum per output at the
-// end. The caller hands f32 rows: f32 weights
-// in place, other dtypes expanded a few rows at a time into L1 (f32_rows), once per call.
+// are AVX2), built with -mavx2 -mfma. gemm_avx512.cpp's tokens in the lanes, in ymm: x laid
+// out once per call in k-major tiles of 8 tokens, a tile of 16 tokens x 6 output features
+// keeps 12 accumulators next to the two token vectors and one broadcast weight (15 of the 16
+// ymm), no horizontal sums. The caller hands f32 rows: f32 weights in place, other dtypes
+// expanded six rows at a time (f32_rows), once per call. The 4 x 3 dot-product tile before it
+// prefilled 11-25% slower (bench/README, "tokens in the lanes"). The results leave through
+// column stores, not a stack copy: with a float array there GCC kept the accumulators in
+// memory too, storing all twelve on every k (half the speed).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace troupe::kernels::cpu {
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
-// C[MR x NR] = A[MR rows, K] . B[NR rows, K]^T
-template <int MR, int NR>
-inline void nt_tile(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, float* C,
-                    int64_t ldc) {
-  __m256 acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
+// gemm_avx512.cpp's tokens-in-the-lanes tile in ymm: TT tiles of 8 tokens (K * 8 floats
+// apart) times NR weight rows, the first `valid` tokens and nn <= NR features stored; while it
+// runs it prefetches `lines` cache lines from `pf` into L2, `per` every 4 k.
+template <int TT, int NR>
+inline void tn_tile(const float* xt, int64_t K, const float* B, int64_t ldb, int64_t valid,
+                    int64_t nn, float* C, int64_t ldc, const char* pf, int64_t lines, int64_t per) {
+  __m256 acc[TT][NR];
+  for (int i = 0; i < TT; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
-  const int64_t K8 = K / 8 * 8;
-  for (int64_t k = 0; k < K8; k += 8) {
-    __m256 b[NR];
-    for (int j = 0; j < NR; ++j) b[j] = _mm256_loadu_ps(B + j * ldb + k);
-    for (int i = 0; i < MR; ++i) {
-      const __m256 a = _mm256_loadu_ps(A + i * lda + k);
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(a, b[j], acc[i][j]);
+  for (int64_t k = 0; k < K; ++k) {
+    if ((k & 3) == 0 && lines > 0) {
+      for (int64_t p = 0; p < per && p < lines; ++p) _mm_prefetch(pf + p * 64, _MM_HINT_T1);
+      pf += per * 64;
+      lines -= per;
+    }
+    __m256 x[TT];
+    for (int i = 0; i < TT; ++i) x[i] = _mm256_load_ps(xt + (i * K + k) * 8);
+    for (int j = 0; j < NR; ++j) {
+      const __m256 w = _mm256_set1_ps(B[j * ldb + k]);
+      for (int i = 0; i < TT; ++i) acc[i][j] = _mm256_fmadd_ps(x[i], w, acc[i][j]);
     }
   }
-  for (int i = 0; i < MR; ++i)
+  const int64_t lanes0 = std::min<int64_t>(8, valid);
+  for (int i = 0; i < TT; ++i) {
+    const int64_t lanes = i == 0 ? lanes0 : std::min<int64_t>(8, valid - i * 8);
     for (int j = 0; j < NR; ++j) {
-      float s = hsum(acc[i][j]);
-      for (int64_t k = K8; k < K; ++k) s += A[i * lda + k] * B[j * ldb + k];
-      C[i * ldc + j] = s;
+      if (j >= nn) break;
+      if (lanes == 8) {
+        // one column of C: lane l to row l (no stack copy of the accumulators)
+        const __m256 v = acc[i][j];
+        const __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+        float* c = C + i * 8 * ldc + j;
+        _mm_store_ss(c, lo);
+        _mm_store_ss(c + ldc, _mm_shuffle_ps(lo, lo, 1));
+        _mm_store_ss(c + 2 * ldc, _mm_shuffle_ps(lo, lo, 2));
+        _mm_store_ss(c + 3 * ldc, _mm_shuffle_ps(lo, lo, 3));
+        _mm_store_ss(c + 4 * ldc, hi);
+        _mm_store_ss(c + 5 * ldc, _mm_shuffle_ps(hi, hi, 1));
+        _mm_store_ss(c + 6 * ldc, _mm_shuffle_ps(hi, hi, 2));
+        _mm_store_ss(c + 7 * ldc, _mm_shuffle_ps(hi, hi, 3));
+        continue;
+      }
+      alignas(32) float out[8];
+      _mm256_store_ps(out, acc[i][j]);
+      for (int64_t l = 0; l < lanes; ++l) C[(i * 8 + l) * ldc + j] = out[l];
     }
-}
-
-template <int NR>
-inline void nt_rows(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
-                    float* C, int64_t ldc) {
-  int64_t m = 0;
-  for (; m + 4 <= M; m += 4) nt_tile<4, NR>(A + m * lda, lda, B, ldb, K, C + m * ldc, ldc);
-  switch (M - m) {
-  case 3:
-    nt_tile<3, NR>(A + m * lda, lda, B, ldb, K, C + m * ldc, ldc);
-    break;
-  case 2:
-    nt_tile<2, NR>(A + m * lda, lda, B, ldb, K, C + m * ldc, ldc);
-    break;
-  case 1:
-    nt_tile<1, NR>(A + m * lda, lda, B, ldb, K, C + m * ldc, ldc);
-    break;
-  default:
-    break;
   }
 }
 
 } // namespace
 
-/// C[M, n] = A[M, K] . B[n, K]^T for n <= 3 rows of B (f32, k-contiguous).
-void gemm_nt_avx2(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
-                  int64_t n, float* C, int64_t ldc) {
-  switch (n) {
-  case 3:
-    nt_rows<3>(A, lda, B, ldb, K, M, C, ldc);
-    break;
-  case 2:
-    nt_rows<2>(A, lda, B, ldb, K, M, C, ldc);
-    break;
-  case 1:
-    nt_rows<1>(A, lda, B, ldb, K, M, C, ldc);
-    break;
-  default:
-    break;
-  }
+/// C[T, n] = x . B[n, K]^T for n <= 6 rows of B (f32, k-contiguous, ldb apart; rows up to 6
+/// readable, as gemm_tn_avx512's 12), x in k-major tiles of 8 tokens (matmul.cpp's
+/// pack_tokens); prefetches `next_bytes` from `next` into L2 during the first tiles.
+void gemm_tn_avx2(const float* xt, int64_t T, int64_t K, const float* B, int64_t ldb, int64_t n,
+                  float* C, int64_t ldc, const void* next, int64_t next_bytes) {
+  const int64_t lines = (next_bytes + 63) / 64, steps = (K + 3) / 4;
+  const int64_t per = (lines + steps - 1) / steps;
+  const char* pf = static_cast<const char*>(next);
+  int64_t t = 0;
+  for (; t + 8 < T; t += 16)
+    tn_tile<2, 6>(xt + t * K, K, B, ldb, T - t, n, C + t * ldc, ldc, pf, t == 0 ? lines : 0, per);
+  if (t < T)
+    tn_tile<1, 6>(xt + t * K, K, B, ldb, T - t, n, C + t * ldc, ldc, pf, t == 0 ? lines : 0, per);
 }
 
 } // namespace troupe::kernels::cpu

@@ -1,16 +1,15 @@
 // gemm_avx512.cpp: the prefill GEMM for AVX-512 (matmul.cpp), built with -mavx512f -mfma.
 // Tokens in the lanes (`gemm_tn_avx512`): the activations are laid out once per call in tiles
-// of 16 tokens, k-major (`pack_tokens_avx512`), and a tile of 32 tokens x 12 output features
+// of 16 tokens, k-major (matmul.cpp's `pack_tokens`), and a tile of 32 tokens x 12 output features
 // keeps 24 zmm accumulators, each the 16 tokens of one feature: per k two activation vectors
 // and twelve weight values broadcast from the rows as published (f32 in place; f16 / bf16
 // rows converted by the caller), no horizontal sum anywhere. The dot-product form before it
-// (4 tokens x 6 features along k, one 16-lane sum per output, as gemm_avx2.cpp still is) spent
+// (4 tokens x 6 features along k, one 16-lane sum per output) spent
 // a third of a 64-token GEMM at K 768 in those sums (bench/README, "tokens in the lanes").
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -49,23 +48,9 @@ inline void tn_tile(const float* xt, int64_t K, const float* B, int64_t ldb, int
 
 } // namespace
 
-/// x [T, K] as tiles of 16 tokens, k-major: xt[(tile * K + k) * 16 + lane] is token tile * 16 +
-/// lane's value k, 0 past T. xt holds ceil(T / 16) * K * 16 floats, 64-byte aligned.
-void pack_tokens_avx512(const float* x, int64_t T, int64_t K, float* xt) {
-  const int64_t tiles = (T + 15) / 16;
-  for (int64_t t0 = 0; t0 < tiles; ++t0) {
-    float* tile = xt + t0 * K * 16;
-    const int64_t lanes = std::min<int64_t>(16, T - t0 * 16);
-    if (lanes < 16) std::memset(tile, 0, static_cast<size_t>(K) * 16 * sizeof(float));
-    for (int64_t l = 0; l < lanes; ++l) {
-      const float* row = x + (t0 * 16 + l) * K;
-      for (int64_t k = 0; k < K; ++k) tile[k * 16 + l] = row[k];
-    }
-  }
-}
-
 /// C[T, n] = x . B[n, K]^T for n <= 12 rows of B (f32, k-contiguous, ldb apart; with n < 12
-/// the rows up to 12 must be readable: matmul.cpp pads them), x packed by pack_tokens_avx512.
+/// the rows up to 12 must be readable: matmul.cpp pads them), x in k-major tiles of 16 tokens
+/// (matmul.cpp's pack_tokens).
 /// The first tiles prefetch `next_bytes` from `next` into L2 (the next group's weights, which
 /// the caller would otherwise convert or read straight from memory: 11% of a 64-token f16
 /// prefill went to that conversion waiting on DRAM).

@@ -10,9 +10,9 @@
 //   gemv_packed the same for q8_0 / q4_0 / K-quant weights laid out at load in groups of 8 or
 //             16 interleaved rows (tensor_view::packed, pack_q4_0 / pack_q4_k / ...): the
 //             rows in the lanes
-//   nt        prefill on AVX-512 / AVX2: our f32 GEMMs, on AVX-512 with the tokens in the
-//             lanes over groups of 12 features (x laid out once per call), on AVX2 dot
-//             products over groups of 6 (f16 / bf16 / expanded rows converted once per call)
+//   nt        prefill on AVX-512 / AVX2: our f32 GEMMs with the tokens in the lanes (x laid
+//             out once per call) over groups of 12 / 6 features (f16 / bf16 / expanded rows
+//             converted once per call, the next group's rows prefetched meanwhile)
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights
 //             without AMX: int8 dot products with the tokens in the lanes (gemv.hpp's
 //             gemm_q_args), x tiled once per call
@@ -49,9 +49,8 @@ extern "C" void openblas_set_num_threads(int);
 #endif
 
 namespace troupe::kernels::cpu {
-void gemm_nt_avx2(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, int64_t M,
-                  int64_t n, float* C, int64_t ldc);                      // gemm_avx2.cpp
-void pack_tokens_avx512(const float* x, int64_t T, int64_t K, float* xt); // gemm_avx512.cpp
+void gemm_tn_avx2(const float* xt, int64_t T, int64_t K, const float* B, int64_t ldb, int64_t n,
+                  float* C, int64_t ldc, const void* next, int64_t next_bytes);
 void gemm_tn_avx512(const float* xt, int64_t T, int64_t K, const float* B, int64_t ldb, int64_t n,
                     float* C, int64_t ldc, const void* next, int64_t next_bytes);
 namespace {
@@ -59,7 +58,8 @@ namespace {
 constexpr int64_t chunk = 256;         // portable: values per expanded chunk (fits L1 with x)
 constexpr int64_t gemm_min_tokens = 8; // from here on prefill paths beat the gemv kernels
 constexpr int64_t blas_tile = 64;      // blas: rows per f32 tile (in L2)
-// nt on AVX2: six output features per group (two of gemm_avx2.cpp's 4 x 3 tiles)
+// nt on AVX2: six output features per group, 16 tokens in the lanes of two ymm: 12
+// accumulators (gemm_tn_avx2)
 constexpr int64_t nt_group = 6;
 // nt on AVX-512: twelve features per group, 32 tokens in the lanes of two zmm: 24
 // accumulators, the two token vectors and one broadcast weight (gemm_tn_avx512)
@@ -83,7 +83,7 @@ struct plan_t {
   const int8_t* xt = nullptr;
   const int32_t* corr = nullptr;
   int64_t lanes = 0, tiles = 0;
-  const float* xtf = nullptr; // nt on AVX-512: x in tiles of 16 tokens (else AVX2's GEMM)
+  const float* xtf = nullptr; // nt: x in tiles of 16 (AVX-512) or 8 (AVX2) tokens
   int64_t unit = 1;           // features per unit of work
   int64_t grain = 1;          // units per task
 };
@@ -251,6 +251,21 @@ gemm_q_fn gemm_for(const gemv_table& tab, dtype t) {
   }
 }
 
+// x [T, K] as tiles of L tokens, k-major, for the tokens-in-the-lanes GEMMs: xt[(tile * K + k)
+// * L + lane] is token tile * L + lane's value k, 0 past T (ceil(T / L) * K * L floats).
+void pack_tokens(const float* x, int64_t T, int64_t K, int64_t L, float* xt) {
+  const int64_t tiles = (T + L - 1) / L;
+  for (int64_t t0 = 0; t0 < tiles; ++t0) {
+    float* tile = xt + t0 * K * L;
+    const int64_t lanes = std::min(L, T - t0 * L);
+    if (lanes < L) std::fill(tile, tile + K * L, 0.0f);
+    for (int64_t l = 0; l < lanes; ++l) {
+      const float* row = x + (t0 * L + l) * K;
+      for (int64_t k = 0; k < K; ++k) tile[k * L + l] = row[k];
+    }
+  }
+}
+
 // Chooses the path for x and weights like w, quantizing x when the gemv kernel wants int8.
 plan_t plan(const tensor_view& x, const tensor_view& w) {
   const gemv_table& tab = gemv_kernels();
@@ -340,12 +355,13 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     const bool ours = simd && !blas;
     m.how = ours ? path::nt : path::blas;
     m.unit = ours ? (isa512 ? tn_group : nt_group) : blas_tile;
-    if (ours && isa512) {
+    if (ours) {
       thread_local std::vector<float> xtf;
-      xtf.resize(static_cast<size_t>((m.T + 15) / 16 * 16 * m.K + 16));
+      const int64_t L = isa512 ? 16 : 8;
+      xtf.resize(static_cast<size_t>((m.T + L - 1) / L * L * m.K + 16));
       const auto at = reinterpret_cast<uintptr_t>(xtf.data());
       float* aligned = xtf.data() + ((64 - at % 64) % 64) / sizeof(float); // 64-byte aligned
-      pack_tokens_avx512(m.x, m.T, m.K, aligned);
+      pack_tokens(m.x, m.T, m.K, L, aligned);
       m.xtf = aligned;
     }
     m.grain = ours ? 4 : 1;
@@ -505,24 +521,14 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     return;
   }
   case path::nt:
-    if (m.xtf) {
-      for (int64_t n = n0; n < n1; n += tn_group) {
-        const int64_t nn = std::min(tn_group, n1 - n);
-        // the kernel reads all twelve rows: a short group goes through the buffer, padded
-        const float* b = f32_rows(w, n, nn, K, rows, tn_group);
-        const int64_t wrow = row_bytes(w.type, K), next = std::min(tn_group, n1 - n - nn);
-        gemm_tn_avx512(m.xtf, T, K, b, K, nn, y + (n - n0), ldy,
-                       static_cast<const char*>(w.data) + (n + nn) * wrow,
-                       next > 0 ? next * wrow : 0);
-      }
-      break;
-    }
-    for (int64_t n = n0; n < n1; n += nt_group) {
-      const int64_t nn = std::min(nt_group, n1 - n);
-      const float* b = f32_rows(w, n, nn, K, rows);
-      for (int64_t j = 0; j < nn; j += 3)
-        gemm_nt_avx2(m.x, K, b + j * K, K, K, T, std::min<int64_t>(3, nn - j), y + (n - n0) + j,
-                     ldy);
+    for (int64_t n = n0; n < n1; n += m.unit) {
+      const int64_t nn = std::min(m.unit, n1 - n);
+      // the kernel reads all the group's rows: a short group goes through the buffer, padded
+      const float* b = f32_rows(w, n, nn, K, rows, m.unit);
+      const int64_t wrow = row_bytes(w.type, K), next = std::min(m.unit, n1 - n - nn);
+      (m.unit == tn_group ? gemm_tn_avx512 : gemm_tn_avx2)(
+          m.xtf, T, K, b, K, nn, y + (n - n0), ldy,
+          static_cast<const char*>(w.data) + (n + nn) * wrow, next > 0 ? next * wrow : 0);
     }
     break;
   case path::blas: {
