@@ -1,8 +1,8 @@
 """show_vs_llama_cpp.py: the ratio table (Troupe / llama.cpp) of bench/run_vs_llama_cpp.sh's or
 run_vs_llama_bench.sh's JSON lines (stdin, one run's file or several rounds' concatenated): per
 file, decode and pp64 at 1 / 2 threads and pp512 at 1 thread. One round: each cell
-"ratio (troupe / llama.cpp tok/s)"; several: the ratio of the two engines' medians, then the
-rounds' own ratios in order, "ratio (r1 / r2 / ...)"."""
+"ratio (troupe / llama.cpp tok/s)"; several (the two engines alternate, so each round is a
+pair): the median of the rounds' ratios, then each round's in order, "ratio (r1 / r2 / ...)"."""
 import json
 import statistics
 import sys
@@ -29,10 +29,10 @@ for name, c in cell.items():
         if not ours or not theirs:
             out.append("-")
             continue
-        ratio = statistics.median(ours) / statistics.median(theirs)
         if len(ours) == 1 and len(theirs) == 1:
-            out.append(f"**{ratio:.2f}** ({ours[0]:.0f} / {theirs[0]:.0f})")
+            out.append(f"**{ours[0] / theirs[0]:.2f}** ({ours[0]:.0f} / {theirs[0]:.0f})")
         else:
-            rounds = " / ".join(f"{a / b:.2f}" for a, b in zip(ours, theirs))
-            out.append(f"**{ratio:.2f}** ({rounds})")
+            ratios = [a / b for a, b in zip(ours, theirs)]
+            rounds = " / ".join(f"{r:.2f}" for r in ratios)
+            out.append(f"**{statistics.median(ratios):.2f}** ({rounds})")
     print(f"| {name} | " + " | ".join(out) + " |")
