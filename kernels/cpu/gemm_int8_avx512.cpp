@@ -65,7 +65,8 @@ void rows(const gemm_q_args& a, int64_t j0) {
   constexpr bool Q4 = F == fmt::q4_0, MX = F == fmt::mxfp4;
   const int64_t nb = a.K / 32, kg = a.K / 4;
   const int64_t bb = Q4 ? 18 : MX ? 17 : 34;
-  const __m512i lut = _mm512_broadcast_i32x4(kqc::table16(kqc::mx_unsigned));
+  // the zero-masked form: the plain one trips GCC 12's -Wuninitialized (bug 105593)
+  const __m512i lut = _mm512_maskz_broadcast_i32x4(0xffff, kqc::table16(kqc::mx_unsigned));
   const __m512i nib = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t n = a.n0; n < a.n1; ++n) {
     const uint8_t* row = a.w + n * a.row_bytes;
