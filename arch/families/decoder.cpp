@@ -374,8 +374,11 @@ class decoder {
       return make_error(errc::internal, "{}: the family names no expert tensors", m_.path);
     TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {E, C}));
     auto stack = [&](const std::string& pattern, std::vector<int64_t> each, cut cu) {
-      std::string label = pattern; // "experts.*.w1" for per-expert tensors
-      if (const size_t e = label.find("{e}"); e != std::string::npos) label.replace(e, 3, "*");
+      // "experts.*.w1" for per-expert tensors (built, not replace()d: GCC 12 warns falsely
+      // of an overlapping memcpy inside basic_string::replace here, -Wrestrict)
+      std::string label = pattern;
+      if (const size_t e = label.find("{e}"); e != std::string::npos)
+        label = pattern.substr(0, e) + "*" + pattern.substr(e + 3);
       return w_.stacked(expert_tensors(pattern, l), at(label, l), l, E, std::move(each), cu,
                         axis::ffn);
     };

@@ -113,7 +113,9 @@ TEST(LlamaQuantizedKQuants, TheLoadTimeLayoutKeepsWithinItsBudget) {
   // are released (then the copies kept, and the largest released matrix while it is made)
   EXPECT_LE(packed.need, packed.layout);
   EXPECT_GT(packed.need, 0);
-  if (packed.released > 0) EXPECT_LT(packed.need, packed.layout);
+  if (packed.released > 0) {
+    EXPECT_LT(packed.need, packed.layout);
+  }
   const run_t within = run(packed.need), past = run(packed.need - 1);
   EXPECT_EQ(within.layout, packed.layout) << "a layout within its budget is made";
   EXPECT_EQ(within.resident, packed.resident);

@@ -62,7 +62,9 @@ std::vector<float> run(const tensor_view& w, const std::vector<float>& x, int64_
   a.dst = tensor_view(y.data(), dtype::f32, {T, N});
   auto k = registry::global().find(backend::cpu, a);
   EXPECT_TRUE(k);
-  if (k) EXPECT_TRUE((*k)(a, exec_ctx{}));
+  if (k) {
+    EXPECT_TRUE((*k)(a, exec_ctx{}));
+  }
   return y;
 }
 
