@@ -53,6 +53,7 @@ void gemm_tn_avx2(const float* xt, int64_t T, int64_t K, const float* B, int64_t
                   float* C, int64_t ldc, const void* next, int64_t next_bytes);
 void gemm_tn_avx512(const float* xt, int64_t T, int64_t K, const float* B, int64_t ldb, int64_t n,
                     float* C, int64_t ldc, const void* next, int64_t next_bytes);
+int64_t pack_tile16_avx512(const float* x, int64_t K, float* tile); // gemm_avx512.cpp
 namespace {
 
 constexpr int64_t chunk = 256;         // portable: values per expanded chunk (fits L1 with x)
@@ -259,9 +260,11 @@ void pack_tokens(const float* x, int64_t T, int64_t K, int64_t L, float* xt) {
     float* tile = xt + t0 * K * L;
     const int64_t lanes = std::min(L, T - t0 * L);
     if (lanes < L) std::fill(tile, tile + K * L, 0.0f);
+    // full AVX-512 tiles: 16 x 16 blocks transposed in registers (most of the values)
+    const int64_t k0 = lanes == 16 && L == 16 ? pack_tile16_avx512(x + t0 * L * K, K, tile) : 0;
     for (int64_t l = 0; l < lanes; ++l) {
       const float* row = x + (t0 * L + l) * K;
-      for (int64_t k = 0; k < K; ++k) tile[k * L + l] = row[k];
+      for (int64_t k = k0; k < K; ++k) tile[k * L + l] = row[k];
     }
   }
 }

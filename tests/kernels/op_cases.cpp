@@ -62,10 +62,12 @@ void matmul_cases(std::vector<op_case>& out_cases) {
   // f32/f16/bf16 with a K that is not a multiple of the vector width (108: 16-wide passes, one
   // of 8, a scalar tail); single tokens over an odd number of rows (the decode kernels read
   // the two halves of a range side by side, the odd row alone) with a bias, and with K = 128
-  // (AVX-512's bf16 kernel splitting x into even and odd halves)
+  // (AVX-512's bf16 kernel splitting x into even and odd halves); prefill GEMMs over 33 tokens
+  // (two full tiles of 16, one of 1) with K = 100 (x laid out 16 x 16 blocks at a time, then
+  // 4 values of k one by one) and a short last group of features
   for (dtype w : {dtype::f32, dtype::f16, dtype::bf16})
     for (auto d : {dims{2, 100, 7, false}, dims{1, 100, 7, true}, dims{1, 108, 9, true},
-                   dims{1, 128, 11, true}})
+                   dims{1, 128, 11, true}, dims{33, 100, 29, true}})
       add(w, d);
 }
 
