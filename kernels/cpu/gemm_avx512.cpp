@@ -49,7 +49,7 @@ inline void tn_tile(const float* xt, int64_t K, const float* B, int64_t ldb, int
 } // namespace
 
 /// matmul.cpp's pack_tokens for full tiles of 16 tokens: 16 x 16 blocks transposed in
-/// registers (unpacks of 32 and 64 bits, then two rounds of 128-bit lane shuffles), k from k0
+/// registers (unpacks of 32 and 64 bits, then two rounds of 128-bit lane shuffles), k from 0
 /// in steps of 16 while they fit; returns where it stopped (the caller finishes the rows).
 int64_t pack_tile16_avx512(const float* x, int64_t K, float* tile) {
   int64_t k = 0;
