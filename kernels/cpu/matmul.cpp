@@ -49,6 +49,9 @@ extern "C" void openblas_set_num_threads(int);
 #endif
 
 namespace troupe::kernels::cpu {
+// gemm_avx2.cpp / gemm_avx512.cpp (gemm_tn.hpp)
+using gemm_tn_fn = void (*)(const float* xt, int64_t T, int64_t K, const float* B, int64_t ldb,
+                            int64_t n, float* C, int64_t ldc, const void* next, int64_t next_bytes);
 void gemm_tn_avx2(const float* xt, int64_t T, int64_t K, const float* B, int64_t ldb, int64_t n,
                   float* C, int64_t ldc, const void* next, int64_t next_bytes);
 void gemm_tn_avx512(const float* xt, int64_t T, int64_t K, const float* B, int64_t ldb, int64_t n,
@@ -85,6 +88,7 @@ struct plan_t {
   const int32_t* corr = nullptr;
   int64_t lanes = 0, tiles = 0;
   const float* xtf = nullptr; // nt: x in tiles of 16 (AVX-512) or 8 (AVX2) tokens
+  gemm_tn_fn tn = nullptr;    // nt: its kernel, over groups of `unit` features
   int64_t unit = 1;           // features per unit of work
   int64_t grain = 1;          // units per task
 };
@@ -252,6 +256,13 @@ gemm_q_fn gemm_for(const gemv_table& tab, dtype t) {
   }
 }
 
+// n floats of buf from a 64-byte boundary (buf grows to hold them).
+float* aligned64(std::vector<float>& buf, int64_t n) {
+  buf.resize(static_cast<size_t>(n + 16));
+  const auto at = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + ((64 - at % 64) % 64) / sizeof(float);
+}
+
 // x [T, K] as tiles of L tokens, k-major, for the tokens-in-the-lanes GEMMs: xt[(tile * K + k)
 // * L + lane] is token tile * L + lane's value k, 0 past T (ceil(T / L) * K * L floats).
 void pack_tokens(const float* x, int64_t T, int64_t K, int64_t L, float* xt) {
@@ -354,18 +365,18 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     return m;
   }
   if (m.T >= gemm_min_tokens && (simd || have_blas) && !packed_all) {
-    // AVX-512 and AVX2: our dot-product GEMM; elsewhere a BLAS sgemm (TROUPE_BLAS=1 forces it)
+    // AVX-512 and AVX2: our GEMM with the tokens in the lanes; elsewhere a BLAS sgemm
+    // (TROUPE_BLAS=1 forces it)
     const bool ours = simd && !blas;
     m.how = ours ? path::nt : path::blas;
     m.unit = ours ? (isa512 ? tn_group : nt_group) : blas_tile;
     if (ours) {
       thread_local std::vector<float> xtf;
       const int64_t L = isa512 ? 16 : 8;
-      xtf.resize(static_cast<size_t>((m.T + L - 1) / L * L * m.K + 16));
-      const auto at = reinterpret_cast<uintptr_t>(xtf.data());
-      float* aligned = xtf.data() + ((64 - at % 64) % 64) / sizeof(float); // 64-byte aligned
-      pack_tokens(m.x, m.T, m.K, L, aligned);
-      m.xtf = aligned;
+      float* xt = aligned64(xtf, (m.T + L - 1) / L * L * m.K);
+      pack_tokens(m.x, m.T, m.K, L, xt);
+      m.xtf = xt;
+      m.tn = isa512 ? gemm_tn_avx512 : gemm_tn_avx2;
     }
     m.grain = ours ? 4 : 1;
     return m;
@@ -512,9 +523,7 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
   }
   case path::amx: {
     thread_local std::vector<float> work;
-    work.resize(amx_work_floats(K) + 16);
-    const auto at = reinterpret_cast<uintptr_t>(work.data());
-    float* aligned = work.data() + ((64 - at % 64) % 64) / sizeof(float); // 64-byte aligned
+    float* aligned = aligned64(work, amx_work_floats(K));
     if (m.xbf)
       amx_gemm_bf16(m.xbf, T, K, static_cast<const uint16_t*>(w.data), n0, n1, y, ldy, n0, bias,
                     aligned);
@@ -523,17 +532,17 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
                  w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);
     return;
   }
-  case path::nt:
+  case path::nt: {
+    const int64_t wrow = row_bytes(w.type, K);
     for (int64_t n = n0; n < n1; n += m.unit) {
-      const int64_t nn = std::min(m.unit, n1 - n);
+      const int64_t nn = std::min(m.unit, n1 - n), next = std::min(m.unit, n1 - n - nn);
       // the kernel reads all the group's rows: a short group goes through the buffer, padded
       const float* b = f32_rows(w, n, nn, K, rows, m.unit);
-      const int64_t wrow = row_bytes(w.type, K), next = std::min(m.unit, n1 - n - nn);
-      (m.unit == tn_group ? gemm_tn_avx512 : gemm_tn_avx2)(
-          m.xtf, T, K, b, K, nn, y + (n - n0), ldy,
-          static_cast<const char*>(w.data) + (n + nn) * wrow, next > 0 ? next * wrow : 0);
+      m.tn(m.xtf, T, K, b, K, nn, y + (n - n0), ldy,
+           static_cast<const char*>(w.data) + (n + nn) * wrow, next > 0 ? next * wrow : 0);
     }
     break;
+  }
   case path::blas: {
 #ifdef TROUPE_HAVE_BLAS
     static const bool single = [] {
