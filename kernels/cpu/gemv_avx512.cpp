@@ -118,7 +118,10 @@ inline void bf16_two_rows_split(const gemv_args& a, int64_t n, int64_t n2, const
 
 constexpr int64_t split_max_k = 8192; // x halves on the stack: 32 KiB
 
-template <int W>
+// Split: bf16 single tokens through bf16_two_rows_split (measured ahead on Intel); AMD's mix
+// (gemv.cpp) takes the unsplit conversion, which was ahead there end to end (bench-134m bf16
+// decode, one thread, five alternating rounds: 127-156 tok/s against 107-112 split).
+template <int W, bool Split = true>
 void gemv_float(const gemv_args& a) {
   const int64_t K = a.K;
   const int64_t K16 = K / 16 * 16;
@@ -127,7 +130,7 @@ void gemv_float(const gemv_args& a) {
   // single tokens: a row from each half of the range at a time, an odd last row below
   const int64_t half = (a.n1 - a.n0) / 2, mid = a.n0 + half;
   int64_t first = a.n0;
-  if (W == 2 && a.T == 1 && K % 32 == 0 && K <= split_max_k) {
+  if (Split && W == 2 && a.T == 1 && K % 32 == 0 && K <= split_max_k) {
     alignas(64) float xe[split_max_k / 2], xo[split_max_k / 2];
     const __m512i even =
         _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -710,6 +713,10 @@ const gemv_table table = {.isa = "avx512",
                           .q8_offset = 128};
 
 } // namespace
+
+void gemv_bf16_unsplit_avx512(const gemv_args& a) {
+  gemv_float<2, false>(a);
+}
 
 const gemv_table* gemv_avx512_table() {
   return &table;
