@@ -36,23 +36,14 @@ bool amd() {
 // 512-bit float GEMV below the 256-bit one (bench/README.md "CPU paths", an A/B on an EPYC):
 // there the AVX2 decode kernels take f32 and q8_0; everything else stays AVX-512. The 16-bit
 // ones read adjacent rows (one stream) until they paired rows from the two halves of a range;
-// since then a single token is faster on them end to end too (bench/README.md "16-bit decode
-// on AMD's AVX-512 kernels"; bf16 without the even / odd split, which was slower there), while
-// 2-7 tokens, one row at a time there, stay on the AVX2 kernels' two halves (~30% faster).
-void zen_f16(const gemv_args& a) {
-  (a.T == 1 ? gemv_avx512_table()->f16 : gemv_avx2_table()->f16)(a);
-}
-void zen_bf16(const gemv_args& a) {
-  (a.T == 1 ? gemv_bf16_unsplit_avx512 : gemv_avx2_table()->bf16)(a);
-}
-
+// since then they are ahead end to end too (bench/README.md "16-bit decode on AMD's AVX-512
+// kernels"), bf16 without the even / odd split, which was slower there.
 const gemv_table* zen_table() {
   static const gemv_table t = [] {
     gemv_table z = *gemv_avx512_table();
     const gemv_table& v2 = *gemv_avx2_table();
     z.f32 = v2.f32;
-    z.f16 = zen_f16;
-    z.bf16 = zen_bf16;
+    z.bf16 = gemv_bf16_unsplit_avx512;
     z.q8_0 = v2.q8_0;
     // q4_0 / Q4_K from the packed layout stay AVX-512 (16 rows in zmm lanes, vpdpbusd): from
     // DRAM 30-32 GB/s on one thread against the AVX2 kernels' 25-35 and the published rows'

@@ -116,7 +116,7 @@ void pack_q6_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
 // per-ISA tables (gemv_avx512.cpp, gemv_avx2.cpp) and their int8 GEMMs (gemm_int8_*.cpp)
 const gemv_table* gemv_avx512_table();
 const gemv_table* gemv_avx2_table();
-// bf16 single tokens without the AVX-512 table's even / odd split (AMD's mix in gemv.cpp)
+// bf16 without the AVX-512 table's even / odd split for single tokens (AMD's mix, gemv.cpp)
 void gemv_bf16_unsplit_avx512(const gemv_args& a);
 void gemm_q8_0_avx512(const gemm_q_args& a);
 void gemm_q4_0_avx512(const gemm_q_args& a);

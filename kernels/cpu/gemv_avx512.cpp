@@ -63,33 +63,54 @@ inline void float_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_
 // their conversions overlap (one row alone leaves the load ports waiting on the stream). The
 // rows are n and n2, one from each half of the range: two adjacent rows are one stream, and on
 // AMD's cores read at half the bandwidth (f16 rows of 768 values, TROUPE_ISA=avx512: 18 ms
-// adjacent, 11.5 ms from the two halves).
-template <int W>
-inline void float_two_rows(const gemv_args& a, int64_t n, int64_t n2) {
+// adjacent, 11.5 ms from the two halves). TC (1 or 2) tokens from t0, the weights loaded once
+// for both: one token keeps two chains per row, two tokens one per pair.
+template <int W, int TC>
+inline void float_two_rows(const gemv_args& a, int64_t n, int64_t n2, int64_t t0) {
   const int64_t K = a.K, K32 = K / 32 * 32;
   const uint8_t* r0 = a.w + n * a.row_bytes;
   const uint8_t* r1 = a.w + n2 * a.row_bytes;
+  const float* x = a.x + t0 * K;
+  const float* x2 = x + K; // the second token's
   __m512 c0 = _mm512_setzero_ps(), c1 = c0, e0 = c0, e1 = c0;
   int64_t k = 0;
-  for (; k < K32; k += 32) {
-    const char* p0 = reinterpret_cast<const char*>(r0) + k * 2 + prefetch_distance;
-    const char* p1 = reinterpret_cast<const char*>(r1) + k * 2 + prefetch_distance;
-    _mm_prefetch(p0, _MM_HINT_T0);
-    _mm_prefetch(p1, _MM_HINT_T0);
-    const __m512 x0 = _mm512_loadu_ps(a.x + k), x1 = _mm512_loadu_ps(a.x + k + 16);
-    c0 = _mm512_fmadd_ps(x0, load_w<W>(r0, k, 0xffff), c0);
-    c1 = _mm512_fmadd_ps(x1, load_w<W>(r0, k + 16, 0xffff), c1);
-    e0 = _mm512_fmadd_ps(x0, load_w<W>(r1, k, 0xffff), e0);
-    e1 = _mm512_fmadd_ps(x1, load_w<W>(r1, k + 16, 0xffff), e1);
-  }
-  for (; k < K; k += 16) {
+  if constexpr (TC == 1)
+    for (; k < K32; k += 32) {
+      const char* p0 = reinterpret_cast<const char*>(r0) + k * 2 + prefetch_distance;
+      const char* p1 = reinterpret_cast<const char*>(r1) + k * 2 + prefetch_distance;
+      _mm_prefetch(p0, _MM_HINT_T0);
+      _mm_prefetch(p1, _MM_HINT_T0);
+      const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+      c0 = _mm512_fmadd_ps(x0, load_w<W>(r0, k, 0xffff), c0);
+      c1 = _mm512_fmadd_ps(x1, load_w<W>(r0, k + 16, 0xffff), c1);
+      e0 = _mm512_fmadd_ps(x0, load_w<W>(r1, k, 0xffff), e0);
+      e1 = _mm512_fmadd_ps(x1, load_w<W>(r1, k + 16, 0xffff), e1);
+    }
+  for (; k < K; k += 16) { // c: row n, e: row n2; 0: token t0, 1: token t0 + 1
     const __mmask16 m = K - k >= 16 ? 0xffff : static_cast<__mmask16>((1u << (K - k)) - 1u);
-    const __m512 x = _mm512_maskz_loadu_ps(m, a.x + k);
-    c0 = _mm512_fmadd_ps(x, load_w<W>(r0, k, m), c0);
-    e0 = _mm512_fmadd_ps(x, load_w<W>(r1, k, m), e0);
+    if constexpr (TC == 2) {
+      _mm_prefetch(reinterpret_cast<const char*>(r0) + k * 2 + prefetch_distance, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r1) + k * 2 + prefetch_distance, _MM_HINT_T0);
+    }
+    const __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
+    const __m512 w0 = load_w<W>(r0, k, m), w1 = load_w<W>(r1, k, m);
+    c0 = _mm512_fmadd_ps(xv, w0, c0);
+    e0 = _mm512_fmadd_ps(xv, w1, e0);
+    if constexpr (TC == 2) {
+      const __m512 xv2 = _mm512_maskz_loadu_ps(m, x2 + k);
+      c1 = _mm512_fmadd_ps(xv2, w0, c1);
+      e1 = _mm512_fmadd_ps(xv2, w1, e1);
+    }
   }
-  a.y[n - a.ycol0] = hsum(_mm512_add_ps(c0, c1)) + (a.bias ? a.bias[n] : 0.0f);
-  a.y[n2 - a.ycol0] = hsum(_mm512_add_ps(e0, e1)) + (a.bias ? a.bias[n2] : 0.0f);
+  const float bn = a.bias ? a.bias[n] : 0.0f, bm = a.bias ? a.bias[n2] : 0.0f;
+  float* y = a.y + t0 * a.ldy - a.ycol0;
+  if constexpr (TC == 1) {
+    y[n] = hsum(_mm512_add_ps(c0, c1)) + bn;
+    y[n2] = hsum(_mm512_add_ps(e0, e1)) + bm;
+  } else {
+    y[n] = hsum(c0) + bn, y[n2] = hsum(e0) + bm;
+    y[a.ldy + n] = hsum(c1) + bn, y[a.ldy + n2] = hsum(e1) + bm;
+  }
 }
 
 // Decode with bf16 weights: 32 weights (one 64-byte load) become two f32 vectors with one
@@ -118,16 +139,17 @@ inline void bf16_two_rows_split(const gemv_args& a, int64_t n, int64_t n2, const
 
 constexpr int64_t split_max_k = 8192; // x halves on the stack: 32 KiB
 
-// Split: bf16 single tokens through bf16_two_rows_split (measured ahead on Intel); AMD's mix
-// (gemv.cpp) takes the unsplit conversion, which was ahead there end to end (bench-134m bf16
-// decode, one thread, five alternating rounds: 127-156 tok/s against 107-112 split).
+// 16-bit weights: a row from each half of the range at a time (float_two_rows), tokens in
+// pairs. Split: bf16 single tokens through bf16_two_rows_split (measured ahead on Intel); AMD's
+// mix (gemv.cpp) takes the unsplit conversion, which was ahead there end to end (bench-134m
+// bf16 decode, one thread, five alternating rounds: 127-156 tok/s against 107-112 split).
 template <int W, bool Split = true>
 void gemv_float(const gemv_args& a) {
   const int64_t K = a.K;
   const int64_t K16 = K / 16 * 16;
   const __mmask16 full = 0xffff;
   const __mmask16 tail = static_cast<__mmask16>((1u << (K - K16)) - 1u);
-  // single tokens: a row from each half of the range at a time, an odd last row below
+  // a row from each half of the range at a time, an odd last row below
   const int64_t half = (a.n1 - a.n0) / 2, mid = a.n0 + half;
   int64_t first = a.n0;
   if (Split && W == 2 && a.T == 1 && K % 32 == 0 && K <= split_max_k) {
@@ -142,8 +164,12 @@ void gemv_float(const gemv_args& a) {
     }
     for (int64_t i = 0; i < half; ++i) bf16_two_rows_split(a, a.n0 + i, mid + i, xe, xo);
     first = a.n0 + 2 * half;
-  } else if (W != 0 && a.T == 1) {
-    for (int64_t i = 0; i < half; ++i) float_two_rows<W>(a, a.n0 + i, mid + i);
+  } else if (W != 0) { // 16-bit weights, any number of tokens: in pairs over the two rows
+    for (int64_t i = 0; i < half; ++i) {
+      int64_t t0 = 0;
+      for (; t0 + 2 <= a.T; t0 += 2) float_two_rows<W, 2>(a, a.n0 + i, mid + i, t0);
+      if (t0 < a.T) float_two_rows<W, 1>(a, a.n0 + i, mid + i, t0);
+    }
     first = a.n0 + 2 * half;
   }
   for (int64_t n = first; n < a.n1; ++n) {

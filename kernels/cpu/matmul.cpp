@@ -420,13 +420,9 @@ std::string path_name(path p, dtype w) {
   const std::string isa = gemv_kernels().isa;
   switch (p) {
   case path::gemv: {
-    // AMD's mix (gemv.cpp) runs some dtypes on the AVX2 table's kernel, the 16-bit ones on
-    // the AVX-512 kernel for one token and on the AVX2 one for 2-7
-    const gemv_fn f = gemv_for(gemv_kernels(), w);
-    const std::string kernel = f == gemv_for(*gemv_avx2_table(), w)     ? std::string("avx2")
-                               : f == gemv_for(*gemv_avx512_table(), w) ? isa
-                                                                        : isa + " / avx2";
-    return "gemv " + kernel + (int8_acts(w) ? " (int8)" : "");
+    // AMD's mix (gemv.cpp) runs some dtypes on the AVX2 table's kernel
+    const bool avx2_kernel = gemv_for(gemv_kernels(), w) == gemv_for(*gemv_avx2_table(), w);
+    return "gemv " + (avx2_kernel ? std::string("avx2") : isa) + (int8_acts(w) ? " (int8)" : "");
   }
   case path::gemv_packed: // decode, and prefill where the table takes it (not a GEMM's tiles)
     return "packed " +
