@@ -59,7 +59,7 @@ inline void float_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_
   for (int j = 0; j < TC; ++j) a.y[(t0 + j) * a.ldy + n - a.ycol0] = hsum(c[j]) + bias;
 }
 
-// Decode with 16-bit weights: two rows at a time, so two weight streams are in flight and
+// Decode with float weights: two rows at a time, so two weight streams are in flight and
 // their conversions overlap (one row alone leaves the load ports waiting on the stream). The
 // rows are n and n2, one from each half of the range: two adjacent rows are one stream, and on
 // AMD's cores read at half the bandwidth (f16 rows of 768 values, TROUPE_ISA=avx512: 18 ms
@@ -72,12 +72,13 @@ inline void float_two_rows(const gemv_args& a, int64_t n, int64_t n2, int64_t t0
   const uint8_t* r1 = a.w + n2 * a.row_bytes;
   const float* x = a.x + t0 * K;
   const float* x2 = x + K; // the second token's
+  constexpr int64_t wbytes = W == 0 ? 4 : 2;
   __m512 c0 = _mm512_setzero_ps(), c1 = c0, e0 = c0, e1 = c0;
   int64_t k = 0;
   if constexpr (TC == 1)
     for (; k < K32; k += 32) {
-      const char* p0 = reinterpret_cast<const char*>(r0) + k * 2 + prefetch_distance;
-      const char* p1 = reinterpret_cast<const char*>(r1) + k * 2 + prefetch_distance;
+      const char* p0 = reinterpret_cast<const char*>(r0) + k * wbytes + prefetch_distance;
+      const char* p1 = reinterpret_cast<const char*>(r1) + k * wbytes + prefetch_distance;
       _mm_prefetch(p0, _MM_HINT_T0);
       _mm_prefetch(p1, _MM_HINT_T0);
       const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
@@ -89,8 +90,8 @@ inline void float_two_rows(const gemv_args& a, int64_t n, int64_t n2, int64_t t0
   for (; k < K; k += 16) { // c: row n, e: row n2; 0: token t0, 1: token t0 + 1
     const __mmask16 m = K - k >= 16 ? 0xffff : static_cast<__mmask16>((1u << (K - k)) - 1u);
     if constexpr (TC == 2) {
-      _mm_prefetch(reinterpret_cast<const char*>(r0) + k * 2 + prefetch_distance, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(r1) + k * 2 + prefetch_distance, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r0) + k * wbytes + prefetch_distance, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r1) + k * wbytes + prefetch_distance, _MM_HINT_T0);
     }
     const __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
     const __m512 w0 = load_w<W>(r0, k, m), w1 = load_w<W>(r1, k, m);
@@ -139,10 +140,12 @@ inline void bf16_two_rows_split(const gemv_args& a, int64_t n, int64_t n2, const
 
 constexpr int64_t split_max_k = 8192; // x halves on the stack: 32 KiB
 
-// 16-bit weights: a row from each half of the range at a time (float_two_rows), tokens in
-// pairs. Split: bf16 single tokens through bf16_two_rows_split (measured ahead on Intel); AMD's
-// mix (gemv.cpp) takes the unsplit conversion, which was ahead there end to end (bench-134m
-// bf16 decode, one thread, five alternating rounds: 127-156 tok/s against 107-112 split).
+// A row from each half of the range at a time (float_two_rows), tokens in pairs (f32 too since
+// December 2026: 4 tokens on rows of 5632 values 62-68 -> 41 ms, one token unchanged;
+// TROUPE_ISA=avx512 on an AMD EPYC, not measured on Intel). Split: bf16 single tokens through
+// bf16_two_rows_split (measured ahead on Intel); AMD's mix (gemv.cpp) takes the unsplit conversion,
+// which was ahead there end to end (bench-134m bf16 decode, one thread, five alternating rounds:
+// 127-156 tok/s against 107-112 split).
 template <int W, bool Split = true>
 void gemv_float(const gemv_args& a) {
   const int64_t K = a.K;
@@ -164,7 +167,7 @@ void gemv_float(const gemv_args& a) {
     }
     for (int64_t i = 0; i < half; ++i) bf16_two_rows_split(a, a.n0 + i, mid + i, xe, xo);
     first = a.n0 + 2 * half;
-  } else if (W != 0) { // 16-bit weights, any number of tokens: in pairs over the two rows
+  } else { // any number of tokens: in pairs over the two rows
     for (int64_t i = 0; i < half; ++i) {
       int64_t t0 = 0;
       for (; t0 + 2 <= a.T; t0 += 2) float_two_rows<W, 2>(a, a.n0 + i, mid + i, t0);
