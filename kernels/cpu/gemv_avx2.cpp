@@ -58,6 +58,7 @@ inline float load_w1(const uint8_t* row, int64_t k) {
 // BM_matmul/f16/1/5632/32768/1`, TROUPE_ISA=avx2) and 4 tokens from 42-47 to 27-30 ms;
 // bench/README.md "Prefetching the AVX2 float decode kernels".
 constexpr int64_t float_prefetch = 4096; // bytes ahead of each row's stream
+constexpr int64_t quant_prefetch = 2048; // the q8_0 / q4_0 kernels' (see gemv_avx512.cpp)
 
 template <int W, int TC>
 inline void float_two_rows(const gemv_args& a, int64_t n, int64_t m, int64_t t0) {
@@ -145,51 +146,59 @@ inline __m256i q4_unpack(const uint8_t* qs) {
   return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(8));
 }
 
+// One token's dot with rows n and m (one from each half of the range: two streams, as the
+// float kernels), two blocks at a time per row; a row paired with itself for an odd last row.
+// In kernels_bench (TROUPE_ISA=avx2) 4 tokens on rows of 5632 values took 27-33 -> 22-25 ms,
+// one token 9.0-9.4 -> 7.3-8.1; end to end one token is at the memory either way (bench/README.md
+// "q8_0 decode on two streams").
 template <bool Q4>
-void gemv_quant(const gemv_args& a) {
+inline void quant_two_rows(const gemv_args& a, int64_t n, int64_t m, int64_t t) {
   const int64_t nb = a.K / 32;
   const int64_t bb = Q4 ? 18 : 34;
-  for (int64_t n = a.n0; n < a.n1; ++n) {
-    const uint8_t* row = a.w + n * a.row_bytes;
-    const float bias = a.bias ? a.bias[n] : 0.0f;
-    for (int64_t t = 0; t < a.T; ++t) {
-      __m256 c0 = _mm256_setzero_ps(), c1 = c0;
-      const int8_t* xq = a.xq + t * a.K;
-      const float* xd = a.xd + t * nb;
-      int64_t b = 0;
-      for (; b + 2 <= nb; b += 2) {
-        const uint8_t* blk0 = row + b * bb;
-        const uint8_t* blk1 = blk0 + bb;
-        _mm_prefetch(reinterpret_cast<const char*>(blk0) + 2048,
-                     _MM_HINT_T0); // see gemv_avx512.cpp
-        const __m256i w0 = Q4 ? q4_unpack(blk0 + 2)
-                              : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + 2));
-        const __m256i w1 = Q4 ? q4_unpack(blk1 + 2)
-                              : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + 2));
-        const __m256i p0 =
-            dot_block(w0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
-        const __m256i p1 =
-            dot_block(w1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32 + 32)));
-        c0 = _mm256_fmadd_ps(
-            _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk0)) * xd[b]),
-            _mm256_cvtepi32_ps(p0), c0);
-        c1 = _mm256_fmadd_ps(
-            _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk1)) * xd[b + 1]),
-            _mm256_cvtepi32_ps(p1), c1);
-      }
-      for (; b < nb; ++b) {
-        const uint8_t* blk = row + b * bb;
-        const __m256i w =
-            Q4 ? q4_unpack(blk + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-        const __m256i p =
-            dot_block(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
-        c0 = _mm256_fmadd_ps(
-            _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk)) * xd[b]),
-            _mm256_cvtepi32_ps(p), c0);
-      }
-      a.y[t * a.ldy + n - a.ycol0] = hsum256(_mm256_add_ps(c0, c1)) + bias;
-    }
+  const uint8_t* r0 = a.w + n * a.row_bytes;
+  const uint8_t* r1 = a.w + m * a.row_bytes;
+  const int8_t* xq = a.xq + t * a.K;
+  const float* xd = a.xd + t * nb;
+  auto codes = [](const uint8_t* blk) {
+    return Q4 ? q4_unpack(blk + 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  };
+  auto scale = [&](const uint8_t* blk, int64_t b) {
+    return _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(blk)) * xd[b]);
+  };
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, d0 = c0, d1 = c0;
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* p0 = r0 + b * bb;
+    const uint8_t* p1 = r1 + b * bb;
+    _mm_prefetch(reinterpret_cast<const char*>(p0) + quant_prefetch, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p1) + quant_prefetch, _MM_HINT_T0);
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32 + 32));
+    c0 = _mm256_fmadd_ps(scale(p0, b), _mm256_cvtepi32_ps(dot_block(codes(p0), x0)), c0);
+    c1 = _mm256_fmadd_ps(scale(p0 + bb, b + 1), _mm256_cvtepi32_ps(dot_block(codes(p0 + bb), x1)),
+                         c1);
+    d0 = _mm256_fmadd_ps(scale(p1, b), _mm256_cvtepi32_ps(dot_block(codes(p1), x0)), d0);
+    d1 = _mm256_fmadd_ps(scale(p1 + bb, b + 1), _mm256_cvtepi32_ps(dot_block(codes(p1 + bb), x1)),
+                         d1);
   }
+  if (b < nb) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
+    c0 = _mm256_fmadd_ps(scale(r0 + b * bb, b),
+                         _mm256_cvtepi32_ps(dot_block(codes(r0 + b * bb), x)), c0);
+    d0 = _mm256_fmadd_ps(scale(r1 + b * bb, b),
+                         _mm256_cvtepi32_ps(dot_block(codes(r1 + b * bb), x)), d0);
+  }
+  a.y[t * a.ldy + n - a.ycol0] = hsum256(_mm256_add_ps(c0, c1)) + (a.bias ? a.bias[n] : 0.0f);
+  a.y[t * a.ldy + m - a.ycol0] = hsum256(_mm256_add_ps(d0, d1)) + (a.bias ? a.bias[m] : 0.0f);
+}
+
+template <bool Q4>
+void gemv_quant(const gemv_args& a) {
+  const int64_t half = (a.n1 - a.n0) / 2, mid = a.n0 + half;
+  for (int64_t i = 0; i < half; ++i)
+    for (int64_t t = 0; t < a.T; ++t) quant_two_rows<Q4>(a, a.n0 + i, mid + i, t);
+  if ((a.n1 - a.n0) % 2)
+    for (int64_t t = 0; t < a.T; ++t) quant_two_rows<Q4>(a, a.n1 - 1, a.n1 - 1, t);
 }
 
 void gemv_q8_0(const gemv_args& a) {
