@@ -39,26 +39,6 @@ inline __m512 load_w(const uint8_t* row, int64_t k, __mmask16 m) {
   }
 }
 
-template <int W, int TC>
-inline void float_row(const gemv_args& a, const uint8_t* row, int64_t t0, int64_t n, float bias) {
-  const int64_t K = a.K, K16 = K / 16 * 16;
-  const __mmask16 tail = static_cast<__mmask16>((1u << (K - K16)) - 1u);
-  __m512 c[TC];
-  for (int j = 0; j < TC; ++j) c[j] = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k < K16; k += 16) {
-    const __m512 wv = load_w<W>(row, k, 0xffff);
-    for (int j = 0; j < TC; ++j)
-      c[j] = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + (t0 + j) * K + k), wv, c[j]);
-  }
-  if (K16 < K) {
-    const __m512 wv = load_w<W>(row, K16, tail);
-    for (int j = 0; j < TC; ++j)
-      c[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a.x + (t0 + j) * K + K16), wv, c[j]);
-  }
-  for (int j = 0; j < TC; ++j) a.y[(t0 + j) * a.ldy + n - a.ycol0] = hsum(c[j]) + bias;
-}
-
 // Decode with float weights: two rows at a time, so two weight streams are in flight and
 // their conversions overlap (one row alone leaves the load ports waiting on the stream). The
 // rows are n and n2, one from each half of the range: two adjacent rows are one stream, and on
@@ -149,73 +129,31 @@ constexpr int64_t split_max_k = 8192; // x halves on the stack: 32 KiB
 template <int W, bool Split = true>
 void gemv_float(const gemv_args& a) {
   const int64_t K = a.K;
-  const int64_t K16 = K / 16 * 16;
-  const __mmask16 full = 0xffff;
-  const __mmask16 tail = static_cast<__mmask16>((1u << (K - K16)) - 1u);
-  // a row from each half of the range at a time, an odd last row below
+  // a row from each half of the range at a time; an odd last row paired with itself (its
+  // values computed twice, stored twice)
   const int64_t half = (a.n1 - a.n0) / 2, mid = a.n0 + half;
-  int64_t first = a.n0;
+  const bool odd = (a.n1 - a.n0) % 2;
   if (Split && W == 2 && a.T == 1 && K % 32 == 0 && K <= split_max_k) {
     alignas(64) float xe[split_max_k / 2], xo[split_max_k / 2];
     const __m512i even =
         _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i odd_lanes = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     for (int64_t k = 0; k < K; k += 32) {
       const __m512 lo = _mm512_loadu_ps(a.x + k), hi = _mm512_loadu_ps(a.x + k + 16);
       _mm512_store_ps(xe + k / 2, _mm512_permutex2var_ps(lo, even, hi));
-      _mm512_store_ps(xo + k / 2, _mm512_permutex2var_ps(lo, odd, hi));
+      _mm512_store_ps(xo + k / 2, _mm512_permutex2var_ps(lo, odd_lanes, hi));
     }
     for (int64_t i = 0; i < half; ++i) bf16_two_rows_split(a, a.n0 + i, mid + i, xe, xo);
-    first = a.n0 + 2 * half;
-  } else { // any number of tokens: in pairs over the two rows
-    for (int64_t i = 0; i < half; ++i) {
-      int64_t t0 = 0;
-      for (; t0 + 2 <= a.T; t0 += 2) float_two_rows<W, 2>(a, a.n0 + i, mid + i, t0);
-      if (t0 < a.T) float_two_rows<W, 1>(a, a.n0 + i, mid + i, t0);
-    }
-    first = a.n0 + 2 * half;
+    if (odd) bf16_two_rows_split(a, a.n1 - 1, a.n1 - 1, xe, xo);
+    return;
   }
-  for (int64_t n = first; n < a.n1; ++n) {
-    const uint8_t* row = a.w + n * a.row_bytes;
-    const float b = a.bias ? a.bias[n] : 0.0f;
-    if (a.T == 1) {
-      // four independent chains: one token must still keep the FMA pipes busy
-      __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-      int64_t k = 0;
-      for (; k + 64 <= K; k += 64) {
-        if constexpr (W != 0) { // 16-bit weights: more work per byte, help the stream along
-          const char* p = reinterpret_cast<const char*>(row) + k * 2 + prefetch_distance;
-          _mm_prefetch(p, _MM_HINT_T0);
-          _mm_prefetch(p + 64, _MM_HINT_T0);
-        }
-        c0 = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + k), load_w<W>(row, k, full), c0);
-        c1 = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + k + 16), load_w<W>(row, k + 16, full), c1);
-        c2 = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + k + 32), load_w<W>(row, k + 32, full), c2);
-        c3 = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + k + 48), load_w<W>(row, k + 48, full), c3);
-      }
-      for (; k < K16; k += 16)
-        c0 = _mm512_fmadd_ps(_mm512_loadu_ps(a.x + k), load_w<W>(row, k, full), c0);
-      if (K16 < K)
-        c1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a.x + K16), load_w<W>(row, K16, tail), c1);
-      a.y[n - a.ycol0] = hsum(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3))) + b;
-      continue;
-    }
+  auto rows = [&](int64_t n, int64_t m) { // any number of tokens: in pairs over the two rows
     int64_t t0 = 0;
-    for (; t0 + 4 <= a.T; t0 += 4) float_row<W, 4>(a, row, t0, n, b);
-    switch (a.T - t0) {
-    case 3:
-      float_row<W, 3>(a, row, t0, n, b);
-      break;
-    case 2:
-      float_row<W, 2>(a, row, t0, n, b);
-      break;
-    case 1:
-      float_row<W, 1>(a, row, t0, n, b);
-      break;
-    default:
-      break;
-    }
-  }
+    for (; t0 + 2 <= a.T; t0 += 2) float_two_rows<W, 2>(a, n, m, t0);
+    if (t0 < a.T) float_two_rows<W, 1>(a, n, m, t0);
+  };
+  for (int64_t i = 0; i < half; ++i) rows(a.n0 + i, mid + i);
+  if (odd) rows(a.n1 - 1, a.n1 - 1);
 }
 
 void gemv_f32(const gemv_args& a) {
