@@ -28,16 +28,27 @@ using namespace troupe::transport;
 
 namespace {
 
+// A port rank 0 can listen on, below the kernel's ephemeral range (32768-60999 by default): a
+// port the kernel hands out for bind(0) is also what it gives the next outgoing connection of
+// a test running beside this one, which took one between this probe and rank 0's listen once
+// ("Address already in use", the other ranks then waiting out their join timeout).
 uint16_t free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
+  std::random_device rd;
+  std::mt19937 gen(rd());
+  std::uniform_int_distribution<int> pick(20000, 32000);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const auto port = static_cast<uint16_t>(pick(gen));
+    int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(s);
+    if (ok) return port;
+  }
+  ADD_FAILURE() << "no free port in 20000-32000";
+  return 0;
 }
 
 world_options opts(int rank, int size, uint16_t port) {
