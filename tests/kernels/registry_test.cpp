@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "kernels/cpu/amx.hpp"
 #include "kernels/cpu/gemv.hpp"
 #include "kernels/cpu/report.hpp"
 #include "kernels/registry.hpp"
@@ -113,8 +114,8 @@ TEST(Registry, MoeRefusesExpertIdsOutOfRange) {
 }
 
 // report.hpp counts each weight matmul under the path the plan took: with q4_0 weights, one
-// token runs the decode gemv and 16 tokens the int8 GEMM (where the kernels have SIMD tables;
-// plain loops and BLAS otherwise), and the counts say so.
+// token runs the decode gemv and 16 tokens the int8 GEMM (AMX tiles where the CPU has them;
+// where the kernels have SIMD tables; plain loops and BLAS otherwise), and the counts say so.
 TEST(MatmulReport, CountsThePathEachCallTook) {
   const int64_t K = 64, N = 16;
   std::vector<uint8_t> w(static_cast<size_t>(row_bytes(dtype::q4_0, K) * N), 0x11);
@@ -142,7 +143,10 @@ TEST(MatmulReport, CountsThePathEachCallTook) {
     EXPECT_EQ(uses[0].path, "blas sgemm (weights expanded)");
     EXPECT_EQ(uses[1].path, "portable loops");
   } else {
-    EXPECT_EQ(uses[0].path.rfind("int8 gemm " + isa, 0), 0u) << uses[0].path;
+    if (kernels::cpu::amx_int8_usable())
+      EXPECT_EQ(uses[0].path, "amx int8");
+    else
+      EXPECT_EQ(uses[0].path.rfind("int8 gemm " + isa, 0), 0u) << uses[0].path;
     EXPECT_EQ(uses[1].path, "gemv " + isa + " (int8)");
   }
 }
