@@ -8,6 +8,7 @@
 // inverse frequencies and the cos / sin of a step are computed once, not once per call.
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/convert.hpp"
@@ -16,22 +17,42 @@
 namespace troupe::kernels::cpu {
 namespace {
 
-// Rotates the H heads of one token (x -> y, may alias) with that token's cos/sin.
+// y = one head's first 2 * half values rotated (x and y do not overlap): each layout in a
+// loop of its own, which the compiler vectorizes (the pairs of the interleaved layout with a
+// permute per vector)
+TROUPE_CPU_DISPATCH
+void rotate_head(const float* __restrict x, float* __restrict y, int half, bool neox,
+                 const float* __restrict cs, const float* __restrict sn) {
+  if (neox) {
+    for (int i = 0; i < half; ++i) {
+      y[i] = x[i] * cs[i] - x[i + half] * sn[i];
+      y[i + half] = x[i] * sn[i] + x[i + half] * cs[i];
+    }
+  } else {
+    for (int i = 0; i < half; ++i) {
+      y[2 * i] = x[2 * i] * cs[i] - x[2 * i + 1] * sn[i];
+      y[2 * i + 1] = x[2 * i] * sn[i] + x[2 * i + 1] * cs[i];
+    }
+  }
+}
+
+// Rotates the H heads of one token (x -> y, may alias) with that token's cos/sin; a head
+// rotated in place goes through an L1 copy.
 void rotate_token(const float* x, float* y, int64_t H, int64_t D, const rope_spec& spec,
                   const float* cs, const float* sn) {
   const int half = spec.rot_dim / 2;
   const bool neox = spec.layout == rope_layout::neox;
+  thread_local std::vector<float> copy;
+  copy.resize(static_cast<size_t>(spec.rot_dim));
   for (int64_t h = 0; h < H; ++h) {
     const float* xh = x + h * D;
     float* yh = y + h * D;
-    for (int i = 0; i < half; ++i) {
-      const int ia = neox ? i : 2 * i;
-      const int ib = neox ? i + half : 2 * i + 1;
-      const float xa = xh[ia], xb = xh[ib];
-      yh[ia] = xa * cs[i] - xb * sn[i];
-      yh[ib] = xa * sn[i] + xb * cs[i];
+    if (xh == yh) {
+      std::memcpy(copy.data(), xh, static_cast<size_t>(spec.rot_dim) * sizeof(float));
+      xh = copy.data();
     }
-    if (yh != xh)
+    rotate_head(xh, yh, half, neox, cs, sn);
+    if (yh != x + h * D)
       for (int64_t d = spec.rot_dim; d < D; ++d) yh[d] = xh[d];
   }
 }
