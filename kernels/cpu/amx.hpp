@@ -49,6 +49,17 @@ inline int64_t amx_work_floats(int64_t K) {
 void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4, int64_t n0,
                 int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias, float* work);
 
+/// Like amx_pack, with each (token tile, block) as 16 token rows of 32 bytes (the left
+/// operand of the packed kernel): xa [T16 / 16][K / 32][16][32].
+void amx_pack_rows(const float* x, int64_t T, int64_t K, int8_t* xa, float* dx);
+
+/// Like amx_gemm_q from the packed layout of the decode kernels (pack_q8_0 / pack_q4_0 with
+/// groups of 16 rows; wp the layout of the view's first row, n0 and n1 multiples of 16), with
+/// activations from amx_pack_rows: the published rows are not read. work: amx_work_floats(a.K).
+void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, bool q4, int64_t n0,
+                       int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias,
+                       float* work);
+
 /// bf16 weights: x [T, K] as hi = bf16(x) and lo = bf16(x - hi), in tiles of 16 tokens x 32
 /// values in VNNI pairs: xv [T16 / 16][K / 32][hi, lo][16][16][2] (amx_xv_bytes(T, K) * 2
 /// uint16 values).

@@ -23,7 +23,7 @@ struct tile_config {
   uint8_t rows[16];
 };
 
-enum class tiles { none, int8, bf16 };
+enum class tiles { none, int8, int8_packed, bf16 };
 
 // Loads the tile shapes of one kernel on this thread (kept until the other kernel runs).
 void configure_thread(tiles want) {
@@ -35,6 +35,9 @@ void configure_thread(tiles want) {
   if (want == tiles::int8) {
     c.rows[0] = 16, c.colsb[0] = 32; // weights: 16 features x one block
     c.rows[1] = 8, c.colsb[1] = 64;  // activations: 32 values x 16 tokens, 4 values per dword
+  } else if (want == tiles::int8_packed) {
+    c.rows[0] = 16, c.colsb[0] = 32; // activations: 16 tokens x one block
+    c.rows[1] = 8, c.colsb[1] = 64;  // weights: 32 values x 16 features, 4 values per dword
   } else {
     c.rows[0] = 16, c.colsb[0] = 64; // weights: 16 features x 32 bf16
     c.rows[1] = 16, c.colsb[1] = 64; // the next 16 features
@@ -99,6 +102,36 @@ void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx) {
         }
         // VNNI order: row r holds values 4r .. 4r + 3 of every token, token t at byte 4t
         for (int r = 0; r < 8; ++r) std::memcpy(tile + r * 64 + t * 4, q + 4 * r, 4);
+      }
+    }
+}
+
+void amx_pack_rows(const float* x, int64_t T, int64_t K, int8_t* xa, float* dx) {
+  const int64_t nb = K / 32, T16 = pad16(T);
+  for (int64_t tt = 0; tt < T16 / 16; ++tt)
+    for (int64_t b = 0; b < nb; ++b) {
+      int8_t* tile = xa + (tt * nb + b) * 512;
+      float* d = dx + (tt * nb + b) * 16;
+      for (int64_t t = 0; t < 16; ++t) {
+        const int64_t tok = tt * 16 + t;
+        if (tok >= T) {
+          std::memset(tile + t * 32, 0, 32);
+          d[t] = 0.0f;
+          continue;
+        }
+        const float* xr = x + tok * K + b * 32;
+        const __m512 v0 = _mm512_loadu_ps(xr), v1 = _mm512_loadu_ps(xr + 16);
+        const float amax =
+            _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        const float scale = amax / 127.0f;
+        const __m512 inv = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
+        const __m512i i0 = _mm512_cvtps_epi32(
+            _mm512_roundscale_ps(_mm512_mul_ps(v0, inv), _MM_FROUND_TO_NEAREST_INT));
+        const __m512i i1 = _mm512_cvtps_epi32(
+            _mm512_roundscale_ps(_mm512_mul_ps(v1, inv), _MM_FROUND_TO_NEAREST_INT));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(tile + t * 32), _mm512_cvtsepi32_epi8(i0));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(tile + t * 32 + 16), _mm512_cvtsepi32_epi8(i1));
+        d[t] = scale;
       }
     }
 }
@@ -204,6 +237,101 @@ void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4,
         const float add = bias ? bias[n + r] : 0.0f;
         for (int64_t t = 0; t < tn; ++t) y[(tt * 16 + t) * ldy + n + r - ycol0] = out[t] + add;
       }
+    }
+  }
+}
+
+namespace {
+
+// acc[t] += int32 products of token t x (token t's scale dx[t]) x (the 16 features' scales dw)
+inline void scale_tile_t(const int32_t* prod, const float* dx, __m512 dw, __m512* acc) {
+  for (int t = 0; t < 16; ++t)
+    acc[t] =
+        _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(prod + t * 16)), dw),
+                        _mm512_set1_ps(dx[t]), acc[t]);
+}
+
+// One block of the packed kernel: activations x weights into product tile C, stored to prod
+// slot C - 2.
+#define TROUPE_AMX_ISSUE_PACKED(C)                                                                 \
+  do {                                                                                             \
+    _tile_loadd(0, xt, 32);                                                                        \
+    _tile_loadd(1, wt, 64);                                                                        \
+    _tile_zero(C);                                                                                 \
+    _tile_dpbssd(C, 0, 1);                                                                         \
+    _tile_stored(C, prod + ((C)-2) * 256, 64);                                                     \
+  } while (0)
+
+} // namespace
+
+// The packed layout's block of a 16-row group is the 16 f16 scales, then the codes as 8 (q8_0)
+// or 4 (q4_0) lines of 16 rows x 4 bytes: q8_0's lines are a weight tile as they are (values
+// 4c .. 4c + 3 of the 16 features in line c, the VNNI order), q4_0's are split into low and
+// high nibbles (values 4c .. and 16 + 4c ..) into the same order once per group. The products
+// come out token by row, so each token's 16 outputs are one store.
+void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, bool q4, int64_t n0,
+                       int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias,
+                       float* work) {
+  configure_thread(tiles::int8_packed);
+  const int64_t nb = a.K / 32, ntt = a.T16 / 16;
+  const int64_t bb = q4 ? 18 : 34, gb = 16 * bb;              // block bytes, a group's block bytes
+  int32_t* prod = reinterpret_cast<int32_t*>(work);           // [4][16][16], 64-byte aligned
+  float* dw = work + 1024;                                    // [nb][16]
+  int8_t* unpacked = reinterpret_cast<int8_t*>(dw + nb * 16); // [nb][8][64] (q4_0)
+  for (int64_t n = n0; n < n1; n += 16) {
+    const uint8_t* grp = wp + n / 16 * 16 * row_bytes;
+    for (int64_t b = 0; b < nb; ++b)
+      _mm512_storeu_ps(dw + b * 16, _mm512_cvtph_ps(_mm256_loadu_si256(
+                                        reinterpret_cast<const __m256i*>(grp + b * gb))));
+    if (q4) {
+      const __m512i m = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+      for (int64_t b = 0; b < nb; ++b)
+        for (int c = 0; c < 4; ++c) {
+          const __m512i v = _mm512_loadu_si512(grp + b * gb + 32 + c * 64);
+          int8_t* dst = unpacked + b * 512;
+          _mm512_store_si512(dst + c * 64, _mm512_sub_epi8(_mm512_and_si512(v, m), eight));
+          _mm512_store_si512(dst + (4 + c) * 64,
+                             _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m), eight));
+        }
+    }
+    prefetcher pf{reinterpret_cast<const char*>(grp + 16 * row_bytes), 0, 0};
+    pf.lines = n + 16 < n1 ? 16 * row_bytes / 64 + 1 : 0;
+    pf.per_step = (pf.lines + ntt * nb - 1) / (ntt * nb);
+    const __m512 add = bias ? _mm512_loadu_ps(bias + n) : _mm512_setzero_ps();
+    for (int64_t tt = 0; tt < ntt; ++tt) {
+      const int8_t* xb = a.xv + tt * nb * 512;
+      const float* dx = a.dx + tt * nb * 16;
+      __m512 acc[16];
+      for (int t = 0; t < 16; ++t) acc[t] = _mm512_setzero_ps();
+      for (int64_t b = 0; b < nb; ++b) {
+        const void* wt = q4 ? static_cast<const void*>(unpacked + b * 512)
+                            : static_cast<const void*>(grp + b * gb + 32);
+        const int8_t* xt = xb + b * 512;
+        pf.step();
+        switch (b & 3) {
+        case 0:
+          TROUPE_AMX_ISSUE_PACKED(2);
+          break;
+        case 1:
+          TROUPE_AMX_ISSUE_PACKED(3);
+          break;
+        case 2:
+          TROUPE_AMX_ISSUE_PACKED(4);
+          break;
+        default:
+          TROUPE_AMX_ISSUE_PACKED(5);
+          break;
+        }
+        if (b >= lag) {
+          const int64_t d = b - lag;
+          scale_tile_t(prod + (d & 3) * 256, dx + d * 16, _mm512_loadu_ps(dw + d * 16), acc);
+        }
+      }
+      for (int64_t d = nb > lag ? nb - lag : 0; d < nb; ++d)
+        scale_tile_t(prod + (d & 3) * 256, dx + d * 16, _mm512_loadu_ps(dw + d * 16), acc);
+      const int64_t tn = a.T - tt * 16 < 16 ? a.T - tt * 16 : 16;
+      for (int64_t t = 0; t < tn; ++t)
+        _mm512_storeu_ps(y + (tt * 16 + t) * ldy + n - ycol0, _mm512_add_ps(acc[t], add));
     }
   }
 }

@@ -17,8 +17,10 @@
 //             without AMX: int8 dot products with the tokens in the lanes (gemv.hpp's
 //             gemm_q_args), x tiled once per call
 //   amx       prefill and batched decode with q8_0 / q4_0 / bf16 weights where the CPU has
-//             AMX (amx.hpp): int8 tiles with activations quantized once per call, or bf16
-//             tiles with activations split once per call into two bf16 halves
+//             AMX (amx.hpp): int8 tiles with activations quantized once per call (from
+//             the decode kernels' packed layout where the weight has it, so the published
+//             rows are released as they are without AMX), or bf16 tiles with activations
+//             split once per call into two bf16 halves
 //   blas      prefill on the portable table (or TROUPE_BLAS=1): single-threaded sgemm on f32
 //             tiles
 //   portable  plain loops, weights expanded in chunks of 256 values
@@ -82,6 +84,7 @@ struct plan_t {
   const float* xd = nullptr;
   const float* xs = nullptr;     // and, for the K-quants, their sums per 16 (gemv_args::xs)
   amx_acts amx{};                // amx: x packed into int8 tiles
+  bool amx_rows = false;         // amx: in amx_pack_rows' order, for the packed layout
   const uint16_t* xbf = nullptr; // amx with bf16 weights: x packed into bf16 tiles
   gemm_q_fn gq = nullptr;        // int8: the kernel and x in its token tiles (gemm_q_args)
   const int8_t* xt = nullptr;
@@ -164,9 +167,15 @@ gemv_fn packed_for(const gemv_table& tab, dtype t) {
 }
 
 // Whether the AMX int8 tiles take a prefill with `w` (plan's first choice for 8+ tokens where
-// the CPU has them; they read the published rows).
+// the CPU has them).
 bool amx_int8_takes(const tensor_view& w) {
   return int8_acts(w.type) && is_block32(w.type) && w.rows() % 16 == 0 && amx_int8_usable();
+}
+
+// Whether they read w's packed layout (groups of 16 rows) rather than its published rows.
+bool amx_reads_packed(const tensor_view& w) {
+  return (w.type == dtype::q8_0 || w.type == dtype::q4_0) && gemv_kernels().pack_rows == 16 &&
+         amx_int8_takes(w);
 }
 
 // Whether prefill of a weight of `t` with the packed layout runs on its packed kernel: all but
@@ -326,7 +335,11 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     thread_local std::vector<float> dx;
     xv.resize(amx_xv_bytes(m.T, m.K));
     dx.resize(amx_dx_floats(m.T, m.K));
-    amx_pack(m.x, m.T, m.K, xv.data(), dx.data());
+    m.amx_rows = w.packed && amx_reads_packed(w);
+    if (m.amx_rows)
+      amx_pack_rows(m.x, m.T, m.K, xv.data(), dx.data());
+    else
+      amx_pack(m.x, m.T, m.K, xv.data(), dx.data());
     m.how = path::amx;
     m.amx = {xv.data(), dx.data(), m.T, (m.T + 15) / 16 * 16, m.K};
     m.unit = 16;
@@ -527,9 +540,22 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     if (m.xbf)
       amx_gemm_bf16(m.xbf, T, K, static_cast<const uint16_t*>(w.data), n0, n1, y, ldy, n0, bias,
                     aligned);
-    else
+    else if (m.amx_rows && w.packed && n0 % 16 == 0)
+      amx_gemm_q_packed(m.amx, static_cast<const uint8_t*>(w.packed), row_bytes(w.type, K),
+                        w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);
+    else if (m.amx_rows) { // a fused op's weight without the layout: the other tile order
+      thread_local std::vector<int8_t> xv;
+      thread_local std::vector<float> dx;
+      xv.resize(amx_xv_bytes(T, K));
+      dx.resize(amx_dx_floats(T, K));
+      amx_pack(m.x, T, K, xv.data(), dx.data());
+      const amx_acts published = {xv.data(), dx.data(), T, m.amx.T16, K};
+      amx_gemm_q(published, static_cast<const uint8_t*>(w.data), row_bytes(w.type, K),
+                 w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);
+    } else {
       amx_gemm_q(m.amx, static_cast<const uint8_t*>(w.data), row_bytes(w.type, K),
                  w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);
+    }
     return;
   }
   case path::nt: {
@@ -731,7 +757,8 @@ void pack(const tensor_view& w, void* out) {
 }
 
 bool packed_only(const tensor_view& w) {
-  return packed_bytes(w) > 0 && prefill_packed(gemv_kernels(), w.type) && !amx_int8_takes(w);
+  return packed_bytes(w) > 0 && prefill_packed(gemv_kernels(), w.type) &&
+         (!amx_int8_takes(w) || amx_reads_packed(w));
 }
 
 std::vector<matmul_use> matmul_uses() {
