@@ -5,7 +5,10 @@
 // 2^-16, where rounding activations to bf16 alone would lose 2^-9. A weight tile is 16
 // output features x one 32-value block (q8_0 rows load straight from the checkpoint's
 // layout, stride = row bytes; q4_0 blocks are unpacked to int8 first); an activation tile
-// is 16 tokens x the same block in the VNNI order the tile unit wants. TDPBSSD makes the
+// is 16 tokens x the same block in the VNNI order the tile unit wants. Weights with the
+// decode kernels' packed layout (groups of 16 rows) swap the roles: that layout is already
+// the VNNI order, so the weights are the right operand as they lie and the activations the
+// left one, 16 tokens x 32 bytes (amx_gemm_q_packed). TDPBSSD makes the
 // 16 x 16 int32 dot products of one block, which are scaled by the weight block's f16 scale
 // times each token's activation scale and summed into f32 accumulators. Used only when the
 // CPU has AMX-TILE and AMX-INT8 and Linux grants the tile state (arch_prctl); otherwise the
