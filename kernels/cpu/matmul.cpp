@@ -71,7 +71,8 @@ constexpr int64_t nt_group = 6;
 // accumulators, the two token vectors and one broadcast weight (gemm_tn_avx512)
 constexpr int64_t tn_group = 12;
 
-enum class path { gemv, int8, amx, nt, blas, portable, gemv_packed };
+// amx_packed only names the counts of amx plans that read the packed layout (plan_t::amx_rows)
+enum class path { gemv, int8, amx, nt, blas, portable, gemv_packed, amx_packed };
 
 struct plan_t {
   path how = path::portable;
@@ -419,14 +420,14 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
 }
 
 // report.hpp's counters: [path][weight dtype][prefill]
-constexpr int n_paths = 7, n_types = 32;
+constexpr int n_paths = 8, n_types = 32;
 std::atomic<uint64_t> uses[n_paths][n_types][2];
 
 void count(const plan_t& m, dtype w, int matmuls) {
   const auto t = static_cast<size_t>(w);
   if (t < n_types)
-    uses[static_cast<int>(m.how)][t][m.T >= gemm_min_tokens ? 1 : 0].fetch_add(
-        matmuls, std::memory_order_relaxed);
+    uses[static_cast<int>(m.amx_rows ? path::amx_packed : m.how)][t][m.T >= gemm_min_tokens ? 1 : 0]
+        .fetch_add(matmuls, std::memory_order_relaxed);
 }
 
 std::string path_name(path p, dtype w) {
@@ -446,6 +447,8 @@ std::string path_name(path p, dtype w) {
     return "int8 gemm " + isa + (isa == "avx512" ? " (vpdpbusd)" : " (maddubs)");
   case path::amx:
     return w == dtype::bf16 ? "amx bf16" : "amx int8";
+  case path::amx_packed:
+    return "amx int8 packed (16 rows laid out at load)";
   case path::nt:
     return "f32 gemm " + isa + (w == dtype::f32 ? "" : " (weights expanded)");
   case path::blas:
@@ -534,7 +537,8 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     m.gq(g);
     return;
   }
-  case path::amx: {
+  case path::amx:
+  case path::amx_packed: { // (a plan's how is never amx_packed: counts only)
     thread_local std::vector<float> work;
     float* aligned = aligned64(work, amx_work_floats(K));
     if (m.xbf)
@@ -769,7 +773,8 @@ std::vector<matmul_use> matmul_uses() {
         if (const uint64_t c = uses[p][t][pre].load(std::memory_order_relaxed)) {
           const auto w = static_cast<dtype>(t);
           const auto how = static_cast<path>(p);
-          const bool int8 = how == path::int8 || (how == path::amx && w != dtype::bf16) ||
+          const bool int8 = how == path::int8 || how == path::amx_packed ||
+                            (how == path::amx && w != dtype::bf16) ||
                             ((how == path::gemv || how == path::gemv_packed) && int8_acts(w));
           out.push_back({std::string(name(w)), path_name(how, w), pre == 1, int8, c});
         }
