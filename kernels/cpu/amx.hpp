@@ -30,6 +30,7 @@ struct amx_acts {
   const int8_t* xv; // [T16 / 16][K / 32][8][16][4]: per (token tile, block) one B tile
   const float* dx;  // [T16 / 16][K / 32][16]: per-token scales of each block
   int64_t T, T16, K;
+  const float* xs = nullptr; // amx_pack_rows' block sums, as dx (the K-quant kernel's)
 };
 
 /// Bytes of xv and floats of dx for T tokens of K values.
@@ -43,7 +44,7 @@ void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx);
 /// Floats of scratch amx_gemm_q needs for rows of K values: four int32 product tiles, the
 /// 16 rows' block scales and their unpacked q4_0 values.
 inline int64_t amx_work_floats(int64_t K) {
-  return 4 * 256 + K / 32 * (16 + 128);
+  return 4 * 256 + K / 32 * (32 + 128);
 }
 
 /// y[t * ldy + n - ycol0] = sum_k x[t, k] W[n, k] (+ bias[n]) for n in [n0, n1), n1 - n0 a
@@ -53,8 +54,10 @@ void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4,
                 int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias, float* work);
 
 /// Like amx_pack, with each (token tile, block) as 16 token rows of 32 bytes (the left
-/// operand of the packed kernel): xa [T16 / 16][K / 32][16][32].
-void amx_pack_rows(const float* x, int64_t T, int64_t K, int8_t* xa, float* dx);
+/// operand of the packed kernels): xa [T16 / 16][K / 32][16][32]; xs (optional, as dx) gets
+/// each block's sum as quantized (scale x the sum of its codes).
+void amx_pack_rows(const float* x, int64_t T, int64_t K, int8_t* xa, float* dx,
+                   float* xs = nullptr);
 
 /// Like amx_gemm_q from the packed layout of the decode kernels (pack_q8_0 / pack_q4_0 with
 /// groups of 16 rows; wp the layout of the view's first row, n0 and n1 multiples of 16), with
@@ -62,6 +65,12 @@ void amx_pack_rows(const float* x, int64_t T, int64_t K, int8_t* xa, float* dx);
 void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, bool q4, int64_t n0,
                        int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias,
                        float* work);
+
+/// Q4_K (q5 = false) / Q5_K weights from their packed layout (pack_q4_k / pack_q5_k, groups
+/// of 16 rows), activations from amx_pack_rows with block sums (a.xs). As amx_gemm_q_packed.
+void amx_gemm_kq_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, bool q5,
+                        int64_t n0, int64_t n1, float* y, int64_t ldy, int64_t ycol0,
+                        const float* bias, float* work);
 
 /// bf16 weights: x [T, K] as hi = bf16(x) and lo = bf16(x - hi), in tiles of 16 tokens x 32
 /// values in VNNI pairs: xv [T16 / 16][K / 32][hi, lo][16][16][2] (amx_xv_bytes(T, K) * 2

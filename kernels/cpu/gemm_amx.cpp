@@ -106,7 +106,7 @@ void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx) {
     }
 }
 
-void amx_pack_rows(const float* x, int64_t T, int64_t K, int8_t* xa, float* dx) {
+void amx_pack_rows(const float* x, int64_t T, int64_t K, int8_t* xa, float* dx, float* xs) {
   const int64_t nb = K / 32, T16 = pad16(T);
   for (int64_t tt = 0; tt < T16 / 16; ++tt)
     for (int64_t b = 0; b < nb; ++b) {
@@ -117,6 +117,7 @@ void amx_pack_rows(const float* x, int64_t T, int64_t K, int8_t* xa, float* dx) 
         if (tok >= T) {
           std::memset(tile + t * 32, 0, 32);
           d[t] = 0.0f;
+          if (xs) xs[(tt * nb + b) * 16 + t] = 0.0f;
           continue;
         }
         const float* xr = x + tok * K + b * 32;
@@ -132,6 +133,11 @@ void amx_pack_rows(const float* x, int64_t T, int64_t K, int8_t* xa, float* dx) 
         _mm_storeu_si128(reinterpret_cast<__m128i*>(tile + t * 32), _mm512_cvtsepi32_epi8(i0));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(tile + t * 32 + 16), _mm512_cvtsepi32_epi8(i1));
         d[t] = scale;
+        if (xs) // the block's sum as the kernel sees it: scale x the sum of its codes
+          xs[(tt * nb + b) * 16 + t] =
+              scale * static_cast<float>(_mm512_reduce_add_epi32(
+                          _mm512_add_epi32(_mm512_cvtepi8_epi32(_mm512_cvtsepi32_epi8(i0)),
+                                           _mm512_cvtepi8_epi32(_mm512_cvtsepi32_epi8(i1)))));
       }
     }
 }
@@ -264,6 +270,69 @@ inline void scale_tile_t(const int32_t* prod, const float* dx, __m512 dw, __m512
 
 } // namespace
 
+namespace {
+
+// The token tiles of one group of 16 features against its nb blocks of weight tiles (block b
+// at wt0 + b * wstep, in the VNNI order) with their scales dw[b][16] and, for the K-quants,
+// minimums mw[b][16] (times each token's block sum, subtracted).
+void packed_group_tiles(const amx_acts& a, const uint8_t* wt0, int64_t wstep, const float* dw,
+                        const float* mw, int64_t n, float* y, int64_t ldy, int64_t ycol0,
+                        const float* bias, prefetcher& pf, int32_t* prod) {
+  const int64_t nb = a.K / 32, ntt = a.T16 / 16;
+  const __m512 add = bias ? _mm512_loadu_ps(bias + n) : _mm512_setzero_ps();
+  for (int64_t tt = 0; tt < ntt; ++tt) {
+    const int8_t* xb = a.xv + tt * nb * 512;
+    const float* dx = a.dx + tt * nb * 16;
+    const float* xs = mw ? a.xs + tt * nb * 16 : nullptr;
+    __m512 acc[16];
+    for (int t = 0; t < 16; ++t) acc[t] = _mm512_setzero_ps();
+    auto scale = [&](int64_t d) {
+      scale_tile_t(prod + (d & 3) * 256, dx + d * 16, _mm512_loadu_ps(dw + d * 16), acc);
+      if (mw) {
+        const __m512 m = _mm512_loadu_ps(mw + d * 16);
+        for (int t = 0; t < 16; ++t)
+          acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(xs[d * 16 + t]), acc[t]);
+      }
+    };
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* wt = wt0 + b * wstep;
+      const int8_t* xt = xb + b * 512;
+      pf.step();
+      switch (b & 3) {
+      case 0:
+        TROUPE_AMX_ISSUE_PACKED(2);
+        break;
+      case 1:
+        TROUPE_AMX_ISSUE_PACKED(3);
+        break;
+      case 2:
+        TROUPE_AMX_ISSUE_PACKED(4);
+        break;
+      default:
+        TROUPE_AMX_ISSUE_PACKED(5);
+        break;
+      }
+      if (b >= lag) scale(b - lag);
+    }
+    for (int64_t d = nb > lag ? nb - lag : 0; d < nb; ++d) scale(d);
+    const int64_t tn = a.T - tt * 16 < 16 ? a.T - tt * 16 : 16;
+    for (int64_t t = 0; t < tn; ++t)
+      _mm512_storeu_ps(y + (tt * 16 + t) * ldy + n - ycol0, _mm512_add_ps(acc[t], add));
+  }
+}
+
+// Streams the next group of 16 rows into L1 over the token tiles of this one.
+prefetcher next_group(const uint8_t* grp, int64_t row_bytes, int64_t n, int64_t n1,
+                      const amx_acts& a) {
+  prefetcher pf{reinterpret_cast<const char*>(grp + 16 * row_bytes), 0, 0};
+  const int64_t steps = a.T16 / 16 * (a.K / 32);
+  pf.lines = n + 16 < n1 ? 16 * row_bytes / 64 + 1 : 0;
+  pf.per_step = (pf.lines + steps - 1) / steps;
+  return pf;
+}
+
+} // namespace
+
 // The packed layout's block of a 16-row group is the 16 f16 scales, then the codes as 8 (q8_0)
 // or 4 (q4_0) lines of 16 rows x 4 bytes: q8_0's lines are a weight tile as they are (values
 // 4c .. 4c + 3 of the 16 features in line c, the VNNI order), q4_0's are split into low and
@@ -273,11 +342,11 @@ void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, 
                        int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias,
                        float* work) {
   configure_thread(tiles::int8_packed);
-  const int64_t nb = a.K / 32, ntt = a.T16 / 16;
+  const int64_t nb = a.K / 32;
   const int64_t bb = q4 ? 18 : 34, gb = 16 * bb;              // block bytes, a group's block bytes
   int32_t* prod = reinterpret_cast<int32_t*>(work);           // [4][16][16], 64-byte aligned
   float* dw = work + 1024;                                    // [nb][16]
-  int8_t* unpacked = reinterpret_cast<int8_t*>(dw + nb * 16); // [nb][8][64] (q4_0)
+  int8_t* unpacked = reinterpret_cast<int8_t*>(dw + nb * 32); // [nb][8][64] (q4_0)
   for (int64_t n = n0; n < n1; n += 16) {
     const uint8_t* grp = wp + n / 16 * 16 * row_bytes;
     for (int64_t b = 0; b < nb; ++b)
@@ -294,45 +363,70 @@ void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, 
                              _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m), eight));
         }
     }
-    prefetcher pf{reinterpret_cast<const char*>(grp + 16 * row_bytes), 0, 0};
-    pf.lines = n + 16 < n1 ? 16 * row_bytes / 64 + 1 : 0;
-    pf.per_step = (pf.lines + ntt * nb - 1) / (ntt * nb);
-    const __m512 add = bias ? _mm512_loadu_ps(bias + n) : _mm512_setzero_ps();
-    for (int64_t tt = 0; tt < ntt; ++tt) {
-      const int8_t* xb = a.xv + tt * nb * 512;
-      const float* dx = a.dx + tt * nb * 16;
-      __m512 acc[16];
-      for (int t = 0; t < 16; ++t) acc[t] = _mm512_setzero_ps();
-      for (int64_t b = 0; b < nb; ++b) {
-        const void* wt = q4 ? static_cast<const void*>(unpacked + b * 512)
-                            : static_cast<const void*>(grp + b * gb + 32);
-        const int8_t* xt = xb + b * 512;
-        pf.step();
-        switch (b & 3) {
-        case 0:
-          TROUPE_AMX_ISSUE_PACKED(2);
-          break;
-        case 1:
-          TROUPE_AMX_ISSUE_PACKED(3);
-          break;
-        case 2:
-          TROUPE_AMX_ISSUE_PACKED(4);
-          break;
-        default:
-          TROUPE_AMX_ISSUE_PACKED(5);
-          break;
-        }
-        if (b >= lag) {
-          const int64_t d = b - lag;
-          scale_tile_t(prod + (d & 3) * 256, dx + d * 16, _mm512_loadu_ps(dw + d * 16), acc);
+    prefetcher pf = next_group(grp, row_bytes, n, n1, a);
+    if (q4)
+      packed_group_tiles(a, reinterpret_cast<const uint8_t*>(unpacked), 512, dw, nullptr, n, y, ldy,
+                         ycol0, bias, pf, prod);
+    else
+      packed_group_tiles(a, grp + 32, gb, dw, nullptr, n, y, ldy, ycol0, bias, pf, prod);
+  }
+}
+
+// Q4_K / Q5_K (pack_q4_k / pack_q5_k, groups of 16 rows): per 256-value block, 16 d, 16 dmin,
+// 3 lines of the 12 scale bytes, (Q5_K: 8 lines of qh), then 4 x 8 lines of codes whose low
+// nibbles are sub-block 2p and high nibbles sub-block 2p + 1 (values 4c .. 4c + 3 in line c):
+// each sub-block becomes a weight tile of codes 0..15 (Q5_K: bit j of qh adds 16), its scale
+// d x sc and its minimum dmin x m, which meets each token's block sum.
+void amx_gemm_kq_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, bool q5,
+                        int64_t n0, int64_t n1, float* y, int64_t ldy, int64_t ycol0,
+                        const float* bias, float* work) {
+  configure_thread(tiles::int8_packed);
+  const int64_t nb = a.K / 32, nsb = a.K / 256;
+  const int64_t gb = 16 * (q5 ? 176 : 144); // a group's block bytes
+  int32_t* prod = reinterpret_cast<int32_t*>(work);
+  float* dw = work + 1024;                                    // [nb][16]
+  float* mw = dw + nb * 16;                                   // [nb][16]
+  int8_t* unpacked = reinterpret_cast<int8_t*>(mw + nb * 16); // [nb][8][64]
+  const __m512i low = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+  for (int64_t n = n0; n < n1; n += 16) {
+    const uint8_t* grp = wp + n / 16 * 16 * row_bytes;
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* blk = grp + s * gb;
+      alignas(64) float d[16], dm[16];
+      _mm512_store_ps(d,
+                      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk))));
+      _mm512_store_ps(
+          dm, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32))));
+      for (int r = 0; r < 16; ++r) {
+        uint8_t q[12];
+        for (int i = 0; i < 3; ++i) std::memcpy(q + 4 * i, blk + 64 + i * 64 + r * 4, 4);
+        for (int j = 0; j < 8; ++j) {
+          const int sc = j < 4 ? q[j] & 63 : (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+          const int m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+          dw[(s * 8 + j) * 16 + r] = d[r] * static_cast<float>(sc);
+          mw[(s * 8 + j) * 16 + r] = dm[r] * static_cast<float>(m);
         }
       }
-      for (int64_t d = nb > lag ? nb - lag : 0; d < nb; ++d)
-        scale_tile_t(prod + (d & 3) * 256, dx + d * 16, _mm512_loadu_ps(dw + d * 16), acc);
-      const int64_t tn = a.T - tt * 16 < 16 ? a.T - tt * 16 : 16;
-      for (int64_t t = 0; t < tn; ++t)
-        _mm512_storeu_ps(y + (tt * 16 + t) * ldy + n - ycol0, _mm512_add_ps(acc[t], add));
+      const uint8_t* codes = blk + (q5 ? 768 : 256);
+      for (int p = 0; p < 4; ++p)
+        for (int c = 0; c < 8; ++c) {
+          const __m512i v = _mm512_loadu_si512(codes + p * 512 + c * 64);
+          __m512i lo = _mm512_and_si512(v, low);
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+          if (q5) {
+            const __m512i h = _mm512_loadu_si512(blk + 256 + c * 64);
+            lo = _mm512_or_si512(
+                lo, _mm512_and_si512(_mm512_slli_epi16(_mm512_srli_epi16(h, 2 * p), 4), bit4));
+            hi = _mm512_or_si512(
+                hi, _mm512_and_si512(_mm512_slli_epi16(_mm512_srli_epi16(h, 2 * p + 1), 4), bit4));
+          }
+          _mm512_store_si512(unpacked + (s * 8 + 2 * p) * 512 + c * 64, lo);
+          _mm512_store_si512(unpacked + (s * 8 + 2 * p + 1) * 512 + c * 64, hi);
+        }
     }
+    prefetcher pf = next_group(grp, row_bytes, n, n1, a);
+    packed_group_tiles(a, reinterpret_cast<const uint8_t*>(unpacked), 512, dw, mw, n, y, ldy, ycol0,
+                       bias, pf, prod);
   }
 }
 

@@ -173,6 +173,15 @@ bool amx_int8_takes(const tensor_view& w) {
   return int8_acts(w.type) && is_block32(w.type) && w.rows() % 16 == 0 && amx_int8_usable();
 }
 
+// Whether they take Q4_K / Q5_K from the packed layout (they have no kernel for those rows).
+bool amx_kq_takes(const tensor_view& w) {
+  return (w.type == dtype::q4_k || w.type == dtype::q5_k) && w.packed &&
+         gemv_kernels().pack_rows == 16 && w.rows() % 16 == 0 && w.cols() % qk_k == 0 &&
+         amx_int8_usable();
+}
+
+thread_local bool plan_without_amx = false; // a fallback plan for a weight AMX cannot take
+
 // Whether they read w's packed layout (groups of 16 rows) rather than its published rows.
 bool amx_reads_packed(const tensor_view& w) {
   return (w.type == dtype::q8_0 || w.type == dtype::q4_0) && gemv_kernels().pack_rows == 16 &&
@@ -331,7 +340,21 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = 2;
     return m;
   }
-  if (m.T >= gemm_min_tokens && amx_int8_takes(w)) {
+  if (m.T >= gemm_min_tokens && !plan_without_amx && amx_kq_takes(w)) {
+    thread_local std::vector<int8_t> xv;
+    thread_local std::vector<float> dx, xs;
+    xv.resize(amx_xv_bytes(m.T, m.K));
+    dx.resize(amx_dx_floats(m.T, m.K));
+    xs.resize(amx_dx_floats(m.T, m.K));
+    amx_pack_rows(m.x, m.T, m.K, xv.data(), dx.data(), xs.data());
+    m.how = path::amx;
+    m.amx_rows = true;
+    m.amx = {xv.data(), dx.data(), m.T, (m.T + 15) / 16 * 16, m.K, xs.data()};
+    m.unit = 16;
+    m.grain = 2;
+    return m;
+  }
+  if (m.T >= gemm_min_tokens && !plan_without_amx && amx_int8_takes(w)) {
     thread_local std::vector<int8_t> xv;
     thread_local std::vector<float> dx;
     xv.resize(amx_xv_bytes(m.T, m.K));
@@ -544,10 +567,18 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     if (m.xbf)
       amx_gemm_bf16(m.xbf, T, K, static_cast<const uint16_t*>(w.data), n0, n1, y, ldy, n0, bias,
                     aligned);
+    else if (m.amx_rows && w.packed && n0 % 16 == 0 && is_kquant(w.type))
+      amx_gemm_kq_packed(m.amx, static_cast<const uint8_t*>(w.packed), row_bytes(w.type, K),
+                         w.type == dtype::q5_k, n0, n1, y, ldy, n0, bias, aligned);
     else if (m.amx_rows && w.packed && n0 % 16 == 0)
       amx_gemm_q_packed(m.amx, static_cast<const uint8_t*>(w.packed), row_bytes(w.type, K),
                         w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);
-    else if (m.amx_rows) { // a fused op's weight without the layout: the other tile order
+    else if (m.amx_rows && is_kquant(w.type)) { // a fused op's weight without the layout
+      plan_without_amx = true;
+      const plan_t other = plan(tensor_view(const_cast<float*>(m.x), dtype::f32, {T, K}), w);
+      plan_without_amx = false;
+      range(other, w, bias, n0, n1, y, ldy);
+    } else if (m.amx_rows) { // a fused op's weight without the layout: the other tile order
       thread_local std::vector<int8_t> xv;
       thread_local std::vector<float> dx;
       xv.resize(amx_xv_bytes(T, K));
