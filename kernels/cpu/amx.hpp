@@ -1,6 +1,6 @@
 // amx.hpp: matrix multiplication on Intel AMX tiles for the batched decode and prefill
-// matmuls: int8 for quantized weights (q8_0, q4_0) with q8-quantized activations, and bf16
-// weights (TDPBF16PS, f32 sums) with each activation split into two bf16 values, hi + lo,
+// matmuls: int8 for quantized weights (q8_0, q4_0, Q4_K, Q5_K) with q8-quantized activations, and
+// bf16 weights (TDPBF16PS, f32 sums) with each activation split into two bf16 values, hi + lo,
 // which carry 16 bits of its mantissa: the products are those of f32 activations to about
 // 2^-16, where rounding activations to bf16 alone would lose 2^-9. A weight tile is 16
 // output features x one 32-value block (q8_0 rows load straight from the checkpoint's
@@ -8,9 +8,10 @@
 // is 16 tokens x the same block in the VNNI order the tile unit wants. Weights with the
 // decode kernels' packed layout (groups of 16 rows) swap the roles: that layout is already
 // the VNNI order, so the weights are the right operand as they lie and the activations the
-// left one, 16 tokens x 32 bytes (amx_gemm_q_packed). TDPBSSD makes the
-// 16 x 16 int32 dot products of one block, which are scaled by the weight block's f16 scale
-// times each token's activation scale and summed into f32 accumulators. Used only when the
+// left one, 16 tokens x 32 bytes (amx_gemm_q_packed); Q4_K / Q5_K have only that path
+// (amx_gemm_kq_packed: per-sub-block scales, minimums through the tokens' block sums). TDPBSSD
+// makes the 16 x 16 int32 dot products of one block, which are scaled by the weight block's f16
+// scale times each token's activation scale and summed into f32 accumulators. Used only when the
 // CPU has AMX-TILE and AMX-INT8 and Linux grants the tile state (arch_prctl); otherwise the
 // AVX-512 / AVX2 paths run. TROUPE_AMX=0 turns it off. No standard-library templates here
 // (see gemv.hpp). Tests: the matmul and matmul_swiglu cases of the op harness.

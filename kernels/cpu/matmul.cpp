@@ -16,7 +16,8 @@
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights
 //             without AMX: int8 dot products with the tokens in the lanes (gemv.hpp's
 //             gemm_q_args), x tiled once per call
-//   amx       prefill and batched decode with q8_0 / q4_0 / bf16 weights where the CPU has
+//   amx       prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / bf16 weights where the
+//   CPU has
 //             AMX (amx.hpp): int8 tiles with activations quantized once per call (from
 //             the decode kernels' packed layout where the weight has it, so the published
 //             rows are released as they are without AMX), or bf16 tiles with activations
