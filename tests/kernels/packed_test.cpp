@@ -170,3 +170,39 @@ TEST(PackedQ5K, TheLargestCodesDoNotSaturate) {
     expect_close(got, want);
   }
 }
+
+// A fused op plans once for its first weight; a later weight without the layout (here the up
+// matrix of matmul_swiglu, read as published) is still multiplied right, on whatever path the
+// CPU has (with AMX: a K-quant plan re-planned without it, a q8_0 / q4_0 one in the other tile
+// order), for prefill-sized steps.
+TEST_P(PackedDecode, AFusedOpsWeightWithoutTheLayoutMatchesTheUnfusedOnes) {
+  const dtype type = GetParam();
+  const int64_t F = 32, K = 512, T = 9;
+  auto gb = random_rows(type, F, K, 11), ub = random_rows(type, F, K, 12);
+  tensor_view wg(gb.data(), type, {F, K}), wu(ub.data(), type, {F, K});
+  const int64_t packed = cpu::packed_bytes(wg);
+  if (packed == 0) GTEST_SKIP() << "no packed " << name(type) << " layout on this CPU";
+  std::vector<uint8_t> layout(static_cast<size_t>(packed));
+  cpu::pack(wg, layout.data());
+  tensor_view wgp = wg;
+  wgp.packed = layout.data();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(T * K));
+  for (auto& v : x) v = nd(rng);
+  const auto g = run(wg, x, T, nullptr), u = run(wu, x, T, nullptr);
+  std::vector<float> y(static_cast<size_t>(T * F), -1.0f);
+  op_args a;
+  a.kind = op::matmul_swiglu;
+  a.src[0] = tensor_view(x.data(), dtype::f32, {T, K});
+  a.src[1] = wgp;
+  a.src[2] = wu;
+  a.dst = tensor_view(y.data(), dtype::f32, {T, F});
+  auto k = registry::global().find(backend::cpu, a);
+  ASSERT_TRUE(k);
+  ASSERT_TRUE((*k)(a, exec_ctx{}));
+  for (int64_t i = 0; i < T * F; ++i) {
+    const float want = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    ASSERT_NEAR(y[i], want, 1e-3f * (1.0f + std::fabs(want))) << i;
+  }
+}
