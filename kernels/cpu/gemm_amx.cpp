@@ -73,6 +73,33 @@ int64_t amx_dx_floats(int64_t T, int64_t K) {
   return pad16(T) * (K / 32);
 }
 
+namespace {
+
+// Quantizes 32 values of x (scale = max|x| / 127, nearest) into q; returns the scale and, in
+// *sum, the sum of the codes. x == nullptr (a padding token): zeros.
+inline float quantize32(const float* x, int8_t* q, int32_t* sum) {
+  if (!x) {
+    std::memset(q, 0, 32);
+    *sum = 0;
+    return 0.0f;
+  }
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const float scale = amax / 127.0f;
+  const __m512 inv = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
+  const __m128i q0 = _mm512_cvtsepi32_epi8(
+      _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v0, inv), _MM_FROUND_TO_NEAREST_INT)));
+  const __m128i q1 = _mm512_cvtsepi32_epi8(
+      _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v1, inv), _MM_FROUND_TO_NEAREST_INT)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), q0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), q1);
+  *sum =
+      _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_cvtepi8_epi32(q0), _mm512_cvtepi8_epi32(q1)));
+  return scale;
+}
+
+} // namespace
+
 void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx) {
   const int64_t nb = K / 32, T16 = pad16(T);
   for (int64_t tt = 0; tt < T16 / 16; ++tt)
@@ -82,24 +109,8 @@ void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx) {
       for (int64_t t = 0; t < 16; ++t) {
         const int64_t tok = tt * 16 + t;
         alignas(32) int8_t q[32];
-        if (tok < T) {
-          const float* xr = x + tok * K + b * 32;
-          const __m512 v0 = _mm512_loadu_ps(xr), v1 = _mm512_loadu_ps(xr + 16);
-          const float amax =
-              _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-          const float scale = amax / 127.0f;
-          const __m512 inv = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
-          const __m512i i0 = _mm512_cvtps_epi32(
-              _mm512_roundscale_ps(_mm512_mul_ps(v0, inv), _MM_FROUND_TO_NEAREST_INT));
-          const __m512i i1 = _mm512_cvtps_epi32(
-              _mm512_roundscale_ps(_mm512_mul_ps(v1, inv), _MM_FROUND_TO_NEAREST_INT));
-          _mm_store_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(i0));
-          _mm_store_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(i1));
-          d[t] = scale;
-        } else {
-          std::memset(q, 0, sizeof q);
-          d[t] = 0.0f;
-        }
+        int32_t sum;
+        d[t] = quantize32(tok < T ? x + tok * K + b * 32 : nullptr, q, &sum);
         // VNNI order: row r holds values 4r .. 4r + 3 of every token, token t at byte 4t
         for (int r = 0; r < 8; ++r) std::memcpy(tile + r * 64 + t * 4, q + 4 * r, 4);
       }
@@ -110,34 +121,13 @@ void amx_pack_rows(const float* x, int64_t T, int64_t K, int8_t* xa, float* dx, 
   const int64_t nb = K / 32, T16 = pad16(T);
   for (int64_t tt = 0; tt < T16 / 16; ++tt)
     for (int64_t b = 0; b < nb; ++b) {
-      int8_t* tile = xa + (tt * nb + b) * 512;
-      float* d = dx + (tt * nb + b) * 16;
+      const int64_t at = (tt * nb + b) * 16; // this block's first token in dx and xs
       for (int64_t t = 0; t < 16; ++t) {
         const int64_t tok = tt * 16 + t;
-        if (tok >= T) {
-          std::memset(tile + t * 32, 0, 32);
-          d[t] = 0.0f;
-          if (xs) xs[(tt * nb + b) * 16 + t] = 0.0f;
-          continue;
-        }
-        const float* xr = x + tok * K + b * 32;
-        const __m512 v0 = _mm512_loadu_ps(xr), v1 = _mm512_loadu_ps(xr + 16);
-        const float amax =
-            _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-        const float scale = amax / 127.0f;
-        const __m512 inv = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
-        const __m512i i0 = _mm512_cvtps_epi32(
-            _mm512_roundscale_ps(_mm512_mul_ps(v0, inv), _MM_FROUND_TO_NEAREST_INT));
-        const __m512i i1 = _mm512_cvtps_epi32(
-            _mm512_roundscale_ps(_mm512_mul_ps(v1, inv), _MM_FROUND_TO_NEAREST_INT));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(tile + t * 32), _mm512_cvtsepi32_epi8(i0));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(tile + t * 32 + 16), _mm512_cvtsepi32_epi8(i1));
-        d[t] = scale;
-        if (xs) // the block's sum as the kernel sees it: scale x the sum of its codes
-          xs[(tt * nb + b) * 16 + t] =
-              scale * static_cast<float>(_mm512_reduce_add_epi32(
-                          _mm512_add_epi32(_mm512_cvtepi8_epi32(_mm512_cvtsepi32_epi8(i0)),
-                                           _mm512_cvtepi8_epi32(_mm512_cvtsepi32_epi8(i1)))));
+        int32_t sum;
+        dx[at + t] = quantize32(tok < T ? x + tok * K + b * 32 : nullptr, xa + (at + t) * 32, &sum);
+        // the block's sum as the kernel sees it: scale x the sum of its codes
+        if (xs) xs[at + t] = dx[at + t] * static_cast<float>(sum);
       }
     }
 }

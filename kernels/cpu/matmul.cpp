@@ -16,12 +16,11 @@
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights
 //             without AMX: int8 dot products with the tokens in the lanes (gemv.hpp's
 //             gemm_q_args), x tiled once per call
-//   amx       prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / bf16 weights where the
-//   CPU has
-//             AMX (amx.hpp): int8 tiles with activations quantized once per call (from
-//             the decode kernels' packed layout where the weight has it, so the published
-//             rows are released as they are without AMX), or bf16 tiles with activations
-//             split once per call into two bf16 halves
+//   amx       prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / bf16 weights where
+//             the CPU has AMX (amx.hpp): int8 tiles with activations quantized once per call
+//             (from the decode kernels' packed layout where the weight has it, so the
+//             published rows are released as they are without AMX), or bf16 tiles with
+//             activations split once per call into two bf16 halves
 //   blas      prefill on the portable table (or TROUPE_BLAS=1): single-threaded sgemm on f32
 //             tiles
 //   portable  plain loops, weights expanded in chunks of 256 values
@@ -181,8 +180,6 @@ bool amx_kq_takes(const tensor_view& w) {
          amx_int8_usable();
 }
 
-thread_local bool plan_without_amx = false; // a fallback plan for a weight AMX cannot take
-
 // Whether they read w's packed layout (groups of 16 rows) rather than its published rows.
 bool amx_reads_packed(const tensor_view& w) {
   return (w.type == dtype::q8_0 || w.type == dtype::q4_0) && gemv_kernels().pack_rows == 16 &&
@@ -341,7 +338,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = 2;
     return m;
   }
-  if (m.T >= gemm_min_tokens && !plan_without_amx && amx_kq_takes(w)) {
+  if (m.T >= gemm_min_tokens && amx_kq_takes(w)) {
     thread_local std::vector<int8_t> xv;
     thread_local std::vector<float> dx, xs;
     xv.resize(amx_xv_bytes(m.T, m.K));
@@ -355,12 +352,16 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = 2;
     return m;
   }
-  if (m.T >= gemm_min_tokens && !plan_without_amx && amx_int8_takes(w)) {
-    thread_local std::vector<int8_t> xv;
-    thread_local std::vector<float> dx;
+  if (m.T >= gemm_min_tokens && amx_int8_takes(w)) {
+    // each tile order in buffers of its own: range() may plan a fused op's weight without the
+    // layout while this plan's activations are still in use
+    thread_local std::vector<int8_t> xv_rows, xv_vnni;
+    thread_local std::vector<float> dx_rows, dx_vnni;
+    m.amx_rows = w.packed && amx_reads_packed(w);
+    auto& xv = m.amx_rows ? xv_rows : xv_vnni;
+    auto& dx = m.amx_rows ? dx_rows : dx_vnni;
     xv.resize(amx_xv_bytes(m.T, m.K));
     dx.resize(amx_dx_floats(m.T, m.K));
-    m.amx_rows = w.packed && amx_reads_packed(w);
     if (m.amx_rows)
       amx_pack_rows(m.x, m.T, m.K, xv.data(), dx.data());
     else
@@ -574,20 +575,12 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     else if (m.amx_rows && w.packed && n0 % 16 == 0)
       amx_gemm_q_packed(m.amx, static_cast<const uint8_t*>(w.packed), row_bytes(w.type, K),
                         w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);
-    else if (m.amx_rows && is_kquant(w.type)) { // a fused op's weight without the layout
-      plan_without_amx = true;
-      const plan_t other = plan(tensor_view(const_cast<float*>(m.x), dtype::f32, {T, K}), w);
-      plan_without_amx = false;
-      range(other, w, bias, n0, n1, y, ldy);
-    } else if (m.amx_rows) { // a fused op's weight without the layout: the other tile order
-      thread_local std::vector<int8_t> xv;
-      thread_local std::vector<float> dx;
-      xv.resize(amx_xv_bytes(T, K));
-      dx.resize(amx_dx_floats(T, K));
-      amx_pack(m.x, T, K, xv.data(), dx.data());
-      const amx_acts published = {xv.data(), dx.data(), T, m.amx.T16, K};
-      amx_gemm_q(published, static_cast<const uint8_t*>(w.data), row_bytes(w.type, K),
-                 w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);
+    else if (m.amx_rows) { // a fused op's weight without the layout: planned as published
+      // (per call: this only meets weights a load left without their layout)
+      tensor_view published = w;
+      published.packed = nullptr;
+      range(plan(tensor_view(const_cast<float*>(m.x), dtype::f32, {T, K}), published), published,
+            bias, n0, n1, y, ldy);
     } else {
       amx_gemm_q(m.amx, static_cast<const uint8_t*>(w.data), row_bytes(w.type, K),
                  w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);

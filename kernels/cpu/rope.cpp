@@ -47,12 +47,13 @@ void rotate_token(const float* x, float* y, int64_t H, int64_t D, const rope_spe
   for (int64_t h = 0; h < H; ++h) {
     const float* xh = x + h * D;
     float* yh = y + h * D;
-    if (xh == yh) {
+    const bool in_place = xh == yh;
+    if (in_place) {
       std::memcpy(copy.data(), xh, static_cast<size_t>(spec.rot_dim) * sizeof(float));
       xh = copy.data();
     }
     rotate_head(xh, yh, half, neox, cs, sn);
-    if (yh != x + h * D)
+    if (!in_place)
       for (int64_t d = spec.rot_dim; d < D; ++d) yh[d] = xh[d];
   }
 }

@@ -69,6 +69,15 @@ std::vector<float> run(const tensor_view& w, const std::vector<float>& x, int64_
   return y;
 }
 
+// w with its packed layout, made into `layout` (cpu::packed_bytes(w) > 0)
+tensor_view laid_out(const tensor_view& w, std::vector<uint8_t>& layout) {
+  layout.resize(static_cast<size_t>(cpu::packed_bytes(w)));
+  cpu::pack(w, layout.data());
+  tensor_view wp = w;
+  wp.packed = layout.data();
+  return wp;
+}
+
 void expect_close(const std::vector<float>& got, const std::vector<float>& want) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
@@ -89,10 +98,8 @@ TEST_P(PackedDecode, DecodeFromThePackedLayoutEqualsThePublishedRows) {
     GTEST_SKIP() << "this CPU's kernel table (" << cpu::gemv_kernels().isa << ") has no packed "
                  << name(type) << " decode";
   EXPECT_EQ(packed, w.nbytes());
-  std::vector<uint8_t> layout(static_cast<size_t>(packed));
-  cpu::pack(w, layout.data());
-  tensor_view wp = w;
-  wp.packed = layout.data();
+  std::vector<uint8_t> layout;
+  const tensor_view wp = laid_out(w, layout);
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> bias(N);
@@ -159,10 +166,8 @@ TEST(PackedQ5K, TheLargestCodesDoNotSaturate) {
   if (cpu::packed_bytes(w) == 0)
     GTEST_SKIP() << "this CPU's kernel table (" << cpu::gemv_kernels().isa
                  << ") has no packed q5_k decode";
-  std::vector<uint8_t> layout(static_cast<size_t>(cpu::packed_bytes(w)));
-  cpu::pack(w, layout.data());
-  tensor_view wp = w;
-  wp.packed = layout.data();
+  std::vector<uint8_t> layout;
+  const tensor_view wp = laid_out(w, layout);
   for (float sign : {1.0f, -1.0f}) {
     std::vector<float> x(static_cast<size_t>(2 * K), sign); // quantized to +-127 everywhere
     const auto want = run(w, x, 2, nullptr);
@@ -180,12 +185,10 @@ TEST_P(PackedDecode, AFusedOpsWeightWithoutTheLayoutMatchesTheUnfusedOnes) {
   const int64_t F = 32, K = 512, T = 9;
   auto gb = random_rows(type, F, K, 11), ub = random_rows(type, F, K, 12);
   tensor_view wg(gb.data(), type, {F, K}), wu(ub.data(), type, {F, K});
-  const int64_t packed = cpu::packed_bytes(wg);
-  if (packed == 0) GTEST_SKIP() << "no packed " << name(type) << " layout on this CPU";
-  std::vector<uint8_t> layout(static_cast<size_t>(packed));
-  cpu::pack(wg, layout.data());
-  tensor_view wgp = wg;
-  wgp.packed = layout.data();
+  if (cpu::packed_bytes(wg) == 0)
+    GTEST_SKIP() << "no packed " << name(type) << " layout on this CPU";
+  std::vector<uint8_t> layout;
+  const tensor_view wgp = laid_out(wg, layout);
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(T * K));
