@@ -184,4 +184,44 @@ void gemm_q6_k_avx2(const gemm_q_args& a) {
   gemm_q6_k<v256>(a);
 }
 
+// pack_q6_k's group block (G = 8): the rows' d (16 bytes), then 52 chunks of 8 dwords (the 4
+// scale chunks, 32 of ql, 16 of qh), chunk j's dword r from row r: ql and qh are six 8 x 8
+// transposes (pairs of dwords, of qwords, then the two 128-bit lanes) into each row's first
+// 192 bytes; the scales and d go one row at a time.
+void unpack_q6_k_x8(const uint8_t* grp, int64_t K, uint8_t* rows) {
+  const int64_t nb = K / 256, rb = nb * 210;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* o = grp + b * 8 * 210;
+    uint8_t* out = rows + b * 210;
+    for (int q = 0; q < 6; ++q) { // chunks 4 + 8 q .. 11 + 8 q: bytes 32 q .. 32 q + 31
+      __m256i v[8], t[8];
+      for (int j = 0; j < 8; ++j)
+        v[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o + 16 + 32 * (4 + 8 * q + j)));
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+      }
+      // v[2k + g]: column 4L + k of rows 4g .. 4g + 3 in lane L
+      for (int g = 0; g < 2; ++g) {
+        const __m256i* p = t + 4 * g;
+        v[g] = _mm256_unpacklo_epi64(p[0], p[2]);
+        v[2 + g] = _mm256_unpackhi_epi64(p[0], p[2]);
+        v[4 + g] = _mm256_unpacklo_epi64(p[1], p[3]);
+        v[6 + g] = _mm256_unpackhi_epi64(p[1], p[3]);
+      }
+      for (int k = 0; k < 4; ++k) {
+        const __m256i lo = _mm256_permute2x128_si256(v[2 * k], v[2 * k + 1], 0x20);
+        const __m256i hi = _mm256_permute2x128_si256(v[2 * k], v[2 * k + 1], 0x31);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k * rb + 32 * q), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (4 + k) * rb + 32 * q), hi);
+      }
+    }
+    for (int r = 0; r < 8; ++r) {
+      __builtin_memcpy(out + r * rb + 208, o + 2 * r, 2);
+      for (int i = 0; i < 4; ++i)
+        __builtin_memcpy(out + r * rb + 192 + 4 * i, o + 16 + 32 * i + 4 * r, 4);
+    }
+  }
+}
+
 } // namespace troupe::kernels::cpu

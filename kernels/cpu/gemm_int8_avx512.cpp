@@ -161,4 +161,59 @@ void gemm_q6_k_avx512(const gemm_q_args& a) {
   gemm_q6_k<v512>(a);
 }
 
+namespace {
+
+// Rows v[0..15] of 16 dwords transposed in place (v[c] becomes column c): pairs of dwords,
+// then of qwords, give each 128-bit lane a 4 x 4 block; two rounds of lane shuffles place them.
+inline void transpose16(__m512i* v) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  // u[4k + g]: column 4L + k of rows 4g .. 4g + 3 in lane L
+  for (int g = 0; g < 4; ++g) {
+    const __m512i* q = t + 4 * g;
+    u[g] = _mm512_unpacklo_epi64(q[0], q[2]);
+    u[4 + g] = _mm512_unpackhi_epi64(q[0], q[2]);
+    u[8 + g] = _mm512_unpacklo_epi64(q[1], q[3]);
+    u[12 + g] = _mm512_unpackhi_epi64(q[1], q[3]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    const __m512i* q = u + 4 * k;
+    const __m512i a = _mm512_shuffle_i32x4(q[0], q[1], 0x44),
+                  b = _mm512_shuffle_i32x4(q[0], q[1], 0xee);
+    const __m512i c = _mm512_shuffle_i32x4(q[2], q[3], 0x44),
+                  d = _mm512_shuffle_i32x4(q[2], q[3], 0xee);
+    v[k] = _mm512_shuffle_i32x4(a, c, 0x88);
+    v[4 + k] = _mm512_shuffle_i32x4(a, c, 0xdd);
+    v[8 + k] = _mm512_shuffle_i32x4(b, d, 0x88);
+    v[12 + k] = _mm512_shuffle_i32x4(b, d, 0xdd);
+  }
+}
+
+} // namespace
+
+// pack_q6_k's group block (G = 16): the rows' d (32 bytes), then 52 chunks of 16 dwords (the
+// 4 scale chunks, 32 of ql, 16 of qh), chunk j's dword r from row r: ql and qh are three
+// 16 x 16 transposes into each row's first 192 bytes; the scales and d go one row at a time.
+void unpack_q6_k_x16(const uint8_t* grp, int64_t K, uint8_t* rows) {
+  const int64_t nb = K / 256, rb = nb * 210;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* o = grp + b * 16 * 210;
+    uint8_t* out = rows + b * 210;
+    for (int q = 0; q < 3; ++q) { // chunks 4 + 16 q .. 19 + 16 q: bytes 64 q .. 64 q + 63
+      __m512i v[16];
+      for (int j = 0; j < 16; ++j) v[j] = _mm512_loadu_si512(o + 32 + 64 * (4 + 16 * q + j));
+      transpose16(v);
+      for (int r = 0; r < 16; ++r) _mm512_storeu_si512(out + r * rb + 64 * q, v[r]);
+    }
+    for (int r = 0; r < 16; ++r) {
+      __builtin_memcpy(out + r * rb + 208, o + 2 * r, 2);
+      for (int i = 0; i < 4; ++i)
+        __builtin_memcpy(out + r * rb + 192 + 4 * i, o + 32 + 64 * i + 4 * r, 4);
+    }
+  }
+}
+
 } // namespace troupe::kernels::cpu

@@ -111,8 +111,13 @@ void q6_rows(const gemm_q_args& a, int64_t j0) {
   using vi = typename V::vi;
   using vf = typename V::vf;
   const tile_at<V> at{a, a.K / 32, a.K / 4};
+  // a.next's lines spread over the rows of every pass over the tiles (J at a time)
+  const int64_t rows = a.n1 - a.n0, lines = (a.next_bytes + 63) / 64;
+  const int64_t steps = rows * ((a.tiles + 1) / 2), per = (lines + steps - 1) / steps;
   for (int64_t n = a.n0; n < a.n1; ++n) {
     const uint8_t* row = a.w + n * a.row_bytes;
+    for (int64_t l = (j0 / 2 * rows + n - a.n0) * per, e = l + per; l < e && l < lines; ++l)
+      _mm_prefetch(static_cast<const char*>(a.next) + l * 64, _MM_HINT_T1);
     vf f[J];
     for (int t = 0; t < J; ++t) f[t] = V::zerof();
     for (int64_t blk = 0; blk < a.K / 256; ++blk) {

@@ -61,6 +61,10 @@ struct gemm_q_args {
   float* y;       // [T, ldy]; feature n to column n - ycol0
   int64_t ldy, ycol0;
   const float* bias; // [N] or null
+  // Q6_K's kernel: bytes the caller reads next (the next rows of the packed layout), brought
+  // into L2 a slice per row while these multiply (null: none)
+  const void* next = nullptr;
+  int64_t next_bytes = 0;
 };
 using gemm_q_fn = void (*)(const gemm_q_args&);
 using quantize_fn = void (*)(const float* x, int64_t K, int8_t* q, float* d);
@@ -77,7 +81,10 @@ struct gemv_table {
   gemv_fn q5_k_packed;                  // Q5_K from the packed layout
   gemv_fn q6_k_packed;                  // Q6_K from the packed layout
   int pack_rows;                        // rows per group of that layout (8 or 16)
-  quantize_fn quantize_q8;              // x row -> int8 blocks of 32 with f32 scales
+  // Q6_K's packed group of pack_rows rows back to those rows as published (G x K / 256 x 210
+  // bytes), the int8 GEMM's input where only the layout stays resident (gemm_int8_*.cpp)
+  void (*unpack_q6_k)(const uint8_t* grp, int64_t K, uint8_t* rows);
+  quantize_fn quantize_q8; // x row -> int8 blocks of 32 with f32 scales
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n); // F16C row conversion
   gemm_q_fn gemm_q8_0, gemm_q4_0;                                 // 8+ tokens (gemm_q_args)
   gemm_q_fn gemm_q4_k, gemm_q5_k, gemm_q6_k;                      // gemm_kquant.hpp
@@ -130,5 +137,7 @@ void gemm_q6_k_avx512(const gemm_q_args& a);
 void gemm_q4_k_avx2(const gemm_q_args& a);
 void gemm_q5_k_avx2(const gemm_q_args& a);
 void gemm_q6_k_avx2(const gemm_q_args& a);
+void unpack_q6_k_x16(const uint8_t* grp, int64_t K, uint8_t* rows);
+void unpack_q6_k_x8(const uint8_t* grp, int64_t K, uint8_t* rows);
 
 } // namespace troupe::kernels::cpu

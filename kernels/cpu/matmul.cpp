@@ -15,7 +15,9 @@
 //             converted once per call, the next group's rows prefetched meanwhile)
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights
 //             without AMX: int8 dot products with the tokens in the lanes (gemv.hpp's
-//             gemm_q_args), x tiled once per call
+//             gemm_q_args), x tiled once per call; Q6_K weights with the packed layout are
+//             put back as published a group of rows at a time (so only the layout stays
+//             resident)
 //   amx       prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / bf16 weights where
 //             the CPU has AMX (amx.hpp): int8 tiles with activations quantized once per call
 //             (from the decode kernels' packed layout where the weight has it, so the
@@ -71,8 +73,9 @@ constexpr int64_t nt_group = 6;
 // accumulators, the two token vectors and one broadcast weight (gemm_tn_avx512)
 constexpr int64_t tn_group = 12;
 
-// amx_packed only names the counts of amx plans that read the packed layout (plan_t::amx_rows)
-enum class path { gemv, int8, amx, nt, blas, portable, gemv_packed, amx_packed };
+// amx_packed and int8_packed only name the counts of amx / int8 plans that read the packed
+// layout (plan_t::amx_rows, plan_t::unpacks)
+enum class path { gemv, int8, amx, nt, blas, portable, gemv_packed, amx_packed, int8_packed };
 
 struct plan_t {
   path how = path::portable;
@@ -91,6 +94,7 @@ struct plan_t {
   const int8_t* xt = nullptr;
   const int32_t* corr = nullptr;
   int64_t lanes = 0, tiles = 0;
+  bool unpacks = false;       // int8: Q6_K's rows from the packed layout, a group at a time
   const float* xtf = nullptr; // nt: x in tiles of 16 (AVX-512) or 8 (AVX2) tokens
   gemm_tn_fn tn = nullptr;    // nt: its kernel, over groups of `unit` features
   int64_t unit = 1;           // features per unit of work
@@ -190,6 +194,13 @@ bool amx_reads_packed(const tensor_view& w) {
 // Q6_K's, whose packed kernel prefilled Q4_K_M 9-15% slower than its GEMM (pp256, both ISAs).
 bool prefill_packed(const gemv_table& tab, dtype t) {
   return packed_for(tab, t) && t != dtype::q6_k;
+}
+
+// Whether Q6_K's prefill reads the packed layout instead: its int8 GEMM over the groups' rows
+// put back as published (gemv_table::unpack_q6_k, once per call), so the published rows need
+// not stay resident beside the layout.
+bool prefill_unpacks(const gemv_table& tab, dtype t) {
+  return t == dtype::q6_k && packed_for(tab, t) && tab.gemm_q6_k && tab.unpack_q6_k;
 }
 
 // Decode of a q8_0 / q4_0 / Q4_K / Q5_K / Q6_K weight laid out at load (tensor_view::packed): the
@@ -384,7 +395,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   // group's rows stay in L1 while every token passes, where the int8 GEMM streams the
   // activations once per row (q4_0 prefill 1.1-1.5x on AVX2, 1.9-2.6x on AVX-512, bench/README).
   // Q4_K / Q5_K too (Q4_K_M / Q5_K_M pp256 on AVX2 1.29x / 1.08x, AVX-512 1.1-1.4x); Q6_K's
-  // keeps its GEMM (prefill_packed).
+  // keeps its GEMM, over rows unpacked from the layout (prefill_unpacks).
   const bool packed_all = w.packed && prefill_packed(tab, w.type);
   if (m.T >= gemm_min_tokens && int8_acts(w.type) && gemm_for(tab, w.type) && !blas &&
       !packed_all) {
@@ -401,6 +412,11 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.gq = gemm_for(tab, t);
     int8_tiles(tab, offset, is_kquant(t), m);
     m.grain = is_kquant(t) ? 2 : 8;
+    if (w.packed && prefill_unpacks(tab, t)) { // whole groups of the layout
+      m.unpacks = true;
+      m.unit = tab.pack_rows;
+      m.grain = 1;
+    }
     return m;
   }
   if (m.T >= gemm_min_tokens && (simd || have_blas) && !packed_all) {
@@ -445,13 +461,15 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
 }
 
 // report.hpp's counters: [path][weight dtype][prefill]
-constexpr int n_paths = 8, n_types = 32;
+constexpr int n_paths = 9, n_types = 32;
 std::atomic<uint64_t> uses[n_paths][n_types][2];
 
 void count(const plan_t& m, dtype w, int matmuls) {
   const auto t = static_cast<size_t>(w);
   if (t < n_types)
-    uses[static_cast<int>(m.amx_rows ? path::amx_packed : m.how)][t][m.T >= gemm_min_tokens ? 1 : 0]
+    uses[static_cast<int>(m.amx_rows  ? path::amx_packed
+                          : m.unpacks ? path::int8_packed
+                                      : m.how)][t][m.T >= gemm_min_tokens ? 1 : 0]
         .fetch_add(matmuls, std::memory_order_relaxed);
 }
 
@@ -474,6 +492,10 @@ std::string path_name(path p, dtype w) {
     return w == dtype::bf16 ? "amx bf16" : "amx int8";
   case path::amx_packed:
     return "amx int8 packed (16 rows laid out at load)";
+  case path::int8_packed:
+    return "int8 gemm " + isa + (isa == "avx512" ? " (vpdpbusd" : " (maddubs") +
+           ", packed: " + std::to_string(gemv_kernels().pack_rows) +
+           " rows laid out at load, unpacked per group)";
   case path::nt:
     return "f32 gemm " + isa + (w == dtype::f32 ? "" : " (weights expanded)");
   case path::blas:
@@ -541,7 +563,8 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     }
     return;
   }
-  case path::int8: {
+  case path::int8:
+  case path::int8_packed: { // (a plan's how is never int8_packed: counts only)
     gemm_q_args g{};
     g.xt = m.xt;
     g.xd = m.xd;
@@ -559,7 +582,31 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     g.ldy = ldy;
     g.ycol0 = n0;
     g.bias = bias;
-    m.gq(g);
+    if (!m.unpacks || !w.packed || n0 % m.unit != 0 || n1 % m.unit != 0) { // as published
+      m.gq(g);
+      return;
+    }
+    // groups put back as published, ~128 KiB at a time (in L2), then the GEMM over them: each
+    // token tile's activations then stay in L1 over that many rows (one group at a time was
+    // 10-15% slower than the published rows, kernels_bench BM_matmul/q6_k*/64/768/2048)
+    const gemv_table& tab = gemv_kernels();
+    const int64_t span = m.unit * std::max<int64_t>(1, (128 << 10) / (m.unit * g.row_bytes));
+    thread_local std::vector<uint8_t> published;
+    published.resize(static_cast<size_t>(span * g.row_bytes));
+    for (int64_t n = n0; n < n1; n += span) {
+      const int64_t nn = std::min(span, n1 - n);
+      for (int64_t r = 0; r < nn; r += m.unit)
+        tab.unpack_q6_k(static_cast<const uint8_t*>(w.packed) + (n + r) * g.row_bytes, K,
+                        published.data() + r * g.row_bytes);
+      g.w = published.data();
+      g.n0 = 0;
+      g.n1 = nn;
+      g.ycol0 = n0 - n; // row r of the span to column n + r - n0
+      g.bias = bias ? bias + n : nullptr;
+      g.next = static_cast<const uint8_t*>(w.packed) + (n + nn) * g.row_bytes;
+      g.next_bytes = std::min(span, n1 - n - nn) * g.row_bytes;
+      m.gq(g);
+    }
     return;
   }
   case path::amx:
@@ -786,7 +833,8 @@ void pack(const tensor_view& w, void* out) {
 }
 
 bool packed_only(const tensor_view& w) {
-  return packed_bytes(w) > 0 && prefill_packed(gemv_kernels(), w.type) &&
+  const gemv_table& tab = gemv_kernels();
+  return packed_bytes(w) > 0 && (prefill_packed(tab, w.type) || prefill_unpacks(tab, w.type)) &&
          (!amx_int8_takes(w) || amx_reads_packed(w));
 }
 
@@ -799,7 +847,7 @@ std::vector<matmul_use> matmul_uses() {
           const auto w = static_cast<dtype>(t);
           const auto how = static_cast<path>(p);
           const bool int8 = how == path::int8 || how == path::amx_packed ||
-                            (how == path::amx && w != dtype::bf16) ||
+                            how == path::int8_packed || (how == path::amx && w != dtype::bf16) ||
                             ((how == path::gemv || how == path::gemv_packed) && int8_acts(w));
           out.push_back({std::string(name(w)), path_name(how, w), pre == 1, int8, c});
         }

@@ -1,18 +1,21 @@
 // packed_test.cpp: q8_0 (AVX-512), q4_0, Q4_K, Q5_K and Q6_K matmuls from the layout made at
 // load (tensor_view::packed, kernels/cpu/gemv.hpp pack_q4_0 / pack_q8_0 / pack_q4_k / pack_q5_k /
 // pack_q6_k: 16 rows a group on AVX-512, 8 on AVX2) give what the published rows give, for 1-7
-// tokens (and 8-33 where prefill takes them: all but Q6_K), with and
-// without bias, through row slices that keep or drop the layout, and the matmul report names the
-// path. Runs where the CPU's table has the packed kernels (ctest runs it with TROUPE_ISA=avx2 too);
-// skipped, saying why, elsewhere.
+// tokens and 8-33 (prefill: Q6_K's GEMM over rows unpacked from the layout, across spans and
+// threads), with and without bias, through row slices that keep or drop the layout, and the
+// matmul report names the path; Q6_K's unpacking is the exact inverse of its packing. Runs where
+// the CPU's table has the packed kernels (ctest runs it with TROUPE_ISA=avx2 too); skipped, saying
+// why, elsewhere.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/half.hpp"
+#include "core/thread_pool.hpp"
 #include "kernels/cpu/amx.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/gemv.hpp"
@@ -104,11 +107,9 @@ TEST_P(PackedDecode, DecodeFromThePackedLayoutEqualsThePublishedRows) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> bias(N);
   for (auto& b : bias) b = nd(rng);
-  // 1-7 tokens (decode), and where prefill takes the packed kernels too (all but Q6_K) 8+, whose
-  // published rows then go through the int8 GEMM, a kernel of its own
-  std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7};
-  if (type != dtype::q6_k) counts.insert(counts.end(), {8, 13, 33});
-  for (int64_t T : counts) {
+  // 1-7 tokens (decode) and 8+ (prefill: the published rows go through the int8 GEMM, a kernel
+  // of its own; Q6_K's layout through the same GEMM, unpacked)
+  for (int64_t T : {1, 2, 3, 4, 5, 6, 7, 8, 13, 33}) {
     std::vector<float> x(static_cast<size_t>(T * K));
     for (auto& v : x) v = nd(rng);
     for (const float* b : std::vector<const float*>{nullptr, bias.data()}) {
@@ -208,4 +209,70 @@ TEST_P(PackedDecode, AFusedOpsWeightWithoutTheLayoutMatchesTheUnfusedOnes) {
     const float want = g[i] / (1.0f + std::exp(-g[i])) * u[i];
     ASSERT_NEAR(y[i], want, 1e-3f * (1.0f + std::fabs(want))) << i;
   }
+}
+
+// Each table's Q6_K unpacking (gemv_table::unpack_q6_k, the prefill GEMM's input) gives back
+// the rows pack_q6_k laid out, byte for byte, for every group of a matrix.
+TEST(PackedQ6K, UnpackingAGroupGivesThePublishedRowsBack) {
+  __builtin_cpu_init();
+  std::vector<const cpu::gemv_table*> tables;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c"))
+    tables.push_back(cpu::gemv_avx2_table());
+  if (std::string(cpu::gemv_kernels().isa) == "avx512") tables.push_back(cpu::gemv_avx512_table());
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table on this CPU";
+  const int64_t N = 32, K = 768;
+  const auto rows = random_rows(dtype::q6_k, N, K, 21);
+  const int64_t rb = row_bytes(dtype::q6_k, K);
+  for (const cpu::gemv_table* tab : tables) {
+    SCOPED_TRACE(tab->isa);
+    ASSERT_TRUE(tab->unpack_q6_k);
+    const int G = tab->pack_rows;
+    std::vector<uint8_t> layout(rows.size()), back(static_cast<size_t>(G * rb));
+    cpu::pack_q6_k(rows.data(), N, K, G, layout.data());
+    for (int64_t g = 0; g < N / G; ++g) {
+      std::fill(back.begin(), back.end(), 0);
+      tab->unpack_q6_k(layout.data() + g * G * rb, K, back.data());
+      ASSERT_TRUE(std::equal(back.begin(), back.end(), rows.begin() + g * G * rb)) << "group " << g;
+    }
+  }
+}
+
+// Q6_K prefill from the layout over more rows than one unpacked span holds (~128 KiB), with
+// bias, on one thread and on two (each range whole groups): the same as the published rows.
+TEST(PackedQ6K, PrefillAcrossSpansAndThreadsEqualsThePublishedRows) {
+  const int64_t N = 16 * 41, K = 256, T = 13;
+  auto bytes = random_rows(dtype::q6_k, N, K, 23);
+  tensor_view w(bytes.data(), dtype::q6_k, {N, K});
+  if (cpu::packed_bytes(w) == 0)
+    GTEST_SKIP() << "this CPU's kernel table (" << cpu::gemv_kernels().isa
+                 << ") has no packed q6_k layout";
+  std::vector<uint8_t> layout;
+  const tensor_view wp = laid_out(w, layout);
+  EXPECT_TRUE(cpu::packed_only(wp)) << "prefill reads the layout: the published rows can go";
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(T * K)), bias(N);
+  for (auto& v : x) v = nd(rng);
+  for (auto& b : bias) b = nd(rng);
+  const auto want = run(w, x, T, bias.data());
+  cpu::reset_matmul_uses();
+  expect_close(run(wp, x, T, bias.data()), want);
+  const auto uses = cpu::matmul_uses();
+  ASSERT_EQ(uses.size(), 1u);
+  EXPECT_NE(uses[0].path.find("unpacked"), std::string::npos) << uses[0].path;
+  thread_pool pool(2);
+  exec_ctx ctx;
+  ctx.pool = &pool;
+  std::vector<float> y(static_cast<size_t>(T * N), -1.0f);
+  op_args a;
+  a.kind = op::matmul;
+  a.src[0] = tensor_view(x.data(), dtype::f32, {T, K});
+  a.src[1] = wp;
+  a.src[2] = tensor_view(bias.data(), dtype::f32, {N});
+  a.dst = tensor_view(y.data(), dtype::f32, {T, N});
+  auto k = registry::global().find(backend::cpu, a);
+  ASSERT_TRUE(k);
+  ASSERT_TRUE((*k)(a, ctx));
+  expect_close(y, want);
 }
