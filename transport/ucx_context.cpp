@@ -11,9 +11,12 @@ namespace troupe::transport {
 
 error ucx_error(int status, const std::string& what) {
   const auto s = static_cast<ucs_status_t>(status);
+  // (a shared-memory error: the peer's segment is gone, as when it exited before this
+  // process first reached it)
   const bool lost = s == UCS_ERR_CONNECTION_RESET || s == UCS_ERR_ENDPOINT_TIMEOUT ||
                     s == UCS_ERR_UNREACHABLE || s == UCS_ERR_REJECTED ||
-                    s == UCS_ERR_NOT_CONNECTED || s == UCS_ERR_CANCELED;
+                    s == UCS_ERR_NOT_CONNECTED || s == UCS_ERR_CANCELED ||
+                    s == UCS_ERR_SHMEM_SEGMENT;
   return make_error(lost ? errc::unavailable : errc::io_error, "UCX {}: {}", what,
                     ucs_status_string(s));
 }

@@ -53,7 +53,7 @@ struct ucx_group::entry {
   uint32_t opid = 0;
   ucp_tag_recv_info_t info{};
   ucs_status_t st = UCS_OK;
-  bool arrived = false; // completed when posted (info and st already set)
+  bool arrived = false; // completed (or failed) when posted: info and st already set
 };
 struct ucx_group::op {
   boost::container::small_vector<entry, 8> e; // no allocation for groups of up to 9 ranks
@@ -188,18 +188,21 @@ uint32_t ucx_group::next_op(uint64_t kind) {
   return static_cast<uint32_t>(mix(mix(step_) ^ (ops_++ << 8) ^ kind));
 }
 
-status ucx_group::post_send(op& o, int peer, const void* data, size_t bytes, uint64_t t) {
+void ucx_group::post_send(op& o, int peer, const void* data, size_t bytes, uint64_t t) {
   ucp_request_param_t p{};
   void* r = ucp_tag_send_nbx(eps_[peer], data, bytes, t, &p);
-  if (UCS_PTR_IS_ERR(r)) return ucx_error(UCS_PTR_STATUS(r), fmt::format("send to rank {}", peer));
   entry e;
-  e.req = r; // null: done already (eager, buffer reusable)
   e.peer = peer;
+  if (UCS_PTR_IS_ERR(r)) { // refused at once (a peer gone before this process reached it)
+    e.st = UCS_PTR_STATUS(r);
+    e.arrived = true;
+  } else {
+    e.req = r; // null: done already (eager, buffer reusable)
+  }
   o.e.push_back(e);
-  return {};
 }
 
-status ucx_group::post_recv(op& o, int peer, void* data, size_t bytes, bool p2p, uint32_t opid) {
+void ucx_group::post_recv(op& o, int peer, void* data, size_t bytes, bool p2p, uint32_t opid) {
   entry e;
   e.recv = true;
   e.peer = peer;
@@ -222,19 +225,29 @@ status ucx_group::post_recv(op& o, int peer, void* data, size_t bytes, bool p2p,
       x.st = UCS_PTR_STATUS(r);
       x.req = nullptr;
       x.arrived = true;
-      return {};
+      return;
     }
     x.req = r;
     x.arrived = r == nullptr;
-    return {};
+    return;
   }
   p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   void* r = ucp_tag_recv_nbx(worker_->get(), data, bytes, t, match_mask, &p);
-  if (UCS_PTR_IS_ERR(r))
-    return ucx_error(UCS_PTR_STATUS(r), fmt::format("receive from rank {}", peer));
+  if (UCS_PTR_IS_ERR(r)) { // wait() fails the call and cleans up what else was posted
+    x.st = UCS_PTR_STATUS(r);
+    x.arrived = true;
+    return;
+  }
   x.req = r;
   x.st = UCS_OK;
-  return {};
+}
+
+status ucx_group::request_failed(const entry& e, const char* what) {
+  error err = ucx_error(
+      e.st, fmt::format("{}: {} rank {}", what, e.recv ? "receive from" : "send to", e.peer));
+  // a status that says the peer is gone marks it lost, as UCX's error handler would later
+  if (err.code == errc::unavailable && e.st != UCS_ERR_CANCELED) peer_failed(e.peer, e.st);
+  return err;
 }
 
 status ucx_group::settle(entry& e, const char* what) {
@@ -243,8 +256,7 @@ status ucx_group::settle(entry& e, const char* what) {
   // else that is not what this call expects fails it
   for (;;) {
     const bool truncated = e.st == UCS_ERR_MESSAGE_TRUNCATED;
-    if (e.st != UCS_OK && !truncated)
-      return ucx_error(e.st, fmt::format("{}: receive from rank {}", what, e.peer));
+    if (e.st != UCS_OK && !truncated) return request_failed(e, what);
     const uint64_t got_epoch = (e.info.sender_tag >> 32) & epoch_mask;
     const uint64_t d = (got_epoch - epoch_) & epoch_mask;
     if (d == 0) {
@@ -257,7 +269,7 @@ status ucx_group::settle(entry& e, const char* what) {
       return make_error(errc::unavailable, "{}: rank {} is in a later epoch; epoch {} is over",
                         what, e.peer, epoch_);
     op again;
-    TROUPE_TRY(post_recv(again, e.peer, e.buf, e.bytes, e.p2p, e.opid));
+    post_recv(again, e.peer, e.buf, e.bytes, e.p2p, e.opid);
     e = again.e.back();
     if (!e.arrived) return {}; // pending again
     e.arrived = false;
@@ -286,9 +298,9 @@ status ucx_group::wait(op& o, const char* what) {
   clock::time_point spin_until{}, give_up{}; // set at the first pass that finds nothing to do
   status result;
   for (auto& e : o.e)
-    if (result && e.recv && e.arrived) {
+    if (result && e.arrived) {
       e.arrived = false;
-      result = settle(e, what);
+      result = e.recv ? settle(e, what) : request_failed(e, what); // a send: refused at once
     }
   auto pending = [&] {
     return std::any_of(o.e.begin(), o.e.end(), [](const entry& e) { return e.req; });
@@ -309,7 +321,7 @@ status ucx_group::wait(op& o, const char* what) {
       e.req = nullptr;
       e.st = st;
       if (!e.recv) {
-        if (st != UCS_OK) result = ucx_error(st, fmt::format("{}: send to rank {}", what, e.peer));
+        if (st != UCS_OK) result = request_failed(e, what);
         continue;
       }
       result = settle(e, what);
@@ -394,9 +406,9 @@ status ucx_group::barrier() {
   char byte = 0;
   std::vector<char> in(size_);
   for (int k = 0; k < size_; ++k)
-    if (k != rank_) TROUPE_TRY(post_recv(o, k, &in[k], 1, false, id));
+    if (k != rank_) post_recv(o, k, &in[k], 1, false, id);
   for (int k = 0; k < size_; ++k)
-    if (k != rank_) TROUPE_TRY(post_send(o, k, &byte, 1, tag(rank_, false, id)));
+    if (k != rank_) post_send(o, k, &byte, 1, tag(rank_, false, id));
   return wait(o, "barrier");
 }
 
@@ -413,9 +425,9 @@ status ucx_group::all_reduce_sum(void* data, int64_t n, dtype type) {
     op o;
     const uint32_t id = next_op(k_all_reduce + (static_cast<uint64_t>(type) << 8));
     for (int k = 0; k < size_; ++k)
-      if (k != rank_) TROUPE_TRY(post_recv(o, k, scratch_.data() + k * bytes, bytes, false, id));
+      if (k != rank_) post_recv(o, k, scratch_.data() + k * bytes, bytes, false, id);
     for (int k = 0; k < size_; ++k)
-      if (k != rank_) TROUPE_TRY(post_send(o, k, d, bytes, tag(rank_, false, id)));
+      if (k != rank_) post_send(o, k, d, bytes, tag(rank_, false, id));
     TROUPE_TRY(wait(o, "all_reduce"));
     for (int k = 0; k < size_; ++k) in[k] = k == rank_ ? d : scratch_.data() + k * bytes;
     sum_in_rank_order(in.data(), size_, d, 0, n, type);
@@ -431,10 +443,9 @@ status ucx_group::all_reduce_sum(void* data, int64_t n, dtype type) {
     op o;
     const uint32_t id = next_op(k_all_reduce + (static_cast<uint64_t>(type) << 8));
     for (int k = 0; k < size_; ++k)
-      if (k != rank_) TROUPE_TRY(post_recv(o, k, scratch_.data() + k * mine, mine, false, id));
+      if (k != rank_) post_recv(o, k, scratch_.data() + k * mine, mine, false, id);
     for (int k = 0; k < size_; ++k)
-      if (k != rank_)
-        TROUPE_TRY(post_send(o, k, d + lo(k) * es, len(k) * es, tag(rank_, false, id)));
+      if (k != rank_) post_send(o, k, d + lo(k) * es, len(k) * es, tag(rank_, false, id));
     TROUPE_TRY(wait(o, "all_reduce (reduce-scatter)"));
   }
   uint8_t* own = d + lo(rank_) * es;
@@ -443,9 +454,9 @@ status ucx_group::all_reduce_sum(void* data, int64_t n, dtype type) {
   op o;
   const uint32_t id = next_op(k_all_reduce_gather);
   for (int k = 0; k < size_; ++k)
-    if (k != rank_) TROUPE_TRY(post_recv(o, k, d + lo(k) * es, len(k) * es, false, id));
+    if (k != rank_) post_recv(o, k, d + lo(k) * es, len(k) * es, false, id);
   for (int k = 0; k < size_; ++k)
-    if (k != rank_) TROUPE_TRY(post_send(o, k, own, mine, tag(rank_, false, id)));
+    if (k != rank_) post_send(o, k, own, mine, tag(rank_, false, id));
   return wait(o, "all_reduce (all-gather)");
 }
 
@@ -462,10 +473,10 @@ status ucx_group::all_gather(const void* in, void* out, std::span<const int64_t>
   op o;
   const uint32_t id = next_op(k_all_gather);
   for (int k = 0; k < size_; ++k)
-    if (k != rank_) TROUPE_TRY(post_recv(o, k, o8 + off[k] * es, counts[k] * es, false, id));
+    if (k != rank_) post_recv(o, k, o8 + off[k] * es, counts[k] * es, false, id);
   for (int k = 0; k < size_; ++k)
     if (k != rank_)
-      TROUPE_TRY(post_send(o, k, o8 + off[rank_] * es, counts[rank_] * es, tag(rank_, false, id)));
+      post_send(o, k, o8 + off[rank_] * es, counts[rank_] * es, tag(rank_, false, id));
   return wait(o, "all_gather");
 }
 
@@ -483,10 +494,9 @@ status ucx_group::reduce_scatter(const void* in, void* out, std::span<const int6
   op o;
   const uint32_t id = next_op(k_reduce_scatter + (static_cast<uint64_t>(type) << 8));
   for (int k = 0; k < size_; ++k)
-    if (k != rank_) TROUPE_TRY(post_recv(o, k, scratch_.data() + k * mine, mine, false, id));
+    if (k != rank_) post_recv(o, k, scratch_.data() + k * mine, mine, false, id);
   for (int k = 0; k < size_; ++k)
-    if (k != rank_)
-      TROUPE_TRY(post_send(o, k, i8 + off[k] * es, counts[k] * es, tag(rank_, false, id)));
+    if (k != rank_) post_send(o, k, i8 + off[k] * es, counts[k] * es, tag(rank_, false, id));
   TROUPE_TRY(wait(o, "reduce_scatter"));
   std::vector<const void*> blocks(size_);
   for (int k = 0; k < size_; ++k)
@@ -516,10 +526,9 @@ status ucx_group::all_to_all(const void* in, std::span<const int64_t> send_count
   op o;
   const uint32_t id = next_op(k_all_to_all);
   for (int k = 0; k < size_; ++k)
-    if (k != rank_) TROUPE_TRY(post_recv(o, k, o8 + ro[k] * es, recv_counts[k] * es, false, id));
+    if (k != rank_) post_recv(o, k, o8 + ro[k] * es, recv_counts[k] * es, false, id);
   for (int k = 0; k < size_; ++k)
-    if (k != rank_)
-      TROUPE_TRY(post_send(o, k, i8 + so[k] * es, send_counts[k] * es, tag(rank_, false, id)));
+    if (k != rank_) post_send(o, k, i8 + so[k] * es, send_counts[k] * es, tag(rank_, false, id));
   return wait(o, "all_to_all");
 }
 
@@ -533,9 +542,9 @@ status ucx_group::broadcast(void* data, int64_t n, dtype type, int root) {
   const uint32_t id = next_op(k_broadcast + (static_cast<uint64_t>(root) << 8));
   if (rank_ == root) {
     for (int k = 0; k < size_; ++k)
-      if (k != rank_) TROUPE_TRY(post_send(o, k, data, bytes, tag(rank_, false, id)));
+      if (k != rank_) post_send(o, k, data, bytes, tag(rank_, false, id));
   } else {
-    TROUPE_TRY(post_recv(o, root, data, bytes, false, id));
+    post_recv(o, root, data, bytes, false, id);
   }
   return wait(o, "broadcast");
 }
@@ -549,7 +558,7 @@ status ucx_group::send(int peer, const void* data, int64_t bytes) {
   TROUPE_TRY(usable());
   const uint32_t id = p2p_op(p2p_sent_[peer]++);
   op o;
-  TROUPE_TRY(post_send(o, peer, data, bytes, tag(rank_, true, id)));
+  post_send(o, peer, data, bytes, tag(rank_, true, id));
   return wait(o, "send");
 }
 
@@ -562,7 +571,12 @@ status ucx_group::send_async(int peer, std::shared_ptr<const void> owner, const 
   ucp_request_param_t p{};
   void* r =
       ucp_tag_send_nbx(eps_[peer], data, static_cast<size_t>(bytes), tag(rank_, true, id), &p);
-  if (UCS_PTR_IS_ERR(r)) return ucx_error(UCS_PTR_STATUS(r), fmt::format("send to rank {}", peer));
+  if (UCS_PTR_IS_ERR(r)) {
+    entry e;
+    e.peer = peer;
+    e.st = UCS_PTR_STATUS(r);
+    return request_failed(e, "send");
+  }
   if (r) inflight_.push_back({r, std::move(owner)});
   worker_->progress();
   return {};
@@ -573,7 +587,7 @@ status ucx_group::recv(int peer, void* data, int64_t bytes) {
   TROUPE_TRY(usable());
   const uint32_t id = p2p_op(p2p_recvd_[peer]++);
   op o;
-  TROUPE_TRY(post_recv(o, peer, data, bytes, true, id));
+  post_recv(o, peer, data, bytes, true, id);
   return wait(o, "recv");
 }
 

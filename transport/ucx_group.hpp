@@ -110,10 +110,13 @@ class ucx_group final : public collective {
   uint64_t tag(int src, bool p2p, uint32_t opid) const;
   uint32_t next_op(uint64_t kind);
   uint32_t p2p_op(uint64_t seq) const; // the operation id of this step's seq-th message to a peer
-  status post_send(op& o, int peer, const void* data, size_t bytes, uint64_t tag);
-  status post_recv(op& o, int peer, void* data, size_t bytes, bool p2p, uint32_t opid);
+  // post a request into o; one UCX refuses at once is kept as failed, for wait() to report
+  // after the others posted with it are cleaned up
+  void post_send(op& o, int peer, const void* data, size_t bytes, uint64_t tag);
+  void post_recv(op& o, int peer, void* data, size_t bytes, bool p2p, uint32_t opid);
   struct entry; // one posted request
   status settle(entry& e, const char* what);
+  status request_failed(const entry& e, const char* what); // e ended in e.st
   status wait(op& o, const char* what);
   status usable() const;
   void fail(std::string why);

@@ -294,6 +294,35 @@ TEST(UcxGroup, ALostPeerFailsTheOthersInsteadOfHangingThem) {
   EXPECT_EQ(codes, (std::vector<int>{0, 0, 0}));
 }
 
+// The same with the peer surely gone before the others first reach it: over shared memory its
+// segment is gone then, and UCX refuses the send as it is posted ("Shared memory error"): the
+// call still fails as a lost peer (not an I/O error) and names it, and the next call fails at
+// once. (Before, the refusal returned an I/O error with the call's receives left posted.)
+TEST(UcxGroup, APeerGoneBeforeItIsFirstReachedIsLostToo) {
+  const uint16_t port = free_port();
+  auto codes = run_ranks(3, [&](int r) -> int {
+    auto o = opts(r, 3, port);
+    o.group.timeout = std::chrono::seconds(15);
+    auto w = ucx_world::join(o);
+    CHILD_OK(w);
+    if (r == 2) ::_exit(0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // rank 2 has exited
+    auto& g = (*w)->group();
+    std::vector<float> v(768, 1.0f);
+    for (int i = 0; i < 2; ++i) { // and a second call fails the same way, at once
+      auto st = g.all_reduce_sum(v.data(), 768);
+      CHILD_CHECK(!st);
+      std::fprintf(stderr, "rank %d: %s\n", r, st.error().to_string().c_str());
+      CHILD_CHECK(st.error().code == errc::unavailable || st.error().code == errc::timeout);
+    }
+    CHILD_CHECK(g.broken().find("rank 2") != std::string::npos);
+    CHILD_CHECK(g.lost_peer());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // alive until the other is done
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0, 0}));
+}
+
 TEST(UcxGroup, JoinRefusesStrangersAndStillForms) {
   const uint16_t port = free_port();
   auto codes = run_ranks(5, [&](int r) -> int {
