@@ -1,6 +1,6 @@
 // amx.hpp: matrix multiplication on Intel AMX tiles for the batched decode and prefill
-// matmuls: int8 for quantized weights (q8_0, q4_0, Q4_K, Q5_K) with q8-quantized activations, and
-// bf16 weights (TDPBF16PS, f32 sums) with each activation split into two bf16 values, hi + lo,
+// matmuls: int8 for quantized weights (q8_0, q4_0, Q4_K, Q5_K, Q6_K) with q8-quantized activations,
+// and bf16 weights (TDPBF16PS, f32 sums) with each activation split into two bf16 values, hi + lo,
 // which carry 16 bits of its mantissa: the products are those of f32 activations to about
 // 2^-16, where rounding activations to bf16 alone would lose 2^-9. A weight tile is 16
 // output features x one 32-value block (q8_0 rows load straight from the checkpoint's
@@ -9,7 +9,8 @@
 // decode kernels' packed layout (groups of 16 rows) swap the roles: that layout is already
 // the VNNI order, so the weights are the right operand as they lie and the activations the
 // left one, 16 tokens x 32 bytes (amx_gemm_q_packed); Q4_K / Q5_K have only that path
-// (amx_gemm_kq_packed: per-sub-block scales, minimums through the tokens' block sums). TDPBSSD
+// (amx_gemm_kq_packed: per-sub-block scales, minimums through the tokens' block sums), and Q6_K
+// (amx_gemm_q6k_packed: a scale per 16 values, so products of 16 tokens x 16 values). TDPBSSD
 // makes the 16 x 16 int32 dot products of one block, which are scaled by the weight block's f16
 // scale times each token's activation scale and summed into f32 accumulators. Used only when the
 // CPU has AMX-TILE and AMX-INT8 and Linux grants the tile state (arch_prctl); otherwise the
@@ -72,6 +73,12 @@ void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, 
 void amx_gemm_kq_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, bool q5,
                         int64_t n0, int64_t n1, float* y, int64_t ldy, int64_t ycol0,
                         const float* bias, float* work);
+
+/// Q6_K weights from their packed layout (pack_q6_k, groups of 16 rows), activations from
+/// amx_pack_rows: products of 16 values (a scale per 16). As amx_gemm_q_packed.
+void amx_gemm_q6k_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, int64_t n0,
+                         int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias,
+                         float* work);
 
 /// bf16 weights: x [T, K] as hi = bf16(x) and lo = bf16(x - hi), in tiles of 16 tokens x 32
 /// values in VNNI pairs: xv [T16 / 16][K / 32][hi, lo][16][16][2] (amx_xv_bytes(T, K) * 2

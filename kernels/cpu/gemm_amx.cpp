@@ -23,7 +23,7 @@ struct tile_config {
   uint8_t rows[16];
 };
 
-enum class tiles { none, int8, int8_packed, bf16 };
+enum class tiles { none, int8, int8_packed, int8_packed16, bf16 };
 
 // Loads the tile shapes of one kernel on this thread (kept until the other kernel runs).
 void configure_thread(tiles want) {
@@ -36,8 +36,11 @@ void configure_thread(tiles want) {
     c.rows[0] = 16, c.colsb[0] = 32; // weights: 16 features x one block
     c.rows[1] = 8, c.colsb[1] = 64;  // activations: 32 values x 16 tokens, 4 values per dword
   } else if (want == tiles::int8_packed) {
-    c.rows[0] = 16, c.colsb[0] = 32; // activations: 16 tokens x one block
-    c.rows[1] = 8, c.colsb[1] = 64;  // weights: 32 values x 16 features, 4 values per dword
+    c.rows[0] = 16, c.colsb[0] = 32;         // activations: 16 tokens x one block
+    c.rows[1] = 8, c.colsb[1] = 64;          // weights: 32 values x 16 features, 4 values per dword
+  } else if (want == tiles::int8_packed16) { // Q6_K: a scale per 16 values
+    c.rows[0] = 16, c.colsb[0] = 16;         // activations: 16 tokens x half a block
+    c.rows[1] = 4, c.colsb[1] = 64;          // weights: 16 values x 16 features
   } else {
     c.rows[0] = 16, c.colsb[0] = 64; // weights: 16 features x 32 bf16
     c.rows[1] = 16, c.colsb[1] = 64; // the next 16 features
@@ -417,6 +420,111 @@ void amx_gemm_kq_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes,
     prefetcher pf = next_group(grp, row_bytes, n, n1, a);
     packed_group_tiles(a, reinterpret_cast<const uint8_t*>(unpacked), 512, dw, mw, n, y, ldy, ycol0,
                        bias, pf, prod);
+  }
+}
+
+namespace {
+
+// One half block of the Q6_K kernel: 16 tokens x 16 values (stride 32) against 16 values x
+// 16 features into product tile C, stored to prod slot C - 2.
+#define TROUPE_AMX_ISSUE_HALF(C)                                                                   \
+  do {                                                                                             \
+    _tile_loadd(0, xh, 32);                                                                        \
+    _tile_loadd(1, wh, 64);                                                                        \
+    _tile_zero(C);                                                                                 \
+    _tile_dpbssd(C, 0, 1);                                                                         \
+    _tile_stored(C, prod + ((C)-2) * 256, 64);                                                     \
+  } while (0)
+
+// The token tiles of one group of 16 Q6_K rows: per 32-value block two products of 16 values
+// (halves h = 0, 1: weight lines 4h .. 4h + 3 of the block's 8, activation bytes 16h ..), each
+// scaled by its own d x sc (dw[2b + h][16]) and the tokens' block scale, four products apart.
+void q6_group_tiles(const amx_acts& a, const uint8_t* wt0, const float* dw, int64_t n, float* y,
+                    int64_t ldy, int64_t ycol0, const float* bias, prefetcher& pf, int32_t* prod) {
+  const int64_t nb = a.K / 32, ntt = a.T16 / 16, np = 2 * nb;
+  const __m512 add = bias ? _mm512_loadu_ps(bias + n) : _mm512_setzero_ps();
+  for (int64_t tt = 0; tt < ntt; ++tt) {
+    const int8_t* xb = a.xv + tt * nb * 512;
+    const float* dx = a.dx + tt * nb * 16;
+    __m512 acc[16];
+    for (int t = 0; t < 16; ++t) acc[t] = _mm512_setzero_ps();
+    auto scale = [&](int64_t q) {
+      scale_tile_t(prod + (q & 3) * 256, dx + q / 2 * 16, _mm512_loadu_ps(dw + q * 16), acc);
+    };
+    for (int64_t q = 0; q < np; ++q) {
+      const int8_t* xh = xb + q / 2 * 512 + (q & 1) * 16;
+      const uint8_t* wh = wt0 + q * 256;
+      if ((q & 1) == 0) pf.step();
+      switch (q & 3) {
+      case 0:
+        TROUPE_AMX_ISSUE_HALF(2);
+        break;
+      case 1:
+        TROUPE_AMX_ISSUE_HALF(3);
+        break;
+      case 2:
+        TROUPE_AMX_ISSUE_HALF(4);
+        break;
+      default:
+        TROUPE_AMX_ISSUE_HALF(5);
+        break;
+      }
+      if (q >= lag) scale(q - lag);
+    }
+    for (int64_t q = np > lag ? np - lag : 0; q < np; ++q) scale(q);
+    const int64_t tn = a.T - tt * 16 < 16 ? a.T - tt * 16 : 16;
+    for (int64_t t = 0; t < tn; ++t)
+      _mm512_storeu_ps(y + (tt * 16 + t) * ldy + n - ycol0, _mm512_add_ps(acc[t], add));
+  }
+}
+
+} // namespace
+
+// Q6_K (pack_q6_k, groups of 16 rows): per 256-value block the 16 rows' d (32 bytes), 4 lines
+// of their 16 int8 scales (line i: scales 4i .. 4i + 3 of each row), 32 lines of ql and 16 of
+// qh (line c: bytes 4c .. 4c + 3 of each row). Sub-block g = 4h + p of 32 values takes its low
+// 4 bits from ql lines 16h + 8(p & 1) + c (the high nibbles when p >= 2) and its top 2 from
+// qh line 8h + c, bits 2p, 2p + 1: line c holds values 4c .. 4c + 3 of the 16 rows, the tile
+// unit's order. The codes are unpacked once per group as signed values (code - 32), the
+// scales as d x sc per 16 values.
+void amx_gemm_q6k_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, int64_t n0,
+                         int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias,
+                         float* work) {
+  configure_thread(tiles::int8_packed16);
+  const int64_t nsb = a.K / 256, gb = 16 * 210; // a group's block bytes
+  int32_t* prod = reinterpret_cast<int32_t*>(work);
+  float* dw = work + 1024;                                // [K / 16][16]
+  int8_t* unpacked = reinterpret_cast<int8_t*>(dw + a.K); // [K / 32][8][64]
+  const __m512i low = _mm512_set1_epi8(0x0f), two = _mm512_set1_epi8(0x03),
+                off = _mm512_set1_epi8(32);
+  for (int64_t n = n0; n < n1; n += 16) {
+    const uint8_t* grp = wp + n / 16 * 16 * row_bytes;
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* blk = grp + s * gb;
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+      for (int i = 0; i < 4; ++i) {
+        const __m512i sc = _mm512_loadu_si512(blk + 32 + 64 * i);
+        for (int j = 0; j < 4; ++j) // byte j of each row's dword: scale 4i + j, sign-extended
+          _mm512_storeu_ps(dw + (s * 16 + 4 * i + j) * 16,
+                           _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(
+                                                _mm512_slli_epi32(sc, 24 - 8 * j), 24))));
+      }
+      for (int g = 0; g < 8; ++g) {
+        const int h = g / 4, p = g % 4;
+        for (int c = 0; c < 8; ++c) {
+          const __m512i ql = _mm512_loadu_si512(blk + 288 + 64 * (16 * h + 8 * (p & 1) + c));
+          const __m512i qh = _mm512_loadu_si512(blk + 2336 + 64 * (8 * h + c));
+          const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(ql, 4 * (p >> 1)), low);
+          const __m512i hi =
+              _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2 * p), two), 4);
+          _mm512_store_si512(unpacked + (s * 8 + g) * 512 + c * 64,
+                             _mm512_sub_epi8(_mm512_or_si512(lo, hi), off));
+        }
+      }
+    }
+    prefetcher pf = next_group(grp, row_bytes, n, n1, a);
+    q6_group_tiles(a, reinterpret_cast<const uint8_t*>(unpacked), dw, n, y, ldy, ycol0, bias, pf,
+                   prod);
   }
 }
 

@@ -18,10 +18,11 @@
 //             gemm_q_args), x tiled once per call; Q6_K weights with the packed layout are
 //             put back as published a group of rows at a time (so only the layout stays
 //             resident)
-//   amx       prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / bf16 weights where
+//   amx       prefill and batched decode with q8_0 / q4_0 / K-quant / bf16 weights where
 //             the CPU has AMX (amx.hpp): int8 tiles with activations quantized once per call
 //             (from the decode kernels' packed layout where the weight has it, so the
-//             published rows are released as they are without AMX), or bf16 tiles with
+//             published rows are released as they are without AMX; Q4_K / Q5_K / Q6_K only
+//             from it), or bf16 tiles with
 //             activations split once per call into two bf16 halves
 //   blas      prefill on the portable table (or TROUPE_BLAS=1): single-threaded sgemm on f32
 //             tiles
@@ -177,9 +178,10 @@ bool amx_int8_takes(const tensor_view& w) {
   return int8_acts(w.type) && is_block32(w.type) && w.rows() % 16 == 0 && amx_int8_usable();
 }
 
-// Whether they take Q4_K / Q5_K from the packed layout (they have no kernel for those rows).
+// Whether they take Q4_K / Q5_K / Q6_K from the packed layout (they have no kernel for those
+// rows).
 bool amx_kq_takes(const tensor_view& w) {
-  return (w.type == dtype::q4_k || w.type == dtype::q5_k) && w.packed &&
+  return (w.type == dtype::q4_k || w.type == dtype::q5_k || w.type == dtype::q6_k) && w.packed &&
          gemv_kernels().pack_rows == 16 && w.rows() % 16 == 0 && w.cols() % qk_k == 0 &&
          amx_int8_usable();
 }
@@ -616,6 +618,9 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
     if (m.xbf)
       amx_gemm_bf16(m.xbf, T, K, static_cast<const uint16_t*>(w.data), n0, n1, y, ldy, n0, bias,
                     aligned);
+    else if (m.amx_rows && w.packed && n0 % 16 == 0 && w.type == dtype::q6_k)
+      amx_gemm_q6k_packed(m.amx, static_cast<const uint8_t*>(w.packed), row_bytes(w.type, K), n0,
+                          n1, y, ldy, n0, bias, aligned);
     else if (m.amx_rows && w.packed && n0 % 16 == 0 && is_kquant(w.type))
       amx_gemm_kq_packed(m.amx, static_cast<const uint8_t*>(w.packed), row_bytes(w.type, K),
                          w.type == dtype::q5_k, n0, n1, y, ldy, n0, bias, aligned);
