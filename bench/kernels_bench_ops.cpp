@@ -210,6 +210,6 @@ BENCHMARK(BM_paged_decode)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_prefill_attention)
-    ->ArgsProduct({{128, 1024}, {1, 2}})
+    ->ArgsProduct({{128, 1024, 4096}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);

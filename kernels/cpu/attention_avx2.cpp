@@ -377,7 +377,7 @@ struct y8 {
   template <kv_elem E>
   static void to_f32(const uint8_t* src, float* dst, int64_t D) { // D values of a cache row
     int64_t d = 0;
-    for (; d + 8 <= D; d += 8) _mm256_storeu_ps(dst + d, load8<E>(src + 2 * d));
+    for (; d + 8 <= D; d += 8) _mm256_storeu_ps(dst + d, load8<E>(src + arows::elem_bytes<E> * d));
     arows::to_f32_tail<E>(src, dst, d, D);
   }
 };
@@ -413,11 +413,11 @@ void attend_rows_avx2(const float* q, int64_t qs, int64_t R, int64_t G, int64_t 
                       int64_t window, float scale, const kv_layout& kv, float* out, float* work) {
   switch (kv.elem) {
   case kv_elem::f32:
-    return arows::tile<y8, kv_elem::f32>(q, qs, R, G, D, p0, window, scale, kv, out, work);
+    return arows::tile_any<y8, kv_elem::f32>(q, qs, R, G, D, p0, window, scale, kv, out, work);
   case kv_elem::f16:
-    return arows::tile<y8, kv_elem::f16>(q, qs, R, G, D, p0, window, scale, kv, out, work);
+    return arows::tile_any<y8, kv_elem::f16>(q, qs, R, G, D, p0, window, scale, kv, out, work);
   case kv_elem::bf16:
-    return arows::tile<y8, kv_elem::bf16>(q, qs, R, G, D, p0, window, scale, kv, out, work);
+    return arows::tile_any<y8, kv_elem::bf16>(q, qs, R, G, D, p0, window, scale, kv, out, work);
   }
 }
 

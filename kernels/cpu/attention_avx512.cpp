@@ -84,9 +84,14 @@ struct z16 {
   static vf select(mask m, vf a, vf b) { return _mm512_mask_mov_ps(b, m, a); }
   static vf maskz(mask m, vf a) { return _mm512_maskz_mov_ps(m, a); }
   template <kv_elem E>
-  static void to_f32(const uint8_t* src, float* dst, int64_t D) { // D values of a cache row
+  static void to_f32(const uint8_t* src, float* dst,
+                     int64_t D) { // D values of a cache row (f32: copied)
     int64_t d = 0;
     for (; d + 16 <= D; d += 16) {
+      if constexpr (E == kv_elem::f32) {
+        _mm512_storeu_ps(dst + d, _mm512_loadu_ps(src + 4 * d));
+        continue;
+      }
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * d));
       if constexpr (E == kv_elem::f16)
         _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(h));
@@ -104,11 +109,11 @@ void attend_rows_avx512(const float* q, int64_t qs, int64_t R, int64_t G, int64_
                         int64_t window, float scale, const kv_layout& kv, float* out, float* work) {
   switch (kv.elem) {
   case kv_elem::f32:
-    return arows::tile<z16, kv_elem::f32>(q, qs, R, G, D, p0, window, scale, kv, out, work);
+    return arows::tile_any<z16, kv_elem::f32>(q, qs, R, G, D, p0, window, scale, kv, out, work);
   case kv_elem::f16:
-    return arows::tile<z16, kv_elem::f16>(q, qs, R, G, D, p0, window, scale, kv, out, work);
+    return arows::tile_any<z16, kv_elem::f16>(q, qs, R, G, D, p0, window, scale, kv, out, work);
   case kv_elem::bf16:
-    return arows::tile<z16, kv_elem::bf16>(q, qs, R, G, D, p0, window, scale, kv, out, work);
+    return arows::tile_any<z16, kv_elem::bf16>(q, qs, R, G, D, p0, window, scale, kv, out, work);
   }
 }
 

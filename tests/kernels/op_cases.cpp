@@ -260,15 +260,16 @@ void program_cases(std::vector<op_case>& out_cases) {
 }
 
 void attention_cases(std::vector<op_case>& out_cases) {
-  // head dims: 16 (a short row), 64 (the register-blocked V pass), 80 (64 + a remainder), 20
-  // (not a multiple of 8: the tiles' scalar tails); prefill of 37 and 70 rows: tiles of 16
-  // (AVX-512) or 8 with a partial one, key blocks of 16 (8) with a partial one
+  // head dims: 16 (a short row), 64 and 128 (the prefill tile's compiled head sizes), 80 (64 +
+  // a remainder), 20 (not a multiple of 8: the tiles' scalar tails); prefill of 37 and 70 rows:
+  // tiles of 16 (AVX-512) or 8 with a partial one, key blocks of 16 (8) with a partial one
   for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16})
-    for (int64_t D : {16, 64, 80, 20})
+    for (int64_t D : {16, 64, 80, 20, 128})
       for (auto [T, pos0] :
            {std::pair<int64_t, int64_t>{4, 3}, {1, 39}, {9, 0}, {37, 20}, {70, 0}}) {
         if (D != 16 && T == 4) continue;
         if ((D == 80 || D == 20) && T == 70) continue;
+        if (D == 128 && T != 37) continue;
         const int64_t H = 8, Hkv = 2, S = pos0 + T;
         op_case c;
         c.name =
