@@ -182,28 +182,41 @@ std::string error_json(const std::string& message, const std::string& type) {
          "\",\"param\":null,\"code\":null}}";
 }
 
+// What a connection's watcher and its serve() loop share; both run on the connection's
+// strand, so plain fields.
+struct watch_state {
+  explicit watch_state(asio::any_io_executor ex)
+      : exited(ex) {
+    exited.expires_at(asio::steady_timer::time_point::max());
+  }
+  std::string spill;         // bytes read past the request (the next pipelined request's)
+  bool finished = false;     // the response is written: stop at the next completion
+  bool done = false;         // the watcher has returned
+  asio::steady_timer exited; // cancelled when it returns
+};
+
 // Reads from the socket while a response is being produced: pipelined bytes are kept; an
-// error or EOF means the client is gone.
+// error or EOF means the client is gone. It stops as soon as a read completes after the
+// response is finished, and says so (serve() waits for that before it reads the socket
+// itself: a read that had already taken the next request's bytes when serve() cancelled it
+// would otherwise complete later, after serve() took an empty spill, and keep them).
 asio::awaitable<void> watch(tcp::socket& sock, std::shared_ptr<exchange> x,
-                            std::shared_ptr<std::string> spill,
-                            std::shared_ptr<std::atomic<bool>> finished) {
+                            std::shared_ptr<watch_state> w) {
   char tmp[4096];
   for (;;) {
     beast::error_code ec;
     const size_t n = co_await sock.async_read_some(asio::buffer(tmp),
                                                    asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      if (!finished->load()) x->gone();
+    if (!ec) w->spill.append(tmp, n);
+    const bool flood = w->spill.size() > (1u << 20); // a client flooding us mid-response
+    if ((ec || flood) && !w->finished) x->gone();
+    if (ec || flood || w->finished) {
       x->wake.cancel();
-      co_return;
-    }
-    spill->append(tmp, n);
-    if (spill->size() > (1u << 20)) { // a client flooding us mid-response
-      x->gone();
-      x->wake.cancel();
-      co_return;
+      break;
     }
   }
+  w->done = true;
+  w->exited.cancel();
 }
 
 } // namespace
@@ -339,19 +352,21 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
       r.headers[lower(std::string(f.name_string()))] = std::string(f.value());
     r.body = std::move(req.body());
     r.remote = remote;
+    // an HTTP/1.0 client knows no chunked encoding: a stream's body is delimited by the close
+    const bool http10 = req.version() < 11;
     const bool keep_alive = req.keep_alive();
     const bool head_only = req.method() == http::verb::head;
+    bool closes = !keep_alive; // after this response
 
     auto x = std::make_shared<exchange>(ex);
-    auto spill = std::make_shared<std::string>();
-    auto finished = std::make_shared<std::atomic<bool>>(false);
+    auto w = std::make_shared<watch_state>(ex);
     ++in_progress;
     struct progress_guard {
       std::atomic<size_t>& n;
       ~progress_guard() { --n; }
     } pg{in_progress};
     // socket reads for the watcher happen on this coroutine's executor as well
-    asio::co_spawn(ex, watch(stream.socket(), x, spill, finished), asio::detached);
+    asio::co_spawn(ex, watch(stream.socket(), x, w), asio::detached);
     try {
       handler(std::move(r), std::make_shared<writer>(x));
     } catch (const std::exception& e) {
@@ -413,20 +428,26 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
           head->set(http::field::server, "troupe");
           head->set(http::field::content_type, it.content_type);
           head->set(http::field::cache_control, "no-cache");
-          head->keep_alive(keep_alive);
-          head->chunked(true);
+          if (http10) closes = true;
+          head->keep_alive(!closes);
+          head->chunked(!http10);
           sr.emplace(*head);
           co_await http::async_write_header(stream, *sr,
                                             asio::redirect_error(asio::use_awaitable, wec));
           break;
         }
         case item::data:
-          co_await asio::async_write(stream, http::make_chunk(asio::buffer(it.body)),
-                                     asio::redirect_error(asio::use_awaitable, wec));
+          if (http10)
+            co_await asio::async_write(stream, asio::buffer(it.body),
+                                       asio::redirect_error(asio::use_awaitable, wec));
+          else
+            co_await asio::async_write(stream, http::make_chunk(asio::buffer(it.body)),
+                                       asio::redirect_error(asio::use_awaitable, wec));
           break;
         case item::stream_end:
-          co_await asio::async_write(stream, http::make_chunk_last(),
-                                     asio::redirect_error(asio::use_awaitable, wec));
+          if (!http10)
+            co_await asio::async_write(stream, http::make_chunk_last(),
+                                       asio::redirect_error(asio::use_awaitable, wec));
           done = true;
           break;
         }
@@ -438,22 +459,25 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
         if (done) break;
       }
     }
-    finished->store(true);
+    w->finished = true;
     {
       beast::error_code cec;
-      stream.socket().cancel(cec); // ends the watcher's read
+      stream.socket().cancel(cec); // ends the watcher's read (or it ends at its completion)
     }
-    if (broken || !keep_alive) {
+    // the watcher returns before this coroutine touches the socket or the spill again
+    while (!w->done) {
+      beast::error_code tec;
+      co_await w->exited.async_wait(asio::redirect_error(asio::use_awaitable, tec));
+    }
+    if (broken || closes) {
       beast::error_code sec;
       stream.socket().shutdown(tcp::socket::shutdown_both, sec);
       co_return;
     }
-    // give the watcher a turn to hand back pipelined bytes
-    co_await asio::post(ex, asio::use_awaitable);
-    if (!spill->empty()) {
-      auto dst = buf.prepare(spill->size());
-      std::memcpy(dst.data(), spill->data(), spill->size());
-      buf.commit(spill->size());
+    if (!w->spill.empty()) { // pipelined bytes: the next request's
+      auto dst = buf.prepare(w->spill.size());
+      std::memcpy(dst.data(), w->spill.data(), w->spill.size());
+      buf.commit(w->spill.size());
     }
   }
 }

@@ -1,0 +1,85 @@
+// gateway_conn_test.cpp: connection handling in the HTTP server under the gateway, over real
+// sockets: requests sent back to back on one keep-alive connection, and two pipelined in one
+// write, are all answered (the watcher that reads the socket while a response is produced
+// hands every byte it took back before the next request is read; it used to keep a request it
+// had read just as its response finished, and the connection then hung); a streamed response
+// to an HTTP/1.0 request is delimited by the close, not chunked.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "gateway_util.hpp"
+
+using namespace gw_test;
+
+namespace {
+
+// One response read off a keep-alive connection (Content-Length bodies), or status 0 when
+// the server did not answer within the socket's 10 s timeout.
+reply read_one(int fd, std::string& pending) {
+  char buf[8192];
+  size_t sep;
+  while ((sep = pending.find("\r\n\r\n")) == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return {};
+    pending.append(buf, static_cast<size_t>(n));
+  }
+  reply r;
+  r.head = pending.substr(0, sep);
+  r.status = std::atoi(r.head.c_str() + 9);
+  const size_t len = static_cast<size_t>(std::atol(r.header("Content-Length").c_str()));
+  while (pending.size() < sep + 4 + len) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return {};
+    pending.append(buf, static_cast<size_t>(n));
+  }
+  r.body = pending.substr(sep + 4, len);
+  pending.erase(0, sep + 4 + len);
+  return r;
+}
+
+} // namespace
+
+TEST(GatewayConnections, BackToBackAndPipelinedRequestsOnOneConnectionAreAllAnswered) {
+  server s;
+  const int fd = connect_to(s.port);
+  ASSERT_GE(fd, 0);
+  std::string pending;
+  // /health and /metrics are answered from other threads (the host's probe), /v1/models at
+  // once: each request goes out the moment the answer before it is complete
+  const char* paths[] = {"/health", "/metrics", "/v1/models"};
+  for (int i = 0; i < 1500; ++i) {
+    const std::string path = paths[i % 3];
+    send_all(fd, "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    const reply r = read_one(fd, pending);
+    ASSERT_EQ(r.status, 200) << "request " << i << " (" << path << ") was not answered";
+  }
+  // two requests in one write
+  for (int i = 0; i < 50; ++i) {
+    send_all(fd,
+             "GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
+    ASSERT_EQ(read_one(fd, pending).status, 200) << i;
+    const reply m = read_one(fd, pending);
+    ASSERT_EQ(m.status, 200) << i;
+    EXPECT_NE(m.body.find("stories"), std::string::npos);
+  }
+  ::close(fd);
+}
+
+TEST(GatewayConnections, AStreamToAnHttp10ClientIsNotChunked) {
+  server s;
+  const std::string body =
+      R"({"model":"stories","prompt":"Once upon a time","max_tokens":4,"stream":true})";
+  const reply r = raw(s.port, "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+                              "Content-Length: " +
+                                  std::to_string(body.size()) + "\r\n\r\n" + body);
+  ASSERT_EQ(r.status, 200) << r.head;
+  EXPECT_EQ(r.header("Transfer-Encoding"), "") << r.head;
+  EXPECT_EQ(r.body.rfind("data: {", 0), 0u) << r.body; // the events themselves, no chunk sizes
+  const std::string done = "data: [DONE]\n\n";
+  ASSERT_GE(r.body.size(), done.size());
+  EXPECT_EQ(r.body.substr(r.body.size() - done.size()), done) << r.body;
+  // the same over HTTP/1.1 is chunked
+  const reply c = post(s.port, "/v1/completions", body);
+  EXPECT_EQ(c.header("Transfer-Encoding"), "chunked") << c.head;
+}
