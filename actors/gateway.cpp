@@ -4,6 +4,7 @@
 // CAF's threads, never on the engine's.
 #include "actors/gateway.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -46,6 +47,11 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   void fail(const std::shared_ptr<response_writer>& w, const api_error& e,
             std::vector<std::pair<std::string, std::string>> headers = {}) {
     count(e.status);
+    // a refusal that passes (a full queue, a server starting or draining) says when to retry
+    const bool has_retry = std::any_of(headers.begin(), headers.end(),
+                                       [](const auto& h) { return h.first == "Retry-After"; });
+    if ((e.status == 429 || e.status == 503) && !has_retry)
+      headers.emplace_back("Retry-After", "1");
     w->respond(e.status, "application/json", error_body(e), std::move(headers));
   }
   void add_session(const caf::actor& a) {
@@ -499,7 +505,7 @@ void gateway::impl::render_metrics(const std::shared_ptr<response_writer>& w, co
     out += "# HELP troupe_http_requests_total HTTP responses by status code.\n# TYPE "
            "troupe_http_requests_total counter\n";
     for (auto [code, n] : by_status)
-      out += fmt::format("troupe_http_requests_total{{status=\"{}\"}} {}\n", code, n);
+      out += fmt::format("troupe_http_requests_total{{{},status=\"{}\"}} {}\n", label, code, n);
   }
   // this process's counts and every worker's (each stage's first rank counts its layers)
   if (const auto experts = exec::merge_counts(exec::expert_counts(), remote_experts);
@@ -507,8 +513,8 @@ void gateway::impl::render_metrics(const std::shared_ptr<response_writer>& w, co
     out += "# HELP troupe_expert_tokens_total Tokens routed to each expert of each MoE layer.\n"
            "# TYPE troupe_expert_tokens_total counter\n";
     for (const auto& e : experts)
-      out += fmt::format("troupe_expert_tokens_total{{layer=\"{}\",expert=\"{}\"}} {}\n", e.layer,
-                         e.expert, e.tokens);
+      out += fmt::format("troupe_expert_tokens_total{{{},layer=\"{}\",expert=\"{}\"}} {}\n", label,
+                         e.layer, e.expert, e.tokens);
   }
   if (!shards.empty()) { // where each shard runs and its device's memory when it loaded
     out += "# HELP troupe_shard_device_memory_bytes Memory of the device a shard runs on (used "
@@ -521,28 +527,29 @@ void gateway::impl::render_metrics(const std::shared_ptr<response_writer>& w, co
       for (auto [state, v] :
            {std::pair<const char*, int64_t>{"used", r.device_total - r.device_free},
             {"free", r.device_free}})
-        out += fmt::format(
-            "troupe_shard_device_memory_bytes{{shard=\"{}\",device=\"{}\",state=\"{}\"}} {}\n",
-            r.name, dev, state, v);
+        out += fmt::format("troupe_shard_device_memory_bytes{{{},shard=\"{}\",device=\"{}\",state="
+                           "\"{}\"}} {}\n",
+                           label, r.name, dev, state, v);
     }
     out += "# HELP troupe_shard_resident_bytes Weight bytes a shard holds.\n# TYPE "
            "troupe_shard_resident_bytes gauge\n";
     for (const auto& r : shards)
-      out +=
-          fmt::format("troupe_shard_resident_bytes{{shard=\"{}\"}} {}\n", r.name, r.resident_bytes);
+      out += fmt::format("troupe_shard_resident_bytes{{{},shard=\"{}\"}} {}\n", label, r.name,
+                         r.resident_bytes);
   }
   {
     const auto j = kernels::jit_counters();
     out += "# HELP troupe_jit_kernels_total Element-wise programs prepared by the JIT.\n# TYPE "
            "troupe_jit_kernels_total counter\n";
-    out += fmt::format("troupe_jit_kernels_total{{result=\"compiled\"}} {}\n", j.compiled);
-    out += fmt::format("troupe_jit_kernels_total{{result=\"cached\"}} {}\n", j.cached);
-    out += fmt::format("troupe_jit_kernels_total{{result=\"failed\"}} {}\n", j.failed);
     out +=
-        fmt::format("# HELP troupe_composed_programs_total Element-wise programs run as "
-                    "compositions of primitives (no JIT).\n# TYPE "
-                    "troupe_composed_programs_total counter\ntroupe_composed_programs_total {}\n",
-                    j.composed);
+        fmt::format("troupe_jit_kernels_total{{{},result=\"compiled\"}} {}\n", label, j.compiled);
+    out += fmt::format("troupe_jit_kernels_total{{{},result=\"cached\"}} {}\n", label, j.cached);
+    out += fmt::format("troupe_jit_kernels_total{{{},result=\"failed\"}} {}\n", label, j.failed);
+    out += fmt::format(
+        "# HELP troupe_composed_programs_total Element-wise programs run as "
+        "compositions of primitives (no JIT).\n# TYPE "
+        "troupe_composed_programs_total counter\ntroupe_composed_programs_total{{{}}} {}\n",
+        label, j.composed);
   }
   if (s) {
     const double kv_usage =

@@ -1,6 +1,7 @@
 // openai_api.cpp: request validation, the error table and response JSON (openai_api.hpp).
 #include "actors/openai_api.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -109,7 +110,7 @@ const std::vector<api_field>& api_fields() {
        "EOS, stop ids and stop strings cannot end a completion before this many tokens (vLLM)"},
       {"temperature", true, true, "0 is greedy; default 1"},
       {"top_p", true, true, "nucleus sampling"},
-      {"top_k", true, true, "keep the k most likely tokens (vLLM)"},
+      {"top_k", true, true, "keep the k most likely tokens (vLLM; 0 or -1: all)"},
       {"min_p", true, true, "drop tokens below min_p x the best one's probability (vLLM)"},
       {"n", true, true, "completions per prompt (1-16), sharing the prompt's KV blocks"},
       {"best_of", true, false, "accepted when equal to n"},
@@ -240,7 +241,8 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
   if (auto e = number(j, "temperature", s.temperature, 0.0, 2.0, false)) return *e;
   if (auto e = number(j, "top_p", s.top_p, 0.0, 1.0, false)) return *e;
   if (s.top_p <= 0.0f) return bad("'top_p' must be greater than 0", "top_p");
-  if (auto e = number(j, "top_k", s.top_k, 0, 1 << 20, true)) return *e;
+  if (auto e = number(j, "top_k", s.top_k, -1, 1 << 20, true)) return *e;
+  if (s.top_k < 0) s.top_k = 0; // vLLM's "no top-k"
   if (auto e = number(j, "min_p", s.min_p, 0.0, 1.0, false)) return *e;
   if (auto e = number(j, "presence_penalty", s.presence_penalty, -2.0, 2.0, false)) return *e;
   if (auto e = number(j, "frequency_penalty", s.frequency_penalty, -2.0, 2.0, false)) return *e;
@@ -266,14 +268,14 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
   if (auto it = j.find("logit_bias"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return bad("'logit_bias' must map token ids to biases", "logit_bias");
     for (auto& [k, v] : it->items()) {
+      // decimal digits only (stoll alone would take " 5" and "+5")
       size_t used = 0;
       long long id = -1;
-      try {
-        id = std::stoll(k, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != k.size() || id < 0 || id >= info.tok->vocab_size())
+      const bool digits =
+          !k.empty() && k.size() <= 18 &&
+          std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (digits) id = std::stoll(k, &used);
+      if (!digits || used != k.size() || id < 0 || id >= info.tok->vocab_size())
         return bad(fmt::format("'logit_bias' key '{}' is not a token id (0..{})", k,
                                info.tok->vocab_size() - 1),
                    "logit_bias");
@@ -455,10 +457,10 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     }
     const int64_t room = info.context - static_cast<int64_t>(p.size());
     if (room < 1)
-      return bad(fmt::format("the prompt has {} tokens; the context holds {} (set "
-                             "truncate_prompt_tokens to cut it)",
-                             p.size(), info.context),
-                 chat ? "messages" : "prompt", 400, "context_length_exceeded");
+      return bad(
+          fmt::format("the prompt has {} tokens; the context holds {} ({})", p.size(), info.context,
+                      chat ? "shorten the messages" : "set truncate_prompt_tokens to cut it"),
+          chat ? "messages" : "prompt", 400, "context_length_exceeded");
     if (max_tokens > room)
       return bad(fmt::format("prompt ({} tokens) + max_tokens ({}) exceed the context of {}",
                              p.size(), max_tokens, info.context),

@@ -332,8 +332,10 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
           error_json(fmt::format("request headers exceed {} bytes", limits.max_header_bytes),
                      "invalid_request_error"),
           true);
+      co_await linger_discard(stream); // as after a 413: the client receives the answer
       co_return;
     }
+    // (a timeout: beast's stream has closed the socket already, so no 408 can be written)
     if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::eof ||
         ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
       co_return;

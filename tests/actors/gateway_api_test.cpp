@@ -358,9 +358,13 @@ TEST(GatewayApi, MetricsCarryTheModelNameUnderBothNames) {
         "vllm:kv_cache_usage_perc{model_name=\"stories\"}",
         "vllm:num_requests_running{model_name=\"stories\"}",
         "vllm:request_success_total{model_name=\"stories\",finished_reason=\"length\"} 1",
-        "vllm:e2e_request_latency_seconds_bucket", "vllm:time_to_first_token_seconds_bucket",
-        "vllm:request_prompt_tokens_bucket", "vllm:prefix_cache_hits_total",
-        "troupe_jit_kernels_total{result=\"compiled\"}", "troupe_composed_programs_total"})
+        "vllm:e2e_request_latency_seconds_bucket",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:request_prompt_tokens_bucket",
+        "vllm:prefix_cache_hits_total",
+        "troupe_jit_kernels_total{model_name=\"stories\",result=\"compiled\"}",
+        "troupe_composed_programs_total{model_name=\"stories\"}",
+        "troupe_http_requests_total{model_name=\"stories\",status=\"200\"} 1"})
     EXPECT_NE(m.body.find(name), std::string::npos) << name;
   // the block count the server prints at start-up is the one /metrics reports
   EXPECT_NE(m.body.find(fmt::format("troupe_kv_blocks_total{{model_name=\"stories\"}} {}",

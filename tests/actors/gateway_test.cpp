@@ -74,6 +74,11 @@ TEST(Gateway, BadInputGetsClearErrorsAndServiceContinues) {
        "logit_bias"},
       {"logit_bias id", R"({"model":"stories","prompt":"a","logit_bias":{"99999":1}})", 400,
        "logit_bias"},
+      {"logit_bias key with a sign", R"({"model":"stories","prompt":"a","logit_bias":{"+5":1}})",
+       400, "logit_bias"},
+      {"logit_bias key with a space", R"({"model":"stories","prompt":"a","logit_bias":{" 5":1}})",
+       400, "logit_bias"},
+      {"top_k below -1", R"({"model":"stories","prompt":"a","top_k":-2})", 400, "top_k"},
       {"min_tokens over max", R"({"model":"stories","prompt":"a","max_tokens":4,"min_tokens":9})",
        400, "min_tokens"},
       {"max_tokens 0 without echo", R"({"model":"stories","prompt":"a","max_tokens":0})", 400,
@@ -97,6 +102,16 @@ TEST(Gateway, BadInputGetsClearErrorsAndServiceContinues) {
   expect_error(post(s.port, "/v1/chat/completions",
                     R"({"model":"stories","messages":[{"role":"wizard","content":"x"}]})"),
                400, "role");
+  // a chat too long for the context is told to shorten its messages (chat has no
+  // truncate_prompt_tokens); vLLM's top_k -1 means no top-k
+  expect_error(post(s.port, "/v1/chat/completions",
+                    R"({"model":"stories","messages":[{"role":"user","content":")" +
+                        std::string(2000, 'a') + R"("}]})"),
+               400, "shorten the messages");
+  EXPECT_EQ(post(s.port, "/v1/completions",
+                 R"({"model":"stories","prompt":"a","max_tokens":2,"top_k":-1})")
+                .status,
+            200);
   expect_error(get(s.port, "/v2/everything"), 404, "no route");
   expect_error(get(s.port, "/v1/completions"), 405, "not allowed");
   // a body over the limit: 413 before it is read whole
@@ -111,6 +126,13 @@ TEST(Gateway, BadInputGetsClearErrorsAndServiceContinues) {
   std::string r = read_all(fd);
   ::close(fd);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  // headers over the limit: a 431 the client receives whole (no reset while it still sends)
+  for (int i = 0; i < 3; ++i) {
+    const reply h =
+        raw(s.port,
+            "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(64 << 10, 'h') + "\r\n\r\n");
+    EXPECT_EQ(h.status, 431) << h.head;
+  }
   EXPECT_EQ(post(s.port, "/v1/completions", good).status, 200);
   // garbage instead of HTTP
   EXPECT_EQ(raw(s.port, "\x16\x03\x01 this is not http\r\n\r\n").status, 400);
@@ -179,17 +201,19 @@ TEST(Gateway, ApiKeyQueueFullAndNotReady) {
   tight.max_inflight = 1;
   server q({}, tight);
   std::vector<std::thread> ts;
-  std::atomic<int> too_many{0}, fine{0};
+  std::atomic<int> too_many{0}, fine{0}, told_when{0};
   const std::string slow =
       R"({"model":"stories","prompt":"Once upon a time","max_tokens":60,"ignore_eos":true})";
   for (int i = 0; i < 24; ++i)
     ts.emplace_back([&] {
       const reply r = post(q.port, "/v1/completions", slow);
       if (r.status == 429) ++too_many;
+      if (r.status == 429 && !r.header("Retry-After").empty()) ++told_when;
       if (r.status == 200) ++fine;
     });
   for (auto& t : ts) t.join();
   EXPECT_GT(too_many.load(), 0);
+  EXPECT_EQ(told_when.load(), too_many.load()) << "every 429 says when to retry";
   EXPECT_GT(fine.load(), 0);
 
   host_options doomed;
@@ -203,7 +227,9 @@ TEST(Gateway, ApiKeyQueueFullAndNotReady) {
   const reply h = get(d.port, "/health");
   EXPECT_EQ(h.status, 503);
   EXPECT_NE(h.body.find("stage0.rank1"), std::string::npos) << h.body;
-  EXPECT_EQ(post(d.port, "/v1/completions", good).status, 503);
+  const reply down = post(d.port, "/v1/completions", good);
+  EXPECT_EQ(down.status, 503);
+  EXPECT_EQ(down.header("Retry-After"), "1") << down.head;
 }
 
 TEST(Gateway, MetricsAndModels) {
@@ -212,9 +238,9 @@ TEST(Gateway, MetricsAndModels) {
   const reply m = get(s.port, "/metrics");
   EXPECT_EQ(m.status, 200);
   for (const char* name :
-       {"troupe_http_requests_total{status=\"200\"}", "troupe_kv_blocks_total",
-        "troupe_kv_blocks_free", "troupe_preemptions_total", "troupe_shard_restarts_total",
-        "troupe_queue_depth", "troupe_running_sequences",
+       {"troupe_http_requests_total{model_name=\"stories\",status=\"200\"}",
+        "troupe_kv_blocks_total", "troupe_kv_blocks_free", "troupe_preemptions_total",
+        "troupe_shard_restarts_total", "troupe_queue_depth", "troupe_running_sequences",
         "troupe_time_to_first_token_seconds_bucket", "troupe_inter_token_latency_seconds_count",
         "troupe_generation_tokens_total"})
     EXPECT_NE(m.body.find(name), std::string::npos) << name;

@@ -191,14 +191,14 @@ class Serving(unittest.TestCase):
         with Server(TROUPE, "--tp", "2") as srv:
             text = urllib.request.urlopen(srv.url + "/metrics").read().decode()
             for rank in (0, 1):
-                used = re.search(r'troupe_shard_device_memory_bytes\{shard="stage0.rank%d",device="host \(cpu\)",'
+                used = re.search(r'troupe_shard_device_memory_bytes\{model_name="[^"]*",shard="stage0.rank%d",device="host \(cpu\)",'
                                  r'state="used"\} (\d+)' % rank, text)
-                free = re.search(r'troupe_shard_device_memory_bytes\{shard="stage0.rank%d",device="[^"]*",'
+                free = re.search(r'troupe_shard_device_memory_bytes\{model_name="[^"]*",shard="stage0.rank%d",device="[^"]*",'
                                  r'state="free"\} (\d+)' % rank, text)
                 self.assertTrue(used and free, text)
                 self.assertGreater(int(used.group(1)), 0)
                 self.assertGreater(int(free.group(1)), 0)
-                resident = re.search(r'troupe_shard_resident_bytes\{shard="stage0.rank%d"\} (\d+)' % rank, text)
+                resident = re.search(r'troupe_shard_resident_bytes\{model_name="[^"]*",shard="stage0.rank%d"\} (\d+)' % rank, text)
                 self.assertTrue(resident and int(resident.group(1)) > 0, text)
 
     def test_a_harmony_model_answers_with_reasoning_content(self):

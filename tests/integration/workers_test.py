@@ -164,7 +164,7 @@ class Workers(unittest.TestCase):
                 text = urllib.request.urlopen(srv.url + "/metrics").read().decode()
             out = {}
             for line in text.splitlines():
-                m = re.match(r'troupe_expert_tokens_total\{layer="(\d+)",expert="(\d+)"\} (\d+)', line)
+                m = re.match(r'troupe_expert_tokens_total\{model_name="[^"]*",layer="(\d+)",expert="(\d+)"\} (\d+)', line)
                 if m:
                     out[(int(m.group(1)), int(m.group(2)))] = int(m.group(3))
             return out
