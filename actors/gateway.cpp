@@ -48,8 +48,11 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
             std::vector<std::pair<std::string, std::string>> headers = {}) {
     count(e.status);
     // a refusal that passes (a full queue, a server starting or draining) says when to retry
-    const bool has_retry = std::any_of(headers.begin(), headers.end(),
-                                       [](const auto& h) { return h.first == "Retry-After"; });
+    const bool has_retry = std::any_of(headers.begin(), headers.end(), [](const auto& h) {
+      std::string k = h.first;
+      for (auto& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return k == "retry-after";
+    });
     if ((e.status == 429 || e.status == 503) && !has_retry)
       headers.emplace_back("Retry-After", "1");
     w->respond(e.status, "application/json", error_body(e), std::move(headers));
@@ -76,6 +79,20 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
 };
 
 namespace {
+
+// A Prometheus label value as the text format wants it: \\, \" and \n escaped.
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    if (c == '\\' || c == '"') out += '\\';
+    out += c;
+  }
+  return out;
+}
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -493,7 +510,7 @@ void gateway::impl::metrics(std::shared_ptr<response_writer> w) {
 void gateway::impl::render_metrics(const std::shared_ptr<response_writer>& w, const engine_stats* s,
                                    const std::vector<exec::expert_count>& remote_experts,
                                    const std::vector<shard_report>& shards) {
-  const std::string label = fmt::format("model_name=\"{}\"", info.model_name);
+  const std::string label = fmt::format("model_name=\"{}\"", label_value(info.model_name));
   std::string out;
   auto metric = [&](const std::string& name, const char* help, const char* type, double v,
                     const std::string& extra = "") {
@@ -521,21 +538,18 @@ void gateway::impl::render_metrics(const std::shared_ptr<response_writer>& w, co
            "and free when it loaded).\n# TYPE troupe_shard_device_memory_bytes gauge\n";
     for (const auto& r : shards) {
       if (r.device.empty()) continue; // not loaded yet
-      std::string dev = r.device;
-      for (auto& ch : dev)
-        if (ch == '"' || ch == '\\' || ch == '\n') ch = ' ';
       for (auto [state, v] :
            {std::pair<const char*, int64_t>{"used", r.device_total - r.device_free},
             {"free", r.device_free}})
         out += fmt::format("troupe_shard_device_memory_bytes{{{},shard=\"{}\",device=\"{}\",state="
                            "\"{}\"}} {}\n",
-                           label, r.name, dev, state, v);
+                           label, label_value(r.name), label_value(r.device), state, v);
     }
     out += "# HELP troupe_shard_resident_bytes Weight bytes a shard holds.\n# TYPE "
            "troupe_shard_resident_bytes gauge\n";
     for (const auto& r : shards)
-      out += fmt::format("troupe_shard_resident_bytes{{{},shard=\"{}\"}} {}\n", label, r.name,
-                         r.resident_bytes);
+      out += fmt::format("troupe_shard_resident_bytes{{{},shard=\"{}\"}} {}\n", label,
+                         label_value(r.name), r.resident_bytes);
   }
   {
     const auto j = kernels::jit_counters();

@@ -148,6 +148,7 @@ asio::awaitable<void> write_simple(beast::tcp_stream& stream, int status, const 
   res.set(http::field::server, "troupe");
   res.body() = text;
   res.keep_alive(!close);
+  if (status == 503) res.set(http::field::retry_after, "1");
   res.prepare_payload();
   beast::error_code ec;
   stream.expires_after(std::chrono::seconds(10));
@@ -470,6 +471,10 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
     while (!w->done) {
       beast::error_code tec;
       co_await w->exited.async_wait(asio::redirect_error(asio::use_awaitable, tec));
+    }
+    if (!broken && http10 && head) { // a body delimited by the close: let the client read it
+      co_await linger_discard(stream);
+      co_return;
     }
     if (broken || closes) {
       beast::error_code sec;

@@ -297,11 +297,12 @@ status ucx_group::wait(op& o, const char* what) {
   using clock = std::chrono::steady_clock;
   clock::time_point spin_until{}, give_up{}; // set at the first pass that finds nothing to do
   status result;
-  for (auto& e : o.e)
-    if (result && e.arrived) {
-      e.arrived = false;
-      result = e.recv ? settle(e, what) : request_failed(e, what); // a send: refused at once
-    }
+  for (auto& e : o.e) { // a send refused at once marks its peer even after a first failure
+    if (!e.arrived || (e.recv && !result)) continue;
+    e.arrived = false;
+    status st = e.recv ? settle(e, what) : request_failed(e, what);
+    if (result && !st) result = std::move(st);
+  }
   auto pending = [&] {
     return std::any_of(o.e.begin(), o.e.end(), [](const entry& e) { return e.req; });
   };

@@ -44,7 +44,8 @@ int64_t amx_dx_floats(int64_t T, int64_t K);
 void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx);
 
 /// Floats of scratch the int8 kernels need for rows of K values: four int32 product tiles, the
-/// 16 rows' block scales (and K-quant minimums) and their unpacked 4- or 5-bit codes.
+/// 16 rows' block scales (and K-quant minimums; Q6_K: scales per 16 values) and their unpacked
+/// codes.
 inline int64_t amx_work_floats(int64_t K) {
   return 4 * 256 + K / 32 * (32 + 128);
 }

@@ -140,7 +140,7 @@ void attend_rows_avx512(const float* q, int64_t qs, int64_t R, int64_t G, int64_
 void attend_rows_avx2(const float* q, int64_t qs, int64_t R, int64_t G, int64_t D, int64_t p0,
                       int64_t window, float scale, const kv_layout& kv, float* out, float* work);
 inline int64_t attend_rows_floats(int64_t lanes, int64_t G, int64_t D) {
-  return 2 * G * D * lanes + 2 * G * lanes + 2 * lanes * D + D;
+  return 2 * G * D * lanes + 2 * G * lanes + 2 * lanes * D;
 }
 
 } // namespace troupe::kernels::cpu

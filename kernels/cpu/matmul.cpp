@@ -16,7 +16,7 @@
 //   int8      prefill and batched decode with q8_0 / q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights
 //             without AMX: int8 dot products with the tokens in the lanes (gemv.hpp's
 //             gemm_q_args), x tiled once per call; Q6_K weights with the packed layout are
-//             put back as published a group of rows at a time (so only the layout stays
+//             put back as published ~128 KiB of rows at a time (so only the layout stays
 //             resident)
 //   amx       prefill and batched decode with q8_0 / q4_0 / K-quant / bf16 weights where
 //             the CPU has AMX (amx.hpp): int8 tiles with activations quantized once per call
@@ -95,7 +95,7 @@ struct plan_t {
   const int8_t* xt = nullptr;
   const int32_t* corr = nullptr;
   int64_t lanes = 0, tiles = 0;
-  bool unpacks = false;       // int8: Q6_K's rows from the packed layout, a group at a time
+  bool unpacks = false;       // int8: Q6_K's rows unpacked from the packed layout per call
   const float* xtf = nullptr; // nt: x in tiles of 16 (AVX-512) or 8 (AVX2) tokens
   gemm_tn_fn tn = nullptr;    // nt: its kernel, over groups of `unit` features
   int64_t unit = 1;           // features per unit of work
@@ -198,11 +198,22 @@ bool prefill_packed(const gemv_table& tab, dtype t) {
   return packed_for(tab, t) && t != dtype::q6_k;
 }
 
+// TROUPE_BLAS=1 (where built with BLAS): prefill on sgemm over expanded published rows.
+bool blas_forced() {
+#ifdef TROUPE_HAVE_BLAS
+  static const bool on = std::getenv("TROUPE_BLAS") != nullptr; // read once, not per call
+  return on;
+#else
+  return false;
+#endif
+}
+
 // Whether Q6_K's prefill reads the packed layout instead: its int8 GEMM over the groups' rows
-// put back as published (gemv_table::unpack_q6_k, once per call), so the published rows need
-// not stay resident beside the layout.
+// put back as published (gemv_table::unpack_q6_k, ~128 KiB of rows at a time, once per call),
+// so the published rows need not stay resident beside the layout.
 bool prefill_unpacks(const gemv_table& tab, dtype t) {
-  return t == dtype::q6_k && packed_for(tab, t) && tab.gemm_q6_k && tab.unpack_q6_k;
+  return t == dtype::q6_k && packed_for(tab, t) && tab.gemm_q6_k && tab.unpack_q6_k &&
+         !blas_forced();
 }
 
 // Decode of a q8_0 / q4_0 / Q4_K / Q5_K / Q6_K weight laid out at load (tensor_view::packed): the
@@ -386,7 +397,7 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     return m;
   }
 #ifdef TROUPE_HAVE_BLAS
-  static const bool blas = std::getenv("TROUPE_BLAS") != nullptr; // read once, not per call
+  const bool blas = blas_forced();
   constexpr bool have_blas = true;
 #else // built without BLAS (the GPU check's build): the portable loops take large steps too
   constexpr bool blas = false, have_blas = false;
@@ -497,7 +508,7 @@ std::string path_name(path p, dtype w) {
   case path::int8_packed:
     return "int8 gemm " + isa + (isa == "avx512" ? " (vpdpbusd" : " (maddubs") +
            ", packed: " + std::to_string(gemv_kernels().pack_rows) +
-           " rows laid out at load, unpacked per group)";
+           " rows laid out at load, unpacked per call)";
   case path::nt:
     return "f32 gemm " + isa + (w == dtype::f32 ? "" : " (weights expanded)");
   case path::blas:
