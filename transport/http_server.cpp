@@ -186,18 +186,23 @@ std::string error_json(const std::string& message, const std::string& type) {
 // What a connection's watcher and its serve() loop share; both run on the connection's
 // strand, so plain fields.
 struct watch_state {
-  explicit watch_state(asio::any_io_executor ex)
-      : exited(ex) {
+  watch_state(asio::any_io_executor ex, bool eof_is_gone_)
+      : eof_is_gone(eof_is_gone_)
+      , exited(ex) {
     exited.expires_at(asio::steady_timer::time_point::max());
   }
   std::string spill;         // bytes read past the request (the next pipelined request's)
+  bool eof_is_gone;          // the end of the client's input means it gave up (see serve())
+  bool eof = false;          // the client's input ended (no further request will come)
   bool finished = false;     // the response is written: stop at the next completion
   bool done = false;         // the watcher has returned
   asio::steady_timer exited; // cancelled when it returns
 };
 
 // Reads from the socket while a response is being produced: pipelined bytes are kept; an
-// error or EOF means the client is gone. It stops as soon as a read completes after the
+// error means the client is gone, and so does EOF unless w->eof_is_gone is false (then the
+// client only half-closed: the answer is still written, and the connection ends after it).
+// It stops as soon as a read completes after the
 // response is finished, and says so (serve() waits for that before it reads the socket
 // itself: a read that had already taken the next request's bytes when serve() cancelled it
 // would otherwise complete later, after serve() took an empty spill, and keep them).
@@ -210,7 +215,9 @@ asio::awaitable<void> watch(tcp::socket& sock, std::shared_ptr<exchange> x,
                                                    asio::redirect_error(asio::use_awaitable, ec));
     if (!ec) w->spill.append(tmp, n);
     const bool flood = w->spill.size() > (1u << 20); // a client flooding us mid-response
-    if ((ec || flood) && !w->finished) x->gone();
+    const bool eof = ec == asio::error::eof;
+    if (eof) w->eof = true;
+    if ((ec || flood) && !w->finished && (!eof || w->eof_is_gone)) x->gone();
     if (ec || flood || w->finished) {
       x->wake.cancel();
       break;
@@ -362,7 +369,12 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
     bool closes = !keep_alive; // after this response
 
     auto x = std::make_shared<exchange>(ex);
-    auto w = std::make_shared<watch_state>(ex);
+    // A client that half-closes after its request (nc -N, some health checkers) cannot be told
+    // from one that closed for good until a write fails, so the end of its input is taken as
+    // the client giving up (as Go's server and uvicorn take it) where that saves work, a
+    // generation (POST), and not where answering costs nothing (GET, HEAD).
+    const bool cheap = req.method() == http::verb::get || req.method() == http::verb::head;
+    auto w = std::make_shared<watch_state>(ex, !cheap);
     ++in_progress;
     struct progress_guard {
       std::atomic<size_t>& n;
@@ -476,7 +488,7 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
       co_await linger_discard(stream);
       co_return;
     }
-    if (broken || closes) {
+    if (broken || closes || w->eof) {
       beast::error_code sec;
       stream.socket().shutdown(tcp::socket::shutdown_both, sec);
       co_return;

@@ -3,7 +3,8 @@
 // write, are all answered (the watcher that reads the socket while a response is produced
 // hands every byte it took back before the next request is read; it used to keep a request it
 // had read just as its response finished, and the connection then hung); a streamed response
-// to an HTTP/1.0 request is delimited by the close, not chunked.
+// to an HTTP/1.0 request is delimited by the close, not chunked; a GET from a client that
+// half-closes after sending it (nc -N) is still answered.
 #include <string>
 
 #include <gtest/gtest.h>
@@ -82,4 +83,17 @@ TEST(GatewayConnections, AStreamToAnHttp10ClientIsNotChunked) {
   // the same over HTTP/1.1 is chunked
   const reply c = post(s.port, "/v1/completions", body);
   EXPECT_EQ(c.header("Transfer-Encoding"), "chunked") << c.head;
+}
+
+TEST(GatewayConnections, AGetFromAClientThatHalfClosesIsStillAnswered) {
+  server s;
+  for (const char* path : {"/health", "/metrics", "/v1/models"}) {
+    const int fd = connect_to(s.port);
+    ASSERT_GE(fd, 0);
+    send_all(fd, std::string("GET ") + path + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    ::shutdown(fd, SHUT_WR); // no more requests: the answer is still wanted
+    const std::string r = read_all(fd);
+    ::close(fd);
+    EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << path << ": " << r.substr(0, 200);
+  }
 }
