@@ -71,6 +71,7 @@ struct engine_stats {
   int64_t cancelled = 0;
   int64_t leases = 0, leased_blocks = 0; // per-sequence KV leases held now
   bool ready = false;
+  bool cannot_load = false; // a shard refused to load (a shape, a dtype): it will not become ready
   std::string not_ready_reason;
   std::string restart_policy; // what the supervisor does when a shard keeps failing
   histogram ttft = histogram::latency_seconds(); // time to first token

@@ -54,6 +54,7 @@ struct engine_state {
   uint64_t epoch = 0;
   bool ready = false;
   bool failed = false;
+  bool cannot_load = false; // a shard refused to load what it was given: no restart will help
   bool resyncing = false;
   std::string reason = "starting: loading shards";
   supervisor_actor supervisor;
@@ -409,14 +410,15 @@ engine_impl::behavior_type engine_behavior(state_ptr self) {
                          f.rank, f.why);
         pump(self);
       },
-      [=](down_atom, int32_t stage, int32_t rank, std::string why, bool permanent) {
+      [=](down_atom, int32_t stage, int32_t rank, std::string why, int32_t how) {
         auto& st = self->state;
         st.ready = false;
         st.reason = fmt::format("shard stage{}.rank{} is down ({}); restarting", stage, rank, why);
         abandon_inflight(self);
         st.sched->reset_kv(); // its KV is gone, and with it every sequence's
-        if (permanent) {
+        if (how != shard_down::restarting) {
           st.failed = true;
+          st.cannot_load = how == shard_down::cannot_load;
           st.reason = fmt::format("shard stage{}.rank{}: {}", stage, rank, why);
           fail_all(self, st.reason);
         }
@@ -424,6 +426,7 @@ engine_impl::behavior_type engine_behavior(state_ptr self) {
       [=](up_atom, uint64_t epoch, int64_t restarts) {
         auto& st = self->state;
         st.failed = false; // a shard given up on came back (the supervisor's retry)
+        st.cannot_load = false;
         st.epoch = epoch;
         st.ready = true;
         st.resyncing = false;
@@ -448,6 +451,7 @@ engine_impl::behavior_type engine_behavior(state_ptr self) {
         s.leases = static_cast<int64_t>(st.sched->leases().size());
         s.leased_blocks = st.sched->leases().blocks_leased();
         s.ready = st.ready && !st.failed;
+        s.cannot_load = st.cannot_load;
         s.not_ready_reason = st.reason;
         s.restart_policy = st.setup.restart_policy;
         return s;

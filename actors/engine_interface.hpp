@@ -20,8 +20,8 @@ using engine_actor = caf::typed_actor<
     caf::replies_to<stats_atom>::with<engine_stats>,
     // the pipeline
     caf::reacts_to<done_atom, step_done>, caf::reacts_to<failed_atom, step_failed>,
-    caf::reacts_to<down_atom, int32_t, int32_t, std::string, bool>, // stage, rank, why, for good
-    caf::reacts_to<up_atom, uint64_t, int64_t>,                     // epoch, restarts so far
+    caf::reacts_to<down_atom, int32_t, int32_t, std::string, int32_t>, // stage, rank, why, how
+    caf::reacts_to<up_atom, uint64_t, int64_t>,                        // epoch, restarts so far
     caf::reacts_to<route_atom, route_update>,
     caf::reacts_to<attach_atom, caf::actor>>; // the supervisor (answers resync_atom)
 

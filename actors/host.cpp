@@ -281,6 +281,7 @@ bool host::wait_ready(double timeout_s) {
   while (std::chrono::steady_clock::now() < deadline) {
     const engine_stats s = stats();
     if (s.ready) return true;
+    if (s.cannot_load) return false; // the checkpoint does not fit the plan
     // given up for good (no retry coming): waiting longer cannot help
     if (s.not_ready_reason.find("gave up") != std::string::npos &&
         impl_->opt.on_give_up == give_up_policy::exit)

@@ -71,6 +71,12 @@ using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using event_atom = caf::atom_constant<caf::atom("event")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using down_atom = caf::atom_constant<caf::atom("shdown")>;
+/// How a shard went down (down_atom's last element).
+namespace shard_down {
+constexpr int32_t restarting = 0;  // a restart is scheduled
+constexpr int32_t given_up = 1;    // failing requests; a retry may come (--on-give-up retry)
+constexpr int32_t cannot_load = 2; // it refused to load what it was given: for good
+} // namespace shard_down
 using up_atom = caf::atom_constant<caf::atom("shup")>;
 using ready_atom = caf::atom_constant<caf::atom("ready")>;
 using attach_atom = caf::atom_constant<caf::atom("attach")>;
@@ -205,10 +211,10 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
            x.requests_waiting, x.prompt_tokens, x.generated_tokens, x.kv_blocks_total,
            x.kv_blocks_free, x.preemptions, x.prefix_hit_blocks, x.steps, x.recomputes,
            x.kv_window_freed_blocks, x.prefill_capped_steps, x.shard_restarts, x.cancelled,
-           x.leases, x.leased_blocks, x.ready, x.not_ready_reason, x.ttft, x.itl, x.finished_stop,
-           x.finished_length, x.finished_cancelled, x.finished_error, x.prefix_query_tokens,
-           x.prefix_hit_tokens, x.e2e, x.queue, x.prefill, x.decode, x.prompt_len, x.generation_len,
-           x.restart_policy);
+           x.leases, x.leased_blocks, x.ready, x.cannot_load, x.not_ready_reason, x.ttft, x.itl,
+           x.finished_stop, x.finished_length, x.finished_cancelled, x.finished_error,
+           x.prefix_query_tokens, x.prefix_hit_tokens, x.e2e, x.queue, x.prefill, x.decode,
+           x.prompt_len, x.generation_len, x.restart_policy);
 }
 
 /// One shard as /metrics shows it: where it runs and that device's memory when it loaded.

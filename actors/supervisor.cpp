@@ -40,6 +40,7 @@ struct slot {
   // worker processes
   uint64_t generation = 0;      // spawn requests of an older generation are void
   bool placing = false;         // a spawn request is in flight
+  bool retry_never = false;     // it refused to load: no retry can help
   std::vector<uint8_t> address; // its UCX worker (TP > 1)
 };
 
@@ -296,8 +297,19 @@ int sender_slot(state_ptr self) {
   return slot_of(self, caf::actor_cast<caf::actor_addr>(self->current_sender()));
 }
 
+// Why a shard ended, for logs and replies: the text it gave (shard.cpp's errors carry one
+// string), else CAF's rendering ("exited" for a normal exit).
+std::string reason_text(state_ptr self, const caf::error& e) {
+  if (!e) return "exited";
+  const auto& ctx = e.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0)) return ctx.get_as<std::string>(0);
+  return self->system().render(e);
+}
+
 // A shard is gone (dead or abandoned): pause the engine, free its siblings, schedule a respawn.
-void lost(state_ptr self, size_t i, const std::string& why) {
+// `cannot_load`: it refused to load what it was given (a shape, a dtype, a missing tensor),
+// which another attempt would refuse the same way: given up on at once, never retried.
+void lost(state_ptr self, size_t i, const std::string& why, bool cannot_load = false) {
   auto& st = self->state;
   auto& s = st.slots[i];
   const int stage = s.setup.stage, rank = s.setup.spec.tp_rank;
@@ -319,15 +331,23 @@ void lost(state_ptr self, size_t i, const std::string& why) {
                                     st.setup.restart_window_s)
     s.restarts.pop_front();
   s.progressed = false;
-  const bool give_up = static_cast<int>(s.restarts.size()) > st.setup.max_restarts;
+  const bool give_up = cannot_load || static_cast<int>(s.restarts.size()) > st.setup.max_restarts;
   s.failed = give_up;
   if (!give_up) {
     TROUPE_LOG_WARN("supervisor", "{} lost ({}); epoch={} restart in {} ms",
                     shard_name(stage, rank), why, epoch, s.backoff_ms);
-    self->send(st.setup.engine, down_atom::value, stage, rank, why, false);
+    self->send(st.setup.engine, down_atom::value, stage, rank, why, shard_down::restarting);
     self->delayed_send(self, std::chrono::milliseconds(s.backoff_ms), restart_atom::value,
                        static_cast<int32_t>(i));
     s.backoff_ms = std::min(s.backoff_ms * 2, 2000); // bounded exponential backoff
+    return;
+  }
+  if (cannot_load) {
+    s.retry_never = true;
+    const std::string what = fmt::format("{}; it cannot load, gave up", why);
+    TROUPE_LOG_ERROR("supervisor", "{}: {}", shard_name(stage, rank), what);
+    self->send(st.setup.engine, down_atom::value, stage, rank, what, shard_down::cannot_load);
+    if (!st.setup.retry_after_give_up && st.setup.on_give_up) st.setup.on_give_up();
     return;
   }
   const std::string what = fmt::format(
@@ -336,14 +356,15 @@ void lost(state_ptr self, size_t i, const std::string& why) {
     TROUPE_LOG_ERROR("supervisor", "{}: {}; retrying every {} s", shard_name(stage, rank), what,
                      st.setup.retry_interval_s);
     self->send(st.setup.engine, down_atom::value, stage, rank,
-               fmt::format("{}; retrying every {} s", what, st.setup.retry_interval_s), true);
+               fmt::format("{}; retrying every {} s", what, st.setup.retry_interval_s),
+               shard_down::given_up);
     self->delayed_send(
         self, std::chrono::milliseconds(static_cast<int64_t>(st.setup.retry_interval_s * 1000)),
         retry_atom::value, static_cast<int32_t>(i));
   } else {
     TROUPE_LOG_ERROR("supervisor", "{}: {}; exiting (--on-give-up exit)", shard_name(stage, rank),
                      what);
-    self->send(st.setup.engine, down_atom::value, stage, rank, what, true);
+    self->send(st.setup.engine, down_atom::value, stage, rank, what, shard_down::given_up);
     if (st.setup.on_give_up) st.setup.on_give_up();
   }
 }
@@ -368,7 +389,8 @@ supervisor_impl::behavior_type supervisor_behavior(state_ptr self, supervisor_se
   self->set_down_handler([=](caf::down_msg& dm) {
     const int i = slot_of(self, dm.source);
     if (i < 0) return; // an abandoned shard finally ended
-    lost(self, static_cast<size_t>(i), dm.reason ? self->system().render(dm.reason) : "exited");
+    lost(self, static_cast<size_t>(i), reason_text(self, dm.reason),
+         dm.reason == caf::sec::invalid_argument); // a refused load (shard.cpp)
   });
   self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
   return {
@@ -448,7 +470,7 @@ supervisor_impl::behavior_type supervisor_behavior(state_ptr self, supervisor_se
       [=](retry_atom, int32_t i) { // half-open after giving up: try once more
         auto& st = self->state;
         auto& s = st.slots[static_cast<size_t>(i)];
-        if (!s.failed || s.handle) return;
+        if (!s.failed || s.handle || s.retry_never) return;
         s.failed = false;
         ++st.restarts;
         TROUPE_LOG_INFO("supervisor", "retrying {} after giving up",

@@ -28,6 +28,22 @@ expected<stored> find(const model_source& m, const std::string& name) {
   return s;
 }
 
+// A column range outside the matrix, or one that cuts through a quantization block: a
+// tensor-parallel split of a quantized matrix must give each rank whole blocks (Q4_K's 256
+// values: 768 columns cannot be split in two, can in three).
+error split_off_blocks(const std::string& tensor, dtype type, int64_t c0, int64_t nc,
+                       int64_t cols) {
+  const int64_t blk = block_elems(type);
+  if (c0 + nc > cols)
+    return make_error(errc::shape_mismatch, "{}: columns [{}, {}) of {}", tensor, c0, c0 + nc,
+                      cols);
+  return make_error(errc::shape_mismatch,
+                    "{}: columns [{}, {}) do not fall on its {}-value {} blocks: a tensor-parallel "
+                    "split must give each rank whole blocks ({} columns, {} blocks); choose a --tp "
+                    "that divides the blocks, or a checkpoint in another dtype",
+                    tensor, c0, c0 + nc, blk, name(type), cols, cols / blk);
+}
+
 class loader {
  public:
   loader(const model_source& m, loaded_weights& out)
@@ -66,9 +82,7 @@ class loader {
     const int64_t c0 = v.w.col0, nc = v.w.cols < 0 ? s.cols - c0 : v.w.cols;
     const int64_t blk = block_elems(s.t->type);
     if (c0 % blk || nc % blk || c0 + nc > s.cols)
-      return make_error(errc::shape_mismatch,
-                        "{}: columns [{}, {}) do not fall on its {}-element blocks", v.w.name, c0,
-                        c0 + nc, blk);
+      return split_off_blocks(v.w.name, s.t->type, c0, nc, s.cols);
     int64_t n = 0;
     for (auto [a, c] : segs) n += c;
     const size_t rb = row_bytes(s.t->type, nc), off = row_bytes(s.t->type, c0);
@@ -109,10 +123,7 @@ class loader {
     const auto segs = segments(v, R * static_cast<int64_t>(parts.size()));
     const int64_t c0 = v.w.col0, nc = v.w.cols < 0 ? K - c0 : v.w.cols;
     const int64_t blk = block_elems(type);
-    if (c0 % blk || nc % blk || c0 + nc > K)
-      return make_error(errc::shape_mismatch,
-                        "{}: columns [{}, {}) do not fall on its {}-element blocks", v.w.name, c0,
-                        c0 + nc, blk);
+    if (c0 % blk || nc % blk || c0 + nc > K) return split_off_blocks(v.w.name, type, c0, nc, K);
     int64_t n = 0;
     for (auto [a, c] : segs) n += c;
     const size_t rb = row_bytes(type, nc), off = row_bytes(type, c0);

@@ -55,7 +55,7 @@ engine_actor::behavior_type fake_engine(engine_actor::pointer, journal* j) {
       [](stats_atom) { return engine_stats{}; },
       [](done_atom, const step_done&) {},
       [](failed_atom, const step_failed&) {},
-      [=](down_atom, int32_t stage, int32_t rank, const std::string&, bool) {
+      [=](down_atom, int32_t stage, int32_t rank, const std::string&, int32_t) {
         j->downs.emplace_back(stage, rank);
       },
       [=](up_atom, uint64_t epoch, int64_t) { j->ups.push_back(epoch); },

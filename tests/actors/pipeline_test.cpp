@@ -2,6 +2,7 @@
 // {1, 2, 4} x {1, 2, 5} and an uneven placement: greedy tokens identical to the single-device
 // generator, log-probabilities within 1e-4; several concurrent requests give what each gives
 // alone; per-shard resident weights shrink with TP x PP.
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <tuple>
@@ -383,5 +384,34 @@ TEST(SynthPresets, KQuantsShardAlike) {
   auto m = open_model(so.out);
   ASSERT_TRUE(m) << m.error().to_string();
   expect_sharded_like_solo(*m, *even_placement((*m)->config, 2, 2), "q4_k_m");
+  std::filesystem::remove(so.out);
+}
+
+// TP 4 cuts the same checkpoint's 512-column matrices at 128, inside its 256-value blocks: the
+// shards refuse to load, and that is given up on at once (no restart can load it), with the
+// reason named, under the default policy that otherwise retries forever.
+TEST(SynthPresets, ASplitInsideKQuantBlocksFailsAtOnce) {
+  synth_options so;
+  so.preset = "tiny-k";
+  so.type = dtype::q4_k;
+  so.out = "/tmp/troupe_synth_kq4_" + std::to_string(::getpid()) + ".gguf";
+  so.vocab_gguf = test::model_path("stories260K/stories260K.gguf");
+  ASSERT_TRUE(synthesize(so));
+  auto m = open_model(so.out);
+  ASSERT_TRUE(m) << m.error().to_string();
+  host_options o;
+  o.place = *even_placement((*m)->config, 4, 1);
+  ASSERT_EQ(o.on_give_up, give_up_policy::retry);
+  auto h = host::start(*m, o);
+  ASSERT_TRUE(h) << h.error().to_string();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE((*h)->wait_ready(60));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30);
+  const engine_stats s = (*h)->stats();
+  EXPECT_TRUE(s.cannot_load);
+  EXPECT_NE(s.not_ready_reason.find("whole blocks"), std::string::npos) << s.not_ready_reason;
+  auto out = (*h)->generate(greedy_request({1, 2, 3}, 4));
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.error().message.find("whole blocks"), std::string::npos) << out.error().message;
   std::filesystem::remove(so.out);
 }
