@@ -36,7 +36,7 @@ struct serve_opts {
   int port = 8080, tp = 1, ep = 1, pp = 1, threads = 1, block_size = 16, max_batch_tokens = 512,
       max_seqs = 256;
   int64_t max_waiting = 1024;
-  std::vector<std::string> inject;
+  std::vector<std::string> inject, allowed_origins;
   worker_flags workers;
   double drain_timeout = 30, read_timeout = 15, step_timeout = 60;
   double step_target_ms = 100; // stall-free batching (bench/README.md "Stall-free batching")
@@ -143,6 +143,7 @@ int run_serve(const serve_opts& o) {
   go.model_name = o.name;
   go.limits.read_timeout_s = o.read_timeout;
   go.limits.max_body_bytes = o.max_body;
+  go.limits.allowed_origins = o.allowed_origins;
   go.metrics_auth = o.metrics_auth;
   // thousands of connections need more descriptors than the usual soft limit of 1024
   const auto [soft, hard] =
@@ -204,6 +205,10 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--placement", o->placement, "per-stage layers and TP, e.g. 0-2:tp2,3-4:tp1");
   add_worker_flags(cmd, o->workers);
   cmd->add_option("--api-key", o->api_key, "require Authorization: Bearer KEY");
+  cmd->add_option("--allowed-origins", o->allowed_origins,
+                  "web origins whose pages may call the API (CORS), comma-separated, e.g. "
+                  "https://chat.example.com; * for any; default none")
+      ->delimiter(',');
   cmd->add_option("--served-model-name", o->name,
                   "the model id clients use (default: the file or directory name)");
   cmd->add_option("--threads", o->threads, "compute threads per shard")->check(CLI::Range(1, 256));

@@ -23,6 +23,7 @@
 #include <boost/beast/http.hpp>
 
 #include "core/log.hpp"
+#include "transport/cors.hpp"
 
 namespace troupe::transport {
 
@@ -125,6 +126,7 @@ struct http_server::impl {
   std::vector<std::thread> threads;
   http_handler handler;
   http_limits limits;
+  cors_policy cors;
   std::atomic<size_t> connections{0}, in_progress{0};
   std::atomic<int64_t> accept_failures{0};
   std::atomic<bool> accepting{true};
@@ -367,6 +369,20 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
     const bool keep_alive = req.keep_alive();
     const bool head_only = req.method() == http::verb::head;
     bool closes = !keep_alive; // after this response
+    const header_list cors_headers = cors.response_headers(r.headers);
+    if (cors.enabled() && cors_policy::is_preflight(r.method, r.headers)) {
+      // answered here, before authentication and routing; an origin not allowed falls through
+      // to the handler, which refuses OPTIONS
+      if (auto h = cors.preflight_headers(r.headers); !h.empty()) {
+        http::response<http::empty_body> res{http::status::no_content, 11};
+        res.set(http::field::server, "troupe");
+        for (auto& [k, v] : h) res.set(k, v);
+        res.keep_alive(keep_alive);
+        co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+        if (ec || !keep_alive) co_return;
+        continue;
+      }
+    }
 
     auto x = std::make_shared<exchange>(ex);
     // A client that half-closes after its request (nc -N, some health checkers) cannot be told
@@ -419,6 +435,7 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
             res.set(http::field::server, "troupe");
             res.set(http::field::content_type, it.content_type);
             for (auto& [k, v] : it.headers) res.set(k, v);
+            for (auto& [k, v] : cors_headers) res.set(k, v);
             res.content_length(it.body.size());
             res.keep_alive(keep_alive);
             http::response_serializer<http::empty_body> hs(res);
@@ -431,6 +448,7 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
           res.set(http::field::server, "troupe");
           res.set(http::field::content_type, it.content_type);
           for (auto& [k, v] : it.headers) res.set(k, v);
+          for (auto& [k, v] : cors_headers) res.set(k, v);
           res.body() = std::move(it.body);
           res.keep_alive(keep_alive);
           res.prepare_payload();
@@ -443,6 +461,7 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
           head->set(http::field::server, "troupe");
           head->set(http::field::content_type, it.content_type);
           head->set(http::field::cache_control, "no-cache");
+          for (auto& [k, v] : cors_headers) head->set(k, v);
           if (http10) closes = true;
           head->keep_alive(!closes);
           head->chunked(!http10);
@@ -510,6 +529,7 @@ expected<std::unique_ptr<http_server>> http_server::start(const std::string& hos
   auto p = std::make_unique<impl>();
   p->handler = std::move(handler);
   p->limits = limits;
+  p->cors = cors_policy(limits.allowed_origins);
   beast::error_code ec;
   auto addr = asio::ip::make_address(host, ec);
   if (ec)

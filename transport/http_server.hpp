@@ -59,6 +59,8 @@ struct http_limits {
   size_t max_connections = 4096;
   int backlog = 4096;
   int threads = 2;
+  /// CORS (cors.hpp): origins whose pages may call the server ("*": any); empty: none.
+  std::vector<std::string> allowed_origins;
 };
 
 class http_server {

@@ -97,3 +97,35 @@ TEST(GatewayConnections, AGetFromAClientThatHalfClosesIsStillAnswered) {
     EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << path << ": " << r.substr(0, 200);
   }
 }
+
+// With --allowed-origins, a browser's preflight is answered 204 before authentication (it
+// carries no key), and the answers themselves, a stream included, name the origin; another
+// origin's preflight falls through to the gateway (405) and its answers name no origin.
+TEST(GatewayConnections, AllowedOriginsGetCorsHeadersAndPreflightsAnswered) {
+  gateway_options go;
+  go.api_key = "k";
+  go.limits.allowed_origins = {"https://chat.example"};
+  server s(go);
+  const std::string pre = "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: "
+                          "close\r\nAccess-Control-Request-Method: POST\r\n"
+                          "Access-Control-Request-Headers: authorization, content-type\r\n";
+  reply r = raw(s.port, pre + "Origin: https://chat.example\r\n\r\n");
+  EXPECT_EQ(r.status, 204) << r.head;
+  EXPECT_EQ(r.header("Access-Control-Allow-Origin"), "https://chat.example") << r.head;
+  EXPECT_EQ(r.header("Access-Control-Allow-Headers"), "authorization, content-type") << r.head;
+  r = raw(s.port, pre + "Origin: https://evil.example\r\n\r\n");
+  EXPECT_EQ(r.status, 401) << r.head; // not a preflight we answer: the gateway's rules apply
+  EXPECT_EQ(r.header("Access-Control-Allow-Origin"), "") << r.head;
+
+  const std::string body =
+      R"({"model":"stories","messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"stream":true})";
+  r = post(s.port, "/v1/chat/completions", body,
+           "Authorization: Bearer k\r\nOrigin: https://chat.example\r\n");
+  ASSERT_EQ(r.status, 200) << r.head;
+  EXPECT_EQ(r.header("Access-Control-Allow-Origin"), "https://chat.example") << r.head;
+  EXPECT_NE(r.body.find("[DONE]"), std::string::npos);
+  r = get(s.port, "/v1/models", "Authorization: Bearer k\r\nOrigin: https://evil.example\r\n");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("Access-Control-Allow-Origin"), "") << r.head;
+  EXPECT_EQ(r.header("Vary"), "Origin") << r.head;
+}

@@ -1,0 +1,73 @@
+// cors.cpp: which origins may read the API's answers, and the headers that say so (cors.hpp).
+#include "transport/cors.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace troupe::transport {
+namespace {
+
+const std::string* find(const std::map<std::string, std::string>& h, const char* name) {
+  auto it = h.find(name);
+  return it == h.end() ? nullptr : &it->second;
+}
+
+// A header value echoed back: only the characters header names and methods use, so a hostile
+// request cannot put a line break or anything else into the answer's headers.
+std::string token_list(const std::string& v) {
+  std::string out;
+  for (char c : v)
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == ' ')
+      out += c;
+  return out;
+}
+
+} // namespace
+
+cors_policy::cors_policy(std::vector<std::string> origins)
+    : origins_(std::move(origins)) {
+  any_ = std::find(origins_.begin(), origins_.end(), "*") != origins_.end();
+}
+
+bool cors_policy::allows(const std::string& origin) const {
+  if (origin.empty()) return false;
+  return any_ || std::find(origins_.begin(), origins_.end(), origin) != origins_.end();
+}
+
+header_list cors_policy::response_headers(const std::map<std::string, std::string>& req) const {
+  if (!enabled()) return {};
+  // "*" answers with the wildcard (the response is not credentialed: the API key travels in a
+  // header the page sets itself); an exact list echoes the origin, and every answer says it
+  // varies with the origin (a cache must not hand one origin's answer to another)
+  header_list h;
+  if (!any_) h.emplace_back("Vary", "Origin");
+  const std::string* origin = find(req, "origin");
+  if (!origin || !allows(*origin)) return h;
+  h.emplace_back("Access-Control-Allow-Origin", any_ ? "*" : *origin);
+  h.emplace_back("Access-Control-Expose-Headers", "Retry-After");
+  return h;
+}
+
+bool cors_policy::is_preflight(const std::string& method,
+                               const std::map<std::string, std::string>& req) {
+  return method == "OPTIONS" && find(req, "origin") && find(req, "access-control-request-method");
+}
+
+header_list cors_policy::preflight_headers(const std::map<std::string, std::string>& req) const {
+  const std::string* origin = find(req, "origin");
+  if (!origin || !allows(*origin)) return {};
+  header_list h = response_headers(req);
+  h.emplace_back("Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+  const std::string* asked = find(req, "access-control-request-headers");
+  const std::string allowed = asked ? token_list(*asked) : "";
+  h.emplace_back("Access-Control-Allow-Headers",
+                 allowed.empty() ? "Authorization, Content-Type" : allowed);
+  h.emplace_back("Access-Control-Max-Age", "600");
+  if (!any_) { // the answer also varies with what was asked
+    for (auto& [k, v] : h)
+      if (k == "Vary") v = "Origin, Access-Control-Request-Method, Access-Control-Request-Headers";
+  }
+  return h;
+}
+
+} // namespace troupe::transport
