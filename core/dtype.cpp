@@ -10,23 +10,13 @@ namespace troupe {
 namespace {
 
 constexpr std::array<dtype_info, dtype_count> table = {{
-    {"f32", 1, 4, false},
-    {"f16", 1, 2, false},
-    {"bf16", 1, 2, false},
-    {"i8", 1, 1, false},
-    {"i32", 1, 4, false},
-    {"q8_0", 32, 34, true},
-    {"q4_0", 32, 18, true},
-    {"q2_k", 256, 84, true},
-    {"q3_k", 256, 110, true},
-    {"q4_k", 256, 144, true},
-    {"q5_k", 256, 176, true},
-    {"q6_k", 256, 210, true},
-    {"q4_1", 32, 20, true},
-    {"q5_0", 32, 22, true},
-    {"q5_1", 32, 24, true},
-    {"mxfp4", 32, 17, true},
-    {"f8_b128", 128, 132, true},
+    {"f32", 1, 4, false},       {"f16", 1, 2, false},        {"bf16", 1, 2, false},
+    {"i8", 1, 1, false},        {"i32", 1, 4, false},        {"q8_0", 32, 34, true},
+    {"q4_0", 32, 18, true},     {"q2_k", 256, 84, true},     {"q3_k", 256, 110, true},
+    {"q4_k", 256, 144, true},   {"q5_k", 256, 176, true},    {"q6_k", 256, 210, true},
+    {"q4_1", 32, 20, true},     {"q5_0", 32, 22, true},      {"q5_1", 32, 24, true},
+    {"mxfp4", 32, 17, true},    {"f8_b128", 128, 132, true}, {"iq4_nl", 32, 18, true},
+    {"iq4_xs", 256, 136, true},
 }};
 
 } // namespace

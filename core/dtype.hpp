@@ -5,10 +5,9 @@
 //   q4_0: 32 values per 18-byte block { f16 d; uint8 qs[16]; }            x = d * (nib - 8)
 //         value j < 16 is the low nibble of qs[j], value j + 16 its high nibble.
 // q2_k ... q6_k are GGUF's K-quants, blocks of 256 values, and q4_1 / q5_0 / q5_1 its other
-// 32-value formats (core/kquant.hpp); the int8 kernels take q8_0 / q4_0 (is_block32), the
-// others are expanded block by block.
-// A row of n elements takes row_bytes(type, n); n must be a multiple of the block size.
-// Tests: tests/core/dtype_test.cpp
+// 32-value formats, and its non-linear iq4_nl / iq4_xs (core/kquant.hpp); the int8 kernels take
+// q8_0 / q4_0 (is_block32), the others are expanded block by block. A row of n elements takes
+// row_bytes(type, n); n must be a multiple of the block size. Tests: tests/core/dtype_test.cpp
 #pragma once
 
 #include <cstddef>
@@ -35,10 +34,12 @@ enum class dtype : uint8_t {
   q5_0,
   q5_1,
   mxfp4,
-  f8_b128
+  f8_b128,
+  iq4_nl,
+  iq4_xs
 };
 
-inline constexpr int dtype_count = 17;
+inline constexpr int dtype_count = 19;
 
 struct dtype_info {
   std::string_view name; // "f32", "q8_0", ...

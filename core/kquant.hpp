@@ -33,10 +33,15 @@ inline bool is_kquant(dtype t) {
 /// OCP microscaling MXFP4 (GPT-OSS's experts: e8m0 scale byte e, qs[16] of 4-bit E2M1 codes,
 /// value j < 16 the low nibble of qs[j], j + 16 its high one, x = fp4(q) 2^(e - 127)), and
 /// f8_b128: DeepSeek-V3's block-scaled FP8 as Troupe stores it after loading (an f32 scale,
-/// then 128 E4M3 bytes; the checkpoint's 128 x 128 tiles give every row the scale of its tile).
+/// then 128 E4M3 bytes; the checkpoint's 128 x 128 tiles give every row the scale of its tile),
+/// and GGUF's non-linear 4-bit formats, whose codes index a table of 16 int8 values
+/// (kq::iq4_values): iq4_nl (f16 d, qs[16] as q4_0's: x = d v[q]) and iq4_xs (256 values:
+/// f16 d, u16 scales_h, scales_l[4], qs[128]; eight sub-blocks of 32, sub-block i's 6-bit
+/// scale s = low nibble i of scales_l | bits 2i..2i+1 of scales_h << 4, x = d (s - 32) v[q],
+/// codes as q4_0's within each sub-block).
 inline bool is_expanded(dtype t) {
   return is_kquant(t) || t == dtype::q4_1 || t == dtype::q5_0 || t == dtype::q5_1 ||
-         t == dtype::mxfp4 || t == dtype::f8_b128;
+         t == dtype::mxfp4 || t == dtype::f8_b128 || t == dtype::iq4_nl || t == dtype::iq4_xs;
 }
 
 /// Expands one block of `t` (is_expanded) into block_elems(t) floats.

@@ -136,6 +136,30 @@ inline void q5_1(const uint8_t* b, float* y) {
   q5_x(b, y, true);
 }
 
+// iq4_nl / iq4_xs (kquant.hpp): the 16 values a 4-bit code stands for.
+alignas(16) inline constexpr int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                      1,    13,   25,  38,  53,  69,  89,  113};
+inline void iq4_nl(const uint8_t* b, float* y) {
+  const float d = f16_at(b);
+  for (int l = 0; l < 16; ++l) {
+    y[l] = d * static_cast<float>(iq4_values[b[2 + l] & 0x0f]);
+    y[l + 16] = d * static_cast<float>(iq4_values[b[2 + l] >> 4]);
+  }
+}
+inline void iq4_xs(const uint8_t* b, float* y) {
+  const float d = f16_at(b);
+  const unsigned scales_h = static_cast<unsigned>(b[2]) | (static_cast<unsigned>(b[3]) << 8);
+  const uint8_t* qs = b + 8;
+  for (int s = 0; s < 8; ++s, qs += 16, y += 32) {
+    const int ls = ((b[4 + s / 2] >> (4 * (s % 2))) & 0x0f) | (((scales_h >> (2 * s)) & 3) << 4);
+    const float dl = d * static_cast<float>(ls - 32);
+    for (int l = 0; l < 16; ++l) {
+      y[l] = dl * static_cast<float>(iq4_values[qs[l] & 0x0f]);
+      y[l + 16] = dl * static_cast<float>(iq4_values[qs[l] >> 4]);
+    }
+  }
+}
+
 // mxfp4: e8m0 e, qs[16] of E2M1 codes (sign, 2-bit exponent, 1-bit mantissa), as GGUF
 // stores it: value j < 16 the low nibble of qs[j], j + 16 its high one; x = fp4 2^(e - 127).
 // The codes' values doubled are integers (0, 1, 2, 3, 4, 6, 8, 12): x = that 2^(e - 128).
@@ -215,6 +239,10 @@ inline void expand(dtype t, const uint8_t* b, float* y) {
     return mxfp4(b, y);
   case dtype::f8_b128:
     return f8_b128(b, y);
+  case dtype::iq4_nl:
+    return iq4_nl(b, y);
+  case dtype::iq4_xs:
+    return iq4_xs(b, y);
   default:
     return;
   }

@@ -23,12 +23,17 @@ struct ggml_layout {
   uint32_t bytes;
 };
 constexpr ggml_layout ggml_layouts[] = {
-    {0, "F32", 1, 4},       {1, "F16", 1, 2},       {2, "Q4_0", 32, 18},    {3, "Q4_1", 32, 20},
-    {6, "Q5_0", 32, 22},    {7, "Q5_1", 32, 24},    {8, "Q8_0", 32, 34},    {9, "Q8_1", 32, 36},
-    {10, "Q2_K", 256, 84},  {11, "Q3_K", 256, 110}, {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176},
-    {14, "Q6_K", 256, 210}, {15, "Q8_K", 256, 292}, {24, "I8", 1, 1},       {25, "I16", 1, 2},
-    {26, "I32", 1, 4},      {27, "I64", 1, 8},      {28, "F64", 1, 8},      {30, "BF16", 1, 2},
-    {39, "MXFP4", 32, 17},
+    {0, "F32", 1, 4},         {1, "F16", 1, 2},         {2, "Q4_0", 32, 18},
+    {3, "Q4_1", 32, 20},      {6, "Q5_0", 32, 22},      {7, "Q5_1", 32, 24},
+    {8, "Q8_0", 32, 34},      {9, "Q8_1", 32, 36},      {10, "Q2_K", 256, 84},
+    {11, "Q3_K", 256, 110},   {12, "Q4_K", 256, 144},   {13, "Q5_K", 256, 176},
+    {14, "Q6_K", 256, 210},   {15, "Q8_K", 256, 292},   {24, "I8", 1, 1},
+    {25, "I16", 1, 2},        {26, "I32", 1, 4},        {27, "I64", 1, 8},
+    {28, "F64", 1, 8},        {30, "BF16", 1, 2},       {39, "MXFP4", 32, 17},
+    {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74},  {18, "IQ3_XXS", 256, 98},
+    {19, "IQ1_S", 256, 50},   {20, "IQ4_NL", 32, 18},   {21, "IQ3_S", 256, 110},
+    {22, "IQ2_S", 256, 82},   {23, "IQ4_XS", 256, 136}, {29, "IQ1_M", 256, 56},
+    {34, "TQ1_0", 256, 54},   {35, "TQ2_0", 256, 66},
 };
 
 const ggml_layout* layout_of(uint32_t id) {
@@ -266,6 +271,10 @@ std::optional<dtype> dtype_from_ggml(uint32_t t) {
     return dtype::bf16;
   case 39:
     return dtype::mxfp4;
+  case 20:
+    return dtype::iq4_nl;
+  case 23:
+    return dtype::iq4_xs;
   default:
     return std::nullopt;
   }
@@ -305,6 +314,10 @@ uint32_t ggml_type_of(dtype t) {
     return 7;
   case dtype::mxfp4:
     return 39;
+  case dtype::iq4_nl:
+    return 20;
+  case dtype::iq4_xs:
+    return 23;
   case dtype::f8_b128: // no GGUF form (Troupe's layout of DeepSeek's FP8 after loading)
     return UINT32_MAX;
   }

@@ -1,7 +1,7 @@
-// kquant_test.cpp: GGUF's K-quant blocks (and q4_1 / q5_0 / q5_1 / MXFP4) expand to the values
-// gguf-py's own dequantization gives (tests/fixtures/make_kquant_fixtures.py: random blocks, one
-// with a negative factor), through core/kquant and through to_f32 over several blocks; every
-// K-quant has its GGUF block size, and its rows come in whole blocks.
+// kquant_test.cpp: GGUF's K-quant blocks (and q4_1 / q5_0 / q5_1 / MXFP4 / IQ4_NL / IQ4_XS) expand
+// to the values gguf-py's own dequantization gives (tests/fixtures/make_kquant_fixtures.py: random
+// blocks, one with a negative factor), through core/kquant and through to_f32 over several blocks;
+// every K-quant has its GGUF block size, and its rows come in whole blocks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,7 +29,7 @@ TEST(KQuant, BlocksExpandAsGgufPyExpandsThem) {
   std::ifstream in(test::fixture_path("kquant/blocks.json"));
   ASSERT_TRUE(in);
   const auto j = nlohmann::json::parse(in);
-  ASSERT_EQ(j.size(), 9u);
+  ASSERT_EQ(j.size(), 11u);
   for (const auto& [name, c] : j.items()) {
     const auto type = parse_dtype(name);
     ASSERT_TRUE(type && is_expanded(*type)) << name;

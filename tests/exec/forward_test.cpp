@@ -372,9 +372,9 @@ TEST(LatentCache, StoresTheLatentPerTokenAndLayer) {
 // into f32 and match to f32's precision.
 TEST(KQuants, ModelsComputeTheirExpandedTwinAndTheReference) {
   const std::pair<dtype, bool> cases[] = {
-      {dtype::q2_k, false}, {dtype::q3_k, false}, {dtype::q4_k, false},
-      {dtype::q5_k, false}, {dtype::q6_k, false}, {dtype::q4_k, true},
-      {dtype::q4_1, false}, {dtype::q5_0, false}, {dtype::q5_1, false}};
+      {dtype::q2_k, false}, {dtype::q3_k, false},   {dtype::q4_k, false},  {dtype::q5_k, false},
+      {dtype::q6_k, false}, {dtype::q4_k, true},    {dtype::q4_1, false},  {dtype::q5_0, false},
+      {dtype::q5_1, false}, {dtype::iq4_nl, false}, {dtype::iq4_xs, false}};
   for (auto [t, k_m] : cases) {
     const std::string base = ::testing::TempDir() + "kq_" + std::string(name(t)) +
                              (k_m ? "_m_" : "_") + std::to_string(::getpid());

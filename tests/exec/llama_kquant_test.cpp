@@ -1,14 +1,14 @@
-// llama_kquant_test.cpp: K-quant files as llama-quantize writes them (Q4_K_M, Q5_K_M, Q2_K of a
-// random Llama whose rows are whole 256-value blocks; llama.cpp chose each tensor's type) run in
-// Troupe and compared with what llama.cpp computed on the same files
-// (tests/fixtures/make_llama_kquant_fixtures.py): the logits at the last prompt position, and
-// the greedy tokens. Both engines quantize activations to int8 (llama.cpp per 256 values, we
-// per 32), so logits agree to a tolerance (5% of the largest logit here: random weights with
-// peaked logits; on the f32 file they were made from, llama.cpp and Troupe agree to 1e-7 and
-// in all twelve greedy tokens, checked once). Each greedy step is replayed on llama.cpp's own
-// continuation so far, and Troupe's next token must be llama.cpp's wherever llama.cpp's best
-// token led its second by at least twice that tolerance (elsewhere a near tie may go either
-// way).
+// llama_kquant_test.cpp: K-quant files as llama-quantize writes them (Q4_K_M, Q5_K_M, Q2_K, and
+// the non-linear IQ4_XS / IQ4_NL with a Q6_K output, of a random Llama whose rows are whole
+// 256-value blocks; llama.cpp chose each tensor's type) run in Troupe and compared with what
+// llama.cpp computed on the same files (tests/fixtures/make_llama_kquant_fixtures.py): the logits
+// at the last prompt position, and the greedy tokens. Both engines quantize activations to int8
+// (llama.cpp per 256 values, we per 32), so logits agree to a tolerance (5% of the largest logit
+// here: random weights with peaked logits; on the f32 file they were made from, llama.cpp and
+// Troupe agree to 1e-7 and in all twelve greedy tokens, checked once). Each greedy step is replayed
+// on llama.cpp's own continuation so far, and Troupe's next token must be llama.cpp's wherever
+// llama.cpp's best token led its second by at least twice that tolerance (elsewhere a near tie may
+// go either way).
 #include <algorithm>
 #include <cmath>
 
@@ -23,7 +23,7 @@ using json = nlohmann::json;
 
 TEST(LlamaQuantizedKQuants, MatchLlamaCppLogitsAndGreedyTokens) {
   const json refs = test::load_json(test::fixture_path("llama_kquant/refs.json"));
-  for (const char* name : {"q4_k_m", "q5_k_m", "q2_k"}) {
+  for (const char* name : {"q4_k_m", "q5_k_m", "q2_k", "iq4_xs", "iq4_nl"}) {
     const json& f = refs[name];
     auto m = open_model(test::fixture_path("llama_kquant/" + f["file"].get<std::string>()));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();

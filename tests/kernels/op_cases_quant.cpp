@@ -25,8 +25,9 @@ host_tensor kquant(dtype t, shape s, gen& g) {
 } // namespace
 
 void kquant_cases(std::vector<op_case>& out_cases) {
-  const dtype types[] = {dtype::q2_k, dtype::q3_k, dtype::q4_k, dtype::q5_k,  dtype::q6_k,
-                         dtype::q4_1, dtype::q5_0, dtype::q5_1, dtype::mxfp4, dtype::f8_b128};
+  const dtype types[] = {dtype::q2_k,  dtype::q3_k,    dtype::q4_k,   dtype::q5_k,
+                         dtype::q6_k,  dtype::q4_1,    dtype::q5_0,   dtype::q5_1,
+                         dtype::mxfp4, dtype::f8_b128, dtype::iq4_nl, dtype::iq4_xs};
   const tolerance tol_f32{1e-9, 1e-3}, tol_int8{5e-4, 8e-2}; // int8: outputs grow with K
   for (dtype w : types) {
     // int8 at decode for every K-quant, and at prefill (the int8 GEMM) for Q4_K / Q5_K / Q6_K
