@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/gemv.hpp"
 #include "kernels/cpu/gemv_f8.hpp"
+#include "kernels/cpu/gemv_iq4.hpp"
 #include "kernels/cpu/gemv_kquant.hpp"
 #include "kernels/cpu/gemv_mxfp4.hpp"
 #include "kernels/cpu/gemv_packed.hpp"
@@ -668,6 +669,8 @@ const gemv_table table = {.isa = "avx512",
                           .q5_k = gemv_q5_k,
                           .q6_k = gemv_q6_k,
                           .mxfp4 = gemv_mxfp4,
+                          .iq4_nl = gemv_iq4_nl,
+                          .iq4_xs = gemv_iq4_xs,
                           .f8_b128 = gemv_f8_b128,
                           .q8_0_packed = gemv_q8_0_x16,
                           .q4_0_packed = gemv_q4_0_x16,

@@ -126,6 +126,10 @@ gemv_fn gemv_for(const gemv_table& tab, dtype t) {
     return tab.q6_k;
   case dtype::mxfp4:
     return tab.mxfp4;
+  case dtype::iq4_nl:
+    return tab.iq4_nl;
+  case dtype::iq4_xs:
+    return tab.iq4_xs;
   case dtype::f8_b128:
     return tab.f8_b128;
   default:
@@ -135,7 +139,8 @@ gemv_fn gemv_for(const gemv_table& tab, dtype t) {
 
 // Weights whose kernels exist only on int8 activations.
 bool int8_kernel(dtype t) {
-  return is_block32(t) || is_kquant(t) || t == dtype::mxfp4;
+  return is_block32(t) || is_kquant(t) || t == dtype::mxfp4 || t == dtype::iq4_nl ||
+         t == dtype::iq4_xs;
 }
 // ... and use them (unless exact activations were asked for: then those weights expand).
 bool int8_acts(dtype t) {

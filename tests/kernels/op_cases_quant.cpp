@@ -34,7 +34,8 @@ void kquant_cases(std::vector<op_case>& out_cases) {
     const bool gemm8 =
         w == dtype::q4_k || w == dtype::q5_k || w == dtype::q6_k || w == dtype::mxfp4;
     // MXFP4 decodes on int8 too (and prefills on the int8 GEMM, above)
-    const bool int8_decode = is_kquant(w) || w == dtype::mxfp4;
+    const bool int8_decode =
+        is_kquant(w) || w == dtype::mxfp4 || w == dtype::iq4_nl || w == dtype::iq4_xs;
     const auto tol_at = [&](int64_t T) {
       return int8_decode && (T < 8 || gemm8) ? tol_int8 : tol_f32;
     };
