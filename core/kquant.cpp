@@ -37,7 +37,7 @@ void random_blocks(dtype t, int64_t blocks, float sigma, const std::function<uin
       {dtype::q4_k, 0, 945, 2, 126},   {dtype::q5_k, 0, 1953, 2, 126},
       {dtype::q6_k, 208, 4096, -1, 0}, {dtype::q4_1, 0, 15, 2, -2},
       {dtype::q5_0, 0, 16, -1, 0},     {dtype::q5_1, 0, 31, 2, -2},
-      {dtype::iq4_nl, 0, 127, -1, 0},  {dtype::iq4_xs, 0, 127 * 32, -1, 0},
+      {dtype::iq4_nl, 0, 254, -1, 0},  {dtype::iq4_xs, 0, 127 * 32, -1, 0},
   };
   if (t == dtype::f8_b128) { // E4M3 codes (NaN codes made 448), f32 scales near 5 sigma / 448
     for (int64_t k = 0; k < blocks; ++k) {

@@ -66,23 +66,26 @@ struct v256 {
   }
 };
 
-enum class fmt { q8_0, q4_0, mxfp4 };
+enum class fmt { q8_0, q4_0, mxfp4, iq4_nl, iq4_xs };
 
 // Rows [n0, n1) for tiles [j0, j0 + J).
 template <fmt F, int J>
 void rows(const gemm_q_args& a, int64_t j0) {
-  constexpr bool Q4 = F == fmt::q4_0, MX = F == fmt::mxfp4;
+  constexpr bool Q4 = F == fmt::q4_0, MX = F == fmt::mxfp4, XS = F == fmt::iq4_xs;
+  constexpr bool IQ = F == fmt::iq4_nl || XS; // signed values, the sign trick (offset 0)
   const int64_t nb = a.K / 32, kg = a.K / 4;
-  const int64_t bb = Q4 ? 18 : MX ? 17 : 34;
-  const __m256i lut = _mm256_broadcastsi128_si256(kqc::table16(kqc::mx_unsigned));
+  // bytes per block (IQ4_XS: per 256 values, the 32-value sub-blocks within it)
+  const int64_t bb = Q4 || F == fmt::iq4_nl ? 18 : MX ? 17 : XS ? 136 : 34;
+  const __m256i lut =
+      _mm256_broadcastsi128_si256(kqc::table16(IQ ? kq::iq4_values : kqc::mx_unsigned));
   const __m256i nib = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
   for (int64_t n = a.n0; n < a.n1; ++n) {
     const uint8_t* row = a.w + n * a.row_bytes;
     __m256 f[J];
     for (int j = 0; j < J; ++j) f[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = row + b * bb;
-      const uint8_t* qs = blk + (MX ? 1 : 2);
+      const uint8_t* blk = XS ? row + (b / 8) * bb : row + b * bb;
+      const uint8_t* qs = XS ? blk + 8 + (b % 8) * 16 : blk + (MX ? 1 : 2);
       __m256i acc[J];
       const int8_t* x[J];
       for (int j = 0; j < J; ++j) {
@@ -122,6 +125,23 @@ void rows(const gemm_q_args& a, int64_t j0) {
         for (int j = 0; j < J; ++j)
           acc[j] = _mm256_add_epi32(acc[j], _mm256_add_epi32(_mm256_madd_epi16(s16[j], ones),
                                                              _mm256_madd_epi16(h16[j], ones)));
+      } else if constexpr (IQ) {
+        // as q8_0 (sign trick; a pair of 127 x 127 products fills an int16, so each widens
+        // at once), the codes looked up as their signed values
+        for (int i = 0; i < 4; ++i) {
+          const __m256i v = bcast4(qs + 4 * i);
+          const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, nib));
+          const __m256i hi =
+              _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi32(v, 4), nib));
+          const __m256i alo = _mm256_abs_epi8(lo), ahi = _mm256_abs_epi8(hi);
+          for (int j = 0; j < J; ++j) {
+            const __m256i p = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(load(x[j] + i * 32), lo));
+            const __m256i q =
+                _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(load(x[j] + (i + 4) * 32), hi));
+            acc[j] = _mm256_add_epi32(
+                acc[j], _mm256_add_epi32(_mm256_madd_epi16(p, ones), _mm256_madd_epi16(q, ones)));
+          }
+        }
       } else {
         for (int i = 0; i < 8; ++i) {
           const __m256i w = bcast4(qs + 4 * i);
@@ -132,7 +152,11 @@ void rows(const gemm_q_args& a, int64_t j0) {
           }
         }
       }
-      const __m256 wd = _mm256_set1_ps(MX ? kqc::mx_scale(blk[0]) : kqc::f16_at(blk));
+      const __m256 wd = _mm256_set1_ps(
+          MX   ? kqc::mx_scale(blk[0])
+          : XS ? kqc::f16_at(blk) *
+                     static_cast<float>(kqc::iq4xs_scale(blk, static_cast<int>(b % 8)))
+               : kqc::f16_at(blk));
       for (int j = 0; j < J; ++j)
         f[j] = _mm256_fmadd_ps(
             _mm256_cvtepi32_ps(acc[j]),
@@ -172,6 +196,12 @@ void gemm_q4_0_avx2(const gemm_q_args& a) {
 }
 void gemm_mxfp4_avx2(const gemm_q_args& a) {
   gemm<fmt::mxfp4>(a);
+}
+void gemm_iq4_nl_avx2(const gemm_q_args& a) {
+  gemm<fmt::iq4_nl>(a);
+}
+void gemm_iq4_xs_avx2(const gemm_q_args& a) {
+  gemm<fmt::iq4_xs>(a);
 }
 
 void gemm_q4_k_avx2(const gemm_q_args& a) {

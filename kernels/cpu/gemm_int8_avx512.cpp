@@ -1,7 +1,7 @@
-// gemm_int8_avx512.cpp: the q8_0 / q4_0 / MXFP4 GEMM for 8+ tokens on AVX-512 VNNI (gemm_q_args in
-// gemv.hpp), built with -mavx512f -mavx512bw -mavx512vnni. 16 tokens in the lanes of a zmm:
-// each 4 weight bytes of a row are broadcast and one vpdpbusd adds their products with 4
-// values of k of all 16 tokens into int32, so a 32-value block of one row costs 8 vpdpbusd
+// gemm_int8_avx512.cpp: the q8_0 / q4_0 / MXFP4 / IQ4_NL / IQ4_XS GEMM for 8+ tokens on AVX-512
+// VNNI (gemm_q_args in gemv.hpp), built with -mavx512f -mavx512bw -mavx512vnni. 16 tokens in the
+// lanes of a zmm: each 4 weight bytes of a row are broadcast and one vpdpbusd adds their products
+// with 4 values of k of all 16 tokens into int32, so a 32-value block of one row costs 8 vpdpbusd
 // per 16 tokens (512 products), then one conversion and one FMA scale the block's int32
 // sums by the weight scale times the 16 activation scales. Up to 4 tiles (64 tokens) share
 // each unpacked weight block.
@@ -57,24 +57,27 @@ struct v512 {
   }
 };
 
-enum class fmt { q8_0, q4_0, mxfp4 };
+enum class fmt { q8_0, q4_0, mxfp4, iq4_nl, iq4_xs };
 
 // Rows [n0, n1) for tiles [j0, j0 + J).
 template <fmt F, int J>
 void rows(const gemm_q_args& a, int64_t j0) {
-  constexpr bool Q4 = F == fmt::q4_0, MX = F == fmt::mxfp4;
+  constexpr bool Q4 = F == fmt::q4_0, MX = F == fmt::mxfp4, XS = F == fmt::iq4_xs;
+  constexpr bool IQ = F == fmt::iq4_nl || XS; // codes looked up as value + 128 (offset 128)
   const int64_t nb = a.K / 32, kg = a.K / 4;
-  const int64_t bb = Q4 ? 18 : MX ? 17 : 34;
+  // bytes per block (IQ4_XS: per 256 values, the 32-value sub-blocks within it)
+  const int64_t bb = Q4 || F == fmt::iq4_nl ? 18 : MX ? 17 : XS ? 136 : 34;
   // the zero-masked form: the plain one trips GCC 12's -Wuninitialized (bug 105593)
-  const __m512i lut = _mm512_maskz_broadcast_i32x4(0xffff, kqc::table16(kqc::mx_unsigned));
+  const __m512i lut =
+      _mm512_maskz_broadcast_i32x4(0xffff, kqc::table16(IQ ? kqc::iq4_unsigned : kqc::mx_unsigned));
   const __m512i nib = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t n = a.n0; n < a.n1; ++n) {
     const uint8_t* row = a.w + n * a.row_bytes;
     __m512 f[J];
     for (int j = 0; j < J; ++j) f[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = row + b * bb;
-      const uint8_t* qs = blk + (MX ? 1 : 2);
+      const uint8_t* blk = XS ? row + (b / 8) * bb : row + b * bb;
+      const uint8_t* qs = XS ? blk + 8 + (b % 8) * 16 : blk + (MX ? 1 : 2);
       // two accumulators a tile (low / high nibbles, even / odd k-groups): 8 independent
       // vpdpbusd chains for 4 tiles, enough to cover the instruction's latency
       __m512i acc[J], acc2[J];
@@ -84,12 +87,12 @@ void rows(const gemm_q_args& a, int64_t j0) {
         acc2[j] = _mm512_setzero_si512();
         x[j] = a.xt + ((j0 + j) * kg + b * 8) * lanes * 4;
       }
-      if constexpr (Q4 || MX) { // qs[4i..4i+3]: low nibbles k-group i, high ones 4 + i
+      if constexpr (Q4 || MX || IQ) { // qs[4i..4i+3]: low nibbles k-group i, high ones 4 + i
         for (int i = 0; i < 4; ++i) {
           const __m512i v = bcast4(qs + 4 * i);
           __m512i lo = _mm512_and_si512(v, nib);
           __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), nib);
-          if constexpr (MX) { // the doubled values + 12 (offset 12)
+          if constexpr (MX || IQ) { // the doubled values + 12 (offset 12), IQ4's + 128
             lo = _mm512_shuffle_epi8(lut, lo);
             hi = _mm512_shuffle_epi8(lut, hi);
           }
@@ -109,7 +112,11 @@ void rows(const gemm_q_args& a, int64_t j0) {
         }
       }
       for (int j = 0; j < J; ++j) acc[j] = _mm512_add_epi32(acc[j], acc2[j]);
-      const __m512 wd = _mm512_set1_ps(MX ? kqc::mx_scale(blk[0]) : kqc::f16_at(blk));
+      const __m512 wd = _mm512_set1_ps(
+          MX   ? kqc::mx_scale(blk[0])
+          : XS ? kqc::f16_at(blk) *
+                     static_cast<float>(kqc::iq4xs_scale(blk, static_cast<int>(b % 8)))
+               : kqc::f16_at(blk));
       for (int j = 0; j < J; ++j)
         f[j] = _mm512_fmadd_ps(
             _mm512_cvtepi32_ps(acc[j]),
@@ -149,6 +156,12 @@ void gemm_q4_0_avx512(const gemm_q_args& a) {
 }
 void gemm_mxfp4_avx512(const gemm_q_args& a) {
   gemm<fmt::mxfp4>(a);
+}
+void gemm_iq4_nl_avx512(const gemm_q_args& a) {
+  gemm<fmt::iq4_nl>(a);
+}
+void gemm_iq4_xs_avx512(const gemm_q_args& a) {
+  gemm<fmt::iq4_xs>(a);
 }
 
 void gemm_q4_k_avx512(const gemm_q_args& a) {

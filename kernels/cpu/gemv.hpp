@@ -91,8 +91,10 @@ struct gemv_table {
   gemm_q_fn gemm_q8_0, gemm_q4_0;                                 // 8+ tokens (gemm_q_args)
   gemm_q_fn gemm_q4_k, gemm_q5_k, gemm_q6_k;                      // gemm_kquant.hpp
   gemm_q_fn gemm_mxfp4;                                           // offset 12
+  gemm_q_fn gemm_iq4_nl, gemm_iq4_xs;                             // offset iq4_offset
   int gemm_lanes;                                                 // tokens per tile
   int q8_offset;                                                  // see gemm_q_args
+  int iq4_offset; // 128 (codes looked up as value + 128) or 0 (sign trick)
 };
 
 /// The best table this CPU runs (null entries: use the portable path).
@@ -130,9 +132,13 @@ void gemv_bf16_unsplit_avx512(const gemv_args& a);
 void gemm_q8_0_avx512(const gemm_q_args& a);
 void gemm_q4_0_avx512(const gemm_q_args& a);
 void gemm_mxfp4_avx512(const gemm_q_args& a);
+void gemm_iq4_nl_avx512(const gemm_q_args& a);
+void gemm_iq4_xs_avx512(const gemm_q_args& a);
 void gemm_q8_0_avx2(const gemm_q_args& a);
 void gemm_q4_0_avx2(const gemm_q_args& a);
 void gemm_mxfp4_avx2(const gemm_q_args& a);
+void gemm_iq4_nl_avx2(const gemm_q_args& a);
+void gemm_iq4_xs_avx2(const gemm_q_args& a);
 void gemm_q4_k_avx512(const gemm_q_args& a);
 void gemm_q5_k_avx512(const gemm_q_args& a);
 void gemm_q6_k_avx512(const gemm_q_args& a);

@@ -536,8 +536,11 @@ const gemv_table table = {.isa = "avx2",
                           .gemm_q5_k = gemm_q5_k_avx2,
                           .gemm_q6_k = gemm_q6_k_avx2,
                           .gemm_mxfp4 = gemm_mxfp4_avx2,
+                          .gemm_iq4_nl = gemm_iq4_nl_avx2,
+                          .gemm_iq4_xs = gemm_iq4_xs_avx2,
                           .gemm_lanes = 8,
-                          .q8_offset = 0};
+                          .q8_offset = 0,
+                          .iq4_offset = 0};
 
 } // namespace
 

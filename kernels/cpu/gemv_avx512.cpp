@@ -687,8 +687,11 @@ const gemv_table table = {.isa = "avx512",
                           .gemm_q5_k = gemm_q5_k_avx512,
                           .gemm_q6_k = gemm_q6_k_avx512,
                           .gemm_mxfp4 = gemm_mxfp4_avx512,
+                          .gemm_iq4_nl = gemm_iq4_nl_avx512,
+                          .gemm_iq4_xs = gemm_iq4_xs_avx512,
                           .gemm_lanes = 16,
-                          .q8_offset = 128};
+                          .q8_offset = 128,
+                          .iq4_offset = 128};
 
 } // namespace
 

@@ -72,15 +72,6 @@ inline void gemv_nl(const gemv_args& a) {
   }
 }
 
-// IQ4_XS sub-block s's scale - 32 (kquant.hpp: low nibble s of scales_l, bits 2s..2s+1 of
-// scales_h above it).
-inline int xs_scale(const uint8_t* blk, int s) {
-  const unsigned h = static_cast<unsigned>(blk[2]) | (static_cast<unsigned>(blk[3]) << 8);
-  return static_cast<int>(((blk[4 + s / 2] >> (4 * (s % 2))) & 0x0f) |
-                          (((h >> (2 * s)) & 3) << 4)) -
-         32;
-}
-
 // IQ4_XS (136-byte blocks of 256: f16 d, u16 scales_h, scales_l[4], qs[128]): as gemv_nl over
 // its eight 32-value sub-blocks, two chains (even and odd sub-blocks).
 inline void gemv_xs(const gemv_args& a) {
@@ -104,10 +95,11 @@ inline void gemv_xs(const gemv_args& a) {
         const int8_t* xb = x + 256 * b;
         const float* db = xd + 8 * b;
         for (int s = 0; s < 8; s += 2) {
-          c0 = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(xs_scale(blk, s)) * db[s]),
-                               dot(qs + 16 * s, xb + 32 * s, l), c0);
+          c0 = _mm256_fmadd_ps(
+              _mm256_set1_ps(d * static_cast<float>(kqc::iq4xs_scale(blk, s)) * db[s]),
+              dot(qs + 16 * s, xb + 32 * s, l), c0);
           c1 = _mm256_fmadd_ps(
-              _mm256_set1_ps(d * static_cast<float>(xs_scale(blk, s + 1)) * db[s + 1]),
+              _mm256_set1_ps(d * static_cast<float>(kqc::iq4xs_scale(blk, s + 1)) * db[s + 1]),
               dot(qs + 16 * s + 16, xb + 32 * s + 32, l), c1);
         }
       }

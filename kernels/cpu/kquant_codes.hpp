@@ -40,6 +40,25 @@ constexpr code_table make_mx_unsigned() {
 }
 inline constexpr code_table mx_unsigned_table = make_mx_unsigned();
 inline constexpr const int8_t* mx_unsigned = mx_unsigned_table.v;
+
+// IQ4_NL / IQ4_XS's values (kq::iq4_values), and plus 128 for the AVX-512 GEMM's unsigned
+// operand (offset 128; the AVX2 one moves the sign onto the activations instead)
+constexpr code_table make_iq4_unsigned() {
+  code_table t{};
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<int8_t>(kq::iq4_values[i] + 128);
+  return t;
+}
+inline constexpr code_table iq4_unsigned_table = make_iq4_unsigned();
+inline constexpr const int8_t* iq4_unsigned = iq4_unsigned_table.v;
+
+// IQ4_XS sub-block s's scale - 32 (core/kquant.hpp: low nibble s of scales_l, bits 2s..2s+1
+// of scales_h above it), for the block at `blk`.
+inline int iq4xs_scale(const uint8_t* blk, int s) {
+  const unsigned h = static_cast<unsigned>(blk[2]) | (static_cast<unsigned>(blk[3]) << 8);
+  return static_cast<int>(((blk[4 + s / 2] >> (4 * (s % 2))) & 0x0f) |
+                          (((h >> (2 * s)) & 3) << 4)) -
+         32;
+}
 inline __m128i table16(const int8_t* t) {
   return _mm_load_si128(reinterpret_cast<const __m128i*>(t));
 }

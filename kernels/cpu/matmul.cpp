@@ -297,6 +297,10 @@ gemm_q_fn gemm_for(const gemv_table& tab, dtype t) {
     return tab.gemm_q6_k;
   case dtype::mxfp4:
     return tab.gemm_mxfp4;
+  case dtype::iq4_nl:
+    return tab.gemm_iq4_nl;
+  case dtype::iq4_xs:
+    return tab.gemm_iq4_xs;
   default:
     return nullptr;
   }
@@ -421,11 +425,12 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     // Q6_K's codes value + 32, MXFP4's looked-up codes twice the value + 12; the Q4_K / Q5_K
     // minimums go through xs
     const dtype t = w.type;
-    const int offset = t == dtype::q4_0    ? 8
-                       : t == dtype::q8_0  ? tab.q8_offset
-                       : t == dtype::q6_k  ? 32
-                       : t == dtype::mxfp4 ? 12
-                                           : 0;
+    const int offset = t == dtype::q4_0                           ? 8
+                       : t == dtype::q8_0                         ? tab.q8_offset
+                       : t == dtype::q6_k                         ? 32
+                       : t == dtype::mxfp4                        ? 12
+                       : t == dtype::iq4_nl || t == dtype::iq4_xs ? tab.iq4_offset
+                                                                  : 0;
     m.how = path::int8;
     m.gq = gemm_for(tab, t);
     int8_tiles(tab, offset, is_kquant(t), m);

@@ -31,8 +31,8 @@ void kquant_cases(std::vector<op_case>& out_cases) {
   const tolerance tol_f32{1e-9, 1e-3}, tol_int8{5e-4, 8e-2}; // int8: outputs grow with K
   for (dtype w : types) {
     // int8 at decode for every K-quant, and at prefill (the int8 GEMM) for Q4_K / Q5_K / Q6_K
-    const bool gemm8 =
-        w == dtype::q4_k || w == dtype::q5_k || w == dtype::q6_k || w == dtype::mxfp4;
+    const bool gemm8 = w == dtype::q4_k || w == dtype::q5_k || w == dtype::q6_k ||
+                       w == dtype::mxfp4 || w == dtype::iq4_nl || w == dtype::iq4_xs;
     // MXFP4 decodes on int8 too (and prefills on the int8 GEMM, above)
     const bool int8_decode =
         is_kquant(w) || w == dtype::mxfp4 || w == dtype::iq4_nl || w == dtype::iq4_xs;
