@@ -102,6 +102,18 @@ void pack_q4_0(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
   });
 }
 
+void pack_iq4_xs(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
+  // 136 bytes a block: d, scales_h, scales_l[4], 8 sub-blocks of 16 code bytes
+  over_groups(w, N, K / 256, 136, G, out, [G](uint8_t* o, const uint8_t* blk, int r) {
+    std::memcpy(o + 2 * r, blk, 2);
+    std::memcpy(o + 2 * G + 2 * r, blk + 2, 2);
+    std::memcpy(o + 4 * G + 4 * r, blk + 4, 4);
+    for (int s = 0; s < 8; ++s)
+      for (int c = 0; c < 4; ++c)
+        std::memcpy(o + 8 * G + 16 * G * s + 4 * G * c + 4 * r, blk + 8 + 16 * s + 4 * c, 4);
+  });
+}
+
 void pack_q8_0(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out) {
   // 34 bytes a block: f16 scale, 32 code bytes
   over_groups(w, N, K / 32, 34, G, out, [G](uint8_t* o, const uint8_t* blk, int r) {

@@ -82,6 +82,8 @@ struct gemv_table {
   gemv_fn q4_k_packed;                  // Q4_K from the packed layout
   gemv_fn q5_k_packed;                  // Q5_K from the packed layout
   gemv_fn q6_k_packed;                  // Q6_K from the packed layout
+  gemv_fn iq4_nl_packed;                // IQ4_NL from the packed layout (pack_q4_0's)
+  gemv_fn iq4_xs_packed;                // IQ4_XS from the packed layout
   int pack_rows;                        // rows per group of that layout (8 or 16)
   // Q6_K's packed group of pack_rows rows back to those rows as published (G x K / 256 x 210
   // bytes), the int8 GEMM's input where only the layout stays resident (gemm_int8_*.cpp)
@@ -123,6 +125,11 @@ void pack_q5_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
 /// ql bytes as 32 chunks of 4G (chunk c: ql bytes 4c..4c+3), then their 64 qh bytes as 16
 /// chunks of 4G. Same size as the published rows.
 void pack_q6_k(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
+/// IQ4_XS's: rows in groups of G; per group and block of 256 values the G rows' d (2G bytes),
+/// scales_h (2G), scales_l (4G: 4 bytes a row), then for each 32-value sub-block s 4 chunks of
+/// 4G (chunk c: bytes 4c..4c+3 of each row's 16 code bytes of s). Same size as the published
+/// rows. (IQ4_NL's blocks are laid out as q4_0's: pack_q4_0.)
+void pack_iq4_xs(const uint8_t* w, int64_t N, int64_t K, int G, uint8_t* out);
 
 // per-ISA tables (gemv_avx512.cpp, gemv_avx2.cpp) and their int8 GEMMs (gemm_int8_*.cpp)
 const gemv_table* gemv_avx512_table();

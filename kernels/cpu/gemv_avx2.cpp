@@ -268,6 +268,76 @@ struct q4_0_rows {
   }
 };
 
+// IQ4_NL (XS false: q4_0's layout) and IQ4_XS (pack_iq4_xs) from the packed layout, 8 rows in
+// the 32-bit lanes: the nibbles looked up as their signed values, whose sign moves onto the
+// broadcast activations (maddubs takes |w|; a pair of 127 x 127 products fills an int16, so
+// each widens at once). IQ4_XS's 8 rows' sub-block scales come out of lane-wise shifts of
+// their scales_l and scales_h, once per sub-block.
+template <bool XS, int NT>
+void x8_iq4(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+  constexpr int64_t block = XS ? 136 * 8 : 144, subs = XS ? 8 : 1;
+  const int64_t nb = a.K / (32 * subs), n32 = a.K / 32;
+  const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  const __m256i lut = _mm256_broadcastsi128_si256(kqc::table16(kq::iq4_values));
+  __m256 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * block;
+    prefetch_block(blk, block);
+    const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    __m256i hs = _mm256_setzero_si256(), ls = hs;
+    if constexpr (XS) {
+      hs = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+      ls = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32));
+    }
+    for (int s = 0; s < subs; ++s) {
+      __m256 ws = wd;
+      if constexpr (XS) {
+        const __m256i sc = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi32(ls, 4 * s), _mm256_set1_epi32(0x0f)),
+            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hs, 2 * s), _mm256_set1_epi32(3)),
+                              4));
+        ws = _mm256_mul_ps(wd, _mm256_cvtepi32_ps(_mm256_sub_epi32(sc, _mm256_set1_epi32(32))));
+      }
+      const uint8_t* codes = XS ? blk + 64 + 128 * s : blk + 16;
+      __m256i w[8], aw[8]; // values 4c..4c+3 of each row, then 16 + 4c..
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * c));
+        w[c] = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
+        w[4 + c] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      }
+      for (int c = 0; c < 8; ++c) aw[c] = _mm256_abs_epi8(w[c]);
+      for (int j = 0; j < NT; ++j) {
+        const int64_t t = t0 + j, k = b * subs + s;
+        const int8_t* x = a.xq + t * a.K + k * 32;
+        __m256i s32 = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i p = _mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bcast4(x + 4 * c), w[c]));
+          s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, ones));
+        }
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32),
+                                 _mm256_mul_ps(ws, _mm256_set1_ps(a.xd[t * n32 + k])), acc[j]);
+      }
+    }
+  }
+  for (int j = 0; j < NT; ++j) store8(a, n, t0 + j, acc[j]);
+}
+
+template <bool XS>
+struct iq4_rows {
+  template <int NT>
+  static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+    x8_iq4<XS, NT>(a, grp, n, t0);
+  }
+};
+
+void gemv_iq4_nl_x8(const gemv_args& a) {
+  over_packed_groups<8, iq4_rows<false>>(a);
+}
+void gemv_iq4_xs_x8(const gemv_args& a) {
+  over_packed_groups<8, iq4_rows<true>>(a);
+}
+
 void gemv_q4_0_x8(const gemv_args& a) {
   over_packed_groups<8, q4_0_rows>(a);
 }
@@ -526,6 +596,8 @@ const gemv_table table = {.isa = "avx2",
                           .q4_k_packed = gemv_q4_k_x8,
                           .q5_k_packed = gemv_q5_k_x8,
                           .q6_k_packed = gemv_q6_k_x8,
+                          .iq4_nl_packed = gemv_iq4_nl_x8,
+                          .iq4_xs_packed = gemv_iq4_xs_x8,
                           .pack_rows = 8,
                           .unpack_q6_k = unpack_q6_k_x8,
                           .quantize_q8 = quantize_q8,

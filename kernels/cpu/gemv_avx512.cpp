@@ -401,13 +401,18 @@ inline void store16(const gemv_args& a, int64_t n, int64_t t, __m512 acc) {
 // sums start at the nibbles' offset -8 x sum(x), and the 16 rows' scales are one vector: no
 // horizontal sums, no scalar scale per row. NT tokens share each block's code vectors.
 // q8_0 (Q8) takes the same walk with its 8 chunks' bytes made unsigned (w + 128) by one xor and
-// the sums starting at -128 x sum(x). Either way code vector i meets activations 4i..4i+3.
-template <bool Q8, int NT>
+// the sums starting at -128 x sum(x); IQ4_NL (the same layout as q4_0's) its nibbles looked up
+// as value + 128, the sums starting at -128 x sum(x). Either way code vector i meets
+// activations 4i..4i+3.
+enum class pk { q4_0, q8_0, iq4_nl };
+template <pk P, int NT>
 void x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+  constexpr bool Q8 = P == pk::q8_0, IQ = P == pk::iq4_nl;
   constexpr int64_t block = Q8 ? 544 : 288;
-  constexpr int offset = Q8 ? 128 : 8;
+  constexpr int offset = Q8 || IQ ? 128 : 8;
   const int64_t nb = a.K / 32;
   const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i lut = _mm512_maskz_broadcast_i32x4(0xffff, kqc::table16(kqc::iq4_unsigned));
   __m512 acc[NT];
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -422,6 +427,10 @@ void x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
       } else {
         u[c] = _mm512_and_si512(v, m4);
         u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (IQ) {
+          u[c] = _mm512_shuffle_epi8(lut, u[c]);
+          u[4 + c] = _mm512_shuffle_epi8(lut, u[4 + c]);
+        }
       }
     }
     for (int j = 0; j < NT; ++j) {
@@ -439,19 +448,81 @@ void x16_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
   for (int j = 0; j < NT; ++j) store16(a, n, t0 + j, acc[j]);
 }
 
-template <bool Q8>
-struct q8_or_q4_rows {
+template <pk P>
+struct block32_rows {
   template <int NT>
   static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
-    x16_tokens<Q8, NT>(a, grp, n, t0);
+    x16_tokens<P, NT>(a, grp, n, t0);
   }
 };
 
 void gemv_q4_0_x16(const gemv_args& a) {
-  over_packed_groups<16, q8_or_q4_rows<false>>(a);
+  over_packed_groups<16, block32_rows<pk::q4_0>>(a);
 }
 void gemv_q8_0_x16(const gemv_args& a) {
-  over_packed_groups<16, q8_or_q4_rows<true>>(a);
+  over_packed_groups<16, block32_rows<pk::q8_0>>(a);
+}
+void gemv_iq4_nl_x16(const gemv_args& a) {
+  over_packed_groups<16, block32_rows<pk::iq4_nl>>(a);
+}
+
+// IQ4_XS from the packed layout (gemv.hpp, pack_iq4_xs with 16 rows): per block of 256 the 16
+// rows' d, scales_h and scales_l are one vector each, so each sub-block's 16 scales come out of
+// a few lane-wise shifts; then each 32-value sub-block is IQ4_NL's walk above.
+template <int NT>
+void x16_iq4_xs(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+  constexpr int64_t block = 136 * 16;
+  const int64_t nb = a.K / 256, n32 = a.K / 32;
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i lut = _mm512_maskz_broadcast_i32x4(0xffff, kqc::table16(kqc::iq4_unsigned));
+  __m512 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * block;
+    prefetch_block(blk, block);
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    const __m512i hs =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+    const __m512i ls = _mm512_loadu_si512(blk + 64);
+    for (int s = 0; s < 8; ++s) {
+      const __m512i sc = _mm512_or_si512(
+          _mm512_and_si512(_mm512_srli_epi32(ls, 4 * s), _mm512_set1_epi32(0x0f)),
+          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hs, 2 * s), _mm512_set1_epi32(3)),
+                            4));
+      const __m512 ws =
+          _mm512_mul_ps(wd, _mm512_cvtepi32_ps(_mm512_sub_epi32(sc, _mm512_set1_epi32(32))));
+      const uint8_t* codes = blk + 128 + 256 * s;
+      __m512i u[8];
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_loadu_si512(codes + 64 * c);
+        u[c] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m4));
+        u[4 + c] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+      }
+      for (int j = 0; j < NT; ++j) {
+        const int64_t t = t0 + j, k = b * 8 + s;
+        const int8_t* x = a.xq + t * a.K + k * 32;
+        __m512i s0 = _mm512_set1_epi32(-128 * a.xsum[t * n32 + k]), s1 = _mm512_setzero_si512();
+        for (int i = 0; i < 8; i += 2) {
+          s0 = _mm512_dpbusd_epi32(s0, u[i], bcast4(x + 4 * i));
+          s1 = _mm512_dpbusd_epi32(s1, u[i + 1], bcast4(x + 4 * i + 4));
+        }
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
+                                 _mm512_mul_ps(ws, _mm512_set1_ps(a.xd[t * n32 + k])), acc[j]);
+      }
+    }
+  }
+  for (int j = 0; j < NT; ++j) store16(a, n, t0 + j, acc[j]);
+}
+
+struct iq4_xs_rows {
+  template <int NT>
+  static void run(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
+    x16_iq4_xs<NT>(a, grp, n, t0);
+  }
+};
+
+void gemv_iq4_xs_x16(const gemv_args& a) {
+  over_packed_groups<16, iq4_xs_rows>(a);
 }
 
 // Q4_K from the packed layout (pack_q4_k with 16 rows): 16 rows in the lanes. Per block the 16
@@ -677,6 +748,8 @@ const gemv_table table = {.isa = "avx512",
                           .q4_k_packed = gemv_q4_k_x16,
                           .q5_k_packed = gemv_q5_k_x16,
                           .q6_k_packed = gemv_q6_k_x16,
+                          .iq4_nl_packed = gemv_iq4_nl_x16,
+                          .iq4_xs_packed = gemv_iq4_xs_x16,
                           .pack_rows = 16,
                           .unpack_q6_k = unpack_q6_k_x16,
                           .quantize_q8 = quantize_q8,

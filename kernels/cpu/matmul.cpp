@@ -172,6 +172,10 @@ gemv_fn packed_for(const gemv_table& tab, dtype t) {
     return tab.q5_k_packed;
   case dtype::q6_k:
     return tab.q6_k_packed;
+  case dtype::iq4_nl:
+    return tab.iq4_nl_packed;
+  case dtype::iq4_xs:
+    return tab.iq4_xs_packed;
   default:
     return nullptr;
   }
@@ -854,7 +858,9 @@ void pack(const tensor_view& w, void* out) {
     pack_q6_k(src, w.rows(), w.cols(), G, dst);
   else if (w.type == dtype::q8_0)
     pack_q8_0(src, w.rows(), w.cols(), G, dst);
-  else
+  else if (w.type == dtype::iq4_xs)
+    pack_iq4_xs(src, w.rows(), w.cols(), G, dst);
+  else // q4_0, and IQ4_NL (the same block layout)
     pack_q4_0(src, w.rows(), w.cols(), G, dst);
 }
 

@@ -1,11 +1,11 @@
-// packed_test.cpp: q8_0 (AVX-512), q4_0, Q4_K, Q5_K and Q6_K matmuls from the layout made at
-// load (tensor_view::packed, kernels/cpu/gemv.hpp pack_q4_0 / pack_q8_0 / pack_q4_k / pack_q5_k /
-// pack_q6_k: 16 rows a group on AVX-512, 8 on AVX2) give what the published rows give, for 1-7
-// tokens and 8-33 (prefill: Q6_K's GEMM over rows unpacked from the layout, across spans and
-// threads), with and without bias, through row slices that keep or drop the layout, and the
-// matmul report names the path; Q6_K's unpacking is the exact inverse of its packing. Runs where
-// the CPU's table has the packed kernels (ctest runs it with TROUPE_ISA=avx2 too); skipped, saying
-// why, elsewhere.
+// packed_test.cpp: q8_0 (AVX-512), q4_0, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS matmuls from the
+// layout made at load (tensor_view::packed, kernels/cpu/gemv.hpp pack_q4_0 / pack_q8_0 /
+// pack_q4_k / pack_q5_k / pack_q6_k / pack_iq4_xs: 16 rows a group on AVX-512, 8 on AVX2) give what
+// the published rows give, for 1-7 tokens and 8-33 (prefill: Q6_K's GEMM over rows unpacked from
+// the layout, across spans and threads), with and without bias, through row slices that keep or
+// drop the layout, and the matmul report names the path; Q6_K's unpacking is the exact inverse of
+// its packing. Runs where the CPU's table has the packed kernels (ctest runs it with
+// TROUPE_ISA=avx2 too); skipped, saying why, elsewhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,17 +28,13 @@ using namespace troupe::kernels;
 namespace {
 
 // N rows of K values of `t`: random code and scale bytes, and normal f16 scales where the
-// format keeps them (q4_0 / q8_0: 18 / 34-byte blocks, d first; Q4_K / Q5_K: 144 / 176-byte
-// blocks, d and dmin first; Q6_K: 210-byte blocks, d last).
+// format keeps them (q4_0 / q8_0 / IQ4_NL / IQ4_XS: d first; Q4_K / Q5_K: d and dmin first;
+// Q6_K: d last).
 std::vector<uint8_t> random_rows(dtype t, int64_t N, int64_t K, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> scale(0.001f, 0.05f);
   std::uniform_int_distribution<int> byte(0, 255);
-  const size_t block = t == dtype::q4_k   ? 144
-                       : t == dtype::q5_k ? 176
-                       : t == dtype::q6_k ? 210
-                       : t == dtype::q8_0 ? 34
-                                          : 18;
+  const size_t block = static_cast<size_t>(info(t).block_bytes);
   const std::vector<size_t> scales = t == dtype::q4_k || t == dtype::q5_k
                                          ? std::vector<size_t>{0, 2}
                                      : t == dtype::q6_k ? std::vector<size_t>{208}
@@ -151,7 +147,7 @@ TEST_P(PackedDecode, DecodeFromThePackedLayoutEqualsThePublishedRows) {
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedDecode,
                          ::testing::Values(dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k,
-                                           dtype::q6_k),
+                                           dtype::q6_k, dtype::iq4_nl, dtype::iq4_xs),
                          [](const auto& info) { return std::string(name(info.param)); });
 
 // Q5_K's largest codes (31: every qs nibble and qh bit set) against activations at the int8
