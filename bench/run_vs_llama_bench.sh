@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_vs_llama_bench.sh: Troupe (`troupe bench`) against llama.cpp's own llama-bench on the same
-# bench-134m GGUF files (f32, f16, bf16, q8_0, q4_0 from troupe synth; Q4_K_M and Q5_K_M as
-# llama-quantize writes them from the f32 file), alternating run by run: decode and pp64 at 1
+# bench-134m GGUF files (f32, f16, bf16, q8_0, q4_0 from troupe synth; Q4_K_M, Q5_K_M, IQ4_XS
+# and IQ4_NL as llama-quantize writes them from the f32 file; DTYPES=llama-iq4_xs ... runs those), alternating run by run: decode and pp64 at 1
 # and 2 threads, pp512 at 1. ISA=avx2 runs both engines on their AVX2 kernels on any x86 CPU
 # (TROUPE_ISA=avx2; llama.cpp built with AVX2 / FMA / F16C only by build_llama_cpp.sh): what
 # an AVX2-only machine runs, on these cores. JSON lines into bench/results/vs_llama_bench_ISA.jsonl (or OUT)
@@ -21,7 +21,7 @@ for d in f32 f16 bf16 q8_0 q4_0; do
   m="$MODELS/bench-134m-$d.gguf"
   [ -f "$m" ] || "$BUILD/cli/troupe" synth --preset bench-134m --dtype "$d" --out "$m" > /dev/null
 done
-for ft in Q4_K_M Q5_K_M; do
+for ft in Q4_K_M Q5_K_M IQ4_XS IQ4_NL; do
   m="$MODELS/bench-134m-llama-$(echo "$ft" | tr 'A-Z' 'a-z').gguf"
   [ -f "$m" ] || "$LLAMA/llama-quantize" "$MODELS/bench-134m-f32.gguf" "$m" "$ft" > /dev/null 2>&1
 done
