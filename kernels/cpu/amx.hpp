@@ -62,12 +62,18 @@ void amx_gemm_q(const amx_acts& a, const uint8_t* w, int64_t row_bytes, bool q4,
 void amx_pack_rows(const float* x, int64_t T, int64_t K, int8_t* xa, float* dx,
                    float* xs = nullptr);
 
+/// What the codes of a 32-value block stand for: q8_0's int8 values, q4_0's nibbles - 8,
+/// IQ4_NL's nibbles looked up (kq::iq4_values); IQ4_XS's as IQ4_NL's, in its layout
+/// (pack_iq4_xs), each 32 values scaled by d x (their 6-bit scale - 32).
+enum class amx_codes { q8_0, q4_0, iq4_nl, iq4_xs };
+
 /// Like amx_gemm_q from the packed layout of the decode kernels (pack_q8_0 / pack_q4_0 with
-/// groups of 16 rows; wp the layout of the view's first row, n0 and n1 multiples of 16), with
-/// activations from amx_pack_rows: the published rows are not read. work: amx_work_floats(a.K).
-void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, bool q4, int64_t n0,
-                       int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias,
-                       float* work);
+/// groups of 16 rows, IQ4_NL's as q4_0's, IQ4_XS's pack_iq4_xs; wp the layout of the view's first
+/// row, n0 and n1 multiples of 16), with activations from amx_pack_rows: the published rows are not
+/// read. work: amx_work_floats(a.K).
+void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, amx_codes codes,
+                       int64_t n0, int64_t n1, float* y, int64_t ldy, int64_t ycol0,
+                       const float* bias, float* work);
 
 /// Q4_K (q5 = false) / Q5_K weights from their packed layout (pack_q4_k / pack_q5_k, groups
 /// of 16 rows), activations from amx_pack_rows with block sums (a.xs). As amx_gemm_q_packed.

@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "core/kquant_blocks.hpp"
 #include "kernels/cpu/amx.hpp"
 
 namespace troupe::kernels::cpu {
@@ -331,29 +332,61 @@ prefetcher next_group(const uint8_t* grp, int64_t row_bytes, int64_t n, int64_t 
 // 4c .. 4c + 3 of the 16 features in line c, the VNNI order), q4_0's are split into low and
 // high nibbles (values 4c .. and 16 + 4c ..) into the same order once per group. The products
 // come out token by row, so each token's 16 outputs are one store.
-void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, bool q4, int64_t n0,
-                       int64_t n1, float* y, int64_t ldy, int64_t ycol0, const float* bias,
-                       float* work) {
+void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, amx_codes codes,
+                       int64_t n0, int64_t n1, float* y, int64_t ldy, int64_t ycol0,
+                       const float* bias, float* work) {
   configure_thread(tiles::int8_packed);
+  const bool xs = codes == amx_codes::iq4_xs;
+  const bool q4 = codes != amx_codes::q8_0, iq4 = codes == amx_codes::iq4_nl || xs;
   const int64_t nb = a.K / 32;
   const int64_t bb = q4 ? 18 : 34, gb = 16 * bb;              // block bytes, a group's block bytes
   int32_t* prod = reinterpret_cast<int32_t*>(work);           // [4][16][16], 64-byte aligned
   float* dw = work + 1024;                                    // [nb][16]
   int8_t* unpacked = reinterpret_cast<int8_t*>(dw + nb * 32); // [nb][8][64] (q4_0)
+  // where block b's 16 x 16 code bytes start in the group (IQ4_XS: sub-block b % 8 of its
+  // block of 256, whose 16 d / scales_h / scales_l come first: pack_iq4_xs)
+  const auto codes_of = [&](const uint8_t* grp, int64_t b) {
+    return xs ? grp + (b / 8) * 16 * 136 + 128 + 256 * (b % 8) : grp + b * gb + 32;
+  };
   for (int64_t n = n0; n < n1; n += 16) {
     const uint8_t* grp = wp + n / 16 * 16 * row_bytes;
-    for (int64_t b = 0; b < nb; ++b)
-      _mm512_storeu_ps(dw + b * 16, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                        reinterpret_cast<const __m256i*>(grp + b * gb))));
-    if (q4) {
+    if (xs) { // d x (the sub-block's 6-bit scale - 32), as the decode kernel takes them
+      for (int64_t b = 0; b < nb / 8; ++b) {
+        const uint8_t* blk = grp + b * 16 * 136;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+        const __m512i hs =
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+        const __m512i ls = _mm512_loadu_si512(blk + 64);
+        for (int s = 0; s < 8; ++s) {
+          const __m512i sc = _mm512_or_si512(
+              _mm512_and_si512(_mm512_srli_epi32(ls, 4 * s), _mm512_set1_epi32(0x0f)),
+              _mm512_slli_epi32(
+                  _mm512_and_si512(_mm512_srli_epi32(hs, 2 * s), _mm512_set1_epi32(3)), 4));
+          _mm512_storeu_ps(
+              dw + (b * 8 + s) * 16,
+              _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(sc, _mm512_set1_epi32(32)))));
+        }
+      }
+    } else {
+      for (int64_t b = 0; b < nb; ++b)
+        _mm512_storeu_ps(dw + b * 16, _mm512_cvtph_ps(_mm256_loadu_si256(
+                                          reinterpret_cast<const __m256i*>(grp + b * gb))));
+    }
+    if (q4) { // q4_0: nibble - 8; IQ4_NL / IQ4_XS: the value the nibble indexes
       const __m512i m = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+      // the zero-masked form: the plain one trips GCC 12's -Wuninitialized (bug 105593)
+      const __m512i lut = _mm512_maskz_broadcast_i32x4(
+          0xffff, _mm_load_si128(reinterpret_cast<const __m128i*>(kq::iq4_values)));
+      const auto values = [&](__m512i nib) {
+        return iq4 ? _mm512_shuffle_epi8(lut, nib) : _mm512_sub_epi8(nib, eight);
+      };
       for (int64_t b = 0; b < nb; ++b)
         for (int c = 0; c < 4; ++c) {
-          const __m512i v = _mm512_loadu_si512(grp + b * gb + 32 + c * 64);
+          const __m512i v = _mm512_loadu_si512(codes_of(grp, b) + c * 64);
           int8_t* dst = unpacked + b * 512;
-          _mm512_store_si512(dst + c * 64, _mm512_sub_epi8(_mm512_and_si512(v, m), eight));
+          _mm512_store_si512(dst + c * 64, values(_mm512_and_si512(v, m)));
           _mm512_store_si512(dst + (4 + c) * 64,
-                             _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m), eight));
+                             values(_mm512_and_si512(_mm512_srli_epi16(v, 4), m)));
         }
     }
     prefetcher pf = next_group(grp, row_bytes, n, n1, a);

@@ -187,6 +187,13 @@ bool amx_int8_takes(const tensor_view& w) {
   return int8_acts(w.type) && is_block32(w.type) && w.rows() % 16 == 0 && amx_int8_usable();
 }
 
+// Whether they take IQ4_NL / IQ4_XS from the packed layout (the nibbles looked up; there is no
+// kernel for their published rows).
+bool amx_iq4_takes(const tensor_view& w) {
+  return (w.type == dtype::iq4_nl || w.type == dtype::iq4_xs) && int8_acts(w.type) && w.packed &&
+         gemv_kernels().pack_rows == 16 && w.rows() % 16 == 0 && amx_int8_usable();
+}
+
 // Whether they take Q4_K / Q5_K / Q6_K from the packed layout (they have no kernel for those
 // rows).
 bool amx_kq_takes(const tensor_view& w) {
@@ -389,12 +396,12 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     m.grain = 2;
     return m;
   }
-  if (m.T >= gemm_min_tokens && amx_int8_takes(w)) {
+  if (m.T >= gemm_min_tokens && (amx_int8_takes(w) || amx_iq4_takes(w))) {
     // each tile order in buffers of its own: range() may plan a fused op's weight without the
     // layout while this plan's activations are still in use
     thread_local std::vector<int8_t> xv_rows, xv_vnni;
     thread_local std::vector<float> dx_rows, dx_vnni;
-    m.amx_rows = w.packed && amx_reads_packed(w);
+    m.amx_rows = w.packed && (amx_reads_packed(w) || amx_iq4_takes(w));
     auto& xv = m.amx_rows ? xv_rows : xv_vnni;
     auto& dx = m.amx_rows ? dx_rows : dx_vnni;
     xv.resize(amx_xv_bytes(m.T, m.K));
@@ -651,7 +658,11 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
                          w.type == dtype::q5_k, n0, n1, y, ldy, n0, bias, aligned);
     else if (m.amx_rows && w.packed && n0 % 16 == 0)
       amx_gemm_q_packed(m.amx, static_cast<const uint8_t*>(w.packed), row_bytes(w.type, K),
-                        w.type == dtype::q4_0, n0, n1, y, ldy, n0, bias, aligned);
+                        w.type == dtype::q4_0     ? amx_codes::q4_0
+                        : w.type == dtype::q8_0   ? amx_codes::q8_0
+                        : w.type == dtype::iq4_xs ? amx_codes::iq4_xs
+                                                  : amx_codes::iq4_nl,
+                        n0, n1, y, ldy, n0, bias, aligned);
     else if (m.amx_rows) { // a fused op's weight without the layout: planned as published
       // (per call: this only meets weights a load left without their layout)
       tensor_view published = w;
