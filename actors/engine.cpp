@@ -413,13 +413,16 @@ engine_impl::behavior_type engine_behavior(state_ptr self) {
       [=](down_atom, int32_t stage, int32_t rank, std::string why, int32_t how) {
         auto& st = self->state;
         st.ready = false;
-        st.reason = fmt::format("shard stage{}.rank{} is down ({}); restarting", stage, rank, why);
+        if (!st.cannot_load) // a shard that cannot load keeps the engine's reason
+          st.reason =
+              fmt::format("shard stage{}.rank{} is down ({}); restarting", stage, rank, why);
         abandon_inflight(self);
         st.sched->reset_kv(); // its KV is gone, and with it every sequence's
         if (how != shard_down::restarting) {
           st.failed = true;
-          st.cannot_load = how == shard_down::cannot_load;
-          st.reason = fmt::format("shard stage{}.rank{}: {}", stage, rank, why);
+          if (!st.cannot_load)
+            st.reason = fmt::format("shard stage{}.rank{}: {}", stage, rank, why);
+          st.cannot_load = st.cannot_load || how == shard_down::cannot_load;
           fail_all(self, st.reason);
         }
       },

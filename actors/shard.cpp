@@ -519,15 +519,9 @@ void shard_main(caf::blocking_actor* self, shard_setup setup, caf::actor notify)
                                                : s.comm.get());
   if (!runner) {
     TROUPE_LOG_ERROR("shard", "{}: cannot load: {}", s.label, runner.error().to_string());
-    // what the checkpoint or the plan is (a shape, a dtype, a missing or corrupt tensor) fails
-    // the same way every time: invalid_argument tells the supervisor not to restart it
-    const errc code = runner.error().code;
-    const bool permanent = code == errc::shape_mismatch || code == errc::unsupported ||
-                           code == errc::not_found || code == errc::corrupt_file ||
-                           code == errc::invalid_argument;
-    self->fail_state(
-        caf::make_error(permanent ? caf::sec::invalid_argument : caf::sec::runtime_error,
-                        runner.error().to_string()));
+    // with its code: the supervisor tells a refusal no restart can change (a shape, a dtype,
+    // a missing tensor) from a failure worth another attempt
+    self->fail_state(to_caf(runner.error()));
     return;
   }
   s.runner = std::move(*runner);

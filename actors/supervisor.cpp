@@ -104,6 +104,7 @@ shard_order order_for(state_ptr self, const slot& s) {
   o.kv_blocks = sh.opt.kv_blocks;
   o.block_size = sh.opt.block_size;
   o.kv_dtype = static_cast<uint8_t>(sh.opt.kv_dtype);
+  //QUANTIZE_PLACEHOLDER
   o.where = static_cast<uint8_t>(sh.opt.where);
   o.device = sh.opt.device;
   o.nccl = sh.nccl_across;
@@ -133,6 +134,10 @@ void placed(state_ptr self, size_t i, shard_actor h) {
   if (n.has_device) on_device(s, n.device, n.device_total, n.device_free);
   if (n.has_ready) on_ready(self, i, n.resident, n.kv);
 }
+
+void lost(state_ptr self, size_t i, const std::string& why, bool cannot_load = false);
+std::string reason_text(state_ptr self, const caf::error& e);
+bool refused_for_good(const caf::error& e);
 
 void spawn_slot(state_ptr self, size_t i) {
   auto& st = self->state;
@@ -170,6 +175,9 @@ void spawn_slot(state_ptr self, size_t i) {
             auto& s = self->state.slots[i];
             if (s.generation != gen) return;
             s.placing = false;
+            if (refused_for_good(e)) // the worker will refuse it again (a bad order, no model)
+              return lost(self, i, fmt::format("worker {} refused it: {}", w, reason_text(self, e)),
+                          true);
             TROUPE_LOG_WARN("supervisor", "cannot start {} on worker {}: {}",
                             shard_name(s.setup.stage, s.setup.spec.tp_rank), w,
                             self->system().render(e));
@@ -297,19 +305,31 @@ int sender_slot(state_ptr self) {
   return slot_of(self, caf::actor_cast<caf::actor_addr>(self->current_sender()));
 }
 
-// Why a shard ended, for logs and replies: the text it gave (shard.cpp's errors carry one
-// string), else CAF's rendering ("exited" for a normal exit).
+// Why a shard ended, for logs and replies: troupe's error as it reads ("shape_mismatch:
+// ..."), the text a CAF error carries (shard.cpp's), else CAF's rendering ("exited" for a
+// normal exit).
 std::string reason_text(state_ptr self, const caf::error& e) {
   if (!e) return "exited";
+  if (e.category() == caf::atom("troupe")) return from_caf(e).to_string();
   const auto& ctx = e.context();
   if (ctx.size() == 1 && ctx.match_element<std::string>(0)) return ctx.get_as<std::string>(0);
   return self->system().render(e);
 }
 
+// A refusal to load that no restart can change: what the checkpoint, the plan or the order
+// is (a shape, a dtype, a missing or corrupt tensor, an order a worker rejects). Troupe's
+// errors only (a crash, a lost worker or memory that ran out are worth another attempt).
+bool refused_for_good(const caf::error& e) {
+  if (!e || e.category() != caf::atom("troupe")) return false;
+  const errc c = from_caf(e).code;
+  return c == errc::shape_mismatch || c == errc::unsupported || c == errc::not_found ||
+         c == errc::corrupt_file || c == errc::invalid_argument;
+}
+
 // A shard is gone (dead or abandoned): pause the engine, free its siblings, schedule a respawn.
 // `cannot_load`: it refused to load what it was given (a shape, a dtype, a missing tensor),
 // which another attempt would refuse the same way: given up on at once, never retried.
-void lost(state_ptr self, size_t i, const std::string& why, bool cannot_load = false) {
+void lost(state_ptr self, size_t i, const std::string& why, bool cannot_load) {
   auto& st = self->state;
   auto& s = st.slots[i];
   const int stage = s.setup.stage, rank = s.setup.spec.tp_rank;
@@ -389,8 +409,7 @@ supervisor_impl::behavior_type supervisor_behavior(state_ptr self, supervisor_se
   self->set_down_handler([=](caf::down_msg& dm) {
     const int i = slot_of(self, dm.source);
     if (i < 0) return; // an abandoned shard finally ended
-    lost(self, static_cast<size_t>(i), reason_text(self, dm.reason),
-         dm.reason == caf::sec::invalid_argument); // a refused load (shard.cpp)
+    lost(self, static_cast<size_t>(i), reason_text(self, dm.reason), refused_for_good(dm.reason));
   });
   self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
   return {

@@ -24,7 +24,9 @@ void random_blocks(dtype t, int64_t blocks, float sigma, const std::function<uin
     std::memcpy(out + i, &x, static_cast<size_t>(std::min<int64_t>(8, blocks * bytes - i)));
   }
   // where each format keeps its f16 factor (and minimum), and the largest |code x scale| each
-  // multiplies: the factor maps it to 5 sigma, the minimum to half that (negative: added)
+  // multiplies: the factor maps it to 5 sigma, the minimum to half that (negative: added).
+  // IQ4_NL's span is twice its largest value: its codes are uniform over values that reach
+  // 127 (no sub-block scale spreads them), so 2.5 sigma keeps a block's spread a weight's.
   struct factors {
     dtype t;
     int d_at;

@@ -12,20 +12,33 @@ const std::string* find(const std::map<std::string, std::string>& h, const char*
   return it == h.end() ? nullptr : &it->second;
 }
 
-// A header value echoed back: only the characters header names and methods use, so a hostile
-// request cannot put a line break or anything else into the answer's headers.
+// A header value echoed back: only the characters of header names (RFC 9110 tokens) and the
+// list's commas and spaces, so a hostile request cannot put a line break, a colon or anything
+// else into the answer's headers.
 std::string token_list(const std::string& v) {
+  static const std::string extra = "!#$%&'*+-.^_`|~, ";
   std::string out;
   for (char c : v)
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == ' ')
-      out += c;
+    if (std::isalnum(static_cast<unsigned char>(c)) || extra.find(c) != std::string::npos) out += c;
   return out;
+}
+
+// An origin as given on the command line, as a browser sends it: no surrounding spaces
+// ("a, b" split at the comma), no trailing slash.
+std::string normalised(std::string o) {
+  while (!o.empty() && std::isspace(static_cast<unsigned char>(o.back()))) o.pop_back();
+  size_t b = 0;
+  while (b < o.size() && std::isspace(static_cast<unsigned char>(o[b]))) ++b;
+  o.erase(0, b);
+  if (o.size() > 1 && o.back() == '/') o.pop_back();
+  return o;
 }
 
 } // namespace
 
-cors_policy::cors_policy(std::vector<std::string> origins)
-    : origins_(std::move(origins)) {
+cors_policy::cors_policy(std::vector<std::string> origins) {
+  for (auto& o : origins)
+    if (auto n = normalised(std::move(o)); !n.empty()) origins_.push_back(std::move(n));
   any_ = std::find(origins_.begin(), origins_.end(), "*") != origins_.end();
 }
 

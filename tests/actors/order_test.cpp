@@ -45,6 +45,9 @@ struct journal {
   std::vector<uint64_t> halts;
   std::vector<group_order> groups;
   std::vector<caf::actor> shards; // every stand-in shard spawned, in order
+  std::vector<int32_t> down_how;  // how each shard went down (shard_down)
+  bool refuse = false;            // the pool answers every spawn with a refusal of the order
+  int spawn_requests = 0;
 };
 
 engine_actor::behavior_type fake_engine(engine_actor::pointer, journal* j) {
@@ -55,8 +58,9 @@ engine_actor::behavior_type fake_engine(engine_actor::pointer, journal* j) {
       [](stats_atom) { return engine_stats{}; },
       [](done_atom, const step_done&) {},
       [](failed_atom, const step_failed&) {},
-      [=](down_atom, int32_t stage, int32_t rank, const std::string&, int32_t) {
+      [=](down_atom, int32_t stage, int32_t rank, const std::string&, int32_t how) {
         j->downs.emplace_back(stage, rank);
+        j->down_how.push_back(how);
       },
       [=](up_atom, uint64_t epoch, int64_t) { j->ups.push_back(epoch); },
       [=](route_atom, const route_update& u) { j->engine_routes.push_back(u.epoch); },
@@ -104,7 +108,10 @@ pool_actor::behavior_type fake_pool(pool_actor::pointer self, journal* j) {
       [](join_atom, int32_t, uint32_t, const std::vector<uint8_t>&, const caf::actor&) {
         return false;
       },
-      [=](spawn_atom, int32_t, const shard_order& o) -> caf::actor {
+      [=](spawn_atom, int32_t, const shard_order& o) -> caf::result<caf::actor> {
+        ++j->spawn_requests;
+        if (j->refuse) // as a worker refuses an order it cannot carry out (check_order)
+          return to_caf(error{errc::invalid_argument, "shard order: weights quantized to type 99"});
         auto s = self->spawn(fake_shard, o, j);
         j->shards.push_back(s);
         return s;
@@ -386,3 +393,20 @@ TEST_F(WorkerPoolOrder, AWorkerJoinsOnlyWithAnAnswerToItsOwnChallenge) {
 }
 
 } // namespace
+
+// A worker that refuses an order (it would refuse it again: a bad order, no model) is not
+// asked again every 500 ms: the shard is given up on at once, and the engine hears that it
+// cannot load.
+TEST_F(SupervisorOrder, AnOrderAWorkerRefusesIsGivenUpAtOnce) {
+  j.refuse = true;
+  join_workers();
+  EXPECT_EQ(j.spawn_requests, 4);
+  ASSERT_EQ(j.down_how.size(), 4u);
+  for (int32_t how : j.down_how) EXPECT_EQ(how, shard_down::cannot_load);
+  for (int i = 0; i < 20; ++i) { // 20 s of timers: no placement is retried
+    sched->advance_time(std::chrono::seconds(1));
+    sched->run();
+  }
+  EXPECT_EQ(j.spawn_requests, 4);
+  EXPECT_TRUE(j.ups.empty());
+}

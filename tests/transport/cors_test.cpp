@@ -43,6 +43,14 @@ TEST(Cors, AnExactListNamesOnlyItsOrigins) {
   EXPECT_EQ(value(p.response_headers({}), "Access-Control-Allow-Origin"), "(absent)");
 }
 
+TEST(Cors, OriginsAsTypedMatchAsBrowsersSendThem) {
+  cors_policy p({" https://a.example", "https://b.example/ ", ""});
+  EXPECT_TRUE(p.allows("https://a.example"));
+  EXPECT_TRUE(p.allows("https://b.example"));
+  EXPECT_FALSE(p.allows(""));
+  EXPECT_FALSE(cors_policy({"", " "}).enabled());
+}
+
 TEST(Cors, AWildcardAllowsAnyOriginWithoutVarying) {
   cors_policy p({"*"});
   const auto h = p.response_headers({{"origin", "https://anything.example"}});
@@ -66,13 +74,13 @@ TEST(Cors, Preflights) {
   EXPECT_EQ(value(h, "Access-Control-Allow-Headers"), "Authorization, Content-Type");
   EXPECT_NE(value(h, "Access-Control-Max-Age"), "(absent)");
   auto asked = pre;
-  asked["access-control-request-headers"] = "authorization, x-stainless-os\r\nSet-Cookie: a=b";
+  asked["access-control-request-headers"] = "authorization, x-stainless-os, x.y\r\nSet-Cookie: a=b";
   h = p.preflight_headers(asked);
   const std::string allowed = value(h, "Access-Control-Allow-Headers");
   EXPECT_EQ(allowed.find('\r'), std::string::npos);
   EXPECT_EQ(allowed.find('\n'), std::string::npos);
   EXPECT_EQ(allowed.find(':'), std::string::npos);
-  EXPECT_EQ(allowed.rfind("authorization, x-stainless-os", 0), 0u) << allowed;
+  EXPECT_EQ(allowed.rfind("authorization, x-stainless-os, x.y", 0), 0u) << allowed;
   auto evil = pre;
   evil["origin"] = "https://evil.example";
   EXPECT_TRUE(p.preflight_headers(evil).empty());
