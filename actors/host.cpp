@@ -248,6 +248,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
       sh.opt.kv_blocks = in.kv_blocks;
       sh.opt.block_size = o.block_size;
       sh.opt.kv_dtype = o.kv_dtype;
+      sh.opt.quantize = o.quantize;
       sh.stage = static_cast<int>(s);
       sh.hop = routes.hop_of_stage(static_cast<int>(s));
       sh.last = sh.spec.last_stage;

@@ -49,8 +49,9 @@ struct host_options {
   int64_t kv_blocks = 0;           // 0: from kv_memory
   int64_t kv_memory = 256ll << 20; // bytes of KV per shard
   dtype kv_dtype = dtype::f32;
-  scheduler_config sched; // eos ids and context are filled from the model
-  int max_inflight = 0;   // 0: one per stage
+  dtype quantize = dtype::f32; // f32: weights as published; q8_0 / q4_0 (exec_options)
+  scheduler_config sched;      // eos ids and context are filled from the model
+  int max_inflight = 0;        // 0: one per stage
   fault_plan faults;
   double step_timeout_s = 60;
   double hang_timeout_s = 60;

@@ -241,6 +241,7 @@ struct shard_order {
   int64_t kv_blocks = 0;
   int32_t block_size = 16;
   uint8_t kv_dtype = 0, where = 0;
+  uint8_t quantize = 0;      // dtype matrices are quantized to at load (f32: none)
   int32_t device = 0;        // which GPU (where == cuda)
   bool nccl = false;         // every rank of its stage on a GPU: the stage sums over NCCL
   std::vector<int32_t> cpus; // pin the shard's threads (empty: anywhere)
@@ -253,8 +254,8 @@ struct shard_order {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_order& x) {
   return f(caf::meta::type_name("shard_order"), x.model_path, x.stage, x.hop, x.last, x.spec,
-           x.threads, x.kv_blocks, x.block_size, x.kv_dtype, x.where, x.device, x.nccl, x.cpus,
-           x.group_timeout_s, x.hang_timeout_s, x.faults, x.supervisor);
+           x.threads, x.kv_blocks, x.block_size, x.kv_dtype, x.quantize, x.where, x.device, x.nccl,
+           x.cpus, x.group_timeout_s, x.hang_timeout_s, x.faults, x.supervisor);
 }
 
 template <class Inspector>

@@ -104,7 +104,7 @@ shard_order order_for(state_ptr self, const slot& s) {
   o.kv_blocks = sh.opt.kv_blocks;
   o.block_size = sh.opt.block_size;
   o.kv_dtype = static_cast<uint8_t>(sh.opt.kv_dtype);
-  //QUANTIZE_PLACEHOLDER
+  o.quantize = static_cast<uint8_t>(sh.opt.quantize);
   o.where = static_cast<uint8_t>(sh.opt.where);
   o.device = sh.opt.device;
   o.nccl = sh.nccl_across;

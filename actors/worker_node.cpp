@@ -27,6 +27,9 @@ status check_order(const shard_order& o, const model_config& c) {
   const auto kv = static_cast<dtype>(o.kv_dtype);
   if (o.kv_dtype >= dtype_count || (kv != dtype::f32 && kv != dtype::f16 && kv != dtype::bf16))
     return bad(fmt::format("KV element type {}", o.kv_dtype));
+  const auto q = static_cast<dtype>(o.quantize);
+  if (o.quantize >= dtype_count || (q != dtype::f32 && q != dtype::q8_0 && q != dtype::q4_0))
+    return bad(fmt::format("weights quantized to type {}", o.quantize));
   if (o.where > static_cast<uint8_t>(kernels::backend::cuda)) return bad("unknown backend");
   if (o.device < 0 || o.device > 1024) return bad(fmt::format("device index {}", o.device));
   if (o.nccl && (o.where != static_cast<uint8_t>(kernels::backend::cuda) || o.spec.tp_size < 2))
@@ -155,6 +158,7 @@ node_impl::behavior_type node(node_ptr self, worker_options opt, pool_actor regi
         sh.opt.kv_blocks = o.kv_blocks;
         sh.opt.block_size = o.block_size;
         sh.opt.kv_dtype = static_cast<dtype>(o.kv_dtype);
+        sh.opt.quantize = static_cast<dtype>(o.quantize);
         sh.opt.where = static_cast<kernels::backend>(o.where);
         sh.opt.device = o.device;
         sh.opt.cpus.assign(o.cpus.begin(), o.cpus.end());

@@ -25,7 +25,7 @@ namespace troupe::cli {
 namespace {
 
 struct bench_opts {
-  std::string model, placement, kv_dtype = "f32", device = "cpu";
+  std::string model, placement, kv_dtype = "f32", device = "cpu", quantize;
   int threads = 1, prompt_tokens = 64, gen_tokens = 64, repeats = 5, tp = 1, ep = 1, pp = 1;
   bool json = false, actors = false, no_fuse = false, profile = false;
 };
@@ -47,6 +47,8 @@ expected<actor_speed> bench_actors(const bench_opts& o, std::shared_ptr<const mo
   actors::host_options ho;
   ho.threads_per_shard = o.threads;
   ho.kv_dtype = kv_dtype;
+  TROUPE_TRY_ASSIGN(q, parse_quantize(o.quantize));
+  ho.quantize = q;
   auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp)
                                    : parse_placement(m->config, o.placement);
   if (!place) return place.error();
@@ -82,8 +84,9 @@ expected<actor_speed> bench_actors(const bench_opts& o, std::shared_ptr<const mo
   return out;
 }
 
-// Decode bytes of the whole model (one shard holding everything), whatever path runs it.
-int64_t decode_bytes_of(std::shared_ptr<const model_source> m);
+// Decode bytes of the whole model (one shard holding everything, its matrices quantized to
+// `quantize` where they are at load), whatever path runs it.
+int64_t decode_bytes_of(std::shared_ptr<const model_source> m, dtype quantize);
 
 int run_bench(const bench_opts& o) {
   auto m = open_model_verbose(o.model.empty() ? default_model_path() : o.model, o.json);
@@ -96,6 +99,9 @@ int run_bench(const bench_opts& o) {
   const auto kvd = parse_kv_dtype(o.kv_dtype);
   if (!kvd) return fail(kvd.error());
   ro.kv_dtype = *kvd;
+  const auto q = parse_quantize(o.quantize);
+  if (!q) return fail(q.error());
+  ro.quantize = *q;
   const auto dev = parse_device(o.device);
   if (!dev) return fail(dev.error());
   if (dev->cuda) {
@@ -168,7 +174,7 @@ int run_bench(const bench_opts& o) {
     }
   const bool int8_prefill = pre_calls && 2 * pre_int8 > pre_calls && int8_peak > 0;
   const double pre_peak = int8_prefill ? int8_peak : peak;
-  const int64_t bytes = decode_bytes_of(*m);
+  const int64_t bytes = decode_bytes_of(*m, ro.quantize);
   const double dec = median(decode), pre = median(prefill);
   const double bound_tok = bw / static_cast<double>(bytes);
   // the per-token tail: a descheduled vCPU shows up here, not in the median
@@ -283,11 +289,12 @@ int run_bench(const bench_opts& o) {
   return 0;
 }
 
-int64_t decode_bytes_of(std::shared_ptr<const model_source> m) {
+int64_t decode_bytes_of(std::shared_ptr<const model_source> m, dtype quantize) {
   shard_spec spec;
   spec.layer_end = static_cast<int>(m->config.n_layer);
   exec::exec_options o;
   o.kv_blocks = 2;
+  o.quantize = quantize;
   auto e = exec::executor::create(m, spec, o, nullptr);
   return e ? (*e)->decode_weight_bytes() : 0;
 }
@@ -309,6 +316,9 @@ void add_bench(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--json", o->json, "one JSON object");
   cmd->add_flag("--no-fuse", o->no_fuse, "run the unfused op sequence (for comparison)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type: f32, f16 or bf16");
+  cmd->add_option("--quantize", o->quantize,
+                  "quantize matrices stored in f32 / f16 / bf16 to q8_0 or q4_0 as they load "
+                  "(none: as published)");
   cmd->add_option("--device", o->device,
                   "where the single shard runs: cpu, cpu:A-B (pinned), cuda or cuda:N");
   cmd->add_flag("--profile", o->profile,

@@ -22,7 +22,7 @@ struct opts {
   uint64_t seed = 0;
   bool json = false, quiet = false, no_bos = false;
   int tp = 1, ep = 1, pp = 1;
-  std::string placement;
+  std::string placement, quantize;
   worker_flags workers;
 };
 
@@ -32,6 +32,9 @@ int run_sharded(const opts& o, std::shared_ptr<const model_source> m,
   actors::host_options ho;
   ho.threads_per_shard = o.threads;
   ho.where = o.backend == "ref" ? kernels::backend::ref : kernels::backend::cpu;
+  const auto q = parse_quantize(o.quantize);
+  if (!q) return fail(q.error());
+  ho.quantize = *q;
   auto place = o.placement.empty() ? even_placement(m->config, o.tp, o.pp)
                                    : parse_placement(m->config, o.placement);
   if (!place) return fail(place.error());
@@ -106,6 +109,9 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--seed", o->seed, "seed for sampling (same seed, same text)");
   cmd->add_option("--threads", o->threads, "compute threads")->check(CLI::Range(1, 256));
   cmd->add_option("--backend", o->backend, "cpu or ref")->check(CLI::IsMember({"cpu", "ref"}));
+  cmd->add_option("--quantize", o->quantize,
+                  "quantize matrices stored in f32 / f16 / bf16 to q8_0 or q4_0 as they load "
+                  "(none: as published)");
   cmd->add_option("--tp", o->tp, "tensor-parallel shards per stage")->check(CLI::Range(1, 64));
   cmd->add_option("--ep", o->ep, "expert parallelism: 1, or --tp (each shard holds whole experts)")
       ->check(CLI::Range(1, 64));
@@ -130,6 +136,9 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
       exec::exec_options ro;
       ro.threads = o->threads;
       ro.where = o->backend == "ref" ? kernels::backend::ref : kernels::backend::cpu;
+      const auto q = parse_quantize(o->quantize);
+      if (!q) return fail(q.error());
+      ro.quantize = *q;
       auto g = exec::generator::create(*m, ro);
       if (!g) return fail(g.error());
       exec::generate_options go;

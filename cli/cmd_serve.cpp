@@ -32,7 +32,7 @@ extern "C" void record_stop_signal(int sig) {
 
 struct serve_opts {
   std::string model, host = "127.0.0.1", placement, api_key, kv_memory = "256MiB", name,
-                     kv_dtype = "f32";
+                     kv_dtype = "f32", quantize;
   int port = 8080, tp = 1, ep = 1, pp = 1, threads = 1, block_size = 16, max_batch_tokens = 512,
       max_seqs = 256;
   int64_t max_waiting = 1024;
@@ -115,6 +115,9 @@ int run_serve(const serve_opts& o) {
   const auto kvd = parse_kv_dtype(o.kv_dtype);
   if (!kvd) return fail(kvd.error());
   ho.kv_dtype = *kvd;
+  const auto q = parse_quantize(o.quantize);
+  if (!q) return fail(q.error());
+  ho.quantize = *q;
   ho.sched.max_batch_tokens = o.max_batch_tokens;
   ho.sched.max_seqs = o.max_seqs;
   ho.sched.step_target_s = o.step_target_ms / 1e3;
@@ -215,6 +218,9 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--kv-memory", o->kv_memory,
                   "KV cache per shard: bytes (512MiB) or a fraction of free memory (0.5)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type: f32, f16 or bf16");
+  cmd->add_option("--quantize", o->quantize,
+                  "quantize matrices stored in f32 / f16 / bf16 to q8_0 or q4_0 as they load "
+                  "(none: as published)");
   cmd->add_option("--block-size", o->block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "token budget per step")
       ->check(CLI::Range(1, 1 << 20));

@@ -53,6 +53,14 @@ expected<dtype> parse_kv_dtype(const std::string& s) {
   return *t;
 }
 
+expected<dtype> parse_quantize(const std::string& s) {
+  if (s.empty() || s == "none") return dtype::f32;
+  const auto t = parse_dtype(s);
+  if (!t || (*t != dtype::q8_0 && *t != dtype::q4_0))
+    return make_error(errc::invalid_argument, "--quantize '{}': give q8_0, q4_0 or none", s);
+  return *t;
+}
+
 int fail(const error& e) {
   fmt::print(stderr, "troupe: {}\n", e.to_string());
   return e.code == errc::invalid_argument ? 2 : 1;

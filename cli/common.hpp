@@ -19,6 +19,8 @@ expected<std::shared_ptr<const model_source>> open_model_verbose(const std::stri
                                                                  bool quiet);
 /// The KV cache's element type from --kv-dtype (f32, f16 or bf16).
 expected<dtype> parse_kv_dtype(const std::string& s);
+/// --quantize: q8_0 / q4_0, or none (dtype::f32: the weights as published).
+expected<dtype> parse_quantize(const std::string& s);
 /// Prints "troupe: <error>" to stderr and returns an exit code (2 for bad arguments, 1 else).
 int fail(const error& e);
 

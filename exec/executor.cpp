@@ -115,6 +115,8 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
   e->base_ = std::move(whole);
   TROUPE_TRY_ASSIGN(w, load_weights(*m, e->base_));
   e->weights_ = std::move(w);
+  if (opt.quantize != dtype::f32)
+    TROUPE_TRY(quantize_weights(*m, e->base_, e->weights_, opt.quantize));
   TROUPE_TRY_ASSIGN(be, opt.host_as_device
                             ? make_emulated_device_backend()
                             : make_backend(opt.where, opt.device, opt.threads, opt.cpus));

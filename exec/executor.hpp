@@ -57,6 +57,9 @@ struct exec_options {
   // only the layout, the published rows are released (executor::released_bytes), so those
   // matrices add only the largest of them while it is made (executor::layout_need)
   int64_t pack_budget = -1;
+  // matrices stored in f32 / f16 / bf16 quantized at load (q8_0 or q4_0: `--quantize`;
+  // quantize_weights.cpp); f32: as published
+  dtype quantize = dtype::f32;
 };
 
 /// Time spent in one kernel over the profiled steps of one row class.

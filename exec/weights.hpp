@@ -24,4 +24,15 @@ struct loaded_weights {
 /// Every weight a node of `g` reads.
 expected<loaded_weights> load_weights(const model_source& m, const graph::graph& g);
 
+struct quantized_weights {
+  int64_t matrices = 0;
+  int64_t published_bytes = 0, quantized_bytes = 0;
+};
+
+/// The f32 / f16 / bf16 matrices of `w` that only matmuls and embedding lookups of `g` read,
+/// quantized to `to` (q8_0 or q4_0) where their rows are whole blocks, in place, with their
+/// values' dtype in `g` (quantize_weights.cpp); the published rows are released.
+expected<quantized_weights> quantize_weights(const model_source& m, graph::graph& g,
+                                             loaded_weights& w, dtype to);
+
 } // namespace troupe::exec

@@ -415,3 +415,32 @@ TEST(SynthPresets, ASplitInsideKQuantBlocksFailsAtOnce) {
   EXPECT_NE(out.error().message.find("whole blocks"), std::string::npos) << out.error().message;
   std::filesystem::remove(so.out);
 }
+
+// Matrices quantized at load (--quantize q8_0) in every shard of TP 2 x PP 2 (each quantizes
+// its own slices) give the single-process generator's greedy tokens with the same option.
+TEST(Pipeline, QuantizedAtLoadShardsLikeOneProcess) {
+  exec::exec_options eo;
+  eo.quantize = dtype::q8_0;
+  auto g = exec::generator::create(stories(), eo);
+  ASSERT_TRUE(g) << g.error().to_string();
+  exec::generate_options go;
+  go.max_tokens = 24;
+  go.stop_at_eos = false;
+  const auto want = (*g)->run(single_device().prompt, go)->tokens;
+  host_options o;
+  o.place = *even_placement(stories()->config, 2, 2);
+  o.quantize = dtype::q8_0;
+  auto h = host::start(stories(), o);
+  ASSERT_TRUE(h) << h.error().to_string();
+  ASSERT_TRUE((*h)->wait_ready(60)) << (*h)->stats().not_ready_reason;
+  auto out = (*h)->generate(greedy_request(single_device().prompt, 24));
+  ASSERT_TRUE(out) << out.error().to_string();
+  EXPECT_EQ((*out)[0].tokens, want);
+  // each shard holds about half its f32 bytes (ffn_down's 172 columns and the norms stay f32)
+  o.quantize = dtype::f32;
+  auto f = host::start(stories(), o);
+  ASSERT_TRUE(f && (*f)->wait_ready(60));
+  const auto q = (*h)->resident_bytes(), p = (*f)->resident_bytes();
+  ASSERT_EQ(q.size(), p.size());
+  for (size_t i = 0; i < q.size(); ++i) EXPECT_LT(q[i], 0.6 * p[i]) << "shard " << i;
+}

@@ -1,0 +1,100 @@
+// quantize_weights.cpp: a shard's matrices stored in f32 / f16 / bf16 quantized to q8_0 or
+// q4_0 as it loads (`--quantize`, exec_options::quantize; weights.hpp). Only matrices that
+// matmuls and embedding lookups alone read are quantized (their kernels take every block
+// format; a weight another op reads stays as published), and only where each row is whole
+// 32-value blocks. Blocks follow GGUF's reference quantizer (core/convert.hpp), so a matrix
+// quantized here holds the bytes llama-quantize writes for it. The published rows mapped from
+// the checkpoint are released afterwards (they fault back in from the file if read again),
+// and a copy the loader made (a column slice) is freed.
+// Tests: tests/exec/quantize_weights_test.cpp
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "core/convert.hpp"
+#include "core/log.hpp"
+#include "exec/weights.hpp"
+
+namespace troupe::exec {
+namespace {
+
+using graph::vid;
+
+bool quantizable_reader(const graph::node& n) {
+  return n.kind == graph::node_kind::op &&
+         (n.op == kernels::op::matmul || n.op == kernels::op::matmul_swiglu ||
+          n.op == kernels::op::matmul_qkv || n.op == kernels::op::embedding);
+}
+
+} // namespace
+
+expected<quantized_weights> quantize_weights(const model_source& m, graph::graph& g,
+                                             loaded_weights& w, dtype to) {
+  if (to != dtype::q8_0 && to != dtype::q4_0)
+    return make_error(errc::unsupported, "--quantize {}: weights quantize at load to q8_0 or q4_0",
+                      name(to));
+  // each weight's bytes: whether every node that reads them may take a block format
+  std::map<const void*, bool> only_matmuls;
+  for (const auto& n : g.nodes)
+    for (vid v : n.in) {
+      if (v == graph::none) continue;
+      const tensor_view& t = w.views[static_cast<size_t>(v)];
+      if (!t.data) continue;
+      auto [it, fresh] = only_matmuls.emplace(t.data, quantizable_reader(n));
+      if (!fresh) it->second = it->second && quantizable_reader(n);
+    }
+  auto file_of = [&](const void* p) -> const mapped_file* {
+    if (m.tensors)
+      for (const auto& f : m.tensors->files())
+        if (f->contains(p)) return f.get();
+    return nullptr;
+  };
+  quantized_weights out;
+  std::map<std::pair<const void*, int64_t>, tensor_view> done; // (data, bytes) -> quantized
+  std::vector<float> row;
+  for (size_t i = 0; i < w.views.size(); ++i) {
+    tensor_view& v = w.views[i];
+    if (!v.data || v.dims.rank != 2 || !v.contiguous()) continue;
+    if (v.type != dtype::f32 && v.type != dtype::f16 && v.type != dtype::bf16) continue;
+    const auto r = only_matmuls.find(v.data);
+    if (r == only_matmuls.end() || !r->second || v.cols() % block_elems(to) != 0) continue;
+    const auto key = std::pair{static_cast<const void*>(v.data), v.nbytes()};
+    if (auto d = done.find(key); d != done.end()) { // a tensor two values read (tied tables)
+      w.resident_bytes -= v.nbytes() - d->second.nbytes();
+      v = d->second;
+      g.values[i].type = to;
+      continue;
+    }
+    const int64_t rows = v.rows(), cols = v.cols();
+    const int64_t rb_in = row_bytes(v.type, cols), rb_out = row_bytes(to, cols);
+    TROUPE_TRY_ASSIGN(buf, buffer::allocate(static_cast<size_t>(rows * rb_out), false));
+    row.resize(static_cast<size_t>(cols));
+    const auto* src = static_cast<const uint8_t*>(v.data);
+    for (int64_t i = 0; i < rows; ++i) {
+      to_f32(v.type, src + i * rb_in, row.data(), cols);
+      from_f32(to, row.data(), buf.as<uint8_t>() + i * rb_out, cols);
+    }
+    tensor_view q(buf.data(), to, shape{rows, cols});
+    ++out.matrices;
+    out.published_bytes += v.nbytes();
+    out.quantized_bytes += q.nbytes();
+    w.resident_bytes += q.nbytes() - v.nbytes();
+    // the published bytes: released from the file's mapping, or the loader's copy freed
+    if (const mapped_file* f = file_of(v.data)) {
+      f->release(v.data, static_cast<size_t>(v.nbytes()));
+    } else {
+      for (auto& b : w.owned)
+        if (b.data() == v.data) b = buffer{};
+    }
+    w.owned.push_back(std::move(buf));
+    done.emplace(key, q);
+    v = q;
+    g.values[i].type = to; // the kernels are chosen for what the shard now holds
+  }
+  if (out.matrices > 0)
+    TROUPE_LOG_INFO("exec", "quantized {} matrices to {} at load: {:.3f} -> {:.3f} GB",
+                    out.matrices, name(to), out.published_bytes / 1e9, out.quantized_bytes / 1e9);
+  return out;
+}
+
+} // namespace troupe::exec

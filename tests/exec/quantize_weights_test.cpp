@@ -1,0 +1,135 @@
+// quantize_weights_test.cpp: matrices quantized as they load (`--quantize`,
+// exec/quantize_weights.cpp) hold the bytes llama.cpp's own quantizer writes for them
+// (llama-quantize --pure of the same f32 stories260K: tests/fixtures/quantize_load; the scales
+// equal, a code off by one only where the two round a tie differently), and only matrices with
+// whole blocks are quantized (stories260K's ffn_down, 172 columns, and the norms stay f32; the
+// quantizer fell back to f16 for ffn_down). The model then computes what the llama-quantized
+// file computes, from a GGUF and from a Hugging Face directory.
+#include <cmath>
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+
+#include "../test_paths.hpp"
+#include "arch/family.hpp"
+#include "arch/model_source.hpp"
+#include "exec/weights.hpp"
+#include "graph/passes.hpp"
+#include "greedy_util.hpp"
+
+using namespace troupe;
+
+namespace {
+
+std::shared_ptr<const model_source> open(const std::string& path) {
+  auto m = open_model(path);
+  EXPECT_TRUE(m) << path << ": " << (m ? "" : m.error().to_string());
+  return m ? *m : nullptr;
+}
+
+// Code j of a block of `t` (q8_0: int8; q4_0: the nibble).
+int code(dtype t, const uint8_t* blk, int j) {
+  if (t == dtype::q8_0) return static_cast<int8_t>(blk[2 + j]);
+  return j < 16 ? blk[2 + j] & 0x0f : blk[2 + j - 16] >> 4;
+}
+
+} // namespace
+
+class QuantizeAtLoad : public ::testing::TestWithParam<dtype> {};
+
+TEST_P(QuantizeAtLoad, MatricesHoldTheBytesLlamaQuantizeWrites) {
+  const dtype t = GetParam();
+  auto m = open(test::model_path("stories260K/stories260K.gguf"));
+  auto ref =
+      open(test::fixture_path("quantize_load/stories260K-" + std::string(name(t)) + ".gguf"));
+  ASSERT_TRUE(m && ref);
+  auto g = arch::build_graph(*m);
+  ASSERT_TRUE(g) << g.error().to_string();
+  ASSERT_TRUE(graph::infer_shapes(*g));
+  auto w = exec::load_weights(*m, *g);
+  ASSERT_TRUE(w) << w.error().to_string();
+  const int64_t before = w->resident_bytes;
+  auto q = exec::quantize_weights(*m, *g, *w, t);
+  ASSERT_TRUE(q) << q.error().to_string();
+  EXPECT_GT(q->matrices, 20);
+  EXPECT_LT(w->resident_bytes, before);
+  int compared = 0, kept = 0;
+  int64_t codes = 0, off_by_one = 0;
+  for (size_t i = 0; i < w->views.size(); ++i) {
+    const tensor_view& v = w->views[i];
+    if (!v.data) continue;
+    const std::string& tensor = g->values[i].w.name;
+    const tensor_info* r = ref->tensors->find(tensor);
+    ASSERT_NE(r, nullptr) << tensor;
+    if (v.type != t) { // left as published: not whole blocks, or not a matrix
+      EXPECT_EQ(v.type, dtype::f32) << tensor;
+      EXPECT_TRUE(v.dims.rank == 1 || v.cols() % 32 != 0) << tensor;
+      ++kept;
+      continue;
+    }
+    ASSERT_EQ(r->type, t) << tensor;
+    ASSERT_EQ(static_cast<uint64_t>(v.nbytes()), r->nbytes) << tensor;
+    const auto* a = static_cast<const uint8_t*>(v.data);
+    const int64_t bb = info(t).block_bytes;
+    for (int64_t b = 0; b < v.nbytes() / bb; ++b) {
+      const uint8_t* x = a + b * bb;
+      const uint8_t* y = r->data + b * bb;
+      ASSERT_EQ(x[0], y[0]) << tensor << " block " << b; // the f16 scale
+      ASSERT_EQ(x[1], y[1]) << tensor << " block " << b;
+      for (int j = 0; j < 32; ++j) {
+        const int d = std::abs(code(t, x, j) - code(t, y, j));
+        ASSERT_LE(d, 1) << tensor << " block " << b << " value " << j;
+        off_by_one += d;
+        ++codes;
+      }
+    }
+    ++compared;
+  }
+  EXPECT_GE(compared, 20);
+  EXPECT_GE(kept, 5); // ffn_down of each layer, the norms
+  EXPECT_LE(off_by_one * 1000, codes) << off_by_one << " of " << codes << " codes differ";
+  std::printf("%s: %d matrices compared, %lld of %lld codes off by one\n", name(t).data(), compared,
+              static_cast<long long>(off_by_one), static_cast<long long>(codes));
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, QuantizeAtLoad, ::testing::Values(dtype::q8_0, dtype::q4_0),
+                         [](const auto& info) { return std::string(name(info.param)); });
+
+// The f32 model quantized at load generates what the llama-quantized file generates (greedy
+// tokens; last-position logits within f16's rounding of ffn_down, which that file holds in
+// f16), on the fast CPU kernels; and a Hugging Face directory quantizes as it loads too.
+TEST(QuantizeAtLoad, TheModelComputesWhatTheQuantizedFileComputes) {
+  auto m = open(test::model_path("stories260K/stories260K.gguf"));
+  auto ref = open(test::fixture_path("quantize_load/stories260K-q8_0.gguf"));
+  ASSERT_TRUE(m && ref);
+  exec::exec_options o;
+  o.quantize = dtype::q8_0;
+  auto a = test::generator_of(m, o);
+  auto b = test::generator_of(ref, exec::exec_options{});
+  ASSERT_TRUE(a && b);
+  const std::vector<int32_t> prompt = *m->tok->encode("Once upon a time", true, false);
+  const auto x = test::greedy(*a, prompt, 24), y = test::greedy(*b, prompt, 24);
+  EXPECT_EQ(x.tokens, y.tokens);
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < y.prompt_logits.size(); ++i) {
+    scale = std::max(scale, std::fabs(static_cast<double>(y.prompt_logits[i])));
+    diff = std::max(diff, std::fabs(static_cast<double>(x.prompt_logits[i] - y.prompt_logits[i])));
+  }
+  EXPECT_LE(diff, 1e-2 * scale);
+  auto hf = open(test::model_path("stories260K-hf"));
+  ASSERT_TRUE(hf);
+  auto h = test::generator_of(hf, o);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(test::greedy(*h, prompt, 24).tokens, x.tokens);
+}
+
+// Anything but q8_0 / q4_0 is refused, naming the option.
+TEST(QuantizeAtLoad, OtherTypesAreRefused) {
+  auto m = open(test::model_path("stories260K/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  exec::exec_options o;
+  o.quantize = dtype::q4_k;
+  auto g = exec::generator::create(m, o);
+  ASSERT_FALSE(g);
+  EXPECT_NE(g.error().message.find("--quantize"), std::string::npos) << g.error().message;
+}
