@@ -9,6 +9,7 @@
 // Tests: tests/exec/quantize_weights_test.cpp
 #include <algorithm>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "core/convert.hpp"
@@ -51,7 +52,6 @@ expected<quantized_weights> quantize_weights(const model_source& m, graph::graph
   };
   quantized_weights out;
   std::map<std::pair<const void*, int64_t>, tensor_view> done; // (data, bytes) -> quantized
-  std::vector<float> row;
   for (size_t i = 0; i < w.views.size(); ++i) {
     tensor_view& v = w.views[i];
     if (!v.data || v.dims.rank != 2 || !v.contiguous()) continue;
@@ -68,12 +68,23 @@ expected<quantized_weights> quantize_weights(const model_source& m, graph::graph
     const int64_t rows = v.rows(), cols = v.cols();
     const int64_t rb_in = row_bytes(v.type, cols), rb_out = row_bytes(to, cols);
     TROUPE_TRY_ASSIGN(buf, buffer::allocate(static_cast<size_t>(rows * rb_out), false));
-    row.resize(static_cast<size_t>(cols));
     const auto* src = static_cast<const uint8_t*>(v.data);
-    for (int64_t i = 0; i < rows; ++i) {
-      to_f32(v.type, src + i * rb_in, row.data(), cols);
-      from_f32(to, row.data(), buf.as<uint8_t>() + i * rb_out, cols);
-    }
+    auto* dst = buf.as<uint8_t>();
+    // rows split over the machine's cores (a load runs before any step: nothing else waits)
+    const int64_t n_threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1,
+                                                  std::max<int64_t>(1, rows / 64));
+    auto part = [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t i = r0; i < r1; ++i) {
+        to_f32(v.type, src + i * rb_in, row.data(), cols);
+        from_f32(to, row.data(), dst + i * rb_out, cols);
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int64_t t = 1; t < n_threads; ++t)
+      pool.emplace_back(part, rows * t / n_threads, rows * (t + 1) / n_threads);
+    part(0, rows / n_threads);
+    for (auto& th : pool) th.join();
     tensor_view q(buf.data(), to, shape{rows, cols});
     ++out.matrices;
     out.published_bytes += v.nbytes();
