@@ -1,6 +1,7 @@
 // quantize_weights.cpp: a shard's matrices stored in f32 / f16 / bf16 quantized to q8_0 or
 // q4_0 as it loads (`--quantize`, exec_options::quantize; weights.hpp). Only matrices that
-// matmuls and embedding lookups alone read are quantized (their kernels take every block
+// matmuls, embedding lookups and mixtures of experts (the stacked experts) alone read are
+// quantized (their kernels take every block
 // format; a weight another op reads stays as published), and only where each row is whole
 // 32-value blocks. Blocks follow GGUF's reference quantizer (core/convert.hpp), so a matrix
 // quantized here holds the bytes llama-quantize writes for it. The published rows mapped from
@@ -24,7 +25,8 @@ using graph::vid;
 bool quantizable_reader(const graph::node& n) {
   return n.kind == graph::node_kind::op &&
          (n.op == kernels::op::matmul || n.op == kernels::op::matmul_swiglu ||
-          n.op == kernels::op::matmul_qkv || n.op == kernels::op::embedding);
+          n.op == kernels::op::matmul_qkv || n.op == kernels::op::embedding ||
+          n.op == kernels::op::moe); // a moe's stacked experts: its matmuls over their rows
 }
 
 } // namespace
@@ -34,16 +36,25 @@ expected<quantized_weights> quantize_weights(const model_source& m, graph::graph
   if (to != dtype::q8_0 && to != dtype::q4_0)
     return make_error(errc::unsupported, "--quantize {}: weights quantize at load to q8_0 or q4_0",
                       name(to));
-  // each weight's bytes: whether every node that reads them may take a block format
+  // each weight's bytes: whether every node that reads them may take a block format. A
+  // mixture's router (the matmul the builder names "ffn_router") stays as published, as
+  // llama-quantize keeps ffn_gate_inp: the experts a token goes to must not move with it
   std::map<const void*, bool> only_matmuls;
-  for (const auto& n : g.nodes)
+  for (const auto& n : g.nodes) {
+    bool router = false;
+    for (vid o : n.out) {
+      const std::string& nm = g.values[static_cast<size_t>(o)].name;
+      router = router || nm.ends_with("ffn_router");
+    }
     for (vid v : n.in) {
       if (v == graph::none) continue;
       const tensor_view& t = w.views[static_cast<size_t>(v)];
       if (!t.data) continue;
-      auto [it, fresh] = only_matmuls.emplace(t.data, quantizable_reader(n));
-      if (!fresh) it->second = it->second && quantizable_reader(n);
+      const bool ok = quantizable_reader(n) && !router;
+      auto [it, fresh] = only_matmuls.emplace(t.data, ok);
+      if (!fresh) it->second = it->second && ok;
     }
+  }
   auto file_of = [&](const void* p) -> const mapped_file* {
     if (m.tensors)
       for (const auto& f : m.tensors->files())

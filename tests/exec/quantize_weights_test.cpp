@@ -4,15 +4,20 @@
 // equal, a code off by one only where the two round a tie differently), and only matrices with
 // whole blocks are quantized (stories260K's ffn_down, 172 columns, and the norms stay f32; the
 // quantizer fell back to f16 for ffn_down). The model then computes what the llama-quantized
-// file computes, from a GGUF and from a Hugging Face directory.
+// file computes, from a GGUF and from a Hugging Face directory; a mixture's experts quantize,
+// its router does not.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "../test_paths.hpp"
 #include "arch/family.hpp"
 #include "arch/model_source.hpp"
+#include "arch/synth.hpp"
 #include "exec/weights.hpp"
 #include "graph/passes.hpp"
 #include "greedy_util.hpp"
@@ -132,4 +137,47 @@ TEST(QuantizeAtLoad, OtherTypesAreRefused) {
   auto g = exec::generator::create(m, o);
   ASSERT_FALSE(g);
   EXPECT_NE(g.error().message.find("--quantize"), std::string::npos) << g.error().message;
+}
+
+// A mixture of experts: the stacked experts are quantized, the router stays f32 (as
+// llama-quantize keeps ffn_gate_inp), and the CPU kernels compute what the reference backend
+// computes on the same quantized weights.
+TEST(QuantizeAtLoad, ExpertsQuantizeRoutersDoNot) {
+  synth_options so;
+  so.preset = "tiny-moe";
+  so.type = dtype::f32;
+  so.out = ::testing::TempDir() + "qmoe_" + std::to_string(::getpid()) + ".gguf";
+  so.vocab_gguf = test::model_path("stories260K/stories260K.gguf");
+  ASSERT_TRUE(synthesize(so));
+  auto m = open(so.out);
+  ASSERT_TRUE(m);
+  auto g = arch::build_graph(*m);
+  ASSERT_TRUE(g && graph::infer_shapes(*g));
+  auto w = exec::load_weights(*m, *g);
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(exec::quantize_weights(*m, *g, *w, dtype::q8_0));
+  int experts = 0, routers = 0;
+  for (size_t i = 0; i < w->views.size(); ++i) {
+    const std::string& tensor = g->values[i].w.name;
+    if (!w->views[i].data) continue;
+    if (tensor.find("_exps") != std::string::npos) {
+      EXPECT_EQ(w->views[i].type, dtype::q8_0) << tensor;
+      ++experts;
+    }
+    if (tensor.find("ffn_gate_inp") != std::string::npos) {
+      EXPECT_EQ(w->views[i].type, dtype::f32) << tensor;
+      ++routers;
+    }
+  }
+  EXPECT_EQ(experts, 6);
+  EXPECT_EQ(routers, 2);
+  exec::exec_options o;
+  o.quantize = dtype::q8_0;
+  auto cpu = test::generator_of(m, o);
+  o.where = kernels::backend::ref;
+  auto ref = test::generator_of(m, o);
+  ASSERT_TRUE(cpu && ref);
+  const std::vector<int32_t> prompt = {1, 403, 407, 261};
+  EXPECT_EQ(test::greedy(*cpu, prompt, 12).tokens, test::greedy(*ref, prompt, 12).tokens);
+  std::remove(so.out.c_str());
 }
