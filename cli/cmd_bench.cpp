@@ -174,7 +174,9 @@ int run_bench(const bench_opts& o) {
     }
   const bool int8_prefill = pre_calls && 2 * pre_int8 > pre_calls && int8_peak > 0;
   const double pre_peak = int8_prefill ? int8_peak : peak;
-  const int64_t bytes = decode_bytes_of(*m, ro.quantize);
+  // from the benchmark's own shard where it still holds the model (a second one would
+  // quantize and lay out everything again)
+  const int64_t bytes = g ? g->runner().decode_weight_bytes() : decode_bytes_of(*m, ro.quantize);
   const double dec = median(decode), pre = median(prefill);
   const double bound_tok = bw / static_cast<double>(bytes);
   // the per-token tail: a descheduled vCPU shows up here, not in the median

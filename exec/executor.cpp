@@ -12,6 +12,9 @@
 #include <mutex>
 #include <set>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "arch/family.hpp"
 #include "core/log.hpp"
 #include "exec/executor_impl.hpp"
@@ -638,6 +641,18 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
   return {};
 }
 
+// Drops the pages wholly inside [p, p + n) of memory this process made (matrices quantized at
+// load): their physical memory goes back; were they read again, they would read zeros, not
+// fault and not touch another allocation. Returns the bytes dropped.
+static int64_t drop_pages(const void* p, int64_t n) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto b = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t lo = (b + page - 1) / page * page,
+                  hi = (b + static_cast<uintptr_t>(n)) / page * page;
+  if (hi <= lo || ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) return 0;
+  return static_cast<int64_t>(hi - lo);
+}
+
 // The layouts the CPU kernels read fastest (tensor_view::packed), made once at load for the
 // matrices a matmul reads. A matrix that only matmuls read, and whose kernels then read only
 // its layout, releases its published rows (mapped from the checkpoint) as llama.cpp's
@@ -671,6 +686,7 @@ status executor::lay_out(const model_source& m, int64_t pack_budget) {
     int64_t bytes;
     const mapped_file* release_from;
     const void* at = nullptr; // its layout, once made
+    bool drop_owned = false;  // rows this shard made (--quantize): dropped once laid out
   };
   std::map<std::pair<const void*, int64_t>, matrix> todo;
   std::vector<matrix*> of_view(weights_.views.size(), nullptr); // each view's matrix, if any
@@ -683,9 +699,16 @@ status executor::lay_out(const model_source& m, int64_t pack_budget) {
     auto [it, fresh] = todo.try_emplace(std::pair{v.data, bytes}, matrix{bytes, nullptr});
     of_view[i] = &it->second;
     if (!fresh) continue;
-    if (r->second.second && be_->reads_packed_only(v)) it->second.release_from = file_of(v.data);
+    if (r->second.second && be_->reads_packed_only(v)) {
+      it->second.release_from = file_of(v.data);
+      // rows quantized at load have no file to fault back from; the backend's promise that
+      // only the layout is read lets their pages go all the same (quantize_weights.cpp)
+      if (!it->second.release_from)
+        for (const auto& b : weights_.owned)
+          if (b.data() == v.data) it->second.drop_owned = true;
+    }
     total += bytes;
-    if (it->second.release_from)
+    if (it->second.release_from || it->second.drop_owned)
       largest = std::max(largest, bytes);
     else
       kept += bytes;
@@ -713,8 +736,10 @@ status executor::lay_out(const model_source& m, int64_t pack_budget) {
       weights_.resident_bytes += x.bytes;
       layout_bytes_ += x.bytes;
       weights_.owned.push_back(std::move(b));
-      if (x.release_from) {
-        const auto dropped = static_cast<int64_t>(x.release_from->release(v.data, v.nbytes()));
+      if (x.release_from || x.drop_owned) {
+        const auto dropped = x.release_from
+                                 ? static_cast<int64_t>(x.release_from->release(v.data, v.nbytes()))
+                                 : drop_pages(v.data, v.nbytes());
         weights_.resident_bytes -= dropped;
         released_bytes_ += dropped;
       }

@@ -10,6 +10,7 @@
 // Tests: tests/exec/quantize_weights_test.cpp
 #include <algorithm>
 #include <map>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -21,6 +22,15 @@ namespace troupe::exec {
 namespace {
 
 using graph::vid;
+
+// Whether `v` can be quantized to `to` as it lies: a float matrix of whole blocks, of more
+// than one row (a [1, C] gate, Qwen2-MoE's shared-expert one, stays as llama-quantize keeps
+// its 1-D form).
+bool quantizable(const tensor_view& v, dtype to) {
+  return v.data && v.dims.rank == 2 && v.contiguous() && v.rows() > 1 &&
+         (v.type == dtype::f32 || v.type == dtype::f16 || v.type == dtype::bf16) &&
+         v.cols() % block_elems(to) == 0;
+}
 
 bool quantizable_reader(const graph::node& n) {
   return n.kind == graph::node_kind::op &&
@@ -39,6 +49,8 @@ expected<quantized_weights> quantize_weights(const model_source& m, graph::graph
   // each weight's bytes: whether every node that reads them may take a block format. A
   // mixture's router (the matmul the builder names "ffn_router") stays as published, as
   // llama-quantize keeps ffn_gate_inp: the experts a token goes to must not move with it
+  // A moe's experts (gate, up, down) go together or not at all: its kernels may take one
+  // format for the three.
   std::map<const void*, bool> only_matmuls;
   for (const auto& n : g.nodes) {
     bool router = false;
@@ -46,11 +58,18 @@ expected<quantized_weights> quantize_weights(const model_source& m, graph::graph
       const std::string& nm = g.values[static_cast<size_t>(o)].name;
       router = router || nm.ends_with("ffn_router");
     }
+    bool all = true; // a moe: every matrix it reads can be quantized
+    if (n.kind == graph::node_kind::op && n.op == kernels::op::moe)
+      for (vid v : n.in) {
+        if (v == graph::none) continue;
+        const tensor_view& t = w.views[static_cast<size_t>(v)];
+        if (t.data && t.dims.rank == 2 && !quantizable(t, to)) all = false;
+      }
     for (vid v : n.in) {
       if (v == graph::none) continue;
       const tensor_view& t = w.views[static_cast<size_t>(v)];
       if (!t.data) continue;
-      const bool ok = quantizable_reader(n) && !router;
+      const bool ok = quantizable_reader(n) && !router && all;
       auto [it, fresh] = only_matmuls.emplace(t.data, ok);
       if (!fresh) it->second = it->second && ok;
     }
@@ -65,10 +84,9 @@ expected<quantized_weights> quantize_weights(const model_source& m, graph::graph
   std::map<std::pair<const void*, int64_t>, tensor_view> done; // (data, bytes) -> quantized
   for (size_t i = 0; i < w.views.size(); ++i) {
     tensor_view& v = w.views[i];
-    if (!v.data || v.dims.rank != 2 || !v.contiguous()) continue;
-    if (v.type != dtype::f32 && v.type != dtype::f16 && v.type != dtype::bf16) continue;
+    if (!quantizable(v, to)) continue;
     const auto r = only_matmuls.find(v.data);
-    if (r == only_matmuls.end() || !r->second || v.cols() % block_elems(to) != 0) continue;
+    if (r == only_matmuls.end() || !r->second) continue;
     const auto key = std::pair{static_cast<const void*>(v.data), v.nbytes()};
     if (auto d = done.find(key); d != done.end()) { // a tensor two values read (tied tables)
       w.resident_bytes -= v.nbytes() - d->second.nbytes();
@@ -92,8 +110,14 @@ expected<quantized_weights> quantize_weights(const model_source& m, graph::graph
       }
     };
     std::vector<std::thread> pool;
-    for (int64_t t = 1; t < n_threads; ++t)
-      pool.emplace_back(part, rows * t / n_threads, rows * (t + 1) / n_threads);
+    for (int64_t t = 1; t < n_threads; ++t) {
+      try {
+        pool.emplace_back(part, rows * t / n_threads, rows * (t + 1) / n_threads);
+      } catch (const std::system_error&) { // no thread to be had: the rest here
+        part(rows * t / n_threads, rows);
+        break;
+      }
+    }
     part(0, rows / n_threads);
     for (auto& th : pool) th.join();
     tensor_view q(buf.data(), to, shape{rows, cols});

@@ -181,3 +181,30 @@ TEST(QuantizeAtLoad, ExpertsQuantizeRoutersDoNot) {
   EXPECT_EQ(test::greedy(*cpu, prompt, 12).tokens, test::greedy(*ref, prompt, 12).tokens);
   std::remove(so.out.c_str());
 }
+
+// Where the CPU kernels lay the quantized matrices out at load, the rows they were made from
+// are dropped (they have no file to fault back from) and the model computes what it computes
+// without the layout (within the int8 kernels' differences), prefill and decode.
+TEST(QuantizeAtLoad, RowsLaidOutAreDroppedAndNotRead) {
+  auto m = open(test::model_path("stories260K/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  exec::exec_options o;
+  o.quantize = dtype::q8_0;
+  auto laid = test::generator_of(m, o);
+  o.pack_budget = 0; // no layout: the quantized rows are what the kernels read
+  auto rows = test::generator_of(m, o);
+  ASSERT_TRUE(laid && rows);
+  if (laid->runner().layout_bytes() == 0) GTEST_SKIP() << "no load-time layout on this CPU";
+  EXPECT_GT(laid->runner().released_bytes(), 0);
+  EXPECT_EQ(rows->runner().released_bytes(), 0);
+  std::vector<int32_t> prompt = {1};
+  for (int i = 0; i < 20; ++i) prompt.push_back(3 + (i * 37) % 500);
+  const auto a = test::greedy(*laid, prompt, 12), b = test::greedy(*rows, prompt, 12);
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < b.prompt_logits.size(); ++i) {
+    scale = std::max(scale, std::fabs(static_cast<double>(b.prompt_logits[i])));
+    diff = std::max(diff, std::fabs(static_cast<double>(a.prompt_logits[i] - b.prompt_logits[i])));
+  }
+  EXPECT_LE(diff, 2e-2 * scale);
+  EXPECT_EQ(a.tokens, b.tokens);
+}
