@@ -65,6 +65,19 @@ void to_f32(dtype type, const void* src, float* dst, int64_t n) {
   }
 }
 
+namespace {
+
+// std::lround without the libm call where |v| < 2^22 (a code's range, and far beyond):
+// truncate, then step away from zero when the dropped part is a half or more (v - t is exact)
+inline int round_away(float v) {
+  if (!(std::fabs(v) < 4194304.0f)) return static_cast<int>(std::lround(v));
+  const int t = static_cast<int>(v);
+  const float r = v - static_cast<float>(t);
+  return t + (r >= 0.5f ? 1 : 0) - (r <= -0.5f ? 1 : 0);
+}
+
+} // namespace
+
 void from_f32(dtype type, const float* src, void* dst, int64_t n) {
   switch (type) {
   case dtype::f32: {
@@ -97,11 +110,11 @@ void from_f32(dtype type, const float* src, void* dst, int64_t n) {
     for (int64_t i = 0; i < n / qk; ++i) {
       const float* x = src + i * qk;
       float amax = 0.0f;
-      for (int j = 0; j < qk; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+      for (int j = 0; j < qk; ++j) amax = std::max(amax, std::fabs(x[j])); // NaN: as fmax
       const float d = amax / 127.0f;
       const float id = d != 0.0f ? 1.0f / d : 0.0f;
       b[i].d = f32_to_f16(d);
-      for (int j = 0; j < qk; ++j) b[i].qs[j] = static_cast<int8_t>(std::lround(x[j] * id));
+      for (int j = 0; j < qk; ++j) b[i].qs[j] = static_cast<int8_t>(round_away(x[j] * id));
     }
     break;
   }

@@ -37,9 +37,9 @@ TEST(Half, KnownEncodings) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);
   EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00); // rounds to inf
-  EXPECT_EQ(f32_to_f16(5.9604645e-8f), 0x0001); // smallest subnormal
-  EXPECT_EQ(f32_to_f16(2.9802322e-8f), 0x0000); // half of it: ties to even -> 0
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);           // rounds to inf
+  EXPECT_EQ(f32_to_f16(5.9604645e-8f), 0x0001);      // smallest subnormal
+  EXPECT_EQ(f32_to_f16(2.9802322e-8f), 0x0000);      // half of it: ties to even -> 0
   EXPECT_EQ(f32_to_f16(1.0f + 1.0f / 2048), 0x3c00); // tie, even stays
   EXPECT_EQ(f32_to_f16(1.0f + 3.0f / 2048), 0x3c02); // tie, odd rounds up
   EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(std::numeric_limits<float>::quiet_NaN()))));
@@ -70,7 +70,8 @@ TEST(Quant, Q8RoundTripIsClose) {
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
     EXPECT_NEAR(f16_to_f32(q[b].d), amax / 127, 1e-3 * amax);
-    for (int j = 0; j < 32; ++j) EXPECT_NEAR(y[b * 32 + j], x[b * 32 + j], amax / 127 * 0.51 + 1e-3 * amax);
+    for (int j = 0; j < 32; ++j)
+      EXPECT_NEAR(y[b * 32 + j], x[b * 32 + j], amax / 127 * 0.51 + 1e-3 * amax);
   }
 }
 
@@ -86,4 +87,29 @@ TEST(Quant, Q4LayoutIsLowNibbleFirstHalf) {
   std::vector<float> y(32);
   to_f32(dtype::q4_0, &b, y.data(), 32);
   for (int j = 0; j < 32; ++j) EXPECT_NEAR(y[j], x[j], 0.5f + 1e-6f);
+}
+
+// q8_0 codes round halves away from zero, as GGUF's reference quantizer (roundf) does: a
+// block whose largest magnitude is 127 has scale 1, so its values are its codes' x * id.
+TEST(Quant, Q8RoundsHalvesAwayFromZero) {
+  std::vector<float> x(32, 0.0f);
+  const float vals[] = {127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 0.49999997f, -1.5f, 126.5f, 3.4999998f};
+  for (size_t i = 0; i < sizeof vals / sizeof vals[0]; ++i) x[i] = vals[i];
+  std::vector<uint8_t> b(34);
+  from_f32(dtype::q8_0, x.data(), b.data(), 32);
+  const int want[] = {127, 3, -4, 1, -1, 0, -2, 127, 3};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i)
+    EXPECT_EQ(static_cast<int8_t>(b[2 + i]), want[i]) << vals[i];
+  // random blocks: every code as std::lround gives it
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int k = 0; k < 200; ++k) {
+    for (auto& v : x) v = nd(rng) * (k % 7 == 0 ? 1e-3f : 1.0f);
+    from_f32(dtype::q8_0, x.data(), b.data(), 32);
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; ++j)
+      ASSERT_EQ(static_cast<int8_t>(b[2 + j]), static_cast<int8_t>(std::lround(x[j] * id)));
+  }
 }
