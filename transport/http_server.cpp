@@ -301,13 +301,33 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
     parser.body_limit(limits.max_body_bytes);
-    stream.expires_after(
+    // the whole request within read_timeout_s: a timer of our own cancels the reads (the
+    // stream's own expiry would close the socket, and no 408 could be written). Its state
+    // outlives this frame: once disarmed (the reads over), a late firing touches nothing.
+    struct deadline_state {
+      bool armed = true, fired = false;
+    };
+    auto dl = std::make_shared<deadline_state>();
+    stream.expires_never();
+    asio::steady_timer deadline(ex);
+    deadline.expires_after(
         std::chrono::milliseconds(static_cast<int64_t>(limits.read_timeout_s * 1000)));
+    deadline.async_wait([dl, &stream](const beast::error_code& e) {
+      if (e || !dl->armed) return;
+      dl->fired = true;
+      beast::error_code ignored;
+      stream.socket().cancel(ignored);
+    });
+    struct disarm { // whichever way this iteration ends, before the stream can go
+      std::shared_ptr<deadline_state> s;
+      ~disarm() { s->armed = false; }
+    } disarm_dl{dl};
     co_await http::async_read_header(stream, buf, parser,
                                      asio::redirect_error(asio::use_awaitable, ec));
     auto too_big = [&]() -> asio::awaitable<void> {
       // answer 413, then read and discard what the client is still sending (bounded), so it
       // receives the answer instead of a reset connection
+      dl->armed = false;
       co_await write_simple(
           stream, 413,
           error_json(fmt::format("request body exceeds {} bytes", limits.max_body_bytes),
@@ -332,6 +352,17 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
       }
       co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
     }
+    dl->armed = false;
+    deadline.cancel();
+    if (dl->fired) { // started, not finished in time (a stalled or trickling client)
+      co_await write_simple(
+          stream, 408,
+          error_json(fmt::format("the request did not arrive within {} s", limits.read_timeout_s),
+                     "invalid_request_error"),
+          true);
+      co_await linger_discard(stream);
+      co_return;
+    }
     if (ec == http::error::body_limit) {
       co_await too_big();
       co_return;
@@ -345,7 +376,6 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
       co_await linger_discard(stream); // as after a 413: the client receives the answer
       co_return;
     }
-    // (a timeout: beast's stream has closed the socket already, so no 408 can be written)
     if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::eof ||
         ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
       co_return;

@@ -129,3 +129,23 @@ TEST(GatewayConnections, AllowedOriginsGetCorsHeadersAndPreflightsAnswered) {
   EXPECT_EQ(r.header("Access-Control-Allow-Origin"), "") << r.head;
   EXPECT_EQ(r.header("Vary"), "Origin") << r.head;
 }
+
+// A request that starts and does not finish within the read timeout (1 s here): a body that
+// stops short of its Content-Length, or headers that never end, is answered 408 and the
+// connection closed, instead of the socket just closing.
+TEST(GatewayConnections, ARequestNotFinishedInTimeGets408) {
+  server s;
+  for (const std::string start :
+       {std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                    "application/json\r\nContent-Length: 100\r\n\r\n{\"model\":"),
+        std::string("GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")}) {
+    const int fd = connect_to(s.port);
+    ASSERT_GE(fd, 0);
+    send_all(fd, start);
+    const std::string got = read_all(fd); // until the server closes (or 10 s)
+    ::close(fd);
+    EXPECT_EQ(got.rfind("HTTP/1.1 408", 0), 0u) << got;
+    EXPECT_NE(got.find("did not arrive within"), std::string::npos) << got;
+  }
+  EXPECT_EQ(get(s.port, "/health").status, 200); // the server carries on
+}
