@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -144,10 +145,11 @@ std::string lower(std::string s) {
 }
 
 asio::awaitable<void> write_simple(beast::tcp_stream& stream, int status, const std::string& text,
-                                   bool close) {
+                                   bool close, const header_list& extra = {}) {
   http::response<http::string_body> res{static_cast<http::status>(status), 11};
   res.set(http::field::content_type, "application/json");
   res.set(http::field::server, "troupe");
+  for (const auto& [k, v] : extra) res.set(k, v);
   res.body() = text;
   res.keep_alive(!close);
   if (status == 503) res.set(http::field::retry_after, "1");
@@ -324,6 +326,15 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
     } disarm_dl{dl};
     co_await http::async_read_header(stream, buf, parser,
                                      asio::redirect_error(asio::use_awaitable, ec));
+    // the CORS headers of the server's own early answers (413, 408), from the request's
+    // fields parsed so far: a browser page then reads the refusal instead of a network error
+    auto early_cors = [&]() -> header_list {
+      if (!cors.enabled()) return {};
+      std::map<std::string, std::string> h;
+      if (auto it = parser.get().find(http::field::origin); it != parser.get().end())
+        h["origin"] = std::string(it->value());
+      return cors.response_headers(h);
+    };
     auto too_big = [&]() -> asio::awaitable<void> {
       // answer 413, then read and discard what the client is still sending (bounded), so it
       // receives the answer instead of a reset connection
@@ -332,7 +343,7 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
           stream, 413,
           error_json(fmt::format("request body exceeds {} bytes", limits.max_body_bytes),
                      "invalid_request_error"),
-          true);
+          true, early_cors());
       co_await linger_discard(stream);
     };
     if (!ec) {
@@ -359,7 +370,7 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
           stream, 408,
           error_json(fmt::format("the request did not arrive within {} s", limits.read_timeout_s),
                      "invalid_request_error"),
-          true);
+          true, early_cors());
       co_await linger_discard(stream);
       co_return;
     }

@@ -99,8 +99,9 @@ TEST(GatewayConnections, AGetFromAClientThatHalfClosesIsStillAnswered) {
 }
 
 // With --allowed-origins, a browser's preflight is answered 204 before authentication (it
-// carries no key), and the answers themselves, a stream included, name the origin; another
-// origin's preflight falls through to the gateway (405) and its answers name no origin.
+// carries no key), and the answers themselves, a stream and the server's own 413 included,
+// name the origin; another origin's preflight falls through to the gateway and its answers
+// name no origin.
 TEST(GatewayConnections, AllowedOriginsGetCorsHeadersAndPreflightsAnswered) {
   gateway_options go;
   go.api_key = "k";
@@ -128,6 +129,11 @@ TEST(GatewayConnections, AllowedOriginsGetCorsHeadersAndPreflightsAnswered) {
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.header("Access-Control-Allow-Origin"), "") << r.head;
   EXPECT_EQ(r.header("Vary"), "Origin") << r.head;
+  // the server's own early refusal (a body over the limit, said up front) names it too
+  r = raw(s.port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nOrigin: https://chat.example\r\n"
+                  "Content-Length: 99999999\r\n\r\n");
+  EXPECT_EQ(r.status, 413) << r.head;
+  EXPECT_EQ(r.header("Access-Control-Allow-Origin"), "https://chat.example") << r.head;
 }
 
 // A request that starts and does not finish within the read timeout (1 s here): a body that
