@@ -57,7 +57,8 @@ expected<actor_speed> bench_actors(const bench_opts& o, std::shared_ptr<const mo
   ho.kv_blocks = (o.prompt_tokens + o.gen_tokens + 32) / 16 + 4;
   ho.sched.max_batch_tokens = std::max(512, o.prompt_tokens);
   TROUPE_TRY_ASSIGN(h, actors::host::start(m, ho));
-  if (!h->wait_ready(300)) return make_error(errc::unavailable, "shards did not start");
+  if (!h->wait_ready(300))
+    return make_error(errc::unavailable, "shards did not start: {}", h->stats().not_ready_reason);
   actors::gen_request r;
   r.max_tokens = o.gen_tokens + 1;
   r.ignore_eos = true;

@@ -4,6 +4,7 @@
 // error event, and exits 0. When the supervisor gives up on a shard: --on-give-up retry keeps
 // trying (capped interval), exit leaves with status 3.
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "kernels/device.hpp"
+#include "transport/cors.hpp"
 #include "workers.hpp"
 
 namespace troupe::cli {
@@ -28,6 +30,20 @@ static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void record_stop_signal(int sig) {
   stray_stop_signal.store(sig);
+}
+
+// Seconds given on the command line: finite, and within [lo, 1 day] (a NaN passes CLI11's
+// Range, so the check is spelt out).
+CLI::Validator seconds(double lo) {
+  return CLI::Validator(
+      [lo](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (end == s.c_str() || *end || !std::isfinite(v) || v < lo || v > 86400)
+          return fmt::format("'{}' is not a number of seconds in [{}, 86400]", s, lo);
+        return {};
+      },
+      "SECONDS");
 }
 
 struct serve_opts {
@@ -146,7 +162,9 @@ int run_serve(const serve_opts& o) {
   go.model_name = o.name;
   go.limits.read_timeout_s = o.read_timeout;
   go.limits.max_body_bytes = o.max_body;
-  go.limits.allowed_origins = o.allowed_origins;
+  auto origins = transport::parse_origins(o.allowed_origins);
+  if (!origins) return fail(origins.error());
+  go.limits.allowed_origins = *origins;
   go.metrics_auth = o.metrics_auth;
   // thousands of connections need more descriptors than the usual soft limit of 1024
   const auto [soft, hard] =
@@ -233,12 +251,16 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--inject", o->inject,
                   "fault injection rule (repeatable), e.g. kill-shard:stage=0,rank=1,step=20");
-  cmd->add_option("--drain-timeout", o->drain_timeout, "seconds to finish requests on SIGTERM");
+  cmd->add_option("--drain-timeout", o->drain_timeout, "seconds to finish requests on SIGTERM")
+      ->check(seconds(0));
   cmd->add_option("--read-timeout", o->read_timeout,
-                  "seconds a client may take to send one request");
+                  "seconds a client may take to send one request")
+      ->check(seconds(0.01));
   cmd->add_option("--step-timeout", o->step_timeout,
-                  "seconds before a step in flight counts as lost");
-  cmd->add_option("--max-body", o->max_body, "largest request body in bytes");
+                  "seconds before a step in flight counts as lost")
+      ->check(seconds(0.01));
+  cmd->add_option("--max-body", o->max_body, "largest request body in bytes")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 34));
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache,
                 "do not reuse KV blocks of shared prefixes");
   cmd->add_flag("--metrics-auth", o->metrics_auth,

@@ -36,6 +36,32 @@ std::string normalised(std::string o) {
 
 } // namespace
 
+expected<std::vector<std::string>> parse_origins(const std::vector<std::string>& given) {
+  std::vector<std::string> out;
+  for (const auto& g : given) {
+    std::string o = normalised(g);
+    if (o.empty()) continue;
+    if (o == "*") {
+      out.push_back(o);
+      continue;
+    }
+    const auto bad = [&](const char* why) {
+      return make_error(errc::invalid_argument, "--allowed-origins '{}': {}", g, why);
+    };
+    if (o == "null") return bad("'null' would let any sandboxed page or file:// page in");
+    const size_t colon = o.find("://");
+    if (colon == std::string::npos) return bad("give scheme://host[:port], e.g. https://a.com");
+    for (size_t i = 0; i < o.size(); ++i) // scheme and host are case-insensitive
+      o[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(o[i])));
+    const std::string scheme = o.substr(0, colon), rest = o.substr(colon + 3);
+    if (scheme != "http" && scheme != "https") return bad("the scheme must be http or https");
+    if (rest.empty() || rest.find_first_of("/?#@ ") != std::string::npos)
+      return bad("an origin is scheme://host[:port], with no path, query or user");
+    out.push_back(o);
+  }
+  return out;
+}
+
 cors_policy::cors_policy(std::vector<std::string> origins) {
   for (auto& o : origins)
     if (auto n = normalised(std::move(o)); !n.empty()) origins_.push_back(std::move(n));

@@ -11,9 +11,17 @@
 #include <utility>
 #include <vector>
 
+#include "core/expected.hpp"
+
 namespace troupe::transport {
 
 using header_list = std::vector<std::pair<std::string, std::string>>;
+
+/// Origins as given on the command line, checked and written as browsers send them: "*", or
+/// scheme://host[:port] with an http(s) scheme (lower-cased scheme and host, no path, no
+/// trailing slash); "null" (sandboxed frames, file:// pages) is refused. invalid_argument
+/// names the value.
+expected<std::vector<std::string>> parse_origins(const std::vector<std::string>& given);
 
 class cors_policy {
  public:

@@ -326,7 +326,7 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
     } disarm_dl{dl};
     co_await http::async_read_header(stream, buf, parser,
                                      asio::redirect_error(asio::use_awaitable, ec));
-    // the CORS headers of the server's own early answers (413, 408), from the request's
+    // the CORS headers of the server's own early answers (400, 408, 413, 431), from the request's
     // fields parsed so far: a browser page then reads the refusal instead of a network error
     auto early_cors = [&]() -> header_list {
       if (!cors.enabled()) return {};
@@ -383,7 +383,7 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
           stream, 431,
           error_json(fmt::format("request headers exceed {} bytes", limits.max_header_bytes),
                      "invalid_request_error"),
-          true);
+          true, early_cors());
       co_await linger_discard(stream); // as after a 413: the client receives the answer
       co_return;
     }
@@ -393,7 +393,8 @@ asio::awaitable<void> http_server::impl::serve(tcp::socket sock) {
     if (ec) {
       co_await write_simple(
           stream, 400,
-          error_json("malformed HTTP request: " + ec.message(), "invalid_request_error"), true);
+          error_json("malformed HTTP request: " + ec.message(), "invalid_request_error"), true,
+          early_cors());
       co_return;
     }
     stream.expires_never();

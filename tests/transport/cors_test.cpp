@@ -85,3 +85,19 @@ TEST(Cors, Preflights) {
   evil["origin"] = "https://evil.example";
   EXPECT_TRUE(p.preflight_headers(evil).empty());
 }
+
+// Origins from the command line: written as browsers send them, and refused, naming the value,
+// where no browser would ever send them (a path, no scheme, another scheme) or where they
+// would let in every sandboxed page ("null").
+TEST(Cors, OriginsFromTheCommandLineAreCheckedAndLowerCased) {
+  auto ok = parse_origins({"HTTPS://Chat.Example.com", " http://localhost:3000/ ", "*", ""});
+  ASSERT_TRUE(ok) << ok.error().to_string();
+  EXPECT_EQ(*ok,
+            (std::vector<std::string>{"https://chat.example.com", "http://localhost:3000", "*"}));
+  for (const char* bad : {"foo", "https://a.com/path", "null", "ftp://a.com", "https://",
+                          "https://u@a.com", "a.com:443"}) {
+    auto r = parse_origins({bad});
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find(bad), std::string::npos) << r.error().message;
+  }
+}
