@@ -182,8 +182,10 @@ int run_bench(const bench_opts& o) {
   const double bound_tok = bw / static_cast<double>(bytes);
   // the per-token tail: a descheduled vCPU shows up here, not in the median
   std::sort(steps.begin(), steps.end());
-  auto step_us = [&](double q) {
-    return steps.empty() ? 0.0 : 1e6 * steps[static_cast<size_t>(q * (steps.size() - 1))];
+  // null where no step was timed (through the actors, which time whole requests)
+  auto step_us = [&](double q) -> nlohmann::json {
+    if (steps.empty()) return nullptr;
+    return 1e6 * steps[static_cast<size_t>(q * (steps.size() - 1))];
   };
   const double P = static_cast<double>(prompt.size());
   const double flops_per_token = c.prefill_flops_per_token(static_cast<int64_t>(prompt.size()));
@@ -262,8 +264,9 @@ int run_bench(const bench_opts& o) {
               "%5.1f%% of the bound (%.1f tok/s)\n",
               dec, 1e6 / dec, dec * bytes / 1e9, bw / 1e9, 100.0 * dec / bound_tok, bound_tok);
   if (!steps.empty())
-    std::printf("decode steps: p50 %.1f us, p99 %.1f us, max %.1f us (%zu steps)\n", step_us(0.5),
-                step_us(0.99), step_us(1.0), steps.size());
+    std::printf("decode steps: p50 %.1f us, p99 %.1f us, max %.1f us (%zu steps)\n",
+                step_us(0.5).get<double>(), step_us(0.99).get<double>(), step_us(1.0).get<double>(),
+                steps.size());
   if (dev->cuda) {
     std::printf("prefill: %8.1f tok/s  %7.1f TFLOP/s (TTFT %.1f ms for %d tokens)\n", pre,
                 pre * flops_per_token / 1e12, pre > 0 ? 1e3 * P / pre : 0.0, o.prompt_tokens);
