@@ -674,12 +674,7 @@ status executor::lay_out(const model_source& m, int64_t pack_budget) {
       auto [it, fresh] = readers.emplace(w.data, std::pair{mm, mm});
       if (!fresh) it->second = {it->second.first || mm, it->second.second && mm};
     }
-  auto file_of = [&](const void* p) -> const mapped_file* { // the checkpoint file mapping p
-    if (m.tensors)
-      for (const auto& f : m.tensors->files())
-        if (f->contains(p)) return f.get();
-    return nullptr;
-  };
+  auto file_of = [&](const void* p) { return m.tensors ? m.tensors->file_of(p) : nullptr; };
   // each matrix a matmul reads once (a tensor two values read is one), decided once: its
   // layout's bytes, the file its published rows can be released from (null: they stay)
   struct matrix {

@@ -74,12 +74,7 @@ expected<quantized_weights> quantize_weights(const model_source& m, graph::graph
       if (!fresh) it->second = it->second && ok;
     }
   }
-  auto file_of = [&](const void* p) -> const mapped_file* {
-    if (m.tensors)
-      for (const auto& f : m.tensors->files())
-        if (f->contains(p)) return f.get();
-    return nullptr;
-  };
+  auto file_of = [&](const void* p) { return m.tensors ? m.tensors->file_of(p) : nullptr; };
   quantized_weights out;
   std::map<std::pair<const void*, int64_t>, tensor_view> done; // (data, bytes) -> quantized
   for (size_t i = 0; i < w.views.size(); ++i) {

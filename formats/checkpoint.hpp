@@ -53,6 +53,12 @@ class tensor_index {
   std::vector<std::string> names() const;
   size_t size() const { return tensors_.size(); }
   const std::vector<std::shared_ptr<mapped_file>>& files() const { return files_; }
+  /// The file whose mapping holds p, or null (bytes a loader or a shard made).
+  const mapped_file* file_of(const void* p) const {
+    for (const auto& f : files_)
+      if (f->contains(p)) return f.get();
+    return nullptr;
+  }
   uint64_t total_bytes() const;
 
  private:

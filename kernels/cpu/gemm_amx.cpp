@@ -10,8 +10,8 @@
 
 #include <cstring>
 
-#include "core/kquant_blocks.hpp"
 #include "kernels/cpu/amx.hpp"
+#include "kernels/cpu/kquant_codes.hpp"
 
 namespace troupe::kernels::cpu {
 
@@ -352,20 +352,8 @@ void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, 
     const uint8_t* grp = wp + n / 16 * 16 * row_bytes;
     if (xs) { // d x (the sub-block's 6-bit scale - 32), as the decode kernel takes them
       for (int64_t b = 0; b < nb / 8; ++b) {
-        const uint8_t* blk = grp + b * 16 * 136;
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-        const __m512i hs =
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
-        const __m512i ls = _mm512_loadu_si512(blk + 64);
-        for (int s = 0; s < 8; ++s) {
-          const __m512i sc = _mm512_or_si512(
-              _mm512_and_si512(_mm512_srli_epi32(ls, 4 * s), _mm512_set1_epi32(0x0f)),
-              _mm512_slli_epi32(
-                  _mm512_and_si512(_mm512_srli_epi32(hs, 2 * s), _mm512_set1_epi32(3)), 4));
-          _mm512_storeu_ps(
-              dw + (b * 8 + s) * 16,
-              _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(sc, _mm512_set1_epi32(32)))));
-        }
+        const kqc::iq4xs_rows16 rows(grp + b * 16 * 136);
+        for (int s = 0; s < 8; ++s) _mm512_storeu_ps(dw + (b * 8 + s) * 16, rows.scale(s));
       }
     } else {
       for (int64_t b = 0; b < nb; ++b)
@@ -375,8 +363,7 @@ void amx_gemm_q_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes, 
     if (q4) { // q4_0: nibble - 8; IQ4_NL / IQ4_XS: the value the nibble indexes
       const __m512i m = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
       // the zero-masked form: the plain one trips GCC 12's -Wuninitialized (bug 105593)
-      const __m512i lut = _mm512_maskz_broadcast_i32x4(
-          0xffff, _mm_load_si128(reinterpret_cast<const __m128i*>(kq::iq4_values)));
+      const __m512i lut = _mm512_maskz_broadcast_i32x4(0xffff, kqc::table16(kq::iq4_values));
       const auto values = [&](__m512i nib) {
         return iq4 ? _mm512_shuffle_epi8(lut, nib) : _mm512_sub_epi8(nib, eight);
       };

@@ -4,7 +4,7 @@
 //   avx512: AVX-512 F/BW/VL + VNNI (int8 dot products for q8_0 / q4_0), F16C
 //   avx2:   AVX2 + FMA + F16C (maddubs for the int8 dot products)
 //   both:   the K-quants, MXFP4 and IQ4_NL / IQ4_XS on int8 activations (gemv_kquant.hpp,
-//           gemv_mxfp4.hpp, gemv_iq4.hpp) and
+//           gemv_lookup4.hpp) and
 //           DeepSeek's FP8 (f8_b128) on f32 ones (gemv_f8.hpp): 256-bit code in both files
 //   (portable: the generic loops of matmul.cpp; on AMD's AVX-512 cores gemv.cpp mixes in the
 //   AVX2 float and q8_0 kernels)
@@ -74,8 +74,8 @@ struct gemv_table {
   const char* isa;
   gemv_fn f32, f16, bf16, q8_0, q4_0;
   gemv_fn q2_k, q3_k, q4_k, q5_k, q6_k; // gemv_kquant.hpp
-  gemv_fn mxfp4;                        // gemv_mxfp4.hpp
-  gemv_fn iq4_nl, iq4_xs;               // gemv_iq4.hpp
+  gemv_fn mxfp4;                        // gemv_lookup4.hpp
+  gemv_fn iq4_nl, iq4_xs;               // gemv_lookup4.hpp
   gemv_fn f8_b128;                      // gemv_f8.hpp (f32 activations)
   gemv_fn q8_0_packed;                  // q8_0 from the packed layout (gemv_args::wp)
   gemv_fn q4_0_packed;                  // q4_0 from the packed layout

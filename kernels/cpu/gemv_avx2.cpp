@@ -5,9 +5,8 @@
 
 #include "kernels/cpu/gemv.hpp"
 #include "kernels/cpu/gemv_f8.hpp"
-#include "kernels/cpu/gemv_iq4.hpp"
 #include "kernels/cpu/gemv_kquant.hpp"
-#include "kernels/cpu/gemv_mxfp4.hpp"
+#include "kernels/cpu/gemv_lookup4.hpp"
 #include "kernels/cpu/gemv_packed.hpp"
 
 namespace troupe::kernels::cpu {
@@ -284,21 +283,10 @@ void x8_iq4(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + b * block;
     prefetch_block(blk, block);
-    const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-    __m256i hs = _mm256_setzero_si256(), ls = hs;
-    if constexpr (XS) {
-      hs = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
-      ls = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32));
-    }
+    // IQ4_NL: the rows' f16 d; IQ4_XS: d x each sub-block's scale - 32
+    const kqc::iq4xs_rows8 rows(blk);
     for (int s = 0; s < subs; ++s) {
-      __m256 ws = wd;
-      if constexpr (XS) {
-        const __m256i sc = _mm256_or_si256(
-            _mm256_and_si256(_mm256_srli_epi32(ls, 4 * s), _mm256_set1_epi32(0x0f)),
-            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hs, 2 * s), _mm256_set1_epi32(3)),
-                              4));
-        ws = _mm256_mul_ps(wd, _mm256_cvtepi32_ps(_mm256_sub_epi32(sc, _mm256_set1_epi32(32))));
-      }
+      const __m256 ws = XS ? rows.scale(s) : rows.d;
       const uint8_t* codes = XS ? blk + 64 + 128 * s : blk + 16;
       __m256i w[8], aw[8]; // values 4c..4c+3 of each row, then 16 + 4c..
       for (int c = 0; c < 4; ++c) {

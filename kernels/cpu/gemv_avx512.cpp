@@ -5,9 +5,8 @@
 
 #include "kernels/cpu/gemv.hpp"
 #include "kernels/cpu/gemv_f8.hpp"
-#include "kernels/cpu/gemv_iq4.hpp"
 #include "kernels/cpu/gemv_kquant.hpp"
-#include "kernels/cpu/gemv_mxfp4.hpp"
+#include "kernels/cpu/gemv_lookup4.hpp"
 #include "kernels/cpu/gemv_packed.hpp"
 
 namespace troupe::kernels::cpu {
@@ -480,17 +479,9 @@ void x16_iq4_xs(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + b * block;
     prefetch_block(blk, block);
-    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-    const __m512i hs =
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
-    const __m512i ls = _mm512_loadu_si512(blk + 64);
+    const kqc::iq4xs_rows16 rows(blk);
     for (int s = 0; s < 8; ++s) {
-      const __m512i sc = _mm512_or_si512(
-          _mm512_and_si512(_mm512_srli_epi32(ls, 4 * s), _mm512_set1_epi32(0x0f)),
-          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hs, 2 * s), _mm512_set1_epi32(3)),
-                            4));
-      const __m512 ws =
-          _mm512_mul_ps(wd, _mm512_cvtepi32_ps(_mm512_sub_epi32(sc, _mm512_set1_epi32(32))));
+      const __m512 ws = rows.scale(s);
       const uint8_t* codes = blk + 128 + 256 * s;
       __m512i u[8];
       for (int c = 0; c < 4; ++c) {

@@ -33,22 +33,18 @@ inline constexpr const int8_t* mx_twice = kq::mxfp4_twice;
 struct code_table {
   alignas(16) int8_t v[16];
 };
-constexpr code_table make_mx_unsigned() {
+// 16 values plus an offset (the bytes wrap: value + 128 reads back as unsigned)
+constexpr code_table plus(const int8_t* values, int offset) {
   code_table t{};
-  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<int8_t>(kq::mxfp4_twice[i] + 12);
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<int8_t>(values[i] + offset);
   return t;
 }
-inline constexpr code_table mx_unsigned_table = make_mx_unsigned();
+inline constexpr code_table mx_unsigned_table = plus(kq::mxfp4_twice, 12);
 inline constexpr const int8_t* mx_unsigned = mx_unsigned_table.v;
 
 // IQ4_NL / IQ4_XS's values (kq::iq4_values), and plus 128 for the AVX-512 GEMM's unsigned
 // operand (offset 128; the AVX2 one moves the sign onto the activations instead)
-constexpr code_table make_iq4_unsigned() {
-  code_table t{};
-  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<int8_t>(kq::iq4_values[i] + 128);
-  return t;
-}
-inline constexpr code_table iq4_unsigned_table = make_iq4_unsigned();
+inline constexpr code_table iq4_unsigned_table = plus(kq::iq4_values, 128);
 inline constexpr const int8_t* iq4_unsigned = iq4_unsigned_table.v;
 
 // IQ4_XS sub-block s's scale - 32 (core/kquant.hpp: low nibble s of scales_l, bits 2s..2s+1
@@ -59,6 +55,39 @@ inline int iq4xs_scale(const uint8_t* blk, int s) {
                           (((h >> (2 * s)) & 3) << 4)) -
          32;
 }
+// The same for G rows at once (pack_iq4_xs's group of a 256-value block: the rows' d,
+// scales_h, scales_l one vector each): d x (scale - 32) of sub-block s, row r in lane r.
+struct iq4xs_rows8 { // 8 rows (AVX2 layout: d at 0, scales_h at 16, scales_l at 32)
+  __m256 d;
+  __m256i h, l;
+  explicit iq4xs_rows8(const uint8_t* blk)
+      : d(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))))
+      , h(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))))
+      , l(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32))) {}
+  __m256 scale(int s) const {
+    const __m256i sc = _mm256_or_si256(
+        _mm256_and_si256(_mm256_srli_epi32(l, 4 * s), _mm256_set1_epi32(0x0f)),
+        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2 * s), _mm256_set1_epi32(3)), 4));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(sc, _mm256_set1_epi32(32))));
+  }
+};
+#ifdef __AVX512F__
+struct iq4xs_rows16 { // 16 rows (AVX-512 layout: d at 0, scales_h at 32, scales_l at 64)
+  __m512 d;
+  __m512i h, l;
+  explicit iq4xs_rows16(const uint8_t* blk)
+      : d(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk))))
+      , h(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32))))
+      , l(_mm512_loadu_si512(blk + 64)) {}
+  __m512 scale(int s) const {
+    const __m512i sc = _mm512_or_si512(
+        _mm512_and_si512(_mm512_srli_epi32(l, 4 * s), _mm512_set1_epi32(0x0f)),
+        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2 * s), _mm512_set1_epi32(3)), 4));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(sc, _mm512_set1_epi32(32))));
+  }
+};
+#endif
+
 inline __m128i table16(const int8_t* t) {
   return _mm_load_si128(reinterpret_cast<const __m128i*>(t));
 }

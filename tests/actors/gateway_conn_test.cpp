@@ -141,7 +141,7 @@ TEST(GatewayConnections, AllowedOriginsGetCorsHeadersAndPreflightsAnswered) {
 // connection closed, instead of the socket just closing.
 TEST(GatewayConnections, ARequestNotFinishedInTimeGets408) {
   server s;
-  for (const std::string start :
+  for (const std::string& start :
        {std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
                     "application/json\r\nContent-Length: 100\r\n\r\n{\"model\":"),
         std::string("GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")}) {
