@@ -187,14 +187,18 @@ void send_scores(state_ptr self, const std::vector<prompt_score>& scores) {
   for (auto& [id, e] : out) self->send(st.seqs.at(id).sink, event_atom::value, std::move(e));
 }
 
-void fail_all(state_ptr self, const std::string& why) {
+// Said once when the engine starts failing, and again only when it has requests to fail: a
+// second shard going down adds its own supervisor's line, not another of these.
+void fail_all(state_ptr self, const std::string& why, bool first) {
   auto& st = self->state;
+  const size_t open = st.seqs.size();
   for (auto& [id, cs] : st.seqs) {
     st.sched->cancel(id);
     send_final(self, cs, finish_reason::error, {errc::unavailable, why});
   }
   st.seqs.clear();
-  TROUPE_LOG_ERROR("engine", "failing all requests: {}", why);
+  if (first || open > 0)
+    TROUPE_LOG_ERROR("engine", "failing all requests ({} open): {}", open, why);
 }
 
 void pump(state_ptr self) {
@@ -419,11 +423,12 @@ engine_impl::behavior_type engine_behavior(state_ptr self) {
         abandon_inflight(self);
         st.sched->reset_kv(); // its KV is gone, and with it every sequence's
         if (how != shard_down::restarting) {
+          const bool first = !st.failed;
           st.failed = true;
           if (!st.cannot_load)
             st.reason = fmt::format("shard stage{}.rank{}: {}", stage, rank, why);
           st.cannot_load = st.cannot_load || how == shard_down::cannot_load;
-          fail_all(self, st.reason);
+          fail_all(self, st.reason, first);
         }
       },
       [=](up_atom, uint64_t epoch, int64_t restarts) {

@@ -102,8 +102,22 @@ pid_t launch(pool_ptr self, int rank) {
   argv.push_back(nullptr);
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
+  // a worker starts with the default signal handling, whatever this thread blocks or ignores
+  // (serve blocks SIGTERM for its own wait and ignores SIGPIPE): a worker that inherited the
+  // mask would sit out the SIGTERM of a stop and be killed two seconds later
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGTERM, SIGINT, SIGPIPE, SIGHUP}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  if (posix_spawn(&pid, st.opt.exe.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) {
+  const int rc = posix_spawn(&pid, st.opt.exe.c_str(), nullptr, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
     TROUPE_LOG_ERROR("workers", "cannot start {} worker for rank {}", st.opt.exe, rank);
     return 0;
   }
@@ -300,6 +314,8 @@ pool_impl::behavior_type pool(pool_ptr self, worker_pool_options opt) {
           int status = 0;
           for (int i = 0; i < 100 && waitpid(m.pid, &status, WNOHANG) == 0; ++i) usleep(20000);
           if (waitpid(m.pid, &status, WNOHANG) == 0) {
+            TROUPE_LOG_WARN("workers", "worker pid {} did not stop within 2 s of SIGTERM; killed",
+                            m.pid);
             ::kill(m.pid, SIGKILL);
             waitpid(m.pid, &status, 0);
           }

@@ -74,6 +74,13 @@ expected<int64_t> parse_kv_memory(const std::string& text) {
       const int64_t free = kernels::get_device(kernels::backend::cpu)->memory_free();
       return static_cast<int64_t>(v * static_cast<double>(free));
     }
+    // "2.0" or "1.5" with no unit is neither a fraction nor a count of bytes (it meant 2
+    // bytes, and the KV cache its floor of one context): ask for the unit
+    if (unit.empty() && (v != std::floor(v) || text.find('.') != std::string::npos))
+      return make_error(errc::invalid_argument,
+                        "--kv-memory '{}': a number without a unit is a fraction of free memory "
+                        "(at most 1) or whole bytes; did you mean {}GiB?",
+                        text, text);
     double mult = 1;
     if (unit == "KiB" || unit == "K")
       mult = 1024;
@@ -114,6 +121,8 @@ int run_serve(const serve_opts& o) {
   sigaction(SIGTERM, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  auto kv = parse_kv_memory(o.kv_memory); // before the load: a typo should not wait for it
+  if (!kv) return fail(kv.error());
   auto m = open_model_verbose(o.model.empty() ? default_model_path() : o.model, false);
   if (!m) return fail(m.error());
   actors::host_options ho;
@@ -125,8 +134,6 @@ int run_serve(const serve_opts& o) {
   ho.place = *place;
   if (auto st = apply_worker_flags(o.workers, ho); !st) return fail(st.error());
   ho.block_size = o.block_size;
-  auto kv = parse_kv_memory(o.kv_memory);
-  if (!kv) return fail(kv.error());
   ho.kv_memory = *kv;
   const auto kvd = parse_kv_dtype(o.kv_dtype);
   if (!kvd) return fail(kvd.error());

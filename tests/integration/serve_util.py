@@ -45,6 +45,8 @@ class Server:
             self.log.append(line)
 
     def log_text(self):
+        if self.proc.poll() is not None:
+            self._reader.join(timeout=10)  # the server has exited: read its last lines too
         return "".join(self.log)
 
     def stop(self):

@@ -73,6 +73,8 @@ class Workers(unittest.TestCase):
         self.assertEqual(srv.proc.returncode, 0)
         time.sleep(0.5)
         self.assertEqual(workers_of(srv.proc.pid), [])
+        # the workers stop on the SIGTERM the server sends (they must not inherit its blocked mask)
+        self.assertNotIn("did not stop", srv.log_text())
 
     def test_sigkill_of_a_worker_under_fifty_streams(self):
         with Server(TROUPE, *ARGS, "--workers", "4") as srv:
