@@ -102,6 +102,8 @@ BENCHMARK_CAPTURE(BM_matmul, q4_k, dtype::q4_k, false)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, q6_k, dtype::q6_k, false)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, q4_0_packed, dtype::q4_0, true)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, q4_k_packed, dtype::q4_k, true)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, q5_k_packed, dtype::q5_k, true)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, q6_k_packed, dtype::q6_k, true)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, iq4_xs_packed, dtype::iq4_xs, true)->Apply(shapes);
 
 BENCHMARK_MAIN();

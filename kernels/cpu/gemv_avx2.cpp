@@ -441,11 +441,160 @@ struct q4_or_q5_k_rows {
   }
 };
 
+// A group's 8 outputs for token t: v added into y, or, for the first block, v plus the bias.
+inline void add8(const gemv_args& a, int64_t n, int64_t t, __m256 v, bool first) {
+  float* y = a.y + t * a.ldy + n - a.ycol0;
+  if (!first)
+    v = _mm256_add_ps(v, _mm256_loadu_ps(y));
+  else if (a.bias)
+    v = _mm256_add_ps(v, _mm256_loadu_ps(a.bias + n));
+  _mm256_storeu_ps(y, v);
+}
+
+// Prefill (8+ tokens) of Q4_K / Q5_K, block by block: one block of a group's 8 rows is decoded
+// once (its scales and minimums as floats, its codes as the unsigned bytes maddubs takes, Q5_K's
+// fifth bits already or'ed in) and then every token passes over it, adding its share into y.
+// k4x8_tokens decodes each block again for every 4 tokens: with Q5_K's fifth bits that was a
+// third of the instructions of the inner loop.
+template <bool Q5>
+struct k4x8_block {
+  __m256 d, dmin, sc[8], mn[8];
+  alignas(32) uint8_t code[4][8][2][32]; // [p][chunk][groups 2p, 2p + 1][8 rows x 4 codes]
+
+  void decode(const uint8_t* blk) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f);
+    const __m256i m2 = _mm256_set1_epi8(0x03), byte = _mm256_set1_epi32(0xff);
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    prefetch_block(blk, Q5 ? 1408 : 1152);
+    d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+    const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32));
+    const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64));
+    const __m256i c2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 96));
+    const __m256i sc_lo = _mm256_and_si256(c0, m6), mn_lo = _mm256_and_si256(c1, m6);
+    const __m256i sc_hi =
+        _mm256_or_si256(_mm256_and_si256(c2, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(c0, 6), m2), 4));
+    const __m256i mn_hi =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c2, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(c1, 6), m2), 4));
+    for (int g = 0; g < 4; ++g) {
+      sc[g] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(sc_lo, 8 * g), byte));
+      sc[4 + g] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(sc_hi, 8 * g), byte));
+      mn[g] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn_lo, 8 * g), byte));
+      mn[4 + g] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn_hi, 8 * g), byte));
+    }
+    const uint8_t* qh = blk + 128;
+    const uint8_t* codes = blk + (Q5 ? 384 : 128);
+    for (int p = 0; p < 4; ++p)
+      for (int c = 0; c < 8; ++c) {
+        const __m256i v =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 256 * p + 32 * c));
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (Q5) {
+          const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * c));
+          const __m256i hl =
+              p < 2 ? _mm256_slli_epi16(h, 4 - 2 * p) : _mm256_srli_epi16(h, 2 * p - 4);
+          const __m256i hh =
+              p < 2 ? _mm256_slli_epi16(h, 3 - 2 * p) : _mm256_srli_epi16(h, 2 * p - 3);
+          lo = _mm256_or_si256(lo, _mm256_and_si256(hl, b4));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(hh, b4));
+        }
+        _mm256_store_si256(reinterpret_cast<__m256i*>(code[p][c][0]), lo);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(code[p][c][1]), hi);
+      }
+  }
+};
+
+// NT tokens over block b of a group decoded into w (k4x8_tokens' sums, the codes from w).
+template <bool Q5, int NT>
+void k4x8_block_tokens(const gemv_args& a, const k4x8_block<Q5>& w, int64_t b, int64_t n,
+                       int64_t t0) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* x[NT];
+  __m256 blockacc[NT], mins[NT];
+  for (int j = 0; j < NT; ++j) {
+    x[j] = a.xq + (t0 + j) * a.K + b * 256;
+    blockacc[j] = mins[j] = _mm256_setzero_ps();
+  }
+  for (int p = 0; p < 4; ++p) {
+    __m256i slo[NT], shi[NT], wlo[NT], whi[NT];
+    for (int j = 0; j < NT; ++j) slo[j] = shi[j] = wlo[j] = whi[j] = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+      if constexpr (Q5) // Q5_K's pairs reach 2 x 31 x 127: to int32 every 4 chunks
+        if (c == 4)
+          for (int j = 0; j < NT; ++j) {
+            wlo[j] = _mm256_madd_epi16(slo[j], ones);
+            whi[j] = _mm256_madd_epi16(shi[j], ones);
+            slo[j] = shi[j] = _mm256_setzero_si256();
+          }
+      const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.code[p][c][0]));
+      const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.code[p][c][1]));
+      for (int j = 0; j < NT; ++j) {
+        slo[j] = _mm256_add_epi16(slo[j], _mm256_maddubs_epi16(lo, bcast4(x[j] + 64 * p + 4 * c)));
+        shi[j] =
+            _mm256_add_epi16(shi[j], _mm256_maddubs_epi16(hi, bcast4(x[j] + 64 * p + 32 + 4 * c)));
+      }
+    }
+    for (int j = 0; j < NT; ++j) {
+      const float* xd = a.xd + (t0 + j) * (a.K / 32) + b * 8;
+      const float* xs = a.xs + (t0 + j) * (a.K / 16) + b * 16;
+      const __m256 dlo =
+          _mm256_cvtepi32_ps(_mm256_add_epi32(wlo[j], _mm256_madd_epi16(slo[j], ones)));
+      const __m256 dhi =
+          _mm256_cvtepi32_ps(_mm256_add_epi32(whi[j], _mm256_madd_epi16(shi[j], ones)));
+      blockacc[j] =
+          _mm256_fmadd_ps(dlo, _mm256_mul_ps(w.sc[2 * p], _mm256_set1_ps(xd[2 * p])), blockacc[j]);
+      blockacc[j] = _mm256_fmadd_ps(
+          dhi, _mm256_mul_ps(w.sc[2 * p + 1], _mm256_set1_ps(xd[2 * p + 1])), blockacc[j]);
+      mins[j] = _mm256_fmadd_ps(w.mn[2 * p], _mm256_set1_ps(xs[4 * p] + xs[4 * p + 1]), mins[j]);
+      mins[j] =
+          _mm256_fmadd_ps(w.mn[2 * p + 1], _mm256_set1_ps(xs[4 * p + 2] + xs[4 * p + 3]), mins[j]);
+    }
+  }
+  for (int j = 0; j < NT; ++j)
+    add8(a, n, t0 + j, _mm256_fnmadd_ps(w.dmin, mins[j], _mm256_mul_ps(w.d, blockacc[j])), b == 0);
+}
+
+template <bool Q5>
+void k4x8_blocks(const gemv_args& a) {
+  constexpr int64_t block = Q5 ? 1408 : 1152;
+  k4x8_block<Q5> w;
+  for (int64_t n = a.n0; n < a.n1; n += 8) {
+    const uint8_t* grp = a.wp + n * a.row_bytes;
+    for (int64_t b = 0; b < a.K / 256; ++b) {
+      w.decode(grp + b * block);
+      int64_t t = 0;
+      for (; t + 4 <= a.T; t += 4) k4x8_block_tokens<Q5, 4>(a, w, b, n, t);
+      switch (a.T - t) {
+      case 3:
+        k4x8_block_tokens<Q5, 3>(a, w, b, n, t);
+        break;
+      case 2:
+        k4x8_block_tokens<Q5, 2>(a, w, b, n, t);
+        break;
+      case 1:
+        k4x8_block_tokens<Q5, 1>(a, w, b, n, t);
+        break;
+      default:
+        break;
+      }
+    }
+  }
+}
+
 void gemv_q4_k_x8(const gemv_args& a) {
-  over_packed_groups<8, q4_or_q5_k_rows<false>>(a);
+  if (a.T >= 8)
+    k4x8_blocks<false>(a);
+  else
+    over_packed_groups<8, q4_or_q5_k_rows<false>>(a);
 }
 void gemv_q5_k_x8(const gemv_args& a) {
-  over_packed_groups<8, q4_or_q5_k_rows<true>>(a);
+  if (a.T >= 8)
+    k4x8_blocks<true>(a);
+  else
+    over_packed_groups<8, q4_or_q5_k_rows<true>>(a);
 }
 
 // Q6_K from the packed layout (pack_q6_k with 8 rows): 8 rows in the lanes, as the AVX-512
