@@ -225,6 +225,16 @@ inline void store8(const gemv_args& a, int64_t n, int64_t t, __m256 acc) {
   _mm256_storeu_ps(a.y + t * a.ldy + n - a.ycol0, acc);
 }
 
+// A group's 8 outputs for token t: v added into y, or, for the first block, v plus the bias.
+inline void add8(const gemv_args& a, int64_t n, int64_t t, __m256 v, bool first) {
+  float* y = a.y + t * a.ldy + n - a.ycol0;
+  if (!first)
+    v = _mm256_add_ps(v, _mm256_loadu_ps(y));
+  else if (a.bias)
+    v = _mm256_add_ps(v, _mm256_loadu_ps(a.bias + n));
+  _mm256_storeu_ps(y, v);
+}
+
 template <int NT>
 void x8_tokens(const gemv_args& a, const uint8_t* grp, int64_t n, int64_t t0) {
   const int64_t nb = a.K / 32;
@@ -319,11 +329,108 @@ struct iq4_rows {
   }
 };
 
+// Prefill (8+ tokens) of IQ4_NL / IQ4_XS, 256 values at a time (an IQ4_XS block, or up to 8
+// IQ4_NL blocks): their codes looked up once (the signed values and their magnitudes) with
+// each sub-block's scale, then every token passes over them and adds its share into y (as
+// k4x8_blocks does; x8_iq4 looks each block up again for every 4 tokens).
+struct iq4x8_span {
+  int subs = 0;
+  __m256 ws[8];
+  alignas(32) int8_t w[8][8][32], aw[8][8][32]; // [sub-block][chunk][8 rows x 4 values]
+
+  template <bool XS>
+  void decode(const uint8_t* grp, int64_t k32, int n32) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i lut = _mm256_broadcastsi128_si256(kqc::table16(kq::iq4_values));
+    subs = n32;
+    for (int s = 0; s < n32; ++s) {
+      const uint8_t* blk = XS ? grp + (k32 / 8) * 136 * 8 : grp + (k32 + s) * 144;
+      if (!XS || s == 0) prefetch_block(blk, XS ? 136 * 8 : 144);
+      if constexpr (XS) {
+        ws[s] = kqc::iq4xs_rows8(blk).scale(s);
+      } else {
+        ws[s] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+      }
+      const uint8_t* codes = XS ? blk + 64 + 128 * s : blk + 16;
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * c));
+        const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
+        const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[s][c]), lo);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[s][4 + c]), hi);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(aw[s][c]), _mm256_abs_epi8(lo));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(aw[s][4 + c]), _mm256_abs_epi8(hi));
+      }
+    }
+  }
+};
+
+// NT tokens over the span at 32-value block k32 (x8_iq4's sums, the codes from sp).
+template <int NT>
+void iq4x8_span_tokens(const gemv_args& a, const iq4x8_span& sp, int64_t k32, int64_t n,
+                       int64_t t0) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t n32 = a.K / 32;
+  __m256 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+  for (int s = 0; s < sp.subs; ++s) {
+    __m256i aw[8]; // the magnitudes stay in registers for the NT tokens
+    for (int c = 0; c < 8; ++c)
+      aw[c] = _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.aw[s][c]));
+    for (int j = 0; j < NT; ++j) {
+      const int64_t t = t0 + j, k = k32 + s;
+      const int8_t* x = a.xq + t * a.K + k * 32;
+      __m256i s32 = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.w[s][c]));
+        const __m256i p = _mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bcast4(x + 4 * c), w));
+        s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, ones));
+      }
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32),
+                               _mm256_mul_ps(sp.ws[s], _mm256_set1_ps(a.xd[t * n32 + k])), acc[j]);
+    }
+  }
+  for (int j = 0; j < NT; ++j) add8(a, n, t0 + j, acc[j], k32 == 0);
+}
+
+template <bool XS>
+void iq4x8_spans(const gemv_args& a) {
+  iq4x8_span sp;
+  const int64_t n32 = a.K / 32;
+  for (int64_t n = a.n0; n < a.n1; n += 8) {
+    const uint8_t* grp = a.wp + n * a.row_bytes;
+    for (int64_t k32 = 0; k32 < n32; k32 += 8) {
+      sp.decode<XS>(grp, k32, static_cast<int>(n32 - k32 < 8 ? n32 - k32 : 8));
+      int64_t t = 0;
+      for (; t + 4 <= a.T; t += 4) iq4x8_span_tokens<4>(a, sp, k32, n, t);
+      switch (a.T - t) {
+      case 3:
+        iq4x8_span_tokens<3>(a, sp, k32, n, t);
+        break;
+      case 2:
+        iq4x8_span_tokens<2>(a, sp, k32, n, t);
+        break;
+      case 1:
+        iq4x8_span_tokens<1>(a, sp, k32, n, t);
+        break;
+      default:
+        break;
+      }
+    }
+  }
+}
+
 void gemv_iq4_nl_x8(const gemv_args& a) {
-  over_packed_groups<8, iq4_rows<false>>(a);
+  if (a.T >= 8)
+    iq4x8_spans<false>(a);
+  else
+    over_packed_groups<8, iq4_rows<false>>(a);
 }
 void gemv_iq4_xs_x8(const gemv_args& a) {
-  over_packed_groups<8, iq4_rows<true>>(a);
+  if (a.T >= 8)
+    iq4x8_spans<true>(a);
+  else
+    over_packed_groups<8, iq4_rows<true>>(a);
 }
 
 void gemv_q4_0_x8(const gemv_args& a) {
@@ -440,16 +547,6 @@ struct q4_or_q5_k_rows {
     k4x8_tokens<Q5, NT>(a, grp, n, t0);
   }
 };
-
-// A group's 8 outputs for token t: v added into y, or, for the first block, v plus the bias.
-inline void add8(const gemv_args& a, int64_t n, int64_t t, __m256 v, bool first) {
-  float* y = a.y + t * a.ldy + n - a.ycol0;
-  if (!first)
-    v = _mm256_add_ps(v, _mm256_loadu_ps(y));
-  else if (a.bias)
-    v = _mm256_add_ps(v, _mm256_loadu_ps(a.bias + n));
-  _mm256_storeu_ps(y, v);
-}
 
 // Prefill (8+ tokens) of Q4_K / Q5_K, block by block: one block of a group's 8 rows is decoded
 // once (its scales and minimums as floats, its codes as the unsigned bytes maddubs takes, Q5_K's

@@ -165,11 +165,34 @@ TEST(PackedQ5K, TheLargestCodesDoNotSaturate) {
                  << ") has no packed q5_k decode";
   std::vector<uint8_t> layout;
   const tensor_view wp = laid_out(w, layout);
-  for (float sign : {1.0f, -1.0f}) {
-    std::vector<float> x(static_cast<size_t>(2 * K), sign); // quantized to +-127 everywhere
-    const auto want = run(w, x, 2, nullptr);
-    const auto got = run(wp, x, 2, nullptr);
-    expect_close(got, want);
+  for (int64_t T : {2, 9}) // decode, and prefill's block-by-block walk
+    for (float sign : {1.0f, -1.0f}) {
+      SCOPED_TRACE("T " + std::to_string(T));
+      std::vector<float> x(static_cast<size_t>(T * K), sign); // quantized to +-127 everywhere
+      const auto want = run(w, x, T, nullptr);
+      const auto got = run(wp, x, T, nullptr);
+      expect_close(got, want);
+    }
+}
+
+// Prefill walks the layout 256 values at a time (AVX2: a K-quant or IQ4_XS block, or 8 blocks
+// of the 32-value formats); rows of 5 blocks of 32 end inside the first span.
+TEST(PackedPrefill, RowsShorterThanASpanOf256Values) {
+  const int64_t N = 32, K = 160;
+  for (dtype type : {dtype::q4_0, dtype::iq4_nl}) {
+    SCOPED_TRACE(name(type));
+    auto bytes = random_rows(type, N, K, 5);
+    tensor_view w(bytes.data(), type, {N, K});
+    if (cpu::packed_bytes(w) == 0) continue;
+    std::vector<uint8_t> layout;
+    const tensor_view wp = laid_out(w, layout);
+    std::mt19937 rng(9);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t T : {8, 13}) {
+      std::vector<float> x(static_cast<size_t>(T * K));
+      for (auto& v : x) v = nd(rng);
+      expect_close(run(wp, x, T, nullptr), run(w, x, T, nullptr));
+    }
   }
 }
 
