@@ -150,6 +150,24 @@ void gemm_q4_k_avx512(const gemm_q_args& a);
 void gemm_q5_k_avx512(const gemm_q_args& a);
 void gemm_q6_k_avx512(const gemm_q_args& a);
 void gemm_q4_k_avx2(const gemm_q_args& a);
+// the packed-layout kernels the tables name (packed_avx512.cpp, packed_avx2.cpp)
+namespace packed_avx512 {
+void gemv_q8_0_x16(const gemv_args& a);
+void gemv_q4_0_x16(const gemv_args& a);
+void gemv_q4_k_x16(const gemv_args& a);
+void gemv_q5_k_x16(const gemv_args& a);
+void gemv_q6_k_x16(const gemv_args& a);
+void gemv_iq4_nl_x16(const gemv_args& a);
+void gemv_iq4_xs_x16(const gemv_args& a);
+} // namespace packed_avx512
+namespace packed_avx2 {
+void gemv_q4_0_x8(const gemv_args& a);
+void gemv_q4_k_x8(const gemv_args& a);
+void gemv_q5_k_x8(const gemv_args& a);
+void gemv_q6_k_x8(const gemv_args& a);
+void gemv_iq4_nl_x8(const gemv_args& a);
+void gemv_iq4_xs_x8(const gemv_args& a);
+} // namespace packed_avx2
 void gemm_q5_k_avx2(const gemm_q_args& a);
 void gemm_q6_k_avx2(const gemm_q_args& a);
 void unpack_q6_k_x16(const uint8_t* grp, int64_t K, uint8_t* rows);

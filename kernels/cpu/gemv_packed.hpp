@@ -1,8 +1,8 @@
 // gemv_packed.hpp: the walk both ISA files' packed decode kernels share (gemv.hpp, the layouts
 // pack_q4_0 / pack_q4_k make at load): output features [n0, n1) one group of G interleaved rows
 // at a time, the tokens 4 at a time and then the rest, each through Rows::run<NT>(a, group,
-// n, t0), and the prefetch that keeps the weight stream ahead. Included by gemv_avx2.cpp (G =
-// 8, ymm lanes) and gemv_avx512.cpp (G = 16, zmm lanes); no code past SSE here.
+// n, t0), and the prefetch that keeps the weight stream ahead. Included by packed_avx2.cpp (G =
+// 8, ymm lanes) and packed_avx512.cpp (G = 16, zmm lanes); no code past SSE here.
 #pragma once
 
 #include <xmmintrin.h>
