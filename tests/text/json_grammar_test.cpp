@@ -1,0 +1,257 @@
+// json_grammar_test.cpp: response_format's JSON grammar (text/json_schema, json_grammar,
+// json_constraint). The byte automaton takes exactly the documents the schema allows (valid
+// and invalid ones written out, nlohmann's parser as the yardstick for JSON itself); schema
+// keywords it cannot hold to refuse by name; the token mask equals, token by token, what
+// feeding each token's bytes to the automaton says (the trie walk and the free-string
+// shortcut are exact), over the bundled SentencePiece and byte-level vocabularies; and random
+// walks over allowed tokens always end in JSON that parses and fits the schema.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "../test_paths.hpp"
+#include "formats/gguf.hpp"
+#include "text/json_constraint.hpp"
+#include "text/json_grammar.hpp"
+#include "text/json_schema.hpp"
+#include "text/tokenizer.hpp"
+
+using namespace troupe;
+using json = nlohmann::json;
+
+namespace {
+
+json_schema schema_of(const std::string& rf) {
+  auto s = compile_response_format(rf);
+  EXPECT_TRUE(s) << (s ? "" : s.error().to_string());
+  return s ? *s : json_schema{};
+}
+
+std::string with_schema(const json& schema) {
+  return json{{"type", "json_schema"}, {"json_schema", {{"name", "t"}, {"schema", schema}}}}.dump();
+}
+
+// Whether the grammar takes `doc` whole and is then complete.
+bool accepts(const json_schema& s, const std::string& doc) {
+  json_grammar g(s);
+  return g.feed(doc) && g.done();
+}
+
+const json person = {
+    {"type", "object"},
+    {"properties",
+     {{"name", {{"type", "string"}, {"minLength", 1}, {"maxLength", 8}}},
+      {"age", {{"type", "integer"}}},
+      {"mood", {{"enum", {"happy", "sad", 3}}}},
+      {"email", {{"type", {"string", "null"}}}},
+      {"tags", {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 2}}},
+      {"score", {{"type", "number"}}}}},
+    {"required", {"name", "age"}},
+    {"additionalProperties", false}};
+
+} // namespace
+
+TEST(JsonGrammar, JsonObjectModeTakesAnyObjectAndOnlyJson) {
+  const auto s = schema_of(R"({"type": "json_object"})");
+  for (const std::string doc :
+       {"{}", R"({"a": [1, -2.5e-3, 0, "x\u00e9\n\"", true, null, {"b": false}]})",
+        "{\n  \"k\": \"caf\xc3\xa9\"\n}", R"({"a":{"a":{"a":[]}}})"}) {
+    EXPECT_NO_THROW((void)json::parse(doc)) << doc;
+    EXPECT_TRUE(accepts(s, doc)) << doc;
+  }
+  for (const std::string doc :
+       {"[1]", "{a: 1}", R"({"a": 01})", "{\"a\": \"\x01\"}", R"({"a": tru})", R"({"a": 1,})",
+        R"({"a": 1}})", R"({"a": "\q"})", "{\"a\": \"\xc3\"}", R"({"a": -})", R"({"a" 1})",
+        R"({"a": [1 2]})", R"({"a": 1.})", R"({"a": 1e})"}) {
+    EXPECT_FALSE(accepts(s, doc)) << doc;
+  }
+  // a complete document takes nothing more, and whitespace runs are bounded
+  json_grammar g(s);
+  ASSERT_TRUE(g.feed("{}"));
+  EXPECT_TRUE(g.done());
+  EXPECT_FALSE(g.feed(' '));
+  json_grammar w(s);
+  ASSERT_TRUE(w.feed('{'));
+  for (int i = 0; i < json_grammar::max_ws; ++i) ASSERT_TRUE(w.feed(' '));
+  EXPECT_FALSE(w.feed(' '));
+}
+
+TEST(JsonGrammar, ASchemaHoldsItsKeysTypesAndBounds) {
+  const auto s = schema_of(with_schema(person));
+  for (const std::string doc :
+       {R"({"name": "Ann", "age": 30})", R"({"age": -1, "name": "B", "mood": 3})",
+        R"({"name": "Ann", "age": 0, "mood": "sad", "email": null, "tags": ["a", "b"],
+            "score": 2.5e3})",
+        R"({"name":"12345678","age":7,"email":"a@b"})"})
+    EXPECT_TRUE(accepts(s, doc)) << doc;
+  for (const std::string doc : {R"({"name": "Ann"})",                         // age is required
+                                R"({"name": "Ann", "age": 3.5})",             // an integer
+                                R"({"name": "Ann", "age": 3, "x": 1})",       // no other keys
+                                R"({"name": "Ann", "age": 3, "age": 4})",     // each key once
+                                R"({"name": "", "age": 3})",                  // minLength 1
+                                R"({"name": "123456789", "age": 3})",         // maxLength 8
+                                R"({"name": "A", "age": 3, "mood": "glad"})", // enum
+                                R"({"name": "A", "age": 3, "mood": 33})",     // enum 3, not 33
+                                R"({"name": "A", "age": 3, "tags": ["a", "b", "c"]})", // maxItems 2
+                                R"({"name": "A", "age": 3, "email": 5})", // a string or null
+                                R"([])"})
+    EXPECT_FALSE(accepts(s, doc)) << doc;
+}
+
+TEST(JsonGrammar, RefsRecurseAndUnionsOfDifferentTypes) {
+  const json tree = {{"$defs",
+                      {{"node",
+                        {{"type", "object"},
+                         {"properties",
+                          {{"v", {{"anyOf", {{{"type", "integer"}}, {{"type", "string"}}}}}},
+                           {"kids", {{"type", "array"}, {"items", {{"$ref", "#/$defs/node"}}}}}}},
+                         {"required", {"v"}},
+                         {"additionalProperties", false}}}}},
+                     {"$ref", "#/$defs/node"}};
+  const auto s = schema_of(with_schema(tree));
+  EXPECT_TRUE(accepts(s, R"({"v": 1, "kids": [{"v": "a"}, {"v": 2, "kids": [{"v": 3}]}]})"));
+  EXPECT_FALSE(accepts(s, R"({"v": 1, "kids": [{"v": true}]})"));
+  EXPECT_FALSE(accepts(s, R"({"v": 1, "kids": [{}]})"));
+}
+
+TEST(JsonGrammar, KeywordsItCannotHoldToAreRefusedByName) {
+  const std::pair<json, std::string> refused[] = {
+      {{{"type", "object"}, {"properties", {{"a", {{"type", "string"}, {"pattern", "^x"}}}}}},
+       "'pattern'"},
+      {{{"type", "object"}, {"properties", {{"a", {{"type", "integer"}, {"minimum", 0}}}}}},
+       "'minimum'"},
+      {{{"type", "string"}}, "root must be an object or an array"},
+      {{{"anyOf", {{{"type", "object"}}, {{"type", "object"}, {"required", json::array()}}}}},
+       "same character"},
+      {{{"type", "object"}, {"properties", {{"a", {{"$ref", "#/$defs/missing"}}}}}}, "$ref"},
+      {{{"type", "object"}, {"required", {"b"}}}, "required 'b'"},
+  };
+  for (const auto& [schema, what] : refused) {
+    auto s = compile_response_format(with_schema(schema));
+    ASSERT_FALSE(s) << schema.dump();
+    EXPECT_NE(s.error().message.find(what), std::string::npos) << s.error().message;
+  }
+  EXPECT_FALSE(compile_response_format(R"({"type": "yaml"})"));
+  EXPECT_FALSE(compile_response_format("{"));
+}
+
+namespace {
+
+bool bit(const std::vector<uint64_t>& b, int32_t id) {
+  return (b[static_cast<size_t>(id >> 6)] >> (id & 63)) & 1;
+}
+
+// Walks `steps` random allowed tokens from the start (or to the end of the document), and
+// at every state checks the mask against feeding each token's bytes to the grammar.
+void random_walk(const json_schema& s, const std::shared_ptr<const token_vocab>& v, uint32_t seed,
+                 int steps, int check_every, std::string& out, int* taken = nullptr) {
+  auto schema = std::make_shared<const json_schema>(s);
+  json_token_constraint c(schema, v, {});
+  json_grammar g(*schema); // the same state, fed byte by byte here
+  std::mt19937 rng(seed);
+  out.clear();
+  std::vector<uint64_t> bits;
+  for (int step = 0; step < steps && !c.done(); ++step) {
+    if (taken) *taken = step + 1;
+    c.allowed(bits);
+    std::vector<int32_t> ok;
+    const bool check = step % check_every == 0;
+    for (int32_t id = 0; id < v->size(); ++id) {
+      if (check) {
+        json_grammar h = g;
+        const bool want = !v->bytes(id).empty() && h.feed(v->bytes(id));
+        ASSERT_EQ(bit(bits, id), want) << "step " << step << ", token " << id << " '"
+                                       << v->bytes(id) << "' after '" << out << "'";
+      }
+      if (bit(bits, id)) ok.push_back(id);
+    }
+    if (ok.empty()) {
+      ADD_FAILURE() << "no token allowed after " << out;
+      break;
+    }
+    const int32_t t = ok[std::uniform_int_distribution<size_t>(0, ok.size() - 1)(rng)];
+    EXPECT_TRUE(c.advance(t));
+    EXPECT_TRUE(g.feed(v->bytes(t)));
+    out += v->bytes(t);
+  }
+}
+
+std::shared_ptr<const token_vocab> llama2_vocab() {
+  auto g = open_gguf(test::model_path("llama2-tiny-random/llama-2-tiny-random.gguf"));
+  EXPECT_TRUE(g);
+  auto tok = tokenizer::from_gguf(**g);
+  EXPECT_TRUE(tok);
+  return token_vocab::from(**tok);
+}
+
+std::shared_ptr<const token_vocab> qwen2_vocab() {
+  const json fx = test::load_json(test::fixture_path("tokenizers.json"))["qwen2_bytelevel"];
+  const std::string dir =
+      std::filesystem::path(test::resolve_fixture_ref(fx["path"].get<std::string>()))
+          .parent_path()
+          .string();
+  auto tok = tokenizer::from_hf_dir(dir);
+  EXPECT_TRUE(tok);
+  return token_vocab::from(**tok);
+}
+
+} // namespace
+
+TEST(JsonConstraint, TokenBytesAreAsTheyAppearInText) {
+  auto v = llama2_vocab();
+  auto g = open_gguf(test::model_path("llama2-tiny-random/llama-2-tiny-random.gguf"));
+  auto tok = tokenizer::from_gguf(**g);
+  // the bytes of a text's tokens after the first add up to the text's decode after the first
+  auto ids = (*tok)->encode(R"(Hello {"a": "b\n", "caf√©": [1, 2]} world)", false, false);
+  ASSERT_TRUE(ids);
+  std::string joined;
+  for (size_t i = 1; i < ids->size(); ++i) joined += v->bytes((*ids)[i]);
+  const std::string first = (*tok)->decode_bytes(std::vector<int32_t>{(*ids)[0]});
+  EXPECT_EQ(first + joined, (*tok)->decode_bytes(*ids));
+  EXPECT_TRUE(v->bytes((*tok)->eos_id()).empty()); // special: never allowed
+  EXPECT_EQ(v->bytes((*tok)->find("<0x22>")), "\"");
+}
+
+TEST(JsonConstraint, TheMaskIsExactlyWhatTheGrammarTakes) {
+  const auto s = schema_of(with_schema(person));
+  const auto j = schema_of(R"({"type": "json_object"})");
+  std::string out;
+  for (const auto& v : {llama2_vocab(), qwen2_vocab()}) {
+    int taken = 0;
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      random_walk(s, v, seed, 60, 2, out, &taken);
+      EXPECT_GT(taken, 5) << out; // a walk long enough to reach strings, numbers, keys
+    }
+    // json_object: "{}" may end a walk at once; walks until three have gone somewhere
+    int long_walks = 0;
+    for (uint32_t seed = 10; seed < 40 && long_walks < 3; ++seed) {
+      random_walk(j, v, seed, 60, 2, out, &taken);
+      long_walks += taken > 5;
+    }
+    EXPECT_EQ(long_walks, 3);
+  }
+}
+
+TEST(JsonConstraint, RandomWalksEndInJsonThatFitsTheSchema) {
+  const auto s = schema_of(with_schema(person));
+  auto v = llama2_vocab();
+  int finished = 0;
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    std::string out;
+    random_walk(s, v, 100 + seed, 400, 1 << 30, out);
+    json_grammar g(s);
+    if (!g.feed(out) || !g.done()) continue; // cut at 400 tokens: nothing to parse
+    ++finished;
+    json doc;
+    ASSERT_NO_THROW(doc = json::parse(out)) << out;
+    ASSERT_TRUE(doc.is_object());
+    EXPECT_TRUE(doc.contains("name") && doc["name"].is_string()) << out;
+    EXPECT_TRUE(doc.contains("age") && doc["age"].is_number_integer()) << out;
+    for (const auto& [k, val] : doc.items()) EXPECT_TRUE(person["properties"].contains(k)) << k;
+  }
+  EXPECT_GT(finished, 5); // a uniform walk closes strings and objects often enough
+}

@@ -1,0 +1,429 @@
+// json_grammar.cpp: the byte automaton of json_grammar.hpp. Each mode takes a byte or refuses
+// it; a byte that ends a number or an enum value of different lengths ("1" against "12") is
+// taken again by the mode that follows the value.
+#include "text/json_grammar.hpp"
+
+namespace troupe {
+
+namespace {
+
+const std::string_view builtin[3] = {"true", "false", "null"};
+
+bool is_ws(uint8_t c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+bool is_digit(uint8_t c) {
+  return c >= '0' && c <= '9';
+}
+bool is_hex(uint8_t c) {
+  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+} // namespace
+
+json_grammar::json_grammar(const json_schema& s)
+    : s_(&s)
+    , node_(s.root) {}
+
+void json_grammar::copy_from(const json_grammar& o) {
+  s_ = o.s_;
+  m_ = o.m_;
+  node_ = o.node_;
+  ws_ = o.ws_;
+  esc_ = o.esc_;
+  utf8_ = o.utf8_;
+  num_ = o.num_;
+  lit_builtin_ = o.lit_builtin_;
+  free_key_ = o.free_key_;
+  cand_ = o.cand_;
+  pos_ = o.pos_;
+  digits_ = o.digits_;
+  depth_ = o.depth_;
+  for (int32_t i = 0; i < depth_; ++i) stack_[i] = o.stack_[i];
+}
+
+json_grammar::json_grammar(const json_grammar& o) {
+  copy_from(o);
+}
+
+json_grammar& json_grammar::operator=(const json_grammar& o) {
+  if (this != &o) copy_from(o);
+  return *this;
+}
+
+bool json_grammar::space(uint8_t c) {
+  if (!is_ws(c)) return false;
+  return ++ws_ <= max_ws;
+}
+
+// The first byte of a value of node_.
+bool json_grammar::start_value(uint8_t c) {
+  const json_node& n = node(node_);
+  ws_ = 0;
+  if (!n.literals.empty()) {
+    m_ = mode::literal;
+    lit_builtin_ = false;
+    cand_ = n.literals.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << n.literals.size()) - 1;
+    pos_ = 0;
+    bool again = false;
+    return literal_byte(c, again) && !again;
+  }
+  if (c == '{' && (n.types & json_node::t_obj)) {
+    if (depth_ == max_depth) return false;
+    stack_[depth_++] = {node_, true, 0, 0, 0};
+    m_ = mode::key_or_end;
+    return true;
+  }
+  if (c == '[' && (n.types & json_node::t_arr)) {
+    if (depth_ == max_depth) return false;
+    stack_[depth_++] = {node_, false, 0, 0, 0};
+    m_ = mode::item_or_end;
+    return true;
+  }
+  if (c == '"' && (n.types & json_node::t_str)) {
+    m_ = mode::string;
+    esc_ = utf8_ = 0;
+    pos_ = 0;
+    return true;
+  }
+  if ((c == 't' || c == 'f') && (n.types & json_node::t_bool)) {
+    m_ = mode::literal;
+    lit_builtin_ = true;
+    cand_ = 3; // true, false
+    pos_ = 0;
+    bool again = false;
+    return literal_byte(c, again);
+  }
+  if (c == 'n' && (n.types & json_node::t_null)) {
+    m_ = mode::literal;
+    lit_builtin_ = true;
+    cand_ = 4; // null
+    pos_ = 0;
+    bool again = false;
+    return literal_byte(c, again);
+  }
+  if ((c == '-' || is_digit(c)) && (n.types & (json_node::t_int | json_node::t_num))) {
+    m_ = mode::number;
+    num_ = 0;
+    digits_ = 0;
+    bool again = false;
+    return number_byte(c, again);
+  }
+  return false;
+}
+
+// String content (values and keys): escapes, UTF-8, the closing quote.
+bool json_grammar::string_byte(uint8_t c, bool& closed) {
+  closed = false;
+  if (esc_ == 1) {
+    if (c == 'u') {
+      esc_ = 2;
+      return true;
+    }
+    if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' ||
+        c == 't') {
+      esc_ = 0;
+      return true;
+    }
+    return false;
+  }
+  if (esc_ >= 2) {
+    if (!is_hex(c)) return false;
+    esc_ = esc_ == 5 ? 0 : static_cast<uint8_t>(esc_ + 1);
+    return true;
+  }
+  if (utf8_ > 0) {
+    if ((c & 0xc0) != 0x80) return false;
+    --utf8_;
+    return true;
+  }
+  if (c == '"') {
+    closed = true;
+    return true;
+  }
+  if (c == '\\') {
+    esc_ = 1;
+    return true;
+  }
+  if (c < 0x20) return false;
+  if (c < 0x80) return true;
+  if (c >= 0xc2 && c <= 0xdf)
+    utf8_ = 1;
+  else if (c >= 0xe0 && c <= 0xef)
+    utf8_ = 2;
+  else if (c >= 0xf0 && c <= 0xf4)
+    utf8_ = 3;
+  else
+    return false;
+  return true;
+}
+
+bool json_grammar::literal_byte(uint8_t c, bool& reprocess) {
+  reprocess = false;
+  const json_node& n = node(node_);
+  auto text = [&](int i) -> std::string_view {
+    return lit_builtin_ ? builtin[i] : std::string_view(n.literals[static_cast<size_t>(i)]);
+  };
+  const int count = lit_builtin_ ? 3 : static_cast<int>(n.literals.size());
+  uint64_t next = 0;
+  bool ended = false; // a candidate ended right before c
+  for (int i = 0; i < count; ++i) {
+    if (!((cand_ >> i) & 1)) continue;
+    const std::string_view t = text(i);
+    if (static_cast<size_t>(pos_) == t.size())
+      ended = true;
+    else if (static_cast<uint8_t>(t[static_cast<size_t>(pos_)]) == c)
+      next |= uint64_t{1} << i;
+  }
+  if (next == 0) {
+    if (!ended) return false;
+    m_ = mode::after; // c follows the value
+    reprocess = true;
+    return true;
+  }
+  cand_ = next;
+  ++pos_;
+  bool all_end = true;
+  for (int i = 0; i < count; ++i)
+    if (((cand_ >> i) & 1) && text(i).size() != static_cast<size_t>(pos_)) all_end = false;
+  if (all_end) m_ = mode::after;
+  return true;
+}
+
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?; integers without fraction or exponent.
+bool json_grammar::number_byte(uint8_t c, bool& reprocess) {
+  reprocess = false;
+  const bool integer = !(node(node_).types & json_node::t_num);
+  if (is_digit(c) && ++digits_ > 24) return false;
+  switch (num_) {
+  case 0: // start
+    if (c == '-')
+      num_ = 1;
+    else if (c == '0')
+      num_ = 3;
+    else if (is_digit(c))
+      num_ = 2;
+    else
+      return false;
+    return true;
+  case 1: // after '-'
+    if (c == '0')
+      num_ = 3;
+    else if (is_digit(c))
+      num_ = 2;
+    else
+      return false;
+    return true;
+  case 2: // integer digits
+  case 3: // a leading 0
+    if (num_ == 2 && is_digit(c)) return true;
+    if (c == '.' && !integer) {
+      num_ = 4;
+      return true;
+    }
+    if ((c == 'e' || c == 'E') && !integer) {
+      num_ = 6;
+      return true;
+    }
+    break;
+  case 4: // after '.'
+    if (!is_digit(c)) return false;
+    num_ = 5;
+    return true;
+  case 5: // fraction digits
+    if (is_digit(c)) return true;
+    if (c == 'e' || c == 'E') {
+      num_ = 6;
+      return true;
+    }
+    break;
+  case 6: // after 'e'
+    if (c == '+' || c == '-') {
+      num_ = 7;
+      return true;
+    }
+    if (!is_digit(c)) return false;
+    num_ = 8;
+    return true;
+  case 7: // after the exponent's sign
+    if (!is_digit(c)) return false;
+    num_ = 8;
+    return true;
+  case 8: // exponent digits
+    if (is_digit(c)) return true;
+    break;
+  default:
+    return false;
+  }
+  // c ends the number (states 2, 3, 5 and 8 are complete)
+  if (is_digit(c)) return false; // a digit after a leading 0
+  m_ = mode::after;
+  reprocess = true;
+  return true;
+}
+
+// A byte of an object key: the schema's keys not yet present whose text still matches, and,
+// where other keys are allowed, any string.
+bool json_grammar::key_byte(uint8_t c) {
+  frame& f = stack_[depth_ - 1];
+  const json_node& obj = node(f.node);
+  bool closed = false;
+  if (!string_byte(c, closed)) return false;
+  if (closed) { // the key ends here
+    for (size_t i = 0; i < obj.keys.size(); ++i)
+      if (((cand_ >> i) & 1) && obj.keys[i].size() == static_cast<size_t>(pos_)) {
+        f.used |= uint64_t{1} << i;
+        f.value = obj.key_nodes[i];
+        m_ = mode::colon;
+        return true;
+      }
+    if (!free_key_) return false;
+    f.value = obj.additional;
+    m_ = mode::colon;
+    return true;
+  }
+  uint64_t next = 0;
+  for (size_t i = 0; i < obj.keys.size(); ++i)
+    if (((cand_ >> i) & 1) && obj.keys[i].size() > static_cast<size_t>(pos_) &&
+        static_cast<uint8_t>(obj.keys[i][static_cast<size_t>(pos_)]) == c)
+      next |= uint64_t{1} << i;
+  if (next == 0 && !free_key_) return false;
+  cand_ = next;
+  ++pos_;
+  return true;
+}
+
+void json_grammar::close_container() {
+  --depth_;
+  m_ = depth_ == 0 ? mode::done : mode::after;
+}
+
+bool json_grammar::feed(uint8_t c) {
+  for (;;) {
+    switch (m_) {
+    case mode::value:
+      if (is_ws(c)) return space(c);
+      return start_value(c);
+    case mode::string: {
+      const bool starts = esc_ == 0 && utf8_ == 0; // c begins a character (or closes)
+      bool closed = false;
+      if (!string_byte(c, closed)) return false;
+      const json_node& n = node(node_);
+      if (closed) {
+        if (pos_ < n.min_length) return false;
+        m_ = mode::after;
+        return true;
+      }
+      if (starts && ++pos_ > n.max_length) return false;
+      return true;
+    }
+    case mode::key:
+      return key_byte(c);
+    case mode::number: {
+      bool again = false;
+      if (!number_byte(c, again)) return false;
+      if (again) continue;
+      return true;
+    }
+    case mode::literal: {
+      bool again = false;
+      if (!literal_byte(c, again)) return false;
+      if (again) continue;
+      return true;
+    }
+    case mode::after: {
+      if (depth_ == 0) {
+        m_ = mode::done;
+        return false;
+      }
+      frame& f = stack_[depth_ - 1];
+      if (f.object) {
+        m_ = mode::comma_or_end;
+      } else {
+        ++f.count;
+        m_ = mode::item_comma_or_end;
+      }
+      ws_ = 0;
+      continue;
+    }
+    case mode::key_or_end:
+    case mode::key_next: {
+      if (is_ws(c)) return space(c);
+      frame& f = stack_[depth_ - 1];
+      const json_node& obj = node(f.node);
+      if (c == '}' && m_ == mode::key_or_end) {
+        if ((f.used & obj.required) != obj.required) return false;
+        ws_ = 0;
+        close_container();
+        return true;
+      }
+      if (c != '"') return false;
+      uint64_t unused = 0;
+      for (size_t i = 0; i < obj.keys.size(); ++i)
+        if (!((f.used >> i) & 1)) unused |= uint64_t{1} << i;
+      if (unused == 0 && obj.additional < 0) return false;
+      m_ = mode::key;
+      cand_ = unused;
+      free_key_ = obj.additional >= 0;
+      pos_ = 0;
+      esc_ = utf8_ = 0;
+      ws_ = 0;
+      return true;
+    }
+    case mode::colon:
+      if (is_ws(c)) return space(c);
+      if (c != ':') return false;
+      node_ = stack_[depth_ - 1].value;
+      m_ = mode::value;
+      ws_ = 0;
+      return true;
+    case mode::comma_or_end: {
+      if (is_ws(c)) return space(c);
+      frame& f = stack_[depth_ - 1];
+      const json_node& obj = node(f.node);
+      if (c == '}') {
+        if ((f.used & obj.required) != obj.required) return false;
+        ws_ = 0;
+        close_container();
+        return true;
+      }
+      if (c != ',') return false;
+      bool more = obj.additional >= 0;
+      for (size_t i = 0; i < obj.keys.size() && !more; ++i)
+        if (!((f.used >> i) & 1)) more = true;
+      if (!more) return false;
+      m_ = mode::key_next;
+      ws_ = 0;
+      return true;
+    }
+    case mode::item_or_end:
+    case mode::item_comma_or_end: {
+      if (is_ws(c)) return space(c);
+      frame& f = stack_[depth_ - 1];
+      const json_node& arr = node(f.node);
+      if (c == ']') {
+        if (f.count < arr.min_items) return false;
+        ws_ = 0;
+        close_container();
+        return true;
+      }
+      if (m_ == mode::item_comma_or_end) {
+        if (c != ',' || f.count >= arr.max_items) return false;
+        node_ = arr.items;
+        m_ = mode::value;
+        ws_ = 0;
+        return true;
+      }
+      if (f.count >= arr.max_items) return false;
+      node_ = arr.items;
+      m_ = mode::value;
+      continue; // the item's first byte
+    }
+    case mode::done:
+      return false;
+    }
+    return false;
+  }
+}
+
+} // namespace troupe

@@ -1,0 +1,101 @@
+// json_grammar.hpp: a pushdown automaton over bytes that accepts exactly the JSON documents a
+// json_schema allows (json_schema.hpp): feed() takes the next byte and says whether it may
+// come; done() says the document is complete. One state is a few dozen bytes plus a frame per
+// open object or array (at most 32 deep), cheap to copy, which is what the token mask's walk
+// over the vocabulary does at every byte (json_constraint.hpp).
+// Whitespace between tokens is allowed in runs of at most 20 bytes (so a model cannot pad
+// for ever); numbers have at most 24 digits; strings must be valid UTF-8 with JSON's escapes;
+// object keys are the schema's (each once) plus, where additionalProperties allows, any
+// string; an object closes only when its required keys are there.
+// Tests: tests/text/json_grammar_test.cpp
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "text/json_schema.hpp"
+
+namespace troupe {
+
+class json_grammar {
+ public:
+  static constexpr int max_depth = 32;
+  static constexpr int max_ws = 20;
+
+  explicit json_grammar(const json_schema& s);
+  // copies only the open frames (the mask's walk copies a state at every byte)
+  json_grammar(const json_grammar& o);
+  json_grammar& operator=(const json_grammar& o);
+
+  /// Takes byte c if the grammar allows it here (false: refused; the state is then unchanged
+  /// only up to the byte, so callers that go on keep a copy).
+  bool feed(uint8_t c);
+  bool feed(std::string_view bytes) {
+    for (char c : bytes)
+      if (!feed(static_cast<uint8_t>(c))) return false;
+    return true;
+  }
+  /// The document is complete (a closed root object or array).
+  bool done() const { return m_ == mode::done; }
+  /// Inside a string whose content is free (no length bounds, no escape or character half
+  /// read): any run of printable, non-quote, non-backslash, whole UTF-8 characters may come.
+  /// In an object key where any string is allowed, too (the schema's keys only narrow which
+  /// rule the value gets, not which bytes may come).
+  bool in_free_string() const {
+    if (esc_ != 0 || utf8_ != 0) return false;
+    if (m_ == mode::key) return free_key_;
+    return m_ == mode::string && s_->nodes[static_cast<size_t>(node_)].min_length == 0 &&
+           s_->nodes[static_cast<size_t>(node_)].max_length == INT32_MAX;
+  }
+
+ private:
+  enum class mode : uint8_t {
+    value,      // a value of node_ comes (whitespace first)
+    string,     // inside a string value
+    key,        // inside an object key
+    number,     // inside a number
+    literal,    // matching one of the candidates (enum, const, true / false / null)
+    after,      // a value just ended
+    key_or_end, // after '{'
+    key_next,   // after ','
+    colon,
+    comma_or_end,      // after an object's value
+    item_or_end,       // after '['
+    item_comma_or_end, // after an array's item
+    done
+  };
+  struct frame {
+    int32_t node;
+    bool object;
+    uint64_t used; // object: keys present
+    int32_t count; // array: items so far
+    int32_t value; // object: the rule of the value after the key just read
+  };
+
+  bool start_value(uint8_t c);
+  bool string_byte(uint8_t c, bool& closed);
+  bool literal_byte(uint8_t c, bool& reprocess);
+  bool number_byte(uint8_t c, bool& reprocess);
+  bool key_byte(uint8_t c);
+  void close_container();
+  void copy_from(const json_grammar& o);
+  bool space(uint8_t c);
+  const json_node& node(int32_t i) const { return s_->nodes[static_cast<size_t>(i)]; }
+
+  const json_schema* s_;
+  mode m_ = mode::value;
+  int32_t node_ = 0;         // the rule of the value being read
+  uint8_t ws_ = 0;           // whitespace bytes in the current run
+  uint8_t esc_ = 0;          // 1: after '\\'; 2-5: \u hex digits read + 1
+  uint8_t utf8_ = 0;         // continuation bytes still due
+  uint8_t num_ = 0;          // number: where in -?int(.frac)?(e[+-]?exp)? the lexer is
+  bool lit_builtin_ = false; // literal: from true / false / null, not the node's literals
+  bool free_key_ = false;    // key: a string outside the schema's keys may be read too
+  uint64_t cand_ = 0;        // key / literal: candidates still matching
+  int32_t pos_ = 0;          // key / literal: bytes matched; string: characters read
+  int32_t digits_ = 0;
+  int32_t depth_ = 0;
+  frame stack_[max_depth];
+};
+
+} // namespace troupe

@@ -1,0 +1,56 @@
+// json_schema.hpp: a response_format (OpenAI's {"type": "json_object"} or {"type":
+// "json_schema", "json_schema": {"schema": {...}}}) compiled into the small graph of value
+// rules the JSON grammar walks (json_grammar.hpp). The JSON Schema keywords that decide which
+// documents are valid are implemented or refused by name: type (one or a list), properties,
+// required, additionalProperties (true, false or a schema), items, minItems, maxItems, enum,
+// const, anyOf / oneOf whose branches start with different characters (a string or null, an
+// object or an array, ...), $ref into #/$defs or #/definitions (recursion included), and
+// minLength / maxLength for strings. Annotations (title, description, default, examples,
+// $schema, $id, strict) change nothing and are ignored. Any other keyword (pattern, format,
+// minimum, ...) refuses the request naming it: a schema we cannot hold to is not half-held.
+// Tests: tests/text/json_grammar_test.cpp
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/expected.hpp"
+
+namespace troupe {
+
+struct json_node {
+  enum type_bit : uint8_t {
+    t_null = 1,
+    t_bool = 2,
+    t_int = 4,
+    t_num = 8, // any number (an integer too)
+    t_str = 16,
+    t_arr = 32,
+    t_obj = 64,
+    t_any = 127
+  };
+  uint8_t types = t_any;
+  // object: property names as they appear between the quotes (JSON-escaped), their rules
+  std::vector<std::string> keys;
+  std::vector<int32_t> key_nodes;
+  uint64_t required = 0;  // a bit per key
+  int32_t additional = 0; // rule of the other keys' values; -1: no other keys
+  int32_t items = 0;      // array: rule of the items
+  int32_t min_items = 0, max_items = INT32_MAX;
+  int32_t min_length = 0, max_length = INT32_MAX; // string: characters
+  // enum / const: the allowed values as compact JSON text (the value must be one of them)
+  std::vector<std::string> literals;
+};
+
+/// Node 0 is "any JSON value"; `root` the document's rule (an object or an array).
+struct json_schema {
+  std::vector<json_node> nodes;
+  int32_t root = 0;
+};
+
+/// From the text of a response_format object. invalid_argument naming what is refused.
+expected<json_schema> compile_response_format(std::string_view response_format);
+
+} // namespace troupe
