@@ -36,8 +36,8 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, batch_seq& x) {
   return f(caf::meta::type_name("batch_seq"), x.seq_id, x.begin, x.count, x.pos0, x.logits,
-           x.blocks, x.sampling, x.sample_step, x.penalty_history, x.suppress, x.score_rows,
-           x.score_next, x.score_top);
+           x.blocks, x.sampling, x.sample_step, x.penalty_history, x.suppress, x.allow,
+           x.score_rows, x.score_next, x.score_top);
 }
 
 template <class Inspector>

@@ -472,7 +472,7 @@ struct shard {
       if (!seq.logits) continue;
       std::span<const float> lg(logits.data() + row * V, V);
       const sample_result sr =
-          sample(lg, seq.sampling, seq.penalty_history, seq.sample_step, seq.suppress);
+          sample(lg, seq.sampling, seq.penalty_history, seq.sample_step, seq.suppress, seq.allow);
       done.tokens.push_back({seq.seq_id, sr.token, sr.logprob, sr.top});
       ++row;
     }

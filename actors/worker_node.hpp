@@ -20,11 +20,12 @@ namespace troupe::actors {
 
 struct shard_order;
 
-inline constexpr uint32_t worker_protocol_version = 5; // 2: routes go to the shards;
+inline constexpr uint32_t worker_protocol_version = 6; // 2: routes go to the shards;
                                                        // 3: nodes report expert counts;
                                                        // 4: orders say when a stage sums
                                                        //    over NCCL;
                                                        // 5: orders say what to quantize to
+                                                       // 6: steps carry a grammar's tokens
 
 struct worker_options {
   int rank = 0;

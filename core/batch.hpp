@@ -26,6 +26,8 @@ struct batch_seq {
   uint64_t sample_step = 0;             // index of the token being generated (RNG draw)
   std::vector<int32_t> penalty_history; // tokens the penalties count (empty without penalties)
   std::vector<int32_t> suppress;        // tokens that may not be sampled now (min_tokens)
+  std::vector<uint64_t> allow;          // non-empty: the only tokens that may be sampled now, a
+                                        // bit per vocabulary id (a response_format's grammar)
   // prompt scoring (echo with logprobs): the first `score_rows` tokens of the chunk get the
   // log-probability of the token that follows each (the next in the chunk, or `score_next`
   // after the chunk's last) with `score_top` alternatives

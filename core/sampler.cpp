@@ -92,7 +92,7 @@ sample_result score(std::span<const float> logits, int32_t target, int top) {
 
 sample_result sample(std::span<const float> logits, const sampling_params& p,
                      std::span<const int32_t> history, uint64_t step,
-                     std::span<const int32_t> suppress) {
+                     std::span<const int32_t> suppress, std::span<const uint64_t> allow) {
   sample_result out;
   const auto V = static_cast<int32_t>(logits.size());
   if (V == 0) return out;
@@ -114,6 +114,11 @@ sample_result sample(std::span<const float> logits, const sampling_params& p,
   }
   for (int32_t t : suppress)
     if (t >= 0 && t < V) x[t] = -INFINITY;
+  if (!allow.empty())
+    for (int32_t t = 0; t < V; ++t) {
+      const auto w = static_cast<size_t>(t >> 6);
+      if (w >= allow.size() || !((allow[w] >> (t & 63)) & 1)) x[t] = -INFINITY;
+    }
   if (p.greedy()) {
     out.token = argmax(x);
   } else {

@@ -44,11 +44,13 @@ struct sample_result {
 
 /// `history`: tokens the penalties count (prompt and generated); `step`: index of the token
 /// being generated (0 for the first), which with the seed fixes the random draw;
-/// `suppress`: tokens that may not be picked now (EOS before min_tokens). Logprobs are those
-/// of the raw logits (before bias, penalties and suppression), as OpenAI reports them.
+/// `suppress`: tokens that may not be picked now (EOS before min_tokens); `allow`, when not
+/// empty: a bit per token id, and only tokens whose bit is set may be picked (a grammar's
+/// next tokens; ids past its end are not allowed). Logprobs are those of the raw logits
+/// (before bias, penalties, suppression and the grammar), as OpenAI reports them.
 sample_result sample(std::span<const float> logits, const sampling_params& p,
                      std::span<const int32_t> history, uint64_t step,
-                     std::span<const int32_t> suppress = {});
+                     std::span<const int32_t> suppress = {}, std::span<const uint64_t> allow = {});
 
 /// The log-probability of `target` under `logits` and the `top` most likely alternatives
 /// (prompt scoring: echo with logprobs).

@@ -78,6 +78,7 @@ status scheduler::add(request r) {
     s.leader = i == 0 ? -1 : r.id;
     s.index_in_group = i;
     s.seed = r.sampling.seed + static_cast<uint64_t>(i);
+    if (r.constraint) s.constraint = r.constraint->clone();
     seqs_.emplace(s.id, std::move(s));
   }
   return {};
@@ -284,6 +285,7 @@ std::optional<step_plan> scheduler::next_step() {
     bs.sampling.seed = s.seed;
     bs.sample_step = s.tokens.size() - s.prompt_len;
     if (s.req.sampling.has_penalties()) bs.penalty_history = s.tokens;
+    if (bs.logits && s.constraint) s.constraint->allowed(bs.allow);
     if (bs.logits && static_cast<int32_t>(bs.sample_step) < s.req.min_tokens) {
       if (!s.req.ignore_eos) bs.suppress = cfg_.eos_ids;
       bs.suppress.insert(bs.suppress.end(), s.req.stop_ids.begin(), s.req.stop_ids.end());
@@ -431,11 +433,19 @@ std::vector<seq_event> scheduler::complete(uint64_t step_id,
       remove(s.id);
       continue;
     }
+    if (s.constraint && !s.constraint->advance(t)) { // a sampler that ignored the rule
+      ev.finished = finish_reason::error;
+      events.push_back(ev);
+      remove(s.id);
+      continue;
+    }
     s.tokens.push_back(t);
     ev.has_token = true;
     ev.token = *r->second;
     const int32_t gen = static_cast<int32_t>(s.tokens.size()) - s.prompt_len;
-    if (gen >= s.req.max_tokens || static_cast<int32_t>(s.tokens.size()) >= cfg_.max_context)
+    if (s.constraint && s.constraint->done())
+      ev.finished = finish_reason::stop; // the document is complete
+    else if (gen >= s.req.max_tokens || static_cast<int32_t>(s.tokens.size()) >= cfg_.max_context)
       ev.finished = finish_reason::length;
     events.push_back(ev);
     if (ev.finished != finish_reason::none) remove(s.id);

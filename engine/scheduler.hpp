@@ -26,6 +26,7 @@
 #include "core/batch.hpp"
 #include "core/expected.hpp"
 #include "core/sampler.hpp"
+#include "core/token_constraint.hpp"
 #include "engine/kv_block_pool.hpp"
 #include "engine/lease_table.hpp"
 #include "engine/step_cost.hpp"
@@ -49,6 +50,10 @@ struct request {
   // >= 0: score every prompt token after the first (its logprob and this many alternatives;
   // prompt prefixes are then computed, never taken from the cache). max_tokens may be 0.
   int prompt_logprobs = -1;
+  // a rule over the generated tokens (a response_format's grammar): each completion keeps a
+  // copy, its steps carry the tokens the rule allows next, and it ends ("stop") once the
+  // rule says the output is complete
+  std::shared_ptr<const token_constraint> constraint;
 };
 
 struct sampled_token {
@@ -158,6 +163,7 @@ class scheduler {
     int64_t leader = -1; // n > 1: followers wait for the leader's prompt
     int32_t index_in_group = 0;
     uint64_t seed = 0;
+    std::unique_ptr<token_constraint> constraint; // this completion's copy of req.constraint
   };
   struct chunk {
     int64_t seq_id;

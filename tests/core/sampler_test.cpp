@@ -93,3 +93,28 @@ TEST(Sampler, ValidateRejectsOutOfRange) {
   p = {};
   EXPECT_TRUE(p.validate());
 }
+
+// A grammar's allowed tokens: only those may be picked, greedy or sampled (ids past the bits
+// are not allowed), and the logprobs stay those of the raw logits.
+TEST(Sampler, OnlyAllowedTokensArePicked) {
+  const std::vector<float> logits = {5.0f, 1.0f, 4.0f, 0.5f, 3.0f, 9.0f, 2.0f};
+  const std::vector<uint64_t> allow = {(1u << 2) | (1u << 4)}; // tokens 2 and 4; 5 is the best
+  sampling_params greedy;
+  greedy.logprobs = true;
+  const auto g = sample(logits, greedy, {}, 0, {}, allow);
+  EXPECT_EQ(g.token, 2);
+  const auto raw = score(logits, 2, 0);
+  EXPECT_FLOAT_EQ(g.logprob, raw.logprob);
+  sampling_params hot;
+  hot.temperature = 2.0f;
+  hot.seed = 7;
+  int seen[7] = {};
+  for (uint64_t step = 0; step < 400; ++step)
+    ++seen[sample(logits, hot, {}, step, {}, allow).token];
+  EXPECT_GT(seen[2], 0);
+  EXPECT_GT(seen[4], 0);
+  EXPECT_EQ(seen[2] + seen[4], 400);
+  // bits shorter than the vocabulary: the ids past them are not allowed
+  const std::vector<uint64_t> none_past = {uint64_t{1} << 6};
+  EXPECT_EQ(sample(std::vector<float>(70, 0.0f), greedy, {}, 0, {}, none_past).token, 6);
+}

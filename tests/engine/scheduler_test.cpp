@@ -225,6 +225,85 @@ TEST(Scheduler, StopConditionsAndCancel) {
   EXPECT_EQ(s.add(bad).error().code, errc::out_of_range);
 }
 
+namespace {
+
+// A rule that allows one token after another from a list and is then complete.
+struct token_list_rule final : token_constraint {
+  std::vector<int32_t> want;
+  size_t at = 0;
+  std::unique_ptr<token_constraint> clone() const override {
+    return std::make_unique<token_list_rule>(*this);
+  }
+  bool advance(int32_t t) override { return at < want.size() && want[at++] == t; }
+  void allowed(std::vector<uint64_t>& bits) const override {
+    bits.assign((V + 63) / 64, 0);
+    if (at < want.size())
+      bits[static_cast<size_t>(want[at] >> 6)] |= uint64_t{1} << (want[at] & 63);
+  }
+  bool done() const override { return at == want.size(); }
+};
+
+} // namespace
+
+// A request's token rule: every sampling row carries the allowed tokens (each completion its
+// own copy of the rule), the completion ends "stop" once the rule is complete, and a token
+// the rule refuses (a sampler that ignored it) ends it with an error.
+TEST(Scheduler, ATokenRuleNarrowsEverySampleAndEndsTheCompletion) {
+  kv_block_pool pool(64, P);
+  scheduler_config cfg;
+  cfg.eos_ids = {0};
+  scheduler s(pool, cfg);
+  auto rule = std::make_shared<token_list_rule>();
+  rule->want = {11, 12, 13};
+  request r = make(1, 6, 100);
+  r.n = 2;
+  r.constraint = rule;
+  ASSERT_TRUE(s.add(r));
+  request free_req = make(5, 6, 4); // no rule: no allow bits
+  ASSERT_TRUE(s.add(free_req));
+  std::map<int64_t, std::vector<int32_t>> got;
+  std::map<int64_t, finish_reason> fin;
+  bool refused_once = false;
+  while (!s.idle()) {
+    auto p = s.next_step();
+    ASSERT_TRUE(p);
+    std::vector<sampled_token> out;
+    for (const auto& q : p->b.seqs) {
+      if (!q.logits) continue;
+      if (q.seq_id == 5) {
+        EXPECT_TRUE(q.allow.empty());
+        out.push_back({q.seq_id, 7, 0.0f, {}});
+        continue;
+      }
+      ASSERT_EQ(q.allow.size(), static_cast<size_t>((V + 63) / 64));
+      int32_t pick = -1, allowed = 0;
+      for (int32_t t = 0; t < V; ++t)
+        if ((q.allow[static_cast<size_t>(t >> 6)] >> (t & 63)) & 1) {
+          pick = t;
+          ++allowed;
+        }
+      EXPECT_EQ(allowed, 1);
+      // completion 1 (seq 2) is given a refused token once it has its first
+      if (q.seq_id == 2 && !got[2].empty() && !refused_once) {
+        refused_once = true;
+        pick = 99;
+      }
+      out.push_back({q.seq_id, pick, 0.0f, {}});
+    }
+    for (auto& e : s.complete(p->step_id, out)) {
+      if (e.has_token) got[e.seq_id].push_back(e.token.token);
+      if (e.finished != finish_reason::none) fin[e.seq_id] = e.finished;
+    }
+  }
+  EXPECT_EQ(got[1], (std::vector<int32_t>{11, 12, 13}));
+  EXPECT_EQ(fin[1], finish_reason::stop);
+  EXPECT_EQ(got[2], (std::vector<int32_t>{11}));
+  EXPECT_EQ(fin[2], finish_reason::error);
+  EXPECT_EQ(fin[5], finish_reason::length);
+  EXPECT_EQ(rule->at, 0u); // the request's rule is a prototype: completions advance copies
+  EXPECT_EQ(pool.free_count(), pool.total());
+}
+
 TEST(Scheduler, ResetKvRecomputesExactly) {
   std::vector<request> reqs;
   for (int i = 0; i < 8; ++i) reqs.push_back(make(i + 1, 6 + i, 12));
