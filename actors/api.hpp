@@ -30,6 +30,9 @@ struct gen_request {
   int32_t priority = 0;
   int32_t prompt_logprobs = -1; // >= 0: score the prompt tokens, with this many alternatives
   std::string tag;              // for logs: the HTTP request id
+  // a response_format object's JSON text (json_object / json_schema; empty: free text), which
+  // the engine compiles into the completions' token rule (text/json_constraint.hpp)
+  std::string response_format;
 };
 
 /// One scored prompt token: its position in the prompt (1 ..), its logprob given the

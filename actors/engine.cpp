@@ -12,6 +12,7 @@
 #include "actors/shard.hpp"
 #include "actors/supervisor_interface.hpp"
 #include "core/log.hpp"
+#include "text/json_constraint.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -61,6 +62,7 @@ struct engine_state {
   routing_table routes;                    // this actor's copy of the supervisor's routes
   std::set<caf::actor_addr> watched_sinks; // owners of KV leases, monitored
   engine_stats stats;
+  std::shared_ptr<const token_vocab> vocab; // the tokens' bytes, made for the first grammar
 };
 
 // The blocking actor and its state: `self->state` reads as it did in an event-based actor.
@@ -328,6 +330,15 @@ engine_impl::behavior_type engine_behavior(state_ptr self) {
         q.priority = r.priority;
         q.n = r.n;
         q.prompt_logprobs = r.prompt_logprobs;
+        if (!r.response_format.empty()) {
+          if (!st.setup.model->tok)
+            return to_caf({errc::unsupported, "response_format needs the model's tokenizer"});
+          if (!st.vocab) st.vocab = token_vocab::from(*st.setup.model->tok);
+          auto rule =
+              response_format_constraint(r.response_format, st.vocab, st.setup.sched.eos_ids);
+          if (!rule) return to_caf(rule.error());
+          q.constraint = *rule;
+        }
         q.owner = sink ? sink.id() : 0; // the sink owns the KV leases of its sequences
         if (auto added = st.sched->add(q); !added) return to_caf(added.error());
         if (sink && st.watched_sinks.insert(sink.address()).second) self->actor->monitor(sink);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/json_schema.hpp"
 #include "text/unicode.hpp"
 
 namespace troupe::actors {
@@ -140,7 +141,11 @@ const std::vector<api_field>& api_fields() {
       {"service_tier", true, true, "accepted; there is one tier"},
       {"metadata", true, true, "accepted (string values); not stored"},
       {"parallel_tool_calls", false, true, "accepted; tools are not supported, so no effect"},
-      {"response_format", false, true, "only {\"type\": \"text\"}"},
+      {"response_format", false, true,
+       "text, json_object (any JSON object) or json_schema (type, properties, required, "
+       "additionalProperties, items, min/maxItems, enum, const, anyOf / oneOf of different "
+       "types, $ref, min/maxLength; other keywords refused by name): the reply is generated "
+       "to fit it"},
       {"tools", false, true, "only an empty list"},
       {"tool_choice", false, true, "only \"none\""},
       {"reasoning_effort", false, true,
@@ -325,9 +330,18 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     s.logprobs = r.chat_logprobs;
     s.top_logprobs = r.top_logprobs;
     if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
-      if (!it->is_object() || !it->contains("type") || (*it)["type"] != "text")
-        return bad("'response_format' other than {\"type\": \"text\"} is not supported",
-                   "response_format");
+      if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
+        return bad("'response_format' must be an object with a type", "response_format");
+      if ((*it)["type"] != "text") {
+        if (info.chat == chat_format::harmony)
+          return bad("'response_format' is not supported with the harmony chat format (its "
+                     "replies carry channel tokens a grammar would refuse)",
+                     "response_format");
+        // checked here so a schema we cannot hold to is a 400 before anything is queued
+        if (auto rule = compile_response_format(it->dump()); !rule)
+          return bad(rule.error().message, "response_format");
+        r.base.response_format = it->dump();
+      }
     }
     if (auto it = j.find("tools");
         it != j.end() && !it->is_null() && !(it->is_array() && it->empty()))

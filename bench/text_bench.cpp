@@ -2,11 +2,15 @@
 // the windowed stream decoder (and the output processor with a stop string) must cost the
 // same per token at 10,000 tokens as at 100, where decoding the whole sequence again (what
 // the engine did before December 2026) grows with the length. Google Benchmark, JSON with
-// --benchmark_format=json. Results in bench/README.md.
+// --benchmark_format=json. Also the tokens a response_format allows next (BM_JsonMask: the
+// trie walk per sampled token, on Llama 2's 32,000 tokens and on 152,000 made from them).
+// Results in bench/README.md.
 #include <benchmark/benchmark.h>
 
 #include <random>
 
+#include "formats/gguf.hpp"
+#include "text/json_constraint.hpp"
 #include "text/output_processor.hpp"
 
 using namespace troupe;
@@ -56,7 +60,57 @@ void BM_OutputProcessorPush(benchmark::State& state) {
 
 } // namespace
 
+// The vocabulary of Llama 2 (32,000 tokens), or that and 120,000 more made of two of its
+// tokens (a vocabulary the size of Qwen 2's, with BPE-like pieces).
+std::shared_ptr<const token_vocab> vocab(bool big) {
+  static std::shared_ptr<const token_vocab> v[2];
+  if (v[big]) return v[big];
+  auto g = *open_gguf(TROUPE_SOURCE_DIR "/models/llama2-tiny-random/llama-2-tiny-random.gguf");
+  auto tok = *tokenizer::from_gguf(*g);
+  auto base = token_vocab::from(*tok);
+  std::vector<std::string> bytes;
+  for (int32_t i = 0; i < base->size(); ++i) bytes.emplace_back(base->bytes(i));
+  std::mt19937 rng(3);
+  while (big && bytes.size() < 152000) {
+    const auto a = base->bytes(static_cast<int32_t>(rng() % 32000));
+    const auto b = base->bytes(static_cast<int32_t>(rng() % 32000));
+    if (!a.empty() && !b.empty()) bytes.push_back(std::string(a) + std::string(b));
+  }
+  return v[big] = token_vocab::from_bytes(std::move(bytes));
+}
+
+// After a prefix of a document of a schema with a string, an integer and an enum: inside a
+// string (0), at a key (1), where a value starts (2).
+void BM_JsonMask(benchmark::State& state) {
+  const bool big = state.range(0) != 0;
+  auto rule = *response_format_constraint(
+      R"({"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "object",
+          "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+          "kind": {"enum": ["cat", "dog"]}}, "required": ["name", "age", "kind"],
+          "additionalProperties": false}}})",
+      vocab(big), {2});
+  auto c = rule->clone();
+  const char* prefix[] = {R"({"name": "Tom Sm)", R"({"name": "Tom", )",
+                          R"({"name": "Tom", "age":)"};
+  // feed the prefix a byte at a time through single-byte tokens
+  auto v = vocab(big);
+  for (const char* p = prefix[state.range(1)]; *p; ++p) {
+    int32_t id = 0;
+    while (id < v->size() && v->bytes(id) != std::string_view(p, 1)) ++id;
+    if (id == v->size() || !c->advance(id)) {
+      state.SkipWithError("the prefix is not taken");
+      return;
+    }
+  }
+  std::vector<uint64_t> bits;
+  for (auto _ : state) {
+    c->allowed(bits);
+    benchmark::DoNotOptimize(bits.data());
+  }
+}
+
 BENCHMARK(BM_StreamDecoderPush)->Arg(100)->Arg(1000)->Arg(10000);
 BENCHMARK(BM_WholeDecodePerToken)->Arg(100)->Arg(1000)->Arg(10000);
 BENCHMARK(BM_OutputProcessorPush)->Arg(100)->Arg(1000)->Arg(10000);
+BENCHMARK(BM_JsonMask)->ArgsProduct({{0, 1}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

@@ -51,9 +51,25 @@ json_grammar& json_grammar::operator=(const json_grammar& o) {
   return *this;
 }
 
+// A run of whitespace, as llama.cpp's JSON grammar has it: one space, or a newline and an
+// indent of at most max_ws spaces or tabs (pretty-printed JSON), nothing longer: weak models
+// otherwise spend their tokens padding. ws_: 0 none yet, 0x40 after the one space, 0x80 + n
+// after a newline and n indent bytes.
 bool json_grammar::space(uint8_t c) {
-  if (!is_ws(c)) return false;
-  return ++ws_ <= max_ws;
+  if (ws_ == 0) {
+    if (c == ' ') {
+      ws_ = 0x40;
+      return true;
+    }
+    if (c == '\n') {
+      ws_ = 0x80;
+      return true;
+    }
+    return false;
+  }
+  if (!(ws_ & 0x80) || (c != ' ' && c != '\t')) return false;
+  ++ws_;
+  return (ws_ & 0x3f) <= max_ws;
 }
 
 // The first byte of a value of node_.
@@ -242,15 +258,14 @@ bool json_grammar::number_byte(uint8_t c, bool& reprocess) {
       num_ = 7;
       return true;
     }
-    if (!is_digit(c)) return false;
-    num_ = 8;
-    return true;
+    [[fallthrough]];
   case 7: // after the exponent's sign
     if (!is_digit(c)) return false;
     num_ = 8;
+    pos_ = 1; // exponent digits
     return true;
-  case 8: // exponent digits
-    if (is_digit(c)) return true;
+  case 8: // exponent digits: at most 2, so the number stays within a double's range
+    if (is_digit(c)) return ++pos_ <= 2;
     break;
   default:
     return false;

@@ -3,10 +3,11 @@
 // come; done() says the document is complete. One state is a few dozen bytes plus a frame per
 // open object or array (at most 32 deep), cheap to copy, which is what the token mask's walk
 // over the vocabulary does at every byte (json_constraint.hpp).
-// Whitespace between tokens is allowed in runs of at most 20 bytes (so a model cannot pad
-// for ever); numbers have at most 24 digits; strings must be valid UTF-8 with JSON's escapes;
-// object keys are the schema's (each once) plus, where additionalProperties allows, any
-// string; an object closes only when its required keys are there.
+// Whitespace between tokens is one space or a newline and an indent of at most 20 spaces or
+// tabs (as llama.cpp's JSON grammar: a model cannot pad for ever); numbers have at most 24
+// digits and two of exponent (a double holds them); strings must be valid UTF-8 with JSON's
+// escapes; object keys are the schema's (each once) plus, where additionalProperties allows,
+// any string; an object closes only when its required keys are there.
 // Tests: tests/text/json_grammar_test.cpp
 #pragma once
 

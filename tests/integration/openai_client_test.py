@@ -1,6 +1,7 @@
 """openai_client_test.py: the official OpenAI Python client against `troupe serve` with the
 bundled model: completions, chat completions, streaming; greedy text equals
-`troupe generate --json`; SIGTERM drains and exits 0.
+`troupe generate --json`; structured output (the client's parse() with a pydantic model,
+json_object streamed, unsupported schema keywords refused); SIGTERM drains and exits 0.
 
 Usage: python openai_client_test.py PATH/TO/troupe
 """
@@ -8,8 +9,10 @@ import json
 import subprocess
 import sys
 import unittest
+from typing import List, Literal, Optional
 
 import openai
+import pydantic
 
 from serve_util import Server
 
@@ -99,6 +102,45 @@ class OpenAIClient(unittest.TestCase):
                 parts.append(chunk.choices[0].delta.content)
         self.assertGreater(len(parts), 0)
         self.assertEqual(usage.completion_tokens, 6)
+
+    def test_structured_output_parses_into_the_pydantic_model(self):
+        # the client's own strict schema ($defs, $ref, enum, anyOf string | null, maxLength,
+        # maxItems, additionalProperties false); pydantic validates what comes back
+        class Pet(pydantic.BaseModel):
+            kind: Literal["cat", "dog"]
+            name: str = pydantic.Field(max_length=6)
+
+        class Person(pydantic.BaseModel):
+            name: str = pydantic.Field(max_length=8)
+            age: int
+            pets: List[Pet] = pydantic.Field(max_length=2)
+            email: Optional[str] = pydantic.Field(max_length=8)
+
+        msgs = [{"role": "user", "content": "Describe a person"}]
+        for seed in range(3):
+            r = self.client.chat.completions.parse(model="stories", messages=msgs, response_format=Person,
+                                                   max_tokens=96, temperature=1.0, seed=seed)
+            self.assertEqual(r.choices[0].finish_reason, "stop")
+            person = r.choices[0].message.parsed
+            self.assertIsInstance(person, Person)
+            self.assertLessEqual(len(person.pets), 2)
+        # json_object, streamed: the chunks join into one JSON object
+        stream = self.client.chat.completions.create(model="stories", messages=msgs, max_tokens=96, temperature=0.7,
+                                                     seed=1, stream=True, response_format={"type": "json_object"})
+        chunks = [c for c in stream if c.choices]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks)
+        if chunks[-1].choices[0].finish_reason == "stop":
+            self.assertIsInstance(json.loads(text), dict)
+        else:  # out of tokens inside a string: still a prefix of JSON, never anything else
+            self.assertEqual(chunks[-1].choices[0].finish_reason, "length")
+            self.assertTrue(text.lstrip().startswith("{"), text)
+        # a keyword it cannot hold to is a 400 naming it
+        with self.assertRaises(openai.BadRequestError) as ctx:
+            self.client.chat.completions.create(
+                model="stories", messages=msgs, max_tokens=8,
+                response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+                    "type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}}}})
+        self.assertIn("pattern", str(ctx.exception))
 
     def test_errors_are_openai_errors(self):
         with self.assertRaises(openai.NotFoundError):

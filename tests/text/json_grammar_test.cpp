@@ -75,9 +75,15 @@ TEST(JsonGrammar, JsonObjectModeTakesAnyObjectAndOnlyJson) {
   EXPECT_TRUE(g.done());
   EXPECT_FALSE(g.feed(' '));
   json_grammar w(s);
-  ASSERT_TRUE(w.feed('{'));
+  ASSERT_TRUE(w.feed("{\n"));
   for (int i = 0; i < json_grammar::max_ws; ++i) ASSERT_TRUE(w.feed(' '));
   EXPECT_FALSE(w.feed(' '));
+  // a run is one space or a newline and an indent; a new run may follow each token
+  EXPECT_TRUE(accepts(s, "{\n  \"a\": [\n    1,\n\t2\n  ]\n}"));
+  EXPECT_TRUE(accepts(s, " { \"a\" : 1 , \"b\" : [ ] }"));
+  EXPECT_FALSE(accepts(s, "{\n\n  \"a\": 1}"));
+  EXPECT_FALSE(accepts(s, "{ \n\"a\": 1}"));
+  EXPECT_FALSE(accepts(s, "{\"a\":  1}"));
 }
 
 TEST(JsonGrammar, ASchemaHoldsItsKeysTypesAndBounds) {
