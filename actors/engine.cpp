@@ -141,7 +141,8 @@ void handle_events(state_ptr self, const std::vector<seq_event>& events) {
     completion_state& cs = it->second;
     if (!ev.has_token) {
       if (ev.finished != finish_reason::none) {
-        send_final(self, cs, ev.finished);
+        send_final(self, cs, ev.finished,
+                   {errc::internal, ev.why.empty() ? "the step failed" : ev.why});
         st.seqs.erase(it);
       }
       continue;

@@ -433,8 +433,11 @@ std::vector<seq_event> scheduler::complete(uint64_t step_id,
       remove(s.id);
       continue;
     }
-    if (s.constraint && !s.constraint->advance(t)) { // a sampler that ignored the rule
+    if (s.constraint && !s.constraint->advance(t)) { // no token fitted, or a sampler ignored it
       ev.finished = finish_reason::error;
+      ev.why = fmt::format("token {} does not fit the completion's response_format (the "
+                           "vocabulary may have no token that continues it here)",
+                           t);
       events.push_back(ev);
       remove(s.id);
       continue;

@@ -68,6 +68,7 @@ struct seq_event {
   bool has_token = false;
   sampled_token token;
   finish_reason finished = finish_reason::none;
+  std::string why; // finished with error: what went wrong, when the scheduler knows
 };
 
 struct scheduler_config {
