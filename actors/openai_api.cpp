@@ -337,6 +337,9 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
           return bad("'response_format' is not supported with the harmony chat format (its "
                      "replies carry channel tokens a grammar would refuse)",
                      "response_format");
+        // nlohmann's dump() recurses: a value nested deeper than any schema is refused first
+        if (json_nesting(*it) > 80)
+          return bad("'response_format' is nested more than 80 deep", "response_format");
         // checked here so a schema we cannot hold to is a 400 before anything is queued
         if (auto rule = compile_response_format(it->dump()); !rule)
           return bad(rule.error().message, "response_format");

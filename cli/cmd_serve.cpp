@@ -76,10 +76,13 @@ expected<int64_t> parse_kv_memory(const std::string& text) {
     }
     // "2.0" or "1.5" with no unit is neither a fraction nor a count of bytes (it meant 2
     // bytes, and the KV cache its floor of one context): ask for the unit
-    if (unit.empty() && (v != std::floor(v) || text.find('.') != std::string::npos))
+    if (!std::isfinite(v)) throw std::invalid_argument("not finite");
+    // a unitless 2 (or 2048) is far too little for any KV cache: a unit was meant
+    if (unit.empty() &&
+        (v != std::floor(v) || text.find('.') != std::string::npos || (v > 1 && v < 1024.0 * 1024)))
       return make_error(errc::invalid_argument,
                         "--kv-memory '{}': a number without a unit is a fraction of free memory "
-                        "(at most 1) or whole bytes; did you mean {}GiB?",
+                        "(at most 1) or whole bytes (at least 1 MiB); did you mean {}GiB?",
                         text, text);
     double mult = 1;
     if (unit == "KiB" || unit == "K")

@@ -76,6 +76,7 @@ bool json_grammar::space(uint8_t c) {
 bool json_grammar::start_value(uint8_t c) {
   const json_node& n = node(node_);
   ws_ = 0;
+  if (n.never) return false;
   if (!n.literals.empty()) {
     m_ = mode::literal;
     lit_builtin_ = false;
@@ -148,9 +149,12 @@ bool json_grammar::string_byte(uint8_t c, bool& closed) {
     esc_ = esc_ == 5 ? 0 : static_cast<uint8_t>(esc_ + 1);
     return true;
   }
-  if (utf8_ > 0) {
-    if ((c & 0xc0) != 0x80) return false;
-    --utf8_;
+  if (utf8_ > 0) { // well-formed UTF-8 only (no overlong forms, surrogates or past U+10FFFF)
+    const uint8_t first = utf8_ >> 4, left = utf8_ & 3;
+    const uint8_t lo = first == 1 ? 0xa0 : first == 3 ? 0x90 : 0x80;
+    const uint8_t hi = first == 2 ? 0x9f : first == 4 ? 0x8f : 0xbf;
+    if (c < lo || c > hi) return false;
+    utf8_ = static_cast<uint8_t>(left - 1);
     return true;
   }
   if (c == '"') {
@@ -163,12 +167,14 @@ bool json_grammar::string_byte(uint8_t c, bool& closed) {
   }
   if (c < 0x20) return false;
   if (c < 0x80) return true;
+  // bits 0-1: continuation bytes due; bits 4-6: the narrower range of the first one after
+  // E0 (1), ED (2), F0 (3), F4 (4)
   if (c >= 0xc2 && c <= 0xdf)
     utf8_ = 1;
   else if (c >= 0xe0 && c <= 0xef)
-    utf8_ = 2;
+    utf8_ = static_cast<uint8_t>(2 | (c == 0xe0 ? 0x10 : c == 0xed ? 0x20 : 0));
   else if (c >= 0xf0 && c <= 0xf4)
-    utf8_ = 3;
+    utf8_ = static_cast<uint8_t>(3 | (c == 0xf0 ? 0x30 : c == 0xf4 ? 0x40 : 0));
   else
     return false;
   return true;
@@ -210,7 +216,10 @@ bool json_grammar::literal_byte(uint8_t c, bool& reprocess) {
 bool json_grammar::number_byte(uint8_t c, bool& reprocess) {
   reprocess = false;
   const bool integer = !(node(node_).types & json_node::t_num);
-  if (is_digit(c) && ++digits_ > 24) return false;
+  // at most 24 digits before the exponent (which has its own two): '.' only while one more
+  // may follow it
+  if (is_digit(c) && num_ < 6 && ++digits_ > 24) return false;
+  if (c == '.' && digits_ >= 24) return false;
   switch (num_) {
   case 0: // start
     if (c == '-')
@@ -282,11 +291,13 @@ bool json_grammar::number_byte(uint8_t c, bool& reprocess) {
 bool json_grammar::key_byte(uint8_t c) {
   frame& f = stack_[depth_ - 1];
   const json_node& obj = node(f.node);
+  const uint8_t esc_before = esc_;
   bool closed = false;
   if (!string_byte(c, closed)) return false;
-  if (closed) { // the key ends here
+  if (closed) { // the key ends here: one of the schema's keys (each once), or any other
     for (size_t i = 0; i < obj.keys.size(); ++i)
       if (((cand_ >> i) & 1) && obj.keys[i].size() == static_cast<size_t>(pos_)) {
+        if (((f.used >> i) & 1) || node(obj.key_nodes[i]).never) return false;
         f.used |= uint64_t{1} << i;
         f.value = obj.key_nodes[i];
         m_ = mode::colon;
@@ -302,7 +313,12 @@ bool json_grammar::key_byte(uint8_t c) {
     if (((cand_ >> i) & 1) && obj.keys[i].size() > static_cast<size_t>(pos_) &&
         static_cast<uint8_t>(obj.keys[i][static_cast<size_t>(pos_)]) == c)
       next |= uint64_t{1} << i;
-  if (next == 0 && !free_key_) return false;
+  if (next == 0) {
+    if (!free_key_) return false;
+    // another key is written as the schema's are (JSON's short escapes only, no \u or \/),
+    // so a key the schema names cannot come back in another spelling
+    if (esc_before == 1 && (c == 'u' || c == '/')) return false;
+  }
   cand_ = next;
   ++pos_;
   return true;
@@ -375,10 +391,14 @@ bool json_grammar::feed(uint8_t c) {
       if (c != '"') return false;
       uint64_t unused = 0;
       for (size_t i = 0; i < obj.keys.size(); ++i)
-        if (!((f.used >> i) & 1)) unused |= uint64_t{1} << i;
+        if (!((f.used >> i) & 1) && !node(obj.key_nodes[i]).never) unused |= uint64_t{1} << i;
       if (unused == 0 && obj.additional < 0) return false;
       m_ = mode::key;
-      cand_ = unused;
+      // with other keys allowed, the used ones stay candidates so that a repeat is refused
+      // at its closing quote rather than taken as another key
+      cand_ = obj.additional >= 0
+                  ? (obj.keys.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << obj.keys.size()) - 1)
+                  : unused;
       free_key_ = obj.additional >= 0;
       pos_ = 0;
       esc_ = utf8_ = 0;
@@ -405,7 +425,7 @@ bool json_grammar::feed(uint8_t c) {
       if (c != ',') return false;
       bool more = obj.additional >= 0;
       for (size_t i = 0; i < obj.keys.size() && !more; ++i)
-        if (!((f.used >> i) & 1)) more = true;
+        if (!((f.used >> i) & 1) && !node(obj.key_nodes[i]).never) more = true;
       if (!more) return false;
       m_ = mode::key_next;
       ws_ = 0;
@@ -422,6 +442,7 @@ bool json_grammar::feed(uint8_t c) {
         close_container();
         return true;
       }
+      if (node(arr.items).never) return false; // only [] fits
       if (m_ == mode::item_comma_or_end) {
         if (c != ',' || f.count >= arr.max_items) return false;
         node_ = arr.items;

@@ -1,8 +1,8 @@
 // json_grammar.hpp: a pushdown automaton over bytes that accepts exactly the JSON documents a
 // json_schema allows (json_schema.hpp): feed() takes the next byte and says whether it may
 // come; done() says the document is complete. One state is a few dozen bytes plus a frame per
-// open object or array (at most 32 deep), cheap to copy, which is what the token mask's walk
-// over the vocabulary does at every byte (json_constraint.hpp).
+// open object or array (at most 64 deep, as deep as a schema may nest), cheap to copy, which is
+// what the token mask's walk over the vocabulary does at every byte (json_constraint.hpp).
 // Whitespace between tokens is one space or a newline and an indent of at most 20 spaces or
 // tabs (as llama.cpp's JSON grammar: a model cannot pad for ever); numbers have at most 24
 // digits and two of exponent (a double holds them); strings must be valid UTF-8 with JSON's
@@ -20,7 +20,7 @@ namespace troupe {
 
 class json_grammar {
  public:
-  static constexpr int max_depth = 32;
+  static constexpr int max_depth = 64; // the schema compiler's nesting limit too
   static constexpr int max_ws = 20;
 
   explicit json_grammar(const json_schema& s);

@@ -3,8 +3,11 @@
 // node indices.
 #include "text/json_schema.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,10 +53,53 @@ int classes_of(const json_node& n) {
   return c;
 }
 
+} // namespace
+
+int json_nesting(const json& j) {
+  int deepest = 0;
+  std::vector<std::pair<const json*, int>> todo = {{&j, 1}};
+  while (!todo.empty()) {
+    auto [v, d] = todo.back();
+    todo.pop_back();
+    if (!v->is_structured()) continue;
+    deepest = std::max(deepest, d);
+    if (d > 1000) return d; // deep enough to refuse; no need to look further
+    for (const auto& e : *v) todo.push_back({&e, d + 1});
+  }
+  return deepest;
+}
+
+namespace {
+
+// The type bit of a JSON value (an integral number is an integer, as JSON Schema counts).
+uint8_t type_of(const json& v) {
+  if (v.is_null()) return json_node::t_null;
+  if (v.is_boolean()) return json_node::t_bool;
+  if (v.is_number_integer() || v.is_number_unsigned()) return json_node::t_int;
+  if (v.is_number_float())
+    return v.get<double>() == std::floor(v.get<double>()) ? json_node::t_int : json_node::t_num;
+  if (v.is_string()) return json_node::t_str;
+  if (v.is_array()) return json_node::t_arr;
+  return json_node::t_obj;
+}
+
+// Characters (code points) of a UTF-8 string.
+int32_t chars_of(const std::string& s) {
+  int32_t n = 0;
+  for (char c : s) n += (static_cast<uint8_t>(c) & 0xc0) != 0x80;
+  return n;
+}
+
+std::string quoted_body(const std::string& name) {
+  const std::string q = json(name).dump();
+  return q.substr(1, q.size() - 2);
+}
+
 struct compiler {
   const json& doc;
   json_schema out;
   std::map<std::string, int32_t> refs;
+  std::set<int32_t> pending; // $refs whose schema is being compiled
   int depth = 0;
 
   error bad(const std::string& where, const std::string& what) {
@@ -83,10 +129,119 @@ struct compiler {
                         where, r);
     const int32_t id = add();
     refs[r] = id; // before compiling: a recursive reference finds it
+    pending.insert(id);
     auto n = node(*target, r.substr(1));
+    pending.erase(id);
     if (!n) return n.error();
-    out.nodes[static_cast<size_t>(id)] = out.nodes[static_cast<size_t>(*n)];
+    out.nodes[static_cast<size_t>(id)].alias = *n; // resolved once everything is compiled
     return id;
+  }
+
+  // enum / const filtered by the type and length keywords beside them
+  status literals(const json& s, const std::string& where, json_node& n) {
+    std::vector<json> values;
+    if (s.contains("enum")) {
+      if (!s["enum"].is_array() || s["enum"].empty())
+        return bad(where, "enum must be a non-empty list");
+      for (const auto& v : s["enum"]) values.push_back(v);
+    }
+    if (s.contains("const")) {
+      const json& c = s["const"];
+      if (s.contains("enum") &&
+          std::none_of(values.begin(), values.end(), [&](const json& v) { return v == c; }))
+        values.clear(); // const outside the enum: nothing fits
+      else
+        values = {c};
+    }
+    for (const char* k :
+         {"properties", "required", "additionalProperties", "items", "minItems", "maxItems"})
+      if (s.contains(k))
+        return bad(where, std::string("'") + k + "' beside enum / const is not supported");
+    for (const auto& v : values) {
+      const uint8_t t = type_of(v);
+      if (s.contains("type") && !(n.types & t) &&
+          !(t == json_node::t_int && (n.types & json_node::t_num)))
+        continue;
+      if (t == json_node::t_str) {
+        const int32_t len = chars_of(v.get<std::string>());
+        if (len < n.min_length || len > n.max_length) continue;
+      }
+      const std::string text = v.dump();
+      if (std::find(n.literals.begin(), n.literals.end(), text) == n.literals.end())
+        n.literals.push_back(text);
+    }
+    if (n.literals.size() > 64) return bad(where, "more than 64 enum values");
+    if (n.literals.empty()) n.never = true;
+    return {};
+  }
+
+  // anyOf / oneOf: branches merged into one rule, which needs them to start differently
+  // (literal-only branches are merged as one enum; oneOf drops values two branches share)
+  expected<json_node> union_of(const json& s, const char* key, const std::string& where) {
+    for (const auto& [k, v] : s.items())
+      if (k != key && k != "$defs" && k != "definitions" && !annotations.count(k))
+        return bad(where, "'" + k + "' beside " + key + " is not supported");
+    if (!s[key].is_array() || s[key].empty())
+      return bad(where, std::string(key) + " must be a non-empty list");
+    std::vector<json_node> branches;
+    bool all_literals = true;
+    for (size_t b = 0; b < s[key].size(); ++b) {
+      auto id = node(s[key][b], where + "/" + key + "/" + std::to_string(b));
+      if (!id) return id.error();
+      int32_t at = *id; // a $ref branch: the schema it names, compiled already
+      while (out.nodes[static_cast<size_t>(at)].alias >= 0 && !pending.count(at))
+        at = out.nodes[static_cast<size_t>(at)].alias;
+      if (pending.count(at))
+        return bad(where, std::string(key) + " with a branch that refers back to the schema "
+                                             "being defined is not supported");
+      branches.push_back(out.nodes[static_cast<size_t>(at)]);
+      all_literals = all_literals && !branches.back().literals.empty();
+    }
+    json_node merged;
+    merged.types = 0;
+    if (all_literals) {
+      std::map<std::string, int> seen;
+      for (const auto& br : branches)
+        for (const auto& l : br.literals) ++seen[l];
+      for (const auto& br : branches)
+        for (const auto& l : br.literals) {
+          if (std::string(key) == "oneOf" && seen[l] > 1) continue; // valid under two branches
+          if (std::find(merged.literals.begin(), merged.literals.end(), l) == merged.literals.end())
+            merged.literals.push_back(l);
+        }
+      if (merged.literals.size() > 64) return bad(where, "more than 64 enum values");
+      merged.never = merged.literals.empty();
+      return merged;
+    }
+    int seen = 0;
+    for (const auto& br : branches) {
+      if (!br.literals.empty())
+        return bad(where, std::string(key) + " mixing enum / const with other branches is not "
+                                             "supported");
+      const int c = classes_of(br);
+      if (c & seen)
+        return bad(where, std::string(key) +
+                              " branches that can start with the same character (two objects, "
+                              "an integer and a number, ...) are not supported");
+      seen |= c;
+      merged.types |= br.types;
+      if (br.types & json_node::t_obj) {
+        merged.keys = br.keys;
+        merged.key_nodes = br.key_nodes;
+        merged.required = br.required;
+        merged.additional = br.additional;
+      }
+      if (br.types & json_node::t_arr) {
+        merged.items = br.items;
+        merged.min_items = br.min_items;
+        merged.max_items = br.max_items;
+      }
+      if (br.types & json_node::t_str) {
+        merged.min_length = br.min_length;
+        merged.max_length = br.max_length;
+      }
+    }
+    return merged;
   }
 
   expected<int32_t> node(const json& s, const std::string& where) {
@@ -95,10 +250,7 @@ struct compiler {
       int& d;
       ~leave() { --d; }
     } guard{depth};
-    if (s.is_boolean()) {
-      if (!s.get<bool>()) return bad(where, "the schema false allows no value");
-      return 0;
-    }
+    if (s.is_boolean()) return s.get<bool>() ? 0 : never_node(); // false: no value fits
     if (!s.is_object()) return bad(where, "a schema must be an object or a boolean");
     for (const auto& [k, v] : s.items())
       if (!annotations.count(k) && !implemented.count(k))
@@ -114,6 +266,16 @@ struct compiler {
       return ref(s["$ref"].get<std::string>(), where);
     }
     json_node n;
+    for (const char* key : {"anyOf", "oneOf"})
+      if (s.contains(key)) {
+        if (s.contains("anyOf") && s.contains("oneOf"))
+          return bad(where, "anyOf beside oneOf is not supported");
+        auto u = union_of(s, key, where);
+        if (!u) return u.error();
+        const int32_t id = add();
+        out.nodes[static_cast<size_t>(id)] = std::move(*u);
+        return id;
+      }
     if (s.contains("type")) {
       const json& t = s["type"];
       std::vector<std::string> names;
@@ -166,29 +328,11 @@ struct compiler {
     if (auto st = count("maxLength", n.max_length); !st) return st.error();
     if (n.min_items > n.max_items || n.min_length > n.max_length)
       return bad(where, "a minimum above its maximum allows no value");
-    if (s.contains("properties")) {
-      if (!s["properties"].is_object()) return bad(where, "properties must be an object");
-      if (s["properties"].size() > 64) return bad(where, "more than 64 properties");
-      for (const auto& [name, sub] : s["properties"].items()) {
-        const std::string quoted = json(name).dump();
-        n.keys.push_back(quoted.substr(1, quoted.size() - 2));
-        auto id = node(sub, where + "/properties/" + name);
-        if (!id) return id.error();
-        n.key_nodes.push_back(*id);
-      }
-    }
-    if (s.contains("required")) {
-      if (!s["required"].is_array()) return bad(where, "required must be a list of names");
-      for (const auto& r : s["required"]) {
-        if (!r.is_string()) return bad(where, "required must be a list of names");
-        const std::string quoted = json(r.get<std::string>()).dump();
-        const std::string key = quoted.substr(1, quoted.size() - 2);
-        size_t i = 0;
-        while (i < n.keys.size() && n.keys[i] != key) ++i;
-        if (i == n.keys.size())
-          return bad(where, "required '" + r.get<std::string>() + "' is not among properties");
-        n.required |= uint64_t{1} << i;
-      }
+    if (s.contains("enum") || s.contains("const")) {
+      if (auto st = literals(s, where, n); !st) return st.error();
+      const int32_t id = add();
+      out.nodes[static_cast<size_t>(id)] = std::move(n);
+      return id;
     }
     if (s.contains("additionalProperties")) {
       const json& a = s["additionalProperties"];
@@ -200,77 +344,102 @@ struct compiler {
         n.additional = *id;
       }
     }
+    if (s.contains("properties")) {
+      if (!s["properties"].is_object()) return bad(where, "properties must be an object");
+      if (s["properties"].size() > 64) return bad(where, "more than 64 properties");
+      for (const auto& [name, sub] : s["properties"].items()) {
+        n.keys.push_back(quoted_body(name));
+        auto id = node(sub, where + "/properties/" + name);
+        if (!id) return id.error();
+        n.key_nodes.push_back(*id);
+      }
+    }
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) return bad(where, "required must be a list of names");
+      for (const auto& r : s["required"]) {
+        if (!r.is_string()) return bad(where, "required must be a list of names");
+        const std::string key = quoted_body(r.get<std::string>());
+        size_t i = 0;
+        while (i < n.keys.size() && n.keys[i] != key) ++i;
+        if (i == n.keys.size()) { // required but not described: a key whose value is any
+          if (n.keys.size() == 64) return bad(where, "more than 64 properties");
+          n.keys.push_back(key); // with no other keys allowed, no value fits it
+          n.key_nodes.push_back(n.additional >= 0 ? n.additional : never_node());
+        }
+        n.required |= uint64_t{1} << i;
+      }
+    }
     if (s.contains("items")) {
       if (s["items"].is_array()) return bad(where, "items as a list (tuples) is not supported");
       auto id = node(s["items"], where + "/items");
       if (!id) return id.error();
       n.items = *id;
     }
-    if (s.contains("enum") || s.contains("const")) {
-      if (s.contains("enum")) {
-        if (!s["enum"].is_array() || s["enum"].empty())
-          return bad(where, "enum must be a non-empty list");
-        for (const auto& v : s["enum"]) n.literals.push_back(v.dump());
-      }
-      if (s.contains("const")) n.literals.push_back(s["const"].dump());
-      if (n.literals.size() > 64) return bad(where, "more than 64 enum values");
-    }
-    for (const char* key : {"anyOf", "oneOf"}) {
-      if (!s.contains(key)) continue;
-      if (!s[key].is_array() || s[key].empty())
-        return bad(where, std::string(key) + " must be a non-empty list");
-      if (s.contains("type") || !n.literals.empty() || s.contains("properties") ||
-          s.contains("items"))
-        return bad(where, std::string(key) + " beside type, enum, properties or items is not "
-                                             "supported");
-      json_node merged;
-      merged.types = 0;
-      int seen = 0;
-      bool all_literals = true;
-      std::vector<json_node> branches;
-      for (size_t b = 0; b < s[key].size(); ++b) {
-        auto id = node(s[key][b], where + "/" + key + "/" + std::to_string(b));
-        if (!id) return id.error();
-        branches.push_back(out.nodes[static_cast<size_t>(*id)]);
-        all_literals = all_literals && !branches.back().literals.empty();
-      }
-      for (const auto& br : branches) {
-        const int c = classes_of(br);
-        if (!all_literals && (c & seen))
-          return bad(where, std::string(key) +
-                                " branches that can start with the same character (two "
-                                "objects, a string and a string enum, ...) are not supported");
-        seen |= c;
-        if (all_literals) {
-          merged.literals.insert(merged.literals.end(), br.literals.begin(), br.literals.end());
-          continue;
-        }
-        if (!br.literals.empty())
-          return bad(where, std::string(key) + " mixing enum / const with other branches is "
-                                               "not supported");
-        merged.types |= br.types;
-        if (br.types & json_node::t_obj) {
-          merged.keys = br.keys;
-          merged.key_nodes = br.key_nodes;
-          merged.required = br.required;
-          merged.additional = br.additional;
-        }
-        if (br.types & json_node::t_arr) {
-          merged.items = br.items;
-          merged.min_items = br.min_items;
-          merged.max_items = br.max_items;
-        }
-        if (br.types & json_node::t_str) {
-          merged.min_length = br.min_length;
-          merged.max_length = br.max_length;
-        }
-      }
-      if (merged.literals.size() > 64) return bad(where, "more than 64 enum values");
-      n = merged;
-    }
     const int32_t id = add();
     out.nodes[static_cast<size_t>(id)] = std::move(n);
     return id;
+  }
+
+  int32_t never_node() {
+    const int32_t id = add();
+    out.nodes[static_cast<size_t>(id)].types = 0;
+    out.nodes[static_cast<size_t>(id)].never = true;
+    return id;
+  }
+
+  // $ref nodes replaced by the nodes they name; a cycle of $refs alone names none
+  status resolve_aliases(int32_t& root) {
+    const auto n = static_cast<int32_t>(out.nodes.size());
+    auto target = [&](int32_t i) -> int32_t {
+      for (int32_t steps = 0; i >= 0 && out.nodes[static_cast<size_t>(i)].alias >= 0; ++steps) {
+        if (steps > n) return -1;
+        i = out.nodes[static_cast<size_t>(i)].alias;
+      }
+      return i;
+    };
+    auto fix = [&](int32_t& i) -> status {
+      if (i < 0) return {};
+      const int32_t t = target(i);
+      if (t < 0) return bad("", "a cycle of $refs that never reaches a schema");
+      i = t;
+      return {};
+    };
+    for (auto& node : out.nodes) {
+      for (auto& k : node.key_nodes)
+        if (auto st = fix(k); !st) return st;
+      if (auto st = fix(node.items); !st) return st;
+      if (auto st = fix(node.additional); !st) return st;
+    }
+    return fix(root);
+  }
+
+  // never: no value fits, as the least fixpoint (a rule that needs itself forever is empty)
+  void mark_never() {
+    std::vector<char> fits(out.nodes.size(), 0);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i = 0; i < out.nodes.size(); ++i) {
+        const json_node& n = out.nodes[i];
+        if (fits[i] || n.never || n.alias >= 0) continue;
+        bool f = !n.literals.empty() ||
+                 (n.types & (json_node::t_null | json_node::t_bool | json_node::t_int |
+                             json_node::t_num | json_node::t_str));
+        if (!f && (n.types & json_node::t_arr))
+          f = n.min_items == 0 || fits[static_cast<size_t>(n.items)];
+        if (!f && (n.types & json_node::t_obj)) {
+          f = true;
+          for (size_t k = 0; k < n.keys.size(); ++k)
+            if (((n.required >> k) & 1) && !fits[static_cast<size_t>(n.key_nodes[k])]) f = false;
+        }
+        if (f) fits[i] = changed = true;
+      }
+    }
+    for (size_t i = 0; i < out.nodes.size(); ++i)
+      if (!fits[i] && out.nodes[i].alias < 0) out.nodes[i].never = true;
+    // keys, other keys and items of no value are never offered
+    for (auto& n : out.nodes)
+      if (n.additional >= 0 && out.nodes[static_cast<size_t>(n.additional)].never)
+        n.additional = -1;
   }
 };
 
@@ -283,6 +452,8 @@ expected<json_schema> compile_response_format(std::string_view response_format) 
   } catch (const std::exception& e) {
     return make_error(errc::invalid_argument, "response_format is not JSON: {}", e.what());
   }
+  if (json_nesting(rf) > 80) // the schema's own 64 levels and the wrapping around them
+    return make_error(errc::invalid_argument, "response_format is nested more than 80 deep");
   if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
     return make_error(errc::invalid_argument, "response_format must be an object with a type");
   const std::string type = rf["type"].get<std::string>();
@@ -306,14 +477,21 @@ expected<json_schema> compile_response_format(std::string_view response_format) 
                       "response_format json_schema needs {{\"json_schema\": {{\"name\": ..., "
                       "\"schema\": {{...}}}}}}");
   const json& schema = rf["json_schema"]["schema"];
-  compiler c{schema, std::move(out), {}, 0};
+  compiler c{schema, std::move(out), {}, {}, 0};
   auto root = c.node(schema, "");
   if (!root) return root.error();
-  const json_node& r = c.out.nodes[static_cast<size_t>(*root)];
+  int32_t top = *root;
+  if (auto st = c.resolve_aliases(top); !st) return st.error();
+  c.mark_never();
+  const json_node& r = c.out.nodes[static_cast<size_t>(top)];
+  if (r.never)
+    return make_error(errc::invalid_argument,
+                      "response_format schema: no document fits it (an empty type list, a "
+                      "required key whose value cannot be written, ...)");
   if (!r.literals.empty() || (r.types & ~(json_node::t_obj | json_node::t_arr)) != 0)
     return make_error(errc::invalid_argument,
                       "response_format schema: the root must be an object or an array");
-  c.out.root = *root;
+  c.out.root = top;
   return std::move(c.out);
 }
 

@@ -7,7 +7,10 @@
 // object or an array, ...), $ref into #/$defs or #/definitions (recursion included), and
 // minLength / maxLength for strings. Annotations (title, description, default, examples,
 // $schema, $id, strict) change nothing and are ignored. Any other keyword (pattern, format,
-// minimum, ...) refuses the request naming it: a schema we cannot hold to is not half-held.
+// minimum, ...) refuses the request naming it: a schema we cannot hold to is not half-held;
+// so does a schema no document fits (type [], a required key that cannot be written, a
+// $ref cycle that names no schema), found by a fixpoint over the rules, and one nested past
+// 64 levels. enum / const values are filtered by the type and length keywords beside them.
 // Tests: tests/text/json_grammar_test.cpp
 #pragma once
 
@@ -15,6 +18,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/expected.hpp"
 
@@ -42,6 +47,8 @@ struct json_node {
   int32_t min_length = 0, max_length = INT32_MAX; // string: characters
   // enum / const: the allowed values as compact JSON text (the value must be one of them)
   std::vector<std::string> literals;
+  bool never = false; // no value fits (the grammar then never offers one)
+  int32_t alias = -1; // while compiling: a $ref's node, standing for the node it names
 };
 
 /// Node 0 is "any JSON value"; `root` the document's rule (an object or an array).
@@ -52,5 +59,9 @@ struct json_schema {
 
 /// From the text of a response_format object. invalid_argument naming what is refused.
 expected<json_schema> compile_response_format(std::string_view response_format);
+
+/// The deepest nesting of arrays and objects in j, found without recursion (a request body
+/// may nest deeper than any recursive walk's stack, nlohmann's dump() included).
+int json_nesting(const nlohmann::json& j);
 
 } // namespace troupe

@@ -60,7 +60,7 @@ TEST(JsonGrammar, JsonObjectModeTakesAnyObjectAndOnlyJson) {
   for (const std::string doc :
        {"{}", R"({"a": [1, -2.5e-3, 0, "x\u00e9\n\"", true, null, {"b": false}]})",
         "{\n  \"k\": \"caf\xc3\xa9\"\n}", R"({"a":{"a":{"a":[]}}})"}) {
-    EXPECT_NO_THROW((void)json::parse(doc)) << doc;
+    EXPECT_TRUE(json::accept(doc)) << doc;
     EXPECT_TRUE(accepts(s, doc)) << doc;
   }
   for (const std::string doc :
@@ -134,7 +134,23 @@ TEST(JsonGrammar, KeywordsItCannotHoldToAreRefusedByName) {
       {{{"anyOf", {{{"type", "object"}}, {{"type", "object"}, {"required", json::array()}}}}},
        "same character"},
       {{{"type", "object"}, {"properties", {{"a", {{"$ref", "#/$defs/missing"}}}}}}, "$ref"},
-      {{{"type", "object"}, {"required", {"b"}}}, "required 'b'"},
+      {{{"type", "object"}, {"required", {"b"}}, {"additionalProperties", false}}, "no document"},
+      {{{"type", "object"},
+        {"properties", {{"a", {{"type", json::array()}}}}},
+        {"required", {"a"}}},
+       "no document"},
+      {{{"$defs", {{"a", {{"$ref", "#/$defs/a"}}}}}, {"$ref", "#/$defs/a"}}, "cycle of $refs"},
+      {{{"$defs", {{"a", {{"$ref", "#/$defs/b"}}}, {"b", {{"$ref", "#/$defs/a"}}}}},
+        {"type", "object"},
+        {"properties", {{"x", {{"$ref", "#/$defs/a"}}}}}},
+       "cycle of $refs"},
+      {{{"type", "object"},
+        {"properties",
+         {{"a", {{"anyOf", {{{"type", "string"}}, {{"type", "null"}}}}, {"maxLength", 2}}}}}},
+       "'maxLength' beside anyOf"},
+      {{{"type", "object"},
+        {"properties", {{"a", {{"enum", {1, 2}}, {"items", {{"type", "string"}}}}}}}},
+       "beside enum"},
   };
   for (const auto& [schema, what] : refused) {
     auto s = compile_response_format(with_schema(schema));
@@ -143,6 +159,83 @@ TEST(JsonGrammar, KeywordsItCannotHoldToAreRefusedByName) {
   }
   EXPECT_FALSE(compile_response_format(R"({"type": "yaml"})"));
   EXPECT_FALSE(compile_response_format("{"));
+  // nesting past what a schema may have is refused, without recursing into it
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto d = compile_response_format(R"({"type": "json_object", "x": )" + deep + "}");
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message.find("nested"), std::string::npos);
+  EXPECT_GT(json_nesting(json::parse(deep)), 1000);
+}
+
+TEST(JsonGrammar, DefectsFoundFromOutsideStayFixed) {
+  // arrays as deep as a schema may nest (the grammar once stopped at 32 containers)
+  json leaf = {{"type", "integer"}};
+  std::string doc = "7";
+  for (int i = 0; i < 40; ++i) {
+    leaf = {{"type", "array"}, {"minItems", 1}, {"maxItems", 1}, {"items", leaf}};
+    doc = "[" + doc + "]";
+  }
+  EXPECT_TRUE(accepts(schema_of(with_schema(leaf)), doc));
+  // 24 digits spent: no '.' or 'e' that no digit could follow; the exponent has its own two
+  const auto nums = schema_of(with_schema({{"type", "array"}, {"items", {{"type", "number"}}}}));
+  const std::string d24(24, '1'), d23(23, '1');
+  EXPECT_FALSE(accepts(nums, "[" + d24 + ".1]"));
+  EXPECT_TRUE(accepts(nums, "[" + d24 + "e12]"));
+  EXPECT_TRUE(accepts(nums, "[" + d24 + "]"));
+  EXPECT_TRUE(accepts(nums, "[" + d23 + ".1e-12]"));
+  EXPECT_FALSE(accepts(nums, "[1e123]"));
+  // each key once, other keys in the schema's spelling only
+  const auto free_obj = schema_of(with_schema(
+      {{"type", "object"},
+       {"properties", {{"a", {{"type", "integer"}}}, {"q\"", {{"type", "integer"}}}}}}));
+  EXPECT_FALSE(accepts(free_obj, R"({"a": 1, "a": "x"})"));
+  EXPECT_FALSE(accepts(free_obj, R"({"a": 1, "\u0061": "x"})"));
+  EXPECT_FALSE(accepts(free_obj, R"({"\/": 1})"));
+  EXPECT_TRUE(accepts(free_obj, R"({"a": 1, "q\"": 2, "b\n": [true]})"));
+  // enum / const filtered by the keywords beside them; oneOf drops values both branches allow
+  const auto lit =
+      schema_of(with_schema({{"type", "object"},
+                             {"properties",
+                              {{"e", {{"enum", {"a", "b", "c"}}, {"const", "b"}}},
+                               {"t", {{"type", "string"}, {"enum", {1, 2, "x"}}}},
+                               {"i", {{"type", "integer"}, {"enum", {1.5, 2}}}},
+                               {"l", {{"const", "hello"}, {"maxLength", 2}}},
+                               {"o", {{"oneOf", {{{"enum", {1, 2}}}, {{"enum", {2, 3}}}}}}}}}}));
+  EXPECT_TRUE(accepts(lit, R"({"e": "b", "t": "x", "i": 2, "o": 1})"));
+  EXPECT_TRUE(accepts(lit, R"({"o": 3})"));
+  for (const char* bad :
+       {R"({"e": "a"})", R"({"t": 2})", R"({"i": 1.5})", R"({"o": 2})", R"({"l": "hello"})"})
+    EXPECT_FALSE(accepts(lit, bad)) << bad;
+  // well-formed UTF-8 only
+  const auto str = schema_of(with_schema({{"type", "array"}, {"items", {{"type", "string"}}}}));
+  EXPECT_TRUE(accepts(str, "[\"\xe0\xa0\x80\xf0\x90\x80\x80\xf4\x8f\xbf\xbf\"]"));
+  for (const char* bad : {"[\"\xe0\x80\x80\"]", "[\"\xed\xa0\x80\"]", "[\"\xf0\x80\x80\x80\"]",
+                          "[\"\xf4\x90\x80\x80\"]", "[\"\xc0\xaf\"]"})
+    EXPECT_FALSE(accepts(str, bad));
+  // a key or an item no value fits is never offered; a required key not among properties is
+  // any value
+  const auto never = schema_of(with_schema(
+      {{"type", "object"},
+       {"properties",
+        {{"x", {{"type", json::array()}}}, {"l", {{"type", "array"}, {"items", false}}}}},
+       {"required", {"r"}}}));
+  EXPECT_TRUE(accepts(never, R"({"r": {"any": [1]}, "l": []})"));
+  EXPECT_FALSE(accepts(never, R"({"r": 1, "x": 1})"));
+  EXPECT_FALSE(accepts(never, R"({"r": 1, "l": [1]})"));
+  EXPECT_FALSE(accepts(never, R"({"l": []})"));
+  // anyOf with a $ref branch (pydantic's Optional[Model])
+  const auto opt = schema_of(with_schema(
+      {{"$defs",
+        {{"P",
+          {{"type", "object"},
+           {"properties", {{"n", {{"type", "integer"}}}}},
+           {"required", {"n"}}}}}},
+       {"type", "object"},
+       {"properties", {{"p", {{"anyOf", {{{"$ref", "#/$defs/P"}}, {{"type", "null"}}}}}}}},
+       {"required", {"p"}}}));
+  EXPECT_TRUE(accepts(opt, R"({"p": {"n": 1}})"));
+  EXPECT_TRUE(accepts(opt, R"({"p": null})"));
+  EXPECT_FALSE(accepts(opt, R"({"p": {}})"));
 }
 
 namespace {
