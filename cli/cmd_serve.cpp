@@ -82,8 +82,8 @@ expected<int64_t> parse_kv_memory(const std::string& text) {
         (v != std::floor(v) || text.find('.') != std::string::npos || (v > 1 && v < 1024.0 * 1024)))
       return make_error(errc::invalid_argument,
                         "--kv-memory '{}': a number without a unit is a fraction of free memory "
-                        "(at most 1) or whole bytes (at least 1 MiB); did you mean {}GiB?",
-                        text, text);
+                        "(at most 1) or whole bytes (at least 1 MiB){}",
+                        text, v <= 4096 ? fmt::format("; did you mean {}GiB?", v) : "");
     double mult = 1;
     if (unit == "KiB" || unit == "K")
       mult = 1024;
@@ -100,6 +100,9 @@ expected<int64_t> parse_kv_memory(const std::string& text) {
     else if (!unit.empty())
       throw std::invalid_argument(unit);
     if (v <= 0) throw std::invalid_argument("not positive");
+    if (v * mult > 4.0e18) // past int64_t: it would wrap to the smallest cache
+      return make_error(errc::invalid_argument, "--kv-memory '{}': more bytes than any machine has",
+                        text);
     return static_cast<int64_t>(v * mult);
   } catch (const std::exception&) {
     return make_error(

@@ -39,6 +39,11 @@ void json_grammar::copy_from(const json_grammar& o) {
   pos_ = o.pos_;
   digits_ = o.digits_;
   depth_ = o.depth_;
+  hex_ = o.hex_;
+  low_due_ = o.low_due_;
+  kh_ = o.kh_;
+  nkeyh_ = o.nkeyh_;
+  for (int32_t i = 0; i < nkeyh_; ++i) keyh_[i] = o.keyh_[i];
   for (int32_t i = 0; i < depth_; ++i) stack_[i] = o.stack_[i];
 }
 
@@ -77,6 +82,21 @@ bool json_grammar::start_value(uint8_t c) {
   const json_node& n = node(node_);
   ws_ = 0;
   if (n.never) return false;
+  if (!n.branches.empty()) { // anyOf / oneOf: the branch this first character starts
+    const int cls = c == 'n'                  ? 1
+                    : c == 't' || c == 'f'    ? 2
+                    : c == '-' || is_digit(c) ? 4
+                    : c == '"'                ? 8
+                    : c == '['                ? 16
+                    : c == '{'                ? 32
+                                              : 0;
+    for (int32_t b : n.branches)
+      if (!node(b).never && (first_classes(b, 0) & cls)) {
+        node_ = b;
+        return start_value(c);
+      }
+    return false;
+  }
   if (!n.literals.empty()) {
     m_ = mode::literal;
     lit_builtin_ = false;
@@ -87,13 +107,13 @@ bool json_grammar::start_value(uint8_t c) {
   }
   if (c == '{' && (n.types & json_node::t_obj)) {
     if (depth_ == max_depth) return false;
-    stack_[depth_++] = {node_, true, 0, 0, 0};
+    stack_[depth_++] = {node_, true, 0, 0, 0, nkeyh_};
     m_ = mode::key_or_end;
     return true;
   }
   if (c == '[' && (n.types & json_node::t_arr)) {
     if (depth_ == max_depth) return false;
-    stack_[depth_++] = {node_, false, 0, 0, 0};
+    stack_[depth_++] = {node_, false, 0, 0, 0, nkeyh_};
     m_ = mode::item_or_end;
     return true;
   }
@@ -135,8 +155,10 @@ bool json_grammar::string_byte(uint8_t c, bool& closed) {
   if (esc_ == 1) {
     if (c == 'u') {
       esc_ = 2;
+      hex_ = 0;
       return true;
     }
+    if (low_due_) return false; // a high surrogate's low half must follow
     if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' ||
         c == 't') {
       esc_ = 0;
@@ -144,9 +166,25 @@ bool json_grammar::string_byte(uint8_t c, bool& closed) {
     }
     return false;
   }
-  if (esc_ >= 2) {
+  if (esc_ >= 2) { // \uXXXX: surrogates only as a high half followed by a low one
     if (!is_hex(c)) return false;
-    esc_ = esc_ == 5 ? 0 : static_cast<uint8_t>(esc_ + 1);
+    const int v = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+    hex_ = static_cast<uint16_t>(hex_ << 4 | v);
+    if (esc_ == 3) { // the first two digits say whether it is a surrogate
+      const bool low = hex_ >= 0xdc && hex_ <= 0xdf;
+      if (low != low_due_) return false;
+    }
+    if (esc_ < 5) {
+      ++esc_;
+      return true;
+    }
+    esc_ = 0;
+    low_due_ = !low_due_ && hex_ >= 0xd800 && hex_ <= 0xdbff;
+    return true;
+  }
+  if (low_due_) { // only a backslash may start the low half
+    if (c != '\\') return false;
+    esc_ = 1;
     return true;
   }
   if (utf8_ > 0) { // well-formed UTF-8 only (no overlong forms, surrogates or past U+10FFFF)
@@ -304,10 +342,15 @@ bool json_grammar::key_byte(uint8_t c) {
         return true;
       }
     if (!free_key_) return false;
+    for (int32_t i = f.keyh0; i < nkeyh_; ++i)
+      if (keyh_[i] == kh_) return false; // this object has that key already
+    if (nkeyh_ == max_other_keys) return false;
+    keyh_[nkeyh_++] = kh_;
     f.value = obj.additional;
     m_ = mode::colon;
     return true;
   }
+  kh_ = (kh_ ^ c) * 0x100000001b3ull;
   uint64_t next = 0;
   for (size_t i = 0; i < obj.keys.size(); ++i)
     if (((cand_ >> i) & 1) && obj.keys[i].size() > static_cast<size_t>(pos_) &&
@@ -324,7 +367,41 @@ bool json_grammar::key_byte(uint8_t c) {
   return true;
 }
 
+// The first-character classes of a value of node i (json_schema.cpp's, unions through their
+// branches).
+int json_grammar::first_classes(int32_t i, int depth) const {
+  const json_node& x = node(i);
+  if (x.never || depth > 64) return 0;
+  if (!x.branches.empty()) {
+    int c = 0;
+    for (int32_t b : x.branches) c |= first_classes(b, depth + 1);
+    return c;
+  }
+  if (!x.literals.empty()) {
+    int c = 0;
+    for (const auto& l : x.literals) {
+      const char f = l.empty() ? 0 : l[0];
+      c |= f == 'n'               ? 1
+           : f == 't' || f == 'f' ? 2
+           : f == '"'             ? 8
+           : f == '['             ? 16
+           : f == '{'             ? 32
+                                  : 4;
+    }
+    return c;
+  }
+  int c = 0;
+  if (x.types & json_node::t_null) c |= 1;
+  if (x.types & json_node::t_bool) c |= 2;
+  if (x.types & (json_node::t_int | json_node::t_num)) c |= 4;
+  if (x.types & json_node::t_str) c |= 8;
+  if (x.types & json_node::t_arr) c |= 16;
+  if (x.types & json_node::t_obj) c |= 32;
+  return c;
+}
+
 void json_grammar::close_container() {
+  nkeyh_ = stack_[depth_ - 1].keyh0; // its other keys' hashes are done with
   --depth_;
   m_ = depth_ == 0 ? mode::done : mode::after;
 }
@@ -336,7 +413,8 @@ bool json_grammar::feed(uint8_t c) {
       if (is_ws(c)) return space(c);
       return start_value(c);
     case mode::string: {
-      const bool starts = esc_ == 0 && utf8_ == 0; // c begins a character (or closes)
+      // c begins a character (or closes); a low surrogate's half is the same character
+      const bool starts = esc_ == 0 && utf8_ == 0 && !low_due_;
       bool closed = false;
       if (!string_byte(c, closed)) return false;
       const json_node& n = node(node_);
@@ -394,6 +472,7 @@ bool json_grammar::feed(uint8_t c) {
         if (!((f.used >> i) & 1) && !node(obj.key_nodes[i]).never) unused |= uint64_t{1} << i;
       if (unused == 0 && obj.additional < 0) return false;
       m_ = mode::key;
+      kh_ = 0xcbf29ce484222325ull;
       // with other keys allowed, the used ones stay candidates so that a repeat is refused
       // at its closing quote rather than taken as another key
       cand_ = obj.additional >= 0

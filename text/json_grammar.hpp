@@ -43,7 +43,7 @@ class json_grammar {
   /// In an object key where any string is allowed, too (the schema's keys only narrow which
   /// rule the value gets, not which bytes may come).
   bool in_free_string() const {
-    if (esc_ != 0 || utf8_ != 0) return false;
+    if (esc_ != 0 || utf8_ != 0 || low_due_) return false;
     if (m_ == mode::key) return free_key_;
     return m_ == mode::string && s_->nodes[static_cast<size_t>(node_)].min_length == 0 &&
            s_->nodes[static_cast<size_t>(node_)].max_length == INT32_MAX;
@@ -71,6 +71,7 @@ class json_grammar {
     uint64_t used; // object: keys present
     int32_t count; // array: items so far
     int32_t value; // object: the rule of the value after the key just read
+    int32_t keyh0; // object: its other keys' hashes start here in keyh_
   };
 
   bool start_value(uint8_t c);
@@ -79,6 +80,7 @@ class json_grammar {
   bool number_byte(uint8_t c, bool& reprocess);
   bool key_byte(uint8_t c);
   void close_container();
+  int first_classes(int32_t i, int depth) const;
   void copy_from(const json_grammar& o);
   bool space(uint8_t c);
   const json_node& node(int32_t i) const { return s_->nodes[static_cast<size_t>(i)]; }
@@ -96,6 +98,15 @@ class json_grammar {
   int32_t pos_ = 0;          // key / literal: bytes matched; string: characters read
   int32_t digits_ = 0;
   int32_t depth_ = 0;
+  // \u escapes: the value read so far; a high surrogate's low half must come next
+  uint16_t hex_ = 0;
+  bool low_due_ = false;
+  // keys outside the schema's, of the open objects: their hashes (FNV-1a of their text), so
+  // that none comes twice; at most max_other_keys at a time
+  static constexpr int max_other_keys = 64;
+  uint64_t kh_ = 0; // the key being read
+  int32_t nkeyh_ = 0;
+  uint64_t keyh_[max_other_keys];
   frame stack_[max_depth];
 };
 

@@ -158,6 +158,9 @@ struct compiler {
       if (s.contains(k))
         return bad(where, std::string("'") + k + "' beside enum / const is not supported");
     for (const auto& v : values) {
+      if (v.is_number_float() && std::fabs(v.get<double>()) >= 9007199254740992.0)
+        return bad(where, "enum / const number " + v.dump() +
+                              " is past the integers a double holds exactly");
       const uint8_t t = type_of(v);
       if (s.contains("type") && !(n.types & t) &&
           !(t == json_node::t_int && (n.types & json_node::t_num)))
@@ -175,36 +178,44 @@ struct compiler {
     return {};
   }
 
-  // anyOf / oneOf: branches merged into one rule, which needs them to start differently
-  // (literal-only branches are merged as one enum; oneOf drops values two branches share)
+  // anyOf / oneOf. Branches that are all enum / const become one enum (oneOf drops the values
+  // two branches share); otherwise the union keeps its branches and the grammar takes the one
+  // the value's first character says (their first characters are checked to differ once every
+  // $ref is resolved: a branch may name the schema being defined)
   expected<json_node> union_of(const json& s, const char* key, const std::string& where) {
     for (const auto& [k, v] : s.items())
       if (k != key && k != "$defs" && k != "definitions" && !annotations.count(k))
         return bad(where, "'" + k + "' beside " + key + " is not supported");
     if (!s[key].is_array() || s[key].empty())
       return bad(where, std::string(key) + " must be a non-empty list");
-    std::vector<json_node> branches;
+    std::vector<int32_t> ids;
     bool all_literals = true;
     for (size_t b = 0; b < s[key].size(); ++b) {
       auto id = node(s[key][b], where + "/" + key + "/" + std::to_string(b));
       if (!id) return id.error();
-      int32_t at = *id; // a $ref branch: the schema it names, compiled already
+      ids.push_back(*id);
+      int32_t at = *id;
       while (out.nodes[static_cast<size_t>(at)].alias >= 0 && !pending.count(at))
         at = out.nodes[static_cast<size_t>(at)].alias;
-      if (pending.count(at))
-        return bad(where, std::string(key) + " with a branch that refers back to the schema "
-                                             "being defined is not supported");
-      branches.push_back(out.nodes[static_cast<size_t>(at)]);
-      all_literals = all_literals && !branches.back().literals.empty();
+      const json_node& br = out.nodes[static_cast<size_t>(at)];
+      all_literals = all_literals && !pending.count(at) && br.branches.empty() &&
+                     (!br.literals.empty() || br.never);
     }
     json_node merged;
     merged.types = 0;
     if (all_literals) {
+      std::vector<const json_node*> branches;
+      for (int32_t id : ids) {
+        int32_t at = id;
+        while (out.nodes[static_cast<size_t>(at)].alias >= 0)
+          at = out.nodes[static_cast<size_t>(at)].alias;
+        branches.push_back(&out.nodes[static_cast<size_t>(at)]);
+      }
       std::map<std::string, int> seen;
-      for (const auto& br : branches)
-        for (const auto& l : br.literals) ++seen[l];
-      for (const auto& br : branches)
-        for (const auto& l : br.literals) {
+      for (const auto* br : branches)
+        for (const auto& l : br->literals) ++seen[l];
+      for (const auto* br : branches)
+        for (const auto& l : br->literals) {
           if (std::string(key) == "oneOf" && seen[l] > 1) continue; // valid under two branches
           if (std::find(merged.literals.begin(), merged.literals.end(), l) == merged.literals.end())
             merged.literals.push_back(l);
@@ -213,34 +224,7 @@ struct compiler {
       merged.never = merged.literals.empty();
       return merged;
     }
-    int seen = 0;
-    for (const auto& br : branches) {
-      if (!br.literals.empty())
-        return bad(where, std::string(key) + " mixing enum / const with other branches is not "
-                                             "supported");
-      const int c = classes_of(br);
-      if (c & seen)
-        return bad(where, std::string(key) +
-                              " branches that can start with the same character (two objects, "
-                              "an integer and a number, ...) are not supported");
-      seen |= c;
-      merged.types |= br.types;
-      if (br.types & json_node::t_obj) {
-        merged.keys = br.keys;
-        merged.key_nodes = br.key_nodes;
-        merged.required = br.required;
-        merged.additional = br.additional;
-      }
-      if (br.types & json_node::t_arr) {
-        merged.items = br.items;
-        merged.min_items = br.min_items;
-        merged.max_items = br.max_items;
-      }
-      if (br.types & json_node::t_str) {
-        merged.min_length = br.min_length;
-        merged.max_length = br.max_length;
-      }
-    }
+    merged.branches = std::move(ids);
     return merged;
   }
 
@@ -407,39 +391,78 @@ struct compiler {
     for (auto& node : out.nodes) {
       for (auto& k : node.key_nodes)
         if (auto st = fix(k); !st) return st;
+      for (auto& b : node.branches)
+        if (auto st = fix(b); !st) return st;
       if (auto st = fix(node.items); !st) return st;
       if (auto st = fix(node.additional); !st) return st;
     }
     return fix(root);
   }
 
-  // never: no value fits, as the least fixpoint (a rule that needs itself forever is empty)
-  void mark_never() {
-    std::vector<char> fits(out.nodes.size(), 0);
+  // What fits, as the least fixpoint (a rule that needs itself forever is empty): per node the
+  // type bits a value can be completed in (bit 7: an enum value), then the bits that cannot
+  // are taken off, a node with none left is never, and unions are checked to start apart.
+  status mark_never() {
+    const size_t n = out.nodes.size();
+    std::vector<uint8_t> fits(n, 0);
     for (bool changed = true; changed;) {
       changed = false;
-      for (size_t i = 0; i < out.nodes.size(); ++i) {
-        const json_node& n = out.nodes[i];
-        if (fits[i] || n.never || n.alias >= 0) continue;
-        bool f = !n.literals.empty() ||
-                 (n.types & (json_node::t_null | json_node::t_bool | json_node::t_int |
-                             json_node::t_num | json_node::t_str));
-        if (!f && (n.types & json_node::t_arr))
-          f = n.min_items == 0 || fits[static_cast<size_t>(n.items)];
-        if (!f && (n.types & json_node::t_obj)) {
-          f = true;
-          for (size_t k = 0; k < n.keys.size(); ++k)
-            if (((n.required >> k) & 1) && !fits[static_cast<size_t>(n.key_nodes[k])]) f = false;
+      for (size_t i = 0; i < n; ++i) {
+        const json_node& x = out.nodes[i];
+        if (x.never || x.alias >= 0) continue;
+        uint8_t f = 0;
+        if (!x.literals.empty()) f |= 0x80;
+        f |= x.types & (json_node::t_null | json_node::t_bool | json_node::t_int |
+                        json_node::t_num | json_node::t_str);
+        if ((x.types & json_node::t_arr) &&
+            (x.min_items == 0 || fits[static_cast<size_t>(x.items)]))
+          f |= json_node::t_arr;
+        if (x.types & json_node::t_obj) {
+          bool ok = true;
+          for (size_t k = 0; k < x.keys.size(); ++k)
+            if (((x.required >> k) & 1) && !fits[static_cast<size_t>(x.key_nodes[k])]) ok = false;
+          if (ok) f |= json_node::t_obj;
         }
-        if (f) fits[i] = changed = true;
+        for (int32_t b : x.branches)
+          if (fits[static_cast<size_t>(b)]) f |= 0x80;
+        if (f != fits[i]) {
+          fits[i] = f;
+          changed = true;
+        }
       }
     }
-    for (size_t i = 0; i < out.nodes.size(); ++i)
-      if (!fits[i] && out.nodes[i].alias < 0) out.nodes[i].never = true;
-    // keys, other keys and items of no value are never offered
-    for (auto& n : out.nodes)
-      if (n.additional >= 0 && out.nodes[static_cast<size_t>(n.additional)].never)
-        n.additional = -1;
+    for (size_t i = 0; i < n; ++i) {
+      json_node& x = out.nodes[i];
+      if (x.alias >= 0) continue;
+      if (x.literals.empty() && x.branches.empty()) x.types &= fits[i];
+      if (!fits[i]) x.never = true;
+    }
+    // other keys of no value are never offered
+    for (auto& x : out.nodes)
+      if (x.additional >= 0 && out.nodes[static_cast<size_t>(x.additional)].never)
+        x.additional = -1;
+    for (const auto& x : out.nodes) {
+      int seen = 0;
+      for (int32_t b : x.branches) {
+        const int c = classes(b, 0);
+        if (c & seen)
+          return bad("", "anyOf / oneOf branches that can start with the same character (two "
+                         "objects, an integer and a number, a string and a string enum, ...) are "
+                         "not supported");
+        seen |= c;
+      }
+    }
+    return {};
+  }
+
+  // The first-character classes a value of node i can start with (never: none).
+  int classes(int32_t i, int depth) {
+    const json_node& x = out.nodes[static_cast<size_t>(i)];
+    if (x.never || depth > 64) return 0;
+    if (x.branches.empty()) return classes_of(x);
+    int c = 0;
+    for (int32_t b : x.branches) c |= classes(b, depth + 1);
+    return c;
   }
 };
 
@@ -482,7 +505,7 @@ expected<json_schema> compile_response_format(std::string_view response_format) 
   if (!root) return root.error();
   int32_t top = *root;
   if (auto st = c.resolve_aliases(top); !st) return st.error();
-  c.mark_never();
+  if (auto st = c.mark_never(); !st) return st.error();
   const json_node& r = c.out.nodes[static_cast<size_t>(top)];
   if (r.never)
     return make_error(errc::invalid_argument,

@@ -47,8 +47,9 @@ struct json_node {
   int32_t min_length = 0, max_length = INT32_MAX; // string: characters
   // enum / const: the allowed values as compact JSON text (the value must be one of them)
   std::vector<std::string> literals;
-  bool never = false; // no value fits (the grammar then never offers one)
-  int32_t alias = -1; // while compiling: a $ref's node, standing for the node it names
+  std::vector<int32_t> branches; // anyOf / oneOf: the rules, taken by the first character
+  bool never = false;            // no value fits (the grammar then never offers one)
+  int32_t alias = -1;            // while compiling: a $ref's node, standing for the node it names
 };
 
 /// Node 0 is "any JSON value"; `root` the document's rule (an object or an array).

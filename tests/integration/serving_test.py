@@ -259,11 +259,11 @@ class Serving(unittest.TestCase):
 
     def test_kv_memory_without_a_unit_is_a_fraction_or_whole_bytes(self):
         # '2.0' used to mean 2 bytes (and a KV cache of its floor, one context): refused now
-        for text in ["2.0", "1.5", "2"]:
+        for text, hint in [("2.0", "2"), ("1.5", "1.5"), ("2", "2")]:
             out = subprocess.run([TROUPE, "serve", "--kv-memory", text, "--port", "0"], stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True, timeout=60)
             self.assertNotEqual(out.returncode, 0, out.stdout)
-            self.assertIn(f"did you mean {text}GiB", out.stdout)
+            self.assertIn(f"did you mean {hint}GiB", out.stdout)
         out = subprocess.run([TROUPE, "serve", "--kv-memory", "nan", "--port", "0"], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, timeout=60)
         self.assertNotEqual(out.returncode, 0, out.stdout)

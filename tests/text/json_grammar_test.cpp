@@ -238,6 +238,61 @@ TEST(JsonGrammar, DefectsFoundFromOutsideStayFixed) {
   EXPECT_FALSE(accepts(opt, R"({"p": {}})"));
 }
 
+TEST(JsonGrammar, DefectsOfTheSecondPassStayFixed) {
+  // a union branch no value fits is not taken (it was an unconstrained value); all of them:
+  // refused
+  const auto u = schema_of(with_schema(
+      {{"type", "object"},
+       {"properties",
+        {{"v", {{"anyOf", {{{"type", "string"}, {"enum", {1}}}, {{"type", "null"}}}}}},
+         {"w",
+          {{"oneOf",
+            {{{"type", "string"}, {"const", "abc"}, {"maxLength", 2}}, {{"type", "integer"}}}}}}}},
+       {"required", {"v"}},
+       {"additionalProperties", false}}));
+  EXPECT_TRUE(accepts(u, R"({"v": null, "w": 3})"));
+  EXPECT_FALSE(accepts(u, R"({"v": "x"})"));
+  EXPECT_FALSE(accepts(u, R"({"v": null, "w": "ab"})"));
+  auto none = compile_response_format(with_schema(
+      {{"type", "object"},
+       {"properties",
+        {{"v",
+          {{"anyOf",
+            {{{"type", "string"}, {"enum", {1}}}, {{"type", "integer"}, {"enum", {"a"}}}}}}}}},
+       {"required", {"v"}}}));
+  EXPECT_FALSE(none);
+  // a lone surrogate escape is not a character; a pair is one
+  const auto str = schema_of(
+      with_schema({{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 2}}}}));
+  EXPECT_TRUE(accepts(str, R"(["\ud83d\ude00x", "\u00e9"])"));
+  for (const char* bad : {R"(["\udddd"])", R"(["\ud83d"])", R"(["\ud83dx"])", R"(["\ud83d\u0041"])",
+                          R"(["\ud83d\ude00xy"])"})
+    EXPECT_FALSE(accepts(str, bad)) << bad;
+  // keys outside the schema's come once each, in json_object mode too
+  const auto obj = schema_of(R"({"type": "json_object"})");
+  EXPECT_FALSE(accepts(obj, R"({"": 1, "": 2})"));
+  EXPECT_FALSE(accepts(obj, R"({"k": {"k": 1}, "k": 2})"));
+  EXPECT_TRUE(accepts(obj, R"({"k": {"k": 1}, "j": {"k": 2}})"));
+  // integers past a double's exact ones cannot be an enum value
+  EXPECT_FALSE(compile_response_format(with_schema(
+      {{"type", "object"},
+       {"properties", {{"c", {{"const", json::parse("123456789012345678901234567890")}}}}}})));
+  // a recursive Optional (pydantic's next: Optional["Node"])
+  const auto list = schema_of(
+      with_schema({{"$defs",
+                    {{"Node",
+                      {{"type", "object"},
+                       {"properties",
+                        {{"v", {{"type", "integer"}}},
+                         {"next", {{"anyOf", {{{"$ref", "#/$defs/Node"}}, {{"type", "null"}}}}}}}},
+                       {"required", {"v", "next"}},
+                       {"additionalProperties", false}}}}},
+                   {"$ref", "#/$defs/Node"}}));
+  EXPECT_TRUE(accepts(list, R"({"v": 1, "next": {"v": 2, "next": null}})"));
+  EXPECT_FALSE(accepts(list, R"({"v": 1, "next": {"v": 2}})"));
+  EXPECT_FALSE(accepts(list, R"({"v": 1, "next": 3})"));
+}
+
 namespace {
 
 bool bit(const std::vector<uint64_t>& b, int32_t id) {
