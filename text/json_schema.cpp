@@ -300,10 +300,11 @@ struct compiler {
     }
     auto count = [&](const char* key, int32_t& v) -> status {
       if (!s.contains(key)) return {};
-      if (!s[key].is_number_integer() || s[key].get<int64_t>() < 0 ||
-          s[key].get<int64_t>() > INT32_MAX)
+      const json& x = s[key]; // 2.0 is a whole number too
+      if (!x.is_number() || x.get<double>() < 0 || x.get<double>() > INT32_MAX ||
+          x.get<double>() != std::floor(x.get<double>()))
         return bad(where, std::string(key) + " must be a whole number >= 0");
-      v = static_cast<int32_t>(s[key].get<int64_t>());
+      v = static_cast<int32_t>(x.get<double>());
       return {};
     };
     if (auto st = count("minItems", n.min_items); !st) return st.error();
@@ -499,7 +500,15 @@ expected<json_schema> compile_response_format(std::string_view response_format) 
     return make_error(errc::invalid_argument,
                       "response_format json_schema needs {{\"json_schema\": {{\"name\": ..., "
                       "\"schema\": {{...}}}}}}");
-  const json& schema = rf["json_schema"]["schema"];
+  const json& js = rf["json_schema"];
+  if (!js.contains("name") || !js["name"].is_string() || js["name"].get<std::string>().empty() ||
+      js["name"].get<std::string>().size() > 64)
+    return make_error(errc::invalid_argument,
+                      "response_format json_schema needs a name (a string of 1-64 characters)");
+  if (js.contains("strict") && !js["strict"].is_boolean() && !js["strict"].is_null())
+    return make_error(errc::invalid_argument, "response_format json_schema strict must be true "
+                                              "or false");
+  const json& schema = js["schema"];
   compiler c{schema, std::move(out), {}, {}, 0};
   auto root = c.node(schema, "");
   if (!root) return root.error();

@@ -158,6 +158,12 @@ TEST(JsonGrammar, KeywordsItCannotHoldToAreRefusedByName) {
     EXPECT_NE(s.error().message.find(what), std::string::npos) << s.error().message;
   }
   EXPECT_FALSE(compile_response_format(R"({"type": "yaml"})"));
+  EXPECT_FALSE(
+      compile_response_format(R"({"type": "json_schema", "json_schema": {"schema": {}}})"));
+  EXPECT_FALSE(compile_response_format(
+      R"({"type": "json_schema", "json_schema": {"name": "x", "strict": "yes", "schema": {"type": "object"}}})"));
+  EXPECT_TRUE(compile_response_format(
+      R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "minItems": 2.0}}})"));
   EXPECT_FALSE(compile_response_format("{"));
   // nesting past what a schema may have is refused, without recursing into it
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
