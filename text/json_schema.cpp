@@ -520,7 +520,8 @@ expected<json_schema> compile_response_format(std::string_view response_format) 
     return make_error(errc::invalid_argument,
                       "response_format schema: no document fits it (an empty type list, a "
                       "required key whose value cannot be written, ...)");
-  if (!r.literals.empty() || (r.types & ~(json_node::t_obj | json_node::t_arr)) != 0)
+  // the first characters the root may start with: '[' and '{' only (a union's branches too)
+  if (!r.literals.empty() || (c.classes(top, 0) & ~(16 | 32)) != 0)
     return make_error(errc::invalid_argument,
                       "response_format schema: the root must be an object or an array");
   c.out.root = top;

@@ -131,6 +131,8 @@ TEST(JsonGrammar, KeywordsItCannotHoldToAreRefusedByName) {
       {{{"type", "object"}, {"properties", {{"a", {{"type", "integer"}, {"minimum", 0}}}}}},
        "'minimum'"},
       {{{"type", "string"}}, "root must be an object or an array"},
+      {{{"anyOf", {{{"type", "object"}}, {{"type", "string"}}}}},
+       "root must be an object or an array"},
       {{{"anyOf", {{{"type", "object"}}, {{"type", "object"}, {"required", json::array()}}}}},
        "same character"},
       {{{"type", "object"}, {"properties", {{"a", {{"$ref", "#/$defs/missing"}}}}}}, "$ref"},
@@ -164,6 +166,11 @@ TEST(JsonGrammar, KeywordsItCannotHoldToAreRefusedByName) {
       R"({"type": "json_schema", "json_schema": {"name": "x", "strict": "yes", "schema": {"type": "object"}}})"));
   EXPECT_TRUE(compile_response_format(
       R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "minItems": 2.0}}})"));
+  auto either = compile_response_format(
+      R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"anyOf": [{"type": "object"}, {"type": "array"}]}}})");
+  ASSERT_TRUE(either);
+  EXPECT_TRUE(accepts(*either, "[1]"));
+  EXPECT_TRUE(accepts(*either, "{}"));
   EXPECT_FALSE(compile_response_format("{"));
   // nesting past what a schema may have is refused, without recursing into it
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
