@@ -83,15 +83,9 @@ bool json_grammar::start_value(uint8_t c) {
   ws_ = 0;
   if (n.never) return false;
   if (!n.branches.empty()) { // anyOf / oneOf: the branch this first character starts
-    const int cls = c == 'n'                  ? 1
-                    : c == 't' || c == 'f'    ? 2
-                    : c == '-' || is_digit(c) ? 4
-                    : c == '"'                ? 8
-                    : c == '['                ? 16
-                    : c == '{'                ? 32
-                                              : 0;
+    const int cls = json_first_class(c);
     for (int32_t b : n.branches)
-      if (!node(b).never && (first_classes(b, 0) & cls)) {
+      if (!node(b).never && (json_node_classes(*s_, b) & cls)) {
         node_ = b;
         return start_value(c);
       }
@@ -169,6 +163,7 @@ bool json_grammar::string_byte(uint8_t c, bool& closed) {
   if (esc_ >= 2) { // \uXXXX: surrogates only as a high half followed by a low one
     if (!is_hex(c)) return false;
     const int v = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+    if (esc_ == 2 && low_due_ && v != 0xd) return false; // a low half is \uDC00-\uDFFF
     hex_ = static_cast<uint16_t>(hex_ << 4 | v);
     if (esc_ == 3) { // the first two digits say whether it is a surrogate
       const bool low = hex_ >= 0xdc && hex_ <= 0xdf;
@@ -365,39 +360,6 @@ bool json_grammar::key_byte(uint8_t c) {
   cand_ = next;
   ++pos_;
   return true;
-}
-
-// The first-character classes of a value of node i (json_schema.cpp's, unions through their
-// branches).
-int json_grammar::first_classes(int32_t i, int depth) const {
-  const json_node& x = node(i);
-  if (x.never || depth > 64) return 0;
-  if (!x.branches.empty()) {
-    int c = 0;
-    for (int32_t b : x.branches) c |= first_classes(b, depth + 1);
-    return c;
-  }
-  if (!x.literals.empty()) {
-    int c = 0;
-    for (const auto& l : x.literals) {
-      const char f = l.empty() ? 0 : l[0];
-      c |= f == 'n'               ? 1
-           : f == 't' || f == 'f' ? 2
-           : f == '"'             ? 8
-           : f == '['             ? 16
-           : f == '{'             ? 32
-                                  : 4;
-    }
-    return c;
-  }
-  int c = 0;
-  if (x.types & json_node::t_null) c |= 1;
-  if (x.types & json_node::t_bool) c |= 2;
-  if (x.types & (json_node::t_int | json_node::t_num)) c |= 4;
-  if (x.types & json_node::t_str) c |= 8;
-  if (x.types & json_node::t_arr) c |= 16;
-  if (x.types & json_node::t_obj) c |= 32;
-  return c;
 }
 
 void json_grammar::close_container() {

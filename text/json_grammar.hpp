@@ -80,7 +80,6 @@ class json_grammar {
   bool number_byte(uint8_t c, bool& reprocess);
   bool key_byte(uint8_t c);
   void close_container();
-  int first_classes(int32_t i, int depth) const;
   void copy_from(const json_grammar& o);
   bool space(uint8_t c);
   const json_node& node(int32_t i) const { return s_->nodes[static_cast<size_t>(i)]; }

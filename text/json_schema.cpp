@@ -27,32 +27,6 @@ const std::set<std::string> implemented = {
     "const",     "anyOf",      "oneOf",    "$ref",
     "minLength", "maxLength"};
 
-// The first characters a value of these types starts with, as classes: a union's branches
-// must fall in different classes so the first character says which branch is taken.
-int classes_of(const json_node& n) {
-  if (!n.literals.empty()) {
-    int c = 0;
-    for (const auto& l : n.literals) {
-      const char f = l.empty() ? 0 : l[0];
-      c |= f == 'n'               ? 1
-           : f == 't' || f == 'f' ? 2
-           : f == '"'             ? 8
-           : f == '['             ? 16
-           : f == '{'             ? 32
-                                  : 4;
-    }
-    return c;
-  }
-  int c = 0;
-  if (n.types & json_node::t_null) c |= 1;
-  if (n.types & json_node::t_bool) c |= 2;
-  if (n.types & (json_node::t_int | json_node::t_num)) c |= 4;
-  if (n.types & json_node::t_str) c |= 8;
-  if (n.types & json_node::t_arr) c |= 16;
-  if (n.types & json_node::t_obj) c |= 32;
-  return c;
-}
-
 } // namespace
 
 int json_nesting(const json& j) {
@@ -67,6 +41,35 @@ int json_nesting(const json& j) {
     for (const auto& e : *v) todo.push_back({&e, d + 1});
   }
   return deepest;
+}
+
+int json_first_class(uint8_t c) {
+  return c == 'n'               ? 1
+         : c == 't'             ? 2
+         : c >= '0' && c <= '9' ? 4
+         : c == '"'             ? 8
+         : c == '['             ? 16
+         : c == '{'             ? 32
+         : c == 'f'             ? 64
+         : c == '-'             ? 128
+                                : 0;
+}
+
+int json_node_classes(const json_schema& s, int32_t i, int depth) {
+  const json_node& x = s.nodes[static_cast<size_t>(i)];
+  if (x.never || x.alias >= 0 || depth > 64) return 0;
+  int c = 0;
+  for (int32_t b : x.branches) c |= json_node_classes(s, b, depth + 1);
+  for (const auto& l : x.literals)
+    c |= l.empty() ? 0 : json_first_class(static_cast<uint8_t>(l[0]));
+  if (!x.branches.empty() || !x.literals.empty()) return c;
+  if (x.types & json_node::t_null) c |= 1;
+  if (x.types & json_node::t_bool) c |= 2 | 64;
+  if (x.types & (json_node::t_int | json_node::t_num)) c |= 4 | 128;
+  if (x.types & json_node::t_str) c |= 8;
+  if (x.types & json_node::t_arr) c |= 16;
+  if (x.types & json_node::t_obj) c |= 32;
+  return c;
 }
 
 namespace {
@@ -158,9 +161,17 @@ struct compiler {
       if (s.contains(k))
         return bad(where, std::string("'") + k + "' beside enum / const is not supported");
     for (const auto& v : values) {
-      if (v.is_number_float() && std::fabs(v.get<double>()) >= 9007199254740992.0)
-        return bad(where, "enum / const number " + v.dump() +
-                              " is past the integers a double holds exactly");
+      // every number inside the value too (it is written back as a double prints it)
+      std::vector<const json*> todo = {&v};
+      while (!todo.empty()) {
+        const json* x = todo.back();
+        todo.pop_back();
+        if (x->is_number_float() && std::fabs(x->get<double>()) >= 9007199254740992.0)
+          return bad(where, "enum / const number " + x->dump() +
+                                " is past the integers a double holds exactly");
+        if (x->is_structured())
+          for (const auto& e : *x) todo.push_back(&e);
+      }
       const uint8_t t = type_of(v);
       if (s.contains("type") && !(n.types & t) &&
           !(t == json_node::t_int && (n.types & json_node::t_num)))
@@ -195,8 +206,12 @@ struct compiler {
       if (!id) return id.error();
       ids.push_back(*id);
       int32_t at = *id;
-      while (out.nodes[static_cast<size_t>(at)].alias >= 0 && !pending.count(at))
+      for (size_t steps = 0; out.nodes[static_cast<size_t>(at)].alias >= 0 && !pending.count(at);
+           ++steps) {
+        if (steps > out.nodes.size())
+          return bad(where, "a cycle of $refs that never reaches a schema");
         at = out.nodes[static_cast<size_t>(at)].alias;
+      }
       const json_node& br = out.nodes[static_cast<size_t>(at)];
       all_literals = all_literals && !pending.count(at) && br.branches.empty() &&
                      (!br.literals.empty() || br.never);
@@ -205,7 +220,7 @@ struct compiler {
     merged.types = 0;
     if (all_literals) {
       std::vector<const json_node*> branches;
-      for (int32_t id : ids) {
+      for (int32_t id : ids) { // all literal branches: their alias chains end (checked above)
         int32_t at = id;
         while (out.nodes[static_cast<size_t>(at)].alias >= 0)
           at = out.nodes[static_cast<size_t>(at)].alias;
@@ -223,6 +238,34 @@ struct compiler {
       if (merged.literals.size() > 64) return bad(where, "more than 64 enum values");
       merged.never = merged.literals.empty();
       return merged;
+    }
+    // enum / const branches beside others become one enum branch (pydantic's Literal["x"] |
+    // Literal["y"] | None), so their shared first character is not an overlap
+    std::vector<int32_t> lits, rest;
+    for (int32_t id : ids) {
+      int32_t at = id;
+      while (out.nodes[static_cast<size_t>(at)].alias >= 0 && !pending.count(at))
+        at = out.nodes[static_cast<size_t>(at)].alias; // cycles were refused above
+      const json_node& br = out.nodes[static_cast<size_t>(at)];
+      (!pending.count(at) && br.branches.empty() && !br.literals.empty() ? lits : rest)
+          .push_back(at);
+    }
+    if (lits.size() > 1) {
+      json_node one;
+      std::map<std::string, int> seen;
+      for (int32_t b : lits)
+        for (const auto& l : out.nodes[static_cast<size_t>(b)].literals) ++seen[l];
+      for (int32_t b : lits)
+        for (const auto& l : out.nodes[static_cast<size_t>(b)].literals)
+          if ((std::string(key) != "oneOf" || seen[l] == 1) &&
+              std::find(one.literals.begin(), one.literals.end(), l) == one.literals.end())
+            one.literals.push_back(l);
+      if (one.literals.size() > 64) return bad(where, "more than 64 enum values");
+      one.never = one.literals.empty();
+      const int32_t id = add();
+      out.nodes[static_cast<size_t>(id)] = std::move(one);
+      rest.push_back(id);
+      ids = std::move(rest);
     }
     merged.branches = std::move(ids);
     return merged;
@@ -456,15 +499,7 @@ struct compiler {
     return {};
   }
 
-  // The first-character classes a value of node i can start with (never: none).
-  int classes(int32_t i, int depth) {
-    const json_node& x = out.nodes[static_cast<size_t>(i)];
-    if (x.never || depth > 64) return 0;
-    if (x.branches.empty()) return classes_of(x);
-    int c = 0;
-    for (int32_t b : x.branches) c |= classes(b, depth + 1);
-    return c;
-  }
+  int classes(int32_t i, int depth) { return json_node_classes(out, i, depth); }
 };
 
 } // namespace
@@ -501,8 +536,14 @@ expected<json_schema> compile_response_format(std::string_view response_format) 
                       "response_format json_schema needs {{\"json_schema\": {{\"name\": ..., "
                       "\"schema\": {{...}}}}}}");
   const json& js = rf["json_schema"];
+  for (const auto& [k, v] : js.items())
+    if (k != "name" && k != "description" && k != "schema" && k != "strict")
+      return make_error(errc::invalid_argument,
+                        "response_format json_schema: unknown field '{}' (name, description, "
+                        "schema, strict)",
+                        k);
   if (!js.contains("name") || !js["name"].is_string() || js["name"].get<std::string>().empty() ||
-      js["name"].get<std::string>().size() > 64)
+      chars_of(js["name"].get<std::string>()) > 64)
     return make_error(errc::invalid_argument,
                       "response_format json_schema needs a name (a string of 1-64 characters)");
   if (js.contains("strict") && !js["strict"].is_boolean() && !js["strict"].is_null())
@@ -521,7 +562,7 @@ expected<json_schema> compile_response_format(std::string_view response_format) 
                       "response_format schema: no document fits it (an empty type list, a "
                       "required key whose value cannot be written, ...)");
   // the first characters the root may start with: '[' and '{' only (a union's branches too)
-  if (!r.literals.empty() || (c.classes(top, 0) & ~(16 | 32)) != 0)
+  if (!r.literals.empty() || (json_node_classes(c.out, top, 0) & ~(16 | 32)) != 0)
     return make_error(errc::invalid_argument,
                       "response_format schema: the root must be an object or an array");
   c.out.root = top;

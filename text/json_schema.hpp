@@ -61,6 +61,12 @@ struct json_schema {
 /// From the text of a response_format object. invalid_argument naming what is refused.
 expected<json_schema> compile_response_format(std::string_view response_format);
 
+/// The class of a value's first character: n 1, t 2, a digit 4, '"' 8, '[' 16, '{' 32, f 64,
+/// '-' 128 (0: no value starts so). A union's branches must start in different classes.
+int json_first_class(uint8_t c);
+/// The classes a value of node i may start with (a union through its branches; never: 0).
+int json_node_classes(const json_schema& s, int32_t i, int depth = 0);
+
 /// The deepest nesting of arrays and objects in j, found without recursion (a request body
 /// may nest deeper than any recursive walk's stack, nlohmann's dump() included).
 int json_nesting(const nlohmann::json& j);

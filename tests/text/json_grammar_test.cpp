@@ -278,6 +278,10 @@ TEST(JsonGrammar, DefectsOfTheSecondPassStayFixed) {
   const auto str = schema_of(
       with_schema({{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 2}}}}));
   EXPECT_TRUE(accepts(str, R"(["\ud83d\ude00x", "\u00e9"])"));
+  json_grammar g(str);
+  ASSERT_TRUE(g.feed(R"(["\ud8cd\u)"));
+  EXPECT_FALSE(json_grammar(g).feed('c')); // no low half starts with c: a dead end before
+  EXPECT_TRUE(json_grammar(g).feed('D'));
   for (const char* bad : {R"(["\udddd"])", R"(["\ud83d"])", R"(["\ud83dx"])", R"(["\ud83d\u0041"])",
                           R"(["\ud83d\ude00xy"])"})
     EXPECT_FALSE(accepts(str, bad)) << bad;
@@ -290,6 +294,40 @@ TEST(JsonGrammar, DefectsOfTheSecondPassStayFixed) {
   EXPECT_FALSE(compile_response_format(with_schema(
       {{"type", "object"},
        {"properties", {{"c", {{"const", json::parse("123456789012345678901234567890")}}}}}})));
+  // branches apart by their first character: true / false / an object; -1 / 7 / null; and
+  // enum branches beside others merged (pydantic's Literal["x"] | Literal["y"] | None)
+  const auto apart =
+      schema_of(with_schema({{"type", "array"},
+                             {"items",
+                              {{"anyOf",
+                                {{{"const", true}},
+                                 {{"const", false}},
+                                 {{"type", "object"}, {"additionalProperties", false}}}}}}}));
+  EXPECT_TRUE(accepts(apart, "[true, false, {}]"));
+  EXPECT_FALSE(accepts(apart, "[null]"));
+  const auto nums = schema_of(
+      with_schema({{"type", "array"},
+                   {"items", {{"anyOf", {{{"const", -1}}, {{"const", 7}}, {{"type", "null"}}}}}}}));
+  EXPECT_TRUE(accepts(nums, "[-1, 7, null]"));
+  EXPECT_FALSE(accepts(nums, "[-7]"));
+  const auto lit = schema_of(with_schema(
+      {{"type", "array"},
+       {"items", {{"anyOf", {{{"const", "x"}}, {{"const", "y"}}, {{"type", "null"}}}}}}}));
+  EXPECT_TRUE(accepts(lit, R"(["x", "y", null])"));
+  EXPECT_FALSE(accepts(lit, R"(["z"])"));
+  // a cycle of $refs reached through a union branch (it looped for ever)
+  auto cyc = compile_response_format(with_schema(
+      {{"$defs", {{"C", {{"$ref", "#/$defs/C"}}}}},
+       {"type", "object"},
+       {"properties", {{"a", {{"anyOf", {{{"$ref", "#/$defs/C"}}, {{"type", "null"}}}}}}}}}));
+  ASSERT_FALSE(cyc);
+  EXPECT_NE(cyc.error().message.find("cycle"), std::string::npos);
+  // numbers inside an enum value are held to the same rule; unknown json_schema fields refused
+  EXPECT_FALSE(compile_response_format(
+      with_schema({{"type", "object"},
+                   {"properties", {{"c", {{"const", json::parse("{\"x\": [1.5e20]}")}}}}}})));
+  EXPECT_FALSE(compile_response_format(
+      R"({"type": "json_schema", "json_schema": {"name": "x", "foo": 1, "schema": {"type": "object"}}})"));
   // a recursive Optional (pydantic's next: Optional["Node"])
   const auto list = schema_of(
       with_schema({{"$defs",
