@@ -2,7 +2,7 @@
 // pack_q4_k / pack_q5_k / pack_q6_k / pack_iq4_xs with groups of 8 interleaved rows, a row in
 // each 32-bit lane): decode of 1-7 tokens walks a group for 4 tokens at a time (the tokens
 // share each block's code vectors); prefill (8+ tokens) decodes 256 values of a group once
-// and lets every token pass over them (k4x8_blocks, iq4x8_spans). Built with -mavx2 -mfma
+// and lets every token pass over them (k4x8_block, iq4x8_span). Built with -mavx2 -mfma
 // -mf16c; the AVX2 table (gemv_avx2.cpp) names them. Internals live in namespace packed_avx2
 // (not an anonymous one, so the table can name the entry points; the name keeps them apart
 // from the AVX-512 file's, which are built with other flags).
@@ -138,13 +138,13 @@ struct iq4_rows {
 // Prefill (8+ tokens) of IQ4_NL / IQ4_XS, 256 values at a time (an IQ4_XS block, or up to 8
 // IQ4_NL blocks): their codes looked up once (the signed values and their magnitudes) with
 // each sub-block's scale, then every token passes over them and adds its share into y (as
-// k4x8_blocks does; x8_iq4 looks each block up again for every 4 tokens).
+// k4x8_block does; x8_iq4 looks each block up again for every 4 tokens).
+template <bool XS>
 struct iq4x8_span {
   int subs = 0;
   __m256 ws[8];
   alignas(32) int8_t w[8][8][32], aw[8][8][32]; // [sub-block][chunk][8 rows x 4 values]
 
-  template <bool XS>
   void decode(const uint8_t* grp, int64_t k32, int n32) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i lut = _mm256_broadcastsi128_si256(kqc::table16(kq::iq4_values));
@@ -169,74 +169,41 @@ struct iq4x8_span {
       }
     }
   }
+
+  // NT tokens over the span at 32-value block k32 (x8_iq4's sums, the codes from sp).
+  template <int NT>
+  static void run(const gemv_args& a, const iq4x8_span& sp, int64_t k32, int64_t n, int64_t t0) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t n32 = a.K / 32;
+    __m256 acc[NT];
+    for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+    for (int s = 0; s < sp.subs; ++s) {
+      __m256i aw[8]; // the magnitudes stay in registers for the NT tokens
+      for (int c = 0; c < 8; ++c)
+        aw[c] = _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.aw[s][c]));
+      for (int j = 0; j < NT; ++j) {
+        const int64_t t = t0 + j, k = k32 + s;
+        const int8_t* x = a.xq + t * a.K + k * 32;
+        __m256i s32 = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.w[s][c]));
+          const __m256i p = _mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bcast4(x + 4 * c), w));
+          s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, ones));
+        }
+        acc[j] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32),
+                            _mm256_mul_ps(sp.ws[s], _mm256_set1_ps(a.xd[t * n32 + k])), acc[j]);
+      }
+    }
+    for (int j = 0; j < NT; ++j) add8(a, n, t0 + j, acc[j], k32 == 0);
+  }
 };
 
-// NT tokens over the span at 32-value block k32 (x8_iq4's sums, the codes from sp).
-template <int NT>
-void iq4x8_span_tokens(const gemv_args& a, const iq4x8_span& sp, int64_t k32, int64_t n,
-                       int64_t t0) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  const int64_t n32 = a.K / 32;
-  __m256 acc[NT];
-  for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
-  for (int s = 0; s < sp.subs; ++s) {
-    __m256i aw[8]; // the magnitudes stay in registers for the NT tokens
-    for (int c = 0; c < 8; ++c)
-      aw[c] = _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.aw[s][c]));
-    for (int j = 0; j < NT; ++j) {
-      const int64_t t = t0 + j, k = k32 + s;
-      const int8_t* x = a.xq + t * a.K + k * 32;
-      __m256i s32 = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) {
-        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.w[s][c]));
-        const __m256i p = _mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bcast4(x + 4 * c), w));
-        s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, ones));
-      }
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32),
-                               _mm256_mul_ps(sp.ws[s], _mm256_set1_ps(a.xd[t * n32 + k])), acc[j]);
-    }
-  }
-  for (int j = 0; j < NT; ++j) add8(a, n, t0 + j, acc[j], k32 == 0);
-}
-
-template <bool XS>
-void iq4x8_spans(const gemv_args& a) {
-  iq4x8_span sp;
-  const int64_t n32 = a.K / 32;
-  for (int64_t n = a.n0; n < a.n1; n += 8) {
-    const uint8_t* grp = a.wp + n * a.row_bytes;
-    for (int64_t k32 = 0; k32 < n32; k32 += 8) {
-      sp.decode<XS>(grp, k32, static_cast<int>(n32 - k32 < 8 ? n32 - k32 : 8));
-      int64_t t = 0;
-      for (; t + 4 <= a.T; t += 4) iq4x8_span_tokens<4>(a, sp, k32, n, t);
-      switch (a.T - t) {
-      case 3:
-        iq4x8_span_tokens<3>(a, sp, k32, n, t);
-        break;
-      case 2:
-        iq4x8_span_tokens<2>(a, sp, k32, n, t);
-        break;
-      case 1:
-        iq4x8_span_tokens<1>(a, sp, k32, n, t);
-        break;
-      default:
-        break;
-      }
-    }
-  }
-}
-
 void gemv_iq4_nl_x8(const gemv_args& a) {
-  if (a.T >= 8)
-    iq4x8_spans<false>(a);
-  else
-    over_packed_groups<8, iq4_rows<false>>(a);
+  over_packed<8, iq4_rows<false>, iq4x8_span<false>>(a);
 }
 void gemv_iq4_xs_x8(const gemv_args& a) {
-  if (a.T >= 8)
-    iq4x8_spans<true>(a);
-  else
-    over_packed_groups<8, iq4_rows<true>>(a);
+  over_packed<8, iq4_rows<true>, iq4x8_span<true>>(a);
 }
 
 void gemv_q4_0_x8(const gemv_args& a) {
@@ -364,7 +331,8 @@ struct k4x8_block {
   __m256 d, dmin, sc[8], mn[8];
   alignas(32) uint8_t code[4][8][2][32]; // [p][chunk][groups 2p, 2p + 1][8 rows x 4 codes]
 
-  void decode(const uint8_t* blk) {
+  void decode(const uint8_t* grp, int64_t k32, int) {
+    const uint8_t* blk = grp + (k32 / 8) * (Q5 ? 1408 : 1152);
     const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f);
     const __m256i m2 = _mm256_set1_epi8(0x03), byte = _mm256_set1_epi32(0xff);
     const __m256i b4 = _mm256_set1_epi8(0x10);
@@ -408,96 +376,65 @@ struct k4x8_block {
         _mm256_store_si256(reinterpret_cast<__m256i*>(code[p][c][1]), hi);
       }
   }
+
+  // NT tokens over block k32 / 8 of a group decoded into w (k4x8_tokens' sums, the codes from w).
+  template <int NT>
+  static void run(const gemv_args& a, const k4x8_block& w, int64_t k32, int64_t n, int64_t t0) {
+    const int64_t b = k32 / 8;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int8_t* x[NT];
+    __m256 blockacc[NT], mins[NT];
+    for (int j = 0; j < NT; ++j) {
+      x[j] = a.xq + (t0 + j) * a.K + b * 256;
+      blockacc[j] = mins[j] = _mm256_setzero_ps();
+    }
+    for (int p = 0; p < 4; ++p) {
+      __m256i slo[NT], shi[NT], wlo[NT], whi[NT];
+      for (int j = 0; j < NT; ++j) slo[j] = shi[j] = wlo[j] = whi[j] = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        if constexpr (Q5) // Q5_K's pairs reach 2 x 31 x 127: to int32 every 4 chunks
+          if (c == 4)
+            for (int j = 0; j < NT; ++j) {
+              wlo[j] = _mm256_madd_epi16(slo[j], ones);
+              whi[j] = _mm256_madd_epi16(shi[j], ones);
+              slo[j] = shi[j] = _mm256_setzero_si256();
+            }
+        const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.code[p][c][0]));
+        const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.code[p][c][1]));
+        for (int j = 0; j < NT; ++j) {
+          slo[j] =
+              _mm256_add_epi16(slo[j], _mm256_maddubs_epi16(lo, bcast4(x[j] + 64 * p + 4 * c)));
+          shi[j] = _mm256_add_epi16(shi[j],
+                                    _mm256_maddubs_epi16(hi, bcast4(x[j] + 64 * p + 32 + 4 * c)));
+        }
+      }
+      for (int j = 0; j < NT; ++j) {
+        const float* xd = a.xd + (t0 + j) * (a.K / 32) + b * 8;
+        const float* xs = a.xs + (t0 + j) * (a.K / 16) + b * 16;
+        const __m256 dlo =
+            _mm256_cvtepi32_ps(_mm256_add_epi32(wlo[j], _mm256_madd_epi16(slo[j], ones)));
+        const __m256 dhi =
+            _mm256_cvtepi32_ps(_mm256_add_epi32(whi[j], _mm256_madd_epi16(shi[j], ones)));
+        blockacc[j] = _mm256_fmadd_ps(dlo, _mm256_mul_ps(w.sc[2 * p], _mm256_set1_ps(xd[2 * p])),
+                                      blockacc[j]);
+        blockacc[j] = _mm256_fmadd_ps(
+            dhi, _mm256_mul_ps(w.sc[2 * p + 1], _mm256_set1_ps(xd[2 * p + 1])), blockacc[j]);
+        mins[j] = _mm256_fmadd_ps(w.mn[2 * p], _mm256_set1_ps(xs[4 * p] + xs[4 * p + 1]), mins[j]);
+        mins[j] = _mm256_fmadd_ps(w.mn[2 * p + 1], _mm256_set1_ps(xs[4 * p + 2] + xs[4 * p + 3]),
+                                  mins[j]);
+      }
+    }
+    for (int j = 0; j < NT; ++j)
+      add8(a, n, t0 + j, _mm256_fnmadd_ps(w.dmin, mins[j], _mm256_mul_ps(w.d, blockacc[j])),
+           b == 0);
+  }
 };
 
-// NT tokens over block b of a group decoded into w (k4x8_tokens' sums, the codes from w).
-template <bool Q5, int NT>
-void k4x8_block_tokens(const gemv_args& a, const k4x8_block<Q5>& w, int64_t b, int64_t n,
-                       int64_t t0) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  const int8_t* x[NT];
-  __m256 blockacc[NT], mins[NT];
-  for (int j = 0; j < NT; ++j) {
-    x[j] = a.xq + (t0 + j) * a.K + b * 256;
-    blockacc[j] = mins[j] = _mm256_setzero_ps();
-  }
-  for (int p = 0; p < 4; ++p) {
-    __m256i slo[NT], shi[NT], wlo[NT], whi[NT];
-    for (int j = 0; j < NT; ++j) slo[j] = shi[j] = wlo[j] = whi[j] = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c) {
-      if constexpr (Q5) // Q5_K's pairs reach 2 x 31 x 127: to int32 every 4 chunks
-        if (c == 4)
-          for (int j = 0; j < NT; ++j) {
-            wlo[j] = _mm256_madd_epi16(slo[j], ones);
-            whi[j] = _mm256_madd_epi16(shi[j], ones);
-            slo[j] = shi[j] = _mm256_setzero_si256();
-          }
-      const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.code[p][c][0]));
-      const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.code[p][c][1]));
-      for (int j = 0; j < NT; ++j) {
-        slo[j] = _mm256_add_epi16(slo[j], _mm256_maddubs_epi16(lo, bcast4(x[j] + 64 * p + 4 * c)));
-        shi[j] =
-            _mm256_add_epi16(shi[j], _mm256_maddubs_epi16(hi, bcast4(x[j] + 64 * p + 32 + 4 * c)));
-      }
-    }
-    for (int j = 0; j < NT; ++j) {
-      const float* xd = a.xd + (t0 + j) * (a.K / 32) + b * 8;
-      const float* xs = a.xs + (t0 + j) * (a.K / 16) + b * 16;
-      const __m256 dlo =
-          _mm256_cvtepi32_ps(_mm256_add_epi32(wlo[j], _mm256_madd_epi16(slo[j], ones)));
-      const __m256 dhi =
-          _mm256_cvtepi32_ps(_mm256_add_epi32(whi[j], _mm256_madd_epi16(shi[j], ones)));
-      blockacc[j] =
-          _mm256_fmadd_ps(dlo, _mm256_mul_ps(w.sc[2 * p], _mm256_set1_ps(xd[2 * p])), blockacc[j]);
-      blockacc[j] = _mm256_fmadd_ps(
-          dhi, _mm256_mul_ps(w.sc[2 * p + 1], _mm256_set1_ps(xd[2 * p + 1])), blockacc[j]);
-      mins[j] = _mm256_fmadd_ps(w.mn[2 * p], _mm256_set1_ps(xs[4 * p] + xs[4 * p + 1]), mins[j]);
-      mins[j] =
-          _mm256_fmadd_ps(w.mn[2 * p + 1], _mm256_set1_ps(xs[4 * p + 2] + xs[4 * p + 3]), mins[j]);
-    }
-  }
-  for (int j = 0; j < NT; ++j)
-    add8(a, n, t0 + j, _mm256_fnmadd_ps(w.dmin, mins[j], _mm256_mul_ps(w.d, blockacc[j])), b == 0);
-}
-
-template <bool Q5>
-void k4x8_blocks(const gemv_args& a) {
-  constexpr int64_t block = Q5 ? 1408 : 1152;
-  k4x8_block<Q5> w;
-  for (int64_t n = a.n0; n < a.n1; n += 8) {
-    const uint8_t* grp = a.wp + n * a.row_bytes;
-    for (int64_t b = 0; b < a.K / 256; ++b) {
-      w.decode(grp + b * block);
-      int64_t t = 0;
-      for (; t + 4 <= a.T; t += 4) k4x8_block_tokens<Q5, 4>(a, w, b, n, t);
-      switch (a.T - t) {
-      case 3:
-        k4x8_block_tokens<Q5, 3>(a, w, b, n, t);
-        break;
-      case 2:
-        k4x8_block_tokens<Q5, 2>(a, w, b, n, t);
-        break;
-      case 1:
-        k4x8_block_tokens<Q5, 1>(a, w, b, n, t);
-        break;
-      default:
-        break;
-      }
-    }
-  }
-}
-
 void gemv_q4_k_x8(const gemv_args& a) {
-  if (a.T >= 8)
-    k4x8_blocks<false>(a);
-  else
-    over_packed_groups<8, q4_or_q5_k_rows<false>>(a);
+  over_packed<8, q4_or_q5_k_rows<false>, k4x8_block<false>>(a);
 }
 void gemv_q5_k_x8(const gemv_args& a) {
-  if (a.T >= 8)
-    k4x8_blocks<true>(a);
-  else
-    over_packed_groups<8, q4_or_q5_k_rows<true>>(a);
+  over_packed<8, q4_or_q5_k_rows<true>, k4x8_block<true>>(a);
 }
 
 // Q6_K from the packed layout (pack_q6_k with 8 rows): 8 rows in the lanes, as the AVX-512

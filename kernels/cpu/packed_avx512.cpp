@@ -2,7 +2,7 @@
 // pack_q8_0 / pack_q4_0 / pack_q4_k / pack_q5_k / pack_q6_k / pack_iq4_xs with groups of 16
 // interleaved rows, a row in each 32-bit lane of a zmm): decode of 1-7 tokens walks a group
 // for 4 tokens at a time; prefill (8+ tokens, where AMX does not take it) decodes 256 values
-// of a group once and lets every token pass over them (k4x16_blocks, x16_spans). Built with
+// of a group once and lets every token pass over them (k4x16_block, x16_span). Built with
 // the AVX-512 flags of gemv_avx512.cpp, whose table names them; internals in namespace
 // packed_avx512 (see packed_avx2.cpp).
 #include <immintrin.h>
@@ -12,7 +12,7 @@
 #include "kernels/cpu/kquant_codes.hpp"
 
 // GCC 12 reports _mm512_cvtepi32_ps's _mm512_undefined_ps() as "used uninitialized" in
-// k4x16_block_tokens (the CMake file's GCC bug 105593, here as -Wuninitialized)
+// k4x16_block::run (the CMake file's GCC bug 105593, here as -Wuninitialized)
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
@@ -106,14 +106,23 @@ struct block32_rows {
 // blocks of 32, or an IQ4_XS block): their code vectors made once (x16_tokens' and
 // x16_iq4_xs' unsigned codes) with each 32 values' 16 scales, then every token passes over
 // them and adds its share into y, where those walks make the codes again for every 4 tokens.
+// P: the layout of x16_tokens' formats; XS: IQ4_XS's instead.
+template <pk P, bool XS>
 struct x16_span {
+  static constexpr int offset = P == pk::q4_0 && !XS ? 8 : 128; // the codes' offset in the sums
   int subs = 0;
   __m512 ws[8];
   alignas(64) uint8_t u[8][8][64]; // [32 values][code vector][16 rows x 4 codes]
 
-  // up to 8 blocks of 32 from block k32 of a group laid out as pack_q4_0 / pack_q8_0 do
-  template <pk P>
   void decode(const uint8_t* grp, int64_t k32, int n32) {
+    if constexpr (XS)
+      decode_xs(grp, k32);
+    else
+      decode_blocks(grp, k32, n32);
+  }
+
+  // up to 8 blocks of 32 from block k32 of a group laid out as pack_q4_0 / pack_q8_0 do
+  void decode_blocks(const uint8_t* grp, int64_t k32, int n32) {
     constexpr bool Q8 = P == pk::q8_0, IQ = P == pk::iq4_nl;
     constexpr int64_t block = Q8 ? 544 : 288;
     const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -158,81 +167,40 @@ struct x16_span {
       }
     }
   }
+
+  // NT tokens over the span at 32-value block k32 (x16_tokens' sums, the codes from sp).
+  template <int NT>
+  static void run(const gemv_args& a, const x16_span& sp, int64_t k32, int64_t n, int64_t t0) {
+    const int64_t n32 = a.K / 32;
+    __m512 acc[NT];
+    for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
+    for (int s = 0; s < sp.subs; ++s) {
+      const int64_t k = k32 + s;
+      for (int j = 0; j < NT; ++j) {
+        const int64_t t = t0 + j;
+        const int8_t* x = a.xq + t * a.K + k * 32;
+        __m512i s0 = _mm512_set1_epi32(-offset * a.xsum[t * n32 + k]), s1 = _mm512_setzero_si512();
+        for (int i = 0; i < 8; i += 2) {
+          s0 = _mm512_dpbusd_epi32(s0, _mm512_load_si512(sp.u[s][i]), bcast4(x + 4 * i));
+          s1 = _mm512_dpbusd_epi32(s1, _mm512_load_si512(sp.u[s][i + 1]), bcast4(x + 4 * i + 4));
+        }
+        acc[j] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
+                            _mm512_mul_ps(sp.ws[s], _mm512_set1_ps(a.xd[t * n32 + k])), acc[j]);
+      }
+    }
+    for (int j = 0; j < NT; ++j) add16(a, n, t0 + j, acc[j], k32 == 0);
+  }
 };
 
-// NT tokens over the span at 32-value block k32 (x16_tokens' sums, the codes from sp).
-template <int NT>
-void x16_span_tokens(const gemv_args& a, const x16_span& sp, int offset, int64_t k32, int64_t n,
-                     int64_t t0) {
-  const int64_t n32 = a.K / 32;
-  __m512 acc[NT];
-  for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
-  for (int s = 0; s < sp.subs; ++s) {
-    const int64_t k = k32 + s;
-    for (int j = 0; j < NT; ++j) {
-      const int64_t t = t0 + j;
-      const int8_t* x = a.xq + t * a.K + k * 32;
-      __m512i s0 = _mm512_set1_epi32(-offset * a.xsum[t * n32 + k]), s1 = _mm512_setzero_si512();
-      for (int i = 0; i < 8; i += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, _mm512_load_si512(sp.u[s][i]), bcast4(x + 4 * i));
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_load_si512(sp.u[s][i + 1]), bcast4(x + 4 * i + 4));
-      }
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
-                               _mm512_mul_ps(sp.ws[s], _mm512_set1_ps(a.xd[t * n32 + k])), acc[j]);
-    }
-  }
-  for (int j = 0; j < NT; ++j) add16(a, n, t0 + j, acc[j], k32 == 0);
-}
-
-// P: the layout of x16_tokens' formats; XS: IQ4_XS's instead
-template <pk P, bool XS>
-void x16_spans(const gemv_args& a) {
-  constexpr int offset = P == pk::q4_0 && !XS ? 8 : 128;
-  x16_span sp;
-  const int64_t n32 = a.K / 32;
-  for (int64_t n = a.n0; n < a.n1; n += 16) {
-    const uint8_t* grp = a.wp + n * a.row_bytes;
-    for (int64_t k32 = 0; k32 < n32; k32 += 8) {
-      if constexpr (XS)
-        sp.decode_xs(grp, k32);
-      else
-        sp.decode<P>(grp, k32, static_cast<int>(n32 - k32 < 8 ? n32 - k32 : 8));
-      int64_t t = 0;
-      for (; t + 4 <= a.T; t += 4) x16_span_tokens<4>(a, sp, offset, k32, n, t);
-      switch (a.T - t) {
-      case 3:
-        x16_span_tokens<3>(a, sp, offset, k32, n, t);
-        break;
-      case 2:
-        x16_span_tokens<2>(a, sp, offset, k32, n, t);
-        break;
-      case 1:
-        x16_span_tokens<1>(a, sp, offset, k32, n, t);
-        break;
-      default:
-        break;
-      }
-    }
-  }
-}
-
 void gemv_q4_0_x16(const gemv_args& a) {
-  if (a.T >= 8)
-    x16_spans<pk::q4_0, false>(a);
-  else
-    over_packed_groups<16, block32_rows<pk::q4_0>>(a);
+  over_packed<16, block32_rows<pk::q4_0>, x16_span<pk::q4_0, false>>(a);
 }
 void gemv_q8_0_x16(const gemv_args& a) {
-  if (a.T >= 8)
-    x16_spans<pk::q8_0, false>(a);
-  else
-    over_packed_groups<16, block32_rows<pk::q8_0>>(a);
+  over_packed<16, block32_rows<pk::q8_0>, x16_span<pk::q8_0, false>>(a);
 }
 void gemv_iq4_nl_x16(const gemv_args& a) {
-  if (a.T >= 8)
-    x16_spans<pk::iq4_nl, false>(a);
-  else
-    over_packed_groups<16, block32_rows<pk::iq4_nl>>(a);
+  over_packed<16, block32_rows<pk::iq4_nl>, x16_span<pk::iq4_nl, false>>(a);
 }
 
 // IQ4_XS from the packed layout (gemv.hpp, pack_iq4_xs with 16 rows): per block of 256 the 16
@@ -283,10 +251,7 @@ struct iq4_xs_rows {
 };
 
 void gemv_iq4_xs_x16(const gemv_args& a) {
-  if (a.T >= 8)
-    x16_spans<pk::iq4_nl, true>(a);
-  else
-    over_packed_groups<16, iq4_xs_rows>(a);
+  over_packed<16, iq4_xs_rows, x16_span<pk::iq4_nl, true>>(a);
 }
 
 // Q4_K from the packed layout (pack_q4_k with 16 rows): 16 rows in the lanes. Per block the 16
@@ -390,13 +355,14 @@ struct q4_or_q5_k_rows {
 // Prefill (8+ tokens) of Q4_K / Q5_K, block by block: one block of a group's 16 rows is
 // decoded once (scales and minimums as floats, the codes with Q5_K's fifth bits or'ed in) and
 // every token passes over it, adding its share into y; k4x16_tokens decodes each block again
-// for every 4 tokens (as the AVX2 file's k4x8_blocks explains).
+// for every 4 tokens (as the AVX2 file's k4x8_block explains).
 template <bool Q5>
 struct k4x16_block {
   __m512 d, dmin, sc[8], mn[8];
   alignas(64) uint8_t code[4][8][2][64]; // [p][chunk][groups 2p, 2p + 1][16 rows x 4 codes]
 
-  void decode(const uint8_t* blk) {
+  void decode(const uint8_t* grp, int64_t k32, int) {
+    const uint8_t* blk = grp + (k32 / 8) * (Q5 ? 2816 : 2304);
     const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi8(0x3f);
     const __m512i m2 = _mm512_set1_epi8(0x03), byte = _mm512_set1_epi32(0xff);
     const __m512i b4 = _mm512_set1_epi8(0x10);
@@ -438,85 +404,53 @@ struct k4x16_block {
         _mm512_store_si512(code[p][c][1], hi);
       }
   }
+
+  // NT tokens over block k32 / 8 of a group decoded into w (k4x16_tokens' sums, the codes from w).
+  template <int NT>
+  static void run(const gemv_args& a, const k4x16_block& w, int64_t k32, int64_t n, int64_t t0) {
+    const int64_t b = k32 / 8;
+    const int8_t* x[NT];
+    __m512 blockacc[NT], mins[NT];
+    for (int j = 0; j < NT; ++j) {
+      x[j] = a.xq + (t0 + j) * a.K + b * 256;
+      blockacc[j] = mins[j] = _mm512_setzero_ps();
+    }
+    for (int p = 0; p < 4; ++p) {
+      __m512i slo[NT], shi[NT];
+      for (int j = 0; j < NT; ++j) slo[j] = shi[j] = _mm512_setzero_si512();
+      for (int c = 0; c < 8; ++c) {
+        const __m512i lo = _mm512_load_si512(w.code[p][c][0]);
+        const __m512i hi = _mm512_load_si512(w.code[p][c][1]);
+        for (int j = 0; j < NT; ++j) {
+          slo[j] = _mm512_dpbusd_epi32(slo[j], lo, bcast4(x[j] + 64 * p + 4 * c));
+          shi[j] = _mm512_dpbusd_epi32(shi[j], hi, bcast4(x[j] + 64 * p + 32 + 4 * c));
+        }
+      }
+      for (int j = 0; j < NT; ++j) {
+        const float* xd = a.xd + (t0 + j) * (a.K / 32) + b * 8;
+        const float* xs = a.xs + (t0 + j) * (a.K / 16) + b * 16;
+        blockacc[j] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(slo[j]),
+                            _mm512_mul_ps(w.sc[2 * p], _mm512_set1_ps(xd[2 * p])), blockacc[j]);
+        blockacc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(shi[j]),
+                                      _mm512_mul_ps(w.sc[2 * p + 1], _mm512_set1_ps(xd[2 * p + 1])),
+                                      blockacc[j]);
+        mins[j] = _mm512_fmadd_ps(w.mn[2 * p], _mm512_set1_ps(xs[4 * p] + xs[4 * p + 1]), mins[j]);
+        mins[j] = _mm512_fmadd_ps(w.mn[2 * p + 1], _mm512_set1_ps(xs[4 * p + 2] + xs[4 * p + 3]),
+                                  mins[j]);
+      }
+    }
+    for (int j = 0; j < NT; ++j)
+      add16(a, n, t0 + j, _mm512_fnmadd_ps(w.dmin, mins[j], _mm512_mul_ps(w.d, blockacc[j])),
+            b == 0);
+  }
 };
 
-// NT tokens over block b of a group decoded into w (k4x16_tokens' sums, the codes from w).
-template <bool Q5, int NT>
-void k4x16_block_tokens(const gemv_args& a, const k4x16_block<Q5>& w, int64_t b, int64_t n,
-                        int64_t t0) {
-  const int8_t* x[NT];
-  __m512 blockacc[NT], mins[NT];
-  for (int j = 0; j < NT; ++j) {
-    x[j] = a.xq + (t0 + j) * a.K + b * 256;
-    blockacc[j] = mins[j] = _mm512_setzero_ps();
-  }
-  for (int p = 0; p < 4; ++p) {
-    __m512i slo[NT], shi[NT];
-    for (int j = 0; j < NT; ++j) slo[j] = shi[j] = _mm512_setzero_si512();
-    for (int c = 0; c < 8; ++c) {
-      const __m512i lo = _mm512_load_si512(w.code[p][c][0]);
-      const __m512i hi = _mm512_load_si512(w.code[p][c][1]);
-      for (int j = 0; j < NT; ++j) {
-        slo[j] = _mm512_dpbusd_epi32(slo[j], lo, bcast4(x[j] + 64 * p + 4 * c));
-        shi[j] = _mm512_dpbusd_epi32(shi[j], hi, bcast4(x[j] + 64 * p + 32 + 4 * c));
-      }
-    }
-    for (int j = 0; j < NT; ++j) {
-      const float* xd = a.xd + (t0 + j) * (a.K / 32) + b * 8;
-      const float* xs = a.xs + (t0 + j) * (a.K / 16) + b * 16;
-      blockacc[j] =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(slo[j]),
-                          _mm512_mul_ps(w.sc[2 * p], _mm512_set1_ps(xd[2 * p])), blockacc[j]);
-      blockacc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(shi[j]),
-                                    _mm512_mul_ps(w.sc[2 * p + 1], _mm512_set1_ps(xd[2 * p + 1])),
-                                    blockacc[j]);
-      mins[j] = _mm512_fmadd_ps(w.mn[2 * p], _mm512_set1_ps(xs[4 * p] + xs[4 * p + 1]), mins[j]);
-      mins[j] =
-          _mm512_fmadd_ps(w.mn[2 * p + 1], _mm512_set1_ps(xs[4 * p + 2] + xs[4 * p + 3]), mins[j]);
-    }
-  }
-  for (int j = 0; j < NT; ++j)
-    add16(a, n, t0 + j, _mm512_fnmadd_ps(w.dmin, mins[j], _mm512_mul_ps(w.d, blockacc[j])), b == 0);
-}
-
-template <bool Q5>
-void k4x16_blocks(const gemv_args& a) {
-  constexpr int64_t block = Q5 ? 2816 : 2304;
-  k4x16_block<Q5> w;
-  for (int64_t n = a.n0; n < a.n1; n += 16) {
-    const uint8_t* grp = a.wp + n * a.row_bytes;
-    for (int64_t b = 0; b < a.K / 256; ++b) {
-      w.decode(grp + b * block);
-      int64_t t = 0;
-      for (; t + 4 <= a.T; t += 4) k4x16_block_tokens<Q5, 4>(a, w, b, n, t);
-      switch (a.T - t) {
-      case 3:
-        k4x16_block_tokens<Q5, 3>(a, w, b, n, t);
-        break;
-      case 2:
-        k4x16_block_tokens<Q5, 2>(a, w, b, n, t);
-        break;
-      case 1:
-        k4x16_block_tokens<Q5, 1>(a, w, b, n, t);
-        break;
-      default:
-        break;
-      }
-    }
-  }
-}
-
 void gemv_q4_k_x16(const gemv_args& a) {
-  if (a.T >= 8)
-    k4x16_blocks<false>(a);
-  else
-    over_packed_groups<16, q4_or_q5_k_rows<false>>(a);
+  over_packed<16, q4_or_q5_k_rows<false>, k4x16_block<false>>(a);
 }
 void gemv_q5_k_x16(const gemv_args& a) {
-  if (a.T >= 8)
-    k4x16_blocks<true>(a);
-  else
-    over_packed_groups<16, q4_or_q5_k_rows<true>>(a);
+  over_packed<16, q4_or_q5_k_rows<true>, k4x16_block<true>>(a);
 }
 
 // Q6_K from the packed layout (pack_q6_k with 16 rows): 16 rows in the lanes. Per block the 16
