@@ -23,17 +23,13 @@ bool free_string_bytes(std::string_view b) {
       ++i;
       continue;
     }
-    // a whole, well-formed UTF-8 character (the grammar's ranges: json_grammar.cpp)
-    const size_t n = c >= 0xc2 && c <= 0xdf   ? 1
-                     : c >= 0xe0 && c <= 0xef ? 2
-                     : c >= 0xf0 && c <= 0xf4 ? 3
-                                              : 0;
+    // a whole, well-formed UTF-8 character (the grammar's rule)
+    const utf8_lead l = utf8_lead_of(c);
+    const auto n = static_cast<size_t>(l.more);
     if (n == 0 || i + n >= b.size()) return false;
-    const uint8_t lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
-    const uint8_t hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
     for (size_t k = 1; k <= n; ++k) {
       const auto d = static_cast<uint8_t>(b[i + k]);
-      if (k == 1 ? (d < lo || d > hi) : (d & 0xc0) != 0x80) return false;
+      if (k == 1 ? (d < l.lo || d > l.hi) : (d & 0xc0) != 0x80) return false;
     }
     i += n + 1;
   }

@@ -32,6 +32,7 @@ void json_grammar::copy_from(const json_grammar& o) {
   ws_ = o.ws_;
   esc_ = o.esc_;
   utf8_ = o.utf8_;
+  lead_ = o.lead_;
   num_ = o.num_;
   lit_builtin_ = o.lit_builtin_;
   free_key_ = o.free_key_;
@@ -85,20 +86,24 @@ bool json_grammar::start_value(uint8_t c) {
   if (!n.branches.empty()) { // anyOf / oneOf: the branch this first character starts
     const int cls = json_first_class(c);
     for (int32_t b : n.branches)
-      if (!node(b).never && (json_node_classes(*s_, b) & cls)) {
+      if (node(b).starts & cls) { // (a branch no value fits starts with nothing)
         node_ = b;
         return start_value(c);
       }
     return false;
   }
-  if (!n.literals.empty()) {
+  // enum values, or true / false / null (literal_byte's builtin list)
+  auto literal = [&](bool builtin, uint64_t cand) {
     m_ = mode::literal;
-    lit_builtin_ = false;
-    cand_ = n.literals.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << n.literals.size()) - 1;
+    lit_builtin_ = builtin;
+    cand_ = cand;
     pos_ = 0;
     bool again = false;
     return literal_byte(c, again) && !again;
-  }
+  };
+  if (!n.literals.empty())
+    return literal(false,
+                   n.literals.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << n.literals.size()) - 1);
   if (c == '{' && (n.types & json_node::t_obj)) {
     if (depth_ == max_depth) return false;
     stack_[depth_++] = {node_, true, 0, 0, 0, nkeyh_};
@@ -117,22 +122,8 @@ bool json_grammar::start_value(uint8_t c) {
     pos_ = 0;
     return true;
   }
-  if ((c == 't' || c == 'f') && (n.types & json_node::t_bool)) {
-    m_ = mode::literal;
-    lit_builtin_ = true;
-    cand_ = 3; // true, false
-    pos_ = 0;
-    bool again = false;
-    return literal_byte(c, again);
-  }
-  if (c == 'n' && (n.types & json_node::t_null)) {
-    m_ = mode::literal;
-    lit_builtin_ = true;
-    cand_ = 4; // null
-    pos_ = 0;
-    bool again = false;
-    return literal_byte(c, again);
-  }
+  if ((c == 't' || c == 'f') && (n.types & json_node::t_bool)) return literal(true, 3);
+  if (c == 'n' && (n.types & json_node::t_null)) return literal(true, 4);
   if ((c == '-' || is_digit(c)) && (n.types & (json_node::t_int | json_node::t_num))) {
     m_ = mode::number;
     num_ = 0;
@@ -182,12 +173,10 @@ bool json_grammar::string_byte(uint8_t c, bool& closed) {
     esc_ = 1;
     return true;
   }
-  if (utf8_ > 0) { // well-formed UTF-8 only (no overlong forms, surrogates or past U+10FFFF)
-    const uint8_t first = utf8_ >> 4, left = utf8_ & 3;
-    const uint8_t lo = first == 1 ? 0xa0 : first == 3 ? 0x90 : 0x80;
-    const uint8_t hi = first == 2 ? 0x9f : first == 4 ? 0x8f : 0xbf;
-    if (c < lo || c > hi) return false;
-    utf8_ = static_cast<uint8_t>(left - 1);
+  if (utf8_ > 0) { // well-formed UTF-8 only (utf8_lead_of's ranges)
+    const utf8_lead l = utf8_lead_of(lead_);
+    if (utf8_ == l.more ? (c < l.lo || c > l.hi) : (c & 0xc0) != 0x80) return false;
+    --utf8_;
     return true;
   }
   if (c == '"') {
@@ -200,17 +189,9 @@ bool json_grammar::string_byte(uint8_t c, bool& closed) {
   }
   if (c < 0x20) return false;
   if (c < 0x80) return true;
-  // bits 0-1: continuation bytes due; bits 4-6: the narrower range of the first one after
-  // E0 (1), ED (2), F0 (3), F4 (4)
-  if (c >= 0xc2 && c <= 0xdf)
-    utf8_ = 1;
-  else if (c >= 0xe0 && c <= 0xef)
-    utf8_ = static_cast<uint8_t>(2 | (c == 0xe0 ? 0x10 : c == 0xed ? 0x20 : 0));
-  else if (c >= 0xf0 && c <= 0xf4)
-    utf8_ = static_cast<uint8_t>(3 | (c == 0xf0 ? 0x30 : c == 0xf4 ? 0x40 : 0));
-  else
-    return false;
-  return true;
+  utf8_ = static_cast<uint8_t>(utf8_lead_of(c).more);
+  lead_ = c;
+  return utf8_ > 0;
 }
 
 bool json_grammar::literal_byte(uint8_t c, bool& reprocess) {
@@ -255,15 +236,11 @@ bool json_grammar::number_byte(uint8_t c, bool& reprocess) {
   if (c == '.' && digits_ >= 24) return false;
   switch (num_) {
   case 0: // start
-    if (c == '-')
+    if (c == '-') {
       num_ = 1;
-    else if (c == '0')
-      num_ = 3;
-    else if (is_digit(c))
-      num_ = 2;
-    else
-      return false;
-    return true;
+      return true;
+    }
+    [[fallthrough]];
   case 1: // after '-'
     if (c == '0')
       num_ = 3;

@@ -18,6 +18,27 @@
 
 namespace troupe {
 
+/// What a UTF-8 lead byte promises: the continuation bytes after it (0: it starts no
+/// well-formed character) and the range of the first of them (after E0, ED, F0 and F4 it is
+/// narrower: no overlong forms, surrogates or code points past U+10FFFF).
+struct utf8_lead {
+  int more;
+  uint8_t lo, hi;
+};
+constexpr utf8_lead utf8_lead_of(uint8_t c) {
+  const int more = c >= 0xc2 && c <= 0xdf   ? 1
+                   : c >= 0xe0 && c <= 0xef ? 2
+                   : c >= 0xf0 && c <= 0xf4 ? 3
+                                            : 0;
+  return {more,
+          static_cast<uint8_t>(c == 0xe0   ? 0xa0
+                               : c == 0xf0 ? 0x90
+                                           : 0x80),
+          static_cast<uint8_t>(c == 0xed   ? 0x9f
+                               : c == 0xf4 ? 0x8f
+                                           : 0xbf)};
+}
+
 class json_grammar {
  public:
   static constexpr int max_depth = 64; // the schema compiler's nesting limit too
@@ -90,6 +111,7 @@ class json_grammar {
   uint8_t ws_ = 0;           // whitespace bytes in the current run
   uint8_t esc_ = 0;          // 1: after '\\'; 2-5: \u hex digits read + 1
   uint8_t utf8_ = 0;         // continuation bytes still due
+  uint8_t lead_ = 0;         // the lead byte they follow
   uint8_t num_ = 0;          // number: where in -?int(.frac)?(e[+-]?exp)? the lexer is
   bool lit_builtin_ = false; // literal: from true / false / null, not the node's literals
   bool free_key_ = false;    // key: a string outside the schema's keys may be read too

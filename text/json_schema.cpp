@@ -189,22 +189,22 @@ struct compiler {
     return {};
   }
 
-  // anyOf / oneOf. Branches that are all enum / const become one enum (oneOf drops the values
-  // two branches share); otherwise the union keeps its branches and the grammar takes the one
-  // the value's first character says (their first characters are checked to differ once every
-  // $ref is resolved: a branch may name the schema being defined)
+  // anyOf / oneOf: the union keeps its branches and the grammar takes the one the value's first
+  // character says (their first characters are checked to differ once every $ref is resolved:
+  // a branch may name the schema being defined)
   expected<json_node> union_of(const json& s, const char* key, const std::string& where) {
     for (const auto& [k, v] : s.items())
       if (k != key && k != "$defs" && k != "definitions" && !annotations.count(k))
         return bad(where, "'" + k + "' beside " + key + " is not supported");
     if (!s[key].is_array() || s[key].empty())
       return bad(where, std::string(key) + " must be a non-empty list");
-    std::vector<int32_t> ids;
-    bool all_literals = true;
+    // the branches as the rules they name; enum / const ones (and ones no value fits) are
+    // merged into one enum, so that pydantic's Literal["x"] | Literal["y"] | None is not an
+    // overlap of two strings; all of them: the union is that enum
+    std::vector<int32_t> lits, rest;
     for (size_t b = 0; b < s[key].size(); ++b) {
       auto id = node(s[key][b], where + "/" + key + "/" + std::to_string(b));
       if (!id) return id.error();
-      ids.push_back(*id);
       int32_t at = *id;
       for (size_t steps = 0; out.nodes[static_cast<size_t>(at)].alias >= 0 && !pending.count(at);
            ++steps) {
@@ -213,61 +213,30 @@ struct compiler {
         at = out.nodes[static_cast<size_t>(at)].alias;
       }
       const json_node& br = out.nodes[static_cast<size_t>(at)];
-      all_literals = all_literals && !pending.count(at) && br.branches.empty() &&
-                     (!br.literals.empty() || br.never);
+      const bool literal =
+          !pending.count(at) && br.branches.empty() && (!br.literals.empty() || br.never);
+      (literal ? lits : rest).push_back(at);
     }
-    json_node merged;
-    merged.types = 0;
-    if (all_literals) {
-      std::vector<const json_node*> branches;
-      for (int32_t id : ids) { // all literal branches: their alias chains end (checked above)
-        int32_t at = id;
-        while (out.nodes[static_cast<size_t>(at)].alias >= 0)
-          at = out.nodes[static_cast<size_t>(at)].alias;
-        branches.push_back(&out.nodes[static_cast<size_t>(at)]);
-      }
-      std::map<std::string, int> seen;
-      for (const auto* br : branches)
-        for (const auto& l : br->literals) ++seen[l];
-      for (const auto* br : branches)
-        for (const auto& l : br->literals) {
-          if (std::string(key) == "oneOf" && seen[l] > 1) continue; // valid under two branches
-          if (std::find(merged.literals.begin(), merged.literals.end(), l) == merged.literals.end())
-            merged.literals.push_back(l);
-        }
-      if (merged.literals.size() > 64) return bad(where, "more than 64 enum values");
-      merged.never = merged.literals.empty();
-      return merged;
-    }
-    // enum / const branches beside others become one enum branch (pydantic's Literal["x"] |
-    // Literal["y"] | None), so their shared first character is not an overlap
-    std::vector<int32_t> lits, rest;
-    for (int32_t id : ids) {
-      int32_t at = id;
-      while (out.nodes[static_cast<size_t>(at)].alias >= 0 && !pending.count(at))
-        at = out.nodes[static_cast<size_t>(at)].alias; // cycles were refused above
-      const json_node& br = out.nodes[static_cast<size_t>(at)];
-      (!pending.count(at) && br.branches.empty() && !br.literals.empty() ? lits : rest)
-          .push_back(at);
-    }
-    if (lits.size() > 1) {
-      json_node one;
-      std::map<std::string, int> seen;
-      for (int32_t b : lits)
-        for (const auto& l : out.nodes[static_cast<size_t>(b)].literals) ++seen[l];
-      for (int32_t b : lits)
-        for (const auto& l : out.nodes[static_cast<size_t>(b)].literals)
-          if ((std::string(key) != "oneOf" || seen[l] == 1) &&
-              std::find(one.literals.begin(), one.literals.end(), l) == one.literals.end())
-            one.literals.push_back(l);
-      if (one.literals.size() > 64) return bad(where, "more than 64 enum values");
-      one.never = one.literals.empty();
+    json_node one;
+    std::map<std::string, int> seen;
+    for (int32_t b : lits)
+      for (const auto& l : out.nodes[static_cast<size_t>(b)].literals) ++seen[l];
+    for (int32_t b : lits)
+      for (const auto& l : out.nodes[static_cast<size_t>(b)].literals)
+        if ((std::string(key) != "oneOf" || seen[l] == 1) && // oneOf: valid under one only
+            std::find(one.literals.begin(), one.literals.end(), l) == one.literals.end())
+          one.literals.push_back(l);
+    if (one.literals.size() > 64) return bad(where, "more than 64 enum values");
+    one.never = one.literals.empty();
+    if (rest.empty()) return one;
+    if (!lits.empty()) {
       const int32_t id = add();
       out.nodes[static_cast<size_t>(id)] = std::move(one);
       rest.push_back(id);
-      ids = std::move(rest);
     }
-    merged.branches = std::move(ids);
+    json_node merged;
+    merged.types = 0;
+    merged.branches = std::move(rest);
     return merged;
   }
 
@@ -488,7 +457,7 @@ struct compiler {
     for (const auto& x : out.nodes) {
       int seen = 0;
       for (int32_t b : x.branches) {
-        const int c = classes(b, 0);
+        const int c = json_node_classes(out, b);
         if (c & seen)
           return bad("", "anyOf / oneOf branches that can start with the same character (two "
                          "objects, an integer and a number, a string and a string enum, ...) are "
@@ -498,9 +467,17 @@ struct compiler {
     }
     return {};
   }
-
-  int classes(int32_t i, int depth) { return json_node_classes(out, i, depth); }
 };
+
+} // namespace
+
+namespace {
+
+// Every node's first-character classes, once, for the grammar's union dispatch.
+void set_starts(json_schema& s) {
+  for (size_t i = 0; i < s.nodes.size(); ++i)
+    s.nodes[i].starts = static_cast<uint8_t>(json_node_classes(s, static_cast<int32_t>(i)));
+}
 
 } // namespace
 
@@ -523,6 +500,7 @@ expected<json_schema> compile_response_format(std::string_view response_format) 
     obj.types = json_node::t_obj;
     out.nodes.push_back(obj);
     out.root = 1;
+    set_starts(out);
     return out;
   }
   if (type != "json_schema")
@@ -566,6 +544,7 @@ expected<json_schema> compile_response_format(std::string_view response_format) 
     return make_error(errc::invalid_argument,
                       "response_format schema: the root must be an object or an array");
   c.out.root = top;
+  set_starts(c.out);
   return std::move(c.out);
 }
 

@@ -48,6 +48,8 @@ struct json_node {
   // enum / const: the allowed values as compact JSON text (the value must be one of them)
   std::vector<std::string> literals;
   std::vector<int32_t> branches; // anyOf / oneOf: the rules, taken by the first character
+  uint8_t starts = 0;            // the classes of first characters a value may have (a union
+                                 // branch's, json_node_classes; set once compiled)
   bool never = false;            // no value fits (the grammar then never offers one)
   int32_t alias = -1;            // while compiling: a $ref's node, standing for the node it names
 };
