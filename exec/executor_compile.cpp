@@ -6,6 +6,7 @@
 
 #include "exec/executor.hpp"
 #include "exec/executor_impl.hpp"
+#include "graph/arena.hpp"
 #include "graph/passes.hpp"
 #include "kernels/registry.hpp"
 
@@ -70,65 +71,12 @@ status executor::compile(int tc, int nc) {
                         name(a.src[0].type), name(a.src[1].type), n.name);
     p->kernels[i] = std::move(*k);
   }
-  // the arena: activations by lifetime, largest first, each at the lowest offset free for
-  // its whole life (sizes per row, so the layout scales with the step)
+  // the arena: activations by lifetime, largest first (graph/arena.hpp)
   const auto& g = p->g;
-  const size_t nv = g.values.size();
-  std::vector<int64_t> first(nv, -1), last(nv, -1), size(nv, 0);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    auto touch = [&](vid v) {
-      if (v == graph::none) return;
-      const vid root = g.storage(v);
-      if (g[root].kind != value_kind::activation) return;
-      const auto r = static_cast<size_t>(root);
-      if (first[r] < 0) first[r] = static_cast<int64_t>(i);
-      last[r] = static_cast<int64_t>(i);
-    };
-    for (vid v : g.nodes[i].out) touch(v);
-    for (vid v : g.nodes[i].in) touch(v);
-  }
-  for (size_t v = 0; v < nv; ++v)
-    if (g.values[v].output && g.values[v].kind == value_kind::activation)
-      last[static_cast<size_t>(g.storage(static_cast<vid>(v)))] =
-          static_cast<int64_t>(g.nodes.size());
-  std::vector<size_t> order;
-  int64_t widest = 0;
-  for (size_t v = 0; v < nv; ++v) {
-    if (first[v] < 0) continue;
-    size[v] = round_up(row_bytes(g.values[v].type, g.values[v].row_elems()));
-    widest = std::max(widest, row_bytes(dtype::f32, g.values[v].row_elems()));
-    order.push_back(v);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return size[a] > size[b]; });
-  p->offset.assign(nv, -1);
-  std::vector<size_t> placed;
-  for (size_t v : order) {
-    std::vector<std::pair<int64_t, int64_t>> busy; // [begin, end) of overlapping lives
-    for (size_t o : placed)
-      if (!(last[o] < first[v] || last[v] < first[o]))
-        busy.emplace_back(p->offset[o], p->offset[o] + size[o]);
-    std::sort(busy.begin(), busy.end());
-    int64_t at = 0;
-    for (auto [b0, b1] : busy) {
-      if (at + size[v] <= b0) break;
-      at = std::max(at, b1);
-    }
-    p->offset[v] = at;
-    p->arena_row_bytes = std::max(p->arena_row_bytes, at + size[v]);
-    placed.push_back(v);
-  }
-  // composites take at most a few rows of their widest operand as temporaries; the experts
-  // composite per token: k gathered rows, hidden rows (two without a fused matmul_swiglu)
-  // and outputs, its grouping, and counters per expert (compose_moe.cpp)
-  p->scratch_row_bytes = 4 * round_up(widest) + align;
-  for (const node& n : g.nodes) {
-    if (n.kind != node_kind::op || n.op != kernels::op::moe || n.in.size() < 6) continue;
-    const int64_t C = g[n.in[0]].dims.back(), k = g[n.in[1]].dims.back();
-    const int64_t F = g[n.in[5]].dims.back(), E = g[n.in[3]].dims[0] / std::max<int64_t>(F, 1);
-    p->scratch_row_bytes =
-        std::max(p->scratch_row_bytes, 4 * k * (2 * C + 2 * F + 1) + 16 * (E + 1) + 8 * align);
-  }
+  graph::arena_layout arena = graph::plan_arena(g);
+  p->offset = std::move(arena.offset);
+  p->arena_row_bytes = arena.row_bytes;
+  p->scratch_row_bytes = arena.scratch_row_bytes;
   p->capturable = true;
   for (const node& n : g.nodes)
     if (((n.kind == node_kind::all_reduce || n.kind == node_kind::all_gather) &&
