@@ -109,8 +109,9 @@ struct model_config {
   bool router_linear_bias = false, expert_bias = false;
   double swiglu_alpha = 0, swiglu_limit = 0;
   bool attn_sinks = false;
-  bool fp8_blocks = false; // HF weights in E4M3 with 128 x 128 scale tiles (DeepSeek-V3 as
-                           // published): repacked at load into f8_b128 rows
+  bool mxfp4_experts = false; // HF GPT-OSS as published: the experts in MXFP4 (repacked at load)
+  bool fp8_blocks = false;    // HF weights in E4M3 with 128 x 128 scale tiles (DeepSeek-V3 as
+                              // published): repacked at load into f8_b128 rows
   // latent attention (DeepSeek's MLA; kv_lora > 0): q through a rank-q_lora bottleneck (0: a
   // plain projection), keys and values from one latent of kv_lora values per token plus qk_rope
   // positional values, cached as they are (D = kv_lora + qk_rope, Hkv = 1); heads of qk_nope +

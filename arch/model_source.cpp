@@ -2,6 +2,9 @@
 #include "arch/model_source.hpp"
 
 #include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "arch/family.hpp"
 #include "core/log.hpp"
@@ -59,6 +62,48 @@ expected<std::shared_ptr<const model_source>> open_model(const std::string& path
   if (m->tok->vocab_size() > m->config.V)
     return make_error(errc::shape_mismatch, "{}: tokenizer has {} tokens, the model only {}", path,
                       m->tok->vocab_size(), m->config.V);
+  TROUPE_TRY(check_shapes(*m));
+  return std::shared_ptr<const model_source>(std::move(m));
+}
+
+expected<std::shared_ptr<const model_source>> open_model_config(const std::string& path,
+                                                                std::optional<dtype> weights) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path file =
+      fs::is_directory(path, ec) ? fs::path(path) / "config.json" : fs::path(path);
+  if (file.filename() != "config.json" || !fs::is_regular_file(file, ec))
+    return make_error(errc::not_found, "{}: give a config.json or the directory that holds it",
+                      path);
+  auto m = std::make_shared<model_source>();
+  m->path = file.string();
+  m->format = "hf";
+  TROUPE_TRY_ASSIGN(cfg, config_from_hf_dir(file.parent_path().string()));
+  if (weights) {
+    m->assumed = *weights;
+  } else {
+    // the dtype the checkpoint's matrices are published in (transformers' torch_dtype, newer
+    // configs' dtype); none named: f32, as transformers loads such a config
+    std::ifstream in(file);
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    std::string named;
+    for (const char* k : {"torch_dtype", "dtype"})
+      if (j.is_object() && j.contains(k) && j[k].is_string()) named = j[k].get<std::string>();
+    if (named == "bfloat16" || named.empty()) {
+      m->assumed = named.empty() ? dtype::f32 : dtype::bf16;
+    } else if (named == "float16") {
+      m->assumed = dtype::f16;
+    } else if (named == "float32") {
+      m->assumed = dtype::f32;
+    } else {
+      return make_error(errc::unsupported,
+                        "{}: torch_dtype '{}': give the weights' dtype (f32, f16 or bf16)",
+                        file.string(), named);
+    }
+  }
+  m->config = std::move(cfg);
+  m->tensors = std::make_shared<tensor_index>();
+  m->shapes_only = true;
   TROUPE_TRY(check_shapes(*m));
   return std::shared_ptr<const model_source>(std::move(m));
 }

@@ -3,11 +3,12 @@
 // description, the tokenizer and the zero-copy tensor index; shared (read-only) by every
 // shard of a process, each of which maps only its own slices. `check_shapes` builds the
 // family's graph, which checks every weight's shape against the config, naming the tensor
-// on a mismatch.
+// on a mismatch. A model may also be opened from its config.json alone, to size it.
 // Tests: tests/formats/checkpoint_test.cpp
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "arch/model_config.hpp"
@@ -25,10 +26,22 @@ struct model_source {
   std::unique_ptr<tokenizer> tok;
   std::shared_ptr<const tensor_index> tensors;
   std::shared_ptr<const gguf_file> gguf; // keeps GGUF metadata alive (gguf only)
+  // opened from config.json alone (open_model_config): no tensors and no tokenizer; the
+  // families' builders get every weight they ask for at the shape the config implies, the
+  // matrices in `assumed` (or E4M3 tiles where the config says so), the rest in f32 as the
+  // loader converts them; optional weights (biases a checkpoint may lack) are left out
+  bool shapes_only = false;
+  dtype assumed = dtype::bf16;
 };
 
 /// Opens `path` (a .gguf file or an HF directory). Checks shapes against the config.
 expected<std::shared_ptr<const model_source>> open_model(const std::string& path);
+/// Opens the description of a model whose weights are not here: `path` is its config.json or
+/// a directory holding it. The matrices are taken to be in `weights` when given, else in the
+/// config's torch_dtype (f32 when it names none, as transformers loads). For sizing a
+/// deployment (exec/memory_plan.hpp): nothing can run on it.
+expected<std::shared_ptr<const model_source>> open_model_config(const std::string& path,
+                                                                std::optional<dtype> weights = {});
 /// Builds the family's graph once: every tensor it names must be there, loadable, and of the
 /// shape the config implies (the error names the tensor).
 status check_shapes(const model_source& m);

@@ -84,21 +84,8 @@ expected<int64_t> parse_kv_memory(const std::string& text) {
                         "--kv-memory '{}': a number without a unit is a fraction of free memory "
                         "(at most 1) or whole bytes (at least 1 MiB){}",
                         text, v <= 4096 ? fmt::format("; did you mean {}GiB?", v) : "");
-    double mult = 1;
-    if (unit == "KiB" || unit == "K")
-      mult = 1024;
-    else if (unit == "MiB" || unit == "M")
-      mult = 1024.0 * 1024;
-    else if (unit == "GiB" || unit == "G")
-      mult = 1024.0 * 1024 * 1024;
-    else if (unit == "KB")
-      mult = 1e3;
-    else if (unit == "MB")
-      mult = 1e6;
-    else if (unit == "GB")
-      mult = 1e9;
-    else if (!unit.empty())
-      throw std::invalid_argument(unit);
+    const double mult = unit.empty() ? 1 : byte_unit(unit);
+    if (mult == 0) throw std::invalid_argument(unit);
     if (v <= 0) throw std::invalid_argument("not positive");
     if (v * mult > 4.0e18) // past int64_t: it would wrap to the smallest cache
       return make_error(errc::invalid_argument, "--kv-memory '{}': more bytes than any machine has",

@@ -15,6 +15,7 @@ void add_synth(CLI::App& app, std::function<int()>& run);
 void add_serve(CLI::App& app, std::function<int()>& run);
 void add_bench(CLI::App& app, std::function<int()>& run);
 void add_explain(CLI::App& app, std::function<int()>& run);
+void add_plan(CLI::App& app, std::function<int()>& run);
 void add_worker(CLI::App& app, std::function<int()>& run); // workers.cpp
 
 } // namespace troupe::cli

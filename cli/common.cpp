@@ -2,9 +2,11 @@
 #include "common.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
+#include <utility>
 
 #include <fmt/core.h>
 
@@ -44,6 +46,39 @@ expected<std::shared_ptr<const model_source>> open_model_verbose(const std::stri
         path, (*m)->format, c.arch, c.parameters() / 1e6, c.n_layer, (*m)->tok->kind(), ms);
   }
   return m;
+}
+
+double byte_unit(const std::string& unit) {
+  static const std::pair<const char*, double> units[] = {{"KiB", 1024.0},
+                                                         {"K", 1024.0},
+                                                         {"MiB", 1048576.0},
+                                                         {"M", 1048576.0},
+                                                         {"GiB", 1073741824.0},
+                                                         {"G", 1073741824.0},
+                                                         {"TiB", 1099511627776.0},
+                                                         {"T", 1099511627776.0},
+                                                         {"KB", 1e3},
+                                                         {"MB", 1e6},
+                                                         {"GB", 1e9},
+                                                         {"TB", 1e12}};
+  for (const auto& [name, bytes] : units)
+    if (unit == name) return bytes;
+  return 0;
+}
+
+expected<int64_t> parse_bytes(const std::string& text, const char* what) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const double mult = used ? byte_unit(text.substr(used)) : 0;
+  if (mult == 0 || !std::isfinite(v) || v <= 0 || v * mult > 4.0e18)
+    return make_error(errc::invalid_argument, "{} '{}': give bytes with a unit (80GiB, 141GB)",
+                      what, text);
+  return static_cast<int64_t>(v * mult);
 }
 
 expected<dtype> parse_kv_dtype(const std::string& s) {

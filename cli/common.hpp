@@ -22,6 +22,11 @@ expected<dtype> parse_kv_dtype(const std::string& s);
 /// --quantize: q8_0 / q4_0, or none (dtype::f32: the weights as published).
 expected<dtype> parse_quantize(const std::string& s);
 /// Prints "troupe: <error>" to stderr and returns an exit code (2 for bad arguments, 1 else).
+/// Bytes in one of a unit: KiB / K, MiB / M, GiB / G, TiB / T, KB, MB, GB, TB; 0 for any other.
+double byte_unit(const std::string& unit);
+/// "80GiB", "141GB", "1.5TiB" (a unit is required); `what` names the option in errors.
+expected<int64_t> parse_bytes(const std::string& text, const char* what);
+
 int fail(const error& e);
 
 /// A one-line progress bar on stderr when it is a terminal; silent otherwise.

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   troupe::cli::add_serve(app, run);
   troupe::cli::add_bench(app, run);
   troupe::cli::add_explain(app, run);
+  troupe::cli::add_plan(app, run);
   troupe::cli::add_worker(app, run);
   try {
     app.parse(argc, argv);

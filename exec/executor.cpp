@@ -2,6 +2,7 @@
 // backend, KV cache), the step (inputs, copy-on-write, the node loop or its recorded graph,
 // collectives, outputs). Compiling the plans is executor_compile.cpp.
 #include "exec/executor.hpp"
+#include "exec/shard_graph.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -60,33 +61,11 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
   if (comm && comm->size() != spec_in.tp_size)
     return make_error(errc::invalid_argument, "collective of size {} for TP {}", comm->size(),
                       spec_in.tp_size);
-  TROUPE_TRY_ASSIGN(whole, arch::build_graph(*m));
-  // FFN boundaries must not split a quantization block of a weight cut by FFN columns
-  for (const auto& v : whole.values)
-    if (v.kind == value_kind::weight && v.split == graph::cut::in && v.along == graph::axis::ffn &&
-        !v.empty)
-      e->spec_.ffn_block = std::max<int64_t>(e->spec_.ffn_block, block_elems(v.type));
-  TROUPE_TRY_ASSIGN(d, plan_shard(c, e->spec_));
-  e->dims_ = d;
-  graph::shard_cut cut;
-  cut.layer_begin = e->spec_.layer_begin;
-  cut.layer_end = e->spec_.layer_end;
-  cut.first_stage = e->spec_.first_stage;
-  cut.last_stage = e->spec_.last_stage;
-  cut.tp_rank = e->spec_.tp_rank;
-  cut.tp_size = e->spec_.tp_size;
-  cut.of(graph::axis::heads) = {d.h0, d.Hs};
-  cut.of(graph::axis::kv_heads) = {d.kv0, d.Hkv_s};
-  cut.of(graph::axis::ffn) = {d.f0, d.Fs};
-  cut.ffn_block = e->spec_.ffn_block;
-  cut.expert_parallel = e->spec_.expert_parallel;
-  cut.expert0 = d.e0;
-  cut.experts = d.Es;
-  cut.of(graph::axis::vocab) = {d.v0, d.Vs};
-  TROUPE_TRY(graph::infer_shapes(whole)); // the residual's width, for a stage's hidden input
-  TROUPE_TRY(graph::cut_pipeline(whole, cut));
-  TROUPE_TRY(graph::cut_tensor(whole, cut));
-  graph::remove_dead(whole);
+  TROUPE_TRY_ASSIGN(built, arch::build_graph(*m));
+  TROUPE_TRY_ASSIGN(cut, cut_for_shard(c, std::move(built), spec_in));
+  e->spec_ = cut.spec;
+  e->dims_ = cut.dims;
+  graph::graph whole = std::move(cut.g);
   // element-wise programs: compiled by the JIT for the CPU; where it cannot, composed from
   // primitive ops (the reference backend interprets them as they are)
   const bool gpu = opt.where == kernels::backend::cuda;

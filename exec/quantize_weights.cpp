@@ -41,38 +41,48 @@ bool quantizable_reader(const graph::node& n) {
 
 } // namespace
 
+std::vector<char> block_format_readers(const graph::graph& g,
+                                       const std::function<bool(graph::vid)>& can) {
+  // A mixture's router (the matmul the builder names "ffn_router") stays as published, as
+  // llama-quantize keeps ffn_gate_inp: the experts a token goes to must not move with it. A
+  // moe's experts (gate, up, down) go together or not at all: its kernels may take one
+  // format for the three.
+  std::vector<char> ok(g.values.size(), 0), read(g.values.size(), 0);
+  for (const auto& n : g.nodes) {
+    bool router = false;
+    for (vid o : n.out)
+      router = router || g.values[static_cast<size_t>(o)].name.ends_with("ffn_router");
+    bool all = true; // a moe: every matrix it reads can be quantized
+    if (n.kind == graph::node_kind::op && n.op == kernels::op::moe)
+      for (vid v : n.in)
+        if (v != graph::none && g[v].kind == graph::value_kind::weight && !g[v].empty &&
+            g[v].dims.size() == 2 && !can(v))
+          all = false;
+    const bool fine = quantizable_reader(n) && !router && all;
+    for (vid v : n.in) {
+      if (v == graph::none) continue;
+      const auto i = static_cast<size_t>(v);
+      ok[i] = read[i] ? ok[i] && fine : fine;
+      read[i] = 1;
+    }
+  }
+  return ok;
+}
+
 expected<quantized_weights> quantize_weights(const model_source& m, graph::graph& g,
                                              loaded_weights& w, dtype to) {
   if (to != dtype::q8_0 && to != dtype::q4_0)
     return make_error(errc::unsupported, "--quantize {}: weights quantize at load to q8_0 or q4_0",
                       name(to));
-  // each weight's bytes: whether every node that reads them may take a block format. A
-  // mixture's router (the matmul the builder names "ffn_router") stays as published, as
-  // llama-quantize keeps ffn_gate_inp: the experts a token goes to must not move with it
-  // A moe's experts (gate, up, down) go together or not at all: its kernels may take one
-  // format for the three.
+  // each weight's bytes: whether every node that reads them may take a block format
+  const std::vector<char> ok = block_format_readers(
+      g, [&](vid v) { return quantizable(w.views[static_cast<size_t>(v)], to); });
   std::map<const void*, bool> only_matmuls;
-  for (const auto& n : g.nodes) {
-    bool router = false;
-    for (vid o : n.out) {
-      const std::string& nm = g.values[static_cast<size_t>(o)].name;
-      router = router || nm.ends_with("ffn_router");
-    }
-    bool all = true; // a moe: every matrix it reads can be quantized
-    if (n.kind == graph::node_kind::op && n.op == kernels::op::moe)
-      for (vid v : n.in) {
-        if (v == graph::none) continue;
-        const tensor_view& t = w.views[static_cast<size_t>(v)];
-        if (t.data && t.dims.rank == 2 && !quantizable(t, to)) all = false;
-      }
-    for (vid v : n.in) {
-      if (v == graph::none) continue;
-      const tensor_view& t = w.views[static_cast<size_t>(v)];
-      if (!t.data) continue;
-      const bool ok = quantizable_reader(n) && !router && all;
-      auto [it, fresh] = only_matmuls.emplace(t.data, ok);
-      if (!fresh) it->second = it->second && ok;
-    }
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const tensor_view& t = w.views[v];
+    if (!t.data) continue;
+    auto [it, fresh] = only_matmuls.emplace(t.data, ok[v] != 0);
+    if (!fresh) it->second = it->second && ok[v];
   }
   auto file_of = [&](const void* p) { return m.tensors ? m.tensors->file_of(p) : nullptr; };
   quantized_weights out;

@@ -7,6 +7,7 @@
 // Tests: tests/exec/executor_test.cpp
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "arch/model_source.hpp"
@@ -28,6 +29,12 @@ struct quantized_weights {
   int64_t matrices = 0;
   int64_t published_bytes = 0, quantized_bytes = 0;
 };
+
+/// Per value of `g`: whether every node that reads it may take it in a block format (matmuls,
+/// embedding lookups, a moe whose every matrix `can` be quantized) and none is a mixture's
+/// router: the weights --quantize may quantize (quantize_weights, and troupe plan's sizing).
+std::vector<char> block_format_readers(const graph::graph& g,
+                                       const std::function<bool(graph::vid)>& can);
 
 /// The f32 / f16 / bf16 matrices of `w` that only matmuls and embedding lookups of `g` read,
 /// quantized to `to` (q8_0 or q4_0) where their rows are whole blocks, in place, with their

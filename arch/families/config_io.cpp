@@ -92,8 +92,10 @@ status read_common(hf_cfg& j, model_config& c) {
               : "";
       // GPT-OSS as published: its experts in MXFP4 (blocks and scales, which the family
       // repacks at load; the tensors it names not converted are plain)
-      if (c.family == "gpt_oss" && q == std::string("quantization_config") && method == "mxfp4")
+      if (c.family == "gpt_oss" && q == std::string("quantization_config") && method == "mxfp4") {
+        c.mxfp4_experts = true;
         continue;
+      }
       // DeepSeek-V3 / R1 / Kimi K2 as published: E4M3 weights in 128 x 128 tiles with an f32
       // scale each (weight_scale_inv), which the family repacks at load; the activations stay
       // f32 (transformers' dequantized arithmetic; DeepSeek's own kernels also round them to

@@ -10,6 +10,11 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
                                   graph::weight_ref ref) {
   ref.name = name;
   const tensor_info* t = m_.tensors->find(name);
+  if (!t && m_.shapes_only && !optional) { // sized from the config: as it implies
+    const dtype type = ref.transposed ? dtype::f32 : assumed_type(want, along);
+    return graph::add_weight(g_, name, std::move(ref), type, std::move(want), layer, split, along,
+                             unit);
+  }
   if (!t) {
     if (!optional) {
       const std::string where =
@@ -74,7 +79,13 @@ expected<graph::vid> weights::stacked(const std::vector<std::string>& parts,
     return s;
   };
   dtype type = dtype::f32;
+  bool parts_checked = false;
+  if (m_.shapes_only && !m_.tensors->find(parts.front())) { // sized from the config
+    type = m_.config.mxfp4_experts ? dtype::mxfp4 : assumed_type(each, along);
+    parts_checked = true;
+  }
   for (const auto& name : parts) {
+    if (parts_checked) break;
     const tensor_info* t = m_.tensors->find(name);
     if (!t) {
       const std::string where =
@@ -107,6 +118,17 @@ expected<graph::vid> weights::stacked(const std::vector<std::string>& parts,
                                          {groups * each[0], each[1]}, layer, split, along, 1);
   g_[v].groups = groups;
   return v;
+}
+
+dtype weights::assumed_type(const std::vector<int64_t>& dims, graph::axis along) const {
+  const model_config& c = m_.config;
+  if (dims.size() != 2) return dtype::f32; // norms and biases: loaded as f32
+  // DeepSeek's FP8 checkpoints: every linear layer's matrix in E4M3 tiles, but the embedding,
+  // the lm_head and the router (a row per expert), which stay in the published dtype
+  const bool router = c.n_expert > 0 && dims[0] == c.n_expert;
+  if (c.fp8_blocks && along != graph::axis::vocab && !router && dims[1] % 128 == 0)
+    return dtype::f8_b128;
+  return m_.assumed;
 }
 
 graph::vid weights::constant(const std::string& name, int layer, std::vector<int64_t> dims,

@@ -46,6 +46,9 @@ class weights {
                       int64_t unit = 1);
 
  private:
+  // a matrix's dtype when the model is sized from its config (model_source::shapes_only)
+  dtype assumed_type(const std::vector<int64_t>& dims, graph::axis along) const;
+
   const model_source& m_;
   graph::graph& g_;
 };

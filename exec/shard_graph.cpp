@@ -1,0 +1,45 @@
+// shard_graph.cpp: a whole model's graph cut for one shard (shard_graph.hpp).
+#include "exec/shard_graph.hpp"
+
+#include <algorithm>
+
+#include "graph/passes.hpp"
+
+namespace troupe::exec {
+
+expected<shard_graph> cut_for_shard(const model_config& c, graph::graph whole,
+                                    const shard_spec& spec) {
+  using graph::value_kind;
+  shard_graph out;
+  out.spec = spec;
+  // FFN boundaries must not split a quantization block of a weight cut by FFN columns
+  for (const auto& v : whole.values)
+    if (v.kind == value_kind::weight && v.split == graph::cut::in && v.along == graph::axis::ffn &&
+        !v.empty)
+      out.spec.ffn_block = std::max<int64_t>(out.spec.ffn_block, block_elems(v.type));
+  TROUPE_TRY_ASSIGN(d, plan_shard(c, out.spec));
+  out.dims = d;
+  graph::shard_cut cut;
+  cut.layer_begin = spec.layer_begin;
+  cut.layer_end = spec.layer_end;
+  cut.first_stage = spec.first_stage;
+  cut.last_stage = spec.last_stage;
+  cut.tp_rank = spec.tp_rank;
+  cut.tp_size = spec.tp_size;
+  cut.of(graph::axis::heads) = {d.h0, d.Hs};
+  cut.of(graph::axis::kv_heads) = {d.kv0, d.Hkv_s};
+  cut.of(graph::axis::ffn) = {d.f0, d.Fs};
+  cut.ffn_block = out.spec.ffn_block;
+  cut.expert_parallel = spec.expert_parallel;
+  cut.expert0 = d.e0;
+  cut.experts = d.Es;
+  cut.of(graph::axis::vocab) = {d.v0, d.Vs};
+  TROUPE_TRY(graph::infer_shapes(whole)); // the residual's width, for a stage's hidden input
+  TROUPE_TRY(graph::cut_pipeline(whole, cut));
+  TROUPE_TRY(graph::cut_tensor(whole, cut));
+  graph::remove_dead(whole);
+  out.g = std::move(whole);
+  return out;
+}
+
+} // namespace troupe::exec
