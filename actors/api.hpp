@@ -33,6 +33,9 @@ struct gen_request {
   // a response_format object's JSON text (json_object / json_schema; empty: free text), which
   // the engine compiles into the completions' token rule (text/json_constraint.hpp)
   std::string response_format;
+  // a chat of a model that thinks in <think> blocks (text/think.hpp): the response_format
+  // holds from the token after </think>, the reasoning before it runs free
+  bool think = false;
 };
 
 /// One scored prompt token: its position in the prompt (1 ..), its logprob given the

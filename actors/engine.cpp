@@ -13,6 +13,7 @@
 #include "actors/supervisor_interface.hpp"
 #include "core/log.hpp"
 #include "text/json_constraint.hpp"
+#include "text/think.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -339,6 +340,10 @@ engine_impl::behavior_type engine_behavior(state_ptr self) {
               response_format_constraint(r.response_format, st.vocab, st.setup.sched.eos_ids);
           if (!rule) return to_caf(rule.error());
           q.constraint = *rule;
+          const tokenizer& tok = *st.setup.model->tok;
+          if (const auto think = r.think ? think_tokens::of(tok) : std::nullopt)
+            q.constraint = think_then((*rule)->clone(), *think, think->opened_by(r.prompt),
+                                      tok.vocab_size(), st.setup.sched.eos_ids);
         }
         q.owner = sink ? sink.id() : 0; // the sink owns the KV leases of its sequences
         if (auto added = st.sched->add(q); !added) return to_caf(added.error());

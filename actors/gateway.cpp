@@ -343,7 +343,8 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
     c.res.index = static_cast<int>(i);
     c.proc = std::make_unique<output_processor>(*gw->info.tok, prompt, st.req.base.stop,
                                                 st.req.base.min_tokens,
-                                                st.req.reasoning ? gw->info.harmony : std::nullopt);
+                                                st.req.reasoning ? gw->info.harmony : std::nullopt,
+                                                st.req.reasoning ? gw->info.think : std::nullopt);
     c.context = prompt;
   }
   st.open = static_cast<int>(st.choices.size());
@@ -736,6 +737,13 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
     if (!p->info.harmony)
       TROUPE_LOG_WARN("gateway", "harmony chat template without <|start|>, <|channel|>, "
                                  "<|message|> and <|end|> tokens: replies are not split");
+  }
+  // a model that thinks in <think> blocks: its chat replies split (--reasoning-format none
+  // keeps them whole)
+  if (p->info.chat != chat_format::harmony && o.split_reasoning) {
+    p->info.think = think_tokens::of(*m.tok);
+    if (p->info.think)
+      TROUPE_LOG_INFO("gateway", "<think> blocks of chat replies are served as reasoning_content");
   }
   p->work = std::make_unique<job_queue>(std::max(1, o.parse_threads), 1024);
   auto* raw = p.get();

@@ -23,10 +23,12 @@ namespace troupe::actors {
 struct gateway_options {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;
-  std::string api_key;       // empty: no authentication
-  std::string model_name;    // empty: the model's file or directory name
-  bool metrics_auth = false; // /metrics needs the API key too (default: open, like /health)
-  int parse_threads = 2;     // the job queue that parses and tokenizes request bodies
+  std::string api_key;         // empty: no authentication
+  std::string model_name;      // empty: the model's file or directory name
+  bool metrics_auth = false;   // /metrics needs the API key too (default: open, like /health)
+  int parse_threads = 2;       // the job queue that parses and tokenizes request bodies
+  bool split_reasoning = true; // a chat reply's <think> block as reasoning_content
+                               // (text/think.hpp); false: left in the content
   transport::http_limits limits;
 };
 

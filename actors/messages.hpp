@@ -196,7 +196,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_request& x) {
   return f(caf::meta::type_name("gen_request"), x.prompt, x.sampling, x.max_tokens, x.min_tokens,
            x.stop, x.stop_ids, x.ignore_eos, x.n, x.priority, x.prompt_logprobs, x.tag,
-           x.response_format);
+           x.response_format, x.think);
 }
 
 template <class Inspector>

@@ -416,7 +416,9 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
                    "reasoning_effort");
       harmony.reasoning_effort = it->get<std::string>();
     }
-    r.reasoning = info.chat == chat_format::harmony && info.harmony.has_value();
+    r.reasoning = (info.chat == chat_format::harmony && info.harmony.has_value()) ||
+                  (info.chat != chat_format::harmony && info.think.has_value());
+    r.base.think = info.chat != chat_format::harmony && info.think.has_value();
     auto text = render_chat(info.chat, msgs, info.chat_system, harmony);
     if (!text) return bad(text.error().message, "messages");
     auto ids = info.tok->encode(*text, !chat_has_bos(info.chat), true);

@@ -16,6 +16,7 @@
 #include "actors/api.hpp"
 #include "text/chat_template.hpp"
 #include "text/harmony.hpp"
+#include "text/think.hpp"
 #include "text/tokenizer.hpp"
 
 namespace troupe::actors {
@@ -53,6 +54,7 @@ struct serving_info {
   chat_format chat = chat_format::plain;
   std::string chat_system; // the template's default system prompt (chat_default_system)
   std::optional<harmony_tokens> harmony; // harmony chat: its special tokens' ids (replies split)
+  std::optional<think_tokens> think;     // a model that thinks in <think> blocks (replies split)
 };
 
 struct parsed_request {
@@ -61,7 +63,7 @@ struct parsed_request {
   bool include_usage = false;
   bool continuous_usage = false; // usage in every chunk (stream_options.continuous_usage_stats)
   bool echo = false;             // completions: the prompt comes first in each choice's text
-  bool reasoning = false;        // harmony chat: the analysis channel is reasoning_content
+  bool reasoning = false; // chat with harmony or think blocks: the reasoning is reasoning_content
   int n = 1;
   int completion_logprobs = -1; // completions: top-n logprobs (-1: none)
   bool chat_logprobs = false;
@@ -92,7 +94,7 @@ struct token_logprobs {
 struct choice_result {
   int index = 0;
   std::string text;      // echoed prompt included
-  std::string reasoning; // harmony chat: the analysis channel's text
+  std::string reasoning; // chat: the analysis channel's text (harmony), the think block's
   finish_reason finish = finish_reason::none;
   token_logprobs lp;
 };
@@ -107,7 +109,8 @@ struct usage {
 
 /// One SSE "data: {...}\n\n" chunk carrying new text (with its logprobs), the finish reason,
 /// or both, for one choice. `u`: usage to attach (continuous usage stats), or null.
-/// `reasoning`: new reasoning text (harmony), sent as the delta's reasoning_content.
+/// `reasoning`: new reasoning text (harmony, think blocks), sent as the delta's
+/// reasoning_content.
 std::string stream_chunk(const parsed_request& r, const std::string& id, int64_t created, int index,
                          const std::string& text, finish_reason finish, bool first_for_choice,
                          const token_logprobs* lp, const tokenizer& tok, const usage* u,

@@ -47,6 +47,7 @@ CLI::Validator seconds(double lo) {
 }
 
 struct serve_opts {
+  std::string reasoning_format = "auto";
   std::string model, host = "127.0.0.1", placement, api_key, kv_memory = "256MiB", name,
                      kv_dtype = "f32", quantize;
   int port = 8080, tp = 1, ep = 1, pp = 1, threads = 1, block_size = 16, max_batch_tokens = 512,
@@ -166,6 +167,7 @@ int run_serve(const serve_opts& o) {
   if (!origins) return fail(origins.error());
   go.limits.allowed_origins = *origins;
   go.metrics_auth = o.metrics_auth;
+  go.split_reasoning = o.reasoning_format != "none";
   // thousands of connections need more descriptors than the usual soft limit of 1024
   const auto [soft, hard] =
       transport::raise_open_file_limit(static_cast<int64_t>(go.limits.max_connections) + 256);
@@ -247,6 +249,10 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
                   "while streams decode, cut each step's prefill share to what keeps the step "
                   "near this many ms (learnt step time; 0: off, prompts take the whole budget)")
       ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--reasoning-format", o->reasoning_format,
+                  "auto: a chat reply's <think> block as reasoning_content (models whose "
+                  "vocabulary has <think> and </think>); none: left in the content")
+      ->check(CLI::IsMember({"auto", "none"}));
   cmd->add_option("--max-waiting", o->max_waiting, "queued requests before answering 429")
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--inject", o->inject,

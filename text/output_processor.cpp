@@ -7,13 +7,61 @@ namespace troupe {
 
 output_processor::output_processor(const tokenizer& tok, std::span<const int32_t> prompt,
                                    std::vector<std::string> stops, int min_tokens,
-                                   std::optional<harmony_tokens> harmony)
+                                   std::optional<harmony_tokens> harmony,
+                                   std::optional<think_tokens> think)
     : dec_(tok)
     , stops_(std::move(stops))
     , reasoning_dec_(tok)
     , min_tokens_(min_tokens) {
   dec_.prime(prompt);
   if (harmony) router_.emplace(tok, *harmony);
+  if (think && !harmony) think_.emplace(*think, think->opened_by(prompt));
+}
+
+namespace {
+bool space(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+} // namespace
+
+std::string output_processor::reasoning_text(int32_t id) {
+  std::string piece = reasoning_dec_.push(id);
+  if (!reasoning_started_) {
+    const size_t b = std::find_if_not(piece.begin(), piece.end(), space) - piece.begin();
+    piece.erase(0, b);
+    if (piece.empty()) return {};
+    reasoning_started_ = true;
+  }
+  const size_t e = std::find_if_not(piece.rbegin(), piece.rend(), space) - piece.rbegin();
+  if (e == piece.size()) { // all whitespace: held
+    reasoning_ws_ += piece;
+    return {};
+  }
+  std::string out = std::move(reasoning_ws_);
+  reasoning_ws_ = piece.substr(piece.size() - e);
+  out += piece.substr(0, piece.size() - e);
+  return out;
+}
+
+std::string output_processor::reasoning_text_finish() {
+  std::string rest = reasoning_dec_.finish();
+  std::string held = std::move(reasoning_ws_);
+  reasoning_ws_.clear();
+  if (!reasoning_started_)
+    rest.erase(0, std::find_if_not(rest.begin(), rest.end(), space) - rest.begin());
+  rest.erase(std::find_if_not(rest.rbegin(), rest.rend(), space).base(), rest.end());
+  if (rest.empty()) return {};
+  std::string out = reasoning_started_ ? held + rest : rest;
+  reasoning_started_ = true;
+  return out;
+}
+
+std::string output_processor::answer_text(std::string text) {
+  if (!answer_ws_) return text;
+  const size_t b = std::find_if_not(text.begin(), text.end(), space) - text.begin();
+  text.erase(0, b);
+  if (!text.empty()) answer_ws_ = false;
+  return text;
 }
 
 output_processor::delta output_processor::push(std::span<const int32_t> ids) {
@@ -27,7 +75,17 @@ output_processor::delta output_processor::push(std::span<const int32_t> ids) {
       if (part == harmony_router::part::reasoning) d.reasoning += reasoning_dec_.push(id);
       if (part != harmony_router::part::content) continue;
     }
-    std::string text = dec_.push(id);
+    if (think_) {
+      const bool was_reasoning = think_->reasoning();
+      const auto part = think_->route(id);
+      if (part == think_router::part::reasoning) d.reasoning += reasoning_text(id);
+      if (part == think_router::part::tag && was_reasoning) { // </think>: the block's end
+        d.reasoning += reasoning_text_finish();
+        answer_ws_ = true;
+      }
+      if (part != think_router::part::content) continue;
+    }
+    std::string text = answer_text(dec_.push(id));
     // before min_tokens a stop string does not end the completion (vLLM's rule)
     d.text += tokens_ <= min_tokens_ ? text : stops_.push(text);
   }
@@ -46,7 +104,8 @@ output_processor::delta output_processor::finish() {
     d.text = stops_.push(held);
     if (stops_.stopped()) return d;
   }
-  d.text += stops_.push(dec_.finish());
+  if (think_ && think_->reasoning()) d.reasoning = reasoning_text_finish(); // cut inside
+  d.text += stops_.push(answer_text(dec_.finish()));
   if (!stops_.stopped()) d.text += stops_.finish();
   return d;
 }

@@ -5,7 +5,9 @@
 // When a stop string completes, the tokens after the one that completed it are not accepted;
 // the caller tells the engine to end the sequence. Under the harmony chat format a
 // harmony_router splits the reply: the analysis channel comes out as reasoning (its own
-// decoder, no stop strings), headers not at all, the rest as the text. token_pieces() gives each
+// decoder, no stop strings), headers not at all, the rest as the text; a think_router does the
+// same for a <think> block (think.hpp: the reasoning and the answer each without the
+// whitespace around them, as llama.cpp's server trims them). token_pieces() gives each
 // token's own bytes in context, for logprobs whose token strings join back into the text. One
 // object per completion; not thread-safe. Tests: tests/text/output_processor_test.cpp
 #pragma once
@@ -18,6 +20,7 @@
 
 #include "text/harmony.hpp"
 #include "text/stop_matcher.hpp"
+#include "text/think.hpp"
 #include "text/tokenizer.hpp"
 
 namespace troupe {
@@ -26,11 +29,12 @@ class output_processor {
  public:
   output_processor(const tokenizer& tok, std::span<const int32_t> prompt,
                    std::vector<std::string> stops, int min_tokens = 0,
-                   std::optional<harmony_tokens> harmony = std::nullopt);
+                   std::optional<harmony_tokens> harmony = std::nullopt,
+                   std::optional<think_tokens> think = std::nullopt);
 
   struct delta {
     std::string text;      // text now final (may be empty)
-    std::string reasoning; // harmony: reasoning now final
+    std::string reasoning; // harmony, think blocks: reasoning now final
     size_t accepted = 0;   // how many of the pushed ids count (all, unless a stop string hit)
   };
   /// Feeds newly generated ids. Once stopped(), nothing more is accepted.
@@ -45,7 +49,15 @@ class output_processor {
   stream_decoder dec_;
   stop_matcher stops_;
   std::optional<harmony_router> router_;
+  std::optional<think_router> think_;
   stream_decoder reasoning_dec_;
+  // think blocks: the reasoning without the whitespace around it (trailing whitespace held
+  // until more reasoning follows), and the answer without the whitespace after </think>
+  std::string reasoning_ws_;
+  bool reasoning_started_ = false, answer_ws_ = false;
+  std::string reasoning_text(int32_t id);
+  std::string reasoning_text_finish(); // the block ended: its decoder's rest, trimmed
+  std::string answer_text(std::string text);
   int min_tokens_;
   int64_t tokens_ = 0; // accepted so far
   bool finished_ = false;

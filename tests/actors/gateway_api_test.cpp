@@ -402,3 +402,93 @@ TEST(GatewayApi, LargeBodiesDoNotStallHealth) {
   EXPECT_GT(overlapped, 0) << "the large requests finished before /health was asked";
   EXPECT_LT(worst, 1.0) << "/health waited behind request parsing";
 }
+
+namespace {
+
+// stories260K-hf with two rare pieces ('z' 451, 'j' 449) renamed <think> and </think> and made
+// added tokens, as Qwen3's vocabulary has them: a model that can "think" under logit_bias.
+std::shared_ptr<const model_source> thinking_stories() {
+  static std::shared_ptr<const model_source> made = [] {
+    auto base = open_model(test::model_path("stories260K-hf"));
+    EXPECT_TRUE(base);
+    json t = test::load_json(test::model_path("stories260K-hf/tokenizer.json"));
+    auto& vocab = t["model"]["vocab"];
+    vocab.erase("z");
+    vocab.erase("j");
+    vocab["<think>"] = 451;
+    vocab["</think>"] = 449;
+    for (auto [name, id] : {std::pair{"<think>", 451}, std::pair{"</think>", 449}})
+      t["added_tokens"].push_back({{"id", id},
+                                   {"content", name},
+                                   {"single_word", false},
+                                   {"lstrip", false},
+                                   {"rstrip", false},
+                                   {"normalized", false},
+                                   {"special", false}});
+    auto tok = tokenizer::from_hf_json(t.dump(), "", "stories with think tags");
+    EXPECT_TRUE(tok) << tok.error().message;
+    auto m = std::make_shared<model_source>();
+    m->path = (*base)->path;
+    m->format = (*base)->format;
+    m->config = (*base)->config;
+    m->tensors = (*base)->tensors;
+    m->tok = std::move(*tok);
+    return std::shared_ptr<const model_source>(std::move(m));
+  }();
+  return made;
+}
+
+} // namespace
+
+// A model that thinks in <think> blocks: a chat reply's block is its reasoning_content and the
+// rest its content; a response_format holds from the token after </think> (the block itself
+// runs free); --reasoning-format none leaves the block in the content. logit_bias makes the
+// random model open the block (+50 on <think>, 451) and close it at once (+100 on </think>,
+// 449), which only the reasoning-aware rule allows in front of the JSON.
+TEST(GatewayApi, ThinkBlocksAreReasoningAndTheFormatHoldsAfterThem) {
+  server s({}, {}, thinking_stories());
+  const std::string chat = R"({"model":"stories","messages":[{"role":"user","content":"Tell"}],)"
+                           R"("temperature":0,)";
+  const reply r =
+      post(s.port, "/v1/chat/completions",
+           chat + R"("max_tokens":48,"logprobs":true,"logit_bias":{"451":50,"449":100},)"
+                  R"("response_format":{"type":"json_schema","json_schema":{"name":"a",)"
+                  R"("schema":{"type":"object","properties":{"ok":{"type":"boolean"}},)"
+                  R"("required":["ok"],"additionalProperties":false}}}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json& choice = r.j["choices"][0];
+  const json& lp = choice["logprobs"]["content"];
+  ASSERT_GE(lp.size(), 3u) << r.body;
+  EXPECT_EQ(lp[0]["token"], "<think>");
+  EXPECT_EQ(lp[1]["token"], "</think>");
+  EXPECT_TRUE(choice["message"]["reasoning_content"].is_null()) << r.body; // an empty block
+  const json answer = json::parse(choice["message"]["content"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(answer.is_object()) << r.body; // {"ok": true} or false: no string for </think>
+  EXPECT_TRUE(answer["ok"].is_boolean()) << r.body;
+  EXPECT_EQ(choice["finish_reason"], "stop") << r.body;
+
+  // streamed, the block never closed (only <think> favoured): every delta is reasoning
+  const reply st = post(s.port, "/v1/chat/completions",
+                        chat + R"("max_tokens":6,"stream":true,"logit_bias":{"451":100}})");
+  ASSERT_EQ(st.status, 200);
+  std::string reasoning, content;
+  for (const auto& e : events(st.body)) {
+    if (!e.is_object() || e["choices"].empty()) continue;
+    const json& d = e["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content") && d["content"].is_string())
+      content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, "<think><think><think><think><think>"); // the first opened the block
+  EXPECT_EQ(content, "");
+
+  // --reasoning-format none: the block stays in the content, as generated
+  gateway_options whole;
+  whole.split_reasoning = false;
+  server plain(whole, {}, thinking_stories());
+  const reply p = post(plain.port, "/v1/chat/completions",
+                       chat + R"("max_tokens":3,"logit_bias":{"451":100}})");
+  ASSERT_EQ(p.status, 200);
+  EXPECT_EQ(p.j["choices"][0]["message"]["content"], "<think><think><think>");
+  EXPECT_FALSE(p.j["choices"][0]["message"].contains("reasoning_content"));
+}

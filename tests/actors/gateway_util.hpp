@@ -114,9 +114,11 @@ struct server {
   std::unique_ptr<host> h;
   std::unique_ptr<gateway> gw;
   uint16_t port = 0;
-  explicit server(gateway_options go = {}, host_options ho = {}) {
-    ho.place = ho.place.stages.empty() ? *even_placement(stories()->config, 1, 1) : ho.place;
-    auto hh = host::start(stories(), ho);
+  explicit server(gateway_options go = {}, host_options ho = {},
+                  std::shared_ptr<const model_source> m = nullptr) {
+    if (!m) m = stories();
+    ho.place = ho.place.stages.empty() ? *even_placement(m->config, 1, 1) : ho.place;
+    auto hh = host::start(m, ho);
     EXPECT_TRUE(hh);
     h = std::move(*hh);
     EXPECT_TRUE(h->wait_ready(60));
