@@ -83,18 +83,33 @@ token_vocab::trie build_trie(const std::vector<std::string>& bytes, std::vector<
   return t;
 }
 
-// Every token below node n whose bytes the grammar g takes from here, into bits.
-void walk(const token_vocab::trie& t, int32_t n, const json_grammar& g, uint64_t* bits) {
+// Every token below node n whose bytes the grammar g takes from here, into bits. forks: the
+// walk's one list of readings that anyOf branches starting alike add (empty but where they
+// meet; a level's own are those past the size it found, taken off again when done).
+// Forks: false where the schema has no such anyOf (nothing to keep track of at every byte).
+template <bool Forks>
+void walk(const token_vocab::trie& t, int32_t n, const json_grammar& g, uint64_t* bits,
+          std::vector<json_grammar>& forks) {
   const auto un = static_cast<size_t>(n);
+  const size_t mark = forks.size();
   for (int32_t e = t.first[un]; e < t.first[un + 1]; ++e) {
     json_grammar h = g;
-    if (!h.feed(t.edge_byte[static_cast<size_t>(e)])) continue;
+    if constexpr (Forks) h.fork_into(&forks);
+    const bool ok = h.feed(t.edge_byte[static_cast<size_t>(e)]);
+    if (!ok && (!Forks || forks.size() == mark)) continue;
     const auto c = static_cast<size_t>(t.edge_child[static_cast<size_t>(e)]);
     for (int32_t k = t.tok_first[c]; k < t.tok_first[c + 1]; ++k) {
       const int32_t id = t.toks[static_cast<size_t>(k)];
       bits[id >> 6] |= uint64_t{1} << (id & 63);
     }
-    if (t.first[c] < t.first[c + 1]) walk(t, static_cast<int32_t>(c), h, bits);
+    const bool deeper = t.first[c] < t.first[c + 1];
+    if (ok && deeper) walk<Forks>(t, static_cast<int32_t>(c), h, bits, forks);
+    if constexpr (Forks)
+      while (forks.size() > mark) { // (rare) the other readings of this byte
+        const json_grammar f = forks.back();
+        forks.pop_back();
+        if (deeper) walk<Forks>(t, static_cast<int32_t>(c), f, bits, forks);
+      }
   }
 }
 
@@ -177,11 +192,17 @@ void json_token_constraint::allowed(std::vector<uint64_t>& bits) const {
         bits[static_cast<size_t>(e >> 6)] |= uint64_t{1} << (e & 63);
     return;
   }
-  if (g_.in_free_string()) {
-    bits = vocab_->free_string();
-    walk(vocab_->not_free(), 0, g_, bits.data());
-  } else {
-    walk(vocab_->all(), 0, g_, bits.data());
+  for (const json_grammar& g : g_.states()) { // every reading's tokens
+    if (g.in_free_string()) {
+      const auto& free = vocab_->free_string();
+      if (g_.states().size() == 1)
+        bits = free;
+      else
+        for (size_t i = 0; i < bits.size() && i < free.size(); ++i) bits[i] |= free[i];
+      (schema_->alike ? walk<true> : walk<false>)(vocab_->not_free(), 0, g, bits.data(), forks_);
+    } else {
+      (schema_->alike ? walk<true> : walk<false>)(vocab_->all(), 0, g, bits.data(), forks_);
+    }
   }
 }
 

@@ -5,7 +5,10 @@
 // (printable, no quote or backslash, whole UTF-8 characters). The next tokens are found by
 // walking the trie with a copy of the grammar per byte, a branch dropped at its first refused
 // byte; inside a free string the free tokens are allowed at once and only the others walked.
-// Special tokens are never allowed; EOS only once the document is complete.
+// The grammar's state is a set of readings (json_readings: anyOf branches that start alike
+// read side by side): the mask is the union of each reading's walk, and a walk follows the
+// readings a byte forks into (only for schemas that have such unions). Special tokens are
+// never allowed; EOS only once the document is complete.
 // Tests: tests/text/json_grammar_test.cpp
 #pragma once
 
@@ -67,7 +70,8 @@ class json_token_constraint final : public token_constraint {
   std::shared_ptr<const json_schema> schema_;
   std::shared_ptr<const token_vocab> vocab_;
   std::vector<int32_t> eos_;
-  json_grammar g_;
+  json_readings g_;
+  mutable std::vector<json_grammar> forks_; // the mask walk's scratch (empty between calls)
 };
 
 /// The constraint of a response_format's text (compile_response_format's errors).

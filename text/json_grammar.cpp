@@ -46,6 +46,7 @@ void json_grammar::copy_from(const json_grammar& o) {
   nkeyh_ = o.nkeyh_;
   for (int32_t i = 0; i < nkeyh_; ++i) keyh_[i] = o.keyh_[i];
   for (int32_t i = 0; i < depth_; ++i) stack_[i] = o.stack_[i];
+  forks_ = o.forks_;
 }
 
 json_grammar::json_grammar(const json_grammar& o) {
@@ -79,18 +80,46 @@ bool json_grammar::space(uint8_t c) {
 }
 
 // The first byte of a value of node_.
+// Several anyOf branches start alike: each is read on in a state of its own (a fork), this
+// state takes the first that takes c; without a fork list, only that one is read. Out of
+// start_value's way (a whole state is copied here).
+__attribute__((noinline)) bool json_grammar::start_alike(uint8_t c, int cls) {
+  const json_grammar before = *this;
+  bool took = false;
+  for (int32_t b : node(node_).branches) {
+    if (!(node(b).starts & cls)) continue;
+    json_grammar g = before;
+    g.node_ = b;
+    if (!g.start_value(c)) continue;
+    if (!took) {
+      *this = g;
+      took = true;
+      if (!forks_) break;
+    } else {
+      forks_->push_back(g);
+    }
+  }
+  return took;
+}
+
 bool json_grammar::start_value(uint8_t c) {
   const json_node& n = node(node_);
   ws_ = 0;
   if (n.never) return false;
-  if (!n.branches.empty()) { // anyOf / oneOf: the branch this first character starts
+  if (!n.branches.empty()) { // anyOf / oneOf: the branches this first character starts
     const int cls = json_first_class(c);
+    int32_t first = -1, count = 0; // (a branch no value fits starts with nothing)
     for (int32_t b : n.branches)
-      if (node(b).starts & cls) { // (a branch no value fits starts with nothing)
-        node_ = b;
-        return start_value(c);
+      if (node(b).starts & cls) {
+        if (first < 0) first = b;
+        ++count;
       }
-    return false;
+    if (first < 0) return false;
+    if (count == 1) { // one reading, as in every union whose branches start differently
+      node_ = first;
+      return start_value(c);
+    }
+    return start_alike(c, cls);
   }
   // enum values, or true / false / null (literal_byte's builtin list)
   auto literal = [&](bool builtin, uint64_t cand) {
@@ -343,6 +372,67 @@ void json_grammar::close_container() {
   nkeyh_ = stack_[depth_ - 1].keyh0; // its other keys' hashes are done with
   --depth_;
   m_ = depth_ == 0 ? mode::done : mode::after;
+}
+
+bool json_grammar::feed(uint8_t c, std::vector<json_grammar>* forks) {
+  forks_ = forks;
+  const bool ok = feed(c);
+  forks_ = nullptr;
+  for (auto& f : *forks) f.forks_ = nullptr;
+  return ok;
+}
+
+bool json_grammar::same_future(const json_grammar& o) const {
+  if (s_ != o.s_ || m_ != o.m_ || ws_ != o.ws_ || depth_ != o.depth_ || nkeyh_ != o.nkeyh_)
+    return false;
+  for (int32_t i = 0; i < depth_; ++i) {
+    const frame &a = stack_[i], &b = o.stack_[i];
+    if (a.node != b.node || a.object != b.object || a.used != b.used || a.count != b.count ||
+        a.value != b.value || a.keyh0 != b.keyh0)
+      return false;
+  }
+  for (int32_t i = 0; i < nkeyh_; ++i)
+    if (keyh_[i] != o.keyh_[i]) return false;
+  const bool text = esc_ == o.esc_ && utf8_ == o.utf8_ && lead_ == o.lead_ && hex_ == o.hex_ &&
+                    low_due_ == o.low_due_;
+  switch (m_) { // what each mode reads on; the rest is left over from earlier values
+  case mode::value:
+    return node_ == o.node_;
+  case mode::string:
+    return node_ == o.node_ && text && pos_ == o.pos_;
+  case mode::key:
+    return text && free_key_ == o.free_key_ && cand_ == o.cand_ && pos_ == o.pos_ && kh_ == o.kh_;
+  case mode::number:
+    return node_ == o.node_ && num_ == o.num_ && digits_ == o.digits_;
+  case mode::literal:
+    return node_ == o.node_ && lit_builtin_ == o.lit_builtin_ && cand_ == o.cand_ && pos_ == o.pos_;
+  default:
+    return true;
+  }
+}
+
+bool json_readings::feed(uint8_t c) {
+  std::vector<json_grammar> next, forks;
+  auto keep = [&](const json_grammar& g) {
+    for (const auto& h : next)
+      if (h.same_future(g)) return;
+    if (next.size() < max_readings) next.push_back(g); // one fewer reading narrows, never widens
+  };
+  for (const auto& s : states_) {
+    json_grammar g = s;
+    forks.clear();
+    if (g.feed(c, &forks)) keep(g);
+    for (const auto& f : forks) keep(f);
+  }
+  if (next.empty()) return false;
+  states_ = std::move(next);
+  return true;
+}
+
+bool json_readings::done() const {
+  for (const auto& s : states_)
+    if (s.done()) return true;
+  return false;
 }
 
 bool json_grammar::feed(uint8_t c) {

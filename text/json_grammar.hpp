@@ -7,12 +7,15 @@
 // tabs (as llama.cpp's JSON grammar: a model cannot pad for ever); numbers have at most 24
 // digits and two of exponent (a double holds them); strings must be valid UTF-8 with JSON's
 // escapes; object keys are the schema's (each once) plus, where additionalProperties allows,
-// any string; an object closes only when its required keys are there.
+// any string; an object closes only when its required keys are there. anyOf branches that
+// start with the same character are all read on (feed with a fork list; json_readings keeps
+// the set of readings).
 // Tests: tests/text/json_grammar_test.cpp
 #pragma once
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "text/json_schema.hpp"
 
@@ -57,6 +60,16 @@ class json_grammar {
       if (!feed(static_cast<uint8_t>(c))) return false;
     return true;
   }
+  /// The same, and where anyOf branches that start alike meet c (two objects, an integer and a
+  /// number, ...), each state that reads c on another of them goes to `forks` (this one reads
+  /// the first).
+  bool feed(uint8_t c, std::vector<json_grammar>* forks);
+  /// Where feed(c) puts the forks from now on (the mask's walk sets it on each copy it feeds,
+  /// which saves feed(c, forks)'s bookkeeping at every byte; forks made keep the pointer).
+  void fork_into(std::vector<json_grammar>* forks) { forks_ = forks; }
+  /// Whether the two states take the same bytes from here on (what each mode reads on is
+  /// equal; what earlier values left behind is not compared): such readings are one.
+  bool same_future(const json_grammar& o) const;
   /// The document is complete (a closed root object or array).
   bool done() const { return m_ == mode::done; }
   /// Inside a string whose content is free (no length bounds, no escape or character half
@@ -96,6 +109,7 @@ class json_grammar {
   };
 
   bool start_value(uint8_t c);
+  bool start_alike(uint8_t c, int cls);
   bool string_byte(uint8_t c, bool& closed);
   bool literal_byte(uint8_t c, bool& reprocess);
   bool number_byte(uint8_t c, bool& reprocess);
@@ -106,6 +120,8 @@ class json_grammar {
   const json_node& node(int32_t i) const { return s_->nodes[static_cast<size_t>(i)]; }
 
   const json_schema* s_;
+  std::vector<json_grammar>* forks_ = nullptr; // where forks go (beside s_: a copy of a state
+                                               // touches only its first lines and open frames)
   mode m_ = mode::value;
   int32_t node_ = 0;         // the rule of the value being read
   uint8_t ws_ = 0;           // whitespace bytes in the current run
@@ -129,6 +145,30 @@ class json_grammar {
   int32_t nkeyh_ = 0;
   uint64_t keyh_[max_other_keys];
   frame stack_[max_depth];
+};
+
+/// The readings of a document so far: a grammar state per way its bytes fit the schema. anyOf
+/// branches that start alike (Union[Cat, Dog] of two objects) are all read on until the bytes
+/// tell them apart; readings with the same future merge, so a closed value leaves one; at most
+/// max_readings are kept (dropping one narrows what may follow, and each kept one is a valid
+/// reading, so a document that ends still fits the schema).
+class json_readings {
+ public:
+  static constexpr size_t max_readings = 16;
+  explicit json_readings(const json_schema& s) { states_.emplace_back(s); }
+  /// Takes byte c in every reading that allows it; false when none does (then unchanged).
+  bool feed(uint8_t c);
+  bool feed(std::string_view bytes) {
+    for (char c : bytes)
+      if (!feed(static_cast<uint8_t>(c))) return false;
+    return true;
+  }
+  /// Some reading is a complete document.
+  bool done() const;
+  const std::vector<json_grammar>& states() const { return states_; }
+
+ private:
+  std::vector<json_grammar> states_;
 };
 
 } // namespace troupe

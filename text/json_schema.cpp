@@ -237,6 +237,7 @@ struct compiler {
     json_node merged;
     merged.types = 0;
     merged.branches = std::move(rest);
+    merged.exclusive = std::string(key) == "oneOf";
     return merged;
   }
 
@@ -454,14 +455,17 @@ struct compiler {
     for (auto& x : out.nodes)
       if (x.additional >= 0 && out.nodes[static_cast<size_t>(x.additional)].never)
         x.additional = -1;
+    // oneOf: a document must fit exactly one branch, which the grammar can promise only when
+    // the first character decides (anyOf's alike branches are read side by side instead)
     for (const auto& x : out.nodes) {
       int seen = 0;
       for (int32_t b : x.branches) {
         const int c = json_node_classes(out, b);
-        if (c & seen)
-          return bad("", "anyOf / oneOf branches that can start with the same character (two "
-                         "objects, an integer and a number, a string and a string enum, ...) are "
-                         "not supported");
+        if ((c & seen) && x.exclusive)
+          return bad("", "oneOf branches that can start with the same character (two objects, "
+                         "an integer and a number, ...) are not supported: a document could fit "
+                         "both (anyOf is)");
+        if (c & seen) out.alike = true;
         seen |= c;
       }
     }

@@ -3,8 +3,10 @@
 // rules the JSON grammar walks (json_grammar.hpp). The JSON Schema keywords that decide which
 // documents are valid are implemented or refused by name: type (one or a list), properties,
 // required, additionalProperties (true, false or a schema), items, minItems, maxItems, enum,
-// const, anyOf / oneOf whose branches start with different characters (a string or null, an
-// object or an array, ...), $ref into #/$defs or #/definitions (recursion included), and
+// const, anyOf (any branches: those that start alike are read side by side until the bytes
+// tell them apart, json_grammar.hpp), oneOf whose branches start with different characters (a
+// string or null, an object or an array, ...: exactly one then fits), $ref into #/$defs or
+// #/definitions (recursion included), and
 // minLength / maxLength for strings. Annotations (title, description, default, examples,
 // $schema, $id, strict) change nothing and are ignored. Any other keyword (pattern, format,
 // minimum, ...) refuses the request naming it: a schema we cannot hold to is not half-held;
@@ -47,7 +49,9 @@ struct json_node {
   int32_t min_length = 0, max_length = INT32_MAX; // string: characters
   // enum / const: the allowed values as compact JSON text (the value must be one of them)
   std::vector<std::string> literals;
-  std::vector<int32_t> branches; // anyOf / oneOf: the rules, taken by the first character
+  std::vector<int32_t> branches; // anyOf / oneOf: the rules (json_grammar reads each that
+                                 // the first character allows)
+  bool exclusive = false;        // oneOf: its branches must start differently
   uint8_t starts = 0;            // the classes of first characters a value may have (a union
                                  // branch's, json_node_classes; set once compiled)
   bool never = false;            // no value fits (the grammar then never offers one)
@@ -58,6 +62,7 @@ struct json_node {
 struct json_schema {
   std::vector<json_node> nodes;
   int32_t root = 0;
+  bool alike = false; // some anyOf has branches that start alike (read side by side)
 };
 
 /// From the text of a response_format object. invalid_argument naming what is refused.

@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -35,9 +37,9 @@ std::string with_schema(const json& schema) {
   return json{{"type", "json_schema"}, {"json_schema", {{"name", "t"}, {"schema", schema}}}}.dump();
 }
 
-// Whether the grammar takes `doc` whole and is then complete.
+// Whether the grammar takes `doc` whole and is then complete (in some reading).
 bool accepts(const json_schema& s, const std::string& doc) {
-  json_grammar g(s);
+  json_readings g(s);
   return g.feed(doc) && g.done();
 }
 
@@ -53,7 +55,84 @@ const json person = {
     {"required", {"name", "age"}},
     {"additionalProperties", false}};
 
+// pydantic's Union[Cat, Dog] (anyOf of two $ref'd objects that both start with '{'), told
+// apart by a const "kind"; Union[int, float] (anyOf integer, number: both start with a digit)
+const json pets = {
+    {"$defs",
+     {{"Cat",
+       {{"type", "object"},
+        {"properties", {{"kind", {{"const", "cat"}}}, {"meows", {{"type", "boolean"}}}}},
+        {"required", {"kind", "meows"}},
+        {"additionalProperties", false}}},
+      {"Dog",
+       {{"type", "object"},
+        {"properties", {{"kind", {{"const", "dog"}}}, {"barks", {{"type", "integer"}}}}},
+        {"required", {"kind", "barks"}},
+        {"additionalProperties", false}}}}},
+    {"type", "object"},
+    {"properties",
+     {{"pet", {{"anyOf", {{{"$ref", "#/$defs/Cat"}}, {{"$ref", "#/$defs/Dog"}}}}}},
+      {"n", {{"anyOf", {{{"type", "integer"}}, {{"type", "number"}}}}}}}},
+    {"required", {"pet"}},
+    {"additionalProperties", false}};
+
+// Whether a parsed document is one of pets' (a Cat or a Dog, exactly as defined).
+bool fits_pets(const json& d) {
+  if (!d.is_object() || !d.contains("pet")) return false;
+  for (const auto& [k, v] : d.items())
+    if (k != "pet" && !(k == "n" && v.is_number())) return false;
+  const json& p = d["pet"];
+  if (!p.is_object() || p.size() != 2 || !p.contains("kind")) return false;
+  if (p["kind"] == "cat") return p.contains("meows") && p["meows"].is_boolean();
+  if (p["kind"] == "dog") return p.contains("barks") && p["barks"].is_number_integer();
+  return false;
+}
+
 } // namespace
+
+TEST(JsonGrammar, AnyOfBranchesThatStartAlikeAreReadSideBySide) {
+  const auto s = schema_of(with_schema(pets));
+  for (const std::string doc :
+       {R"({"pet": {"kind": "cat", "meows": true}})", R"({"pet": {"barks": 3, "kind": "dog"}})",
+        R"({"pet": {"kind": "dog", "barks": -1}, "n": 2.5})",
+        R"({"n": 7, "pet": {"kind": "cat", "meows": false}})"})
+    EXPECT_TRUE(accepts(s, doc)) << doc;
+  for (const std::string doc :
+       {R"({"pet": {"kind": "cat", "barks": 3}})", R"({"pet": {"kind": "dog", "meows": true}})",
+        R"({"pet": {"kind": "cat"}})", R"({"pet": {"kind": "bird", "meows": true}})",
+        R"({"pet": {"kind": "cat", "meows": true, "barks": 1}})", R"({"pet": {}})",
+        R"({"pet": {"kind": "dog", "barks": 1.5}})", R"({"pet": 3})"})
+    EXPECT_FALSE(accepts(s, doc)) << doc;
+  // two readings while the object could be either, one once "kind" says which
+  json_readings g(s);
+  ASSERT_TRUE(g.feed(R"({"pet": {)"));
+  EXPECT_EQ(g.states().size(), 2u);
+  ASSERT_TRUE(g.feed(R"("kind": "c)"));
+  EXPECT_EQ(g.states().size(), 1u);
+  ASSERT_TRUE(g.feed(R"(at", "meows": true}, "n": 1)"));
+  EXPECT_EQ(g.states().size(), 2u); // 1 may go on as an integer or a number
+  ASSERT_TRUE(g.feed("}"));
+  EXPECT_TRUE(g.done());
+  // readings that meet again merge: 300 numbers of Union[int, float] keep at most two
+  const auto nums = schema_of(with_schema(
+      {{"type", "array"}, {"items", {{"anyOf", {{{"type", "integer"}}, {{"type", "number"}}}}}}}));
+  json_readings a(nums);
+  ASSERT_TRUE(a.feed('['));
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(a.feed(std::to_string(i) + (i % 3 ? ".5" : "") + ", "));
+    ASSERT_LE(a.states().size(), 2u) << i;
+  }
+  ASSERT_TRUE(a.feed("0]"));
+  EXPECT_TRUE(a.done());
+  // a bounded string beside a longer enum value of the same type
+  const auto strs = schema_of(with_schema(
+      {{"type", "array"},
+       {"items",
+        {{"anyOf", {{{"type", "string"}, {"maxLength", 3}}, {{"enum", {"a long one"}}}}}}}}));
+  EXPECT_TRUE(accepts(strs, R"(["abc", "a long one", "a"])"));
+  EXPECT_FALSE(accepts(strs, R"(["abcd"])"));
+  EXPECT_FALSE(accepts(strs, R"(["a long two"])"));
+}
 
 TEST(JsonGrammar, JsonObjectModeTakesAnyObjectAndOnlyJson) {
   const auto s = schema_of(R"({"type": "json_object"})");
@@ -133,7 +212,7 @@ TEST(JsonGrammar, KeywordsItCannotHoldToAreRefusedByName) {
       {{{"type", "string"}}, "root must be an object or an array"},
       {{{"anyOf", {{{"type", "object"}}, {{"type", "string"}}}}},
        "root must be an object or an array"},
-      {{{"anyOf", {{{"type", "object"}}, {{"type", "object"}, {"required", json::array()}}}}},
+      {{{"oneOf", {{{"type", "object"}}, {{"type", "object"}, {"required", json::array()}}}}},
        "same character"},
       {{{"type", "object"}, {"properties", {{"a", {{"$ref", "#/$defs/missing"}}}}}}, "$ref"},
       {{{"type", "object"}, {"required", {"b"}}, {"additionalProperties", false}}, "no document"},
@@ -356,7 +435,7 @@ void random_walk(const json_schema& s, const std::shared_ptr<const token_vocab>&
                  int steps, int check_every, std::string& out, int* taken = nullptr) {
   auto schema = std::make_shared<const json_schema>(s);
   json_token_constraint c(schema, v, {});
-  json_grammar g(*schema); // the same state, fed byte by byte here
+  json_readings g(*schema); // the same state, fed byte by byte here
   std::mt19937 rng(seed);
   out.clear();
   std::vector<uint64_t> bits;
@@ -367,7 +446,7 @@ void random_walk(const json_schema& s, const std::shared_ptr<const token_vocab>&
     const bool check = step % check_every == 0;
     for (int32_t id = 0; id < v->size(); ++id) {
       if (check) {
-        json_grammar h = g;
+        json_readings h = g;
         const bool want = !v->bytes(id).empty() && h.feed(v->bytes(id));
         ASSERT_EQ(bit(bits, id), want) << "step " << step << ", token " << id << " '"
                                        << v->bytes(id) << "' after '" << out << "'";
@@ -441,6 +520,71 @@ TEST(JsonConstraint, TheMaskIsExactlyWhatTheGrammarTakes) {
   }
 }
 
+// Union[Cat, Dog]: the mask of two readings is exactly what feeding each token to them says
+// (at the union's start too, where a token such as "1." fits only the reading the walk forks
+// to), and every finished walk is a Cat or a Dog, never a mix.
+TEST(JsonConstraint, UnionsOfObjectsWalkExactly) {
+  const auto s = schema_of(with_schema(pets));
+  auto schema = std::make_shared<const json_schema>(s);
+  std::map<std::string, int> multi; // per prefix: tokens of several bytes allowed there
+  for (const auto& v : {llama2_vocab(), qwen2_vocab()}) {
+    std::map<char, int32_t> byte_token; // a token of each single byte
+    for (int32_t id = 0; id < v->size(); ++id)
+      if (v->bytes(id).size() == 1) byte_token.emplace(v->bytes(id)[0], id);
+    for (const std::string prefix : {R"({"n":)", R"({"pet":)", R"({"pet": {"kind":)"}) {
+      json_token_constraint c(schema, v, {});
+      json_readings g(*schema);
+      for (char ch : prefix) {
+        ASSERT_TRUE(byte_token.count(ch)) << ch;
+        ASSERT_TRUE(c.advance(byte_token[ch])) << prefix;
+        ASSERT_TRUE(g.feed(static_cast<uint8_t>(ch)));
+      }
+      std::vector<uint64_t> bits;
+      c.allowed(bits);
+      for (int32_t id = 0; id < v->size(); ++id) {
+        json_readings h = g;
+        const bool want = !v->bytes(id).empty() && h.feed(v->bytes(id));
+        ASSERT_EQ(bit(bits, id), want) << "after '" << prefix << "': '" << v->bytes(id) << "'";
+        multi[prefix] += want && v->bytes(id).size() > 1;
+      }
+    }
+  }
+  for (const auto& [prefix, n] : multi) EXPECT_GT(n, 0) << prefix; // " {", " 1", ...
+  // tokens that run past the byte where the readings part: only the reading the walk forks
+  // to takes them (the integer reading comes first and stops at '.', Cat first and stops at 'd')
+  auto toy = token_vocab::from_bytes(
+      {"{", "}", "\"", ":", " ", "1", ".", "5", "n", "1.5", R"({"kind": "dog", "barks": 1})",
+       R"({"kind": "cat", "meows": true})", R"({"kind": "cow")", "p", "e", "t"});
+  for (const auto& [prefix, token, want] : {std::tuple{std::string(R"({"n":)"), 9, true},
+                                            std::tuple{std::string(R"({"pet":)"), 10, true},
+                                            std::tuple{std::string(R"({"pet":)"), 11, true},
+                                            std::tuple{std::string(R"({"pet":)"), 12, false}}) {
+    json_token_constraint c(schema, toy, {});
+    for (char ch : prefix) {
+      int32_t id = -1;
+      for (int32_t k = 0; k < toy->size(); ++k)
+        if (toy->bytes(k) == std::string(1, ch)) id = k;
+      ASSERT_TRUE(id >= 0 && c.advance(id)) << ch;
+    }
+    std::vector<uint64_t> bits;
+    c.allowed(bits);
+    EXPECT_EQ(bit(bits, token), want) << prefix << " " << toy->bytes(token);
+  }
+  int finished = 0;
+  for (const auto& v : {llama2_vocab(), qwen2_vocab()})
+    for (uint32_t seed = 0; seed < 12; ++seed) {
+      std::string out;
+      random_walk(s, v, 500 + seed, 200, seed < 3 ? 1 : 1 << 30, out);
+      json_readings g(s);
+      if (!g.feed(out) || !g.done()) continue;
+      ++finished;
+      json doc;
+      ASSERT_NO_THROW(doc = json::parse(out)) << out;
+      EXPECT_TRUE(fits_pets(doc)) << out;
+    }
+  EXPECT_GT(finished, 3);
+}
+
 TEST(JsonConstraint, RandomWalksEndInJsonThatFitsTheSchema) {
   const auto s = schema_of(with_schema(person));
   auto v = llama2_vocab();
@@ -448,7 +592,7 @@ TEST(JsonConstraint, RandomWalksEndInJsonThatFitsTheSchema) {
   for (uint32_t seed = 0; seed < 40; ++seed) {
     std::string out;
     random_walk(s, v, 100 + seed, 400, 1 << 30, out);
-    json_grammar g(s);
+    json_readings g(s);
     if (!g.feed(out) || !g.done()) continue; // cut at 400 tokens: nothing to parse
     ++finished;
     json doc;
