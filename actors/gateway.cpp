@@ -742,6 +742,8 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
   // keeps them whole)
   if (p->info.chat != chat_format::harmony && o.split_reasoning) {
     p->info.think = think_tokens::of(*m.tok);
+    p->info.thinking_switch = p->info.think.has_value() &&
+                              m.tok->chat_template().find("enable_thinking") != std::string::npos;
     if (p->info.think)
       TROUPE_LOG_INFO("gateway", "<think> blocks of chat replies are served as reasoning_content");
   }

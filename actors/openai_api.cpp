@@ -148,6 +148,9 @@ const std::vector<api_field>& api_fields() {
        "to fit it"},
       {"tools", false, true, "only an empty list"},
       {"tool_choice", false, true, "only \"none\""},
+      {"chat_template_kwargs", false, true,
+       "only enable_thinking (true or false), for templates that read it (Qwen3): false writes "
+       "the template's empty <think> block, so the reply is all answer"},
       {"reasoning_effort", false, true,
        "low, medium or high: the harmony (GPT-OSS) system block's reasoning level; refused for "
        "other chat formats"},
@@ -400,7 +403,10 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
         return bad("message 'content' must be a string or a list of text parts", "messages");
       }
       for (auto& [k, v] : msg.items())
-        if (k != "role" && k != "content" && k != "name")
+        if (k != "role" && k != "content" && k != "name" &&
+            // an earlier reply's reasoning, sent back as vLLM's clients do: the templates drop
+            // the reasoning of turns before the last user message, so it changes nothing
+            !(k == "reasoning_content" && cm.role == "assistant" && (v.is_string() || v.is_null())))
           return bad(fmt::format("unknown message field '{}'", k), "messages");
       msgs.push_back(std::move(cm));
     }
@@ -419,8 +425,27 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     r.reasoning = (info.chat == chat_format::harmony && info.harmony.has_value()) ||
                   (info.chat != chat_format::harmony && info.think.has_value());
     r.base.think = info.chat != chat_format::harmony && info.think.has_value();
+    bool thinking = true;
+    if (auto it = j.find("chat_template_kwargs"); it != j.end() && !it->is_null()) {
+      if (!it->is_object())
+        return bad("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+      for (const auto& [k, v] : it->items()) {
+        if (k != "enable_thinking")
+          return bad(fmt::format("chat_template_kwargs '{}' is not supported (enable_thinking)", k),
+                     "chat_template_kwargs");
+        if (!v.is_boolean())
+          return bad("chat_template_kwargs 'enable_thinking' must be true or false",
+                     "chat_template_kwargs");
+        if (!info.thinking_switch)
+          return bad("'enable_thinking' is not read by this model's chat template",
+                     "chat_template_kwargs");
+        thinking = v.get<bool>();
+      }
+    }
     auto text = render_chat(info.chat, msgs, info.chat_system, harmony);
     if (!text) return bad(text.error().message, "messages");
+    // thinking off: the empty block Qwen3's template writes after the generation prompt
+    if (!thinking) *text += "<think>\n\n</think>\n\n";
     auto ids = info.tok->encode(*text, !chat_has_bos(info.chat), true);
     if (!ids) return bad(ids.error().message, "messages");
     r.prompts.push_back(std::move(*ids));

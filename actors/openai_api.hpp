@@ -55,6 +55,7 @@ struct serving_info {
   std::string chat_system; // the template's default system prompt (chat_default_system)
   std::optional<harmony_tokens> harmony; // harmony chat: its special tokens' ids (replies split)
   std::optional<think_tokens> think;     // a model that thinks in <think> blocks (replies split)
+  bool thinking_switch = false;          // its template reads enable_thinking (Qwen3)
 };
 
 struct parsed_request {

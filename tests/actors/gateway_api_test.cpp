@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "gateway_util.hpp"
+#include "text/chat_template.hpp"
 
 using namespace gw_test;
 
@@ -407,8 +408,9 @@ namespace {
 
 // stories260K-hf with two rare pieces ('z' 451, 'j' 449) renamed <think> and </think> and made
 // added tokens, as Qwen3's vocabulary has them: a model that can "think" under logit_bias.
-std::shared_ptr<const model_source> thinking_stories() {
-  static std::shared_ptr<const model_source> made = [] {
+// `qwen3`: with a ChatML template that reads enable_thinking, as Qwen3's does.
+std::shared_ptr<const model_source> make_thinking_stories(bool qwen3) {
+  {
     auto base = open_model(test::model_path("stories260K-hf"));
     EXPECT_TRUE(base);
     json t = test::load_json(test::model_path("stories260K-hf/tokenizer.json"));
@@ -425,7 +427,13 @@ std::shared_ptr<const model_source> thinking_stories() {
                                    {"rstrip", false},
                                    {"normalized", false},
                                    {"special", false}});
-    auto tok = tokenizer::from_hf_json(t.dump(), "", "stories with think tags");
+    const json config = {{"chat_template",
+                          "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                          "<|im_end|>\n{% endfor %}<|im_start|>assistant\n{% if "
+                          "enable_thinking is defined and enable_thinking is false %}<think>"
+                          "\n\n</think>\n\n{% endif %}"}};
+    auto tok =
+        tokenizer::from_hf_json(t.dump(), qwen3 ? config.dump() : "", "stories with think tags");
     EXPECT_TRUE(tok) << tok.error().message;
     auto m = std::make_shared<model_source>();
     m->path = (*base)->path;
@@ -434,7 +442,11 @@ std::shared_ptr<const model_source> thinking_stories() {
     m->tensors = (*base)->tensors;
     m->tok = std::move(*tok);
     return std::shared_ptr<const model_source>(std::move(m));
-  }();
+  }
+}
+
+std::shared_ptr<const model_source> thinking_stories() {
+  static auto made = make_thinking_stories(false);
   return made;
 }
 
@@ -491,4 +503,55 @@ TEST(GatewayApi, ThinkBlocksAreReasoningAndTheFormatHoldsAfterThem) {
   ASSERT_EQ(p.status, 200);
   EXPECT_EQ(p.j["choices"][0]["message"]["content"], "<think><think><think>");
   EXPECT_FALSE(p.j["choices"][0]["message"].contains("reasoning_content"));
+}
+
+// Qwen3's switch: chat_template_kwargs {"enable_thinking": false} writes the empty block the
+// template writes after the generation prompt (four more prompt tokens here), for templates
+// that read it only; an earlier reply's reasoning_content sent back in an assistant message is
+// accepted (the templates drop earlier turns' reasoning).
+TEST(GatewayApi, EnableThinkingFollowsTheTemplate) {
+  const auto model = make_thinking_stories(true);
+  server q({}, {}, model);
+  const std::string head = R"({"model":"stories","max_tokens":2,"temperature":0,)"
+                           R"("messages":[{"role":"user","content":"Tell"}])";
+  const reply on = post(q.port, "/v1/chat/completions", head + "}");
+  const reply off = post(q.port, "/v1/chat/completions",
+                         head + R"(,"chat_template_kwargs":{"enable_thinking":false}})");
+  ASSERT_EQ(on.status, 200) << on.body;
+  ASSERT_EQ(off.status, 200) << off.body;
+  // the prompt with the block: as many more tokens as the block adds to the rendered chat
+  const auto chat = troupe::render_chat(troupe::chat_format::chatml, {{"user", "Tell"}}, "", {});
+  ASSERT_TRUE(chat);
+  const auto without = model->tok->encode(*chat, true, true);
+  const auto with = model->tok->encode(*chat + "<think>\n\n</think>\n\n", true, true);
+  ASSERT_TRUE(without && with);
+  EXPECT_EQ(off.j["usage"]["prompt_tokens"].get<int64_t>() -
+                on.j["usage"]["prompt_tokens"].get<int64_t>(),
+            static_cast<int64_t>(with->size() - without->size()));
+  EXPECT_EQ((*with)[without->size()], 451); // the block's own <think> token
+  EXPECT_EQ(post(q.port, "/v1/chat/completions",
+                 head + R"(,"chat_template_kwargs":{"enable_thinking":"no"}})")
+                .status,
+            400);
+  const reply other = post(q.port, "/v1/chat/completions",
+                           head + R"(,"chat_template_kwargs":{"add_vision_id":true}})");
+  EXPECT_EQ(other.status, 400);
+  EXPECT_NE(other.body.find("add_vision_id"), std::string::npos) << other.body;
+  const reply history =
+      post(q.port, "/v1/chat/completions",
+           R"({"model":"stories","max_tokens":2,"messages":[{"role":"user","content":"Hi"},)"
+           R"({"role":"assistant","content":"Hello","reasoning_content":"greet back"},)"
+           R"({"role":"user","content":"Tell"}]})");
+  EXPECT_EQ(history.status, 200) << history.body;
+  EXPECT_EQ(post(q.port, "/v1/chat/completions",
+                 R"({"model":"stories","max_tokens":2,"messages":[{"role":"user",)"
+                 R"("content":"Hi","reasoning_content":"x"}]})")
+                .status,
+            400);
+  // a template that does not read it: refused by name
+  server plain({}, {}, thinking_stories());
+  const reply no = post(plain.port, "/v1/chat/completions",
+                        head + R"(,"chat_template_kwargs":{"enable_thinking":false}})");
+  EXPECT_EQ(no.status, 400);
+  EXPECT_NE(no.body.find("enable_thinking"), std::string::npos) << no.body;
 }
