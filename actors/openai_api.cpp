@@ -143,9 +143,9 @@ const std::vector<api_field>& api_fields() {
       {"parallel_tool_calls", false, true, "accepted; tools are not supported, so no effect"},
       {"response_format", false, true,
        "text, json_object (any JSON object) or json_schema (type, properties, required, "
-       "additionalProperties, items, min/maxItems, enum, const, anyOf / oneOf of different "
-       "types, $ref, min/maxLength; other keywords refused by name): the reply is generated "
-       "to fit it"},
+       "additionalProperties, items, min/maxItems, enum, const, anyOf, oneOf of branches that "
+       "start differently, $ref, min/maxLength; other keywords refused by name): the reply is "
+       "generated to fit it"},
       {"tools", false, true, "only an empty list"},
       {"tool_choice", false, true, "only \"none\""},
       {"chat_template_kwargs", false, true,
