@@ -102,6 +102,12 @@ status model_config::validate() const {
     return bad(
         fmt::format("dimensions must be positive (layers {}, C {}, F {}, H {}, Hkv {}, D {}, V {})",
                     n_layer, C, F, H, Hkv, D, V));
+  // before anything derived from them (a rotary dimension of 10^12 / 32 overflowed an int)
+  if (n_layer > 100000 || C > (1 << 20) || F > (1 << 22) || H > 4096 || Hkv > 4096 || D > 4096 ||
+      V > (1 << 24) || F_expert > (1 << 22) || F_shared > (1 << 22))
+    return bad(fmt::format("a dimension is implausibly large (layers {}, C {}, F {}, H {}, Hkv {}, "
+                           "D {}, V {}, expert F {}, shared expert F {})",
+                           n_layer, C, F, H, Hkv, D, V, F_expert, F_shared));
   if (H % Hkv) return bad(fmt::format("{} heads is not a multiple of {} KV heads", H, Hkv));
   if (rope_enabled && (rope.rot_dim <= 0 || rope.rot_dim > D || rope.rot_dim % 2))
     return bad(fmt::format("rotary dimension {} must be even and at most the head dim {}",
@@ -127,8 +133,6 @@ status model_config::validate() const {
   }
   if (!windowed.empty() && static_cast<int64_t>(windowed.size()) != n_layer)
     return bad(fmt::format("{} per-layer window flags for {} layers", windowed.size(), n_layer));
-  if (n_layer > 100000 || C > (1 << 20) || F > (1 << 22) || H > 4096 || D > 4096 || V > (1 << 24))
-    return bad("a dimension is implausibly large");
   return {};
 }
 

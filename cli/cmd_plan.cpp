@@ -3,7 +3,8 @@
 // HF directory) or its config.json alone; the devices are machines of N devices of M bytes
 // each. It prints the placements tried (TP x PP from the fewest devices up, exec/memory_plan.hpp),
 // the one chosen, each stage's weights, KV bytes per token, step arena and room for KV
-// tokens, and the command line that serves it; --json for tools.
+// tokens, and the command line that serves it; --json for tools. Exit 0: a placement fits; 3:
+// none tried does; 2: bad input; 1: the model could not be read.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -117,12 +118,10 @@ int run_plan(const plan_opts& o) {
     j["kv_dtype"] = name(mo.kv_dtype);
     j["candidates"] = nlohmann::json::array();
     for (const auto& k : p.tried) {
-      nlohmann::json cj = {{"placement", k.place.to_string()},
-                           {"devices", k.devices},
-                           {"most_bytes", k.most_bytes},
-                           {"kv_tokens", k.kv_tokens},
-                           {"fits", k.fits},
-                           {"shards", nlohmann::json::array()}};
+      nlohmann::json cj = {
+          {"placement", k.place.to_string()}, {"devices", k.devices}, {"most_bytes", k.most_bytes},
+          {"kv_tokens", k.kv_tokens},         {"fits", k.fits},       {"partial", k.partial},
+          {"shards", nlohmann::json::array()}};
       for (const auto& s : k.shards)
         cj["shards"].push_back({{"stage", s.stage},
                                 {"rank", s.rank},
@@ -139,15 +138,24 @@ int run_plan(const plan_opts& o) {
     j["chosen"] = p.chosen >= 0
                       ? nlohmann::json(p.tried[static_cast<size_t>(p.chosen)].place.to_string())
                       : nlohmann::json(nullptr);
+    if (!p.why_none.empty()) j["why_none"] = p.why_none;
     fmt::print("{}\n", j.dump(2));
-    return p.chosen >= 0 ? 0 : 1;
+    return p.chosen >= 0 ? 0 : 3;
   }
-  fmt::print("# {}: {} ({}), {} layers, {:.2f} B parameters, sized from its {}\n", (*m)->path,
-             c.arch, c.family, c.n_layer, static_cast<double>(*params) / 1e9,
-             (*m)->shapes_only
-                 ? fmt::format("config (matrices {}{})", name((*m)->assumed),
-                               c.fp8_blocks ? ", linear layers in E4M3 128 x 128 tiles" : "")
-                 : std::string("tensors"));
+  const double n = static_cast<double>(*params);
+  const std::string count = n >= 1e12  ? fmt::format("{:.2f} T", n / 1e12)
+                            : n >= 1e9 ? fmt::format("{:.2f} B", n / 1e9)
+                            : n >= 1e6 ? fmt::format("{:.2f} M", n / 1e6)
+                                       : fmt::format("{:.0f}", n);
+  fmt::print(
+      "# {}: {} ({}), {} layers, {} parameters, sized from its {}\n", (*m)->path, c.arch, c.family,
+      c.n_layer, count,
+      (*m)->shapes_only
+          ? fmt::format("config (matrices {}{})", name((*m)->assumed),
+                        c.fp8_blocks
+                            ? ", linear layers in E4M3 with a scale per 128 values, as loaded"
+                            : "")
+          : std::string("tensors"));
   fmt::print("# devices: {} machine(s) x {} x {} ({} usable each); target: {} x {} tokens, KV "
              "{}{}\n\n",
              pool->machines, pool->per_machine, gib(pool->bytes), gib(pool->budget()),
@@ -155,24 +163,30 @@ int run_plan(const plan_opts& o) {
              mo.quantize != dtype::f32
                  ? fmt::format(", matrices quantized to {}", name(mo.quantize))
                  : "");
-  fmt::print("{:<28} {:>7} {:>16} {:>14} {:>12}  {}\n", "placement", "devices", "fullest device",
-             "KV room", "KV/token", "fits");
+  size_t width = 9;
+  for (const auto& k : p.tried) width = std::max(width, k.place.to_string().size());
+  if (!p.tried.empty())
+    fmt::print("{:<{}} {:>7} {:>16} {:>14} {:>12}  {}\n", "placement", width, "devices",
+               "fullest device", "KV room", "KV/token", "fits");
   for (size_t i = 0; i < p.tried.size(); ++i) {
     const auto& k = p.tried[i];
     int64_t kvt = 0;
     for (const auto& s : k.shards) kvt = std::max(kvt, s.kv_bytes_per_token);
-    fmt::print("{:<28} {:>7} {:>16} {:>14} {:>12}  {}{}\n", k.place.to_string(), k.devices,
-               gib(k.most_bytes), fmt::format("{} tok", k.kv_tokens), fmt::format("{} B", kvt),
-               k.fits ? "yes" : "no",
+    fmt::print("{:<{}} {:>7} {:>16} {:>14} {:>12}  {}{}\n", k.place.to_string(), width, k.devices,
+               (k.partial ? ">= " : "") + gib(k.most_bytes), fmt::format("{} tok", k.kv_tokens),
+               fmt::format("{} B", kvt), k.fits ? "yes" : "no",
                static_cast<int>(i) == p.chosen         ? "  <- chosen"
                : static_cast<int>(i) == p.fewer_stages ? "  <- fewer stages"
                                                        : "");
   }
   if (p.chosen < 0) {
-    fmt::print("\nno placement tried fits: {} x {} tokens of KV and the weights need more or "
-               "larger devices (or --quantize, --kv-dtype bf16, a shorter --context)\n",
-               p.target.seqs, p.target.context);
-    return 1;
+    if (!p.why_none.empty())
+      fmt::print("no placement can hold it: {}\n", p.why_none);
+    else
+      fmt::print("\nno placement tried fits: {} x {} tokens of KV and the weights need more or "
+                 "larger devices (or --quantize, --kv-dtype bf16, a shorter --context)\n",
+                 p.target.seqs, p.target.context);
+    return 3;
   }
   const auto& k = p.tried[static_cast<size_t>(p.chosen)];
   fmt::print("\n# chosen: {} on {} device(s)\n", k.place.to_string(), k.devices);
@@ -213,18 +227,23 @@ void add_plan(CLI::App& app, std::function<int()>& run) {
       ->required();
   cmd->add_option("--devices", o->devices, "devices per machine x memory of each: 8x80GiB")
       ->required();
-  cmd->add_option("--machines", o->machines, "machines (a stage's shards share one)");
-  cmd->add_option("--usable", o->usable, "fraction of each device's memory a shard may fill (0.9)");
-  cmd->add_option("--context", o->context, "tokens of one sequence (default: the model's maximum)");
-  cmd->add_option("--seqs", o->seqs, "sequences at that context at once (1)");
+  cmd->add_option("--machines", o->machines, "machines (a stage's shards share one)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--usable", o->usable, "fraction of each device's memory a shard may fill (0.9)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--context", o->context, "tokens of one sequence (default: the model's maximum)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--seqs", o->seqs, "sequences at that context at once (1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type: f32, f16 or bf16");
   cmd->add_option("--quantize", o->quantize, "matrices quantized at load: q8_0 or q4_0");
   cmd->add_option("--weights-dtype", o->weights,
                   "a config.json's matrices: f32, f16 or bf16 (default: its torch_dtype)");
-  cmd->add_option("--tp", o->tp, "only this tensor-parallel size");
-  cmd->add_option("--pp", o->pp, "only this many pipeline stages");
+  cmd->add_option("--tp", o->tp, "only this tensor-parallel size")->check(CLI::Range(1, 4096));
+  cmd->add_option("--pp", o->pp, "only this many pipeline stages")->check(CLI::Range(1, 100000));
   cmd->add_flag("--ep", o->ep, "experts spread over each stage's shards (expert parallelism)");
-  cmd->add_option("--step-rows", o->step_rows, "rows of the largest step (512)");
+  cmd->add_option("--step-rows", o->step_rows, "rows of the largest step (512)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_flag("--json", o->json, "one JSON object");
   cmd->callback([o, &run] { run = [o] { return run_plan(*o); }; });
 }

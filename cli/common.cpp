@@ -1,6 +1,7 @@
 // common.cpp: bundled paths, verbose model opening and progress lines (common.hpp).
 #include "common.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -69,11 +70,13 @@ double byte_unit(const std::string& unit) {
 expected<int64_t> parse_bytes(const std::string& text, const char* what) {
   size_t used = 0;
   double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  // decimal digits and one point only (stod would take "0x10" and "1e3")
+  const size_t digits = text.find_first_not_of("0123456789.");
+  if (digits != 0 && std::count(text.begin(), text.end(), '.') <= 1) try {
+      v = std::stod(text.substr(0, digits), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
   const double mult = used ? byte_unit(text.substr(used)) : 0;
   if (mult == 0 || !std::isfinite(v) || v <= 0 || v * mult > 4.0e18)
     return make_error(errc::invalid_argument, "{} '{}': give bytes with a unit (80GiB, 141GB)",

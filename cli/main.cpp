@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version are 0; any misuse of the command line is 2, as fail()'s bad input
+    return app.exit(e) == 0 ? 0 : 2;
   }
   if (!log_level.empty()) {
     troupe::log_level lv;

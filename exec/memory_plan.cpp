@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -19,6 +20,16 @@ namespace {
 using graph::value;
 using graph::value_kind;
 using graph::vid;
+
+// Byte counts that saturate rather than wrap (a target of 2^62 tokens does not fit anywhere)
+int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
 
 // Bytes of a weight as the shard holds it: matrices row by row in their dtype (or `to` when
 // quantized at load), 1-D weights and constants in f32.
@@ -77,29 +88,52 @@ shard_memory measure_shard(const graph::graph& g, const memory_options& o) {
   return sm;
 }
 
-// Whether every shard of `p` can be cut (heads, KV heads and experts split that way).
-bool cuttable(const model_config& c, const placement& p) {
-  for (size_t s = 0; s < p.stages.size(); ++s)
-    for (int r = 0; r < p.stages[s].tp; ++r)
-      if (!plan_shard(c, p.shard(s, r))) return false;
-  return true;
-}
+} // namespace
+
+namespace {
+
+// Shards sized once each: the whole graph built once, and a shard (layers, rank) that another
+// candidate holds too measured once. (Ranks of a stage are not taken as alike: an expert's
+// FFN is cut from its own width, so even ranks of equal head and row counts may differ.)
+class shard_sizer {
+ public:
+  shard_sizer(const model_source& m, graph::graph whole, const memory_options& o)
+      : m_(m)
+      , whole_(std::move(whole))
+      , o_(o) {}
+
+  expected<shard_memory> size(const shard_spec& spec) {
+    const std::string key =
+        fmt::format("{}-{} {}{} tp{}.{} ep{}", spec.layer_begin, spec.layer_end, spec.first_stage,
+                    spec.last_stage, spec.tp_size, spec.tp_rank, spec.expert_parallel);
+    if (auto it = seen_.find(key); it != seen_.end()) return it->second;
+    TROUPE_TRY_ASSIGN(sg, cut_for_shard(m_.config, whole_, spec));
+    shard_memory sm = measure_shard(sg.g, o_);
+    sm.layer_begin = spec.layer_begin;
+    sm.layer_end = spec.layer_end;
+    seen_.emplace(key, sm);
+    return sm;
+  }
+
+ private:
+  const model_source& m_;
+  graph::graph whole_;
+  const memory_options& o_;
+  std::map<std::string, shard_memory> seen_;
+};
 
 } // namespace
 
 expected<std::vector<shard_memory>> measure_placement(const model_source& m, const placement& p,
                                                       const memory_options& o) {
   TROUPE_TRY_ASSIGN(whole, arch::build_graph(m));
+  shard_sizer sizer(m, std::move(whole), o);
   std::vector<shard_memory> out;
   for (size_t s = 0; s < p.stages.size(); ++s)
     for (int r = 0; r < p.stages[s].tp; ++r) {
-      const shard_spec spec = p.shard(s, r);
-      TROUPE_TRY_ASSIGN(sg, cut_for_shard(m.config, whole, spec));
-      shard_memory sm = measure_shard(sg.g, o);
+      TROUPE_TRY_ASSIGN(sm, sizer.size(p.shard(s, r)));
       sm.stage = static_cast<int>(s);
       sm.rank = r;
-      sm.layer_begin = spec.layer_begin;
-      sm.layer_end = spec.layer_end;
       out.push_back(sm);
     }
   return out;
@@ -129,11 +163,13 @@ expected<memory_plan> plan_memory(const model_source& m, const device_pool& pool
                                   std::optional<int> tp, std::optional<int> pp,
                                   bool expert_parallel) {
   const model_config& c = m.config;
-  if (pool.machines < 1 || pool.per_machine < 1 || pool.bytes <= 0 || pool.usable <= 0 ||
-      pool.usable > 1)
+  if (pool.machines < 1 || pool.per_machine < 1 || pool.bytes <= 0 ||
+      !(pool.usable > 0 && pool.usable <= 1)) // (NaN fails both)
     return make_error(errc::invalid_argument,
                       "devices: at least one machine of one device with memory, a usable "
                       "fraction in (0, 1]");
+  if (o.step_rows < 1 || o.step_rows > (int64_t{1} << 24))
+    return make_error(errc::invalid_argument, "step rows {}: give 1 .. 16777216", o.step_rows);
   if (target.context <= 0) target.context = c.ctx;
   if (target.context <= 0 || target.seqs < 1)
     return make_error(errc::invalid_argument,
@@ -146,62 +182,97 @@ expected<memory_plan> plan_memory(const model_source& m, const device_pool& pool
                       pool.per_machine);
   memory_plan plan;
   plan.target = target;
-  const int total = pool.machines * pool.per_machine;
+  const int64_t total = int64_t{pool.machines} * pool.per_machine;
   const int64_t budget = pool.budget();
-  auto attempt = [&](int t, int p) -> status {
-    if (p > c.n_layer || pool.machines * (pool.per_machine / t) < p) return {};
+  const int64_t tokens = sat_mul(target.context, target.seqs);
+  std::set<std::pair<int, int>> tried;
+  TROUPE_TRY_ASSIGN(built, arch::build_graph(m));
+  shard_sizer sizer(m, std::move(built), o);
+  // a placement of t x p, measured; the reason it cannot be cut when it cannot
+  auto attempt = [&](int t, int p) -> expected<std::string> {
+    if (!tried.insert({t, p}).second) return std::string();
+    if (p > c.n_layer) return fmt::format("{} stages for {} layers", p, c.n_layer);
+    if (int64_t{pool.machines} * (pool.per_machine / t) < p)
+      return fmt::format("{} stages of TP {} need {} machines of {} devices", p, t,
+                         (p + pool.per_machine / t - 1) / (pool.per_machine / t), pool.per_machine);
     auto place = even_placement(c, t, p);
-    if (!place) return {};
-    if (expert_parallel && !set_expert_parallel(c, *place, t)) return {};
-    if (!cuttable(c, *place)) return {};
+    if (!place) return place.error().message;
+    if (expert_parallel)
+      if (auto st = set_expert_parallel(c, *place, t); !st) return st.error().message;
+    for (size_t st = 0; st < place->stages.size(); ++st)
+      for (int r = 0; r < t; ++r)
+        if (auto d = plan_shard(c, place->shard(st, r)); !d) return d.error().message;
     plan_candidate k;
     k.place = std::move(*place);
     k.devices = t * p;
-    TROUPE_TRY_ASSIGN(shards, measure_placement(m, k.place, o));
-    k.shards = std::move(shards);
     k.kv_tokens = std::numeric_limits<int64_t>::max();
-    const int64_t tokens = target.context * target.seqs;
-    for (const auto& s : k.shards) {
-      k.most_bytes = std::max(k.most_bytes, s.fixed_bytes() + s.kv_bytes_per_token * tokens);
-      const int64_t room = budget - s.fixed_bytes();
-      k.kv_tokens = std::min(k.kv_tokens, room <= 0                  ? 0
-                                          : s.kv_bytes_per_token > 0 ? room / s.kv_bytes_per_token
-                                                                     : k.kv_tokens);
-    }
+    // shard by shard, stopping at the first that does not fit (the rest would not change
+    // the answer; the candidate is then partial: its fullest device at least this)
+    for (size_t st = 0; st < k.place.stages.size() && !k.partial; ++st)
+      for (int r = 0; r < t && !k.partial; ++r) {
+        TROUPE_TRY_ASSIGN(s, sizer.size(k.place.shard(st, r)));
+        s.stage = static_cast<int>(st);
+        s.rank = r;
+        k.most_bytes =
+            std::max(k.most_bytes, sat_add(s.fixed_bytes(), sat_mul(s.kv_bytes_per_token, tokens)));
+        const int64_t room = budget - s.fixed_bytes();
+        k.kv_tokens = std::min(k.kv_tokens, room <= 0                  ? 0
+                                            : s.kv_bytes_per_token > 0 ? room / s.kv_bytes_per_token
+                                                                       : k.kv_tokens);
+        k.shards.push_back(s);
+        k.partial = k.most_bytes > budget && !(st + 1 == k.place.stages.size() && r + 1 == t);
+      }
     k.fits = k.most_bytes <= budget;
     plan.tried.push_back(std::move(k));
-    return {};
+    return std::string();
   };
   if (tp && pp) {
-    if (*tp * *pp > total)
+    if (int64_t{*tp} * *pp > total)
       return make_error(errc::invalid_argument, "--tp {} --pp {} needs {} devices, there are {}",
                         *tp, *pp, *tp * *pp, total);
-    TROUPE_TRY(attempt(*tp, *pp));
+    TROUPE_TRY_ASSIGN(why, attempt(*tp, *pp));
+    if (!why.empty())
+      return make_error(errc::invalid_argument, "--tp {} --pp {}: {}", *tp, *pp, why);
   } else {
-    for (int d = 1; d <= total && plan.chosen < 0; ++d) {
-      for (int t = std::min(d, pool.per_machine); t >= 1; --t) {
+    // a lower bound on the devices: the whole model's weights over the budget (cutting only
+    // adds: a vocabulary or KV heads replicated); an upper one: a layer a stage, a machine's
+    // devices a stage
+    TROUPE_TRY_ASSIGN(whole, sizer.size(even_placement(c, 1, 1)->shard(0, 0)));
+    const int64_t weights = whole.weight_bytes;
+    const int64_t least = std::max<int64_t>(1, (weights + budget - 1) / budget);
+    const int64_t most = std::min<int64_t>(total, c.n_layer * int64_t{pool.per_machine});
+    if (least > most) {
+      plan.why_none = fmt::format(
+          "the weights alone ({:.2f} GiB) need at least {} devices of {:.2f} GiB usable; a "
+          "placement here uses at most {} ({} layers, {} devices a machine, {} machines)",
+          static_cast<double>(weights) / (1 << 30), least, static_cast<double>(budget) / (1 << 30),
+          most, c.n_layer, pool.per_machine, pool.machines);
+      return plan;
+    }
+    std::string last_why;
+    for (int64_t d = least; d <= most && plan.chosen < 0; ++d) {
+      for (int t = static_cast<int>(std::min<int64_t>(d, pool.per_machine)); t >= 1; --t) {
         if (d % t || (tp && t != *tp) || (pp && d / t != *pp)) continue;
-        TROUPE_TRY(attempt(t, d / t));
+        TROUPE_TRY_ASSIGN(why, attempt(t, static_cast<int>(d / t)));
+        if (!why.empty()) last_why = why;
       }
       for (size_t i = 0; i < plan.tried.size() && plan.chosen < 0; ++i)
         if (plan.tried[i].fits) plan.chosen = static_cast<int>(i);
     }
+    if (plan.tried.empty())
+      return make_error(errc::invalid_argument,
+                        "{}: no placement of its {} layers ({} heads, {} KV heads) on these "
+                        "devices can be cut{}",
+                        m.path, c.n_layer, c.H, c.Hkv, last_why.empty() ? "" : ": " + last_why);
   }
-  if (plan.tried.empty())
-    return make_error(errc::invalid_argument,
-                      "{}: no placement of its {} layers ({} heads, {} KV heads) on these "
-                      "devices can be cut",
-                      m.path, c.n_layer, c.H, c.Hkv);
   for (size_t i = 0; i < plan.tried.size() && plan.chosen < 0; ++i)
     if (plan.tried[i].fits) plan.chosen = static_cast<int>(i);
-  if (plan.chosen >= 0 && !tp && !pp) {
-    const plan_candidate& k = plan.tried[static_cast<size_t>(plan.chosen)];
-    const int chosen_tp = k.place.stages[0].tp;
-    const size_t stages = k.place.stages.size();
-    for (int t = pool.per_machine; t > chosen_tp && stages > 1 && plan.fewer_stages < 0; --t)
-      for (int p = 1; p < static_cast<int>(stages) && t * p <= total; ++p) {
+  if (plan.chosen >= 0 && !tp && !pp) { // the fewest stages, then the fewest devices
+    const size_t stages = plan.tried[static_cast<size_t>(plan.chosen)].place.stages.size();
+    for (int p = 1; p < static_cast<int>(stages) && plan.fewer_stages < 0; ++p)
+      for (int t = 1; t <= pool.per_machine && int64_t{t} * p <= total; ++t) {
         const size_t before = plan.tried.size();
-        TROUPE_TRY(attempt(t, p));
+        if (auto why = attempt(t, p); !why) return why.error();
         if (plan.tried.size() > before && plan.tried.back().fits) {
           plan.fewer_stages = static_cast<int>(before);
           break;

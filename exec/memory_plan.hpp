@@ -14,6 +14,7 @@
 // CPU's repacked copies of weights. Tests: tests/exec/memory_plan_test.cpp
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,7 +36,10 @@ struct shard_memory {
   int64_t weight_bytes = 0;       // each tensor once
   int64_t kv_bytes_per_token = 0; // every cache state of its layers
   int64_t arena_bytes = 0;        // activations and scratch of a step of step_rows rows
-  int64_t fixed_bytes() const { return weight_bytes + arena_bytes; }
+  int64_t fixed_bytes() const {   // (saturating: an absurd step is no wraparound)
+    int64_t r = 0;
+    return __builtin_add_overflow(weight_bytes, arena_bytes, &r) ? INT64_MAX : r;
+  }
 };
 
 /// Every shard of `p`, stage by stage, rank by rank.
@@ -65,6 +69,8 @@ struct plan_candidate {
   int64_t most_bytes = 0; // the fullest device at the target
   int64_t kv_tokens = 0;  // tokens of KV the tightest device has room for (0: none)
   bool fits = false;
+  bool partial = false; // sized up to its first shard that does not fit: most_bytes is a
+                        // lower bound and kv_tokens covers the shards sized
 };
 
 struct memory_plan {
@@ -73,7 +79,9 @@ struct memory_plan {
   // when the choice has several stages: the placement with the largest TP that fits (fewer
   // stages a token passes; more devices), an index into tried; -1: none
   int fewer_stages = -1;
-  plan_target target; // with the context resolved
+  std::string why_none; // set when no placement could be tried at all (the weights need more
+                        // devices than a placement can use)
+  plan_target target;   // with the context resolved
 };
 
 /// The placements to try (TP x PP from `tp` / `pp` when given, else the search above).

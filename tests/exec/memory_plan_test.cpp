@@ -196,13 +196,23 @@ TEST(MemoryPlan, SearchTakesTheFewestDevices) {
   ASSERT_TRUE(pp && pp->chosen >= 0);
   EXPECT_EQ(pp->tried[static_cast<size_t>(pp->chosen)].place.to_string(), "0-15:tp1,16-31:tp1");
   for (const auto& k : pp->tried) EXPECT_EQ(k.place.stages[0].tp, 1);
-  pool.machines = 1; // 12 GiB for 16 GB of weights
+  pool.machines = 1; // 12 GiB for 16 GB of weights: said without trying a placement
   auto none = exec::plan_memory(**m, pool, t, mo);
   ASSERT_TRUE(none);
   EXPECT_EQ(none->chosen, -1);
-  ASSERT_FALSE(none->tried.empty());
-  EXPECT_FALSE(none->tried[0].fits);
-  EXPECT_EQ(none->tried[0].kv_tokens, 0);
+  EXPECT_TRUE(none->tried.empty());
+  EXPECT_NE(none->why_none.find("at least 2 devices"), std::string::npos) << none->why_none;
+  pool.machines = 2; // two hold the weights, not 64 sequences of 128 K tokens
+  auto full = exec::plan_memory(**m, pool, exec::plan_target{131072, 64}, mo);
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->chosen, -1);
+  ASSERT_FALSE(full->tried.empty());
+  for (const auto& k : full->tried) EXPECT_FALSE(k.fits);
+  // and a target past any memory saturates instead of wrapping round to "fits"
+  auto absurd = exec::plan_memory(**m, pool, exec::plan_target{int64_t{1} << 40, 1 << 30}, mo);
+  ASSERT_TRUE(absurd);
+  EXPECT_EQ(absurd->chosen, -1);
+  for (const auto& k : absurd->tried) EXPECT_EQ(k.most_bytes, INT64_MAX);
   // a longer target needs room for its KV: 8 sequences of 128 K tokens at 128 KiB a token
   pool.machines = 2;
   pool.per_machine = 8;

@@ -2,7 +2,8 @@
 downloading a model: a published config.json alone (Kimi K2, a trillion parameters in FP8),
 machines of eight 141 GiB devices. The JSON names a placement that fits and what each device
 holds; the text form says the command that serves it; a device too small for any placement
-tried is exit 1 with the reason; bad arguments are exit 2 with an error quoting them.
+tried is exit 3 with the reason; bad arguments are exit 2 with an error; a target of absurd
+size does not fit (no wraparound).
 The sizes themselves are checked against the executor in tests/exec/memory_plan_test.cpp.
 
     python3 plan_cli_test.py path/to/troupe
@@ -47,14 +48,25 @@ def main():
     assert "<- chosen" in r.stdout and "troupe serve" in r.stdout, r.stdout
 
     r = plan("--devices", "2x80GiB")
-    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
-    assert "no placement tried fits" in r.stdout, r.stdout
+    assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+    assert "no placement" in r.stdout, r.stdout
 
     for bad in (["--devices", "8x"], ["--devices", "80"], ["--devices", "0x80GiB"],
-                ["--devices", "8x80GiB", "--kv-dtype", "q8_0"]):
+                ["--devices", "8x0x10GiB"], ["--devices", "8x80GiB", "--kv-dtype", "q8_0"],
+                ["--devices", "8x80GiB", "--usable", "nan"],
+                ["--devices", "8x80GiB", "--context", "0"], ["--devices", "8x80GiB", "--tp", "0"],
+                ["--devices", "8x80GiB", "--step-rows", "-1"], ["--devices", "8x80GiB", "--bogus"]):
         r = plan(*bad)
         assert r.returncode == 2, (bad, r.returncode, r.stdout)
-        assert bad[-1] in r.stderr, (bad, r.stderr)
+        assert r.stderr.strip(), bad
+    # 2^40 tokens of context for 2^30 sequences: saturates, does not fit
+    r = plan("--devices", "8x80GiB", "--context", str(1 << 40), "--seqs", str(1 << 30), "--json")
+    assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+    j = json.loads(r.stdout)
+    assert all(not c["fits"] and c["most_bytes"] > 0 for c in j["candidates"]), r.stdout
+    # far too small devices: said at once, without trying thousands of placements
+    r = plan("--devices", "8x1MiB", "--machines", "100000")
+    assert r.returncode == 3 and "at least" in r.stdout, (r.returncode, r.stdout)
     print("plan cli: ok")
 
 
