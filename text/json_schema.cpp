@@ -19,8 +19,11 @@ using json = nlohmann::json;
 
 // Keywords that only describe (they change no document's validity).
 const std::set<std::string> annotations = {
-    "title",      "description", "default",   "examples", "$schema", "$id",        "$comment",
-    "deprecated", "readOnly",    "writeOnly", "strict",   "$defs",   "definitions"};
+    "title",  "description", "default",     "examples",     "$schema",
+    "$id",    "$comment",    "deprecated",  "readOnly",     "writeOnly",
+    "strict", "$defs",       "definitions", "discriminator"}; // OpenAPI's hint for a oneOf
+                                                              // (pydantic writes it): no validity
+                                                              // of its own
 const std::set<std::string> implemented = {
     "type",      "properties", "required", "additionalProperties",
     "items",     "minItems",   "maxItems", "enum",
@@ -218,12 +221,25 @@ struct compiler {
       (literal ? lits : rest).push_back(at);
     }
     json_node one;
-    std::map<std::string, int> seen;
-    for (int32_t b : lits)
-      for (const auto& l : out.nodes[static_cast<size_t>(b)].literals) ++seen[l];
+    // oneOf: a value valid under two branches is valid under none; values compare as JSON
+    // does (1 and 1.0 are one number), not as text
+    std::vector<json> all;
     for (int32_t b : lits)
       for (const auto& l : out.nodes[static_cast<size_t>(b)].literals)
-        if ((std::string(key) != "oneOf" || seen[l] == 1) && // oneOf: valid under one only
+        all.push_back(json::parse(l));
+    auto under = [&](const json& v) {
+      int n = 0;
+      for (int32_t b : lits) {
+        bool in = false;
+        for (const auto& l : out.nodes[static_cast<size_t>(b)].literals)
+          in = in || json::parse(l) == v;
+        n += in;
+      }
+      return n;
+    };
+    for (int32_t b : lits)
+      for (const auto& l : out.nodes[static_cast<size_t>(b)].literals)
+        if ((std::string(key) != "oneOf" || under(json::parse(l)) == 1) &&
             std::find(one.literals.begin(), one.literals.end(), l) == one.literals.end())
           one.literals.push_back(l);
     if (one.literals.size() > 64) return bad(where, "more than 64 enum values");
@@ -416,6 +432,58 @@ struct compiler {
   // What fits, as the least fixpoint (a rule that needs itself forever is empty): per node the
   // type bits a value can be completed in (bit 7: an enum value), then the bits that cannot
   // are taken off, a node with none left is never, and unions are checked to start apart.
+  // Whether a union's branches are objects that one required key tells apart: each holds
+  // it, each requires it, each allows only literal values there, and no value is in two
+  // (pydantic's discriminated unions: "pet_type": const "cat" / const "dog"). Then no
+  // document fits two, and a oneOf may be read as an anyOf.
+  bool told_apart(const json_node& u) const {
+    auto real = [&](int32_t i) {
+      for (size_t n = 0; out.nodes[static_cast<size_t>(i)].alias >= 0 && n <= out.nodes.size(); ++n)
+        i = out.nodes[static_cast<size_t>(i)].alias;
+      return &out.nodes[static_cast<size_t>(i)];
+    };
+    std::vector<const json_node*> objs;
+    int others = 0; // the other branches' first characters: they must not meet
+    for (int32_t b : u.branches) {
+      const json_node* n = real(b);
+      if (n->never) continue;
+      const int c = json_node_classes(out, b);
+      if (n->types == json_node::t_obj && n->literals.empty() && n->branches.empty()) {
+        objs.push_back(n);
+        continue;
+      }
+      if (c & (others | 32)) return false;
+      others |= c;
+    }
+    if (objs.size() < 2) return true;
+    for (size_t k = 0; k < objs[0]->keys.size() && k < 64; ++k) {
+      const std::string& key = objs[0]->keys[k];
+      std::vector<json> values;
+      bool ok = true;
+      for (const json_node* o : objs) {
+        const auto at = std::find(o->keys.begin(), o->keys.end(), key);
+        const size_t i = static_cast<size_t>(at - o->keys.begin());
+        if (at == o->keys.end() || i >= 64 || !((o->required >> i) & 1)) {
+          ok = false;
+          break;
+        }
+        const json_node* v = real(o->key_nodes[i]);
+        if (v->literals.empty() || !v->branches.empty()) {
+          ok = false;
+          break;
+        }
+        for (const auto& l : v->literals) {
+          const json j = json::parse(l);
+          if (std::find(values.begin(), values.end(), j) != values.end()) ok = false;
+          values.push_back(j);
+        }
+        if (!ok) break;
+      }
+      if (ok) return true;
+    }
+    return false;
+  }
+
   status mark_never() {
     const size_t n = out.nodes.size();
     std::vector<uint8_t> fits(n, 0);
@@ -461,10 +529,11 @@ struct compiler {
       int seen = 0;
       for (int32_t b : x.branches) {
         const int c = json_node_classes(out, b);
-        if ((c & seen) && x.exclusive)
+        if ((c & seen) && x.exclusive && !told_apart(x))
           return bad("", "oneOf branches that can start with the same character (two objects, "
-                         "an integer and a number, ...) are not supported: a document could fit "
-                         "both (anyOf is)");
+                         "an integer and a number, ...) are not supported unless they are "
+                         "objects a required const / enum key tells apart (pydantic's "
+                         "discriminated unions): a document could fit both (anyOf is)");
         if (c & seen) out.alike = true;
         seen |= c;
       }

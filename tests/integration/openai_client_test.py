@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 import unittest
-from typing import List, Literal, Optional
+from typing import Annotated, List, Literal, Optional, Union
 
 import openai
 import pydantic
@@ -124,6 +124,33 @@ class OpenAIClient(unittest.TestCase):
             person = r.choices[0].message.parsed
             self.assertIsInstance(person, Person)
             self.assertLessEqual(len(person.pets), 2)
+        # unions: plain Union[Cat, Dog] (anyOf of two objects) and a discriminated one (oneOf
+        # with OpenAPI's discriminator), each reply one of the models, never a mix
+        class Cat(pydantic.BaseModel):
+            kind: Literal["cat"]
+            meows: bool
+
+        class Dog(pydantic.BaseModel):
+            kind: Literal["dog"]
+            barks: int
+
+        class Owner(pydantic.BaseModel):
+            pet: Union[Cat, Dog]
+            other: Annotated[Union[Cat, Dog], pydantic.Field(discriminator="kind")]
+
+        parsed = 0
+        for seed in range(4):
+            try:
+                r = self.client.chat.completions.parse(model="stories", messages=msgs, response_format=Owner,
+                                                       max_tokens=100, temperature=1.0, seed=seed)
+            except openai.LengthFinishReasonError:  # out of tokens: a cut document, no error
+                continue
+            self.assertEqual(r.choices[0].finish_reason, "stop")
+            owner = r.choices[0].message.parsed
+            self.assertIsInstance(owner.pet, (Cat, Dog))
+            self.assertIsInstance(owner.other, (Cat, Dog))
+            parsed += 1
+        self.assertGreater(parsed, 0)
         # json_object, streamed: the chunks join into one JSON object
         stream = self.client.chat.completions.create(model="stories", messages=msgs, max_tokens=96, temperature=0.7,
                                                      seed=1, stream=True, response_format={"type": "json_object"})

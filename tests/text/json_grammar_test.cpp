@@ -134,6 +134,48 @@ TEST(JsonGrammar, AnyOfBranchesThatStartAlikeAreReadSideBySide) {
   EXPECT_FALSE(accepts(strs, R"(["a long two"])"));
 }
 
+// After the third black-box pass of unions: oneOf values compare as JSON (1 and 1.0 are one
+// number, valid under both branches, so under neither); pydantic's discriminated unions (oneOf
+// of objects a required const key tells apart, with OpenAPI's discriminator beside) are read
+// as an anyOf; alike oneOf branches nothing tells apart stay refused.
+TEST(JsonGrammar, DefectsOfTheUnionPassStayFixed) {
+  auto one_of = [](const json& branches) {
+    return compile_response_format(with_schema({{"type", "object"},
+                                                {"properties", {{"x", {{"oneOf", branches}}}}},
+                                                {"required", {"x"}},
+                                                {"additionalProperties", false}}));
+  };
+  EXPECT_FALSE(one_of({{{"const", 1}}, {{"const", 1.0}}})); // no value fits exactly one
+  auto some = one_of({{{"enum", {1, 2}}}, {{"const", 1.0}}});
+  ASSERT_TRUE(some);
+  EXPECT_TRUE(accepts(*some, R"({"x": 2})"));
+  EXPECT_FALSE(accepts(*some, R"({"x": 1})"));
+  EXPECT_FALSE(accepts(*some, R"({"x": 1.0})"));
+  EXPECT_FALSE(one_of({{{"const", {{"a", 1}}}}, {{"const", {{"a", 1.0}}}}}));
+  // pydantic: Annotated[Union[Cat, Dog], Field(discriminator="pet_type")]
+  json disc = pets;
+  for (const char* d : {"Cat", "Dog"}) disc["$defs"][d]["properties"]["kind"]["title"] = "Kind";
+  disc["properties"]["pet"] = {
+      {"oneOf", {{{"$ref", "#/$defs/Cat"}}, {{"$ref", "#/$defs/Dog"}}}},
+      {"discriminator",
+       {{"propertyName", "kind"}, {"mapping", {{"cat", "#/$defs/Cat"}, {"dog", "#/$defs/Dog"}}}}}};
+  const auto d = schema_of(with_schema(disc));
+  EXPECT_TRUE(accepts(d, R"({"pet": {"kind": "dog", "barks": 2}})"));
+  EXPECT_FALSE(accepts(d, R"({"pet": {"kind": "dog", "meows": true}})"));
+  // the key not required in one, or a value in both: not told apart
+  json loose = disc;
+  loose["$defs"]["Dog"]["required"] = {"barks"};
+  EXPECT_FALSE(compile_response_format(with_schema(loose)));
+  json shared = disc;
+  shared["$defs"]["Dog"]["properties"]["kind"] = {{"enum", {"dog", "cat"}}};
+  EXPECT_FALSE(compile_response_format(with_schema(shared)));
+  // an integer and a number beside told-apart objects still meet
+  json nums = disc;
+  nums["properties"]["pet"]["oneOf"].push_back({{"type", "integer"}});
+  nums["properties"]["pet"]["oneOf"].push_back({{"type", "number"}});
+  EXPECT_FALSE(compile_response_format(with_schema(nums)));
+}
+
 TEST(JsonGrammar, JsonObjectModeTakesAnyObjectAndOnlyJson) {
   const auto s = schema_of(R"({"type": "json_object"})");
   for (const std::string doc :
