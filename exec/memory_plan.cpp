@@ -249,12 +249,80 @@ expected<memory_plan> plan_memory(const model_source& m, const device_pool& pool
           most, c.n_layer, pool.per_machine, pool.machines);
       return plan;
     }
+    // the fewest stages of TP t, layers packed: a stage takes layers while every rank of it
+    // still holds the target (measured exactly; the first and last stages carry the
+    // embedding, the lm_head and the logits, so an even split wastes room elsewhere);
+    // 0: a layer alone does not fit
+    std::map<int, std::pair<int, placement>> packs;
+    auto packed = [&](int t) -> expected<std::pair<int, placement>*> {
+      if (auto it = packs.find(t); it != packs.end()) return &it->second;
+      placement pl;
+      int begin = 0;
+      while (begin < c.n_layer) {
+        int end = begin;
+        for (; end < c.n_layer; ++end) {
+          bool holds = true;
+          for (int r = 0; r < t && holds; ++r) {
+            shard_spec spec;
+            spec.layer_begin = begin;
+            spec.layer_end = end + 1;
+            spec.tp_rank = r;
+            spec.tp_size = t;
+            spec.first_stage = begin == 0;
+            spec.last_stage = end + 1 == c.n_layer;
+            spec.expert_parallel = expert_parallel;
+            if (!plan_shard(c, spec)) return &packs[t];
+            TROUPE_TRY_ASSIGN(sm, sizer.size(spec));
+            holds = sat_add(sm.fixed_bytes(), sat_mul(sm.kv_bytes_per_token, tokens)) <= budget;
+          }
+          if (!holds) break;
+        }
+        if (end == begin) return &packs[t]; // (0 stages)
+        stage_spec st;
+        st.layer_begin = begin;
+        st.layer_end = end;
+        st.tp = t;
+        st.expert_parallel = expert_parallel;
+        pl.stages.push_back(st);
+        begin = end;
+      }
+      auto& slot = packs[t];
+      slot = {static_cast<int>(pl.stages.size()), std::move(pl)};
+      return &slot;
+    };
     std::string last_why;
     for (int64_t d = least; d <= most && plan.chosen < 0; ++d) {
       for (int t = static_cast<int>(std::min<int64_t>(d, pool.per_machine)); t >= 1; --t) {
         if (d % t || (tp && t != *tp) || (pp && d / t != *pp)) continue;
-        TROUPE_TRY_ASSIGN(why, attempt(t, static_cast<int>(d / t)));
+        const int p = static_cast<int>(d / t);
+        const size_t before = plan.tried.size();
+        TROUPE_TRY_ASSIGN(why, attempt(t, p));
         if (!why.empty()) last_why = why;
+        if (plan.tried.size() > before && plan.tried.back().fits) continue;
+        if (pp || int64_t{pool.machines} * (pool.per_machine / t) < p) continue;
+        TROUPE_TRY_ASSIGN(pack, packed(t));
+        if (pack->first != p) continue; // fewer: found at a smaller count; more: not here
+        plan_candidate k;
+        k.place = pack->second;
+        k.devices = t * p;
+        k.packed = true;
+        k.kv_tokens = std::numeric_limits<int64_t>::max();
+        for (size_t st = 0; st < k.place.stages.size(); ++st)
+          for (int r = 0; r < t; ++r) {
+            TROUPE_TRY_ASSIGN(sm, sizer.size(k.place.shard(st, r)));
+            sm.stage = static_cast<int>(st);
+            sm.rank = r;
+            k.most_bytes = std::max(
+                k.most_bytes, sat_add(sm.fixed_bytes(), sat_mul(sm.kv_bytes_per_token, tokens)));
+            const int64_t room = budget - sm.fixed_bytes();
+            k.kv_tokens =
+                std::min(k.kv_tokens, room <= 0                   ? 0
+                                      : sm.kv_bytes_per_token > 0 ? room / sm.kv_bytes_per_token
+                                                                  : k.kv_tokens);
+            k.shards.push_back(sm);
+          }
+        k.fits = k.most_bytes <= budget;
+        plan.tried.push_back(std::move(k));
       }
       for (size_t i = 0; i < plan.tried.size() && plan.chosen < 0; ++i)
         if (plan.tried[i].fits) plan.chosen = static_cast<int>(i);

@@ -8,10 +8,12 @@
 // (arch/model_source.hpp open_model_config: the shapes it implies). The search tries TP x PP
 // placements (TP within a machine, every stage's shards on one machine) from the fewest
 // devices up and keeps the first count at which one fits, larger TP first (fewer pipeline
-// hops per token); when that choice has several stages it also finds the largest TP that fits
-// (more devices, fewer stages: what a latency-bound deployment takes). Not counted: the CUDA
-// context and the libraries' workspaces (the usable fraction of a device leaves room for them), the
-// CPU's repacked copies of weights. Tests: tests/exec/memory_plan_test.cpp
+// hops per token), the layers split evenly or, where that does not fit, packed into stages
+// (each takes layers while it holds the target: the first and last stages carry the
+// embedding, the lm_head and the logits); when that choice has several stages it also finds the
+// largest TP that fits (more devices, fewer stages: what a latency-bound deployment takes). Not
+// counted: the CUDA context and the libraries' workspaces (the usable fraction of a device leaves
+// room for them), the CPU's repacked copies of weights. Tests: tests/exec/memory_plan_test.cpp
 #pragma once
 
 #include <cstdint>
@@ -71,6 +73,7 @@ struct plan_candidate {
   bool fits = false;
   bool partial = false; // sized up to its first shard that does not fit: most_bytes is a
                         // lower bound and kv_tokens covers the shards sized
+  bool packed = false;  // layers packed into stages (uneven) where the even split did not fit
 };
 
 struct memory_plan {

@@ -5,6 +5,7 @@
 // counts; the search takes the fewest devices, larger TP first, and says when nothing fits.
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -248,6 +249,34 @@ TEST(MemoryPlan, FewerStagesWhenTheChoiceIsAPipeline) {
   EXPECT_EQ(p->tried[static_cast<size_t>(p->fewer_stages)].place.to_string(), "0-125:tp8");
   // 810 GB of weights over 8: about 101 GB each, under the 127 GiB a device may fill
   EXPECT_LT(p->tried[static_cast<size_t>(p->fewer_stages)].most_bytes, pool.budget());
+}
+
+// Llama 3.1 405B in bf16 on machines of 8 x 80 GiB at its 128 K context: an even split needs
+// 14 devices (7 stages of TP 2), but the first stage's embedding and the last's lm_head and
+// logits leave room in the others: 13 stages of packed layers fit, and each of their shards,
+// sized again on its own, is within a device.
+TEST(MemoryPlan, PackedStagesWhenAnEvenSplitWastesRoom) {
+  auto m = open_model_config(config_of("llama-3.1-405b"));
+  ASSERT_TRUE(m) << m.error().to_string();
+  exec::memory_options mo;
+  exec::device_pool pool;
+  pool.machines = 16;
+  pool.per_machine = 8;
+  pool.bytes = int64_t{80} << 30;
+  auto p = exec::plan_memory(**m, pool, exec::plan_target{}, mo);
+  ASSERT_TRUE(p && p->chosen >= 0) << (p ? "" : p.error().to_string());
+  const auto& k = p->tried[static_cast<size_t>(p->chosen)];
+  EXPECT_TRUE(k.packed);
+  EXPECT_EQ(k.devices, 13);
+  for (const auto& other : p->tried) // no even split on 13 or fewer fits
+    if (!other.packed && other.devices <= 13) EXPECT_FALSE(other.fits) << other.place.to_string();
+  std::set<int> sizes;
+  for (const auto& st : k.place.stages) sizes.insert(st.layer_end - st.layer_begin);
+  EXPECT_GT(sizes.size(), 1u); // uneven
+  auto again = exec::measure_placement(**m, k.place, mo);
+  ASSERT_TRUE(again);
+  for (const auto& s : *again)
+    EXPECT_LE(s.fixed_bytes() + s.kv_bytes_per_token * 131072, pool.budget()) << s.stage;
 }
 
 // A config whose weights are quantized by a method Troupe does not implement is refused by
