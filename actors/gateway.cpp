@@ -744,6 +744,8 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
     p->info.think = think_tokens::of(*m.tok);
     p->info.thinking_switch = p->info.think.has_value() &&
                               m.tok->chat_template().find("enable_thinking") != std::string::npos;
+    p->info.think_opened =
+        p->info.think.has_value() && chat_opens_think(p->info.chat, m.tok->chat_template());
     if (p->info.think)
       TROUPE_LOG_INFO("gateway", "<think> blocks of chat replies are served as reasoning_content");
   }

@@ -387,9 +387,10 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
       chat_message cm;
       cm.role = role->get<std::string>();
       if (cm.role == "developer") cm.role = "system"; // OpenAI's newer name for it
-      if (content == msg.end() || content->is_null())
+      if (content == msg.end() || (content->is_null() && cm.role != "assistant"))
         return bad("each message needs 'content'", "messages");
-      if (content->is_string()) {
+      if (content->is_null()) { // an assistant's may be null (OpenAI's): no text
+      } else if (content->is_string()) {
         cm.content = content->get<std::string>();
       } else if (content->is_array()) {
         for (const auto& part : *content) {
@@ -402,12 +403,17 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
       } else {
         return bad("message 'content' must be a string or a list of text parts", "messages");
       }
-      for (auto& [k, v] : msg.items())
-        if (k != "role" && k != "content" && k != "name" &&
-            // an earlier reply's reasoning, sent back as vLLM's clients do: the templates drop
-            // the reasoning of turns before the last user message, so it changes nothing
-            !(k == "reasoning_content" && cm.role == "assistant" && (v.is_string() || v.is_null())))
+      for (auto& [k, v] : msg.items()) {
+        // an earlier reply's reasoning, sent back as vLLM's clients do: the templates drop
+        // the reasoning of turns before the last user message, so it changes nothing
+        if (k == "reasoning_content" && cm.role == "assistant") {
+          if (!v.is_string() && !v.is_null())
+            return bad("message 'reasoning_content' must be a string or null", "messages");
+          continue;
+        }
+        if (k != "role" && k != "content" && k != "name")
           return bad(fmt::format("unknown message field '{}'", k), "messages");
+      }
       msgs.push_back(std::move(cm));
     }
     harmony_settings harmony;
@@ -444,8 +450,10 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     }
     auto text = render_chat(info.chat, msgs, info.chat_system, harmony);
     if (!text) return bad(text.error().message, "messages");
-    // thinking off: the empty block Qwen3's template writes after the generation prompt
+    // thinking off: the empty block Qwen3's template writes after the generation prompt; a
+    // template whose generation prompt opens the block (QwQ) writes its opening
     if (!thinking) *text += "<think>\n\n</think>\n\n";
+    if (info.think_opened) *text += "<think>\n";
     auto ids = info.tok->encode(*text, !chat_has_bos(info.chat), true);
     if (!ids) return bad(ids.error().message, "messages");
     r.prompts.push_back(std::move(*ids));

@@ -56,6 +56,7 @@ struct serving_info {
   std::optional<harmony_tokens> harmony; // harmony chat: its special tokens' ids (replies split)
   std::optional<think_tokens> think;     // a model that thinks in <think> blocks (replies split)
   bool thinking_switch = false;          // its template reads enable_thinking (Qwen3)
+  bool think_opened = false;             // its generation prompt opens the block (QwQ)
 };
 
 struct parsed_request {

@@ -91,6 +91,13 @@ std::string chat_default_system(chat_format f, std::string_view t) {
   return {};
 }
 
+bool chat_opens_think(chat_format f, std::string_view t) {
+  // QwQ's "{{- '<|im_start|>assistant\n<think>\n' }}" (newlines as written or as \n)
+  return f == chat_format::chatml &&
+         (t.find("<|im_start|>assistant\\n<think>\\n") != std::string_view::npos ||
+          t.find("<|im_start|>assistant\n<think>\n") != std::string_view::npos);
+}
+
 bool chat_has_bos(chat_format f) {
   switch (f) {
   case chat_format::llama2:

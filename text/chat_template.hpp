@@ -82,6 +82,9 @@ expected<std::string> render_chat(chat_format f, const std::vector<chat_message>
                                   std::string_view default_system = {},
                                   const harmony_settings& harmony = {});
 /// True when the rendered text already starts with the BOS token (do not add another).
+/// Whether the template's generation prompt opens a <think> block ("<|im_start|>assistant\n
+/// <think>\n", QwQ): the reply then starts inside its reasoning, and the prompt ends so.
+bool chat_opens_think(chat_format f, std::string_view chat_template);
 bool chat_has_bos(chat_format f);
 /// The token texts that end an assistant turn (added as stop tokens), or none: for olmo2 the
 /// turn ends with the model's eos, which generation stops on already (the model's eos ids);

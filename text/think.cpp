@@ -72,10 +72,17 @@ class think_rule final : public token_constraint {
     case state::after:
       break;
     }
+    if (token == ids_.open || token == ids_.close) return false; // no tag in the answer
     return answer_->advance(token);
   }
   void allowed(std::vector<uint64_t>& bits) const override {
-    if (state_ == state::after) return answer_->allowed(bits);
+    if (state_ == state::after) { // the answer's tokens but the tags (a JSON string could
+      answer_->allowed(bits);     // take their bytes)
+      for (int32_t t : {ids_.open, ids_.close})
+        if (t >= 0 && static_cast<size_t>(t) / 64 < bits.size())
+          bits[static_cast<size_t>(t) / 64] &= ~(uint64_t{1} << (t % 64));
+      return;
+    }
     if (state_ == state::first) { // the answer's first tokens, or the block's opening
       answer_->allowed(bits);
       set(bits, ids_.open);

@@ -409,7 +409,7 @@ namespace {
 // stories260K-hf with two rare pieces ('z' 451, 'j' 449) renamed <think> and </think> and made
 // added tokens, as Qwen3's vocabulary has them: a model that can "think" under logit_bias.
 // `qwen3`: with a ChatML template that reads enable_thinking, as Qwen3's does.
-std::shared_ptr<const model_source> make_thinking_stories(bool qwen3) {
+std::shared_ptr<const model_source> make_thinking_stories(bool qwen3, bool qwq = false) {
   {
     auto base = open_model(test::model_path("stories260K-hf"));
     EXPECT_TRUE(base);
@@ -432,8 +432,14 @@ std::shared_ptr<const model_source> make_thinking_stories(bool qwen3) {
                           "<|im_end|>\n{% endfor %}<|im_start|>assistant\n{% if "
                           "enable_thinking is defined and enable_thinking is false %}<think>"
                           "\n\n</think>\n\n{% endif %}"}};
+    // QwQ's: the generation prompt opens the block
+    const json qwq_config = {{"chat_template",
+                              "{% for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + "
+                              "m.content + '<|im_end|>\\n' }}{% endfor %}{{- "
+                              "'<|im_start|>assistant\\n<think>\\n' }}"}};
     auto tok =
-        tokenizer::from_hf_json(t.dump(), qwen3 ? config.dump() : "", "stories with think tags");
+        tokenizer::from_hf_json(t.dump(), qwen3 ? config.dump() : (qwq ? qwq_config.dump() : ""),
+                                "stories with think tags");
     EXPECT_TRUE(tok) << tok.error().message;
     auto m = std::make_shared<model_source>();
     m->path = (*base)->path;
@@ -554,4 +560,44 @@ TEST(GatewayApi, EnableThinkingFollowsTheTemplate) {
                         head + R"(,"chat_template_kwargs":{"enable_thinking":false}})");
   EXPECT_EQ(no.status, 400);
   EXPECT_NE(no.body.find("enable_thinking"), std::string::npos) << no.body;
+}
+
+// A template whose generation prompt opens the block (QwQ's "<|im_start|>assistant\n<think>\n"):
+// the prompt ends so, and the reply starts inside its reasoning (cut there: all reasoning). An
+// assistant message's content may be null; a reasoning_content that is not text is refused
+// as such.
+TEST(GatewayApi, AGenerationPromptThatOpensTheBlockStartsTheReplyInside) {
+  server s({}, {}, make_thinking_stories(false, true));
+  const std::string head = R"({"model":"stories","max_tokens":4,"temperature":0,)"
+                           R"("messages":[{"role":"user","content":"Tell"}])";
+  const reply r = post(s.port, "/v1/chat/completions", head + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json& msg = r.j["choices"][0]["message"];
+  ASSERT_TRUE(msg["reasoning_content"].is_string()) << r.body;
+  EXPECT_FALSE(msg["reasoning_content"].get<std::string>().empty());
+  EXPECT_EQ(msg["content"], "") << r.body;
+  // </think> at once: the reasoning is empty and the rest is the answer
+  const reply c = post(s.port, "/v1/chat/completions",
+                       head + R"(,"logprobs":true,"logit_bias":{"449":100},"max_tokens":3})");
+  ASSERT_EQ(c.status, 200) << c.body;
+  EXPECT_EQ(c.j["choices"][0]["logprobs"]["content"][0]["token"], "</think>");
+  EXPECT_TRUE(c.j["choices"][0]["message"]["reasoning_content"].is_null()) << c.body;
+  // the same model without that template: the reply is the answer
+  server plain({}, {}, thinking_stories());
+  const reply p = post(plain.port, "/v1/chat/completions", head + "}");
+  ASSERT_EQ(p.status, 200);
+  EXPECT_TRUE(p.j["choices"][0]["message"]["reasoning_content"].is_null()) << p.body;
+  EXPECT_NE(p.j["choices"][0]["message"]["content"], "");
+  const std::string history =
+      R"({"model":"stories","max_tokens":2,"messages":[{"role":"user","content":"Hi"},)"
+      R"({"role":"assistant","content":null,"reasoning_content":RC},{"role":"user","content":"Go"}]})";
+  auto with = [&](const std::string& rc) {
+    std::string b = history;
+    b.replace(b.find("RC"), 2, rc);
+    return post(s.port, "/v1/chat/completions", b);
+  };
+  EXPECT_EQ(with(R"("greet")").status, 200);
+  const reply bad = with("5");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("must be a string"), std::string::npos) << bad.body;
 }

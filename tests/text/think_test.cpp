@@ -140,6 +140,17 @@ class five final : public token_constraint {
   bool done_ = false;
 };
 
+// A toy rule that takes any token (a JSON string's content, say).
+class everything final : public token_constraint {
+ public:
+  std::unique_ptr<token_constraint> clone() const override {
+    return std::make_unique<everything>(*this);
+  }
+  bool advance(int32_t) override { return true; }
+  void allowed(std::vector<uint64_t>& bits) const override { bits.assign(2, ~uint64_t{0}); }
+  bool done() const override { return false; }
+};
+
 bool has(const std::vector<uint64_t>& bits, int32_t id) {
   return static_cast<size_t>(id) / 64 < bits.size() &&
          (bits[static_cast<size_t>(id) / 64] >> (id % 64)) & 1;
@@ -168,6 +179,14 @@ TEST(Think, TheAnswerRuleHoldsAfterTheBlock) {
   copy->allowed(bits);
   EXPECT_TRUE(has(bits, 5));
   EXPECT_FALSE(has(bits, 3));
+  // no tag in the answer, even where the answer's rule would take its bytes
+  auto tags = think_then(std::make_unique<everything>(), ids, true, 100, {7});
+  ASSERT_TRUE(tags->advance(41));
+  tags->allowed(bits);
+  EXPECT_TRUE(has(bits, 3));
+  EXPECT_FALSE(has(bits, 40) || has(bits, 41));
+  EXPECT_FALSE(tags->clone()->advance(40));
+  EXPECT_FALSE(tags->clone()->advance(41));
   ASSERT_TRUE(copy->advance(5));
   EXPECT_TRUE(copy->done());
   // without a block the answer starts at once; a prompt that opened one starts inside it
