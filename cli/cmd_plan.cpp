@@ -118,10 +118,14 @@ int run_plan(const plan_opts& o) {
     j["kv_dtype"] = name(mo.kv_dtype);
     j["candidates"] = nlohmann::json::array();
     for (const auto& k : p.tried) {
-      nlohmann::json cj = {
-          {"placement", k.place.to_string()}, {"devices", k.devices}, {"most_bytes", k.most_bytes},
-          {"kv_tokens", k.kv_tokens},         {"fits", k.fits},       {"partial", k.partial},
-          {"shards", nlohmann::json::array()}};
+      nlohmann::json cj = {{"placement", k.place.to_string()},
+                           {"devices", k.devices},
+                           {"most_bytes", k.most_bytes},
+                           {"kv_tokens", k.kv_tokens},
+                           {"fits", k.fits},
+                           {"partial", k.partial},
+                           {"packed", k.packed},
+                           {"shards", nlohmann::json::array()}};
       for (const auto& s : k.shards)
         cj["shards"].push_back({{"stage", s.stage},
                                 {"rank", s.rank},

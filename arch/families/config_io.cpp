@@ -341,8 +341,12 @@ status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_
   TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
   TROUPE_TRY_ASSIGN(ctx, j.i("max_position_embeddings", 2048));
   TROUPE_TRY_ASSIGN(D, j.i("head_dim", C / H));
-  c.C = C, c.F = F, c.n_layer = L, c.H = H, c.Hkv = Hkv ? Hkv : H, c.V = V, c.ctx = ctx;
-  c.D = D ? D : C / H;
+  // absent or null: the defaults above; written as 0: no model (not multi-head attention)
+  if (j.has("num_key_value_heads") && Hkv == 0)
+    return j.unsupported("num_key_value_heads 0: a model needs at least one KV head");
+  if (j.has("head_dim") && D == 0) return j.unsupported("head_dim 0: heads need a size");
+  c.C = C, c.F = F, c.n_layer = L, c.H = H, c.Hkv = Hkv, c.V = V, c.ctx = ctx;
+  c.D = D;
   if (eps_key) {
     TROUPE_TRY_ASSIGN(eps, j.f(eps_key, eps_default));
     c.norm_eps = eps;

@@ -295,5 +295,14 @@ TEST(MemoryPlan, RefusesWhatCannotLoad) {
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("quantization_config"), std::string::npos) << m.error().message;
   EXPECT_FALSE(open_model_config(dir + "/nothing.json"));
+  // a KV head count of 0 is no model (it was read as full multi-head attention)
+  for (const char* key : {"num_key_value_heads", "head_dim"}) {
+    auto cfg = test::load_json(config_of("llama-3.1-8b") + "/config.json");
+    cfg[key] = 0;
+    std::ofstream(dir + "/config.json") << cfg.dump();
+    auto zero = open_model_config(dir);
+    ASSERT_FALSE(zero) << key;
+    EXPECT_NE(zero.error().message.find(key), std::string::npos) << zero.error().message;
+  }
   std::filesystem::remove_all(dir);
 }
