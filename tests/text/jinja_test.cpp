@@ -1,0 +1,150 @@
+// jinja_test.cpp: Troupe's Jinja interpreter (text/jinja_template.hpp) against transformers.
+// Every published template in tests/fixtures/jinja_templates.json (make_jinja_fixtures.py:
+// jinja2 as transformers configures it, over plain chats, system prompts, tools, tool calls and
+// results, reasoning turns) must parse, and every conversation must render to the same bytes,
+// or fail where transformers failed (with the template's own words for raise_exception).
+// Then the semantics a template can lean on that the published ones exercise only in part:
+// whitespace control, scoping, Python's value printing, the sandbox, the guards.
+#include <ctime>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../test_paths.hpp"
+#include "text/jinja_template.hpp"
+
+namespace troupe {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+const ojson& fixture() {
+  static const ojson j = ojson::parse(test::read_file(test::fixture_path("jinja_templates.json")));
+  return j;
+}
+
+int64_t fixed_now() { // the fixture's FIXED_DATE, 2026-12-02 12:00 local time
+  std::tm tm{};
+  tm.tm_year = 2026 - 1900;
+  tm.tm_mon = 11;
+  tm.tm_mday = 2;
+  tm.tm_hour = 12;
+  tm.tm_isdst = -1;
+  return static_cast<int64_t>(std::mktime(&tm));
+}
+
+TEST(JinjaPublished, EveryTemplateRendersAsTransformersDoes) {
+  const ojson& f = fixture();
+  ASSERT_GE(f["templates"].size(), 60u);
+  size_t texts = 0, errors = 0;
+  for (const auto& t : f["templates"]) {
+    const std::string name = t["name"];
+    auto tpl = jinja_template::parse(t["template"].get<std::string>());
+    ASSERT_TRUE(tpl) << name << ": " << tpl.error().message;
+    for (const auto& [c, want] : t["renders"].items()) {
+      if (f["contexts"][c].contains("continue_final_message")) continue; // the gateway's
+      auto got = tpl->render(f["contexts"][c], fixed_now());
+      if (want.contains("text")) {
+        EXPECT_TRUE(got) << name << " / " << c << ": " << got.error().message;
+        if (got) EXPECT_EQ(*got, want["text"].get<std::string>()) << name << " / " << c;
+        ++texts;
+      } else {
+        const std::string e = want["error"];
+        EXPECT_FALSE(got) << name << " / " << c << ": transformers failed (" << e << ")";
+        const std::string raised = "TemplateError: ";
+        if (!got && e.rfind(raised, 0) == 0)
+          EXPECT_EQ(got.error().message, e.substr(raised.size())) << name << " / " << c;
+        ++errors;
+      }
+    }
+  }
+  EXPECT_GT(texts, 500u);
+  EXPECT_GT(errors, 0u);
+}
+
+std::string render(std::string_view src, const ojson& ctx = ojson::object()) {
+  auto t = jinja_template::parse(src);
+  if (!t) return "PARSE: " + t.error().message;
+  auto r = t->render(ctx, fixed_now());
+  return r ? *r : "ERROR: " + r.error().message;
+}
+
+TEST(Jinja, WhitespaceControlAsTransformersConfiguresIt) {
+  // trim_blocks eats the newline after a block tag; lstrip_blocks the indent before one
+  EXPECT_EQ(render("{% if true %}\n  a\n  {% endif %}\nb"), "  a\nb");
+  EXPECT_EQ(render("x  {%- if true -%}  y  {%- endif %}"), "xy");
+  EXPECT_EQ(render("{{ 'a' }}\n{{ 'b' }}"), "a\nb"); // not after an expression
+  EXPECT_EQ(render("  {%+ if true %}k{% endif %}"), "  k");
+  EXPECT_EQ(render("a {# note #} b\n  {# own line #}\nc"), "a  b\nc");
+}
+
+TEST(Jinja, ScopesFollowJinja2) {
+  // a set inside a loop does not leak out; a namespace carries it
+  EXPECT_EQ(render("{% set x = 1 %}{% for i in [1,2] %}{% set x = i %}{% endfor %}{{ x }}"), "1");
+  EXPECT_EQ(render("{% set ns = namespace(x=1) %}{% for i in [1,2] %}{% set ns.x = i %}"
+                   "{% endfor %}{{ ns.x }}"),
+            "2");
+  EXPECT_EQ(render("{% macro m(a, b='d') %}{{ a }}{{ b }}{% endmacro %}{{ m(1) }}{{ m(2, b=3) }}"),
+            "1d23");
+  EXPECT_EQ(render("{% for x in [1,2,3] if x > 1 %}{{ loop.index }}/{{ loop.length }} "
+                   "{% else %}none{% endfor %}"),
+            "1/2 2/2 ");
+  EXPECT_EQ(render("{% for x in [] %}a{% else %}none{% endfor %}"), "none");
+  EXPECT_EQ(render("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}"),
+            "a=1;b=2;");
+  EXPECT_EQ(
+      render("{% for x in [1,2,3,4] %}{% if x == 3 %}{% break %}{% endif %}{{ x }}{% endfor %}"),
+      "12");
+}
+
+TEST(Jinja, ValuesPrintAsPython) {
+  EXPECT_EQ(render("{{ [1, 'a', none, true, 1.0, 1e-05, {'k': \"it's\"}] }}"),
+            "[1, 'a', None, True, 1.0, 1e-05, {'k': \"it's\"}]");
+  EXPECT_EQ(render("{{ x }}|{{ x is defined }}|{{ x | default('d') }}"), "|False|d");
+  EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }}"),
+            "3 -4 2 3.5 1024");
+  EXPECT_EQ(render("{{ {'b': 1, 'a': [1, 2]} | tojson }}"), "{\"b\": 1, \"a\": [1, 2]}");
+  EXPECT_EQ(render("{{ {'b': 1, 'a': []} | tojson(indent=2) }}"), "{\n  \"b\": 1,\n  \"a\": []\n}");
+  EXPECT_EQ(render("{{ 'é\"<' | tojson }}"), "\"é\\\"<\""); // no ASCII or HTML escaping
+  EXPECT_EQ(render("{{ '  a b  '.strip() }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}"),
+            "a b|['a', 'b', '', 'c']|['a', 'b']");
+  EXPECT_EQ(render("{{ 'abcdef'[1:4] }}{{ [1,2,3][::-1] }}{{ 'abc'[-1] }}"), "bcd[3, 2, 1]c");
+  EXPECT_EQ(render("{{ strftime_now('%d %b %Y') }}"), "02 Dec 2026");
+}
+
+TEST(Jinja, FiltersAndTestsOverLists) {
+  ojson ctx = {{"ms", {{{"role", "user"}, {"c", 1}}, {{"role", "tool"}, {"c", 2}}}}};
+  EXPECT_EQ(
+      render("{{ ms | selectattr('role', 'equalto', 'tool') | map(attribute='c') | list }}", ctx),
+      "[2]");
+  EXPECT_EQ(render("{{ ms | rejectattr('role', 'in', ['tool']) | list | length }}", ctx), "1");
+  EXPECT_EQ(render("{{ ms | map(attribute='role') | join(', ') }}", ctx), "user, tool");
+  EXPECT_EQ(render("{{ [3, 1, 2] | sort | first }}{{ [1, 1, 2] | unique | list }}"), "1[1, 2]");
+  EXPECT_EQ(render("{{ {'b': 1, 'a': 2} | dictsort }}"), "[['a', 2], ['b', 1]]");
+  EXPECT_EQ(render("{{ 'x' is string }}{{ {} is mapping }}{{ none is none }}{{ 3 is odd }}"),
+            "TrueTrueTrueTrue");
+}
+
+TEST(Jinja, ErrorsNameWhatFailed) {
+  EXPECT_EQ(render("{{ raise_exception('Roles must alternate') }}"), "ERROR: Roles must alternate");
+  EXPECT_NE(render("{% if x %}").find("PARSE:"), std::string::npos);
+  EXPECT_NE(render("{% include 'x' %}").find("unknown tag 'include'"), std::string::npos);
+  EXPECT_NE(render("{{ x | frobnicate }}").find("unknown filter 'frobnicate'"), std::string::npos);
+  EXPECT_NE(render("{{ x.y }}").find("'x' is undefined"), std::string::npos);
+  EXPECT_NE(render("{{ 'a' + 1 }}").find("ERROR:"), std::string::npos);
+  // the sandbox: the template cannot change what it was given
+  EXPECT_NE(render("{{ ms.append(1) }}", {{"ms", ojson::array()}}).find("may not modify"),
+            std::string::npos);
+  EXPECT_NE(render("{% set ns = {} %}{% set ns.x = 1 %}").find("non-namespace"), std::string::npos);
+  // a template that would not end, or nests without bound, stops with an error
+  EXPECT_NE(render("{% for i in range(2000) %}{% for j in range(2000) %}{% endfor %}{% endfor %}")
+                .find("too long"),
+            std::string::npos);
+  EXPECT_NE(render("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}").find("too deeply"),
+            std::string::npos);
+  EXPECT_NE(render("{{ range(100000000) | length }}").find("too long"), std::string::npos);
+}
+
+} // namespace
+} // namespace troupe
