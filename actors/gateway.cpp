@@ -76,6 +76,7 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
                       const std::vector<shard_report>& shards);
   void health(std::shared_ptr<response_writer> w);
   void generate(http_request req, std::shared_ptr<response_writer> w, bool chat);
+  void tokenize(http_request req, std::shared_ptr<response_writer> w, bool detokenize);
 };
 
 namespace {
@@ -672,6 +673,19 @@ void gateway::impl::generate(http_request req, std::shared_ptr<response_writer> 
     fail(w, error_for({errc::busy, "too many requests are being parsed; retry later"}));
 }
 
+void gateway::impl::tokenize(http_request req, std::shared_ptr<response_writer> w,
+                             bool detokenize) {
+  auto self = shared_from_this();
+  auto job = [self, body = std::move(req.body), w, detokenize] {
+    auto r = detokenize ? detokenize_request(body, self->info) : tokenize_request(body, self->info);
+    if (auto* e = std::get_if<api_error>(&r)) return self->fail(w, *e);
+    self->count(200);
+    w->respond(200, "application/json", std::get<std::string>(r));
+  };
+  if (!work->post(std::move(job)))
+    fail(w, error_for({errc::busy, "too many requests are being parsed; retry later"}));
+}
+
 void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w) {
   std::string path = req.target.substr(0, req.target.find('?'));
   const bool auth_exempt = path == "/health" || (path == "/metrics" && !opt.metrics_auth);
@@ -701,14 +715,19 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
   }
   if (path == "/health" && get) return health(w);
   if (path == "/metrics" && get) return metrics(w);
+  if ((path == "/tokenize" || path == "/detokenize") && post)
+    return tokenize(std::move(req), w, path == "/detokenize");
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
-                     path == "/v1/models" || path.rfind(models_prefix, 0) == 0 ||
-                     path == "/health" || path == "/metrics";
+                     path == "/tokenize" || path == "/detokenize" || path == "/v1/models" ||
+                     path.rfind(models_prefix, 0) == 0 || path == "/health" || path == "/metrics";
   if (known)
     return fail(w,
                 {405, fmt::format("method {} is not allowed on {}", req.method, path),
                  "invalid_request_error", "", ""},
-                {{"Allow", path.find("completions") != std::string::npos ? "POST" : "GET, HEAD"}});
+                {{"Allow", path.find("completions") != std::string::npos ||
+                                   path.find("tokenize") != std::string::npos
+                               ? "POST"
+                               : "GET, HEAD"}});
   return fail(w, {404, fmt::format("no route {} {}", req.method, path), "invalid_request_error", "",
                   "not_found"});
 }
@@ -730,8 +749,24 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
   p->info.model_name = o.model_name;
   p->info.tok = m.tok.get();
   p->info.context = m.config.ctx;
-  p->info.chat = detect_chat_format(m.tok->chat_template());
-  p->info.chat_system = chat_default_system(p->info.chat, m.tok->chat_template());
+  const std::string& tmpl = o.chat_template.empty() ? m.tok->chat_template() : o.chat_template;
+  p->info.chat_template = tmpl;
+  p->info.chat = detect_chat_format(tmpl);
+  p->info.chat_system = chat_default_system(p->info.chat, tmpl);
+  if (!tmpl.empty() && !o.native_chat) {
+    // the template itself, as transformers runs it; the native renderer only where it fails
+    if (auto t = jinja_template::parse(tmpl)) {
+      p->info.jinja = std::make_shared<const jinja_template>(std::move(*t));
+      auto text_of = [&](int32_t id) {
+        return id >= 0 ? std::string(m.tok->piece(id)) : std::string();
+      };
+      p->info.bos_text = text_of(m.tok->bos_id());
+      p->info.eos_text = text_of(m.tok->eos_id());
+    } else {
+      TROUPE_LOG_WARN("gateway", "{}; chats are rendered natively ({})", t.error().message,
+                      to_string(p->info.chat));
+    }
+  }
   if (p->info.chat == chat_format::harmony) {
     p->info.harmony = harmony_tokens::of(*m.tok);
     if (!p->info.harmony)
@@ -742,10 +777,9 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
   // keeps them whole)
   if (p->info.chat != chat_format::harmony && o.split_reasoning) {
     p->info.think = think_tokens::of(*m.tok);
-    p->info.thinking_switch = p->info.think.has_value() &&
-                              m.tok->chat_template().find("enable_thinking") != std::string::npos;
-    p->info.think_opened =
-        p->info.think.has_value() && chat_opens_think(p->info.chat, m.tok->chat_template());
+    p->info.thinking_switch =
+        p->info.think.has_value() && tmpl.find("enable_thinking") != std::string::npos;
+    p->info.think_opened = p->info.think.has_value() && chat_opens_think(p->info.chat, tmpl);
     if (p->info.think)
       TROUPE_LOG_INFO("gateway", "<think> blocks of chat replies are served as reasoning_content");
   }
@@ -758,8 +792,9 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
                                 },
                                 o.limits));
   p->server = std::move(server);
-  TROUPE_LOG_INFO("gateway", "serving model={} chat_template={} on http://{}:{}", o.model_name,
-                  to_string(p->info.chat), o.host, p->server->port());
+  TROUPE_LOG_INFO("gateway", "serving model={} chat_template={}{} on http://{}:{}", o.model_name,
+                  to_string(p->info.chat), p->info.jinja ? " (jinja)" : "", o.host,
+                  p->server->port());
   return std::unique_ptr<gateway>(new gateway(std::move(p)));
 }
 

@@ -29,6 +29,9 @@ struct gateway_options {
   int parse_threads = 2;       // the job queue that parses and tokenizes request bodies
   bool split_reasoning = true; // a chat reply's <think> block as reasoning_content
                                // (text/think.hpp); false: left in the content
+  std::string chat_template;   // Jinja text in place of the checkpoint's (serve --chat-template)
+  bool native_chat = false;    // render chats with text/chat_template's native renderers, not
+                               // by running the template (serve --chat-renderer native)
   transport::http_limits limits;
 };
 

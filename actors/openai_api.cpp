@@ -15,6 +15,7 @@ namespace troupe::actors {
 namespace {
 
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
 api_error bad(std::string message, std::string param, int status = 400, std::string code = "") {
   return api_error{status, std::move(message), "invalid_request_error", std::move(param),
@@ -148,9 +149,16 @@ const std::vector<api_field>& api_fields() {
        "generated to fit it"},
       {"tools", false, true, "only an empty list"},
       {"tool_choice", false, true, "only \"none\""},
+      {"add_generation_prompt", false, true,
+       "false: the prompt ends after the last message, without the assistant turn's opening "
+       "(chat templates run as Jinja)"},
+      {"continue_final_message", false, true,
+       "true (with add_generation_prompt false): the reply continues the last message, "
+       "as transformers cuts the rendered chat after its content"},
       {"chat_template_kwargs", false, true,
-       "only enable_thinking (true or false), for templates that read it (Qwen3): false writes "
-       "the template's empty <think> block, so the reply is all answer"},
+       "variables the model's chat template reads (enable_thinking: false makes Qwen3's "
+       "template write its empty <think> block, so the reply is all answer); a name the "
+       "template does not read is refused (natively rendered templates: only enable_thinking)"},
       {"reasoning_effort", false, true,
        "low, medium or high: the harmony (GPT-OSS) system block's reasoning level; refused for "
        "other chat formats"},
@@ -373,93 +381,13 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
   if (!chat)
     if (auto e = number(j, "truncate_prompt_tokens", truncate, 1, 1e9, true)) return *e;
   if (chat) {
-    auto it = j.find("messages");
-    if (it == j.end() || !it->is_array())
-      return bad("'messages' is required and must be a list", "messages");
-    if (it->empty()) return bad("'messages' must not be empty", "messages");
-    std::vector<chat_message> msgs;
-    for (const auto& msg : *it) {
-      if (!msg.is_object()) return bad("each message must be an object", "messages");
-      auto role = msg.find("role");
-      auto content = msg.find("content");
-      if (role == msg.end() || !role->is_string())
-        return bad("each message needs a string 'role'", "messages");
-      chat_message cm;
-      cm.role = role->get<std::string>();
-      if (cm.role == "developer") cm.role = "system"; // OpenAI's newer name for it
-      if (content == msg.end() || (content->is_null() && cm.role != "assistant"))
-        return bad("each message needs 'content'", "messages");
-      if (content->is_null()) { // an assistant's may be null (OpenAI's): no text
-      } else if (content->is_string()) {
-        cm.content = content->get<std::string>();
-      } else if (content->is_array()) {
-        for (const auto& part : *content) {
-          if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
-              !part.contains("text") || !part["text"].is_string())
-            return bad("message content parts must be {\"type\": \"text\", \"text\": ...}",
-                       "messages");
-          cm.content += part["text"].get<std::string>();
-        }
-      } else {
-        return bad("message 'content' must be a string or a list of text parts", "messages");
-      }
-      for (auto& [k, v] : msg.items()) {
-        // an earlier reply's reasoning, sent back as vLLM's clients do: the templates drop
-        // the reasoning of turns before the last user message, so it changes nothing
-        if (k == "reasoning_content" && cm.role == "assistant") {
-          if (!v.is_string() && !v.is_null())
-            return bad("message 'reasoning_content' must be a string or null", "messages");
-          continue;
-        }
-        if (k != "role" && k != "content" && k != "name")
-          return bad(fmt::format("unknown message field '{}'", k), "messages");
-      }
-      msgs.push_back(std::move(cm));
-    }
-    harmony_settings harmony;
-    if (auto it = j.find("reasoning_effort"); it != j.end() && !it->is_null()) {
-      if (info.chat != chat_format::harmony)
-        return bad(fmt::format("'reasoning_effort' is not supported by this model's chat format "
-                               "({})",
-                               to_string(info.chat)),
-                   "reasoning_effort");
-      if (!it->is_string() || !valid_reasoning_effort(it->get<std::string>()))
-        return bad("'reasoning_effort' must be \"low\", \"medium\" or \"high\"",
-                   "reasoning_effort");
-      harmony.reasoning_effort = it->get<std::string>();
-    }
-    r.reasoning = (info.chat == chat_format::harmony && info.harmony.has_value()) ||
-                  (info.chat != chat_format::harmony && info.think.has_value());
-    r.base.think = info.chat != chat_format::harmony && info.think.has_value();
-    bool thinking = true;
-    if (auto it = j.find("chat_template_kwargs"); it != j.end() && !it->is_null()) {
-      if (!it->is_object())
-        return bad("'chat_template_kwargs' must be an object", "chat_template_kwargs");
-      for (const auto& [k, v] : it->items()) {
-        if (k != "enable_thinking")
-          return bad(fmt::format("chat_template_kwargs '{}' is not supported (enable_thinking)", k),
-                     "chat_template_kwargs");
-        if (!v.is_boolean())
-          return bad("chat_template_kwargs 'enable_thinking' must be true or false",
-                     "chat_template_kwargs");
-        if (!info.thinking_switch)
-          return bad("'enable_thinking' is not read by this model's chat template",
-                     "chat_template_kwargs");
-        thinking = v.get<bool>();
-      }
-    }
-    auto text = render_chat(info.chat, msgs, info.chat_system, harmony);
-    if (!text) return bad(text.error().message, "messages");
-    // thinking off: the empty block Qwen3's template writes after the generation prompt; a
-    // template whose generation prompt opens the block (QwQ) writes its opening
-    if (!thinking) *text += "<think>\n\n</think>\n\n";
-    if (info.think_opened) *text += "<think>\n";
-    auto ids = info.tok->encode(*text, !chat_has_bos(info.chat), true);
-    if (!ids) return bad(ids.error().message, "messages");
-    r.prompts.push_back(std::move(*ids));
-    r.prompt_texts.push_back(std::move(*text));
-    for (std::string_view end : chat_end_of_turn(info.chat))
-      if (int32_t id = info.tok->find(end); id >= 0) r.base.stop_ids.push_back(id);
+    chat_prompt cp;
+    if (auto e = build_chat_prompt(j, info, cp)) return *e;
+    r.reasoning = cp.reasoning;
+    r.base.think = cp.think;
+    r.base.stop_ids.insert(r.base.stop_ids.end(), cp.stop_ids.begin(), cp.stop_ids.end());
+    r.prompts.push_back(std::move(cp.ids));
+    r.prompt_texts.push_back(std::move(cp.text));
   } else {
     auto it = j.find("prompt");
     if (it == j.end() || it->is_null()) return bad("'prompt' is required", "prompt");
@@ -673,6 +601,97 @@ std::string models_body(const std::string& model_name, int64_t created) {
   json j = {{"object", "list"},
             {"data", json::array({json::parse(model_body(model_name, created))})}};
   return j.dump();
+}
+
+namespace {
+
+// The body of a /tokenize or /detokenize request: a JSON object with only `allowed` fields
+// and, when present, this server's model.
+std::variant<json, api_error> tool_body(const std::string& body, const serving_info& info,
+                                        std::initializer_list<std::string_view> allowed) {
+  if (size_t bad_at = unicode::first_invalid(body); bad_at != std::string::npos)
+    return bad(fmt::format("request body is not valid UTF-8 (byte {})", bad_at), "");
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) return bad("request body is not valid JSON", "");
+  if (!j.is_object()) return bad("request body must be a JSON object", "");
+  for (auto& [k, v] : j.items())
+    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
+      return bad(fmt::format("unknown field '{}'", k), k);
+  if (auto m = j.find("model"); m != j.end() && !m->is_null()) {
+    if (!m->is_string()) return bad("'model' must be a string", "model");
+    if (m->get<std::string>() != info.model_name)
+      return api_error{404,
+                       fmt::format("model '{}' does not exist; this server serves '{}'",
+                                   m->get<std::string>(), info.model_name),
+                       "invalid_request_error", "model", "model_not_found"};
+  }
+  return j;
+}
+
+std::optional<api_error> flag(const json& j, const char* key, bool& out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return bad(fmt::format("'{}' must be true or false", key), key);
+  out = it->get<bool>();
+  return std::nullopt;
+}
+
+} // namespace
+
+std::variant<std::string, api_error> tokenize_request(const std::string& body,
+                                                      const serving_info& info) {
+  auto parsed = tool_body(body, info,
+                          {"model", "prompt", "messages", "add_special_tokens",
+                           "add_generation_prompt", "continue_final_message",
+                           "chat_template_kwargs", "reasoning_effort", "return_token_strs"});
+  if (auto* e = std::get_if<api_error>(&parsed)) return *e;
+  const json& j = std::get<json>(parsed);
+  bool strs = false, special = !j.contains("messages");
+  if (auto e = flag(j, "return_token_strs", strs)) return *e;
+  if (auto e = flag(j, "add_special_tokens", special)) return *e;
+  std::vector<int32_t> ids;
+  if (j.contains("messages")) {
+    if (j.contains("prompt")) return bad("give 'prompt' or 'messages', not both", "prompt");
+    if (special)
+      return bad("'add_special_tokens' with 'messages' is not supported: the chat template "
+                 "writes the special tokens",
+                 "add_special_tokens");
+    chat_prompt cp;
+    if (auto e = build_chat_prompt(j, info, cp)) return *e;
+    ids = std::move(cp.ids);
+  } else {
+    for (const char* k : {"add_generation_prompt", "continue_final_message", "chat_template_kwargs",
+                          "reasoning_effort"})
+      if (j.contains(k)) return bad(fmt::format("'{}' goes with 'messages'", k), k);
+    auto p = j.find("prompt");
+    if (p == j.end() || !p->is_string())
+      return bad("'prompt' (a string) or 'messages' is required", "prompt");
+    auto e = info.tok->encode(p->get<std::string>(), special, true);
+    if (!e) return bad(e.error().message, "prompt");
+    ids = std::move(*e);
+  }
+  json out = {{"count", ids.size()}, {"max_model_len", info.context}, {"tokens", ids}};
+  if (strs) {
+    json pieces = json::array();
+    for (int32_t id : ids) pieces.push_back(token_string(std::string(info.tok->piece(id))));
+    out["token_strs"] = std::move(pieces);
+  } else {
+    out["token_strs"] = nullptr;
+  }
+  return out.dump();
+}
+
+std::variant<std::string, api_error> detokenize_request(const std::string& body,
+                                                        const serving_info& info) {
+  auto parsed = tool_body(body, info, {"model", "tokens"});
+  if (auto* e = std::get_if<api_error>(&parsed)) return *e;
+  const json& j = std::get<json>(parsed);
+  auto t = j.find("tokens");
+  if (t == j.end() || !t->is_array()) return bad("'tokens' (a list of ids) is required", "tokens");
+  std::vector<int32_t> ids;
+  if (!t->empty())
+    if (auto e = token_list(*t, info, "tokens", ids)) return *e;
+  return json{{"prompt", info.tok->decode(ids, false)}}.dump();
 }
 
 } // namespace troupe::actors

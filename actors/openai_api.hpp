@@ -8,14 +8,18 @@
 // Tests: tests/actors/openai_api_test.cpp
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "actors/api.hpp"
 #include "text/chat_template.hpp"
 #include "text/harmony.hpp"
+#include "text/jinja_template.hpp"
 #include "text/think.hpp"
 #include "text/tokenizer.hpp"
 
@@ -27,6 +31,11 @@ struct api_error {
   std::string type = "invalid_request_error";
   std::string param; // the offending field, when there is one
   std::string code;  // "model_not_found", "context_length_exceeded", ...
+
+  /// A 400 invalid_request_error about `param`.
+  static api_error bad_request(std::string message, std::string param) {
+    return api_error{400, std::move(message), "invalid_request_error", std::move(param), ""};
+  }
 };
 
 /// The one table: a troupe error (from the engine, the parser, the gateway) -> HTTP status,
@@ -57,6 +66,11 @@ struct serving_info {
   std::optional<think_tokens> think;     // a model that thinks in <think> blocks (replies split)
   bool thinking_switch = false;          // its template reads enable_thinking (Qwen3)
   bool think_opened = false;             // its generation prompt opens the block (QwQ)
+  // the chat template run as Jinja, as transformers runs it (null: the native renderer of
+  // `chat`); bos_text / eos_text are what it reads as bos_token / eos_token
+  std::shared_ptr<const jinja_template> jinja;
+  std::string chat_template;
+  std::string bos_text, eos_text;
 };
 
 struct parsed_request {
@@ -78,6 +92,29 @@ struct parsed_request {
 
   bool logprobs() const { return chat ? chat_logprobs : completion_logprobs >= 0; }
 };
+
+/// A chat's prompt: the messages rendered by the model's chat template and encoded.
+struct chat_prompt {
+  std::vector<int32_t> ids;
+  std::string text;
+  std::vector<int32_t> stop_ids; // the tokens that end an assistant turn in this format
+  bool reasoning = false;        // harmony or <think> replies: reasoning is reasoning_content
+  bool think = false;            // replies split at <think> blocks (gen_request.think)
+};
+
+/// Reads messages, reasoning_effort, chat_template_kwargs, add_generation_prompt and
+/// continue_final_message from a chat request (or a /tokenize body) and renders the prompt
+/// (chat_prompt.cpp).
+std::optional<api_error> build_chat_prompt(const nlohmann::json& j, const serving_info& info,
+                                           chat_prompt& out);
+
+/// vLLM's /tokenize: {"prompt": ...} or {"messages": ...} (the chat's prompt as the chat
+/// endpoint renders it) -> {"count", "max_model_len", "tokens", "token_strs"}; and
+/// /detokenize: {"tokens": [...]} -> {"prompt": text}. The response body, or the error.
+std::variant<std::string, api_error> tokenize_request(const std::string& body,
+                                                      const serving_info& info);
+std::variant<std::string, api_error> detokenize_request(const std::string& body,
+                                                        const serving_info& info);
 
 std::variant<parsed_request, api_error> parse_request(const std::string& body, bool chat,
                                                       const serving_info& info);

@@ -8,6 +8,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <pthread.h>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +18,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "kernels/device.hpp"
+#include "text/jinja_template.hpp"
 #include "transport/cors.hpp"
 #include "workers.hpp"
 
@@ -48,6 +51,8 @@ CLI::Validator seconds(double lo) {
 
 struct serve_opts {
   std::string reasoning_format = "auto";
+  std::string chat_template; // a file of Jinja text in place of the checkpoint's
+  std::string chat_renderer = "jinja";
   std::string model, host = "127.0.0.1", placement, api_key, kv_memory = "256MiB", name,
                      kv_dtype = "f32", quantize;
   int port = 8080, tp = 1, ep = 1, pp = 1, threads = 1, block_size = 16, max_batch_tokens = 512,
@@ -168,6 +173,20 @@ int run_serve(const serve_opts& o) {
   go.limits.allowed_origins = *origins;
   go.metrics_auth = o.metrics_auth;
   go.split_reasoning = o.reasoning_format != "none";
+  go.native_chat = o.chat_renderer == "native";
+  if (!o.chat_template.empty()) {
+    std::ifstream in(o.chat_template, std::ios::binary);
+    if (!in)
+      return fail(
+          make_error(errc::io_error, "--chat-template {}: cannot read it", o.chat_template));
+    go.chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (go.chat_template.empty())
+      return fail(make_error(errc::invalid_argument, "--chat-template {}: empty", o.chat_template));
+    if (!go.native_chat)
+      if (auto t = jinja_template::parse(go.chat_template); !t)
+        return fail(make_error(errc::invalid_argument, "--chat-template {}: {}", o.chat_template,
+                               t.error().message));
+  }
   // thousands of connections need more descriptors than the usual soft limit of 1024
   const auto [soft, hard] =
       transport::raise_open_file_limit(static_cast<int64_t>(go.limits.max_connections) + 256);
@@ -253,6 +272,13 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
                   "auto: a chat reply's <think> block as reasoning_content (models whose "
                   "vocabulary has <think> and </think>); none: left in the content")
       ->check(CLI::IsMember({"auto", "none"}));
+  cmd->add_option("--chat-template", o->chat_template,
+                  "a Jinja chat template file to use in place of the checkpoint's "
+                  "(tokenizer_config.json / GGUF), as vLLM's --chat-template");
+  cmd->add_option("--chat-renderer", o->chat_renderer,
+                  "jinja: run the chat template as transformers does (default); native: "
+                  "Troupe's renderer of the template's recognised family")
+      ->check(CLI::IsMember({"jinja", "native"}));
   cmd->add_option("--max-waiting", o->max_waiting, "queued requests before answering 429")
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--inject", o->inject,

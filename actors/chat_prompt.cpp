@@ -1,0 +1,227 @@
+// chat_prompt.cpp: a chat request's messages -> the prompt (openai_api.hpp's
+// build_chat_prompt). The model's chat template runs as Jinja the way transformers'
+// apply_chat_template runs it (messages, tools and documents null, add_generation_prompt,
+// bos_token / eos_token, the request's chat_template_kwargs), and the text is encoded without
+// adding special tokens, as transformers and vLLM encode it; where no template parses, the
+// native renderer of the recognised family (text/chat_template.hpp) writes it.
+// continue_final_message cuts the text after the last message's content, as transformers does,
+// so the reply continues it. Tests: tests/actors/gateway_api_test.cpp,
+// tests/integration/serving_test.py (published templates from tests/fixtures).
+#include <cctype>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/openai_api.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+// what transformers appends to the content continue_final_message continues (and a space)
+constexpr std::string_view kContinueTag = "CONTINUE_FINAL_MESSAGE_TAG";
+
+api_error bad(std::string message, std::string param) {
+  return api_error::bad_request(std::move(message), std::move(param));
+}
+
+// One chat_template_kwargs entry for a template run as Jinja: a variable the template reads
+// (its name appears in it as a word), not one the server sets.
+std::optional<api_error> template_kwarg(const serving_info& info, const std::string& k,
+                                        const json& v) {
+  static const char* const reserved[] = {
+      "messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token"};
+  for (const char* r : reserved)
+    if (k == r)
+      return bad(fmt::format("chat_template_kwargs '{}' is set by the server", k),
+                 "chat_template_kwargs");
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  const std::string& t = info.chat_template;
+  bool read = false;
+  for (size_t i = t.find(k); !k.empty() && i != std::string::npos && !read; i = t.find(k, i + 1))
+    read = (i == 0 || !word(t[i - 1])) && (i + k.size() >= t.size() || !word(t[i + k.size()]));
+  if (!read)
+    return bad(
+        fmt::format("chat_template_kwargs '{}' is not read by this model's chat template", k),
+        "chat_template_kwargs");
+  if (k == "enable_thinking" && !v.is_boolean())
+    return bad("chat_template_kwargs 'enable_thinking' must be true or false",
+               "chat_template_kwargs");
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<api_error> build_chat_prompt(const json& j, const serving_info& info,
+                                           chat_prompt& out) {
+  auto it = j.find("messages");
+  if (it == j.end() || !it->is_array())
+    return bad("'messages' is required and must be a list", "messages");
+  if (it->empty()) return bad("'messages' must not be empty", "messages");
+  std::vector<chat_message> msgs;
+  ojson jmsgs = ojson::array(); // the same messages as the Jinja template reads them
+  for (const auto& msg : *it) {
+    if (!msg.is_object()) return bad("each message must be an object", "messages");
+    auto role = msg.find("role");
+    auto content = msg.find("content");
+    if (role == msg.end() || !role->is_string())
+      return bad("each message needs a string 'role'", "messages");
+    chat_message cm;
+    cm.role = role->get<std::string>();
+    if (cm.role == "developer") cm.role = "system"; // OpenAI's newer name for it
+    if (content == msg.end() || (content->is_null() && cm.role != "assistant"))
+      return bad("each message needs 'content'", "messages");
+    if (content->is_null()) { // an assistant's may be null (OpenAI's): no text
+    } else if (content->is_string()) {
+      cm.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (const auto& part : *content) {
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+            !part.contains("text") || !part["text"].is_string())
+          return bad("message content parts must be {\"type\": \"text\", \"text\": ...}",
+                     "messages");
+        cm.content += part["text"].get<std::string>();
+      }
+    } else {
+      return bad("message 'content' must be a string or a list of text parts", "messages");
+    }
+    for (auto& [k, v] : msg.items()) {
+      // an earlier reply's reasoning, sent back as vLLM's clients do: the templates drop
+      // the reasoning of turns before the last user message, so it changes nothing
+      if (k == "reasoning_content" && cm.role == "assistant") {
+        if (!v.is_string() && !v.is_null())
+          return bad("message 'reasoning_content' must be a string or null", "messages");
+        continue;
+      }
+      if (k != "role" && k != "content" && k != "name")
+        return bad(fmt::format("unknown message field '{}'", k), "messages");
+    }
+    if (info.jinja) {
+      // a null content reads as "" (vLLM's rendering; the templates split and strip it)
+      // an earlier turn's reasoning goes in as transformers aliases it: also as `thinking`
+      // (gpt-oss's template reads that), first
+      ojson jm = ojson::object();
+      auto rc = msg.find("reasoning_content");
+      const bool reasoned = rc != msg.end() && rc->is_string();
+      if (reasoned) jm["thinking"] = *rc;
+      jm["role"] = cm.role;
+      jm["content"] = cm.content;
+      if (auto n = msg.find("name"); n != msg.end() && n->is_string()) jm["name"] = *n;
+      if (reasoned) jm["reasoning_content"] = *rc;
+      jmsgs.push_back(std::move(jm));
+    }
+    msgs.push_back(std::move(cm));
+  }
+  harmony_settings harmony;
+  if (auto it = j.find("reasoning_effort"); it != j.end() && !it->is_null()) {
+    if (info.chat != chat_format::harmony)
+      return bad(fmt::format("'reasoning_effort' is not supported by this model's chat format "
+                             "({})",
+                             to_string(info.chat)),
+                 "reasoning_effort");
+    if (!it->is_string() || !valid_reasoning_effort(it->get<std::string>()))
+      return bad("'reasoning_effort' must be \"low\", \"medium\" or \"high\"", "reasoning_effort");
+    harmony.reasoning_effort = it->get<std::string>();
+  }
+  out.reasoning = (info.chat == chat_format::harmony && info.harmony.has_value()) ||
+                  (info.chat != chat_format::harmony && info.think.has_value());
+  out.think = info.chat != chat_format::harmony && info.think.has_value();
+  bool thinking = true;
+  ojson kwargs = ojson::object();
+  if (auto it = j.find("chat_template_kwargs"); it != j.end() && !it->is_null()) {
+    if (!it->is_object())
+      return bad("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    for (const auto& [k, v] : it->items()) {
+      if (info.jinja) { // any variable the template reads, as vLLM passes them
+        if (auto e = template_kwarg(info, k, v)) return *e;
+        kwargs[k] = ojson::parse(v.dump());
+        continue;
+      }
+      if (k != "enable_thinking")
+        return bad(fmt::format("chat_template_kwargs '{}' is not supported (enable_thinking)", k),
+                   "chat_template_kwargs");
+      if (!v.is_boolean())
+        return bad("chat_template_kwargs 'enable_thinking' must be true or false",
+                   "chat_template_kwargs");
+      if (!info.thinking_switch)
+        return bad("'enable_thinking' is not read by this model's chat template",
+                   "chat_template_kwargs");
+      thinking = v.get<bool>();
+    }
+  }
+  bool generation_prompt = true, continue_final = false;
+  for (auto [key, flag] : {std::pair{"add_generation_prompt", &generation_prompt},
+                           std::pair{"continue_final_message", &continue_final}}) {
+    auto f = j.find(key);
+    if (f == j.end() || f->is_null()) continue;
+    if (!f->is_boolean()) return bad(fmt::format("'{}' must be true or false", key), key);
+    *flag = f->get<bool>();
+  }
+  if (generation_prompt && continue_final)
+    return bad("'continue_final_message' continues the last message, which needs "
+               "'add_generation_prompt': false",
+               "continue_final_message");
+  if ((!generation_prompt || continue_final) && !info.jinja)
+    return bad(fmt::format("'{}' needs the model's chat template run as Jinja (this model's is "
+                           "rendered natively: {})",
+                           continue_final ? "continue_final_message" : "add_generation_prompt",
+                           info.chat_template.empty() ? "it has none" : "serve --chat-renderer"),
+               continue_final ? "continue_final_message" : "add_generation_prompt");
+  expected<std::string> text = std::string();
+  if (info.jinja) {
+    // the variables transformers' apply_chat_template gives the template
+    if (continue_final) {
+      auto& last = jmsgs.back()["content"];
+      last = last.get<std::string>() + std::string(kContinueTag) + " ";
+    }
+    ojson ctx = {{"messages", std::move(jmsgs)},
+                 {"tools", nullptr},
+                 {"documents", nullptr},
+                 {"add_generation_prompt", generation_prompt}};
+    if (!info.bos_text.empty()) ctx["bos_token"] = info.bos_text;
+    if (!info.eos_text.empty()) ctx["eos_token"] = info.eos_text;
+    if (j.contains("reasoning_effort") && !j["reasoning_effort"].is_null())
+      ctx["reasoning_effort"] = harmony.reasoning_effort;
+    for (auto& [k, v] : kwargs.items()) ctx[k] = v;
+    text = info.jinja->render(ctx);
+    if (!text)
+      return bad(
+          fmt::format("the model's chat template refused the messages: {}", text.error().message),
+          "messages");
+    if (continue_final) {
+      // transformers' way: the last content carried a tag; the text ends where the tag starts,
+      // or before the whitespace in front of it where the template trimmed what followed
+      const size_t at = text->rfind(kContinueTag, std::string::npos);
+      if (at == std::string::npos)
+        return bad("continue_final_message: the last message's content does not appear in the "
+                   "rendered chat (the template drops it)",
+                   "continue_final_message");
+      const bool spaced =
+          text->compare(at, kContinueTag.size() + 1, std::string(kContinueTag) + " ") == 0;
+      text->resize(at);
+      if (!spaced)
+        while (!text->empty() && std::isspace(static_cast<unsigned char>(text->back())))
+          text->pop_back();
+    }
+  } else {
+    text = render_chat(info.chat, msgs, info.chat_system, harmony);
+    if (!text) return bad(text.error().message, "messages");
+    // thinking off: the empty block Qwen3's template writes after the generation prompt; a
+    // template whose generation prompt opens the block (QwQ) writes its opening
+    if (!thinking) *text += "<think>\n\n</think>\n\n";
+    if (info.think_opened) *text += "<think>\n";
+  }
+  // a rendered template carries its own BOS where the model wants one (transformers and
+  // vLLM encode it without adding special tokens)
+  auto ids = info.tok->encode(*text, !info.jinja && !chat_has_bos(info.chat), true);
+  if (!ids) return bad(ids.error().message, "messages");
+  out.ids = std::move(*ids);
+  out.text = std::move(*text);
+  for (std::string_view end : chat_end_of_turn(info.chat))
+    if (int32_t id = info.tok->find(end); id >= 0) out.stop_ids.push_back(id);
+  return std::nullopt;
+}
+
+} // namespace troupe::actors
