@@ -7,7 +7,9 @@
 // continue_final_message cuts the text after the last message's content, as transformers does,
 // so the reply continues it. Tests: tests/actors/gateway_api_test.cpp,
 // tests/integration/serving_test.py (published templates from tests/fixtures).
+#include <algorithm>
 #include <cctype>
+#include <variant>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -52,10 +54,158 @@ std::optional<api_error> template_kwarg(const serving_info& info, const std::str
   return std::nullopt;
 }
 
+// An assistant turn's earlier calls, as the templates read them (vLLM's way): each
+// {id, type, function: {name, arguments}} with the arguments' JSON text parsed into an object.
+std::variant<ojson, api_error> history_calls(const json& tc) {
+  const char* shape = "message 'tool_calls' must be a list of {\"id\", \"type\": \"function\", "
+                      "\"function\": {\"name\", \"arguments\"}}";
+  if (!tc.is_array()) return bad(shape, "messages");
+  ojson out = ojson::array();
+  for (const auto& c : tc) {
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+      return bad(shape, "messages");
+    const json& f = c["function"];
+    if (!f.contains("name") || !f["name"].is_string()) return bad(shape, "messages");
+    ojson call = ojson::object();
+    if (c.contains("id")) {
+      if (!c["id"].is_string()) return bad(shape, "messages");
+      call["id"] = c["id"];
+    }
+    call["type"] = "function";
+    ojson args = ojson::object();
+    if (auto a = f.find("arguments"); a != f.end() && !a->is_null()) {
+      if (a->is_string()) {
+        args = ojson::parse(a->get<std::string>(), nullptr, false);
+        if (args.is_discarded())
+          return bad("a tool call's 'arguments' must be JSON text", "messages");
+      } else if (a->is_object()) {
+        args = ojson::parse(a->dump());
+      } else {
+        return bad(shape, "messages");
+      }
+    }
+    call["function"] = {{"name", f["name"]}, {"arguments", std::move(args)}};
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+bool function_name_ok(const std::string& n) {
+  if (n.empty() || n.size() > 64) return false;
+  for (char c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
+// tools and tool_choice: `tools` gets the list for the template (in the client's key order),
+// `out` what the reply must be.
+std::optional<api_error> read_tools(const json& j, const std::string& body,
+                                    const serving_info& info, ojson& tools, chat_prompt& out) {
+  auto t = j.find("tools");
+  const bool given = t != j.end() && !t->is_null() && !(t->is_array() && t->empty());
+  auto choice = j.find("tool_choice");
+  const bool chosen = choice != j.end() && !choice->is_null();
+  if (!given) {
+    if (chosen && *choice != "none") return bad("'tool_choice' needs 'tools'", "tool_choice");
+    return std::nullopt;
+  }
+  if (!t->is_array()) return bad("'tools' must be a list", "tools");
+  if (t->size() > 256) return bad("at most 256 tools", "tools");
+  if (info.chat == chat_format::harmony)
+    return bad("tools with the harmony chat format are not supported", "tools");
+  std::vector<std::string> names;
+  std::vector<const json*> params;
+  for (const auto& tool : *t) {
+    const char* shape = "each tool must be {\"type\": \"function\", \"function\": {\"name\", "
+                        "\"description\", \"parameters\"}}";
+    if (!tool.is_object() || tool.value("type", json()) != "function" ||
+        !tool.contains("function") || !tool["function"].is_object())
+      return bad(shape, "tools");
+    for (auto& [k, v] : tool.items())
+      if (k != "type" && k != "function")
+        return bad(fmt::format("unknown tool field '{}'", k), "tools");
+    const json& f = tool["function"];
+    for (auto& [k, v] : f.items()) {
+      if (k != "name" && k != "description" && k != "parameters" && k != "strict")
+        return bad(fmt::format("unknown function field '{}'", k), "tools");
+      if (k == "description" && !v.is_string()) return bad(shape, "tools");
+      if (k == "parameters" && !v.is_object())
+        return bad("a function's 'parameters' must be a JSON schema object", "tools");
+      if (k == "strict" && !v.is_boolean()) return bad("'strict' must be true or false", "tools");
+    }
+    if (!f.contains("name") || !f["name"].is_string() || !function_name_ok(f["name"]))
+      return bad("a function's 'name' must be 1-64 letters, digits, '_' or '-'", "tools");
+    if (std::find(names.begin(), names.end(), f["name"].get<std::string>()) != names.end())
+      return bad(fmt::format("two tools are named '{}'", f["name"].get<std::string>()), "tools");
+    names.push_back(f["name"]);
+    params.push_back(f.contains("parameters") ? &f["parameters"] : nullptr);
+  }
+  bool parallel = true;
+  if (auto p = j.find("parallel_tool_calls"); p != j.end() && p->is_boolean()) parallel = *p;
+  // the template reads the list as the client wrote it (the key order shows in tojson)
+  tools = ojson::parse(body, nullptr, false)["tools"];
+  const bool takes = info.jinja && info.chat_template.find("tools") != std::string::npos;
+  auto schema_of = [&](size_t i) {
+    return params[i] ? json(*params[i]) : json{{"type", "object"}};
+  };
+  if (!chosen || *choice == "auto") {
+    if (!takes)
+      return bad("this model's chat template does not take tools (it is rendered natively, or "
+                 "never reads 'tools'); name a function in tool_choice to hold the reply to it",
+                 "tools");
+    out.tool_fmt = detect_tool_format(info.chat_template);
+    if (out.tool_fmt == tool_format::none)
+      return bad("this model's chat template writes tool calls in no format Troupe reads "
+                 "(hermes <tool_call>, llama3 JSON, mistral [TOOL_CALLS]); set tool_choice to "
+                 "\"required\" or name a function, which hold the reply to the call's JSON",
+                 "tool_choice");
+    out.tools = tool_mode::automatic;
+  } else if (*choice == "none") {
+    out.tools = tool_mode::none;
+  } else if (*choice == "required") {
+    json branches = json::array();
+    for (size_t i = 0; i < names.size(); ++i)
+      branches.push_back(
+          {{"type", "object"},
+           {"properties", {{"name", {{"const", names[i]}}}, {"parameters", schema_of(i)}}},
+           {"required", {"name", "parameters"}},
+           {"additionalProperties", false}});
+    json list = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", branches}}}};
+    if (!parallel) list["maxItems"] = 1;
+    out.tools = tool_mode::required;
+    out.tool_rule =
+        json{{"type", "json_schema"}, {"json_schema", {{"name", "tool_calls"}, {"schema", list}}}}
+            .dump();
+  } else if (choice->is_object() && choice->value("type", json()) == "function" &&
+             choice->contains("function") && (*choice)["function"].is_object() &&
+             (*choice)["function"].contains("name") && (*choice)["function"]["name"].is_string()) {
+    const std::string name = (*choice)["function"]["name"];
+    auto at = std::find(names.begin(), names.end(), name);
+    if (at == names.end())
+      return bad(fmt::format("tool_choice names '{}', which is not among the tools", name),
+                 "tool_choice");
+    out.tools = tool_mode::named;
+    out.tool_name = name;
+    out.tool_rule =
+        json{{"type", "json_schema"},
+             {"json_schema",
+              {{"name", name}, {"schema", schema_of(static_cast<size_t>(at - names.begin()))}}}}
+            .dump();
+  } else {
+    return bad("'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
+               "\"function\", \"function\": {\"name\": ...}}",
+               "tool_choice");
+  }
+  out.parallel = parallel;
+  return std::nullopt;
+}
+
 } // namespace
 
-std::optional<api_error> build_chat_prompt(const json& j, const serving_info& info,
-                                           chat_prompt& out) {
+std::optional<api_error> build_chat_prompt(const json& j, const std::string& body,
+                                           const serving_info& info, chat_prompt& out) {
+  ojson tools; // null: none given
+  if (auto e = read_tools(j, body, info, tools, out)) return *e;
   auto it = j.find("messages");
   if (it == j.end() || !it->is_array())
     return bad("'messages' is required and must be a list", "messages");
@@ -95,6 +245,13 @@ std::optional<api_error> build_chat_prompt(const json& j, const serving_info& in
           return bad("message 'reasoning_content' must be a string or null", "messages");
         continue;
       }
+      if ((k == "tool_calls" && cm.role == "assistant") ||
+          (k == "tool_call_id" && cm.role == "tool")) {
+        if (!info.jinja)
+          return bad(fmt::format("message '{}' needs the model's chat template run as Jinja", k),
+                     "messages");
+        continue;
+      }
       if (k != "role" && k != "content" && k != "name")
         return bad(fmt::format("unknown message field '{}'", k), "messages");
     }
@@ -110,6 +267,15 @@ std::optional<api_error> build_chat_prompt(const json& j, const serving_info& in
       jm["content"] = cm.content;
       if (auto n = msg.find("name"); n != msg.end() && n->is_string()) jm["name"] = *n;
       if (reasoned) jm["reasoning_content"] = *rc;
+      if (auto tc = msg.find("tool_calls"); tc != msg.end() && !tc->is_null()) {
+        auto calls = history_calls(*tc);
+        if (auto* e = std::get_if<api_error>(&calls)) return *e;
+        jm["tool_calls"] = std::move(std::get<ojson>(calls));
+      }
+      if (auto id = msg.find("tool_call_id"); id != msg.end()) {
+        if (!id->is_string()) return bad("message 'tool_call_id' must be a string", "messages");
+        jm["tool_call_id"] = *id;
+      }
       jmsgs.push_back(std::move(jm));
     }
     msgs.push_back(std::move(cm));
@@ -177,7 +343,7 @@ std::optional<api_error> build_chat_prompt(const json& j, const serving_info& in
       last = last.get<std::string>() + std::string(kContinueTag) + " ";
     }
     ojson ctx = {{"messages", std::move(jmsgs)},
-                 {"tools", nullptr},
+                 {"tools", std::move(tools)},
                  {"documents", nullptr},
                  {"add_generation_prompt", generation_prompt}};
     if (!info.bos_text.empty()) ctx["bos_token"] = info.bos_text;

@@ -16,6 +16,7 @@
 
 #include "actors/openai_api.hpp"
 #include "actors/pipeline.hpp"
+#include "actors/tool_reply.hpp"
 #include "core/job_queue.hpp"
 #include "core/log.hpp"
 #include "exec/expert_load.hpp"
@@ -111,6 +112,7 @@ int64_t code_points(const std::string& s) {
 // One choice (completion) of a request, on its way out.
 struct choice_state {
   std::unique_ptr<output_processor> proc;
+  std::unique_ptr<tool_reply> tools; // chat with tools: content and calls out of the text
   choice_result res;
   std::vector<int32_t> context; // prompt + accepted tokens: where the next token's piece starts
   int64_t offset = 0;           // code points of the choice's text so far (text_offset)
@@ -307,6 +309,21 @@ void on_event(session_ptr self, const gen_event& e) {
     fresh += tail.text;
     reasoning += tail.reasoning;
   }
+  std::vector<tool_call> calls;
+  if (c.tools) {
+    auto t = c.tools->push(fresh);
+    if (fin != finish_reason::none) {
+      auto end = c.tools->finish(fin == finish_reason::length);
+      t.text += end.text;
+      for (auto& call : end.calls) t.calls.push_back(std::move(call));
+    }
+    fresh = std::move(t.text);
+    calls = std::move(t.calls);
+  }
+  const size_t first_call = c.res.calls.size();
+  c.res.calls.insert(c.res.calls.end(), calls.begin(), calls.end());
+  const auto& calls_all = c.res.calls;
+  c.res.called = c.tools && c.tools->finishes_as_call();
   c.res.text += fresh;
   c.res.reasoning += reasoning;
   text += fresh;
@@ -314,9 +331,10 @@ void on_event(session_ptr self, const gen_event& e) {
   if (st.req.stream) {
     const usage u{st.prompt_tokens, st.completion_tokens};
     if (!text.empty() || !reasoning.empty() || fin != finish_reason::none || !c.started ||
-        !lp.pieces.empty())
+        !lp.pieces.empty() || !calls.empty())
       emit(self, stream_chunk(st.req, st.id, st.created, idx, text, fin, !c.started, &lp, tok,
-                              st.req.continuous_usage ? &u : nullptr, reasoning));
+                              st.req.continuous_usage ? &u : nullptr, reasoning,
+                              chunk_calls{calls_all, first_call, c.res.called}));
   }
   c.started = true;
   if (fin == finish_reason::none) return;
@@ -347,6 +365,7 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
                                                 st.req.reasoning ? gw->info.harmony : std::nullopt,
                                                 st.req.reasoning ? gw->info.think : std::nullopt);
     c.context = prompt;
+    if (st.req.tools != tool_mode::none) c.tools = std::make_unique<tool_reply>(st.req);
   }
   st.open = static_cast<int>(st.choices.size());
   st.scores.resize(prompts);

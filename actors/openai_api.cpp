@@ -141,14 +141,19 @@ const std::vector<api_field>& api_fields() {
       {"store", true, true, "accepted; Troupe stores nothing"},
       {"service_tier", true, true, "accepted; there is one tier"},
       {"metadata", true, true, "accepted (string values); not stored"},
-      {"parallel_tool_calls", false, true, "accepted; tools are not supported, so no effect"},
+      {"parallel_tool_calls", false, true,
+       "true or false; false keeps the first call of a reply (auto) or one call (required)"},
       {"response_format", false, true,
        "text, json_object (any JSON object) or json_schema (type, properties, required, "
        "additionalProperties, items, min/maxItems, enum, const, anyOf, oneOf of branches that "
        "start differently, $ref, min/maxLength; other keywords refused by name): the reply is "
        "generated to fit it"},
-      {"tools", false, true, "only an empty list"},
-      {"tool_choice", false, true, "only \"none\""},
+      {"tools", false, true,
+       "functions, rendered by the model's chat template; calls are read out of the reply in "
+       "the template's format (hermes <tool_call>, llama3 JSON, mistral [TOOL_CALLS])"},
+      {"tool_choice", false, true,
+       "none, auto, required (the reply is held to a JSON list of calls), or a named "
+       "function (held to its parameters)"},
       {"add_generation_prompt", false, true,
        "false: the prompt ends after the last message, without the assistant turn's opening "
        "(chat templates run as Jinja)"},
@@ -357,11 +362,6 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
         r.base.response_format = it->dump();
       }
     }
-    if (auto it = j.find("tools");
-        it != j.end() && !it->is_null() && !(it->is_array() && it->empty()))
-      return bad("'tools' are not supported", "tools");
-    if (auto it = j.find("tool_choice"); it != j.end() && !it->is_null() && *it != "none")
-      return bad("'tool_choice' is not supported", "tool_choice");
   } else {
     if (auto e = number(j, "logprobs", r.completion_logprobs, 0, 5, true)) return *e;
     if (r.completion_logprobs >= 0) {
@@ -382,8 +382,21 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     if (auto e = number(j, "truncate_prompt_tokens", truncate, 1, 1e9, true)) return *e;
   if (chat) {
     chat_prompt cp;
-    if (auto e = build_chat_prompt(j, info, cp)) return *e;
+    if (auto e = build_chat_prompt(j, body, info, cp)) return *e;
     r.reasoning = cp.reasoning;
+    r.tools = cp.tools;
+    r.tool_fmt = cp.tool_fmt;
+    r.tool_name = cp.tool_name;
+    r.parallel_tools = cp.parallel;
+    if (!cp.tool_rule.empty()) {
+      if (!r.base.response_format.empty())
+        return bad("'response_format' cannot be combined with a tool_choice that names a tool "
+                   "or requires one (the reply is held to the tool's arguments)",
+                   "response_format");
+      if (auto rule = compile_response_format(cp.tool_rule); !rule)
+        return bad(fmt::format("the tool's parameters: {}", rule.error().message), "tools");
+      r.base.response_format = cp.tool_rule;
+    }
     r.base.think = cp.think;
     r.base.stop_ids.insert(r.base.stop_ids.end(), cp.stop_ids.begin(), cp.stop_ids.end());
     r.prompts.push_back(std::move(cp.ids));
@@ -514,6 +527,19 @@ json usage_json(const usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
+// A message's tool_calls; in a stream's delta each carries its index among the choice's calls.
+json calls_json(const std::vector<tool_call>& calls, size_t first, bool indexed) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c = {{"id", calls[i].id},
+              {"type", "function"},
+              {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (indexed) c["index"] = first + i;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 json finish_json(finish_reason f) {
   return f == finish_reason::none ? json(nullptr) : json(finish_name(f));
 }
@@ -530,10 +556,16 @@ std::string completion_body(const parsed_request& r, const std::string& id, int6
       json message = {{"role", "assistant"}, {"content", c.text}};
       if (r.reasoning)
         message["reasoning_content"] = c.reasoning.empty() ? json(nullptr) : json(c.reasoning);
-      cs.push_back({{"index", c.index},
-                    {"message", message},
-                    {"logprobs", lp},
-                    {"finish_reason", finish_json(c.finish)}});
+      if (!c.calls.empty()) {
+        if (c.text.empty()) message["content"] = nullptr;
+        message["tool_calls"] = calls_json(c.calls, 0, false);
+      }
+      cs.push_back(
+          {{"index", c.index},
+           {"message", message},
+           {"logprobs", lp},
+           {"finish_reason", c.called && c.finish == finish_reason::stop ? json("tool_calls")
+                                                                         : finish_json(c.finish)}});
     } else {
       cs.push_back({{"index", c.index},
                     {"text", c.text},
@@ -550,7 +582,7 @@ std::string completion_body(const parsed_request& r, const std::string& id, int6
 std::string stream_chunk(const parsed_request& r, const std::string& id, int64_t created, int index,
                          const std::string& text, finish_reason finish, bool first_for_choice,
                          const token_logprobs* lp, const tokenizer&, const usage* u,
-                         const std::string& reasoning) {
+                         const std::string& reasoning, const std::optional<chunk_calls>& calls) {
   json lpj = lp && r.logprobs() && !lp->pieces.empty() ? logprobs_json(r, *lp) : json(nullptr);
   json choice;
   if (r.chat) {
@@ -559,10 +591,18 @@ std::string stream_chunk(const parsed_request& r, const std::string& id, int64_t
     if (!text.empty() || (first_for_choice && finish == finish_reason::none))
       delta["content"] = text;
     if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+    if (calls && calls->first < calls->calls.size()) {
+      delta["tool_calls"] =
+          calls_json(std::vector<tool_call>(calls->calls.begin() + static_cast<long>(calls->first),
+                                            calls->calls.end()),
+                     calls->first, true);
+    }
     choice = {{"index", index},
               {"delta", delta},
               {"logprobs", lpj},
-              {"finish_reason", finish_json(finish)}};
+              {"finish_reason", calls && calls->called && finish == finish_reason::stop
+                                    ? json("tool_calls")
+                                    : finish_json(finish)}};
   } else {
     choice = {{"index", index},
               {"text", text},
@@ -640,10 +680,11 @@ std::optional<api_error> flag(const json& j, const char* key, bool& out) {
 
 std::variant<std::string, api_error> tokenize_request(const std::string& body,
                                                       const serving_info& info) {
-  auto parsed = tool_body(body, info,
-                          {"model", "prompt", "messages", "add_special_tokens",
-                           "add_generation_prompt", "continue_final_message",
-                           "chat_template_kwargs", "reasoning_effort", "return_token_strs"});
+  auto parsed =
+      tool_body(body, info,
+                {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt",
+                 "continue_final_message", "chat_template_kwargs", "reasoning_effort",
+                 "return_token_strs", "tools", "tool_choice", "parallel_tool_calls"});
   if (auto* e = std::get_if<api_error>(&parsed)) return *e;
   const json& j = std::get<json>(parsed);
   bool strs = false, special = !j.contains("messages");
@@ -657,7 +698,7 @@ std::variant<std::string, api_error> tokenize_request(const std::string& body,
                  "writes the special tokens",
                  "add_special_tokens");
     chat_prompt cp;
-    if (auto e = build_chat_prompt(j, info, cp)) return *e;
+    if (auto e = build_chat_prompt(j, body, info, cp)) return *e;
     ids = std::move(cp.ids);
   } else {
     for (const char* k : {"add_generation_prompt", "continue_final_message", "chat_template_kwargs",

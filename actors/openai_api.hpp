@@ -22,6 +22,7 @@
 #include "text/jinja_template.hpp"
 #include "text/think.hpp"
 #include "text/tokenizer.hpp"
+#include "text/tool_calls.hpp"
 
 namespace troupe::actors {
 
@@ -73,6 +74,12 @@ struct serving_info {
   std::string bos_text, eos_text;
 };
 
+/// What a chat's tools ask of the reply: none (no tools, or tool_choice "none"), auto (the
+/// model may call: its text is read for calls in the template's format), named (the reply is
+/// held to the named function's parameters and is that call), required (held to a JSON list
+/// of calls, as vLLM holds it).
+enum class tool_mode { none, automatic, named, required };
+
 struct parsed_request {
   bool chat = false;
   bool stream = false;
@@ -80,6 +87,10 @@ struct parsed_request {
   bool continuous_usage = false; // usage in every chunk (stream_options.continuous_usage_stats)
   bool echo = false;             // completions: the prompt comes first in each choice's text
   bool reasoning = false; // chat with harmony or think blocks: the reasoning is reasoning_content
+  tool_mode tools = tool_mode::none; // chat_prompt's
+  tool_format tool_fmt = tool_format::none;
+  std::string tool_name;
+  bool parallel_tools = true;
   int n = 1;
   int completion_logprobs = -1; // completions: top-n logprobs (-1: none)
   bool chat_logprobs = false;
@@ -95,6 +106,11 @@ struct parsed_request {
 
 /// A chat's prompt: the messages rendered by the model's chat template and encoded.
 struct chat_prompt {
+  tool_mode tools = tool_mode::none;
+  tool_format tool_fmt = tool_format::none; // automatic: the format the reply is read in
+  std::string tool_name;                    // named: the function
+  std::string tool_rule; // named / required: the response_format that holds the reply
+  bool parallel = true;  // parallel_tool_calls
   std::vector<int32_t> ids;
   std::string text;
   std::vector<int32_t> stop_ids; // the tokens that end an assistant turn in this format
@@ -105,8 +121,9 @@ struct chat_prompt {
 /// Reads messages, reasoning_effort, chat_template_kwargs, add_generation_prompt and
 /// continue_final_message from a chat request (or a /tokenize body) and renders the prompt
 /// (chat_prompt.cpp).
-std::optional<api_error> build_chat_prompt(const nlohmann::json& j, const serving_info& info,
-                                           chat_prompt& out);
+/// `body`: the request's text (tools go to the template in the client's key order).
+std::optional<api_error> build_chat_prompt(const nlohmann::json& j, const std::string& body,
+                                           const serving_info& info, chat_prompt& out);
 
 /// vLLM's /tokenize: {"prompt": ...} or {"messages": ...} (the chat's prompt as the chat
 /// endpoint renders it) -> {"count", "max_model_len", "tokens", "token_strs"}; and
@@ -136,6 +153,8 @@ struct choice_result {
   std::string reasoning; // chat: the analysis channel's text (harmony), the think block's
   finish_reason finish = finish_reason::none;
   token_logprobs lp;
+  std::vector<tool_call> calls; // chat with tools: the calls read out of the reply
+  bool called = false;          // they end it: finish_reason "tool_calls" (tool_reply)
 };
 
 std::string completion_body(const parsed_request& r, const std::string& id, int64_t created,
@@ -150,10 +169,18 @@ struct usage {
 /// or both, for one choice. `u`: usage to attach (continuous usage stats), or null.
 /// `reasoning`: new reasoning text (harmony, think blocks), sent as the delta's
 /// reasoning_content.
+/// Tool calls a chunk carries: `calls` are the choice's calls from number `first` on;
+/// `called`: its finish reason reads "tool_calls".
+struct chunk_calls {
+  const std::vector<tool_call>& calls;
+  size_t first = 0;
+  bool called = false;
+};
 std::string stream_chunk(const parsed_request& r, const std::string& id, int64_t created, int index,
                          const std::string& text, finish_reason finish, bool first_for_choice,
                          const token_logprobs* lp, const tokenizer& tok, const usage* u,
-                         const std::string& reasoning = {});
+                         const std::string& reasoning = {},
+                         const std::optional<chunk_calls>& calls = std::nullopt);
 /// The final usage chunk (stream_options.include_usage).
 std::string usage_chunk(const parsed_request& r, const std::string& id, int64_t created,
                         const usage& u);

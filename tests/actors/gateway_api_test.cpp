@@ -22,35 +22,6 @@ using namespace gw_test;
 
 namespace {
 
-// The bytes of a chunked body, de-chunked.
-std::string dechunk(const std::string& body) {
-  std::string out;
-  size_t at = 0;
-  while (at < body.size()) {
-    const size_t eol = body.find("\r\n", at);
-    if (eol == std::string::npos) break;
-    const size_t n = std::stoul(body.substr(at, eol - at), nullptr, 16);
-    if (n == 0) break;
-    out += body.substr(eol + 2, n);
-    at = eol + 2 + n + 2;
-  }
-  return out;
-}
-
-// The JSON of each "data: ..." event of an SSE body ([DONE] as the string "[DONE]").
-std::vector<json> events(const std::string& chunked) {
-  const std::string body = dechunk(chunked);
-  std::vector<json> out;
-  size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    const size_t end = body.find("\n\n", at);
-    const std::string data = body.substr(at + 6, end - at - 6);
-    out.push_back(data == "[DONE]" ? json("[DONE]") : json::parse(data, nullptr, false));
-    at = end;
-  }
-  return out;
-}
-
 const std::string good =
     R"({"model":"stories","prompt":"Once upon a time","max_tokens":8,"temperature":0})";
 

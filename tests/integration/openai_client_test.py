@@ -1,7 +1,8 @@
 """openai_client_test.py: the official OpenAI Python client against `troupe serve` with the
 bundled model: completions, chat completions, streaming; greedy text equals
 `troupe generate --json`; structured output (the client's parse() with a pydantic model,
-json_object streamed, unsupported schema keywords refused); SIGTERM drains and exits 0.
+json_object streamed, unsupported schema keywords refused); tools (a named function and
+"required", parsed and streamed by the client); SIGTERM drains and exits 0.
 
 Usage: python openai_client_test.py PATH/TO/troupe
 """
@@ -102,6 +103,33 @@ class OpenAIClient(unittest.TestCase):
                 parts.append(chunk.choices[0].delta.content)
         self.assertGreater(len(parts), 0)
         self.assertEqual(usage.completion_tokens, 6)
+
+    def test_a_named_or_required_tool_is_a_call_the_client_parses(self):
+        # the client's strict function tool from a pydantic model; the bundled model's template
+        # takes no tools, so tool_choice auto is refused, a named function or "required" holds
+        # the reply to the call's JSON
+        class GetTime(pydantic.BaseModel):
+            zone: Literal["UTC", "CET"]
+
+        tool = openai.pydantic_function_tool(GetTime)
+        msgs = [{"role": "user", "content": "What time is it?"}]
+        r = self.client.chat.completions.parse(model="stories", messages=msgs, tools=[tool], max_tokens=96,
+                                               tool_choice={"type": "function", "function": {"name": "GetTime"}},
+                                               temperature=1.0, seed=1)
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+        call = r.choices[0].message.tool_calls[0]
+        self.assertTrue(call.id.startswith("call_"))
+        self.assertEqual(call.function.name, "GetTime")
+        self.assertIsInstance(call.function.parsed_arguments, GetTime)
+        with self.client.chat.completions.stream(model="stories", messages=msgs, tools=[tool], max_tokens=96,
+                                                 tool_choice="required", parallel_tool_calls=False,
+                                                 temperature=1.0, seed=2) as stream:
+            final = stream.get_final_completion()
+        self.assertEqual(final.choices[0].finish_reason, "tool_calls")
+        [call] = final.choices[0].message.tool_calls
+        self.assertIsInstance(call.function.parsed_arguments, GetTime)
+        with self.assertRaises(openai.BadRequestError):
+            self.client.chat.completions.create(model="stories", messages=msgs, tools=[tool], max_tokens=8)
 
     def test_structured_output_parses_into_the_pydantic_model(self):
         # the client's own strict schema ($defs, $ref, enum, anyOf string | null, maxLength,

@@ -1,0 +1,73 @@
+// tool_reply.cpp: a chat choice's text under its tools (tool_reply.hpp).
+#include "actors/tool_reply.hpp"
+
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+namespace troupe::actors {
+
+std::string new_tool_call_id() {
+  static constexpr char alphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += alphabet[rng() % (sizeof alphabet - 1)];
+  return id;
+}
+
+tool_reply::tool_reply(const parsed_request& r)
+    : mode_(r.tools)
+    , name_(r.tool_name)
+    , parallel_(r.parallel_tools)
+    , parser_(r.tools == tool_mode::automatic ? r.tool_fmt : tool_format::none) {}
+
+tool_reply::out tool_reply::take(tool_call_parser::delta d) {
+  out o{std::move(d.text), {}};
+  for (auto& c : d.calls) {
+    if (!parallel_ && calls_ > 0) continue; // one call only: the first
+    c.id = new_tool_call_id();
+    o.calls.push_back(std::move(c));
+    ++calls_;
+  }
+  return o;
+}
+
+tool_reply::out tool_reply::push(const std::string& text) {
+  if (mode_ == tool_mode::automatic) return take(parser_.push(text));
+  if (mode_ == tool_mode::named || mode_ == tool_mode::required) {
+    held_ += text;
+    return {};
+  }
+  return {text, {}};
+}
+
+tool_reply::out tool_reply::finish(bool cut) {
+  if (mode_ == tool_mode::automatic) {
+    auto d = parser_.finish();
+    return take(std::move(d));
+  }
+  if (mode_ != tool_mode::named && mode_ != tool_mode::required) return {};
+  out o;
+  if (cut) { // unfinished JSON is not a call
+    o.text = std::move(held_);
+    return o;
+  }
+  tool_call_parser::delta d;
+  if (mode_ == tool_mode::named) {
+    auto j = nlohmann::ordered_json::parse(held_, nullptr, false);
+    if (j.is_object()) d.calls.push_back({"", name_, j.dump()});
+  } else {
+    auto j = nlohmann::ordered_json::parse(held_, nullptr, false);
+    if (j.is_array())
+      for (const auto& e : j)
+        if (e.is_object() && e.contains("name") && e["name"].is_string())
+          d.calls.push_back(
+              {"", e["name"], e.value("parameters", nlohmann::ordered_json::object()).dump()});
+  }
+  if (d.calls.empty()) d.text = std::move(held_);
+  held_.clear();
+  return take(std::move(d));
+}
+
+} // namespace troupe::actors
