@@ -111,8 +111,7 @@ std::optional<api_error> read_tools(const json& j, const std::string& body,
   }
   if (!t->is_array()) return bad("'tools' must be a list", "tools");
   if (t->size() > 256) return bad("at most 256 tools", "tools");
-  if (info.chat == chat_format::harmony)
-    return bad("tools with the harmony chat format are not supported", "tools");
+
   std::vector<std::string> names;
   std::vector<const json*> params;
   for (const auto& tool : *t) {
@@ -153,8 +152,9 @@ std::optional<api_error> read_tools(const json& j, const std::string& body,
       return bad("this model's chat template does not take tools (it is rendered natively, or "
                  "never reads 'tools'); name a function in tool_choice to hold the reply to it",
                  "tools");
+    // harmony replies address calls to functions.NAME (read by the reply's router)
     out.tool_fmt = detect_tool_format(info.chat_template);
-    if (out.tool_fmt == tool_format::none)
+    if (out.tool_fmt == tool_format::none && info.chat != chat_format::harmony)
       return bad("this model's chat template writes tool calls in no format Troupe reads "
                  "(hermes <tool_call>, llama3 JSON, mistral [TOOL_CALLS]); set tool_choice to "
                  "\"required\" or name a function, which hold the reply to the call's JSON",
@@ -162,6 +162,10 @@ std::optional<api_error> read_tools(const json& j, const std::string& body,
     out.tools = tool_mode::automatic;
   } else if (*choice == "none") {
     out.tools = tool_mode::none;
+  } else if (info.chat == chat_format::harmony) {
+    return bad("with the harmony chat format tool_choice may be \"auto\" or \"none\" (a grammar "
+               "would refuse the reply's channel tokens)",
+               "tool_choice");
   } else if (*choice == "required") {
     json branches = json::array();
     for (size_t i = 0; i < names.size(); ++i)

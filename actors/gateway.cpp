@@ -282,11 +282,13 @@ void on_event(session_ptr self, const gen_event& e) {
     c.res.text += text;
   }
   std::string fresh, reasoning;
+  std::vector<tool_call> read_calls; // harmony: calls the reply's router read
   finish_reason fin = e.finish;
   if (!e.tokens.empty()) {
-    const auto d = c.proc->push(e.tokens);
+    auto d = c.proc->push(e.tokens);
     fresh = d.text;
     reasoning = d.reasoning;
+    read_calls = std::move(d.calls);
     const auto accepted = std::span<const int32_t>(e.tokens).first(d.accepted);
     if (want_lp) {
       const size_t n = accepted.size();
@@ -305,11 +307,16 @@ void on_event(session_ptr self, const gen_event& e) {
     }
   }
   if (fin != finish_reason::none && !c.proc->stopped()) {
-    const auto tail = c.proc->finish();
+    auto tail = c.proc->finish();
     fresh += tail.text;
     reasoning += tail.reasoning;
+    for (auto& call : tail.calls) read_calls.push_back(std::move(call));
   }
   std::vector<tool_call> calls;
+  for (auto& call : read_calls) {
+    call.id = new_tool_call_id();
+    calls.push_back(std::move(call));
+  }
   if (c.tools) {
     auto t = c.tools->push(fresh);
     if (fin != finish_reason::none) {
@@ -318,12 +325,12 @@ void on_event(session_ptr self, const gen_event& e) {
       for (auto& call : end.calls) t.calls.push_back(std::move(call));
     }
     fresh = std::move(t.text);
-    calls = std::move(t.calls);
+    for (auto& call : t.calls) calls.push_back(std::move(call));
   }
   const size_t first_call = c.res.calls.size();
   c.res.calls.insert(c.res.calls.end(), calls.begin(), calls.end());
   const auto& calls_all = c.res.calls;
-  c.res.called = c.tools && c.tools->finishes_as_call();
+  c.res.called = !c.res.calls.empty() && st.req.tools != tool_mode::named;
   c.res.text += fresh;
   c.res.reasoning += reasoning;
   text += fresh;
@@ -366,6 +373,7 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
                                                 st.req.reasoning ? gw->info.think : std::nullopt);
     c.context = prompt;
     if (st.req.tools != tool_mode::none) c.tools = std::make_unique<tool_reply>(st.req);
+    c.proc->read_tool_calls(st.req.tools == tool_mode::automatic);
   }
   st.open = static_cast<int>(st.choices.size());
   st.scores.resize(prompts);

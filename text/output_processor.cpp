@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 namespace troupe {
 
 output_processor::output_processor(const tokenizer& tok, std::span<const int32_t> prompt,
@@ -12,6 +14,7 @@ output_processor::output_processor(const tokenizer& tok, std::span<const int32_t
     : dec_(tok)
     , stops_(std::move(stops))
     , reasoning_dec_(tok)
+    , tok_(tok)
     , min_tokens_(min_tokens) {
   dec_.prime(prompt);
   if (harmony) router_.emplace(tok, *harmony);
@@ -71,7 +74,18 @@ output_processor::delta output_processor::push(std::span<const int32_t> ids) {
     ++d.accepted;
     ++tokens_;
     if (router_) {
-      const auto part = router_->route(id);
+      auto part = router_->route(id);
+      if (part == harmony_router::part::tool && !read_tools_) part = harmony_router::part::content;
+      if (part == harmony_router::part::tool) {
+        if (!tool_dec_) {
+          tool_dec_.emplace(tok_);
+          tool_name_ = router_->tool_name();
+          tool_args_.clear();
+        }
+        tool_args_ += tool_dec_->push(id);
+        continue;
+      }
+      if (tool_dec_) end_tool_call(d); // the body ended (<|call|>, <|end|>, <|start|>)
       if (part == harmony_router::part::reasoning) d.reasoning += reasoning_dec_.push(id);
       if (part != harmony_router::part::content) continue;
     }
@@ -97,6 +111,7 @@ output_processor::delta output_processor::finish() {
   if (finished_ || stops_.stopped()) return d;
   finished_ = true;
   if (router_) {
+    if (tool_dec_) end_tool_call(d); // generation stopped on <|call|> before it was pushed
     d.reasoning = reasoning_dec_.finish();
     std::string held;
     if (router_->unframed()) // no message body opened: what came is the text
@@ -108,6 +123,20 @@ output_processor::delta output_processor::finish() {
   d.text += stops_.push(answer_text(dec_.finish()));
   if (!stops_.stopped()) d.text += stops_.finish();
   return d;
+}
+
+void output_processor::end_tool_call(delta& d) {
+  tool_args_ += tool_dec_->finish();
+  tool_dec_.reset();
+  // the arguments, if they are a JSON object (in the model's key order); else the body is text
+  const auto args = nlohmann::ordered_json::parse(tool_args_, nullptr, false);
+  if (!tool_name_.empty() && args.is_object())
+    d.calls.push_back(
+        {"", tool_name_,
+         args.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)});
+  else
+    d.text += stops_.push(tool_args_);
+  tool_args_.clear();
 }
 
 std::vector<std::string> token_pieces(const tokenizer& tok, std::span<const int32_t> context,

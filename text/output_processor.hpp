@@ -5,7 +5,8 @@
 // When a stop string completes, the tokens after the one that completed it are not accepted;
 // the caller tells the engine to end the sequence. Under the harmony chat format a
 // harmony_router splits the reply: the analysis channel comes out as reasoning (its own
-// decoder, no stop strings), headers not at all, the rest as the text; a think_router does the
+// decoder, no stop strings), headers not at all, a body addressed to functions.NAME as a tool
+// call (complete at <|call|> or the reply's end), the rest as the text; a think_router does the
 // same for a <think> block (think.hpp: the reasoning and the answer each without the
 // whitespace around them, as llama.cpp's server trims them). token_pieces() gives each
 // token's own bytes in context, for logprobs whose token strings join back into the text. One
@@ -22,6 +23,7 @@
 #include "text/stop_matcher.hpp"
 #include "text/think.hpp"
 #include "text/tokenizer.hpp"
+#include "text/tool_calls.hpp"
 
 namespace troupe {
 
@@ -33,9 +35,10 @@ class output_processor {
                    std::optional<think_tokens> think = std::nullopt);
 
   struct delta {
-    std::string text;      // text now final (may be empty)
-    std::string reasoning; // harmony, think blocks: reasoning now final
-    size_t accepted = 0;   // how many of the pushed ids count (all, unless a stop string hit)
+    std::string text;             // text now final (may be empty)
+    std::string reasoning;        // harmony, think blocks: reasoning now final
+    std::vector<tool_call> calls; // harmony: tool calls now complete (id unset)
+    size_t accepted = 0; // how many of the pushed ids count (all, unless a stop string hit)
   };
   /// Feeds newly generated ids. Once stopped(), nothing more is accepted.
   delta push(std::span<const int32_t> ids);
@@ -43,6 +46,9 @@ class output_processor {
   /// unframed harmony reply, all of it) and the reasoning's rest (accepted: 0).
   delta finish();
   bool stopped() const { return stops_.stopped(); }
+  /// Harmony: read bodies addressed to functions.NAME as tool calls (the request offered
+  /// tools); otherwise they are text, as other commentary.
+  void read_tool_calls(bool on) { read_tools_ = on; }
   int64_t tokens() const { return tokens_; }
 
  private:
@@ -51,6 +57,12 @@ class output_processor {
   std::optional<harmony_router> router_;
   std::optional<think_router> think_;
   stream_decoder reasoning_dec_;
+  // harmony: the tool call being read (its function, its arguments' text so far)
+  const tokenizer& tok_;
+  std::optional<stream_decoder> tool_dec_;
+  std::string tool_name_, tool_args_;
+  bool read_tools_ = false;
+  void end_tool_call(delta& d);
   // think blocks: the reasoning without the whitespace around it (trailing whitespace held
   // until more reasoning follows), and the answer without the whitespace after </think>
   std::string reasoning_ws_;

@@ -246,6 +246,21 @@ class Serving(unittest.TestCase):
                 status, body = post(srv.url, dict(chat, reasoning_effort="extreme"), path="/v1/chat/completions")
                 self.assertEqual(status, 400, body)
                 self.assertEqual(json.loads(body)["error"]["param"], "reasoning_effort")
+                # tools: the template declares them (namespace functions); calls are read from
+                # bodies addressed to functions.NAME, so only auto and none are accepted
+                tools = [{"type": "function", "function": {"name": "get_time", "description": "The time.",
+                                                           "parameters": {"type": "object", "properties": {}}}}]
+                status, body = post(srv.url, {"model": "stories", "messages": chat["messages"], "tools": tools},
+                                    path="/tokenize")
+                self.assertEqual(status, 200, body)
+                status, plain = post(srv.url, {"model": "stories", "messages": chat["messages"]}, path="/tokenize")
+                self.assertGreater(json.loads(body)["count"], json.loads(plain)["count"])
+                status, body = post(srv.url, dict(chat, tools=tools), path="/v1/chat/completions")
+                self.assertEqual(status, 200, body)
+                status, body = post(srv.url, dict(chat, tools=tools, tool_choice="required"),
+                                    path="/v1/chat/completions")
+                self.assertEqual(status, 400, body)
+                self.assertEqual(json.loads(body)["error"]["param"], "tool_choice")
         with Server(TROUPE) as srv:  # the bundled model has no harmony template
             status, body = post(srv.url, dict(chat, reasoning_effort="low"), path="/v1/chat/completions")
             self.assertEqual(status, 400, body)

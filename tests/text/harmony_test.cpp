@@ -111,3 +111,58 @@ TEST(Harmony, SpelledTagsInTheBodyStayText) {
   EXPECT_EQ(d.text + tail.text, "write <|channel|> literally");
   EXPECT_EQ(d.reasoning + tail.reasoning, "");
 }
+
+namespace {
+
+struct called {
+  std::string text, reasoning;
+  std::vector<tool_call> calls;
+};
+
+called run_tools(const tokenizer& tok, const std::string& reply, bool read) {
+  const auto prompt = enc(tok, "<|start|>user<|message|>Weather?<|end|><|start|>assistant");
+  output_processor op(tok, prompt, {}, 0, harmony_tokens::of(tok));
+  op.read_tool_calls(read);
+  called out;
+  auto add = [&](output_processor::delta d) {
+    out.text += d.text;
+    out.reasoning += d.reasoning;
+    for (auto& c : d.calls) out.calls.push_back(c);
+  };
+  for (int32_t id : enc(tok, reply)) add(op.push(std::span<const int32_t>(&id, 1)));
+  add(op.finish());
+  return out;
+}
+
+} // namespace
+
+// A body addressed to functions.NAME (in the channel part or the role part, as the model card
+// shows both) is a tool call when the request offered tools; otherwise it is text as before.
+TEST(Harmony, BodiesAddressedToAFunctionAreToolCalls) {
+  auto tok = harmony_vocab();
+  ASSERT_TRUE(tok);
+  const std::string reply =
+      "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>"
+      "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\", "
+      "\"unit\": \"celsius\"}<|call|>";
+  called r = run_tools(*tok, reply, true);
+  EXPECT_EQ(r.reasoning, "Need the weather.");
+  EXPECT_EQ(r.text, "");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].arguments, R"({"city":"Paris","unit":"celsius"})");
+  // the recipient in the role part; generation stopped on <|call|> before it came through
+  r = run_tools(*tok,
+                "<|start|>assistant to=functions.get_time<|channel|>commentary json<|message|>{}",
+                true);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "get_time");
+  EXPECT_EQ(r.calls[0].arguments, "{}");
+  // arguments that are not a JSON object are text; no tools offered: the body is text
+  r = run_tools(*tok, "<|channel|>commentary to=functions.f<|message|>not json<|call|>", true);
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.text, "not json");
+  r = run_tools(*tok, reply, false);
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.text, "{\"city\": \"Paris\", \"unit\": \"celsius\"}");
+}
