@@ -4,12 +4,19 @@
 // the engine did before December 2026) grows with the length. Google Benchmark, JSON with
 // --benchmark_format=json. Also the tokens a response_format allows next (BM_JsonMask: the
 // trie walk per sampled token, on Llama 2's 32,000 tokens and on 152,000 made from them).
+// And a chat template's cost per request (BM_ChatTemplate: Qwen3's published template run by
+// the Jinja interpreter over N messages of 500 characters, the parse done once at load).
 // Results in bench/README.md.
 #include <benchmark/benchmark.h>
 
+#include <fstream>
 #include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "formats/gguf.hpp"
+#include "text/jinja_template.hpp"
 #include "text/json_constraint.hpp"
 #include "text/output_processor.hpp"
 
@@ -145,4 +152,30 @@ BENCHMARK(BM_WholeDecodePerToken)->Arg(100)->Arg(1000)->Arg(10000);
 BENCHMARK(BM_OutputProcessorPush)->Arg(100)->Arg(1000)->Arg(10000);
 BENCHMARK(BM_JsonMask)->ArgsProduct({{0, 1}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_JsonMaskUnion)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
+void BM_ChatTemplate(benchmark::State& state) {
+  std::ifstream in(TROUPE_SOURCE_DIR "/tests/fixtures/jinja_templates.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto fx = nlohmann::ordered_json::parse(ss.str());
+  std::string source;
+  for (const auto& t : fx["templates"])
+    if (t["name"] == "Qwen-Qwen3-0.6B") source = t["template"];
+  auto tpl = jinja_template::parse(source);
+  if (!tpl) return state.SkipWithError("no template");
+  nlohmann::ordered_json ctx = {{"messages", nlohmann::ordered_json::array()},
+                                {"tools", nullptr},
+                                {"add_generation_prompt", true}};
+  for (int64_t i = 0; i < state.range(0); ++i)
+    ctx["messages"].push_back({{"role", i % 2 ? "assistant" : "user"},
+                               {"content", std::string(500, static_cast<char>('a' + i % 26))}});
+  size_t bytes = 0;
+  for (auto _ : state) {
+    auto text = tpl->render(ctx);
+    bytes = text ? text->size() : 0;
+    benchmark::DoNotOptimize(bytes);
+  }
+  state.counters["prompt_bytes"] = static_cast<double>(bytes);
+}
+
+BENCHMARK(BM_ChatTemplate)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();
