@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/openai_api.hpp"
+#include "text/json_schema.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -78,6 +79,8 @@ std::variant<ojson, api_error> history_calls(const json& tc) {
         args = ojson::parse(a->get<std::string>(), nullptr, false);
         if (args.is_discarded())
           return bad("a tool call's 'arguments' must be JSON text", "messages");
+        if (json_nesting(json::parse(a->get<std::string>())) > 64)
+          return bad("a tool call's 'arguments' are nested more than 64 deep", "messages");
       } else if (a->is_object()) {
         args = ojson::parse(a->dump());
       } else {
@@ -110,6 +113,7 @@ std::optional<api_error> read_tools(const json& j, const std::string& body,
     return std::nullopt;
   }
   if (!t->is_array()) return bad("'tools' must be a list", "tools");
+  if (json_nesting(*t) > 80) return bad("'tools' is nested more than 80 deep", "tools");
   if (t->size() > 256) return bad("at most 256 tools", "tools");
 
   std::vector<std::string> names;
@@ -306,7 +310,11 @@ std::optional<api_error> build_chat_prompt(const json& j, const std::string& bod
     for (const auto& [k, v] : it->items()) {
       if (info.jinja) { // any variable the template reads, as vLLM passes them
         if (auto e = template_kwarg(info, k, v)) return *e;
-        kwargs[k] = ojson::parse(v.dump());
+        if (json_nesting(v) > 64)
+          return bad(fmt::format("chat_template_kwargs '{}' is nested more than 64 deep", k),
+                     "chat_template_kwargs");
+        // in the client's key order, as the template would print it
+        kwargs[k] = ojson::parse(body, nullptr, false)["chat_template_kwargs"][k];
         continue;
       }
       if (k != "enable_thinking")
@@ -363,6 +371,16 @@ std::optional<api_error> build_chat_prompt(const json& j, const std::string& bod
     if (continue_final) {
       // transformers' way: the last content carried a tag; the text ends where the tag starts,
       // or before the whitespace in front of it where the template trimmed what followed
+      // transformers: the last message's (stripped) content must be in the text unchanged
+      std::string_view last = msgs.back().content;
+      while (!last.empty() && std::isspace(static_cast<unsigned char>(last.front())))
+        last.remove_prefix(1);
+      while (!last.empty() && std::isspace(static_cast<unsigned char>(last.back())))
+        last.remove_suffix(1);
+      if (text->find(last) == std::string::npos)
+        return bad("continue_final_message: the template changed the last message's content, "
+                   "so the reply cannot continue it",
+                   "continue_final_message");
       const size_t at = text->rfind(kContinueTag, std::string::npos);
       if (at == std::string::npos)
         return bad("continue_final_message: the last message's content does not appear in the "

@@ -22,6 +22,7 @@
 #include "exec/expert_load.hpp"
 #include "kernels/jit.hpp"
 #include "text/output_processor.hpp"
+#include "text/unicode.hpp"
 
 namespace troupe::actors {
 
@@ -780,7 +781,12 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
   p->info.chat_template = tmpl;
   p->info.chat = detect_chat_format(tmpl);
   p->info.chat_system = chat_default_system(p->info.chat, tmpl);
-  if (!tmpl.empty() && !o.native_chat) {
+  if (!tmpl.empty() && !o.native_chat && !unicode::valid(tmpl)) {
+    TROUPE_LOG_WARN("gateway",
+                    "the chat template is not valid UTF-8; chats are rendered "
+                    "natively ({})",
+                    to_string(p->info.chat));
+  } else if (!tmpl.empty() && !o.native_chat) {
     // the template itself, as transformers runs it; the native renderer only where it fails
     if (auto t = jinja_template::parse(tmpl)) {
       p->info.jinja = std::make_shared<const jinja_template>(std::move(*t));

@@ -65,6 +65,10 @@ std::optional<api_error> token_list(const json& a, const serving_info& info, con
   for (const auto& t : a) {
     if (!t.is_number_integer())
       return bad(fmt::format("'{}' token ids must be integers", key), key);
+    if (t.is_number_unsigned() && t.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      return bad(fmt::format("'{}' token id {} is outside the vocabulary (0..{})", key, t.dump(),
+                             info.tok->vocab_size() - 1),
+                 key);
     const int64_t v = t.get<int64_t>();
     if (v < 0 || v >= info.tok->vocab_size())
       return bad(fmt::format("'{}' token id {} is outside the vocabulary (0..{})", key, v,

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <pthread.h>
@@ -19,6 +20,7 @@
 #include "common.hpp"
 #include "kernels/device.hpp"
 #include "text/jinja_template.hpp"
+#include "text/unicode.hpp"
 #include "transport/cors.hpp"
 #include "workers.hpp"
 
@@ -175,13 +177,30 @@ int run_serve(const serve_opts& o) {
   go.split_reasoning = o.reasoning_format != "none";
   go.native_chat = o.chat_renderer == "native";
   if (!o.chat_template.empty()) {
-    std::ifstream in(o.chat_template, std::ios::binary);
-    if (!in)
+    // a file, or (as vLLM takes it) the template itself when no such file exists
+    std::error_code ec;
+    const bool file = std::filesystem::exists(o.chat_template, ec);
+    if (file && !std::filesystem::is_regular_file(o.chat_template, ec))
       return fail(
-          make_error(errc::io_error, "--chat-template {}: cannot read it", o.chat_template));
-    go.chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+          make_error(errc::invalid_argument, "--chat-template {}: not a file", o.chat_template));
+    if (file) {
+      std::ifstream in(o.chat_template, std::ios::binary);
+      if (!in)
+        return fail(
+            make_error(errc::io_error, "--chat-template {}: cannot read it", o.chat_template));
+      go.chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } else if (o.chat_template.find("{{") != std::string::npos ||
+               o.chat_template.find("{%") != std::string::npos) {
+      go.chat_template = o.chat_template;
+    } else {
+      return fail(make_error(errc::not_found, "--chat-template {}: no such file (nor a template)",
+                             o.chat_template));
+    }
     if (go.chat_template.empty())
       return fail(make_error(errc::invalid_argument, "--chat-template {}: empty", o.chat_template));
+    if (!unicode::valid(go.chat_template))
+      return fail(make_error(errc::invalid_argument, "--chat-template {}: not valid UTF-8",
+                             o.chat_template));
     if (!go.native_chat)
       if (auto t = jinja_template::parse(go.chat_template); !t)
         return fail(make_error(errc::invalid_argument, "--chat-template {}: {}", o.chat_template,

@@ -164,6 +164,22 @@ TEST(ChatTemplateApi, TemplateVariablesAndOptionsAreCheckedAgainstTheTemplate) {
   r = post(o.port, "/tokenize", json{{"messages", msgs}}.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.j["tokens"].get<std::vector<int32_t>>(), *m->tok->encode("[user] Hi\n", false, true));
+  // template variables keep the client's key order (the body is sent as written)
+  gateway_options shows = go;
+  shows.chat_template = "{{ opts | tojson }}{% for m in messages %}{{ m.content }}{% endfor %}";
+  server v(shows, {}, m);
+  r = post(v.port, "/tokenize",
+           R"({"messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":)"
+           R"({"opts":{"zeta":1,"alpha":2}},"return_token_strs":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.j["tokens"].get<std::vector<int32_t>>(),
+            *m->tok->encode(R"({"zeta": 1, "alpha": 2}Hi)", false, true));
+  // a variable nested deeper than any template needs is refused, not followed
+  r = post(v.port, "/tokenize",
+           R"({"messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"opts":)" +
+               std::string(30000, '[') + std::string(30000, ']') + "}}");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("nested more than"), std::string::npos) << r.body;
   // the template's own refusal is a 400 with its words
   r = post(o.port, "/tokenize",
            json{{"messages", json::array({{{"role", "tool"}, {"content", "x"}}})}}.dump());

@@ -146,5 +146,78 @@ TEST(Jinja, ErrorsNameWhatFailed) {
   EXPECT_NE(render("{{ range(100000000) | length }}").find("too long"), std::string::npos);
 }
 
+// What a black-box pass found against jinja2 (each line was wrong or crashed before).
+TEST(Jinja, PythonStringsAreUnicode) {
+  // Python's whitespace: trim / strip / split remove U+00A0, U+3000 ...
+  EXPECT_EQ(render("{{ ' \u00a0hi\u3000 ' | trim }}|{{ 'a\u00a0b'.split() }}"), "hi|['a', 'b']");
+  EXPECT_EQ(render("{{ 'a\r\nb\u2028c'.splitlines() }}{{ 'a\nb'.splitlines(true) }}"),
+            "['a', 'b', 'c']['a\\n', 'b']");
+  // positions count code points
+  EXPECT_EQ(render("{% set c = '日本語</think>answer' %}{{ c[c.find('</think>') + 8:] }}"),
+            "answer");
+  EXPECT_EQ(
+      render("{{ 'é' | upper }}{{ 'ÉCOLE' | lower }}{{ 'ß'.upper() }}{{ 'über alles' | title }}"),
+      "Éécole"
+      "SS"
+      "Über Alles");
+  EXPECT_EQ(render("{{ \"they're\" | title }}|{{ \"they're\".title() }}"), "They're|They'Re");
+  EXPECT_EQ(render("[{{ '日本' | center(6) }}]"), "[  日本  ]");
+  // Python's string escapes in a template's literals
+  EXPECT_EQ(render("{{ '\\u00e9\\x41\\101\\U0001F600\\q' }}"), "éAA😀\\q");
+  EXPECT_EQ(render("a\r\n{% if true %}\r\nb\r\n{% endif %}\r\nc\n"), "a\nb\nc");
+}
+
+TEST(Jinja, NumbersAndOperatorsAreJinja2s) {
+  EXPECT_EQ(render("{{ -3 | abs }} {{ 3 > 2 > 1 }} {{ 1 < 2 == 2 }} {{ 1 < 3 < 2 }}"),
+            "3 True True False");
+  EXPECT_EQ(render("{{ 2.5 | round }} {{ 0.125 | round(2) }} {{ 2.1 | round(0, 'ceil') }} "
+                   "{{ 7 | round }}"),
+            "2.0 0.12 3.0 7");
+  EXPECT_EQ(render("{{ [1, 2, 3, 4, 5] | slice(2) | list }}"), "[[1, 2, 3], [4, 5]]");
+  EXPECT_EQ(render("{{ ['a', 'A', 'b'] | unique | list }}"), "['a', 'b']");
+  EXPECT_NE(render("{{ 2 ** 64 }}").find("overflows 64 bits"), std::string::npos);
+  EXPECT_NE(render("{{ 9223372036854775807 + 1 }}").find("overflows"), std::string::npos);
+  EXPECT_EQ(
+      render("{% macro f(a) %}{{ a }}{{ kwargs }}{{ varargs }}{% endmacro %}{{ f(1, 2, b=3) }}"),
+      "1{'b': 3}[2]");
+  EXPECT_NE(render("{% macro f(a) %}{{ a }}{% endmacro %}{{ f(1, b=3) }}").find("no keyword"),
+            std::string::npos);
+  EXPECT_NE(render("{{ 'ab'.zfill(4) }}").find("'str' object has no attribute 'zfill'"),
+            std::string::npos);
+}
+
+TEST(Jinja, WhatWouldExhaustTheServerIsAnError) {
+  std::string deep = "{{ ";
+  for (int i = 0; i < 50000; ++i) deep += "[";
+  for (int i = 0; i < 50000; ++i) deep += "]";
+  EXPECT_NE(render(deep + " }}").find("nests too deeply"), std::string::npos);
+  std::string nots = "{{ ";
+  for (int i = 0; i < 100000; ++i) nots += "not ";
+  EXPECT_NE(render(nots + "1 }}").find("nests too deeply"), std::string::npos);
+  std::string ifs;
+  for (int i = 0; i < 20000; ++i) ifs += "{% if true %}";
+  EXPECT_NE(render(ifs).find("nests too deeply"), std::string::npos);
+  const std::string grow = "{% set ns = namespace(x=[], y=[]) %}{% for i in range(100000) %}"
+                           "{% set ns.x = [ns.x] %}{% set ns.y = [ns.y] %}{% endfor %}";
+  EXPECT_NE(render(grow).find("nests too deeply"), std::string::npos); // before it is printed
+  EXPECT_NE(render("{% set ns = namespace(x={}) %}{% for i in range(100000) %}"
+                   "{% set ns.x = {'a': ns.x} %}{% endfor %}")
+                .find("nests too deeply"),
+            std::string::npos);
+  for (const char* big : {"{{ 'x' * 10**9 }}", "{{ ([1] * 10**9) | length }}",
+                          "{{ 'x\ny' | indent(10**9) }}", "{{ 'x' | center(10**9) }}",
+                          "{% set ns = namespace(s='xx') %}{% for i in range(40) %}"
+                          "{% set ns.s = ns.s ~ ns.s %}{% endfor %}"})
+    EXPECT_NE(render(big).find("more than"), std::string::npos) << big;
+  // replace is linear: 40 doublings stop at the size limit, not after minutes
+  EXPECT_NE(render("{% set ns = namespace(s='xx') %}{% for i in range(40) %}"
+                   "{% set ns.s = ns.s | replace('x', 'xx') %}{% endfor %}")
+                .find("more than 64 MiB"),
+            std::string::npos);
+  const ojson deep_value =
+      ojson::parse(std::string(30000, '[') + std::string(30000, ']')); // parsed without recursion
+  EXPECT_NE(render("{{ x }}", {{"x", deep_value}}).find("nests too deeply"), std::string::npos);
+}
+
 } // namespace
 } // namespace troupe

@@ -33,6 +33,7 @@ struct expr {
     binary,  // name: "+", "-", "*", "/", "//", "%", "**", "~", "==", "!=", "<", ">", "<=", ">=",
              // "in", "not in", "and", "or"
     cond,    // kids[1] if kids[0] else kids[2] (kids[2] may be null)
+    compare, // a chain: kids[0] kwnames[1] kids[1] kwnames[2] kids[2] ... (1 < x <= 3)
   };
   kind k;
   int line = 0;

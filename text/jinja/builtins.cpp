@@ -3,8 +3,12 @@
 // escaping; the sandbox: lists and dicts cannot be modified).
 #include "text/jinja/builtins.hpp"
 
+#include "text/jinja/pystr.hpp"
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include <fmt/core.h>
 
@@ -27,38 +31,18 @@ bool is_ws(char c) {
 }
 
 std::string strip(const std::string& s, const value& chars, bool left, bool right) {
-  auto drop = [&](char c) {
-    if (chars.is_undefined() || chars.is_none()) return is_ws(c);
-    return chars.as_string().find(c) != std::string::npos;
-  };
-  size_t b = 0, e = s.size();
-  if (left)
-    while (b < e && drop(s[b])) ++b;
-  if (right)
-    while (e > b && drop(s[e - 1])) --e;
-  return s.substr(b, e - b);
+  if (chars.is_undefined() || chars.is_none()) return pystr::strip(s, nullptr, left, right);
+  if (!chars.is_string()) type_error("strip", chars);
+  return pystr::strip(s, &chars.as_string(), left, right);
 }
 
 std::vector<value> split(const std::string& s, const value& sep, int64_t maxsplit) {
   std::vector<value> out;
   if (sep.is_undefined() || sep.is_none()) {
-    size_t i = 0;
-    while (i < s.size()) {
-      while (i < s.size() && is_ws(s[i])) ++i;
-      if (i >= s.size()) break;
-      if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
-        size_t e = s.size();
-        while (e > i && is_ws(s[e - 1])) --e;
-        out.emplace_back(s.substr(i, e - i));
-        return out;
-      }
-      size_t j = i;
-      while (j < s.size() && !is_ws(s[j])) ++j;
-      out.emplace_back(s.substr(i, j - i));
-      i = j;
-    }
+    for (auto& part : pystr::split_whitespace(s, maxsplit)) out.emplace_back(std::move(part));
     return out;
   }
+  if (!sep.is_string()) type_error("split", sep);
   const std::string& d = sep.as_string();
   if (d.empty()) throw jinja_error("split: empty separator");
   size_t i = 0;
@@ -91,46 +75,42 @@ std::vector<value> rsplit(const std::string& s, const value& sep, int64_t maxspl
   return out;
 }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to,
+// Python's str.replace, in one pass (an empty `from` inserts `to` between code points)
+std::string replace_all(const std::string& s, const std::string& from, const std::string& to,
                         int64_t count = -1) {
+  std::string out;
+  int64_t n = 0;
   if (from.empty()) {
-    std::string out;
-    for (char c : s) out += to + c;
-    return out + to;
+    for (size_t i = 0; i <= s.size(); ++n) {
+      if (count < 0 || n < count) out += to;
+      if (i == s.size()) break;
+      size_t len = 1;
+      while (i + len < s.size() && (static_cast<unsigned char>(s[i + len]) & 0xC0) == 0x80) ++len;
+      out.append(s, i, len);
+      i += len;
+      check_text(out.size());
+    }
+    return out;
   }
   size_t i = 0;
-  for (int64_t n = 0; count < 0 || n < count; ++n) {
-    i = s.find(from, i);
-    if (i == std::string::npos) break;
-    s.replace(i, from.size(), to);
-    i += to.size();
+  for (; count < 0 || n < count; ++n) {
+    const size_t at = s.find(from, i);
+    if (at == std::string::npos) break;
+    out.append(s, i, at - i);
+    out += to;
+    i = at + from.size();
+    check_text(out.size());
   }
-  return s;
+  out.append(s, i, std::string::npos);
+  check_text(out.size());
+  return out;
 }
 
-std::string upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
+std::string upper(const std::string& s) {
+  return pystr::upper(s);
 }
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string capitalize(const std::string& s) {
-  std::string out = lower(s);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
-}
-std::string title(const std::string& s) {
-  std::string out = s;
-  bool start = true;
-  for (char& c : out) {
-    const bool alpha = std::isalpha(static_cast<unsigned char>(c));
-    c = static_cast<char>(start ? std::toupper(static_cast<unsigned char>(c))
-                                : std::tolower(static_cast<unsigned char>(c)));
-    start = !alpha;
-  }
-  return out;
+std::string lower(const std::string& s) {
+  return pystr::lower(s);
 }
 
 bool starts_or_ends(const std::string& s, const value& what, bool start) {
@@ -226,12 +206,17 @@ value string_method(const std::string& s, const std::string& name) {
     });
   if (name == "startswith" || name == "endswith")
     return bound([s, name](call_args& a) {
-      return value(starts_or_ends(s, a.get(0, "prefix"), name == "startswith"));
+      value from = a.get(1, "start"), to = a.get(2, "end");
+      if (from.is_undefined() && to.is_undefined())
+        return value(starts_or_ends(s, a.get(0, "prefix"), name == "startswith"));
+      // str.startswith(prefix, start, end): within the slice s[start:end]
+      const value part = get_slice(value(s), from, to, value::undefined());
+      return value(starts_or_ends(part.as_string(), a.get(0, "prefix"), name == "startswith"));
     });
   if (name == "upper") return bound([s](call_args&) { return value(upper(s)); });
   if (name == "lower") return bound([s](call_args&) { return value(lower(s)); });
-  if (name == "title") return bound([s](call_args&) { return value(title(s)); });
-  if (name == "capitalize") return bound([s](call_args&) { return value(capitalize(s)); });
+  if (name == "title") return bound([s](call_args&) { return value(pystr::title(s)); });
+  if (name == "capitalize") return bound([s](call_args&) { return value(pystr::capitalize(s)); });
   if (name == "replace")
     return bound([s](call_args& a) {
       value from = a.get(0, "old"), to = a.get(1, "new"), n = a.get(2, "count", value(int64_t{-1}));
@@ -244,7 +229,8 @@ value string_method(const std::string& s, const std::string& name) {
       if (!x.is_string()) type_error(name, x);
       size_t i = name == "rfind" ? s.rfind(x.as_string()) : s.find(x.as_string());
       if (i == std::string::npos && name == "index") throw jinja_error("substring not found");
-      return value(i == std::string::npos ? int64_t{-1} : static_cast<int64_t>(i));
+      // Python counts code points, as indexing and slicing here do
+      return value(i == std::string::npos ? int64_t{-1} : pystr::index_of(s, i));
     });
   if (name == "count")
     return bound([s](call_args& a) {
@@ -269,17 +255,10 @@ value string_method(const std::string& s, const std::string& name) {
       return value(std::move(out));
     });
   if (name == "splitlines")
-    return bound([s](call_args&) {
+    return bound([s](call_args& a) {
       std::vector<value> out;
-      size_t i = 0;
-      while (i < s.size()) {
-        size_t j = s.find('\n', i);
-        if (j == std::string::npos) j = s.size();
-        std::string l = s.substr(i, j - i);
-        if (!l.empty() && l.back() == '\r') l.pop_back();
+      for (auto& l : pystr::splitlines(s, a.get(0, "keepends", value(false)).truthy()))
         out.emplace_back(std::move(l));
-        i = j + 1;
-      }
       return value::list(std::move(out));
     });
   if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum")
@@ -304,7 +283,7 @@ value string_method(const std::string& s, const std::string& name) {
         return value(s.substr(0, s.size() - p.size()));
       return value(s);
     });
-  return value::undefined();
+  return value::undefined(fmt::format("'str' object has no attribute '{}'", name));
 }
 
 value dict_method(const value& d, const std::string& name) {
@@ -337,7 +316,7 @@ value dict_method(const value& d, const std::string& name) {
     return bound([name](call_args&) -> value {
       throw jinja_error(fmt::format("dict.{}: the template may not modify a dict", name));
     });
-  return value::undefined();
+  return value::undefined(fmt::format("'dict' object has no attribute '{}'", name));
 }
 
 value list_method(const value& l, const std::string& name) {
@@ -359,7 +338,7 @@ value list_method(const value& l, const std::string& name) {
       if (name == "index") throw jinja_error("list.index: value not in list");
       return value(n);
     });
-  return value::undefined();
+  return value::undefined(fmt::format("'list' object has no attribute '{}'", name));
 }
 
 int64_t to_index(const value& k, size_t size, bool clamp) {
@@ -408,6 +387,8 @@ call_args rest_args(const call_args& a, size_t from) {
 }
 
 std::string indent_text(const std::string& s, const value& width, bool first, bool blank) {
+  if (!width.is_string() && (!width.is_int() || width.as_int() < 0)) type_error("indent", width);
+  if (!width.is_string()) check_text(static_cast<size_t>(width.as_int()));
   std::string pad =
       width.is_string() ? width.as_string() : std::string(static_cast<size_t>(width.as_int()), ' ');
   std::string out;
@@ -421,6 +402,7 @@ std::string indent_text(const std::string& s, const value& width, bool first, bo
         !(first_line && !first))
       out += pad;
     out += line;
+    check_text(out.size());
     first_line = false;
     if (j == std::string::npos) break;
     out += '\n';
@@ -430,6 +412,14 @@ std::string indent_text(const std::string& s, const value& width, bool first, bo
 }
 
 } // namespace
+
+void check_text(size_t bytes) {
+  if (bytes > kMaxText) throw jinja_error("the template builds a string of more than 64 MiB");
+}
+
+void check_items(size_t n) {
+  if (n > kMaxItems) throw jinja_error("the template builds a list of more than 1 Mi items");
+}
 
 std::vector<value> iterate(const value& x) {
   if (x.is_list()) return x.as_list();
@@ -601,8 +591,8 @@ value call_filter(std::string_view name, const value& x, call_args& a) {
   }
   if (name == "upper") return value(upper(to_str(x)));
   if (name == "lower") return value(lower(to_str(x)));
-  if (name == "capitalize") return value(capitalize(to_str(x)));
-  if (name == "title") return value(title(to_str(x)));
+  if (name == "capitalize") return value(pystr::capitalize(to_str(x)));
+  if (name == "title") return value(pystr::title_words(to_str(x)));
   if (name == "replace") {
     value from = a.get(0, "old"), to = a.get(1, "new"), n = a.get(2, "count", value(none_t{}));
     return value(replace_all(to_str(x), to_str(from), to_str(to), n.is_none() ? -1 : n.as_int()));
@@ -668,9 +658,23 @@ value call_filter(std::string_view name, const value& x, call_args& a) {
     type_error("abs", x);
   }
   if (name == "round") {
+    // jinja2: common is Python's round() (half to even on the exact binary value, an int stays
+    // an int), ceil and floor at that precision
     const int64_t prec = a.get(0, "precision", value(int64_t{0})).as_int();
+    const std::string method = to_str(a.get(1, "method", value("common")));
+    if (!x.is_number()) type_error("round", x);
+    if (method != "common" && method != "ceil" && method != "floor")
+      throw jinja_error("round: method must be common, ceil or floor");
+    if (method == "common" && x.is_int()) return x;
+    const double v = x.as_double();
+    if (method == "common") {
+      if (prec < 0 || prec > 300) return value(v);
+      char buf[400];
+      std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), v); // glibc: exact, ties even
+      return value(std::strtod(buf, nullptr));
+    }
     const double p = std::pow(10.0, static_cast<double>(prec));
-    return value(std::round(x.as_double() * p) / p);
+    return value((method == "ceil" ? std::ceil(v * p) : std::floor(v * p)) / p);
   }
   if (name == "indent") {
     value width = a.get(0, "width", value(int64_t{4}));
@@ -708,12 +712,22 @@ value call_filter(std::string_view name, const value& x, call_args& a) {
     });
     return value::list(std::move(items));
   }
-  if (name == "unique") {
-    std::vector<value> out;
+  if (name == "unique") { // jinja2: case-insensitive unless told, by an attribute if given
+    const bool case_sensitive = a.get(0, "case_sensitive", value(false)).truthy();
+    value attr = a.get(1, "attribute", value(none_t{}));
+    auto key = [&](const value& e) {
+      value k = attr.is_none() ? e : attribute_path(e, attr);
+      return k.is_string() && !case_sensitive ? value(lower(k.as_string())) : k;
+    };
+    std::vector<value> out, keys;
     for (const auto& e : iterate(x)) {
+      const value k = key(e);
       bool seen = false;
-      for (const auto& o : out) seen = seen || equal(o, e);
-      if (!seen) out.push_back(e);
+      for (const auto& o : keys) seen = seen || equal(o, k);
+      if (!seen) {
+        out.push_back(e);
+        keys.push_back(k);
+      }
     }
     return value::list(std::move(out));
   }
@@ -770,7 +784,24 @@ value call_filter(std::string_view name, const value& x, call_args& a) {
     }
     return value::list(std::move(out));
   }
-  if (name == "batch" || name == "slice") {
+  if (name == "slice") { // jinja2: `n` slices, the first ones one longer
+    const int64_t n = a.get(0, "slices").as_int();
+    if (n <= 0 || n > static_cast<int64_t>(kMaxItems))
+      throw jinja_error("slice count must be 1..2^20");
+    auto items = iterate(x);
+    const size_t per = items.size() / static_cast<size_t>(n),
+                 extra = items.size() % static_cast<size_t>(n);
+    std::vector<value> out;
+    size_t at = 0;
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+      const size_t len = per + (i < extra ? 1 : 0);
+      out.push_back(value::list(std::vector<value>(items.begin() + static_cast<long>(at),
+                                                   items.begin() + static_cast<long>(at + len))));
+      at += len;
+    }
+    return value::list(std::move(out));
+  }
+  if (name == "batch") {
     const int64_t n = a.get(0, "linecount").as_int();
     if (n <= 0) throw jinja_error("batch size must be positive");
     auto items = iterate(x);
@@ -784,15 +815,22 @@ value call_filter(std::string_view name, const value& x, call_args& a) {
   if (name == "center") {
     std::string s = to_str(x);
     const int64_t w = a.get(0, "width", value(int64_t{80})).as_int();
-    if (static_cast<int64_t>(s.size()) >= w) return value(s);
-    const size_t pad = static_cast<size_t>(w) - s.size(), left = pad / 2;
-    return value(std::string(left, ' ') + s + std::string(pad - left, ' '));
+    const int64_t len = length(value(s)); // Python counts code points
+    if (len >= w) return value(s);
+    check_text(static_cast<size_t>(w));
+    const int64_t marg = w - len, left = marg / 2 + (marg & w & 1); // CPython's str.center
+    return value(std::string(static_cast<size_t>(left), ' ') + s +
+                 std::string(static_cast<size_t>(marg - left), ' '));
   }
   throw jinja_error(fmt::format("unknown filter '{}'", name));
 }
 
 value binary_op(std::string_view op, const value& a, const value& b) {
-  if (op == "~") return value(to_str(a) + to_str(b));
+  if (op == "~") {
+    std::string l = to_str(a), r = to_str(b);
+    check_text(l.size() + r.size());
+    return value(l + r);
+  }
   if (op == "==") return value(equal(a, b));
   if (op == "!=") return value(!equal(a, b));
   if (op == "<") return value(less(a, b));
@@ -836,6 +874,10 @@ value binary_op(std::string_view op, const value& a, const value& b) {
     const value& s = a.is_string() || a.is_list() ? a : b;
     const value& n = &s == &a ? b : a;
     if ((s.is_string() || s.is_list()) && n.is_int()) {
+      const auto times = static_cast<size_t>(std::max<int64_t>(n.as_int(), 0));
+      const size_t unit = s.is_string() ? s.as_string().size() : s.as_list().size();
+      if (unit > 0 && times > (s.is_string() ? kMaxText : kMaxItems) / unit)
+        s.is_string() ? check_text(kMaxText + 1) : check_items(kMaxItems + 1);
       if (s.is_string()) {
         std::string out;
         for (int64_t i = 0; i < n.as_int(); ++i) out += s.as_string();
@@ -852,12 +894,18 @@ value binary_op(std::string_view op, const value& a, const value& b) {
                                   a.type_name(), b.type_name()));
   const value x = as_num(a), y = as_num(b);
   const bool ints = x.is_int() && y.is_int();
-  if (op == "+")
-    return ints ? value(x.as_int() + y.as_int()) : value(x.as_double() + y.as_double());
-  if (op == "-")
-    return ints ? value(x.as_int() - y.as_int()) : value(x.as_double() - y.as_double());
-  if (op == "*")
-    return ints ? value(x.as_int() * y.as_int()) : value(x.as_double() * y.as_double());
+  // Python's integers do not wrap: past 64 bits is an error here, not a wrong number
+  if (ints && (op == "+" || op == "-" || op == "*")) {
+    int64_t r = 0;
+    const bool over = op == "+"   ? __builtin_add_overflow(x.as_int(), y.as_int(), &r)
+                      : op == "-" ? __builtin_sub_overflow(x.as_int(), y.as_int(), &r)
+                                  : __builtin_mul_overflow(x.as_int(), y.as_int(), &r);
+    if (over) throw jinja_error(fmt::format("integer {} overflows 64 bits", op));
+    return value(r);
+  }
+  if (op == "+") return value(x.as_double() + y.as_double());
+  if (op == "-") return value(x.as_double() - y.as_double());
+  if (op == "*") return value(x.as_double() * y.as_double());
   if (op == "/") {
     if (y.as_double() == 0) throw jinja_error("division by zero");
     return value(x.as_double() / y.as_double());
@@ -877,9 +925,17 @@ value binary_op(std::string_view op, const value& a, const value& b) {
   }
   if (op == "**") {
     if (ints && y.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < y.as_int(); ++i) r *= x.as_int();
-      return value(r);
+      int64_t p = 1;
+      for (int64_t k = 0; k < y.as_int(); ++k) {
+        if (__builtin_mul_overflow(p, x.as_int(), &p))
+          throw jinja_error("integer ** overflows 64 bits");
+        if (p == 0 || p == 1) break; // 0 ** n, 1 ** n
+        if (p == -1) {               // (-1) ** n
+          if ((y.as_int() - k - 1) % 2 == 1) p = 1;
+          break;
+        }
+      }
+      return value(p);
     }
     return value(std::pow(x.as_double(), y.as_double()));
   }

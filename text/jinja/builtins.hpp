@@ -13,6 +13,11 @@
 
 namespace troupe::jinja {
 
+/// The largest string (64 MiB) and list (1 Mi items) a template may build: beyond, an error.
+constexpr size_t kMaxText = size_t{64} << 20, kMaxItems = size_t{1} << 20;
+void check_text(size_t bytes);
+void check_items(size_t n);
+
 value get_attr(const value& obj, const std::string& name);
 value get_item(const value& obj, const value& key);
 value get_slice(const value& obj, const value& start, const value& stop, const value& step);

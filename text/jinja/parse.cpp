@@ -134,6 +134,24 @@ std::vector<segment> segment_source(std::string_view src) {
 
 // ---- tokens inside a tag ----
 
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
 enum class tok_kind { name, string, integer, number, op, end };
 
 struct token {
@@ -199,6 +217,22 @@ std::vector<token> tokenize(std::string_view s, int line) {
           continue;
         }
         const char e = s[++j];
+        auto hex = [&](int digits) { // \xHH, \uHHHH, \UHHHHHHHH: a code point
+          uint32_t cp = 0;
+          for (int k = 0; k < digits; ++k) {
+            const char h = j + 1 < s.size() ? s[j + 1] : '\0';
+            if (!std::isxdigit(static_cast<unsigned char>(h)))
+              throw jinja_error(fmt::format("line {}: truncated \\{} escape", line, e));
+            const int v = std::isdigit(static_cast<unsigned char>(h))
+                              ? h - '0'
+                              : std::tolower(static_cast<unsigned char>(h)) - 'a' + 10;
+            cp = cp * 16 + static_cast<uint32_t>(v);
+            ++j;
+          }
+          if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            throw jinja_error(fmt::format("line {}: escape of an invalid code point", line));
+          append_utf8(text, cp);
+        };
         switch (e) {
         case 'n':
           text += '\n';
@@ -209,8 +243,17 @@ std::vector<token> tokenize(std::string_view s, int line) {
         case 'r':
           text += '\r';
           break;
-        case '0':
-          text += '\0';
+        case 'a':
+          text += '\a';
+          break;
+        case 'b':
+          text += '\b';
+          break;
+        case 'f':
+          text += '\f';
+          break;
+        case 'v':
+          text += '\v';
           break;
         case '\\':
           text += '\\';
@@ -223,9 +266,25 @@ std::vector<token> tokenize(std::string_view s, int line) {
           break;
         case '\n':
           break;
+        case 'x':
+          hex(2);
+          break;
+        case 'u':
+          hex(4);
+          break;
+        case 'U':
+          hex(8);
+          break;
         default:
-          text += '\\';
-          text += e;
+          if (e >= '0' && e <= '7') { // octal, up to three digits
+            uint32_t cp = static_cast<uint32_t>(e - '0');
+            for (int k = 0; k < 2 && j + 1 < s.size() && s[j + 1] >= '0' && s[j + 1] <= '7'; ++k)
+              cp = cp * 8 + static_cast<uint32_t>(s[++j] - '0');
+            append_utf8(text, cp);
+          } else {
+            text += '\\';
+            text += e;
+          }
         }
       }
       if (j >= s.size()) throw jinja_error(fmt::format("line {}: unterminated string", line));
@@ -253,6 +312,21 @@ std::vector<token> tokenize(std::string_view s, int line) {
 }
 
 // ---- expressions ----
+
+// Nesting of brackets, unary operators and blocks a template may have: deeper is refused,
+// not followed (the parser and the renderer recurse).
+constexpr int kMaxNesting = 200;
+
+struct nesting {
+  int& depth;
+  explicit nesting(int& d, int line)
+      : depth(d) {
+    if (++depth > kMaxNesting)
+      throw jinja_error(
+          fmt::format("line {}: the template nests too deeply (more than {})", line, kMaxNesting));
+  }
+  ~nesting() { --depth; }
+};
 
 class expr_parser {
  public:
@@ -304,6 +378,7 @@ class expr_parser {
 
   /// An expression, with a bare tuple allowed (a, b) where `tuple_ok`.
   expr_ptr expression(bool tuple_ok = false) {
+    nesting n(depth_, line_);
     auto first = conditional();
     if (!tuple_ok || !is_op(",")) return first;
     auto t = node(expr::kind::tuple);
@@ -345,6 +420,7 @@ class expr_parser {
     return a;
   }
   expr_ptr not_expr() {
+    nesting n(depth_, line_);
     if (accept_name("not")) {
       auto e = node(expr::kind::unary, "not");
       e->kids.push_back(not_expr());
@@ -352,24 +428,34 @@ class expr_parser {
     }
     return compare();
   }
+  // Python's chains: a < b < c is (a < b) and (b < c), b evaluated once
   expr_ptr compare() {
-    auto a = concat();
+    std::vector<expr_ptr> operands;
+    std::vector<std::string> ops;
+    operands.push_back(concat());
     for (;;) {
-      std::string op;
       if (peek().k == tok_kind::op &&
           (is_op("==") || is_op("!=") || is_op("<") || is_op(">") || is_op("<=") || is_op(">="))) {
-        op = t_[p_++].text;
+        ops.push_back(t_[p_++].text);
       } else if (is_name("in")) {
         ++p_;
-        op = "in";
+        ops.emplace_back("in");
       } else if (is_name("not") && is_name("in", 1)) {
         p_ += 2;
-        op = "not in";
+        ops.emplace_back("not in");
       } else {
-        return a;
+        break;
       }
-      a = binary(op, std::move(a), concat());
+      operands.push_back(concat());
     }
+    if (ops.empty()) return std::move(operands[0]);
+    if (ops.size() == 1) return binary(ops[0], std::move(operands[0]), std::move(operands[1]));
+    auto chain = node(expr::kind::compare);
+    for (size_t i = 0; i < operands.size(); ++i) {
+      chain->kids.push_back(std::move(operands[i]));
+      chain->kwnames.push_back(i > 0 ? ops[i - 1] : std::string());
+    }
+    return chain;
   }
   expr_ptr concat() {
     auto a = additive();
@@ -397,13 +483,19 @@ class expr_parser {
     while (accept_op("**")) a = binary("**", std::move(a), unary());
     return a;
   }
-  expr_ptr unary() {
+  // jinja2's parse_unary: a sign takes the operand without its filters, then the filters apply
+  // to the signed value (-3|abs is 3)
+  expr_ptr unary(bool with_filter = true) {
+    nesting n(depth_, line_);
+    expr_ptr e;
     if (is_op("-") || is_op("+")) {
-      auto e = node(expr::kind::unary, t_[p_++].text);
-      e->kids.push_back(unary());
-      return filters(std::move(e));
+      e = node(expr::kind::unary, t_[p_++].text);
+      e->kids.push_back(unary(false));
+    } else {
+      e = primary();
     }
-    return filters(postfix(primary()));
+    e = postfix(std::move(e));
+    return with_filter ? filters(std::move(e)) : std::move(e);
   }
 
   void call_arguments(expr& e) {
@@ -562,6 +654,7 @@ class expr_parser {
   std::vector<token> t_;
   size_t p_ = 0;
   int line_;
+  int depth_ = 0;
 };
 
 // ---- statements ----
@@ -589,6 +682,7 @@ class stmt_parser {
   /// Statements up to one of `ends` (a block tag whose first word is in ends); `found` gets
   /// that word and the parser is left on its tokens (ep_).
   body parse_body(std::vector<std::string_view> ends, std::string& found) {
+    nesting n(depth_, i_ < s_.size() ? s_[i_].line : 0);
     body out;
     while (i_ < s_.size()) {
       const segment& seg = s_[i_++];
@@ -719,14 +813,28 @@ class stmt_parser {
 
   std::vector<segment> s_;
   size_t i_ = 0;
+  int depth_ = 0;
   std::unique_ptr<expr_parser> ep_;
 };
 
 } // namespace
 
 std::shared_ptr<const program> parse_program(std::string_view source) {
+  // jinja2 reads \r\n and \r as \n, and drops one newline at the very end
+  // (keep_trailing_newline off)
+  std::string text;
+  text.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] == '\r') {
+      text += '\n';
+      if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+    } else {
+      text += source[i];
+    }
+  }
+  if (!text.empty() && text.back() == '\n') text.pop_back();
   auto p = std::make_shared<program>();
-  p->top = stmt_parser(segment_source(source)).parse_all();
+  p->top = stmt_parser(segment_source(text)).parse_all();
   return p;
 }
 

@@ -69,7 +69,7 @@ class renderer {
           throw jinja_error(fmt::format("line {}: unhashable dict key", e.line));
         d.as_dict().set(std::move(k), eval(*e.kids[i + 1], sc));
       }
-      return d;
+      return d.refresh_depth();
     }
     case expr::kind::attr:
       return get_attr(eval(*e.kids[0], sc), e.name);
@@ -82,9 +82,17 @@ class renderer {
     case expr::kind::call: {
       value f = eval(*e.kids[0], sc);
       call_args a = arguments(e, sc);
-      if (!f.is_func())
-        throw jinja_error(fmt::format("line {}: {} is not callable", e.line,
-                                      f.is_undefined() ? "an undefined value" : f.type_name()));
+      if (!f.is_func()) {
+        if (f.is_undefined()) {
+          const std::string& what = f.as_undefined_name();
+          throw jinja_error(fmt::format(
+              "line {}: {}", e.line,
+              what.find(' ') != std::string::npos
+                  ? what
+                  : fmt::format("'{}' is undefined, not callable", what.empty() ? "value" : what)));
+        }
+        throw jinja_error(fmt::format("line {}: a {} is not callable", e.line, f.type_name()));
+      }
       return f.as_func()(a);
     }
     case expr::kind::filter: {
@@ -116,6 +124,15 @@ class renderer {
         return a.truthy() ? a : eval(*e.kids[1], sc);
       }
       return binary_op(e.name, eval(*e.kids[0], sc), eval(*e.kids[1], sc));
+    }
+    case expr::kind::compare: {
+      value left = eval(*e.kids[0], sc);
+      for (size_t i = 1; i < e.kids.size(); ++i) {
+        value right = eval(*e.kids[i], sc);
+        if (!binary_op(e.kwnames[i], left, right).truthy()) return value(false);
+        left = std::move(right);
+      }
+      return value(true);
     }
     case expr::kind::cond:
       if (eval(*e.kids[0], sc).truthy()) return eval(*e.kids[1], sc);
@@ -232,7 +249,7 @@ class renderer {
                     if (a.args.empty()) throw jinja_error("loop.cycle needs arguments");
                     return a.args[static_cast<size_t>(i) % a.args.size()];
                   })}};
-      inner.vars["loop"] = loop;
+      inner.vars["loop"] = loop.refresh_depth();
       assign(inner, s.targets, items[static_cast<size_t>(i)], s.line);
       if (exec(s.inner, inner, out) == flow::brk) break;
     }
@@ -242,22 +259,61 @@ class renderer {
   value make_macro(const stmt& s, scope& defined_in) {
     const stmt* m = &s;
     scope* parent = &defined_in;
-    return value::func([this, m, parent](call_args& a) {
+    // jinja2 gives a macro `varargs` and `kwargs` when its body reads them; otherwise extra
+    // arguments are an error
+    const bool takes_varargs = reads(m->inner, "varargs"), takes_kwargs = reads(m->inner, "kwargs");
+    return value::func([this, m, parent, takes_varargs, takes_kwargs](call_args& a) {
       if (++depth_ > 256) throw jinja_error("macro calls nest too deeply");
       scope inner{{}, parent};
+      if (a.args.size() > m->params.size() && !takes_varargs)
+        throw jinja_error(fmt::format("macro '{}' takes not more than {} argument(s)", m->text,
+                                      m->params.size()));
+      value extra_kw = dict::make();
+      for (const auto& [k, v] : a.kwargs) {
+        bool known = false;
+        for (const auto& p : m->params) known = known || p.first == k;
+        if (known) continue;
+        if (!takes_kwargs)
+          throw jinja_error(fmt::format("macro '{}' takes no keyword argument '{}'", m->text, k));
+        extra_kw.as_dict().set(value(k), v);
+      }
       for (size_t i = 0; i < m->params.size(); ++i) {
         const auto& [name, def] = m->params[i];
         value v = a.get(i, name);
         if (v.is_undefined() && def) v = eval(*def, inner);
         inner.vars[name] = v;
       }
-      if (a.args.size() > m->params.size())
-        throw jinja_error(fmt::format("macro '{}' takes {} arguments", m->text, m->params.size()));
+      if (takes_varargs) {
+        std::vector<value> rest;
+        for (size_t i = m->params.size(); i < a.args.size(); ++i) rest.push_back(a.args[i]);
+        inner.vars["varargs"] = value::list(std::move(rest));
+      }
+      if (takes_kwargs) inner.vars["kwargs"] = extra_kw.refresh_depth();
       std::string text;
       exec(m->inner, inner, text);
       --depth_;
       return value(std::move(text));
     });
+  }
+
+  static bool reads(const expr* e, std::string_view name) {
+    if (!e) return false;
+    if (e->k == expr::kind::name && e->name == name) return true;
+    for (const auto& k : e->kids)
+      if (reads(k.get(), name)) return true;
+    return false;
+  }
+  static bool reads(const body& b, std::string_view name) {
+    for (const auto& s : b) {
+      if (reads(s->e.get(), name) || reads(s->cond.get(), name) || reads(s->inner, name) ||
+          reads(s->else_body, name))
+        return true;
+      for (const auto& [c, br] : s->branches)
+        if (reads(c.get(), name) || reads(br, name)) return true;
+      for (const auto& [n, def] : s->params)
+        if (reads(def.get(), name)) return true;
+    }
+    return false;
   }
 
  private:
@@ -285,14 +341,14 @@ void add_globals(scope& g, const render_options& opt) {
     if (!a.args.empty() && a.args[0].is_dict())
       for (const auto& [k, v] : a.args[0].as_dict().items) ns.as_dict().set(k, v);
     for (auto& [k, v] : a.kwargs) ns.as_dict().set(value(k), v);
-    return ns;
+    return ns.refresh_depth();
   });
   g.vars["dict"] = value::func([](call_args& a) {
     value d = dict::make();
     if (!a.args.empty() && a.args[0].is_dict())
       for (const auto& [k, v] : a.args[0].as_dict().items) d.as_dict().set(k, v);
     for (auto& [k, v] : a.kwargs) d.as_dict().set(value(k), v);
-    return d;
+    return d.refresh_depth();
   });
   g.vars["range"] = value::func([](call_args& a) {
     int64_t start = 0, stop = 0, step = 1;

@@ -11,6 +11,37 @@
 
 namespace troupe::jinja {
 
+namespace {
+uint16_t deeper_than(uint16_t inner) {
+  if (inner >= value::kMaxDepth)
+    throw jinja_error("a value nests too deeply (more than 512 levels)");
+  return static_cast<uint16_t>(inner + 1);
+}
+} // namespace
+
+value::value(list_ptr l)
+    : v(std::move(l)) {
+  uint16_t d = 0;
+  for (const auto& e : as_list()) d = std::max(d, e.depth);
+  depth = deeper_than(d);
+}
+
+value::value(dict_ptr p)
+    : v(std::move(p)) {
+  uint16_t d = 0;
+  for (const auto& [k, e] : as_dict().items) d = std::max(d, e.depth);
+  depth = deeper_than(d);
+}
+
+value& value::refresh_depth() {
+  if (is_dict()) {
+    uint16_t d = 0;
+    for (const auto& [k, e] : as_dict().items) d = std::max(d, e.depth);
+    depth = deeper_than(d);
+  }
+  return *this;
+}
+
 value value::list(std::vector<value> items) {
   return value(std::make_shared<std::vector<value>>(std::move(items)));
 }
@@ -274,7 +305,35 @@ std::string to_str(const value& x) {
   return repr(x);
 }
 
+namespace {
+constexpr int kMaxDepth = 512; // nesting of values printed, compared or converted
+
+void deeper(int depth) {
+  if (depth > kMaxDepth) throw jinja_error("a value nests too deeply (more than 512 levels)");
+}
+
+std::string repr_at(const value& x, int depth);
+bool equal_at(const value& a, const value& b, int depth);
+bool less_at(const value& a, const value& b, int depth);
+value from_json_at(const nlohmann::ordered_json& j, int depth);
+} // namespace
+
 std::string repr(const value& x) {
+  return repr_at(x, 0);
+}
+bool equal(const value& a, const value& b) {
+  return equal_at(a, b, 0);
+}
+bool less(const value& a, const value& b) {
+  return less_at(a, b, 0);
+}
+value from_json(const nlohmann::ordered_json& j) {
+  return from_json_at(j, 0);
+}
+
+namespace {
+std::string repr_at(const value& x, int depth) {
+  deeper(depth);
   switch (x.v.index()) {
   case 0:
     return "";
@@ -293,14 +352,15 @@ std::string repr(const value& x) {
   case 6: {
     std::string out = "[";
     const auto& l = x.as_list();
-    for (size_t i = 0; i < l.size(); ++i) out += (i ? ", " : "") + repr(l[i]);
+    for (size_t i = 0; i < l.size(); ++i) out += (i ? ", " : "") + repr_at(l[i], depth + 1);
     return out + "]";
   }
   case 7: {
     const auto& d = x.as_dict();
     std::string out = d.is_namespace ? "<Namespace {" : "{";
     for (size_t i = 0; i < d.items.size(); ++i)
-      out += (i ? ", " : "") + repr(d.items[i].first) + ": " + repr(d.items[i].second);
+      out += (i ? ", " : "") + repr_at(d.items[i].first, depth + 1) + ": " +
+             repr_at(d.items[i].second, depth + 1);
     return out + (d.is_namespace ? "}>" : "}");
   }
   default:
@@ -308,20 +368,14 @@ std::string repr(const value& x) {
   }
 }
 
-std::string to_json(const value& x, int indent, std::string_view item_sep, std::string_view key_sep,
-                    bool sort_keys) {
-  json_writer w{indent, item_sep, key_sep, sort_keys, {}};
-  w.write(x, 0);
-  return std::move(w.out);
-}
-
-bool equal(const value& a, const value& b) {
+bool equal_at(const value& a, const value& b, int depth) {
+  deeper(depth);
   if (a.is_number() && b.is_number()) {
     if (a.is_int() && b.is_int()) return a.as_int() == b.as_int();
     return a.as_double() == b.as_double();
   }
-  if (a.is_bool() && b.is_number()) return equal(value(int64_t{a.as_bool()}), b);
-  if (b.is_bool() && a.is_number()) return equal(a, value(int64_t{b.as_bool()}));
+  if (a.is_bool() && b.is_number()) return equal_at(value(int64_t{a.as_bool()}), b, depth);
+  if (b.is_bool() && a.is_number()) return equal_at(a, value(int64_t{b.as_bool()}), depth);
   if (a.is_string() && b.is_string()) return a.as_string() == b.as_string();
   if (a.v.index() != b.v.index()) return false;
   switch (a.v.index()) {
@@ -336,7 +390,7 @@ bool equal(const value& a, const value& b) {
     const auto &l = a.as_list(), &r = b.as_list();
     if (l.size() != r.size()) return false;
     for (size_t i = 0; i < l.size(); ++i)
-      if (!equal(l[i], r[i])) return false;
+      if (!equal_at(l[i], r[i], depth + 1)) return false;
     return true;
   }
   case 7: {
@@ -344,7 +398,7 @@ bool equal(const value& a, const value& b) {
     if (l.items.size() != r.items.size()) return false;
     for (const auto& [k, v] : l.items) {
       const value* o = r.find(k);
-      if (!o || !equal(v, *o)) return false;
+      if (!o || !equal_at(v, *o, depth + 1)) return false;
     }
     return true;
   }
@@ -353,7 +407,8 @@ bool equal(const value& a, const value& b) {
   }
 }
 
-bool less(const value& a, const value& b) {
+bool less_at(const value& a, const value& b, int depth) {
+  deeper(depth);
   auto num = [](const value& x) { return x.is_number() || x.is_bool(); };
   auto dbl = [](const value& x) { return x.is_bool() ? (x.as_bool() ? 1.0 : 0.0) : x.as_double(); };
   if (num(a) && num(b)) {
@@ -364,8 +419,8 @@ bool less(const value& a, const value& b) {
   if (a.is_list() && b.is_list()) {
     const auto &l = a.as_list(), &r = b.as_list();
     for (size_t i = 0; i < l.size() && i < r.size(); ++i) {
-      if (less(l[i], r[i])) return true;
-      if (less(r[i], l[i])) return false;
+      if (less_at(l[i], r[i], depth + 1)) return true;
+      if (less_at(r[i], l[i], depth + 1)) return false;
     }
     return l.size() < r.size();
   }
@@ -373,7 +428,8 @@ bool less(const value& a, const value& b) {
                                 a.type_name(), b.type_name()));
 }
 
-value from_json(const nlohmann::ordered_json& j) {
+value from_json_at(const nlohmann::ordered_json& j, int depth) {
+  deeper(depth);
   switch (j.type()) {
   case nlohmann::ordered_json::value_t::null:
     return value(none_t{});
@@ -382,6 +438,8 @@ value from_json(const nlohmann::ordered_json& j) {
   case nlohmann::ordered_json::value_t::number_integer:
     return value(j.get<int64_t>());
   case nlohmann::ordered_json::value_t::number_unsigned:
+    if (j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      throw jinja_error("an integer beyond 64 bits (" + j.dump() + ")");
     return value(static_cast<int64_t>(j.get<uint64_t>()));
   case nlohmann::ordered_json::value_t::number_float:
     return value(j.get<double>());
@@ -390,17 +448,27 @@ value from_json(const nlohmann::ordered_json& j) {
   case nlohmann::ordered_json::value_t::array: {
     std::vector<value> items;
     items.reserve(j.size());
-    for (const auto& e : j) items.push_back(from_json(e));
+    for (const auto& e : j) items.push_back(from_json_at(e, depth + 1));
     return value::list(std::move(items));
   }
   case nlohmann::ordered_json::value_t::object: {
     value d = dict::make();
-    for (const auto& [k, e] : j.items()) d.as_dict().items.emplace_back(value(k), from_json(e));
-    return d;
+    for (const auto& [k, e] : j.items())
+      d.as_dict().items.emplace_back(value(k), from_json_at(e, depth + 1));
+    return d.refresh_depth();
   }
   default:
     return value(none_t{});
   }
+}
+
+} // namespace
+
+std::string to_json(const value& x, int indent, std::string_view item_sep, std::string_view key_sep,
+                    bool sort_keys) {
+  json_writer w{indent, item_sep, key_sep, sort_keys, {}};
+  w.write(x, 0);
+  return std::move(w.out);
 }
 
 } // namespace troupe::jinja

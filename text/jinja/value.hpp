@@ -50,6 +50,12 @@ struct value {
   std::variant<undefined_t, none_t, bool, int64_t, double, std::string, list_ptr, dict_ptr,
                func_ptr, markup_t>
       v;
+  // how deeply lists and dicts nest inside (0 for a scalar): at most kMaxDepth, so that
+  // printing, comparing and freeing a value never recurse without bound
+  uint16_t depth = 0;
+  static constexpr uint16_t kMaxDepth = 512;
+  /// Recomputes depth after a dict was filled in place (its items know theirs).
+  value& refresh_depth();
 
   value() = default;
   value(none_t n)
@@ -68,10 +74,8 @@ struct value {
       : v(std::move(s)) {}
   value(const char* s)
       : v(std::string(s)) {}
-  value(list_ptr l)
-      : v(std::move(l)) {}
-  value(dict_ptr d)
-      : v(std::move(d)) {}
+  value(list_ptr l);
+  value(dict_ptr d);
   value(func_ptr f)
       : v(std::move(f)) {}
   static value undefined(std::string name = {}) {
