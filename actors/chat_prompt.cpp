@@ -235,11 +235,14 @@ std::optional<api_error> build_chat_prompt(const json& j, const std::string& bod
     } else if (content->is_string()) {
       cm.content = content->get<std::string>();
     } else if (content->is_array()) {
+      bool first_part = true;
       for (const auto& part : *content) {
         if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
             !part.contains("text") || !part["text"].is_string())
           return bad("message content parts must be {\"type\": \"text\", \"text\": ...}",
                      "messages");
+        if (!first_part) cm.content += '\n'; // text parts join as vLLM joins them
+        first_part = false;
         cm.content += part["text"].get<std::string>();
       }
     } else {

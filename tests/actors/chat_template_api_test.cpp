@@ -180,6 +180,13 @@ TEST(ChatTemplateApi, TemplateVariablesAndOptionsAreCheckedAgainstTheTemplate) {
                std::string(30000, '[') + std::string(30000, ']') + "}}");
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("nested more than"), std::string::npos) << r.body;
+  // text parts of a content join with newlines, as vLLM joins them
+  r = post(o.port, "/tokenize",
+           R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},)"
+           R"({"type":"text","text":"b"}]}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.j["tokens"].get<std::vector<int32_t>>(),
+            *m->tok->encode("[user] a\nb\n", false, true));
   // the template's own refusal is a 400 with its words
   r = post(o.port, "/tokenize",
            json{{"messages", json::array({{{"role", "tool"}, {"content", "x"}}})}}.dump());
