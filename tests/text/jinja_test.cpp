@@ -91,6 +91,11 @@ TEST(Jinja, ScopesFollowJinja2) {
                    "{% else %}none{% endfor %}"),
             "1/2 2/2 ");
   EXPECT_EQ(render("{% for x in [] %}a{% else %}none{% endfor %}"), "none");
+  // raw blocks, with whitespace as jinja2 treats them
+  EXPECT_EQ(render("{% raw %}\n{{ not read }}{% if %}\n{% endraw %}\nx"),
+            "\n{{ not read }}{% if %}\nx");
+  EXPECT_EQ(render("  {% raw -%}  a  {%- endraw %}b"), "ab");
+  EXPECT_EQ(render("q\n  {% raw %}  a\n  {% endraw %}\nb"), "q\n  a\nb");
   EXPECT_EQ(render("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}"),
             "a=1;b=2;");
   EXPECT_EQ(

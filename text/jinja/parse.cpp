@@ -27,6 +27,12 @@ bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
 int count_lines(std::string_view s, size_t from, size_t to) {
   int n = 0;
   for (size_t i = from; i < to && i < s.size(); ++i) n += s[i] == '\n';
@@ -116,9 +122,58 @@ std::vector<segment> segment_source(std::string_view src) {
     }
     if (end > inner && (src[end - 1] == '-' || src[end - 1] == '+')) end_mark = src[end - 1];
     const size_t content_end = end_mark ? end - 1 : end;
-    if (type != '#')
-      out.push_back({type == '{' ? seg_kind::var : seg_kind::block,
-                     std::string(src.substr(inner, content_end - inner)), line});
+    const std::string content(src.substr(inner, content_end - inner));
+    if (type == '%' && trimmed(content) == "raw") {
+      // {% raw %} ... {% endraw %}: the text between is not read as template
+      size_t at = after, close_open = std::string_view::npos, close_end = 0;
+      char close_mark = '\0', close_end_mark = '\0';
+      while ((at = src.find("{%", at)) != std::string_view::npos) {
+        size_t k = at + 2;
+        char m = k < src.size() && (src[k] == '-' || src[k] == '+') ? src[k++] : '\0';
+        const size_t e = src.find("%}", k);
+        if (e == std::string_view::npos) break;
+        std::string_view body = src.substr(k, e - k);
+        char em = '\0';
+        if (!body.empty() && (body.back() == '-' || body.back() == '+')) {
+          em = body.back();
+          body.remove_suffix(1);
+        }
+        if (trimmed(std::string(body)) == "endraw") {
+          close_open = at;
+          close_end = e + 2;
+          close_mark = m;
+          close_end_mark = em;
+          break;
+        }
+        at = k;
+      }
+      if (close_open == std::string_view::npos)
+        throw jinja_error(fmt::format("line {}: {{% raw %}} without {{% endraw %}}", line));
+      std::string raw(src.substr(after, close_open - after));
+      if (end_mark == '-')
+        raw.erase(0, raw.find_first_not_of(" \t\r\n\f\v") == std::string::npos
+                         ? raw.size()
+                         : raw.find_first_not_of(" \t\r\n\f\v"));
+      if (close_mark == '-') {
+        while (!raw.empty() && is_space(raw.back())) raw.pop_back();
+      } else if (close_mark != '+') {      // lstrip_blocks before {% endraw %}; {% raw %} keeps
+        const size_t nl = raw.rfind('\n'); // the newline after it (as jinja2 does)
+        if (nl != std::string::npos && raw.find_first_not_of(" \t", nl + 1) == std::string::npos)
+          raw.erase(nl + 1);
+      }
+      if (!raw.empty()) out.push_back({seg_kind::text, raw, line});
+      line += count_lines(src, open, close_end);
+      pos = close_end;
+      strip_next = close_end_mark == '-';
+      line_starting = false;
+      if (!strip_next && close_end_mark != '+' && pos < src.size() && src[pos] == '\n') {
+        ++pos;
+        ++line;
+        line_starting = true;
+      }
+      continue;
+    }
+    if (type != '#') out.push_back({type == '{' ? seg_kind::var : seg_kind::block, content, line});
     line += count_lines(src, open, after);
     pos = after;
     strip_next = end_mark == '-';
