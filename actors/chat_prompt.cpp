@@ -103,13 +103,15 @@ bool function_name_ok(const std::string& n) {
 // tools and tool_choice: `tools` gets the list for the template (in the client's key order),
 // `out` what the reply must be.
 std::optional<api_error> read_tools(const json& j, const std::string& body,
-                                    const serving_info& info, ojson& tools, chat_prompt& out) {
+                                    const serving_info& info, bool render_only, ojson& tools,
+                                    chat_prompt& out) {
   auto t = j.find("tools");
   const bool given = t != j.end() && !t->is_null() && !(t->is_array() && t->empty());
   auto choice = j.find("tool_choice");
   const bool chosen = choice != j.end() && !choice->is_null();
   if (!given) {
     if (chosen && *choice != "none") return bad("'tool_choice' needs 'tools'", "tool_choice");
+    if (t != j.end() && t->is_array()) tools = ojson::array(); // [] reaches the template as []
     return std::nullopt;
   }
   if (!t->is_array()) return bad("'tools' must be a list", "tools");
@@ -151,6 +153,8 @@ std::optional<api_error> read_tools(const json& j, const std::string& body,
   auto schema_of = [&](size_t i) {
     return params[i] ? json(*params[i]) : json{{"type", "object"}};
   };
+  out.tool_names = names;
+  if (render_only) return std::nullopt; // /tokenize: the prompt, whatever the reply would be
   if (!chosen || *choice == "auto") {
     if (!takes)
       return bad("this model's chat template does not take tools (it is rendered natively, or "
@@ -171,14 +175,33 @@ std::optional<api_error> read_tools(const json& j, const std::string& body,
                "would refuse the reply's channel tokens)",
                "tool_choice");
   } else if (*choice == "required") {
-    json branches = json::array();
-    for (size_t i = 0; i < names.size(); ++i)
+    // each function's $defs move up to the list's root, where their "#/$defs/NAME" refs
+    // resolve (vLLM carries them up the same way)
+    json branches = json::array(), defs = json::object();
+    for (size_t i = 0; i < names.size(); ++i) {
+      json schema = schema_of(i);
+      for (const char* key : {"$defs", "definitions"}) {
+        if (!schema.contains(key)) continue;
+        if (!schema[key].is_object())
+          return bad(fmt::format("'{}' must be an object", key), "tools");
+        for (auto& [n, d] : schema[key].items()) {
+          if (defs.contains(n) && defs[n] != d)
+            return bad(fmt::format("two tools define '{}' differently in their $defs; "
+                                   "tool_choice \"required\" needs them alike",
+                                   n),
+                       "tools");
+          defs[n] = d;
+        }
+        schema.erase(key);
+      }
       branches.push_back(
           {{"type", "object"},
-           {"properties", {{"name", {{"const", names[i]}}}, {"parameters", schema_of(i)}}},
+           {"properties", {{"name", {{"const", names[i]}}}, {"parameters", std::move(schema)}}},
            {"required", {"name", "parameters"}},
            {"additionalProperties", false}});
+    }
     json list = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", branches}}}};
+    if (!defs.empty()) list["$defs"] = std::move(defs);
     if (!parallel) list["maxItems"] = 1;
     out.tools = tool_mode::required;
     out.tool_rule =
@@ -211,9 +234,10 @@ std::optional<api_error> read_tools(const json& j, const std::string& body,
 } // namespace
 
 std::optional<api_error> build_chat_prompt(const json& j, const std::string& body,
-                                           const serving_info& info, chat_prompt& out) {
+                                           const serving_info& info, chat_prompt& out,
+                                           bool render_only) {
   ojson tools; // null: none given
-  if (auto e = read_tools(j, body, info, tools, out)) return *e;
+  if (auto e = read_tools(j, body, info, render_only, tools, out)) return *e;
   auto it = j.find("messages");
   if (it == j.end() || !it->is_array())
     return bad("'messages' is required and must be a list", "messages");
@@ -229,9 +253,12 @@ std::optional<api_error> build_chat_prompt(const json& j, const std::string& bod
     chat_message cm;
     cm.role = role->get<std::string>();
     if (cm.role == "developer") cm.role = "system"; // OpenAI's newer name for it
-    if (content == msg.end() || (content->is_null() && cm.role != "assistant"))
+    const bool calls = cm.role == "assistant" && msg.contains("tool_calls");
+    if ((content == msg.end() && !calls) ||
+        (content != msg.end() && content->is_null() && cm.role != "assistant"))
       return bad("each message needs 'content'", "messages");
-    if (content->is_null()) { // an assistant's may be null (OpenAI's): no text
+    if (content == msg.end() || content->is_null()) { // an assistant's may be null or absent
+                                                      // (OpenAI's): no text
     } else if (content->is_string()) {
       cm.content = content->get<std::string>();
     } else if (content->is_array()) {

@@ -314,9 +314,10 @@ void on_event(session_ptr self, const gen_event& e) {
     for (auto& call : tail.calls) read_calls.push_back(std::move(call));
   }
   std::vector<tool_call> calls;
-  for (auto& call : read_calls) {
-    call.id = new_tool_call_id();
-    calls.push_back(std::move(call));
+  if (c.tools && !read_calls.empty()) { // harmony's: checked against the tools, named
+    auto h = c.tools->take_calls(std::move(read_calls));
+    fresh += h.text;
+    calls = std::move(h.calls);
   }
   if (c.tools) {
     auto t = c.tools->push(fresh);
@@ -338,11 +339,19 @@ void on_event(session_ptr self, const gen_event& e) {
   if (want_lp) c.res.lp.append(lp);
   if (st.req.stream) {
     const usage u{st.prompt_tokens, st.completion_tokens};
+    // calls go in a chunk of their own before the one that ends the choice, as OpenAI sends
+    // them (clients close a call's arguments when the next chunk comes)
+    const bool split = !calls.empty() && fin != finish_reason::none;
     if (!text.empty() || !reasoning.empty() || fin != finish_reason::none || !c.started ||
         !lp.pieces.empty() || !calls.empty())
-      emit(self, stream_chunk(st.req, st.id, st.created, idx, text, fin, !c.started, &lp, tok,
-                              st.req.continuous_usage ? &u : nullptr, reasoning,
-                              chunk_calls{calls_all, first_call, c.res.called}));
+      emit(self,
+           stream_chunk(st.req, st.id, st.created, idx, text, split ? finish_reason::none : fin,
+                        !c.started, &lp, tok, st.req.continuous_usage ? &u : nullptr, reasoning,
+                        chunk_calls{calls_all, first_call, c.res.called}));
+    if (split)
+      emit(self, stream_chunk(st.req, st.id, st.created, idx, "", fin, false, nullptr, tok,
+                              st.req.continuous_usage ? &u : nullptr, "",
+                              chunk_calls{calls_all, calls_all.size(), c.res.called}));
   }
   c.started = true;
   if (fin == finish_reason::none) return;

@@ -392,13 +392,24 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     r.tool_fmt = cp.tool_fmt;
     r.tool_name = cp.tool_name;
     r.parallel_tools = cp.parallel;
+    r.tool_names = cp.tool_names;
     if (!cp.tool_rule.empty()) {
       if (!r.base.response_format.empty())
         return bad("'response_format' cannot be combined with a tool_choice that names a tool "
                    "or requires one (the reply is held to the tool's arguments)",
                    "response_format");
-      if (auto rule = compile_response_format(cp.tool_rule); !rule)
-        return bad(fmt::format("the tool's parameters: {}", rule.error().message), "tools");
+      if (auto rule = compile_response_format(cp.tool_rule); !rule) {
+        std::string why = rule.error().message; // it names the schema it was given
+        for (size_t at = why.find("response_format schema"); at != std::string::npos;
+             at = why.find("response_format schema", at))
+          why.replace(at, std::string_view("response_format schema").size(), "schema");
+        return bad(fmt::format("the tools' parameters, as tool_choice {} holds the reply to "
+                               "them: {}",
+                               cp.tools == tool_mode::named ? "\"" + cp.tool_name + "\""
+                                                            : std::string("\"required\""),
+                               why),
+                   "tools");
+      }
       r.base.response_format = cp.tool_rule;
     }
     r.base.think = cp.think;
@@ -702,7 +713,7 @@ std::variant<std::string, api_error> tokenize_request(const std::string& body,
                  "writes the special tokens",
                  "add_special_tokens");
     chat_prompt cp;
-    if (auto e = build_chat_prompt(j, body, info, cp)) return *e;
+    if (auto e = build_chat_prompt(j, body, info, cp, true)) return *e;
     ids = std::move(cp.ids);
   } else {
     for (const char* k : {"add_generation_prompt", "continue_final_message", "chat_template_kwargs",

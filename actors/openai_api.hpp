@@ -91,6 +91,7 @@ struct parsed_request {
   tool_format tool_fmt = tool_format::none;
   std::string tool_name;
   bool parallel_tools = true;
+  std::vector<std::string> tool_names;
   int n = 1;
   int completion_logprobs = -1; // completions: top-n logprobs (-1: none)
   bool chat_logprobs = false;
@@ -109,8 +110,9 @@ struct chat_prompt {
   tool_mode tools = tool_mode::none;
   tool_format tool_fmt = tool_format::none; // automatic: the format the reply is read in
   std::string tool_name;                    // named: the function
-  std::string tool_rule; // named / required: the response_format that holds the reply
-  bool parallel = true;  // parallel_tool_calls
+  std::string tool_rule;               // named / required: the response_format that holds the reply
+  bool parallel = true;                // parallel_tool_calls
+  std::vector<std::string> tool_names; // the functions offered (a call to another is text)
   std::vector<int32_t> ids;
   std::string text;
   std::vector<int32_t> stop_ids; // the tokens that end an assistant turn in this format
@@ -122,8 +124,10 @@ struct chat_prompt {
 /// continue_final_message from a chat request (or a /tokenize body) and renders the prompt
 /// (chat_prompt.cpp).
 /// `body`: the request's text (tools go to the template in the client's key order).
+/// `render_only` (/tokenize): tools are rendered, what the reply would need is not checked.
 std::optional<api_error> build_chat_prompt(const nlohmann::json& j, const std::string& body,
-                                           const serving_info& info, chat_prompt& out);
+                                           const serving_info& info, chat_prompt& out,
+                                           bool render_only = false);
 
 /// vLLM's /tokenize: {"prompt": ...} or {"messages": ...} (the chat's prompt as the chat
 /// endpoint renders it) -> {"count", "max_model_len", "tokens", "token_strs"}; and

@@ -1,6 +1,7 @@
 // tool_reply.cpp: a chat choice's text under its tools (tool_reply.hpp).
 #include "actors/tool_reply.hpp"
 
+#include <algorithm>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -20,17 +21,38 @@ tool_reply::tool_reply(const parsed_request& r)
     : mode_(r.tools)
     , name_(r.tool_name)
     , parallel_(r.parallel_tools)
+    , names_(r.tool_names)
+    , fmt_(r.tools == tool_mode::automatic ? r.tool_fmt : tool_format::none)
     , parser_(r.tools == tool_mode::automatic ? r.tool_fmt : tool_format::none) {}
 
 tool_reply::out tool_reply::take(tool_call_parser::delta d) {
   out o{std::move(d.text), {}};
+  // llama3 / mistral: the calls are one reply; one to a function not offered makes it all text
+  const bool one_reply = fmt_ == tool_format::llama3 || fmt_ == tool_format::mistral;
+  if (one_reply && !d.calls.empty() &&
+      std::any_of(d.calls.begin(), d.calls.end(), [&](const tool_call& c) {
+        return std::find(names_.begin(), names_.end(), c.name) == names_.end();
+      })) {
+    o.text += d.calls[0].raw;
+    return o;
+  }
   for (auto& c : d.calls) {
+    if (std::find(names_.begin(), names_.end(), c.name) == names_.end()) {
+      o.text += c.raw; // a function that was not offered: the model's text, as content
+      continue;
+    }
     if (!parallel_ && calls_ > 0) continue; // one call only: the first
     c.id = new_tool_call_id();
     o.calls.push_back(std::move(c));
     ++calls_;
   }
   return o;
+}
+
+tool_reply::out tool_reply::take_calls(std::vector<tool_call> calls) {
+  tool_call_parser::delta d;
+  d.calls = std::move(calls);
+  return take(std::move(d));
 }
 
 tool_reply::out tool_reply::push(const std::string& text) {

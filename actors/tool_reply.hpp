@@ -3,7 +3,8 @@
 // the template's format, content out as it is decided, each call when complete (at most one
 // without parallel_tool_calls); a named function: the whole reply is that call's arguments (the
 // grammar held it to their schema); required: the reply is a JSON list of {name, parameters}.
-// A reply cut short by max_tokens is not a call: its text is content. Each call gets an id
+// A reply cut short by max_tokens is not a call: its text is content; so is a call to a
+// function that was not offered (its text, as the model wrote it). Each call gets an id
 // ("call_" and 24 random letters and digits). Not thread-safe.
 // Tests: tests/actors/tool_api_test.cpp
 #pragma once
@@ -24,6 +25,8 @@ class tool_reply {
     std::vector<tool_call> calls;
   };
   out push(const std::string& text);
+  /// Calls read elsewhere (harmony's router): checked and named as the parser's are.
+  out take_calls(std::vector<tool_call> calls);
   /// The reply ended (`cut`: by max_tokens).
   out finish(bool cut);
   /// Some call was read: the finish reason becomes "tool_calls" (not for a named function,
@@ -35,6 +38,8 @@ class tool_reply {
   tool_mode mode_;
   std::string name_;
   bool parallel_;
+  std::vector<std::string> names_; // the functions offered
+  tool_format fmt_;
   tool_call_parser parser_;
   std::string held_; // named / required: the reply so far
   size_t calls_ = 0;

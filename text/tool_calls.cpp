@@ -64,8 +64,10 @@ std::string_view to_string(tool_format f) {
 tool_format detect_tool_format(std::string_view t) {
   if (t.find(kOpen) != std::string_view::npos) return tool_format::hermes;
   if (t.find(kMistral) != std::string_view::npos) return tool_format::mistral;
-  if (t.find(kPythonTag) != std::string_view::npos &&
-      t.find("parameters") != std::string_view::npos)
+  // Llama 3.1 / 3.3 name <|python_tag|>; 3.2 only teaches the JSON ("name" and "parameters")
+  if ((t.find(kPythonTag) != std::string_view::npos ||
+       t.find("<|start_header_id|>") != std::string_view::npos) &&
+      t.find("\"parameters\"") != std::string_view::npos)
     return tool_format::llama3;
   return tool_format::none;
 }
@@ -121,6 +123,7 @@ tool_call_parser::delta tool_call_parser::hermes(bool end) {
     if (!(calls_ > 0 && blank(before))) d.text += before;
     if (parse_tool_calls(body, calls) && calls.size() == 1) {
       calls_ += 1;
+      calls[0].raw = held_.substr(open, close + kClose.size() - open);
       d.calls.push_back(std::move(calls[0]));
     } else {
       d.text += held_.substr(open, close + kClose.size() - open);
@@ -201,6 +204,10 @@ tool_call_parser::delta tool_call_parser::finish() {
     }
     if (ok) {
       calls_ += calls.size();
+      for (auto& c : calls) c.raw = held_; // the reply: a call's own text is not kept apart
+      if (!calls.empty()) {                // so the whole text goes back once if one is not offered
+        for (size_t i = 1; i < calls.size(); ++i) calls[i].raw.clear();
+      }
       d.calls = std::move(calls);
     } else {
       d.text = held_;

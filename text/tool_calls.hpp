@@ -28,6 +28,7 @@ struct tool_call {
   std::string id; // the server's name for the call ("call_..."); empty as parsed
   std::string name;
   std::string arguments; // JSON text of an object
+  std::string raw;       // the reply's text the call was read from (content if it is refused)
 };
 
 class tool_call_parser {

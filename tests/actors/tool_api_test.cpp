@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "actors/tool_reply.hpp"
 #include "gateway_util.hpp"
 
 using namespace gw_test;
@@ -159,6 +160,8 @@ TEST(ToolApi, RequiredCallsStreamAsDeltasThatAddUpToTheReply) {
   for (const auto& e : events(streamed.body)) {
     if (!e.is_object() || e["choices"].empty()) continue;
     const json& ch = e["choices"][0];
+    if (ch["delta"].contains("tool_calls")) // a chunk of their own, before the finish
+      EXPECT_TRUE(ch["finish_reason"].is_null()) << e.dump();
     if (ch["delta"].contains("tool_calls"))
       for (const auto& c : ch["delta"]["tool_calls"]) {
         EXPECT_EQ(c["index"], got.size());
@@ -251,3 +254,107 @@ TEST(ToolApi, MisuseIsRefusedByName) {
 }
 
 } // namespace
+
+namespace {
+
+std::shared_ptr<const model_source> stories_with_published(const std::string& name) {
+  for (const auto& t : fixture()["templates"])
+    if (t["name"] == name) return stories_with(t["template"].get<std::string>());
+  ADD_FAILURE() << name;
+  return nullptr;
+}
+
+std::string published_text(const std::string& name, const std::string& case_name) {
+  for (const auto& t : fixture()["templates"])
+    if (t["name"] == name) {
+      std::string s = t["renders"][case_name]["text"];
+      for (size_t at = s.find("<|bos|>"); at != std::string::npos; at = s.find("<|bos|>"))
+        s.replace(at, 7, "<s>");
+      return s;
+    }
+  return "";
+}
+
+} // namespace
+
+// What a second black-box pass found: Llama 3.2's template (its JSON calls without
+// <|python_tag|>), $defs in "required", an assistant turn with calls and no content key,
+// tools: [] and calls to functions not offered.
+TEST(ToolApi, PublishedFormatsDefsAndHistoryShapes) {
+  const std::string llama32 = "meta-llama-Llama-3.2-3B-Instruct";
+  auto m = stories_with_published(llama32);
+  server s(tools_server::options(), {}, m);
+  // its date is today's unless told: the fixture's day, through chat_template_kwargs
+  ojson body = {{"messages", fixture()["contexts"]["tools"]["messages"]},
+                {"tools", fixture_tools()},
+                {"chat_template_kwargs", {{"date_string", "02 Dec 2026"}}}};
+  reply r = post(s.port, "/tokenize", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.j["tokens"].get<std::vector<int32_t>>(),
+            *m->tok->encode(published_text(llama32, "tools"), false));
+  // auto is accepted: the template teaches llama3's JSON
+  json chat = {{"model", "stories"},
+               {"max_tokens", 4},
+               {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+               {"tools", json::parse(fixture_tools().dump())}};
+  r = post(s.port, "/v1/chat/completions", chat.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  // tools: [] reaches the template as an empty list (Llama's says it is in ipython then)
+  chat["tools"] = json::array();
+  const reply none = post(s.port, "/tokenize", json{{"messages", chat["messages"]}}.dump());
+  const reply empty = post(s.port, "/tokenize",
+                           json{{"messages", chat["messages"]}, {"tools", json::array()}}.dump());
+  ASSERT_EQ(empty.status, 200) << empty.body;
+  EXPECT_NE(empty.j["tokens"], none.j["tokens"]);
+  // an assistant turn with calls may leave out content (OpenAI's SDK does)
+  r = post(s.port, "/tokenize",
+           R"({"messages":[{"role":"user","content":"Hi"},{"role":"assistant","tool_calls":)"
+           R"([{"id":"c1","type":"function","function":{"name":"get_time","arguments":"{}"}}]}]})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  // "required" with a function whose parameters use $defs (pydantic's nested models)
+  tools_server t;
+  json defs_tool = json::parse(R"([{"type": "function", "function": {"name": "set_zone",
+      "parameters": {"type": "object", "properties": {"where": {"$ref": "#/$defs/Zone"}},
+                     "required": ["where"], "additionalProperties": false,
+                     "$defs": {"Zone": {"enum": ["UTC", "CET"]}}}}}])");
+  r = post(t.s.port, "/v1/chat/completions",
+           json{{"model", "stories"},
+                {"max_tokens", 200},
+                {"seed", 3},
+                {"messages", {{{"role", "user"}, {"content", "Zone?"}}}},
+                {"tools", defs_tool},
+                {"tool_choice", "required"},
+                {"parallel_tool_calls", false}}
+               .dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  if (r.j["choices"][0]["finish_reason"] == "tool_calls") {
+    const json args = json::parse(
+        r.j["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(args["where"] == "UTC" || args["where"] == "CET") << args.dump();
+  }
+}
+
+TEST(ToolApi, ACallToAFunctionNotOfferedIsText) {
+  parsed_request req;
+  req.tools = tool_mode::automatic;
+  req.tool_fmt = tool_format::hermes;
+  req.tool_names = {"get_time"};
+  tool_reply reply(req);
+  const std::string text = "<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>"
+                           "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>";
+  auto a = reply.push(text);
+  auto b = reply.finish(false);
+  EXPECT_EQ(a.text + b.text, "<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>");
+  ASSERT_EQ(a.calls.size() + b.calls.size(), 1u);
+  EXPECT_EQ((a.calls.empty() ? b.calls : a.calls)[0].name, "get_time");
+  EXPECT_TRUE(reply.finishes_as_call());
+  // llama3's reply is one: a call not offered makes it all text
+  req.tool_fmt = tool_format::llama3;
+  tool_reply whole(req);
+  const std::string two =
+      R"({"name": "get_time", "parameters": {}}; {"name": "x", "parameters": {}})";
+  auto c = whole.push(two);
+  auto d = whole.finish(false);
+  EXPECT_EQ(c.text + d.text, two);
+  EXPECT_TRUE(c.calls.empty() && d.calls.empty());
+}

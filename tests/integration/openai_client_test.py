@@ -124,7 +124,10 @@ class OpenAIClient(unittest.TestCase):
         with self.client.chat.completions.stream(model="stories", messages=msgs, tools=[tool], max_tokens=96,
                                                  tool_choice="required", parallel_tool_calls=False,
                                                  temperature=1.0, seed=2) as stream:
+            kinds = [event.type for event in stream]
             final = stream.get_final_completion()
+        # the call comes in a chunk before the finish, so the client closes its arguments
+        self.assertIn("tool_calls.function.arguments.done", kinds)
         self.assertEqual(final.choices[0].finish_reason, "tool_calls")
         [call] = final.choices[0].message.tool_calls
         self.assertIsInstance(call.function.parsed_arguments, GetTime)
