@@ -1,5 +1,6 @@
 // cmd_generate.cpp: `troupe generate`: one prompt, tokens streamed to stdout as they are
-// made, or one JSON object with --json (prompt_tokens with BOS, generated tokens, text).
+// made, or one JSON object with --json (prompt_tokens with BOS, generated tokens, text);
+// --chat renders the prompt as a user's message through the model's chat template.
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +10,8 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "exec/generator.hpp"
+#include "text/chat_template.hpp"
+#include "text/jinja_template.hpp"
 #include "workers.hpp"
 
 namespace troupe::cli {
@@ -20,15 +23,60 @@ struct opts {
   int max_tokens = 32, top_k = 0, threads = 1;
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repetition_penalty = 1.0f;
   uint64_t seed = 0;
-  bool json = false, quiet = false, no_bos = false;
+  bool json = false, quiet = false, no_bos = false, chat = false;
+  std::string system;
   int tp = 1, ep = 1, pp = 1;
   std::string placement, quantize;
   worker_flags workers;
 };
 
+// --chat: the prompt as one user turn (after --system's) through the model's chat template,
+// run as Jinja as the server runs it (the native renderer where it does not parse; the plain
+// fallback without one), encoded without adding special tokens; the turn's end tokens stop it.
+struct chat_turn {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> stop_ids;
+};
+
+expected<chat_turn> render_turn(const tokenizer& tok, const opts& o, const std::string& prompt) {
+  const std::string& tmpl = tok.chat_template();
+  const chat_format f = detect_chat_format(tmpl);
+  std::vector<chat_message> msgs;
+  if (!o.system.empty()) msgs.push_back({"system", o.system});
+  msgs.push_back({"user", prompt});
+  chat_turn out;
+  std::string text;
+  bool rendered = false;
+  if (!tmpl.empty()) {
+    if (auto t = jinja_template::parse(tmpl)) {
+      nlohmann::ordered_json ctx = {{"messages", nlohmann::ordered_json::array()},
+                                    {"tools", nullptr},
+                                    {"documents", nullptr},
+                                    {"add_generation_prompt", true}};
+      for (const auto& m : msgs)
+        ctx["messages"].push_back({{"role", m.role}, {"content", m.content}});
+      if (tok.bos_id() >= 0) ctx["bos_token"] = std::string(tok.piece(tok.bos_id()));
+      if (tok.eos_id() >= 0) ctx["eos_token"] = std::string(tok.piece(tok.eos_id()));
+      TROUPE_TRY_ASSIGN(t_text, t->render(ctx));
+      text = std::move(t_text);
+      rendered = true;
+    }
+  }
+  if (!rendered) {
+    TROUPE_TRY_ASSIGN(native, render_chat(f, msgs, chat_default_system(f, tmpl)));
+    text = std::move(native);
+  }
+  TROUPE_TRY_ASSIGN(ids, tok.encode(text, !rendered && !chat_has_bos(f) && !o.no_bos, true));
+  out.ids = std::move(ids);
+  for (std::string_view end : chat_end_of_turn(f))
+    if (int32_t id = tok.find(end); id >= 0) out.stop_ids.push_back(id);
+  return out;
+}
+
 // Generation through the actor pipeline (--tp / --pp / --placement).
 int run_sharded(const opts& o, std::shared_ptr<const model_source> m,
-                const std::vector<int32_t>& ids, const std::string& prompt) {
+                const std::vector<int32_t>& ids, const std::string& prompt,
+                const std::vector<int32_t>& stop_ids) {
   actors::host_options ho;
   ho.threads_per_shard = o.threads;
   ho.where = o.backend == "ref" ? kernels::backend::ref : kernels::backend::cpu;
@@ -55,6 +103,7 @@ int run_sharded(const opts& o, std::shared_ptr<const model_source> m,
   }
   actors::gen_request r;
   r.prompt = ids;
+  r.stop_ids = stop_ids;
   r.max_tokens = o.max_tokens;
   r.sampling.temperature = o.temperature;
   r.sampling.top_k = o.top_k;
@@ -120,6 +169,10 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
   cmd->add_flag("--quiet,-q", o->quiet, "no loading messages");
   cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token");
+  cmd->add_flag("--chat", o->chat,
+                "the prompt is a user's chat message: rendered by the model's chat template, "
+                "and the reply (only) is printed");
+  cmd->add_option("--system", o->system, "with --chat: a system message first");
   add_worker_flags(cmd, o->workers);
   cmd->callback([&run, o] {
     run = [o]() -> int {
@@ -129,10 +182,23 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
       auto m = open_model_verbose(o->model.empty() ? default_model_path() : o->model,
                                   o->quiet || o->json);
       if (!m) return fail(m.error());
-      auto ids = (*m)->tok->encode(prompt, !o->no_bos, false);
+      if (!o->system.empty() && !o->chat)
+        return fail(make_error(errc::invalid_argument, "--system goes with --chat"));
+      std::vector<int32_t> stop_ids;
+      expected<std::vector<int32_t>> ids = std::vector<int32_t>();
+      if (o->chat) {
+        auto turn = render_turn(*(*m)->tok, *o, prompt);
+        if (!turn) return fail(turn.error());
+        ids = std::move(turn->ids);
+        stop_ids = std::move(turn->stop_ids);
+      } else {
+        ids = (*m)->tok->encode(prompt, !o->no_bos, false);
+      }
       if (!ids) return fail(ids.error());
+      // a chat prints the reply only; a completion its prompt first
+      const std::string shown = o->chat ? std::string() : prompt;
       if (o->tp > 1 || o->pp > 1 || !o->placement.empty() || o->workers.workers > 0)
-        return run_sharded(*o, *m, *ids, prompt);
+        return run_sharded(*o, *m, *ids, shown, stop_ids);
       exec::exec_options ro;
       ro.threads = o->threads;
       ro.where = o->backend == "ref" ? kernels::backend::ref : kernels::backend::cpu;
@@ -149,8 +215,9 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
       go.sampling.min_p = o->min_p;
       go.sampling.repetition_penalty = o->repetition_penalty;
       go.sampling.seed = o->seed;
+      go.stop_ids = stop_ids;
       if (!o->json) {
-        std::fputs(prompt.c_str(), stdout);
+        std::fputs(shown.c_str(), stdout);
         std::fflush(stdout);
       }
       auto r = (*g)->run(

@@ -60,7 +60,9 @@ expected<generation> generator::run(const std::vector<int32_t>& prompt, const ge
   for (int i = 0; i < o.max_tokens; ++i) {
     const sample_result r = sample(logits, o.sampling, history, static_cast<uint64_t>(i));
     const bool eos = std::find(c.eos_ids.begin(), c.eos_ids.end(), r.token) != c.eos_ids.end();
-    if (eos && o.stop_at_eos) {
+    const bool turn_end =
+        std::find(o.stop_ids.begin(), o.stop_ids.end(), r.token) != o.stop_ids.end();
+    if ((eos && o.stop_at_eos) || turn_end) {
       out.finish_reason = "stop";
       break;
     }

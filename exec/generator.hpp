@@ -20,6 +20,7 @@ struct generate_options {
   sampling_params sampling;
   bool stop_at_eos = true;
   std::vector<std::string> stop; // stop strings (not included in the text)
+  std::vector<int32_t> stop_ids; // tokens that end it as EOS does (a chat turn's end)
 };
 
 struct generation {

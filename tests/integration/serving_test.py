@@ -266,6 +266,35 @@ class Serving(unittest.TestCase):
             self.assertEqual(status, 400, body)
             self.assertIn("reasoning_effort", json.loads(body)["error"]["message"])
 
+    def test_generate_chat_renders_the_template(self):
+        def prompt_tokens(*args):
+            out = subprocess.run([TROUPE, "generate", "--json", *args], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True, check=True).stdout
+            return json.loads(out)["prompt_tokens"]
+
+        # no template: the plain fallback
+        self.assertEqual(prompt_tokens("--chat", "-n", "2", "Hi"), prompt_tokens("-n", "1", "User: Hi\nAssistant:"))
+        import shutil
+        import tempfile
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        fixture = json.load(open(os.path.join(here, "..", "fixtures", "jinja_templates.json")))
+        qwen = next(t for t in fixture["templates"] if t["name"] == "Qwen-Qwen2.5-7B-Instruct")
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(here, "..", "..", "models", "stories260K-hf")
+            for name in os.listdir(src):
+                shutil.copy(os.path.join(src, name), d)
+            with open(os.path.join(d, "tokenizer_config.json")) as f:
+                cfg = json.load(f)
+            cfg["chat_template"] = qwen["template"]
+            with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+                json.dump(cfg, f)
+            # Qwen2.5's template, as transformers renders it, with no BOS added
+            user = fixture["contexts"]["system_user"]["messages"]
+            self.assertEqual(
+                prompt_tokens("-m", d, "--chat", "--system", user[0]["content"], "-n", "2", user[1]["content"]),
+                prompt_tokens("-m", d, "--no-bos", "-n", "1", qwen["renders"]["system_user"]["text"]))
+
     def test_generate_ends_the_text_with_a_newline(self):
         out = subprocess.run([TROUPE, "generate", "-n", "8", "Once upon a time"], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, check=True).stdout
