@@ -154,6 +154,7 @@ std::optional<api_error> read_tools(const json& j, const std::string& body,
     return params[i] ? json(*params[i]) : json{{"type", "object"}};
   };
   out.tool_names = names;
+  for (const json* p : params) out.tool_params.push_back(p ? p->dump() : std::string());
   if (render_only) return std::nullopt; // /tokenize: the prompt, whatever the reply would be
   if (!chosen || *choice == "auto") {
     if (!takes)

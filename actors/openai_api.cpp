@@ -393,6 +393,7 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     r.tool_name = cp.tool_name;
     r.parallel_tools = cp.parallel;
     r.tool_names = cp.tool_names;
+    r.tool_params = cp.tool_params;
     if (!cp.tool_rule.empty()) {
       if (!r.base.response_format.empty())
         return bad("'response_format' cannot be combined with a tool_choice that names a tool "

@@ -91,7 +91,7 @@ struct parsed_request {
   tool_format tool_fmt = tool_format::none;
   std::string tool_name;
   bool parallel_tools = true;
-  std::vector<std::string> tool_names;
+  std::vector<std::string> tool_names, tool_params;
   int n = 1;
   int completion_logprobs = -1; // completions: top-n logprobs (-1: none)
   bool chat_logprobs = false;
@@ -113,6 +113,7 @@ struct chat_prompt {
   std::string tool_rule;               // named / required: the response_format that holds the reply
   bool parallel = true;                // parallel_tool_calls
   std::vector<std::string> tool_names; // the functions offered (a call to another is text)
+  std::vector<std::string> tool_params; // each one's parameters schema (JSON text; "" if none)
   std::vector<int32_t> ids;
   std::string text;
   std::vector<int32_t> stop_ids; // the tokens that end an assistant turn in this format

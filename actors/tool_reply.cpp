@@ -22,6 +22,7 @@ tool_reply::tool_reply(const parsed_request& r)
     , name_(r.tool_name)
     , parallel_(r.parallel_tools)
     , names_(r.tool_names)
+    , params_(r.tool_params)
     , fmt_(r.tools == tool_mode::automatic ? r.tool_fmt : tool_format::none)
     , parser_(r.tools == tool_mode::automatic ? r.tool_fmt : tool_format::none) {}
 
@@ -42,6 +43,12 @@ tool_reply::out tool_reply::take(tool_call_parser::delta d) {
       continue;
     }
     if (!parallel_ && calls_ > 0) continue; // one call only: the first
+    if (c.untyped) {                        // values written as text: read by the function's schema
+      const size_t i =
+          static_cast<size_t>(std::find(names_.begin(), names_.end(), c.name) - names_.begin());
+      c.arguments = typed_arguments(c.arguments, i < params_.size() ? params_[i] : "");
+      c.untyped = false;
+    }
     c.id = new_tool_call_id();
     o.calls.push_back(std::move(c));
     ++calls_;

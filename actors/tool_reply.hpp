@@ -38,7 +38,7 @@ class tool_reply {
   tool_mode mode_;
   std::string name_;
   bool parallel_;
-  std::vector<std::string> names_; // the functions offered
+  std::vector<std::string> names_, params_; // the functions offered, their schemas
   tool_format fmt_;
   tool_call_parser parser_;
   std::string held_; // named / required: the reply so far

@@ -1,6 +1,8 @@
 // tool_calls.cpp: reading tool calls out of a reply (tool_calls.hpp).
 #include "text/tool_calls.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace troupe {
@@ -46,7 +48,98 @@ bool call_of(const json& j, tool_call& out) {
   return true;
 }
 
+// The text between `open` and `close` after `from`; npos when absent.
+std::string_view between(std::string_view s, std::string_view open, std::string_view close,
+                         size_t& from) {
+  const size_t a = s.find(open, from);
+  if (a == std::string_view::npos) return {};
+  const size_t b = s.find(close, a + open.size());
+  if (b == std::string_view::npos) return {};
+  from = b + close.size();
+  return s.substr(a + open.size(), b - a - open.size());
+}
+
+// A value as the model wrote it between its tags: one newline on each side is layout.
+std::string bare(std::string_view v) {
+  if (!v.empty() && v.front() == '\n') v.remove_prefix(1);
+  if (!v.empty() && v.back() == '\n') v.remove_suffix(1);
+  return std::string(v);
+}
+
+// One qwen3_coder or glm block (the text inside <tool_call>...</tool_call>).
+bool parse_markup_call(tool_format f, std::string_view body, std::vector<tool_call>& out) {
+  tool_call c;
+  c.untyped = true;
+  json args = json::object();
+  if (f == tool_format::qwen3_coder) {
+    const size_t a = body.find("<function="), b = body.find('>', a);
+    if (a == std::string_view::npos || b == std::string_view::npos) return false;
+    c.name = std::string(trim(body.substr(a + 10, b - a - 10)));
+    const size_t end = body.find("</function>", b);
+    if (end == std::string_view::npos || !blank(body.substr(end + 11))) return false;
+    std::string_view inner = body.substr(b + 1, end - b - 1);
+    size_t at = 0;
+    for (;;) {
+      const size_t p = inner.find("<parameter=", at);
+      if (p == std::string_view::npos) {
+        if (!blank(inner.substr(at))) return false;
+        break;
+      }
+      if (!blank(inner.substr(at, p - at))) return false;
+      const size_t q = inner.find('>', p);
+      const size_t e = q == std::string_view::npos ? q : inner.find("</parameter>", q);
+      if (e == std::string_view::npos) return false;
+      args[std::string(trim(inner.substr(p + 11, q - p - 11)))] =
+          bare(inner.substr(q + 1, e - q - 1));
+      at = e + 12;
+    }
+  } else { // glm: the name, then key / value pairs
+    const size_t k = body.find("<arg_key>");
+    c.name = std::string(trim(body.substr(0, k)));
+    size_t at = k == std::string_view::npos ? body.size() : k;
+    while (at < body.size()) {
+      const std::string_view key = between(body, "<arg_key>", "</arg_key>", at);
+      if (key.data() == nullptr) return false;
+      const std::string_view val = between(body, "<arg_value>", "</arg_value>", at);
+      if (val.data() == nullptr) return false;
+      args[std::string(trim(key))] = std::string(val);
+      const size_t next = body.find("<arg_key>", at);
+      if (next == std::string_view::npos) {
+        if (!blank(body.substr(at))) return false;
+        break;
+      }
+      if (!blank(body.substr(at, next - at))) return false;
+      at = next;
+    }
+  }
+  if (c.name.empty() || c.name.find_first_of(" \t\n<>") != std::string::npos) return false;
+  c.arguments = args.dump(-1, ' ', false, json::error_handler_t::replace);
+  out.push_back(std::move(c));
+  return true;
+}
+
 } // namespace
+
+std::string typed_arguments(const std::string& arguments, const std::string& parameters) {
+  json args = json::parse(arguments, nullptr, false);
+  const json schema = json::parse(parameters, nullptr, false);
+  if (!args.is_object()) return arguments;
+  for (auto& [k, v] : args.items()) {
+    if (!v.is_string()) continue;
+    const json* prop = nullptr;
+    if (schema.is_object() && schema.contains("properties") && schema["properties"].is_object() &&
+        schema["properties"].contains(k))
+      prop = &schema["properties"][k];
+    const bool text =
+        !prop || !prop->is_object() || !prop->contains("type") || (*prop)["type"] == "string" ||
+        ((*prop)["type"].is_array() && std::find((*prop)["type"].begin(), (*prop)["type"].end(),
+                                                 "string") != (*prop)["type"].end());
+    if (text) continue;
+    json parsed = json::parse(v.get<std::string>(), nullptr, false);
+    if (!parsed.is_discarded()) v = std::move(parsed);
+  }
+  return args.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 std::string_view to_string(tool_format f) {
   switch (f) {
@@ -62,7 +155,11 @@ std::string_view to_string(tool_format f) {
 }
 
 tool_format detect_tool_format(std::string_view t) {
-  if (t.find(kOpen) != std::string_view::npos) return tool_format::hermes;
+  if (t.find(kOpen) != std::string_view::npos) {
+    if (t.find("<function=") != std::string_view::npos) return tool_format::qwen3_coder;
+    if (t.find("<arg_key>") != std::string_view::npos) return tool_format::glm;
+    return tool_format::hermes;
+  }
   if (t.find(kMistral) != std::string_view::npos) return tool_format::mistral;
   // Llama 3.1 / 3.3 name <|python_tag|>; 3.2 only teaches the JSON ("name" and "parameters")
   if ((t.find(kPythonTag) != std::string_view::npos ||
@@ -121,7 +218,9 @@ tool_call_parser::delta tool_call_parser::hermes(bool end) {
         std::string_view(held_).substr(open + kOpen.size(), close - open - kOpen.size());
     std::vector<tool_call> calls;
     if (!(calls_ > 0 && blank(before))) d.text += before;
-    if (parse_tool_calls(body, calls) && calls.size() == 1) {
+    const bool read = f_ == tool_format::hermes ? parse_tool_calls(body, calls)
+                                                : parse_markup_call(f_, body, calls);
+    if (read && calls.size() == 1) {
       calls_ += 1;
       calls[0].raw = held_.substr(open, close + kClose.size() - open);
       d.calls.push_back(std::move(calls[0]));
@@ -134,7 +233,8 @@ tool_call_parser::delta tool_call_parser::hermes(bool end) {
 
 tool_call_parser::delta tool_call_parser::push(std::string_view text) {
   held_ += text;
-  if (f_ == tool_format::hermes) return hermes(false);
+  if (f_ == tool_format::hermes || f_ == tool_format::qwen3_coder || f_ == tool_format::glm)
+    return hermes(false);
   delta d;
   if (f_ == tool_format::none) {
     d.text = std::move(held_);
@@ -174,7 +274,8 @@ tool_call_parser::delta tool_call_parser::push(std::string_view text) {
 }
 
 tool_call_parser::delta tool_call_parser::finish() {
-  if (f_ == tool_format::hermes) return hermes(true);
+  if (f_ == tool_format::hermes || f_ == tool_format::qwen3_coder || f_ == tool_format::glm)
+    return hermes(true);
   delta d;
   if (started_) {
     std::string_view body = trim(held_);

@@ -6,6 +6,12 @@
 //   llama3   the whole reply one JSON object {"name": ..., "parameters": {...}} (or several
 //            joined by ';'), optionally after <|python_tag|> (Llama 3.1 / 3.2 / 3.3 templates)
 //   mistral  [TOOL_CALLS] then a JSON list of {"name", "arguments"} (Mistral templates)
+//   qwen3_coder  <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function>
+//            </tool_call> (Qwen3-Coder's template)
+//   glm      <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...</tool_call>
+//            (GLM-4.5 / 4.6)
+// The last two write values as bare text: their calls come out `untyped` (every value a JSON
+// string), for the caller to read as the function's parameter schema says (typed_arguments).
 // The parser takes the reply's text as it streams and gives back the text that is content
 // (anything that cannot be the start of a call is released at once; a call's text never is)
 // and each call when its text is complete. Text that looked like a call but does not parse as
@@ -19,7 +25,7 @@
 
 namespace troupe {
 
-enum class tool_format { none, hermes, llama3, mistral };
+enum class tool_format { none, hermes, llama3, mistral, qwen3_coder, glm };
 std::string_view to_string(tool_format f);
 /// The format a chat template's tool calls take, from the markers it writes; none if unknown.
 tool_format detect_tool_format(std::string_view chat_template);
@@ -29,7 +35,13 @@ struct tool_call {
   std::string name;
   std::string arguments; // JSON text of an object
   std::string raw;       // the reply's text the call was read from (content if it is refused)
+  bool untyped = false;  // qwen3_coder / glm: every value is the text the model wrote
 };
+
+/// An untyped call's arguments read by the function's parameter schema (JSON text): a value
+/// whose property is not a string is parsed as JSON where it is valid JSON (42, true, [1]);
+/// strings, and anything else, stay text.
+std::string typed_arguments(const std::string& arguments, const std::string& parameters);
 
 class tool_call_parser {
  public:

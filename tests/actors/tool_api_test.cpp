@@ -160,8 +160,9 @@ TEST(ToolApi, RequiredCallsStreamAsDeltasThatAddUpToTheReply) {
   for (const auto& e : events(streamed.body)) {
     if (!e.is_object() || e["choices"].empty()) continue;
     const json& ch = e["choices"][0];
-    if (ch["delta"].contains("tool_calls")) // a chunk of their own, before the finish
+    if (ch["delta"].contains("tool_calls")) { // a chunk of their own, before the finish
       EXPECT_TRUE(ch["finish_reason"].is_null()) << e.dump();
+    }
     if (ch["delta"].contains("tool_calls"))
       for (const auto& c : ch["delta"]["tool_calls"]) {
         EXPECT_EQ(c["index"], got.size());
@@ -181,8 +182,9 @@ TEST(ToolApi, RequiredCallsStreamAsDeltasThatAddUpToTheReply) {
   body["parallel_tool_calls"] = true;
   const reply many = post(t.s.port, "/v1/chat/completions", body.dump());
   ASSERT_EQ(many.status, 200) << many.body;
-  if (many.j["choices"][0]["finish_reason"] == "tool_calls")
+  if (many.j["choices"][0]["finish_reason"] == "tool_calls") {
     EXPECT_GE(many.j["choices"][0]["message"]["tool_calls"].size(), 1u);
+  }
 }
 
 TEST(ToolApi, AutoRepliesWithoutACallAreContent) {
@@ -292,6 +294,20 @@ TEST(ToolApi, PublishedFormatsDefsAndHistoryShapes) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.j["tokens"].get<std::vector<int32_t>>(),
             *m->tok->encode(published_text(llama32, "tools"), false));
+  // Qwen3-Coder's template: tools and an earlier call in its markup, as transformers renders
+  {
+    auto coder = stories_with_published("Qwen3-Coder");
+    server q(tools_server::options(), {}, coder);
+    ojson msgs = fixture()["contexts"]["tool_calls"]["messages"];
+    for (auto& call : msgs[1]["tool_calls"])
+      call["function"]["arguments"] = R"({"city": "Paris", "unit": "celsius"})";
+    const reply c = post(
+        q.port, "/tokenize",
+        ojson{{"messages", msgs}, {"tools", fixture()["contexts"]["tool_calls"]["tools"]}}.dump());
+    ASSERT_EQ(c.status, 200) << c.body;
+    EXPECT_EQ(c.j["tokens"].get<std::vector<int32_t>>(),
+              *coder->tok->encode(published_text("Qwen3-Coder", "tool_calls"), false));
+  }
   // auto is accepted: the template teaches llama3's JSON
   json chat = {{"model", "stories"},
                {"max_tokens", 4},

@@ -80,6 +80,37 @@ TEST(ToolCalls, HermesBlocksAreCallsAndTheRestIsContent) {
   EXPECT_TRUE(r.calls.empty());
 }
 
+// Qwen3-Coder's and GLM's markup: the values are text, read later by the schema
+TEST(ToolCalls, MarkupCallsOfQwen3CoderAndGlm) {
+  EXPECT_EQ(detect_tool_format("<tool_call>\n<function=x>"), tool_format::qwen3_coder);
+  EXPECT_EQ(detect_tool_format("<tool_call>{name}<arg_key>"), tool_format::glm);
+  result r = check(tool_format::qwen3_coder,
+                   "Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nSan "
+                   "Jose\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n"
+                   "</tool_call>");
+  EXPECT_EQ(r.text, "Checking.\n");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_TRUE(r.calls[0].untyped);
+  EXPECT_EQ(r.calls[0].arguments, R"({"city":"San Jose","days":"3"})");
+  const std::string schema =
+      R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}}})";
+  EXPECT_EQ(typed_arguments(r.calls[0].arguments, schema), R"({"city":"San Jose","days":3})");
+  // a string parameter keeps digits as text; a value that is not JSON stays text
+  EXPECT_EQ(typed_arguments(R"({"city":"42","days":"soon"})", schema),
+            R"({"city":"42","days":"soon"})");
+  r = check(tool_format::glm,
+            "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+            "<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(typed_arguments(r.calls[0].arguments, schema), R"({"city":"Paris","days":2})");
+  // markup that does not close is text
+  r = check(tool_format::qwen3_coder, "<tool_call><function=f><parameter=a>1</tool_call>");
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.text, "<tool_call><function=f><parameter=a>1</tool_call>");
+}
+
 TEST(ToolCalls, Llama3JsonRepliesAreCalls) {
   result r = check(tool_format::llama3,
                    "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}");
