@@ -154,7 +154,8 @@ const std::vector<api_field>& api_fields() {
        "generated to fit it"},
       {"tools", false, true,
        "functions, rendered by the model's chat template; calls are read out of the reply in "
-       "the template's format (hermes <tool_call>, llama3 JSON, mistral [TOOL_CALLS])"},
+       "the template's format (hermes <tool_call> JSON, llama3 JSON, mistral [TOOL_CALLS], "
+       "Qwen3-Coder and GLM markup, GPT-OSS harmony)"},
       {"tool_choice", false, true,
        "none, auto, required (the reply is held to a JSON list of calls), or a named "
        "function (held to its parameters)"},

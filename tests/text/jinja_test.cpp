@@ -47,14 +47,17 @@ TEST(JinjaPublished, EveryTemplateRendersAsTransformersDoes) {
       auto got = tpl->render(f["contexts"][c], fixed_now());
       if (want.contains("text")) {
         EXPECT_TRUE(got) << name << " / " << c << ": " << got.error().message;
-        if (got) EXPECT_EQ(*got, want["text"].get<std::string>()) << name << " / " << c;
+        if (got) {
+          EXPECT_EQ(*got, want["text"].get<std::string>()) << name << " / " << c;
+        }
         ++texts;
       } else {
         const std::string e = want["error"];
         EXPECT_FALSE(got) << name << " / " << c << ": transformers failed (" << e << ")";
         const std::string raised = "TemplateError: ";
-        if (!got && e.rfind(raised, 0) == 0)
+        if (!got && e.rfind(raised, 0) == 0) {
           EXPECT_EQ(got.error().message, e.substr(raised.size())) << name << " / " << c;
+        }
         ++errors;
       }
     }
@@ -142,6 +145,8 @@ TEST(Jinja, ErrorsNameWhatFailed) {
   EXPECT_NE(render("{{ ms.append(1) }}", {{"ms", ojson::array()}}).find("may not modify"),
             std::string::npos);
   EXPECT_NE(render("{% set ns = {} %}{% set ns.x = 1 %}").find("non-namespace"), std::string::npos);
+  EXPECT_NE(render("{% set ns = namespace(x=1) %}{% set ns.x = [ns] %}").find("hold itself"),
+            std::string::npos);
   // a template that would not end, or nests without bound, stops with an error
   EXPECT_NE(render("{% for i in range(2000) %}{% for j in range(2000) %}{% endfor %}{% endfor %}")
                 .find("too long"),

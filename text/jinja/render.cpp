@@ -29,6 +29,20 @@ struct scope {
 
 enum class flow { normal, brk, cont };
 
+// Whether `v` is, or holds, the dict `d` (values nest at most 512 deep).
+bool holds(const value& v, const dict* d, int depth) {
+  if (depth > value::kMaxDepth) return false;
+  if (v.is_dict()) {
+    if (&v.as_dict() == d) return true;
+    for (const auto& [k, e] : v.as_dict().items)
+      if (holds(e, d, depth + 1)) return true;
+  } else if (v.is_list()) {
+    for (const auto& e : v.as_list())
+      if (holds(e, d, depth + 1)) return true;
+  }
+  return false;
+}
+
 class renderer {
  public:
   renderer(const render_options& opt)
@@ -185,6 +199,8 @@ class renderer {
         if (!ns || !ns->is_dict() || !ns->as_dict().is_namespace)
           throw jinja_error(
               fmt::format("line {}: cannot assign attribute on non-namespace object", s.line));
+        if (holds(v, &ns->as_dict(), 0)) // a cycle would never be freed
+          throw jinja_error(fmt::format("line {}: a namespace cannot hold itself", s.line));
         ns->as_dict().set(value(s.attr), std::move(v));
         return flow::normal;
       }
