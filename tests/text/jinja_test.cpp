@@ -106,6 +106,15 @@ TEST(Jinja, ScopesFollowJinja2) {
       "12");
 }
 
+TEST(Jinja, LessCommonTagsAndFilters) {
+  EXPECT_EQ(render("{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}[{{ a }}]"), "3[]");
+  EXPECT_EQ(render("{% set x | trim | upper %}  hi  {% endset %}[{{ x }}]"), "[HI]");
+  EXPECT_EQ(render("{{ 0x1F }} {{ 0o17 }} {{ 0b101 }}"), "31 15 5");
+  EXPECT_EQ(render("{{ '%s is %d (%r) %%' | format('x', 4.7, 'y') }}"), "x is 4 ('y') %");
+  EXPECT_EQ(render("{{ {'k': 'v'} | attr('items') is callable }}"), "True");
+  EXPECT_NE(render("{{ '%s %s' | format(1) }}").find("not enough"), std::string::npos);
+}
+
 TEST(Jinja, ValuesPrintAsPython) {
   EXPECT_EQ(render("{{ [1, 'a', none, true, 1.0, 1e-05, {'k': \"it's\"}] }}"),
             "[1, 'a', None, True, 1.0, 1e-05, {'k': \"it's\"}]");

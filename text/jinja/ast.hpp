@@ -54,9 +54,10 @@ struct stmt {
     if_,          // branches (cond, body) ..., else_body
     for_,         // targets in e [if cond] body, else_body
     set,          // targets (or ns.attr when attr set) = e
-    set_block,    // {% set targets[0] %} body {% endset %}
+    set_block,    // {% set targets[0] [| filters] %} body {% endset %} (e: the filters, or null)
     macro,        // name(params) body
     filter_block, // {% filter name(args) %} body: e is the filter applied to a placeholder
+    with,         // params: name = value ... over inner, in a scope of its own
     break_,
     continue_,
   };

@@ -308,6 +308,41 @@ value call_filter(std::string_view name, const value& x, call_args& a) {
     return value(std::string(static_cast<size_t>(left), ' ') + s +
                  std::string(static_cast<size_t>(marg - left), ' '));
   }
+  if (name == "attr") return get_attr(x, to_str(a.get(0, "name")));
+  if (name == "format") { // printf-style: %s %d %i %f %r %%, positional
+    const std::string f = to_str(x);
+    std::string out;
+    size_t next = 0;
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (f[i] != '%') {
+        out += f[i];
+        continue;
+      }
+      if (++i >= f.size()) throw jinja_error("format: a lone '%' at the end");
+      const char k = f[i];
+      if (k == '%') {
+        out += '%';
+        continue;
+      }
+      if (next >= a.args.size()) throw jinja_error("format: not enough arguments");
+      const value& v = a.args[next++];
+      if (k == 's')
+        out += to_str(v);
+      else if (k == 'r')
+        out += repr(v);
+      else if ((k == 'd' || k == 'i') && (v.is_number() || v.is_bool()))
+        out += std::to_string(v.is_int()    ? v.as_int()
+                              : v.is_bool() ? int64_t{v.as_bool()}
+                                            : static_cast<int64_t>(v.as_double()));
+      else if (k == 'f' && (v.is_number() || v.is_bool()))
+        out += fmt::format("{:.6f}", v.is_bool() ? double(v.as_bool()) : v.as_double());
+      else
+        throw jinja_error(fmt::format("format: '%{}' is not supported (s, d, i, f, r)", k));
+      check_text(out.size());
+    }
+    if (next != a.args.size()) throw jinja_error("format: not all arguments converted");
+    return value(std::move(out));
+  }
   throw jinja_error(fmt::format("unknown filter '{}'", name));
 }
 

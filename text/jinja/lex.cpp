@@ -213,6 +213,30 @@ std::vector<token> tokenize(std::string_view s, int line) {
       i = j;
       continue;
     }
+    if (c == '0' && i + 2 < s.size() &&
+        (s[i + 1] == 'x' || s[i + 1] == 'X' || s[i + 1] == 'o' || s[i + 1] == 'O' ||
+         s[i + 1] == 'b' || s[i + 1] == 'B')) { // 0x1F, 0o17, 0b101
+      const int base = s[i + 1] == 'x' || s[i + 1] == 'X'   ? 16
+                       : s[i + 1] == 'o' || s[i + 1] == 'O' ? 8
+                                                            : 2;
+      size_t j = i + 2;
+      std::string digits;
+      while (j < s.size() && (std::isxdigit(static_cast<unsigned char>(s[j])) || s[j] == '_')) {
+        if (s[j] != '_') digits += s[j];
+        ++j;
+      }
+      token t{tok_kind::integer, std::string(s.substr(i, j - i)), {}};
+      try {
+        size_t used = 0;
+        t.lit = value(static_cast<int64_t>(std::stoll(digits, &used, base)));
+        if (used != digits.size()) throw std::invalid_argument("digits");
+      } catch (const std::exception&) {
+        throw jinja_error(fmt::format("line {}: bad number '{}'", line, t.text));
+      }
+      out.push_back(std::move(t));
+      i = j;
+      continue;
+    }
     if (std::isdigit(static_cast<unsigned char>(c))) {
       size_t j = i;
       bool is_float = false;

@@ -467,9 +467,11 @@ class stmt_parser {
       } else {
         while (ep.accept_op(",")) s->targets.push_back(ep.expect_name());
       }
-      if (ep.at_end()) {
+      if (ep.at_end() || ep.is_op("|")) { // {% set x %}...{% endset %}, maybe | filters
         if (!s->attr.empty() || s->targets.size() != 1) ep.fail("a block set takes one name");
         s->k = stmt::kind::set_block;
+        if (ep.is_op("|")) s->e = ep.filters(ep.node(expr::kind::name, "\x01filtered"));
+        ep.expect_end();
         s->inner = parse_body({"endset"}, end);
         ep_->expect_end();
         return s;
@@ -477,6 +479,18 @@ class stmt_parser {
       ep.expect_op("=");
       s->e = ep.expression(true);
       ep.expect_end();
+      return s;
+    }
+    if (word == "with") { // {% with a = 1, b = 2 %}: names only inside
+      auto s = make(stmt::kind::with, line);
+      while (!ep.at_end()) {
+        std::string name = ep.expect_name();
+        ep.expect_op("=");
+        s->params.emplace_back(std::move(name), ep.expression());
+        if (!ep.at_end()) ep.expect_op(",");
+      }
+      s->inner = parse_body({"endwith"}, end);
+      ep_->expect_end();
       return s;
     }
     if (word == "macro") {

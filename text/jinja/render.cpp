@@ -210,8 +210,19 @@ class renderer {
     case stmt::kind::set_block: {
       std::string text;
       exec(s.inner, sc, text);
-      sc.vars[s.targets[0]] = value(std::move(text));
+      value v(std::move(text));
+      if (s.e) { // {% set x | trim %}: the filters over the block's text
+        scope inner{{}, &sc};
+        inner.vars["\x01filtered"] = std::move(v);
+        v = eval(*s.e, inner);
+      }
+      sc.vars[s.targets[0]] = std::move(v);
       return flow::normal;
+    }
+    case stmt::kind::with: {
+      scope inner{{}, &sc};
+      for (const auto& [name, e] : s.params) inner.vars[name] = eval(*e, inner);
+      return exec(s.inner, inner, out);
     }
     case stmt::kind::macro:
       sc.vars[s.text] = make_macro(s, sc);
