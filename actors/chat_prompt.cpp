@@ -79,7 +79,7 @@ std::variant<ojson, api_error> history_calls(const json& tc) {
         args = ojson::parse(a->get<std::string>(), nullptr, false);
         if (args.is_discarded())
           return bad("a tool call's 'arguments' must be JSON text", "messages");
-        if (json_nesting(json::parse(a->get<std::string>())) > 64)
+        if (json_nesting(args) > 64)
           return bad("a tool call's 'arguments' are nested more than 64 deep", "messages");
       } else if (a->is_object()) {
         args = ojson::parse(a->dump());
@@ -102,9 +102,8 @@ bool function_name_ok(const std::string& n) {
 
 // tools and tool_choice: `tools` gets the list for the template (in the client's key order),
 // `out` what the reply must be.
-std::optional<api_error> read_tools(const json& j, const std::string& body,
-                                    const serving_info& info, bool render_only, ojson& tools,
-                                    chat_prompt& out) {
+std::optional<api_error> read_tools(const json& j, const ojson& ordered, const serving_info& info,
+                                    bool render_only, ojson& tools, chat_prompt& out) {
   auto t = j.find("tools");
   const bool given = t != j.end() && !t->is_null() && !(t->is_array() && t->empty());
   auto choice = j.find("tool_choice");
@@ -148,7 +147,7 @@ std::optional<api_error> read_tools(const json& j, const std::string& body,
   bool parallel = true;
   if (auto p = j.find("parallel_tool_calls"); p != j.end() && p->is_boolean()) parallel = *p;
   // the template reads the list as the client wrote it (the key order shows in tojson)
-  tools = ojson::parse(body, nullptr, false)["tools"];
+  tools = ordered["tools"];
   const bool takes = info.jinja && info.chat_template.find("tools") != std::string::npos;
   auto schema_of = [&](size_t i) {
     return params[i] ? json(*params[i]) : json{{"type", "object"}};
@@ -239,7 +238,12 @@ std::optional<api_error> build_chat_prompt(const json& j, const std::string& bod
                                            const serving_info& info, chat_prompt& out,
                                            bool render_only) {
   ojson tools; // null: none given
-  if (auto e = read_tools(j, body, info, render_only, tools, out)) return *e;
+  // the body once more, keeping key order: tools and template variables reach the template
+  // as the client wrote them (nlohmann::json sorts keys); only when there are any
+  const ojson ordered = j.contains("tools") || j.contains("chat_template_kwargs")
+                            ? ojson::parse(body, nullptr, false)
+                            : ojson::object();
+  if (auto e = read_tools(j, ordered, info, render_only, tools, out)) return *e;
   auto it = j.find("messages");
   if (it == j.end() || !it->is_array())
     return bad("'messages' is required and must be a list", "messages");
@@ -346,7 +350,7 @@ std::optional<api_error> build_chat_prompt(const json& j, const std::string& bod
           return bad(fmt::format("chat_template_kwargs '{}' is nested more than 64 deep", k),
                      "chat_template_kwargs");
         // in the client's key order, as the template would print it
-        kwargs[k] = ojson::parse(body, nullptr, false)["chat_template_kwargs"][k];
+        kwargs[k] = ordered["chat_template_kwargs"][k];
         continue;
       }
       if (k != "enable_thinking")
@@ -386,12 +390,8 @@ std::optional<api_error> build_chat_prompt(const json& j, const std::string& bod
       auto& last = jmsgs.back()["content"];
       last = last.get<std::string>() + std::string(kContinueTag) + " ";
     }
-    ojson ctx = {{"messages", std::move(jmsgs)},
-                 {"tools", std::move(tools)},
-                 {"documents", nullptr},
-                 {"add_generation_prompt", generation_prompt}};
-    if (!info.bos_text.empty()) ctx["bos_token"] = info.bos_text;
-    if (!info.eos_text.empty()) ctx["eos_token"] = info.eos_text;
+    ojson ctx =
+        chat_template_variables(*info.tok, std::move(jmsgs), std::move(tools), generation_prompt);
     if (j.contains("reasoning_effort") && !j["reasoning_effort"].is_null())
       ctx["reasoning_effort"] = harmony.reasoning_effort;
     for (auto& [k, v] : kwargs.items()) ctx[k] = v;

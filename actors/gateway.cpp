@@ -799,11 +799,6 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
     // the template itself, as transformers runs it; the native renderer only where it fails
     if (auto t = jinja_template::parse(tmpl)) {
       p->info.jinja = std::make_shared<const jinja_template>(std::move(*t));
-      auto text_of = [&](int32_t id) {
-        return id >= 0 ? std::string(m.tok->piece(id)) : std::string();
-      };
-      p->info.bos_text = text_of(m.tok->bos_id());
-      p->info.eos_text = text_of(m.tok->eos_id());
     } else {
       TROUPE_LOG_WARN("gateway", "{}; chats are rendered natively ({})", t.error().message,
                       to_string(p->info.chat));

@@ -68,10 +68,9 @@ struct serving_info {
   bool thinking_switch = false;          // its template reads enable_thinking (Qwen3)
   bool think_opened = false;             // its generation prompt opens the block (QwQ)
   // the chat template run as Jinja, as transformers runs it (null: the native renderer of
-  // `chat`); bos_text / eos_text are what it reads as bos_token / eos_token
+  // `chat`), and its text
   std::shared_ptr<const jinja_template> jinja;
   std::string chat_template;
-  std::string bos_text, eos_text;
 };
 
 /// What a chat's tools ask of the reply: none (no tools, or tool_choice "none"), auto (the

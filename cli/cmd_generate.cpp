@@ -49,14 +49,9 @@ expected<chat_turn> render_turn(const tokenizer& tok, const opts& o, const std::
   bool rendered = false;
   if (!tmpl.empty()) {
     if (auto t = jinja_template::parse(tmpl)) {
-      nlohmann::ordered_json ctx = {{"messages", nlohmann::ordered_json::array()},
-                                    {"tools", nullptr},
-                                    {"documents", nullptr},
-                                    {"add_generation_prompt", true}};
-      for (const auto& m : msgs)
-        ctx["messages"].push_back({{"role", m.role}, {"content", m.content}});
-      if (tok.bos_id() >= 0) ctx["bos_token"] = std::string(tok.piece(tok.bos_id()));
-      if (tok.eos_id() >= 0) ctx["eos_token"] = std::string(tok.piece(tok.eos_id()));
+      nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+      for (const auto& m : msgs) messages.push_back({{"role", m.role}, {"content", m.content}});
+      const auto ctx = chat_template_variables(tok, std::move(messages), nullptr, true);
       TROUPE_TRY_ASSIGN(t_text, t->render(ctx));
       text = std::move(t_text);
       rendered = true;

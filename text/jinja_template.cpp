@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "text/jinja/render.hpp"
+#include "text/tokenizer.hpp"
 
 namespace troupe {
 
@@ -30,6 +31,19 @@ expected<std::string> jinja_template::render(const nlohmann::ordered_json& conte
   } catch (const std::bad_variant_access&) {
     return make_error(errc::invalid_argument, "chat template: a value of the wrong type");
   }
+}
+
+nlohmann::ordered_json chat_template_variables(const tokenizer& tok,
+                                               nlohmann::ordered_json messages,
+                                               nlohmann::ordered_json tools,
+                                               bool add_generation_prompt) {
+  nlohmann::ordered_json ctx = {{"messages", std::move(messages)},
+                                {"tools", std::move(tools)},
+                                {"documents", nullptr},
+                                {"add_generation_prompt", add_generation_prompt}};
+  if (tok.bos_id() >= 0) ctx["bos_token"] = std::string(tok.piece(tok.bos_id()));
+  if (tok.eos_id() >= 0) ctx["eos_token"] = std::string(tok.piece(tok.eos_id()));
+  return ctx;
 }
 
 } // namespace troupe

@@ -20,6 +20,7 @@
 #include "core/expected.hpp"
 
 namespace troupe {
+class tokenizer;
 namespace jinja {
 struct program;
 }
@@ -37,5 +38,13 @@ class jinja_template {
  private:
   std::shared_ptr<const jinja::program> p_;
 };
+
+/// The variables transformers' apply_chat_template gives a chat template: messages, tools and
+/// documents (null when absent), add_generation_prompt, and the vocabulary's bos_token /
+/// eos_token texts where it has them. Callers add their own (template kwargs).
+nlohmann::ordered_json chat_template_variables(const tokenizer& tok,
+                                               nlohmann::ordered_json messages,
+                                               nlohmann::ordered_json tools,
+                                               bool add_generation_prompt);
 
 } // namespace troupe

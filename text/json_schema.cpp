@@ -32,9 +32,11 @@ const std::set<std::string> implemented = {
 
 } // namespace
 
-int json_nesting(const json& j) {
+namespace {
+template <class Json>
+int nesting_of(const Json& j) {
   int deepest = 0;
-  std::vector<std::pair<const json*, int>> todo = {{&j, 1}};
+  std::vector<std::pair<const Json*, int>> todo = {{&j, 1}};
   while (!todo.empty()) {
     auto [v, d] = todo.back();
     todo.pop_back();
@@ -44,6 +46,14 @@ int json_nesting(const json& j) {
     for (const auto& e : *v) todo.push_back({&e, d + 1});
   }
   return deepest;
+}
+} // namespace
+
+int json_nesting(const json& j) {
+  return nesting_of(j);
+}
+int json_nesting(const nlohmann::ordered_json& j) {
+  return nesting_of(j);
 }
 
 int json_first_class(uint8_t c) {

@@ -77,5 +77,6 @@ int json_node_classes(const json_schema& s, int32_t i, int depth = 0);
 /// The deepest nesting of arrays and objects in j, found without recursion (a request body
 /// may nest deeper than any recursive walk's stack, nlohmann's dump() included).
 int json_nesting(const nlohmann::json& j);
+int json_nesting(const nlohmann::ordered_json& j);
 
 } // namespace troupe

@@ -19,8 +19,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 const ojson& fixture() {
-  static const ojson j = ojson::parse(test::read_file(test::fixture_path("jinja_templates.json")));
-  return j;
+  return jinja_fixture();
 }
 
 const ojson& published(const std::string& name) {
@@ -29,25 +28,6 @@ const ojson& published(const std::string& name) {
   ADD_FAILURE() << "no template " << name;
   static const ojson none;
   return none;
-}
-
-// stories260K-hf whose tokenizer_config carries `chat_template`
-std::shared_ptr<const model_source> stories_with(const std::string& chat_template) {
-  auto base = open_model(test::model_path("stories260K-hf"));
-  EXPECT_TRUE(base);
-  json config = test::load_json(test::model_path("stories260K-hf/tokenizer_config.json"));
-  config["chat_template"] = chat_template;
-  auto tok =
-      tokenizer::from_hf_json(test::read_file(test::model_path("stories260K-hf/tokenizer.json")),
-                              config.dump(), "stories with a published template");
-  EXPECT_TRUE(tok) << tok.error().message;
-  auto m = std::make_shared<model_source>();
-  m->path = (*base)->path;
-  m->format = (*base)->format;
-  m->config = (*base)->config;
-  m->tensors = (*base)->tensors;
-  m->tok = std::move(*tok);
-  return m;
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {

@@ -110,6 +110,34 @@ inline std::shared_ptr<const model_source> stories() {
   return m;
 }
 
+// The published chat templates and transformers' renderings (make_jinja_fixtures.py).
+inline const nlohmann::ordered_json& jinja_fixture() {
+  static const nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(test::read_file(test::fixture_path("jinja_templates.json")));
+  return j;
+}
+
+// stories260K-hf whose tokenizer_config carries `chat_template`; `ctx`: its context, if set
+inline std::shared_ptr<const model_source> stories_with(const std::string& chat_template,
+                                                        int64_t ctx = 0) {
+  auto base = open_model(test::model_path("stories260K-hf"));
+  EXPECT_TRUE(base);
+  json config = test::load_json(test::model_path("stories260K-hf/tokenizer_config.json"));
+  config["chat_template"] = chat_template;
+  auto tok =
+      tokenizer::from_hf_json(test::read_file(test::model_path("stories260K-hf/tokenizer.json")),
+                              config.dump(), "stories with a chat template");
+  EXPECT_TRUE(tok) << tok.error().message;
+  auto m = std::make_shared<model_source>();
+  m->path = (*base)->path;
+  m->format = (*base)->format;
+  m->config = (*base)->config;
+  m->tensors = (*base)->tensors;
+  m->tok = std::move(*tok);
+  if (ctx > 0) m->config.ctx = ctx;
+  return m;
+}
+
 struct server {
   std::unique_ptr<host> h;
   std::unique_ptr<gateway> gw;

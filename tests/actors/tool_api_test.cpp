@@ -18,35 +18,13 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 const ojson& fixture() {
-  static const ojson j = ojson::parse(test::read_file(test::fixture_path("jinja_templates.json")));
-  return j;
+  return jinja_fixture();
 }
 
 std::string qwen_template() {
   for (const auto& t : fixture()["templates"])
     if (t["name"] == "Qwen-Qwen2.5-7B-Instruct") return t["template"];
   return "";
-}
-
-std::shared_ptr<const model_source> stories_with(const std::string& chat_template) {
-  auto base = open_model(test::model_path("stories260K-hf"));
-  EXPECT_TRUE(base);
-  json config = test::load_json(test::model_path("stories260K-hf/tokenizer_config.json"));
-  config["chat_template"] = chat_template;
-  auto tok =
-      tokenizer::from_hf_json(test::read_file(test::model_path("stories260K-hf/tokenizer.json")),
-                              config.dump(), "stories with Qwen2.5's template");
-  EXPECT_TRUE(tok);
-  auto m = std::make_shared<model_source>();
-  m->path = (*base)->path;
-  m->format = (*base)->format;
-  m->config = (*base)->config;
-  m->tensors = (*base)->tensors;
-  m->tok = std::move(*tok);
-  // Qwen2.5's tool instructions take ~750 of stories' tokens: the context is lifted past the
-  // 512 it was trained on (the replies are checked for their shape, not their words)
-  m->config.ctx = 2048;
-  return m;
 }
 
 std::string text_of(const std::string& case_name) {
@@ -56,7 +34,9 @@ std::string text_of(const std::string& case_name) {
 }
 
 struct tools_server {
-  std::shared_ptr<const model_source> m = stories_with(qwen_template());
+  // Qwen2.5's tool instructions take ~750 of stories' tokens: the context is lifted past the
+  // 512 it was trained on (the replies are checked for their shape, not their words)
+  std::shared_ptr<const model_source> m = stories_with(qwen_template(), 2048);
   server s;
   tools_server()
       : s(options(), {}, m) {}
@@ -261,7 +241,7 @@ namespace {
 
 std::shared_ptr<const model_source> stories_with_published(const std::string& name) {
   for (const auto& t : fixture()["templates"])
-    if (t["name"] == name) return stories_with(t["template"].get<std::string>());
+    if (t["name"] == name) return stories_with(t["template"].get<std::string>(), 2048);
   ADD_FAILURE() << name;
   return nullptr;
 }
