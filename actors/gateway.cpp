@@ -314,20 +314,11 @@ void on_event(session_ptr self, const gen_event& e) {
     for (auto& call : tail.calls) read_calls.push_back(std::move(call));
   }
   std::vector<tool_call> calls;
-  if (c.tools && !read_calls.empty()) { // harmony's: checked against the tools, named
-    auto h = c.tools->take_calls(std::move(read_calls));
-    fresh += h.text;
-    calls = std::move(h.calls);
-  }
   if (c.tools) {
-    auto t = c.tools->push(fresh);
-    if (fin != finish_reason::none) {
-      auto end = c.tools->finish(fin == finish_reason::length);
-      t.text += end.text;
-      for (auto& call : end.calls) t.calls.push_back(std::move(call));
-    }
+    auto t = c.tools->step(std::move(fresh), std::move(read_calls), fin != finish_reason::none,
+                           fin == finish_reason::length);
     fresh = std::move(t.text);
-    for (auto& call : t.calls) calls.push_back(std::move(call));
+    calls = std::move(t.calls);
   }
   const size_t first_call = c.res.calls.size();
   c.res.calls.insert(c.res.calls.end(), calls.begin(), calls.end());

@@ -62,6 +62,23 @@ tool_reply::out tool_reply::take_calls(std::vector<tool_call> calls) {
   return take(std::move(d));
 }
 
+tool_reply::out tool_reply::step(std::string text, std::vector<tool_call> read, bool ended,
+                                 bool cut) {
+  out o;
+  auto add = [&o](out more) {
+    o.text += more.text;
+    for (auto& c : more.calls) o.calls.push_back(std::move(c));
+  };
+  if (!read.empty()) { // harmony's calls, and the text of any refused, after the new text
+    auto taken = take_calls(std::move(read));
+    o.calls = std::move(taken.calls);
+    text += taken.text;
+  }
+  add(push(text));
+  if (ended) add(finish(cut));
+  return o;
+}
+
 tool_reply::out tool_reply::push(const std::string& text) {
   if (mode_ == tool_mode::automatic) return take(parser_.push(text));
   if (mode_ == tool_mode::named || mode_ == tool_mode::required) {

@@ -27,6 +27,9 @@ class tool_reply {
   out push(const std::string& text);
   /// Calls read elsewhere (harmony's router): checked and named as the parser's are.
   out take_calls(std::vector<tool_call> calls);
+  /// One event's share: `read` calls (harmony's; a refused one's text follows the new text),
+  /// the new text, then, when the reply `ended` (`cut` by max_tokens), what was held back.
+  out step(std::string text, std::vector<tool_call> read, bool ended, bool cut);
   /// The reply ended (`cut`: by max_tokens).
   out finish(bool cut);
   /// Some call was read: the finish reason becomes "tool_calls" (not for a named function,
