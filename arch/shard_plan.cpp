@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <sstream>
+#include <system_error>
 
 namespace troupe {
 

@@ -5,6 +5,7 @@
 // prints the best of 5 runs: GFLOP/s, or GOP/s for int8 (two per product). bench/README.md
 // ("FMA peak") compares them with `troupe bench`.
 //   build/bench/peak_probe [--threads N]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

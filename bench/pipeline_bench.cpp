@@ -9,6 +9,7 @@
 //     alternated; median tokens per second.
 //   build/bench/pipeline_bench [--rounds N] [--models DIR] [--json FILE]
 //                              [--only overhead|tp|workers]
+#include <cmath>
 #include <cstring>
 #include <fstream>
 

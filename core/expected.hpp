@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <variant>

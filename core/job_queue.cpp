@@ -1,6 +1,8 @@
 // job_queue.cpp: the worker loop (job_queue.hpp).
 #include "core/job_queue.hpp"
 
+#include <utility>
+
 namespace troupe {
 
 job_queue::job_queue(int threads, size_t max_queued)

@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
+#include <utility>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>

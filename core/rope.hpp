@@ -10,6 +10,7 @@
 // the op harness.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <pthread.h>
 #include <sched.h>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -1,6 +1,8 @@
 // checkpoint_writer.cpp: GGUF v3 and safetensors serialisation (checkpoint_writer.hpp).
 #include "formats/checkpoint_writer.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>

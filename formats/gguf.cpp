@@ -6,6 +6,7 @@
 #include "formats/gguf.hpp"
 
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 namespace troupe {

@@ -1,6 +1,7 @@
 // expand.cpp: element-wise programs as compositions of primitive ops (passes.hpp), for
 // backends where the JIT cannot build them. Constants fold into `scale` (x * s + b); min and
 // max of two tensors are (a + b +- |a - b|) / 2; division is a reciprocal and a product.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>

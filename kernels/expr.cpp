@@ -1,9 +1,11 @@
 // expr.cpp: parsing, hashing, evaluating and printing element-wise programs (expr.hpp).
 #include "kernels/expr.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <exception>
 
 #include <fmt/format.h>
 

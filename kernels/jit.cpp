@@ -2,6 +2,7 @@
 #include "kernels/jit.hpp"
 
 #include <dlfcn.h>
+#include <system_error>
 #include <unistd.h>
 
 #include <atomic>

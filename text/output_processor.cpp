@@ -2,6 +2,7 @@
 #include "text/output_processor.hpp"
 
 #include <algorithm>
+#include <cstddef>
 
 #include <nlohmann/json.hpp>
 

@@ -4,6 +4,7 @@
 #include "text/stop_matcher.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace troupe {
 

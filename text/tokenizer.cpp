@@ -2,6 +2,8 @@
 // added-token matching, normalisers, pre-tokenizers (PCRE2 for the regex splits), the merge
 // model (bpe.cpp), post-processing (BOS / template ids) and decoders.
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <cctype>
+#include <cstddef>
 #include <pcre2.h>
 
 #include <algorithm>

@@ -5,6 +5,7 @@
 // Digits; post-processors TemplateProcessing, ByteLevel, Sequence; decoders Sequence,
 // Replace, ByteFallback, Fuse, Strip, ByteLevel, Metaspace. Anything else is refused with
 // `unsupported` naming the component, rather than tokenizing differently from the original.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>

@@ -2,6 +2,7 @@
 #include "text/tool_calls.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 

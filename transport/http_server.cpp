@@ -5,9 +5,13 @@
 
 #include "transport/http_server.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <optional>

@@ -2,6 +2,7 @@
 // split() (ucx_world.hpp).
 #include "transport/ucx_world.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 

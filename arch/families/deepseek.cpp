@@ -7,6 +7,7 @@
 // topk_group), norm_topk_prob, routed_scaling_factor and shared experts, after
 // first_k_dense_replace dense layers. GGUF: llama.cpp's deepseek2 (kv_b split into attn_k_b /
 // attn_v_b), YaRN with its yarn_log_multiplier (0.1 mscale_all_dim).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 

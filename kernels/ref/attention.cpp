@@ -4,6 +4,7 @@
 // KV-cache store. Scores, softmax and the weighted sum in f64. Caches may be f32, f16 or bf16.
 #include "kernels/ref/ref.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace troupe::kernels::ref {

@@ -1,6 +1,7 @@
 // expert_load_test.cpp: the expert counters' wire form and the coordinator's merge of every
 // process's counts (the counting itself is tested on a model in forward_test.cpp).
 #include <gtest/gtest.h>
+#include <tuple>
 
 #include "exec/expert_load.hpp"
 

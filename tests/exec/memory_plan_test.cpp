@@ -3,8 +3,10 @@
 // checkpoint, whole and cut TP 2 x PP 2, and quantized at load); a config.json alone sizes
 // like its checkpoint; the parameters it counts from published configs are the published
 // counts; the search takes the fewest devices, larger TP first, and says when nothing fits.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <unistd.h>
 

@@ -3,6 +3,7 @@
 // precedence (conditional < or < and < not < comparisons and in (chained as Python chains them)
 // < ~ < + - < * / // % < ** < unary < filters and tests < postfix) into the statement tree.
 // Nesting deeper than 200 is refused (the parser and the renderer recurse).
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 

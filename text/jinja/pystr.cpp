@@ -2,6 +2,7 @@
 #include "text/jinja/pystr.hpp"
 
 #include <utf8proc.h>
+#include <utility>
 
 namespace troupe::jinja::pystr {
 namespace {

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
