@@ -4,35 +4,18 @@
 // latent cache is 576). One block of 4 warps per (query row, query head): each warp takes
 // every 4th key, a key's dot product over the warp's lanes (each lane holds D / 32 of q and of
 // the output), an online softmax per warp (running max, sum and rescaled accumulator), and
-// the 4 warps merge at the end. Key rows are read coalesced, once per query head.
-#include "kernels/cuda/common.cuh"
+// the 4 warps merge at the end. Key rows are read coalesced, once per query head. Prefill of
+// 16+ rows from a 16-bit cache with head dims of 64 or 128 and plain causal scores (a window
+// allowed) runs on the tensor cores instead (attention_mma.cu), unless exact activations
+// were asked for (precision.hpp: the tensor cores round q and the probabilities), and decode
+// rows with the common head sizes spread their keys over a whole block (attention_decode.cu).
+#include "kernels/cuda/attention.cuh"
+#include "kernels/precision.hpp"
 
 namespace troupe::kernels::cuda {
 namespace {
 
 constexpr int warps = 4;
-
-struct attn_args {
-  const float* q; // [T, H, D]
-  float* out;     // [T, H, D]
-  const void *k, *v;
-  int e; // cache element kind
-  long long T, H, Hkv, D;
-  const int32_t* seqs; // paged: [S, cols] (begin, count, pos0, block ids); null: contiguous
-  long long S, cols, P;
-  long long pos0; // contiguous: the first query's position
-  float scale, softcap, alibi_max_bias;
-  int alibi_heads, head0;
-  const float* sinks; // [H] or null
-  long long window;   // 0: all keys
-};
-
-__device__ float alibi(int h, int n, float max_bias) {
-  int m = 1;
-  while (m * 2 <= n) m *= 2;
-  if (h < m) return static_cast<float>(pow(pow(2.0, -max_bias / m), h + 1.0));
-  return static_cast<float>(pow(pow(2.0, -max_bias / (2.0 * m)), 2.0 * (h - m) + 1.0));
-}
 
 template <int NJ> // dims per lane: D <= 32 NJ
 __global__ void __launch_bounds__(32 * warps) attention_kernel(attn_args a) {
@@ -42,25 +25,10 @@ __global__ void __launch_bounds__(32 * warps) attention_kernel(attn_args a) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const long long kh = h / (a.H / a.Hkv), D = a.D;
   // the query's position and its keys (paged: through its sequence's block table)
+  long long qpos = 0, first = 0;
   const int32_t* blocks = nullptr;
-  long long qpos = a.pos0 + t;
-  if (a.seqs) {
-    for (long long si = 0; si < a.S; ++si) {
-      const int32_t* row = a.seqs + si * a.cols;
-      if (t >= row[0] && t < row[0] + row[1]) {
-        qpos = row[2] + (t - row[0]);
-        blocks = row + 3;
-        break;
-      }
-    }
-    if (!blocks) return; // a row no sequence covers (the executor's batches cover all)
-  }
-  const long long first = a.window > 0 && qpos - a.window + 1 > 0 ? qpos - a.window + 1 : 0;
-  const float slope =
-      a.alibi_max_bias > 0
-          ? alibi(a.head0 + static_cast<int>(h),
-                  a.alibi_heads > 0 ? a.alibi_heads : static_cast<int>(a.H), a.alibi_max_bias)
-          : 0.0f;
+  if (!locate_row(a, t, qpos, first, blocks)) return; // the executor's batches cover every row
+  const float slope = head_slope(a, h);
   float qv[NJ], acc[NJ];
   const float* qr = a.q + (t * a.H + h) * D;
 #pragma unroll
@@ -121,6 +89,10 @@ __global__ void __launch_bounds__(32 * warps) attention_kernel(attn_args a) {
 
 status run(const attn_args& a, const exec_ctx& c) {
   if (a.T == 0) return {};
+  if (a.T >= 16 && (a.e == e_f16 || a.e == e_bf16) && (a.D == 64 || a.D == 128) && a.softcap == 0 &&
+      a.alibi_max_bias == 0 && !a.sinks && !exact_activations())
+    return launch_attention_mma(a, c);
+  if (attention_decode_takes(a)) return launch_attention_decode(a, c);
   const dim3 grid(static_cast<unsigned>(a.T), static_cast<unsigned>(a.H));
   auto s = stream_of(c);
   if (a.D <= 64)

@@ -103,6 +103,29 @@ void with_weight_kind(dtype t, F&& f) {
   }
 }
 
+/// A 16-byte piece of a row of element kind E as its values (4 f32 or 8 halves).
+template <int E>
+__device__ __forceinline__ void unpack16(const uint4 raw, float* v) {
+  if constexpr (E == e_f32) {
+    v[0] = __uint_as_float(raw.x), v[1] = __uint_as_float(raw.y);
+    v[2] = __uint_as_float(raw.z), v[3] = __uint_as_float(raw.w);
+  } else {
+    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const unsigned short lo = static_cast<unsigned short>(u[i] & 0xffffu);
+      const unsigned short hi = static_cast<unsigned short>(u[i] >> 16);
+      if constexpr (E == e_f16) {
+        v[2 * i] = __half2float(__ushort_as_half(lo));
+        v[2 * i + 1] = __half2float(__ushort_as_half(hi));
+      } else {
+        v[2 * i] = __uint_as_float(static_cast<uint32_t>(lo) << 16);
+        v[2 * i + 1] = __uint_as_float(static_cast<uint32_t>(hi) << 16);
+      }
+    }
+  }
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;

@@ -24,9 +24,11 @@ __global__ void quantize_kernel(const float* x, uint8_t* q, long long blocks, bo
       if (fabsf(v[j]) > amax) amax = fabsf(v[j]), mx = v[j];
     const float d = q4 ? mx / -8.0f : amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const __half dh = __float2half_rn(d);
-    out[0] = reinterpret_cast<const uint8_t*>(&dh)[0];
-    out[1] = reinterpret_cast<const uint8_t*>(&dh)[1];
+    // the scale's bits by value: reading the __half's bytes through a pointer gave a zero low
+    // byte on sm_90 (nvcc 13.0; seen on an H200 by the op harness)
+    const unsigned short dh = __half_as_ushort(__float2half_rn(d));
+    out[0] = static_cast<uint8_t>(dh & 0xffu);
+    out[1] = static_cast<uint8_t>(dh >> 8);
     if (!q4) {
       for (int j = 0; j < q_block; ++j)
         out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(lroundf(v[j] * id)));

@@ -27,6 +27,8 @@ status launch_kv_store(const op_args& a, const exec_ctx& c);
 status launch_attention(const op_args& a, const exec_ctx& c);
 status launch_paged_attention(const op_args& a, const exec_ctx& c);
 status launch_matmul(const op_args& a, const exec_ctx& c); // W f32, f16, bf16, q8_0, q4_0
+status launch_matmul_qkv(const op_args& a, const exec_ctx& c);
+status launch_matmul_swiglu(const op_args& a, const exec_ctx& c);
 status launch_softmax(const op_args& a, const exec_ctx& c);
 status launch_sum_rows(const op_args& a, const exec_ctx& c);
 status launch_topk(const op_args& a, const exec_ctx& c); // topk and argmax
@@ -45,6 +47,16 @@ status jit_prepare_gpu(const ew_program& p);
 /// matmul with bf16 / f16 weights on the tensor cores (cuBLASLt); unsupported when cuBLASLt
 /// has no algorithm for the shape (launch_matmul then runs its own kernel).
 status gemm_lt(const op_args& a, const exec_ctx& c);
+/// One weight [N, K] (bf16 or f16) of gemm_lt_parts and its output y [T, N] (+ bias [N]).
+struct lt_part {
+  const void* w;
+  long long N;
+  float* y;
+  const float* bias;
+};
+/// y_i = x W_i^T for up to 3 weights of one type, x [T, K] f32 rounded once for all of them.
+status gemm_lt_parts(const float* x, long long T, long long K, dtype wt, const lt_part* parts,
+                     int n_parts, const exec_ctx& c);
 /// x f32 [n] rounded to bf16 (or f16) into hi, and x - hi into lo when lo is not null.
 status launch_to_half(const float* x, void* hi, void* lo, long long n, bool bf16,
                       const exec_ctx& c);

@@ -218,6 +218,13 @@ bool contig(const op_args& a) {
   return a.dst.contiguous() && (!a.dst2.data || a.dst2.contiguous()) &&
          (!a.dst3.data || a.dst3.contiguous());
 }
+// matmul_qkv / matmul_swiglu: f32 input, `weights` matrices of one type the matmul takes
+bool fused_ok(const op_args& a, int weights) {
+  const dtype t = a.src[1].type;
+  for (int i = 1; i <= weights; ++i)
+    if (a.src[static_cast<size_t>(i)].type != t) return false;
+  return a.src[0].type == dtype::f32 && cuda::matmul_weight_ok(t) && contig(a);
+}
 } // namespace
 
 status jit_prepare_gpu(const ew_program& p) {
@@ -256,6 +263,16 @@ void register_cuda_kernels(registry& r) {
                (!a.src[2].data || a.src[2].type == dtype::f32) && contig(a);
       },
       cuda::launch_matmul);
+  r.add(
+      op::matmul_qkv, backend::cuda, "f32|f16|bf16 (cublasLt)|q8_0|q4_0: one GEMV launch",
+      [](const op_args& a) {
+        return fused_ok(a, 3) && a.dst2.type == dtype::f32 && a.dst3.type == dtype::f32;
+      },
+      cuda::launch_matmul_qkv);
+  r.add(
+      op::matmul_swiglu, backend::cuda, "f32|f16|bf16 (cublasLt)|q8_0|q4_0: SwiGLU in the GEMV",
+      [](const op_args& a) { return fused_ok(a, 2) && a.dst.type == dtype::f32; },
+      cuda::launch_matmul_swiglu);
   r.add(
       op::head_matmul, backend::cuda, "f32|f16|bf16|q8_0|q4_0",
       [](const op_args& a) {

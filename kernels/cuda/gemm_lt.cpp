@@ -4,7 +4,8 @@
 // is split into two halves, x = hi + lo, and the two products summed, which keeps the result
 // within about 2^-16 of f32 activations (the CPU's AMX bf16 path does the same) at twice the
 // tensor-core work. Per thread and device: one cuBLASLt handle and a 32 MiB workspace, made at
-// first use; per shape: the layouts and the heuristic's algorithm, kept. Row-major y [T, N] =
+// first use; per shape: the layouts and the heuristic's algorithm, kept. Several weights of one
+// input (matmul_qkv, gate and up) share one rounding of it (gemm_lt_parts). Row-major y [T, N] =
 // x [T, K] W [N, K]^T is column-major D [N, T] = op_T(W as K x N) * (x as K x T).
 // unsupported (the caller's tiled kernel runs) when cuBLASLt has no algorithm for a shape.
 #include <cublasLt.h>
@@ -149,9 +150,9 @@ struct scratch_bytes {
 
 } // namespace
 
-status gemm_lt(const op_args& a, const exec_ctx& c) {
-  const long long T = a.src[0].rows(), K = a.src[0].cols(), N = a.src[1].rows();
-  const bool bf16 = a.src[1].type == dtype::bf16;
+status gemm_lt_parts(const float* x, long long T, long long K, dtype wt, const lt_part* parts,
+                     int n_parts, const exec_ctx& c) {
+  const bool bf16 = wt == dtype::bf16;
   const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
   if (K % 8 != 0) return make_error(errc::unsupported, "cublasLt: K {} not a multiple of 8", K);
   auto s = static_cast<cudaStream_t>(c.stream);
@@ -168,24 +169,39 @@ status gemm_lt(const op_args& a, const exec_ctx& c) {
   }
   void* hi = sb.ptr;
   void* lo = exact ? static_cast<char*>(sb.ptr) + half_bytes : nullptr;
-  float* y = a.dst.as<float>();
   const int ax = std::min(alignment(hi), lo ? alignment(lo) : 256);
-  TROUPE_TRY_ASSIGN(p, plan_for(*st, N, T, K, t, alignment(a.src[1].data), ax, alignment(y)));
-  TROUPE_TRY(launch_to_half(a.src[0].as<float>(), hi, lo, T * K, bf16, c));
+  plan* plans[3] = {};
+  for (int i = 0; i < n_parts; ++i) { // every part's algorithm before any work is queued
+    TROUPE_TRY_ASSIGN(
+        p, plan_for(*st, parts[i].N, T, K, t, alignment(parts[i].w), ax, alignment(parts[i].y)));
+    plans[i] = p;
+  }
+  TROUPE_TRY(launch_to_half(x, hi, lo, T * K, bf16, c)); // once for every part
   const float one = 1.0f, zero = 0.0f;
-  auto run = [&](const void* x, const float* beta) -> status {
-    const auto r = cublasLtMatmul(st->handle, p->desc, &one, a.src[1].data, p->a, x, p->b, beta, y,
-                                  p->d, y, p->d, &p->algo, st->workspace, workspace_bytes, s);
-    // a refusal of these operands after all: the caller's own kernel runs instead (it writes y
-    // whole)
-    if (r == CUBLAS_STATUS_NOT_SUPPORTED || r == CUBLAS_STATUS_INVALID_VALUE)
-      return make_error(errc::unsupported, "cublasLt: {}", cublasLtGetStatusString(r));
-    return lt_check(r, "Matmul");
-  };
-  TROUPE_TRY(run(hi, &zero));
-  if (exact) TROUPE_TRY(run(lo, &one));
-  if (a.src[2].data) TROUPE_TRY(launch_add_bias(y, a.src[2].as<float>(), T, N, c));
+  for (int i = 0; i < n_parts; ++i) {
+    const plan* p = plans[i];
+    float* y = parts[i].y;
+    auto run = [&](const void* xh, const float* beta) -> status {
+      const auto r = cublasLtMatmul(st->handle, p->desc, &one, parts[i].w, p->a, xh, p->b, beta, y,
+                                    p->d, y, p->d, &p->algo, st->workspace, workspace_bytes, s);
+      // a refusal of these operands after all: the caller's own kernel runs instead (it
+      // writes every part whole)
+      if (r == CUBLAS_STATUS_NOT_SUPPORTED || r == CUBLAS_STATUS_INVALID_VALUE)
+        return make_error(errc::unsupported, "cublasLt: {}", cublasLtGetStatusString(r));
+      return lt_check(r, "Matmul");
+    };
+    TROUPE_TRY(run(hi, &zero));
+    if (exact) TROUPE_TRY(run(lo, &one));
+    if (parts[i].bias) TROUPE_TRY(launch_add_bias(y, parts[i].bias, T, parts[i].N, c));
+  }
   return check_launch("cublasLt matmul", c);
+}
+
+status gemm_lt(const op_args& a, const exec_ctx& c) {
+  const lt_part p{a.src[1].data, a.src[1].rows(), a.dst.as<float>(),
+                  a.src[2].data ? a.src[2].as<float>() : nullptr};
+  return gemm_lt_parts(a.src[0].as<float>(), a.src[0].rows(), a.src[0].cols(), a.src[1].type, &p, 1,
+                       c);
 }
 
 } // namespace troupe::kernels::cuda
