@@ -5,9 +5,10 @@
 // packages (TROUPE_GPU_ONLY). bench/gpu/check.sh runs it; bench/gpu/table.py turns its lines
 // into the table of bench/README.md against the part's HBM bandwidth and bf16 peak.
 //   gpu_bench MODEL [--device N|cpu] [--prompt-tokens P] [--gen-tokens G] [--repeats R]
-//             [--kv-dtype f32|f16|bf16]
+//             [--kv-dtype f32|f16|bf16] [--profile 1]
 // MODEL may be synth:PRESET:DTYPE (synth:llama-1b:bf16): the synthetic model is written to
-// /tmp/troupe-gpu first (once), with the vocabulary its preset needs from models/.
+// /tmp/troupe-gpu first (once), with the vocabulary its preset needs from models/. --profile 1
+// runs once more with every node timed (synchronised, graphs off), a JSON line per kernel.
 //   gpu_bench kernels [--device N]
 // times the weight matmul kernels alone on 8192 x 8192 weights (the decode GEMV: GB/s; the
 // prefill GEMM: TFLOP/s, with rounded and with exact activations) and decode attention over
@@ -37,7 +38,7 @@ namespace {
 
 int usage() {
   std::fprintf(stderr, "usage: gpu_bench MODEL [--device N] [--prompt-tokens P] [--gen-tokens G] "
-                       "[--repeats R] [--kv-dtype f32|f16|bf16]\n");
+                       "[--repeats R] [--kv-dtype f32|f16|bf16] [--profile 1]\n");
   return 2;
 }
 
@@ -129,6 +130,34 @@ int kernel_bench(int device) {
     }
   }
   kernels::set_exact_activations(false);
+  // the decode GEMV on the 1.1 B model's own shapes (bf16): q / k / v, o, gate / up, down, head
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{2048, 2048},
+                      {256, 2048},
+                      {5632, 2048},
+                      {2048, 5632},
+                      {32000, 2048}}) {
+    auto w = upload(dtype::bf16, n, k);
+    if (!w) return fail(w.error());
+    kernels::op_args a;
+    a.kind = kernels::op::matmul;
+    a.src[0] = tensor_view(x->data(), dtype::f32, shape{1, k});
+    a.src[1] = tensor_view(w->data(), dtype::bf16, shape{n, k});
+    a.dst = tensor_view(y->data(), dtype::f32, shape{1, n});
+    auto kk = reg.find(kernels::backend::cuda, a, kernels::lookup::native_only);
+    if (!kk) continue;
+    auto s = time_kernel(*gpu, *stream, *kk, a, 200, scratch);
+    if (!s) return fail(s.error());
+    const double moved = static_cast<double>(row_bytes(dtype::bf16, k) * n) + 4.0 * (k + n);
+    nlohmann::json j = {{"kernel", "matmul"},
+                        {"weights", "bf16"},
+                        {"T", 1},
+                        {"N", n},
+                        {"K", k},
+                        {"us", *s * 1e6},
+                        {"gb_s", moved / *s / 1e9},
+                        {"tflop_s", 2.0 * n * k / *s / 1e12}};
+    std::puts(j.dump().c_str());
+  }
   // decode attention: 32 query heads over 8 KV heads of 128, one sequence of 4096 positions
   {
     const int64_t H = 32, Hkv = 8, D = 128, S = 4096, P = 16, NB = S / P + 1;
@@ -178,7 +207,8 @@ int main(int argc, char** argv) {
     return kernel_bench(argc > 3 && std::string(argv[2]) == "--device" ? std::stoi(argv[3]) : 0);
   std::string model = argv[1], kv = "bf16";
   int device = 0, prompt_tokens = 512, gen_tokens = 128, repeats = 3;
-  bool on_cpu = false; // --device cpu: the same run on the CPU (to try the bench without a GPU)
+  bool profile = false; // --profile 1: one more run timing every node (graphs off), per kernel
+  bool on_cpu = false;  // --device cpu: the same run on the CPU (to try the bench without a GPU)
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--device" && v == "cpu")
@@ -193,6 +223,8 @@ int main(int argc, char** argv) {
       repeats = std::stoi(v);
     else if (k == "--kv-dtype")
       kv = v;
+    else if (k == "--profile")
+      profile = v == "1";
     else
       return usage();
   }
@@ -286,5 +318,31 @@ int main(int argc, char** argv) {
                       {"device_memory_used", mem.total - mem.free},
                       {"device_memory_total", mem.total}};
   std::puts(j.dump().c_str());
+  if (profile) { // each node synchronised: launch latency included, so small kernels read high
+    g->reset();
+    opt.profile = true;
+    auto pg = exec::generator::create(*m, opt);
+    if (!pg) {
+      std::fprintf(stderr, "gpu_bench: %s\n", pg.error().to_string().c_str());
+      return 1;
+    }
+    for (int r = 0; r < 2; ++r) { // the first warms up
+      (*pg)->runner().reset_profile();
+      auto out = (*pg)->run(prompt, go);
+      if (!out) {
+        std::fprintf(stderr, "gpu_bench: %s\n", out.error().to_string().c_str());
+        return 1;
+      }
+    }
+    for (const exec::op_time& t : (*pg)->runner().profile()) {
+      const double per = t.decode ? static_cast<double>(gen_tokens) : 1.0;
+      nlohmann::json p = {{"profile", t.kernel},
+                          {"decode", t.decode},
+                          {"weight_matmul", t.weight_matmul},
+                          {"us_per_step", 1e6 * t.seconds / per},
+                          {"calls_per_step", static_cast<double>(t.calls) / per}};
+      std::puts(p.dump().c_str());
+    }
+  }
   return 0;
 }
