@@ -74,7 +74,7 @@ LIMIT=30 check bench_prefill bash -c "set -o pipefail; '$BUILD/bench/gpu/gpu_ben
   --prompt-tokens 2000 --gen-tokens 8 --repeats 3 | tee -a '$OUT/bench.jsonl'"
 LIMIT=40 check profile bash -c "set -o pipefail; '$BUILD/bench/gpu/gpu_bench' synth:llama-1b:bf16 \
   --prompt-tokens 2000 --gen-tokens 32 --repeats 1 --profile 1 | tee '$OUT/profile.jsonl'"
-check table python3 bench/gpu/table.py "$OUT/bench.jsonl" "$OUT/gpu.txt"
+check table python3 bench/gpu/table.py "$OUT/bench.jsonl" "$OUT/gpu.txt" "$OUT/profile.jsonl"
 cp "$OUT/table.txt" "$OUT/table.md" 2>/dev/null
 cat "$OUT/table.md" 2>/dev/null
 

@@ -4,9 +4,12 @@ TFLOP/s against the part's HBM bandwidth and bf16 dense peak, the 1.1 B model's 
 batch 1 against the bandwidth bound of its weights, its prefill against the peak, and TTFT.
 The part's figures come from its name and SM clock: an H200 or H100 SXM board runs its
 tensor cores up to 1980 MHz (989 TFLOP/s dense bf16), the NVL boards lower (835).
-  python3 bench/gpu/table.py OUT/bench.jsonl OUT/gpu.txt
+With OUT/profile.jsonl as a third argument (gpu_bench --profile 1), the prefill and decode
+steps' time split into weight matmuls, attention, and the rest, per kernel.
+  python3 bench/gpu/table.py OUT/bench.jsonl OUT/gpu.txt [OUT/profile.jsonl]
 """
 import json
+import os
 import sys
 
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
@@ -72,3 +75,21 @@ copy = [r["copy_gb_s"] for r in rows if "copy_gb_s" in r]
 if copy:
     print(f"| device-to-device copy (reads + writes) | {max(copy):.0f} GB/s | {hbm * 1000:.0f} GB/s "
           f"| {pct(max(copy), hbm * 1000)} |")
+
+if len(sys.argv) > 3 and os.path.exists(sys.argv[3]):
+    prof = [json.loads(l) for l in open(sys.argv[3]) if l.strip().startswith("{")]
+    kernels = [r for r in prof if "profile" in r]
+    if kernels:
+        print()
+        print("Per kernel (gpu_bench --profile 1: every node synchronised, no graph; us per step):")
+        print()
+        print("| step | weight matmuls | attention | the rest | kernels |")
+        print("|---|---|---|---|---|")
+        for decode in (False, True):
+            ks = [r for r in kernels if r["decode"] == decode]
+            mm = sum(r["us_per_step"] for r in ks if r["weight_matmul"])
+            at = sum(r["us_per_step"] for r in ks if "attention" in r["profile"])
+            rest = sum(r["us_per_step"] for r in ks) - mm - at
+            top = sorted(ks, key=lambda r: -r["us_per_step"])[:5]
+            names = ", ".join(f"{r['profile'].split('/')[1]} {r['us_per_step']:.0f}" for r in top)
+            print(f"| {'decode' if decode else 'prefill'} | {mm:.0f} | {at:.0f} | {rest:.0f} | {names} |")
