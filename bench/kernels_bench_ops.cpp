@@ -129,14 +129,16 @@ void BM_matmul_swiglu(benchmark::State& st) {
 }
 
 // decode: B sequences of S positions each, one query row per sequence, 12 heads, paged cache
-// in blocks of 16 (args: B, S, f16, threads); GB/s = K and V bytes read
+// in blocks of 16 (args: B, S, f16, threads, cold caches, query heads per KV head); GB/s = K
+// and V bytes read
 void BM_paged_decode(benchmark::State& st) {
   const int64_t B = st.range(0), S = st.range(1), P = 16;
   const dtype kv = st.range(2) ? dtype::f16 : dtype::f32;
+  const int64_t Hkv = H / st.range(5); // GQA: range(5) query heads per KV head
   const int64_t per_seq = (S + P - 1) / P, NB = B * per_seq + 1, MB = per_seq;
-  std::vector<uint8_t> kc(row_bytes(kv, NB * P * H * D)), vc(kc.size());
+  std::vector<uint8_t> kc(row_bytes(kv, NB * P * Hkv * D)), vc(kc.size());
   {
-    const auto v = randn(NB * P * H * D, 7);
+    const auto v = randn(NB * P * Hkv * D, 7);
     from_f32(kv, v.data(), kc.data(), v.size());
     from_f32(kv, v.data(), vc.data(), v.size());
   }
@@ -150,13 +152,13 @@ void BM_paged_decode(benchmark::State& st) {
   op_args a;
   a.kind = op::paged_attention;
   a.src[0] = tensor_view(q.data(), dtype::f32, {B, H, D});
-  a.src[1] = tensor_view(kc.data(), kv, {NB, P, H, D});
-  a.src[2] = tensor_view(vc.data(), kv, {NB, P, H, D});
+  a.src[1] = tensor_view(kc.data(), kv, {NB, P, Hkv, D});
+  a.src[2] = tensor_view(vc.data(), kv, {NB, P, Hkv, D});
   a.src[3] = tensor_view(seqs.data(), dtype::i32, {B, 3 + MB});
   a.dst = tensor_view(out.data(), dtype::f32, {B, H, D});
   a.p.scale = 0.125f;
   a.p.block_size = P;
-  run(st, a, static_cast<int>(st.range(3)), 2.0 * row_bytes(kv, B * S * H * D),
+  run(st, a, static_cast<int>(st.range(3)), 2.0 * row_bytes(kv, B * S * Hkv * D),
       4.0 * B * S * H * D, st.range(4) != 0);
 }
 
@@ -217,13 +219,18 @@ BENCHMARK(BM_matmul_swiglu)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_paged_decode)
-    ->ArgsProduct({{1, 64}, {128, 512, 1024}, {0, 1}, {1, 2}, {0}})
+    ->ArgsProduct({{1, 64}, {128, 512, 1024}, {0, 1}, {1, 2}, {0}, {1}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 // one row with the caches emptied before each call: the memory's pace, as in a decode step
-// (one layer of bench-134m's cache at 256 and 1024 positions: 1.6 and 6.3 MB in f32)
+// (one layer of bench-134m's cache at 256 and 1024 positions: 1.6 and 6.3 MB in f32), and
+// with 4 query heads per KV head (GQA, as most models since 2024), at 1024 and 8192
 BENCHMARK(BM_paged_decode)
-    ->ArgsProduct({{1}, {256, 1024}, {0, 1}, {1}, {1}})
+    ->ArgsProduct({{1}, {256, 1024}, {0, 1}, {1}, {1}, {1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_paged_decode)
+    ->ArgsProduct({{1}, {1024, 8192}, {0, 1}, {1}, {1}, {4}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_prefill_attention)
