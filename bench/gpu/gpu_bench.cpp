@@ -97,6 +97,32 @@ int kernel_bench(int device) {
   if (!sb) return fail(sb.error());
   kernels::bump_arena scratch(256); // temporaries from one device buffer: no call allocates
   scratch.reset(sb->data(), sb->size());
+  // y [T, n] = x [T, k] W^T on `reps` calls of the registry's kernel, one JSON line (nothing
+  // where the GPU has no kernel for it)
+  auto time_matmul = [&](const kernels::device_buffer& w, dtype wt, int64_t T, int64_t n, int64_t k,
+                         bool exact, int reps) -> status {
+    kernels::set_exact_activations(exact);
+    kernels::op_args a;
+    a.kind = kernels::op::matmul;
+    a.src[0] = tensor_view(x->data(), dtype::f32, shape{T, k});
+    a.src[1] = tensor_view(w.data(), wt, shape{n, k});
+    a.dst = tensor_view(y->data(), dtype::f32, shape{T, n});
+    auto kern = reg.find(kernels::backend::cuda, a, kernels::lookup::native_only);
+    if (!kern) return {};
+    TROUPE_TRY_ASSIGN(s, time_kernel(*gpu, *stream, *kern, a, reps, scratch));
+    const double moved = static_cast<double>(row_bytes(wt, k) * n) + 4.0 * T * (k + n);
+    nlohmann::json j = {{"kernel", "matmul"},
+                        {"weights", name(wt)},
+                        {"T", T},
+                        {"N", n},
+                        {"K", k},
+                        {"exact_activations", exact},
+                        {"us", s * 1e6},
+                        {"gb_s", moved / s / 1e9},
+                        {"tflop_s", 2.0 * T * n * k / s / 1e12}};
+    std::puts(j.dump().c_str());
+    return {};
+  };
   for (dtype wt : {dtype::bf16, dtype::f16, dtype::q8_0, dtype::q4_0}) {
     auto w = upload(wt, N, K);
     if (!w) return fail(w.error());
@@ -104,28 +130,8 @@ int kernel_bench(int device) {
       if (T == Tmax && (wt == dtype::q8_0 || wt == dtype::q4_0)) continue; // the tiled kernel
       for (bool exact : {false, true}) {
         if (T != Tmax && exact) continue; // the GEMV keeps f32 activations either way
-        kernels::set_exact_activations(exact);
-        kernels::op_args a;
-        a.kind = kernels::op::matmul;
-        a.src[0] = tensor_view(x->data(), dtype::f32, shape{T, K});
-        a.src[1] = tensor_view(w->data(), wt, shape{N, K});
-        a.dst = tensor_view(y->data(), dtype::f32, shape{T, N});
-        auto k = reg.find(kernels::backend::cuda, a, kernels::lookup::native_only);
-        if (!k) continue;
-        auto s = time_kernel(*gpu, *stream, *k, a, T == Tmax ? 10 : 50, scratch);
-        if (!s) return fail(s.error());
-        const double wbytes = static_cast<double>(row_bytes(wt, K) * N);
-        const double moved = wbytes + 4.0 * T * (K + N);
-        nlohmann::json j = {{"kernel", "matmul"},
-                            {"weights", name(wt)},
-                            {"T", T},
-                            {"N", N},
-                            {"K", K},
-                            {"exact_activations", exact},
-                            {"us", *s * 1e6},
-                            {"gb_s", moved / *s / 1e9},
-                            {"tflop_s", 2.0 * T * N * K / *s / 1e12}};
-        std::puts(j.dump().c_str());
+        if (auto st = time_matmul(*w, wt, T, N, K, exact, T == Tmax ? 10 : 50); !st)
+          return fail(st.error());
       }
     }
   }
@@ -138,25 +144,7 @@ int kernel_bench(int device) {
                       {32000, 2048}}) {
     auto w = upload(dtype::bf16, n, k);
     if (!w) return fail(w.error());
-    kernels::op_args a;
-    a.kind = kernels::op::matmul;
-    a.src[0] = tensor_view(x->data(), dtype::f32, shape{1, k});
-    a.src[1] = tensor_view(w->data(), dtype::bf16, shape{n, k});
-    a.dst = tensor_view(y->data(), dtype::f32, shape{1, n});
-    auto kk = reg.find(kernels::backend::cuda, a, kernels::lookup::native_only);
-    if (!kk) continue;
-    auto s = time_kernel(*gpu, *stream, *kk, a, 200, scratch);
-    if (!s) return fail(s.error());
-    const double moved = static_cast<double>(row_bytes(dtype::bf16, k) * n) + 4.0 * (k + n);
-    nlohmann::json j = {{"kernel", "matmul"},
-                        {"weights", "bf16"},
-                        {"T", 1},
-                        {"N", n},
-                        {"K", k},
-                        {"us", *s * 1e6},
-                        {"gb_s", moved / *s / 1e9},
-                        {"tflop_s", 2.0 * n * k / *s / 1e12}};
-    std::puts(j.dump().c_str());
+    if (auto st = time_matmul(*w, dtype::bf16, 1, n, k, false, 200); !st) return fail(st.error());
   }
   // decode attention: 32 query heads over 8 KV heads of 128, one sequence of 4096 positions
   {

@@ -10,7 +10,6 @@
 // were asked for (precision.hpp: the tensor cores round q and the probabilities), and decode
 // rows with the common head sizes spread their keys over a whole block (attention_decode.cu).
 #include "kernels/cuda/attention.cuh"
-#include "kernels/precision.hpp"
 
 namespace troupe::kernels::cuda {
 namespace {
@@ -89,9 +88,7 @@ __global__ void __launch_bounds__(32 * warps) attention_kernel(attn_args a) {
 
 status run(const attn_args& a, const exec_ctx& c) {
   if (a.T == 0) return {};
-  if (a.T >= 16 && (a.e == e_f16 || a.e == e_bf16) && (a.D == 64 || a.D == 128) && a.softcap == 0 &&
-      a.alibi_max_bias == 0 && !a.sinks && !exact_activations())
-    return launch_attention_mma(a, c);
+  if (attention_mma_takes(a)) return launch_attention_mma(a, c);
   if (attention_decode_takes(a)) return launch_attention_decode(a, c);
   const dim3 grid(static_cast<unsigned>(a.T), static_cast<unsigned>(a.H));
   auto s = stream_of(c);

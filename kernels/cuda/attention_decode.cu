@@ -15,6 +15,19 @@ namespace {
 
 constexpr int threads = 256, chunk = 512, rounds = 4;
 
+// The 16-byte pieces at `piece` of the chunk's rows j0, j0 + G, ... (`rounds` of them, all
+// loaded before any is used), zeros for rows past n.
+template <int G>
+__device__ __forceinline__ void load_rounds(const uint8_t* cache, const long long* slots,
+                                            long long piece, int j0, int n, uint4* raw) {
+#pragma unroll
+  for (int r = 0; r < rounds; ++r) {
+    const int j = j0 + r * G;
+    raw[r] =
+        j < n ? *reinterpret_cast<const uint4*>(cache + slots[j] + piece) : make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <int LPK, int E>
 __global__ void __launch_bounds__(threads) attention_decode_kernel(attn_args a) {
   constexpr int V = E == e_f32 ? 4 : 8; // values per 16-byte piece
@@ -58,12 +71,7 @@ __global__ void __launch_bounds__(threads) attention_decode_kernel(attn_args a) 
     // its lanes): the bounds are the block's, the keys past n load nothing
     for (int base = 0; base < n; base += G * rounds) {
       uint4 raw[rounds];
-#pragma unroll
-      for (int r = 0; r < rounds; ++r) {
-        const int j = base + grp + r * G;
-        raw[r] =
-            j < n ? *reinterpret_cast<const uint4*>(kc + slots[j] + piece) : make_uint4(0, 0, 0, 0);
-      }
+      load_rounds<G>(kc, slots, piece, base + grp, n, raw);
 #pragma unroll
       for (int r = 0; r < rounds; ++r) {
         const int j = base + grp + r * G;
@@ -98,12 +106,7 @@ __global__ void __launch_bounds__(threads) attention_decode_kernel(attn_args a) 
     for (int i = 0; i < V; ++i) acc[i] *= corr;
     for (int base = 0; base < n; base += G * rounds) {
       uint4 raw[rounds];
-#pragma unroll
-      for (int r = 0; r < rounds; ++r) {
-        const int j = base + grp + r * G;
-        raw[r] =
-            j < n ? *reinterpret_cast<const uint4*>(vc + slots[j] + piece) : make_uint4(0, 0, 0, 0);
-      }
+      load_rounds<G>(vc, slots, piece, base + grp, n, raw);
 #pragma unroll
       for (int r = 0; r < rounds; ++r) {
         const int j = base + grp + r * G;

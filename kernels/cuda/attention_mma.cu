@@ -12,6 +12,7 @@
 // and g + 8 at columns 2t, 2t + 1. The S fragments of two adjacent 8-key tiles are thus the A
 // fragment of a 16-key slice, with no shuffle.
 #include "kernels/cuda/attention.cuh"
+#include "kernels/precision.hpp"
 
 namespace troupe::kernels::cuda {
 namespace {
@@ -204,6 +205,11 @@ void launch(const attn_args& a, dim3 grid, cudaStream_t s) {
 }
 
 } // namespace
+
+bool attention_mma_takes(const attn_args& a) {
+  return a.T >= 16 && (a.e == e_f16 || a.e == e_bf16) && (a.D == 64 || a.D == 128) &&
+         a.softcap == 0 && a.alibi_max_bias == 0 && !a.sinks && !exact_activations();
+}
 
 status launch_attention_mma(const attn_args& a, const exec_ctx& c) {
   // blocks: the 64-row tiles of every sequence (a bound: ceil(T / 64) + S; the extra ones exit)

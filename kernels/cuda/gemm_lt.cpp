@@ -17,6 +17,7 @@
 #include <tuple>
 #include <utility>
 
+#include "kernels/cuda/call_scratch.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/precision.hpp"
 
@@ -139,15 +140,6 @@ expected<plan*> plan_for(lt_state& st, long long N, long long T, long long K, cu
   return &p;
 }
 
-// scratch for the rounded activations: the executor's arena, else a temporary (op harness)
-struct scratch_bytes {
-  void* ptr = nullptr;
-  bool owned = false;
-  ~scratch_bytes() {
-    if (owned) cudaFree(ptr);
-  }
-};
-
 } // namespace
 
 status gemm_lt_parts(const float* x, long long T, long long K, dtype wt, const lt_part* parts,
@@ -160,13 +152,8 @@ status gemm_lt_parts(const float* x, long long T, long long K, dtype wt, const l
   const bool exact = exact_activations();
   // the remainder half starts 256-byte aligned after the rounded one
   const size_t half_bytes = (static_cast<size_t>(T * K) * 2 + 255) / 256 * 256;
-  scratch_bytes sb;
-  if (c.scratch) sb.ptr = c.scratch->alloc(half_bytes * (exact ? 2 : 1));
-  if (!sb.ptr) {
-    if (auto e = cudaMalloc(&sb.ptr, half_bytes * (exact ? 2 : 1)); e != cudaSuccess)
-      return make_error(errc::out_of_memory, "gemm activations: {}", cudaGetErrorString(e));
-    sb.owned = true;
-  }
+  call_scratch sb; // the rounded activations (and the remainders)
+  TROUPE_TRY(sb.get(half_bytes * (exact ? 2 : 1), c, "gemm activations"));
   void* hi = sb.ptr;
   void* lo = exact ? static_cast<char*>(sb.ptr) + half_bytes : nullptr;
   const int ax = std::min(alignment(hi), lo ? alignment(lo) : 256);

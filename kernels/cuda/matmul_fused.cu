@@ -5,6 +5,7 @@
 // steps with bf16 weights round the input once for cuBLASLt and run its GEMMs (gemm_lt_parts);
 // the rest run launch_matmul per matrix. matmul_swiglu's gate and up products of a larger step
 // live in the call's scratch (the executor plans it) until the SwiGLU reads them.
+#include "kernels/cuda/call_scratch.hpp"
 #include "kernels/cuda/gemv.cuh"
 
 namespace troupe::kernels::cuda {
@@ -18,24 +19,6 @@ op_args matmul_args(const tensor_view& x, const tensor_view& w, const tensor_vie
   m.dst = y;
   return m;
 }
-
-// Scratch of the call: the executor's arena, else device memory owned here.
-struct temp {
-  void* ptr = nullptr;
-  bool owned = false;
-  ~temp() {
-    if (owned) cudaFree(ptr);
-  }
-  status get(size_t bytes, const exec_ctx& c) {
-    if (c.scratch) ptr = c.scratch->alloc(bytes);
-    if (ptr) return {};
-    if (auto e = cudaMalloc(&ptr, bytes); e != cudaSuccess)
-      return make_error(errc::out_of_memory, "matmul_swiglu temporaries: {}",
-                        cudaGetErrorString(e));
-    owned = true;
-    return {};
-  }
-};
 
 // The matrices' products by the step's kernels: one GEMV launch, one rounding for cuBLASLt, or
 // launch_matmul each.
@@ -97,8 +80,8 @@ status launch_matmul_swiglu(const op_args& a, const exec_ctx& c) {
   // larger steps: gate and up [T, F] each into scratch, then the SwiGLU
   const size_t bytes = static_cast<size_t>(T * F) * sizeof(float);
   const size_t up_at = (bytes + 255) / 256 * 256;
-  temp tmp;
-  TROUPE_TRY(tmp.get(up_at + bytes, c));
+  call_scratch tmp;
+  TROUPE_TRY(tmp.get(up_at + bytes, c, "matmul_swiglu temporaries"));
   float* g = static_cast<float*>(tmp.ptr);
   float* u = reinterpret_cast<float*>(static_cast<char*>(tmp.ptr) + up_at);
   float* const y[2] = {g, u};
