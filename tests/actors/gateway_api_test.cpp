@@ -412,13 +412,7 @@ std::shared_ptr<const model_source> make_thinking_stories(bool qwen3, bool qwq =
         tokenizer::from_hf_json(t.dump(), qwen3 ? config.dump() : (qwq ? qwq_config.dump() : ""),
                                 "stories with think tags");
     EXPECT_TRUE(tok) << tok.error().message;
-    auto m = std::make_shared<model_source>();
-    m->path = (*base)->path;
-    m->format = (*base)->format;
-    m->config = (*base)->config;
-    m->tensors = (*base)->tensors;
-    m->tok = std::move(*tok);
-    return std::shared_ptr<const model_source>(std::move(m));
+    return std::shared_ptr<const model_source>(with_tokenizer(**base, std::move(*tok)));
   }
 }
 

@@ -117,6 +117,18 @@ inline const nlohmann::ordered_json& jinja_fixture() {
   return j;
 }
 
+// `base`'s weights and config with another tokenizer
+inline std::shared_ptr<model_source> with_tokenizer(const model_source& base,
+                                                    std::unique_ptr<tokenizer> tok) {
+  auto m = std::make_shared<model_source>();
+  m->path = base.path;
+  m->format = base.format;
+  m->config = base.config;
+  m->tensors = base.tensors;
+  m->tok = std::move(tok);
+  return m;
+}
+
 // stories260K-hf whose tokenizer_config carries `chat_template`; `ctx`: its context, if set
 inline std::shared_ptr<const model_source> stories_with(const std::string& chat_template,
                                                         int64_t ctx = 0) {
@@ -128,12 +140,7 @@ inline std::shared_ptr<const model_source> stories_with(const std::string& chat_
       tokenizer::from_hf_json(test::read_file(test::model_path("stories260K-hf/tokenizer.json")),
                               config.dump(), "stories with a chat template");
   EXPECT_TRUE(tok) << tok.error().message;
-  auto m = std::make_shared<model_source>();
-  m->path = (*base)->path;
-  m->format = (*base)->format;
-  m->config = (*base)->config;
-  m->tensors = (*base)->tensors;
-  m->tok = std::move(*tok);
+  auto m = with_tokenizer(**base, std::move(*tok));
   if (ctx > 0) m->config.ctx = ctx;
   return m;
 }
