@@ -163,10 +163,10 @@ std::optional<api_error> read_tools(const json& j, const ojson& ordered, const s
     // harmony replies address calls to functions.NAME (read by the reply's router)
     out.tool_fmt = detect_tool_format(info.chat_template);
     if (out.tool_fmt == tool_format::none && info.chat != chat_format::harmony)
-      return bad("this model's chat template writes tool calls in no format Troupe reads "
-                 "(hermes <tool_call> JSON, llama3 JSON, mistral [TOOL_CALLS], Qwen3-Coder or "
-                 "GLM markup); set tool_choice to \"required\" or name a function, which hold "
-                 "the reply to the call's JSON",
+      return bad("this model's chat template writes tool calls in no format Troupe reads (" +
+                     tool_format_names() +
+                     ", harmony); set tool_choice to \"required\" or name a function, which "
+                     "hold the reply to the call's JSON",
                  "tool_choice");
     out.tools = tool_mode::automatic;
   } else if (*choice == "none") {

@@ -297,6 +297,7 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
     c.context = prompt;
     if (st.req.tools != tool_mode::none) c.tools = std::make_unique<tool_reply>(st.req);
     c.proc->read_tool_calls(st.req.tools == tool_mode::automatic);
+    if (st.req.tools == tool_mode::automatic) c.proc->keep_tool_markers(st.req.tool_fmt);
   }
   st.open = static_cast<int>(st.choices.size());
   st.scores.resize(prompts);

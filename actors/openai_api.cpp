@@ -154,8 +154,9 @@ const std::vector<api_field>& api_fields() {
        "generated to fit it"},
       {"tools", false, true,
        "functions, rendered by the model's chat template; calls are read out of the reply in "
-       "the template's format (hermes <tool_call> JSON, llama3 JSON, mistral [TOOL_CALLS], "
-       "Qwen3-Coder and GLM markup, GPT-OSS harmony)"},
+       "the template's format (those of Qwen, Llama 3, Mistral, DeepSeek, Kimi K2, GLM, "
+       "MiniMax, Gemma 4, Granite, Nemotron, Command R and others: text/tool_calls.hpp; GPT-OSS "
+       "harmony)"},
       {"tool_choice", false, true,
        "none, auto, required (the reply is held to a JSON list of calls), or a named "
        "function (held to its parameters)"},

@@ -23,35 +23,38 @@ tool_reply::tool_reply(const parsed_request& r)
     , parallel_(r.parallel_tools)
     , names_(r.tool_names)
     , params_(r.tool_params)
-    , fmt_(r.tools == tool_mode::automatic ? r.tool_fmt : tool_format::none)
     , parser_(r.tools == tool_mode::automatic ? r.tool_fmt : tool_format::none) {}
 
 tool_reply::out tool_reply::take(tool_call_parser::delta d) {
   out o{std::move(d.text), {}};
-  // llama3 / mistral: the calls are one reply; one to a function not offered makes it all text
-  const bool one_reply = fmt_ == tool_format::llama3 || fmt_ == tool_format::mistral;
-  if (one_reply && !d.calls.empty() &&
-      std::any_of(d.calls.begin(), d.calls.end(), [&](const tool_call& c) {
-        return std::find(names_.begin(), names_.end(), c.name) == names_.end();
-      })) {
-    o.text += d.calls[0].raw;
-    return o;
-  }
-  for (auto& c : d.calls) {
-    if (std::find(names_.begin(), names_.end(), c.name) == names_.end()) {
-      o.text += c.raw; // a function that was not offered: the model's text, as content
+  auto offered = [&](const tool_call& c) {
+    return std::find(names_.begin(), names_.end(), c.name) != names_.end();
+  };
+  // The calls read from one block (or one llama3 reply) are a group: the first carries the
+  // group's text, the others none. A call to a function not offered makes the whole group the
+  // model's text, as content. (Harmony's calls carry no text: each is its own group.)
+  for (size_t g = 0; g < d.calls.size();) {
+    size_t e = g + 1;
+    if (!d.calls[g].raw.empty())
+      while (e < d.calls.size() && d.calls[e].raw.empty()) ++e;
+    if (!std::all_of(d.calls.begin() + g, d.calls.begin() + e, offered)) {
+      o.text += d.calls[g].raw;
+      g = e;
       continue;
     }
-    if (!parallel_ && calls_ > 0) continue; // one call only: the first
-    if (c.untyped) {                        // values written as text: read by the function's schema
-      const size_t i =
-          static_cast<size_t>(std::find(names_.begin(), names_.end(), c.name) - names_.begin());
-      c.arguments = typed_arguments(c.arguments, i < params_.size() ? params_[i] : "");
-      c.untyped = false;
+    for (; g < e; ++g) {
+      tool_call& c = d.calls[g];
+      if (!parallel_ && calls_ > 0) continue; // one call only: the first
+      if (c.untyped) { // values written as text: read by the function's schema
+        const size_t i =
+            static_cast<size_t>(std::find(names_.begin(), names_.end(), c.name) - names_.begin());
+        c.arguments = typed_arguments(c.arguments, i < params_.size() ? params_[i] : "");
+        c.untyped = false;
+      }
+      c.id = new_tool_call_id();
+      o.calls.push_back(std::move(c));
+      ++calls_;
     }
-    c.id = new_tool_call_id();
-    o.calls.push_back(std::move(c));
-    ++calls_;
   }
   return o;
 }

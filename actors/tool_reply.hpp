@@ -42,7 +42,6 @@ class tool_reply {
   std::string name_;
   bool parallel_;
   std::vector<std::string> names_, params_; // the functions offered, their schemas
-  tool_format fmt_;
   tool_call_parser parser_;
   std::string held_; // named / required: the reply so far
   size_t calls_ = 0;

@@ -22,6 +22,13 @@ output_processor::output_processor(const tokenizer& tok, std::span<const int32_t
   if (think && !harmony) think_.emplace(*think, think->opened_by(prompt));
 }
 
+void output_processor::keep_tool_markers(tool_format f) {
+  std::vector<int32_t> ids;
+  for (std::string_view m : tool_markers(f))
+    if (const int32_t id = tok_.find(m); id >= 0 && tok_.is_special(id)) ids.push_back(id);
+  if (!ids.empty()) dec_.keep_special(std::move(ids));
+}
+
 namespace {
 bool space(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';

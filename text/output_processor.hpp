@@ -49,6 +49,9 @@ class output_processor {
   /// Harmony: read bodies addressed to functions.NAME as tool calls (the request offered
   /// tools); otherwise they are text, as other commentary.
   void read_tool_calls(bool on) { read_tools_ = on; }
+  /// Tool calls are read from the text in `f`: its markers stay in the text where the
+  /// tokenizer has them as special tokens (which decoding otherwise drops).
+  void keep_tool_markers(tool_format f);
   int64_t tokens() const { return tokens_; }
 
  private:

@@ -457,10 +457,25 @@ void stream_decoder::prime(std::span<const int32_t> context) {
   pushed_ = 0;
 }
 
+void stream_decoder::keep_special(std::vector<int32_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  keep_ = std::move(ids);
+}
+
+std::string stream_decoder::bytes(std::span<const int32_t> ids) const {
+  if (keep_.empty() || !skip_special_) return tok_.decode_bytes(ids, skip_special_);
+  std::vector<int32_t> kept; // the special tokens not kept left out, the rest decoded as text
+  kept.reserve(ids.size());
+  for (int32_t id : ids)
+    if (!tok_.is_special(id) || std::binary_search(keep_.begin(), keep_.end(), id))
+      kept.push_back(id);
+  return tok_.decode_bytes(kept, false);
+}
+
 std::string stream_decoder::pending() const {
   const std::span<const int32_t> all(ids_);
-  const std::string done = tok_.decode_bytes(all.subspan(prefix_, read_ - prefix_), skip_special_);
-  std::string now = tok_.decode_bytes(all.subspan(prefix_), skip_special_);
+  const std::string done = bytes(all.subspan(prefix_, read_ - prefix_));
+  std::string now = bytes(all.subspan(prefix_));
   if (now.size() < done.size() || now.compare(0, done.size(), done) != 0)
     return {}; // a decoder rewrote settled text (not the case for the decoders above)
   return now.substr(done.size());

@@ -86,12 +86,17 @@ class stream_decoder {
   std::string finish();
   /// Ids pushed so far (the context not included).
   int64_t pushed() const { return pushed_; }
+  /// Special tokens whose text is kept although special tokens are skipped (a tool-call
+  /// format's markers); call before the first push.
+  void keep_special(std::vector<int32_t> ids);
 
  private:
   std::string pending() const; // bytes of ids_[read_, end) not yet returned
+  std::string bytes(std::span<const int32_t> ids) const;
   const tokenizer& tok_;
   bool skip_special_;
-  std::vector<int32_t> ids_; // the window: a little context, then the ids not yet settled
+  std::vector<int32_t> keep_; // sorted
+  std::vector<int32_t> ids_;  // the window: a little context, then the ids not yet settled
   size_t prefix_ = 0, read_ = 0;
   int64_t pushed_ = 0;
 };

@@ -1,21 +1,41 @@
 // tool_calls.hpp: a chat reply's tool calls, read out of the text in the format the model's chat
-// template teaches it (as vLLM's tool parsers read them):
+// template teaches it (as vLLM's tool parsers read them). Most formats put a reply's calls in a
+// block between markers (tool_formats.cpp has each one's markers and body):
 //   hermes   <tool_call>{"name": ..., "arguments": {...}}</tool_call>, one block per call
-//            (Qwen2.5, Qwen3, QwQ, Hermes 2 Pro / 3 and their fine-tunes: templates that write
-//            <tool_call>)
+//            (Qwen2.5, Qwen3, QwQ, Hermes 2 Pro / 3, Granite 4, MiMo and their fine-tunes)
+//   qwen3_coder / seed_oss  <tool_call> (<seed:tool_call>) <function=NAME><parameter=KEY>VALUE
+//            </parameter>...</function> (Qwen3-Coder, Qwen3.5, Step 3.5; Seed-OSS)
+//   glm / hunyuan  <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...
+//            (GLM-4.5 to 4.7, Ling, Laguna; Hunyuan 3 spells the tags with ":opensource")
+//   mistral  [TOOL_CALLS] then a JSON list, or NAME[ARGS]{...} per call (Small 3.2, Devstral)
+//   deepseek_v3  <｜tool▁calls▁begin｜> calls of NAME<｜tool▁sep｜>{args} (V3.1) or
+//            function<｜tool▁sep｜>NAME ```json {args}``` (V3, R1) <｜tool▁calls▁end｜>
+//   deepseek_v32 / deepseek_v4  DSML: <｜DSML｜function_calls> (tool_calls) of
+//            <｜DSML｜invoke name=..><｜DSML｜parameter name=.. string="true|false">
+//   kimi_k2  <|tool_calls_section_begin|> calls of functions.NAME:I then
+//            <|tool_call_argument_begin|>{args} <|tool_calls_section_end|>
+//   minimax_m2 / atem  <minimax:tool_call> (<atem:function_calls>) <invoke name=..>
+//            <parameter name=..>VALUE</parameter>...
+//   nemotron <TOOLCALL>[...]</TOOLCALL>; cohere <|START_ACTION|>[{tool_name, parameters}]
+//            <|END_ACTION|>; granite <|tool_call|>[...] (Granite 3); minimax_m1 <tool_calls>
+//            one JSON object per line (or a list: Apriel) </tool_calls>; apertus
+//            <|tools_prefix|>[{NAME: {args}}]<|tools_suffix|>
+//   solar    <|tool_calls|> calls of ID<|tool_call:name|>NAME<|tool_call:args|>{args}
+//   gemma4   <|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|>
+//   minimax_m3  each tag after ]<]minimax[>[: <tool_call><invoke name=..><KEY>VALUE</KEY>..
+//            (objects and lists expanded into elements)
+//   minicpm  <function name="NAME"><param name="KEY">VALUE</param></function>
 //   llama3   the whole reply one JSON object {"name": ..., "parameters": {...}} (or several
 //            joined by ';'), optionally after <|python_tag|> (Llama 3.1 / 3.2 / 3.3 templates)
-//   mistral  [TOOL_CALLS] then a JSON list of {"name", "arguments"} (Mistral templates)
-//   qwen3_coder  <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function>
-//            </tool_call> (Qwen3-Coder's template)
-//   glm      <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...</tool_call>
-//            (GLM-4.5 / 4.6)
-// The last two write values as bare text: their calls come out `untyped` (every value a JSON
-// string), for the caller to read as the function's parameter schema says (typed_arguments).
+// Markup that writes values as bare text gives `untyped` calls (every value a JSON string),
+// for the caller to read as the function's parameter schema says (typed_arguments).
+// Many of these markers are special tokens, which decoding drops: tool_markers() names them so
+// the output side keeps them in the text it hands the parser.
 // The parser takes the reply's text as it streams and gives back the text that is content
 // (anything that cannot be the start of a call is released at once; a call's text never is)
 // and each call when its text is complete. Text that looked like a call but does not parse as
-// one is content after all (vLLM does the same). One object per reply; not thread-safe.
+// one is content after all (vLLM does the same); a block that the reply's end cuts off is read
+// if its body is whole. One object per reply; not thread-safe.
 // Tests: tests/text/tool_calls_test.cpp
 #pragma once
 
@@ -25,10 +45,38 @@
 
 namespace troupe {
 
-enum class tool_format { none, hermes, llama3, mistral, qwen3_coder, glm };
+enum class tool_format {
+  none,
+  hermes,
+  llama3,
+  mistral,
+  qwen3_coder,
+  glm,
+  deepseek_v3,
+  deepseek_v32,
+  deepseek_v4,
+  kimi_k2,
+  minimax_m2,
+  seed_oss,
+  atem,
+  hunyuan,
+  nemotron,
+  cohere,
+  granite,
+  solar,
+  gemma4,
+  apertus,
+  minimax_m1,
+  minimax_m3,
+  minicpm
+};
 std::string_view to_string(tool_format f);
 /// The format a chat template's tool calls take, from the markers it writes; none if unknown.
 tool_format detect_tool_format(std::string_view chat_template);
+/// The markers a format writes (which a tokenizer may have as special tokens).
+std::vector<std::string_view> tool_markers(tool_format f);
+/// Every format's name, for messages.
+std::string tool_format_names();
 
 struct tool_call {
   std::string id; // the server's name for the call ("call_..."); empty as parsed
@@ -59,10 +107,12 @@ class tool_call_parser {
   size_t calls() const { return calls_; }
 
  private:
-  delta hermes(bool end);
+  delta blocks(bool end);
+  delta llama3_push();
+  delta llama3_finish();
   tool_format f_;
   std::string held_;      // text not yet released
-  bool started_ = false;  // llama3 / mistral: the reply is (or began as) a call
+  bool started_ = false;  // llama3: the reply is (or began as) a call
   bool any_text_ = false; // some non-whitespace content was released
   size_t calls_ = 0;
 };

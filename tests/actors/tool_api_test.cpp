@@ -353,4 +353,35 @@ TEST(ToolApi, ACallToAFunctionNotOfferedIsText) {
   auto d = whole.finish(false);
   EXPECT_EQ(c.text + d.text, two);
   EXPECT_TRUE(c.calls.empty() && d.calls.empty());
+  // so is a block of several calls (DeepSeek's): the block's text, none of its calls; a block
+  // after it still counts
+  req.tool_fmt = tool_format::deepseek_v3;
+  tool_reply blocks(req);
+  const std::string block =
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{}"
+      "<｜tool▁call▁end｜><｜tool▁call▁begin｜>x<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+      "<｜tool▁calls▁end｜>";
+  const std::string good = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{}"
+                           "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  auto e = blocks.push(block + good);
+  auto f = blocks.finish(false);
+  EXPECT_EQ(e.text + f.text, block);
+  ASSERT_EQ(e.calls.size() + f.calls.size(), 1u);
+}
+
+// Templates that teach the formats of DeepSeek V3.2, MiniMax-M2, Gemma 4 and Nemotron take
+// tool_choice auto (DeepSeek V3.1's published template never renders the tools: auto stays
+// refused for it, as for any template that does not read them).
+TEST(ToolApi, PublishedMarkerFormatsTakeAuto) {
+  for (const std::string name : {"deepseek-ai-DeepSeek-V3.2", "MiniMax-M2", "google-gemma-4-31B-it",
+                                 "NVIDIA-Nemotron-Nano-v2", "deepseek-ai-DeepSeek-V3.1"}) {
+    auto m = stories_with_published(name);
+    server s(tools_server::options(), {}, m);
+    json chat = {{"model", "stories"},
+                 {"max_tokens", 4},
+                 {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                 {"tools", json::parse(fixture_tools().dump())}};
+    const reply r = post(s.port, "/v1/chat/completions", chat.dump());
+    EXPECT_EQ(r.status, name == "deepseek-ai-DeepSeek-V3.1" ? 400 : 200) << name << ": " << r.body;
+  }
 }

@@ -1,8 +1,10 @@
 // output_processor_test.cpp: a completion's tokens become text off the engine: stop strings
 // end it (the tokens after the one that completed the stop are not accepted, the stop string
 // is never shown), min_tokens delays them, and token pieces join back into the text with
-// leading spaces kept ("▁Once" after a prompt is " Once").
+// leading spaces kept ("▁Once" after a prompt is " Once"); a tool-call format's markers that
+// the tokenizer has as special tokens stay in the text (the others are still dropped).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "../test_paths.hpp"
 #include "text/output_processor.hpp"
@@ -105,4 +107,45 @@ TEST(StopMatcher, HoldsBackPartialMatches) {
   stop_matcher n({"end"});
   EXPECT_EQ(n.push("the en"), "the ");
   EXPECT_EQ(n.finish(), "en");
+}
+
+// stories' tokenizer with Kimi K2's tool-call markers added as special tokens, as Kimi's own
+// tokenizer has them
+TEST(OutputProcessor, ToolMarkersThatAreSpecialTokensStayInTheText) {
+  const std::string dir = test::model_path("stories260K-hf");
+  auto j = nlohmann::json::parse(test::read_file(dir + "/tokenizer.json"));
+  int32_t next = static_cast<int32_t>(j["model"]["vocab"].size());
+  const auto markers = tool_markers(tool_format::kimi_k2);
+  for (std::string_view m : markers)
+    j["added_tokens"].push_back({{"id", next++}, {"content", std::string(m)}, {"special", true}});
+  auto made = tokenizer::from_hf_json(j.dump(), test::read_file(dir + "/tokenizer_config.json"),
+                                      "stories + markers");
+  ASSERT_TRUE(made) << made.error().message;
+  const tokenizer& tok = **made;
+  const auto prompt = enc(tok, "Hi", true);
+  auto reply = *tok.encode("Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_"
+                           "weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}"
+                           "<|tool_call_end|><|tool_calls_section_end|>",
+                           false, true);
+  ASSERT_TRUE(tok.is_special(reply.back()));
+  reply.push_back(tok.eos_id()); // a special token that is no marker
+  auto text_of = [&](bool keep) {
+    output_processor op(tok, prompt, {});
+    if (keep) op.keep_tool_markers(tool_format::kimi_k2);
+    std::string text;
+    for (int32_t id : reply) text += op.push(std::span<const int32_t>(&id, 1)).text;
+    return text + op.finish().text;
+  };
+  const std::string dropped = text_of(false), kept = text_of(true);
+  EXPECT_EQ(dropped.find("<|"), std::string::npos) << dropped;
+  for (std::string_view m : markers) EXPECT_NE(kept.find(m), std::string::npos) << m;
+  EXPECT_EQ(kept.find("</s>"), std::string::npos) << kept; // other special tokens still out
+  tool_call_parser p(tool_format::kimi_k2);
+  auto d = p.push(kept);
+  auto e = p.finish();
+  for (auto& c : e.calls) d.calls.push_back(c);
+  ASSERT_EQ(d.calls.size(), 1u) << kept;
+  EXPECT_EQ(d.calls[0].name, "get_weather");
+  EXPECT_EQ(d.calls[0].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(d.text, " Sure."); // "▁Sure." after the prompt
 }
