@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/json_schema.hpp"
+
 namespace troupe {
 
 output_processor::output_processor(const tokenizer& tok, std::span<const int32_t> prompt,
@@ -138,7 +140,8 @@ void output_processor::end_tool_call(delta& d) {
   tool_dec_.reset();
   // the arguments, if they are a JSON object (in the model's key order); else the body is text
   const auto args = nlohmann::ordered_json::parse(tool_args_, nullptr, false);
-  if (!tool_name_.empty() && args.is_object())
+  // nested deeper than any schema, it is text (dump() recurses)
+  if (!tool_name_.empty() && args.is_object() && json_nesting(args) <= 64)
     d.calls.push_back(
         {"", tool_name_,
          args.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)});

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/json_schema.hpp"
 #include "text/tool_formats.hpp"
 
 namespace troupe {
@@ -48,7 +49,8 @@ std::string typed_arguments(const std::string& arguments, const std::string& par
                                                  "string") != (*prop)["type"].end());
     if (text) continue;
     json parsed = json::parse(v.get<std::string>(), nullptr, false);
-    if (!parsed.is_discarded()) v = std::move(parsed);
+    // nested deeper than any schema, it stays text (dump() recurses)
+    if (!parsed.is_discarded() && json_nesting(parsed) <= 64) v = std::move(parsed);
   }
   return args.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/json_schema.hpp"
+
 namespace troupe::tool_formats {
 
 using json = nlohmann::ordered_json; // arguments keep the model's key order
@@ -33,6 +35,17 @@ std::string bare(std::string_view v) {
 
 namespace {
 
+// Nesting the recursive readers follow at most (a model's reply is untrusted input).
+constexpr int max_depth = 64;
+
+// JSON text parsed, or discarded when it is not JSON or is nested deeper than max_depth (the
+// parser and json_nesting do not recurse; copying a value and dump() do).
+json parse(std::string_view text) {
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_discarded() && json_nesting(j) > max_depth) return json(json::value_t::discarded);
+  return j;
+}
+
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -45,7 +58,7 @@ bool name_ok(std::string_view n) {
 bool object_of(json a, std::string& out) {
   if (a.is_null()) a = json::object();
   if (a.is_string()) {
-    json inner = json::parse(a.get<std::string>(), nullptr, false);
+    json inner = parse(a.get<std::string>());
     if (inner.is_discarded()) return false;
     a = std::move(inner);
   }
@@ -55,7 +68,7 @@ bool object_of(json a, std::string& out) {
 }
 
 bool object_text(std::string_view text, std::string& out) {
-  json a = json::parse(trim(text), nullptr, false);
+  json a = parse(trim(text));
   return !a.is_discarded() && object_of(std::move(a), out);
 }
 
@@ -114,7 +127,7 @@ bool each_marked(std::string_view body, std::string_view begin, std::string_view
 // --- JSON bodies ---
 
 bool read_object(std::string_view body, std::vector<tool_call>& out) { // hermes: one per block
-  json j = json::parse(trim(body), nullptr, false);
+  json j = parse(trim(body));
   tool_call c;
   if (j.is_discarded() || !call_of(j, c)) return false;
   out.push_back(std::move(c));
@@ -124,18 +137,15 @@ bool read_object(std::string_view body, std::vector<tool_call>& out) { // hermes
 // A list of call objects, one object, or one object per line (MiniMax-M1)
 bool read_json_calls(std::string_view body, std::vector<tool_call>& out) {
   if (parse_tool_calls(body, out)) return true;
-  std::vector<tool_call> lines;
   size_t at = 0;
   while (at < body.size()) {
     size_t nl = body.find('\n', at);
     if (nl == std::string_view::npos) nl = body.size();
     const std::string_view line = trim(body.substr(at, nl - at));
-    if (!line.empty() && !read_object(line, lines)) return false;
+    if (!line.empty() && !read_object(line, out)) return false;
     at = nl + 1;
   }
-  if (lines.empty()) return false;
-  for (auto& c : lines) out.push_back(std::move(c));
-  return true;
+  return !out.empty();
 }
 
 // Mistral: a JSON list, or (templates since Small 3.2 / Devstral) NAME[ARGS]{...} per call,
@@ -144,7 +154,6 @@ bool read_mistral(std::string_view body, std::vector<tool_call>& out) {
   constexpr std::string_view call_mark = "[TOOL_CALLS]", args_mark = "[ARGS]";
   const std::string_view t = trim(body);
   if (!t.empty() && (t.front() == '[' || t.front() == '{')) return parse_tool_calls(t, out);
-  std::vector<tool_call> calls;
   size_t at = 0;
   for (;;) {
     const size_t next = t.find(call_mark, at);
@@ -154,28 +163,25 @@ bool read_mistral(std::string_view body, std::vector<tool_call>& out) {
     if (args == std::string_view::npos) return false;
     const std::string_view head = part.substr(0, args);
     if (!add_call(head.substr(0, head.find("[CALL_ID]")), part.substr(args + args_mark.size()),
-                  calls))
+                  out))
       return false;
     if (next == std::string_view::npos) break;
     at = next + call_mark.size();
   }
-  for (auto& c : calls) out.push_back(std::move(c));
   return true;
 }
 
 // Apertus: a JSON list of {NAME: {arguments}}
 bool read_apertus(std::string_view body, std::vector<tool_call>& out) {
-  json j = json::parse(trim(body), nullptr, false);
+  json j = parse(trim(body));
   if (!j.is_array() || j.empty()) return false;
-  std::vector<tool_call> calls;
   for (const auto& e : j) {
     if (!e.is_object() || e.size() != 1) return false;
     tool_call c;
     c.name = e.begin().key();
     if (!name_ok(c.name) || !object_of(e.begin().value(), c.arguments)) return false;
-    calls.push_back(std::move(c));
+    out.push_back(std::move(c));
   }
-  for (auto& c : calls) out.push_back(std::move(c));
   return true;
 }
 
@@ -185,7 +191,6 @@ bool read_apertus(std::string_view body, std::vector<tool_call>& out) {
 // function<｜tool▁sep｜>NAME\n```json\n{args}\n```
 bool read_deepseek(std::string_view body, std::vector<tool_call>& out) {
   constexpr std::string_view sep_mark = "<｜tool▁sep｜>", fence_mark = "```json";
-  std::vector<tool_call> calls;
   const bool ok =
       each_marked(body, "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", [&](std::string_view c) {
         const size_t sep = c.find(sep_mark);
@@ -195,19 +200,16 @@ bool read_deepseek(std::string_view body, std::vector<tool_call>& out) {
         if (trim(head) == "function" && fence != std::string_view::npos) {
           std::string_view args = trim(rest.substr(fence + fence_mark.size()));
           if (args.size() < 3 || args.substr(args.size() - 3) != "```") return false;
-          return add_call(rest.substr(0, fence), args.substr(0, args.size() - 3), calls);
+          return add_call(rest.substr(0, fence), args.substr(0, args.size() - 3), out);
         }
-        return add_call(head, rest, calls);
+        return add_call(head, rest, out);
       });
-  if (!ok) return false;
-  for (auto& c : calls) out.push_back(std::move(c));
-  return true;
+  return ok;
 }
 
 // Kimi K2: functions.NAME:INDEX<|tool_call_argument_begin|>{args}
 bool read_kimi(std::string_view body, std::vector<tool_call>& out) {
   constexpr std::string_view args_mark = "<|tool_call_argument_begin|>", ns = "functions.";
-  std::vector<tool_call> calls;
   const bool ok =
       each_marked(body, "<|tool_call_begin|>", "<|tool_call_end|>", [&](std::string_view c) {
         const size_t a = c.find(args_mark);
@@ -218,27 +220,22 @@ bool read_kimi(std::string_view body, std::vector<tool_call>& out) {
         if (colon != std::string_view::npos &&
             id.find_first_not_of("0123456789", colon + 1) == std::string_view::npos)
           id = id.substr(0, colon);
-        return add_call(id, c.substr(a + args_mark.size()), calls);
+        return add_call(id, c.substr(a + args_mark.size()), out);
       });
-  if (!ok) return false;
-  for (auto& c : calls) out.push_back(std::move(c));
-  return true;
+  return ok;
 }
 
 // Solar Open: ID<|tool_call:name|>NAME<|tool_call:args|>{args}
 bool read_solar(std::string_view body, std::vector<tool_call>& out) {
   constexpr std::string_view name_mark = "<|tool_call:name|>", args_mark = "<|tool_call:args|>";
-  std::vector<tool_call> calls;
   const bool ok =
       each_marked(body, "<|tool_call:begin|>", "<|tool_call:end|>", [&](std::string_view c) {
         const size_t n = c.find(name_mark), a = c.find(args_mark);
         if (n == std::string_view::npos || a == std::string_view::npos || a < n) return false;
         const size_t name_at = n + name_mark.size();
-        return add_call(c.substr(name_at, a - name_at), c.substr(a + args_mark.size()), calls);
+        return add_call(c.substr(name_at, a - name_at), c.substr(a + args_mark.size()), out);
       });
-  if (!ok) return false;
-  for (auto& c : calls) out.push_back(std::move(c));
-  return true;
+  return ok;
 }
 
 // --- markup with bare values ---
@@ -301,11 +298,9 @@ bool read_glm(std::string_view body, std::vector<tool_call>& out) {
 }
 // Hunyuan 3: a block of <tool_call:opensource> blocks, each GLM's markup
 bool read_hunyuan(std::string_view body, std::vector<tool_call>& out) {
-  std::vector<tool_call> calls;
   if (!each_marked(body, "<tool_call:opensource>", "</tool_call:opensource>",
-                   [&](std::string_view c) { return glm_markup(c, ":opensource", calls); }))
+                   [&](std::string_view c) { return glm_markup(c, ":opensource", out); }))
     return false;
-  for (auto& c : calls) out.push_back(std::move(c));
   return true;
 }
 
@@ -327,7 +322,6 @@ bool invoke_markup(std::string_view body, std::string_view prefix, std::vector<t
   const std::string p(prefix);
   const std::string invoke = "<" + p + "invoke name=\"", invoke_end = "</" + p + "invoke>",
                     param = "<" + p + "parameter name=\"", param_end = "</" + p + "parameter>";
-  std::vector<tool_call> calls;
   size_t at = 0;
   while (!blank(body.substr(at))) {
     tool_call c;
@@ -344,7 +338,7 @@ bool invoke_markup(std::string_view body, std::string_view prefix, std::vector<t
         return false;
       const std::string k(key);
       if (attrs.find("string=\"false\"") != std::string_view::npos) {
-        json v = json::parse(trim(value), nullptr, false);
+        json v = parse(trim(value));
         args[k] = v.is_discarded() ? json(std::string(value)) : std::move(v);
       } else {
         if (attrs.find("string=\"true\"") == std::string_view::npos) c.untyped = true;
@@ -353,11 +347,9 @@ bool invoke_markup(std::string_view body, std::string_view prefix, std::vector<t
     }
     if (!name_ok(c.name)) return false;
     c.arguments = dump(args);
-    calls.push_back(std::move(c));
+    out.push_back(std::move(c));
   }
-  if (calls.empty()) return false;
-  for (auto& c : calls) out.push_back(std::move(c));
-  return true;
+  return !out.empty();
 }
 
 bool read_minimax(std::string_view body, std::vector<tool_call>& out) {
@@ -399,8 +391,10 @@ bool read_minicpm(std::string_view body, std::vector<tool_call>& out) {
 struct m3_reader {
   std::string_view s; // the body with the markers taken out
   size_t at = 0;
+  int depth = 0;
   // the elements up to `</end>`: an object, a list (all <item>), or the text (no element)
   bool content(std::string_view end, json& v) {
+    if (++depth > max_depth) return false;
     const std::string close = "</" + std::string(end) + ">";
     const size_t b = s.find_first_not_of(" \t\r\n", at);
     const bool elements = b != std::string_view::npos && s.compare(b, 1, "<") == 0 &&
@@ -409,6 +403,7 @@ struct m3_reader {
       std::string_view text;
       if (!until(s, at, close, text)) return false;
       v = bare(text);
+      --depth;
       return true;
     }
     json obj = json::object(), list = json::array();
@@ -424,6 +419,7 @@ struct m3_reader {
       obj[std::string(key)] = std::move(item);
     }
     v = items ? std::move(list) : std::move(obj);
+    --depth;
     return true;
   }
 };
@@ -434,7 +430,6 @@ bool read_minimax_m3(std::string_view body, std::vector<tool_call>& out) {
   for (size_t m = plain.find(mark); m != std::string::npos; m = plain.find(mark, m))
     plain.erase(m, mark.size());
   m3_reader r{plain};
-  std::vector<tool_call> calls;
   while (!blank(r.s.substr(r.at))) {
     tool_call c;
     c.untyped = true;
@@ -446,11 +441,9 @@ bool read_minimax_m3(std::string_view body, std::vector<tool_call>& out) {
     if (args == json("")) args = json::object(); // no parameters
     if (!args.is_object() || !name_ok(c.name)) return false;
     c.arguments = dump(args);
-    calls.push_back(std::move(c));
+    out.push_back(std::move(c));
   }
-  if (calls.empty()) return false;
-  for (auto& c : calls) out.push_back(std::move(c));
-  return true;
+  return !out.empty();
 }
 
 // Gemma 4: call:NAME{key:VALUE,...}, strings between <|"|> marks, other values bare
@@ -458,8 +451,10 @@ bool read_minimax_m3(std::string_view body, std::vector<tool_call>& out) {
 struct gemma_reader {
   std::string_view s;
   size_t at = 0;
+  int depth = 0;
   static constexpr std::string_view quote = "<|\"|>";
   bool value(json& v) {
+    if (depth > max_depth) return false;
     if (s.substr(at, quote.size()) == quote) {
       std::string_view text;
       at += quote.size();
@@ -470,6 +465,7 @@ struct gemma_reader {
     if (at < s.size() && s[at] == '{') return object(v);
     if (at < s.size() && s[at] == '[') {
       ++at;
+      ++depth;
       v = json::array();
       while (at < s.size() && s[at] != ']') {
         json item;
@@ -477,17 +473,19 @@ struct gemma_reader {
         v.push_back(std::move(item));
         if (at < s.size() && s[at] == ',') ++at;
       }
+      --depth;
       return at++ < s.size();
     }
     const size_t e = s.find_first_of(",}]", at);
     if (e == std::string_view::npos) return false;
     const std::string_view word = trim(s.substr(at, e - at));
     at = e;
-    v = word == "None" ? json() : json::parse(word, nullptr, false);
+    v = word == "None" ? json() : parse(word);
     return !v.is_discarded();
   }
   bool object(json& v) {
     ++at; // '{'
+    ++depth;
     v = json::object();
     while (at < s.size() && s[at] != '}') {
       std::string_view key;
@@ -502,6 +500,7 @@ struct gemma_reader {
       v[std::string(trim(key))] = std::move(item);
       if (at < s.size() && s[at] == ',') ++at;
     }
+    --depth;
     return at++ < s.size();
   }
 };
@@ -600,22 +599,20 @@ namespace troupe {
 
 bool parse_tool_calls(std::string_view text, std::vector<tool_call>& out) {
   using tool_formats::json;
-  json j = json::parse(tool_formats::trim(text), nullptr, false);
+  json j = tool_formats::parse(tool_formats::trim(text));
   if (j.is_discarded()) return false;
-  std::vector<tool_call> calls;
   if (j.is_array()) {
     if (j.empty()) return false;
     for (const auto& e : j) {
       tool_call c;
       if (!tool_formats::call_of(e, c)) return false;
-      calls.push_back(std::move(c));
+      out.push_back(std::move(c));
     }
   } else {
     tool_call c;
     if (!tool_formats::call_of(j, c)) return false;
-    calls.push_back(std::move(c));
+    out.push_back(std::move(c));
   }
-  for (auto& c : calls) out.push_back(std::move(c));
   return true;
 }
 

@@ -20,7 +20,8 @@ struct spec {
   tool_format format;
   std::string_view name;
   std::string_view open, close; // a block of calls; close empty: it runs to the reply's end
-  reader read;                  // the body (between open and close) as one or more calls
+  reader read; // the body (between open and close) as calls, appended to out (which the
+               // caller drops when it returns false: the body is not calls)
   std::array<std::string_view, 6> inner{}; // markers inside a block (tokenizers may make them
                                            // special tokens, which decoding must keep)
 };

@@ -165,4 +165,9 @@ TEST(Harmony, BodiesAddressedToAFunctionAreToolCalls) {
   r = run_tools(*tok, reply, false);
   EXPECT_TRUE(r.calls.empty());
   EXPECT_EQ(r.text, "{\"city\": \"Paris\", \"unit\": \"celsius\"}");
+  // arguments nested deeper than any schema are text too (not a stack overflow in dump())
+  std::string deep = "{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  r = run_tools(*tok, "<|channel|>commentary to=functions.f<|message|>" + deep + "<|call|>", true);
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.text, deep);
 }

@@ -294,6 +294,28 @@ TEST(ToolCalls, MarkupFormatsTypeWhatTheyCan) {
                                  "\"f\", \"parameters\": {}}]<|END_ACTION|>");
   ASSERT_EQ(r.calls.size(), 1u);
   EXPECT_EQ(r.calls[0].name, "f");
+  // nesting past what a reader follows is content, not a crash (a reply is untrusted input)
+  std::string deep = "<|tool_call>call:f{a:", m3 = "]<]minimax[>[<tool_call><invoke name=\"f\">";
+  for (int i = 0; i < 100000; ++i) deep += "[", m3 += "<a>";
+  deep += "<tool_call|>", m3 += "]<]minimax[>[</tool_call>";
+  r = run(tool_format::gemma4, deep, deep.size());
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.text, deep);
+  r = run(tool_format::minimax_m3, m3, m3.size());
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.text, m3);
+  std::string json_deep = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": ";
+  for (int i = 0; i < 100000; ++i) json_deep += "[";
+  for (int i = 0; i < 100000; ++i) json_deep += "]";
+  json_deep += "}}</tool_call>";
+  r = run(tool_format::hermes, json_deep, json_deep.size());
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.text, json_deep);
+  // so is a bare value that would read as deep JSON: it stays the model's text
+  const std::string deep_value = json_deep.substr(json_deep.find('['), 200000);
+  const std::string typed = typed_arguments(nlohmann::json{{"a", deep_value}}.dump(),
+                                            R"({"properties":{"a":{"type":"array"}}})");
+  EXPECT_EQ(nlohmann::json::parse(typed)["a"], deep_value);
   // markup that does not close is content
   r = check(tool_format::minimax_m2,
             "<minimax:tool_call><invoke name=\"f\"><parameter name=\"n\">3</minimax:tool_call>");
