@@ -164,10 +164,13 @@ status read_common(hf_cfg& j, model_config& c) {
 
 status read_rope_scaling(const json& rs, model_config& c, const std::string& where) {
   std::string type;
-  if (rs.contains("rope_type") && rs["rope_type"].is_string())
-    type = rs["rope_type"].get<std::string>();
-  else if (rs.contains("type") && rs["type"].is_string())
-    type = rs["type"].get<std::string>();
+  for (const char* k : {"type", "rope_type"}) { // rope_type wins where both are given
+    auto it = rs.find(k);
+    if (it == rs.end() || it->is_null()) continue;
+    if (!it->is_string())
+      return make_error(errc::corrupt_file, "{}: rope '{}' must be a string", where, k);
+    type = it->get<std::string>();
+  }
   if (c.family == "phi3" && (type == "su" || type == "yarn")) type = "longrope"; // Phi3Config
   if (type.empty() || type == "default") return {};
   if (type == "dynamic") {
@@ -275,6 +278,9 @@ status read_rope(hf_cfg& j, model_config& c, double theta_default, double partia
   TROUPE_TRY_ASSIGN(theta, j.f("rope_theta", theta_default));
   c.rope.theta = theta;
   TROUPE_TRY_ASSIGN(partial, j.f("partial_rotary_factor", partial_default));
+  for (const char* k : {"rope_parameters", "rope_scaling"}) // null or absent: no scaling
+    if (const json& v = j.raw(k); !v.is_null() && !v.is_object())
+      return j.bad(fmt::format("'{}' must be an object or null", k));
   if (const json& rp = j.raw("rope_parameters"); rp.is_object()) {
     if (rp.contains("rope_theta") && rp["rope_theta"].is_number())
       c.rope.theta = rp["rope_theta"].get<double>();

@@ -108,6 +108,15 @@ TEST(ModelConfig, RefusesWhatChangesTheMath) {
   c = parse(j);
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("proportional"), std::string::npos);
+  // a rope_scaling that is not an object (or whose type is not a string) is refused, not
+  // taken for none
+  for (const json bad : {json::array({1}), json("linear"), json({{"rope_type", 3}})}) {
+    j = base("LlamaForCausalLM");
+    j["rope_scaling"] = bad;
+    c = parse(j);
+    ASSERT_FALSE(c) << bad.dump();
+    EXPECT_NE(c.error().message.find("rope"), std::string::npos) << c.error().message;
+  }
   // dynamic NTK changes nothing below max_position_embeddings, past which Troupe never runs
   j = base("MistralForCausalLM");
   j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
