@@ -32,6 +32,8 @@ struct gateway_options {
   std::string chat_template;   // Jinja text in place of the checkpoint's (serve --chat-template)
   bool native_chat = false;    // render chats with text/chat_template's native renderers, not
                                // by running the template (serve --chat-renderer native)
+  double sse_keepalive_s = 15; // a stream silent this long gets a ": keep-alive" comment line
+                               // (an SSE comment: clients skip it, proxies see bytes); 0: never
   transport::http_limits limits;
 };
 

@@ -61,6 +61,7 @@ struct session_state {
   int64_t prompt_tokens = 0, completion_tokens = 0;
   bool header_sent = false;
   bool done = false;
+  std::chrono::steady_clock::time_point last_write; // of a stream's bytes (keep-alive)
   std::vector<std::string> held; // stream chunks made before the header could go out
   static inline const char* name = "troupe.session";
 };
@@ -75,10 +76,29 @@ void cancel_all(session_ptr self) {
 
 void emit(session_ptr self, std::string chunk) {
   auto& st = self->state;
-  if (st.header_sent)
+  if (st.header_sent) {
     st.w->chunk(std::move(chunk));
-  else
+    st.last_write = std::chrono::steady_clock::now();
+  } else {
     st.held.push_back(std::move(chunk));
+  }
+}
+
+std::chrono::milliseconds keepalive_period(session_ptr self) {
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(self->state.gw->opt.sse_keepalive_s * 1000));
+}
+
+// A stream that wrote nothing for the keep-alive period (a long prefill, a tool call's text
+// held until it is complete, a queue) gets an SSE comment line: clients skip it, and proxies
+// that close idle connections see bytes. Checked once per period.
+void keep_alive(session_ptr self) {
+  auto& st = self->state;
+  if (st.done) return;
+  const auto period = keepalive_period(self);
+  const auto idle = std::chrono::steady_clock::now() - st.last_write;
+  if (idle >= period) emit(self, ": keep-alive\n\n");
+  self->delayed_send(self, idle >= period ? period : period - idle, tick_atom::value);
 }
 
 // Every prompt is accepted: the status line may go out now, and what waited with it.
@@ -88,6 +108,9 @@ void open_stream(session_ptr self) {
   st.header_sent = true;
   for (auto& c : st.held) st.w->chunk(std::move(c));
   st.held.clear();
+  st.last_write = std::chrono::steady_clock::now();
+  if (keepalive_period(self).count() > 0)
+    self->delayed_send(self, keepalive_period(self), tick_atom::value);
 }
 
 // The request failed: an HTTP error while nothing was written, else an error event in the
@@ -331,6 +354,7 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
   }
   return {
       [=](event_atom, const gen_event& e) { on_event(self, e); },
+      [=](tick_atom) { keep_alive(self); },
       [=](cancel_atom) { // the client went away
         auto& st = self->state;
         if (!st.done) {

@@ -62,7 +62,7 @@ struct serve_opts {
   int64_t max_waiting = 1024;
   std::vector<std::string> inject, allowed_origins;
   worker_flags workers;
-  double drain_timeout = 30, read_timeout = 15, step_timeout = 60;
+  double drain_timeout = 30, read_timeout = 15, step_timeout = 60, sse_keepalive = 15;
   double step_target_ms = 100; // stall-free batching (bench/README.md "Stall-free batching")
   size_t max_body = 4 << 20;
   bool no_prefix_cache = false;
@@ -175,6 +175,7 @@ int run_serve(const serve_opts& o) {
   go.limits.allowed_origins = *origins;
   go.metrics_auth = o.metrics_auth;
   go.split_reasoning = o.reasoning_format != "none";
+  go.sse_keepalive_s = o.sse_keepalive;
   go.native_chat = o.chat_renderer == "native";
   if (!o.chat_template.empty()) {
     // a file, or (as vLLM takes it) the template itself when no such file exists
@@ -307,6 +308,10 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--read-timeout", o->read_timeout,
                   "seconds a client may take to send one request")
       ->check(seconds(0.01));
+  cmd->add_option("--sse-keepalive", o->sse_keepalive,
+                  "seconds a stream may go without a byte before a ': keep-alive' comment line is "
+                  "written (proxies close idle streams; 0: never)")
+      ->check(seconds(0));
   cmd->add_option("--step-timeout", o->step_timeout,
                   "seconds before a step in flight counts as lost")
       ->check(seconds(0.01));

@@ -2,7 +2,8 @@
 bundled model: completions, chat completions, streaming; greedy text equals
 `troupe generate --json`; structured output (the client's parse() with a pydantic model,
 json_object streamed, unsupported schema keywords refused); tools (a named function and
-"required", parsed and streamed by the client); SIGTERM drains and exits 0.
+"required", parsed and streamed by the client); SIGTERM drains and exits 0; a stream whose steps
+come slower than --sse-keepalive carries ": keep-alive" comment lines, which the client skips.
 
 Usage: python openai_client_test.py PATH/TO/troupe
 """
@@ -10,6 +11,7 @@ import json
 import subprocess
 import sys
 import unittest
+import urllib.request
 from typing import Annotated, List, Literal, Optional, Union
 
 import openai
@@ -206,6 +208,28 @@ class OpenAIClient(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError) as ctx:
             self.client.completions.create(model="stories", prompt="x", max_tokens=-4)
         self.assertIn("max_tokens", str(ctx.exception))
+
+
+class KeepAlive(unittest.TestCase):
+    def test_slow_streams_carry_comment_lines_the_client_skips(self):
+        # every step 300 ms late, a keep-alive after 100 ms of silence: comments between tokens
+        with Server(TROUPE, "--sse-keepalive", "0.1", "--inject",
+                    "delay:from=engine,to=stage0.rank0,ms=300") as srv:
+            body = json.dumps({"model": "stories", "prompt": "Once upon a time", "max_tokens": 4,
+                               "temperature": 0, "stream": True, "ignore_eos": True}).encode()
+            req = urllib.request.Request(srv.url + "/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as r:
+                raw = r.read().decode()
+            self.assertIn("\n: keep-alive\n\n", "\n" + raw)
+            events = [json.loads(l[6:]) for l in raw.split("\n") if l.startswith("data: {")]
+            self.assertEqual("".join(e["choices"][0]["text"] for e in events),
+                             OpenAIClient.reference(self, "Once upon a time", 4))
+            client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused")
+            stream = client.completions.create(model="stories", prompt="Once upon a time", max_tokens=4,
+                                               temperature=0, stream=True)
+            text = "".join(chunk.choices[0].text for chunk in stream)
+            self.assertEqual(text, OpenAIClient.reference(self, "Once upon a time", 4))
 
 
 if __name__ == "__main__":
