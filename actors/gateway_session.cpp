@@ -313,10 +313,11 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
     auto& c = st.choices[i];
     const auto& prompt = st.req.prompts[i / static_cast<size_t>(n)];
     c.res.index = static_cast<int>(i);
-    c.proc = std::make_unique<output_processor>(*gw->info.tok, prompt, st.req.base.stop,
-                                                st.req.base.min_tokens,
-                                                st.req.reasoning ? gw->info.harmony : std::nullopt,
-                                                st.req.reasoning ? gw->info.think : std::nullopt);
+    c.proc = std::make_unique<output_processor>(
+        *gw->info.tok, prompt, st.req.base.stop, st.req.base.min_tokens,
+        st.req.reasoning ? gw->info.harmony : std::nullopt,
+        st.req.reasoning ? gw->info.think : std::nullopt, st.req.include_stop);
+    if (!st.req.skip_special) c.proc->show_special_tokens();
     c.context = prompt;
     if (st.req.tools != tool_mode::none) c.tools = std::make_unique<tool_reply>(st.req);
     c.proc->read_tool_calls(st.req.tools == tool_mode::automatic);

@@ -139,6 +139,11 @@ const std::vector<api_field>& api_fields() {
        "token id -> bias in [-100, 100] added to that logit before sampling (logprobs stay "
        "those of the model)"},
       {"ignore_eos", true, true, "keep generating past EOS (vLLM)"},
+      {"skip_special_tokens", true, true,
+       "default true; false: special tokens' text is part of the reply (vLLM; not with the "
+       "harmony chat format, whose channels are special tokens)"},
+      {"include_stop_str_in_output", true, true,
+       "default false; true: the stop string that ended a choice is the end of its text (vLLM)"},
       {"truncate_prompt_tokens", true, false, "keep only the prompt's last N tokens (vLLM)"},
       {"suffix", true, false, "refused unless null (no insertion mode)"},
       {"user", true, true, "written to the log with the request id; nothing else"},
@@ -282,6 +287,8 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
   if (auto e = number(j, "n", r.n, 1, 16, true)) return *e;
   if (auto e = boolean(j, "stream", r.stream)) return *e;
   if (auto e = boolean(j, "ignore_eos", r.base.ignore_eos)) return *e;
+  if (auto e = boolean(j, "skip_special_tokens", r.skip_special)) return *e;
+  if (auto e = boolean(j, "include_stop_str_in_output", r.include_stop)) return *e;
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return bad("'stream_options' must be an object", "stream_options");
     if (!r.stream)
@@ -390,6 +397,10 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
     chat_prompt cp;
     if (auto e = build_chat_prompt(j, body, info, cp)) return *e;
     r.reasoning = cp.reasoning;
+    if (r.reasoning && info.chat == chat_format::harmony && !r.skip_special)
+      return bad("'skip_special_tokens': false is not supported with the harmony chat format "
+                 "(its channels and headers are special tokens the reply is split by)",
+                 "skip_special_tokens");
     r.tools = cp.tools;
     r.tool_fmt = cp.tool_fmt;
     r.tool_name = cp.tool_name;

@@ -85,6 +85,8 @@ struct parsed_request {
   bool include_usage = false;
   bool continuous_usage = false; // usage in every chunk (stream_options.continuous_usage_stats)
   bool echo = false;             // completions: the prompt comes first in each choice's text
+  bool skip_special = true;      // special tokens' text left out of the reply (vLLM's default)
+  bool include_stop = false;     // the stop string that ended a choice ends its text (vLLM)
   bool reasoning = false; // chat with harmony or think blocks: the reasoning is reasoning_content
   tool_mode tools = tool_mode::none; // chat_prompt's
   tool_format tool_fmt = tool_format::none;

@@ -13,9 +13,9 @@ namespace troupe {
 output_processor::output_processor(const tokenizer& tok, std::span<const int32_t> prompt,
                                    std::vector<std::string> stops, int min_tokens,
                                    std::optional<harmony_tokens> harmony,
-                                   std::optional<think_tokens> think)
+                                   std::optional<think_tokens> think, bool include_stop)
     : dec_(tok)
-    , stops_(std::move(stops))
+    , stops_(std::move(stops), include_stop)
     , reasoning_dec_(tok)
     , tok_(tok)
     , min_tokens_(min_tokens) {

@@ -32,7 +32,7 @@ class output_processor {
   output_processor(const tokenizer& tok, std::span<const int32_t> prompt,
                    std::vector<std::string> stops, int min_tokens = 0,
                    std::optional<harmony_tokens> harmony = std::nullopt,
-                   std::optional<think_tokens> think = std::nullopt);
+                   std::optional<think_tokens> think = std::nullopt, bool include_stop = false);
 
   struct delta {
     std::string text;             // text now final (may be empty)
@@ -52,6 +52,9 @@ class output_processor {
   /// Tool calls are read from the text in `f`: its markers stay in the text where the
   /// tokenizer has them as special tokens (which decoding otherwise drops).
   void keep_tool_markers(tool_format f);
+  /// Special tokens' text is part of the reply (vLLM's skip_special_tokens: false); call
+  /// before the first push.
+  void show_special_tokens() { dec_.show_special(); }
   int64_t tokens() const { return tokens_; }
 
  private:

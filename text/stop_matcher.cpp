@@ -8,7 +8,8 @@
 
 namespace troupe {
 
-stop_matcher::stop_matcher(std::vector<std::string> stops) {
+stop_matcher::stop_matcher(std::vector<std::string> stops, bool include_match)
+    : include_match_(include_match) {
   for (auto& s : stops)
     if (!s.empty()) stops_.push_back(std::move(s));
 }
@@ -16,12 +17,14 @@ stop_matcher::stop_matcher(std::vector<std::string> stops) {
 std::string stop_matcher::push(const std::string& text) {
   if (stopped_) return {};
   held_ += text;
-  // a complete stop string: release what precedes the earliest one
-  size_t first = std::string::npos;
-  for (const auto& s : stops_) first = std::min(first, held_.find(s));
+  // a complete stop string: release what precedes the earliest one (and it, when included;
+  // of two at one place, the first listed)
+  size_t first = std::string::npos, len = 0;
+  for (const auto& s : stops_)
+    if (const size_t at = held_.find(s); at < first) first = at, len = s.size();
   if (first != std::string::npos) {
     stopped_ = true;
-    std::string out = held_.substr(0, first);
+    std::string out = held_.substr(0, first + (include_match_ ? len : 0));
     held_.clear();
     return out;
   }

@@ -89,6 +89,8 @@ class stream_decoder {
   /// Special tokens whose text is kept although special tokens are skipped (a tool-call
   /// format's markers); call before the first push.
   void keep_special(std::vector<int32_t> ids);
+  /// Special tokens' text is part of the output (call before the first push).
+  void show_special() { skip_special_ = false; }
 
  private:
   std::string pending() const; // bytes of ids_[read_, end) not yet returned

@@ -188,6 +188,31 @@ TEST(GatewayApi, ExtensionFieldsAreAcceptedAndDoWhatTheySay) {
   EXPECT_EQ(stop.j["choices"][0]["text"].get<std::string>().find("girl"), std::string::npos);
   EXPECT_NE(late.j["choices"][0]["text"].get<std::string>().find("girl"), std::string::npos)
       << late.body;
+  // include_stop_str_in_output: the stop string ends the text (streamed the same)
+  for (const char* stream : {"false", "true"}) {
+    const reply incl = post(s.port, "/v1/completions",
+                            "{" + base + R"(,"max_tokens":30,"stop":["girl"],"stream":)" + stream +
+                                R"(,"include_stop_str_in_output":true})");
+    ASSERT_EQ(incl.status, 200) << incl.body;
+    std::string text;
+    if (std::string(stream) == "true") {
+      for (const auto& e : events(incl.body))
+        if (e.is_object()) text += e["choices"][0]["text"].get<std::string>();
+    } else {
+      text = incl.j["choices"][0]["text"];
+    }
+    EXPECT_EQ(text, stop.j["choices"][0]["text"].get<std::string>() + "girl") << stream;
+  }
+  // skip_special_tokens: false shows special tokens' text (EOS, generated past with ignore_eos)
+  const std::string eos3 = R"(,"max_tokens":3,"logit_bias":{"2":100},"ignore_eos":true)";
+  const reply hidden = post(s.port, "/v1/completions", "{" + base + eos3 + "}");
+  const reply shown =
+      post(s.port, "/v1/completions", "{" + base + eos3 + R"(,"skip_special_tokens":false})");
+  ASSERT_EQ(shown.status, 200) << shown.body;
+  EXPECT_EQ(hidden.j["choices"][0]["text"], "");
+  EXPECT_EQ(shown.j["choices"][0]["text"], "</s></s></s>");
+  EXPECT_EQ(post(s.port, "/v1/completions", "{" + base + R"(,"skip_special_tokens":1})").status,
+            400);
   // continuous usage stats: usage in every chunk
   const reply st = post(
       s.port, "/v1/completions",

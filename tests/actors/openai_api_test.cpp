@@ -56,6 +56,10 @@ TEST(OpenAiApi, HarmonyChatRendersTheRequestedReasoningEffort) {
   EXPECT_NE(std::find(stops.begin(), stops.end(), info.harmony->ret), stops.end());
   EXPECT_NE(std::find(stops.begin(), stops.end(), info.harmony->call), stops.end());
   EXPECT_EQ(std::find(stops.begin(), stops.end(), info.harmony->end), stops.end());
+  // the reply is split by its special tokens: they cannot be shown as text
+  auto shown = parse_request(ask + R"(,"skip_special_tokens":false})", true, info);
+  ASSERT_TRUE(std::holds_alternative<api_error>(shown));
+  EXPECT_EQ(std::get<api_error>(shown).param, "skip_special_tokens");
   // the default effort is the template's, medium
   auto d = parse_request(ask + "}", true, info);
   ASSERT_TRUE(std::holds_alternative<parsed_request>(d));

@@ -149,3 +149,19 @@ TEST(OutputProcessor, ToolMarkersThatAreSpecialTokensStayInTheText) {
   EXPECT_EQ(d.calls[0].arguments, R"({"city":"Paris"})");
   EXPECT_EQ(d.text, " Sure."); // "▁Sure." after the prompt
 }
+
+TEST(StopMatcher, IncludedStopStringEndsTheText) {
+  for (size_t split : {1, 3, 100}) {
+    stop_matcher m({"xyz", "girl"}, true);
+    const std::string text = "a little girl here";
+    std::string out;
+    for (size_t i = 0; i < text.size() && !m.stopped(); i += split)
+      out += m.push(text.substr(i, split));
+    out += m.finish();
+    EXPECT_TRUE(m.stopped());
+    EXPECT_EQ(out, "a little girl") << split;
+  }
+  // of two that complete in one piece, the one that starts first
+  stop_matcher m({"girl", "little"}, true);
+  EXPECT_EQ(m.push("a little girl"), "a little");
+}
