@@ -24,7 +24,9 @@ struct gen_request {
   // stop strings: applied on the output side (output_processor in the gateway's session or
   // in host::generate), never by the engine, which only hears "finish" when one matched
   std::vector<std::string> stop;
-  std::vector<int32_t> stop_ids;
+  std::vector<int32_t> stop_ids;      // end it, not part of it (a chat turn's end, EOS-like)
+  std::vector<int32_t> stop_ids_kept; // end it as its last token (vLLM's stop_token_ids that
+                                      // are not special tokens)
   bool ignore_eos = false;
   int32_t n = 1;
   int32_t priority = 0;

@@ -328,6 +328,7 @@ engine_impl::behavior_type engine_behavior(state_ptr self) {
         q.max_tokens = r.max_tokens;
         q.min_tokens = r.min_tokens;
         q.stop_ids = r.stop_ids;
+        q.stop_ids_kept = r.stop_ids_kept;
         q.ignore_eos = r.ignore_eos;
         q.priority = r.priority;
         q.n = r.n;

@@ -195,8 +195,8 @@ typename Inspector::result_type inspect(Inspector& f, step_failed& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_request& x) {
   return f(caf::meta::type_name("gen_request"), x.prompt, x.sampling, x.max_tokens, x.min_tokens,
-           x.stop, x.stop_ids, x.ignore_eos, x.n, x.priority, x.prompt_logprobs, x.tag,
-           x.response_format, x.think);
+           x.stop, x.stop_ids, x.stop_ids_kept, x.ignore_eos, x.n, x.priority, x.prompt_logprobs,
+           x.tag, x.response_format, x.think);
 }
 
 template <class Inspector>

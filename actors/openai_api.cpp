@@ -139,6 +139,9 @@ const std::vector<api_field>& api_fields() {
        "token id -> bias in [-100, 100] added to that logit before sampling (logprobs stay "
        "those of the model)"},
       {"ignore_eos", true, true, "keep generating past EOS (vLLM)"},
+      {"stop_token_ids", true, true,
+       "up to 64 token ids that end a completion (vLLM): a special token is not part of the "
+       "text, another is its last token"},
       {"skip_special_tokens", true, true,
        "default true; false: special tokens' text is part of the reply (vLLM; not with the "
        "harmony chat format, whose channels are special tokens)"},
@@ -287,6 +290,19 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
   if (auto e = number(j, "n", r.n, 1, 16, true)) return *e;
   if (auto e = boolean(j, "stream", r.stream)) return *e;
   if (auto e = boolean(j, "ignore_eos", r.base.ignore_eos)) return *e;
+  if (auto it = j.find("stop_token_ids"); it != j.end() && !it->is_null()) {
+    if (!it->is_array() || it->size() > 64)
+      return bad("'stop_token_ids' must be a list of at most 64 token ids", "stop_token_ids");
+    for (const auto& v : *it) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+          v.get<int64_t>() >= info.tok->vocab_size())
+        return bad(fmt::format("'stop_token_ids' must hold token ids of this model (0 .. {})",
+                               info.tok->vocab_size() - 1),
+                   "stop_token_ids");
+      const auto id = static_cast<int32_t>(v.get<int64_t>());
+      (info.tok->is_special(id) ? r.base.stop_ids : r.base.stop_ids_kept).push_back(id);
+    }
+  }
   if (auto e = boolean(j, "skip_special_tokens", r.skip_special)) return *e;
   if (auto e = boolean(j, "include_stop_str_in_output", r.include_stop)) return *e;
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {

@@ -289,6 +289,7 @@ std::optional<step_plan> scheduler::next_step() {
     if (bs.logits && static_cast<int32_t>(bs.sample_step) < s.req.min_tokens) {
       if (!s.req.ignore_eos) bs.suppress = cfg_.eos_ids;
       bs.suppress.insert(bs.suppress.end(), s.req.stop_ids.begin(), s.req.stop_ids.end());
+      bs.suppress.insert(bs.suppress.end(), s.req.stop_ids_kept.begin(), s.req.stop_ids_kept.end());
     }
     if (s.req.prompt_logprobs >= 0 && s.computed < s.prompt_len - 1) {
       // positions computed .. prompt_len - 2 predict prompt tokens 1 .. prompt_len - 1
@@ -446,8 +447,10 @@ std::vector<seq_event> scheduler::complete(uint64_t step_id,
     ev.has_token = true;
     ev.token = *r->second;
     const int32_t gen = static_cast<int32_t>(s.tokens.size()) - s.prompt_len;
-    if (s.constraint && s.constraint->done())
-      ev.finished = finish_reason::stop; // the document is complete
+    const bool kept_stop = std::find(s.req.stop_ids_kept.begin(), s.req.stop_ids_kept.end(), t) !=
+                           s.req.stop_ids_kept.end();
+    if ((s.constraint && s.constraint->done()) || kept_stop)
+      ev.finished = finish_reason::stop; // the document is complete, or a kept stop token came
     else if (gen >= s.req.max_tokens || static_cast<int32_t>(s.tokens.size()) >= cfg_.max_context)
       ev.finished = finish_reason::length;
     events.push_back(ev);

@@ -41,7 +41,8 @@ struct request {
   std::vector<int32_t> prompt;
   sampling_params sampling;
   int max_tokens = 16;
-  std::vector<int32_t> stop_ids; // besides the model's EOS
+  std::vector<int32_t> stop_ids;      // besides the model's EOS: end it, not part of it
+  std::vector<int32_t> stop_ids_kept; // end it as its last token
   bool ignore_eos = false;
   int priority = 0;   // higher first
   int n = 1;          // completions sharing the prompt

@@ -203,6 +203,32 @@ TEST(GatewayApi, ExtensionFieldsAreAcceptedAndDoWhatTheySay) {
     }
     EXPECT_EQ(text, stop.j["choices"][0]["text"].get<std::string>() + "girl") << stream;
   }
+  // stop_token_ids: a token that is not special ends the text as its last token (vLLM); EOS,
+  // special, ends it unseen even under ignore_eos
+  const int32_t named = stories()->tok->find("▁named");
+  ASSERT_GE(named, 0);
+  const reply by_id =
+      post(s.port, "/v1/completions",
+           "{" + base + R"(,"max_tokens":30,"stop_token_ids":[)" + std::to_string(named) + "]}");
+  ASSERT_EQ(by_id.status, 200) << by_id.body;
+  const std::string full = by_id.j["choices"][0]["text"];
+  EXPECT_EQ(full, ", there was a little girl named") << by_id.body;
+  EXPECT_EQ(by_id.j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(by_id.j["usage"]["completion_tokens"], 9);
+  const reply by_eos =
+      post(s.port, "/v1/completions",
+           "{" + base +
+               R"(,"max_tokens":8,"logit_bias":{"2":100},"ignore_eos":true,"stop_token_ids":[2]})");
+  ASSERT_EQ(by_eos.status, 200) << by_eos.body;
+  EXPECT_EQ(by_eos.j["choices"][0]["text"], "");
+  EXPECT_EQ(by_eos.j["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(by_eos.j["choices"][0]["finish_reason"], "stop");
+  for (const char* bad : {"[-1]", "[100000]", "[1.5]", "5", "[[2]]"})
+    EXPECT_EQ(post(s.port, "/v1/completions",
+                   "{" + base + R"(,"stop_token_ids":)" + std::string(bad) + "}")
+                  .status,
+              400)
+        << bad;
   // skip_special_tokens: false shows special tokens' text (EOS, generated past with ignore_eos)
   const std::string eos3 = R"(,"max_tokens":3,"logit_bias":{"2":100},"ignore_eos":true)";
   const reply hidden = post(s.port, "/v1/completions", "{" + base + eos3 + "}");

@@ -293,8 +293,9 @@ TEST(Scheduler, ATokenRuleNarrowsEverySampleAndEndsTheCompletion) {
     for (auto& e : s.complete(p->step_id, out)) {
       if (e.has_token) got[e.seq_id].push_back(e.token.token);
       if (e.finished != finish_reason::none) fin[e.seq_id] = e.finished;
-      if (e.finished == finish_reason::error)
+      if (e.finished == finish_reason::error) {
         EXPECT_NE(e.why.find("response_format"), std::string::npos);
+      }
     }
   }
   EXPECT_EQ(got[1], (std::vector<int32_t>{11, 12, 13}));
