@@ -22,7 +22,7 @@ struct spec {
   std::string_view open, close; // a block of calls; close empty: it runs to the reply's end
   reader read; // the body (between open and close) as calls, appended to out (which the
                // caller drops when it returns false: the body is not calls)
-  std::array<std::string_view, 6> inner{}; // markers inside a block (tokenizers may make them
+  std::array<std::string_view, 8> inner{}; // markers inside a block (tokenizers may make them
                                            // special tokens, which decoding must keep)
 };
 
