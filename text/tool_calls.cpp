@@ -119,8 +119,16 @@ tool_call_parser::delta tool_call_parser::blocks(bool end) {
     }
     content(held_.substr(0, open));
     held_.erase(0, open);
-    const size_t close = s.close.empty() ? std::string::npos : held_.find(s.close, s.open.size());
-    if (close == std::string::npos && !end) return d; // still being written: held
+    // the close is looked for in the text not searched yet (a long call arrives in many pieces)
+    const size_t close = s.close.empty()
+                             ? std::string::npos
+                             : held_.find(s.close, std::max(s.open.size(), close_from_));
+    if (close == std::string::npos && !end) { // still being written: held
+      if (!s.close.empty() && held_.size() >= s.close.size())
+        close_from_ = held_.size() - s.close.size() + 1;
+      return d;
+    }
+    close_from_ = 0;
     const size_t body_end = close == std::string::npos ? held_.size() : close;
     const size_t block_end = close == std::string::npos ? held_.size() : close + s.close.size();
     const std::string_view body =

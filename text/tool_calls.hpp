@@ -112,6 +112,7 @@ class tool_call_parser {
   delta llama3_finish();
   tool_format f_;
   std::string held_;      // text not yet released
+  size_t close_from_ = 0; // blocks: where in held_ (an open block) the close may still begin
   bool started_ = false;  // llama3: the reply is (or began as) a call
   bool any_text_ = false; // some non-whitespace content was released
   size_t calls_ = 0;
