@@ -85,8 +85,9 @@ void emit(session_ptr self, std::string chunk) {
 }
 
 std::chrono::milliseconds keepalive_period(session_ptr self) {
-  return std::chrono::milliseconds(
-      static_cast<int64_t>(self->state.gw->opt.sse_keepalive_s * 1000));
+  const double s = self->state.gw->opt.sse_keepalive_s; // > 0: at least a millisecond
+  return std::chrono::milliseconds(s > 0 ? std::max<int64_t>(1, static_cast<int64_t>(s * 1000))
+                                         : 0);
 }
 
 // A stream that wrote nothing for the keep-alive period (a long prefill, a tool call's text

@@ -26,19 +26,24 @@ tool_reply::tool_reply(const parsed_request& r)
     , parser_(r.tools == tool_mode::automatic ? r.tool_fmt : tool_format::none) {}
 
 tool_reply::out tool_reply::take(tool_call_parser::delta d) {
-  out o{std::move(d.text), {}};
+  out o;
   auto offered = [&](const tool_call& c) {
     return std::find(names_.begin(), names_.end(), c.name) != names_.end();
   };
   // The calls read from one block (or one llama3 reply) are a group: the first carries the
   // group's text, the others none. A call to a function not offered makes the whole group the
-  // model's text, as content. (Harmony's calls carry no text: each is its own group.)
+  // model's text, as content, where it stood. (Harmony's calls carry no text: each is its own
+  // group.)
+  size_t text_done = 0; // d.text up to here is in o.text
   for (size_t g = 0; g < d.calls.size();) {
     size_t e = g + 1;
     if (!d.calls[g].raw.empty())
       while (e < d.calls.size() && d.calls[e].raw.empty()) ++e;
     if (!std::all_of(d.calls.begin() + g, d.calls.begin() + e, offered)) {
+      const size_t at = std::clamp(d.calls[g].text_at, text_done, d.text.size());
+      o.text += d.text.substr(text_done, at - text_done);
       o.text += d.calls[g].raw;
+      text_done = at;
       g = e;
       continue;
     }
@@ -56,6 +61,7 @@ tool_reply::out tool_reply::take(tool_call_parser::delta d) {
       ++calls_;
     }
   }
+  o.text += d.text.substr(text_done);
   return o;
 }
 

@@ -105,9 +105,17 @@ std::vector<std::string_view> tool_markers(tool_format f) {
 tool_call_parser::delta tool_call_parser::blocks(bool end) {
   const auto& s = *tool_formats::find(f_);
   delta d;
-  // between and after calls, whitespace is the template's layout, not content
+  // whitespace after a call is the template's layout until content follows it (then it is
+  // content, however the text was split): held, dropped before a block or at the reply's end
   auto content = [&](std::string text) {
-    if (!(calls_ > 0 && blank(text))) d.text += text;
+    if (after_call_ && blank(text)) {
+      layout_ += text;
+      return;
+    }
+    d.text += layout_;
+    layout_.clear();
+    d.text += text;
+    after_call_ = after_call_ && blank(text);
   };
   for (;;) {
     const size_t open = held_.find(s.open);
@@ -115,6 +123,7 @@ tool_call_parser::delta tool_call_parser::blocks(bool end) {
       const size_t keep = end ? 0 : partial_suffix(held_, s.open);
       content(held_.substr(0, held_.size() - keep));
       held_.erase(0, held_.size() - keep);
+      if (end) layout_.clear();
       return d;
     }
     content(held_.substr(0, open));
@@ -136,12 +145,19 @@ tool_call_parser::delta tool_call_parser::blocks(bool end) {
     std::vector<tool_call> calls;
     if (s.read(body, calls) && !calls.empty()) {
       calls_ += calls.size();
-      calls[0].raw = held_.substr(0, block_end); // the block's text goes back once if a call
-      for (auto& c : calls) d.calls.push_back(std::move(c)); // is refused
+      layout_.clear();
+      after_call_ = true;
+      // the block's text goes back, where it stood in the text, if one of its calls is refused
+      calls[0].raw = held_.substr(0, block_end);
+      for (auto& c : calls) {
+        c.text_at = d.text.size();
+        d.calls.push_back(std::move(c));
+      }
     } else {
-      d.text += held_.substr(0, block_end);
+      content(held_.substr(0, block_end));
     }
     held_.erase(0, block_end);
+    if (end && held_.empty()) layout_.clear();
   }
 }
 
@@ -173,8 +189,13 @@ tool_call_parser::delta tool_call_parser::llama3_push() {
     held_.clear();
     return d;
   }
-  const std::string_view t = trim(held_);
-  if (t.empty()) return d;
+  // the leading whitespace found so far is not looked at again
+  const size_t b = held_.find_first_not_of(" \t\r\n", blank_upto_);
+  if (b == std::string::npos) {
+    blank_upto_ = held_.size();
+    return d;
+  }
+  const std::string_view t = std::string_view(held_).substr(b);
   if (t.front() == '{' || t.rfind(kPythonTag, 0) == 0) {
     started_ = true;
     return d;
@@ -197,20 +218,32 @@ tool_call_parser::delta tool_call_parser::llama3_finish() {
   if (body.rfind(kPythonTag, 0) == 0) body.remove_prefix(kPythonTag.size());
   std::vector<tool_call> calls;
   bool ok = !trim(body).empty();
-  std::string_view rest = body; // several calls may be joined by ';'
-  while (ok && !rest.empty()) {
-    size_t semi = std::string_view::npos;
-    // a ';' outside the JSON: try each one until the part before it parses
-    for (size_t at = rest.find(';'); at != std::string_view::npos; at = rest.find(';', at + 1))
-      if (parse_tool_calls(rest.substr(0, at), calls)) {
-        semi = at;
-        break;
-      }
-    if (semi == std::string_view::npos) {
-      ok = parse_tool_calls(rest, calls);
-      break;
+  // several calls may be joined by ';': the ones outside strings and brackets split them (one
+  // pass: a reply with many ';' in its strings costs no more than one with none)
+  size_t from = 0, depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; ok && i <= body.size(); ++i) {
+    const char ch = i < body.size() ? body[i] : ';';
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
+      continue;
     }
-    rest = trim(rest.substr(semi + 1));
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '{' || ch == '[') {
+      ++depth;
+    } else if ((ch == '}' || ch == ']') && depth > 0) {
+      --depth;
+    } else if (ch == ';' && (depth == 0 || i == body.size())) {
+      const std::string_view part = trim(body.substr(from, i - from));
+      if (!part.empty() || i < body.size()) ok = parse_tool_calls(part, calls);
+      from = i + 1;
+    }
   }
   if (ok) {
     calls_ += calls.size();

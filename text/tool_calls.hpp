@@ -35,7 +35,8 @@
 // (anything that cannot be the start of a call is released at once; a call's text never is)
 // and each call when its text is complete. Text that looked like a call but does not parse as
 // one is content after all (vLLM does the same); a block that the reply's end cuts off is read
-// if its body is whole. One object per reply; not thread-safe.
+// if its body is whole; whitespace right after a call is the template's layout unless content
+// follows it. One object per reply; not thread-safe.
 // Tests: tests/text/tool_calls_test.cpp
 #pragma once
 
@@ -84,6 +85,8 @@ struct tool_call {
   std::string arguments; // JSON text of an object
   std::string raw;       // the reply's text the call was read from (content if it is refused)
   bool untyped = false;  // qwen3_coder / glm: every value is the text the model wrote
+  size_t text_at = std::string::npos; // where in its delta's text the call's block stood
+                                      // (npos: after it)
 };
 
 /// An untyped call's arguments read by the function's parameter schema (JSON text): a value
@@ -111,10 +114,13 @@ class tool_call_parser {
   delta llama3_push();
   delta llama3_finish();
   tool_format f_;
-  std::string held_;      // text not yet released
-  size_t close_from_ = 0; // blocks: where in held_ (an open block) the close may still begin
-  bool started_ = false;  // llama3: the reply is (or began as) a call
-  bool any_text_ = false; // some non-whitespace content was released
+  std::string held_;        // text not yet released
+  size_t close_from_ = 0;   // blocks: where in held_ (an open block) the close may still begin
+  std::string layout_;      // blocks: whitespace right after a call, until content follows it
+  bool after_call_ = false; // blocks: nothing but whitespace since the last call
+  size_t blank_upto_ = 0;   // llama3: held_ is whitespace up to here
+  bool started_ = false;    // llama3: the reply is (or began as) a call
+  bool any_text_ = false;   // some non-whitespace content was released
   size_t calls_ = 0;
 };
 

@@ -427,7 +427,9 @@ struct m3_reader {
 bool read_minimax_m3(std::string_view body, std::vector<tool_call>& out) {
   constexpr std::string_view mark = "]<]minimax[>[";
   std::string plain(body);
-  for (size_t m = plain.find(mark); m != std::string::npos; m = plain.find(mark, m))
+  // (a marker that the erasures join together is found too: the search steps back)
+  for (size_t m = plain.find(mark); m != std::string::npos;
+       m = plain.find(mark, m >= mark.size() ? m - mark.size() + 1 : 0))
     plain.erase(m, mark.size());
   m3_reader r{plain};
   while (!blank(r.s.substr(r.at))) {

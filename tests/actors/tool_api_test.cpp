@@ -367,6 +367,13 @@ TEST(ToolApi, ACallToAFunctionNotOfferedIsText) {
   auto f = blocks.finish(false);
   EXPECT_EQ(e.text + f.text, block);
   ASSERT_EQ(e.calls.size() + f.calls.size(), 1u);
+  // a refused block's text stays where it stood, before the text after it
+  req.tool_fmt = tool_format::hermes;
+  tool_reply order(req);
+  const std::string refused = "<tool_call>{\"name\": \"nope\", \"arguments\": {}}</tool_call>";
+  auto g = order.push("Before " + refused + " after");
+  auto h = order.finish(false);
+  EXPECT_EQ(g.text + h.text, "Before " + refused + " after");
 }
 
 // Templates that teach the formats of DeepSeek V3.2, MiniMax-M2, Gemma 4 and Nemotron take

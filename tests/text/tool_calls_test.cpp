@@ -131,6 +131,13 @@ TEST(ToolCalls, HermesBlocksAreCallsAndTheRestIsContent) {
   EXPECT_EQ(r.text, "x<tool_call>{\"name\": \"f\", \"argu");
   r = check(tool_format::hermes, "<tool_call>{\"arguments\": {}}</tool_call>"); // no name
   EXPECT_TRUE(r.calls.empty());
+  // whitespace after a call is layout unless content follows it, however the text is split
+  r = check(tool_format::hermes,
+            "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n\nThe end.\n");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.text, "\n\nThe end.\n");
+  r = check(tool_format::hermes, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n\n");
+  EXPECT_EQ(r.text, "");
 }
 
 // Qwen3-Coder's and GLM's markup: the values are text, read later by the schema
@@ -176,6 +183,14 @@ TEST(ToolCalls, Llama3JsonRepliesAreCalls) {
   ASSERT_EQ(r.calls.size(), 2u);
   EXPECT_EQ(r.calls[0].arguments, R"({"s":"x;y"})");
   EXPECT_EQ(r.calls[1].name, "b");
+  // ';' inside strings do not split; many of them are read in one pass
+  const std::string code =
+      "{\"name\": \"run\", \"parameters\": {\"code\": \"" + std::string(20000, ';') + "\"}}";
+  r = run(tool_format::llama3, code, code.size());
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "{\"code\":\"" + std::string(20000, ';') + "\"}");
+  r = check(tool_format::llama3, "{\"name\": \"a\", \"parameters\": {}};;");
+  EXPECT_TRUE(r.calls.empty()); // an empty call between two ';' is no call
   r = check(tool_format::llama3, "The weather is {fine}.");
   EXPECT_EQ(r.text, "The weather is {fine}.");
   r = check(tool_format::llama3, "{\"not\": \"a call\"}");
@@ -284,6 +299,12 @@ TEST(ToolCalls, MarkupFormatsTypeWhatTheyCan) {
             "</tool_call>");
   ASSERT_EQ(r.calls.size(), 1u);
   EXPECT_EQ(r.calls[0].arguments, R"({"q":"hi","l":["1","2"]})");
+  // a marker the erasures join together is a marker too
+  r = check(tool_format::minimax_m3,
+            "]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"f\">]<]minimax[>[<q>h]<]minimax"
+            "]<]minimax[>[[>[i]<]minimax[>[</q>]<]minimax[>[</invoke>]<]minimax[>[</tool_call>");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, R"({"q":"hi"})");
   // MiniCPM: values in CDATA are the text inside
   r = check(tool_format::minicpm, "<function name=\"f\"><param name=\"code\"><![CDATA[a < b]]>"
                                   "</param></function>");
