@@ -63,6 +63,21 @@ std::shared_ptr<regex> compile_regex(const std::string& pattern, std::string& er
   return std::make_shared<regex>(re);
 }
 
+std::vector<std::string> pretokenizer_regexes(std::string_view name) {
+  // DeepSeek V3 / R1 / V3.1 / V3.2 (their tokenizer.json: three Splits in sequence - digits in
+  // threes, runs of CJK ideographs and kana, then letters and punctuation)
+  static const std::vector<std::string> deepseek_v3 = {
+      R"(\p{N}{1,3})", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+      R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+  // o200k_base (GPT-OSS; tiktoken's pat_str)
+  static const std::string o200k =
+      R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  if (name == "deepseek-v3") return deepseek_v3;
+  if (name == "gpt-4o") return {o200k};
+  if (std::string one = pretokenizer_regex(name); !one.empty()) return {one};
+  return {};
+}
+
 std::string pretokenizer_regex(std::string_view name) {
   // GPT-2 (also "default" in llama.cpp)
   static const std::string gpt2 =

@@ -102,16 +102,19 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     }
     std::string pre = "gpt2";
     if (auto p = g.get_string("tokenizer.ggml.pre")) pre = std::string(*p);
-    const std::string pattern = pretokenizer_regex(pre);
-    if (pattern.empty())
+    const std::vector<std::string> patterns = pretokenizer_regexes(pre);
+    if (patterns.empty())
       return make_error(errc::unsupported,
-                        "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2 are)",
+                        "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2, "
+                        "deepseek-v3, gpt-4o are)",
                         where, pre);
-    std::string err;
-    pretok_step split{pretok_step::split};
-    if (!(split.pattern = compile_regex(pattern, err)))
-      return make_error(errc::internal, "{}: {}", where, err);
-    t->pretokenizers.push_back(std::move(split));
+    for (const auto& pattern : patterns) { // each Split isolates its matches, in sequence
+      std::string err;
+      pretok_step split{pretok_step::split};
+      if (!(split.pattern = compile_regex(pattern, err)))
+        return make_error(errc::internal, "{}: {}", where, err);
+      t->pretokenizers.push_back(std::move(split));
+    }
     pretok_step bl{pretok_step::byte_level};
     bl.use_regex = false;
     t->pretokenizers.push_back(std::move(bl));

@@ -89,6 +89,8 @@ struct tokenizer_impl {
 
 /// Pre-tokenizer regexes by name (GGUF tokenizer.ggml.pre), or empty when unknown.
 std::string pretokenizer_regex(std::string_view name);
+/// The Splits a GGUF's tokenizer.ggml.pre names, in order (one regex for most; empty: unknown).
+std::vector<std::string> pretokenizer_regexes(std::string_view name);
 std::shared_ptr<regex> compile_regex(const std::string& pattern, std::string& error);
 
 } // namespace troupe

@@ -1,0 +1,91 @@
+// tokenizer_gguf_pre_test.cpp: the byte-level pre-tokenizers a GGUF names by tokenizer.ggml.pre
+// (the file carries the name, not the regex) against Hugging Face tokenizers. Each fixture
+// (tests/fixtures/make_pretok_fixtures.py) is a small BPE trained with the family's published
+// pre-tokenizer and its encodings of awkward texts (digit runs, CJK and kana, contractions in
+// capitals, punctuation runs, whitespace); its vocabulary and merges are written here into a
+// GGUF under the name, and Troupe's encodings must be HF's. The same vocabulary under GPT-2's
+// pre-tokenizer must encode some of them differently (the cases tell the regexes apart).
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../test_paths.hpp"
+#include "formats/checkpoint_writer.hpp"
+#include "formats/gguf.hpp"
+#include "text/tokenizer.hpp"
+
+namespace troupe {
+namespace {
+
+std::unique_ptr<tokenizer> gguf_tokenizer(const nlohmann::json& fx, const std::string& pre) {
+  gguf_writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", pre);
+  w.set_strings("tokenizer.ggml.tokens", fx["tokens"].get<std::vector<std::string>>());
+  w.set_strings("tokenizer.ggml.merges", fx["merges"].get<std::vector<std::string>>());
+  w.set_i32s("tokenizer.ggml.token_type",
+             std::vector<int32_t>(fx["tokens"].size(), 1)); // all normal
+  const std::string path =
+      ::testing::TempDir() + "/troupe_pretok_" + pre + "_" + std::to_string(::getpid()) + ".gguf";
+  EXPECT_TRUE(w.write(path));
+  auto g = open_gguf(path);
+  EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
+  if (!g) return nullptr;
+  auto tok = tokenizer::from_gguf(**g);
+  ::unlink(path.c_str());
+  EXPECT_TRUE(tok) << (tok ? "" : tok.error().to_string());
+  return tok ? std::move(*tok) : nullptr;
+}
+
+class GgufPre : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufPre, EncodesAsHuggingFaceTokenizers) {
+  const auto fx = test::load_json(test::fixture_path("pretok/" + GetParam() + ".json"));
+  ASSERT_EQ(fx["pre"], GetParam());
+  auto tok = gguf_tokenizer(fx, GetParam());
+  auto gpt2 = gguf_tokenizer(fx, "gpt2");
+  ASSERT_TRUE(tok && gpt2);
+  int differ = 0;
+  for (const auto& c : fx["cases"]) {
+    const std::string text = c["text"];
+    auto ids = tok->encode(text, false, false);
+    ASSERT_TRUE(ids) << text;
+    EXPECT_EQ(*ids, c["ids"].get<std::vector<int32_t>>()) << "'" << text << "'";
+    EXPECT_EQ(tok->decode(*ids), text);
+    differ += *gpt2->encode(text, false, false) != *ids;
+  }
+  EXPECT_GE(differ, 3) << "the cases do not tell this pre-tokenizer from GPT-2's";
+}
+
+INSTANTIATE_TEST_SUITE_P(Names, GgufPre, ::testing::Values("deepseek-v3", "gpt-4o"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+TEST(GgufPre, AnUnknownNameIsRefusedByName) {
+  const auto fx = test::load_json(test::fixture_path("pretok/deepseek-v3.json"));
+  gguf_writer w;
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "frobnicate");
+  w.set_strings("tokenizer.ggml.tokens", fx["tokens"].get<std::vector<std::string>>());
+  w.set_strings("tokenizer.ggml.merges", fx["merges"].get<std::vector<std::string>>());
+  const std::string path =
+      ::testing::TempDir() + "/troupe_pretok_unknown_" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_TRUE(w.write(path));
+  auto g = open_gguf(path);
+  ASSERT_TRUE(g);
+  auto tok = tokenizer::from_gguf(**g);
+  ::unlink(path.c_str());
+  ASSERT_FALSE(tok);
+  EXPECT_NE(tok.error().message.find("frobnicate"), std::string::npos) << tok.error().message;
+}
+
+} // namespace
+} // namespace troupe
