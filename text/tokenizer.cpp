@@ -72,8 +72,12 @@ std::vector<std::string> pretokenizer_regexes(std::string_view name) {
   // o200k_base (GPT-OSS; tiktoken's pat_str)
   static const std::string o200k =
       R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  // tekken (Mistral Nemo, Small 3, Devstral; the pattern of its tekken.json)
+  static const std::string tekken =
+      R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   if (name == "deepseek-v3") return deepseek_v3;
   if (name == "gpt-4o") return {o200k};
+  if (name == "tekken") return {tekken};
   if (std::string one = pretokenizer_regex(name); !one.empty()) return {one};
   return {};
 }
@@ -87,7 +91,10 @@ std::string pretokenizer_regex(std::string_view name) {
   static const std::string qwen2 =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   if (name == "gpt2" || name == "default" || name == "gpt-2") return gpt2;
-  if (name == "llama-bpe" || name == "llama3" || name == "smaug-bpe") return llama3;
+  // GLM-4 and 4.5+ ("chatglm-bpe", "glm4") split as Llama 3 does
+  if (name == "llama-bpe" || name == "llama3" || name == "smaug-bpe" || name == "chatglm-bpe" ||
+      name == "glm4")
+    return llama3;
   if (name == "qwen2" || name == "deepseek-r1-qwen") return qwen2;
   return {};
 }

@@ -106,7 +106,7 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     if (patterns.empty())
       return make_error(errc::unsupported,
                         "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2, "
-                        "deepseek-v3, gpt-4o are)",
+                        "deepseek-v3, gpt-4o, tekken, glm4 are)",
                         where, pre);
     for (const auto& pattern : patterns) { // each Split isolates its matches, in sequence
       std::string err;
@@ -119,7 +119,9 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     bl.use_regex = false;
     t->pretokenizers.push_back(std::move(bl));
     t->decoders.push_back({decoder_step::byte_level});
-    t->ignore_merges = pre == "llama-bpe" || pre == "llama3";
+    // a word that is a whole token is that token (tiktoken's rule, which these vocabularies
+    // were made by)
+    t->ignore_merges = pre == "llama-bpe" || pre == "llama3" || pre == "tekken";
     add_bos = pre == "llama-bpe" || pre == "llama3";
   } else {
     return make_error(errc::unsupported,

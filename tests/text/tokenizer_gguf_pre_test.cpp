@@ -61,13 +61,27 @@ TEST_P(GgufPre, EncodesAsHuggingFaceTokenizers) {
   EXPECT_GE(differ, 3) << "the cases do not tell this pre-tokenizer from GPT-2's";
 }
 
-INSTANTIATE_TEST_SUITE_P(Names, GgufPre, ::testing::Values("deepseek-v3", "gpt-4o"),
+INSTANTIATE_TEST_SUITE_P(Names, GgufPre, ::testing::Values("deepseek-v3", "gpt-4o", "tekken"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n)
                              if (ch == '-') ch = '_';
                            return n;
                          });
+
+// GLM-4's names split as Llama 3's pre-tokenizer does (one regex): same encodings
+TEST(GgufPre, GlmNamesAreLlama3s) {
+  const auto fx = test::load_json(test::fixture_path("pretok/gpt-4o.json"));
+  auto llama3 = gguf_tokenizer(fx, "llama3");
+  for (const char* name : {"glm4", "chatglm-bpe"}) {
+    auto glm = gguf_tokenizer(fx, name);
+    ASSERT_TRUE(llama3 && glm) << name;
+    for (const auto& c : fx["cases"]) {
+      const std::string text = c["text"];
+      EXPECT_EQ(*glm->encode(text, false, false), *llama3->encode(text, false, false)) << text;
+    }
+  }
+}
 
 TEST(GgufPre, AnUnknownNameIsRefusedByName) {
   const auto fx = test::load_json(test::fixture_path("pretok/deepseek-v3.json"));
