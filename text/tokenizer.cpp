@@ -75,6 +75,11 @@ std::vector<std::string> pretokenizer_regexes(std::string_view name) {
   // tekken (Mistral Nemo, Small 3, Devstral; the pattern of its tekken.json)
   static const std::string tekken =
       R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  // Kimi K2 (tokenization_kimi.py's pat_str: runs of Han apart, letters that are not Han; its
+  // class intersections [...&&[^\p{Han}]] written as a lookahead for PCRE2)
+  static const std::string kimi_k2 =
+      R"([\p{Han}]+|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  if (name == "kimi-k2") return {kimi_k2};
   if (name == "deepseek-v3") return deepseek_v3;
   if (name == "gpt-4o") return {o200k};
   if (name == "tekken") return {tekken};

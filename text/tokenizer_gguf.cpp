@@ -106,7 +106,7 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     if (patterns.empty())
       return make_error(errc::unsupported,
                         "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2, "
-                        "deepseek-v3, gpt-4o, tekken, glm4 are)",
+                        "deepseek-v3, gpt-4o, tekken, kimi-k2, glm4 are)",
                         where, pre);
     for (const auto& pattern : patterns) { // each Split isolates its matches, in sequence
       std::string err;
@@ -121,7 +121,8 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     t->decoders.push_back({decoder_step::byte_level});
     // a word that is a whole token is that token (tiktoken's rule, which these vocabularies
     // were made by)
-    t->ignore_merges = pre == "llama-bpe" || pre == "llama3" || pre == "tekken";
+    t->ignore_merges = pre == "llama-bpe" || pre == "llama3" || pre == "tekken" ||
+                       pre == "gpt-4o" || pre == "kimi-k2";
     add_bos = pre == "llama-bpe" || pre == "llama3";
   } else {
     return make_error(errc::unsupported,
