@@ -34,8 +34,15 @@ class tokenizer {
   static expected<std::unique_ptr<tokenizer>> from_hf_json(const std::string& tokenizer_json,
                                                            const std::string& config_json,
                                                            const std::string& where);
-  /// From an HF model directory (tokenizer.json, tokenizer_config.json).
+  /// From an HF model directory (tokenizer.json, tokenizer_config.json; or Kimi's
+  /// tiktoken.model, whose tokenizer_config.json maps to tokenization_kimi.py).
   static expected<std::unique_ptr<tokenizer>> from_hf_dir(const std::string& dir);
+  /// From a tiktoken vocabulary (tiktoken.model's text) and tokenizer_config.json, split by the
+  /// pre-tokenizer named `pre` (the regex lives in the model's Python tokenizer, not the file).
+  static expected<std::unique_ptr<tokenizer>> from_tiktoken(const std::string& model_text,
+                                                            const std::string& config_json,
+                                                            std::string_view pre,
+                                                            const std::string& where);
   /// From GGUF metadata (tokenizer.ggml.*).
   static expected<std::unique_ptr<tokenizer>> from_gguf(const gguf_file& g);
 

@@ -244,6 +244,31 @@ std::string token_text(const json& j, const char* key) {
 
 } // namespace
 
+// tokenizer_config.json: bos / eos names, add_bos_token, chat template
+status apply_tokenizer_config(tokenizer_impl& t, const std::string& config_text,
+                              const std::string& where) {
+  json cfg = config_text.empty() ? json::object() : json::parse(config_text, nullptr, false);
+  if (cfg.is_discarded()) return corrupt(where, "tokenizer_config.json is not valid JSON");
+  if (cfg.is_object()) {
+    if (auto b = token_text(cfg, "bos_token"); !b.empty() && t.ids.count(b)) t.bos = t.ids[b];
+    if (auto e = token_text(cfg, "eos_token"); !e.empty() && t.ids.count(e)) t.eos = t.ids[e];
+    if (t.prefix_ids.empty() && flag(cfg, "add_bos_token", false) && t.bos >= 0)
+      t.prefix_ids = {t.bos};
+    if (t.suffix_ids.empty() && flag(cfg, "add_eos_token", false) && t.eos >= 0)
+      t.suffix_ids = {t.eos};
+    if (cfg.contains("chat_template") && cfg["chat_template"].is_string()) {
+      t.chat_template = cfg["chat_template"].get<std::string>();
+    } else if (cfg.contains("chat_template") && cfg["chat_template"].is_array()) {
+      // named templates (Command-R: "default", "tool_use", "rag"): the default one
+      for (const auto& e : cfg["chat_template"])
+        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+            e["template"].is_string())
+          t.chat_template = e["template"].get<std::string>();
+    }
+  }
+  return {};
+}
+
 expected<std::unique_ptr<tokenizer>> tokenizer::from_hf_json(const std::string& text,
                                                              const std::string& config_text,
                                                              const std::string& where) {
@@ -328,26 +353,7 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_hf_json(const std::string& 
   TROUPE_TRY(
       add_post_processor(*t, j.contains("post_processor") ? j["post_processor"] : json(), where));
   t->kind_name = t->byte_level ? "byte-level" : "bpe";
-  // tokenizer_config.json: bos / eos names, add_bos_token, chat template
-  json cfg = config_text.empty() ? json::object() : json::parse(config_text, nullptr, false);
-  if (cfg.is_discarded()) return corrupt(where, "tokenizer_config.json is not valid JSON");
-  if (cfg.is_object()) {
-    if (auto b = token_text(cfg, "bos_token"); !b.empty() && t->ids.count(b)) t->bos = t->ids[b];
-    if (auto e = token_text(cfg, "eos_token"); !e.empty() && t->ids.count(e)) t->eos = t->ids[e];
-    if (t->prefix_ids.empty() && flag(cfg, "add_bos_token", false) && t->bos >= 0)
-      t->prefix_ids = {t->bos};
-    if (t->suffix_ids.empty() && flag(cfg, "add_eos_token", false) && t->eos >= 0)
-      t->suffix_ids = {t->eos};
-    if (cfg.contains("chat_template") && cfg["chat_template"].is_string()) {
-      t->chat_template = cfg["chat_template"].get<std::string>();
-    } else if (cfg.contains("chat_template") && cfg["chat_template"].is_array()) {
-      // named templates (Command-R: "default", "tool_use", "rag"): the default one
-      for (const auto& e : cfg["chat_template"])
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
-            e["template"].is_string())
-          t->chat_template = e["template"].get<std::string>();
-    }
-  }
+  TROUPE_TRY(apply_tokenizer_config(*t, config_text, where));
   if (t->bos < 0 && !t->prefix_ids.empty()) t->bos = t->prefix_ids.front();
   return std::unique_ptr<tokenizer>(new tokenizer(std::move(t)));
 }
@@ -355,8 +361,18 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_hf_json(const std::string& 
 expected<std::unique_ptr<tokenizer>> tokenizer::from_hf_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path tj = fs::path(dir) / "tokenizer.json";
-  if (!fs::exists(tj)) return make_error(errc::not_found, "{}: no tokenizer.json", dir);
   const fs::path tc = fs::path(dir) / "tokenizer_config.json";
+  if (const fs::path tt = fs::path(dir) / "tiktoken.model"; !fs::exists(tj) && fs::exists(tt)) {
+    // the split is code in the model's tokenizer class: known for Kimi's
+    const std::string config = fs::exists(tc) ? read_text(tc) : "";
+    if (config.find("tokenization_kimi") == std::string::npos)
+      return make_error(errc::unsupported,
+                        "{}: tiktoken.model whose pre-tokenizer Troupe does not know (its split "
+                        "is in the model's Python tokenizer; Kimi's tokenization_kimi.py is read)",
+                        dir);
+    return from_tiktoken(read_text(tt), config, "kimi-k2", tt.string());
+  }
+  if (!fs::exists(tj)) return make_error(errc::not_found, "{}: no tokenizer.json", dir);
   return from_hf_json(read_text(tj), fs::exists(tc) ? read_text(tc) : "", tj.string());
 }
 

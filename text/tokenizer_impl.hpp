@@ -87,6 +87,11 @@ struct tokenizer_impl {
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 };
 
+/// tokenizer_config.json's bos / eos (by name), add_bos_token / add_eos_token and chat template
+/// onto `t` (tokenizer_hf.cpp; the tiktoken reader uses it too).
+status apply_tokenizer_config(tokenizer_impl& t, const std::string& config_text,
+                              const std::string& where);
+
 /// Pre-tokenizer regexes by name (GGUF tokenizer.ggml.pre), or empty when unknown.
 std::string pretokenizer_regex(std::string_view name);
 /// The Splits a GGUF's tokenizer.ggml.pre names, in order (one regex for most; empty: unknown).

@@ -270,8 +270,11 @@ TEST(MemoryPlan, PackedStagesWhenAnEvenSplitWastesRoom) {
   const auto& k = p->tried[static_cast<size_t>(p->chosen)];
   EXPECT_TRUE(k.packed);
   EXPECT_EQ(k.devices, 13);
-  for (const auto& other : p->tried) // no even split on 13 or fewer fits
-    if (!other.packed && other.devices <= 13) EXPECT_FALSE(other.fits) << other.place.to_string();
+  for (const auto& other : p->tried) { // no even split on 13 or fewer fits
+    if (!other.packed && other.devices <= 13) {
+      EXPECT_FALSE(other.fits) << other.place.to_string();
+    }
+  }
   std::set<int> sizes;
   for (const auto& st : k.place.stages) sizes.insert(st.layer_end - st.layer_begin);
   EXPECT_GT(sizes.size(), 1u); // uneven

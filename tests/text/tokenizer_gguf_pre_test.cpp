@@ -4,7 +4,9 @@
 // pre-tokenizer and its encodings of awkward texts (digit runs, CJK and kana, contractions in
 // capitals, punctuation runs, whitespace); its vocabulary and merges are written here into a
 // GGUF under the name, and Troupe's encodings must be HF's. The same vocabulary under each
-// other name must encode some of them differently (the cases tell the splits apart).
+// other name must encode some of them differently (the cases tell the splits apart). And Kimi
+// K2's own form of the vocabulary (tiktoken.model beside a tokenizer_config.json that maps to
+// tokenization_kimi.py) must encode as tiktoken itself does, special tokens included.
 #include <unistd.h>
 
 #include <string>
@@ -91,6 +93,28 @@ TEST(GgufPre, GlmNamesAreLlama3s) {
       EXPECT_EQ(*glm->encode(text, false, false), *llama3->encode(text, false, false)) << text;
     }
   }
+}
+
+// Kimi K2's published form: tiktoken.model and a tokenizer_config.json that maps to
+// tokenization_kimi.py; against tiktoken itself, special tokens included
+TEST(Tiktoken, KimiDirectoryEncodesAsTiktoken) {
+  const std::string dir = test::fixture_path("pretok/kimi_tiktoken");
+  const auto fx = test::load_json(dir + "/cases.json");
+  auto tok = tokenizer::from_hf_dir(dir);
+  ASSERT_TRUE(tok) << tok.error().to_string();
+  EXPECT_EQ((*tok)->vocab_size(), fx["vocab_size"].get<int32_t>());
+  EXPECT_EQ((*tok)->decode(std::vector<int32_t>{(*tok)->bos_id()}), "[BOS]");
+  for (const auto& c : fx["cases"]) {
+    const std::string text = c["text"];
+    auto ids = (*tok)->encode(text, false, true);
+    ASSERT_TRUE(ids) << text;
+    EXPECT_EQ(*ids, c["ids"].get<std::vector<int32_t>>()) << "'" << text << "'";
+    EXPECT_EQ((*tok)->decode(*ids), text);
+  }
+  // a corrupt line is a clear error, not a crash
+  auto broken = tokenizer::from_tiktoken("IQ== 0\n!!! 1\n", "{}", "kimi-k2", "t.model");
+  ASSERT_FALSE(broken);
+  EXPECT_NE(broken.error().message.find("line 2"), std::string::npos) << broken.error().message;
 }
 
 TEST(GgufPre, AnUnknownNameIsRefusedByName) {
