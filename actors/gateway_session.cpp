@@ -110,8 +110,8 @@ void open_stream(session_ptr self) {
   for (auto& c : st.held) st.w->chunk(std::move(c));
   st.held.clear();
   st.last_write = std::chrono::steady_clock::now();
-  if (keepalive_period(self).count() > 0)
-    self->delayed_send(self, keepalive_period(self), tick_atom::value);
+  if (const auto period = keepalive_period(self); period.count() > 0)
+    self->delayed_send(self, period, tick_atom::value);
 }
 
 // The request failed: an HTTP error while nothing was written, else an error event in the

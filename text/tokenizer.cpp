@@ -87,6 +87,27 @@ std::vector<std::string> pretokenizer_regexes(std::string_view name) {
   return {};
 }
 
+status add_byte_level_split(tokenizer_impl& t, std::string_view pre, const std::string& where) {
+  const std::vector<std::string> patterns = pretokenizer_regexes(pre);
+  if (patterns.empty())
+    return make_error(errc::unsupported,
+                      "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2, "
+                      "deepseek-v3, gpt-4o, tekken, kimi-k2, glm4 are)",
+                      where, pre);
+  for (const auto& pattern : patterns) {
+    std::string err;
+    pretok_step split{pretok_step::split};
+    if (!(split.pattern = compile_regex(pattern, err)))
+      return make_error(errc::internal, "{}: {}", where, err);
+    t.pretokenizers.push_back(std::move(split));
+  }
+  pretok_step bl{pretok_step::byte_level};
+  bl.use_regex = false;
+  t.pretokenizers.push_back(std::move(bl));
+  t.decoders.push_back({decoder_step::byte_level});
+  return {};
+}
+
 std::string pretokenizer_regex(std::string_view name) {
   // GPT-2 (also "default" in llama.cpp)
   static const std::string gpt2 =

@@ -102,23 +102,7 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     }
     std::string pre = "gpt2";
     if (auto p = g.get_string("tokenizer.ggml.pre")) pre = std::string(*p);
-    const std::vector<std::string> patterns = pretokenizer_regexes(pre);
-    if (patterns.empty())
-      return make_error(errc::unsupported,
-                        "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2, "
-                        "deepseek-v3, gpt-4o, tekken, kimi-k2, glm4 are)",
-                        where, pre);
-    for (const auto& pattern : patterns) { // each Split isolates its matches, in sequence
-      std::string err;
-      pretok_step split{pretok_step::split};
-      if (!(split.pattern = compile_regex(pattern, err)))
-        return make_error(errc::internal, "{}: {}", where, err);
-      t->pretokenizers.push_back(std::move(split));
-    }
-    pretok_step bl{pretok_step::byte_level};
-    bl.use_regex = false;
-    t->pretokenizers.push_back(std::move(bl));
-    t->decoders.push_back({decoder_step::byte_level});
+    TROUPE_TRY(add_byte_level_split(*t, pre, where));
     // a word that is a whole token is that token (tiktoken's rule, which these vocabularies
     // were made by)
     t->ignore_merges = pre == "llama-bpe" || pre == "llama3" || pre == "tekken" ||

@@ -96,6 +96,10 @@ status apply_tokenizer_config(tokenizer_impl& t, const std::string& config_text,
 std::string pretokenizer_regex(std::string_view name);
 /// The Splits a GGUF's tokenizer.ggml.pre names, in order (one regex for most; empty: unknown).
 std::vector<std::string> pretokenizer_regexes(std::string_view name);
+/// A byte-level BPE's pre-tokenizers and decoder for the split named `pre` (GGUF "gpt2"
+/// vocabularies, tiktoken files): each Split isolating its matches in sequence, then the byte
+/// mapping; unsupported, naming `pre`, when the name is unknown.
+status add_byte_level_split(tokenizer_impl& t, std::string_view pre, const std::string& where);
 std::shared_ptr<regex> compile_regex(const std::string& pattern, std::string& error);
 
 } // namespace troupe

@@ -6,7 +6,7 @@
 // and ignore_merges is set. The special tokens follow the base vocabulary: the ones
 // tokenizer_config.json's added_tokens_decoder names, and reserved slots up to 256
 // (tokenization_kimi.py's num_reserved_special_tokens) named <|reserved_token_ID|>. The split
-// regex is not in the file: the caller names it (pretokenizer_regexes).
+// regex is not in the file: the caller names it (add_byte_level_split).
 // Tests: tests/text/tokenizer_gguf_pre_test.cpp (against tiktoken itself)
 #include <cstdint>
 #include <cstdlib>
@@ -144,20 +144,7 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_tiktoken(const std::string&
       cut += unicode::byte_to_char(static_cast<unsigned char>(b[k])).size();
     }
   }
-  const std::vector<std::string> patterns = pretokenizer_regexes(pre);
-  if (patterns.empty())
-    return make_error(errc::unsupported, "{}: pre-tokenizer '{}' is not supported", where, pre);
-  for (const auto& pattern : patterns) {
-    std::string err;
-    pretok_step split{pretok_step::split};
-    if (!(split.pattern = compile_regex(pattern, err)))
-      return make_error(errc::internal, "{}: {}", where, err);
-    t->pretokenizers.push_back(std::move(split));
-  }
-  pretok_step bl{pretok_step::byte_level};
-  bl.use_regex = false;
-  t->pretokenizers.push_back(std::move(bl));
-  t->decoders.push_back({decoder_step::byte_level});
+  TROUPE_TRY(add_byte_level_split(*t, pre, where));
   TROUPE_TRY(apply_tokenizer_config(*t, config_text, where));
   if (t->bos < 0 && !t->prefix_ids.empty()) t->bos = t->prefix_ids.front();
   return std::unique_ptr<tokenizer>(new tokenizer(std::move(t)));

@@ -165,15 +165,16 @@ tool_call_parser::delta tool_call_parser::push(std::string_view text) {
   held_ += text;
   if (f_ == tool_format::llama3) return llama3_push();
   if (f_ != tool_format::none) return blocks(false);
-  delta d;
-  d.text = std::move(held_);
-  held_.clear();
-  return d;
+  return release_all();
 }
 
 tool_call_parser::delta tool_call_parser::finish() {
   if (f_ == tool_format::llama3) return llama3_finish();
   if (f_ != tool_format::none) return blocks(true);
+  return release_all();
+}
+
+tool_call_parser::delta tool_call_parser::release_all() {
   delta d;
   d.text = std::move(held_);
   held_.clear();
@@ -184,11 +185,7 @@ tool_call_parser::delta tool_call_parser::finish() {
 tool_call_parser::delta tool_call_parser::llama3_push() {
   delta d;
   if (started_) return d; // a call runs to the end of the reply
-  if (any_text_) {
-    d.text = std::move(held_);
-    held_.clear();
-    return d;
-  }
+  if (any_text_) return release_all();
   // the leading whitespace found so far is not looked at again
   const size_t b = held_.find_first_not_of(" \t\r\n", blank_upto_);
   if (b == std::string::npos) {
@@ -202,18 +199,12 @@ tool_call_parser::delta tool_call_parser::llama3_push() {
   }
   if (kPythonTag.rfind(t, 0) == 0) return d; // could still become the tag
   any_text_ = true;
-  d.text = std::move(held_);
-  held_.clear();
-  return d;
+  return release_all();
 }
 
 tool_call_parser::delta tool_call_parser::llama3_finish() {
+  if (!started_) return release_all();
   delta d;
-  if (!started_) {
-    d.text = std::move(held_);
-    held_.clear();
-    return d;
-  }
   std::string_view body = trim(held_);
   if (body.rfind(kPythonTag, 0) == 0) body.remove_prefix(kPythonTag.size());
   std::vector<tool_call> calls;

@@ -113,6 +113,7 @@ class tool_call_parser {
   delta blocks(bool end);
   delta llama3_push();
   delta llama3_finish();
+  delta release_all(); // everything held is content
   tool_format f_;
   std::string held_;        // text not yet released
   size_t close_from_ = 0;   // blocks: where in held_ (an open block) the close may still begin
