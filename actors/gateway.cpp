@@ -307,11 +307,13 @@ void gateway::impl::render_metrics(const std::shared_ptr<response_writer>& w, co
   w->respond(200, "text/plain; version=0.0.4", out);
 }
 
-void gateway::impl::generate(http_request req, std::shared_ptr<response_writer> w, bool chat) {
+void gateway::impl::generate(http_request req, std::shared_ptr<response_writer> w, endpoint api) {
   // parsing and tokenizing can take a while for a large body: never on an I/O thread
   auto self = shared_from_this();
-  auto job = [self, body = std::move(req.body), w, chat] {
-    auto parsed = parse_request(body, chat, self->info);
+  auto job = [self, body = std::move(req.body), w, api] {
+    auto parsed = api == endpoint::responses
+                      ? parse_responses_request(body, self->info, &self->responses)
+                      : parse_request(body, api == endpoint::chat, self->info);
     if (auto* e = std::get_if<api_error>(&parsed)) return self->fail(w, *e);
     if (w->closed()) return;
     auto& in = self->h->internals();
@@ -319,6 +321,23 @@ void gateway::impl::generate(http_request req, std::shared_ptr<response_writer> 
   };
   if (!work->post(std::move(job)))
     fail(w, error_for({errc::busy, "too many requests are being parsed; retry later"}));
+}
+
+void gateway::impl::stored_response(const std::string& id, bool erase,
+                                    std::shared_ptr<response_writer> w) {
+  if (erase ? !responses.erase(id) : !responses.get(id))
+    return fail(w, {404,
+                    fmt::format("response '{}' is not stored here (responses are kept in memory, "
+                                "the most recent 1000)",
+                                id),
+                    "invalid_request_error", "", "not_found"});
+  count(200);
+  if (erase)
+    return w->respond(200, "application/json",
+                      fmt::format(R"({{"id":"{}","object":"response","deleted":true}})", id));
+  if (auto e = responses.get(id)) return w->respond(200, "application/json", e->body);
+  fail(w, {404, fmt::format("response '{}' is not stored here", id), "invalid_request_error", "",
+           "not_found"});
 }
 
 void gateway::impl::tokenize(http_request req, std::shared_ptr<response_writer> w,
@@ -345,8 +364,14 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
   }
   const bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
   const std::string models_prefix = "/v1/models/";
-  if (path == "/v1/completions" && post) return generate(std::move(req), w, false);
-  if (path == "/v1/chat/completions" && post) return generate(std::move(req), w, true);
+  const std::string responses_prefix = "/v1/responses/";
+  if (path == "/v1/completions" && post) return generate(std::move(req), w, endpoint::completions);
+  if (path == "/v1/chat/completions" && post) return generate(std::move(req), w, endpoint::chat);
+  if (path == "/v1/responses" && post) return generate(std::move(req), w, endpoint::responses);
+  const bool one_response = path.rfind(responses_prefix, 0) == 0 &&
+                            path.find('/', responses_prefix.size()) == std::string::npos;
+  if (one_response && (get || req.method == "DELETE"))
+    return stored_response(path.substr(responses_prefix.size()), !get, w);
   if (path == "/v1/models" && get) {
     count(200);
     return w->respond(200, "application/json", models_body(info.model_name, started));
@@ -365,6 +390,11 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
   if (path == "/metrics" && get) return metrics(w);
   if ((path == "/tokenize" || path == "/detokenize") && post)
     return tokenize(std::move(req), w, path == "/detokenize");
+  if (path == "/v1/responses" || one_response)
+    return fail(w,
+                {405, fmt::format("method {} is not allowed on {}", req.method, path),
+                 "invalid_request_error", "", ""},
+                {{"Allow", one_response ? "GET, HEAD, DELETE" : "POST"}});
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
                      path == "/tokenize" || path == "/detokenize" || path == "/v1/models" ||
                      path.rfind(models_prefix, 0) == 0 || path == "/health" || path == "/metrics";

@@ -17,6 +17,7 @@
 #include "actors/host.hpp"
 #include "actors/openai_api.hpp"
 #include "actors/pipeline.hpp"
+#include "actors/responses_api.hpp"
 #include "core/job_queue.hpp"
 #include "exec/expert_load.hpp"
 #include "transport/http_server.hpp"
@@ -38,6 +39,7 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   int64_t started = 0;
   std::mutex sessions_mu;
   std::map<caf::actor_addr, caf::actor> sessions; // live sessions, told to close at shutdown
+  response_store responses; // /v1/responses kept for previous_response_id and GET
 
   void count(int status) {
     std::lock_guard<std::mutex> lk(status_mu);
@@ -74,7 +76,9 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
                       const std::vector<exec::expert_count>& remote_experts,
                       const std::vector<shard_report>& shards);
   void health(std::shared_ptr<response_writer> w);
-  void generate(http_request req, std::shared_ptr<response_writer> w, bool chat);
+  enum class endpoint { completions, chat, responses };
+  void generate(http_request req, std::shared_ptr<response_writer> w, endpoint api);
+  void stored_response(const std::string& id, bool erase, std::shared_ptr<response_writer> w);
   void tokenize(http_request req, std::shared_ptr<response_writer> w, bool detokenize);
 };
 

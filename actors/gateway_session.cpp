@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "actors/gateway_impl.hpp"
+#include "actors/responses_api.hpp"
 #include "actors/tool_reply.hpp"
 #include "text/output_processor.hpp"
 
@@ -62,7 +63,8 @@ struct session_state {
   bool header_sent = false;
   bool done = false;
   std::chrono::steady_clock::time_point last_write; // of a stream's bytes (keep-alive)
-  std::vector<std::string> held; // stream chunks made before the header could go out
+  std::vector<std::string> held;          // stream chunks made before the header could go out
+  std::unique_ptr<response_builder> resp; // a /v1/responses request: its output items
   static inline const char* name = "troupe.session";
 };
 
@@ -121,7 +123,11 @@ void fail_session(session_ptr self, const api_error& e) {
   if (st.done) return;
   st.done = true;
   cancel_all(self);
-  if (st.req.stream && st.header_sent) {
+  if (st.req.stream && st.header_sent && st.resp) {
+    st.w->chunk(st.resp->failed(e));
+    st.w->end();
+    st.gw->count(e.status);
+  } else if (st.req.stream && st.header_sent) {
     st.w->chunk(error_event(e));
     st.w->chunk("data: [DONE]\n\n");
     st.w->end();
@@ -136,7 +142,17 @@ void finish_session(session_ptr self) {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
-  if (st.req.stream) {
+  if (st.resp) { // one choice
+    const usage u{st.prompt_tokens, st.completion_tokens};
+    std::string events = st.resp->finish(st.choices[0].res.finish, u);
+    if (st.resp->stored()) st.gw->responses.put(st.id, {st.resp->body(), st.resp->conversation()});
+    if (st.req.stream) {
+      st.w->chunk(std::move(events));
+      st.w->end();
+    } else {
+      st.w->respond(200, "application/json", st.resp->body());
+    }
+  } else if (st.req.stream) {
     if (st.req.include_usage)
       st.w->chunk(usage_chunk(st.req, st.id, st.created, {st.prompt_tokens, st.completion_tokens}));
     st.w->chunk("data: [DONE]\n\n");
@@ -231,6 +247,7 @@ void on_event(session_ptr self, const gen_event& e) {
   std::string fresh, reasoning;
   std::vector<tool_call> read_calls; // harmony: calls the reply's router read
   finish_reason fin = e.finish;
+  int64_t n_accepted = 0;
   if (!e.tokens.empty()) {
     auto d = c.proc->push(e.tokens);
     fresh = d.text;
@@ -245,7 +262,8 @@ void on_event(session_ptr self, const gen_event& e) {
                            .first(std::min(n, e.top_logprobs.size())),
                        c.offset));
     }
-    c.tokens += static_cast<int64_t>(d.accepted);
+    n_accepted = static_cast<int64_t>(d.accepted);
+    c.tokens += n_accepted;
     st.completion_tokens += static_cast<int64_t>(d.accepted);
     if (c.proc->stopped()) {
       fin = finish_reason::stop;
@@ -274,7 +292,12 @@ void on_event(session_ptr self, const gen_event& e) {
   c.res.reasoning += reasoning;
   text += fresh;
   if (want_lp) c.res.lp.append(lp);
-  if (st.req.stream) {
+  if (st.resp) {
+    // tokens whose step wrote only reasoning count as reasoning (usage)
+    auto events = st.resp->step(reasoning, text, &lp, calls,
+                                !reasoning.empty() && fresh.empty() ? n_accepted : 0);
+    if (st.req.stream) emit(self, std::move(events));
+  } else if (st.req.stream) {
     const usage u{st.prompt_tokens, st.completion_tokens};
     // calls go in a chunk of their own before the one that ends the choice, as OpenAI sends
     // them (clients close a call's arguments when the next chunk comes)
@@ -304,9 +327,14 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
   st.w = w;
   st.req = std::move(req);
   st.engine = engine;
-  st.id = (st.req.chat ? "chatcmpl-" : "cmpl-") + std::to_string(gw->started) + "-" +
-          std::to_string(++gw->counter);
+  st.id = st.req.responses ? new_random_id("resp_")
+                           : (st.req.chat ? "chatcmpl-" : "cmpl-") + std::to_string(gw->started) +
+                                 "-" + std::to_string(++gw->counter);
   st.created = unix_now();
+  if (st.req.responses) {
+    st.resp = std::make_unique<response_builder>(st.req, st.id, st.created);
+    if (st.req.stream) emit(self, st.resp->start()); // goes out with the status line
+  }
   const int n = st.req.n;
   const size_t prompts = st.req.prompts.size();
   st.choices.resize(prompts * static_cast<size_t>(n));

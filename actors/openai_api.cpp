@@ -532,23 +532,32 @@ void token_logprobs::append(const token_logprobs& o) {
 
 namespace {
 
-json logprobs_json(const parsed_request& r, const token_logprobs& lp) {
-  auto num = [](const std::optional<float>& v) { return v ? json(*v) : json(nullptr); };
-  if (r.chat) {
-    json content = json::array();
-    for (size_t i = 0; i < lp.pieces.size(); ++i) {
-      json alts = json::array();
-      if (i < lp.top.size())
-        for (const auto& [piece, v] : lp.top[i])
-          alts.push_back(
-              {{"token", token_string(piece)}, {"logprob", v}, {"bytes", bytes_of(piece)}});
-      content.push_back({{"token", token_string(lp.pieces[i])},
-                         {"logprob", num(lp.logprobs[i])},
-                         {"bytes", bytes_of(lp.pieces[i])},
-                         {"top_logprobs", alts}});
-    }
-    return {{"content", content}};
+json num(const std::optional<float>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+} // namespace
+
+json logprob_content(const token_logprobs& lp) {
+  json content = json::array();
+  for (size_t i = 0; i < lp.pieces.size(); ++i) {
+    json alts = json::array();
+    if (i < lp.top.size())
+      for (const auto& [piece, v] : lp.top[i])
+        alts.push_back(
+            {{"token", token_string(piece)}, {"logprob", v}, {"bytes", bytes_of(piece)}});
+    content.push_back({{"token", token_string(lp.pieces[i])},
+                       {"logprob", num(lp.logprobs[i])},
+                       {"bytes", bytes_of(lp.pieces[i])},
+                       {"top_logprobs", alts}});
   }
+  return content;
+}
+
+namespace {
+
+json logprobs_json(const parsed_request& r, const token_logprobs& lp) {
+  if (r.chat) return {{"content", logprob_content(lp)}};
   json toks = json::array(), tlp = json::array(), top = json::array(), off = json::array();
   for (size_t i = 0; i < lp.pieces.size(); ++i) {
     toks.push_back(token_string(lp.pieces[i]));

@@ -79,8 +79,11 @@ struct serving_info {
 /// of calls, as vLLM holds it).
 enum class tool_mode { none, automatic, named, required };
 
+struct responses_meta; // a /v1/responses request's own fields (responses_api.hpp)
+
 struct parsed_request {
   bool chat = false;
+  std::shared_ptr<const responses_meta> responses; // set: a Responses API request (chat inside)
   bool stream = false;
   bool include_usage = false;
   bool continuous_usage = false; // usage in every chunk (stream_options.continuous_usage_stats)
@@ -152,6 +155,11 @@ struct token_logprobs {
 
   void append(const token_logprobs& o);
 };
+
+/// Chat logprobs of some tokens: [{"token", "logprob", "bytes", "top_logprobs"}], token strings
+/// as OpenAI writes them ("bytes:\xNN" where a piece is not valid UTF-8). The Responses API's
+/// output_text logprobs have the same shape.
+nlohmann::json logprob_content(const token_logprobs& lp);
 
 struct choice_result {
   int index = 0;

@@ -8,13 +8,16 @@
 
 namespace troupe::actors {
 
-std::string new_tool_call_id() {
+std::string new_random_id(std::string prefix) {
   static constexpr char alphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += alphabet[rng() % (sizeof alphabet - 1)];
-  return id;
+  for (int i = 0; i < 24; ++i) prefix += alphabet[rng() % (sizeof alphabet - 1)];
+  return prefix;
+}
+
+std::string new_tool_call_id() {
+  return new_random_id("call_");
 }
 
 tool_reply::tool_reply(const parsed_request& r)

@@ -47,6 +47,8 @@ class tool_reply {
   size_t calls_ = 0;
 };
 
+/// `prefix` and 24 random letters and digits: "call_..." for tool calls, "resp_...", ...
+std::string new_random_id(std::string prefix);
 std::string new_tool_call_id();
 
 } // namespace troupe::actors

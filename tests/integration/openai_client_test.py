@@ -2,7 +2,8 @@
 bundled model: completions, chat completions, streaming; greedy text equals
 `troupe generate --json`; structured output (the client's parse() with a pydantic model,
 json_object streamed, unsupported schema keywords refused); tools (a named function and
-"required", parsed and streamed by the client); SIGTERM drains and exits 0; a stream whose steps
+"required", parsed and streamed by the client); the Responses API (create, stream, parse into a pydantic model, a
+function call the client parses, previous_response_id, retrieve and delete); SIGTERM drains and exits 0; a stream whose steps
 come slower than --sse-keepalive carries ": keep-alive" comment lines, which the client skips.
 
 Usage: python openai_client_test.py PATH/TO/troupe
@@ -201,6 +202,66 @@ class OpenAIClient(unittest.TestCase):
                 response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
                     "type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}}}})
         self.assertIn("pattern", str(ctx.exception))
+
+    def test_responses_api(self):
+        # the same reply as the chat endpoint gives to the same messages
+        msgs = [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "A story about a cat"}]
+        chat = self.client.chat.completions.create(model="stories", messages=msgs, max_tokens=16, temperature=0)
+        r = self.client.responses.create(model="stories", instructions="You tell stories.",
+                                         input="A story about a cat", max_output_tokens=16, temperature=0)
+        self.assertEqual(r.output_text, chat.choices[0].message.content)
+        self.assertEqual(r.status, "incomplete")
+        self.assertEqual(r.incomplete_details.reason, "max_output_tokens")
+        self.assertEqual(r.usage.output_tokens, 16)
+        self.assertEqual(r.usage.input_tokens, chat.usage.prompt_tokens)
+        # streamed: the client's own event stream; the deltas join into the same text
+        with self.client.responses.stream(model="stories", instructions="You tell stories.",
+                                          input="A story about a cat", max_output_tokens=16, temperature=0) as stream:
+            events = list(stream)
+        self.assertEqual(events[0].type, "response.created")
+        self.assertEqual(events[-1].type, "response.incomplete")
+        self.assertEqual("".join(e.delta for e in events if e.type == "response.output_text.delta"), r.output_text)
+        self.assertEqual(events[-1].response.output_text, r.output_text)
+        # stored: continued by previous_response_id, read back, deleted
+        more = self.client.responses.create(model="stories", previous_response_id=r.id, input="And then?",
+                                            max_output_tokens=4, temperature=0)
+        self.assertEqual(more.previous_response_id, r.id)
+        self.assertGreater(more.usage.input_tokens, r.usage.input_tokens + r.usage.output_tokens)
+        self.assertEqual(self.client.responses.retrieve(r.id).output_text, r.output_text)
+        self.client.responses.delete(r.id)
+        with self.assertRaises(openai.NotFoundError):
+            self.client.responses.retrieve(r.id)
+
+        # structured output into the client's pydantic model
+        class Pet(pydantic.BaseModel):
+            kind: Literal["cat", "dog"]
+            name: str = pydantic.Field(max_length=6)
+
+        parsed = 0
+        for seed in range(3):
+            p = self.client.responses.parse(model="stories", input="Describe a pet", text_format=Pet,
+                                            max_output_tokens=60, extra_body={"seed": seed})
+            if p.status == "completed":
+                self.assertIsInstance(p.output_parsed, Pet)
+                parsed += 1
+        self.assertGreater(parsed, 0)
+
+        # a named function's call, its arguments parsed by the client
+        class GetTime(pydantic.BaseModel):
+            zone: Literal["UTC", "CET"]
+
+        from openai.lib._tools import pydantic_responses_function_tool
+        call = self.client.responses.parse(model="stories", input="What time is it?",
+                                           tools=[pydantic_responses_function_tool(GetTime)],
+                                           tool_choice={"type": "function", "name": "GetTime"},
+                                           max_output_tokens=96, extra_body={"seed": 1})
+        [item] = call.output
+        self.assertEqual(item.type, "function_call")
+        self.assertIsInstance(item.parsed_arguments, GetTime)
+        self.assertTrue(item.call_id.startswith("call_"))
+        with self.assertRaises(openai.BadRequestError) as ctx:
+            self.client.responses.create(model="stories", input="x", tools=[{"type": "web_search"}])
+        self.assertIn("web_search", str(ctx.exception))
 
     def test_errors_are_openai_errors(self):
         with self.assertRaises(openai.NotFoundError):
