@@ -72,19 +72,25 @@ caf::behavior stats_probe(caf::event_based_actor* self, engine_actor engine,
 // Authorization: Bearer KEY, the scheme in any case (RFC 7235).
 bool authorized(const http_request& req, const std::string& key, std::string& why) {
   auto it = req.headers.find("authorization");
-  if (it == req.headers.end()) {
-    why = "missing API key (Authorization: Bearer ...)";
+  auto xkey = req.headers.find("x-api-key"); // Anthropic's clients send the key in this one
+  if (it == req.headers.end() && xkey == req.headers.end()) {
+    why = "missing API key (Authorization: Bearer ..., or x-api-key)";
     return false;
   }
-  const std::string& v = it->second;
-  const size_t sp = v.find(' ');
-  std::string scheme = v.substr(0, sp);
-  for (auto& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  std::string token = sp == std::string::npos ? "" : v.substr(sp + 1);
-  while (!token.empty() && token.front() == ' ') token.erase(0, 1);
-  if (scheme != "bearer") {
-    why = "the Authorization scheme must be Bearer";
-    return false;
+  std::string token;
+  if (it == req.headers.end()) {
+    token = xkey->second;
+  } else {
+    const std::string& v = it->second;
+    const size_t sp = v.find(' ');
+    std::string scheme = v.substr(0, sp);
+    for (auto& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    token = sp == std::string::npos ? "" : v.substr(sp + 1);
+    while (!token.empty() && token.front() == ' ') token.erase(0, 1);
+    if (scheme != "bearer") {
+      why = "the Authorization scheme must be Bearer";
+      return false;
+    }
   }
   // compare without an early exit, so timing does not tell how much of a guess was right
   unsigned diff = token.size() != key.size();
@@ -307,25 +313,58 @@ void gateway::impl::render_metrics(const std::shared_ptr<response_writer>& w, co
   w->respond(200, "text/plain; version=0.0.4", out);
 }
 
+void gateway::impl::run_job(const std::shared_ptr<response_writer>& w, bool anthropic,
+                            std::function<void()> job) {
+  // a parser that throws (a JSON type error no check caught) answers this request with a
+  // 500; it never ends the parsing thread, and with it the server
+  auto guarded = [self = shared_from_this(), w, anthropic, job = std::move(job)] {
+    try {
+      job();
+    } catch (const std::exception& ex) {
+      TROUPE_LOG_ERROR("gateway", "reading a request failed: {}", ex.what());
+      self->fail(w,
+                 {500, fmt::format("the request could not be read: {}", ex.what()), "server_error",
+                  "", "internal_error"},
+                 {}, anthropic);
+    }
+  };
+  if (!work->post(std::move(guarded)))
+    fail(w, error_for({errc::busy, "too many requests are being parsed; retry later"}), {},
+         anthropic);
+}
+
 void gateway::impl::generate(http_request req, std::shared_ptr<response_writer> w, endpoint api) {
   // parsing and tokenizing can take a while for a large body: never on an I/O thread
   auto self = shared_from_this();
   auto job = [self, body = std::move(req.body), w, api] {
-    auto parsed = api == endpoint::responses
-                      ? parse_responses_request(body, self->info, &self->responses)
-                      : parse_request(body, api == endpoint::chat, self->info);
-    if (auto* e = std::get_if<api_error>(&parsed)) return self->fail(w, *e);
+    auto parsed =
+        api == endpoint::responses  ? parse_responses_request(body, self->info, &self->responses)
+        : api == endpoint::messages ? parse_messages_request(body, self->info)
+                                    : parse_request(body, api == endpoint::chat, self->info);
+    if (auto* e = std::get_if<api_error>(&parsed))
+      return self->fail(w, *e, {}, api == endpoint::messages);
     if (w->closed()) return;
     auto& in = self->h->internals();
     spawn_session(*in.sys, self, std::move(std::get<parsed_request>(parsed)), w, in.engine);
   };
-  if (!work->post(std::move(job)))
-    fail(w, error_for({errc::busy, "too many requests are being parsed; retry later"}));
+  run_job(w, api == endpoint::messages, std::move(job));
+}
+
+void gateway::impl::count_tokens(http_request req, std::shared_ptr<response_writer> w) {
+  auto self = shared_from_this();
+  auto job = [self, body = std::move(req.body), w] {
+    auto r = count_tokens_request(body, self->info);
+    if (auto* e = std::get_if<api_error>(&r)) return self->fail(w, *e, {}, true);
+    self->count(200);
+    w->respond(200, "application/json", std::get<std::string>(r));
+  };
+  run_job(w, true, std::move(job));
 }
 
 void gateway::impl::stored_response(const std::string& id, bool erase,
                                     std::shared_ptr<response_writer> w) {
-  if (erase ? !responses.erase(id) : !responses.get(id))
+  std::optional<response_store::entry> found;
+  if (erase ? !responses.erase(id) : !(found = responses.get(id)))
     return fail(w, {404,
                     fmt::format("response '{}' is not stored here (responses are kept in memory, "
                                 "the most recent 1000)",
@@ -334,10 +373,8 @@ void gateway::impl::stored_response(const std::string& id, bool erase,
   count(200);
   if (erase)
     return w->respond(200, "application/json",
-                      fmt::format(R"({{"id":"{}","object":"response","deleted":true}})", id));
-  if (auto e = responses.get(id)) return w->respond(200, "application/json", e->body);
-  fail(w, {404, fmt::format("response '{}' is not stored here", id), "invalid_request_error", "",
-           "not_found"});
+                      nlohmann::json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump());
+  w->respond(200, "application/json", found->body);
 }
 
 void gateway::impl::tokenize(http_request req, std::shared_ptr<response_writer> w,
@@ -349,18 +386,18 @@ void gateway::impl::tokenize(http_request req, std::shared_ptr<response_writer> 
     self->count(200);
     w->respond(200, "application/json", std::get<std::string>(r));
   };
-  if (!work->post(std::move(job)))
-    fail(w, error_for({errc::busy, "too many requests are being parsed; retry later"}));
+  run_job(w, false, std::move(job));
 }
 
 void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w) {
   std::string path = req.target.substr(0, req.target.find('?'));
   const bool auth_exempt = path == "/health" || (path == "/metrics" && !opt.metrics_auth);
+  const bool anthropic = path == "/v1/messages" || path == "/v1/messages/count_tokens";
   if (!opt.api_key.empty() && !auth_exempt) {
     std::string why;
     if (!authorized(req, opt.api_key, why))
       return fail(w, {401, why, "authentication_error", "", "invalid_api_key"},
-                  {{"WWW-Authenticate", "Bearer realm=\"troupe\""}});
+                  {{"WWW-Authenticate", "Bearer realm=\"troupe\""}}, anthropic);
   }
   const bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
   const std::string models_prefix = "/v1/models/";
@@ -368,6 +405,8 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
   if (path == "/v1/completions" && post) return generate(std::move(req), w, endpoint::completions);
   if (path == "/v1/chat/completions" && post) return generate(std::move(req), w, endpoint::chat);
   if (path == "/v1/responses" && post) return generate(std::move(req), w, endpoint::responses);
+  if (path == "/v1/messages" && post) return generate(std::move(req), w, endpoint::messages);
+  if (path == "/v1/messages/count_tokens" && post) return count_tokens(std::move(req), w);
   const bool one_response = path.rfind(responses_prefix, 0) == 0 &&
                             path.find('/', responses_prefix.size()) == std::string::npos;
   if (one_response && (get || req.method == "DELETE"))
@@ -390,6 +429,11 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
   if (path == "/metrics" && get) return metrics(w);
   if ((path == "/tokenize" || path == "/detokenize") && post)
     return tokenize(std::move(req), w, path == "/detokenize");
+  if (anthropic)
+    return fail(w,
+                {405, fmt::format("method {} is not allowed on {}", req.method, path),
+                 "invalid_request_error", "", ""},
+                {{"Allow", "POST"}}, true);
   if (path == "/v1/responses" || one_response)
     return fail(w,
                 {405, fmt::format("method {} is not allowed on {}", req.method, path),

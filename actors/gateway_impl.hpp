@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 
 #include "actors/gateway.hpp"
 #include "actors/host.hpp"
+#include "actors/messages_api.hpp"
 #include "actors/openai_api.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/responses_api.hpp"
@@ -45,8 +47,9 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
     std::lock_guard<std::mutex> lk(status_mu);
     ++by_status[status];
   }
+  /// An error answer; `anthropic`: in the Messages API's shape (its routes).
   void fail(const std::shared_ptr<response_writer>& w, const api_error& e,
-            std::vector<std::pair<std::string, std::string>> headers = {}) {
+            std::vector<std::pair<std::string, std::string>> headers = {}, bool anthropic = false) {
     count(e.status);
     // a refusal that passes (a full queue, a server starting or draining) says when to retry
     const bool has_retry = std::any_of(headers.begin(), headers.end(), [](const auto& h) {
@@ -56,7 +59,8 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
     });
     if ((e.status == 429 || e.status == 503) && !has_retry)
       headers.emplace_back("Retry-After", "1");
-    w->respond(e.status, "application/json", error_body(e), std::move(headers));
+    w->respond(e.status, "application/json", anthropic ? anthropic_error_body(e) : error_body(e),
+               std::move(headers));
   }
   void add_session(const caf::actor& a) {
     std::lock_guard<std::mutex> lk(sessions_mu);
@@ -76,10 +80,15 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
                       const std::vector<exec::expert_count>& remote_experts,
                       const std::vector<shard_report>& shards);
   void health(std::shared_ptr<response_writer> w);
-  enum class endpoint { completions, chat, responses };
+  /// Runs `job` (reading a request) on the parsing threads; `anthropic`: its errors in the
+  /// Messages API's shape.
+  void run_job(const std::shared_ptr<response_writer>& w, bool anthropic,
+               std::function<void()> job);
+  enum class endpoint { completions, chat, responses, messages };
   void generate(http_request req, std::shared_ptr<response_writer> w, endpoint api);
   void stored_response(const std::string& id, bool erase, std::shared_ptr<response_writer> w);
   void tokenize(http_request req, std::shared_ptr<response_writer> w, bool detokenize);
+  void count_tokens(http_request req, std::shared_ptr<response_writer> w);
 };
 
 /// Spawns the session actor of one parsed request: it submits the prompts to `engine`, then

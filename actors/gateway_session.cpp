@@ -65,6 +65,7 @@ struct session_state {
   std::chrono::steady_clock::time_point last_write; // of a stream's bytes (keep-alive)
   std::vector<std::string> held;          // stream chunks made before the header could go out
   std::unique_ptr<response_builder> resp; // a /v1/responses request: its output items
+  std::unique_ptr<message_builder> msg;   // a /v1/messages request: its content blocks
   static inline const char* name = "troupe.session";
 };
 
@@ -123,8 +124,8 @@ void fail_session(session_ptr self, const api_error& e) {
   if (st.done) return;
   st.done = true;
   cancel_all(self);
-  if (st.req.stream && st.header_sent && st.resp) {
-    st.w->chunk(st.resp->failed(e));
+  if (st.req.stream && st.header_sent && (st.resp || st.msg)) {
+    st.w->chunk(st.resp ? st.resp->failed(e) : anthropic_error_event(e));
     st.w->end();
     st.gw->count(e.status);
   } else if (st.req.stream && st.header_sent) {
@@ -133,7 +134,7 @@ void fail_session(session_ptr self, const api_error& e) {
     st.w->end();
     st.gw->count(e.status);
   } else {
-    st.gw->fail(st.w, e);
+    st.gw->fail(st.w, e, {}, st.req.messages_api);
   }
   self->quit();
 }
@@ -142,7 +143,16 @@ void finish_session(session_ptr self) {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
-  if (st.resp) { // one choice
+  if (st.msg) { // one choice
+    const auto& c = st.choices[0];
+    std::string events = st.msg->finish(c.res.finish, c.proc->stop_string(), st.completion_tokens);
+    if (st.req.stream) {
+      st.w->chunk(std::move(events));
+      st.w->end();
+    } else {
+      st.w->respond(200, "application/json", st.msg->body());
+    }
+  } else if (st.resp) { // one choice
     const usage u{st.prompt_tokens, st.completion_tokens};
     std::string events = st.resp->finish(st.choices[0].res.finish, u);
     if (st.resp->stored()) st.gw->responses.put(st.id, {st.resp->body(), st.resp->conversation()});
@@ -292,7 +302,10 @@ void on_event(session_ptr self, const gen_event& e) {
   c.res.reasoning += reasoning;
   text += fresh;
   if (want_lp) c.res.lp.append(lp);
-  if (st.resp) {
+  if (st.msg) {
+    auto events = st.msg->step(reasoning, text, calls);
+    if (st.req.stream) emit(self, std::move(events));
+  } else if (st.resp) {
     // tokens whose step wrote only reasoning count as reasoning (usage)
     auto events = st.resp->step(reasoning, text, &lp, calls,
                                 !reasoning.empty() && fresh.empty() ? n_accepted : 0);
@@ -328,12 +341,18 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
   st.req = std::move(req);
   st.engine = engine;
   st.id = st.req.responses ? new_random_id("resp_")
-                           : (st.req.chat ? "chatcmpl-" : "cmpl-") + std::to_string(gw->started) +
-                                 "-" + std::to_string(++gw->counter);
+          : st.req.messages_api
+              ? new_random_id("msg_")
+              : (st.req.chat ? "chatcmpl-" : "cmpl-") + std::to_string(gw->started) + "-" +
+                    std::to_string(++gw->counter);
   st.created = unix_now();
   if (st.req.responses) {
     st.resp = std::make_unique<response_builder>(st.req, st.id, st.created);
     if (st.req.stream) emit(self, st.resp->start()); // goes out with the status line
+  } else if (st.req.messages_api) {
+    st.msg = std::make_unique<message_builder>(st.req, st.id,
+                                               static_cast<int64_t>(st.req.prompts.at(0).size()));
+    if (st.req.stream) emit(self, st.msg->start()); // goes out with the status line
   }
   const int n = st.req.n;
   const size_t prompts = st.req.prompts.size();

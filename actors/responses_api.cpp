@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/request_json.hpp"
 #include "actors/tool_reply.hpp"
 #include "text/json_schema.hpp"
 #include "text/unicode.hpp"
@@ -18,24 +19,16 @@ struct responses_meta {
   ojson echo;     // instructions, tools, tool_choice, text, reasoning, ... as the client sent them
   ojson messages; // chat messages: a previous response's conversation, then this input
   bool store = true;
+  // include "reasoning.encrypted_content": reasoning items carry their text there too (not
+  // encrypted: a stateless client sends it back, and read_input reads it)
+  bool reasoning_blob = false;
 };
 
 namespace {
 
-api_error bad(std::string message, std::string param) {
-  return api_error::bad_request(std::move(message), std::move(param));
-}
-
-bool is_str(const ojson& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string();
-}
-
-// A field given and not null.
-const ojson* given(const ojson& j, const char* key) {
-  auto it = j.find(key);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
+using request_json::bad;
+using request_json::given;
+using request_json::is_str;
 
 // Fields passed to the chat request unchanged: the same name, the same meaning.
 constexpr const char* same_as_chat[] = {"model",
@@ -72,14 +65,14 @@ constexpr const char* includables[] = {"message.output_text.logprobs",
 
 // The text of a message's content: a string, or parts of text (input_text, output_text,
 // text, refusal), which join as the chat endpoint joins its text parts.
-std::variant<ojson, api_error> content_of(const ojson& content) {
+std::variant<ojson, api_error> content_of(const ojson& content, const char* where) {
   if (content.is_string()) return content;
   if (!content.is_array())
-    return bad("an input message's 'content' must be a string or a list of parts", "input");
+    return bad(fmt::format("{} must be a string or a list of parts", where), "input");
   ojson parts = ojson::array();
   for (const auto& p : content) {
     if (!p.is_object() || !is_str(p, "type"))
-      return bad("an input message's content parts must be objects with a 'type'", "input");
+      return bad(fmt::format("{}: each part must be an object with a 'type'", where), "input");
     const std::string type = p["type"];
     if (type == "input_text" || type == "output_text" || type == "text" || type == "refusal") {
       const char* key = type == "refusal" ? "refusal" : "text";
@@ -97,15 +90,19 @@ std::variant<ojson, api_error> content_of(const ojson& content) {
   return parts;
 }
 
-// A reasoning item's text: its reasoning_text content, else its summary's text.
+// A reasoning item's text: its reasoning_text content, else its summary's text, else what
+// this server wrote in its encrypted_content (plain text; another server's is unreadable).
 std::string reasoning_of(const ojson& item) {
   std::string out;
   for (const char* key : {"content", "summary"}) {
     if (auto it = item.find(key); it != item.end() && it->is_array())
       for (const auto& p : *it)
         if (p.is_object() && is_str(p, "text")) out += p["text"].get<std::string>();
-    if (!out.empty()) break;
+    if (!out.empty()) return out;
   }
+  if (is_str(item, "encrypted_content") &&
+      unicode::valid(item["encrypted_content"].get<std::string>()))
+    out = item["encrypted_content"].get<std::string>();
   return out;
 }
 
@@ -144,13 +141,14 @@ std::optional<api_error> read_input(const ojson& input, ojson& msgs) {
                    "input");
       auto c = item.find("content");
       if (c == item.end()) return bad("an input message needs 'content'", "input");
-      auto content = content_of(*c);
+      auto content = content_of(*c, "an input message's 'content'");
       if (auto* e = std::get_if<api_error>(&content)) return *e;
       if (role == "assistant") {
         assistant(std::move(std::get<ojson>(content)));
       } else {
         msgs.push_back({{"role", role}, {"content", std::move(std::get<ojson>(content))}});
         open_turn = false;
+        reasoning.clear(), reasoned = false; // reasoning belongs to the assistant turn after it
       }
     } else if (type == "function_call") {
       for (const char* key : {"call_id", "name", "arguments"})
@@ -166,15 +164,17 @@ std::optional<api_error> read_input(const ojson& input, ojson& msgs) {
         return bad("a function_call_output item needs a string 'call_id'", "input");
       auto o = item.find("output");
       if (o == item.end()) return bad("a function_call_output item needs 'output'", "input");
-      auto content = content_of(*o);
+      auto content = content_of(*o, "a function_call_output's 'output'");
       if (auto* e = std::get_if<api_error>(&content)) return *e;
       msgs.push_back({{"role", "tool"},
                       {"tool_call_id", item["call_id"]},
                       {"content", std::move(std::get<ojson>(content))}});
       open_turn = false;
+      reasoning.clear(), reasoned = false;
     } else if (type == "reasoning") {
-      reasoning += reasoning_of(item);
-      reasoned = true;
+      const std::string text = reasoning_of(item);
+      reasoning += text;
+      reasoned = reasoned || !text.empty();
     } else if (type == "item_reference") {
       return bad("input items of type 'item_reference' are not supported; send the item itself "
                  "or use previous_response_id",
@@ -216,7 +216,7 @@ std::variant<ojson, api_error> read_tools(const ojson& tools) {
 
 std::variant<ojson, api_error> read_tool_choice(const ojson& c) {
   if (c.is_string()) return c;
-  if (c.is_object() && c.value("type", "") == "function" && is_str(c, "name"))
+  if (c.is_object() && is_str(c, "type") && c["type"] == "function" && is_str(c, "name"))
     return ojson{{"type", "function"}, {"function", {{"name", c["name"]}}}};
   return bad("'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
              "\"function\", \"name\": ...}",
@@ -262,11 +262,9 @@ api_error in_responses_words(api_error e) {
                                                               {"reasoning_effort", "reasoning"},
                                                               {"logprobs", "top_logprobs"}};
   static const std::pair<const char*, const char*> words[] = {
-      {"'max_tokens'", "'max_output_tokens'"},
-      {"max_tokens (", "max_output_tokens ("},
-      {"'response_format'", "'text.format'"},
-      {"'reasoning_effort'", "'reasoning.effort'"},
-      {"shorten the messages", "shorten the input"}};
+      {"'max_tokens'", "'max_output_tokens'"},       {"max_tokens (", "max_output_tokens ("},
+      {"'response_format'", "'text.format'"},        {"'reasoning_effort'", "'reasoning.effort'"},
+      {"shorten the messages", "shorten the input"}, {"'messages'", "'input'"}};
   for (auto [from, to] : names)
     if (e.param == from) e.param = to;
   for (auto [from, to] : words)
@@ -429,6 +427,7 @@ std::variant<parsed_request, api_error> parse_responses_request(const std::strin
       for (const char* name : includables) ok = ok || v == name;
       if (!ok) return bad(fmt::format("unknown 'include' value {}", v.dump()), "include");
       logprobs = logprobs || v == "message.output_text.logprobs";
+      meta->reasoning_blob = meta->reasoning_blob || v == "reasoning.encrypted_content";
     }
   }
   // the conversation
@@ -583,6 +582,7 @@ struct response_builder::state {
           {{"item_id", item_id}, {"output_index", index()}, {"content_index", 0}, {"part", part}},
           seq);
       item["content"] = ojson::array({part});
+      if (meta->reasoning_blob) item["encrypted_content"] = text;
     }
     item["status"] = how;
     out += sse("response.output_item.done", {{"output_index", index()}, {"item", item}}, seq);
@@ -612,7 +612,7 @@ struct response_builder::state {
     out += sse("response.output_item.added", {{"output_index", index()}, {"item", item}}, seq);
     ojson part = msg ? ojson{{"type", "output_text"}, {"annotations", ojson::array()}, {"text", ""}}
                      : ojson{{"type", "reasoning_text"}, {"text", ""}};
-    if (msg && logprobs) part["logprobs"] = ojson::array();
+    if (msg) part["logprobs"] = ojson::array();
     out +=
         sse("response.content_part.added",
             {{"item_id", item_id}, {"output_index", index()}, {"content_index", 0}, {"part", part}},
@@ -646,7 +646,9 @@ std::string response_builder::step(const std::string& reasoning, const std::stri
   auto& s = *s_;
   s.reasoning_tokens += reasoning_tokens;
   std::string out;
-  if (s.logprobs && lp && !lp->pieces.empty())
+  // the tokens' logprobs go with the message's text (a step that wrote only reasoning, or
+  // calls, keeps its own)
+  if (s.logprobs && lp && !lp->pieces.empty() && (reasoning.empty() || !text.empty()))
     for (auto& e : logprob_content(*lp)) s.pending.push_back(ojson::parse(e.dump()));
   if (!reasoning.empty()) {
     out += s.open_item(state::kind::reasoning);
@@ -676,6 +678,7 @@ std::string response_builder::step(const std::string& reasoning, const std::stri
     }
     out += sse("response.output_text.delta", std::move(delta), s.seq);
   }
+  if (!calls.empty()) s.pending = ojson::array();
   for (const auto& call : calls) {
     out += s.close();
     s.calls.push_back(call);
@@ -727,7 +730,11 @@ std::string response_builder::failed(const api_error& e) {
                          {"param", e.param.empty() ? ojson(nullptr) : ojson(e.param)}},
                         s.seq);
   s.status = "failed";
-  s.error = {{"code", e.code.empty() ? "server_error" : e.code}, {"message", e.message}};
+  // the codes a Response's error may carry
+  const char* what = e.status == 429  ? "rate_limit_exceeded"
+                     : e.status < 500 ? "invalid_prompt"
+                                      : "server_error";
+  s.error = {{"code", what}, {"message", e.message}};
   out += sse("response.failed", {{"response", s.response()}}, s.seq);
   return out;
 }

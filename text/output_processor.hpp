@@ -46,6 +46,8 @@ class output_processor {
   /// unframed harmony reply, all of it) and the reasoning's rest (accepted: 0).
   delta finish();
   bool stopped() const { return stops_.stopped(); }
+  /// The stop string that ended the completion ("" when none did).
+  const std::string& stop_string() const { return stops_.matched(); }
   /// Harmony: read bodies addressed to functions.NAME as tool calls (the request offered
   /// tools); otherwise they are text, as other commentary.
   void read_tool_calls(bool on) { read_tools_ = on; }

@@ -20,10 +20,12 @@ std::string stop_matcher::push(const std::string& text) {
   // a complete stop string: release what precedes the earliest one (and it, when included;
   // of two at one place, the first listed)
   size_t first = std::string::npos, len = 0;
+  const std::string* which = nullptr;
   for (const auto& s : stops_)
-    if (const size_t at = held_.find(s); at < first) first = at, len = s.size();
+    if (const size_t at = held_.find(s); at < first) first = at, len = s.size(), which = &s;
   if (first != std::string::npos) {
     stopped_ = true;
+    matched_ = *which;
     std::string out = held_.substr(0, first + (include_match_ ? len : 0));
     held_.clear();
     return out;

@@ -18,12 +18,15 @@ class stop_matcher {
   std::string push(const std::string& text);
   std::string finish();
   bool stopped() const { return stopped_; }
+  /// The stop string that stopped it ("" until one did).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool include_match_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 } // namespace troupe

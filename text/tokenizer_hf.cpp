@@ -261,8 +261,8 @@ status apply_tokenizer_config(tokenizer_impl& t, const std::string& config_text,
     } else if (cfg.contains("chat_template") && cfg["chat_template"].is_array()) {
       // named templates (Command-R: "default", "tool_use", "rag"): the default one
       for (const auto& e : cfg["chat_template"])
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
-            e["template"].is_string())
+        if (e.is_object() && e.contains("name") && e["name"] == "default" &&
+            e.contains("template") && e["template"].is_string())
           t.chat_template = e["template"].get<std::string>();
     }
   }

@@ -262,6 +262,7 @@ TEST(ResponsesApi, WhatIsNotServedIsRefusedNamingTheField) {
       {R"("input":"x","include":["nope"])", "include"},
       {R"("input":"x","max_output_tokens":100000)", "max_output_tokens"},
       {R"("input":"x","tool_choice":{"type":"allowed_tools"})", "tool_choice"},
+      {R"("input":"x","tool_choice":{"type":1,"name":"f"})", "tool_choice"}, // was a crash
       {R"("input":"x","prompt":{"id":"p"})", "prompt"},
       {R"("input":"x","messages":[])", "messages"},
       {R"("instructions":"x")", "input"},
@@ -360,7 +361,7 @@ TEST(ResponsesApi, ReasoningTextAndCallsBecomeOutputItemsInOrder) {
   const std::string failed = f.failed({503, "gone", "server_error", "", "unavailable"});
   EXPECT_EQ(failed.rfind("event: error\n", 0), 0u) << failed;
   EXPECT_NE(failed.find("event: response.failed\n"), std::string::npos);
-  EXPECT_EQ(json::parse(f.body())["error"]["code"], "unavailable");
+  EXPECT_EQ(json::parse(f.body())["error"]["code"], "server_error"); // the codes a Response has
 }
 
 TEST(ResponsesApi, TheStoreDropsTheOldestPastItsBounds) {
@@ -409,4 +410,39 @@ TEST(ResponsesApi, ReasoningEffortReachesTheHarmonySystemBlock) {
   EXPECT_EQ(std::get<api_error>(low).param, "reasoning");
   EXPECT_NE(std::get<api_error>(low).message.find("reasoning.effort"), std::string::npos)
       << std::get<api_error>(low).message;
+}
+
+TEST(ResponsesApi, ReasoningItemsGoBackWithTheAssistantTurnAfterThem) {
+  auto tok = test::harmony_vocab();
+  ASSERT_TRUE(tok);
+  serving_info info;
+  info.model_name = "gpt-oss";
+  info.tok = tok.get();
+  info.context = 4096;
+  info.chat = chat_format::harmony;
+  info.harmony = harmony_tokens::of(*tok);
+  // a stateless client's history: reasoning (as this server wrote it with include
+  // reasoning.encrypted_content: the text in encrypted_content), the answer, a new question;
+  // and a reasoning item a user message follows, which no assistant turn owns
+  auto r = parse_responses_request(R"({"model":"gpt-oss","input":[
+      {"role":"user","content":"Hi"},
+      {"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"They greet me."},
+      {"role":"assistant","content":[{"type":"output_text","text":"Hello!"}]},
+      {"type":"reasoning","id":"rs_2","summary":[],"content":[{"type":"reasoning_text","text":"stray"}]},
+      {"role":"user","content":"Bye"},
+      {"role":"assistant","content":"Goodbye."},
+      {"role":"user","content":"Again"}],
+      "include":["reasoning.encrypted_content"]})",
+                                   info, nullptr);
+  ASSERT_TRUE(std::holds_alternative<parsed_request>(r)) << std::get<api_error>(r).message;
+  const auto& req = std::get<parsed_request>(r);
+  response_builder b(req, "resp_1", 1);
+  const json conv = json::parse(b.conversation());
+  ASSERT_EQ(conv.size(), 5u) << conv.dump();
+  EXPECT_EQ(conv[1]["reasoning_content"], "They greet me.");
+  EXPECT_FALSE(conv[3].contains("reasoning_content")) << conv.dump();
+  // this server's reasoning items carry their text in encrypted_content when asked
+  b.step("Thinking.", "", nullptr, {});
+  b.finish(finish_reason::stop, {1, 1});
+  EXPECT_EQ(json::parse(b.body())["output"][0]["encrypted_content"], "Thinking.");
 }

@@ -3,7 +3,8 @@ bundled model: completions, chat completions, streaming; greedy text equals
 `troupe generate --json`; structured output (the client's parse() with a pydantic model,
 json_object streamed, unsupported schema keywords refused); tools (a named function and
 "required", parsed and streamed by the client); the Responses API (create, stream, parse into a pydantic model, a
-function call the client parses, previous_response_id, retrieve and delete); SIGTERM drains and exits 0; a stream whose steps
+function call the client parses, previous_response_id, retrieve and delete); the official Anthropic client against
+/v1/messages (create, stream, a forced tool, count_tokens, errors as its exceptions); SIGTERM drains and exits 0; a stream whose steps
 come slower than --sse-keepalive carries ": keep-alive" comment lines, which the client skips.
 
 Usage: python openai_client_test.py PATH/TO/troupe
@@ -15,6 +16,7 @@ import unittest
 import urllib.request
 from typing import Annotated, List, Literal, Optional, Union
 
+import anthropic
 import openai
 import pydantic
 
@@ -262,6 +264,50 @@ class OpenAIClient(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError) as ctx:
             self.client.responses.create(model="stories", input="x", tools=[{"type": "web_search"}])
         self.assertIn("web_search", str(ctx.exception))
+
+    def test_anthropic_messages(self):
+        # the Anthropic client (it sends its key as x-api-key); no temperature argument in its
+        # newest releases, so greedy decoding goes in the body as an extension
+        client = anthropic.Anthropic(base_url=self.server.url, api_key="unused")
+        greedy = {"temperature": 0}
+        msgs = [{"role": "user", "content": "A story about a cat"}]
+        chat = self.client.chat.completions.create(
+            model="stories", max_tokens=16, temperature=0,
+            messages=[{"role": "system", "content": "You tell stories."}] + msgs)
+        m = client.messages.create(model="stories", max_tokens=16, system="You tell stories.", messages=msgs,
+                                   extra_body=greedy)
+        self.assertEqual(m.content[0].text, chat.choices[0].message.content)
+        self.assertEqual(m.stop_reason, "max_tokens")
+        self.assertEqual(m.usage.input_tokens, chat.usage.prompt_tokens)
+        with client.messages.stream(model="stories", max_tokens=16, system="You tell stories.", messages=msgs,
+                                    extra_body=greedy) as stream:
+            text = "".join(stream.text_stream)
+            final = stream.get_final_message()
+        self.assertEqual(text, m.content[0].text)
+        self.assertEqual(final.stop_reason, "max_tokens")
+        self.assertEqual(client.messages.count_tokens(model="stories", system="You tell stories.",
+                                                      messages=msgs).input_tokens, m.usage.input_tokens)
+        # a forced tool: one tool_use block whose input fits the schema
+        tools = [{"name": "get_time", "description": "The time.",
+                  "input_schema": {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}},
+                                   "required": ["zone"], "additionalProperties": False}}]
+        used = None
+        for seed in range(4):
+            t = client.messages.create(model="stories", max_tokens=96, messages=[{"role": "user", "content": "Time?"}],
+                                       tools=tools, tool_choice={"type": "tool", "name": "get_time"},
+                                       extra_body={"seed": seed})
+            if t.stop_reason == "tool_use":
+                used = t.content[0]
+                break
+        self.assertIsNotNone(used, "every reply was cut off by max_tokens")
+        self.assertEqual(used.type, "tool_use")
+        self.assertIn(used.input["zone"], ("UTC", "CET"))
+        with self.assertRaises(anthropic.NotFoundError):
+            client.messages.create(model="nope", max_tokens=4, messages=msgs)
+        with self.assertRaises(anthropic.BadRequestError) as ctx:
+            client.messages.create(model="stories", max_tokens=4, messages=[
+                {"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "http://x/y.png"}}]}])
+        self.assertIn("image", str(ctx.exception))
 
     def test_errors_are_openai_errors(self):
         with self.assertRaises(openai.NotFoundError):
