@@ -92,7 +92,7 @@ status add_byte_level_split(tokenizer_impl& t, std::string_view pre, const std::
   if (patterns.empty())
     return make_error(errc::unsupported,
                       "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2, "
-                      "deepseek-v3, gpt-4o, tekken, kimi-k2, glm4 are)",
+                      "qwen35, deepseek-v3, gpt-4o, tekken, kimi-k2, glm4 are)",
                       where, pre);
   for (const auto& pattern : patterns) {
     std::string err;
@@ -116,12 +116,16 @@ std::string pretokenizer_regex(std::string_view name) {
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   static const std::string qwen2 =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  // Qwen 3.5 (its tokenizer.json): Qwen2's, with combining marks kept in words
+  static const std::string qwen35 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   if (name == "gpt2" || name == "default" || name == "gpt-2") return gpt2;
   // GLM-4 and 4.5+ ("chatglm-bpe", "glm4") split as Llama 3 does
   if (name == "llama-bpe" || name == "llama3" || name == "smaug-bpe" || name == "chatglm-bpe" ||
       name == "glm4")
     return llama3;
   if (name == "qwen2" || name == "deepseek-r1-qwen") return qwen2;
+  if (name == "qwen35") return qwen35;
   return {};
 }
 

@@ -45,7 +45,7 @@ std::unique_ptr<tokenizer> gguf_tokenizer(const nlohmann::json& fx, const std::s
 
 class GgufPre : public ::testing::TestWithParam<std::string> {};
 
-const std::vector<std::string> names = {"deepseek-v3", "gpt-4o", "tekken", "kimi-k2"};
+const std::vector<std::string> names = {"deepseek-v3", "gpt-4o", "tekken", "kimi-k2", "qwen35"};
 
 TEST_P(GgufPre, EncodesAsHuggingFaceTokenizers) {
   const auto fx = test::load_json(test::fixture_path("pretok/" + GetParam() + ".json"));
@@ -73,13 +73,33 @@ TEST_P(GgufPre, EncodesAsHuggingFaceTokenizers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Names, GgufPre,
-                         ::testing::Values("deepseek-v3", "gpt-4o", "tekken", "kimi-k2"),
+                         ::testing::Values("deepseek-v3", "gpt-4o", "tekken", "kimi-k2", "qwen35"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n)
                              if (ch == '-') ch = '_';
                            return n;
                          });
+
+// Qwen 3.5's split is Qwen2's but for combining marks: the same encodings where a text has
+// none, others where it does (Thai, Devanagari, Vietnamese's stacked accents)
+TEST(GgufPre, Qwen35DiffersFromQwen2OnlyWhereMarksAre) {
+  const auto fx = test::load_json(test::fixture_path("pretok/qwen35.json"));
+  auto q35 = gguf_tokenizer(fx, "qwen35");
+  auto q2 = gguf_tokenizer(fx, "qwen2");
+  ASSERT_TRUE(q35 && q2);
+  int differ = 0;
+  for (const auto& c : fx["cases"]) {
+    const std::string text = c["text"];
+    const bool marks = text.find("สวัสดี") != std::string::npos ||
+                       text.find("नमस्ते") != std::string::npos ||
+                       text.find("Tiếng") != std::string::npos;
+    const bool same = *q35->encode(text, false, false) == *q2->encode(text, false, false);
+    if (!marks) EXPECT_TRUE(same) << text;
+    differ += !same;
+  }
+  EXPECT_GE(differ, 2);
+}
 
 // GLM-4's names split as Llama 3's pre-tokenizer does (one regex): same encodings
 TEST(GgufPre, GlmNamesAreLlama3s) {
