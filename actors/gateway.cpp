@@ -78,6 +78,14 @@ bool authorized(const http_request& req, const std::string& key, std::string& wh
     return false;
   }
   std::string token;
+  // compare without an early exit, so timing does not tell how much of a guess was right
+  auto same = [&key](const std::string& t) {
+    unsigned diff = t.size() != key.size();
+    for (size_t i = 0; i < t.size() && i < key.size(); ++i)
+      diff |= static_cast<unsigned>(t[i] ^ key[i]);
+    return diff == 0;
+  };
+  if (xkey != req.headers.end() && same(xkey->second)) return true; // either header may hold it
   if (it == req.headers.end()) {
     token = xkey->second;
   } else {
@@ -92,12 +100,8 @@ bool authorized(const http_request& req, const std::string& key, std::string& wh
       return false;
     }
   }
-  // compare without an early exit, so timing does not tell how much of a guess was right
-  unsigned diff = token.size() != key.size();
-  for (size_t i = 0; i < token.size() && i < key.size(); ++i)
-    diff |= static_cast<unsigned>(token[i] ^ key[i]);
-  if (diff) why = "wrong API key";
-  return diff == 0;
+  if (!same(token)) why = "wrong API key";
+  return same(token);
 }
 
 } // namespace

@@ -19,14 +19,10 @@ using request_json::is_str;
 using ojson = nlohmann::ordered_json;
 
 // Fields passed to the chat request under another name, or the same.
-constexpr std::pair<const char*, const char*> as_chat[] = {{"model", "model"},
-                                                           {"max_tokens", "max_tokens"},
-                                                           {"temperature", "temperature"},
-                                                           {"top_p", "top_p"},
-                                                           {"top_k", "top_k"},
-                                                           {"stream", "stream"},
-                                                           {"stop_sequences", "stop"},
-                                                           {"seed", "seed"}};
+// (max_tokens and stop_sequences are applied after it: Anthropic's limits are not chat's)
+constexpr std::pair<const char*, const char*> as_chat[] = {
+    {"model", "model"}, {"temperature", "temperature"}, {"top_p", "top_p"},
+    {"top_k", "top_k"}, {"stream", "stream"},           {"seed", "seed"}};
 
 // The text of text blocks (a string is one); other block types are refused, naming them.
 std::variant<std::string, api_error> text_of(const ojson& content, const char* where) {
@@ -34,6 +30,7 @@ std::variant<std::string, api_error> text_of(const ojson& content, const char* w
   if (!content.is_array())
     return bad(fmt::format("{} must be a string or a list of text blocks", where), "messages");
   std::string out;
+  bool first = true;
   for (const auto& b : content) {
     if (!b.is_object() || !is_str(b, "type"))
       return bad(fmt::format("{}: each block needs a string 'type'", where), "messages");
@@ -43,6 +40,8 @@ std::variant<std::string, api_error> text_of(const ojson& content, const char* w
                  "messages");
     if (!is_str(b, "text"))
       return bad(fmt::format("{}: a text block needs a string 'text'", where), "messages");
+    if (!first) out += '\n'; // text blocks join as the chat endpoint joins its text parts
+    first = false;
     out += b["text"].get<std::string>();
   }
   return out;
@@ -65,21 +64,20 @@ std::optional<api_error> read_message(const ojson& m, ojson& msgs) {
   for (auto& [k, v] : m.items())
     if (k != "role" && k != "content")
       return bad(fmt::format("unknown message field '{}'", k), "messages");
-  if (c->is_string()) {
-    msgs.push_back({{"role", role}, {"content", *c}});
-    return std::nullopt;
-  }
-  if (!c->is_array())
+  ojson blocks = c->is_string() ? ojson::array({{{"type", "text"}, {"text", *c}}}) : *c;
+  if (!blocks.is_array())
     return bad("message 'content' must be a string or a list of blocks", "messages");
   std::string text, thinking;
+  int texts = 0;
   ojson calls = ojson::array();
   bool thought = false;
-  for (const auto& b : *c) {
+  for (const auto& b : blocks) {
     if (!b.is_object() || !is_str(b, "type"))
       return bad("each content block needs a string 'type'", "messages");
     const std::string type = b["type"];
     if (type == "text") {
       if (!is_str(b, "text")) return bad("a text block needs a string 'text'", "messages");
+      if (texts++) text += '\n';
       text += b["text"].get<std::string>();
     } else if (type == "tool_result" && role == "user") {
       if (!is_str(b, "tool_use_id"))
@@ -119,11 +117,25 @@ std::optional<api_error> read_message(const ojson& m, ojson& msgs) {
           "messages");
     }
   }
+  // consecutive turns of one role are one turn (as Anthropic's API takes them)
+  ojson* last = msgs.empty() ? nullptr : &msgs.back();
+  const bool joins = last && (*last)["role"] == role && (*last)["content"].is_string();
   if (role == "assistant") {
+    if (joins && !last->contains("tool_calls") && !thought) {
+      std::string& c = (*last)["content"].get_ref<std::string&>();
+      if (!c.empty() && !text.empty()) c += '\n';
+      c += text;
+      if (!calls.empty()) (*last)["tool_calls"] = std::move(calls);
+      return std::nullopt;
+    }
     ojson a = {{"role", "assistant"}, {"content", text}};
     if (thought) a["reasoning_content"] = thinking;
     if (!calls.empty()) a["tool_calls"] = std::move(calls);
     msgs.push_back(std::move(a));
+  } else if (joins) {
+    std::string& c = (*last)["content"].get_ref<std::string&>();
+    if (!c.empty() && !text.empty()) c += '\n';
+    c += text;
   } else if (!text.empty() || msgs.empty() || msgs.back()["role"] != "tool") {
     msgs.push_back({{"role", "user"}, {"content", text}});
   }
@@ -143,7 +155,7 @@ std::variant<ojson, api_error> to_chat(const ojson& j, const serving_info& info,
   }
   if (tokenize && j.contains("model")) c["model"] = j["model"];
   if (!tokenize && !given(j, "max_tokens")) return bad("'max_tokens' is required", "max_tokens");
-  for (const char* key : {"container", "mcp_servers", "context_management"})
+  for (const char* key : {"container", "mcp_servers"})
     if (given(j, key))
       return bad(fmt::format("'{}' is not supported (no hosted tools run here)", key), key);
   // the conversation
@@ -160,6 +172,12 @@ std::variant<ojson, api_error> to_chat(const ojson& j, const serving_info& info,
   if (!ms || !ms->is_array()) return bad("'messages' is required and must be a list", "messages");
   for (const auto& m : *ms)
     if (auto e = read_message(m, msgs)) return *e;
+  // an assistant turn last (and not a call) is a prefill the reply continues
+  if (info.jinja && !msgs.empty() && msgs.back()["role"] == "assistant" &&
+      !msgs.back().contains("tool_calls")) {
+    c["add_generation_prompt"] = false;
+    c["continue_final_message"] = true;
+  }
   c["messages"] = std::move(msgs);
   // tools
   if (const ojson* tools = given(j, "tools")) {
@@ -208,13 +226,12 @@ std::variant<ojson, api_error> to_chat(const ojson& j, const serving_info& info,
     if (!th->is_object() || !is_str(*th, "type"))
       return bad("'thinking' must be an object with a type", "thinking");
     const std::string type = (*th)["type"];
-    if (type == "enabled")
-      return bad("'thinking' type \"enabled\" with a budget_tokens is not supported: the budget "
-                 "is not enforced here; use {\"type\": \"adaptive\"} (the model thinks as it does)",
+    if (type != "enabled" && type != "adaptive" && type != "between_tools" && type != "disabled")
+      return bad("'thinking' type must be enabled, adaptive, between_tools or disabled",
                  "thinking");
-    if (type != "adaptive" && type != "disabled")
-      return bad("'thinking' type must be adaptive or disabled", "thinking");
-    const bool on = type == "adaptive";
+    if (const ojson* b = given(*th, "budget_tokens"); b && !b->is_number_integer())
+      return bad("'thinking.budget_tokens' must be an integer", "thinking");
+    const bool on = type != "disabled";
     if (info.thinking_switch)
       c["chat_template_kwargs"] = {{"enable_thinking", on}};
     else if (!on && thinks)
@@ -234,7 +251,15 @@ std::variant<ojson, api_error> to_chat(const ojson& j, const serving_info& info,
       c["response_format"] = {{"type", "json_schema"},
                               {"json_schema", {{"name", "output"}, {"schema", (*f)["schema"]}}}};
     }
-    if (const ojson* effort = given(*oc, "effort")) c["reasoning_effort"] = *effort;
+    if (const ojson* effort = given(*oc, "effort")) {
+      // the harmony system block's level (xhigh and max are its highest); other models have
+      // no such switch, and the hint changes nothing there
+      if (!effort->is_string())
+        return bad("'output_config.effort' must be a string", "output_config");
+      const std::string e = *effort;
+      if (info.chat == chat_format::harmony)
+        c["reasoning_effort"] = e == "xhigh" || e == "max" ? std::string("high") : e;
+    }
   }
   if (const ojson* md = given(j, "metadata")) {
     if (!md->is_object()) return bad("'metadata' must be an object", "metadata");
@@ -317,15 +342,18 @@ const char* error_type(int status) {
 const std::vector<api_field>& messages_fields() {
   static const std::vector<api_field> fields = {
       {"model", false, true, "must be the served model's id (404 otherwise)"},
-      {"max_tokens", false, true, "required; stop_reason max_tokens when reached"},
+      {"max_tokens", false, true,
+       "required; stop_reason max_tokens when reached; more than the context's room runs to its "
+       "end (stop_reason model_context_window_exceeded)"},
       {"messages", false, true,
-       "roles user and assistant; content a string or blocks: text, tool_use (assistant), "
-       "tool_result (user: tool messages before the turn's text), thinking (assistant: its "
-       "reasoning_content), redacted_thinking (skipped); cache_control on a block is accepted "
-       "(the prefix cache is automatic)"},
+       "roles user and assistant (consecutive turns of one role are one); content a string or "
+       "blocks: text (joined by newlines), tool_use (assistant), tool_result (user: tool "
+       "messages before the turn's text; is_error is not shown to the model), thinking "
+       "(assistant: its reasoning_content), redacted_thinking (skipped); cache_control on a "
+       "block is accepted (the prefix cache is automatic); an assistant turn last is a prefill "
+       "the reply continues (Jinja templates)"},
       {"system", false, true, "a string or text blocks: the system message"},
-      {"stop_sequences", false, true,
-       "up to 4; stop_reason stop_sequence and the one that matched"},
+      {"stop_sequences", false, true, "stop_reason stop_sequence and the one that matched"},
       {"temperature", false, true, "as chat's"},
       {"top_p", false, true, "as chat's"},
       {"top_k", false, true, "as chat's"},
@@ -337,17 +365,22 @@ const std::vector<api_field>& messages_fields() {
       {"tool_choice", false, true,
        "auto, any (chat's required), none, tool (a named one); disable_parallel_tool_use"},
       {"thinking", false, true,
-       "adaptive or disabled: the template's enable_thinking switch where it has one; enabled "
-       "(a budget_tokens) refused: the budget is not enforced"},
+       "enabled, adaptive, between_tools (on) or disabled (off): the template's enable_thinking "
+       "switch where it has one (off for a model that always thinks is refused); budget_tokens "
+       "is not enforced: the model thinks as it does, max_tokens bounds the reply"},
       {"output_config", false, true,
-       "format json_schema (as chat's response_format); effort as chat's reasoning_effort"},
+       "format json_schema (as chat's response_format); effort: the harmony reasoning level "
+       "(xhigh and max are high), a hint other models have no switch for"},
       {"metadata", false, true, "user_id: written to the log with the request"},
       {"service_tier", false, true, "accepted; there is one tier"},
       {"inference_geo", false, true, "accepted; nothing else"},
       {"speed", false, true, "accepted; nothing else"},
       {"container", false, true, "refused unless null"},
       {"mcp_servers", false, true, "refused unless null"},
-      {"context_management", false, true, "refused unless null"},
+      {"context_management", false, true,
+       "accepted; no edits are made (the context is used as sent)"},
+      {"cache_control", false, true, "accepted (the prefix cache is automatic)"},
+      {"diagnostics", false, true, "accepted; nothing else"},
   };
   return fields;
 }
@@ -358,10 +391,30 @@ std::variant<parsed_request, api_error> parse_messages_request(const std::string
   if (auto* e = std::get_if<api_error>(&j)) return *e;
   auto c = to_chat(std::get<ojson>(j), info, false);
   if (auto* e = std::get_if<api_error>(&c)) return *e;
+  const ojson& body_j = std::get<ojson>(j);
+  // max_tokens: at most the context's room (the reply then ends with
+  // model_context_window_exceeded, as Anthropic's does), never an error for asking much
+  const ojson& mt = body_j["max_tokens"];
+  if (!mt.is_number_integer() || mt.get<int64_t>() < 1)
+    return bad("'max_tokens' must be a positive integer", "max_tokens");
+  // stop_sequences: any number of non-empty strings
+  std::vector<std::string> stops;
+  if (const ojson* ss = given(body_j, "stop_sequences")) {
+    if (!ss->is_array()) return bad("'stop_sequences' must be a list of strings", "stop_sequences");
+    for (const auto& x : *ss) {
+      if (!x.is_string() || x.get<std::string>().empty())
+        return bad("'stop_sequences' must hold non-empty strings", "stop_sequences");
+      stops.push_back(x);
+    }
+  }
   auto parsed = parse_request(std::get<ojson>(c).dump(), true, info);
   if (auto* e = std::get_if<api_error>(&parsed)) return in_messages_words(std::move(*e));
   auto& r = std::get<parsed_request>(parsed);
   r.messages_api = true;
+  const int64_t want = mt.get<int64_t>();
+  r.context_capped = want > r.base.max_tokens; // chat's default: the context's room
+  if (!r.context_capped) r.base.max_tokens = static_cast<int32_t>(want);
+  r.base.stop.insert(r.base.stop.end(), stops.begin(), stops.end());
   return std::move(r);
 }
 
@@ -395,6 +448,7 @@ struct message_builder::state {
   ojson content = ojson::array(); // blocks, the last one open when `open` is not none
   enum class kind { none, thinking, text } open = kind::none;
   bool called = false;
+  bool context_capped = false; // max_tokens was more than the context's room
   std::string stop_reason, stop_sequence;
   int64_t output_tokens = 0;
 
@@ -435,6 +489,7 @@ message_builder::message_builder(const parsed_request& r, std::string id, int64_
   s_->id = std::move(id);
   s_->model = r.model;
   s_->prompt_tokens = prompt_tokens;
+  s_->context_capped = r.context_capped;
 }
 
 message_builder::~message_builder() = default;
@@ -449,14 +504,14 @@ std::string message_builder::step(const std::string& reasoning, const std::strin
   std::string out;
   if (!reasoning.empty()) {
     out += s.open_block(state::kind::thinking);
-    s.content.back()["thinking"] = s.content.back()["thinking"].get<std::string>() + reasoning;
+    s.content.back()["thinking"].get_ref<std::string&>() += reasoning;
     out += sse(
         "content_block_delta",
         {{"index", s.index()}, {"delta", {{"type", "thinking_delta"}, {"thinking", reasoning}}}});
   }
   if (!text.empty()) {
     out += s.open_block(state::kind::text);
-    s.content.back()["text"] = s.content.back()["text"].get<std::string>() + text;
+    s.content.back()["text"].get_ref<std::string&>() += text;
     out += sse("content_block_delta",
                {{"index", s.index()}, {"delta", {{"type", "text_delta"}, {"text", text}}}});
   }
@@ -483,7 +538,7 @@ std::string message_builder::finish(finish_reason f, const std::string& stop_str
   std::string out = s.close();
   s.output_tokens = output_tokens;
   if (f == finish_reason::length) {
-    s.stop_reason = "max_tokens";
+    s.stop_reason = s.context_capped ? "model_context_window_exceeded" : "max_tokens";
   } else if (s.called) {
     s.stop_reason = "tool_use";
   } else if (!stop_string.empty()) {

@@ -84,7 +84,8 @@ struct responses_meta; // a /v1/responses request's own fields (responses_api.hp
 struct parsed_request {
   bool chat = false;
   std::shared_ptr<const responses_meta> responses; // set: a Responses API request (chat inside)
-  bool messages_api = false; // an Anthropic Messages API request (chat inside)
+  bool messages_api = false;   // an Anthropic Messages API request (chat inside)
+  bool context_capped = false; // its max_tokens asked for more than the context's room
   bool stream = false;
   bool include_usage = false;
   bool continuous_usage = false; // usage in every chunk (stream_options.continuous_usage_stats)

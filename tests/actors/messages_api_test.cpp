@@ -200,9 +200,9 @@ TEST(MessagesApi, ErrorsTakeAnthropicsShapeAndNameTheField) {
       {R"("max_tokens":4,"messages":[{"role":"system","content":"x"}])", "role"},
       {R"("max_tokens":4,"messages":[{"role":"user","content":"x"}],"tools":[{"type":"bash_20250124","name":"bash"}])",
        "bash_20250124"},
-      {R"("max_tokens":4,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"enabled","budget_tokens":1024})",
-       "budget_tokens"},
-      {R"("max_tokens":4,"messages":[{"role":"user","content":"x"}],"stop_sequences":["a","b","c","d","e"])",
+      {R"("max_tokens":4,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"bogus"})",
+       "thinking"},
+      {R"("max_tokens":4,"messages":[{"role":"user","content":"x"}],"stop_sequences":[""])",
        "stop_sequences"},
       {R"("max_tokens":4,"messages":[{"role":"user","content":"x"}],"mcp_servers":[{}])",
        "mcp_servers"},
@@ -289,4 +289,55 @@ TEST(MessagesApi, ThinkingTextAndToolUseBecomeBlocksInOrder) {
   EXPECT_EQ(m["stop_reason"], "tool_use");
   EXPECT_EQ(m["usage"]["input_tokens"], 7);
   EXPECT_EQ(m["usage"]["output_tokens"], 9);
+}
+
+TEST(MessagesApi, WhatClaudeCodeSendsIsServed) {
+  server s;
+  // its request shape: system blocks with cache_control, thinking with a budget, context
+  // management, top-level cache_control and diagnostics, metadata.user_id, more than four stop
+  // sequences, a max_tokens far past the context
+  const std::string body = R"({"model":"stories","max_tokens":64000,
+      "system":[{"type":"text","text":"You tell stories.","cache_control":{"type":"ephemeral"}},
+                {"type":"text","text":"Be brief."}],
+      "messages":[{"role":"user","content":[{"type":"text","text":"A story"}]},
+                  {"role":"user","content":"about a cat"}],
+      "thinking":{"type":"enabled","budget_tokens":1024},
+      "context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]},
+      "cache_control":{"type":"ephemeral"},"diagnostics":{},
+      "metadata":{"user_id":"u1"},"stop_sequences":["qqq1","qqq2","qqq3","qqq4","qqq5"],
+      "temperature":0})";
+  const reply r = post(s.port, "/v1/messages", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  // the context ran out before max_tokens: Anthropic's stop reason for it
+  EXPECT_EQ(r.j["stop_reason"], "model_context_window_exceeded") << r.body;
+  EXPECT_EQ(r.j["usage"]["input_tokens"].get<int64_t>() +
+                r.j["usage"]["output_tokens"].get<int64_t>(),
+            stories()->config.ctx)
+      << r.body;
+  // blocks and consecutive turns of one role join with newlines, as the chat endpoint joins
+  const reply n = post(s.port, "/v1/messages/count_tokens", R"({"model":"stories",
+      "system":[{"type":"text","text":"You tell stories."},{"type":"text","text":"Be brief."}],
+      "messages":[{"role":"user","content":"A story"},{"role":"user","content":"about a cat"}]})");
+  const reply t = post(s.port, "/tokenize", R"({"model":"stories","messages":[
+      {"role":"system","content":"You tell stories.\nBe brief."},
+      {"role":"user","content":"A story\nabout a cat"}]})");
+  ASSERT_EQ(n.status, 200) << n.body;
+  EXPECT_EQ(n.j["input_tokens"], t.j["count"]);
+}
+
+TEST(MessagesApi, AnAssistantTurnLastIsAPrefillTheReplyContinues) {
+  const auto m = stories_with(qwen("template"), 2048);
+  serving_info info;
+  info.model_name = "stories";
+  info.tok = m->tok.get();
+  info.context = m->config.ctx;
+  info.chat_template = qwen("template");
+  info.chat = detect_chat_format(info.chat_template);
+  info.jinja = std::make_shared<const jinja_template>(*jinja_template::parse(info.chat_template));
+  auto r = parse_messages_request(R"({"model":"stories","max_tokens":8,"messages":[
+      {"role":"user","content":"Once"},{"role":"assistant","content":"upon a"}]})",
+                                  info);
+  ASSERT_TRUE(std::holds_alternative<parsed_request>(r)) << std::get<api_error>(r).message;
+  const std::string& text = std::get<parsed_request>(r).prompt_texts.at(0);
+  EXPECT_EQ(text.substr(text.size() - 6), "upon a") << text; // no end of turn, no new turn
 }
