@@ -417,17 +417,17 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
     return stored_response(path.substr(responses_prefix.size()), !get, w);
   if (path == "/v1/models" && get) {
     count(200);
-    return w->respond(200, "application/json", models_body(info.model_name, started));
+    return w->respond(200, "application/json", models_body(info, started));
   }
   if (path.rfind(models_prefix, 0) == 0 && get) {
     const std::string id = path.substr(models_prefix.size());
-    if (id != info.model_name)
+    if (!info.serves(id))
       return fail(w, {404,
                       fmt::format("model '{}' does not exist; this server serves '{}'", id,
                                   info.model_name),
                       "invalid_request_error", "model", "model_not_found"});
     count(200);
-    return w->respond(200, "application/json", model_body(info.model_name, started));
+    return w->respond(200, "application/json", model_body(id, started));
   }
   if (path == "/health" && get) return health(w);
   if (path == "/metrics" && get) return metrics(w);
@@ -475,6 +475,7 @@ expected<std::unique_ptr<gateway>> gateway::start(host& h, gateway_options o) {
   }
   p->opt = o;
   p->info.model_name = o.model_name;
+  p->info.model_aliases = o.model_aliases;
   p->info.tok = m.tok.get();
   p->info.context = m.config.ctx;
   const std::string& tmpl = o.chat_template.empty() ? m.tok->chat_template() : o.chat_template;

@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "actors/host.hpp"
 #include "transport/http_server.hpp"
@@ -23,8 +24,9 @@ namespace troupe::actors {
 struct gateway_options {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;
-  std::string api_key;         // empty: no authentication
-  std::string model_name;      // empty: the model's file or directory name
+  std::string api_key;                    // empty: no authentication
+  std::string model_name;                 // empty: the model's file or directory name
+  std::vector<std::string> model_aliases; // other names requests may give for it
   bool metrics_auth = false;   // /metrics needs the API key too (default: open, like /health)
   int parse_threads = 2;       // the job queue that parses and tokenizes request bodies
   bool split_reasoning = true; // a chat reply's <think> block as reasoning_content

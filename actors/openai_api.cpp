@@ -251,7 +251,7 @@ std::variant<parsed_request, api_error> parse_request(const std::string& body, b
   if (m == j.end() || !m->is_string())
     return bad("'model' is required and must be a string", "model");
   r.model = m->get<std::string>();
-  if (r.model != info.model_name)
+  if (!info.serves(r.model))
     return api_error{
         404,
         fmt::format("model '{}' does not exist; this server serves '{}'", r.model, info.model_name),
@@ -691,9 +691,10 @@ std::string model_body(const std::string& model_name, int64_t created) {
   return j.dump();
 }
 
-std::string models_body(const std::string& model_name, int64_t created) {
-  json j = {{"object", "list"},
-            {"data", json::array({json::parse(model_body(model_name, created))})}};
+std::string models_body(const serving_info& info, int64_t created) {
+  json data = json::array({json::parse(model_body(info.model_name, created))});
+  for (const auto& a : info.model_aliases) data.push_back(json::parse(model_body(a, created)));
+  json j = {{"object", "list"}, {"data", std::move(data)}};
   return j.dump();
 }
 
@@ -713,7 +714,7 @@ std::variant<json, api_error> tool_body(const std::string& body, const serving_i
       return bad(fmt::format("unknown field '{}'", k), k);
   if (auto m = j.find("model"); m != j.end() && !m->is_null()) {
     if (!m->is_string()) return bad("'model' must be a string", "model");
-    if (m->get<std::string>() != info.model_name)
+    if (!info.serves(m->get<std::string>()))
       return api_error{404,
                        fmt::format("model '{}' does not exist; this server serves '{}'",
                                    m->get<std::string>(), info.model_name),

@@ -59,6 +59,14 @@ const std::vector<api_field>& api_fields();
 
 struct serving_info {
   std::string model_name;
+  std::vector<std::string> model_aliases; // other names a request may give for the model
+  /// Whether a request's `model` names this model.
+  bool serves(const std::string& name) const {
+    if (name == model_name) return true;
+    for (const auto& a : model_aliases)
+      if (name == a) return true;
+    return false;
+  }
   const tokenizer* tok = nullptr;
   int64_t context = 0;
   chat_format chat = chat_format::plain;
@@ -200,7 +208,8 @@ std::string stream_chunk(const parsed_request& r, const std::string& id, int64_t
 /// The final usage chunk (stream_options.include_usage).
 std::string usage_chunk(const parsed_request& r, const std::string& id, int64_t created,
                         const usage& u);
-std::string models_body(const std::string& model_name, int64_t created);
+/// /v1/models: the model's id and each of its aliases.
+std::string models_body(const serving_info& info, int64_t created);
 std::string model_body(const std::string& model_name, int64_t created);
 /// The OpenAI name of a finish reason ("stop", "length"); null for none.
 std::string finish_name(finish_reason f);

@@ -3,6 +3,7 @@
 // accepting, lets requests in flight finish (up to --drain-timeout), ends the rest with an
 // error event, and exits 0. When the supervisor gives up on a shard: --on-give-up retry keeps
 // trying (capped interval), exit leaves with status 3.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -167,7 +168,15 @@ int run_serve(const serve_opts& o) {
   go.host = o.host;
   go.port = static_cast<uint16_t>(o.port);
   go.api_key = o.api_key;
-  go.model_name = o.name;
+  // NAME[,ALIAS...]: the first is the model's id, the others are names clients may use too
+  for (size_t at = 0; at <= o.name.size() && !o.name.empty();) {
+    const size_t comma = std::min(o.name.find(',', at), o.name.size());
+    std::string one = o.name.substr(at, comma - at);
+    if (one.empty())
+      return fail(make_error(errc::invalid_argument, "--served-model-name: an empty name"));
+    (go.model_name.empty() ? go.model_name : go.model_aliases.emplace_back()) = std::move(one);
+    at = comma + 1;
+  }
   go.limits.read_timeout_s = o.read_timeout;
   go.limits.max_body_bytes = o.max_body;
   auto origins = transport::parse_origins(o.allowed_origins);
@@ -272,7 +281,9 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
                   "https://chat.example.com; * for any; default none")
       ->delimiter(',');
   cmd->add_option("--served-model-name", o->name,
-                  "the model id clients use (default: the file or directory name)");
+                  "the model id clients use (default: the file or directory name); more names "
+                  "after commas are accepted too (NAME,ALIAS,...: a client that asks for a "
+                  "fixed model name)");
   cmd->add_option("--threads", o->threads, "compute threads per shard")->check(CLI::Range(1, 256));
   cmd->add_option("--kv-memory", o->kv_memory,
                   "KV cache per shard: bytes (512MiB) or a fraction of free memory (0.5)");

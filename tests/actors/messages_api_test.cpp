@@ -341,3 +341,30 @@ TEST(MessagesApi, AnAssistantTurnLastIsAPrefillTheReplyContinues) {
   const std::string& text = std::get<parsed_request>(r).prompt_texts.at(0);
   EXPECT_EQ(text.substr(text.size() - 6), "upon a") << text; // no end of turn, no new turn
 }
+
+TEST(MessagesApi, AModelAliasIsServedUnderItsName) {
+  // Claude Code asks for fixed model names (its background requests a small model's):
+  // --served-model-name stories,claude-haiku serves both
+  gateway_options go;
+  go.model_aliases = {"claude-haiku"};
+  server s(go);
+  const reply r =
+      post(s.port, "/v1/messages",
+           R"({"model":"claude-haiku","max_tokens":2,"messages":[{"role":"user","content":"x"}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.j["model"], "claude-haiku");
+  EXPECT_EQ(
+      post(s.port, "/v1/chat/completions",
+           R"({"model":"claude-haiku","max_tokens":2,"messages":[{"role":"user","content":"x"}]})")
+          .status,
+      200);
+  const reply models = get(s.port, "/v1/models");
+  ASSERT_EQ(models.j["data"].size(), 2u) << models.body;
+  EXPECT_EQ(models.j["data"][1]["id"], "claude-haiku");
+  EXPECT_EQ(get(s.port, "/v1/models/claude-haiku").status, 200);
+  EXPECT_EQ(
+      post(s.port, "/v1/messages",
+           R"({"model":"claude-opus","max_tokens":2,"messages":[{"role":"user","content":"x"}]})")
+          .status,
+      404);
+}
