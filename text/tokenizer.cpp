@@ -92,7 +92,7 @@ status add_byte_level_split(tokenizer_impl& t, std::string_view pre, const std::
   if (patterns.empty())
     return make_error(errc::unsupported,
                       "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2, "
-                      "qwen35, deepseek-v3, gpt-4o, tekken, kimi-k2, glm4 are)",
+                      "qwen35, stablelm2, deepseek-v3, gpt-4o, tekken, kimi-k2, glm4 are)",
                       where, pre);
   for (const auto& pattern : patterns) {
     std::string err;
@@ -124,7 +124,8 @@ std::string pretokenizer_regex(std::string_view name) {
   if (name == "llama-bpe" || name == "llama3" || name == "smaug-bpe" || name == "chatglm-bpe" ||
       name == "glm4")
     return llama3;
-  if (name == "qwen2" || name == "deepseek-r1-qwen") return qwen2;
+  // StableLM 2's GGUFs split as Qwen2's (llama.cpp's reading of them)
+  if (name == "qwen2" || name == "deepseek-r1-qwen" || name == "stablelm2") return qwen2;
   if (name == "qwen35") return qwen35;
   return {};
 }

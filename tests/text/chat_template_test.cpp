@@ -202,4 +202,10 @@ TEST(ChatTemplate, NamedTemplatesGiveTheDefault) {
   auto t = tokenizer::from_hf_json(tok, cfg.dump(), "named.json");
   ASSERT_TRUE(t) << t.error().to_string();
   EXPECT_EQ(detect_chat_format((*t)->chat_template()), chat_format::command_r);
+  // a name that is not a string names no template (it used to throw out of the load)
+  cfg["chat_template"][0]["name"] = 5;
+  cfg["chat_template"][1]["name"] = json::array({"default"});
+  t = tokenizer::from_hf_json(tok, cfg.dump(), "named.json");
+  ASSERT_TRUE(t) << t.error().to_string();
+  EXPECT_EQ((*t)->chat_template(), "");
 }

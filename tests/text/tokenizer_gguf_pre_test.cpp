@@ -101,6 +101,18 @@ TEST(GgufPre, Qwen35DiffersFromQwen2OnlyWhereMarksAre) {
   EXPECT_GE(differ, 2);
 }
 
+// StableLM 2's name splits as Qwen2's
+TEST(GgufPre, StableLm2IsQwen2s) {
+  const auto fx = test::load_json(test::fixture_path("pretok/qwen35.json"));
+  auto q2 = gguf_tokenizer(fx, "qwen2");
+  auto slm = gguf_tokenizer(fx, "stablelm2");
+  ASSERT_TRUE(q2 && slm);
+  for (const auto& c : fx["cases"]) {
+    const std::string text = c["text"];
+    EXPECT_EQ(*slm->encode(text, false, false), *q2->encode(text, false, false)) << text;
+  }
+}
+
 // GLM-4's names split as Llama 3's pre-tokenizer does (one regex): same encodings
 TEST(GgufPre, GlmNamesAreLlama3s) {
   const auto fx = test::load_json(test::fixture_path("pretok/gpt-4o.json"));
