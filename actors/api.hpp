@@ -65,6 +65,7 @@ struct gen_event {
   std::string error_message;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0; // of the prompt, from the prefix cache (usage's cached tokens)
 };
 
 /// Engine and supervisor counters for /metrics and /health.

@@ -36,6 +36,7 @@ struct completion_state {
   sink_actor sink;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0; // of the prompt, from the prefix cache
   clock::time_point arrival, first_step, first_token, last_token;
   bool scheduled = false; // a step has included it (queue time measured)
   bool logprobs = false;
@@ -127,6 +128,7 @@ void send_final(state_ptr self, completion_state& cs, finish_reason why,
   }
   e.prompt_tokens = cs.prompt_tokens;
   e.completion_tokens = cs.completion_tokens;
+  e.cached_tokens = cs.cached_tokens;
   record_finish(self, cs, why);
   self->send(cs.sink, event_atom::value, std::move(e));
 }
@@ -140,6 +142,7 @@ void handle_events(state_ptr self, const std::vector<seq_event>& events) {
     auto it = st.seqs.find(ev.seq_id);
     if (it == st.seqs.end()) continue; // already ended (a stop string, a cancel)
     completion_state& cs = it->second;
+    cs.cached_tokens = ev.cached_tokens;
     if (!ev.has_token) {
       if (ev.finished != finish_reason::none) {
         send_final(self, cs, ev.finished,
@@ -169,6 +172,7 @@ void handle_events(state_ptr self, const std::vector<seq_event>& events) {
     e.finish = ev.finished;
     e.prompt_tokens = cs.prompt_tokens;
     e.completion_tokens = cs.completion_tokens;
+    e.cached_tokens = cs.cached_tokens;
     if (ev.finished != finish_reason::none) record_finish(self, cs, ev.finished);
     self->send(cs.sink, event_atom::value, std::move(e));
     if (ev.finished != finish_reason::none) st.seqs.erase(it);

@@ -60,6 +60,7 @@ struct session_state {
   std::vector<std::vector<std::optional<prompt_logprob>>> scores;
   int open = 0;
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  std::vector<int32_t> cached; // per prompt: its tokens the prefix cache gave (usage)
   bool header_sent = false;
   bool done = false;
   std::chrono::steady_clock::time_point last_write; // of a stream's bytes (keep-alive)
@@ -139,13 +140,21 @@ void fail_session(session_ptr self, const api_error& e) {
   self->quit();
 }
 
+// The prompts' tokens the prefix cache gave, each prompt counted once (its first completion's).
+int64_t cached_tokens(const session_state& st) {
+  int64_t n = 0;
+  for (int32_t c : st.cached) n += c;
+  return n;
+}
+
 void finish_session(session_ptr self) {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
   if (st.msg) { // one choice
     const auto& c = st.choices[0];
-    std::string events = st.msg->finish(c.res.finish, c.proc->stop_string(), st.completion_tokens);
+    std::string events = st.msg->finish(c.res.finish, c.proc->stop_string(), st.completion_tokens,
+                                        cached_tokens(st));
     if (st.req.stream) {
       st.w->chunk(std::move(events));
       st.w->end();
@@ -153,7 +162,7 @@ void finish_session(session_ptr self) {
       st.w->respond(200, "application/json", st.msg->body());
     }
   } else if (st.resp) { // one choice
-    const usage u{st.prompt_tokens, st.completion_tokens};
+    const usage u{st.prompt_tokens, st.completion_tokens, cached_tokens(st)};
     std::string events = st.resp->finish(st.choices[0].res.finish, u);
     if (st.resp->stored()) st.gw->responses.put(st.id, {st.resp->body(), st.resp->conversation()});
     if (st.req.stream) {
@@ -164,7 +173,8 @@ void finish_session(session_ptr self) {
     }
   } else if (st.req.stream) {
     if (st.req.include_usage)
-      st.w->chunk(usage_chunk(st.req, st.id, st.created, {st.prompt_tokens, st.completion_tokens}));
+      st.w->chunk(usage_chunk(st.req, st.id, st.created,
+                              {st.prompt_tokens, st.completion_tokens, cached_tokens(st)}));
     st.w->chunk("data: [DONE]\n\n");
     st.w->end();
   } else {
@@ -172,7 +182,7 @@ void finish_session(session_ptr self) {
     for (auto& c : st.choices) out.push_back(std::move(c.res));
     st.w->respond(200, "application/json",
                   completion_body(st.req, st.id, st.created, out, st.prompt_tokens,
-                                  st.completion_tokens, *st.gw->info.tok));
+                                  st.completion_tokens, *st.gw->info.tok, cached_tokens(st)));
   }
   st.gw->count(200);
   self->quit();
@@ -240,6 +250,7 @@ void on_event(session_ptr self, const gen_event& e) {
   auto& scores = st.scores[static_cast<size_t>(prompt_pos)];
   for (const auto& s : e.prompt_logprobs)
     if (s.pos >= 0 && s.pos < static_cast<int32_t>(scores.size())) scores[s.pos] = s;
+  if (e.index == 0) st.cached[static_cast<size_t>(prompt_pos)] = e.cached_tokens;
   const int idx = prompt_pos * st.req.n + e.index;
   if (idx < 0 || idx >= static_cast<int>(st.choices.size())) return;
   auto& c = st.choices[static_cast<size_t>(idx)];
@@ -311,7 +322,7 @@ void on_event(session_ptr self, const gen_event& e) {
                                 !reasoning.empty() && fresh.empty() ? n_accepted : 0);
     if (st.req.stream) emit(self, std::move(events));
   } else if (st.req.stream) {
-    const usage u{st.prompt_tokens, st.completion_tokens};
+    const usage u{st.prompt_tokens, st.completion_tokens, cached_tokens(st)};
     // calls go in a chunk of their own before the one that ends the choice, as OpenAI sends
     // them (clients close a call's arguments when the next chunk comes)
     const bool split = !calls.empty() && fin != finish_reason::none;
@@ -375,6 +386,7 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
   st.scores.resize(prompts);
   for (size_t p = 0; p < prompts; ++p) st.scores[p].resize(st.req.prompts[p].size());
   st.engine_ids.assign(prompts, -1);
+  st.cached.assign(prompts, 0);
   st.pending = static_cast<int>(prompts);
   gw->add_session(caf::actor_cast<caf::actor>(self));
   self->attach_functor([gw, addr = self->address()] { gw->drop_session(addr); });

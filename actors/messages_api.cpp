@@ -451,6 +451,7 @@ struct message_builder::state {
   bool context_capped = false; // max_tokens was more than the context's room
   std::string stop_reason, stop_sequence;
   int64_t output_tokens = 0;
+  int64_t cached = 0; // prompt tokens read from the prefix cache
 
   ojson message() const {
     return {{"id", id},
@@ -461,9 +462,9 @@ struct message_builder::state {
             {"stop_reason", stop_reason.empty() ? ojson(nullptr) : ojson(stop_reason)},
             {"stop_sequence", stop_sequence.empty() ? ojson(nullptr) : ojson(stop_sequence)},
             {"usage",
-             {{"input_tokens", prompt_tokens},
+             {{"input_tokens", prompt_tokens - cached},
               {"cache_creation_input_tokens", 0},
-              {"cache_read_input_tokens", 0},
+              {"cache_read_input_tokens", cached},
               {"output_tokens", output_tokens}}}};
   }
   size_t index() const { return content.size() - 1; }
@@ -533,10 +534,11 @@ std::string message_builder::step(const std::string& reasoning, const std::strin
 }
 
 std::string message_builder::finish(finish_reason f, const std::string& stop_string,
-                                    int64_t output_tokens) {
+                                    int64_t output_tokens, int64_t cached) {
   auto& s = *s_;
   std::string out = s.close();
   s.output_tokens = output_tokens;
+  s.cached = cached;
   if (f == finish_reason::length) {
     s.stop_reason = s.context_capped ? "model_context_window_exceeded" : "max_tokens";
   } else if (s.called) {
@@ -552,7 +554,10 @@ std::string message_builder::finish(finish_reason f, const std::string& stop_str
           {{"delta",
             {{"stop_reason", s.stop_reason},
              {"stop_sequence", s.stop_sequence.empty() ? ojson(nullptr) : ojson(s.stop_sequence)}}},
-           {"usage", {{"output_tokens", output_tokens}}}});
+           {"usage",
+            {{"input_tokens", s.prompt_tokens - cached},
+             {"cache_read_input_tokens", cached},
+             {"output_tokens", output_tokens}}}});
   out += sse("message_stop", ojson::object());
   return out;
 }

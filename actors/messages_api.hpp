@@ -52,8 +52,10 @@ class message_builder {
   std::string step(const std::string& reasoning, const std::string& text,
                    const std::vector<tool_call>& calls);
   /// The reply ended: the open block's stop, message_delta (stop_reason, output tokens) and
-  /// message_stop. `stop_string`: the stop sequence that ended it ("" for none).
-  std::string finish(finish_reason f, const std::string& stop_string, int64_t output_tokens);
+  /// message_stop. `stop_string`: the stop sequence that ended it ("" for none); `cached`: the
+  /// prompt's tokens the prefix cache gave (cache_read_input_tokens; input_tokens the rest).
+  std::string finish(finish_reason f, const std::string& stop_string, int64_t output_tokens,
+                     int64_t cached = 0);
   /// The Message as it stands.
   std::string body() const;
 

@@ -578,7 +578,8 @@ json logprobs_json(const parsed_request& r, const token_logprobs& lp) {
 json usage_json(const usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 // A message's tool_calls; in a stream's delta each carries its index among the choice's calls.
@@ -602,7 +603,7 @@ json finish_json(finish_reason f) {
 
 std::string completion_body(const parsed_request& r, const std::string& id, int64_t created,
                             const std::vector<choice_result>& choices, int64_t prompt_tokens,
-                            int64_t completion_tokens, const tokenizer&) {
+                            int64_t completion_tokens, const tokenizer&, int64_t cached_tokens) {
   json cs = json::array();
   for (const auto& c : choices) {
     json lp = r.logprobs() ? logprobs_json(r, c.lp) : json(nullptr);
@@ -627,9 +628,12 @@ std::string completion_body(const parsed_request& r, const std::string& id, int6
                     {"finish_reason", finish_json(c.finish)}});
     }
   }
-  json j = {{"id", id},           {"object", r.chat ? "chat.completion" : "text_completion"},
-            {"created", created}, {"model", r.model},
-            {"choices", cs},      {"usage", usage_json({prompt_tokens, completion_tokens})}};
+  json j = {{"id", id},
+            {"object", r.chat ? "chat.completion" : "text_completion"},
+            {"created", created},
+            {"model", r.model},
+            {"choices", cs},
+            {"usage", usage_json({prompt_tokens, completion_tokens, cached_tokens})}};
   return j.dump();
 }
 

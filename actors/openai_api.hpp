@@ -183,10 +183,12 @@ struct choice_result {
 
 std::string completion_body(const parsed_request& r, const std::string& id, int64_t created,
                             const std::vector<choice_result>& choices, int64_t prompt_tokens,
-                            int64_t completion_tokens, const tokenizer& tok);
+                            int64_t completion_tokens, const tokenizer& tok,
+                            int64_t cached_tokens = 0);
 
 struct usage {
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t cached_tokens = 0; // of the prompt tokens, those whose KV the prefix cache gave
 };
 
 /// One SSE "data: {...}\n\n" chunk carrying new text (with its logprobs), the finish reason,

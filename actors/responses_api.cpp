@@ -712,7 +712,7 @@ std::string response_builder::finish(finish_reason f, const usage& u) {
   s.status = cut ? "incomplete" : "completed";
   if (cut) s.incomplete = {{"reason", "max_output_tokens"}};
   s.usage = {{"input_tokens", u.prompt_tokens},
-             {"input_tokens_details", {{"cached_tokens", 0}}},
+             {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
              {"output_tokens", u.completion_tokens},
              {"output_tokens_details", {{"reasoning_tokens", s.reasoning_tokens}}},
              {"total_tokens", u.prompt_tokens + u.completion_tokens}};

@@ -274,6 +274,9 @@ std::optional<step_plan> scheduler::next_step() {
     return false;
   };
   auto add_chunk = [&](sequence& s, int32_t n) {
+    // the prompt tokens its first step did not compute came from the cache (a prefix hit, or
+    // a leader's blocks): what the request reports as cached
+    if (s.cached < 0) s.cached = s.computed;
     batch_seq bs;
     bs.seq_id = s.id;
     bs.begin = static_cast<int32_t>(plan.b.tokens.size());
@@ -403,6 +406,7 @@ std::vector<seq_event> scheduler::complete(uint64_t step_id,
     free_outside_window(s);
     seq_event ev;
     ev.seq_id = s.id;
+    ev.cached_tokens = s.cached > 0 ? s.cached : 0;
     if (s.cancel_pending || s.pending_finish != finish_reason::none) {
       ev.finished = s.cancel_pending ? finish_reason::cancelled : s.pending_finish;
       events.push_back(ev);

@@ -69,7 +69,8 @@ struct seq_event {
   bool has_token = false;
   sampled_token token;
   finish_reason finished = finish_reason::none;
-  std::string why; // finished with error: what went wrong, when the scheduler knows
+  std::string why;           // finished with error: what went wrong, when the scheduler knows
+  int32_t cached_tokens = 0; // prompt tokens whose KV came from the prefix cache at admission
 };
 
 struct scheduler_config {
@@ -154,6 +155,7 @@ class scheduler {
     std::vector<int32_t> tokens; // prompt + generated
     int32_t prompt_len = 0;
     int32_t computed = 0; // tokens whose KV is written
+    int32_t cached = -1;  // prompt tokens the prefix cache gave at first admission (-1: not yet)
     std::vector<int32_t> blocks;
     std::vector<uint64_t> hashes; // chained hashes of the full blocks already published
     state st = state::waiting;

@@ -368,3 +368,29 @@ TEST(MessagesApi, AModelAliasIsServedUnderItsName) {
           .status,
       404);
 }
+
+TEST(MessagesApi, PrefixCacheHitsAreReportedAsCachedTokensByEveryApi) {
+  server s;
+  // a prompt of several KV blocks, asked for twice: the second finds its blocks cached
+  std::string story = "Once upon a time there was a little girl named Lily who liked to play.";
+  for (int i = 0; i < 2; ++i) story += " " + story;
+  const json msgs = {{{"role", "user"}, {"content", story}}};
+  const std::string chat = json{{"model", "stories"}, {"messages", msgs}, {"max_tokens", 2}}.dump();
+  const reply first = post(s.port, "/v1/chat/completions", chat);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const reply again = post(s.port, "/v1/chat/completions", chat);
+  const int64_t prompt = again.j["usage"]["prompt_tokens"];
+  const int64_t cached = again.j["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GT(cached, 0) << again.body;
+  EXPECT_LT(cached, prompt); // at least the last token is computed
+  // the Responses API and the Messages API say the same in their words
+  const reply resp =
+      post(s.port, "/v1/responses",
+           json{{"model", "stories"}, {"input", story}, {"max_output_tokens", 2}}.dump());
+  EXPECT_EQ(resp.j["usage"]["input_tokens_details"]["cached_tokens"], cached) << resp.body;
+  const reply msg = post(s.port, "/v1/messages",
+                         json{{"model", "stories"}, {"messages", msgs}, {"max_tokens", 2}}.dump());
+  EXPECT_EQ(msg.j["usage"]["cache_read_input_tokens"], cached) << msg.body;
+  EXPECT_EQ(msg.j["usage"]["input_tokens"], prompt - cached); // Anthropic's: the rest
+}

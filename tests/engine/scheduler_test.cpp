@@ -171,8 +171,10 @@ TEST(Scheduler, PrefixBlocksAreReused) {
   while (!s.idle()) {
     auto p = s.next_step();
     ASSERT_TRUE(p);
-    for (auto& e : s.complete(p->step_id, m.run(p->b)))
+    for (auto& e : s.complete(p->step_id, m.run(p->b))) {
       if (e.has_token) got.push_back(e.token.token);
+      EXPECT_EQ(e.cached_tokens, 64); // what its usage reports as cached
+    }
   }
   EXPECT_EQ(s.stats().prefix_hit_blocks, 16);
   EXPECT_EQ(got, run_all({b}, 100, 512).tokens[2]);
