@@ -203,7 +203,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_event& x) {
   return f(caf::meta::type_name("gen_event"), x.request_id, x.index, x.tokens, x.text, x.logprobs,
            x.top_logprobs, x.prompt_logprobs, x.finish, x.error_code, x.error_message,
-           x.prompt_tokens, x.completion_tokens);
+           x.prompt_tokens, x.completion_tokens, x.cached_tokens);
 }
 
 template <class Inspector>
