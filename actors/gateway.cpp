@@ -369,11 +369,9 @@ void gateway::impl::stored_response(const std::string& id, bool erase,
                                     std::shared_ptr<response_writer> w) {
   std::optional<response_store::entry> found;
   if (erase ? !responses.erase(id) : !(found = responses.get(id)))
-    return fail(w, {404,
-                    fmt::format("response '{}' is not stored here (responses are kept in memory, "
-                                "the most recent 1000)",
-                                id),
-                    "invalid_request_error", "", "not_found"});
+    return fail(w,
+                {404, fmt::format("response '{}' is not stored here ({})", id, responses.bounds()),
+                 "invalid_request_error", "", "not_found"});
   count(200);
   if (erase)
     return w->respond(200, "application/json",

@@ -2,7 +2,9 @@
 // prompt to the engine (the status line waits until the engine accepted all of them, so a
 // refusal is a real HTTP status), then turns the engine's token events into choices -
 // detokenized, cut at stop strings, with logprobs, reasoning and tool calls - and writes them as
-// one JSON body or as a stream of chunks; a client that goes away cancels what it asked for.
+// one JSON body or as a stream: chat / completion chunks, or for the Responses and Messages APIs
+// their output items or content blocks and typed events (response_builder, message_builder); a
+// client that goes away cancels what it asked for.
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -315,6 +317,7 @@ void on_event(session_ptr self, const gen_event& e) {
   if (want_lp) c.res.lp.append(lp);
   if (st.msg) {
     auto events = st.msg->step(reasoning, text, calls);
+    if (st.req.stream && !c.started) events = st.msg->start(cached_tokens(st)) + events;
     if (st.req.stream) emit(self, std::move(events));
   } else if (st.resp) {
     // tokens whose step wrote only reasoning count as reasoning (usage)
@@ -361,9 +364,9 @@ caf::behavior session(session_ptr self, std::shared_ptr<gateway::impl> gw, parse
     st.resp = std::make_unique<response_builder>(st.req, st.id, st.created);
     if (st.req.stream) emit(self, st.resp->start()); // goes out with the status line
   } else if (st.req.messages_api) {
+    // (its message_start waits for the engine's first event, which says what the cache gave)
     st.msg = std::make_unique<message_builder>(st.req, st.id,
                                                static_cast<int64_t>(st.req.prompts.at(0).size()));
-    if (st.req.stream) emit(self, st.msg->start()); // goes out with the status line
   }
   const int n = st.req.n;
   const size_t prompts = st.req.prompts.size();

@@ -275,32 +275,12 @@ std::variant<ojson, api_error> to_chat(const ojson& j, const serving_info& info,
 
 // A chat request's error in the Messages request's words.
 api_error in_messages_words(api_error e) {
-  static const std::pair<const char*, const char*> names[] = {{"stop", "stop_sequences"},
-                                                              {"response_format", "output_config"},
-                                                              {"reasoning_effort", "output_config"},
-                                                              {"chat_template_kwargs", "thinking"}};
-  static const std::pair<const char*, const char*> words[] = {
-      {"'stop'", "'stop_sequences'"},
-      {"'response_format'", "'output_config.format'"},
-      {"'reasoning_effort'", "'output_config.effort'"}};
-  for (auto [from, to] : names)
-    if (e.param == from) e.param = to;
-  for (auto [from, to] : words)
-    for (size_t at = e.message.find(from); at != std::string::npos;
-         at = e.message.find(from, at + std::string_view(to).size()))
-      e.message.replace(at, std::string_view(from).size(), to);
-  return e;
-}
-
-std::variant<ojson, api_error> read_body(const std::string& body) {
-  if (size_t bad_at = unicode::first_invalid(body); bad_at != std::string::npos)
-    return bad(fmt::format("request body is not valid UTF-8 (byte {})", bad_at), "");
-  ojson j = ojson::parse(body, nullptr, false);
-  if (j.is_discarded()) return bad("request body is not valid JSON", "");
-  if (!j.is_object()) return bad("request body must be a JSON object", "");
-  // copies and dump() recurse: nothing deeper than a real request is read further
-  if (json_nesting(j) > 96) return bad("the request is nested more than 96 deep", "");
-  return j;
+  return request_json::reworded(std::move(e),
+                                {{"response_format", "output_config"},
+                                 {"reasoning_effort", "output_config"},
+                                 {"chat_template_kwargs", "thinking"}},
+                                {{"'response_format'", "'output_config.format'"},
+                                 {"'reasoning_effort'", "'output_config.effort'"}});
 }
 
 std::string sse(const std::string& type, ojson payload) {
@@ -353,7 +333,8 @@ const std::vector<api_field>& messages_fields() {
        "block is accepted (the prefix cache is automatic); an assistant turn last is a prefill "
        "the reply continues (Jinja templates)"},
       {"system", false, true, "a string or text blocks: the system message"},
-      {"stop_sequences", false, true, "stop_reason stop_sequence and the one that matched"},
+      {"stop_sequences", false, true,
+       "up to 64 (4096 bytes in all); stop_reason stop_sequence and the one that matched"},
       {"temperature", false, true, "as chat's"},
       {"top_p", false, true, "as chat's"},
       {"top_k", false, true, "as chat's"},
@@ -387,7 +368,7 @@ const std::vector<api_field>& messages_fields() {
 
 std::variant<parsed_request, api_error> parse_messages_request(const std::string& body,
                                                                const serving_info& info) {
-  auto j = read_body(body);
+  auto j = request_json::read_object(body);
   if (auto* e = std::get_if<api_error>(&j)) return *e;
   auto c = to_chat(std::get<ojson>(j), info, false);
   if (auto* e = std::get_if<api_error>(&c)) return *e;
@@ -400,12 +381,17 @@ std::variant<parsed_request, api_error> parse_messages_request(const std::string
   // stop_sequences: any number of non-empty strings
   std::vector<std::string> stops;
   if (const ojson* ss = given(body_j, "stop_sequences")) {
-    if (!ss->is_array()) return bad("'stop_sequences' must be a list of strings", "stop_sequences");
+    // every token is matched against each of them: bounded
+    if (!ss->is_array() || ss->size() > 64)
+      return bad("'stop_sequences' must be a list of at most 64 strings", "stop_sequences");
+    size_t bytes = 0;
     for (const auto& x : *ss) {
       if (!x.is_string() || x.get<std::string>().empty())
         return bad("'stop_sequences' must hold non-empty strings", "stop_sequences");
+      bytes += x.get_ref<const std::string&>().size();
       stops.push_back(x);
     }
+    if (bytes > 4096) return bad("'stop_sequences' may hold 4096 bytes in all", "stop_sequences");
   }
   auto parsed = parse_request(std::get<ojson>(c).dump(), true, info);
   if (auto* e = std::get_if<api_error>(&parsed)) return in_messages_words(std::move(*e));
@@ -420,7 +406,7 @@ std::variant<parsed_request, api_error> parse_messages_request(const std::string
 
 std::variant<std::string, api_error> count_tokens_request(const std::string& body,
                                                           const serving_info& info) {
-  auto j = read_body(body);
+  auto j = request_json::read_object(body);
   if (auto* e = std::get_if<api_error>(&j)) return *e;
   auto c = to_chat(std::get<ojson>(j), info, true);
   if (auto* e = std::get_if<api_error>(&c)) return *e;
@@ -495,7 +481,8 @@ message_builder::message_builder(const parsed_request& r, std::string id, int64_
 
 message_builder::~message_builder() = default;
 
-std::string message_builder::start() {
+std::string message_builder::start(int64_t cached) {
+  s_->cached = cached;
   return sse("message_start", {{"message", s_->message()}}) + sse("ping", ojson::object());
 }
 

@@ -38,7 +38,8 @@ std::string anthropic_error_body(const api_error& e);
 std::string anthropic_error_event(const api_error& e);
 
 /// One reply's content blocks, built as it comes; for a stream, each call returns the events
-/// ("event: TYPE\ndata: {...}\n\n") that carry what changed.
+/// ("event: TYPE\ndata: {...}\n\n") that carry what changed. Owned by one session; not
+/// thread-safe.
 class message_builder {
  public:
   message_builder(const parsed_request& r, std::string id, int64_t prompt_tokens);
@@ -46,8 +47,9 @@ class message_builder {
   message_builder(const message_builder&) = delete;
   message_builder& operator=(const message_builder&) = delete;
 
-  /// message_start and a ping.
-  std::string start();
+  /// message_start and a ping. `cached`: the prompt's tokens the prefix cache gave (known once
+  /// the engine's first event came: message_start's usage is final, as Anthropic's is).
+  std::string start(int64_t cached = 0);
   /// New reasoning (a thinking block), then new text, then tool calls (tool_use blocks).
   std::string step(const std::string& reasoning, const std::string& text,
                    const std::vector<tool_call>& calls);

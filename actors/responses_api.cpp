@@ -6,6 +6,7 @@
 
 #include "actors/request_json.hpp"
 #include "actors/tool_reply.hpp"
+#include "core/log.hpp"
 #include "text/json_schema.hpp"
 #include "text/unicode.hpp"
 
@@ -51,9 +52,9 @@ constexpr const char* same_as_chat[] = {"model",
                                         "ignore_eos",
                                         "chat_template_kwargs"};
 
-// The API's includable values: logprobs are made; the others name outputs of hosted tools
-// (which never occur here) or encrypted reasoning (reasoning comes back as plain content,
-// which a client sends back as it came).
+// The API's includable values: logprobs are made; reasoning.encrypted_content puts a
+// reasoning item's text in its encrypted_content too (plain: a stateless client sends it
+// back); the others name outputs of hosted tools, which never occur here.
 constexpr const char* includables[] = {"message.output_text.logprobs",
                                        "reasoning.encrypted_content",
                                        "file_search_call.results",
@@ -256,22 +257,18 @@ std::variant<ojson, api_error> read_text(const ojson& text) {
 
 // A chat request's error in the Responses request's words.
 api_error in_responses_words(api_error e) {
-  static const std::pair<const char*, const char*> names[] = {{"messages", "input"},
-                                                              {"max_tokens", "max_output_tokens"},
-                                                              {"response_format", "text"},
-                                                              {"reasoning_effort", "reasoning"},
-                                                              {"logprobs", "top_logprobs"}};
-  static const std::pair<const char*, const char*> words[] = {
-      {"'max_tokens'", "'max_output_tokens'"},       {"max_tokens (", "max_output_tokens ("},
-      {"'response_format'", "'text.format'"},        {"'reasoning_effort'", "'reasoning.effort'"},
-      {"shorten the messages", "shorten the input"}, {"'messages'", "'input'"}};
-  for (auto [from, to] : names)
-    if (e.param == from) e.param = to;
-  for (auto [from, to] : words)
-    for (size_t at = e.message.find(from); at != std::string::npos;
-         at = e.message.find(from, at + std::string_view(to).size()))
-      e.message.replace(at, std::string_view(from).size(), to);
-  return e;
+  return request_json::reworded(std::move(e),
+                                {{"messages", "input"},
+                                 {"max_tokens", "max_output_tokens"},
+                                 {"response_format", "text"},
+                                 {"reasoning_effort", "reasoning"},
+                                 {"logprobs", "top_logprobs"}},
+                                {{"'max_tokens'", "'max_output_tokens'"},
+                                 {"max_tokens (", "max_output_tokens ("},
+                                 {"'response_format'", "'text.format'"},
+                                 {"'reasoning_effort'", "'reasoning.effort'"},
+                                 {"shorten the messages", "shorten the input"},
+                                 {"'messages'", "'input'"}});
 }
 
 std::string sse(const std::string& type, ojson payload, int64_t& seq) {
@@ -295,7 +292,8 @@ const std::vector<api_field>& responses_fields() {
       {"previous_response_id", false, true,
        "continues a stored response: its input and output come before this input"},
       {"store", false, true,
-       "default true: the response is kept in memory (the last 1000, up to 64 MB) for "
+       "default true: the response is kept in memory (the last 1000, up to 64 MB; one larger "
+       "is not kept) for "
        "previous_response_id and GET /v1/responses/{id}"},
       {"max_output_tokens", false, true,
        "as chat's max_tokens; status incomplete (max_output_tokens) when reached"},
@@ -313,10 +311,13 @@ const std::vector<api_field>& responses_fields() {
       {"reasoning", false, true,
        "effort: as chat's reasoning_effort (harmony); summary auto or null (no summaries are "
        "written: the reasoning is the reasoning item's reasoning_text)"},
-      {"top_logprobs", false, true, "0-20 alternatives per output token (logprobs come too)"},
+      {"top_logprobs", false, true,
+       "0-20 alternatives per output token; above 0 the logprobs come too"},
       {"include", false, true,
-       "message.output_text.logprobs adds logprobs; the API's other values are accepted "
-       "(hosted tools' outputs never occur; reasoning comes back as plain content)"},
+       "message.output_text.logprobs adds logprobs; reasoning.encrypted_content puts each "
+       "reasoning item's text in its encrypted_content too (plain text, for stateless "
+       "clients to send back); the API's other values are accepted (hosted tools' outputs "
+       "never occur)"},
       {"truncation", false, true, "disabled (the default); auto refused: input is never dropped"},
       {"background", false, true, "false only"},
       {"metadata", false, true, "string values, echoed in the response"},
@@ -335,7 +336,11 @@ const std::vector<api_field>& responses_fields() {
 void response_store::put(const std::string& id, entry e) {
   std::lock_guard<std::mutex> lk(mu_);
   const size_t n = e.body.size() + e.messages.size();
-  if (n > max_bytes_) return;
+  if (n > max_bytes_) {
+    TROUPE_LOG_WARN("gateway", "response {} ({} bytes) is larger than the response store: not kept",
+                    id, n);
+    return;
+  }
   if (auto it = by_id_.find(id); it != by_id_.end()) {
     bytes_ -= it->second.first.body.size() + it->second.first.messages.size();
     order_.erase(it->second.second);
@@ -374,16 +379,17 @@ size_t response_store::size() const {
   return by_id_.size();
 }
 
+std::string response_store::bounds() const {
+  return fmt::format("responses are kept in memory, the most recent {}, {} MiB at most",
+                     max_responses_, max_bytes_ >> 20);
+}
+
 std::variant<parsed_request, api_error> parse_responses_request(const std::string& body,
                                                                 const serving_info& info,
                                                                 const response_store* store) {
-  if (size_t bad_at = unicode::first_invalid(body); bad_at != std::string::npos)
-    return bad(fmt::format("request body is not valid UTF-8 (byte {})", bad_at), "");
-  const ojson j = ojson::parse(body, nullptr, false);
-  if (j.is_discarded()) return bad("request body is not valid JSON", "");
-  if (!j.is_object()) return bad("request body must be a JSON object", "");
-  // copies and dump() recurse: nothing deeper than a real request is read further
-  if (json_nesting(j) > 96) return bad("the request is nested more than 96 deep", "");
+  auto read = request_json::read_object(body);
+  if (auto* e = std::get_if<api_error>(&read)) return *e;
+  const ojson& j = std::get<ojson>(read);
   ojson c = ojson::object(); // the chat request
   for (auto& [k, v] : j.items()) {
     bool known = false;
@@ -435,12 +441,11 @@ std::variant<parsed_request, api_error> parse_responses_request(const std::strin
   if (const ojson* prev = given(j, "previous_response_id")) {
     auto stored = store ? store->get(prev->get<std::string>()) : std::nullopt;
     if (!stored)
-      return api_error{404,
-                       fmt::format("previous response '{}' is not stored here (responses are "
-                                   "kept in memory, the most recent 1000)",
-                                   prev->get<std::string>()),
-                       "invalid_request_error", "previous_response_id",
-                       "previous_response_not_found"};
+      return api_error{
+          404,
+          fmt::format("previous response '{}' is not stored here ({})", prev->get<std::string>(),
+                      store ? store->bounds() : "nothing is stored"),
+          "invalid_request_error", "previous_response_id", "previous_response_not_found"};
     msgs = ojson::parse(stored->messages);
   }
   const ojson* input = given(j, "input");
@@ -487,7 +492,7 @@ std::variant<parsed_request, api_error> parse_responses_request(const std::strin
   if (const ojson* m = given(j, "max_output_tokens")) c["max_tokens"] = *m;
   if (const ojson* tl = given(j, "top_logprobs")) {
     c["top_logprobs"] = *tl;
-    logprobs = true;
+    logprobs = logprobs || !tl->is_number() || tl->get<double>() != 0; // a bad value: chat says
   }
   if (logprobs) c["logprobs"] = true;
   auto parsed = parse_request(c.dump(), true, info);
@@ -560,11 +565,16 @@ struct response_builder::state {
     const std::string item_id = item["id"];
     std::string out;
     if (open == kind::message) {
-      ojson part = {{"type", "output_text"}, {"annotations", ojson::array()}, {"text", text}};
-      if (logprobs) part["logprobs"] = lps;
-      ojson done = {
-          {"item_id", item_id}, {"output_index", index()}, {"content_index", 0}, {"text", text}};
-      if (logprobs) done["logprobs"] = lps;
+      // (logprobs: [] when none were asked for, as OpenAI writes it)
+      ojson part = {{"type", "output_text"},
+                    {"annotations", ojson::array()},
+                    {"logprobs", lps},
+                    {"text", text}};
+      ojson done = {{"item_id", item_id},
+                    {"output_index", index()},
+                    {"content_index", 0},
+                    {"logprobs", lps},
+                    {"text", text}};
       out += sse("response.output_text.done", std::move(done), seq);
       out += sse(
           "response.content_part.done",

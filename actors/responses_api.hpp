@@ -27,20 +27,25 @@ namespace troupe::actors {
 /// Every field /v1/responses accepts, and what Troupe does with it.
 const std::vector<api_field>& responses_fields();
 
-/// Stored responses, oldest dropped first past `max_responses` or `max_bytes`. Thread-safe.
+/// Stored responses, oldest dropped first past `max_responses` or `max_bytes`; one larger than
+/// the whole store is not kept (logged). Thread-safe: parsing threads read it, sessions add.
 class response_store {
  public:
+  static constexpr size_t default_responses = 1000, default_bytes = size_t{64} << 20;
   struct entry {
     std::string body;     // the Response object (JSON)
     std::string messages; // the conversation as chat messages (JSON list): input, then output
   };
-  explicit response_store(size_t max_responses = 1000, size_t max_bytes = size_t{64} << 20)
+  explicit response_store(size_t max_responses = default_responses,
+                          size_t max_bytes = default_bytes)
       : max_responses_(max_responses)
       , max_bytes_(max_bytes) {}
   void put(const std::string& id, entry e);
   std::optional<entry> get(const std::string& id) const;
   bool erase(const std::string& id);
   size_t size() const;
+  /// Why an id may not be found: "responses are kept in memory, the most recent N".
+  std::string bounds() const;
 
  private:
   mutable std::mutex mu_;
@@ -56,7 +61,8 @@ std::variant<parsed_request, api_error> parse_responses_request(const std::strin
                                                                 const response_store* store);
 
 /// One response's output items, built as the reply comes; for a stream, each call returns the
-/// server-sent events ("event: TYPE\ndata: {...}\n\n") that carry what changed.
+/// server-sent events ("event: TYPE\ndata: {...}\n\n") that carry what changed. Owned by one
+/// session; not thread-safe.
 class response_builder {
  public:
   response_builder(const parsed_request& r, std::string id, int64_t created);

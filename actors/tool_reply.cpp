@@ -11,7 +11,8 @@ namespace troupe::actors {
 std::string new_random_id(std::string prefix) {
   static constexpr char alphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  thread_local std::mt19937_64 rng{std::random_device{}()};
+  // the operating system's randomness: a stored response's id is all that reads it back
+  thread_local std::random_device rng;
   for (int i = 0; i < 24; ++i) prefix += alphabet[rng() % (sizeof alphabet - 1)];
   return prefix;
 }

@@ -174,7 +174,16 @@ int run_serve(const serve_opts& o) {
     std::string one = o.name.substr(at, comma - at);
     if (one.empty())
       return fail(make_error(errc::invalid_argument, "--served-model-name: an empty name"));
-    (go.model_name.empty() ? go.model_name : go.model_aliases.emplace_back()) = std::move(one);
+    const bool again =
+        one == go.model_name ||
+        std::find(go.model_aliases.begin(), go.model_aliases.end(), one) != go.model_aliases.end();
+    if (again)
+      return fail(
+          make_error(errc::invalid_argument, "--served-model-name: '{}' is named twice", one));
+    if (go.model_name.empty())
+      go.model_name = std::move(one);
+    else
+      go.model_aliases.push_back(std::move(one));
     at = comma + 1;
   }
   go.limits.read_timeout_s = o.read_timeout;

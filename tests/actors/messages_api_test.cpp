@@ -163,7 +163,12 @@ TEST(MessagesApi, AStreamsEventsAddUpToTheMessage) {
   }
   EXPECT_EQ(deltas, text);
   EXPECT_EQ(types[0], "message_start");
-  EXPECT_EQ(evs[0]["message"]["usage"]["input_tokens"], whole.j["usage"]["input_tokens"]);
+  // message_start's usage is final: the prompt, less what the prefix cache gave (this second
+  // request finds the first one's blocks)
+  const json& u0 = evs[0]["message"]["usage"];
+  EXPECT_GT(u0["cache_read_input_tokens"].get<int64_t>(), 0) << evs[0].dump();
+  EXPECT_EQ(u0["input_tokens"].get<int64_t>() + u0["cache_read_input_tokens"].get<int64_t>(),
+            whole.j["usage"]["input_tokens"].get<int64_t>());
   EXPECT_EQ(types[1], "ping");
   EXPECT_EQ(types[2], "content_block_start");
   EXPECT_EQ(evs[2]["content_block"]["type"], "text");
@@ -208,7 +213,7 @@ TEST(MessagesApi, ErrorsTakeAnthropicsShapeAndNameTheField) {
        "mcp_servers"},
       {R"("max_tokens":4,"messages":[{"role":"user","content":"x"}],"frequency":1)", "frequency"},
       {R"("max_tokens":4,"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"any"})",
-       "tool"},
+       "'tool_choice' needs 'tools'"},
   };
   // a format whose type is not a string (was a JSON type_error thrown on a parsing thread)
   const reply typed =

@@ -378,6 +378,12 @@ TEST(ResponsesApi, TheStoreDropsTheOldestPastItsBounds) {
   by_bytes.put("c", {"1", ""});
   EXPECT_FALSE(by_bytes.get("a"));
   EXPECT_TRUE(by_bytes.get("b") && by_bytes.get("c"));
+  by_bytes.put("c", {"12", ""}); // put again: replaced, its old bytes given back
+  EXPECT_EQ(by_bytes.get("c")->body, "12");
+  EXPECT_TRUE(by_bytes.get("b"));
+  EXPECT_TRUE(by_bytes.erase("c"));
+  by_bytes.put("d", {"12345", ""}); // fits beside b only because c's bytes were given back
+  EXPECT_TRUE(by_bytes.get("b") && by_bytes.get("d"));
   by_bytes.put("big", {std::string(11, 'x'), ""}); // larger than the whole store: not kept
   EXPECT_FALSE(by_bytes.get("big"));
   EXPECT_TRUE(by_bytes.erase("b"));
@@ -445,4 +451,46 @@ TEST(ResponsesApi, ReasoningItemsGoBackWithTheAssistantTurnAfterThem) {
   b.step("Thinking.", "", nullptr, {});
   b.finish(finish_reason::stop, {1, 1});
   EXPECT_EQ(json::parse(b.body())["output"][0]["encrypted_content"], "Thinking.");
+}
+
+TEST(ResponsesApi, LogprobsComeWithTheTextTheyBelongTo) {
+  server s;
+  const json body = {{"model", "stories"},     {"input", "Once upon a time"},
+                     {"max_output_tokens", 6}, {"temperature", 0},
+                     {"top_logprobs", 2},      {"include", {"message.output_text.logprobs"}}};
+  const reply r = post(s.port, "/v1/responses", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json& part = r.j["output"][0]["content"][0];
+  ASSERT_EQ(part["logprobs"].size(), 6u) << r.body; // one per token, the tokens' text the text
+  std::string joined;
+  for (const auto& lp : part["logprobs"]) {
+    joined += lp["token"].get<std::string>();
+    EXPECT_LE(lp["logprob"].get<double>(), 0.0);
+    EXPECT_EQ(lp["top_logprobs"].size(), 2u);
+    EXPECT_GE(lp["logprob"].get<double>(), lp["top_logprobs"][1]["logprob"].get<double>());
+  }
+  EXPECT_EQ(joined, part["text"]);
+  // streamed, the deltas carry the same tokens (their logprobs within rounding: the prompt's
+  // KV now comes from the prefix cache)
+  json streamed = body;
+  streamed["stream"] = true;
+  const reply st = post(s.port, "/v1/responses", streamed.dump());
+  json lps = json::array();
+  for (const auto& e : events(st.body))
+    if (e["type"] == "response.output_text.delta")
+      for (const auto& lp : e["logprobs"]) lps.push_back(lp);
+  ASSERT_EQ(lps.size(), part["logprobs"].size()) << st.body;
+  for (size_t i = 0; i < lps.size(); ++i) {
+    EXPECT_EQ(lps[i]["token"], part["logprobs"][i]["token"]);
+    EXPECT_NEAR(lps[i]["logprob"].get<double>(), part["logprobs"][i]["logprob"].get<double>(),
+                1e-4);
+  }
+  // none asked for, none made
+  json plain = body;
+  plain.erase("top_logprobs");
+  plain.erase("include");
+  const reply p = post(s.port, "/v1/responses", plain.dump());
+  ASSERT_EQ(p.status, 200) << p.body;
+  const json& none = p.j.at("output").at(0).at("content").at(0).at("logprobs");
+  EXPECT_TRUE(none.is_array() && none.empty()) << p.body;
 }
