@@ -270,7 +270,7 @@ void on_event(session_ptr self, const gen_event& e) {
   std::string fresh, reasoning;
   std::vector<tool_call> read_calls; // harmony: calls the reply's router read
   finish_reason fin = e.finish;
-  int64_t n_accepted = 0;
+  int64_t n_accepted = 0, n_reasoning = 0;
   if (!e.tokens.empty()) {
     auto d = c.proc->push(e.tokens);
     fresh = d.text;
@@ -286,6 +286,7 @@ void on_event(session_ptr self, const gen_event& e) {
                        c.offset));
     }
     n_accepted = static_cast<int64_t>(d.accepted);
+    n_reasoning = static_cast<int64_t>(d.reasoning_tokens);
     c.tokens += n_accepted;
     st.completion_tokens += static_cast<int64_t>(d.accepted);
     if (c.proc->stopped()) {
@@ -320,9 +321,7 @@ void on_event(session_ptr self, const gen_event& e) {
     if (st.req.stream && !c.started) events = st.msg->start(cached_tokens(st)) + events;
     if (st.req.stream) emit(self, std::move(events));
   } else if (st.resp) {
-    // tokens whose step wrote only reasoning count as reasoning (usage)
-    auto events = st.resp->step(reasoning, text, &lp, calls,
-                                !reasoning.empty() && fresh.empty() ? n_accepted : 0);
+    auto events = st.resp->step(reasoning, text, &lp, calls, n_reasoning);
     if (st.req.stream) emit(self, std::move(events));
   } else if (st.req.stream) {
     const usage u{st.prompt_tokens, st.completion_tokens, cached_tokens(st)};

@@ -384,6 +384,42 @@ std::string response_store::bounds() const {
                      max_responses_, max_bytes_ >> 20);
 }
 
+namespace {
+
+// The request's fields a Response object repeats, with the API's defaults for those not given.
+ojson echoed(const ojson& j, bool store) {
+  auto value = [&](const char* key, ojson dflt) {
+    const ojson* v = given(j, key);
+    return v ? *v : dflt;
+  };
+  ojson echo = ojson::object();
+  echo["instructions"] = value("instructions", nullptr);
+  echo["max_output_tokens"] = value("max_output_tokens", nullptr);
+  echo["metadata"] = value("metadata", ojson::object());
+  echo["parallel_tool_calls"] = value("parallel_tool_calls", true);
+  echo["previous_response_id"] = value("previous_response_id", nullptr);
+  echo["reasoning"] = {{"effort", nullptr}, {"summary", nullptr}};
+  if (const ojson* re = given(j, "reasoning"))
+    if (const ojson* effort = given(*re, "effort")) echo["reasoning"]["effort"] = *effort;
+  echo["store"] = store;
+  echo["temperature"] = value("temperature", 1.0);
+  ojson text = {{"format", {{"type", "text"}}}, {"verbosity", "medium"}};
+  if (const ojson* t = given(j, "text"))
+    if (const ojson* f = given(*t, "format")) text["format"] = *f;
+  echo["text"] = std::move(text);
+  echo["tool_choice"] = value("tool_choice", "auto");
+  echo["tools"] = value("tools", ojson::array());
+  echo["top_logprobs"] = value("top_logprobs", 0);
+  echo["top_p"] = value("top_p", 1.0);
+  echo["truncation"] = "disabled";
+  echo["user"] = value("user", nullptr);
+  echo["background"] = false;
+  echo["service_tier"] = "default";
+  return echo;
+}
+
+} // namespace
+
 std::variant<parsed_request, api_error> parse_responses_request(const std::string& body,
                                                                 const serving_info& info,
                                                                 const response_store* store) {
@@ -402,7 +438,6 @@ std::variant<parsed_request, api_error> parse_responses_request(const std::strin
     if (!known) return bad(fmt::format("unknown field '{}'", k), k);
   }
   auto meta = std::make_shared<responses_meta>();
-  ojson& echo = meta->echo;
   // fields that must be off, or accepted as they change nothing here
   if (const ojson* b = given(j, "background"); b && *b != false)
     return bad("'background' responses are not supported (stream instead)", "background");
@@ -498,33 +533,7 @@ std::variant<parsed_request, api_error> parse_responses_request(const std::strin
   auto parsed = parse_request(c.dump(), true, info);
   if (auto* e = std::get_if<api_error>(&parsed)) return in_responses_words(std::move(*e));
   auto& r = std::get<parsed_request>(parsed);
-  // what the Response object repeats
-  auto value = [&](const char* key, ojson dflt) {
-    const ojson* v = given(j, key);
-    return v ? *v : dflt;
-  };
-  echo["instructions"] = value("instructions", nullptr);
-  echo["max_output_tokens"] = value("max_output_tokens", nullptr);
-  echo["metadata"] = value("metadata", ojson::object());
-  echo["parallel_tool_calls"] = value("parallel_tool_calls", true);
-  echo["previous_response_id"] = value("previous_response_id", nullptr);
-  echo["reasoning"] = {{"effort", nullptr}, {"summary", nullptr}};
-  if (const ojson* re = given(j, "reasoning"))
-    if (const ojson* effort = given(*re, "effort")) echo["reasoning"]["effort"] = *effort;
-  echo["store"] = meta->store;
-  echo["temperature"] = value("temperature", 1.0);
-  ojson text = {{"format", {{"type", "text"}}}, {"verbosity", "medium"}};
-  if (const ojson* t = given(j, "text"))
-    if (const ojson* f = given(*t, "format")) text["format"] = *f;
-  echo["text"] = std::move(text);
-  echo["tool_choice"] = value("tool_choice", "auto");
-  echo["tools"] = value("tools", ojson::array());
-  echo["top_logprobs"] = value("top_logprobs", 0);
-  echo["top_p"] = value("top_p", 1.0);
-  echo["truncation"] = "disabled";
-  echo["user"] = value("user", nullptr);
-  echo["background"] = false;
-  echo["service_tier"] = "default";
+  meta->echo = echoed(j, meta->store);
   r.responses = std::move(meta);
   return std::move(r);
 }

@@ -96,12 +96,17 @@ output_processor::delta output_processor::push(std::span<const int32_t> ids) {
         continue;
       }
       if (tool_dec_) end_tool_call(d); // the body ended (<|call|>, <|end|>, <|start|>)
-      if (part == harmony_router::part::reasoning) d.reasoning += reasoning_dec_.push(id);
+      if (part == harmony_router::part::reasoning) {
+        d.reasoning += reasoning_dec_.push(id);
+        ++d.reasoning_tokens;
+      }
       if (part != harmony_router::part::content) continue;
     }
     if (think_) {
       const bool was_reasoning = think_->reasoning();
       const auto part = think_->route(id);
+      if (part == think_router::part::reasoning || part == think_router::part::tag)
+        ++d.reasoning_tokens;
       if (part == think_router::part::reasoning) d.reasoning += reasoning_text(id);
       if (part == think_router::part::tag && was_reasoning) { // </think>: the block's end
         d.reasoning += reasoning_text_finish();

@@ -38,7 +38,9 @@ class output_processor {
     std::string text;             // text now final (may be empty)
     std::string reasoning;        // harmony, think blocks: reasoning now final
     std::vector<tool_call> calls; // harmony: tool calls now complete (id unset)
-    size_t accepted = 0; // how many of the pushed ids count (all, unless a stop string hit)
+    size_t accepted = 0;         // how many of the pushed ids count (all, unless a stop string hit)
+    size_t reasoning_tokens = 0; // of those, the ones that were reasoning (a think block with
+                                 // its tags, harmony's analysis channel)
   };
   /// Feeds newly generated ids. Once stopped(), nothing more is accepted.
   delta push(std::span<const int32_t> ids);

@@ -374,7 +374,7 @@ TEST(MessagesApi, AModelAliasIsServedUnderItsName) {
       404);
 }
 
-TEST(MessagesApi, PrefixCacheHitsAreReportedAsCachedTokensByEveryApi) {
+TEST(MessagesApi, PrefixCacheHitsAreCachedTokensInChatResponsesAndMessagesUsage) {
   server s;
   // a prompt of several KV blocks, asked for twice: the second finds its blocks cached
   std::string story = "Once upon a time there was a little girl named Lily who liked to play.";

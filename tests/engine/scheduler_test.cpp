@@ -164,7 +164,7 @@ TEST(Scheduler, PrefixBlocksAreReused) {
   while (!s.idle()) {
     auto p = s.next_step();
     ASSERT_TRUE(p);
-    s.complete(p->step_id, m.run(p->b));
+    for (auto& e : s.complete(p->step_id, m.run(p->b))) EXPECT_EQ(e.cached_tokens, 0);
   }
   ASSERT_TRUE(s.add(b));
   std::vector<int32_t> got;

@@ -40,7 +40,7 @@ std::vector<int32_t> enc(const tokenizer& tok, const std::string& s) {
 
 struct split {
   std::string text, reasoning;
-  size_t accepted = 0;
+  size_t accepted = 0, reasoning_tokens = 0;
 };
 
 // Pushes `reply` a token at a time (or all at once), then finishes.
@@ -55,6 +55,7 @@ split run(const tokenizer& tok, const std::string& prompt, const std::string& re
     out.text += d.text;
     out.reasoning += d.reasoning;
     out.accepted += d.accepted;
+    out.reasoning_tokens += d.reasoning_tokens;
   }
   const auto tail = op.finish();
   out.text += tail.text;
@@ -84,6 +85,9 @@ TEST(Think, TheBlockIsTheReasoningAndTheRestTheAnswer) {
                        "<think>\nThe user asks.\n\nIt is Paris.\n</think>\n\nParis.", {}, at_once);
     EXPECT_EQ(s.reasoning, "The user asks.\n\nIt is Paris.") << at_once;
     EXPECT_EQ(s.text, "Paris.") << at_once;
+    // the block's tokens, its tags too, are the reasoning tokens (usage), however they came
+    const auto block = enc(*tok, "<think>\nThe user asks.\n\nIt is Paris.\n</think>");
+    EXPECT_EQ(s.reasoning_tokens, block.size()) << at_once;
   }
   // the prompt opened the block (R1's generation prompt ends with "<think>\n")
   const auto r1 = run(*tok, "Capital of France?<think>\n", "Hmm, Paris.\n</think>\n\nParis");
