@@ -38,6 +38,7 @@ const std::vector<family_entry>& families() {
        read_deepseek_gguf,
        build_deepseek,
        prepare_deepseek_hf},
+      {"glm4_moe", {"Glm4MoeForCausalLM"}, {}, read_glm4_moe_hf, nullptr, build_glm4_moe},
       {"gpt_oss",
        {"GptOssForCausalLM"},
        {"gpt-oss"},

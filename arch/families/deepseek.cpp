@@ -47,7 +47,13 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
     const double m = 0.1 * c.rope.mscale_all_dim * std::log(c.rope.factor) + 1.0;
     c.attn_scale *= m * m;
   }
-  // experts
+  return read_routed_experts_hf(j, c);
+}
+
+// DeepSeek's mixture of experts (V2 and V3 routers; V3's is GLM-4.5's too): n_routed_experts of
+// moe_intermediate_size, n_shared_experts, routed_scaling_factor, groups, first_k_dense_replace
+// dense layers.
+status read_routed_experts_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_expert_counts(j, c, "n_routed_experts", "num_local_experts"));
   TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
   c.F_expert = fe;
@@ -59,9 +65,9 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY_ASSIGN(tg, j.i("topk_group", 1));
   c.n_group = ng, c.topk_group = tg;
   j.mark("scoring_func");
-  if (c.family == "deepseek_v3") {
-    // transformers' DeepseekV3TopkRouter: sigmoid scores, the correction bias, groups by their
-    // two best, whatever scoring_func / topk_method say
+  if (c.family != "deepseek_v2") {
+    // transformers' DeepseekV3TopkRouter (and Glm4MoeTopkRouter): sigmoid scores, the
+    // correction bias, groups by their two best, whatever scoring_func / topk_method say
     c.norm_topk = j.b("norm_topk_prob", true);
     c.router_sigmoid = true;
     c.router_bias = true;
@@ -228,20 +234,25 @@ status build_deepseek(const model_source& m, graph::graph& g) {
     return build_decoder(m, n, g);
   }
   decoder_names n = hf_llama_layout(false, false, false);
-  const std::string a = "model.layers.{}.self_attn.", p = "model.layers.{}.mlp.";
+  const std::string a = "model.layers.{}.self_attn.";
   n.wq.clear(), n.wk.clear(), n.wv.clear();
   n.mla_q = a + "q_proj.weight", n.mla_q_a = a + "q_a_proj.weight";
   n.mla_q_a_norm = a + "q_a_layernorm.weight", n.mla_q_b = a + "q_b_proj.weight";
   n.mla_kv_a = a + "kv_a_proj_with_mqa.weight", n.mla_kv_a_norm = a + "kv_a_layernorm.weight";
   n.mla_kv_b = a + "kv_b_proj.weight";
+  routed_expert_names_hf(n);
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+void routed_expert_names_hf(decoder_names& n) {
+  const std::string p = "model.layers.{}.mlp.";
   n.moe_router = p + "gate.weight", n.moe_router_bias = p + "gate.e_score_correction_bias";
   n.moe_gate = p + "experts.{e}.gate_proj.weight", n.moe_up = p + "experts.{e}.up_proj.weight";
   n.moe_down = p + "experts.{e}.down_proj.weight";
   n.shexp_gate = p + "shared_experts.gate_proj.weight";
   n.shexp_up = p + "shared_experts.up_proj.weight";
   n.shexp_down = p + "shared_experts.down_proj.weight";
-  if (c.tie_embeddings) n.lm_head.clear();
-  return build_decoder(m, n, g);
 }
 
 } // namespace troupe::arch

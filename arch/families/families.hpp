@@ -74,6 +74,13 @@ status read_deepseek_hf(hf_cfg& j, model_config& c);
 status read_deepseek_gguf(const gguf_cfg& g, model_config& c);
 status build_deepseek(const model_source& m, graph::graph& g);
 status prepare_deepseek_hf(const model_config& c, tensor_index& t);
+/// DeepSeek's routed experts from an HF config (V2's router for deepseek_v2, V3's for the
+/// others: DeepSeek-V3, GLM-4.5), and their HF tensor names (mlp.gate, mlp.experts.{e},
+/// mlp.shared_experts).
+status read_routed_experts_hf(hf_cfg& j, model_config& c);
+void routed_expert_names_hf(decoder_names& n);
+status read_glm4_moe_hf(hf_cfg& j, model_config& c);
+status build_glm4_moe(const model_source& m, graph::graph& g);
 status read_gpt_oss_hf(hf_cfg& j, model_config& c);
 status read_gpt_oss_gguf(const gguf_cfg& g, model_config& c);
 status prepare_gpt_oss_hf(const model_config& c, tensor_index& t);

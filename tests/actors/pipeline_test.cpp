@@ -269,7 +269,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "bloom", "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
                           "llama_bias", "mixtral", "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
                           "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2", "gpt_oss",
-                          "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "deepseek_v3_fp8"),
+                          "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe"),
         ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -310,7 +310,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep", "deepseek_v3@ep",
                                          "deepseek_v2@ep", "gguf:deepseek_v3@ep", "gpt_oss@ep",
                                          "gpt_oss_mxfp4@ep", "gguf:gpt_oss_mxfp4@ep",
-                                         "deepseek_v3_fp8@ep"),
+                                         "deepseek_v3_fp8@ep", "glm4_moe@ep"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),

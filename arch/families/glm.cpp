@@ -1,0 +1,36 @@
+// glm.cpp (arch/families): GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): a Llama-style decoder with
+// grouped-query attention whose q / k / v projections have biases (attention_bias), RoPE over
+// the first partial_rotary_factor of each head (0.5 by default; rotate_half pairs), optional
+// q / k RMSNorm over each head before it (use_qk_norm), and DeepSeek-V3's mixture of experts
+// (sigmoid scores with a correction bias, groups, shared experts, routed_scaling_factor) after
+// first_k_dense_replace dense layers. The multi-token-prediction layers a published checkpoint
+// carries past num_hidden_layers are not used to generate (their tensors are left unread).
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_glm4_moe_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  c.qkv_bias = j.b("attention_bias", false);
+  if (j.b("use_qk_norm", false)) c.qk_norm = qk_norm_kind::head;
+  j.mark("num_nextn_predict_layers"); // multi-token prediction heads: not used to generate
+  j.mark("pretraining_tp");
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 0.5));
+  return read_routed_experts_hf(j, c);
+}
+
+status build_glm4_moe(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  if (m.format != "hf")
+    return make_error(errc::unsupported, "{}: GLM-4.5 is read from Hugging Face checkpoints",
+                      m.path);
+  decoder_names n = hf_llama_layout(c.qkv_bias, false, false);
+  routed_expert_names_hf(n);
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
