@@ -12,6 +12,7 @@ const std::vector<family_entry>& families() {
       {"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, read_llama_hf, read_llama_gguf, build_llama},
       {"qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, read_llama_hf, read_llama_gguf, build_llama},
       {"mixtral", {"MixtralForCausalLM"}, {}, read_llama_hf, read_llama_gguf, build_llama},
+      {"smollm3", {"SmolLM3ForCausalLM"}, {}, read_llama_hf, nullptr, build_llama},
       {"qwen2_moe",
        {"Qwen2MoeForCausalLM"},
        {"qwen2moe"},

@@ -32,6 +32,12 @@ int64_t model_config::layer_window(int64_t layer) const {
              : 0;
 }
 
+bool model_config::layer_rope(int64_t layer) const {
+  if (!rope_enabled) return false;
+  return nope_layers.empty() || layer < 0 || layer >= static_cast<int64_t>(nope_layers.size()) ||
+         !nope_layers[static_cast<size_t>(layer)];
+}
+
 int64_t model_config::kv_horizon() const {
   if (sliding_window <= 0) return 0;
   for (int64_t l = 0; l < n_layer; ++l)
@@ -131,6 +137,8 @@ status model_config::validate() const {
       return bad(
           fmt::format("{} per-layer expert flags for {} layers", moe_layers.size(), n_layer));
   }
+  if (!nope_layers.empty() && static_cast<int64_t>(nope_layers.size()) != n_layer)
+    return bad(fmt::format("{} per-layer rope flags for {} layers", nope_layers.size(), n_layer));
   if (!windowed.empty() && static_cast<int64_t>(windowed.size()) != n_layer)
     return bad(fmt::format("{} per-layer window flags for {} layers", windowed.size(), n_layer));
   return {};

@@ -84,7 +84,9 @@ struct model_config {
   double clip_qkv = 0;              // q, k, v clamped to [-c, c] (OLMo, MPT)
   double alibi_max_bias = 0;        // ALiBi instead of RoPE (Bloom, MPT)
   bool rope_enabled = true;
-  bool has_rope_local = false; // windowed layers use rope_local (Gemma 3)
+  std::vector<uint8_t> nope_layers; // per layer: 1 when it has no rotary embedding at all
+                                    // (SmolLM3's no_rope_layers); empty: every layer has it
+  bool has_rope_local = false;      // windowed layers use rope_local (Gemma 3)
   rope_spec rope_local;
   bool learned_positions = false;   // a position embedding table added to the tokens' (GPT-2)
   bool embed_norm = false;          // a norm on the embeddings (Bloom)
@@ -127,6 +129,8 @@ struct model_config {
   double attention_scale() const;
   /// The sliding window of layer `layer` (global index), 0 for full attention.
   int64_t layer_window(int64_t layer) const;
+  /// Whether `layer` rotates q and k (rope_enabled, and not one of nope_layers).
+  bool layer_rope(int64_t layer) const;
   /// Values one token stores in the KV cache per layer: 2 Hkv D, or the latent's kv_lora +
   /// qk_rope (latent attention). `tp`: a shard's share (KV heads split, latents replicated).
   int64_t kv_values_per_token(int tp = 1) const;

@@ -347,7 +347,7 @@ class decoder {
     s.window = c_.layer_window(l);
     s.softcap = static_cast<float>(c_.attn_softcap);
     s.alibi_max_bias = static_cast<float>(c_.alibi_max_bias);
-    s.rope = c_.rope_enabled && c_.alibi_max_bias == 0;
+    s.rope = c_.layer_rope(l) && c_.alibi_max_bias == 0;
     s.rope_params = c_.has_rope_local && s.window > 0 ? c_.rope_local : c_.rope;
     if (c_.attn_sinks) TROUPE_TRY_SET(s.sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads));
     return b.attend(s, {q, k, v}, wo, bo);

@@ -1,7 +1,8 @@
 // llama.cpp (arch/families): the Llama family and the architectures that are Llama with other
 // defaults: Llama 2 / 3 (rope scaling, attention and MLP biases), Mistral (sliding window),
 // Qwen2 (q/k/v biases, per-layer windows), Qwen3 (q/k RMSNorm over each head before RoPE), and
-// their mixture-of-experts forms (Mixtral, Qwen2-MoE, Qwen3-MoE: the experts in moe.cpp).
+// their mixture-of-experts forms (Mixtral, Qwen2-MoE, Qwen3-MoE: the experts in moe.cpp), and
+// SmolLM3 (Llama with no rotary embedding on the layers no_rope_layers marks 0, every fourth).
 // Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU (or another
 // activation, gated or not); tied or separate lm_head.
 #include "arch/families/decoder.hpp"
@@ -19,6 +20,7 @@ std::string dense_base(const std::string& family) {
   if (family == "mixtral") return "mistral";
   if (family == "qwen2_moe") return "qwen2";
   if (family == "qwen3_moe") return "qwen3";
+  if (family == "smollm3") return "llama";
   return family;
 }
 
@@ -39,6 +41,24 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
     }
   }
   if (base == "llama") c.mlp_bias = j.b("mlp_bias", false);
+  if (c.family == "smollm3") {
+    // no_rope_layers: 1 where a layer rotates q and k, 0 where it does not (its interval key
+    // is how the list was made)
+    j.mark("no_rope_layer_interval");
+    if (const json& nr = j.raw("no_rope_layers"); !nr.is_null()) {
+      if (!nr.is_array() || static_cast<int64_t>(nr.size()) != c.n_layer)
+        return j.bad(fmt::format("'no_rope_layers' must list {} layers", c.n_layer));
+      c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+      for (size_t i = 0; i < nr.size(); ++i) {
+        if (!nr[i].is_number_integer() || (nr[i] != 0 && nr[i] != 1))
+          return j.bad("'no_rope_layers' must hold 0 or 1 per layer");
+        c.nope_layers[i] = nr[i] == 0;
+      }
+    }
+    TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
+    const bool use = j.b("use_sliding_window", false);
+    TROUPE_TRY(read_layer_types(j, c, use && sw < c.ctx ? sw : 0, [](int64_t) { return true; }));
+  }
   if (base == "qwen3") c.qk_norm = qk_norm_kind::head;
   if (base == "mistral") {
     TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
@@ -60,7 +80,8 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
   }
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
-  if (base != c.family) TROUPE_TRY(read_experts_hf(j, c));
+  if (c.family == "mixtral" || c.family == "qwen2_moe" || c.family == "qwen3_moe")
+    TROUPE_TRY(read_experts_hf(j, c));
   return {};
 }
 
