@@ -281,7 +281,21 @@ status read_rope(hf_cfg& j, model_config& c, double theta_default, double partia
   for (const char* k : {"rope_parameters", "rope_scaling"}) // null or absent: no scaling
     if (const json& v = j.raw(k); !v.is_null() && !v.is_object())
       return j.bad(fmt::format("'{}' must be an object or null", k));
-  if (const json& rp = j.raw("rope_parameters"); rp.is_object()) {
+  // transformers 5 nests the settings by layer type (OLMo 3); one setting for every type is
+  // one rope, settings that differ are a family's own (Gemma 3 reads them), refused here
+  const json* nested = nullptr;
+  if (const json& rp = j.raw("rope_parameters");
+      rp.is_object() && (rp.contains("full_attention") || rp.contains("sliding_attention"))) {
+    for (auto& [k, v] : rp.items()) {
+      if (k != "full_attention" && k != "sliding_attention")
+        return j.unsupported(fmt::format("rope_parameters for layer type '{}'", k));
+      if (!v.is_object()) return j.bad(fmt::format("rope_parameters.{} must be an object", k));
+      if (nested && v != *nested)
+        return j.unsupported("rope_parameters that differ by layer type for this architecture");
+      nested = &v;
+    }
+  }
+  if (const json& rp = nested ? *nested : j.raw("rope_parameters"); rp.is_object()) {
     if (rp.contains("rope_theta") && rp["rope_theta"].is_number())
       c.rope.theta = rp["rope_theta"].get<double>();
     if (rp.contains("partial_rotary_factor") && rp["partial_rotary_factor"].is_number())

@@ -2,7 +2,8 @@
 // defaults: Llama 2 / 3 (rope scaling, attention and MLP biases), Mistral (sliding window),
 // Qwen2 (q/k/v biases, per-layer windows), Qwen3 (q/k RMSNorm over each head before RoPE), and
 // their mixture-of-experts forms (Mixtral, Qwen2-MoE, Qwen3-MoE: the experts in moe.cpp), and
-// SmolLM3 (Llama with no rotary embedding on the layers no_rope_layers marks 0, every fourth).
+// SmolLM3 (Llama with no rotary embedding on the layers no_rope_layers marks 0, every fourth),
+// Seed-OSS (Llama whose o projection's bias is apart from q / k / v's).
 // Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU (or another
 // activation, gated or not); tied or separate lm_head.
 #include "arch/families/decoder.hpp"
@@ -20,7 +21,7 @@ std::string dense_base(const std::string& family) {
   if (family == "mixtral") return "mistral";
   if (family == "qwen2_moe") return "qwen2";
   if (family == "qwen3_moe") return "qwen3";
-  if (family == "smollm3") return "llama";
+  if (family == "smollm3" || family == "seed_oss") return "llama";
   return family;
 }
 
@@ -38,6 +39,12 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
     if (j.b("attention_bias", false)) {
       c.qkv_bias = true;
       c.o_bias = true;
+    }
+    // Seed-OSS: q / k / v biases (attention_bias) and o's apart (attention_out_bias); its
+    // dropouts are training's
+    if (c.family == "seed_oss") {
+      c.o_bias = j.b("attention_out_bias", false);
+      j.mark("residual_dropout");
     }
   }
   if (base == "llama") c.mlp_bias = j.b("mlp_bias", false);

@@ -1,20 +1,26 @@
-// olmo.cpp (arch/families): OLMo and OLMo 2. OLMo is Llama with non-parametric LayerNorms
+// olmo.cpp (arch/families): OLMo, OLMo 2 and OLMo 3. OLMo is Llama with non-parametric LayerNorms
 // (no weight, no bias, eps 1e-5 fixed) and optional clipping of q, k and v (clip_qkv). OLMo 2
 // puts its RMSNorms on the sublayers' outputs (x += norm(attn(x)); x += norm(mlp(x))) and
 // normalises q and k over the whole projection (every head of the token at once), which a
-// tensor-parallel shard computes with an all-reduce of its partial sums of squares.
+// tensor-parallel shard computes with an all-reduce of its partial sums of squares. OLMo 3 is
+// OLMo 2 with sliding windows on three layers of four (layer_types).
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
 
 status read_olmo_hf(hf_cfg& j, model_config& c) {
-  const bool v2 = c.family == "olmo2";
+  const bool v2 = c.family == "olmo2" || c.family == "olmo3";
   c.names.output = "lm_head.weight";
   TROUPE_TRY(read_hf_dims(j, c, v2 ? "rms_norm_eps" : nullptr, 1e-5));
   c.tie_embeddings = j.b("tie_word_embeddings", false);
   if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  if (c.family == "olmo3") { // OLMo 3: sliding windows on the layers layer_types names
+    TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
+    TROUPE_TRY(
+        read_layer_types(j, c, sw < c.ctx ? sw : 0, [](int64_t l) { return (l + 1) % 4 != 0; }));
+  }
   if (v2) {
     c.norms = norm_place::post;
     c.qk_norm = qk_norm_kind::full;
@@ -52,7 +58,7 @@ status read_olmo_gguf(const gguf_cfg& g, model_config& c) {
 
 status build_olmo(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  const bool v2 = c.family == "olmo2";
+  const bool v2 = c.family == "olmo2" || c.family == "olmo3";
   decoder_names n;
   if (m.format == "hf") {
     n = hf_llama_layout(c.qkv_bias, c.o_bias, false);

@@ -261,18 +261,17 @@ TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Families, FamilyCuts,
-    ::testing::Combine(::testing::Values("llama3", "llama_headdim", "mistral", "qwen2",
-                                         "mistral_window", "qwen2_window", "llama_relu2", "qwen3",
-                                         "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite",
-                                         "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox",
-                                         "stablelm", "stablelm_qkln", "cohere", "falcon",
-                                         "falcon_mq", "bloom", "mpt", "llama_linear",
-                                         "llama_dynamic", "llama_yarn", "llama_bias", "mixtral",
-                                         "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
-                                         "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2",
-                                         "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3_yarn_eq",
-                                         "deepseek_v3_fp8", "glm4_moe", "smollm3"),
-                       ::testing::Values(1, 2), ::testing::Values(1, 2)),
+    ::testing::Combine(
+        ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2", "mistral_window",
+                          "qwen2_window", "llama_relu2", "qwen3", "gemma", "gemma2", "gemma3",
+                          "olmo", "olmo2", "granite", "phi3", "phi3_longrope", "phi2", "gpt2",
+                          "gpt_neox", "stablelm", "stablelm_qkln", "cohere", "falcon", "falcon_mq",
+                          "bloom", "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
+                          "llama_bias", "mixtral", "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
+                          "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2", "gpt_oss",
+                          "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe",
+                          "smollm3", "olmo3", "seed_oss"),
+        ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
              std::to_string(std::get<2>(info.param));

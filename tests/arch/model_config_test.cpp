@@ -292,3 +292,34 @@ TEST(ModelConfig, DeepseekFp8BlocksAreReadOthersRefused) {
   l["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
   EXPECT_FALSE(parse(l));
 }
+
+// transformers 5 nests rope settings by layer type (OLMo 3 writes one per type): one setting
+// for every type is the rope; settings that differ are refused where the family has no rope per
+// layer type (Gemma 3 has), never read as one of them; SmolLM3's no_rope_layers are layers
+// without RoPE.
+TEST(ModelConfig, RopeNestedByLayerTypeIsOneRopeOrRefused) {
+  json j = base("Olmo3ForCausalLM");
+  j["num_hidden_layers"] = 2;
+  j["sliding_window"] = 8;
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  j["rope_parameters"] = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 5e5}}},
+                          {"full_attention", {{"rope_type", "default"}, {"rope_theta", 5e5}}}};
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->rope.theta, 5e5);
+  EXPECT_EQ(c->layer_window(0), 8);
+  EXPECT_EQ(c->layer_window(1), 0);
+  j["rope_parameters"]["sliding_attention"]["rope_theta"] = 1e4;
+  c = parse(j);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("rope_parameters"), std::string::npos) << c.error().message;
+  json s = base("SmolLM3ForCausalLM");
+  s["num_hidden_layers"] = 2;
+  s["no_rope_layers"] = {1, 0};
+  c = parse(s);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(c->layer_rope(0));
+  EXPECT_FALSE(c->layer_rope(1));
+  s["no_rope_layers"] = {1, 2};
+  EXPECT_FALSE(parse(s));
+}
