@@ -77,6 +77,7 @@ const std::vector<family_entry>& families() {
        read_cohere_hf,
        read_cohere_gguf,
        build_cohere},
+      {"cohere2", {"Cohere2ForCausalLM"}, {}, read_cohere_hf, nullptr, build_cohere},
       {"falcon", {"FalconForCausalLM"}, {"falcon"}, read_falcon_hf, read_falcon_gguf, build_falcon},
       {"bloom", {"BloomForCausalLM"}, {"bloom"}, read_bloom_hf, read_bloom_gguf, build_bloom},
       {"mpt", {"MptForCausalLM"}, {"mpt"}, read_bloom_hf, read_bloom_gguf, build_bloom},

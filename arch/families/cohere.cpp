@@ -1,7 +1,9 @@
 // cohere.cpp (arch/families): Command-R (CohereForCausalLM): a parallel block with one
 // LayerNorm without bias (x += attn(h) + mlp(h)), RoPE on interleaved pairs (GPT-J style, as
 // the checkpoint stores q and k), optional per-head q/k LayerNorms with a weight per head,
-// tied embeddings and the logits times logit_scale.
+// tied embeddings and the logits times logit_scale. Command R7B / Command A (Cohere2ForCausalLM):
+// the same block with sliding windows on three layers of four (layer_types) and RoPE on those
+// only: the full-attention layers have no positional encoding at all.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -22,6 +24,16 @@ status read_cohere_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 500000.0, 1.0));
   c.rope.layout = rope_layout::interleaved;
+  if (c.family == "cohere2") {
+    TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
+    if (sw <= 0) return j.unsupported("Cohere2 without a sliding_window");
+    TROUPE_TRY_ASSIGN(pattern, j.i("sliding_window_pattern", 4));
+    if (pattern <= 0) return j.bad("'sliding_window_pattern' must be positive");
+    TROUPE_TRY(read_layer_types(j, c, sw, [pattern](int64_t l) { return (l + 1) % pattern != 0; }));
+    c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
+  }
   return {};
 }
 
