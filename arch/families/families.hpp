@@ -80,6 +80,8 @@ status prepare_deepseek_hf(const model_config& c, tensor_index& t);
 status read_routed_experts_hf(hf_cfg& j, model_config& c);
 void routed_expert_names_hf(decoder_names& n);
 status read_glm4_moe_hf(hf_cfg& j, model_config& c);
+status read_glm4_hf(hf_cfg& j, model_config& c);
+status build_glm4(const model_source& m, graph::graph& g);
 status build_glm4_moe(const model_source& m, graph::graph& g);
 status read_gpt_oss_hf(hf_cfg& j, model_config& c);
 status read_gpt_oss_gguf(const gguf_cfg& g, model_config& c);

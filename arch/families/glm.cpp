@@ -5,6 +5,9 @@
 // (sigmoid scores with a correction bias, groups, shared experts, routed_scaling_factor) after
 // first_k_dense_replace dense layers. The multi-token-prediction layers a published checkpoint
 // carries past num_hidden_layers are not used to generate (their tensors are left unread).
+// GLM-4 (Glm4ForCausalLM: GLM-4-0414, GLM-Z1): dense, with sandwich norms (input_layernorm and
+// post_self_attn_layernorm around attention, post_attention_layernorm and post_mlp_layernorm
+// around the MLP), one fused gate_up_proj, and RoPE on interleaved pairs of half of each head.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -20,6 +23,35 @@ status read_glm4_moe_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 0.5));
   return read_routed_experts_hf(j, c);
+}
+
+status read_glm4_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  c.qkv_bias = j.b("attention_bias", true);
+  c.norms = norm_place::sandwich;
+  j.mark("pretraining_tp");
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 0.5));
+  c.rope.layout = rope_layout::interleaved; // GLM-4 pairs neighbours (repeat_interleave)
+  return {};
+}
+
+status build_glm4(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  if (m.format != "hf")
+    return make_error(errc::unsupported, "{}: GLM-4 is read from Hugging Face checkpoints", m.path);
+  decoder_names n = hf_llama_layout(c.qkv_bias, false, false);
+  const std::string l = "model.layers.{}.";
+  n.attn_norm = l + "input_layernorm.weight";
+  n.post_attn_norm = l + "post_self_attn_layernorm.weight";
+  n.ffn_norm = l + "post_attention_layernorm.weight";
+  n.post_ffn_norm = l + "post_mlp_layernorm.weight";
+  n.w_gate.clear(), n.w_up.clear();
+  n.w_gate_up = l + "mlp.gate_up_proj.weight";
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
 }
 
 status build_glm4_moe(const model_source& m, graph::graph& g) {

@@ -3,7 +3,8 @@
 // Qwen2 (q/k/v biases, per-layer windows), Qwen3 (q/k RMSNorm over each head before RoPE), and
 // their mixture-of-experts forms (Mixtral, Qwen2-MoE, Qwen3-MoE: the experts in moe.cpp), and
 // SmolLM3 (Llama with no rotary embedding on the layers no_rope_layers marks 0, every fourth),
-// Seed-OSS (Llama whose o projection's bias is apart from q / k / v's).
+// Seed-OSS (Llama whose o projection's bias is apart from q / k / v's), ERNIE 4.5 (Llama with
+// RoPE on interleaved pairs and, with use_bias, a bias on every projection).
 // Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU (or another
 // activation, gated or not); tied or separate lm_head.
 #include "arch/families/decoder.hpp"
@@ -21,7 +22,7 @@ std::string dense_base(const std::string& family) {
   if (family == "mixtral") return "mistral";
   if (family == "qwen2_moe") return "qwen2";
   if (family == "qwen3_moe") return "qwen3";
-  if (family == "smollm3" || family == "seed_oss") return "llama";
+  if (family == "smollm3" || family == "seed_oss" || family == "ernie4_5") return "llama";
   return family;
 }
 
@@ -48,6 +49,8 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
     }
   }
   if (base == "llama") c.mlp_bias = j.b("mlp_bias", false);
+  // ERNIE 4.5: use_bias puts a bias on every projection, attention's and the MLP's
+  if (c.family == "ernie4_5" && j.b("use_bias", false)) c.qkv_bias = c.o_bias = c.mlp_bias = true;
   if (c.family == "smollm3") {
     // no_rope_layers: 1 where a layer rotates q and k, 0 where it does not (its interval key
     // is how the list was made)
@@ -87,6 +90,7 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
   }
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  if (c.family == "ernie4_5") c.rope.layout = rope_layout::interleaved; // neighbours pair up
   if (c.family == "mixtral" || c.family == "qwen2_moe" || c.family == "qwen3_moe")
     TROUPE_TRY(read_experts_hf(j, c));
   return {};
