@@ -84,9 +84,11 @@ struct model_config {
   double clip_qkv = 0;              // q, k, v clamped to [-c, c] (OLMo, MPT)
   double alibi_max_bias = 0;        // ALiBi instead of RoPE (Bloom, MPT)
   bool rope_enabled = true;
-  std::vector<uint8_t> nope_layers; // per layer: 1 when it has no rotary embedding at all
-                                    // (SmolLM3's no_rope_layers); empty: every layer has it
-  bool has_rope_local = false;      // windowed layers use rope_local (Gemma 3)
+  std::vector<std::string> config_tensors; // tensors whose values the config reader took (GGUF's
+                                           // rope factor tables), read by no graph value
+  std::vector<uint8_t> nope_layers;        // per layer: 1 when it has no rotary embedding at all
+                                           // (SmolLM3's no_rope_layers); empty: every layer has it
+  bool has_rope_local = false;             // windowed layers use rope_local (Gemma 3)
   rope_spec rope_local;
   bool learned_positions = false;   // a position embedding table added to the tokens' (GPT-2)
   bool embed_norm = false;          // a norm on the embeddings (Bloom)

@@ -1,8 +1,10 @@
 // model_source.cpp: opening checkpoints and checking weight shapes (model_source.hpp).
 #include "arch/model_source.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
@@ -11,14 +13,38 @@
 #include "core/log.hpp"
 #include "formats/gguf.hpp"
 #include "formats/safetensors.hpp"
+#include "graph/graph.hpp"
 
 namespace troupe {
+
+std::vector<std::string> unread_tensors(const model_source& m, const graph::graph& g) {
+  std::set<std::string> read;
+  for (const auto& v : g.values) {
+    if (v.kind != graph::value_kind::weight) continue;
+    read.insert(v.w.name);
+    read.insert(v.w.parts.begin(), v.w.parts.end());
+  }
+  std::vector<std::string> out;
+  for (const auto& name : m.tensors->names())
+    if (!read.count(name) && !m.tensors->consumed(name) &&
+        std::find(m.config.config_tensors.begin(), m.config.config_tensors.end(), name) ==
+            m.config.config_tensors.end())
+      out.push_back(name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 status check_shapes(const model_source& m) {
   // the family's builder names every tensor the model reads, with the shape its config
   // implies, and refuses a missing, misshapen or unloadable one
   auto g = arch::build_graph(m);
   if (!g) return g.error();
+  if (auto unread = unread_tensors(m, *g); !unread.empty()) {
+    std::string some;
+    for (size_t i = 0; i < unread.size() && i < 8; ++i) some += (i ? ", " : "") + unread[i];
+    TROUPE_LOG_INFO("model", "{}: {} tensors of the checkpoint are not read by the {} graph: {}{}",
+                    m.path, unread.size(), m.config.family, some, unread.size() > 8 ? ", ..." : "");
+  }
   return {};
 }
 

@@ -10,10 +10,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "arch/model_config.hpp"
 #include "formats/checkpoint.hpp"
 #include "text/tokenizer.hpp"
+
+namespace troupe::graph {
+class graph;
+} // namespace troupe::graph
 
 namespace troupe {
 
@@ -45,5 +50,11 @@ expected<std::shared_ptr<const model_source>> open_model_config(const std::strin
 /// Builds the family's graph once: every tensor it names must be there, loadable, and of the
 /// shape the config implies (the error names the tensor).
 status check_shapes(const model_source& m);
+
+/// The checkpoint's tensors that no value of `m`'s graph reads, sorted: where a family does not
+/// know a tensor (a bias, a norm), the model it computes is not the published one. Legitimately
+/// unread ones exist (multi-token-prediction layers, tensors a load-time repack replaced), so a
+/// load only logs them; the family tests require none.
+std::vector<std::string> unread_tensors(const model_source& m, const graph::graph& g);
 
 } // namespace troupe

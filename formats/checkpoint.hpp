@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,9 +62,15 @@ class tensor_index {
   }
   uint64_t total_bytes() const;
 
+  /// A tensor a load-time repack read into another one (a family's prepare step): the model
+  /// reads it through that one, not by its own name.
+  void mark_consumed(std::string_view name) { consumed_.emplace(name); }
+  bool consumed(std::string_view name) const { return consumed_.count(std::string(name)) > 0; }
+
  private:
   expected<const tensor_info*> usable(std::string_view name) const;
   std::map<std::string, tensor_info, std::less<>> tensors_;
+  std::set<std::string> consumed_;
   std::vector<std::shared_ptr<mapped_file>> files_;
 };
 

@@ -533,6 +533,7 @@ status read_gguf_common(const gguf_cfg& g, model_config& c) {
   }
   if (g.has_tensor("rope_freqs.weight")) { // Llama 3 scaling, tabulated by the converter
     TROUPE_TRY_ASSIGN(f, read_gguf_vector(g, "rope_freqs.weight", half));
+    c.config_tensors.push_back("rope_freqs.weight");
     c.rope.scaling = rope_scaling::factors;
     c.rope.short_factor = std::move(f);
   }
@@ -541,6 +542,8 @@ status read_gguf_common(const gguf_cfg& g, model_config& c) {
     // picked for the served context as in the HF reader (read_rope)
     TROUPE_TRY_ASSIGN(lf, read_gguf_vector(g, "rope_factors_long.weight", half));
     TROUPE_TRY_ASSIGN(sf, read_gguf_vector(g, "rope_factors_short.weight", half));
+    c.config_tensors.push_back("rope_factors_long.weight");
+    c.config_tensors.push_back("rope_factors_short.weight");
     rope_spec& r = c.rope;
     r.scaling = rope_scaling::longrope;
     r.long_factor = std::move(lf), r.short_factor = std::move(sf);

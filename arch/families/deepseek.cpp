@@ -211,6 +211,7 @@ status prepare_deepseek_hf(const model_config& c, tensor_index& t) {
         std::memcpy(o, &scale[static_cast<size_t>((n / 128) * kb + b)], 4);
         std::memcpy(o + 4, w->data + n * K + b * 128, 128);
       }
+    t.mark_consumed(sname); // its scales are in the repacked rows
     TROUPE_TRY(add_derived_tensor(t, wname, dtype::f8_b128, w->dims, "F8_E4M3", std::move(bytes),
                                   where + " (repacked " + wname + ")", true));
   }

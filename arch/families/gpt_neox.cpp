@@ -81,6 +81,7 @@ status prepare_neox_hf(const model_config& c, tensor_index& t) {
         const std::string name = fmt::format("{}norms.{}.weight", base, h);
         const tensor_info* p = t.find(name);
         if (!p) return make_error(errc::not_found, "qk_layernorm: no tensor {}", name);
+        t.mark_consumed(name);
         if (p->dims.rank != 1 || p->dims[0] != c.D || !p->supported ||
             (p->type != dtype::f32 && p->type != dtype::f16 && p->type != dtype::bf16))
           return make_error(errc::shape_mismatch, "{}: {} must be {} f32 / f16 / bf16 values",

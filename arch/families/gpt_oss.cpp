@@ -34,10 +34,11 @@ status add_tensor(tensor_index& t, const std::string& name, dtype type, shape di
                             (from ? from->path() : "") + " (repacked " + name + ")");
 }
 
-expected<const tensor_info*> find(const tensor_index& t, const std::string& name,
+expected<const tensor_info*> find(tensor_index& t, const std::string& name,
                                   std::vector<int64_t> dims) {
   const tensor_info* p = t.find(name);
   if (!p) return make_error(errc::not_found, "gpt_oss: missing tensor '{}'", name);
+  t.mark_consumed(name); // read into the repacked per-expert tensors
   bool ok = p->dims.rank == static_cast<int>(dims.size());
   for (size_t i = 0; ok && i < dims.size(); ++i) ok = p->dims.dims[i] == dims[i];
   if (!ok) {

@@ -110,7 +110,7 @@ TEST(ModelConfig, RefusesWhatChangesTheMath) {
   EXPECT_NE(c.error().message.find("proportional"), std::string::npos);
   // a rope_scaling that is not an object (or whose type is not a string) is refused, not
   // taken for none
-  for (const json bad : {json::array({1}), json("linear"), json({{"rope_type", 3}})}) {
+  for (const json& bad : {json::array({1}), json("linear"), json({{"rope_type", 3}})}) {
     j = base("LlamaForCausalLM");
     j["rope_scaling"] = bad;
     c = parse(j);

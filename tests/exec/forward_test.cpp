@@ -15,6 +15,8 @@
 
 #include "../exact_activations.hpp"
 #include "../test_paths.hpp"
+#include "arch/family.hpp"
+#include "arch/model_source.hpp"
 #include "arch/spec.hpp"
 #include "arch/synth.hpp"
 #include "core/kquant.hpp"
@@ -105,6 +107,12 @@ TEST_P(SyntheticArch, MatchesTransformers) {
   auto g = make(dir);
   ASSERT_TRUE(g);
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  // every tensor transformers saved is read: a bias or norm the family does not know would
+  // be a different model, even where the logits happen to come close
+  auto graph = arch::build_graph(g->source());
+  ASSERT_TRUE(graph);
+  std::vector<std::string> unread = unread_tensors(g->source(), *graph);
+  EXPECT_TRUE(unread.empty()) << unread.size() << " unread, the first " << unread.front();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -132,6 +140,10 @@ TEST_P(GgufArch, MatchesTransformers) {
   ASSERT_TRUE(g);
   EXPECT_EQ(g->source().format, "gguf");
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  auto graph = arch::build_graph(g->source()); // every tensor llama.cpp's converter wrote is read
+  ASSERT_TRUE(graph);
+  std::vector<std::string> unread = unread_tensors(g->source(), *graph);
+  EXPECT_TRUE(unread.empty()) << unread.size() << " unread, the first " << unread.front();
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
