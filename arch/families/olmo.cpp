@@ -3,13 +3,14 @@
 // puts its RMSNorms on the sublayers' outputs (x += norm(attn(x)); x += norm(mlp(x))) and
 // normalises q and k over the whole projection (every head of the token at once), which a
 // tensor-parallel shard computes with an all-reduce of its partial sums of squares. OLMo 3 is
-// OLMo 2 with sliding windows on three layers of four (layer_types).
+// OLMo 2 with sliding windows on three layers of four (layer_types). EXAONE 4 has OLMo 2's post
+// norms with q / k norms per head, and RoPE only on its sliding layers.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
 
 status read_olmo_hf(hf_cfg& j, model_config& c) {
-  const bool v2 = c.family == "olmo2" || c.family == "olmo3";
+  const bool v2 = c.family == "olmo2" || c.family == "olmo3" || c.family == "exaone4";
   c.names.output = "lm_head.weight";
   TROUPE_TRY(read_hf_dims(j, c, v2 ? "rms_norm_eps" : nullptr, 1e-5));
   c.tie_embeddings = j.b("tie_word_embeddings", false);
@@ -21,9 +22,25 @@ status read_olmo_hf(hf_cfg& j, model_config& c) {
     TROUPE_TRY(
         read_layer_types(j, c, sw < c.ctx ? sw : 0, [](int64_t l) { return (l + 1) % 4 != 0; }));
   }
+  if (c.family == "exaone4") {
+    // EXAONE 4: with a sliding_window, windows on the layers layer_types names (three of
+    // sliding_window_pattern) and RoPE on those only; without one, every layer full with RoPE
+    TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
+    TROUPE_TRY_ASSIGN(pattern, j.i("sliding_window_pattern", 4));
+    if (pattern <= 0) return j.bad("'sliding_window_pattern' must be positive");
+    if (sw > 0) {
+      TROUPE_TRY(
+          read_layer_types(j, c, sw, [pattern](int64_t l) { return (l + 1) % pattern != 0; }));
+      c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+      for (int64_t l = 0; l < c.n_layer; ++l)
+        c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
+    } else {
+      j.mark("layer_types");
+    }
+  }
   if (v2) {
     c.norms = norm_place::post;
-    c.qk_norm = qk_norm_kind::full;
+    c.qk_norm = c.family == "exaone4" ? qk_norm_kind::head : qk_norm_kind::full;
   } else {
     c.norm = norm_kind::layer;
     c.norm_weight = false;
@@ -58,7 +75,7 @@ status read_olmo_gguf(const gguf_cfg& g, model_config& c) {
 
 status build_olmo(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  const bool v2 = c.family == "olmo2" || c.family == "olmo3";
+  const bool v2 = c.family == "olmo2" || c.family == "olmo3" || c.family == "exaone4";
   decoder_names n;
   if (m.format == "hf") {
     n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
