@@ -77,7 +77,6 @@ bool authorized(const http_request& req, const std::string& key, std::string& wh
     why = "missing API key (Authorization: Bearer ..., or x-api-key)";
     return false;
   }
-  std::string token;
   // compare without an early exit, so timing does not tell how much of a guess was right
   auto same = [&key](const std::string& t) {
     unsigned diff = t.size() != key.size();
@@ -86,6 +85,7 @@ bool authorized(const http_request& req, const std::string& key, std::string& wh
     return diff == 0;
   };
   if (xkey != req.headers.end() && same(xkey->second)) return true; // either header may hold it
+  std::string token;
   if (it == req.headers.end()) {
     token = xkey->second;
   } else {
@@ -100,8 +100,9 @@ bool authorized(const http_request& req, const std::string& key, std::string& wh
       return false;
     }
   }
-  if (!same(token)) why = "wrong API key";
-  return same(token);
+  const bool ok = same(token);
+  if (!ok) why = "wrong API key";
+  return ok;
 }
 
 } // namespace
@@ -431,27 +432,19 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
   if (path == "/metrics" && get) return metrics(w);
   if ((path == "/tokenize" || path == "/detokenize") && post)
     return tokenize(std::move(req), w, path == "/detokenize");
-  if (anthropic)
-    return fail(w,
-                {405, fmt::format("method {} is not allowed on {}", req.method, path),
-                 "invalid_request_error", "", ""},
-                {{"Allow", "POST"}}, true);
-  if (path == "/v1/responses" || one_response)
-    return fail(w,
-                {405, fmt::format("method {} is not allowed on {}", req.method, path),
-                 "invalid_request_error", "", ""},
-                {{"Allow", one_response ? "GET, HEAD, DELETE" : "POST"}});
-  const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
-                     path == "/tokenize" || path == "/detokenize" || path == "/v1/models" ||
+  const bool posted = path == "/v1/completions" || path == "/v1/chat/completions" ||
+                      path == "/tokenize" || path == "/detokenize" || path == "/v1/responses" ||
+                      anthropic;
+  const bool known = posted || one_response || path == "/v1/models" ||
                      path.rfind(models_prefix, 0) == 0 || path == "/health" || path == "/metrics";
   if (known)
     return fail(w,
                 {405, fmt::format("method {} is not allowed on {}", req.method, path),
                  "invalid_request_error", "", ""},
-                {{"Allow", path.find("completions") != std::string::npos ||
-                                   path.find("tokenize") != std::string::npos
-                               ? "POST"
-                               : "GET, HEAD"}});
+                {{"Allow", posted         ? "POST"
+                           : one_response ? "GET, HEAD, DELETE"
+                                          : "GET, HEAD"}},
+                anthropic);
   return fail(w, {404, fmt::format("no route {} {}", req.method, path), "invalid_request_error", "",
                   "not_found"});
 }

@@ -153,25 +153,20 @@ void finish_session(session_ptr self) {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
-  if (st.msg) { // one choice
+  if (st.msg || st.resp) { // one choice
     const auto& c = st.choices[0];
-    std::string events = st.msg->finish(c.res.finish, c.proc->stop_string(), st.completion_tokens,
-                                        cached_tokens(st));
+    std::string events =
+        st.msg ? st.msg->finish(c.res.finish, c.proc->stop_string(), st.completion_tokens,
+                                cached_tokens(st))
+               : st.resp->finish(c.res.finish,
+                                 {st.prompt_tokens, st.completion_tokens, cached_tokens(st)});
+    if (st.resp && st.resp->stored())
+      st.gw->responses.put(st.id, {st.resp->body(), st.resp->conversation()});
     if (st.req.stream) {
       st.w->chunk(std::move(events));
       st.w->end();
     } else {
-      st.w->respond(200, "application/json", st.msg->body());
-    }
-  } else if (st.resp) { // one choice
-    const usage u{st.prompt_tokens, st.completion_tokens, cached_tokens(st)};
-    std::string events = st.resp->finish(st.choices[0].res.finish, u);
-    if (st.resp->stored()) st.gw->responses.put(st.id, {st.resp->body(), st.resp->conversation()});
-    if (st.req.stream) {
-      st.w->chunk(std::move(events));
-      st.w->end();
-    } else {
-      st.w->respond(200, "application/json", st.resp->body());
+      st.w->respond(200, "application/json", st.msg ? st.msg->body() : st.resp->body());
     }
   } else if (st.req.stream) {
     if (st.req.include_usage)
@@ -270,7 +265,7 @@ void on_event(session_ptr self, const gen_event& e) {
   std::string fresh, reasoning;
   std::vector<tool_call> read_calls; // harmony: calls the reply's router read
   finish_reason fin = e.finish;
-  int64_t n_accepted = 0, n_reasoning = 0;
+  int64_t n_reasoning = 0;
   if (!e.tokens.empty()) {
     auto d = c.proc->push(e.tokens);
     fresh = d.text;
@@ -285,9 +280,8 @@ void on_event(session_ptr self, const gen_event& e) {
                            .first(std::min(n, e.top_logprobs.size())),
                        c.offset));
     }
-    n_accepted = static_cast<int64_t>(d.accepted);
     n_reasoning = static_cast<int64_t>(d.reasoning_tokens);
-    c.tokens += n_accepted;
+    c.tokens += static_cast<int64_t>(d.accepted);
     st.completion_tokens += static_cast<int64_t>(d.accepted);
     if (c.proc->stopped()) {
       fin = finish_reason::stop;

@@ -284,9 +284,7 @@ api_error in_messages_words(api_error e) {
 }
 
 std::string sse(const std::string& type, ojson payload) {
-  ojson e = {{"type", type}};
-  for (auto& [k, v] : payload.items()) e[k] = std::move(v);
-  return "event: " + type + "\ndata: " + e.dump() + "\n\n";
+  return request_json::sse_event(type, std::move(payload));
 }
 
 const char* error_type(int status) {

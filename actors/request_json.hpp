@@ -48,6 +48,15 @@ inline std::variant<ojson, api_error> read_object(const std::string& body) {
   return j;
 }
 
+/// One server-sent event: "event: TYPE" and the payload with its "type" first (and, given
+/// `seq`, the Responses API's sequence_number, counted on).
+inline std::string sse_event(const std::string& type, ojson payload, int64_t* seq = nullptr) {
+  ojson e = {{"type", type}};
+  if (seq) e["sequence_number"] = (*seq)++;
+  for (auto& [k, v] : payload.items()) e[k] = std::move(v);
+  return "event: " + type + "\ndata: " + e.dump() + "\n\n";
+}
+
 using renames = std::initializer_list<std::pair<const char*, const char*>>;
 
 /// A chat request's error in another API's words: its param renamed by `params`, and each

@@ -272,9 +272,7 @@ api_error in_responses_words(api_error e) {
 }
 
 std::string sse(const std::string& type, ojson payload, int64_t& seq) {
-  ojson e = {{"type", type}, {"sequence_number", seq++}};
-  for (auto& [k, v] : payload.items()) e[k] = std::move(v);
-  return "event: " + type + "\ndata: " + e.dump() + "\n\n";
+  return request_json::sse_event(type, std::move(payload), &seq);
 }
 
 } // namespace
@@ -668,7 +666,7 @@ std::string response_builder::step(const std::string& reasoning, const std::stri
   // the tokens' logprobs go with the message's text (a step that wrote only reasoning, or
   // calls, keeps its own)
   if (s.logprobs && lp && !lp->pieces.empty() && (reasoning.empty() || !text.empty()))
-    for (auto& e : logprob_content(*lp)) s.pending.push_back(ojson::parse(e.dump()));
+    for (const auto& e : logprob_content(*lp)) s.pending.push_back(ojson(e));
   if (!reasoning.empty()) {
     out += s.open_item(state::kind::reasoning);
     s.text += reasoning;

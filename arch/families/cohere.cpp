@@ -25,14 +25,8 @@ status read_cohere_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_rope(j, c, 500000.0, 1.0));
   c.rope.layout = rope_layout::interleaved;
   if (c.family == "cohere2") {
-    TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
-    if (sw <= 0) return j.unsupported("Cohere2 without a sliding_window");
-    TROUPE_TRY_ASSIGN(pattern, j.i("sliding_window_pattern", 4));
-    if (pattern <= 0) return j.bad("'sliding_window_pattern' must be positive");
-    TROUPE_TRY(read_layer_types(j, c, sw, [pattern](int64_t l) { return (l + 1) % pattern != 0; }));
-    c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
-    for (int64_t l = 0; l < c.n_layer; ++l)
-      c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
+    TROUPE_TRY_ASSIGN(windowed, read_windows_rope_on_sliding(j, c));
+    if (!windowed) return j.unsupported("Cohere2 without a sliding_window");
   }
   return {};
 }

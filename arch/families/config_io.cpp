@@ -397,6 +397,21 @@ status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
   return {};
 }
 
+expected<bool> read_windows_rope_on_sliding(hf_cfg& j, model_config& c) {
+  TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
+  TROUPE_TRY_ASSIGN(pattern, j.i("sliding_window_pattern", 4));
+  if (pattern <= 0) return j.bad("'sliding_window_pattern' must be positive");
+  if (sw <= 0) {
+    j.mark("layer_types");
+    return false;
+  }
+  TROUPE_TRY(read_layer_types(j, c, sw, [pattern](int64_t l) { return (l + 1) % pattern != 0; }));
+  c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
+  return true;
+}
+
 status read_activation(const std::string& act, model_config& c, const std::string& where) {
   // a registered spec file defines it: its expression wins over a built-in
   if (const arch_spec* spec = find_arch_spec(c.arch); spec && spec->activations.count(act)) {

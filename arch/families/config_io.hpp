@@ -67,6 +67,11 @@ void read_special_ids(hf_cfg& j, const std::string& generation_json, model_confi
 status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_default);
 /// Which layers slide: `layer_types` when config.json lists them ("sliding_attention" /
 /// "full_attention"), else `fallback(layer)`; the window `window` applies to those (0: none).
+/// Windows of sliding_window on the layers layer_types names sliding (or, without it, all but
+/// every sliding_window_pattern-th), and RoPE on those layers only: the full-attention layers
+/// have no positional encoding (Cohere 2, EXAONE 4). False when the config has no
+/// sliding_window (then nothing is set: every layer full, with RoPE).
+expected<bool> read_windows_rope_on_sliding(hf_cfg& j, model_config& c);
 status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
                         const std::function<bool(int64_t)>& fallback);
 /// Maps an HF activation name to a kernel or a built-in expression; unsupported otherwise

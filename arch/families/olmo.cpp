@@ -25,18 +25,7 @@ status read_olmo_hf(hf_cfg& j, model_config& c) {
   if (c.family == "exaone4") {
     // EXAONE 4: with a sliding_window, windows on the layers layer_types names (three of
     // sliding_window_pattern) and RoPE on those only; without one, every layer full with RoPE
-    TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
-    TROUPE_TRY_ASSIGN(pattern, j.i("sliding_window_pattern", 4));
-    if (pattern <= 0) return j.bad("'sliding_window_pattern' must be positive");
-    if (sw > 0) {
-      TROUPE_TRY(
-          read_layer_types(j, c, sw, [pattern](int64_t l) { return (l + 1) % pattern != 0; }));
-      c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
-      for (int64_t l = 0; l < c.n_layer; ++l)
-        c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
-    } else {
-      j.mark("layer_types");
-    }
+    TROUPE_TRY(read_windows_rope_on_sliding(j, c));
   }
   if (v2) {
     c.norms = norm_place::post;

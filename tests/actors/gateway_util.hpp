@@ -15,6 +15,7 @@
 
 #include "../test_paths.hpp"
 #include "actors/gateway.hpp"
+#include "actors/openai_api.hpp"
 
 namespace gw_test {
 
@@ -143,6 +144,28 @@ inline std::shared_ptr<const model_source> stories_with(const std::string& chat_
   auto m = with_tokenizer(**base, std::move(*tok));
   if (ctx > 0) m->config.ctx = ctx;
   return m;
+}
+
+// Qwen2.5-7B-Instruct's published template ("template"), or transformers' rendering of one of
+// the fixture's contexts with it ("renders", the context's name)
+inline std::string qwen25(const char* what, const std::string& case_name = "") {
+  for (const auto& t : jinja_fixture()["templates"])
+    if (t["name"] == "Qwen-Qwen2.5-7B-Instruct")
+      return what == std::string("template") ? t["template"] : t["renders"][case_name]["text"];
+  return "";
+}
+
+// What the gateway knows of `m` serving as "stories" with `chat_template` run as Jinja (for
+// parsing requests without a server)
+inline serving_info jinja_serving_info(const model_source& m, const std::string& chat_template) {
+  serving_info info;
+  info.model_name = "stories";
+  info.tok = m.tok.get();
+  info.context = m.config.ctx;
+  info.chat_template = chat_template;
+  info.chat = detect_chat_format(chat_template);
+  info.jinja = std::make_shared<const jinja_template>(*jinja_template::parse(chat_template));
+  return info;
 }
 
 struct server {

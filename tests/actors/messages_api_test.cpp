@@ -19,13 +19,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::string qwen(const char* what, const std::string& case_name = "") {
-  for (const auto& t : jinja_fixture()["templates"])
-    if (t["name"] == "Qwen-Qwen2.5-7B-Instruct")
-      return what == std::string("template") ? t["template"] : t["renders"][case_name]["text"];
-  return "";
-}
-
 std::string text_of(const json& message) {
   std::string out;
   for (const auto& b : message["content"])
@@ -37,7 +30,7 @@ std::string text_of(const json& message) {
 
 TEST(MessagesApi, BlocksArePromptedAsTransformersRendersTheChat) {
   // Qwen2.5's tool instructions take ~750 of stories' tokens: the context is lifted past 512
-  const auto m = stories_with(qwen("template"), 2048);
+  const auto m = stories_with(qwen25("template"), 2048);
   server s({}, {}, m);
   const ojson& ctx = jinja_fixture()["contexts"]["tool_calls"];
   ojson tools = ojson::array();
@@ -59,17 +52,11 @@ TEST(MessagesApi, BlocksArePromptedAsTransformersRendersTheChat) {
                                        {"content", ctx["messages"][2]["content"]},
                                        {"cache_control", {{"type", "ephemeral"}}}}}}}});
   ojson body = {{"model", "stories"}, {"max_tokens", 8}, {"messages", msgs}, {"tools", tools}};
-  serving_info info;
-  info.model_name = "stories";
-  info.tok = m->tok.get();
-  info.context = m->config.ctx;
-  info.chat_template = qwen("template");
-  info.chat = detect_chat_format(info.chat_template);
-  info.jinja = std::make_shared<const jinja_template>(*jinja_template::parse(info.chat_template));
+  const serving_info info = jinja_serving_info(*m, qwen25("template"));
   auto parsed = parse_messages_request(body.dump(), info);
   ASSERT_TRUE(std::holds_alternative<parsed_request>(parsed))
       << std::get<api_error>(parsed).message;
-  const auto want = *m->tok->encode(qwen("renders", "tool_calls"), false);
+  const auto want = *m->tok->encode(qwen25("renders", "tool_calls"), false);
   EXPECT_EQ(std::get<parsed_request>(parsed).prompts.at(0), want);
   // count_tokens counts the same prompt
   reply r = post(s.port, "/v1/messages/count_tokens",
@@ -331,14 +318,8 @@ TEST(MessagesApi, WhatClaudeCodeSendsIsServed) {
 }
 
 TEST(MessagesApi, AnAssistantTurnLastIsAPrefillTheReplyContinues) {
-  const auto m = stories_with(qwen("template"), 2048);
-  serving_info info;
-  info.model_name = "stories";
-  info.tok = m->tok.get();
-  info.context = m->config.ctx;
-  info.chat_template = qwen("template");
-  info.chat = detect_chat_format(info.chat_template);
-  info.jinja = std::make_shared<const jinja_template>(*jinja_template::parse(info.chat_template));
+  const auto m = stories_with(qwen25("template"), 2048);
+  const serving_info info = jinja_serving_info(*m, qwen25("template"));
   auto r = parse_messages_request(R"({"model":"stories","max_tokens":8,"messages":[
       {"role":"user","content":"Once"},{"role":"assistant","content":"upon a"}]})",
                                   info);

@@ -20,14 +20,18 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::string qwen(const char* what, const std::string& case_name = "") {
-  for (const auto& t : jinja_fixture()["templates"])
-    if (t["name"] == "Qwen-Qwen2.5-7B-Instruct")
-      return what == std::string("template") ? t["template"] : t["renders"][case_name]["text"];
-  return "";
+// The fixture's chat tools in the Responses API's flat shape.
+// What the gateway knows of a harmony (GPT-OSS) model with this vocabulary.
+serving_info harmony_info(const tokenizer& tok) {
+  serving_info info;
+  info.model_name = "gpt-oss";
+  info.tok = &tok;
+  info.context = 4096;
+  info.chat = chat_format::harmony;
+  info.harmony = harmony_tokens::of(tok);
+  return info;
 }
 
-// The fixture's chat tools in the Responses API's flat shape.
 ojson responses_tools(const ojson& chat_tools) {
   ojson out = ojson::array();
   for (const auto& t : chat_tools) {
@@ -60,7 +64,7 @@ std::string chat_text(uint16_t port, json messages, json extra = json::object())
 
 TEST(ResponsesApi, InputItemsArePromptedAsTransformersRendersTheChat) {
   // Qwen2.5's tool instructions take ~750 of stories' tokens: the context is lifted past 512
-  const auto m = stories_with(qwen("template"), 2048);
+  const auto m = stories_with(qwen25("template"), 2048);
   server s({}, {}, m);
   const ojson& ctx = jinja_fixture()["contexts"]["tool_calls"];
   // the fixture's conversation as Responses input items
@@ -79,18 +83,12 @@ TEST(ResponsesApi, InputItemsArePromptedAsTransformersRendersTheChat) {
                 {"max_output_tokens", 8},
                 {"temperature", 0}};
   // the prompt's tokens are transformers' rendering of the same chat
-  serving_info info;
-  info.model_name = "stories";
-  info.tok = m->tok.get();
-  info.context = m->config.ctx;
-  info.chat_template = qwen("template");
-  info.chat = detect_chat_format(info.chat_template);
-  info.jinja = std::make_shared<const jinja_template>(*jinja_template::parse(info.chat_template));
+  const serving_info info = jinja_serving_info(*m, qwen25("template"));
   auto parsed = parse_responses_request(body.dump(), info, nullptr);
   ASSERT_TRUE(std::holds_alternative<parsed_request>(parsed))
       << std::get<api_error>(parsed).message;
   EXPECT_EQ(std::get<parsed_request>(parsed).prompts.at(0),
-            *m->tok->encode(qwen("renders", "tool_calls"), false));
+            *m->tok->encode(qwen25("renders", "tool_calls"), false));
   // instructions are the system message before the input
   ojson msgs = ctx["messages"];
   msgs[1]["tool_calls"][0]["function"]["arguments"] = args;
@@ -393,12 +391,7 @@ TEST(ResponsesApi, TheStoreDropsTheOldestPastItsBounds) {
 TEST(ResponsesApi, ReasoningEffortReachesTheHarmonySystemBlock) {
   auto tok = test::harmony_vocab();
   ASSERT_TRUE(tok);
-  serving_info info;
-  info.model_name = "gpt-oss";
-  info.tok = tok.get();
-  info.context = 4096;
-  info.chat = chat_format::harmony;
-  info.harmony = harmony_tokens::of(*tok);
+  const serving_info info = harmony_info(*tok);
   auto r = parse_responses_request(
       R"({"model":"gpt-oss","instructions":"Be brief.","input":"Capital of France?",)"
       R"("reasoning":{"effort":"high","summary":"auto"}})",
@@ -421,12 +414,7 @@ TEST(ResponsesApi, ReasoningEffortReachesTheHarmonySystemBlock) {
 TEST(ResponsesApi, ReasoningItemsGoBackWithTheAssistantTurnAfterThem) {
   auto tok = test::harmony_vocab();
   ASSERT_TRUE(tok);
-  serving_info info;
-  info.model_name = "gpt-oss";
-  info.tok = tok.get();
-  info.context = 4096;
-  info.chat = chat_format::harmony;
-  info.harmony = harmony_tokens::of(*tok);
+  const serving_info info = harmony_info(*tok);
   // a stateless client's history: reasoning (as this server wrote it with include
   // reasoning.encrypted_content: the text in encrypted_content), the answer, a new question;
   // and a reasoning item a user message follows, which no assistant turn owns

@@ -22,15 +22,11 @@ const ojson& fixture() {
 }
 
 std::string qwen_template() {
-  for (const auto& t : fixture()["templates"])
-    if (t["name"] == "Qwen-Qwen2.5-7B-Instruct") return t["template"];
-  return "";
+  return qwen25("template");
 }
 
 std::string text_of(const std::string& case_name) {
-  for (const auto& t : fixture()["templates"])
-    if (t["name"] == "Qwen-Qwen2.5-7B-Instruct") return t["renders"][case_name]["text"];
-  return "";
+  return qwen25("renders", case_name);
 }
 
 struct tools_server {
