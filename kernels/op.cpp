@@ -9,13 +9,20 @@ namespace troupe::kernels {
 namespace {
 
 constexpr std::array<std::string_view, op_count> op_names = {
-    "embedding",   "matmul",        "rmsnorm",       "layernorm",   "rope",       "silu",
-    "gelu_erf",    "gelu_tanh",     "tanh",          "rsqrt",       "swiglu",     "softmax",
-    "add",         "mul",           "scale",         "sum_rows",    "attention",  "paged_attention",
-    "kv_store",    "argmax",        "topk",          "convert",     "quantize",   "dequantize",
-    "add_rmsnorm", "matmul_swiglu", "rope_kv_store", "clamp",       "relu",       "sigmoid",
-    "exp",         "abs",           "recip",         "elementwise", "matmul_qkv", "moe",
+    "embedding",   "matmul",        "rmsnorm",
+    "layernorm",   "rope",          "silu",
+    "gelu_erf",    "gelu_tanh",     "tanh",
+    "rsqrt",       "swiglu",        "softmax",
+    "add",         "mul",           "scale",
+    "sum_rows",    "attention",     "paged_attention",
+    "kv_store",    "argmax",        "topk",
+    "convert",     "quantize",      "dequantize",
+    "add_rmsnorm", "matmul_swiglu", "rope_kv_store",
+    "clamp",       "relu",          "sigmoid",
+    "exp",         "abs",           "recip",
+    "elementwise", "matmul_qkv",    "moe",
     "concat",      "head_matmul",   "moe_router",
+    "causal_conv", "gated_delta",
 };
 
 bool is_float(dtype t) {
@@ -153,6 +160,43 @@ status check_args(const op_args& a) {
     if (a.src[1].type != dtype::i32 || a.src[1].numel() != s0.dims[0])
       return fail(a, "slots i32 [T]");
     return {};
+  case op::causal_conv: {
+    const auto& st = a.src[2];
+    if (s0.type != dtype::f32 || s0.dims.rank != 3 || d.dims != s0.dims)
+      return fail(a, "x and dst must be f32 [T, Hc, Dc]");
+    const int64_t Hc = s0.dims[1], Dc = s0.dims[2];
+    if (a.src[1].type != dtype::f32 || a.src[1].dims.rank != 2 || a.src[1].dims[0] != Hc * Dc ||
+        a.src[1].dims[1] < 1)
+      return fail(a, "w must be f32 [Hc * Dc, K]");
+    if (st.type != dtype::f32 || st.dims.rank != 4 || st.dims[1] != Hc ||
+        st.dims[2] != a.src[1].dims[1] - 1 || st.dims[3] != Dc)
+      return fail(a, "state must be f32 [NS, Hc, K - 1, Dc]");
+    if (a.src[3].type != dtype::i32 || a.src[3].dims.rank != 2 || a.src[3].cols() != 4)
+      return fail(a, "the state table must be i32 [S, 4]");
+    return {};
+  }
+  case op::gated_delta: {
+    const auto &q = s0, &k = a.src[1], &v = a.src[2], &st = a.src[7];
+    if (q.dims.rank != 3 || k.dims != q.dims || v.dims.rank != 3 || v.dims[0] != q.dims[0] ||
+        d.dims != v.dims)
+      return fail(a, "q, k [T, Hk, Dk], v and dst [T, Hv, Dv]");
+    const int64_t T = q.dims[0], Hk = q.dims[1], Hv = v.dims[1];
+    if (Hk <= 0 || Hv % Hk != 0) return fail(a, "Hv must be a multiple of Hk");
+    for (int i : {3, 4})
+      if (a.src[i].type != dtype::f32 || a.src[i].numel() != T * Hv)
+        return fail(a, "a and b must be f32 [T, Hv]");
+    for (int i : {5, 6})
+      if (a.src[i].type != dtype::f32 || a.src[i].numel() != Hv)
+        return fail(a, "A_log and dt_bias must be f32 [Hv]");
+    if (st.type != dtype::f32 || st.dims.rank != 4 || st.dims[1] != Hv || st.dims[2] != q.dims[2] ||
+        st.dims[3] != v.dims[2])
+      return fail(a, "state must be f32 [NS, Hv, Dk, Dv]");
+    if (a.src[8].type != dtype::i32 || a.src[8].dims.rank != 2 || a.src[8].cols() != 4)
+      return fail(a, "the state table must be i32 [S, 4]");
+    for (int i : {0, 1, 2})
+      if (a.src[i].type != dtype::f32) return fail(a, "q, k, v must be f32");
+    return {};
+  }
   case op::add_rmsnorm:
     if (a.src[1].dims != s0.dims || d.dims != s0.dims || a.dst2.dims != s0.dims)
       return fail(a, "x, r, dst and dst2 must all be [T, C]");

@@ -87,6 +87,22 @@
 //                    (DeepSeek-V2), all when n_group <= 1;
 //                    weights = the chosen scores (without bias), renormalised when
 //                    p.router_norm, times p.scale (DeepSeek-V3's group-limited routing)
+// Linear attention with a recurrent state per sequence (gated DeltaNet: Qwen3.5, Qwen3-Next).
+// A state table i32 [S, 4] lists each sequence of the step: token begin, token count, the
+// position of its first token, its state slot (a row of the state tensors); a sequence at
+// position 0 starts from a zero state, any other continues the state its slot holds, and the
+// state is left as it is after the sequence's last token:
+//   causal_conv      src0 x f32 [T, Hc, Dc], src1 w f32 [Hc * Dc, K] (depthwise taps, oldest
+//                    first), src2 state f32 [NS, Hc, K - 1, Dc] (the last K - 1 inputs),
+//                    src3 state table          -> dst f32 [T, Hc, Dc] = silu(sum_j w[c, j]
+//                    x[t - K + 1 + j, c]), inputs before position 0 zero
+//   gated_delta      src0 q f32 [T, Hk, Dk], src1 k f32 [T, Hk, Dk], src2 v f32 [T, Hv, Dv],
+//                    src3 a f32 [T, Hv], src4 b f32 [T, Hv], src5 A_log f32 [Hv], src6 dt_bias
+//                    f32 [Hv], src7 state f32 [NS, Hv, Dk, Dv], src8 state table
+//                    -> dst f32 [T, Hv, Dv]; value head h reads key head h / (Hv / Hk); per
+//                    token q and k are L2-normalised (eps 1e-6), q scaled by 1 / sqrt(Dk),
+//                    g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), and
+//                    S = exp(g) S; S += k (beta (v - S^T k))^T; out = S^T q
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 
@@ -148,8 +164,10 @@ enum class op : uint8_t {
   concat,
   head_matmul,
   moe_router,
+  causal_conv,
+  gated_delta,
 };
-inline constexpr int op_count = 39;
+inline constexpr int op_count = 41;
 
 std::string_view to_string(op o);
 /// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):

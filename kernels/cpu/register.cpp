@@ -14,6 +14,7 @@ void register_cpu_kernels(registry& r) {
   cpu::register_attention(r);
   cpu::register_convert(r);
   cpu::register_latent(r);
+  cpu::register_recurrent(r);
 }
 
 } // namespace troupe::kernels

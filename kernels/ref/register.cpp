@@ -15,6 +15,7 @@ void register_ref_kernels(registry& r) {
   ref::register_convert(r);
   ref::register_moe(r);
   ref::register_latent(r);
+  ref::register_recurrent(r);
 }
 
 } // namespace troupe::kernels

@@ -698,6 +698,46 @@ void fused_cases(std::vector<op_case>& out_cases) {
       }
 }
 
+// Linear attention's recurrent ops over three sequences of one step: a prompt from position 0
+// (its slot holds another sequence's leftovers, which must not leak in), a prompt chunk and a
+// decode row that continue the states their slots hold.
+void recurrent_cases(std::vector<op_case>& out_cases) {
+  const std::vector<int32_t> table = {0, 5, 0, 2, 5, 3, 7, 0, 8, 1, 12, 3}; // begin count pos0 slot
+  const int64_t T = 9, NS = 4;
+  for (auto [Hc, Dc, K] : {std::tuple<int64_t, int64_t, int64_t>{2, 8, 4}, {3, 16, 3}}) {
+    op_case c;
+    c.name = fmt::format("causal_conv(T={},Hc={},Dc={},K={})", T, Hc, Dc, K);
+    gen g(c.name);
+    c.kind = op::causal_conv;
+    c.src = {from_floats(dtype::f32, {T, Hc, Dc}, g.normal(T * Hc * Dc)),
+             from_floats(dtype::f32, {Hc * Dc, K}, g.normal(Hc * Dc * K, 0.5f)),
+             from_floats(dtype::f32, {NS, Hc, K - 1, Dc}, g.normal(NS * Hc * (K - 1) * Dc)),
+             from_ints({3, 4}, table)};
+    c.dst = out(dtype::f32, {T, Hc, Dc});
+    c.tol = {1e-10, 1e-5};
+    out_cases.push_back(std::move(c));
+  }
+  for (auto [Hk, Hv, Dk, Dv] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 4, 16, 8}, {2, 2, 32, 32}}) {
+    op_case c;
+    c.name = fmt::format("gated_delta(T={},Hk={},Hv={},Dk={},Dv={})", T, Hk, Hv, Dk, Dv);
+    gen g(c.name);
+    c.kind = op::gated_delta;
+    c.src = {from_floats(dtype::f32, {T, Hk, Dk}, g.normal(T * Hk * Dk)),
+             from_floats(dtype::f32, {T, Hk, Dk}, g.normal(T * Hk * Dk)),
+             from_floats(dtype::f32, {T, Hv, Dv}, g.normal(T * Hv * Dv)),
+             from_floats(dtype::f32, {T, Hv}, g.normal(T * Hv)),
+             from_floats(dtype::f32, {T, Hv}, g.normal(T * Hv)),
+             from_floats(dtype::f32, {Hv}, g.normal(Hv, 0.5f)),
+             from_floats(dtype::f32, {Hv}, g.normal(Hv, 0.5f)),
+             from_floats(dtype::f32, {NS, Hv, Dk, Dv}, g.normal(NS * Hv * Dk * Dv, 0.3f)),
+             from_ints({3, 4}, table)};
+    c.dst = out(dtype::f32, {T, Hv, Dv});
+    c.tol = {1e-9, 1e-4};
+    out_cases.push_back(std::move(c));
+  }
+}
+
 } // namespace
 
 std::vector<op_case> all_cases() {
@@ -714,6 +754,7 @@ std::vector<op_case> all_cases() {
   fused_cases(cases);
   moe_cases(cases);
   latent_cases(cases);
+  recurrent_cases(cases);
   kquant_cases(cases);
   for (auto& c : cases) {
     while (c.src.size() < 9) c.src.push_back(absent());

@@ -1,0 +1,109 @@
+// recurrent.cpp (ref): the ops of linear attention with a state per sequence (op.hpp):
+// causal_conv (a short depthwise convolution over each sequence's latest inputs) and
+// gated_delta (the gated delta rule, token by token). f64 math over the f32 state; written from
+// the equations in op.hpp, as the specification the CPU kernels are tested against.
+#include <cmath>
+#include <vector>
+
+#include "kernels/ref/ref.hpp"
+
+namespace troupe::kernels::ref {
+
+namespace {
+
+struct seq_row {
+  int64_t begin, count, pos0, slot;
+};
+
+seq_row seq_at(const tensor_view& table, int64_t i) {
+  const int32_t* r = table.row<int32_t>(i);
+  return {r[0], r[1], r[2], r[3]};
+}
+
+void causal_conv(const op_args& a, const exec_ctx&) {
+  const auto& x = a.src[0];
+  const int64_t Hc = x.dims[1], Dc = x.dims[2], C = Hc * Dc, K = a.src[1].dims[1];
+  const float* w = a.src[1].as<float>();
+  float* state = a.src[2].as<float>();
+  for (int64_t si = 0; si < a.src[3].rows(); ++si) {
+    const seq_row s = seq_at(a.src[3], si);
+    float* st = state + s.slot * C * (K - 1); // [Hc, K - 1, Dc]
+    // the sequence's inputs, oldest first: K - 1 from before this step, then its new rows
+    std::vector<double> hist(static_cast<size_t>((K - 1 + s.count) * C), 0.0);
+    if (s.pos0 > 0)
+      for (int64_t h = 0; h < Hc; ++h)
+        for (int64_t j = 0; j < K - 1; ++j)
+          for (int64_t d = 0; d < Dc; ++d)
+            hist[static_cast<size_t>(j * C + h * Dc + d)] = st[(h * (K - 1) + j) * Dc + d];
+    for (int64_t t = 0; t < s.count; ++t)
+      for (int64_t c = 0; c < C; ++c)
+        hist[static_cast<size_t>((K - 1 + t) * C + c)] = x.as<float>()[(s.begin + t) * C + c];
+    for (int64_t t = 0; t < s.count; ++t)
+      for (int64_t c = 0; c < C; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < K; ++j)
+          acc += static_cast<double>(w[c * K + j]) * hist[static_cast<size_t>((t + j) * C + c)];
+        a.dst.as<float>()[(s.begin + t) * C + c] = static_cast<float>(acc / (1.0 + std::exp(-acc)));
+      }
+    for (int64_t h = 0; h < Hc; ++h)
+      for (int64_t j = 0; j < K - 1; ++j)
+        for (int64_t d = 0; d < Dc; ++d)
+          st[(h * (K - 1) + j) * Dc + d] =
+              static_cast<float>(hist[static_cast<size_t>((s.count + j) * C + h * Dc + d)]);
+  }
+}
+
+void gated_delta(const op_args& a, const exec_ctx&) {
+  const auto &q = a.src[0], &k = a.src[1], &v = a.src[2];
+  const int64_t Hk = q.dims[1], Dk = q.dims[2], Hv = v.dims[1], Dv = v.dims[2];
+  const int64_t rep = Hv / Hk;
+  float* state = a.src[7].as<float>();
+  for (int64_t si = 0; si < a.src[8].rows(); ++si) {
+    const seq_row s = seq_at(a.src[8], si);
+    for (int64_t h = 0; h < Hv; ++h) {
+      float* st = state + (s.slot * Hv + h) * Dk * Dv; // [Dk, Dv]
+      std::vector<double> S(static_cast<size_t>(Dk * Dv), 0.0);
+      if (s.pos0 > 0)
+        for (int64_t i = 0; i < Dk * Dv; ++i) S[static_cast<size_t>(i)] = st[i];
+      const int64_t kh = h / rep;
+      const double A = std::exp(static_cast<double>(a.src[5].as<float>()[h]));
+      for (int64_t i = 0; i < s.count; ++i) {
+        const int64_t t = s.begin + i;
+        const float* qt = q.as<float>() + (t * Hk + kh) * Dk;
+        const float* kt = k.as<float>() + (t * Hk + kh) * Dk;
+        const float* vt = v.as<float>() + (t * Hv + h) * Dv;
+        double qn = 0, kn = 0;
+        for (int64_t d = 0; d < Dk; ++d) qn += double{qt[d]} * qt[d], kn += double{kt[d]} * kt[d];
+        const double qs = 1.0 / std::sqrt(qn + 1e-6) / std::sqrt(static_cast<double>(Dk));
+        const double ks = 1.0 / std::sqrt(kn + 1e-6);
+        const double x = double{a.src[3].as<float>()[t * Hv + h]} + a.src[6].as<float>()[h];
+        const double softplus = x > 20 ? x : std::log1p(std::exp(x));
+        const double decay = std::exp(-A * softplus);
+        const double beta = 1.0 / (1.0 + std::exp(-double{a.src[4].as<float>()[t * Hv + h]}));
+        for (auto& e : S) e *= decay;
+        for (int64_t e = 0; e < Dv; ++e) {
+          double mem = 0; // (S^T k)[e]
+          for (int64_t d = 0; d < Dk; ++d) mem += S[static_cast<size_t>(d * Dv + e)] * kt[d] * ks;
+          const double delta = beta * (vt[e] - mem);
+          for (int64_t d = 0; d < Dk; ++d) S[static_cast<size_t>(d * Dv + e)] += kt[d] * ks * delta;
+        }
+        float* out = a.dst.as<float>() + (t * Hv + h) * Dv;
+        for (int64_t e = 0; e < Dv; ++e) {
+          double o = 0;
+          for (int64_t d = 0; d < Dk; ++d) o += S[static_cast<size_t>(d * Dv + e)] * qt[d] * qs;
+          out[e] = static_cast<float>(o);
+        }
+      }
+      for (int64_t i = 0; i < Dk * Dv; ++i) st[i] = static_cast<float>(S[static_cast<size_t>(i)]);
+    }
+  }
+}
+
+} // namespace
+
+void register_recurrent(registry& r) {
+  r.add(op::causal_conv, backend::ref, "any", all_contiguous, causal_conv);
+  r.add(op::gated_delta, backend::ref, "any", all_contiguous, gated_delta);
+}
+
+} // namespace troupe::kernels::ref
