@@ -23,13 +23,25 @@ int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size,
                       int64_t kv_memory) {
   int64_t worst = 1;
   for (const auto& st : p.stages) {
-    const int64_t layers = st.layer_end - st.layer_begin;
+    int64_t layers = 0; // those with a KV cache (linear attention keeps a state instead)
+    for (int l = st.layer_begin; l < st.layer_end; ++l) layers += !c.layer_linear(l);
     worst = std::max(worst, layers * row_bytes(kv, block_size * c.kv_values_per_token(st.tp)));
   }
   const int64_t min_blocks = (c.ctx + block_size - 1) / block_size + 2;
   // room for 64 full-context sequences is plenty; more only costs address space
   const int64_t useful = 64 * ((c.ctx + block_size - 1) / block_size) + 1;
   return std::max(min_blocks, std::min(useful, kv_memory / worst));
+}
+
+int64_t state_slots_for(const model_config& c, const placement& p, int32_t max_seqs,
+                        int64_t kv_memory) {
+  int64_t worst = 0; // bytes of one sequence's states on the stage that holds most
+  for (const auto& st : p.stages)
+    worst = std::max(worst, c.state_values_per_seq(st.layer_begin, st.layer_end, st.tp) *
+                                static_cast<int64_t>(sizeof(float)));
+  if (worst == 0) return 0;
+  // at most a quarter of the KV memory, at least one sequence, at most a step's sequences
+  return std::clamp<int64_t>(kv_memory / 4 / worst, 1, std::max(max_seqs, 1));
 }
 
 host::host()
@@ -116,8 +128,15 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   std::unique_ptr<host> h(new host());
   auto& in = *h->impl_;
   in.model = m;
+  in.state_slots = state_slots_for(c, o.place, o.sched.max_seqs, o.kv_memory);
   in.kv_blocks = o.kv_blocks > 0 ? o.kv_blocks
                                  : kv_blocks_for(c, o.place, o.block_size, o.kv_dtype, o.kv_memory);
+  o.sched.state_slots = static_cast<int32_t>(in.state_slots);
+  if (in.state_slots > 0)
+    TROUPE_LOG_INFO("host",
+                    "{}: a recurrent state per sequence (linear attention): {} sequences "
+                    "run at once, no prefix caching",
+                    m->path, in.state_slots);
   if (o.sched.eos_ids.empty()) o.sched.eos_ids.assign(c.eos_ids.begin(), c.eos_ids.end());
   o.sched.max_context = static_cast<int32_t>(c.ctx);
   o.sched.window = static_cast<int32_t>(c.kv_horizon());
@@ -246,6 +265,7 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
       sh.opt.cpus = dev.cpus;
       sh.opt.threads = o.threads_per_shard;
       sh.opt.kv_blocks = in.kv_blocks;
+      sh.opt.state_slots = in.state_slots;
       sh.opt.block_size = o.block_size;
       sh.opt.kv_dtype = o.kv_dtype;
       sh.opt.quantize = o.quantize;

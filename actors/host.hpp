@@ -120,5 +120,10 @@ class host {
 /// enough for one full context.
 int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size, dtype kv,
                       int64_t kv_memory);
+/// Recurrent state slots per shard for a model with linear attention layers (0 without): as
+/// many sequences as a step may hold, within a quarter of `kv_memory` on the shard whose
+/// states are largest, at least one.
+int64_t state_slots_for(const model_config& c, const placement& p, int32_t max_seqs,
+                        int64_t kv_memory);
 
 } // namespace troupe::actors

@@ -36,8 +36,8 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, batch_seq& x) {
   return f(caf::meta::type_name("batch_seq"), x.seq_id, x.begin, x.count, x.pos0, x.logits,
-           x.blocks, x.sampling, x.sample_step, x.penalty_history, x.suppress, x.allow,
-           x.score_rows, x.score_next, x.score_top);
+           x.blocks, x.state_slot, x.sampling, x.sample_step, x.penalty_history, x.suppress,
+           x.allow, x.score_rows, x.score_next, x.score_top);
 }
 
 template <class Inspector>
@@ -240,6 +240,7 @@ struct shard_order {
   shard_spec spec;
   int32_t threads = 1;
   int64_t kv_blocks = 0;
+  int64_t state_slots = 0; // recurrent state rows (linear attention layers)
   int32_t block_size = 16;
   uint8_t kv_dtype = 0, where = 0;
   uint8_t quantize = 0;      // dtype matrices are quantized to at load (f32: none)
@@ -255,8 +256,8 @@ struct shard_order {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_order& x) {
   return f(caf::meta::type_name("shard_order"), x.model_path, x.stage, x.hop, x.last, x.spec,
-           x.threads, x.kv_blocks, x.block_size, x.kv_dtype, x.quantize, x.where, x.device, x.nccl,
-           x.cpus, x.group_timeout_s, x.hang_timeout_s, x.faults, x.supervisor);
+           x.threads, x.kv_blocks, x.state_slots, x.block_size, x.kv_dtype, x.quantize, x.where,
+           x.device, x.nccl, x.cpus, x.group_timeout_s, x.hang_timeout_s, x.faults, x.supervisor);
 }
 
 template <class Inspector>

@@ -46,6 +46,7 @@ struct host_internals {
   std::shared_ptr<const model_source> model;
   host_options opt;
   int64_t kv_blocks = 0;
+  int64_t state_slots = 0; // recurrent state rows per shard (linear attention layers)
 };
 
 } // namespace troupe::actors

@@ -102,6 +102,7 @@ shard_order order_for(state_ptr self, const slot& s) {
   o.spec = sh.spec;
   o.threads = sh.opt.threads;
   o.kv_blocks = sh.opt.kv_blocks;
+  o.state_slots = sh.opt.state_slots;
   o.block_size = sh.opt.block_size;
   o.kv_dtype = static_cast<uint8_t>(sh.opt.kv_dtype);
   o.quantize = static_cast<uint8_t>(sh.opt.quantize);

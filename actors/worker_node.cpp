@@ -47,6 +47,8 @@ status check_order(const shard_order& o, const model_config& c) {
     return bad(fmt::format("block size {}", o.block_size));
   if (o.kv_blocks < 2 || o.kv_blocks > (int64_t{1} << 31))
     return bad(fmt::format("{} KV blocks", o.kv_blocks));
+  if (o.state_slots < 0 || o.state_slots > (int64_t{1} << 20))
+    return bad(fmt::format("{} recurrent state slots", o.state_slots));
   if (!(o.group_timeout_s > 0 && o.group_timeout_s < 1e6) ||
       !(o.hang_timeout_s > 0 && o.hang_timeout_s < 1e6))
     return bad("timeouts out of range");
@@ -156,6 +158,7 @@ node_impl::behavior_type node(node_ptr self, worker_options opt, pool_actor regi
         sh.spec = o.spec;
         sh.opt.threads = o.threads;
         sh.opt.kv_blocks = o.kv_blocks;
+        sh.opt.state_slots = o.state_slots;
         sh.opt.block_size = o.block_size;
         sh.opt.kv_dtype = static_cast<dtype>(o.kv_dtype);
         sh.opt.quantize = static_cast<dtype>(o.quantize);

@@ -11,6 +11,7 @@ const std::vector<family_entry>& families() {
       {"mistral", {"MistralForCausalLM"}, {"mistral"}, read_llama_hf, read_llama_gguf, build_llama},
       {"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, read_llama_hf, read_llama_gguf, build_llama},
       {"qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, read_llama_hf, read_llama_gguf, build_llama},
+      {"qwen3_5", {"Qwen3_5ForCausalLM"}, {}, read_qwen35_hf, nullptr, build_qwen35},
       {"mixtral", {"MixtralForCausalLM"}, {}, read_llama_hf, read_llama_gguf, build_llama},
       {"smollm3", {"SmolLM3ForCausalLM"}, {}, read_llama_hf, nullptr, build_llama},
       {"seed_oss", {"SeedOssForCausalLM"}, {}, read_llama_hf, nullptr, build_llama},

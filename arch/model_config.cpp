@@ -49,6 +49,20 @@ double model_config::attention_scale() const {
   return attn_scale > 0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(D));
 }
 
+bool model_config::layer_linear(int64_t layer) const {
+  return layer >= 0 && layer < static_cast<int64_t>(linear_layers.size()) && linear_layers[layer];
+}
+
+int64_t model_config::state_values_per_seq(int64_t begin, int64_t end, int tp) const {
+  const int64_t t = std::max(tp, 1);
+  const int64_t conv = (lin_conv - 1) * (2 * lin_k_heads * lin_k_dim + lin_v_heads * lin_v_dim);
+  const int64_t delta = lin_v_heads * lin_k_dim * lin_v_dim;
+  int64_t n = 0;
+  for (int64_t l = begin; l < end; ++l)
+    if (layer_linear(l)) n += (conv + delta) / t;
+  return n;
+}
+
 bool model_config::layer_moe(int64_t layer) const {
   if (n_expert <= 0) return false;
   if (moe_layers.empty()) return true;

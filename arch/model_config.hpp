@@ -121,6 +121,13 @@ struct model_config {
   // positional values, cached as they are (D = kv_lora + qk_rope, Hkv = 1); heads of qk_nope +
   // qk_rope query / key dims and v_head value dims
   int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
+  // gated DeltaNet (Qwen3.5, Qwen3-Next): the layers marked in linear_layers mix tokens by a
+  // short causal convolution (lin_conv taps) over q, k and v, then the gated delta rule over a
+  // recurrent memory per sequence (lin_v_heads of lin_k_dim x lin_v_dim, lin_k_heads key heads),
+  // instead of attention; they keep no KV cache
+  std::vector<uint8_t> linear_layers;
+  int64_t lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;
+  bool attn_output_gate = false; // q_proj also gives a gate per head: out *= sigmoid(gate)
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;
@@ -136,6 +143,11 @@ struct model_config {
   /// Values one token stores in the KV cache per layer: 2 Hkv D, or the latent's kv_lora +
   /// qk_rope (latent attention). `tp`: a shard's share (KV heads split, latents replicated).
   int64_t kv_values_per_token(int tp = 1) const;
+  /// Whether layer `layer` is a linear attention (gated DeltaNet) layer.
+  bool layer_linear(int64_t layer) const;
+  /// f32 values of recurrent state one sequence holds on a shard of `tp` ranks, over layers
+  /// [begin, end) (0 without linear attention layers).
+  int64_t state_values_per_seq(int64_t begin, int64_t end, int tp = 1) const;
   /// Whether layer `layer`'s FFN is a mixture of experts.
   bool layer_moe(int64_t layer) const;
   /// How far back any query may look on every layer: the window when all layers slide (KV

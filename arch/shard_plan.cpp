@@ -43,6 +43,15 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
   d.Fs = split(c.F, fb, r + 1) - d.f0;
   if (d.Fs <= 0)
     return make_error(errc::invalid_argument, "TP {} leaves shard {} no FFN rows", tp, r);
+  if (c.lin_k_heads > 0) { // gated DeltaNet: key heads and their value heads split alike
+    if (c.lin_k_heads % tp || c.lin_v_heads % tp)
+      return make_error(
+          errc::invalid_argument,
+          "{} linear attention key heads and {} value heads cannot be split over TP {}",
+          c.lin_k_heads, c.lin_v_heads, tp);
+    d.Hlk_s = c.lin_k_heads / tp, d.lk0 = r * d.Hlk_s;
+    d.Hlv_s = c.lin_v_heads / tp, d.lv0 = r * d.Hlv_s;
+  }
   d.v0 = split(c.V, 1, r);
   d.Vs = split(c.V, 1, r + 1) - d.v0;
   d.e0 = 0;

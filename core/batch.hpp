@@ -21,6 +21,7 @@ struct batch_seq {
   int32_t pos0 = 0;            // position of its first token in this step
   bool logits = false;         // produce logits for its last token
   std::vector<int32_t> blocks; // block table, covering positions [0, pos0 + count)
+  int32_t state_slot = -1;     // its row of the recurrent states (models with linear attention)
   // sampling on the last stage (when logits is set)
   sampling_params sampling;
   uint64_t sample_step = 0;             // index of the token being generated (RNG draw)

@@ -28,7 +28,10 @@ std::string_view to_string(finish_reason r) {
 scheduler::scheduler(kv_block_pool& pool, scheduler_config cfg)
     : pool_(pool)
     , cfg_(std::move(cfg))
-    , leases_(cfg_.lease_ttl_s) {}
+    , leases_(cfg_.lease_ttl_s) {
+  if (cfg_.state_slots > 0) cfg_.prefix_caching = false; // a cached prefix has no state
+  for (int32_t i = cfg_.state_slots - 1; i >= 0; --i) free_slots_.push_back(i);
+}
 
 double scheduler::now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -75,7 +78,7 @@ status scheduler::add(request r) {
     s.tokens = r.prompt;
     s.prompt_len = static_cast<int32_t>(r.prompt.size());
     s.arrival = clock_++;
-    s.leader = i == 0 ? -1 : r.id;
+    s.leader = i == 0 || cfg_.state_slots > 0 ? -1 : r.id;
     s.index_in_group = i;
     s.seed = r.sampling.seed + static_cast<uint64_t>(i);
     if (r.constraint) s.constraint = r.constraint->clone();
@@ -107,6 +110,8 @@ void scheduler::release_blocks(sequence& s) {
   for (int32_t b : leases_.release(s.id)) pool_.release(b);
   s.blocks.clear();
   s.hashes.clear();
+  if (s.slot >= 0) free_slots_.push_back(s.slot); // its state is rebuilt from position 0
+  s.slot = -1;
 }
 
 void scheduler::remove(int64_t id) {
@@ -284,6 +289,7 @@ std::optional<step_plan> scheduler::next_step() {
     bs.pos0 = s.computed;
     bs.logits = s.computed + n == static_cast<int32_t>(s.tokens.size());
     bs.blocks = s.blocks;
+    bs.state_slot = s.slot;
     bs.sampling = s.req.sampling;
     bs.sampling.seed = s.seed;
     bs.sample_step = s.tokens.size() - s.prompt_len;
@@ -370,6 +376,11 @@ std::optional<step_plan> scheduler::next_step() {
     admit_prefix(s);
     const int32_t n = chunk_size(s);
     if (n <= 0) continue;
+    if (cfg_.state_slots > 0 && s.slot < 0) {
+      if (free_slots_.empty()) break; // as many running as there are states
+      s.slot = free_slots_.back();
+      free_slots_.pop_back();
+    }
     if (!ensure_blocks(s, s.computed + n, plan.b.copies)) {
       release_blocks(s); // do not hoard blocks while waiting
       s.computed = 0;
@@ -471,8 +482,18 @@ void scheduler::fail(uint64_t step_id) {
   for (const chunk& c : chunks) {
     auto sit = seqs_.find(c.seq_id);
     if (sit == seqs_.end()) continue;
-    sit->second.in_flight = false;
-    if (sit->second.cancel_pending) remove(c.seq_id);
+    sequence& s = sit->second;
+    s.in_flight = false;
+    if (s.cancel_pending) {
+      remove(c.seq_id);
+    } else if (cfg_.state_slots > 0 && (s.computed > 0 || !s.blocks.empty())) {
+      // the stages before the failure advanced its recurrent state past `computed`, and a
+      // state cannot be rewound: recompute from the start
+      release_blocks(s);
+      s.computed = 0;
+      s.st = state::waiting;
+      ++stats_.recomputes;
+    }
   }
 }
 

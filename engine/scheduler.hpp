@@ -87,6 +87,11 @@ struct scheduler_config {
   // predicted to keep it within this many seconds (at least min_prefill_tokens); 0: off
   double step_target_s = 0;
   int32_t min_prefill_tokens = 16;
+  // > 0: the model keeps a recurrent state per sequence (linear attention) in this many slots:
+  // a sequence holds one from admission until its blocks are released, so at most this many
+  // run at once; a state cannot be shared or rewound, so prefixes are never taken from the
+  // cache or from an n > 1 leader, and a sequence of a failed step is recomputed from its start
+  int32_t state_slots = 0;
 };
 
 struct step_plan {
@@ -165,6 +170,7 @@ class scheduler {
     int64_t arrival = 0;
     int64_t admitted = 0;
     int64_t leader = -1; // n > 1: followers wait for the leader's prompt
+    int32_t slot = -1;   // its recurrent state's slot (state_slots > 0), from admission
     int32_t index_in_group = 0;
     uint64_t seed = 0;
     std::unique_ptr<token_constraint> constraint; // this completion's copy of req.constraint
@@ -191,6 +197,7 @@ class scheduler {
 
   kv_block_pool& pool_;
   scheduler_config cfg_;
+  std::vector<int32_t> free_slots_; // recurrent state slots no sequence holds
   lease_table leases_;
   std::map<int64_t, sequence> seqs_;
   std::map<uint64_t, std::vector<chunk>> steps_;

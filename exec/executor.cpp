@@ -132,19 +132,35 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
     e->weights_.owned.clear(); // the host copies (column slices, gathered experts) are on it now
     e->weights_dev_ = std::move(wd);
   }
-  // the KV cache: one buffer per cache value a node writes, [NB, P, Hkv, D]
+  // the KV cache: one buffer per cache value a node writes, [NB, P, Hkv, D]; and one per
+  // recurrent state a node reads (and updates in place), [NS, dims...] in f32
   e->kv_of_.assign(e->base_.values.size(), -1);
-  for (const auto& n : e->base_.nodes)
-    for (vid v : n.out) {
+  std::vector<vid> touched;
+  for (const auto& n : e->base_.nodes) {
+    touched.assign(n.in.begin(), n.in.end());
+    touched.insert(touched.end(), n.out.begin(), n.out.end());
+    for (vid v : touched) {
+      if (v == graph::none) continue;
       const value& s = e->base_[v];
       if (s.kind != value_kind::state || e->kv_of_[static_cast<size_t>(v)] >= 0) continue;
-      const int64_t bytes = row_bytes(opt.kv_dtype, opt.kv_blocks * opt.block_size * s.row_elems());
-      // not zeroed: attention only reads positions a step has written
+      const bool rec = graph::recurrent(s.state);
+      if (rec && opt.state_slots <= 0)
+        return make_error(errc::invalid_argument,
+                          "{}: the model keeps a recurrent state per sequence ({}), and the shard "
+                          "was given no state slots",
+                          m->path, s.name);
+      e->recurrent_ = e->recurrent_ || rec;
+      const int64_t bytes =
+          rec ? opt.state_slots * s.row_elems() * static_cast<int64_t>(sizeof(float))
+              : row_bytes(opt.kv_dtype, opt.kv_blocks * opt.block_size * s.row_elems());
+      // not zeroed: attention only reads positions a step has written, and a recurrent op
+      // starts a sequence at position 0 from zero
       TROUPE_TRY_ASSIGN(buf, e->be_->allocate(static_cast<size_t>(bytes)));
       e->kv_of_[static_cast<size_t>(v)] = static_cast<int>(e->kv_.size());
       e->kv_.push_back(std::move(buf));
       e->kv_bytes_ += bytes;
     }
+  }
   if (e->spec_.tp_size > 1)
     for (int r = 0; r < e->spec_.tp_size; ++r) {
       shard_spec other = e->spec_;
@@ -248,6 +264,9 @@ expected<tensor_view> executor::view_of(const plan& p, vid v, int64_t T, int64_t
     return weights_.views[static_cast<size_t>(v)];
   case value_kind::state: {
     const auto& buf = kv_[static_cast<size_t>(kv_of_[static_cast<size_t>(v)])];
+    if (graph::recurrent(x.state))
+      return tensor_view(buf.data(), dtype::f32,
+                         shape{opt_.state_slots, x.dims[0], x.dims[1], x.dims[2]});
     return tensor_view(buf.data(), opt_.kv_dtype,
                        shape{opt_.kv_blocks, opt_.block_size, x.dims[0], x.dims[1]});
   }
@@ -272,6 +291,8 @@ expected<tensor_view> executor::view_of(const plan& p, vid v, int64_t T, int64_t
       return i32(seq_table_, shape{S, cols});
     case graph::input_kind::logit_rows:
       return i32(logit_rows_, shape{N});
+    case graph::input_kind::state_table:
+      return i32(state_table_, shape{S, 4});
     case graph::input_kind::hidden:
       return make_error(errc::internal, "the hidden input is bound by forward()");
     }
@@ -301,6 +322,9 @@ status executor::check_batch(const batch& b) const {
     if (s.score_rows < 0 || s.score_rows > s.count - (s.logits ? 1 : 0))
       return make_error(errc::invalid_argument, "sequence {}: {} scored rows of {} tokens",
                         s.seq_id, s.score_rows, s.count);
+    if (recurrent_ && (s.state_slot < 0 || s.state_slot >= opt_.state_slots))
+      return make_error(errc::out_of_range, "sequence {}: state slot {} outside [0, {})", s.seq_id,
+                        s.state_slot, opt_.state_slots);
     if (s.pos0 + s.count > c.ctx)
       return make_error(errc::out_of_range, "sequence {} reaches position {} past the context {}",
                         s.seq_id, s.pos0 + s.count, c.ctx);
@@ -360,6 +384,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
   if (on_device_) max_blocks = std::max<size_t>(16, std::bit_ceil(max_blocks));
   const int64_t cols = 3 + static_cast<int64_t>(max_blocks);
   seq_table_.assign(static_cast<size_t>(S * cols), 0);
+  state_table_.resize(static_cast<size_t>(S * 4));
   logit_rows_.clear();
   for (size_t si = 0; si < b.seqs.size(); ++si) {
     const auto& s = b.seqs[si];
@@ -373,6 +398,8 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     int32_t* row = seq_table_.data() + si * static_cast<size_t>(cols);
     row[0] = s.begin, row[1] = s.count, row[2] = s.pos0;
     std::copy(s.blocks.begin(), s.blocks.end(), row + 3);
+    int32_t* st = state_table_.data() + si * 4;
+    st[0] = s.begin, st[1] = s.count, st[2] = s.pos0, st[3] = s.state_slot;
     for (int32_t i = 0; i < s.score_rows; ++i) logit_rows_.push_back(s.begin + i);
     if (s.logits) logit_rows_.push_back(s.begin + s.count - 1);
   }
@@ -391,6 +418,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     stage(ik::slots, slots_);
     stage(ik::seq_table, seq_table_);
     stage(ik::logit_rows, logit_rows_);
+    stage(ik::state_table, state_table_);
     const size_t bytes = staged_.size() * sizeof(int32_t);
     if (inputs_dev_.size() < bytes) {
       drop_graphs(); // recorded with the old buffer's pointers
@@ -417,7 +445,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
       return make_error(errc::out_of_range, "KV copy {} -> {} outside [1, {})", src, dst,
                         opt_.kv_blocks);
     for (size_t i = 0; i < p.g.values.size(); ++i) {
-      if (kv_of_[i] < 0) continue;
+      if (kv_of_[i] < 0 || graph::recurrent(p.g.values[i].state)) continue;
       const int64_t bb = row_bytes(opt_.kv_dtype, P * p.g.values[i].row_elems());
       auto* base = static_cast<uint8_t*>(kv_[static_cast<size_t>(kv_of_[i])].data());
       TROUPE_TRY(be_->copy(base + dst * bb, base + src * bb, static_cast<size_t>(bb)));

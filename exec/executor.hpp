@@ -39,6 +39,9 @@ struct exec_options {
   std::vector<int> cpus; // pin the shard's threads here when not empty
   int64_t kv_blocks = 0; // blocks in the KV arena (block 0 is the null block)
   int block_size = 16;   // P: tokens per block
+  // rows of every recurrent state (gated DeltaNet layers): sequences that may hold one at a
+  // time (batch_seq::state_slot indexes them); 0 for models without such layers
+  int64_t state_slots = 0;
   dtype kv_dtype = dtype::f32;
   bool fuse = true;     // the fusion passes; false: the graph as the family built it
   bool profile = false; // time every node (executor::profile; `troupe bench --profile`)
@@ -157,7 +160,7 @@ class executor {
   // rows of a step uploaded once each, and host buffers for collectives over host memory
   bool on_device_ = false;
   kernels::device_buffer weights_dev_, inputs_dev_, hidden_dev_;
-  std::array<int64_t, 7> input_off_{}; // int32 offset of each input_kind in inputs_dev_
+  std::array<int64_t, graph::input_kind_count> input_off_{}; // int32 offset of each input_kind
   std::vector<int32_t> staged_;
   std::vector<float> host_tmp_;
   // captured decode steps by (plan, T, N, S, seq table columns); dropped when a buffer they
@@ -171,7 +174,9 @@ class executor {
   std::vector<int64_t> gather_counts_; // all-gather: vocabulary rows per rank
   std::vector<op_time> profile_;
   // step inputs (host)
-  std::vector<int32_t> tokens_, tokens_local_, positions_, slots_, seq_table_, logit_rows_;
+  std::vector<int32_t> tokens_, tokens_local_, positions_, slots_, seq_table_, logit_rows_,
+      state_table_;
+  bool recurrent_ = false; // the shard's graph holds recurrent states
 };
 
 } // namespace troupe::exec

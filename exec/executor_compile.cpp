@@ -34,6 +34,8 @@ status executor::compile(int tc, int nc) {
         const auto& t = weights_.views[static_cast<size_t>(v)];
         return tensor_view(dummy, x.type, t.data ? t.dims : fixed_shape(x.dims));
       }
+      if (x.kind == value_kind::state && graph::recurrent(x.state))
+        return tensor_view(dummy, dtype::f32, shape{1, x.dims[0], x.dims[1], x.dims[2]});
       if (x.kind == value_kind::state)
         return tensor_view(dummy, opt_.kv_dtype,
                            shape{opt_.kv_blocks, opt_.block_size, x.dims[0], x.dims[1]});

@@ -11,6 +11,8 @@ expected<std::unique_ptr<generator>> generator::create(std::shared_ptr<const mod
   auto g = std::unique_ptr<generator>(new generator());
   g->source_ = m;
   if (opt.kv_blocks == 0) opt.kv_blocks = (m->config.ctx + opt.block_size - 1) / opt.block_size + 1;
+  if (opt.state_slots == 0 && !m->config.linear_layers.empty())
+    opt.state_slots = 1; // its one sequence
   shard_spec spec;
   spec.layer_begin = 0;
   spec.layer_end = static_cast<int>(m->config.n_layer);
@@ -35,6 +37,7 @@ expected<generation> generator::run(const std::vector<int32_t>& prompt, const ge
   batch b;
   b.tokens = prompt;
   batch_seq s;
+  s.state_slot = 0;
   s.seq_id = 1;
   s.count = static_cast<int32_t>(prompt.size());
   s.logits = true;

@@ -34,6 +34,8 @@ expected<shard_graph> cut_for_shard(const model_config& c, graph::graph whole,
   cut.expert0 = d.e0;
   cut.experts = d.Es;
   cut.of(graph::axis::vocab) = {d.v0, d.Vs};
+  cut.of(graph::axis::lin_k_heads) = {d.lk0, d.Hlk_s};
+  cut.of(graph::axis::lin_v_heads) = {d.lv0, d.Hlv_s};
   TROUPE_TRY(graph::infer_shapes(whole)); // the residual's width, for a stage's hidden input
   TROUPE_TRY(graph::cut_pipeline(whole, cut));
   TROUPE_TRY(graph::cut_tensor(whole, cut));

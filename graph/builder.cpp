@@ -248,7 +248,8 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
   std::vector<vid> in = {q, kc, vc, g_.input(input_kind::seq_table)};
   if (s.sinks != none) in.push_back(s.sinks);
   const vid a = op(op::paged_attention, std::move(in), "attn", ap);
-  const vid flat = view(a, {-1}, "attn_flat");
+  vid flat = view(a, {-1}, "attn_flat");
+  if (s.gate != none) flat = mul(flat, unary(op::sigmoid, s.gate, "attn_gate"), "attn_gated");
   return linear(flat, wo, bo, "attn_out");
 }
 
@@ -265,6 +266,19 @@ vid add_weight(graph& g, const std::string& name, weight_ref ref, dtype t,
   v.split = split;
   v.along = along;
   v.unit = unit;
+  return g.add_value(std::move(v));
+}
+
+vid add_recurrent_state(graph& g, state_kind k, int layer, std::vector<int64_t> dims, axis along,
+                        const std::string& what) {
+  value v;
+  v.name = "blk." + std::to_string(layer) + "." + what;
+  v.kind = value_kind::state;
+  v.state = k;
+  v.r = rows::fixed;
+  v.dims = std::move(dims);
+  v.layer = layer;
+  v.along = along;
   return g.add_value(std::move(v));
 }
 

@@ -28,6 +28,7 @@ struct attention_spec {
   rope_spec rope_params;
   float clip_qkv = 0; // q, k, v clamped to [-clip, clip] when > 0 (OLMo, MPT)
   vid sinks = none;   // a sink logit per head [H] in each softmax's denominator (GPT-OSS)
+  vid gate = none;    // [T, H * D]: the output times sigmoid(gate) before o_proj (Qwen3.5)
 };
 
 /// How a mixture-of-experts block routes.
@@ -123,5 +124,9 @@ vid add_weight(graph& g, const std::string& name, weight_ref ref, dtype t,
                int64_t unit = 1);
 /// The KV cache of one layer: [NB, P, kv_heads, head_dim] (NB, P: the executor's).
 vid add_kv_state(graph& g, state_kind k, int layer, int64_t kv_heads, int64_t head_dim);
+/// A recurrent state of one layer: [NS, dims...] (NS: the executor's state slots), dims[0]
+/// heads along `along` (what TP cuts); `what` names it ("blk.3.what").
+vid add_recurrent_state(graph& g, state_kind k, int layer, std::vector<int64_t> dims, axis along,
+                        const std::string& what);
 
 } // namespace troupe::graph

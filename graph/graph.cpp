@@ -50,6 +50,11 @@ vid graph::input(input_kind k) {
     v.type = dtype::f32;
     v.r = rows::tokens;
     break;
+  case input_kind::state_table:
+    v.type = dtype::i32;
+    v.r = rows::seqs;
+    v.dims = {4};
+    break;
   }
   return add_value(std::move(v));
 }
@@ -119,6 +124,8 @@ std::string_view to_string(input_kind k) {
     return "logit_rows";
   case input_kind::hidden:
     return "hidden";
+  case input_kind::state_table:
+    return "state_table";
   }
   return "?";
 }

@@ -37,7 +37,7 @@ enum class value_kind : uint8_t {
   activation, // computed by a node, lives in the executor's arena
   weight,     // read from the checkpoint (weight_ref), immutable
   input,      // filled by the executor from the step (input_kind)
-  state,      // the KV cache of one layer (state_kind), owned by the executor
+  state,      // the KV cache of one layer, or a recurrent state (state_kind), owned by the executor
 };
 
 /// The step inputs an executor provides.
@@ -49,12 +49,25 @@ enum class input_kind : uint8_t {
   seq_table,    // i32 [S, 3 + blocks]: token begin, count, first position, block ids
   logit_rows,   // i32 [N] which token rows need logits (their order in the output)
   hidden,       // f32 [T, C] the previous stage's output (a stage that does not embed)
+  state_table,  // i32 [S, 4]: token begin, count, first position, state slot (recurrent ops)
 };
+inline constexpr int input_kind_count = 8;
 
-enum class state_kind : uint8_t { k_cache, v_cache }; // [NB, P, Hkv, D]
+/// The caches ([NB, P, Hkv, D]: rows of `dims` per KV slot, in the kv dtype) and the recurrent
+/// states ([NS, dims...]: one f32 row of `dims` per state slot, a sequence's for its life).
+enum class state_kind : uint8_t {
+  k_cache,
+  v_cache,
+  conv, // a short convolution's last inputs [Hc, K - 1, Dc] (causal_conv)
+  delta // the gated delta rule's memory [Hv, Dk, Dv] (gated_delta)
+};
+inline bool recurrent(state_kind k) {
+  return k == state_kind::conv || k == state_kind::delta;
+}
 
 /// The model dimension a tensor-parallel cut follows.
-enum class axis : uint8_t { none, heads, kv_heads, ffn, vocab };
+/// lin_k_heads / lin_v_heads: a linear attention's key and value heads (gated DeltaNet).
+enum class axis : uint8_t { none, heads, kv_heads, ffn, vocab, lin_k_heads, lin_v_heads };
 
 /// How tensor parallelism cuts a weight: `out` takes rows of W [N, K] (output features: the
 /// shard computes part of the outputs), `in` takes columns (input features: the shard

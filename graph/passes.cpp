@@ -72,8 +72,8 @@ status cut_tensor(graph& g, const shard_cut& c) {
   std::vector<int64_t> full_rows(g.values.size(), 0);
   for (size_t i = 0; i < g.values.size(); ++i) {
     value& v = g.values[i];
-    if (v.kind == value_kind::state) {
-      v.dims[0] = c.of(axis::kv_heads).second;
+    if (v.kind == value_kind::state) { // the first dim is heads: this rank's
+      v.dims[0] = c.of(v.along).second;
       continue;
     }
     if (v.kind != value_kind::weight || v.empty) continue;

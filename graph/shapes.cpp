@@ -171,6 +171,12 @@ status infer_shapes(graph& g) {
       out.r = x->r;
       out.dims = x->dims; // the dtype is the builder's or a pass's
       break;
+    case op::gated_delta: // the values' shape [T, Hv, Dv]
+      if (!in(2)) return bad(g, n, "gated_delta without values");
+      out.r = in(2)->r;
+      out.dims = in(2)->dims;
+      out.type = dtype::f32;
+      break;
     case op::attention:
     case op::paged_attention:
     case op::rope:

@@ -165,9 +165,9 @@ status check_args(const op_args& a) {
     if (s0.type != dtype::f32 || s0.dims.rank != 3 || d.dims != s0.dims)
       return fail(a, "x and dst must be f32 [T, Hc, Dc]");
     const int64_t Hc = s0.dims[1], Dc = s0.dims[2];
-    if (a.src[1].type != dtype::f32 || a.src[1].dims.rank != 2 || a.src[1].dims[0] != Hc * Dc ||
+    if (!is_float(a.src[1].type) || a.src[1].dims.rank != 2 || a.src[1].dims[0] != Hc * Dc ||
         a.src[1].dims[1] < 1)
-      return fail(a, "w must be f32 [Hc * Dc, K]");
+      return fail(a, "w must be f32, f16 or bf16 [Hc * Dc, K]");
     if (st.type != dtype::f32 || st.dims.rank != 4 || st.dims[1] != Hc ||
         st.dims[2] != a.src[1].dims[1] - 1 || st.dims[3] != Dc)
       return fail(a, "state must be f32 [NS, Hc, K - 1, Dc]");

@@ -92,7 +92,7 @@
 // position of its first token, its state slot (a row of the state tensors); a sequence at
 // position 0 starts from a zero state, any other continues the state its slot holds, and the
 // state is left as it is after the sequence's last token:
-//   causal_conv      src0 x f32 [T, Hc, Dc], src1 w f32 [Hc * Dc, K] (depthwise taps, oldest
+//   causal_conv      src0 x f32 [T, Hc, Dc], src1 w [Hc * Dc, K] f32|f16|bf16 (taps, oldest
 //                    first), src2 state f32 [NS, Hc, K - 1, Dc] (the last K - 1 inputs),
 //                    src3 state table          -> dst f32 [T, Hc, Dc] = silu(sum_j w[c, j]
 //                    x[t - K + 1 + j, c]), inputs before position 0 zero

@@ -128,11 +128,25 @@ class decoder {
   // q / k / v weights and biases, separate or from the fused tensor
   struct proj {
     vid wq, wk, wv, bq, bk, bv;
+    vid wgate = none; // attn_output_gate: the gate's rows of q_proj
   };
   expected<proj> projections(int l) {
     const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
     weight_ref tr;
     tr.transposed = n_.transposed;
+    if (n_.wqkv.empty() && c_.attn_output_gate) {
+      // q_proj holds each head's q rows, then its gate's: [H, 2, D]
+      weight_ref rq = head_rows(2 * D, 0, D), rg = head_rows(2 * D, D, D);
+      rq.transposed = rg.transposed = n_.transposed;
+      TROUPE_TRY_ASSIGN(wq, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, rq));
+      TROUPE_TRY_ASSIGN(wg, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, rg));
+      TROUPE_TRY_ASSIGN(wk, req(n_.wk, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
+      TROUPE_TRY_ASSIGN(wv, req(n_.wv, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
+      TROUPE_TRY_ASSIGN(bq, opt("", l, {H * D})); // no biases
+      TROUPE_TRY_ASSIGN(bk, opt("", l, {Hkv * D}));
+      TROUPE_TRY_ASSIGN(bv, opt("", l, {Hkv * D}));
+      return proj{wq, wk, wv, bq, bk, bv, wg};
+    }
     if (n_.wqkv.empty()) {
       TROUPE_TRY_ASSIGN(wq, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, tr));
       TROUPE_TRY_ASSIGN(wk, req(n_.wk, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
@@ -308,7 +322,57 @@ class decoder {
     return b.linear(b.view(v, {-1}, "attn_flat"), wo, none, "attn_out");
   }
 
+  // Gated DeltaNet (Qwen3.5, Qwen3-Next): q, k, v each through its channels of the short causal
+  // convolution (and SiLU), the gated delta rule over the sequence's recurrent memory, an RMS
+  // norm per value head times silu(z), out_proj. TP cuts key and value heads (a key head and
+  // the value heads that read it stay together).
+  expected<vid> delta_net(int l, vid h) {
+    builder b(g_, l);
+    const int64_t C = c_.C, Hk = c_.lin_k_heads, Hv = c_.lin_v_heads, Dk = c_.lin_k_dim,
+                  Dv = c_.lin_v_dim, K = c_.lin_conv, Kd = Hk * Dk, Vd = Hv * Dv;
+    auto rows = [](int64_t first, int64_t count) {
+      weight_ref r;
+      r.segments = {{first, count}};
+      return r;
+    };
+    const axis ak = axis::lin_k_heads, av = axis::lin_v_heads;
+    TROUPE_TRY_ASSIGN(wq, req(n_.lin_qkv, l, {Kd, C}, cut::out, ak, Dk, rows(0, Kd)));
+    TROUPE_TRY_ASSIGN(wk, req(n_.lin_qkv, l, {Kd, C}, cut::out, ak, Dk, rows(Kd, Kd)));
+    TROUPE_TRY_ASSIGN(wv, req(n_.lin_qkv, l, {Vd, C}, cut::out, av, Dv, rows(2 * Kd, Vd)));
+    TROUPE_TRY_ASSIGN(cq, req(n_.lin_conv, l, {Kd, K}, cut::out, ak, Dk, rows(0, Kd)));
+    TROUPE_TRY_ASSIGN(ck, req(n_.lin_conv, l, {Kd, K}, cut::out, ak, Dk, rows(Kd, Kd)));
+    TROUPE_TRY_ASSIGN(cv, req(n_.lin_conv, l, {Vd, K}, cut::out, av, Dv, rows(2 * Kd, Vd)));
+    TROUPE_TRY_ASSIGN(wz, req(n_.lin_z, l, {Vd, C}, cut::out, av, Dv));
+    TROUPE_TRY_ASSIGN(wa, req(n_.lin_a, l, {Hv, C}, cut::out, av, 1));
+    TROUPE_TRY_ASSIGN(wb, req(n_.lin_b, l, {Hv, C}, cut::out, av, 1));
+    TROUPE_TRY_ASSIGN(dt, req(n_.lin_dt_bias, l, {Hv}, cut::out, av, 1));
+    TROUPE_TRY_ASSIGN(alog, req(n_.lin_A_log, l, {Hv}, cut::out, av, 1));
+    TROUPE_TRY_ASSIGN(nw, req(n_.lin_norm, l, {Dv})); // its own weight, never (1 + w)
+    TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, Vd}, cut::in, av, Dv));
+    const vid table = g_.input(input_kind::state_table);
+    auto conv = [&](vid w, vid x, int64_t heads, int64_t D, axis ax, const std::string& what) {
+      const vid st = graph::add_recurrent_state(g_, state_kind::conv, l, {heads, K - 1, D}, ax,
+                                                what + "_conv_state");
+      return b.op(op::causal_conv, {b.view(x, {-1, D}, what + "_heads"), w, st, table},
+                  what + "_conv");
+    };
+    const vid q = conv(cq, b.linear(h, wq, none, "lin_q"), Hk, Dk, ak, "lin_q");
+    const vid k = conv(ck, b.linear(h, wk, none, "lin_k"), Hk, Dk, ak, "lin_k");
+    const vid v = conv(cv, b.linear(h, wv, none, "lin_v"), Hv, Dv, av, "lin_v");
+    const vid a = b.linear(h, wa, none, "lin_a");
+    const vid beta = b.linear(h, wb, none, "lin_b");
+    const vid st =
+        graph::add_recurrent_state(g_, state_kind::delta, l, {Hv, Dk, Dv}, av, "delta_state");
+    const vid o = b.op(op::gated_delta, {q, k, v, a, beta, alog, dt, st, table}, "delta");
+    const vid on =
+        b.norm(o, norm_type::rms, nw, none, static_cast<float>(c_.norm_eps), "delta_norm");
+    const vid z = b.view(b.linear(h, wz, none, "lin_z"), {-1, Dv}, "lin_z_heads");
+    const vid gated = b.op(op::swiglu, {z, on}, "delta_gated"); // silu(z) * norm(o)
+    return b.linear(b.view(gated, {-1}, "delta_flat"), wo, none, "delta_out");
+  }
+
   expected<vid> attention(int l, vid h) {
+    if (c_.layer_linear(l)) return delta_net(l, h);
     if (c_.kv_lora > 0) return mla(l, h);
     builder b(g_, l);
     const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
@@ -350,6 +414,7 @@ class decoder {
     s.rope = c_.layer_rope(l) && c_.alibi_max_bias == 0;
     s.rope_params = c_.has_rope_local && s.window > 0 ? c_.rope_local : c_.rope;
     if (c_.attn_sinks) TROUPE_TRY_SET(s.sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads));
+    if (p.wgate != none) s.gate = b.linear(h, p.wgate, none, "q_gate");
     return b.attend(s, {q, k, v}, wo, bo);
   }
 

@@ -34,6 +34,9 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
   // a stack of matrices [G, R, K] as one [G * R, K] (GGUF's per-head k_b / v_b)
   if (dims.size() == 3 && want.size() == 2 && dims[0] * dims[1] == want[0] && dims[2] == want[1])
     dims = want;
+  // a depthwise convolution [channels, 1, taps] as [channels, taps] (gated DeltaNet's conv1d)
+  if (dims.size() == 3 && dims[1] == 1 && want.size() == 2 && dims[2] == want[1])
+    dims = {dims[0], dims[2]};
   // and a one-row matrix as [n] (GGUF's shared-expert gate)
   if (dims.size() == 1 && want.size() == 2 && want[0] == 1 && want[1] == dims[0]) dims = want;
   if (ref.transposed && dims.size() == 2) std::swap(dims[0], dims[1]);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/convert.hpp"
 #include "kernels/cpu/cpu.hpp"
 
 namespace troupe::kernels::cpu {
@@ -29,7 +30,13 @@ inline float silu(float x) {
 void causal_conv(const op_args& a, const exec_ctx& ctx) {
   const auto& x = a.src[0];
   const int64_t Hc = x.dims[1], Dc = x.dims[2], C = Hc * Dc, K = a.src[1].dims[1];
+  thread_local std::vector<float> w32;
   const float* w = a.src[1].as<float>();
+  if (a.src[1].type != dtype::f32) { // bf16 / f16 taps as published: a few thousand values
+    w32.resize(static_cast<size_t>(C * K));
+    to_f32(a.src[1].type, a.src[1].data, w32.data(), C * K);
+    w = w32.data();
+  }
   const float* xs = x.as<float>();
   float* state = a.src[2].as<float>();
   float* out = a.dst.as<float>();
@@ -123,7 +130,7 @@ void gated_delta(const op_args& a, const exec_ctx& ctx) {
 } // namespace
 
 void register_recurrent(registry& r) {
-  r.add(op::causal_conv, backend::cpu, "f32", contiguous_args, causal_conv);
+  r.add(op::causal_conv, backend::cpu, "any", contiguous_args, causal_conv);
   r.add(op::gated_delta, backend::cpu, "f32", contiguous_args, gated_delta);
 }
 

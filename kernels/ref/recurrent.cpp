@@ -23,7 +23,8 @@ seq_row seq_at(const tensor_view& table, int64_t i) {
 void causal_conv(const op_args& a, const exec_ctx&) {
   const auto& x = a.src[0];
   const int64_t Hc = x.dims[1], Dc = x.dims[2], C = Hc * Dc, K = a.src[1].dims[1];
-  const float* w = a.src[1].as<float>();
+  std::vector<float> w(static_cast<size_t>(C * K));
+  to_f32(a.src[1].type, a.src[1].data, w.data(), C * K);
   float* state = a.src[2].as<float>();
   for (int64_t si = 0; si < a.src[3].rows(); ++si) {
     const seq_row s = seq_at(a.src[3], si);

@@ -270,7 +270,8 @@ INSTANTIATE_TEST_SUITE_P(
                           "llama_bias", "mixtral", "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
                           "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2", "gpt_oss",
                           "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe",
-                          "smollm3", "olmo3", "seed_oss", "cohere2", "ernie4_5", "glm4", "exaone4"),
+                          "smollm3", "olmo3", "seed_oss", "cohere2", "ernie4_5", "glm4", "exaone4",
+                          "qwen3_5"),
         ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +

@@ -125,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse", "deepseek_v3",
                       "deepseek_v3_yarn", "deepseek_v2", "gpt_oss", "gpt_oss_mxfp4",
                       "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe", "smollm3", "olmo3",
-                      "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4"),
+                      "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4", "qwen3_5"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them

@@ -1,0 +1,69 @@
+// qwen35.cpp (arch/families): Qwen3.5 (text) - a hybrid of gated DeltaNet layers (linear
+// attention: a short causal convolution over q, k and v, then the gated delta rule over a
+// recurrent memory per sequence; three layers of four by default, `layer_types`) and full
+// attention layers whose q projection also gives a sigmoid gate per output value, with q / k
+// norms per head and RoPE over part of each head; every RMSNorm scales by (1 + w) but the
+// DeltaNet's gated one. Text positions are one number per token, so the M-RoPE sections of
+// the published rope_parameters (mrope_section, mrope_interleaved) all rotate by it: plain RoPE.
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_qwen35_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) return j.unsupported("'attention_bias' true");
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 1e7, 0.25));
+  c.norm_add = 1;
+  c.qk_norm = qk_norm_kind::head;
+  c.attn_output_gate = true;
+  TROUPE_TRY_ASSIGN(kh, j.req("linear_num_key_heads"));
+  TROUPE_TRY_ASSIGN(vh, j.req("linear_num_value_heads"));
+  TROUPE_TRY_ASSIGN(kd, j.req("linear_key_head_dim"));
+  TROUPE_TRY_ASSIGN(vd, j.req("linear_value_head_dim"));
+  TROUPE_TRY_ASSIGN(taps, j.req("linear_conv_kernel_dim"));
+  if (vh % kh)
+    return j.bad("'linear_num_value_heads' must be a multiple of 'linear_num_key_heads'");
+  c.lin_k_heads = kh, c.lin_v_heads = vh, c.lin_k_dim = kd, c.lin_v_dim = vd, c.lin_conv = taps;
+  c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
+    j.mark("full_attention_interval");
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
+      return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
+    for (size_t i = 0; i < lt.size(); ++i) {
+      if (lt[i] == "linear_attention")
+        c.linear_layers[i] = 1;
+      else if (lt[i] != "full_attention")
+        return j.unsupported(fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
+    }
+  } else {
+    TROUPE_TRY_ASSIGN(every, j.i("full_attention_interval", 4));
+    if (every <= 0) return j.bad("'full_attention_interval' must be positive");
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      c.linear_layers[static_cast<size_t>(l)] = (l + 1) % every != 0;
+  }
+  return {};
+}
+
+status build_qwen35(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(false, false, false);
+  n.q_norm = "model.layers.{}.self_attn.q_norm.weight";
+  n.k_norm = "model.layers.{}.self_attn.k_norm.weight";
+  const std::string p = "model.layers.{}.linear_attn.";
+  n.lin_qkv = p + "in_proj_qkv.weight";
+  n.lin_z = p + "in_proj_z.weight";
+  n.lin_a = p + "in_proj_a.weight";
+  n.lin_b = p + "in_proj_b.weight";
+  n.lin_conv = p + "conv1d.weight";
+  n.lin_dt_bias = p + "dt_bias";
+  n.lin_A_log = p + "A_log";
+  n.lin_norm = p + "norm.weight";
+  n.lin_out = p + "out_proj.weight";
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
