@@ -178,6 +178,16 @@ expected<model_config> config_from_hf_json(const std::string& config_text,
                       where, name.empty() ? "(none)" : name, arch::known_architectures(false));
   c.arch = name;
   c.family = entry->name;
+  // a multimodal checkpoint (...ForConditionalGeneration) nests its language model's keys
+  // under text_config: those are the model Troupe runs (text in, text out); the wrapper's own
+  // keys (vision_config, image token ids ...) are listed as unread
+  if (name.ends_with("ForConditionalGeneration") && j.contains("text_config") &&
+      j["text_config"].is_object()) {
+    arch::json text = j["text_config"];
+    for (auto& [k, v] : j.items())
+      if (k != "text_config" && !text.contains(k)) text[k] = v;
+    j = std::move(text);
+  }
   arch::hf_cfg cfg(j, where);
   TROUPE_TRY(arch::read_common(cfg, c));
   TROUPE_TRY(entry->read_hf(cfg, c));

@@ -103,10 +103,17 @@ expected<std::map<std::string, std::string>> parse_safetensors(std::shared_ptr<m
     auto type = dtype_from_safetensors(t.raw_type);
     t.supported = type.has_value();
     if (type) t.type = *type;
-    if (sh->size() > max_rank)
-      return bad(fmt::format("{} dimensions (at most {})", sh->size(), max_rank));
+    // more dimensions than a view has (a vision tower's 3-D convolution): the leading ones
+    // folded into the first, and the tensor marked as one Troupe cannot compute with (a model
+    // that reads it is refused by name; one that does not, loads)
+    const size_t fold = sh->size() > max_rank ? sh->size() - max_rank : 0;
+    if (fold) {
+      t.supported = false;
+      t.raw_type += fmt::format(" with {} dimensions", sh->size());
+    }
     uint64_t elems = 1;
-    t.dims.rank = static_cast<int>(sh->size());
+    t.dims.rank = static_cast<int>(sh->size() - fold);
+    for (int d = 0; d < t.dims.rank; ++d) t.dims[d] = 1;
     for (size_t d = 0; d < sh->size(); ++d) {
       const auto& x = (*sh)[d];
       if (!x.is_number_unsigned()) return bad("shape entries must be non-negative integers");
@@ -114,7 +121,8 @@ expected<std::map<std::string, std::string>> parse_safetensors(std::shared_ptr<m
       if (v > (uint64_t{1} << 40) || (v && elems > (uint64_t{1} << 50) / v))
         return bad("shape too large");
       elems *= v;
-      t.dims[static_cast<int>(d)] = static_cast<int64_t>(v);
+      const int at = static_cast<int>(d > fold ? d - fold : 0);
+      t.dims[at] *= static_cast<int64_t>(v);
     }
     const uint64_t b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
     if (b > e || e > data_size)

@@ -354,7 +354,11 @@ void read_special_ids(hf_cfg& j, const std::string& generation_json, model_confi
 
 status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_default) {
   TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
-  TROUPE_TRY_ASSIGN(F, j.req("intermediate_size"));
+  // a model whose every FFN is a mixture of experts may give no dense width (Qwen3.5-MoE): the
+  // experts' stands in (what TP's FFN cut is planned on)
+  TROUPE_TRY_ASSIGN(F, j.has("intermediate_size") || !j.has("moe_intermediate_size")
+                           ? j.req("intermediate_size")
+                           : j.req("moe_intermediate_size"));
   TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
   TROUPE_TRY_ASSIGN(H, j.req("num_attention_heads"));
   TROUPE_TRY_ASSIGN(Hkv, j.i("num_key_value_heads", H));

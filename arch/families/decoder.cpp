@@ -335,16 +335,34 @@ class decoder {
       r.segments = {{first, count}};
       return r;
     };
+    // rows [first, + count) of every key head's group of `stride` rows
+    auto grouped = [Hk](int64_t stride, int64_t first, int64_t count) {
+      weight_ref r;
+      for (int64_t g = 0; g < Hk; ++g) r.segments.emplace_back(g * stride + first, count);
+      return r;
+    };
     const axis ak = axis::lin_k_heads, av = axis::lin_v_heads;
-    TROUPE_TRY_ASSIGN(wq, req(n_.lin_qkv, l, {Kd, C}, cut::out, ak, Dk, rows(0, Kd)));
-    TROUPE_TRY_ASSIGN(wk, req(n_.lin_qkv, l, {Kd, C}, cut::out, ak, Dk, rows(Kd, Kd)));
-    TROUPE_TRY_ASSIGN(wv, req(n_.lin_qkv, l, {Vd, C}, cut::out, av, Dv, rows(2 * Kd, Vd)));
+    const bool fused = !n_.lin_qkvz.empty();
+    const int64_t rep = Hv / Hk, gs = 2 * Dk + 2 * rep * Dv; // value heads, rows per group
+    const std::string& nqkv = fused ? n_.lin_qkvz : n_.lin_qkv;
+    const std::string& nz = fused ? n_.lin_qkvz : n_.lin_z;
+    const std::string& na = fused ? n_.lin_ba : n_.lin_a;
+    const std::string& nb = fused ? n_.lin_ba : n_.lin_b;
+    TROUPE_TRY_ASSIGN(
+        wq, req(nqkv, l, {Kd, C}, cut::out, ak, Dk, fused ? grouped(gs, 0, Dk) : rows(0, Kd)));
+    TROUPE_TRY_ASSIGN(
+        wk, req(nqkv, l, {Kd, C}, cut::out, ak, Dk, fused ? grouped(gs, Dk, Dk) : rows(Kd, Kd)));
+    TROUPE_TRY_ASSIGN(wv, req(nqkv, l, {Vd, C}, cut::out, av, Dv,
+                              fused ? grouped(gs, 2 * Dk, rep * Dv) : rows(2 * Kd, Vd)));
     TROUPE_TRY_ASSIGN(cq, req(n_.lin_conv, l, {Kd, K}, cut::out, ak, Dk, rows(0, Kd)));
     TROUPE_TRY_ASSIGN(ck, req(n_.lin_conv, l, {Kd, K}, cut::out, ak, Dk, rows(Kd, Kd)));
     TROUPE_TRY_ASSIGN(cv, req(n_.lin_conv, l, {Vd, K}, cut::out, av, Dv, rows(2 * Kd, Vd)));
-    TROUPE_TRY_ASSIGN(wz, req(n_.lin_z, l, {Vd, C}, cut::out, av, Dv));
-    TROUPE_TRY_ASSIGN(wa, req(n_.lin_a, l, {Hv, C}, cut::out, av, 1));
-    TROUPE_TRY_ASSIGN(wb, req(n_.lin_b, l, {Hv, C}, cut::out, av, 1));
+    TROUPE_TRY_ASSIGN(wz, req(nz, l, {Vd, C}, cut::out, av, Dv,
+                              fused ? grouped(gs, 2 * Dk + rep * Dv, rep * Dv) : weight_ref{}));
+    TROUPE_TRY_ASSIGN(wa, req(na, l, {Hv, C}, cut::out, av, 1,
+                              fused ? grouped(2 * rep, rep, rep) : weight_ref{}));
+    TROUPE_TRY_ASSIGN(
+        wb, req(nb, l, {Hv, C}, cut::out, av, 1, fused ? grouped(2 * rep, 0, rep) : weight_ref{}));
     TROUPE_TRY_ASSIGN(dt, req(n_.lin_dt_bias, l, {Hv}, cut::out, av, 1));
     TROUPE_TRY_ASSIGN(alog, req(n_.lin_A_log, l, {Hv}, cut::out, av, 1));
     TROUPE_TRY_ASSIGN(nw, req(n_.lin_norm, l, {Dv})); // its own weight, never (1 + w)

@@ -47,6 +47,9 @@ struct decoder_names {
   // gated DeltaNet layers (model_config::linear_layers): in_proj_qkv (q, k, v rows), z, a, b,
   // the depthwise conv1d [q; k; v channels, 1, taps], dt_bias, A_log, the gated norm, out_proj
   std::string lin_qkv, lin_z, lin_a, lin_b, lin_conv, lin_dt_bias, lin_A_log, lin_norm, lin_out;
+  // or (Qwen3-Next) q, k, v, z per key head group [Dk; Dk; r Dv; r Dv] and b, a [r; r] (r value
+  // heads per key head) in two fused tensors
+  std::string lin_qkvz, lin_ba;
   bool transposed = false;      // matrices stored [in, out] (GPT-2's Conv1D)
   bool optional_biases = false; // true: a named bias the checkpoint lacks means no bias
                                 // (false: it must be there; name no bias for none)

@@ -22,12 +22,15 @@ status read_experts_hf(hf_cfg& j, model_config& c) {
     c.norm_topk = true;
     return {};
   }
-  // qwen2_moe, qwen3_moe
+  // qwen2_moe, qwen3_moe, qwen3_next, qwen3_5_moe
   TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
   TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
   c.F_expert = fe;
-  c.norm_topk = j.b("norm_topk_prob", false);
-  if (c.family == "qwen2_moe") {
+  // transformers' defaults: Qwen3-Next renormalises unless told not to, Qwen3.5-MoE always does
+  c.norm_topk = j.b("norm_topk_prob", c.family == "qwen3_next" || c.family == "qwen3_5_moe");
+  if (c.family == "qwen3_5_moe" && !c.norm_topk)
+    return j.unsupported("'norm_topk_prob' false (Qwen3.5-MoE's router always renormalises)");
+  if (c.family == "qwen2_moe" || c.family == "qwen3_next" || c.family == "qwen3_5_moe") {
     TROUPE_TRY_ASSIGN(fs, j.i("shared_expert_intermediate_size", 0));
     c.F_shared = fs;
     c.shared_gate = fs > 0;

@@ -1,10 +1,13 @@
-// qwen35.cpp (arch/families): Qwen3.5 (text) - a hybrid of gated DeltaNet layers (linear
-// attention: a short causal convolution over q, k and v, then the gated delta rule over a
-// recurrent memory per sequence; three layers of four by default, `layer_types`) and full
-// attention layers whose q projection also gives a sigmoid gate per output value, with q / k
-// norms per head and RoPE over part of each head; every RMSNorm scales by (1 + w) but the
+// qwen35.cpp (arch/families): Qwen3.5 (text), Qwen3.5-MoE and Qwen3-Next - a hybrid of gated
+// DeltaNet layers (linear attention: a short causal convolution over q, k and v, then the gated
+// delta rule over a recurrent memory per sequence; three layers of four by default, `layer_types`)
+// and full attention layers whose q projection also gives a sigmoid gate per output value, with q /
+// k norms per head and RoPE over part of each head; every RMSNorm scales by (1 + w) but the
 // DeltaNet's gated one. Text positions are one number per token, so the M-RoPE sections of
 // the published rope_parameters (mrope_section, mrope_interleaved) all rotate by it: plain RoPE.
+// Qwen3.5-MoE and Qwen3-Next route every FFN (but mlp_only_layers) to experts as Qwen2-MoE does
+// (softmax, top k renormalised, a shared expert behind a sigmoid gate); Qwen3-Next stores q, k,
+// v and z of each key head's group together (in_proj_qkvz), and b and a likewise (in_proj_ba).
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -18,7 +21,7 @@ status read_qwen35_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_rope(j, c, 1e7, 0.25));
   c.norm_add = 1;
   c.qk_norm = qk_norm_kind::head;
-  c.attn_output_gate = true;
+  c.attn_output_gate = j.b("attn_output_gate", true);
   TROUPE_TRY_ASSIGN(kh, j.req("linear_num_key_heads"));
   TROUPE_TRY_ASSIGN(vh, j.req("linear_num_value_heads"));
   TROUPE_TRY_ASSIGN(kd, j.req("linear_key_head_dim"));
@@ -44,6 +47,22 @@ status read_qwen35_hf(hf_cfg& j, model_config& c) {
     for (int64_t l = 0; l < c.n_layer; ++l)
       c.linear_layers[static_cast<size_t>(l)] = (l + 1) % every != 0;
   }
+  if (c.family != "qwen3_5") TROUPE_TRY(read_experts_hf(j, c)); // Qwen3-Next, Qwen3.5-MoE
+  return {};
+}
+
+// As published (Qwen3_5ForConditionalGeneration): the text model's tensors under
+// model.language_model., read as the text-only model's model. names (the vision tower's
+// model.visual. and the multi-token-prediction head's mtp. stay unread, listed at load).
+status prepare_qwen35_hf(const model_config&, tensor_index& t) {
+  const std::string from = "model.language_model.";
+  for (const std::string& name : t.names()) {
+    if (!name.starts_with(from)) continue;
+    tensor_info info = *t.find(name);
+    info.name = "model." + name.substr(from.size());
+    TROUPE_TRY(t.add(info));
+    t.mark_consumed(name);
+  }
   return {};
 }
 
@@ -53,10 +72,16 @@ status build_qwen35(const model_source& m, graph::graph& g) {
   n.q_norm = "model.layers.{}.self_attn.q_norm.weight";
   n.k_norm = "model.layers.{}.self_attn.k_norm.weight";
   const std::string p = "model.layers.{}.linear_attn.";
-  n.lin_qkv = p + "in_proj_qkv.weight";
-  n.lin_z = p + "in_proj_z.weight";
-  n.lin_a = p + "in_proj_a.weight";
-  n.lin_b = p + "in_proj_b.weight";
+  if (c.family == "qwen3_next") { // q, k, v, z fused per key head group, and b, a
+    n.lin_qkvz = p + "in_proj_qkvz.weight";
+    n.lin_ba = p + "in_proj_ba.weight";
+  } else {
+    n.lin_qkv = p + "in_proj_qkv.weight";
+    n.lin_z = p + "in_proj_z.weight";
+    n.lin_a = p + "in_proj_a.weight";
+    n.lin_b = p + "in_proj_b.weight";
+  }
+  if (c.n_expert > 0) expert_names(m, n);
   n.lin_conv = p + "conv1d.weight";
   n.lin_dt_bias = p + "dt_bias";
   n.lin_A_log = p + "A_log";

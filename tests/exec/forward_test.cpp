@@ -112,6 +112,9 @@ TEST_P(SyntheticArch, MatchesTransformers) {
   auto graph = arch::build_graph(g->source());
   ASSERT_TRUE(graph);
   std::vector<std::string> unread = unread_tensors(g->source(), *graph);
+  // a multimodal checkpoint's vision tower: Troupe runs its language model only
+  if (GetParam() == "qwen3_5_vl")
+    std::erase_if(unread, [](const std::string& n) { return n.starts_with("model.visual."); });
   EXPECT_TRUE(unread.empty()) << unread.size() << " unread, the first " << unread.front();
 }
 
@@ -125,7 +128,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse", "deepseek_v3",
                       "deepseek_v3_yarn", "deepseek_v2", "gpt_oss", "gpt_oss_mxfp4",
                       "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe", "smollm3", "olmo3",
-                      "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4", "qwen3_5"),
+                      "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4", "qwen3_5",
+                      "qwen3_5_moe", "qwen3_next", "qwen3_5_vl"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
