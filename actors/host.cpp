@@ -33,15 +33,20 @@ int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size,
   return std::max(min_blocks, std::min(useful, kv_memory / worst));
 }
 
-int64_t state_slots_for(const model_config& c, const placement& p, int32_t max_seqs,
-                        int64_t kv_memory) {
-  int64_t worst = 0; // bytes of one sequence's states on the stage that holds most
+int64_t state_bytes_per_seq(const model_config& c, const placement& p) {
+  int64_t worst = 0; // on the stage that holds most
   for (const auto& st : p.stages)
     worst = std::max(worst, c.state_values_per_seq(st.layer_begin, st.layer_end, st.tp) *
                                 static_cast<int64_t>(sizeof(float)));
-  if (worst == 0) return 0;
-  // at most a quarter of the KV memory, at least one sequence, at most a step's sequences
-  return std::clamp<int64_t>(kv_memory / 4 / worst, 1, std::max(max_seqs, 1));
+  return worst;
+}
+
+int64_t state_slots_for(const model_config& c, const placement& p, int32_t max_seqs,
+                        int64_t kv_memory) {
+  const int64_t each = state_bytes_per_seq(c, p);
+  if (each == 0) return 0;
+  // at most half of the KV memory, at least one sequence, at most a step's sequences
+  return std::clamp<int64_t>(kv_memory / 2 / each, 1, std::max(max_seqs, 1));
 }
 
 host::host()
@@ -129,14 +134,17 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   auto& in = *h->impl_;
   in.model = m;
   in.state_slots = state_slots_for(c, o.place, o.sched.max_seqs, o.kv_memory);
+  // the KV blocks get what the states leave
+  const int64_t kv_left = o.kv_memory - in.state_slots * state_bytes_per_seq(c, o.place);
   in.kv_blocks = o.kv_blocks > 0 ? o.kv_blocks
-                                 : kv_blocks_for(c, o.place, o.block_size, o.kv_dtype, o.kv_memory);
+                                 : kv_blocks_for(c, o.place, o.block_size, o.kv_dtype,
+                                                 std::max<int64_t>(kv_left, 0));
   o.sched.state_slots = static_cast<int32_t>(in.state_slots);
   if (in.state_slots > 0)
     TROUPE_LOG_INFO("host",
-                    "{}: a recurrent state per sequence (linear attention): {} sequences "
-                    "run at once, no prefix caching",
-                    m->path, in.state_slots);
+                    "{}: a recurrent state per sequence (linear attention, {} MB each): {} "
+                    "sequences run at once (--max-seqs, --kv-memory), no prefix caching",
+                    m->path, state_bytes_per_seq(c, o.place) >> 20, in.state_slots);
   if (o.sched.eos_ids.empty()) o.sched.eos_ids.assign(c.eos_ids.begin(), c.eos_ids.end());
   o.sched.max_context = static_cast<int32_t>(c.ctx);
   o.sched.window = static_cast<int32_t>(c.kv_horizon());

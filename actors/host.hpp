@@ -121,9 +121,11 @@ class host {
 int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size, dtype kv,
                       int64_t kv_memory);
 /// Recurrent state slots per shard for a model with linear attention layers (0 without): as
-/// many sequences as a step may hold, within a quarter of `kv_memory` on the shard whose
-/// states are largest, at least one.
+/// many sequences as a step may hold, within half of `kv_memory` on the shard whose states
+/// are largest (the KV blocks get the rest), at least one.
 int64_t state_slots_for(const model_config& c, const placement& p, int32_t max_seqs,
                         int64_t kv_memory);
+/// Bytes of one sequence's recurrent states on the shard that holds most (0: none).
+int64_t state_bytes_per_seq(const model_config& c, const placement& p);
 
 } // namespace troupe::actors

@@ -132,6 +132,7 @@ int run_plan(const plan_opts& o) {
                                 {"layers", {s.layer_begin, s.layer_end}},
                                 {"weight_bytes", s.weight_bytes},
                                 {"kv_bytes_per_token", s.kv_bytes_per_token},
+                                {"state_bytes_per_seq", s.state_bytes_per_seq},
                                 {"arena_bytes", s.arena_bytes}});
       j["candidates"].push_back(std::move(cj));
     }
@@ -208,6 +209,9 @@ int run_plan(const plan_opts& o) {
                s.kv_bytes_per_token, gib(s.arena_bytes),
                s.kv_bytes_per_token > 0 ? (pool->budget() - s.fixed_bytes()) / s.kv_bytes_per_token
                                         : 0);
+    if (s.state_bytes_per_seq > 0)
+      fmt::print("  and {} of recurrent state for each sequence running (linear attention)\n",
+                 gib(s.state_bytes_per_seq));
   }
   if (p.fewer_stages >= 0) {
     const auto& f = p.tried[static_cast<size_t>(p.fewer_stages)];

@@ -158,7 +158,7 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
       TROUPE_TRY_ASSIGN(buf, e->be_->allocate(static_cast<size_t>(bytes)));
       e->kv_of_[static_cast<size_t>(v)] = static_cast<int>(e->kv_.size());
       e->kv_.push_back(std::move(buf));
-      e->kv_bytes_ += bytes;
+      (rec ? e->state_bytes_ : e->kv_bytes_) += bytes;
     }
   }
   if (e->spec_.tp_size > 1)

@@ -101,6 +101,8 @@ class executor {
   /// (one row each per token) unless a matmul reads them too (tied lm_head).
   int64_t decode_weight_bytes() const;
   int64_t kv_bytes() const { return kv_bytes_; }
+  /// Bytes of the recurrent states (linear attention layers), every slot's.
+  int64_t state_bytes() const { return state_bytes_; }
   /// Bytes of the CPU kernels' load-time layouts made, of the published weight rows released
   /// after them, and what the layouts add at their peak (the least exec_options::pack_budget
   /// that makes them: the copies kept next to their rows and the largest released one).
@@ -143,7 +145,7 @@ class executor {
   loaded_weights weights_;
   std::vector<kernels::device_buffer> kv_; // per state value (index in kv_of_)
   std::vector<int> kv_of_;                 // value id -> index in kv_, or -1
-  int64_t kv_bytes_ = 0;
+  int64_t kv_bytes_ = 0, state_bytes_ = 0;
   int64_t layout_bytes_ = 0, released_bytes_ = 0, layout_need_ = 0;
   std::array<std::unique_ptr<plan>, 4> plans_; // [token class * 2 + logit class]
   kernels::device_buffer arena_, scratch_;

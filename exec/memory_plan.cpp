@@ -54,9 +54,14 @@ std::string identity(const value& v) {
 shard_memory measure_shard(const graph::graph& g, const memory_options& o) {
   shard_memory sm;
   std::vector<char> read(g.values.size(), 0), kv(g.values.size(), 0);
+  std::vector<char> rec(g.values.size(), 0);
   for (const auto& n : g.nodes) {
-    for (vid v : n.in)
-      if (v != graph::none) read[static_cast<size_t>(v)] = 1;
+    for (vid v : n.in) {
+      if (v == graph::none) continue;
+      read[static_cast<size_t>(v)] = 1;
+      if (g[v].kind == value_kind::state && graph::recurrent(g[v].state))
+        rec[static_cast<size_t>(v)] = 1;
+    }
     for (vid v : n.out)
       if (g[v].kind == value_kind::state) kv[static_cast<size_t>(v)] = 1;
   }
@@ -78,6 +83,7 @@ shard_memory measure_shard(const graph::graph& g, const memory_options& o) {
   for (size_t i = 0; i < g.values.size(); ++i) {
     const value& v = g.values[i];
     if (kv[i]) sm.kv_bytes_per_token += row_bytes(o.kv_dtype, v.row_elems());
+    if (rec[i]) sm.state_bytes_per_seq += v.row_elems() * static_cast<int64_t>(sizeof(float));
     if (!read[i] || v.kind != value_kind::weight || v.empty) continue;
     const std::string key = identity(v);
     if (!key.empty() && !held.insert(key).second) continue; // one copy of a shared tensor

@@ -35,10 +35,12 @@ struct memory_options {
 /// One shard's memory.
 struct shard_memory {
   int stage = 0, rank = 0, layer_begin = 0, layer_end = 0;
-  int64_t weight_bytes = 0;       // each tensor once
-  int64_t kv_bytes_per_token = 0; // every cache state of its layers
-  int64_t arena_bytes = 0;        // activations and scratch of a step of step_rows rows
-  int64_t fixed_bytes() const {   // (saturating: an absurd step is no wraparound)
+  int64_t weight_bytes = 0;        // each tensor once
+  int64_t kv_bytes_per_token = 0;  // every cache state of its layers
+  int64_t state_bytes_per_seq = 0; // the recurrent states of its linear attention layers, for
+                                   // each sequence running
+  int64_t arena_bytes = 0;         // activations and scratch of a step of step_rows rows
+  int64_t fixed_bytes() const {    // (saturating: an absurd step is no wraparound)
     int64_t r = 0;
     return __builtin_add_overflow(weight_bytes, arena_bytes, &r) ? INT64_MAX : r;
   }

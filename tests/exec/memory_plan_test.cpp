@@ -33,17 +33,21 @@ std::string config_of(const std::string& name) {
   return test::fixture_path("configs/" + name);
 }
 
-// The executor's own account of a shard: weights it holds, KV bytes per token.
+// The executor's own account of a shard: weights it holds, KV bytes per token (and, in
+// `state`, recurrent state bytes per sequence).
 std::pair<int64_t, int64_t> executor_account(std::shared_ptr<const model_source> m,
-                                             const shard_spec& spec, dtype quantize) {
+                                             const shard_spec& spec, dtype quantize,
+                                             int64_t* state = nullptr) {
   exec::exec_options opt;
   opt.kv_blocks = 4;
   opt.block_size = 16;
+  opt.state_slots = 3;
   opt.quantize = quantize;
   opt.pack_budget = 0; // the CPU's packed copies of matrices are not what a plan sizes
   auto e = exec::executor::create(std::move(m), spec, opt, nullptr);
   EXPECT_TRUE(e) << e.error().to_string();
   if (!e) return {-1, -1};
+  if (state) *state = (*e)->state_bytes() / opt.state_slots;
   return {(*e)->resident_bytes(), (*e)->kv_bytes() / (opt.kv_blocks * opt.block_size)};
 }
 
@@ -71,9 +75,15 @@ TEST(MemoryPlan, ShardsHoldWhatTheExecutorLoads) {
       ASSERT_TRUE(shards) << path << ": " << shards.error().to_string();
       ASSERT_EQ(shards->size(), static_cast<size_t>(tp * pp));
       for (const auto& s : *shards) {
-        const auto [weights, kv] =
-            executor_account(*m, place->shard(static_cast<size_t>(s.stage), s.rank), dtype::f32);
+        int64_t state = -1;
+        const auto [weights, kv] = executor_account(
+            *m, place->shard(static_cast<size_t>(s.stage), s.rank), dtype::f32, &state);
         EXPECT_EQ(s.kv_bytes_per_token, kv) << path << " stage " << s.stage << " rank " << s.rank;
+        EXPECT_EQ(s.state_bytes_per_seq, state)
+            << path << " stage " << s.stage << " rank " << s.rank;
+        if (!c.linear_layers.empty()) // what the host sizes the state slots by
+          EXPECT_EQ(s.state_bytes_per_seq, c.state_values_per_seq(s.layer_begin, s.layer_end, tp) *
+                                               static_cast<int64_t>(sizeof(float)));
         EXPECT_EQ(s.weight_bytes, weights)
             << path << " tp" << tp << " pp" << pp << " stage " << s.stage << " rank " << s.rank;
         EXPECT_GT(s.arena_bytes, 0);
