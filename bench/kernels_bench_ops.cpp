@@ -218,6 +218,31 @@ BENCHMARK(BM_matmul_swiglu)
     ->ArgsProduct({{1, 64}, {0, 1, 2}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+// Gated DeltaNet's recurrence for one sequence continuing its state: T tokens (1: a decode
+// step), Qwen3.5's layer shape (16 key heads, 32 value heads, 128 x 128 memories, 2 MB of f32
+// state); GB/s counts the state read and written once per token (args: T, threads)
+void BM_gated_delta(benchmark::State& st) {
+  const int64_t T = st.range(0), Hk = 16, Hv = 32, Dk = 128, Dv = 128;
+  auto q = randn(T * Hk * Dk, 21), k = randn(T * Hk * Dk, 22), v = randn(T * Hv * Dv, 23);
+  auto ga = randn(T * Hv, 24), gb = randn(T * Hv, 25), alog = randn(Hv, 26, 0.5f),
+       dt = randn(Hv, 27, 0.5f), state = randn(Hv * Dk * Dv, 28, 0.01f);
+  std::vector<int32_t> table = {0, static_cast<int32_t>(T), 1, 0}; // continues slot 0
+  std::vector<float> out(T * Hv * Dv);
+  op_args a;
+  a.kind = op::gated_delta;
+  a.src[0] = tensor_view(q.data(), dtype::f32, {T, Hk, Dk});
+  a.src[1] = tensor_view(k.data(), dtype::f32, {T, Hk, Dk});
+  a.src[2] = tensor_view(v.data(), dtype::f32, {T, Hv, Dv});
+  a.src[3] = tensor_view(ga.data(), dtype::f32, {T, Hv});
+  a.src[4] = tensor_view(gb.data(), dtype::f32, {T, Hv});
+  a.src[5] = tensor_view(alog.data(), dtype::f32, {Hv});
+  a.src[6] = tensor_view(dt.data(), dtype::f32, {Hv});
+  a.src[7] = tensor_view(state.data(), dtype::f32, {1, Hv, Dk, Dv});
+  a.src[8] = tensor_view(table.data(), dtype::i32, {1, 4});
+  a.dst = tensor_view(out.data(), dtype::f32, {T, Hv, Dv});
+  run(st, a, static_cast<int>(st.range(1)), 2.0 * 4 * Hv * Dk * Dv * T, 6.0 * T * Hv * Dk * Dv);
+}
+
 BENCHMARK(BM_paged_decode)
     ->ArgsProduct({{1, 64}, {128, 512, 1024}, {0, 1}, {1, 2}, {0}, {1}})
     ->UseRealTime()
@@ -231,6 +256,10 @@ BENCHMARK(BM_paged_decode)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_paged_decode)
     ->ArgsProduct({{1}, {1024, 8192}, {0, 1}, {1}, {1}, {4}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_gated_delta)
+    ->ArgsProduct({{1, 512}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_prefill_attention)
