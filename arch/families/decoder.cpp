@@ -453,7 +453,7 @@ class decoder {
   expected<vid> moe(int l, vid h) {
     builder b(g_, l);
     const int64_t C = c_.C, E = c_.n_expert, F = c_.F_expert;
-    if (n_.moe_router.empty() || n_.moe_gate.empty())
+    if (n_.moe_router.empty() || (n_.moe_gate.empty() && n_.moe_gate_up.empty()))
       return make_error(errc::internal, "{}: the family names no expert tensors", m_.path);
     TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {E, C}));
     auto stack = [&](const std::string& pattern, std::vector<int64_t> each, cut cu) {
@@ -465,8 +465,20 @@ class decoder {
       return w_.stacked(expert_tensors(pattern, l), at(label, l), l, E, std::move(each), cu,
                         axis::ffn);
     };
-    TROUPE_TRY_ASSIGN(wg, stack(n_.moe_gate, {F, C}, cut::out));
-    TROUPE_TRY_ASSIGN(wu, stack(n_.moe_up, {F, C}, cut::out));
+    vid wg = none, wu = none;
+    if (!n_.moe_gate_up.empty()) { // packed: expert e's gate rows [2eF, 2eF + F), then its up
+      weight_ref rg, ru;
+      for (int64_t e = 0; e < E; ++e) {
+        rg.segments.emplace_back(2 * e * F, F);
+        ru.segments.emplace_back(2 * e * F + F, F);
+      }
+      TROUPE_TRY_SET(wg, req(n_.moe_gate_up, l, {E * F, C}, cut::out, axis::ffn, 1, rg));
+      TROUPE_TRY_SET(wu, req(n_.moe_gate_up, l, {E * F, C}, cut::out, axis::ffn, 1, ru));
+      g_[wg].groups = g_[wu].groups = E; // TP and EP cut each expert alike
+    } else {
+      TROUPE_TRY_SET(wg, stack(n_.moe_gate, {F, C}, cut::out));
+      TROUPE_TRY_SET(wu, stack(n_.moe_up, {F, C}, cut::out));
+    }
     TROUPE_TRY_ASSIGN(wd, stack(n_.moe_down, {C, F}, cut::in));
     moe_spec s;
     s.experts = E;

@@ -36,6 +36,7 @@ struct decoder_names {
   // expert (HF's per-expert tensors), or without it (GGUF's merged [E, F, C] tensors); the
   // shared expert and its gate [1, C]
   std::string moe_router, moe_gate, moe_up, moe_down;
+  std::string moe_gate_up; // or gate and up packed [E, 2F, C]: each expert's gate rows, then up
   std::string shexp_gate, shexp_up, shexp_down, shexp_gate_inp;
   std::string moe_router_bias; // DeepSeek-V3's e_score_correction_bias
   // GPT-OSS: the router's bias [E], the experts' biases as merged [E, F] / [E, C] tensors

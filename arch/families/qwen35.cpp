@@ -81,7 +81,18 @@ status build_qwen35(const model_source& m, graph::graph& g) {
     n.lin_a = p + "in_proj_a.weight";
     n.lin_b = p + "in_proj_b.weight";
   }
-  if (c.n_expert > 0) expert_names(m, n);
+  if (c.n_expert > 0) {
+    expert_names(m, n);
+    // experts packed per layer (transformers 5's layout, later checkpoints as published)
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      if (c.layer_moe(l) &&
+          m.tensors->contains(fmt::format("model.layers.{}.mlp.experts.gate_up_proj", l))) {
+        n.moe_gate_up = "model.layers.{}.mlp.experts.gate_up_proj";
+        n.moe_down = "model.layers.{}.mlp.experts.down_proj";
+        n.moe_gate.clear(), n.moe_up.clear();
+        break;
+      }
+  }
   n.lin_conv = p + "conv1d.weight";
   n.lin_dt_bias = p + "dt_bias";
   n.lin_A_log = p + "A_log";

@@ -31,9 +31,11 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
   std::vector<int64_t> dims(t->dims.dims.begin(), t->dims.dims.begin() + t->dims.rank);
   // 1-D weights may be stored as [n], [1, n] or [H, D] (per-head norm weights)
   if (dims.size() == 2 && want.size() == 1 && dims[0] * dims[1] == want[0]) dims = {want[0]};
-  // a stack of matrices [G, R, K] as one [G * R, K] (GGUF's per-head k_b / v_b)
-  if (dims.size() == 3 && want.size() == 2 && dims[0] * dims[1] == want[0] && dims[2] == want[1])
-    dims = want;
+  // a stack of matrices [G, R, K] as one [G * R, K] (GGUF's per-head k_b / v_b; or rows of it
+  // taken by segments: each expert's gate or up rows of a packed gate_up [E, 2F, K])
+  if (dims.size() == 3 && want.size() == 2 && dims[2] == want[1] &&
+      (dims[0] * dims[1] == want[0] || !ref.segments.empty()))
+    dims = {dims[0] * dims[1], dims[2]};
   // a depthwise convolution [channels, 1, taps] as [channels, taps] (gated DeltaNet's conv1d)
   if (dims.size() == 3 && dims[1] == 1 && want.size() == 2 && dims[2] == want[1])
     dims = {dims[0], dims[2]};

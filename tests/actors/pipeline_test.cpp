@@ -271,7 +271,8 @@ INSTANTIATE_TEST_SUITE_P(
                           "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2", "gpt_oss",
                           "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe",
                           "smollm3", "olmo3", "seed_oss", "cohere2", "ernie4_5", "glm4", "exaone4",
-                          "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_5_vl"),
+                          "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_5_vl",
+                          "qwen3_5_moe_packed"),
         ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -313,7 +314,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "deepseek_v2@ep", "gguf:deepseek_v3@ep", "gpt_oss@ep",
                                          "gpt_oss_mxfp4@ep", "gguf:gpt_oss_mxfp4@ep",
                                          "deepseek_v3_fp8@ep", "glm4_moe@ep", "qwen3_5_moe@ep",
-                                         "qwen3_next@ep"),
+                                         "qwen3_next@ep", "qwen3_5_moe_packed@ep"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),

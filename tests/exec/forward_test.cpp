@@ -129,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "deepseek_v3_yarn", "deepseek_v2", "gpt_oss", "gpt_oss_mxfp4",
                       "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe", "smollm3", "olmo3",
                       "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4", "qwen3_5",
-                      "qwen3_5_moe", "qwen3_next", "qwen3_5_vl"),
+                      "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
