@@ -300,6 +300,7 @@ int64_t decode_bytes_of(std::shared_ptr<const model_source> m, dtype quantize) {
   spec.layer_end = static_cast<int>(m->config.n_layer);
   exec::exec_options o;
   o.kv_blocks = 2;
+  o.state_slots = 1; // a model with linear attention layers: one sequence's states
   o.quantize = quantize;
   auto e = exec::executor::create(m, spec, o, nullptr);
   return e ? (*e)->decode_weight_bytes() : 0;

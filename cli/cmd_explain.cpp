@@ -47,6 +47,7 @@ int run_explain(const explain_opts& o) {
   const shard_spec spec = place->shard(static_cast<size_t>(o.stage), o.rank);
   exec::exec_options eo;
   eo.kv_blocks = 2;
+  eo.state_slots = 1; // a model with linear attention layers: one sequence's states
   eo.fuse = !o.no_fuse;
   solo_group solo;
   // a group of the right size that is never called: nothing runs here
