@@ -380,6 +380,20 @@ void gateway::impl::stored_response(const std::string& id, bool erase,
   w->respond(200, "application/json", found->body);
 }
 
+void gateway::impl::stored_input_items(const std::string& id, const std::string& query,
+                                       std::shared_ptr<response_writer> w) {
+  const std::optional<response_store::entry> found = responses.get(id);
+  if (!found)
+    return fail(w,
+                {404, fmt::format("response '{}' is not stored here ({})", id, responses.bounds()),
+                 "invalid_request_error", "", "not_found"});
+  api_error err;
+  const std::optional<std::string> page = list_input_items(found->input_items, query, err);
+  if (!page) return fail(w, err);
+  count(200);
+  w->respond(200, "application/json", *page);
+}
+
 void gateway::impl::tokenize(http_request req, std::shared_ptr<response_writer> w,
                              bool detokenize) {
   auto self = shared_from_this();
@@ -414,6 +428,18 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
                             path.find('/', responses_prefix.size()) == std::string::npos;
   if (one_response && (get || req.method == "DELETE"))
     return stored_response(path.substr(responses_prefix.size()), !get, w);
+  const std::string items_suffix = "/input_items";
+  const bool input_items =
+      path.rfind(responses_prefix, 0) == 0 && path.ends_with(items_suffix) &&
+      path.size() > responses_prefix.size() + items_suffix.size() &&
+      path.find('/', responses_prefix.size()) == path.size() - items_suffix.size();
+  if (input_items && get) {
+    const size_t q = req.target.find('?');
+    return stored_input_items(
+        path.substr(responses_prefix.size(),
+                    path.size() - responses_prefix.size() - items_suffix.size()),
+        q == std::string::npos ? "" : req.target.substr(q + 1), w);
+  }
   if (path == "/v1/models" && get) {
     count(200);
     return w->respond(200, "application/json", models_body(info, started));
@@ -435,7 +461,7 @@ void gateway::impl::handle(http_request req, std::shared_ptr<response_writer> w)
   const bool posted = path == "/v1/completions" || path == "/v1/chat/completions" ||
                       path == "/tokenize" || path == "/detokenize" || path == "/v1/responses" ||
                       anthropic;
-  const bool known = posted || one_response || path == "/v1/models" ||
+  const bool known = posted || one_response || input_items || path == "/v1/models" ||
                      path.rfind(models_prefix, 0) == 0 || path == "/health" || path == "/metrics";
   if (known)
     return fail(w,

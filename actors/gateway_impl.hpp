@@ -87,6 +87,9 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   enum class endpoint { completions, chat, responses, messages };
   void generate(http_request req, std::shared_ptr<response_writer> w, endpoint api);
   void stored_response(const std::string& id, bool erase, std::shared_ptr<response_writer> w);
+  // GET /v1/responses/{id}/input_items
+  void stored_input_items(const std::string& id, const std::string& query,
+                          std::shared_ptr<response_writer> w);
   void tokenize(http_request req, std::shared_ptr<response_writer> w, bool detokenize);
   void count_tokens(http_request req, std::shared_ptr<response_writer> w);
 };

@@ -161,7 +161,8 @@ void finish_session(session_ptr self) {
                : st.resp->finish(c.res.finish,
                                  {st.prompt_tokens, st.completion_tokens, cached_tokens(st)});
     if (st.resp && st.resp->stored())
-      st.gw->responses.put(st.id, {st.resp->body(), st.resp->conversation()});
+      st.gw->responses.put(st.id,
+                           {st.resp->body(), st.resp->conversation(), st.resp->input_items()});
     if (st.req.stream) {
       st.w->chunk(std::move(events));
       st.w->end();

@@ -6,7 +6,8 @@
 // and calls become output items: one Response object, or the typed events the OpenAI SDK reads
 // (response.created, output_item.added, output_text.delta, ..., response.completed). Responses
 // are kept (store, the API's default) in a bounded in-memory store, so previous_response_id
-// continues a conversation and GET returns one; a server restart forgets them.
+// continues a conversation, GET returns one and GET .../input_items pages through its input; a
+// server restart forgets them.
 // Tests: tests/actors/responses_api_test.cpp, tests/integration/openai_client_test.py
 #pragma once
 
@@ -33,8 +34,9 @@ class response_store {
  public:
   static constexpr size_t default_responses = 1000, default_bytes = size_t{64} << 20;
   struct entry {
-    std::string body;     // the Response object (JSON)
-    std::string messages; // the conversation as chat messages (JSON list): input, then output
+    std::string body;        // the Response object (JSON)
+    std::string messages;    // the conversation as chat messages (JSON list): input, then output
+    std::string input_items; // the request's input as items with ids (JSON list)
   };
   explicit response_store(size_t max_responses = default_responses,
                           size_t max_bytes = default_bytes)
@@ -86,6 +88,9 @@ class response_builder {
   /// The conversation so far as chat messages (JSON list): the request's, then the reply as
   /// one assistant message (reasoning_content, content, tool_calls).
   std::string conversation() const;
+  /// The request's input as items, each with an id (JSON list), as GET
+  /// /v1/responses/{id}/input_items lists them.
+  std::string input_items() const;
   /// Whether the request asked to keep it (store).
   bool stored() const;
 
@@ -93,5 +98,12 @@ class response_builder {
   struct state;
   std::unique_ptr<state> s_;
 };
+
+/// GET /v1/responses/{id}/input_items: a page of a stored response's input items (JSON list)
+/// as the API's list object, for the query string `query` (limit 1-100, default 20; order
+/// desc, the default, or asc; after / before: item ids); null with `err` set when the query is
+/// wrong.
+std::optional<std::string> list_input_items(const std::string& items_json, const std::string& query,
+                                            api_error& err);
 
 } // namespace troupe::actors

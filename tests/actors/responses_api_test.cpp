@@ -241,6 +241,65 @@ TEST(ResponsesApi, AStreamsEventsAddUpToTheStoredResponse) {
   EXPECT_EQ(gone.j["error"]["param"], "previous_response_id");
 }
 
+TEST(ResponsesApi, InputItemsAreListedBackInPages) {
+  server s;
+  // a string input is one user message; items keep their ids, get one when they have none
+  const json one = {
+      {"model", "stories"}, {"input", "A story about a cat"}, {"max_output_tokens", 2}};
+  const reply r1 = post(s.port, "/v1/responses", one.dump());
+  ASSERT_EQ(r1.status, 200) << r1.body;
+  const std::string id1 = r1.j["id"];
+  const reply l1 = get(s.port, "/v1/responses/" + id1 + "/input_items");
+  ASSERT_EQ(l1.status, 200) << l1.body;
+  EXPECT_EQ(l1.j["object"], "list");
+  ASSERT_EQ(l1.j["data"].size(), 1u);
+  EXPECT_EQ(l1.j["data"][0]["type"], "message");
+  EXPECT_EQ(l1.j["data"][0]["role"], "user");
+  EXPECT_EQ(l1.j["data"][0]["content"][0],
+            json({{"type", "input_text"}, {"text", "A story about a cat"}}));
+  EXPECT_EQ(l1.j["first_id"], l1.j["data"][0]["id"]);
+  EXPECT_EQ(l1.j["has_more"], false);
+  const json items = json::array(
+      {{{"role", "user"}, {"content", "Once"}},
+       {{"type", "message"}, {"id", "msg_mine"}, {"role", "assistant"}, {"content", "upon"}},
+       {{"role", "user"},
+        {"content", json::array({{{"type", "input_text"}, {"text", "a time"}}})}}});
+  const json three = {{"model", "stories"}, {"input", items}, {"max_output_tokens", 2}};
+  const reply r3 = post(s.port, "/v1/responses", three.dump());
+  ASSERT_EQ(r3.status, 200) << r3.body;
+  const std::string base = "/v1/responses/" + r3.j["id"].get<std::string>() + "/input_items";
+  // the API's default order is newest first
+  const reply all = get(s.port, base);
+  ASSERT_EQ(all.status, 200) << all.body;
+  ASSERT_EQ(all.j["data"].size(), 3u);
+  EXPECT_EQ(all.j["data"][0]["content"][0]["text"], "a time");
+  EXPECT_EQ(all.j["data"][1]["id"], "msg_mine");
+  EXPECT_EQ(all.j["data"][1]["content"][0], json({{"type", "output_text"}, {"text", "upon"}}));
+  EXPECT_EQ(all.j["data"][2]["content"][0]["text"], "Once");
+  // pages in order asc, two at a time, then after the last one seen
+  const reply p1 = get(s.port, base + "?order=asc&limit=2");
+  ASSERT_EQ(p1.status, 200) << p1.body;
+  ASSERT_EQ(p1.j["data"].size(), 2u);
+  EXPECT_EQ(p1.j["data"][0]["content"][0]["text"], "Once");
+  EXPECT_EQ(p1.j["has_more"], true);
+  const reply p2 =
+      get(s.port, base + "?order=asc&limit=2&after=" + p1.j["last_id"].get<std::string>());
+  ASSERT_EQ(p2.status, 200) << p2.body;
+  ASSERT_EQ(p2.j["data"].size(), 1u);
+  EXPECT_EQ(p2.j["data"][0]["content"][0]["text"], "a time");
+  EXPECT_EQ(p2.j["has_more"], false);
+  const reply before = get(s.port, base + "?order=asc&before=msg_mine");
+  ASSERT_EQ(before.j["data"].size(), 1u);
+  EXPECT_EQ(before.j["data"][0]["content"][0]["text"], "Once");
+  // what cannot be listed is refused, naming it
+  EXPECT_EQ(get(s.port, base + "?limit=0").j["error"]["param"], "limit");
+  EXPECT_EQ(get(s.port, base + "?order=up").j["error"]["param"], "order");
+  EXPECT_EQ(get(s.port, base + "?after=msg_nobody").j["error"]["param"], "after");
+  EXPECT_EQ(get(s.port, base + "?color=red").status, 400);
+  EXPECT_EQ(get(s.port, "/v1/responses/resp_nobody/input_items").status, 404);
+  EXPECT_EQ(post(s.port, base, "{}").status, 405);
+}
+
 TEST(ResponsesApi, WhatIsNotServedIsRefusedNamingTheField) {
   server s;
   const std::pair<std::string, std::string> cases[] = {

@@ -230,6 +230,11 @@ class OpenAIClient(unittest.TestCase):
         self.assertEqual(more.previous_response_id, r.id)
         self.assertGreater(more.usage.input_tokens, r.usage.input_tokens + r.usage.output_tokens)
         self.assertEqual(self.client.responses.retrieve(r.id).output_text, r.output_text)
+        # its input listed back through the client's pager
+        items = list(self.client.responses.input_items.list(more.id))
+        self.assertEqual(len(items), 1)
+        self.assertEqual(items[0].role, "user")
+        self.assertEqual(items[0].content[0].text, "And then?")
         self.client.responses.delete(r.id)
         with self.assertRaises(openai.NotFoundError):
             self.client.responses.retrieve(r.id)
