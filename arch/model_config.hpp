@@ -128,6 +128,10 @@ struct model_config {
   std::vector<uint8_t> linear_layers;
   int64_t lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;
   bool attn_output_gate = false; // q_proj also gives a gate per head: out *= sigmoid(gate)
+  // GGUF's form (llama.cpp's converter): value heads in tiled order over the key heads (head h
+  // reads key head h % lin_k_heads; TP then keeps every key head on every rank), and the
+  // decay's A stored as -exp(A_log)
+  bool lin_tiled = false, lin_neg_a = false;
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;

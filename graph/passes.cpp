@@ -72,8 +72,8 @@ status cut_tensor(graph& g, const shard_cut& c) {
   std::vector<int64_t> full_rows(g.values.size(), 0);
   for (size_t i = 0; i < g.values.size(); ++i) {
     value& v = g.values[i];
-    if (v.kind == value_kind::state) { // the first dim is heads: this rank's
-      v.dims[0] = c.of(v.along).second;
+    if (v.kind == value_kind::state) { // the first dim is heads: this rank's (all when not cut)
+      if (v.along != axis::none) v.dims[0] = c.of(v.along).second;
       continue;
     }
     if (v.kind != value_kind::weight || v.empty) continue;
@@ -225,6 +225,8 @@ status cut_tensor(graph& g, const shard_cut& c) {
     }
     if (n.kind == node_kind::op && n.op == op::paged_attention)
       n.p.head0 = static_cast<int>(c.of(axis::heads).first); // ALiBi slopes are per global head
+    if (n.kind == node_kind::op && n.op == op::gated_delta)  // tiled value heads: by global index
+      n.p.head0 = static_cast<int>(c.of(axis::lin_v_heads).first);
     out.push_back(n);
   }
   g.nodes = std::move(out);

@@ -181,7 +181,8 @@ status check_args(const op_args& a) {
         d.dims != v.dims)
       return fail(a, "q, k [T, Hk, Dk], v and dst [T, Hv, Dv]");
     const int64_t T = q.dims[0], Hk = q.dims[1], Hv = v.dims[1];
-    if (Hk <= 0 || Hv % Hk != 0) return fail(a, "Hv must be a multiple of Hk");
+    if (Hk <= 0 || (!a.p.delta_tiled && Hv % Hk != 0))
+      return fail(a, "Hv must be a multiple of Hk");
     for (int i : {3, 4})
       if (a.src[i].type != dtype::f32 || a.src[i].numel() != T * Hv)
         return fail(a, "a and b must be f32 [T, Hv]");

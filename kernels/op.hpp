@@ -99,10 +99,11 @@
 //   gated_delta      src0 q f32 [T, Hk, Dk], src1 k f32 [T, Hk, Dk], src2 v f32 [T, Hv, Dv],
 //                    src3 a f32 [T, Hv], src4 b f32 [T, Hv], src5 A_log f32 [Hv], src6 dt_bias
 //                    f32 [Hv], src7 state f32 [NS, Hv, Dk, Dv], src8 state table
-//                    -> dst f32 [T, Hv, Dv]; value head h reads key head h / (Hv / Hk); per
-//                    token q and k are L2-normalised (eps 1e-6), q scaled by 1 / sqrt(Dk),
-//                    g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), and
-//                    S = exp(g) S; S += k (beta (v - S^T k))^T; out = S^T q
+//                    -> dst f32 [T, Hv, Dv]; value head h reads key head h / (Hv / Hk) (with
+//                    p.delta_tiled: (p.head0 + h) % Hk); src5 is -exp(A_log) with p.delta_neg_a;
+//                    per token q and k are L2-normalised (eps 1e-6), q scaled by 1 / sqrt(Dk), g =
+//                    -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), and S = exp(g) S; S += k
+//                    (beta (v - S^T k))^T; out = S^T q
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 
@@ -205,6 +206,9 @@ struct op_params {
   int n_group = 0, topk_group = 0; // moe_router: group-limited choice (0: off)
   bool group_max = false;          // moe_router: a group scores its best (else its two best)
   float swiglu_alpha = 0, swiglu_limit = 0; // moe: GPT-OSS's clamped SwiGLU when limit > 0
+  // gated_delta: value head h reads key head (head0 + h) % Hk (GGUF's tiled head order), else
+  // h / (Hv / Hk); src5 holds -exp(A_log) (GGUF's ssm_a), else A_log
+  bool delta_tiled = false, delta_neg_a = false;
 };
 
 struct op_args {

@@ -501,7 +501,10 @@ status read_gguf_windows(const gguf_cfg& g, model_config& c, int64_t default_win
 
 status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, double eps_default) {
   TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
-  TROUPE_TRY_ASSIGN(F, g.req("feed_forward_length"));
+  // a model whose every FFN is experts may give no dense width (Qwen3.5-MoE): the experts'
+  TROUPE_TRY_ASSIGN(F, g.has("feed_forward_length") || !g.has("expert_feed_forward_length")
+                           ? g.req("feed_forward_length")
+                           : g.req("expert_feed_forward_length"));
   TROUPE_TRY_ASSIGN(L, g.req("block_count"));
   TROUPE_TRY_ASSIGN(H, g.req("attention.head_count"));
   c.C = C, c.F = F, c.n_layer = L, c.H = H;

@@ -341,26 +341,28 @@ class decoder {
       for (int64_t g = 0; g < Hk; ++g) r.segments.emplace_back(g * stride + first, count);
       return r;
     };
-    const axis ak = axis::lin_k_heads, av = axis::lin_v_heads;
-    const bool fused = !n_.lin_qkvz.empty();
+    // tiled value heads read every key head: q and k whole on every rank
+    const axis ak = c_.lin_tiled ? axis::none : axis::lin_k_heads, av = axis::lin_v_heads;
+    const cut ck_cut = c_.lin_tiled ? cut::none : cut::out;
+    const bool fused = !n_.lin_qkvz.empty(), fused_ba = !n_.lin_ba.empty();
     const int64_t rep = Hv / Hk, gs = 2 * Dk + 2 * rep * Dv; // value heads, rows per group
     const std::string& nqkv = fused ? n_.lin_qkvz : n_.lin_qkv;
     const std::string& nz = fused ? n_.lin_qkvz : n_.lin_z;
-    const std::string& na = fused ? n_.lin_ba : n_.lin_a;
-    const std::string& nb = fused ? n_.lin_ba : n_.lin_b;
+    const std::string& na = fused_ba ? n_.lin_ba : n_.lin_a;
+    const std::string& nb = fused_ba ? n_.lin_ba : n_.lin_b;
     TROUPE_TRY_ASSIGN(
-        wq, req(nqkv, l, {Kd, C}, cut::out, ak, Dk, fused ? grouped(gs, 0, Dk) : rows(0, Kd)));
+        wq, req(nqkv, l, {Kd, C}, ck_cut, ak, Dk, fused ? grouped(gs, 0, Dk) : rows(0, Kd)));
     TROUPE_TRY_ASSIGN(
-        wk, req(nqkv, l, {Kd, C}, cut::out, ak, Dk, fused ? grouped(gs, Dk, Dk) : rows(Kd, Kd)));
+        wk, req(nqkv, l, {Kd, C}, ck_cut, ak, Dk, fused ? grouped(gs, Dk, Dk) : rows(Kd, Kd)));
     TROUPE_TRY_ASSIGN(wv, req(nqkv, l, {Vd, C}, cut::out, av, Dv,
                               fused ? grouped(gs, 2 * Dk, rep * Dv) : rows(2 * Kd, Vd)));
-    TROUPE_TRY_ASSIGN(cq, req(n_.lin_conv, l, {Kd, K}, cut::out, ak, Dk, rows(0, Kd)));
-    TROUPE_TRY_ASSIGN(ck, req(n_.lin_conv, l, {Kd, K}, cut::out, ak, Dk, rows(Kd, Kd)));
+    TROUPE_TRY_ASSIGN(cq, req(n_.lin_conv, l, {Kd, K}, ck_cut, ak, Dk, rows(0, Kd)));
+    TROUPE_TRY_ASSIGN(ck, req(n_.lin_conv, l, {Kd, K}, ck_cut, ak, Dk, rows(Kd, Kd)));
     TROUPE_TRY_ASSIGN(cv, req(n_.lin_conv, l, {Vd, K}, cut::out, av, Dv, rows(2 * Kd, Vd)));
     TROUPE_TRY_ASSIGN(wz, req(nz, l, {Vd, C}, cut::out, av, Dv,
                               fused ? grouped(gs, 2 * Dk + rep * Dv, rep * Dv) : weight_ref{}));
     TROUPE_TRY_ASSIGN(wa, req(na, l, {Hv, C}, cut::out, av, 1,
-                              fused ? grouped(2 * rep, rep, rep) : weight_ref{}));
+                              fused_ba ? grouped(2 * rep, rep, rep) : weight_ref{}));
     TROUPE_TRY_ASSIGN(
         wb, req(nb, l, {Hv, C}, cut::out, av, 1, fused ? grouped(2 * rep, 0, rep) : weight_ref{}));
     TROUPE_TRY_ASSIGN(dt, req(n_.lin_dt_bias, l, {Hv}, cut::out, av, 1));
@@ -381,7 +383,10 @@ class decoder {
     const vid beta = b.linear(h, wb, none, "lin_b");
     const vid st =
         graph::add_recurrent_state(g_, state_kind::delta, l, {Hv, Dk, Dv}, av, "delta_state");
-    const vid o = b.op(op::gated_delta, {q, k, v, a, beta, alog, dt, st, table}, "delta");
+    kernels::op_params dp;
+    dp.delta_tiled = c_.lin_tiled;
+    dp.delta_neg_a = c_.lin_neg_a;
+    const vid o = b.op(op::gated_delta, {q, k, v, a, beta, alog, dt, st, table}, "delta", dp);
     const vid on =
         b.norm(o, norm_type::rms, nw, none, static_cast<float>(c_.norm_eps), "delta_norm");
     const vid z = b.view(b.linear(h, wz, none, "lin_z"), {-1, Dv}, "lin_z_heads");

@@ -100,7 +100,11 @@ status read_experts_gguf(const gguf_cfg& g, model_config& c) {
   for (int64_t l = 0; l < c.n_layer; ++l)
     c.moe_layers[static_cast<size_t>(l)] =
         g.has_tensor(weight_names::layer("blk.{}.ffn_gate_inp.weight", static_cast<int>(l)));
-  c.shared_gate = c.F_shared > 0 && g.has_tensor("blk.0.ffn_gate_inp_shexp.weight");
+  c.shared_gate = false; // the shared expert's gate, where a MoE layer has one
+  for (int64_t l = 0; l < c.n_layer && c.F_shared > 0; ++l)
+    c.shared_gate =
+        c.shared_gate ||
+        g.has_tensor(weight_names::layer("blk.{}.ffn_gate_inp_shexp.weight", static_cast<int>(l)));
   for (int64_t l = 0; l < c.n_layer; ++l)
     if (c.moe_layers[static_cast<size_t>(l)] && c.F_shared > 0 &&
         !g.has_tensor(weight_names::layer("blk.{}.ffn_up_shexp.weight", static_cast<int>(l))))

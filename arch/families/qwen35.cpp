@@ -51,6 +51,46 @@ status read_qwen35_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF as llama.cpp's converter writes qwen35 / qwen35moe / qwen3next: the norms' (1 + w)
+// folded into the weights (the gated norm's kept), A stored as -exp(A_log), the recurrent
+// layers listed (attention.recurrent_layers) or every full_attention_interval-th one full, and
+// for qwen35 / qwen35moe the value heads reordered from grouped by key head to tiled (head h
+// reads key head h % key heads). Qwen3-Next's q, k, v come unfused (attn_qkv, attn_gate), its b
+// and a still grouped (ssm_ba). Text positions: the M-RoPE sections all rotate alike.
+status read_qwen35_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-6));
+  c.rope.layout = rope_layout::neox;
+  g.key("rope.dimension_sections"); // text: every section's position is the token's
+  c.qk_norm = qk_norm_kind::head;
+  c.attn_output_gate = true;
+  TROUPE_TRY_ASSIGN(taps, g.req("ssm.conv_kernel"));
+  TROUPE_TRY_ASSIGN(dk, g.req("ssm.state_size"));
+  TROUPE_TRY_ASSIGN(hk, g.req("ssm.group_count"));
+  TROUPE_TRY_ASSIGN(hv, g.req("ssm.time_step_rank"));
+  TROUPE_TRY_ASSIGN(inner, g.req("ssm.inner_size"));
+  if (hk <= 0 || hv % hk || inner % hv)
+    return g.unsupported(
+        fmt::format("{} key heads, {} value heads and an inner size of {}", hk, hv, inner));
+  c.lin_k_heads = hk, c.lin_v_heads = hv, c.lin_k_dim = dk, c.lin_v_dim = inner / hv;
+  c.lin_conv = taps;
+  c.lin_tiled = g.arch != "qwen3next" && hk != hv;
+  c.lin_neg_a = true;
+  c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  const int64_t every = g.i("full_attention_interval", 4);
+  if (const gguf_value* v = g.g.get(g.key("attention.recurrent_layers")); v) {
+    if (v->type != gguf_type::array || static_cast<int64_t>(v->arr.size()) < c.n_layer)
+      return g.unsupported("attention.recurrent_layers that is not a flag per layer");
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      c.linear_layers[static_cast<size_t>(l)] = v->arr[static_cast<size_t>(l)].i != 0;
+  } else {
+    if (every <= 0) return g.unsupported("full_attention_interval 0");
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      c.linear_layers[static_cast<size_t>(l)] = (l + 1) % every != 0;
+  }
+  g.key("nextn_predict_layers"); // the multi-token-prediction head: not run
+  return read_experts_gguf(g, c);
+}
+
 // As published (Qwen3_5ForConditionalGeneration): the text model's tensors under
 // model.language_model., read as the text-only model's model. names (the vision tower's
 // model.visual. and the multi-token-prediction head's mtp. stay unread, listed at load).
@@ -68,6 +108,28 @@ status prepare_qwen35_hf(const model_config&, tensor_index& t) {
 
 status build_qwen35(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    n.wqkv.clear(), n.bqkv.clear(); // attn_qkv is a linear layer's; full ones have attn_q ...
+    n.wq = "blk.{}.attn_q.weight", n.wk = "blk.{}.attn_k.weight", n.wv = "blk.{}.attn_v.weight";
+    n.ffn_norm = "blk.{}.post_attention_norm.weight"; // the FFN's pre-norm, as llama.cpp names it
+    n.lin_qkv = "blk.{}.attn_qkv.weight";
+    n.lin_z = "blk.{}.attn_gate.weight";
+    if (c.family == "qwen3_next") {
+      n.lin_ba = "blk.{}.ssm_ba.weight";
+    } else {
+      n.lin_a = "blk.{}.ssm_alpha.weight";
+      n.lin_b = "blk.{}.ssm_beta.weight";
+    }
+    n.lin_conv = "blk.{}.ssm_conv1d.weight";
+    n.lin_dt_bias = "blk.{}.ssm_dt.bias";
+    n.lin_A_log = "blk.{}.ssm_a";
+    n.lin_norm = "blk.{}.ssm_norm.weight";
+    n.lin_out = "blk.{}.ssm_out.weight";
+    if (c.n_expert > 0) expert_names(m, n);
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(false, false, false);
   n.q_norm = "model.layers.{}.self_attn.q_norm.weight";
   n.k_norm = "model.layers.{}.self_attn.k_norm.weight";

@@ -4,6 +4,7 @@
 // per token (decay and S^T k in one, the rank-one update and S^T q in the other), the inner
 // loops over Dv vectorised (-fopenmp-simd). Prefill walks its tokens in order too; a chunked
 // form (WY blocks, as flash-linear-attention computes it) would trade that for matmuls.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -69,7 +70,7 @@ void causal_conv(const op_args& a, const exec_ctx& ctx) {
 void gated_delta(const op_args& a, const exec_ctx& ctx) {
   const auto &q = a.src[0], &k = a.src[1], &v = a.src[2];
   const int64_t Hk = q.dims[1], Dk = q.dims[2], Hv = v.dims[1], Dv = v.dims[2];
-  const int64_t rep = Hv / Hk;
+  const int64_t rep = std::max<int64_t>(Hv / Hk, 1);
   const tensor_view& table = a.src[8];
   const float *av = a.src[3].as<float>(), *bv = a.src[4].as<float>();
   const float *A_log = a.src[5].as<float>(), *dt_bias = a.src[6].as<float>();
@@ -80,11 +81,11 @@ void gated_delta(const op_args& a, const exec_ctx& ctx) {
         mem(static_cast<size_t>(Dv));
     for (int64_t i = i0; i < i1; ++i) {
       const seq_row s = seq_at(table, i / Hv);
-      const int64_t h = i % Hv, kh = h / rep;
+      const int64_t h = i % Hv, kh = a.p.delta_tiled ? (a.p.head0 + h) % Hk : h / rep;
       float* st = state + (s.slot * Hv + h) * Dk * Dv; // [Dk, Dv]
       if (s.pos0 == 0)
         for (int64_t j = 0; j < Dk * Dv; ++j) st[j] = 0.0f;
-      const float A = std::exp(A_log[h]);
+      const float A = a.p.delta_neg_a ? -A_log[h] : std::exp(A_log[h]); // exp(A_log)
       for (int64_t n = 0; n < s.count; ++n) {
         const int64_t t = s.begin + n;
         const float* qt = q.as<float>() + (t * Hk + kh) * Dk;

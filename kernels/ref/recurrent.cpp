@@ -2,6 +2,7 @@
 // causal_conv (a short depthwise convolution over each sequence's latest inputs) and
 // gated_delta (the gated delta rule, token by token). f64 math over the f32 state; written from
 // the equations in op.hpp, as the specification the CPU kernels are tested against.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -57,7 +58,7 @@ void causal_conv(const op_args& a, const exec_ctx&) {
 void gated_delta(const op_args& a, const exec_ctx&) {
   const auto &q = a.src[0], &k = a.src[1], &v = a.src[2];
   const int64_t Hk = q.dims[1], Dk = q.dims[2], Hv = v.dims[1], Dv = v.dims[2];
-  const int64_t rep = Hv / Hk;
+  const int64_t rep = std::max<int64_t>(Hv / Hk, 1);
   float* state = a.src[7].as<float>();
   for (int64_t si = 0; si < a.src[8].rows(); ++si) {
     const seq_row s = seq_at(a.src[8], si);
@@ -66,8 +67,9 @@ void gated_delta(const op_args& a, const exec_ctx&) {
       std::vector<double> S(static_cast<size_t>(Dk * Dv), 0.0);
       if (s.pos0 > 0)
         for (int64_t i = 0; i < Dk * Dv; ++i) S[static_cast<size_t>(i)] = st[i];
-      const int64_t kh = h / rep;
-      const double A = std::exp(static_cast<double>(a.src[5].as<float>()[h]));
+      const int64_t kh = a.p.delta_tiled ? (a.p.head0 + h) % Hk : h / rep;
+      const double a5 = a.src[5].as<float>()[h];
+      const double A = a.p.delta_neg_a ? -a5 : std::exp(a5); // exp(A_log)
       for (int64_t i = 0; i < s.count; ++i) {
         const int64_t t = s.begin + i;
         const float* qt = q.as<float>() + (t * Hk + kh) * Dk;

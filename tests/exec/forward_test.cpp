@@ -158,7 +158,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
                                            "stablelm_qkln", "olmo", "olmo2", "granite", "cohere",
                                            "falcon", "falcon_mq", "bloom", "mpt", "mixtral",
                                            "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
-                                           "gpt_oss_mxfp4", "deepseek_v3_yarn_eq"),
+                                           "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5",
+                                           "qwen3_5_moe"),
                          [](const auto& info) { return info.param; });
 
 // The experts' load: a generation of n tokens after a prompt of p routes (p + n - 1) tokens

@@ -736,6 +736,31 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
     c.tol = {1e-9, 1e-4};
     out_cases.push_back(std::move(c));
   }
+  // GGUF's form: value heads tiled over the key heads (a shard's first global head 3), and
+  // -exp(A_log) stored
+  {
+    const int64_t Hk = 2, Hv = 3, Dk = 16, Dv = 16;
+    op_case c;
+    c.name = fmt::format("gated_delta(T={},Hk={},Hv={},tiled,head0=3,neg_a)", T, Hk, Hv);
+    gen g(c.name);
+    c.kind = op::gated_delta;
+    std::vector<float> neg_a = g.normal(Hv, 0.5f);
+    for (float& x : neg_a) x = -std::exp(x);
+    c.src = {from_floats(dtype::f32, {T, Hk, Dk}, g.normal(T * Hk * Dk)),
+             from_floats(dtype::f32, {T, Hk, Dk}, g.normal(T * Hk * Dk)),
+             from_floats(dtype::f32, {T, Hv, Dv}, g.normal(T * Hv * Dv)),
+             from_floats(dtype::f32, {T, Hv}, g.normal(T * Hv)),
+             from_floats(dtype::f32, {T, Hv}, g.normal(T * Hv)),
+             from_floats(dtype::f32, {Hv}, neg_a),
+             from_floats(dtype::f32, {Hv}, g.normal(Hv, 0.5f)),
+             from_floats(dtype::f32, {NS, Hv, Dk, Dv}, g.normal(NS * Hv * Dk * Dv, 0.3f)),
+             from_ints({3, 4}, table)};
+    c.dst = out(dtype::f32, {T, Hv, Dv});
+    c.p.delta_tiled = c.p.delta_neg_a = true;
+    c.p.head0 = 3;
+    c.tol = {1e-9, 1e-4};
+    out_cases.push_back(std::move(c));
+  }
 }
 
 } // namespace
