@@ -272,7 +272,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe",
                           "smollm3", "olmo3", "seed_oss", "cohere2", "ernie4_5", "glm4", "exaone4",
                           "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_5_vl",
-                          "qwen3_5_moe_packed"),
+                          "qwen3_5_moe_packed", "qwen3_next_moe"),
         ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -291,7 +291,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "gguf:qwen2_moe", "gguf:qwen3_moe", "gguf:deepseek_v3",
                                          "gguf:gpt_oss", "gguf:gpt_oss_mxfp4",
                                          "gguf:deepseek_v3_yarn_eq", "gguf:qwen3_5",
-                                         "gguf:qwen3_5_moe"),
+                                         "gguf:qwen3_5_moe", "gguf:qwen3_next_moe"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +

@@ -129,7 +129,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "deepseek_v3_yarn", "deepseek_v2", "gpt_oss", "gpt_oss_mxfp4",
                       "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe", "smollm3", "olmo3",
                       "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4", "qwen3_5",
-                      "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed"),
+                      "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed",
+                      "qwen3_next_moe"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
@@ -159,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
                                            "falcon", "falcon_mq", "bloom", "mpt", "mixtral",
                                            "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
                                            "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5",
-                                           "qwen3_5_moe"),
+                                           "qwen3_5_moe", "qwen3_next_moe"),
                          [](const auto& info) { return info.param; });
 
 // The experts' load: a generation of n tokens after a prompt of p routes (p + n - 1) tokens
