@@ -363,8 +363,8 @@ class decoder {
                               fused ? grouped(gs, 2 * Dk + rep * Dv, rep * Dv) : weight_ref{}));
     TROUPE_TRY_ASSIGN(wa, req(na, l, {Hv, C}, cut::out, av, 1,
                               fused_ba ? grouped(2 * rep, rep, rep) : weight_ref{}));
-    TROUPE_TRY_ASSIGN(
-        wb, req(nb, l, {Hv, C}, cut::out, av, 1, fused ? grouped(2 * rep, 0, rep) : weight_ref{}));
+    TROUPE_TRY_ASSIGN(wb, req(nb, l, {Hv, C}, cut::out, av, 1,
+                              fused_ba ? grouped(2 * rep, 0, rep) : weight_ref{}));
     TROUPE_TRY_ASSIGN(dt, req(n_.lin_dt_bias, l, {Hv}, cut::out, av, 1));
     TROUPE_TRY_ASSIGN(alog, req(n_.lin_A_log, l, {Hv}, cut::out, av, 1));
     TROUPE_TRY_ASSIGN(nw, req(n_.lin_norm, l, {Dv})); // its own weight, never (1 + w)
