@@ -42,8 +42,11 @@ void causal_conv(const op_args& a, const exec_ctx& ctx) {
   float* state = a.src[2].as<float>();
   float* out = a.dst.as<float>();
   const tensor_view& table = a.src[3];
-  parallel(ctx, C, 64, [&](int64_t c0, int64_t c1) {
-    std::vector<float> hist;
+  // a decode step's few taps per channel are cheap: whole blocks of channels per task
+  const int64_t rows = table.rows() > 0 ? std::max<int64_t>(x.dims[0], 1) : 1;
+  const int64_t grain = std::max<int64_t>(256, 16384 / rows);
+  parallel(ctx, C, grain, [&](int64_t c0, int64_t c1) {
+    thread_local std::vector<float> hist;
     for (int64_t si = 0; si < table.rows(); ++si) {
       const seq_row s = seq_at(table, si);
       float* st = state + s.slot * C * (K - 1);
