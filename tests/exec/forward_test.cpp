@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <tuple>
 
 #include <stdlib.h>
@@ -23,6 +24,8 @@
 #include "exec/executor.hpp"
 #include "exec/expert_load.hpp"
 #include "exec/generator.hpp"
+#include "formats/checkpoint_writer.hpp"
+#include "formats/gguf.hpp"
 #include "greedy_util.hpp"
 #include "kernels/jit.hpp"
 
@@ -162,6 +165,53 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
                                            "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5",
                                            "qwen3_5_moe", "qwen3_next_moe"),
                          [](const auto& info) { return info.param; });
+
+// A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
+// block_count counts it, nextn_predict_layers says how many, and its block (blk.3 here: the
+// fixture's full-attention layer again) follows the trunk. The trunk alone is the model.
+TEST(GgufQwen35, TheMultiTokenPredictionBlockIsLeftOut) {
+  auto f = open_gguf(test::fixture_path("gguf/qwen3_5.gguf"));
+  ASSERT_TRUE(f) << f.error().to_string();
+  const gguf_file& in = **f;
+  gguf_writer w;
+  for (const std::string& k : in.keys) {
+    gguf_value v = in.kv.at(k);
+    if (k == "qwen35.block_count") v.i = 4;
+    if (k == "qwen35.attention.recurrent_layers") v.arr.push_back(v.arr.at(1)); // false
+    w.set(k, v);
+  }
+  w.set_u32("qwen35.nextn_predict_layers", 1);
+  auto copy = [&](const std::string& from, const std::string& to) {
+    const tensor_info* t = in.tensors.find(from);
+    ASSERT_NE(t, nullptr) << from;
+    w.add_tensor(to, t->type, t->dims,
+                 [t](uint8_t* dst, size_t bytes) { std::memcpy(dst, t->data, bytes); });
+  };
+  std::vector<std::string> mtp;
+  for (const std::string& name : in.tensors.names()) {
+    copy(name, name);
+    if (name.rfind("blk.1.", 0) == 0) {
+      mtp.push_back("blk.3." + name.substr(6));
+      copy(name, mtp.back());
+    }
+  }
+  mtp.push_back("blk.3.nextn.enorm.weight");
+  copy("blk.1.attn_norm.weight", mtp.back());
+  const std::string path = ::testing::TempDir() + "qwen3_5_mtp.gguf";
+  ASSERT_TRUE(w.write(path));
+  const json fx = test::load_json(test::fixture_path("models/qwen3_5/expected.json"));
+  auto g = make(path);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->source().config.n_layer, 3);
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  auto graph = arch::build_graph(g->source());
+  ASSERT_TRUE(graph);
+  std::vector<std::string> unread = unread_tensors(g->source(), *graph);
+  std::sort(unread.begin(), unread.end());
+  std::sort(mtp.begin(), mtp.end());
+  EXPECT_EQ(unread, mtp); // the MTP block's tensors, and only those
+  std::remove(path.c_str());
+}
 
 // The experts' load: a generation of n tokens after a prompt of p routes (p + n - 1) tokens
 // to k experts each, on every MoE layer (qwen3_moe_sparse: layer 1 only; layer 0 is dense).
