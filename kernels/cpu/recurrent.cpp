@@ -1,11 +1,13 @@
 // recurrent.cpp (cpu): linear attention's ops with a state per sequence (op.hpp): causal_conv
-// and gated_delta. The convolution runs over channels in parallel; the delta rule over (sequence,
+// and gated_delta. The convolution runs over (sequence, head) pairs in parallel, a head's channels
+// in the vector lanes (the SiLU's exp vectorised too); the delta rule over (sequence,
 // value head) pairs, each head's [Dk, Dv] state updated in place, token by token, in two passes
 // per token (decay and S^T k in one, the rank-one update and S^T q in the other), the inner
 // loops over Dv vectorised (-fopenmp-simd). Prefill walks its tokens in order too; a chunked
 // form (WY blocks, as flash-linear-attention computes it) would trade that for matmuls.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/convert.hpp"
@@ -24,48 +26,88 @@ seq_row seq_at(const tensor_view& table, int64_t i) {
   return {r[0], r[1], r[2], r[3]};
 }
 
-inline float silu(float x) {
-  return x / (1.0f + std::exp(-x));
+// exp(x) for the SiLU, written so that `omp simd` loops vectorise it: 2^n p(r) with |r| <=
+// ln2 / 2 (Cephes' polynomial, within 2 ulp of expf over the range a SiLU reaches)
+inline float exp_simd(float x) {
+  x = std::min(std::max(x, -87.3f), 88.3f);
+  const float n = std::nearbyint(x * 1.44269504088896341f);
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t e = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &e, sizeof scale);
+  return p * scale;
+}
+
+// One head's channels (Dc of them, contiguous in x's rows and in the state's tap rows) of one
+// sequence: the taps transposed (wt[j * C + c]) so every loop runs over d.
+void conv_head(const float* wt, int64_t C, int64_t K, int64_t c0, int64_t Dc, const float* xs,
+               const seq_row& s, float* st, float* out, const float* zeros) {
+  // the rows the sequence's window reads, oldest first: K - 1 state rows, then its new inputs
+  auto row = [&](int64_t i) -> const float* {
+    if (i < K - 1) return s.pos0 > 0 ? st + i * Dc : zeros;
+    return xs + (s.begin + i - (K - 1)) * C + c0;
+  };
+  for (int64_t t = 0; t < s.count; ++t) {
+    float* o = out + (s.begin + t) * C + c0;
+    const float* w0 = wt + c0;
+    const float* r0 = row(t);
+#pragma omp simd
+    for (int64_t d = 0; d < Dc; ++d) o[d] = w0[d] * r0[d];
+    for (int64_t j = 1; j < K; ++j) {
+      const float* wj = wt + j * C + c0;
+      const float* rj = row(t + j);
+#pragma omp simd
+      for (int64_t d = 0; d < Dc; ++d) o[d] += wj[d] * rj[d];
+    }
+#pragma omp simd
+    for (int64_t d = 0; d < Dc; ++d) o[d] = o[d] / (1.0f + exp_simd(-o[d]));
+  }
+  // the state keeps the last K - 1 rows: read from rows at or after the one written
+  for (int64_t j = 0; j < K - 1; ++j) {
+    const float* src = row(s.count + j);
+    if (src == st + j * Dc) continue;
+    std::memcpy(st + j * Dc, src, static_cast<size_t>(Dc) * sizeof(float));
+  }
 }
 
 void causal_conv(const op_args& a, const exec_ctx& ctx) {
   const auto& x = a.src[0];
   const int64_t Hc = x.dims[1], Dc = x.dims[2], C = Hc * Dc, K = a.src[1].dims[1];
-  thread_local std::vector<float> w32;
+  // the taps transposed [K, C] (and widened from bf16 / f16 as published): a few thousand
+  thread_local std::vector<float> wt, w32, zeros;
   const float* w = a.src[1].as<float>();
-  if (a.src[1].type != dtype::f32) { // bf16 / f16 taps as published: a few thousand values
+  if (a.src[1].type != dtype::f32) {
     w32.resize(static_cast<size_t>(C * K));
     to_f32(a.src[1].type, a.src[1].data, w32.data(), C * K);
     w = w32.data();
   }
+  wt.resize(static_cast<size_t>(C * K));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < K; ++j) wt[static_cast<size_t>(j * C + c)] = w[c * K + j];
+  zeros.assign(static_cast<size_t>(Dc), 0.0f);
   const float* xs = x.as<float>();
   float* state = a.src[2].as<float>();
   float* out = a.dst.as<float>();
   const tensor_view& table = a.src[3];
-  // a decode step's few taps per channel are cheap: whole blocks of channels per task
-  const int64_t rows = table.rows() > 0 ? std::max<int64_t>(x.dims[0], 1) : 1;
-  const int64_t grain = std::max<int64_t>(256, 16384 / rows);
-  parallel(ctx, C, grain, [&](int64_t c0, int64_t c1) {
-    thread_local std::vector<float> hist;
-    for (int64_t si = 0; si < table.rows(); ++si) {
-      const seq_row s = seq_at(table, si);
-      float* st = state + s.slot * C * (K - 1);
-      hist.resize(static_cast<size_t>(K - 1 + s.count));
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t h = c / Dc, d = c % Dc;
-        float* sc = st + h * (K - 1) * Dc + d; // tap j at sc[j * Dc]
-        for (int64_t j = 0; j < K - 1; ++j)
-          hist[static_cast<size_t>(j)] = s.pos0 > 0 ? sc[j * Dc] : 0.0f;
-        for (int64_t t = 0; t < s.count; ++t)
-          hist[static_cast<size_t>(K - 1 + t)] = xs[(s.begin + t) * C + c];
-        const float* wc = w + c * K;
-        for (int64_t t = 0; t < s.count; ++t) {
-          float acc = 0;
-          for (int64_t j = 0; j < K; ++j) acc += wc[j] * hist[static_cast<size_t>(t + j)];
-          out[(s.begin + t) * C + c] = silu(acc);
-        }
-        for (int64_t j = 0; j < K - 1; ++j) sc[j * Dc] = hist[static_cast<size_t>(s.count + j)];
-      }
+  const int64_t S = table.rows();
+  const float* wtp = wt.data();
+  const float* zp = zeros.data();
+  // a few decode rows are less work than waking the pool: inline below ~64K channel-steps
+  const exec_ctx& run_on = x.dims[0] * C * K >= (int64_t{1} << 16) ? ctx : exec_ctx{};
+  parallel(run_on, S * Hc, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const seq_row s = seq_at(table, i / Hc);
+      const int64_t h = i % Hc;
+      float* st = state + (s.slot * Hc + h) * (K - 1) * Dc; // [K - 1, Dc]
+      conv_head(wtp, C, K, h * Dc, Dc, xs, s, st, out, zp);
     }
   });
 }
