@@ -80,18 +80,27 @@ namespace {
 int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   const int64_t C = m.C, H = m.H, Hkv = m.Hkv, D = m.D;
   const int64_t qk = m.qk_nope + m.qk_rope;
-  const int64_t attn =
-      m.kv_lora > 0
-          ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
-                C * (m.kv_lora + m.qk_rope) + m.kv_lora * H * (m.qk_nope + m.v_head) +
-                H * m.v_head * C
-          : C * H * D + 2 * C * Hkv * D + H * D * C + (m.qkv_bias ? H * D + 2 * Hkv * D : 0);
+  // q / k norm weights: one per head dim, or per head (or over the whole projection)
+  const int64_t qk_norms = m.qk_norm == qk_norm_kind::none || !m.norm_weight ? 0
+                           : m.qk_norm == qk_norm_kind::head                 ? 2 * D
+                                                                             : (H + Hkv) * D;
+  const int64_t attn = m.kv_lora > 0
+                           ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
+                                 C * (m.kv_lora + m.qk_rope) +
+                                 m.kv_lora * H * (m.qk_nope + m.v_head) + H * m.v_head * C
+                           : C * H * D * (m.attn_output_gate ? 2 : 1) + 2 * C * Hkv * D +
+                                 H * D * C + (m.qkv_bias ? H * D + 2 * Hkv * D : 0) + qk_norms;
+  // a gated DeltaNet layer: q, k, v, z, a, b projections, the convolution's taps, A and
+  // dt_bias, the gated norm, out_proj
+  const int64_t Kd = m.lin_k_heads * m.lin_k_dim, Vd = m.lin_v_heads * m.lin_v_dim;
+  const int64_t linear = C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
+                         2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
   const int64_t dense = (m.gated_ffn ? 3 : 2) * C * m.F;
   const int64_t experts = experts_counted * 3 * C * m.F_expert + m.n_expert * C +
                           3 * C * m.F_shared + (m.shared_gate ? C : 0);
   int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C;
   for (int64_t l = 0; l < m.n_layer; ++l)
-    total += attn + (m.layer_moe(l) ? experts : dense) + 2 * C;
+    total += (m.layer_linear(l) ? linear : attn) + (m.layer_moe(l) ? experts : dense) + 2 * C;
   return total;
 }
 

@@ -151,6 +151,19 @@ TEST(MemoryPlan, ConfigAloneSizesLikeItsCheckpoint) {
 // counts their publishers give: Llama 3.1 8B 8,030,261,248 and 405B 405,853,388,800; Mixtral
 // 8x7B 46,702,792,704; DeepSeek-V3 671 B (without its multi-token-prediction layer, which
 // inference does not run).
+// The config's own count (what the loader prints, what FLOP estimates use) against the
+// weights the graph reads, for the hybrid linear-attention families (gated attention's doubled
+// q_proj, DeltaNet's projections, taps, A, dt_bias, gated norm, experts).
+TEST(MemoryPlan, LinearAttentionParameterCounts) {
+  for (const char* name : {"qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_next_moe"}) {
+    auto m = open_model(test::fixture_path(std::string("models/") + name));
+    ASSERT_TRUE(m) << name << ": " << m.error().to_string();
+    auto n = exec::count_parameters(**m);
+    ASSERT_TRUE(n);
+    EXPECT_EQ((*m)->config.parameters(), *n) << name;
+  }
+}
+
 TEST(MemoryPlan, PublishedParameterCounts) {
   auto count = [](const std::string& name) -> int64_t {
     auto m = open_model_config(config_of(name));
