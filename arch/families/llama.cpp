@@ -103,8 +103,10 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
   if (c.sliding_window >= c.ctx) c.sliding_window = 0, c.windowed.clear();
   // llama.cpp's converters undo HF's q/k permutation for llama; qwen2 stays rotate_half
   const std::string base = dense_base(c.family);
-  c.rope.layout =
-      base == "llama" || base == "mistral" ? rope_layout::interleaved : rope_layout::neox;
+  // (Seed-OSS's converter leaves q and k as they are)
+  c.rope.layout = (base == "llama" || base == "mistral") && c.family != "seed_oss"
+                      ? rope_layout::interleaved
+                      : rope_layout::neox;
   if (base == "qwen3") c.qk_norm = qk_norm_kind::head;
   return read_experts_gguf(g, c);
 }
@@ -116,6 +118,8 @@ status build_llama(const model_source& m, graph::graph& g) {
     n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
   } else {
     n = gguf_layout(m);
+    // Seed-OSS's converter names the FFN's pre-norm as llama.cpp's seed_oss arch does
+    if (c.family == "seed_oss") n.ffn_norm = "blk.{}.post_attention_norm.weight";
   }
   if (c.n_expert > 0) expert_names(m, n);
   if (c.tie_embeddings) n.lm_head.clear();
