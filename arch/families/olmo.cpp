@@ -52,6 +52,17 @@ status read_olmo_gguf(const gguf_cfg& g, model_config& c) {
     c.norms = norm_place::post;
     c.qk_norm = qk_norm_kind::full;
     c.rope.layout = rope_layout::neox;
+    // OLMo 3 as the converter writes it (arch olmo2): a window on the layers the pattern marks,
+    // and their own RoPE base when it differs
+    TROUPE_TRY(read_gguf_windows(g, c, 0, 0));
+    if (g.has("rope.freq_base_swa")) {
+      const double swa = g.f("rope.freq_base_swa", c.rope.theta);
+      if (swa != c.rope.theta) {
+        c.has_rope_local = true;
+        c.rope_local = c.rope;
+        c.rope_local.theta = swa;
+      }
+    }
     return {};
   }
   c.norm = norm_kind::layer;

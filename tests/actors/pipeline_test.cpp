@@ -290,7 +290,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "gguf:falcon_mq", "gguf:bloom", "gguf:mpt", "gguf:mixtral",
                           "gguf:qwen2_moe", "gguf:qwen3_moe", "gguf:deepseek_v3", "gguf:gpt_oss",
                           "gguf:gpt_oss_mxfp4", "gguf:deepseek_v3_yarn_eq", "gguf:qwen3_5",
-                          "gguf:qwen3_5_moe", "gguf:qwen3_next_moe", "gguf:seed_oss"),
+                          "gguf:qwen3_5_moe", "gguf:qwen3_next_moe", "gguf:seed_oss", "gguf:olmo3"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
