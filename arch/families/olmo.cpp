@@ -44,13 +44,13 @@ status read_olmo_hf(hf_cfg& j, model_config& c) {
 // norms have no tensors; OLMo 2 keeps rotate_half, names its post norms post_attention_norm /
 // post_ffw_norm, and its q/k norms span the whole projection.
 status read_olmo_gguf(const gguf_cfg& g, model_config& c) {
-  const bool v2 = c.family == "olmo2";
+  const bool v2 = c.family == "olmo2" || c.family == "exaone4";
   TROUPE_TRY(
       read_gguf_dims(g, c, v2 ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon",
                      v2 ? 1e-6 : 1e-5));
   if (v2) {
     c.norms = norm_place::post;
-    c.qk_norm = qk_norm_kind::full;
+    c.qk_norm = c.family == "exaone4" ? qk_norm_kind::head : qk_norm_kind::full;
     c.rope.layout = rope_layout::neox;
     // OLMo 3 as the converter writes it (arch olmo2): a window on the layers the pattern marks,
     // and their own RoPE base when it differs
@@ -62,6 +62,11 @@ status read_olmo_gguf(const gguf_cfg& g, model_config& c) {
         c.rope_local = c.rope;
         c.rope_local.theta = swa;
       }
+    }
+    if (c.family == "exaone4" && c.sliding_window > 0) { // RoPE on the sliding layers only
+      c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+      for (int64_t l = 0; l < c.n_layer; ++l)
+        c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
     }
     return {};
   }

@@ -154,17 +154,16 @@ TEST_P(GgufArch, MatchesTransformers) {
   EXPECT_TRUE(unread.empty()) << unread.size() << " unread, the first " << unread.front();
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
-                         ::testing::Values("llama3", "llama_headdim", "llama_linear", "llama_yarn",
-                                           "llama_bias", "llama_dynamic", "mistral", "qwen2",
-                                           "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                                           "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
-                                           "stablelm_qkln", "olmo", "olmo2", "granite", "cohere",
-                                           "falcon", "falcon_mq", "bloom", "mpt", "mixtral",
-                                           "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
-                                           "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5",
-                                           "qwen3_5_moe", "qwen3_next_moe", "seed_oss", "olmo3"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, GgufArch,
+    ::testing::Values("llama3", "llama_headdim", "llama_linear", "llama_yarn", "llama_bias",
+                      "llama_dynamic", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3",
+                      "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
+                      "stablelm_qkln", "olmo", "olmo2", "granite", "cohere", "falcon", "falcon_mq",
+                      "bloom", "mpt", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
+                      "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
+                      "qwen3_next_moe", "seed_oss", "olmo3", "exaone4"),
+    [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
 // block_count counts it, nextn_predict_layers says how many, and its block (blk.3 here: the
