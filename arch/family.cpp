@@ -65,7 +65,7 @@ const std::vector<family_entry>& families() {
        read_deepseek_gguf,
        build_deepseek,
        prepare_deepseek_hf},
-      {"glm4", {"Glm4ForCausalLM"}, {}, read_glm4_hf, nullptr, build_glm4},
+      {"glm4", {"Glm4ForCausalLM"}, {"glm4"}, read_glm4_hf, read_glm4_gguf, build_glm4},
       {"glm4_moe", {"Glm4MoeForCausalLM"}, {}, read_glm4_moe_hf, nullptr, build_glm4_moe},
       {"ernie4_5", {"Ernie4_5ForCausalLM"}, {}, read_llama_hf, nullptr, build_llama},
       {"gpt_oss",

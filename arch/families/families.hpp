@@ -71,6 +71,7 @@ status read_experts_gguf(const gguf_cfg& g, model_config& c);
 struct decoder_names;
 void expert_names(const model_source& m, decoder_names& n);
 /// Qwen3.5, Qwen3.5-MoE, Qwen3-Next (qwen35.cpp).
+status read_glm4_gguf(const gguf_cfg& g, model_config& c);
 status read_qwen35_hf(hf_cfg& j, model_config& c);
 status read_qwen35_gguf(const gguf_cfg& g, model_config& c);
 status build_qwen35(const model_source& m, graph::graph& g);

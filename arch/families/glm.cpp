@@ -38,10 +38,28 @@ status read_glm4_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF (glm4, as llama.cpp's converter writes a text GLM-4: q / k as published, so the rotated
+// half still pairs neighbours; the fused gate_up as ffn_up [2F, C]; the sandwich norms as
+// attn_norm, post_attention_norm, ffn_norm, post_ffw_norm; the rotated dims as
+// rope.dimension_count).
+status read_glm4_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  c.norms = norm_place::sandwich;
+  c.rope.layout = rope_layout::interleaved;
+  if (g.has("rope.dimension_sections")) // M-RoPE (GLM-4V): q / k permuted for it
+    return g.unsupported("rope.dimension_sections (GLM-4V's M-RoPE)");
+  return {};
+}
+
 status build_glm4(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  if (m.format != "hf")
-    return make_error(errc::unsupported, "{}: GLM-4 is read from Hugging Face checkpoints", m.path);
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    n.w_gate.clear(), n.w_up.clear(), n.b_gate.clear(), n.b_up.clear();
+    n.w_gate_up = "blk.{}.ffn_up.weight"; // gate rows, then up rows
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(c.qkv_bias, false, false);
   const std::string l = "model.layers.{}.";
   n.attn_norm = l + "input_layernorm.weight";
