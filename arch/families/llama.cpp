@@ -103,7 +103,7 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
   if (c.sliding_window >= c.ctx) c.sliding_window = 0, c.windowed.clear();
   // llama.cpp's converters undo HF's q/k permutation for llama; qwen2 stays rotate_half
   const std::string base = dense_base(c.family);
-  // (Seed-OSS's converter leaves q and k as they are)
+  // (Seed-OSS's converter leaves q and k as they are; ERNIE 4.5 pairs neighbours natively)
   c.rope.layout = (base == "llama" || base == "mistral") && c.family != "seed_oss"
                       ? rope_layout::interleaved
                       : rope_layout::neox;

@@ -162,7 +162,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "stablelm_qkln", "olmo", "olmo2", "granite", "cohere", "falcon", "falcon_mq",
                       "bloom", "mpt", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
                       "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
-                      "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4"),
+                      "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
