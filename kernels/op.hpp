@@ -262,6 +262,15 @@ struct exec_ctx {
   scratch_arena* scratch = nullptr;
 };
 
+/// Row i of a state table (causal_conv, gated_delta): a sequence's tokens, first position, slot.
+struct state_row {
+  int64_t begin, count, pos0, slot;
+};
+inline state_row state_row_at(const tensor_view& table, int64_t i) {
+  const int32_t* r = table.row<int32_t>(i);
+  return {r[0], r[1], r[2], r[3]};
+}
+
 /// Checks the shapes and dtypes of `args` against the table above.
 status check_args(const op_args& args);
 

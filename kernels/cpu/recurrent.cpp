@@ -17,15 +17,6 @@ namespace troupe::kernels::cpu {
 
 namespace {
 
-struct seq_row {
-  int64_t begin, count, pos0, slot;
-};
-
-seq_row seq_at(const tensor_view& table, int64_t i) {
-  const int32_t* r = table.row<int32_t>(i);
-  return {r[0], r[1], r[2], r[3]};
-}
-
 // exp(x) for the SiLU, written so that `omp simd` loops vectorise it: 2^n p(r) with |r| <=
 // ln2 / 2 (Cephes' polynomial, within 2 ulp of expf over the range a SiLU reaches)
 inline float exp_simd(float x) {
@@ -49,7 +40,7 @@ inline float exp_simd(float x) {
 // One head's channels (Dc of them, contiguous in x's rows and in the state's tap rows) of one
 // sequence: the taps transposed (wt[j * C + c]) so every loop runs over d.
 void conv_head(const float* wt, int64_t C, int64_t K, int64_t c0, int64_t Dc, const float* xs,
-               const seq_row& s, float* st, float* out, const float* zeros) {
+               const state_row& s, float* st, float* out, const float* zeros) {
   // the rows the sequence's window reads, oldest first: K - 1 state rows, then its new inputs
   auto row = [&](int64_t i) -> const float* {
     if (i < K - 1) return s.pos0 > 0 ? st + i * Dc : zeros;
@@ -104,7 +95,7 @@ void causal_conv(const op_args& a, const exec_ctx& ctx) {
   const exec_ctx& run_on = x.dims[0] * C * K >= (int64_t{1} << 16) ? ctx : exec_ctx{};
   parallel(run_on, S * Hc, 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      const seq_row s = seq_at(table, i / Hc);
+      const state_row s = state_row_at(table, i / Hc);
       const int64_t h = i % Hc;
       float* st = state + (s.slot * Hc + h) * (K - 1) * Dc; // [K - 1, Dc]
       conv_head(wtp, C, K, h * Dc, Dc, xs, s, st, out, zp);
@@ -125,7 +116,7 @@ void gated_delta(const op_args& a, const exec_ctx& ctx) {
     std::vector<float> kn(static_cast<size_t>(Dk)), qn(static_cast<size_t>(Dk)),
         mem(static_cast<size_t>(Dv));
     for (int64_t i = i0; i < i1; ++i) {
-      const seq_row s = seq_at(table, i / Hv);
+      const state_row s = state_row_at(table, i / Hv);
       const int64_t h = i % Hv, kh = a.p.delta_tiled ? (a.p.head0 + h) % Hk : h / rep;
       float* st = state + (s.slot * Hv + h) * Dk * Dv; // [Dk, Dv]
       if (s.pos0 == 0)

@@ -12,15 +12,6 @@ namespace troupe::kernels::ref {
 
 namespace {
 
-struct seq_row {
-  int64_t begin, count, pos0, slot;
-};
-
-seq_row seq_at(const tensor_view& table, int64_t i) {
-  const int32_t* r = table.row<int32_t>(i);
-  return {r[0], r[1], r[2], r[3]};
-}
-
 void causal_conv(const op_args& a, const exec_ctx&) {
   const auto& x = a.src[0];
   const int64_t Hc = x.dims[1], Dc = x.dims[2], C = Hc * Dc, K = a.src[1].dims[1];
@@ -28,7 +19,7 @@ void causal_conv(const op_args& a, const exec_ctx&) {
   to_f32(a.src[1].type, a.src[1].data, w.data(), C * K);
   float* state = a.src[2].as<float>();
   for (int64_t si = 0; si < a.src[3].rows(); ++si) {
-    const seq_row s = seq_at(a.src[3], si);
+    const state_row s = state_row_at(a.src[3], si);
     float* st = state + s.slot * C * (K - 1); // [Hc, K - 1, Dc]
     // the sequence's inputs, oldest first: K - 1 from before this step, then its new rows
     std::vector<double> hist(static_cast<size_t>((K - 1 + s.count) * C), 0.0);
@@ -61,7 +52,7 @@ void gated_delta(const op_args& a, const exec_ctx&) {
   const int64_t rep = std::max<int64_t>(Hv / Hk, 1);
   float* state = a.src[7].as<float>();
   for (int64_t si = 0; si < a.src[8].rows(); ++si) {
-    const seq_row s = seq_at(a.src[8], si);
+    const state_row s = state_row_at(a.src[8], si);
     for (int64_t h = 0; h < Hv; ++h) {
       float* st = state + (s.slot * Hv + h) * Dk * Dv; // [Dk, Dv]
       std::vector<double> S(static_cast<size_t>(Dk * Dv), 0.0);
