@@ -1,6 +1,7 @@
 // expand.cpp: element-wise programs as compositions of primitive ops (passes.hpp), for
 // backends where the JIT cannot build them. Constants fold into `scale` (x * s + b); min and
-// max of two tensors are (a + b +- |a - b|) / 2; division is a reciprocal and a product.
+// max of two tensors are (a + b +- |a - b|) / 2; division is a reciprocal and a product;
+// step (x > 0) is exact through two scale-and-clamp stages.
 #include <algorithm>
 #include <cmath>
 
@@ -150,6 +151,16 @@ class expander {
       return emit(op::rsqrt, {a}, into);
     case ew_instr::sqrt:
       return emit(op::recip, {emit(op::rsqrt, {a}, none)}, into);
+    case ew_instr::expm1: // loses the digits near 0 that expm1 keeps (a few 1e-8 absolute)
+      return emit(op::scale, {emit(op::exp, {a}, none)}, into, 1.0f, -1.0f);
+    case ew_instr::step: {
+      // exactly 1 for every positive float, 0 otherwise, from continuous ops: relu, then
+      // x 2^126 brings every normal float to >= 1 and a clamp to 1; the subnormals (>= 2^-149)
+      // land at >= 2^-23, which x 2^23 and a second clamp bring to 1 as well
+      const vid r = emit(op::relu, {a}, none);
+      const vid c1 = emit(op::clamp, {emit(op::scale, {r}, none, 0x1p126f)}, none, 1.0f);
+      return emit(op::clamp, {emit(op::scale, {c1}, none, 0x1p23f)}, into, 1.0f);
+    }
     default:
       return std::nullopt; // erf
     }

@@ -24,7 +24,8 @@ constexpr fn_entry functions[] = {
     {"gelu", ew_instr::gelu, 1}, {"gelu_tanh", ew_instr::gelu_tanh, 1},
     {"erf", ew_instr::erf, 1},   {"rsqrt", ew_instr::rsqrt, 1},
     {"sqrt", ew_instr::sqrt, 1}, {"min", ew_instr::min, 2},
-    {"max", ew_instr::max, 2},
+    {"max", ew_instr::max, 2},   {"step", ew_instr::step, 1},
+    {"expm1", ew_instr::expm1, 1},
 };
 
 class parser {
@@ -301,6 +302,12 @@ double ew_program::eval(const double* src) const {
     case ew_instr::sqrt:
       v = std::sqrt(a);
       break;
+    case ew_instr::step:
+      v = a > 0 ? 1 : 0;
+      break;
+    case ew_instr::expm1:
+      v = std::expm1(a);
+      break;
     }
     r[n] = v;
   }
@@ -376,6 +383,12 @@ std::string ew_program::to_cpp(const std::string& src, const std::string& out) c
     case ew_instr::sqrt:
       v = fmt::format("std::sqrt({})", a);
       break;
+    case ew_instr::step:
+      v = fmt::format("{} > 0.0f ? 1.0f : 0.0f", a);
+      break;
+    case ew_instr::expm1:
+      v = fmt::format("std::expm1({})", a);
+      break;
     }
     s += fmt::format("const float r{} = {};\n", n, v);
   }
@@ -386,7 +399,8 @@ std::string ew_program::to_cpp(const std::string& src, const std::string& out) c
 std::string_view to_string(ew_instr::kind k) {
   constexpr const char* names[] = {
       "load",    "constant", "add", "sub", "mul",  "div",  "min",       "max", "neg",   "silu",
-      "sigmoid", "tanh",     "exp", "abs", "relu", "gelu", "gelu_tanh", "erf", "rsqrt", "sqrt"};
+      "sigmoid", "tanh",     "exp", "abs", "relu", "gelu", "gelu_tanh", "erf", "rsqrt", "sqrt",
+      "step",    "expm1"};
   return names[static_cast<size_t>(k)];
 }
 

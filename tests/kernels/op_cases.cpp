@@ -238,9 +238,12 @@ void reduce_cases(std::vector<op_case>& out_cases) {
 void program_cases(std::vector<op_case>& out_cases) {
   static const char* texts[] = {"relu(x)*relu(x) + 0.5*sigmoid(y) - tanh(z)/2",
                                 "x * sigmoid(1.702 * x) + max(y, z) * min(x, 0.25)",
-                                "gelu(x) * y + gelu_tanh(z) - exp(-abs(x)) + sqrt(abs(y)) * 0.1"};
+                                "gelu(x) * y + gelu_tanh(z) - exp(-abs(x)) + sqrt(abs(y)) * 0.1",
+                                // xIELU's shape (Apertus): a branch by sign, expm1 near 0
+                                "0.5*x + 0.7*relu(x)^2 + 0.9*(1 - step(x))*(expm1(min(x, "
+                                "-0.000001)) - x) + step(y - z)*expm1(0.001*z)"};
   static std::vector<std::unique_ptr<ew_program>> programs;
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < 4; ++k) {
     auto p = parse_expression(texts[k], {"x", "y", "z"});
     if (!p) continue;
     programs.push_back(std::make_unique<ew_program>(std::move(*p)));
