@@ -32,6 +32,7 @@ const std::vector<family_entry>& families() {
        read_qwen35_gguf,
        build_qwen35},
       {"mixtral", {"MixtralForCausalLM"}, {}, read_llama_hf, read_llama_gguf, build_llama},
+      {"apertus", {"ApertusForCausalLM"}, {}, read_apertus_hf, nullptr, build_apertus},
       {"smollm3", {"SmolLM3ForCausalLM"}, {}, read_llama_hf, nullptr, build_llama},
       {"seed_oss",
        {"SeedOssForCausalLM"},

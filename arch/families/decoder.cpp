@@ -16,16 +16,6 @@ std::string at(const std::string& pattern, int l) {
   return weight_names::layer(pattern, l);
 }
 
-// A value rounded to `t` and back (HF multiplies by scales stored in the weights' dtype).
-double round_to(dtype t, double v) {
-  if (t != dtype::f16 && t != dtype::bf16) return v;
-  float f = static_cast<float>(v), back = 0;
-  uint16_t h = 0;
-  from_f32(t, &f, &h, 1);
-  to_f32(t, &h, &back, 1);
-  return back;
-}
-
 class decoder {
  public:
   decoder(const model_source& m, const decoder_names& n, graph::graph& g)
@@ -93,6 +83,14 @@ class decoder {
   }
 
   status make_act() {
+    for (const auto& text : n_.layer_act) {
+      auto p = kernels::parse_expression(text, {"x"});
+      if (!p) return p.error();
+      layer_act_.push_back(std::make_shared<kernels::ew_program>(std::move(*p)));
+    }
+    if (!layer_act_.empty() && static_cast<int64_t>(layer_act_.size()) != c_.n_layer)
+      return make_error(errc::internal, "{}: {} layer activations for {} layers", m_.path,
+                        layer_act_.size(), c_.n_layer);
     if (c_.act_expr.empty()) return {};
     auto p = kernels::parse_expression(c_.act_expr, {"x"});
     if (!p) {
@@ -558,7 +556,8 @@ class decoder {
     const op act = c_.act == act_kind::silu        ? op::silu
                    : c_.act == act_kind::gelu_tanh ? op::gelu_tanh
                                                    : op::gelu_erf;
-    return b.ffn(h, wg, wu, wd, bg, bu, bd, act, act_expr_);
+    return b.ffn(h, wg, wu, wd, bg, bu, bd, act,
+                 layer_act_.empty() ? act_expr_ : layer_act_[static_cast<size_t>(l)]);
   }
 
   expected<vid> layer(int l, vid x) {
@@ -638,9 +637,20 @@ class decoder {
   weights w_;
   vid tok_ = none;
   std::shared_ptr<kernels::ew_program> act_expr_;
+  std::vector<std::shared_ptr<kernels::ew_program>> layer_act_; // per layer, when named
 };
 
 } // namespace
+
+double round_to(dtype t, double v) {
+  if (t == dtype::f32) return static_cast<float>(v);
+  if (t != dtype::f16 && t != dtype::bf16) return v;
+  float f = static_cast<float>(v), back = 0;
+  uint16_t h = 0;
+  from_f32(t, &f, &h, 1);
+  to_f32(t, &h, &back, 1);
+  return back;
+}
 
 decoder_names hf_llama_layout(bool qkv_bias, bool o_bias, bool mlp_bias) {
   decoder_names n;

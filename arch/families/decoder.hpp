@@ -51,6 +51,9 @@ struct decoder_names {
   // or (Qwen3-Next) q, k, v, z per key head group [Dk; Dk; r Dv; r Dv] and b, a [r; r] (r value
   // heads per key head) in two fused tensors
   std::string lin_qkvz, lin_ba;
+  // per layer: the FFN's activation as an expression over x (expr.hpp), where a family's
+  // activation carries learned constants of each layer (Apertus's xIELU); empty: the config's
+  std::vector<std::string> layer_act;
   bool transposed = false;      // matrices stored [in, out] (GPT-2's Conv1D)
   bool optional_biases = false; // true: a named bias the checkpoint lacks means no bias
                                 // (false: it must be there; name no bias for none)
@@ -68,5 +71,9 @@ decoder_names hf_llama_layout(bool qkv_bias, bool o_bias, bool mlp_bias);
 decoder_names gguf_layout(const model_source& m);
 
 status build_decoder(const model_source& m, const decoder_names& n, graph::graph& g);
+
+/// v rounded to `t` and back (f32, f16, bf16; other types leave it as it is): HF computes with
+/// scales held in the weights' dtype.
+double round_to(dtype t, double v);
 
 } // namespace troupe::arch

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <tuple>
 
 #include <stdlib.h>
@@ -133,7 +136,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe", "smollm3", "olmo3",
                       "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4", "qwen3_5",
                       "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed",
-                      "qwen3_next_moe"),
+                      "qwen3_next_moe", "apertus"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
@@ -407,6 +410,58 @@ TEST(ArchSpec, ExpressionActivationMatchesTransformers) {
   }
   unsetenv("TROUPE_JIT");
   clear_arch_specs();
+}
+
+// Apertus's xIELU: an activation no kernel implements, with constants learned per layer, so
+// each layer's FFN runs its own element-wise program. transformers' tokens and logits through
+// the JIT (one program per layer), through the composition of primitives (step and expm1
+// included), and through the reference backend's interpreter.
+TEST(Apertus, LearnedActivationPerLayerMatchesTransformers) {
+  const std::string dir = test::fixture_path("models/apertus");
+  const json fx = test::load_json(dir + "/expected.json");
+  struct path {
+    const char* jit;
+    kernels::backend where;
+  };
+  for (auto [jit, where] : {path{"1", kernels::backend::cpu}, path{"0", kernels::backend::cpu},
+                            path{"1", kernels::backend::ref}}) {
+    setenv("TROUPE_JIT", jit, 1);
+    auto g = make(dir, where);
+    ASSERT_TRUE(g);
+    const std::string plan = g->runner().explain(false);
+    if (where == kernels::backend::cpu && std::string(jit) == "1") {
+      EXPECT_NE(plan.find("cpu/elementwise/jit"), std::string::npos) << "no compiler here?";
+    } else if (where == kernels::backend::cpu) {
+      EXPECT_EQ(plan.find("elementwise"), std::string::npos);
+      EXPECT_NE(plan.find("composed from"), std::string::npos);
+    }
+    // each layer's own constants (beta of layer 0 and of layer 1 differ in the fixture)
+    const auto graph = arch::build_graph(g->source());
+    ASSERT_TRUE(graph);
+    std::set<std::string> programs;
+    for (const auto& p : graph->programs) programs.insert(p->text);
+    EXPECT_EQ(programs.size(), 2u);
+    for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  }
+  unsetenv("TROUPE_JIT");
+}
+
+// A config that switches off what the published model has refuses the load by name.
+TEST(Apertus, RemoteCodeSwitchesThatChangeTheMathRefuse) {
+  namespace fs = std::filesystem;
+  const fs::path src = test::fixture_path("models/apertus");
+  for (const char* key : {"qk_norm", "post_norm", "mlp_bias"}) {
+    const fs::path dir = fs::temp_directory_path() / fmt::format("troupe_apertus_{}", key);
+    fs::remove_all(dir);
+    fs::copy(src, dir);
+    json cfg = test::load_json((dir / "config.json").string());
+    cfg[key] = std::string(key) == "qk_norm" ? false : true;
+    std::ofstream(dir / "config.json") << cfg.dump();
+    auto m = open_model(dir.string());
+    ASSERT_FALSE(m) << key;
+    EXPECT_NE(m.error().message.find(key), std::string::npos) << m.error().message;
+    fs::remove_all(dir);
+  }
 }
 
 // The latent KV cache: a token stores kv_lora_rank + qk_rope_head_dim values per layer (32 + 8

@@ -1,0 +1,110 @@
+// apertus.cpp (arch/families): Apertus (swiss-ai, ApertusForCausalLM), which is Llama with
+// three changes: q and k are RMS-normed over each head before RoPE (Qwen3's q_norm / k_norm),
+// the norms are named attention_layernorm / feedforward_layernorm, and the MLP is not gated:
+// down(xielu(up(x))). xIELU (arXiv 2411.13010) is an activation no kernel implements and its
+// constants are learned per layer (mlp.act_fn.alpha_p, alpha_n: softplus-parametrised;
+// beta, eps: buffers saved with them), so each layer's FFN runs its own element-wise program,
+// compiled by the JIT or composed from primitives like any expression:
+//   x > 0:  ap x^2 + beta x            ap = softplus(alpha_p)
+//   x <= 0: an (expm1(min(x, eps)) - x) + beta x,   an = beta + softplus(alpha_n)
+// The scalars are read from the checkpoint when the graph is built (they count as read);
+// a config opened alone (troupe plan) takes the initial values, which size nothing.
+// Tests: tests/exec/forward_test.cpp (SyntheticArch apertus, Apertus.*), pipeline_test
+// FamilyCuts.
+#include <array>
+#include <cmath>
+
+#include "arch/families/decoder.hpp"
+#include "core/convert.hpp"
+
+namespace troupe::arch {
+
+namespace {
+
+constexpr const char* act_names[] = {"alpha_p", "alpha_n", "beta", "eps"};
+
+std::string act_tensor(int64_t l, const char* what) {
+  return fmt::format("model.layers.{}.mlp.act_fn.{}", l, what);
+}
+
+// log(1 + e^x) without overflow, in double (torch's softplus, threshold 20, is this to f32)
+double softplus(double x) {
+  return x > 20 ? x : std::log1p(std::exp(x));
+}
+
+// One layer's xIELU as an expression over x. (1 - step(x)) keeps the negative branch off the
+// positive side (xIELU jumps by an * expm1(eps) at 0, which no continuous op can express);
+// min(x, 0) instead of x there keeps an infinite input from making 0 * inf.
+std::string xielu_expr(double ap, double an, double beta, double eps) {
+  return fmt::format("{0:.9g}*x + {1:.9g}*relu(x)^2 + {2:.9g}*(1 - step(x))*(expm1(min(x, "
+                     "{3:.9g})) - min(x, 0))",
+                     beta, ap, an, eps);
+}
+
+// Layer l's xIELU: the four scalars as transformers stores them (alpha_p / alpha_n [1], beta /
+// eps scalars; f32, f16 or bf16), and ap, an computed as transformers does, in their dtype
+// (each step rounded to it: a bf16 checkpoint's constants are bf16 values).
+expected<std::string> layer_xielu(const model_source& m, int64_t l) {
+  std::array<double, 4> v{};
+  dtype type = dtype::f32;
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = act_tensor(l, act_names[i]);
+    const tensor_info* t = m.tensors->find(name);
+    if (!t) return make_error(errc::not_found, "{}: xIELU needs the tensor {}", m.path, name);
+    if (!t->supported || t->dims.numel() != 1 ||
+        (t->type != dtype::f32 && t->type != dtype::f16 && t->type != dtype::bf16))
+      return make_error(errc::shape_mismatch, "{}: {} must be one f32 / f16 / bf16 value", m.path,
+                        name);
+    float x = 0;
+    to_f32(t->type, t->data, &x, 1);
+    v[static_cast<size_t>(i)] = x;
+    type = t->type;
+  }
+  const double beta = v[2];
+  return xielu_expr(round_to(type, softplus(v[0])),
+                    round_to(type, beta + round_to(type, softplus(v[1]))), beta, v[3]);
+}
+
+} // namespace
+
+status read_apertus_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  // the published config still carries the remote code's switches; transformers' model has
+  // q/k norms and pre-norms only, and no MLP bias, so any other setting is another model
+  if (!j.b("qk_norm", true)) return j.unsupported("'qk_norm': false is not supported");
+  if (j.b("post_norm", false)) return j.unsupported("'post_norm': true is not supported");
+  if (j.b("mlp_bias", false)) return j.unsupported("'mlp_bias': true is not supported");
+  c.qk_norm = qk_norm_kind::head;
+  c.gated_ffn = false;
+  const std::string act = j.s("hidden_act", "xielu");
+  if (act != "xielu") TROUPE_TRY(read_activation(act, c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 12000000.0, 1.0));
+  for (int64_t l = 0; act == "xielu" && l < c.n_layer; ++l)
+    for (const char* what : act_names) c.config_tensors.push_back(act_tensor(l, what));
+  return {};
+}
+
+status build_apertus(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+  n.attn_norm = "model.layers.{}.attention_layernorm.weight";
+  n.ffn_norm = "model.layers.{}.feedforward_layernorm.weight";
+  n.w_gate.clear();
+  if (c.tie_embeddings) n.lm_head.clear();
+  if (!c.config_tensors.empty()) { // xIELU: each layer's constants
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      if (m.shapes_only) { // transformers' initial values
+        n.layer_act.push_back(xielu_expr(0.8, 0.8, 0.5, -1e-6));
+        continue;
+      }
+      TROUPE_TRY_ASSIGN(e, layer_xielu(m, l));
+      n.layer_act.push_back(std::move(e));
+    }
+  }
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
