@@ -5,6 +5,7 @@
 #include "exec/shard_graph.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -73,19 +75,39 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
     // NVRTC builds each program for the GPU, the C++ JIT for the CPU
     if (auto* d = gpu ? kernels::get_device(kernels::backend::cuda, opt.device) : nullptr)
       TROUPE_TRY(d->make_current());
+    // the CPU's programs build on several threads at once (each is a compiler run of ~0.4 s,
+    // and a family with constants per layer has one per layer); NVRTC's on this one
+    std::vector<kernels::ew_program*> progs; // each once (layers may share one)
+    for (auto& prog : whole.programs)
+      if (std::find(progs.begin(), progs.end(), prog.get()) == progs.end())
+        progs.push_back(prog.get());
+    std::vector<status> st(progs.size());
+    std::atomic<size_t> next{0};
+    auto prepare = [&] {
+      for (size_t i; (i = next++) < progs.size();) {
+        auto& prog = *progs[i];
+        st[i] = gpu ? kernels::jit_prepare_gpu(prog) : prog.compiled ? status{}
+                                                                      : kernels::jit_prepare(prog);
+      }
+    };
+    const size_t helpers =
+        gpu ? 0
+            : std::min<size_t>(progs.size(), std::max(1u, std::thread::hardware_concurrency())) -
+                  1;
+    std::vector<std::thread> pool;
+    for (size_t i = 0; i < helpers; ++i) pool.emplace_back(prepare);
+    prepare();
+    for (auto& t : pool) t.join();
     std::set<const kernels::ew_program*> built;
-    for (auto& prog : whole.programs) {
-      const status st = gpu              ? kernels::jit_prepare_gpu(*prog)
-                        : prog->compiled ? status{}
-                                         : kernels::jit_prepare(*prog);
-      if (st) {
-        built.insert(prog.get());
+    for (size_t i = 0; i < st.size(); ++i) {
+      if (st[i]) {
+        built.insert(progs[i]);
         continue;
       }
       static std::once_flag said;
       std::call_once(said, [&] {
         TROUPE_LOG_WARN("exec", "{}; element-wise programs run as compositions of primitive ops",
-                        st.error().message);
+                        st[i].error().message);
       });
     }
     const int n = graph::expand_elementwise(

@@ -68,12 +68,17 @@ bool enabled() {
 status jit_prepare(ew_program& p) {
   if (!enabled()) return make_error(errc::unavailable, "JIT: off (TROUPE_JIT=0)");
   const uint64_t h = p.hash();
-  std::lock_guard<std::mutex> lk(mu);
-  if (auto it = loaded.find(h); it != loaded.end()) {
-    p.compiled = it->second;
-    ++n_cached;
-    return {};
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (auto it = loaded.find(h); it != loaded.end()) {
+      p.compiled = it->second;
+      ++n_cached;
+      return {};
+    }
   }
+  // built without the lock, so that several programs compile at once (a model whose layers
+  // each have their own constants); two builds of one program end in the same file (the
+  // rename below is atomic) and the second load finds the first's entry point
   namespace fs = std::filesystem;
   const fs::path dir = cache_dir();
   const std::string stem = fmt::format("ew_{:016x}", h);
@@ -113,6 +118,12 @@ status jit_prepare(ew_program& p) {
     fs::remove(src, ec);
     fs::remove(fs::path(src.string() + ".log"), ec);
     built = true;
+  }
+  std::lock_guard<std::mutex> lk(mu);
+  if (auto it = loaded.find(h); it != loaded.end()) {
+    p.compiled = it->second;
+    ++n_cached;
+    return {};
   }
   void* lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {

@@ -4,7 +4,8 @@
 // TROUPE_JIT_DIR (default ~/.cache/troupe/jit) by the program's hash, and loaded with
 // dlopen. TROUPE_JIT=0 turns it off. Where no compiler works, prepare() says why (once in
 // the log) and the caller composes the program from primitive ops instead. On a GPU, NVRTC
-// builds the program as a kernel (jit_prepare_gpu). Counters for /metrics. Thread-safe. Tests:
+// builds the program as a kernel (jit_prepare_gpu). Counters for /metrics. Thread-safe: programs
+// compile concurrently (the executor builds a model's programs on several threads). Tests:
 // tests/kernels/expr_test.cpp
 #pragma once
 
