@@ -86,14 +86,14 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
     auto prepare = [&] {
       for (size_t i; (i = next++) < progs.size();) {
         auto& prog = *progs[i];
-        st[i] = gpu ? kernels::jit_prepare_gpu(prog) : prog.compiled ? status{}
-                                                                      : kernels::jit_prepare(prog);
+        st[i] = gpu             ? kernels::jit_prepare_gpu(prog)
+                : prog.compiled ? status{}
+                                : kernels::jit_prepare(prog);
       }
     };
     const size_t helpers =
         gpu ? 0
-            : std::min<size_t>(progs.size(), std::max(1u, std::thread::hardware_concurrency())) -
-                  1;
+            : std::min<size_t>(progs.size(), std::max(1u, std::thread::hardware_concurrency())) - 1;
     std::vector<std::thread> pool;
     for (size_t i = 0; i < helpers; ++i) pool.emplace_back(prepare);
     prepare();

@@ -18,13 +18,13 @@ struct fn_entry {
   int args;
 };
 constexpr fn_entry functions[] = {
-    {"silu", ew_instr::silu, 1}, {"sigmoid", ew_instr::sigmoid, 1},
-    {"tanh", ew_instr::tanh, 1}, {"exp", ew_instr::exp, 1},
-    {"abs", ew_instr::abs, 1},   {"relu", ew_instr::relu, 1},
-    {"gelu", ew_instr::gelu, 1}, {"gelu_tanh", ew_instr::gelu_tanh, 1},
-    {"erf", ew_instr::erf, 1},   {"rsqrt", ew_instr::rsqrt, 1},
-    {"sqrt", ew_instr::sqrt, 1}, {"min", ew_instr::min, 2},
-    {"max", ew_instr::max, 2},   {"step", ew_instr::step, 1},
+    {"silu", ew_instr::silu, 1},   {"sigmoid", ew_instr::sigmoid, 1},
+    {"tanh", ew_instr::tanh, 1},   {"exp", ew_instr::exp, 1},
+    {"abs", ew_instr::abs, 1},     {"relu", ew_instr::relu, 1},
+    {"gelu", ew_instr::gelu, 1},   {"gelu_tanh", ew_instr::gelu_tanh, 1},
+    {"erf", ew_instr::erf, 1},     {"rsqrt", ew_instr::rsqrt, 1},
+    {"sqrt", ew_instr::sqrt, 1},   {"min", ew_instr::min, 2},
+    {"max", ew_instr::max, 2},     {"step", ew_instr::step, 1},
     {"expm1", ew_instr::expm1, 1},
 };
 
@@ -397,10 +397,10 @@ std::string ew_program::to_cpp(const std::string& src, const std::string& out) c
 }
 
 std::string_view to_string(ew_instr::kind k) {
-  constexpr const char* names[] = {
-      "load",    "constant", "add", "sub", "mul",  "div",  "min",       "max", "neg",   "silu",
-      "sigmoid", "tanh",     "exp", "abs", "relu", "gelu", "gelu_tanh", "erf", "rsqrt", "sqrt",
-      "step",    "expm1"};
+  constexpr const char* names[] = {"load",  "constant", "add",  "sub",  "mul",       "div",
+                                   "min",   "max",      "neg",  "silu", "sigmoid",   "tanh",
+                                   "exp",   "abs",      "relu", "gelu", "gelu_tanh", "erf",
+                                   "rsqrt", "sqrt",     "step", "expm1"};
   return names[static_cast<size_t>(k)];
 }
 

@@ -276,7 +276,9 @@ void kills_are_exact(const std::string& fixture, bool ep, int workers = 0) {
   }
   host_options o;
   o.place = *even_placement(m->config, 2, 2);
-  if (ep) ASSERT_TRUE(set_expert_parallel(m->config, o.place, 2));
+  if (ep) {
+    ASSERT_TRUE(set_expert_parallel(m->config, o.place, 2));
+  }
   o.workers = workers;
   if (workers > 0) o.worker_exe = TROUPE_BINARY_DIR "/cli/troupe";
   o.kv_blocks = 512;
