@@ -5,7 +5,6 @@
 #include "exec/shard_graph.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstdlib>
@@ -20,6 +19,7 @@
 
 #include "arch/family.hpp"
 #include "core/log.hpp"
+#include "core/thread_pool.hpp"
 #include "exec/executor_impl.hpp"
 #include "exec/expert_load.hpp"
 #include "graph/passes.hpp"
@@ -82,22 +82,22 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
       if (std::find(progs.begin(), progs.end(), prog.get()) == progs.end())
         progs.push_back(prog.get());
     std::vector<status> st(progs.size());
-    std::atomic<size_t> next{0};
-    auto prepare = [&] {
-      for (size_t i; (i = next++) < progs.size();) {
-        auto& prog = *progs[i];
-        st[i] = gpu             ? kernels::jit_prepare_gpu(prog)
-                : prog.compiled ? status{}
-                                : kernels::jit_prepare(prog);
+    auto prepare = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        auto& prog = *progs[static_cast<size_t>(i)];
+        st[static_cast<size_t>(i)] = gpu             ? kernels::jit_prepare_gpu(prog)
+                                     : prog.compiled ? status{}
+                                                     : kernels::jit_prepare(prog);
       }
     };
-    const size_t helpers =
-        gpu ? 0
-            : std::min<size_t>(progs.size(), std::max(1u, std::thread::hardware_concurrency())) - 1;
-    std::vector<std::thread> pool;
-    for (size_t i = 0; i < helpers; ++i) pool.emplace_back(prepare);
-    prepare();
-    for (auto& t : pool) t.join();
+    const auto n_progs = static_cast<int64_t>(progs.size());
+    if (gpu) {
+      prepare(0, n_progs);
+    } else {
+      thread_pool pool(static_cast<int>(
+          std::min<int64_t>(n_progs, std::max(1u, std::thread::hardware_concurrency()))));
+      pool.parallel_for(n_progs, 1, prepare);
+    }
     std::set<const kernels::ew_program*> built;
     for (size_t i = 0; i < st.size(); ++i) {
       if (st[i]) {

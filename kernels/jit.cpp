@@ -63,6 +63,15 @@ bool enabled() {
   return !(e && std::string(e) == "0");
 }
 
+// Under mu: points p at the entry point already loaded for hash h, if there is one.
+bool take_loaded(uint64_t h, ew_program& p) {
+  auto it = loaded.find(h);
+  if (it == loaded.end()) return false;
+  p.compiled = it->second;
+  ++n_cached;
+  return true;
+}
+
 } // namespace
 
 status jit_prepare(ew_program& p) {
@@ -70,11 +79,7 @@ status jit_prepare(ew_program& p) {
   const uint64_t h = p.hash();
   {
     std::lock_guard<std::mutex> lk(mu);
-    if (auto it = loaded.find(h); it != loaded.end()) {
-      p.compiled = it->second;
-      ++n_cached;
-      return {};
-    }
+    if (take_loaded(h, p)) return {};
   }
   // built without the lock, so that several programs compile at once (a model whose layers
   // each have their own constants); two builds of one program end in the same file (the
@@ -120,11 +125,7 @@ status jit_prepare(ew_program& p) {
     built = true;
   }
   std::lock_guard<std::mutex> lk(mu);
-  if (auto it = loaded.find(h); it != loaded.end()) {
-    p.compiled = it->second;
-    ++n_cached;
-    return {};
-  }
+  if (take_loaded(h, p)) return {};
   void* lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     ++n_failed;

@@ -371,6 +371,15 @@ TEST(FastKernels, LogitsWithinEachDtypeTolerance) {
   }
 }
 
+// The three ways an element-wise activation runs: JIT-compiled on the CPU (TROUPE_JIT=1),
+// composed from primitive ops (TROUPE_JIT=0), and interpreted by the reference backend.
+struct activation_path {
+  const char* jit;
+  kernels::backend where;
+};
+constexpr activation_path activation_paths[] = {
+    {"1", kernels::backend::cpu}, {"0", kernels::backend::cpu}, {"1", kernels::backend::ref}};
+
 // A model whose activation Troupe does not know (hidden_act "relu6"): refused, naming the
 // key, until a spec file defines it as an expression; then transformers' tokens and logits,
 // through the JIT, through the composition of primitives (no JIT), and through the reference
@@ -386,12 +395,7 @@ TEST(ArchSpec, ExpressionActivationMatchesTransformers) {
   auto spec = load_arch_spec(test::fixture_path("specs/relu6.json"));
   ASSERT_TRUE(spec) << spec.error().to_string();
   register_arch_spec(*spec);
-  struct path {
-    const char* jit;
-    kernels::backend where;
-  };
-  for (auto [jit, where] : {path{"1", kernels::backend::cpu}, path{"0", kernels::backend::cpu},
-                            path{"1", kernels::backend::ref}}) {
+  for (auto [jit, where] : activation_paths) {
     setenv("TROUPE_JIT", jit, 1);
     const auto before = kernels::jit_counters();
     auto g = make(dir, where);
@@ -419,12 +423,7 @@ TEST(ArchSpec, ExpressionActivationMatchesTransformers) {
 TEST(Apertus, LearnedActivationPerLayerMatchesTransformers) {
   const std::string dir = test::fixture_path("models/apertus");
   const json fx = test::load_json(dir + "/expected.json");
-  struct path {
-    const char* jit;
-    kernels::backend where;
-  };
-  for (auto [jit, where] : {path{"1", kernels::backend::cpu}, path{"0", kernels::backend::cpu},
-                            path{"1", kernels::backend::ref}}) {
+  for (auto [jit, where] : activation_paths) {
     setenv("TROUPE_JIT", jit, 1);
     auto g = make(dir, where);
     ASSERT_TRUE(g);
