@@ -8,9 +8,11 @@
 //   x > 0:  ap x^2 + beta x            ap = softplus(alpha_p)
 //   x <= 0: an (expm1(min(x, eps)) - x) + beta x,   an = beta + softplus(alpha_n)
 // The scalars are read from the checkpoint when the graph is built (they count as read);
-// a config opened alone (troupe plan) takes the initial values, which size nothing.
+// a config opened alone (troupe plan) takes the initial values, which size nothing. From GGUF
+// (llama.cpp's apertus: q and k unpermuted, NEOX RoPE) the scalars are metadata arrays.
 // Tests: tests/exec/forward_test.cpp (SyntheticArch apertus, Apertus.*), pipeline_test
 // FamilyCuts.
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -65,7 +67,61 @@ expected<std::string> layer_xielu(const model_source& m, int64_t l) {
                     round_to(type, beta + round_to(type, softplus(v[1]))), beta, v[3]);
 }
 
+// llama.cpp's GGUF keeps every layer's four scalars as metadata (xielu.alpha_p, alpha_n,
+// beta, eps, with no architecture prefix: an array of one value per layer, or one value for
+// all), as stored; llama.cpp computes the softplus itself, in f32, so this does too.
+constexpr const char* gguf_keys[] = {"xielu.alpha_p", "xielu.alpha_n", "xielu.beta", "xielu.eps"};
+
+expected<std::vector<float>> gguf_xielu(const gguf_file& f, const char* key, int64_t L,
+                                        const std::string& path) {
+  const gguf_value* v = f.get(key);
+  if (!v)
+    return make_error(errc::corrupt_file,
+                      "{}: an apertus GGUF needs the key {} (xIELU's constants)", path, key);
+  auto number = [](const gguf_value& x) { return x.is_float() || x.is_integer(); };
+  std::vector<float> out;
+  if (v->type == gguf_type::array && static_cast<int64_t>(v->arr.size()) == L) {
+    for (const gguf_value& e : v->arr)
+      if (number(e)) out.push_back(static_cast<float>(e.f));
+  } else if (number(*v)) {
+    out.assign(static_cast<size_t>(L), static_cast<float>(v->f));
+  }
+  if (static_cast<int64_t>(out.size()) != L ||
+      !std::all_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }))
+    return make_error(errc::corrupt_file,
+                      "{}: {} must be a number or an array of {} numbers (one per layer)", path,
+                      key, L);
+  return out;
+}
+
+// ggml's softplus, in f32
+float softplus_f32(float x) {
+  return x > 20.0f ? x : std::log(1.0f + std::exp(x));
+}
+
+// Every layer's xIELU from a GGUF's metadata.
+status gguf_acts(const model_source& m, decoder_names& n) {
+  std::array<std::vector<float>, 4> v;
+  for (size_t i = 0; i < 4; ++i)
+    TROUPE_TRY_SET(v[i], gguf_xielu(*m.gguf, gguf_keys[i], m.config.n_layer, m.path));
+  for (size_t l = 0; l < v[0].size(); ++l) {
+    const float beta = v[2][l];
+    n.layer_act.push_back(
+        xielu_expr(softplus_f32(v[0][l]), beta + softplus_f32(v[1][l]), beta, v[3][l]));
+  }
+  return {};
+}
+
 } // namespace
+
+status read_apertus_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope.layout = rope_layout::neox; // the converter leaves q and k as transformers has them
+  c.qk_norm = qk_norm_kind::head;
+  c.gated_ffn = false;
+  for (const char* k : gguf_keys) TROUPE_TRY(gguf_xielu(g.g, k, c.n_layer, g.path()));
+  return {};
+}
 
 status read_apertus_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
@@ -89,6 +145,13 @@ status read_apertus_hf(hf_cfg& j, model_config& c) {
 
 status build_apertus(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format == "gguf") {
+    decoder_names n = gguf_layout(m);
+    n.w_gate.clear(), n.b_gate.clear();
+    if (c.tie_embeddings) n.lm_head.clear();
+    TROUPE_TRY(gguf_acts(m, n));
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
   n.attn_norm = "model.layers.{}.attention_layernorm.weight";
   n.ffn_norm = "model.layers.{}.feedforward_layernorm.weight";

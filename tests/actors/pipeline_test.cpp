@@ -291,7 +291,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "gguf:qwen2_moe", "gguf:qwen3_moe", "gguf:deepseek_v3", "gguf:gpt_oss",
                           "gguf:gpt_oss_mxfp4", "gguf:deepseek_v3_yarn_eq", "gguf:qwen3_5",
                           "gguf:qwen3_5_moe", "gguf:qwen3_next_moe", "gguf:seed_oss", "gguf:olmo3",
-                          "gguf:exaone4", "gguf:glm4", "gguf:ernie4_5"),
+                          "gguf:exaone4", "gguf:glm4", "gguf:ernie4_5", "gguf:apertus"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +

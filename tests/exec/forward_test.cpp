@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <tuple>
 
@@ -157,16 +158,18 @@ TEST_P(GgufArch, MatchesTransformers) {
   EXPECT_TRUE(unread.empty()) << unread.size() << " unread, the first " << unread.front();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, GgufArch,
-    ::testing::Values("llama3", "llama_headdim", "llama_linear", "llama_yarn", "llama_bias",
-                      "llama_dynamic", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3",
-                      "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
-                      "stablelm_qkln", "olmo", "olmo2", "granite", "cohere", "falcon", "falcon_mq",
-                      "bloom", "mpt", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
-                      "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
-                      "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5"),
-    [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
+                         ::testing::Values("llama3", "llama_headdim", "llama_linear", "llama_yarn",
+                                           "llama_bias", "llama_dynamic", "mistral", "qwen2",
+                                           "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+                                           "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
+                                           "stablelm_qkln", "olmo", "olmo2", "granite", "cohere",
+                                           "falcon", "falcon_mq", "bloom", "mpt", "mixtral",
+                                           "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
+                                           "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5",
+                                           "qwen3_5_moe", "qwen3_next_moe", "seed_oss", "olmo3",
+                                           "exaone4", "glm4", "ernie4_5", "apertus"),
+                         [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
 // block_count counts it, nextn_predict_layers says how many, and its block (blk.3 here: the
@@ -461,6 +464,61 @@ TEST(Apertus, RemoteCodeSwitchesThatChangeTheMathRefuse) {
     EXPECT_NE(m.error().message.find(key), std::string::npos) << m.error().message;
     fs::remove_all(dir);
   }
+}
+
+// llama.cpp's apertus GGUF carries the xIELU scalars as metadata: one array per constant with a
+// value per layer, or one value that llama.cpp gives every layer. A missing key or an array of
+// another length refuses the file naming the key; the one-value form is each layer's value.
+TEST(Apertus, GgufActivationConstantsAreReadByKey) {
+  auto f = open_gguf(test::fixture_path("gguf/apertus.gguf"));
+  ASSERT_TRUE(f) << f.error().to_string();
+  const gguf_file& in = **f;
+  const std::string path = ::testing::TempDir() + "apertus_xielu.gguf";
+  // a copy of the fixture with `key` changed by edit (dropped when it returns false)
+  auto variant = [&](const std::string& key, const std::function<bool(gguf_value&)>& edit) {
+    gguf_writer w;
+    for (const std::string& k : in.keys) {
+      gguf_value v = in.kv.at(k);
+      if (k == key && !edit(v)) continue;
+      w.set(k, v);
+    }
+    for (const std::string& name : in.tensors.names()) {
+      const tensor_info* t = in.tensors.find(name);
+      w.add_tensor(name, t->type, t->dims,
+                   [t](uint8_t* dst, size_t bytes) { std::memcpy(dst, t->data, bytes); });
+    }
+    EXPECT_TRUE(w.write(path));
+    return open_model(path);
+  };
+  auto m = variant("xielu.beta", [](gguf_value&) { return false; });
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("xielu.beta"), std::string::npos) << m.error().message;
+  m = variant("xielu.eps", [](gguf_value& v) { return v.arr.pop_back(), true; });
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("xielu.eps"), std::string::npos) << m.error().message;
+  // every layer given layer 0's alpha_p: layer 0's program is the fixture's, and layer 1's
+  // differs from the fixture's
+  auto programs = [](const model_source& s) {
+    auto g = arch::build_graph(s);
+    EXPECT_TRUE(g);
+    std::vector<std::string> out;
+    for (const auto& p : g->programs) out.push_back(p->text);
+    return out;
+  };
+  auto base = open_model(test::fixture_path("gguf/apertus.gguf"));
+  ASSERT_TRUE(base);
+  m = variant("xielu.alpha_p", [](gguf_value& v) {
+    const gguf_value first = v.arr.at(0);
+    v = first;
+    return true;
+  });
+  ASSERT_TRUE(m) << m.error().to_string();
+  const auto want = programs(**base), got = programs(**m);
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(want.size(), 2u);
+  EXPECT_EQ(got[0], want[0]);
+  EXPECT_NE(got[1], want[1]);
+  std::remove(path.c_str());
 }
 
 // The latent KV cache: a token stores kv_lora_rank + qk_rope_head_dim values per layer (32 + 8
