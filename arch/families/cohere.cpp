@@ -31,8 +31,9 @@ status read_cohere_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
-// GGUF (command-r): Llama's names, q and k unpermuted (the rope is interleaved already), tied
-// embeddings, logit_scale required; per-head q/k norms where the file has attn_q_norm.
+// GGUF (command-r, cohere2): Llama's names, q and k unpermuted (the rope is interleaved
+// already), tied embeddings, logit_scale required; per-head q/k norms where the file has
+// attn_q_norm; cohere2's window on three layers of four, as llama.cpp assumes.
 status read_cohere_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_epsilon", 1e-5));
   c.norm = norm_kind::layer;
@@ -43,6 +44,13 @@ status read_cohere_gguf(const gguf_cfg& g, model_config& c) {
   if (g.has_tensor("blk.0.attn_q_norm.weight")) {
     c.qk_norm = qk_norm_kind::head_weights;
     c.qk_norm_type = norm_kind::layer;
+  }
+  if (c.family == "cohere2") { // llama.cpp's cohere2: three sliding layers in four (no key)
+    TROUPE_TRY(read_gguf_windows(g, c, 0, 4));
+    if (c.sliding_window <= 0) return g.unsupported("cohere2 without attention.sliding_window");
+    c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0; // RoPE on sliding ones
   }
   return {};
 }

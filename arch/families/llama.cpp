@@ -2,7 +2,8 @@
 // defaults: Llama 2 / 3 (rope scaling, attention and MLP biases), Mistral (sliding window),
 // Qwen2 (q/k/v biases, per-layer windows), Qwen3 (q/k RMSNorm over each head before RoPE), and
 // their mixture-of-experts forms (Mixtral, Qwen2-MoE, Qwen3-MoE: the experts in moe.cpp), and
-// SmolLM3 (Llama with no rotary embedding on the layers no_rope_layers marks 0, every fourth),
+// SmolLM3 (Llama with no rotary embedding on the layers no_rope_layers marks 0, every fourth;
+// from GGUF every fourth, as llama.cpp assumes),
 // Seed-OSS (Llama whose o projection's bias is apart from q / k / v's), ERNIE 4.5 (Llama with
 // RoPE on interleaved pairs and, with use_bias, a bias on every projection).
 // Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU (or another
@@ -108,6 +109,10 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
                       ? rope_layout::interleaved
                       : rope_layout::neox;
   if (base == "qwen3") c.qk_norm = qk_norm_kind::head;
+  if (c.family == "smollm3") { // llama.cpp's smollm3: every fourth layer without RoPE (no key)
+    c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int64_t l = 3; l < c.n_layer; l += 4) c.nope_layers[static_cast<size_t>(l)] = 1;
+  }
   return read_experts_gguf(g, c);
 }
 

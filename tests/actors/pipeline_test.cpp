@@ -262,17 +262,16 @@ TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(
     Families, FamilyCuts,
     ::testing::Combine(
-        ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2", "mistral_window",
-                          "qwen2_window", "llama_relu2", "qwen3", "gemma", "gemma2", "gemma3",
-                          "olmo", "olmo2", "granite", "phi3", "phi3_longrope", "phi2", "gpt2",
-                          "gpt_neox", "stablelm", "stablelm_qkln", "cohere", "falcon", "falcon_mq",
-                          "bloom", "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
-                          "llama_bias", "mixtral", "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
-                          "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2", "gpt_oss",
-                          "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe",
-                          "smollm3", "olmo3", "seed_oss", "cohere2", "ernie4_5", "glm4", "exaone4",
-                          "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_5_vl",
-                          "qwen3_5_moe_packed", "qwen3_next_moe", "apertus"),
+        ::testing::Values(
+            "llama3", "llama_headdim", "mistral", "qwen2", "mistral_window", "qwen2_window",
+            "llama_relu2", "qwen3", "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite", "phi3",
+            "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm", "stablelm_qkln", "cohere",
+            "falcon", "falcon_mq", "bloom", "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
+            "llama_bias", "mixtral", "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse", "deepseek_v3",
+            "deepseek_v3_yarn", "deepseek_v2", "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3_yarn_eq",
+            "deepseek_v3_fp8", "glm4_moe", "smollm3", "olmo3", "seed_oss", "cohere2", "ernie4_5",
+            "glm4", "exaone4", "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_5_vl",
+            "qwen3_5_moe_packed", "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4"),
         ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -281,18 +280,20 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(
     Gguf, FamilyCuts,
-    ::testing::Combine(
-        ::testing::Values("gguf:llama3", "gguf:llama_headdim", "gguf:llama_bias", "gguf:mistral",
-                          "gguf:qwen2", "gguf:qwen3", "gguf:gemma", "gguf:gemma2", "gguf:gemma3",
-                          "gguf:olmo", "gguf:olmo2", "gguf:granite", "gguf:phi3",
-                          "gguf:phi3_longrope", "gguf:phi2", "gguf:gpt2", "gguf:gpt_neox",
-                          "gguf:stablelm", "gguf:stablelm_qkln", "gguf:cohere", "gguf:falcon",
-                          "gguf:falcon_mq", "gguf:bloom", "gguf:mpt", "gguf:mixtral",
-                          "gguf:qwen2_moe", "gguf:qwen3_moe", "gguf:deepseek_v3", "gguf:gpt_oss",
-                          "gguf:gpt_oss_mxfp4", "gguf:deepseek_v3_yarn_eq", "gguf:qwen3_5",
-                          "gguf:qwen3_5_moe", "gguf:qwen3_next_moe", "gguf:seed_oss", "gguf:olmo3",
-                          "gguf:exaone4", "gguf:glm4", "gguf:ernie4_5", "gguf:apertus"),
-        ::testing::Values(2), ::testing::Values(1, 2)),
+    ::testing::Combine(::testing::Values("gguf:llama3", "gguf:llama_headdim", "gguf:llama_bias",
+                                         "gguf:mistral", "gguf:qwen2", "gguf:qwen3", "gguf:gemma",
+                                         "gguf:gemma2", "gguf:gemma3", "gguf:olmo", "gguf:olmo2",
+                                         "gguf:granite", "gguf:phi3", "gguf:phi3_longrope",
+                                         "gguf:phi2", "gguf:gpt2", "gguf:gpt_neox", "gguf:stablelm",
+                                         "gguf:stablelm_qkln", "gguf:cohere", "gguf:falcon",
+                                         "gguf:falcon_mq", "gguf:bloom", "gguf:mpt", "gguf:mixtral",
+                                         "gguf:qwen2_moe", "gguf:qwen3_moe", "gguf:deepseek_v3",
+                                         "gguf:gpt_oss", "gguf:gpt_oss_mxfp4",
+                                         "gguf:deepseek_v3_yarn_eq", "gguf:qwen3_5",
+                                         "gguf:qwen3_5_moe", "gguf:qwen3_next_moe", "gguf:seed_oss",
+                                         "gguf:olmo3", "gguf:exaone4", "gguf:glm4", "gguf:ernie4_5",
+                                         "gguf:apertus", "gguf:smollm3_nope4", "gguf:cohere2_swa4"),
+                       ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
              std::to_string(std::get<2>(info.param));

@@ -137,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe", "smollm3", "olmo3",
                       "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4", "qwen3_5",
                       "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed",
-                      "qwen3_next_moe", "apertus"),
+                      "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
@@ -158,18 +158,17 @@ TEST_P(GgufArch, MatchesTransformers) {
   EXPECT_TRUE(unread.empty()) << unread.size() << " unread, the first " << unread.front();
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GgufArch,
-                         ::testing::Values("llama3", "llama_headdim", "llama_linear", "llama_yarn",
-                                           "llama_bias", "llama_dynamic", "mistral", "qwen2",
-                                           "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                                           "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
-                                           "stablelm_qkln", "olmo", "olmo2", "granite", "cohere",
-                                           "falcon", "falcon_mq", "bloom", "mpt", "mixtral",
-                                           "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
-                                           "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5",
-                                           "qwen3_5_moe", "qwen3_next_moe", "seed_oss", "olmo3",
-                                           "exaone4", "glm4", "ernie4_5", "apertus"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, GgufArch,
+    ::testing::Values("llama3", "llama_headdim", "llama_linear", "llama_yarn", "llama_bias",
+                      "llama_dynamic", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3",
+                      "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
+                      "stablelm_qkln", "olmo", "olmo2", "granite", "cohere", "falcon", "falcon_mq",
+                      "bloom", "mpt", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
+                      "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
+                      "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5",
+                      "apertus", "smollm3_nope4", "cohere2_swa4"),
+    [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
 // block_count counts it, nextn_predict_layers says how many, and its block (blk.3 here: the
