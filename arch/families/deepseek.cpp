@@ -148,9 +148,13 @@ status read_deepseek_gguf(const gguf_cfg& g, model_config& c) {
   }
   c.tie_embeddings = !g.has_tensor("output.weight");
   (void)g.i("vocab_size", 0); // the vocabulary's size, checked against the tokens elsewhere
-  // experts
+  return read_routed_experts_gguf(g, c);
+}
+
+status read_routed_experts_gguf(const gguf_cfg& g, model_config& c) {
+  const int64_t L = c.n_layer;
   TROUPE_TRY(read_expert_counts(g, c));
-  if (c.n_expert <= 0) return g.unsupported("deepseek2 without experts");
+  if (c.n_expert <= 0) return g.unsupported(g.arch + " without experts");
   TROUPE_TRY_ASSIGN(fe, g.req("expert_feed_forward_length"));
   c.F_expert = fe;
   c.F_shared = g.i("expert_shared_count", 0) * fe;

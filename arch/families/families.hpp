@@ -88,7 +88,12 @@ status prepare_deepseek_hf(const model_config& c, tensor_index& t);
 /// mlp.shared_experts).
 status read_routed_experts_hf(hf_cfg& j, model_config& c);
 void routed_expert_names_hf(decoder_names& n);
+/// The same experts from llama.cpp's keys (deepseek2, glm4moe: expert_count /
+/// expert_feed_forward_length / expert_shared_count, the gating function, the exp_probs_b
+/// correction bias, groups, leading dense blocks) over the first c.n_layer blocks.
+status read_routed_experts_gguf(const gguf_cfg& g, model_config& c);
 status read_glm4_moe_hf(hf_cfg& j, model_config& c);
+status read_glm4_moe_gguf(const gguf_cfg& g, model_config& c);
 status read_glm4_hf(hf_cfg& j, model_config& c);
 status build_glm4(const model_source& m, graph::graph& g);
 status build_glm4_moe(const model_source& m, graph::graph& g);

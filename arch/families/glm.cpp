@@ -4,7 +4,8 @@
 // q / k RMSNorm over each head before it (use_qk_norm), and DeepSeek-V3's mixture of experts
 // (sigmoid scores with a correction bias, groups, shared experts, routed_scaling_factor) after
 // first_k_dense_replace dense layers. The multi-token-prediction layers a published checkpoint
-// carries past num_hidden_layers are not used to generate (their tensors are left unread).
+// carries past num_hidden_layers are not used to generate (their tensors are left unread), from
+// HF safetensors or llama.cpp's glm4moe GGUF.
 // GLM-4 (Glm4ForCausalLM: GLM-4-0414, GLM-Z1): dense, with sandwich norms (input_layernorm and
 // post_self_attn_layernorm around attention, post_attention_layernorm and post_mlp_layernorm
 // around the MLP), one fused gate_up_proj, and RoPE on interleaved pairs of half of each head.
@@ -23,6 +24,20 @@ status read_glm4_moe_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 0.5));
   return read_routed_experts_hf(j, c);
+}
+
+// GGUF (glm4moe): q / k as published (rotate_half pairs, over rope.dimension_count dims), the
+// experts from llama.cpp's keys; block_count counts the multi-token-prediction blocks after the
+// trunk (nextn_predict_layers), which are not run (their tensors unread).
+status read_glm4_moe_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  const int64_t nextn = g.i("nextn_predict_layers", 0);
+  if (nextn < 0 || nextn >= c.n_layer)
+    return g.unsupported(fmt::format("nextn_predict_layers {} of {} blocks", nextn, c.n_layer));
+  c.n_layer -= nextn;
+  c.rope.layout = rope_layout::neox;
+  if (g.has_tensor("blk.0.attn_q_norm.weight")) c.qk_norm = qk_norm_kind::head;
+  return read_routed_experts_gguf(g, c);
 }
 
 status read_glm4_hf(hf_cfg& j, model_config& c) {
@@ -74,9 +89,15 @@ status build_glm4(const model_source& m, graph::graph& g) {
 
 status build_glm4_moe(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  if (m.format != "hf")
-    return make_error(errc::unsupported, "{}: GLM-4.5 is read from Hugging Face checkpoints",
-                      m.path);
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    n.ffn_norm = "blk.{}.post_attention_norm.weight"; // llama.cpp's glm4moe names it so
+    expert_names(m, n);
+    n.shexp_gate_inp.clear();
+    n.moe_router_bias = "blk.{}.exp_probs_b.bias";
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(c.qkv_bias, false, false);
   routed_expert_names_hf(n);
   if (c.tie_embeddings) n.lm_head.clear();
