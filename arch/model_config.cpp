@@ -81,9 +81,10 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   const int64_t C = m.C, H = m.H, Hkv = m.Hkv, D = m.D;
   const int64_t qk = m.qk_nope + m.qk_rope;
   // q / k norm weights: one per head dim, or per head (or over the whole projection)
-  const int64_t qk_norms = m.qk_norm == qk_norm_kind::none || !m.norm_weight ? 0
-                           : m.qk_norm == qk_norm_kind::head                 ? 2 * D
-                                                                             : (H + Hkv) * D;
+  const int64_t qk_norms =
+      m.qk_norm == qk_norm_kind::none || m.qk_norm == qk_norm_kind::head_plain || !m.norm_weight ? 0
+      : m.qk_norm == qk_norm_kind::head ? 2 * D
+                                        : (H + Hkv) * D;
   const int64_t attn = m.kv_lora > 0
                            ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
                                  C * (m.kv_lora + m.qk_rope) +

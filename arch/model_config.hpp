@@ -37,6 +37,7 @@ enum class qk_norm_kind : uint8_t {
   none,
   head,         // over head_dim, one weight [D] shared by the heads (Qwen3, Gemma 3)
   head_weights, // over head_dim, a weight per head [H, D] (StableLM, Cohere)
+  head_plain,   // RMS over head_dim, no weight (Llama 4's L2 norm)
   full,         // over the whole projection [H * D] (OLMo 2; a TP shard needs the others' sums)
 };
 
@@ -75,6 +76,7 @@ struct model_config {
   double norm_add = 0;     // added to every norm weight as loaded (Gemma: x * (1 + w))
   qk_norm_kind qk_norm = qk_norm_kind::none;
   norm_kind qk_norm_type = norm_kind::rms;
+  bool qk_norm_rope_layers = false; // the q/k norm only on layers that rotate (Llama 4)
   double embed_scale = 0; // the embedding rows times this (0: none; Gemma sqrt(C), Granite)
   bool embed_scale_rounded = false; // the scale is first rounded to the embeddings' dtype (Gemma)
   double residual_scale = 1;        // sublayer outputs times this before the residual add (Granite)
@@ -99,6 +101,8 @@ struct model_config {
   // (0: none) whose output is gated by sigmoid(x w) when shared_gate
   int64_t n_expert = 0, n_expert_used = 0, F_expert = 0, F_shared = 0;
   bool norm_topk = false;
+  bool expert_input_scaled = false; // the router's weight scales the chosen expert's input, not
+                                    // its output (Llama 4; one expert per token)
   bool shared_gate = false;
   double expert_scale = 1;
   std::vector<uint8_t> moe_layers; // per layer: 1 when its FFN is the experts; empty: every
@@ -138,6 +142,8 @@ struct model_config {
   /// Keys of config.json that this architecture does not read (transformers ignores them
   /// too); the loader lists them once at info level.
   std::vector<std::string> ignored_keys;
+  /// What a family's reader wants said once at load (a limit it sets, and why).
+  std::vector<std::string> load_notes;
 
   double attention_scale() const;
   /// The sliding window of layer `layer` (global index), 0 for full attention.

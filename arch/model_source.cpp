@@ -62,6 +62,7 @@ expected<std::shared_ptr<const model_source>> open_model(const std::string& path
       TROUPE_LOG_INFO("model", "{}: config keys {} does not read, ignored: {}", path, cfg.arch,
                       keys);
     }
+    for (const auto& note : cfg.load_notes) TROUPE_LOG_INFO("model", "{}: {}", path, note);
     TROUPE_TRY_ASSIGN(tensors, open_safetensors_dir(path));
     TROUPE_TRY(arch::prepare_tensors(cfg, *tensors));
     TROUPE_TRY_ASSIGN(tok, tokenizer::from_hf_dir(path));
@@ -75,6 +76,7 @@ expected<std::shared_ptr<const model_source>> open_model(const std::string& path
     m->format = "gguf";
     TROUPE_TRY_ASSIGN(g, open_gguf(path));
     TROUPE_TRY_ASSIGN(cfg, config_from_gguf(*g));
+    for (const auto& note : cfg.load_notes) TROUPE_LOG_INFO("model", "{}: {}", path, note);
     TROUPE_TRY_ASSIGN(tok, tokenizer::from_gguf(*g));
     m->config = std::move(cfg);
     std::shared_ptr<gguf_file> shared(std::move(g));
@@ -106,6 +108,7 @@ expected<std::shared_ptr<const model_source>> open_model_config(const std::strin
   m->path = file.string();
   m->format = "hf";
   TROUPE_TRY_ASSIGN(cfg, config_from_hf_dir(file.parent_path().string()));
+  for (const auto& note : cfg.load_notes) TROUPE_LOG_INFO("model", "{}: {}", path, note);
   if (weights) {
     m->assumed = *weights;
   } else {

@@ -64,13 +64,15 @@ rope_table rope_inv_freq(const rope_spec& spec) {
   case rope_scaling::llama3: {
     const double low_wavelen = spec.orig_ctx / spec.low_freq_factor;
     const double high_wavelen = spec.orig_ctx / spec.high_freq_factor;
+    // in transformers' order: with high_freq_factor <= low_freq_factor (Llama 4 Scout's 1 and
+    // 1) no band is smoothed, a wavelength past low_wavelen is divided and the rest kept
     for (auto& f : out.inv_freq) {
       const double wavelen = 2.0 * std::numbers::pi / f;
-      if (wavelen < high_wavelen) continue; // high frequency: unchanged
-      if (wavelen > low_wavelen) {          // low frequency: interpolated
+      if (wavelen > low_wavelen) { // low frequency: interpolated
         f /= spec.factor;
         continue;
       }
+      if (wavelen < high_wavelen) continue; // high frequency: unchanged
       const double smooth = (spec.orig_ctx / wavelen - spec.low_freq_factor) /
                             (spec.high_freq_factor - spec.low_freq_factor);
       f = (1.0 - smooth) * f / spec.factor + smooth * f;

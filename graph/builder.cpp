@@ -157,7 +157,12 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
   ep.swiglu_alpha = s.swiglu_alpha;
   ep.swiglu_limit = s.swiglu_limit;
   auto experts = [&](vid ids, vid wts) {
-    std::vector<vid> in = {h, ids, wts, w_gate, w_up, w_down};
+    vid x = h;
+    if (s.scale_input) { // one expert per token: its input times the weight, its output times 1
+      x = mul(h, wts, "ffn_moe_in");
+      wts = scale(wts, 0.0f, "ffn_expert_ones", 1.0f);
+    }
+    std::vector<vid> in = {x, ids, wts, w_gate, w_up, w_down};
     if (biases.gate != none || biases.up != none || biases.down != none)
       in.insert(in.end(), {biases.gate, biases.up, biases.down});
     return op(op::moe, std::move(in), "ffn_moe", ep);

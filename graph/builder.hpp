@@ -40,6 +40,7 @@ struct moe_spec {
   int64_t n_group = 0, topk_group = 0;      // group-limited choice (0: off)
   bool group_max = false;                   // a group scores its best expert (DeepSeek-V2)
   float swiglu_alpha = 0, swiglu_limit = 0; // GPT-OSS's clamped SwiGLU when limit > 0
+  bool scale_input = false; // the weight scales the chosen expert's input (Llama 4; used = 1)
 };
 
 /// The optional biases of a mixture of experts (GPT-OSS): the router's logits [E], and each

@@ -196,9 +196,11 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
     TROUPE_TRY_ASSIGN(lo, num("low_freq_factor", 1.0));
     TROUPE_TRY_ASSIGN(hi, num("high_freq_factor", 4.0));
     TROUPE_TRY_ASSIGN(orig, num("original_max_position_embeddings", 8192));
-    if (hi <= lo)
+    if (!(lo > 0) || !(hi > 0) || !(orig > 0))
       return make_error(errc::corrupt_file,
-                        "{}: llama3 rope needs high_freq_factor > low_freq_factor", where);
+                        "{}: llama3 rope needs positive low_freq_factor, high_freq_factor and "
+                        "original_max_position_embeddings",
+                        where);
     c.rope.low_freq_factor = lo;
     c.rope.high_freq_factor = hi;
     c.rope.orig_ctx = orig;

@@ -213,6 +213,10 @@ class decoder {
       return x;
     case qk_norm_kind::head: // x: [T, heads, D]
       return norm(x, l, wn, bn, D, c_.qk_norm_type, what);
+    case qk_norm_kind::head_plain: { // RMS over each head, no weight
+      const vid ones = w_.constant(b.name(what) + ".ones", l, {D}, 1.0f);
+      return b.norm(x, norm_type::rms, ones, none, static_cast<float>(c_.norm_eps), what);
+    }
     case qk_norm_kind::head_weights: { // normalise each head, then the per-head weights
       const vid ones = w_.constant(b.name(what) + ".ones", l, {D}, 1.0f);
       const vid xn =
@@ -418,7 +422,11 @@ class decoder {
     q = b.view(q, {-1, D}, "q_heads");
     k = b.view(k, {-1, D}, "k_heads");
     v = b.view(v, {-1, D}, "v_heads");
-    if (c_.qk_norm == qk_norm_kind::head || c_.qk_norm == qk_norm_kind::head_weights) {
+    // (before RoPE: where a family norms after it, as Llama 4 does, the same, since a rotation
+    // of pairs keeps each head's sum of squares)
+    if ((c_.qk_norm == qk_norm_kind::head || c_.qk_norm == qk_norm_kind::head_weights ||
+         c_.qk_norm == qk_norm_kind::head_plain) &&
+        (!c_.qk_norm_rope_layers || c_.layer_rope(l))) {
       TROUPE_TRY_SET(q, qk_norm(b, l, q, H, axis::heads, true));
       TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, axis::kv_heads, false));
     }
@@ -494,6 +502,7 @@ class decoder {
     s.group_max = c_.group_max;
     s.swiglu_alpha = static_cast<float>(c_.swiglu_alpha);
     s.swiglu_limit = static_cast<float>(c_.swiglu_limit);
+    s.scale_input = c_.expert_input_scaled;
     vid rb = none;
     if (c_.router_bias) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {E}));
     moe_biases mb;

@@ -27,29 +27,6 @@ namespace {
 
 const std::string hf_experts = "model.layers.{}.mlp.experts.";
 
-// A repacked tensor in the index (add_derived_tensor), named after the file it came from.
-status add_tensor(tensor_index& t, const std::string& name, dtype type, shape dims,
-                  std::vector<uint8_t> bytes, const mapped_file* from) {
-  return add_derived_tensor(t, name, type, dims, std::string(troupe::name(type)), std::move(bytes),
-                            (from ? from->path() : "") + " (repacked " + name + ")");
-}
-
-expected<const tensor_info*> find(tensor_index& t, const std::string& name,
-                                  std::vector<int64_t> dims) {
-  const tensor_info* p = t.find(name);
-  if (!p) return make_error(errc::not_found, "gpt_oss: missing tensor '{}'", name);
-  t.mark_consumed(name); // read into the repacked per-expert tensors
-  bool ok = p->dims.rank == static_cast<int>(dims.size());
-  for (size_t i = 0; ok && i < dims.size(); ++i) ok = p->dims.dims[i] == dims[i];
-  if (!ok) {
-    std::string want;
-    for (int64_t d : dims) want += (want.empty() ? "" : ", ") + std::to_string(d);
-    return make_error(errc::shape_mismatch, "{}: tensor '{}' must be [{}]",
-                      p->file ? p->file->path() : name, name, want);
-  }
-  return p;
-}
-
 // MXFP4 as HF stores it: rows of N outputs over K inputs, blocks [E, N, K/32, 16] and scales
 // [E, N, K/32], into GGUF's blocks (e, then value j in qs[j]'s low nibble and j + 16 in its
 // high one) for the rows `pick` of each expert (all, even ones or odd ones).
@@ -71,25 +48,6 @@ expected<std::vector<uint8_t>> repack_mxfp4(const tensor_info& blocks, const ten
         o[0] = s[k];
         for (int j = 0; j < 16; ++j) o[1 + j] = static_cast<uint8_t>(code(j) | (code(j + 16) << 4));
       }
-    }
-  return out;
-}
-
-// A float expert tensor stored [E, K, M] (x W): rows m of each expert's W^T, as [E, rows, K]
-// in the stored dtype, for m = all, even or odd columns (`pick`).
-expected<std::vector<uint8_t>> transpose_experts(const tensor_info& w, int64_t E, int64_t K,
-                                                 int64_t M, int pick) {
-  if (w.type != dtype::f32 && w.type != dtype::f16 && w.type != dtype::bf16)
-    return make_error(errc::unsupported, "{}: float experts must be f32, f16 or bf16 (are {})",
-                      w.name, w.raw_type);
-  const int64_t rows = pick < 0 ? M : M / 2, eb = static_cast<int64_t>(row_bytes(w.type, 1));
-  std::vector<uint8_t> out(static_cast<size_t>(E * rows * K * eb));
-  for (int64_t e = 0; e < E; ++e)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t m = pick < 0 ? r : 2 * r + pick;
-      uint8_t* o = out.data() + ((e * rows + r) * K) * eb;
-      for (int64_t k = 0; k < K; ++k)
-        std::memcpy(o + k * eb, w.data + ((e * K + k) * M + m) * eb, static_cast<size_t>(eb));
     }
   return out;
 }
@@ -167,28 +125,27 @@ status prepare_gpt_oss_hf(const model_config& c, tensor_index& t) {
           if (K % 32)
             return make_error(errc::shape_mismatch, "{}: {} inputs are not whole MXFP4 blocks",
                               base, K);
-          TROUPE_TRY_ASSIGN(b, find(t, base + "_blocks", {E, N, K / 32, 16}));
-          TROUPE_TRY_ASSIGN(s, find(t, base + "_scales", {E, N, K / 32}));
+          TROUPE_TRY_ASSIGN(b, take_tensor(t, base + "_blocks", {E, N, K / 32, 16}));
+          TROUPE_TRY_ASSIGN(s, take_tensor(t, base + "_scales", {E, N, K / 32}));
           TROUPE_TRY_ASSIGN(bytes, repack_mxfp4(*b, *s, E, N, K, pick));
-          TROUPE_TRY(
-              add_tensor(t, name, dtype::mxfp4, shape{E, rows, K}, std::move(bytes), b->file));
+          TROUPE_TRY(add_repacked_tensor(t, name, dtype::mxfp4, shape{E, rows, K}, std::move(bytes),
+                                         b->file));
         } else {
-          TROUPE_TRY_ASSIGN(w, find(t, base, {E, K, N}));
-          if (!w->supported)
-            return make_error(errc::unsupported, "{}: tensor '{}' has type {}", w->file->path(),
-                              base, w->raw_type);
-          TROUPE_TRY_ASSIGN(bytes, transpose_experts(*w, E, K, N, pick));
-          TROUPE_TRY(add_tensor(t, name, w->type, shape{E, rows, K}, std::move(bytes), w->file));
+          TROUPE_TRY_ASSIGN(w, take_tensor(t, base, {E, K, N}));
+          TROUPE_TRY_ASSIGN(
+              bytes, transpose_experts(*w, E, K, N, pick < 0 ? 0 : pick, pick < 0 ? 1 : 2, rows));
+          TROUPE_TRY(
+              add_repacked_tensor(t, name, w->type, shape{E, rows, K}, std::move(bytes), w->file));
         }
       }
     }
-    TROUPE_TRY_ASSIGN(gb, find(t, p + "gate_up_proj_bias", {E, 2 * F}));
+    TROUPE_TRY_ASSIGN(gb, take_tensor(t, p + "gate_up_proj_bias", {E, 2 * F}));
     if (!gb->supported || is_quantized(gb->type))
       return make_error(errc::unsupported, "{}: the expert biases must be f32 / f16 / bf16",
                         gb->name);
     for (int pick : {0, 1})
-      TROUPE_TRY(add_tensor(t, p + (pick ? "up_bias" : "gate_bias"), dtype::f32, shape{E, F},
-                            split_bias(*gb, E, F, pick), gb->file));
+      TROUPE_TRY(add_repacked_tensor(t, p + (pick ? "up_bias" : "gate_bias"), dtype::f32,
+                                     shape{E, F}, split_bias(*gb, E, F, pick), gb->file));
   }
   return {};
 }

@@ -1,5 +1,9 @@
-// weights.cpp: weight lookup for the families (weights.hpp).
+// weights.cpp: weight lookup for the families, and the helpers of their load-time repacks
+// (weights.hpp).
 #include "arch/families/weights.hpp"
+
+#include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -160,6 +164,51 @@ status add_derived_tensor(tensor_index& t, const std::string& name, dtype type, 
   if (!replace) return t.add(std::move(info));
   t.replace(std::move(info));
   return {};
+}
+
+status add_repacked_tensor(tensor_index& t, const std::string& name, dtype type, shape dims,
+                           std::vector<uint8_t> bytes, const mapped_file* from) {
+  return add_derived_tensor(t, name, type, dims, std::string(troupe::name(type)), std::move(bytes),
+                            (from ? from->path() : "") + " (repacked " + name + ")");
+}
+
+expected<const tensor_info*> take_tensor(tensor_index& t, const std::string& name,
+                                         std::vector<int64_t> dims) {
+  const tensor_info* p = t.find(name);
+  if (!p) return make_error(errc::not_found, "missing tensor '{}'", name);
+  t.mark_consumed(name);
+  bool ok = p->dims.rank == static_cast<int>(dims.size());
+  for (size_t i = 0; ok && i < dims.size(); ++i) ok = p->dims.dims[i] == dims[i];
+  if (!ok) {
+    std::string want;
+    for (int64_t d : dims) want += (want.empty() ? "" : ", ") + std::to_string(d);
+    return make_error(errc::shape_mismatch, "{}: tensor '{}' must be [{}] (is {})",
+                      p->file ? p->file->path() : name, name, want, p->dims.to_string());
+  }
+  return p;
+}
+
+expected<std::vector<uint8_t>> transpose_experts(const tensor_info& w, int64_t E, int64_t K,
+                                                 int64_t M, int64_t first, int64_t stride,
+                                                 int64_t rows) {
+  if (!w.supported || (w.type != dtype::f32 && w.type != dtype::f16 && w.type != dtype::bf16))
+    return make_error(errc::unsupported, "{}: float experts must be f32, f16 or bf16 (are {})",
+                      w.name, w.raw_type);
+  if (first + (rows - 1) * stride >= M)
+    return make_error(errc::internal, "{}: columns past {}", w.name, M);
+  const auto eb = static_cast<int64_t>(row_bytes(w.type, 1));
+  std::vector<uint8_t> out(static_cast<size_t>(E * rows * K * eb));
+  constexpr int64_t tile = 32;
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r0 = 0; r0 < rows; r0 += tile)
+      for (int64_t k0 = 0; k0 < K; k0 += tile)
+        for (int64_t r = r0; r < std::min(rows, r0 + tile); ++r) {
+          const int64_t m = first + r * stride;
+          uint8_t* o = out.data() + ((e * rows + r) * K) * eb;
+          for (int64_t k = k0; k < std::min(K, k0 + tile); ++k)
+            std::memcpy(o + k * eb, w.data + ((e * K + k) * M + m) * eb, static_cast<size_t>(eb));
+        }
+  return out;
 }
 
 } // namespace troupe::arch

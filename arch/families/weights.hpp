@@ -20,6 +20,20 @@ status add_derived_tensor(tensor_index& t, const std::string& name, dtype type, 
                           std::string raw_type, std::vector<uint8_t> bytes,
                           const std::string& description, bool replace = false);
 
+/// add_derived_tensor for a tensor repacked from one stored in `from`, described after it.
+status add_repacked_tensor(tensor_index& t, const std::string& name, dtype type, shape dims,
+                           std::vector<uint8_t> bytes, const mapped_file* from);
+/// A stored tensor a family repacks at load, of shape `dims` (an error otherwise); marked
+/// consumed (its bytes go into the repacked ones).
+expected<const tensor_info*> take_tensor(tensor_index& t, const std::string& name,
+                                         std::vector<int64_t> dims);
+/// Float experts stored as the model multiplies them, [E, K, M] (x W): for each expert the
+/// `rows` columns first, first + stride, ... of its W as rows, [E, rows, K] in the stored dtype
+/// (f32, f16 or bf16; tiles of 32 x 32, so a matrix of any size copies at memory speed).
+expected<std::vector<uint8_t>> transpose_experts(const tensor_info& w, int64_t E, int64_t K,
+                                                 int64_t M, int64_t first, int64_t stride,
+                                                 int64_t rows);
+
 class weights {
  public:
   weights(const model_source& m, graph::graph& g)

@@ -30,6 +30,35 @@ TEST(Rope, LinearDividesByFactor) {
   EXPECT_DOUBLE_EQ(t.inv_freq[0], 0.25);
 }
 
+// Llama 4 Scout publishes low_freq_factor = high_freq_factor = 1: no band between them, so
+// each frequency is kept or divided (transformers' torch.where order), never smoothed.
+TEST(Rope, Llama3WithEqualFactorsIsAStep) {
+  rope_spec s;
+  s.rot_dim = 128;
+  s.theta = 500000;
+  s.scaling = rope_scaling::llama3;
+  s.factor = 16;
+  s.low_freq_factor = 1;
+  s.high_freq_factor = 1;
+  s.orig_ctx = 8192;
+  rope_spec plain = s;
+  plain.scaling = rope_scaling::none;
+  auto t = rope_inv_freq(s), p = rope_inv_freq(plain);
+  int kept = 0, scaled = 0;
+  for (size_t i = 0; i < t.inv_freq.size(); ++i) {
+    const double wavelen = 2 * std::numbers::pi / p.inv_freq[i];
+    if (wavelen > 8192) {
+      EXPECT_DOUBLE_EQ(t.inv_freq[i], p.inv_freq[i] / 16);
+      ++scaled;
+    } else {
+      EXPECT_DOUBLE_EQ(t.inv_freq[i], p.inv_freq[i]);
+      ++kept;
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(scaled, 0);
+}
+
 TEST(Rope, Llama3KeepsHighScalesLowSmoothsMiddle) {
   rope_spec s;
   s.rot_dim = 128;
@@ -71,6 +100,6 @@ TEST(Rope, YarnRampsAndScalesAttention) {
   s.orig_ctx = 4096;
   auto t = rope_inv_freq(s);
   EXPECT_NEAR(t.attn_factor, 0.1 * std::log(4.0) + 1.0, 1e-12);
-  EXPECT_DOUBLE_EQ(t.inv_freq[0], 1.0);                       // fastest: extrapolated
+  EXPECT_DOUBLE_EQ(t.inv_freq[0], 1.0);                                  // fastest: extrapolated
   EXPECT_NEAR(t.inv_freq[31], std::pow(10000.0, -62.0 / 64) / 4, 1e-18); // slowest: interpolated
 }

@@ -122,6 +122,13 @@ TEST_P(SyntheticArch, MatchesTransformers) {
   // a multimodal checkpoint's vision tower: Troupe runs its language model only
   if (GetParam() == "qwen3_5_vl")
     std::erase_if(unread, [](const std::string& n) { return n.starts_with("model.visual."); });
+  if (GetParam() == "llama4_vl")
+    EXPECT_GT(std::erase_if(unread,
+                            [](const std::string& n) {
+                              return n.starts_with("vision_model.") ||
+                                     n.starts_with("multi_modal_projector.");
+                            }),
+              0u);
   EXPECT_TRUE(unread.empty()) << unread.size() << " unread, the first " << unread.front();
 }
 
@@ -137,7 +144,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe", "smollm3", "olmo3",
                       "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4", "qwen3_5",
                       "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed",
-                      "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4"),
+                      "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4", "llama4",
+                      "llama4_vl"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
@@ -525,6 +533,44 @@ TEST(Apertus, GgufActivationConstantsAreReadByKey) {
   EXPECT_EQ(got[0], want[0]);
   EXPECT_NE(got[1], want[1]);
   std::remove(path.c_str());
+}
+
+// Llama 4: one expert per token is what its router's input scaling is implemented for; more
+// refuse by name. Chunked attention and temperature tuning change nothing before
+// min(attention_chunk_size, floor_scale - 1), which limits the context (said at load).
+TEST(Llama4, ExpertsPerTokenAndTheContextLimit) {
+  const std::string dir = test::fixture_path("models/llama4");
+  const json base = test::load_json(dir + "/config.json");
+  auto with = [&](const json& changes) {
+    json cfg = base;
+    cfg.update(changes);
+    return config_from_hf_json(cfg.dump(), "", "llama4 config");
+  };
+  auto two = with({{"num_experts_per_tok", 2}});
+  ASSERT_FALSE(two);
+  EXPECT_NE(two.error().message.find("num_experts_per_tok"), std::string::npos);
+  auto c = with({{"max_position_embeddings", 10485760}}); // Scout's, with 8192 / 8192
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->ctx, 8191);
+  ASSERT_EQ(c->load_notes.size(), 1u);
+  EXPECT_NE(c->load_notes[0].find("8191"), std::string::npos) << c->load_notes[0];
+  c = with({{"max_position_embeddings", 10485760}, {"attention_chunk_size", 32}});
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->ctx, 32);
+  c = with({{"max_position_embeddings", 10485760},
+            {"attention_chunk_size", nullptr},
+            {"attn_temperature_tuning", false}});
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->ctx, 10485760);
+  EXPECT_TRUE(c->load_notes.empty());
+  // no_rope_layers empty, as Scout publishes it: every no_rope_layer_interval-th layer, as given
+  c = with({{"no_rope_layers", json::array()}, {"no_rope_layer_interval", 2}});
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->nope_layers, (std::vector<uint8_t>{0, 1, 0, 1}));
+  c = with(json::object()); // the fixture's 256 positions: nothing to limit
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->ctx, 256);
+  EXPECT_TRUE(c->load_notes.empty());
 }
 
 // The latent KV cache: a token stores kv_lora_rank + qk_rope_head_dim values per layer (32 + 8

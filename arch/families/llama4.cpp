@@ -1,0 +1,171 @@
+// llama4.cpp (arch/families): Llama 4 (Llama4ForCausalLM; as Meta publishes Scout and
+// Maverick, Llama4ForConditionalGeneration, whose language model under language_model. is what
+// runs). Llama's pre-norm decoder with:
+//   - RoPE on interleaved pairs (the complex form), llama3-scaled, left out of every fourth
+//     layer (no_rope_layers: 1 where a layer rotates); those NoPE layers attend globally;
+//   - on the rotating layers a weightless RMS norm of each q and k head (use_qk_norm; after
+//     RoPE in transformers, the same before it: a rotation of pairs keeps the sum of squares);
+//   - mixture-of-experts layers (moe_layers, or every interleave_moe_layer_step-th) with a
+//     top-1 router whose sigmoid weight scales the chosen expert's input (not its output),
+//     plus an always-on shared expert; the dense layers are intermediate_size_mlp wide, the
+//     experts and the shared expert intermediate_size.
+// The experts are stored as the model multiplies them (experts.gate_up_proj [E, C, 2F]: gate
+// columns then up columns; experts.down_proj [E, F, C]); prepare_hf transposes them into the
+// [E, F, C] / [E, C, F] rows the moe op reads, in their own dtype.
+// Chunked attention (attention_chunk_size on the rotating layers) and attention temperature
+// tuning (a query scale that grows with log(position / floor_scale) on the NoPE layers) change
+// nothing before position min(attention_chunk_size, floor_scale - 1), so the context is limited
+// to that (8191 as published) and said so at load, rather than computing another model past it.
+// More than one expert per token (each chosen expert's input scaled by its own weight) refuses.
+// Tests: tests/exec/forward_test.cpp (SyntheticArch llama4, Llama4.*), pipeline_test FamilyCuts.
+#include <algorithm>
+
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+namespace {
+
+const std::string hf_layer = "model.layers.{}.";
+
+// per-layer 0 / 1 flags from a list in the config (`what` names it in errors)
+expected<std::vector<uint8_t>> layer_flags(hf_cfg& j, const char* key, int64_t L) {
+  const json& v = j.raw(key);
+  if (!v.is_array() || static_cast<int64_t>(v.size()) != L)
+    return j.bad(fmt::format("'{}' must list {} layers", key, L));
+  std::vector<uint8_t> out;
+  for (const auto& x : v) {
+    if (!x.is_number_integer() || (x != 0 && x != 1))
+      return j.bad(fmt::format("'{}' must hold 0 or 1 per layer", key));
+    out.push_back(x == 1);
+  }
+  return out;
+}
+
+} // namespace
+
+status read_llama4_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
+  // the dense layers' width is intermediate_size_mlp; intermediate_size is the experts'
+  TROUPE_TRY_ASSIGN(F_mlp, j.req("intermediate_size_mlp"));
+  c.F_expert = c.F_shared = c.F;
+  c.F = F_mlp;
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 500000.0, 1.0));
+  c.rope.layout = rope_layout::interleaved; // q and k rotate as complex pairs
+  // NoPE layers: no_rope_layers, or (absent or empty, as Scout publishes it) every
+  // no_rope_layer_interval-th layer
+  std::vector<uint8_t> rope(static_cast<size_t>(c.n_layer), 1);
+  TROUPE_TRY_ASSIGN(interval, j.i("no_rope_layer_interval", 4));
+  if (const json& nr = j.raw("no_rope_layers"); !nr.is_null() && !nr.empty()) {
+    TROUPE_TRY_SET(rope, layer_flags(j, "no_rope_layers", c.n_layer));
+  } else {
+    if (interval <= 0) return j.bad("'no_rope_layer_interval' must be positive");
+    for (int64_t l = interval - 1; l < c.n_layer; l += interval) rope[static_cast<size_t>(l)] = 0;
+  }
+  c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    c.nope_layers[static_cast<size_t>(l)] = rope[static_cast<size_t>(l)] == 0;
+  j.mark("layer_types"); // chunked on the rotating layers, full on the others (as above)
+  if (j.b("use_qk_norm", true)) {
+    c.qk_norm = qk_norm_kind::head_plain;
+    c.qk_norm_rope_layers = true;
+  }
+  // experts
+  TROUPE_TRY(read_expert_counts(j, c, "num_local_experts", "num_experts"));
+  j.mark("router_jitter_noise"); // training only
+  if (c.n_expert_used != 1)
+    return j.unsupported(fmt::format(
+        "'num_experts_per_tok' {}: Llama 4's router scales each chosen expert's input by its own "
+        "weight, implemented for one expert per token (as published)",
+        c.n_expert_used));
+  c.router_sigmoid = true;
+  c.expert_input_scaled = true;
+  c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  if (const json& ml = j.raw("moe_layers"); !ml.is_null()) {
+    if (!ml.is_array()) return j.bad("'moe_layers' must be a list of layer indices");
+    for (const auto& v : ml) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.n_layer)
+        return j.bad("'moe_layers' must be a list of layer indices");
+      c.moe_layers[v.get<size_t>()] = 1;
+    }
+    j.mark("interleave_moe_layer_step");
+  } else {
+    TROUPE_TRY_ASSIGN(step, j.i("interleave_moe_layer_step", 1));
+    if (step <= 0) return j.bad("'interleave_moe_layer_step' must be positive");
+    for (int64_t l = step - 1; l < c.n_layer; l += step) c.moe_layers[static_cast<size_t>(l)] = 1;
+  }
+  // chunked attention and temperature tuning: the identity before these positions
+  int64_t limit = c.ctx;
+  std::string why;
+  TROUPE_TRY_ASSIGN(chunk, j.i("attention_chunk_size", 0));
+  if (chunk > 0 && chunk < limit) limit = chunk, why = "attention_chunk_size";
+  if (j.b("attn_temperature_tuning", true)) {
+    TROUPE_TRY_ASSIGN(floor_scale, j.i("floor_scale", 8192));
+    j.mark("attn_scale"); // its factor: unused below floor_scale - 1
+    if (floor_scale <= 1) return j.bad("'floor_scale' must be above 1");
+    if (floor_scale - 1 < limit) limit = floor_scale - 1, why = "attn_temperature_tuning";
+  } else {
+    j.mark("floor_scale");
+    j.mark("attn_scale");
+  }
+  if (limit < c.ctx) {
+    c.load_notes.push_back(fmt::format(
+        "context limited to {} tokens of max_position_embeddings {}: Llama 4's chunked attention "
+        "and attention temperature tuning, which change nothing before that ({}), are not "
+        "implemented past it",
+        limit, c.ctx, why));
+    c.ctx = limit;
+  }
+  return {};
+}
+
+// As published (Llama4ForConditionalGeneration): the language model's tensors under
+// language_model., read as the text model's (the vision tower's and the projector's stay
+// unread, listed at load); then the experts transposed into the moe op's rows.
+status prepare_llama4_hf(const model_config& c, tensor_index& t) {
+  const std::string from = "language_model.";
+  for (const std::string& name : t.names()) {
+    if (!name.starts_with(from)) continue;
+    tensor_info info = *t.find(name);
+    info.name = name.substr(from.size());
+    TROUPE_TRY(t.add(info));
+    t.mark_consumed(name);
+  }
+  const int64_t E = c.n_expert, C = c.C, F = c.F_expert;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    if (!c.layer_moe(l)) continue;
+    const std::string p = fmt::format(fmt::runtime(hf_layer), l) + "feed_forward.experts.";
+    TROUPE_TRY_ASSIGN(gu, take_tensor(t, p + "gate_up_proj", {E, C, 2 * F}));
+    for (const auto& [name, first] : {std::pair<const char*, int64_t>{"gate", 0}, {"up", F}}) {
+      TROUPE_TRY_ASSIGN(bytes, transpose_experts(*gu, E, C, 2 * F, first, 1, F));
+      TROUPE_TRY(
+          add_repacked_tensor(t, p + name, gu->type, shape{E, F, C}, std::move(bytes), gu->file));
+    }
+    TROUPE_TRY_ASSIGN(dn, take_tensor(t, p + "down_proj", {E, F, C}));
+    TROUPE_TRY_ASSIGN(bytes, transpose_experts(*dn, E, F, C, 0, 1, C));
+    TROUPE_TRY(
+        add_repacked_tensor(t, p + "down", dn->type, shape{E, C, F}, std::move(bytes), dn->file));
+  }
+  return {};
+}
+
+status build_llama4(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+  const std::string f = hf_layer + "feed_forward.";
+  n.w_gate = f + "gate_proj.weight", n.w_up = f + "up_proj.weight";
+  n.w_down = f + "down_proj.weight";
+  n.moe_router = f + "router.weight";
+  n.moe_gate = f + "experts.gate", n.moe_up = f + "experts.up", n.moe_down = f + "experts.down";
+  n.shexp_gate = f + "shared_expert.gate_proj.weight";
+  n.shexp_up = f + "shared_expert.up_proj.weight";
+  n.shexp_down = f + "shared_expert.down_proj.weight";
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
