@@ -35,6 +35,7 @@ status read_llama_hf(hf_cfg& j, model_config& c);
 status read_llama_gguf(const gguf_cfg& g, model_config& c);
 status build_llama(const model_source& m, graph::graph& g);
 status read_llama4_hf(hf_cfg& j, model_config& c);
+status read_llama4_gguf(const gguf_cfg& g, model_config& c);
 status build_llama4(const model_source& m, graph::graph& g);
 status prepare_llama4_hf(const model_config& c, tensor_index& t);
 status read_apertus_hf(hf_cfg& j, model_config& c);

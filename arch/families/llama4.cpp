@@ -17,6 +17,7 @@
 // nothing before position min(attention_chunk_size, floor_scale - 1), so the context is limited
 // to that (8191 as published) and said so at load, rather than computing another model past it.
 // More than one expert per token (each chosen expert's input scaled by its own weight) refuses.
+// From GGUF as llama.cpp's llama4 reads it (read_llama4_gguf).
 // Tests: tests/exec/forward_test.cpp (SyntheticArch llama4, Llama4.*), pipeline_test FamilyCuts.
 #include <algorithm>
 
@@ -123,6 +124,47 @@ status read_llama4_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF (llama4, as llama.cpp reads it): the same model with llama.cpp's constants, which the
+// file does not carry: RoPE left out of every fourth layer, chunks of 8192 and temperature
+// tuning from 8192 (the context limited to 8191 as above), q/k norms unless the model has 128
+// experts (Maverick has none); an attention.sliding_window of 0 turns all three off. The MoE
+// step from interleave_moe_layer_step, the experts' width from expert_feed_forward_length
+// (the shared expert's too), the dense layers' from feed_forward_length.
+status read_llama4_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope.layout = rope_layout::interleaved; // the converter leaves q and k as published
+  TROUPE_TRY(read_expert_counts(g, c));
+  if (c.n_expert <= 0) return g.unsupported("llama4 without experts");
+  if (c.n_expert_used != 1)
+    return g.unsupported(
+        fmt::format("expert_used_count {} (one expert per token is implemented)", c.n_expert_used));
+  TROUPE_TRY_ASSIGN(fe, g.req("expert_feed_forward_length"));
+  c.F_expert = c.F_shared = fe;
+  TROUPE_TRY_ASSIGN(step, g.req("interleave_moe_layer_step"));
+  c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = step - 1; l < c.n_layer; l += step) c.moe_layers[static_cast<size_t>(l)] = 1;
+  c.router_sigmoid = true;
+  c.expert_input_scaled = true;
+  const gguf_value* sw = g.g.get(g.key("attention.sliding_window"));
+  if (sw && sw->is_integer() && sw->i == 0) return {}; // every layer rotates, none is chunked
+  c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = 3; l < c.n_layer; l += 4) c.nope_layers[static_cast<size_t>(l)] = 1;
+  if (c.n_expert != 128) {
+    c.qk_norm = qk_norm_kind::head_plain;
+    c.qk_norm_rope_layers = true;
+  }
+  constexpr int64_t limit = 8191; // llama.cpp's chunk and floor_scale, 8192
+  if (c.ctx > limit) {
+    c.load_notes.push_back(fmt::format(
+        "context limited to {} tokens of context_length {}: Llama 4's chunked attention and "
+        "attention temperature tuning (llama.cpp's 8192), which change nothing before that, are "
+        "not implemented past it",
+        limit, c.ctx));
+    c.ctx = limit;
+  }
+  return {};
+}
+
 // As published (Llama4ForConditionalGeneration): the language model's tensors under
 // language_model., read as the text model's (the vision tower's and the projector's stay
 // unread, listed at load); then the experts transposed into the moe op's rows.
@@ -155,6 +197,13 @@ status prepare_llama4_hf(const model_config& c, tensor_index& t) {
 
 status build_llama4(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format == "gguf") {
+    decoder_names n = gguf_layout(m);
+    expert_names(m, n);
+    n.shexp_gate_inp.clear();
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
   const std::string f = hf_layer + "feed_forward.";
   n.w_gate = f + "gate_proj.weight", n.w_up = f + "up_proj.weight";

@@ -182,7 +182,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "bloom", "mpt", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
                       "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
                       "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5",
-                      "apertus", "smollm3_nope4", "cohere2_swa4", "glm4_moe"),
+                      "apertus", "smollm3_nope4", "cohere2_swa4", "glm4_moe", "llama4",
+                      "llama4_vl"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
@@ -433,6 +434,29 @@ TEST(ArchSpec, ExpressionActivationMatchesTransformers) {
   clear_arch_specs();
 }
 
+// A copy of GGUF `in` written to `path` with metadata `key` changed by `edit` (dropped when it
+// returns false; added, from a default value, when the file lacks it), opened as a model.
+expected<std::shared_ptr<const model_source>>
+open_gguf_variant(const gguf_file& in, const std::string& path, const std::string& key,
+                  const std::function<bool(gguf_value&)>& edit) {
+  gguf_writer w;
+  bool seen = false;
+  for (const std::string& k : in.keys) {
+    gguf_value v = in.kv.at(k);
+    seen = seen || k == key;
+    if (k == key && !edit(v)) continue;
+    w.set(k, v);
+  }
+  if (gguf_value v; !seen && edit(v)) w.set(key, v);
+  for (const std::string& name : in.tensors.names()) {
+    const tensor_info* t = in.tensors.find(name);
+    w.add_tensor(name, t->type, t->dims,
+                 [t](uint8_t* dst, size_t bytes) { std::memcpy(dst, t->data, bytes); });
+  }
+  EXPECT_TRUE(w.write(path));
+  return open_model(path);
+}
+
 // Apertus's xIELU: an activation no kernel implements, with constants learned per layer, so
 // each layer's FFN runs its own element-wise program. transformers' tokens and logits through
 // the JIT (one program per layer), through the composition of primitives (step and expm1
@@ -486,23 +510,9 @@ TEST(Apertus, RemoteCodeSwitchesThatChangeTheMathRefuse) {
 TEST(Apertus, GgufActivationConstantsAreReadByKey) {
   auto f = open_gguf(test::fixture_path("gguf/apertus.gguf"));
   ASSERT_TRUE(f) << f.error().to_string();
-  const gguf_file& in = **f;
   const std::string path = ::testing::TempDir() + "apertus_xielu.gguf";
-  // a copy of the fixture with `key` changed by edit (dropped when it returns false)
   auto variant = [&](const std::string& key, const std::function<bool(gguf_value&)>& edit) {
-    gguf_writer w;
-    for (const std::string& k : in.keys) {
-      gguf_value v = in.kv.at(k);
-      if (k == key && !edit(v)) continue;
-      w.set(k, v);
-    }
-    for (const std::string& name : in.tensors.names()) {
-      const tensor_info* t = in.tensors.find(name);
-      w.add_tensor(name, t->type, t->dims,
-                   [t](uint8_t* dst, size_t bytes) { std::memcpy(dst, t->data, bytes); });
-    }
-    EXPECT_TRUE(w.write(path));
-    return open_model(path);
+    return open_gguf_variant(**f, path, key, edit);
   };
   auto m = variant("xielu.beta", [](gguf_value&) { return false; });
   ASSERT_FALSE(m);
@@ -571,6 +581,50 @@ TEST(Llama4, ExpertsPerTokenAndTheContextLimit) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->ctx, 256);
   EXPECT_TRUE(c->load_notes.empty());
+}
+
+// From GGUF, llama.cpp's constants: the context limited to 8191 past it, NoPE on the fourth
+// layer and q/k norms; an attention.sliding_window of 0 turns them off; 128 experts (Maverick)
+// have no q/k norms.
+TEST(Llama4, GgufTakesLlamaCppConstants) {
+  auto f = open_gguf(test::fixture_path("gguf/llama4.gguf"));
+  ASSERT_TRUE(f) << f.error().to_string();
+  const std::string path = ::testing::TempDir() + "llama4_variant.gguf";
+  auto base = open_model(test::fixture_path("gguf/llama4.gguf"));
+  ASSERT_TRUE(base);
+  EXPECT_EQ((*base)->config.ctx, 256);
+  EXPECT_EQ((*base)->config.nope_layers, (std::vector<uint8_t>{0, 0, 0, 1}));
+  EXPECT_EQ((*base)->config.qk_norm, qk_norm_kind::head_plain);
+  auto m = open_gguf_variant(**f, path, "llama4.context_length", [](gguf_value& v) {
+    v.i = 10485760;
+    v.f = 10485760;
+    return true;
+  });
+  ASSERT_TRUE(m) << m.error().to_string();
+  EXPECT_EQ((*m)->config.ctx, 8191);
+  ASSERT_EQ((*m)->config.load_notes.size(), 1u);
+  m = open_gguf_variant(**f, path, "llama4.attention.sliding_window", [](gguf_value& v) {
+    v.type = gguf_type::u32;
+    v.i = 0;
+    return true;
+  });
+  ASSERT_TRUE(m) << m.error().to_string();
+  EXPECT_TRUE((*m)->config.nope_layers.empty());
+  EXPECT_EQ((*m)->config.qk_norm, qk_norm_kind::none);
+  auto cfg = config_from_gguf(**f);
+  ASSERT_TRUE(cfg);
+  // the 128-expert rule, on the config alone (the fixture's tensors have 4)
+  gguf_file copy;
+  copy.keys = (*f)->keys;
+  copy.kv = (*f)->kv;
+  copy.file = (*f)->file;
+  copy.kv["llama4.expert_count"].i = 128;
+  copy.kv["llama4.expert_count"].f = 128;
+  auto c128 = config_from_gguf(copy);
+  ASSERT_TRUE(c128) << c128.error().to_string();
+  EXPECT_EQ(c128->qk_norm, qk_norm_kind::none);
+  EXPECT_EQ(cfg->qk_norm, qk_norm_kind::head_plain);
+  std::remove(path.c_str());
 }
 
 // The latent KV cache: a token stores kv_lora_rank + qk_rope_head_dim values per layer (32 + 8
