@@ -8,7 +8,14 @@ namespace troupe::arch {
 const std::vector<family_entry>& families() {
   static const std::vector<family_entry> table = {
       {"llama", {"LlamaForCausalLM"}, {"llama"}, read_llama_hf, read_llama_gguf, build_llama},
-      {"mistral", {"MistralForCausalLM"}, {"mistral"}, read_llama_hf, read_llama_gguf, build_llama},
+      // Mistral Small 3.x, Magistral: Mistral3ForConditionalGeneration around a Mistral
+      {"mistral",
+       {"MistralForCausalLM", "Mistral3ForConditionalGeneration"},
+       {"mistral"},
+       read_llama_hf,
+       read_llama_gguf,
+       build_llama,
+       prepare_language_model},
       {"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, read_llama_hf, read_llama_gguf, build_llama},
       {"qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, read_llama_hf, read_llama_gguf, build_llama},
       {"qwen3_5",
@@ -100,7 +107,18 @@ const std::vector<family_entry>& families() {
        prepare_gpt_oss_hf},
       {"gemma", {"GemmaForCausalLM"}, {"gemma"}, read_gemma_hf, read_gemma_gguf, build_gemma},
       {"gemma2", {"Gemma2ForCausalLM"}, {"gemma2"}, read_gemma_hf, read_gemma_gguf, build_gemma},
-      {"gemma3", {"Gemma3ForCausalLM"}, {"gemma3"}, read_gemma_hf, read_gemma_gguf, build_gemma},
+      // Gemma 3 4B / 12B / 27B are published as Gemma3ForConditionalGeneration with a sparse
+      // text_config: Gemma3TextConfig's defaults fill it
+      {"gemma3",
+       {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"},
+       {"gemma3"},
+       read_gemma_hf,
+       read_gemma_gguf,
+       build_gemma,
+       prepare_language_model,
+       R"({"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+           "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+           "head_dim": 256, "max_position_embeddings": 131072})"},
       {"olmo", {"OlmoForCausalLM"}, {"olmo"}, read_olmo_hf, read_olmo_gguf, build_olmo},
       {"olmo2", {"Olmo2ForCausalLM"}, {"olmo2"}, read_olmo_hf, read_olmo_gguf, build_olmo},
       {"olmo3", {"Olmo3ForCausalLM"}, {}, read_olmo_hf, nullptr, build_olmo},

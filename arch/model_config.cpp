@@ -196,7 +196,15 @@ expected<model_config> config_from_hf_json(const std::string& config_text,
     arch::json text = j["text_config"];
     for (auto& [k, v] : j.items())
       if (k != "text_config" && !text.contains(k)) text[k] = v;
+    // the wrapper's tie_word_embeddings is the one transformers ties by (Mistral 3's text_config
+    // may say otherwise)
+    if (j.contains("tie_word_embeddings")) text["tie_word_embeddings"] = j["tie_word_embeddings"];
     j = std::move(text);
+  }
+  if (entry->hf_defaults) { // transformers' config class fills what the file leaves out
+    const arch::json defaults = arch::json::parse(entry->hf_defaults);
+    for (auto& [k, v] : defaults.items())
+      if (!j.contains(k)) j[k] = v;
   }
   arch::hf_cfg cfg(j, where);
   TROUPE_TRY(arch::read_common(cfg, c));

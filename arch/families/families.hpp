@@ -21,6 +21,9 @@ struct family_entry {
   // optional: derived tensors added to an HF checkpoint's index before the graph is built
   // (StableLM's per-head q/k norms stacked into one tensor)
   status (*prepare_hf)(const model_config& c, tensor_index& t) = nullptr;
+  // optional: transformers' defaults (the config class's) for keys a published config.json
+  // leaves out, as a JSON object; a key the config lacks takes its value from here
+  const char* hf_defaults = nullptr;
 };
 
 const std::vector<family_entry>& families();

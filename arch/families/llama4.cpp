@@ -169,14 +169,7 @@ status read_llama4_gguf(const gguf_cfg& g, model_config& c) {
 // language_model., read as the text model's (the vision tower's and the projector's stay
 // unread, listed at load); then the experts transposed into the moe op's rows.
 status prepare_llama4_hf(const model_config& c, tensor_index& t) {
-  const std::string from = "language_model.";
-  for (const std::string& name : t.names()) {
-    if (!name.starts_with(from)) continue;
-    tensor_info info = *t.find(name);
-    info.name = name.substr(from.size());
-    TROUPE_TRY(t.add(info));
-    t.mark_consumed(name);
-  }
+  TROUPE_TRY(prepare_language_model(c, t));
   const int64_t E = c.n_expert, C = c.C, F = c.F_expert;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     if (!c.layer_moe(l)) continue;

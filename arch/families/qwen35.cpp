@@ -99,16 +99,8 @@ status read_qwen35_gguf(const gguf_cfg& g, model_config& c) {
 // As published (Qwen3_5ForConditionalGeneration): the text model's tensors under
 // model.language_model., read as the text-only model's model. names (the vision tower's
 // model.visual. and the multi-token-prediction head's mtp. stay unread, listed at load).
-status prepare_qwen35_hf(const model_config&, tensor_index& t) {
-  const std::string from = "model.language_model.";
-  for (const std::string& name : t.names()) {
-    if (!name.starts_with(from)) continue;
-    tensor_info info = *t.find(name);
-    info.name = "model." + name.substr(from.size());
-    TROUPE_TRY(t.add(info));
-    t.mark_consumed(name);
-  }
-  return {};
+status prepare_qwen35_hf(const model_config& c, tensor_index& t) {
+  return prepare_language_model(c, t);
 }
 
 status build_qwen35(const model_source& m, graph::graph& g) {

@@ -166,6 +166,24 @@ status add_derived_tensor(tensor_index& t, const std::string& name, dtype type, 
   return {};
 }
 
+status prepare_language_model(const model_config&, tensor_index& t) {
+  const std::string outer = "language_model.", inner = "model.language_model.";
+  for (const std::string& name : t.names()) {
+    std::string to;
+    if (name.starts_with(outer))
+      to = name.substr(outer.size());
+    else if (name.starts_with(inner))
+      to = "model." + name.substr(inner.size());
+    else
+      continue;
+    tensor_info info = *t.find(name);
+    info.name = std::move(to);
+    TROUPE_TRY(t.add(info));
+    t.mark_consumed(name);
+  }
+  return {};
+}
+
 status add_repacked_tensor(tensor_index& t, const std::string& name, dtype type, shape dims,
                            std::vector<uint8_t> bytes, const mapped_file* from) {
   return add_derived_tensor(t, name, type, dims, std::string(troupe::name(type)), std::move(bytes),

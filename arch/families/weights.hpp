@@ -20,6 +20,12 @@ status add_derived_tensor(tensor_index& t, const std::string& name, dtype type, 
                           std::string raw_type, std::vector<uint8_t> bytes,
                           const std::string& description, bool replace = false);
 
+/// A multimodal checkpoint's language model read as the text model's: language_model.X as X
+/// (language_model.model.* and language_model.lm_head.*, as Gemma 3, Mistral 3 and Llama 4
+/// publish them) and model.language_model.X as model.X (Qwen 3.5); the originals are marked
+/// consumed, the vision tower's tensors stay unread (listed at load). As a family's prepare_hf.
+status prepare_language_model(const model_config& c, tensor_index& t);
+
 /// add_derived_tensor for a tensor repacked from one stored in `from`, described after it.
 status add_repacked_tensor(tensor_index& t, const std::string& name, dtype type, shape dims,
                            std::vector<uint8_t> bytes, const mapped_file* from);

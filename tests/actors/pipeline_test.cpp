@@ -273,7 +273,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "smollm3", "olmo3", "seed_oss", "cohere2", "ernie4_5", "glm4", "exaone4",
                           "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_5_vl",
                           "qwen3_5_moe_packed", "qwen3_next_moe", "apertus", "smollm3_nope4",
-                          "cohere2_swa4", "llama4", "llama4_vl"),
+                          "cohere2_swa4", "llama4", "llama4_vl", "gemma3_vl", "mistral3_vl"),
         ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +

@@ -119,14 +119,14 @@ TEST_P(SyntheticArch, MatchesTransformers) {
   auto graph = arch::build_graph(g->source());
   ASSERT_TRUE(graph);
   std::vector<std::string> unread = unread_tensors(g->source(), *graph);
-  // a multimodal checkpoint's vision tower: Troupe runs its language model only
-  if (GetParam() == "qwen3_5_vl")
-    std::erase_if(unread, [](const std::string& n) { return n.starts_with("model.visual."); });
-  if (GetParam() == "llama4_vl")
+  // a multimodal checkpoint's vision tower and projector: Troupe runs its language model only
+  if (GetParam().ends_with("_vl"))
     EXPECT_GT(std::erase_if(unread,
                             [](const std::string& n) {
-                              return n.starts_with("vision_model.") ||
-                                     n.starts_with("multi_modal_projector.");
+                              for (const char* p : {"model.visual.", "vision_model.",
+                                                    "vision_tower.", "multi_modal_projector."})
+                                if (n.starts_with(p)) return true;
+                              return false;
                             }),
               0u);
   EXPECT_TRUE(unread.empty()) << unread.size() << " unread, the first " << unread.front();
@@ -145,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4", "qwen3_5",
                       "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed",
                       "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4", "llama4",
-                      "llama4_vl"),
+                      "llama4_vl", "gemma3_vl", "mistral3_vl"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
@@ -625,6 +625,43 @@ TEST(Llama4, GgufTakesLlamaCppConstants) {
   EXPECT_EQ(c128->qk_norm, qk_norm_kind::none);
   EXPECT_EQ(cfg->qk_norm, qk_norm_kind::head_plain);
   std::remove(path.c_str());
+}
+
+// Gemma 3 4B / 12B / 27B are published as Gemma3ForConditionalGeneration whose text_config leaves
+// most keys to Gemma3TextConfig's defaults (4B's: heads, KV heads, head_dim, vocabulary, context,
+// rope thetas, query_pre_attn_scalar, the pattern of global layers): read as transformers reads
+// them (configs/gemma-3-4b-it/transformers.json, written by make_family_fixtures.py).
+TEST(Gemma3, PublishedSparseConfigTakesTransformersDefaults) {
+  const std::string dir = test::fixture_path("configs/gemma-3-4b-it");
+  const json want = test::load_json(dir + "/transformers.json");
+  auto c = config_from_hf_dir(dir);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "gemma3");
+  EXPECT_EQ(c->V, want["vocab_size"].get<int64_t>());
+  EXPECT_EQ(c->C, want["hidden_size"].get<int64_t>());
+  EXPECT_EQ(c->F, want["intermediate_size"].get<int64_t>());
+  EXPECT_EQ(c->n_layer, want["num_hidden_layers"].get<int64_t>());
+  EXPECT_EQ(c->H, want["num_attention_heads"].get<int64_t>());
+  EXPECT_EQ(c->Hkv, want["num_key_value_heads"].get<int64_t>());
+  EXPECT_EQ(c->D, want["head_dim"].get<int64_t>());
+  EXPECT_EQ(c->ctx, want["max_position_embeddings"].get<int64_t>());
+  EXPECT_DOUBLE_EQ(c->norm_eps, want["rms_norm_eps"].get<double>());
+  EXPECT_DOUBLE_EQ(c->attention_scale(),
+                   1.0 / std::sqrt(want["query_pre_attn_scalar"].get<double>()));
+  EXPECT_EQ(c->sliding_window, want["sliding_window"].get<int64_t>());
+  ASSERT_EQ(want["layer_types"].size(), static_cast<size_t>(c->n_layer));
+  for (int64_t l = 0; l < c->n_layer; ++l)
+    EXPECT_EQ(c->layer_window(l) > 0,
+              want["layer_types"][static_cast<size_t>(l)] == "sliding_attention")
+        << l;
+  const json& full = want["rope_parameters"]["full_attention"];
+  EXPECT_DOUBLE_EQ(c->rope.theta, full["rope_theta"].get<double>());
+  EXPECT_EQ(c->rope.scaling, rope_scaling::linear);
+  EXPECT_DOUBLE_EQ(c->rope.factor, full["factor"].get<double>());
+  EXPECT_DOUBLE_EQ(c->rope_local.theta,
+                   want["rope_parameters"]["sliding_attention"]["rope_theta"].get<double>());
+  EXPECT_EQ(c->tie_embeddings, want["tie_word_embeddings"].get<bool>());
+  EXPECT_EQ(c->act, act_kind::gelu_tanh);
 }
 
 // The latent KV cache: a token stores kv_lora_rank + qk_rope_head_dim values per layer (32 + 8
