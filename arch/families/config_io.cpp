@@ -173,6 +173,9 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
   }
   if (c.family == "phi3" && (type == "su" || type == "yarn")) type = "longrope"; // Phi3Config
   if (type.empty() || type == "default") return {};
+  // Qwen2-VL / Qwen2.5-VL's M-RoPE: a text token's position is the same in all three sections,
+  // so over text (all Troupe runs) it is plain RoPE
+  if (type == "mrope") return {};
   if (type == "dynamic") {
     // dynamic NTK changes the base only while a sequence is longer than
     // max_position_embeddings; Troupe never runs one (the scheduler caps the context there),

@@ -123,7 +123,7 @@ TEST_P(SyntheticArch, MatchesTransformers) {
   if (GetParam().ends_with("_vl"))
     EXPECT_GT(std::erase_if(unread,
                             [](const std::string& n) {
-                              for (const char* p : {"model.visual.", "vision_model.",
+                              for (const char* p : {"model.visual.", "visual.", "vision_model.",
                                                     "vision_tower.", "multi_modal_projector."})
                                 if (n.starts_with(p)) return true;
                               return false;
@@ -145,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4", "qwen3_5",
                       "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed",
                       "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4", "llama4",
-                      "llama4_vl", "gemma3_vl", "mistral3_vl"),
+                      "llama4_vl", "gemma3_vl", "mistral3_vl", "qwen2_5_vl", "qwen3_vl"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
