@@ -20,7 +20,7 @@ const std::vector<family_entry>& families() {
       {"qwen2",
        {"Qwen2ForCausalLM", "Qwen2VLForConditionalGeneration",
         "Qwen2_5_VLForConditionalGeneration"},
-       {"qwen2"},
+       {"qwen2", "qwen2vl"},
        read_llama_hf,
        read_llama_gguf,
        build_llama,

@@ -109,6 +109,8 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
                       ? rope_layout::interleaved
                       : rope_layout::neox;
   if (base == "qwen3") c.qk_norm = qk_norm_kind::head;
+  // qwen2vl (Qwen2-VL, Qwen2.5-VL): M-RoPE's sections, every one the token's position over text
+  if (g.arch == "qwen2vl") g.key("rope.dimension_sections");
   if (c.family == "smollm3") { // llama.cpp's smollm3: every fourth layer without RoPE (no key)
     c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
     for (int64_t l = 3; l < c.n_layer; l += 4) c.nope_layers[static_cast<size_t>(l)] = 1;

@@ -281,21 +281,20 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(
     Gguf, FamilyCuts,
-    ::testing::Combine(::testing::Values("gguf:llama3", "gguf:llama_headdim", "gguf:llama_bias",
-                                         "gguf:mistral", "gguf:qwen2", "gguf:qwen3", "gguf:gemma",
-                                         "gguf:gemma2", "gguf:gemma3", "gguf:olmo", "gguf:olmo2",
-                                         "gguf:granite", "gguf:phi3", "gguf:phi3_longrope",
-                                         "gguf:phi2", "gguf:gpt2", "gguf:gpt_neox", "gguf:stablelm",
-                                         "gguf:stablelm_qkln", "gguf:cohere", "gguf:falcon",
-                                         "gguf:falcon_mq", "gguf:bloom", "gguf:mpt", "gguf:mixtral",
-                                         "gguf:qwen2_moe", "gguf:qwen3_moe", "gguf:deepseek_v3",
-                                         "gguf:gpt_oss", "gguf:gpt_oss_mxfp4",
-                                         "gguf:deepseek_v3_yarn_eq", "gguf:qwen3_5",
-                                         "gguf:qwen3_5_moe", "gguf:qwen3_next_moe", "gguf:seed_oss",
-                                         "gguf:olmo3", "gguf:exaone4", "gguf:glm4", "gguf:ernie4_5",
-                                         "gguf:apertus", "gguf:smollm3_nope4", "gguf:cohere2_swa4",
-                                         "gguf:glm4_moe", "gguf:llama4", "gguf:llama4_vl"),
-                       ::testing::Values(2), ::testing::Values(1, 2)),
+    ::testing::Combine(
+        ::testing::Values("gguf:llama3", "gguf:llama_headdim", "gguf:llama_bias", "gguf:mistral",
+                          "gguf:qwen2", "gguf:qwen3", "gguf:gemma", "gguf:gemma2", "gguf:gemma3",
+                          "gguf:olmo", "gguf:olmo2", "gguf:granite", "gguf:phi3",
+                          "gguf:phi3_longrope", "gguf:phi2", "gguf:gpt2", "gguf:gpt_neox",
+                          "gguf:stablelm", "gguf:stablelm_qkln", "gguf:cohere", "gguf:falcon",
+                          "gguf:falcon_mq", "gguf:bloom", "gguf:mpt", "gguf:mixtral",
+                          "gguf:qwen2_moe", "gguf:qwen3_moe", "gguf:deepseek_v3", "gguf:gpt_oss",
+                          "gguf:gpt_oss_mxfp4", "gguf:deepseek_v3_yarn_eq", "gguf:qwen3_5",
+                          "gguf:qwen3_5_moe", "gguf:qwen3_next_moe", "gguf:seed_oss", "gguf:olmo3",
+                          "gguf:exaone4", "gguf:glm4", "gguf:ernie4_5", "gguf:apertus",
+                          "gguf:smollm3_nope4", "gguf:cohere2_swa4", "gguf:glm4_moe", "gguf:llama4",
+                          "gguf:llama4_vl", "gguf:qwen2_5_vl"),
+        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
              std::to_string(std::get<2>(info.param));
