@@ -100,12 +100,13 @@ status read_common(hf_cfg& j, model_config& c) {
       // scale each (weight_scale_inv), which the family repacks at load; the activations stay
       // f32 (transformers' dequantized arithmetic; DeepSeek's own kernels also round them to
       // FP8 per 128, "activation_scheme": "dynamic", which Troupe does not imitate)
-      if ((c.family == "deepseek_v3" || c.family == "deepseek_v2") &&
+      // (MiniMax-M2 publishes the same tiles, its fmt named as torch names the type)
+      if ((c.family == "deepseek_v3" || c.family == "deepseek_v2" || c.family == "minimax_m2") &&
           q == std::string("quantization_config") && method == "fp8") {
         const json& bs = v.contains("weight_block_size") ? v["weight_block_size"] : json();
         const std::string fmt =
             v.contains("fmt") && v["fmt"].is_string() ? v["fmt"].get<std::string>() : "e4m3";
-        if (fmt != "e4m3" || bs != json::array({128, 128}))
+        if ((fmt != "e4m3" && fmt != "float8_e4m3fn") || bs != json::array({128, 128}))
           return j.unsupported("fp8 quantization other than e4m3 in 128 x 128 blocks");
         c.fp8_blocks = true;
         continue;

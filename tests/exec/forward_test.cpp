@@ -145,7 +145,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "cohere2", "seed_oss", "ernie4_5", "glm4", "exaone4", "qwen3_5",
                       "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed",
                       "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4", "llama4",
-                      "llama4_vl", "gemma3_vl", "mistral3_vl", "qwen2_5_vl", "qwen3_vl"),
+                      "llama4_vl", "gemma3_vl", "mistral3_vl", "qwen2_5_vl", "qwen3_vl",
+                      "minimax_m2", "minimax_m2_fp8"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
@@ -662,6 +663,28 @@ TEST(Gemma3, PublishedSparseConfigTakesTransformersDefaults) {
                    want["rope_parameters"]["sliding_attention"]["rope_theta"].get<double>());
   EXPECT_EQ(c->tie_embeddings, want["tie_word_embeddings"].get<bool>());
   EXPECT_EQ(c->act, act_kind::gelu_tanh);
+}
+
+// MiniMax-M2's published config carries its remote code's switches: any that would make
+// another model than transformers computes refuses naming the key.
+TEST(MiniMaxM2, RemoteCodeSwitchesThatChangeTheMathRefuse) {
+  const json base = test::load_json(test::fixture_path("models/minimax_m2/config.json"));
+  ASSERT_TRUE(config_from_hf_json(base.dump(), "", "minimax_m2"));
+  const std::vector<std::pair<std::string, json>> changes = {
+      {"attn_type_list", json::array({0, 1})},
+      {"qk_norm_type", "per_head"},
+      {"use_qk_norm", false},
+      {"scoring_func", "softmax"},
+      {"use_routing_bias", false},
+      {"shared_intermediate_size", 64},
+      {"sliding_window", 16}};
+  for (const auto& [key, value] : changes) {
+    json cfg = base;
+    cfg[key] = value;
+    auto c = config_from_hf_json(cfg.dump(), "", "minimax_m2");
+    ASSERT_FALSE(c) << key;
+    EXPECT_NE(c.error().message.find(key), std::string::npos) << c.error().message;
+  }
 }
 
 // The latent KV cache: a token stores kv_lora_rank + qk_rope_head_dim values per layer (32 + 8
