@@ -38,6 +38,7 @@ status read_llama_hf(hf_cfg& j, model_config& c);
 status read_llama_gguf(const gguf_cfg& g, model_config& c);
 status build_llama(const model_source& m, graph::graph& g);
 status read_minimax_m2_hf(hf_cfg& j, model_config& c);
+status read_minimax_m2_gguf(const gguf_cfg& g, model_config& c);
 status build_minimax_m2(const model_source& m, graph::graph& g);
 status read_llama4_hf(hf_cfg& j, model_config& c);
 status read_llama4_gguf(const gguf_cfg& g, model_config& c);

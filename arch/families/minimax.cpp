@@ -9,6 +9,7 @@
 // code's switches; any that would make another model than transformers computes refuses by name
 // (attn_type_list with a linear-attention layer, shared experts, another scoring function, the
 // norm per head). The multi-token-prediction modules (use_mtp) are not used to generate.
+// From GGUF as llama.cpp's minimax-m2 reads it (read_minimax_m2_gguf).
 // Tests: tests/exec/forward_test.cpp (SyntheticArch minimax_m2*, MiniMaxM2.*), pipeline_test.
 #include "arch/families/decoder.hpp"
 
@@ -56,8 +57,37 @@ status read_minimax_m2_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF (minimax-m2, as llama.cpp reads it): q / k as published (NEOX RoPE over
+// rope.dimension_count dims), their norms over the whole projection, the experts merged, sigmoid
+// gating (expert_gating_func; sigmoid where absent), the exp_probs_b correction bias, and the
+// chosen weights renormalised as llama.cpp's graph for this architecture always does.
+status read_minimax_m2_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-6));
+  c.rope.layout = rope_layout::neox;
+  c.qk_norm = qk_norm_kind::full;
+  TROUPE_TRY(read_expert_counts(g, c));
+  if (c.n_expert <= 0) return g.unsupported("minimax-m2 without experts");
+  TROUPE_TRY_ASSIGN(fe, g.req("expert_feed_forward_length"));
+  c.F_expert = fe;
+  if (g.i("expert_gating_func", 2) != 2) // llama.cpp's 2: sigmoid
+    return g.unsupported("expert_gating_func other than sigmoid");
+  (void)g.key("expert_weights_norm"); // renormalised whatever it says, as llama.cpp does
+  c.router_sigmoid = true;
+  c.router_bias = g.has_tensor("blk.0.exp_probs_b.bias");
+  c.norm_topk = true;
+  return {};
+}
+
 status build_minimax_m2(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format == "gguf") {
+    decoder_names n = gguf_layout(m);
+    expert_names(m, n);
+    n.shexp_gate_inp.clear();
+    n.moe_router_bias = "blk.{}.exp_probs_b.bias";
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
   const std::string p = "model.layers.{}.block_sparse_moe.";
   n.moe_router = p + "gate.weight";

@@ -295,7 +295,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "gguf:qwen3_5_moe", "gguf:qwen3_next_moe", "gguf:seed_oss", "gguf:olmo3",
                           "gguf:exaone4", "gguf:glm4", "gguf:ernie4_5", "gguf:apertus",
                           "gguf:smollm3_nope4", "gguf:cohere2_swa4", "gguf:glm4_moe", "gguf:llama4",
-                          "gguf:llama4_vl", "gguf:qwen2_5_vl"),
+                          "gguf:llama4_vl", "gguf:qwen2_5_vl", "gguf:minimax_m2"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
@@ -321,7 +321,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "deepseek_v3_fp8@ep", "glm4_moe@ep", "qwen3_5_moe@ep",
                                          "qwen3_next@ep", "qwen3_5_moe_packed@ep", "llama4@ep",
                                          "gguf:glm4_moe@ep", "gguf:llama4@ep", "minimax_m2@ep",
-                                         "minimax_m2_fp8@ep"),
+                                         "minimax_m2_fp8@ep", "gguf:minimax_m2@ep"),
                        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
