@@ -202,7 +202,10 @@ expected<model_config> config_from_hf_json(const std::string& config_text,
     j = std::move(text);
   }
   if (entry->hf_defaults) { // transformers' config class fills what the file leaves out
-    const arch::json defaults = arch::json::parse(entry->hf_defaults);
+    const arch::json defaults = arch::json::parse(entry->hf_defaults, nullptr, false);
+    if (!defaults.is_object())
+      return make_error(errc::internal, "{}: family {}'s defaults are not a JSON object", where,
+                        entry->name);
     for (auto& [k, v] : defaults.items())
       if (!j.contains(k)) j[k] = v;
   }

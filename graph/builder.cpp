@@ -158,7 +158,9 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
   ep.swiglu_limit = s.swiglu_limit;
   auto experts = [&](vid ids, vid wts) {
     vid x = h;
-    if (s.scale_input) { // one expert per token: its input times the weight, its output times 1
+    // one expert per token (the families refuse more): its input times the weight ([T, 1]
+    // broadcast), its output times 1
+    if (s.scale_input) {
       x = mul(h, wts, "ffn_moe_in");
       wts = scale(wts, 0.0f, "ffn_expert_ones", 1.0f);
     }

@@ -366,6 +366,8 @@ status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_
                            ? j.req("intermediate_size")
                            : j.req("moe_intermediate_size"));
   TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
+  if (L > max_layers) // readers size per-layer tables from it
+    return j.bad(fmt::format("'num_hidden_layers' {} (at most {})", L, max_layers));
   TROUPE_TRY_ASSIGN(H, j.req("num_attention_heads"));
   TROUPE_TRY_ASSIGN(Hkv, j.i("num_key_value_heads", H));
   TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
@@ -512,6 +514,9 @@ status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, d
                            ? g.req("feed_forward_length")
                            : g.req("expert_feed_forward_length"));
   TROUPE_TRY_ASSIGN(L, g.req("block_count"));
+  // readers size per-layer tables from it before the config is validated
+  if (L <= 0 || L > max_layers)
+    return make_error(errc::corrupt_file, "{}: block_count {} (1 to {})", g.path(), L, max_layers);
   TROUPE_TRY_ASSIGN(H, g.req("attention.head_count"));
   c.C = C, c.F = F, c.n_layer = L, c.H = H;
   c.Hkv = g.i("attention.head_count_kv", H);

@@ -26,6 +26,8 @@ class hf_cfg {
       , where_(std::move(where)) {}
   const std::string& where() const { return where_; }
   bool has(const char* key) const;
+  /// Whether the key is in the file at all (null included).
+  bool present(const char* key) const { return j_.contains(key); }
   /// A non-negative integer; `fallback` when absent or null; an error naming the key when
   /// of another type.
   expected<int64_t> i(const char* key, int64_t fallback);
@@ -61,6 +63,9 @@ status read_rope(hf_cfg& j, model_config& c, double theta, double partial);
 status read_rope_scaling(const json& rs, model_config& c, const std::string& where);
 /// bos / eos ids from config.json and generation_config.json text (may be empty).
 void read_special_ids(hf_cfg& j, const std::string& generation_json, model_config& c);
+/// Layers a config may give (llama.cpp's limit is 512): more is a corrupt file, refused before
+/// any per-layer table is sized from it.
+inline constexpr int64_t max_layers = 1 << 16;
 /// The dimension keys most config.json files share (hidden_size, intermediate_size,
 /// num_hidden_layers, num_attention_heads, num_key_value_heads, vocab_size,
 /// max_position_embeddings, head_dim) and the norm epsilon under `eps_key`.

@@ -29,7 +29,7 @@ namespace {
 
 const std::string hf_layer = "model.layers.{}.";
 
-// per-layer 0 / 1 flags from a list in the config (`what` names it in errors)
+// per-layer 0 / 1 flags from the list under `key`
 expected<std::vector<uint8_t>> layer_flags(hf_cfg& j, const char* key, int64_t L) {
   const json& v = j.raw(key);
   if (!v.is_array() || static_cast<int64_t>(v.size()) != L)
@@ -102,7 +102,9 @@ status read_llama4_hf(hf_cfg& j, model_config& c) {
   // chunked attention and temperature tuning: the identity before these positions
   int64_t limit = c.ctx;
   std::string why;
-  TROUPE_TRY_ASSIGN(chunk, j.i("attention_chunk_size", 0));
+  // absent: Llama4TextConfig's 8192; null: no chunks
+  TROUPE_TRY_ASSIGN(chunk,
+                    j.i("attention_chunk_size", j.present("attention_chunk_size") ? 0 : 8192));
   if (chunk > 0 && chunk < limit) limit = chunk, why = "attention_chunk_size";
   if (j.b("attn_temperature_tuning", true)) {
     TROUPE_TRY_ASSIGN(floor_scale, j.i("floor_scale", 8192));
@@ -127,7 +129,8 @@ status read_llama4_hf(hf_cfg& j, model_config& c) {
 // GGUF (llama4, as llama.cpp reads it): the same model with llama.cpp's constants, which the
 // file does not carry: RoPE left out of every fourth layer, chunks of 8192 and temperature
 // tuning from 8192 (the context limited to 8191 as above), q/k norms unless the model has 128
-// experts (Maverick has none); an attention.sliding_window of 0 turns all three off. The MoE
+// experts (Maverick has none); a file with attention.sliding_window (llama.cpp's variant
+// without chunks) refuses. The MoE
 // step from interleave_moe_layer_step, the experts' width from expert_feed_forward_length
 // (the shared expert's too), the dense layers' from feed_forward_length.
 status read_llama4_gguf(const gguf_cfg& g, model_config& c) {
@@ -141,12 +144,16 @@ status read_llama4_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY_ASSIGN(fe, g.req("expert_feed_forward_length"));
   c.F_expert = c.F_shared = fe;
   TROUPE_TRY_ASSIGN(step, g.req("interleave_moe_layer_step"));
+  if (step <= 0) return g.unsupported(fmt::format("interleave_moe_layer_step {}", step));
   c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
   for (int64_t l = step - 1; l < c.n_layer; l += step) c.moe_layers[static_cast<size_t>(l)] = 1;
   c.router_sigmoid = true;
   c.expert_input_scaled = true;
-  const gguf_value* sw = g.g.get(g.key("attention.sliding_window"));
-  if (sw && sw->is_integer() && sw->i == 0) return {}; // every layer rotates, none is chunked
+  // llama.cpp reads an attention.sliding_window of 0 as another layout (no chunks, the last
+  // layer without RoPE: MobileLLM's), which no fixture here checks
+  if (g.g.get(g.key("attention.sliding_window")))
+    return g.unsupported("attention.sliding_window (llama.cpp's llama4 variant without chunked "
+                         "attention)");
   c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
   for (int64_t l = 3; l < c.n_layer; l += 4) c.nope_layers[static_cast<size_t>(l)] = 1;
   if (c.n_expert != 128) {

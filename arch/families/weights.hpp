@@ -1,7 +1,11 @@
 // weights.hpp (arch/families, internal): how a family adds its weights to a graph: looked
 // up by name in the checkpoint (shape and dtype from the file, checked against what the
 // config implies), with their tensor-parallel cut. 1-D weights (norms, biases) are f32 in
-// the graph whatever the file stores (the executor converts them when loading).
+// the graph whatever the file stores (the executor converts them when loading). Also what a
+// family's prepare_hf uses before the graph exists: a multimodal checkpoint's language model
+// renamed as the text model's, and tensors repacked at load (experts transposed) added to the
+// index. Tests: tests/exec/forward_test.cpp (every family's fixture),
+// tests/actors/pipeline_test.cpp.
 #pragma once
 
 #include <string>

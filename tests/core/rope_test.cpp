@@ -59,6 +59,30 @@ TEST(Rope, Llama3WithEqualFactorsIsAStep) {
   EXPECT_GT(scaled, 0);
 }
 
+// high_freq_factor below low_freq_factor: transformers divides every wavelength past
+// low_wavelen first, so the band between the two wavelengths is divided, not kept.
+TEST(Rope, Llama3WithFactorsReversedDividesTheBandBetween) {
+  rope_spec s;
+  s.rot_dim = 128;
+  s.theta = 500000;
+  s.scaling = rope_scaling::llama3;
+  s.factor = 8;
+  s.low_freq_factor = 4;
+  s.high_freq_factor = 2;
+  s.orig_ctx = 8192;
+  rope_spec plain = s;
+  plain.scaling = rope_scaling::none;
+  auto t = rope_inv_freq(s), p = rope_inv_freq(plain);
+  int between = 0;
+  for (size_t i = 0; i < t.inv_freq.size(); ++i) {
+    const double wavelen = 2 * std::numbers::pi / p.inv_freq[i];
+    const bool divided = wavelen > 8192 / 4.0;
+    EXPECT_DOUBLE_EQ(t.inv_freq[i], divided ? p.inv_freq[i] / 8 : p.inv_freq[i]) << i;
+    between += wavelen > 8192 / 4.0 && wavelen < 8192 / 2.0;
+  }
+  EXPECT_GT(between, 0);
+}
+
 TEST(Rope, Llama3KeepsHighScalesLowSmoothsMiddle) {
   rope_spec s;
   s.rot_dim = 128;

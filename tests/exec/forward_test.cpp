@@ -574,6 +574,13 @@ TEST(Llama4, ExpertsPerTokenAndTheContextLimit) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->ctx, 10485760);
   EXPECT_TRUE(c->load_notes.empty());
+  json no_key = base; // absent, the chunk is Llama4TextConfig's 8192
+  no_key.erase("attention_chunk_size");
+  no_key["max_position_embeddings"] = 10485760;
+  no_key["attn_temperature_tuning"] = false;
+  c = config_from_hf_json(no_key.dump(), "", "llama4 config");
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->ctx, 8192);
   // no_rope_layers empty, as Scout publishes it: every no_rope_layer_interval-th layer, as given
   c = with({{"no_rope_layers", json::array()}, {"no_rope_layer_interval", 2}});
   ASSERT_TRUE(c) << c.error().to_string();
@@ -585,8 +592,7 @@ TEST(Llama4, ExpertsPerTokenAndTheContextLimit) {
 }
 
 // From GGUF, llama.cpp's constants: the context limited to 8191 past it, NoPE on the fourth
-// layer and q/k norms; an attention.sliding_window of 0 turns them off; 128 experts (Maverick)
-// have no q/k norms.
+// layer and q/k norms; 128 experts (Maverick) have no q/k norms.
 TEST(Llama4, GgufTakesLlamaCppConstants) {
   auto f = open_gguf(test::fixture_path("gguf/llama4.gguf"));
   ASSERT_TRUE(f) << f.error().to_string();
@@ -604,14 +610,22 @@ TEST(Llama4, GgufTakesLlamaCppConstants) {
   ASSERT_TRUE(m) << m.error().to_string();
   EXPECT_EQ((*m)->config.ctx, 8191);
   ASSERT_EQ((*m)->config.load_notes.size(), 1u);
+  // llama.cpp's variant without chunks (attention.sliding_window) is another layout: refused;
+  // a MoE step of 0 is no model
   m = open_gguf_variant(**f, path, "llama4.attention.sliding_window", [](gguf_value& v) {
     v.type = gguf_type::u32;
     v.i = 0;
     return true;
   });
-  ASSERT_TRUE(m) << m.error().to_string();
-  EXPECT_TRUE((*m)->config.nope_layers.empty());
-  EXPECT_EQ((*m)->config.qk_norm, qk_norm_kind::none);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("attention.sliding_window"), std::string::npos);
+  m = open_gguf_variant(**f, path, "llama4.interleave_moe_layer_step", [](gguf_value& v) {
+    v.i = 0;
+    v.f = 0;
+    return true;
+  });
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("interleave_moe_layer_step"), std::string::npos);
   auto cfg = config_from_gguf(**f);
   ASSERT_TRUE(cfg);
   // the 128-expert rule, on the config alone (the fixture's tensors have 4)
