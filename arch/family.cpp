@@ -53,6 +53,7 @@ const std::vector<family_entry>& families() {
        read_qwen35_gguf,
        build_qwen35},
       {"mixtral", {"MixtralForCausalLM"}, {}, read_llama_hf, read_llama_gguf, build_llama},
+      {"olmoe", {"OlmoeForCausalLM"}, {"olmoe"}, read_olmoe_hf, read_olmoe_gguf, build_olmoe},
       {"minimax_m2",
        {"MiniMaxM2ForCausalLM"},
        {"minimax-m2"},

@@ -4,10 +4,53 @@
 // normalises q and k over the whole projection (every head of the token at once), which a
 // tensor-parallel shard computes with an all-reduce of its partial sums of squares. OLMo 3 is
 // OLMo 2 with sliding windows on three layers of four (layer_types). EXAONE 4 has OLMo 2's post
-// norms with q / k norms per head, and RoPE only on its sliding layers.
+// norms with q / k norms per head, and RoPE only on its sliding layers. OLMoE
+// (OlmoeForCausalLM) keeps Llama's pre-norms with OLMo 2's whole-projection q / k norms, and
+// every FFN a mixture of num_experts experts of intermediate_size (softmax, top-k, renormalised
+// only with norm_topk_prob); its clip_qkv would clamp after the q / k norms, which is not
+// implemented (published: none), so it refuses by name. GGUF: llama.cpp's olmoe.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
+
+status read_olmoe_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  if (j.has("clip_qkv"))
+    return j.unsupported("'clip_qkv' (OLMoE clamps after the q / k norms) is not supported");
+  c.qk_norm = qk_norm_kind::full;
+  TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
+  c.F_expert = c.F;
+  c.norm_topk = j.b("norm_topk_prob", false);
+  return {};
+}
+
+// llama.cpp's olmoe: the same, its experts merged; llama.cpp never renormalises them
+status read_olmoe_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope.layout = rope_layout::neox;
+  c.qk_norm = qk_norm_kind::full;
+  TROUPE_TRY(read_expert_counts(g, c));
+  if (c.n_expert <= 0) return g.unsupported("olmoe without experts");
+  c.F_expert = g.i("expert_feed_forward_length", c.F);
+  (void)g.key("expert_weights_norm");
+  c.norm_topk = false;
+  return {};
+}
+
+status build_olmoe(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n =
+      m.format == "hf" ? hf_llama_layout(c.qkv_bias, c.o_bias, false) : gguf_layout(m);
+  expert_names(m, n);
+  n.shexp_gate_inp.clear(), n.shexp_gate.clear(), n.shexp_up.clear(), n.shexp_down.clear();
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
 
 status read_olmo_hf(hf_cfg& j, model_config& c) {
   const bool v2 = c.family == "olmo2" || c.family == "olmo3" || c.family == "exaone4";

@@ -146,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed",
                       "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4", "llama4",
                       "llama4_vl", "gemma3_vl", "mistral3_vl", "qwen2_5_vl", "qwen3_vl",
-                      "minimax_m2", "minimax_m2_fp8"),
+                      "minimax_m2", "minimax_m2_fp8", "olmoe"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
@@ -184,7 +184,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
                       "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5",
                       "apertus", "smollm3_nope4", "cohere2_swa4", "glm4_moe", "llama4", "llama4_vl",
-                      "qwen2_5_vl", "minimax_m2"),
+                      "qwen2_5_vl", "minimax_m2", "olmoe"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
@@ -699,6 +699,17 @@ TEST(MiniMaxM2, RemoteCodeSwitchesThatChangeTheMathRefuse) {
     ASSERT_FALSE(c) << key;
     EXPECT_NE(c.error().message.find(key), std::string::npos) << c.error().message;
   }
+}
+
+// OLMoE clamps q and k after their norms (clip_qkv), which is not implemented: refused by name
+// rather than clamped before the norms as OLMo does.
+TEST(Olmoe, ClipQkvRefuses) {
+  json cfg = test::load_json(test::fixture_path("models/olmoe/config.json"));
+  ASSERT_TRUE(config_from_hf_json(cfg.dump(), "", "olmoe"));
+  cfg["clip_qkv"] = 8.0;
+  auto c = config_from_hf_json(cfg.dump(), "", "olmoe");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("clip_qkv"), std::string::npos) << c.error().message;
 }
 
 // The latent KV cache: a token stores kv_lora_rank + qk_rope_head_dim values per layer (32 + 8
