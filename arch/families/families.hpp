@@ -37,6 +37,7 @@ std::string known_architectures(bool gguf);
 status read_llama_hf(hf_cfg& j, model_config& c);
 status read_llama_gguf(const gguf_cfg& g, model_config& c);
 status build_llama(const model_source& m, graph::graph& g);
+status prepare_ernie45_moe_hf(const model_config& c, tensor_index& t);
 status read_olmoe_hf(hf_cfg& j, model_config& c);
 status read_olmoe_gguf(const gguf_cfg& g, model_config& c);
 status build_olmoe(const model_source& m, graph::graph& g);

@@ -23,7 +23,9 @@ std::string dense_base(const std::string& family) {
   if (family == "mixtral") return "mistral";
   if (family == "qwen2_moe") return "qwen2";
   if (family == "qwen3_moe") return "qwen3";
-  if (family == "smollm3" || family == "seed_oss" || family == "ernie4_5") return "llama";
+  if (family == "smollm3" || family == "seed_oss" || family == "ernie4_5" ||
+      family == "ernie4_5_moe")
+    return "llama";
   return family;
 }
 
@@ -51,7 +53,8 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
   }
   if (base == "llama") c.mlp_bias = j.b("mlp_bias", false);
   // ERNIE 4.5: use_bias puts a bias on every projection, attention's and the MLP's
-  if (c.family == "ernie4_5" && j.b("use_bias", false)) c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  const bool ernie = c.family == "ernie4_5" || c.family == "ernie4_5_moe";
+  if (ernie && j.b("use_bias", false)) c.qkv_bias = c.o_bias = c.mlp_bias = true;
   if (c.family == "smollm3") {
     // no_rope_layers: 1 where a layer rotates q and k, 0 where it does not (its interval key
     // is how the list was made)
@@ -91,8 +94,9 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
   }
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
-  if (c.family == "ernie4_5") c.rope.layout = rope_layout::interleaved; // neighbours pair up
-  if (c.family == "mixtral" || c.family == "qwen2_moe" || c.family == "qwen3_moe")
+  if (ernie) c.rope.layout = rope_layout::interleaved; // neighbours pair up
+  if (c.family == "mixtral" || c.family == "qwen2_moe" || c.family == "qwen3_moe" ||
+      c.family == "ernie4_5_moe")
     TROUPE_TRY(read_experts_hf(j, c));
   return {};
 }
@@ -129,6 +133,10 @@ status build_llama(const model_source& m, graph::graph& g) {
     if (c.family == "seed_oss") n.ffn_norm = "blk.{}.post_attention_norm.weight";
   }
   if (c.n_expert > 0) expert_names(m, n);
+  if (c.family == "ernie4_5_moe" && m.format == "hf") { // DeepSeek's names, its own bias
+    routed_expert_names_hf(n);
+    n.shexp_gate_inp.clear();
+  }
   if (c.tie_embeddings) n.lm_head.clear();
   if (!c.gated_ffn) n.w_gate.clear(), n.b_gate.clear();
   return build_decoder(m, n, g);

@@ -22,6 +22,34 @@ status read_experts_hf(hf_cfg& j, model_config& c) {
     c.norm_topk = true;
     return {};
   }
+  if (c.family == "ernie4_5_moe") {
+    // ERNIE 4.5 MoE: softmax scores, the choice by scores + moe_statics' correction bias, the
+    // chosen scores renormalised (over a sum clamped at moe_norm_min: a softmax's top-k sums to
+    // at least k / E, far above it); shared experts ungated; MoE layers from
+    // moe_layer_start_index to moe_layer_end_index, every moe_layer_interval-th
+    j.mark("router_aux_loss_coef"); // training losses
+    j.mark("output_router_logits");
+    TROUPE_TRY_ASSIGN(e, j.req("moe_num_experts"));
+    TROUPE_TRY_ASSIGN(k, j.req("moe_k"));
+    if (k > e) return j.bad(fmt::format("'moe_k' {} of {} experts", k, e));
+    c.n_expert = e, c.n_expert_used = k;
+    j.mark("moe_norm_min");
+    j.mark("num_nextn_predict_layers"); // multi-token prediction: not used to generate
+    TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
+    c.F_expert = fe;
+    TROUPE_TRY_ASSIGN(shared, j.i("moe_num_shared_experts", 0));
+    c.F_shared = shared * fe;
+    c.norm_topk = true;
+    c.router_bias = true;
+    TROUPE_TRY_ASSIGN(start, j.i("moe_layer_start_index", 0));
+    TROUPE_TRY_ASSIGN(end, j.i("moe_layer_end_index", c.n_layer - 1));
+    TROUPE_TRY_ASSIGN(interval, j.i("moe_layer_interval", 1));
+    if (interval <= 0) return j.bad("'moe_layer_interval' must be positive");
+    c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      c.moe_layers[static_cast<size_t>(l)] = (l + 1) % interval == 0 && l >= start && l <= end;
+    return {};
+  }
   // qwen2_moe, qwen3_moe, qwen3_next, qwen3_5_moe
   TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
   TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
@@ -109,6 +137,25 @@ status read_experts_gguf(const gguf_cfg& g, model_config& c) {
     if (c.moe_layers[static_cast<size_t>(l)] && c.F_shared > 0 &&
         !g.has_tensor(weight_names::layer("blk.{}.ffn_up_shexp.weight", static_cast<int>(l))))
       return g.unsupported("a MoE layer without the shared expert the metadata announces");
+  return {};
+}
+
+// ERNIE 4.5 MoE stores its router's correction bias as [1, E]: the same values as [E]
+status prepare_ernie45_moe_hf(const model_config& c, tensor_index& t) {
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string from =
+        fmt::format("model.layers.{}.mlp.moe_statics.e_score_correction_bias", l);
+    const tensor_info* b = t.find(from);
+    if (!b) continue;
+    if (b->dims.numel() != c.n_expert)
+      return make_error(errc::shape_mismatch, "{}: '{}' must hold {} values (is {})",
+                        b->file ? b->file->path() : from, from, c.n_expert, b->dims.to_string());
+    tensor_info info = *b;
+    info.name = fmt::format("model.layers.{}.mlp.gate.e_score_correction_bias", l);
+    info.dims = shape{c.n_expert};
+    TROUPE_TRY(t.add(info));
+    t.mark_consumed(from);
+  }
   return {};
 }
 

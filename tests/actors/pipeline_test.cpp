@@ -262,19 +262,18 @@ TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(
     Families, FamilyCuts,
     ::testing::Combine(
-        ::testing::Values("llama3", "llama_headdim", "mistral", "qwen2", "mistral_window",
-                          "qwen2_window", "llama_relu2", "qwen3", "gemma", "gemma2", "gemma3",
-                          "olmo", "olmo2", "granite", "phi3", "phi3_longrope", "phi2", "gpt2",
-                          "gpt_neox", "stablelm", "stablelm_qkln", "cohere", "falcon", "falcon_mq",
-                          "bloom", "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
-                          "llama_bias", "mixtral", "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse",
-                          "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2", "gpt_oss",
-                          "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "deepseek_v3_fp8", "glm4_moe",
-                          "smollm3", "olmo3", "seed_oss", "cohere2", "ernie4_5", "glm4", "exaone4",
-                          "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_5_vl",
-                          "qwen3_5_moe_packed", "qwen3_next_moe", "apertus", "smollm3_nope4",
-                          "cohere2_swa4", "llama4", "llama4_vl", "gemma3_vl", "mistral3_vl",
-                          "qwen2_5_vl", "qwen3_vl", "minimax_m2", "minimax_m2_fp8", "olmoe"),
+        ::testing::Values(
+            "llama3", "llama_headdim", "mistral", "qwen2", "mistral_window", "qwen2_window",
+            "llama_relu2", "qwen3", "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite", "phi3",
+            "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm", "stablelm_qkln", "cohere",
+            "falcon", "falcon_mq", "bloom", "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
+            "llama_bias", "mixtral", "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse", "deepseek_v3",
+            "deepseek_v3_yarn", "deepseek_v2", "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3_yarn_eq",
+            "deepseek_v3_fp8", "glm4_moe", "smollm3", "olmo3", "seed_oss", "cohere2", "ernie4_5",
+            "glm4", "exaone4", "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_5_vl",
+            "qwen3_5_moe_packed", "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4",
+            "llama4", "llama4_vl", "gemma3_vl", "mistral3_vl", "qwen2_5_vl", "qwen3_vl",
+            "minimax_m2", "minimax_m2_fp8", "olmoe", "ernie4_5_moe"),
         ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -313,15 +312,17 @@ std::string ep_case_name(const std::string& param, int tp, int pp) {
 
 INSTANTIATE_TEST_SUITE_P(
     Experts, FamilyCuts,
-    ::testing::Combine(
-        ::testing::Values("mixtral@ep", "qwen2_moe@ep", "qwen3_moe@ep", "qwen3_moe_sparse@ep",
-                          "gguf:mixtral@ep", "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep",
-                          "deepseek_v3@ep", "deepseek_v2@ep", "gguf:deepseek_v3@ep", "gpt_oss@ep",
-                          "gpt_oss_mxfp4@ep", "gguf:gpt_oss_mxfp4@ep", "deepseek_v3_fp8@ep",
-                          "glm4_moe@ep", "qwen3_5_moe@ep", "qwen3_next@ep", "qwen3_5_moe_packed@ep",
-                          "llama4@ep", "gguf:glm4_moe@ep", "gguf:llama4@ep", "minimax_m2@ep",
-                          "minimax_m2_fp8@ep", "gguf:minimax_m2@ep", "olmoe@ep", "gguf:olmoe@ep"),
-        ::testing::Values(2), ::testing::Values(1, 2)),
+    ::testing::Combine(::testing::Values("mixtral@ep", "qwen2_moe@ep", "qwen3_moe@ep",
+                                         "qwen3_moe_sparse@ep", "gguf:mixtral@ep",
+                                         "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep", "deepseek_v3@ep",
+                                         "deepseek_v2@ep", "gguf:deepseek_v3@ep", "gpt_oss@ep",
+                                         "gpt_oss_mxfp4@ep", "gguf:gpt_oss_mxfp4@ep",
+                                         "deepseek_v3_fp8@ep", "glm4_moe@ep", "qwen3_5_moe@ep",
+                                         "qwen3_next@ep", "qwen3_5_moe_packed@ep", "llama4@ep",
+                                         "gguf:glm4_moe@ep", "gguf:llama4@ep", "minimax_m2@ep",
+                                         "minimax_m2_fp8@ep", "gguf:minimax_m2@ep", "olmoe@ep",
+                                         "gguf:olmoe@ep", "ernie4_5_moe@ep"),
+                       ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
                           std::get<2>(info.param));

@@ -146,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed",
                       "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4", "llama4",
                       "llama4_vl", "gemma3_vl", "mistral3_vl", "qwen2_5_vl", "qwen3_vl",
-                      "minimax_m2", "minimax_m2_fp8", "olmoe"),
+                      "minimax_m2", "minimax_m2_fp8", "olmoe", "ernie4_5_moe"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
