@@ -133,8 +133,11 @@ status build_llama(const model_source& m, graph::graph& g) {
     if (c.family == "seed_oss") n.ffn_norm = "blk.{}.post_attention_norm.weight";
   }
   if (c.n_expert > 0) expert_names(m, n);
-  if (c.family == "ernie4_5_moe" && m.format == "hf") { // DeepSeek's names, its own bias
-    routed_expert_names_hf(n);
+  if (c.family == "ernie4_5_moe") { // DeepSeek's names, its own bias; no shared expert's gate
+    if (m.format == "hf")
+      routed_expert_names_hf(n);
+    else
+      n.moe_router_bias = "blk.{}.exp_probs_b.bias";
     n.shexp_gate_inp.clear();
   }
   if (c.tie_embeddings) n.lm_head.clear();

@@ -115,7 +115,8 @@ status read_experts_gguf(const gguf_cfg& g, model_config& c) {
     return g.unsupported("expert_feed_forward_length per layer");
   c.F_expert = g.i("expert_feed_forward_length", qwen ? c.F / c.n_expert_used : c.F);
   c.F_shared = g.i("expert_shared_feed_forward_length", g.arch == "qwen2moe" ? c.F : 0);
-  if (c.F_shared > 0 && g.i("expert_shared_count", 1) != 1)
+  // (ERNIE 4.5's shared experts run as one MLP of their summed width, which the file gives)
+  if (c.F_shared > 0 && g.i("expert_shared_count", 1) != 1 && g.arch != "ernie4_5-moe")
     return g.unsupported("expert_shared_count other than 1");
   // llama.cpp's rule per architecture, whatever expert_weights_norm says
   g.key("expert_weights_norm");
@@ -128,6 +129,10 @@ status read_experts_gguf(const gguf_cfg& g, model_config& c) {
   for (int64_t l = 0; l < c.n_layer; ++l)
     c.moe_layers[static_cast<size_t>(l)] =
         g.has_tensor(weight_names::layer("blk.{}.ffn_gate_inp.weight", static_cast<int>(l)));
+  // ERNIE 4.5: the choice by softmax scores plus exp_probs_b (moe_statics' bias)
+  c.router_bias =
+      g.arch == "ernie4_5-moe" &&
+      g.has_tensor(weight_names::layer("blk.{}.exp_probs_b.bias", static_cast<int>(c.n_layer - 1)));
   c.shared_gate = false; // the shared expert's gate, where a MoE layer has one
   for (int64_t l = 0; l < c.n_layer && c.F_shared > 0; ++l)
     c.shared_gate =

@@ -294,7 +294,8 @@ INSTANTIATE_TEST_SUITE_P(
                           "gguf:qwen3_5_moe", "gguf:qwen3_next_moe", "gguf:seed_oss", "gguf:olmo3",
                           "gguf:exaone4", "gguf:glm4", "gguf:ernie4_5", "gguf:apertus",
                           "gguf:smollm3_nope4", "gguf:cohere2_swa4", "gguf:glm4_moe", "gguf:llama4",
-                          "gguf:llama4_vl", "gguf:qwen2_5_vl", "gguf:minimax_m2", "gguf:olmoe"),
+                          "gguf:llama4_vl", "gguf:qwen2_5_vl", "gguf:minimax_m2", "gguf:olmoe",
+                          "gguf:ernie4_5_moe"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
@@ -312,17 +313,16 @@ std::string ep_case_name(const std::string& param, int tp, int pp) {
 
 INSTANTIATE_TEST_SUITE_P(
     Experts, FamilyCuts,
-    ::testing::Combine(::testing::Values("mixtral@ep", "qwen2_moe@ep", "qwen3_moe@ep",
-                                         "qwen3_moe_sparse@ep", "gguf:mixtral@ep",
-                                         "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep", "deepseek_v3@ep",
-                                         "deepseek_v2@ep", "gguf:deepseek_v3@ep", "gpt_oss@ep",
-                                         "gpt_oss_mxfp4@ep", "gguf:gpt_oss_mxfp4@ep",
-                                         "deepseek_v3_fp8@ep", "glm4_moe@ep", "qwen3_5_moe@ep",
-                                         "qwen3_next@ep", "qwen3_5_moe_packed@ep", "llama4@ep",
-                                         "gguf:glm4_moe@ep", "gguf:llama4@ep", "minimax_m2@ep",
-                                         "minimax_m2_fp8@ep", "gguf:minimax_m2@ep", "olmoe@ep",
-                                         "gguf:olmoe@ep", "ernie4_5_moe@ep"),
-                       ::testing::Values(2), ::testing::Values(1, 2)),
+    ::testing::Combine(
+        ::testing::Values("mixtral@ep", "qwen2_moe@ep", "qwen3_moe@ep", "qwen3_moe_sparse@ep",
+                          "gguf:mixtral@ep", "gguf:qwen2_moe@ep", "gguf:qwen3_moe@ep",
+                          "deepseek_v3@ep", "deepseek_v2@ep", "gguf:deepseek_v3@ep", "gpt_oss@ep",
+                          "gpt_oss_mxfp4@ep", "gguf:gpt_oss_mxfp4@ep", "deepseek_v3_fp8@ep",
+                          "glm4_moe@ep", "qwen3_5_moe@ep", "qwen3_next@ep", "qwen3_5_moe_packed@ep",
+                          "llama4@ep", "gguf:glm4_moe@ep", "gguf:llama4@ep", "minimax_m2@ep",
+                          "minimax_m2_fp8@ep", "gguf:minimax_m2@ep", "olmoe@ep", "gguf:olmoe@ep",
+                          "ernie4_5_moe@ep", "gguf:ernie4_5_moe@ep"),
+        ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
                           std::get<2>(info.param));
