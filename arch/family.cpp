@@ -60,6 +60,7 @@ const std::vector<family_entry>& families() {
        read_llama_gguf,
        build_llama,
        prepare_ernie45_moe_hf},
+      {"dots1", {"Dots1ForCausalLM"}, {"dots1"}, read_dots1_hf, read_dots1_gguf, build_dots1},
       {"olmoe", {"OlmoeForCausalLM"}, {"olmoe"}, read_olmoe_hf, read_olmoe_gguf, build_olmoe},
       {"minimax_m2",
        {"MiniMaxM2ForCausalLM"},

@@ -6,7 +6,8 @@
 // experts with sigmoid scores, a correction bias for the choice, group-limited top-k (n_group,
 // topk_group), norm_topk_prob, routed_scaling_factor and shared experts, after
 // first_k_dense_replace dense layers. GGUF: llama.cpp's deepseek2 (kv_b split into attn_k_b /
-// attn_v_b), YaRN with its yarn_log_multiplier (0.1 mscale_all_dim).
+// attn_v_b), YaRN with its yarn_log_multiplier (0.1 mscale_all_dim). dots.llm1 is Qwen3's
+// attention over these experts (HF and llama.cpp's dots1).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -48,6 +49,47 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
     c.attn_scale *= m * m;
   }
   return read_routed_experts_hf(j, c);
+}
+
+// dots.llm1 (Dots1ForCausalLM): Qwen3's attention (q / k RMSNorm per head) with DeepSeek-V3's
+// experts; windows where layer_types names them (transformers' default: none below
+// max_window_layers)
+status read_dots1_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  c.qk_norm = qk_norm_kind::head;
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
+  TROUPE_TRY_ASSIGN(mwl, j.i("max_window_layers", 62));
+  TROUPE_TRY(read_layer_types(j, c, sw < c.ctx ? sw : 0, [mwl](int64_t l) { return l >= mwl; }));
+  return read_routed_experts_hf(j, c);
+}
+
+// llama.cpp's dots1: the same from its keys (q / k as published, NEOX RoPE)
+status read_dots1_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-6));
+  c.rope.layout = rope_layout::neox;
+  c.qk_norm = qk_norm_kind::head;
+  return read_routed_experts_gguf(g, c);
+}
+
+status build_dots1(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n;
+  if (m.format == "hf") {
+    n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+    routed_expert_names_hf(n);
+  } else {
+    n = gguf_layout(m);
+    expert_names(m, n);
+    n.shexp_gate_inp.clear();
+    n.moe_router_bias = "blk.{}.exp_probs_b.bias";
+  }
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
 }
 
 // DeepSeek's mixture of experts (V2 and V3 routers; V3's is GLM-4.5's too): n_routed_experts of

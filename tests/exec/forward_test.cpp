@@ -146,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen3_5_moe", "qwen3_next", "qwen3_5_vl", "qwen3_5_moe_packed",
                       "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4", "llama4",
                       "llama4_vl", "gemma3_vl", "mistral3_vl", "qwen2_5_vl", "qwen3_vl",
-                      "minimax_m2", "minimax_m2_fp8", "olmoe", "ernie4_5_moe"),
+                      "minimax_m2", "minimax_m2_fp8", "olmoe", "ernie4_5_moe", "dots1"),
     [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
@@ -184,7 +184,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
                       "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5",
                       "apertus", "smollm3_nope4", "cohere2_swa4", "glm4_moe", "llama4", "llama4_vl",
-                      "qwen2_5_vl", "minimax_m2", "olmoe", "ernie4_5_moe"),
+                      "qwen2_5_vl", "minimax_m2", "olmoe", "ernie4_5_moe", "dots1"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
