@@ -23,6 +23,11 @@ status read_granite_hf(hf_cfg& j, model_config& c) {
   c.residual_scale = rm;
   c.attn_scale = am;
   c.logit_scale = 1.0 / ls;
+  if (c.family == "granitemoe") { // softmax over the top-k logits: top-k renormalised
+    TROUPE_TRY(read_expert_counts(j, c, "num_local_experts", "num_experts"));
+    c.F_expert = c.F;
+    c.norm_topk = true;
+  }
   return {};
 }
 
@@ -41,6 +46,7 @@ status read_granite_gguf(const gguf_cfg& g, model_config& c) {
   c.residual_scale = rm;
   c.attn_scale = am;
   c.logit_scale = 1.0 / ls;
+  if (c.family == "granitemoe") return read_experts_gguf(g, c);
   return {};
 }
 
@@ -48,6 +54,14 @@ status build_granite(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   decoder_names n =
       m.format == "hf" ? hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias) : gguf_layout(m);
+  if (c.n_expert > 0 && m.format == "hf") { // GraniteMoE: gate and up rows packed per expert
+    const std::string p = "model.layers.{}.block_sparse_moe.";
+    n.moe_router = p + "router.layer.weight";
+    n.moe_gate_up = p + "input_linear.weight";
+    n.moe_down = p + "output_linear.weight";
+  } else if (c.n_expert > 0) {
+    expert_names(m, n);
+  }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

@@ -273,7 +273,7 @@ INSTANTIATE_TEST_SUITE_P(
             "glm4", "exaone4", "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_5_vl",
             "qwen3_5_moe_packed", "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4",
             "llama4", "llama4_vl", "gemma3_vl", "mistral3_vl", "qwen2_5_vl", "qwen3_vl",
-            "minimax_m2", "minimax_m2_fp8", "olmoe", "ernie4_5_moe", "dots1"),
+            "minimax_m2", "minimax_m2_fp8", "olmoe", "ernie4_5_moe", "dots1", "granitemoe"),
         ::testing::Values(1, 2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) + "_pp" +
@@ -295,7 +295,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "gguf:exaone4", "gguf:glm4", "gguf:ernie4_5", "gguf:apertus",
                           "gguf:smollm3_nope4", "gguf:cohere2_swa4", "gguf:glm4_moe", "gguf:llama4",
                           "gguf:llama4_vl", "gguf:qwen2_5_vl", "gguf:minimax_m2", "gguf:olmoe",
-                          "gguf:ernie4_5_moe", "gguf:dots1"),
+                          "gguf:ernie4_5_moe", "gguf:dots1", "gguf:granitemoe"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
@@ -321,7 +321,8 @@ INSTANTIATE_TEST_SUITE_P(
                           "glm4_moe@ep", "qwen3_5_moe@ep", "qwen3_next@ep", "qwen3_5_moe_packed@ep",
                           "llama4@ep", "gguf:glm4_moe@ep", "gguf:llama4@ep", "minimax_m2@ep",
                           "minimax_m2_fp8@ep", "gguf:minimax_m2@ep", "olmoe@ep", "gguf:olmoe@ep",
-                          "ernie4_5_moe@ep", "gguf:ernie4_5_moe@ep", "dots1@ep", "gguf:dots1@ep"),
+                          "ernie4_5_moe@ep", "gguf:ernie4_5_moe@ep", "dots1@ep", "gguf:dots1@ep",
+                          "granitemoe@ep", "gguf:granitemoe@ep"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
