@@ -532,6 +532,14 @@ status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, d
   return read_gguf_common(g, c);
 }
 
+status drop_gguf_nextn(const gguf_cfg& g, model_config& c) {
+  const int64_t nextn = g.i("nextn_predict_layers", 0);
+  if (nextn < 0 || nextn >= c.n_layer)
+    return g.unsupported(fmt::format("nextn_predict_layers {} of {} blocks", nextn, c.n_layer));
+  c.n_layer -= nextn;
+  return {};
+}
+
 status read_gguf_common(const gguf_cfg& g, model_config& c) {
   c.ctx = g.i("context_length", 2048);
   c.rope.theta = g.f("rope.freq_base", 10000.0);

@@ -120,6 +120,10 @@ struct gguf_cfg {
 /// under `eps_key` (attention.layer_norm_rms_epsilon or attention.layer_norm_epsilon), then
 /// read_gguf_common.
 status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, double eps_default);
+/// The converters count the multi-token-prediction blocks in block_count (nextn_predict_layers
+/// of them, blk.{n_layer} on, after the trunk, as llama.cpp's n_layer() leaves them out): the
+/// trunk alone is the model (their tensors stay unread).
+status drop_gguf_nextn(const gguf_cfg& g, model_config& c);
 /// attention.sliding_window and which layers slide: attention.sliding_window_pattern (a
 /// period p: all but every p-th layer; or one bool per layer), else `period` (0: every
 /// layer). No window key (or 0): none.

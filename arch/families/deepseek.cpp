@@ -78,16 +78,9 @@ status read_dots1_gguf(const gguf_cfg& g, model_config& c) {
 
 status build_dots1(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  decoder_names n;
-  if (m.format == "hf") {
-    n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
-    routed_expert_names_hf(n);
-  } else {
-    n = gguf_layout(m);
-    expert_names(m, n);
-    n.shexp_gate_inp.clear();
-    n.moe_router_bias = "blk.{}.exp_probs_b.bias";
-  }
+  decoder_names n =
+      m.format == "hf" ? hf_llama_layout(c.qkv_bias, c.o_bias, false) : gguf_layout(m);
+  routed_expert_names(m, n);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }
@@ -274,9 +267,7 @@ status build_deepseek(const model_source& m, graph::graph& g) {
     n.mla_q_a_norm = b + "attn_q_a_norm.weight", n.mla_q_b = b + "attn_q_b.weight";
     n.mla_kv_a = b + "attn_kv_a_mqa.weight", n.mla_kv_a_norm = b + "attn_kv_a_norm.weight";
     n.mla_k_b = b + "attn_k_b.weight", n.mla_v_b = b + "attn_v_b.weight";
-    expert_names(m, n);
-    n.shexp_gate_inp.clear();
-    n.moe_router_bias = b + "exp_probs_b.bias";
+    routed_expert_names(m, n);
     if (c.tie_embeddings) n.lm_head.clear();
     return build_decoder(m, n, g);
   }
@@ -287,12 +278,18 @@ status build_deepseek(const model_source& m, graph::graph& g) {
   n.mla_q_a_norm = a + "q_a_layernorm.weight", n.mla_q_b = a + "q_b_proj.weight";
   n.mla_kv_a = a + "kv_a_proj_with_mqa.weight", n.mla_kv_a_norm = a + "kv_a_layernorm.weight";
   n.mla_kv_b = a + "kv_b_proj.weight";
-  routed_expert_names_hf(n);
+  routed_expert_names(m, n);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }
 
-void routed_expert_names_hf(decoder_names& n) {
+void routed_expert_names(const model_source& m, decoder_names& n) {
+  if (m.format != "hf") { // llama.cpp's merged experts, the bias as exp_probs_b
+    expert_names(m, n);
+    n.shexp_gate_inp.clear(); // the shared experts are not gated
+    n.moe_router_bias = "blk.{}.exp_probs_b.bias";
+    return;
+  }
   const std::string p = "model.layers.{}.mlp.";
   n.moe_router = p + "gate.weight", n.moe_router_bias = p + "gate.e_score_correction_bias";
   n.moe_gate = p + "experts.{e}.gate_proj.weight", n.moe_up = p + "experts.{e}.up_proj.weight";

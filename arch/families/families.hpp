@@ -101,10 +101,11 @@ status read_deepseek_gguf(const gguf_cfg& g, model_config& c);
 status build_deepseek(const model_source& m, graph::graph& g);
 status prepare_deepseek_hf(const model_config& c, tensor_index& t);
 /// DeepSeek's routed experts from an HF config (V2's router for deepseek_v2, V3's for the
-/// others: DeepSeek-V3, GLM-4.5), and their HF tensor names (mlp.gate, mlp.experts.{e},
-/// mlp.shared_experts).
+/// others: DeepSeek-V3, GLM-4.5), and their tensor names: HF's (mlp.gate with its
+/// e_score_correction_bias, mlp.experts.{e}, mlp.shared_experts) or llama.cpp's merged ones
+/// (exp_probs_b for the bias); the shared experts are never gated.
 status read_routed_experts_hf(hf_cfg& j, model_config& c);
-void routed_expert_names_hf(decoder_names& n);
+void routed_expert_names(const model_source& m, decoder_names& n);
 /// The same experts from llama.cpp's keys (deepseek2, glm4moe: expert_count /
 /// expert_feed_forward_length / expert_shared_count, the gating function, the exp_probs_b
 /// correction bias, groups, leading dense blocks) over the first c.n_layer blocks.

@@ -31,10 +31,7 @@ status read_glm4_moe_hf(hf_cfg& j, model_config& c) {
 // trunk (nextn_predict_layers), which are not run (their tensors unread).
 status read_glm4_moe_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
-  const int64_t nextn = g.i("nextn_predict_layers", 0);
-  if (nextn < 0 || nextn >= c.n_layer)
-    return g.unsupported(fmt::format("nextn_predict_layers {} of {} blocks", nextn, c.n_layer));
-  c.n_layer -= nextn;
+  TROUPE_TRY(drop_gguf_nextn(g, c));
   c.rope.layout = rope_layout::neox;
   if (g.has_tensor("blk.0.attn_q_norm.weight")) c.qk_norm = qk_norm_kind::head;
   return read_routed_experts_gguf(g, c);
@@ -92,14 +89,12 @@ status build_glm4_moe(const model_source& m, graph::graph& g) {
   if (m.format != "hf") {
     decoder_names n = gguf_layout(m);
     n.ffn_norm = "blk.{}.post_attention_norm.weight"; // llama.cpp's glm4moe names it so
-    expert_names(m, n);
-    n.shexp_gate_inp.clear();
-    n.moe_router_bias = "blk.{}.exp_probs_b.bias";
+    routed_expert_names(m, n);
     if (c.tie_embeddings) n.lm_head.clear();
     return build_decoder(m, n, g);
   }
   decoder_names n = hf_llama_layout(c.qkv_bias, false, false);
-  routed_expert_names_hf(n);
+  routed_expert_names(m, n);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

@@ -132,14 +132,10 @@ status build_llama(const model_source& m, graph::graph& g) {
     // Seed-OSS's converter names the FFN's pre-norm as llama.cpp's seed_oss arch does
     if (c.family == "seed_oss") n.ffn_norm = "blk.{}.post_attention_norm.weight";
   }
-  if (c.n_expert > 0) expert_names(m, n);
-  if (c.family == "ernie4_5_moe") { // DeepSeek's names, its own bias; no shared expert's gate
-    if (m.format == "hf")
-      routed_expert_names_hf(n);
-    else
-      n.moe_router_bias = "blk.{}.exp_probs_b.bias";
-    n.shexp_gate_inp.clear();
-  }
+  if (c.family == "ernie4_5_moe") // DeepSeek's names (its bias moved there at load)
+    routed_expert_names(m, n);
+  else if (c.n_expert > 0)
+    expert_names(m, n);
   if (c.tie_embeddings) n.lm_head.clear();
   if (!c.gated_ffn) n.w_gate.clear(), n.b_gate.clear();
   return build_decoder(m, n, g);

@@ -82,9 +82,7 @@ status build_minimax_m2(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   if (m.format == "gguf") {
     decoder_names n = gguf_layout(m);
-    expert_names(m, n);
-    n.shexp_gate_inp.clear();
-    n.moe_router_bias = "blk.{}.exp_probs_b.bias";
+    routed_expert_names(m, n);
     if (c.tie_embeddings) n.lm_head.clear();
     return build_decoder(m, n, g);
   }

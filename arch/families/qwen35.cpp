@@ -59,12 +59,7 @@ status read_qwen35_hf(hf_cfg& j, model_config& c) {
 // and a still grouped (ssm_ba). Text positions: the M-RoPE sections all rotate alike.
 status read_qwen35_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-6));
-  // the converter counts the multi-token-prediction blocks in block_count (blk.{n_layer} on,
-  // after the trunk, as llama.cpp's n_layer() leaves them out): not run, their tensors unread
-  const int64_t nextn = g.i("nextn_predict_layers", 0);
-  if (nextn < 0 || nextn >= c.n_layer)
-    return g.unsupported(fmt::format("nextn_predict_layers {} of {} blocks", nextn, c.n_layer));
-  c.n_layer -= nextn;
+  TROUPE_TRY(drop_gguf_nextn(g, c));
   c.rope.layout = rope_layout::neox;
   g.key("rope.dimension_sections"); // text: every section's position is the token's
   c.qk_norm = qk_norm_kind::head;

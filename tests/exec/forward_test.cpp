@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "../exact_activations.hpp"
+#include "../family_fixtures.hpp"
 #include "../test_paths.hpp"
 #include "arch/family.hpp"
 #include "arch/model_source.hpp"
@@ -132,21 +133,8 @@ TEST_P(SyntheticArch, MatchesTransformers) {
   EXPECT_TRUE(unread.empty()) << unread.size() << " unread, the first " << unread.front();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, SyntheticArch,
-    ::testing::Values(
-        "llama3", "llama_headdim", "mistral", "qwen2", "mistral_window", "qwen2_window",
-        "llama_relu2", "qwen3", "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite", "phi3",
-        "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm", "stablelm_qkln", "cohere",
-        "falcon", "falcon_mq", "bloom", "mpt", "llama_linear", "llama_dynamic", "llama_yarn",
-        "llama_bias", "mixtral", "qwen2_moe", "qwen3_moe", "qwen3_moe_sparse", "deepseek_v3",
-        "deepseek_v3_yarn", "deepseek_v2", "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3_yarn_eq",
-        "deepseek_v3_fp8", "glm4_moe", "smollm3", "olmo3", "cohere2", "seed_oss", "ernie4_5",
-        "glm4", "exaone4", "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_5_vl",
-        "qwen3_5_moe_packed", "qwen3_next_moe", "apertus", "smollm3_nope4", "cohere2_swa4",
-        "llama4", "llama4_vl", "gemma3_vl", "mistral3_vl", "qwen2_5_vl", "qwen3_vl", "minimax_m2",
-        "minimax_m2_fp8", "olmoe", "ernie4_5_moe", "dots1", "granitemoe"),
-    [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticArch, ::testing::ValuesIn(test::hf_family_fixtures),
+                         [](const auto& info) { return info.param; });
 
 // The same fixtures as GGUF files, written as llama.cpp's converter writes them
 // (tests/fixtures/make_gguf_fixtures.py: permuted q/k, reordered fused qkv, +1 norms, rope
