@@ -32,6 +32,11 @@ int64_t model_config::layer_window(int64_t layer) const {
              : 0;
 }
 
+int64_t model_config::layer_chunk(int64_t layer) const {
+  if (attn_chunk <= 0 || layer < 0 || layer >= static_cast<int64_t>(chunked.size())) return 0;
+  return chunked[static_cast<size_t>(layer)] ? attn_chunk : 0;
+}
+
 bool model_config::layer_rope(int64_t layer) const {
   if (!rope_enabled) return false;
   return nope_layers.empty() || layer < 0 || layer >= static_cast<int64_t>(nope_layers.size()) ||
@@ -165,6 +170,10 @@ status model_config::validate() const {
     return bad(fmt::format("{} per-layer rope flags for {} layers", nope_layers.size(), n_layer));
   if (!windowed.empty() && static_cast<int64_t>(windowed.size()) != n_layer)
     return bad(fmt::format("{} per-layer window flags for {} layers", windowed.size(), n_layer));
+  if (attn_chunk < 0) return bad("attention chunk must not be negative");
+  if (!chunked.empty() && static_cast<int64_t>(chunked.size()) != n_layer)
+    return bad(fmt::format("{} per-layer chunk flags for {} layers", chunked.size(), n_layer));
+  if (attn_temp_floor < 0) return bad("attention temperature floor must not be negative");
   return {};
 }
 

@@ -67,6 +67,12 @@ struct model_config {
   int64_t sliding_window = 0;    // keys a windowed layer's query sees (itself included); 0: none
   std::vector<uint8_t> windowed; // per layer: 1 when it attends over `sliding_window` only;
                                  // empty: every layer does when sliding_window > 0
+  int64_t attn_chunk = 0;        // chunked attention: a query at position p on a chunked layer
+                                 // sees keys p - p % attn_chunk .. p only (Llama 4); 0: none
+  std::vector<uint8_t> chunked;  // per layer: 1 when it attends within chunks (empty: none)
+  int64_t attn_temp_floor = 0;   // attention temperature tuning on the layers without RoPE
+  double attn_temp_scale = 0;    // (Llama 4): a query at position p times 1 + attn_temp_scale
+                                 // ln(1 + floor((p + 1) / attn_temp_floor)); floor 0: off
   double attn_scale = 0;         // 1/sqrt(D) when 0
   rope_spec rope;
   // the layer recipe beyond Llama's (arch/families/decoder.cpp reads these)
@@ -148,6 +154,8 @@ struct model_config {
   double attention_scale() const;
   /// The sliding window of layer `layer` (global index), 0 for full attention.
   int64_t layer_window(int64_t layer) const;
+  /// The attention chunk of layer `layer`, 0 when it is not chunked.
+  int64_t layer_chunk(int64_t layer) const;
   /// Whether `layer` rotates q and k (rope_enabled, and not one of nope_layers).
   bool layer_rope(int64_t layer) const;
   /// Values one token stores in the KV cache per layer: 2 Hkv D, or the latent's kv_lora +

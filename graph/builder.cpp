@@ -249,6 +249,9 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
   kernels::op_params ap;
   ap.scale = s.scale > 0 ? s.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   ap.window = s.window;
+  ap.chunk = s.chunk;
+  ap.temp_floor = s.temp_floor;
+  ap.temp_scale = s.temp_scale;
   ap.softcap = s.softcap;
   ap.alibi_max_bias = s.alibi_max_bias;
   ap.alibi_heads = static_cast<int>(s.heads);

@@ -29,6 +29,11 @@
 //                    causal, and with p.window = W > 0 a query at position p sees keys
 //                    max(0, p - W + 1)..p only (sliding-window attention, as HF's
 //                    `sliding_window`); block ids of positions no query sees may be 0.
+//                    With p.chunk = C > 0 a query at position p sees keys from p - p % C
+//                    only (chunked attention, Llama 4; with a window too, the later start).
+//                    With p.temp_floor = F > 0 the scores of a query at position p are also
+//                    times 1 + p.temp_scale ln(1 + floor((p + 1) / F)) (Llama 4's attention
+//                    temperature tuning, which scales q by that).
 //                    Both attentions: p.softcap > 0 caps scores (s = c tanh(s / c), after
 //                    p.scale; Gemma 2); p.alibi_max_bias > 0 adds slope_h * (key position -
 //                    query position), slopes as Bloom / MPT / llama.cpp derive them from the
@@ -186,13 +191,16 @@ inline constexpr int backend_count = 3;
 std::string_view to_string(backend b);
 
 struct op_params {
-  float eps = 1e-5f;  // rmsnorm, layernorm
-  float scale = 1.0f; // softmax, attention, scale
-  float bias = 0.0f;  // scale
-  int k = 0;          // topk
-  int64_t pos0 = 0;   // attention: position of the first query
-  int64_t window = 0; // attention, paged_attention: keys a query sees (itself included); 0: all
-  float softcap = 0;  // attention: score soft-capping (0: off)
+  float eps = 1e-5f;      // rmsnorm, layernorm
+  float scale = 1.0f;     // softmax, attention, scale
+  float bias = 0.0f;      // scale
+  int k = 0;              // topk
+  int64_t pos0 = 0;       // attention: position of the first query
+  int64_t window = 0;     // attention, paged_attention: keys a query sees (itself included); 0: all
+  int64_t chunk = 0;      // attention, paged_attention: keys from the query's chunk only; 0: off
+  int64_t temp_floor = 0; // attention, paged_attention: temperature tuning's floor_scale (0: off)
+  float temp_scale = 0;   // and its attn_scale
+  float softcap = 0;      // attention: score soft-capping (0: off)
   float alibi_max_bias = 0; // attention: ALiBi (0: off)
   int alibi_heads = 0;      // attention with ALiBi: the model's head count (slopes depend on it)
   int head0 = 0;            // attention with ALiBi: global index of this shard's first head

@@ -78,6 +78,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "olmoe",
                                                             "ernie4_5_moe",
                                                             "dots1",
-                                                            "granitemoe"};
+                                                            "granitemoe",
+                                                            "llama4_chunked"};
 
 } // namespace troupe::test

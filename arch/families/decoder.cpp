@@ -438,6 +438,11 @@ class decoder {
     if (c_.attn_scale_by_layer) scale /= static_cast<double>(l + 1);
     s.scale = static_cast<float>(scale);
     s.window = c_.layer_window(l);
+    s.chunk = c_.layer_chunk(l);
+    if (c_.attn_temp_floor > 0 && !c_.layer_rope(l)) {
+      s.temp_floor = c_.attn_temp_floor;
+      s.temp_scale = static_cast<float>(c_.attn_temp_scale);
+    }
     s.softcap = static_cast<float>(c_.attn_softcap);
     s.alibi_max_bias = static_cast<float>(c_.alibi_max_bias);
     s.rope = c_.layer_rope(l) && c_.alibi_max_bias == 0;

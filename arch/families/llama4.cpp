@@ -12,10 +12,10 @@
 // The experts are stored as the model multiplies them (experts.gate_up_proj [E, C, 2F]: gate
 // columns then up columns; experts.down_proj [E, F, C]); prepare_hf transposes them into the
 // [E, F, C] / [E, C, F] rows the moe op reads, in their own dtype.
-// Chunked attention (attention_chunk_size on the rotating layers) and attention temperature
-// tuning (a query scale that grows with log(position / floor_scale) on the NoPE layers) change
-// nothing before position min(attention_chunk_size, floor_scale - 1), so the context is limited
-// to that (8191 as published) and said so at load, rather than computing another model past it.
+//   - chunked attention on the rotating layers (layer_types, else those): a query sees the
+//     keys of its attention_chunk_size-long chunk only; the NoPE layers see every key, with the
+//     attention temperature tuning (attn_temperature_tuning): a query at position p scaled by
+//     1 + attn_scale ln(1 + floor((p + 1) / floor_scale)), folded into the scores' scale.
 // More than one expert per token (each chosen expert's input scaled by its own weight) refuses.
 // From GGUF as llama.cpp's llama4 reads it (read_llama4_gguf).
 // Tests: tests/exec/forward_test.cpp (SyntheticArch llama4, Llama4.*), pipeline_test FamilyCuts.
@@ -70,7 +70,6 @@ status read_llama4_hf(hf_cfg& j, model_config& c) {
   c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
   for (int64_t l = 0; l < c.n_layer; ++l)
     c.nope_layers[static_cast<size_t>(l)] = rope[static_cast<size_t>(l)] == 0;
-  j.mark("layer_types"); // chunked on the rotating layers, full on the others (as above)
   if (j.b("use_qk_norm", true)) {
     c.qk_norm = qk_norm_kind::head_plain;
     c.qk_norm_rope_layers = true;
@@ -99,37 +98,45 @@ status read_llama4_hf(hf_cfg& j, model_config& c) {
     if (step <= 0) return j.bad("'interleave_moe_layer_step' must be positive");
     for (int64_t l = step - 1; l < c.n_layer; l += step) c.moe_layers[static_cast<size_t>(l)] = 1;
   }
-  // chunked attention and temperature tuning: the identity before these positions
-  int64_t limit = c.ctx;
-  std::string why;
-  // absent: Llama4TextConfig's 8192; null: no chunks
+  // chunked attention: on the layers layer_types names, else on the rotating ones (as
+  // Llama4TextConfig derives them); absent: Llama4TextConfig's 8192, null: no chunks
   TROUPE_TRY_ASSIGN(chunk,
                     j.i("attention_chunk_size", j.present("attention_chunk_size") ? 0 : 8192));
-  if (chunk > 0 && chunk < limit) limit = chunk, why = "attention_chunk_size";
+  if (chunk < 0) return j.bad("'attention_chunk_size' must not be negative");
+  c.attn_chunk = chunk;
+  c.chunked.assign(static_cast<size_t>(c.n_layer), 0);
+  if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
+      return j.bad(fmt::format("'layer_types' must list {} layers", c.n_layer));
+    for (size_t l = 0; l < lt.size(); ++l) {
+      const bool chunked = lt[l] == "chunked_attention";
+      if (!chunked && lt[l] != "full_attention")
+        return j.unsupported(fmt::format("layer_types[{}] {}", l, lt[l].dump()));
+      if (chunked && chunk == 0)
+        return j.bad("'layer_types' names chunked_attention without an attention_chunk_size");
+      c.chunked[l] = chunked;
+    }
+  } else if (chunk > 0) {
+    for (int64_t l = 0; l < c.n_layer; ++l) c.chunked[static_cast<size_t>(l)] = c.layer_rope(l);
+  }
+  // temperature tuning on the NoPE layers
   if (j.b("attn_temperature_tuning", true)) {
     TROUPE_TRY_ASSIGN(floor_scale, j.i("floor_scale", 8192));
-    j.mark("attn_scale"); // its factor: unused below floor_scale - 1
-    if (floor_scale <= 1) return j.bad("'floor_scale' must be above 1");
-    if (floor_scale - 1 < limit) limit = floor_scale - 1, why = "attn_temperature_tuning";
+    if (floor_scale <= 0) return j.bad("'floor_scale' must be positive");
+    TROUPE_TRY_ASSIGN(scale, j.f("attn_scale", 0.1));
+    c.attn_temp_floor = floor_scale;
+    c.attn_temp_scale = scale;
   } else {
     j.mark("floor_scale");
     j.mark("attn_scale");
-  }
-  if (limit < c.ctx) {
-    c.load_notes.push_back(fmt::format(
-        "context limited to {} tokens of max_position_embeddings {}: Llama 4's chunked attention "
-        "and attention temperature tuning, which change nothing before that ({}), are not "
-        "implemented past it",
-        limit, c.ctx, why));
-    c.ctx = limit;
   }
   return {};
 }
 
 // GGUF (llama4, as llama.cpp reads it): the same model with llama.cpp's constants, which the
-// file does not carry: RoPE left out of every fourth layer, chunks of 8192 and temperature
-// tuning from 8192 (the context limited to 8191 as above), q/k norms unless the model has 128
-// experts (Maverick has none); a file with attention.sliding_window (llama.cpp's variant
+// file does not carry: RoPE left out of every fourth layer, chunks of 8192 on the others,
+// temperature tuning with floor 8192 and scale 0.1 on the NoPE ones, q/k norms unless the model
+// has 128 experts (Maverick has none); a file with attention.sliding_window (llama.cpp's variant
 // without chunks) refuses. The MoE
 // step from interleave_moe_layer_step, the experts' width from expert_feed_forward_length
 // (the shared expert's too), the dense layers' from feed_forward_length.
@@ -160,15 +167,11 @@ status read_llama4_gguf(const gguf_cfg& g, model_config& c) {
     c.qk_norm = qk_norm_kind::head_plain;
     c.qk_norm_rope_layers = true;
   }
-  constexpr int64_t limit = 8191; // llama.cpp's chunk and floor_scale, 8192
-  if (c.ctx > limit) {
-    c.load_notes.push_back(fmt::format(
-        "context limited to {} tokens of context_length {}: Llama 4's chunked attention and "
-        "attention temperature tuning (llama.cpp's 8192), which change nothing before that, are "
-        "not implemented past it",
-        limit, c.ctx));
-    c.ctx = limit;
-  }
+  c.attn_chunk = 8192; // llama.cpp's n_attn_chunk
+  c.chunked.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = 0; l < c.n_layer; ++l) c.chunked[static_cast<size_t>(l)] = c.layer_rope(l);
+  c.attn_temp_floor = 8192; // n_attn_temp_floor_scale and f_attn_temp_scale
+  c.attn_temp_scale = 0.1;
   return {};
 }
 

@@ -1,9 +1,11 @@
 // attention.cpp (cpu): causal attention with GQA, contiguous and paged, and the KV store.
 // With a sliding window (p.window) a query reads only the keys of its window, so decode
-// costs O(W), not O(position). Work is split over (tile of a sequence's query rows, KV head); each
-// task computes every query head of the GQA group that reads that KV head, so a K or V row is
-// fetched once per group, not once per query head. Decode rows (one per sequence) compute their
-// scores into a buffer, softmax, then the weighted sum of V rows; prefill tiles use an online
+// costs O(W), not O(position); with chunks (p.chunk) only its chunk's, and tiles of query rows
+// never span a chunk's start, so a tile's rows share their first key (and, with temperature
+// tuning, the factor on their scores). Work is split over (tile of a sequence's query rows, KV
+// head); each task computes every query head of the GQA group that reads that KV head, so a K or V
+// row is fetched once per group, not once per query head. Decode rows (one per sequence) compute
+// their scores into a buffer, softmax, then the weighted sum of V rows; prefill tiles use an online
 // softmax (keys read once per tile, no per-row score buffer) with the tile's query rows in the
 // vector lanes (attention_rows.hpp: 16 on AVX-512, 8 on AVX2); a sink logit per head
 // (GPT-OSS) starts each softmax's maximum and sum. f32 math; caches in f32, f16 or bf16. With
@@ -121,24 +123,49 @@ int64_t tile_rows() {
 // at 128 positions f32 (0.8 MB each) are faster head by head, at 512 (3 MB) in one pass)
 constexpr int64_t all_heads_from = 1 << 20;
 
-// Cuts each sequence's rows into tiles (decode rows stay single) for every KV head. With
-// `whole_rows`, a decode row takes all its KV heads in one task: the heads' rows interleave
-// in the cache, so one thread walking them in turn finds its neighbours' lines in cache.
+// What a query's position decides (op.hpp): its first key (the later of its sliding window's
+// start and its chunk's) and the scale of its scores (times the temperature factor).
+struct query_rule {
+  int64_t window, chunk, floor;
+  float scale, temp;
+  explicit query_rule(const op_params& p)
+      : window(p.window)
+      , chunk(p.chunk)
+      , floor(p.temp_floor)
+      , scale(p.scale)
+      , temp(p.temp_scale) {}
+  int64_t first(int64_t p) const {
+    const int64_t w = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    return chunk > 0 ? std::max(w, p - p % chunk) : w;
+  }
+  float scale_at(int64_t p) const {
+    if (floor <= 0) return scale;
+    const double f = 1.0 + temp * std::log1p(static_cast<double>((p + 1) / floor));
+    return static_cast<float>(scale * f);
+  }
+  // how many of the n rows from position p on share first()'s chunk and scale_at()
+  int64_t run(int64_t p, int64_t n) const {
+    if (chunk > 0) n = std::min(n, chunk - p % chunk);
+    if (floor > 0) n = std::min(n, floor - (p + 1) % floor);
+    return n;
+  }
+};
+
+// Cuts each sequence's rows into tiles (decode rows stay single) for every KV head; a tile
+// ends where the rule's chunk or temperature changes. With `whole_rows`, a decode row takes all
+// its KV heads in one task: the heads' rows interleave in the cache, so one thread walking them
+// in turn finds its neighbours' lines in cache.
 void add_tasks(std::vector<task>& out, int64_t t0, int64_t count, int64_t p0, int64_t Hkv,
-               const int32_t* blocks, bool whole_rows) {
+               const int32_t* blocks, bool whole_rows, const query_rule& rule) {
   if (count == 1 && whole_rows) {
     out.push_back({t0, 1, p0, 0, Hkv, blocks});
     return;
   }
   const int64_t rows = tile_rows();
-  for (int64_t i = 0; i < count; i += rows)
-    for (int64_t kh = 0; kh < Hkv; ++kh)
-      out.push_back({t0 + i, std::min(rows, count - i), p0 + i, kh, kh + 1, blocks});
-}
-
-// The first key position a query at position p sees (the start of its sliding window).
-int64_t first_key(int64_t p, int64_t window) {
-  return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+  for (int64_t i = 0, n = 0; i < count; i += n) {
+    n = rule.run(p0 + i, std::min(rows, count - i));
+    for (int64_t kh = 0; kh < Hkv; ++kh) out.push_back({t0 + i, n, p0 + i, kh, kh + 1, blocks});
+  }
 }
 
 void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, int64_t P,
@@ -146,11 +173,12 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
   const auto& q = a.src[0];
   const auto& kc = a.src[1];
   const int64_t H = q.dims[1], D = q.dims[2], G = H / Hkv, W = a.p.window;
+  const query_rule rule(a.p);
   // KV head by KV head, so one head's K and V rows stay in L2 while its tiles pass (tile by
   // tile with every head inner, a prompt of 1024 tokens cycled 6 MB of rows through L2 for
   // each tile); within a head the most expensive tasks (most keys) first, so the pool's
   // dynamic chunks balance
-  auto cost = [W](const task& x) { return (x.p0 + x.R - first_key(x.p0, W)) * (x.kh1 - x.kh0); };
+  auto cost = [&rule](const task& x) { return (x.p0 + x.R - rule.first(x.p0)) * (x.kh1 - x.kh0); };
   std::stable_sort(tasks.begin(), tasks.end(), [&](const task& x, const task& y) {
     return x.kh0 != y.kh0 ? x.kh0 < y.kh0 : cost(x) > cost(y);
   });
@@ -175,7 +203,8 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
     thread_local std::vector<float> scores, row, work;
     for (int64_t i = i0; i < i1; ++i) {
       const task& w = tasks[i];
-      const int64_t first = first_key(w.p0, W); // of the tile's first row
+      const int64_t first = rule.first(w.p0);  // of the tile's first row (its chunk: every row's)
+      const float scale = rule.scale_at(w.p0); // every row's (tiles end where it changes)
       const int64_t kv_bytes = 2 * (w.p0 + w.R - first) * Hkv * row_bytes(kc.type, D);
       if (tiled && w.kh1 - w.kh0 > 1 && kv_bytes > all_heads_from) {
         // a decode row with all its KV heads and a cache too big for L2: one pass over its
@@ -188,7 +217,7 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
         mods(kv, w.kh0);
         work.resize(nh * w.R * G * (D + 2));
         attend_tile_avx2(q.as<float>() + (w.t0 * H + w.kh0 * G) * D, H * D, w.R, G, D, w.p0, W,
-                         a.p.scale, kv, a.dst.as<float>() + (w.t0 * H + w.kh0 * G) * D, work.data(),
+                         scale, kv, a.dst.as<float>() + (w.t0 * H + w.kh0 * G) * D, work.data(),
                          nh);
         continue;
       }
@@ -201,13 +230,13 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
         if (w.R > 1 && have_avx2()) { // a prefill tile with its rows in the vector lanes
           work.resize(static_cast<size_t>(attend_rows_floats(tile_rows(), G, D)));
           (have_avx512() ? attend_rows_avx512 : attend_rows_avx2)(qp, H * D, w.R, G, D, w.p0, W,
-                                                                  a.p.scale, kv, op, work.data());
+                                                                  scale, kv, op, work.data());
           continue;
         }
         for (int64_t r = 0; r < w.R; ++r) {
-          kv.first = first_key(w.p0 + r, W);
-          attend_group(qp + r * H * D, G, D, w.p0 + r, a.p.scale, kc.type, kv, op + r * H * D,
-                       scores, row);
+          kv.first = rule.first(w.p0 + r);
+          attend_group(qp + r * H * D, G, D, w.p0 + r, rule.scale_at(w.p0 + r), kc.type, kv,
+                       op + r * H * D, scores, row);
         }
       }
     }
@@ -218,7 +247,7 @@ void attention(const op_args& a, const exec_ctx& ctx) {
   const int64_t T = a.src[0].dims[0], Hkv = a.src[1].dims[1];
   thread_local std::vector<task> tasks;
   tasks.clear();
-  add_tasks(tasks, 0, T, a.p.pos0, Hkv, nullptr, false);
+  add_tasks(tasks, 0, T, a.p.pos0, Hkv, nullptr, false, query_rule(a.p));
   run_tasks(a, ctx, tasks, 1, Hkv);
 }
 
@@ -230,9 +259,10 @@ void paged_attention(const op_args& a, const exec_ctx& ctx) {
   // enough decode rows to keep every thread busy with whole rows
   const int64_t threads = ctx.pool ? ctx.pool->size() : 1;
   const bool whole_rows = seqs.rows() >= 4 * threads;
+  const query_rule rule(a.p);
   for (int64_t si = 0; si < seqs.rows(); ++si) {
     const int32_t* info = seqs.row<int32_t>(si);
-    add_tasks(tasks, info[0], info[1], info[2], Hkv, info + 3, whole_rows);
+    add_tasks(tasks, info[0], info[1], info[2], Hkv, info + 3, whole_rows, rule);
   }
   run_tasks(a, ctx, tasks, P, Hkv);
 }

@@ -1,10 +1,10 @@
 // attention.cu: causal attention with GQA over a paged KV cache (paged_attention) or a
 // contiguous one (attention), with a sliding window, Gemma 2's soft-cap, ALiBi and GPT-OSS's
-// sinks, as op.hpp defines them; caches in f32, f16 or bf16; head dims up to 1024 (MLA's
-// latent cache is 576). One block of 4 warps per (query row, query head): each warp takes
-// every 4th key, a key's dot product over the warp's lanes (each lane holds D / 32 of q and of
-// the output), an online softmax per warp (running max, sum and rescaled accumulator), and
-// the 4 warps merge at the end. Key rows are read coalesced, once per query head. Prefill of
+// sinks, chunks and Llama 4's temperature, as op.hpp defines them; caches in f32, f16 or bf16; head
+// dims up to 1024 (MLA's latent cache is 576). One block of 4 warps per (query row, query head):
+// each warp takes every 4th key, a key's dot product over the warp's lanes (each lane holds D / 32
+// of q and of the output), an online softmax per warp (running max, sum and rescaled accumulator),
+// and the 4 warps merge at the end. Key rows are read coalesced, once per query head. Prefill of
 // 16+ rows from a 16-bit cache with head dims of 64 or 128 and plain causal scores (a window
 // allowed) runs on the tensor cores instead (attention_mma.cu), unless exact activations
 // were asked for (precision.hpp: the tensor cores round q and the probabilities), and decode
@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(32 * warps) attention_kernel(attn_args a) {
   long long qpos = 0, first = 0;
   const int32_t* blocks = nullptr;
   if (!locate_row(a, t, qpos, first, blocks)) return; // the executor's batches cover every row
-  const float slope = head_slope(a, h);
+  const float slope = head_slope(a, h), scale = query_scale(a, qpos);
   float qv[NJ], acc[NJ];
   const float* qr = a.q + (t * a.H + h) * D;
 #pragma unroll
@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(32 * warps) attention_kernel(attn_args a) {
       const long long d = lane + 32 * j;
       if (d < D) dot += qv[j] * load_elem(a.k, base + d, a.e);
     }
-    float sc = warp_sum(dot) * a.scale;
+    float sc = warp_sum(dot) * scale;
     if (a.softcap > 0) sc = a.softcap * tanhf(sc / a.softcap);
     sc += slope * static_cast<float>(s - qpos);
     const float mn = fmaxf(m, sc);
@@ -122,6 +122,9 @@ attn_args common(const op_args& x, const tensor_view& cache, const tensor_view& 
   a.head0 = x.p.head0;
   a.sinks = sinks.data ? sinks.as<float>() : nullptr;
   a.window = x.p.window;
+  a.chunk = x.p.chunk;
+  a.temp_floor = x.p.temp_floor;
+  a.temp_scale = x.p.temp_scale;
   return a;
 }
 

@@ -19,8 +19,11 @@ struct attn_args {
   long long pos0; // contiguous: the first query's position
   float scale, softcap, alibi_max_bias;
   int alibi_heads, head0;
-  const float* sinks; // [H] or null
-  long long window;   // 0: all keys
+  const float* sinks;   // [H] or null
+  long long window;     // 0: all keys
+  long long chunk;      // keys from the query's chunk only (0: off)
+  long long temp_floor; // Llama 4's attention temperature (0: off) and its factor's scale
+  float temp_scale;
 };
 
 /// ALiBi's slope for head h of n (the heads past the largest power of two take the odd
@@ -32,7 +35,8 @@ __device__ inline float alibi_slope(int h, int n, float max_bias) {
   return static_cast<float>(pow(pow(2.0, -max_bias / (2.0 * m)), 2.0 * (h - m) + 1.0));
 }
 
-/// Query row t's position, its first key (a window's start, else 0) and its block table
+/// Query row t's position, its first key (the later of its window's and its chunk's starts,
+/// else 0) and its block table
 /// (paged; null for a contiguous cache); false when no sequence of a paged call covers it.
 __device__ inline bool locate_row(const attn_args& a, long long t, long long& qpos,
                                   long long& first, const int32_t*& blocks) {
@@ -46,7 +50,14 @@ __device__ inline bool locate_row(const attn_args& a, long long t, long long& qp
     if (!blocks) return false;
   }
   first = a.window > 0 && qpos - a.window + 1 > 0 ? qpos - a.window + 1 : 0;
+  if (a.chunk > 0 && qpos - qpos % a.chunk > first) first = qpos - qpos % a.chunk;
   return true;
+}
+
+/// The scale of a query's scores at position qpos: a.scale, times the temperature factor.
+__device__ inline float query_scale(const attn_args& a, long long qpos) {
+  if (a.temp_floor <= 0) return a.scale;
+  return a.scale * (1.0f + a.temp_scale * log1pf(static_cast<float>((qpos + 1) / a.temp_floor)));
 }
 
 /// Query head h's ALiBi slope (0 without ALiBi).
@@ -57,10 +68,11 @@ __device__ inline float head_slope(const attn_args& a, long long h) {
 }
 
 /// Causal attention of 16+ query rows on the tensor cores: a 16-bit cache (e_f16 / e_bf16), D
-/// 64 or 128, no soft-cap, ALiBi or sinks (a window allowed); q and the probabilities are
-/// rounded to the cache's type, the scores and the output accumulate in f32.
+/// 64 or 128, no soft-cap, ALiBi, sinks, chunks or temperature (a window allowed); q and the
+/// probabilities are rounded to the cache's type, the scores and the output accumulate in f32.
 /// Whether the tensor-core kernel takes these rows: 16+, a 16-bit cache, D 64 or 128, no
-/// soft-cap, ALiBi or sinks, and activations not asked to be exact (precision.hpp).
+/// soft-cap, ALiBi, sinks, chunks or temperature, and activations not asked to be exact
+/// (precision.hpp).
 bool attention_mma_takes(const attn_args& a);
 status launch_attention_mma(const attn_args& a, const exec_ctx& c);
 

@@ -1,10 +1,10 @@
 // attention_decode.cu: attention for the few query rows of decode steps (fewer than 16: the
 // tensor-core kernel takes larger steps), over a paged or contiguous cache in f32, f16 or bf16,
-// with every score modifier (window, soft-cap, ALiBi, sinks). A block of 256 threads takes one
-// (query row, head) and spreads the keys over all its threads: lanes in groups of LPK = the
-// 16-byte pieces of a key row (8, 16 or 32), so a group reads a key's row in one coalesced
-// load and sums its dot product in log2(LPK) shuffles, and 256 / LPK keys are in flight at
-// once, four rounds of them before any is used. Keys come in chunks of 512: their cache slots
+// with every score modifier (window, chunks, temperature, soft-cap, ALiBi, sinks). A block of 256
+// threads takes one (query row, head) and spreads the keys over all its threads: lanes in groups of
+// LPK = the 16-byte pieces of a key row (8, 16 or 32), so a group reads a key's row in one
+// coalesced load and sums its dot product in log2(LPK) shuffles, and 256 / LPK keys are in flight
+// at once, four rounds of them before any is used. Keys come in chunks of 512: their cache slots
 // (through the block table) and then their scores go to shared memory, the chunk's maximum and
 // sum fold into an online softmax, and each group accumulates p v for its keys' V rows; the
 // groups' partial outputs meet in shared memory at the end, in a fixed order.
@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(threads) attention_decode_kernel(attn_args a) 
   long long qpos = 0, first = 0;
   const int32_t* blocks = nullptr;
   if (!locate_row(a, t, qpos, first, blocks)) return; // the whole block: no barrier passed
-  const float slope = head_slope(a, h);
+  const float slope = head_slope(a, h), scale = query_scale(a, qpos);
   float q[V];
   {
     const float4* qr = reinterpret_cast<const float4*>(a.q + (t * a.H + h) * D + li * V);
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(threads) attention_decode_kernel(attn_args a) 
 #pragma unroll
         for (int off = LPK / 2; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
         if (li == 0 && j < n) {
-          float s = dot * a.scale;
+          float s = dot * scale;
           if (a.softcap > 0) s = a.softcap * tanhf(s / a.softcap);
           sc[j] = s + slope * static_cast<float>(c0 + j - qpos);
         }

@@ -208,7 +208,8 @@ void launch(const attn_args& a, dim3 grid, cudaStream_t s) {
 
 bool attention_mma_takes(const attn_args& a) {
   return a.T >= 16 && (a.e == e_f16 || a.e == e_bf16) && (a.D == 64 || a.D == 128) &&
-         a.softcap == 0 && a.alibi_max_bias == 0 && !a.sinks && !exact_activations();
+         a.softcap == 0 && a.alibi_max_bias == 0 && !a.sinks && a.chunk == 0 && a.temp_floor == 0 &&
+         !exact_activations();
 }
 
 status launch_attention_mma(const attn_args& a, const exec_ctx& c) {

@@ -1,7 +1,9 @@
 // attention.cpp (ref): causal scaled-dot-product attention with GQA (query head h reads KV
 // head h / (H / Hkv)), contiguous and paged, optionally over a sliding window of the last W
-// positions, with an optional sink logit per head (in the softmax's denominator only), and the
-// KV-cache store. Scores, softmax and the weighted sum in f64. Caches may be f32, f16 or bf16.
+// positions and / or within chunks (a query sees its chunk's keys only), with an optional sink
+// logit per head (in the softmax's denominator only) and Llama 4's attention temperature (the
+// scores of a query times a factor growing with its position), and the KV-cache store. Scores,
+// softmax and the weighted sum in f64. Caches may be f32, f16 or bf16.
 #include "kernels/ref/ref.hpp"
 
 #include <algorithm>
@@ -10,9 +12,22 @@
 namespace troupe::kernels::ref {
 namespace {
 
-// The first key a query at position `last` sees: 0, or the start of its sliding window.
-int64_t first_key(int64_t last, int64_t window) {
-  return window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
+// The first key a query at position `last` sees: 0, the start of its sliding window, or of
+// its chunk (the keys at positions c C .. with c = floor(last / C)), whichever is latest.
+int64_t first_key(int64_t last, const op_params& p) {
+  int64_t first = 0;
+  if (p.window > 0) first = std::max<int64_t>(first, last - p.window + 1);
+  if (p.chunk > 0) first = std::max<int64_t>(first, last / p.chunk * p.chunk);
+  return first;
+}
+
+// The scores' scale for a query at position `last`: p.scale, times Llama 4's temperature
+// 1 + temp_scale log(floor((last + 1) / temp_floor) + 1) when temp_floor > 0.
+double score_scale(int64_t last, const op_params& p) {
+  if (p.temp_floor <= 0) return p.scale;
+  const double steps =
+      std::floor(static_cast<double>(last + 1) / static_cast<double>(p.temp_floor));
+  return p.scale * (std::log(steps + 1.0) * p.temp_scale + 1.0);
 }
 
 // What changes a score besides the dot product (attention_cases in the harness).
@@ -75,8 +90,8 @@ void attention(const op_args& a, const exec_ctx&) {
                out, D);
       };
       attend(
-          q.as<float>() + (t * H + h) * D, D, first_key(a.p.pos0 + t, a.p.window), a.p.pos0 + t,
-          a.p.scale, [&](int64_t s, float* o) { row(k, s, o); },
+          q.as<float>() + (t * H + h) * D, D, first_key(a.p.pos0 + t, a.p), a.p.pos0 + t,
+          score_scale(a.p.pos0 + t, a.p), [&](int64_t s, float* o) { row(k, s, o); },
           [&](int64_t s, float* o) { row(v, s, o); }, a.dst.as<float>() + (t * H + h) * D,
           mods(a, h, a.src[3]));
     }
@@ -106,8 +121,8 @@ void paged_attention(const op_args& a, const exec_ctx&) {
                  D);
         };
         attend(
-            q.as<float>() + (t * H + h) * D, D, first_key(pos0 + i, a.p.window), pos0 + i,
-            a.p.scale, [&](int64_t s, float* o) { row(kc, s, o); },
+            q.as<float>() + (t * H + h) * D, D, first_key(pos0 + i, a.p), pos0 + i,
+            score_scale(pos0 + i, a.p), [&](int64_t s, float* o) { row(kc, s, o); },
             [&](int64_t s, float* o) { row(vc, s, o); }, a.dst.as<float>() + (t * H + h) * D,
             mods(a, h, a.src[4]));
       }

@@ -534,9 +534,10 @@ TEST(Apertus, GgufActivationConstantsAreReadByKey) {
 }
 
 // Llama 4: one expert per token is what its router's input scaling is implemented for; more
-// refuse by name. Chunked attention and temperature tuning change nothing before
-// min(attention_chunk_size, floor_scale - 1), which limits the context (said at load).
-TEST(Llama4, ExpertsPerTokenAndTheContextLimit) {
+// refuse by name. Chunked attention on the layers that rotate (or those layer_types names) and
+// the attention temperature on the NoPE layers, as configured, at any context (the
+// llama4_chunked fixture runs both inside its prompts).
+TEST(Llama4, ExpertsPerTokenChunksAndTemperature) {
   const std::string dir = test::fixture_path("models/llama4");
   const json base = test::load_json(dir + "/config.json");
   auto with = [&](const json& changes) {
@@ -549,37 +550,52 @@ TEST(Llama4, ExpertsPerTokenAndTheContextLimit) {
   EXPECT_NE(two.error().message.find("num_experts_per_tok"), std::string::npos);
   auto c = with({{"max_position_embeddings", 10485760}}); // Scout's, with 8192 / 8192
   ASSERT_TRUE(c) << c.error().to_string();
-  EXPECT_EQ(c->ctx, 8191);
-  ASSERT_EQ(c->load_notes.size(), 1u);
-  EXPECT_NE(c->load_notes[0].find("8191"), std::string::npos) << c->load_notes[0];
-  c = with({{"max_position_embeddings", 10485760}, {"attention_chunk_size", 32}});
-  ASSERT_TRUE(c);
-  EXPECT_EQ(c->ctx, 32);
-  c = with({{"max_position_embeddings", 10485760},
-            {"attention_chunk_size", nullptr},
-            {"attn_temperature_tuning", false}});
-  ASSERT_TRUE(c);
   EXPECT_EQ(c->ctx, 10485760);
   EXPECT_TRUE(c->load_notes.empty());
+  EXPECT_EQ(c->attn_chunk, 8192);
+  EXPECT_EQ(c->chunked, (std::vector<uint8_t>{1, 1, 1, 0}));
+  EXPECT_EQ(c->layer_chunk(0), 8192);
+  EXPECT_EQ(c->layer_chunk(3), 0);
+  EXPECT_EQ(c->attn_temp_floor, 8192);
+  EXPECT_DOUBLE_EQ(c->attn_temp_scale, 0.1);
+  // (transformers writes layer_types out, as derived when the model was made)
+  c = with({{"attention_chunk_size", nullptr},
+            {"attn_temperature_tuning", false},
+            {"layer_types", nullptr}});
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->layer_chunk(0), 0);
+  EXPECT_EQ(c->attn_temp_floor, 0);
   json no_key = base; // absent, the chunk is Llama4TextConfig's 8192
   no_key.erase("attention_chunk_size");
-  no_key["max_position_embeddings"] = 10485760;
-  no_key["attn_temperature_tuning"] = false;
   c = config_from_hf_json(no_key.dump(), "", "llama4 config");
   ASSERT_TRUE(c) << c.error().to_string();
-  EXPECT_EQ(c->ctx, 8192);
-  // no_rope_layers empty, as Scout publishes it: every no_rope_layer_interval-th layer, as given
-  c = with({{"no_rope_layers", json::array()}, {"no_rope_layer_interval", 2}});
+  EXPECT_EQ(c->attn_chunk, 8192);
+  // no_rope_layers empty, as Scout publishes it: every no_rope_layer_interval-th layer, as
+  // given, and the chunks on the others
+  c = with(
+      {{"no_rope_layers", json::array()}, {"no_rope_layer_interval", 2}, {"layer_types", nullptr}});
   ASSERT_TRUE(c) << c.error().to_string();
   EXPECT_EQ(c->nope_layers, (std::vector<uint8_t>{0, 1, 0, 1}));
-  c = with(json::object()); // the fixture's 256 positions: nothing to limit
-  ASSERT_TRUE(c);
-  EXPECT_EQ(c->ctx, 256);
-  EXPECT_TRUE(c->load_notes.empty());
+  EXPECT_EQ(c->chunked, (std::vector<uint8_t>{1, 0, 1, 0}));
+  // layer_types, where given, say which layers are chunked; another kind refuses by name
+  c = with({{"layer_types",
+             {"full_attention", "chunked_attention", "full_attention", "full_attention"}}});
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->chunked, (std::vector<uint8_t>{0, 1, 0, 0}));
+  c = with({{"layer_types",
+             {"sliding_attention", "chunked_attention", "full_attention", "full_attention"}}});
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("layer_types"), std::string::npos);
+  c = with({{"attention_chunk_size", nullptr},
+            {"layer_types",
+             {"chunked_attention", "chunked_attention", "full_attention", "full_attention"}}});
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("attention_chunk_size"), std::string::npos);
 }
 
-// From GGUF, llama.cpp's constants: the context limited to 8191 past it, NoPE on the fourth
-// layer and q/k norms; 128 experts (Maverick) have no q/k norms.
+// From GGUF, llama.cpp's constants: NoPE on the fourth layer, chunks of 8192 on the others,
+// the temperature from 8192 by 0.1 on the NoPE ones, q/k norms; 128 experts (Maverick) have no
+// q/k norms.
 TEST(Llama4, GgufTakesLlamaCppConstants) {
   auto f = open_gguf(test::fixture_path("gguf/llama4.gguf"));
   ASSERT_TRUE(f) << f.error().to_string();
@@ -595,8 +611,12 @@ TEST(Llama4, GgufTakesLlamaCppConstants) {
     return true;
   });
   ASSERT_TRUE(m) << m.error().to_string();
-  EXPECT_EQ((*m)->config.ctx, 8191);
-  ASSERT_EQ((*m)->config.load_notes.size(), 1u);
+  EXPECT_EQ((*m)->config.ctx, 10485760);
+  EXPECT_TRUE((*m)->config.load_notes.empty());
+  EXPECT_EQ((*m)->config.chunked, (std::vector<uint8_t>{1, 1, 1, 0}));
+  EXPECT_EQ((*m)->config.attn_chunk, 8192);
+  EXPECT_EQ((*m)->config.attn_temp_floor, 8192);
+  EXPECT_DOUBLE_EQ((*m)->config.attn_temp_scale, 0.1);
   // llama.cpp's variant without chunks (attention.sliding_window) is another layout: refused;
   // a MoE step of 0 is no model
   m = open_gguf_variant(**f, path, "llama4.attention.sliding_window", [](gguf_value& v) {

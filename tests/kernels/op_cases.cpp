@@ -319,6 +319,41 @@ void attention_cases(std::vector<op_case>& out_cases) {
         c.flops = 4.0 * T * H * D * std::min(S, W);
         out_cases.push_back(std::move(c));
       }
+  // chunked attention (p.chunk: Llama 4) shorter than a tile, across tiles, with a decode row
+  // mid-chunk and one at a chunk's start (it sees itself only), with a window inside the chunk;
+  // and the temperature on the scores (p.temp_floor / temp_scale), whose factor changes inside a
+  // tile, alone and with chunks
+  for (dtype kv : {dtype::f32, dtype::bf16})
+    for (int64_t D : {16, 64})
+      for (auto [T, pos0, C, W, F] :
+           {std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>{37, 20, 5, 0, 0},
+            {70, 0, 24, 0, 0},
+            {1, 39, 16, 0, 0},
+            {1, 48, 16, 0, 0},
+            {40, 10, 16, 6, 0},
+            {37, 20, 0, 0, 4},
+            {1, 39, 0, 0, 8},
+            {70, 0, 24, 0, 8}}) {
+        const int64_t H = 8, Hkv = 2, S = pos0 + T;
+        op_case c;
+        c.name = fmt::format("attention(T={},S={},H={},Hkv={},D={},kv={},chunk={},window={},"
+                             "temp_floor={})",
+                             T, S, H, Hkv, D, name(kv), C, W, F);
+        gen g(c.name);
+        c.kind = op::attention;
+        c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+                 from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D)),
+                 from_floats(kv, {S, Hkv, D}, g.normal(S * Hkv * D))};
+        c.dst = out(dtype::f32, {T, H, D});
+        c.p.pos0 = pos0;
+        c.p.chunk = C;
+        c.p.window = W;
+        c.p.temp_floor = F;
+        c.p.temp_scale = 0.5f;
+        c.p.scale = 0.25f;
+        c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+        out_cases.push_back(std::move(c));
+      }
   // soft-capped scores (Gemma 2) and ALiBi (Bloom / MPT: 12 heads, so the slopes of the
   // heads past the largest power of two are exercised, and a shard whose first head is 4)
   // (and both at once with GQA: 4 query heads per KV head, the slopes indexed per query head)
@@ -381,13 +416,15 @@ void attention_cases(std::vector<op_case>& out_cases) {
       out_cases.push_back(std::move(c));
     }
   // paged with a window of 6 over blocks of 4: blocks wholly before every query's window are
-  // the null block 0 (the scheduler frees them), so a kernel that reads them fails the case
+  // the null block 0 (the scheduler frees them), so a kernel that reads them fails the case;
+  // the same with chunks of 8 (and the blocks before a sequence's first chunk null)
   for (dtype kv : {dtype::f32, dtype::bf16})
-    for (int64_t D : {8, 64}) {
-      const int64_t H = 4, Hkv = 2, P = 4, NB = 24, MB = 8, W = 6;
+    for (auto [D, W, C] :
+         {std::tuple<int64_t, int64_t, int64_t>{8, 6, 0}, {64, 6, 0}, {8, 0, 8}, {64, 0, 8}}) {
+      const int64_t H = 4, Hkv = 2, P = 4, NB = 24, MB = 8;
       op_case c;
-      c.name = fmt::format("paged_attention(S=3,P={},H={},Hkv={},D={},kv={},window={})", P, H, Hkv,
-                           D, name(kv), W);
+      c.name = fmt::format("paged_attention(S=3,P={},H={},Hkv={},D={},kv={},window={},chunk={})", P,
+                           H, Hkv, D, name(kv), W, C);
       gen g(c.name);
       c.kind = op::paged_attention;
       const int64_t counts[3] = {13, 1, 3}, pos0s[3] = {0, 25, 14};
@@ -401,7 +438,8 @@ void attention_cases(std::vector<op_case>& out_cases) {
         seqs.push_back(static_cast<int32_t>(counts[s]));
         seqs.push_back(static_cast<int32_t>(pos0s[s]));
         const int64_t need = (pos0s[s] + counts[s] + P - 1) / P;
-        const int64_t seen = std::max<int64_t>(0, pos0s[s] - W + 1) / P; // first block read
+        const int64_t p0 = pos0s[s]; // the first block read: its first row's window or chunk
+        const int64_t seen = std::max<int64_t>({0, W ? p0 - W + 1 : 0, C ? p0 - p0 % C : 0}) / P;
         for (int64_t b = 0; b < MB; ++b)
           seqs.push_back(b < need && b >= seen ? blocks[used + b] : 0);
         used += need;
@@ -417,6 +455,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
       c.p.scale = 1.0f / std::sqrt(8.0f);
       c.p.block_size = P;
       c.p.window = W;
+      c.p.chunk = C;
       c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
       out_cases.push_back(std::move(c));
     }
@@ -459,20 +498,23 @@ void attention_cases(std::vector<op_case>& out_cases) {
   // by head, long ones (1030 to 1140, over 1 MB of K and V each) in one pass over all heads
   // (window 1000: the one-pass path over a window that starts mid-block, earlier blocks null;
   // `mods`: soft-capped ALiBi scores and sinks, short rows and long)
-  for (auto [long_rows, W, mods] : {std::tuple<bool, int64_t, bool>{false, 0, false},
-                                    {true, 0, false},
-                                    {true, 1000, false},
-                                    {false, 0, true},
-                                    {true, 0, true}})
+  // (chunk 1024: the rows at 1030 .. 1140 see the keys from 1024 on, earlier blocks null; with
+  // the temperature from a floor of 512)
+  for (auto [long_rows, W, mods, C] : {std::tuple<bool, int64_t, bool, int64_t>{false, 0, false, 0},
+                                       {true, 0, false, 0},
+                                       {true, 1000, false, 0},
+                                       {false, 0, true, 0},
+                                       {true, 0, true, 0},
+                                       {true, 0, false, 1024}})
     for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16}) {
-      if (W && kv == dtype::f16) continue;
+      if ((W || C) && kv == dtype::f16) continue;
       const int64_t B = 12, H = 8, Hkv = long_rows ? 4 : 2, D = 64, P = 16;
       const int64_t MB = long_rows ? 72 : 5, NB = B * MB + 1;
       op_case c;
-      c.name =
-          fmt::format("paged_attention(decode,S={},P={},H={},Hkv={},D={},kv={}{}{}{})", B, P, H,
-                      Hkv, D, name(kv), long_rows ? ",long" : "",
-                      W ? fmt::format(",window={}", W) : "", mods ? ",softcap,alibi,sinks" : "");
+      c.name = fmt::format(
+          "paged_attention(decode,S={},P={},H={},Hkv={},D={},kv={}{}{}{}{})", B, P, H, Hkv, D,
+          name(kv), long_rows ? ",long" : "", W ? fmt::format(",window={}", W) : "",
+          mods ? ",softcap,alibi,sinks" : "", C ? fmt::format(",chunk={},temp_floor=512", C) : "");
       gen g(c.name);
       c.kind = op::paged_attention;
       std::vector<int32_t> blocks(NB - 1);
@@ -482,9 +524,10 @@ void attention_cases(std::vector<op_case>& out_cases) {
       for (int64_t s = 0; s < B; ++s) {
         const int64_t pos = (long_rows ? 1030 : 0) + s * (long_rows ? 10 : 6); // sees pos + 1 keys
         seqs.insert(seqs.end(), {static_cast<int32_t>(s), 1, static_cast<int32_t>(pos)});
-        const int64_t seen = std::max<int64_t>(0, pos - W + 1) / P; // W = 0: 0
+        // the first block read (0 without a window or chunks)
+        const int64_t seen = std::max<int64_t>({0, W ? pos - W + 1 : 0, C ? pos - pos % C : 0}) / P;
         for (int64_t b = 0; b < MB; ++b)
-          seqs.push_back(b <= pos / P && (W == 0 || b >= seen) ? blocks[s * MB + b] : 0);
+          seqs.push_back(b <= pos / P && b >= seen ? blocks[s * MB + b] : 0);
       }
       c.src = {from_floats(dtype::f32, {B, H, D}, g.normal(B * H * D)),
                from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
@@ -500,6 +543,8 @@ void attention_cases(std::vector<op_case>& out_cases) {
       c.p.scale = 0.125f;
       c.p.block_size = P;
       c.p.window = W;
+      c.p.chunk = C;
+      if (C) c.p.temp_floor = 512, c.p.temp_scale = 0.2f;
       c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
       out_cases.push_back(std::move(c));
     }
