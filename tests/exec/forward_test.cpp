@@ -649,6 +649,36 @@ TEST(Llama4, GgufTakesLlamaCppConstants) {
   std::remove(path.c_str());
 }
 
+// Llama 4 past position 8192 as llama.cpp runs it (gguf/llama4_long.json, by
+// make_long_context_refs.py): from 8192 on the rotating layers see only their chunk's keys, and
+// from 8191 the NoPE layer's queries are scaled up; one prompt crosses that in its prefill, one
+// while decoding. (The file says a context of 256, which llama.cpp runs past; here it is raised.)
+TEST(GgufLongContext, Llama4PastItsFirstChunk) {
+  const json ref = test::load_json(test::fixture_path("gguf/llama4_long.json"));
+  auto f = open_gguf(test::fixture_path("gguf/llama4.gguf"));
+  ASSERT_TRUE(f) << f.error().to_string();
+  const std::string path = ::testing::TempDir() + "llama4_long.gguf";
+  auto m = open_gguf_variant(**f, path, "llama4.context_length", [](gguf_value& v) {
+    v.i = 16384;
+    v.f = 16384;
+    return true;
+  });
+  ASSERT_TRUE(m) << m.error().to_string();
+  exec::exec_options opt;
+  auto g = test::generator_of(*m, opt);
+  ASSERT_TRUE(g);
+  ASSERT_EQ(ref["cases"].size(), 2u);
+  for (const auto& c : ref["cases"]) {
+    const auto want = c["greedy_tokens"].get<std::vector<int32_t>>();
+    auto r =
+        greedy(*g, c["prompt_tokens"].get<std::vector<int32_t>>(), static_cast<int>(want.size()));
+    EXPECT_LE(max_abs_diff(r.prompt_logits, c["last_logits"].get<std::vector<float>>()), 2e-3)
+        << c["n_prompt"];
+    EXPECT_EQ(r.tokens, want) << c["n_prompt"];
+  }
+  std::remove(path.c_str());
+}
+
 // Gemma 3 4B / 12B / 27B are published as Gemma3ForConditionalGeneration whose text_config leaves
 // most keys to Gemma3TextConfig's defaults (4B's: heads, KV heads, head_dim, vocabulary, context,
 // rope thetas, query_pre_attn_scalar, the pattern of global layers): read as transformers reads
