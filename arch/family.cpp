@@ -8,10 +8,12 @@ namespace troupe::arch {
 const std::vector<family_entry>& families() {
   static const std::vector<family_entry> table = {
       {"llama", {"LlamaForCausalLM"}, {"llama"}, read_llama_hf, read_llama_gguf, build_llama},
-      // Mistral Small 3.x, Magistral: Mistral3ForConditionalGeneration around a Mistral
+      // Mistral Small 3.x, Magistral, Ministral 3 (its text model ministral3: Mistral with the
+      // attention temperature of rope_parameters' llama_4_scaling_beta): Mistral3ForConditional-
+      // Generation around a Mistral
       {"mistral",
-       {"MistralForCausalLM", "Mistral3ForConditionalGeneration"},
-       {"mistral"},
+       {"MistralForCausalLM", "Mistral3ForConditionalGeneration", "Ministral3ForCausalLM"},
+       {"mistral", "mistral3"},
        read_llama_hf,
        read_llama_gguf,
        build_llama,

@@ -37,6 +37,13 @@ int64_t model_config::layer_chunk(int64_t layer) const {
   return chunked[static_cast<size_t>(layer)] ? attn_chunk : 0;
 }
 
+bool model_config::layer_tempered(int64_t layer) const {
+  if (attn_temp_floor <= 0) return false;
+  if (tempered.empty()) return true;
+  return layer >= 0 && layer < static_cast<int64_t>(tempered.size()) &&
+         tempered[static_cast<size_t>(layer)];
+}
+
 bool model_config::layer_rope(int64_t layer) const {
   if (!rope_enabled) return false;
   return nope_layers.empty() || layer < 0 || layer >= static_cast<int64_t>(nope_layers.size()) ||
@@ -174,6 +181,9 @@ status model_config::validate() const {
   if (!chunked.empty() && static_cast<int64_t>(chunked.size()) != n_layer)
     return bad(fmt::format("{} per-layer chunk flags for {} layers", chunked.size(), n_layer));
   if (attn_temp_floor < 0) return bad("attention temperature floor must not be negative");
+  if (!tempered.empty() && static_cast<int64_t>(tempered.size()) != n_layer)
+    return bad(
+        fmt::format("{} per-layer temperature flags for {} layers", tempered.size(), n_layer));
   return {};
 }
 

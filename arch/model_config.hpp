@@ -70,9 +70,11 @@ struct model_config {
   int64_t attn_chunk = 0;        // chunked attention: a query at position p on a chunked layer
                                  // sees keys p - p % attn_chunk .. p only (Llama 4); 0: none
   std::vector<uint8_t> chunked;  // per layer: 1 when it attends within chunks (empty: none)
-  int64_t attn_temp_floor = 0;   // attention temperature tuning on the layers without RoPE
-  double attn_temp_scale = 0;    // (Llama 4): a query at position p times 1 + attn_temp_scale
-                                 // ln(1 + floor((p + 1) / attn_temp_floor)); floor 0: off
+  int64_t attn_temp_floor = 0;   // attention temperature: a query at position p times
+  double attn_temp_scale = 0;    // 1 + attn_temp_scale ln(1 + floor((p + attn_temp_offset) /
+  int64_t attn_temp_offset = 0;  // attn_temp_floor)) (Llama 4: offset 1 on the NoPE layers;
+  std::vector<uint8_t> tempered; // Ministral 3: 0, every layer); per layer: 1 where it applies
+                                 // (empty: every layer); floor 0: off
   double attn_scale = 0;         // 1/sqrt(D) when 0
   rope_spec rope;
   // the layer recipe beyond Llama's (arch/families/decoder.cpp reads these)
@@ -156,6 +158,8 @@ struct model_config {
   int64_t layer_window(int64_t layer) const;
   /// The attention chunk of layer `layer`, 0 when it is not chunked.
   int64_t layer_chunk(int64_t layer) const;
+  /// Whether the attention temperature applies on `layer`.
+  bool layer_tempered(int64_t layer) const;
   /// Whether `layer` rotates q and k (rope_enabled, and not one of nope_layers).
   bool layer_rope(int64_t layer) const;
   /// Values one token stores in the KV cache per layer: 2 Hkv D, or the latent's kv_lora +

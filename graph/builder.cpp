@@ -252,6 +252,7 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
   ap.chunk = s.chunk;
   ap.temp_floor = s.temp_floor;
   ap.temp_scale = s.temp_scale;
+  ap.temp_offset = s.temp_offset;
   ap.softcap = s.softcap;
   ap.alibi_max_bias = s.alibi_max_bias;
   ap.alibi_heads = static_cast<int>(s.heads);

@@ -23,8 +23,9 @@ struct attention_spec {
   float scale = 0;          // of the scores (1/sqrt(D) when 0)
   int64_t window = 0;       // sliding window (0: full)
   int64_t chunk = 0;        // a query sees its chunk's keys only (0: off; Llama 4)
-  int64_t temp_floor = 0;   // the scores times 1 + temp_scale ln(1 + floor((p + 1) / temp_floor))
-  float temp_scale = 0;     // for a query at position p (0: off; Llama 4's NoPE layers)
+  int64_t temp_floor = 0;   // the scores times 1 + temp_scale ln(1 + floor((p + temp_offset) /
+  float temp_scale = 0;     // temp_floor)) for a query at position p (0: off; Llama 4's NoPE
+  int64_t temp_offset = 0;  // layers: offset 1; Ministral 3's every layer: 0)
   float softcap = 0;        // scores = softcap * tanh(scores / softcap) when > 0 (Gemma 2)
   float alibi_max_bias = 0; // ALiBi slopes from this (> 0: no RoPE, Bloom / MPT)
   bool rope = true;

@@ -32,8 +32,9 @@
 //                    With p.chunk = C > 0 a query at position p sees keys from p - p % C
 //                    only (chunked attention, Llama 4; with a window too, the later start).
 //                    With p.temp_floor = F > 0 the scores of a query at position p are also
-//                    times 1 + p.temp_scale ln(1 + floor((p + 1) / F)) (Llama 4's attention
-//                    temperature tuning, which scales q by that).
+//                    times 1 + p.temp_scale ln(1 + floor((p + p.temp_offset) / F)) (Llama 4's
+//                    attention temperature tuning, offset 1, and Ministral 3's
+//                    llama_4_scaling_beta, offset 0, which scale q by that).
 //                    Both attentions: p.softcap > 0 caps scores (s = c tanh(s / c), after
 //                    p.scale; Gemma 2); p.alibi_max_bias > 0 adds slope_h * (key position -
 //                    query position), slopes as Bloom / MPT / llama.cpp derive them from the
@@ -200,7 +201,8 @@ struct op_params {
   int64_t chunk = 0;      // attention, paged_attention: keys from the query's chunk only; 0: off
   int64_t temp_floor = 0; // attention, paged_attention: temperature tuning's floor_scale (0: off)
   float temp_scale = 0;   // and its attn_scale
-  float softcap = 0;      // attention: score soft-capping (0: off)
+  int64_t temp_offset = 0;  // and the offset added to the position
+  float softcap = 0;        // attention: score soft-capping (0: off)
   float alibi_max_bias = 0; // attention: ALiBi (0: off)
   int alibi_heads = 0;      // attention with ALiBi: the model's head count (slopes depend on it)
   int head0 = 0;            // attention with ALiBi: global index of this shard's first head

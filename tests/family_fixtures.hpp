@@ -79,6 +79,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "ernie4_5_moe",
                                                             "dots1",
                                                             "granitemoe",
-                                                            "llama4_chunked"};
+                                                            "llama4_chunked",
+                                                            "ministral3_vl"};
 
 } // namespace troupe::test

@@ -173,6 +173,25 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
     type = it->get<std::string>();
   }
   if (c.family == "phi3" && (type == "su" || type == "yarn")) type = "longrope"; // Phi3Config
+  // Ministral 3's attention temperature: every query at position p times 1 + beta ln(1 +
+  // floor(p / original_max_position_embeddings)), both from this dict (Ministral3Attention)
+  if (auto it = rs.find("llama_4_scaling_beta"); it != rs.end() && !it->is_null()) {
+    if (c.family != "mistral")
+      return make_error(errc::unsupported,
+                        "{}: rope 'llama_4_scaling_beta' (an attention temperature) is "
+                        "implemented for Ministral 3, not for {}",
+                        where, c.family);
+    auto orig = rs.find("original_max_position_embeddings");
+    if (!it->is_number() || orig == rs.end() || !orig->is_number_integer() ||
+        orig->get<int64_t>() <= 0)
+      return make_error(errc::corrupt_file,
+                        "{}: rope 'llama_4_scaling_beta' needs a number and a positive "
+                        "'original_max_position_embeddings'",
+                        where);
+    c.attn_temp_scale = it->get<double>();
+    c.attn_temp_floor = orig->get<int64_t>();
+    c.attn_temp_offset = 0;
+  }
   if (type.empty() || type == "default") return {};
   // Qwen2-VL / Qwen2.5-VL's M-RoPE: a text token's position is the same in all three sections,
   // so over text (all Troupe runs) it is plain RoPE
@@ -563,8 +582,10 @@ status read_gguf_common(const gguf_cfg& g, model_config& c) {
                                                         : 1);
       c.rope.beta_fast = g.f("rope.scaling.yarn_beta_fast", c.rope.beta_fast);
       c.rope.beta_slow = g.f("rope.scaling.yarn_beta_slow", c.rope.beta_slow);
-      // yarn_log_multiplier: deepseek2's mscale_all_dim (read by read_deepseek_gguf)
-      if ((g.arch != "deepseek2" && g.has("rope.scaling.yarn_log_multiplier")) ||
+      // yarn_log_multiplier: deepseek2's mscale_all_dim (read by read_deepseek_gguf), and
+      // mistral3's (read by read_llama_gguf)
+      if ((g.arch != "deepseek2" && g.arch != "mistral3" &&
+           g.has("rope.scaling.yarn_log_multiplier")) ||
           g.has("rope.scaling.yarn_ext_factor"))
         return g.unsupported("rope.scaling.yarn_log_multiplier / yarn_ext_factor are not "
                              "supported");

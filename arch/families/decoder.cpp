@@ -316,6 +316,11 @@ class decoder {
     const vid kf = b.op(op::concat, {b.view(cv, {1, kvl}, "kv_latent_head"), kp}, "kv_mla");
     const vid cache = add_kv_state(g_, state_kind::k_cache, l, 1, kvl + rope);
     b.op_into(op::kv_store, {kf, g_.input(input_kind::slots)}, cache, "kv_store");
+    if (c_.layer_tempered(l) || c_.layer_chunk(l) > 0)
+      return make_error(errc::unsupported,
+                        "{}: chunked attention and the attention temperature are not implemented "
+                        "for latent attention",
+                        m_.path);
     kernels::op_params ap;
     ap.scale = static_cast<float>(c_.attention_scale());
     const vid a =
@@ -439,9 +444,10 @@ class decoder {
     s.scale = static_cast<float>(scale);
     s.window = c_.layer_window(l);
     s.chunk = c_.layer_chunk(l);
-    if (c_.attn_temp_floor > 0 && !c_.layer_rope(l)) {
+    if (c_.layer_tempered(l)) {
       s.temp_floor = c_.attn_temp_floor;
       s.temp_scale = static_cast<float>(c_.attn_temp_scale);
+      s.temp_offset = c_.attn_temp_offset;
     }
     s.softcap = static_cast<float>(c_.attn_softcap);
     s.alibi_max_bias = static_cast<float>(c_.alibi_max_bias);

@@ -115,6 +115,28 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
   if (base == "qwen3") c.qk_norm = qk_norm_kind::head;
   // qwen2vl (Qwen2-VL, Qwen2.5-VL): M-RoPE's sections, every one the token's position over text
   if (g.arch == "qwen2vl") g.key("rope.dimension_sections");
+  // mistral3 (Ministral 3): YaRN's mscale_all_dim as yarn_log_multiplier, taken as mscale too (the
+  // converter writes no other; the rotation's factor is then 1), and llama_4_scaling_beta as
+  // attention.temperature_scale over positions / the YaRN original context (llama.cpp's
+  // n_attn_temp_floor_scale = n_ctx_orig_yarn, offset 0), on every layer
+  if (g.arch == "mistral3") {
+    if (c.rope.scaling == rope_scaling::yarn && g.has("rope.scaling.yarn_log_multiplier")) {
+      const double m = g.f("rope.scaling.yarn_log_multiplier", 0.0);
+      if (!(m > 0)) return g.unsupported("a mistral3 yarn_log_multiplier that is not positive");
+      c.rope.mscale = c.rope.mscale_all_dim = m;
+    } else if (g.has("rope.scaling.yarn_log_multiplier")) {
+      return g.unsupported("rope.scaling.yarn_log_multiplier without YaRN");
+    }
+    if (const double beta = g.f("attention.temperature_scale", 0.0); beta != 0) {
+      const double floor =
+          c.rope.scaling == rope_scaling::yarn ? c.rope.orig_ctx : static_cast<double>(c.ctx);
+      if (!(floor >= 1))
+        return g.unsupported("attention.temperature_scale without an original context");
+      c.attn_temp_scale = beta;
+      c.attn_temp_floor = static_cast<int64_t>(floor);
+      c.attn_temp_offset = 0;
+    }
+  }
   if (c.family == "smollm3") { // llama.cpp's smollm3: every fourth layer without RoPE (no key)
     c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
     for (int64_t l = 3; l < c.n_layer; l += 4) c.nope_layers[static_cast<size_t>(l)] = 1;

@@ -126,6 +126,8 @@ status read_llama4_hf(hf_cfg& j, model_config& c) {
     TROUPE_TRY_ASSIGN(scale, j.f("attn_scale", 0.1));
     c.attn_temp_floor = floor_scale;
     c.attn_temp_scale = scale;
+    c.attn_temp_offset = 1; // (p + 1) / floor_scale
+    c.tempered = c.nope_layers;
   } else {
     j.mark("floor_scale");
     j.mark("attn_scale");
@@ -170,8 +172,10 @@ status read_llama4_gguf(const gguf_cfg& g, model_config& c) {
   c.attn_chunk = 8192; // llama.cpp's n_attn_chunk
   c.chunked.assign(static_cast<size_t>(c.n_layer), 0);
   for (int64_t l = 0; l < c.n_layer; ++l) c.chunked[static_cast<size_t>(l)] = c.layer_rope(l);
-  c.attn_temp_floor = 8192; // n_attn_temp_floor_scale and f_attn_temp_scale
+  c.attn_temp_floor = 8192; // n_attn_temp_floor_scale, f_attn_temp_scale, f_attn_temp_offset
   c.attn_temp_scale = 0.1;
+  c.attn_temp_offset = 1;
+  c.tempered = c.nope_layers;
   return {};
 }
 

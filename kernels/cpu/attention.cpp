@@ -126,12 +126,13 @@ constexpr int64_t all_heads_from = 1 << 20;
 // What a query's position decides (op.hpp): its first key (the later of its sliding window's
 // start and its chunk's) and the scale of its scores (times the temperature factor).
 struct query_rule {
-  int64_t window, chunk, floor;
+  int64_t window, chunk, floor, offset;
   float scale, temp;
   explicit query_rule(const op_params& p)
       : window(p.window)
       , chunk(p.chunk)
       , floor(p.temp_floor)
+      , offset(p.temp_offset)
       , scale(p.scale)
       , temp(p.temp_scale) {}
   int64_t first(int64_t p) const {
@@ -140,13 +141,13 @@ struct query_rule {
   }
   float scale_at(int64_t p) const {
     if (floor <= 0) return scale;
-    const double f = 1.0 + temp * std::log1p(static_cast<double>((p + 1) / floor));
+    const double f = 1.0 + temp * std::log1p(static_cast<double>((p + offset) / floor));
     return static_cast<float>(scale * f);
   }
   // how many of the n rows from position p on share first()'s chunk and scale_at()
   int64_t run(int64_t p, int64_t n) const {
     if (chunk > 0) n = std::min(n, chunk - p % chunk);
-    if (floor > 0) n = std::min(n, floor - (p + 1) % floor);
+    if (floor > 0) n = std::min(n, floor - (p + offset) % floor);
     return n;
   }
 };

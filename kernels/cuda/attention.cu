@@ -125,6 +125,7 @@ attn_args common(const op_args& x, const tensor_view& cache, const tensor_view& 
   a.chunk = x.p.chunk;
   a.temp_floor = x.p.temp_floor;
   a.temp_scale = x.p.temp_scale;
+  a.temp_offset = x.p.temp_offset;
   return a;
 }
 

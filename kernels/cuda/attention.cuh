@@ -24,6 +24,7 @@ struct attn_args {
   long long chunk;      // keys from the query's chunk only (0: off)
   long long temp_floor; // Llama 4's attention temperature (0: off) and its factor's scale
   float temp_scale;
+  long long temp_offset;
 };
 
 /// ALiBi's slope for head h of n (the heads past the largest power of two take the odd
@@ -57,7 +58,8 @@ __device__ inline bool locate_row(const attn_args& a, long long t, long long& qp
 /// The scale of a query's scores at position qpos: a.scale, times the temperature factor.
 __device__ inline float query_scale(const attn_args& a, long long qpos) {
   if (a.temp_floor <= 0) return a.scale;
-  return a.scale * (1.0f + a.temp_scale * log1pf(static_cast<float>((qpos + 1) / a.temp_floor)));
+  return a.scale *
+         (1.0f + a.temp_scale * log1pf(static_cast<float>((qpos + a.temp_offset) / a.temp_floor)));
 }
 
 /// Query head h's ALiBi slope (0 without ALiBi).

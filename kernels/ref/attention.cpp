@@ -22,11 +22,11 @@ int64_t first_key(int64_t last, const op_params& p) {
 }
 
 // The scores' scale for a query at position `last`: p.scale, times Llama 4's temperature
-// 1 + temp_scale log(floor((last + 1) / temp_floor) + 1) when temp_floor > 0.
+// 1 + temp_scale log(floor((last + temp_offset) / temp_floor) + 1) when temp_floor > 0.
 double score_scale(int64_t last, const op_params& p) {
   if (p.temp_floor <= 0) return p.scale;
   const double steps =
-      std::floor(static_cast<double>(last + 1) / static_cast<double>(p.temp_floor));
+      std::floor(static_cast<double>(last + p.temp_offset) / static_cast<double>(p.temp_floor));
   return p.scale * (std::log(steps + 1.0) * p.temp_scale + 1.0);
 }
 

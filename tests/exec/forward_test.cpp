@@ -171,7 +171,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
                       "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5",
                       "apertus", "smollm3_nope4", "cohere2_swa4", "glm4_moe", "llama4", "llama4_vl",
-                      "qwen2_5_vl", "minimax_m2", "olmoe", "ernie4_5_moe", "dots1", "granitemoe"),
+                      "qwen2_5_vl", "minimax_m2", "olmoe", "ernie4_5_moe", "dots1", "granitemoe",
+                      "ministral3_vl"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
@@ -647,6 +648,36 @@ TEST(Llama4, GgufTakesLlamaCppConstants) {
   EXPECT_EQ(c128->qk_norm, qk_norm_kind::none);
   EXPECT_EQ(cfg->qk_norm, qk_norm_kind::head_plain);
   std::remove(path.c_str());
+}
+
+// Ministral 3: rope_parameters' llama_4_scaling_beta is an attention temperature on every layer
+// from original_max_position_embeddings on (positions not offset, as Ministral3Attention); the
+// same key in another family's rope refuses by name, and without its original context it is a
+// bad file. From GGUF (mistral3): attention.temperature_scale over the YaRN original context.
+TEST(Ministral3, TemperatureFromRopeParameters) {
+  const json base = test::load_json(test::fixture_path("models/ministral3_vl/config.json"));
+  auto c = config_from_hf_json(base.dump(), "", "ministral3 config");
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->attn_temp_floor, 16);
+  EXPECT_DOUBLE_EQ(c->attn_temp_scale, 0.5);
+  EXPECT_EQ(c->attn_temp_offset, 0);
+  EXPECT_TRUE(c->layer_tempered(0) && c->layer_tempered(1));
+  json no_orig = base;
+  no_orig["text_config"]["rope_parameters"].erase("original_max_position_embeddings");
+  c = config_from_hf_json(no_orig.dump(), "", "ministral3 config");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("llama_4_scaling_beta"), std::string::npos);
+  json yarn = test::load_json(test::fixture_path("models/llama_yarn/config.json"));
+  yarn["rope_parameters"]["llama_4_scaling_beta"] = 0.1;
+  c = config_from_hf_json(yarn.dump(), "", "llama config");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, errc::unsupported);
+  EXPECT_NE(c.error().message.find("llama_4_scaling_beta"), std::string::npos);
+  auto m = open_model(test::fixture_path("gguf/ministral3_vl.gguf"));
+  ASSERT_TRUE(m) << m.error().to_string();
+  EXPECT_EQ((*m)->config.attn_temp_floor, 16);
+  EXPECT_NEAR((*m)->config.attn_temp_scale, 0.5, 1e-7);
+  EXPECT_EQ((*m)->config.attn_temp_offset, 0);
 }
 
 // Llama 4 past position 8192 as llama.cpp runs it (gguf/llama4_long.json, by

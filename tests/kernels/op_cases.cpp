@@ -322,7 +322,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
   // chunked attention (p.chunk: Llama 4) shorter than a tile, across tiles, with a decode row
   // mid-chunk and one at a chunk's start (it sees itself only), with a window inside the chunk;
   // and the temperature on the scores (p.temp_floor / temp_scale), whose factor changes inside a
-  // tile, alone and with chunks
+  // tile, alone and with chunks, with the position offset by 0 and by 1
   for (dtype kv : {dtype::f32, dtype::bf16})
     for (int64_t D : {16, 64})
       for (auto [T, pos0, C, W, F] :
@@ -350,6 +350,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
         c.p.window = W;
         c.p.temp_floor = F;
         c.p.temp_scale = 0.5f;
+        c.p.temp_offset = F == 8 ? 1 : 0; // Llama 4's p + 1, Ministral 3's p
         c.p.scale = 0.25f;
         c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
         out_cases.push_back(std::move(c));
@@ -544,7 +545,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
       c.p.block_size = P;
       c.p.window = W;
       c.p.chunk = C;
-      if (C) c.p.temp_floor = 512, c.p.temp_scale = 0.2f;
+      if (C) c.p.temp_floor = 512, c.p.temp_scale = 0.2f, c.p.temp_offset = 1;
       c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
       out_cases.push_back(std::move(c));
     }
