@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -164,6 +165,31 @@ status read_common(hf_cfg& j, model_config& c) {
 }
 
 status read_rope_scaling(const json& rs, model_config& c, const std::string& where) {
+  // every key below is read (or, for mrope's, is the identity over text); any other may change
+  // the rotation and is refused by name rather than dropped
+  static const std::set<std::string> known = {"rope_type",
+                                              "type",
+                                              "rope_theta",
+                                              "partial_rotary_factor",
+                                              "factor",
+                                              "original_max_position_embeddings",
+                                              "max_position_embeddings",
+                                              "low_freq_factor",
+                                              "high_freq_factor",
+                                              "beta_fast",
+                                              "beta_slow",
+                                              "attention_factor",
+                                              "mscale",
+                                              "mscale_all_dim",
+                                              "truncate",
+                                              "short_factor",
+                                              "long_factor",
+                                              "mrope_section",
+                                              "mrope_interleaved",
+                                              "llama_4_scaling_beta"};
+  for (const auto& [k, v] : rs.items())
+    if (!known.count(k) && !v.is_null())
+      return make_error(errc::unsupported, "{}: rope key '{}' is not implemented", where, k);
   std::string type;
   for (const char* k : {"type", "rope_type"}) { // rope_type wins where both are given
     auto it = rs.find(k);

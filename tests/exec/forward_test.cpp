@@ -652,8 +652,9 @@ TEST(Llama4, GgufTakesLlamaCppConstants) {
 
 // Ministral 3: rope_parameters' llama_4_scaling_beta is an attention temperature on every layer
 // from original_max_position_embeddings on (positions not offset, as Ministral3Attention); the
-// same key in another family's rope refuses by name, and without its original context it is a
-// bad file. From GGUF (mistral3): attention.temperature_scale over the YaRN original context.
+// same key in another family's rope refuses by name (as does a rope key nothing reads), and
+// without its original context it is a bad file. From GGUF (mistral3): attention.temperature_scale
+// over the YaRN original context.
 TEST(Ministral3, TemperatureFromRopeParameters) {
   const json base = test::load_json(test::fixture_path("models/ministral3_vl/config.json"));
   auto c = config_from_hf_json(base.dump(), "", "ministral3 config");
@@ -673,6 +674,12 @@ TEST(Ministral3, TemperatureFromRopeParameters) {
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().code, errc::unsupported);
   EXPECT_NE(c.error().message.find("llama_4_scaling_beta"), std::string::npos);
+  // a rope key nothing reads may change the rotation: refused by name, never dropped
+  yarn = test::load_json(test::fixture_path("models/llama_yarn/config.json"));
+  yarn["rope_parameters"]["extrapolation_factor"] = 0.5;
+  c = config_from_hf_json(yarn.dump(), "", "llama config");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("extrapolation_factor"), std::string::npos);
   auto m = open_model(test::fixture_path("gguf/ministral3_vl.gguf"));
   ASSERT_TRUE(m) << m.error().to_string();
   EXPECT_EQ((*m)->config.attn_temp_floor, 16);
