@@ -80,6 +80,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "dots1",
                                                             "granitemoe",
                                                             "llama4_chunked",
-                                                            "ministral3_vl"};
+                                                            "ministral3_vl",
+                                                            "qwen3_vl_moe"};
 
 } // namespace troupe::test

@@ -38,6 +38,10 @@ status read_llama_hf(hf_cfg& j, model_config& c);
 status read_llama_gguf(const gguf_cfg& g, model_config& c);
 status build_llama(const model_source& m, graph::graph& g);
 status prepare_ernie45_moe_hf(const model_config& c, tensor_index& t);
+/// Qwen3-VL-MoE as published: the language model's tensors (prepare_language_model), its
+/// experts packed per layer as the model multiplies them (gate_up_proj [E, C, 2F], down_proj
+/// [E, F, C]) transposed into mlp.experts.gate / up [E, F, C] and down [E, C, F].
+status prepare_qwen3_moe_hf(const model_config& c, tensor_index& t);
 status read_dots1_hf(hf_cfg& j, model_config& c);
 status read_dots1_gguf(const gguf_cfg& g, model_config& c);
 status build_dots1(const model_source& m, graph::graph& g);

@@ -113,8 +113,11 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
                       ? rope_layout::interleaved
                       : rope_layout::neox;
   if (base == "qwen3") c.qk_norm = qk_norm_kind::head;
-  // qwen2vl (Qwen2-VL, Qwen2.5-VL): M-RoPE's sections, every one the token's position over text
-  if (g.arch == "qwen2vl") g.key("rope.dimension_sections");
+  // qwen2vl (Qwen2-VL, Qwen2.5-VL), qwen3vl / qwen3vlmoe (Qwen3-VL): M-RoPE's sections, every one
+  // the token's position over text; Qwen3-VL's deepstack features are added to image tokens only
+  if (g.arch == "qwen2vl" || g.arch == "qwen3vl" || g.arch == "qwen3vlmoe")
+    g.key("rope.dimension_sections");
+  if (g.arch == "qwen3vl" || g.arch == "qwen3vlmoe") g.key("n_deepstack_layers");
   // mistral3 (Ministral 3): YaRN's mscale_all_dim as yarn_log_multiplier, taken as mscale too (the
   // converter writes no other; the rotation's factor is then 1), and llama_4_scaling_beta as
   // attention.temperature_scale over positions / the YaRN original context (llama.cpp's

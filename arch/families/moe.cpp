@@ -54,8 +54,11 @@ status read_experts_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
   TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
   c.F_expert = fe;
-  // transformers' defaults: Qwen3-Next renormalises unless told not to, Qwen3.5-MoE always does
-  c.norm_topk = j.b("norm_topk_prob", c.family == "qwen3_next" || c.family == "qwen3_5_moe");
+  // transformers' defaults: Qwen3-Next renormalises unless told not to, Qwen3.5-MoE always does,
+  // and so does Qwen3-VL-MoE (its router has no such switch: the key, if there, changes nothing)
+  const bool vl = c.arch == "Qwen3VLMoeForConditionalGeneration";
+  c.norm_topk = vl || j.b("norm_topk_prob", c.family == "qwen3_next" || c.family == "qwen3_5_moe");
+  if (vl) j.mark("norm_topk_prob");
   if (c.family == "qwen3_5_moe" && !c.norm_topk)
     return j.unsupported("'norm_topk_prob' false (Qwen3.5-MoE's router always renormalises)");
   if (c.family == "qwen2_moe" || c.family == "qwen3_next" || c.family == "qwen3_5_moe") {
@@ -108,8 +111,9 @@ status read_expert_counts(const gguf_cfg& g, model_config& c) {
 status read_experts_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY(read_expert_counts(g, c));
   if (c.n_expert <= 0) return {};
-  // llama.cpp's defaults: qwen2moe / qwen3moe experts F / k wide, qwen2moe's shared one F
-  const bool qwen = g.arch == "qwen2moe" || g.arch == "qwen3moe";
+  // llama.cpp's defaults: qwen2moe / qwen3moe (/ qwen3vlmoe) experts F / k wide, qwen2moe's shared
+  // one F
+  const bool qwen = g.arch == "qwen2moe" || g.arch == "qwen3moe" || g.arch == "qwen3vlmoe";
   if (const gguf_value* v = g.g.get(g.key("expert_feed_forward_length"));
       v && v->type == gguf_type::array)
     return g.unsupported("expert_feed_forward_length per layer");
@@ -164,6 +168,26 @@ status prepare_ernie45_moe_hf(const model_config& c, tensor_index& t) {
   return {};
 }
 
+status prepare_qwen3_moe_hf(const model_config& c, tensor_index& t) {
+  TROUPE_TRY(prepare_language_model(c, t));
+  const int64_t E = c.n_expert, C = c.C, F = c.F_expert;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = fmt::format("model.layers.{}.mlp.experts.", l);
+    if (!c.layer_moe(l) || !t.find(p + "gate_up_proj")) continue;
+    TROUPE_TRY_ASSIGN(gu, take_tensor(t, p + "gate_up_proj", {E, C, 2 * F}));
+    for (const auto& [name, first] : {std::pair<const char*, int64_t>{"gate", 0}, {"up", F}}) {
+      TROUPE_TRY_ASSIGN(bytes, transpose_experts(*gu, E, C, 2 * F, first, 1, F));
+      TROUPE_TRY(
+          add_repacked_tensor(t, p + name, gu->type, shape{E, F, C}, std::move(bytes), gu->file));
+    }
+    TROUPE_TRY_ASSIGN(dn, take_tensor(t, p + "down_proj", {E, F, C}));
+    TROUPE_TRY_ASSIGN(bytes, transpose_experts(*dn, E, F, C, 0, 1, C));
+    TROUPE_TRY(
+        add_repacked_tensor(t, p + "down", dn->type, shape{E, C, F}, std::move(bytes), dn->file));
+  }
+  return {};
+}
+
 void expert_names(const model_source& m, decoder_names& n) {
   if (m.format == "hf") {
     if (m.config.family == "mixtral") {
@@ -179,6 +203,15 @@ void expert_names(const model_source& m, decoder_names& n) {
     n.moe_gate = p + "experts.{e}.gate_proj.weight";
     n.moe_up = p + "experts.{e}.up_proj.weight";
     n.moe_down = p + "experts.{e}.down_proj.weight";
+    for (int64_t l = 0; l < m.config.n_layer; ++l) // packed, as prepare_qwen3_moe_hf left them
+      if (m.config.layer_moe(l)) {
+        if (m.tensors->contains(fmt::format("model.layers.{}.mlp.experts.gate", l))) {
+          n.moe_gate = p + "experts.gate";
+          n.moe_up = p + "experts.up";
+          n.moe_down = p + "experts.down";
+        }
+        break;
+      }
     n.shexp_gate = p + "shared_expert.gate_proj.weight";
     n.shexp_up = p + "shared_expert.up_proj.weight";
     n.shexp_down = p + "shared_expert.down_proj.weight";
