@@ -119,6 +119,15 @@ const std::vector<family_entry>& families() {
        read_deepseek_gguf,
        build_deepseek,
        prepare_deepseek_hf},
+      // GLM-4.7-Flash: DeepSeek-V3's latent attention and experts, dense layers by mlp_layer_types
+      // (llama.cpp writes it as deepseek2)
+      {"glm4_moe_lite",
+       {"Glm4MoeLiteForCausalLM"},
+       {},
+       read_deepseek_hf,
+       nullptr,
+       build_deepseek,
+       prepare_deepseek_hf},
       {"glm4", {"Glm4ForCausalLM"}, {"glm4"}, read_glm4_hf, read_glm4_gguf, build_glm4},
       {"glm4_moe",
        {"Glm4MoeForCausalLM"},

@@ -81,6 +81,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "granitemoe",
                                                             "llama4_chunked",
                                                             "ministral3_vl",
-                                                            "qwen3_vl_moe"};
+                                                            "qwen3_vl_moe",
+                                                            "glm4_moe_lite"};
 
 } // namespace troupe::test

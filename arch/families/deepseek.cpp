@@ -7,7 +7,9 @@
 // topk_group), norm_topk_prob, routed_scaling_factor and shared experts, after
 // first_k_dense_replace dense layers. GGUF: llama.cpp's deepseek2 (kv_b split into attn_k_b /
 // attn_v_b), YaRN with its yarn_log_multiplier (0.1 mscale_all_dim). dots.llm1 is Qwen3's
-// attention over these experts (HF and llama.cpp's dots1).
+// attention over these experts (HF and llama.cpp's dots1). GLM-4.7-Flash (Glm4MoeLiteForCausalLM)
+// is DeepSeek-V3 whose dense layers mlp_layer_types names (default: the first), its
+// multi-token-prediction layer past the trunk unread.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -121,8 +123,23 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
     }
     j.mark("rope_interleave");
   }
-  TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", 0));
   c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  if (c.family == "glm4_moe_lite") { // Glm4MoeLiteConfig: mlp_layer_types, else dense first
+    const json& types = j.raw("mlp_layer_types");
+    if (types.is_null()) {
+      for (int64_t l = 1; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
+      return {};
+    }
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.n_layer)
+      return j.bad(fmt::format("'mlp_layer_types' must list {} layers", c.n_layer));
+    for (size_t l = 0; l < types.size(); ++l) {
+      if (types[l] != "dense" && types[l] != "sparse")
+        return j.unsupported(fmt::format("mlp_layer_types[{}] {}", l, types[l].dump()));
+      c.moe_layers[l] = types[l] == "sparse";
+    }
+    return {};
+  }
+  TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", 0));
   for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
   return {};
 }
