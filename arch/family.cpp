@@ -85,6 +85,8 @@ const std::vector<family_entry>& families() {
        read_apertus_gguf,
        build_apertus},
       {"smollm3", {"SmolLM3ForCausalLM"}, {"smollm3"}, read_llama_hf, read_llama_gguf, build_llama},
+      // Arcee AFM: Llama with an ungated MLP, down(relu2(up(x)))
+      {"arcee", {"ArceeForCausalLM"}, {"arcee"}, read_llama_hf, read_llama_gguf, build_llama},
       {"seed_oss",
        {"SeedOssForCausalLM"},
        {"seed_oss"},

@@ -82,6 +82,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "llama4_chunked",
                                                             "ministral3_vl",
                                                             "qwen3_vl_moe",
-                                                            "glm4_moe_lite"};
+                                                            "glm4_moe_lite",
+                                                            "arcee"};
 
 } // namespace troupe::test

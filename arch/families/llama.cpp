@@ -5,7 +5,8 @@
 // SmolLM3 (Llama with no rotary embedding on the layers no_rope_layers marks 0, every fourth;
 // from GGUF every fourth, as llama.cpp assumes),
 // Seed-OSS (Llama whose o projection's bias is apart from q / k / v's), ERNIE 4.5 (Llama with
-// RoPE on interleaved pairs and, with use_bias, a bias on every projection).
+// RoPE on interleaved pairs and, with use_bias, a bias on every projection), Arcee AFM (Llama
+// whose MLP is not gated: down(act(up(x))), ReLU² as published).
 // Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU (or another
 // activation, gated or not); tied or separate lm_head.
 #include "arch/families/decoder.hpp"
@@ -24,7 +25,7 @@ std::string dense_base(const std::string& family) {
   if (family == "qwen2_moe") return "qwen2";
   if (family == "qwen3_moe") return "qwen3";
   if (family == "smollm3" || family == "seed_oss" || family == "ernie4_5" ||
-      family == "ernie4_5_moe")
+      family == "ernie4_5_moe" || family == "arcee")
     return "llama";
   return family;
 }
@@ -52,6 +53,7 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
     }
   }
   if (base == "llama") c.mlp_bias = j.b("mlp_bias", false);
+  if (c.family == "arcee") c.gated_ffn = false; // ArceeMLP (Nemotron's): up, act, down
   // ERNIE 4.5: use_bias puts a bias on every projection, attention's and the MLP's
   const bool ernie = c.family == "ernie4_5" || c.family == "ernie4_5_moe";
   if (ernie && j.b("use_bias", false)) c.qkv_bias = c.o_bias = c.mlp_bias = true;
@@ -139,6 +141,10 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
       c.attn_temp_floor = static_cast<int64_t>(floor);
       c.attn_temp_offset = 0;
     }
+  }
+  if (c.family == "arcee") { // llama.cpp's arcee: ffn_up, ReLU², ffn_down
+    c.gated_ffn = false;
+    TROUPE_TRY(read_activation("relu2", c, g.path()));
   }
   if (c.family == "smollm3") { // llama.cpp's smollm3: every fourth layer without RoPE (no key)
     c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
