@@ -85,6 +85,12 @@ const std::vector<family_entry>& families() {
        read_apertus_gguf,
        build_apertus},
       {"smollm3", {"SmolLM3ForCausalLM"}, {"smollm3"}, read_llama_hf, read_llama_gguf, build_llama},
+      {"hunyuan_dense",
+       {"HunYuanDenseV1ForCausalLM"},
+       {"hunyuan-dense"},
+       read_hunyuan_hf,
+       read_hunyuan_gguf,
+       build_hunyuan},
       // Arcee AFM: Llama with an ungated MLP, down(relu2(up(x)))
       {"arcee", {"ArceeForCausalLM"}, {"arcee"}, read_llama_hf, read_llama_gguf, build_llama},
       {"seed_oss",

@@ -85,6 +85,8 @@ struct model_config {
   qk_norm_kind qk_norm = qk_norm_kind::none;
   norm_kind qk_norm_type = norm_kind::rms;
   bool qk_norm_rope_layers = false; // the q/k norm only on layers that rotate (Llama 4)
+  bool qk_norm_after_rope = false;  // a `head` q/k norm (weights [D]) after RoPE (Hunyuan):
+                                    // with weights it does not commute with the rotation
   double embed_scale = 0; // the embedding rows times this (0: none; Gemma sqrt(C), Granite)
   bool embed_scale_rounded = false; // the scale is first rounded to the embeddings' dtype (Gemma)
   double residual_scale = 1;        // sublayer outputs times this before the residual add (Granite)

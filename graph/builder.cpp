@@ -242,6 +242,8 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
     q = op(op::rope, {q, pos}, "q_rope", rp);
     k = op(op::rope, {k, pos}, "k_rope", rp);
   }
+  if (s.q_norm != none) q = norm(q, norm_type::rms, s.q_norm, none, s.qk_norm_eps, "q_norm");
+  if (s.k_norm != none) k = norm(k, norm_type::rms, s.k_norm, none, s.qk_norm_eps, "k_norm");
   const vid kc = add_kv_state(g_, state_kind::k_cache, layer_, s.kv_heads, D);
   const vid vc = add_kv_state(g_, state_kind::v_cache, layer_, s.kv_heads, D);
   op_into(op::kv_store, {k, slots}, kc, "k_store");

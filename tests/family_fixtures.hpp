@@ -83,6 +83,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "ministral3_vl",
                                                             "qwen3_vl_moe",
                                                             "glm4_moe_lite",
-                                                            "arcee"};
+                                                            "arcee",
+                                                            "hunyuan_dense"};
 
 } // namespace troupe::test

@@ -186,7 +186,8 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
                                               "long_factor",
                                               "mrope_section",
                                               "mrope_interleaved",
-                                              "llama_4_scaling_beta"};
+                                              "llama_4_scaling_beta",
+                                              "alpha"};
   for (const auto& [k, v] : rs.items())
     if (!known.count(k) && !v.is_null())
       return make_error(errc::unsupported, "{}: rope key '{}' is not implemented", where, k);
@@ -222,6 +223,19 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
   // Qwen2-VL / Qwen2.5-VL's M-RoPE: a text token's position is the same in all three sections,
   // so over text (all Troupe runs) it is plain RoPE
   if (type == "mrope") return {};
+  // Hunyuan's NTK alpha (type dynamic with alpha): a stretched base for every sequence, which
+  // read_hunyuan_hf applies (once, whichever of rope_parameters / rope_scaling carries it)
+  if (auto it = rs.find("alpha"); it != rs.end() && !it->is_null() && type == "dynamic") {
+    if (c.family != "hunyuan_dense")
+      return make_error(errc::unsupported, "{}: rope 'alpha' is implemented for Hunyuan, not {}",
+                        where, c.family);
+    if (!it->is_number() || !(it->get<double>() > 0))
+      return make_error(errc::corrupt_file, "{}: rope 'alpha' must be a positive number", where);
+    c.rope.scaling = rope_scaling::none;
+    return {};
+  }
+  if (rs.contains("alpha") && !rs["alpha"].is_null())
+    return make_error(errc::unsupported, "{}: rope 'alpha' with rope type '{}'", where, type);
   if (type == "dynamic") {
     // dynamic NTK changes the base only while a sequence is longer than
     // max_position_embeddings; Troupe never runs one (the scheduler caps the context there),

@@ -431,7 +431,7 @@ class decoder {
     // of pairs keeps each head's sum of squares)
     if ((c_.qk_norm == qk_norm_kind::head || c_.qk_norm == qk_norm_kind::head_weights ||
          c_.qk_norm == qk_norm_kind::head_plain) &&
-        (!c_.qk_norm_rope_layers || c_.layer_rope(l))) {
+        (!c_.qk_norm_rope_layers || c_.layer_rope(l)) && !c_.qk_norm_after_rope) {
       TROUPE_TRY_SET(q, qk_norm(b, l, q, H, axis::heads, true));
       TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, axis::kv_heads, false));
     }
@@ -453,6 +453,15 @@ class decoder {
     s.alibi_max_bias = static_cast<float>(c_.alibi_max_bias);
     s.rope = c_.layer_rope(l) && c_.alibi_max_bias == 0;
     s.rope_params = c_.has_rope_local && s.window > 0 ? c_.rope_local : c_.rope;
+    if (c_.qk_norm_after_rope) { // the attention normalises each rotated head (Hunyuan)
+      if (c_.qk_norm != qk_norm_kind::head || c_.qk_norm_type != norm_kind::rms || !s.rope)
+        return make_error(errc::internal, "{}: a q/k norm after RoPE is an RMS norm of each head",
+                          m_.path);
+      TROUPE_TRY_ASSIGN(wq, req(n_.q_norm, l, {D}));
+      TROUPE_TRY_ASSIGN(wk, req(n_.k_norm, l, {D}));
+      s.q_norm = wq, s.k_norm = wk;
+      s.qk_norm_eps = static_cast<float>(c_.norm_eps);
+    }
     if (c_.attn_sinks) TROUPE_TRY_SET(s.sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads));
     if (p.wgate != none) s.gate = b.linear(h, p.wgate, none, "q_gate");
     return b.attend(s, {q, k, v}, wo, bo);

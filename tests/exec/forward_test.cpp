@@ -172,7 +172,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5",
                       "apertus", "smollm3_nope4", "cohere2_swa4", "glm4_moe", "llama4", "llama4_vl",
                       "qwen2_5_vl", "minimax_m2", "olmoe", "ernie4_5_moe", "dots1", "granitemoe",
-                      "ministral3_vl", "qwen3_vl", "qwen3_vl_moe", "arcee"),
+                      "ministral3_vl", "qwen3_vl", "qwen3_vl_moe", "arcee", "hunyuan_dense"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
@@ -685,6 +685,30 @@ TEST(Ministral3, TemperatureFromRopeParameters) {
   EXPECT_EQ((*m)->config.attn_temp_floor, 16);
   EXPECT_NEAR((*m)->config.attn_temp_scale, 0.5, 1e-7);
   EXPECT_EQ((*m)->config.attn_temp_offset, 0);
+}
+
+// Hunyuan dense: NTK alpha stretches the base (alpha^(D / (D - 2))); the published config's
+// remote-code switches that would make another model refuse by name, as does alpha elsewhere.
+TEST(Hunyuan, AlphaAndTheRemoteCodeSwitches) {
+  const json base = test::load_json(test::fixture_path("models/hunyuan_dense/config.json"));
+  auto c = config_from_hf_json(base.dump(), "", "hunyuan config");
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_NEAR(c->rope.theta, 1e4 * std::pow(50.0, 16.0 / 14.0), 1e-6);
+  EXPECT_TRUE(c->qk_norm_after_rope);
+  for (const auto& [key, value] : {std::pair<const char*, json>{"use_cla", true},
+                                   {"use_qk_norm", false},
+                                   {"num_experts", 8}}) {
+    json changed = base;
+    changed[key] = value;
+    c = config_from_hf_json(changed.dump(), "", "hunyuan config");
+    ASSERT_FALSE(c) << key;
+    EXPECT_NE(c.error().message.find(key), std::string::npos) << c.error().message;
+  }
+  json llama = test::load_json(test::fixture_path("models/llama3/config.json"));
+  llama["rope_parameters"] = {{"rope_type", "dynamic"}, {"factor", 1.0}, {"alpha", 50.0}};
+  c = config_from_hf_json(llama.dump(), "", "llama config");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("alpha"), std::string::npos);
 }
 
 // Llama 4 past position 8192 as llama.cpp runs it (gguf/llama4_long.json, by

@@ -1,0 +1,83 @@
+// hunyuan.cpp (arch/families): Hunyuan dense (HunYuanDenseV1ForCausalLM: Hunyuan-0.5B / 1.8B /
+// 4B / 7B). Llama's pre-norm decoder with an RMS norm of every q and k head *after* RoPE
+// (query_layernorm / key_layernorm, weights [D]: with weights the norm does not commute with the
+// rotation, so the attention applies it to the rotated heads), and RoPE stretched by NTK's alpha
+// (rope type dynamic with `alpha`: the base times alpha^(D / (D - 2)), whatever the sequence's
+// length). The published config.json carries its remote code's switches too; those that would
+// make another model (cross-layer attention, no q/k norms, experts) refuse by name.
+// GGUF: llama.cpp's hunyuan-dense (the base already stretched by the converter).
+// Tests: tests/exec/forward_test.cpp (SyntheticArch / GgufArch hunyuan_dense), pipeline_test.
+#include <cmath>
+
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_hunyuan_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  c.mlp_bias = j.b("mlp_bias", false);
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  // NTK alpha (checked by read_rope_scaling): the base times alpha^(D / (D - 2))
+  for (const char* k : {"rope_parameters", "rope_scaling"}) {
+    const json& rp = j.raw(k);
+    if (!rp.is_object() || !rp.contains("alpha") || !rp["alpha"].is_number()) continue;
+    if (c.D <= 2) return j.bad("NTK alpha needs a head_dim above 2");
+    const double d = static_cast<double>(c.D);
+    c.rope.theta *= std::pow(rp["alpha"].get<double>(), d / (d - 2));
+    break;
+  }
+  c.qk_norm = qk_norm_kind::head;
+  c.qk_norm_after_rope = true;
+  // the remote code's switches, as published for these models; another value is another model
+  if (j.b("use_cla", false)) return j.unsupported("'use_cla' (cross-layer attention)");
+  if (!j.b("use_qk_norm", true)) return j.unsupported("'use_qk_norm' false");
+  if (j.present("num_experts")) {
+    TROUPE_TRY_ASSIGN(e, j.i("num_experts", 1));
+    if (e > 1) return j.unsupported(fmt::format("'num_experts' {} (Hunyuan's MoE)", e));
+  }
+  for (const char* k :
+       {"use_rotary_pos_emb", "attention_head_dim", "cla_share_factor", "org_vocab_size",
+        "eod_token_id", "moe_topk", "moe_intermediate_size", "num_shared_expert",
+        "use_mixed_mlp_moe", "moe_drop_tokens", "moe_random_routing_dropped_token",
+        "capacity_factor", "norm_type", "add_classification_head", "class_num", "pool_type",
+        "sep_token_id", "pad_id"})
+    j.mark(k);
+  if (!j.b("use_rotary_pos_emb", true)) return j.unsupported("'use_rotary_pos_emb' false");
+  return {};
+}
+
+// llama.cpp's hunyuan-dense: the same with its keys (q / k as published: NEOX RoPE)
+status read_hunyuan_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope.layout = rope_layout::neox;
+  c.qk_norm = qk_norm_kind::head;
+  c.qk_norm_after_rope = true;
+  // the converter folds NTK alpha into freq_base and writes scaling none, factor 1 and a 256K
+  // original context beside it, which then change nothing
+  if (!g.g.get_string(g.key("rope.scaling.type")) || c.rope.scaling == rope_scaling::none) {
+    if (g.f("rope.scaling.factor", 1.0) != 1.0)
+      return g.unsupported("rope.scaling.factor other than 1 without a scaling type");
+    g.key("rope.scaling.original_context_length");
+  }
+  return {};
+}
+
+status build_hunyuan(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n;
+  if (m.format == "hf") {
+    n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
+    const std::string a = "model.layers.{}.self_attn.";
+    n.q_norm = a + "query_layernorm.weight", n.k_norm = a + "key_layernorm.weight";
+  } else {
+    n = gguf_layout(m);
+  }
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
