@@ -180,7 +180,8 @@ status model_config::validate() const {
   if (attn_chunk < 0) return bad("attention chunk must not be negative");
   if (!chunked.empty() && static_cast<int64_t>(chunked.size()) != n_layer)
     return bad(fmt::format("{} per-layer chunk flags for {} layers", chunked.size(), n_layer));
-  if (attn_temp_floor < 0) return bad("attention temperature floor must not be negative");
+  if (attn_temp_floor < 0 || attn_temp_offset < 0)
+    return bad("attention temperature floor and offset must not be negative");
   if (!tempered.empty() && static_cast<int64_t>(tempered.size()) != n_layer)
     return bad(
         fmt::format("{} per-layer temperature flags for {} layers", tempered.size(), n_layer));

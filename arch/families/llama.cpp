@@ -133,8 +133,11 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
       return g.unsupported("rope.scaling.yarn_log_multiplier without YaRN");
     }
     if (const double beta = g.f("attention.temperature_scale", 0.0); beta != 0) {
+      // (llama.cpp's n_ctx_orig_yarn: the original context where the file gives one)
       const double floor =
-          c.rope.scaling == rope_scaling::yarn ? c.rope.orig_ctx : static_cast<double>(c.ctx);
+          c.rope.scaling == rope_scaling::yarn
+              ? c.rope.orig_ctx
+              : g.f("rope.scaling.original_context_length", static_cast<double>(c.ctx));
       if (!(floor >= 1))
         return g.unsupported("attention.temperature_scale without an original context");
       c.attn_temp_scale = beta;

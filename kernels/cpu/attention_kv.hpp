@@ -119,8 +119,8 @@ void attend_group_avx2(const float* q, int64_t G, int64_t D, int64_t S, float sc
                        const kv_layout& kv, float* out, float* scores);
 
 /// A tile of R query rows at positions p0 .. p0 + R - 1 (causal; with window W > 0 row r
-/// sees positions p0 + r - W + 1 .. p0 + r only, and kv.first must be max(0, p0 - W + 1);
-/// with W = 0 kv.first must be 0), G heads each, for nh
+/// sees positions p0 + r - W + 1 .. p0 + r only; kv.first is the first row's first key: max(0,
+/// p0 - W + 1), or later where every row's chunk starts later), G heads each, for nh
 /// consecutive KV heads starting at kv's (head kh's G query heads at + kh * G * D, its rows
 /// D elements after head kh - 1's); row r, head h of q and out at + r * qs + h * D; D a
 /// multiple of 8. Online softmax over blocks of 16 keys; a block's rows of all nh heads are

@@ -501,21 +501,26 @@ void attention_cases(std::vector<op_case>& out_cases) {
   // `mods`: soft-capped ALiBi scores and sinks, short rows and long)
   // (chunk 1024: the rows at 1030 .. 1140 see the keys from 1024 on, earlier blocks null; with
   // the temperature from a floor of 512)
+  // (C = -1: the temperature alone on the long rows, which take the one-pass path over all heads)
   for (auto [long_rows, W, mods, C] : {std::tuple<bool, int64_t, bool, int64_t>{false, 0, false, 0},
                                        {true, 0, false, 0},
                                        {true, 1000, false, 0},
                                        {false, 0, true, 0},
                                        {true, 0, true, 0},
-                                       {true, 0, false, 1024}})
+                                       {true, 0, false, 1024},
+                                       {true, 0, false, -1}})
     for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16}) {
       if ((W || C) && kv == dtype::f16) continue;
       const int64_t B = 12, H = 8, Hkv = long_rows ? 4 : 2, D = 64, P = 16;
       const int64_t MB = long_rows ? 72 : 5, NB = B * MB + 1;
       op_case c;
-      c.name = fmt::format(
-          "paged_attention(decode,S={},P={},H={},Hkv={},D={},kv={}{}{}{}{})", B, P, H, Hkv, D,
-          name(kv), long_rows ? ",long" : "", W ? fmt::format(",window={}", W) : "",
-          mods ? ",softcap,alibi,sinks" : "", C ? fmt::format(",chunk={},temp_floor=512", C) : "");
+      c.name =
+          fmt::format("paged_attention(decode,S={},P={},H={},Hkv={},D={},kv={}{}{}{}{})", B, P, H,
+                      Hkv, D, name(kv), long_rows ? ",long" : "",
+                      W ? fmt::format(",window={}", W) : "", mods ? ",softcap,alibi,sinks" : "",
+                      C > 0   ? fmt::format(",chunk={},temp_floor=512", C)
+                      : C < 0 ? std::string(",temp_floor=512")
+                              : std::string());
       gen g(c.name);
       c.kind = op::paged_attention;
       std::vector<int32_t> blocks(NB - 1);
@@ -526,7 +531,8 @@ void attention_cases(std::vector<op_case>& out_cases) {
         const int64_t pos = (long_rows ? 1030 : 0) + s * (long_rows ? 10 : 6); // sees pos + 1 keys
         seqs.insert(seqs.end(), {static_cast<int32_t>(s), 1, static_cast<int32_t>(pos)});
         // the first block read (0 without a window or chunks)
-        const int64_t seen = std::max<int64_t>({0, W ? pos - W + 1 : 0, C ? pos - pos % C : 0}) / P;
+        const int64_t seen =
+            std::max<int64_t>({0, W ? pos - W + 1 : 0, C > 0 ? pos - pos % C : 0}) / P;
         for (int64_t b = 0; b < MB; ++b)
           seqs.push_back(b <= pos / P && b >= seen ? blocks[s * MB + b] : 0);
       }
@@ -544,7 +550,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
       c.p.scale = 0.125f;
       c.p.block_size = P;
       c.p.window = W;
-      c.p.chunk = C;
+      c.p.chunk = std::max<int64_t>(C, 0);
       if (C) c.p.temp_floor = 512, c.p.temp_scale = 0.2f, c.p.temp_offset = 1;
       c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
       out_cases.push_back(std::move(c));
