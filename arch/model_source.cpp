@@ -95,6 +95,26 @@ expected<std::shared_ptr<const model_source>> open_model(const std::string& path
   return std::shared_ptr<const model_source>(std::move(m));
 }
 
+expected<std::shared_ptr<const model_source>> with_context(std::shared_ptr<const model_source> m,
+                                                           int64_t ctx) {
+  if (ctx == 0 || ctx == m->config.ctx) return m;
+  if (ctx < 2 || ctx > m->config.ctx)
+    return make_error(errc::invalid_argument,
+                      "{}: a context of {} tokens (the model's is {}; at least 2)", m->path, ctx,
+                      m->config.ctx);
+  auto out = std::make_shared<model_source>();
+  out->path = m->path;
+  out->format = m->format;
+  out->config = m->config;
+  out->config.ctx = ctx;
+  out->tok = m->tok;
+  out->tensors = m->tensors;
+  out->gguf = m->gguf;
+  out->shapes_only = m->shapes_only;
+  out->assumed = m->assumed;
+  return std::shared_ptr<const model_source>(std::move(out));
+}
+
 expected<std::shared_ptr<const model_source>> open_model_config(const std::string& path,
                                                                 std::optional<dtype> weights) {
   namespace fs = std::filesystem;

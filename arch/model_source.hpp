@@ -28,7 +28,7 @@ struct model_source {
   std::string path;
   std::string format; // "gguf" or "hf"
   model_config config;
-  std::unique_ptr<tokenizer> tok;
+  std::shared_ptr<tokenizer> tok; // (shared by with_context's copies)
   std::shared_ptr<const tensor_index> tensors;
   std::shared_ptr<const gguf_file> gguf; // keeps GGUF metadata alive (gguf only)
   // opened from config.json alone (open_model_config): no tensors and no tokenizer; the
@@ -41,6 +41,11 @@ struct model_source {
 
 /// Opens `path` (a .gguf file or an HF directory). Checks shapes against the config.
 expected<std::shared_ptr<const model_source>> open_model(const std::string& path);
+/// `m` served with a context of `ctx` tokens (the KV cache, the scheduler and the API's
+/// max_model_len follow config.ctx): the same tensors and tokenizer; `m` itself when ctx is 0 or
+/// the model's. Longer than the model's context, or under 2 tokens, is an error.
+expected<std::shared_ptr<const model_source>> with_context(std::shared_ptr<const model_source> m,
+                                                           int64_t ctx);
 /// Opens the description of a model whose weights are not here: `path` is its config.json or
 /// a directory holding it. The matrices are taken to be in `weights` when given, else in the
 /// config's torch_dtype (f32 when it names none, as transformers loads). For sizing a

@@ -26,6 +26,7 @@ struct opts {
   bool json = false, quiet = false, no_bos = false, chat = false;
   std::string system;
   int tp = 1, ep = 1, pp = 1;
+  int64_t context = 0; // tokens of the sequence (0: the model's)
   std::string placement, quantize;
   worker_flags workers;
 };
@@ -152,6 +153,9 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--repetition-penalty", o->repetition_penalty, "CTRL-style penalty (1 = off)");
   cmd->add_option("--seed", o->seed, "seed for sampling (same seed, same text)");
   cmd->add_option("--threads", o->threads, "compute threads")->check(CLI::Range(1, 256));
+  cmd->add_option("--context", o->context,
+                  "tokens of the sequence, prompt and output (default: the model's context)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 40));
   cmd->add_option("--backend", o->backend, "cpu or ref")->check(CLI::IsMember({"cpu", "ref"}));
   cmd->add_option("--quantize", o->quantize,
                   "quantize matrices stored in f32 / f16 / bf16 to q8_0 or q4_0 as they load "
@@ -176,6 +180,8 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
         return fail(make_error(errc::invalid_argument, "no prompt (give one, or --prompt)"));
       auto m = open_model_verbose(o->model.empty() ? default_model_path() : o->model,
                                   o->quiet || o->json);
+      if (!m) return fail(m.error());
+      m = with_context(*m, o->context);
       if (!m) return fail(m.error());
       if (!o->system.empty() && !o->chat)
         return fail(make_error(errc::invalid_argument, "--system goes with --chat"));

@@ -61,6 +61,7 @@ struct serve_opts {
   int port = 8080, tp = 1, ep = 1, pp = 1, threads = 1, block_size = 16, max_batch_tokens = 512,
       max_seqs = 256;
   int64_t max_waiting = 1024;
+  int64_t context = 0; // tokens of one sequence (0: the model's)
   std::vector<std::string> inject, allowed_origins;
   worker_flags workers;
   double drain_timeout = 30, read_timeout = 15, step_timeout = 60, sse_keepalive = 15;
@@ -126,6 +127,8 @@ int run_serve(const serve_opts& o) {
   auto kv = parse_kv_memory(o.kv_memory); // before the load: a typo should not wait for it
   if (!kv) return fail(kv.error());
   auto m = open_model_verbose(o.model.empty() ? default_model_path() : o.model, false);
+  if (!m) return fail(m.error());
+  m = with_context(*m, o.context);
   if (!m) return fail(m.error());
   actors::host_options ho;
   ho.threads_per_shard = o.threads;
@@ -297,6 +300,9 @@ void add_serve(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--kv-memory", o->kv_memory,
                   "KV cache per shard: bytes (512MiB) or a fraction of free memory (0.5)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type: f32, f16 or bf16");
+  cmd->add_option("--context", o->context,
+                  "tokens of one sequence, prompt and output (default: the model's context)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 40));
   cmd->add_option("--quantize", o->quantize,
                   "quantize matrices stored in f32 / f16 / bf16 to q8_0 or q4_0 as they load "
                   "(none: as published)");

@@ -741,6 +741,35 @@ TEST(GgufLongContext, Llama4PastItsFirstChunk) {
   std::remove(path.c_str());
 }
 
+// A model's published context may be far more than a machine holds (Llama 4 Scout's 10M
+// tokens: a KV cache of terabytes): with_context (troupe serve / generate --context) serves a
+// shorter one, the same weights and tokenizer, and generates as the model does.
+TEST(ServedContext, AShorterContextServesTheSameModel) {
+  auto f = open_gguf(test::fixture_path("gguf/llama4.gguf"));
+  ASSERT_TRUE(f) << f.error().to_string();
+  const std::string path = ::testing::TempDir() + "llama4_10m.gguf";
+  auto m = open_gguf_variant(**f, path, "llama4.context_length", [](gguf_value& v) {
+    v.i = 10485760;
+    v.f = 10485760;
+    return true;
+  });
+  ASSERT_TRUE(m) << m.error().to_string();
+  EXPECT_EQ((*m)->config.ctx, 10485760);
+  auto served = with_context(*m, 200);
+  ASSERT_TRUE(served) << served.error().to_string();
+  EXPECT_EQ((*served)->config.ctx, 200);
+  EXPECT_EQ((*served)->tok.get(), (*m)->tok.get());
+  EXPECT_EQ(*with_context(*m, 0), *m);
+  EXPECT_FALSE(with_context(*m, 10485761));
+  EXPECT_FALSE(with_context(*m, 1));
+  exec::exec_options opt;
+  auto g = test::generator_of(*served, opt);
+  ASSERT_TRUE(g);
+  const json fx = test::load_json(test::fixture_path("models/llama4/expected.json"));
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  std::remove(path.c_str());
+}
+
 // Gemma 3 4B / 12B / 27B are published as Gemma3ForConditionalGeneration whose text_config leaves
 // most keys to Gemma3TextConfig's defaults (4B's: heads, KV heads, head_dim, vocabulary, context,
 // rope thetas, query_pre_attn_scalar, the pattern of global layers): read as transformers reads

@@ -316,6 +316,22 @@ class Serving(unittest.TestCase):
             with Server(TROUPE, "--kv-memory", text) as srv:
                 self.assertIn("gateway: serving", srv.log_text())
 
+    def test_context_shortens_what_one_sequence_holds(self):
+        # longer than the model's context: refused before serving
+        out = subprocess.run([TROUPE, "serve", "--context", "1000000", "--port", "0"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=60)
+        self.assertNotEqual(out.returncode, 0, out.stdout)
+        self.assertIn("context of 1000000 tokens", out.stdout)
+        with Server(TROUPE, "--context", "64") as srv:
+            status, body = post(srv.url, {"prompt": "Once upon a time"}, path="/tokenize")
+            self.assertEqual(status, 200, body)
+            self.assertEqual(json.loads(body)["max_model_len"], 64)
+            status, body = post(srv.url, {"model": "stories", "prompt": "Once upon a time " * 30, "max_tokens": 4})
+            self.assertEqual(status, 400, body)
+            self.assertIn("the context holds 64", body)
+            status, body = post(srv.url, {"model": "stories", "prompt": "Once upon a time", "max_tokens": 4})
+            self.assertEqual(status, 200, body)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
