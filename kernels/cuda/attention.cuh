@@ -70,10 +70,10 @@ __device__ inline float head_slope(const attn_args& a, long long h) {
 }
 
 /// Causal attention of 16+ query rows on the tensor cores: a 16-bit cache (e_f16 / e_bf16), D
-/// 64 or 128, no soft-cap, ALiBi, sinks, chunks or temperature (a window allowed); q and the
+/// 64 or 128, no soft-cap, ALiBi or sinks (a window, chunks and a temperature allowed); q and the
 /// probabilities are rounded to the cache's type, the scores and the output accumulate in f32.
 /// Whether the tensor-core kernel takes these rows: 16+, a 16-bit cache, D 64 or 128, no
-/// soft-cap, ALiBi, sinks, chunks or temperature, and activations not asked to be exact
+/// soft-cap, ALiBi or sinks, and activations not asked to be exact
 /// (precision.hpp).
 bool attention_mma_takes(const attn_args& a);
 status launch_attention_mma(const attn_args& a, const exec_ctx& c);

@@ -1,16 +1,16 @@
 // attention_mma.cu: causal prefill attention on the tensor cores (mma.sync m16n8k16, bf16 or
 // f16 by the cache's type, f32 accumulation), over a paged cache or a contiguous one, with GQA
-// and an optional sliding window. A block of 4 warps takes 64 query rows of one head (of one
-// sequence: a paged call's blocks are numbered over its sequences' 64-row tiles), each warp 16
-// of them with q held in registers as the mma's A fragments. Keys come in tiles of 64: their K
-// and V rows are copied (16 bytes a thread, through the block table) into shared memory, the
-// warp's 16 x 64 scores are one set of mma's, masked, scaled and folded into an online softmax
-// in registers (running max and sum per row, the output rescaled), and the probabilities,
-// rounded to the cache's type, are the A fragments of the product with V. Fragment layouts are
-// PTX's for m16n8k16: lane = 4 g + t; A (16 x 16) holds rows g and g + 8 at columns 2t, 2t + 1
-// and 2t + 8, 2t + 9; B (16 x 8) column g at rows 2t, 2t + 1, 2t + 8, 2t + 9; C (16 x 8) rows g
-// and g + 8 at columns 2t, 2t + 1. The S fragments of two adjacent 8-key tiles are thus the A
-// fragment of a 16-key slice, with no shuffle.
+// and an optional sliding window, chunks and a temperature on the scores. A block of 4 warps takes
+// 64 query rows of one head (of one sequence: a paged call's blocks are numbered over its
+// sequences' 64-row tiles), each warp 16 of them with q held in registers as the mma's A fragments.
+// Keys come in tiles of 64: their K and V rows are copied (16 bytes a thread, through the block
+// table) into shared memory, the warp's 16 x 64 scores are one set of mma's, masked, scaled and
+// folded into an online softmax in registers (running max and sum per row, the output rescaled),
+// and the probabilities, rounded to the cache's type, are the A fragments of the product with V.
+// Fragment layouts are PTX's for m16n8k16: lane = 4 g + t; A (16 x 16) holds rows g and g + 8 at
+// columns 2t, 2t + 1 and 2t + 8, 2t + 9; B (16 x 8) column g at rows 2t, 2t + 1, 2t + 8, 2t + 9; C
+// (16 x 8) rows g and g + 8 at columns 2t, 2t + 1. The S fragments of two adjacent 8-key tiles are
+// thus the A fragment of a 16-key slice, with no shuffle.
 #include "kernels/cuda/attention.cuh"
 #include "kernels/precision.hpp"
 
@@ -101,9 +101,14 @@ __global__ void __launch_bounds__(128) attention_mma_kernel(attn_args a) {
 #pragma unroll
   for (int nt = 0; nt < D / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; // l: this lane's columns only
-  const float sl2 = a.scale * 1.4426950408889634f;            // scores in base 2
-  const long long last = pos0 + count - 1;                    // the block's last position
-  const long long first = a.window > 0 && pos0 - a.window + 1 > 0 ? pos0 - a.window + 1 : 0;
+  // scores in base 2, each row's scale (with a temperature, by its position; q itself was
+  // rounded above, so the factor goes on the scores)
+  const float sl2_0 = query_scale(a, qp0) * 1.4426950408889634f;
+  const float sl2_1 = query_scale(a, qp1) * 1.4426950408889634f;
+  const long long last = pos0 + count - 1; // the block's last position
+  // the first row's first key (the window's start or its chunk's, the later): no row sees less
+  long long first = a.window > 0 && pos0 - a.window + 1 > 0 ? pos0 - a.window + 1 : 0;
+  if (a.chunk > 0 && pos0 - pos0 % a.chunk > first) first = pos0 - pos0 % a.chunk;
   const uint16_t* kc16 = static_cast<const uint16_t*>(a.k);
   const uint16_t* vc16 = static_cast<const uint16_t*>(a.v);
   for (long long kt = first / bc * bc; kt <= last; kt += bc) {
@@ -133,15 +138,16 @@ __global__ void __launch_bounds__(128) attention_mma_kernel(attn_args a) {
         mma<Bf>(sc[j], qa[kc], *reinterpret_cast<const uint32_t*>(kr + kc * 16),
                 *reinterpret_cast<const uint32_t*>(kr + kc * 16 + 8));
     }
-    // masked (causal, window, rows past the block's) and scaled; the rows' maxima
+    // masked (causal, window, chunk, rows past the block's) and scaled; the rows' maxima
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int j = 0; j < bc / 8; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const long long key = kt + j * 8 + 2 * t4 + (i & 1), qp = i < 2 ? qp0 : qp1;
-        const bool in = key <= qp && (a.window <= 0 || key > qp - a.window);
-        sc[j][i] = in ? sc[j][i] * sl2 : -INFINITY;
+        const bool in = key <= qp && (a.window <= 0 || key > qp - a.window) &&
+                        (a.chunk <= 0 || key >= qp - qp % a.chunk);
+        sc[j][i] = in ? sc[j][i] * (i < 2 ? sl2_0 : sl2_1) : -INFINITY;
         if (i < 2)
           mx0 = fmaxf(mx0, sc[j][i]);
         else
@@ -208,8 +214,7 @@ void launch(const attn_args& a, dim3 grid, cudaStream_t s) {
 
 bool attention_mma_takes(const attn_args& a) {
   return a.T >= 16 && (a.e == e_f16 || a.e == e_bf16) && (a.D == 64 || a.D == 128) &&
-         a.softcap == 0 && a.alibi_max_bias == 0 && !a.sinks && a.chunk == 0 && a.temp_floor == 0 &&
-         !exact_activations();
+         a.softcap == 0 && a.alibi_max_bias == 0 && !a.sinks && !exact_activations();
 }
 
 status launch_attention_mma(const attn_args& a, const exec_ctx& c) {
