@@ -91,6 +91,12 @@ const std::vector<family_entry>& families() {
        read_hunyuan_hf,
        read_hunyuan_gguf,
        build_hunyuan},
+      {"hunyuan_moe",
+       {"HunYuanMoEV1ForCausalLM"},
+       {"hunyuan-moe"},
+       read_hunyuan_hf,
+       read_hunyuan_gguf,
+       build_hunyuan},
       // Arcee AFM: Llama with an ungated MLP, down(relu2(up(x)))
       {"arcee", {"ArceeForCausalLM"}, {"arcee"}, read_llama_hf, read_llama_gguf, build_llama},
       {"seed_oss",

@@ -84,6 +84,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "qwen3_vl_moe",
                                                             "glm4_moe_lite",
                                                             "arcee",
-                                                            "hunyuan_dense"};
+                                                            "hunyuan_dense",
+                                                            "hunyuan_moe"};
 
 } // namespace troupe::test

@@ -226,7 +226,7 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
   // Hunyuan's NTK alpha (type dynamic with alpha): a stretched base for every sequence, which
   // read_hunyuan_hf applies (once, whichever of rope_parameters / rope_scaling carries it)
   if (auto it = rs.find("alpha"); it != rs.end() && !it->is_null() && type == "dynamic") {
-    if (c.family != "hunyuan_dense")
+    if (c.family != "hunyuan_dense" && c.family != "hunyuan_moe")
       return make_error(errc::unsupported, "{}: rope 'alpha' is implemented for Hunyuan, not {}",
                         where, c.family);
     if (!it->is_number() || !(it->get<double>() > 0))

@@ -5,13 +5,48 @@
 // (rope type dynamic with `alpha`: the base times alpha^(D / (D - 2)), whatever the sequence's
 // length). The published config.json carries its remote code's switches too; those that would
 // make another model (cross-layer attention, no q/k norms, experts) refuse by name.
-// GGUF: llama.cpp's hunyuan-dense (the base already stretched by the converter).
-// Tests: tests/exec/forward_test.cpp (SyntheticArch / GgufArch hunyuan_dense), pipeline_test.
+// Hunyuan MoE (HunYuanMoEV1ForCausalLM: Hunyuan-A13B) is the same attention over a mixture of
+// experts on every layer: softmax top-k (moe_topk) renormalised, experts as wide as
+// intermediate_size, and an always-on shared MLP of that width (mlp.shared_mlp), the router
+// mlp.gate.wg.
+// GGUF: llama.cpp's hunyuan-dense / hunyuan-moe (the base already stretched by the converter).
+// Tests: tests/exec/forward_test.cpp (SyntheticArch / GgufArch hunyuan_dense, hunyuan_moe),
+// pipeline_test.
 #include <cmath>
 
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
+
+namespace {
+
+// One value for every layer: an integer, or a list of equal ones (HunYuanMoEV1Gate reads
+// moe_topk per layer; transformers' experts are all alike)
+expected<int64_t> same_per_layer(hf_cfg& j, const char* key, int64_t fallback) {
+  const json& v = j.raw(key);
+  if (v.is_null()) return fallback;
+  if (v.is_number_integer() && v.get<int64_t>() > 0) return v.get<int64_t>();
+  if (v.is_array() && !v.empty() && v[0].is_number_integer() && v[0].get<int64_t>() > 0) {
+    for (const auto& x : v)
+      if (x != v[0]) return j.unsupported(fmt::format("'{}' that differs by layer", key));
+    return v[0].get<int64_t>();
+  }
+  return j.bad(fmt::format("'{}' must be a positive integer or a list of them", key));
+}
+
+// HunYuanMoEV1Moe: experts and the shared MLP as wide as intermediate_size
+status read_hunyuan_experts(hf_cfg& j, model_config& c) {
+  TROUPE_TRY_ASSIGN(e, same_per_layer(j, "num_experts", 1));
+  TROUPE_TRY_ASSIGN(k, same_per_layer(j, "moe_topk", 1));
+  if (e < 2 || k > e) return j.bad(fmt::format("{} of {} experts per token", k, e));
+  c.n_expert = e, c.n_expert_used = k;
+  c.F_expert = c.F_shared = c.F;
+  c.norm_topk = true;
+  c.shared_gate = false;
+  return {};
+}
+
+} // namespace
 
 status read_hunyuan_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
@@ -35,7 +70,9 @@ status read_hunyuan_hf(hf_cfg& j, model_config& c) {
   // the remote code's switches, as published for these models; another value is another model
   if (j.b("use_cla", false)) return j.unsupported("'use_cla' (cross-layer attention)");
   if (!j.b("use_qk_norm", true)) return j.unsupported("'use_qk_norm' false");
-  if (j.present("num_experts")) {
+  if (c.family == "hunyuan_moe") {
+    TROUPE_TRY(read_hunyuan_experts(j, c));
+  } else if (j.present("num_experts")) {
     TROUPE_TRY_ASSIGN(e, j.i("num_experts", 1));
     if (e > 1) return j.unsupported(fmt::format("'num_experts' {} (Hunyuan's MoE)", e));
   }
@@ -56,6 +93,10 @@ status read_hunyuan_gguf(const gguf_cfg& g, model_config& c) {
   c.rope.layout = rope_layout::neox;
   c.qk_norm = qk_norm_kind::head;
   c.qk_norm_after_rope = true;
+  if (c.family == "hunyuan_moe") {
+    TROUPE_TRY(read_experts_gguf(g, c));
+    if (c.n_expert <= 0) return g.unsupported("hunyuan-moe without experts");
+  }
   // the converter folds NTK alpha into freq_base and writes scaling none, factor 1 and a 256K
   // original context beside it, which then change nothing
   if (!g.g.get_string(g.key("rope.scaling.type")) || c.rope.scaling == rope_scaling::none) {
@@ -75,6 +116,17 @@ status build_hunyuan(const model_source& m, graph::graph& g) {
     n.q_norm = a + "query_layernorm.weight", n.k_norm = a + "key_layernorm.weight";
   } else {
     n = gguf_layout(m);
+  }
+  if (c.n_expert > 0) {
+    expert_names(m, n);
+    n.shexp_gate_inp.clear();
+    if (m.format == "hf") {
+      const std::string p = "model.layers.{}.mlp.";
+      n.moe_router = p + "gate.wg.weight";
+      n.shexp_gate = p + "shared_mlp.gate_proj.weight";
+      n.shexp_up = p + "shared_mlp.up_proj.weight";
+      n.shexp_down = p + "shared_mlp.down_proj.weight";
+    }
   }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
