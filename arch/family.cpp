@@ -180,6 +180,7 @@ const std::vector<family_entry>& families() {
       {"olmo2", {"Olmo2ForCausalLM"}, {"olmo2"}, read_olmo_hf, read_olmo_gguf, build_olmo},
       {"olmo3", {"Olmo3ForCausalLM"}, {}, read_olmo_hf, nullptr, build_olmo},
       {"exaone4", {"Exaone4ForCausalLM"}, {"exaone4"}, read_olmo_hf, read_olmo_gguf, build_olmo},
+      {"exaone_moe", {"ExaoneMoeForCausalLM"}, {}, read_exaone_moe_hf, nullptr, build_exaone_moe},
       {"granite",
        {"GraniteForCausalLM"},
        {"granite"},

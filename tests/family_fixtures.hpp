@@ -85,6 +85,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "glm4_moe_lite",
                                                             "arcee",
                                                             "hunyuan_dense",
-                                                            "hunyuan_moe"};
+                                                            "hunyuan_moe",
+                                                            "exaone_moe"};
 
 } // namespace troupe::test

@@ -91,10 +91,15 @@ status build_dots1(const model_source& m, graph::graph& g) {
 // moe_intermediate_size, n_shared_experts, routed_scaling_factor, groups, first_k_dense_replace
 // dense layers.
 status read_routed_experts_hf(hf_cfg& j, model_config& c) {
-  TROUPE_TRY(read_expert_counts(j, c, "n_routed_experts", "num_local_experts"));
+  const bool exaone = c.family == "exaone_moe"; // ExaoneMoeConfig's names for the same keys
+  if (exaone)
+    TROUPE_TRY(read_expert_counts(j, c, "num_experts", "n_routed_experts"));
+  else
+    TROUPE_TRY(read_expert_counts(j, c, "n_routed_experts", "num_local_experts"));
   TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
   c.F_expert = fe;
-  TROUPE_TRY_ASSIGN(shared, j.i("n_shared_experts", 0));
+  TROUPE_TRY_ASSIGN(shared,
+                    j.i(exaone ? "num_shared_experts" : "n_shared_experts", exaone ? 1 : 0));
   c.F_shared = shared * fe;
   TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", 1.0));
   c.expert_scale = scale;
@@ -124,12 +129,16 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
     j.mark("rope_interleave");
   }
   c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
-  if (c.family == "glm4_moe_lite") { // Glm4MoeLiteConfig: mlp_layer_types, else dense first
+  // Glm4MoeLiteConfig and ExaoneMoeConfig: mlp_layer_types, else the first dense (GLM-4.7-Flash)
+  // or first_k_dense_replace of them (K-EXAONE)
+  if (c.family == "glm4_moe_lite" || exaone) {
     const json& types = j.raw("mlp_layer_types");
     if (types.is_null()) {
-      for (int64_t l = 1; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
+      TROUPE_TRY_ASSIGN(dense, exaone ? j.i("first_k_dense_replace", 1) : int64_t{1});
+      for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
       return {};
     }
+    if (exaone) j.mark("first_k_dense_replace"); // the list wins (ExaoneMoeConfig)
     if (!types.is_array() || static_cast<int64_t>(types.size()) != c.n_layer)
       return j.bad(fmt::format("'mlp_layer_types' must list {} layers", c.n_layer));
     for (size_t l = 0; l < types.size(); ++l) {

@@ -51,6 +51,8 @@ status build_olmoe(const model_source& m, graph::graph& g);
 status read_minimax_m2_hf(hf_cfg& j, model_config& c);
 status read_minimax_m2_gguf(const gguf_cfg& g, model_config& c);
 status build_minimax_m2(const model_source& m, graph::graph& g);
+status read_exaone_moe_hf(hf_cfg& j, model_config& c);
+status build_exaone_moe(const model_source& m, graph::graph& g);
 status read_hunyuan_hf(hf_cfg& j, model_config& c);
 status read_hunyuan_gguf(const gguf_cfg& g, model_config& c);
 status build_hunyuan(const model_source& m, graph::graph& g);

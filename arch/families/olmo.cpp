@@ -83,6 +83,30 @@ status read_olmo_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// K-EXAONE (ExaoneMoeForCausalLM): EXAONE 4's attention (q / k norms per head, sliding windows
+// by layer_types / sliding_window_pattern with RoPE on the sliding layers only) in a pre-norm
+// decoder, over DeepSeek-V3's experts (sigmoid scores, the correction bias, groups, shared
+// experts of num_shared_experts x moe_intermediate_size) on the layers mlp_layer_types names
+status read_exaone_moe_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  TROUPE_TRY(read_windows_rope_on_sliding(j, c));
+  c.qk_norm = qk_norm_kind::head;
+  return read_routed_experts_hf(j, c);
+}
+
+status build_exaone_moe(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(false, false, false);
+  routed_expert_names(m, n);
+  n.moe_router_bias = "model.layers.{}.mlp.e_score_correction_bias"; // beside the router
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
 // GGUF (llama.cpp's converter): OLMo's q and k are permuted for interleaved RoPE and its
 // norms have no tensors; OLMo 2 keeps rotate_half, names its post norms post_attention_norm /
 // post_ffw_norm, and its q/k norms span the whole projection.
