@@ -150,6 +150,25 @@ std::string describe(const value& v) {
   return fmt::format("{}[{}]", name(v.type), d);
 }
 
+namespace {
+
+// What an attention computes beyond its inputs, where it differs from plain causal attention
+// (explain shows it: a window, chunks or a temperature read from the config are visible there)
+std::string attention_params(const kernels::op_params& p) {
+  std::string s;
+  auto add = [&s](const std::string& t) { s += (s.empty() ? "" : ", ") + t; };
+  if (p.window > 0) add(fmt::format("window {}", p.window));
+  if (p.chunk > 0) add(fmt::format("chunks of {}", p.chunk));
+  if (p.temp_floor > 0)
+    add(fmt::format("scores x 1 + {} ln(1 + floor((p + {}) / {}))", p.temp_scale, p.temp_offset,
+                    p.temp_floor));
+  if (p.softcap > 0) add(fmt::format("soft-cap {}", p.softcap));
+  if (p.alibi_max_bias > 0) add(fmt::format("ALiBi {}", p.alibi_max_bias));
+  return s.empty() ? s : " [" + s + "]";
+}
+
+} // namespace
+
 std::string graph::to_string() const {
   std::string out;
   for (const node& n : nodes) {
@@ -182,7 +201,10 @@ std::string graph::to_string() const {
       what = "all_gather";
       break;
     }
-    out += fmt::format("{} = {}({}){}\n", outs, what, ins, n.note.empty() ? "" : "  # " + n.note);
+    const bool attn = n.kind == node_kind::op &&
+                      (n.op == kernels::op::attention || n.op == kernels::op::paged_attention);
+    out += fmt::format("{} = {}({}){}{}\n", outs, what, ins, attn ? attention_params(n.p) : "",
+                       n.note.empty() ? "" : "  # " + n.note);
   }
   return out;
 }

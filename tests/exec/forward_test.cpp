@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include <stdlib.h>
@@ -710,6 +711,23 @@ TEST(Hunyuan, AlphaAndTheRemoteCodeSwitches) {
   c = config_from_hf_json(llama.dump(), "", "llama config");
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("alpha"), std::string::npos);
+}
+
+// What each attention computes beyond plain causal attention is in the graph's text (troupe
+// explain): Llama 4's chunks on the rotating layers, its temperature on the NoPE one.
+TEST(Llama4, ExplainShowsChunksAndTemperature) {
+  auto m = open_model(test::fixture_path("models/llama4_chunked"));
+  ASSERT_TRUE(m) << m.error().to_string();
+  auto g = arch::build_graph(**m);
+  ASSERT_TRUE(g) << g.error().to_string();
+  std::vector<std::string> params; // what follows each attention's inputs, layer by layer
+  std::istringstream lines(g->to_string());
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("= paged_attention(") != std::string::npos)
+      params.push_back(line.substr(line.find(')', line.find("seq_table")) + 1));
+  const std::string chunks = " [chunks of 5]";
+  EXPECT_EQ(params, (std::vector<std::string>{chunks, chunks, chunks,
+                                              " [scores x 1 + 0.25 ln(1 + floor((p + 1) / 4))]"}));
 }
 
 // Llama 4 past position 8192 as llama.cpp runs it (gguf/llama4_long.json, by
