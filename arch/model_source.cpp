@@ -106,6 +106,7 @@ expected<std::shared_ptr<const model_source>> with_context(std::shared_ptr<const
   out->path = m->path;
   out->format = m->format;
   out->config = m->config;
+  if (out->config.position_rows == 0) out->config.position_rows = m->config.ctx; // the table's
   out->config.ctx = ctx;
   out->tok = m->tok;
   out->tensors = m->tensors;

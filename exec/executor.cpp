@@ -179,11 +179,15 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
       // starts a sequence at position 0 from zero
       auto buf = e->be_->allocate(static_cast<size_t>(bytes));
       if (!buf) // most often a context longer than the machine holds: say what sizes it
-        return make_error(buf.error().code,
-                          "{}: {} ({} MiB: {} blocks of {} tokens; a shorter --context, or "
-                          "--kv-blocks / --kv-memory, makes it smaller): {}",
-                          m->path, rec ? "the recurrent states" : "the KV cache of " + s.name,
-                          bytes >> 20, opt.kv_blocks, opt.block_size, buf.error().message);
+        return make_error(
+            buf.error().code, "{}: {} ({} MiB: {}): {}", m->path,
+            rec ? "the recurrent states" : "the KV cache of " + s.name, bytes >> 20,
+            rec ? fmt::format("{} sequences' states; fewer with --max-seqs or --kv-memory",
+                              opt.state_slots)
+                : fmt::format("{} blocks of {} tokens; fewer with a shorter --context or a "
+                              "smaller --kv-memory",
+                              opt.kv_blocks, opt.block_size),
+            buf.error().message);
       e->kv_of_[static_cast<size_t>(v)] = static_cast<int>(e->kv_.size());
       e->kv_.push_back(std::move(*buf));
       (rec ? e->state_bytes_ : e->kv_bytes_) += bytes;

@@ -80,7 +80,8 @@ std::vector<std::string> pretokenizer_regexes(std::string_view name) {
   static const std::string kimi_k2 =
       R"([\p{Han}]+|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   if (name == "kimi-k2") return {kimi_k2};
-  if (name == "deepseek-v3") return deepseek_v3;
+  // Hunyuan's dense GGUFs split as DeepSeek-V3's (llama.cpp's hunyuan-dense)
+  if (name == "deepseek-v3" || name == "hunyuan-dense") return deepseek_v3;
   if (name == "gpt-4o") return {o200k};
   if (name == "tekken") return {tekken};
   if (std::string one = pretokenizer_regex(name); !one.empty()) return {one};
@@ -92,7 +93,8 @@ status add_byte_level_split(tokenizer_impl& t, std::string_view pre, const std::
   if (patterns.empty())
     return make_error(errc::unsupported,
                       "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2, "
-                      "qwen35, stablelm2, deepseek-v3, gpt-4o, tekken, kimi-k2, glm4 are)",
+                      "qwen35, stablelm2, deepseek-v3, gpt-4o, tekken, kimi-k2, glm4, hunyuan, "
+                      "hunyuan-dense are)",
                       where, pre);
   for (const auto& pattern : patterns) {
     std::string err;
@@ -125,7 +127,9 @@ std::string pretokenizer_regex(std::string_view name) {
       name == "glm4")
     return llama3;
   // StableLM 2's GGUFs split as Qwen2's (llama.cpp's reading of them)
-  if (name == "qwen2" || name == "deepseek-r1-qwen" || name == "stablelm2") return qwen2;
+  // (and Hunyuan-A13B's, llama.cpp's hunyuan)
+  if (name == "qwen2" || name == "deepseek-r1-qwen" || name == "stablelm2" || name == "hunyuan")
+    return qwen2;
   if (name == "qwen35") return qwen35;
   return {};
 }

@@ -114,7 +114,8 @@ class decoder {
                                                             : c_.embed_scale),
                   "embd_scaled");
     if (c_.learned_positions) {
-      TROUPE_TRY_ASSIGN(pe, req(n_.pos_embd, -1, {c_.ctx, C}));
+      TROUPE_TRY_ASSIGN(
+          pe, req(n_.pos_embd, -1, {c_.position_rows > 0 ? c_.position_rows : c_.ctx, C}));
       const vid p = b.op(op::embedding, {pe, g_.input(input_kind::positions)}, "pos_embd_out");
       x = b.add(x, p, "embd_sum");
     }
@@ -454,7 +455,14 @@ class decoder {
     s.rope = c_.layer_rope(l) && c_.alibi_max_bias == 0;
     s.rope_params = c_.has_rope_local && s.window > 0 ? c_.rope_local : c_.rope;
     if (c_.qk_norm_after_rope) { // the attention normalises each rotated head (Hunyuan)
-      if (c_.qk_norm != qk_norm_kind::head || c_.qk_norm_type != norm_kind::rms || !s.rope)
+      bool biased = false;       // (none is implemented after RoPE: one in the checkpoint refuses)
+      for (const std::string* bn : {&n_.q_norm_b, &n_.k_norm_b})
+        if (!bn->empty()) {
+          TROUPE_TRY_ASSIGN(bias, opt(*bn, l, {D}));
+          biased = biased || !g_[bias].empty;
+        }
+      if (c_.qk_norm != qk_norm_kind::head || c_.qk_norm_type != norm_kind::rms || !s.rope ||
+          c_.norm_add != 0 || biased)
         return make_error(errc::internal, "{}: a q/k norm after RoPE is an RMS norm of each head",
                           m_.path);
       TROUPE_TRY_ASSIGN(wq, req(n_.q_norm, l, {D}));

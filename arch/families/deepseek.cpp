@@ -101,7 +101,12 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY_ASSIGN(shared,
                     j.i(exaone ? "num_shared_experts" : "n_shared_experts", exaone ? 1 : 0));
   c.F_shared = shared * fe;
-  TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", 1.0));
+  // absent: the config class's default (DeepseekV3Config and ExaoneMoeConfig 2.5,
+  // Glm4MoeLiteConfig 1.8, the others 1)
+  const double scale_default = c.family == "deepseek_v3" || exaone ? 2.5
+                               : c.family == "glm4_moe_lite"       ? 1.8
+                                                                   : 1.0;
+  TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", scale_default));
   c.expert_scale = scale;
   TROUPE_TRY_ASSIGN(ng, j.i("n_group", 1));
   TROUPE_TRY_ASSIGN(tg, j.i("topk_group", 1));

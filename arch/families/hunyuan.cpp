@@ -20,18 +20,24 @@ namespace troupe::arch {
 
 namespace {
 
+int64_t j_layers(hf_cfg& j) {
+  auto n = j.i("num_hidden_layers", 0);
+  return n ? *n : 0;
+}
+
 // One value for every layer: an integer, or a list of equal ones (HunYuanMoEV1Gate reads
 // moe_topk per layer; transformers' experts are all alike)
 expected<int64_t> same_per_layer(hf_cfg& j, const char* key, int64_t fallback) {
   const json& v = j.raw(key);
   if (v.is_null()) return fallback;
   if (v.is_number_integer() && v.get<int64_t>() > 0) return v.get<int64_t>();
-  if (v.is_array() && !v.empty() && v[0].is_number_integer() && v[0].get<int64_t>() > 0) {
+  if (v.is_array() && static_cast<int64_t>(v.size()) == j_layers(j) && v[0].is_number_integer() &&
+      v[0].get<int64_t>() > 0) {
     for (const auto& x : v)
       if (x != v[0]) return j.unsupported(fmt::format("'{}' that differs by layer", key));
     return v[0].get<int64_t>();
   }
-  return j.bad(fmt::format("'{}' must be a positive integer or a list of them", key));
+  return j.bad(fmt::format("'{}' must be a positive integer or a list of one per layer", key));
 }
 
 // HunYuanMoEV1Moe: experts and the shared MLP as wide as intermediate_size
@@ -41,6 +47,15 @@ status read_hunyuan_experts(hf_cfg& j, model_config& c) {
   if (e < 2 || k > e) return j.bad(fmt::format("{} of {} experts per token", k, e));
   c.n_expert = e, c.n_expert_used = k;
   c.F_expert = c.F_shared = c.F;
+  // the published config's own widths and counts: what transformers builds, or refused
+  TROUPE_TRY_ASSIGN(fe, same_per_layer(j, "moe_intermediate_size", c.F));
+  if (fe != c.F)
+    return j.unsupported(fmt::format(
+        "'moe_intermediate_size' {} (transformers' experts are intermediate_size {} wide)", fe,
+        c.F));
+  TROUPE_TRY_ASSIGN(shared, same_per_layer(j, "num_shared_expert", 1));
+  if (shared != 1)
+    return j.unsupported(fmt::format("'num_shared_expert' {} (one shared MLP is built)", shared));
   c.norm_topk = true;
   c.shared_gate = false;
   return {};
@@ -80,9 +95,11 @@ status read_hunyuan_hf(hf_cfg& j, model_config& c) {
        {"use_rotary_pos_emb", "attention_head_dim", "cla_share_factor", "org_vocab_size",
         "eod_token_id", "moe_topk", "moe_intermediate_size", "num_shared_expert",
         "use_mixed_mlp_moe", "moe_drop_tokens", "moe_random_routing_dropped_token",
-        "capacity_factor", "norm_type", "add_classification_head", "class_num", "pool_type",
-        "sep_token_id", "pad_id"})
+        "capacity_factor", "add_classification_head", "class_num", "pool_type", "sep_token_id",
+        "pad_id"})
     j.mark(k);
+  if (const std::string nt = j.s("norm_type", "rms"); nt != "rms" && nt != "hf_rms")
+    return j.unsupported(fmt::format("'norm_type' {} (RMS norms are built)", nt));
   if (!j.b("use_rotary_pos_emb", true)) return j.unsupported("'use_rotary_pos_emb' false");
   return {};
 }

@@ -706,6 +706,19 @@ TEST(Hunyuan, AlphaAndTheRemoteCodeSwitches) {
     ASSERT_FALSE(c) << key;
     EXPECT_NE(c.error().message.find(key), std::string::npos) << c.error().message;
   }
+  // Hunyuan MoE's published widths and counts: what transformers builds, or refused by name
+  const json moe = test::load_json(test::fixture_path("models/hunyuan_moe/config.json"));
+  ASSERT_TRUE(config_from_hf_json(moe.dump(), "", "hunyuan moe config"));
+  for (const auto& [key, value] : {std::pair<const char*, json>{"moe_intermediate_size", 64},
+                                   {"num_shared_expert", 2},
+                                   {"norm_type", "layer"},
+                                   {"moe_topk", json::array({2, 1})}}) {
+    json changed = moe;
+    changed[key] = value;
+    c = config_from_hf_json(changed.dump(), "", "hunyuan moe config");
+    ASSERT_FALSE(c) << key;
+    EXPECT_NE(c.error().message.find(key), std::string::npos) << c.error().message;
+  }
   json llama = test::load_json(test::fixture_path("models/llama3/config.json"));
   llama["rope_parameters"] = {{"rope_type", "dynamic"}, {"factor", 1.0}, {"alpha", 50.0}};
   c = config_from_hf_json(llama.dump(), "", "llama config");
@@ -787,6 +800,15 @@ TEST(ServedContext, AShorterContextServesTheSameModel) {
   const json fx = test::load_json(test::fixture_path("models/llama4/expected.json"));
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
   std::remove(path.c_str());
+  // a learned position table keeps its rows (GPT-2's 256) whatever the served context
+  auto gpt2 = open_model(test::fixture_path("models/gpt2"));
+  ASSERT_TRUE(gpt2) << gpt2.error().to_string();
+  auto short_gpt2 = with_context(*gpt2, 100);
+  ASSERT_TRUE(short_gpt2);
+  auto g2 = test::generator_of(*short_gpt2, opt);
+  ASSERT_TRUE(g2);
+  for (const auto& c : test::load_json(test::fixture_path("models/gpt2/expected.json"))["cases"])
+    check_case(*g2, c, 2e-3);
 }
 
 // Gemma 3 4B / 12B / 27B are published as Gemma3ForConditionalGeneration whose text_config leaves

@@ -115,6 +115,23 @@ TEST(GgufPre, StableLm2IsQwen2s) {
   }
 }
 
+// Hunyuan's names split as llama.cpp reads them: hunyuan (A13B) as Qwen2, hunyuan-dense as
+// DeepSeek-V3 (a vocabulary whose pieces the patterns cut differently tells them apart)
+TEST(GgufPre, HunyuanNamesSplitAsLlamaCppReadsThem) {
+  const auto fx = test::load_json(test::fixture_path("pretok/deepseek-v3.json"));
+  auto q2 = gguf_tokenizer(fx, "qwen2"), ds = gguf_tokenizer(fx, "deepseek-v3");
+  auto moe = gguf_tokenizer(fx, "hunyuan"), dense = gguf_tokenizer(fx, "hunyuan-dense");
+  ASSERT_TRUE(q2 && ds && moe && dense);
+  int differ = 0;
+  for (const auto& c : fx["cases"]) {
+    const std::string text = c["text"];
+    EXPECT_EQ(*moe->encode(text, false, false), *q2->encode(text, false, false)) << text;
+    EXPECT_EQ(*dense->encode(text, false, false), *ds->encode(text, false, false)) << text;
+    differ += *ds->encode(text, false, false) != *q2->encode(text, false, false);
+  }
+  EXPECT_GE(differ, 1);
+}
+
 // GLM-4's names split as Llama 3's pre-tokenizer does (one regex): same encodings
 TEST(GgufPre, GlmNamesAreLlama3s) {
   const auto fx = test::load_json(test::fixture_path("pretok/gpt-4o.json"));
