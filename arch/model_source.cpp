@@ -108,6 +108,10 @@ expected<std::shared_ptr<const model_source>> with_context(std::shared_ptr<const
   out->config = m->config;
   if (out->config.position_rows == 0) out->config.position_rows = m->config.ctx; // the table's
   out->config.ctx = ctx;
+  // LongRoPE's factor set is chosen for the served context (finish_longrope): the short one
+  // where no sequence may outgrow the original context
+  for (rope_spec* r : {&out->config.rope, &out->config.rope_local})
+    if (r->scaling == rope_scaling::longrope) r->use_long = static_cast<double>(ctx) > r->orig_ctx;
   out->tok = m->tok;
   out->tensors = m->tensors;
   out->gguf = m->gguf;

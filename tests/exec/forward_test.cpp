@@ -800,6 +800,13 @@ TEST(ServedContext, AShorterContextServesTheSameModel) {
   const json fx = test::load_json(test::fixture_path("models/llama4/expected.json"));
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
   std::remove(path.c_str());
+  // LongRoPE's factor set follows the served context: the short one up to the original
+  auto phi = open_model(test::fixture_path("models/phi3_longrope"));
+  ASSERT_TRUE(phi) << phi.error().to_string();
+  ASSERT_TRUE((*phi)->config.rope.use_long);
+  const auto orig = static_cast<int64_t>((*phi)->config.rope.orig_ctx);
+  EXPECT_FALSE((*with_context(*phi, orig))->config.rope.use_long);
+  EXPECT_TRUE((*with_context(*phi, orig + 1))->config.rope.use_long);
   // a learned position table keeps its rows (GPT-2's 256) whatever the served context
   auto gpt2 = open_model(test::fixture_path("models/gpt2"));
   ASSERT_TRUE(gpt2) << gpt2.error().to_string();
