@@ -127,15 +127,14 @@ void fail_session(session_ptr self, const api_error& e) {
   if (st.done) return;
   st.done = true;
   cancel_all(self);
+  if (st.req.stream && st.header_sent) st.gw->count(e.status); // (before the stream ends)
   if (st.req.stream && st.header_sent && (st.resp || st.msg)) {
     st.w->chunk(st.resp ? st.resp->failed(e) : anthropic_error_event(e));
     st.w->end();
-    st.gw->count(e.status);
   } else if (st.req.stream && st.header_sent) {
     st.w->chunk(error_event(e));
     st.w->chunk("data: [DONE]\n\n");
     st.w->end();
-    st.gw->count(e.status);
   } else {
     st.gw->fail(st.w, e, {}, st.req.messages_api);
   }
@@ -153,6 +152,9 @@ void finish_session(session_ptr self) {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
+  // counted before the answer goes out: a client that reads /metrics once it has its answer
+  // finds it there (counted after, a fast one could miss it)
+  st.gw->count(200);
   if (st.msg || st.resp) { // one choice
     const auto& c = st.choices[0];
     std::string events =
@@ -182,7 +184,6 @@ void finish_session(session_ptr self) {
                   completion_body(st.req, st.id, st.created, out, st.prompt_tokens,
                                   st.completion_tokens, *st.gw->info.tok, cached_tokens(st)));
   }
-  st.gw->count(200);
   self->quit();
 }
 
