@@ -102,21 +102,13 @@ expected<std::shared_ptr<const model_source>> with_context(std::shared_ptr<const
     return make_error(errc::invalid_argument,
                       "{}: a context of {} tokens (the model's is {}; at least 2)", m->path, ctx,
                       m->config.ctx);
-  auto out = std::make_shared<model_source>();
-  out->path = m->path;
-  out->format = m->format;
-  out->config = m->config;
+  auto out = std::make_shared<model_source>(*m); // the same tensors and tokenizer (shared)
   if (out->config.position_rows == 0) out->config.position_rows = m->config.ctx; // the table's
   out->config.ctx = ctx;
   // LongRoPE's factor set is chosen for the served context (finish_longrope): the short one
   // where no sequence may outgrow the original context
   for (rope_spec* r : {&out->config.rope, &out->config.rope_local})
     if (r->scaling == rope_scaling::longrope) r->use_long = static_cast<double>(ctx) > r->orig_ctx;
-  out->tok = m->tok;
-  out->tensors = m->tensors;
-  out->gguf = m->gguf;
-  out->shapes_only = m->shapes_only;
-  out->assumed = m->assumed;
   return std::shared_ptr<const model_source>(std::move(out));
 }
 

@@ -184,21 +184,11 @@ status read_llama4_gguf(const gguf_cfg& g, model_config& c) {
 // unread, listed at load); then the experts transposed into the moe op's rows.
 status prepare_llama4_hf(const model_config& c, tensor_index& t) {
   TROUPE_TRY(prepare_language_model(c, t));
-  const int64_t E = c.n_expert, C = c.C, F = c.F_expert;
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    if (!c.layer_moe(l)) continue;
-    const std::string p = fmt::format(fmt::runtime(hf_layer), l) + "feed_forward.experts.";
-    TROUPE_TRY_ASSIGN(gu, take_tensor(t, p + "gate_up_proj", {E, C, 2 * F}));
-    for (const auto& [name, first] : {std::pair<const char*, int64_t>{"gate", 0}, {"up", F}}) {
-      TROUPE_TRY_ASSIGN(bytes, transpose_experts(*gu, E, C, 2 * F, first, 1, F));
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    if (c.layer_moe(l))
       TROUPE_TRY(
-          add_repacked_tensor(t, p + name, gu->type, shape{E, F, C}, std::move(bytes), gu->file));
-    }
-    TROUPE_TRY_ASSIGN(dn, take_tensor(t, p + "down_proj", {E, F, C}));
-    TROUPE_TRY_ASSIGN(bytes, transpose_experts(*dn, E, F, C, 0, 1, C));
-    TROUPE_TRY(
-        add_repacked_tensor(t, p + "down", dn->type, shape{E, C, F}, std::move(bytes), dn->file));
-  }
+          repack_packed_experts(t, fmt::format(fmt::runtime(hf_layer), l) + "feed_forward.experts.",
+                                c.n_expert, c.C, c.F_expert));
   return {};
 }
 

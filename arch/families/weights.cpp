@@ -190,6 +190,20 @@ status add_repacked_tensor(tensor_index& t, const std::string& name, dtype type,
                             (from ? from->path() : "") + " (repacked " + name + ")");
 }
 
+status repack_packed_experts(tensor_index& t, const std::string& prefix, int64_t E, int64_t C,
+                             int64_t F) {
+  TROUPE_TRY_ASSIGN(gu, take_tensor(t, prefix + "gate_up_proj", {E, C, 2 * F}));
+  for (const auto& [name, first] : {std::pair<const char*, int64_t>{"gate", 0}, {"up", F}}) {
+    TROUPE_TRY_ASSIGN(bytes, transpose_experts(*gu, E, C, 2 * F, first, 1, F));
+    TROUPE_TRY(add_repacked_tensor(t, prefix + name, gu->type, shape{E, F, C}, std::move(bytes),
+                                   gu->file));
+  }
+  TROUPE_TRY_ASSIGN(dn, take_tensor(t, prefix + "down_proj", {E, F, C}));
+  TROUPE_TRY_ASSIGN(bytes, transpose_experts(*dn, E, F, C, 0, 1, C));
+  return add_repacked_tensor(t, prefix + "down", dn->type, shape{E, C, F}, std::move(bytes),
+                             dn->file);
+}
+
 expected<const tensor_info*> take_tensor(tensor_index& t, const std::string& name,
                                          std::vector<int64_t> dims) {
   const tensor_info* p = t.find(name);

@@ -43,6 +43,11 @@ expected<const tensor_info*> take_tensor(tensor_index& t, const std::string& nam
 expected<std::vector<uint8_t>> transpose_experts(const tensor_info& w, int64_t E, int64_t K,
                                                  int64_t M, int64_t first, int64_t stride,
                                                  int64_t rows);
+/// One layer's experts packed as the model multiplies them (Llama 4, Qwen3-VL-MoE as published):
+/// `prefix`gate_up_proj [E, C, 2F] (gate columns, then up) and `prefix`down_proj [E, F, C],
+/// taken and added back as the moe op's rows: `prefix`gate / up [E, F, C], `prefix`down [E, C, F].
+status repack_packed_experts(tensor_index& t, const std::string& prefix, int64_t E, int64_t C,
+                             int64_t F);
 
 class weights {
  public:
