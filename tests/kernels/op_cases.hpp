@@ -40,6 +40,8 @@ struct op_case {
 std::vector<op_case> all_cases();
 /// The expanded weight formats' cases (op_cases_quant.cpp), part of all_cases().
 void kquant_cases(std::vector<op_case>& out_cases);
+/// The attention ops' cases (op_cases_attention.cpp).
+void attention_cases(std::vector<op_case>& out_cases);
 /// The mixture-of-experts and latent-attention ops' cases (op_cases_moe.cpp).
 void moe_cases(std::vector<op_case>& out_cases);
 void latent_cases(std::vector<op_case>& out_cases);
