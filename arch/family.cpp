@@ -97,6 +97,7 @@ const std::vector<family_entry>& families() {
        read_hunyuan_hf,
        read_hunyuan_gguf,
        build_hunyuan},
+      {"lfm2", {"Lfm2ForCausalLM"}, {"lfm2"}, read_lfm2_hf, read_lfm2_gguf, build_lfm2},
       // Arcee AFM: Llama with an ungated MLP, down(relu2(up(x)))
       {"arcee", {"ArceeForCausalLM"}, {"arcee"}, read_llama_hf, read_llama_gguf, build_llama},
       {"seed_oss",

@@ -68,7 +68,7 @@ bool model_config::layer_linear(int64_t layer) const {
 int64_t model_config::state_values_per_seq(int64_t begin, int64_t end, int tp) const {
   const int64_t t = std::max(tp, 1);
   const int64_t conv = (lin_conv - 1) * (2 * lin_k_heads * lin_k_dim + lin_v_heads * lin_v_dim);
-  const int64_t delta = lin_v_heads * lin_k_dim * lin_v_dim;
+  const int64_t delta = short_conv ? 0 : lin_v_heads * lin_k_dim * lin_v_dim;
   int64_t n = 0;
   for (int64_t l = begin; l < end; ++l)
     if (layer_linear(l)) n += (conv + delta) / t;
@@ -106,8 +106,11 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   // a gated DeltaNet layer: q, k, v, z, a, b projections, the convolution's taps, A and
   // dt_bias, the gated norm, out_proj
   const int64_t Kd = m.lin_k_heads * m.lin_k_dim, Vd = m.lin_v_heads * m.lin_v_dim;
-  const int64_t linear = C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
-                         2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
+  // or a gated short convolution: in_proj (B, C, x), the taps, out_proj
+  const int64_t linear = m.short_conv ? 3 * C * Vd + Vd * m.lin_conv + Vd * C
+                                      : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) +
+                                            (2 * Kd + Vd) * m.lin_conv + 2 * m.lin_v_heads +
+                                            m.lin_v_dim + Vd * C;
   const int64_t dense = (m.gated_ffn ? 3 : 2) * C * m.F;
   const int64_t experts = experts_counted * 3 * C * m.F_expert + m.n_expert * C +
                           3 * C * m.F_shared + (m.shared_gate ? C : 0);
@@ -269,6 +272,12 @@ expected<model_config> config_from_gguf(const gguf_file& g) {
   if (!cfg.mistyped.empty())
     return make_error(errc::corrupt_file, "{}: {}.{} is not a number", g.file->path(), cfg.arch,
                       *cfg.mistyped.begin());
+  for (size_t l = 0; l < cfg.no_kv.size(); ++l)
+    if (cfg.no_kv[l] && !c.layer_linear(static_cast<int64_t>(l)))
+      return make_error(errc::unsupported,
+                        "{}: {}.attention.head_count_kv is 0 on layer {}, which {} builds with "
+                        "attention",
+                        g.file->path(), cfg.arch, l, c.family);
   // keys of the architecture the family never read: those known to change the math refuse
   // the load (a different model), the rest are listed once at load
   static constexpr std::string_view math_keys[] = {"attention.max_alibi_bias",

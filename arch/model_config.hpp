@@ -148,6 +148,12 @@ struct model_config {
   // reads key head h % lin_k_heads; TP then keeps every key head on every rank), and the
   // decay's A stored as -exp(A_log)
   bool lin_tiled = false, lin_neg_a = false;
+  // LFM2's gated short convolution in place of the DeltaNet on the layers linear_layers marks:
+  // in_proj gives B, C and x (C channels each), a depthwise causal convolution of lin_conv taps
+  // (no activation) runs over B * x and C gates its output, out_proj; its channels are counted
+  // as lin_v_heads groups of lin_v_dim (the unit TP cuts), and it keeps the last lin_conv - 1
+  // inputs of a sequence as its state
+  bool short_conv = false;
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;

@@ -43,7 +43,9 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
   d.Fs = split(c.F, fb, r + 1) - d.f0;
   if (d.Fs <= 0)
     return make_error(errc::invalid_argument, "TP {} leaves shard {} no FFN rows", tp, r);
-  if (c.lin_k_heads > 0) { // gated DeltaNet: key heads and their value heads split alike
+  // gated DeltaNet: key heads and their value heads split alike (a short convolution's channel
+  // groups are its value heads)
+  if (c.lin_k_heads > 0 || c.lin_v_heads > 0) {
     if (c.lin_k_heads % tp || c.lin_v_heads % tp)
       return make_error(
           errc::invalid_argument,

@@ -101,7 +101,8 @@
 //   causal_conv      src0 x f32 [T, Hc, Dc], src1 w [Hc * Dc, K] f32|f16|bf16 (taps, oldest
 //                    first), src2 state f32 [NS, Hc, K - 1, Dc] (the last K - 1 inputs),
 //                    src3 state table          -> dst f32 [T, Hc, Dc] = silu(sum_j w[c, j]
-//                    x[t - K + 1 + j, c]), inputs before position 0 zero
+//                    x[t - K + 1 + j, c]), inputs before position 0 zero; with p.conv_plain
+//                    the sum itself (LFM2's short convolution has no activation)
 //   gated_delta      src0 q f32 [T, Hk, Dk], src1 k f32 [T, Hk, Dk], src2 v f32 [T, Hv, Dv],
 //                    src3 a f32 [T, Hv], src4 b f32 [T, Hv], src5 A_log f32 [Hv], src6 dt_bias
 //                    f32 [Hv], src7 state f32 [NS, Hv, Dk, Dv], src8 state table
@@ -219,6 +220,7 @@ struct op_params {
   // gated_delta: value head h reads key head (head0 + h) % Hk (GGUF's tiled head order), else
   // h / (Hv / Hk); src5 holds -exp(A_log) (GGUF's ssm_a), else A_log
   bool delta_tiled = false, delta_neg_a = false;
+  bool conv_plain = false; // causal_conv: the taps' sum without the SiLU
 };
 
 struct op_args {

@@ -86,6 +86,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "arcee",
                                                             "hunyuan_dense",
                                                             "hunyuan_moe",
-                                                            "exaone_moe"};
+                                                            "exaone_moe",
+                                                            "lfm2"};
 
 } // namespace troupe::test

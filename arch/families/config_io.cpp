@@ -578,7 +578,31 @@ status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, d
     return make_error(errc::corrupt_file, "{}: block_count {} (1 to {})", g.path(), L, max_layers);
   TROUPE_TRY_ASSIGN(H, g.req("attention.head_count"));
   c.C = C, c.F = F, c.n_layer = L, c.H = H;
-  c.Hkv = g.i("attention.head_count_kv", H);
+  // one KV head count, or one per layer (LFM2's converter writes 0 for its layers without
+  // attention); per layer, the non-zero counts must agree
+  if (const gguf_value* kv = g.g.get(g.key("attention.head_count_kv"));
+      kv && kv->type == gguf_type::array) {
+    if (static_cast<int64_t>(kv->arr.size()) != L || (L > 0 && !kv->arr[0].is_integer()))
+      return g.unsupported(fmt::format("attention.head_count_kv that is not a count per layer "
+                                       "({} blocks)",
+                                       L));
+    c.Hkv = 0;
+    g.no_kv.assign(static_cast<size_t>(L), 0);
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t n = kv->arr[static_cast<size_t>(l)].i;
+      if (n == 0) {
+        g.no_kv[static_cast<size_t>(l)] = 1;
+      } else if (c.Hkv != 0 && n != c.Hkv) {
+        return g.unsupported(
+            fmt::format("attention.head_count_kv {} and {} on different layers", c.Hkv, n));
+      } else {
+        c.Hkv = n;
+      }
+    }
+    if (c.Hkv <= 0) return g.unsupported("attention.head_count_kv 0 on every layer");
+  } else {
+    c.Hkv = g.i("attention.head_count_kv", H);
+  }
   c.D = g.i("attention.key_length", H > 0 ? C / H : 0);
   if (g.i("attention.value_length", c.D) != c.D)
     return g.unsupported("attention.value_length other than key_length is not supported");

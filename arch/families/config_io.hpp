@@ -106,6 +106,9 @@ struct gguf_cfg {
     return g.get_float_or(key(k), fallback);
   }
   mutable std::set<std::string> mistyped;
+  /// Layers whose attention.head_count_kv (written per layer) is 0: layers without attention,
+  /// which config_from_gguf accepts only where the family made them linear layers.
+  mutable std::vector<uint8_t> no_kv;
   expected<int64_t> req(const char* k) const { return g.get_int(key(k)); }
   bool has(const char* k) const { return g.get(key(k)) != nullptr; }
   bool has_tensor(const std::string& name) const { return g.tensors.contains(name); }

@@ -402,8 +402,40 @@ class decoder {
     return b.linear(b.view(gated, {-1}, "delta_flat"), wo, none, "delta_out");
   }
 
+  // LFM2's gated short convolution: in_proj gives B, C and x, the depthwise causal convolution
+  // (lin_conv taps, no activation) runs over B * x, C gates what it gives, out_proj. TP cuts
+  // the channels in groups of lin_v_dim (B, C, x, the taps and the state alike).
+  expected<vid> short_conv(int l, vid h) {
+    builder b(g_, l);
+    const int64_t C = c_.C, G = c_.lin_v_heads, Dg = c_.lin_v_dim, K = c_.lin_conv, N = G * Dg;
+    const axis ax = axis::lin_v_heads;
+    auto rows = [N](int64_t part) {
+      weight_ref r;
+      r.segments = {{part * N, N}};
+      return r;
+    };
+    TROUPE_TRY_ASSIGN(wb, req(n_.lin_bcx, l, {N, C}, cut::out, ax, Dg, rows(0)));
+    TROUPE_TRY_ASSIGN(wc, req(n_.lin_bcx, l, {N, C}, cut::out, ax, Dg, rows(1)));
+    TROUPE_TRY_ASSIGN(wx, req(n_.lin_bcx, l, {N, C}, cut::out, ax, Dg, rows(2)));
+    TROUPE_TRY_ASSIGN(taps, req(n_.lin_conv, l, {N, K}, cut::out, ax, Dg));
+    TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, N}, cut::in, ax, Dg));
+    const vid bx =
+        b.mul(b.linear(h, wb, none, "conv_b"), b.linear(h, wx, none, "conv_x"), "conv_bx");
+    const vid st =
+        graph::add_recurrent_state(g_, state_kind::conv, l, {G, K - 1, Dg}, ax, "conv_state");
+    kernels::op_params cp;
+    cp.conv_plain = true;
+    const vid y =
+        b.op(op::causal_conv,
+             {b.view(bx, {-1, Dg}, "conv_bx_groups"), taps, st, g_.input(input_kind::state_table)},
+             "conv", cp);
+    const vid gated =
+        b.mul(b.linear(h, wc, none, "conv_c"), b.view(y, {-1}, "conv_flat"), "conv_gated");
+    return b.linear(gated, wo, none, "conv_out");
+  }
+
   expected<vid> attention(int l, vid h) {
-    if (c_.layer_linear(l)) return delta_net(l, h);
+    if (c_.layer_linear(l)) return c_.short_conv ? short_conv(l, h) : delta_net(l, h);
     if (c_.kv_lora > 0) return mla(l, h);
     builder b(g_, l);
     const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;

@@ -51,6 +51,9 @@ struct decoder_names {
   // or (Qwen3-Next) q, k, v, z per key head group [Dk; Dk; r Dv; r Dv] and b, a [r; r] (r value
   // heads per key head) in two fused tensors
   std::string lin_qkvz, lin_ba;
+  // or (model_config::short_conv, LFM2) in_proj [B; C; x rows, C each]; its taps lin_conv and
+  // out_proj lin_out
+  std::string lin_bcx;
   // per layer: the FFN's activation as an expression over x (expr.hpp), where a family's
   // activation carries learned constants of each layer (Apertus's xIELU); empty: the config's
   std::vector<std::string> layer_act;

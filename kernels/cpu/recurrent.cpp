@@ -1,8 +1,8 @@
 // recurrent.cpp (cpu): linear attention's ops with a state per sequence (op.hpp): causal_conv
 // and gated_delta. The convolution runs over (sequence, head) pairs in parallel, a head's channels
-// in the vector lanes (the SiLU's exp vectorised too); the delta rule over (sequence,
-// value head) pairs, each head's [Dk, Dv] state updated in place, token by token, in two passes
-// per token (decay and S^T k in one, the rank-one update and S^T q in the other), the inner
+// in the vector lanes (the SiLU's exp vectorised too, where the op has one); the delta rule over
+// (sequence, value head) pairs, each head's [Dk, Dv] state updated in place, token by token, in two
+// passes per token (decay and S^T k in one, the rank-one update and S^T q in the other), the inner
 // loops over Dv vectorised (-fopenmp-simd). Prefill walks its tokens in order too; a chunked
 // form (WY blocks, as flash-linear-attention computes it) would trade that for matmuls.
 #include <algorithm>
@@ -40,7 +40,7 @@ inline float exp_simd(float x) {
 // One head's channels (Dc of them, contiguous in x's rows and in the state's tap rows) of one
 // sequence: the taps transposed (wt[j * C + c]) so every loop runs over d.
 void conv_head(const float* wt, int64_t C, int64_t K, int64_t c0, int64_t Dc, const float* xs,
-               const state_row& s, float* st, float* out, const float* zeros) {
+               const state_row& s, float* st, float* out, const float* zeros, bool silu) {
   // the rows the sequence's window reads, oldest first: K - 1 state rows, then its new inputs
   auto row = [&](int64_t i) -> const float* {
     if (i < K - 1) return s.pos0 > 0 ? st + i * Dc : zeros;
@@ -58,6 +58,7 @@ void conv_head(const float* wt, int64_t C, int64_t K, int64_t c0, int64_t Dc, co
 #pragma omp simd
       for (int64_t d = 0; d < Dc; ++d) o[d] += wj[d] * rj[d];
     }
+    if (!silu) continue;
 #pragma omp simd
     for (int64_t d = 0; d < Dc; ++d) o[d] = o[d] / (1.0f + exp_simd(-o[d]));
   }
@@ -98,7 +99,7 @@ void causal_conv(const op_args& a, const exec_ctx& ctx) {
       const state_row s = state_row_at(table, i / Hc);
       const int64_t h = i % Hc;
       float* st = state + (s.slot * Hc + h) * (K - 1) * Dc; // [K - 1, Dc]
-      conv_head(wtp, C, K, h * Dc, Dc, xs, s, st, out, zp);
+      conv_head(wtp, C, K, h * Dc, Dc, xs, s, st, out, zp, !a.p.conv_plain);
     }
   });
 }

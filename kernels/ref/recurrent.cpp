@@ -36,7 +36,8 @@ void causal_conv(const op_args& a, const exec_ctx&) {
         double acc = 0;
         for (int64_t j = 0; j < K; ++j)
           acc += static_cast<double>(w[c * K + j]) * hist[static_cast<size_t>((t + j) * C + c)];
-        a.dst.as<float>()[(s.begin + t) * C + c] = static_cast<float>(acc / (1.0 + std::exp(-acc)));
+        a.dst.as<float>()[(s.begin + t) * C + c] =
+            static_cast<float>(a.p.conv_plain ? acc : acc / (1.0 + std::exp(-acc)));
       }
     for (int64_t h = 0; h < Hc; ++h)
       for (int64_t j = 0; j < K - 1; ++j)

@@ -452,15 +452,21 @@ void fused_cases(std::vector<op_case>& out_cases) {
 void recurrent_cases(std::vector<op_case>& out_cases) {
   const std::vector<int32_t> table = {0, 5, 0, 2, 5, 3, 7, 0, 8, 1, 12, 3}; // begin count pos0 slot
   const int64_t T = 9, NS = 4;
-  for (auto [Hc, Dc, K] : {std::tuple<int64_t, int64_t, int64_t>{2, 8, 4}, {3, 16, 3}}) {
+  // (plain: no SiLU, LFM2's short convolution, with its taps in bf16 as published)
+  for (auto [Hc, Dc, K, plain] : {std::tuple<int64_t, int64_t, int64_t, bool>{2, 8, 4, false},
+                                  {3, 16, 3, false},
+                                  {4, 16, 3, true}}) {
     op_case c;
-    c.name = fmt::format("causal_conv(T={},Hc={},Dc={},K={})", T, Hc, Dc, K);
+    c.name =
+        fmt::format("causal_conv(T={},Hc={},Dc={},K={}{})", T, Hc, Dc, K, plain ? ",plain" : "");
     gen g(c.name);
     c.kind = op::causal_conv;
-    c.src = {from_floats(dtype::f32, {T, Hc, Dc}, g.normal(T * Hc * Dc)),
-             from_floats(dtype::f32, {Hc * Dc, K}, g.normal(Hc * Dc * K, 0.5f)),
-             from_floats(dtype::f32, {NS, Hc, K - 1, Dc}, g.normal(NS * Hc * (K - 1) * Dc)),
-             from_ints({3, 4}, table)};
+    c.p.conv_plain = plain;
+    c.src = {
+        from_floats(dtype::f32, {T, Hc, Dc}, g.normal(T * Hc * Dc)),
+        from_floats(plain ? dtype::bf16 : dtype::f32, {Hc * Dc, K}, g.normal(Hc * Dc * K, 0.5f)),
+        from_floats(dtype::f32, {NS, Hc, K - 1, Dc}, g.normal(NS * Hc * (K - 1) * Dc)),
+        from_ints({3, 4}, table)};
     c.dst = out(dtype::f32, {T, Hc, Dc});
     c.tol = {1e-10, 1e-5};
     out_cases.push_back(std::move(c));

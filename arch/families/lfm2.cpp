@@ -1,0 +1,154 @@
+// lfm2.cpp (arch/families): Liquid AI's LFM2 (Lfm2ForCausalLM: LFM2-350M / 700M / 1.2B / 2.6B,
+// LFM2.5). A pre-norm decoder whose layers mix tokens either by GQA attention (q / k RMS norms
+// per head, RoPE) or, on the layers `layer_types` names "conv", by a gated short convolution
+// (in_proj gives B, C and x; a depthwise causal convolution of conv_L_cache taps over B * x,
+// without activation; C times its output; out_proj), each followed by a SwiGLU FFN; the final
+// norm is named embedding_norm. The FFN's width is Lfm2MLP's: with block_auto_adjust_ff_dim,
+// 2/3 of intermediate_size (or block_ff_dim), times block_ffn_dim_multiplier and rounded up to
+// block_multiple_of where a multiplier is given. The convolution keeps the last taps - 1 inputs
+// of a sequence as its state (model_config::short_conv; the runtime's recurrent state slots).
+// GGUF: llama.cpp's lfm2 (head_count_kv 0 on the convolution layers; shortconv.* tensors).
+// Tests: tests/exec/forward_test.cpp (SyntheticArch / GgufArch lfm2), pipeline_test.
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+namespace {
+
+// The published config.json's own copies of what transformers reads elsewhere (Lfm2Config
+// ignores them): another value than the one read would be another model
+status check_echoes(hf_cfg& j, const model_config& c) {
+  const std::pair<const char*, int64_t> echoes[] = {
+      {"block_dim", c.C}, {"conv_dim", c.C}, {"conv_dim_out", c.C}, {"num_heads", c.H}};
+  for (auto [key, want] : echoes) {
+    if (!j.present(key)) continue;
+    TROUPE_TRY_ASSIGN(v, j.i(key, want));
+    if (v != want)
+      return j.unsupported(fmt::format("'{}' {} where transformers builds {}", key, v, want));
+  }
+  for (const char* key : {"use_pos_enc", "block_use_swiglu"})
+    if (!j.b(key, true)) return j.unsupported(fmt::format("'{}' false", key));
+  if (j.present("theta")) {
+    TROUPE_TRY_ASSIGN(theta, j.f("theta", c.rope.theta));
+    if (theta != c.rope.theta)
+      return j.unsupported(fmt::format("'theta' {} beside a RoPE base of {}", theta, c.rope.theta));
+  }
+  // initialisation and training switches
+  for (const char* key : {"block_mlp_init_scale", "block_out_init_scale", "block_use_xavier_init",
+                          "conv_use_xavier_init", "block_norm_eps"})
+    j.mark(key);
+  return {};
+}
+
+} // namespace
+
+status read_lfm2_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "norm_eps", 1e-5));
+  // Lfm2Config: block_ff_dim and tie_embedding, where given, stand for intermediate_size and
+  // tie_word_embeddings
+  if (j.present("block_ff_dim")) {
+    TROUPE_TRY_ASSIGN(ff, j.req("block_ff_dim"));
+    c.F = ff;
+  }
+  c.tie_embeddings =
+      j.present("tie_embedding") ? j.b("tie_embedding", true) : j.b("tie_word_embeddings", true);
+  j.mark("tie_word_embeddings");
+  if (j.b("block_auto_adjust_ff_dim", true)) { // Lfm2MLP's width
+    int64_t f = static_cast<int64_t>(2.0 * static_cast<double>(c.F) / 3.0);
+    if (const json& m = j.raw("block_ffn_dim_multiplier"); !m.is_null()) {
+      if (!m.is_number()) return j.bad("'block_ffn_dim_multiplier' must be a number");
+      f = static_cast<int64_t>(m.get<double>() * static_cast<double>(f));
+      TROUPE_TRY_ASSIGN(mult, j.i("block_multiple_of", 256));
+      if (mult <= 0) return j.bad("'block_multiple_of' must be positive");
+      f = mult * ((f + mult - 1) / mult);
+    } else {
+      j.mark("block_multiple_of");
+    }
+    c.F = f;
+  } else {
+    j.mark("block_ffn_dim_multiplier"), j.mark("block_multiple_of");
+  }
+  if (c.F <= 0) return j.bad(fmt::format("an FFN width of {}", c.F));
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 1e6, 1.0));
+  c.qk_norm = qk_norm_kind::head;
+  if (j.b("conv_bias", false)) return j.unsupported("'conv_bias' true");
+  TROUPE_TRY_ASSIGN(taps, j.i("conv_L_cache", 3));
+  if (taps < 2) return j.bad(fmt::format("'conv_L_cache' {} (at least 2 taps)", taps));
+  if (c.C % c.H) return j.bad("'hidden_size' must be a multiple of 'num_attention_heads'");
+  // the convolution's channels in groups as many as the attention heads (TP's unit)
+  c.short_conv = true;
+  c.lin_conv = taps, c.lin_v_heads = c.H, c.lin_v_dim = c.C / c.H;
+  c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
+    j.mark("full_attn_idxs");
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
+      return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
+    for (size_t i = 0; i < lt.size(); ++i) {
+      if (lt[i] == "conv")
+        c.linear_layers[i] = 1;
+      else if (lt[i] != "full_attention")
+        return j.unsupported(fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
+    }
+  } else if (const json& idx = j.raw("full_attn_idxs"); !idx.is_null()) {
+    if (!idx.is_array()) return j.bad("'full_attn_idxs' must list layer indices");
+    c.linear_layers.assign(static_cast<size_t>(c.n_layer), 1);
+    for (const json& x : idx) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= c.n_layer)
+        return j.bad(fmt::format("'full_attn_idxs' names layer {} of {}", x.dump(), c.n_layer));
+      c.linear_layers[static_cast<size_t>(x.get<int64_t>())] = 0;
+    }
+  } // neither: every layer attention (Lfm2Config's default)
+  return check_echoes(j, c);
+}
+
+// llama.cpp's lfm2: head_count_kv 0 marks the convolution layers; q / k as published (NEOX
+// RoPE); the FFN width as the converter computed it
+status read_lfm2_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope.layout = rope_layout::neox;
+  c.qk_norm = qk_norm_kind::head;
+  TROUPE_TRY_ASSIGN(taps, g.req("shortconv.l_cache"));
+  if (taps < 2) return g.unsupported(fmt::format("shortconv.l_cache {}", taps));
+  if (c.H <= 0 || c.C % c.H) return g.unsupported("an embedding not a multiple of the heads");
+  c.short_conv = true;
+  c.lin_conv = taps, c.lin_v_heads = c.H, c.lin_v_dim = c.C / c.H;
+  c.linear_layers = g.no_kv;
+  c.linear_layers.resize(static_cast<size_t>(c.n_layer), 0);
+  g.key("vocab_size"); // the token table's rows
+  return {};
+}
+
+status build_lfm2(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n;
+  if (m.format == "hf") {
+    n = hf_llama_layout(false, false, false);
+    const std::string p = "model.layers.{}.";
+    n.attn_norm = p + "operator_norm.weight";
+    n.ffn_norm = p + "ffn_norm.weight";
+    n.wo = p + "self_attn.out_proj.weight";
+    n.q_norm = p + "self_attn.q_layernorm.weight";
+    n.k_norm = p + "self_attn.k_layernorm.weight";
+    n.w_gate = p + "feed_forward.w1.weight";
+    n.w_up = p + "feed_forward.w3.weight";
+    n.w_down = p + "feed_forward.w2.weight";
+    n.lin_bcx = p + "conv.in_proj.weight";
+    n.lin_conv = p + "conv.conv.weight";
+    n.lin_out = p + "conv.out_proj.weight";
+    n.out_norm = "model.embedding_norm.weight";
+  } else {
+    n = gguf_layout(m);
+    n.lin_bcx = "blk.{}.shortconv.in_proj.weight";
+    n.lin_conv = "blk.{}.shortconv.conv.weight";
+    n.lin_out = "blk.{}.shortconv.out_proj.weight";
+    // the converter's name for embedding_norm, which comes last (no norm after the embedding)
+    n.out_norm = "token_embd_norm.weight";
+    n.embd_norm.clear(), n.embd_norm_b.clear();
+  }
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
