@@ -284,7 +284,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "gguf:exaone4", "gguf:glm4", "gguf:ernie4_5", "gguf:apertus",
                           "gguf:smollm3_nope4", "gguf:cohere2_swa4", "gguf:glm4_moe", "gguf:llama4",
                           "gguf:llama4_vl", "gguf:qwen2_5_vl", "gguf:minimax_m2", "gguf:olmoe",
-                          "gguf:ernie4_5_moe", "gguf:dots1", "gguf:granitemoe"),
+                          "gguf:ernie4_5_moe", "gguf:dots1", "gguf:granitemoe", "gguf:lfm2"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +

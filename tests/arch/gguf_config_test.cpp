@@ -203,3 +203,31 @@ TEST(GgufConfig, LongRopeFactorsAndLlama3FrequencyTable) {
   EXPECT_DOUBLE_EQ(llama->rope.short_factor[0], 1.0);
   EXPECT_NEAR(llama->rope.short_factor[7], 8.0, 1e-6);
 }
+
+// attention.head_count_kv per layer (LFM2's converter writes 0 for its convolution layers):
+// lfm2 takes the zeros as its convolution layers; a family that builds attention on every
+// layer refuses a 0, naming the key and the layer; counts that differ by layer refuse too.
+TEST(GgufConfig, KvHeadsPerLayer) {
+  auto lfm2 = load(rewritten("lfm2", [](gguf_writer&) {}));
+  ASSERT_TRUE(lfm2) << lfm2.error().to_string();
+  EXPECT_EQ(lfm2->Hkv, 2);
+  EXPECT_TRUE(lfm2->short_conv);
+  EXPECT_EQ(lfm2->linear_layers, (std::vector<uint8_t>{1, 0, 1}));
+  auto all = load(rewritten("lfm2", [](gguf_writer& w) {
+    w.set_i32s("lfm2.attention.head_count_kv", {2, 2, 2});
+  }));
+  ASSERT_TRUE(all) << all.error().to_string();
+  EXPECT_EQ(all->linear_layers, (std::vector<uint8_t>{0, 0, 0}));
+  auto llama = load(rewritten("llama3", [](gguf_writer& w) {
+    w.set_i32s("llama.attention.head_count_kv", {0, 2});
+  }));
+  ASSERT_FALSE(llama);
+  EXPECT_NE(llama.error().message.find("head_count_kv is 0 on layer 0"), std::string::npos)
+      << llama.error().message;
+  auto differ = load(rewritten("lfm2", [](gguf_writer& w) {
+    w.set_i32s("lfm2.attention.head_count_kv", {0, 2, 4});
+  }));
+  ASSERT_FALSE(differ);
+  EXPECT_NE(differ.error().message.find("head_count_kv 2 and 4"), std::string::npos)
+      << differ.error().message;
+}

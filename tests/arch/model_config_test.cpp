@@ -323,3 +323,51 @@ TEST(ModelConfig, RopeNestedByLayerTypeIsOneRopeOrRefused) {
   s["no_rope_layers"] = {1, 2};
   EXPECT_FALSE(parse(s));
 }
+
+// LFM2: Lfm2MLP's FFN width from intermediate_size (or block_ff_dim), the layers layer_types or
+// full_attn_idxs make convolutions, and the published config's echoes of what transformers
+// reads elsewhere (block_dim, conv_dim, num_heads ...), which refuse where they disagree.
+TEST(ModelConfig, Lfm2WidthsLayersAndEchoes) {
+  json j = base("Lfm2ForCausalLM");
+  j["intermediate_size"] = 200;
+  j["block_ffn_dim_multiplier"] = 1.3;
+  j["block_multiple_of"] = 32;
+  j["layer_types"] = {"conv", "full_attention", "conv", "conv"};
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->F, 192); // int(2 * 200 / 3) = 133, int(1.3 * 133) = 172, up to 32
+  EXPECT_EQ(c->linear_layers, (std::vector<uint8_t>{1, 0, 1, 1}));
+  EXPECT_TRUE(c->short_conv);
+  EXPECT_EQ(c->lin_conv, 3);
+  EXPECT_TRUE(c->tie_embeddings);
+  j["block_ff_dim"] = 300;                 // stands for intermediate_size, as Lfm2Config reads it
+  j["block_ffn_dim_multiplier"] = nullptr; // no multiplier: no rounding either
+  ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+  EXPECT_EQ(c->F, 200);
+  j["block_auto_adjust_ff_dim"] = false;
+  ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+  EXPECT_EQ(c->F, 300);
+  j.erase("layer_types");
+  j["full_attn_idxs"] = {1, 3};
+  ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+  EXPECT_EQ(c->linear_layers, (std::vector<uint8_t>{1, 0, 1, 0}));
+  j["tie_embedding"] = false;
+  ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+  EXPECT_FALSE(c->tie_embeddings);
+  for (auto [key, value] : {std::pair<const char*, json>{"conv_bias", true},
+                            {"block_dim", 128},
+                            {"conv_dim", 32},
+                            {"num_heads", 8},
+                            {"use_pos_enc", false},
+                            {"block_use_swiglu", false},
+                            {"theta", 5.0}}) {
+    json k = j;
+    k[key] = value;
+    auto r = parse(k);
+    ASSERT_FALSE(r) << key;
+    EXPECT_EQ(r.error().code, errc::unsupported) << r.error().to_string();
+    EXPECT_NE(r.error().message.find(key), std::string::npos) << r.error().to_string();
+  }
+  j["block_dim"] = 64, j["num_heads"] = 4, j["theta"] = 1e6; // as read (1e6: the default base)
+  ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+}
