@@ -277,19 +277,26 @@ int fuse(graph& g, const fuse_options& o) {
     const auto& c = consumers[static_cast<size_t>(v)];
     return c.empty() ? -1 : static_cast<int64_t>(*std::min_element(c.begin(), c.end()));
   };
-  // q, k and v matmuls of one input -> matmul_qkv (at q's place: its inputs are all there)
+  // q, k and v matmuls of one input -> matmul_qkv (at q's place: its inputs are all there);
+  // likewise a short convolution's B, C and x (three row ranges of one in_proj, LFM2)
   if (o.qkv)
     for (size_t k = 0; k < g.nodes.size(); ++k) {
       node& q = g.nodes[k];
       auto plain = [&](const node& m) {
         return is_op(m, op::matmul) && (m.in.size() < 3 || m.in[2] == none) && !g[m.out[0]].output;
       };
-      if (gone[k] || !plain(q) || g[q.in[1]].along != axis::heads) continue;
+      if (gone[k] || !plain(q)) continue;
+      const value& w0 = g[q.in[1]];
+      const bool conv = w0.along == axis::lin_v_heads; // then of one tensor, as B, C, x are
+      if (w0.along != axis::heads && !conv) continue;
+      auto partner = [&](const value& w) {
+        return conv ? w.along == axis::lin_v_heads && w.w.name == w0.w.name
+                    : w.along == axis::kv_heads;
+      };
       int64_t kk = -1, kv = -1;
       for (size_t j = k + 1; j < g.nodes.size() && (kk < 0 || kv < 0); ++j) {
         const node& m = g.nodes[j];
-        if (gone[j] || !plain(m) || m.in[0] != q.in[0] || g[m.in[1]].along != axis::kv_heads)
-          continue;
+        if (gone[j] || !plain(m) || m.in[0] != q.in[0] || !partner(g[m.in[1]])) continue;
         (kk < 0 ? kk : kv) = static_cast<int64_t>(j);
       }
       if (kk < 0 || kv < 0) continue;
@@ -302,7 +309,8 @@ int fuse(graph& g, const fuse_options& o) {
       f.op = op::matmul_qkv;
       f.in = {q.in[0], q.in[1], mk.in[1], mv.in[1]};
       f.out = {q.out[0], mk.out[0], mv.out[0]};
-      f.note = "fused matmul(q) + matmul(k) + matmul(v)";
+      f.note = conv ? "fused the three matmuls of one in_proj (B, C, x)"
+                    : "fused matmul(q) + matmul(k) + matmul(v)";
       if (!ok(f)) continue;
       q = f;
       gone[static_cast<size_t>(kk)] = gone[static_cast<size_t>(kv)] = 1;

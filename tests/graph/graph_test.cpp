@@ -25,12 +25,15 @@ struct fixture_graph {
   graph::graph g;
 };
 
-fixture_graph llama3() {
-  auto m = open_model(test::fixture_path("models/llama3"));
+fixture_graph family(const std::string& name) {
+  auto m = open_model(test::fixture_path("models/" + name));
   EXPECT_TRUE(m) << (m ? "" : m.error().to_string());
   auto g = arch::build_graph(**m);
   EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
   return {*m, std::move(*g)};
+}
+fixture_graph llama3() {
+  return family("llama3");
 }
 
 int count(const graph::graph& g, op o) {
@@ -152,6 +155,28 @@ TEST(GraphPasses, FusesWhereTheBackendHasTheKernel) {
   graph::graph plain = g;
   EXPECT_EQ(fuse(plain, none_on), 0);
   EXPECT_EQ(plain.nodes.size(), g.nodes.size());
+}
+
+// LFM2's short convolutions take B, C and x from one in_proj: its three matmuls become one
+// matmul_qkv as an attention's q, k and v do. Qwen3.5's DeltaNet projections (q, k, v of one
+// tensor but cut along other axes, then z, a, b) stay as they are.
+TEST(GraphPasses, MergesTheMatmulsOfOneInputProjection) {
+  auto [m, g] = family("lfm2"); // conv, attention, conv
+  ASSERT_TRUE(infer_shapes(g));
+  graph::graph fused = g;
+  fuse(fused, fuse_options{});
+  ASSERT_TRUE(infer_shapes(fused));
+  ASSERT_TRUE(fused.validate());
+  EXPECT_EQ(count(fused, op::matmul_qkv), 3);
+  for (const node& n : fused.nodes)
+    if (n.kind == node_kind::op && n.op == op::matmul_qkv && n.layer != 1)
+      for (size_t i = 1; i < 4; ++i)
+        EXPECT_EQ(fused[n.in[i]].w.name,
+                  fmt::format("model.layers.{}.conv.in_proj.weight", n.layer));
+  auto [mq, q] = family("qwen3_5"); // linear, attention, linear
+  ASSERT_TRUE(infer_shapes(q));
+  fuse(q, fuse_options{});
+  EXPECT_EQ(count(q, op::matmul_qkv), 1);
 }
 
 TEST(GraphPasses, DoesNotFuseAValueAnotherNodeReads) {
