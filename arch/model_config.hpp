@@ -122,7 +122,9 @@ struct model_config {
   // DeepSeek-V3 routing: sigmoid scores, a correction bias for the choice, group-limited top-k
   bool router_sigmoid = false, router_bias = false;
   int64_t n_group = 0, topk_group = 0;
-  bool group_max = false; // groups scored by their best expert (DeepSeek-V2), else best two
+  bool group_max = false;    // groups scored by their best expert (DeepSeek-V2), else best two
+  double router_eps = 1e-20; // added to the chosen scores' sum when they are renormalised (the
+                             // sigmoid routers'; LFM2-MoE's 1e-6)
   // GPT-OSS: biases on the router's logits and on every expert's gate, up and down products;
   // the clamped SwiGLU (swiglu_limit > 0: g = min(gate, limit), u = clamp(up, +-limit),
   // (u + 1) g sigmoid(swiglu_alpha g)); a learned sink logit per head in every attention

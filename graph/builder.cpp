@@ -194,6 +194,7 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
     p.scale = s.scale;
     p.router_sigmoid = s.sigmoid;
     p.router_norm = s.norm_topk;
+    p.router_eps = s.router_eps;
     p.n_group = static_cast<int>(s.n_group);
     p.topk_group = static_cast<int>(s.topk_group);
     p.group_max = s.group_max;

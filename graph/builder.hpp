@@ -39,12 +39,13 @@ struct attention_spec {
 
 /// How a mixture-of-experts block routes.
 struct moe_spec {
-  int64_t experts = 0, used = 0;            // E, and k chosen per token
-  bool norm_topk = false;                   // the chosen weights renormalised to sum to 1
-  float scale = 1;                          // the chosen weights times this (routed_scaling_factor)
-  bool sigmoid = false;                     // sigmoid scores (DeepSeek-V3), else softmax
-  int64_t n_group = 0, topk_group = 0;      // group-limited choice (0: off)
-  bool group_max = false;                   // a group scores its best expert (DeepSeek-V2)
+  int64_t experts = 0, used = 0;       // E, and k chosen per token
+  bool norm_topk = false;              // the chosen weights renormalised to sum to 1
+  float scale = 1;                     // the chosen weights times this (routed_scaling_factor)
+  bool sigmoid = false;                // sigmoid scores (DeepSeek-V3), else softmax
+  int64_t n_group = 0, topk_group = 0; // group-limited choice (0: off)
+  bool group_max = false;              // a group scores its best expert (DeepSeek-V2)
+  float router_eps = 1e-20f; // the sigmoid router's renormalisation: sum + eps (LFM2-MoE 1e-6)
   float swiglu_alpha = 0, swiglu_limit = 0; // GPT-OSS's clamped SwiGLU when limit > 0
   bool scale_input = false; // the weight scales the chosen expert's input (Llama 4; used = 1)
 };

@@ -92,7 +92,8 @@
 //                    the best sum of their two best choice scores, or (p.group_max) their best
 //                    (DeepSeek-V2), all when n_group <= 1;
 //                    weights = the chosen scores (without bias), renormalised when
-//                    p.router_norm, times p.scale (DeepSeek-V3's group-limited routing)
+//                    p.router_norm (divided by their sum + p.router_eps), times p.scale
+//                    (DeepSeek-V3's group-limited routing)
 // Linear attention with a recurrent state per sequence (gated DeltaNet: Qwen3.5, Qwen3-Next).
 // A state table i32 [S, 4] lists each sequence of the step: token begin, token count, the
 // position of its first token, its state slot (a row of the state tensors); a sequence at
@@ -216,6 +217,7 @@ struct op_params {
   bool router_norm = false;        // moe_router: chosen weights renormalised
   int n_group = 0, topk_group = 0; // moe_router: group-limited choice (0: off)
   bool group_max = false;          // moe_router: a group scores its best (else its two best)
+  float router_eps = 1e-20f;       // moe_router: renormalised by the chosen scores' sum + eps
   float swiglu_alpha = 0, swiglu_limit = 0; // moe: GPT-OSS's clamped SwiGLU when limit > 0
   // gated_delta: value head h reads key head (head0 + h) % Hk (GGUF's tiled head order), else
   // h / (Hv / Hk); src5 holds -exp(A_log) (GGUF's ssm_a), else A_log

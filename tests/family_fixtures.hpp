@@ -87,6 +87,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "hunyuan_dense",
                                                             "hunyuan_moe",
                                                             "exaone_moe",
-                                                            "lfm2"};
+                                                            "lfm2",
+                                                            "lfm2_moe"};
 
 } // namespace troupe::test

@@ -560,6 +560,7 @@ class decoder {
     s.n_group = c_.n_group;
     s.topk_group = c_.topk_group;
     s.group_max = c_.group_max;
+    s.router_eps = static_cast<float>(c_.router_eps);
     s.swiglu_alpha = static_cast<float>(c_.swiglu_alpha);
     s.swiglu_limit = static_cast<float>(c_.swiglu_limit);
     s.scale_input = c_.expert_input_scaled;

@@ -7,8 +7,12 @@
 // 2/3 of intermediate_size (or block_ff_dim), times block_ffn_dim_multiplier and rounded up to
 // block_multiple_of where a multiplier is given. The convolution keeps the last taps - 1 inputs
 // of a sequence as its state (model_config::short_conv; the runtime's recurrent state slots).
-// GGUF: llama.cpp's lfm2 (head_count_kv 0 on the convolution layers; shortconv.* tensors).
-// Tests: tests/exec/forward_test.cpp (SyntheticArch / GgufArch lfm2), pipeline_test.
+// LFM2-MoE (Lfm2MoeForCausalLM: LFM2-8B-A1B, LFM2-24B-A2B): the same layers, the first
+// num_dense_layers with a SwiGLU of intermediate_size, the others a mixture of experts routed as
+// DeepSeek-V3 routes (sigmoid scores, expert_bias for the choice only; renormalised, times
+// routed_scaling_factor), without a shared expert.
+// GGUF: llama.cpp's lfm2 / lfm2moe (head_count_kv 0 on the convolution layers; shortconv.*).
+// Tests: tests/exec/forward_test.cpp (SyntheticArch / GgufArch lfm2, lfm2_moe), pipeline_test.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -40,6 +44,28 @@ status check_echoes(hf_cfg& j, const model_config& c) {
   return {};
 }
 
+// Lfm2MoeSparseMoeBlock on the layers from num_dense_layers on: sigmoid scores, the choice by
+// scores + expert_bias (use_expert_bias), the chosen scores renormalised (norm_topk_prob: their
+// sum + 1e-6) and times routed_scaling_factor; no shared expert
+status read_lfm2_experts(hf_cfg& j, model_config& c) {
+  TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
+  if (c.n_expert < 2 || c.n_expert_used <= 0 || c.n_expert_used > c.n_expert)
+    return j.bad(fmt::format("{} of {} experts per token", c.n_expert_used, c.n_expert));
+  TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
+  c.F_expert = fe;
+  c.router_sigmoid = true;
+  c.router_bias = j.b("use_expert_bias", true);
+  c.norm_topk = j.b("norm_topk_prob", true);
+  c.router_eps = 1e-6;
+  TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", 1.0));
+  c.expert_scale = scale;
+  TROUPE_TRY_ASSIGN(dense, j.i("num_dense_layers", 2));
+  if (dense < 0) return j.bad("'num_dense_layers' must not be negative");
+  c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
+  return {};
+}
+
 } // namespace
 
 status read_lfm2_hf(hf_cfg& j, model_config& c) {
@@ -54,7 +80,10 @@ status read_lfm2_hf(hf_cfg& j, model_config& c) {
   c.tie_embeddings =
       j.present("tie_embedding") ? j.b("tie_embedding", true) : j.b("tie_word_embeddings", true);
   j.mark("tie_word_embeddings");
-  if (j.b("block_auto_adjust_ff_dim", true)) { // Lfm2MLP's width
+  const bool moe = c.family == "lfm2_moe";
+  if (moe) { // Lfm2MoeMLP: intermediate_size as it is, on the num_dense_layers first layers
+    TROUPE_TRY(read_lfm2_experts(j, c));
+  } else if (j.b("block_auto_adjust_ff_dim", true)) { // Lfm2MLP's width
     int64_t f = static_cast<int64_t>(2.0 * static_cast<double>(c.F) / 3.0);
     if (const json& m = j.raw("block_ffn_dim_multiplier"); !m.is_null()) {
       if (!m.is_number()) return j.bad("'block_ffn_dim_multiplier' must be a number");
@@ -117,6 +146,14 @@ status read_lfm2_gguf(const gguf_cfg& g, model_config& c) {
   c.linear_layers = g.no_kv;
   c.linear_layers.resize(static_cast<size_t>(c.n_layer), 0);
   g.key("vocab_size"); // the token table's rows
+  if (c.family != "lfm2_moe") return {};
+  // lfm2moe: DeepSeek's keys (sigmoid gating, exp_probs_b, leading dense blocks); llama.cpp
+  // renormalises the chosen weights whatever the file says (the converter writes no key)
+  const bool norm_key = g.has("expert_weights_norm");
+  TROUPE_TRY(read_routed_experts_gguf(g, c));
+  if (!norm_key) c.norm_topk = true;
+  c.router_eps = 1e-6;
+  if (c.F_shared > 0) return g.unsupported("expert_shared_count (LFM2-MoE has no shared expert)");
   return {};
 }
 
@@ -146,6 +183,20 @@ status build_lfm2(const model_source& m, graph::graph& g) {
     // the converter's name for embedding_norm, which comes last (no norm after the embedding)
     n.out_norm = "token_embd_norm.weight";
     n.embd_norm.clear(), n.embd_norm_b.clear();
+  }
+  if (c.n_expert > 0) {
+    if (m.format == "hf") {
+      const std::string p = "model.layers.{}.feed_forward.";
+      n.moe_router = p + "gate.weight";
+      n.moe_router_bias = p + "expert_bias";
+      n.moe_gate = p + "experts.{e}.w1.weight";
+      n.moe_up = p + "experts.{e}.w3.weight";
+      n.moe_down = p + "experts.{e}.w2.weight";
+    } else {
+      expert_names(m, n);
+      n.moe_router_bias = "blk.{}.exp_probs_b.bias";
+    }
+    n.shexp_gate.clear(), n.shexp_up.clear(), n.shexp_down.clear(), n.shexp_gate_inp.clear();
   }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);

@@ -54,7 +54,7 @@ struct router_args {
   long long T, E;
   int k, n_group, topk_group;
   bool sigmoid, norm, group_max;
-  float scale;
+  float scale, eps;
 };
 
 // Shared memory: score [E], choice [E], group score [G], group allowed [G] (as floats).
@@ -110,7 +110,7 @@ __global__ void router_kernel(router_args a) {
   }
   for (int j = 0; j < a.k; ++j) {
     float w = score[a.ids[t * a.k + j]];
-    if (a.norm) w /= sum + 1e-20f;
+    if (a.norm) w /= sum + a.eps;
     a.weights[t * a.k + j] = w * a.scale;
   }
 }
@@ -162,6 +162,7 @@ status launch_moe_router(const op_args& a, const exec_ctx& c) {
   r.norm = a.p.router_norm;
   r.group_max = a.p.group_max;
   r.scale = a.p.scale;
+  r.eps = a.p.router_eps;
   if (r.T == 0) return {};
   const long long G = r.n_group > 1 ? r.n_group : 1;
   const size_t shared = static_cast<size_t>(2 * r.E + 2 * G) * sizeof(float);

@@ -104,7 +104,7 @@ void moe_router(const op_args& a, const exec_ctx&) {
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = order[static_cast<size_t>(j)];
       double w = score[static_cast<size_t>(e)];
-      if (a.p.router_norm) w /= sum + 1e-20;
+      if (a.p.router_norm) w /= sum + static_cast<double>(a.p.router_eps);
       a.dst.row<int32_t>(t)[j] = static_cast<int32_t>(e);
       a.dst2.row<float>(t)[j] = static_cast<float>(w * a.p.scale);
     }
