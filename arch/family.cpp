@@ -99,6 +99,7 @@ const std::vector<family_entry>& families() {
        build_hunyuan},
       {"lfm2", {"Lfm2ForCausalLM"}, {"lfm2"}, read_lfm2_hf, read_lfm2_gguf, build_lfm2},
       {"lfm2_moe", {"Lfm2MoeForCausalLM"}, {"lfm2moe"}, read_lfm2_hf, read_lfm2_gguf, build_lfm2},
+      {"lfm3", {"Lfm3ForCausalLM"}, {}, read_lfm3_hf, nullptr, build_lfm2},
       // Arcee AFM: Llama with an ungated MLP, down(relu2(up(x)))
       {"arcee", {"ArceeForCausalLM"}, {"arcee"}, read_llama_hf, read_llama_gguf, build_llama},
       {"seed_oss",

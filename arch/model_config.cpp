@@ -157,6 +157,9 @@ status model_config::validate() const {
   if (rope_enabled && (rope.rot_dim <= 0 || rope.rot_dim > D || rope.rot_dim % 2))
     return bad(fmt::format("rotary dimension {} must be even and at most the head dim {}",
                            rope.rot_dim, D));
+  for (const rope_spec* r : {&rope, &rope_local})
+    if (r->turning < 0 || r->turning > r->rot_dim / 2)
+      return bad(fmt::format("{} of {} rotary pairs turning", r->turning, r->rot_dim / 2));
   if (!(norm_eps > 0) || norm_eps > 1)
     return bad(fmt::format("norm epsilon {} out of range", norm_eps));
   if (rope_enabled && !(rope.theta > 0)) return bad("rope theta must be positive");

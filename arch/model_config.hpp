@@ -156,6 +156,7 @@ struct model_config {
   // as lin_v_heads groups of lin_v_dim (the unit TP cuts), and it keeps the last lin_conv - 1
   // inputs of a sequence as its state
   bool short_conv = false;
+  bool attn_head_gate = false; // a sigmoid gate per head on the attention's output (LFM3's g_proj)
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;

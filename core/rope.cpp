@@ -46,7 +46,7 @@ bool rope_spec::operator==(const rope_spec& o) const {
          beta_fast == o.beta_fast && beta_slow == o.beta_slow && attn_factor == o.attn_factor &&
          mscale == o.mscale && mscale_all_dim == o.mscale_all_dim &&
          yarn_truncate == o.yarn_truncate && short_factor == o.short_factor &&
-         long_factor == o.long_factor && use_long == o.use_long;
+         long_factor == o.long_factor && use_long == o.use_long && turning == o.turning;
 }
 
 rope_table rope_inv_freq(const rope_spec& spec) {
@@ -113,6 +113,8 @@ rope_table rope_inv_freq(const rope_spec& spec) {
       out.inv_freq[i] /= spec.short_factor[i];
     break;
   }
+  if (spec.turning > 0) // proportional: the pairs past `turning` stand still
+    for (int i = spec.turning; i < half; ++i) out.inv_freq[i] = 0.0;
   return out;
 }
 

@@ -41,6 +41,10 @@ struct rope_spec {
   bool use_long = false;
   // factors (GGUF rope_freqs.weight, Llama 3's scaling as the converter tabulates it): each
   // inverse frequency divided by short_factor[i]
+  // proportional RoPE (transformers' "proportional": LFM3's, Gemma 4's): the pairs of the whole
+  // head (rot_dim = head dim) at theta^(-2i / rot_dim), of which only the first `turning` turn
+  // (the others' frequencies are 0); 0: every pair turns
+  int turning = 0;
 
   // every field (not defaulted: .cu files include this as C++17); a field added above joins
   // it in rope.cpp

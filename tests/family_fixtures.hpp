@@ -88,6 +88,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "hunyuan_moe",
                                                             "exaone_moe",
                                                             "lfm2",
-                                                            "lfm2_moe"};
+                                                            "lfm2_moe",
+                                                            "lfm3"};
 
 } // namespace troupe::test

@@ -252,6 +252,11 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
   };
   TROUPE_TRY_ASSIGN(factor, num("factor", 1.0));
   c.rope.factor = factor;
+  if (type == "proportional") { // the caller sets the pairs that turn (rope_pairs)
+    c.rope.scaling = factor != 1.0 ? rope_scaling::linear : rope_scaling::none;
+    c.rope.turning = -1;
+    return {};
+  }
   if (type == "linear") {
     c.rope.scaling = rope_scaling::linear;
   } else if (type == "llama3") {
@@ -338,6 +343,40 @@ void finish_longrope(rope_spec& r, int64_t ctx) {
 
 } // namespace
 
+status rope_pairs(rope_spec& spec, int64_t D, double partial, const std::string& where) {
+  if (spec.turning >= 0) {
+    spec.rot_dim = static_cast<int>(static_cast<double>(D) * partial);
+    return {};
+  }
+  // proportional (transformers' int(partial * head_dim // 2) pairs turn, of the whole head's)
+  spec.rot_dim = static_cast<int>(D);
+  spec.turning = static_cast<int>(std::floor(partial * static_cast<double>(D) / 2.0));
+  if (spec.turning <= 0 || spec.turning > D / 2)
+    return make_error(errc::unsupported,
+                      "{}: proportional RoPE with partial_rotary_factor {} turns {} of {} pairs",
+                      where, partial, spec.turning, D / 2);
+  return {};
+}
+
+status read_rope_dict(const json& rp, const model_config& c, rope_spec& spec, double theta,
+                      const std::string& where) {
+  model_config t;
+  t.ctx = c.ctx;
+  t.family = c.family;
+  t.rope.theta = theta;
+  double partial = 1.0;
+  if (rp.is_object()) {
+    if (rp.contains("rope_theta") && rp["rope_theta"].is_number())
+      t.rope.theta = rp["rope_theta"].get<double>();
+    if (rp.contains("partial_rotary_factor") && rp["partial_rotary_factor"].is_number())
+      partial = rp["partial_rotary_factor"].get<double>();
+    TROUPE_TRY(read_rope_scaling(rp, t, where));
+  }
+  spec = t.rope;
+  spec.layout = rope_layout::neox;
+  return rope_pairs(spec, c.D, partial, where);
+}
+
 status read_rope(hf_cfg& j, model_config& c, double theta_default, double partial_default) {
   c.rope.layout = rope_layout::neox; // HF checkpoints store q/k for rotate_half
   TROUPE_TRY_ASSIGN(theta, j.f("rope_theta", theta_default));
@@ -369,7 +408,7 @@ status read_rope(hf_cfg& j, model_config& c, double theta_default, double partia
   }
   if (const json& rs = j.raw("rope_scaling"); rs.is_object())
     TROUPE_TRY(read_rope_scaling(rs, c, j.where()));
-  c.rope.rot_dim = static_cast<int>(static_cast<double>(c.D) * partial);
+  TROUPE_TRY(rope_pairs(c.rope, c.D, partial, j.where()));
   // transformers: a top-level original_max_position_embeddings overrides the rope dict's
   if (c.rope.scaling == rope_scaling::llama3 || c.rope.scaling == rope_scaling::yarn ||
       c.rope.scaling == rope_scaling::longrope) {

@@ -59,6 +59,14 @@ status read_common(hf_cfg& j, model_config& c);
 /// rope_theta / rope_scaling (legacy) or rope_parameters (transformers 5), and
 /// partial_rotary_factor; `theta` and `partial` are the family's defaults.
 status read_rope(hf_cfg& j, model_config& c, double theta, double partial);
+/// One rope dict ({"rope_type", "rope_theta", "partial_rotary_factor", "factor" ...}: one layer
+/// type's, as transformers 5 nests them) into `spec`, in rotate_half layout; `theta` where the
+/// dict gives none.
+status read_rope_dict(const json& rp, const model_config& c, rope_spec& spec, double theta,
+                      const std::string& where);
+/// The rotated dimensions from partial_rotary_factor: D * partial, or for proportional RoPE
+/// (read_rope_scaling marks it turning -1) the whole head with floor(partial D / 2) pairs turning.
+status rope_pairs(rope_spec& spec, int64_t D, double partial, const std::string& where);
 /// The scaling part of a rope dict (linear, llama3, yarn, dynamic, longrope).
 status read_rope_scaling(const json& rs, model_config& c, const std::string& where);
 /// bos / eos ids from config.json and generation_config.json text (may be empty).

@@ -42,6 +42,8 @@ struct decoder_names {
   // GPT-OSS: the router's bias [E], the experts' biases as merged [E, F] / [E, C] tensors
   std::string moe_router_b, moe_gate_b, moe_up_b, moe_down_b;
   std::string attn_sinks; // a sink logit per head [H]
+  // a gate per head [H, C]: each head's output times sigmoid(x g_h) (LFM3's g_proj)
+  std::string attn_head_gate;
   // latent attention: q_proj or q_a (+ its norm) and q_b; kv_a_proj_with_mqa, its norm, kv_b
   std::string mla_q, mla_q_a, mla_q_a_norm, mla_q_b, mla_kv_a, mla_kv_a_norm, mla_kv_b;
   std::string mla_k_b, mla_v_b; // or kv_b already split (GGUF): k_b [H, kv_lora, nope], v_b

@@ -59,6 +59,7 @@ status build_hunyuan(const model_source& m, graph::graph& g);
 status read_lfm2_hf(hf_cfg& j, model_config& c);
 status read_lfm2_gguf(const gguf_cfg& g, model_config& c);
 status build_lfm2(const model_source& m, graph::graph& g);
+status read_lfm3_hf(hf_cfg& j, model_config& c);
 status read_llama4_hf(hf_cfg& j, model_config& c);
 status read_llama4_gguf(const gguf_cfg& g, model_config& c);
 status build_llama4(const model_source& m, graph::graph& g);

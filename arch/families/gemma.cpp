@@ -13,23 +13,6 @@ namespace troupe::arch {
 
 namespace {
 
-// A rope dict ({"rope_type", "rope_theta", "factor" ...}) into `spec`.
-status read_rope_dict(const json& rp, const model_config& c, rope_spec& spec, double theta,
-                      const std::string& where) {
-  model_config t;
-  t.ctx = c.ctx;
-  t.rope.theta = theta;
-  if (rp.is_object()) {
-    if (rp.contains("rope_theta") && rp["rope_theta"].is_number())
-      t.rope.theta = rp["rope_theta"].get<double>();
-    TROUPE_TRY(read_rope_scaling(rp, t, where));
-  }
-  spec = t.rope;
-  spec.layout = rope_layout::neox;
-  spec.rot_dim = static_cast<int>(c.D);
-  return {};
-}
-
 // Gemma 3: one rope for full layers, one for sliding layers; transformers 5 nests them by
 // layer type, older configs give rope_theta, rope_local_base_freq and rope_scaling (which
 // applies to the full layers only).

@@ -11,6 +11,7 @@
 // num_dense_layers with a SwiGLU of intermediate_size, the others a mixture of experts routed as
 // DeepSeek-V3 routes (sigmoid scores, expert_bias for the choice only; renormalised, times
 // routed_scaling_factor), without a shared expert.
+// LFM3 (Lfm3ForCausalLM): see read_lfm3_hf. No GGUF yet (llama.cpp has no lfm3).
 // GGUF: llama.cpp's lfm2 / lfm2moe (head_count_kv 0 on the convolution layers; shortconv.*).
 // Tests: tests/exec/forward_test.cpp (SyntheticArch / GgufArch lfm2, lfm2_moe), pipeline_test.
 #include "arch/families/decoder.hpp"
@@ -64,6 +65,12 @@ status read_lfm2_experts(hf_cfg& j, model_config& c) {
   c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
   for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
   return {};
+}
+
+int64_t first_attention(const model_config& c) {
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    if (!c.layer_linear(l)) return l;
+  return 0;
 }
 
 } // namespace
@@ -132,6 +139,77 @@ status read_lfm2_hf(hf_cfg& j, model_config& c) {
   return check_echoes(j, c);
 }
 
+// LFM3: LFM2's convolutions (7 taps by default) around two kinds of attention layer, full and
+// sliding, each with its RoPE (transformers 5 nests them by layer type: by default the sliding
+// layers' plain at 10^4, the full layers' proportional at 10^6 turning half of each head's
+// pairs); Qwen3's attention (q / k norms, o_proj) with a sigmoid gate per head (g_proj,
+// use_attention_gate); sandwich norms on both sublayers (use_sandwich_norm); SwiGLU FFNs of
+// intermediate_size.
+status read_lfm3_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "norm_eps", 1e-5));
+  if (!j.present("head_dim")) c.D = 128; // Lfm3Config's default, not hidden / heads
+  c.tie_embeddings =
+      j.present("tie_embedding") ? j.b("tie_embedding", true) : j.b("tie_word_embeddings", true);
+  j.mark("tie_word_embeddings");
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  j.mark("attention_dropout");
+  c.qk_norm = qk_norm_kind::head;
+  c.norms = j.b("use_sandwich_norm", true) ? norm_place::sandwich : norm_place::pre;
+  c.attn_head_gate = j.b("use_attention_gate", true);
+  if (j.b("conv_bias", false)) return j.unsupported("'conv_bias' true");
+  TROUPE_TRY_ASSIGN(taps, j.i("conv_L_cache", 7));
+  if (taps < 2) return j.bad(fmt::format("'conv_L_cache' {} (at least 2 taps)", taps));
+  if (c.C % c.H) return j.bad("'hidden_size' must be a multiple of 'num_attention_heads'");
+  c.short_conv = true;
+  c.lin_conv = taps, c.lin_v_heads = c.H, c.lin_v_dim = c.C / c.H;
+  // layer types (Lfm3Config's default: full every fourth from 2, sliding every fourth from 4)
+  const size_t L = static_cast<size_t>(c.n_layer);
+  c.linear_layers.assign(L, 0);
+  c.windowed.assign(L, 0);
+  if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
+    if (!lt.is_array() || lt.size() != L)
+      return j.bad(fmt::format("'layer_types' must list {} layer types", L));
+    for (size_t i = 0; i < L; ++i) {
+      if (lt[i] == "conv")
+        c.linear_layers[i] = 1;
+      else if (lt[i] == "sliding_attention")
+        c.windowed[i] = 1;
+      else if (lt[i] != "full_attention")
+        return j.unsupported(fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
+    }
+  } else {
+    for (size_t i = 0; i < L; ++i) {
+      c.windowed[i] = i % 4 == 0 && i > 0;
+      c.linear_layers[i] = i % 4 != 2 && !c.windowed[i];
+    }
+  }
+  const json& sw = j.raw("sliding_window");
+  if (!sw.is_null() && (!sw.is_number_integer() || sw.get<int64_t>() <= 0))
+    return j.bad("'sliding_window' must be a positive integer or null");
+  c.sliding_window = sw.is_null() ? (j.present("sliding_window") ? 0 : 256) : sw.get<int64_t>();
+  if (c.sliding_window == 0) c.windowed.assign(L, 0); // null: the sliding layers see everything
+  // RoPE per layer type; a dict that is not nested holds for both
+  const json& rp = j.raw("rope_parameters");
+  if (!rp.is_null() && !rp.is_object()) return j.bad("'rope_parameters' must be an object");
+  json full = {{"rope_type", "proportional"}, {"rope_theta", 1e6}, {"partial_rotary_factor", 0.5}};
+  json sliding = {{"rope_type", "default"}, {"rope_theta", 1e4}};
+  if (rp.is_object() && (rp.contains("full_attention") || rp.contains("sliding_attention"))) {
+    for (auto& [k, v] : rp.items())
+      if (k != "full_attention" && k != "sliding_attention")
+        return j.unsupported(fmt::format("rope_parameters for layer type '{}'", k));
+    if (rp.contains("full_attention")) full = rp["full_attention"];
+    if (rp.contains("sliding_attention")) sliding = rp["sliding_attention"];
+  } else if (rp.is_object()) {
+    full = sliding = rp;
+  }
+  TROUPE_TRY(read_rope_dict(full, c, c.rope, 1e6, j.where()));
+  TROUPE_TRY(read_rope_dict(sliding, c, c.rope_local, 1e4, j.where()));
+  c.has_rope_local = true;
+  return {};
+}
+
 // llama.cpp's lfm2: head_count_kv 0 marks the convolution layers; q / k as published (NEOX
 // RoPE); the FFN width as the converter computed it
 status read_lfm2_gguf(const gguf_cfg& g, model_config& c) {
@@ -160,7 +238,29 @@ status read_lfm2_gguf(const gguf_cfg& g, model_config& c) {
 status build_lfm2(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   decoder_names n;
-  if (m.format == "hf") {
+  if (c.family == "lfm3") { // Qwen3's attention names, the per-head gate, the sandwich norms
+    n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+    const std::string p = "model.layers.{}.";
+    n.attn_norm = p + "operator_norm.weight";
+    n.ffn_norm = p + "ffn_norm.weight";
+    n.post_attn_norm = p + "post_operator_norm.weight";
+    n.post_ffn_norm = p + "post_ffn_norm.weight";
+    n.q_norm = p + "self_attn.q_norm.weight";
+    n.k_norm = p + "self_attn.k_norm.weight";
+    // (g_proj in transformers' module, gate_proj in the checkpoint it writes)
+    if (c.attn_head_gate)
+      n.attn_head_gate = m.tensors->contains(fmt::format("model.layers.{}.self_attn.g_proj.weight",
+                                                         first_attention(c)))
+                             ? p + "self_attn.g_proj.weight"
+                             : p + "self_attn.gate_proj.weight";
+    n.w_gate = p + "feed_forward.w1.weight";
+    n.w_up = p + "feed_forward.w3.weight";
+    n.w_down = p + "feed_forward.w2.weight";
+    n.lin_bcx = p + "conv.in_proj.weight";
+    n.lin_conv = p + "conv.conv.weight";
+    n.lin_out = p + "conv.out_proj.weight";
+    n.out_norm = "model.embedding_norm.weight";
+  } else if (m.format == "hf") {
     n = hf_llama_layout(false, false, false);
     const std::string p = "model.layers.{}.";
     n.attn_norm = p + "operator_norm.weight";

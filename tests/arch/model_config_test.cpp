@@ -104,10 +104,10 @@ TEST(ModelConfig, RefusesWhatChangesTheMath) {
   ASSERT_TRUE(c);
   EXPECT_TRUE(c->mlp_bias);
   j = base("MistralForCausalLM");
-  j["rope_scaling"] = {{"rope_type", "proportional"}, {"factor", 2.0}}; // transformers has it
+  j["rope_scaling"] = {{"rope_type", "axial"}, {"factor", 2.0}}; // transformers has it
   c = parse(j);
   ASSERT_FALSE(c);
-  EXPECT_NE(c.error().message.find("proportional"), std::string::npos);
+  EXPECT_NE(c.error().message.find("axial"), std::string::npos);
   // a rope_scaling that is not an object (or whose type is not a string) is refused, not
   // taken for none
   for (const json& bad : {json::array({1}), json("linear"), json({{"rope_type", 3}})}) {
@@ -370,4 +370,32 @@ TEST(ModelConfig, Lfm2WidthsLayersAndEchoes) {
   }
   j["block_dim"] = 64, j["num_heads"] = 4, j["theta"] = 1e6; // as read (1e6: the default base)
   ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+}
+
+// LFM3's defaults where the config is silent (Lfm3Config's): head_dim 128, layers full every
+// fourth from 2 and sliding every fourth from 4 (window 256), the rest convolutions of 7 taps;
+// the full layers' RoPE proportional (1e6, half of each head's pairs turning), the sliding
+// layers' plain (1e4). sliding_window null leaves the sliding layers unwindowed.
+TEST(ModelConfig, Lfm3Defaults) {
+  json j = base("Lfm3ForCausalLM");
+  j["num_hidden_layers"] = 6;
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->D, 128);
+  EXPECT_EQ(c->linear_layers, (std::vector<uint8_t>{1, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(c->lin_conv, 7);
+  EXPECT_EQ(c->layer_window(4), 256);
+  EXPECT_EQ(c->layer_window(2), 0);
+  EXPECT_EQ(c->rope.rot_dim, 128);
+  EXPECT_EQ(c->rope.turning, 32);
+  EXPECT_EQ(c->rope.theta, 1e6);
+  EXPECT_EQ(c->rope_local.turning, 0);
+  EXPECT_EQ(c->rope_local.theta, 1e4);
+  EXPECT_TRUE(c->attn_head_gate);
+  EXPECT_EQ(c->norms, norm_place::sandwich);
+  j["sliding_window"] = nullptr;
+  ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+  EXPECT_EQ(c->layer_window(4), 0);
+  j["conv_bias"] = true;
+  EXPECT_FALSE(parse(j));
 }

@@ -127,3 +127,27 @@ TEST(Rope, YarnRampsAndScalesAttention) {
   EXPECT_DOUBLE_EQ(t.inv_freq[0], 1.0);                                  // fastest: extrapolated
   EXPECT_NEAR(t.inv_freq[31], std::pow(10000.0, -62.0 / 64) / 4, 1e-18); // slowest: interpolated
 }
+
+// Proportional RoPE (LFM3's full layers): the whole head's pairs at theta^(-2i / D), only the
+// first `turning` turning (partial_rotary_factor 0.5 of a head of 8: 2 of its 4 pairs); the
+// factor divides the turning ones.
+TEST(Rope, ProportionalTurnsTheFirstPairsOnly) {
+  rope_spec s;
+  s.rot_dim = 8;
+  s.theta = 10000;
+  s.turning = 2;
+  auto t = rope_inv_freq(s);
+  ASSERT_EQ(t.inv_freq.size(), 4u);
+  EXPECT_DOUBLE_EQ(t.inv_freq[0], 1.0);
+  EXPECT_NEAR(t.inv_freq[1], 0.1, 1e-15);
+  EXPECT_EQ(t.inv_freq[2], 0.0);
+  EXPECT_EQ(t.inv_freq[3], 0.0);
+  s.scaling = rope_scaling::linear;
+  s.factor = 2;
+  t = rope_inv_freq(s);
+  EXPECT_NEAR(t.inv_freq[1], 0.05, 1e-15);
+  EXPECT_EQ(t.inv_freq[3], 0.0);
+  rope_spec all = s;
+  all.turning = 0;
+  EXPECT_FALSE(all == s);
+}
