@@ -32,7 +32,8 @@ struct attention_spec {
   rope_spec rope_params;
   float clip_qkv = 0; // q, k, v clamped to [-clip, clip] when > 0 (OLMo, MPT)
   vid sinks = none;   // a sink logit per head [H] in each softmax's denominator (GPT-OSS)
-  vid gate = none;    // [T, H * D]: the output times sigmoid(gate) before o_proj (Qwen3.5)
+  vid gate = none;    // [T, H * D] or [T, H]: the output times sigmoid(gate) before o_proj (a gate
+                      // per value: Qwen3.5; per head, over its values: LFM3)
   vid q_norm = none, k_norm = none; // [D]: RMS norms of each rotated q / k head (Hunyuan)
   float qk_norm_eps = 1e-5f;
 };

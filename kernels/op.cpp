@@ -129,10 +129,11 @@ status check_args(const op_args& a) {
   case op::add:
   case op::mul: {
     const auto& s1 = a.src[1];
-    const bool full = s1.rows() == s0.rows() && s1.cols() == s0.cols();
-    const bool row = s1.rows() == 1 && s1.cols() == s0.cols();
-    const bool col = s1.rows() == s0.rows() && s1.cols() == 1;
-    if (!(full || row || col)) return fail(a, "src1 must be [T, C], [1, C] or [T, 1]");
+    // src1 [T or 1, C1] with C1 dividing C: its value j meets the j-th group of C / C1 (a
+    // head's values for a gate per head; [T, 1] and [1, C] the common cases)
+    const bool rows = s1.rows() == s0.rows() || s1.rows() == 1;
+    const bool cols = s1.cols() > 0 && s0.cols() % s1.cols() == 0;
+    if (!(rows && cols)) return fail(a, "src1 must be [T or 1, C1] with C1 dividing C");
     if (d.numel() != s0.numel()) return fail(a, "dst must match src0");
     return {};
   }

@@ -14,6 +14,8 @@
 //   swiglu           src0 gate [T, F], src1 up [T, F]                         -> dst [T, F]
 //   softmax          src0 [T, N] (row-wise, after multiplying by p.scale)     -> dst [T, N]
 //   add mul          src0 [T, C], src1 [T, C] | [1, C] | [T, 1] (broadcast)   -> dst [T, C]
+//                    (generally [T or 1, C1], C1 dividing C: value j of a row meets the j-th
+//                    group of C / C1 values, e.g. a gate per head over the heads' outputs)
 //   scale            dst = src0 * p.scale + p.bias
 //   clamp            dst = min(max(src0, -p.scale), p.scale)
 //   relu sigmoid exp abs recip   src0 [..]                                  -> dst [..]

@@ -153,15 +153,9 @@ class decoder {
       TROUPE_TRY_ASSIGN(bq, opt(n_.bq, l, {H * D}, cut::out, axis::heads, D));
       TROUPE_TRY_ASSIGN(bk, opt(n_.bk, l, {Hkv * D}, cut::out, axis::kv_heads, D));
       TROUPE_TRY_ASSIGN(bv, opt(n_.bv, l, {Hkv * D}, cut::out, axis::kv_heads, D));
-      vid wg = none;
-      if (!n_.attn_head_gate.empty()) {
-        // a gate per head, as one per value: head h's row taken D times, so the attention's
-        // per-value gate applies it (the same dot product D times: exact, at D times a
-        // [H, C] product's cost)
-        weight_ref rg;
-        for (int64_t h = 0; h < H; ++h) rg.segments.insert(rg.segments.end(), D, {h, 1});
-        TROUPE_TRY_SET(wg, req(n_.attn_head_gate, l, {H * D, C}, cut::out, axis::heads, D, rg));
-      }
+      vid wg = none; // a gate per head [H, C]: mul broadcasts each over its head's values
+      if (!n_.attn_head_gate.empty())
+        TROUPE_TRY_SET(wg, req(n_.attn_head_gate, l, {H, C}, cut::out, axis::heads, 1));
       return proj{wq, wk, wv, bq, bk, bv, wg};
     }
     // rows of q, k and v in the fused tensor

@@ -102,11 +102,16 @@ void binary(const op_args& a, const exec_ctx& ctx) {
       const float* zr = z + (R1 == 1 ? 0 : t) * C1;
       const float* xr = x + t * C;
       float* yr = y + t * C;
-      if (C1 == 1) {
-        const float u = zr[0];
-        for (int64_t c = 0; c < C; ++c) yr[c] = Mul ? xr[c] * u : xr[c] + u;
-      } else {
+      if (C1 == C) {
         for (int64_t c = 0; c < C; ++c) yr[c] = Mul ? xr[c] * zr[c] : xr[c] + zr[c];
+        continue;
+      }
+      const int64_t n = C / C1; // each value of src1's row meets a group of n (a head)
+      for (int64_t j = 0; j < C1; ++j) {
+        const float u = zr[j];
+        const float* xg = xr + j * n;
+        float* yg = yr + j * n;
+        for (int64_t c = 0; c < n; ++c) yg[c] = Mul ? xg[c] * u : xg[c] + u;
       }
     }
   });

@@ -13,7 +13,7 @@ __global__ void binary_kernel(const float* x, const float* z, float* y, long lon
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < T * C;
        i += (long long)gridDim.x * blockDim.x) {
     const long long t = i / C, c = i % C;
-    const float u = z[(R1 == 1 ? 0 : t) * C1 + (C1 == 1 ? 0 : c)];
+    const float u = z[(R1 == 1 ? 0 : t) * C1 + c / (C / C1)];
     y[i] = mul ? x[i] * u : x[i] + u;
   }
 }

@@ -100,7 +100,7 @@ void binary(const op_args& a, const exec_ctx&) {
   float* y = a.dst.as<float>();
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t c = 0; c < C; ++c) {
-      const double u = z[(R1 == 1 ? 0 : t) * C1 + (C1 == 1 ? 0 : c)];
+      const double u = z[(R1 == 1 ? 0 : t) * C1 + c / (C / C1)]; // a group of C / C1 values
       const double v = x[t * C + c];
       y[t * C + c] = static_cast<float>(Mul ? v * u : v + u);
     }

@@ -171,7 +171,9 @@ void elementwise_cases(std::vector<op_case>& out_cases) {
   for (op o : {op::add, op::mul}) {
     for (auto [label, R1, C1] : {std::tuple<const char*, int64_t, int64_t>{"full", 6, 130},
                                  {"row", 1, 130},
-                                 {"col", 6, 1}}) {
+                                 {"col", 6, 1},
+                                 {"groups", 6, 10}, // a value per group of 13 (a head's gate)
+                                 {"row_groups", 1, 5}}) {
       op_case c;
       c.name = fmt::format("{}(T=6,C=130,{})", to_string(o), label);
       gen g(c.name);
