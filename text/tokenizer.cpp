@@ -94,7 +94,7 @@ status add_byte_level_split(tokenizer_impl& t, std::string_view pre, const std::
     return make_error(errc::unsupported,
                       "{}: pre-tokenizer '{}' is not supported (gpt2, llama-bpe, qwen2, "
                       "qwen35, stablelm2, deepseek-v3, gpt-4o, tekken, kimi-k2, glm4, hunyuan, "
-                      "hunyuan-dense are)",
+                      "hunyuan-dense, lfm2 are)",
                       where, pre);
   for (const auto& pattern : patterns) {
     std::string err;
@@ -124,7 +124,7 @@ std::string pretokenizer_regex(std::string_view name) {
   if (name == "gpt2" || name == "default" || name == "gpt-2") return gpt2;
   // GLM-4 and 4.5+ ("chatglm-bpe", "glm4") split as Llama 3 does
   if (name == "llama-bpe" || name == "llama3" || name == "smaug-bpe" || name == "chatglm-bpe" ||
-      name == "glm4")
+      name == "glm4" || name == "lfm2")
     return llama3;
   // StableLM 2's GGUFs split as Qwen2's (llama.cpp's reading of them)
   // (and Hunyuan-A13B's, llama.cpp's hunyuan)

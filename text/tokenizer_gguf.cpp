@@ -105,9 +105,10 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     TROUPE_TRY(add_byte_level_split(*t, pre, where));
     // a word that is a whole token is that token (tiktoken's rule, which these vocabularies
     // were made by)
-    t->ignore_merges = pre == "llama-bpe" || pre == "llama3" || pre == "tekken" ||
+    // (LFM2's as llama.cpp reads its name: Llama 3's)
+    t->ignore_merges = pre == "llama-bpe" || pre == "llama3" || pre == "lfm2" || pre == "tekken" ||
                        pre == "gpt-4o" || pre == "kimi-k2";
-    add_bos = pre == "llama-bpe" || pre == "llama3";
+    add_bos = pre == "llama-bpe" || pre == "llama3" || pre == "lfm2";
   } else {
     return make_error(errc::unsupported,
                       "{}: tokenizer model '{}' is not supported (llama, gpt2 are)", where, model);

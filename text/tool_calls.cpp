@@ -73,6 +73,10 @@ tool_format detect_tool_format(std::string_view t) {
   if (has(t, "'｜DSML｜'"))
     return has(t, "function_calls") ? tool_format::deepseek_v32 : tool_format::deepseek_v4;
   if (has(t, "'<tool_calls{}>'") && has(t, ":opensource")) return tool_format::hunyuan;
+  // LFM2's templates write the tool list (between markers, or after "List of tools: ") and
+  // leave the calls out of the history (LFM2.5-8B-A1B's render them: its marker is found below)
+  if (has(t, "<|tool_list_start|>") || (has(t, "List of tools: [") && has(t, "<|im_start|>")))
+    return tool_format::lfm2;
   for (const auto* s : tool_formats::all()) {
     if (!has(t, s->open)) continue;
     if (s->open == "<tool_call>") { // three formats share the block: its body tells them apart

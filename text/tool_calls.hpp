@@ -25,6 +25,9 @@
 //   minimax_m3  each tag after ]<]minimax[>[: <tool_call><invoke name=..><KEY>VALUE</KEY>..
 //            (objects and lists expanded into elements)
 //   minicpm  <function name="NAME"><param name="KEY">VALUE</param></function>
+//   lfm2     <|tool_call_start|>[NAME(KEY=VALUE, ...), ...]<|tool_call_end|>, the values Python
+//            literals (LFM2, LFM2.5; templates that list tools between <|tool_list_start|> and
+//            <|tool_list_end|>)
 //   llama3   the whole reply one JSON object {"name": ..., "parameters": {...}} (or several
 //            joined by ';'), optionally after <|python_tag|> (Llama 3.1 / 3.2 / 3.3 templates)
 // Markup that writes values as bare text gives `untyped` calls (every value a JSON string),
@@ -69,7 +72,8 @@ enum class tool_format {
   apertus,
   minimax_m1,
   minimax_m3,
-  minicpm
+  minicpm,
+  lfm2
 };
 std::string_view to_string(tool_format f);
 /// The format a chat template's tool calls take, from the markers it writes; none if unknown.

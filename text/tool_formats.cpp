@@ -590,6 +590,7 @@ const spec specs[] = {
     {tool_format::gemma4, "gemma4", "<|tool_call>", "<tool_call|>", read_gemma4, {"<|\"|>"}},
     {tool_format::apertus, "apertus", "<|tools_prefix|>", "<|tools_suffix|>", read_apertus},
     {tool_format::minicpm, "minicpm", "<function name=\"", "</function>", read_minicpm},
+    {tool_format::lfm2, "lfm2", "<|tool_call_start|>", "<|tool_call_end|>", read_pythonic},
 };
 
 } // namespace

@@ -32,6 +32,9 @@ const spec* find(tool_format f);
 /// Every format's spec, in the order detect_tool_format tries them.
 std::vector<const spec*> all();
 
+/// Python calls, [name(key=literal, ...), ...] (LFM2; tool_pythonic.cpp).
+bool read_pythonic(std::string_view body, std::vector<tool_call>& out);
+
 // Shared pieces of the readers (tool_calls.cpp's JSON readers use them too).
 std::string_view trim(std::string_view s);
 bool blank(std::string_view s);

@@ -136,7 +136,7 @@ TEST(GgufPre, HunyuanNamesSplitAsLlamaCppReadsThem) {
 TEST(GgufPre, GlmNamesAreLlama3s) {
   const auto fx = test::load_json(test::fixture_path("pretok/gpt-4o.json"));
   auto llama3 = gguf_tokenizer(fx, "llama3");
-  for (const char* name : {"glm4", "chatglm-bpe"}) {
+  for (const char* name : {"glm4", "chatglm-bpe", "lfm2"}) { // (lfm2 too, as llama.cpp reads it)
     auto glm = gguf_tokenizer(fx, name);
     ASSERT_TRUE(llama3 && glm) << name;
     for (const auto& c : fx["cases"]) {
