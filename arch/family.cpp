@@ -97,7 +97,14 @@ const std::vector<family_entry>& families() {
        read_hunyuan_hf,
        read_hunyuan_gguf,
        build_hunyuan},
-      {"lfm2", {"Lfm2ForCausalLM"}, {"lfm2"}, read_lfm2_hf, read_lfm2_gguf, build_lfm2},
+      // (LFM2-VL's language model, run on text)
+      {"lfm2",
+       {"Lfm2ForCausalLM", "Lfm2VlForConditionalGeneration"},
+       {"lfm2"},
+       read_lfm2_hf,
+       read_lfm2_gguf,
+       build_lfm2,
+       prepare_language_model},
       {"lfm2_moe", {"Lfm2MoeForCausalLM"}, {"lfm2moe"}, read_lfm2_hf, read_lfm2_gguf, build_lfm2},
       {"lfm3", {"Lfm3ForCausalLM"}, {}, read_lfm3_hf, nullptr, build_lfm2},
       // Arcee AFM: Llama with an ungated MLP, down(relu2(up(x)))

@@ -89,6 +89,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "exaone_moe",
                                                             "lfm2",
                                                             "lfm2_moe",
-                                                            "lfm3"};
+                                                            "lfm3",
+                                                            "lfm2_vl"};
 
 } // namespace troupe::test

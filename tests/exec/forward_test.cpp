@@ -92,8 +92,10 @@ TEST_P(SyntheticArch, MatchesTransformers) {
   if (GetParam().find("_vl") != std::string::npos)
     EXPECT_GT(std::erase_if(unread,
                             [](const std::string& n) {
-                              for (const char* p : {"model.visual.", "visual.", "vision_model.",
-                                                    "vision_tower.", "multi_modal_projector."})
+                              for (const char* p :
+                                   {"model.visual.", "visual.", "vision_model.", "vision_tower.",
+                                    "multi_modal_projector.", "model.vision_tower.",
+                                    "model.multi_modal_projector."})
                                 if (n.starts_with(p)) return true;
                               return false;
                             }),
