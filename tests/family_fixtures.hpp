@@ -90,6 +90,8 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "lfm2",
                                                             "lfm2_moe",
                                                             "lfm3",
-                                                            "lfm2_vl"};
+                                                            "lfm2_vl",
+                                                            "granite4",
+                                                            "granite4_nope"};
 
 } // namespace troupe::test

@@ -2,9 +2,54 @@
 // times embedding_multiplier, each sublayer's output times residual_multiplier before the
 // residual add, attention scores times attention_multiplier (instead of 1/sqrt(head_dim)),
 // and the logits divided by logits_scaling.
+// Granite 4.0 (GraniteMoeHybridForCausalLM) as published without Mamba layers (Granite 4.0
+// Micro, 1B, 350M): the same multipliers, the FFN one SwiGLU "shared_mlp" of
+// shared_intermediate_size with gate and up in one input_linear, RoPE only where
+// position_embedding_type says "rope" (none otherwise, as transformers builds it). Its Mamba 2
+// layers (the -H models) and its experts refuse by name.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
+
+namespace {
+
+status read_granite4_layers(hf_cfg& j, model_config& c) {
+  if (const json& lt =
+          j.raw("layer_types").is_null() ? j.raw("layers_block_type") : j.raw("layer_types");
+      !lt.is_null()) {
+    j.mark("layers_block_type"), j.mark("layer_types");
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
+      return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
+    for (size_t i = 0; i < lt.size(); ++i)
+      if (lt[i] != "attention" && lt[i] != "full_attention")
+        return j.unsupported(
+            fmt::format("layer_types[{}] = {} (Granite 4.0-H's Mamba 2 layers are not implemented)",
+                        i, lt[i].dump()));
+  } else {
+    return j.unsupported("no 'layer_types': every layer Mamba 2 (GraniteMoeHybridConfig's "
+                         "default), which is not implemented");
+  }
+  TROUPE_TRY_ASSIGN(experts, j.i("num_local_experts", 8));
+  if (experts > 0)
+    return j.unsupported(fmt::format("'num_local_experts' {} (Granite 4.0's experts beside the "
+                                     "shared MLP are not implemented)",
+                                     experts));
+  j.mark("num_experts_per_tok");
+  TROUPE_TRY_ASSIGN(fs, j.i("shared_intermediate_size", 1024));
+  c.F = fs; // the only FFN (intermediate_size is the experts')
+  for (const char* k :
+       {"mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_d_head", "mamba_d_conv",
+        "mamba_expand", "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias", "time_step_limit",
+        "router_aux_loss_coef", "output_router_logits"})
+    j.mark(k); // (no Mamba layer, no router)
+  const json& pe = j.raw("position_embedding_type");
+  if (!pe.is_null() && (!pe.is_string() || (pe != "rope" && pe != "nope")))
+    return j.unsupported(fmt::format("'position_embedding_type' {}", pe.dump()));
+  if (pe != "rope") c.rope_enabled = false; // None or "nope": no rotary embedding
+  return {};
+}
+
+} // namespace
 
 status read_granite_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
@@ -23,6 +68,7 @@ status read_granite_hf(hf_cfg& j, model_config& c) {
   c.residual_scale = rm;
   c.attn_scale = am;
   c.logit_scale = 1.0 / ls;
+  if (c.family == "granitemoehybrid") TROUPE_TRY(read_granite4_layers(j, c));
   if (c.family == "granitemoe") { // softmax over the top-k logits: top-k renormalised
     TROUPE_TRY(read_expert_counts(j, c, "num_local_experts", "num_experts"));
     c.F_expert = c.F;
@@ -61,6 +107,12 @@ status build_granite(const model_source& m, graph::graph& g) {
     n.moe_down = p + "output_linear.weight";
   } else if (c.n_expert > 0) {
     expert_names(m, n);
+  }
+  if (c.family == "granitemoehybrid") { // the shared MLP: gate rows, then up rows
+    const std::string p = "model.layers.{}.shared_mlp.";
+    n.w_gate.clear(), n.w_up.clear();
+    n.w_gate_up = p + "input_linear.weight";
+    n.w_down = p + "output_linear.weight";
   }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);

@@ -399,3 +399,35 @@ TEST(ModelConfig, Lfm3Defaults) {
   j["conv_bias"] = true;
   EXPECT_FALSE(parse(j));
 }
+
+// Granite 4.0 without Mamba layers loads; its Mamba 2 layers (either spelling, or the config
+// class's default of all Mamba) and its experts refuse by name.
+TEST(ModelConfig, Granite4RefusesMambaAndExperts) {
+  json j = base("GraniteMoeHybridForCausalLM");
+  j["layer_types"] = {"attention", "full_attention", "attention", "attention"};
+  j["num_local_experts"] = 0;
+  j["shared_intermediate_size"] = 96;
+  j["position_embedding_type"] = "rope";
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->F, 96);
+  EXPECT_TRUE(c->rope_enabled);
+  j.erase("position_embedding_type"); // transformers' default None: no RoPE
+  ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+  EXPECT_FALSE(c->rope_enabled);
+  for (const char* mamba : {"mamba", "linear_attention"}) {
+    json k = j;
+    k["layer_types"][1] = mamba;
+    auto r = parse(k);
+    ASSERT_FALSE(r) << mamba;
+    EXPECT_NE(r.error().message.find("Mamba 2"), std::string::npos) << r.error().to_string();
+  }
+  json k = j;
+  k.erase("layer_types");
+  EXPECT_FALSE(parse(k));
+  k = j;
+  k["num_local_experts"] = 8;
+  auto r = parse(k);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("num_local_experts"), std::string::npos);
+}
