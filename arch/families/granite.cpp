@@ -93,6 +93,17 @@ status read_granite_gguf(const gguf_cfg& g, model_config& c) {
   c.attn_scale = am;
   c.logit_scale = 1.0 / ls;
   if (c.family == "granitemoe") return read_experts_gguf(g, c);
+  // Granite 4.0 without Mamba layers (GraniteMoeHybrid, all attention), which the converter
+  // writes as granite: the FFN is the shared MLP, whose width it gives as the shared expert's
+  // (feed_forward_length holding the unused experts'), and the Mamba keys describe no layer
+  if (const int64_t fs = g.i("expert_shared_feed_forward_length", 0); fs > 0) c.F = fs;
+  bool ssm_layers = false;
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    ssm_layers = ssm_layers || g.has_tensor(fmt::format("blk.{}.ssm_in.weight", l));
+  if (!ssm_layers)
+    for (const char* k : {"ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.inner_size",
+                          "ssm.time_step_rank"})
+      g.key(k);
   return {};
 }
 

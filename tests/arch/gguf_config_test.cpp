@@ -231,3 +231,23 @@ TEST(GgufConfig, KvHeadsPerLayer) {
   EXPECT_NE(differ.error().message.find("head_count_kv 2 and 4"), std::string::npos)
       << differ.error().message;
 }
+
+// Granite 4.0 without Mamba layers, as the converter writes it (arch granite): the shared MLP's
+// width as expert_shared_feed_forward_length is the FFN's, and the Mamba keys (which describe no
+// layer) load; a file with a Mamba layer's tensors keeps them math keys that refuse.
+TEST(GgufConfig, Granite4WithoutMambaLayers) {
+  auto add_ssm = [](gguf_writer& w) {
+    w.set_u32("granite.expert_shared_feed_forward_length", 96);
+    for (const char* k :
+         {"granite.ssm.conv_kernel", "granite.ssm.state_size", "granite.ssm.group_count",
+          "granite.ssm.inner_size", "granite.ssm.time_step_rank"})
+      w.set_u32(k, 4);
+  };
+  auto c = load(rewritten("granite", add_ssm));
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->F, 96);
+  EXPECT_TRUE(c->ignored_keys.empty());
+  auto plain = load(rewritten("granite", [](gguf_writer&) {}));
+  ASSERT_TRUE(plain) << plain.error().to_string();
+  EXPECT_EQ(plain->F, 128);
+}
