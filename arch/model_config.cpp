@@ -112,11 +112,15 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                                             (2 * Kd + Vd) * m.lin_conv + 2 * m.lin_v_heads +
                                             m.lin_v_dim + Vd * C;
   const int64_t dense = (m.gated_ffn ? 3 : 2) * C * m.F;
-  const int64_t experts = experts_counted * 3 * C * m.F_expert + m.n_expert * C +
+  const int64_t experts = experts_counted * 3 * C * m.F_expert +
+                          m.n_expert * (C + (m.router_bias ? 1 : 0)) + // router, choice bias
                           3 * C * m.F_shared + (m.shared_gate ? C : 0);
   int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C;
+  // norms: before each sublayer, and after it too where they sandwich it
+  const int64_t norms = (m.norms == norm_place::sandwich ? 4 : 2) * C;
+  const int64_t gated = attn + (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
   for (int64_t l = 0; l < m.n_layer; ++l)
-    total += (m.layer_linear(l) ? linear : attn) + (m.layer_moe(l) ? experts : dense) + 2 * C;
+    total += (m.layer_linear(l) ? linear : gated) + (m.layer_moe(l) ? experts : dense) + norms;
   return total;
 }
 

@@ -153,9 +153,11 @@ TEST(MemoryPlan, ConfigAloneSizesLikeItsCheckpoint) {
 // inference does not run).
 // The config's own count (what the loader prints, what FLOP estimates use) against the
 // weights the graph reads, for the hybrid linear-attention families (gated attention's doubled
-// q_proj, DeltaNet's projections, taps, A, dt_bias, gated norm, experts).
+// q_proj, DeltaNet's projections, taps, A, dt_bias, gated norm, experts; LFM's short convolutions,
+// expert bias, gate per head and sandwich norms; Granite 4.0's shared MLP).
 TEST(MemoryPlan, LinearAttentionParameterCounts) {
-  for (const char* name : {"qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_next_moe"}) {
+  for (const char* name : {"qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_next_moe", "lfm2",
+                           "lfm2_moe", "lfm3", "lfm2_vl", "granite4"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
