@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "text/tool_formats.hpp"
+#include "text/unicode.hpp"
 
 namespace troupe::tool_formats {
 
@@ -46,23 +47,6 @@ struct py_reader {
     while (at < s.size() && ident_char(s[at], at == b)) ++at;
     out.assign(s.substr(b, at - b));
     return !out.empty();
-  }
-  static void utf8(uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
   }
   bool hex(size_t n, uint32_t& cp) {
     if (at + n > s.size()) return false;
@@ -110,15 +94,15 @@ struct py_reader {
         break;
       case 'x':
         if (!hex(2, cp)) return false;
-        utf8(cp, out);
+        unicode::append_utf8(out, cp);
         break;
       case 'u':
         if (!hex(4, cp)) return false;
-        utf8(cp, out);
+        unicode::append_utf8(out, cp);
         break;
       case 'U':
         if (!hex(8, cp)) return false;
-        utf8(cp, out);
+        unicode::append_utf8(out, cp);
         break;
       default:
         out += '\\', out += e; // Python keeps an unknown escape as written

@@ -67,6 +67,45 @@ status read_lfm2_experts(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// The convolution over the hidden channels, cut by TP in as many groups as there are heads
+void set_short_conv(model_config& c, int64_t taps) {
+  c.short_conv = true;
+  c.lin_conv = taps, c.lin_v_heads = c.H, c.lin_v_dim = c.C / c.H;
+}
+
+// What LFM2's and LFM3's configs share: tie_embedding standing for tie_word_embeddings, the
+// convolution's taps (conv_L_cache; conv_bias refuses)
+status read_lfm_common(hf_cfg& j, model_config& c, int64_t default_taps) {
+  c.tie_embeddings =
+      j.present("tie_embedding") ? j.b("tie_embedding", true) : j.b("tie_word_embeddings", true);
+  j.mark("tie_word_embeddings");
+  if (j.b("conv_bias", false)) return j.unsupported("'conv_bias' true");
+  TROUPE_TRY_ASSIGN(taps, j.i("conv_L_cache", default_taps));
+  if (taps < 2) return j.bad(fmt::format("'conv_L_cache' {} (at least 2 taps)", taps));
+  if (c.C % c.H) return j.bad("'hidden_size' must be a multiple of 'num_attention_heads'");
+  set_short_conv(c, taps);
+  return {};
+}
+
+// layer_types: "conv" layers convolve, "full_attention" ones attend, and (where `sliding`)
+// "sliding_attention" ones attend over the window
+status read_conv_layer_types(hf_cfg& j, model_config& c, const json& lt, bool sliding) {
+  const size_t L = static_cast<size_t>(c.n_layer);
+  if (!lt.is_array() || lt.size() != L)
+    return j.bad(fmt::format("'layer_types' must list {} layer types", L));
+  c.linear_layers.assign(L, 0);
+  if (sliding) c.windowed.assign(L, 0);
+  for (size_t i = 0; i < L; ++i) {
+    if (lt[i] == "conv")
+      c.linear_layers[i] = 1;
+    else if (sliding && lt[i] == "sliding_attention")
+      c.windowed[i] = 1;
+    else if (lt[i] != "full_attention")
+      return j.unsupported(fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
+  }
+  return {};
+}
+
 int64_t first_attention(const model_config& c) {
   for (int64_t l = 0; l < c.n_layer; ++l)
     if (!c.layer_linear(l)) return l;
@@ -84,11 +123,9 @@ status read_lfm2_hf(hf_cfg& j, model_config& c) {
     TROUPE_TRY_ASSIGN(ff, j.req("block_ff_dim"));
     c.F = ff;
   }
-  c.tie_embeddings =
-      j.present("tie_embedding") ? j.b("tie_embedding", true) : j.b("tie_word_embeddings", true);
-  j.mark("tie_word_embeddings");
-  const bool moe = c.family == "lfm2_moe";
-  if (moe) { // Lfm2MoeMLP: intermediate_size as it is, on the num_dense_layers first layers
+  TROUPE_TRY(read_lfm_common(j, c, 3));
+  if (c.family ==
+      "lfm2_moe") { // Lfm2MoeMLP: intermediate_size as it is, on the num_dense_layers first layers
     TROUPE_TRY(read_lfm2_experts(j, c));
   } else if (j.b("block_auto_adjust_ff_dim", true)) { // Lfm2MLP's width
     int64_t f = static_cast<int64_t>(2.0 * static_cast<double>(c.F) / 3.0);
@@ -109,24 +146,10 @@ status read_lfm2_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 1e6, 1.0));
   c.qk_norm = qk_norm_kind::head;
-  if (j.b("conv_bias", false)) return j.unsupported("'conv_bias' true");
-  TROUPE_TRY_ASSIGN(taps, j.i("conv_L_cache", 3));
-  if (taps < 2) return j.bad(fmt::format("'conv_L_cache' {} (at least 2 taps)", taps));
-  if (c.C % c.H) return j.bad("'hidden_size' must be a multiple of 'num_attention_heads'");
-  // the convolution's channels in groups as many as the attention heads (TP's unit)
-  c.short_conv = true;
-  c.lin_conv = taps, c.lin_v_heads = c.H, c.lin_v_dim = c.C / c.H;
   c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
   if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
     j.mark("full_attn_idxs");
-    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
-      return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
-    for (size_t i = 0; i < lt.size(); ++i) {
-      if (lt[i] == "conv")
-        c.linear_layers[i] = 1;
-      else if (lt[i] != "full_attention")
-        return j.unsupported(fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
-    }
+    TROUPE_TRY(read_conv_layer_types(j, c, lt, false));
   } else if (const json& idx = j.raw("full_attn_idxs"); !idx.is_null()) {
     if (!idx.is_array()) return j.bad("'full_attn_idxs' must list layer indices");
     c.linear_layers.assign(static_cast<size_t>(c.n_layer), 1);
@@ -149,37 +172,20 @@ status read_lfm3_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
   TROUPE_TRY(read_hf_dims(j, c, "norm_eps", 1e-5));
   if (!j.present("head_dim")) c.D = 128; // Lfm3Config's default, not hidden / heads
-  c.tie_embeddings =
-      j.present("tie_embedding") ? j.b("tie_embedding", true) : j.b("tie_word_embeddings", true);
-  j.mark("tie_word_embeddings");
+  TROUPE_TRY(read_lfm_common(j, c, 7));
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
   j.mark("attention_dropout");
   c.qk_norm = qk_norm_kind::head;
   c.norms = j.b("use_sandwich_norm", true) ? norm_place::sandwich : norm_place::pre;
   c.attn_head_gate = j.b("use_attention_gate", true);
-  if (j.b("conv_bias", false)) return j.unsupported("'conv_bias' true");
-  TROUPE_TRY_ASSIGN(taps, j.i("conv_L_cache", 7));
-  if (taps < 2) return j.bad(fmt::format("'conv_L_cache' {} (at least 2 taps)", taps));
-  if (c.C % c.H) return j.bad("'hidden_size' must be a multiple of 'num_attention_heads'");
-  c.short_conv = true;
-  c.lin_conv = taps, c.lin_v_heads = c.H, c.lin_v_dim = c.C / c.H;
   // layer types (Lfm3Config's default: full every fourth from 2, sliding every fourth from 4)
   const size_t L = static_cast<size_t>(c.n_layer);
-  c.linear_layers.assign(L, 0);
-  c.windowed.assign(L, 0);
   if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
-    if (!lt.is_array() || lt.size() != L)
-      return j.bad(fmt::format("'layer_types' must list {} layer types", L));
-    for (size_t i = 0; i < L; ++i) {
-      if (lt[i] == "conv")
-        c.linear_layers[i] = 1;
-      else if (lt[i] == "sliding_attention")
-        c.windowed[i] = 1;
-      else if (lt[i] != "full_attention")
-        return j.unsupported(fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
-    }
+    TROUPE_TRY(read_conv_layer_types(j, c, lt, true));
   } else {
+    c.linear_layers.assign(L, 0);
+    c.windowed.assign(L, 0);
     for (size_t i = 0; i < L; ++i) {
       c.windowed[i] = i % 4 == 0 && i > 0;
       c.linear_layers[i] = i % 4 != 2 && !c.windowed[i];
@@ -219,8 +225,7 @@ status read_lfm2_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY_ASSIGN(taps, g.req("shortconv.l_cache"));
   if (taps < 2) return g.unsupported(fmt::format("shortconv.l_cache {}", taps));
   if (c.H <= 0 || c.C % c.H) return g.unsupported("an embedding not a multiple of the heads");
-  c.short_conv = true;
-  c.lin_conv = taps, c.lin_v_heads = c.H, c.lin_v_dim = c.C / c.H;
+  set_short_conv(c, taps);
   c.linear_layers = g.no_kv;
   c.linear_layers.resize(static_cast<size_t>(c.n_layer), 0);
   g.key("vocab_size"); // the token table's rows
@@ -238,21 +243,11 @@ status read_lfm2_gguf(const gguf_cfg& g, model_config& c) {
 status build_lfm2(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   decoder_names n;
-  if (c.family == "lfm3") { // Qwen3's attention names, the per-head gate, the sandwich norms
+  if (m.format == "hf") {
     n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
     const std::string p = "model.layers.{}.";
     n.attn_norm = p + "operator_norm.weight";
     n.ffn_norm = p + "ffn_norm.weight";
-    n.post_attn_norm = p + "post_operator_norm.weight";
-    n.post_ffn_norm = p + "post_ffn_norm.weight";
-    n.q_norm = p + "self_attn.q_norm.weight";
-    n.k_norm = p + "self_attn.k_norm.weight";
-    // (g_proj in transformers' module, gate_proj in the checkpoint it writes)
-    if (c.attn_head_gate)
-      n.attn_head_gate = m.tensors->contains(fmt::format("model.layers.{}.self_attn.g_proj.weight",
-                                                         first_attention(c)))
-                             ? p + "self_attn.g_proj.weight"
-                             : p + "self_attn.gate_proj.weight";
     n.w_gate = p + "feed_forward.w1.weight";
     n.w_up = p + "feed_forward.w3.weight";
     n.w_down = p + "feed_forward.w2.weight";
@@ -260,21 +255,22 @@ status build_lfm2(const model_source& m, graph::graph& g) {
     n.lin_conv = p + "conv.conv.weight";
     n.lin_out = p + "conv.out_proj.weight";
     n.out_norm = "model.embedding_norm.weight";
-  } else if (m.format == "hf") {
-    n = hf_llama_layout(false, false, false);
-    const std::string p = "model.layers.{}.";
-    n.attn_norm = p + "operator_norm.weight";
-    n.ffn_norm = p + "ffn_norm.weight";
-    n.wo = p + "self_attn.out_proj.weight";
-    n.q_norm = p + "self_attn.q_layernorm.weight";
-    n.k_norm = p + "self_attn.k_layernorm.weight";
-    n.w_gate = p + "feed_forward.w1.weight";
-    n.w_up = p + "feed_forward.w3.weight";
-    n.w_down = p + "feed_forward.w2.weight";
-    n.lin_bcx = p + "conv.in_proj.weight";
-    n.lin_conv = p + "conv.conv.weight";
-    n.lin_out = p + "conv.out_proj.weight";
-    n.out_norm = "model.embedding_norm.weight";
+    if (c.family == "lfm3") { // Qwen3's attention names, the per-head gate, the sandwich norms
+      n.post_attn_norm = p + "post_operator_norm.weight";
+      n.post_ffn_norm = p + "post_ffn_norm.weight";
+      n.q_norm = p + "self_attn.q_norm.weight";
+      n.k_norm = p + "self_attn.k_norm.weight";
+      // (g_proj in transformers' module, gate_proj in the checkpoint it writes)
+      if (c.attn_head_gate)
+        n.attn_head_gate = m.tensors->contains(fmt::format(
+                               "model.layers.{}.self_attn.g_proj.weight", first_attention(c)))
+                               ? p + "self_attn.g_proj.weight"
+                               : p + "self_attn.gate_proj.weight";
+    } else {
+      n.wo = p + "self_attn.out_proj.weight";
+      n.q_norm = p + "self_attn.q_layernorm.weight";
+      n.k_norm = p + "self_attn.k_layernorm.weight";
+    }
   } else {
     n = gguf_layout(m);
     n.lin_bcx = "blk.{}.shortconv.in_proj.weight";

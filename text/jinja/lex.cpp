@@ -11,6 +11,8 @@
 
 #include <fmt/core.h>
 
+#include "text/unicode.hpp"
+
 namespace troupe::jinja::lex {
 
 bool is_space(char c) {
@@ -179,23 +181,7 @@ std::vector<segment> segment_source(std::string_view src) {
 
 // ---- tokens inside a tag ----
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+using unicode::append_utf8;
 
 std::vector<token> tokenize(std::string_view s, int line) {
   std::vector<token> out;
