@@ -58,11 +58,12 @@ inline constexpr int input_kind_count = 8;
 enum class state_kind : uint8_t {
   k_cache,
   v_cache,
-  conv, // a short convolution's last inputs [Hc, K - 1, Dc] (causal_conv)
-  delta // the gated delta rule's memory [Hv, Dk, Dv] (gated_delta)
+  conv,  // a short convolution's last inputs [Hc, K - 1, Dc] (causal_conv)
+  delta, // the gated delta rule's memory [Hv, Dk, Dv] (gated_delta)
+  ssm    // a selective state space's [H, P, N] (ssm_scan: Mamba-2)
 };
 inline bool recurrent(state_kind k) {
-  return k == state_kind::conv || k == state_kind::delta;
+  return k == state_kind::conv || k == state_kind::delta || k == state_kind::ssm;
 }
 
 /// The model dimension a tensor-parallel cut follows.

@@ -171,6 +171,12 @@ status infer_shapes(graph& g) {
       out.r = x->r;
       out.dims = x->dims; // the dtype is the builder's or a pass's
       break;
+    case op::ssm_scan: // x's shape [T, H, P]
+      if (!x) return bad(g, n, "ssm_scan without x");
+      out.r = x->r;
+      out.dims = x->dims;
+      out.type = dtype::f32;
+      break;
     case op::gated_delta: // the values' shape [T, Hv, Dv]
       if (!in(2)) return bad(g, n, "gated_delta without values");
       out.r = in(2)->r;

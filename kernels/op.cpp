@@ -22,7 +22,7 @@ constexpr std::array<std::string_view, op_count> op_names = {
     "exp",         "abs",           "recip",
     "elementwise", "matmul_qkv",    "moe",
     "concat",      "head_matmul",   "moe_router",
-    "causal_conv", "gated_delta",
+    "causal_conv", "gated_delta",   "ssm_scan",
 };
 
 bool is_float(dtype t) {
@@ -173,6 +173,30 @@ status check_args(const op_args& a) {
         st.dims[2] != a.src[1].dims[1] - 1 || st.dims[3] != Dc)
       return fail(a, "state must be f32 [NS, Hc, K - 1, Dc]");
     if (a.src[3].type != dtype::i32 || a.src[3].dims.rank != 2 || a.src[3].cols() != 4)
+      return fail(a, "the state table must be i32 [S, 4]");
+    if (a.src[4].data && (a.src[4].type != dtype::f32 || a.src[4].numel() != Hc * Dc))
+      return fail(a, "bias must be f32 [Hc * Dc]");
+    return {};
+  }
+  case op::ssm_scan: {
+    const auto &x = s0, &B = a.src[3], &st = a.src[7];
+    if (x.type != dtype::f32 || x.dims.rank != 3 || d.dims != x.dims || d.type != dtype::f32)
+      return fail(a, "x and dst must be f32 [T, H, P]");
+    const int64_t T = x.dims[0], H = x.dims[1], P = x.dims[2];
+    if (B.type != dtype::f32 || B.dims.rank != 3 || B.dims[0] != T || a.src[4].dims != B.dims ||
+        a.src[4].type != dtype::f32)
+      return fail(a, "B and C must be f32 [T, G, N]");
+    const int64_t G = B.dims[1], N = B.dims[2];
+    if (G <= 0 || H % G != 0) return fail(a, "H must be a multiple of G");
+    if (a.src[1].type != dtype::f32 || a.src[1].numel() != T * H)
+      return fail(a, "dt must be f32 [T, H]");
+    for (int i : {2, 5, 6})
+      if (a.src[i].type != dtype::f32 || a.src[i].numel() != H)
+        return fail(a, "A_log, D and dt_bias must be f32 [H]");
+    if (st.type != dtype::f32 || st.dims.rank != 4 || st.dims[1] != H || st.dims[2] != P ||
+        st.dims[3] != N)
+      return fail(a, "state must be f32 [NS, H, P, N]");
+    if (a.src[8].type != dtype::i32 || a.src[8].dims.rank != 2 || a.src[8].cols() != 4)
       return fail(a, "the state table must be i32 [S, 4]");
     return {};
   }

@@ -104,8 +104,9 @@
 //   causal_conv      src0 x f32 [T, Hc, Dc], src1 w [Hc * Dc, K] f32|f16|bf16 (taps, oldest
 //                    first), src2 state f32 [NS, Hc, K - 1, Dc] (the last K - 1 inputs),
 //                    src3 state table          -> dst f32 [T, Hc, Dc] = silu(sum_j w[c, j]
-//                    x[t - K + 1 + j, c]), inputs before position 0 zero; with p.conv_plain
-//                    the sum itself (LFM2's short convolution has no activation)
+//                    x[t - K + 1 + j, c] + bias[c]), inputs before position 0 zero; src4 bias
+//                    f32 [Hc * Dc] or none (Mamba's conv1d); with p.conv_plain the sum itself
+//                    (LFM2's short convolution has no activation)
 //   gated_delta      src0 q f32 [T, Hk, Dk], src1 k f32 [T, Hk, Dk], src2 v f32 [T, Hv, Dv],
 //                    src3 a f32 [T, Hv], src4 b f32 [T, Hv], src5 A_log f32 [Hv], src6 dt_bias
 //                    f32 [Hv], src7 state f32 [NS, Hv, Dk, Dv], src8 state table
@@ -114,6 +115,12 @@
 //                    per token q and k are L2-normalised (eps 1e-6), q scaled by 1 / sqrt(Dk), g =
 //                    -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), and S = exp(g) S; S += k
 //                    (beta (v - S^T k))^T; out = S^T q
+//   ssm_scan         src0 x f32 [T, H, P], src1 dt f32 [T, H], src2 A_log f32 [H], src3 B f32
+//                    [T, G, N], src4 C f32 [T, G, N], src5 D f32 [H], src6 dt_bias f32 [H], src7
+//                    state f32 [NS, H, P, N], src8 state table -> dst f32 [T, H, P]: Mamba-2's
+//                    selective state space, head h reading group h / (H / G) of B and C; per
+//                    token d = softplus(dt + dt_bias), S = exp(d A) S + d x B^T, out = S C + D x
+//                    with A = -exp(A_log) (src2 is A itself with p.delta_neg_a, GGUF's ssm_a)
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 
@@ -177,8 +184,9 @@ enum class op : uint8_t {
   moe_router,
   causal_conv,
   gated_delta,
+  ssm_scan,
 };
-inline constexpr int op_count = 41;
+inline constexpr int op_count = 42;
 
 std::string_view to_string(op o);
 /// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):
@@ -222,7 +230,7 @@ struct op_params {
   float router_eps = 1e-20f;       // moe_router: renormalised by the chosen scores' sum + eps
   float swiglu_alpha = 0, swiglu_limit = 0; // moe: GPT-OSS's clamped SwiGLU when limit > 0
   // gated_delta: value head h reads key head (head0 + h) % Hk (GGUF's tiled head order), else
-  // h / (Hv / Hk); src5 holds -exp(A_log) (GGUF's ssm_a), else A_log
+  // h / (Hv / Hk); src5 (ssm_scan: src2) holds -exp(A_log) (GGUF's ssm_a), else A_log
   bool delta_tiled = false, delta_neg_a = false;
   bool conv_plain = false; // causal_conv: the taps' sum without the SiLU
 };
@@ -278,7 +286,8 @@ struct exec_ctx {
   scratch_arena* scratch = nullptr;
 };
 
-/// Row i of a state table (causal_conv, gated_delta): a sequence's tokens, first position, slot.
+/// Row i of a state table (causal_conv, gated_delta, ssm_scan): a sequence's tokens, first
+/// position, slot.
 struct state_row {
   int64_t begin, count, pos0, slot;
 };

@@ -1,10 +1,12 @@
-// recurrent.cpp (cpu): linear attention's ops with a state per sequence (op.hpp): causal_conv
-// and gated_delta. The convolution runs over (sequence, head) pairs in parallel, a head's channels
-// in the vector lanes (the SiLU's exp vectorised too, where the op has one); the delta rule over
-// (sequence, value head) pairs, each head's [Dk, Dv] state updated in place, token by token, in two
-// passes per token (decay and S^T k in one, the rank-one update and S^T q in the other), the inner
-// loops over Dv vectorised (-fopenmp-simd). Prefill walks its tokens in order too; a chunked
-// form (WY blocks, as flash-linear-attention computes it) would trade that for matmuls.
+// recurrent.cpp (cpu): linear attention's ops with a state per sequence (op.hpp): causal_conv,
+// gated_delta and ssm_scan (Mamba-2: over (sequence, head) pairs, each head's [P, N] state
+// decayed and updated in place token by token, the loops over N vectorised). The convolution runs
+// over (sequence, head) pairs in parallel, a head's channels in the vector lanes (the SiLU's exp
+// vectorised too, where the op has one); the delta rule over (sequence, value head) pairs, each
+// head's [Dk, Dv] state updated in place, token by token, in two passes per token (decay and S^T k
+// in one, the rank-one update and S^T q in the other), the inner loops over Dv vectorised
+// (-fopenmp-simd). Prefill walks its tokens in order too; a chunked form (WY blocks, as
+// flash-linear-attention computes it) would trade that for matmuls.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -40,7 +42,8 @@ inline float exp_simd(float x) {
 // One head's channels (Dc of them, contiguous in x's rows and in the state's tap rows) of one
 // sequence: the taps transposed (wt[j * C + c]) so every loop runs over d.
 void conv_head(const float* wt, int64_t C, int64_t K, int64_t c0, int64_t Dc, const float* xs,
-               const state_row& s, float* st, float* out, const float* zeros, bool silu) {
+               const state_row& s, float* st, float* out, const float* zeros, const float* bias,
+               bool silu) {
   // the rows the sequence's window reads, oldest first: K - 1 state rows, then its new inputs
   auto row = [&](int64_t i) -> const float* {
     if (i < K - 1) return s.pos0 > 0 ? st + i * Dc : zeros;
@@ -50,8 +53,14 @@ void conv_head(const float* wt, int64_t C, int64_t K, int64_t c0, int64_t Dc, co
     float* o = out + (s.begin + t) * C + c0;
     const float* w0 = wt + c0;
     const float* r0 = row(t);
+    if (bias) {
+      const float* b = bias + c0;
 #pragma omp simd
-    for (int64_t d = 0; d < Dc; ++d) o[d] = w0[d] * r0[d];
+      for (int64_t d = 0; d < Dc; ++d) o[d] = b[d] + w0[d] * r0[d];
+    } else {
+#pragma omp simd
+      for (int64_t d = 0; d < Dc; ++d) o[d] = w0[d] * r0[d];
+    }
     for (int64_t j = 1; j < K; ++j) {
       const float* wj = wt + j * C + c0;
       const float* rj = row(t + j);
@@ -92,6 +101,7 @@ void causal_conv(const op_args& a, const exec_ctx& ctx) {
   const int64_t S = table.rows();
   const float* wtp = wt.data();
   const float* zp = zeros.data();
+  const float* bias = a.src[4].data ? a.src[4].as<float>() : nullptr;
   // a few decode rows are less work than waking the pool: inline below ~64K channel-steps
   const exec_ctx& run_on = x.dims[0] * C * K >= (int64_t{1} << 16) ? ctx : exec_ctx{};
   parallel(run_on, S * Hc, 1, [&](int64_t i0, int64_t i1) {
@@ -99,7 +109,7 @@ void causal_conv(const op_args& a, const exec_ctx& ctx) {
       const state_row s = state_row_at(table, i / Hc);
       const int64_t h = i % Hc;
       float* st = state + (s.slot * Hc + h) * (K - 1) * Dc; // [K - 1, Dc]
-      conv_head(wtp, C, K, h * Dc, Dc, xs, s, st, out, zp, !a.p.conv_plain);
+      conv_head(wtp, C, K, h * Dc, Dc, xs, s, st, out, zp, bias, !a.p.conv_plain);
     }
   });
 }
@@ -165,9 +175,51 @@ void gated_delta(const op_args& a, const exec_ctx& ctx) {
   });
 }
 
+void ssm_scan(const op_args& a, const exec_ctx& ctx) {
+  const auto &x = a.src[0], &B = a.src[3], &Cm = a.src[4];
+  const int64_t H = x.dims[1], P = x.dims[2], G = B.dims[1], N = B.dims[2], rep = H / G;
+  const tensor_view& table = a.src[8];
+  const float *dtv = a.src[1].as<float>(), *A_in = a.src[2].as<float>();
+  const float *Dv = a.src[5].as<float>(), *dt_bias = a.src[6].as<float>();
+  float* state = a.src[7].as<float>();
+  const int64_t S = table.rows();
+  parallel(ctx, S * H, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const state_row s = state_row_at(table, i / H);
+      const int64_t h = i % H, grp = h / rep;
+      float* st = state + (s.slot * H + h) * P * N; // [P, N]
+      if (s.pos0 == 0)
+        for (int64_t j = 0; j < P * N; ++j) st[j] = 0.0f;
+      const float A = a.p.delta_neg_a ? A_in[h] : -std::exp(A_in[h]);
+      for (int64_t n = 0; n < s.count; ++n) {
+        const int64_t t = s.begin + n;
+        const float v = dtv[t * H + h] + dt_bias[h];
+        const float dt = v > 20.0f ? v : std::log1p(std::exp(v));
+        const float decay = std::exp(dt * A);
+        const float* xt = x.as<float>() + (t * H + h) * P;
+        const float* bt = B.as<float>() + (t * G + grp) * N;
+        const float* ct = Cm.as<float>() + (t * G + grp) * N;
+        float* o = a.dst.as<float>() + (t * H + h) * P;
+        for (int64_t p = 0; p < P; ++p) {
+          float* row = st + p * N;
+          const float xd = dt * xt[p];
+          float y = 0;
+#pragma omp simd reduction(+ : y)
+          for (int64_t e = 0; e < N; ++e) {
+            row[e] = decay * row[e] + xd * bt[e];
+            y += row[e] * ct[e];
+          }
+          o[p] = y + Dv[h] * xt[p];
+        }
+      }
+    }
+  });
+}
+
 } // namespace
 
 void register_recurrent(registry& r) {
+  r.add(op::ssm_scan, backend::cpu, "f32", contiguous_args, ssm_scan);
   r.add(op::causal_conv, backend::cpu, "any", contiguous_args, causal_conv);
   r.add(op::gated_delta, backend::cpu, "f32", contiguous_args, gated_delta);
 }

@@ -1,6 +1,7 @@
 // recurrent.cpp (ref): the ops of linear attention with a state per sequence (op.hpp):
-// causal_conv (a short depthwise convolution over each sequence's latest inputs) and
-// gated_delta (the gated delta rule, token by token). f64 math over the f32 state; written from
+// causal_conv (a short depthwise convolution over each sequence's latest inputs),
+// gated_delta (the gated delta rule, token by token) and ssm_scan (Mamba-2's selective state
+// space, token by token). f64 math over the f32 state; written from
 // the equations in op.hpp, as the specification the CPU kernels are tested against.
 #include <algorithm>
 #include <cmath>
@@ -31,9 +32,10 @@ void causal_conv(const op_args& a, const exec_ctx&) {
     for (int64_t t = 0; t < s.count; ++t)
       for (int64_t c = 0; c < C; ++c)
         hist[static_cast<size_t>((K - 1 + t) * C + c)] = x.as<float>()[(s.begin + t) * C + c];
+    const float* bias = a.src[4].data ? a.src[4].as<float>() : nullptr;
     for (int64_t t = 0; t < s.count; ++t)
       for (int64_t c = 0; c < C; ++c) {
-        double acc = 0;
+        double acc = bias ? bias[c] : 0.0;
         for (int64_t j = 0; j < K; ++j)
           acc += static_cast<double>(w[c * K + j]) * hist[static_cast<size_t>((t + j) * C + c)];
         a.dst.as<float>()[(s.begin + t) * C + c] =
@@ -94,11 +96,50 @@ void gated_delta(const op_args& a, const exec_ctx&) {
   }
 }
 
+void ssm_scan(const op_args& a, const exec_ctx&) {
+  const auto &x = a.src[0], &B = a.src[3], &Cm = a.src[4];
+  const int64_t H = x.dims[1], P = x.dims[2], G = B.dims[1], N = B.dims[2], rep = H / G;
+  float* state = a.src[7].as<float>();
+  for (int64_t si = 0; si < a.src[8].rows(); ++si) {
+    const state_row s = state_row_at(a.src[8], si);
+    for (int64_t h = 0; h < H; ++h) {
+      float* st = state + (s.slot * H + h) * P * N; // [P, N]
+      std::vector<double> S(static_cast<size_t>(P * N), 0.0);
+      if (s.pos0 > 0)
+        for (int64_t i = 0; i < P * N; ++i) S[static_cast<size_t>(i)] = st[i];
+      const double a2 = a.src[2].as<float>()[h];
+      const double A = a.p.delta_neg_a ? a2 : -std::exp(a2);
+      const double D = a.src[5].as<float>()[h];
+      for (int64_t i = 0; i < s.count; ++i) {
+        const int64_t t = s.begin + i, grp = h / rep;
+        const double v = double{a.src[1].as<float>()[t * H + h]} + a.src[6].as<float>()[h];
+        const double dt = v > 20 ? v : std::log1p(std::exp(v));
+        const double decay = std::exp(dt * A);
+        const float* xt = x.as<float>() + (t * H + h) * P;
+        const float* bt = B.as<float>() + (t * G + grp) * N;
+        const float* ct = Cm.as<float>() + (t * G + grp) * N;
+        float* out = a.dst.as<float>() + (t * H + h) * P;
+        for (int64_t p = 0; p < P; ++p) {
+          double y = 0;
+          for (int64_t n = 0; n < N; ++n) {
+            double& e = S[static_cast<size_t>(p * N + n)];
+            e = decay * e + dt * xt[p] * bt[n];
+            y += e * ct[n];
+          }
+          out[p] = static_cast<float>(y + D * xt[p]);
+        }
+      }
+      for (int64_t i = 0; i < P * N; ++i) st[i] = static_cast<float>(S[static_cast<size_t>(i)]);
+    }
+  }
+}
+
 } // namespace
 
 void register_recurrent(registry& r) {
   r.add(op::causal_conv, backend::ref, "any", all_contiguous, causal_conv);
   r.add(op::gated_delta, backend::ref, "any", all_contiguous, gated_delta);
+  r.add(op::ssm_scan, backend::ref, "f32", all_contiguous, ssm_scan);
 }
 
 } // namespace troupe::kernels::ref

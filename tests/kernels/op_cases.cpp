@@ -455,12 +455,15 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
   const std::vector<int32_t> table = {0, 5, 0, 2, 5, 3, 7, 0, 8, 1, 12, 3}; // begin count pos0 slot
   const int64_t T = 9, NS = 4;
   // (plain: no SiLU, LFM2's short convolution, with its taps in bf16 as published)
-  for (auto [Hc, Dc, K, plain] : {std::tuple<int64_t, int64_t, int64_t, bool>{2, 8, 4, false},
-                                  {3, 16, 3, false},
-                                  {4, 16, 3, true}}) {
+  // (bias: Mamba's conv1d)
+  for (auto [Hc, Dc, K, plain, bias] :
+       {std::tuple<int64_t, int64_t, int64_t, bool, bool>{2, 8, 4, false, false},
+        {3, 16, 3, false, false},
+        {4, 16, 3, true, false},
+        {3, 16, 4, false, true}}) {
     op_case c;
-    c.name =
-        fmt::format("causal_conv(T={},Hc={},Dc={},K={}{})", T, Hc, Dc, K, plain ? ",plain" : "");
+    c.name = fmt::format("causal_conv(T={},Hc={},Dc={},K={}{}{})", T, Hc, Dc, K,
+                         plain ? ",plain" : "", bias ? ",bias" : "");
     gen g(c.name);
     c.kind = op::causal_conv;
     c.p.conv_plain = plain;
@@ -468,7 +471,8 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
         from_floats(dtype::f32, {T, Hc, Dc}, g.normal(T * Hc * Dc)),
         from_floats(plain ? dtype::bf16 : dtype::f32, {Hc * Dc, K}, g.normal(Hc * Dc * K, 0.5f)),
         from_floats(dtype::f32, {NS, Hc, K - 1, Dc}, g.normal(NS * Hc * (K - 1) * Dc)),
-        from_ints({3, 4}, table)};
+        from_ints({3, 4}, table),
+        bias ? from_floats(dtype::f32, {Hc * Dc}, g.normal(Hc * Dc, 0.5f)) : absent()};
     c.dst = out(dtype::f32, {T, Hc, Dc});
     c.tol = {1e-10, 1e-5};
     out_cases.push_back(std::move(c));
@@ -489,6 +493,32 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
              from_floats(dtype::f32, {NS, Hv, Dk, Dv}, g.normal(NS * Hv * Dk * Dv, 0.3f)),
              from_ints({3, 4}, table)};
     c.dst = out(dtype::f32, {T, Hv, Dv});
+    c.tol = {1e-9, 1e-4};
+    out_cases.push_back(std::move(c));
+  }
+  // Mamba-2's scan: heads over groups of B and C (one group; two), A_log or GGUF's -exp(A_log)
+  for (auto [H, G, P, N, neg] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t, bool>{4, 1, 8, 16, false},
+        {6, 2, 16, 8, true}}) {
+    op_case c;
+    c.name =
+        fmt::format("ssm_scan(T={},H={},G={},P={},N={}{})", T, H, G, P, N, neg ? ",neg_a" : "");
+    gen g(c.name);
+    c.kind = op::ssm_scan;
+    std::vector<float> A = g.normal(H, 0.5f);
+    if (neg)
+      for (float& x : A) x = -std::exp(x);
+    c.src = {from_floats(dtype::f32, {T, H, P}, g.normal(T * H * P)),
+             from_floats(dtype::f32, {T, H}, g.normal(T * H)),
+             from_floats(dtype::f32, {H}, A),
+             from_floats(dtype::f32, {T, G, N}, g.normal(T * G * N)),
+             from_floats(dtype::f32, {T, G, N}, g.normal(T * G * N)),
+             from_floats(dtype::f32, {H}, g.normal(H)),
+             from_floats(dtype::f32, {H}, g.normal(H, 0.5f)),
+             from_floats(dtype::f32, {NS, H, P, N}, g.normal(NS * H * P * N, 0.3f)),
+             from_ints({3, 4}, table)};
+    c.dst = out(dtype::f32, {T, H, P});
+    c.p.delta_neg_a = neg;
     c.tol = {1e-9, 1e-4};
     out_cases.push_back(std::move(c));
   }
