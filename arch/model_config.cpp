@@ -65,9 +65,18 @@ bool model_config::layer_linear(int64_t layer) const {
   return layer >= 0 && layer < static_cast<int64_t>(linear_layers.size()) && linear_layers[layer];
 }
 
+bool model_config::layer_has_ffn(int64_t layer) const {
+  return layer < 0 || layer >= static_cast<int64_t>(layer_blocks.size()) ||
+         layer_blocks[layer] != 1;
+}
+
 int64_t model_config::state_values_per_seq(int64_t begin, int64_t end, int tp) const {
   const int64_t t = std::max(tp, 1);
-  const int64_t conv = (lin_conv - 1) * (2 * lin_k_heads * lin_k_dim + lin_v_heads * lin_v_dim);
+  // the convolutions' last inputs (q and k, or Mamba's B and C, whole on every rank where their
+  // groups do not divide among the ranks), and the memory: [Hv, Dk, Dv], or Mamba's [H, P, N]
+  const int64_t keys = 2 * lin_k_heads * lin_k_dim;
+  const int64_t conv =
+      (lin_conv - 1) * ((lin_k_heads % t ? keys * t : keys) + lin_v_heads * lin_v_dim);
   const int64_t delta = short_conv ? 0 : lin_v_heads * lin_k_dim * lin_v_dim;
   int64_t n = 0;
   for (int64_t l = begin; l < end; ++l)
@@ -107,10 +116,15 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   // dt_bias, the gated norm, out_proj
   const int64_t Kd = m.lin_k_heads * m.lin_k_dim, Vd = m.lin_v_heads * m.lin_v_dim;
   // or a gated short convolution: in_proj (B, C, x), the taps, out_proj
-  const int64_t linear = m.short_conv ? 3 * C * Vd + Vd * m.lin_conv + Vd * C
-                                      : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) +
-                                            (2 * Kd + Vd) * m.lin_conv + 2 * m.lin_v_heads +
-                                            m.lin_v_dim + Vd * C;
+  // or Mamba-2: in_proj (z, x, B, C, dt), the convolution over x, B and C, A_log, D and
+  // dt_bias, the gated norm over the inner width, out_proj (and their biases)
+  const int64_t ssm_in = 2 * Vd + 2 * Kd + m.lin_v_heads, ssm_conv = Vd + 2 * Kd;
+  const int64_t linear =
+      m.mamba ? C * ssm_in + ssm_conv * m.lin_conv + (m.ssm_conv_bias ? ssm_conv : 0) +
+                    3 * m.lin_v_heads + Vd + Vd * C + (m.ssm_proj_bias ? ssm_in + C : 0)
+      : m.short_conv ? 3 * C * Vd + Vd * m.lin_conv + Vd * C
+                     : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
+                           2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
   const int64_t dense = (m.gated_ffn ? 3 : 2) * C * m.F;
   const int64_t experts = experts_counted * 3 * C * m.F_expert +
                           m.n_expert * (C + (m.router_bias ? 1 : 0)) + // router, choice bias
@@ -120,7 +134,9 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   const int64_t norms = (m.norms == norm_place::sandwich ? 4 : 2) * C;
   const int64_t gated = attn + (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
   for (int64_t l = 0; l < m.n_layer; ++l)
-    total += (m.layer_linear(l) ? linear : gated) + (m.layer_moe(l) ? experts : dense) + norms;
+    total += (m.layer_linear(l) ? linear : gated) +
+             (!m.layer_has_ffn(l) ? norms / 2 // the mixer's norm only
+                                  : (m.layer_moe(l) ? experts : dense) + norms);
   return total;
 }
 
@@ -183,6 +199,19 @@ status model_config::validate() const {
       return bad(
           fmt::format("{} per-layer expert flags for {} layers", moe_layers.size(), n_layer));
   }
+  if (!layer_blocks.empty() && static_cast<int64_t>(layer_blocks.size()) != n_layer)
+    return bad(fmt::format("{} per-layer block kinds for {} layers", layer_blocks.size(), n_layer));
+  if (std::find(linear_layers.begin(), linear_layers.end(), 1) != linear_layers.end()) {
+    // (the readers check what they read; this bounds what any reader leaves)
+    if (lin_v_heads <= 0 || lin_v_dim <= 0 || lin_conv < 1 || lin_v_heads > 65536 ||
+        lin_v_dim > 65536 || lin_k_heads > 65536 || lin_k_dim > 65536 || lin_conv > 64)
+      return bad(fmt::format("linear attention dimensions out of range (heads {} / {}, dims {} / "
+                             "{}, taps {})",
+                             lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, lin_conv));
+    if (mamba && (lin_k_heads <= 0 || lin_k_dim <= 0 || lin_v_heads % lin_k_heads))
+      return bad(fmt::format("Mamba-2: {} heads in {} groups of {} state values", lin_v_heads,
+                             lin_k_heads, lin_k_dim));
+  }
   if (!nope_layers.empty() && static_cast<int64_t>(nope_layers.size()) != n_layer)
     return bad(fmt::format("{} per-layer rope flags for {} layers", nope_layers.size(), n_layer));
   if (!windowed.empty() && static_cast<int64_t>(windowed.size()) != n_layer)
@@ -201,6 +230,8 @@ status model_config::validate() const {
 expected<model_config> config_from_hf_json(const std::string& config_text,
                                            const std::string& gen_text, const std::string& where) {
   arch::json j = arch::json::parse(config_text, nullptr, false);
+  if (j.is_discarded()) // Python's json.dumps writes Infinity and NaN bare (time_step_limit)
+    j = arch::json::parse(arch::quote_nonfinite(config_text), nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return make_error(errc::corrupt_file, "{}: not a JSON object", where);
   model_config c;

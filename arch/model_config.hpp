@@ -156,6 +156,17 @@ struct model_config {
   // as lin_v_heads groups of lin_v_dim (the unit TP cuts), and it keeps the last lin_conv - 1
   // inputs of a sequence as its state
   bool short_conv = false;
+  // Mamba-2's mixer in place of the DeltaNet on the layers linear_layers marks (Mamba2, Granite
+  // 4.0-H, Bamba): in_proj gives z and x (lin_v_heads heads of lin_v_dim), B and C (lin_k_heads
+  // groups of lin_k_dim state values) and dt per head; a causal conv1d of lin_conv taps (with
+  // its bias where ssm_conv_bias) and SiLU over x, B and C; the selective scan over a state per
+  // sequence [heads, lin_v_dim, lin_k_dim] with A (-exp(A_log); lin_neg_a: stored so), D and
+  // dt_bias per head; an RMS norm over each group's heads of y silu(z); out_proj (in_proj and
+  // out_proj with biases where ssm_proj_bias)
+  bool mamba = false, ssm_conv_bias = false, ssm_proj_bias = false;
+  // per layer: 0 a mixer (attention or its stand-in) and an FFN, 1 the mixer only (Mamba2's
+  // blocks); empty: every layer has both
+  std::vector<uint8_t> layer_blocks;
   bool attn_head_gate = false; // a sigmoid gate per head on the attention's output (LFM3's g_proj)
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
@@ -180,6 +191,8 @@ struct model_config {
   int64_t kv_values_per_token(int tp = 1) const;
   /// Whether layer `layer` is a linear attention (gated DeltaNet) layer.
   bool layer_linear(int64_t layer) const;
+  /// Whether layer `layer` has an FFN after its mixer (layer_blocks).
+  bool layer_has_ffn(int64_t layer) const;
   /// f32 values of recurrent state one sequence holds on a shard of `tp` ranks, over layers
   /// [begin, end) (0 without linear attention layers).
   int64_t state_values_per_seq(int64_t begin, int64_t end, int tp = 1) const;

@@ -44,14 +44,16 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
   if (d.Fs <= 0)
     return make_error(errc::invalid_argument, "TP {} leaves shard {} no FFN rows", tp, r);
   // gated DeltaNet: key heads and their value heads split alike (a short convolution's channel
-  // groups are its value heads)
+  // groups are its value heads); Mamba-2's one group of B and C is whole on every rank
   if (c.lin_k_heads > 0 || c.lin_v_heads > 0) {
-    if (c.lin_k_heads % tp || c.lin_v_heads % tp)
+    const bool whole_group = c.mamba && c.lin_k_heads == 1;
+    if ((c.lin_k_heads % tp && !whole_group) || c.lin_v_heads % tp)
       return make_error(
           errc::invalid_argument,
-          "{} linear attention key heads and {} value heads cannot be split over TP {}",
+          "{} linear attention key heads (Mamba: groups) and {} value heads (Mamba: heads) cannot "
+          "be split over TP {}",
           c.lin_k_heads, c.lin_v_heads, tp);
-    d.Hlk_s = c.lin_k_heads / tp, d.lk0 = r * d.Hlk_s;
+    d.Hlk_s = whole_group ? 1 : c.lin_k_heads / tp, d.lk0 = whole_group ? 0 : r * d.Hlk_s;
     d.Hlv_s = c.lin_v_heads / tp, d.lv0 = r * d.Hlv_s;
   }
   d.v0 = split(c.V, 1, r);

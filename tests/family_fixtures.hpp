@@ -92,6 +92,9 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "lfm3",
                                                             "lfm2_vl",
                                                             "granite4",
-                                                            "granite4_nope"};
+                                                            "granite4_nope",
+                                                            "mamba2",
+                                                            "granite4_h",
+                                                            "granite4_h_moe"};
 
 } // namespace troupe::test

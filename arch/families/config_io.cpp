@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -454,6 +455,49 @@ void read_special_ids(hf_cfg& j, const std::string& generation_json, model_confi
         c.bos_id = g["bos_token_id"].get<int64_t>();
     }
   }
+}
+
+std::string quote_nonfinite(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      out += ch;
+      if (ch == '\\' && i + 1 < text.size())
+        out += text[++i];
+      else if (ch == '"')
+        in_string = false;
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+      out += ch;
+      continue;
+    }
+    bool replaced = false;
+    for (std::string_view word : {"-Infinity", "Infinity", "NaN"})
+      if (text.substr(i, word.size()) == word) {
+        out += fmt::format("{{\"__float__\": \"{}\"}}", word);
+        i += word.size() - 1;
+        replaced = true;
+        break;
+      }
+    if (!replaced) out += ch;
+  }
+  return out;
+}
+
+std::optional<double> config_number(const json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (!v.is_object() || v.size() != 1 || !v.contains("__float__") || !v["__float__"].is_string())
+    return std::nullopt;
+  const std::string s = v["__float__"].get<std::string>();
+  if (s == "Infinity" || s == "inf") return std::numeric_limits<double>::infinity();
+  if (s == "-Infinity" || s == "-inf") return -std::numeric_limits<double>::infinity();
+  if (s == "NaN" || s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  return std::nullopt;
 }
 
 status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_default) {

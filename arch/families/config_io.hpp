@@ -6,6 +6,8 @@
 // EOS ids, the bookkeeping keys every config carries) live here.
 #pragma once
 
+#include <optional>
+
 #include <functional>
 #include <set>
 #include <string>
@@ -51,6 +53,13 @@ class hf_cfg {
   std::string where_;
   std::set<std::string> read_;
 };
+
+/// config.json text with Python's non-finite numbers (bare Infinity, -Infinity, NaN, as json.dumps
+/// writes them) turned into transformers 5's {"__float__": "Infinity"} objects: valid JSON.
+std::string quote_nonfinite(std::string_view text);
+/// A number of a config: a JSON number, or transformers 5's {"__float__": "Infinity" | "-Infinity"
+/// | "NaN"}; nullopt for anything else.
+std::optional<double> config_number(const json& v);
 
 /// Marks what every config.json carries that changes nothing computed (architectures,
 /// dtype, ids of special tokens are read elsewhere ...); refuses quantized checkpoints

@@ -437,8 +437,96 @@ class decoder {
     return b.linear(gated, wo, none, "conv_out");
   }
 
+  // Mamba-2: in_proj gives z, x, B, C and dt; x, B and C each through its channels of the
+  // causal conv1d (with its bias) and SiLU; the selective scan over the sequence's state; an
+  // RMS norm over each group's heads of y silu(z); out_proj. TP cuts the heads (z, x, dt, their
+  // taps, A, D, dt_bias, the norm's weight); B and C go with their groups, or are whole on every
+  // rank where there is one group, whose norm then sums its squares over the ranks (as OLMo 2's
+  // q/k norm).
+  expected<vid> mamba(int l, vid h) {
+    builder b(g_, l);
+    const int64_t C = c_.C, G = c_.lin_k_heads, N = c_.lin_k_dim, H = c_.lin_v_heads,
+                  P = c_.lin_v_dim, K = c_.lin_conv, Di = H * P, GN = G * N;
+    auto rows = [](int64_t first, int64_t count) {
+      weight_ref r;
+      r.segments = {{first, count}};
+      return r;
+    };
+    const axis ah = axis::lin_v_heads, ag = G == 1 ? axis::none : axis::lin_k_heads;
+    const cut cg = G == 1 ? cut::none : cut::out;
+    struct part {
+      int64_t in_row, conv_row, count; // rows of in_proj and of the conv1d
+      cut cu;
+      axis ax;
+      int64_t unit;
+      const char* what;
+    };
+    const part px{Di, 0, Di, cut::out, ah, P, "ssm_x"}, pb{2 * Di, Di, GN, cg, ag, N, "ssm_B"},
+        pc{2 * Di + GN, Di + GN, GN, cg, ag, N, "ssm_C"}, pz{0, -1, Di, cut::out, ah, P, "ssm_z"},
+        pdt{2 * Di + 2 * GN, -1, H, cut::out, ah, 1, "ssm_dt"};
+    const vid table = g_.input(input_kind::state_table);
+    // one part of in_proj's output (its bias too where the projections have them)
+    auto project = [&](const part& q) -> expected<vid> {
+      TROUPE_TRY_ASSIGN(
+          w, req(n_.ssm_in, l, {q.count, C}, q.cu, q.ax, q.unit, rows(q.in_row, q.count)));
+      vid bias = none;
+      if (c_.ssm_proj_bias)
+        TROUPE_TRY_SET(bias,
+                       req(n_.ssm_in_b, l, {q.count}, q.cu, q.ax, q.unit, rows(q.in_row, q.count)));
+      return b.linear(h, w, bias, q.what);
+    };
+    // x, B or C through its channels of the convolution (groups of `unit` channels)
+    auto convolve = [&](const part& q, int64_t groups) -> expected<vid> {
+      TROUPE_TRY_ASSIGN(x, project(q));
+      TROUPE_TRY_ASSIGN(
+          taps, req(n_.lin_conv, l, {q.count, K}, q.cu, q.ax, q.unit, rows(q.conv_row, q.count)));
+      vid bias = none;
+      if (c_.ssm_conv_bias)
+        TROUPE_TRY_SET(
+            bias, req(n_.ssm_conv_b, l, {q.count}, q.cu, q.ax, q.unit, rows(q.conv_row, q.count)));
+      const std::string what = q.what;
+      const vid st = graph::add_recurrent_state(g_, state_kind::conv, l, {groups, K - 1, q.unit},
+                                                q.ax, what + "_conv_state");
+      return b.op(op::causal_conv,
+                  {b.view(x, {-1, q.unit}, what + "_heads"), taps, st, table, bias},
+                  what + "_conv");
+    };
+    TROUPE_TRY_ASSIGN(x, convolve(px, H));
+    TROUPE_TRY_ASSIGN(bm, convolve(pb, G));
+    TROUPE_TRY_ASSIGN(cm, convolve(pc, G));
+    TROUPE_TRY_ASSIGN(dt, project(pdt));
+    TROUPE_TRY_ASSIGN(z, project(pz));
+    TROUPE_TRY_ASSIGN(a, req(n_.lin_A_log, l, {H}, cut::out, ah, 1));
+    TROUPE_TRY_ASSIGN(d, req(n_.ssm_D, l, {H}, cut::out, ah, 1));
+    TROUPE_TRY_ASSIGN(dtb, req(n_.lin_dt_bias, l, {H}, cut::out, ah, 1));
+    TROUPE_TRY_ASSIGN(nw, req(n_.lin_norm, l, {Di}, cut::out, ah, P));
+    TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, Di}, cut::in, ah, P));
+    vid bo = none;
+    if (c_.ssm_proj_bias) TROUPE_TRY_SET(bo, req(n_.ssm_out_b, l, {C}));
+    const vid st = graph::add_recurrent_state(g_, state_kind::ssm, l, {H, P, N}, ah, "ssm_state");
+    kernels::op_params sp;
+    sp.delta_neg_a = c_.lin_neg_a;
+    const vid y = b.op(op::ssm_scan, {x, dt, a, bm, cm, d, dtb, st, table}, "ssm", sp);
+    const vid gated = b.op(op::swiglu, {z, b.view(y, {-1}, "ssm_flat")}, "ssm_gated");
+    const float eps = static_cast<float>(c_.norm_eps);
+    vid normed;
+    if (G == 1) { // over every head of every rank
+      const vid ss = b.op(op::sum_rows, {b.mul(gated, gated, "ssm_sq")}, "ssm_ss");
+      const vid var = b.scale(b.all_reduce(ss, "ssm_ss_all"),
+                              static_cast<float>(1.0 / static_cast<double>(Di)), "ssm_var", eps);
+      normed = b.mul(gated, b.unary(op::rsqrt, var, "ssm_rsqrt"), "ssm_plain");
+    } else { // over each group's heads, on the rank that holds them
+      const vid ones = w_.constant(b.name("ssm_norm") + ".ones", l, {Di / G}, 1.0f);
+      normed = b.view(b.norm(b.view(gated, {-1, Di / G}, "ssm_groups"), norm_type::rms, ones, none,
+                             eps, "ssm_plain_groups"),
+                      {-1}, "ssm_plain");
+    }
+    return b.linear(b.mul(normed, nw, "ssm_norm"), wo, bo, "ssm_out");
+  }
+
   expected<vid> attention(int l, vid h) {
-    if (c_.layer_linear(l)) return c_.short_conv ? short_conv(l, h) : delta_net(l, h);
+    if (c_.layer_linear(l))
+      return c_.mamba ? mamba(l, h) : c_.short_conv ? short_conv(l, h) : delta_net(l, h);
     if (c_.kv_lora > 0) return mla(l, h);
     builder b(g_, l);
     const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
@@ -582,8 +670,13 @@ class decoder {
     vid y = b.moe(h, s, wr, wg, wu, wd, rb, mb);
     if (c_.F_shared > 0) {
       const int64_t Fs = c_.F_shared;
-      TROUPE_TRY_ASSIGN(sg, req(n_.shexp_gate, l, {Fs, C}, cut::out, axis::ffn));
-      TROUPE_TRY_ASSIGN(su, req(n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn));
+      const bool packed = !n_.shexp_gate_up.empty(); // gate rows, then up rows
+      weight_ref rg, ru;
+      if (packed) rg.segments = {{0, Fs}}, ru.segments = {{Fs, Fs}};
+      TROUPE_TRY_ASSIGN(sg, req(packed ? n_.shexp_gate_up : n_.shexp_gate, l, {Fs, C}, cut::out,
+                                axis::ffn, 1, rg));
+      TROUPE_TRY_ASSIGN(
+          su, req(packed ? n_.shexp_gate_up : n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn, 1, ru));
       TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
       vid sh = b.ffn(h, sg, su, sd, none, none, none, op::silu, nullptr, "ffn_shexp");
       if (c_.shared_gate) {
@@ -670,6 +763,7 @@ class decoder {
     if (c_.norms == norm_place::sandwich)
       TROUPE_TRY_SET(a, norm(a, l, n_.post_attn_norm, "", C, c_.norm, "attn_post_norm"));
     x = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
+    if (!c_.layer_has_ffn(l)) return x; // a block of the mixer alone (Mamba2)
     TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
     TROUPE_TRY_ASSIGN(f0, ffn(l, h2));
     vid f = f0;

@@ -38,6 +38,7 @@ struct decoder_names {
   std::string moe_router, moe_gate, moe_up, moe_down;
   std::string moe_gate_up; // or gate and up packed [E, 2F, C]: each expert's gate rows, then up
   std::string shexp_gate, shexp_up, shexp_down, shexp_gate_inp;
+  std::string shexp_gate_up; // or the shared expert's gate and up rows in one tensor (Granite 4.0)
   std::string moe_router_bias; // DeepSeek-V3's e_score_correction_bias
   // GPT-OSS: the router's bias [E], the experts' biases as merged [E, F] / [E, C] tensors
   std::string moe_router_b, moe_gate_b, moe_up_b, moe_down_b;
@@ -56,6 +57,9 @@ struct decoder_names {
   // or (model_config::short_conv, LFM2) in_proj [B; C; x rows, C each]; its taps lin_conv and
   // out_proj lin_out
   std::string lin_bcx;
+  // or (model_config::mamba) in_proj [z; x; B; C; dt rows] and its bias, the conv1d's bias, D
+  // per head, out_proj's bias (the taps, dt_bias, A_log, the gated norm and out_proj as above)
+  std::string ssm_in, ssm_in_b, ssm_conv_b, ssm_D, ssm_out_b;
   // per layer: the FFN's activation as an expression over x (expr.hpp), where a family's
   // activation carries learned constants of each layer (Apertus's xIELU); empty: the config's
   std::vector<std::string> layer_act;

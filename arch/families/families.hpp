@@ -132,6 +132,21 @@ status read_gpt_oss_hf(hf_cfg& j, model_config& c);
 status read_gpt_oss_gguf(const gguf_cfg& g, model_config& c);
 status prepare_gpt_oss_hf(const model_config& c, tensor_index& t);
 status build_gpt_oss(const model_source& m, graph::graph& g);
+/// Mamba-2's mixer (mamba.cpp): the config keys each family names it by, read into
+/// model_config's mamba fields (heads, head_dim "auto" or absent: the inner width expand x C
+/// over the heads; time_step_limit other than transformers' (0, inf) refuses).
+struct mamba_keys {
+  const char *heads, *head_dim, *state, *groups, *conv, *expand, *conv_bias, *proj_bias, *chunk;
+};
+status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k);
+/// llama.cpp's ssm.* keys (inner_size, time_step_rank = heads, state_size, group_count,
+/// conv_kernel); the biases are tensors the file has or lacks.
+status read_mamba_gguf_mixer(const gguf_cfg& g, model_config& c);
+/// The mixer's tensor names: HF's under `hf_prefix` ("backbone.layers.{}.mixer."), or GGUF's ssm_*.
+void mamba_names(const model_source& m, decoder_names& n, const std::string& hf_prefix);
+status read_mamba2_hf(hf_cfg& j, model_config& c);
+status read_mamba2_gguf(const gguf_cfg& g, model_config& c);
+status build_mamba2(const model_source& m, graph::graph& g);
 status read_bloom_hf(hf_cfg& j, model_config& c);
 status read_bloom_gguf(const gguf_cfg& g, model_config& c);
 status build_bloom(const model_source& m, graph::graph& g);

@@ -2,11 +2,12 @@
 // times embedding_multiplier, each sublayer's output times residual_multiplier before the
 // residual add, attention scores times attention_multiplier (instead of 1/sqrt(head_dim)),
 // and the logits divided by logits_scaling.
-// Granite 4.0 (GraniteMoeHybridForCausalLM) as published without Mamba layers (Granite 4.0
-// Micro, 1B, 350M): the same multipliers, the FFN one SwiGLU "shared_mlp" of
-// shared_intermediate_size with gate and up in one input_linear, RoPE only where
-// position_embedding_type says "rope" (none otherwise, as transformers builds it). Its Mamba 2
-// layers (the -H models) and its experts refuse by name.
+// Granite 4.0 (GraniteMoeHybridForCausalLM): the same multipliers, each layer attention (RoPE
+// only where position_embedding_type says "rope", none otherwise, as transformers builds it) or
+// Mamba-2's mixer (the -H models: layer_types "mamba", the mamba_* keys), then the FFN: one
+// SwiGLU "shared_mlp" of shared_intermediate_size with gate and up in one input_linear, and where
+// num_local_experts > 0 (Granite 4.0-H Tiny / Small) GraniteMoE's experts beside it (softmax over
+// the top-k logits) with the shared MLP as their shared expert.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -14,34 +15,42 @@ namespace troupe::arch {
 namespace {
 
 status read_granite4_layers(hf_cfg& j, model_config& c) {
-  if (const json& lt =
-          j.raw("layer_types").is_null() ? j.raw("layers_block_type") : j.raw("layer_types");
-      !lt.is_null()) {
-    j.mark("layers_block_type"), j.mark("layer_types");
+  const json& lt =
+      j.raw("layer_types").is_null() ? j.raw("layers_block_type") : j.raw("layer_types");
+  j.mark("layers_block_type"), j.mark("layer_types");
+  // GraniteMoeHybridConfig's default: every layer Mamba
+  c.linear_layers.assign(static_cast<size_t>(c.n_layer), lt.is_null() ? 1 : 0);
+  if (!lt.is_null()) {
     if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
       return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
     for (size_t i = 0; i < lt.size(); ++i)
-      if (lt[i] != "attention" && lt[i] != "full_attention")
-        return j.unsupported(
-            fmt::format("layer_types[{}] = {} (Granite 4.0-H's Mamba 2 layers are not implemented)",
-                        i, lt[i].dump()));
-  } else {
-    return j.unsupported("no 'layer_types': every layer Mamba 2 (GraniteMoeHybridConfig's "
-                         "default), which is not implemented");
+      if (lt[i] == "mamba" || lt[i] == "linear_attention")
+        c.linear_layers[i] = 1;
+      else if (lt[i] != "attention" && lt[i] != "full_attention")
+        return j.unsupported(fmt::format("layer_types[{}] = {}", i, lt[i].dump()));
   }
-  TROUPE_TRY_ASSIGN(experts, j.i("num_local_experts", 8));
-  if (experts > 0)
-    return j.unsupported(fmt::format("'num_local_experts' {} (Granite 4.0's experts beside the "
-                                     "shared MLP are not implemented)",
-                                     experts));
-  j.mark("num_experts_per_tok");
+  const mamba_keys k{"mamba_n_heads",   "mamba_d_head",    "mamba_d_state",
+                     "mamba_n_groups",  "mamba_d_conv",    "mamba_expand",
+                     "mamba_conv_bias", "mamba_proj_bias", "mamba_chunk_size"};
+  if (std::find(c.linear_layers.begin(), c.linear_layers.end(), 1) != c.linear_layers.end()) {
+    TROUPE_TRY(read_mamba_mixer(j, c, k));
+  } else {
+    for (const char* key : {k.heads, k.head_dim, k.state, k.groups, k.conv, k.expand, k.conv_bias,
+                            k.proj_bias, k.chunk, "time_step_limit"})
+      j.mark(key); // (no Mamba layer)
+    c.linear_layers.clear();
+  }
   TROUPE_TRY_ASSIGN(fs, j.i("shared_intermediate_size", 1024));
-  c.F = fs; // the only FFN (intermediate_size is the experts')
-  for (const char* k :
-       {"mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_d_head", "mamba_d_conv",
-        "mamba_expand", "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias", "time_step_limit",
-        "router_aux_loss_coef", "output_router_logits"})
-    j.mark(k); // (no Mamba layer, no router)
+  TROUPE_TRY_ASSIGN(experts, j.i("num_local_experts", 8));
+  if (experts > 0) { // GraniteMoE's experts (intermediate_size wide), the shared MLP beside them
+    TROUPE_TRY(read_expert_counts(j, c, "num_local_experts", "num_experts"));
+    c.F_expert = c.F;
+    c.norm_topk = true;
+    c.F_shared = fs;
+  } else {
+    j.mark("num_experts_per_tok"), j.mark("router_aux_loss_coef"), j.mark("output_router_logits");
+  }
+  c.F = fs; // the dense width TP plans with: the shared MLP's
   const json& pe = j.raw("position_embedding_type");
   if (!pe.is_null() && (!pe.is_string() || (pe != "rope" && pe != "nope")))
     return j.unsupported(fmt::format("'position_embedding_type' {}", pe.dump()));
@@ -119,11 +128,15 @@ status build_granite(const model_source& m, graph::graph& g) {
   } else if (c.n_expert > 0) {
     expert_names(m, n);
   }
-  if (c.family == "granitemoehybrid") { // the shared MLP: gate rows, then up rows
+  if (c.family == "granitemoehybrid" && m.format == "hf") {
+    // the shared MLP (gate rows, then up rows): the FFN, or the experts' shared expert
     const std::string p = "model.layers.{}.shared_mlp.";
     n.w_gate.clear(), n.w_up.clear();
-    n.w_gate_up = p + "input_linear.weight";
-    n.w_down = p + "output_linear.weight";
+    (c.n_expert > 0 ? n.shexp_gate_up : n.w_gate_up) = p + "input_linear.weight";
+    (c.n_expert > 0 ? n.shexp_down : n.w_down) = p + "output_linear.weight";
+    mamba_names(m, n, "model.layers.{}.mamba.");
+  } else if (c.mamba) {
+    mamba_names(m, n, "");
   }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);

@@ -402,7 +402,7 @@ TEST(ModelConfig, Lfm3Defaults) {
 
 // Granite 4.0 without Mamba layers loads; its Mamba 2 layers (either spelling, or the config
 // class's default of all Mamba) and its experts refuse by name.
-TEST(ModelConfig, Granite4RefusesMambaAndExperts) {
+TEST(ModelConfig, Granite4ReadsItsLayersMambaAndExperts) {
   json j = base("GraniteMoeHybridForCausalLM");
   j["layer_types"] = {"attention", "full_attention", "attention", "attention"};
   j["num_local_experts"] = 0;
@@ -412,22 +412,87 @@ TEST(ModelConfig, Granite4RefusesMambaAndExperts) {
   ASSERT_TRUE(c) << c.error().to_string();
   EXPECT_EQ(c->F, 96);
   EXPECT_TRUE(c->rope_enabled);
+  EXPECT_FALSE(c->mamba);
   j.erase("position_embedding_type"); // transformers' default None: no RoPE
   ASSERT_TRUE((c = parse(j))) << c.error().to_string();
   EXPECT_FALSE(c->rope_enabled);
+  // Mamba layers under either name, the mixer's keys with transformers' defaults (d_head "auto":
+  // expand x C over the heads)
   for (const char* mamba : {"mamba", "linear_attention"}) {
     json k = j;
     k["layer_types"][1] = mamba;
+    k["mamba_n_heads"] = 8;
+    k["mamba_d_state"] = 16;
     auto r = parse(k);
-    ASSERT_FALSE(r) << mamba;
-    EXPECT_NE(r.error().message.find("Mamba 2"), std::string::npos) << r.error().to_string();
+    ASSERT_TRUE(r) << mamba << ": " << r.error().to_string();
+    EXPECT_TRUE(r->mamba && r->layer_linear(1) && !r->layer_linear(0));
+    EXPECT_EQ(r->lin_v_heads, 8);
+    EXPECT_EQ(r->lin_v_dim, 2 * 64 / 8);
+    EXPECT_EQ(r->lin_k_heads, 1);
+    EXPECT_EQ(r->lin_k_dim, 16);
+    EXPECT_EQ(r->lin_conv, 4);
+    EXPECT_TRUE(r->ssm_conv_bias);
+    EXPECT_FALSE(r->ssm_proj_bias);
   }
   json k = j;
-  k.erase("layer_types");
-  EXPECT_FALSE(parse(k));
+  k.erase("layer_types"); // the config class's default: every layer Mamba
+  k["mamba_n_heads"] = 8;
+  ASSERT_TRUE((c = parse(k))) << c.error().to_string();
+  for (int l = 0; l < 4; ++l) EXPECT_TRUE(c->layer_linear(l));
+  // what the mixer cannot be: heads that do not fill the inner width, groups that do not divide
+  // the heads, a dt limit that clamps
+  for (auto [key, value] : {std::pair<const char*, json>{"mamba_d_head", 12},
+                            {"mamba_n_groups", 3},
+                            {"time_step_limit", json::array({0.0, 0.5})}}) {
+    json b = k;
+    b[key] = value;
+    auto r = parse(b);
+    ASSERT_FALSE(r) << key;
+    EXPECT_NE(r.error().message.find(key), std::string::npos) << r.error().to_string();
+  }
   k = j;
-  k["num_local_experts"] = 8;
-  auto r = parse(k);
+  k["num_local_experts"] = 8; // GraniteMoE's experts, the shared MLP their shared expert
+  k["num_experts_per_tok"] = 2;
+  ASSERT_TRUE((c = parse(k))) << c.error().to_string();
+  EXPECT_EQ(c->n_expert, 8);
+  EXPECT_EQ(c->F_expert, 128);
+  EXPECT_EQ(c->F_shared, 96);
+  EXPECT_TRUE(c->norm_topk);
+}
+
+// Mamba2ForCausalLM (Mamba-Codestral): blocks of the mixer alone; config.json as Python writes
+// it, with a bare Infinity in time_step_limit (transformers 5 writes {"__float__": "Infinity"})
+TEST(ModelConfig, Mamba2ReadsTheMixerAlone) {
+  const std::string text = R"({"architectures": ["Mamba2ForCausalLM"], "hidden_size": 64,
+    "num_hidden_layers": 3, "vocab_size": 512, "num_heads": 8, "head_dim": 16, "expand": 2,
+    "state_size": 32, "n_groups": 2, "conv_kernel": 4, "time_step_limit": [0.0, Infinity],
+    "time_step_min": 0.001, "residual_in_fp32": true, "rms_norm": true, "chunk_size": 256,
+    "note": "Infinity in a string stays a string"})";
+  auto c = config_from_hf_json(text, "", "test/config.json");
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "mamba2");
+  EXPECT_TRUE(c->mamba);
+  for (int l = 0; l < 3; ++l) EXPECT_TRUE(c->layer_linear(l) && !c->layer_has_ffn(l));
+  EXPECT_EQ(c->lin_v_heads * c->lin_v_dim, 128);
+  EXPECT_EQ(c->lin_k_heads, 2);
+  EXPECT_EQ(c->lin_k_dim, 32);
+  EXPECT_FALSE(c->rope_enabled);
+  // state per sequence: 3 layers of 3 taps over x, B and C and a [8, 16, 32] memory
+  EXPECT_EQ(c->state_values_per_seq(0, 3), 3 * (3 * (128 + 2 * 2 * 32) + 8 * 16 * 32));
+  // at TP 2 the heads and groups split
+  EXPECT_EQ(c->state_values_per_seq(0, 3, 2), 3 * (3 * (128 + 2 * 2 * 32) + 8 * 16 * 32) / 2);
+  std::string finite = text; // transformers 5's form of the same
+  finite.replace(finite.find("Infinity]"), 8, R"({"__float__": "Infinity"})");
+  json j = json::parse(finite);
+  ASSERT_TRUE(parse(j));
+  j["head_dim"] = 10;
+  EXPECT_FALSE(parse(j));
+  j["head_dim"] = 16;
+  j["rms_norm"] = false; // a model without the gated norm: not what transformers computes
+  auto r = parse(j);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("num_local_experts"), std::string::npos);
+  EXPECT_NE(r.error().message.find("rms_norm"), std::string::npos);
+  j["rms_norm"] = true;
+  j["hidden_act"] = "gelu";
+  EXPECT_FALSE(parse(j));
 }

@@ -81,9 +81,10 @@ TEST(MemoryPlan, ShardsHoldWhatTheExecutorLoads) {
         EXPECT_EQ(s.kv_bytes_per_token, kv) << path << " stage " << s.stage << " rank " << s.rank;
         EXPECT_EQ(s.state_bytes_per_seq, state)
             << path << " stage " << s.stage << " rank " << s.rank;
-        if (!c.linear_layers.empty()) // what the host sizes the state slots by
+        if (!c.linear_layers.empty()) { // what the host sizes the state slots by
           EXPECT_EQ(s.state_bytes_per_seq, c.state_values_per_seq(s.layer_begin, s.layer_end, tp) *
                                                static_cast<int64_t>(sizeof(float)));
+        }
         EXPECT_EQ(s.weight_bytes, weights)
             << path << " tp" << tp << " pp" << pp << " stage " << s.stage << " rank " << s.rank;
         EXPECT_GT(s.arena_bytes, 0);
@@ -156,8 +157,9 @@ TEST(MemoryPlan, ConfigAloneSizesLikeItsCheckpoint) {
 // q_proj, DeltaNet's projections, taps, A, dt_bias, gated norm, experts; LFM's short convolutions,
 // expert bias, gate per head and sandwich norms; Granite 4.0's shared MLP).
 TEST(MemoryPlan, LinearAttentionParameterCounts) {
-  for (const char* name : {"qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_next_moe", "lfm2",
-                           "lfm2_moe", "lfm3", "lfm2_vl", "granite4"}) {
+  for (const char* name :
+       {"qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_next_moe", "lfm2", "lfm2_moe", "lfm3",
+        "lfm2_vl", "granite4", "mamba2", "granite4_h", "granite4_h_moe"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

@@ -1,0 +1,166 @@
+// mamba.cpp (arch/families): Mamba-2's mixer as the families that use it configure it, and
+// Mamba2ForCausalLM itself (Mamba-Codestral): a stack of pre-norm blocks, each the mixer alone
+// (in_proj to z, x, B, C and dt; a causal conv1d with bias and SiLU over x, B and C; the
+// selective scan; an RMS norm over each group's heads of y silu(z); out_proj), backbone.* names,
+// the final norm norm_f. The mixer's keys go by other names in the hybrids (Granite 4.0-H's and
+// Bamba's mamba_n_heads ...: granite.cpp), which read them through read_mamba_mixer.
+// GGUF: llama.cpp's mamba2 (ssm.* keys, A stored as -exp(A_log), the norm's weight as [G, Di / G]).
+// Tests: tests/exec/forward_test.cpp (SyntheticArch / GgufArch mamba2, granite4_h), op cases
+// (ssm_scan).
+#include <cmath>
+
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k) {
+  TROUPE_TRY_ASSIGN(heads, j.req(k.heads));
+  TROUPE_TRY_ASSIGN(state, j.req(k.state));
+  TROUPE_TRY_ASSIGN(groups, j.req(k.groups));
+  TROUPE_TRY_ASSIGN(conv, j.req(k.conv));
+  TROUPE_TRY_ASSIGN(expand, j.req(k.expand));
+  if (heads <= 0 || state <= 0 || groups <= 0 || conv < 1 || expand <= 0 || heads % groups)
+    return j.bad(fmt::format("Mamba-2 mixer: '{}' {} in '{}' {}, '{}' {}, '{}' {}, '{}' {} (heads "
+                             "a multiple of the groups, all positive)",
+                             k.heads, heads, k.groups, groups, k.state, state, k.conv, conv,
+                             k.expand, expand));
+  const int64_t inner = expand * c.C;
+  int64_t head_dim = inner / heads;
+  if (const json& hd = j.raw(k.head_dim); !hd.is_null() && hd != "auto") {
+    TROUPE_TRY_ASSIGN(v, j.req(k.head_dim));
+    head_dim = v;
+  }
+  if (head_dim <= 0 || head_dim * heads != inner)
+    return j.bad(fmt::format("Mamba-2 mixer: '{}' {} of '{}' {} is not the inner width {} "
+                             "('{}' {} x hidden_size {})",
+                             k.heads, heads, k.head_dim, head_dim, inner, k.expand, expand, c.C));
+  c.mamba = true;
+  c.lin_v_heads = heads, c.lin_v_dim = head_dim, c.lin_k_heads = groups, c.lin_k_dim = state;
+  c.lin_conv = conv;
+  c.ssm_conv_bias = j.b(k.conv_bias, true);
+  c.ssm_proj_bias = j.b(k.proj_bias, false);
+  // the scan's chunking is how a kernel computes it, not what; the initialisation's range of dt
+  for (const char* key : {k.chunk, "time_step_min", "time_step_max", "time_step_floor",
+                          "time_step_rank", "residual_in_fp32", "rescale_prenorm_residual"})
+    j.mark(key);
+  // dt is clamped to time_step_limit; transformers' default (0, inf) clamps nothing (dt is a
+  // softplus), and another limit is not implemented
+  if (const json& lim = j.raw("time_step_limit"); !lim.is_null()) {
+    const auto lo = lim.is_array() && lim.size() == 2 ? config_number(lim[0]) : std::nullopt;
+    const auto hi = lim.is_array() && lim.size() == 2 ? config_number(lim[1]) : std::nullopt;
+    const bool none = lo && hi && *lo <= 0 && std::isinf(*hi) && *hi > 0;
+    if (!none) return j.unsupported(fmt::format("'time_step_limit' {}", lim.dump()));
+  }
+  return {};
+}
+
+void mamba_names(const model_source& m, decoder_names& n, const std::string& hf_prefix) {
+  if (m.format != "hf") {
+    const std::string b = "blk.{}.";
+    n.ssm_in = b + "ssm_in.weight", n.ssm_in_b = b + "ssm_in.bias";
+    n.lin_conv = b + "ssm_conv1d.weight", n.ssm_conv_b = b + "ssm_conv1d.bias";
+    n.lin_dt_bias = b + "ssm_dt.bias", n.lin_A_log = b + "ssm_a", n.ssm_D = b + "ssm_d";
+    n.lin_norm = b + "ssm_norm.weight";
+    n.lin_out = b + "ssm_out.weight", n.ssm_out_b = b + "ssm_out.bias";
+    return;
+  }
+  const std::string& p = hf_prefix;
+  n.ssm_in = p + "in_proj.weight", n.ssm_in_b = p + "in_proj.bias";
+  n.lin_conv = p + "conv1d.weight", n.ssm_conv_b = p + "conv1d.bias";
+  n.lin_dt_bias = p + "dt_bias", n.lin_A_log = p + "A_log", n.ssm_D = p + "D";
+  n.lin_norm = p + "norm.weight";
+  n.lin_out = p + "out_proj.weight", n.ssm_out_b = p + "out_proj.bias";
+}
+
+status read_mamba_gguf_mixer(const gguf_cfg& g, model_config& c) {
+  const int64_t inner = g.i("ssm.inner_size", 0), heads = g.i("ssm.time_step_rank", 0);
+  const int64_t state = g.i("ssm.state_size", 0), groups = g.i("ssm.group_count", 1);
+  const int64_t conv = g.i("ssm.conv_kernel", 0);
+  if (inner <= 0 || heads <= 0 || state <= 0 || groups <= 0 || conv < 1 || inner % heads ||
+      heads % groups)
+    return g.unsupported(fmt::format("Mamba-2 mixer: inner size {}, {} heads in {} groups, state "
+                                     "{}, {} taps",
+                                     inner, heads, groups, state, conv));
+  // (Mamba-1's B / C / dt norms: another model)
+  if (g.i("ssm.dt_b_c_rms", 0) != 0) return g.unsupported("ssm.dt_b_c_rms (Falcon Mamba's norms)");
+  c.mamba = true;
+  c.lin_v_heads = heads, c.lin_v_dim = inner / heads, c.lin_k_heads = groups, c.lin_k_dim = state;
+  c.lin_conv = conv;
+  c.lin_neg_a = true; // the converter stores A = -exp(A_log)
+  c.ssm_conv_bias = g.has_tensor("blk.0.ssm_conv1d.bias");
+  c.ssm_proj_bias = g.has_tensor("blk.0.ssm_in.bias");
+  return {};
+}
+
+namespace {
+
+// Mamba2ForCausalLM has no attention and no FFN: the dimensions the rest of the runtime plans
+// with (H, D, F) are the mixer's heads and inner width, which no weight of theirs uses
+void mamba_only(model_config& c) {
+  c.linear_layers.assign(static_cast<size_t>(c.n_layer), 1);
+  c.layer_blocks.assign(static_cast<size_t>(c.n_layer), 1);
+  c.H = c.Hkv = c.lin_v_heads, c.D = c.lin_v_dim, c.F = c.lin_v_heads * c.lin_v_dim;
+  c.rope_enabled = false;
+}
+
+} // namespace
+
+status read_mamba2_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
+  TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
+  TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
+  if (L > max_layers)
+    return j.bad(fmt::format("'num_hidden_layers' {} (at most {})", L, max_layers));
+  c.C = C, c.n_layer = L, c.V = V;
+  TROUPE_TRY_ASSIGN(eps, j.f("layer_norm_epsilon", 1e-5));
+  c.norm_eps = eps;
+  c.ctx = 1 << 20; // no positions: as long as the state is kept (llama.cpp writes 2^20)
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.s("hidden_act", "silu") != "silu")
+    return j.unsupported(
+        fmt::format("'hidden_act' {} (the convolution's SiLU)", j.raw("hidden_act").dump()));
+  // transformers applies the gated norm whatever rms_norm says; a model published without it
+  // (mamba_ssm's rmsnorm false) would be another model
+  if (!j.b("rms_norm", true)) return j.unsupported("'rms_norm' false");
+  const mamba_keys k{"num_heads", "head_dim",      "state_size", "n_groups",  "conv_kernel",
+                     "expand",    "use_conv_bias", "use_bias",   "chunk_size"};
+  TROUPE_TRY(read_mamba_mixer(j, c, k));
+  mamba_only(c);
+  return {};
+}
+
+status read_mamba2_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
+  TROUPE_TRY_ASSIGN(L, g.req("block_count"));
+  if (L <= 0 || L > max_layers)
+    return make_error(errc::corrupt_file, "{}: block_count {} (1 to {})", g.path(), L, max_layers);
+  c.C = C, c.n_layer = L;
+  for (const char* k : {"feed_forward_length", "attention.head_count"}) // written 0, unused
+    g.key(k);
+  c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-5);
+  c.tie_embeddings = !g.has_tensor("output.weight");
+  TROUPE_TRY(read_mamba_gguf_mixer(g, c));
+  TROUPE_TRY(read_gguf_common(g, c));
+  mamba_only(c);
+  return {};
+}
+
+status build_mamba2(const model_source& m, graph::graph& g) {
+  decoder_names n;
+  if (m.format == "hf") {
+    const std::string b = "backbone.";
+    n.tok_embd = b + "embeddings.weight";
+    n.attn_norm = b + "layers.{}.norm.weight";
+    n.out_norm = b + "norm_f.weight";
+    n.lm_head = "lm_head.weight";
+    mamba_names(m, n, b + "layers.{}.mixer.");
+  } else {
+    n = gguf_layout(m);
+    mamba_names(m, n, "");
+  }
+  if (m.config.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
