@@ -95,6 +95,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "granite4_nope",
                                                             "mamba2",
                                                             "granite4_h",
-                                                            "granite4_h_moe"};
+                                                            "granite4_h_moe",
+                                                            "bamba"};
 
 } // namespace troupe::test

@@ -147,6 +147,8 @@ void mamba_names(const model_source& m, decoder_names& n, const std::string& hf_
 status read_mamba2_hf(hf_cfg& j, model_config& c);
 status read_mamba2_gguf(const gguf_cfg& g, model_config& c);
 status build_mamba2(const model_source& m, graph::graph& g);
+status read_bamba_hf(hf_cfg& j, model_config& c);
+status build_bamba(const model_source& m, graph::graph& g);
 status read_bloom_hf(hf_cfg& j, model_config& c);
 status read_bloom_gguf(const gguf_cfg& g, model_config& c);
 status build_bloom(const model_source& m, graph::graph& g);

@@ -102,6 +102,20 @@ status read_granite_gguf(const gguf_cfg& g, model_config& c) {
   c.attn_scale = am;
   c.logit_scale = 1.0 / ls;
   if (c.family == "granitemoe") return read_experts_gguf(g, c);
+  if (g.arch == "granitehybrid") { // Granite 4.0-H: Mamba-2 on the layers without KV heads
+    c.linear_layers = g.no_kv;
+    if (c.linear_layers.empty()) c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    TROUPE_TRY(read_mamba_gguf_mixer(g, c));
+    // the converter marks RoPE as "finetuned" where the attention rotates (Bamba, or no Mamba
+    // layer), as llama.cpp's granitehybrid reads it
+    const gguf_value* ft = g.g.get(g.key("rope.scaling.finetuned"));
+    c.rope_enabled = ft && ft->type == gguf_type::boolean && ft->i != 0;
+    // GraniteMoE's experts (feed_forward_length wide) where the file has them; the shared MLP's
+    // width is the dense FFN's (or the shared expert's)
+    TROUPE_TRY(read_experts_gguf(g, c));
+    if (const int64_t fs = g.i("expert_shared_feed_forward_length", 0); fs > 0) c.F = fs;
+    return {};
+  }
   // Granite 4.0 without Mamba layers (GraniteMoeHybrid, all attention), which the converter
   // writes as granite: the FFN is the shared MLP, whose width it gives as the shared expert's
   // (feed_forward_length holding the unused experts'), and the Mamba keys describe no layer

@@ -163,4 +163,54 @@ status build_mamba2(const model_source& m, graph::graph& g) {
   return build_decoder(m, n, g);
 }
 
+// Bamba (BambaForCausalLM): Mamba-2 layers and attention layers (attn_layer_indices; RoPE over
+// half of each head, as BambaConfig hardcodes), each followed by a SwiGLU feed_forward; norms
+// input_layernorm / pre_ff_layernorm, the final one final_layernorm.
+status read_bamba_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  c.mlp_bias = j.b("mlp_bias", false);
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 0.5));
+  c.linear_layers.assign(static_cast<size_t>(c.n_layer), 1);
+  if (const json& at = j.raw("attn_layer_indices"); !at.is_null()) {
+    if (!at.is_array()) return j.bad("'attn_layer_indices' must list layers");
+    for (const json& i : at) {
+      if (!i.is_number_integer() || i.get<int64_t>() < 0 || i.get<int64_t>() >= c.n_layer)
+        return j.bad(fmt::format("'attn_layer_indices' holds {} ({} layers)", i.dump(), c.n_layer));
+      c.linear_layers[static_cast<size_t>(i.get<int64_t>())] = 0;
+    }
+  }
+  j.mark("layer_types"), j.mark("layers_block_type"); // (derived from attn_layer_indices)
+  // training: the z-loss, how many logits the forward keeps
+  for (const char* k : {"z_loss_coefficient", "num_logits_to_keep"}) j.mark(k);
+  const mamba_keys k{"mamba_n_heads",   "mamba_d_head",    "mamba_d_state",
+                     "mamba_n_groups",  "mamba_d_conv",    "mamba_expand",
+                     "mamba_conv_bias", "mamba_proj_bias", "mamba_chunk_size"};
+  return read_mamba_mixer(j, c, k);
+}
+
+status build_bamba(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n;
+  if (m.format == "hf") {
+    n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
+    const std::string f = "model.layers.{}.feed_forward.";
+    n.ffn_norm = "model.layers.{}.pre_ff_layernorm.weight";
+    n.out_norm = "model.final_layernorm.weight";
+    n.w_gate = f + "gate_proj.weight", n.w_up = f + "up_proj.weight";
+    n.w_down = f + "down_proj.weight";
+    if (c.mlp_bias)
+      n.b_gate = f + "gate_proj.bias", n.b_up = f + "up_proj.bias", n.b_down = f + "down_proj.bias";
+    mamba_names(m, n, "model.layers.{}.mamba.");
+  } else {
+    n = gguf_layout(m);
+    mamba_names(m, n, "");
+  }
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
 } // namespace troupe::arch
