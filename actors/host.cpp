@@ -23,8 +23,9 @@ int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size,
                       int64_t kv_memory) {
   int64_t worst = 1;
   for (const auto& st : p.stages) {
-    int64_t layers = 0; // those with a KV cache (linear attention keeps a state instead)
-    for (int l = st.layer_begin; l < st.layer_end; ++l) layers += !c.layer_linear(l);
+    int64_t layers = 0; // those with a KV cache (linear attention keeps a state instead, an FFN
+                        // block nothing)
+    for (int l = st.layer_begin; l < st.layer_end; ++l) layers += c.layer_has_kv(l);
     worst = std::max(worst, layers * row_bytes(kv, block_size * c.kv_values_per_token(st.tp)));
   }
   const int64_t min_blocks = (c.ctx + block_size - 1) / block_size + 2;

@@ -70,6 +70,11 @@ bool model_config::layer_has_ffn(int64_t layer) const {
          layer_blocks[layer] != 1;
 }
 
+bool model_config::layer_has_mixer(int64_t layer) const {
+  return layer < 0 || layer >= static_cast<int64_t>(layer_blocks.size()) ||
+         layer_blocks[layer] != 2;
+}
+
 int64_t model_config::state_values_per_seq(int64_t begin, int64_t end, int tp) const {
   const int64_t t = std::max(tp, 1);
   // the convolutions' last inputs (q and k, or Mamba's B and C, whole on every rank where their
@@ -134,9 +139,13 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   const int64_t norms = (m.norms == norm_place::sandwich ? 4 : 2) * C;
   const int64_t gated = attn + (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
   for (int64_t l = 0; l < m.n_layer; ++l)
-    total += (m.layer_linear(l) ? linear : gated) +
-             (!m.layer_has_ffn(l) ? norms / 2 // the mixer's norm only
-                                  : (m.layer_moe(l) ? experts : dense) + norms);
+    total += (!m.layer_has_mixer(l) ? 0
+              : m.layer_linear(l)   ? linear
+                                    : gated) +
+             (!m.layer_has_ffn(l) ? 0
+              : m.layer_moe(l)    ? experts
+                                  : dense) +
+             (m.layer_has_ffn(l) && m.layer_has_mixer(l) ? norms : norms / 2); // one norm a block
   return total;
 }
 

@@ -165,7 +165,8 @@ struct model_config {
   // out_proj with biases where ssm_proj_bias)
   bool mamba = false, ssm_conv_bias = false, ssm_proj_bias = false;
   // per layer: 0 a mixer (attention or its stand-in) and an FFN, 1 the mixer only (Mamba2's
-  // blocks); empty: every layer has both
+  // blocks, Nemotron-H's Mamba and attention blocks), 2 the FFN only (Nemotron-H's MLP blocks),
+  // each then with one norm; empty: every layer has both
   std::vector<uint8_t> layer_blocks;
   bool attn_head_gate = false; // a sigmoid gate per head on the attention's output (LFM3's g_proj)
   int64_t bos_id = -1;
@@ -191,8 +192,11 @@ struct model_config {
   int64_t kv_values_per_token(int tp = 1) const;
   /// Whether layer `layer` is a linear attention (gated DeltaNet) layer.
   bool layer_linear(int64_t layer) const;
-  /// Whether layer `layer` has an FFN after its mixer (layer_blocks).
+  /// Whether layer `layer` has an FFN after its mixer, and whether it has a mixer (layer_blocks).
   bool layer_has_ffn(int64_t layer) const;
+  bool layer_has_mixer(int64_t layer) const;
+  /// Whether layer `layer` keeps a KV cache (attention: a mixer that is not linear).
+  bool layer_has_kv(int64_t layer) const { return layer_has_mixer(layer) && !layer_linear(layer); }
   /// f32 values of recurrent state one sequence holds on a shard of `tp` ranks, over layers
   /// [begin, end) (0 without linear attention layers).
   int64_t state_values_per_seq(int64_t begin, int64_t end, int tp = 1) const;

@@ -96,6 +96,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "mamba2",
                                                             "granite4_h",
                                                             "granite4_h_moe",
-                                                            "bamba"};
+                                                            "bamba",
+                                                            "nemotron_h"};
 
 } // namespace troupe::test

@@ -741,6 +741,10 @@ class decoder {
       return b.add(x, scaled(fn, "ffn_scaled"), "ffn_residual");
     }
     TROUPE_TRY_ASSIGN(h, norm(x, l, n_.attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
+    if (!c_.layer_has_mixer(l)) { // a block of the FFN alone (Nemotron-H's), under the one norm
+      TROUPE_TRY_ASSIGN(f, ffn(l, h));
+      return b.add(x, scaled(f, "ffn_scaled"), "ffn_residual");
+    }
     switch (c_.residual) {
     case residual_kind::parallel: {
       TROUPE_TRY_ASSIGN(a, attention(l, h));

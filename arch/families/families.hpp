@@ -134,9 +134,11 @@ status prepare_gpt_oss_hf(const model_config& c, tensor_index& t);
 status build_gpt_oss(const model_source& m, graph::graph& g);
 /// Mamba-2's mixer (mamba.cpp): the config keys each family names it by, read into
 /// model_config's mamba fields (heads, head_dim "auto" or absent: the inner width expand x C
-/// over the heads; time_step_limit other than transformers' (0, inf) refuses).
+/// over the heads; expand null: the inner width is heads x head_dim (Nemotron-H);
+/// time_step_limit other than transformers' (0, inf) refuses).
 struct mamba_keys {
   const char *heads, *head_dim, *state, *groups, *conv, *expand, *conv_bias, *proj_bias, *chunk;
+  const char* dt_limit = "time_step_limit";
 };
 status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k);
 /// llama.cpp's ssm.* keys (inner_size, time_step_rank = heads, state_size, group_count,
@@ -148,6 +150,9 @@ status read_mamba2_hf(hf_cfg& j, model_config& c);
 status read_mamba2_gguf(const gguf_cfg& g, model_config& c);
 status build_mamba2(const model_source& m, graph::graph& g);
 status read_bamba_hf(hf_cfg& j, model_config& c);
+status read_nemotron_h_hf(hf_cfg& j, model_config& c);
+status read_nemotron_h_gguf(const gguf_cfg& g, model_config& c);
+status build_nemotron_h(const model_source& m, graph::graph& g);
 status build_bamba(const model_source& m, graph::graph& g);
 status read_bloom_hf(hf_cfg& j, model_config& c);
 status read_bloom_gguf(const gguf_cfg& g, model_config& c);

@@ -18,19 +18,21 @@ status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k) {
   TROUPE_TRY_ASSIGN(state, j.req(k.state));
   TROUPE_TRY_ASSIGN(groups, j.req(k.groups));
   TROUPE_TRY_ASSIGN(conv, j.req(k.conv));
-  TROUPE_TRY_ASSIGN(expand, j.req(k.expand));
-  if (heads <= 0 || state <= 0 || groups <= 0 || conv < 1 || expand <= 0 || heads % groups)
-    return j.bad(fmt::format("Mamba-2 mixer: '{}' {} in '{}' {}, '{}' {}, '{}' {}, '{}' {} (heads "
-                             "a multiple of the groups, all positive)",
+  int64_t expand = 0; // (no expand key: the heads alone give the inner width)
+  if (k.expand) TROUPE_TRY_SET(expand, j.req(k.expand));
+  if (heads <= 0 || state <= 0 || groups <= 0 || conv < 1 || (k.expand && expand <= 0) ||
+      heads % groups)
+    return j.bad(fmt::format("Mamba-2 mixer: '{}' {} in '{}' {}, '{}' {}, '{}' {}{} (heads a "
+                             "multiple of the groups, all positive)",
                              k.heads, heads, k.groups, groups, k.state, state, k.conv, conv,
-                             k.expand, expand));
+                             k.expand ? fmt::format(", '{}' {}", k.expand, expand) : ""));
   const int64_t inner = expand * c.C;
-  int64_t head_dim = inner / heads;
-  if (const json& hd = j.raw(k.head_dim); !hd.is_null() && hd != "auto") {
+  int64_t head_dim = k.expand ? inner / heads : 0;
+  if (const json& hd = j.raw(k.head_dim); !k.expand || (!hd.is_null() && hd != "auto")) {
     TROUPE_TRY_ASSIGN(v, j.req(k.head_dim));
     head_dim = v;
   }
-  if (head_dim <= 0 || head_dim * heads != inner)
+  if (head_dim <= 0 || (k.expand && head_dim * heads != inner))
     return j.bad(fmt::format("Mamba-2 mixer: '{}' {} of '{}' {} is not the inner width {} "
                              "('{}' {} x hidden_size {})",
                              k.heads, heads, k.head_dim, head_dim, inner, k.expand, expand, c.C));
@@ -45,11 +47,11 @@ status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k) {
     j.mark(key);
   // dt is clamped to time_step_limit; transformers' default (0, inf) clamps nothing (dt is a
   // softplus), and another limit is not implemented
-  if (const json& lim = j.raw("time_step_limit"); !lim.is_null()) {
+  if (const json& lim = j.raw(k.dt_limit); !lim.is_null()) {
     const auto lo = lim.is_array() && lim.size() == 2 ? config_number(lim[0]) : std::nullopt;
     const auto hi = lim.is_array() && lim.size() == 2 ? config_number(lim[1]) : std::nullopt;
     const bool none = lo && hi && *lo <= 0 && std::isinf(*hi) && *hi > 0;
-    if (!none) return j.unsupported(fmt::format("'time_step_limit' {}", lim.dump()));
+    if (!none) return j.unsupported(fmt::format("'{}' {}", k.dt_limit, lim.dump()));
   }
   return {};
 }
@@ -205,6 +207,169 @@ status build_bamba(const model_source& m, graph::graph& g) {
     if (c.mlp_bias)
       n.b_gate = f + "gate_proj.bias", n.b_up = f + "up_proj.bias", n.b_down = f + "down_proj.bias";
     mamba_names(m, n, "model.layers.{}.mamba.");
+  } else {
+    n = gguf_layout(m);
+    mamba_names(m, n, "");
+  }
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+// Nemotron-H (NemotronHForCausalLM: Nemotron-H 8B / 47B / 56B, Nemotron Nano 2): blocks of one
+// mixer each under one pre-norm - Mamba-2 ("M"), attention without positions ("*"), or an MLP of
+// up, relu2, down ("-") - named by hybrid_override_pattern or layers_block_type (whose count,
+// not num_hidden_layers, is the model's, as transformers counts); the mixer's keys under either
+// of their names (mamba_n_groups or n_groups ...). Its experts ("E": Nemotron 3) refuse.
+status read_nemotron_h_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  std::vector<std::string> types;
+  if (const json& lt = j.raw("layers_block_type"); !lt.is_null()) {
+    if (!lt.is_array()) return j.bad("'layers_block_type' must list the layers' kinds");
+    for (const json& t : lt) types.push_back(t.is_string() ? t.get<std::string>() : t.dump());
+  } else if (const json& p = j.raw("hybrid_override_pattern"); p.is_string()) {
+    for (char ch : p.get<std::string>())
+      types.push_back(ch == 'M'   ? "mamba"
+                      : ch == '*' ? "attention"
+                      : ch == '-' ? "mlp"
+                      : ch == 'E' ? "moe"
+                                  : std::string(1, ch));
+  } else {
+    return j.bad("neither 'layers_block_type' nor 'hybrid_override_pattern'");
+  }
+  j.mark("layer_types");
+  TROUPE_TRY(read_hf_dims(j, c, "layer_norm_epsilon", 1e-5));
+  const int64_t L = static_cast<int64_t>(types.size());
+  if (L <= 0 || L > max_layers) return j.bad(fmt::format("{} layers", L));
+  c.n_layer = L;
+  c.linear_layers.assign(static_cast<size_t>(L), 0);
+  c.layer_blocks.assign(static_cast<size_t>(L), 1);
+  for (size_t i = 0; i < types.size(); ++i) {
+    const std::string& t = types[i];
+    if (t == "mamba" || t == "linear_attention")
+      c.linear_layers[i] = 1;
+    else if (t == "mlp")
+      c.layer_blocks[i] = 2;
+    else if (t != "attention" && t != "full_attention")
+      return j.unsupported(
+          fmt::format("layer {} of kind '{}'{}", i, t,
+                      t == "moe" ? " (Nemotron-H's experts are not implemented)" : ""));
+  }
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  c.rope_enabled = false; // the attention has no positions
+  c.gated_ffn = false;
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  c.mlp_bias = j.b("mlp_bias", false);
+  TROUPE_TRY(read_activation(j.s("mlp_hidden_act", "relu2"), c, j.where()));
+  if (j.s("mamba_hidden_act", "silu") != "silu")
+    return j.unsupported(fmt::format("'mamba_hidden_act' {}", j.raw("mamba_hidden_act").dump()));
+  if (const json& sw = j.raw("sliding_window"); !sw.is_null())
+    return j.unsupported(fmt::format("'sliding_window' {}", sw.dump()));
+  // the mixer's keys, each under the name the file uses
+  auto either = [&j](const char* a, const char* b) {
+    const char* use = j.present(a) ? a : b;
+    j.mark(use == a ? b : a);
+    return use;
+  };
+  mamba_keys k{"mamba_num_heads",
+               "mamba_head_dim",
+               "ssm_state_size",
+               either("mamba_n_groups", "n_groups"),
+               either("mamba_d_conv", "conv_kernel"),
+               nullptr, // the inner width is the heads' (expand is not read)
+               either("mamba_conv_bias", "use_conv_bias"),
+               "mamba_proj_bias",
+               either("mamba_chunk_size", "chunk_size")};
+  k.dt_limit = either("mamba_dt_limit", "time_step_limit");
+  for (const char* key :
+       {"expand", "mamba_expand", "mamba_dt_min", "mamba_dt_max", "mamba_dt_init_floor",
+        "use_mamba_kernels", "mamba_ssm_cache_dtype", "num_logits_to_keep", "hidden_dropout",
+        "residual_in_fp32", "rescale_prenorm_residual"})
+    j.mark(key);
+  // the published configs' older keys, which transformers 5 does not read: llama.cpp's converter
+  // takes attention_head_dim for head_dim, so a disagreement would be two models
+  if (const json& ahd = j.raw("attention_head_dim"); !ahd.is_null() && ahd != c.D)
+    return j.unsupported(
+        fmt::format("'attention_head_dim' {} beside a head_dim of {}", ahd.dump(), c.D));
+  if (j.present("rms_norm_eps")) { // (llama.cpp's converter writes it as the norms' epsilon)
+    TROUPE_TRY_ASSIGN(eps, j.f("rms_norm_eps", c.norm_eps));
+    if (eps != c.norm_eps)
+      return j.unsupported(
+          fmt::format("'rms_norm_eps' {} beside a layer_norm_epsilon of {}", eps, c.norm_eps));
+  }
+  j.mark("hidden_act");
+  // (use_bias: an older name of mamba_proj_bias, which transformers no longer reads)
+  if (j.b("use_bias", false)) return j.unsupported("'use_bias' true");
+  TROUPE_TRY(read_mamba_mixer(j, c, k));
+  // the experts' keys describe no layer here; multi-token prediction is not run
+  for (const char* key :
+       {"n_routed_experts", "n_shared_experts", "moe_intermediate_size",
+        "moe_shared_expert_intermediate_size", "moe_latent_size", "moe_shared_expert_overlap",
+        "num_experts_per_tok", "routed_scaling_factor", "n_group", "topk_group", "norm_topk_prob",
+        "output_router_logits", "num_nextn_predict_layers", "mtp_layers_block_type"})
+    j.mark(key);
+  return {};
+}
+
+// GGUF (llama.cpp's nemotron_h): head_count_kv per layer (0 but on attention layers),
+// feed_forward_length per layer (0 but on MLP layers), key_length the attention's head size; no
+// RoPE; A stored as -exp(A_log)
+status read_nemotron_h_gguf(const gguf_cfg& g, model_config& c) {
+  const gguf_value* ff = g.g.get(g.key("feed_forward_length"));
+  TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
+  TROUPE_TRY_ASSIGN(L, g.req("block_count"));
+  if (L <= 0 || L > max_layers)
+    return make_error(errc::corrupt_file, "{}: block_count {} (1 to {})", g.path(), L, max_layers);
+  c.C = C, c.n_layer = L;
+  TROUPE_TRY_ASSIGN(H, g.req("attention.head_count"));
+  c.H = H;
+  const gguf_value* kv = g.g.get(g.key("attention.head_count_kv"));
+  if (!ff || ff->type != gguf_type::array || !kv || kv->type != gguf_type::array ||
+      static_cast<int64_t>(ff->arr.size()) != L || static_cast<int64_t>(kv->arr.size()) != L)
+    return g.unsupported("feed_forward_length and attention.head_count_kv must be given per layer");
+  c.linear_layers.assign(static_cast<size_t>(L), 0);
+  c.layer_blocks.assign(static_cast<size_t>(L), 1);
+  c.F = 0, c.Hkv = 0;
+  for (size_t l = 0; l < static_cast<size_t>(L); ++l) {
+    const int64_t f = ff->arr[l].i, k = kv->arr[l].i;
+    if (f > 0 && k > 0) return g.unsupported(fmt::format("layer {}: both attention and an MLP", l));
+    if ((f > 0 && c.F > 0 && f != c.F) || (k > 0 && c.Hkv > 0 && k != c.Hkv))
+      return g.unsupported("MLP widths or KV head counts that differ between layers");
+    if (f > 0) c.F = f, c.layer_blocks[l] = 2;
+    if (k > 0) c.Hkv = k;
+    if (f == 0 && k == 0) c.linear_layers[l] = 1; // Mamba-2
+  }
+  if (c.F == 0) c.F = C; // (no MLP layer: a width nothing reads)
+  if (c.Hkv == 0) c.Hkv = H;
+  c.D = g.i("attention.key_length", H > 0 ? C / H : 0);
+  if (g.i("attention.value_length", c.D) != c.D)
+    return g.unsupported("attention.value_length other than key_length is not supported");
+  c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-5);
+  c.qkv_bias = g.has_tensor("blk.0.attn_q.bias");
+  c.tie_embeddings = !g.has_tensor("output.weight");
+  c.gated_ffn = false;
+  c.act_expr = "relu(x)^2"; // llama.cpp's nemotron_h MLP
+  TROUPE_TRY(read_mamba_gguf_mixer(g, c));
+  TROUPE_TRY(read_gguf_common(g, c));
+  c.rope_enabled = false;
+  return {};
+}
+
+status build_nemotron_h(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n;
+  if (m.format == "hf") {
+    const std::string b = "backbone.", x = "backbone.layers.{}.mixer.";
+    n.tok_embd = b + "embeddings.weight";
+    n.attn_norm = b + "layers.{}.norm.weight";
+    n.out_norm = b + "norm_f.weight";
+    n.lm_head = "lm_head.weight";
+    n.wq = x + "q_proj.weight", n.wk = x + "k_proj.weight", n.wv = x + "v_proj.weight";
+    n.wo = x + "o_proj.weight";
+    if (c.qkv_bias) n.bq = x + "q_proj.bias", n.bk = x + "k_proj.bias", n.bv = x + "v_proj.bias";
+    if (c.o_bias) n.bo = x + "o_proj.bias";
+    n.w_up = x + "up_proj.weight", n.w_down = x + "down_proj.weight";
+    if (c.mlp_bias) n.b_up = x + "up_proj.bias", n.b_down = x + "down_proj.bias";
+    mamba_names(m, n, x);
   } else {
     n = gguf_layout(m);
     mamba_names(m, n, "");

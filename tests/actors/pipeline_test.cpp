@@ -285,7 +285,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "gguf:smollm3_nope4", "gguf:cohere2_swa4", "gguf:glm4_moe", "gguf:llama4",
                           "gguf:llama4_vl", "gguf:qwen2_5_vl", "gguf:minimax_m2", "gguf:olmoe",
                           "gguf:ernie4_5_moe", "gguf:dots1", "gguf:granitemoe", "gguf:lfm2",
-                          "gguf:lfm2_moe", "gguf:mamba2", "gguf:granite4_h"),
+                          "gguf:lfm2_moe", "gguf:mamba2", "gguf:granite4_h", "gguf:nemotron_h"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +

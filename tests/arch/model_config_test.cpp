@@ -496,3 +496,39 @@ TEST(ModelConfig, Mamba2ReadsTheMixerAlone) {
   j["hidden_act"] = "gelu";
   EXPECT_FALSE(parse(j));
 }
+
+// Nemotron-H: the layers as hybrid_override_pattern names them (one mixer a block), the mixer's
+// keys under either name; its experts, and older keys that disagree with what transformers reads,
+// refuse
+TEST(ModelConfig, NemotronHReadsItsPattern) {
+  json j = base("NemotronHForCausalLM");
+  j.erase("num_hidden_layers"); // counted from the pattern
+  j["hybrid_override_pattern"] = "M-*-M";
+  j["head_dim"] = 16;
+  j["mamba_num_heads"] = 8;
+  j["mamba_head_dim"] = 20; // the inner width is the heads' (expand is not read)
+  j["mamba_n_groups"] = 2;
+  j["ssm_state_size"] = 16;
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->n_layer, 5);
+  EXPECT_TRUE(c->layer_linear(0) && c->layer_linear(4) && !c->layer_linear(2));
+  EXPECT_TRUE(c->layer_has_kv(2) && !c->layer_has_kv(1) && !c->layer_has_kv(0));
+  EXPECT_TRUE(!c->layer_has_mixer(1) && c->layer_has_ffn(1) && !c->layer_has_ffn(2));
+  EXPECT_EQ(c->lin_v_heads * c->lin_v_dim, 160);
+  EXPECT_EQ(c->lin_k_heads, 2);
+  EXPECT_FALSE(c->rope_enabled);
+  EXPECT_FALSE(c->gated_ffn);
+  for (auto [key, value] : {std::pair<const char*, json>{"hybrid_override_pattern", "M-E"},
+                            {"attention_head_dim", 32},
+                            {"rms_norm_eps", 1e-6},
+                            {"mamba_dt_limit", json::array({0.0, 1.0})}}) {
+    json b = j;
+    b[key] = value;
+    auto r = parse(b);
+    ASSERT_FALSE(r) << key;
+    EXPECT_NE(r.error().message.find(key == std::string("hybrid_override_pattern") ? "moe" : key),
+              std::string::npos)
+        << r.error().to_string();
+  }
+}
