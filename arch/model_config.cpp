@@ -75,6 +75,11 @@ bool model_config::layer_has_mixer(int64_t layer) const {
          layer_blocks[layer] != 2;
 }
 
+bool model_config::has_recurrent_state() const {
+  return ssm_parallel ||
+         std::find(linear_layers.begin(), linear_layers.end(), 1) != linear_layers.end();
+}
+
 int64_t model_config::state_values_per_seq(int64_t begin, int64_t end, int tp) const {
   const int64_t t = std::max(tp, 1);
   // the convolutions' last inputs (q and k, or Mamba's B and C, whole on every rank where their
@@ -85,7 +90,7 @@ int64_t model_config::state_values_per_seq(int64_t begin, int64_t end, int tp) c
   const int64_t delta = short_conv ? 0 : lin_v_heads * lin_k_dim * lin_v_dim;
   int64_t n = 0;
   for (int64_t l = begin; l < end; ++l)
-    if (layer_linear(l)) n += (conv + delta) / t;
+    if (layer_linear(l) || ssm_parallel) n += (conv + delta) / t;
   return n;
 }
 
@@ -126,7 +131,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   const int64_t ssm_in = 2 * Vd + 2 * Kd + m.lin_v_heads, ssm_conv = Vd + 2 * Kd;
   const int64_t linear =
       m.mamba ? C * ssm_in + ssm_conv * m.lin_conv + (m.ssm_conv_bias ? ssm_conv : 0) +
-                    3 * m.lin_v_heads + Vd + Vd * C + (m.ssm_proj_bias ? ssm_in + C : 0)
+                    3 * m.lin_v_heads + (m.ssm_norm == model_config::ssm_norm_kind::none ? 0 : Vd) +
+                    Vd * C + (m.ssm_proj_bias ? ssm_in : 0) + (m.ssm_out_bias ? C : 0)
       : m.short_conv ? 3 * C * Vd + Vd * m.lin_conv + Vd * C
                      : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
                            2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
@@ -142,6 +148,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
     total += (!m.layer_has_mixer(l) ? 0
               : m.layer_linear(l)   ? linear
                                     : gated) +
+             (m.ssm_parallel ? linear : 0) + // Falcon-H1: the mixer beside the attention
              (!m.layer_has_ffn(l) ? 0
               : m.layer_moe(l)    ? experts
                                   : dense) +
@@ -210,7 +217,7 @@ status model_config::validate() const {
   }
   if (!layer_blocks.empty() && static_cast<int64_t>(layer_blocks.size()) != n_layer)
     return bad(fmt::format("{} per-layer block kinds for {} layers", layer_blocks.size(), n_layer));
-  if (std::find(linear_layers.begin(), linear_layers.end(), 1) != linear_layers.end()) {
+  if (has_recurrent_state()) {
     // (the readers check what they read; this bounds what any reader leaves)
     if (lin_v_heads <= 0 || lin_v_dim <= 0 || lin_conv < 1 || lin_v_heads > 65536 ||
         lin_v_dim > 65536 || lin_k_heads > 65536 || lin_k_dim > 65536 || lin_conv > 64)

@@ -163,7 +163,18 @@ struct model_config {
   // sequence [heads, lin_v_dim, lin_k_dim] with A (-exp(A_log); lin_neg_a: stored so), D and
   // dt_bias per head; an RMS norm over each group's heads of y silu(z); out_proj (in_proj and
   // out_proj with biases where ssm_proj_bias)
-  bool mamba = false, ssm_conv_bias = false, ssm_proj_bias = false;
+  bool mamba = false, ssm_conv_bias = false, ssm_proj_bias = false, ssm_out_bias = false;
+  // the mixer's norm: over each group of y silu(z) (Mamba2's), of y before the gate (Falcon-H1's
+  // norm_before_gate), or none (y silu(z) as it is)
+  enum class ssm_norm_kind : uint8_t { after_gate, before_gate, none };
+  ssm_norm_kind ssm_norm = ssm_norm_kind::after_gate;
+  // Falcon-H1: attention and the Mamba-2 mixer side by side on every layer's normed input, each
+  // with its multipliers (in and out), then the FFN; in_proj's five parts (z, x, B, C, dt) each
+  // times its own multiplier (the published mup vector), the FFN's gate and output times theirs
+  bool ssm_parallel = false;
+  double ssm_in_scale = 1, ssm_out_scale = 1, attn_in_scale = 1, attn_out_scale = 1;
+  double ssm_mup[5] = {1, 1, 1, 1, 1};
+  double ffn_down_scale = 1;
   // per layer: 0 a mixer (attention or its stand-in) and an FFN, 1 the mixer only (Mamba2's
   // blocks, Nemotron-H's Mamba and attention blocks), 2 the FFN only (Nemotron-H's MLP blocks),
   // each then with one norm; empty: every layer has both
@@ -197,6 +208,8 @@ struct model_config {
   bool layer_has_mixer(int64_t layer) const;
   /// Whether layer `layer` keeps a KV cache (attention: a mixer that is not linear).
   bool layer_has_kv(int64_t layer) const { return layer_has_mixer(layer) && !layer_linear(layer); }
+  /// Whether some layer keeps a recurrent state per sequence (linear attention, Mamba).
+  bool has_recurrent_state() const;
   /// f32 values of recurrent state one sequence holds on a shard of `tp` ranks, over layers
   /// [begin, end) (0 without linear attention layers).
   int64_t state_values_per_seq(int64_t begin, int64_t end, int tp = 1) const;

@@ -11,7 +11,7 @@ expected<std::unique_ptr<generator>> generator::create(std::shared_ptr<const mod
   auto g = std::unique_ptr<generator>(new generator());
   g->source_ = m;
   if (opt.kv_blocks == 0) opt.kv_blocks = (m->config.ctx + opt.block_size - 1) / opt.block_size + 1;
-  if (opt.state_slots == 0 && !m->config.linear_layers.empty())
+  if (opt.state_slots == 0 && m->config.has_recurrent_state())
     opt.state_slots = 1; // its one sequence
   shard_spec spec;
   spec.layer_begin = 0;

@@ -97,6 +97,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "granite4_h",
                                                             "granite4_h_moe",
                                                             "bamba",
-                                                            "nemotron_h"};
+                                                            "nemotron_h",
+                                                            "falcon_h1"};
 
 } // namespace troupe::test

@@ -473,7 +473,13 @@ class decoder {
       if (c_.ssm_proj_bias)
         TROUPE_TRY_SET(bias,
                        req(n_.ssm_in_b, l, {q.count}, q.cu, q.ax, q.unit, rows(q.in_row, q.count)));
-      return b.linear(h, w, bias, q.what);
+      const vid y = b.linear(h, w, bias, q.what);
+      const double mup = c_.ssm_mup[&q == &pz   ? 0
+                                    : &q == &px ? 1
+                                    : &q == &pb ? 2
+                                    : &q == &pc ? 3
+                                                : 4];
+      return mup != 1 ? b.scale(y, static_cast<float>(mup), std::string(q.what) + "_mup") : y;
     };
     // x, B or C through its channels of the convolution (groups of `unit` channels)
     auto convolve = [&](const part& q, int64_t groups) -> expected<vid> {
@@ -499,29 +505,38 @@ class decoder {
     TROUPE_TRY_ASSIGN(a, req(n_.lin_A_log, l, {H}, cut::out, ah, 1));
     TROUPE_TRY_ASSIGN(d, req(n_.ssm_D, l, {H}, cut::out, ah, 1));
     TROUPE_TRY_ASSIGN(dtb, req(n_.lin_dt_bias, l, {H}, cut::out, ah, 1));
-    TROUPE_TRY_ASSIGN(nw, req(n_.lin_norm, l, {Di}, cut::out, ah, P));
+    vid nw = none;
+    if (c_.ssm_norm != model_config::ssm_norm_kind::none)
+      TROUPE_TRY_SET(nw, req(n_.lin_norm, l, {Di}, cut::out, ah, P));
     TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, Di}, cut::in, ah, P));
     vid bo = none;
-    if (c_.ssm_proj_bias) TROUPE_TRY_SET(bo, req(n_.ssm_out_b, l, {C}));
+    if (c_.ssm_out_bias) TROUPE_TRY_SET(bo, req(n_.ssm_out_b, l, {C}));
     const vid st = graph::add_recurrent_state(g_, state_kind::ssm, l, {H, P, N}, ah, "ssm_state");
     kernels::op_params sp;
     sp.delta_neg_a = c_.lin_neg_a;
     const vid y = b.op(op::ssm_scan, {x, dt, a, bm, cm, d, dtb, st, table}, "ssm", sp);
-    const vid gated = b.op(op::swiglu, {z, b.view(y, {-1}, "ssm_flat")}, "ssm_gated");
+    const vid yf = b.view(y, {-1}, "ssm_flat");
+    using nk = model_config::ssm_norm_kind;
+    if (c_.ssm_norm == nk::none) // y silu(z), no norm (Falcon-H1's mamba_rms_norm false)
+      return b.linear(b.op(op::swiglu, {z, yf}, "ssm_gated"), wo, bo, "ssm_out");
     const float eps = static_cast<float>(c_.norm_eps);
+    // RMS over each group: of y silu(z), or of y with the gate after (norm_before_gate)
+    const vid x0 = c_.ssm_norm == nk::after_gate ? b.op(op::swiglu, {z, yf}, "ssm_gated") : yf;
     vid normed;
     if (G == 1) { // over every head of every rank
-      const vid ss = b.op(op::sum_rows, {b.mul(gated, gated, "ssm_sq")}, "ssm_ss");
+      const vid ss = b.op(op::sum_rows, {b.mul(x0, x0, "ssm_sq")}, "ssm_ss");
       const vid var = b.scale(b.all_reduce(ss, "ssm_ss_all"),
                               static_cast<float>(1.0 / static_cast<double>(Di)), "ssm_var", eps);
-      normed = b.mul(gated, b.unary(op::rsqrt, var, "ssm_rsqrt"), "ssm_plain");
+      normed = b.mul(x0, b.unary(op::rsqrt, var, "ssm_rsqrt"), "ssm_plain");
     } else { // over each group's heads, on the rank that holds them
       const vid ones = w_.constant(b.name("ssm_norm") + ".ones", l, {Di / G}, 1.0f);
-      normed = b.view(b.norm(b.view(gated, {-1, Di / G}, "ssm_groups"), norm_type::rms, ones, none,
+      normed = b.view(b.norm(b.view(x0, {-1, Di / G}, "ssm_groups"), norm_type::rms, ones, none,
                              eps, "ssm_plain_groups"),
                       {-1}, "ssm_plain");
     }
-    return b.linear(b.mul(normed, nw, "ssm_norm"), wo, bo, "ssm_out");
+    vid out = b.mul(normed, nw, "ssm_norm");
+    if (c_.ssm_norm == nk::before_gate) out = b.op(op::swiglu, {z, out}, "ssm_gated");
+    return b.linear(out, wo, bo, "ssm_out");
   }
 
   expected<vid> attention(int l, vid h) {
@@ -741,6 +756,19 @@ class decoder {
       return b.add(x, scaled(fn, "ffn_scaled"), "ffn_residual");
     }
     TROUPE_TRY_ASSIGN(h, norm(x, l, n_.attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
+    if (c_.ssm_parallel) { // Falcon-H1: x += out_m mamba(in_m h) + out_a attn(in_a h); x += ffn
+      auto times = [&](vid v, double s, const char* what) {
+        return s != 1 ? b.scale(v, static_cast<float>(s), what) : v;
+      };
+      TROUPE_TRY_ASSIGN(m, mamba(l, times(h, c_.ssm_in_scale, "ssm_in_scaled")));
+      TROUPE_TRY_ASSIGN(a, attention(l, times(h, c_.attn_in_scale, "attn_in_scaled")));
+      const vid both = b.add(times(m, c_.ssm_out_scale, "ssm_out_scaled"),
+                             times(a, c_.attn_out_scale, "attn_out_scaled"), "mixers");
+      x = b.add(x, both, "attn_residual");
+      TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
+      TROUPE_TRY_ASSIGN(f, ffn(l, h2));
+      return b.add(x, times(f, c_.ffn_down_scale, "ffn_down_scaled"), "ffn_residual");
+    }
     if (!c_.layer_has_mixer(l)) { // a block of the FFN alone (Nemotron-H's), under the one norm
       TROUPE_TRY_ASSIGN(f, ffn(l, h));
       return b.add(x, scaled(f, "ffn_scaled"), "ffn_residual");

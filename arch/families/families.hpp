@@ -139,6 +139,8 @@ status build_gpt_oss(const model_source& m, graph::graph& g);
 struct mamba_keys {
   const char *heads, *head_dim, *state, *groups, *conv, *expand, *conv_bias, *proj_bias, *chunk;
   const char* dt_limit = "time_step_limit";
+  const char* inner =
+      nullptr; // the inner width's own key (Falcon-H1's mamba_d_ssm; null: expand x C)
 };
 status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k);
 /// llama.cpp's ssm.* keys (inner_size, time_step_rank = heads, state_size, group_count,
@@ -154,6 +156,8 @@ status read_nemotron_h_hf(hf_cfg& j, model_config& c);
 status read_nemotron_h_gguf(const gguf_cfg& g, model_config& c);
 status build_nemotron_h(const model_source& m, graph::graph& g);
 status build_bamba(const model_source& m, graph::graph& g);
+status read_falcon_h1_hf(hf_cfg& j, model_config& c);
+status build_falcon_h1(const model_source& m, graph::graph& g);
 status read_bloom_hf(hf_cfg& j, model_config& c);
 status read_bloom_gguf(const gguf_cfg& g, model_config& c);
 status build_bloom(const model_source& m, graph::graph& g);

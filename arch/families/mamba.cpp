@@ -26,7 +26,8 @@ status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k) {
                              "multiple of the groups, all positive)",
                              k.heads, heads, k.groups, groups, k.state, state, k.conv, conv,
                              k.expand ? fmt::format(", '{}' {}", k.expand, expand) : ""));
-  const int64_t inner = expand * c.C;
+  int64_t inner = expand * c.C;
+  if (k.inner && !j.raw(k.inner).is_null()) TROUPE_TRY_SET(inner, j.req(k.inner));
   int64_t head_dim = k.expand ? inner / heads : 0;
   if (const json& hd = j.raw(k.head_dim); !k.expand || (!hd.is_null() && hd != "auto")) {
     TROUPE_TRY_ASSIGN(v, j.req(k.head_dim));
@@ -40,7 +41,7 @@ status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k) {
   c.lin_v_heads = heads, c.lin_v_dim = head_dim, c.lin_k_heads = groups, c.lin_k_dim = state;
   c.lin_conv = conv;
   c.ssm_conv_bias = j.b(k.conv_bias, true);
-  c.ssm_proj_bias = j.b(k.proj_bias, false);
+  c.ssm_proj_bias = c.ssm_out_bias = j.b(k.proj_bias, false);
   // the scan's chunking is how a kernel computes it, not what; the initialisation's range of dt
   for (const char* key : {k.chunk, "time_step_min", "time_step_max", "time_step_floor",
                           "time_step_rank", "residual_in_fp32", "rescale_prenorm_residual"})
@@ -91,6 +92,7 @@ status read_mamba_gguf_mixer(const gguf_cfg& g, model_config& c) {
   c.lin_neg_a = true; // the converter stores A = -exp(A_log)
   c.ssm_conv_bias = g.has_tensor("blk.0.ssm_conv1d.bias");
   c.ssm_proj_bias = g.has_tensor("blk.0.ssm_in.bias");
+  c.ssm_out_bias = g.has_tensor("blk.0.ssm_out.bias");
   return {};
 }
 

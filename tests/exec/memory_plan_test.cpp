@@ -81,7 +81,7 @@ TEST(MemoryPlan, ShardsHoldWhatTheExecutorLoads) {
         EXPECT_EQ(s.kv_bytes_per_token, kv) << path << " stage " << s.stage << " rank " << s.rank;
         EXPECT_EQ(s.state_bytes_per_seq, state)
             << path << " stage " << s.stage << " rank " << s.rank;
-        if (!c.linear_layers.empty()) { // what the host sizes the state slots by
+        if (c.has_recurrent_state()) { // what the host sizes the state slots by
           EXPECT_EQ(s.state_bytes_per_seq, c.state_values_per_seq(s.layer_begin, s.layer_end, tp) *
                                                static_cast<int64_t>(sizeof(float)));
         }
