@@ -98,6 +98,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "granite4_h_moe",
                                                             "bamba",
                                                             "nemotron_h",
-                                                            "falcon_h1"};
+                                                            "falcon_h1",
+                                                            "falcon_h1_norm"};
 
 } // namespace troupe::test

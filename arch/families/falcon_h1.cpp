@@ -8,6 +8,7 @@
 // SiLU: an activation expression) and its output's. The mixer's inner width is mamba_d_ssm
 // (or expand x C); its norm: none (mamba_rms_norm false), or per group before or after the
 // gate (mamba_norm_before_gate); out_proj's bias is projectors_bias.
+// GGUF: see read_falcon_h1_gguf.
 // Tests: tests/exec/forward_test.cpp (SyntheticArch falcon_h1), pipeline_test.
 #include <cmath>
 
@@ -75,8 +76,29 @@ status read_falcon_h1_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF (llama.cpp's falcon-h1): the converter folds every multiplier into the weights, so the
+// file's model has none; ssm.* keys for the mixer (its inner width the file's), the attention's
+// keys, NEOX RoPE (q / k as published); the mixer's norm, where the file has one, after the gate
+// (llama.cpp's)
+status read_falcon_h1_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  TROUPE_TRY(read_mamba_gguf_mixer(g, c));
+  c.ssm_parallel = true;
+  c.ssm_norm = g.has_tensor("blk.0.ssm_norm.weight") ? model_config::ssm_norm_kind::after_gate
+                                                     : model_config::ssm_norm_kind::none;
+  c.rope.layout = rope_layout::neox;
+  return {};
+}
+
 status build_falcon_h1(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    n.ffn_norm = "blk.{}.ffn_norm"; // (as gguf-py maps pre_ff_layernorm.weight: without .weight)
+    mamba_names(m, n, "");
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
   const std::string f = "model.layers.{}.feed_forward.";
   n.ffn_norm = "model.layers.{}.pre_ff_layernorm.weight";

@@ -157,6 +157,7 @@ status read_nemotron_h_gguf(const gguf_cfg& g, model_config& c);
 status build_nemotron_h(const model_source& m, graph::graph& g);
 status build_bamba(const model_source& m, graph::graph& g);
 status read_falcon_h1_hf(hf_cfg& j, model_config& c);
+status read_falcon_h1_gguf(const gguf_cfg& g, model_config& c);
 status build_falcon_h1(const model_source& m, graph::graph& g);
 status read_bloom_hf(hf_cfg& j, model_config& c);
 status read_bloom_gguf(const gguf_cfg& g, model_config& c);
