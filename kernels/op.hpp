@@ -120,7 +120,9 @@
 //                    state f32 [NS, H, P, N], src8 state table -> dst f32 [T, H, P]: Mamba-2's
 //                    selective state space, head h reading group h / (H / G) of B and C; per
 //                    token d = softplus(dt + dt_bias), S = exp(d A) S + d x B^T, out = S C + D x
-//                    with A = -exp(A_log) (src2 is A itself with p.delta_neg_a, GGUF's ssm_a)
+//                    with A = -exp(A_log) (src2 is A itself with p.delta_neg_a, GGUF's ssm_a);
+//                    src2 may also be [H, N]: an A per state value (Mamba-1's, where each channel
+//                    is a head of P = 1: d A is then a vector, exp(d A) taken elementwise)
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 

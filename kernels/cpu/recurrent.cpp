@@ -1,6 +1,7 @@
 // recurrent.cpp (cpu): linear attention's ops with a state per sequence (op.hpp): causal_conv,
 // gated_delta and ssm_scan (Mamba-2: over (sequence, head) pairs, each head's [P, N] state
-// decayed and updated in place token by token, the loops over N vectorised). The convolution runs
+// decayed and updated in place token by token, the loops over N vectorised; Mamba-1's A per
+// state value decays each by its own exp, vectorised too). The convolution runs
 // over (sequence, head) pairs in parallel, a head's channels in the vector lanes (the SiLU's exp
 // vectorised too, where the op has one); the delta rule over (sequence, value head) pairs, each
 // head's [Dk, Dv] state updated in place, token by token, in two passes per token (decay and S^T k
@@ -183,19 +184,29 @@ void ssm_scan(const op_args& a, const exec_ctx& ctx) {
   const float *Dv = a.src[5].as<float>(), *dt_bias = a.src[6].as<float>();
   float* state = a.src[7].as<float>();
   const int64_t S = table.rows();
+  const bool per_state = a.src[2].numel() == H * N; // an A per state value (Mamba-1)
   parallel(ctx, S * H, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> Av(per_state ? static_cast<size_t>(N) : 0), dA(Av.size());
     for (int64_t i = i0; i < i1; ++i) {
       const state_row s = state_row_at(table, i / H);
       const int64_t h = i % H, grp = h / rep;
       float* st = state + (s.slot * H + h) * P * N; // [P, N]
       if (s.pos0 == 0)
         for (int64_t j = 0; j < P * N; ++j) st[j] = 0.0f;
-      const float A = a.p.delta_neg_a ? A_in[h] : -std::exp(A_in[h]);
+      const float A = per_state ? 0.0f : a.p.delta_neg_a ? A_in[h] : -std::exp(A_in[h]);
+      for (int64_t e = 0; per_state && e < N; ++e)
+        Av[e] = a.p.delta_neg_a ? A_in[h * N + e] : -std::exp(A_in[h * N + e]);
       for (int64_t n = 0; n < s.count; ++n) {
         const int64_t t = s.begin + n;
         const float v = dtv[t * H + h] + dt_bias[h];
         const float dt = v > 20.0f ? v : std::log1p(std::exp(v));
-        const float decay = std::exp(dt * A);
+        const float decay = per_state ? 0.0f : std::exp(dt * A);
+        if (per_state) {
+          const float* av = Av.data();
+          float* da = dA.data();
+#pragma omp simd
+          for (int64_t e = 0; e < N; ++e) da[e] = exp_simd(dt * av[e]);
+        }
         const float* xt = x.as<float>() + (t * H + h) * P;
         const float* bt = B.as<float>() + (t * G + grp) * N;
         const float* ct = Cm.as<float>() + (t * G + grp) * N;
@@ -204,10 +215,19 @@ void ssm_scan(const op_args& a, const exec_ctx& ctx) {
           float* row = st + p * N;
           const float xd = dt * xt[p];
           float y = 0;
+          if (per_state) {
+            const float* da = dA.data();
 #pragma omp simd reduction(+ : y)
-          for (int64_t e = 0; e < N; ++e) {
-            row[e] = decay * row[e] + xd * bt[e];
-            y += row[e] * ct[e];
+            for (int64_t e = 0; e < N; ++e) {
+              row[e] = da[e] * row[e] + xd * bt[e];
+              y += row[e] * ct[e];
+            }
+          } else {
+#pragma omp simd reduction(+ : y)
+            for (int64_t e = 0; e < N; ++e) {
+              row[e] = decay * row[e] + xd * bt[e];
+              y += row[e] * ct[e];
+            }
           }
           o[p] = y + Dv[h] * xt[p];
         }

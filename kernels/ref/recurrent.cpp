@@ -107,14 +107,16 @@ void ssm_scan(const op_args& a, const exec_ctx&) {
       std::vector<double> S(static_cast<size_t>(P * N), 0.0);
       if (s.pos0 > 0)
         for (int64_t i = 0; i < P * N; ++i) S[static_cast<size_t>(i)] = st[i];
-      const double a2 = a.src[2].as<float>()[h];
-      const double A = a.p.delta_neg_a ? a2 : -std::exp(a2);
+      const bool per_state = a.src[2].numel() == H * N; // an A per state value (Mamba-1)
+      auto A = [&](int64_t n) {
+        const double a2 = a.src[2].as<float>()[per_state ? h * N + n : h];
+        return a.p.delta_neg_a ? a2 : -std::exp(a2);
+      };
       const double D = a.src[5].as<float>()[h];
       for (int64_t i = 0; i < s.count; ++i) {
         const int64_t t = s.begin + i, grp = h / rep;
         const double v = double{a.src[1].as<float>()[t * H + h]} + a.src[6].as<float>()[h];
         const double dt = v > 20 ? v : std::log1p(std::exp(v));
-        const double decay = std::exp(dt * A);
         const float* xt = x.as<float>() + (t * H + h) * P;
         const float* bt = B.as<float>() + (t * G + grp) * N;
         const float* ct = Cm.as<float>() + (t * G + grp) * N;
@@ -123,7 +125,7 @@ void ssm_scan(const op_args& a, const exec_ctx&) {
           double y = 0;
           for (int64_t n = 0; n < N; ++n) {
             double& e = S[static_cast<size_t>(p * N + n)];
-            e = decay * e + dt * xt[p] * bt[n];
+            e = std::exp(dt * A(n)) * e + dt * xt[p] * bt[n];
             y += e * ct[n];
           }
           out[p] = static_cast<float>(y + D * xt[p]);

@@ -496,21 +496,24 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
     c.tol = {1e-9, 1e-4};
     out_cases.push_back(std::move(c));
   }
-  // Mamba-2's scan: heads over groups of B and C (one group; two), A_log or GGUF's -exp(A_log)
-  for (auto [H, G, P, N, neg] :
-       {std::tuple<int64_t, int64_t, int64_t, int64_t, bool>{4, 1, 8, 16, false},
-        {6, 2, 16, 8, true}}) {
+  // Mamba-2's scan: heads over groups of B and C (one group; two), A_log or GGUF's -exp(A_log);
+  // Mamba-1's: channels as heads of one value, an A per state value
+  for (auto [H, G, P, N, neg, per_state] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>{4, 1, 8, 16, false, false},
+        {6, 2, 16, 8, true, false},
+        {24, 1, 1, 16, false, true},
+        {8, 1, 1, 8, true, true}}) {
     op_case c;
-    c.name =
-        fmt::format("ssm_scan(T={},H={},G={},P={},N={}{})", T, H, G, P, N, neg ? ",neg_a" : "");
+    c.name = fmt::format("ssm_scan(T={},H={},G={},P={},N={}{}{})", T, H, G, P, N,
+                         neg ? ",neg_a" : "", per_state ? ",A[H,N]" : "");
     gen g(c.name);
     c.kind = op::ssm_scan;
-    std::vector<float> A = g.normal(H, 0.5f);
+    std::vector<float> A = g.normal(per_state ? H * N : H, 0.5f);
     if (neg)
       for (float& x : A) x = -std::exp(x);
     c.src = {from_floats(dtype::f32, {T, H, P}, g.normal(T * H * P)),
              from_floats(dtype::f32, {T, H}, g.normal(T * H)),
-             from_floats(dtype::f32, {H}, A),
+             per_state ? from_floats(dtype::f32, {H, N}, A) : from_floats(dtype::f32, {H}, A),
              from_floats(dtype::f32, {T, G, N}, g.normal(T * G * N)),
              from_floats(dtype::f32, {T, G, N}, g.normal(T * G * N)),
              from_floats(dtype::f32, {H}, g.normal(H)),
