@@ -107,6 +107,9 @@ const std::vector<family_entry>& families() {
        prepare_language_model},
       {"lfm2_moe", {"Lfm2MoeForCausalLM"}, {"lfm2moe"}, read_lfm2_hf, read_lfm2_gguf, build_lfm2},
       {"lfm3", {"Lfm3ForCausalLM"}, {}, read_lfm3_hf, nullptr, build_lfm2},
+      // Mamba-1: state-spaces' Mamba, Falcon-Mamba (its dt, B and C normed)
+      {"mamba", {"MambaForCausalLM"}, {}, read_mamba1_hf, nullptr, build_mamba2},
+      {"falcon_mamba", {"FalconMambaForCausalLM"}, {}, read_mamba1_hf, nullptr, build_mamba2},
       // Mamba-Codestral: Mamba-2 blocks alone
       {"mamba2",
        {"Mamba2ForCausalLM"},

@@ -84,7 +84,7 @@ int64_t model_config::state_values_per_seq(int64_t begin, int64_t end, int tp) c
   const int64_t t = std::max(tp, 1);
   // the convolutions' last inputs (q and k, or Mamba's B and C, whole on every rank where their
   // groups do not divide among the ranks), and the memory: [Hv, Dk, Dv], or Mamba's [H, P, N]
-  const int64_t keys = 2 * lin_k_heads * lin_k_dim;
+  const int64_t keys = ssm_dt_rank > 0 ? 0 : 2 * lin_k_heads * lin_k_dim; // (Mamba-1: x alone)
   const int64_t conv =
       (lin_conv - 1) * ((lin_k_heads % t ? keys * t : keys) + lin_v_heads * lin_v_dim);
   const int64_t delta = short_conv ? 0 : lin_v_heads * lin_k_dim * lin_v_dim;
@@ -129,10 +129,19 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   // or Mamba-2: in_proj (z, x, B, C, dt), the convolution over x, B and C, A_log, D and
   // dt_bias, the gated norm over the inner width, out_proj (and their biases)
   const int64_t ssm_in = 2 * Vd + 2 * Kd + m.lin_v_heads, ssm_conv = Vd + 2 * Kd;
+  // or Mamba-1: in_proj (x, z), the convolution over x, x_proj (dt, B, C), dt_proj and its bias,
+  // A per state value, D, out_proj (and their biases, Jamba's dt / B / C norms)
+  const int64_t R = m.ssm_dt_rank, N1 = m.lin_k_dim;
+  const int64_t mamba1 =
+      2 * C * Vd + Vd * m.lin_conv + (m.ssm_conv_bias ? Vd : 0) + Vd * (R + 2 * N1) + R * Vd + Vd +
+      Vd * N1 + Vd + Vd * C + (m.ssm_proj_bias ? 2 * Vd : 0) + (m.ssm_out_bias ? C : 0) +
+      (m.ssm_bcdt_norm == model_config::ssm_bcdt_kind::weighted ? R + 2 * N1 : 0);
   const int64_t linear =
-      m.mamba ? C * ssm_in + ssm_conv * m.lin_conv + (m.ssm_conv_bias ? ssm_conv : 0) +
-                    3 * m.lin_v_heads + (m.ssm_norm == model_config::ssm_norm_kind::none ? 0 : Vd) +
-                    Vd * C + (m.ssm_proj_bias ? ssm_in : 0) + (m.ssm_out_bias ? C : 0)
+      m.ssm_dt_rank > 0 ? mamba1
+      : m.mamba
+          ? C * ssm_in + ssm_conv * m.lin_conv + (m.ssm_conv_bias ? ssm_conv : 0) +
+                3 * m.lin_v_heads + (m.ssm_norm == model_config::ssm_norm_kind::none ? 0 : Vd) +
+                Vd * C + (m.ssm_proj_bias ? ssm_in : 0) + (m.ssm_out_bias ? C : 0)
       : m.short_conv ? 3 * C * Vd + Vd * m.lin_conv + Vd * C
                      : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
                            2 * m.lin_v_heads + m.lin_v_dim + Vd * C;

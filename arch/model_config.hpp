@@ -172,6 +172,15 @@ struct model_config {
   // with its multipliers (in and out), then the FFN; in_proj's five parts (z, x, B, C, dt) each
   // times its own multiplier (the published mup vector), the FFN's gate and output times theirs
   bool ssm_parallel = false;
+  // Mamba-1 (ssm_dt_rank > 0: Mamba, Falcon-Mamba, Jamba): in_proj gives x and z (lin_v_heads
+  // channels, each a head of lin_v_dim 1); the conv1d over x alone; x_proj of the convolved x
+  // gives dt (ssm_dt_rank values), B and C (lin_k_dim each, one group), each RMS-normed where
+  // ssm_bcdt_norm says (Falcon-Mamba: without weights; Jamba: with them), dt_proj widens dt to the
+  // channels (its bias is dt_bias); an A per channel and state value; y silu(z); out_proj
+  int64_t ssm_dt_rank = 0;
+  enum class ssm_bcdt_kind : uint8_t { none, plain, weighted };
+  ssm_bcdt_kind ssm_bcdt_norm = ssm_bcdt_kind::none;
+  double ssm_bcdt_eps = 1e-6;
   double ssm_in_scale = 1, ssm_out_scale = 1, attn_in_scale = 1, attn_out_scale = 1;
   double ssm_mup[5] = {1, 1, 1, 1, 1};
   double ffn_down_scale = 1;

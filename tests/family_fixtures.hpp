@@ -99,6 +99,8 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "bamba",
                                                             "nemotron_h",
                                                             "falcon_h1",
-                                                            "falcon_h1_norm"};
+                                                            "falcon_h1_norm",
+                                                            "mamba",
+                                                            "falcon_mamba"};
 
 } // namespace troupe::test

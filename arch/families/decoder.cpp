@@ -539,7 +539,82 @@ class decoder {
     return b.linear(out, wo, bo, "ssm_out");
   }
 
+  // Mamba-1: in_proj gives x and z per channel; x through the causal conv1d (with its bias) and
+  // SiLU; x_proj of that gives dt (rank R), B and C (RMS-normed where the family says), dt_proj
+  // widens dt to the channels; the scan with an A per channel and state value (each channel a
+  // head of one value, B and C one group); y silu(z); out_proj. TP cuts the channels: x_proj then
+  // reads a shard's channels (cut by input features: its dt, B and C are all-reduced), dt_proj
+  // gives the shard's.
+  expected<vid> mamba1(int l, vid h) {
+    builder b(g_, l);
+    const int64_t C = c_.C, N = c_.lin_k_dim, Di = c_.lin_v_heads, K = c_.lin_conv,
+                  R = c_.ssm_dt_rank;
+    const axis ah = axis::lin_v_heads;
+    auto rows = [](int64_t first, int64_t count) {
+      weight_ref r;
+      r.segments = {{first, count}};
+      return r;
+    };
+    const vid table = g_.input(input_kind::state_table);
+    TROUPE_TRY_ASSIGN(wx, req(n_.ssm_in, l, {Di, C}, cut::out, ah, 1, rows(0, Di)));
+    TROUPE_TRY_ASSIGN(wz, req(n_.ssm_in, l, {Di, C}, cut::out, ah, 1, rows(Di, Di)));
+    vid bx = none, bz = none, bc = none, bo = none;
+    if (c_.ssm_proj_bias) {
+      TROUPE_TRY_SET(bx, req(n_.ssm_in_b, l, {Di}, cut::out, ah, 1, rows(0, Di)));
+      TROUPE_TRY_SET(bz, req(n_.ssm_in_b, l, {Di}, cut::out, ah, 1, rows(Di, Di)));
+    }
+    TROUPE_TRY_ASSIGN(taps, req(n_.lin_conv, l, {Di, K}, cut::out, ah, 1));
+    if (c_.ssm_conv_bias) TROUPE_TRY_SET(bc, req(n_.ssm_conv_b, l, {Di}, cut::out, ah, 1));
+    TROUPE_TRY_ASSIGN(xdt, req(n_.ssm_x, l, {R, Di}, cut::in, ah, 1, rows(0, R)));
+    TROUPE_TRY_ASSIGN(xb, req(n_.ssm_x, l, {N, Di}, cut::in, ah, 1, rows(R, N)));
+    TROUPE_TRY_ASSIGN(xc, req(n_.ssm_x, l, {N, Di}, cut::in, ah, 1, rows(R + N, N)));
+    TROUPE_TRY_ASSIGN(wdt, req(n_.ssm_dt_w, l, {Di, R}, cut::out, ah, 1));
+    TROUPE_TRY_ASSIGN(dtb, req(n_.lin_dt_bias, l, {Di}, cut::out, ah, 1));
+    // (flat: loaded as f32 whatever the checkpoint stores it in, as ssm_scan reads it)
+    TROUPE_TRY_ASSIGN(a, req(n_.lin_A_log, l, {Di * N}, cut::out, ah, N));
+    TROUPE_TRY_ASSIGN(d, req(n_.ssm_D, l, {Di}, cut::out, ah, 1));
+    TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, Di}, cut::in, ah, 1));
+    if (c_.ssm_out_bias) TROUPE_TRY_SET(bo, req(n_.ssm_out_b, l, {C}));
+    const vid st_conv =
+        graph::add_recurrent_state(g_, state_kind::conv, l, {Di, K - 1, 1}, ah, "ssm_x_conv_state");
+    const vid x = b.op(
+        op::causal_conv,
+        {b.view(b.linear(h, wx, bx, "ssm_x"), {-1, 1}, "ssm_x_heads"), taps, st_conv, table, bc},
+        "ssm_x_conv");
+    const vid xf = b.view(x, {-1}, "ssm_x_flat");
+    // dt, B, C from the convolved x, each normed where the family says
+    using bk = model_config::ssm_bcdt_kind;
+    auto part = [&](vid w, const std::string& norm_name, int64_t width,
+                    const char* what) -> expected<vid> {
+      vid v = b.linear(xf, w, none, what);
+      if (c_.ssm_bcdt_norm == bk::none) return v;
+      vid nw;
+      if (c_.ssm_bcdt_norm == bk::weighted) {
+        TROUPE_TRY_SET(nw, req(norm_name, l, {width}));
+      } else {
+        nw = w_.constant(b.name(what) + "_norm.ones", l, {width}, 1.0f);
+      }
+      return b.norm(v, norm_type::rms, nw, none, static_cast<float>(c_.ssm_bcdt_eps),
+                    std::string(what) + "_norm");
+    };
+    TROUPE_TRY_ASSIGN(ts, part(xdt, n_.ssm_dt_norm, R, "ssm_dt_rank"));
+    TROUPE_TRY_ASSIGN(bm, part(xb, n_.ssm_b_norm, N, "ssm_B"));
+    TROUPE_TRY_ASSIGN(cm, part(xc, n_.ssm_c_norm, N, "ssm_C"));
+    const vid dt = b.linear(ts, wdt, none, "ssm_dt");
+    const vid st = graph::add_recurrent_state(g_, state_kind::ssm, l, {Di, 1, N}, ah, "ssm_state");
+    kernels::op_params sp;
+    sp.delta_neg_a = c_.lin_neg_a;
+    const vid y = b.op(op::ssm_scan,
+                       {x, dt, a, b.view(bm, {-1, N}, "ssm_B_group"),
+                        b.view(cm, {-1, N}, "ssm_C_group"), d, dtb, st, table},
+                       "ssm", sp);
+    const vid z = b.linear(h, wz, bz, "ssm_z");
+    const vid gated = b.op(op::swiglu, {z, b.view(y, {-1}, "ssm_flat")}, "ssm_gated");
+    return b.linear(gated, wo, bo, "ssm_out");
+  }
+
   expected<vid> attention(int l, vid h) {
+    if (c_.layer_linear(l) && c_.ssm_dt_rank > 0) return mamba1(l, h);
     if (c_.layer_linear(l))
       return c_.mamba ? mamba(l, h) : c_.short_conv ? short_conv(l, h) : delta_net(l, h);
     if (c_.kv_lora > 0) return mla(l, h);

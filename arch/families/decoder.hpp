@@ -60,6 +60,9 @@ struct decoder_names {
   // or (model_config::mamba) in_proj [z; x; B; C; dt rows] and its bias, the conv1d's bias, D
   // per head, out_proj's bias (the taps, dt_bias, A_log, the gated norm and out_proj as above)
   std::string ssm_in, ssm_in_b, ssm_conv_b, ssm_D, ssm_out_b;
+  // Mamba-1 (model_config::ssm_dt_rank > 0): in_proj [x; z], x_proj [dt; B; C rows], dt_proj's
+  // weight (its bias lin_dt_bias), and Jamba's norms of dt, B and C
+  std::string ssm_x, ssm_dt_w, ssm_dt_norm, ssm_b_norm, ssm_c_norm;
   // per layer: the FFN's activation as an expression over x (expr.hpp), where a family's
   // activation carries learned constants of each layer (Apertus's xIELU); empty: the config's
   std::vector<std::string> layer_act;

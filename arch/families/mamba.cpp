@@ -163,8 +163,66 @@ status build_mamba2(const model_source& m, graph::graph& g) {
     n = gguf_layout(m);
     mamba_names(m, n, "");
   }
+  if (m.config.ssm_dt_rank > 0) { // Mamba-1's x_proj and dt_proj
+    const std::string x = m.format == "hf" ? "backbone.layers.{}.mixer." : "blk.{}.";
+    n.ssm_x = x + (m.format == "hf" ? "x_proj.weight" : "ssm_x.weight");
+    n.ssm_dt_w = x + (m.format == "hf" ? "dt_proj.weight" : "ssm_dt.weight");
+    n.lin_dt_bias = x + (m.format == "hf" ? "dt_proj.bias" : "ssm_dt.bias");
+  }
   if (m.config.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
+}
+
+// Mamba-1 (MambaForCausalLM: state-spaces' mamba-130m ... 2.8b; FalconMambaForCausalLM:
+// Falcon-Mamba 7B, whose dt, B and C are RMS-normed without weights, mixer_rms_eps): blocks of
+// the mixer alone, backbone.* names as Mamba2's. The inner width is expand x C (transformers
+// recomputes intermediate_size so), dt's rank time_step_rank ("auto": C / 16 rounded up).
+status read_mamba1_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
+  TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
+  TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
+  if (L > max_layers)
+    return j.bad(fmt::format("'num_hidden_layers' {} (at most {})", L, max_layers));
+  c.C = C, c.n_layer = L, c.V = V;
+  TROUPE_TRY_ASSIGN(eps, j.f("layer_norm_epsilon", 1e-5));
+  c.norm_eps = eps;
+  c.ctx = 1 << 20;
+  c.tie_embeddings = j.b("tie_word_embeddings", true);
+  if (j.s("hidden_act", "silu") != "silu")
+    return j.unsupported(
+        fmt::format("'hidden_act' {} (the convolution's SiLU)", j.raw("hidden_act").dump()));
+  TROUPE_TRY_ASSIGN(state, j.i("state_size", 16));
+  TROUPE_TRY_ASSIGN(expand, j.i("expand", 2));
+  TROUPE_TRY_ASSIGN(conv, j.i("conv_kernel", 4));
+  int64_t rank = (C + 15) / 16;
+  if (const json& r = j.raw("time_step_rank"); !r.is_null() && r != "auto")
+    TROUPE_TRY_SET(rank, j.req("time_step_rank"));
+  if (state <= 0 || expand <= 0 || conv < 1 || rank <= 0)
+    return j.bad(fmt::format("Mamba mixer: state_size {}, expand {}, conv_kernel {}, "
+                             "time_step_rank {}",
+                             state, expand, conv, rank));
+  j.mark("intermediate_size"); // (expand x hidden_size, as transformers recomputes it)
+  c.mamba = true;
+  c.ssm_dt_rank = rank;
+  c.lin_v_heads = expand * C, c.lin_v_dim = 1, c.lin_k_heads = 1, c.lin_k_dim = state;
+  c.lin_conv = conv;
+  c.ssm_conv_bias = j.b("use_conv_bias", true);
+  c.ssm_proj_bias = c.ssm_out_bias = j.b("use_bias", false);
+  c.ssm_norm = model_config::ssm_norm_kind::none;
+  if (c.family == "falcon_mamba") {
+    c.ssm_bcdt_norm = model_config::ssm_bcdt_kind::plain;
+    TROUPE_TRY_ASSIGN(me, j.f("mixer_rms_eps", 1e-6));
+    c.ssm_bcdt_eps = me;
+  }
+  // initialisation, training and kernel switches
+  for (const char* key :
+       {"time_step_scale", "time_step_min", "time_step_max", "time_step_init_scheme",
+        "time_step_floor", "rescale_prenorm_residual", "residual_in_fp32", "use_mambapy",
+        "use_associative_scan", "use_falcon_mambapy"})
+    j.mark(key);
+  mamba_only(c);
+  return {};
 }
 
 // Bamba (BambaForCausalLM): Mamba-2 layers and attention layers (attn_layer_indices; RoPE over
