@@ -108,7 +108,7 @@ const std::vector<family_entry>& families() {
       {"lfm2_moe", {"Lfm2MoeForCausalLM"}, {"lfm2moe"}, read_lfm2_hf, read_lfm2_gguf, build_lfm2},
       {"lfm3", {"Lfm3ForCausalLM"}, {}, read_lfm3_hf, nullptr, build_lfm2},
       // Mamba-1: state-spaces' Mamba, Falcon-Mamba (its dt, B and C normed)
-      {"mamba", {"MambaForCausalLM"}, {}, read_mamba1_hf, nullptr, build_mamba2},
+      {"mamba", {"MambaForCausalLM"}, {"mamba"}, read_mamba1_hf, read_mamba1_gguf, build_mamba2},
       {"falcon_mamba", {"FalconMambaForCausalLM"}, {}, read_mamba1_hf, nullptr, build_mamba2},
       // Mamba-Codestral: Mamba-2 blocks alone
       {"mamba2",

@@ -13,6 +13,16 @@
 
 namespace troupe::arch {
 
+namespace {
+
+// ssm.dt_b_c_rms: a bool (the converter's), or absent
+bool dt_b_c_rms(const gguf_cfg& g) {
+  const gguf_value* v = g.g.get(g.key("ssm.dt_b_c_rms"));
+  return v && (v->type == gguf_type::boolean || v->is_integer()) && v->i != 0;
+}
+
+} // namespace
+
 status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k) {
   TROUPE_TRY_ASSIGN(heads, j.req(k.heads));
   TROUPE_TRY_ASSIGN(state, j.req(k.state));
@@ -85,7 +95,7 @@ status read_mamba_gguf_mixer(const gguf_cfg& g, model_config& c) {
                                      "{}, {} taps",
                                      inner, heads, groups, state, conv));
   // (Mamba-1's B / C / dt norms: another model)
-  if (g.i("ssm.dt_b_c_rms", 0) != 0) return g.unsupported("ssm.dt_b_c_rms (Falcon Mamba's norms)");
+  if (dt_b_c_rms(g)) return g.unsupported("ssm.dt_b_c_rms (Falcon Mamba's norms)");
   c.mamba = true;
   c.lin_v_heads = heads, c.lin_v_dim = inner / heads, c.lin_k_heads = groups, c.lin_k_dim = state;
   c.lin_conv = conv;
@@ -221,6 +231,42 @@ status read_mamba1_hf(hf_cfg& j, model_config& c) {
         "time_step_floor", "rescale_prenorm_residual", "residual_in_fp32", "use_mambapy",
         "use_associative_scan", "use_falcon_mambapy"})
     j.mark(key);
+  mamba_only(c);
+  return {};
+}
+
+// GGUF (llama.cpp's mamba: Mamba-1 and Falcon-Mamba): ssm.inner_size, state_size, conv_kernel,
+// time_step_rank (dt's rank), ssm.dt_b_c_rms (Falcon-Mamba's norms, which llama.cpp takes with
+// the layers' rms epsilon: the file carries no other); A stored as -exp(A_log)
+status read_mamba1_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
+  TROUPE_TRY_ASSIGN(L, g.req("block_count"));
+  if (L <= 0 || L > max_layers)
+    return make_error(errc::corrupt_file, "{}: block_count {} (1 to {})", g.path(), L, max_layers);
+  c.C = C, c.n_layer = L;
+  for (const char* k : {"feed_forward_length", "attention.head_count"}) // written 0, unused
+    g.key(k);
+  c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-5);
+  const int64_t inner = g.i("ssm.inner_size", 0), state = g.i("ssm.state_size", 0);
+  const int64_t conv = g.i("ssm.conv_kernel", 0), rank = g.i("ssm.time_step_rank", 0);
+  if (inner <= 0 || state <= 0 || conv < 1 || rank <= 0)
+    return g.unsupported(fmt::format("Mamba mixer: inner size {}, state {}, {} taps, dt rank {}",
+                                     inner, state, conv, rank));
+  c.mamba = true;
+  c.ssm_dt_rank = rank;
+  c.lin_v_heads = inner, c.lin_v_dim = 1, c.lin_k_heads = 1, c.lin_k_dim = state;
+  c.lin_conv = conv;
+  c.lin_neg_a = true;
+  c.ssm_conv_bias = g.has_tensor("blk.0.ssm_conv1d.bias");
+  c.ssm_proj_bias = g.has_tensor("blk.0.ssm_in.bias");
+  c.ssm_out_bias = g.has_tensor("blk.0.ssm_out.bias");
+  c.ssm_norm = model_config::ssm_norm_kind::none;
+  if (dt_b_c_rms(g)) {
+    c.ssm_bcdt_norm = model_config::ssm_bcdt_kind::plain;
+    c.ssm_bcdt_eps = c.norm_eps;
+  }
+  c.tie_embeddings = !g.has_tensor("output.weight");
+  TROUPE_TRY(read_gguf_common(g, c));
   mamba_only(c);
   return {};
 }
