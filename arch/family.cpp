@@ -110,6 +110,15 @@ const std::vector<family_entry>& families() {
       // Mamba-1: state-spaces' Mamba, Falcon-Mamba (its dt, B and C normed)
       {"mamba", {"MambaForCausalLM"}, {"mamba"}, read_mamba1_hf, read_mamba1_gguf, build_mamba2},
       {"falcon_mamba", {"FalconMambaForCausalLM"}, {}, read_mamba1_hf, nullptr, build_mamba2},
+      {"jamba",
+       {"JambaForCausalLM"},
+       {},
+       read_jamba_hf,
+       nullptr,
+       build_jamba,
+       nullptr,
+       R"({"num_key_value_heads": 8, "max_position_embeddings": 262144, "num_experts": 16,
+           "num_experts_per_tok": 2})"},
       // Mamba-Codestral: Mamba-2 blocks alone
       {"mamba2",
        {"Mamba2ForCausalLM"},

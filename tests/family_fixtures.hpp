@@ -101,6 +101,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "falcon_h1",
                                                             "falcon_h1_norm",
                                                             "mamba",
-                                                            "falcon_mamba"};
+                                                            "falcon_mamba",
+                                                            "jamba"};
 
 } // namespace troupe::test

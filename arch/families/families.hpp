@@ -153,6 +153,8 @@ status read_mamba2_gguf(const gguf_cfg& g, model_config& c);
 status build_mamba2(const model_source& m, graph::graph& g);
 status read_mamba1_hf(hf_cfg& j, model_config& c);
 status read_mamba1_gguf(const gguf_cfg& g, model_config& c);
+status read_jamba_hf(hf_cfg& j, model_config& c);
+status build_jamba(const model_source& m, graph::graph& g);
 status read_bamba_hf(hf_cfg& j, model_config& c);
 status read_nemotron_h_hf(hf_cfg& j, model_config& c);
 status read_nemotron_h_gguf(const gguf_cfg& g, model_config& c);

@@ -23,6 +23,43 @@ bool dt_b_c_rms(const gguf_cfg& g) {
 
 } // namespace
 
+namespace {
+
+// Mamba-1's mixer keys, by the names a family gives them
+struct mamba1_keys {
+  const char *state, *expand, *conv, *rank, *conv_bias, *proj_bias;
+};
+
+status read_mamba1_mixer(hf_cfg& j, model_config& c, const mamba1_keys& k) {
+  TROUPE_TRY_ASSIGN(state, j.i(k.state, 16));
+  TROUPE_TRY_ASSIGN(expand, j.i(k.expand, 2));
+  TROUPE_TRY_ASSIGN(conv, j.i(k.conv, 4));
+  int64_t rank = (c.C + 15) / 16; // "auto"
+  if (const json& r = j.raw(k.rank); !r.is_null() && r != "auto")
+    TROUPE_TRY_SET(rank, j.req(k.rank));
+  if (state <= 0 || expand <= 0 || conv < 1 || rank <= 0)
+    return j.bad(fmt::format("Mamba mixer: '{}' {}, '{}' {}, '{}' {}, '{}' {}", k.state, state,
+                             k.expand, expand, k.conv, conv, k.rank, rank));
+  c.mamba = true;
+  c.ssm_dt_rank = rank;
+  c.lin_v_heads = expand * c.C, c.lin_v_dim = 1, c.lin_k_heads = 1, c.lin_k_dim = state;
+  c.lin_conv = conv;
+  c.ssm_conv_bias = j.b(k.conv_bias, true);
+  c.ssm_proj_bias = c.ssm_out_bias = j.b(k.proj_bias, false);
+  c.ssm_norm = model_config::ssm_norm_kind::none;
+  return {};
+}
+
+// Mamba-1's x_proj, dt_proj (and Jamba's norms of dt, B and C) under `p`
+void mamba1_names(decoder_names& n, const std::string& p) {
+  n.ssm_x = p + "x_proj.weight", n.ssm_dt_w = p + "dt_proj.weight";
+  n.lin_dt_bias = p + "dt_proj.bias";
+  n.ssm_dt_norm = p + "dt_layernorm.weight", n.ssm_b_norm = p + "b_layernorm.weight";
+  n.ssm_c_norm = p + "c_layernorm.weight";
+}
+
+} // namespace
+
 status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k) {
   TROUPE_TRY_ASSIGN(heads, j.req(k.heads));
   TROUPE_TRY_ASSIGN(state, j.req(k.state));
@@ -173,11 +210,11 @@ status build_mamba2(const model_source& m, graph::graph& g) {
     n = gguf_layout(m);
     mamba_names(m, n, "");
   }
-  if (m.config.ssm_dt_rank > 0) { // Mamba-1's x_proj and dt_proj
-    const std::string x = m.format == "hf" ? "backbone.layers.{}.mixer." : "blk.{}.";
-    n.ssm_x = x + (m.format == "hf" ? "x_proj.weight" : "ssm_x.weight");
-    n.ssm_dt_w = x + (m.format == "hf" ? "dt_proj.weight" : "ssm_dt.weight");
-    n.lin_dt_bias = x + (m.format == "hf" ? "dt_proj.bias" : "ssm_dt.bias");
+  if (m.config.ssm_dt_rank > 0 && m.format == "hf") { // Mamba-1's x_proj and dt_proj
+    mamba1_names(n, "backbone.layers.{}.mixer.");
+  } else if (m.config.ssm_dt_rank > 0) {
+    n.ssm_x = "blk.{}.ssm_x.weight", n.ssm_dt_w = "blk.{}.ssm_dt.weight";
+    n.lin_dt_bias = "blk.{}.ssm_dt.bias";
   }
   if (m.config.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
@@ -202,24 +239,9 @@ status read_mamba1_hf(hf_cfg& j, model_config& c) {
   if (j.s("hidden_act", "silu") != "silu")
     return j.unsupported(
         fmt::format("'hidden_act' {} (the convolution's SiLU)", j.raw("hidden_act").dump()));
-  TROUPE_TRY_ASSIGN(state, j.i("state_size", 16));
-  TROUPE_TRY_ASSIGN(expand, j.i("expand", 2));
-  TROUPE_TRY_ASSIGN(conv, j.i("conv_kernel", 4));
-  int64_t rank = (C + 15) / 16;
-  if (const json& r = j.raw("time_step_rank"); !r.is_null() && r != "auto")
-    TROUPE_TRY_SET(rank, j.req("time_step_rank"));
-  if (state <= 0 || expand <= 0 || conv < 1 || rank <= 0)
-    return j.bad(fmt::format("Mamba mixer: state_size {}, expand {}, conv_kernel {}, "
-                             "time_step_rank {}",
-                             state, expand, conv, rank));
-  j.mark("intermediate_size"); // (expand x hidden_size, as transformers recomputes it)
-  c.mamba = true;
-  c.ssm_dt_rank = rank;
-  c.lin_v_heads = expand * C, c.lin_v_dim = 1, c.lin_k_heads = 1, c.lin_k_dim = state;
-  c.lin_conv = conv;
-  c.ssm_conv_bias = j.b("use_conv_bias", true);
-  c.ssm_proj_bias = c.ssm_out_bias = j.b("use_bias", false);
-  c.ssm_norm = model_config::ssm_norm_kind::none;
+  TROUPE_TRY(read_mamba1_mixer(
+      j, c,
+      {"state_size", "expand", "conv_kernel", "time_step_rank", "use_conv_bias", "use_bias"}));
   if (c.family == "falcon_mamba") {
     c.ssm_bcdt_norm = model_config::ssm_bcdt_kind::plain;
     TROUPE_TRY_ASSIGN(me, j.f("mixer_rms_eps", 1e-6));
@@ -269,6 +291,69 @@ status read_mamba1_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY(read_gguf_common(g, c));
   mamba_only(c);
   return {};
+}
+
+// Jamba (JambaForCausalLM: Jamba 1.5 / 1.6 / 1.7 Mini and Large, Jamba Reasoning): Mamba-1
+// layers (dt, B and C RMS-normed with weights) and attention layers without positions
+// (attn_layer_period / offset), each followed by an FFN: SwiGLU, or on every expert_layer_period-th
+// layer from expert_layer_offset a softmax top-k of num_experts SwiGLU experts whose weights are
+// not renormalised. Norms input_layernorm / pre_ff_layernorm, the final one final_layernorm.
+status read_jamba_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  c.rope_enabled = false; // no positions at all
+  TROUPE_TRY_ASSIGN(ap, j.i("attn_layer_period", 8));
+  TROUPE_TRY_ASSIGN(ao, j.i("attn_layer_offset", 4));
+  TROUPE_TRY_ASSIGN(ep, j.i("expert_layer_period", 2));
+  TROUPE_TRY_ASSIGN(eo, j.i("expert_layer_offset", 1));
+  if (ap <= 0 || ep <= 0 || ao < 0 || eo < 0)
+    return j.bad("attn_layer_period / expert_layer_period must be positive, the offsets not "
+                 "negative");
+  const size_t L = static_cast<size_t>(c.n_layer);
+  c.linear_layers.assign(L, 1);
+  c.moe_layers.assign(L, 0);
+  for (size_t i = 0; i < L; ++i) {
+    if (static_cast<int64_t>(i) % ap == ao) c.linear_layers[i] = 0;
+    if (static_cast<int64_t>(i) % ep == eo) c.moe_layers[i] = 1;
+  }
+  j.mark("layers_block_type"), j.mark("layer_types");
+  TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
+  if (c.n_expert > 0) {
+    if (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert)
+      return j.bad(fmt::format("{} of {} experts per token", c.n_expert_used, c.n_expert));
+    c.F_expert = c.F;
+    c.norm_topk = false; // the chosen softmax weights as they are
+  } else {
+    c.moe_layers.clear();
+  }
+  TROUPE_TRY(read_mamba1_mixer(j, c,
+                               {"mamba_d_state", "mamba_expand", "mamba_d_conv", "mamba_dt_rank",
+                                "mamba_conv_bias", "mamba_proj_bias"}));
+  c.ssm_bcdt_norm = model_config::ssm_bcdt_kind::weighted;
+  c.ssm_bcdt_eps = c.norm_eps;
+  for (const char* key :
+       {"use_mamba_kernels", "use_mambapy", "use_associative_scan", "num_logits_to_keep"})
+    j.mark(key);
+  return {};
+}
+
+status build_jamba(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(false, false, false);
+  const std::string f = "model.layers.{}.feed_forward.";
+  n.ffn_norm = "model.layers.{}.pre_ff_layernorm.weight";
+  n.out_norm = "model.final_layernorm.weight";
+  n.w_gate = f + "gate_proj.weight", n.w_up = f + "up_proj.weight";
+  n.w_down = f + "down_proj.weight";
+  n.moe_router = f + "router.weight";
+  n.moe_gate = f + "experts.{e}.gate_proj.weight", n.moe_up = f + "experts.{e}.up_proj.weight";
+  n.moe_down = f + "experts.{e}.down_proj.weight";
+  mamba_names(m, n, "model.layers.{}.mamba.");
+  mamba1_names(n, "model.layers.{}.mamba.");
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
 }
 
 // Bamba (BambaForCausalLM): Mamba-2 layers and attention layers (attn_layer_indices; RoPE over
