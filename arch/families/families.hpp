@@ -154,6 +154,7 @@ status build_mamba2(const model_source& m, graph::graph& g);
 status read_mamba1_hf(hf_cfg& j, model_config& c);
 status read_mamba1_gguf(const gguf_cfg& g, model_config& c);
 status read_jamba_hf(hf_cfg& j, model_config& c);
+status read_jamba_gguf(const gguf_cfg& g, model_config& c);
 status build_jamba(const model_source& m, graph::graph& g);
 status read_bamba_hf(hf_cfg& j, model_config& c);
 status read_nemotron_h_hf(hf_cfg& j, model_config& c);

@@ -257,6 +257,31 @@ status read_mamba1_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// Mamba-1's ssm.* keys (time_step_rank: dt's rank) and the biases the file has
+status read_mamba1_gguf_mixer(const gguf_cfg& g, model_config& c) {
+  const int64_t inner = g.i("ssm.inner_size", 0), state = g.i("ssm.state_size", 0);
+  const int64_t conv = g.i("ssm.conv_kernel", 0), rank = g.i("ssm.time_step_rank", 0);
+  if (inner <= 0 || state <= 0 || conv < 1 || rank <= 0)
+    return g.unsupported(fmt::format("Mamba mixer: inner size {}, state {}, {} taps, dt rank {}",
+                                     inner, state, conv, rank));
+  c.mamba = true;
+  c.ssm_dt_rank = rank;
+  c.lin_v_heads = inner, c.lin_v_dim = 1, c.lin_k_heads = 1, c.lin_k_dim = state;
+  c.lin_conv = conv;
+  c.lin_neg_a = true;
+  int64_t l0 = 0; // the first Mamba layer (Jamba's may follow attention)
+  while (l0 + 1 < c.n_layer && !g.has_tensor(fmt::format("blk.{}.ssm_in.weight", l0))) ++l0;
+  c.ssm_conv_bias = g.has_tensor(fmt::format("blk.{}.ssm_conv1d.bias", l0));
+  c.ssm_proj_bias = g.has_tensor(fmt::format("blk.{}.ssm_in.bias", l0));
+  c.ssm_out_bias = g.has_tensor(fmt::format("blk.{}.ssm_out.bias", l0));
+  c.ssm_norm = model_config::ssm_norm_kind::none;
+  if (dt_b_c_rms(g)) {
+    c.ssm_bcdt_norm = model_config::ssm_bcdt_kind::plain;
+    c.ssm_bcdt_eps = c.norm_eps;
+  }
+  return {};
+}
+
 // GGUF (llama.cpp's mamba: Mamba-1 and Falcon-Mamba): ssm.inner_size, state_size, conv_kernel,
 // time_step_rank (dt's rank), ssm.dt_b_c_rms (Falcon-Mamba's norms, which llama.cpp takes with
 // the layers' rms epsilon: the file carries no other); A stored as -exp(A_log)
@@ -269,24 +294,7 @@ status read_mamba1_gguf(const gguf_cfg& g, model_config& c) {
   for (const char* k : {"feed_forward_length", "attention.head_count"}) // written 0, unused
     g.key(k);
   c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-5);
-  const int64_t inner = g.i("ssm.inner_size", 0), state = g.i("ssm.state_size", 0);
-  const int64_t conv = g.i("ssm.conv_kernel", 0), rank = g.i("ssm.time_step_rank", 0);
-  if (inner <= 0 || state <= 0 || conv < 1 || rank <= 0)
-    return g.unsupported(fmt::format("Mamba mixer: inner size {}, state {}, {} taps, dt rank {}",
-                                     inner, state, conv, rank));
-  c.mamba = true;
-  c.ssm_dt_rank = rank;
-  c.lin_v_heads = inner, c.lin_v_dim = 1, c.lin_k_heads = 1, c.lin_k_dim = state;
-  c.lin_conv = conv;
-  c.lin_neg_a = true;
-  c.ssm_conv_bias = g.has_tensor("blk.0.ssm_conv1d.bias");
-  c.ssm_proj_bias = g.has_tensor("blk.0.ssm_in.bias");
-  c.ssm_out_bias = g.has_tensor("blk.0.ssm_out.bias");
-  c.ssm_norm = model_config::ssm_norm_kind::none;
-  if (dt_b_c_rms(g)) {
-    c.ssm_bcdt_norm = model_config::ssm_bcdt_kind::plain;
-    c.ssm_bcdt_eps = c.norm_eps;
-  }
+  TROUPE_TRY(read_mamba1_gguf_mixer(g, c));
   c.tie_embeddings = !g.has_tensor("output.weight");
   TROUPE_TRY(read_gguf_common(g, c));
   mamba_only(c);
@@ -339,8 +347,41 @@ status read_jamba_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// GGUF (llama.cpp's jamba): head_count_kv per layer (0 on the Mamba layers), the Mamba-1 keys,
+// the experts merged where ffn_gate_inp is; dt / B / C norms with weights (ssm_dt_norm ...),
+// the experts' weights not renormalised (llama.cpp's jamba)
+status read_jamba_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-6));
+  c.linear_layers = g.no_kv;
+  if (c.linear_layers.empty()) c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  TROUPE_TRY(read_mamba1_gguf_mixer(g, c));
+  bool normed = false;
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    normed = normed || g.has_tensor(fmt::format("blk.{}.ssm_dt_norm.weight", l));
+  if (normed) {
+    c.ssm_bcdt_norm = model_config::ssm_bcdt_kind::weighted;
+    c.ssm_bcdt_eps = c.norm_eps;
+  }
+  TROUPE_TRY(read_experts_gguf(g, c));
+  c.norm_topk = false;
+  c.rope_enabled = false;
+  return {};
+}
+
 status build_jamba(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    expert_names(m, n);
+    mamba_names(m, n, "");
+    const std::string b = "blk.{}.";
+    n.ssm_x = b + "ssm_x.weight", n.ssm_dt_w = b + "ssm_dt.weight",
+    n.lin_dt_bias = b + "ssm_dt.bias";
+    n.ssm_dt_norm = b + "ssm_dt_norm.weight", n.ssm_b_norm = b + "ssm_b_norm.weight";
+    n.ssm_c_norm = b + "ssm_c_norm.weight";
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(false, false, false);
   const std::string f = "model.layers.{}.feed_forward.";
   n.ffn_norm = "model.layers.{}.pre_ff_layernorm.weight";

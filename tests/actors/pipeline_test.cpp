@@ -286,7 +286,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "gguf:llama4_vl", "gguf:qwen2_5_vl", "gguf:minimax_m2", "gguf:olmoe",
                           "gguf:ernie4_5_moe", "gguf:dots1", "gguf:granitemoe", "gguf:lfm2",
                           "gguf:lfm2_moe", "gguf:mamba2", "gguf:granite4_h", "gguf:nemotron_h",
-                          "gguf:falcon_h1", "gguf:mamba", "gguf:falcon_mamba"),
+                          "gguf:falcon_h1", "gguf:mamba", "gguf:falcon_mamba", "gguf:jamba"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
@@ -316,7 +316,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "granitemoe@ep", "gguf:granitemoe@ep", "qwen3_vl_moe@ep",
                           "gguf:qwen3_vl_moe@ep", "glm4_moe_lite@ep", "hunyuan_moe@ep",
                           "gguf:hunyuan_moe@ep", "exaone_moe@ep", "lfm2_moe@ep", "gguf:lfm2_moe@ep",
-                          "granite4_h_moe@ep", "jamba@ep"),
+                          "granite4_h_moe@ep", "jamba@ep", "gguf:jamba@ep"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
