@@ -228,11 +228,16 @@ status model_config::validate() const {
     return bad(fmt::format("{} per-layer block kinds for {} layers", layer_blocks.size(), n_layer));
   if (has_recurrent_state()) {
     // (the readers check what they read; this bounds what any reader leaves)
+    // (widths and states far past any published model's, small enough that a state per
+    // sequence over every layer stays a 64-bit count)
     if (lin_v_heads <= 0 || lin_v_dim <= 0 || lin_conv < 1 || lin_v_heads > 65536 ||
-        lin_v_dim > 65536 || lin_k_heads > 65536 || lin_k_dim > 65536 || lin_conv > 64)
+        lin_v_dim > 65536 || lin_k_heads > 65536 || lin_k_dim > 65536 || lin_conv > 64 ||
+        lin_v_heads * lin_v_dim > (int64_t{1} << 22) || lin_k_heads * lin_k_dim > (1 << 20) ||
+        lin_k_dim > 4096 || ssm_dt_rank < 0 || ssm_dt_rank > (1 << 16))
       return bad(fmt::format("linear attention dimensions out of range (heads {} / {}, dims {} / "
-                             "{}, taps {})",
-                             lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, lin_conv));
+                             "{}, taps {}, dt rank {})",
+                             lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, lin_conv,
+                             ssm_dt_rank));
     if (mamba && (lin_k_heads <= 0 || lin_k_dim <= 0 || lin_v_heads % lin_k_heads))
       return bad(fmt::format("Mamba-2: {} heads in {} groups of {} state values", lin_v_heads,
                              lin_k_heads, lin_k_dim));

@@ -156,6 +156,7 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
   kernels::op_params ep;
   ep.swiglu_alpha = s.swiglu_alpha;
   ep.swiglu_limit = s.swiglu_limit;
+  ep.moe_relu2 = s.relu2;
   auto experts = [&](vid ids, vid wts) {
     vid x = h;
     // one expert per token (the families refuse more): its input times the weight ([T, 1]

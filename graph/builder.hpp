@@ -49,6 +49,7 @@ struct moe_spec {
   float router_eps = 1e-20f; // the sigmoid router's renormalisation: sum + eps (LFM2-MoE 1e-6)
   float swiglu_alpha = 0, swiglu_limit = 0; // GPT-OSS's clamped SwiGLU when limit > 0
   bool scale_input = false; // the weight scales the chosen expert's input (Llama 4; used = 1)
+  bool relu2 = false;       // ungated experts, down(relu(up x)^2) (Nemotron-H; w_gate = w_up)
 };
 
 /// The optional biases of a mixture of experts (GPT-OSS): the router's logits [E], and each

@@ -2,9 +2,9 @@
 // backends whose tensors live in host memory (the CPU): the step's (token, choice) pairs are
 // grouped by expert; each expert that was chosen at all gathers its tokens' rows, runs one
 // matmul_swiglu (or gate and up matmuls, with their biases where given, and a swiglu or
-// GPT-OSS's clamped form) and one down matmul (and bias) over its own rows of
-// the stacked weights, and adds its rows, weighted, into the result. So a step reads only the
-// chosen experts' weights, and an expert chosen by n tokens streams its weights once for all n.
+// GPT-OSS's clamped form; or, ungated, up and relu^2) and one down matmul (and bias) over its own
+// rows of the stacked weights, and adds its rows, weighted, into the result. So a step reads only
+// the chosen experts' weights, and an expert chosen by n tokens streams its weights once for all n.
 // At decode sizes (at most two (token, choice) pairs per thread) the chosen experts run side
 // by side, one thread each; larger steps split each expert's matmuls over the threads.
 // Expert ids are checked (an id outside [0, E) is an error). Temporaries come from the
@@ -73,7 +73,7 @@ bool moe_ok(const registry& r, backend b, const op_args& a) {
   const tensor_view xs(x.data, dtype::f32, shape{n, C});
   const tensor_view hs(x.data, dtype::f32, shape{n, F});
   const auto ge = rows_of(wg, 0, F), de = rows_of(wd, 0, C);
-  const bool plain = !a.src[6].data && !a.src[7].data && a.p.swiglu_limit <= 0;
+  const bool plain = !a.src[6].data && !a.src[7].data && a.p.swiglu_limit <= 0 && !a.p.moe_relu2;
   const bool fused = plain && r.find(b, mm_swiglu(hs, xs, ge, ge), lookup::native_only).has_value();
   const bool split = r.find(b, mm(hs, xs, ge, part_of(a.src[6], 0, F)), lookup::native_only) &&
                      r.find(b, mm(xs, hs, de, part_of(a.src[8], 0, C)), lookup::native_only) &&
@@ -88,7 +88,8 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
   const int64_t T = x.rows(), C = x.cols(), k = ids.cols(), F = wd.cols(), E = wg.rows() / F;
   const int64_t n = T * k;
   const float limit = a.p.swiglu_limit, alpha = a.p.swiglu_alpha;
-  const bool plain = !bg.data && !bu.data && limit <= 0; // silu(gate) * up, no biases
+  const bool relu2 = a.p.moe_relu2; // Nemotron-H: down(relu(up x)^2), no gate
+  const bool plain = !bg.data && !bu.data && limit <= 0 && !relu2; // silu(gate) up, no biases
   scratch s{c, {}};
   // the grouping: count[e] then, per expert, its (token, choice) pairs in token order
   TROUPE_TRY_ASSIGN(order_t, s.make(b, n, 1));
@@ -125,7 +126,7 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
                       lookup::native_only)
                    .has_value();
   tensor_view g2;
-  if (!fused) TROUPE_TRY_SET(g2, s.make(b, n, F));
+  if (!fused && !relu2) TROUPE_TRY_SET(g2, s.make(b, n, F));
   std::memset(a.dst.data, 0, static_cast<size_t>(T * C) * sizeof(float));
   // one expert's rows: gather, gate / up and SwiGLU, down; each expert owns rows [p0, p0 + m)
   // of the temporaries, so experts may run side by side
@@ -138,7 +139,11 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
     for (int64_t i = 0; i < m; ++i)
       std::memcpy(xe.row<float>(i), x.row<float>(order[p0 + i] / k), static_cast<size_t>(C) * 4);
     const auto ge = rows_of(wg, e * F, F), ue = rows_of(wu, e * F, F), de = rows_of(wd, e * C, C);
-    if (fused) {
+    if (relu2) {
+      TROUPE_TRY(prim(r, b, mm(he, xe, ue, part_of(bu, e * F, F)), ec));
+      float* hp = he.as<float>();
+      for (int64_t i = 0; i < m * F; ++i) hp[i] = hp[i] > 0 ? hp[i] * hp[i] : 0.0f;
+    } else if (fused) {
       TROUPE_TRY(prim(r, b, mm_swiglu(he, xe, ge, ue), ec));
     } else {
       const tensor_view gt(g2.row<float>(p0), dtype::f32, shape{m, F});

@@ -77,7 +77,9 @@
 //                    b_gate [E * F], src7 b_up [E * F], src8 b_down [E * C] (f32) are added
 //                    to each expert's products; with p.swiglu_limit > 0 the activation is
 //                    GPT-OSS's clamped one: g = min(gate, L), u = clamp(up, -L, L),
-//                    h = (u + 1) g sigmoid(p.swiglu_alpha g). With expert parallelism
+//                    h = (u + 1) g sigmoid(p.swiglu_alpha g); with p.moe_relu2 the experts
+//                    are ungated, h = relu(up x)^2 (Nemotron-H's; src3 is W_up again, unread).
+//                    With expert parallelism
 //                    the weights hold experts p.expert0 .. p.expert0 + E - 1 of p.n_expert:
 //                    choices of other experts add nothing here (another shard adds them)
 // Latent attention (DeepSeek's MLA) and its routing:
@@ -231,6 +233,7 @@ struct op_params {
   bool group_max = false;          // moe_router: a group scores its best (else its two best)
   float router_eps = 1e-20f;       // moe_router: renormalised by the chosen scores' sum + eps
   float swiglu_alpha = 0, swiglu_limit = 0; // moe: GPT-OSS's clamped SwiGLU when limit > 0
+  bool moe_relu2 = false; // moe: ungated experts, down(relu(up x)^2) (src3 = src4, unread)
   // gated_delta: value head h reads key head (head0 + h) % Hk (GGUF's tiled head order), else
   // h / (Hv / Hk); src5 (ssm_scan: src2) holds -exp(A_log) (GGUF's ssm_a), else A_log
   bool delta_tiled = false, delta_neg_a = false;

@@ -1,6 +1,6 @@
 // moe.cpp (ref): mixture-of-experts FFN over routing already chosen (op.hpp `moe`): for each
 // token and each of its k choices, the chosen expert's SwiGLU FFN (optionally with biases and
-// GPT-OSS's clamped activation), weighted and summed. The
+// GPT-OSS's clamped activation; or ungated, relu(up x)^2: Nemotron-H), weighted and summed. The
 // experts' rows are dequantized to f32 and every dot product accumulated in f64. An expert id
 // outside [0, E) is an error; with expert parallelism the weights hold experts
 // p.expert0 .. and the others' choices are skipped.
@@ -43,12 +43,17 @@ status moe(const op_args& a, const exec_ctx&) {
                           all);
       const int64_t e = id - a.p.expert0;
       if (e < 0 || e >= E) continue; // another shard's expert
-      rows_times(wg, e * F, F, xin, g);
+      if (!a.p.moe_relu2) rows_times(wg, e * F, F, xin, g);
       rows_times(wu, e * F, F, xin, u);
       for (int64_t f = 0; f < F; ++f) {
-        double gv = g[static_cast<size_t>(f)], uv = u[static_cast<size_t>(f)];
-        if (bg.data) gv += bg.as<float>()[e * F + f];
+        double uv = u[static_cast<size_t>(f)];
         if (bu.data) uv += bu.as<float>()[e * F + f];
+        if (a.p.moe_relu2) { // Nemotron-H: relu(up)^2, no gate
+          h[static_cast<size_t>(f)] = uv > 0 ? uv * uv : 0.0;
+          continue;
+        }
+        double gv = g[static_cast<size_t>(f)];
+        if (bg.data) gv += bg.as<float>()[e * F + f];
         if (limit > 0) { // GPT-OSS: (clamp(u) + 1) * g sigmoid(alpha g), g capped above
           gv = std::min(gv, limit);
           uv = std::clamp(uv, -limit, limit);

@@ -532,3 +532,31 @@ TEST(ModelConfig, NemotronHReadsItsPattern) {
         << r.error().to_string();
   }
 }
+
+// A hostile Mamba config: widths that would make a sequence's state overflow a count, or a
+// mixer that cannot be cut into its heads, is refused before anything is sized from it
+TEST(ModelConfig, MambaDimensionsOutOfRangeRefuse) {
+  json j = base("Mamba2ForCausalLM");
+  j["num_heads"] = 8;
+  j["head_dim"] = 16;
+  j["state_size"] = 16;
+  j["n_groups"] = 2;
+  ASSERT_TRUE(parse(j)) << parse(j).error().to_string();
+  for (auto [key, value] : {std::pair<const char*, json>{"state_size", 1 << 20},
+                            {"num_heads", 65536},
+                            {"n_groups", 3},
+                            {"n_groups", 0},
+                            {"conv_kernel", 1000},
+                            {"head_dim", -16}}) {
+    json b = j;
+    b[key] = value;
+    if (std::string(key) == "num_heads") b["head_dim"] = 1 << 20; // 65536 x 2^20 inner width
+    auto r = parse(b);
+    EXPECT_FALSE(r) << key << " " << value.dump();
+  }
+  json m = base("MambaForCausalLM");
+  m["time_step_rank"] = 1 << 20;
+  EXPECT_FALSE(parse(m));
+  m["time_step_rank"] = 0;
+  EXPECT_FALSE(parse(m));
+}

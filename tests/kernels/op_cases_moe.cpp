@@ -1,5 +1,6 @@
 // op_cases_moe.cpp: harness cases for the mixture-of-experts and latent-attention ops
-// (op_cases.hpp): moe over every weight type (with GPT-OSS's biases and clamped SwiGLU),
+// (op_cases.hpp): moe over every weight type (with GPT-OSS's biases and clamped SwiGLU, and
+// Nemotron-H's ungated relu^2 experts),
 // concat, head_matmul in both orientations, and DeepSeek's router.
 #include <algorithm>
 #include <tuple>
@@ -86,6 +87,36 @@ void moe_cases(std::vector<op_case>& out_cases) {
       // of about +-30: the error is judged by nmse
       if (is_quantized(w)) c.tol.max_abs = 2.0;
       c.flops = 6.0 * T * k * C * F;
+      out_cases.push_back(std::move(c));
+    }
+  // Nemotron-H's ungated experts: down(relu(up x)^2), the up weights in both gate and up slots
+  for (dtype w : {dtype::f32, dtype::bf16, dtype::q8_0})
+    for (auto [T, E, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 2}, {21, 6, 3}}) {
+      const int64_t C = 64, F = 96;
+      op_case c;
+      c.name = fmt::format("moe(T={},C={},F={},E={},k={},W={},relu2)", T, C, F, E, k, name(w));
+      gen g(c.name);
+      c.kind = op::moe;
+      std::vector<int32_t> ids;
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<int32_t> pool;
+        for (int32_t e = 0; e < E; ++e) pool.push_back(e);
+        std::shuffle(pool.begin(), pool.end(), g.rng);
+        ids.insert(ids.end(), pool.begin(), pool.begin() + k);
+      }
+      host_tensor up = from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f));
+      c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)),
+               from_ints({T, k}, ids),
+               from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
+               up,
+               up,
+               from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f))};
+      c.dst = out(dtype::f32, {T, C});
+      c.p.moe_relu2 = true;
+      c.tol = tol_for(w);
+      // q8 activations into products then squared: outputs of about +-5, judged by nmse
+      if (is_quantized(w)) c.tol.max_abs = 3e-1;
+      c.flops = 4.0 * T * k * C * F;
       out_cases.push_back(std::move(c));
     }
 }
