@@ -146,9 +146,10 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                      : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
                            2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
   const int64_t dense = (m.gated_ffn ? 3 : 2) * C * m.F;
-  const int64_t experts = experts_counted * 3 * C * m.F_expert +
+  const int64_t mats = m.expert_relu2 ? 2 : 3; // (ungated experts: up and down)
+  const int64_t experts = experts_counted * mats * C * m.F_expert +
                           m.n_expert * (C + (m.router_bias ? 1 : 0)) + // router, choice bias
-                          3 * C * m.F_shared + (m.shared_gate ? C : 0);
+                          mats * C * m.F_shared + (m.shared_gate ? C : 0);
   int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C;
   // norms: before each sublayer, and after it too where they sandwich it
   const int64_t norms = (m.norms == norm_place::sandwich ? 4 : 2) * C;

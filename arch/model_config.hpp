@@ -116,6 +116,7 @@ struct model_config {
   bool expert_input_scaled = false; // the router's weight scales the chosen expert's input, not
                                     // its output (Llama 4; one expert per token)
   bool shared_gate = false;
+  bool expert_relu2 = false; // ungated experts (and shared expert): down(relu(up x)^2) (Nemotron-H)
   double expert_scale = 1;
   std::vector<uint8_t> moe_layers; // per layer: 1 when its FFN is the experts; empty: every
                                    // layer is when n_expert > 0

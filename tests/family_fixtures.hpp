@@ -102,6 +102,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "falcon_h1_norm",
                                                             "mamba",
                                                             "falcon_mamba",
-                                                            "jamba"};
+                                                            "jamba",
+                                                            "nemotron_h_moe"};
 
 } // namespace troupe::test

@@ -705,7 +705,8 @@ class decoder {
   expected<vid> moe(int l, vid h) {
     builder b(g_, l);
     const int64_t C = c_.C, E = c_.n_expert, F = c_.F_expert;
-    if (n_.moe_router.empty() || (n_.moe_gate.empty() && n_.moe_gate_up.empty()))
+    if (n_.moe_router.empty() ||
+        (n_.moe_gate.empty() && n_.moe_gate_up.empty() && !c_.expert_relu2))
       return make_error(errc::internal, "{}: the family names no expert tensors", m_.path);
     TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {E, C}));
     auto stack = [&](const std::string& pattern, std::vector<int64_t> each, cut cu) {
@@ -718,7 +719,11 @@ class decoder {
                         axis::ffn);
     };
     vid wg = none, wu = none;
-    if (!n_.moe_gate_up.empty()) { // packed: expert e's gate rows [2eF, 2eF + F), then its up
+    if (c_.expert_relu2) { // ungated: up alone, in both of the op's slots
+      TROUPE_TRY_SET(wu, stack(n_.moe_up, {F, C}, cut::out));
+      wg = wu;
+    } else if (!n_.moe_gate_up
+                    .empty()) { // packed: expert e's gate rows [2eF, 2eF + F), then its up
       weight_ref rg, ru;
       for (int64_t e = 0; e < E; ++e) {
         rg.segments.emplace_back(2 * e * F, F);
@@ -745,6 +750,7 @@ class decoder {
     s.swiglu_alpha = static_cast<float>(c_.swiglu_alpha);
     s.swiglu_limit = static_cast<float>(c_.swiglu_limit);
     s.scale_input = c_.expert_input_scaled;
+    s.relu2 = c_.expert_relu2;
     vid rb = none;
     if (c_.router_bias) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {E}));
     moe_biases mb;
@@ -758,7 +764,13 @@ class decoder {
       for (vid v : {mb.gate, mb.up, mb.down}) g_[v].groups = E;
     }
     vid y = b.moe(h, s, wr, wg, wu, wd, rb, mb);
-    if (c_.F_shared > 0) {
+    if (c_.F_shared > 0 && c_.expert_relu2) { // ungated: down(act(up x))
+      const int64_t Fs = c_.F_shared;
+      TROUPE_TRY_ASSIGN(su, req(n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn));
+      TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
+      const vid sh = b.ffn(h, none, su, sd, none, none, none, op::silu, act_expr_, "ffn_shexp");
+      y = b.add(y, sh, "ffn_moe_out");
+    } else if (c_.F_shared > 0) {
       const int64_t Fs = c_.F_shared;
       const bool packed = !n_.shexp_gate_up.empty(); // gate rows, then up rows
       weight_ref rg, ru;

@@ -447,11 +447,48 @@ status build_bamba(const model_source& m, graph::graph& g) {
   return build_decoder(m, n, g);
 }
 
+namespace {
+
+// Nemotron 3's experts (NemotronHMoE): a sigmoid router whose choice adds e_score_correction_bias,
+// among the topk_group best of n_group groups, the chosen scores renormalised (norm_topk_prob)
+// and times routed_scaling_factor; n_routed_experts ungated experts of up, relu^2, down; one
+// shared expert of that form, moe_shared_expert_intermediate_size wide. A latent projection
+// around the experts (moe_latent_size: Nemotron 3 Super) is not implemented.
+status read_nemotron_experts(hf_cfg& j, model_config& c) {
+  if (const json& lat = j.raw("moe_latent_size"); !lat.is_null())
+    return j.unsupported(
+        fmt::format("'moe_latent_size' {} (the experts' latent projection)", lat.dump()));
+  if (c.act_expr != "relu(x)^2")
+    return j.unsupported("experts with another activation than relu2 ('mlp_hidden_act')");
+  TROUPE_TRY(read_expert_counts(j, c, "n_routed_experts", "num_local_experts"));
+  if (c.n_expert < 2 || c.n_expert_used <= 0 || c.n_expert_used > c.n_expert)
+    return j.bad(fmt::format("{} of {} experts per token", c.n_expert_used, c.n_expert));
+  TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
+  c.F_expert = fe;
+  TROUPE_TRY_ASSIGN(shared, j.i("n_shared_experts", 1));
+  if (shared > 0) {
+    TROUPE_TRY_ASSIGN(fs, j.req("moe_shared_expert_intermediate_size"));
+    c.F_shared = fs;
+  }
+  c.expert_relu2 = true;
+  c.router_sigmoid = c.router_bias = true;
+  c.norm_topk = j.b("norm_topk_prob", true);
+  TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", 1.0));
+  c.expert_scale = scale;
+  TROUPE_TRY_ASSIGN(ng, j.i("n_group", 1));
+  TROUPE_TRY_ASSIGN(tg, j.i("topk_group", 1));
+  if (ng > 1) c.n_group = ng, c.topk_group = tg;
+  return {};
+}
+
+} // namespace
+
 // Nemotron-H (NemotronHForCausalLM: Nemotron-H 8B / 47B / 56B, Nemotron Nano 2): blocks of one
 // mixer each under one pre-norm - Mamba-2 ("M"), attention without positions ("*"), or an MLP of
 // up, relu2, down ("-") - named by hybrid_override_pattern or layers_block_type (whose count,
 // not num_hidden_layers, is the model's, as transformers counts); the mixer's keys under either
-// of their names (mamba_n_groups or n_groups ...). Its experts ("E": Nemotron 3) refuse.
+// of their names (mamba_n_groups or n_groups ...); Nemotron 3's experts ("E":
+// read_nemotron_experts).
 status read_nemotron_h_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
   std::vector<std::string> types;
@@ -475,16 +512,17 @@ status read_nemotron_h_hf(hf_cfg& j, model_config& c) {
   c.n_layer = L;
   c.linear_layers.assign(static_cast<size_t>(L), 0);
   c.layer_blocks.assign(static_cast<size_t>(L), 1);
+  bool experts = false;
   for (size_t i = 0; i < types.size(); ++i) {
     const std::string& t = types[i];
-    if (t == "mamba" || t == "linear_attention")
+    if (t == "mamba" || t == "linear_attention") {
       c.linear_layers[i] = 1;
-    else if (t == "mlp")
+    } else if (t == "mlp" || t == "moe") {
       c.layer_blocks[i] = 2;
-    else if (t != "attention" && t != "full_attention")
-      return j.unsupported(
-          fmt::format("layer {} of kind '{}'{}", i, t,
-                      t == "moe" ? " (Nemotron-H's experts are not implemented)" : ""));
+      experts = experts || t == "moe";
+    } else if (t != "attention" && t != "full_attention") {
+      return j.unsupported(fmt::format("layer {} of kind '{}'", i, t));
+    }
   }
   c.tie_embeddings = j.b("tie_word_embeddings", false);
   c.rope_enabled = false; // the attention has no positions
@@ -492,6 +530,11 @@ status read_nemotron_h_hf(hf_cfg& j, model_config& c) {
   if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
   c.mlp_bias = j.b("mlp_bias", false);
   TROUPE_TRY(read_activation(j.s("mlp_hidden_act", "relu2"), c, j.where()));
+  if (experts) { // Nemotron 3: DeepSeek-V3's routing over ungated relu^2 experts, a shared one
+    c.moe_layers.assign(static_cast<size_t>(L), 0);
+    for (size_t i = 0; i < types.size(); ++i) c.moe_layers[i] = types[i] == "moe";
+    TROUPE_TRY(read_nemotron_experts(j, c));
+  }
   if (j.s("mamba_hidden_act", "silu") != "silu")
     return j.unsupported(fmt::format("'mamba_hidden_act' {}", j.raw("mamba_hidden_act").dump()));
   if (const json& sw = j.raw("sliding_window"); !sw.is_null())
@@ -532,12 +575,13 @@ status read_nemotron_h_hf(hf_cfg& j, model_config& c) {
   // (use_bias: an older name of mamba_proj_bias, which transformers no longer reads)
   if (j.b("use_bias", false)) return j.unsupported("'use_bias' true");
   TROUPE_TRY(read_mamba_mixer(j, c, k));
-  // the experts' keys describe no layer here; multi-token prediction is not run
+  // (without "moe" layers the experts' keys describe none); multi-token prediction is not run
   for (const char* key :
        {"n_routed_experts", "n_shared_experts", "moe_intermediate_size",
         "moe_shared_expert_intermediate_size", "moe_latent_size", "moe_shared_expert_overlap",
         "num_experts_per_tok", "routed_scaling_factor", "n_group", "topk_group", "norm_topk_prob",
-        "output_router_logits", "num_nextn_predict_layers", "mtp_layers_block_type"})
+        "output_router_logits", "num_nextn_predict_layers", "mtp_layers_block_type",
+        "router_aux_loss_coef"})
     j.mark(key);
   return {};
 }
@@ -601,6 +645,10 @@ status build_nemotron_h(const model_source& m, graph::graph& g) {
     if (c.o_bias) n.bo = x + "o_proj.bias";
     n.w_up = x + "up_proj.weight", n.w_down = x + "down_proj.weight";
     if (c.mlp_bias) n.b_up = x + "up_proj.bias", n.b_down = x + "down_proj.bias";
+    n.moe_router = x + "gate.weight", n.moe_router_bias = x + "gate.e_score_correction_bias";
+    n.moe_up = x + "experts.{e}.up_proj.weight", n.moe_down = x + "experts.{e}.down_proj.weight";
+    n.shexp_up = x + "shared_experts.up_proj.weight";
+    n.shexp_down = x + "shared_experts.down_proj.weight";
     mamba_names(m, n, x);
   } else {
     n = gguf_layout(m);

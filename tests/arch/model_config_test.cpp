@@ -519,17 +519,25 @@ TEST(ModelConfig, NemotronHReadsItsPattern) {
   EXPECT_EQ(c->lin_k_heads, 2);
   EXPECT_FALSE(c->rope_enabled);
   EXPECT_FALSE(c->gated_ffn);
-  for (auto [key, value] : {std::pair<const char*, json>{"hybrid_override_pattern", "M-E"},
+  {
+    json e = j; // Nemotron 3's experts: a block of its own, ungated relu^2 experts
+    e["hybrid_override_pattern"] = "M-*E";
+    auto r = parse(e);
+    ASSERT_TRUE(r) << r.error().to_string();
+    EXPECT_TRUE(r->layer_moe(3) && !r->layer_moe(1) && !r->layer_has_mixer(3));
+    EXPECT_TRUE(r->expert_relu2 && r->router_sigmoid && r->router_bias);
+    EXPECT_EQ(r->F_shared, 7688); // NemotronHConfig's default
+  }
+  for (auto [key, value] : {std::pair<const char*, json>{"moe_latent_size", 1024},
                             {"attention_head_dim", 32},
                             {"rms_norm_eps", 1e-6},
                             {"mamba_dt_limit", json::array({0.0, 1.0})}}) {
     json b = j;
     b[key] = value;
+    if (std::string(key) == "moe_latent_size") b["hybrid_override_pattern"] = "M-*E";
     auto r = parse(b);
     ASSERT_FALSE(r) << key;
-    EXPECT_NE(r.error().message.find(key == std::string("hybrid_override_pattern") ? "moe" : key),
-              std::string::npos)
-        << r.error().to_string();
+    EXPECT_NE(r.error().message.find(key), std::string::npos) << r.error().to_string();
   }
 }
 
