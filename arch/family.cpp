@@ -238,7 +238,7 @@ const std::vector<family_entry>& families() {
       // (num_hidden_layers: transformers counts the layer kinds, whatever it says)
       {"nemotron_h",
        {"NemotronHForCausalLM"},
-       {"nemotron_h"},
+       {"nemotron_h", "nemotron_h_moe"},
        read_nemotron_h_hf,
        read_nemotron_h_gguf,
        build_nemotron_h,

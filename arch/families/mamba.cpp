@@ -623,7 +623,31 @@ status read_nemotron_h_gguf(const gguf_cfg& g, model_config& c) {
   c.qkv_bias = g.has_tensor("blk.0.attn_q.bias");
   c.tie_embeddings = !g.has_tensor("output.weight");
   c.gated_ffn = false;
-  c.act_expr = "relu(x)^2"; // llama.cpp's nemotron_h MLP
+  c.act_expr = "relu(x)^2";         // llama.cpp's nemotron_h MLP
+  if (g.arch == "nemotron_h_moe") { // Nemotron 3: the "MLP" layers with a router are experts
+    c.moe_layers.assign(static_cast<size_t>(L), 0);
+    for (int64_t l = 0; l < L; ++l)
+      c.moe_layers[static_cast<size_t>(l)] =
+          g.has_tensor(fmt::format("blk.{}.ffn_gate_inp.weight", l));
+    TROUPE_TRY(read_expert_counts(g, c));
+    if (c.n_expert <= 0) return g.unsupported("nemotron_h_moe without expert_count");
+    c.F_expert = g.i("expert_feed_forward_length", c.F);
+    if (g.i("expert_shared_count", 1) > 0) c.F_shared = g.i("expert_shared_feed_forward_length", 0);
+    const gguf_value* norm = g.g.get(g.key("expert_weights_norm"));
+    c.norm_topk = !norm || norm->i != 0;
+    const double scale = g.f("expert_weights_scale", 0);
+    c.expert_scale = scale == 0 ? 1 : scale;
+    const int64_t used = g.i("expert_group_used_count", 0); // (written with one group too)
+    if (const int64_t ng = g.i("expert_group_count", 1); ng > 1) {
+      if (used <= 0) return g.unsupported(fmt::format("{} expert groups without a count used", ng));
+      c.n_group = ng, c.topk_group = used;
+    }
+    c.expert_relu2 = c.router_sigmoid = true;
+    c.router_bias = g.has_tensor(weight_names::layer(
+        "blk.{}.exp_probs_b.bias",
+        static_cast<int>(std::find(c.moe_layers.begin(), c.moe_layers.end(), 1) -
+                         c.moe_layers.begin())));
+  }
   TROUPE_TRY(read_mamba_gguf_mixer(g, c));
   TROUPE_TRY(read_gguf_common(g, c));
   c.rope_enabled = false;
@@ -653,6 +677,7 @@ status build_nemotron_h(const model_source& m, graph::graph& g) {
   } else {
     n = gguf_layout(m);
     mamba_names(m, n, "");
+    if (c.n_expert > 0) routed_expert_names(m, n);
   }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);

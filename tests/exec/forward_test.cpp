@@ -145,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen2_5_vl", "minimax_m2", "olmoe", "ernie4_5_moe", "dots1", "granitemoe",
                       "ministral3_vl", "qwen3_vl", "qwen3_vl_moe", "arcee", "hunyuan_dense",
                       "hunyuan_moe", "lfm2", "lfm2_moe", "mamba2", "granite4_h", "nemotron_h",
-                      "falcon_h1", "mamba", "falcon_mamba", "jamba"),
+                      "falcon_h1", "mamba", "falcon_mamba", "jamba", "nemotron_h_moe"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
