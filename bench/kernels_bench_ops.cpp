@@ -243,6 +243,58 @@ void BM_gated_delta(benchmark::State& st) {
   run(st, a, static_cast<int>(st.range(1)), 2.0 * 4 * Hv * Dk * Dv * T, 6.0 * T * Hv * Dk * Dv);
 }
 
+// Mamba's selective scan for one sequence continuing its state: T tokens (1: a decode step);
+// args (T, shape, threads): shape 0 Mamba-2's layer (Mamba-Codestral: 128 heads of 64, 8 groups,
+// state 128: 4 MB of f32 state), 1 Mamba-1's (Falcon-Mamba 7B: 8192 channels as heads of one
+// value, an A per state value, state 16: 0.5 MB); GB/s counts the state read and written once
+// per token
+void BM_ssm_scan(benchmark::State& st) {
+  const int64_t T = st.range(0);
+  const bool m1 = st.range(1) == 1;
+  const int64_t H = m1 ? 8192 : 128, P = m1 ? 1 : 64, G = m1 ? 1 : 8, N = m1 ? 16 : 128;
+  auto x = randn(T * H * P, 31), dt = randn(T * H, 32), A = randn(m1 ? H * N : H, 33, 0.5f);
+  auto B = randn(T * G * N, 34), C = randn(T * G * N, 35), D = randn(H, 36), dtb = randn(H, 37);
+  auto state = randn(H * P * N, 38, 0.01f);
+  std::vector<int32_t> table = {0, static_cast<int32_t>(T), 1, 0}; // continues slot 0
+  std::vector<float> out(T * H * P);
+  op_args a;
+  a.kind = op::ssm_scan;
+  a.src[0] = tensor_view(x.data(), dtype::f32, {T, H, P});
+  a.src[1] = tensor_view(dt.data(), dtype::f32, {T, H});
+  a.src[2] =
+      m1 ? tensor_view(A.data(), dtype::f32, {H, N}) : tensor_view(A.data(), dtype::f32, {H});
+  a.src[3] = tensor_view(B.data(), dtype::f32, {T, G, N});
+  a.src[4] = tensor_view(C.data(), dtype::f32, {T, G, N});
+  a.src[5] = tensor_view(D.data(), dtype::f32, {H});
+  a.src[6] = tensor_view(dtb.data(), dtype::f32, {H});
+  a.src[7] = tensor_view(state.data(), dtype::f32, {1, H, P, N});
+  a.src[8] = tensor_view(table.data(), dtype::i32, {1, 4});
+  a.dst = tensor_view(out.data(), dtype::f32, {T, H, P});
+  run(st, a, static_cast<int>(st.range(2)), 2.0 * 4 * H * P * N * T, 4.0 * T * H * P * N);
+}
+
+// Mamba's causal conv1d with bias and SiLU over one sequence: args (T, shape, threads): shape 0
+// Mamba-2's x, B, C of Mamba-Codestral (8192 + 2 x 1024 channels in heads of 64), 1 Mamba-1's
+// (8192 channels of one value each); 4 taps
+void BM_causal_conv(benchmark::State& st) {
+  const int64_t T = st.range(0), K = 4;
+  const bool m1 = st.range(1) == 1;
+  const int64_t Dc = m1 ? 1 : 64, Hc = m1 ? 8192 : 160, Cc = Hc * Dc;
+  auto x = randn(T * Cc, 41), w = randn(Cc * K, 42, 0.5f), b = randn(Cc, 43);
+  auto state = randn(Cc * (K - 1), 44);
+  std::vector<int32_t> table = {0, static_cast<int32_t>(T), 1, 0};
+  std::vector<float> out(T * Cc);
+  op_args a;
+  a.kind = op::causal_conv;
+  a.src[0] = tensor_view(x.data(), dtype::f32, {T, Hc, Dc});
+  a.src[1] = tensor_view(w.data(), dtype::f32, {Cc, K});
+  a.src[2] = tensor_view(state.data(), dtype::f32, {1, Hc, K - 1, Dc});
+  a.src[3] = tensor_view(table.data(), dtype::i32, {1, 4});
+  a.src[4] = tensor_view(b.data(), dtype::f32, {Cc});
+  a.dst = tensor_view(out.data(), dtype::f32, {T, Hc, Dc});
+  run(st, a, static_cast<int>(st.range(2)), 4.0 * (2 * T * Cc + Cc * K), 2.0 * T * Cc * K);
+}
+
 BENCHMARK(BM_paged_decode)
     ->ArgsProduct({{1, 64}, {128, 512, 1024}, {0, 1}, {1, 2}, {0}, {1}})
     ->UseRealTime()
@@ -260,6 +312,14 @@ BENCHMARK(BM_paged_decode)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_gated_delta)
     ->ArgsProduct({{1, 512}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ssm_scan)
+    ->ArgsProduct({{1, 256}, {0, 1}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_causal_conv)
+    ->ArgsProduct({{1, 256}, {0, 1}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_prefill_attention)

@@ -517,7 +517,8 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
       for (vid v : n.in)
         o.weight_matmul =
             o.weight_matmul ||
-            (n.kind == node_kind::op && n.op != kernels::op::embedding && v != graph::none &&
+            (n.kind == node_kind::op && n.op != kernels::op::embedding &&
+             n.op != kernels::op::causal_conv && v != graph::none && // (taps, not a matrix)
              p.g[v].kind == value_kind::weight && !p.g[v].empty && p.g[v].dims.size() == 2);
       profile_.push_back(o);
       it = profile_.end() - 1;

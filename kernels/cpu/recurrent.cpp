@@ -24,7 +24,9 @@ namespace {
 // ln2 / 2 (Cephes' polynomial, within 2 ulp of expf over the range a SiLU reaches)
 inline float exp_simd(float x) {
   x = std::min(std::max(x, -87.3f), 88.3f);
-  const float n = std::nearbyint(x * 1.44269504088896341f);
+  // round to nearest by the 1.5 x 2^23 trick (std::nearbyint is a libm call on the baseline
+  // target, which keeps the loops around it scalar)
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500E-4f;
@@ -38,6 +40,21 @@ inline float exp_simd(float x) {
   float scale;
   std::memcpy(&scale, &e, sizeof scale);
   return p * scale;
+}
+
+// softplus(v) = log(1 + e^v), vectorisable: max(v, 0) + log1p(e^-|v|), the log1p of y in (0, 1]
+// as 2 atanh(y / (2 + y)) by its series (s <= 1/3: seven terms, within 1e-7 relative)
+inline float softplus_simd(float v) {
+  const float y = exp_simd(-std::fabs(v));
+  const float s = y / (2.0f + y), s2 = s * s;
+  float p = 1.0f / 13.0f;
+  p = p * s2 + 1.0f / 11.0f;
+  p = p * s2 + 1.0f / 9.0f;
+  p = p * s2 + 1.0f / 7.0f;
+  p = p * s2 + 1.0f / 5.0f;
+  p = p * s2 + 1.0f / 3.0f;
+  p = p * s2 + 1.0f;
+  return std::max(v, 0.0f) + 2.0f * s * p;
 }
 
 // One head's channels (Dc of them, contiguous in x's rows and in the state's tap rows) of one
@@ -80,9 +97,69 @@ void conv_head(const float* wt, int64_t C, int64_t K, int64_t c0, int64_t Dc, co
   }
 }
 
+// Channels of one value each (Dc = 1: Mamba-1's, a state of K - 1 inputs per channel): a block
+// of channels [c0, c1) of one sequence, token by token with the channels in the vector lanes;
+// the block's state gathered into rows first (win[j][c]) and scattered back after.
+void conv_channels(const float* wt, int64_t C, int64_t K, const float* xs, const state_row& s,
+                   float* state, float* out, const float* bias, bool silu, int64_t c0, int64_t c1) {
+  constexpr int64_t B = 256;
+  const int64_t nb = c1 - c0;
+  float win[64][B]; // the K - 1 latest inputs before the token, oldest first (K <= 65)
+  for (int64_t j = 0; j < K - 1; ++j)
+    for (int64_t c = 0; c < nb; ++c) win[j][c] = s.pos0 > 0 ? state[(c0 + c) * (K - 1) + j] : 0.0f;
+  for (int64_t t = 0; t < s.count; ++t) {
+    const float* xt = xs + (s.begin + t) * C + c0;
+    float* o = out + (s.begin + t) * C + c0;
+#pragma omp simd
+    for (int64_t c = 0; c < nb; ++c)
+      o[c] = (bias ? bias[c0 + c] : 0.0f) + wt[(K - 1) * C + c0 + c] * xt[c];
+    for (int64_t j = 0; j < K - 1; ++j) {
+      const float* wj = wt + j * C + c0;
+      const float* r = win[j];
+#pragma omp simd
+      for (int64_t c = 0; c < nb; ++c) o[c] += wj[c] * r[c];
+    }
+    if (silu) {
+#pragma omp simd
+      for (int64_t c = 0; c < nb; ++c) o[c] = o[c] / (1.0f + exp_simd(-o[c]));
+    }
+    // shift the window by one input
+    for (int64_t j = 0; j + 1 < K - 1; ++j) std::memcpy(win[j], win[j + 1], sizeof(float) * nb);
+    if (K > 1) std::memcpy(win[K - 2], xt, sizeof(float) * nb);
+  }
+  for (int64_t j = 0; j < K - 1; ++j)
+    for (int64_t c = 0; c < nb; ++c) state[(c0 + c) * (K - 1) + j] = win[j][c];
+}
+
 void causal_conv(const op_args& a, const exec_ctx& ctx) {
   const auto& x = a.src[0];
   const int64_t Hc = x.dims[1], Dc = x.dims[2], C = Hc * Dc, K = a.src[1].dims[1];
+  if (Dc == 1 && K <= 65) { // one value per channel: blocks of channels in the vector lanes
+    thread_local std::vector<float> w32, wt1;
+    const float* w = a.src[1].as<float>();
+    if (a.src[1].type != dtype::f32) {
+      w32.resize(static_cast<size_t>(C * K));
+      to_f32(a.src[1].type, a.src[1].data, w32.data(), C * K);
+      w = w32.data();
+    }
+    wt1.resize(static_cast<size_t>(C * K)); // the taps transposed [K, C]
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < K; ++j) wt1[static_cast<size_t>(j * C + c)] = w[c * K + j];
+    w = wt1.data();
+    const tensor_view& table = a.src[3];
+    const int64_t S = table.rows(), blocks = (C + 255) / 256;
+    const float* bias = a.src[4].data ? a.src[4].as<float>() : nullptr;
+    const exec_ctx& run_on = x.dims[0] * C * K >= (int64_t{1} << 16) ? ctx : exec_ctx{};
+    parallel(run_on, S * blocks, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const state_row s = state_row_at(table, i / blocks);
+        const int64_t c0 = i % blocks * 256, c1 = std::min(C, c0 + 256);
+        conv_channels(w, C, K, x.as<float>(), s, a.src[2].as<float>() + s.slot * C * (K - 1),
+                      a.dst.as<float>(), bias, !a.p.conv_plain, c0, c1);
+      }
+    });
+    return;
+  }
   // the taps transposed [K, C] (and widened from bf16 / f16 as published): a few thousand
   thread_local std::vector<float> wt, w32, zeros;
   const float* w = a.src[1].as<float>();
@@ -185,6 +262,54 @@ void ssm_scan(const op_args& a, const exec_ctx& ctx) {
   float* state = a.src[7].as<float>();
   const int64_t S = table.rows();
   const bool per_state = a.src[2].numel() == H * N; // an A per state value (Mamba-1)
+  if (per_state && P == 1 && G == 1 && N <= 64) {   // Mamba-1: blocks of channel-heads
+    constexpr int64_t Hb = 64;                      // heads a work item takes
+    const int64_t blocks = (H + Hb - 1) / Hb;
+    parallel(ctx, S * blocks, 1, [&](int64_t i0, int64_t i1) {
+      float dtb[Hb], Ab[Hb * 64], dA[64];
+      for (int64_t i = i0; i < i1; ++i) {
+        const state_row s = state_row_at(table, i / blocks);
+        const int64_t h0 = i % blocks * Hb, nh = std::min(Hb, H - h0);
+        float* st = state + (s.slot * H + h0) * N; // [nh, N]
+        if (s.pos0 == 0) std::memset(st, 0, sizeof(float) * static_cast<size_t>(nh * N));
+        const float* ah = A_in + h0 * N;
+        if (a.p.delta_neg_a) {
+          std::memcpy(Ab, ah, sizeof(float) * static_cast<size_t>(nh * N));
+        } else {
+#pragma omp simd
+          for (int64_t e = 0; e < nh * N; ++e) Ab[e] = -exp_simd(ah[e]);
+        }
+        for (int64_t n = 0; n < s.count; ++n) {
+          const int64_t t = s.begin + n;
+          const float* vt = dtv + t * H + h0;
+#pragma omp simd
+          for (int64_t k = 0; k < nh; ++k) {
+            const float v = vt[k] + dt_bias[h0 + k];
+            dtb[k] = v > 20.0f ? v : softplus_simd(v);
+          }
+          const float* xt = x.as<float>() + t * H + h0;
+          const float* bt = B.as<float>() + t * G * N; // (one group)
+          const float* ct = Cm.as<float>() + t * G * N;
+          float* o = a.dst.as<float>() + t * H + h0;
+          for (int64_t k = 0; k < nh; ++k) {
+            float* row = st + k * N;
+            const float* av = Ab + k * N;
+            const float dt = dtb[k], xd = dt * xt[k];
+#pragma omp simd
+            for (int64_t e = 0; e < N; ++e) dA[e] = exp_simd(dt * av[e]);
+            float y = 0;
+#pragma omp simd reduction(+ : y)
+            for (int64_t e = 0; e < N; ++e) {
+              row[e] = dA[e] * row[e] + xd * bt[e];
+              y += row[e] * ct[e];
+            }
+            o[k] = y + Dv[h0 + k] * xt[k];
+          }
+        }
+      }
+    });
+    return;
+  }
   parallel(ctx, S * H, 1, [&](int64_t i0, int64_t i1) {
     std::vector<float> Av(per_state ? static_cast<size_t>(N) : 0), dA(Av.size());
     for (int64_t i = i0; i < i1; ++i) {
@@ -194,8 +319,15 @@ void ssm_scan(const op_args& a, const exec_ctx& ctx) {
       if (s.pos0 == 0)
         for (int64_t j = 0; j < P * N; ++j) st[j] = 0.0f;
       const float A = per_state ? 0.0f : a.p.delta_neg_a ? A_in[h] : -std::exp(A_in[h]);
-      for (int64_t e = 0; per_state && e < N; ++e)
-        Av[e] = a.p.delta_neg_a ? A_in[h * N + e] : -std::exp(A_in[h * N + e]);
+      if (per_state) {
+        const float* ah = A_in + h * N;
+        float* av = Av.data();
+        if (a.p.delta_neg_a)
+          std::memcpy(av, ah, static_cast<size_t>(N) * sizeof(float));
+        else
+#pragma omp simd
+          for (int64_t e = 0; e < N; ++e) av[e] = -exp_simd(ah[e]);
+      }
       for (int64_t n = 0; n < s.count; ++n) {
         const int64_t t = s.begin + n;
         const float v = dtv[t * H + h] + dt_bias[h];

@@ -477,6 +477,24 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
     c.tol = {1e-10, 1e-5};
     out_cases.push_back(std::move(c));
   }
+  // channels of one value each (Mamba-1's), in the three sequences above and in one of 70 tokens
+  // continuing its state (longer than the kernel's 64-token windows)
+  for (auto [T1, Hc, K, tab] :
+       {std::tuple<int64_t, int64_t, int64_t, std::vector<int32_t>>{T, 40, 4, table},
+        {70, 300, 3, {0, 70, 5, 2}}}) {
+    op_case c;
+    c.name = fmt::format("causal_conv(T={},Hc={},Dc=1,K={},bias)", T1, Hc, K);
+    gen g(c.name);
+    c.kind = op::causal_conv;
+    const int64_t S = static_cast<int64_t>(tab.size()) / 4;
+    c.src = {from_floats(dtype::f32, {T1, Hc, 1}, g.normal(T1 * Hc)),
+             from_floats(dtype::bf16, {Hc, K}, g.normal(Hc * K, 0.5f)),
+             from_floats(dtype::f32, {NS, Hc, K - 1, 1}, g.normal(NS * Hc * (K - 1))),
+             from_ints({S, 4}, tab), from_floats(dtype::f32, {Hc}, g.normal(Hc, 0.5f))};
+    c.dst = out(dtype::f32, {T1, Hc, 1});
+    c.tol = {1e-10, 1e-5};
+    out_cases.push_back(std::move(c));
+  }
   for (auto [Hk, Hv, Dk, Dv] :
        {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 4, 16, 8}, {2, 2, 32, 32}}) {
     op_case c;
