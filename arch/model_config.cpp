@@ -177,7 +177,9 @@ double model_config::prefill_flops_per_token(int64_t prompt) const {
   const double head = static_cast<double>(V) * static_cast<double>(C);
   const double layer_params =
       static_cast<double>(active_parameters()) - head * (tie_embeddings ? 1 : 2);
-  const double attn = 4.0 * D * H * n_layer * P * (P + 1) / 2;
+  int64_t attending = 0; // the layers with attention over the prompt (not linear, not FFN-only)
+  for (int64_t l = 0; l < n_layer; ++l) attending += layer_has_kv(l);
+  const double attn = 4.0 * D * H * static_cast<double>(attending) * P * (P + 1) / 2;
   return (2.0 * P * layer_params + attn + 2.0 * head) / P;
 }
 
