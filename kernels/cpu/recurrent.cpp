@@ -1,7 +1,8 @@
 // recurrent.cpp (cpu): linear attention's ops with a state per sequence (op.hpp): causal_conv,
 // gated_delta and ssm_scan (Mamba-2: over (sequence, head) pairs, each head's [P, N] state
-// decayed and updated in place token by token, the loops over N vectorised; Mamba-1's A per
-// state value decays each by its own exp, vectorised too). The convolution runs
+// decayed and updated in place token by token, the loops over N vectorised; Mamba-1: blocks of
+// 64 channel-heads, an exp per state value). The convolution and the scans' work are built for
+// AVX-512, AVX2 and the baseline (TROUPE_CPU_DISPATCH). The convolution runs
 // over (sequence, head) pairs in parallel, a head's channels in the vector lanes (the SiLU's exp
 // vectorised too, where the op has one); the delta rule over (sequence, value head) pairs, each
 // head's [Dk, Dv] state updated in place, token by token, in two passes per token (decay and S^T k
@@ -59,6 +60,7 @@ inline float softplus_simd(float v) {
 
 // One head's channels (Dc of them, contiguous in x's rows and in the state's tap rows) of one
 // sequence: the taps transposed (wt[j * C + c]) so every loop runs over d.
+TROUPE_CPU_DISPATCH
 void conv_head(const float* wt, int64_t C, int64_t K, int64_t c0, int64_t Dc, const float* xs,
                const state_row& s, float* st, float* out, const float* zeros, const float* bias,
                bool silu) {
@@ -100,6 +102,7 @@ void conv_head(const float* wt, int64_t C, int64_t K, int64_t c0, int64_t Dc, co
 // Channels of one value each (Dc = 1: Mamba-1's, a state of K - 1 inputs per channel): a block
 // of channels [c0, c1) of one sequence, token by token with the channels in the vector lanes;
 // the block's state gathered into rows first (win[j][c]) and scattered back after.
+TROUPE_CPU_DISPATCH
 void conv_channels(const float* wt, int64_t C, int64_t K, const float* xs, const state_row& s,
                    float* state, float* out, const float* bias, bool silu, int64_t c0, int64_t c1) {
   constexpr int64_t B = 256;
@@ -253,119 +256,136 @@ void gated_delta(const op_args& a, const exec_ctx& ctx) {
   });
 }
 
-void ssm_scan(const op_args& a, const exec_ctx& ctx) {
+// Mamba-1's work items [i0, i1): blocks of 64 channel-heads of one sequence (ssm_scan)
+TROUPE_CPU_DISPATCH
+void scan_m1_items(const op_args& a, int64_t i0, int64_t i1, int64_t blocks) {
+  constexpr int64_t Hb = 64; // heads a work item takes
+  const auto &x = a.src[0], &B = a.src[3], &Cm = a.src[4];
+  const int64_t H = x.dims[1], G = B.dims[1], N = B.dims[2];
+  const tensor_view& table = a.src[8];
+  const float *dtv = a.src[1].as<float>(), *A_in = a.src[2].as<float>();
+  const float *Dv = a.src[5].as<float>(), *dt_bias = a.src[6].as<float>();
+  float* state = a.src[7].as<float>();
+  float dtb[Hb], Ab[Hb * 64], dA[64];
+  for (int64_t i = i0; i < i1; ++i) {
+    const state_row s = state_row_at(table, i / blocks);
+    const int64_t h0 = i % blocks * Hb, nh = std::min(Hb, H - h0);
+    float* st = state + (s.slot * H + h0) * N; // [nh, N]
+    if (s.pos0 == 0) std::memset(st, 0, sizeof(float) * static_cast<size_t>(nh * N));
+    const float* ah = A_in + h0 * N;
+    if (a.p.delta_neg_a) {
+      std::memcpy(Ab, ah, sizeof(float) * static_cast<size_t>(nh * N));
+    } else {
+#pragma omp simd
+      for (int64_t e = 0; e < nh * N; ++e) Ab[e] = -exp_simd(ah[e]);
+    }
+    for (int64_t n = 0; n < s.count; ++n) {
+      const int64_t t = s.begin + n;
+      const float* vt = dtv + t * H + h0;
+#pragma omp simd
+      for (int64_t k = 0; k < nh; ++k) {
+        const float v = vt[k] + dt_bias[h0 + k];
+        dtb[k] = v > 20.0f ? v : softplus_simd(v);
+      }
+      const float* xt = x.as<float>() + t * H + h0;
+      const float* bt = B.as<float>() + t * G * N; // (one group)
+      const float* ct = Cm.as<float>() + t * G * N;
+      float* o = a.dst.as<float>() + t * H + h0;
+      for (int64_t k = 0; k < nh; ++k) {
+        float* row = st + k * N;
+        const float* av = Ab + k * N;
+        const float dt = dtb[k], xd = dt * xt[k];
+#pragma omp simd
+        for (int64_t e = 0; e < N; ++e) dA[e] = exp_simd(dt * av[e]);
+        float y = 0;
+#pragma omp simd reduction(+ : y)
+        for (int64_t e = 0; e < N; ++e) {
+          row[e] = dA[e] * row[e] + xd * bt[e];
+          y += row[e] * ct[e];
+        }
+        o[k] = y + Dv[h0 + k] * xt[k];
+      }
+    }
+  }
+}
+
+// Mamba-2's work items [i0, i1): (sequence, head) pairs (ssm_scan)
+TROUPE_CPU_DISPATCH
+void scan_items(const op_args& a, int64_t i0, int64_t i1) {
   const auto &x = a.src[0], &B = a.src[3], &Cm = a.src[4];
   const int64_t H = x.dims[1], P = x.dims[2], G = B.dims[1], N = B.dims[2], rep = H / G;
   const tensor_view& table = a.src[8];
   const float *dtv = a.src[1].as<float>(), *A_in = a.src[2].as<float>();
   const float *Dv = a.src[5].as<float>(), *dt_bias = a.src[6].as<float>();
   float* state = a.src[7].as<float>();
-  const int64_t S = table.rows();
+  const bool per_state = a.src[2].numel() == H * N; // an A per state value (Mamba-1)
+  std::vector<float> Av(per_state ? static_cast<size_t>(N) : 0), dA(Av.size());
+  for (int64_t i = i0; i < i1; ++i) {
+    const state_row s = state_row_at(table, i / H);
+    const int64_t h = i % H, grp = h / rep;
+    float* st = state + (s.slot * H + h) * P * N; // [P, N]
+    if (s.pos0 == 0)
+      for (int64_t j = 0; j < P * N; ++j) st[j] = 0.0f;
+    const float A = per_state ? 0.0f : a.p.delta_neg_a ? A_in[h] : -std::exp(A_in[h]);
+    if (per_state) {
+      const float* ah = A_in + h * N;
+      float* av = Av.data();
+      if (a.p.delta_neg_a)
+        std::memcpy(av, ah, static_cast<size_t>(N) * sizeof(float));
+      else
+#pragma omp simd
+        for (int64_t e = 0; e < N; ++e) av[e] = -exp_simd(ah[e]);
+    }
+    for (int64_t n = 0; n < s.count; ++n) {
+      const int64_t t = s.begin + n;
+      const float v = dtv[t * H + h] + dt_bias[h];
+      const float dt = v > 20.0f ? v : std::log1p(std::exp(v));
+      const float decay = per_state ? 0.0f : std::exp(dt * A);
+      if (per_state) {
+        const float* av = Av.data();
+        float* da = dA.data();
+#pragma omp simd
+        for (int64_t e = 0; e < N; ++e) da[e] = exp_simd(dt * av[e]);
+      }
+      const float* xt = x.as<float>() + (t * H + h) * P;
+      const float* bt = B.as<float>() + (t * G + grp) * N;
+      const float* ct = Cm.as<float>() + (t * G + grp) * N;
+      float* o = a.dst.as<float>() + (t * H + h) * P;
+      for (int64_t p = 0; p < P; ++p) {
+        float* row = st + p * N;
+        const float xd = dt * xt[p];
+        float y = 0;
+        if (per_state) {
+          const float* da = dA.data();
+#pragma omp simd reduction(+ : y)
+          for (int64_t e = 0; e < N; ++e) {
+            row[e] = da[e] * row[e] + xd * bt[e];
+            y += row[e] * ct[e];
+          }
+        } else {
+#pragma omp simd reduction(+ : y)
+          for (int64_t e = 0; e < N; ++e) {
+            row[e] = decay * row[e] + xd * bt[e];
+            y += row[e] * ct[e];
+          }
+        }
+        o[p] = y + Dv[h] * xt[p];
+      }
+    }
+  }
+}
+
+void ssm_scan(const op_args& a, const exec_ctx& ctx) {
+  const int64_t H = a.src[0].dims[1], P = a.src[0].dims[2], G = a.src[3].dims[1];
+  const int64_t N = a.src[3].dims[2], S = a.src[8].rows();
   const bool per_state = a.src[2].numel() == H * N; // an A per state value (Mamba-1)
   if (per_state && P == 1 && G == 1 && N <= 64) {   // Mamba-1: blocks of channel-heads
     constexpr int64_t Hb = 64;                      // heads a work item takes
     const int64_t blocks = (H + Hb - 1) / Hb;
-    parallel(ctx, S * blocks, 1, [&](int64_t i0, int64_t i1) {
-      float dtb[Hb], Ab[Hb * 64], dA[64];
-      for (int64_t i = i0; i < i1; ++i) {
-        const state_row s = state_row_at(table, i / blocks);
-        const int64_t h0 = i % blocks * Hb, nh = std::min(Hb, H - h0);
-        float* st = state + (s.slot * H + h0) * N; // [nh, N]
-        if (s.pos0 == 0) std::memset(st, 0, sizeof(float) * static_cast<size_t>(nh * N));
-        const float* ah = A_in + h0 * N;
-        if (a.p.delta_neg_a) {
-          std::memcpy(Ab, ah, sizeof(float) * static_cast<size_t>(nh * N));
-        } else {
-#pragma omp simd
-          for (int64_t e = 0; e < nh * N; ++e) Ab[e] = -exp_simd(ah[e]);
-        }
-        for (int64_t n = 0; n < s.count; ++n) {
-          const int64_t t = s.begin + n;
-          const float* vt = dtv + t * H + h0;
-#pragma omp simd
-          for (int64_t k = 0; k < nh; ++k) {
-            const float v = vt[k] + dt_bias[h0 + k];
-            dtb[k] = v > 20.0f ? v : softplus_simd(v);
-          }
-          const float* xt = x.as<float>() + t * H + h0;
-          const float* bt = B.as<float>() + t * G * N; // (one group)
-          const float* ct = Cm.as<float>() + t * G * N;
-          float* o = a.dst.as<float>() + t * H + h0;
-          for (int64_t k = 0; k < nh; ++k) {
-            float* row = st + k * N;
-            const float* av = Ab + k * N;
-            const float dt = dtb[k], xd = dt * xt[k];
-#pragma omp simd
-            for (int64_t e = 0; e < N; ++e) dA[e] = exp_simd(dt * av[e]);
-            float y = 0;
-#pragma omp simd reduction(+ : y)
-            for (int64_t e = 0; e < N; ++e) {
-              row[e] = dA[e] * row[e] + xd * bt[e];
-              y += row[e] * ct[e];
-            }
-            o[k] = y + Dv[h0 + k] * xt[k];
-          }
-        }
-      }
-    });
+    parallel(ctx, S * blocks, 1, [&](int64_t i0, int64_t i1) { scan_m1_items(a, i0, i1, blocks); });
     return;
   }
-  parallel(ctx, S * H, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> Av(per_state ? static_cast<size_t>(N) : 0), dA(Av.size());
-    for (int64_t i = i0; i < i1; ++i) {
-      const state_row s = state_row_at(table, i / H);
-      const int64_t h = i % H, grp = h / rep;
-      float* st = state + (s.slot * H + h) * P * N; // [P, N]
-      if (s.pos0 == 0)
-        for (int64_t j = 0; j < P * N; ++j) st[j] = 0.0f;
-      const float A = per_state ? 0.0f : a.p.delta_neg_a ? A_in[h] : -std::exp(A_in[h]);
-      if (per_state) {
-        const float* ah = A_in + h * N;
-        float* av = Av.data();
-        if (a.p.delta_neg_a)
-          std::memcpy(av, ah, static_cast<size_t>(N) * sizeof(float));
-        else
-#pragma omp simd
-          for (int64_t e = 0; e < N; ++e) av[e] = -exp_simd(ah[e]);
-      }
-      for (int64_t n = 0; n < s.count; ++n) {
-        const int64_t t = s.begin + n;
-        const float v = dtv[t * H + h] + dt_bias[h];
-        const float dt = v > 20.0f ? v : std::log1p(std::exp(v));
-        const float decay = per_state ? 0.0f : std::exp(dt * A);
-        if (per_state) {
-          const float* av = Av.data();
-          float* da = dA.data();
-#pragma omp simd
-          for (int64_t e = 0; e < N; ++e) da[e] = exp_simd(dt * av[e]);
-        }
-        const float* xt = x.as<float>() + (t * H + h) * P;
-        const float* bt = B.as<float>() + (t * G + grp) * N;
-        const float* ct = Cm.as<float>() + (t * G + grp) * N;
-        float* o = a.dst.as<float>() + (t * H + h) * P;
-        for (int64_t p = 0; p < P; ++p) {
-          float* row = st + p * N;
-          const float xd = dt * xt[p];
-          float y = 0;
-          if (per_state) {
-            const float* da = dA.data();
-#pragma omp simd reduction(+ : y)
-            for (int64_t e = 0; e < N; ++e) {
-              row[e] = da[e] * row[e] + xd * bt[e];
-              y += row[e] * ct[e];
-            }
-          } else {
-#pragma omp simd reduction(+ : y)
-            for (int64_t e = 0; e < N; ++e) {
-              row[e] = decay * row[e] + xd * bt[e];
-              y += row[e] * ct[e];
-            }
-          }
-          o[p] = y + Dv[h] * xt[p];
-        }
-      }
-    }
-  });
+  parallel(ctx, S * H, 1, [&](int64_t i0, int64_t i1) { scan_items(a, i0, i1); });
 }
 
 } // namespace
