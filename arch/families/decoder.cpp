@@ -1,5 +1,6 @@
-// decoder.cpp: the generic decoder builder (decoder.hpp).
-#include "arch/families/decoder.hpp"
+// decoder.cpp: the generic decoder builder (decoder.hpp): the class (decoder_build.hpp)'s
+// embedding, layers, attention, FFN, experts and head; the recurrent mixers are decoder_mixers.cpp.
+#include "arch/families/decoder_build.hpp"
 
 #include <cmath>
 
@@ -7,926 +8,555 @@
 
 namespace troupe::arch {
 
-using namespace graph;
-using kernels::op;
+namespace detail {
 
-namespace {
-
-std::string at(const std::string& pattern, int l) {
-  return weight_names::layer(pattern, l);
+status decoder::build() {
+  g_.n_layer = static_cast<int>(c_.n_layer);
+  TROUPE_TRY(make_act());
+  TROUPE_TRY_ASSIGN(x0, embed());
+  vid x = x0;
+  g_.residual.push_back(x);
+  for (int l = 0; l < g_.n_layer; ++l) {
+    TROUPE_TRY_ASSIGN(y, layer(l, x));
+    x = y;
+    g_.residual.push_back(x);
+  }
+  return head(x);
 }
 
-class decoder {
- public:
-  decoder(const model_source& m, const decoder_names& n, graph::graph& g)
-      : m_(m)
-      , c_(m.config)
-      , n_(n)
-      , g_(g)
-      , w_(m, g) {}
-
-  status build() {
-    g_.n_layer = static_cast<int>(c_.n_layer);
-    TROUPE_TRY(make_act());
-    TROUPE_TRY_ASSIGN(x0, embed());
-    vid x = x0;
-    g_.residual.push_back(x);
-    for (int l = 0; l < g_.n_layer; ++l) {
-      TROUPE_TRY_ASSIGN(y, layer(l, x));
-      x = y;
-      g_.residual.push_back(x);
-    }
-    return head(x);
+status decoder::make_act() {
+  for (const auto& text : n_.layer_act) {
+    auto p = kernels::parse_expression(text, {"x"});
+    if (!p) return p.error();
+    layer_act_.push_back(std::make_shared<kernels::ew_program>(std::move(*p)));
   }
-
- private:
-  // an optional tensor by name (empty name: absent)
-  expected<vid> opt(const std::string& name, int l, std::vector<int64_t> dims, cut cu = cut::none,
-                    axis ax = axis::none, int64_t unit = 1, weight_ref ref = {}) {
-    if (name.empty()) {
-      const vid v = graph::add_weight(g_, "(none)", ref, dtype::f32, dims, l);
-      g_[v].empty = true;
-      return v;
-    }
-    return w_.get(l >= 0 && l < g_.n_layer ? at(name, l) : name, l, std::move(dims), cu, ax, unit,
-                  n_.optional_biases, ref);
+  if (!layer_act_.empty() && static_cast<int64_t>(layer_act_.size()) != c_.n_layer)
+    return make_error(errc::internal, "{}: {} layer activations for {} layers", m_.path,
+                      layer_act_.size(), c_.n_layer);
+  if (c_.act_expr.empty()) return {};
+  auto p = kernels::parse_expression(c_.act_expr, {"x"});
+  if (!p) {
+    p = kernels::parse_expression(c_.act_expr, {"g", "u"});
+    if (!p) return p.error();
+    p->sources = 2; // the whole gating, over g and u
   }
-  expected<vid> req(const std::string& name, int l, std::vector<int64_t> dims, cut cu = cut::none,
-                    axis ax = axis::none, int64_t unit = 1, weight_ref ref = {}) {
-    if (name.empty())
-      return make_error(errc::internal, "{}: the family names no tensor here", m_.path);
-    return w_.get(l >= 0 && l < g_.n_layer ? at(name, l) : name, l, std::move(dims), cu, ax, unit,
-                  false, ref);
-  }
+  act_expr_ = std::make_shared<kernels::ew_program>(std::move(*p));
+  return {};
+}
 
-  // a norm over the last dim of width `C`: its weight (+ norm_add) or ones, its bias or none
-  expected<vid> norm(vid x, int l, const std::string& wname, const std::string& bname, int64_t C,
-                     norm_kind kind, const std::string& what, cut cu = cut::none,
-                     axis ax = axis::none, int64_t unit = 1) {
-    builder b(g_, l);
-    vid wt;
-    if (c_.norm_weight && !wname.empty()) {
-      weight_ref ref;
-      ref.add = static_cast<float>(c_.norm_add);
-      TROUPE_TRY_ASSIGN(v, req(wname, l, {C}, cu, ax, unit, ref));
-      wt = v;
-    } else {
-      wt = w_.constant(what + ".ones", l, {C}, 1.0f, cu, ax, unit);
-    }
-    vid bias = none;
-    if (kind == norm_kind::layer && !bname.empty()) {
-      TROUPE_TRY_ASSIGN(v, opt(bname, l, {C}, cu, ax, unit));
-      bias = v;
-    }
-    return b.norm(x, kind == norm_kind::rms ? norm_type::rms : norm_type::layer, wt, bias,
-                  static_cast<float>(c_.norm_eps), what);
+expected<vid> decoder::embed() {
+  const int64_t C = c_.C, V = c_.V;
+  builder b(g_, -1);
+  TROUPE_TRY_ASSIGN(tok, req(n_.tok_embd, -1, {V, C}, cut::out, axis::vocab));
+  tok_ = tok;
+  vid x = b.op(op::embedding, {tok, g_.input(input_kind::tokens)}, "tok_embd_out");
+  if (c_.embed_scale != 0)
+    x = b.scale(x,
+                static_cast<float>(c_.embed_scale_rounded ? round_to(g_[tok].type, c_.embed_scale)
+                                                          : c_.embed_scale),
+                "embd_scaled");
+  if (c_.learned_positions) {
+    TROUPE_TRY_ASSIGN(pe,
+                      req(n_.pos_embd, -1, {c_.position_rows > 0 ? c_.position_rows : c_.ctx, C}));
+    const vid p = b.op(op::embedding, {pe, g_.input(input_kind::positions)}, "pos_embd_out");
+    x = b.add(x, p, "embd_sum");
   }
+  if (c_.embed_norm)
+    TROUPE_TRY_SET(x, norm(x, -1, n_.embd_norm, n_.embd_norm_b, C, c_.norm, "embd_norm"));
+  return x;
+}
 
-  status make_act() {
-    for (const auto& text : n_.layer_act) {
-      auto p = kernels::parse_expression(text, {"x"});
-      if (!p) return p.error();
-      layer_act_.push_back(std::make_shared<kernels::ew_program>(std::move(*p)));
-    }
-    if (!layer_act_.empty() && static_cast<int64_t>(layer_act_.size()) != c_.n_layer)
-      return make_error(errc::internal, "{}: {} layer activations for {} layers", m_.path,
-                        layer_act_.size(), c_.n_layer);
-    if (c_.act_expr.empty()) return {};
-    auto p = kernels::parse_expression(c_.act_expr, {"x"});
-    if (!p) {
-      p = kernels::parse_expression(c_.act_expr, {"g", "u"});
-      if (!p) return p.error();
-      p->sources = 2; // the whole gating, over g and u
-    }
-    act_expr_ = std::make_shared<kernels::ew_program>(std::move(*p));
-    return {};
+expected<decoder::proj> decoder::projections(int l) {
+  const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
+  weight_ref tr;
+  tr.transposed = n_.transposed;
+  if (n_.wqkv.empty() && c_.attn_output_gate) {
+    // q_proj holds each head's q rows, then its gate's: [H, 2, D]
+    weight_ref rq = head_rows(2 * D, 0, D), rg = head_rows(2 * D, D, D);
+    rq.transposed = rg.transposed = n_.transposed;
+    TROUPE_TRY_ASSIGN(wq, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, rq));
+    TROUPE_TRY_ASSIGN(wg, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, rg));
+    TROUPE_TRY_ASSIGN(wk, req(n_.wk, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
+    TROUPE_TRY_ASSIGN(wv, req(n_.wv, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
+    TROUPE_TRY_ASSIGN(bq, opt("", l, {H * D})); // no biases
+    TROUPE_TRY_ASSIGN(bk, opt("", l, {Hkv * D}));
+    TROUPE_TRY_ASSIGN(bv, opt("", l, {Hkv * D}));
+    return proj{wq, wk, wv, bq, bk, bv, wg};
   }
-
-  expected<vid> embed() {
-    const int64_t C = c_.C, V = c_.V;
-    builder b(g_, -1);
-    TROUPE_TRY_ASSIGN(tok, req(n_.tok_embd, -1, {V, C}, cut::out, axis::vocab));
-    tok_ = tok;
-    vid x = b.op(op::embedding, {tok, g_.input(input_kind::tokens)}, "tok_embd_out");
-    if (c_.embed_scale != 0)
-      x = b.scale(x,
-                  static_cast<float>(c_.embed_scale_rounded ? round_to(g_[tok].type, c_.embed_scale)
-                                                            : c_.embed_scale),
-                  "embd_scaled");
-    if (c_.learned_positions) {
-      TROUPE_TRY_ASSIGN(
-          pe, req(n_.pos_embd, -1, {c_.position_rows > 0 ? c_.position_rows : c_.ctx, C}));
-      const vid p = b.op(op::embedding, {pe, g_.input(input_kind::positions)}, "pos_embd_out");
-      x = b.add(x, p, "embd_sum");
-    }
-    if (c_.embed_norm)
-      TROUPE_TRY_SET(x, norm(x, -1, n_.embd_norm, n_.embd_norm_b, C, c_.norm, "embd_norm"));
-    return x;
+  if (n_.wqkv.empty()) {
+    TROUPE_TRY_ASSIGN(wq, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, tr));
+    TROUPE_TRY_ASSIGN(wk, req(n_.wk, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
+    TROUPE_TRY_ASSIGN(wv, req(n_.wv, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
+    TROUPE_TRY_ASSIGN(bq, opt(n_.bq, l, {H * D}, cut::out, axis::heads, D));
+    TROUPE_TRY_ASSIGN(bk, opt(n_.bk, l, {Hkv * D}, cut::out, axis::kv_heads, D));
+    TROUPE_TRY_ASSIGN(bv, opt(n_.bv, l, {Hkv * D}, cut::out, axis::kv_heads, D));
+    vid wg = none; // a gate per head [H, C]: mul broadcasts each over its head's values
+    if (!n_.attn_head_gate.empty())
+      TROUPE_TRY_SET(wg, req(n_.attn_head_gate, l, {H, C}, cut::out, axis::heads, 1));
+    return proj{wq, wk, wv, bq, bk, bv, wg};
   }
-
-  // q / k / v weights and biases, separate or from the fused tensor
-  struct proj {
-    vid wq, wk, wv, bq, bk, bv;
-    vid wgate = none; // attn_output_gate: the gate's rows of q_proj
+  // rows of q, k and v in the fused tensor
+  std::vector<std::pair<int64_t, int64_t>> sq, sk, sv;
+  switch (n_.layout) {
+  case qkv_layout::blocks:
+    sq = {{0, H * D}};
+    sk = {{H * D, Hkv * D}};
+    sv = {{(H + Hkv) * D, Hkv * D}};
+    break;
+  case qkv_layout::per_head:
+    if (Hkv != H)
+      return make_error(errc::corrupt_file,
+                        "{}: a per-head fused qkv needs as many KV heads as heads", m_.path);
+    for (int64_t h = 0; h < H; ++h) {
+      sq.emplace_back(h * 3 * D, D);
+      sk.emplace_back(h * 3 * D + D, D);
+      sv.emplace_back(h * 3 * D + 2 * D, D);
+    }
+    break;
+  case qkv_layout::grouped: {
+    const int64_t G = H / Hkv;
+    for (int64_t j = 0; j < Hkv; ++j) {
+      const int64_t base = j * (G + 2) * D;
+      sq.emplace_back(base, G * D);
+      sk.emplace_back(base + G * D, D);
+      sv.emplace_back(base + (G + 1) * D, D);
+    }
+    break;
+  }
+  }
+  auto part = [&](const std::string& name, const std::vector<std::pair<int64_t, int64_t>>& seg,
+                  int64_t rows, axis ax, bool matrix, bool optional) -> expected<vid> {
+    weight_ref ref;
+    ref.segments = seg;
+    ref.transposed = matrix && n_.transposed;
+    std::vector<int64_t> dims = matrix ? std::vector<int64_t>{rows, C} : std::vector<int64_t>{rows};
+    return optional ? opt(name, l, dims, cut::out, ax, D, ref)
+                    : req(name, l, dims, cut::out, ax, D, ref);
   };
-  expected<proj> projections(int l) {
-    const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
-    weight_ref tr;
-    tr.transposed = n_.transposed;
-    if (n_.wqkv.empty() && c_.attn_output_gate) {
-      // q_proj holds each head's q rows, then its gate's: [H, 2, D]
-      weight_ref rq = head_rows(2 * D, 0, D), rg = head_rows(2 * D, D, D);
-      rq.transposed = rg.transposed = n_.transposed;
-      TROUPE_TRY_ASSIGN(wq, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, rq));
-      TROUPE_TRY_ASSIGN(wg, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, rg));
-      TROUPE_TRY_ASSIGN(wk, req(n_.wk, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
-      TROUPE_TRY_ASSIGN(wv, req(n_.wv, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
-      TROUPE_TRY_ASSIGN(bq, opt("", l, {H * D})); // no biases
-      TROUPE_TRY_ASSIGN(bk, opt("", l, {Hkv * D}));
-      TROUPE_TRY_ASSIGN(bv, opt("", l, {Hkv * D}));
-      return proj{wq, wk, wv, bq, bk, bv, wg};
-    }
-    if (n_.wqkv.empty()) {
-      TROUPE_TRY_ASSIGN(wq, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, tr));
-      TROUPE_TRY_ASSIGN(wk, req(n_.wk, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
-      TROUPE_TRY_ASSIGN(wv, req(n_.wv, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
-      TROUPE_TRY_ASSIGN(bq, opt(n_.bq, l, {H * D}, cut::out, axis::heads, D));
-      TROUPE_TRY_ASSIGN(bk, opt(n_.bk, l, {Hkv * D}, cut::out, axis::kv_heads, D));
-      TROUPE_TRY_ASSIGN(bv, opt(n_.bv, l, {Hkv * D}, cut::out, axis::kv_heads, D));
-      vid wg = none; // a gate per head [H, C]: mul broadcasts each over its head's values
-      if (!n_.attn_head_gate.empty())
-        TROUPE_TRY_SET(wg, req(n_.attn_head_gate, l, {H, C}, cut::out, axis::heads, 1));
-      return proj{wq, wk, wv, bq, bk, bv, wg};
-    }
-    // rows of q, k and v in the fused tensor
-    std::vector<std::pair<int64_t, int64_t>> sq, sk, sv;
-    switch (n_.layout) {
-    case qkv_layout::blocks:
-      sq = {{0, H * D}};
-      sk = {{H * D, Hkv * D}};
-      sv = {{(H + Hkv) * D, Hkv * D}};
-      break;
-    case qkv_layout::per_head:
-      if (Hkv != H)
-        return make_error(errc::corrupt_file,
-                          "{}: a per-head fused qkv needs as many KV heads as heads", m_.path);
-      for (int64_t h = 0; h < H; ++h) {
-        sq.emplace_back(h * 3 * D, D);
-        sk.emplace_back(h * 3 * D + D, D);
-        sv.emplace_back(h * 3 * D + 2 * D, D);
-      }
-      break;
-    case qkv_layout::grouped: {
-      const int64_t G = H / Hkv;
-      for (int64_t j = 0; j < Hkv; ++j) {
-        const int64_t base = j * (G + 2) * D;
-        sq.emplace_back(base, G * D);
-        sk.emplace_back(base + G * D, D);
-        sv.emplace_back(base + (G + 1) * D, D);
-      }
-      break;
-    }
-    }
-    auto part = [&](const std::string& name, const std::vector<std::pair<int64_t, int64_t>>& seg,
-                    int64_t rows, axis ax, bool matrix, bool optional) -> expected<vid> {
-      weight_ref ref;
-      ref.segments = seg;
-      ref.transposed = matrix && n_.transposed;
-      std::vector<int64_t> dims =
-          matrix ? std::vector<int64_t>{rows, C} : std::vector<int64_t>{rows};
-      return optional ? opt(name, l, dims, cut::out, ax, D, ref)
-                      : req(name, l, dims, cut::out, ax, D, ref);
-    };
-    TROUPE_TRY_ASSIGN(wq, part(n_.wqkv, sq, H * D, axis::heads, true, false));
-    TROUPE_TRY_ASSIGN(wk, part(n_.wqkv, sk, Hkv * D, axis::kv_heads, true, false));
-    TROUPE_TRY_ASSIGN(wv, part(n_.wqkv, sv, Hkv * D, axis::kv_heads, true, false));
-    TROUPE_TRY_ASSIGN(bq, part(n_.bqkv, sq, H * D, axis::heads, false, true));
-    TROUPE_TRY_ASSIGN(bk, part(n_.bqkv, sk, Hkv * D, axis::kv_heads, false, true));
-    TROUPE_TRY_ASSIGN(bv, part(n_.bqkv, sv, Hkv * D, axis::kv_heads, false, true));
-    return proj{wq, wk, wv, bq, bk, bv};
-  }
+  TROUPE_TRY_ASSIGN(wq, part(n_.wqkv, sq, H * D, axis::heads, true, false));
+  TROUPE_TRY_ASSIGN(wk, part(n_.wqkv, sk, Hkv * D, axis::kv_heads, true, false));
+  TROUPE_TRY_ASSIGN(wv, part(n_.wqkv, sv, Hkv * D, axis::kv_heads, true, false));
+  TROUPE_TRY_ASSIGN(bq, part(n_.bqkv, sq, H * D, axis::heads, false, true));
+  TROUPE_TRY_ASSIGN(bk, part(n_.bqkv, sk, Hkv * D, axis::kv_heads, false, true));
+  TROUPE_TRY_ASSIGN(bv, part(n_.bqkv, sv, Hkv * D, axis::kv_heads, false, true));
+  return proj{wq, wk, wv, bq, bk, bv};
+}
 
-  // q or k norm, by the config's kind
-  expected<vid> qk_norm(builder& b, int l, vid x, int64_t heads, axis ax, bool is_q) {
-    const int64_t D = c_.D;
-    const std::string& wn = is_q ? n_.q_norm : n_.k_norm;
-    const std::string& bn = is_q ? n_.q_norm_b : n_.k_norm_b;
-    const std::string what = is_q ? "q_norm" : "k_norm";
-    switch (c_.qk_norm) {
-    case qk_norm_kind::none:
-      return x;
-    case qk_norm_kind::head: // x: [T, heads, D]
-      return norm(x, l, wn, bn, D, c_.qk_norm_type, what);
-    case qk_norm_kind::head_plain: { // RMS over each head, no weight
-      const vid ones = w_.constant(b.name(what) + ".ones", l, {D}, 1.0f);
-      return b.norm(x, norm_type::rms, ones, none, static_cast<float>(c_.norm_eps), what);
-    }
-    case qk_norm_kind::head_weights: { // normalise each head, then the per-head weights
-      const vid ones = w_.constant(b.name(what) + ".ones", l, {D}, 1.0f);
-      const vid xn =
-          b.norm(x, c_.qk_norm_type == norm_kind::rms ? norm_type::rms : norm_type::layer, ones,
-                 none, static_cast<float>(c_.norm_eps), what + "_plain");
-      const vid flat = b.view(xn, {-1}, what + "_flat");
-      weight_ref ref;
-      ref.add = static_cast<float>(c_.norm_add);
-      TROUPE_TRY_ASSIGN(wt, req(wn, l, {heads * D}, cut::out, ax, D, ref));
-      vid y = b.mul(flat, wt, what);
-      if (!bn.empty()) {
-        TROUPE_TRY_ASSIGN(bias, opt(bn, l, {heads * D}, cut::out, ax, D));
-        if (!g_[bias].empty) y = b.add(y, bias, what + "_bias");
-      }
-      return b.view(y, {-1, D}, what + "_heads");
-    }
-    case qk_norm_kind::full: { // x: [T, heads * D]; RMS over every head of every rank
-      const vid sq = b.mul(x, x, what + "_sq");
-      const vid ss = b.op(op::sum_rows, {sq}, what + "_ss");
-      const vid sum = b.all_reduce(ss, what + "_ss_all");
-      const vid var = b.scale(sum, static_cast<float>(1.0 / static_cast<double>(heads * D)),
-                              what + "_var", static_cast<float>(c_.norm_eps));
-      const vid inv = b.unary(op::rsqrt, var, what + "_rsqrt");
-      const vid xn = b.mul(x, inv, what + "_plain");
-      weight_ref ref;
-      ref.add = static_cast<float>(c_.norm_add);
-      TROUPE_TRY_ASSIGN(wt, req(wn, l, {heads * D}, cut::out, ax, D, ref));
-      return b.mul(xn, wt, what);
-    }
-    }
+expected<vid> decoder::qk_norm(builder& b, int l, vid x, int64_t heads, axis ax, bool is_q) {
+  const int64_t D = c_.D;
+  const std::string& wn = is_q ? n_.q_norm : n_.k_norm;
+  const std::string& bn = is_q ? n_.q_norm_b : n_.k_norm_b;
+  const std::string what = is_q ? "q_norm" : "k_norm";
+  switch (c_.qk_norm) {
+  case qk_norm_kind::none:
     return x;
+  case qk_norm_kind::head: // x: [T, heads, D]
+    return norm(x, l, wn, bn, D, c_.qk_norm_type, what);
+  case qk_norm_kind::head_plain: { // RMS over each head, no weight
+    const vid ones = w_.constant(b.name(what) + ".ones", l, {D}, 1.0f);
+    return b.norm(x, norm_type::rms, ones, none, static_cast<float>(c_.norm_eps), what);
   }
-
-  // rows of each head's block of `per` rows: [h * per + first, + count) for every head
-  weight_ref head_rows(int64_t per, int64_t first, int64_t count) const {
-    weight_ref r;
-    for (int64_t hd = 0; hd < c_.H; ++hd) r.segments.emplace_back(hd * per + first, count);
-    return r;
+  case qk_norm_kind::head_weights: { // normalise each head, then the per-head weights
+    const vid ones = w_.constant(b.name(what) + ".ones", l, {D}, 1.0f);
+    const vid xn = b.norm(x, c_.qk_norm_type == norm_kind::rms ? norm_type::rms : norm_type::layer,
+                          ones, none, static_cast<float>(c_.norm_eps), what + "_plain");
+    const vid flat = b.view(xn, {-1}, what + "_flat");
+    weight_ref ref;
+    ref.add = static_cast<float>(c_.norm_add);
+    TROUPE_TRY_ASSIGN(wt, req(wn, l, {heads * D}, cut::out, ax, D, ref));
+    vid y = b.mul(flat, wt, what);
+    if (!bn.empty()) {
+      TROUPE_TRY_ASSIGN(bias, opt(bn, l, {heads * D}, cut::out, ax, D));
+      if (!g_[bias].empty) y = b.add(y, bias, what + "_bias");
+    }
+    return b.view(y, {-1, D}, what + "_heads");
   }
+  case qk_norm_kind::full: { // x: [T, heads * D]; RMS over every head of every rank
+    const vid sq = b.mul(x, x, what + "_sq");
+    const vid ss = b.op(op::sum_rows, {sq}, what + "_ss");
+    const vid sum = b.all_reduce(ss, what + "_ss_all");
+    const vid var = b.scale(sum, static_cast<float>(1.0 / static_cast<double>(heads * D)),
+                            what + "_var", static_cast<float>(c_.norm_eps));
+    const vid inv = b.unary(op::rsqrt, var, what + "_rsqrt");
+    const vid xn = b.mul(x, inv, what + "_plain");
+    weight_ref ref;
+    ref.add = static_cast<float>(c_.norm_add);
+    TROUPE_TRY_ASSIGN(wt, req(wn, l, {heads * D}, cut::out, ax, D, ref));
+    return b.mul(xn, wt, what);
+  }
+  }
+  return x;
+}
 
-  // DeepSeek's latent attention, absorbed: the cache holds each token's latent c (kv_lora)
-  // and its rotated k_pe (qk_rope); a head's query q_nope meets c through W_kb(h)^T (so the
-  // keys are never expanded), the attention is multi-query over [c; k_pe] with the values c
-  // (the cache read twice as K and V; the product's last qk_rope values are unused), and
-  // W_vb(h) turns each head's weighted latent into its values.
-  expected<vid> mla(int l, vid h) {
-    builder b(g_, l);
-    const int64_t C = c_.C, H = c_.H, nope = c_.qk_nope, rope = c_.qk_rope, kvl = c_.kv_lora,
-                  vh = c_.v_head, qk = nope + rope;
-    vid src = h;
-    int64_t K = C;
-    std::string wq = n_.mla_q;
-    if (c_.q_lora > 0) {
-      TROUPE_TRY_ASSIGN(wa, req(n_.mla_q_a, l, {c_.q_lora, C}));
-      const vid qa = b.linear(h, wa, none, "q_a");
-      TROUPE_TRY_SET(src, norm(qa, l, n_.mla_q_a_norm, "", c_.q_lora, norm_kind::rms, "q_a_norm"));
-      K = c_.q_lora;
-      wq = n_.mla_q_b;
-    }
-    TROUPE_TRY_ASSIGN(
-        wqn, req(wq, l, {H * nope, K}, cut::out, axis::heads, nope, head_rows(qk, 0, nope)));
-    TROUPE_TRY_ASSIGN(
-        wqp, req(wq, l, {H * rope, K}, cut::out, axis::heads, rope, head_rows(qk, nope, rope)));
-    weight_ref lat, pe;
-    lat.segments = {{0, kvl}};
-    pe.segments = {{kvl, rope}};
-    TROUPE_TRY_ASSIGN(wc, req(n_.mla_kv_a, l, {kvl, C}, cut::none, axis::none, 1, lat));
-    TROUPE_TRY_ASSIGN(wkp, req(n_.mla_kv_a, l, {rope, C}, cut::none, axis::none, 1, pe));
-    // W_kb(h): from kv_b as [nope, kvl] per head (q_latent = W^T q_nope), or GGUF's k_b
-    // already [kvl, nope] per head (q_latent = W q_nope)
-    const bool split = !n_.mla_k_b.empty();
-    vid wkb, wvb;
-    if (split) {
-      TROUPE_TRY_SET(wkb, req(n_.mla_k_b, l, {H * kvl, nope}, cut::out, axis::heads, kvl));
-      TROUPE_TRY_SET(wvb, req(n_.mla_v_b, l, {H * vh, kvl}, cut::out, axis::heads, vh));
-    } else {
-      TROUPE_TRY_SET(wkb, req(n_.mla_kv_b, l, {H * nope, kvl}, cut::out, axis::heads, nope,
-                              head_rows(nope + vh, 0, nope)));
-      TROUPE_TRY_SET(wvb, req(n_.mla_kv_b, l, {H * vh, kvl}, cut::out, axis::heads, vh,
-                              head_rows(nope + vh, nope, vh)));
-    }
-    TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * vh}, cut::in, axis::heads, vh));
-    const vid qn = b.view(b.linear(src, wqn, none, "q_nope"), {-1, nope}, "q_nope_heads");
-    vid qp = b.view(b.linear(src, wqp, none, "q_pe"), {-1, rope}, "q_pe_heads");
-    TROUPE_TRY_ASSIGN(cv, norm(b.linear(h, wc, none, "kv_latent"), l, n_.mla_kv_a_norm, "", kvl,
-                               norm_kind::rms, "kv_latent_norm"));
-    vid kp = b.view(b.linear(h, wkp, none, "k_pe"), {1, rope}, "k_pe_head");
-    const vid pos = g_.input(input_kind::positions);
-    kernels::op_params rp;
-    rp.rope = c_.rope;
-    qp = b.op(op::rope, {qp, pos}, "q_pe_rope", rp);
-    kp = b.op(op::rope, {kp, pos}, "k_pe_rope", rp);
-    kernels::op_params t;
-    t.k = split ? 0 : 1; // kv_b's W_kb(h) is [nope, kvl]: q_latent = W_kb(h)^T q_nope
-    const vid ql = b.op(op::head_matmul, {qn, wkb}, "q_latent", t);
-    const vid qf = b.op(op::concat, {ql, qp}, "q_mla");
-    const vid kf = b.op(op::concat, {b.view(cv, {1, kvl}, "kv_latent_head"), kp}, "kv_mla");
-    const vid cache = add_kv_state(g_, state_kind::k_cache, l, 1, kvl + rope);
-    b.op_into(op::kv_store, {kf, g_.input(input_kind::slots)}, cache, "kv_store");
-    if (c_.layer_tempered(l) || c_.layer_chunk(l) > 0)
-      return make_error(errc::unsupported,
-                        "{}: chunked attention and the attention temperature are not implemented "
-                        "for latent attention",
+expected<vid> decoder::mla(int l, vid h) {
+  builder b(g_, l);
+  const int64_t C = c_.C, H = c_.H, nope = c_.qk_nope, rope = c_.qk_rope, kvl = c_.kv_lora,
+                vh = c_.v_head, qk = nope + rope;
+  vid src = h;
+  int64_t K = C;
+  std::string wq = n_.mla_q;
+  if (c_.q_lora > 0) {
+    TROUPE_TRY_ASSIGN(wa, req(n_.mla_q_a, l, {c_.q_lora, C}));
+    const vid qa = b.linear(h, wa, none, "q_a");
+    TROUPE_TRY_SET(src, norm(qa, l, n_.mla_q_a_norm, "", c_.q_lora, norm_kind::rms, "q_a_norm"));
+    K = c_.q_lora;
+    wq = n_.mla_q_b;
+  }
+  TROUPE_TRY_ASSIGN(wqn,
+                    req(wq, l, {H * nope, K}, cut::out, axis::heads, nope, head_rows(qk, 0, nope)));
+  TROUPE_TRY_ASSIGN(
+      wqp, req(wq, l, {H * rope, K}, cut::out, axis::heads, rope, head_rows(qk, nope, rope)));
+  weight_ref lat, pe;
+  lat.segments = {{0, kvl}};
+  pe.segments = {{kvl, rope}};
+  TROUPE_TRY_ASSIGN(wc, req(n_.mla_kv_a, l, {kvl, C}, cut::none, axis::none, 1, lat));
+  TROUPE_TRY_ASSIGN(wkp, req(n_.mla_kv_a, l, {rope, C}, cut::none, axis::none, 1, pe));
+  // W_kb(h): from kv_b as [nope, kvl] per head (q_latent = W^T q_nope), or GGUF's k_b
+  // already [kvl, nope] per head (q_latent = W q_nope)
+  const bool split = !n_.mla_k_b.empty();
+  vid wkb, wvb;
+  if (split) {
+    TROUPE_TRY_SET(wkb, req(n_.mla_k_b, l, {H * kvl, nope}, cut::out, axis::heads, kvl));
+    TROUPE_TRY_SET(wvb, req(n_.mla_v_b, l, {H * vh, kvl}, cut::out, axis::heads, vh));
+  } else {
+    TROUPE_TRY_SET(wkb, req(n_.mla_kv_b, l, {H * nope, kvl}, cut::out, axis::heads, nope,
+                            head_rows(nope + vh, 0, nope)));
+    TROUPE_TRY_SET(wvb, req(n_.mla_kv_b, l, {H * vh, kvl}, cut::out, axis::heads, vh,
+                            head_rows(nope + vh, nope, vh)));
+  }
+  TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * vh}, cut::in, axis::heads, vh));
+  const vid qn = b.view(b.linear(src, wqn, none, "q_nope"), {-1, nope}, "q_nope_heads");
+  vid qp = b.view(b.linear(src, wqp, none, "q_pe"), {-1, rope}, "q_pe_heads");
+  TROUPE_TRY_ASSIGN(cv, norm(b.linear(h, wc, none, "kv_latent"), l, n_.mla_kv_a_norm, "", kvl,
+                             norm_kind::rms, "kv_latent_norm"));
+  vid kp = b.view(b.linear(h, wkp, none, "k_pe"), {1, rope}, "k_pe_head");
+  const vid pos = g_.input(input_kind::positions);
+  kernels::op_params rp;
+  rp.rope = c_.rope;
+  qp = b.op(op::rope, {qp, pos}, "q_pe_rope", rp);
+  kp = b.op(op::rope, {kp, pos}, "k_pe_rope", rp);
+  kernels::op_params t;
+  t.k = split ? 0 : 1; // kv_b's W_kb(h) is [nope, kvl]: q_latent = W_kb(h)^T q_nope
+  const vid ql = b.op(op::head_matmul, {qn, wkb}, "q_latent", t);
+  const vid qf = b.op(op::concat, {ql, qp}, "q_mla");
+  const vid kf = b.op(op::concat, {b.view(cv, {1, kvl}, "kv_latent_head"), kp}, "kv_mla");
+  const vid cache = add_kv_state(g_, state_kind::k_cache, l, 1, kvl + rope);
+  b.op_into(op::kv_store, {kf, g_.input(input_kind::slots)}, cache, "kv_store");
+  if (c_.layer_tempered(l) || c_.layer_chunk(l) > 0)
+    return make_error(errc::unsupported,
+                      "{}: chunked attention and the attention temperature are not implemented "
+                      "for latent attention",
+                      m_.path);
+  kernels::op_params ap;
+  ap.scale = static_cast<float>(c_.attention_scale());
+  const vid a =
+      b.op(op::paged_attention, {qf, cache, cache, g_.input(input_kind::seq_table)}, "attn", ap);
+  const vid v = b.op(op::head_matmul, {a, wvb}, "attn_values"); // W_vb(h) (first kvl of a)
+  return b.linear(b.view(v, {-1}, "attn_flat"), wo, none, "attn_out");
+}
+
+expected<vid> decoder::attention(int l, vid h) {
+  if (c_.layer_linear(l) && c_.ssm_dt_rank > 0) return mamba1(l, h);
+  if (c_.layer_linear(l))
+    return c_.mamba ? mamba(l, h) : c_.short_conv ? short_conv(l, h) : delta_net(l, h);
+  if (c_.kv_lora > 0) return mla(l, h);
+  builder b(g_, l);
+  const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
+  TROUPE_TRY_ASSIGN(p, projections(l));
+  weight_ref tr;
+  tr.transposed = n_.transposed;
+  TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * D}, cut::in, axis::heads, D, tr));
+  TROUPE_TRY_ASSIGN(bo, opt(n_.bo, l, {C}));
+  vid q = b.linear(h, p.wq, p.bq, "q");
+  vid k = b.linear(h, p.wk, p.bk, "k");
+  vid v = b.linear(h, p.wv, p.bv, "v");
+  if (c_.clip_qkv > 0) {
+    const auto cl = static_cast<float>(c_.clip_qkv);
+    q = b.clamp(q, cl, "q_clip");
+    k = b.clamp(k, cl, "k_clip");
+    v = b.clamp(v, cl, "v_clip");
+  }
+  if (c_.qk_norm == qk_norm_kind::full) {
+    TROUPE_TRY_SET(q, qk_norm(b, l, q, H, axis::heads, true));
+    TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, axis::kv_heads, false));
+  }
+  q = b.view(q, {-1, D}, "q_heads");
+  k = b.view(k, {-1, D}, "k_heads");
+  v = b.view(v, {-1, D}, "v_heads");
+  // (before RoPE: where a family norms after it, as Llama 4 does, the same, since a rotation
+  // of pairs keeps each head's sum of squares)
+  if ((c_.qk_norm == qk_norm_kind::head || c_.qk_norm == qk_norm_kind::head_weights ||
+       c_.qk_norm == qk_norm_kind::head_plain) &&
+      (!c_.qk_norm_rope_layers || c_.layer_rope(l)) && !c_.qk_norm_after_rope) {
+    TROUPE_TRY_SET(q, qk_norm(b, l, q, H, axis::heads, true));
+    TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, axis::kv_heads, false));
+  }
+  attention_spec s;
+  s.heads = H;
+  s.kv_heads = Hkv;
+  s.head_dim = D;
+  double scale = c_.attention_scale();
+  if (c_.attn_scale_by_layer) scale /= static_cast<double>(l + 1);
+  s.scale = static_cast<float>(scale);
+  s.window = c_.layer_window(l);
+  s.chunk = c_.layer_chunk(l);
+  if (c_.layer_tempered(l)) {
+    s.temp_floor = c_.attn_temp_floor;
+    s.temp_scale = static_cast<float>(c_.attn_temp_scale);
+    s.temp_offset = c_.attn_temp_offset;
+  }
+  s.softcap = static_cast<float>(c_.attn_softcap);
+  s.alibi_max_bias = static_cast<float>(c_.alibi_max_bias);
+  s.rope = c_.layer_rope(l) && c_.alibi_max_bias == 0;
+  s.rope_params = c_.has_rope_local && s.window > 0 ? c_.rope_local : c_.rope;
+  if (c_.qk_norm_after_rope) { // the attention normalises each rotated head (Hunyuan)
+    bool biased = false;       // (none is implemented after RoPE: one in the checkpoint refuses)
+    for (const std::string* bn : {&n_.q_norm_b, &n_.k_norm_b})
+      if (!bn->empty()) {
+        TROUPE_TRY_ASSIGN(bias, opt(*bn, l, {D}));
+        biased = biased || !g_[bias].empty;
+      }
+    if (c_.qk_norm != qk_norm_kind::head || c_.qk_norm_type != norm_kind::rms || !s.rope ||
+        c_.norm_add != 0 || biased)
+      return make_error(errc::internal, "{}: a q/k norm after RoPE is an RMS norm of each head",
                         m_.path);
-    kernels::op_params ap;
-    ap.scale = static_cast<float>(c_.attention_scale());
-    const vid a =
-        b.op(op::paged_attention, {qf, cache, cache, g_.input(input_kind::seq_table)}, "attn", ap);
-    const vid v = b.op(op::head_matmul, {a, wvb}, "attn_values"); // W_vb(h) (first kvl of a)
-    return b.linear(b.view(v, {-1}, "attn_flat"), wo, none, "attn_out");
+    TROUPE_TRY_ASSIGN(wq, req(n_.q_norm, l, {D}));
+    TROUPE_TRY_ASSIGN(wk, req(n_.k_norm, l, {D}));
+    s.q_norm = wq, s.k_norm = wk;
+    s.qk_norm_eps = static_cast<float>(c_.norm_eps);
   }
+  if (c_.attn_sinks) TROUPE_TRY_SET(s.sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads));
+  if (p.wgate != none) s.gate = b.linear(h, p.wgate, none, "q_gate");
+  return b.attend(s, {q, k, v}, wo, bo);
+}
 
-  // Gated DeltaNet (Qwen3.5, Qwen3-Next): q, k, v each through its channels of the short causal
-  // convolution (and SiLU), the gated delta rule over the sequence's recurrent memory, an RMS
-  // norm per value head times silu(z), out_proj. TP cuts key and value heads (a key head and
-  // the value heads that read it stay together).
-  expected<vid> delta_net(int l, vid h) {
-    builder b(g_, l);
-    const int64_t C = c_.C, Hk = c_.lin_k_heads, Hv = c_.lin_v_heads, Dk = c_.lin_k_dim,
-                  Dv = c_.lin_v_dim, K = c_.lin_conv, Kd = Hk * Dk, Vd = Hv * Dv;
-    auto rows = [](int64_t first, int64_t count) {
-      weight_ref r;
-      r.segments = {{first, count}};
-      return r;
-    };
-    // rows [first, + count) of every key head's group of `stride` rows
-    auto grouped = [Hk](int64_t stride, int64_t first, int64_t count) {
-      weight_ref r;
-      for (int64_t g = 0; g < Hk; ++g) r.segments.emplace_back(g * stride + first, count);
-      return r;
-    };
-    // tiled value heads read every key head: q and k whole on every rank
-    const axis ak = c_.lin_tiled ? axis::none : axis::lin_k_heads, av = axis::lin_v_heads;
-    const cut ck_cut = c_.lin_tiled ? cut::none : cut::out;
-    const bool fused = !n_.lin_qkvz.empty(), fused_ba = !n_.lin_ba.empty();
-    const int64_t rep = Hv / Hk, gs = 2 * Dk + 2 * rep * Dv; // value heads, rows per group
-    const std::string& nqkv = fused ? n_.lin_qkvz : n_.lin_qkv;
-    const std::string& nz = fused ? n_.lin_qkvz : n_.lin_z;
-    const std::string& na = fused_ba ? n_.lin_ba : n_.lin_a;
-    const std::string& nb = fused_ba ? n_.lin_ba : n_.lin_b;
+std::vector<std::string> decoder::expert_tensors(const std::string& pattern, int l) const {
+  const size_t at_e = pattern.find("{e}");
+  if (at_e == std::string::npos) return {at(pattern, l)};
+  std::vector<std::string> out;
+  for (int64_t e = 0; e < c_.n_expert; ++e) {
+    std::string s = pattern;
+    s.replace(at_e, 3, std::to_string(e));
+    out.push_back(at(s, l));
+  }
+  return out;
+}
+
+expected<vid> decoder::moe(int l, vid h) {
+  builder b(g_, l);
+  const int64_t C = c_.C, E = c_.n_expert, F = c_.F_expert;
+  if (n_.moe_router.empty() || (n_.moe_gate.empty() && n_.moe_gate_up.empty() && !c_.expert_relu2))
+    return make_error(errc::internal, "{}: the family names no expert tensors", m_.path);
+  TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {E, C}));
+  auto stack = [&](const std::string& pattern, std::vector<int64_t> each, cut cu) {
+    // "experts.*.w1" for per-expert tensors (built, not replace()d: GCC 12 warns falsely
+    // of an overlapping memcpy inside basic_string::replace here, -Wrestrict)
+    std::string label = pattern;
+    if (const size_t e = label.find("{e}"); e != std::string::npos)
+      label = pattern.substr(0, e) + "*" + pattern.substr(e + 3);
+    return w_.stacked(expert_tensors(pattern, l), at(label, l), l, E, std::move(each), cu,
+                      axis::ffn);
+  };
+  vid wg = none, wu = none;
+  if (c_.expert_relu2) { // ungated: up alone, in both of the op's slots
+    TROUPE_TRY_SET(wu, stack(n_.moe_up, {F, C}, cut::out));
+    wg = wu;
+  } else if (!n_.moe_gate_up.empty()) { // packed: expert e's gate rows [2eF, 2eF + F), then its up
+    weight_ref rg, ru;
+    for (int64_t e = 0; e < E; ++e) {
+      rg.segments.emplace_back(2 * e * F, F);
+      ru.segments.emplace_back(2 * e * F + F, F);
+    }
+    TROUPE_TRY_SET(wg, req(n_.moe_gate_up, l, {E * F, C}, cut::out, axis::ffn, 1, rg));
+    TROUPE_TRY_SET(wu, req(n_.moe_gate_up, l, {E * F, C}, cut::out, axis::ffn, 1, ru));
+    g_[wg].groups = g_[wu].groups = E; // TP and EP cut each expert alike
+  } else {
+    TROUPE_TRY_SET(wg, stack(n_.moe_gate, {F, C}, cut::out));
+    TROUPE_TRY_SET(wu, stack(n_.moe_up, {F, C}, cut::out));
+  }
+  TROUPE_TRY_ASSIGN(wd, stack(n_.moe_down, {C, F}, cut::in));
+  moe_spec s;
+  s.experts = E;
+  s.used = c_.n_expert_used;
+  s.norm_topk = c_.norm_topk;
+  s.scale = static_cast<float>(c_.expert_scale);
+  s.sigmoid = c_.router_sigmoid;
+  s.n_group = c_.n_group;
+  s.topk_group = c_.topk_group;
+  s.group_max = c_.group_max;
+  s.router_eps = static_cast<float>(c_.router_eps);
+  s.swiglu_alpha = static_cast<float>(c_.swiglu_alpha);
+  s.swiglu_limit = static_cast<float>(c_.swiglu_limit);
+  s.scale_input = c_.expert_input_scaled;
+  s.relu2 = c_.expert_relu2;
+  vid rb = none;
+  if (c_.router_bias) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {E}));
+  moe_biases mb;
+  if (c_.router_linear_bias) TROUPE_TRY_SET(mb.router, req(n_.moe_router_b, l, {E}));
+  if (c_.expert_bias) {
+    // stacked like the matrices (value::groups): TP takes each expert's slice of the gate and
+    // up biases; the down bias is whole on every rank (the first adds it), EP cuts experts
+    TROUPE_TRY_SET(mb.gate, req(n_.moe_gate_b, l, {E * F}, cut::out, axis::ffn));
+    TROUPE_TRY_SET(mb.up, req(n_.moe_up_b, l, {E * F}, cut::out, axis::ffn));
+    TROUPE_TRY_SET(mb.down, req(n_.moe_down_b, l, {E * C}));
+    for (vid v : {mb.gate, mb.up, mb.down}) g_[v].groups = E;
+  }
+  vid y = b.moe(h, s, wr, wg, wu, wd, rb, mb);
+  if (c_.F_shared > 0 && c_.expert_relu2) { // ungated: down(act(up x))
+    const int64_t Fs = c_.F_shared;
+    TROUPE_TRY_ASSIGN(su, req(n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn));
+    TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
+    const vid sh = b.ffn(h, none, su, sd, none, none, none, op::silu, act_expr_, "ffn_shexp");
+    y = b.add(y, sh, "ffn_moe_out");
+  } else if (c_.F_shared > 0) {
+    const int64_t Fs = c_.F_shared;
+    const bool packed = !n_.shexp_gate_up.empty(); // gate rows, then up rows
+    weight_ref rg, ru;
+    if (packed) rg.segments = {{0, Fs}}, ru.segments = {{Fs, Fs}};
     TROUPE_TRY_ASSIGN(
-        wq, req(nqkv, l, {Kd, C}, ck_cut, ak, Dk, fused ? grouped(gs, 0, Dk) : rows(0, Kd)));
+        sg, req(packed ? n_.shexp_gate_up : n_.shexp_gate, l, {Fs, C}, cut::out, axis::ffn, 1, rg));
     TROUPE_TRY_ASSIGN(
-        wk, req(nqkv, l, {Kd, C}, ck_cut, ak, Dk, fused ? grouped(gs, Dk, Dk) : rows(Kd, Kd)));
-    TROUPE_TRY_ASSIGN(wv, req(nqkv, l, {Vd, C}, cut::out, av, Dv,
-                              fused ? grouped(gs, 2 * Dk, rep * Dv) : rows(2 * Kd, Vd)));
-    TROUPE_TRY_ASSIGN(cq, req(n_.lin_conv, l, {Kd, K}, ck_cut, ak, Dk, rows(0, Kd)));
-    TROUPE_TRY_ASSIGN(ck, req(n_.lin_conv, l, {Kd, K}, ck_cut, ak, Dk, rows(Kd, Kd)));
-    TROUPE_TRY_ASSIGN(cv, req(n_.lin_conv, l, {Vd, K}, cut::out, av, Dv, rows(2 * Kd, Vd)));
-    TROUPE_TRY_ASSIGN(wz, req(nz, l, {Vd, C}, cut::out, av, Dv,
-                              fused ? grouped(gs, 2 * Dk + rep * Dv, rep * Dv) : weight_ref{}));
-    TROUPE_TRY_ASSIGN(wa, req(na, l, {Hv, C}, cut::out, av, 1,
-                              fused_ba ? grouped(2 * rep, rep, rep) : weight_ref{}));
-    TROUPE_TRY_ASSIGN(wb, req(nb, l, {Hv, C}, cut::out, av, 1,
-                              fused_ba ? grouped(2 * rep, 0, rep) : weight_ref{}));
-    TROUPE_TRY_ASSIGN(dt, req(n_.lin_dt_bias, l, {Hv}, cut::out, av, 1));
-    TROUPE_TRY_ASSIGN(alog, req(n_.lin_A_log, l, {Hv}, cut::out, av, 1));
-    TROUPE_TRY_ASSIGN(nw, req(n_.lin_norm, l, {Dv})); // its own weight, never (1 + w)
-    TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, Vd}, cut::in, av, Dv));
-    const vid table = g_.input(input_kind::state_table);
-    auto conv = [&](vid w, vid x, int64_t heads, int64_t D, axis ax, const std::string& what) {
-      const vid st = graph::add_recurrent_state(g_, state_kind::conv, l, {heads, K - 1, D}, ax,
-                                                what + "_conv_state");
-      return b.op(op::causal_conv, {b.view(x, {-1, D}, what + "_heads"), w, st, table},
-                  what + "_conv");
-    };
-    const vid q = conv(cq, b.linear(h, wq, none, "lin_q"), Hk, Dk, ak, "lin_q");
-    const vid k = conv(ck, b.linear(h, wk, none, "lin_k"), Hk, Dk, ak, "lin_k");
-    const vid v = conv(cv, b.linear(h, wv, none, "lin_v"), Hv, Dv, av, "lin_v");
-    const vid a = b.linear(h, wa, none, "lin_a");
-    const vid beta = b.linear(h, wb, none, "lin_b");
-    const vid st =
-        graph::add_recurrent_state(g_, state_kind::delta, l, {Hv, Dk, Dv}, av, "delta_state");
-    kernels::op_params dp;
-    dp.delta_tiled = c_.lin_tiled;
-    dp.delta_neg_a = c_.lin_neg_a;
-    const vid o = b.op(op::gated_delta, {q, k, v, a, beta, alog, dt, st, table}, "delta", dp);
-    const vid on =
-        b.norm(o, norm_type::rms, nw, none, static_cast<float>(c_.norm_eps), "delta_norm");
-    const vid z = b.view(b.linear(h, wz, none, "lin_z"), {-1, Dv}, "lin_z_heads");
-    const vid gated = b.op(op::swiglu, {z, on}, "delta_gated"); // silu(z) * norm(o)
-    return b.linear(b.view(gated, {-1}, "delta_flat"), wo, none, "delta_out");
+        su, req(packed ? n_.shexp_gate_up : n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn, 1, ru));
+    TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
+    vid sh = b.ffn(h, sg, su, sd, none, none, none, op::silu, nullptr, "ffn_shexp");
+    if (c_.shared_gate) {
+      TROUPE_TRY_ASSIGN(gw, req(n_.shexp_gate_inp, l, {1, C}));
+      const vid logit = b.op(op::matmul, {h, gw, none}, "ffn_shexp_gate_inp");
+      sh = b.mul(sh, b.unary(op::sigmoid, logit, "ffn_shexp_scale"), "ffn_shexp_gated");
+    }
+    y = b.add(y, sh, "ffn_moe_out");
   }
+  return y;
+}
 
-  // LFM2's gated short convolution: in_proj gives B, C and x, the depthwise causal convolution
-  // (lin_conv taps, no activation) runs over B * x, C gates what it gives, out_proj. TP cuts
-  // the channels in groups of lin_v_dim (B, C, x, the taps and the state alike).
-  expected<vid> short_conv(int l, vid h) {
-    builder b(g_, l);
-    const int64_t C = c_.C, G = c_.lin_v_heads, Dg = c_.lin_v_dim, K = c_.lin_conv, N = G * Dg;
-    const axis ax = axis::lin_v_heads;
-    auto rows = [N](int64_t part) {
-      weight_ref r;
-      r.segments = {{part * N, N}};
-      return r;
-    };
-    TROUPE_TRY_ASSIGN(wb, req(n_.lin_bcx, l, {N, C}, cut::out, ax, Dg, rows(0)));
-    TROUPE_TRY_ASSIGN(wc, req(n_.lin_bcx, l, {N, C}, cut::out, ax, Dg, rows(1)));
-    TROUPE_TRY_ASSIGN(wx, req(n_.lin_bcx, l, {N, C}, cut::out, ax, Dg, rows(2)));
-    TROUPE_TRY_ASSIGN(taps, req(n_.lin_conv, l, {N, K}, cut::out, ax, Dg));
-    TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, N}, cut::in, ax, Dg));
-    const vid bx =
-        b.mul(b.linear(h, wb, none, "conv_b"), b.linear(h, wx, none, "conv_x"), "conv_bx");
-    const vid st =
-        graph::add_recurrent_state(g_, state_kind::conv, l, {G, K - 1, Dg}, ax, "conv_state");
-    kernels::op_params cp;
-    cp.conv_plain = true;
-    const vid y =
-        b.op(op::causal_conv,
-             {b.view(bx, {-1, Dg}, "conv_bx_groups"), taps, st, g_.input(input_kind::state_table)},
-             "conv", cp);
-    const vid gated =
-        b.mul(b.linear(h, wc, none, "conv_c"), b.view(y, {-1}, "conv_flat"), "conv_gated");
-    return b.linear(gated, wo, none, "conv_out");
+expected<vid> decoder::ffn(int l, vid h) {
+  if (c_.layer_moe(l)) return moe(l, h);
+  builder b(g_, l);
+  const int64_t C = c_.C, F = c_.F;
+  weight_ref tr;
+  tr.transposed = n_.transposed;
+  vid wg = none, wu, bg = none, bu;
+  if (!n_.w_gate_up.empty()) {
+    weight_ref g = tr, u = tr;
+    g.segments = {{0, F}};
+    u.segments = {{F, F}};
+    TROUPE_TRY_ASSIGN(a, req(n_.w_gate_up, l, {F, C}, cut::out, axis::ffn, 1, g));
+    TROUPE_TRY_ASSIGN(a2, req(n_.w_gate_up, l, {F, C}, cut::out, axis::ffn, 1, u));
+    wg = a, wu = a2;
+    TROUPE_TRY_ASSIGN(e, opt("", l, {F}));
+    bu = e;
+  } else {
+    if (c_.gated_ffn) {
+      TROUPE_TRY_ASSIGN(a, req(n_.w_gate, l, {F, C}, cut::out, axis::ffn, 1, tr));
+      wg = a;
+      TROUPE_TRY_ASSIGN(a2, opt(n_.b_gate, l, {F}, cut::out, axis::ffn));
+      bg = a2;
+    }
+    TROUPE_TRY_ASSIGN(u, req(n_.w_up, l, {F, C}, cut::out, axis::ffn, 1, tr));
+    wu = u;
+    TROUPE_TRY_ASSIGN(u2, opt(n_.b_up, l, {F}, cut::out, axis::ffn));
+    bu = u2;
   }
+  TROUPE_TRY_ASSIGN(wd, req(n_.w_down, l, {C, F}, cut::in, axis::ffn, 1, tr));
+  TROUPE_TRY_ASSIGN(bd, opt(n_.b_down, l, {C}));
+  const op act = c_.act == act_kind::silu        ? op::silu
+                 : c_.act == act_kind::gelu_tanh ? op::gelu_tanh
+                                                 : op::gelu_erf;
+  return b.ffn(h, wg, wu, wd, bg, bu, bd, act,
+               layer_act_.empty() ? act_expr_ : layer_act_[static_cast<size_t>(l)]);
+}
 
-  // Mamba-2: in_proj gives z, x, B, C and dt; x, B and C each through its channels of the
-  // causal conv1d (with its bias) and SiLU; the selective scan over the sequence's state; an
-  // RMS norm over each group's heads of y silu(z); out_proj. TP cuts the heads (z, x, dt, their
-  // taps, A, D, dt_bias, the norm's weight); B and C go with their groups, or are whole on every
-  // rank where there is one group, whose norm then sums its squares over the ranks (as OLMo 2's
-  // q/k norm).
-  expected<vid> mamba(int l, vid h) {
-    builder b(g_, l);
-    const int64_t C = c_.C, G = c_.lin_k_heads, N = c_.lin_k_dim, H = c_.lin_v_heads,
-                  P = c_.lin_v_dim, K = c_.lin_conv, Di = H * P, GN = G * N;
-    auto rows = [](int64_t first, int64_t count) {
-      weight_ref r;
-      r.segments = {{first, count}};
-      return r;
-    };
-    const axis ah = axis::lin_v_heads, ag = G == 1 ? axis::none : axis::lin_k_heads;
-    const cut cg = G == 1 ? cut::none : cut::out;
-    struct part {
-      int64_t in_row, conv_row, count; // rows of in_proj and of the conv1d
-      cut cu;
-      axis ax;
-      int64_t unit;
-      const char* what;
-    };
-    const part px{Di, 0, Di, cut::out, ah, P, "ssm_x"}, pb{2 * Di, Di, GN, cg, ag, N, "ssm_B"},
-        pc{2 * Di + GN, Di + GN, GN, cg, ag, N, "ssm_C"}, pz{0, -1, Di, cut::out, ah, P, "ssm_z"},
-        pdt{2 * Di + 2 * GN, -1, H, cut::out, ah, 1, "ssm_dt"};
-    const vid table = g_.input(input_kind::state_table);
-    // one part of in_proj's output (its bias too where the projections have them)
-    auto project = [&](const part& q) -> expected<vid> {
-      TROUPE_TRY_ASSIGN(
-          w, req(n_.ssm_in, l, {q.count, C}, q.cu, q.ax, q.unit, rows(q.in_row, q.count)));
-      vid bias = none;
-      if (c_.ssm_proj_bias)
-        TROUPE_TRY_SET(bias,
-                       req(n_.ssm_in_b, l, {q.count}, q.cu, q.ax, q.unit, rows(q.in_row, q.count)));
-      const vid y = b.linear(h, w, bias, q.what);
-      const double mup = c_.ssm_mup[&q == &pz   ? 0
-                                    : &q == &px ? 1
-                                    : &q == &pb ? 2
-                                    : &q == &pc ? 3
-                                                : 4];
-      return mup != 1 ? b.scale(y, static_cast<float>(mup), std::string(q.what) + "_mup") : y;
-    };
-    // x, B or C through its channels of the convolution (groups of `unit` channels)
-    auto convolve = [&](const part& q, int64_t groups) -> expected<vid> {
-      TROUPE_TRY_ASSIGN(x, project(q));
-      TROUPE_TRY_ASSIGN(
-          taps, req(n_.lin_conv, l, {q.count, K}, q.cu, q.ax, q.unit, rows(q.conv_row, q.count)));
-      vid bias = none;
-      if (c_.ssm_conv_bias)
-        TROUPE_TRY_SET(
-            bias, req(n_.ssm_conv_b, l, {q.count}, q.cu, q.ax, q.unit, rows(q.conv_row, q.count)));
-      const std::string what = q.what;
-      const vid st = graph::add_recurrent_state(g_, state_kind::conv, l, {groups, K - 1, q.unit},
-                                                q.ax, what + "_conv_state");
-      return b.op(op::causal_conv,
-                  {b.view(x, {-1, q.unit}, what + "_heads"), taps, st, table, bias},
-                  what + "_conv");
-    };
-    TROUPE_TRY_ASSIGN(x, convolve(px, H));
-    TROUPE_TRY_ASSIGN(bm, convolve(pb, G));
-    TROUPE_TRY_ASSIGN(cm, convolve(pc, G));
-    TROUPE_TRY_ASSIGN(dt, project(pdt));
-    TROUPE_TRY_ASSIGN(z, project(pz));
-    TROUPE_TRY_ASSIGN(a, req(n_.lin_A_log, l, {H}, cut::out, ah, 1));
-    TROUPE_TRY_ASSIGN(d, req(n_.ssm_D, l, {H}, cut::out, ah, 1));
-    TROUPE_TRY_ASSIGN(dtb, req(n_.lin_dt_bias, l, {H}, cut::out, ah, 1));
-    vid nw = none;
-    if (c_.ssm_norm != model_config::ssm_norm_kind::none)
-      TROUPE_TRY_SET(nw, req(n_.lin_norm, l, {Di}, cut::out, ah, P));
-    TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, Di}, cut::in, ah, P));
-    vid bo = none;
-    if (c_.ssm_out_bias) TROUPE_TRY_SET(bo, req(n_.ssm_out_b, l, {C}));
-    const vid st = graph::add_recurrent_state(g_, state_kind::ssm, l, {H, P, N}, ah, "ssm_state");
-    kernels::op_params sp;
-    sp.delta_neg_a = c_.lin_neg_a;
-    const vid y = b.op(op::ssm_scan, {x, dt, a, bm, cm, d, dtb, st, table}, "ssm", sp);
-    const vid yf = b.view(y, {-1}, "ssm_flat");
-    using nk = model_config::ssm_norm_kind;
-    if (c_.ssm_norm == nk::none) // y silu(z), no norm (Falcon-H1's mamba_rms_norm false)
-      return b.linear(b.op(op::swiglu, {z, yf}, "ssm_gated"), wo, bo, "ssm_out");
-    const float eps = static_cast<float>(c_.norm_eps);
-    // RMS over each group: of y silu(z), or of y with the gate after (norm_before_gate)
-    const vid x0 = c_.ssm_norm == nk::after_gate ? b.op(op::swiglu, {z, yf}, "ssm_gated") : yf;
-    vid normed;
-    if (G == 1) { // over every head of every rank
-      const vid ss = b.op(op::sum_rows, {b.mul(x0, x0, "ssm_sq")}, "ssm_ss");
-      const vid var = b.scale(b.all_reduce(ss, "ssm_ss_all"),
-                              static_cast<float>(1.0 / static_cast<double>(Di)), "ssm_var", eps);
-      normed = b.mul(x0, b.unary(op::rsqrt, var, "ssm_rsqrt"), "ssm_plain");
-    } else { // over each group's heads, on the rank that holds them
-      const vid ones = w_.constant(b.name("ssm_norm") + ".ones", l, {Di / G}, 1.0f);
-      normed = b.view(b.norm(b.view(x0, {-1, Di / G}, "ssm_groups"), norm_type::rms, ones, none,
-                             eps, "ssm_plain_groups"),
-                      {-1}, "ssm_plain");
-    }
-    vid out = b.mul(normed, nw, "ssm_norm");
-    if (c_.ssm_norm == nk::before_gate) out = b.op(op::swiglu, {z, out}, "ssm_gated");
-    return b.linear(out, wo, bo, "ssm_out");
+expected<vid> decoder::layer(int l, vid x) {
+  builder b(g_, l);
+  const int64_t C = c_.C;
+  auto scaled = [&](vid v, const char* what) {
+    return c_.residual_scale != 1 ? b.scale(v, static_cast<float>(c_.residual_scale), what) : v;
+  };
+  if (c_.norms == norm_place::post) { // OLMo 2: x += N(attn(x)); x += N(ffn(x))
+    TROUPE_TRY_ASSIGN(a, attention(l, x));
+    TROUPE_TRY_ASSIGN(an, norm(a, l, n_.attn_norm, n_.attn_norm_b, C, c_.norm, "attn_post_norm"));
+    x = b.add(x, scaled(an, "attn_scaled"), "attn_residual");
+    TROUPE_TRY_ASSIGN(f, ffn(l, x));
+    TROUPE_TRY_ASSIGN(fn, norm(f, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_post_norm"));
+    return b.add(x, scaled(fn, "ffn_scaled"), "ffn_residual");
   }
-
-  // Mamba-1: in_proj gives x and z per channel; x through the causal conv1d (with its bias) and
-  // SiLU; x_proj of that gives dt (rank R), B and C (RMS-normed where the family says), dt_proj
-  // widens dt to the channels; the scan with an A per channel and state value (each channel a
-  // head of one value, B and C one group); y silu(z); out_proj. TP cuts the channels: x_proj then
-  // reads a shard's channels (cut by input features: its dt, B and C are all-reduced), dt_proj
-  // gives the shard's.
-  expected<vid> mamba1(int l, vid h) {
-    builder b(g_, l);
-    const int64_t C = c_.C, N = c_.lin_k_dim, Di = c_.lin_v_heads, K = c_.lin_conv,
-                  R = c_.ssm_dt_rank;
-    const axis ah = axis::lin_v_heads;
-    auto rows = [](int64_t first, int64_t count) {
-      weight_ref r;
-      r.segments = {{first, count}};
-      return r;
+  TROUPE_TRY_ASSIGN(h, norm(x, l, n_.attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
+  if (c_.ssm_parallel) { // Falcon-H1: x += out_m mamba(in_m h) + out_a attn(in_a h); x += ffn
+    auto times = [&](vid v, double s, const char* what) {
+      return s != 1 ? b.scale(v, static_cast<float>(s), what) : v;
     };
-    const vid table = g_.input(input_kind::state_table);
-    TROUPE_TRY_ASSIGN(wx, req(n_.ssm_in, l, {Di, C}, cut::out, ah, 1, rows(0, Di)));
-    TROUPE_TRY_ASSIGN(wz, req(n_.ssm_in, l, {Di, C}, cut::out, ah, 1, rows(Di, Di)));
-    vid bx = none, bz = none, bc = none, bo = none;
-    if (c_.ssm_proj_bias) {
-      TROUPE_TRY_SET(bx, req(n_.ssm_in_b, l, {Di}, cut::out, ah, 1, rows(0, Di)));
-      TROUPE_TRY_SET(bz, req(n_.ssm_in_b, l, {Di}, cut::out, ah, 1, rows(Di, Di)));
-    }
-    TROUPE_TRY_ASSIGN(taps, req(n_.lin_conv, l, {Di, K}, cut::out, ah, 1));
-    if (c_.ssm_conv_bias) TROUPE_TRY_SET(bc, req(n_.ssm_conv_b, l, {Di}, cut::out, ah, 1));
-    TROUPE_TRY_ASSIGN(xdt, req(n_.ssm_x, l, {R, Di}, cut::in, ah, 1, rows(0, R)));
-    TROUPE_TRY_ASSIGN(xb, req(n_.ssm_x, l, {N, Di}, cut::in, ah, 1, rows(R, N)));
-    TROUPE_TRY_ASSIGN(xc, req(n_.ssm_x, l, {N, Di}, cut::in, ah, 1, rows(R + N, N)));
-    TROUPE_TRY_ASSIGN(wdt, req(n_.ssm_dt_w, l, {Di, R}, cut::out, ah, 1));
-    TROUPE_TRY_ASSIGN(dtb, req(n_.lin_dt_bias, l, {Di}, cut::out, ah, 1));
-    // (flat: loaded as f32 whatever the checkpoint stores it in, as ssm_scan reads it)
-    TROUPE_TRY_ASSIGN(a, req(n_.lin_A_log, l, {Di * N}, cut::out, ah, N));
-    TROUPE_TRY_ASSIGN(d, req(n_.ssm_D, l, {Di}, cut::out, ah, 1));
-    TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, Di}, cut::in, ah, 1));
-    if (c_.ssm_out_bias) TROUPE_TRY_SET(bo, req(n_.ssm_out_b, l, {C}));
-    const vid st_conv =
-        graph::add_recurrent_state(g_, state_kind::conv, l, {Di, K - 1, 1}, ah, "ssm_x_conv_state");
-    const vid x = b.op(
-        op::causal_conv,
-        {b.view(b.linear(h, wx, bx, "ssm_x"), {-1, 1}, "ssm_x_heads"), taps, st_conv, table, bc},
-        "ssm_x_conv");
-    const vid xf = b.view(x, {-1}, "ssm_x_flat");
-    // dt, B, C from the convolved x, each normed where the family says
-    using bk = model_config::ssm_bcdt_kind;
-    auto part = [&](vid w, const std::string& norm_name, int64_t width,
-                    const char* what) -> expected<vid> {
-      vid v = b.linear(xf, w, none, what);
-      if (c_.ssm_bcdt_norm == bk::none) return v;
-      vid nw;
-      if (c_.ssm_bcdt_norm == bk::weighted) {
-        TROUPE_TRY_SET(nw, req(norm_name, l, {width}));
-      } else {
-        nw = w_.constant(b.name(what) + "_norm.ones", l, {width}, 1.0f);
-      }
-      return b.norm(v, norm_type::rms, nw, none, static_cast<float>(c_.ssm_bcdt_eps),
-                    std::string(what) + "_norm");
-    };
-    TROUPE_TRY_ASSIGN(ts, part(xdt, n_.ssm_dt_norm, R, "ssm_dt_rank"));
-    TROUPE_TRY_ASSIGN(bm, part(xb, n_.ssm_b_norm, N, "ssm_B"));
-    TROUPE_TRY_ASSIGN(cm, part(xc, n_.ssm_c_norm, N, "ssm_C"));
-    const vid dt = b.linear(ts, wdt, none, "ssm_dt");
-    const vid st = graph::add_recurrent_state(g_, state_kind::ssm, l, {Di, 1, N}, ah, "ssm_state");
-    kernels::op_params sp;
-    sp.delta_neg_a = c_.lin_neg_a;
-    const vid y = b.op(op::ssm_scan,
-                       {x, dt, a, b.view(bm, {-1, N}, "ssm_B_group"),
-                        b.view(cm, {-1, N}, "ssm_C_group"), d, dtb, st, table},
-                       "ssm", sp);
-    const vid z = b.linear(h, wz, bz, "ssm_z");
-    const vid gated = b.op(op::swiglu, {z, b.view(y, {-1}, "ssm_flat")}, "ssm_gated");
-    return b.linear(gated, wo, bo, "ssm_out");
-  }
-
-  expected<vid> attention(int l, vid h) {
-    if (c_.layer_linear(l) && c_.ssm_dt_rank > 0) return mamba1(l, h);
-    if (c_.layer_linear(l))
-      return c_.mamba ? mamba(l, h) : c_.short_conv ? short_conv(l, h) : delta_net(l, h);
-    if (c_.kv_lora > 0) return mla(l, h);
-    builder b(g_, l);
-    const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
-    TROUPE_TRY_ASSIGN(p, projections(l));
-    weight_ref tr;
-    tr.transposed = n_.transposed;
-    TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * D}, cut::in, axis::heads, D, tr));
-    TROUPE_TRY_ASSIGN(bo, opt(n_.bo, l, {C}));
-    vid q = b.linear(h, p.wq, p.bq, "q");
-    vid k = b.linear(h, p.wk, p.bk, "k");
-    vid v = b.linear(h, p.wv, p.bv, "v");
-    if (c_.clip_qkv > 0) {
-      const auto cl = static_cast<float>(c_.clip_qkv);
-      q = b.clamp(q, cl, "q_clip");
-      k = b.clamp(k, cl, "k_clip");
-      v = b.clamp(v, cl, "v_clip");
-    }
-    if (c_.qk_norm == qk_norm_kind::full) {
-      TROUPE_TRY_SET(q, qk_norm(b, l, q, H, axis::heads, true));
-      TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, axis::kv_heads, false));
-    }
-    q = b.view(q, {-1, D}, "q_heads");
-    k = b.view(k, {-1, D}, "k_heads");
-    v = b.view(v, {-1, D}, "v_heads");
-    // (before RoPE: where a family norms after it, as Llama 4 does, the same, since a rotation
-    // of pairs keeps each head's sum of squares)
-    if ((c_.qk_norm == qk_norm_kind::head || c_.qk_norm == qk_norm_kind::head_weights ||
-         c_.qk_norm == qk_norm_kind::head_plain) &&
-        (!c_.qk_norm_rope_layers || c_.layer_rope(l)) && !c_.qk_norm_after_rope) {
-      TROUPE_TRY_SET(q, qk_norm(b, l, q, H, axis::heads, true));
-      TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, axis::kv_heads, false));
-    }
-    attention_spec s;
-    s.heads = H;
-    s.kv_heads = Hkv;
-    s.head_dim = D;
-    double scale = c_.attention_scale();
-    if (c_.attn_scale_by_layer) scale /= static_cast<double>(l + 1);
-    s.scale = static_cast<float>(scale);
-    s.window = c_.layer_window(l);
-    s.chunk = c_.layer_chunk(l);
-    if (c_.layer_tempered(l)) {
-      s.temp_floor = c_.attn_temp_floor;
-      s.temp_scale = static_cast<float>(c_.attn_temp_scale);
-      s.temp_offset = c_.attn_temp_offset;
-    }
-    s.softcap = static_cast<float>(c_.attn_softcap);
-    s.alibi_max_bias = static_cast<float>(c_.alibi_max_bias);
-    s.rope = c_.layer_rope(l) && c_.alibi_max_bias == 0;
-    s.rope_params = c_.has_rope_local && s.window > 0 ? c_.rope_local : c_.rope;
-    if (c_.qk_norm_after_rope) { // the attention normalises each rotated head (Hunyuan)
-      bool biased = false;       // (none is implemented after RoPE: one in the checkpoint refuses)
-      for (const std::string* bn : {&n_.q_norm_b, &n_.k_norm_b})
-        if (!bn->empty()) {
-          TROUPE_TRY_ASSIGN(bias, opt(*bn, l, {D}));
-          biased = biased || !g_[bias].empty;
-        }
-      if (c_.qk_norm != qk_norm_kind::head || c_.qk_norm_type != norm_kind::rms || !s.rope ||
-          c_.norm_add != 0 || biased)
-        return make_error(errc::internal, "{}: a q/k norm after RoPE is an RMS norm of each head",
-                          m_.path);
-      TROUPE_TRY_ASSIGN(wq, req(n_.q_norm, l, {D}));
-      TROUPE_TRY_ASSIGN(wk, req(n_.k_norm, l, {D}));
-      s.q_norm = wq, s.k_norm = wk;
-      s.qk_norm_eps = static_cast<float>(c_.norm_eps);
-    }
-    if (c_.attn_sinks) TROUPE_TRY_SET(s.sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads));
-    if (p.wgate != none) s.gate = b.linear(h, p.wgate, none, "q_gate");
-    return b.attend(s, {q, k, v}, wo, bo);
-  }
-
-  // the names of expert `pattern`'s matrices: one per expert ("{e}"), or the merged tensor
-  std::vector<std::string> expert_tensors(const std::string& pattern, int l) const {
-    const size_t at_e = pattern.find("{e}");
-    if (at_e == std::string::npos) return {at(pattern, l)};
-    std::vector<std::string> out;
-    for (int64_t e = 0; e < c_.n_expert; ++e) {
-      std::string s = pattern;
-      s.replace(at_e, 3, std::to_string(e));
-      out.push_back(at(s, l));
-    }
-    return out;
-  }
-
-  // router, the chosen experts, and the shared expert (gated) when there is one
-  expected<vid> moe(int l, vid h) {
-    builder b(g_, l);
-    const int64_t C = c_.C, E = c_.n_expert, F = c_.F_expert;
-    if (n_.moe_router.empty() ||
-        (n_.moe_gate.empty() && n_.moe_gate_up.empty() && !c_.expert_relu2))
-      return make_error(errc::internal, "{}: the family names no expert tensors", m_.path);
-    TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {E, C}));
-    auto stack = [&](const std::string& pattern, std::vector<int64_t> each, cut cu) {
-      // "experts.*.w1" for per-expert tensors (built, not replace()d: GCC 12 warns falsely
-      // of an overlapping memcpy inside basic_string::replace here, -Wrestrict)
-      std::string label = pattern;
-      if (const size_t e = label.find("{e}"); e != std::string::npos)
-        label = pattern.substr(0, e) + "*" + pattern.substr(e + 3);
-      return w_.stacked(expert_tensors(pattern, l), at(label, l), l, E, std::move(each), cu,
-                        axis::ffn);
-    };
-    vid wg = none, wu = none;
-    if (c_.expert_relu2) { // ungated: up alone, in both of the op's slots
-      TROUPE_TRY_SET(wu, stack(n_.moe_up, {F, C}, cut::out));
-      wg = wu;
-    } else if (!n_.moe_gate_up
-                    .empty()) { // packed: expert e's gate rows [2eF, 2eF + F), then its up
-      weight_ref rg, ru;
-      for (int64_t e = 0; e < E; ++e) {
-        rg.segments.emplace_back(2 * e * F, F);
-        ru.segments.emplace_back(2 * e * F + F, F);
-      }
-      TROUPE_TRY_SET(wg, req(n_.moe_gate_up, l, {E * F, C}, cut::out, axis::ffn, 1, rg));
-      TROUPE_TRY_SET(wu, req(n_.moe_gate_up, l, {E * F, C}, cut::out, axis::ffn, 1, ru));
-      g_[wg].groups = g_[wu].groups = E; // TP and EP cut each expert alike
-    } else {
-      TROUPE_TRY_SET(wg, stack(n_.moe_gate, {F, C}, cut::out));
-      TROUPE_TRY_SET(wu, stack(n_.moe_up, {F, C}, cut::out));
-    }
-    TROUPE_TRY_ASSIGN(wd, stack(n_.moe_down, {C, F}, cut::in));
-    moe_spec s;
-    s.experts = E;
-    s.used = c_.n_expert_used;
-    s.norm_topk = c_.norm_topk;
-    s.scale = static_cast<float>(c_.expert_scale);
-    s.sigmoid = c_.router_sigmoid;
-    s.n_group = c_.n_group;
-    s.topk_group = c_.topk_group;
-    s.group_max = c_.group_max;
-    s.router_eps = static_cast<float>(c_.router_eps);
-    s.swiglu_alpha = static_cast<float>(c_.swiglu_alpha);
-    s.swiglu_limit = static_cast<float>(c_.swiglu_limit);
-    s.scale_input = c_.expert_input_scaled;
-    s.relu2 = c_.expert_relu2;
-    vid rb = none;
-    if (c_.router_bias) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {E}));
-    moe_biases mb;
-    if (c_.router_linear_bias) TROUPE_TRY_SET(mb.router, req(n_.moe_router_b, l, {E}));
-    if (c_.expert_bias) {
-      // stacked like the matrices (value::groups): TP takes each expert's slice of the gate and
-      // up biases; the down bias is whole on every rank (the first adds it), EP cuts experts
-      TROUPE_TRY_SET(mb.gate, req(n_.moe_gate_b, l, {E * F}, cut::out, axis::ffn));
-      TROUPE_TRY_SET(mb.up, req(n_.moe_up_b, l, {E * F}, cut::out, axis::ffn));
-      TROUPE_TRY_SET(mb.down, req(n_.moe_down_b, l, {E * C}));
-      for (vid v : {mb.gate, mb.up, mb.down}) g_[v].groups = E;
-    }
-    vid y = b.moe(h, s, wr, wg, wu, wd, rb, mb);
-    if (c_.F_shared > 0 && c_.expert_relu2) { // ungated: down(act(up x))
-      const int64_t Fs = c_.F_shared;
-      TROUPE_TRY_ASSIGN(su, req(n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn));
-      TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
-      const vid sh = b.ffn(h, none, su, sd, none, none, none, op::silu, act_expr_, "ffn_shexp");
-      y = b.add(y, sh, "ffn_moe_out");
-    } else if (c_.F_shared > 0) {
-      const int64_t Fs = c_.F_shared;
-      const bool packed = !n_.shexp_gate_up.empty(); // gate rows, then up rows
-      weight_ref rg, ru;
-      if (packed) rg.segments = {{0, Fs}}, ru.segments = {{Fs, Fs}};
-      TROUPE_TRY_ASSIGN(sg, req(packed ? n_.shexp_gate_up : n_.shexp_gate, l, {Fs, C}, cut::out,
-                                axis::ffn, 1, rg));
-      TROUPE_TRY_ASSIGN(
-          su, req(packed ? n_.shexp_gate_up : n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn, 1, ru));
-      TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
-      vid sh = b.ffn(h, sg, su, sd, none, none, none, op::silu, nullptr, "ffn_shexp");
-      if (c_.shared_gate) {
-        TROUPE_TRY_ASSIGN(gw, req(n_.shexp_gate_inp, l, {1, C}));
-        const vid logit = b.op(op::matmul, {h, gw, none}, "ffn_shexp_gate_inp");
-        sh = b.mul(sh, b.unary(op::sigmoid, logit, "ffn_shexp_scale"), "ffn_shexp_gated");
-      }
-      y = b.add(y, sh, "ffn_moe_out");
-    }
-    return y;
-  }
-
-  expected<vid> ffn(int l, vid h) {
-    if (c_.layer_moe(l)) return moe(l, h);
-    builder b(g_, l);
-    const int64_t C = c_.C, F = c_.F;
-    weight_ref tr;
-    tr.transposed = n_.transposed;
-    vid wg = none, wu, bg = none, bu;
-    if (!n_.w_gate_up.empty()) {
-      weight_ref g = tr, u = tr;
-      g.segments = {{0, F}};
-      u.segments = {{F, F}};
-      TROUPE_TRY_ASSIGN(a, req(n_.w_gate_up, l, {F, C}, cut::out, axis::ffn, 1, g));
-      TROUPE_TRY_ASSIGN(a2, req(n_.w_gate_up, l, {F, C}, cut::out, axis::ffn, 1, u));
-      wg = a, wu = a2;
-      TROUPE_TRY_ASSIGN(e, opt("", l, {F}));
-      bu = e;
-    } else {
-      if (c_.gated_ffn) {
-        TROUPE_TRY_ASSIGN(a, req(n_.w_gate, l, {F, C}, cut::out, axis::ffn, 1, tr));
-        wg = a;
-        TROUPE_TRY_ASSIGN(a2, opt(n_.b_gate, l, {F}, cut::out, axis::ffn));
-        bg = a2;
-      }
-      TROUPE_TRY_ASSIGN(u, req(n_.w_up, l, {F, C}, cut::out, axis::ffn, 1, tr));
-      wu = u;
-      TROUPE_TRY_ASSIGN(u2, opt(n_.b_up, l, {F}, cut::out, axis::ffn));
-      bu = u2;
-    }
-    TROUPE_TRY_ASSIGN(wd, req(n_.w_down, l, {C, F}, cut::in, axis::ffn, 1, tr));
-    TROUPE_TRY_ASSIGN(bd, opt(n_.b_down, l, {C}));
-    const op act = c_.act == act_kind::silu        ? op::silu
-                   : c_.act == act_kind::gelu_tanh ? op::gelu_tanh
-                                                   : op::gelu_erf;
-    return b.ffn(h, wg, wu, wd, bg, bu, bd, act,
-                 layer_act_.empty() ? act_expr_ : layer_act_[static_cast<size_t>(l)]);
-  }
-
-  expected<vid> layer(int l, vid x) {
-    builder b(g_, l);
-    const int64_t C = c_.C;
-    auto scaled = [&](vid v, const char* what) {
-      return c_.residual_scale != 1 ? b.scale(v, static_cast<float>(c_.residual_scale), what) : v;
-    };
-    if (c_.norms == norm_place::post) { // OLMo 2: x += N(attn(x)); x += N(ffn(x))
-      TROUPE_TRY_ASSIGN(a, attention(l, x));
-      TROUPE_TRY_ASSIGN(an, norm(a, l, n_.attn_norm, n_.attn_norm_b, C, c_.norm, "attn_post_norm"));
-      x = b.add(x, scaled(an, "attn_scaled"), "attn_residual");
-      TROUPE_TRY_ASSIGN(f, ffn(l, x));
-      TROUPE_TRY_ASSIGN(fn, norm(f, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_post_norm"));
-      return b.add(x, scaled(fn, "ffn_scaled"), "ffn_residual");
-    }
-    TROUPE_TRY_ASSIGN(h, norm(x, l, n_.attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
-    if (c_.ssm_parallel) { // Falcon-H1: x += out_m mamba(in_m h) + out_a attn(in_a h); x += ffn
-      auto times = [&](vid v, double s, const char* what) {
-        return s != 1 ? b.scale(v, static_cast<float>(s), what) : v;
-      };
-      TROUPE_TRY_ASSIGN(m, mamba(l, times(h, c_.ssm_in_scale, "ssm_in_scaled")));
-      TROUPE_TRY_ASSIGN(a, attention(l, times(h, c_.attn_in_scale, "attn_in_scaled")));
-      const vid both = b.add(times(m, c_.ssm_out_scale, "ssm_out_scaled"),
-                             times(a, c_.attn_out_scale, "attn_out_scaled"), "mixers");
-      x = b.add(x, both, "attn_residual");
-      TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
-      TROUPE_TRY_ASSIGN(f, ffn(l, h2));
-      return b.add(x, times(f, c_.ffn_down_scale, "ffn_down_scaled"), "ffn_residual");
-    }
-    if (!c_.layer_has_mixer(l)) { // a block of the FFN alone (Nemotron-H's), under the one norm
-      TROUPE_TRY_ASSIGN(f, ffn(l, h));
-      return b.add(x, scaled(f, "ffn_scaled"), "ffn_residual");
-    }
-    switch (c_.residual) {
-    case residual_kind::parallel: {
-      TROUPE_TRY_ASSIGN(a, attention(l, h));
-      TROUPE_TRY_ASSIGN(f, ffn(l, h));
-      const vid xa = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
-      return b.add(xa, scaled(f, "ffn_scaled"), "ffn_residual");
-    }
-    case residual_kind::parallel_two_norms: {
-      TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
-      TROUPE_TRY_ASSIGN(a, attention(l, h));
-      TROUPE_TRY_ASSIGN(f, ffn(l, h2));
-      const vid xa = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
-      return b.add(xa, scaled(f, "ffn_scaled"), "ffn_residual");
-    }
-    case residual_kind::sequential:
-      break;
-    }
-    TROUPE_TRY_ASSIGN(a0, attention(l, h));
-    vid a = a0;
-    if (c_.norms == norm_place::sandwich)
-      TROUPE_TRY_SET(a, norm(a, l, n_.post_attn_norm, "", C, c_.norm, "attn_post_norm"));
-    x = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
-    if (!c_.layer_has_ffn(l)) return x; // a block of the mixer alone (Mamba2)
+    TROUPE_TRY_ASSIGN(m, mamba(l, times(h, c_.ssm_in_scale, "ssm_in_scaled")));
+    TROUPE_TRY_ASSIGN(a, attention(l, times(h, c_.attn_in_scale, "attn_in_scaled")));
+    const vid both = b.add(times(m, c_.ssm_out_scale, "ssm_out_scaled"),
+                           times(a, c_.attn_out_scale, "attn_out_scaled"), "mixers");
+    x = b.add(x, both, "attn_residual");
     TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
-    TROUPE_TRY_ASSIGN(f0, ffn(l, h2));
-    vid f = f0;
-    if (c_.norms == norm_place::sandwich)
-      TROUPE_TRY_SET(f, norm(f, l, n_.post_ffn_norm, "", C, c_.norm, "ffn_post_norm"));
+    TROUPE_TRY_ASSIGN(f, ffn(l, h2));
+    return b.add(x, times(f, c_.ffn_down_scale, "ffn_down_scaled"), "ffn_residual");
+  }
+  if (!c_.layer_has_mixer(l)) { // a block of the FFN alone (Nemotron-H's), under the one norm
+    TROUPE_TRY_ASSIGN(f, ffn(l, h));
     return b.add(x, scaled(f, "ffn_scaled"), "ffn_residual");
   }
-
-  status head(vid x) {
-    const int64_t C = c_.C, V = c_.V;
-    const int L = g_.n_layer;
-    builder b(g_, L);
-    const vid rows = b.op(op::embedding, {x, g_.input(input_kind::logit_rows)}, "rows");
-    TROUPE_TRY_ASSIGN(hn, norm(rows, L, n_.out_norm, n_.out_norm_b, C, c_.norm, "output_norm"));
-    vid out_w = tok_;
-    if (!c_.tie_embeddings) {
-      TROUPE_TRY_ASSIGN(o, req(n_.lm_head, L, {V, C}, cut::out, axis::vocab));
-      out_w = o;
-    }
-    TROUPE_TRY_ASSIGN(ob, opt(n_.lm_head_b, L, {V}, cut::out, axis::vocab));
-    vid lg = b.op(op::matmul, {hn, out_w, g_[ob].empty ? none : ob}, "logits");
-    if (c_.logit_scale != 1) lg = b.scale(lg, static_cast<float>(c_.logit_scale), "logits_scaled");
-    if (c_.final_softcap > 0) {
-      const auto cap = static_cast<float>(c_.final_softcap);
-      lg = b.scale(lg, 1.0f / cap, "logits_div");
-      lg = b.unary(op::tanh, lg, "logits_tanh");
-      lg = b.scale(lg, cap, "logits_capped");
-    }
-    g_.logits = lg;
-    g_[lg].output = true;
-    return {};
+  switch (c_.residual) {
+  case residual_kind::parallel: {
+    TROUPE_TRY_ASSIGN(a, attention(l, h));
+    TROUPE_TRY_ASSIGN(f, ffn(l, h));
+    const vid xa = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
+    return b.add(xa, scaled(f, "ffn_scaled"), "ffn_residual");
   }
+  case residual_kind::parallel_two_norms: {
+    TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
+    TROUPE_TRY_ASSIGN(a, attention(l, h));
+    TROUPE_TRY_ASSIGN(f, ffn(l, h2));
+    const vid xa = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
+    return b.add(xa, scaled(f, "ffn_scaled"), "ffn_residual");
+  }
+  case residual_kind::sequential:
+    break;
+  }
+  TROUPE_TRY_ASSIGN(a0, attention(l, h));
+  vid a = a0;
+  if (c_.norms == norm_place::sandwich)
+    TROUPE_TRY_SET(a, norm(a, l, n_.post_attn_norm, "", C, c_.norm, "attn_post_norm"));
+  x = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
+  if (!c_.layer_has_ffn(l)) return x; // a block of the mixer alone (Mamba2)
+  TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
+  TROUPE_TRY_ASSIGN(f0, ffn(l, h2));
+  vid f = f0;
+  if (c_.norms == norm_place::sandwich)
+    TROUPE_TRY_SET(f, norm(f, l, n_.post_ffn_norm, "", C, c_.norm, "ffn_post_norm"));
+  return b.add(x, scaled(f, "ffn_scaled"), "ffn_residual");
+}
 
-  const model_source& m_;
-  const model_config& c_;
-  const decoder_names& n_;
-  graph::graph& g_;
-  weights w_;
-  vid tok_ = none;
-  std::shared_ptr<kernels::ew_program> act_expr_;
-  std::vector<std::shared_ptr<kernels::ew_program>> layer_act_; // per layer, when named
-};
+status decoder::head(vid x) {
+  const int64_t C = c_.C, V = c_.V;
+  const int L = g_.n_layer;
+  builder b(g_, L);
+  const vid rows = b.op(op::embedding, {x, g_.input(input_kind::logit_rows)}, "rows");
+  TROUPE_TRY_ASSIGN(hn, norm(rows, L, n_.out_norm, n_.out_norm_b, C, c_.norm, "output_norm"));
+  vid out_w = tok_;
+  if (!c_.tie_embeddings) {
+    TROUPE_TRY_ASSIGN(o, req(n_.lm_head, L, {V, C}, cut::out, axis::vocab));
+    out_w = o;
+  }
+  TROUPE_TRY_ASSIGN(ob, opt(n_.lm_head_b, L, {V}, cut::out, axis::vocab));
+  vid lg = b.op(op::matmul, {hn, out_w, g_[ob].empty ? none : ob}, "logits");
+  if (c_.logit_scale != 1) lg = b.scale(lg, static_cast<float>(c_.logit_scale), "logits_scaled");
+  if (c_.final_softcap > 0) {
+    const auto cap = static_cast<float>(c_.final_softcap);
+    lg = b.scale(lg, 1.0f / cap, "logits_div");
+    lg = b.unary(op::tanh, lg, "logits_tanh");
+    lg = b.scale(lg, cap, "logits_capped");
+  }
+  g_.logits = lg;
+  g_[lg].output = true;
+  return {};
+}
 
-} // namespace
+} // namespace detail
+
+using detail::decoder;
 
 double round_to(dtype t, double v) {
   if (t == dtype::f32) return static_cast<float>(v);

@@ -99,15 +99,7 @@ status build_falcon_h1(const model_source& m, graph::graph& g) {
     if (c.tie_embeddings) n.lm_head.clear();
     return build_decoder(m, n, g);
   }
-  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
-  const std::string f = "model.layers.{}.feed_forward.";
-  n.ffn_norm = "model.layers.{}.pre_ff_layernorm.weight";
-  n.out_norm = "model.final_layernorm.weight";
-  n.w_gate = f + "gate_proj.weight", n.w_up = f + "up_proj.weight";
-  n.w_down = f + "down_proj.weight";
-  if (c.mlp_bias)
-    n.b_gate = f + "gate_proj.bias", n.b_up = f + "up_proj.bias", n.b_down = f + "down_proj.bias";
-  mamba_names(m, n, "model.layers.{}.mamba.");
+  decoder_names n = feed_forward_layout(m);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

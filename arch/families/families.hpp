@@ -146,8 +146,12 @@ status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k);
 /// llama.cpp's ssm.* keys (inner_size, time_step_rank = heads, state_size, group_count,
 /// conv_kernel); the biases are tensors the file has or lacks.
 status read_mamba_gguf_mixer(const gguf_cfg& g, model_config& c);
-/// The mixer's tensor names: HF's under `hf_prefix` ("backbone.layers.{}.mixer."), or GGUF's ssm_*.
+/// The mixer's tensor names: HF's under `hf_prefix` ("backbone.layers.{}.mixer."), or GGUF's
+/// ssm_* (Mamba-1's x_proj / dt_proj / dt, B, C norms too where the config has a dt rank).
 void mamba_names(const model_source& m, decoder_names& n, const std::string& hf_prefix);
+/// HF names of the hybrids whose layers are model.layers.{}.mamba / self_attn, then a
+/// feed_forward under pre_ff_layernorm, the final norm final_layernorm (Bamba, Falcon-H1, Jamba).
+decoder_names feed_forward_layout(const model_source& m);
 status read_mamba2_hf(hf_cfg& j, model_config& c);
 status read_mamba2_gguf(const gguf_cfg& g, model_config& c);
 status build_mamba2(const model_source& m, graph::graph& g);

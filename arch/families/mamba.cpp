@@ -50,14 +50,6 @@ status read_mamba1_mixer(hf_cfg& j, model_config& c, const mamba1_keys& k) {
   return {};
 }
 
-// Mamba-1's x_proj, dt_proj (and Jamba's norms of dt, B and C) under `p`
-void mamba1_names(decoder_names& n, const std::string& p) {
-  n.ssm_x = p + "x_proj.weight", n.ssm_dt_w = p + "dt_proj.weight";
-  n.lin_dt_bias = p + "dt_proj.bias";
-  n.ssm_dt_norm = p + "dt_layernorm.weight", n.ssm_b_norm = p + "b_layernorm.weight";
-  n.ssm_c_norm = p + "c_layernorm.weight";
-}
-
 } // namespace
 
 status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k) {
@@ -105,6 +97,7 @@ status read_mamba_mixer(hf_cfg& j, model_config& c, const mamba_keys& k) {
 }
 
 void mamba_names(const model_source& m, decoder_names& n, const std::string& hf_prefix) {
+  const bool mamba1 = m.config.ssm_dt_rank > 0; // x_proj, dt_proj (its bias dt's), dt / B / C norms
   if (m.format != "hf") {
     const std::string b = "blk.{}.";
     n.ssm_in = b + "ssm_in.weight", n.ssm_in_b = b + "ssm_in.bias";
@@ -112,14 +105,39 @@ void mamba_names(const model_source& m, decoder_names& n, const std::string& hf_
     n.lin_dt_bias = b + "ssm_dt.bias", n.lin_A_log = b + "ssm_a", n.ssm_D = b + "ssm_d";
     n.lin_norm = b + "ssm_norm.weight";
     n.lin_out = b + "ssm_out.weight", n.ssm_out_b = b + "ssm_out.bias";
+    if (mamba1) {
+      n.ssm_x = b + "ssm_x.weight", n.ssm_dt_w = b + "ssm_dt.weight";
+      n.ssm_dt_norm = b + "ssm_dt_norm.weight", n.ssm_b_norm = b + "ssm_b_norm.weight";
+      n.ssm_c_norm = b + "ssm_c_norm.weight";
+    }
     return;
   }
   const std::string& p = hf_prefix;
   n.ssm_in = p + "in_proj.weight", n.ssm_in_b = p + "in_proj.bias";
   n.lin_conv = p + "conv1d.weight", n.ssm_conv_b = p + "conv1d.bias";
-  n.lin_dt_bias = p + "dt_bias", n.lin_A_log = p + "A_log", n.ssm_D = p + "D";
+  n.lin_dt_bias = p + (mamba1 ? "dt_proj.bias" : "dt_bias"), n.lin_A_log = p + "A_log";
+  n.ssm_D = p + "D";
   n.lin_norm = p + "norm.weight";
   n.lin_out = p + "out_proj.weight", n.ssm_out_b = p + "out_proj.bias";
+  if (mamba1) {
+    n.ssm_x = p + "x_proj.weight", n.ssm_dt_w = p + "dt_proj.weight";
+    n.ssm_dt_norm = p + "dt_layernorm.weight", n.ssm_b_norm = p + "b_layernorm.weight";
+    n.ssm_c_norm = p + "c_layernorm.weight";
+  }
+}
+
+decoder_names feed_forward_layout(const model_source& m) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
+  const std::string f = "model.layers.{}.feed_forward.";
+  n.ffn_norm = "model.layers.{}.pre_ff_layernorm.weight";
+  n.out_norm = "model.final_layernorm.weight";
+  n.w_gate = f + "gate_proj.weight", n.w_up = f + "up_proj.weight";
+  n.w_down = f + "down_proj.weight";
+  if (c.mlp_bias)
+    n.b_gate = f + "gate_proj.bias", n.b_up = f + "up_proj.bias", n.b_down = f + "down_proj.bias";
+  mamba_names(m, n, "model.layers.{}.mamba.");
+  return n;
 }
 
 status read_mamba_gguf_mixer(const gguf_cfg& g, model_config& c) {
@@ -147,6 +165,39 @@ namespace {
 
 // Mamba2ForCausalLM has no attention and no FFN: the dimensions the rest of the runtime plans
 // with (H, D, F) are the mixer's heads and inner width, which no weight of theirs uses
+// the dimensions of a model of Mamba blocks alone: config.json's (the vocabulary and the final
+// norm's epsilon; no positions: a context as long as the state is kept, as llama.cpp writes 2^20)
+status read_mamba_only_hf(hf_cfg& j, model_config& c, bool tie_default) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
+  TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
+  TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
+  if (L > max_layers)
+    return j.bad(fmt::format("'num_hidden_layers' {} (at most {})", L, max_layers));
+  c.C = C, c.n_layer = L, c.V = V;
+  TROUPE_TRY_ASSIGN(eps, j.f("layer_norm_epsilon", 1e-5));
+  c.norm_eps = eps;
+  c.ctx = 1 << 20;
+  c.tie_embeddings = j.b("tie_word_embeddings", tie_default);
+  if (j.s("hidden_act", "silu") != "silu")
+    return j.unsupported(
+        fmt::format("'hidden_act' {} (the convolution's SiLU)", j.raw("hidden_act").dump()));
+  return {};
+}
+
+// the same from GGUF (feed_forward_length and attention.head_count are written 0, unused)
+status read_mamba_only_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
+  TROUPE_TRY_ASSIGN(L, g.req("block_count"));
+  if (L <= 0 || L > max_layers)
+    return make_error(errc::corrupt_file, "{}: block_count {} (1 to {})", g.path(), L, max_layers);
+  c.C = C, c.n_layer = L;
+  for (const char* k : {"feed_forward_length", "attention.head_count"}) g.key(k);
+  c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-5);
+  c.tie_embeddings = !g.has_tensor("output.weight");
+  return {};
+}
+
 void mamba_only(model_config& c) {
   c.linear_layers.assign(static_cast<size_t>(c.n_layer), 1);
   c.layer_blocks.assign(static_cast<size_t>(c.n_layer), 1);
@@ -157,20 +208,7 @@ void mamba_only(model_config& c) {
 } // namespace
 
 status read_mamba2_hf(hf_cfg& j, model_config& c) {
-  c.names.output = "lm_head.weight";
-  TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
-  TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
-  TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
-  if (L > max_layers)
-    return j.bad(fmt::format("'num_hidden_layers' {} (at most {})", L, max_layers));
-  c.C = C, c.n_layer = L, c.V = V;
-  TROUPE_TRY_ASSIGN(eps, j.f("layer_norm_epsilon", 1e-5));
-  c.norm_eps = eps;
-  c.ctx = 1 << 20; // no positions: as long as the state is kept (llama.cpp writes 2^20)
-  c.tie_embeddings = j.b("tie_word_embeddings", false);
-  if (j.s("hidden_act", "silu") != "silu")
-    return j.unsupported(
-        fmt::format("'hidden_act' {} (the convolution's SiLU)", j.raw("hidden_act").dump()));
+  TROUPE_TRY(read_mamba_only_hf(j, c, false));
   // transformers applies the gated norm whatever rms_norm says; a model published without it
   // (mamba_ssm's rmsnorm false) would be another model
   if (!j.b("rms_norm", true)) return j.unsupported("'rms_norm' false");
@@ -182,15 +220,7 @@ status read_mamba2_hf(hf_cfg& j, model_config& c) {
 }
 
 status read_mamba2_gguf(const gguf_cfg& g, model_config& c) {
-  TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
-  TROUPE_TRY_ASSIGN(L, g.req("block_count"));
-  if (L <= 0 || L > max_layers)
-    return make_error(errc::corrupt_file, "{}: block_count {} (1 to {})", g.path(), L, max_layers);
-  c.C = C, c.n_layer = L;
-  for (const char* k : {"feed_forward_length", "attention.head_count"}) // written 0, unused
-    g.key(k);
-  c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-5);
-  c.tie_embeddings = !g.has_tensor("output.weight");
+  TROUPE_TRY(read_mamba_only_gguf(g, c));
   TROUPE_TRY(read_mamba_gguf_mixer(g, c));
   TROUPE_TRY(read_gguf_common(g, c));
   mamba_only(c);
@@ -210,12 +240,6 @@ status build_mamba2(const model_source& m, graph::graph& g) {
     n = gguf_layout(m);
     mamba_names(m, n, "");
   }
-  if (m.config.ssm_dt_rank > 0 && m.format == "hf") { // Mamba-1's x_proj and dt_proj
-    mamba1_names(n, "backbone.layers.{}.mixer.");
-  } else if (m.config.ssm_dt_rank > 0) {
-    n.ssm_x = "blk.{}.ssm_x.weight", n.ssm_dt_w = "blk.{}.ssm_dt.weight";
-    n.lin_dt_bias = "blk.{}.ssm_dt.bias";
-  }
   if (m.config.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }
@@ -225,20 +249,7 @@ status build_mamba2(const model_source& m, graph::graph& g) {
 // the mixer alone, backbone.* names as Mamba2's. The inner width is expand x C (transformers
 // recomputes intermediate_size so), dt's rank time_step_rank ("auto": C / 16 rounded up).
 status read_mamba1_hf(hf_cfg& j, model_config& c) {
-  c.names.output = "lm_head.weight";
-  TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
-  TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
-  TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
-  if (L > max_layers)
-    return j.bad(fmt::format("'num_hidden_layers' {} (at most {})", L, max_layers));
-  c.C = C, c.n_layer = L, c.V = V;
-  TROUPE_TRY_ASSIGN(eps, j.f("layer_norm_epsilon", 1e-5));
-  c.norm_eps = eps;
-  c.ctx = 1 << 20;
-  c.tie_embeddings = j.b("tie_word_embeddings", true);
-  if (j.s("hidden_act", "silu") != "silu")
-    return j.unsupported(
-        fmt::format("'hidden_act' {} (the convolution's SiLU)", j.raw("hidden_act").dump()));
+  TROUPE_TRY(read_mamba_only_hf(j, c, true));
   TROUPE_TRY(read_mamba1_mixer(
       j, c,
       {"state_size", "expand", "conv_kernel", "time_step_rank", "use_conv_bias", "use_bias"}));
@@ -286,16 +297,8 @@ status read_mamba1_gguf_mixer(const gguf_cfg& g, model_config& c) {
 // time_step_rank (dt's rank), ssm.dt_b_c_rms (Falcon-Mamba's norms, which llama.cpp takes with
 // the layers' rms epsilon: the file carries no other); A stored as -exp(A_log)
 status read_mamba1_gguf(const gguf_cfg& g, model_config& c) {
-  TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
-  TROUPE_TRY_ASSIGN(L, g.req("block_count"));
-  if (L <= 0 || L > max_layers)
-    return make_error(errc::corrupt_file, "{}: block_count {} (1 to {})", g.path(), L, max_layers);
-  c.C = C, c.n_layer = L;
-  for (const char* k : {"feed_forward_length", "attention.head_count"}) // written 0, unused
-    g.key(k);
-  c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-5);
+  TROUPE_TRY(read_mamba_only_gguf(g, c));
   TROUPE_TRY(read_mamba1_gguf_mixer(g, c));
-  c.tie_embeddings = !g.has_tensor("output.weight");
   TROUPE_TRY(read_gguf_common(g, c));
   mamba_only(c);
   return {};
@@ -369,31 +372,19 @@ status read_jamba_gguf(const gguf_cfg& g, model_config& c) {
 }
 
 status build_jamba(const model_source& m, graph::graph& g) {
-  const model_config& c = m.config;
+  decoder_names n;
   if (m.format != "hf") {
-    decoder_names n = gguf_layout(m);
+    n = gguf_layout(m);
     expert_names(m, n);
     mamba_names(m, n, "");
-    const std::string b = "blk.{}.";
-    n.ssm_x = b + "ssm_x.weight", n.ssm_dt_w = b + "ssm_dt.weight",
-    n.lin_dt_bias = b + "ssm_dt.bias";
-    n.ssm_dt_norm = b + "ssm_dt_norm.weight", n.ssm_b_norm = b + "ssm_b_norm.weight";
-    n.ssm_c_norm = b + "ssm_c_norm.weight";
-    if (c.tie_embeddings) n.lm_head.clear();
-    return build_decoder(m, n, g);
+  } else {
+    n = feed_forward_layout(m);
+    const std::string f = "model.layers.{}.feed_forward.";
+    n.moe_router = f + "router.weight";
+    n.moe_gate = f + "experts.{e}.gate_proj.weight", n.moe_up = f + "experts.{e}.up_proj.weight";
+    n.moe_down = f + "experts.{e}.down_proj.weight";
   }
-  decoder_names n = hf_llama_layout(false, false, false);
-  const std::string f = "model.layers.{}.feed_forward.";
-  n.ffn_norm = "model.layers.{}.pre_ff_layernorm.weight";
-  n.out_norm = "model.final_layernorm.weight";
-  n.w_gate = f + "gate_proj.weight", n.w_up = f + "up_proj.weight";
-  n.w_down = f + "down_proj.weight";
-  n.moe_router = f + "router.weight";
-  n.moe_gate = f + "experts.{e}.gate_proj.weight", n.moe_up = f + "experts.{e}.up_proj.weight";
-  n.moe_down = f + "experts.{e}.down_proj.weight";
-  mamba_names(m, n, "model.layers.{}.mamba.");
-  mamba1_names(n, "model.layers.{}.mamba.");
-  if (c.tie_embeddings) n.lm_head.clear();
+  if (m.config.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }
 
@@ -427,23 +418,14 @@ status read_bamba_hf(hf_cfg& j, model_config& c) {
 }
 
 status build_bamba(const model_source& m, graph::graph& g) {
-  const model_config& c = m.config;
   decoder_names n;
   if (m.format == "hf") {
-    n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
-    const std::string f = "model.layers.{}.feed_forward.";
-    n.ffn_norm = "model.layers.{}.pre_ff_layernorm.weight";
-    n.out_norm = "model.final_layernorm.weight";
-    n.w_gate = f + "gate_proj.weight", n.w_up = f + "up_proj.weight";
-    n.w_down = f + "down_proj.weight";
-    if (c.mlp_bias)
-      n.b_gate = f + "gate_proj.bias", n.b_up = f + "up_proj.bias", n.b_down = f + "down_proj.bias";
-    mamba_names(m, n, "model.layers.{}.mamba.");
+    n = feed_forward_layout(m);
   } else {
     n = gguf_layout(m);
     mamba_names(m, n, "");
   }
-  if (c.tie_embeddings) n.lm_head.clear();
+  if (m.config.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }
 

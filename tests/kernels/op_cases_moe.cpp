@@ -12,6 +12,18 @@
 
 namespace troupe::kernels::harness {
 
+// k distinct experts for each of T tokens, drawn from experts [0, pool)
+std::vector<int32_t> choose_experts(gen& g, int64_t T, int64_t k, int32_t pool_size) {
+  std::vector<int32_t> ids;
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> pool;
+    for (int32_t e = 0; e < pool_size; ++e) pool.push_back(e);
+    std::shuffle(pool.begin(), pool.end(), g.rng);
+    ids.insert(ids.end(), pool.begin(), pool.begin() + k);
+  }
+  return ids;
+}
+
 // Mixtures of experts: E experts of width F, k chosen per token (every expert chosen by
 // several tokens in prefill, by some in decode, one expert never), weights of each dtype.
 void moe_cases(std::vector<op_case>& out_cases) {
@@ -22,13 +34,8 @@ void moe_cases(std::vector<op_case>& out_cases) {
       c.name = fmt::format("moe(T={},C={},F={},E={},k={},W={})", T, C, F, E, k, name(w));
       gen g(c.name);
       c.kind = op::moe;
-      std::vector<int32_t> ids;
-      for (int64_t t = 0; t < T; ++t) { // k distinct experts per token, expert E - 1 never
-        std::vector<int32_t> pool;
-        for (int32_t e = 0; e + 1 < E; ++e) pool.push_back(e);
-        std::shuffle(pool.begin(), pool.end(), g.rng);
-        ids.insert(ids.end(), pool.begin(), pool.begin() + k);
-      }
+      // k distinct experts per token, expert E - 1 never
+      const std::vector<int32_t> ids = choose_experts(g, T, k, static_cast<int32_t>(E - 1));
       c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)),
                from_ints({T, k}, ids),
                from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
@@ -54,13 +61,7 @@ void moe_cases(std::vector<op_case>& out_cases) {
           fmt::format("moe(T={},C={},F={},E={},k={},W={},biases,clamped)", T, C, F, E, k, name(w));
       gen g(c.name);
       c.kind = op::moe;
-      std::vector<int32_t> ids;
-      for (int64_t t = 0; t < T; ++t) {
-        std::vector<int32_t> pool;
-        for (int32_t e = 0; e < E; ++e) pool.push_back(e);
-        std::shuffle(pool.begin(), pool.end(), g.rng);
-        ids.insert(ids.end(), pool.begin(), pool.begin() + k);
-      }
+      const std::vector<int32_t> ids = choose_experts(g, T, k, static_cast<int32_t>(E));
       auto weights = [&](int64_t rows, int64_t cols, float sigma) {
         if (w == dtype::mxfp4) {
           host_tensor h = out(w, {rows, cols});
@@ -97,13 +98,7 @@ void moe_cases(std::vector<op_case>& out_cases) {
       c.name = fmt::format("moe(T={},C={},F={},E={},k={},W={},relu2)", T, C, F, E, k, name(w));
       gen g(c.name);
       c.kind = op::moe;
-      std::vector<int32_t> ids;
-      for (int64_t t = 0; t < T; ++t) {
-        std::vector<int32_t> pool;
-        for (int32_t e = 0; e < E; ++e) pool.push_back(e);
-        std::shuffle(pool.begin(), pool.end(), g.rng);
-        ids.insert(ids.end(), pool.begin(), pool.begin() + k);
-      }
+      const std::vector<int32_t> ids = choose_experts(g, T, k, static_cast<int32_t>(E));
       host_tensor up = from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f));
       c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)),
                from_ints({T, k}, ids),

@@ -1,0 +1,141 @@
+// decoder_build.hpp (arch/families, internal): the decoder builder's class, shared by
+// decoder.cpp (the layer, attention, FFN and experts) and decoder_mixers.cpp (the recurrent
+// mixers: gated DeltaNet, short convolution, Mamba-2, Mamba-1). Only those two include it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch::detail {
+
+using namespace graph;
+using kernels::op;
+
+inline std::string at(const std::string& pattern, int l) {
+  return weight_names::layer(pattern, l);
+}
+
+/// A weight taking rows [first, first + count) of its tensor (one part of a fused projection).
+inline weight_ref row_range(int64_t first, int64_t count) {
+  weight_ref r;
+  r.segments = {{first, count}};
+  return r;
+}
+
+class decoder {
+ public:
+  decoder(const model_source& m, const decoder_names& n, graph::graph& g)
+      : m_(m)
+      , c_(m.config)
+      , n_(n)
+      , g_(g)
+      , w_(m, g) {}
+
+  status build();
+
+ private:
+  // an optional tensor by name (empty name: absent)
+  expected<vid> opt(const std::string& name, int l, std::vector<int64_t> dims, cut cu = cut::none,
+                    axis ax = axis::none, int64_t unit = 1, weight_ref ref = {}) {
+    if (name.empty()) {
+      const vid v = graph::add_weight(g_, "(none)", ref, dtype::f32, dims, l);
+      g_[v].empty = true;
+      return v;
+    }
+    return w_.get(l >= 0 && l < g_.n_layer ? at(name, l) : name, l, std::move(dims), cu, ax, unit,
+                  n_.optional_biases, ref);
+  }
+  expected<vid> req(const std::string& name, int l, std::vector<int64_t> dims, cut cu = cut::none,
+                    axis ax = axis::none, int64_t unit = 1, weight_ref ref = {}) {
+    if (name.empty())
+      return make_error(errc::internal, "{}: the family names no tensor here", m_.path);
+    return w_.get(l >= 0 && l < g_.n_layer ? at(name, l) : name, l, std::move(dims), cu, ax, unit,
+                  false, ref);
+  }
+
+  // a norm over the last dim of width `C`: its weight (+ norm_add) or ones, its bias or none
+  expected<vid> norm(vid x, int l, const std::string& wname, const std::string& bname, int64_t C,
+                     norm_kind kind, const std::string& what, cut cu = cut::none,
+                     axis ax = axis::none, int64_t unit = 1) {
+    builder b(g_, l);
+    vid wt;
+    if (c_.norm_weight && !wname.empty()) {
+      weight_ref ref;
+      ref.add = static_cast<float>(c_.norm_add);
+      TROUPE_TRY_ASSIGN(v, req(wname, l, {C}, cu, ax, unit, ref));
+      wt = v;
+    } else {
+      wt = w_.constant(what + ".ones", l, {C}, 1.0f, cu, ax, unit);
+    }
+    vid bias = none;
+    if (kind == norm_kind::layer && !bname.empty()) {
+      TROUPE_TRY_ASSIGN(v, opt(bname, l, {C}, cu, ax, unit));
+      bias = v;
+    }
+    return b.norm(x, kind == norm_kind::rms ? norm_type::rms : norm_type::layer, wt, bias,
+                  static_cast<float>(c_.norm_eps), what);
+  }
+
+  status make_act();
+
+  expected<vid> embed();
+
+  // q / k / v weights and biases, separate or from the fused tensor
+  struct proj {
+    vid wq, wk, wv, bq, bk, bv;
+    vid wgate = none; // attn_output_gate: the gate's rows of q_proj
+  };
+  expected<proj> projections(int l);
+
+  // q or k norm, by the config's kind
+  expected<vid> qk_norm(builder& b, int l, vid x, int64_t heads, axis ax, bool is_q);
+
+  // rows of each head's block of `per` rows: [h * per + first, + count) for every head
+  weight_ref head_rows(int64_t per, int64_t first, int64_t count) const {
+    weight_ref r;
+    for (int64_t hd = 0; hd < c_.H; ++hd) r.segments.emplace_back(hd * per + first, count);
+    return r;
+  }
+
+  // DeepSeek's latent attention, absorbed: the cache holds each token's latent c (kv_lora)
+  // and its rotated k_pe (qk_rope); a head's query q_nope meets c through W_kb(h)^T (so the
+  // keys are never expanded), the attention is multi-query over [c; k_pe] with the values c
+  // (the cache read twice as K and V; the product's last qk_rope values are unused), and
+  // W_vb(h) turns each head's weighted latent into its values.
+  expected<vid> mla(int l, vid h);
+
+  // the recurrent mixers a linear layer runs instead of attention (decoder_mixers.cpp): the
+  // gated DeltaNet, LFM2's gated short convolution, Mamba-2's and Mamba-1's selective scans
+  expected<vid> delta_net(int l, vid h);
+  expected<vid> short_conv(int l, vid h);
+  expected<vid> mamba(int l, vid h);
+  expected<vid> mamba1(int l, vid h);
+
+  expected<vid> attention(int l, vid h);
+
+  // the names of expert `pattern`'s matrices: one per expert ("{e}"), or the merged tensor
+  std::vector<std::string> expert_tensors(const std::string& pattern, int l) const;
+
+  // router, the chosen experts, and the shared expert (gated) when there is one
+  expected<vid> moe(int l, vid h);
+
+  expected<vid> ffn(int l, vid h);
+
+  expected<vid> layer(int l, vid x);
+
+  status head(vid x);
+
+  const model_source& m_;
+  const model_config& c_;
+  const decoder_names& n_;
+  graph::graph& g_;
+  weights w_;
+  vid tok_ = none;
+  std::shared_ptr<kernels::ew_program> act_expr_;
+  std::vector<std::shared_ptr<kernels::ew_program>> layer_act_; // per layer, when named
+};
+
+} // namespace troupe::arch::detail
