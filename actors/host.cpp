@@ -23,10 +23,11 @@ int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size,
                       int64_t kv_memory) {
   int64_t worst = 1;
   for (const auto& st : p.stages) {
-    int64_t layers = 0; // those with a KV cache (linear attention keeps a state instead, an FFN
-                        // block nothing)
-    for (int l = st.layer_begin; l < st.layer_end; ++l) layers += c.layer_has_kv(l);
-    worst = std::max(worst, layers * row_bytes(kv, block_size * c.kv_values_per_token(st.tp)));
+    int64_t bytes = 0; // over the layers with a KV cache (linear attention keeps a state
+                       // instead, an FFN block nothing), each its own geometry
+    for (int l = st.layer_begin; l < st.layer_end; ++l)
+      if (c.layer_has_kv(l)) bytes += row_bytes(kv, block_size * c.kv_values_per_token(st.tp, l));
+    worst = std::max(worst, bytes);
   }
   const int64_t min_blocks = (c.ctx + block_size - 1) / block_size + 2;
   // room for 64 full-context sequences is plenty; more only costs address space

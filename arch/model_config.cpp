@@ -100,28 +100,48 @@ bool model_config::layer_moe(int64_t layer) const {
   return layer >= 0 && layer < static_cast<int64_t>(moe_layers.size()) && moe_layers[layer];
 }
 
-int64_t model_config::kv_values_per_token(int tp) const {
+bool model_config::layer_full_geometry(int64_t layer) const {
+  return (D_full > 0 || Hkv_full > 0) && layer >= 0 && layer_window(layer) == 0;
+}
+
+int64_t model_config::layer_head_dim(int64_t layer) const {
+  return layer_full_geometry(layer) && D_full > 0 ? D_full : D;
+}
+
+int64_t model_config::layer_kv_heads(int64_t layer) const {
+  return layer_full_geometry(layer) && Hkv_full > 0 ? Hkv_full : Hkv;
+}
+
+int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
   if (kv_lora > 0) return kv_lora + qk_rope;
-  const int64_t hkv = Hkv >= tp ? Hkv / std::max(tp, 1) : 1;
-  return 2 * hkv * D;
+  const int64_t kv = layer_kv_heads(layer);
+  const int64_t hkv = kv >= tp ? kv / std::max(tp, 1) : 1;
+  return 2 * hkv * layer_head_dim(layer);
 }
 
 namespace {
 
 int64_t count_parameters(const model_config& m, int64_t experts_counted) {
-  const int64_t C = m.C, H = m.H, Hkv = m.Hkv, D = m.D;
+  const int64_t C = m.C, H = m.H;
   const int64_t qk = m.qk_nope + m.qk_rope;
-  // q / k norm weights: one per head dim, or per head (or over the whole projection)
-  const int64_t qk_norms =
-      m.qk_norm == qk_norm_kind::none || m.qk_norm == qk_norm_kind::head_plain || !m.norm_weight ? 0
-      : m.qk_norm == qk_norm_kind::head ? 2 * D
-                                        : (H + Hkv) * D;
-  const int64_t attn = m.kv_lora > 0
-                           ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
-                                 C * (m.kv_lora + m.qk_rope) +
-                                 m.kv_lora * H * (m.qk_nope + m.v_head) + H * m.v_head * C
-                           : C * H * D * (m.attn_output_gate ? 2 : 1) + 2 * C * Hkv * D +
-                                 H * D * C + (m.qkv_bias ? H * D + 2 * Hkv * D : 0) + qk_norms;
+  // an attention layer, of its geometry (Gemma 4's full layers have theirs, and may take the
+  // values from the keys' projection)
+  auto attention = [&](int64_t l) {
+    const int64_t D = m.layer_head_dim(l), Hkv = m.layer_kv_heads(l);
+    const int64_t kv = m.kv_shared_kv && m.layer_full_geometry(l) ? 1 : 2;
+    // q / k norm weights: one per head dim, or per head (or over the whole projection)
+    const int64_t qk_norms =
+        m.qk_norm == qk_norm_kind::none || m.qk_norm == qk_norm_kind::head_plain || !m.norm_weight
+            ? 0
+        : m.qk_norm == qk_norm_kind::head ? 2 * D
+                                          : (H + Hkv) * D;
+    return m.kv_lora > 0 ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
+                               C * (m.kv_lora + m.qk_rope) +
+                               m.kv_lora * H * (m.qk_nope + m.v_head) + H * m.v_head * C
+                         : C * H * D * (m.attn_output_gate ? 2 : 1) + kv * C * Hkv * D + H * D * C +
+                               (m.qkv_bias ? H * D + kv * Hkv * D : 0) + qk_norms +
+                               (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
+  };
   // a gated DeltaNet layer: q, k, v, z, a, b projections, the convolution's taps, A and
   // dt_bias, the gated norm, out_proj
   const int64_t Kd = m.lin_k_heads * m.lin_k_dim, Vd = m.lin_v_heads * m.lin_v_dim;
@@ -153,11 +173,11 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C;
   // norms: before each sublayer, and after it too where they sandwich it
   const int64_t norms = (m.norms == norm_place::sandwich ? 4 : 2) * C;
-  const int64_t gated = attn + (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
   for (int64_t l = 0; l < m.n_layer; ++l)
     total += (!m.layer_has_mixer(l) ? 0
               : m.layer_linear(l)   ? linear
-                                    : gated) +
+                                    : attention(l)) +
+             (m.layer_scalar ? 1 : 0) +
              (m.ssm_parallel ? linear : 0) + // Falcon-H1: the mixer beside the attention
              (!m.layer_has_ffn(l) ? 0
               : m.layer_moe(l)    ? experts
@@ -177,9 +197,11 @@ double model_config::prefill_flops_per_token(int64_t prompt) const {
   const double head = static_cast<double>(V) * static_cast<double>(C);
   const double layer_params =
       static_cast<double>(active_parameters()) - head * (tie_embeddings ? 1 : 2);
-  int64_t attending = 0; // the layers with attention over the prompt (not linear, not FFN-only)
-  for (int64_t l = 0; l < n_layer; ++l) attending += layer_has_kv(l);
-  const double attn = 4.0 * D * H * static_cast<double>(attending) * P * (P + 1) / 2;
+  double head_dims = 0; // over the layers with attention over the prompt (not linear, not
+                        // FFN-only), each its head dim
+  for (int64_t l = 0; l < n_layer; ++l)
+    if (layer_has_kv(l)) head_dims += static_cast<double>(layer_head_dim(l));
+  const double attn = 4.0 * head_dims * H * P * (P + 1) / 2;
   return (2.0 * P * layer_params + attn + 2.0 * head) / P;
 }
 
@@ -202,9 +224,14 @@ status model_config::validate() const {
                            "D {}, V {}, expert F {}, shared expert F {})",
                            n_layer, C, F, H, Hkv, D, V, F_expert, F_shared));
   if (H % Hkv) return bad(fmt::format("{} heads is not a multiple of {} KV heads", H, Hkv));
-  if (rope_enabled && (rope.rot_dim <= 0 || rope.rot_dim > D || rope.rot_dim % 2))
+  if (D_full < 0 || D_full > 4096 || Hkv_full < 0 || Hkv_full > 4096 ||
+      (Hkv_full > 0 && H % Hkv_full))
+    return bad(fmt::format("the full-attention layers' head dim {} and {} KV heads (of {} heads)",
+                           D_full, Hkv_full, H));
+  const int64_t Dmax = std::max(D, D_full); // (the full layers' rope rotates theirs)
+  if (rope_enabled && (rope.rot_dim <= 0 || rope.rot_dim > Dmax || rope.rot_dim % 2))
     return bad(fmt::format("rotary dimension {} must be even and at most the head dim {}",
-                           rope.rot_dim, D));
+                           rope.rot_dim, Dmax));
   for (const rope_spec* r : {&rope, &rope_local})
     if (r->turning < 0 || r->turning > r->rot_dim / 2)
       return bad(fmt::format("{} of {} rotary pairs turning", r->turning, r->rot_dim / 2));

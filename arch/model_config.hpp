@@ -190,6 +190,12 @@ struct model_config {
   // each then with one norm; empty: every layer has both
   std::vector<uint8_t> layer_blocks;
   bool attn_head_gate = false; // a sigmoid gate per head on the attention's output (LFM3's g_proj)
+  // Gemma 4: the full-attention layers (those without a window) have their own geometry, head
+  // dim D_full and Hkv_full KV heads (0: D, Hkv); on them with kv_shared_kv the values are the
+  // keys' projection (before the k norm and RoPE); v_norm: every layer's values RMS-normed per
+  // head without a weight; layer_scalar: each layer's output times a scalar of the checkpoint
+  int64_t D_full = 0, Hkv_full = 0;
+  bool kv_shared_kv = false, v_norm = false, layer_scalar = false;
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;
@@ -210,7 +216,14 @@ struct model_config {
   bool layer_rope(int64_t layer) const;
   /// Values one token stores in the KV cache per layer: 2 Hkv D, or the latent's kv_lora +
   /// qk_rope (latent attention). `tp`: a shard's share (KV heads split, latents replicated).
-  int64_t kv_values_per_token(int tp = 1) const;
+  /// With `layer`: that layer's (Gemma 4's full-attention layers have their own geometry).
+  int64_t kv_values_per_token(int tp = 1, int64_t layer = -1) const;
+  /// The head dim and KV heads of `layer` (D and Hkv, or D_full / Hkv_full on a full-attention
+  /// layer of a model that gives those).
+  int64_t layer_head_dim(int64_t layer) const;
+  int64_t layer_kv_heads(int64_t layer) const;
+  /// Whether `layer` has the second attention geometry (D_full / Hkv_full).
+  bool layer_full_geometry(int64_t layer) const;
   /// Whether layer `layer` is a linear attention (gated DeltaNet) layer.
   bool layer_linear(int64_t layer) const;
   /// Whether layer `layer` has an FFN after its mixer, and whether it has a mixer (layer_blocks).

@@ -17,19 +17,24 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
   shard_dims d;
   d.Hs = c.H / tp;
   d.h0 = r * d.Hs;
-  if (c.Hkv >= tp) {
-    if (c.Hkv % tp)
-      return make_error(errc::invalid_argument, "{} KV heads cannot be split over TP {}", c.Hkv,
-                        tp);
-    d.Hkv_s = c.Hkv / tp;
-    d.kv0 = r * d.Hkv_s;
-  } else {
-    if (tp % c.Hkv)
-      return make_error(errc::invalid_argument,
-                        "TP {} is not a multiple of the {} KV heads to replicate", tp, c.Hkv);
-    d.Hkv_s = 1;
-    d.kv0 = r * c.Hkv / tp; // every rank holding query heads of one group replicates its KV head
-  }
+  auto kv_cut = [&](int64_t Hkv, int64_t& first, int64_t& count) -> status {
+    if (Hkv >= tp) {
+      if (Hkv % tp)
+        return make_error(errc::invalid_argument, "{} KV heads cannot be split over TP {}", Hkv,
+                          tp);
+      count = Hkv / tp;
+      first = r * count;
+    } else {
+      if (tp % Hkv)
+        return make_error(errc::invalid_argument,
+                          "TP {} is not a multiple of the {} KV heads to replicate", tp, Hkv);
+      count = 1;
+      first = r * Hkv / tp; // every rank holding query heads of one group replicates its KV head
+    }
+    return {};
+  };
+  TROUPE_TRY(kv_cut(c.Hkv, d.kv0, d.Hkv_s));
+  TROUPE_TRY(kv_cut(c.Hkv_full > 0 ? c.Hkv_full : c.Hkv, d.kvf0, d.Hkvf_s));
   auto split = [&](int64_t n, int64_t block, int64_t i) {
     const int64_t units = n / block;
     int64_t b = units * i / tp * block;

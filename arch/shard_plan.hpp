@@ -24,13 +24,14 @@ struct shard_spec {
 };
 
 struct shard_dims {
-  int64_t h0 = 0, Hs = 0;     // query heads
-  int64_t kv0 = 0, Hkv_s = 0; // KV heads
-  int64_t f0 = 0, Fs = 0;     // FFN rows
-  int64_t v0 = 0, Vs = 0;     // vocabulary rows
-  int64_t e0 = 0, Es = 0;     // experts (expert parallelism; else all of them)
-  int64_t lk0 = 0, Hlk_s = 0; // a linear attention's key heads (gated DeltaNet)
-  int64_t lv0 = 0, Hlv_s = 0; // and its value heads
+  int64_t h0 = 0, Hs = 0;       // query heads
+  int64_t kv0 = 0, Hkv_s = 0;   // KV heads
+  int64_t kvf0 = 0, Hkvf_s = 0; // the full-attention layers' KV heads (Gemma 4; else as kv)
+  int64_t f0 = 0, Fs = 0;       // FFN rows
+  int64_t v0 = 0, Vs = 0;       // vocabulary rows
+  int64_t e0 = 0, Es = 0;       // experts (expert parallelism; else all of them)
+  int64_t lk0 = 0, Hlk_s = 0;   // a linear attention's key heads (gated DeltaNet)
+  int64_t lv0 = 0, Hlv_s = 0;   // and its value heads
 };
 
 /// The slices of shard `s` of a model; errors when the heads cannot be split that way.

@@ -28,6 +28,7 @@ expected<shard_graph> cut_for_shard(const model_config& c, graph::graph whole,
   cut.tp_size = spec.tp_size;
   cut.of(graph::axis::heads) = {d.h0, d.Hs};
   cut.of(graph::axis::kv_heads) = {d.kv0, d.Hkv_s};
+  cut.of(graph::axis::kv_heads_full) = {d.kvf0, d.Hkvf_s};
   cut.of(graph::axis::ffn) = {d.f0, d.Fs};
   cut.ffn_block = out.spec.ffn_block;
   cut.expert_parallel = spec.expert_parallel;

@@ -246,8 +246,8 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
   }
   if (s.q_norm != none) q = norm(q, norm_type::rms, s.q_norm, none, s.qk_norm_eps, "q_norm");
   if (s.k_norm != none) k = norm(k, norm_type::rms, s.k_norm, none, s.qk_norm_eps, "k_norm");
-  const vid kc = add_kv_state(g_, state_kind::k_cache, layer_, s.kv_heads, D);
-  const vid vc = add_kv_state(g_, state_kind::v_cache, layer_, s.kv_heads, D);
+  const vid kc = add_kv_state(g_, state_kind::k_cache, layer_, s.kv_heads, D, s.kv_axis);
+  const vid vc = add_kv_state(g_, state_kind::v_cache, layer_, s.kv_heads, D, s.kv_axis);
   op_into(op::kv_store, {k, slots}, kc, "k_store");
   op_into(op::kv_store, {v, slots}, vc, "v_store");
   kernels::op_params ap;
@@ -297,7 +297,8 @@ vid add_recurrent_state(graph& g, state_kind k, int layer, std::vector<int64_t> 
   return g.add_value(std::move(v));
 }
 
-vid add_kv_state(graph& g, state_kind k, int layer, int64_t kv_heads, int64_t head_dim) {
+vid add_kv_state(graph& g, state_kind k, int layer, int64_t kv_heads, int64_t head_dim,
+                 axis along) {
   value v;
   v.name = "blk." + std::to_string(layer) + (k == state_kind::k_cache ? ".k_cache" : ".v_cache");
   v.kind = value_kind::state;
@@ -305,7 +306,7 @@ vid add_kv_state(graph& g, state_kind k, int layer, int64_t kv_heads, int64_t he
   v.r = rows::fixed;
   v.dims = {kv_heads, head_dim};
   v.layer = layer;
-  v.along = axis::kv_heads;
+  v.along = along;
   return g.add_value(std::move(v));
 }
 

@@ -20,14 +20,15 @@ enum class norm_type : uint8_t { rms, layer };
 /// What an attention block computes, beyond its weights.
 struct attention_spec {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
-  float scale = 0;          // of the scores (1/sqrt(D) when 0)
-  int64_t window = 0;       // sliding window (0: full)
-  int64_t chunk = 0;        // a query sees its chunk's keys only (0: off; Llama 4)
-  int64_t temp_floor = 0;   // the scores times 1 + temp_scale ln(1 + floor((p + temp_offset) /
-  float temp_scale = 0;     // temp_floor)) for a query at position p (0: off; Llama 4's NoPE
-  int64_t temp_offset = 0;  // layers: offset 1; Ministral 3's every layer: 0)
-  float softcap = 0;        // scores = softcap * tanh(scores / softcap) when > 0 (Gemma 2)
-  float alibi_max_bias = 0; // ALiBi slopes from this (> 0: no RoPE, Bloom / MPT)
+  axis kv_axis = axis::kv_heads; // how TP cuts the cache's heads
+  float scale = 0;               // of the scores (1/sqrt(D) when 0)
+  int64_t window = 0;            // sliding window (0: full)
+  int64_t chunk = 0;             // a query sees its chunk's keys only (0: off; Llama 4)
+  int64_t temp_floor = 0;        // the scores times 1 + temp_scale ln(1 + floor((p + temp_offset) /
+  float temp_scale = 0;          // temp_floor)) for a query at position p (0: off; Llama 4's NoPE
+  int64_t temp_offset = 0;       // layers: offset 1; Ministral 3's every layer: 0)
+  float softcap = 0;             // scores = softcap * tanh(scores / softcap) when > 0 (Gemma 2)
+  float alibi_max_bias = 0;      // ALiBi slopes from this (> 0: no RoPE, Bloom / MPT)
   bool rope = true;
   rope_spec rope_params;
   float clip_qkv = 0; // q, k, v clamped to [-clip, clip] when > 0 (OLMo, MPT)
@@ -132,8 +133,10 @@ class builder {
 vid add_weight(graph& g, const std::string& name, weight_ref ref, dtype t,
                std::vector<int64_t> dims, int layer, cut split = cut::none, axis along = axis::none,
                int64_t unit = 1);
-/// The KV cache of one layer: [NB, P, kv_heads, head_dim] (NB, P: the executor's).
-vid add_kv_state(graph& g, state_kind k, int layer, int64_t kv_heads, int64_t head_dim);
+/// The KV cache of one layer: [NB, P, kv_heads, head_dim] (NB, P: the executor's), its heads
+/// cut by TP along `along`.
+vid add_kv_state(graph& g, state_kind k, int layer, int64_t kv_heads, int64_t head_dim,
+                 axis along = axis::kv_heads);
 /// A recurrent state of one layer: [NS, dims...] (NS: the executor's state slots), dims[0]
 /// heads along `along` (what TP cuts); `what` names it ("blk.3.what").
 vid add_recurrent_state(graph& g, state_kind k, int layer, std::vector<int64_t> dims, axis along,

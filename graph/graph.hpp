@@ -68,7 +68,17 @@ inline bool recurrent(state_kind k) {
 
 /// The model dimension a tensor-parallel cut follows.
 /// lin_k_heads / lin_v_heads: a linear attention's key and value heads (gated DeltaNet).
-enum class axis : uint8_t { none, heads, kv_heads, ffn, vocab, lin_k_heads, lin_v_heads };
+// kv_heads_full: the KV heads of the full-attention layers where they differ (Gemma 4)
+enum class axis : uint8_t {
+  none,
+  heads,
+  kv_heads,
+  ffn,
+  vocab,
+  lin_k_heads,
+  lin_v_heads,
+  kv_heads_full
+};
 
 /// How tensor parallelism cuts a weight: `out` takes rows of W [N, K] (output features: the
 /// shard computes part of the outputs), `in` takes columns (input features: the shard

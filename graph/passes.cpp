@@ -291,7 +291,7 @@ int fuse(graph& g, const fuse_options& o) {
       if (w0.along != axis::heads && !conv) continue;
       auto partner = [&](const value& w) {
         return conv ? w.along == axis::lin_v_heads && w.w.name == w0.w.name
-                    : w.along == axis::kv_heads;
+                    : w.along == axis::kv_heads || w.along == axis::kv_heads_full;
       };
       int64_t kk = -1, kv = -1;
       for (size_t j = k + 1; j < g.nodes.size() && (kk < 0 || kv < 0); ++j) {

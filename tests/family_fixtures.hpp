@@ -103,6 +103,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "mamba",
                                                             "falcon_mamba",
                                                             "jamba",
-                                                            "nemotron_h_moe"};
+                                                            "nemotron_h_moe",
+                                                            "gemma4"};
 
 } // namespace troupe::test

@@ -19,6 +19,11 @@ status decoder::build() {
   for (int l = 0; l < g_.n_layer; ++l) {
     TROUPE_TRY_ASSIGN(y, layer(l, x));
     x = y;
+    if (c_.layer_scalar) { // the whole stream times the layer's scalar (Gemma 4)
+      builder b(g_, l);
+      TROUPE_TRY_ASSIGN(s, req(n_.layer_scalar, l, {1}));
+      x = b.mul(x, s, "layer_scaled");
+    }
     g_.residual.push_back(x);
   }
   return head(x);
@@ -67,7 +72,8 @@ expected<vid> decoder::embed() {
 }
 
 expected<decoder::proj> decoder::projections(int l) {
-  const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
+  const int64_t C = c_.C, H = c_.H, Hkv = c_.layer_kv_heads(l), D = c_.layer_head_dim(l);
+  const axis kv_axis = c_.layer_full_geometry(l) ? axis::kv_heads_full : axis::kv_heads;
   weight_ref tr;
   tr.transposed = n_.transposed;
   if (n_.wqkv.empty() && c_.attn_output_gate) {
@@ -84,12 +90,15 @@ expected<decoder::proj> decoder::projections(int l) {
     return proj{wq, wk, wv, bq, bk, bv, wg};
   }
   if (n_.wqkv.empty()) {
+    // (Gemma 4's full layers with kv_shared_kv: no v_proj, the values are k's projection)
+    const bool v_is_k = c_.kv_shared_kv && c_.layer_full_geometry(l);
     TROUPE_TRY_ASSIGN(wq, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, tr));
-    TROUPE_TRY_ASSIGN(wk, req(n_.wk, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
-    TROUPE_TRY_ASSIGN(wv, req(n_.wv, l, {Hkv * D, C}, cut::out, axis::kv_heads, D, tr));
+    TROUPE_TRY_ASSIGN(wk, req(n_.wk, l, {Hkv * D, C}, cut::out, kv_axis, D, tr));
+    TROUPE_TRY_ASSIGN(wv, v_is_k ? expected<vid>(none)
+                                 : req(n_.wv, l, {Hkv * D, C}, cut::out, kv_axis, D, tr));
     TROUPE_TRY_ASSIGN(bq, opt(n_.bq, l, {H * D}, cut::out, axis::heads, D));
-    TROUPE_TRY_ASSIGN(bk, opt(n_.bk, l, {Hkv * D}, cut::out, axis::kv_heads, D));
-    TROUPE_TRY_ASSIGN(bv, opt(n_.bv, l, {Hkv * D}, cut::out, axis::kv_heads, D));
+    TROUPE_TRY_ASSIGN(bk, opt(n_.bk, l, {Hkv * D}, cut::out, kv_axis, D));
+    TROUPE_TRY_ASSIGN(bv, opt(v_is_k ? "" : n_.bv, l, {Hkv * D}, cut::out, kv_axis, D));
     vid wg = none; // a gate per head [H, C]: mul broadcasts each over its head's values
     if (!n_.attn_head_gate.empty())
       TROUPE_TRY_SET(wg, req(n_.attn_head_gate, l, {H, C}, cut::out, axis::heads, 1));
@@ -143,7 +152,7 @@ expected<decoder::proj> decoder::projections(int l) {
 }
 
 expected<vid> decoder::qk_norm(builder& b, int l, vid x, int64_t heads, axis ax, bool is_q) {
-  const int64_t D = c_.D;
+  const int64_t D = c_.layer_head_dim(l);
   const std::string& wn = is_q ? n_.q_norm : n_.k_norm;
   const std::string& bn = is_q ? n_.q_norm_b : n_.k_norm_b;
   const std::string what = is_q ? "q_norm" : "k_norm";
@@ -261,7 +270,8 @@ expected<vid> decoder::attention(int l, vid h) {
     return c_.mamba ? mamba(l, h) : c_.short_conv ? short_conv(l, h) : delta_net(l, h);
   if (c_.kv_lora > 0) return mla(l, h);
   builder b(g_, l);
-  const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D;
+  const int64_t C = c_.C, H = c_.H, Hkv = c_.layer_kv_heads(l), D = c_.layer_head_dim(l);
+  const axis kv_axis = c_.layer_full_geometry(l) ? axis::kv_heads_full : axis::kv_heads;
   TROUPE_TRY_ASSIGN(p, projections(l));
   weight_ref tr;
   tr.transposed = n_.transposed;
@@ -269,7 +279,7 @@ expected<vid> decoder::attention(int l, vid h) {
   TROUPE_TRY_ASSIGN(bo, opt(n_.bo, l, {C}));
   vid q = b.linear(h, p.wq, p.bq, "q");
   vid k = b.linear(h, p.wk, p.bk, "k");
-  vid v = b.linear(h, p.wv, p.bv, "v");
+  vid v = p.wv == none ? k : b.linear(h, p.wv, p.bv, "v"); // (none: the keys' projection)
   if (c_.clip_qkv > 0) {
     const auto cl = static_cast<float>(c_.clip_qkv);
     q = b.clamp(q, cl, "q_clip");
@@ -278,7 +288,7 @@ expected<vid> decoder::attention(int l, vid h) {
   }
   if (c_.qk_norm == qk_norm_kind::full) {
     TROUPE_TRY_SET(q, qk_norm(b, l, q, H, axis::heads, true));
-    TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, axis::kv_heads, false));
+    TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, kv_axis, false));
   }
   q = b.view(q, {-1, D}, "q_heads");
   k = b.view(k, {-1, D}, "k_heads");
@@ -289,12 +299,17 @@ expected<vid> decoder::attention(int l, vid h) {
        c_.qk_norm == qk_norm_kind::head_plain) &&
       (!c_.qk_norm_rope_layers || c_.layer_rope(l)) && !c_.qk_norm_after_rope) {
     TROUPE_TRY_SET(q, qk_norm(b, l, q, H, axis::heads, true));
-    TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, axis::kv_heads, false));
+    TROUPE_TRY_SET(k, qk_norm(b, l, k, Hkv, kv_axis, false));
+  }
+  if (c_.v_norm) { // RMS over each value head, no weight (Gemma 4)
+    const vid ones = w_.constant(b.name("v_norm") + ".ones", l, {D}, 1.0f);
+    v = b.norm(v, norm_type::rms, ones, none, static_cast<float>(c_.norm_eps), "v_norm");
   }
   attention_spec s;
   s.heads = H;
   s.kv_heads = Hkv;
   s.head_dim = D;
+  s.kv_axis = kv_axis;
   double scale = c_.attention_scale();
   if (c_.attn_scale_by_layer) scale /= static_cast<double>(l + 1);
   s.scale = static_cast<float>(scale);

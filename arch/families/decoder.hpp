@@ -42,7 +42,8 @@ struct decoder_names {
   std::string moe_router_bias; // DeepSeek-V3's e_score_correction_bias
   // GPT-OSS: the router's bias [E], the experts' biases as merged [E, F] / [E, C] tensors
   std::string moe_router_b, moe_gate_b, moe_up_b, moe_down_b;
-  std::string attn_sinks; // a sink logit per head [H]
+  std::string attn_sinks;   // a sink logit per head [H]
+  std::string layer_scalar; // [1]: the layer's output times it (model_config::layer_scalar)
   // a gate per head [H, C]: each head's output times sigmoid(x g_h) (LFM3's g_proj)
   std::string attn_head_gate;
   // latent attention: q_proj or q_a (+ its norm) and q_b; kv_a_proj_with_mqa, its norm, kv_b

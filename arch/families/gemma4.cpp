@@ -1,0 +1,138 @@
+// gemma4.cpp (arch/families): Gemma 4 (text; Gemma4ForCausalLM, and the language model of
+// Gemma4ForConditionalGeneration as published). Gemma 3's layer (sandwich norms, GeGLU, q/k
+// norms per head, sliding layers with their own RoPE, the embeddings times sqrt(hidden)) with:
+// the full-attention layers of their own geometry (global_head_dim, num_global_key_value_heads)
+// and proportional RoPE; on them, with attention_k_eq_v, the values are the keys' projection
+// (no v_proj); every layer's values RMS-normed per head without a weight; norms that scale by w
+// (not 1 + w); attention scores unscaled (the q norm sets their size); each layer's output
+// times a scalar of the checkpoint (layer_scalar); logits soft-capped.
+#include <cmath>
+
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+namespace {
+
+// global_head_dim / num_global_key_value_heads as published, or transformers 5's own
+// per_layer_config ({layer index: {"head_dim", "num_key_value_heads"}}, every full layer alike)
+status read_full_geometry(hf_cfg& j, model_config& c, bool k_eq_v) {
+  int64_t D = 0, Hkv = 0;
+  if (const json& plc = j.raw("per_layer_config"); !plc.is_null()) {
+    if (!plc.is_object()) return j.bad("'per_layer_config' must be an object");
+    for (auto& [k, v] : plc.items()) {
+      int64_t l = -1;
+      try {
+        l = std::stoll(k);
+      } catch (...) {
+        return j.unsupported(fmt::format("per_layer_config for '{}' (a layer index expected)", k));
+      }
+      if (l < 0 || l >= c.n_layer || c.layer_window(l) != 0 || !v.is_object())
+        return j.unsupported(fmt::format(
+            "per_layer_config for layer {} (only full-attention layers may differ)", k));
+      for (auto& [key, val] : v.items()) {
+        if (!val.is_number_integer() || val.get<int64_t>() <= 0)
+          return j.bad(fmt::format("per_layer_config.{}.{} must be a positive integer", k, key));
+        int64_t& to = key == "head_dim" ? D : key == "num_key_value_heads" ? Hkv : l;
+        if (&to == &l)
+          return j.unsupported(fmt::format("per_layer_config.{}.{} is not supported", k, key));
+        if (to != 0 && to != val.get<int64_t>())
+          return j.unsupported("per_layer_config: full-attention layers of different shapes");
+        to = val.get<int64_t>();
+      }
+    }
+    j.mark("global_head_dim");
+    j.mark("num_global_key_value_heads");
+  } else {
+    TROUPE_TRY_ASSIGN(gd, j.i("global_head_dim", 512));
+    TROUPE_TRY_ASSIGN(gk, j.i("num_global_key_value_heads", 0));
+    D = gd;
+    Hkv = k_eq_v ? gk : 0; // transformers applies it only with attention_k_eq_v
+  }
+  c.D_full = D > 0 ? D : c.D;
+  c.Hkv_full = Hkv > 0 ? Hkv : c.Hkv;
+  return {};
+}
+
+} // namespace
+
+status read_gemma4_hf(hf_cfg& j, model_config& c) {
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
+  c.names.output = "lm_head.weight";
+  c.tie_embeddings = j.b("tie_word_embeddings", true);
+  c.embed_scale = std::sqrt(static_cast<double>(c.C));
+  c.embed_scale_rounded = true; // a tensor cast to the weights' dtype in transformers
+  c.norms = norm_place::sandwich;
+  c.qk_norm = qk_norm_kind::head;
+  c.v_norm = true;
+  c.layer_scalar = true;
+  c.attn_scale = 1.0;
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  TROUPE_TRY(read_activation(j.s("hidden_activation", "gelu_pytorch_tanh"), c, j.where()));
+  const std::string bidi = j.s("use_bidirectional_attention", "");
+  if (bidi == "all")
+    return j.unsupported("'use_bidirectional_attention' \"all\" (an encoder, not a causal LM)");
+  if (!bidi.empty() && bidi != "vision")
+    return j.unsupported(fmt::format("'use_bidirectional_attention' \"{}\"", bidi));
+  // ("vision": image tokens see each other both ways; text, all Troupe takes in, is causal)
+  TROUPE_TRY_ASSIGN(fcap, j.f("final_logit_softcapping", 0.0));
+  c.final_softcap = fcap;
+  TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 512));
+  // layer_types: 5 sliding to 1 full by default; the last layer is always full (transformers
+  // forces it)
+  const int64_t L = c.n_layer;
+  TROUPE_TRY(read_layer_types(j, c, sw, [L](int64_t l) { return (l + 1) % 6 != 0 && l != L - 1; }));
+  if (!c.windowed.empty() && c.windowed.back()) { // (transformers makes it full, and warns)
+    c.windowed.back() = 0;
+    c.load_notes.push_back(
+        "layer_types: the last layer is full attention (as transformers runs it)");
+  }
+  const bool k_eq_v = j.b("attention_k_eq_v", false);
+  c.kv_shared_kv = k_eq_v;
+  TROUPE_TRY(read_full_geometry(j, c, k_eq_v));
+  // RoPE by layer type: sliding layers plain at 10^4, full layers proportional (a quarter of
+  // their pairs turning) at 10^6, unless the config says otherwise
+  json full = {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1e6}};
+  json sliding = {{"rope_type", "default"}, {"rope_theta", 1e4}};
+  if (const json& rp = j.raw("rope_parameters"); !rp.is_null()) {
+    if (!rp.is_object()) return j.bad("'rope_parameters' must be an object");
+    for (auto& [k, v] : rp.items()) {
+      if (k != "full_attention" && k != "sliding_attention")
+        return j.unsupported(fmt::format("rope_parameters for layer type '{}'", k));
+      (k == "full_attention" ? full : sliding) = v;
+    }
+  }
+  model_config geometry = c;
+  geometry.D = c.D_full;
+  TROUPE_TRY(read_rope_dict(full, geometry, c.rope, 1e6, j.where()));
+  TROUPE_TRY(read_rope_dict(sliding, c, c.rope_local, 1e4, j.where()));
+  c.has_rope_local = true;
+  // the parts of Gemma 4 not implemented yet refuse by name
+  TROUPE_TRY_ASSIGN(ple, j.i("hidden_size_per_layer_input", 256));
+  j.mark("vocab_size_per_layer_input");
+  if (ple > 0)
+    return j.unsupported(fmt::format(
+        "'hidden_size_per_layer_input' {} (per-layer embeddings, Gemma 4 E2B / E4B)", ple));
+  TROUPE_TRY_ASSIGN(shared, j.i("num_kv_shared_layers", 0));
+  if (shared > 0)
+    return j.unsupported(
+        fmt::format("'num_kv_shared_layers' {} (KV shared between layers)", shared));
+  j.mark("use_double_wide_mlp"); // (on KV-sharing layers only)
+  if (j.b("enable_moe_block", false))
+    return j.unsupported("'enable_moe_block' (Gemma 4's experts beside the MLP)");
+  for (const char* k : {"num_experts", "top_k_experts", "moe_intermediate_size"}) j.mark(k);
+  return {};
+}
+
+status build_gemma4(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+  n.post_attn_norm = "model.layers.{}.post_attention_layernorm.weight";
+  n.ffn_norm = "model.layers.{}.pre_feedforward_layernorm.weight";
+  n.post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
+  n.layer_scalar = "model.layers.{}.layer_scalar";
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
