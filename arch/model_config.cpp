@@ -169,7 +169,9 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   const int64_t mats = m.expert_relu2 ? 2 : 3; // (ungated experts: up and down)
   const int64_t experts = experts_counted * mats * C * m.F_expert +
                           m.n_expert * (C + (m.router_bias ? 1 : 0)) + // router, choice bias
-                          mats * C * m.F_shared + (m.shared_gate ? C : 0);
+                          mats * C * m.F_shared + (m.shared_gate ? C : 0) +
+                          // Gemma 4: the dense MLP beside them, the router's scales, 3 norms
+                          (m.moe_beside_mlp ? 3 * C * m.F + C + m.n_expert + 3 * C : 0);
   int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C;
   // norms: before each sublayer, and after it too where they sandwich it
   const int64_t norms = (m.norms == norm_place::sandwich ? 4 : 2) * C;

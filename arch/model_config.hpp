@@ -196,6 +196,11 @@ struct model_config {
   // head without a weight; layer_scalar: each layer's output times a scalar of the checkpoint
   int64_t D_full = 0, Hkv_full = 0;
   bool kv_shared_kv = false, v_norm = false, layer_scalar = false;
+  // Gemma 4's MoE layers: the experts beside the dense MLP (F), each with its norms (the MLP's
+  // output norm, the experts' input and output norms), their sum through the FFN's output
+  // norm; GeGLU experts; the router reads the layer's input RMS-normed times a scale vector and
+  // 1/sqrt(C), and each chosen weight is times its expert's scale
+  bool moe_beside_mlp = false;
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;

@@ -151,12 +151,14 @@ vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, 
 
 vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down,
                  vid router_bias, const moe_biases& biases) {
-  const vid logits = op(op::matmul, {h, w_router, biases.router}, "ffn_router");
+  const vid logits = op(
+      op::matmul, {s.router_in != none ? s.router_in : h, w_router, biases.router}, "ffn_router");
   // the experts: the stacked weights, and the biases and clamped activation where given
   kernels::op_params ep;
   ep.swiglu_alpha = s.swiglu_alpha;
   ep.swiglu_limit = s.swiglu_limit;
   ep.moe_relu2 = s.relu2;
+  ep.moe_gelu = s.gelu;
   auto experts = [&](vid ids, vid wts) {
     vid x = h;
     // one expert per token (the families refuse more): its input times the weight ([T, 1]
@@ -166,8 +168,9 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
       wts = scale(wts, 0.0f, "ffn_expert_ones", 1.0f);
     }
     std::vector<vid> in = {x, ids, wts, w_gate, w_up, w_down};
-    if (biases.gate != none || biases.up != none || biases.down != none)
+    if (biases.gate != none || biases.up != none || biases.down != none || s.expert_scales != none)
       in.insert(in.end(), {biases.gate, biases.up, biases.down});
+    if (s.expert_scales != none) in.push_back(s.expert_scales);
     return op(op::moe, std::move(in), "ffn_moe", ep);
   };
   // the choice: ids [k] and their weights [k], written by one node

@@ -51,6 +51,9 @@ struct moe_spec {
   float swiglu_alpha = 0, swiglu_limit = 0; // GPT-OSS's clamped SwiGLU when limit > 0
   bool scale_input = false; // the weight scales the chosen expert's input (Llama 4; used = 1)
   bool relu2 = false;       // ungated experts, down(relu(up x)^2) (Nemotron-H; w_gate = w_up)
+  bool gelu = false;        // GeGLU experts, down(gelu_tanh(gate x) up x) (Gemma 4)
+  vid router_in = none;     // the router's input where it is not the experts' (Gemma 4)
+  vid expert_scales = none; // [E]: the chosen weights times their expert's (Gemma 4)
 };
 
 /// The optional biases of a mixture of experts (GPT-OSS): the router's logits [E], and each

@@ -54,6 +54,14 @@ void swiglu_clamped(float* h, const float* g, int64_t n, float alpha, float limi
     h[i] = (uv + 1.0f) * gv / (1.0f + std::exp(-alpha * gv));
   }
 }
+// h = gelu_tanh(g) h, in place
+void geglu(float* h, const float* g, int64_t n) {
+  const float k = 0.7978845608028654f; // sqrt(2 / pi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float gv = g[i];
+    h[i] *= 0.5f * gv * (1.0f + std::tanh(k * (gv + 0.044715f * gv * gv * gv)));
+  }
+}
 op_args mm_swiglu(tensor_view y, tensor_view x, tensor_view g, tensor_view u) {
   op_args a = mm(y, x, g);
   a.kind = op::matmul_swiglu;
@@ -73,7 +81,8 @@ bool moe_ok(const registry& r, backend b, const op_args& a) {
   const tensor_view xs(x.data, dtype::f32, shape{n, C});
   const tensor_view hs(x.data, dtype::f32, shape{n, F});
   const auto ge = rows_of(wg, 0, F), de = rows_of(wd, 0, C);
-  const bool plain = !a.src[6].data && !a.src[7].data && a.p.swiglu_limit <= 0 && !a.p.moe_relu2;
+  const bool plain =
+      !a.src[6].data && !a.src[7].data && a.p.swiglu_limit <= 0 && !a.p.moe_relu2 && !a.p.moe_gelu;
   const bool fused = plain && r.find(b, mm_swiglu(hs, xs, ge, ge), lookup::native_only).has_value();
   const bool split = r.find(b, mm(hs, xs, ge, part_of(a.src[6], 0, F)), lookup::native_only) &&
                      r.find(b, mm(xs, hs, de, part_of(a.src[8], 0, C)), lookup::native_only) &&
@@ -89,7 +98,8 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
   const int64_t n = T * k;
   const float limit = a.p.swiglu_limit, alpha = a.p.swiglu_alpha;
   const bool relu2 = a.p.moe_relu2; // Nemotron-H: down(relu(up x)^2), no gate
-  const bool plain = !bg.data && !bu.data && limit <= 0 && !relu2; // silu(gate) up, no biases
+  const bool gelu = a.p.moe_gelu;   // Gemma 4: gelu_tanh(gate x) up x
+  const bool plain = !bg.data && !bu.data && limit <= 0 && !relu2 && !gelu; // silu(gate) up
   scratch s{c, {}};
   // the grouping: count[e] then, per expert, its (token, choice) pairs in token order
   TROUPE_TRY_ASSIGN(order_t, s.make(b, n, 1));
@@ -149,7 +159,9 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
       const tensor_view gt(g2.row<float>(p0), dtype::f32, shape{m, F});
       TROUPE_TRY(prim(r, b, mm(gt, xe, ge, part_of(bg, e * F, F)), ec));
       TROUPE_TRY(prim(r, b, mm(he, xe, ue, part_of(bu, e * F, F)), ec));
-      if (limit > 0)
+      if (gelu)
+        geglu(he.as<float>(), gt.as<float>(), m * F);
+      else if (limit > 0)
         swiglu_clamped(he.as<float>(), gt.as<float>(), m * F, alpha, limit);
       else
         TROUPE_TRY(prim(r, b, swiglu_of(he, gt, he), ec));
@@ -183,7 +195,8 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
   for (int64_t e = 0; e < E; ++e)
     for (int64_t i = start[e]; i < start[e + 1]; ++i) {
       const int32_t tj = order[i];
-      const float w = wts.row<float>(tj / k)[tj % k];
+      float w = wts.row<float>(tj / k)[tj % k];
+      if (a.src[9].data) w *= a.src[9].as<float>()[e0 + e]; // its expert's scale
       float* out = a.dst.row<float>(tj / k);
       const float* y = yg.row<float>(i);
       for (int64_t cc = 0; cc < C; ++cc) out[cc] += w * y[cc];

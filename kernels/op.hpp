@@ -78,7 +78,10 @@
 //                    to each expert's products; with p.swiglu_limit > 0 the activation is
 //                    GPT-OSS's clamped one: g = min(gate, L), u = clamp(up, -L, L),
 //                    h = (u + 1) g sigmoid(p.swiglu_alpha g); with p.moe_relu2 the experts
-//                    are ungated, h = relu(up x)^2 (Nemotron-H's; src3 is W_up again, unread).
+//                    are ungated, h = relu(up x)^2 (Nemotron-H's; src3 is W_up again, unread);
+//                    with p.moe_gelu h = gelu_tanh(g) u (Gemma 4's GeGLU experts). An optional
+//                    src9 f32 [E_all] scales each choice's weight by its expert's (by the
+//                    global id; Gemma 4's per_expert_scale).
 //                    With expert parallelism
 //                    the weights hold experts p.expert0 .. p.expert0 + E - 1 of p.n_expert:
 //                    choices of other experts add nothing here (another shard adds them)
@@ -234,6 +237,7 @@ struct op_params {
   float router_eps = 1e-20f;       // moe_router: renormalised by the chosen scores' sum + eps
   float swiglu_alpha = 0, swiglu_limit = 0; // moe: GPT-OSS's clamped SwiGLU when limit > 0
   bool moe_relu2 = false; // moe: ungated experts, down(relu(up x)^2) (src3 = src4, unread)
+  bool moe_gelu = false;  // moe: GeGLU experts, down(gelu_tanh(gate x) up x)
   // gated_delta: value head h reads key head (head0 + h) % Hk (GGUF's tiled head order), else
   // h / (Hv / Hk); src5 (ssm_scan: src2) holds -exp(A_log) (GGUF's ssm_a), else A_log
   bool delta_tiled = false, delta_neg_a = false;
@@ -242,7 +246,7 @@ struct op_params {
 
 struct op_args {
   op kind = op::add;
-  std::array<tensor_view, 9> src{}; // moe reads nine
+  std::array<tensor_view, 10> src{}; // moe reads ten
   tensor_view dst;
   tensor_view dst2;
   tensor_view dst3; // matmul_qkv's v

@@ -104,6 +104,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "falcon_mamba",
                                                             "jamba",
                                                             "nemotron_h_moe",
-                                                            "gemma4"};
+                                                            "gemma4",
+                                                            "gemma4_moe"};
 
 } // namespace troupe::test

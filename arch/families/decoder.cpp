@@ -357,7 +357,7 @@ std::vector<std::string> decoder::expert_tensors(const std::string& pattern, int
   return out;
 }
 
-expected<vid> decoder::moe(int l, vid h) {
+expected<vid> decoder::moe(int l, vid h, vid router_in) {
   builder b(g_, l);
   const int64_t C = c_.C, E = c_.n_expert, F = c_.F_expert;
   if (n_.moe_router.empty() || (n_.moe_gate.empty() && n_.moe_gate_up.empty() && !c_.expert_relu2))
@@ -404,6 +404,12 @@ expected<vid> decoder::moe(int l, vid h) {
   s.swiglu_limit = static_cast<float>(c_.swiglu_limit);
   s.scale_input = c_.expert_input_scaled;
   s.relu2 = c_.expert_relu2;
+  s.gelu = c_.act == act_kind::gelu_tanh && !c_.expert_relu2; // GeGLU experts (Gemma 4)
+  if (c_.act == act_kind::gelu_erf && !c_.expert_relu2)
+    return make_error(errc::unsupported, "{}: experts gated by the erf GELU", m_.path);
+  s.router_in = router_in;
+  if (!n_.moe_expert_scale.empty())
+    TROUPE_TRY_SET(s.expert_scales, req(n_.moe_expert_scale, l, {E}));
   vid rb = none;
   if (c_.router_bias) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {E}));
   moe_biases mb;
@@ -444,8 +450,28 @@ expected<vid> decoder::moe(int l, vid h) {
   return y;
 }
 
+expected<vid> decoder::mlp_and_experts(int l, vid x) {
+  builder b(g_, l);
+  const int64_t C = c_.C;
+  TROUPE_TRY_ASSIGN(h1, norm(x, l, n_.ffn_norm, "", C, c_.norm, "ffn_norm"));
+  TROUPE_TRY_ASSIGN(m, ffn(l, h1));
+  TROUPE_TRY_ASSIGN(m1, norm(m, l, n_.post_ffn_norm_1, "", C, c_.norm, "ffn_post_norm_1"));
+  // the router's input: x RMS-normed (no weight), times its scale and 1/sqrt(C)
+  const vid ones = w_.constant(b.name("ffn_router_norm") + ".ones", l, {C}, 1.0f);
+  const vid rn =
+      b.norm(x, norm_type::rms, ones, none, static_cast<float>(c_.norm_eps), "ffn_router_norm");
+  TROUPE_TRY_ASSIGN(rs, req(n_.moe_router_scale, l, {C}));
+  const vid ri =
+      b.scale(b.mul(rn, rs, "ffn_router_in_scaled"),
+              static_cast<float>(1.0 / std::sqrt(static_cast<double>(C))), "ffn_router_in");
+  TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm_2, "", C, c_.norm, "ffn_norm_2"));
+  TROUPE_TRY_ASSIGN(e, moe(l, h2, ri));
+  TROUPE_TRY_ASSIGN(e2, norm(e, l, n_.post_ffn_norm_2, "", C, c_.norm, "ffn_post_norm_2"));
+  return b.add(m1, e2, "ffn_mlp_experts");
+}
+
 expected<vid> decoder::ffn(int l, vid h) {
-  if (c_.layer_moe(l)) return moe(l, h);
+  if (c_.layer_moe(l) && !c_.moe_beside_mlp) return moe(l, h);
   builder b(g_, l);
   const int64_t C = c_.C, F = c_.F;
   weight_ref tr;
@@ -536,9 +562,13 @@ expected<vid> decoder::layer(int l, vid x) {
     TROUPE_TRY_SET(a, norm(a, l, n_.post_attn_norm, "", C, c_.norm, "attn_post_norm"));
   x = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
   if (!c_.layer_has_ffn(l)) return x; // a block of the mixer alone (Mamba2)
-  TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
-  TROUPE_TRY_ASSIGN(f0, ffn(l, h2));
-  vid f = f0;
+  vid f = none;
+  if (c_.moe_beside_mlp && c_.layer_moe(l)) {
+    TROUPE_TRY_SET(f, mlp_and_experts(l, x));
+  } else {
+    TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
+    TROUPE_TRY_SET(f, ffn(l, h2));
+  }
   if (c_.norms == norm_place::sandwich)
     TROUPE_TRY_SET(f, norm(f, l, n_.post_ffn_norm, "", C, c_.norm, "ffn_post_norm"));
   return b.add(x, scaled(f, "ffn_scaled"), "ffn_residual");

@@ -44,6 +44,9 @@ struct decoder_names {
   std::string moe_router_b, moe_gate_b, moe_up_b, moe_down_b;
   std::string attn_sinks;   // a sink logit per head [H]
   std::string layer_scalar; // [1]: the layer's output times it (model_config::layer_scalar)
+  // model_config::moe_beside_mlp (Gemma 4): the MLP's output norm, the experts' input and output
+  // norms, the router's input scale [C] and each expert's scale [E]
+  std::string post_ffn_norm_1, ffn_norm_2, post_ffn_norm_2, moe_router_scale, moe_expert_scale;
   // a gate per head [H, C]: each head's output times sigmoid(x g_h) (LFM3's g_proj)
   std::string attn_head_gate;
   // latent attention: q_proj or q_a (+ its norm) and q_b; kv_a_proj_with_mqa, its norm, kv_b

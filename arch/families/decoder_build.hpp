@@ -119,8 +119,13 @@ class decoder {
   // the names of expert `pattern`'s matrices: one per expert ("{e}"), or the merged tensor
   std::vector<std::string> expert_tensors(const std::string& pattern, int l) const;
 
-  // router, the chosen experts, and the shared expert (gated) when there is one
-  expected<vid> moe(int l, vid h);
+  // router, the chosen experts, and the shared expert (gated) when there is one; the router
+  // reads `router_in` where given (else h)
+  expected<vid> moe(int l, vid h, vid router_in = none);
+
+  // Gemma 4's MoE layer's FFN (model_config::moe_beside_mlp) from the layer's stream x: the
+  // dense MLP and the experts, each normed, summed (before the FFN's output norm)
+  expected<vid> mlp_and_experts(int l, vid x);
 
   expected<vid> ffn(int l, vid h);
 

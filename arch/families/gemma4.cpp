@@ -5,7 +5,9 @@
 // and proportional RoPE; on them, with attention_k_eq_v, the values are the keys' projection
 // (no v_proj); every layer's values RMS-normed per head without a weight; norms that scale by w
 // (not 1 + w); attention scores unscaled (the q norm sets their size); each layer's output
-// times a scalar of the checkpoint (layer_scalar); logits soft-capped.
+// times a scalar of the checkpoint (layer_scalar); logits soft-capped. The MoE model (26B-A4B,
+// enable_moe_block) runs on every layer GeGLU experts beside the dense MLP, routed from the
+// layer's input (RMS-normed, times a learned scale), each choice times its expert's scale.
 #include <cmath>
 
 #include "arch/families/decoder.hpp"
@@ -117,10 +119,17 @@ status read_gemma4_hf(hf_cfg& j, model_config& c) {
   if (shared > 0)
     return j.unsupported(
         fmt::format("'num_kv_shared_layers' {} (KV shared between layers)", shared));
-  j.mark("use_double_wide_mlp"); // (on KV-sharing layers only)
-  if (j.b("enable_moe_block", false))
-    return j.unsupported("'enable_moe_block' (Gemma 4's experts beside the MLP)");
-  for (const char* k : {"num_experts", "top_k_experts", "moe_intermediate_size"}) j.mark(k);
+  j.mark("use_double_wide_mlp");        // (on KV-sharing layers only)
+  if (j.b("enable_moe_block", false)) { // every layer: the experts beside the dense MLP
+    TROUPE_TRY_ASSIGN(E, j.req("num_experts"));
+    TROUPE_TRY_ASSIGN(k, j.req("top_k_experts"));
+    TROUPE_TRY_ASSIGN(Fe, j.req("moe_intermediate_size"));
+    c.n_expert = E, c.n_expert_used = k, c.F_expert = Fe;
+    c.norm_topk = true;
+    c.moe_beside_mlp = true;
+  } else {
+    for (const char* k : {"num_experts", "top_k_experts", "moe_intermediate_size"}) j.mark(k);
+  }
   return {};
 }
 
@@ -131,6 +140,17 @@ status build_gemma4(const model_source& m, graph::graph& g) {
   n.ffn_norm = "model.layers.{}.pre_feedforward_layernorm.weight";
   n.post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
   n.layer_scalar = "model.layers.{}.layer_scalar";
+  if (c.moe_beside_mlp) {
+    const std::string p = "model.layers.{}.";
+    n.post_ffn_norm_1 = p + "post_feedforward_layernorm_1.weight";
+    n.ffn_norm_2 = p + "pre_feedforward_layernorm_2.weight";
+    n.post_ffn_norm_2 = p + "post_feedforward_layernorm_2.weight";
+    n.moe_router = p + "router.proj.weight";
+    n.moe_router_scale = p + "router.scale";
+    n.moe_expert_scale = p + "router.per_expert_scale";
+    n.moe_gate_up = p + "experts.gate_up_proj"; // [E, 2F, C]: each expert's gate rows, then up
+    n.moe_down = p + "experts.down_proj";       // [E, C, F]
+  }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

@@ -367,8 +367,9 @@ void register_cuda_kernels(registry& r) {
       op::moe, backend::cuda, "f32|f16|bf16|q8_0|q4_0",
       [](const op_args& a) {
         // one weight format for the three stacked matrices (launch_moe reads them alike)
-        // (ungated relu^2 experts, Nemotron-H's: not in launch_moe)
-        return !a.p.moe_relu2 && a.src[0].type == dtype::f32 &&
+        // (ungated relu^2 experts, Nemotron-H's, GeGLU experts and per-expert scales, Gemma
+        // 4's: not in launch_moe)
+        return !a.p.moe_relu2 && !a.p.moe_gelu && !a.src[9].data && a.src[0].type == dtype::f32 &&
                cuda::matmul_weight_ok(a.src[3].type) && a.src[4].type == a.src[3].type &&
                a.src[5].type == a.src[3].type && moe_biases_ok(a) && contig(a);
       },

@@ -54,7 +54,11 @@ status moe(const op_args& a, const exec_ctx&) {
         }
         double gv = g[static_cast<size_t>(f)];
         if (bg.data) gv += bg.as<float>()[e * F + f];
-        if (limit > 0) { // GPT-OSS: (clamp(u) + 1) * g sigmoid(alpha g), g capped above
+        if (a.p.moe_gelu) { // Gemma 4: gelu_tanh(g) u
+          const double k = std::sqrt(2.0 / std::acos(-1.0));
+          h[static_cast<size_t>(f)] =
+              0.5 * gv * (1.0 + std::tanh(k * (gv + 0.044715 * gv * gv * gv))) * uv;
+        } else if (limit > 0) { // GPT-OSS: (clamp(u) + 1) * g sigmoid(alpha g), g capped above
           gv = std::min(gv, limit);
           uv = std::clamp(uv, -limit, limit);
           h[static_cast<size_t>(f)] = (uv + 1.0) * gv / (1.0 + std::exp(-alpha * gv));
@@ -65,7 +69,7 @@ status moe(const op_args& a, const exec_ctx&) {
       rows_times(wd, e * C, C, h, y);
       if (bd.data)
         for (int64_t c = 0; c < C; ++c) y[static_cast<size_t>(c)] += bd.as<float>()[e * C + c];
-      const double w = wts.row<float>(t)[j];
+      const double w = wts.row<float>(t)[j] * (a.src[9].data ? a.src[9].as<float>()[id] : 1.0);
       for (int64_t c = 0; c < C; ++c) out[static_cast<size_t>(c)] += w * y[static_cast<size_t>(c)];
     }
     for (int64_t c = 0; c < C; ++c)
