@@ -100,6 +100,15 @@ bool model_config::layer_moe(int64_t layer) const {
   return layer >= 0 && layer < static_cast<int64_t>(moe_layers.size()) && moe_layers[layer];
 }
 
+int64_t model_config::layer_kv_source(int64_t layer) const {
+  if (layer < 0 || layer >= static_cast<int64_t>(kv_source.size())) return layer;
+  return kv_source[static_cast<size_t>(layer)];
+}
+
+int64_t model_config::layer_ffn(int64_t layer) const {
+  return ffn_wide_shared && layer_kv_source(layer) != layer ? 2 * F : F;
+}
+
 bool model_config::layer_full_geometry(int64_t layer) const {
   return (D_full > 0 || Hkv_full > 0) && layer >= 0 && layer_window(layer) == 0;
 }
@@ -127,13 +136,16 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   // an attention layer, of its geometry (Gemma 4's full layers have theirs, and may take the
   // values from the keys' projection)
   auto attention = [&](int64_t l) {
-    const int64_t D = m.layer_head_dim(l), Hkv = m.layer_kv_heads(l);
+    const int64_t D = m.layer_head_dim(l);
+    // (a layer attending over an earlier one's cache has no k / v projections, no k norm)
+    const bool own = m.layer_kv_source(l) == l;
+    const int64_t Hkv = own ? m.layer_kv_heads(l) : 0;
     const int64_t kv = m.kv_shared_kv && m.layer_full_geometry(l) ? 1 : 2;
     // q / k norm weights: one per head dim, or per head (or over the whole projection)
     const int64_t qk_norms =
         m.qk_norm == qk_norm_kind::none || m.qk_norm == qk_norm_kind::head_plain || !m.norm_weight
             ? 0
-        : m.qk_norm == qk_norm_kind::head ? 2 * D
+        : m.qk_norm == qk_norm_kind::head ? (own ? 2 : 1) * D
                                           : (H + Hkv) * D;
     return m.kv_lora > 0 ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
                                C * (m.kv_lora + m.qk_rope) +
@@ -165,7 +177,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
       : m.short_conv ? 3 * C * Vd + Vd * m.lin_conv + Vd * C
                      : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
                            2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
-  const int64_t dense = (m.gated_ffn ? 3 : 2) * C * m.F;
+  auto dense = [&](int64_t l) { return (m.gated_ffn ? 3 : 2) * C * m.layer_ffn(l); };
   const int64_t mats = m.expert_relu2 ? 2 : 3; // (ungated experts: up and down)
   const int64_t experts = experts_counted * mats * C * m.F_expert +
                           m.n_expert * (C + (m.router_bias ? 1 : 0)) + // router, choice bias
@@ -173,6 +185,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                           // Gemma 4: the dense MLP beside them, the router's scales, 3 norms
                           (m.moe_beside_mlp ? 3 * C * m.F + C + m.n_expert + 3 * C : 0);
   int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C;
+  if (m.ple_dim > 0) // the per-layer embeddings' table, the model's projection and its norm
+    total += (m.ple_vocab + C) * m.n_layer * m.ple_dim + m.ple_dim;
   // norms: before each sublayer, and after it too where they sandwich it
   const int64_t norms = (m.norms == norm_place::sandwich ? 4 : 2) * C;
   for (int64_t l = 0; l < m.n_layer; ++l)
@@ -183,7 +197,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
              (m.ssm_parallel ? linear : 0) + // Falcon-H1: the mixer beside the attention
              (!m.layer_has_ffn(l) ? 0
               : m.layer_moe(l)    ? experts
-                                  : dense) +
+                                  : dense(l)) +
+             (m.ple_dim > 0 ? 2 * C * m.ple_dim + C : 0) + // a layer's gate, projection, norm
              (m.layer_has_ffn(l) && m.layer_has_mixer(l) ? norms : norms / 2); // one norm a block
   return total;
 }
@@ -230,6 +245,17 @@ status model_config::validate() const {
       (Hkv_full > 0 && H % Hkv_full))
     return bad(fmt::format("the full-attention layers' head dim {} and {} KV heads (of {} heads)",
                            D_full, Hkv_full, H));
+  if (ple_dim < 0 || ple_dim > 65536 || ple_vocab < 0 || ple_vocab > (1 << 24) ||
+      (ple_dim > 0 && ple_vocab <= 0))
+    return bad(fmt::format("per-layer embeddings of {} values over a vocabulary of {}", ple_dim,
+                           ple_vocab));
+  if (!kv_source.empty() && static_cast<int64_t>(kv_source.size()) != n_layer)
+    return bad(fmt::format("{} KV sources for {} layers", kv_source.size(), n_layer));
+  for (size_t l = 0; l < kv_source.size(); ++l) // an earlier layer's (or its own), of its kind
+    if (kv_source[l] < 0 || kv_source[l] > static_cast<int64_t>(l) ||
+        layer_window(kv_source[l]) != layer_window(static_cast<int64_t>(l)) ||
+        layer_kv_source(kv_source[l]) != kv_source[l])
+      return bad(fmt::format("layer {} shares the KV cache of layer {}", l, kv_source[l]));
   const int64_t Dmax = std::max(D, D_full); // (the full layers' rope rotates theirs)
   if (rope_enabled && (rope.rot_dim <= 0 || rope.rot_dim > Dmax || rope.rot_dim % 2))
     return bad(fmt::format("rotary dimension {} must be even and at most the head dim {}",

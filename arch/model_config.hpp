@@ -201,6 +201,15 @@ struct model_config {
   // norm; GeGLU experts; the router reads the layer's input RMS-normed times a scale vector and
   // 1/sqrt(C), and each chosen weight is times its expert's scale
   bool moe_beside_mlp = false;
+  // Gemma 4 E2B / E4B: per-layer embeddings (ple_dim > 0): each layer l adds W_up (act(W_gate x)
+  // * p_l), normed, where p_l = (rms(W_proj e)_l + table_l[token] sqrt(ple_dim)) / sqrt(2) from
+  // the token's scaled embedding e (W_proj [L ple_dim, C] times 1/sqrt(C), a slice per layer) and
+  // a table [ple_vocab, L ple_dim]; kv_source: per layer, the layer whose KV cache it attends
+  // over (itself, or an earlier layer's: the last layers share the KV of the last layer of their
+  // type before them, and keep none); ffn_wide_shared: those sharing layers' FFN is 2F wide
+  int64_t ple_dim = 0, ple_vocab = 0;
+  std::vector<int32_t> kv_source;
+  bool ffn_wide_shared = false;
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;
@@ -234,8 +243,15 @@ struct model_config {
   /// Whether layer `layer` has an FFN after its mixer, and whether it has a mixer (layer_blocks).
   bool layer_has_ffn(int64_t layer) const;
   bool layer_has_mixer(int64_t layer) const;
-  /// Whether layer `layer` keeps a KV cache (attention: a mixer that is not linear).
-  bool layer_has_kv(int64_t layer) const { return layer_has_mixer(layer) && !layer_linear(layer); }
+  /// Whether layer `layer` keeps a KV cache (attention: a mixer that is not linear, and not one
+  /// attending over an earlier layer's cache).
+  bool layer_has_kv(int64_t layer) const {
+    return layer_has_mixer(layer) && !layer_linear(layer) && layer_kv_source(layer) == layer;
+  }
+  /// The layer whose KV cache `layer` attends over (itself unless kv_source says otherwise).
+  int64_t layer_kv_source(int64_t layer) const;
+  /// The FFN width of `layer` (F, or 2F on a KV-sharing layer with ffn_wide_shared).
+  int64_t layer_ffn(int64_t layer) const;
   /// Whether some layer keeps a recurrent state per sequence (linear attention, Mamba).
   bool has_recurrent_state() const;
   /// f32 values of recurrent state one sequence holds on a shard of `tp` ranks, over layers

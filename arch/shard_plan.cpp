@@ -1,6 +1,7 @@
 // shard_plan.cpp: slicing arithmetic and placement parsing (shard_plan.hpp).
 #include "arch/shard_plan.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 #include <system_error>
@@ -114,12 +115,25 @@ expected<placement> even_placement(const model_config& c, int tp, int pp) {
     return make_error(errc::invalid_argument, "--pp {} exceeds the model's {} layers", pp,
                       c.n_layer);
   placement p;
+  // layers attending over an earlier layer's KV cache (Gemma 4 E2B / E4B) stay with it: the last
+  // stage starts at the first layer any of them reads, the others split what comes before
+  int64_t tail = c.n_layer;
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    if (c.layer_kv_source(l) != l) tail = std::min(tail, c.layer_kv_source(l));
+  const int64_t head = pp > 1 && tail < c.n_layer ? tail : c.n_layer;
+  const int split = head < c.n_layer ? pp - 1 : pp; // stages over [0, head)
+  if (split > head)
+    return make_error(errc::invalid_argument,
+                      "--pp {}: layers {}-{} share KV caches and stay on one stage, which leaves "
+                      "{} layers for the other {} stages",
+                      pp, tail, c.n_layer - 1, head, split);
   int begin = 0;
-  for (int s = 0; s < pp; ++s) {
-    const int n = static_cast<int>(c.n_layer / pp + (s < c.n_layer % pp ? 1 : 0));
+  for (int s = 0; s < split; ++s) {
+    const int n = static_cast<int>(head / split + (s < head % split ? 1 : 0));
     p.stages.push_back({begin, begin + n, tp, {}});
     begin += n;
   }
+  if (head < c.n_layer) p.stages.push_back({begin, static_cast<int>(c.n_layer), tp, {}});
   return p;
 }
 

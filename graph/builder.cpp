@@ -241,18 +241,23 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
   vid q = x.q, k = x.k, v = x.v;
   const vid pos = g_.input(input_kind::positions);
   const vid slots = g_.input(input_kind::slots);
+  const bool shared = s.k_cache != none; // attends over another layer's cache
   if (s.rope) {
     kernels::op_params rp;
     rp.rope = s.rope_params;
     q = op(op::rope, {q, pos}, "q_rope", rp);
-    k = op(op::rope, {k, pos}, "k_rope", rp);
+    if (!shared) k = op(op::rope, {k, pos}, "k_rope", rp);
   }
   if (s.q_norm != none) q = norm(q, norm_type::rms, s.q_norm, none, s.qk_norm_eps, "q_norm");
-  if (s.k_norm != none) k = norm(k, norm_type::rms, s.k_norm, none, s.qk_norm_eps, "k_norm");
-  const vid kc = add_kv_state(g_, state_kind::k_cache, layer_, s.kv_heads, D, s.kv_axis);
-  const vid vc = add_kv_state(g_, state_kind::v_cache, layer_, s.kv_heads, D, s.kv_axis);
-  op_into(op::kv_store, {k, slots}, kc, "k_store");
-  op_into(op::kv_store, {v, slots}, vc, "v_store");
+  if (s.k_norm != none && !shared)
+    k = norm(k, norm_type::rms, s.k_norm, none, s.qk_norm_eps, "k_norm");
+  vid kc = s.k_cache, vc = s.v_cache;
+  if (!shared) {
+    kc = add_kv_state(g_, state_kind::k_cache, layer_, s.kv_heads, D, s.kv_axis);
+    vc = add_kv_state(g_, state_kind::v_cache, layer_, s.kv_heads, D, s.kv_axis);
+    op_into(op::kv_store, {k, slots}, kc, "k_store");
+    op_into(op::kv_store, {v, slots}, vc, "v_store");
+  }
   kernels::op_params ap;
   ap.scale = s.scale > 0 ? s.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   ap.window = s.window;

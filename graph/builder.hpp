@@ -36,6 +36,8 @@ struct attention_spec {
   vid gate = none;    // [T, H * D] or [T, H]: the output times sigmoid(gate) before o_proj (a gate
                       // per value: Qwen3.5; per head, over its values: LFM3)
   vid q_norm = none, k_norm = none; // [D]: RMS norms of each rotated q / k head (Hunyuan)
+  // an earlier layer's KV cache to attend over (Gemma 4's KV-sharing layers): no k, v or store
+  vid k_cache = none, v_cache = none;
   float qk_norm_eps = 1e-5f;
 };
 

@@ -56,6 +56,18 @@ status cut_pipeline(graph& g, const shard_cut& c) {
   for (auto& n : g.nodes)
     if (keep(n)) kept.push_back(std::move(n));
   g.nodes = std::move(kept);
+  // every activation a stage reads is made on it (a family that puts a node of a layer's work
+  // in another layer would leave a stage reading a value nothing writes)
+  std::vector<char> made(g.values.size(), 0);
+  for (const node& n : g.nodes) {
+    for (vid v : n.in)
+      if (v != none && g[v].kind == value_kind::activation && !made[static_cast<size_t>(v)])
+        return make_error(errc::internal,
+                          "graph: layers [{}, {}) read {}, which a node outside them makes",
+                          c.layer_begin, c.layer_end, g[v].name);
+    for (vid v : n.out)
+      if (v != none) made[static_cast<size_t>(v)] = 1;
+  }
   for (auto& v : g.values) v.output = false;
   if (c.last_stage && c.layer_end == g.n_layer) {
     if (g.logits == none) return make_error(errc::internal, "graph: no logits");

@@ -105,6 +105,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "jamba",
                                                             "nemotron_h_moe",
                                                             "gemma4",
-                                                            "gemma4_moe"};
+                                                            "gemma4_moe",
+                                                            "gemma4_e"};
 
 } // namespace troupe::test

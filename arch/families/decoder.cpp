@@ -19,6 +19,7 @@ status decoder::build() {
   for (int l = 0; l < g_.n_layer; ++l) {
     TROUPE_TRY_ASSIGN(y, layer(l, x));
     x = y;
+    if (c_.ple_dim > 0) TROUPE_TRY_SET(x, per_layer_input(l, x));
     if (c_.layer_scalar) { // the whole stream times the layer's scalar (Gemma 4)
       builder b(g_, l);
       TROUPE_TRY_ASSIGN(s, req(n_.layer_scalar, l, {1}));
@@ -264,7 +265,86 @@ expected<vid> decoder::mla(int l, vid h) {
   return b.linear(b.view(v, {-1}, "attn_flat"), wo, none, "attn_out");
 }
 
+expected<vid> decoder::per_layer_input(int l, vid x) {
+  builder b(g_, l);
+  const int64_t C = c_.C, P = c_.ple_dim, L = c_.n_layer, V = c_.ple_vocab;
+  const vid tokens = g_.input(input_kind::tokens);
+  // the token's scaled embedding again (a row gather: each pipeline stage makes its own)
+  vid e = b.op(op::embedding, {tok_, tokens}, "ple_embd");
+  if (c_.embed_scale != 0)
+    e = b.scale(e,
+                static_cast<float>(c_.embed_scale_rounded ? round_to(g_[tok_].type, c_.embed_scale)
+                                                          : c_.embed_scale),
+                "ple_embd_scaled");
+  // this layer's slice of the projection, times 1/sqrt(C), RMS-normed over P
+  weight_ref rows = row_range(static_cast<int64_t>(l) * P, P);
+  TROUPE_TRY_ASSIGN(wp, req(n_.ple_proj, -1, {P, C}, cut::none, axis::none, 1, rows));
+  g_[wp].layer = l;
+  const vid pr =
+      b.scale(b.linear(e, wp, none, "ple_proj"),
+              static_cast<float>(1.0 / std::sqrt(static_cast<double>(C))), "ple_proj_scaled");
+  TROUPE_TRY_ASSIGN(pn, norm(pr, l, n_.ple_proj_norm, "", P, norm_kind::rms, "ple_proj_norm"));
+  // plus the table's columns of this layer for the token, times sqrt(P); / sqrt(2)
+  weight_ref cols;
+  cols.col0 = static_cast<int64_t>(l) * P, cols.cols = P;
+  const bool vocab_cut = V == c_.V; // vocabulary-parallel like the embeddings, else whole
+  TROUPE_TRY_ASSIGN(wt, req(n_.ple_table, -1, {V, P}, vocab_cut ? cut::out : cut::none,
+                            vocab_cut ? axis::vocab : axis::none, 1, cols));
+  g_[wt].layer = l;
+  vid tk = b.op(op::embedding, {wt, tokens}, "ple_tok");
+  tk = b.scale(tk, static_cast<float>(round_to(g_[wt].type, std::sqrt(static_cast<double>(P)))),
+               "ple_tok_scaled");
+  const vid pl =
+      b.scale(b.add(pn, tk, "ple_sum"), static_cast<float>(1.0 / std::sqrt(2.0)), "ple_input");
+  // x += norm(W_up (act(W_gate x) * p_l))
+  TROUPE_TRY_ASSIGN(wg, req(n_.ple_gate, l, {P, C}));
+  TROUPE_TRY_ASSIGN(wu, req(n_.ple_up, l, {C, P}));
+  const op act = c_.act == act_kind::silu        ? op::silu
+                 : c_.act == act_kind::gelu_tanh ? op::gelu_tanh
+                                                 : op::gelu_erf;
+  const vid gt = b.unary(act, b.linear(x, wg, none, "ple_gate"), "ple_gate_act");
+  const vid up = b.linear(b.mul(gt, pl, "ple_gated"), wu, none, "ple_up");
+  TROUPE_TRY_ASSIGN(un, norm(up, l, n_.ple_norm, "", C, c_.norm, "ple_post_norm"));
+  return b.add(x, un, "ple_residual");
+}
+
+expected<vid> decoder::shared_attention(int l, vid h, int64_t source) {
+  builder b(g_, l);
+  const int64_t C = c_.C, H = c_.H, D = c_.layer_head_dim(l);
+  auto cache = [&](const char* what) -> vid {
+    const std::string name = fmt::format("blk.{}.{}", source, what);
+    for (size_t i = 0; i < g_.values.size(); ++i)
+      if (g_.values[i].kind == value_kind::state && g_.values[i].name == name)
+        return static_cast<vid>(i);
+    return none;
+  };
+  attention_spec s;
+  s.k_cache = cache("k_cache"), s.v_cache = cache("v_cache");
+  if (s.k_cache == none || s.v_cache == none || c_.qk_norm != qk_norm_kind::head ||
+      c_.clip_qkv > 0 || !n_.wqkv.empty())
+    return make_error(errc::internal,
+                      "{}: layer {} shares the KV cache of layer {}, which has none", m_.path, l,
+                      source);
+  TROUPE_TRY_ASSIGN(wq, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D));
+  TROUPE_TRY_ASSIGN(bq, opt(n_.bq, l, {H * D}, cut::out, axis::heads, D));
+  TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * D}, cut::in, axis::heads, D));
+  TROUPE_TRY_ASSIGN(bo, opt(n_.bo, l, {C}));
+  vid q = b.view(b.linear(h, wq, bq, "q"), {-1, D}, "q_heads");
+  TROUPE_TRY_SET(q, qk_norm(b, l, q, H, axis::heads, true));
+  s.heads = H;
+  s.kv_heads = c_.layer_kv_heads(l);
+  s.head_dim = D;
+  s.kv_axis = c_.layer_full_geometry(l) ? axis::kv_heads_full : axis::kv_heads;
+  s.scale = static_cast<float>(c_.attention_scale());
+  s.window = c_.layer_window(l);
+  s.softcap = static_cast<float>(c_.attn_softcap);
+  s.rope = c_.layer_rope(l);
+  s.rope_params = c_.has_rope_local && s.window > 0 ? c_.rope_local : c_.rope;
+  return b.attend(s, {q, none, none}, wo, bo);
+}
+
 expected<vid> decoder::attention(int l, vid h) {
+  if (const int64_t src = c_.layer_kv_source(l); src != l) return shared_attention(l, h, src);
   if (c_.layer_linear(l) && c_.ssm_dt_rank > 0) return mamba1(l, h);
   if (c_.layer_linear(l))
     return c_.mamba ? mamba(l, h) : c_.short_conv ? short_conv(l, h) : delta_net(l, h);
@@ -473,7 +553,7 @@ expected<vid> decoder::mlp_and_experts(int l, vid x) {
 expected<vid> decoder::ffn(int l, vid h) {
   if (c_.layer_moe(l) && !c_.moe_beside_mlp) return moe(l, h);
   builder b(g_, l);
-  const int64_t C = c_.C, F = c_.F;
+  const int64_t C = c_.C, F = c_.layer_ffn(l);
   weight_ref tr;
   tr.transposed = n_.transposed;
   vid wg = none, wu, bg = none, bu;

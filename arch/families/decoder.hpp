@@ -47,6 +47,10 @@ struct decoder_names {
   // model_config::moe_beside_mlp (Gemma 4): the MLP's output norm, the experts' input and output
   // norms, the router's input scale [C] and each expert's scale [E]
   std::string post_ffn_norm_1, ffn_norm_2, post_ffn_norm_2, moe_router_scale, moe_expert_scale;
+  // per-layer embeddings (model_config::ple_dim): the table [ple_vocab, L P], the model's
+  // projection [L P, C] and its norm [P]; per layer the gate [P, C], the projection [C, P] and
+  // the norm after it [C]
+  std::string ple_table, ple_proj, ple_proj_norm, ple_gate, ple_up, ple_norm;
   // a gate per head [H, C]: each head's output times sigmoid(x g_h) (LFM3's g_proj)
   std::string attn_head_gate;
   // latent attention: q_proj or q_a (+ its norm) and q_b; kv_a_proj_with_mqa, its norm, kv_b

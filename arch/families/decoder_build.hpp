@@ -127,6 +127,12 @@ class decoder {
   // dense MLP and the experts, each normed, summed (before the FFN's output norm)
   expected<vid> mlp_and_experts(int l, vid x);
 
+  // Gemma 4's per-layer embedding (model_config::ple_dim) added to layer l's output x
+  expected<vid> per_layer_input(int l, vid x);
+
+  // the attention of a layer over an earlier layer's KV cache (model_config::kv_source)
+  expected<vid> shared_attention(int l, vid h, int64_t source);
+
   expected<vid> ffn(int l, vid h);
 
   expected<vid> layer(int l, vid x);

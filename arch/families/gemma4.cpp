@@ -7,7 +7,10 @@
 // (not 1 + w); attention scores unscaled (the q norm sets their size); each layer's output
 // times a scalar of the checkpoint (layer_scalar); logits soft-capped. The MoE model (26B-A4B,
 // enable_moe_block) runs on every layer GeGLU experts beside the dense MLP, routed from the
-// layer's input (RMS-normed, times a learned scale), each choice times its expert's scale.
+// layer's input (RMS-normed, times a learned scale), each choice times its expert's scale. E2B /
+// E4B add per-layer embeddings (hidden_size_per_layer_input) and let their last layers attend
+// over an earlier layer's KV cache (num_kv_shared_layers), those with 2F-wide FFNs where
+// use_double_wide_mlp.
 #include <cmath>
 
 #include "arch/families/decoder.hpp"
@@ -109,17 +112,35 @@ status read_gemma4_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_rope_dict(full, geometry, c.rope, 1e6, j.where()));
   TROUPE_TRY(read_rope_dict(sliding, c, c.rope_local, 1e4, j.where()));
   c.has_rope_local = true;
-  // the parts of Gemma 4 not implemented yet refuse by name
+  // E2B / E4B: per-layer embeddings, and the last layers attending over the KV cache of the
+  // last earlier layer of their type (with twice the FFN width where use_double_wide_mlp)
   TROUPE_TRY_ASSIGN(ple, j.i("hidden_size_per_layer_input", 256));
-  j.mark("vocab_size_per_layer_input");
-  if (ple > 0)
-    return j.unsupported(fmt::format(
-        "'hidden_size_per_layer_input' {} (per-layer embeddings, Gemma 4 E2B / E4B)", ple));
+  TROUPE_TRY_ASSIGN(ple_vocab, j.i("vocab_size_per_layer_input", c.V));
+  if (ple > 0) {
+    if (ple_vocab <= 0) return j.bad("'vocab_size_per_layer_input' must be positive");
+    c.ple_dim = ple, c.ple_vocab = ple_vocab;
+  }
   TROUPE_TRY_ASSIGN(shared, j.i("num_kv_shared_layers", 0));
-  if (shared > 0)
-    return j.unsupported(
-        fmt::format("'num_kv_shared_layers' {} (KV shared between layers)", shared));
-  j.mark("use_double_wide_mlp");        // (on KV-sharing layers only)
+  if (shared > L) return j.bad(fmt::format("'num_kv_shared_layers' {} of {} layers", shared, L));
+  const bool wide = j.b("use_double_wide_mlp", false);
+  if (shared > 0) {
+    const int64_t first = L - shared;
+    c.kv_source.resize(static_cast<size_t>(L));
+    for (int64_t l = 0; l < L; ++l) {
+      int64_t src = l;
+      if (l >= first) {
+        src = -1;
+        for (int64_t p = first - 1; p >= 0 && src < 0; --p)
+          if (c.layer_window(p) == c.layer_window(l)) src = p;
+        if (src < 0)
+          return j.unsupported(fmt::format(
+              "'num_kv_shared_layers' {}: layer {} has no earlier layer of its type to share",
+              shared, l));
+      }
+      c.kv_source[static_cast<size_t>(l)] = static_cast<int32_t>(src);
+    }
+    c.ffn_wide_shared = wide;
+  }
   if (j.b("enable_moe_block", false)) { // every layer: the experts beside the dense MLP
     TROUPE_TRY_ASSIGN(E, j.req("num_experts"));
     TROUPE_TRY_ASSIGN(k, j.req("top_k_experts"));
@@ -140,6 +161,14 @@ status build_gemma4(const model_source& m, graph::graph& g) {
   n.ffn_norm = "model.layers.{}.pre_feedforward_layernorm.weight";
   n.post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
   n.layer_scalar = "model.layers.{}.layer_scalar";
+  if (c.ple_dim > 0) {
+    n.ple_table = "model.embed_tokens_per_layer.weight";
+    n.ple_proj = "model.per_layer_model_projection.weight";
+    n.ple_proj_norm = "model.per_layer_projection_norm.weight";
+    n.ple_gate = "model.layers.{}.per_layer_input_gate.weight";
+    n.ple_up = "model.layers.{}.per_layer_projection.weight";
+    n.ple_norm = "model.layers.{}.post_per_layer_input_norm.weight";
+  }
   if (c.moe_beside_mlp) {
     const std::string p = "model.layers.{}.";
     n.post_ffn_norm_1 = p + "post_feedforward_layernorm_1.weight";

@@ -56,6 +56,12 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
     }
     dims[0] = n;
   }
+  if (ref.cols >= 0) { // columns [col0, col0 + cols) of a matrix (a per-layer slice of a table)
+    if (dims.size() != 2 || ref.col0 < 0 || ref.col0 + ref.cols > dims[1])
+      return make_error(errc::shape_mismatch, "{}: columns [{}, {}) of tensor '{}'",
+                        t->file->path(), ref.col0, ref.col0 + ref.cols, name);
+    dims[1] = ref.cols;
+  }
   if (!want.empty() && dims != want) {
     std::string have, need;
     for (int64_t d : dims) have += (have.empty() ? "" : ", ") + std::to_string(d);

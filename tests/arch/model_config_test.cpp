@@ -568,3 +568,48 @@ TEST(ModelConfig, MambaDimensionsOutOfRangeRefuse) {
   m["time_step_rank"] = 0;
   EXPECT_FALSE(parse(m));
 }
+
+// Gemma 4 from a sparse text config: 5 sliding to 1 full by default (the last layer full), the
+// full layers' geometry from global_head_dim / num_global_key_value_heads (the heads only with
+// attention_k_eq_v, as transformers reads them) or from transformers 5's per_layer_config;
+// per-layer embeddings by default; shared KV from the last earlier layer of each type.
+TEST(ModelConfig, Gemma4ReadsItsLayers) {
+  json j = base("Gemma4ForCausalLM");
+  j["num_hidden_layers"] = 8;
+  j["head_dim"] = 16;
+  j["global_head_dim"] = 32;
+  j["num_global_key_value_heads"] = 1;
+  j["num_kv_shared_layers"] = 2;
+  j["use_double_wide_mlp"] = true;
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->windowed, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0, 1, 0}));
+  EXPECT_EQ(c->layer_head_dim(5), 32);
+  EXPECT_EQ(c->layer_head_dim(4), 16);
+  EXPECT_EQ(c->layer_kv_heads(5), 2); // without attention_k_eq_v the global heads are not read
+  EXPECT_EQ(c->rope.rot_dim, 32);
+  EXPECT_EQ(c->rope.turning, 4); // a quarter of the full layers' pairs
+  EXPECT_EQ(c->rope_local.rot_dim, 16);
+  EXPECT_EQ(c->ple_dim, 256); // Gemma4TextConfig's default
+  EXPECT_EQ(c->kv_source, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 4, 5}));
+  EXPECT_EQ(c->layer_ffn(7), 2 * c->F);
+  EXPECT_EQ(c->layer_ffn(5), c->F);
+  j["attention_k_eq_v"] = true;
+  ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+  EXPECT_EQ(c->layer_kv_heads(5), 1);
+  EXPECT_TRUE(c->kv_shared_kv);
+  j.erase("global_head_dim");
+  j.erase("num_global_key_value_heads");
+  j["per_layer_config"] = {{"5", {{"head_dim", 64}, {"num_key_value_heads", 1}}},
+                           {"7", {{"head_dim", 64}, {"num_key_value_heads", 1}}}};
+  ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+  EXPECT_EQ(c->layer_head_dim(7), 64);
+  j["per_layer_config"]["2"] = {{"head_dim", 64}}; // a sliding layer of its own shape
+  EXPECT_FALSE(parse(j));
+  j.erase("per_layer_config");
+  j["use_bidirectional_attention"] = "all";
+  EXPECT_FALSE(parse(j));
+  j["use_bidirectional_attention"] = "vision";
+  j["num_kv_shared_layers"] = 7; // layer 1 would share a full layer before it: there is none
+  EXPECT_FALSE(parse(j));
+}

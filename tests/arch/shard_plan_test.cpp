@@ -115,3 +115,37 @@ TEST(Placement, DevicesPerStageAndRank) {
     EXPECT_NE(r.error().message.find("device"), std::string::npos) << r.error().message;
   }
 }
+
+// Gemma 4 E2B's shape: the last layers attend over the KV caches of earlier layers, so an even
+// placement keeps every layer from the first one they read on the last stage; the full-attention
+// layers' own KV heads are split (or replicated) by TP like the others'.
+TEST(Placement, SharedKvLayersStayWithTheirSource) {
+  auto c = stories();
+  c.n_layer = 8;
+  c.kv_source = {0, 1, 2, 3, 4, 5, 4, 5}; // layers 6, 7 read 4 and 5
+  auto p = even_placement(c, 1, 3);
+  ASSERT_TRUE(p) << p.error().to_string();
+  ASSERT_EQ(p->stages.size(), 3u);
+  EXPECT_EQ(p->stages[0].layer_begin, 0);
+  EXPECT_EQ(p->stages[1].layer_begin, 2);
+  EXPECT_EQ(p->stages[2].layer_begin, 4);
+  EXPECT_EQ(p->stages[2].layer_end, 8);
+  EXPECT_FALSE(even_placement(c, 1, 6)); // 4 layers before the shared ones for 5 stages
+  c.Hkv_full = 1;
+  c.D_full = 16;
+  c.sliding_window = 4;
+  c.windowed = {1, 1, 1, 1, 1, 0, 1, 0};
+  for (int r = 0; r < 2; ++r) {
+    shard_spec s;
+    s.tp_rank = r, s.tp_size = 2;
+    auto d = plan_shard(c, s);
+    ASSERT_TRUE(d) << d.error().to_string();
+    EXPECT_EQ(d->Hkv_s, 2);
+    EXPECT_EQ(d->kv0, 2 * r);
+    EXPECT_EQ(d->Hkvf_s, 1); // one KV head, on both ranks
+    EXPECT_EQ(d->kvf0, 0);
+  }
+  EXPECT_EQ(c.kv_values_per_token(1, 5), 2 * 16);
+  EXPECT_EQ(c.kv_values_per_token(1, 4), 2 * 4 * 8);
+  EXPECT_FALSE(c.layer_has_kv(6)); // it keeps none of its own
+}
