@@ -212,9 +212,9 @@ const std::vector<family_entry>& families() {
       // fill what its text_config leaves out
       {"gemma4",
        {"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"},
-       {},
+       {"gemma4"},
        read_gemma4_hf,
-       nullptr,
+       read_gemma4_gguf,
        build_gemma4,
        prepare_language_model,
        R"({"vocab_size": 262144, "hidden_size": 2304, "intermediate_size": 9216,

@@ -4,6 +4,8 @@
 //    characters fall back to <0xXX> byte pieces; control pieces (type 3) never come from text.
 //  - model "gpt2": byte-level BPE with tokenizer.ggml.merges and the pre-tokenizer regex named
 //    by tokenizer.ggml.pre (gpt2 / llama-bpe / qwen2).
+//  - model "gemma4": BPE with tokenizer.ggml.merges over the whole text as UTF-8, spaces as
+//    U+2581 (none prepended), unknown characters as <0xXX> byte pieces (Gemma 4's tokenizer.json).
 // Counts and ids from the file are checked against the vocabulary size.
 #include "formats/gguf.hpp"
 #include "text/tokenizer_impl.hpp"
@@ -57,8 +59,38 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
   TROUPE_TRY(id_key("tokenizer.ggml.unknown_token_id", t->unk_id));
   if (auto ct = g.get_string("tokenizer.chat_template")) t->chat_template = std::string(*ct);
 
+  // tokenizer.ggml.merges ("a b", by rank) into t->merges
+  auto read_merges = [&]() -> status {
+    TROUPE_TRY_ASSIGN(merges, g.get_strings("tokenizer.ggml.merges"));
+    int32_t rank = 0;
+    for (auto m : merges) {
+      const size_t sp = m.find(' ', 1);
+      if (sp == std::string_view::npos)
+        return make_error(errc::corrupt_file, "{}: merge '{}' has no space", where, m);
+      auto li = t->ids.find(std::string(m.substr(0, sp))),
+           ri = t->ids.find(std::string(m.substr(sp + 1)));
+      auto mi = t->ids.find(std::string(m.substr(0, sp)) + std::string(m.substr(sp + 1)));
+      if (li == t->ids.end() || ri == t->ids.end() || mi == t->ids.end())
+        return make_error(errc::corrupt_file,
+                          "{}: merge '{}' uses a piece missing from the vocabulary", where, m);
+      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(li->second)) << 32) |
+                           static_cast<uint32_t>(ri->second);
+      t->merges.emplace(key, std::pair{rank++, mi->second});
+    }
+    return {};
+  };
   bool add_bos;
-  if (model == "llama") {
+  if (model == "gemma4") {
+    t->model = tokenizer_impl::model_t::bpe;
+    t->byte_fallback = true;
+    t->kind_name = "bpe";
+    TROUPE_TRY(read_merges());
+    t->normalizers.push_back({normalizer_step::replace, " ", "\xe2\x96\x81"});
+    t->decoders.push_back({decoder_step::replace, "\xe2\x96\x81", " "});
+    t->decoders.push_back({decoder_step::byte_fallback});
+    t->decoders.push_back({decoder_step::fuse});
+    add_bos = true;
+  } else if (model == "llama") {
     t->model = tokenizer_impl::model_t::spm;
     t->byte_fallback = true;
     t->kind_name = "spm";
@@ -84,22 +116,7 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     t->model = tokenizer_impl::model_t::bpe;
     t->byte_level = true;
     t->kind_name = "byte-level";
-    TROUPE_TRY_ASSIGN(merges, g.get_strings("tokenizer.ggml.merges"));
-    int32_t rank = 0;
-    for (auto m : merges) {
-      const size_t sp = m.find(' ', 1);
-      if (sp == std::string_view::npos)
-        return make_error(errc::corrupt_file, "{}: merge '{}' has no space", where, m);
-      auto li = t->ids.find(std::string(m.substr(0, sp))),
-           ri = t->ids.find(std::string(m.substr(sp + 1)));
-      auto mi = t->ids.find(std::string(m.substr(0, sp)) + std::string(m.substr(sp + 1)));
-      if (li == t->ids.end() || ri == t->ids.end() || mi == t->ids.end())
-        return make_error(errc::corrupt_file,
-                          "{}: merge '{}' uses a piece missing from the vocabulary", where, m);
-      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(li->second)) << 32) |
-                           static_cast<uint32_t>(ri->second);
-      t->merges.emplace(key, std::pair{rank++, mi->second});
-    }
+    TROUPE_TRY(read_merges());
     std::string pre = "gpt2";
     if (auto p = g.get_string("tokenizer.ggml.pre")) pre = std::string(*p);
     TROUPE_TRY(add_byte_level_split(*t, pre, where));
@@ -111,7 +128,8 @@ expected<std::unique_ptr<tokenizer>> tokenizer::from_gguf(const gguf_file& g) {
     add_bos = pre == "llama-bpe" || pre == "llama3" || pre == "lfm2";
   } else {
     return make_error(errc::unsupported,
-                      "{}: tokenizer model '{}' is not supported (llama, gpt2 are)", where, model);
+                      "{}: tokenizer model '{}' is not supported (llama, gpt2, gemma4 are)", where,
+                      model);
   }
   if (g.get("tokenizer.ggml.add_bos_token"))
     add_bos = g.get("tokenizer.ggml.add_bos_token")->i != 0;

@@ -68,6 +68,7 @@ status read_apertus_hf(hf_cfg& j, model_config& c);
 status read_apertus_gguf(const gguf_cfg& g, model_config& c);
 status build_apertus(const model_source& m, graph::graph& g);
 status read_gemma4_hf(hf_cfg& j, model_config& c);
+status read_gemma4_gguf(const gguf_cfg& g, model_config& c);
 status build_gemma4(const model_source& m, graph::graph& g);
 status read_gemma_hf(hf_cfg& j, model_config& c);
 status read_gemma_gguf(const gguf_cfg& g, model_config& c);

@@ -154,8 +154,159 @@ status read_gemma4_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+namespace {
+
+// a key written once or per layer (the converter's arrays): the value of every layer
+expected<std::vector<int64_t>> per_layer(const gguf_cfg& g, const char* k, int64_t L) {
+  const gguf_value* v = g.g.get(g.key(k));
+  if (!v) return make_error(errc::corrupt_file, "{}: {} is missing", g.path(), k);
+  if (v->type != gguf_type::array) {
+    if (!v->is_integer())
+      return make_error(errc::corrupt_file, "{}: {} is not a count", g.path(), k);
+    return std::vector<int64_t>(static_cast<size_t>(L), v->i);
+  }
+  if (static_cast<int64_t>(v->arr.size()) != L)
+    return make_error(errc::corrupt_file, "{}: {} has {} values for {} layers", g.path(), k,
+                      v->arr.size(), L);
+  std::vector<int64_t> out;
+  for (const auto& e : v->arr) {
+    if (!e.is_integer() || e.i <= 0)
+      return make_error(errc::corrupt_file, "{}: {} holds a value that is not a count", g.path(),
+                        k);
+    out.push_back(e.i);
+  }
+  return out;
+}
+
+} // namespace
+
+// llama.cpp's converter (gemma4): the full layers' head dim as key_length, the sliding ones' as
+// key_length_swa; KV heads and FFN widths per layer; the full layers' proportional RoPE as
+// rope_freqs (1 for the pairs that turn, 1e30 for the others); attention_k_eq_v as full layers
+// without attn_v; the shared KV layers as a count, llama.cpp pairing each with the last layer
+// (full) or the one before it (sliding) before them.
+status read_gemma4_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
+  TROUPE_TRY_ASSIGN(L, g.req("block_count"));
+  TROUPE_TRY_ASSIGN(H, g.req("attention.head_count"));
+  if (L <= 0 || L > 4096) return make_error(errc::corrupt_file, "{}: block_count {}", g.path(), L);
+  c.C = C, c.n_layer = L, c.H = H;
+  TROUPE_TRY(read_gguf_windows(g, c, 0, 5));
+  c.D_full = g.i("attention.key_length", 512);
+  c.D = g.i("attention.key_length_swa", c.D_full);
+  if (g.i("attention.value_length", c.D_full) != c.D_full ||
+      g.i("attention.value_length_swa", c.D) != c.D)
+    return g.unsupported("value lengths other than the key lengths");
+  TROUPE_TRY_ASSIGN(kv, per_layer(g, "attention.head_count_kv", L));
+  TROUPE_TRY_ASSIGN(ff, per_layer(g, "feed_forward_length", L));
+  c.Hkv = 0, c.Hkv_full = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    int64_t& to = c.layer_window(l) ? c.Hkv : c.Hkv_full;
+    if (to != 0 && to != kv[static_cast<size_t>(l)])
+      return g.unsupported("attention.head_count_kv that differs between layers of one kind");
+    to = kv[static_cast<size_t>(l)];
+  }
+  if (c.Hkv == 0) c.Hkv = c.Hkv_full;
+  if (c.Hkv_full == 0) c.Hkv_full = c.Hkv;
+  c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-6);
+  c.tie_embeddings = !g.has_tensor("output.weight");
+  // the full layers' RoPE (read_gguf_common reads rope_freqs over their pairs)
+  const int64_t D = c.D;
+  c.D = c.D_full;
+  TROUPE_TRY(read_gguf_common(g, c));
+  c.D = D;
+  c.rope.layout = rope_layout::neox;
+  if (c.rope.scaling == rope_scaling::factors) { // 1 then 1e30 (a pair that never turns)
+    const auto& f = c.rope.short_factor;
+    size_t turn = 0;
+    while (turn < f.size() && f[turn] == 1.0) ++turn;
+    for (size_t i = turn; i < f.size(); ++i)
+      if (!(f[i] >= 1e29))
+        return g.unsupported("rope_freqs other than 1 then 1e30 (proportional RoPE)");
+    c.rope.scaling = rope_scaling::none;
+    c.rope.short_factor.clear();
+    c.rope.turning = turn == f.size() ? 0 : static_cast<int>(turn);
+  }
+  c.has_rope_local = true;
+  c.rope_local = rope_spec{};
+  c.rope_local.layout = rope_layout::neox;
+  c.rope_local.theta = g.f("rope.freq_base_swa", 10000.0);
+  c.rope_local.rot_dim = static_cast<int>(g.i("rope.dimension_count_swa", c.D));
+  c.final_softcap = g.f("final_logit_softcapping", 0.0);
+  c.embed_scale = std::sqrt(static_cast<double>(C)); // llama.cpp scales in f32
+  c.act = act_kind::gelu_tanh;
+  c.norms = norm_place::sandwich;
+  c.qk_norm = qk_norm_kind::head;
+  c.v_norm = c.layer_scalar = true;
+  c.attn_scale = 1.0;
+  c.F = ff[0];
+  // the full layers without attn_v take the values from attn_k
+  for (int64_t l = 0; l < L; ++l)
+    if (!c.layer_window(l)) {
+      c.kv_shared_kv = !g.has_tensor(fmt::format("blk.{}.attn_v.weight", l));
+      break;
+    }
+  const int64_t shared = g.i("attention.shared_kv_layers", 0);
+  if (shared < 0 || shared >= L)
+    return make_error(errc::corrupt_file, "{}: shared_kv_layers {} of {} layers", g.path(), shared,
+                      L);
+  if (shared > 0) {
+    const int64_t first = L - shared;
+    c.kv_source.resize(static_cast<size_t>(L));
+    for (int64_t l = 0; l < L; ++l)
+      c.kv_source[static_cast<size_t>(l)] =
+          static_cast<int32_t>(l < first ? l : first - (c.layer_window(l) ? 2 : 1));
+    if (first < 2) return g.unsupported("shared_kv_layers leaving fewer than 2 layers");
+  }
+  for (int64_t l = 0; l < L; ++l) { // 2F on the sharing layers (use_double_wide_mlp), else F
+    const int64_t want = ff[static_cast<size_t>(l)];
+    const bool sharing = shared > 0 && l >= L - shared;
+    if (want == 2 * c.F && sharing && l > 0)
+      c.ffn_wide_shared = true;
+    else if (want != c.F)
+      return g.unsupported(fmt::format("feed_forward_length {} on layer {} (F {})", want, l, c.F));
+  }
+  if (const int64_t P = g.i("embedding_length_per_layer_input", 0); P > 0) {
+    c.ple_dim = P;
+    const tensor_info* t = g.g.tensors.find("per_layer_token_embd.weight");
+    c.ple_vocab = t && t->dims.rank == 2 ? t->dims[0] : c.V;
+  }
+  if (const int64_t E = g.i("expert_count", 0); E > 0) {
+    c.n_expert = E;
+    c.n_expert_used = g.i("expert_used_count", 0);
+    c.F_expert = g.i("expert_feed_forward_length", 0);
+    c.norm_topk = true;
+    c.moe_beside_mlp = true;
+  }
+  return {};
+}
+
 status build_gemma4(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format != "hf") { // llama.cpp's names
+    decoder_names n = gguf_layout(m);
+    n.layer_scalar = "blk.{}.layer_output_scale.weight";
+    if (c.ple_dim > 0) {
+      n.ple_table = "per_layer_token_embd.weight";
+      n.ple_proj = "per_layer_model_proj.weight";
+      n.ple_proj_norm = "per_layer_proj_norm.weight";
+      n.ple_gate = "blk.{}.inp_gate.weight";
+      n.ple_up = "blk.{}.proj.weight";
+      n.ple_norm = "blk.{}.post_norm.weight";
+    }
+    if (c.moe_beside_mlp) {
+      n.post_ffn_norm_1 = "blk.{}.post_ffw_norm_1.weight";
+      n.ffn_norm_2 = "blk.{}.pre_ffw_norm_2.weight";
+      n.post_ffn_norm_2 = "blk.{}.post_ffw_norm_2.weight";
+      n.moe_router = "blk.{}.ffn_gate_inp.weight";
+      n.moe_router_scale = "blk.{}.ffn_gate_inp.scale";
+      n.moe_expert_scale = "blk.{}.ffn_down_exps.scale";
+      n.moe_gate_up = "blk.{}.ffn_gate_up_exps.weight";
+      n.moe_down = "blk.{}.ffn_down_exps.weight";
+    }
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
   n.post_attn_norm = "model.layers.{}.post_attention_layernorm.weight";
   n.ffn_norm = "model.layers.{}.pre_feedforward_layernorm.weight";
