@@ -283,7 +283,13 @@ expected<vid> decoder::per_layer_input(int l, vid x) {
   const vid pr =
       b.scale(b.linear(e, wp, none, "ple_proj"),
               static_cast<float>(1.0 / std::sqrt(static_cast<double>(C))), "ple_proj_scaled");
-  TROUPE_TRY_ASSIGN(pn, norm(pr, l, n_.ple_proj_norm, "", P, norm_kind::rms, "ple_proj_norm"));
+  if (ple_norm_ == none) { // one weight for every layer's norm (held once)
+    weight_ref ref;
+    ref.add = static_cast<float>(c_.norm_add);
+    TROUPE_TRY_SET(ple_norm_, req(n_.ple_proj_norm, -1, {P}, cut::none, axis::none, 1, ref));
+  }
+  const vid pn =
+      b.norm(pr, norm_type::rms, ple_norm_, none, static_cast<float>(c_.norm_eps), "ple_proj_norm");
   // plus the table's columns of this layer for the token, times sqrt(P); / sqrt(2)
   weight_ref cols;
   cols.col0 = static_cast<int64_t>(l) * P, cols.cols = P;

@@ -145,6 +145,7 @@ class decoder {
   graph::graph& g_;
   weights w_;
   vid tok_ = none;
+  vid ple_norm_ = none; // the per-layer embeddings' projection norm, shared by the layers
   std::shared_ptr<kernels::ew_program> act_expr_;
   std::vector<std::shared_ptr<kernels::ew_program>> layer_act_; // per layer, when named
 };
