@@ -165,6 +165,14 @@ const std::vector<family_entry>& families() {
        read_deepseek_gguf,
        build_deepseek,
        prepare_deepseek_hf},
+      // DeepSeek-V3.2: V3 with DeepSeek Sparse Attention (its lightning indexer) on every layer
+      {"deepseek_v32",
+       {"DeepseekV32ForCausalLM"},
+       {},
+       read_deepseek_hf,
+       nullptr,
+       build_deepseek,
+       prepare_deepseek_hf},
       // GLM-4.7-Flash: DeepSeek-V3's latent attention and experts, dense layers by mlp_layer_types
       // (llama.cpp writes it as deepseek2)
       {"glm4_moe_lite",

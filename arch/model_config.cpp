@@ -122,7 +122,7 @@ int64_t model_config::layer_kv_heads(int64_t layer) const {
 }
 
 int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
-  if (kv_lora > 0) return kv_lora + qk_rope;
+  if (kv_lora > 0) return kv_lora + qk_rope + (dsa_topk > 0 ? dsa_dim : 0); // (+ the index key)
   const int64_t kv = layer_kv_heads(layer);
   const int64_t hkv = kv >= tp ? kv / std::max(tp, 1) : 1;
   return 2 * hkv * layer_head_dim(layer);
@@ -147,12 +147,17 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
             ? 0
         : m.qk_norm == qk_norm_kind::head ? (own ? 2 : 1) * D
                                           : (H + Hkv) * D;
-    return m.kv_lora > 0 ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
-                               C * (m.kv_lora + m.qk_rope) +
-                               m.kv_lora * H * (m.qk_nope + m.v_head) + H * m.v_head * C
-                         : C * H * D * (m.attn_output_gate ? 2 : 1) + kv * C * Hkv * D + H * D * C +
-                               (m.qkv_bias ? H * D + kv * Hkv * D : 0) + qk_norms +
-                               (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
+    // DeepSeek-V3.2's indexer: wq_b, wk, its LayerNorm, the head weights
+    const int64_t dsa =
+        m.dsa_topk > 0 ? m.dsa_heads * m.dsa_dim * m.q_lora + m.dsa_dim * (C + 2) + m.dsa_heads * C
+                       : 0;
+    return m.kv_lora > 0
+               ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
+                     C * (m.kv_lora + m.qk_rope) + m.kv_lora * H * (m.qk_nope + m.v_head) +
+                     H * m.v_head * C + dsa + m.q_lora + m.kv_lora // (the latents' norms)
+               : C * H * D * (m.attn_output_gate ? 2 : 1) + kv * C * Hkv * D + H * D * C +
+                     (m.qkv_bias ? H * D + kv * Hkv * D : 0) + qk_norms +
+                     (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
   };
   // a gated DeltaNet layer: q, k, v, z, a, b projections, the convolution's taps, A and
   // dt_bias, the gated norm, out_proj

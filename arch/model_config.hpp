@@ -140,6 +140,13 @@ struct model_config {
   // positional values, cached as they are (D = kv_lora + qk_rope, Hkv = 1); heads of qk_nope +
   // qk_rope query / key dims and v_head value dims
   int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
+  // DeepSeek Sparse Attention (DeepSeek-V3.2; dsa_topk > 0): each query attends over the
+  // dsa_topk keys its lightning indexer scores highest: dsa_heads heads of dsa_dim from the q
+  // bottleneck, one key of dsa_dim per token (LayerNorm-ed, cached beside the latent), head
+  // weights from the layer's input; the first qk_rope dims of both rotated, pairs split in halves
+  // (dsa_rope_interleaved: adjacent, GLM-5's)
+  int64_t dsa_topk = 0, dsa_heads = 0, dsa_dim = 0;
+  bool dsa_rope_interleaved = false;
   // gated DeltaNet (Qwen3.5, Qwen3-Next): the layers marked in linear_layers mix tokens by a
   // short causal convolution (lin_conv taps) over q, k and v, then the gated delta rule over a
   // recurrent memory per sequence (lin_v_heads of lin_k_dim x lin_v_dim, lin_k_heads key heads),

@@ -171,6 +171,11 @@ status infer_shapes(graph& g) {
       out.r = x->r;
       out.dims = x->dims; // the dtype is the builder's or a pass's
       break;
+    case op::dsa_select: // k positions per query
+      out.r = x->r;
+      out.dims = {n.p.k};
+      out.type = dtype::i32;
+      break;
     case op::ssm_scan: // x's shape [T, H, P]
       if (!x) return bad(g, n, "ssm_scan without x");
       out.r = x->r;

@@ -23,6 +23,7 @@ constexpr std::array<std::string_view, op_count> op_names = {
     "elementwise", "matmul_qkv",    "moe",
     "concat",      "head_matmul",   "moe_router",
     "causal_conv", "gated_delta",   "ssm_scan",
+    "dsa_select",
 };
 
 bool is_float(dtype t) {
@@ -156,6 +157,22 @@ status check_args(const op_args& a) {
       return fail(a, "seqs must be i32 [S, 3 + MB]");
     if (a.src[4].data && (a.src[4].type != dtype::f32 || a.src[4].numel() != s0.dims[1]))
       return fail(a, "sinks must be f32 [H]");
+    if (a.src[5].data &&
+        (a.src[5].type != dtype::i32 || a.src[5].dims.rank != 2 || a.src[5].rows() != s0.dims[0] ||
+         a.p.window > 0 || a.p.chunk > 0 || a.p.temp_floor > 0 || a.p.alibi_max_bias > 0))
+      return fail(a, "a selection is i32 [T, K], without windows, chunks, temperature or ALiBi");
+    return {};
+  case op::dsa_select:
+    if (s0.type != dtype::f32 || s0.dims.rank != 3 || a.src[1].dims.rank != 4 ||
+        a.src[1].dims[2] != 1 || a.src[1].dims[3] != s0.dims[2])
+      return fail(a, "q f32 [T, Hi, Di], an index cache [NB, P, 1, Di]");
+    if (a.src[2].type != dtype::i32 || a.src[2].dims.rank != 2 || a.src[2].cols() < 3)
+      return fail(a, "seqs must be i32 [S, 3 + MB]");
+    if (a.src[3].type != dtype::f32 || a.src[3].rows() != s0.dims[0] ||
+        a.src[3].cols() != s0.dims[1])
+      return fail(a, "head weights f32 [T, Hi]");
+    if (d.type != dtype::i32 || d.dims.rank != 2 || d.rows() != s0.dims[0] || d.cols() <= 0)
+      return fail(a, "dst i32 [T, K]");
     return {};
   case op::kv_store:
     if (a.src[1].type != dtype::i32 || a.src[1].numel() != s0.dims[0])

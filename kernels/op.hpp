@@ -43,7 +43,15 @@
 //                    head count p.alibi_heads and the max bias, for global head p.head0 + h;
 //                    a sinks source f32 [H] (attention: src3, paged_attention: src4; or none)
 //                    adds one logit per head to every softmax's denominator and nothing to
-//                    its sum of values (GPT-OSS's learned attention sinks)
+//                    its sum of values (GPT-OSS's learned attention sinks). paged_attention's
+//                    src5, i32 [T, K] (or none): the positions each query attends over (DeepSeek
+//                    Sparse Attention's selection; -1 entries and positions past the query's
+//                    are skipped), with p.scale and p.softcap only
+//   dsa_select       src0 q f32 [T, Hi, Di], src1 index cache [NB, P, 1, Di], src2 seqs i32
+//                    [S, 3 + MB], src3 w f32 [T, Hi] -> dst i32 [T, K]: for a query at position
+//                    p, the K positions s <= p of its sequence with the largest
+//                    sum_h w_h relu(p.scale q_h . k_s) (descending; ties: the earlier
+//                    position first), -1 past the p + 1 there are (DeepSeek-V3.2's indexer)
 //   kv_store         src0 k f32 [T, Hkv, D], src1 slots i32 [T] (block * P + offset)
 //                                                          -> dst cache [NB, P, Hkv, D] rows
 //   argmax           src0 [T, V] f32                                          -> dst i32 [T]
@@ -192,8 +200,9 @@ enum class op : uint8_t {
   causal_conv,
   gated_delta,
   ssm_scan,
+  dsa_select,
 };
-inline constexpr int op_count = 42;
+inline constexpr int op_count = 43;
 
 std::string_view to_string(op o);
 /// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):

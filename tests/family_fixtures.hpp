@@ -106,6 +106,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "nemotron_h_moe",
                                                             "gemma4",
                                                             "gemma4_moe",
-                                                            "gemma4_e"};
+                                                            "gemma4_e",
+                                                            "deepseek_v32"};
 
 } // namespace troupe::test

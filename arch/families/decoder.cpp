@@ -259,15 +259,21 @@ expected<vid> decoder::mla(int l, vid h) {
                       m_.path);
   kernels::op_params ap;
   ap.scale = static_cast<float>(c_.attention_scale());
-  const vid a =
-      b.op(op::paged_attention, {qf, cache, cache, g_.input(input_kind::seq_table)}, "attn", ap);
+  std::vector<vid> ain = {qf, cache, cache, g_.input(input_kind::seq_table)};
+  if (c_.dsa_topk > 0) { // over the positions the indexer picks (src5; no sinks)
+    if (c_.q_lora <= 0)
+      return make_error(errc::unsupported, "{}: sparse attention without a q bottleneck", m_.path);
+    TROUPE_TRY_ASSIGN(sel, dsa_indexer(l, h, src));
+    ain.insert(ain.end(), {none, sel});
+  }
+  const vid a = b.op(op::paged_attention, std::move(ain), "attn", ap);
   const vid v = b.op(op::head_matmul, {a, wvb}, "attn_values"); // W_vb(h) (first kvl of a)
   return b.linear(b.view(v, {-1}, "attn_flat"), wo, none, "attn_out");
 }
 
 expected<vid> decoder::per_layer_input(int l, vid x) {
   builder b(g_, l);
-  const int64_t C = c_.C, P = c_.ple_dim, L = c_.n_layer, V = c_.ple_vocab;
+  const int64_t C = c_.C, P = c_.ple_dim, V = c_.ple_vocab;
   const vid tokens = g_.input(input_kind::tokens);
   // the token's scaled embedding again (a row gather: each pipeline stage makes its own)
   vid e = b.op(op::embedding, {tok_, tokens}, "ple_embd");
@@ -347,6 +353,43 @@ expected<vid> decoder::shared_attention(int l, vid h, int64_t source) {
   s.rope = c_.layer_rope(l);
   s.rope_params = c_.has_rope_local && s.window > 0 ? c_.rope_local : c_.rope;
   return b.attend(s, {q, none, none}, wo, bo);
+}
+
+expected<vid> decoder::dsa_indexer(int l, vid h, vid q_resid) {
+  builder b(g_, l);
+  const int64_t C = c_.C, Hi = c_.dsa_heads, Di = c_.dsa_dim;
+  // every weight whole on every rank: each computes the same selection
+  TROUPE_TRY_ASSIGN(wq, req(n_.dsa_wq, l, {Hi * Di, c_.q_lora}));
+  TROUPE_TRY_ASSIGN(wk, req(n_.dsa_wk, l, {Di, C}));
+  TROUPE_TRY_ASSIGN(nw, req(n_.dsa_k_norm, l, {Di}));
+  TROUPE_TRY_ASSIGN(nb, req(n_.dsa_k_norm_b, l, {Di}));
+  TROUPE_TRY_ASSIGN(ww, req(n_.dsa_w, l, {Hi, C}));
+  vid q = b.view(b.linear(q_resid, wq, none, "idx_q"), {-1, Di}, "idx_q_heads");
+  vid k = b.norm(b.linear(h, wk, none, "idx_k"), norm_type::layer, nw, nb, 1e-6f, "idx_k_norm");
+  k = b.view(k, {1, Di}, "idx_k_head");
+  kernels::op_params rp;
+  rp.rope = c_.rope; // the model's rotation over the first qk_rope dims, pairs as the indexer's
+  rp.rope.layout = c_.dsa_rope_interleaved ? rope_layout::interleaved : rope_layout::neox;
+  const vid pos = g_.input(input_kind::positions);
+  q = b.op(op::rope, {q, pos}, "idx_q_rope", rp);
+  k = b.op(op::rope, {k, pos}, "idx_k_rope", rp);
+  value cv; // the index keys: one head of Di per token, whole on every rank
+  cv.name = "blk." + std::to_string(l) + ".idx_cache";
+  cv.kind = value_kind::state;
+  cv.state = state_kind::k_cache;
+  cv.r = rows::fixed;
+  cv.dims = {1, Di};
+  cv.layer = l;
+  cv.along = axis::none;
+  const vid cache = g_.add_value(std::move(cv));
+  b.op_into(op::kv_store, {k, g_.input(input_kind::slots)}, cache, "idx_store");
+  const vid w =
+      b.scale(b.linear(h, ww, none, "idx_weights"),
+              static_cast<float>(1.0 / std::sqrt(static_cast<double>(Hi))), "idx_weights_scaled");
+  kernels::op_params sp;
+  sp.k = static_cast<int>(c_.dsa_topk);
+  sp.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Di)));
+  return b.op(op::dsa_select, {q, cache, g_.input(input_kind::seq_table), w}, "idx_select", sp);
 }
 
 expected<vid> decoder::attention(int l, vid h) {

@@ -56,6 +56,9 @@ struct decoder_names {
   // latent attention: q_proj or q_a (+ its norm) and q_b; kv_a_proj_with_mqa, its norm, kv_b
   std::string mla_q, mla_q_a, mla_q_a_norm, mla_q_b, mla_kv_a, mla_kv_a_norm, mla_kv_b;
   std::string mla_k_b, mla_v_b; // or kv_b already split (GGUF): k_b [H, kv_lora, nope], v_b
+  // DeepSeek Sparse Attention's indexer: wq_b [Hi Di, q_lora], wk [Di, C], its LayerNorm (weight,
+  // bias), the head weights [Hi, C]
+  std::string dsa_wq, dsa_wk, dsa_k_norm, dsa_k_norm_b, dsa_w;
   // gated DeltaNet layers (model_config::linear_layers): in_proj_qkv (q, k, v rows), z, a, b,
   // the depthwise conv1d [q; k; v channels, 1, taps], dt_bias, A_log, the gated norm, out_proj
   std::string lin_qkv, lin_z, lin_a, lin_b, lin_conv, lin_dt_bias, lin_A_log, lin_norm, lin_out;

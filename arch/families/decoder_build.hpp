@@ -106,6 +106,9 @@ class decoder {
   // (the cache read twice as K and V; the product's last qk_rope values are unused), and
   // W_vb(h) turns each head's weighted latent into its values.
   expected<vid> mla(int l, vid h);
+  // DeepSeek Sparse Attention's lightning indexer: the positions [T, dsa_topk] each query of
+  // layer l attends over, from the layer's input h and the q bottleneck's normed output
+  expected<vid> dsa_indexer(int l, vid h, vid q_resid);
 
   // the recurrent mixers a linear layer runs instead of attention (decoder_mixers.cpp): the
   // gated DeltaNet, LFM2's gated short convolution, Mamba-2's and Mamba-1's selective scans

@@ -50,6 +50,28 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
     const double m = 0.1 * c.rope.mscale_all_dim * std::log(c.rope.factor) + 1.0;
     c.attn_scale *= m * m;
   }
+  if (c.family == "deepseek_v32") { // DeepSeek Sparse Attention on every layer
+    TROUPE_TRY_ASSIGN(topk, j.i("index_topk", 2048));
+    TROUPE_TRY_ASSIGN(dim, j.i("index_head_dim", 128));
+    TROUPE_TRY_ASSIGN(heads, j.i("index_n_heads", 64));
+    if (topk <= 0 || topk > (1 << 24) || dim < rope || dim > 4096 || heads <= 0 || heads > 4096 ||
+        ql <= 0)
+      return j.bad(
+          fmt::format("index_topk {}, index_head_dim {}, index_n_heads {} (with q_lora_rank "
+                      "{} and qk_rope_head_dim {})",
+                      topk, dim, heads, ql, rope));
+    c.dsa_topk = topk, c.dsa_dim = dim, c.dsa_heads = heads;
+    c.rope.layout = rope_layout::interleaved; // the MLA's (the indexer's is in halves)
+    j.mark("rope_interleave");
+    if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
+      if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
+        return j.bad(fmt::format("'layer_types' must list {} layers", c.n_layer));
+      for (const auto& t : lt)
+        if (t != "indexed_attention")
+          return j.unsupported(fmt::format("layer_types {} (indexed_attention is)", t.dump()));
+    }
+    j.mark("head_dim"); // (transformers sets it to qk_rope_head_dim)
+  }
   return read_routed_experts_hf(j, c);
 }
 
@@ -103,9 +125,10 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
   c.F_shared = shared * fe;
   // absent: the config class's default (DeepseekV3Config and ExaoneMoeConfig 2.5,
   // Glm4MoeLiteConfig 1.8, the others 1)
-  const double scale_default = c.family == "deepseek_v3" || exaone ? 2.5
-                               : c.family == "glm4_moe_lite"       ? 1.8
-                                                                   : 1.0;
+  const double scale_default = c.family == "deepseek_v3" || c.family == "deepseek_v32" || exaone
+                                   ? 2.5
+                               : c.family == "glm4_moe_lite" ? 1.8
+                                                             : 1.0;
   TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", scale_default));
   c.expert_scale = scale;
   TROUPE_TRY_ASSIGN(ng, j.i("n_group", 1));
@@ -136,14 +159,16 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
   c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
   // Glm4MoeLiteConfig and ExaoneMoeConfig: mlp_layer_types, else the first dense (GLM-4.7-Flash)
   // or first_k_dense_replace of them (K-EXAONE)
-  if (c.family == "glm4_moe_lite" || exaone) {
+  const bool v32 = c.family == "deepseek_v32";
+  if (c.family == "glm4_moe_lite" || exaone || v32) {
     const json& types = j.raw("mlp_layer_types");
     if (types.is_null()) {
-      TROUPE_TRY_ASSIGN(dense, exaone ? j.i("first_k_dense_replace", 1) : int64_t{1});
+      TROUPE_TRY_ASSIGN(dense,
+                        exaone || v32 ? j.i("first_k_dense_replace", v32 ? 3 : 1) : int64_t{1});
       for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
       return {};
     }
-    if (exaone) j.mark("first_k_dense_replace"); // the list wins (ExaoneMoeConfig)
+    if (exaone || v32) j.mark("first_k_dense_replace"); // the list wins
     if (!types.is_array() || static_cast<int64_t>(types.size()) != c.n_layer)
       return j.bad(fmt::format("'mlp_layer_types' must list {} layers", c.n_layer));
     for (size_t l = 0; l < types.size(); ++l) {
@@ -309,6 +334,11 @@ status build_deepseek(const model_source& m, graph::graph& g) {
   n.mla_q_a_norm = a + "q_a_layernorm.weight", n.mla_q_b = a + "q_b_proj.weight";
   n.mla_kv_a = a + "kv_a_proj_with_mqa.weight", n.mla_kv_a_norm = a + "kv_a_layernorm.weight";
   n.mla_kv_b = a + "kv_b_proj.weight";
+  if (c.dsa_topk > 0) {
+    n.dsa_wq = a + "indexer.wq_b.weight", n.dsa_wk = a + "indexer.wk.weight";
+    n.dsa_k_norm = a + "indexer.k_norm.weight", n.dsa_k_norm_b = a + "indexer.k_norm.bias";
+    n.dsa_w = a + "indexer.weights_proj.weight";
+  }
   routed_expert_names(m, n);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);

@@ -15,6 +15,7 @@ void register_cpu_kernels(registry& r) {
   cpu::register_convert(r);
   cpu::register_latent(r);
   cpu::register_recurrent(r);
+  cpu::register_sparse(r);
 }
 
 } // namespace troupe::kernels

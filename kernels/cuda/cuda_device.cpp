@@ -318,7 +318,8 @@ void register_cuda_kernels(registry& r) {
           return a.src[0].type == dtype::f32 && a.dst.type == dtype::f32 &&
                  (c == dtype::f32 || c == dtype::f16 || c == dtype::bf16) && a.src[2].type == c &&
                  a.src[0].dims.rank == 3 && a.src[0].dims[2] <= cuda::attention_max_head_dim() &&
-                 (!sinks.data || sinks.type == dtype::f32) && contig(a);
+                 (!sinks.data || sinks.type == dtype::f32) && contig(a) &&
+                 !(a.kind == op::paged_attention && a.src[5].data); // (no sparse kernel yet)
         },
         o == op::attention ? cuda::launch_attention : cuda::launch_paged_attention);
   for (op o : {op::argmax, op::topk})

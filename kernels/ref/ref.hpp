@@ -22,6 +22,7 @@ void register_convert(registry& r);
 void register_moe(registry& r);
 void register_latent(registry& r);
 void register_recurrent(registry& r);
+void register_sparse(registry& r);
 
 /// Row i of a contiguous [rows, cols] view as f32 values.
 inline std::vector<float> row_f32(const tensor_view& t, int64_t i) {

@@ -16,6 +16,7 @@ void register_ref_kernels(registry& r) {
   ref::register_moe(r);
   ref::register_latent(r);
   ref::register_recurrent(r);
+  ref::register_sparse(r);
 }
 
 } // namespace troupe::kernels

@@ -319,6 +319,60 @@ void attention_cases(std::vector<op_case>& out_cases) {
     c.tol = {0, 0};
     out_cases.push_back(std::move(c));
   }
+  // DeepSeek Sparse Attention: three sequences (a prefill chunk, a decode, a continued chunk)
+  // through shuffled blocks; the indexer's top 6 of each query's keys (exact ids: fewer than 6
+  // keys leave -1s), and paged attention over a selection (some entries -1)
+  for (dtype kv : {dtype::f32, dtype::bf16})
+    for (bool select : {true, false}) {
+      const int64_t P = 4, NB = 16, MB = 5, K = 6;
+      const int64_t H = select ? 8 : 4, Hkv = select ? 1 : 2, D = select ? 16 : 24;
+      op_case c;
+      c.name = fmt::format("{}(S=3,P={},H={},D={},K={},kv={})",
+                           select ? "dsa_select" : "paged_attention_sparse", P, H, D, K, name(kv));
+      gen g(c.name);
+      c.kind = select ? op::dsa_select : op::paged_attention;
+      const int64_t counts[3] = {9, 1, 3}, pos0s[3] = {0, 14, 5};
+      std::vector<int32_t> blocks(NB - 1);
+      std::iota(blocks.begin(), blocks.end(), 1);
+      std::shuffle(blocks.begin(), blocks.end(), g.rng);
+      std::vector<int32_t> seqs, picked;
+      int64_t T = 0, used = 0;
+      for (int s = 0; s < 3; ++s) {
+        seqs.push_back(static_cast<int32_t>(T));
+        seqs.push_back(static_cast<int32_t>(counts[s]));
+        seqs.push_back(static_cast<int32_t>(pos0s[s]));
+        const int64_t need = (pos0s[s] + counts[s] + P - 1) / P;
+        for (int64_t b = 0; b < MB; ++b) seqs.push_back(b < need ? blocks[used + b] : 0);
+        used += need;
+        T += counts[s];
+        for (int64_t i = 0; i < counts[s]; ++i) // positions <= the query's, a few -1
+          for (int64_t j = 0; j < K; ++j) {
+            const int64_t p = pos0s[s] + i;
+            picked.push_back(j == K - 1 ? -1 : static_cast<int32_t>(g.rng() % (p + 1)));
+          }
+      }
+      if (select) {
+        c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+                 from_floats(kv, {NB, P, 1, D}, g.normal(NB * P * D)), from_ints({3, 3 + MB}, seqs),
+                 from_floats(dtype::f32, {T, H}, g.normal(T * H))};
+        c.dst = out(dtype::i32, {T, K});
+        c.p.scale = 0.25f;
+        c.p.k = static_cast<int>(K);
+        c.tol = {0, 0};
+      } else {
+        c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+                 from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+                 from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+                 from_ints({3, 3 + MB}, seqs),
+                 absent(),
+                 from_ints({T, K}, picked)};
+        c.dst = out(dtype::f32, {T, H, D});
+        c.p.scale = 0.2f;
+        c.p.block_size = P;
+        c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+      }
+      out_cases.push_back(std::move(c));
+    }
 }
 
 } // namespace troupe::kernels::harness

@@ -1,0 +1,136 @@
+// sparse.cpp (cpu): DeepSeek Sparse Attention's parts (op.hpp): dsa_select (the lightning
+// indexer's scores of every key up to a query's position, relu'd per head and summed with the
+// query's head weights, and its top k; ties: the earlier position first) and paged_attention
+// over such a selection (src5). f32 sums; the work split over the queries. The selection reads
+// each key once per query: the indexer's cache rows are short (index_head_dim values).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "core/convert.hpp"
+#include "kernels/cpu/cpu.hpp"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+struct query_ref {
+  int64_t t, pos;
+  const int32_t* blocks;
+};
+
+std::vector<query_ref> queries(const tensor_view& seqs) {
+  std::vector<query_ref> out;
+  for (int64_t si = 0; si < seqs.rows(); ++si) {
+    const int32_t* info = seqs.row<int32_t>(si);
+    for (int64_t i = 0; i < info[1]; ++i) out.push_back({info[0] + i, info[2] + i, info + 3});
+  }
+  return out;
+}
+
+const char* row_at(const tensor_view& c, const int32_t* blocks, int64_t s, int64_t kh) {
+  const int64_t P = c.dims[1], Hkv = c.dims[2], D = c.dims[3];
+  const int64_t slot = static_cast<int64_t>(blocks[s / P]) * P + s % P;
+  return static_cast<const char*>(c.data) + row_bytes(c.type, (slot * Hkv + kh) * D);
+}
+
+void dsa_select(const op_args& a, const exec_ctx& ctx) {
+  const auto &q = a.src[0], &kc = a.src[1], &w = a.src[3];
+  const int64_t H = q.dims[1], D = q.dims[2], K = a.dst.cols();
+  const auto qs = queries(a.src[2]);
+  parallel(ctx, static_cast<int64_t>(qs.size()), 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> k(static_cast<size_t>(D));
+    std::vector<float> score;
+    std::vector<int32_t> order;
+    for (int64_t i = i0; i < i1; ++i) {
+      const query_ref& r = qs[static_cast<size_t>(i)];
+      const float* qt = q.as<float>() + r.t * H * D;
+      const float* wt = w.as<float>() + r.t * H;
+      score.assign(static_cast<size_t>(r.pos + 1), 0.0f);
+      for (int64_t s = 0; s <= r.pos; ++s) {
+        to_f32(kc.type, row_at(kc, r.blocks, s, 0), k.data(), D);
+        float sum = 0;
+        for (int64_t h = 0; h < H; ++h) {
+          float dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += qt[h * D + d] * k[d];
+          sum += wt[h] * std::max(0.0f, a.p.scale * dot);
+        }
+        score[static_cast<size_t>(s)] = sum;
+      }
+      order.resize(score.size());
+      std::iota(order.begin(), order.end(), 0);
+      const auto by_score = [&](int32_t x, int32_t y) {
+        return score[x] > score[y] || (score[x] == score[y] && x < y);
+      };
+      const int64_t n = std::min<int64_t>(K, r.pos + 1);
+      std::partial_sort(order.begin(), order.begin() + n, order.end(), by_score);
+      int32_t* out = a.dst.row<int32_t>(r.t);
+      for (int64_t j = 0; j < K; ++j) out[j] = j < n ? order[static_cast<size_t>(j)] : -1;
+    }
+  });
+}
+
+void paged_sparse(const op_args& a, const exec_ctx& ctx) {
+  const auto &q = a.src[0], &kc = a.src[1], &vc = a.src[2], &sel = a.src[5];
+  const int64_t H = q.dims[1], D = q.dims[2], Hkv = kc.dims[2], group = H / Hkv, K = sel.cols();
+  const auto qs = queries(a.src[3]);
+  parallel(ctx, static_cast<int64_t>(qs.size()), 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> row(static_cast<size_t>(D)), score(static_cast<size_t>(K)),
+        acc(static_cast<size_t>(D));
+    for (int64_t i = i0; i < i1; ++i) {
+      const query_ref& r = qs[static_cast<size_t>(i)];
+      const int32_t* picked = sel.row<int32_t>(r.t);
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t kh = h / group;
+        const float* qh = q.as<float>() + (r.t * H + h) * D;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < K; ++j) {
+          const int64_t s = picked[j];
+          if (s < 0 || s > r.pos) {
+            score[static_cast<size_t>(j)] = -INFINITY;
+            continue;
+          }
+          to_f32(kc.type, row_at(kc, r.blocks, s, kh), row.data(), D);
+          float dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += qh[d] * row[d];
+          float sc = dot * a.p.scale;
+          if (a.p.softcap > 0) sc = a.p.softcap * std::tanh(sc / a.p.softcap);
+          score[static_cast<size_t>(j)] = sc;
+          mx = std::max(mx, sc);
+        }
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        float sum = 0;
+        for (int64_t j = 0; j < K; ++j) {
+          if (score[static_cast<size_t>(j)] == -INFINITY) continue;
+          const float e = std::exp(score[static_cast<size_t>(j)] - mx);
+          sum += e;
+          to_f32(vc.type, row_at(vc, r.blocks, picked[j], kh), row.data(), D);
+          for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += e * row[d];
+        }
+        float* out = a.dst.as<float>() + (r.t * H + h) * D;
+        for (int64_t d = 0; d < D; ++d) out[d] = sum > 0 ? acc[static_cast<size_t>(d)] / sum : 0;
+      }
+    }
+  });
+}
+
+bool float_type(dtype t) {
+  return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16;
+}
+
+} // namespace
+
+void register_sparse(registry& r) {
+  r.add(
+      op::dsa_select, backend::cpu, "scan",
+      [](const op_args& a) { return contiguous_args(a) && float_type(a.src[1].type); }, dsa_select);
+  r.add(
+      op::paged_attention, backend::cpu, "sparse",
+      [](const op_args& a) {
+        return a.src[5].data && contiguous_args(a) && a.src[0].type == dtype::f32 &&
+               float_type(a.src[1].type) && float_type(a.src[2].type) && !a.src[4].data;
+      },
+      paged_sparse);
+}
+
+} // namespace troupe::kernels::cpu
