@@ -173,6 +173,15 @@ const std::vector<family_entry>& families() {
        nullptr,
        build_deepseek,
        prepare_deepseek_hf},
+      // GLM-5: V3.2's sparse attention (its indexer's RoPE on adjacent pairs), layers that reuse
+      // the last full indexer's selection (indexer_types), GLM's experts
+      {"glm_moe_dsa",
+       {"GlmMoeDsaForCausalLM"},
+       {},
+       read_deepseek_hf,
+       nullptr,
+       build_deepseek,
+       prepare_deepseek_hf},
       // GLM-4.7-Flash: DeepSeek-V3's latent attention and experts, dense layers by mlp_layer_types
       // (llama.cpp writes it as deepseek2)
       {"glm4_moe_lite",

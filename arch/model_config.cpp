@@ -105,6 +105,13 @@ int64_t model_config::layer_kv_source(int64_t layer) const {
   return kv_source[static_cast<size_t>(layer)];
 }
 
+int64_t model_config::layer_reads_from(int64_t layer) const {
+  int64_t from = layer_kv_source(layer);
+  if (layer >= 0 && layer < static_cast<int64_t>(dsa_source.size()))
+    from = std::min<int64_t>(from, dsa_source[static_cast<size_t>(layer)]);
+  return from;
+}
+
 int64_t model_config::layer_ffn(int64_t layer) const {
   return ffn_wide_shared && layer_kv_source(layer) != layer ? 2 * F : F;
 }
@@ -122,7 +129,12 @@ int64_t model_config::layer_kv_heads(int64_t layer) const {
 }
 
 int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
-  if (kv_lora > 0) return kv_lora + qk_rope + (dsa_topk > 0 ? dsa_dim : 0); // (+ the index key)
+  if (kv_lora > 0) { // the latent, and the indexer's key where the layer runs an indexer
+    const bool indexer =
+        dsa_topk > 0 && (layer < 0 || layer >= static_cast<int64_t>(dsa_source.size()) ||
+                         dsa_source[static_cast<size_t>(layer)] == layer);
+    return kv_lora + qk_rope + (indexer ? dsa_dim : 0);
+  }
   const int64_t kv = layer_kv_heads(layer);
   const int64_t hkv = kv >= tp ? kv / std::max(tp, 1) : 1;
   return 2 * hkv * layer_head_dim(layer);
@@ -147,10 +159,12 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
             ? 0
         : m.qk_norm == qk_norm_kind::head ? (own ? 2 : 1) * D
                                           : (H + Hkv) * D;
-    // DeepSeek-V3.2's indexer: wq_b, wk, its LayerNorm, the head weights
+    // DeepSeek-V3.2's indexer: wq_b, wk, its LayerNorm, the head weights (none on GLM-5's layers
+    // that reuse another's selection)
+    const bool indexer =
+        m.dsa_topk > 0 && (m.dsa_source.empty() || m.dsa_source[static_cast<size_t>(l)] == l);
     const int64_t dsa =
-        m.dsa_topk > 0 ? m.dsa_heads * m.dsa_dim * m.q_lora + m.dsa_dim * (C + 2) + m.dsa_heads * C
-                       : 0;
+        indexer ? m.dsa_heads * m.dsa_dim * m.q_lora + m.dsa_dim * (C + 2) + m.dsa_heads * C : 0;
     return m.kv_lora > 0
                ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
                      C * (m.kv_lora + m.qk_rope) + m.kv_lora * H * (m.qk_nope + m.v_head) +
@@ -261,6 +275,13 @@ status model_config::validate() const {
         layer_window(kv_source[l]) != layer_window(static_cast<int64_t>(l)) ||
         layer_kv_source(kv_source[l]) != kv_source[l])
       return bad(fmt::format("layer {} shares the KV cache of layer {}", l, kv_source[l]));
+  if (!dsa_source.empty() && static_cast<int64_t>(dsa_source.size()) != n_layer)
+    return bad(
+        fmt::format("{} sparse-attention sources for {} layers", dsa_source.size(), n_layer));
+  for (size_t l = 0; l < dsa_source.size(); ++l) // an earlier layer running its own indexer
+    if (dsa_source[l] < 0 || dsa_source[l] > static_cast<int64_t>(l) ||
+        dsa_source[static_cast<size_t>(dsa_source[l])] != dsa_source[l])
+      return bad(fmt::format("layer {} reuses the selection of layer {}", l, dsa_source[l]));
   const int64_t Dmax = std::max(D, D_full); // (the full layers' rope rotates theirs)
   if (rope_enabled && (rope.rot_dim <= 0 || rope.rot_dim > Dmax || rope.rot_dim % 2))
     return bad(fmt::format("rotary dimension {} must be even and at most the head dim {}",

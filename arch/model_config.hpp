@@ -147,6 +147,9 @@ struct model_config {
   // (dsa_rope_interleaved: adjacent, GLM-5's)
   int64_t dsa_topk = 0, dsa_heads = 0, dsa_dim = 0;
   bool dsa_rope_interleaved = false;
+  // per layer: the layer whose selection it attends over (itself: it runs its indexer; GLM-5's
+  // "shared" layers reuse the last full one's); empty: every layer runs its own
+  std::vector<int32_t> dsa_source;
   // gated DeltaNet (Qwen3.5, Qwen3-Next): the layers marked in linear_layers mix tokens by a
   // short causal convolution (lin_conv taps) over q, k and v, then the gated delta rule over a
   // recurrent memory per sequence (lin_v_heads of lin_k_dim x lin_v_dim, lin_k_heads key heads),
@@ -257,6 +260,10 @@ struct model_config {
   }
   /// The layer whose KV cache `layer` attends over (itself unless kv_source says otherwise).
   int64_t layer_kv_source(int64_t layer) const;
+  /// The earliest layer whose work (besides the residual stream) `layer` reads: an earlier
+  /// layer's KV cache (kv_source) or sparse-attention selection (dsa_source), else itself. A
+  /// pipeline stage may start at layer b only if no layer from b on reads one before b.
+  int64_t layer_reads_from(int64_t layer) const;
   /// The FFN width of `layer` (F, or 2F on a KV-sharing layer with ffn_wide_shared).
   int64_t layer_ffn(int64_t layer) const;
   /// Whether some layer keeps a recurrent state per sequence (linear attention, Mamba).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <sstream>
 #include <system_error>
 
@@ -115,25 +116,41 @@ expected<placement> even_placement(const model_config& c, int tp, int pp) {
     return make_error(errc::invalid_argument, "--pp {} exceeds the model's {} layers", pp,
                       c.n_layer);
   placement p;
-  // layers attending over an earlier layer's KV cache (Gemma 4 E2B / E4B) stay with it: the last
-  // stage starts at the first layer any of them reads, the others split what comes before
-  int64_t tail = c.n_layer;
-  for (int64_t l = 0; l < c.n_layer; ++l)
-    if (c.layer_kv_source(l) != l) tail = std::min(tail, c.layer_kv_source(l));
-  const int64_t head = pp > 1 && tail < c.n_layer ? tail : c.n_layer;
-  const int split = head < c.n_layer ? pp - 1 : pp; // stages over [0, head)
-  if (split > head)
-    return make_error(errc::invalid_argument,
-                      "--pp {}: layers {}-{} share KV caches and stay on one stage, which leaves "
-                      "{} layers for the other {} stages",
-                      pp, tail, c.n_layer - 1, head, split);
-  int begin = 0;
-  for (int s = 0; s < split; ++s) {
-    const int n = static_cast<int>(head / split + (s < head % split ? 1 : 0));
-    p.stages.push_back({begin, begin + n, tp, {}});
-    begin += n;
+  // even stages; where a layer reads an earlier layer's work besides the residual (Gemma 4's
+  // shared KV caches, GLM-5's shared sparse-attention selections), each cut moves to the nearest
+  // layer no later layer reads across
+  const int64_t L = c.n_layer;
+  std::vector<uint8_t> valid(static_cast<size_t>(L) + 1, 1);
+  int64_t lowest = L; // the lowest layer read by any layer from b on
+  for (int64_t b = L - 1; b >= 1; --b) {
+    lowest = std::min(lowest, c.layer_reads_from(b));
+    valid[static_cast<size_t>(b)] = lowest >= b;
   }
-  if (head < c.n_layer) p.stages.push_back({begin, static_cast<int>(c.n_layer), tp, {}});
+  std::vector<int64_t> cuts;
+  int64_t at = 0;
+  for (int s = 1; s < pp; ++s) {
+    at += L / pp + (s - 1 < L % pp ? 1 : 0); // the even split's cut
+    int64_t best = -1;
+    for (int64_t b = (cuts.empty() ? 1 : cuts.back() + 1); b < L; ++b) {
+      if (!valid[static_cast<size_t>(b)]) continue;
+      int64_t above = 0; // room for the cuts still to make
+      for (int64_t x = b + 1; x < L; ++x) above += valid[static_cast<size_t>(x)];
+      if (above < pp - 1 - s) continue;
+      if (best < 0 || std::abs(b - at) < std::abs(best - at)) best = b;
+    }
+    if (best < 0)
+      return make_error(errc::invalid_argument,
+                        "--pp {}: layers that read earlier layers' KV caches or selections leave "
+                        "too few places to cut {} layers",
+                        pp, L);
+    cuts.push_back(best);
+  }
+  cuts.push_back(L);
+  int begin = 0;
+  for (int64_t end : cuts) {
+    p.stages.push_back({begin, static_cast<int>(end), tp, {}});
+    begin = static_cast<int>(end);
+  }
   return p;
 }
 

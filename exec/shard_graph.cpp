@@ -18,11 +18,11 @@ expected<shard_graph> cut_for_shard(const model_config& c, graph::graph whole,
         !v.empty)
       out.spec.ffn_block = std::max<int64_t>(out.spec.ffn_block, block_elems(v.type));
   TROUPE_TRY_ASSIGN(d, plan_shard(c, out.spec));
-  for (int l = spec.layer_begin; l < spec.layer_end; ++l) // a shared KV cache stays on its stage
-    if (const int64_t src = c.layer_kv_source(l); src < spec.layer_begin)
+  for (int l = spec.layer_begin; l < spec.layer_end; ++l) // shared work stays on its stage
+    if (const int64_t src = c.layer_reads_from(l); src < spec.layer_begin)
       return make_error(errc::invalid_argument,
-                        "layer {} attends over the KV cache of layer {}, which another stage "
-                        "holds: cut the pipeline before layer {}",
+                        "layer {} reads the KV cache or sparse-attention selection of layer {}, "
+                        "which another stage holds: cut the pipeline before layer {}",
                         l, src, src);
   out.dims = d;
   graph::shard_cut cut;

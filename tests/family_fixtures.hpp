@@ -107,6 +107,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "gemma4",
                                                             "gemma4_moe",
                                                             "gemma4_e",
-                                                            "deepseek_v32"};
+                                                            "deepseek_v32",
+                                                            "glm_moe_dsa"};
 
 } // namespace troupe::test

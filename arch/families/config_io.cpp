@@ -103,7 +103,9 @@ status read_common(hf_cfg& j, model_config& c) {
       // f32 (transformers' dequantized arithmetic; DeepSeek's own kernels also round them to
       // FP8 per 128, "activation_scheme": "dynamic", which Troupe does not imitate)
       // (MiniMax-M2 publishes the same tiles, its fmt named as torch names the type)
-      if ((c.family == "deepseek_v3" || c.family == "deepseek_v2" || c.family == "minimax_m2") &&
+      // (DeepSeek-V3.2 too, its indexer's matrices among them)
+      if ((c.family == "deepseek_v3" || c.family == "deepseek_v2" || c.family == "deepseek_v32" ||
+           c.family == "glm_moe_dsa" || c.family == "minimax_m2") &&
           q == std::string("quantization_config") && method == "fp8") {
         const json& bs = v.contains("weight_block_size") ? v["weight_block_size"] : json();
         const std::string fmt =

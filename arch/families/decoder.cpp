@@ -263,8 +263,12 @@ expected<vid> decoder::mla(int l, vid h) {
   if (c_.dsa_topk > 0) { // over the positions the indexer picks (src5; no sinks)
     if (c_.q_lora <= 0)
       return make_error(errc::unsupported, "{}: sparse attention without a q bottleneck", m_.path);
-    TROUPE_TRY_ASSIGN(sel, dsa_indexer(l, h, src));
-    ain.insert(ain.end(), {none, sel});
+    const bool own = c_.dsa_source.empty() || c_.dsa_source[static_cast<size_t>(l)] == l;
+    if (own) TROUPE_TRY_SET(dsa_sel_, dsa_indexer(l, h, src));
+    if (dsa_sel_ == none)
+      return make_error(errc::internal, "{}: layer {} reuses a selection no layer made", m_.path,
+                        l);
+    ain.insert(ain.end(), {none, dsa_sel_});
   }
   const vid a = b.op(op::paged_attention, std::move(ain), "attn", ap);
   const vid v = b.op(op::head_matmul, {a, wvb}, "attn_values"); // W_vb(h) (first kvl of a)

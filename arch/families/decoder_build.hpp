@@ -149,6 +149,7 @@ class decoder {
   weights w_;
   vid tok_ = none;
   vid ple_norm_ = none; // the per-layer embeddings' projection norm, shared by the layers
+  vid dsa_sel_ = none;  // the last sparse-attention selection (GLM-5's shared layers reuse it)
   std::shared_ptr<kernels::ew_program> act_expr_;
   std::vector<std::shared_ptr<kernels::ew_program>> layer_act_; // per layer, when named
 };

@@ -50,10 +50,11 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
     const double m = 0.1 * c.rope.mscale_all_dim * std::log(c.rope.factor) + 1.0;
     c.attn_scale *= m * m;
   }
-  if (c.family == "deepseek_v32") { // DeepSeek Sparse Attention on every layer
+  const bool glm5 = c.family == "glm_moe_dsa";
+  if (c.family == "deepseek_v32" || glm5) { // DeepSeek Sparse Attention on every layer
     TROUPE_TRY_ASSIGN(topk, j.i("index_topk", 2048));
     TROUPE_TRY_ASSIGN(dim, j.i("index_head_dim", 128));
-    TROUPE_TRY_ASSIGN(heads, j.i("index_n_heads", 64));
+    TROUPE_TRY_ASSIGN(heads, j.i("index_n_heads", glm5 ? 32 : 64));
     if (topk <= 0 || topk > (1 << 24) || dim < rope || dim > 4096 || heads <= 0 || heads > 4096 ||
         ql <= 0)
       return j.bad(
@@ -61,7 +62,40 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
                       "{} and qk_rope_head_dim {})",
                       topk, dim, heads, ql, rope));
     c.dsa_topk = topk, c.dsa_dim = dim, c.dsa_heads = heads;
-    c.rope.layout = rope_layout::interleaved; // the MLA's (the indexer's is in halves)
+    c.rope.layout = rope_layout::interleaved; // the MLA's (V3.2's indexer's is in halves)
+    c.dsa_rope_interleaved = glm5;
+    if (glm5) { // indexer_types: "full" layers run the indexer, "shared" reuse the last full one's
+      std::vector<std::string> types;
+      const json& it = j.raw("indexer_types");
+      const json& pattern = j.raw("index_topk_pattern");
+      TROUPE_TRY_ASSIGN(freq, j.i("index_topk_freq", 1));
+      TROUPE_TRY_ASSIGN(offset, j.i("index_skip_topk_offset", 2));
+      if (!it.is_null()) {
+        if (!it.is_array()) return j.bad("'indexer_types' must be a list");
+        for (const auto& t : it) types.push_back(t.is_string() ? t.get<std::string>() : "?");
+      } else if (pattern.is_string()) { // "FSSF...": full / shared
+        for (char ch : pattern.get<std::string>())
+          types.push_back(ch == 'F' ? "full" : ch == 'S' ? "shared" : "?");
+      } else if (pattern.is_array()) {
+        for (const auto& t : pattern) types.push_back(t.is_string() ? t.get<std::string>() : "?");
+      } else { // GlmMoeDsaConfig: full where max(l - offset + 1, 0) % freq == 0
+        const int64_t f = std::max<int64_t>(freq, 1);
+        for (int64_t l = 0; l < c.n_layer; ++l)
+          types.push_back(std::max<int64_t>(l - offset + 1, 0) % f == 0 ? "full" : "shared");
+      }
+      if (static_cast<int64_t>(types.size()) != c.n_layer)
+        return j.bad(fmt::format("indexer types for {} of {} layers", types.size(), c.n_layer));
+      int32_t last = -1;
+      for (int64_t l = 0; l < c.n_layer; ++l) {
+        const std::string& t = types[static_cast<size_t>(l)];
+        if (t == "full") {
+          last = static_cast<int32_t>(l);
+        } else if (t != "shared" || last < 0) {
+          return j.unsupported(fmt::format("indexer type '{}' on layer {}", t, l));
+        }
+        c.dsa_source.push_back(last);
+      }
+    }
     j.mark("rope_interleave");
     if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
       if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
@@ -125,10 +159,11 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
   c.F_shared = shared * fe;
   // absent: the config class's default (DeepseekV3Config and ExaoneMoeConfig 2.5,
   // Glm4MoeLiteConfig 1.8, the others 1)
-  const double scale_default = c.family == "deepseek_v3" || c.family == "deepseek_v32" || exaone
-                                   ? 2.5
-                               : c.family == "glm4_moe_lite" ? 1.8
-                                                             : 1.0;
+  const double scale_default =
+      c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "glm_moe_dsa" || exaone
+          ? 2.5
+      : c.family == "glm4_moe_lite" ? 1.8
+                                    : 1.0;
   TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", scale_default));
   c.expert_scale = scale;
   TROUPE_TRY_ASSIGN(ng, j.i("n_group", 1));
@@ -159,7 +194,7 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
   c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
   // Glm4MoeLiteConfig and ExaoneMoeConfig: mlp_layer_types, else the first dense (GLM-4.7-Flash)
   // or first_k_dense_replace of them (K-EXAONE)
-  const bool v32 = c.family == "deepseek_v32";
+  const bool v32 = c.family == "deepseek_v32" || c.family == "glm_moe_dsa";
   if (c.family == "glm4_moe_lite" || exaone || v32) {
     const json& types = j.raw("mlp_layer_types");
     if (types.is_null()) {

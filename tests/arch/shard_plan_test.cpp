@@ -127,10 +127,19 @@ TEST(Placement, SharedKvLayersStayWithTheirSource) {
   ASSERT_TRUE(p) << p.error().to_string();
   ASSERT_EQ(p->stages.size(), 3u);
   EXPECT_EQ(p->stages[0].layer_begin, 0);
-  EXPECT_EQ(p->stages[1].layer_begin, 2);
-  EXPECT_EQ(p->stages[2].layer_begin, 4);
+  EXPECT_EQ(p->stages[1].layer_begin, 3); // the even cut
+  EXPECT_EQ(p->stages[2].layer_begin, 4); // 5 moved down: layer 6 reads layer 4
   EXPECT_EQ(p->stages[2].layer_end, 8);
-  EXPECT_FALSE(even_placement(c, 1, 6)); // 4 layers before the shared ones for 5 stages
+  EXPECT_FALSE(even_placement(c, 1, 6)); // 4 places to cut before the shared ones for 5 stages
+  c.kv_source.clear(); // GLM-5's shared selections: a stage starts at a layer running its own
+  c.dsa_source = {0, 0, 2, 2, 2, 5, 5, 7};
+  p = even_placement(c, 1, 4);
+  ASSERT_TRUE(p) << p.error().to_string();
+  ASSERT_EQ(p->stages.size(), 4u);
+  for (const auto& st : p->stages)
+    EXPECT_EQ(c.dsa_source[static_cast<size_t>(st.layer_begin)], st.layer_begin);
+  c.dsa_source.clear();
+  c.kv_source = {0, 1, 2, 3, 4, 5, 4, 5};
   c.Hkv_full = 1;
   c.D_full = 16;
   c.sliding_window = 4;
