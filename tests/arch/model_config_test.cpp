@@ -613,3 +613,41 @@ TEST(ModelConfig, Gemma4ReadsItsLayers) {
   j["num_kv_shared_layers"] = 7; // layer 1 would share a full layer before it: there is none
   EXPECT_FALSE(parse(j));
 }
+
+// DeepSeek-V3.2 / GLM-5: the indexer's sizes; GLM-5's layers that reuse the last full indexer's
+// selection from indexer_types, a pattern, or GlmMoeDsaConfig's freq / offset rule.
+TEST(ModelConfig, SparseAttentionIndexers) {
+  json j = base("DeepseekV32ForCausalLM");
+  j.update({{"q_lora_rank", 32},
+            {"kv_lora_rank", 32},
+            {"qk_nope_head_dim", 16},
+            {"qk_rope_head_dim", 8},
+            {"v_head_dim", 16},
+            {"n_routed_experts", 8},
+            {"num_experts_per_tok", 2},
+            {"moe_intermediate_size", 32},
+            {"index_topk", 64},
+            {"index_head_dim", 16}});
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->dsa_topk, 64);
+  EXPECT_EQ(c->dsa_heads, 64); // DeepseekV32Config's default
+  EXPECT_FALSE(c->dsa_rope_interleaved);
+  EXPECT_TRUE(c->dsa_source.empty());
+  EXPECT_EQ(c->kv_values_per_token(1, 0), 32 + 8 + 16); // the latent and the index key
+  j["index_head_dim"] = 4;                              // shorter than the rotated part
+  EXPECT_FALSE(parse(j));
+  j["index_head_dim"] = 16;
+  j["architectures"] = {"GlmMoeDsaForCausalLM"};
+  j["index_topk_freq"] = 2; // full where max(l - 2 + 1, 0) % 2 == 0: layers 0, 1, 3
+  ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+  EXPECT_TRUE(c->dsa_rope_interleaved);
+  EXPECT_EQ(c->dsa_heads, 32);
+  EXPECT_EQ(c->dsa_source, (std::vector<int32_t>{0, 1, 1, 3}));
+  EXPECT_EQ(c->kv_values_per_token(1, 2), 32 + 8); // no indexer there
+  j["index_topk_pattern"] = "FSFS";
+  ASSERT_TRUE((c = parse(j))) << c.error().to_string();
+  EXPECT_EQ(c->dsa_source, (std::vector<int32_t>{0, 0, 2, 2}));
+  j["indexer_types"] = {"shared", "full", "full", "full"}; // nothing to reuse on layer 0
+  EXPECT_FALSE(parse(j));
+}
