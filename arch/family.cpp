@@ -177,9 +177,9 @@ const std::vector<family_entry>& families() {
       // the last full indexer's selection (indexer_types), GLM's experts
       {"glm_moe_dsa",
        {"GlmMoeDsaForCausalLM"},
-       {},
+       {"glm-dsa"},
        read_deepseek_hf,
-       nullptr,
+       read_deepseek_gguf,
        build_deepseek,
        prepare_deepseek_hf},
       // GLM-4.7-Flash: DeepSeek-V3's latent attention and experts, dense layers by mlp_layer_types

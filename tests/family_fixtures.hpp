@@ -108,6 +108,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "gemma4_moe",
                                                             "gemma4_e",
                                                             "deepseek_v32",
-                                                            "glm_moe_dsa"};
+                                                            "glm_moe_dsa",
+                                                            "glm_moe_dsa_full"};
 
 } // namespace troupe::test

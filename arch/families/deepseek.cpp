@@ -274,6 +274,21 @@ status read_deepseek_gguf(const gguf_cfg& g, model_config& c) {
   }
   c.tie_embeddings = !g.has_tensor("output.weight");
   (void)g.i("vocab_size", 0); // the vocabulary's size, checked against the tokens elsewhere
+  if (g.arch == "glm-dsa") {  // GLM-5: the sparse attention's indexer on every layer
+    c.dsa_topk = g.i("attention.indexer.top_k", 0);
+    c.dsa_heads = g.i("attention.indexer.head_count", 0);
+    c.dsa_dim = g.i("attention.indexer.key_length", 0);
+    c.dsa_rope_interleaved = true;
+    if (c.dsa_topk <= 0 || c.dsa_heads <= 0 || c.dsa_dim < c.qk_rope || c.dsa_dim > 4096 ||
+        c.q_lora <= 0)
+      return g.unsupported(fmt::format(
+          "attention.indexer.top_k {} / head_count {} / key_length {} (with qk_rope {}, q_lora {})",
+          c.dsa_topk, c.dsa_heads, c.dsa_dim, c.qk_rope, c.q_lora));
+    // layers that reuse another's selection: a key whose form no converter Troupe knows writes
+    if (g.has("attention.indexer.types"))
+      return g.unsupported("attention.indexer.types (layers sharing an indexer's selection)");
+    if (g.i("nextn_predict_layers", 0) > 0) TROUPE_TRY(drop_gguf_nextn(g, c));
+  }
   return read_routed_experts_gguf(g, c);
 }
 
@@ -284,7 +299,8 @@ status read_routed_experts_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY_ASSIGN(fe, g.req("expert_feed_forward_length"));
   c.F_expert = fe;
   c.F_shared = g.i("expert_shared_count", 0) * fe;
-  const int64_t gating = g.i("expert_gating_func", 1); // llama.cpp's default: softmax
+  // llama.cpp's default: softmax (sigmoid for glm-dsa, whose converter writes no key)
+  const int64_t gating = g.i("expert_gating_func", g.arch == "glm-dsa" ? 2 : 1);
   if (gating != 1 && gating != 2)
     return g.unsupported("expert_gating_func other than softmax / sigmoid");
   c.router_sigmoid = gating == 2;
@@ -358,6 +374,11 @@ status build_deepseek(const model_source& m, graph::graph& g) {
     n.mla_q_a_norm = b + "attn_q_a_norm.weight", n.mla_q_b = b + "attn_q_b.weight";
     n.mla_kv_a = b + "attn_kv_a_mqa.weight", n.mla_kv_a_norm = b + "attn_kv_a_norm.weight";
     n.mla_k_b = b + "attn_k_b.weight", n.mla_v_b = b + "attn_v_b.weight";
+    if (c.dsa_topk > 0) {
+      n.dsa_wq = b + "indexer.attn_q_b.weight", n.dsa_wk = b + "indexer.attn_k.weight";
+      n.dsa_k_norm = b + "indexer.k_norm.weight", n.dsa_k_norm_b = b + "indexer.k_norm.bias";
+      n.dsa_w = b + "indexer.proj.weight";
+    }
     routed_expert_names(m, n);
     if (c.tie_embeddings) n.lm_head.clear();
     return build_decoder(m, n, g);
