@@ -168,9 +168,9 @@ const std::vector<family_entry>& families() {
       // DeepSeek-V3.2: V3 with DeepSeek Sparse Attention (its lightning indexer) on every layer
       {"deepseek_v32",
        {"DeepseekV32ForCausalLM"},
-       {},
+       {"deepseek32"},
        read_deepseek_hf,
-       nullptr,
+       read_deepseek_gguf,
        build_deepseek,
        prepare_deepseek_hf},
       // GLM-5: V3.2's sparse attention (its indexer's RoPE on adjacent pairs), layers that reuse

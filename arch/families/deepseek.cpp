@@ -274,11 +274,11 @@ status read_deepseek_gguf(const gguf_cfg& g, model_config& c) {
   }
   c.tie_embeddings = !g.has_tensor("output.weight");
   (void)g.i("vocab_size", 0); // the vocabulary's size, checked against the tokens elsewhere
-  if (g.arch == "glm-dsa") {  // GLM-5: the sparse attention's indexer on every layer
+  if (g.arch == "glm-dsa" || g.arch == "deepseek32") { // the sparse attention's indexer
     c.dsa_topk = g.i("attention.indexer.top_k", 0);
     c.dsa_heads = g.i("attention.indexer.head_count", 0);
     c.dsa_dim = g.i("attention.indexer.key_length", 0);
-    c.dsa_rope_interleaved = true;
+    c.dsa_rope_interleaved = g.arch == "glm-dsa"; // (V3.2's rotates halves)
     if (c.dsa_topk <= 0 || c.dsa_heads <= 0 || c.dsa_dim < c.qk_rope || c.dsa_dim > 4096 ||
         c.q_lora <= 0)
       return g.unsupported(fmt::format(

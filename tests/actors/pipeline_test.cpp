@@ -286,7 +286,7 @@ INSTANTIATE_TEST_SUITE_P(
             "gguf:ernie4_5_moe", "gguf:dots1", "gguf:granitemoe", "gguf:lfm2", "gguf:lfm2_moe",
             "gguf:mamba2", "gguf:granite4_h", "gguf:nemotron_h", "gguf:falcon_h1", "gguf:mamba",
             "gguf:falcon_mamba", "gguf:jamba", "gguf:nemotron_h_moe", "gguf:gemma4",
-            "gguf:gemma4_moe", "gguf:gemma4_e", "gguf:glm_moe_dsa_full"),
+            "gguf:gemma4_moe", "gguf:gemma4_e", "gguf:glm_moe_dsa_full", "gguf:deepseek_v32"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
@@ -319,7 +319,7 @@ INSTANTIATE_TEST_SUITE_P(
                           "exaone_moe@ep", "lfm2_moe@ep", "gguf:lfm2_moe@ep", "granite4_h_moe@ep",
                           "jamba@ep", "gguf:jamba@ep", "nemotron_h_moe@ep",
                           "gguf:nemotron_h_moe@ep", "gemma4_moe@ep", "gguf:gemma4_moe@ep",
-                          "gguf:glm_moe_dsa_full@ep"),
+                          "gguf:glm_moe_dsa_full@ep", "gguf:deepseek_v32@ep"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),
