@@ -1,14 +1,13 @@
 // sparse.cpp (cpu): DeepSeek Sparse Attention's parts (op.hpp): dsa_select (the lightning
 // indexer's scores of every key up to a query's position, relu'd per head and summed with the
 // query's head weights, and its top k; ties: the earlier position first) and paged_attention
-// over such a selection (src5). f32 sums; the work split over the queries. The selection reads
-// each key once per query: the indexer's cache rows are short (index_head_dim values).
+// over such a selection (src5). f32 sums (the vectorised dot_f32 / dequant_row of vec.cpp); the
+// work split over the queries. The selection reads every key of the sequence once per query.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
 
-#include "core/convert.hpp"
 #include "kernels/cpu/cpu.hpp"
 
 namespace troupe::kernels::cpu {
@@ -48,13 +47,10 @@ void dsa_select(const op_args& a, const exec_ctx& ctx) {
       const float* wt = w.as<float>() + r.t * H;
       score.assign(static_cast<size_t>(r.pos + 1), 0.0f);
       for (int64_t s = 0; s <= r.pos; ++s) {
-        to_f32(kc.type, row_at(kc, r.blocks, s, 0), k.data(), D);
+        dequant_row(kc.type, row_at(kc, r.blocks, s, 0), 0, D, k.data());
         float sum = 0;
-        for (int64_t h = 0; h < H; ++h) {
-          float dot = 0;
-          for (int64_t d = 0; d < D; ++d) dot += qt[h * D + d] * k[d];
-          sum += wt[h] * std::max(0.0f, a.p.scale * dot);
-        }
+        for (int64_t h = 0; h < H; ++h)
+          sum += wt[h] * std::max(0.0f, a.p.scale * dot_f32(qt + h * D, k.data(), D));
         score[static_cast<size_t>(s)] = sum;
       }
       order.resize(score.size());
@@ -90,10 +86,8 @@ void paged_sparse(const op_args& a, const exec_ctx& ctx) {
             score[static_cast<size_t>(j)] = -INFINITY;
             continue;
           }
-          to_f32(kc.type, row_at(kc, r.blocks, s, kh), row.data(), D);
-          float dot = 0;
-          for (int64_t d = 0; d < D; ++d) dot += qh[d] * row[d];
-          float sc = dot * a.p.scale;
+          dequant_row(kc.type, row_at(kc, r.blocks, s, kh), 0, D, row.data());
+          float sc = dot_f32(qh, row.data(), D) * a.p.scale;
           if (a.p.softcap > 0) sc = a.p.softcap * std::tanh(sc / a.p.softcap);
           score[static_cast<size_t>(j)] = sc;
           mx = std::max(mx, sc);
@@ -104,7 +98,7 @@ void paged_sparse(const op_args& a, const exec_ctx& ctx) {
           if (score[static_cast<size_t>(j)] == -INFINITY) continue;
           const float e = std::exp(score[static_cast<size_t>(j)] - mx);
           sum += e;
-          to_f32(vc.type, row_at(vc, r.blocks, picked[j], kh), row.data(), D);
+          dequant_row(vc.type, row_at(vc, r.blocks, picked[j], kh), 0, D, row.data());
           for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += e * row[d];
         }
         float* out = a.dst.as<float>() + (r.t * H + h) * D;
