@@ -227,12 +227,14 @@ status check_args(const op_args& a) {
     const int64_t T = q.dims[0], Hk = q.dims[1], Hv = v.dims[1];
     if (Hk <= 0 || (!a.p.delta_tiled && Hv % Hk != 0))
       return fail(a, "Hv must be a multiple of Hk");
-    for (int i : {3, 4})
-      if (a.src[i].type != dtype::f32 || a.src[i].numel() != T * Hv)
-        return fail(a, "a and b must be f32 [T, Hv]");
-    for (int i : {5, 6})
-      if (a.src[i].type != dtype::f32 || a.src[i].numel() != Hv)
-        return fail(a, "A_log and dt_bias must be f32 [Hv]");
+    // a per head, or per head and key channel (Kimi's KDA: then dt_bias per channel too)
+    const int64_t per = a.src[3].numel() == T * Hv * q.dims[2] ? q.dims[2] : 1;
+    if (a.src[3].type != dtype::f32 || a.src[3].numel() != T * Hv * per ||
+        a.src[4].type != dtype::f32 || a.src[4].numel() != T * Hv)
+      return fail(a, "a must be f32 [T, Hv] or [T, Hv, Dk], b f32 [T, Hv]");
+    if (a.src[5].type != dtype::f32 || a.src[5].numel() != Hv || a.src[6].type != dtype::f32 ||
+        a.src[6].numel() != Hv * per)
+      return fail(a, "A_log must be f32 [Hv], dt_bias [Hv] (or [Hv * Dk] with a per channel)");
     if (st.type != dtype::f32 || st.dims.rank != 4 || st.dims[1] != Hv || st.dims[2] != q.dims[2] ||
         st.dims[3] != v.dims[2])
       return fail(a, "state must be f32 [NS, Hv, Dk, Dv]");

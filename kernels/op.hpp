@@ -127,7 +127,8 @@
 //                    p.delta_tiled: (p.head0 + h) % Hk); src5 is -exp(A_log) with p.delta_neg_a;
 //                    per token q and k are L2-normalised (eps 1e-6), q scaled by 1 / sqrt(Dk), g =
 //                    -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), and S = exp(g) S; S += k
-//                    (beta (v - S^T k))^T; out = S^T q
+//                    (beta (v - S^T k))^T; out = S^T q. src3 may also be [T, Hv, Dk] with src6
+//                    [Hv * Dk]: a decay per key channel, S's row d times exp(g_d) (Kimi's KDA)
 //   ssm_scan         src0 x f32 [T, H, P], src1 dt f32 [T, H], src2 A_log f32 [H], src3 B f32
 //                    [T, G, N], src4 C f32 [T, G, N], src5 D f32 [H], src6 dt_bias f32 [H], src7
 //                    state f32 [NS, H, P, N], src8 state table -> dst f32 [T, H, P]: Mamba-2's

@@ -204,9 +204,10 @@ void gated_delta(const op_args& a, const exec_ctx& ctx) {
   const float *A_log = a.src[5].as<float>(), *dt_bias = a.src[6].as<float>();
   float* state = a.src[7].as<float>();
   const int64_t S = table.rows();
+  const bool per_channel = a.src[3].numel() != q.dims[0] * Hv; // (KDA: a per key channel)
   parallel(ctx, S * Hv, 1, [&](int64_t i0, int64_t i1) {
     std::vector<float> kn(static_cast<size_t>(Dk)), qn(static_cast<size_t>(Dk)),
-        mem(static_cast<size_t>(Dv));
+        mem(static_cast<size_t>(Dv)), decay(static_cast<size_t>(Dk));
     for (int64_t i = i0; i < i1; ++i) {
       const state_row s = state_row_at(table, i / Hv);
       const int64_t h = i % Hv, kh = a.p.delta_tiled ? (a.p.head0 + h) % Hk : h / rep;
@@ -224,18 +225,22 @@ void gated_delta(const op_args& a, const exec_ctx& ctx) {
         const float qs = 1.0f / std::sqrt(qq + 1e-6f) / std::sqrt(static_cast<float>(Dk));
         const float ks = 1.0f / std::sqrt(kk + 1e-6f);
         for (int64_t d = 0; d < Dk; ++d) qn[d] = qt[d] * qs, kn[d] = kt[d] * ks;
-        const float x = av[t * Hv + h] + dt_bias[h];
-        const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));
-        const float decay = std::exp(-A * softplus);
+        for (int64_t d = 0; d < (per_channel ? Dk : 1); ++d) {
+          const float x = per_channel ? av[(t * Hv + h) * Dk + d] + dt_bias[h * Dk + d]
+                                      : av[t * Hv + h] + dt_bias[h];
+          const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));
+          decay[static_cast<size_t>(d)] = std::exp(-A * softplus);
+        }
+        if (!per_channel) std::fill(decay.begin() + 1, decay.end(), decay[0]);
         const float beta = 1.0f / (1.0f + std::exp(-bv[t * Hv + h]));
         float* m = mem.data();
         for (int64_t e = 0; e < Dv; ++e) m[e] = 0.0f;
         for (int64_t d = 0; d < Dk; ++d) { // decay, and S^T k
           float* row = st + d * Dv;
-          const float kd = kn[d];
+          const float kd = kn[d], dd = decay[static_cast<size_t>(d)];
 #pragma omp simd
           for (int64_t e = 0; e < Dv; ++e) {
-            row[e] *= decay;
+            row[e] *= dd;
             m[e] += row[e] * kd;
           }
         }

@@ -63,7 +63,9 @@ void gated_delta(const op_args& a, const exec_ctx&) {
         for (int64_t i = 0; i < Dk * Dv; ++i) S[static_cast<size_t>(i)] = st[i];
       const int64_t kh = a.p.delta_tiled ? (a.p.head0 + h) % Hk : h / rep;
       const double a5 = a.src[5].as<float>()[h];
-      const double A = a.p.delta_neg_a ? -a5 : std::exp(a5); // exp(A_log)
+      const double A = a.p.delta_neg_a ? -a5 : std::exp(a5);       // exp(A_log)
+      const bool per_channel = a.src[3].numel() != q.dims[0] * Hv; // (KDA: a per key channel)
+      std::vector<double> decay(static_cast<size_t>(Dk));
       for (int64_t i = 0; i < s.count; ++i) {
         const int64_t t = s.begin + i;
         const float* qt = q.as<float>() + (t * Hk + kh) * Dk;
@@ -73,11 +75,17 @@ void gated_delta(const op_args& a, const exec_ctx&) {
         for (int64_t d = 0; d < Dk; ++d) qn += double{qt[d]} * qt[d], kn += double{kt[d]} * kt[d];
         const double qs = 1.0 / std::sqrt(qn + 1e-6) / std::sqrt(static_cast<double>(Dk));
         const double ks = 1.0 / std::sqrt(kn + 1e-6);
-        const double x = double{a.src[3].as<float>()[t * Hv + h]} + a.src[6].as<float>()[h];
-        const double softplus = x > 20 ? x : std::log1p(std::exp(x));
-        const double decay = std::exp(-A * softplus);
+        for (int64_t d = 0; d < Dk; ++d) {
+          const double x = per_channel
+                               ? double{a.src[3].as<float>()[(t * Hv + h) * Dk + d]} +
+                                     a.src[6].as<float>()[h * Dk + d]
+                               : double{a.src[3].as<float>()[t * Hv + h]} + a.src[6].as<float>()[h];
+          const double softplus = x > 20 ? x : std::log1p(std::exp(x));
+          decay[static_cast<size_t>(d)] = std::exp(-A * softplus);
+        }
         const double beta = 1.0 / (1.0 + std::exp(-double{a.src[4].as<float>()[t * Hv + h]}));
-        for (auto& e : S) e *= decay;
+        for (int64_t d = 0; d < Dk; ++d)
+          for (int64_t e = 0; e < Dv; ++e) S[static_cast<size_t>(d * Dv + e)] *= decay[d];
         for (int64_t e = 0; e < Dv; ++e) {
           double mem = 0; // (S^T k)[e]
           for (int64_t d = 0; d < Dk; ++d) mem += S[static_cast<size_t>(d * Dv + e)] * kt[d] * ks;

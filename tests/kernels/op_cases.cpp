@@ -514,6 +514,26 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
     c.tol = {1e-9, 1e-4};
     out_cases.push_back(std::move(c));
   }
+  { // Kimi's KDA: a decay per head and key channel (a [T, Hv, Dk], dt_bias [Hv * Dk])
+    const int64_t Hk = 3, Hv = 3, Dk = 16, Dv = 16;
+    op_case c;
+    c.name =
+        fmt::format("gated_delta(T={},Hk={},Hv={},Dk={},Dv={},per_channel)", T, Hk, Hv, Dk, Dv);
+    gen g(c.name);
+    c.kind = op::gated_delta;
+    c.src = {from_floats(dtype::f32, {T, Hk, Dk}, g.normal(T * Hk * Dk)),
+             from_floats(dtype::f32, {T, Hk, Dk}, g.normal(T * Hk * Dk)),
+             from_floats(dtype::f32, {T, Hv, Dv}, g.normal(T * Hv * Dv)),
+             from_floats(dtype::f32, {T, Hv, Dk}, g.normal(T * Hv * Dk)),
+             from_floats(dtype::f32, {T, Hv}, g.normal(T * Hv)),
+             from_floats(dtype::f32, {Hv}, g.normal(Hv, 0.5f)),
+             from_floats(dtype::f32, {Hv * Dk}, g.normal(Hv * Dk, 0.5f)),
+             from_floats(dtype::f32, {NS, Hv, Dk, Dv}, g.normal(NS * Hv * Dk * Dv, 0.3f)),
+             from_ints({3, 4}, table)};
+    c.dst = out(dtype::f32, {T, Hv, Dv});
+    c.tol = {1e-9, 1e-4};
+    out_cases.push_back(std::move(c));
+  }
   // Mamba-2's scan: heads over groups of B and C (one group; two), A_log or GGUF's -exp(A_log);
   // Mamba-1's: channels as heads of one value, an A per state value
   for (auto [H, G, P, N, neg, per_state] :
