@@ -182,6 +182,13 @@ const std::vector<family_entry>& families() {
        read_deepseek_gguf,
        build_deepseek,
        prepare_deepseek_hf},
+      // Kimi-Linear: KDA layers between latent attention without positions, V3's experts
+      {"kimi_linear",
+       {"KimiLinearForCausalLM"},
+       {},
+       read_kimi_linear_hf,
+       nullptr,
+       build_kimi_linear},
       // GLM-4.7-Flash: DeepSeek-V3's latent attention and experts, dense layers by mlp_layer_types
       // (llama.cpp writes it as deepseek2)
       {"glm4_moe_lite",

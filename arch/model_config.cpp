@@ -194,8 +194,13 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                 3 * m.lin_v_heads + (m.ssm_norm == model_config::ssm_norm_kind::none ? 0 : Vd) +
                 Vd * C + (m.ssm_proj_bias ? ssm_in : 0) + (m.ssm_out_bias ? C : 0)
       : m.short_conv ? 3 * C * Vd + Vd * m.lin_conv + Vd * C
-                     : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
-                           2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
+      // KDA: q, k, v and their taps; the decay's f_a, f_b, dt_bias, A_log; b; the gate's g_a,
+      // g_b; the norm; o_proj
+      : m.kda ? 3 * C * Vd + 3 * Vd * m.lin_conv +
+                    (m.lin_v_dim * C + Vd * m.lin_v_dim + Vd + m.lin_v_heads) + m.lin_v_heads * C +
+                    (m.lin_v_dim * C + Vd * m.lin_v_dim) + m.lin_v_dim + Vd * C
+              : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
+                    2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
   auto dense = [&](int64_t l) { return (m.gated_ffn ? 3 : 2) * C * m.layer_ffn(l); };
   const int64_t mats = m.expert_relu2 ? 2 : 3; // (ungated experts: up and down)
   const int64_t experts = experts_counted * mats * C * m.F_expert +

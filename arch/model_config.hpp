@@ -175,6 +175,11 @@ struct model_config {
   // dt_bias per head; an RMS norm over each group's heads of y silu(z); out_proj (in_proj and
   // out_proj with biases where ssm_proj_bias)
   bool mamba = false, ssm_conv_bias = false, ssm_proj_bias = false, ssm_out_bias = false;
+  // Kimi Delta Attention in place of the DeltaNet (Kimi-Linear): q, k, v projections each with
+  // its short convolution, a decay per head and key channel (f_b(f_a x) + dt_bias, through
+  // -exp(A_log) softplus), beta from b_proj, the output RMS-normed per head times
+  // sigmoid(g_b(g_a x)); lin_k_heads = lin_v_heads, lin_k_dim = lin_v_dim
+  bool kda = false;
   // the mixer's norm: over each group of y silu(z) (Mamba2's), of y before the gate (Falcon-H1's
   // norm_before_gate), or none (y silu(z) as it is)
   enum class ssm_norm_kind : uint8_t { after_gate, before_gate, none };

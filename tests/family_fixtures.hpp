@@ -109,6 +109,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "gemma4_e",
                                                             "deepseek_v32",
                                                             "glm_moe_dsa",
-                                                            "glm_moe_dsa_full"};
+                                                            "glm_moe_dsa_full",
+                                                            "kimi_linear"};
 
 } // namespace troupe::test

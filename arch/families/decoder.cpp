@@ -243,8 +243,10 @@ expected<vid> decoder::mla(int l, vid h) {
   const vid pos = g_.input(input_kind::positions);
   kernels::op_params rp;
   rp.rope = c_.rope;
-  qp = b.op(op::rope, {qp, pos}, "q_pe_rope", rp);
-  kp = b.op(op::rope, {kp, pos}, "k_pe_rope", rp);
+  if (c_.rope_enabled) { // (Kimi-Linear's latent attention has no positions at all)
+    qp = b.op(op::rope, {qp, pos}, "q_pe_rope", rp);
+    kp = b.op(op::rope, {kp, pos}, "k_pe_rope", rp);
+  }
   kernels::op_params t;
   t.k = split ? 0 : 1; // kv_b's W_kb(h) is [nope, kvl]: q_latent = W_kb(h)^T q_nope
   const vid ql = b.op(op::head_matmul, {qn, wkb}, "q_latent", t);
@@ -400,7 +402,10 @@ expected<vid> decoder::attention(int l, vid h) {
   if (const int64_t src = c_.layer_kv_source(l); src != l) return shared_attention(l, h, src);
   if (c_.layer_linear(l) && c_.ssm_dt_rank > 0) return mamba1(l, h);
   if (c_.layer_linear(l))
-    return c_.mamba ? mamba(l, h) : c_.short_conv ? short_conv(l, h) : delta_net(l, h);
+    return c_.mamba        ? mamba(l, h)
+           : c_.short_conv ? short_conv(l, h)
+           : c_.kda        ? kda(l, h)
+                           : delta_net(l, h);
   if (c_.kv_lora > 0) return mla(l, h);
   builder b(g_, l);
   const int64_t C = c_.C, H = c_.H, Hkv = c_.layer_kv_heads(l), D = c_.layer_head_dim(l);

@@ -74,6 +74,11 @@ struct decoder_names {
   // Mamba-1 (model_config::ssm_dt_rank > 0): in_proj [x; z], x_proj [dt; B; C rows], dt_proj's
   // weight (its bias lin_dt_bias), and Jamba's norms of dt, B and C
   std::string ssm_x, ssm_dt_w, ssm_dt_norm, ssm_b_norm, ssm_c_norm;
+  // Kimi Delta Attention (model_config::kda): q, k, v and their convolutions' taps, the decay's
+  // low-rank pair f_a / f_b and the output gate's g_a / g_b (dt_bias, A_log, b, the norm and
+  // out_proj as lin_dt_bias, lin_A_log, lin_b, lin_norm, lin_out)
+  std::string kda_q, kda_k, kda_v, kda_conv_q, kda_conv_k, kda_conv_v, kda_f_a, kda_f_b, kda_g_a,
+      kda_g_b;
   // per layer: the FFN's activation as an expression over x (expr.hpp), where a family's
   // activation carries learned constants of each layer (Apertus's xIELU); empty: the config's
   std::vector<std::string> layer_act;

@@ -116,6 +116,7 @@ class decoder {
   expected<vid> short_conv(int l, vid h);
   expected<vid> mamba(int l, vid h);
   expected<vid> mamba1(int l, vid h);
+  expected<vid> kda(int l, vid h);
 
   expected<vid> attention(int l, vid h);
 

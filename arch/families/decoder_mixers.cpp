@@ -270,4 +270,46 @@ expected<vid> decoder::mamba1(int l, vid h) {
   return b.linear(gated, wo, bo, "ssm_out");
 }
 
+expected<vid> decoder::kda(int l, vid h) {
+  builder b(g_, l);
+  const int64_t C = c_.C, H = c_.lin_v_heads, D = c_.lin_v_dim, K = c_.lin_conv, HD = H * D;
+  const axis av = axis::lin_v_heads; // (every head's key and value on one rank)
+  TROUPE_TRY_ASSIGN(wq, req(n_.kda_q, l, {HD, C}, cut::out, av, D));
+  TROUPE_TRY_ASSIGN(wk, req(n_.kda_k, l, {HD, C}, cut::out, av, D));
+  TROUPE_TRY_ASSIGN(wv, req(n_.kda_v, l, {HD, C}, cut::out, av, D));
+  TROUPE_TRY_ASSIGN(cq, req(n_.kda_conv_q, l, {HD, K}, cut::out, av, D));
+  TROUPE_TRY_ASSIGN(ck, req(n_.kda_conv_k, l, {HD, K}, cut::out, av, D));
+  TROUPE_TRY_ASSIGN(cv, req(n_.kda_conv_v, l, {HD, K}, cut::out, av, D));
+  TROUPE_TRY_ASSIGN(fa, req(n_.kda_f_a, l, {D, C}));
+  TROUPE_TRY_ASSIGN(fb, req(n_.kda_f_b, l, {HD, D}, cut::out, av, D));
+  TROUPE_TRY_ASSIGN(ga, req(n_.kda_g_a, l, {D, C}));
+  TROUPE_TRY_ASSIGN(gb, req(n_.kda_g_b, l, {HD, D}, cut::out, av, D));
+  TROUPE_TRY_ASSIGN(dt, req(n_.lin_dt_bias, l, {HD}, cut::out, av, D));
+  TROUPE_TRY_ASSIGN(alog, req(n_.lin_A_log, l, {H}, cut::out, av, 1));
+  TROUPE_TRY_ASSIGN(wb, req(n_.lin_b, l, {H, C}, cut::out, av, 1));
+  TROUPE_TRY_ASSIGN(nw, req(n_.lin_norm, l, {D}));
+  TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, HD}, cut::in, av, D));
+  const vid table = g_.input(input_kind::state_table);
+  auto conv = [&](vid w, vid x, const std::string& what) {
+    const vid st = graph::add_recurrent_state(g_, state_kind::conv, l, {H, K - 1, D}, av,
+                                              what + "_conv_state");
+    return b.op(op::causal_conv, {b.view(x, {-1, D}, what + "_heads"), w, st, table},
+                what + "_conv");
+  };
+  const vid q = conv(cq, b.linear(h, wq, none, "kda_q"), "kda_q");
+  const vid k = conv(ck, b.linear(h, wk, none, "kda_k"), "kda_k");
+  const vid v = conv(cv, b.linear(h, wv, none, "kda_v"), "kda_v");
+  // the decay's input per head and key channel; the op adds dt_bias and takes the softplus
+  const vid a = b.view(b.linear(b.linear(h, fa, none, "kda_f_a"), fb, none, "kda_f_b"), {-1, D},
+                       "kda_decay_in");
+  const vid beta = b.linear(h, wb, none, "kda_b");
+  const vid st = graph::add_recurrent_state(g_, state_kind::delta, l, {H, D, D}, av, "delta_state");
+  const vid o = b.op(op::gated_delta, {q, k, v, a, beta, alog, dt, st, table}, "kda");
+  const vid on = b.norm(o, norm_type::rms, nw, none, static_cast<float>(c_.norm_eps), "kda_norm");
+  const vid gate = b.view(b.linear(b.linear(h, ga, none, "kda_g_a"), gb, none, "kda_g_b"), {-1, D},
+                          "kda_gate_heads");
+  const vid gated = b.mul(on, b.unary(op::sigmoid, gate, "kda_gate"), "kda_gated");
+  return b.linear(b.view(gated, {-1}, "kda_flat"), wo, none, "kda_out");
+}
+
 } // namespace troupe::arch::detail

@@ -67,6 +67,8 @@ status prepare_llama4_hf(const model_config& c, tensor_index& t);
 status read_apertus_hf(hf_cfg& j, model_config& c);
 status read_apertus_gguf(const gguf_cfg& g, model_config& c);
 status build_apertus(const model_source& m, graph::graph& g);
+status read_kimi_linear_hf(hf_cfg& j, model_config& c);
+status build_kimi_linear(const model_source& m, graph::graph& g);
 status read_gemma4_hf(hf_cfg& j, model_config& c);
 status read_gemma4_gguf(const gguf_cfg& g, model_config& c);
 status build_gemma4(const model_source& m, graph::graph& g);

@@ -35,6 +35,12 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
   std::vector<int64_t> dims(t->dims.dims.begin(), t->dims.dims.begin() + t->dims.rank);
   // 1-D weights may be stored as [n], [1, n] or [H, D] (per-head norm weights)
   if (dims.size() == 2 && want.size() == 1 && dims[0] * dims[1] == want[0]) dims = {want[0]};
+  // or as [1, 1, n, 1] (Kimi-Linear's A_log): every other dim 1
+  if (dims.size() > 2 && want.size() == 1 &&
+      std::count(dims.begin(), dims.end(), int64_t{1}) ==
+          static_cast<std::ptrdiff_t>(dims.size()) - 1 &&
+      *std::max_element(dims.begin(), dims.end()) == want[0])
+    dims = {want[0]};
   // a stack of matrices [G, R, K] as one [G * R, K] (GGUF's per-head k_b / v_b; or rows of it
   // taken by segments: each expert's gate or up rows of a packed gate_up [E, 2F, K])
   if (dims.size() == 3 && want.size() == 2 && dims[2] == want[1] &&

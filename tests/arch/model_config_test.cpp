@@ -651,3 +651,36 @@ TEST(ModelConfig, SparseAttentionIndexers) {
   j["indexer_types"] = {"shared", "full", "full", "full"}; // nothing to reuse on layer 0
   EXPECT_FALSE(parse(j));
 }
+
+// Kimi-Linear's config.json as published (its remote code's names): linear_attn_config with
+// 1-based layer lists, num_experts / moe_renormalize / num_expert_group; or transformers 5's.
+TEST(ModelConfig, KimiLinearReadsThePublishedForm) {
+  json j = base("KimiLinearForCausalLM");
+  j.update({{"kv_lora_rank", 32},
+            {"qk_nope_head_dim", 16},
+            {"qk_rope_head_dim", 8},
+            {"v_head_dim", 16},
+            {"moe_intermediate_size", 32},
+            {"num_experts", 8},
+            {"num_experts_per_token", 2},
+            {"moe_renormalize", false},
+            {"num_expert_group", 1},
+            {"first_k_dense_replace", 2},
+            {"linear_attn_config",
+             {{"head_dim", 16},
+              {"num_heads", 4},
+              {"short_conv_kernel_size", 4},
+              {"kda_layers", {1, 2, 3}},
+              {"full_attn_layers", {4}}}}});
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_TRUE(c->kda);
+  EXPECT_EQ(c->linear_layers, (std::vector<uint8_t>{1, 1, 1, 0}));
+  EXPECT_EQ(c->lin_v_heads, 4);
+  EXPECT_EQ(c->n_expert, 8);
+  EXPECT_FALSE(c->norm_topk);
+  EXPECT_EQ(c->moe_layers, (std::vector<uint8_t>{0, 0, 1, 1}));
+  EXPECT_FALSE(c->rope_enabled);                     // latent attention without positions
+  j["linear_attn_config"]["full_attn_layers"] = {3}; // layer 3 named twice, layer 4 never
+  EXPECT_FALSE(parse(j));
+}
