@@ -121,10 +121,13 @@ expected<placement> even_placement(const model_config& c, int tp, int pp) {
   // layer no later layer reads across
   const int64_t L = c.n_layer;
   std::vector<uint8_t> valid(static_cast<size_t>(L) + 1, 1);
+  std::vector<int64_t> above(static_cast<size_t>(L) + 1, 0); // valid cuts after b
   int64_t lowest = L; // the lowest layer read by any layer from b on
   for (int64_t b = L - 1; b >= 1; --b) {
     lowest = std::min(lowest, c.layer_reads_from(b));
     valid[static_cast<size_t>(b)] = lowest >= b;
+    above[static_cast<size_t>(b - 1)] =
+        above[static_cast<size_t>(b)] + valid[static_cast<size_t>(b)];
   }
   std::vector<int64_t> cuts;
   int64_t at = 0;
@@ -132,10 +135,8 @@ expected<placement> even_placement(const model_config& c, int tp, int pp) {
     at += L / pp + (s - 1 < L % pp ? 1 : 0); // the even split's cut
     int64_t best = -1;
     for (int64_t b = (cuts.empty() ? 1 : cuts.back() + 1); b < L; ++b) {
-      if (!valid[static_cast<size_t>(b)]) continue;
-      int64_t above = 0; // room for the cuts still to make
-      for (int64_t x = b + 1; x < L; ++x) above += valid[static_cast<size_t>(x)];
-      if (above < pp - 1 - s) continue;
+      // (and room above for the cuts still to make)
+      if (!valid[static_cast<size_t>(b)] || above[static_cast<size_t>(b)] < pp - 1 - s) continue;
       if (best < 0 || std::abs(b - at) < std::abs(best - at)) best = b;
     }
     if (best < 0)

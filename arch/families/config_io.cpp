@@ -532,6 +532,21 @@ status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_
   return {};
 }
 
+expected<bool> read_layer_kinds(hf_cfg& j, const char* key, int64_t n_layer, const char* one,
+                                const char* other, std::vector<uint8_t>& out) {
+  const json& types = j.raw(key);
+  if (types.is_null()) return false;
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != n_layer)
+    return j.bad(fmt::format("'{}' must list {} layers", key, n_layer));
+  out.assign(static_cast<size_t>(n_layer), 0);
+  for (size_t l = 0; l < types.size(); ++l) {
+    if (types[l] != one && types[l] != other)
+      return j.unsupported(fmt::format("{}[{}] {}", key, l, types[l].dump()));
+    out[l] = types[l] == one;
+  }
+  return true;
+}
+
 status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
                         const std::function<bool(int64_t)>& fallback) {
   std::vector<uint8_t> windowed(static_cast<size_t>(c.n_layer), 0);

@@ -96,6 +96,11 @@ status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_
 expected<bool> read_windows_rope_on_sliding(hf_cfg& j, model_config& c);
 status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
                         const std::function<bool(int64_t)>& fallback);
+/// A list of one of two kinds per layer under `key` (mlp_layer_types' "sparse" / "dense", Kimi's
+/// "linear_attention" / "full_attention"): `out` [n_layer] with 1 where `one`. False (and `out`
+/// as it was) where the key is absent or null; another length or kind is refused naming it.
+expected<bool> read_layer_kinds(hf_cfg& j, const char* key, int64_t n_layer, const char* one,
+                                const char* other, std::vector<uint8_t>& out);
 /// Maps an HF activation name to a kernel or a built-in expression; unsupported otherwise
 /// (an --arch-spec file may still define it).
 status read_activation(const std::string& name, model_config& c, const std::string& where);

@@ -1,6 +1,7 @@
 // decoder_build.hpp (arch/families, internal): the decoder builder's class, shared by
-// decoder.cpp (the layer, attention, FFN and experts) and decoder_mixers.cpp (the recurrent
-// mixers: gated DeltaNet, short convolution, Mamba-2, Mamba-1). Only those two include it.
+// decoder.cpp (the layer, attention, FFN and experts), decoder_mixers.cpp (the recurrent mixers:
+// gated DeltaNet, short convolution, Mamba-2, Mamba-1, KDA) and decoder_mla.cpp (latent attention
+// and DeepSeek Sparse Attention's indexer). Only those three include it.
 #pragma once
 
 #include <memory>
@@ -117,6 +118,20 @@ class decoder {
   expected<vid> mamba(int l, vid h);
   expected<vid> mamba1(int l, vid h);
   expected<vid> kda(int l, vid h);
+
+  // layer l's attention as the kernel sees it: its geometry, the scores' scale, window, chunk,
+  // temperature, caps and RoPE (the weights and caches are the caller's)
+  attention_spec layer_spec(int l) const;
+  // how TP cuts layer l's KV heads (the full-attention layers' own, where they differ)
+  axis kv_axis_of(int l) const {
+    return c_.layer_full_geometry(l) ? axis::kv_heads_full : axis::kv_heads;
+  }
+  // the FFN's activation as an op
+  op act_op() const {
+    return c_.act == act_kind::silu        ? op::silu
+           : c_.act == act_kind::gelu_tanh ? op::gelu_tanh
+                                           : op::gelu_erf;
+  }
 
   expected<vid> attention(int l, vid h);
 

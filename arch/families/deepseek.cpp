@@ -196,21 +196,15 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
   // or first_k_dense_replace of them (K-EXAONE)
   const bool v32 = c.family == "deepseek_v32" || c.family == "glm_moe_dsa";
   if (c.family == "glm4_moe_lite" || exaone || v32) {
-    const json& types = j.raw("mlp_layer_types");
-    if (types.is_null()) {
-      TROUPE_TRY_ASSIGN(dense,
-                        exaone || v32 ? j.i("first_k_dense_replace", v32 ? 3 : 1) : int64_t{1});
-      for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
+    TROUPE_TRY_ASSIGN(
+        listed, read_layer_kinds(j, "mlp_layer_types", c.n_layer, "sparse", "dense", c.moe_layers));
+    if (listed) {
+      if (exaone || v32) j.mark("first_k_dense_replace"); // the list wins
       return {};
     }
-    if (exaone || v32) j.mark("first_k_dense_replace"); // the list wins
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.n_layer)
-      return j.bad(fmt::format("'mlp_layer_types' must list {} layers", c.n_layer));
-    for (size_t l = 0; l < types.size(); ++l) {
-      if (types[l] != "dense" && types[l] != "sparse")
-        return j.unsupported(fmt::format("mlp_layer_types[{}] {}", l, types[l].dump()));
-      c.moe_layers[l] = types[l] == "sparse";
-    }
+    TROUPE_TRY_ASSIGN(dense,
+                      exaone || v32 ? j.i("first_k_dense_replace", v32 ? 3 : 1) : int64_t{1});
+    for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
     return {};
   }
   TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", 0));
@@ -383,13 +377,8 @@ status build_deepseek(const model_source& m, graph::graph& g) {
     if (c.tie_embeddings) n.lm_head.clear();
     return build_decoder(m, n, g);
   }
-  decoder_names n = hf_llama_layout(false, false, false);
+  decoder_names n = hf_mla_layout();
   const std::string a = "model.layers.{}.self_attn.";
-  n.wq.clear(), n.wk.clear(), n.wv.clear();
-  n.mla_q = a + "q_proj.weight", n.mla_q_a = a + "q_a_proj.weight";
-  n.mla_q_a_norm = a + "q_a_layernorm.weight", n.mla_q_b = a + "q_b_proj.weight";
-  n.mla_kv_a = a + "kv_a_proj_with_mqa.weight", n.mla_kv_a_norm = a + "kv_a_layernorm.weight";
-  n.mla_kv_b = a + "kv_b_proj.weight";
   if (c.dsa_topk > 0) {
     n.dsa_wq = a + "indexer.wq_b.weight", n.dsa_wk = a + "indexer.wk.weight";
     n.dsa_k_norm = a + "indexer.k_norm.weight", n.dsa_k_norm_b = a + "indexer.k_norm.bias";
@@ -398,6 +387,17 @@ status build_deepseek(const model_source& m, graph::graph& g) {
   routed_expert_names(m, n);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
+}
+
+decoder_names hf_mla_layout() {
+  decoder_names n = hf_llama_layout(false, false, false);
+  const std::string a = "model.layers.{}.self_attn.";
+  n.wq.clear(), n.wk.clear(), n.wv.clear();
+  n.mla_q = a + "q_proj.weight", n.mla_q_a = a + "q_a_proj.weight";
+  n.mla_q_a_norm = a + "q_a_layernorm.weight", n.mla_q_b = a + "q_b_proj.weight";
+  n.mla_kv_a = a + "kv_a_proj_with_mqa.weight", n.mla_kv_a_norm = a + "kv_a_layernorm.weight";
+  n.mla_kv_b = a + "kv_b_proj.weight";
+  return n;
 }
 
 void routed_expert_names(const model_source& m, decoder_names& n) {

@@ -124,6 +124,9 @@ status prepare_deepseek_hf(const model_config& c, tensor_index& t);
 /// (exp_probs_b for the bias); the shared experts are never gated.
 status read_routed_experts_hf(hf_cfg& j, model_config& c);
 void routed_expert_names(const model_source& m, decoder_names& n);
+/// The HF Llama layout with DeepSeek's latent attention (self_attn.q_proj or q_a / q_b, its norm,
+/// kv_a_proj_with_mqa and its norm, kv_b_proj) in place of q, k, v.
+decoder_names hf_mla_layout();
 /// The same experts from llama.cpp's keys (deepseek2, glm4moe: expert_count /
 /// expert_feed_forward_length / expert_shared_count, the gating function, the exp_probs_b
 /// correction bias, groups, leading dense blocks) over the first c.n_layer blocks.

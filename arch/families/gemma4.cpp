@@ -281,32 +281,34 @@ status read_gemma4_gguf(const gguf_cfg& g, model_config& c) {
   return {};
 }
 
-status build_gemma4(const model_source& m, graph::graph& g) {
+namespace {
+
+decoder_names gguf_names(const model_source& m) { // llama.cpp's
   const model_config& c = m.config;
-  if (m.format != "hf") { // llama.cpp's names
-    decoder_names n = gguf_layout(m);
-    n.layer_scalar = "blk.{}.layer_output_scale.weight";
-    if (c.ple_dim > 0) {
-      n.ple_table = "per_layer_token_embd.weight";
-      n.ple_proj = "per_layer_model_proj.weight";
-      n.ple_proj_norm = "per_layer_proj_norm.weight";
-      n.ple_gate = "blk.{}.inp_gate.weight";
-      n.ple_up = "blk.{}.proj.weight";
-      n.ple_norm = "blk.{}.post_norm.weight";
-    }
-    if (c.moe_beside_mlp) {
-      n.post_ffn_norm_1 = "blk.{}.post_ffw_norm_1.weight";
-      n.ffn_norm_2 = "blk.{}.pre_ffw_norm_2.weight";
-      n.post_ffn_norm_2 = "blk.{}.post_ffw_norm_2.weight";
-      n.moe_router = "blk.{}.ffn_gate_inp.weight";
-      n.moe_router_scale = "blk.{}.ffn_gate_inp.scale";
-      n.moe_expert_scale = "blk.{}.ffn_down_exps.scale";
-      n.moe_gate_up = "blk.{}.ffn_gate_up_exps.weight";
-      n.moe_down = "blk.{}.ffn_down_exps.weight";
-    }
-    if (c.tie_embeddings) n.lm_head.clear();
-    return build_decoder(m, n, g);
+  decoder_names n = gguf_layout(m);
+  n.layer_scalar = "blk.{}.layer_output_scale.weight";
+  if (c.ple_dim > 0) {
+    n.ple_table = "per_layer_token_embd.weight";
+    n.ple_proj = "per_layer_model_proj.weight";
+    n.ple_proj_norm = "per_layer_proj_norm.weight";
+    n.ple_gate = "blk.{}.inp_gate.weight";
+    n.ple_up = "blk.{}.proj.weight";
+    n.ple_norm = "blk.{}.post_norm.weight";
   }
+  if (c.moe_beside_mlp) {
+    n.post_ffn_norm_1 = "blk.{}.post_ffw_norm_1.weight";
+    n.ffn_norm_2 = "blk.{}.pre_ffw_norm_2.weight";
+    n.post_ffn_norm_2 = "blk.{}.post_ffw_norm_2.weight";
+    n.moe_router = "blk.{}.ffn_gate_inp.weight";
+    n.moe_router_scale = "blk.{}.ffn_gate_inp.scale";
+    n.moe_expert_scale = "blk.{}.ffn_down_exps.scale";
+    n.moe_gate_up = "blk.{}.ffn_gate_up_exps.weight";
+    n.moe_down = "blk.{}.ffn_down_exps.weight";
+  }
+  return n;
+}
+
+decoder_names hf_names(const model_config& c) {
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
   n.post_attn_norm = "model.layers.{}.post_attention_layernorm.weight";
   n.ffn_norm = "model.layers.{}.pre_feedforward_layernorm.weight";
@@ -331,7 +333,14 @@ status build_gemma4(const model_source& m, graph::graph& g) {
     n.moe_gate_up = p + "experts.gate_up_proj"; // [E, 2F, C]: each expert's gate rows, then up
     n.moe_down = p + "experts.down_proj";       // [E, C, F]
   }
-  if (c.tie_embeddings) n.lm_head.clear();
+  return n;
+}
+
+} // namespace
+
+status build_gemma4(const model_source& m, graph::graph& g) {
+  decoder_names n = m.format == "hf" ? hf_names(m.config) : gguf_names(m);
+  if (m.config.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }
 

@@ -70,15 +70,9 @@ status read_kimi_linear_hf(hf_cfg& j, model_config& c) {
   c.lin_conv = lk;
   const int64_t L = c.n_layer;
   c.linear_layers.assign(static_cast<size_t>(L), 0);
-  if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
-    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != L)
-      return j.bad(fmt::format("'layer_types' must list {} layers", L));
-    for (size_t l = 0; l < lt.size(); ++l) {
-      if (lt[l] != "linear_attention" && lt[l] != "full_attention")
-        return j.unsupported(fmt::format("layer_types[{}] {}", l, lt[l].dump()));
-      c.linear_layers[l] = lt[l] == "linear_attention";
-    }
-  } else if (lac.is_object() && lac.contains("kda_layers") && lac.contains("full_attn_layers")) {
+  TROUPE_TRY_ASSIGN(typed, read_layer_kinds(j, "layer_types", L, "linear_attention",
+                                            "full_attention", c.linear_layers));
+  if (!typed && lac.is_object() && lac.contains("kda_layers") && lac.contains("full_attn_layers")) {
     std::vector<uint8_t> seen(static_cast<size_t>(L), 0);
     for (const char* key : {"kda_layers", "full_attn_layers"})
       for (const auto& v : lac[key]) { // 1-based
@@ -89,7 +83,7 @@ status read_kimi_linear_hf(hf_cfg& j, model_config& c) {
       }
     if (std::find(seen.begin(), seen.end(), 0) != seen.end())
       return j.bad("linear_attn_config names no kind for some layer");
-  } else { // KimiLinearConfig: full attention on every fourth layer from layer 4
+  } else if (!typed) { // KimiLinearConfig: full attention on every fourth layer from layer 4
     for (int64_t l = 0; l < L; ++l) c.linear_layers[static_cast<size_t>(l)] = !(l && l % 4 == 0);
   }
   // DeepSeek-V3's experts under the remote code's names
@@ -110,14 +104,9 @@ status read_kimi_linear_hf(hf_cfg& j, model_config& c) {
   for (const char* key : {"output_router_logits", "moe_router_activation_func", "scoring_func"})
     j.mark(key); // (transformers' router is sigmoid whatever these say)
   c.moe_layers.assign(static_cast<size_t>(L), 0);
-  if (const json& mt = j.raw("mlp_layer_types"); !mt.is_null()) {
-    if (!mt.is_array() || static_cast<int64_t>(mt.size()) != L)
-      return j.bad(fmt::format("'mlp_layer_types' must list {} layers", L));
-    for (size_t l = 0; l < mt.size(); ++l) {
-      if (mt[l] != "dense" && mt[l] != "sparse")
-        return j.unsupported(fmt::format("mlp_layer_types[{}] {}", l, mt[l].dump()));
-      c.moe_layers[l] = mt[l] == "sparse";
-    }
+  TROUPE_TRY_ASSIGN(listed,
+                    read_layer_kinds(j, "mlp_layer_types", L, "sparse", "dense", c.moe_layers));
+  if (listed) {
     j.mark("first_k_dense_replace");
   } else {
     TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", 1));
@@ -128,13 +117,8 @@ status read_kimi_linear_hf(hf_cfg& j, model_config& c) {
 
 status build_kimi_linear(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  decoder_names n = hf_llama_layout(false, false, false);
+  decoder_names n = hf_mla_layout();
   const std::string a = "model.layers.{}.self_attn.", f = "model.layers.{}.block_sparse_moe.";
-  n.wq.clear(), n.wk.clear(), n.wv.clear();
-  n.mla_q = a + "q_proj.weight", n.mla_q_a = a + "q_a_proj.weight";
-  n.mla_q_a_norm = a + "q_a_layernorm.weight", n.mla_q_b = a + "q_b_proj.weight";
-  n.mla_kv_a = a + "kv_a_proj_with_mqa.weight", n.mla_kv_a_norm = a + "kv_a_layernorm.weight";
-  n.mla_kv_b = a + "kv_b_proj.weight";
   n.kda_q = a + "q_proj.weight", n.kda_k = a + "k_proj.weight", n.kda_v = a + "v_proj.weight";
   n.kda_conv_q = a + "q_conv1d.weight", n.kda_conv_k = a + "k_conv1d.weight";
   n.kda_conv_v = a + "v_conv1d.weight";

@@ -19,77 +19,76 @@ void cache_row(const tensor_view& c, const int32_t* blocks, int64_t s, int64_t k
          D);
 }
 
-void dsa_select(const op_args& a, const exec_ctx&) {
-  const auto &q = a.src[0], &kc = a.src[1], &seqs = a.src[2], &w = a.src[3];
-  const int64_t H = q.dims[1], D = q.dims[2], K = a.dst.cols();
-  std::vector<float> k(static_cast<size_t>(D));
+// fn(t, p, blocks) for every query of the step: its row, position, and sequence's block table
+template <class F>
+void for_each_query(const tensor_view& seqs, F&& fn) {
   for (int64_t si = 0; si < seqs.rows(); ++si) {
     const int32_t* info = seqs.row<int32_t>(si);
-    const int64_t begin = info[0], count = info[1], pos0 = info[2];
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t t = begin + i, p = pos0 + i;
-      std::vector<double> score(static_cast<size_t>(p + 1));
-      for (int64_t s = 0; s <= p; ++s) {
-        cache_row(kc, info + 3, s, 0, k.data());
-        double sum = 0;
-        for (int64_t h = 0; h < H; ++h) {
-          double dot = 0;
-          for (int64_t d = 0; d < D; ++d)
-            dot += static_cast<double>(q.as<float>()[(t * H + h) * D + d]) * k[d];
-          sum += static_cast<double>(w.as<float>()[t * H + h]) * std::max(0.0, a.p.scale * dot);
-        }
-        score[static_cast<size_t>(s)] = sum;
-      }
-      std::vector<int64_t> order(static_cast<size_t>(p + 1));
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(),
-                       [&](int64_t x, int64_t y) { return score[x] > score[y]; });
-      int32_t* out = a.dst.row<int32_t>(t);
-      for (int64_t j = 0; j < K; ++j)
-        out[j] = j <= p ? static_cast<int32_t>(order[static_cast<size_t>(j)]) : -1;
-    }
+    for (int64_t i = 0; i < info[1]; ++i) fn(info[0] + i, info[2] + i, info + 3);
   }
 }
 
+void dsa_select(const op_args& a, const exec_ctx&) {
+  const auto &q = a.src[0], &kc = a.src[1], &w = a.src[3];
+  const int64_t H = q.dims[1], D = q.dims[2], K = a.dst.cols();
+  std::vector<float> k(static_cast<size_t>(D));
+  for_each_query(a.src[2], [&](int64_t t, int64_t p, const int32_t* blocks) {
+    std::vector<double> score(static_cast<size_t>(p + 1));
+    for (int64_t s = 0; s <= p; ++s) {
+      cache_row(kc, blocks, s, 0, k.data());
+      double sum = 0;
+      for (int64_t h = 0; h < H; ++h) {
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d)
+          dot += static_cast<double>(q.as<float>()[(t * H + h) * D + d]) * k[d];
+        sum += static_cast<double>(w.as<float>()[t * H + h]) * std::max(0.0, a.p.scale * dot);
+      }
+      score[static_cast<size_t>(s)] = sum;
+    }
+    std::vector<int64_t> order(static_cast<size_t>(p + 1));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return score[x] > score[y]; });
+    int32_t* out = a.dst.row<int32_t>(t);
+    for (int64_t j = 0; j < K; ++j)
+      out[j] = j <= p ? static_cast<int32_t>(order[static_cast<size_t>(j)]) : -1;
+  });
+}
+
 void paged_sparse(const op_args& a, const exec_ctx&) {
-  const auto &q = a.src[0], &kc = a.src[1], &vc = a.src[2], &seqs = a.src[3], &sel = a.src[5];
+  const auto &q = a.src[0], &kc = a.src[1], &vc = a.src[2], &sel = a.src[5];
   const int64_t H = q.dims[1], D = q.dims[2], Hkv = kc.dims[2], group = H / Hkv, K = sel.cols();
   std::vector<float> row(static_cast<size_t>(D));
-  for (int64_t si = 0; si < seqs.rows(); ++si) {
-    const int32_t* info = seqs.row<int32_t>(si);
-    const int64_t begin = info[0], count = info[1], pos0 = info[2];
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t t = begin + i, p = pos0 + i;
-      const int32_t* picked = sel.row<int32_t>(t);
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t kh = h / group;
-        std::vector<double> score;
-        std::vector<int64_t> at;
-        for (int64_t j = 0; j < K; ++j) {
-          const int64_t s = picked[j];
-          if (s < 0 || s > p) continue;
-          cache_row(kc, info + 3, s, kh, row.data());
-          double dot = 0;
-          for (int64_t d = 0; d < D; ++d)
-            dot += static_cast<double>(q.as<float>()[(t * H + h) * D + d]) * row[d];
-          double sc = dot * a.p.scale;
-          if (a.p.softcap > 0) sc = a.p.softcap * std::tanh(sc / a.p.softcap);
-          score.push_back(sc);
-          at.push_back(s);
-        }
-        std::vector<double> acc(static_cast<size_t>(D), 0.0);
-        const double mx = score.empty() ? 0 : *std::max_element(score.begin(), score.end());
-        double sum = 0;
-        for (double& s : score) sum += (s = std::exp(s - mx));
-        for (size_t j = 0; j < at.size(); ++j) {
-          cache_row(vc, info + 3, at[j], kh, row.data());
-          for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += score[j] / sum * row[d];
-        }
+  for_each_query(a.src[3], [&](int64_t t, int64_t p, const int32_t* blocks) {
+    const int32_t* picked = sel.row<int32_t>(t);
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kh = h / group;
+      std::vector<double> score;
+      std::vector<int64_t> at;
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t s = picked[j];
+        if (s < 0 || s > p) continue;
+        cache_row(kc, blocks, s, kh, row.data());
+        double dot = 0;
         for (int64_t d = 0; d < D; ++d)
-          a.dst.as<float>()[(t * H + h) * D + d] = static_cast<float>(acc[static_cast<size_t>(d)]);
+          dot += static_cast<double>(q.as<float>()[(t * H + h) * D + d]) * row[d];
+        double sc = dot * a.p.scale;
+        if (a.p.softcap > 0) sc = a.p.softcap * std::tanh(sc / a.p.softcap);
+        score.push_back(sc);
+        at.push_back(s);
       }
+      std::vector<double> acc(static_cast<size_t>(D), 0.0);
+      const double mx = score.empty() ? 0 : *std::max_element(score.begin(), score.end());
+      double sum = 0;
+      for (double& s : score) sum += (s = std::exp(s - mx));
+      for (size_t j = 0; j < at.size(); ++j) {
+        cache_row(vc, blocks, at[j], kh, row.data());
+        for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += score[j] / sum * row[d];
+      }
+      for (int64_t d = 0; d < D; ++d)
+        a.dst.as<float>()[(t * H + h) * D + d] = static_cast<float>(acc[static_cast<size_t>(d)]);
     }
-  }
+  });
 }
 
 bool float_type(dtype t) {

@@ -4,6 +4,7 @@
 // leaves unread, batched decode over all heads at once, and the KV-cache store.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -13,6 +14,40 @@
 #include "case_util.hpp"
 
 namespace troupe::kernels::harness {
+
+namespace {
+
+// A step of three sequences (counts rows from first positions pos0s) through the blocks
+// 1 .. NB - 1 of P rows, shuffled (block 0 is the null block): the table i32 [3, 3 + MB] (a
+// sequence's first row, rows, first position, blocks; a block before `first_read(s)`, in blocks,
+// the null one, as the scheduler frees what no query sees) and the step's rows T
+struct paged_step {
+  std::vector<int32_t> seqs;
+  int64_t T = 0;
+};
+paged_step three_sequences(gen& g, const int64_t (&counts)[3], const int64_t (&pos0s)[3], int64_t P,
+                           int64_t NB, int64_t MB,
+                           const std::function<int64_t(int)>& first_read = nullptr) {
+  std::vector<int32_t> blocks(NB - 1);
+  std::iota(blocks.begin(), blocks.end(), 1);
+  std::shuffle(blocks.begin(), blocks.end(), g.rng);
+  paged_step out;
+  int64_t used = 0;
+  for (int s = 0; s < 3; ++s) {
+    out.seqs.push_back(static_cast<int32_t>(out.T));
+    out.seqs.push_back(static_cast<int32_t>(counts[s]));
+    out.seqs.push_back(static_cast<int32_t>(pos0s[s]));
+    const int64_t need = (pos0s[s] + counts[s] + P - 1) / P;
+    const int64_t seen = first_read ? first_read(s) : 0;
+    for (int64_t b = 0; b < MB; ++b)
+      out.seqs.push_back(b < need && b >= seen ? blocks[used + b] : 0);
+    used += need;
+    out.T += counts[s];
+  }
+  return out;
+}
+
+} // namespace
 
 void attention_cases(std::vector<op_case>& out_cases) {
   // head dims: 16 (a short row), 64 and 128 (the prefill tile's compiled head sizes), 80 (64 +
@@ -180,23 +215,11 @@ void attention_cases(std::vector<op_case>& out_cases) {
       gen g(c.name);
       c.kind = op::paged_attention;
       const int64_t counts[3] = {13, 1, 3}, pos0s[3] = {0, 25, 14};
-      std::vector<int32_t> blocks(NB - 1);
-      std::iota(blocks.begin(), blocks.end(), 1);
-      std::shuffle(blocks.begin(), blocks.end(), g.rng);
-      std::vector<int32_t> seqs;
-      int64_t T = 0, used = 0;
-      for (int s = 0; s < 3; ++s) {
-        seqs.push_back(static_cast<int32_t>(T));
-        seqs.push_back(static_cast<int32_t>(counts[s]));
-        seqs.push_back(static_cast<int32_t>(pos0s[s]));
-        const int64_t need = (pos0s[s] + counts[s] + P - 1) / P;
-        const int64_t p0 = pos0s[s]; // the first block read: its first row's window or chunk
-        const int64_t seen = std::max<int64_t>({0, W ? p0 - W + 1 : 0, C ? p0 - p0 % C : 0}) / P;
-        for (int64_t b = 0; b < MB; ++b)
-          seqs.push_back(b < need && b >= seen ? blocks[used + b] : 0);
-        used += need;
-        T += counts[s];
-      }
+      // the first block read: its first row's window or chunk
+      const auto [seqs, T] = three_sequences(g, counts, pos0s, P, NB, MB, [&](int s) {
+        const int64_t p0 = pos0s[s];
+        return std::max<int64_t>({0, W ? p0 - W + 1 : 0, C ? p0 - p0 % C : 0}) / P;
+      });
       // NB * P slots; nothing is stored in block 0 that a correct kernel could use
       std::vector<float> kvals = g.normal(NB * P * Hkv * D), vvals = g.normal(NB * P * Hkv * D);
       for (int64_t i = 0; i < P * Hkv * D; ++i) kvals[i] = vvals[i] = 1e4f;
@@ -221,20 +244,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
       gen g(c.name);
       c.kind = op::paged_attention;
       const int64_t counts[3] = {20, 1, 3}, pos0s[3] = {0, 17, 6}; // 20: a whole 16-row tile
-      std::vector<int32_t> blocks(NB - 1);
-      std::iota(blocks.begin(), blocks.end(), 1); // block 0 is the null block
-      std::shuffle(blocks.begin(), blocks.end(), g.rng);
-      std::vector<int32_t> seqs;
-      int64_t T = 0, used = 0;
-      for (int s = 0; s < 3; ++s) {
-        seqs.push_back(static_cast<int32_t>(T));
-        seqs.push_back(static_cast<int32_t>(counts[s]));
-        seqs.push_back(static_cast<int32_t>(pos0s[s]));
-        const int64_t need = (pos0s[s] + counts[s] + P - 1) / P;
-        for (int64_t b = 0; b < MB; ++b) seqs.push_back(b < need ? blocks[used + b] : 0);
-        used += need;
-        T += counts[s];
-      }
+      const auto [seqs, T] = three_sequences(g, counts, pos0s, P, NB, MB);
       c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
                from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
                from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
@@ -332,25 +342,12 @@ void attention_cases(std::vector<op_case>& out_cases) {
       gen g(c.name);
       c.kind = select ? op::dsa_select : op::paged_attention;
       const int64_t counts[3] = {9, 1, 3}, pos0s[3] = {0, 14, 5};
-      std::vector<int32_t> blocks(NB - 1);
-      std::iota(blocks.begin(), blocks.end(), 1);
-      std::shuffle(blocks.begin(), blocks.end(), g.rng);
-      std::vector<int32_t> seqs, picked;
-      int64_t T = 0, used = 0;
-      for (int s = 0; s < 3; ++s) {
-        seqs.push_back(static_cast<int32_t>(T));
-        seqs.push_back(static_cast<int32_t>(counts[s]));
-        seqs.push_back(static_cast<int32_t>(pos0s[s]));
-        const int64_t need = (pos0s[s] + counts[s] + P - 1) / P;
-        for (int64_t b = 0; b < MB; ++b) seqs.push_back(b < need ? blocks[used + b] : 0);
-        used += need;
-        T += counts[s];
-        for (int64_t i = 0; i < counts[s]; ++i) // positions <= the query's, a few -1
-          for (int64_t j = 0; j < K; ++j) {
-            const int64_t p = pos0s[s] + i;
-            picked.push_back(j == K - 1 ? -1 : static_cast<int32_t>(g.rng() % (p + 1)));
-          }
-      }
+      const auto [seqs, T] = three_sequences(g, counts, pos0s, P, NB, MB);
+      std::vector<int32_t> picked; // positions <= the query's, a few -1
+      for (int s = 0; s < 3; ++s)
+        for (int64_t i = 0; i < counts[s]; ++i)
+          for (int64_t j = 0; j < K; ++j)
+            picked.push_back(j == K - 1 ? -1 : static_cast<int32_t>(g.rng() % (pos0s[s] + i + 1)));
       if (select) {
         c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
                  from_floats(kv, {NB, P, 1, D}, g.normal(NB * P * D)), from_ints({3, 3 + MB}, seqs),

@@ -1,0 +1,126 @@
+// decoder_mla.cpp: the decoder builder's latent attention (decoder_build.hpp): DeepSeek's MLA,
+// absorbed, and DeepSeek Sparse Attention's lightning indexer, whose choice of keys the MLA then
+// attends over (DeepSeek-V3.2, GLM-5).
+#include "arch/families/decoder_build.hpp"
+
+#include <cmath>
+
+namespace troupe::arch::detail {
+
+expected<vid> decoder::mla(int l, vid h) {
+  builder b(g_, l);
+  const int64_t C = c_.C, H = c_.H, nope = c_.qk_nope, rope = c_.qk_rope, kvl = c_.kv_lora,
+                vh = c_.v_head, qk = nope + rope;
+  vid src = h;
+  int64_t K = C;
+  std::string wq = n_.mla_q;
+  if (c_.q_lora > 0) {
+    TROUPE_TRY_ASSIGN(wa, req(n_.mla_q_a, l, {c_.q_lora, C}));
+    const vid qa = b.linear(h, wa, none, "q_a");
+    TROUPE_TRY_SET(src, norm(qa, l, n_.mla_q_a_norm, "", c_.q_lora, norm_kind::rms, "q_a_norm"));
+    K = c_.q_lora;
+    wq = n_.mla_q_b;
+  }
+  TROUPE_TRY_ASSIGN(wqn,
+                    req(wq, l, {H * nope, K}, cut::out, axis::heads, nope, head_rows(qk, 0, nope)));
+  TROUPE_TRY_ASSIGN(
+      wqp, req(wq, l, {H * rope, K}, cut::out, axis::heads, rope, head_rows(qk, nope, rope)));
+  weight_ref lat, pe;
+  lat.segments = {{0, kvl}};
+  pe.segments = {{kvl, rope}};
+  TROUPE_TRY_ASSIGN(wc, req(n_.mla_kv_a, l, {kvl, C}, cut::none, axis::none, 1, lat));
+  TROUPE_TRY_ASSIGN(wkp, req(n_.mla_kv_a, l, {rope, C}, cut::none, axis::none, 1, pe));
+  // W_kb(h): from kv_b as [nope, kvl] per head (q_latent = W^T q_nope), or GGUF's k_b
+  // already [kvl, nope] per head (q_latent = W q_nope)
+  const bool split = !n_.mla_k_b.empty();
+  vid wkb, wvb;
+  if (split) {
+    TROUPE_TRY_SET(wkb, req(n_.mla_k_b, l, {H * kvl, nope}, cut::out, axis::heads, kvl));
+    TROUPE_TRY_SET(wvb, req(n_.mla_v_b, l, {H * vh, kvl}, cut::out, axis::heads, vh));
+  } else {
+    TROUPE_TRY_SET(wkb, req(n_.mla_kv_b, l, {H * nope, kvl}, cut::out, axis::heads, nope,
+                            head_rows(nope + vh, 0, nope)));
+    TROUPE_TRY_SET(wvb, req(n_.mla_kv_b, l, {H * vh, kvl}, cut::out, axis::heads, vh,
+                            head_rows(nope + vh, nope, vh)));
+  }
+  TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * vh}, cut::in, axis::heads, vh));
+  const vid qn = b.view(b.linear(src, wqn, none, "q_nope"), {-1, nope}, "q_nope_heads");
+  vid qp = b.view(b.linear(src, wqp, none, "q_pe"), {-1, rope}, "q_pe_heads");
+  TROUPE_TRY_ASSIGN(cv, norm(b.linear(h, wc, none, "kv_latent"), l, n_.mla_kv_a_norm, "", kvl,
+                             norm_kind::rms, "kv_latent_norm"));
+  vid kp = b.view(b.linear(h, wkp, none, "k_pe"), {1, rope}, "k_pe_head");
+  const vid pos = g_.input(input_kind::positions);
+  kernels::op_params rp;
+  rp.rope = c_.rope;
+  if (c_.rope_enabled) { // (Kimi-Linear's latent attention has no positions at all)
+    qp = b.op(op::rope, {qp, pos}, "q_pe_rope", rp);
+    kp = b.op(op::rope, {kp, pos}, "k_pe_rope", rp);
+  }
+  kernels::op_params t;
+  t.k = split ? 0 : 1; // kv_b's W_kb(h) is [nope, kvl]: q_latent = W_kb(h)^T q_nope
+  const vid ql = b.op(op::head_matmul, {qn, wkb}, "q_latent", t);
+  const vid qf = b.op(op::concat, {ql, qp}, "q_mla");
+  const vid kf = b.op(op::concat, {b.view(cv, {1, kvl}, "kv_latent_head"), kp}, "kv_mla");
+  const vid cache = add_kv_state(g_, state_kind::k_cache, l, 1, kvl + rope);
+  b.op_into(op::kv_store, {kf, g_.input(input_kind::slots)}, cache, "kv_store");
+  if (c_.layer_tempered(l) || c_.layer_chunk(l) > 0)
+    return make_error(errc::unsupported,
+                      "{}: chunked attention and the attention temperature are not implemented "
+                      "for latent attention",
+                      m_.path);
+  kernels::op_params ap;
+  ap.scale = static_cast<float>(c_.attention_scale());
+  std::vector<vid> ain = {qf, cache, cache, g_.input(input_kind::seq_table)};
+  if (c_.dsa_topk > 0) { // over the positions the indexer picks (src5; no sinks)
+    if (c_.q_lora <= 0)
+      return make_error(errc::unsupported, "{}: sparse attention without a q bottleneck", m_.path);
+    const bool own = c_.dsa_source.empty() || c_.dsa_source[static_cast<size_t>(l)] == l;
+    if (own) TROUPE_TRY_SET(dsa_sel_, dsa_indexer(l, h, src));
+    if (dsa_sel_ == none)
+      return make_error(errc::internal, "{}: layer {} reuses a selection no layer made", m_.path,
+                        l);
+    ain.insert(ain.end(), {none, dsa_sel_});
+  }
+  const vid a = b.op(op::paged_attention, std::move(ain), "attn", ap);
+  const vid v = b.op(op::head_matmul, {a, wvb}, "attn_values"); // W_vb(h) (first kvl of a)
+  return b.linear(b.view(v, {-1}, "attn_flat"), wo, none, "attn_out");
+}
+
+expected<vid> decoder::dsa_indexer(int l, vid h, vid q_resid) {
+  builder b(g_, l);
+  const int64_t C = c_.C, Hi = c_.dsa_heads, Di = c_.dsa_dim;
+  // every weight whole on every rank: each computes the same selection
+  TROUPE_TRY_ASSIGN(wq, req(n_.dsa_wq, l, {Hi * Di, c_.q_lora}));
+  TROUPE_TRY_ASSIGN(wk, req(n_.dsa_wk, l, {Di, C}));
+  TROUPE_TRY_ASSIGN(nw, req(n_.dsa_k_norm, l, {Di}));
+  TROUPE_TRY_ASSIGN(nb, req(n_.dsa_k_norm_b, l, {Di}));
+  TROUPE_TRY_ASSIGN(ww, req(n_.dsa_w, l, {Hi, C}));
+  vid q = b.view(b.linear(q_resid, wq, none, "idx_q"), {-1, Di}, "idx_q_heads");
+  vid k = b.norm(b.linear(h, wk, none, "idx_k"), norm_type::layer, nw, nb, 1e-6f, "idx_k_norm");
+  k = b.view(k, {1, Di}, "idx_k_head");
+  kernels::op_params rp;
+  rp.rope = c_.rope; // the model's rotation over the first qk_rope dims, pairs as the indexer's
+  rp.rope.layout = c_.dsa_rope_interleaved ? rope_layout::interleaved : rope_layout::neox;
+  const vid pos = g_.input(input_kind::positions);
+  q = b.op(op::rope, {q, pos}, "idx_q_rope", rp);
+  k = b.op(op::rope, {k, pos}, "idx_k_rope", rp);
+  value cv; // the index keys: one head of Di per token, whole on every rank
+  cv.name = "blk." + std::to_string(l) + ".idx_cache";
+  cv.kind = value_kind::state;
+  cv.state = state_kind::k_cache;
+  cv.r = rows::fixed;
+  cv.dims = {1, Di};
+  cv.layer = l;
+  cv.along = axis::none;
+  const vid cache = g_.add_value(std::move(cv));
+  b.op_into(op::kv_store, {k, g_.input(input_kind::slots)}, cache, "idx_store");
+  const vid w =
+      b.scale(b.linear(h, ww, none, "idx_weights"),
+              static_cast<float>(1.0 / std::sqrt(static_cast<double>(Hi))), "idx_weights_scaled");
+  kernels::op_params sp;
+  sp.k = static_cast<int>(c_.dsa_topk);
+  sp.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Di)));
+  return b.op(op::dsa_select, {q, cache, g_.input(input_kind::seq_table), w}, "idx_select", sp);
+}
+
+} // namespace troupe::arch::detail
