@@ -182,6 +182,16 @@ const std::vector<family_entry>& families() {
        read_deepseek_gguf,
        build_deepseek,
        prepare_deepseek_hf},
+      // DeepSeek-V4: hyper-connections, shared-KV attention over a window and compressed
+      // entries (an indexer picking among them on the sparse layers), hash and sqrt-softplus
+      // routing
+      {"deepseek_v4",
+       {"DeepseekV4ForCausalLM"},
+       {},
+       read_deepseek_v4_hf,
+       nullptr,
+       build_deepseek_v4,
+       prepare_deepseek_v4_hf},
       // Kimi-Linear: KDA layers between latent attention without positions, V3's experts
       {"kimi_linear",
        {"KimiLinearForCausalLM"},

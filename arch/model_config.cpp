@@ -52,6 +52,8 @@ bool model_config::layer_rope(int64_t layer) const {
 
 int64_t model_config::kv_horizon() const {
   if (sliding_window <= 0) return 0;
+  for (int64_t l = 0; l < n_layer; ++l) // compressed entries sit in the sequence's first blocks
+    if (layer_compress(l) > 0) return 0;
   for (int64_t l = 0; l < n_layer; ++l)
     if (layer_window(l) == 0) return 0;
   return sliding_window;
@@ -129,6 +131,13 @@ int64_t model_config::layer_kv_heads(int64_t layer) const {
 }
 
 int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
+  if (hc_mult > 0) { // DeepSeek-V4: the shared key-value row; a compressed layer's kv and gate
+                     // rows and entries (one per position's slot), and its indexer's
+    const int64_t m = layer_compress(layer);
+    if (m <= 0) return D;
+    const int64_t W = m == 4 ? 2 * D : D, Wi = 2 * dsa_dim;
+    return D + 2 * W + D + (m == 4 ? 2 * Wi + dsa_dim : 0);
+  }
   if (kv_lora > 0) { // the latent, and the indexer's key where the layer runs an indexer
     const bool indexer =
         dsa_topk > 0 && (layer < 0 || layer >= static_cast<int64_t>(dsa_source.size()) ||
@@ -142,7 +151,32 @@ int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
 
 namespace {
 
+// DeepSeek-V4: per layer the two hyper-connections, the attention (q bottleneck and its norm,
+// the shared key-value projection and its norm, sinks, the grouped output), a compressed
+// layer's compressor (kv and gate projections, ape, norm) and a sparse one's indexer (its
+// compressor, q projection, head weights), the norms, the experts (the router's bias on all but
+// the hash-routed layers; their token table is no parameter) and the shared expert; the head's
+// hyper-connection
+int64_t count_v4(const model_config& m, int64_t experts_counted) {
+  const int64_t C = m.C, H = m.H, D = m.D, N = m.hc_mult, M = N * (N + 2), ql = m.q_lora;
+  const int64_t Di = m.dsa_dim, Hi = m.dsa_heads, F = m.F_expert;
+  int64_t total = 2 * m.V * C + C + N * N * C + N + 1;
+  for (int64_t l = 0; l < m.n_layer; ++l) {
+    const int64_t k = m.layer_compress(l), W = k == 4 ? 2 * D : D;
+    const bool hashed =
+        l < static_cast<int64_t>(m.hash_layers.size()) && m.hash_layers[static_cast<size_t>(l)];
+    total += 2 * (M * N * C + M + 3) + 2 * C;
+    total +=
+        C * ql + ql + ql * H * D + C * D + D + H + m.o_rank * H * D + C * m.o_groups * m.o_rank;
+    if (k > 0) total += 2 * W * C + k * W + D;
+    if (k == 4) total += 4 * Di * C + k * 2 * Di + Di + Hi * Di * ql + Hi * C;
+    total += experts_counted * 3 * C * F + m.n_expert * C + (hashed ? 0 : m.n_expert) + 3 * C * F;
+  }
+  return total;
+}
+
 int64_t count_parameters(const model_config& m, int64_t experts_counted) {
+  if (m.hc_mult > 0) return count_v4(m, experts_counted);
   const int64_t C = m.C, H = m.H;
   const int64_t qk = m.qk_nope + m.qk_rope;
   // an attention layer, of its geometry (Gemma 4's full layers have theirs, and may take the

@@ -225,6 +225,30 @@ struct model_config {
   int64_t ple_dim = 0, ple_vocab = 0;
   std::vector<int32_t> kv_source;
   bool ffn_wide_shared = false;
+  // DeepSeek-V4 (hc_mult > 0): hc_mult residual streams per token, mixed in and out of each
+  // sublayer by manifold-constrained hyper-connections (hc_iters Sinkhorn-Knopp steps, hc_eps);
+  // shared-KV multi-query attention (one head of D, keys and values alike, the last qk_rope dims
+  // rotated) with sinks over a window of sliding_window, plus per layer compress[l] tokens per
+  // compressed entry (0: the window only; 4: overlapping windows and the indexer's dsa_topk
+  // picks, dsa_heads x dsa_dim; other: every entry); the compressed layers rotate with
+  // rope_compress; the output turned back, then o_groups groups of heads each projected to
+  // o_rank before the output projection; hash_layers route by a table of token ids, the others
+  // by sqrt(softplus) scores; experts' SwiGLU clamped at swiglu_limit (swiglu_clamp)
+  int64_t hc_mult = 0, hc_iters = 0;
+  double hc_eps = 0;
+  std::vector<int32_t> compress;
+  rope_spec rope_compress;
+  int64_t o_groups = 0, o_rank = 0;
+  std::vector<uint8_t> hash_layers;
+  bool router_sqrt_softplus = false, swiglu_clamp = false;
+  /// Values per token a pipeline stage passes on: C, or hc_mult streams of C.
+  int64_t residual_width() const { return hc_mult > 0 ? hc_mult * C : C; }
+  /// Tokens per compressed entry of `layer` (0: none).
+  int64_t layer_compress(int64_t layer) const {
+    return layer >= 0 && layer < static_cast<int64_t>(compress.size())
+               ? compress[static_cast<size_t>(layer)]
+               : 0;
+  }
   int64_t bos_id = -1;
   std::vector<int64_t> eos_ids;
   weight_names names;

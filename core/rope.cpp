@@ -46,7 +46,8 @@ bool rope_spec::operator==(const rope_spec& o) const {
          beta_fast == o.beta_fast && beta_slow == o.beta_slow && attn_factor == o.attn_factor &&
          mscale == o.mscale && mscale_all_dim == o.mscale_all_dim &&
          yarn_truncate == o.yarn_truncate && short_factor == o.short_factor &&
-         long_factor == o.long_factor && use_long == o.use_long && turning == o.turning;
+         long_factor == o.long_factor && use_long == o.use_long && turning == o.turning &&
+         rot_offset == o.rot_offset && inverse == o.inverse;
 }
 
 rope_table rope_inv_freq(const rope_spec& spec) {

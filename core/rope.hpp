@@ -45,6 +45,11 @@ struct rope_spec {
   // head (rot_dim = head dim) at theta^(-2i / rot_dim), of which only the first `turning` turn
   // (the others' frequencies are 0); 0: every pair turns
   int turning = 0;
+  // which dimensions of a head turn: rot_dim of them from rot_offset (DeepSeek-V4 rotates each
+  // head's last rot_dim: offset head dim - rot_dim); inverse: by minus the angle (the conjugate
+  // rotation, which undoes one: V4 turns its attention's output back)
+  int rot_offset = 0;
+  bool inverse = false;
 
   // every field (not defaulted: .cu files include this as C++17); a field added above joins
   // it in rope.cpp

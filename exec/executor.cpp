@@ -211,7 +211,8 @@ expected<std::unique_ptr<executor>> executor::create(std::shared_ptr<const model
                       e->be_->allocate(static_cast<size_t>((6 * 16 + 6 * rows + rows * 67) * 4)));
     e->inputs_dev_ = std::move(ib);
     if (!e->spec_.first_stage) { // the previous stage's hidden rows
-      TROUPE_TRY_ASSIGN(hb, e->be_->allocate(static_cast<size_t>(e->arena_rows_ * c.C) * 4));
+      TROUPE_TRY_ASSIGN(
+          hb, e->be_->allocate(static_cast<size_t>(e->arena_rows_ * c.residual_width()) * 4));
       e->hidden_dev_ = std::move(hb);
     }
   }
@@ -394,9 +395,9 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
   const size_t plan_index =
       static_cast<size_t>((T >= row_class_boundary ? 2 : 0) + (N >= row_class_boundary ? 1 : 0));
   const plan& p = *plans_[plan_index];
-  if (!spec_.first_stage && static_cast<int64_t>(x.size()) != T * c.C)
+  if (!spec_.first_stage && static_cast<int64_t>(x.size()) != T * c.residual_width())
     return make_error(errc::shape_mismatch, "stage input has {} values for [{}, {}]", x.size(), T,
-                      c.C);
+                      c.residual_width());
   // the arena and the scratch grow with the largest step seen
   TROUPE_TRY(grow_arena(T));
   // step inputs
@@ -464,8 +465,9 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
       if (hidden_dev_.size() < xb) {
         drop_graphs(); // recorded with the old buffer's pointers
         hidden_dev_ = {};
-        TROUPE_TRY_ASSIGN(hb, be_->allocate(std::max<size_t>(
-                                  xb, static_cast<size_t>(arena_rows_ * c.C) * sizeof(float))));
+        TROUPE_TRY_ASSIGN(
+            hb, be_->allocate(std::max<size_t>(
+                    xb, static_cast<size_t>(arena_rows_ * c.residual_width()) * sizeof(float))));
         hidden_dev_ = std::move(hb);
       }
       TROUPE_TRY(be_->upload(hidden_dev_.data(), x.data(), xb));
@@ -490,7 +492,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     const value& xv = p.g[v];
     if (xv.kind == value_kind::input && xv.input == graph::input_kind::hidden)
       return tensor_view(on_device_ ? hidden_dev_.data() : static_cast<void*>(x.data()), dtype::f32,
-                         shape{T, c.C});
+                         shape{T, c.residual_width()});
     if (xv.kind == value_kind::weight && xv.empty) return tensor_view{};
     return view_of(p, v, T, N, S, cols);
   };
@@ -674,7 +676,7 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
     for (size_t v = 0; v < p.g.values.size(); ++v)
       if (p.g.values[v].output) out = static_cast<vid>(v);
     TROUPE_TRY_ASSIGN(h, view(out));
-    std::vector<float> next(static_cast<size_t>(T * c.C));
+    std::vector<float> next(static_cast<size_t>(T * c.residual_width()));
     TROUPE_TRY(be_->download(next.data(), h.data, next.size() * sizeof(float)));
     x = std::move(next);
   }

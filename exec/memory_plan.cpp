@@ -156,6 +156,7 @@ expected<int64_t> count_parameters(const model_source& m) {
   for (size_t i = 0; i < g.values.size(); ++i) {
     const value& v = g.values[i];
     if (!read[i] || v.kind != value_kind::weight || v.empty || v.w.constant) continue;
+    if (v.type == dtype::i32) continue; // a table (DeepSeek-V4's hash routing), not parameters
     if (!held.insert(identity(v)).second) continue;
     int64_t n = 1;
     for (int64_t d : v.dims) n *= d;

@@ -159,6 +159,7 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
   ep.swiglu_limit = s.swiglu_limit;
   ep.moe_relu2 = s.relu2;
   ep.moe_gelu = s.gelu;
+  ep.moe_clamp = s.clamp;
   auto experts = [&](vid ids, vid wts) {
     vid x = h;
     // one expert per token (the families refuse more): its input times the weight ([T, 1]
@@ -193,8 +194,10 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
     g_.add_node(std::move(n));
     return std::pair<vid, vid>{iv, wv};
   };
-  if (s.sigmoid || s.n_group > 1 || router_bias != none) { // one op: DeepSeek's routing
+  if (s.sigmoid || s.n_group > 1 || router_bias != none || s.sqrt_softplus ||
+      s.hash != none) { // one op: DeepSeek's routing
     kernels::op_params p;
+    p.router_sqrt_softplus = s.sqrt_softplus;
     p.scale = s.scale;
     p.router_sigmoid = s.sigmoid;
     p.router_norm = s.norm_topk;
@@ -202,7 +205,9 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
     p.n_group = static_cast<int>(s.n_group);
     p.topk_group = static_cast<int>(s.topk_group);
     p.group_max = s.group_max;
-    const auto [iv, wv] = choose(op::moe_router, {logits, router_bias}, p);
+    std::vector<vid> rin = {logits, router_bias};
+    if (s.hash != none) rin.insert(rin.end(), {g_.input(input_kind::tokens), s.hash});
+    const auto [iv, wv] = choose(op::moe_router, std::move(rin), p);
     return experts(iv, wv);
   }
   const vid probs = op(op::softmax, {logits}, "ffn_router_probs");

@@ -51,11 +51,14 @@ struct moe_spec {
   bool group_max = false;              // a group scores its best expert (DeepSeek-V2)
   float router_eps = 1e-20f; // the sigmoid router's renormalisation: sum + eps (LFM2-MoE 1e-6)
   float swiglu_alpha = 0, swiglu_limit = 0; // GPT-OSS's clamped SwiGLU when limit > 0
-  bool scale_input = false; // the weight scales the chosen expert's input (Llama 4; used = 1)
-  bool relu2 = false;       // ungated experts, down(relu(up x)^2) (Nemotron-H; w_gate = w_up)
-  bool gelu = false;        // GeGLU experts, down(gelu_tanh(gate x) up x) (Gemma 4)
-  vid router_in = none;     // the router's input where it is not the experts' (Gemma 4)
-  vid expert_scales = none; // [E]: the chosen weights times their expert's (Gemma 4)
+  bool scale_input = false;   // the weight scales the chosen expert's input (Llama 4; used = 1)
+  bool relu2 = false;         // ungated experts, down(relu(up x)^2) (Nemotron-H; w_gate = w_up)
+  bool gelu = false;          // GeGLU experts, down(gelu_tanh(gate x) up x) (Gemma 4)
+  vid router_in = none;       // the router's input where it is not the experts' (Gemma 4)
+  vid expert_scales = none;   // [E]: the chosen weights times their expert's (Gemma 4)
+  bool sqrt_softplus = false; // scores sqrt(softplus(logits)) (DeepSeek-V4)
+  bool clamp = false;         // with swiglu_limit: silu(min(g, L)) clamp(u, -L, L) (DeepSeek-V4)
+  vid hash = none; // i32 [V, k]: each token's experts, by its id (DeepSeek-V4's hash routing)
 };
 
 /// The optional biases of a mixture of experts (GPT-OSS): the router's logits [E], and each

@@ -171,6 +171,32 @@ status infer_shapes(graph& g) {
       out.r = x->r;
       out.dims = x->dims; // the dtype is the builder's or a pass's
       break;
+    case op::hc_pre: { // the block's input [C], and a layer's mix [N (N + 1)]
+      value* fn = in(1);
+      if (!fn || fn->dims.size() != 2) return bad(g, n, "hc_pre needs fn [M, N C]");
+      const int64_t M = fn->dims[0];
+      int64_t N = M;
+      if (n.out.size() > 1)
+        for (N = 1; N * (N + 2) < M; ++N) {
+        }
+      if (N <= 0 || (n.out.size() > 1 && N * (N + 2) != M) || x->row_elems() % N)
+        return bad(g, n, "hc_pre: fn's rows are not N (N + 2) (or N) for the streams");
+      out.r = x->r;
+      out.dims = {x->row_elems() / N};
+      out.type = dtype::f32;
+      if (n.out.size() > 1) {
+        value& mix = g[n.out[1]];
+        mix.r = x->r;
+        mix.dims = {N * (N + 1)};
+        mix.type = dtype::f32;
+      }
+      break;
+    }
+    case op::hc_post: // the streams' shape
+      out.r = x->r;
+      out.dims = x->dims;
+      out.type = dtype::f32;
+      break;
     case op::dsa_select: // k positions per query
       out.r = x->r;
       out.dims = {n.p.k};

@@ -54,6 +54,13 @@ void swiglu_clamped(float* h, const float* g, int64_t n, float alpha, float limi
     h[i] = (uv + 1.0f) * gv / (1.0f + std::exp(-alpha * gv));
   }
 }
+// h = silu(min(g, L)) clamp(h, -L, L), in place (DeepSeek-V4's experts)
+void silu_clamped(float* h, const float* g, int64_t n, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gv = std::min(g[i], limit), uv = std::clamp(h[i], -limit, limit);
+    h[i] = gv / (1.0f + std::exp(-gv)) * uv;
+  }
+}
 // h = gelu_tanh(g) h, in place
 void geglu(float* h, const float* g, int64_t n) {
   const float k = 0.7978845608028654f; // sqrt(2 / pi)
@@ -161,6 +168,8 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
       TROUPE_TRY(prim(r, b, mm(he, xe, ue, part_of(bu, e * F, F)), ec));
       if (gelu)
         geglu(he.as<float>(), gt.as<float>(), m * F);
+      else if (limit > 0 && a.p.moe_clamp)
+        silu_clamped(he.as<float>(), gt.as<float>(), m * F, limit);
       else if (limit > 0)
         swiglu_clamped(he.as<float>(), gt.as<float>(), m * F, alpha, limit);
       else

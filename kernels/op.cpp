@@ -23,7 +23,8 @@ constexpr std::array<std::string_view, op_count> op_names = {
     "elementwise", "matmul_qkv",    "moe",
     "concat",      "head_matmul",   "moe_router",
     "causal_conv", "gated_delta",   "ssm_scan",
-    "dsa_select",
+    "dsa_select",  "kv_compress",   "hc_pre",
+    "hc_post",
 };
 
 bool is_float(dtype t) {
@@ -95,8 +96,9 @@ status check_args(const op_args& a) {
     return {};
   case op::rope:
     if (s0.dims.rank != 3 || a.src[1].numel() != s0.dims[0]) return fail(a, "x [T, H, D], pos [T]");
-    if (a.p.rope.rot_dim <= 0 || a.p.rope.rot_dim > s0.dims[2] || a.p.rope.rot_dim % 2)
-      return fail(a, "rot_dim must be even and <= D");
+    if (a.p.rope.rot_dim <= 0 || a.p.rope.rot_offset < 0 ||
+        a.p.rope.rot_offset + a.p.rope.rot_dim > s0.dims[2] || a.p.rope.rot_dim % 2)
+      return fail(a, "rot_dim must be even, rot_offset + rot_dim <= D");
     return {};
   case op::clamp:
   case op::relu:
@@ -157,10 +159,16 @@ status check_args(const op_args& a) {
       return fail(a, "seqs must be i32 [S, 3 + MB]");
     if (a.src[4].data && (a.src[4].type != dtype::f32 || a.src[4].numel() != s0.dims[1]))
       return fail(a, "sinks must be f32 [H]");
-    if (a.src[5].data &&
-        (a.src[5].type != dtype::i32 || a.src[5].dims.rank != 2 || a.src[5].rows() != s0.dims[0] ||
-         a.p.window > 0 || a.p.chunk > 0 || a.p.temp_floor > 0 || a.p.alibi_max_bias > 0))
+    if (a.src[5].data && (a.src[5].type != dtype::i32 || a.src[5].dims.rank != 2 ||
+                          a.src[5].rows() != s0.dims[0] || (a.p.window > 0 && !a.src[6].data) ||
+                          a.p.chunk > 0 || a.p.temp_floor > 0 || a.p.alibi_max_bias > 0))
       return fail(a, "a selection is i32 [T, K], without windows, chunks, temperature or ALiBi");
+    if (a.src[6].data &&
+        (a.p.compress <= 0 || a.src[6].dims.rank != 4 || a.src[6].dims[2] != 1 ||
+         a.src[6].dims[3] != s0.dims[2] || a.src[6].dims[1] != a.src[1].dims[1] || a.p.chunk > 0 ||
+         a.p.temp_floor > 0 || a.p.alibi_max_bias > 0 || a.p.softcap > 0))
+      return fail(a, "compressed entries [NB, P, 1, D] need p.compress, and no chunks, "
+                     "temperature, ALiBi or soft-cap");
     return {};
   case op::dsa_select:
     if (s0.type != dtype::f32 || s0.dims.rank != 3 || a.src[1].dims.rank != 4 ||
@@ -173,7 +181,55 @@ status check_args(const op_args& a) {
       return fail(a, "head weights f32 [T, Hi]");
     if (d.type != dtype::i32 || d.dims.rank != 2 || d.rows() != s0.dims[0] || d.cols() <= 0)
       return fail(a, "dst i32 [T, K]");
+    if (a.p.compress < 0) return fail(a, "p.compress must be >= 0");
     return {};
+  case op::kv_compress: {
+    const auto &src = a.src[0], &ape = a.src[1], &w = a.src[2], &seqs = a.src[3];
+    if (src.dims.rank != 4 || d.dims.rank != 4 || src.dims[2] != 1 || d.dims[2] != 1 ||
+        src.dims[0] != d.dims[0] || src.dims[1] != d.dims[1])
+      return fail(a, "source [NB, P, 1, 2 W] and dst [NB, P, 1, Dc] caches of one geometry");
+    const int64_t W = src.dims[3] / 2, Dc = d.dims[3];
+    if (src.dims[3] % 2 || (W != Dc && W != 2 * Dc))
+      return fail(a, "the source rows hold kv and gate of Dc or 2 Dc values each");
+    if (a.p.compress <= 0 || ape.type != dtype::f32 || ape.rows() != a.p.compress ||
+        ape.cols() != W)
+      return fail(a, "ape must be f32 [m, W] with m = p.compress > 0");
+    if (w.type != dtype::f32 || w.numel() != Dc) return fail(a, "the norm weight is f32 [Dc]");
+    if (seqs.type != dtype::i32 || seqs.dims.rank != 2 || seqs.cols() < 3)
+      return fail(a, "seqs must be i32 [S, 3 + MB]");
+    if (a.p.rope.rot_dim % 2 || a.p.rope.rot_dim < 0 || a.p.rope.rot_offset < 0 ||
+        a.p.rope.rot_offset + a.p.rope.rot_dim > Dc)
+      return fail(a, "rot_dim must be even, rot_offset + rot_dim <= Dc");
+    return {};
+  }
+  case op::hc_pre: {
+    const auto &fn = a.src[1], &base = a.src[2], &sc = a.src[3];
+    const int64_t C = d.cols(), M = fn.rows();
+    const int64_t N = C > 0 ? s0.cols() / C : 0;
+    if (s0.type != dtype::f32 || d.type != dtype::f32 || N <= 0 || s0.cols() != N * C ||
+        d.rows() != s0.rows())
+      return fail(a, "x f32 [T, N C], dst f32 [T, C]");
+    if (fn.type != dtype::f32 || fn.cols() != N * C || base.type != dtype::f32 ||
+        base.numel() != M || sc.type != dtype::f32)
+      return fail(a, "fn f32 [M, N C], base f32 [M], scale f32");
+    if (M == N * (N + 2)) {
+      if (sc.numel() != 3 || !a.dst2.data || a.dst2.type != dtype::f32 ||
+          a.dst2.numel() != s0.rows() * N * (N + 1))
+        return fail(a, "a layer's mix: scale [3], dst2 f32 [T, N (N + 1)]");
+    } else if (M != N || sc.numel() != 1) {
+      return fail(a, "M must be N (N + 2) (scale [3]) or N (the head: scale [1])");
+    }
+    return {};
+  }
+  case op::hc_post: {
+    const auto &y = a.src[1], &mix = a.src[2];
+    const int64_t C = y.cols(), N = C > 0 ? s0.cols() / C : 0;
+    if (s0.type != dtype::f32 || y.type != dtype::f32 || mix.type != dtype::f32 ||
+        d.type != dtype::f32 || N <= 0 || s0.cols() != N * C || y.rows() != s0.rows() ||
+        mix.rows() != s0.rows() || mix.cols() != N * (N + 1) || d.dims != s0.dims)
+      return fail(a, "x f32 [T, N C], y f32 [T, C], mix f32 [T, N (N + 1)], dst like x");
+    return {};
+  }
   case op::kv_store:
     if (a.src[1].type != dtype::i32 || a.src[1].numel() != s0.dims[0])
       return fail(a, "slots i32 [T]");
@@ -294,6 +350,10 @@ status check_args(const op_args& a) {
         a.dst2.numel() != d.numel())
       return fail(a, "dst i32 [T, k], dst2 f32 [T, k]");
     if (a.src[1].data && a.src[1].numel() != s0.cols()) return fail(a, "bias must be [E]");
+    if (a.src[2].data &&
+        (a.src[2].type != dtype::i32 || a.src[2].numel() != s0.rows() ||
+         a.src[3].type != dtype::i32 || a.src[3].dims.rank != 2 || a.src[3].cols() != a.p.k))
+      return fail(a, "hash routing: token ids i32 [T], a table i32 [V, k]");
     if (a.p.n_group > 1 &&
         (s0.cols() % a.p.n_group || a.p.topk_group <= 0 || a.p.topk_group > a.p.n_group ||
          a.p.k > a.p.topk_group * (s0.cols() / a.p.n_group)))
@@ -318,8 +378,9 @@ status check_args(const op_args& a) {
     if (s0.dims.rank != 3 || a.src[1].type != dtype::i32 || a.src[2].type != dtype::i32 ||
         a.src[1].numel() != s0.dims[0] || a.src[2].numel() != s0.dims[0])
       return fail(a, "k [T, Hkv, D], pos and slots i32 [T]");
-    if (a.p.rope.rot_dim <= 0 || a.p.rope.rot_dim > s0.dims[2] || a.p.rope.rot_dim % 2)
-      return fail(a, "rot_dim must be even and <= D");
+    if (a.p.rope.rot_dim <= 0 || a.p.rope.rot_offset < 0 ||
+        a.p.rope.rot_offset + a.p.rope.rot_dim > s0.dims[2] || a.p.rope.rot_dim % 2)
+      return fail(a, "rot_dim must be even, rot_offset + rot_dim <= D");
     if (a.src[3].data && (a.src[3].type != dtype::f32 || a.src[3].dims != s0.dims || !a.dst2.data ||
                           a.dst2.type != d.type || a.dst2.dims != d.dims))
       return fail(a, "v must be f32 like k, with dst2 a v cache like dst");

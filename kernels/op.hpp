@@ -46,12 +46,30 @@
 //                    its sum of values (GPT-OSS's learned attention sinks). paged_attention's
 //                    src5, i32 [T, K] (or none): the positions each query attends over (DeepSeek
 //                    Sparse Attention's selection; -1 entries and positions past the query's
-//                    are skipped), with p.scale and p.softcap only
+//                    are skipped), with p.scale and p.softcap only. src6 (or none), a cache of
+//                    compressed entries [NB, P, 1, D] as kv_compress writes it, with p.compress
+//                    = m: a query at position p also attends over its sequence's entries w <
+//                    (p + 1) / m, each both key and value, in the same softmax as the window of
+//                    src1 / src2 (and the sinks); with src5 too, over the entries src5 picks of
+//                    those (-1 and later ones skipped) instead of all (DeepSeek-V4's compressed
+//                    and compressed sparse attention)
 //   dsa_select       src0 q f32 [T, Hi, Di], src1 index cache [NB, P, 1, Di], src2 seqs i32
 //                    [S, 3 + MB], src3 w f32 [T, Hi] -> dst i32 [T, K]: for a query at position
 //                    p, the K positions s <= p of its sequence with the largest
 //                    sum_h w_h relu(p.scale q_h . k_s) (descending; ties: the earlier
-//                    position first), -1 past the p + 1 there are (DeepSeek-V3.2's indexer)
+//                    position first), -1 past the p + 1 there are (DeepSeek-V3.2's indexer);
+//                    with p.compress = m the candidates are the compressed entries w < (p + 1) /
+//                    m of src1 (a kv_compress cache; DeepSeek-V4's indexer)
+//   kv_compress      src0 source cache [NB, P, 1, 2 W] (each token's kv [W], then its gate
+//                    logits [W], at its position's slot), src1 ape f32 [m, W], src2 norm weight f32
+//                    [Dc], src3 seqs i32 [S, 3 + MB] -> dst cache [NB, P, 1, Dc] (a sequence's
+//                    entry w at the slot of position w), m = p.compress: for every query
+//                    position p of the step that closes a window ((p + 1) % m == 0), its entry w
+//                    = (p + 1) / m - 1 = per channel sum_j softmax_j(gate_j + ape[j % m]) kv_j
+//                    over the window's m rows (W = Dc), or (W = 2 Dc, overlapping windows) over
+//                    2 m: the previous window's first halves (none for w = 0), this window's
+//                    second halves; then RMS-normed (eps p.eps) times the weight and rotated at
+//                    position w m (p.rope) (DeepSeek-V4's compressors)
 //   kv_store         src0 k f32 [T, Hkv, D], src1 slots i32 [T] (block * P + offset)
 //                                                          -> dst cache [NB, P, Hkv, D] rows
 //   argmax           src0 [T, V] f32                                          -> dst i32 [T]
@@ -85,7 +103,8 @@
 //                    b_gate [E * F], src7 b_up [E * F], src8 b_down [E * C] (f32) are added
 //                    to each expert's products; with p.swiglu_limit > 0 the activation is
 //                    GPT-OSS's clamped one: g = min(gate, L), u = clamp(up, -L, L),
-//                    h = (u + 1) g sigmoid(p.swiglu_alpha g); with p.moe_relu2 the experts
+//                    h = (u + 1) g sigmoid(p.swiglu_alpha g), or with p.moe_clamp h = silu(g) u
+//                    of those (DeepSeek-V4's); with p.moe_relu2 the experts
 //                    are ungated, h = relu(up x)^2 (Nemotron-H's; src3 is W_up again, unread);
 //                    with p.moe_gelu h = gelu_tanh(g) u (Gemma 4's GeGLU experts). An optional
 //                    src9 f32 [E_all] scales each choice's weight by its expert's (by the
@@ -108,7 +127,21 @@
 //                    (DeepSeek-V2), all when n_group <= 1;
 //                    weights = the chosen scores (without bias), renormalised when
 //                    p.router_norm (divided by their sum + p.router_eps), times p.scale
-//                    (DeepSeek-V3's group-limited routing)
+//                    (DeepSeek-V3's group-limited routing); with p.router_sqrt_softplus the
+//                    scores are sqrt(softplus(logits)); with src2 token ids i32 [T] and src3 a
+//                    table i32 [V, k] the choice is table[token] (DeepSeek-V4's hash routing;
+//                    the weights as above, from the chosen scores)
+// Hyper-connections (DeepSeek-V4's mHC: N residual streams of C values per token):
+//   hc_pre           src0 x f32 [T, N C], src1 fn f32 [M, N C], src2 base f32 [M], src3 scale
+//                    f32 [3] (M = N (N + 2)) or [1] (M = N, the model's head) -> dst f32 [T, C]
+//                    = sum_n pre_n x_n and (M = N (N + 2)) dst2 f32 [T, N (N + 1)], each
+//                    token's post [N] and comb [N, N]: z = (x fn^T) / rms(x) (eps p.eps), pre =
+//                    sigmoid(s0 z[:N] + base[:N]) + p.bias, post = 2 sigmoid(s1 z[N:2N] +
+//                    base[N:2N]), comb = softmax over each row of s2 z[2N:] + base[2N:], plus
+//                    p.bias, its columns then normalised (x / (sum + p.bias)), then p.k - 1 times
+//                    its rows and its columns (Sinkhorn-Knopp)
+//   hc_post          src0 x f32 [T, N C], src1 y f32 [T, C], src2 mix f32 [T, N (N + 1)] (hc_pre's
+//                    dst2) -> dst f32 [T, N C]: stream k = post_k y + sum_j comb[j, k] x_j
 // Linear attention with a recurrent state per sequence (gated DeltaNet: Qwen3.5, Qwen3-Next).
 // A state table i32 [S, 4] lists each sequence of the step: token begin, token count, the
 // position of its first token, its state slot (a row of the state tensors); a sequence at
@@ -202,8 +235,11 @@ enum class op : uint8_t {
   gated_delta,
   ssm_scan,
   dsa_select,
+  kv_compress,
+  hc_pre,
+  hc_post,
 };
-inline constexpr int op_count = 43;
+inline constexpr int op_count = 46;
 
 std::string_view to_string(op o);
 /// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):
@@ -248,6 +284,11 @@ struct op_params {
   float swiglu_alpha = 0, swiglu_limit = 0; // moe: GPT-OSS's clamped SwiGLU when limit > 0
   bool moe_relu2 = false; // moe: ungated experts, down(relu(up x)^2) (src3 = src4, unread)
   bool moe_gelu = false;  // moe: GeGLU experts, down(gelu_tanh(gate x) up x)
+  bool moe_clamp = false; // moe with swiglu_limit: silu(min(g, L)) clamp(u, -L, L) (DeepSeek-V4)
+  bool router_sqrt_softplus = false; // moe_router: scores sqrt(softplus(logits)) (DeepSeek-V4)
+  // paged_attention with compressed entries (src6), dsa_select over them, kv_compress: the
+  // tokens per entry (0: none)
+  int64_t compress = 0;
   // gated_delta: value head h reads key head (head0 + h) % Hk (GGUF's tiled head order), else
   // h / (Hv / Hk); src5 (ssm_scan: src2) holds -exp(A_log) (GGUF's ssm_a), else A_log
   bool delta_tiled = false, delta_neg_a = false;

@@ -110,6 +110,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "deepseek_v32",
                                                             "glm_moe_dsa",
                                                             "glm_moe_dsa_full",
-                                                            "kimi_linear"};
+                                                            "kimi_linear",
+                                                            "deepseek_v4"};
 
 } // namespace troupe::test

@@ -14,6 +14,7 @@ namespace detail {
 status decoder::build() {
   g_.n_layer = static_cast<int>(c_.n_layer);
   TROUPE_TRY(make_act());
+  if (c_.hc_mult > 0) return build_hc();
   TROUPE_TRY_ASSIGN(x0, embed());
   vid x = x0;
   g_.residual.push_back(x);
@@ -425,10 +426,15 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
   if (c_.act == act_kind::gelu_erf && !c_.expert_relu2)
     return make_error(errc::unsupported, "{}: experts gated by the erf GELU", m_.path);
   s.router_in = router_in;
+  s.sqrt_softplus = c_.router_sqrt_softplus;
+  s.clamp = c_.swiglu_clamp;
+  const bool hashed =
+      l < static_cast<int>(c_.hash_layers.size()) && c_.hash_layers[static_cast<size_t>(l)];
+  if (hashed) TROUPE_TRY_SET(s.hash, req(n_.moe_hash, l, {c_.V, c_.n_expert_used}));
   if (!n_.moe_expert_scale.empty())
     TROUPE_TRY_SET(s.expert_scales, req(n_.moe_expert_scale, l, {E}));
   vid rb = none;
-  if (c_.router_bias) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {E}));
+  if (c_.router_bias && !hashed) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {E}));
   moe_biases mb;
   if (c_.router_linear_bias) TROUPE_TRY_SET(mb.router, req(n_.moe_router_b, l, {E}));
   if (c_.expert_bias) {
@@ -456,7 +462,8 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     TROUPE_TRY_ASSIGN(
         su, req(packed ? n_.shexp_gate_up : n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn, 1, ru));
     TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
-    vid sh = b.ffn(h, sg, su, sd, none, none, none, op::silu, nullptr, "ffn_shexp");
+    vid sh = b.ffn(h, sg, su, sd, none, none, none, op::silu,
+                   c_.swiglu_clamp ? clamp_expr_ : nullptr, "ffn_shexp");
     if (c_.shared_gate) {
       TROUPE_TRY_ASSIGN(gw, req(n_.shexp_gate_inp, l, {1, C}));
       const vid logit = b.op(op::matmul, {h, gw, none}, "ffn_shexp_gate_inp");
@@ -593,7 +600,12 @@ status decoder::head(vid x) {
   const int64_t C = c_.C, V = c_.V;
   const int L = g_.n_layer;
   builder b(g_, L);
-  const vid rows = b.op(op::embedding, {x, g_.input(input_kind::logit_rows)}, "rows");
+  vid rows = b.op(op::embedding, {x, g_.input(input_kind::logit_rows)}, "rows");
+  if (c_.hc_mult > 0) { // the streams collapsed by the head's own weights
+    TROUPE_TRY_ASSIGN(hm,
+                      hyper(L, rows, n_.hc_head_fn, n_.hc_head_base, n_.hc_head_scale, "hc_head"));
+    rows = hm.in;
+  }
   TROUPE_TRY_ASSIGN(hn, norm(rows, L, n_.out_norm, n_.out_norm_b, C, c_.norm, "output_norm"));
   vid out_w = tok_;
   if (!c_.tie_embeddings) {

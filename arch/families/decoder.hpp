@@ -79,6 +79,17 @@ struct decoder_names {
   // out_proj as lin_dt_bias, lin_A_log, lin_b, lin_norm, lin_out)
   std::string kda_q, kda_k, kda_v, kda_conv_q, kda_conv_k, kda_conv_v, kda_f_a, kda_f_b, kda_g_a,
       kda_g_b;
+  // DeepSeek-V4 (model_config::hc_mult): the hyper-connections' fn [M, N C], base [M] and scale
+  // before the attention and before the FFN, and the head's; the attention's q (mla_q_a, its
+  // norm, mla_q_b), its shared key-value projection and norm, the grouped output's wo_a [G R,
+  // H D / G] and wo_b [C, G R]; a compressed layer's compressor (kv and gate projections [W, C],
+  // ape [m, W], the entries' norm) and its indexer's (with dsa_wq, dsa_w); the hash routers'
+  // table [V, k] of each token's experts
+  std::string hc_attn_fn, hc_attn_base, hc_attn_scale, hc_ffn_fn, hc_ffn_base, hc_ffn_scale,
+      hc_head_fn, hc_head_base, hc_head_scale;
+  std::string v4_wkv, v4_kv_norm, wo_a, wo_b;
+  std::string cmp_wkv, cmp_wgate, cmp_ape, cmp_norm, idx_wkv, idx_wgate, idx_ape, idx_norm;
+  std::string moe_hash;
   // per layer: the FFN's activation as an expression over x (expr.hpp), where a family's
   // activation carries learned constants of each layer (Apertus's xIELU); empty: the config's
   std::vector<std::string> layer_act;

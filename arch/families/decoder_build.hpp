@@ -156,6 +156,23 @@ class decoder {
 
   expected<vid> layer(int l, vid x);
 
+  // DeepSeek-V4 (decoder_hc.cpp): the model over hc_mult residual streams; a layer, its
+  // hyper-connection (the sublayer's input and the mix, from the streams), its attention (the
+  // window of a shared key-value cache plus compressed entries), a compressor
+  status build_hc();
+  expected<vid> hc_layer(int l, vid x);
+  struct hc_mix {
+    vid in, mix;
+  };
+  expected<hc_mix> hyper(int l, vid x, const std::string& fn, const std::string& base,
+                         const std::string& scale, const std::string& what);
+  expected<vid> v4_attention(int l, vid h);
+  // a compressor's entries cache from h: kv and gate projections (W each), their rows stored
+  // per token, entries of m tokens (overlapping when W = 2 Dc) normed and rotated by `rs`
+  expected<vid> compressor(int l, vid h, const std::string& wkv, const std::string& wgate,
+                           const std::string& ape, const std::string& nw, int64_t Dc, int64_t m,
+                           bool overlap, const rope_spec& rs, const std::string& what);
+
   status head(vid x);
 
   const model_source& m_;
@@ -167,6 +184,7 @@ class decoder {
   vid ple_norm_ = none; // the per-layer embeddings' projection norm, shared by the layers
   vid dsa_sel_ = none;  // the last sparse-attention selection (GLM-5's shared layers reuse it)
   std::shared_ptr<kernels::ew_program> act_expr_;
+  std::shared_ptr<kernels::ew_program> clamp_expr_; // DeepSeek-V4's shared expert's activation
   std::vector<std::shared_ptr<kernels::ew_program>> layer_act_; // per layer, when named
 };
 

@@ -288,7 +288,8 @@ void register_attention(registry& r) {
     const tensor_view& sinks = a.src[a.kind == op::attention ? 3 : 4];
     return contiguous_args(a) && a.src[0].type == dtype::f32 && cache_type(a.src[1].type) &&
            a.src[2].type == a.src[1].type &&
-           !(a.kind == op::paged_attention && a.src[5].data) && // (a selection: sparse.cpp)
+           !(a.kind == op::paged_attention && (a.src[5].data || a.src[6].data)) && // sparse.cpp
+
            (!sinks.data || (sinks.type == dtype::f32 && sinks.numel() == a.src[0].dims[1]));
   };
   r.add(op::attention, backend::cpu, "gqa-grouped", ok, attention);

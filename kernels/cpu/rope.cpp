@@ -17,7 +17,7 @@
 namespace troupe::kernels::cpu {
 namespace {
 
-// y = one head's first 2 * half values rotated (x and y do not overlap): each layout in a
+// y = 2 * half values of a head rotated (x and y do not overlap): each layout in a
 // loop of its own, which the compiler vectorizes (the pairs of the interleaved layout with a
 // permute per vector)
 TROUPE_CPU_DISPATCH
@@ -36,11 +36,11 @@ void rotate_head(const float* __restrict x, float* __restrict y, int half, bool 
   }
 }
 
-// Rotates the H heads of one token (x -> y, may alias) with that token's cos/sin; a head
-// rotated in place goes through an L1 copy.
+// Rotates the H heads of one token (x -> y, may alias) with that token's cos/sin: dimensions
+// [rot_offset, rot_offset + rot_dim) of each; a head rotated in place goes through an L1 copy.
 void rotate_token(const float* x, float* y, int64_t H, int64_t D, const rope_spec& spec,
                   const float* cs, const float* sn) {
-  const int half = spec.rot_dim / 2;
+  const int half = spec.rot_dim / 2, off = spec.rot_offset;
   const bool neox = spec.layout == rope_layout::neox;
   thread_local std::vector<float> copy;
   copy.resize(static_cast<size_t>(spec.rot_dim));
@@ -48,13 +48,15 @@ void rotate_token(const float* x, float* y, int64_t H, int64_t D, const rope_spe
     const float* xh = x + h * D;
     float* yh = y + h * D;
     const bool in_place = xh == yh;
-    if (in_place) {
-      std::memcpy(copy.data(), xh, static_cast<size_t>(spec.rot_dim) * sizeof(float));
-      xh = copy.data();
-    }
-    rotate_head(xh, yh, half, neox, cs, sn);
     if (!in_place)
-      for (int64_t d = spec.rot_dim; d < D; ++d) yh[d] = xh[d];
+      for (int64_t d = 0; d < D; ++d)
+        if (d < off || d >= off + spec.rot_dim) yh[d] = xh[d];
+    const float* xr = xh + off;
+    if (in_place) {
+      std::memcpy(copy.data(), xr, static_cast<size_t>(spec.rot_dim) * sizeof(float));
+      xr = copy.data();
+    }
+    rotate_head(xr, yh + off, half, neox, cs, sn);
   }
 }
 
@@ -77,7 +79,7 @@ class angle_cache {
         for (int i = 0; i < half; ++i) {
           const double angle = static_cast<double>(p) * table.inv_freq[i];
           cs[i] = static_cast<float>(std::cos(angle) * table.attn_factor);
-          sn[i] = static_cast<float>(std::sin(angle) * table.attn_factor);
+          sn[i] = static_cast<float>(std::sin(angle) * table.attn_factor * (spec.inverse ? -1 : 1));
         }
         pos = p;
       }

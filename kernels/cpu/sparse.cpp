@@ -117,12 +117,16 @@ bool float_type(dtype t) {
 void register_sparse(registry& r) {
   r.add(
       op::dsa_select, backend::cpu, "scan",
-      [](const op_args& a) { return contiguous_args(a) && float_type(a.src[1].type); }, dsa_select);
+      [](const op_args& a) {
+        return contiguous_args(a) && float_type(a.src[1].type) && a.p.compress == 0;
+      },
+      dsa_select);
   r.add(
       op::paged_attention, backend::cpu, "sparse",
       [](const op_args& a) {
-        return a.src[5].data && contiguous_args(a) && a.src[0].type == dtype::f32 &&
-               float_type(a.src[1].type) && float_type(a.src[2].type) && !a.src[4].data;
+        return a.src[5].data && !a.src[6].data && contiguous_args(a) &&
+               a.src[0].type == dtype::f32 && float_type(a.src[1].type) &&
+               float_type(a.src[2].type) && !a.src[4].data;
       },
       paged_sparse);
 }

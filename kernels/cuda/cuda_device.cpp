@@ -283,7 +283,8 @@ void register_cuda_kernels(registry& r) {
       op::rope, backend::cuda, "f32",
       [](const op_args& a) {
         return a.src[0].type == dtype::f32 && a.dst.type == dtype::f32 &&
-               a.p.rope.rot_dim <= cuda::rope_max_rot_dim() && contig(a);
+               a.p.rope.rot_dim <= cuda::rope_max_rot_dim() && a.p.rope.rot_offset == 0 &&
+               !a.p.rope.inverse && contig(a); // (an offset or inverse turn: not here yet)
       },
       cuda::launch_rope);
   r.add(
@@ -296,7 +297,8 @@ void register_cuda_kernels(registry& r) {
             k.dims.rank == 3 &&
             (c == dtype::f32 || k.dims[1] * k.dims[2] <= (48 * 1024 - 2048) / 4); // 48 KB staging
         return k.type == dtype::f32 && (c == dtype::f32 || c == dtype::f16 || c == dtype::bf16) &&
-               a.p.rope.rot_dim <= cuda::rope_max_rot_dim() && fits &&
+               a.p.rope.rot_dim <= cuda::rope_max_rot_dim() && a.p.rope.rot_offset == 0 &&
+               !a.p.rope.inverse && fits &&
                (!v.data || (v.type == dtype::f32 && a.dst2.type == c)) &&
                (!q.data || (q.type == dtype::f32 && a.dst3.type == dtype::f32)) && contig(a);
       },
@@ -319,7 +321,8 @@ void register_cuda_kernels(registry& r) {
                  (c == dtype::f32 || c == dtype::f16 || c == dtype::bf16) && a.src[2].type == c &&
                  a.src[0].dims.rank == 3 && a.src[0].dims[2] <= cuda::attention_max_head_dim() &&
                  (!sinks.data || sinks.type == dtype::f32) && contig(a) &&
-                 !(a.kind == op::paged_attention && a.src[5].data); // (no sparse kernel yet)
+                 !(a.kind == op::paged_attention &&
+                   (a.src[5].data || a.src[6].data)); // (no sparse or compressed kernel yet)
         },
         o == op::attention ? cuda::launch_attention : cuda::launch_paged_attention);
   for (op o : {op::argmax, op::topk})
@@ -352,7 +355,8 @@ void register_cuda_kernels(registry& r) {
       op::moe_router, backend::cuda, "f32",
       [](const op_args& a) {
         const int64_t E = a.src[0].cols();
-        return a.src[0].type == dtype::f32 && E <= 4096 && contig(a); // shared memory: 2 E + 2 G
+        return a.src[0].type == dtype::f32 && E <= 4096 && contig(a) && // shared memory: 2 E + 2 G
+               !a.p.router_sqrt_softplus && !a.src[2].data; // (DeepSeek-V4's: not here yet)
       },
       cuda::launch_moe_router);
   r.add(
@@ -370,9 +374,10 @@ void register_cuda_kernels(registry& r) {
         // one weight format for the three stacked matrices (launch_moe reads them alike)
         // (ungated relu^2 experts, Nemotron-H's, GeGLU experts and per-expert scales, Gemma
         // 4's: not in launch_moe)
-        return !a.p.moe_relu2 && !a.p.moe_gelu && !a.src[9].data && a.src[0].type == dtype::f32 &&
-               cuda::matmul_weight_ok(a.src[3].type) && a.src[4].type == a.src[3].type &&
-               a.src[5].type == a.src[3].type && moe_biases_ok(a) && contig(a);
+        return !a.p.moe_relu2 && !a.p.moe_gelu && !a.p.moe_clamp && !a.src[9].data &&
+               a.src[0].type == dtype::f32 && cuda::matmul_weight_ok(a.src[3].type) &&
+               a.src[4].type == a.src[3].type && a.src[5].type == a.src[3].type &&
+               moe_biases_ok(a) && contig(a);
       },
       cuda::launch_moe);
 }

@@ -145,7 +145,8 @@ bool float_cache(const op_args& a) {
   const tensor_view& sinks = a.src[a.kind == op::attention ? 3 : 4];
   return all_contiguous(a) && a.src[0].type == dtype::f32 && ok(a.src[1].type) &&
          (a.kind == op::kv_store ? ok(a.dst.type) : ok(a.src[2].type)) &&
-         !(a.kind == op::paged_attention && a.src[5].data) && // (a selection: sparse.cpp)
+         !(a.kind == op::paged_attention && (a.src[5].data || a.src[6].data)) && // sparse.cpp,
+                                                                                 // compress.cpp
          (!sinks.data || (sinks.type == dtype::f32 && sinks.numel() == a.src[0].dims[1]));
 }
 

@@ -51,7 +51,7 @@ void head_matmul(const op_args& a, const exec_ctx&) {
     }
 }
 
-void moe_router(const op_args& a, const exec_ctx&) {
+status moe_router(const op_args& a, const exec_ctx&) {
   const auto& lg = a.src[0];
   const int64_t T = lg.rows(), E = lg.cols(), k = a.p.k;
   const float* bias = a.src[1].data ? a.src[1].as<float>() : nullptr;
@@ -66,7 +66,12 @@ void moe_router(const op_args& a, const exec_ctx&) {
   gscore.resize(static_cast<size_t>(G)), allowed.resize(static_cast<size_t>(G));
   for (int64_t t = 0; t < T; ++t) {
     const float* l = lg.row<float>(t);
-    if (a.p.router_sigmoid) {
+    if (a.p.router_sqrt_softplus) { // DeepSeek-V4
+      for (int64_t e = 0; e < E; ++e) {
+        const double x = l[e];
+        score[static_cast<size_t>(e)] = std::sqrt(x > 30 ? x : std::log1p(std::exp(x)));
+      }
+    } else if (a.p.router_sigmoid) {
       for (int64_t e = 0; e < E; ++e)
         score[static_cast<size_t>(e)] = 1.0 / (1.0 + std::exp(-double{l[e]}));
     } else {
@@ -98,6 +103,19 @@ void moe_router(const op_args& a, const exec_ctx&) {
       if (ax != ay) return ax;
       return choice[static_cast<size_t>(x)] > choice[static_cast<size_t>(y)];
     });
+    if (a.src[2].data) { // hash routing: the token's row of the table
+      const int64_t tok = a.src[2].as<int32_t>()[t];
+      if (tok < 0 || tok >= a.src[3].rows())
+        return make_error(errc::invalid_argument,
+                          "moe_router: token {} outside the table's {} rows", tok, a.src[3].rows());
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t e = a.src[3].row<int32_t>(tok)[j];
+        if (e < 0 || e >= E)
+          return make_error(errc::invalid_argument,
+                            "moe_router: token {}'s table names expert {} of {}", tok, e, E);
+        order[static_cast<size_t>(j)] = e;
+      }
+    }
     double sum = 0;
     for (int64_t j = 0; j < k; ++j)
       sum += score[static_cast<size_t>(order[static_cast<size_t>(j)])];
@@ -109,6 +127,7 @@ void moe_router(const op_args& a, const exec_ctx&) {
       a.dst2.row<float>(t)[j] = static_cast<float>(w * a.p.scale);
     }
   }
+  return {};
 }
 
 } // namespace

@@ -23,6 +23,8 @@ void register_moe(registry& r);
 void register_latent(registry& r);
 void register_recurrent(registry& r);
 void register_sparse(registry& r);
+void register_hyper(registry& r);
+void register_compress(registry& r);
 
 /// Row i of a contiguous [rows, cols] view as f32 values.
 inline std::vector<float> row_f32(const tensor_view& t, int64_t i) {

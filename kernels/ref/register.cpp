@@ -17,6 +17,8 @@ void register_ref_kernels(registry& r) {
   ref::register_latent(r);
   ref::register_recurrent(r);
   ref::register_sparse(r);
+  ref::register_hyper(r);
+  ref::register_compress(r);
 }
 
 } // namespace troupe::kernels

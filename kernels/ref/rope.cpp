@@ -1,7 +1,8 @@
 // rope.cpp (ref): rotary embedding of x [T, H, D] at positions pos [T]. For each rotated pair
 // (a, b) with inverse frequency f: angle = pos * f, a' = a cos - b sin, b' = a sin + b cos,
 // cos and sin scaled by the table's attention factor. Pairs are (2i, 2i+1) for the
-// interleaved layout and (i, i + rot_dim/2) for neox; dimensions past rot_dim pass through.
+// interleaved layout and (i, i + rot_dim/2) for neox, counted from rot_offset; the other
+// dimensions pass through. An inverse spec turns by minus the angle.
 #include "kernels/ref/ref.hpp"
 
 #include <cmath>
@@ -24,9 +25,9 @@ void rope(const op_args& a, const exec_ctx&) {
       for (int i = 0; i < half; ++i) {
         const double angle = static_cast<double>(pos[t]) * table.inv_freq[i];
         const double c = std::cos(angle) * table.attn_factor;
-        const double s = std::sin(angle) * table.attn_factor;
-        const int ia = neox ? i : 2 * i;
-        const int ib = neox ? i + half : 2 * i + 1;
+        const double s = std::sin(angle) * table.attn_factor * (a.p.rope.inverse ? -1 : 1);
+        const int ia = a.p.rope.rot_offset + (neox ? i : 2 * i);
+        const int ib = a.p.rope.rot_offset + (neox ? i + half : 2 * i + 1);
         out[ia] = xv[ia] * c - xv[ib] * s;
         out[ib] = xv[ia] * s + xv[ib] * c;
       }

@@ -1,6 +1,7 @@
 // sparse.cpp (ref): DeepSeek Sparse Attention's parts (op.hpp): dsa_select, each query's top-k
 // keys by the lightning indexer's score sum_h w_h relu(scale q_h . k_s) over the keys of its
-// sequence up to its position (ties: the earlier position first), and paged_attention over such
+// sequence up to its position, or over the compressed entries its position has closed
+// (DeepSeek-V4; ties: the earlier position first), and paged_attention over such
 // a selection (src5: the positions a query attends over). Scores and sums in f64.
 #include <algorithm>
 #include <cmath>
@@ -33,8 +34,10 @@ void dsa_select(const op_args& a, const exec_ctx&) {
   const int64_t H = q.dims[1], D = q.dims[2], K = a.dst.cols();
   std::vector<float> k(static_cast<size_t>(D));
   for_each_query(a.src[2], [&](int64_t t, int64_t p, const int32_t* blocks) {
-    std::vector<double> score(static_cast<size_t>(p + 1));
-    for (int64_t s = 0; s <= p; ++s) {
+    // the candidates: positions 0..p, or the compressed entries p's position has closed
+    const int64_t n = a.p.compress > 0 ? (p + 1) / a.p.compress : p + 1;
+    std::vector<double> score(static_cast<size_t>(n));
+    for (int64_t s = 0; s < n; ++s) {
       cache_row(kc, blocks, s, 0, k.data());
       double sum = 0;
       for (int64_t h = 0; h < H; ++h) {
@@ -45,13 +48,13 @@ void dsa_select(const op_args& a, const exec_ctx&) {
       }
       score[static_cast<size_t>(s)] = sum;
     }
-    std::vector<int64_t> order(static_cast<size_t>(p + 1));
+    std::vector<int64_t> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t x, int64_t y) { return score[x] > score[y]; });
     int32_t* out = a.dst.row<int32_t>(t);
     for (int64_t j = 0; j < K; ++j)
-      out[j] = j <= p ? static_cast<int32_t>(order[static_cast<size_t>(j)]) : -1;
+      out[j] = j < n ? static_cast<int32_t>(order[static_cast<size_t>(j)]) : -1;
   });
 }
 
@@ -104,8 +107,9 @@ void register_sparse(registry& r) {
   r.add(
       op::paged_attention, backend::ref, "sparse",
       [](const op_args& a) {
-        return a.src[5].data && all_contiguous(a) && a.src[0].type == dtype::f32 &&
-               float_type(a.src[1].type) && float_type(a.src[2].type) && !a.src[4].data;
+        return a.src[5].data && !a.src[6].data && all_contiguous(a) &&
+               a.src[0].type == dtype::f32 && float_type(a.src[1].type) &&
+               float_type(a.src[2].type) && !a.src[4].data;
       },
       paged_sparse);
 }

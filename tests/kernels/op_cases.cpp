@@ -108,8 +108,14 @@ void rope_cases(std::vector<op_case>& out_cases) {
     rope_layout layout;
     rope_scaling scaling;
     int rot_dim;
+    int rot_offset = 0;
+    bool inverse = false;
   };
   const variant vs[] = {
+      // DeepSeek-V4's: each head's last 16 turned, and turned back (the conjugate)
+      {"interleaved,last16", rope_layout::interleaved, rope_scaling::yarn, 16, 48},
+      {"interleaved,last16,inverse", rope_layout::interleaved, rope_scaling::none, 16, 48, true},
+      {"neox,offset8,inverse", rope_layout::neox, rope_scaling::none, 32, 8, true},
       {"interleaved", rope_layout::interleaved, rope_scaling::none, 64},
       {"neox", rope_layout::neox, rope_scaling::none, 64},
       {"neox,linear", rope_layout::neox, rope_scaling::linear, 64},
@@ -129,6 +135,8 @@ void rope_cases(std::vector<op_case>& out_cases) {
     c.dst = out(dtype::f32, {5, 4, 64});
     c.p.rope.layout = v.layout;
     c.p.rope.rot_dim = v.rot_dim;
+    c.p.rope.rot_offset = v.rot_offset;
+    c.p.rope.inverse = v.inverse;
     c.p.rope.theta = 500000.0;
     c.p.rope.scaling = v.scaling;
     c.p.rope.factor = v.scaling == rope_scaling::yarn ? 4.0 : 8.0;
@@ -415,6 +423,7 @@ void fused_cases(std::vector<op_case>& out_cases) {
       c.p.block_size = 4;
       c.p.rope.layout = layout;
       c.p.rope.rot_dim = layout == rope_layout::neox ? 64 : 48;
+      c.p.rope.rot_offset = layout == rope_layout::neox ? 0 : 16; // (the last 48: V4's)
       c.p.rope.theta = 10000.0;
       c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-4} : tolerance{1e-5, 1e-2};
       out_cases.push_back(std::move(c));
