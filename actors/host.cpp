@@ -150,6 +150,8 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   if (o.sched.eos_ids.empty()) o.sched.eos_ids.assign(c.eos_ids.begin(), c.eos_ids.end());
   o.sched.max_context = static_cast<int32_t>(c.ctx);
   o.sched.window = static_cast<int32_t>(c.kv_horizon());
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    if (c.layer_compress(l) > 0) o.sched.share_blocks = false; // (compressed entries)
   if (o.max_inflight <= 0) o.max_inflight = static_cast<int>(o.place.stages.size());
   const int n_shards = o.place.total_shards();
   if (o.workers > 0) {

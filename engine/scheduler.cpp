@@ -29,7 +29,8 @@ scheduler::scheduler(kv_block_pool& pool, scheduler_config cfg)
     : pool_(pool)
     , cfg_(std::move(cfg))
     , leases_(cfg_.lease_ttl_s) {
-  if (cfg_.state_slots > 0) cfg_.prefix_caching = false; // a cached prefix has no state
+  if (cfg_.state_slots > 0 || !cfg_.share_blocks)
+    cfg_.prefix_caching = false; // a cached prefix has no state (or another's later rows)
   for (int32_t i = cfg_.state_slots - 1; i >= 0; --i) free_slots_.push_back(i);
 }
 
@@ -78,7 +79,7 @@ status scheduler::add(request r) {
     s.tokens = r.prompt;
     s.prompt_len = static_cast<int32_t>(r.prompt.size());
     s.arrival = clock_++;
-    s.leader = i == 0 || cfg_.state_slots > 0 ? -1 : r.id;
+    s.leader = i == 0 || cfg_.state_slots > 0 || !cfg_.share_blocks ? -1 : r.id;
     s.index_in_group = i;
     s.seed = r.sampling.seed + static_cast<uint64_t>(i);
     if (r.constraint) s.constraint = r.constraint->clone();

@@ -92,6 +92,10 @@ struct scheduler_config {
   // run at once; a state cannot be shared or rewound, so prefixes are never taken from the
   // cache or from an n > 1 leader, and a sequence of a failed step is recomputed from its start
   int32_t state_slots = 0;
+  // false: the model writes cache rows at the slots of a sequence's earlier positions (DeepSeek-
+  // V4's compressed entries, each at the slot of its index, written when its window closes), so
+  // a block holds what its sequence wrote later: no prefix caching, no n > 1 prompt sharing
+  bool share_blocks = true;
 };
 
 struct step_plan {

@@ -31,6 +31,8 @@ void register_convert(registry& r);
 void register_latent(registry& r);
 void register_recurrent(registry& r);
 void register_sparse(registry& r);
+void register_hyper(registry& r);
+void register_compress(registry& r);
 
 /// Runs fn(begin, end) over [0, n) on the context's pool, or inline without one.
 template <class F>

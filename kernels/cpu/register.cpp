@@ -16,6 +16,8 @@ void register_cpu_kernels(registry& r) {
   cpu::register_latent(r);
   cpu::register_recurrent(r);
   cpu::register_sparse(r);
+  cpu::register_hyper(r);
+  cpu::register_compress(r);
 }
 
 } // namespace troupe::kernels

@@ -1,6 +1,7 @@
 // sparse.cpp (cpu): DeepSeek Sparse Attention's parts (op.hpp): dsa_select (the lightning
-// indexer's scores of every key up to a query's position, relu'd per head and summed with the
-// query's head weights, and its top k; ties: the earlier position first) and paged_attention
+// indexer's scores of every key up to a query's position, or of every compressed entry it has
+// closed (DeepSeek-V4), relu'd per head and summed with the query's head weights, and its top k;
+// ties: the earlier position first) and paged_attention
 // over such a selection (src5). f32 sums (the vectorised dot_f32 / dequant_row of vec.cpp); the
 // work split over the queries. The selection reads every key of the sequence once per query.
 #include <algorithm>
@@ -45,8 +46,10 @@ void dsa_select(const op_args& a, const exec_ctx& ctx) {
       const query_ref& r = qs[static_cast<size_t>(i)];
       const float* qt = q.as<float>() + r.t * H * D;
       const float* wt = w.as<float>() + r.t * H;
-      score.assign(static_cast<size_t>(r.pos + 1), 0.0f);
-      for (int64_t s = 0; s <= r.pos; ++s) {
+      // the candidates: positions 0..pos, or the compressed entries pos has closed (V4)
+      const int64_t cand = a.p.compress > 0 ? (r.pos + 1) / a.p.compress : r.pos + 1;
+      score.assign(static_cast<size_t>(cand), 0.0f);
+      for (int64_t s = 0; s < cand; ++s) {
         dequant_row(kc.type, row_at(kc, r.blocks, s, 0), 0, D, k.data());
         float sum = 0;
         for (int64_t h = 0; h < H; ++h)
@@ -58,7 +61,7 @@ void dsa_select(const op_args& a, const exec_ctx& ctx) {
       const auto by_score = [&](int32_t x, int32_t y) {
         return score[x] > score[y] || (score[x] == score[y] && x < y);
       };
-      const int64_t n = std::min<int64_t>(K, r.pos + 1);
+      const int64_t n = std::min<int64_t>(K, cand);
       std::partial_sort(order.begin(), order.begin() + n, order.end(), by_score);
       int32_t* out = a.dst.row<int32_t>(r.t);
       for (int64_t j = 0; j < K; ++j) out[j] = j < n ? order[static_cast<size_t>(j)] : -1;
@@ -117,10 +120,7 @@ bool float_type(dtype t) {
 void register_sparse(registry& r) {
   r.add(
       op::dsa_select, backend::cpu, "scan",
-      [](const op_args& a) {
-        return contiguous_args(a) && float_type(a.src[1].type) && a.p.compress == 0;
-      },
-      dsa_select);
+      [](const op_args& a) { return contiguous_args(a) && float_type(a.src[1].type); }, dsa_select);
   r.add(
       op::paged_attention, backend::cpu, "sparse",
       [](const op_args& a) {

@@ -181,6 +181,32 @@ TEST(Scheduler, PrefixBlocksAreReused) {
   EXPECT_EQ(pool.free_count(), pool.total());
 }
 
+// A model that writes rows behind a sequence's position (DeepSeek-V4's compressed entries, at the
+// slots of their indices) shares no block: the same prompt again is computed, not looked up, and
+// n > 1 completions each have their own blocks.
+TEST(Scheduler, UnshareableBlocksAreNeverShared) {
+  request a = make(1, 64, 4), b = make(2, 64, 4), c = make(3, 10, 3);
+  b.prompt = a.prompt;
+  c.n = 3;
+  kv_block_pool pool(100, P);
+  scheduler_config cfg;
+  cfg.eos_ids = {0};
+  cfg.share_blocks = false;
+  scheduler s(pool, cfg);
+  fake_model m(100);
+  for (const request& r : {a, b, c}) {
+    ASSERT_TRUE(s.add(r));
+    while (!s.idle()) {
+      auto p = s.next_step();
+      ASSERT_TRUE(p);
+      for (auto& e : s.complete(p->step_id, m.run(p->b))) EXPECT_EQ(e.cached_tokens, 0);
+    }
+  }
+  EXPECT_EQ(s.stats().prefix_hit_blocks, 0);
+  EXPECT_EQ(s.stats().cow_copies, 0);
+  EXPECT_EQ(pool.free_count(), pool.total());
+}
+
 TEST(Scheduler, ParallelCompletionsShareThePromptWithCopyOnWrite) {
   request r = make(1, 10, 6); // the 10th prompt token sits in a partly filled, shared block
   r.n = 3;

@@ -615,6 +615,7 @@ std::vector<op_case> all_cases() {
   fused_cases(cases);
   moe_cases(cases);
   latent_cases(cases);
+  v4_cases(cases);
   recurrent_cases(cases);
   kquant_cases(cases);
   for (auto& c : cases) {

@@ -45,5 +45,7 @@ void attention_cases(std::vector<op_case>& out_cases);
 /// The mixture-of-experts and latent-attention ops' cases (op_cases_moe.cpp).
 void moe_cases(std::vector<op_case>& out_cases);
 void latent_cases(std::vector<op_case>& out_cases);
+/// DeepSeek-V4's ops' cases (op_cases_v4.cpp).
+void v4_cases(std::vector<op_case>& out_cases);
 
 } // namespace troupe::kernels::harness
