@@ -192,6 +192,15 @@ const std::vector<family_entry>& families() {
        nullptr,
        build_deepseek_v4,
        prepare_deepseek_v4_hf},
+      // GLM-5.3-Flash: KDA layers and latent attention without positions over a pooled indexer's
+      // picks, V3's experts, V4's hyper-connections
+      {"glm5_next",
+       {"Glm5NextForConditionalGeneration"},
+       {},
+       read_glm5_next_hf,
+       nullptr,
+       build_glm5_next,
+       prepare_language_model},
       // Kimi-Linear: KDA layers between latent attention without positions, V3's experts
       {"kimi_linear",
        {"KimiLinearForCausalLM"},

@@ -131,8 +131,9 @@ int64_t model_config::layer_kv_heads(int64_t layer) const {
 }
 
 int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
-  if (hc_mult > 0) { // DeepSeek-V4: the shared key-value row; a compressed layer's kv and gate
-                     // rows and entries (one per position's slot), and its indexer's
+  if (hc_mult > 0 &&
+      kv_lora == 0) { // DeepSeek-V4: the shared key-value row; a compressed layer's kv and gate
+                      // rows and entries (one per position's slot), and its indexer's
     const int64_t m = layer_compress(layer);
     if (m <= 0) return D;
     const int64_t W = m == 4 ? 2 * D : D, Wi = 2 * dsa_dim;
@@ -142,7 +143,8 @@ int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
     const bool indexer =
         dsa_topk > 0 && (layer < 0 || layer >= static_cast<int64_t>(dsa_source.size()) ||
                          dsa_source[static_cast<size_t>(layer)] == layer);
-    return kv_lora + qk_rope + (indexer ? dsa_dim : 0);
+    // (GLM-5.3's pooled indexer: each token's key and gate logits, and a pool's key per slot)
+    return kv_lora + qk_rope + (indexer ? (dsa_pool > 0 ? 3 * dsa_dim : dsa_dim) : 0);
   }
   const int64_t kv = layer_kv_heads(layer);
   const int64_t hkv = kv >= tp ? kv / std::max(tp, 1) : 1;
@@ -176,7 +178,7 @@ int64_t count_v4(const model_config& m, int64_t experts_counted) {
 }
 
 int64_t count_parameters(const model_config& m, int64_t experts_counted) {
-  if (m.hc_mult > 0) return count_v4(m, experts_counted);
+  if (m.hc_mult > 0 && m.kv_lora == 0) return count_v4(m, experts_counted);
   const int64_t C = m.C, H = m.H;
   const int64_t qk = m.qk_nope + m.qk_rope;
   // an attention layer, of its geometry (Gemma 4's full layers have theirs, and may take the
@@ -197,8 +199,11 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
     // that reuse another's selection)
     const bool indexer =
         m.dsa_topk > 0 && (m.dsa_source.empty() || m.dsa_source[static_cast<size_t>(l)] == l);
-    const int64_t dsa =
-        indexer ? m.dsa_heads * m.dsa_dim * m.q_lora + m.dsa_dim * (C + 2) + m.dsa_heads * C : 0;
+    const int64_t dsa = indexer ? m.dsa_heads * m.dsa_dim * m.q_lora + m.dsa_dim * (C + 2) +
+                                      m.dsa_heads * C +
+                                      (m.dsa_pool > 0 ? m.dsa_dim * C + m.dsa_pool * m.dsa_dim
+                                                      : 0) // (pools' gate, ape)
+                                : 0;
     return m.kv_lora > 0
                ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
                      C * (m.kv_lora + m.qk_rope) + m.kv_lora * H * (m.qk_nope + m.v_head) +
@@ -257,6 +262,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
               : m.layer_moe(l)    ? experts
                                   : dense(l)) +
              (m.ple_dim > 0 ? 2 * C * m.ple_dim + C : 0) + // a layer's gate, projection, norm
+             (m.hc_mult > 0 ? 2 * (m.hc_mult * (m.hc_mult + 2) * (m.hc_mult * C + 1) + 3)
+                            : 0) + // GLM-5.3: the hyper-connections' fn, base, scale
              (m.layer_has_ffn(l) && m.layer_has_mixer(l) ? norms : norms / 2); // one norm a block
   return total;
 }

@@ -236,6 +236,13 @@ struct model_config {
   // by sqrt(softplus) scores; experts' SwiGLU clamped at swiglu_limit (swiglu_clamp)
   int64_t hc_mult = 0, hc_iters = 0;
   double hc_eps = 0;
+  bool hc_head_mean = false; // the head collapses the streams by their mean (GLM-5.3)
+  // GLM-5.3: its indexer scores pools of dsa_pool tokens (each a softmax-gated mix of its
+  // tokens' keys) and picks dsa_topk / dsa_pool of them plus the query's incomplete pool; its
+  // KDA layers' decay is bounded (kda_bound < 0: bound sigmoid(exp(A_log) x), not -exp(A_log)
+  // softplus(x))
+  int64_t dsa_pool = 0;
+  double kda_bound = 0;
   std::vector<int32_t> compress;
   rope_spec rope_compress;
   int64_t o_groups = 0, o_rank = 0;

@@ -173,8 +173,8 @@ status infer_shapes(graph& g) {
       break;
     case op::hc_pre: { // the block's input [C], and a layer's mix [N (N + 1)]
       value* fn = in(1);
-      if (!fn || fn->dims.size() != 2) return bad(g, n, "hc_pre needs fn [M, N C]");
-      const int64_t M = fn->dims[0];
+      if (fn && fn->dims.size() != 2) return bad(g, n, "hc_pre needs fn [M, N C]");
+      const int64_t M = fn ? fn->dims[0] : n.p.k; // (the mean: p.k streams)
       int64_t N = M;
       if (n.out.size() > 1)
         for (N = 1; N * (N + 2) < M; ++N) {
@@ -197,9 +197,9 @@ status infer_shapes(graph& g) {
       out.dims = x->dims;
       out.type = dtype::f32;
       break;
-    case op::dsa_select: // k positions per query
+    case op::dsa_select: // k positions per query (expanded: k entries of m, and a tail of m - 1)
       out.r = x->r;
-      out.dims = {n.p.k};
+      out.dims = {n.p.expand ? n.p.k * n.p.compress + n.p.compress - 1 : n.p.k};
       out.type = dtype::i32;
       break;
     case op::ssm_scan: // x's shape [T, H, P]

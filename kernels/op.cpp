@@ -182,6 +182,8 @@ status check_args(const op_args& a) {
     if (d.type != dtype::i32 || d.dims.rank != 2 || d.rows() != s0.dims[0] || d.cols() <= 0)
       return fail(a, "dst i32 [T, K]");
     if (a.p.compress < 0) return fail(a, "p.compress must be >= 0");
+    if (a.p.expand && (a.p.compress <= 0 || d.cols() != a.p.k * a.p.compress + a.p.compress - 1))
+      return fail(a, "expanded entries need p.compress = m and dst [T, k m + m - 1]");
     return {};
   case op::kv_compress: {
     const auto &src = a.src[0], &ape = a.src[1], &w = a.src[2], &seqs = a.src[3];
@@ -194,7 +196,8 @@ status check_args(const op_args& a) {
     if (a.p.compress <= 0 || ape.type != dtype::f32 || ape.rows() != a.p.compress ||
         ape.cols() != W)
       return fail(a, "ape must be f32 [m, W] with m = p.compress > 0");
-    if (w.type != dtype::f32 || w.numel() != Dc) return fail(a, "the norm weight is f32 [Dc]");
+    if (w.data && (w.type != dtype::f32 || w.numel() != Dc))
+      return fail(a, "the norm weight is f32 [Dc] (or none)");
     if (seqs.type != dtype::i32 || seqs.dims.rank != 2 || seqs.cols() < 3)
       return fail(a, "seqs must be i32 [S, 3 + MB]");
     if (a.p.rope.rot_dim % 2 || a.p.rope.rot_dim < 0 || a.p.rope.rot_offset < 0 ||
@@ -204,11 +207,14 @@ status check_args(const op_args& a) {
   }
   case op::hc_pre: {
     const auto &fn = a.src[1], &base = a.src[2], &sc = a.src[3];
-    const int64_t C = d.cols(), M = fn.rows();
+    const int64_t C = d.cols(), M = fn.data ? fn.rows() : 0;
     const int64_t N = C > 0 ? s0.cols() / C : 0;
     if (s0.type != dtype::f32 || d.type != dtype::f32 || N <= 0 || s0.cols() != N * C ||
         d.rows() != s0.rows())
       return fail(a, "x f32 [T, N C], dst f32 [T, C]");
+    if (!fn.data) // the streams' mean
+      return base.data || sc.data || a.dst2.data ? fail(a, "the mean takes no base, scale or mix")
+                                                 : status{};
     if (fn.type != dtype::f32 || fn.cols() != N * C || base.type != dtype::f32 ||
         base.numel() != M || sc.type != dtype::f32)
       return fail(a, "fn f32 [M, N C], base f32 [M], scale f32");

@@ -59,15 +59,18 @@
 //                    sum_h w_h relu(p.scale q_h . k_s) (descending; ties: the earlier
 //                    position first), -1 past the p + 1 there are (DeepSeek-V3.2's indexer);
 //                    with p.compress = m the candidates are the compressed entries w < (p + 1) /
-//                    m of src1 (a kv_compress cache; DeepSeek-V4's indexer)
+//                    m of src1 (a kv_compress cache; DeepSeek-V4's indexer); with p.expand too,
+//                    each chosen entry w as its m positions w m .. w m + m - 1, then the positions
+//                    of the query's incomplete window ((p + 1) - (p + 1) % m .. p), -1 past them:
+//                    dst [T, K m + m - 1] for K = p.k entries (GLM-5.3's k-pools)
 //   kv_compress      src0 source cache [NB, P, 1, 2 W] (each token's kv [W], then its gate
 //                    logits [W], at its position's slot), src1 ape f32 [m, W], src2 norm weight f32
-//                    [Dc], src3 seqs i32 [S, 3 + MB] -> dst cache [NB, P, 1, Dc] (a sequence's
-//                    entry w at the slot of position w), m = p.compress: for every query
-//                    position p of the step that closes a window ((p + 1) % m == 0), its entry w
-//                    = (p + 1) / m - 1 = per channel sum_j softmax_j(gate_j + ape[j % m]) kv_j
-//                    over the window's m rows (W = Dc), or (W = 2 Dc, overlapping windows) over
-//                    2 m: the previous window's first halves (none for w = 0), this window's
+//                    [Dc] (or none: no norm), src3 seqs i32 [S, 3 + MB] -> dst cache [NB, P, 1, Dc]
+//                    (a sequence's entry w at the slot of position w), m = p.compress: for every
+//                    query position p of the step that closes a window ((p + 1) % m == 0), its
+//                    entry w = (p + 1) / m - 1 = per channel sum_j softmax_j(gate_j + ape[j % m])
+//                    kv_j over the window's m rows (W = Dc), or (W = 2 Dc, overlapping windows)
+//                    over 2 m: the previous window's first halves (none for w = 0), this window's
 //                    second halves; then RMS-normed (eps p.eps) times the weight and rotated at
 //                    position w m (p.rope) (DeepSeek-V4's compressors)
 //   kv_store         src0 k f32 [T, Hkv, D], src1 slots i32 [T] (block * P + offset)
@@ -133,7 +136,8 @@
 //                    the weights as above, from the chosen scores)
 // Hyper-connections (DeepSeek-V4's mHC: N residual streams of C values per token):
 //   hc_pre           src0 x f32 [T, N C], src1 fn f32 [M, N C], src2 base f32 [M], src3 scale
-//                    f32 [3] (M = N (N + 2)) or [1] (M = N, the model's head) -> dst f32 [T, C]
+//                    f32 [3] (M = N (N + 2)) or [1] (M = N, the model's head; or src1..3 none:
+//                    the streams' mean, GLM-5.3's head) -> dst f32 [T, C]
 //                    = sum_n pre_n x_n and (M = N (N + 2)) dst2 f32 [T, N (N + 1)], each
 //                    token's post [N] and comb [N, N]: z = (x fn^T) / rms(x) (eps p.eps), pre =
 //                    sigmoid(s0 z[:N] + base[:N]) + p.bias, post = 2 sigmoid(s1 z[N:2N] +
@@ -159,7 +163,8 @@
 //                    -> dst f32 [T, Hv, Dv]; value head h reads key head h / (Hv / Hk) (with
 //                    p.delta_tiled: (p.head0 + h) % Hk); src5 is -exp(A_log) with p.delta_neg_a;
 //                    per token q and k are L2-normalised (eps 1e-6), q scaled by 1 / sqrt(Dk), g =
-//                    -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), and S = exp(g) S; S += k
+//                    -exp(A_log) softplus(a + dt_bias) (or, p.delta_bound = L < 0, L sigmoid(exp(
+//                    A_log) (a + dt_bias))), beta = sigmoid(b), and S = exp(g) S; S += k
 //                    (beta (v - S^T k))^T; out = S^T q. src3 may also be [T, Hv, Dk] with src6
 //                    [Hv * Dk]: a decay per key channel, S's row d times exp(g_d) (Kimi's KDA)
 //   ssm_scan         src0 x f32 [T, H, P], src1 dt f32 [T, H], src2 A_log f32 [H], src3 B f32
@@ -293,6 +298,12 @@ struct op_params {
   // h / (Hv / Hk); src5 (ssm_scan: src2) holds -exp(A_log) (GGUF's ssm_a), else A_log
   bool delta_tiled = false, delta_neg_a = false;
   bool conv_plain = false; // causal_conv: the taps' sum without the SiLU
+  // gated_delta: < 0, the decay's log is bound * sigmoid(exp(A_log) (a + dt_bias)) (GLM-5.3's safe
+  // gate, bounded below) instead of -exp(A_log) softplus(a + dt_bias); 0: off
+  float delta_bound = 0;
+  // dsa_select over compressed entries (p.compress = m): each chosen entry written as its m
+  // positions, then the positions of the query's incomplete window (GLM-5.3's k-pools)
+  bool expand = false;
 };
 
 struct op_args {

@@ -112,6 +112,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "glm_moe_dsa_full",
                                                             "kimi_linear",
                                                             "deepseek_v4",
-                                                            "deepseek_v4_published"};
+                                                            "deepseek_v4_published",
+                                                            "glm5_next"};
 
 } // namespace troupe::test

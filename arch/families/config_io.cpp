@@ -502,7 +502,8 @@ std::optional<double> config_number(const json& v) {
   return std::nullopt;
 }
 
-status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_default) {
+status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_default,
+                    bool head_dim) {
   TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
   // a model whose every FFN is a mixture of experts may give no dense width (Qwen3.5-MoE): the
   // experts' stands in (what TP's FFN cut is planned on)
@@ -516,11 +517,13 @@ status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_
   TROUPE_TRY_ASSIGN(Hkv, j.i("num_key_value_heads", H));
   TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
   TROUPE_TRY_ASSIGN(ctx, j.i("max_position_embeddings", 2048));
-  TROUPE_TRY_ASSIGN(D, j.i("head_dim", C / H));
+  if (!head_dim) j.mark("head_dim");
+  TROUPE_TRY_ASSIGN(D, head_dim ? j.i("head_dim", C / H) : expected<int64_t>(C / H));
   // absent or null: the defaults above; written as 0: no model (not multi-head attention)
   if (j.has("num_key_value_heads") && Hkv == 0)
     return j.unsupported("num_key_value_heads 0: a model needs at least one KV head");
-  if (j.has("head_dim") && D == 0) return j.unsupported("head_dim 0: heads need a size");
+  if (head_dim && j.has("head_dim") && D == 0)
+    return j.unsupported("head_dim 0: heads need a size");
   c.C = C, c.F = F, c.n_layer = L, c.H = H, c.Hkv = Hkv, c.V = V, c.ctx = ctx;
   c.D = D;
   if (eps_key) {

@@ -526,7 +526,9 @@ expected<vid> decoder::ffn(int l, vid h) {
   TROUPE_TRY_ASSIGN(bd, opt(n_.b_down, l, {C}));
   const op act = act_op();
   return b.ffn(h, wg, wu, wd, bg, bu, bd, act,
-               layer_act_.empty() ? act_expr_ : layer_act_[static_cast<size_t>(l)]);
+               clamp_expr_          ? clamp_expr_ // (GLM-5.3's dense layers)
+               : layer_act_.empty() ? act_expr_
+                                    : layer_act_[static_cast<size_t>(l)]);
 }
 
 expected<vid> decoder::layer(int l, vid x) {

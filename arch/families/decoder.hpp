@@ -90,6 +90,8 @@ struct decoder_names {
   std::string v4_wkv, v4_kv_norm, wo_a, wo_b;
   std::string cmp_wkv, cmp_wgate, cmp_ape, cmp_norm, idx_wkv, idx_wgate, idx_ape, idx_norm;
   std::string moe_hash;
+  // GLM-5.3's pooled indexer: the pools' gate projection [Di, C] and their ape [pool, Di]
+  std::string dsa_pool_gate, dsa_pool_ape;
   // per layer: the FFN's activation as an expression over x (expr.hpp), where a family's
   // activation carries learned constants of each layer (Apertus's xIELU); empty: the config's
   std::vector<std::string> layer_act;

@@ -40,10 +40,15 @@ expected<decoder::hc_mix> decoder::hyper(int l, vid x, const std::string& fn,
   const int64_t N = c_.hc_mult, C = c_.C;
   const bool head = l == g_.n_layer; // the model's: the streams' mix only
   const int64_t M = head ? N : N * (N + 2);
+  builder b(g_, l);
+  if (head && c_.hc_head_mean) { // GLM-5.3's: the streams' mean, no weights
+    kernels::op_params p;
+    p.k = static_cast<int>(N); // (the streams, for the shape)
+    return hc_mix{b.op(op::hc_pre, {x}, what + "_in", p), none};
+  }
   TROUPE_TRY_ASSIGN(wf, req(fn, l, {M, N * C}));
   TROUPE_TRY_ASSIGN(wb, req(base, l, {M}));
   TROUPE_TRY_ASSIGN(ws, req(scale, l, {head ? 1 : 3}));
-  builder b(g_, l);
   value in, mix;
   in.name = b.name(what + "_in");
   in.layer = l;
@@ -74,11 +79,17 @@ expected<vid> decoder::hc_layer(int l, vid x) {
   const int64_t C = c_.C;
   TROUPE_TRY_ASSIGN(ha, hyper(l, x, n_.hc_attn_fn, n_.hc_attn_base, n_.hc_attn_scale, "hc_attn"));
   TROUPE_TRY_ASSIGN(h, norm(ha.in, l, n_.attn_norm, "", C, norm_kind::rms, "attn_norm"));
-  TROUPE_TRY_ASSIGN(a, v4_attention(l, h));
+  vid a = none; // DeepSeek-V4's attention, or (GLM-5.3) KDA or latent attention
+  if (c_.layer_linear(l))
+    TROUPE_TRY_SET(a, kda(l, h));
+  else if (c_.kv_lora > 0)
+    TROUPE_TRY_SET(a, mla(l, h));
+  else
+    TROUPE_TRY_SET(a, v4_attention(l, h));
   x = b.op(op::hc_post, {x, a, ha.mix}, "attn_residual");
   TROUPE_TRY_ASSIGN(hf, hyper(l, x, n_.hc_ffn_fn, n_.hc_ffn_base, n_.hc_ffn_scale, "hc_ffn"));
   TROUPE_TRY_ASSIGN(h2, norm(hf.in, l, n_.ffn_norm, "", C, norm_kind::rms, "ffn_norm"));
-  TROUPE_TRY_ASSIGN(f, moe(l, h2));
+  TROUPE_TRY_ASSIGN(f, ffn(l, h2)); // (the experts, or a dense layer's MLP)
   return b.op(op::hc_post, {x, f, hf.mix}, "ffn_residual");
 }
 

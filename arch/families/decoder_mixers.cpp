@@ -304,7 +304,9 @@ expected<vid> decoder::kda(int l, vid h) {
                        "kda_decay_in");
   const vid beta = b.linear(h, wb, none, "kda_b");
   const vid st = graph::add_recurrent_state(g_, state_kind::delta, l, {H, D, D}, av, "delta_state");
-  const vid o = b.op(op::gated_delta, {q, k, v, a, beta, alog, dt, st, table}, "kda");
+  kernels::op_params kp;
+  kp.delta_bound = static_cast<float>(c_.kda_bound); // (GLM-5.3's safe gate; 0: off)
+  const vid o = b.op(op::gated_delta, {q, k, v, a, beta, alog, dt, st, table}, "kda", kp);
   const vid on = b.norm(o, norm_type::rms, nw, none, static_cast<float>(c_.norm_eps), "kda_norm");
   const vid gate = b.view(b.linear(b.linear(h, ga, none, "kda_g_a"), gb, none, "kda_g_b"), {-1, D},
                           "kda_gate_heads");

@@ -21,15 +21,20 @@ expected<vid> decoder::mla(int l, vid h) {
     K = c_.q_lora;
     wq = n_.mla_q_b;
   }
-  TROUPE_TRY_ASSIGN(wqn,
-                    req(wq, l, {H * nope, K}, cut::out, axis::heads, nope, head_rows(qk, 0, nope)));
-  TROUPE_TRY_ASSIGN(
-      wqp, req(wq, l, {H * rope, K}, cut::out, axis::heads, rope, head_rows(qk, nope, rope)));
+  // (no positional part at all, rope 0: GLM-5.3's; its q and kv_a are the nope / latent rows)
+  TROUPE_TRY_ASSIGN(wqn, req(wq, l, {H * nope, K}, cut::out, axis::heads, nope,
+                             rope > 0 ? head_rows(qk, 0, nope) : weight_ref{}));
+  vid wqp = none, wkp = none;
   weight_ref lat, pe;
   lat.segments = {{0, kvl}};
   pe.segments = {{kvl, rope}};
-  TROUPE_TRY_ASSIGN(wc, req(n_.mla_kv_a, l, {kvl, C}, cut::none, axis::none, 1, lat));
-  TROUPE_TRY_ASSIGN(wkp, req(n_.mla_kv_a, l, {rope, C}, cut::none, axis::none, 1, pe));
+  if (rope > 0) {
+    TROUPE_TRY_SET(
+        wqp, req(wq, l, {H * rope, K}, cut::out, axis::heads, rope, head_rows(qk, nope, rope)));
+    TROUPE_TRY_SET(wkp, req(n_.mla_kv_a, l, {rope, C}, cut::none, axis::none, 1, pe));
+  }
+  TROUPE_TRY_ASSIGN(
+      wc, req(n_.mla_kv_a, l, {kvl, C}, cut::none, axis::none, 1, rope > 0 ? lat : weight_ref{}));
   // W_kb(h): from kv_b as [nope, kvl] per head (q_latent = W^T q_nope), or GGUF's k_b
   // already [kvl, nope] per head (q_latent = W q_nope)
   const bool split = !n_.mla_k_b.empty();
@@ -45,22 +50,25 @@ expected<vid> decoder::mla(int l, vid h) {
   }
   TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * vh}, cut::in, axis::heads, vh));
   const vid qn = b.view(b.linear(src, wqn, none, "q_nope"), {-1, nope}, "q_nope_heads");
-  vid qp = b.view(b.linear(src, wqp, none, "q_pe"), {-1, rope}, "q_pe_heads");
   TROUPE_TRY_ASSIGN(cv, norm(b.linear(h, wc, none, "kv_latent"), l, n_.mla_kv_a_norm, "", kvl,
                              norm_kind::rms, "kv_latent_norm"));
-  vid kp = b.view(b.linear(h, wkp, none, "k_pe"), {1, rope}, "k_pe_head");
-  const vid pos = g_.input(input_kind::positions);
-  kernels::op_params rp;
-  rp.rope = c_.rope;
-  if (c_.rope_enabled) { // (Kimi-Linear's latent attention has no positions at all)
-    qp = b.op(op::rope, {qp, pos}, "q_pe_rope", rp);
-    kp = b.op(op::rope, {kp, pos}, "k_pe_rope", rp);
-  }
   kernels::op_params t;
   t.k = split ? 0 : 1; // kv_b's W_kb(h) is [nope, kvl]: q_latent = W_kb(h)^T q_nope
   const vid ql = b.op(op::head_matmul, {qn, wkb}, "q_latent", t);
-  const vid qf = b.op(op::concat, {ql, qp}, "q_mla");
-  const vid kf = b.op(op::concat, {b.view(cv, {1, kvl}, "kv_latent_head"), kp}, "kv_mla");
+  vid qf = ql, kf = b.view(cv, {1, kvl}, "kv_latent_head");
+  if (rope > 0) {
+    vid qp = b.view(b.linear(src, wqp, none, "q_pe"), {-1, rope}, "q_pe_heads");
+    vid kp = b.view(b.linear(h, wkp, none, "k_pe"), {1, rope}, "k_pe_head");
+    const vid pos = g_.input(input_kind::positions);
+    kernels::op_params rp;
+    rp.rope = c_.rope;
+    if (c_.rope_enabled) { // (Kimi-Linear's latent attention has no positions at all)
+      qp = b.op(op::rope, {qp, pos}, "q_pe_rope", rp);
+      kp = b.op(op::rope, {kp, pos}, "k_pe_rope", rp);
+    }
+    qf = b.op(op::concat, {ql, qp}, "q_mla");
+    kf = b.op(op::concat, {kf, kp}, "kv_mla");
+  }
   const vid cache = add_kv_state(g_, state_kind::k_cache, l, 1, kvl + rope);
   b.op_into(op::kv_store, {kf, g_.input(input_kind::slots)}, cache, "kv_store");
   if (c_.layer_tempered(l) || c_.layer_chunk(l) > 0)
@@ -97,13 +105,42 @@ expected<vid> decoder::dsa_indexer(int l, vid h, vid q_resid) {
   TROUPE_TRY_ASSIGN(ww, req(n_.dsa_w, l, {Hi, C}));
   vid q = b.view(b.linear(q_resid, wq, none, "idx_q"), {-1, Di}, "idx_q_heads");
   vid k = b.norm(b.linear(h, wk, none, "idx_k"), norm_type::layer, nw, nb, 1e-6f, "idx_k_norm");
+  const vid w =
+      b.scale(b.linear(h, ww, none, "idx_weights"),
+              static_cast<float>(1.0 / std::sqrt(static_cast<double>(Hi))), "idx_weights_scaled");
+  kernels::op_params sp;
+  sp.k = static_cast<int>(c_.dsa_topk);
+  sp.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Di)));
+  if (c_.dsa_pool > 0) { // GLM-5.3's k-pools: pools of m tokens' keys, their positions picked
+    const int64_t m = c_.dsa_pool;
+    TROUPE_TRY_ASSIGN(wg, req(n_.dsa_pool_gate, l, {Di, C}));
+    TROUPE_TRY_ASSIGN(ape, req(n_.dsa_pool_ape, l, {m, Di}));
+    const vid rows =
+        b.view(b.op(op::concat, {k, b.linear(h, wg, none, "idx_pool_gate")}, "idx_rows"),
+               {1, 2 * Di}, "idx_row");
+    const vid src = add_kv_state(g_, state_kind::k_cache, l, 1, 2 * Di, axis::none);
+    g_[src].name = b.name("idx_src_cache");
+    b.op_into(op::kv_store, {rows, g_.input(input_kind::slots)}, src, "idx_store");
+    const vid pools = add_kv_state(g_, state_kind::k_cache, l, 1, Di, axis::none);
+    g_[pools].name = b.name("idx_pool_cache");
+    kernels::op_params cp;
+    cp.compress = m; // (no norm, no rotation)
+    b.op_into(op::kv_compress, {src, ape, none, g_.input(input_kind::seq_table)}, pools, "idx_pool",
+              cp);
+    sp.k = static_cast<int>(c_.dsa_topk / m);
+    sp.compress = m;
+    sp.expand = true;
+    return b.op(op::dsa_select, {q, pools, g_.input(input_kind::seq_table), w}, "idx_select", sp);
+  }
   k = b.view(k, {1, Di}, "idx_k_head");
-  kernels::op_params rp;
-  rp.rope = c_.rope; // the model's rotation over the first qk_rope dims, pairs as the indexer's
-  rp.rope.layout = c_.dsa_rope_interleaved ? rope_layout::interleaved : rope_layout::neox;
-  const vid pos = g_.input(input_kind::positions);
-  q = b.op(op::rope, {q, pos}, "idx_q_rope", rp);
-  k = b.op(op::rope, {k, pos}, "idx_k_rope", rp);
+  if (c_.qk_rope > 0) {
+    kernels::op_params rp;
+    rp.rope = c_.rope; // the model's rotation over the first qk_rope dims, pairs as the indexer's
+    rp.rope.layout = c_.dsa_rope_interleaved ? rope_layout::interleaved : rope_layout::neox;
+    const vid pos = g_.input(input_kind::positions);
+    q = b.op(op::rope, {q, pos}, "idx_q_rope", rp);
+    k = b.op(op::rope, {k, pos}, "idx_k_rope", rp);
+  }
   value cv; // the index keys: one head of Di per token, whole on every rank
   cv.name = "blk." + std::to_string(l) + ".idx_cache";
   cv.kind = value_kind::state;
@@ -114,12 +151,6 @@ expected<vid> decoder::dsa_indexer(int l, vid h, vid q_resid) {
   cv.along = axis::none;
   const vid cache = g_.add_value(std::move(cv));
   b.op_into(op::kv_store, {k, g_.input(input_kind::slots)}, cache, "idx_store");
-  const vid w =
-      b.scale(b.linear(h, ww, none, "idx_weights"),
-              static_cast<float>(1.0 / std::sqrt(static_cast<double>(Hi))), "idx_weights_scaled");
-  kernels::op_params sp;
-  sp.k = static_cast<int>(c_.dsa_topk);
-  sp.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Di)));
   return b.op(op::dsa_select, {q, cache, g_.input(input_kind::seq_table), w}, "idx_select", sp);
 }
 

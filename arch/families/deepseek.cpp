@@ -64,38 +64,7 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
     c.dsa_topk = topk, c.dsa_dim = dim, c.dsa_heads = heads;
     c.rope.layout = rope_layout::interleaved; // the MLA's (V3.2's indexer's is in halves)
     c.dsa_rope_interleaved = glm5;
-    if (glm5) { // indexer_types: "full" layers run the indexer, "shared" reuse the last full one's
-      std::vector<std::string> types;
-      const json& it = j.raw("indexer_types");
-      const json& pattern = j.raw("index_topk_pattern");
-      TROUPE_TRY_ASSIGN(freq, j.i("index_topk_freq", 1));
-      TROUPE_TRY_ASSIGN(offset, j.i("index_skip_topk_offset", 2));
-      if (!it.is_null()) {
-        if (!it.is_array()) return j.bad("'indexer_types' must be a list");
-        for (const auto& t : it) types.push_back(t.is_string() ? t.get<std::string>() : "?");
-      } else if (pattern.is_string()) { // "FSSF...": full / shared
-        for (char ch : pattern.get<std::string>())
-          types.push_back(ch == 'F' ? "full" : ch == 'S' ? "shared" : "?");
-      } else if (pattern.is_array()) {
-        for (const auto& t : pattern) types.push_back(t.is_string() ? t.get<std::string>() : "?");
-      } else { // GlmMoeDsaConfig: full where max(l - offset + 1, 0) % freq == 0
-        const int64_t f = std::max<int64_t>(freq, 1);
-        for (int64_t l = 0; l < c.n_layer; ++l)
-          types.push_back(std::max<int64_t>(l - offset + 1, 0) % f == 0 ? "full" : "shared");
-      }
-      if (static_cast<int64_t>(types.size()) != c.n_layer)
-        return j.bad(fmt::format("indexer types for {} of {} layers", types.size(), c.n_layer));
-      int32_t last = -1;
-      for (int64_t l = 0; l < c.n_layer; ++l) {
-        const std::string& t = types[static_cast<size_t>(l)];
-        if (t == "full") {
-          last = static_cast<int32_t>(l);
-        } else if (t != "shared" || last < 0) {
-          return j.unsupported(fmt::format("indexer type '{}' on layer {}", t, l));
-        }
-        c.dsa_source.push_back(last);
-      }
-    }
+    if (glm5) TROUPE_TRY(read_indexer_types(j, c, {}));
     j.mark("rope_interleave");
     if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
       if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
@@ -107,6 +76,48 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
     j.mark("head_dim"); // (transformers sets it to qk_rope_head_dim)
   }
   return read_routed_experts_hf(j, c);
+}
+
+// GLM-5's indexer_types: "full" layers run the indexer, "shared" reuse the last full one's
+// selection (or index_topk_pattern "FSSF...", or GlmMoeDsaConfig's index_topk_freq /
+// index_skip_topk_offset schedule); over `layers` (those with attention: the others skipped)
+status read_indexer_types(hf_cfg& j, model_config& c, const std::vector<uint8_t>& layers) {
+  std::vector<std::string> types;
+  const json& it = j.raw("indexer_types");
+  const json& pattern = j.raw("index_topk_pattern");
+  TROUPE_TRY_ASSIGN(freq, j.i("index_topk_freq", 1));
+  TROUPE_TRY_ASSIGN(offset, j.i("index_skip_topk_offset", 2));
+  if (!it.is_null()) {
+    if (!it.is_array()) return j.bad("'indexer_types' must be a list");
+    for (const auto& t : it) types.push_back(t.is_string() ? t.get<std::string>() : "?");
+  } else if (pattern.is_string()) { // "FSSF...": full / shared
+    for (char ch : pattern.get<std::string>())
+      types.push_back(ch == 'F' ? "full" : ch == 'S' ? "shared" : "?");
+  } else if (pattern.is_array()) {
+    for (const auto& t : pattern) types.push_back(t.is_string() ? t.get<std::string>() : "?");
+  } else { // GlmMoeDsaConfig: full where max(l - offset + 1, 0) % freq == 0
+    const int64_t f = std::max<int64_t>(freq, 1);
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      types.push_back(std::max<int64_t>(l - offset + 1, 0) % f == 0 ? "full" : "shared");
+  }
+  if (static_cast<int64_t>(types.size()) != c.n_layer)
+    return j.bad(fmt::format("indexer types for {} of {} layers", types.size(), c.n_layer));
+  int32_t last = -1;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string& t = types[static_cast<size_t>(l)];
+    const bool attends = layers.empty() || layers[static_cast<size_t>(l)];
+    if (!attends) {
+      c.dsa_source.push_back(static_cast<int32_t>(l)); // (no attention: nothing read)
+      continue;
+    }
+    if (t == "full") {
+      last = static_cast<int32_t>(l);
+    } else if (t != "shared" || last < 0) {
+      return j.unsupported(fmt::format("indexer type '{}' on layer {}", t, l));
+    }
+    c.dsa_source.push_back(last);
+  }
+  return {};
 }
 
 // dots.llm1 (Dots1ForCausalLM): Qwen3's attention (q / k RMSNorm per head) with DeepSeek-V3's

@@ -37,7 +37,7 @@ void kv_compress(const op_args& a, const exec_ctx& ctx) {
   const auto &src = a.src[0], &ape = a.src[1];
   const int64_t W = src.dims[3] / 2, Dc = a.dst.dims[3], m = a.p.compress;
   const bool overlap = W == 2 * Dc;
-  const float* nw = a.src[2].as<float>();
+  const float* nw = a.src[2].data ? a.src[2].as<float>() : nullptr; // (none: no norm)
   std::vector<query_ref> closing; // the step's positions that close a window
   for (const query_ref& r : queries(a.src[3]))
     if ((r.pos + 1) % m == 0) closing.push_back(r);
@@ -80,7 +80,8 @@ void kv_compress(const op_args& a, const exec_ctx& ctx) {
         ss += double{e[static_cast<size_t>(c)]} * e[static_cast<size_t>(c)];
       }
       const auto inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(Dc) + a.p.eps));
-      for (int64_t c = 0; c < Dc; ++c) e[static_cast<size_t>(c)] *= inv * nw[c];
+      if (nw)
+        for (int64_t c = 0; c < Dc; ++c) e[static_cast<size_t>(c)] *= inv * nw[c];
       const int half = a.p.rope.rot_dim / 2, off = a.p.rope.rot_offset;
       const bool neox = a.p.rope.layout == rope_layout::neox;
       for (int k = 0; k < half; ++k) {

@@ -17,7 +17,22 @@ double sigmoid(double x) {
 
 void hc_pre(const op_args& a, const exec_ctx& ctx) {
   const auto &x = a.src[0], &fn = a.src[1];
-  const int64_t T = x.rows(), C = a.dst.cols(), N = x.cols() / C, M = fn.rows();
+  const int64_t T = x.rows(), C = a.dst.cols(), N = x.cols() / C;
+  if (!fn.data) { // the streams' mean
+    parallel(ctx, T, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const float* xr = x.row<float>(t);
+        float* out = a.dst.row<float>(t);
+        for (int64_t c = 0; c < C; ++c) {
+          float s = 0;
+          for (int64_t n = 0; n < N; ++n) s += xr[n * C + c];
+          out[c] = s / static_cast<float>(N);
+        }
+      }
+    });
+    return;
+  }
+  const int64_t M = fn.rows();
   const bool layer = M == N * (N + 2);
   const double eps = a.p.bias;
   const float* b = a.src[2].as<float>();

@@ -229,7 +229,10 @@ void gated_delta(const op_args& a, const exec_ctx& ctx) {
           const float x = per_channel ? av[(t * Hv + h) * Dk + d] + dt_bias[h * Dk + d]
                                       : av[t * Hv + h] + dt_bias[h];
           const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));
-          decay[static_cast<size_t>(d)] = std::exp(-A * softplus);
+          decay[static_cast<size_t>(d)] =
+              a.p.delta_bound < 0 // (GLM-5.3's safe gate)
+                  ? std::exp(a.p.delta_bound / (1.0f + std::exp(-A * x)))
+                  : std::exp(-A * softplus);
         }
         if (!per_channel) std::fill(decay.begin() + 1, decay.end(), decay[0]);
         const float beta = 1.0f / (1.0f + std::exp(-bv[t * Hv + h]));

@@ -61,9 +61,20 @@ void dsa_select(const op_args& a, const exec_ctx& ctx) {
       const auto by_score = [&](int32_t x, int32_t y) {
         return score[x] > score[y] || (score[x] == score[y] && x < y);
       };
-      const int64_t n = std::min<int64_t>(K, cand);
+      const int64_t picks = a.p.expand ? a.p.k : K; // (expanded: entries, then their positions)
+      const int64_t n = std::min<int64_t>(picks, cand);
       std::partial_sort(order.begin(), order.begin() + n, order.end(), by_score);
       int32_t* out = a.dst.row<int32_t>(r.t);
+      if (a.p.expand) { // each entry's positions, then the incomplete window's (GLM-5.3)
+        const int64_t m = a.p.compress, tail = (r.pos + 1) % m;
+        for (int64_t j = 0; j < picks; ++j)
+          for (int64_t i = 0; i < m; ++i)
+            out[j * m + i] =
+                j < n ? static_cast<int32_t>(order[static_cast<size_t>(j)] * m + i) : -1;
+        for (int64_t i = 0; i < m - 1; ++i)
+          out[picks * m + i] = i < tail ? static_cast<int32_t>(r.pos + 1 - tail + i) : -1;
+        continue;
+      }
       for (int64_t j = 0; j < K; ++j) out[j] = j < n ? order[static_cast<size_t>(j)] : -1;
     }
   });

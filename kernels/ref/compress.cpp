@@ -62,7 +62,8 @@ void kv_compress(const op_args& a, const exec_ctx&) {
         ss += e[static_cast<size_t>(c)] * e[static_cast<size_t>(c)];
       }
       const double inv = 1.0 / std::sqrt(ss / static_cast<double>(Dc) + a.p.eps);
-      for (int64_t c = 0; c < Dc; ++c) e[static_cast<size_t>(c)] *= inv * nw.as<float>()[c];
+      if (nw.data) // (none: the entries as they are, GLM-5.3's pooled keys)
+        for (int64_t c = 0; c < Dc; ++c) e[static_cast<size_t>(c)] *= inv * nw.as<float>()[c];
       const int half = a.p.rope.rot_dim / 2, off = a.p.rope.rot_offset;
       const bool neox = a.p.rope.layout == rope_layout::neox;
       std::vector<double> r = e;

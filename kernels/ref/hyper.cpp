@@ -15,7 +15,16 @@ double sigmoid(double x) {
 
 void hc_pre(const op_args& a, const exec_ctx&) {
   const auto &x = a.src[0], &fn = a.src[1], &base = a.src[2], &sc = a.src[3];
-  const int64_t T = x.rows(), C = a.dst.cols(), N = x.cols() / C, M = fn.rows();
+  const int64_t T = x.rows(), C = a.dst.cols(), N = x.cols() / C, M = fn.data ? fn.rows() : 0;
+  if (!fn.data) { // the streams' mean
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < C; ++c) {
+        double s = 0;
+        for (int64_t n = 0; n < N; ++n) s += x.row<float>(t)[n * C + c];
+        a.dst.row<float>(t)[c] = static_cast<float>(s / static_cast<double>(N));
+      }
+    return;
+  }
   const bool layer = M == N * (N + 2);
   const double eps = a.p.bias;
   std::vector<double> z(static_cast<size_t>(M)), comb(static_cast<size_t>(N * N));

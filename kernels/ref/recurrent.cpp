@@ -81,7 +81,10 @@ void gated_delta(const op_args& a, const exec_ctx&) {
                                      a.src[6].as<float>()[h * Dk + d]
                                : double{a.src[3].as<float>()[t * Hv + h]} + a.src[6].as<float>()[h];
           const double softplus = x > 20 ? x : std::log1p(std::exp(x));
-          decay[static_cast<size_t>(d)] = std::exp(-A * softplus);
+          // GLM-5.3's safe gate: g = bound sigmoid(exp(A_log) x), bounded below by `bound`
+          decay[static_cast<size_t>(d)] =
+              a.p.delta_bound < 0 ? std::exp(double{a.p.delta_bound} / (1.0 + std::exp(-A * x)))
+                                  : std::exp(-A * softplus);
         }
         const double beta = 1.0 / (1.0 + std::exp(-double{a.src[4].as<float>()[t * Hv + h]}));
         for (int64_t d = 0; d < Dk; ++d)

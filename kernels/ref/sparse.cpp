@@ -53,6 +53,15 @@ void dsa_select(const op_args& a, const exec_ctx&) {
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t x, int64_t y) { return score[x] > score[y]; });
     int32_t* out = a.dst.row<int32_t>(t);
+    if (a.p.expand) { // each entry's positions, then the incomplete window's (GLM-5.3)
+      const int64_t m = a.p.compress, k = a.p.k, tail = (p + 1) % m;
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t i = 0; i < m; ++i)
+          out[j * m + i] = j < n ? static_cast<int32_t>(order[static_cast<size_t>(j)] * m + i) : -1;
+      for (int64_t i = 0; i < m - 1; ++i)
+        out[k * m + i] = i < tail ? static_cast<int32_t>(p + 1 - tail + i) : -1;
+      return;
+    }
     for (int64_t j = 0; j < K; ++j)
       out[j] = j < n ? static_cast<int32_t>(order[static_cast<size_t>(j)]) : -1;
   });

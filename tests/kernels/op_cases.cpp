@@ -523,11 +523,13 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
     c.tol = {1e-9, 1e-4};
     out_cases.push_back(std::move(c));
   }
-  { // Kimi's KDA: a decay per head and key channel (a [T, Hv, Dk], dt_bias [Hv * Dk])
+  // Kimi's KDA: a decay per head and key channel (a [T, Hv, Dk], dt_bias [Hv * Dk]); GLM-5.3's
+  // with its safe gate (a decay bounded below by exp(-5))
+  for (float bound : {0.0f, -5.0f}) {
     const int64_t Hk = 3, Hv = 3, Dk = 16, Dv = 16;
     op_case c;
-    c.name =
-        fmt::format("gated_delta(T={},Hk={},Hv={},Dk={},Dv={},per_channel)", T, Hk, Hv, Dk, Dv);
+    c.name = fmt::format("gated_delta(T={},Hk={},Hv={},Dk={},Dv={},per_channel{})", T, Hk, Hv, Dk,
+                         Dv, bound < 0 ? ",bound" : "");
     gen g(c.name);
     c.kind = op::gated_delta;
     c.src = {from_floats(dtype::f32, {T, Hk, Dk}, g.normal(T * Hk * Dk)),
@@ -540,6 +542,7 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
              from_floats(dtype::f32, {NS, Hv, Dk, Dv}, g.normal(NS * Hv * Dk * Dv, 0.3f)),
              from_ints({3, 4}, table)};
     c.dst = out(dtype::f32, {T, Hv, Dv});
+    c.p.delta_bound = bound;
     c.tol = {1e-9, 1e-4};
     out_cases.push_back(std::move(c));
   }

@@ -49,6 +49,16 @@ rope_spec v4_rope(int64_t D) {
 } // namespace
 
 void v4_cases(std::vector<op_case>& out_cases) {
+  { // GLM-5.3's head: the streams' mean
+    op_case c;
+    c.name = "hc_pre(T=5,N=4,C=48,mean)";
+    gen g(c.name);
+    c.kind = op::hc_pre;
+    c.src = {from_floats(dtype::f32, {5, 4 * 48}, g.normal(5 * 4 * 48))};
+    c.dst = out(dtype::f32, {5, 48});
+    c.tol = {1e-10, 1e-5};
+    out_cases.push_back(std::move(c));
+  }
   for (bool head : {false, true}) {
     const int64_t N = 4, C = 48, M = head ? N : N * (N + 2);
     op_case c;
@@ -77,6 +87,21 @@ void v4_cases(std::vector<op_case>& out_cases) {
              from_floats(dtype::f32, {5, C}, g.normal(5 * C)),
              from_floats(dtype::f32, {5, N * (N + 1)}, g.uniform(5 * N * (N + 1), 0.0f, 2.0f))};
     c.dst = out(dtype::f32, {5, N * C});
+    c.tol = {1e-10, 1e-5};
+    out_cases.push_back(std::move(c));
+  }
+  // GLM-5.3's pooled keys: windows of 4, no norm, no rotation
+  {
+    const int64_t m = 4, Dc = 16;
+    op_case c;
+    c.name = fmt::format("kv_compress(S=3,P={},m={},Dc={},plain,no_norm,no_rope)", P, m, Dc);
+    gen g(c.name);
+    c.kind = op::kv_compress;
+    c.src = {from_floats(dtype::f32, {NB, P, 1, 2 * Dc}, g.normal(NB * P * 2 * Dc)),
+             from_floats(dtype::f32, {m, Dc}, g.normal(m * Dc, 0.5f)), absent(),
+             from_ints({3, 3 + MB}, seq_table(g))};
+    c.dst = from_floats(dtype::f32, {NB, P, 1, Dc}, std::vector<float>(NB * P * Dc, 0.0f));
+    c.p.compress = m;
     c.tol = {1e-10, 1e-5};
     out_cases.push_back(std::move(c));
   }
@@ -128,20 +153,22 @@ void v4_cases(std::vector<op_case>& out_cases) {
       c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
       out_cases.push_back(std::move(c));
     }
-  {
+  for (bool expand : {false, true}) { // (expanded: GLM-5.3's pools as their positions, the tail)
     const int64_t Hi = 8, Di = 16, K = 3, m = 4;
     op_case c;
-    c.name = fmt::format("dsa_select(S=3,P={},H={},D={},K={},compress={})", P, Hi, Di, K, m);
+    c.name = fmt::format("dsa_select(S=3,P={},H={},D={},K={},compress={}{})", P, Hi, Di, K, m,
+                         expand ? ",expand" : "");
     gen g(c.name);
     c.kind = op::dsa_select;
     c.src = {from_floats(dtype::f32, {T, Hi, Di}, g.normal(T * Hi * Di)),
              from_floats(dtype::f32, {NB, P, 1, Di}, g.normal(NB * P * Di)),
              from_ints({3, 3 + MB}, seq_table(g)),
              from_floats(dtype::f32, {T, Hi}, g.normal(T * Hi))};
-    c.dst = out(dtype::i32, {T, K});
+    c.dst = out(dtype::i32, {T, expand ? K * m + m - 1 : K});
     c.p.scale = 0.25f;
     c.p.k = static_cast<int>(K);
     c.p.compress = m;
+    c.p.expand = expand;
     c.tol = {0, 0};
     out_cases.push_back(std::move(c));
   }
