@@ -201,6 +201,9 @@ const std::vector<family_entry>& families() {
        nullptr,
        build_glm5_next,
        prepare_language_model},
+      // Tencent HY-V4: GLM-5's sparse latent attention with sinks and gated values, independent
+      // hyper-connections, V3's experts
+      {"hy_v4", {"HYV4ForCausalLM"}, {}, read_hy_v4_hf, nullptr, build_hy_v4},
       // Kimi-Linear: KDA layers between latent attention without positions, V3's experts
       {"kimi_linear",
        {"KimiLinearForCausalLM"},

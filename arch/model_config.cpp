@@ -207,7 +207,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
     return m.kv_lora > 0
                ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
                      C * (m.kv_lora + m.qk_rope) + m.kv_lora * H * (m.qk_nope + m.v_head) +
-                     H * m.v_head * C + dsa + m.q_lora + m.kv_lora // (the latents' norms)
+                     H * m.v_head * C + dsa + m.q_lora + m.kv_lora + // (the latents' norms)
+                     (m.attn_sinks ? H : 0) + (m.attn_value_gate ? H * m.v_head * C : 0) // HY-V4
                : C * H * D * (m.attn_output_gate ? 2 : 1) + kv * C * Hkv * D + H * D * C +
                      (m.qkv_bias ? H * D + kv * Hkv * D : 0) + qk_norms +
                      (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
@@ -248,6 +249,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                           // Gemma 4: the dense MLP beside them, the router's scales, 3 norms
                           (m.moe_beside_mlp ? 3 * C * m.F + C + m.n_expert + 3 * C : 0);
   int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C;
+  if (m.hc_mult > 0 && !m.hc_head_mean) // the head's hyper-connection (HY-V4's)
+    total += m.hc_mult * (m.hc_mult * C + 1) + 1;
   if (m.ple_dim > 0) // the per-layer embeddings' table, the model's projection and its norm
     total += (m.ple_vocab + C) * m.n_layer * m.ple_dim + m.ple_dim;
   // norms: before each sublayer, and after it too where they sandwich it
@@ -262,8 +265,11 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
               : m.layer_moe(l)    ? experts
                                   : dense(l)) +
              (m.ple_dim > 0 ? 2 * C * m.ple_dim + C : 0) + // a layer's gate, projection, norm
-             (m.hc_mult > 0 ? 2 * (m.hc_mult * (m.hc_mult + 2) * (m.hc_mult * C + 1) + 3)
-                            : 0) + // GLM-5.3: the hyper-connections' fn, base, scale
+             // GLM-5.3, HY-V4: the hyper-connections' fn, base, scale (HY-V4's pre and post only)
+             (m.hc_mult > 0
+                  ? 2 * (m.hc_independent ? 2 * m.hc_mult * (m.hc_mult * C + 1) + 2
+                                          : m.hc_mult * (m.hc_mult + 2) * (m.hc_mult * C + 1) + 3)
+                  : 0) +
              (m.layer_has_ffn(l) && m.layer_has_mixer(l) ? norms : norms / 2); // one norm a block
   return total;
 }

@@ -237,6 +237,15 @@ struct model_config {
   int64_t hc_mult = 0, hc_iters = 0;
   double hc_eps = 0;
   bool hc_head_mean = false; // the head collapses the streams by their mean (GLM-5.3)
+  // HY-V4's independent hyper-connections: `pre` and `post` only (post times hc_magnitude), each
+  // stream keeping its own residual (no mixing matrix)
+  bool hc_independent = false;
+  double hc_magnitude = 2;
+  bool swiglu_clamp_experts_only = false; // the clamp on the routed experts only (HY-V4)
+  // HY-V4's latent attention: a sigmoid gate on every value (a [H v_head, C] projection); its
+  // indexer rotates the last qk_rope dims of its heads, its keys' LayerNorm at dsa_norm_eps
+  bool attn_value_gate = false, dsa_rope_last = false;
+  double dsa_norm_eps = 1e-6;
   // GLM-5.3: its indexer scores pools of dsa_pool tokens (each a softmax-gated mix of its
   // tokens' keys) and picks dsa_topk / dsa_pool of them plus the query's incomplete pool; its
   // KDA layers' decay is bounded (kda_bound < 0: bound sigmoid(exp(A_log) x), not -exp(A_log)

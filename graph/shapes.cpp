@@ -175,19 +175,21 @@ status infer_shapes(graph& g) {
       value* fn = in(1);
       if (fn && fn->dims.size() != 2) return bad(g, n, "hc_pre needs fn [M, N C]");
       const int64_t M = fn ? fn->dims[0] : n.p.k; // (the mean: p.k streams)
-      int64_t N = M;
-      if (n.out.size() > 1)
+      // a layer's M = N (N + 2) (scale [3]), an independent layer's 2 N (scale [2]), a head's N
+      const bool independent = n.out.size() > 1 && in(3) && in(3)->dims == std::vector<int64_t>{2};
+      int64_t N = independent ? M / 2 : M;
+      if (n.out.size() > 1 && !independent)
         for (N = 1; N * (N + 2) < M; ++N) {
         }
-      if (N <= 0 || (n.out.size() > 1 && N * (N + 2) != M) || x->row_elems() % N)
-        return bad(g, n, "hc_pre: fn's rows are not N (N + 2) (or N) for the streams");
+      if (N <= 0 || (n.out.size() > 1 && !independent && N * (N + 2) != M) || x->row_elems() % N)
+        return bad(g, n, "hc_pre: fn's rows are not N (N + 2), 2 N or N for the streams");
       out.r = x->r;
       out.dims = {x->row_elems() / N};
       out.type = dtype::f32;
       if (n.out.size() > 1) {
         value& mix = g[n.out[1]];
         mix.r = x->r;
-        mix.dims = {N * (N + 1)};
+        mix.dims = {independent ? N : N * (N + 1)};
         mix.type = dtype::f32;
       }
       break;

@@ -222,6 +222,10 @@ status check_args(const op_args& a) {
       if (sc.numel() != 3 || !a.dst2.data || a.dst2.type != dtype::f32 ||
           a.dst2.numel() != s0.rows() * N * (N + 1))
         return fail(a, "a layer's mix: scale [3], dst2 f32 [T, N (N + 1)]");
+    } else if (M == 2 * N && N > 1) { // (N = 1 would read as a head)
+      if (sc.numel() != 2 || !a.dst2.data || a.dst2.type != dtype::f32 ||
+          a.dst2.numel() != s0.rows() * N)
+        return fail(a, "an independent layer's post: scale [2], dst2 f32 [T, N]");
     } else if (M != N || sc.numel() != 1) {
       return fail(a, "M must be N (N + 2) (scale [3]) or N (the head: scale [1])");
     }
@@ -232,8 +236,9 @@ status check_args(const op_args& a) {
     const int64_t C = y.cols(), N = C > 0 ? s0.cols() / C : 0;
     if (s0.type != dtype::f32 || y.type != dtype::f32 || mix.type != dtype::f32 ||
         d.type != dtype::f32 || N <= 0 || s0.cols() != N * C || y.rows() != s0.rows() ||
-        mix.rows() != s0.rows() || mix.cols() != N * (N + 1) || d.dims != s0.dims)
-      return fail(a, "x f32 [T, N C], y f32 [T, C], mix f32 [T, N (N + 1)], dst like x");
+        mix.rows() != s0.rows() || (mix.cols() != N * (N + 1) && mix.cols() != N) ||
+        d.dims != s0.dims)
+      return fail(a, "x f32 [T, N C], y f32 [T, C], mix f32 [T, N (N + 1)] or [T, N], dst like x");
     return {};
   }
   case op::kv_store:

@@ -46,10 +46,10 @@
 //                    its sum of values (GPT-OSS's learned attention sinks). paged_attention's
 //                    src5, i32 [T, K] (or none): the positions each query attends over (DeepSeek
 //                    Sparse Attention's selection; -1 entries and positions past the query's
-//                    are skipped), with p.scale and p.softcap only. src6 (or none), a cache of
-//                    compressed entries [NB, P, 1, D] as kv_compress writes it, with p.compress
-//                    = m: a query at position p also attends over its sequence's entries w <
-//                    (p + 1) / m, each both key and value, in the same softmax as the window of
+//                    are skipped), with p.scale, p.softcap and the sinks only. src6 (or none), a
+//                    cache of compressed entries [NB, P, 1, D] as kv_compress writes it, with
+//                    p.compress = m: a query at position p also attends over its sequence's entries
+//                    w < (p + 1) / m, each both key and value, in the same softmax as the window of
 //                    src1 / src2 (and the sinks); with src5 too, over the entries src5 picks of
 //                    those (-1 and later ones skipped) instead of all (DeepSeek-V4's compressed
 //                    and compressed sparse attention)
@@ -143,9 +143,12 @@
 //                    sigmoid(s0 z[:N] + base[:N]) + p.bias, post = 2 sigmoid(s1 z[N:2N] +
 //                    base[N:2N]), comb = softmax over each row of s2 z[2N:] + base[2N:], plus
 //                    p.bias, its columns then normalised (x / (sum + p.bias)), then p.k - 1 times
-//                    its rows and its columns (Sinkhorn-Knopp)
+//                    its rows and its columns (Sinkhorn-Knopp); or (M = 2 N, scale [2]: HY-V4's
+//                    independent form) dst2 f32 [T, N], post = p.scale sigmoid(s1 z[N:] + base[N:])
+//                    + p.bias, no comb
 //   hc_post          src0 x f32 [T, N C], src1 y f32 [T, C], src2 mix f32 [T, N (N + 1)] (hc_pre's
-//                    dst2) -> dst f32 [T, N C]: stream k = post_k y + sum_j comb[j, k] x_j
+//                    dst2) -> dst f32 [T, N C]: stream k = post_k y + sum_j comb[j, k] x_j; mix
+//                    [T, N] (post alone): stream k = post_k y + x_k
 // Linear attention with a recurrent state per sequence (gated DeltaNet: Qwen3.5, Qwen3-Next).
 // A state table i32 [S, 4] lists each sequence of the step: token begin, token count, the
 // position of its first token, its state slot (a row of the state tensors); a sequence at

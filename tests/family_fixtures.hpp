@@ -113,6 +113,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "kimi_linear",
                                                             "deepseek_v4",
                                                             "deepseek_v4_published",
-                                                            "glm5_next"};
+                                                            "glm5_next",
+                                                            "hy_v4"};
 
 } // namespace troupe::test

@@ -92,6 +92,7 @@ struct decoder_names {
   std::string moe_hash;
   // GLM-5.3's pooled indexer: the pools' gate projection [Di, C] and their ape [pool, Di]
   std::string dsa_pool_gate, dsa_pool_ape;
+  std::string mla_gate; // HY-V4: the values' gate [H v_head, C]
   // per layer: the FFN's activation as an expression over x (expr.hpp), where a family's
   // activation carries learned constants of each layer (Apertus's xIELU); empty: the config's
   std::vector<std::string> layer_act;

@@ -13,7 +13,8 @@ namespace troupe::arch::detail {
 
 status decoder::build_hc() {
   const int64_t N = c_.hc_mult;
-  if (c_.swiglu_clamp) { // the shared expert's clamped SwiGLU, as an expression over g and u
+  if (c_.swiglu_clamp && !c_.swiglu_clamp_experts_only) { // the shared expert's and dense
+                                                          // layers' clamped SwiGLU
     const std::string L = fmt::format("{:.17g}", c_.swiglu_limit);
     auto p = kernels::parse_expression(fmt::format("silu(min(g, {0})) * max(min(u, {0}), -{0})", L),
                                        {"g", "u"});
@@ -39,7 +40,8 @@ expected<decoder::hc_mix> decoder::hyper(int l, vid x, const std::string& fn,
                                          const std::string& what) {
   const int64_t N = c_.hc_mult, C = c_.C;
   const bool head = l == g_.n_layer; // the model's: the streams' mix only
-  const int64_t M = head ? N : N * (N + 2);
+  // a layer's: pre, post and comb; or (independent, HY-V4) pre and post
+  const int64_t M = head ? N : c_.hc_independent ? 2 * N : N * (N + 2);
   builder b(g_, l);
   if (head && c_.hc_head_mean) { // GLM-5.3's: the streams' mean, no weights
     kernels::op_params p;
@@ -48,7 +50,7 @@ expected<decoder::hc_mix> decoder::hyper(int l, vid x, const std::string& fn,
   }
   TROUPE_TRY_ASSIGN(wf, req(fn, l, {M, N * C}));
   TROUPE_TRY_ASSIGN(wb, req(base, l, {M}));
-  TROUPE_TRY_ASSIGN(ws, req(scale, l, {head ? 1 : 3}));
+  TROUPE_TRY_ASSIGN(ws, req(scale, l, {head ? 1 : c_.hc_independent ? 2 : 3}));
   value in, mix;
   in.name = b.name(what + "_in");
   in.layer = l;
@@ -68,6 +70,7 @@ expected<decoder::hc_mix> decoder::hyper(int l, vid x, const std::string& fn,
   n.p.eps = static_cast<float>(c_.norm_eps);
   n.p.bias = static_cast<float>(c_.hc_eps);
   n.p.k = static_cast<int>(c_.hc_iters);
+  n.p.scale = static_cast<float>(c_.hc_magnitude); // (the independent form's post)
   n.layer = l;
   n.name = g_[iv].name;
   g_.add_node(std::move(n));

@@ -79,7 +79,11 @@ expected<vid> decoder::mla(int l, vid h) {
   kernels::op_params ap;
   ap.scale = static_cast<float>(c_.attention_scale());
   std::vector<vid> ain = {qf, cache, cache, g_.input(input_kind::seq_table)};
-  if (c_.dsa_topk > 0) { // over the positions the indexer picks (src5; no sinks)
+  if (c_.attn_sinks) { // a sink logit per head (HY-V4)
+    TROUPE_TRY_ASSIGN(sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads, 1));
+    ain.push_back(sinks);
+  }
+  if (c_.dsa_topk > 0) { // over the positions the indexer picks (src5)
     if (c_.q_lora <= 0)
       return make_error(errc::unsupported, "{}: sparse attention without a q bottleneck", m_.path);
     const bool own = c_.dsa_source.empty() || c_.dsa_source[static_cast<size_t>(l)] == l;
@@ -87,10 +91,16 @@ expected<vid> decoder::mla(int l, vid h) {
     if (dsa_sel_ == none)
       return make_error(errc::internal, "{}: layer {} reuses a selection no layer made", m_.path,
                         l);
-    ain.insert(ain.end(), {none, dsa_sel_});
+    if (ain.size() == 4) ain.push_back(none); // (no sinks)
+    ain.push_back(dsa_sel_);
   }
   const vid a = b.op(op::paged_attention, std::move(ain), "attn", ap);
-  const vid v = b.op(op::head_matmul, {a, wvb}, "attn_values"); // W_vb(h) (first kvl of a)
+  vid v = b.op(op::head_matmul, {a, wvb}, "attn_values"); // W_vb(h) (first kvl of a)
+  if (c_.attn_value_gate) { // HY-V4: every value times sigmoid(x w) of its own row
+    TROUPE_TRY_ASSIGN(wg, req(n_.mla_gate, l, {H * vh, C}, cut::out, axis::heads, vh));
+    const vid gate = b.view(b.linear(h, wg, none, "attn_gate"), {-1, vh}, "attn_gate_heads");
+    v = b.mul(v, b.unary(op::sigmoid, gate, "attn_gate_sigmoid"), "attn_values_gated");
+  }
   return b.linear(b.view(v, {-1}, "attn_flat"), wo, none, "attn_out");
 }
 
@@ -104,7 +114,8 @@ expected<vid> decoder::dsa_indexer(int l, vid h, vid q_resid) {
   TROUPE_TRY_ASSIGN(nb, req(n_.dsa_k_norm_b, l, {Di}));
   TROUPE_TRY_ASSIGN(ww, req(n_.dsa_w, l, {Hi, C}));
   vid q = b.view(b.linear(q_resid, wq, none, "idx_q"), {-1, Di}, "idx_q_heads");
-  vid k = b.norm(b.linear(h, wk, none, "idx_k"), norm_type::layer, nw, nb, 1e-6f, "idx_k_norm");
+  vid k = b.norm(b.linear(h, wk, none, "idx_k"), norm_type::layer, nw, nb,
+                 static_cast<float>(c_.dsa_norm_eps), "idx_k_norm");
   const vid w =
       b.scale(b.linear(h, ww, none, "idx_weights"),
               static_cast<float>(1.0 / std::sqrt(static_cast<double>(Hi))), "idx_weights_scaled");
@@ -137,6 +148,7 @@ expected<vid> decoder::dsa_indexer(int l, vid h, vid q_resid) {
     kernels::op_params rp;
     rp.rope = c_.rope; // the model's rotation over the first qk_rope dims, pairs as the indexer's
     rp.rope.layout = c_.dsa_rope_interleaved ? rope_layout::interleaved : rope_layout::neox;
+    if (c_.dsa_rope_last) rp.rope.rot_offset = static_cast<int>(Di - c_.qk_rope); // (HY-V4)
     const vid pos = g_.input(input_kind::positions);
     q = b.op(op::rope, {q, pos}, "idx_q_rope", rp);
     k = b.op(op::rope, {k, pos}, "idx_k_rope", rp);

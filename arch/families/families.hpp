@@ -70,6 +70,8 @@ status build_apertus(const model_source& m, graph::graph& g);
 status read_indexer_types(hf_cfg& j, model_config& c, const std::vector<uint8_t>& layers);
 status read_deepseek_v4_hf(hf_cfg& j, model_config& c);
 status read_glm5_next_hf(hf_cfg& j, model_config& c);
+status read_hy_v4_hf(hf_cfg& j, model_config& c);
+status build_hy_v4(const model_source& m, graph::graph& g);
 status build_glm5_next(const model_source& m, graph::graph& g);
 status prepare_deepseek_v4_hf(const model_config& c, tensor_index& t);
 status build_deepseek_v4(const model_source& m, graph::graph& g);

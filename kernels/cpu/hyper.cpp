@@ -33,7 +33,7 @@ void hc_pre(const op_args& a, const exec_ctx& ctx) {
     return;
   }
   const int64_t M = fn.rows();
-  const bool layer = M == N * (N + 2);
+  const bool layer = M == N * (N + 2), independent = M == 2 * N && N > 1;
   const double eps = a.p.bias;
   const float* b = a.src[2].as<float>();
   const float* s = a.src[3].as<float>();
@@ -54,6 +54,12 @@ void hc_pre(const op_args& a, const exec_ctx& ctx) {
         float v = 0;
         for (int64_t n = 0; n < N; ++n) v += pre[static_cast<size_t>(n)] * xr[n * C + c];
         out[c] = v;
+      }
+      if (independent) { // post alone: p.scale sigmoid(.) + eps
+        for (int64_t n = 0; n < N; ++n)
+          a.dst2.row<float>(t)[n] = static_cast<float>(
+              a.p.scale * sigmoid(s[1] * z[static_cast<size_t>(N + n)] + b[N + n]) + eps);
+        continue;
       }
       if (!layer) continue;
       float* mix = a.dst2.row<float>(t);
@@ -101,6 +107,10 @@ void hc_post(const op_args& a, const exec_ctx& ctx) {
       for (int64_t k = 0; k < N; ++k) {
         float* o = row.data() + k * C;
         for (int64_t c = 0; c < C; ++c) o[c] = m[k] * yr[c];
+        if (mix.cols() == N) { // independent: each stream its own residual
+          for (int64_t c = 0; c < C; ++c) o[c] += xr[k * C + c];
+          continue;
+        }
         for (int64_t j = 0; j < N; ++j) {
           const float w = m[N + j * N + k];
           const float* xj = xr + j * C;

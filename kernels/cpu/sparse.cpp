@@ -93,7 +93,9 @@ void paged_sparse(const op_args& a, const exec_ctx& ctx) {
       for (int64_t h = 0; h < H; ++h) {
         const int64_t kh = h / group;
         const float* qh = q.as<float>() + (r.t * H + h) * D;
-        float mx = -INFINITY;
+        // the sink (src4: a logit in the denominator only; HY-V4)
+        const float sink = a.src[4].data ? a.src[4].as<float>()[h] : -INFINITY;
+        float mx = sink;
         for (int64_t j = 0; j < K; ++j) {
           const int64_t s = picked[j];
           if (s < 0 || s > r.pos) {
@@ -107,7 +109,7 @@ void paged_sparse(const op_args& a, const exec_ctx& ctx) {
           mx = std::max(mx, sc);
         }
         std::fill(acc.begin(), acc.end(), 0.0f);
-        float sum = 0;
+        float sum = a.src[4].data && mx > -INFINITY ? std::exp(sink - mx) : 0.0f;
         for (int64_t j = 0; j < K; ++j) {
           if (score[static_cast<size_t>(j)] == -INFINITY) continue;
           const float e = std::exp(score[static_cast<size_t>(j)] - mx);
@@ -137,7 +139,9 @@ void register_sparse(registry& r) {
       [](const op_args& a) {
         return a.src[5].data && !a.src[6].data && contiguous_args(a) &&
                a.src[0].type == dtype::f32 && float_type(a.src[1].type) &&
-               float_type(a.src[2].type) && !a.src[4].data;
+               float_type(a.src[2].type) &&
+               (!a.src[4].data ||
+                (a.src[4].type == dtype::f32 && a.src[4].numel() == a.src[0].dims[1]));
       },
       paged_sparse);
 }

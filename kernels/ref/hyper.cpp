@@ -25,7 +25,7 @@ void hc_pre(const op_args& a, const exec_ctx&) {
       }
     return;
   }
-  const bool layer = M == N * (N + 2);
+  const bool layer = M == N * (N + 2), independent = M == 2 * N && N > 1;
   const double eps = a.p.bias;
   std::vector<double> z(static_cast<size_t>(M)), comb(static_cast<size_t>(N * N));
   for (int64_t t = 0; t < T; ++t) {
@@ -45,6 +45,12 @@ void hc_pre(const op_args& a, const exec_ctx&) {
     for (int64_t n = 0; n < N; ++n) {
       const double pre = sigmoid(s[0] * z[static_cast<size_t>(n)] + b[n]) + eps;
       for (int64_t c = 0; c < C; ++c) out[c] = static_cast<float>(out[c] + pre * xr[n * C + c]);
+    }
+    if (independent) { // post alone: p.scale sigmoid(.) + eps
+      for (int64_t n = 0; n < N; ++n)
+        a.dst2.row<float>(t)[n] = static_cast<float>(
+            a.p.scale * sigmoid(s[1] * z[static_cast<size_t>(N + n)] + b[N + n]) + eps);
+      continue;
     }
     if (!layer) continue;
     float* mix = a.dst2.row<float>(t);
@@ -90,7 +96,11 @@ void hc_post(const op_args& a, const exec_ctx&) {
     for (int64_t k = 0; k < N; ++k)
       for (int64_t c = 0; c < C; ++c) {
         double v = double{m[k]} * yr[c];
-        for (int64_t j = 0; j < N; ++j) v += double{m[N + j * N + k]} * xr[j * C + c];
+        if (mix.cols() == N) { // independent: each stream its own residual
+          v += xr[k * C + c];
+        } else {
+          for (int64_t j = 0; j < N; ++j) v += double{m[N + j * N + k]} * xr[j * C + c];
+        }
         row[static_cast<size_t>(k * C + c)] = v;
       }
     float* out = a.dst.row<float>(t);

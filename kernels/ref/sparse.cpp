@@ -90,8 +90,12 @@ void paged_sparse(const op_args& a, const exec_ctx&) {
         at.push_back(s);
       }
       std::vector<double> acc(static_cast<size_t>(D), 0.0);
-      const double mx = score.empty() ? 0 : *std::max_element(score.begin(), score.end());
-      double sum = 0;
+      // the sink (src4: a logit per head in the denominator only; HY-V4)
+      const double sink = a.src[4].data ? double{a.src[4].as<float>()[h]} : -INFINITY;
+      double mx = sink;
+      for (double s : score) mx = std::max(mx, s);
+      if (mx == -INFINITY) mx = 0;
+      double sum = a.src[4].data ? std::exp(sink - mx) : 0;
       for (double& s : score) sum += (s = std::exp(s - mx));
       for (size_t j = 0; j < at.size(); ++j) {
         cache_row(vc, blocks, at[j], kh, row.data());
@@ -118,7 +122,9 @@ void register_sparse(registry& r) {
       [](const op_args& a) {
         return a.src[5].data && !a.src[6].data && all_contiguous(a) &&
                a.src[0].type == dtype::f32 && float_type(a.src[1].type) &&
-               float_type(a.src[2].type) && !a.src[4].data;
+               float_type(a.src[2].type) &&
+               (!a.src[4].data ||
+                (a.src[4].type == dtype::f32 && a.src[4].numel() == a.src[0].dims[1]));
       },
       paged_sparse);
 }

@@ -337,8 +337,10 @@ void attention_cases(std::vector<op_case>& out_cases) {
       const int64_t P = 4, NB = 16, MB = 5, K = 6;
       const int64_t H = select ? 8 : 4, Hkv = select ? 1 : 2, D = select ? 16 : 24;
       op_case c;
-      c.name = fmt::format("{}(S=3,P={},H={},D={},K={},kv={})",
-                           select ? "dsa_select" : "paged_attention_sparse", P, H, D, K, name(kv));
+      const bool sinks = !select && kv == dtype::bf16; // (HY-V4's sinks with a selection)
+      c.name = fmt::format("{}(S=3,P={},H={},D={},K={},kv={}{})",
+                           select ? "dsa_select" : "paged_attention_sparse", P, H, D, K, name(kv),
+                           sinks ? ",sinks" : "");
       gen g(c.name);
       c.kind = select ? op::dsa_select : op::paged_attention;
       const int64_t counts[3] = {9, 1, 3}, pos0s[3] = {0, 14, 5};
@@ -361,7 +363,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
                  from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
                  from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
                  from_ints({3, 3 + MB}, seqs),
-                 absent(),
+                 sinks ? from_floats(dtype::f32, {H}, g.normal(H, 1.0f)) : absent(),
                  from_ints({T, K}, picked)};
         c.dst = out(dtype::f32, {T, H, D});
         c.p.scale = 0.2f;

@@ -1,5 +1,6 @@
 // op_cases_v4.cpp: harness cases for DeepSeek-V4's ops (op_cases.hpp): the hyper-connections
-// (hc_pre for a layer and for the head, hc_post), kv_compress (plain and overlapping windows,
+// (hc_pre for a layer and for the head, HY-V4's independent form and GLM-5.3's mean head,
+// hc_post), kv_compress (plain and overlapping windows, GLM-5.3's pools without norm,
 // f32 and bf16 caches, the entries rotated in their last dims with YaRN), paged_attention over
 // a window plus compressed entries (all, or an indexer's picks with -1 and not-yet-closed ones;
 // sinks), and dsa_select over compressed entries. One step of three sequences (a prefill from 0,
@@ -49,6 +50,37 @@ rope_spec v4_rope(int64_t D) {
 } // namespace
 
 void v4_cases(std::vector<op_case>& out_cases) {
+  { // HY-V4's independent form: pre and post (times 2), no comb
+    const int64_t N = 4, C = 48;
+    op_case c;
+    c.name = fmt::format("hc_pre(T=5,N={},C={},independent)", N, C);
+    gen g(c.name);
+    c.kind = op::hc_pre;
+    c.src = {from_floats(dtype::f32, {5, N * C}, g.normal(5 * N * C)),
+             from_floats(dtype::f32, {2 * N, N * C}, g.normal(2 * N * N * C, 0.1f)),
+             from_floats(dtype::f32, {2 * N}, g.normal(2 * N, 0.5f)),
+             from_floats(dtype::f32, {2}, g.uniform(2, 0.5f, 1.5f))};
+    c.dst = out(dtype::f32, {5, C});
+    c.dst2 = out(dtype::f32, {5, N});
+    c.p.eps = 1e-6f;
+    c.p.bias = 1e-6f;
+    c.p.scale = 2.0f;
+    c.tol = {1e-10, 1e-5};
+    out_cases.push_back(std::move(c));
+  }
+  { // and its post: each stream its own residual
+    const int64_t N = 4, C = 48;
+    op_case c;
+    c.name = fmt::format("hc_post(T=5,N={},C={},independent)", N, C);
+    gen g(c.name);
+    c.kind = op::hc_post;
+    c.src = {from_floats(dtype::f32, {5, N * C}, g.normal(5 * N * C)),
+             from_floats(dtype::f32, {5, C}, g.normal(5 * C)),
+             from_floats(dtype::f32, {5, N}, g.uniform(5 * N, 0.0f, 2.0f))};
+    c.dst = out(dtype::f32, {5, N * C});
+    c.tol = {1e-10, 1e-5};
+    out_cases.push_back(std::move(c));
+  }
   { // GLM-5.3's head: the streams' mean
     op_case c;
     c.name = "hc_pre(T=5,N=4,C=48,mean)";
