@@ -112,6 +112,9 @@ decoder_names hf_llama_layout(bool qkv_bias, bool o_bias, bool mlp_bias);
 /// attn_qkv ([q; k; v] blocks, as every converter writes it) where the file has one.
 decoder_names gguf_layout(const model_source& m);
 
+/// Kimi Delta Attention's tensor names under `a` (a layer's "...self_attn."; kimi.cpp).
+void kda_names(decoder_names& n, const std::string& a);
+
 status build_decoder(const model_source& m, const decoder_names& n, graph::graph& g);
 
 /// v rounded to `t` and back (f32, f16, bf16; other types leave it as it is): HF computes with

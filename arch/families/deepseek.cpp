@@ -28,54 +28,112 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
   j.mark("num_nextn_predict_layers"); // multi-token prediction heads: not used to generate
   j.mark("qk_head_dim");              // derived: qk_nope_head_dim + qk_rope_head_dim
   j.mark("num_key_value_heads");      // MLA: every head reads the one latent
-  TROUPE_TRY_ASSIGN(ql, j.i("q_lora_rank", 0));
-  TROUPE_TRY_ASSIGN(kvl, j.req("kv_lora_rank"));
-  TROUPE_TRY_ASSIGN(nope, j.req("qk_nope_head_dim"));
-  TROUPE_TRY_ASSIGN(rope, j.req("qk_rope_head_dim"));
-  TROUPE_TRY_ASSIGN(vh, j.req("v_head_dim"));
-  c.q_lora = ql, c.kv_lora = kvl, c.qk_nope = nope, c.qk_rope = rope, c.v_head = vh;
-  c.Hkv = 1;
-  c.D = kvl + rope; // the cached row: latent and positional part
+  TROUPE_TRY(read_mla_dims(j, c, {0, -1, -1, -1, -1}));
+  const int64_t rope = c.qk_rope;
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
-  c.rope.rot_dim = rope;
+  c.rope.rot_dim = static_cast<int>(rope);
   // V3: interleaved pairs unless rope_interleave is false; V2 rotates pairs (complex) always
   c.rope.layout = c.family == "deepseek_v2" || j.b("rope_interleave", true)
                       ? rope_layout::interleaved
                       : rope_layout::neox;
-  c.attn_scale = 1.0 / std::sqrt(static_cast<double>(nope + rope));
-  // YaRN with mscale_all_dim also scales the softmax by mscale(factor, mscale_all_dim)^2
-  // (transformers' yarn_apply_mscale; the rotation's own attention factor is the rope's)
-  if (c.rope.scaling == rope_scaling::yarn && c.rope.mscale_all_dim != 0 && c.rope.factor > 1) {
-    const double m = 0.1 * c.rope.mscale_all_dim * std::log(c.rope.factor) + 1.0;
-    c.attn_scale *= m * m;
-  }
+  mla_attention_scale(c);
   const bool glm5 = c.family == "glm_moe_dsa";
   if (c.family == "deepseek_v32" || glm5) { // DeepSeek Sparse Attention on every layer
     TROUPE_TRY_ASSIGN(topk, j.i("index_topk", 2048));
     TROUPE_TRY_ASSIGN(dim, j.i("index_head_dim", 128));
     TROUPE_TRY_ASSIGN(heads, j.i("index_n_heads", glm5 ? 32 : 64));
     if (topk <= 0 || topk > (1 << 24) || dim < rope || dim > 4096 || heads <= 0 || heads > 4096 ||
-        ql <= 0)
+        c.q_lora <= 0)
       return j.bad(
           fmt::format("index_topk {}, index_head_dim {}, index_n_heads {} (with q_lora_rank "
                       "{} and qk_rope_head_dim {})",
-                      topk, dim, heads, ql, rope));
+                      topk, dim, heads, c.q_lora, rope));
     c.dsa_topk = topk, c.dsa_dim = dim, c.dsa_heads = heads;
     c.rope.layout = rope_layout::interleaved; // the MLA's (V3.2's indexer's is in halves)
     c.dsa_rope_interleaved = glm5;
     if (glm5) TROUPE_TRY(read_indexer_types(j, c, {}));
     j.mark("rope_interleave");
-    if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
-      if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
-        return j.bad(fmt::format("'layer_types' must list {} layers", c.n_layer));
-      for (const auto& t : lt)
-        if (t != "indexed_attention")
-          return j.unsupported(fmt::format("layer_types {} (indexed_attention is)", t.dump()));
-    }
+    TROUPE_TRY(read_indexed_layers(j, c));
     j.mark("head_dim"); // (transformers sets it to qk_rope_head_dim)
   }
   return read_routed_experts_hf(j, c);
+}
+
+status read_indexed_layers(hf_cfg& j, const model_config& c) {
+  if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
+      return j.bad(fmt::format("'layer_types' must list {} layers", c.n_layer));
+    for (const auto& t : lt)
+      if (t != "indexed_attention")
+        return j.unsupported(fmt::format("layer_types {} (indexed_attention is)", t.dump()));
+  }
+  return {};
+}
+
+status read_hyper_connections(hf_cfg& j, model_config& c) {
+  TROUPE_TRY_ASSIGN(hc, j.i("hc_mult", 4));
+  TROUPE_TRY_ASSIGN(hc_eps, j.f("hc_eps", 1e-6));
+  if (hc <= 0 || hc > 64) return j.bad(fmt::format("hc_mult {}", hc));
+  c.hc_mult = hc, c.hc_eps = hc_eps;
+  if (c.hc_independent) {
+    TROUPE_TRY_ASSIGN(mag, j.f("hc_magnitude", 2.0));
+    c.hc_magnitude = mag;
+  } else {
+    TROUPE_TRY_ASSIGN(iters, j.i("hc_sinkhorn_iters", 20));
+    if (iters > 1000) return j.bad(fmt::format("hc_sinkhorn_iters {}", iters));
+    c.hc_iters = iters;
+  }
+  return {};
+}
+
+status read_mla_dims(hf_cfg& j, model_config& c, const std::array<int64_t, 5>& fallback) {
+  const char* keys[5] = {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                         "v_head_dim"};
+  int64_t v[5];
+  for (int i = 0; i < 5; ++i) {
+    auto r = fallback[static_cast<size_t>(i)] < 0 ? j.req(keys[i])
+                                                  : j.i(keys[i], fallback[static_cast<size_t>(i)]);
+    if (!r) return r.error();
+    v[i] = *r;
+  }
+  c.q_lora = v[0], c.kv_lora = v[1], c.qk_nope = v[2], c.qk_rope = v[3], c.v_head = v[4];
+  c.Hkv = 1;
+  c.D = c.kv_lora + c.qk_rope; // the cached row: latent and positional part
+  return {};
+}
+
+void mla_attention_scale(model_config& c) {
+  c.attn_scale = 1.0 / std::sqrt(static_cast<double>(c.qk_nope + c.qk_rope));
+  // YaRN with mscale_all_dim also scales the softmax by mscale(factor, mscale_all_dim)^2
+  // (transformers' yarn_apply_mscale; the rotation's own attention factor is the rope's)
+  if (c.rope.scaling == rope_scaling::yarn && c.rope.mscale_all_dim != 0 && c.rope.factor > 1) {
+    const double m = 0.1 * c.rope.mscale_all_dim * std::log(c.rope.factor) + 1.0;
+    c.attn_scale *= m * m;
+  }
+}
+
+status read_v3_experts(hf_cfg& j, model_config& c, double scale_default, int64_t first_dense) {
+  TROUPE_TRY(read_expert_counts(j, c, "n_routed_experts", "num_local_experts"));
+  TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
+  TROUPE_TRY_ASSIGN(shared, j.i("n_shared_experts", 1));
+  c.F_expert = fe, c.F_shared = shared * fe;
+  TROUPE_TRY_ASSIGN(ng, j.i("n_group", 1));
+  TROUPE_TRY_ASSIGN(tg, j.i("topk_group", 1));
+  TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", scale_default));
+  c.n_group = ng, c.topk_group = tg, c.expert_scale = scale;
+  c.norm_topk = j.b("norm_topk_prob", true);
+  c.router_sigmoid = c.router_bias = true;
+  j.mark("scoring_func"), j.mark("topk_method"); // (transformers' router: sigmoid, the bias)
+  TROUPE_TRY_ASSIGN(limit, j.f("swiglu_limit", 10.0));
+  c.swiglu_limit = limit, c.swiglu_clamp = limit > 0;
+  c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  TROUPE_TRY_ASSIGN(
+      listed, read_layer_kinds(j, "mlp_layer_types", c.n_layer, "sparse", "dense", c.moe_layers));
+  if (!listed)
+    for (int64_t l = std::min(first_dense, c.n_layer); l < c.n_layer; ++l)
+      c.moe_layers[static_cast<size_t>(l)] = 1;
+  return {};
 }
 
 // GLM-5's indexer_types: "full" layers run the indexer, "shared" reuse the last full one's

@@ -4,6 +4,7 @@
 // family.cpp holds the table; model_config.cpp dispatches on it.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "arch/families/config_io.hpp"
@@ -68,6 +69,21 @@ status read_apertus_hf(hf_cfg& j, model_config& c);
 status read_apertus_gguf(const gguf_cfg& g, model_config& c);
 status build_apertus(const model_source& m, graph::graph& g);
 status read_indexer_types(hf_cfg& j, model_config& c, const std::vector<uint8_t>& layers);
+/// layer_types where every layer is "indexed_attention" (the only kind such a family has).
+status read_indexed_layers(hf_cfg& j, const model_config& c);
+/// hc_mult and hc_eps, and hc_sinkhorn_iters (or, hc_independent set, hc_magnitude).
+status read_hyper_connections(hf_cfg& j, model_config& c);
+/// Latent attention's q_lora_rank, kv_lora_rank, qk_nope / qk_rope / v_head_dim (each its
+/// fallback when absent; a negative one: required), one KV head of the latent and rope part.
+status read_mla_dims(hf_cfg& j, model_config& c, const std::array<int64_t, 5>& fallback);
+/// Its softmax scale: 1 / sqrt(qk_nope + qk_rope), times YaRN's mscale(factor, mscale_all_dim)^2.
+void mla_attention_scale(model_config& c);
+/// DeepSeek-V3's experts as transformers 5's newer configs name them (sigmoid scores with the
+/// correction bias, groups, shared experts, the routed ones' SwiGLU clamped at swiglu_limit),
+/// the dense layers by mlp_layer_types or the first `first_dense`.
+status read_v3_experts(hf_cfg& j, model_config& c, double scale_default, int64_t first_dense);
+/// Kimi Delta Attention's heads, head dim and convolution (linear_attn_config or linear_* keys).
+status read_kda_dims(hf_cfg& j, model_config& c, int64_t heads_default);
 status read_deepseek_v4_hf(hf_cfg& j, model_config& c);
 status read_glm5_next_hf(hf_cfg& j, model_config& c);
 status read_hy_v4_hf(hf_cfg& j, model_config& c);

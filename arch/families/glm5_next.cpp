@@ -26,19 +26,12 @@ status read_glm5_next_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   if (c.act != act_kind::silu) return j.unsupported("hidden_act other than silu");
   // latent attention without positions, over the indexer's picks
-  TROUPE_TRY_ASSIGN(ql, j.req("q_lora_rank"));
-  TROUPE_TRY_ASSIGN(kvl, j.i("kv_lora_rank", 512));
-  TROUPE_TRY_ASSIGN(nope, j.i("qk_nope_head_dim", 256));
-  TROUPE_TRY_ASSIGN(rope, j.i("qk_rope_head_dim", 0));
-  TROUPE_TRY_ASSIGN(vh, j.i("v_head_dim", 256));
-  if (rope != 0)
-    return j.unsupported(fmt::format("qk_rope_head_dim {} (GLM-5.3's MLA has none)", rope));
-  c.q_lora = ql, c.kv_lora = kvl, c.qk_nope = nope, c.qk_rope = 0, c.v_head = vh;
-  c.Hkv = 1;
-  c.D = kvl;
+  TROUPE_TRY(read_mla_dims(j, c, {-1, 512, 256, 0, 256}));
+  if (c.qk_rope != 0)
+    return j.unsupported(fmt::format("qk_rope_head_dim {} (GLM-5.3's MLA has none)", c.qk_rope));
   c.rope_enabled = false;
   for (const char* k : {"rope_theta", "rope_parameters", "rope_scaling"}) j.mark(k);
-  c.attn_scale = 1.0 / std::sqrt(static_cast<double>(nope));
+  mla_attention_scale(c);
   TROUPE_TRY_ASSIGN(topk, j.i("index_topk", 2048));
   TROUPE_TRY_ASSIGN(idim, j.i("index_head_dim", 128));
   TROUPE_TRY_ASSIGN(iheads, j.i("index_n_heads", 32));
@@ -51,25 +44,8 @@ status read_glm5_next_hf(hf_cfg& j, model_config& c) {
     return j.unsupported("index_kpool_always_select_tail false");
   c.dsa_topk = topk, c.dsa_dim = idim, c.dsa_heads = iheads, c.dsa_pool = pool;
   // the KDA layers (transformers 5's keys, or the remote code's linear_attn_config)
+  TROUPE_TRY(read_kda_dims(j, c, 64));
   const json& lac = j.raw("linear_attn_config");
-  auto lin = [&](const char* inner, const char* outer, int64_t fallback) -> expected<int64_t> {
-    if (lac.is_object() && lac.contains(inner)) {
-      j.mark(outer);
-      if (!lac[inner].is_number_integer() || lac[inner].get<int64_t>() <= 0)
-        return j.bad(fmt::format("linear_attn_config.{} must be a positive integer", inner));
-      return lac[inner].get<int64_t>();
-    }
-    return j.i(outer, fallback);
-  };
-  TROUPE_TRY_ASSIGN(ld, lin("head_dim", "linear_head_dim", 128));
-  TROUPE_TRY_ASSIGN(lh, lin("num_heads", "linear_num_heads", 64));
-  TROUPE_TRY_ASSIGN(lk, lin("short_conv_kernel_size", "linear_conv_kernel_dim", 4));
-  if (ld > 1024 || lh > 1024 || lk < 2 || lk > 64)
-    return j.bad(fmt::format("KDA of {} heads of {} with a convolution of {}", lh, ld, lk));
-  c.kda = true;
-  c.lin_k_heads = c.lin_v_heads = lh;
-  c.lin_k_dim = c.lin_v_dim = ld;
-  c.lin_conv = lk;
   double bound = -5.0; // Glm5NextTextConfig's default (the "safe gate")
   if (lac.is_object() && lac.contains("gate_lower_bound")) {
     j.mark("linear_lower_bound");
@@ -111,31 +87,9 @@ status read_glm5_next_hf(hf_cfg& j, model_config& c) {
     attends[static_cast<size_t>(l)] = !c.linear_layers[static_cast<size_t>(l)];
   TROUPE_TRY(read_indexer_types(j, c, attends));
   // DeepSeek-V3's experts after dense layers, SwiGLU clamped in both
-  TROUPE_TRY(read_expert_counts(j, c, "n_routed_experts", "num_local_experts"));
-  TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
-  TROUPE_TRY_ASSIGN(shared, j.i("n_shared_experts", 1));
-  c.F_expert = fe, c.F_shared = shared * fe;
-  TROUPE_TRY_ASSIGN(ng, j.i("n_group", 1));
-  TROUPE_TRY_ASSIGN(tg, j.i("topk_group", 1));
-  TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", 2.5));
-  c.n_group = ng, c.topk_group = tg, c.expert_scale = scale;
-  c.norm_topk = j.b("norm_topk_prob", true);
-  c.router_sigmoid = c.router_bias = true;
-  j.mark("scoring_func"), j.mark("topk_method"); // (transformers' router: sigmoid, the bias)
-  TROUPE_TRY_ASSIGN(limit, j.f("swiglu_limit", 10.0));
-  c.swiglu_limit = limit, c.swiglu_clamp = limit > 0;
-  c.moe_layers.assign(static_cast<size_t>(L), 0);
-  TROUPE_TRY_ASSIGN(listed,
-                    read_layer_kinds(j, "mlp_layer_types", L, "sparse", "dense", c.moe_layers));
-  if (!listed)
-    for (int64_t l = std::min<int64_t>(3, L); l < L; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
+  TROUPE_TRY(read_v3_experts(j, c, 2.5, 3));
   // the residual streams
-  TROUPE_TRY_ASSIGN(hc, j.i("hc_mult", 4));
-  TROUPE_TRY_ASSIGN(iters, j.i("hc_sinkhorn_iters", 20));
-  TROUPE_TRY_ASSIGN(hc_eps, j.f("hc_eps", 1e-6));
-  if (hc <= 0 || hc > 64 || iters > 1000)
-    return j.bad(fmt::format("hc_mult {}, hc_sinkhorn_iters {}", hc, iters));
-  c.hc_mult = hc, c.hc_iters = iters, c.hc_eps = hc_eps;
+  TROUPE_TRY(read_hyper_connections(j, c));
   c.hc_head_mean = true;
   return {};
 }
@@ -144,13 +98,7 @@ status build_glm5_next(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   decoder_names n = hf_mla_layout();
   const std::string L = "model.layers.{}.", a = L + "self_attn.";
-  n.kda_q = a + "q_proj.weight", n.kda_k = a + "k_proj.weight", n.kda_v = a + "v_proj.weight";
-  n.kda_conv_q = a + "q_conv1d.weight", n.kda_conv_k = a + "k_conv1d.weight";
-  n.kda_conv_v = a + "v_conv1d.weight";
-  n.kda_f_a = a + "f_a_proj.weight", n.kda_f_b = a + "f_b_proj.weight";
-  n.kda_g_a = a + "g_a_proj.weight", n.kda_g_b = a + "g_b_proj.weight";
-  n.lin_dt_bias = a + "dt_bias", n.lin_A_log = a + "A_log", n.lin_b = a + "b_proj.weight";
-  n.lin_norm = a + "o_norm.weight", n.lin_out = a + "o_proj.weight";
+  kda_names(n, a);
   n.dsa_wq = a + "indexer.wq_b.weight", n.dsa_wk = a + "indexer.wk.weight";
   n.dsa_k_norm = a + "indexer.k_norm.weight", n.dsa_k_norm_b = a + "indexer.k_norm.bias";
   n.dsa_w = a + "indexer.weights_proj.weight";

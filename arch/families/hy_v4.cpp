@@ -23,22 +23,12 @@ status read_hy_v4_hf(hf_cfg& j, model_config& c) {
     j.mark(k); // (derived, unused by MLA, training only, or an initial value)
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   if (c.act != act_kind::silu) return j.unsupported("hidden_act other than silu");
-  TROUPE_TRY_ASSIGN(ql, j.req("q_lora_rank"));
-  TROUPE_TRY_ASSIGN(kvl, j.req("kv_lora_rank"));
-  TROUPE_TRY_ASSIGN(nope, j.req("qk_nope_head_dim"));
-  TROUPE_TRY_ASSIGN(rope, j.req("qk_rope_head_dim"));
-  TROUPE_TRY_ASSIGN(vh, j.req("v_head_dim"));
-  c.q_lora = ql, c.kv_lora = kvl, c.qk_nope = nope, c.qk_rope = rope, c.v_head = vh;
-  c.Hkv = 1;
-  c.D = kvl + rope;
+  TROUPE_TRY(read_mla_dims(j, c, {-1, -1, -1, -1, -1}));
+  const int64_t rope = c.qk_rope;
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
   c.rope.rot_dim = static_cast<int>(rope);
   c.rope.layout = rope_layout::interleaved; // (GLM-5's adjacent pairs)
-  c.attn_scale = 1.0 / std::sqrt(static_cast<double>(nope + rope));
-  if (c.rope.scaling == rope_scaling::yarn && c.rope.mscale_all_dim != 0 && c.rope.factor > 1) {
-    const double m = 0.1 * c.rope.mscale_all_dim * std::log(c.rope.factor) + 1.0;
-    c.attn_scale *= m * m; // (yarn_apply_mscale)
-  }
+  mla_attention_scale(c);
   c.attn_sinks = true;
   c.attn_value_gate = true;
   TROUPE_TRY_ASSIGN(topk, j.i("index_topk", 2048));
@@ -51,42 +41,14 @@ status read_hy_v4_hf(hf_cfg& j, model_config& c) {
   c.dsa_rope_interleaved = true;
   c.dsa_rope_last = true;      // (the indexer's heads rotate their last qk_rope dims)
   c.dsa_norm_eps = c.norm_eps; // (its keys' LayerNorm at rms_norm_eps)
-  if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
-    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
-      return j.bad(fmt::format("'layer_types' must list {} layers", c.n_layer));
-    for (const auto& t : lt)
-      if (t != "indexed_attention")
-        return j.unsupported(fmt::format("layer_types {} (indexed_attention is)", t.dump()));
-  }
+  TROUPE_TRY(read_indexed_layers(j, c));
   TROUPE_TRY(read_indexer_types(j, c, {}));
   // experts after dense layers; only the routed ones clamped
-  TROUPE_TRY(read_expert_counts(j, c, "n_routed_experts", "num_local_experts"));
-  TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
-  TROUPE_TRY_ASSIGN(shared, j.i("n_shared_experts", 1));
-  c.F_expert = fe, c.F_shared = shared * fe;
-  TROUPE_TRY_ASSIGN(ng, j.i("n_group", 1));
-  TROUPE_TRY_ASSIGN(tg, j.i("topk_group", 1));
-  TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", 2.827));
-  c.n_group = ng, c.topk_group = tg, c.expert_scale = scale;
-  c.norm_topk = j.b("norm_topk_prob", true);
-  c.router_sigmoid = c.router_bias = true;
-  j.mark("scoring_func"), j.mark("topk_method");
-  TROUPE_TRY_ASSIGN(limit, j.f("swiglu_limit", 10.0));
-  c.swiglu_limit = limit, c.swiglu_clamp = limit > 0;
+  TROUPE_TRY(read_v3_experts(j, c, 2.827, 1));
   c.swiglu_clamp_experts_only = true;
-  c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
-  TROUPE_TRY_ASSIGN(
-      listed, read_layer_kinds(j, "mlp_layer_types", c.n_layer, "sparse", "dense", c.moe_layers));
-  if (!listed)
-    for (int64_t l = std::min<int64_t>(1, c.n_layer); l < c.n_layer; ++l)
-      c.moe_layers[static_cast<size_t>(l)] = 1;
   // independent hyper-connections
-  TROUPE_TRY_ASSIGN(hc, j.i("hc_mult", 4));
-  TROUPE_TRY_ASSIGN(mag, j.f("hc_magnitude", 2.0));
-  TROUPE_TRY_ASSIGN(hc_eps, j.f("hc_eps", 1e-6));
-  if (hc <= 0 || hc > 64) return j.bad(fmt::format("hc_mult {}", hc));
-  c.hc_mult = hc, c.hc_eps = hc_eps, c.hc_magnitude = mag;
   c.hc_independent = true;
+  TROUPE_TRY(read_hyper_connections(j, c));
   return {};
 }
 

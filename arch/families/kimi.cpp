@@ -25,6 +25,29 @@ expected<int64_t> either(hf_cfg& j, const char* a, const char* b, int64_t fallba
 
 } // namespace
 
+status read_kda_dims(hf_cfg& j, model_config& c, int64_t heads_default) {
+  const json& lac = j.raw("linear_attn_config");
+  auto lin = [&](const char* inner, const char* outer, int64_t fallback) -> expected<int64_t> {
+    if (lac.is_object() && lac.contains(inner)) {
+      j.mark(outer);
+      if (!lac[inner].is_number_integer() || lac[inner].get<int64_t>() <= 0)
+        return j.bad(fmt::format("linear_attn_config.{} must be a positive integer", inner));
+      return lac[inner].get<int64_t>();
+    }
+    return j.i(outer, fallback);
+  };
+  TROUPE_TRY_ASSIGN(ld, lin("head_dim", "linear_head_dim", 128));
+  TROUPE_TRY_ASSIGN(lh, lin("num_heads", "linear_num_heads", heads_default));
+  TROUPE_TRY_ASSIGN(lk, lin("short_conv_kernel_size", "linear_conv_kernel_dim", 4));
+  if (ld > 1024 || lh > 1024 || lk < 2 || lk > 64)
+    return j.bad(fmt::format("KDA of {} heads of {} with a convolution of {}", lh, ld, lk));
+  c.kda = true;
+  c.lin_k_heads = c.lin_v_heads = lh;
+  c.lin_k_dim = c.lin_v_dim = ld;
+  c.lin_conv = lk;
+  return {};
+}
+
 status read_kimi_linear_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
   TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
@@ -49,25 +72,8 @@ status read_kimi_linear_hf(hf_cfg& j, model_config& c) {
   for (const char* k : {"rope_theta", "rope_parameters", "rope_scaling"}) j.mark(k);
   c.attn_scale = 1.0 / std::sqrt(static_cast<double>(nope + rope));
   // the KDA layers
+  TROUPE_TRY(read_kda_dims(j, c, 32));
   const json& lac = j.raw("linear_attn_config");
-  auto lin = [&](const char* inner, const char* outer, int64_t fallback) -> expected<int64_t> {
-    if (lac.is_object() && lac.contains(inner)) {
-      j.mark(outer);
-      if (!lac[inner].is_number_integer() || lac[inner].get<int64_t>() <= 0)
-        return j.bad(fmt::format("linear_attn_config.{} must be a positive integer", inner));
-      return lac[inner].get<int64_t>();
-    }
-    return j.i(outer, fallback);
-  };
-  TROUPE_TRY_ASSIGN(ld, lin("head_dim", "linear_head_dim", 128));
-  TROUPE_TRY_ASSIGN(lh, lin("num_heads", "linear_num_heads", 32));
-  TROUPE_TRY_ASSIGN(lk, lin("short_conv_kernel_size", "linear_conv_kernel_dim", 4));
-  if (ld > 1024 || lh > 1024 || lk < 2 || lk > 64)
-    return j.bad(fmt::format("KDA of {} heads of {} with a convolution of {}", lh, ld, lk));
-  c.kda = true;
-  c.lin_k_heads = c.lin_v_heads = lh;
-  c.lin_k_dim = c.lin_v_dim = ld;
-  c.lin_conv = lk;
   const int64_t L = c.n_layer;
   c.linear_layers.assign(static_cast<size_t>(L), 0);
   TROUPE_TRY_ASSIGN(typed, read_layer_kinds(j, "layer_types", L, "linear_attention",
@@ -115,10 +121,7 @@ status read_kimi_linear_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
-status build_kimi_linear(const model_source& m, graph::graph& g) {
-  const model_config& c = m.config;
-  decoder_names n = hf_mla_layout();
-  const std::string a = "model.layers.{}.self_attn.", f = "model.layers.{}.block_sparse_moe.";
+void kda_names(decoder_names& n, const std::string& a) {
   n.kda_q = a + "q_proj.weight", n.kda_k = a + "k_proj.weight", n.kda_v = a + "v_proj.weight";
   n.kda_conv_q = a + "q_conv1d.weight", n.kda_conv_k = a + "k_conv1d.weight";
   n.kda_conv_v = a + "v_conv1d.weight";
@@ -126,6 +129,13 @@ status build_kimi_linear(const model_source& m, graph::graph& g) {
   n.kda_g_a = a + "g_a_proj.weight", n.kda_g_b = a + "g_b_proj.weight";
   n.lin_dt_bias = a + "dt_bias", n.lin_A_log = a + "A_log", n.lin_b = a + "b_proj.weight";
   n.lin_norm = a + "o_norm.weight", n.lin_out = a + "o_proj.weight";
+}
+
+status build_kimi_linear(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_mla_layout();
+  const std::string a = "model.layers.{}.self_attn.", f = "model.layers.{}.block_sparse_moe.";
+  kda_names(n, a);
   // (the dense layers' MLP and the experts sit under block_sparse_moe, as published)
   n.w_gate = f + "gate_proj.weight", n.w_up = f + "up_proj.weight";
   n.w_down = f + "down_proj.weight";

@@ -8,29 +8,14 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/paged_rows.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
 
+// the one-head row of position (or entry) s of a sequence in cache c [NB, P, 1, W]
 const char* slot_row(const tensor_view& c, const int32_t* blocks, int64_t s) {
-  const int64_t P = c.dims[1], W = c.dims[2] * c.dims[3];
-  const int64_t slot = static_cast<int64_t>(blocks[s / P]) * P + s % P;
-  return static_cast<const char*>(c.data) + row_bytes(c.type, slot * W);
-}
-
-struct query_ref {
-  int64_t t, pos;
-  const int32_t* blocks;
-};
-
-std::vector<query_ref> queries(const tensor_view& seqs) {
-  std::vector<query_ref> out;
-  for (int64_t si = 0; si < seqs.rows(); ++si) {
-    const int32_t* info = seqs.row<int32_t>(si);
-    for (int64_t i = 0; i < info[1]; ++i) out.push_back({info[0] + i, info[2] + i, info + 3});
-  }
-  return out;
+  return row_at(c, blocks, s, 0);
 }
 
 void kv_compress(const op_args& a, const exec_ctx& ctx) {

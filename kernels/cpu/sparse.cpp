@@ -9,30 +9,10 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/paged_rows.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
-
-struct query_ref {
-  int64_t t, pos;
-  const int32_t* blocks;
-};
-
-std::vector<query_ref> queries(const tensor_view& seqs) {
-  std::vector<query_ref> out;
-  for (int64_t si = 0; si < seqs.rows(); ++si) {
-    const int32_t* info = seqs.row<int32_t>(si);
-    for (int64_t i = 0; i < info[1]; ++i) out.push_back({info[0] + i, info[2] + i, info + 3});
-  }
-  return out;
-}
-
-const char* row_at(const tensor_view& c, const int32_t* blocks, int64_t s, int64_t kh) {
-  const int64_t P = c.dims[1], Hkv = c.dims[2], D = c.dims[3];
-  const int64_t slot = static_cast<int64_t>(blocks[s / P]) * P + s % P;
-  return static_cast<const char*>(c.data) + row_bytes(c.type, (slot * Hkv + kh) * D);
-}
 
 void dsa_select(const op_args& a, const exec_ctx& ctx) {
   const auto &q = a.src[0], &kc = a.src[1], &w = a.src[3];
