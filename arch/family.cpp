@@ -204,6 +204,15 @@ const std::vector<family_entry>& families() {
       // Tencent HY-V4: GLM-5's sparse latent attention with sinks and gated values, independent
       // hyper-connections, V3's experts
       {"hy_v4", {"HYV4ForCausalLM"}, {}, read_hy_v4_hf, nullptr, build_hy_v4},
+      // MiMo-V2-Flash: sliding layers with sinks between full ones, values narrower than keys
+      // (widened at load), V3's routing
+      {"mimo_v2_flash",
+       {"MiMoV2FlashForCausalLM"},
+       {},
+       read_mimo_v2_hf,
+       nullptr,
+       build_mimo_v2,
+       prepare_mimo_v2_hf},
       // Kimi-Linear: KDA layers between latent attention without positions, V3's experts
       {"kimi_linear",
        {"KimiLinearForCausalLM"},

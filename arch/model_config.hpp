@@ -245,6 +245,10 @@ struct model_config {
   // HY-V4's latent attention: a sigmoid gate on every value (a [H v_head, C] projection); its
   // indexer rotates the last qk_rope dims of its heads, its keys' LayerNorm at dsa_norm_eps
   bool attn_value_gate = false, dsa_rope_last = false;
+  // MiMo-V2-Flash: sinks on the windowed layers only; its values' scale (folded into v_proj at
+  // load, which also widens the v_head values to the keys' head dim)
+  bool sinks_windowed_only = false;
+  double v_scale = 1;
   double dsa_norm_eps = 1e-6;
   // GLM-5.3: its indexer scores pools of dsa_pool tokens (each a softmax-gated mix of its
   // tokens' keys) and picks dsa_topk / dsa_pool of them plus the query's incomplete pool; its

@@ -114,6 +114,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "deepseek_v4",
                                                             "deepseek_v4_published",
                                                             "glm5_next",
-                                                            "hy_v4"};
+                                                            "hy_v4",
+                                                            "mimo_v2_flash"};
 
 } // namespace troupe::test

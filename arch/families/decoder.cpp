@@ -358,7 +358,8 @@ expected<vid> decoder::attention(int l, vid h) {
     s.q_norm = wq, s.k_norm = wk;
     s.qk_norm_eps = static_cast<float>(c_.norm_eps);
   }
-  if (c_.attn_sinks) TROUPE_TRY_SET(s.sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads));
+  if (c_.attn_sinks && (!c_.sinks_windowed_only || c_.layer_window(l) > 0))
+    TROUPE_TRY_SET(s.sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads));
   if (p.wgate != none) s.gate = b.linear(h, p.wgate, none, "q_gate");
   return b.attend(s, {q, k, v}, wo, bo);
 }

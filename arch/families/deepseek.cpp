@@ -113,10 +113,11 @@ void mla_attention_scale(model_config& c) {
   }
 }
 
-status read_v3_experts(hf_cfg& j, model_config& c, double scale_default, int64_t first_dense) {
+status read_v3_experts(hf_cfg& j, model_config& c, double scale_default, int64_t first_dense,
+                       int64_t shared_default, double limit_default) {
   TROUPE_TRY(read_expert_counts(j, c, "n_routed_experts", "num_local_experts"));
   TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
-  TROUPE_TRY_ASSIGN(shared, j.i("n_shared_experts", 1));
+  TROUPE_TRY_ASSIGN(shared, j.i("n_shared_experts", shared_default));
   c.F_expert = fe, c.F_shared = shared * fe;
   TROUPE_TRY_ASSIGN(ng, j.i("n_group", 1));
   TROUPE_TRY_ASSIGN(tg, j.i("topk_group", 1));
@@ -125,7 +126,7 @@ status read_v3_experts(hf_cfg& j, model_config& c, double scale_default, int64_t
   c.norm_topk = j.b("norm_topk_prob", true);
   c.router_sigmoid = c.router_bias = true;
   j.mark("scoring_func"), j.mark("topk_method"); // (transformers' router: sigmoid, the bias)
-  TROUPE_TRY_ASSIGN(limit, j.f("swiglu_limit", 10.0));
+  TROUPE_TRY_ASSIGN(limit, j.f("swiglu_limit", limit_default));
   c.swiglu_limit = limit, c.swiglu_clamp = limit > 0;
   c.moe_layers.assign(static_cast<size_t>(c.n_layer), 0);
   TROUPE_TRY_ASSIGN(

@@ -81,7 +81,11 @@ void mla_attention_scale(model_config& c);
 /// DeepSeek-V3's experts as transformers 5's newer configs name them (sigmoid scores with the
 /// correction bias, groups, shared experts, the routed ones' SwiGLU clamped at swiglu_limit),
 /// the dense layers by mlp_layer_types or the first `first_dense`.
-status read_v3_experts(hf_cfg& j, model_config& c, double scale_default, int64_t first_dense);
+status read_v3_experts(hf_cfg& j, model_config& c, double scale_default, int64_t first_dense,
+                       int64_t shared_default = 1, double limit_default = 10.0);
+status read_mimo_v2_hf(hf_cfg& j, model_config& c);
+status prepare_mimo_v2_hf(const model_config& c, tensor_index& t);
+status build_mimo_v2(const model_source& m, graph::graph& g);
 /// Kimi Delta Attention's heads, head dim and convolution (linear_attn_config or linear_* keys).
 status read_kda_dims(hf_cfg& j, model_config& c, int64_t heads_default);
 status read_deepseek_v4_hf(hf_cfg& j, model_config& c);

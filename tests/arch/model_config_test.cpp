@@ -757,3 +757,41 @@ TEST(ModelConfig, DeepseekV4ReadsThePublishedForm) {
         << r.error().message;
   }
 }
+
+// MiMo-V2-Flash: the release's keys read as transformers reads them (sliding_window_size + 1; the
+// sliding layers' KV heads twice the full layers'), and where they would mean another model
+// than transformers computes, refused by name.
+TEST(ModelConfig, MimoV2FlashReadsTheReleaseKeysAsTransformers) {
+  json j = base("MiMoV2FlashForCausalLM");
+  j.update({{"num_key_value_heads", 1},
+            {"head_dim", 24},
+            {"v_head_dim", 16},
+            {"moe_intermediate_size", 32},
+            {"n_routed_experts", 8},
+            {"num_experts_per_tok", 2},
+            {"sliding_window_size", 8},
+            {"hybrid_layer_pattern", {0, 1, 1, 1}},
+            {"swa_num_key_value_heads", 2}});
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->sliding_window, 9);
+  EXPECT_EQ(c->windowed, (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(c->layer_kv_heads(0), 1);
+  EXPECT_EQ(c->layer_kv_heads(1), 2);
+  EXPECT_EQ(c->rope.rot_dim, 8); // a third of 24
+  EXPECT_DOUBLE_EQ(c->rope.theta, 5e6);
+  EXPECT_DOUBLE_EQ(c->rope_local.theta, 1e4);
+  EXPECT_EQ(c->F_shared, 0);
+  EXPECT_FALSE(c->swiglu_clamp);
+  for (auto [key, value] :
+       std::vector<std::pair<const char*, json>>{{"hybrid_layer_pattern", {0, 1, 1, 0}},
+                                                 {"swa_num_key_value_heads", 4},
+                                                 {"add_full_attention_sink_bias", true},
+                                                 {"swa_rope_theta", 20000}}) {
+    json bad = j;
+    bad[key] = value;
+    auto r = parse(bad);
+    ASSERT_FALSE(r) << key;
+    EXPECT_NE(r.error().message.find(key), std::string::npos) << r.error().message;
+  }
+}
