@@ -136,8 +136,9 @@ int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
                       // rows and entries (one per position's slot), and its indexer's
     const int64_t m = layer_compress(layer);
     if (m <= 0) return D;
-    const int64_t W = m == 4 ? 2 * D : D, Wi = 2 * dsa_dim;
-    return D + 2 * W + D + (m == 4 ? 2 * Wi + dsa_dim : 0);
+    const bool sparse = layer_compress_sparse(layer);
+    const int64_t W = sparse ? 2 * D : D, Wi = 2 * dsa_dim;
+    return D + 2 * W + D + (sparse ? 2 * Wi + dsa_dim : 0);
   }
   if (kv_lora > 0) { // the latent, and the indexer's key where the layer runs an indexer
     const bool indexer =
@@ -164,14 +165,16 @@ int64_t count_v4(const model_config& m, int64_t experts_counted) {
   const int64_t Di = m.dsa_dim, Hi = m.dsa_heads, F = m.F_expert;
   int64_t total = 2 * m.V * C + C + N * N * C + N + 1;
   for (int64_t l = 0; l < m.n_layer; ++l) {
-    const int64_t k = m.layer_compress(l), W = k == 4 ? 2 * D : D;
+    const int64_t k = m.layer_compress(l);
+    const bool sparse = m.layer_compress_sparse(l);
+    const int64_t W = sparse ? 2 * D : D;
     const bool hashed =
         l < static_cast<int64_t>(m.hash_layers.size()) && m.hash_layers[static_cast<size_t>(l)];
     total += 2 * (M * N * C + M + 3) + 2 * C;
     total +=
         C * ql + ql + ql * H * D + C * D + D + H + m.o_rank * H * D + C * m.o_groups * m.o_rank;
     if (k > 0) total += 2 * W * C + k * W + D;
-    if (k == 4) total += 4 * Di * C + k * 2 * Di + Di + Hi * Di * ql + Hi * C;
+    if (sparse) total += 4 * Di * C + k * 2 * Di + Di + Hi * Di * ql + Hi * C;
     total += experts_counted * 3 * C * F + m.n_expert * C + (hashed ? 0 : m.n_expert) + 3 * C * F;
   }
   return total;

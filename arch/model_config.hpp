@@ -257,12 +257,18 @@ struct model_config {
   int64_t dsa_pool = 0;
   double kda_bound = 0;
   std::vector<int32_t> compress;
+  std::vector<uint8_t> compress_sparse; // per layer: 1 where its entries overlap and are picked
   rope_spec rope_compress;
   int64_t o_groups = 0, o_rank = 0;
   std::vector<uint8_t> hash_layers;
   bool router_sqrt_softplus = false, swiglu_clamp = false;
   /// Values per token a pipeline stage passes on: C, or hc_mult streams of C.
   int64_t residual_width() const { return hc_mult > 0 ? hc_mult * C : C; }
+  /// Whether `layer`'s compressed entries overlap and its indexer picks among them (V4's CSA).
+  bool layer_compress_sparse(int64_t layer) const {
+    return layer >= 0 && layer < static_cast<int64_t>(compress_sparse.size()) &&
+           compress_sparse[static_cast<size_t>(layer)];
+  }
   /// Tokens per compressed entry of `layer` (0: none).
   int64_t layer_compress(int64_t layer) const {
     return layer >= 0 && layer < static_cast<int64_t>(compress.size())

@@ -127,7 +127,7 @@ expected<vid> decoder::v4_attention(int l, vid h) {
   builder b(g_, l);
   const int64_t C = c_.C, H = c_.H, D = c_.D, R = c_.qk_rope, G = c_.o_groups, Ro = c_.o_rank;
   const int64_t m = c_.layer_compress(l);
-  const bool sparse = m > 0 && m == 4;
+  const bool sparse = m > 0 && c_.layer_compress_sparse(l);
   const rope_spec rs = m > 0 ? c_.rope_compress : c_.rope;
   const vid pos = g_.input(input_kind::positions);
   // q through its bottleneck, each head RMS-normed (no weight) and rotated

@@ -152,13 +152,7 @@ status read_deepseek_v4_hf(hf_cfg& j, model_config& c) {
       sparse[static_cast<size_t>(l)] = is_csa;
     }
   }
-  for (int64_t l = 0; l < c.n_layer; ++l) // the kernels tell the two apart by the overlap
-    if (c.compress[static_cast<size_t>(l)] > 0 &&
-        (sparse[static_cast<size_t>(l)] != 0) != (c.compress[static_cast<size_t>(l)] == 4))
-      return j.unsupported(fmt::format(
-          "a {} layer compressing {} tokens an entry (sparse layers by 4, the others not)",
-          sparse[static_cast<size_t>(l)] ? "sparse" : "heavily compressed",
-          c.compress[static_cast<size_t>(l)]));
+  c.compress_sparse = std::move(sparse);
   TROUPE_TRY_ASSIGN(topk, j.i("index_topk", 512));
   TROUPE_TRY_ASSIGN(idim, j.i("index_head_dim", 128));
   TROUPE_TRY_ASSIGN(iheads, j.i("index_n_heads", 64));

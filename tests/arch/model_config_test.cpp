@@ -741,6 +741,17 @@ TEST(ModelConfig, DeepseekV4ReadsThePublishedForm) {
   EXPECT_EQ(c->kv_values_per_token(1, 0), 32);
   EXPECT_EQ(c->kv_values_per_token(1, 2), 32 + 2 * 32 + 32);
   EXPECT_EQ(c->kv_values_per_token(1, 1), 32 + 4 * 32 + 32 + 4 * 16 + 16);
+  // transformers 5's form: a layer's kind by name, its rate from compress_rates (any)
+  json t = j;
+  t.erase("compress_ratios");
+  t["layer_types"] = {"sliding_attention", "compressed_sparse_attention",
+                      "heavily_compressed_attention", "compressed_sparse_attention"};
+  t["compress_rates"] = {{"compressed_sparse_attention", 8}, {"heavily_compressed_attention", 16}};
+  auto ct = parse(t);
+  ASSERT_TRUE(ct) << ct.error().to_string();
+  EXPECT_EQ(ct->compress, (std::vector<int32_t>{0, 8, 16, 8}));
+  EXPECT_EQ(ct->compress_sparse, (std::vector<uint8_t>{0, 1, 0, 1}));
+  EXPECT_EQ(ct->kv_values_per_token(1, 1), 32 + 4 * 32 + 32 + 4 * 16 + 16);
   for (auto [key, value] : std::vector<std::pair<const char*, json>>{
            {"compress_ratios", {0, 16, 128, 4}},
            {"scoring_func", "softmax"},
