@@ -236,6 +236,8 @@ const std::vector<family_entry>& families() {
        read_glm4_moe_hf,
        read_glm4_moe_gguf,
        build_glm4_moe},
+      // Solar Open: Llama's attention over GLM-4.5's experts
+      {"solar_open", {"SolarOpenForCausalLM"}, {}, read_solar_open_hf, nullptr, build_glm4_moe},
       {"ernie4_5",
        {"Ernie4_5ForCausalLM"},
        {"ernie4_5"},

@@ -115,6 +115,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "deepseek_v4_published",
                                                             "glm5_next",
                                                             "hy_v4",
-                                                            "mimo_v2_flash"};
+                                                            "mimo_v2_flash",
+                                                            "solar_open"};
 
 } // namespace troupe::test

@@ -84,6 +84,7 @@ void mla_attention_scale(model_config& c);
 status read_v3_experts(hf_cfg& j, model_config& c, double scale_default, int64_t first_dense,
                        int64_t shared_default = 1, double limit_default = 10.0);
 status read_mimo_v2_hf(hf_cfg& j, model_config& c);
+status read_solar_open_hf(hf_cfg& j, model_config& c);
 status prepare_mimo_v2_hf(const model_config& c, tensor_index& t);
 status build_mimo_v2(const model_source& m, graph::graph& g);
 /// Kimi Delta Attention's heads, head dim and convolution (linear_attn_config or linear_* keys).

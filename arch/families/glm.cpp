@@ -26,6 +26,18 @@ status read_glm4_moe_hf(hf_cfg& j, model_config& c) {
   return read_routed_experts_hf(j, c);
 }
 
+// Upstage Solar Open (SolarOpenForCausalLM): Llama's attention (full RoPE, q / k / v biases with
+// attention_bias, none on o_proj) over GLM-4.5's experts on every layer, built as GLM-4.5
+status read_solar_open_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  c.qkv_bias = j.b("attention_bias", false);
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 1e6, 1.0));
+  return read_routed_experts_hf(j, c); // (no first_k_dense_replace: every layer's experts)
+}
+
 // GGUF (glm4moe): q / k as published (rotate_half pairs, over rope.dimension_count dims), the
 // experts from llama.cpp's keys; block_count counts the multi-token-prediction blocks after the
 // trunk (nextn_predict_layers), which are not run (their tensors unread).
