@@ -76,6 +76,9 @@ status read_rope_dict(const json& rp, const model_config& c, rope_spec& spec, do
 /// The rotated dimensions from partial_rotary_factor: D * partial, or for proportional RoPE
 /// (read_rope_scaling marks it turning -1) the whole head with floor(partial D / 2) pairs turning.
 status rope_pairs(rope_spec& spec, int64_t D, double partial, const std::string& where);
+/// LongRoPE's derived parts, from the served context `ctx`: the scale factor (when not given),
+/// the attention factor sqrt(1 + ln f / ln orig) (when not given), and which factor set.
+void finish_longrope(rope_spec& r, int64_t ctx);
 /// The scaling part of a rope dict (linear, llama3, yarn, dynamic, longrope).
 status read_rope_scaling(const json& rs, model_config& c, const std::string& where);
 /// bos / eos ids from config.json and generation_config.json text (may be empty).

@@ -26,7 +26,6 @@ void kv_compress(const op_args& a, const exec_ctx& ctx) {
   std::vector<query_ref> closing; // the step's positions that close a window
   for (const query_ref& r : queries(a.src[3]))
     if ((r.pos + 1) % m == 0) closing.push_back(r);
-  const rope_table table = rope_inv_freq(a.p.rope);
   parallel(ctx, static_cast<int64_t>(closing.size()), 1, [&](int64_t i0, int64_t i1) {
     std::vector<float> row(static_cast<size_t>(2 * W)), mx(static_cast<size_t>(Dc)),
         sum(static_cast<size_t>(Dc)), acc(static_cast<size_t>(Dc)), e(static_cast<size_t>(Dc));
@@ -67,17 +66,8 @@ void kv_compress(const op_args& a, const exec_ctx& ctx) {
       const auto inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(Dc) + a.p.eps));
       if (nw)
         for (int64_t c = 0; c < Dc; ++c) e[static_cast<size_t>(c)] *= inv * nw[c];
-      const int half = a.p.rope.rot_dim / 2, off = a.p.rope.rot_offset;
-      const bool neox = a.p.rope.layout == rope_layout::neox;
-      for (int k = 0; k < half; ++k) {
-        const double angle = static_cast<double>(w * m) * table.inv_freq[static_cast<size_t>(k)];
-        const auto cs = static_cast<float>(std::cos(angle) * table.attn_factor);
-        const auto sn = static_cast<float>(std::sin(angle) * table.attn_factor);
-        const int ia = off + (neox ? k : 2 * k), ib = off + (neox ? k + half : 2 * k + 1);
-        const float xa = e[static_cast<size_t>(ia)], xb = e[static_cast<size_t>(ib)];
-        e[static_cast<size_t>(ia)] = xa * cs - xb * sn;
-        e[static_cast<size_t>(ib)] = xa * sn + xb * cs;
-      }
+      if (a.p.rope.rot_dim > 0) // at the window's first position
+        rope_head(a.p.rope, static_cast<int32_t>(w * m), e.data());
       store_row(a.dst.type, e.data(), const_cast<char*>(slot_row(a.dst, r.blocks, w)), Dc);
     }
   });

@@ -67,6 +67,10 @@ void pack(const tensor_view& w, void* out);
 /// the published rows.
 bool packed_only(const tensor_view& w);
 
+/// One head x rotated in place at position pos by `spec` (rope.cpp: its angles remembered per
+/// thread, as the rope kernels' are).
+void rope_head(const rope_spec& spec, int32_t pos, float* x);
+
 /// f32 dot product of n values.
 float dot_f32(const float* x, const float* y, int64_t n);
 /// out[0..n) = the f32 values of row `w` (stored as `type`) from element k0 (block aligned).

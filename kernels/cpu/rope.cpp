@@ -114,6 +114,16 @@ class angle_cache {
 
 thread_local angle_cache angles;
 
+} // namespace
+
+void rope_head(const rope_spec& spec, int32_t pos, float* x) {
+  const float *cs, *sn;
+  angles.find(spec)->at(pos, cs, sn);
+  rotate_token(x, x, 1, spec.rot_offset + spec.rot_dim, spec, cs, sn); // (in place)
+}
+
+namespace {
+
 void rope(const op_args& a, const exec_ctx& ctx) {
   const int64_t T = a.src[0].dims[0], H = a.src[0].dims[1], D = a.src[0].dims[2];
   const int32_t* pos = a.src[1].as<int32_t>();

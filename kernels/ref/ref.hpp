@@ -26,6 +26,30 @@ void register_sparse(registry& r);
 void register_hyper(registry& r);
 void register_compress(registry& r);
 
+/// One head's values x (f64) rotated in place at position pos by `spec` (its inverse
+/// frequencies `table`): the pairs from rot_offset, by minus the angle when inverse (rope.cpp).
+void rotate_head(const rope_spec& spec, const rope_table& table, int64_t pos, double* x);
+
+/// KV head kh's row of position (or compressed entry) s of a sequence in the paged cache c
+/// [NB, P, Hkv, D] (the sequence's block table `blocks`), as f32.
+inline void paged_row(const tensor_view& c, const int32_t* blocks, int64_t s, int64_t kh,
+                      float* out) {
+  const int64_t P = c.dims[1], Hkv = c.dims[2], D = c.dims[3];
+  const int64_t slot = static_cast<int64_t>(blocks[s / P]) * P + s % P;
+  to_f32(c.type, static_cast<const char*>(c.data) + row_bytes(c.type, (slot * Hkv + kh) * D), out,
+         D);
+}
+
+/// fn(t, p, blocks) for every query of a step's sequence table: its row, position, and its
+/// sequence's block table.
+template <class F>
+void for_each_query(const tensor_view& seqs, F&& fn) {
+  for (int64_t si = 0; si < seqs.rows(); ++si) {
+    const int32_t* info = seqs.row<int32_t>(si);
+    for (int64_t i = 0; i < info[1]; ++i) fn(info[0] + i, info[2] + i, info + 3);
+  }
+}
+
 /// Row i of a contiguous [rows, cols] view as f32 values.
 inline std::vector<float> row_f32(const tensor_view& t, int64_t i) {
   std::vector<float> out(t.cols());

@@ -8,13 +8,27 @@
 #include <cmath>
 
 namespace troupe::kernels::ref {
+
+void rotate_head(const rope_spec& spec, const rope_table& table, int64_t pos, double* x) {
+  const int half = spec.rot_dim / 2;
+  const bool neox = spec.layout == rope_layout::neox;
+  for (int i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(pos) * table.inv_freq[static_cast<size_t>(i)];
+    const double c = std::cos(angle) * table.attn_factor;
+    const double s = std::sin(angle) * table.attn_factor * (spec.inverse ? -1 : 1);
+    const int ia = spec.rot_offset + (neox ? i : 2 * i);
+    const int ib = spec.rot_offset + (neox ? i + half : 2 * i + 1);
+    const double xa = x[ia], xb = x[ib];
+    x[ia] = xa * c - xb * s;
+    x[ib] = xa * s + xb * c;
+  }
+}
+
 namespace {
 
 void rope(const op_args& a, const exec_ctx&) {
   const auto table = rope_inv_freq(a.p.rope);
   const int64_t T = a.src[0].dims[0], H = a.src[0].dims[1], D = a.src[0].dims[2];
-  const int half = a.p.rope.rot_dim / 2;
-  const bool neox = a.p.rope.layout == rope_layout::neox;
   const int32_t* pos = a.src[1].as<int32_t>();
   const float* x = a.src[0].as<float>();
   float* y = a.dst.as<float>();
@@ -22,15 +36,7 @@ void rope(const op_args& a, const exec_ctx&) {
     for (int64_t h = 0; h < H; ++h) {
       const float* xv = x + (t * H + h) * D;
       std::vector<double> out(xv, xv + D);
-      for (int i = 0; i < half; ++i) {
-        const double angle = static_cast<double>(pos[t]) * table.inv_freq[i];
-        const double c = std::cos(angle) * table.attn_factor;
-        const double s = std::sin(angle) * table.attn_factor * (a.p.rope.inverse ? -1 : 1);
-        const int ia = a.p.rope.rot_offset + (neox ? i : 2 * i);
-        const int ib = a.p.rope.rot_offset + (neox ? i + half : 2 * i + 1);
-        out[ia] = xv[ia] * c - xv[ib] * s;
-        out[ib] = xv[ia] * s + xv[ib] * c;
-      }
+      rotate_head(a.p.rope, table, pos[t], out.data());
       float* yv = y + (t * H + h) * D;
       for (int64_t d = 0; d < D; ++d) yv[d] = static_cast<float>(out[d]);
     }

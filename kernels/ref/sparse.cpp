@@ -12,23 +12,6 @@
 namespace troupe::kernels::ref {
 namespace {
 
-// the cache row of position s of a sequence (its block table), KV head kh, as f32
-void cache_row(const tensor_view& c, const int32_t* blocks, int64_t s, int64_t kh, float* out) {
-  const int64_t P = c.dims[1], Hkv = c.dims[2], D = c.dims[3];
-  const int64_t slot = static_cast<int64_t>(blocks[s / P]) * P + s % P;
-  to_f32(c.type, static_cast<const char*>(c.data) + row_bytes(c.type, (slot * Hkv + kh) * D), out,
-         D);
-}
-
-// fn(t, p, blocks) for every query of the step: its row, position, and sequence's block table
-template <class F>
-void for_each_query(const tensor_view& seqs, F&& fn) {
-  for (int64_t si = 0; si < seqs.rows(); ++si) {
-    const int32_t* info = seqs.row<int32_t>(si);
-    for (int64_t i = 0; i < info[1]; ++i) fn(info[0] + i, info[2] + i, info + 3);
-  }
-}
-
 void dsa_select(const op_args& a, const exec_ctx&) {
   const auto &q = a.src[0], &kc = a.src[1], &w = a.src[3];
   const int64_t H = q.dims[1], D = q.dims[2], K = a.dst.cols();
@@ -38,7 +21,7 @@ void dsa_select(const op_args& a, const exec_ctx&) {
     const int64_t n = a.p.compress > 0 ? (p + 1) / a.p.compress : p + 1;
     std::vector<double> score(static_cast<size_t>(n));
     for (int64_t s = 0; s < n; ++s) {
-      cache_row(kc, blocks, s, 0, k.data());
+      paged_row(kc, blocks, s, 0, k.data());
       double sum = 0;
       for (int64_t h = 0; h < H; ++h) {
         double dot = 0;
@@ -80,7 +63,7 @@ void paged_sparse(const op_args& a, const exec_ctx&) {
       for (int64_t j = 0; j < K; ++j) {
         const int64_t s = picked[j];
         if (s < 0 || s > p) continue;
-        cache_row(kc, blocks, s, kh, row.data());
+        paged_row(kc, blocks, s, kh, row.data());
         double dot = 0;
         for (int64_t d = 0; d < D; ++d)
           dot += static_cast<double>(q.as<float>()[(t * H + h) * D + d]) * row[d];
@@ -98,7 +81,7 @@ void paged_sparse(const op_args& a, const exec_ctx&) {
       double sum = a.src[4].data ? std::exp(sink - mx) : 0;
       for (double& s : score) sum += (s = std::exp(s - mx));
       for (size_t j = 0; j < at.size(); ++j) {
-        cache_row(vc, blocks, at[j], kh, row.data());
+        paged_row(vc, blocks, at[j], kh, row.data());
         for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += score[j] / sum * row[d];
       }
       for (int64_t d = 0; d < D; ++d)

@@ -9,24 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "arch/model_config.hpp"
+#include "config_json.hpp"
 
 using namespace troupe;
 using json = nlohmann::json;
 
-namespace {
-
-json base(const char* arch) {
-  return {{"architectures", {arch}},  {"hidden_size", 64},
-          {"intermediate_size", 128}, {"num_hidden_layers", 4},
-          {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-          {"vocab_size", 512},        {"max_position_embeddings", 256}};
-}
-
-expected<model_config> parse(const json& j) {
-  return config_from_hf_json(j.dump(), "", "test/config.json");
-}
-
-} // namespace
+using test::base;
+using test::parse;
 
 TEST(ModelConfig, MistralWindowCoversEveryLayer) {
   json j = base("MistralForCausalLM");
@@ -650,159 +639,4 @@ TEST(ModelConfig, SparseAttentionIndexers) {
   EXPECT_EQ(c->dsa_source, (std::vector<int32_t>{0, 0, 2, 2}));
   j["indexer_types"] = {"shared", "full", "full", "full"}; // nothing to reuse on layer 0
   EXPECT_FALSE(parse(j));
-}
-
-// Kimi-Linear's config.json as published (its remote code's names): linear_attn_config with
-// 1-based layer lists, num_experts / moe_renormalize / num_expert_group; or transformers 5's.
-TEST(ModelConfig, KimiLinearReadsThePublishedForm) {
-  json j = base("KimiLinearForCausalLM");
-  j.update({{"kv_lora_rank", 32},
-            {"qk_nope_head_dim", 16},
-            {"qk_rope_head_dim", 8},
-            {"v_head_dim", 16},
-            {"moe_intermediate_size", 32},
-            {"num_experts", 8},
-            {"num_experts_per_token", 2},
-            {"moe_renormalize", false},
-            {"num_expert_group", 1},
-            {"first_k_dense_replace", 2},
-            {"linear_attn_config",
-             {{"head_dim", 16},
-              {"num_heads", 4},
-              {"short_conv_kernel_size", 4},
-              {"kda_layers", {1, 2, 3}},
-              {"full_attn_layers", {4}}}}});
-  auto c = parse(j);
-  ASSERT_TRUE(c) << c.error().to_string();
-  EXPECT_TRUE(c->kda);
-  EXPECT_EQ(c->linear_layers, (std::vector<uint8_t>{1, 1, 1, 0}));
-  EXPECT_EQ(c->lin_v_heads, 4);
-  EXPECT_EQ(c->n_expert, 8);
-  EXPECT_FALSE(c->norm_topk);
-  EXPECT_EQ(c->moe_layers, (std::vector<uint8_t>{0, 0, 1, 1}));
-  EXPECT_FALSE(c->rope_enabled);                     // latent attention without positions
-  j["linear_attn_config"]["full_attn_layers"] = {3}; // layer 3 named twice, layer 4 never
-  EXPECT_FALSE(parse(j));
-}
-
-// DeepSeek-V4's config.json as published: compress_ratios (past the trunk: the MTP layer's),
-// num_hash_layers, qk_rope_head_dim, rope_theta / compress_rope_theta / rope_scaling (YaRN on the
-// compressed layers only, its attention factor 1). What it does not implement is refused by name.
-TEST(ModelConfig, DeepseekV4ReadsThePublishedForm) {
-  json j = base("DeepseekV4ForCausalLM");
-  j.update({{"num_key_value_heads", 1},
-            {"head_dim", 32},
-            {"q_lora_rank", 32},
-            {"qk_rope_head_dim", 8},
-            {"o_groups", 2},
-            {"o_lora_rank", 16},
-            {"hc_mult", 4},
-            {"hc_sinkhorn_iters", 20},
-            {"hc_eps", 1e-6},
-            {"sliding_window", 8},
-            {"compress_ratios", {0, 4, 128, 4, 0}},
-            {"num_hash_layers", 2},
-            {"index_n_heads", 16},
-            {"index_head_dim", 16},
-            {"index_topk", 3},
-            {"n_routed_experts", 8},
-            {"num_experts_per_tok", 2},
-            {"n_shared_experts", 1},
-            {"moe_intermediate_size", 32},
-            {"scoring_func", "sqrtsoftplus"},
-            {"topk_method", "noaux_tc"},
-            {"swiglu_limit", 10.0},
-            {"rope_theta", 10000},
-            {"compress_rope_theta", 160000},
-            {"rope_scaling",
-             {{"type", "yarn"},
-              {"factor", 16},
-              {"original_max_position_embeddings", 65536},
-              {"beta_fast", 32},
-              {"beta_slow", 1}}}});
-  j.erase("intermediate_size");
-  auto c = parse(j);
-  ASSERT_TRUE(c) << c.error().to_string();
-  EXPECT_EQ(c->hc_mult, 4);
-  EXPECT_EQ(c->compress, (std::vector<int32_t>{0, 4, 128, 4}));
-  EXPECT_EQ(c->hash_layers, (std::vector<uint8_t>{1, 1, 0, 0}));
-  EXPECT_EQ(c->rope.rot_dim, 8);
-  EXPECT_EQ(c->rope.rot_offset, 24); // each head's last 8
-  EXPECT_EQ(c->rope.scaling, rope_scaling::none);
-  EXPECT_EQ(c->rope_compress.scaling, rope_scaling::yarn);
-  EXPECT_DOUBLE_EQ(c->rope_compress.theta, 160000);
-  EXPECT_DOUBLE_EQ(c->rope_compress.attn_factor, 1.0);
-  EXPECT_TRUE(c->router_sqrt_softplus);
-  EXPECT_TRUE(c->swiglu_clamp);
-  EXPECT_EQ(c->kv_horizon(), 0); // entries live in the sequence's first blocks
-  EXPECT_EQ(c->residual_width(), 4 * 64);
-  // per token: the window's row; a compressed layer's kv and gate rows and its entries; a
-  // sparse layer's (overlapping, twice as wide) and its indexer's
-  EXPECT_EQ(c->kv_values_per_token(1, 0), 32);
-  EXPECT_EQ(c->kv_values_per_token(1, 2), 32 + 2 * 32 + 32);
-  EXPECT_EQ(c->kv_values_per_token(1, 1), 32 + 4 * 32 + 32 + 4 * 16 + 16);
-  // transformers 5's form: a layer's kind by name, its rate from compress_rates (any)
-  json t = j;
-  t.erase("compress_ratios");
-  t["layer_types"] = {"sliding_attention", "compressed_sparse_attention",
-                      "heavily_compressed_attention", "compressed_sparse_attention"};
-  t["compress_rates"] = {{"compressed_sparse_attention", 8}, {"heavily_compressed_attention", 16}};
-  auto ct = parse(t);
-  ASSERT_TRUE(ct) << ct.error().to_string();
-  EXPECT_EQ(ct->compress, (std::vector<int32_t>{0, 8, 16, 8}));
-  EXPECT_EQ(ct->compress_sparse, (std::vector<uint8_t>{0, 1, 0, 1}));
-  EXPECT_EQ(ct->kv_values_per_token(1, 1), 32 + 4 * 32 + 32 + 4 * 16 + 16);
-  for (auto [key, value] : std::vector<std::pair<const char*, json>>{
-           {"compress_ratios", {0, 16, 128, 4}},
-           {"scoring_func", "softmax"},
-           {"n_shared_experts", 2},
-           {"num_key_value_heads", 2},
-           {"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e4m3"}}}}) {
-    json bad = j;
-    bad[key] = value;
-    auto r = parse(bad);
-    ASSERT_FALSE(r) << key;
-    EXPECT_NE(
-        r.error().message.find(key == std::string("quantization_config") ? "quantization" : key),
-        std::string::npos)
-        << r.error().message;
-  }
-}
-
-// MiMo-V2-Flash: the release's keys read as transformers reads them (sliding_window_size + 1; the
-// sliding layers' KV heads twice the full layers'), and where they would mean another model
-// than transformers computes, refused by name.
-TEST(ModelConfig, MimoV2FlashReadsTheReleaseKeysAsTransformers) {
-  json j = base("MiMoV2FlashForCausalLM");
-  j.update({{"num_key_value_heads", 1},
-            {"head_dim", 24},
-            {"v_head_dim", 16},
-            {"moe_intermediate_size", 32},
-            {"n_routed_experts", 8},
-            {"num_experts_per_tok", 2},
-            {"sliding_window_size", 8},
-            {"hybrid_layer_pattern", {0, 1, 1, 1}},
-            {"swa_num_key_value_heads", 2}});
-  auto c = parse(j);
-  ASSERT_TRUE(c) << c.error().to_string();
-  EXPECT_EQ(c->sliding_window, 9);
-  EXPECT_EQ(c->windowed, (std::vector<uint8_t>{0, 1, 1, 1}));
-  EXPECT_EQ(c->layer_kv_heads(0), 1);
-  EXPECT_EQ(c->layer_kv_heads(1), 2);
-  EXPECT_EQ(c->rope.rot_dim, 8); // a third of 24
-  EXPECT_DOUBLE_EQ(c->rope.theta, 5e6);
-  EXPECT_DOUBLE_EQ(c->rope_local.theta, 1e4);
-  EXPECT_EQ(c->F_shared, 0);
-  EXPECT_FALSE(c->swiglu_clamp);
-  for (auto [key, value] :
-       std::vector<std::pair<const char*, json>>{{"hybrid_layer_pattern", {0, 1, 1, 0}},
-                                                 {"swa_num_key_value_heads", 4},
-                                                 {"add_full_attention_sink_bias", true},
-                                                 {"swa_rope_theta", 20000}}) {
-    json bad = j;
-    bad[key] = value;
-    auto r = parse(bad);
-    ASSERT_FALSE(r) << key;
-    EXPECT_NE(r.error().message.find(key), std::string::npos) << r.error().message;
-  }
 }
