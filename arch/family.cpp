@@ -182,6 +182,22 @@ const std::vector<family_entry>& families() {
        read_deepseek_gguf,
        build_deepseek,
        prepare_deepseek_hf},
+      // Mistral Small 4: DeepSeek-V2's latent attention with Ministral 3's attention temperature,
+      // softmax routing over groups by their two best, the experts packed per layer; as
+      // published, Mistral3ForConditionalGeneration around a mistral4 text model (a wrapper
+      // whose text_config names its model type is looked up as "wrapper/model_type" first)
+      {"mistral4",
+       {"Mistral4ForCausalLM", "Mistral3ForConditionalGeneration/mistral4"},
+       {"mistral4"},
+       read_deepseek_hf,
+       read_deepseek_gguf,
+       build_deepseek,
+       prepare_mistral4_hf,
+       R"({"n_group": 1, "topk_group": 1, "num_experts_per_tok": 4, "first_k_dense_replace": 0,
+           "norm_topk_prob": true, "routed_scaling_factor": 1.0, "n_shared_experts": 1,
+           "kv_lora_rank": 256, "q_lora_rank": 1024, "qk_rope_head_dim": 64,
+           "qk_nope_head_dim": 64, "v_head_dim": 128, "rope_interleave": true,
+           "max_position_embeddings": 1048576, "rms_norm_eps": 1e-6, "hidden_act": "silu"})"},
       // DeepSeek-V4: hyper-connections, shared-KV attention over a window and compressed
       // entries (an indexer picking among them on the sparse layers), hash and sqrt-softplus
       // routing
@@ -396,7 +412,9 @@ std::string known_architectures(bool gguf) {
   std::string s;
   for (const auto& e : families())
     for (const char* a : gguf ? e.gguf_archs : e.hf_archs)
-      s += (s.empty() ? "" : ", ") + std::string(a);
+      if (std::string_view(a).find('/') ==
+          std::string_view::npos) // ("wrapper/model_type": the wrapper is listed)
+        s += (s.empty() ? "" : ", ") + std::string(a);
   return s;
 }
 

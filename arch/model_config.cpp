@@ -409,8 +409,18 @@ expected<model_config> config_from_hf_json(const std::string& config_text,
       j["architectures"][0].is_string())
     name = j["architectures"][0].get<std::string>();
   const arch_spec* spec = find_arch_spec(name);
-  const arch::family_entry* entry =
-      spec ? arch::find_family(spec->family) : arch::find_family_hf(name);
+  const arch::family_entry* entry = nullptr;
+  if (spec) {
+    entry = arch::find_family(spec->family);
+  } else {
+    // a wrapper around a text model of another family (Mistral3ForConditionalGeneration around
+    // Mistral 4's) is listed as "wrapper/model_type"; else the wrapper's own family
+    if (const auto tc = j.find("text_config"); tc != j.end() && tc->is_object() &&
+                                               tc->contains("model_type") &&
+                                               (*tc)["model_type"].is_string())
+      entry = arch::find_family_hf(name + "/" + (*tc)["model_type"].get<std::string>());
+    if (!entry) entry = arch::find_family_hf(name);
+  }
   if (!entry)
     return make_error(errc::unsupported,
                       "{}: architecture '{}' is not supported (supported: {}; an --arch-spec file "
@@ -492,6 +502,8 @@ expected<model_config> config_from_gguf(const gguf_file& g) {
                                                    "final_logit_softcapping",
                                                    "attention.clamp_kqv",
                                                    "attention.scale",
+                                                   "attention.temperature_scale",
+                                                   "attention.temperature_length",
                                                    "embedding_scale",
                                                    "residual_scale",
                                                    "logit_scale",

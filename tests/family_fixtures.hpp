@@ -116,6 +116,8 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "glm5_next",
                                                             "hy_v4",
                                                             "mimo_v2_flash",
-                                                            "solar_open"};
+                                                            "solar_open",
+                                                            "mistral4",
+                                                            "mistral4_vl"};
 
 } // namespace troupe::test

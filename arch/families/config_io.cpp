@@ -205,12 +205,13 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
   }
   if (c.family == "phi3" && (type == "su" || type == "yarn")) type = "longrope"; // Phi3Config
   // Ministral 3's attention temperature: every query at position p times 1 + beta ln(1 +
-  // floor(p / original_max_position_embeddings)), both from this dict (Ministral3Attention)
+  // floor(p / original_max_position_embeddings)), both from this dict (Ministral3Attention,
+  // Mistral4Attention)
   if (auto it = rs.find("llama_4_scaling_beta"); it != rs.end() && !it->is_null()) {
-    if (c.family != "mistral")
+    if (c.family != "mistral" && c.family != "mistral4")
       return make_error(errc::unsupported,
                         "{}: rope 'llama_4_scaling_beta' (an attention temperature) is "
-                        "implemented for Ministral 3, not for {}",
+                        "implemented for Ministral 3 and Mistral 4, not for {}",
                         where, c.family);
     auto orig = rs.find("original_max_position_embeddings");
     if (!it->is_number() || orig == rs.end() || !orig->is_number_integer() ||

@@ -149,9 +149,9 @@ status read_gguf_common(const gguf_cfg& g, model_config& c) {
                                                         : 1);
       c.rope.beta_fast = g.f("rope.scaling.yarn_beta_fast", c.rope.beta_fast);
       c.rope.beta_slow = g.f("rope.scaling.yarn_beta_slow", c.rope.beta_slow);
-      // yarn_log_multiplier: deepseek2's mscale_all_dim (read by read_deepseek_gguf), and
-      // mistral3's (read by read_llama_gguf)
-      if ((g.arch != "deepseek2" && g.arch != "mistral3" &&
+      // yarn_log_multiplier: deepseek2's and mistral4's mscale_all_dim (read by
+      // read_deepseek_gguf), and mistral3's (read by read_llama_gguf)
+      if ((g.arch != "deepseek2" && g.arch != "mistral4" && g.arch != "mistral3" &&
            g.has("rope.scaling.yarn_log_multiplier")) ||
           g.has("rope.scaling.yarn_ext_factor"))
         return g.unsupported("rope.scaling.yarn_log_multiplier / yarn_ext_factor are not "

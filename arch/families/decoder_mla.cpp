@@ -71,13 +71,18 @@ expected<vid> decoder::mla(int l, vid h) {
   }
   const vid cache = add_kv_state(g_, state_kind::k_cache, l, 1, kvl + rope);
   b.op_into(op::kv_store, {kf, g_.input(input_kind::slots)}, cache, "kv_store");
-  if (c_.layer_tempered(l) || c_.layer_chunk(l) > 0)
+  if (c_.layer_chunk(l) > 0)
     return make_error(errc::unsupported,
-                      "{}: chunked attention and the attention temperature are not implemented "
-                      "for latent attention",
+                      "{}: chunked attention is not implemented for latent "
+                      "attention",
                       m_.path);
   kernels::op_params ap;
   ap.scale = static_cast<float>(c_.attention_scale());
+  if (c_.layer_tempered(l)) { // (Mistral 4) every query's scores times the temperature
+    ap.temp_floor = c_.attn_temp_floor;
+    ap.temp_scale = static_cast<float>(c_.attn_temp_scale);
+    ap.temp_offset = c_.attn_temp_offset;
+  }
   std::vector<vid> ain = {qf, cache, cache, g_.input(input_kind::seq_table)};
   if (c_.attn_sinks) { // a sink logit per head (HY-V4)
     TROUPE_TRY_ASSIGN(sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads, 1));

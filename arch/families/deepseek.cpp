@@ -9,7 +9,9 @@
 // attn_v_b), YaRN with its yarn_log_multiplier (0.1 mscale_all_dim). dots.llm1 is Qwen3's
 // attention over these experts (HF and llama.cpp's dots1). GLM-4.7-Flash (Glm4MoeLiteForCausalLM)
 // is DeepSeek-V3 whose dense layers mlp_layer_types names (default: the first), its
-// multi-token-prediction layer past the trunk unread.
+// multi-token-prediction layer past the trunk unread. Mistral Small 4 (mistral4) is V2's
+// attention with an attention temperature and softmax routing over groups by their two best,
+// its experts packed per layer (HF gate_up_proj, GGUF ffn_gate_up_exps).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -31,7 +33,23 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_mla_dims(j, c, {0, -1, -1, -1, -1}));
   const int64_t rope = c.qk_rope;
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
-  TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  if (c.family == "mistral4") {
+    // Mistral4Config: head_dim is qk_nope + qk_rope, of which partial_rotary_factor turns qk_rope
+    const int64_t latent_row = c.D;
+    c.D = c.qk_nope + rope;
+    TROUPE_TRY(read_rope(j, c, 10000.0, static_cast<double>(rope) / static_cast<double>(c.D)));
+    if (c.rope.rot_dim != rope)
+      return j.unsupported(fmt::format("partial_rotary_factor turning {} of {} dims (qk_rope_head_"
+                                       "dim {})",
+                                       c.rope.rot_dim, c.D, rope));
+    TROUPE_TRY_ASSIGN(hd, j.i("head_dim", c.D));
+    if (hd != c.D)
+      return j.bad(
+          fmt::format("head_dim {} is not qk_nope_head_dim + qk_rope_head_dim ({})", hd, c.D));
+    c.D = latent_row;
+  } else {
+    TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  }
   c.rope.rot_dim = static_cast<int>(rope);
   // V3: interleaved pairs unless rope_interleave is false; V2 rotates pairs (complex) always
   c.rope.layout = c.family == "deepseek_v2" || j.b("rope_interleave", true)
@@ -240,7 +258,11 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY_ASSIGN(tg, j.i("topk_group", 1));
   c.n_group = ng, c.topk_group = tg;
   j.mark("scoring_func");
-  if (c.family != "deepseek_v2") {
+  if (c.family == "mistral4") {
+    // Mistral4TopkRouter: softmax scores, no correction bias, groups by their two best,
+    // renormalised when norm_topk_prob (+ 1e-20), times routed_scaling_factor
+    c.norm_topk = j.b("norm_topk_prob", true);
+  } else if (c.family != "deepseek_v2") {
     // transformers' DeepseekV3TopkRouter (and Glm4MoeTopkRouter): sigmoid scores, the
     // correction bias, groups by their two best, whatever scoring_func / topk_method say
     c.norm_topk = j.b("norm_topk_prob", true);
@@ -338,6 +360,15 @@ status read_deepseek_gguf(const gguf_cfg& g, model_config& c) {
   }
   c.tie_embeddings = !g.has_tensor("output.weight");
   (void)g.i("vocab_size", 0); // the vocabulary's size, checked against the tokens elsewhere
+  // the attention temperature (llama.cpp's deepseek2 loader, which mistral4 shares): queries at
+  // position p times 1 + scale ln(1 + floor(p / temperature_length)). llama.cpp's converter
+  // writes neither key for Mistral 4 (its file then runs without, as llama.cpp runs it)
+  if (const double beta = g.f("attention.temperature_scale", 0.0); beta != 0) {
+    const int64_t length = g.i("attention.temperature_length", 0);
+    if (length <= 0)
+      return g.unsupported("attention.temperature_scale without attention.temperature_length");
+    c.attn_temp_scale = beta, c.attn_temp_floor = length, c.attn_temp_offset = 0;
+  }
   if (g.arch == "glm-dsa" || g.arch == "deepseek32") { // the sparse attention's indexer
     c.dsa_topk = g.i("attention.indexer.top_k", 0);
     c.dsa_heads = g.i("attention.indexer.head_count", 0);
@@ -428,6 +459,11 @@ status prepare_deepseek_hf(const model_config& c, tensor_index& t) {
   return {};
 }
 
+status prepare_mistral4_hf(const model_config& c, tensor_index& t) {
+  TROUPE_TRY(prepare_language_model(c, t));
+  return prepare_deepseek_hf(c, t);
+}
+
 status build_deepseek(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   if (m.format != "hf") {
@@ -484,6 +520,15 @@ void routed_expert_names(const model_source& m, decoder_names& n) {
   n.shexp_gate = p + "shared_experts.gate_proj.weight";
   n.shexp_up = p + "shared_experts.up_proj.weight";
   n.shexp_down = p + "shared_experts.down_proj.weight";
+  // experts packed per layer (Mistral 4 as published: gate_up_proj [E, 2F, C], each expert's
+  // gate rows then its up rows, and down_proj [E, C, F])
+  for (int64_t l = 0; l < m.config.n_layer; ++l)
+    if (m.config.layer_moe(l) &&
+        m.tensors->contains(fmt::format("model.layers.{}.mlp.experts.gate_up_proj", l))) {
+      n.moe_gate_up = p + "experts.gate_up_proj", n.moe_down = p + "experts.down_proj";
+      n.moe_gate.clear(), n.moe_up.clear();
+      break;
+    }
 }
 
 } // namespace troupe::arch

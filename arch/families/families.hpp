@@ -147,6 +147,8 @@ status read_deepseek_hf(hf_cfg& j, model_config& c);
 status read_deepseek_gguf(const gguf_cfg& g, model_config& c);
 status build_deepseek(const model_source& m, graph::graph& g);
 status prepare_deepseek_hf(const model_config& c, tensor_index& t);
+/// Mistral 4: the language model's tensors under a Mistral 3 wrapper, then prepare_deepseek_hf.
+status prepare_mistral4_hf(const model_config& c, tensor_index& t);
 /// DeepSeek's routed experts from an HF config (V2's router for deepseek_v2, V3's for the
 /// others: DeepSeek-V3, GLM-4.5), and their tensor names: HF's (mlp.gate with its
 /// e_score_correction_bias, mlp.experts.{e}, mlp.shared_experts) or llama.cpp's merged ones

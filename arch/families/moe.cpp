@@ -213,6 +213,14 @@ void expert_names(const model_source& m, decoder_names& n) {
   n.moe_gate = b + "ffn_gate_exps.weight";
   n.moe_up = b + "ffn_up_exps.weight";
   n.moe_down = b + "ffn_down_exps.weight";
+  for (int64_t l = 0; l < m.config.n_layer; ++l) // gate and up fused (mistral4 as converted)
+    if (m.config.layer_moe(l)) {
+      if (m.tensors->contains(fmt::format("blk.{}.ffn_gate_up_exps.weight", l))) {
+        n.moe_gate_up = b + "ffn_gate_up_exps.weight";
+        n.moe_gate.clear(), n.moe_up.clear();
+      }
+      break;
+    }
   n.shexp_gate = b + "ffn_gate_shexp.weight";
   n.shexp_up = b + "ffn_up_shexp.weight";
   n.shexp_down = b + "ffn_down_shexp.weight";

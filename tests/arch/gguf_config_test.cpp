@@ -251,3 +251,30 @@ TEST(GgufConfig, Granite4WithoutMambaLayers) {
   ASSERT_TRUE(plain) << plain.error().to_string();
   EXPECT_EQ(plain->F, 128);
 }
+
+// The attention temperature as llama.cpp's deepseek2 loader reads it (mistral4 shares it):
+// attention.temperature_scale from position attention.temperature_length on; the scale without
+// the length is refused (llama.cpp would divide by a zero floor), and a family that does not
+// read the keys refuses them (a different model).
+TEST(GgufConfig, AttentionTemperature) {
+  auto c = load(rewritten("mistral4_vl", [](gguf_writer&) {}));
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "mistral4");
+  EXPECT_EQ(c->attn_temp_floor, 16);
+  EXPECT_FLOAT_EQ(static_cast<float>(c->attn_temp_scale), 0.5f);
+  auto d = load(rewritten("deepseek_v3", [](gguf_writer& w) {
+    w.set_f32("deepseek2.attention.temperature_scale", 0.1f);
+    w.set_u32("deepseek2.attention.temperature_length", 8192);
+  }));
+  ASSERT_TRUE(d) << d.error().to_string();
+  EXPECT_EQ(d->attn_temp_floor, 8192);
+  auto e = load(rewritten("mistral4_vl", [](gguf_writer& w) {
+    w.set_u32("mistral4.attention.temperature_length", 0);
+  }));
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().to_string().find("temperature_length"), std::string::npos);
+  auto q = load(rewritten(
+      "qwen3", [](gguf_writer& w) { w.set_f32("qwen3.attention.temperature_scale", 0.1f); }));
+  ASSERT_FALSE(q);
+  EXPECT_NE(q.error().to_string().find("temperature_scale"), std::string::npos);
+}

@@ -167,3 +167,64 @@ TEST(ModelConfig, MimoV2FlashReadsTheReleaseKeysAsTransformers) {
     EXPECT_NE(r.error().message.find(key), std::string::npos) << r.error().message;
   }
 }
+
+// Mistral Small 4 as published: Mistral3ForConditionalGeneration whose text_config is a mistral4
+// model is Mistral 4 (not the wrapper's usual Mistral); Mistral4Config's defaults fill what the
+// file leaves out (softmax routing without a correction bias, one shared expert, scale 1), and
+// the temperature comes from the rope dict. A rotation that is not qk_rope_head_dim refuses.
+TEST(ModelConfig, Mistral4UnderTheMistral3Wrapper) {
+  json text = base("Mistral4ForCausalLM");
+  text.erase("architectures");
+  text.update({{"model_type", "mistral4"},
+               {"q_lora_rank", 32},
+               {"kv_lora_rank", 32},
+               {"qk_nope_head_dim", 16},
+               {"qk_rope_head_dim", 8},
+               {"v_head_dim", 16},
+               {"head_dim", 24},
+               {"n_routed_experts", 8},
+               {"moe_intermediate_size", 32},
+               {"rope_parameters",
+                {{"rope_type", "yarn"},
+                 {"rope_theta", 1e4},
+                 {"factor", 128.0},
+                 {"original_max_position_embeddings", 8192},
+                 {"mscale", 1.0},
+                 {"mscale_all_dim", 1.0},
+                 {"llama_4_scaling_beta", 0.1},
+                 {"partial_rotary_factor", 8.0 / 24.0}}}});
+  json j = {{"architectures", {"Mistral3ForConditionalGeneration"}},
+            {"model_type", "mistral3"},
+            {"text_config", text}};
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "mistral4");
+  EXPECT_FALSE(c->router_sigmoid);
+  EXPECT_FALSE(c->router_bias);
+  EXPECT_TRUE(c->norm_topk);
+  EXPECT_EQ(c->n_expert_used, 4);  // num_experts_per_tok's default
+  EXPECT_EQ(c->F_shared, 32);      // one shared expert
+  EXPECT_EQ(c->expert_scale, 1.0); // routed_scaling_factor's default
+  EXPECT_EQ(c->attn_temp_floor, 8192);
+  EXPECT_DOUBLE_EQ(c->attn_temp_scale, 0.1);
+  EXPECT_EQ(c->rope.rot_dim, 8);
+  EXPECT_EQ(c->moe_layers, (std::vector<uint8_t>{1, 1, 1, 1})); // first_k_dense_replace 0
+  // the wrapper around its usual text model stays Mistral
+  json plain = j;
+  plain["text_config"] = {{"model_type", "mistral"},  {"hidden_size", 64},
+                          {"intermediate_size", 128}, {"num_hidden_layers", 2},
+                          {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                          {"vocab_size", 512}};
+  auto p = parse(plain);
+  ASSERT_TRUE(p) << p.error().to_string();
+  EXPECT_EQ(p->family, "mistral");
+  // a partial rotation over other dims than qk_rope_head_dim, or a head_dim that disagrees
+  json bad = j;
+  bad["text_config"]["rope_parameters"]["partial_rotary_factor"] = 0.5;
+  auto b = parse(bad);
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.error().to_string().find("partial_rotary_factor"), std::string::npos);
+  bad = j;
+  bad["text_config"]["head_dim"] = 32;
+  EXPECT_FALSE(parse(bad));
+}

@@ -158,7 +158,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "ministral3_vl", "qwen3_vl", "qwen3_vl_moe", "arcee", "hunyuan_dense",
                       "hunyuan_moe", "lfm2", "lfm2_moe", "mamba2", "granite4_h", "nemotron_h",
                       "falcon_h1", "mamba", "falcon_mamba", "jamba", "nemotron_h_moe", "gemma4",
-                      "gemma4_moe", "gemma4_e", "glm_moe_dsa_full", "deepseek_v32"),
+                      "gemma4_moe", "gemma4_e", "glm_moe_dsa_full", "deepseek_v32", "mistral4_vl"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:

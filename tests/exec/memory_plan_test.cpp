@@ -163,7 +163,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
         "granite4_h",       "granite4_h_moe", "bamba",        "nemotron_h",     "falcon_h1",
         "falcon_h1_norm",   "mamba",          "falcon_mamba", "jamba",          "nemotron_h_moe",
         "gemma4",           "gemma4_moe",     "gemma4_e",     "deepseek_v32",   "glm_moe_dsa",
-        "glm_moe_dsa_full", "kimi_linear",    "deepseek_v4",  "glm5_next",      "hy_v4"}) {
+        "glm_moe_dsa_full", "kimi_linear",    "deepseek_v4",  "glm5_next",      "hy_v4",
+        "mistral4",         "mistral4_vl"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
