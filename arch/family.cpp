@@ -198,6 +198,22 @@ const std::vector<family_entry>& families() {
            "kv_lora_rank": 256, "q_lora_rank": 1024, "qk_rope_head_dim": 64,
            "qk_nope_head_dim": 64, "v_head_dim": 128, "rope_interleave": true,
            "max_position_embeddings": 1048576, "rms_norm_eps": 1e-6, "hidden_act": "silu"})"},
+      // Mistral Large 4: GLM-5's sparse latent attention without a q bottleneck, queries scaled
+      // by position, LeRoPE, layers without RoPE and layers reading an earlier one's latent
+      // cache; Mistral 4's routing
+      {"mistral_large4",
+       {"MistralLarge4ForConditionalGeneration"},
+       {},
+       read_mistral_large4_hf,
+       nullptr,
+       build_mistral_large4,
+       nullptr,
+       R"({"n_shared_experts": 1, "n_routed_experts": 128, "routed_scaling_factor": 1.0,
+           "kv_lora_rank": 512, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 64,
+           "n_group": 1, "topk_group": 1, "num_experts_per_tok": 4, "rms_norm_eps": 1e-5,
+           "max_position_embeddings": 1048576, "index_topk": 2048, "index_head_dim": 128,
+           "index_n_heads": 32, "first_k_dense_replace": 1, "final_logit_softcapping": 30.0,
+           "hidden_act": "silu"})"},
       // DeepSeek-V4: hyper-connections, shared-KV attention over a window and compressed
       // entries (an indexer picking among them on the sparse layers), hash and sqrt-softplus
       // routing

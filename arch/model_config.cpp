@@ -144,8 +144,12 @@ int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
     const bool indexer =
         dsa_topk > 0 && (layer < 0 || layer >= static_cast<int64_t>(dsa_source.size()) ||
                          dsa_source[static_cast<size_t>(layer)] == layer);
+    // (Mistral Large 4's layers without RoPE cache the latent alone)
+    const bool merged = layer >= 0 && layer < static_cast<int64_t>(nope_layers.size()) &&
+                        nope_layers[static_cast<size_t>(layer)];
     // (GLM-5.3's pooled indexer: each token's key and gate logits, and a pool's key per slot)
-    return kv_lora + qk_rope + (indexer ? (dsa_pool > 0 ? 3 * dsa_dim : dsa_dim) : 0);
+    return kv_lora + (merged ? 0 : qk_rope) +
+           (indexer ? (dsa_pool > 0 ? 3 * dsa_dim : dsa_dim) : 0);
   }
   const int64_t kv = layer_kv_heads(layer);
   const int64_t hkv = kv >= tp ? kv / std::max(tp, 1) : 1;
@@ -202,19 +206,28 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
     // that reuse another's selection)
     const bool indexer =
         m.dsa_topk > 0 && (m.dsa_source.empty() || m.dsa_source[static_cast<size_t>(l)] == l);
-    const int64_t dsa = indexer ? m.dsa_heads * m.dsa_dim * m.q_lora + m.dsa_dim * (C + 2) +
+    // (Mistral Large 4's indexer: its queries from the input's LayerNorm, scaled per head)
+    const int64_t dsa_in = m.dsa_q_from_input ? C : m.q_lora;
+    const int64_t dsa = indexer ? m.dsa_heads * m.dsa_dim * dsa_in + m.dsa_dim * (C + 2) +
                                       m.dsa_heads * C +
                                       (m.dsa_pool > 0 ? m.dsa_dim * C + m.dsa_pool * m.dsa_dim
-                                                      : 0) // (pools' gate, ape)
+                                                      : 0) + // (pools' gate, ape)
+                                      (m.dsa_q_from_input ? 2 * C : 0) +
+                                      (m.attn_pos_scale ? 2 * m.dsa_heads : 0)
                                 : 0;
-    return m.kv_lora > 0
-               ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
-                     C * (m.kv_lora + m.qk_rope) + m.kv_lora * H * (m.qk_nope + m.v_head) +
-                     H * m.v_head * C + dsa + m.q_lora + m.kv_lora + // (the latents' norms)
-                     (m.attn_sinks ? H : 0) + (m.attn_value_gate ? H * m.v_head * C : 0) // HY-V4
-               : C * H * D * (m.attn_output_gate ? 2 : 1) + kv * C * Hkv * D + H * D * C +
-                     (m.qkv_bias ? H * D + kv * Hkv * D : 0) + qk_norms +
-                     (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
+    // (Mistral Large 4: a layer without RoPE has its positional dims in the nope part; one
+    // reading another's latent cache has no kv_a and no latent norm)
+    const bool merged = !m.nope_layers.empty() && m.nope_layers[static_cast<size_t>(l)];
+    const int64_t rope_l = merged ? 0 : m.qk_rope, nope_l = m.qk_nope + m.qk_rope - rope_l;
+    return m.kv_lora > 0 ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
+                               (own ? C * (m.kv_lora + rope_l) + m.kv_lora : 0) +
+                               m.kv_lora * H * (nope_l + m.v_head) + H * m.v_head * C + dsa +
+                               m.q_lora + // (the q latent's norm)
+                               (m.attn_pos_scale ? 2 * H : 0) + (m.attn_sinks ? H : 0) +
+                               (m.attn_value_gate ? H * m.v_head * C : 0) // HY-V4
+                         : C * H * D * (m.attn_output_gate ? 2 : 1) + kv * C * Hkv * D + H * D * C +
+                               (m.qkv_bias ? H * D + kv * Hkv * D : 0) + qk_norms +
+                               (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
   };
   // a gated DeltaNet layer: q, k, v, z, a, b projections, the convolution's taps, A and
   // dt_bias, the gated norm, out_proj
@@ -252,7 +265,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                           // Gemma 4: the dense MLP beside them, the router's scales, 3 norms
                           (m.moe_beside_mlp ? 3 * C * m.F + C + m.n_expert + 3 * C : 0);
   int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C;
-  if (m.hc_mult > 0 && !m.hc_head_mean) // the head's hyper-connection (HY-V4's)
+  if (m.hc_mult > 0 && !m.hc_head_mean)            // the head's hyper-connection (HY-V4's)
     total += m.hc_mult * (m.hc_mult * C + 1) + 1;
   if (m.ple_dim > 0) // the per-layer embeddings' table, the model's projection and its norm
     total += (m.ple_vocab + C) * m.n_layer * m.ple_dim + m.ple_dim;

@@ -256,6 +256,12 @@ struct model_config {
   // softplus(x))
   int64_t dsa_pool = 0;
   double kda_bound = 0;
+  // Mistral Large 4: every query of the latent attention and of its indexer times scale_h ln(p +
+  // 1) + bias_h (per head, learned: the softmax scaling); the indexer's queries from a LayerNorm
+  // of the layer's input (no q bottleneck); LeRoPE (rope_learned: the checkpoint's alpha per
+  // frequency, inv_freq times exp(alpha)); and on nope_layers the positional dims of a latent
+  // head join its nope dims (kv_a makes the latent alone)
+  bool attn_pos_scale = false, dsa_q_from_input = false, rope_learned = false;
   std::vector<int32_t> compress;
   std::vector<uint8_t> compress_sparse; // per layer: 1 where its entries overlap and are picked
   rope_spec rope_compress;

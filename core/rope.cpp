@@ -47,7 +47,7 @@ bool rope_spec::operator==(const rope_spec& o) const {
          mscale == o.mscale && mscale_all_dim == o.mscale_all_dim &&
          yarn_truncate == o.yarn_truncate && short_factor == o.short_factor &&
          long_factor == o.long_factor && use_long == o.use_long && turning == o.turning &&
-         rot_offset == o.rot_offset && inverse == o.inverse;
+         rot_offset == o.rot_offset && inverse == o.inverse && learned == o.learned;
 }
 
 rope_table rope_inv_freq(const rope_spec& spec) {
@@ -114,6 +114,8 @@ rope_table rope_inv_freq(const rope_spec& spec) {
       out.inv_freq[i] /= spec.short_factor[i];
     break;
   }
+  for (int i = 0; i < half && i < static_cast<int>(spec.learned.size()); ++i)
+    out.inv_freq[i] *= spec.learned[i];
   if (spec.turning > 0) // proportional: the pairs past `turning` stand still
     for (int i = spec.turning; i < half; ++i) out.inv_freq[i] = 0.0;
   return out;

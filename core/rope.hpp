@@ -50,6 +50,9 @@ struct rope_spec {
   // rotation, which undoes one: V4 turns its attention's output back)
   int rot_offset = 0;
   bool inverse = false;
+  // LeRoPE (Mistral Large 4): each inverse frequency, after the scaling above, times learned[i]
+  // (the exp of the checkpoint's alpha per frequency); empty: none
+  std::vector<double> learned;
 
   // every field (not defaulted: .cu files include this as C++17); a field added above joins
   // it in rope.cpp

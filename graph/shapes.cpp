@@ -194,7 +194,8 @@ status infer_shapes(graph& g) {
       }
       break;
     }
-    case op::hc_post: // the streams' shape
+    case op::pos_scale: // x's shape
+    case op::hc_post:   // the streams' shape
       out.r = x->r;
       out.dims = x->dims;
       out.type = dtype::f32;

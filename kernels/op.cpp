@@ -24,7 +24,7 @@ constexpr std::array<std::string_view, op_count> op_names = {
     "concat",      "head_matmul",   "moe_router",
     "causal_conv", "gated_delta",   "ssm_scan",
     "dsa_select",  "kv_compress",   "hc_pre",
-    "hc_post",
+    "hc_post",     "pos_scale",
 };
 
 bool is_float(dtype t) {
@@ -245,6 +245,14 @@ status check_args(const op_args& a) {
     if (a.src[1].type != dtype::i32 || a.src[1].numel() != s0.dims[0])
       return fail(a, "slots i32 [T]");
     return {};
+  case op::pos_scale: {
+    const auto &pos = a.src[1], &sc = a.src[2], &b = a.src[3];
+    if (s0.type != dtype::f32 || s0.dims.rank != 3 || d.type != dtype::f32 || d.dims != s0.dims ||
+        pos.type != dtype::i32 || pos.numel() != s0.dims[0] || sc.type != dtype::f32 ||
+        sc.numel() != s0.dims[1] || b.type != dtype::f32 || b.numel() != s0.dims[1])
+      return fail(a, "x f32 [T, H, D], positions i32 [T], scale and bias f32 [H], dst like x");
+    return {};
+  }
   case op::causal_conv: {
     const auto& st = a.src[2];
     if (s0.type != dtype::f32 || s0.dims.rank != 3 || d.dims != s0.dims)

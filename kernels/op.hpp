@@ -134,6 +134,9 @@
 //                    scores are sqrt(softplus(logits)); with src2 token ids i32 [T] and src3 a
 //                    table i32 [V, k] the choice is table[token] (DeepSeek-V4's hash routing;
 //                    the weights as above, from the chosen scores)
+//   pos_scale        src0 x f32 [T, H, D], src1 positions i32 [T], src2 scale f32 [H], src3
+//                    bias f32 [H] -> dst f32 [T, H, D] = x[t, h, :] (scale[h] ln(pos[t] + 1) +
+//                    bias[h]) (Mistral Large 4's softmax scaling of the queries, per head)
 // Hyper-connections (DeepSeek-V4's mHC: N residual streams of C values per token):
 //   hc_pre           src0 x f32 [T, N C], src1 fn f32 [M, N C], src2 base f32 [M], src3 scale
 //                    f32 [3] (M = N (N + 2)) or [1] (M = N, the model's head; or src1..3 none:
@@ -246,8 +249,9 @@ enum class op : uint8_t {
   kv_compress,
   hc_pre,
   hc_post,
+  pos_scale,
 };
-inline constexpr int op_count = 46;
+inline constexpr int op_count = 47;
 
 std::string_view to_string(op o);
 /// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):

@@ -118,6 +118,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "mimo_v2_flash",
                                                             "solar_open",
                                                             "mistral4",
-                                                            "mistral4_vl"};
+                                                            "mistral4_vl",
+                                                            "mistral_large4"};
 
 } // namespace troupe::test

@@ -297,6 +297,7 @@ expected<vid> decoder::shared_attention(int l, vid h, int64_t source) {
 }
 
 expected<vid> decoder::attention(int l, vid h) {
+  if (c_.kv_lora > 0 && !c_.layer_linear(l)) return mla(l, h); // (its own cache or another's)
   if (const int64_t src = c_.layer_kv_source(l); src != l) return shared_attention(l, h, src);
   if (c_.layer_linear(l) && c_.ssm_dt_rank > 0) return mamba1(l, h);
   if (c_.layer_linear(l))
@@ -304,7 +305,6 @@ expected<vid> decoder::attention(int l, vid h) {
            : c_.short_conv ? short_conv(l, h)
            : c_.kda        ? kda(l, h)
                            : delta_net(l, h);
-  if (c_.kv_lora > 0) return mla(l, h);
   builder b(g_, l);
   const int64_t C = c_.C, H = c_.H, Hkv = c_.layer_kv_heads(l), D = c_.layer_head_dim(l);
   const axis kv_axis = kv_axis_of(l);

@@ -93,6 +93,10 @@ struct decoder_names {
   // GLM-5.3's pooled indexer: the pools' gate projection [Di, C] and their ape [pool, Di]
   std::string dsa_pool_gate, dsa_pool_ape;
   std::string mla_gate; // HY-V4: the values' gate [H v_head, C]
+  // Mistral Large 4: the queries' scale and bias per head [H] (and the indexer's [Hi]), the
+  // indexer's input LayerNorm (weight, bias [C]), LeRoPE's alpha [qk_rope / 2]
+  std::string q_pos_scale, q_pos_bias, dsa_pos_scale, dsa_pos_bias, dsa_q_norm, dsa_q_norm_b;
+  std::string rope_alpha;
   // per layer: the FFN's activation as an expression over x (expr.hpp), where a family's
   // activation carries learned constants of each layer (Apertus's xIELU); empty: the config's
   std::vector<std::string> layer_act;

@@ -110,6 +110,12 @@ class decoder {
   // DeepSeek Sparse Attention's lightning indexer: the positions [T, dsa_topk] each query of
   // layer l attends over, from the layer's input h and the q bottleneck's normed output
   expected<vid> dsa_indexer(int l, vid h, vid q_resid);
+  // the model's rotation, with LeRoPE's learned factors where the family has them (Mistral
+  // Large 4: exp of the checkpoint's alpha per frequency)
+  expected<rope_spec> model_rope();
+  // Mistral Large 4's softmax scaling: q [T, heads, D] times scale ln(p + 1) + bias per head
+  expected<vid> pos_scaled(builder& b, int l, vid q, int64_t heads, const std::string& scale,
+                           const std::string& bias, bool cut_heads, const char* what);
 
   // the recurrent mixers a linear layer runs instead of attention (decoder_mixers.cpp): the
   // gated DeltaNet, LFM2's gated short convolution, Mamba-2's and Mamba-1's selective scans

@@ -1,16 +1,51 @@
 // decoder_mla.cpp: the decoder builder's latent attention (decoder_build.hpp): DeepSeek's MLA,
 // absorbed, and DeepSeek Sparse Attention's lightning indexer, whose choice of keys the MLA then
-// attends over (DeepSeek-V3.2, GLM-5).
+// attends over (DeepSeek-V3.2, GLM-5); Mistral Large 4's additions (layers reading an earlier
+// layer's latent cache, layers without RoPE, queries scaled by position, LeRoPE).
 #include "arch/families/decoder_build.hpp"
 
 #include <cmath>
 
+#include "core/convert.hpp"
+
 namespace troupe::arch::detail {
+
+expected<rope_spec> decoder::model_rope() {
+  rope_spec r = c_.rope;
+  if (!c_.rope_learned || m_.shapes_only) return r; // (a config alone: exp(0), as initialised)
+  const int64_t half = r.rot_dim / 2;
+  const tensor_info* a = m_.tensors->find(n_.rope_alpha);
+  if (!a)
+    return make_error(errc::not_found, "{}: no '{}' (LeRoPE's alpha)", m_.path, n_.rope_alpha);
+  if (!a->supported || is_quantized(a->type) || a->dims.numel() != half)
+    return make_error(errc::shape_mismatch, "{}: '{}' must be float [{}] (is {} {})", m_.path,
+                      n_.rope_alpha, half, a->raw_type, a->dims.to_string());
+  std::vector<float> alpha(static_cast<size_t>(half));
+  to_f32(a->type, a->data, alpha.data(), half);
+  r.learned.resize(alpha.size());
+  for (size_t i = 0; i < alpha.size(); ++i) r.learned[i] = std::exp(static_cast<double>(alpha[i]));
+  return r;
+}
+
+expected<vid> decoder::pos_scaled(builder& b, int l, vid q, int64_t heads, const std::string& scale,
+                                  const std::string& bias, bool cut_heads, const char* what) {
+  const cut c = cut_heads ? cut::out : cut::none;
+  const axis ax = cut_heads ? axis::heads : axis::none;
+  TROUPE_TRY_ASSIGN(ws, req(scale, l, {heads}, c, ax, 1));
+  TROUPE_TRY_ASSIGN(wb, req(bias, l, {heads}, c, ax, 1));
+  return b.op(op::pos_scale, {q, g_.input(input_kind::positions), ws, wb}, what);
+}
 
 expected<vid> decoder::mla(int l, vid h) {
   builder b(g_, l);
-  const int64_t C = c_.C, H = c_.H, nope = c_.qk_nope, rope = c_.qk_rope, kvl = c_.kv_lora,
-                vh = c_.v_head, qk = nope + rope;
+  // (Mistral Large 4's layers without RoPE: the positional dims join the nope ones, and kv_a
+  // makes the latent alone)
+  const bool merged = !c_.nope_layers.empty() && c_.nope_layers[static_cast<size_t>(l)];
+  const int64_t C = c_.C, H = c_.H, nope = c_.qk_nope + (merged ? c_.qk_rope : 0),
+                rope = merged ? 0 : c_.qk_rope, kvl = c_.kv_lora, vh = c_.v_head, qk = nope + rope;
+  // a layer that attends over an earlier layer's latent cache has no kv_a of its own
+  const int64_t source = c_.layer_kv_source(l);
+  const bool own = source == l;
   vid src = h;
   int64_t K = C;
   std::string wq = n_.mla_q;
@@ -31,10 +66,12 @@ expected<vid> decoder::mla(int l, vid h) {
   if (rope > 0) {
     TROUPE_TRY_SET(
         wqp, req(wq, l, {H * rope, K}, cut::out, axis::heads, rope, head_rows(qk, nope, rope)));
-    TROUPE_TRY_SET(wkp, req(n_.mla_kv_a, l, {rope, C}, cut::none, axis::none, 1, pe));
+    if (own) TROUPE_TRY_SET(wkp, req(n_.mla_kv_a, l, {rope, C}, cut::none, axis::none, 1, pe));
   }
-  TROUPE_TRY_ASSIGN(
-      wc, req(n_.mla_kv_a, l, {kvl, C}, cut::none, axis::none, 1, rope > 0 ? lat : weight_ref{}));
+  vid wc = none;
+  if (own)
+    TROUPE_TRY_SET(
+        wc, req(n_.mla_kv_a, l, {kvl, C}, cut::none, axis::none, 1, rope > 0 ? lat : weight_ref{}));
   // W_kb(h): from kv_b as [nope, kvl] per head (q_latent = W^T q_nope), or GGUF's k_b
   // already [kvl, nope] per head (q_latent = W q_nope)
   const bool split = !n_.mla_k_b.empty();
@@ -50,27 +87,44 @@ expected<vid> decoder::mla(int l, vid h) {
   }
   TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * vh}, cut::in, axis::heads, vh));
   const vid qn = b.view(b.linear(src, wqn, none, "q_nope"), {-1, nope}, "q_nope_heads");
-  TROUPE_TRY_ASSIGN(cv, norm(b.linear(h, wc, none, "kv_latent"), l, n_.mla_kv_a_norm, "", kvl,
-                             norm_kind::rms, "kv_latent_norm"));
+  vid kf = none;
+  if (own) {
+    TROUPE_TRY_ASSIGN(cv, norm(b.linear(h, wc, none, "kv_latent"), l, n_.mla_kv_a_norm, "", kvl,
+                               norm_kind::rms, "kv_latent_norm"));
+    kf = b.view(cv, {1, kvl}, "kv_latent_head");
+  }
   kernels::op_params t;
   t.k = split ? 0 : 1; // kv_b's W_kb(h) is [nope, kvl]: q_latent = W_kb(h)^T q_nope
   const vid ql = b.op(op::head_matmul, {qn, wkb}, "q_latent", t);
-  vid qf = ql, kf = b.view(cv, {1, kvl}, "kv_latent_head");
+  vid qf = ql;
   if (rope > 0) {
     vid qp = b.view(b.linear(src, wqp, none, "q_pe"), {-1, rope}, "q_pe_heads");
-    vid kp = b.view(b.linear(h, wkp, none, "k_pe"), {1, rope}, "k_pe_head");
+    vid kp = own ? b.view(b.linear(h, wkp, none, "k_pe"), {1, rope}, "k_pe_head") : none;
     const vid pos = g_.input(input_kind::positions);
     kernels::op_params rp;
-    rp.rope = c_.rope;
+    TROUPE_TRY_SET(rp.rope, model_rope());
     if (c_.rope_enabled) { // (Kimi-Linear's latent attention has no positions at all)
       qp = b.op(op::rope, {qp, pos}, "q_pe_rope", rp);
-      kp = b.op(op::rope, {kp, pos}, "k_pe_rope", rp);
+      if (own) kp = b.op(op::rope, {kp, pos}, "k_pe_rope", rp);
     }
     qf = b.op(op::concat, {ql, qp}, "q_mla");
-    kf = b.op(op::concat, {kf, kp}, "kv_mla");
+    if (own) kf = b.op(op::concat, {kf, kp}, "kv_mla");
   }
-  const vid cache = add_kv_state(g_, state_kind::k_cache, l, 1, kvl + rope);
-  b.op_into(op::kv_store, {kf, g_.input(input_kind::slots)}, cache, "kv_store");
+  if (c_.attn_pos_scale) // (Mistral Large 4: a scalar per token and head, so on the absorbed q)
+    TROUPE_TRY_SET(qf, pos_scaled(b, l, qf, H, n_.q_pos_scale, n_.q_pos_bias, true, "q_scaled"));
+  vid cache = none;
+  if (own) {
+    cache = add_kv_state(g_, state_kind::k_cache, l, 1, kvl + rope);
+    b.op_into(op::kv_store, {kf, g_.input(input_kind::slots)}, cache, "kv_store");
+  } else { // the source layer's latent cache, of the same geometry
+    const std::string name = fmt::format("blk.{}.k_cache", source);
+    for (size_t i = 0; i < g_.values.size() && cache == none; ++i)
+      if (g_.values[i].kind == value_kind::state && g_.values[i].name == name)
+        cache = static_cast<vid>(i);
+    if (cache == none || g_[cache].dims != std::vector<int64_t>{1, kvl + rope})
+      return make_error(errc::internal, "{}: layer {} reads the latent cache of layer {}, which {}",
+                        m_.path, l, source, cache == none ? "has none" : "has another geometry");
+  }
   if (c_.layer_chunk(l) > 0)
     return make_error(errc::unsupported,
                       "{}: chunked attention is not implemented for latent "
@@ -89,7 +143,7 @@ expected<vid> decoder::mla(int l, vid h) {
     ain.push_back(sinks);
   }
   if (c_.dsa_topk > 0) { // over the positions the indexer picks (src5)
-    if (c_.q_lora <= 0)
+    if (c_.q_lora <= 0 && !c_.dsa_q_from_input)
       return make_error(errc::unsupported, "{}: sparse attention without a q bottleneck", m_.path);
     const bool own = c_.dsa_source.empty() || c_.dsa_source[static_cast<size_t>(l)] == l;
     if (own) TROUPE_TRY_SET(dsa_sel_, dsa_indexer(l, h, src));
@@ -113,12 +167,20 @@ expected<vid> decoder::dsa_indexer(int l, vid h, vid q_resid) {
   builder b(g_, l);
   const int64_t C = c_.C, Hi = c_.dsa_heads, Di = c_.dsa_dim;
   // every weight whole on every rank: each computes the same selection
-  TROUPE_TRY_ASSIGN(wq, req(n_.dsa_wq, l, {Hi * Di, c_.q_lora}));
+  if (c_.dsa_q_from_input) { // (Mistral Large 4) the queries from a LayerNorm of the input
+    TROUPE_TRY_ASSIGN(nq, req(n_.dsa_q_norm, l, {C}));
+    TROUPE_TRY_ASSIGN(nqb, req(n_.dsa_q_norm_b, l, {C}));
+    q_resid = b.norm(h, norm_type::layer, nq, nqb, 1e-6f, "idx_q_in_norm");
+  }
+  TROUPE_TRY_ASSIGN(wq, req(n_.dsa_wq, l, {Hi * Di, c_.dsa_q_from_input ? C : c_.q_lora}));
   TROUPE_TRY_ASSIGN(wk, req(n_.dsa_wk, l, {Di, C}));
   TROUPE_TRY_ASSIGN(nw, req(n_.dsa_k_norm, l, {Di}));
   TROUPE_TRY_ASSIGN(nb, req(n_.dsa_k_norm_b, l, {Di}));
   TROUPE_TRY_ASSIGN(ww, req(n_.dsa_w, l, {Hi, C}));
   vid q = b.view(b.linear(q_resid, wq, none, "idx_q"), {-1, Di}, "idx_q_heads");
+  if (c_.attn_pos_scale)
+    TROUPE_TRY_SET(
+        q, pos_scaled(b, l, q, Hi, n_.dsa_pos_scale, n_.dsa_pos_bias, false, "idx_q_scaled"));
   vid k = b.norm(b.linear(h, wk, none, "idx_k"), norm_type::layer, nw, nb,
                  static_cast<float>(c_.dsa_norm_eps), "idx_k_norm");
   const vid w =
@@ -149,9 +211,11 @@ expected<vid> decoder::dsa_indexer(int l, vid h, vid q_resid) {
     return b.op(op::dsa_select, {q, pools, g_.input(input_kind::seq_table), w}, "idx_select", sp);
   }
   k = b.view(k, {1, Di}, "idx_k_head");
-  if (c_.qk_rope > 0) {
+  const bool merged = !c_.nope_layers.empty() && c_.nope_layers[static_cast<size_t>(l)];
+  if (c_.qk_rope > 0 && !merged) { // (none on Mistral Large 4's layers without RoPE)
     kernels::op_params rp;
-    rp.rope = c_.rope; // the model's rotation over the first qk_rope dims, pairs as the indexer's
+    // the model's rotation over the first qk_rope dims, pairs as the indexer's
+    TROUPE_TRY_SET(rp.rope, model_rope());
     rp.rope.layout = c_.dsa_rope_interleaved ? rope_layout::interleaved : rope_layout::neox;
     if (c_.dsa_rope_last) rp.rope.rot_offset = static_cast<int>(Di - c_.qk_rope); // (HY-V4)
     const vid pos = g_.input(input_kind::positions);

@@ -1,5 +1,5 @@
 // elementwise.cpp (cpu): unary ops, scale, swiglu, and add / mul with row or column
-// broadcast, over f32, threaded over rows.
+// broadcast, and pos_scale, over f32, threaded over rows.
 #include <algorithm>
 #include <cmath>
 
@@ -117,6 +117,26 @@ void binary(const op_args& a, const exec_ctx& ctx) {
   });
 }
 
+// x[t, h, :] times scale[h] ln(pos[t] + 1) + bias[h] (the factor in f64, as the reference)
+void pos_scale_k(const op_args& a, const exec_ctx& ctx) {
+  const auto& x = a.src[0];
+  const int64_t H = x.dims[1], D = x.dims[2];
+  const int32_t* pos = a.src[1].as<int32_t>();
+  const float *s = a.src[2].as<float>(), *b = a.src[3].as<float>(), *xv = x.as<float>();
+  float* y = a.dst.as<float>();
+  parallel(ctx, x.dims[0], std::max<int64_t>(1, grain / (H * D)), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const double lp = std::log(static_cast<double>(pos[t]) + 1.0);
+      for (int64_t h = 0; h < H; ++h) {
+        const float f = static_cast<float>(static_cast<double>(s[h]) * lp + b[h]);
+        const float* xr = xv + (t * H + h) * D;
+        float* yr = y + (t * H + h) * D;
+        for (int64_t d = 0; d < D; ++d) yr[d] = xr[d] * f;
+      }
+    }
+  });
+}
+
 bool f32_args(const op_args& a) {
   for (const auto& s : a.src)
     if (s.data && s.type != dtype::f32) return false;
@@ -135,6 +155,7 @@ void register_elementwise(registry& r) {
   r.add(op::clamp, backend::cpu, "f32", f32_args, clamp_k);
   r.add(op::relu, backend::cpu, "f32", f32_args, relu_k);
   r.add(op::sigmoid, backend::cpu, "f32", f32_args, sigmoid_k);
+  r.add(op::pos_scale, backend::cpu, "f32", contiguous_args, pos_scale_k);
   r.add(op::exp, backend::cpu, "f32", f32_args, exp_k);
   r.add(op::abs, backend::cpu, "f32", f32_args, abs_k);
   r.add(op::recip, backend::cpu, "f32", f32_args, recip_k);

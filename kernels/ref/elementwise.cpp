@@ -1,6 +1,7 @@
 // elementwise.cpp (ref): unary ops (silu, gelu with erf or tanh, tanh, rsqrt), scale
 // (x * s + b), clamp, swiglu (silu(gate) * up), and add / mul with src1 broadcast over rows ([1,
-// C]) or columns ([T, 1]). f32 tensors; math in f64.
+// C]) or columns ([T, 1]); pos_scale (a factor per token and head from its position). f32
+// tensors; math in f64.
 #include "kernels/expr.hpp"
 #include "kernels/ref/ref.hpp"
 
@@ -107,6 +108,22 @@ void binary(const op_args& a, const exec_ctx&) {
   }
 }
 
+// x[t, h, :] times scale[h] ln(pos[t] + 1) + bias[h]
+void pos_scale_k(const op_args& a, const exec_ctx&) {
+  const auto& x = a.src[0];
+  const int64_t T = x.dims[0], H = x.dims[1], D = x.dims[2];
+  const int32_t* pos = a.src[1].as<int32_t>();
+  const float *s = a.src[2].as<float>(), *b = a.src[3].as<float>(), *xv = x.as<float>();
+  float* y = a.dst.as<float>();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const double f = static_cast<double>(s[h]) * std::log(static_cast<double>(pos[t]) + 1.0) +
+                       static_cast<double>(b[h]);
+      for (int64_t d = 0; d < D; ++d)
+        y[(t * H + h) * D + d] = static_cast<float>(xv[(t * H + h) * D + d] * f);
+    }
+}
+
 bool all_f32_args(const op_args& a) {
   if (!all_contiguous(a) || a.dst.type != dtype::f32) return false;
   for (const auto& s : a.src)
@@ -126,6 +143,7 @@ void register_elementwise(registry& r) {
   r.add(op::clamp, backend::ref, "f32", all_f32_args, clamp_k);
   r.add(op::relu, backend::ref, "f32", all_f32_args, relu_k);
   r.add(op::sigmoid, backend::ref, "f32", all_f32_args, sigmoid_k);
+  r.add(op::pos_scale, backend::ref, "f32", all_contiguous, pos_scale_k);
   r.add(op::exp, backend::ref, "f32", all_f32_args, exp_k);
   r.add(op::abs, backend::ref, "f32", all_f32_args, abs_k);
   r.add(op::recip, backend::ref, "f32", all_f32_args, recip_k);

@@ -321,7 +321,8 @@ INSTANTIATE_TEST_SUITE_P(
             "gguf:lfm2_moe@ep", "granite4_h_moe@ep", "jamba@ep", "gguf:jamba@ep",
             "nemotron_h_moe@ep", "gguf:nemotron_h_moe@ep", "gemma4_moe@ep", "gguf:gemma4_moe@ep",
             "gguf:glm_moe_dsa_full@ep", "gguf:deepseek_v32@ep", "deepseek_v4@ep", "glm5_next@ep",
-            "hy_v4@ep", "mimo_v2_flash@ep", "solar_open@ep", "mistral4@ep"),
+            "hy_v4@ep", "mimo_v2_flash@ep", "solar_open@ep", "mistral4@ep",
+            "mistral_large4@ep"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),

@@ -228,3 +228,47 @@ TEST(ModelConfig, Mistral4UnderTheMistral3Wrapper) {
   bad["text_config"]["head_dim"] = 32;
   EXPECT_FALSE(parse(bad));
 }
+
+// Mistral Large 4 as published: the wrapper's text_config with its layers without RoPE,
+// layers reading an earlier one's latent cache and indexer types; a layer reading the cache of
+// a layer of the other RoPE kind, a q bottleneck and routing without renormalisation refuse.
+TEST(ModelConfig, MistralLarge4ReadsThePublishedForm) {
+  json text = base("MistralLarge4ForConditionalGeneration");
+  text.erase("architectures");
+  text.update({{"model_type", "mistral_large4_text"},
+               {"kv_lora_rank", 32},
+               {"qk_nope_head_dim", 16},
+               {"qk_rope_head_dim", 8},
+               {"v_head_dim", 16},
+               {"n_routed_experts", 8},
+               {"moe_intermediate_size", 32},
+               {"index_topk", 8},
+               {"index_head_dim", 16},
+               {"index_n_heads", 4},
+               {"indexer_types", {"full", "full", "shared", "full"}},
+               {"kv_source_layers", {0, 0, 2, 3}}});
+  json j = {{"architectures", {"MistralLarge4ForConditionalGeneration"}},
+            {"model_type", "mistral_large4"},
+            {"text_config", text}};
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "mistral_large4");
+  EXPECT_EQ(c->nope_layers, (std::vector<uint8_t>{0, 0, 0, 1})); // every fourth, by default
+  EXPECT_EQ(c->layer_kv_source(1), 0);
+  EXPECT_EQ(c->dsa_source, (std::vector<int32_t>{0, 1, 1, 3}));
+  EXPECT_TRUE(c->attn_pos_scale && c->dsa_q_from_input && c->rope_learned);
+  EXPECT_EQ(c->final_softcap, 30.0);
+  EXPECT_FALSE(c->router_sigmoid);
+  EXPECT_TRUE(c->norm_topk);
+  EXPECT_EQ(c->moe_layers, (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(c->kv_values_per_token(1, 3), 32 + 16); // without RoPE: the latent and the index key
+  json bad = j;
+  bad["text_config"]["kv_source_layers"] = {0, 1, 2, 2}; // a NoPE layer on a RoPE layer's cache
+  EXPECT_FALSE(parse(bad));
+  bad = j;
+  bad["text_config"]["q_lora_rank"] = 16;
+  EXPECT_FALSE(parse(bad));
+  bad = j;
+  bad["text_config"]["norm_topk_prob"] = false;
+  EXPECT_FALSE(parse(bad));
+}

@@ -91,13 +91,16 @@ TEST_P(SyntheticArch, MatchesTransformers) {
   // a multimodal checkpoint's vision tower and projector: Troupe runs its language model only
   // (Gemma 4's fixtures are all multimodal, as every Gemma 4 is published, and GLM-5.3's)
   if (GetParam().find("_vl") != std::string::npos || GetParam().starts_with("gemma4") ||
-      GetParam() == "glm5_next") {
+      GetParam() == "glm5_next" || GetParam() == "mistral_large4") {
     EXPECT_GT(std::erase_if(unread,
                             [](const std::string& n) {
                               for (const char* p :
                                    {"model.visual.", "visual.", "vision_model.", "vision_tower.",
                                     "multi_modal_projector.", "model.vision_tower.",
-                                    "model.multi_modal_projector.", "model.embed_vision."})
+                                    "model.multi_modal_projector.", "model.embed_vision.",
+                                    // (Mistral's own names, as Mistral Large 4 is published)
+                                    "vision_encoder.", "patch_merger.", "pre_mm_projector_norm.",
+                                    "vision_language_adapter."})
                                 if (n.starts_with(p)) return true;
                               return false;
                             }),

@@ -164,7 +164,7 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
         "falcon_h1_norm",   "mamba",          "falcon_mamba", "jamba",          "nemotron_h_moe",
         "gemma4",           "gemma4_moe",     "gemma4_e",     "deepseek_v32",   "glm_moe_dsa",
         "glm_moe_dsa_full", "kimi_linear",    "deepseek_v4",  "glm5_next",      "hy_v4",
-        "mistral4",         "mistral4_vl"}) {
+        "mistral4",         "mistral4_vl",    "mistral_large4"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

@@ -1,4 +1,5 @@
-// op_cases_v4.cpp: harness cases for DeepSeek-V4's ops (op_cases.hpp): the hyper-connections
+// op_cases_v4.cpp: harness cases for DeepSeek-V4's ops (op_cases.hpp) and Mistral Large 4's
+// pos_scale: the hyper-connections
 // (hc_pre for a layer and for the head, HY-V4's independent form and GLM-5.3's mean head,
 // hc_post), kv_compress (plain and overlapping windows, GLM-5.3's pools without norm,
 // f32 and bf16 caches, the entries rotated in their last dims with YaRN), paged_attention over
@@ -50,6 +51,20 @@ rope_spec v4_rope(int64_t D) {
 } // namespace
 
 void v4_cases(std::vector<op_case>& out_cases) {
+  { // Mistral Large 4's softmax scaling: positions from 0 to 4095, a factor per token and head
+    const int64_t Tq = 9, Hq = 6, Dq = 40;
+    op_case c;
+    c.name = fmt::format("pos_scale(T={},H={},D={})", Tq, Hq, Dq);
+    gen g(c.name);
+    c.kind = op::pos_scale;
+    c.src = {from_floats(dtype::f32, {Tq, Hq, Dq}, g.normal(Tq * Hq * Dq)),
+             from_ints({Tq}, {0, 1, 2, 7, 63, 64, 511, 2048, 4095}),
+             from_floats(dtype::f32, {Hq}, g.uniform(Hq, -0.3f, 0.5f)),
+             from_floats(dtype::f32, {Hq}, g.uniform(Hq, 0.5f, 1.5f))};
+    c.dst = out(dtype::f32, {Tq, Hq, Dq});
+    c.tol = {1e-12, 1e-5};
+    out_cases.push_back(std::move(c));
+  }
   { // HY-V4's independent form: pre and post (times 2), no comb
     const int64_t N = 4, C = 48;
     op_case c;
