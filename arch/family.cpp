@@ -248,9 +248,9 @@ const std::vector<family_entry>& families() {
       // Kimi-Linear: KDA layers between latent attention without positions, V3's experts
       {"kimi_linear",
        {"KimiLinearForCausalLM"},
-       {},
+       {"kimi-linear"},
        read_kimi_linear_hf,
-       nullptr,
+       read_kimi_linear_gguf,
        build_kimi_linear},
       // GLM-4.7-Flash: DeepSeek-V3's latent attention and experts, dense layers by mlp_layer_types
       // (llama.cpp writes it as deepseek2)

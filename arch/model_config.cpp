@@ -265,7 +265,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                           // Gemma 4: the dense MLP beside them, the router's scales, 3 norms
                           (m.moe_beside_mlp ? 3 * C * m.F + C + m.n_expert + 3 * C : 0);
   int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C;
-  if (m.hc_mult > 0 && !m.hc_head_mean)            // the head's hyper-connection (HY-V4's)
+  if (m.hc_mult > 0 && !m.hc_head_mean) // the head's hyper-connection (HY-V4's)
     total += m.hc_mult * (m.hc_mult * C + 1) + 1;
   if (m.ple_dim > 0) // the per-layer embeddings' table, the model's projection and its norm
     total += (m.ple_vocab + C) * m.n_layer * m.ple_dim + m.ple_dim;
@@ -532,7 +532,7 @@ expected<model_config> config_from_gguf(const gguf_file& g) {
                                                    "rope.dimension_sections",
                                                    "full_attention_interval"};
   for (const std::string& k : cfg.unread()) {
-    bool math = k.starts_with("rope.scaling.") || k.starts_with("ssm.") ||
+    bool math = k.starts_with("rope.scaling.") || k.starts_with("ssm.") || k.starts_with("kda.") ||
                 k.starts_with("expert_") || k.starts_with("moe_");
     for (std::string_view m : math_keys) math = math || k == m;
     const gguf_value* v = g.get(cfg.arch + "." + k);

@@ -107,7 +107,10 @@ status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, d
     c.Hkv = g.i("attention.head_count_kv", H);
   }
   c.D = g.i("attention.key_length", H > 0 ? C / H : 0);
-  if (g.i("attention.value_length", c.D) != c.D)
+  // (latent attention's files describe their heads by key_length_mla / value_length_mla, and the
+  // family reads value_length itself: kimi-linear's is the config's head_dim, which llama.cpp
+  // does not read)
+  if (!g.has("attention.kv_lora_rank") && g.i("attention.value_length", c.D) != c.D)
     return g.unsupported("attention.value_length other than key_length is not supported");
   c.norm_eps = g.f(eps_key, eps_default);
   // biases are tensors the file has or lacks (llama.cpp's loaders take them as optional)

@@ -306,6 +306,7 @@ expected<vid> decoder::kda(int l, vid h) {
   const vid st = graph::add_recurrent_state(g_, state_kind::delta, l, {H, D, D}, av, "delta_state");
   kernels::op_params kp;
   kp.delta_bound = static_cast<float>(c_.kda_bound); // (GLM-5.3's safe gate; 0: off)
+  kp.delta_neg_a = c_.lin_neg_a;                     // (GGUF's ssm_a: -exp(A_log))
   const vid o = b.op(op::gated_delta, {q, k, v, a, beta, alog, dt, st, table}, "kda", kp);
   const vid on = b.norm(o, norm_type::rms, nw, none, static_cast<float>(c_.norm_eps), "kda_norm");
   const vid gate = b.view(b.linear(b.linear(h, ga, none, "kda_g_a"), gb, none, "kda_g_b"), {-1, D},

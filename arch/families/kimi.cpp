@@ -5,7 +5,8 @@
 // (sigmoid scores with a correction bias, group-limited top-k, shared experts) after dense
 // layers. config.json as published (its remote code's names: num_experts, moe_renormalize,
 // num_expert_group, linear_attn_config {kda_layers, full_attn_layers: 1-based}) or as
-// transformers 5 writes it (layer_types, mlp_layer_types).
+// transformers 5 writes it (layer_types, mlp_layer_types); the dense layers' MLP under mlp. as
+// published or block_sparse_moe. as transformers saves it. GGUF: llama.cpp's kimi-linear.
 #include <cmath>
 
 #include "arch/families/decoder.hpp"
@@ -121,6 +122,49 @@ status read_kimi_linear_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// llama.cpp's kimi-linear: head_count_kv per layer (1 on the latent attention layers, 0 on the
+// KDA ones), the KDA heads as attention.head_count with kda.head_dim and ssm.conv_kernel, the
+// latent attention's keys as deepseek2's (no RoPE at all: rope.dimension_count is the positional
+// dims, which turn nowhere), the experts as llama.cpp runs them (always renormalised; no group
+// count: groups off)
+status read_kimi_linear_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  if (g.no_kv.empty() || c.Hkv != 1)
+    return g.unsupported("kimi-linear without attention.head_count_kv per layer (1 or 0)");
+  c.linear_layers = g.no_kv;
+  c.kda = true;
+  c.lin_k_heads = c.lin_v_heads = c.H;
+  TROUPE_TRY_ASSIGN(kd, g.req("kda.head_dim"));
+  TROUPE_TRY_ASSIGN(kc, g.req("ssm.conv_kernel"));
+  if (kd <= 0 || kd > 1024 || kc < 2 || kc > 64)
+    return g.unsupported(fmt::format("KDA heads of {} with a convolution of {}", kd, kc));
+  c.lin_k_dim = c.lin_v_dim = kd, c.lin_conv = kc;
+  c.lin_neg_a = true; // ssm_a holds -exp(A_log)
+  TROUPE_TRY_ASSIGN(kvl, g.req("attention.kv_lora_rank"));
+  TROUPE_TRY_ASSIGN(kl, g.req("attention.key_length"));
+  TROUPE_TRY_ASSIGN(kmla, g.req("attention.key_length_mla"));
+  TROUPE_TRY_ASSIGN(vmla, g.req("attention.value_length_mla"));
+  TROUPE_TRY_ASSIGN(rope, g.req("rope.dimension_count"));
+  c.q_lora = g.i("attention.q_lora_rank", 0);
+  c.kv_lora = kvl, c.qk_rope = rope, c.qk_nope = kmla - rope, c.v_head = vmla;
+  if (c.qk_nope <= 0 || kl != kvl + rope)
+    return make_error(errc::corrupt_file,
+                      "{}: key_length {} is not kv_lora_rank {} + rope {}, or key_length_mla {} "
+                      "leaves no nope part",
+                      g.path(), kl, kvl, rope, kmla);
+  c.D = kvl + rope;
+  c.rope_enabled = false;
+  c.rope.rot_dim = static_cast<int>(rope);
+  (void)g.f("rope.freq_base", 0.0);       // (no rotation anywhere)
+  (void)g.i("attention.value_length", 0); // (the config's head_dim; llama.cpp reads the MLA's)
+  c.attn_scale = 1.0 / std::sqrt(static_cast<double>(kmla));
+  c.tie_embeddings = !g.has_tensor("output.weight");
+  (void)g.i("vocab_size", 0);
+  TROUPE_TRY(read_routed_experts_gguf(g, c));
+  c.norm_topk = true; // (llama.cpp's graph renormalises whatever expert_weights_norm says)
+  return {};
+}
+
 void kda_names(decoder_names& n, const std::string& a) {
   n.kda_q = a + "q_proj.weight", n.kda_k = a + "k_proj.weight", n.kda_v = a + "v_proj.weight";
   n.kda_conv_q = a + "q_conv1d.weight", n.kda_conv_k = a + "k_conv1d.weight";
@@ -133,12 +177,38 @@ void kda_names(decoder_names& n, const std::string& a) {
 
 status build_kimi_linear(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format != "hf") { // llama.cpp's names
+    decoder_names n = gguf_layout(m);
+    const std::string b = "blk.{}.";
+    n.wq.clear(), n.wk.clear(), n.wv.clear();
+    n.kda_q = b + "attn_q.weight", n.kda_k = b + "attn_k.weight", n.kda_v = b + "attn_v.weight";
+    n.kda_conv_q = b + "ssm_conv1d_q.weight", n.kda_conv_k = b + "ssm_conv1d_k.weight";
+    n.kda_conv_v = b + "ssm_conv1d_v.weight";
+    n.kda_f_a = b + "ssm_f_a.weight", n.kda_f_b = b + "ssm_f_b.weight";
+    n.kda_g_a = b + "ssm_g_a.weight", n.kda_g_b = b + "ssm_g_b.weight";
+    n.lin_dt_bias = b + "ssm_dt.bias", n.lin_A_log = b + "ssm_a", n.lin_b = b + "ssm_beta.weight";
+    n.lin_norm = b + "ssm_norm.weight", n.lin_out = b + "attn_output.weight";
+    n.mla_q = b + "attn_q.weight", n.mla_q_a = b + "attn_q_a.weight";
+    n.mla_q_a_norm = b + "attn_q_a_norm.weight", n.mla_q_b = b + "attn_q_b.weight";
+    n.mla_kv_a = b + "attn_kv_a_mqa.weight", n.mla_kv_a_norm = b + "attn_kv_a_norm.weight";
+    n.mla_k_b = b + "attn_k_b.weight", n.mla_v_b = b + "attn_v_b.weight";
+    routed_expert_names(m, n);
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_mla_layout();
   const std::string a = "model.layers.{}.self_attn.", f = "model.layers.{}.block_sparse_moe.";
   kda_names(n, a);
-  // (the dense layers' MLP and the experts sit under block_sparse_moe, as published)
-  n.w_gate = f + "gate_proj.weight", n.w_up = f + "up_proj.weight";
-  n.w_down = f + "down_proj.weight";
+  // the dense layers' MLP: mlp. as published, block_sparse_moe. as transformers saves it
+  bool published = false;
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    if (!c.layer_moe(l)) {
+      published = m.tensors->contains(fmt::format("model.layers.{}.mlp.gate_proj.weight", l));
+      break;
+    }
+  const std::string d = published ? "model.layers.{}.mlp." : f;
+  n.w_gate = d + "gate_proj.weight", n.w_up = d + "up_proj.weight";
+  n.w_down = d + "down_proj.weight";
   n.moe_router = f + "gate.weight", n.moe_router_bias = f + "gate.e_score_correction_bias";
   n.moe_gate = f + "experts.{e}.w1.weight", n.moe_up = f + "experts.{e}.w3.weight";
   n.moe_down = f + "experts.{e}.w2.weight";

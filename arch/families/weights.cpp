@@ -46,7 +46,10 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
   if (dims.size() == 3 && want.size() == 2 && dims[2] == want[1] &&
       (dims[0] * dims[1] == want[0] || !ref.segments.empty()))
     dims = {dims[0] * dims[1], dims[2]};
-  // a depthwise convolution [channels, 1, taps] as [channels, taps] (gated DeltaNet's conv1d)
+  // a depthwise convolution [channels, 1, taps] as [channels, taps] (gated DeltaNet's conv1d;
+  // kimi-linear's GGUF writes it [1, channels, 1, taps])
+  if (dims.size() == 4 && dims[0] == 1 && dims[2] == 1 && want.size() == 2)
+    dims = {dims[1], dims[3]};
   if (dims.size() == 3 && dims[1] == 1 && want.size() == 2 && dims[2] == want[1])
     dims = {dims[0], dims[2]};
   // and a one-row matrix as [n] (GGUF's shared-expert gate)

@@ -32,6 +32,7 @@
 #include "exec/generator.hpp"
 #include "formats/checkpoint_writer.hpp"
 #include "formats/gguf.hpp"
+#include "formats/safetensors.hpp"
 #include "forward_util.hpp"
 #include "greedy_util.hpp"
 #include "kernels/jit.hpp"
@@ -161,7 +162,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "ministral3_vl", "qwen3_vl", "qwen3_vl_moe", "arcee", "hunyuan_dense",
                       "hunyuan_moe", "lfm2", "lfm2_moe", "mamba2", "granite4_h", "nemotron_h",
                       "falcon_h1", "mamba", "falcon_mamba", "jamba", "nemotron_h_moe", "gemma4",
-                      "gemma4_moe", "gemma4_e", "glm_moe_dsa_full", "deepseek_v32", "mistral4_vl"),
+                      "gemma4_moe", "gemma4_e", "glm_moe_dsa_full", "deepseek_v32", "mistral4_vl",
+                      "kimi_linear"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
@@ -638,4 +640,35 @@ TEST(KQuants, ModelsComputeTheirExpandedTwinAndTheReference) {
     std::remove(so.out.c_str());
     std::remove(twin.out.c_str());
   }
+}
+
+// Kimi-Linear as published names its dense layer's MLP mlp.* (the experts' layers
+// block_sparse_moe.*); transformers saves both under block_sparse_moe. Either checkpoint is the
+// same model.
+TEST(KimiLinear, DenseLayerUnderItsPublishedName) {
+  namespace fs = std::filesystem;
+  const fs::path src = test::fixture_path("models/kimi_linear");
+  const fs::path dir = fs::temp_directory_path() / fmt::format("troupe_kimi_mlp_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::copy(src, dir);
+  auto t = open_safetensors((src / "model.safetensors").string());
+  ASSERT_TRUE(t) << t.error().to_string();
+  safetensors_writer w;
+  int renamed = 0;
+  for (const std::string& name : (*t)->names()) {
+    const tensor_info* info = (*t)->find(name);
+    std::string to = name;
+    if (name.starts_with("model.layers.0.block_sparse_moe."))
+      to = "model.layers.0.mlp." + name.substr(32), ++renamed;
+    w.add_tensor(to, info->type, info->dims, [info](uint8_t* dst, size_t bytes) {
+      std::memcpy(dst, info->data, std::min<size_t>(bytes, info->nbytes));
+    });
+  }
+  EXPECT_EQ(renamed, 3); // gate, up, down
+  ASSERT_TRUE(w.write((dir / "model.safetensors").string()));
+  const json fx = test::load_json((src / "expected.json").string());
+  auto g = make(dir.string());
+  ASSERT_TRUE(g);
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  fs::remove_all(dir);
 }
