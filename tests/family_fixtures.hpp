@@ -119,6 +119,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "solar_open",
                                                             "mistral4",
                                                             "mistral4_vl",
-                                                            "mistral_large4"};
+                                                            "mistral_large4",
+                                                            "exaone_moe_swa4"};
 
 } // namespace troupe::test

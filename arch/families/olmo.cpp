@@ -8,7 +8,9 @@
 // (OlmoeForCausalLM) keeps Llama's pre-norms with OLMo 2's whole-projection q / k norms, and
 // every FFN a mixture of num_experts experts of intermediate_size (softmax, top-k, renormalised
 // only with norm_topk_prob); its clip_qkv would clamp after the q / k norms, which is not
-// implemented (published: none), so it refuses by name. GGUF: llama.cpp's olmoe.
+// implemented (published: none), so it refuses by name. GGUF: llama.cpp's olmoe. K-EXAONE
+// (ExaoneMoeForCausalLM): EXAONE 4's attention with pre-norms and DeepSeek's experts; GGUF
+// llama.cpp's exaone-moe.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -98,8 +100,41 @@ status read_exaone_moe_hf(hf_cfg& j, model_config& c) {
   return read_routed_experts_hf(j, c);
 }
 
+// llama.cpp's exaone-moe: the same from its keys (the windows by sliding_window_pattern, RoPE on
+// the sliding layers only; llama.cpp itself takes three sliding layers in four whatever the
+// pattern says), the router sigmoid unless expert_gating_func says otherwise (llama.cpp requires
+// the key; transformers' router is always sigmoid), its multi-token-prediction blocks after the
+// trunk dropped
+status read_exaone_moe_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  // (the pattern covers the trunk: the converter does not extend it over the MTP blocks)
+  if (g.i("nextn_predict_layers", 0) > 0) TROUPE_TRY(drop_gguf_nextn(g, c));
+  c.qk_norm = qk_norm_kind::head;
+  c.rope.layout = rope_layout::neox;
+  TROUPE_TRY(read_gguf_windows(g, c, 0, 4));
+  if (c.sliding_window > 0) {
+    c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
+  }
+  c.tie_embeddings = !g.has_tensor("output.weight");
+  (void)g.i("vocab_size", 0);
+  TROUPE_TRY(read_routed_experts_gguf(g, c));
+  if (const int64_t fs = g.i("expert_shared_feed_forward_length", c.F_shared); fs != c.F_shared)
+    return g.unsupported(fmt::format("expert_shared_feed_forward_length {} (the shared experts' "
+                                     "{})",
+                                     fs, c.F_shared));
+  return {};
+}
+
 status build_exaone_moe(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    routed_expert_names(m, n);
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(false, false, false);
   routed_expert_names(m, n);
   n.moe_router_bias = "model.layers.{}.mlp.e_score_correction_bias"; // beside the router
