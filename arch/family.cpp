@@ -214,6 +214,19 @@ const std::vector<family_entry>& families() {
            "max_position_embeddings": 1048576, "index_topk": 2048, "index_head_dim": 128,
            "index_n_heads": 32, "first_k_dense_replace": 1, "final_logit_softcapping": 30.0,
            "hidden_act": "silu"})"},
+      // Arcee AFMoE (Trinity): gated values, RoPE on the sliding layers only, sandwich norms,
+      // sigmoid experts with a correction bias and shared experts
+      {"afmoe",
+       {"AfmoeForCausalLM"},
+       {"afmoe"},
+       read_afmoe_hf,
+       read_afmoe_gguf,
+       build_afmoe,
+       nullptr,
+       R"({"num_dense_layers": 1, "num_experts": 64, "num_experts_per_tok": 6,
+           "num_shared_experts": 2, "route_scale": 1.0, "moe_intermediate_size": 1408,
+           "global_attn_every_n_layers": 4, "sliding_window": 1024, "head_dim": 128,
+           "rms_norm_eps": 1e-5, "hidden_act": "silu"})"},
       // DeepSeek-V4: hyper-connections, shared-KV attention over a window and compressed
       // entries (an indexer picking among them on the sparse layers), hash and sqrt-softplus
       // routing

@@ -219,15 +219,16 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
     // reading another's latent cache has no kv_a and no latent norm)
     const bool merged = !m.nope_layers.empty() && m.nope_layers[static_cast<size_t>(l)];
     const int64_t rope_l = merged ? 0 : m.qk_rope, nope_l = m.qk_nope + m.qk_rope - rope_l;
-    return m.kv_lora > 0 ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
-                               (own ? C * (m.kv_lora + rope_l) + m.kv_lora : 0) +
-                               m.kv_lora * H * (nope_l + m.v_head) + H * m.v_head * C + dsa +
-                               m.q_lora + // (the q latent's norm)
-                               (m.attn_pos_scale ? 2 * H : 0) + (m.attn_sinks ? H : 0) +
-                               (m.attn_value_gate ? H * m.v_head * C : 0) // HY-V4
-                         : C * H * D * (m.attn_output_gate ? 2 : 1) + kv * C * Hkv * D + H * D * C +
-                               (m.qkv_bias ? H * D + kv * Hkv * D : 0) + qk_norms +
-                               (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
+    return m.kv_lora > 0
+               ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
+                     (own ? C * (m.kv_lora + rope_l) + m.kv_lora : 0) +
+                     m.kv_lora * H * (nope_l + m.v_head) + H * m.v_head * C + dsa +
+                     m.q_lora + // (the q latent's norm)
+                     (m.attn_pos_scale ? 2 * H : 0) + (m.attn_sinks ? H : 0) +
+                     (m.attn_value_gate ? H * m.v_head * C : 0) // HY-V4
+               : C * H * D * (m.attn_output_gate || m.attn_value_gate ? 2 : 1) + kv * C * Hkv * D +
+                     H * D * C + (m.qkv_bias ? H * D + kv * Hkv * D : 0) + qk_norms +
+                     (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
   };
   // a gated DeltaNet layer: q, k, v, z, a, b projections, the convolution's taps, A and
   // dt_bias, the gated norm, out_proj

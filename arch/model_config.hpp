@@ -244,7 +244,7 @@ struct model_config {
   bool swiglu_clamp_experts_only = false; // the clamp on the routed experts only (HY-V4)
   // HY-V4's latent attention: a sigmoid gate on every value (a [H v_head, C] projection); its
   // indexer rotates the last qk_rope dims of its heads, its keys' LayerNorm at dsa_norm_eps
-  bool attn_value_gate = false, dsa_rope_last = false;
+  bool attn_value_gate = false, dsa_rope_last = false; // (AFMoE's attention gates its values too)
   // MiMo-V2-Flash: sinks on the windowed layers only; its values' scale (folded into v_proj at
   // load, which also widens the v_head values to the keys' head dim)
   bool sinks_windowed_only = false;

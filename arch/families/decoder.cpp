@@ -105,6 +105,8 @@ expected<decoder::proj> decoder::projections(int l) {
     vid wg = none; // a gate per head [H, C]: mul broadcasts each over its head's values
     if (!n_.attn_head_gate.empty())
       TROUPE_TRY_SET(wg, req(n_.attn_head_gate, l, {H, C}, cut::out, axis::heads, 1));
+    else if (c_.attn_value_gate) // or one per value [H D, C] (AFMoE's gate_proj)
+      TROUPE_TRY_SET(wg, req(n_.mla_gate, l, {H * D, C}, cut::out, axis::heads, D, tr));
     return proj{wq, wk, wv, bq, bk, bv, wg};
   }
   // rows of q, k and v in the fused tensor

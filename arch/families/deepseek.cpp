@@ -396,7 +396,8 @@ status read_routed_experts_gguf(const gguf_cfg& g, model_config& c) {
   c.F_shared = g.i("expert_shared_count", 0) * fe;
   // llama.cpp's default: softmax (sigmoid for glm-dsa, whose converter writes no key)
   const int64_t gating =
-      g.i("expert_gating_func", g.arch == "glm-dsa" || g.arch == "exaone-moe" ? 2 : 1);
+      g.i("expert_gating_func",
+          g.arch == "glm-dsa" || g.arch == "exaone-moe" || g.arch == "afmoe" ? 2 : 1);
   if (gating != 1 && gating != 2)
     return g.unsupported("expert_gating_func other than softmax / sigmoid");
   c.router_sigmoid = gating == 2;

@@ -151,6 +151,10 @@ status prepare_deepseek_hf(const model_config& c, tensor_index& t);
 status read_mistral_large4_hf(hf_cfg& j, model_config& c);
 status read_kimi_linear_gguf(const gguf_cfg& g, model_config& c);
 status read_exaone_moe_gguf(const gguf_cfg& g, model_config& c);
+/// Arcee AFMoE (afmoe.cpp).
+status read_afmoe_hf(hf_cfg& j, model_config& c);
+status read_afmoe_gguf(const gguf_cfg& g, model_config& c);
+status build_afmoe(const model_source& m, graph::graph& g);
 status build_mistral_large4(const model_source& m, graph::graph& g);
 /// Mistral 4: the language model's tensors under a Mistral 3 wrapper, then prepare_deepseek_hf.
 status prepare_mistral4_hf(const model_config& c, tensor_index& t);

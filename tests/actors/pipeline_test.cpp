@@ -287,7 +287,7 @@ INSTANTIATE_TEST_SUITE_P(
             "gguf:mamba2", "gguf:granite4_h", "gguf:nemotron_h", "gguf:falcon_h1", "gguf:mamba",
             "gguf:falcon_mamba", "gguf:jamba", "gguf:nemotron_h_moe", "gguf:gemma4",
             "gguf:gemma4_moe", "gguf:gemma4_e", "gguf:glm_moe_dsa_full", "gguf:deepseek_v32",
-            "gguf:mistral4_vl", "gguf:kimi_linear", "gguf:exaone_moe_swa4"),
+            "gguf:mistral4_vl", "gguf:kimi_linear", "gguf:exaone_moe_swa4", "gguf:afmoe"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
@@ -321,7 +321,7 @@ INSTANTIATE_TEST_SUITE_P(
             "nemotron_h_moe@ep", "gguf:nemotron_h_moe@ep", "gemma4_moe@ep", "gguf:gemma4_moe@ep",
             "gguf:glm_moe_dsa_full@ep", "gguf:deepseek_v32@ep", "deepseek_v4@ep", "glm5_next@ep",
             "hy_v4@ep", "mimo_v2_flash@ep", "solar_open@ep", "mistral4@ep", "mistral_large4@ep",
-            "gguf:kimi_linear@ep", "gguf:exaone_moe_swa4@ep"),
+            "gguf:kimi_linear@ep", "gguf:exaone_moe_swa4@ep", "afmoe@ep"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),

@@ -158,13 +158,13 @@ TEST(MemoryPlan, ConfigAloneSizesLikeItsCheckpoint) {
 // expert bias, gate per head and sandwich norms; Granite 4.0's shared MLP).
 TEST(MemoryPlan, LinearAttentionParameterCounts) {
   for (const char* name :
-       {"qwen3_5",          "qwen3_5_moe",    "qwen3_next",   "qwen3_next_moe", "lfm2",
-        "lfm2_moe",         "lfm3",           "lfm2_vl",      "granite4",       "mamba2",
-        "granite4_h",       "granite4_h_moe", "bamba",        "nemotron_h",     "falcon_h1",
-        "falcon_h1_norm",   "mamba",          "falcon_mamba", "jamba",          "nemotron_h_moe",
-        "gemma4",           "gemma4_moe",     "gemma4_e",     "deepseek_v32",   "glm_moe_dsa",
-        "glm_moe_dsa_full", "kimi_linear",    "deepseek_v4",  "glm5_next",      "hy_v4",
-        "mistral4",         "mistral4_vl",    "mistral_large4"}) {
+       {"qwen3_5",          "qwen3_5_moe",    "qwen3_next",     "qwen3_next_moe", "lfm2",
+        "lfm2_moe",         "lfm3",           "lfm2_vl",        "granite4",       "mamba2",
+        "granite4_h",       "granite4_h_moe", "bamba",          "nemotron_h",     "falcon_h1",
+        "falcon_h1_norm",   "mamba",          "falcon_mamba",   "jamba",          "nemotron_h_moe",
+        "gemma4",           "gemma4_moe",     "gemma4_e",       "deepseek_v32",   "glm_moe_dsa",
+        "glm_moe_dsa_full", "kimi_linear",    "deepseek_v4",    "glm5_next",      "hy_v4",
+        "mistral4",         "mistral4_vl",    "mistral_large4", "afmoe"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
