@@ -214,6 +214,17 @@ const std::vector<family_entry>& families() {
            "max_position_embeddings": 1048576, "index_topk": 2048, "index_head_dim": 128,
            "index_n_heads": 32, "first_k_dense_replace": 1, "final_logit_softcapping": 30.0,
            "hidden_act": "silu"})"},
+      // MiniCPM3: DeepSeek-V2's latent attention (RoPE on halves) under muP's scalings
+      {"minicpm3",
+       {"MiniCPM3ForCausalLM"},
+       {},
+       read_minicpm3_hf,
+       nullptr,
+       build_minicpm3,
+       nullptr,
+       R"({"kv_lora_rank": 256, "q_lora_rank": 768, "qk_nope_head_dim": 64,
+           "qk_rope_head_dim": 32, "scale_emb": 12, "scale_depth": 1.4, "dim_model_base": 256,
+           "rms_norm_eps": 1e-5, "hidden_act": "silu"})"},
       // Arcee AFMoE (Trinity): gated values, RoPE on the sliding layers only, sandwich norms,
       // sigmoid experts with a correction bias and shared experts
       {"afmoe",

@@ -121,6 +121,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "mistral4_vl",
                                                             "mistral_large4",
                                                             "exaone_moe_swa4",
-                                                            "afmoe"};
+                                                            "afmoe",
+                                                            "minicpm3"};
 
 } // namespace troupe::test
