@@ -472,10 +472,7 @@ status build_deepseek(const model_source& m, graph::graph& g) {
     decoder_names n = gguf_layout(m);
     const std::string b = "blk.{}.";
     n.wq.clear(), n.wk.clear(), n.wv.clear(), n.bq.clear(), n.bk.clear(), n.bv.clear();
-    n.mla_q = b + "attn_q.weight", n.mla_q_a = b + "attn_q_a.weight";
-    n.mla_q_a_norm = b + "attn_q_a_norm.weight", n.mla_q_b = b + "attn_q_b.weight";
-    n.mla_kv_a = b + "attn_kv_a_mqa.weight", n.mla_kv_a_norm = b + "attn_kv_a_norm.weight";
-    n.mla_k_b = b + "attn_k_b.weight", n.mla_v_b = b + "attn_v_b.weight";
+    gguf_mla_names(n);
     if (c.dsa_topk > 0) {
       n.dsa_wq = b + "indexer.attn_q_b.weight", n.dsa_wk = b + "indexer.attn_k.weight";
       n.dsa_k_norm = b + "indexer.k_norm.weight", n.dsa_k_norm_b = b + "indexer.k_norm.bias";
@@ -495,6 +492,14 @@ status build_deepseek(const model_source& m, graph::graph& g) {
   routed_expert_names(m, n);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
+}
+
+void gguf_mla_names(decoder_names& n) {
+  const std::string b = "blk.{}.";
+  n.mla_q = b + "attn_q.weight", n.mla_q_a = b + "attn_q_a.weight";
+  n.mla_q_a_norm = b + "attn_q_a_norm.weight", n.mla_q_b = b + "attn_q_b.weight";
+  n.mla_kv_a = b + "attn_kv_a_mqa.weight", n.mla_kv_a_norm = b + "attn_kv_a_norm.weight";
+  n.mla_k_b = b + "attn_k_b.weight", n.mla_v_b = b + "attn_v_b.weight";
 }
 
 decoder_names hf_mla_layout() {

@@ -170,6 +170,8 @@ void routed_expert_names(const model_source& m, decoder_names& n);
 /// The HF Llama layout with DeepSeek's latent attention (self_attn.q_proj or q_a / q_b, its norm,
 /// kv_a_proj_with_mqa and its norm, kv_b_proj) in place of q, k, v.
 decoder_names hf_mla_layout();
+/// llama.cpp's names of the latent attention's tensors (kv_b split into k_b and v_b).
+void gguf_mla_names(decoder_names& n);
 /// The same experts from llama.cpp's keys (deepseek2, glm4moe: expert_count /
 /// expert_feed_forward_length / expert_shared_count, the gating function, the exp_probs_b
 /// correction bias, groups, leading dense blocks) over the first c.n_layer blocks.

@@ -188,10 +188,7 @@ status build_kimi_linear(const model_source& m, graph::graph& g) {
     n.kda_g_a = b + "ssm_g_a.weight", n.kda_g_b = b + "ssm_g_b.weight";
     n.lin_dt_bias = b + "ssm_dt.bias", n.lin_A_log = b + "ssm_a", n.lin_b = b + "ssm_beta.weight";
     n.lin_norm = b + "ssm_norm.weight", n.lin_out = b + "attn_output.weight";
-    n.mla_q = b + "attn_q.weight", n.mla_q_a = b + "attn_q_a.weight";
-    n.mla_q_a_norm = b + "attn_q_a_norm.weight", n.mla_q_b = b + "attn_q_b.weight";
-    n.mla_kv_a = b + "attn_kv_a_mqa.weight", n.mla_kv_a_norm = b + "attn_kv_a_norm.weight";
-    n.mla_k_b = b + "attn_k_b.weight", n.mla_v_b = b + "attn_v_b.weight";
+    gguf_mla_names(n);
     routed_expert_names(m, n);
     if (c.tie_embeddings) n.lm_head.clear();
     return build_decoder(m, n, g);
