@@ -217,9 +217,9 @@ const std::vector<family_entry>& families() {
       // MiniCPM3: DeepSeek-V2's latent attention (RoPE on halves) under muP's scalings
       {"minicpm3",
        {"MiniCPM3ForCausalLM"},
-       {},
+       {"minicpm3"},
        read_minicpm3_hf,
-       nullptr,
+       read_minicpm3_gguf,
        build_minicpm3,
        nullptr,
        R"({"kv_lora_rank": 256, "q_lora_rank": 768, "qk_nope_head_dim": 64,

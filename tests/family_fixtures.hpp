@@ -122,6 +122,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "mistral_large4",
                                                             "exaone_moe_swa4",
                                                             "afmoe",
-                                                            "minicpm3"};
+                                                            "minicpm3",
+                                                            "minicpm3_4b"};
 
 } // namespace troupe::test

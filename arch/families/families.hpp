@@ -153,6 +153,7 @@ status read_kimi_linear_gguf(const gguf_cfg& g, model_config& c);
 status read_exaone_moe_gguf(const gguf_cfg& g, model_config& c);
 /// MiniCPM3 (minicpm.cpp).
 status read_minicpm3_hf(hf_cfg& j, model_config& c);
+status read_minicpm3_gguf(const gguf_cfg& g, model_config& c);
 status build_minicpm3(const model_source& m, graph::graph& g);
 /// Arcee AFMoE (afmoe.cpp).
 status read_afmoe_hf(hf_cfg& j, model_config& c);

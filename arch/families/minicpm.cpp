@@ -3,7 +3,7 @@
 // decoder's mla(), absorbed) with RoPE rotating halves rather than pairs, under muP's scalings:
 // the embeddings times scale_emb, each sublayer's output times scale_depth / sqrt(layers) before
 // the residual add, the final hidden state divided by hidden_size / dim_model_base before the
-// head (tied by default).
+// head (tied by default). GGUF: llama.cpp's minicpm3 (MiniCPM3-4B's scalings, which it assumes).
 #include <cmath>
 
 #include "arch/families/decoder.hpp"
@@ -36,7 +36,42 @@ status read_minicpm3_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// llama.cpp's minicpm3: the latent attention's keys (q / kv lora ranks, key_length = nope + rope,
+// the rope dimension count; kv_b whole), values of hidden_size / heads, and MiniCPM3-4B's
+// scalings, which its graph takes as constants (scale_emb 12, scale_depth 1.4, dim_model_base
+// 256) and its converter does not write
+status read_minicpm3_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
+  TROUPE_TRY_ASSIGN(kvl, g.req("attention.kv_lora_rank"));
+  TROUPE_TRY_ASSIGN(ql, g.req("attention.q_lora_rank"));
+  const int64_t kl = c.D, rope = c.rope.rot_dim;
+  if (ql <= 0 || kvl <= 0 || rope <= 0 || kl <= rope || c.C % c.H)
+    return g.unsupported(
+        fmt::format("q_lora_rank {}, kv_lora_rank {}, key_length {}, rope {}", ql, kvl, kl, rope));
+  c.q_lora = ql, c.kv_lora = kvl, c.qk_rope = rope, c.qk_nope = kl - rope;
+  c.v_head = g.i("attention.value_length", c.C / c.H);
+  c.Hkv = 1;
+  c.D = kvl + rope; // the cached row: latent and positional part
+  c.rope.layout = rope_layout::neox;
+  c.attn_scale = 1.0 / std::sqrt(static_cast<double>(kl));
+  c.embed_scale = 12.0;
+  c.residual_scale = 1.4 / std::sqrt(static_cast<double>(c.n_layer));
+  c.logit_scale = 256.0 / static_cast<double>(c.C);
+  c.tie_embeddings = !g.has_tensor("output.weight");
+  (void)g.i("vocab_size", 0);
+  return {};
+}
+
 status build_minicpm3(const model_source& m, graph::graph& g) {
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    n.wq.clear(), n.wk.clear(), n.wv.clear();
+    gguf_mla_names(n);
+    n.mla_k_b.clear(), n.mla_v_b.clear();
+    n.mla_kv_b = "blk.{}.attn_kv_b.weight"; // (whole, as in HF)
+    if (m.config.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_mla_layout();
   if (m.config.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
