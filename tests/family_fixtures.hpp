@@ -123,6 +123,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "exaone_moe_swa4",
                                                             "afmoe",
                                                             "minicpm3",
-                                                            "minicpm3_4b"};
+                                                            "minicpm3_4b",
+                                                            "starcoder2"};
 
 } // namespace troupe::test

@@ -151,6 +151,10 @@ status prepare_deepseek_hf(const model_config& c, tensor_index& t);
 status read_mistral_large4_hf(hf_cfg& j, model_config& c);
 status read_kimi_linear_gguf(const gguf_cfg& g, model_config& c);
 status read_exaone_moe_gguf(const gguf_cfg& g, model_config& c);
+/// StarCoder2 (starcoder2.cpp).
+status read_starcoder2_hf(hf_cfg& j, model_config& c);
+status read_starcoder2_gguf(const gguf_cfg& g, model_config& c);
+status build_starcoder2(const model_source& m, graph::graph& g);
 /// MiniCPM3 (minicpm.cpp).
 status read_minicpm3_hf(hf_cfg& j, model_config& c);
 status read_minicpm3_gguf(const gguf_cfg& g, model_config& c);

@@ -272,3 +272,19 @@ TEST(ModelConfig, MistralLarge4ReadsThePublishedForm) {
   bad["text_config"]["norm_topk_prob"] = false;
   EXPECT_FALSE(parse(bad));
 }
+
+// StarCoder2 as published: one window over every layer where it is shorter than the context
+// (starcoder2-3b: 4096 of 16384), none where it covers it.
+TEST(ModelConfig, Starcoder2WindowWhereShorterThanTheContext) {
+  json j = base("Starcoder2ForCausalLM");
+  j.update({{"sliding_window", 64}, {"max_position_embeddings", 256}});
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->sliding_window, 64);
+  EXPECT_FALSE(c->gated_ffn);
+  EXPECT_EQ(c->norm, norm_kind::layer);
+  j["sliding_window"] = 256;
+  c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->sliding_window, 0);
+}
