@@ -124,6 +124,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "afmoe",
                                                             "minicpm3",
                                                             "minicpm3_4b",
-                                                            "starcoder2"};
+                                                            "starcoder2",
+                                                            "nemotron"};
 
 } // namespace troupe::test

@@ -155,6 +155,10 @@ status read_exaone_moe_gguf(const gguf_cfg& g, model_config& c);
 status read_starcoder2_hf(hf_cfg& j, model_config& c);
 status read_starcoder2_gguf(const gguf_cfg& g, model_config& c);
 status build_starcoder2(const model_source& m, graph::graph& g);
+/// Nemotron-4 / Minitron (nemotron.cpp).
+status read_nemotron_hf(hf_cfg& j, model_config& c);
+status read_nemotron_gguf(const gguf_cfg& g, model_config& c);
+status build_nemotron(const model_source& m, graph::graph& g);
 /// MiniCPM3 (minicpm.cpp).
 status read_minicpm3_hf(hf_cfg& j, model_config& c);
 status read_minicpm3_gguf(const gguf_cfg& g, model_config& c);

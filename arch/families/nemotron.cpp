@@ -1,0 +1,53 @@
+// nemotron.cpp (arch/families): Nemotron-4 and Minitron (NemotronForCausalLM: Nemotron-4 15B /
+// 340B, Minitron 4B / 8B, Nemotron-Mini 4B): Llama's layout with "LayerNorm1P" norms (weight + 1,
+// and a bias), an ungated MLP with squared ReLU (up, down), RoPE on partial_rotary_factor of each
+// head (halves), optional attention and MLP biases. GGUF: llama.cpp's nemotron (its converter folds
+// the
+// + 1 into the norm weights and counts the rotated dims as partial_rotary_factor x hidden / heads).
+#include "arch/families/decoder.hpp"
+
+namespace troupe::arch {
+
+status read_nemotron_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "norm_eps", 1e-5));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  c.norm = norm_kind::layer;
+  c.norm_add = 1.0; // LayerNorm1P: x normalised times (1 + w), plus b
+  c.gated_ffn = false;
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  c.mlp_bias = j.b("mlp_bias", false);
+  TROUPE_TRY(read_activation(j.s("hidden_act", "relu2"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 0.5));
+  return {};
+}
+
+status read_nemotron_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_epsilon", 1e-5));
+  c.norm = norm_kind::layer; // (the + 1 is in the weights)
+  c.gated_ffn = false;
+  c.act_expr = "relu(x)^2"; // (llama.cpp's graph: squared ReLU, whatever the config said)
+  c.rope.layout = rope_layout::neox;
+  c.tie_embeddings = !g.has_tensor("output.weight");
+  (void)g.i("vocab_size", 0);
+  return {};
+}
+
+status build_nemotron(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n;
+  if (m.format == "hf") {
+    n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
+    const std::string l = "model.layers.{}.";
+    n.attn_norm_b = l + "input_layernorm.bias", n.ffn_norm_b = l + "post_attention_layernorm.bias";
+    n.out_norm_b = "model.norm.bias";
+  } else {
+    n = gguf_layout(m);
+    n.optional_biases = true;
+  }
+  n.w_gate.clear(), n.b_gate.clear();
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
