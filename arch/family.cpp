@@ -214,6 +214,18 @@ const std::vector<family_entry>& families() {
            "max_position_embeddings": 1048576, "index_topk": 2048, "index_head_dim": 128,
            "index_n_heads": 32, "first_k_dense_replace": 1, "final_logit_softcapping": 30.0,
            "hidden_act": "silu"})"},
+      // EXAONE 3.0 / 3.5: Llama under its remote code's names (as published, and as transformers
+      // saves it: LlamaForCausalLM of model_type exaone)
+      {"exaone",
+       {"ExaoneForCausalLM", "LlamaForCausalLM/exaone"},
+       {},
+       read_llama_hf,
+       nullptr,
+       build_llama,
+       nullptr,
+       R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0})",
+       R"({"num_layers": "num_hidden_layers", "layer_norm_epsilon": "rms_norm_eps",
+           "activation_function": "hidden_act"})"},
       {"starcoder2",
        {"Starcoder2ForCausalLM"},
        {"starcoder2"},

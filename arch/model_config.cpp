@@ -428,11 +428,13 @@ expected<model_config> config_from_hf_json(const std::string& config_text,
     entry = arch::find_family(spec->family);
   } else {
     // a wrapper around a text model of another family (Mistral3ForConditionalGeneration around
-    // Mistral 4's) is listed as "wrapper/model_type"; else the wrapper's own family
-    if (const auto tc = j.find("text_config"); tc != j.end() && tc->is_object() &&
-                                               tc->contains("model_type") &&
-                                               (*tc)["model_type"].is_string())
-      entry = arch::find_family_hf(name + "/" + (*tc)["model_type"].get<std::string>());
+    // Mistral 4's), or a class that runs another model type (transformers saves EXAONE 3 as
+    // LlamaForCausalLM of model_type exaone), is listed as "architecture/model_type"; else the
+    // architecture's own family
+    const arch::json* typed = &j;
+    if (const auto tc = j.find("text_config"); tc != j.end() && tc->is_object()) typed = &*tc;
+    if (typed->contains("model_type") && (*typed)["model_type"].is_string())
+      entry = arch::find_family_hf(name + "/" + (*typed)["model_type"].get<std::string>());
     if (!entry) entry = arch::find_family_hf(name);
   }
   if (!entry)
@@ -454,6 +456,17 @@ expected<model_config> config_from_hf_json(const std::string& config_text,
     // may say otherwise)
     if (j.contains("tie_word_embeddings")) text["tie_word_embeddings"] = j["tie_word_embeddings"];
     j = std::move(text);
+  }
+  if (entry->hf_aliases) { // the config class's attribute_map
+    const arch::json aliases = arch::json::parse(entry->hf_aliases, nullptr, false);
+    if (!aliases.is_object())
+      return make_error(errc::internal, "{}: family {}'s aliases are not a JSON object", where,
+                        entry->name);
+    for (auto& [from, to] : aliases.items())
+      if (j.contains(from) && to.is_string() && !j.contains(to.get<std::string>())) {
+        j[to.get<std::string>()] = j[from];
+        j.erase(from);
+      }
   }
   if (entry->hf_defaults) { // transformers' config class fills what the file leaves out
     const arch::json defaults = arch::json::parse(entry->hf_defaults, nullptr, false);

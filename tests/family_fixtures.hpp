@@ -125,6 +125,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "minicpm3",
                                                             "minicpm3_4b",
                                                             "starcoder2",
-                                                            "nemotron"};
+                                                            "nemotron",
+                                                            "exaone"};
 
 } // namespace troupe::test

@@ -25,6 +25,9 @@ struct family_entry {
   // optional: transformers' defaults (the config class's) for keys a published config.json
   // leaves out, as a JSON object; a key the config lacks takes its value from here
   const char* hf_defaults = nullptr;
+  // optional: the config class's attribute_map (a JSON object, older name -> name read): a key
+  // under its older name is read as the other where that one is absent
+  const char* hf_aliases = nullptr;
 };
 
 const std::vector<family_entry>& families();

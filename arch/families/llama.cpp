@@ -25,7 +25,7 @@ std::string dense_base(const std::string& family) {
   if (family == "qwen2_moe") return "qwen2";
   if (family == "qwen3_moe") return "qwen3";
   if (family == "smollm3" || family == "seed_oss" || family == "ernie4_5" ||
-      family == "ernie4_5_moe" || family == "arcee")
+      family == "ernie4_5_moe" || family == "arcee" || family == "exaone")
     return "llama";
   return family;
 }
@@ -159,7 +159,21 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
 status build_llama(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   decoder_names n;
-  if (m.format == "hf") {
+  if (m.format == "hf" && c.family == "exaone") { // EXAONE 3's own names, as published
+    const std::string l = "transformer.h.{}.", a = l + "attn.attention.";
+    n.tok_embd = "transformer.wte.weight", n.out_norm = "transformer.ln_f.weight";
+    n.lm_head = "lm_head.weight";
+    n.attn_norm = l + "ln_1.weight", n.ffn_norm = l + "ln_2.weight";
+    n.wq = a + "q_proj.weight", n.wk = a + "k_proj.weight", n.wv = a + "v_proj.weight";
+    n.wo = a + "out_proj.weight";
+    n.w_gate = l + "mlp.c_fc_0.weight", n.w_up = l + "mlp.c_fc_1.weight";
+    n.w_down = l + "mlp.c_proj.weight";
+    if (c.qkv_bias) n.bq = a + "q_proj.bias", n.bk = a + "k_proj.bias", n.bv = a + "v_proj.bias";
+    if (c.o_bias) n.bo = a + "out_proj.bias";
+    if (c.mlp_bias)
+      n.b_gate = l + "mlp.c_fc_0.bias", n.b_up = l + "mlp.c_fc_1.bias",
+      n.b_down = l + "mlp.c_proj.bias";
+  } else if (m.format == "hf") {
     n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
   } else {
     n = gguf_layout(m);

@@ -288,3 +288,27 @@ TEST(ModelConfig, Starcoder2WindowWhereShorterThanTheContext) {
   ASSERT_TRUE(c) << c.error().to_string();
   EXPECT_EQ(c->sliding_window, 0);
 }
+
+// EXAONE 3 as published (ExaoneForCausalLM, its remote code's key names) and as transformers
+// saves it (LlamaForCausalLM of model_type exaone, the keys' own names): the same model, read by
+// the exaone family (EXAONE's tensor names); a LlamaForCausalLM of another type stays Llama.
+TEST(ModelConfig, ExaoneUnderEitherName) {
+  json pub = base("ExaoneForCausalLM");
+  pub.erase("num_hidden_layers");
+  pub.update({{"num_layers", 3}, {"layer_norm_epsilon", 1e-6}, {"activation_function", "silu"}});
+  auto a = parse(pub);
+  ASSERT_TRUE(a) << a.error().to_string();
+  EXPECT_EQ(a->family, "exaone");
+  EXPECT_EQ(a->n_layer, 3);
+  EXPECT_DOUBLE_EQ(a->norm_eps, 1e-6);
+  EXPECT_TRUE(a->ignored_keys.empty());
+  json saved = base("LlamaForCausalLM");
+  saved["model_type"] = "exaone";
+  auto b = parse(saved);
+  ASSERT_TRUE(b) << b.error().to_string();
+  EXPECT_EQ(b->family, "exaone");
+  saved["model_type"] = "llama";
+  auto c = parse(saved);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "llama");
+}
