@@ -25,8 +25,13 @@ int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size,
   for (const auto& st : p.stages) {
     int64_t bytes = 0; // over the layers with a KV cache (linear attention keeps a state
                        // instead, an FFN block nothing), each its own geometry
-    for (int l = st.layer_begin; l < st.layer_end; ++l)
-      if (c.layer_has_kv(l)) bytes += row_bytes(kv, block_size * c.kv_values_per_token(st.tp, l));
+    for (int l = st.layer_begin; l < st.layer_end; ++l) {
+      // (a latent-attention layer reading another's cache may keep its own indexer's keys)
+      const bool latent_reader =
+          c.kv_lora > 0 && c.layer_has_mixer(l) && !c.layer_linear(l) && !c.layer_has_kv(l);
+      if (c.layer_has_kv(l) || latent_reader)
+        bytes += row_bytes(kv, block_size * c.kv_values_per_token(st.tp, l));
+    }
     worst = std::max(worst, bytes);
   }
   const int64_t min_blocks = (c.ctx + block_size - 1) / block_size + 2;

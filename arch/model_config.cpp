@@ -144,11 +144,13 @@ int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
     const bool indexer =
         dsa_topk > 0 && (layer < 0 || layer >= static_cast<int64_t>(dsa_source.size()) ||
                          dsa_source[static_cast<size_t>(layer)] == layer);
-    // (Mistral Large 4's layers without RoPE cache the latent alone)
+    // (Mistral Large 4's layers without RoPE cache the latent alone, and a layer reading an
+    // earlier layer's latent caches only its indexer's keys)
     const bool merged = layer >= 0 && layer < static_cast<int64_t>(nope_layers.size()) &&
                         nope_layers[static_cast<size_t>(layer)];
+    const bool latent = layer < 0 || layer_kv_source(layer) == layer;
     // (GLM-5.3's pooled indexer: each token's key and gate logits, and a pool's key per slot)
-    return kv_lora + (merged ? 0 : qk_rope) +
+    return (latent ? kv_lora + (merged ? 0 : qk_rope) : 0) +
            (indexer ? (dsa_pool > 0 ? 3 * dsa_dim : dsa_dim) : 0);
   }
   const int64_t kv = layer_kv_heads(layer);

@@ -262,6 +262,8 @@ TEST(ModelConfig, MistralLarge4ReadsThePublishedForm) {
   EXPECT_TRUE(c->norm_topk);
   EXPECT_EQ(c->moe_layers, (std::vector<uint8_t>{0, 1, 1, 1}));
   EXPECT_EQ(c->kv_values_per_token(1, 3), 32 + 16); // without RoPE: the latent and the index key
+  EXPECT_EQ(c->kv_values_per_token(1, 1), 16);      // layer 0's latent: its own index keys only
+  EXPECT_EQ(c->kv_values_per_token(1, 2), 32 + 8);  // its latent, layer 1's selection
   json bad = j;
   bad["text_config"]["kv_source_layers"] = {0, 1, 2, 2}; // a NoPE layer on a RoPE layer's cache
   EXPECT_FALSE(parse(bad));
