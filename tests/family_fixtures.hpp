@@ -126,6 +126,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "minicpm3_4b",
                                                             "starcoder2",
                                                             "nemotron",
-                                                            "exaone"};
+                                                            "exaone",
+                                                            "jais2"};
 
 } // namespace troupe::test

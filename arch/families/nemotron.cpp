@@ -4,21 +4,24 @@
 // head (halves), optional attention and MLP biases. GGUF: llama.cpp's nemotron (its converter folds
 // the
 // + 1 into the norm weights and counts the rotated dims as partial_rotary_factor x hidden / heads).
+// Jais 2 (Jais2ForCausalLM) is the same without the + 1 and with biases by default, RoPE on
+// whole heads (GGUF: llama.cpp's jais2).
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
 
 status read_nemotron_hf(hf_cfg& j, model_config& c) {
+  const bool jais2 = c.family == "jais2";
   c.names.output = "lm_head.weight";
-  TROUPE_TRY(read_hf_dims(j, c, "norm_eps", 1e-5));
+  TROUPE_TRY(read_hf_dims(j, c, jais2 ? "layer_norm_eps" : "norm_eps", 1e-5));
   c.tie_embeddings = j.b("tie_word_embeddings", false);
   c.norm = norm_kind::layer;
-  c.norm_add = 1.0; // LayerNorm1P: x normalised times (1 + w), plus b
+  if (!jais2) c.norm_add = 1.0; // LayerNorm1P: x normalised times (1 + w), plus b
   c.gated_ffn = false;
-  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
-  c.mlp_bias = j.b("mlp_bias", false);
+  if (j.b("attention_bias", jais2)) c.qkv_bias = c.o_bias = true;
+  c.mlp_bias = j.b("mlp_bias", jais2);
   TROUPE_TRY(read_activation(j.s("hidden_act", "relu2"), c, j.where()));
-  TROUPE_TRY(read_rope(j, c, 10000.0, 0.5));
+  TROUPE_TRY(read_rope(j, c, 10000.0, jais2 ? 1.0 : 0.5));
   return {};
 }
 

@@ -288,7 +288,7 @@ INSTANTIATE_TEST_SUITE_P(
             "gguf:falcon_mamba", "gguf:jamba", "gguf:nemotron_h_moe", "gguf:gemma4",
             "gguf:gemma4_moe", "gguf:gemma4_e", "gguf:glm_moe_dsa_full", "gguf:deepseek_v32",
             "gguf:mistral4_vl", "gguf:kimi_linear", "gguf:exaone_moe_swa4", "gguf:afmoe",
-            "gguf:minicpm3_4b", "gguf:starcoder2", "gguf:nemotron"),
+            "gguf:minicpm3_4b", "gguf:starcoder2", "gguf:nemotron", "gguf:jais2"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
