@@ -91,9 +91,7 @@ status build_afmoe(const model_source& m, graph::graph& g) {
   n.moe_router = f + "router.gate.weight", n.moe_router_bias = f + "expert_bias";
   n.moe_gate = f + "experts.{e}.gate_proj.weight", n.moe_up = f + "experts.{e}.up_proj.weight";
   n.moe_down = f + "experts.{e}.down_proj.weight";
-  n.shexp_gate = f + "shared_experts.gate_proj.weight";
-  n.shexp_up = f + "shared_experts.up_proj.weight";
-  n.shexp_down = f + "shared_experts.down_proj.weight";
+  hf_shared_expert_names(n, f);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

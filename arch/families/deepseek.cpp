@@ -494,6 +494,12 @@ status build_deepseek(const model_source& m, graph::graph& g) {
   return build_decoder(m, n, g);
 }
 
+void hf_shared_expert_names(decoder_names& n, const std::string& prefix) {
+  n.shexp_gate = prefix + "shared_experts.gate_proj.weight";
+  n.shexp_up = prefix + "shared_experts.up_proj.weight";
+  n.shexp_down = prefix + "shared_experts.down_proj.weight";
+}
+
 void gguf_mla_names(decoder_names& n) {
   const std::string b = "blk.{}.";
   n.mla_q = b + "attn_q.weight", n.mla_q_a = b + "attn_q_a.weight";
@@ -524,9 +530,7 @@ void routed_expert_names(const model_source& m, decoder_names& n) {
   n.moe_router = p + "gate.weight", n.moe_router_bias = p + "gate.e_score_correction_bias";
   n.moe_gate = p + "experts.{e}.gate_proj.weight", n.moe_up = p + "experts.{e}.up_proj.weight";
   n.moe_down = p + "experts.{e}.down_proj.weight";
-  n.shexp_gate = p + "shared_experts.gate_proj.weight";
-  n.shexp_up = p + "shared_experts.up_proj.weight";
-  n.shexp_down = p + "shared_experts.down_proj.weight";
+  hf_shared_expert_names(n, p);
   // experts packed per layer (Mistral 4 as published: gate_up_proj [E, 2F, C], each expert's
   // gate rows then its up rows, and down_proj [E, C, F])
   for (int64_t l = 0; l < m.config.n_layer; ++l)

@@ -182,6 +182,9 @@ void routed_expert_names(const model_source& m, decoder_names& n);
 /// The HF Llama layout with DeepSeek's latent attention (self_attn.q_proj or q_a / q_b, its norm,
 /// kv_a_proj_with_mqa and its norm, kv_b_proj) in place of q, k, v.
 decoder_names hf_mla_layout();
+/// HF's names of the shared experts under `prefix` (prefix + "shared_experts.gate_proj.weight"
+/// ...).
+void hf_shared_expert_names(decoder_names& n, const std::string& prefix);
 /// llama.cpp's names of the latent attention's tensors (kv_b split into k_b and v_b).
 void gguf_mla_names(decoder_names& n);
 /// The same experts from llama.cpp's keys (deepseek2, glm4moe: expert_count /

@@ -209,9 +209,7 @@ status build_kimi_linear(const model_source& m, graph::graph& g) {
   n.moe_router = f + "gate.weight", n.moe_router_bias = f + "gate.e_score_correction_bias";
   n.moe_gate = f + "experts.{e}.w1.weight", n.moe_up = f + "experts.{e}.w3.weight";
   n.moe_down = f + "experts.{e}.w2.weight";
-  n.shexp_gate = f + "shared_experts.gate_proj.weight";
-  n.shexp_up = f + "shared_experts.up_proj.weight";
-  n.shexp_down = f + "shared_experts.down_proj.weight";
+  hf_shared_expert_names(n, f);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }
