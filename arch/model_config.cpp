@@ -50,6 +50,12 @@ bool model_config::layer_rope(int64_t layer) const {
          !nope_layers[static_cast<size_t>(layer)];
 }
 
+int64_t model_config::layer_qk_rope(int64_t layer) const {
+  const bool merged = layer >= 0 && layer < static_cast<int64_t>(nope_layers.size()) &&
+                      nope_layers[static_cast<size_t>(layer)];
+  return merged ? 0 : qk_rope;
+}
+
 int64_t model_config::kv_horizon() const {
   if (sliding_window <= 0) return 0;
   for (int64_t l = 0; l < n_layer; ++l) // compressed entries sit in the sequence's first blocks
@@ -144,13 +150,10 @@ int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
     const bool indexer =
         dsa_topk > 0 && (layer < 0 || layer >= static_cast<int64_t>(dsa_source.size()) ||
                          dsa_source[static_cast<size_t>(layer)] == layer);
-    // (Mistral Large 4's layers without RoPE cache the latent alone, and a layer reading an
-    // earlier layer's latent caches only its indexer's keys)
-    const bool merged = layer >= 0 && layer < static_cast<int64_t>(nope_layers.size()) &&
-                        nope_layers[static_cast<size_t>(layer)];
+    // (a layer reading an earlier layer's latent caches only its indexer's keys)
     const bool latent = layer < 0 || layer_kv_source(layer) == layer;
     // (GLM-5.3's pooled indexer: each token's key and gate logits, and a pool's key per slot)
-    return (latent ? kv_lora + (merged ? 0 : qk_rope) : 0) +
+    return (latent ? kv_lora + layer_qk_rope(layer) : 0) +
            (indexer ? (dsa_pool > 0 ? 3 * dsa_dim : dsa_dim) : 0);
   }
   const int64_t kv = layer_kv_heads(layer);
@@ -219,8 +222,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                                 : 0;
     // (Mistral Large 4: a layer without RoPE has its positional dims in the nope part; one
     // reading another's latent cache has no kv_a and no latent norm)
-    const bool merged = !m.nope_layers.empty() && m.nope_layers[static_cast<size_t>(l)];
-    const int64_t rope_l = merged ? 0 : m.qk_rope, nope_l = m.qk_nope + m.qk_rope - rope_l;
+    const int64_t rope_l = m.layer_qk_rope(l), nope_l = m.qk_nope + m.qk_rope - rope_l;
     return m.kv_lora > 0
                ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
                      (own ? C * (m.kv_lora + rope_l) + m.kv_lora : 0) +

@@ -297,6 +297,9 @@ struct model_config {
   int64_t layer_chunk(int64_t layer) const;
   /// Whether the attention temperature applies on `layer`.
   bool layer_tempered(int64_t layer) const;
+  /// Latent attention: the positional dims of `layer`'s heads, qk_rope, or 0 on one of
+  /// nope_layers (Mistral Large 4's: those dims join the nope ones, kv_a makes the latent alone).
+  int64_t layer_qk_rope(int64_t layer) const;
   /// Whether `layer` rotates q and k (rope_enabled, and not one of nope_layers).
   bool layer_rope(int64_t layer) const;
   /// Values one token stores in the KV cache per layer: 2 Hkv D, or the latent's kv_lora +

@@ -29,9 +29,7 @@ status read_afmoe_hf(hf_cfg& j, model_config& c) {
   if (sw <= 0 || every <= 0)
     return j.bad(fmt::format("sliding_window {}, global_attn_every_n_layers {}", sw, every));
   TROUPE_TRY(read_layer_types(j, c, sw, [every](int64_t l) { return (l + 1) % every != 0; }));
-  c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
-  for (int64_t l = 0; l < c.n_layer; ++l)
-    c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
+  rope_on_windowed_only(c);
   if (j.b("mup_enabled", false)) c.embed_scale = std::sqrt(static_cast<double>(c.C));
   // the experts
   TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
@@ -65,12 +63,8 @@ status read_afmoe_gguf(const gguf_cfg& g, model_config& c) {
                          "layer in four)");
   TROUPE_TRY(read_gguf_windows(g, c, 0, 4));
   if (c.sliding_window <= 0) return g.unsupported("afmoe without attention.sliding_window");
-  c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
-  for (int64_t l = 0; l < c.n_layer; ++l)
-    c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
+  rope_on_windowed_only(c);
   c.embed_scale = std::sqrt(static_cast<double>(c.C));
-  c.tie_embeddings = !g.has_tensor("output.weight");
-  (void)g.i("vocab_size", 0);
   return read_routed_experts_gguf(g, c);
 }
 

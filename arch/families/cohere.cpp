@@ -48,9 +48,7 @@ status read_cohere_gguf(const gguf_cfg& g, model_config& c) {
   if (c.family == "cohere2") { // llama.cpp's cohere2: three sliding layers in four (no key)
     TROUPE_TRY(read_gguf_windows(g, c, 0, 4));
     if (c.sliding_window <= 0) return g.unsupported("cohere2 without attention.sliding_window");
-    c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
-    for (int64_t l = 0; l < c.n_layer; ++l)
-      c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0; // RoPE on sliding ones
+    rope_on_windowed_only(c);
   }
   return {};
 }

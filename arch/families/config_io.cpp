@@ -576,10 +576,14 @@ expected<bool> read_windows_rope_on_sliding(hf_cfg& j, model_config& c) {
     return false;
   }
   TROUPE_TRY(read_layer_types(j, c, sw, [pattern](int64_t l) { return (l + 1) % pattern != 0; }));
+  rope_on_windowed_only(c);
+  return true;
+}
+
+void rope_on_windowed_only(model_config& c) {
   c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
   for (int64_t l = 0; l < c.n_layer; ++l)
     c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
-  return true;
 }
 
 status read_activation(const std::string& act, model_config& c, const std::string& where) {

@@ -100,6 +100,9 @@ status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_
 /// have no positional encoding (Cohere 2, EXAONE 4). False when the config has no
 /// sliding_window (then nothing is set: every layer full, with RoPE).
 expected<bool> read_windows_rope_on_sliding(hf_cfg& j, model_config& c);
+/// RoPE on the windowed layers only: every full layer one of nope_layers (EXAONE 4 / MoE, Command
+/// R7B, AFMoE).
+void rope_on_windowed_only(model_config& c);
 status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
                         const std::function<bool(int64_t)>& fallback);
 /// A list of one of two kinds per layer under `key` (mlp_layer_types' "sparse" / "dense", Kimi's

@@ -272,18 +272,19 @@ attention_spec decoder::layer_spec(int l) const {
   return s;
 }
 
+vid decoder::layer_state(int64_t layer, const char* what) const {
+  const std::string name = fmt::format("blk.{}.{}", layer, what);
+  for (size_t i = 0; i < g_.values.size(); ++i)
+    if (g_.values[i].kind == value_kind::state && g_.values[i].name == name)
+      return static_cast<vid>(i);
+  return none;
+}
+
 expected<vid> decoder::shared_attention(int l, vid h, int64_t source) {
   builder b(g_, l);
   const int64_t C = c_.C, H = c_.H, D = c_.layer_head_dim(l);
-  auto cache = [&](const char* what) -> vid {
-    const std::string name = fmt::format("blk.{}.{}", source, what);
-    for (size_t i = 0; i < g_.values.size(); ++i)
-      if (g_.values[i].kind == value_kind::state && g_.values[i].name == name)
-        return static_cast<vid>(i);
-    return none;
-  };
   attention_spec s = layer_spec(l);
-  s.k_cache = cache("k_cache"), s.v_cache = cache("v_cache");
+  s.k_cache = layer_state(source, "k_cache"), s.v_cache = layer_state(source, "v_cache");
   if (s.k_cache == none || s.v_cache == none || c_.qk_norm != qk_norm_kind::head ||
       c_.clip_qkv > 0 || !n_.wqkv.empty())
     return make_error(errc::internal,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,9 @@ class decoder {
   // the model's rotation, with LeRoPE's learned factors where the family has them (Mistral
   // Large 4: exp of the checkpoint's alpha per frequency)
   expected<rope_spec> model_rope();
+  std::optional<rope_spec> model_rope_; // (built once: every layer's rotation is the same)
+  // a layer's cache state ("k_cache", "v_cache") of layer `layer`, or none
+  vid layer_state(int64_t layer, const char* what) const;
   // Mistral Large 4's softmax scaling: q [T, heads, D] times scale ln(p + 1) + bias per head
   expected<vid> pos_scaled(builder& b, int l, vid q, int64_t heads, const std::string& scale,
                            const std::string& bias, bool cut_heads, const char* what);

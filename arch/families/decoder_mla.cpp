@@ -11,6 +11,7 @@
 namespace troupe::arch::detail {
 
 expected<rope_spec> decoder::model_rope() {
+  if (model_rope_) return *model_rope_;
   rope_spec r = c_.rope;
   if (!c_.rope_learned || m_.shapes_only) return r; // (a config alone: exp(0), as initialised)
   const int64_t half = r.rot_dim / 2;
@@ -24,6 +25,7 @@ expected<rope_spec> decoder::model_rope() {
   to_f32(a->type, a->data, alpha.data(), half);
   r.learned.resize(alpha.size());
   for (size_t i = 0; i < alpha.size(); ++i) r.learned[i] = std::exp(static_cast<double>(alpha[i]));
+  model_rope_ = r;
   return r;
 }
 
@@ -40,9 +42,9 @@ expected<vid> decoder::mla(int l, vid h) {
   builder b(g_, l);
   // (Mistral Large 4's layers without RoPE: the positional dims join the nope ones, and kv_a
   // makes the latent alone)
-  const bool merged = !c_.nope_layers.empty() && c_.nope_layers[static_cast<size_t>(l)];
-  const int64_t C = c_.C, H = c_.H, nope = c_.qk_nope + (merged ? c_.qk_rope : 0),
-                rope = merged ? 0 : c_.qk_rope, kvl = c_.kv_lora, vh = c_.v_head, qk = nope + rope;
+  const int64_t C = c_.C, H = c_.H, rope = c_.layer_qk_rope(l),
+                nope = c_.qk_nope + c_.qk_rope - rope, kvl = c_.kv_lora, vh = c_.v_head,
+                qk = nope + rope;
   // a layer that attends over an earlier layer's latent cache has no kv_a of its own
   const int64_t source = c_.layer_kv_source(l);
   const bool own = source == l;
@@ -117,10 +119,7 @@ expected<vid> decoder::mla(int l, vid h) {
     cache = add_kv_state(g_, state_kind::k_cache, l, 1, kvl + rope);
     b.op_into(op::kv_store, {kf, g_.input(input_kind::slots)}, cache, "kv_store");
   } else { // the source layer's latent cache, of the same geometry
-    const std::string name = fmt::format("blk.{}.k_cache", source);
-    for (size_t i = 0; i < g_.values.size() && cache == none; ++i)
-      if (g_.values[i].kind == value_kind::state && g_.values[i].name == name)
-        cache = static_cast<vid>(i);
+    cache = layer_state(source, "k_cache");
     if (cache == none || g_[cache].dims != std::vector<int64_t>{1, kvl + rope})
       return make_error(errc::internal, "{}: layer {} reads the latent cache of layer {}, which {}",
                         m_.path, l, source, cache == none ? "has none" : "has another geometry");
@@ -211,8 +210,7 @@ expected<vid> decoder::dsa_indexer(int l, vid h, vid q_resid) {
     return b.op(op::dsa_select, {q, pools, g_.input(input_kind::seq_table), w}, "idx_select", sp);
   }
   k = b.view(k, {1, Di}, "idx_k_head");
-  const bool merged = !c_.nope_layers.empty() && c_.nope_layers[static_cast<size_t>(l)];
-  if (c_.qk_rope > 0 && !merged) { // (none on Mistral Large 4's layers without RoPE)
+  if (c_.layer_qk_rope(l) > 0) { // (none on Mistral Large 4's layers without RoPE)
     kernels::op_params rp;
     // the model's rotation over the first qk_rope dims, pairs as the indexer's
     TROUPE_TRY_SET(rp.rope, model_rope());

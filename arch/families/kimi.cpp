@@ -158,8 +158,6 @@ status read_kimi_linear_gguf(const gguf_cfg& g, model_config& c) {
   (void)g.f("rope.freq_base", 0.0);       // (no rotation anywhere)
   (void)g.i("attention.value_length", 0); // (the config's head_dim; llama.cpp reads the MLA's)
   c.attn_scale = 1.0 / std::sqrt(static_cast<double>(kmla));
-  c.tie_embeddings = !g.has_tensor("output.weight");
-  (void)g.i("vocab_size", 0);
   TROUPE_TRY(read_routed_experts_gguf(g, c));
   c.norm_topk = true; // (llama.cpp's graph renormalises whatever expert_weights_norm says)
   return {};

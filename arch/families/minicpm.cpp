@@ -57,8 +57,6 @@ status read_minicpm3_gguf(const gguf_cfg& g, model_config& c) {
   c.embed_scale = 12.0;
   c.residual_scale = 1.4 / std::sqrt(static_cast<double>(c.n_layer));
   c.logit_scale = 256.0 / static_cast<double>(c.C);
-  c.tie_embeddings = !g.has_tensor("output.weight");
-  (void)g.i("vocab_size", 0);
   return {};
 }
 

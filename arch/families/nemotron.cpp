@@ -31,8 +31,6 @@ status read_nemotron_gguf(const gguf_cfg& g, model_config& c) {
   c.gated_ffn = false;
   c.act_expr = "relu(x)^2"; // (llama.cpp's graph: squared ReLU, whatever the config said)
   c.rope.layout = rope_layout::neox;
-  c.tie_embeddings = !g.has_tensor("output.weight");
-  (void)g.i("vocab_size", 0);
   return {};
 }
 

@@ -112,13 +112,7 @@ status read_exaone_moe_gguf(const gguf_cfg& g, model_config& c) {
   c.qk_norm = qk_norm_kind::head;
   c.rope.layout = rope_layout::neox;
   TROUPE_TRY(read_gguf_windows(g, c, 0, 4));
-  if (c.sliding_window > 0) {
-    c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
-    for (int64_t l = 0; l < c.n_layer; ++l)
-      c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
-  }
-  c.tie_embeddings = !g.has_tensor("output.weight");
-  (void)g.i("vocab_size", 0);
+  if (c.sliding_window > 0) rope_on_windowed_only(c);
   TROUPE_TRY(read_routed_experts_gguf(g, c));
   if (const int64_t fs = g.i("expert_shared_feed_forward_length", c.F_shared); fs != c.F_shared)
     return g.unsupported(fmt::format("expert_shared_feed_forward_length {} (the shared experts' "
@@ -165,11 +159,7 @@ status read_olmo_gguf(const gguf_cfg& g, model_config& c) {
         c.rope_local.theta = swa;
       }
     }
-    if (c.family == "exaone4" && c.sliding_window > 0) { // RoPE on the sliding layers only
-      c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
-      for (int64_t l = 0; l < c.n_layer; ++l)
-        c.nope_layers[static_cast<size_t>(l)] = c.layer_window(l) == 0;
-    }
+    if (c.family == "exaone4" && c.sliding_window > 0) rope_on_windowed_only(c);
     return {};
   }
   c.norm = norm_kind::layer;

@@ -28,7 +28,6 @@ status read_starcoder2_gguf(const gguf_cfg& g, model_config& c) {
   c.act = act_kind::gelu_tanh;
   c.qkv_bias = c.o_bias = c.mlp_bias = true;
   c.rope.layout = rope_layout::neox;
-  c.tie_embeddings = !g.has_tensor("output.weight");
   return {};
 }
 
