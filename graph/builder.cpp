@@ -194,10 +194,12 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
     g_.add_node(std::move(n));
     return std::pair<vid, vid>{iv, wv};
   };
-  if (s.sigmoid || s.n_group > 1 || router_bias != none || s.sqrt_softplus ||
-      s.hash != none) { // one op: DeepSeek's routing
+  if (s.sigmoid || s.n_group > 1 || router_bias != none || s.sqrt_softplus || s.hash != none ||
+      s.sparsemixer) { // one op: DeepSeek's routing (or PhiMoE's)
     kernels::op_params p;
     p.router_sqrt_softplus = s.sqrt_softplus;
+    p.router_sparsemixer = s.sparsemixer;
+    p.router_jitter = s.jitter;
     p.scale = s.scale;
     p.router_sigmoid = s.sigmoid;
     p.router_norm = s.norm_topk;

@@ -133,7 +133,10 @@
 //                    (DeepSeek-V3's group-limited routing); with p.router_sqrt_softplus the
 //                    scores are sqrt(softplus(logits)); with src2 token ids i32 [T] and src3 a
 //                    table i32 [V, k] the choice is table[token] (DeepSeek-V4's hash routing;
-//                    the weights as above, from the chosen scores)
+//                    the weights as above, from the chosen scores); with
+//                    p.router_sparsemixer (PhiMoE, p.k = 2) choice j is the best logit m not
+//                    chosen yet, its weight the softmax at it over the logits l not chosen yet
+//                    with (m - l) / max(|l|, m) <= 2 p.router_jitter (times p.scale)
 //   pos_scale        src0 x f32 [T, H, D], src1 positions i32 [T], src2 scale f32 [H], src3
 //                    bias f32 [H] -> dst f32 [T, H, D] = x[t, h, :] (scale[h] ln(pos[t] + 1) +
 //                    bias[h]) (Mistral Large 4's softmax scaling of the queries, per head)
@@ -298,6 +301,8 @@ struct op_params {
   bool moe_gelu = false;  // moe: GeGLU experts, down(gelu_tanh(gate x) up x)
   bool moe_clamp = false; // moe with swiglu_limit: silu(min(g, L)) clamp(u, -L, L) (DeepSeek-V4)
   bool router_sqrt_softplus = false; // moe_router: scores sqrt(softplus(logits)) (DeepSeek-V4)
+  bool router_sparsemixer = false;   // moe_router: PhiMoE's sparsemixer (p.k = 2)
+  float router_jitter = 0;           // and its relative threshold (router_jitter_noise)
   // paged_attention with compressed entries (src6), dsa_select over them, kv_compress: the
   // tokens per entry (0: none)
   int64_t compress = 0;

@@ -51,6 +51,38 @@ void head_matmul(const op_args& a, const exec_ctx&) {
     }
 }
 
+// PhiMoE's sparsemixer at inference: two choices, each the best logit m not chosen yet, weighted
+// by the softmax at it over the logits l not chosen yet that are within a relative 2 jitter of
+// it, (m - l) / max(|l|, m) <= 2 jitter (transformers' mask; a NaN ratio keeps the logit)
+status sparsemixer(const op_args& a) {
+  const auto& lg = a.src[0];
+  const int64_t T = lg.rows(), E = lg.cols();
+  if (a.p.k != 2 || E < 2)
+    return make_error(errc::invalid_argument, "moe_router: sparsemixer chooses 2 of {} (k {})", E,
+                      a.p.k);
+  const double limit = 2.0 * static_cast<double>(a.p.router_jitter);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* l = lg.row<float>(t);
+    int64_t first = -1;
+    for (int64_t j = 0; j < 2; ++j) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < E; ++e)
+        if (e != first && (best < 0 || l[e] > l[best])) best = e;
+      const double m = l[best];
+      double sum = 0;
+      for (int64_t e = 0; e < E; ++e) {
+        if (e == first) continue;
+        const double x = l[e];
+        if (!((m - x) / std::max(std::abs(x), m) > limit)) sum += std::exp(x - m);
+      }
+      a.dst.row<int32_t>(t)[j] = static_cast<int32_t>(best);
+      a.dst2.row<float>(t)[j] = static_cast<float>(1.0 / sum * a.p.scale);
+      first = best;
+    }
+  }
+  return {};
+}
+
 status moe_router(const op_args& a, const exec_ctx&) {
   const auto& lg = a.src[0];
   const int64_t T = lg.rows(), E = lg.cols(), k = a.p.k;
@@ -64,6 +96,7 @@ status moe_router(const op_args& a, const exec_ctx&) {
   score.resize(static_cast<size_t>(E)), choice.resize(static_cast<size_t>(E));
   order.resize(static_cast<size_t>(E)), groups.resize(static_cast<size_t>(G));
   gscore.resize(static_cast<size_t>(G)), allowed.resize(static_cast<size_t>(G));
+  if (a.p.router_sparsemixer) return sparsemixer(a);
   for (int64_t t = 0; t < T; ++t) {
     const float* l = lg.row<float>(t);
     if (a.p.router_sqrt_softplus) { // DeepSeek-V4
