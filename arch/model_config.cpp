@@ -434,12 +434,16 @@ expected<model_config> config_from_hf_json(const std::string& config_text,
     // a wrapper around a text model of another family (Mistral3ForConditionalGeneration around
     // Mistral 4's), or a class that runs another model type (transformers saves EXAONE 3 as
     // LlamaForCausalLM of model_type exaone), is listed as "architecture/model_type"; else the
-    // architecture's own family
+    // architecture's own family; else, as transformers' auto classes pick by model type, a
+    // family listed as "*/model_type" (InternLM3's remote-code class, run as Llama)
     const arch::json* typed = &j;
     if (const auto tc = j.find("text_config"); tc != j.end() && tc->is_object()) typed = &*tc;
+    std::string type;
     if (typed->contains("model_type") && (*typed)["model_type"].is_string())
-      entry = arch::find_family_hf(name + "/" + (*typed)["model_type"].get<std::string>());
+      type = (*typed)["model_type"].get<std::string>();
+    if (!type.empty()) entry = arch::find_family_hf(name + "/" + type);
     if (!entry) entry = arch::find_family_hf(name);
+    if (!entry && !type.empty()) entry = arch::find_family_hf("*/" + type);
   }
   if (!entry)
     return make_error(errc::unsupported,

@@ -63,6 +63,7 @@ struct model_config {
   bool qkv_bias = false;
   bool o_bias = false;
   bool mlp_bias = false;
+  bool lm_head_bias = false; // (where the config says whether the head has one: PhiMoE)
   bool tie_embeddings = false;
   int64_t sliding_window = 0;    // keys a windowed layer's query sees (itself included); 0: none
   std::vector<uint8_t> windowed; // per layer: 1 when it attends over `sliding_window` only;
@@ -126,6 +127,13 @@ struct model_config {
   bool group_max = false;    // groups scored by their best expert (DeepSeek-V2), else best two
   double router_eps = 1e-20; // added to the chosen scores' sum when they are renormalised (the
                              // sigmoid routers'; LFM2-MoE's 1e-6)
+  // PhiMoE's sparsemixer (top 2): each choice, the best logit left, weighted by the softmax over
+  // the logits within router_jitter of it (relative), the first choice left out of the second's
+  bool router_sparsemixer = false;
+  double router_jitter = 0;
+  // PhiMoE's LongRoPE: cos and sin times short_mscale or long_mscale (as the factor set chosen),
+  // in place of the attention factor (0: not given)
+  double rope_short_mscale = 0, rope_long_mscale = 0;
   // GPT-OSS: biases on the router's logits and on every expert's gate, up and down products;
   // the clamped SwiGLU (swiglu_limit > 0: g = min(gate, limit), u = clamp(up, +-limit),
   // (u + 1) g sigmoid(swiglu_alpha g)); a learned sink logit per head in every attention

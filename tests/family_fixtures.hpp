@@ -127,6 +127,15 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "starcoder2",
                                                             "nemotron",
                                                             "exaone",
-                                                            "jais2"};
+                                                            "jais2",
+                                                            "dbrx",
+                                                            "phimoe",
+                                                            "phimoe_plain",
+                                                            "gpt_bigcode",
+                                                            "gpt_bigcode_mh",
+                                                            "internlm3",
+                                                            "internlm2",
+                                                            "sarvam_moe",
+                                                            "sarvam_mla"};
 
 } // namespace troupe::test

@@ -191,10 +191,16 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
                                               "mrope_section",
                                               "mrope_interleaved",
                                               "llama_4_scaling_beta",
-                                              "alpha"};
+                                              "alpha",
+                                              "short_mscale",
+                                              "long_mscale"};
   for (const auto& [k, v] : rs.items())
     if (!known.count(k) && !v.is_null())
       return make_error(errc::unsupported, "{}: rope key '{}' is not implemented", where, k);
+  for (const char* k : {"short_mscale", "long_mscale"}) // (PhiMoE's, with its longrope)
+    if (rs.contains(k) && !rs[k].is_null() && c.family != "phimoe")
+      return make_error(errc::unsupported, "{}: rope key '{}' is not implemented for {}", where, k,
+                        c.family);
   std::string type;
   for (const char* k : {"type", "rope_type"}) { // rope_type wins where both are given
     auto it = rs.find(k);
@@ -204,6 +210,8 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
     type = it->get<std::string>();
   }
   if (c.family == "phi3" && (type == "su" || type == "yarn")) type = "longrope"; // Phi3Config
+  // SarvamMLAConfig: its releases' "deepseek_yarn" is transformers' yarn (the same keys)
+  if (c.family == "sarvam_mla" && type == "deepseek_yarn") type = "yarn";
   // Ministral 3's attention temperature: every query at position p times 1 + beta ln(1 +
   // floor(p / original_max_position_embeddings)), both from this dict (Ministral3Attention,
   // Mistral4Attention)
@@ -313,6 +321,13 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
     };
     TROUPE_TRY(factors("short_factor", c.rope.short_factor));
     TROUPE_TRY(factors("long_factor", c.rope.long_factor));
+    // PhiMoE's: cos and sin times one of them (as the factor set chosen), its attention factor
+    TROUPE_TRY_ASSIGN(sm, num("short_mscale", 0.0));
+    TROUPE_TRY_ASSIGN(lm, num("long_mscale", 0.0));
+    if (c.family == "phimoe" && !(sm > 0 && lm > 0))
+      return make_error(errc::corrupt_file,
+                        "{}: PhiMoE's longrope needs short_mscale and long_mscale > 0", where);
+    c.rope_short_mscale = sm, c.rope_long_mscale = lm;
     TROUPE_TRY_ASSIGN(orig, num("original_max_position_embeddings", static_cast<double>(c.ctx)));
     TROUPE_TRY_ASSIGN(af, num("attention_factor", 0.0));
     c.rope.orig_ctx = orig;
@@ -425,6 +440,8 @@ status read_rope(hf_cfg& j, model_config& c, double theta_default, double partia
                                half, r.short_factor.size(), r.long_factor.size()));
     if (!(r.orig_ctx > 1)) return j.bad("longrope needs original_max_position_embeddings > 1");
     finish_longrope(r, c.ctx);
+    if (c.rope_short_mscale > 0)
+      r.attn_factor = r.use_long ? c.rope_long_mscale : c.rope_short_mscale;
   }
   return {};
 }

@@ -431,6 +431,8 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     return make_error(errc::unsupported, "{}: experts gated by the erf GELU", m_.path);
   s.router_in = router_in;
   s.sqrt_softplus = c_.router_sqrt_softplus;
+  s.sparsemixer = c_.router_sparsemixer;
+  s.jitter = static_cast<float>(c_.router_jitter);
   s.clamp = c_.swiglu_clamp;
   const bool hashed =
       l < static_cast<int>(c_.hash_layers.size()) && c_.hash_layers[static_cast<size_t>(l)];

@@ -29,7 +29,8 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
   j.mark("pretraining_tp");
   j.mark("num_nextn_predict_layers"); // multi-token prediction heads: not used to generate
   j.mark("qk_head_dim");              // derived: qk_nope_head_dim + qk_rope_head_dim
-  j.mark("num_key_value_heads");      // MLA: every head reads the one latent
+  if (c.family == "sarvam_mla") j.mark("q_head_dim"); // (Sarvam's releases: the same)
+  j.mark("num_key_value_heads");                      // MLA: every head reads the one latent
   TROUPE_TRY(read_mla_dims(j, c, {0, -1, -1, -1, -1}));
   const int64_t rope = c.qk_rope;
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
@@ -247,11 +248,12 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
   c.F_shared = shared * fe;
   // absent: the config class's default (DeepseekV3Config and ExaoneMoeConfig 2.5,
   // Glm4MoeLiteConfig 1.8, the others 1)
-  const double scale_default =
-      c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "glm_moe_dsa" || exaone
-          ? 2.5
-      : c.family == "glm4_moe_lite" ? 1.8
-                                    : 1.0;
+  const double scale_default = c.family == "deepseek_v3" || c.family == "deepseek_v32" ||
+                                       c.family == "glm_moe_dsa" || c.family == "sarvam_mla" ||
+                                       exaone
+                                   ? 2.5
+                               : c.family == "glm4_moe_lite" ? 1.8
+                                                             : 1.0;
   TROUPE_TRY_ASSIGN(scale, j.f("routed_scaling_factor", scale_default));
   c.expert_scale = scale;
   TROUPE_TRY_ASSIGN(ng, j.i("n_group", 1));

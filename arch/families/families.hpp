@@ -166,6 +166,15 @@ status build_nemotron(const model_source& m, graph::graph& g);
 status read_minicpm3_hf(hf_cfg& j, model_config& c);
 status read_minicpm3_gguf(const gguf_cfg& g, model_config& c);
 status build_minicpm3(const model_source& m, graph::graph& g);
+/// PhiMoE (phimoe.cpp).
+status read_phimoe_hf(hf_cfg& j, model_config& c);
+status read_phimoe_gguf(const gguf_cfg& g, model_config& c);
+status build_phimoe(const model_source& m, graph::graph& g);
+/// DBRX (dbrx.cpp).
+status read_dbrx_hf(hf_cfg& j, model_config& c);
+status read_dbrx_gguf(const gguf_cfg& g, model_config& c);
+status prepare_dbrx_hf(const model_config& c, tensor_index& t);
+status build_dbrx(const model_source& m, graph::graph& g);
 /// Arcee AFMoE (afmoe.cpp).
 status read_afmoe_hf(hf_cfg& j, model_config& c);
 status read_afmoe_gguf(const gguf_cfg& g, model_config& c);

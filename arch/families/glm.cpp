@@ -9,6 +9,10 @@
 // GLM-4 (Glm4ForCausalLM: GLM-4-0414, GLM-Z1): dense, with sandwich norms (input_layernorm and
 // post_self_attn_layernorm around attention, post_attention_layernorm and post_mlp_layernorm
 // around the MLP), one fused gate_up_proj, and RoPE on interleaved pairs of half of each head.
+// Sarvam-30B (SarvamMoEForCausalLM) and Param2 (Param2MoEForCausalLM): GLM-4.5's model, as
+// transformers runs both, under their own names (word_embeddings; one query_key_value [q; k; v];
+// attention.dense; query_ / key_layernorm per head; the router's correction bias gate.expert_bias)
+// and their config classes' defaults (RoPE over the whole head, q / k norms on).
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -107,6 +111,16 @@ status build_glm4_moe(const model_source& m, graph::graph& g) {
   }
   decoder_names n = hf_llama_layout(c.qkv_bias, false, false);
   routed_expert_names(m, n);
+  if (c.family == "sarvam_moe" || c.family == "param2moe") {
+    const std::string a = "model.layers.{}.attention.";
+    n.tok_embd = "model.word_embeddings.weight";
+    n.wq.clear(), n.wk.clear(), n.wv.clear(), n.bq.clear(), n.bk.clear(), n.bv.clear();
+    n.wqkv = a + "query_key_value.weight";
+    if (c.qkv_bias) n.bqkv = a + "query_key_value.bias";
+    n.wo = a + "dense.weight";
+    n.q_norm = a + "query_layernorm.weight", n.k_norm = a + "key_layernorm.weight";
+    n.moe_router_bias = "model.layers.{}.mlp.gate.expert_bias";
+  }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

@@ -2,6 +2,10 @@
 // token embeddings, pre-LayerNorm blocks with biases, a GELU MLP, and Conv1D weights stored
 // transposed ([in, out]); c_attn holds q, k and v as column blocks. Checkpoints name the
 // tensors with or without the "transformer." prefix (the original OpenAI conversion has none).
+// GPT-BigCode (GPTBigCodeForCausalLM: StarCoder, SantaCoder, WizardCoder ...) is GPT-2 with
+// nn.Linear weights ([out, in]) and multi-query attention (c_attn: the queries, then one key and
+// one value head), or without multi_query each head's q, k, v in turn; GGUF: llama.cpp's
+// starcoder (multi-query only, its FFN 4 n_embd).
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -30,7 +34,20 @@ status read_gpt2_hf(hf_cfg& j, model_config& c) {
   j.mark("n_ctx");                   // old configs: unused by the model
   if (j.b("add_cross_attention", false))
     return j.unsupported("'add_cross_attention' (an encoder-decoder GPT-2) is not supported");
-  TROUPE_TRY(read_activation(j.s("activation_function", "gelu_new"), c, j.where()));
+  const bool bigcode = c.family == "gpt_bigcode";
+  if (bigcode) {
+    // (softmax in f32, and whether its scale is applied there: the same math in f32)
+    for (const char* k : {"attention_softmax_in_fp32", "scale_attention_softmax_in_fp32"})
+      j.mark(k);
+    c.Hkv = j.b("multi_query", true) ? 1 : H;
+    if (j.has("num_key_value_heads")) { // (transformers 5 writes the multi_query's count)
+      TROUPE_TRY_ASSIGN(kv, j.i("num_key_value_heads", c.Hkv));
+      if (kv != c.Hkv)
+        return j.bad(fmt::format("num_key_value_heads {} against multi_query's {}", kv, c.Hkv));
+    }
+  }
+  TROUPE_TRY(read_activation(j.s("activation_function", bigcode ? "gelu_pytorch_tanh" : "gelu_new"),
+                             c, j.where()));
   return {};
 }
 
@@ -43,7 +60,7 @@ status read_gpt2_gguf(const gguf_cfg& g, model_config& c) {
   c.gated_ffn = false;
   c.rope_enabled = false;
   c.learned_positions = true;
-  c.act = act_kind::gelu_tanh; // gelu_new
+  c.act = act_kind::gelu_tanh; // gelu_new (GPT-BigCode: gelu_pytorch_tanh, the same)
   return {};
 }
 
@@ -62,13 +79,14 @@ status build_gpt2(const model_source& m, graph::graph& g) {
   n.attn_norm = h + "ln_1.weight", n.attn_norm_b = h + "ln_1.bias";
   n.ffn_norm = h + "ln_2.weight", n.ffn_norm_b = h + "ln_2.bias";
   n.wqkv = h + "attn.c_attn.weight", n.bqkv = h + "attn.c_attn.bias";
-  n.layout = qkv_layout::blocks;
+  // GPT-BigCode: [Hkv, G + 2, D], one group of every query (multi-query) or G = 1 (per head)
+  n.layout = c.family == "gpt_bigcode" ? qkv_layout::grouped : qkv_layout::blocks;
   n.wo = h + "attn.c_proj.weight", n.bo = h + "attn.c_proj.bias";
   n.w_up = h + "mlp.c_fc.weight", n.b_up = h + "mlp.c_fc.bias";
   n.w_down = h + "mlp.c_proj.weight", n.b_down = h + "mlp.c_proj.bias";
   n.out_norm = p + "ln_f.weight", n.out_norm_b = p + "ln_f.bias";
   n.lm_head = c.tie_embeddings ? "" : "lm_head.weight";
-  n.transposed = true;
+  n.transposed = c.family == "gpt2"; // (Conv1D's [in, out]; GPT-BigCode's are nn.Linear)
   return build_decoder(m, n, g);
 }
 

@@ -6,7 +6,9 @@
 // from GGUF every fourth, as llama.cpp assumes),
 // Seed-OSS (Llama whose o projection's bias is apart from q / k / v's), ERNIE 4.5 (Llama with
 // RoPE on interleaved pairs and, with use_bias, a bias on every projection), Arcee AFM (Llama
-// whose MLP is not gated: down(act(up(x))), ReLU² as published).
+// whose MLP is not gated: down(act(up(x))), ReLU² as published), InternLM2 / 2.5 (Llama under its
+// own names, q, k and v packed per KV group into wqkv: [Hkv, q per kv + 2, D] rows), InternLM3
+// and IQuestCoder (configs transformers runs as Llama).
 // Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU (or another
 // activation, gated or not); tied or separate lm_head.
 #include "arch/families/decoder.hpp"
@@ -25,7 +27,8 @@ std::string dense_base(const std::string& family) {
   if (family == "qwen2_moe") return "qwen2";
   if (family == "qwen3_moe") return "qwen3";
   if (family == "smollm3" || family == "seed_oss" || family == "ernie4_5" ||
-      family == "ernie4_5_moe" || family == "arcee" || family == "exaone")
+      family == "ernie4_5_moe" || family == "arcee" || family == "exaone" ||
+      family == "internlm2" || family == "internlm3" || family == "iquestcoder")
     return "llama";
   return family;
 }
@@ -33,7 +36,7 @@ std::string dense_base(const std::string& family) {
 } // namespace
 
 status read_llama_hf(hf_cfg& j, model_config& c) {
-  c.names.output = "lm_head.weight";
+  c.names.output = c.family == "internlm2" ? "output.weight" : "lm_head.weight";
   const std::string base = dense_base(c.family);
   const bool qwen = base == "qwen2" || base == "qwen3";
   c.qkv_bias = base == "qwen2" && (c.family != "qwen2_moe" || j.b("qkv_bias", true));
@@ -53,6 +56,17 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
     }
   }
   if (base == "llama") c.mlp_bias = j.b("mlp_bias", false);
+  // InternLM3 (qkv_bias / bias read as attention_bias / mlp_bias): transformers runs it as Llama,
+  // whose attention_bias covers o_proj too, so only equal settings are InternLM3's model
+  if (c.family == "internlm3" && c.qkv_bias != c.mlp_bias)
+    return j.unsupported("qkv_bias and bias differ (transformers' Llama implementation biases q, "
+                         "k, v and o alike)");
+  // IQuestCoder: its config class refuses these (Llama's model would drop them)
+  if (c.family == "iquestcoder") {
+    if (j.has("clip_qkv")) return j.unsupported("'clip_qkv' (IQuestCoder's config refuses it)");
+    if (j.b("use_sliding_window", false))
+      return j.unsupported("'use_sliding_window' (IQuestCoder's config refuses it)");
+  }
   if (c.family == "arcee") c.gated_ffn = false; // ArceeMLP (Nemotron's): up, act, down
   // ERNIE 4.5: use_bias puts a bias on every projection, attention's and the MLP's
   const bool ernie = c.family == "ernie4_5" || c.family == "ernie4_5_moe";
@@ -173,6 +187,15 @@ status build_llama(const model_source& m, graph::graph& g) {
     if (c.mlp_bias)
       n.b_gate = l + "mlp.c_fc_0.bias", n.b_up = l + "mlp.c_fc_1.bias",
       n.b_down = l + "mlp.c_proj.bias";
+  } else if (m.format == "hf" && c.family == "internlm2") { // InternLM2's own names
+    const std::string l = "model.layers.{}.", a = l + "attention.", f = l + "feed_forward.";
+    n.tok_embd = "model.tok_embeddings.weight", n.out_norm = "model.norm.weight";
+    n.lm_head = "output.weight";
+    n.attn_norm = l + "attention_norm.weight", n.ffn_norm = l + "ffn_norm.weight";
+    n.wqkv = a + "wqkv.weight", n.wo = a + "wo.weight";
+    n.layout = qkv_layout::grouped; // each KV group's queries, then its key and value head
+    if (c.qkv_bias) n.bqkv = a + "wqkv.bias", n.bo = a + "wo.bias";
+    n.w_gate = f + "w1.weight", n.w_up = f + "w3.weight", n.w_down = f + "w2.weight";
   } else if (m.format == "hf") {
     n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
   } else {

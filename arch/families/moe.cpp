@@ -180,7 +180,7 @@ status prepare_qwen3_moe_hf(const model_config& c, tensor_index& t) {
 
 void expert_names(const model_source& m, decoder_names& n) {
   if (m.format == "hf") {
-    if (m.config.family == "mixtral") {
+    if (m.config.family == "mixtral" || m.config.family == "phimoe") { // (Mixtral's names)
       const std::string p = "model.layers.{}.block_sparse_moe.";
       n.moe_router = p + "gate.weight";
       n.moe_gate = p + "experts.{e}.w1.weight";

@@ -121,8 +121,11 @@ expected<graph::vid> weights::stacked(const std::vector<std::string>& parts,
                         t->file->path(), name, t->raw_type);
     const bool merged = parts.size() == 1;
     const bool ok =
-        merged ? t->dims.rank == 3 && t->dims.dims[0] == groups && t->dims.dims[1] == each[0] &&
-                     t->dims.dims[2] == each[1]
+        merged ? (t->dims.rank == 3 && t->dims.dims[0] == groups && t->dims.dims[1] == each[0] &&
+                  t->dims.dims[2] == each[1]) ||
+                     // (or the same rows as one matrix [groups * rows, K]: DBRX's experts)
+                     (t->dims.rank == 2 && t->dims.dims[0] == groups * each[0] &&
+                      t->dims.dims[1] == each[1])
                : t->dims.rank == 2 && t->dims.dims[0] == each[0] && t->dims.dims[1] == each[1];
     if (!ok)
       return make_error(errc::shape_mismatch,

@@ -288,7 +288,8 @@ INSTANTIATE_TEST_SUITE_P(
             "gguf:falcon_mamba", "gguf:jamba", "gguf:nemotron_h_moe", "gguf:gemma4",
             "gguf:gemma4_moe", "gguf:gemma4_e", "gguf:glm_moe_dsa_full", "gguf:deepseek_v32",
             "gguf:mistral4_vl", "gguf:kimi_linear", "gguf:exaone_moe_swa4", "gguf:afmoe",
-            "gguf:minicpm3_4b", "gguf:starcoder2", "gguf:nemotron", "gguf:jais2"),
+            "gguf:minicpm3_4b", "gguf:starcoder2", "gguf:nemotron", "gguf:jais2", "gguf:dbrx",
+            "gguf:phimoe_plain", "gguf:gpt_bigcode", "gguf:internlm3", "gguf:internlm2"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +
@@ -322,7 +323,8 @@ INSTANTIATE_TEST_SUITE_P(
             "nemotron_h_moe@ep", "gguf:nemotron_h_moe@ep", "gemma4_moe@ep", "gguf:gemma4_moe@ep",
             "gguf:glm_moe_dsa_full@ep", "gguf:deepseek_v32@ep", "deepseek_v4@ep", "glm5_next@ep",
             "hy_v4@ep", "mimo_v2_flash@ep", "solar_open@ep", "mistral4@ep", "mistral_large4@ep",
-            "gguf:kimi_linear@ep", "gguf:exaone_moe_swa4@ep", "afmoe@ep"),
+            "gguf:kimi_linear@ep", "gguf:exaone_moe_swa4@ep", "afmoe@ep", "dbrx@ep", "gguf:dbrx@ep",
+            "phimoe@ep", "gguf:phimoe_plain@ep", "sarvam_moe@ep", "sarvam_mla@ep"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),

@@ -1,10 +1,12 @@
 // model_config_release_test.cpp: config.json as the 2025-26 models' releases write it (their
-// remote code's or their own key names: Kimi-Linear, DeepSeek-V4, MiMo-V2-Flash) read as
-// transformers reads it, and what would say more than transformers computes refused by name.
+// remote code's or their own key names: Kimi-Linear, DeepSeek-V4, MiMo-V2-Flash; DBRX's nested
+// keys) read as transformers reads it, and what would say more than transformers computes refused
+// by name.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "../test_paths.hpp"
 #include "arch/model_config.hpp"
 #include "config_json.hpp"
 
@@ -313,4 +315,187 @@ TEST(ModelConfig, ExaoneUnderEitherName) {
   auto c = parse(saved);
   ASSERT_TRUE(c) << c.error().to_string();
   EXPECT_EQ(c->family, "llama");
+}
+
+// DBRX as published (dbrx-instruct's config.json: its keys under d_model / n_heads ..., the
+// attention's and FFN's nested in attn_config / ffn_config, RoPE's base there too, as DBRX's code
+// reads it). What the family does not compute is refused by name, and a RoPE base that
+// transformers 5's rope_parameters would contradict is refused rather than guessed.
+TEST(ModelConfig, DbrxReadsThePublishedForm) {
+  auto c = config_from_hf_dir(test::fixture_path("configs/dbrx-instruct"));
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "dbrx");
+  EXPECT_EQ(c->C, 6144);
+  EXPECT_EQ(c->n_layer, 40);
+  EXPECT_EQ(c->H, 48);
+  EXPECT_EQ(c->Hkv, 8);
+  EXPECT_EQ(c->ctx, 32768);
+  EXPECT_DOUBLE_EQ(c->rope.theta, 500000.0);
+  EXPECT_DOUBLE_EQ(c->clip_qkv, 8.0);
+  EXPECT_EQ(c->n_expert, 16);
+  EXPECT_EQ(c->n_expert_used, 4);
+  EXPECT_EQ(c->F_expert, 10752);
+  EXPECT_TRUE(c->norm_topk); // moe_normalize_expert_weights: the class's 1
+  EXPECT_EQ(c->norm, norm_kind::layer);
+  EXPECT_TRUE(c->ignored_keys.empty());
+
+  const json pub = test::load_json(test::fixture_path("configs/dbrx-instruct/config.json"));
+  json j = pub;
+  j["ffn_config"]["moe_normalize_expert_weights"] = nullptr; // the chosen weights as they are
+  auto d = parse(j);
+  ASSERT_TRUE(d) << d.error().to_string();
+  EXPECT_FALSE(d->norm_topk);
+  auto refused = [&](const json& k, const std::string& what) {
+    auto r = parse(k);
+    ASSERT_FALSE(r) << what;
+    EXPECT_NE(r.error().to_string().find(what), std::string::npos) << r.error().to_string();
+  };
+  j = pub, j["ffn_config"]["moe_normalize_expert_weights"] = 2.0;
+  refused(j, "moe_normalize_expert_weights");
+  j = pub, j["attn_config"]["qk_ln"] = true; // (a key of DBRX's training code)
+  refused(j, "attn_config.qk_ln");
+  j = pub, j["ffn_config"]["ffn_act_fn"] = {{"name", "gelu"}, {"approximate", "none"}};
+  refused(j, "ffn_act_fn");
+  j = pub, j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  refused(j, "rope_theta");
+  j["rope_parameters"]["rope_theta"] = 500000.0; // transformers 5's form, agreeing
+  EXPECT_TRUE(parse(j));
+}
+
+// PhiMoE under its published architecture name (PhiMoEForCausalLM; transformers saves Phimoe...),
+// the legacy rope_scaling of Phi-3.5-MoE: LongRoPE whose cos and sin are scaled by long_mscale
+// for a context past the original one (short_mscale within it), in place of the attention
+// factor. Those keys refuse any other family, and the sparsemixer's two choices any other k.
+TEST(ModelConfig, PhimoeReadsThePublishedForm) {
+  json j = base("PhiMoEForCausalLM");
+  std::vector<double> f(8, 1.0);
+  j.update({{"num_local_experts", 16},
+            {"num_experts_per_tok", 2},
+            {"attention_bias", true},
+            {"lm_head_bias", true},
+            {"max_position_embeddings", 131072},
+            {"original_max_position_embeddings", 4096},
+            {"sliding_window", 131072},
+            {"rope_theta", 10000.0},
+            {"rope_scaling",
+             {{"type", "longrope"},
+              {"short_factor", f},
+              {"long_factor", f},
+              {"short_mscale", 1.1},
+              {"long_mscale", 1.243163121016122},
+              {"original_max_position_embeddings", 4096}}}});
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "phimoe");
+  EXPECT_TRUE(c->router_sparsemixer);
+  EXPECT_DOUBLE_EQ(c->router_jitter, 0.01); // the class's default
+  EXPECT_TRUE(c->lm_head_bias);
+  EXPECT_EQ(c->sliding_window, 0); // as long as the context: none
+  EXPECT_TRUE(c->rope.use_long);
+  EXPECT_DOUBLE_EQ(c->rope.attn_factor, 1.243163121016122);
+  json short_ctx = j;
+  short_ctx["max_position_embeddings"] = 4096;
+  c = parse(short_ctx);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_FALSE(c->rope.use_long);
+  EXPECT_DOUBLE_EQ(c->rope.attn_factor, 1.1);
+  json k = j;
+  k["rope_scaling"].erase("short_mscale");
+  EXPECT_FALSE(parse(k)); // transformers reads both
+  k = j, k["num_experts_per_tok"] = 4;
+  EXPECT_FALSE(parse(k));
+  k = j, k["architectures"] = {"Phi3ForCausalLM"};
+  auto r = parse(k);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().to_string().find("short_mscale"), std::string::npos) << r.error().to_string();
+}
+
+// Configs that transformers runs as Llama, picked by their model type whatever remote-code class
+// the checkpoint names (InternLM3ForCausalLM as published, LlamaForCausalLM as transformers saves
+// it, or any other): InternLM3 (qkv_bias / bias read as attention_bias / mlp_bias, refused where
+// they differ, as its config class does) and IQuestCoder (clip_qkv and windows refused).
+TEST(ModelConfig, LlamaRunModelTypes) {
+  json j = base("InternLM3ForCausalLM");
+  j.update({{"model_type", "internlm3"}, {"qkv_bias", true}, {"bias", true}});
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "internlm3");
+  EXPECT_TRUE(c->qkv_bias && c->o_bias && c->mlp_bias);
+  EXPECT_TRUE(c->ignored_keys.empty());
+  j["bias"] = false;
+  EXPECT_FALSE(parse(j));
+  json k = base("IQuestCoderForCausalLM");
+  k["model_type"] = "iquestcoder";
+  c = parse(k);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "iquestcoder");
+  EXPECT_DOUBLE_EQ(c->norm_eps, 1e-5); // the class's default (Llama's is 1e-6)
+  k["clip_qkv"] = 8.0;
+  EXPECT_FALSE(parse(k));
+  json u = base("SomeRemoteForCausalLM");
+  u["model_type"] = "llama"; // (no family runs any class of model_type llama)
+  EXPECT_FALSE(parse(u));
+}
+
+// InternLM2 as published: its config class's bias (true by default) is the attention's (wqkv and
+// wo), read as attention_bias.
+TEST(ModelConfig, InternLM2Bias) {
+  json j = base("InternLM2ForCausalLM");
+  j["model_type"] = "internlm2";
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "internlm2");
+  EXPECT_TRUE(c->qkv_bias && c->o_bias);
+  EXPECT_FALSE(c->mlp_bias);
+  j["bias"] = false;
+  c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_FALSE(c->qkv_bias || c->o_bias);
+}
+
+// GPT-BigCode: multi_query (the default) gives one KV head, else one per head; transformers 5's
+// num_key_value_heads must agree.
+TEST(ModelConfig, GptBigcodeMultiQuery) {
+  json j = {{"architectures", {"GPTBigCodeForCausalLM"}},
+            {"n_embd", 64},
+            {"n_layer", 2},
+            {"n_head", 4},
+            {"n_positions", 256},
+            {"vocab_size", 512}};
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "gpt_bigcode");
+  EXPECT_EQ(c->Hkv, 1);
+  EXPECT_EQ(c->act, act_kind::gelu_tanh);
+  j["multi_query"] = false;
+  c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->Hkv, 4);
+  j["num_key_value_heads"] = 1;
+  EXPECT_FALSE(parse(j));
+}
+
+// Param2 as published (Param2MoEForCausalLM): Sarvam's names and keys for GLM-4.5's model, its
+// config class's defaults (tied embeddings, RoPE over the whole head, q / k norms).
+TEST(ModelConfig, Param2ReadsThePublishedForm) {
+  json j = base("Param2MoEForCausalLM");
+  j.update({{"model_type", "param2moe"},
+            {"moe_intermediate_size", 32},
+            {"num_experts", 8},
+            {"num_shared_experts", 2},
+            {"num_experts_per_tok", 2},
+            {"first_k_dense_replace", 1},
+            {"use_qkv_bias", true}});
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->family, "param2moe");
+  EXPECT_EQ(c->n_expert, 8);
+  EXPECT_EQ(c->F_shared, 64);
+  EXPECT_TRUE(c->qkv_bias);
+  EXPECT_TRUE(c->tie_embeddings);
+  EXPECT_EQ(c->D, 64);            // the class's head_dim, whatever hidden / heads is
+  EXPECT_EQ(c->rope.rot_dim, 64); // the whole head
+  EXPECT_DOUBLE_EQ(c->rope.theta, 500000.0);
+  EXPECT_EQ(c->qk_norm, qk_norm_kind::head);
+  EXPECT_DOUBLE_EQ(c->expert_scale, 2.5);
 }

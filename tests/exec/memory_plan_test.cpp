@@ -151,7 +151,7 @@ TEST(MemoryPlan, ConfigAloneSizesLikeItsCheckpoint) {
 // The parameters of published configs, counted from the graph their family builds, are the
 // counts their publishers give: Llama 3.1 8B 8,030,261,248 and 405B 405,853,388,800; Mixtral
 // 8x7B 46,702,792,704; DeepSeek-V3 671 B (without its multi-token-prediction layer, which
-// inference does not run).
+// inference does not run); DBRX 132 B.
 // The config's own count (what the loader prints, what FLOP estimates use) against the
 // weights the graph reads, for the hybrid linear-attention families (gated attention's doubled
 // q_proj, DeltaNet's projections, taps, A, dt_bias, gated norm, experts; LFM's short convolutions,
@@ -186,6 +186,7 @@ TEST(MemoryPlan, PublishedParameterCounts) {
   EXPECT_EQ(count("llama-3.1-405b"), 405'853'388'800);
   EXPECT_EQ(count("mixtral-8x7b"), 46'702'792'704);
   EXPECT_NEAR(static_cast<double>(count("deepseek-v3")), 671e9, 0.005 * 671e9);
+  EXPECT_NEAR(static_cast<double>(count("dbrx-instruct")), 132e9, 0.005 * 132e9);
 }
 
 // DeepSeek-V3's FP8 checkpoint: its linear layers in E4M3 tiles (132 bytes per 128 values),
