@@ -136,6 +136,9 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "internlm3",
                                                             "internlm2",
                                                             "sarvam_moe",
-                                                            "sarvam_mla"};
+                                                            "sarvam_mla",
+                                                            "glm",
+                                                            "vaultgemma",
+                                                            "helium"};
 
 } // namespace troupe::test

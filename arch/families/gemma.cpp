@@ -3,8 +3,9 @@
 // RMSNorms that scale by (1 + w), GeGLU; Gemma 2 / 3 add sandwich norms (on each sublayer's
 // input and output), alternating sliding-window layers and query_pre_attn_scalar; Gemma 2
 // soft-caps attention scores and logits; Gemma 3 normalises q and k per head and gives its
-// sliding layers their own RoPE base. GGUF files (llama.cpp's converter) store the norms
-// with the 1 already added.
+// sliding layers their own RoPE base. VaultGemma (VaultGemmaForCausalLM) is Gemma 2 without the
+// norms on the sublayers' outputs. GGUF files (llama.cpp's converter) store the norms with the 1
+// already added.
 #include "arch/families/decoder.hpp"
 
 #include <cmath>
@@ -59,7 +60,7 @@ status read_gemma_hf(hf_cfg& j, model_config& c) {
     TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
     return {};
   }
-  c.norms = norm_place::sandwich;
+  c.norms = c.family == "vaultgemma" ? norm_place::pre : norm_place::sandwich;
   TROUPE_TRY(read_activation(j.s("hidden_activation", "gelu_pytorch_tanh"), c, j.where()));
   TROUPE_TRY_ASSIGN(qpas, j.f("query_pre_attn_scalar", 256));
   if (!(qpas > 0)) return j.bad("'query_pre_attn_scalar' must be positive");
@@ -123,9 +124,11 @@ status build_gemma(const model_source& m, graph::graph& g) {
   if (m.format == "hf") {
     n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
     if (!v1) {
-      n.post_attn_norm = "model.layers.{}.post_attention_layernorm.weight";
       n.ffn_norm = "model.layers.{}.pre_feedforward_layernorm.weight";
-      n.post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
+      if (c.norms == norm_place::sandwich) {
+        n.post_attn_norm = "model.layers.{}.post_attention_layernorm.weight";
+        n.post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
+      }
     }
   } else {
     n = gguf_layout(m);

@@ -9,6 +9,8 @@
 // GLM-4 (Glm4ForCausalLM: GLM-4-0414, GLM-Z1): dense, with sandwich norms (input_layernorm and
 // post_self_attn_layernorm around attention, post_attention_layernorm and post_mlp_layernorm
 // around the MLP), one fused gate_up_proj, and RoPE on interleaved pairs of half of each head.
+// GLM-4-9B as transformers ships it (GlmForCausalLM, glm-4-9b-chat-hf): the same without the
+// sandwich norms; GGUF: llama.cpp's chatglm (its converter takes GlmForCausalLM there).
 // Sarvam-30B (SarvamMoEForCausalLM) and Param2 (Param2MoEForCausalLM): GLM-4.5's model, as
 // transformers runs both, under their own names (word_embeddings; one query_key_value [q; k; v];
 // attention.dense; query_ / key_layernorm per head; the router's correction bias gate.expert_bias)
@@ -58,7 +60,7 @@ status read_glm4_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
   c.tie_embeddings = j.b("tie_word_embeddings", false);
   c.qkv_bias = j.b("attention_bias", true);
-  c.norms = norm_place::sandwich;
+  if (c.family == "glm4") c.norms = norm_place::sandwich; // (GlmForCausalLM: pre-norms only)
   j.mark("pretraining_tp");
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 0.5));
@@ -72,7 +74,7 @@ status read_glm4_hf(hf_cfg& j, model_config& c) {
 // rope.dimension_count).
 status read_glm4_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-5));
-  c.norms = norm_place::sandwich;
+  if (c.family == "glm4") c.norms = norm_place::sandwich; // (chatglm: pre-norms only)
   c.rope.layout = rope_layout::interleaved;
   if (g.has("rope.dimension_sections")) // M-RoPE (GLM-4V): q / k permuted for it
     return g.unsupported("rope.dimension_sections (GLM-4V's M-RoPE)");
@@ -84,16 +86,22 @@ status build_glm4(const model_source& m, graph::graph& g) {
   if (m.format != "hf") {
     decoder_names n = gguf_layout(m);
     n.w_gate.clear(), n.w_up.clear(), n.b_gate.clear(), n.b_up.clear();
-    n.w_gate_up = "blk.{}.ffn_up.weight"; // gate rows, then up rows
+    n.w_gate_up = "blk.{}.ffn_up.weight";               // gate rows, then up rows
+    if (m.tensors->contains("blk.0.attn_qkv.weight")) { // (ChatGLM's own checkpoints, fused)
+      n.wq.clear(), n.wk.clear(), n.wv.clear(), n.bq.clear(), n.bk.clear(), n.bv.clear();
+      n.wqkv = "blk.{}.attn_qkv.weight", n.bqkv = "blk.{}.attn_qkv.bias";
+    }
     if (c.tie_embeddings) n.lm_head.clear();
     return build_decoder(m, n, g);
   }
   decoder_names n = hf_llama_layout(c.qkv_bias, false, false);
   const std::string l = "model.layers.{}.";
-  n.attn_norm = l + "input_layernorm.weight";
-  n.post_attn_norm = l + "post_self_attn_layernorm.weight";
-  n.ffn_norm = l + "post_attention_layernorm.weight";
-  n.post_ffn_norm = l + "post_mlp_layernorm.weight";
+  n.q_norm.clear(), n.k_norm.clear();
+  if (c.family == "glm4") {
+    n.post_attn_norm = l + "post_self_attn_layernorm.weight";
+    n.ffn_norm = l + "post_attention_layernorm.weight";
+    n.post_ffn_norm = l + "post_mlp_layernorm.weight";
+  }
   n.w_gate.clear(), n.w_up.clear();
   n.w_gate_up = l + "mlp.gate_up_proj.weight";
   if (c.tie_embeddings) n.lm_head.clear();

@@ -8,7 +8,8 @@
 // RoPE on interleaved pairs and, with use_bias, a bias on every projection), Arcee AFM (Llama
 // whose MLP is not gated: down(act(up(x))), ReLU² as published), InternLM2 / 2.5 (Llama under its
 // own names, q, k and v packed per KV group into wqkv: [Hkv, q per kv + 2, D] rows), InternLM3
-// and IQuestCoder (configs transformers runs as Llama).
+// and IQuestCoder (configs transformers runs as Llama), Helium (Kyutai: Llama with RoPE on
+// neighbouring pairs and q / k / v biases without o's).
 // Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU (or another
 // activation, gated or not); tied or separate lm_head.
 #include "arch/families/decoder.hpp"
@@ -28,7 +29,8 @@ std::string dense_base(const std::string& family) {
   if (family == "qwen3_moe") return "qwen3";
   if (family == "smollm3" || family == "seed_oss" || family == "ernie4_5" ||
       family == "ernie4_5_moe" || family == "arcee" || family == "exaone" ||
-      family == "internlm2" || family == "internlm3" || family == "iquestcoder")
+      family == "internlm2" || family == "internlm3" || family == "iquestcoder" ||
+      family == "helium")
     return "llama";
   return family;
 }
@@ -56,6 +58,7 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
     }
   }
   if (base == "llama") c.mlp_bias = j.b("mlp_bias", false);
+  if (c.family == "helium") c.o_bias = false; // (HeliumAttention: o_proj without a bias)
   // InternLM3 (qkv_bias / bias read as attention_bias / mlp_bias): transformers runs it as Llama,
   // whose attention_bias covers o_proj too, so only equal settings are InternLM3's model
   if (c.family == "internlm3" && c.qkv_bias != c.mlp_bias)
@@ -110,7 +113,7 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
   }
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
-  if (ernie) c.rope.layout = rope_layout::interleaved; // neighbours pair up
+  if (ernie || c.family == "helium") c.rope.layout = rope_layout::interleaved; // neighbours pair
   if (c.family == "mixtral" || c.family == "qwen2_moe" || c.family == "qwen3_moe" ||
       c.family == "ernie4_5_moe")
     TROUPE_TRY(read_experts_hf(j, c));

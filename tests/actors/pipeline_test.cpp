@@ -289,7 +289,8 @@ INSTANTIATE_TEST_SUITE_P(
             "gguf:gemma4_moe", "gguf:gemma4_e", "gguf:glm_moe_dsa_full", "gguf:deepseek_v32",
             "gguf:mistral4_vl", "gguf:kimi_linear", "gguf:exaone_moe_swa4", "gguf:afmoe",
             "gguf:minicpm3_4b", "gguf:starcoder2", "gguf:nemotron", "gguf:jais2", "gguf:dbrx",
-            "gguf:phimoe_plain", "gguf:gpt_bigcode", "gguf:internlm3", "gguf:internlm2"),
+            "gguf:phimoe_plain", "gguf:gpt_bigcode", "gguf:internlm3", "gguf:internlm2",
+            "gguf:glm"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::get<0>(info.param).substr(5) + "_tp2_pp" +

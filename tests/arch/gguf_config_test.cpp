@@ -278,3 +278,26 @@ TEST(GgufConfig, AttentionTemperature) {
   ASSERT_FALSE(q);
   EXPECT_NE(q.error().to_string().find("temperature_scale"), std::string::npos);
 }
+
+// PhiMoE from GGUF: the sparsemixer with the published threshold; a LongRoPE file refuses (the
+// converter writes its own attention factor in place of the model's short / long mscale, which no
+// key carries)
+TEST(GgufConfig, PhimoeLongRopeRefuses) {
+  auto plain = load(rewritten("phimoe_plain", [](gguf_writer&) {}));
+  ASSERT_TRUE(plain) << plain.error().to_string();
+  EXPECT_TRUE(plain->router_sparsemixer);
+  EXPECT_DOUBLE_EQ(plain->router_jitter, 0.01);
+  EXPECT_EQ(plain->norm, norm_kind::layer);
+  auto c = load(rewritten("phimoe_plain", [](gguf_writer& w) {
+    for (const char* t : {"rope_factors_long.weight", "rope_factors_short.weight"})
+      w.add_tensor(t, dtype::f32, shape{8}, [](uint8_t* dst, size_t bytes) {
+        for (size_t i = 0; i + 4 <= bytes; i += 4) {
+          const float two = 2.0f;
+          std::memcpy(dst + i, &two, 4);
+        }
+      });
+  }));
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, errc::unsupported);
+  EXPECT_NE(c.error().message.find("mscale"), std::string::npos) << c.error().message;
+}
