@@ -139,6 +139,9 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "sarvam_mla",
                                                             "glm",
                                                             "vaultgemma",
-                                                            "helium"};
+                                                            "helium",
+                                                            "flex_olmo",
+                                                            "cwm",
+                                                            "youtu"};
 
 } // namespace troupe::test

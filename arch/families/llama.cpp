@@ -9,7 +9,8 @@
 // whose MLP is not gated: down(act(up(x))), ReLU² as published), InternLM2 / 2.5 (Llama under its
 // own names, q, k and v packed per KV group into wqkv: [Hkv, q per kv + 2, D] rows), InternLM3
 // and IQuestCoder (configs transformers runs as Llama), Helium (Kyutai: Llama with RoPE on
-// neighbouring pairs and q / k / v biases without o's).
+// neighbouring pairs and q / k / v biases without o's), CWM (Meta's Code World Model: Llama 3 with
+// windows on three layers in four).
 // Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU (or another
 // activation, gated or not); tied or separate lm_head.
 #include "arch/families/decoder.hpp"
@@ -30,7 +31,7 @@ std::string dense_base(const std::string& family) {
   if (family == "smollm3" || family == "seed_oss" || family == "ernie4_5" ||
       family == "ernie4_5_moe" || family == "arcee" || family == "exaone" ||
       family == "internlm2" || family == "internlm3" || family == "iquestcoder" ||
-      family == "helium")
+      family == "helium" || family == "cwm")
     return "llama";
   return family;
 }
@@ -71,6 +72,10 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
       return j.unsupported("'use_sliding_window' (IQuestCoder's config refuses it)");
   }
   if (c.family == "arcee") c.gated_ffn = false; // ArceeMLP (Nemotron's): up, act, down
+  if (c.family == "cwm") { // CWM: windows on the layers layer_types names (three in four)
+    TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 8192));
+    TROUPE_TRY(read_layer_types(j, c, sw < c.ctx ? sw : 0, [](int64_t l) { return l % 4 != 0; }));
+  }
   // ERNIE 4.5: use_bias puts a bias on every projection, attention's and the MLP's
   const bool ernie = c.family == "ernie4_5" || c.family == "ernie4_5_moe";
   if (ernie && j.b("use_bias", false)) c.qkv_bias = c.o_bias = c.mlp_bias = true;

@@ -4,6 +4,8 @@
 // the embeddings times scale_emb, each sublayer's output times scale_depth / sqrt(layers) before
 // the residual add, the final hidden state divided by hidden_size / dim_model_base before the
 // head (tied by default). GGUF: llama.cpp's minicpm3 (MiniCPM3-4B's scalings, which it assumes).
+// Youtu-LLM (YoutuForCausalLM) is the same latent attention (DeepSeek-V3's, RoPE on interleaved
+// pairs unless rope_interleave is false) with a dense SwiGLU MLP on every layer and no scalings.
 #include <cmath>
 
 #include "arch/families/decoder.hpp"
@@ -57,6 +59,23 @@ status read_minicpm3_gguf(const gguf_cfg& g, model_config& c) {
   c.embed_scale = 12.0;
   c.residual_scale = 1.4 / std::sqrt(static_cast<double>(c.n_layer));
   c.logit_scale = 256.0 / static_cast<double>(c.C);
+  return {};
+}
+
+status read_youtu_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
+  c.tie_embeddings = j.b("tie_word_embeddings", true);
+  if (j.b("attention_bias", false)) return j.unsupported("attention_bias true (latent attention)");
+  for (const char* k :
+       {"qk_head_dim", "num_key_value_heads", "head_dim", "embedding_initializer_range"})
+    j.mark(k); // (derived, unused by latent attention, or the initialiser's)
+  TROUPE_TRY(read_mla_dims(j, c, {0, -1, -1, -1, -1}));
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  c.rope.rot_dim = static_cast<int>(c.qk_rope);
+  c.rope.layout = j.b("rope_interleave", true) ? rope_layout::interleaved : rope_layout::neox;
+  mla_attention_scale(c);
   return {};
 }
 

@@ -8,7 +8,8 @@
 // (OlmoeForCausalLM) keeps Llama's pre-norms with OLMo 2's whole-projection q / k norms, and
 // every FFN a mixture of num_experts experts of intermediate_size (softmax, top-k, renormalised
 // only with norm_topk_prob); its clip_qkv would clamp after the q / k norms, which is not
-// implemented (published: none), so it refuses by name. GGUF: llama.cpp's olmoe. K-EXAONE
+// implemented (published: none), so it refuses by name. GGUF: llama.cpp's olmoe. FlexOlmo
+// (FlexOlmoForCausalLM) is OLMoE with OLMo 2's norms on the sublayers' outputs. K-EXAONE
 // (ExaoneMoeForCausalLM): EXAONE 4's attention with pre-norms and DeepSeek's experts; GGUF
 // llama.cpp's exaone-moe.
 #include "arch/families/decoder.hpp"
@@ -25,6 +26,7 @@ status read_olmoe_hf(hf_cfg& j, model_config& c) {
   if (j.has("clip_qkv"))
     return j.unsupported("'clip_qkv' (OLMoE clamps after the q / k norms) is not supported");
   c.qk_norm = qk_norm_kind::full;
+  if (c.family == "flex_olmo") c.norms = norm_place::post; // (OLMo 2's, on the outputs)
   TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
   c.F_expert = c.F;
   c.norm_topk = j.b("norm_topk_prob", false);
@@ -48,6 +50,10 @@ status build_olmoe(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   decoder_names n =
       m.format == "hf" ? hf_llama_layout(c.qkv_bias, c.o_bias, false) : gguf_layout(m);
+  if (c.family == "flex_olmo") { // the norms on the sublayers' outputs
+    n.attn_norm = "model.layers.{}.post_attention_layernorm.weight";
+    n.ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
+  }
   expert_names(m, n);
   n.shexp_gate_inp.clear(), n.shexp_gate.clear(), n.shexp_up.clear(), n.shexp_down.clear();
   if (c.tie_embeddings) n.lm_head.clear();
