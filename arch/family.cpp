@@ -579,8 +579,8 @@ const std::vector<family_entry>& families() {
        read_granite_hf,
        read_granite_gguf,
        build_granite},
-      {"granitemoe",
-       {"GraniteMoeForCausalLM"},
+      {"granitemoe", // (and GraniteMoeShared: a shared MLP beside the experts)
+       {"GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM"},
        {"granitemoe"},
        read_granite_hf,
        read_granite_gguf,

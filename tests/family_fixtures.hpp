@@ -142,6 +142,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "helium",
                                                             "flex_olmo",
                                                             "cwm",
-                                                            "youtu"};
+                                                            "youtu",
+                                                            "granitemoeshared"};
 
 } // namespace troupe::test

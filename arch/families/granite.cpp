@@ -7,7 +7,8 @@
 // Mamba-2's mixer (the -H models: layer_types "mamba", the mamba_* keys), then the FFN: one
 // SwiGLU "shared_mlp" of shared_intermediate_size with gate and up in one input_linear, and where
 // num_local_experts > 0 (Granite 4.0-H Tiny / Small) GraniteMoE's experts beside it (softmax over
-// the top-k logits) with the shared MLP as their shared expert.
+// the top-k logits) with the shared MLP as their shared expert. GraniteMoeShared
+// (GraniteMoeSharedForCausalLM) is GraniteMoE with that shared MLP beside its experts.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -82,6 +83,9 @@ status read_granite_hf(hf_cfg& j, model_config& c) {
     TROUPE_TRY(read_expert_counts(j, c, "num_local_experts", "num_experts"));
     c.F_expert = c.F;
     c.norm_topk = true;
+    // GraniteMoeShared: a SwiGLU shared_mlp beside the experts (0: none, GraniteMoE's)
+    TROUPE_TRY_ASSIGN(fs, j.i("shared_intermediate_size", 0));
+    c.F_shared = fs;
   }
   return {};
 }
@@ -139,6 +143,10 @@ status build_granite(const model_source& m, graph::graph& g) {
     n.moe_router = p + "router.layer.weight";
     n.moe_gate_up = p + "input_linear.weight";
     n.moe_down = p + "output_linear.weight";
+    if (c.family == "granitemoe" && c.F_shared > 0) { // GraniteMoeShared's (gate rows, then up)
+      n.shexp_gate_up = "model.layers.{}.shared_mlp.input_linear.weight";
+      n.shexp_down = "model.layers.{}.shared_mlp.output_linear.weight";
+    }
   } else if (c.n_expert > 0) {
     expert_names(m, n);
   }
