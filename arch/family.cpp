@@ -357,6 +357,21 @@ const std::vector<family_entry>& families() {
        R"({"kv_lora_rank": 256, "q_lora_rank": 768, "qk_nope_head_dim": 64,
            "qk_rope_head_dim": 32, "scale_emb": 12, "scale_depth": 1.4, "dim_model_base": 256,
            "rms_norm_eps": 1e-5, "hidden_act": "silu"})"},
+      // Tencent Hy3: per-head q / k norms, DeepSeek-V3's sigmoid experts (no groups) and a shared
+      // MLP
+      {"hy_v3",
+       {"HYV3ForCausalLM"},
+       {},
+       read_hy_v3_hf,
+       nullptr,
+       build_hy_v3,
+       nullptr,
+       R"({"vocab_size": 120832, "hidden_size": 4096, "intermediate_size": 13312,
+           "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+           "head_dim": 128, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
+           "num_experts": 192, "num_experts_per_tok": 8, "num_shared_experts": 1,
+           "moe_intermediate_size": 1536, "router_scaling_factor": 2.826})",
+       R"({"num_local_experts": "num_experts"})"},
       // Youtu-LLM: DeepSeek-V3's latent attention over a dense MLP on every layer (built as
       // MiniCPM3's, without its scalings)
       {"youtu",

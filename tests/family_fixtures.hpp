@@ -143,6 +143,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "flex_olmo",
                                                             "cwm",
                                                             "youtu",
-                                                            "granitemoeshared"};
+                                                            "granitemoeshared",
+                                                            "hy_v3"};
 
 } // namespace troupe::test
