@@ -357,6 +357,20 @@ const std::vector<family_entry>& families() {
        R"({"kv_lora_rank": 256, "q_lora_rank": 768, "qk_nope_head_dim": 64,
            "qk_rope_head_dim": 32, "scale_emb": 12, "scale_depth": 1.4, "dim_model_base": 256,
            "rms_norm_eps": 1e-5, "hidden_act": "silu"})"},
+      // Mellum: Qwen3-MoE with windows, RoPE per layer type and dense layers
+      {"mellum",
+       {"MellumForCausalLM"},
+       {},
+       read_mellum_hf,
+       nullptr,
+       build_mellum,
+       nullptr,
+       R"({"vocab_size": 98304, "hidden_size": 2304, "intermediate_size": 7168,
+           "num_hidden_layers": 28, "head_dim": 128, "max_position_embeddings": 131072,
+           "sliding_window": 1024, "num_experts": 64, "moe_intermediate_size": 896,
+           "norm_topk_prob": true, "num_attention_heads": 32, "num_key_value_heads": 4,
+           "num_experts_per_tok": 8, "rms_norm_eps": 1e-6})",
+       R"({"num_local_experts": "num_experts", "num_mtp_layers": "num_nextn_predict_layers"})"},
       // Tencent Hy3: per-head q / k norms, DeepSeek-V3's sigmoid experts (no groups) and a shared
       // MLP
       {"hy_v3",

@@ -144,6 +144,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "cwm",
                                                             "youtu",
                                                             "granitemoeshared",
-                                                            "hy_v3"};
+                                                            "hy_v3",
+                                                            "mellum"};
 
 } // namespace troupe::test

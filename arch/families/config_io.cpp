@@ -357,6 +357,24 @@ void finish_longrope(rope_spec& r, int64_t ctx) {
   r.use_long = static_cast<double>(ctx) > r.orig_ctx;
 }
 
+status read_rope_by_layer_type(hf_cfg& j, model_config& c, json full, json sliding) {
+  const json& rp = j.raw("rope_parameters");
+  if (!rp.is_null() && !rp.is_object()) return j.bad("'rope_parameters' must be an object");
+  if (rp.is_object() && (rp.contains("full_attention") || rp.contains("sliding_attention"))) {
+    for (auto& [k, v] : rp.items())
+      if (k != "full_attention" && k != "sliding_attention")
+        return j.unsupported(fmt::format("rope_parameters for layer type '{}'", k));
+    if (rp.contains("full_attention")) full = rp["full_attention"];
+    if (rp.contains("sliding_attention")) sliding = rp["sliding_attention"];
+  } else if (rp.is_object()) {
+    full = sliding = rp;
+  }
+  TROUPE_TRY(read_rope_dict(full, c, c.rope, 1e6, j.where()));
+  TROUPE_TRY(read_rope_dict(sliding, c, c.rope_local, 1e4, j.where()));
+  c.has_rope_local = true;
+  return {};
+}
+
 status rope_pairs(rope_spec& spec, int64_t D, double partial, const std::string& where) {
   if (spec.turning >= 0) {
     spec.rot_dim = static_cast<int>(static_cast<double>(D) * partial);

@@ -71,6 +71,10 @@ status read_rope(hf_cfg& j, model_config& c, double theta, double partial);
 /// One rope dict ({"rope_type", "rope_theta", "partial_rotary_factor", "factor" ...}: one layer
 /// type's, as transformers 5 nests them) into `spec`, in rotate_half layout; `theta` where the
 /// dict gives none.
+/// transformers 5's rope_parameters nested by layer type (full_attention, sliding_attention; a dict
+/// that is not nested holds for both): c.rope and c.rope_local (has_rope_local), each type's dict
+/// `full` / `sliding` where the config gives none.
+status read_rope_by_layer_type(hf_cfg& j, model_config& c, json full, json sliding);
 status read_rope_dict(const json& rp, const model_config& c, rope_spec& spec, double theta,
                       const std::string& where);
 /// The rotated dimensions from partial_rotary_factor: D * partial, or for proportional RoPE

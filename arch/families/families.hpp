@@ -166,6 +166,9 @@ status build_nemotron(const model_source& m, graph::graph& g);
 status read_minicpm3_hf(hf_cfg& j, model_config& c);
 status read_minicpm3_gguf(const gguf_cfg& g, model_config& c);
 status build_minicpm3(const model_source& m, graph::graph& g);
+/// Mellum (moe.cpp).
+status read_mellum_hf(hf_cfg& j, model_config& c);
+status build_mellum(const model_source& m, graph::graph& g);
 /// Tencent Hy3 (hy_v3.cpp).
 status read_hy_v3_hf(hf_cfg& j, model_config& c);
 status build_hy_v3(const model_source& m, graph::graph& g);

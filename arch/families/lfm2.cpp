@@ -197,23 +197,9 @@ status read_lfm3_hf(hf_cfg& j, model_config& c) {
   c.sliding_window = sw.is_null() ? (j.present("sliding_window") ? 0 : 256) : sw.get<int64_t>();
   if (c.sliding_window == 0) c.windowed.assign(L, 0); // null: the sliding layers see everything
   // RoPE per layer type; a dict that is not nested holds for both
-  const json& rp = j.raw("rope_parameters");
-  if (!rp.is_null() && !rp.is_object()) return j.bad("'rope_parameters' must be an object");
-  json full = {{"rope_type", "proportional"}, {"rope_theta", 1e6}, {"partial_rotary_factor", 0.5}};
-  json sliding = {{"rope_type", "default"}, {"rope_theta", 1e4}};
-  if (rp.is_object() && (rp.contains("full_attention") || rp.contains("sliding_attention"))) {
-    for (auto& [k, v] : rp.items())
-      if (k != "full_attention" && k != "sliding_attention")
-        return j.unsupported(fmt::format("rope_parameters for layer type '{}'", k));
-    if (rp.contains("full_attention")) full = rp["full_attention"];
-    if (rp.contains("sliding_attention")) sliding = rp["sliding_attention"];
-  } else if (rp.is_object()) {
-    full = sliding = rp;
-  }
-  TROUPE_TRY(read_rope_dict(full, c, c.rope, 1e6, j.where()));
-  TROUPE_TRY(read_rope_dict(sliding, c, c.rope_local, 1e4, j.where()));
-  c.has_rope_local = true;
-  return {};
+  return read_rope_by_layer_type(
+      j, c, {{"rope_type", "proportional"}, {"rope_theta", 1e6}, {"partial_rotary_factor", 0.5}},
+      {{"rope_type", "default"}, {"rope_theta", 1e4}});
 }
 
 // llama.cpp's lfm2: head_count_kv 0 marks the convolution layers; q / k as published (NEOX

@@ -7,6 +7,8 @@
 // qwen3moe; a layer is a MoE layer where its router tensor is there, and top-k is
 // renormalised as llama.cpp does it for each architecture (llama, qwen3moe: yes; qwen2moe:
 // no). The experts run as one `moe` op (kernels/op.hpp) that reads only the chosen experts.
+// Mellum (MellumForCausalLM): Qwen3-MoE's attention and experts with windows on the layers
+// layer_types names sliding, each layer type its own RoPE, and dense layers by mlp_layer_types.
 #include <algorithm>
 
 #include "arch/families/decoder.hpp"
@@ -176,6 +178,39 @@ status prepare_qwen3_moe_hf(const model_config& c, tensor_index& t) {
       TROUPE_TRY(repack_packed_experts(t, p, c.n_expert, c.C, c.F_expert));
   }
   return {};
+}
+
+status read_mellum_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  c.qk_norm = qk_norm_kind::head;
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 1024));
+  TROUPE_TRY(read_layer_types(j, c, sw < c.ctx ? sw : 0, [](int64_t) { return false; }));
+  TROUPE_TRY(read_rope_by_layer_type(j, c, {{"rope_type", "default"}, {"rope_theta", 5e5}},
+                                     {{"rope_type", "default"}, {"rope_theta", 1e4}}));
+  TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
+  TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
+  c.F_expert = fe;
+  c.norm_topk = j.b("norm_topk_prob", true);
+  TROUPE_TRY_ASSIGN(
+      listed, read_layer_kinds(j, "mlp_layer_types", c.n_layer, "sparse", "dense", c.moe_layers));
+  if (!listed) c.moe_layers.assign(static_cast<size_t>(c.n_layer), 1);
+  // the multi-token-prediction layer (mtp.*, left unread) is not used to generate
+  for (const char* k : {"num_nextn_predict_layers", "mtp_layer_types", "mtp_mlp_layer_types"})
+    j.mark(k);
+  return {};
+}
+
+status build_mellum(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+  expert_names(m, n);
+  n.shexp_gate_inp.clear(), n.shexp_gate.clear(), n.shexp_up.clear(), n.shexp_down.clear();
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
 }
 
 void expert_names(const model_source& m, decoder_names& n) {
