@@ -145,6 +145,8 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "youtu",
                                                             "granitemoeshared",
                                                             "hy_v3",
-                                                            "mellum"};
+                                                            "mellum",
+                                                            "granite_swa",
+                                                            "granitemoe_swa"};
 
 } // namespace troupe::test

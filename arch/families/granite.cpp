@@ -8,12 +8,58 @@
 // SwiGLU "shared_mlp" of shared_intermediate_size with gate and up in one input_linear, and where
 // num_local_experts > 0 (Granite 4.0-H Tiny / Small) GraniteMoE's experts beside it (softmax over
 // the top-k logits) with the shared MLP as their shared expert. GraniteMoeShared
-// (GraniteMoeSharedForCausalLM) is GraniteMoE with that shared MLP beside its experts.
+// (GraniteMoeSharedForCausalLM) is GraniteMoE with that shared MLP beside its experts. Granite SWA
+// and GraniteMoe SWA (GraniteSWAForCausalLM, GraniteMoeSWAForCausalLM): Granite / GraniteMoeShared
+// with sliding-window layers, a sink logit per head and a RoPE base per layer.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
 
 namespace {
+
+// Granite SWA / GraniteMoe SWA: windows on the layers layer_types names sliding (all but every
+// fourth by default), a learned sink logit per head (GPT-OSS's, applied to the output as
+// sigmoid(lse - sink)), and a RoPE base per layer (layer_rope_theta; 0: no RoPE), which Troupe
+// holds as one base for the full layers and one for the sliding ones
+status read_granite_swa(hf_cfg& j, model_config& c) {
+  TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 128));
+  const int64_t window = sw < c.ctx ? sw : 0;
+  TROUPE_TRY(read_layer_types(j, c, window, [](int64_t l) { return l % 4 != 0; }));
+  c.attn_sinks = true;
+  const json& th = j.raw("layer_rope_theta");
+  if (th.is_null()) return {}; // the global base on every layer
+  if (!th.is_array() || static_cast<int64_t>(th.size()) != c.n_layer)
+    return j.bad(fmt::format("'layer_rope_theta' must list {} layers", c.n_layer));
+  double full = 0, sliding = 0;
+  c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const json& t = th[static_cast<size_t>(l)];
+    if (!t.is_number() || t.get<double>() < 0)
+      return j.bad(fmt::format("layer_rope_theta[{}] must be a number >= 0", l));
+    const double theta = t.get<double>();
+    if (theta == 0) {
+      c.nope_layers[static_cast<size_t>(l)] = 1;
+      continue;
+    }
+    double& base = c.layer_window(l) > 0 ? sliding : full;
+    if (base != 0 && base != theta)
+      return j.unsupported(
+          fmt::format("layer_rope_theta with more than one base among the {} layers ({} and {})",
+                      c.layer_window(l) > 0 ? "sliding" : "full", base, theta));
+    base = theta;
+  }
+  if (sliding != 0 && window == 0 && full != 0 && sliding != full)
+    return j.unsupported("layer_rope_theta: sliding layers with their own base and no window");
+  if (full != 0) c.rope.theta = full;
+  if (sliding != 0 && window > 0) {
+    c.rope_local = c.rope;
+    c.rope_local.theta = sliding;
+    c.has_rope_local = true;
+  } else if (sliding != 0) {
+    c.rope.theta = sliding;
+  }
+  return {};
+}
 
 status read_granite4_layers(hf_cfg& j, model_config& c) {
   const json& lt =
@@ -79,7 +125,8 @@ status read_granite_hf(hf_cfg& j, model_config& c) {
   c.attn_scale = am;
   c.logit_scale = 1.0 / ls;
   if (c.family == "granitemoehybrid") TROUPE_TRY(read_granite4_layers(j, c));
-  if (c.family == "granitemoe") { // softmax over the top-k logits: top-k renormalised
+  if (c.family == "granite_swa" || c.family == "granitemoe_swa") TROUPE_TRY(read_granite_swa(j, c));
+  if (c.family == "granitemoe" || c.family == "granitemoe_swa") { // softmax over the top-k logits
     TROUPE_TRY(read_expert_counts(j, c, "num_local_experts", "num_experts"));
     c.F_expert = c.F;
     c.norm_topk = true;
@@ -140,10 +187,11 @@ status build_granite(const model_source& m, graph::graph& g) {
       m.format == "hf" ? hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias) : gguf_layout(m);
   if (c.n_expert > 0 && m.format == "hf") { // GraniteMoE: gate and up rows packed per expert
     const std::string p = "model.layers.{}.block_sparse_moe.";
-    n.moe_router = p + "router.layer.weight";
-    n.moe_gate_up = p + "input_linear.weight";
-    n.moe_down = p + "output_linear.weight";
-    if (c.family == "granitemoe" && c.F_shared > 0) { // GraniteMoeShared's (gate rows, then up)
+    const bool v5 = c.family == "granitemoe_swa"; // (transformers 5's own names: no older form)
+    n.moe_router = p + (v5 ? "router.weight" : "router.layer.weight");
+    n.moe_gate_up = p + (v5 ? "experts.gate_up_proj" : "input_linear.weight");
+    n.moe_down = p + (v5 ? "experts.down_proj" : "output_linear.weight");
+    if (c.family != "granitemoehybrid" && c.F_shared > 0) { // GraniteMoeShared's (gate, then up)
       n.shexp_gate_up = "model.layers.{}.shared_mlp.input_linear.weight";
       n.shexp_down = "model.layers.{}.shared_mlp.output_linear.weight";
     }
@@ -160,6 +208,7 @@ status build_granite(const model_source& m, graph::graph& g) {
   } else if (c.mamba) {
     mamba_names(m, n, "");
   }
+  if (c.attn_sinks) n.attn_sinks = "model.layers.{}.self_attn.sinks";
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

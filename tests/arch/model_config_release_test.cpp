@@ -499,3 +499,24 @@ TEST(ModelConfig, Param2ReadsThePublishedForm) {
   EXPECT_EQ(c->qk_norm, qk_norm_kind::head);
   EXPECT_DOUBLE_EQ(c->expert_scale, 2.5);
 }
+
+// Granite SWA's RoPE base per layer: one base for the full layers and one for the sliding ones
+// (0: no RoPE on that layer); more bases than that refuse.
+TEST(ModelConfig, GraniteSwaRopePerLayer) {
+  json j = base("GraniteSWAForCausalLM");
+  j.update({{"sliding_window", 8},
+            {"layer_types",
+             {"full_attention", "sliding_attention", "sliding_attention", "full_attention"}},
+            {"layer_rope_theta", {1e6, 1e4, 1e4, 0}}});
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_TRUE(c->attn_sinks);
+  EXPECT_DOUBLE_EQ(c->rope.theta, 1e6);
+  ASSERT_TRUE(c->has_rope_local);
+  EXPECT_DOUBLE_EQ(c->rope_local.theta, 1e4);
+  EXPECT_EQ(c->nope_layers, (std::vector<uint8_t>{0, 0, 0, 1}));
+  j["layer_rope_theta"] = {1e6, 1e4, 1e4, 5e5}; // two bases among the full layers
+  auto r = parse(j);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().to_string().find("layer_rope_theta"), std::string::npos);
+}
