@@ -147,6 +147,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "hy_v3",
                                                             "mellum",
                                                             "granite_swa",
-                                                            "granitemoe_swa"};
+                                                            "granitemoe_swa",
+                                                            "gptj"};
 
 } // namespace troupe::test

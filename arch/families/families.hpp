@@ -166,6 +166,8 @@ status build_nemotron(const model_source& m, graph::graph& g);
 status read_minicpm3_hf(hf_cfg& j, model_config& c);
 status read_minicpm3_gguf(const gguf_cfg& g, model_config& c);
 status build_minicpm3(const model_source& m, graph::graph& g);
+/// GPT-J (gpt2.cpp; built by build_gpt2).
+status read_gptj_hf(hf_cfg& j, model_config& c);
 /// Mellum (moe.cpp).
 status read_mellum_hf(hf_cfg& j, model_config& c);
 status build_mellum(const model_source& m, graph::graph& g);

@@ -5,7 +5,9 @@
 // GPT-BigCode (GPTBigCodeForCausalLM: StarCoder, SantaCoder, WizardCoder ...) is GPT-2 with
 // nn.Linear weights ([out, in]) and multi-query attention (c_attn: the queries, then one key and
 // one value head), or without multi_query each head's q, k, v in turn; GGUF: llama.cpp's
-// starcoder (multi-query only, its FFN 4 n_embd).
+// starcoder (multi-query only, its FFN 4 n_embd). GPT-J (GPTJForCausalLM): one LayerNorm feeding
+// attention and MLP in parallel, q / k / v without biases, RoPE on neighbouring pairs of the first
+// rotary_dim of each head, a GELU MLP with biases, the lm_head with a bias.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -64,11 +66,56 @@ status read_gpt2_gguf(const gguf_cfg& g, model_config& c) {
   return {};
 }
 
+status read_gptj_hf(hf_cfg& j, model_config& c) {
+  TROUPE_TRY_ASSIGN(C, j.req("n_embd"));
+  TROUPE_TRY_ASSIGN(L, j.req("n_layer"));
+  TROUPE_TRY_ASSIGN(H, j.req("n_head"));
+  TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
+  TROUPE_TRY_ASSIGN(ctx, j.i("n_positions", 2048));
+  TROUPE_TRY_ASSIGN(F, j.i("n_inner", 4 * C));
+  TROUPE_TRY_ASSIGN(eps, j.f("layer_norm_epsilon", 1e-5));
+  if (L > max_layers || C % H)
+    return j.bad(fmt::format("n_embd {}, n_head {}, n_layer {}", C, H, L));
+  c.C = C, c.n_layer = L, c.H = c.Hkv = H, c.V = V, c.ctx = ctx, c.F = F ? F : 4 * C;
+  c.D = C / H;
+  c.norm_eps = eps;
+  c.norm = norm_kind::layer;
+  c.gated_ffn = false;
+  c.mlp_bias = true;
+  c.lm_head_bias = true;
+  c.residual = residual_kind::parallel;
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_activation(j.s("activation_function", "gelu_new"), c, j.where()));
+  // RoPE on the first rotary_dim dims of each head (null: all), neighbouring pairs, base 10000
+  TROUPE_TRY_ASSIGN(rot, j.i("rotary_dim", c.D));
+  if (rot <= 0 || rot > c.D || rot % 2)
+    return j.bad(fmt::format("rotary_dim {} for heads of {}", rot, c.D));
+  c.rope.theta = 10000.0;
+  c.rope.rot_dim = static_cast<int>(rot);
+  c.rope.layout = rope_layout::interleaved;
+  return {};
+}
+
 status build_gpt2(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   if (m.format != "hf") {
     decoder_names n = gguf_layout(m);
     if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
+  if (c.family == "gptj") {
+    const std::string h = "transformer.h.{}.";
+    decoder_names n;
+    n.tok_embd = "transformer.wte.weight";
+    n.attn_norm = h + "ln_1.weight", n.attn_norm_b = h + "ln_1.bias";
+    n.wq = h + "attn.q_proj.weight", n.wk = h + "attn.k_proj.weight";
+    n.wv = h + "attn.v_proj.weight", n.wo = h + "attn.out_proj.weight";
+    n.w_up = h + "mlp.fc_in.weight", n.b_up = h + "mlp.fc_in.bias";
+    n.w_down = h + "mlp.fc_out.weight", n.b_down = h + "mlp.fc_out.bias";
+    n.out_norm = "transformer.ln_f.weight", n.out_norm_b = "transformer.ln_f.bias";
+    n.lm_head = c.tie_embeddings ? "" : "lm_head.weight";
+    n.lm_head_b = "lm_head.bias"; // (tied or not)
     return build_decoder(m, n, g);
   }
   const std::string p = m.tensors->contains("transformer.wte.weight") ? "transformer." : "";
