@@ -131,6 +131,7 @@ struct model_config {
   // the logits within router_jitter of it (relative), the first choice left out of the second's
   bool router_sparsemixer = false;
   double router_jitter = 0;
+  bool router_bias_logits = false; // the choice by logits + the correction bias (Kolibri)
   // PhiMoE's LongRoPE: cos and sin times short_mscale or long_mscale (as the factor set chosen),
   // in place of the attention factor (0: not given)
   double rope_short_mscale = 0, rope_long_mscale = 0;

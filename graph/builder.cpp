@@ -199,6 +199,7 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
     kernels::op_params p;
     p.router_sqrt_softplus = s.sqrt_softplus;
     p.router_sparsemixer = s.sparsemixer;
+    p.router_bias_on_logits = s.bias_on_logits;
     p.router_jitter = s.jitter;
     p.scale = s.scale;
     p.router_sigmoid = s.sigmoid;

@@ -59,8 +59,9 @@ struct moe_spec {
   bool sqrt_softplus = false; // scores sqrt(softplus(logits)) (DeepSeek-V4)
   bool clamp = false;         // with swiglu_limit: silu(min(g, L)) clamp(u, -L, L) (DeepSeek-V4)
   vid hash = none; // i32 [V, k]: each token's experts, by its id (DeepSeek-V4's hash routing)
-  bool sparsemixer = false; // PhiMoE's two choices (model_config::router_sparsemixer)
-  float jitter = 0;         // and its relative threshold
+  bool sparsemixer = false;    // PhiMoE's two choices (model_config::router_sparsemixer)
+  bool bias_on_logits = false; // the choice by logits + router bias (Kolibri), else scores + bias
+  float jitter = 0;            // and its relative threshold
 };
 
 /// The optional biases of a mixture of experts (GPT-OSS): the router's logits [E], and each

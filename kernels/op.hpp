@@ -134,6 +134,8 @@
 //                    scores are sqrt(softplus(logits)); with src2 token ids i32 [T] and src3 a
 //                    table i32 [V, k] the choice is table[token] (DeepSeek-V4's hash routing;
 //                    the weights as above, from the chosen scores); with
+//                    p.router_bias_on_logits the choice is by logits + bias (the weights the
+//                    chosen scores still); with
 //                    p.router_sparsemixer (PhiMoE, p.k = 2) choice j is the best logit m not
 //                    chosen yet, its weight the softmax at it over the logits l not chosen yet
 //                    with (m - l) / max(|l|, m) <= 2 p.router_jitter (times p.scale)
@@ -300,9 +302,10 @@ struct op_params {
   bool moe_relu2 = false; // moe: ungated experts, down(relu(up x)^2) (src3 = src4, unread)
   bool moe_gelu = false;  // moe: GeGLU experts, down(gelu_tanh(gate x) up x)
   bool moe_clamp = false; // moe with swiglu_limit: silu(min(g, L)) clamp(u, -L, L) (DeepSeek-V4)
-  bool router_sqrt_softplus = false; // moe_router: scores sqrt(softplus(logits)) (DeepSeek-V4)
-  bool router_sparsemixer = false;   // moe_router: PhiMoE's sparsemixer (p.k = 2)
-  float router_jitter = 0;           // and its relative threshold (router_jitter_noise)
+  bool router_sqrt_softplus = false;  // moe_router: scores sqrt(softplus(logits)) (DeepSeek-V4)
+  bool router_sparsemixer = false;    // moe_router: PhiMoE's sparsemixer (p.k = 2)
+  bool router_bias_on_logits = false; // moe_router: the choice by logits + bias (Kolibri)
+  float router_jitter = 0;            // and its relative threshold (router_jitter_noise)
   // paged_attention with compressed entries (src6), dsa_select over them, kv_compress: the
   // tokens per entry (0: none)
   int64_t compress = 0;

@@ -148,6 +148,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "mellum",
                                                             "granite_swa",
                                                             "granitemoe_swa",
-                                                            "gptj"};
+                                                            "gptj",
+                                                            "kolibri1"};
 
 } // namespace troupe::test

@@ -432,6 +432,7 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
   s.router_in = router_in;
   s.sqrt_softplus = c_.router_sqrt_softplus;
   s.sparsemixer = c_.router_sparsemixer;
+  s.bias_on_logits = c_.router_bias_logits;
   s.jitter = static_cast<float>(c_.router_jitter);
   s.clamp = c_.swiglu_clamp;
   const bool hashed =

@@ -9,6 +9,10 @@
 // no). The experts run as one `moe` op (kernels/op.hpp) that reads only the chosen experts.
 // Mellum (MellumForCausalLM): Qwen3-MoE's attention and experts with windows on the layers
 // layer_types names sliding, each layer type its own RoPE, and dense layers by mlp_layer_types.
+// Kolibri (Kolibri1ForCausalLM): EXAONE 4's attention (q / k norms per head, windows on four
+// layers in five, RoPE on those only) in GLM-4's sandwich norms over experts on every layer chosen
+// by their logits plus a correction bias, weighted by the chosen logits' sigmoids (renormalised
+// with norm_topk_prob), and a shared expert.
 #include <algorithm>
 
 #include "arch/families/decoder.hpp"
@@ -209,6 +213,42 @@ status build_mellum(const model_source& m, graph::graph& g) {
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
   expert_names(m, n);
   n.shexp_gate_inp.clear(), n.shexp_gate.clear(), n.shexp_up.clear(), n.shexp_down.clear();
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
+}
+
+status read_kolibri_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  c.qk_norm = qk_norm_kind::head;
+  c.norms = norm_place::sandwich;
+  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 513));
+  TROUPE_TRY(read_layer_types(j, c, sw, [](int64_t l) { return (l + 1) % 5 != 0; }));
+  if (sw > 0) rope_on_windowed_only(c); // (EXAONE 4's attention: no RoPE on the full layers)
+  TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  TROUPE_TRY(read_expert_counts(j, c, "num_local_experts", "num_experts"));
+  TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
+  TROUPE_TRY_ASSIGN(fs, j.i("shared_expert_intermediate_size", 512));
+  c.F = c.F_expert = fe;
+  c.F_shared = fs;
+  c.norm_topk = j.b("norm_topk_prob", false);
+  c.router_sigmoid = c.router_bias = c.router_bias_logits = true;
+  return {};
+}
+
+status build_kolibri(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(false, false, false);
+  const std::string l = "model.layers.{}.", p = l + "mlp.";
+  n.post_attn_norm = l + "post_attn_norm.weight";
+  n.ffn_norm = l + "post_attention_layernorm.weight";
+  n.post_ffn_norm = l + "post_ffn_norm.weight";
+  n.moe_router = p + "gate.weight", n.moe_router_bias = l + "moe.router.expert_bias";
+  n.moe_gate = p + "experts.{e}.gate_proj.weight", n.moe_up = p + "experts.{e}.up_proj.weight";
+  n.moe_down = p + "experts.{e}.down_proj.weight";
+  hf_shared_expert_names(n, p);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

@@ -356,7 +356,7 @@ void register_cuda_kernels(registry& r) {
       [](const op_args& a) {
         const int64_t E = a.src[0].cols();
         return a.src[0].type == dtype::f32 && E <= 4096 && contig(a) && // shared memory: 2 E + 2 G
-               !a.p.router_sqrt_softplus && !a.p.router_sparsemixer &&
+               !a.p.router_sqrt_softplus && !a.p.router_sparsemixer && !a.p.router_bias_on_logits &&
                !a.src[2].data; // (DeepSeek-V4's, PhiMoE's: not here yet)
       },
       cuda::launch_moe_router);

@@ -114,8 +114,10 @@ status moe_router(const op_args& a, const exec_ctx&) {
         sum += score[static_cast<size_t>(e)] = std::exp(double{l[e]} - mx);
       for (auto& v : score) v /= sum;
     }
-    for (int64_t e = 0; e < E; ++e)
-      choice[static_cast<size_t>(e)] = score[static_cast<size_t>(e)] + (bias ? bias[e] : 0.0);
+    for (int64_t e = 0; e < E; ++e) // (Kolibri: the choice by the logits themselves plus the bias)
+      choice[static_cast<size_t>(e)] =
+          (a.p.router_bias_on_logits ? double{l[e]} : score[static_cast<size_t>(e)]) +
+          (bias ? bias[e] : 0.0);
     // groups by the sum of their two best choice scores (one expert per group: itself)
     for (int64_t g = 0; g < G; ++g) {
       top.assign(choice.begin() + g * per, choice.begin() + (g + 1) * per);
