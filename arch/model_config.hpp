@@ -119,6 +119,7 @@ struct model_config {
   bool shared_gate = false;
   bool expert_relu2 = false; // ungated experts (and shared expert): down(relu(up x)^2) (Nemotron-H)
   double expert_scale = 1;
+  double shared_scale = 1; // the shared expert's output times this (Cohere2-MoE's "average": 0.5)
   std::vector<uint8_t> moe_layers; // per layer: 1 when its FFN is the experts; empty: every
                                    // layer is when n_expert > 0
   // DeepSeek-V3 routing: sigmoid scores, a correction bias for the choice, group-limited top-k

@@ -149,6 +149,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "granite_swa",
                                                             "granitemoe_swa",
                                                             "gptj",
-                                                            "kolibri1"};
+                                                            "kolibri1",
+                                                            "cohere2_moe"};
 
 } // namespace troupe::test

@@ -471,6 +471,8 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
     vid sh = b.ffn(h, sg, su, sd, none, none, none, op::silu,
                    c_.swiglu_clamp ? clamp_expr_ : nullptr, "ffn_shexp");
+    if (c_.shared_scale != 1)
+      sh = b.scale(sh, static_cast<float>(c_.shared_scale), "ffn_shexp_scaled");
     if (c_.shared_gate) {
       TROUPE_TRY_ASSIGN(gw, req(n_.shexp_gate_inp, l, {1, C}));
       const vid logit = b.op(op::matmul, {h, gw, none}, "ffn_shexp_gate_inp");

@@ -168,6 +168,8 @@ status read_minicpm3_gguf(const gguf_cfg& g, model_config& c);
 status build_minicpm3(const model_source& m, graph::graph& g);
 /// GPT-J (gpt2.cpp; built by build_gpt2).
 status read_gptj_hf(hf_cfg& j, model_config& c);
+/// Cohere2-MoE (cohere.cpp; built by build_cohere).
+status read_cohere2_moe_hf(hf_cfg& j, model_config& c);
 /// Kolibri (moe.cpp).
 status read_kolibri_hf(hf_cfg& j, model_config& c);
 status build_kolibri(const model_source& m, graph::graph& g);

@@ -520,3 +520,35 @@ TEST(ModelConfig, GraniteSwaRopePerLayer) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().to_string().find("layer_rope_theta"), std::string::npos);
 }
+
+// Cohere2-MoE's routing and shared experts: a softmax over the top-k logits (renormalised) or their
+// sigmoids (renormalised with norm_topk_prob), shared experts summed or averaged in; anything else
+// refuses by name.
+TEST(ModelConfig, Cohere2MoeRoutingAndSharing) {
+  json j = base("Cohere2MoeForCausalLM");
+  j.update({{"num_experts", 8},
+            {"num_experts_per_tok", 2},
+            {"num_shared_experts", 1},
+            {"sliding_window", 8},
+            {"expert_selection_fn", "sigmoid"},
+            {"norm_topk_prob", false},
+            {"shared_expert_combination_strategy", "sum"}});
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_TRUE(c->router_sigmoid);
+  EXPECT_FALSE(c->norm_topk);
+  EXPECT_DOUBLE_EQ(c->shared_scale, 1.0);
+  j["shared_expert_combination_strategy"] = "average";
+  c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_DOUBLE_EQ(c->shared_scale, 0.5);
+  EXPECT_DOUBLE_EQ(c->expert_scale, 0.5);
+  for (auto [key, value] : {std::pair<const char*, const char*>{"expert_selection_fn", "sparsemax"},
+                            {"shared_expert_combination_strategy", "max"}}) {
+    json k = j;
+    k[key] = value;
+    auto r = parse(k);
+    ASSERT_FALSE(r) << key;
+    EXPECT_NE(r.error().to_string().find(key), std::string::npos) << r.error().to_string();
+  }
+}
