@@ -232,6 +232,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                      (m.attn_value_gate ? H * m.v_head * C : 0) // HY-V4
                : C * H * D * (m.attn_output_gate || m.attn_value_gate ? 2 : 1) + kv * C * Hkv * D +
                      H * D * C + (m.qkv_bias ? H * D + kv * Hkv * D : 0) + qk_norms +
+                     (m.o_bias ? C : 0) + (m.attn_sinks ? H : 0) +
                      (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
   };
   // a gated DeltaNet layer: q, k, v, z, a, b projections, the convolution's taps, A and
@@ -262,20 +263,28 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                     (m.lin_v_dim * C + Vd * m.lin_v_dim) + m.lin_v_dim + Vd * C
               : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
                     2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
-  auto dense = [&](int64_t l) { return (m.gated_ffn ? 3 : 2) * C * m.layer_ffn(l); };
+  auto dense = [&](int64_t l) {
+    const int64_t F = m.layer_ffn(l);
+    return (m.gated_ffn ? 3 : 2) * C * F + (m.mlp_bias ? (m.gated_ffn ? 2 : 1) * F + C : 0);
+  };
   const int64_t mats = m.expert_relu2 ? 2 : 3; // (ungated experts: up and down)
   const int64_t experts = experts_counted * mats * C * m.F_expert +
                           m.n_expert * (C + (m.router_bias ? 1 : 0)) + // router, choice bias
                           mats * C * m.F_shared + (m.shared_gate ? C : 0) +
                           // Gemma 4: the dense MLP beside them, the router's scales, 3 norms
                           (m.moe_beside_mlp ? 3 * C * m.F + C + m.n_expert + 3 * C : 0);
-  int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C;
-  if (m.hc_mult > 0 && !m.hc_head_mean) // the head's hyper-connection (HY-V4's)
+  int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C + (m.lm_head_bias ? m.V : 0) +
+                  (m.learned_positions ? m.ctx * C : 0); // (GPT-2's position table)
+  if (m.hc_mult > 0 && !m.hc_head_mean)                  // the head's hyper-connection (HY-V4's)
     total += m.hc_mult * (m.hc_mult * C + 1) + 1;
   if (m.ple_dim > 0) // the per-layer embeddings' table, the model's projection and its norm
     total += (m.ple_vocab + C) * m.n_layer * m.ple_dim + m.ple_dim;
-  // norms: before each sublayer, and after it too where they sandwich it
-  const int64_t norms = (m.norms == norm_place::sandwich ? 4 : 2) * C;
+  // norms: before each sublayer, and after it too where they sandwich it (one for both sublayers
+  // of a parallel block with one norm)
+  const int64_t norms = (m.norms == norm_place::sandwich         ? 4
+                         : m.residual == residual_kind::parallel ? 1
+                                                                 : 2) *
+                        C;
   for (int64_t l = 0; l < m.n_layer; ++l)
     total += (!m.layer_has_mixer(l) ? 0
               : m.layer_linear(l)   ? linear

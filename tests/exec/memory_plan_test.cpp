@@ -153,18 +153,39 @@ TEST(MemoryPlan, ConfigAloneSizesLikeItsCheckpoint) {
 // 8x7B 46,702,792,704; DeepSeek-V3 671 B (without its multi-token-prediction layer, which
 // inference does not run); DBRX 132 B.
 // The config's own count (what the loader prints, what FLOP estimates use) against the
-// weights the graph reads, for the hybrid linear-attention families (gated attention's doubled
+// weights the graph reads (LayerNorm biases, which a config does not declare, aside: the families
+// with them are not listed), for the hybrid linear-attention families (gated attention's doubled
 // q_proj, DeltaNet's projections, taps, A, dt_bias, gated norm, experts; LFM's short convolutions,
-// expert bias, gate per head and sandwich norms; Granite 4.0's shared MLP).
+// expert bias, gate per head and sandwich norms; Granite 4.0's shared MLP) and the 2024-26 families
+// added since (biases on o and the MLP, sinks, a parallel block's one norm, shared experts).
 TEST(MemoryPlan, LinearAttentionParameterCounts) {
-  for (const char* name :
-       {"qwen3_5",          "qwen3_5_moe",    "qwen3_next",     "qwen3_next_moe", "lfm2",
-        "lfm2_moe",         "lfm3",           "lfm2_vl",        "granite4",       "mamba2",
-        "granite4_h",       "granite4_h_moe", "bamba",          "nemotron_h",     "falcon_h1",
-        "falcon_h1_norm",   "mamba",          "falcon_mamba",   "jamba",          "nemotron_h_moe",
-        "gemma4",           "gemma4_moe",     "gemma4_e",       "deepseek_v32",   "glm_moe_dsa",
-        "glm_moe_dsa_full", "kimi_linear",    "deepseek_v4",    "glm5_next",      "hy_v4",
-        "mistral4",         "mistral4_vl",    "mistral_large4", "afmoe"}) {
+  for (const char* name : {"qwen3_5",        "qwen3_5_moe",
+                           "qwen3_next",     "qwen3_next_moe",
+                           "lfm2",           "lfm2_moe",
+                           "lfm3",           "lfm2_vl",
+                           "granite4",       "mamba2",
+                           "granite4_h",     "granite4_h_moe",
+                           "bamba",          "nemotron_h",
+                           "falcon_h1",      "falcon_h1_norm",
+                           "mamba",          "falcon_mamba",
+                           "jamba",          "nemotron_h_moe",
+                           "gemma4",         "gemma4_moe",
+                           "gemma4_e",       "deepseek_v32",
+                           "glm_moe_dsa",    "glm_moe_dsa_full",
+                           "kimi_linear",    "deepseek_v4",
+                           "glm5_next",      "hy_v4",
+                           "mistral4",       "mistral4_vl",
+                           "mistral_large4", "afmoe",
+                           "dbrx",           "internlm3",
+                           "internlm2",      "sarvam_moe",
+                           "sarvam_mla",     "glm",
+                           "vaultgemma",     "helium",
+                           "flex_olmo",      "cwm",
+                           "youtu",          "granitemoeshared",
+                           "hy_v3",          "mellum",
+                           "granite_swa",    "granitemoe_swa",
+                           "kolibri1",       "cohere2_moe",
+                           "cohere2"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
