@@ -83,8 +83,7 @@ status build_afmoe(const model_source& m, graph::graph& g) {
   n.post_attn_norm = l + "post_attention_layernorm.weight";
   n.ffn_norm = l + "pre_mlp_layernorm.weight", n.post_ffn_norm = l + "post_mlp_layernorm.weight";
   n.moe_router = f + "router.gate.weight", n.moe_router_bias = f + "expert_bias";
-  n.moe_gate = f + "experts.{e}.gate_proj.weight", n.moe_up = f + "experts.{e}.up_proj.weight";
-  n.moe_down = f + "experts.{e}.down_proj.weight";
+  hf_expert_names(n, f);
   hf_shared_expert_names(n, f);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);

@@ -128,8 +128,7 @@ status build_cohere(const model_source& m, graph::graph& g) {
   if (c.n_expert > 0) { // Cohere2-MoE's experts, one by one, and its shared experts
     const std::string p = "model.layers.{}.mlp.";
     n.moe_router = p + "gate.weight";
-    n.moe_gate = p + "experts.{e}.gate_proj.weight", n.moe_up = p + "experts.{e}.up_proj.weight";
-    n.moe_down = p + "experts.{e}.down_proj.weight";
+    hf_expert_names(n, p);
     hf_shared_expert_names(n, p);
   }
   if (c.tie_embeddings) n.lm_head.clear();

@@ -357,6 +357,15 @@ void finish_longrope(rope_spec& r, int64_t ctx) {
   r.use_long = static_cast<double>(ctx) > r.orig_ctx;
 }
 
+status read_qk_normed_attention(hf_cfg& j, model_config& c, double eps) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", eps));
+  c.tie_embeddings = j.b("tie_word_embeddings", false);
+  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  c.qk_norm = qk_norm_kind::head;
+  return read_activation(j.s("hidden_act", "silu"), c, j.where());
+}
+
 status read_rope_by_layer_type(hf_cfg& j, model_config& c, json full, json sliding) {
   const json& rp = j.raw("rope_parameters");
   if (!rp.is_null() && !rp.is_object()) return j.bad("'rope_parameters' must be an object");

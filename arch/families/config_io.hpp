@@ -71,6 +71,10 @@ status read_rope(hf_cfg& j, model_config& c, double theta, double partial);
 /// One rope dict ({"rope_type", "rope_theta", "partial_rotary_factor", "factor" ...}: one layer
 /// type's, as transformers 5 nests them) into `spec`, in rotate_half layout; `theta` where the
 /// dict gives none.
+/// The attention of Qwen3's line: config.json's dims (rms_norm_eps, `eps` by default), untied
+/// unless tie_word_embeddings, q / k / v / o biases with attention_bias, an RMS norm of every q
+/// and k head, and hidden_act (dots.llm1, Mellum, Hy3).
+status read_qk_normed_attention(hf_cfg& j, model_config& c, double eps);
 /// transformers 5's rope_parameters nested by layer type (full_attention, sliding_attention; a dict
 /// that is not nested holds for both): c.rope and c.rope_local (has_rope_local), each type's dict
 /// `full` / `sliding` where the config gives none.

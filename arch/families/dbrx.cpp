@@ -128,8 +128,7 @@ status build_dbrx(const model_source& m, graph::graph& g) {
     n.wq.clear(), n.wk.clear(), n.wv.clear();
     n.wqkv = "blk.{}.attn_qkv.weight";
     n.ffn_norm = "blk.{}.attn_output_norm.weight";
-    expert_names(m, n);
-    n.shexp_gate_inp.clear(), n.shexp_gate.clear(), n.shexp_up.clear(), n.shexp_down.clear();
+    expert_names(m, n, false);
     if (c.tie_embeddings) n.lm_head.clear();
     return build_decoder(m, n, g);
   }

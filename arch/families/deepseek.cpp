@@ -202,12 +202,7 @@ status read_indexer_types(hf_cfg& j, model_config& c, const std::vector<uint8_t>
 // experts; windows where layer_types names them (transformers' default: none below
 // max_window_layers)
 status read_dots1_hf(hf_cfg& j, model_config& c) {
-  c.names.output = "lm_head.weight";
-  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
-  c.tie_embeddings = j.b("tie_word_embeddings", false);
-  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
-  c.qk_norm = qk_norm_kind::head;
-  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_qk_normed_attention(j, c, 1e-6));
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
   TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
   TROUPE_TRY_ASSIGN(mwl, j.i("max_window_layers", 62));
@@ -496,6 +491,12 @@ status build_deepseek(const model_source& m, graph::graph& g) {
   return build_decoder(m, n, g);
 }
 
+void hf_expert_names(decoder_names& n, const std::string& prefix) {
+  n.moe_gate = prefix + "experts.{e}.gate_proj.weight";
+  n.moe_up = prefix + "experts.{e}.up_proj.weight";
+  n.moe_down = prefix + "experts.{e}.down_proj.weight";
+}
+
 void hf_shared_expert_names(decoder_names& n, const std::string& prefix) {
   n.shexp_gate = prefix + "shared_experts.gate_proj.weight";
   n.shexp_up = prefix + "shared_experts.up_proj.weight";
@@ -530,8 +531,7 @@ void routed_expert_names(const model_source& m, decoder_names& n) {
   }
   const std::string p = "model.layers.{}.mlp.";
   n.moe_router = p + "gate.weight", n.moe_router_bias = p + "gate.e_score_correction_bias";
-  n.moe_gate = p + "experts.{e}.gate_proj.weight", n.moe_up = p + "experts.{e}.up_proj.weight";
-  n.moe_down = p + "experts.{e}.down_proj.weight";
+  hf_expert_names(n, p);
   hf_shared_expert_names(n, p);
   // experts packed per layer (Mistral 4 as published: gate_up_proj [E, 2F, C], each expert's
   // gate rows then its up rows, and down_proj [E, C, F])

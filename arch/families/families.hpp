@@ -139,7 +139,7 @@ status read_expert_counts(const gguf_cfg& g, model_config& c);
 status read_experts_gguf(const gguf_cfg& g, model_config& c);
 /// The expert tensors' names of the checkpoint's format (HF per expert, GGUF merged).
 struct decoder_names;
-void expert_names(const model_source& m, decoder_names& n);
+void expert_names(const model_source& m, decoder_names& n, bool shared = true);
 /// Qwen3.5, Qwen3.5-MoE, Qwen3-Next (qwen35.cpp).
 status read_glm4_gguf(const gguf_cfg& g, model_config& c);
 status read_qwen35_hf(hf_cfg& j, model_config& c);
@@ -209,6 +209,9 @@ decoder_names hf_mla_layout();
 /// HF's names of the shared experts under `prefix` (prefix + "shared_experts.gate_proj.weight"
 /// ...).
 void hf_shared_expert_names(decoder_names& n, const std::string& prefix);
+/// HF's names of the routed experts one by one under `prefix` (prefix +
+/// "experts.{e}.gate_proj.weight", up_proj, down_proj).
+void hf_expert_names(decoder_names& n, const std::string& prefix);
 /// llama.cpp's names of the latent attention's tensors (kv_b split into k_b and v_b).
 void gguf_mla_names(decoder_names& n);
 /// The same experts from llama.cpp's keys (deepseek2, glm4moe: expert_count /

@@ -11,13 +11,8 @@
 namespace troupe::arch {
 
 status read_hy_v3_hf(hf_cfg& j, model_config& c) {
-  c.names.output = "lm_head.weight";
-  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
-  c.tie_embeddings = j.b("tie_word_embeddings", false);
-  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  TROUPE_TRY(read_qk_normed_attention(j, c, 1e-5));
   if (j.b("mlp_bias", false)) return j.unsupported("mlp_bias true");
-  c.qk_norm = qk_norm_kind::head;
-  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   TROUPE_TRY(read_rope(j, c, 11158840.0, 1.0));
   j.mark("enable_moe_fp32_combine"); // (the sum's precision in bf16 runs; f32 here anyway)
   TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
@@ -42,8 +37,7 @@ status build_hy_v3(const model_source& m, graph::graph& g) {
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
   const std::string p = "model.layers.{}.mlp.";
   n.moe_router = p + "router.gate.weight", n.moe_router_bias = p + "expert_bias";
-  n.moe_gate = p + "experts.{e}.gate_proj.weight", n.moe_up = p + "experts.{e}.up_proj.weight";
-  n.moe_down = p + "experts.{e}.down_proj.weight";
+  hf_expert_names(n, p);
   n.shexp_gate = p + "shared_mlp.gate_proj.weight", n.shexp_up = p + "shared_mlp.up_proj.weight";
   n.shexp_down = p + "shared_mlp.down_proj.weight";
   if (c.tie_embeddings) n.lm_head.clear();

@@ -381,8 +381,7 @@ status build_jamba(const model_source& m, graph::graph& g) {
     n = feed_forward_layout(m);
     const std::string f = "model.layers.{}.feed_forward.";
     n.moe_router = f + "router.weight";
-    n.moe_gate = f + "experts.{e}.gate_proj.weight", n.moe_up = f + "experts.{e}.up_proj.weight";
-    n.moe_down = f + "experts.{e}.down_proj.weight";
+    hf_expert_names(n, f);
   }
   if (m.config.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);

@@ -167,8 +167,7 @@ status build_mimo_v2(const model_source& m, graph::graph& g) {
   const std::string a = "model.layers.{}.self_attn.", f = "model.layers.{}.mlp.";
   n.attn_sinks = a + "attention_sink_bias";
   n.moe_router = f + "gate.weight", n.moe_router_bias = f + "gate.e_score_correction_bias";
-  n.moe_gate = f + "experts.{e}.gate_proj.weight", n.moe_up = f + "experts.{e}.up_proj.weight";
-  n.moe_down = f + "experts.{e}.down_proj.weight";
+  hf_expert_names(n, f);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

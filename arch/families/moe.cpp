@@ -185,12 +185,7 @@ status prepare_qwen3_moe_hf(const model_config& c, tensor_index& t) {
 }
 
 status read_mellum_hf(hf_cfg& j, model_config& c) {
-  c.names.output = "lm_head.weight";
-  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
-  c.tie_embeddings = j.b("tie_word_embeddings", false);
-  if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
-  c.qk_norm = qk_norm_kind::head;
-  TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  TROUPE_TRY(read_qk_normed_attention(j, c, 1e-6));
   TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 1024));
   TROUPE_TRY(read_layer_types(j, c, sw < c.ctx ? sw : 0, [](int64_t) { return false; }));
   TROUPE_TRY(read_rope_by_layer_type(j, c, {{"rope_type", "default"}, {"rope_theta", 5e5}},
@@ -211,8 +206,7 @@ status read_mellum_hf(hf_cfg& j, model_config& c) {
 status build_mellum(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
-  expert_names(m, n);
-  n.shexp_gate_inp.clear(), n.shexp_gate.clear(), n.shexp_up.clear(), n.shexp_down.clear();
+  expert_names(m, n, false);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }
@@ -246,14 +240,25 @@ status build_kolibri(const model_source& m, graph::graph& g) {
   n.ffn_norm = l + "post_attention_layernorm.weight";
   n.post_ffn_norm = l + "post_ffn_norm.weight";
   n.moe_router = p + "gate.weight", n.moe_router_bias = l + "moe.router.expert_bias";
-  n.moe_gate = p + "experts.{e}.gate_proj.weight", n.moe_up = p + "experts.{e}.up_proj.weight";
-  n.moe_down = p + "experts.{e}.down_proj.weight";
+  hf_expert_names(n, p);
   hf_shared_expert_names(n, p);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }
 
-void expert_names(const model_source& m, decoder_names& n) {
+namespace {
+void expert_names_all(const model_source& m, decoder_names& n);
+} // namespace
+
+void expert_names(const model_source& m, decoder_names& n, bool shared) {
+  expert_names_all(m, n);
+  if (!shared) // (a family without shared experts: none of their names)
+    n.shexp_gate_inp.clear(), n.shexp_gate.clear(), n.shexp_up.clear(), n.shexp_down.clear();
+}
+
+namespace {
+// the names, shared experts' too (expert_names leaves those out where asked)
+void expert_names_all(const model_source& m, decoder_names& n) {
   if (m.format == "hf") {
     if (m.config.family == "mixtral" || m.config.family == "phimoe") { // (Mixtral's names)
       const std::string p = "model.layers.{}.block_sparse_moe.";
@@ -265,9 +270,7 @@ void expert_names(const model_source& m, decoder_names& n) {
     }
     const std::string p = "model.layers.{}.mlp.";
     n.moe_router = p + "gate.weight";
-    n.moe_gate = p + "experts.{e}.gate_proj.weight";
-    n.moe_up = p + "experts.{e}.up_proj.weight";
-    n.moe_down = p + "experts.{e}.down_proj.weight";
+    hf_expert_names(n, p);
     for (int64_t l = 0; l < m.config.n_layer; ++l) // packed, as prepare_qwen3_moe_hf left them
       if (m.config.layer_moe(l)) {
         if (m.tensors->contains(fmt::format("model.layers.{}.mlp.experts.gate", l))) {
@@ -301,5 +304,7 @@ void expert_names(const model_source& m, decoder_names& n) {
   n.shexp_down = b + "ffn_down_shexp.weight";
   n.shexp_gate_inp = b + "ffn_gate_inp_shexp.weight";
 }
+
+} // namespace
 
 } // namespace troupe::arch

@@ -54,8 +54,7 @@ status build_olmoe(const model_source& m, graph::graph& g) {
     n.attn_norm = "model.layers.{}.post_attention_layernorm.weight";
     n.ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
   }
-  expert_names(m, n);
-  n.shexp_gate_inp.clear(), n.shexp_gate.clear(), n.shexp_up.clear(), n.shexp_down.clear();
+  expert_names(m, n, false);
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

@@ -74,8 +74,7 @@ status build_phimoe(const model_source& m, graph::graph& g) {
     n.out_norm_b = "model.norm.bias";
     if (c.lm_head_bias) n.lm_head_b = "lm_head.bias";
   }
-  expert_names(m, n);
-  n.shexp_gate_inp.clear(), n.shexp_gate.clear(), n.shexp_up.clear(), n.shexp_down.clear();
+  expert_names(m, n, false);
   if (c.tie_embeddings) n.lm_head.clear(), n.lm_head_b.clear();
   return build_decoder(m, n, g);
 }
