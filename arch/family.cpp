@@ -697,6 +697,8 @@ const std::vector<family_entry>& families() {
       {"phi2", {"PhiForCausalLM"}, {"phi2"}, read_phi_hf, read_phi_gguf, build_phi},
       {"phi3", {"Phi3ForCausalLM"}, {"phi3"}, read_phi_hf, read_phi_gguf, build_phi},
       {"gpt2", {"GPT2LMHeadModel"}, {"gpt2"}, read_gpt2_hf, read_gpt2_gguf, build_gpt2},
+      // OPT: GPT-2's block with nn.Linear weights, ReLU, positions two rows on
+      {"opt", {"OPTForCausalLM"}, {}, read_opt_hf, nullptr, build_gpt2, prepare_opt_hf},
       // GPT-J: one LayerNorm feeding attention and MLP in parallel, RoPE on neighbouring pairs
       {"gptj", {"GPTJForCausalLM"}, {}, read_gptj_hf, nullptr, build_gpt2},
       // GPT-BigCode (StarCoder 1, SantaCoder): GPT-2 with nn.Linear weights and multi-query

@@ -150,6 +150,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "granitemoe_swa",
                                                             "gptj",
                                                             "kolibri1",
-                                                            "cohere2_moe"};
+                                                            "cohere2_moe",
+                                                            "opt"};
 
 } // namespace troupe::test

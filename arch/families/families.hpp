@@ -166,6 +166,9 @@ status build_nemotron(const model_source& m, graph::graph& g);
 status read_minicpm3_hf(hf_cfg& j, model_config& c);
 status read_minicpm3_gguf(const gguf_cfg& g, model_config& c);
 status build_minicpm3(const model_source& m, graph::graph& g);
+/// OPT (gpt2.cpp; built by build_gpt2).
+status read_opt_hf(hf_cfg& j, model_config& c);
+status prepare_opt_hf(const model_config& c, tensor_index& t);
 /// GPT-J (gpt2.cpp; built by build_gpt2).
 status read_gptj_hf(hf_cfg& j, model_config& c);
 /// Cohere2-MoE (cohere.cpp; built by build_cohere).

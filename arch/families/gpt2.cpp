@@ -7,7 +7,11 @@
 // one value head), or without multi_query each head's q, k, v in turn; GGUF: llama.cpp's
 // starcoder (multi-query only, its FFN 4 n_embd). GPT-J (GPTJForCausalLM): one LayerNorm feeding
 // attention and MLP in parallel, q / k / v without biases, RoPE on neighbouring pairs of the first
-// rotary_dim of each head, a GELU MLP with biases, the lm_head with a bias.
+// rotary_dim of each head, a GELU MLP with biases, the lm_head with a bias. OPT (OPTForCausalLM:
+// facebook/opt-125m ... 66b): GPT-2's pre-LayerNorm block with nn.Linear weights, a ReLU MLP, and
+// learned positions read two rows on (the table's first two rows are never used: prepare_opt_hf
+// gives the rest as the table); the post-norm form (opt-350m's do_layer_norm_before false) and its
+// projections in and out (word_embed_proj_dim) refuse by name.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -97,11 +101,76 @@ status read_gptj_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+status read_opt_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
+  TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
+  TROUPE_TRY_ASSIGN(H, j.req("num_attention_heads"));
+  TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
+  TROUPE_TRY_ASSIGN(ctx, j.i("max_position_embeddings", 2048));
+  TROUPE_TRY_ASSIGN(F, j.i("ffn_dim", 3072));
+  if (L > max_layers || C % H || F <= 0)
+    return j.bad(fmt::format("hidden_size {}, heads {}, layers {}, ffn_dim {}", C, H, L, F));
+  c.C = C, c.n_layer = L, c.H = c.Hkv = H, c.V = V, c.ctx = ctx, c.F = F, c.D = C / H;
+  c.norm = norm_kind::layer; // (nn.LayerNorm's eps)
+  c.norm_eps = 1e-5;
+  c.gated_ffn = false;
+  c.rope_enabled = false;
+  c.learned_positions = true;
+  c.tie_embeddings = j.b("tie_word_embeddings", true);
+  if (j.b("enable_bias", true)) c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  if (!j.b("do_layer_norm_before", true))
+    return j.unsupported("'do_layer_norm_before' false (OPT-350m's norms after each sublayer)");
+  if (j.b("_remove_final_layer_norm", false))
+    return j.unsupported("'_remove_final_layer_norm' true");
+  if (!j.b("layer_norm_elementwise_affine", true))
+    return j.unsupported("'layer_norm_elementwise_affine' false");
+  TROUPE_TRY_ASSIGN(proj, j.i("word_embed_proj_dim", C));
+  if (proj != C)
+    return j.unsupported(
+        fmt::format("word_embed_proj_dim {} (projections in and out of {})", proj, C));
+  for (const char* k : {"dropout", "layerdrop", "init_std"}) j.mark(k);
+  return read_activation(j.s("activation_function", "relu"), c, j.where());
+}
+
+// the position table from its third row: OPT's position p reads row p + 2
+status prepare_opt_hf(const model_config& c, tensor_index& t) {
+  const std::string name = "model.decoder.embed_positions.weight";
+  TROUPE_TRY_ASSIGN(w, take_tensor(t, name, {c.ctx + 2, c.C}));
+  if (!w->supported || is_quantized(w->type))
+    return make_error(errc::unsupported, "{}: '{}' must be f32, f16 or bf16", name, name);
+  const size_t row = row_bytes(w->type, c.C);
+  if (w->nbytes < static_cast<uint64_t>((c.ctx + 2) * static_cast<int64_t>(row)))
+    return make_error(errc::corrupt_file, "{}: '{}' is short", name, name);
+  std::vector<uint8_t> bytes(w->data + 2 * row, w->data + (c.ctx + 2) * row);
+  return add_repacked_tensor(t, "model.decoder.embed_positions.from2", w->type, shape{c.ctx, c.C},
+                             std::move(bytes), w->file);
+}
+
 status build_gpt2(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   if (m.format != "hf") {
     decoder_names n = gguf_layout(m);
     if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
+  if (c.family == "opt") {
+    const std::string d = "model.decoder.", h = d + "layers.{}.";
+    decoder_names n;
+    n.tok_embd = d + "embed_tokens.weight", n.pos_embd = d + "embed_positions.from2";
+    n.attn_norm = h + "self_attn_layer_norm.weight",
+    n.attn_norm_b = h + "self_attn_layer_norm.bias";
+    const std::string a = h + "self_attn.";
+    n.wq = a + "q_proj.weight", n.wk = a + "k_proj.weight", n.wv = a + "v_proj.weight";
+    n.wo = a + "out_proj.weight";
+    if (c.qkv_bias)
+      n.bq = a + "q_proj.bias", n.bk = a + "k_proj.bias", n.bv = a + "v_proj.bias",
+      n.bo = a + "out_proj.bias";
+    n.ffn_norm = h + "final_layer_norm.weight", n.ffn_norm_b = h + "final_layer_norm.bias";
+    n.w_up = h + "fc1.weight", n.w_down = h + "fc2.weight";
+    if (c.mlp_bias) n.b_up = h + "fc1.bias", n.b_down = h + "fc2.bias";
+    n.out_norm = d + "final_layer_norm.weight", n.out_norm_b = d + "final_layer_norm.bias";
+    n.lm_head = c.tie_embeddings ? "" : "lm_head.weight";
     return build_decoder(m, n, g);
   }
   if (c.family == "gptj") {

@@ -552,3 +552,22 @@ TEST(ModelConfig, Cohere2MoeRoutingAndSharing) {
     EXPECT_NE(r.error().to_string().find(key), std::string::npos) << r.error().to_string();
   }
 }
+
+// OPT: the pre-norm form (opt-125m, 1.3b ... 66b) is read; OPT-350m's norms after each sublayer and
+// its projections in and out of the model width refuse by name.
+TEST(ModelConfig, OptRefusesThePostNormForm) {
+  json j = base("OPTForCausalLM");
+  j.update({{"ffn_dim", 128}, {"word_embed_proj_dim", 64}, {"do_layer_norm_before", true}});
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_TRUE(c->learned_positions);
+  EXPECT_EQ(c->act_expr, "relu(x)");
+  for (auto [key, value] :
+       {std::pair<const char*, json>{"do_layer_norm_before", false}, {"word_embed_proj_dim", 32}}) {
+    json k = j;
+    k[key] = value;
+    auto r = parse(k);
+    ASSERT_FALSE(r) << key;
+    EXPECT_NE(r.error().to_string().find(key), std::string::npos) << r.error().to_string();
+  }
+}
