@@ -151,6 +151,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "gptj",
                                                             "kolibri1",
                                                             "cohere2_moe",
-                                                            "opt"};
+                                                            "opt",
+                                                            "flint"};
 
 } // namespace troupe::test

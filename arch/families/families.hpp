@@ -173,6 +173,9 @@ status prepare_opt_hf(const model_config& c, tensor_index& t);
 status read_gptj_hf(hf_cfg& j, model_config& c);
 /// Cohere2-MoE (cohere.cpp; built by build_cohere).
 status read_cohere2_moe_hf(hf_cfg& j, model_config& c);
+/// Flint (moe.cpp).
+status read_flint_hf(hf_cfg& j, model_config& c);
+status build_flint(const model_source& m, graph::graph& g);
 /// Kolibri (moe.cpp).
 status read_kolibri_hf(hf_cfg& j, model_config& c);
 status build_kolibri(const model_source& m, graph::graph& g);

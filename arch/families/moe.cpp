@@ -12,7 +12,9 @@
 // Kolibri (Kolibri1ForCausalLM): EXAONE 4's attention (q / k norms per head, windows on four
 // layers in five, RoPE on those only) in GLM-4's sandwich norms over experts on every layer chosen
 // by their logits plus a correction bias, weighted by the chosen logits' sigmoids (renormalised
-// with norm_topk_prob), and a shared expert.
+// with norm_topk_prob), and a shared expert. Flint (FlintForCausalLM): Qwen3-MoE's attention with
+// a sink per head and RoPE only on its sliding layers, dense layers by mlp_only_layers, the others
+// experts chosen by sigmoid (renormalised with norm_topk_prob) plus an ungated-in shared expert.
 #include <algorithm>
 
 #include "arch/families/decoder.hpp"
@@ -230,6 +232,47 @@ status read_kolibri_hf(hf_cfg& j, model_config& c) {
   c.norm_topk = j.b("norm_topk_prob", false);
   c.router_sigmoid = c.router_bias = c.router_bias_logits = true;
   return {};
+}
+
+status read_flint_hf(hf_cfg& j, model_config& c) {
+  TROUPE_TRY(read_qk_normed_attention(j, c, 1e-6));
+  TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 513));
+  const int64_t L = c.n_layer;
+  TROUPE_TRY(
+      read_layer_types(j, c, sw, [L](int64_t l) { return !(l < 2 || l % 4 == 1 || l == L - 1); }));
+  if (sw > 0) rope_on_windowed_only(c); // (RoPE where the layer has a window)
+  c.attn_sinks = true;
+  TROUPE_TRY(read_rope(j, c, 1e6, 1.0));
+  TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
+  TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
+  TROUPE_TRY_ASSIGN(fs, j.i("shared_expert_intermediate_size", 1024));
+  c.F_expert = fe, c.F_shared = fs;
+  c.router_sigmoid = true;
+  c.norm_topk = j.b("norm_topk_prob", true);
+  // dense layers: mlp_only_layers (the class's [0, 1]) and those off decoder_sparse_step
+  TROUPE_TRY_ASSIGN(step, j.i("decoder_sparse_step", 1));
+  if (step <= 0) return j.bad("'decoder_sparse_step' must be positive");
+  c.moe_layers.assign(static_cast<size_t>(L), 0);
+  for (int64_t l = 0; l < L; ++l) c.moe_layers[static_cast<size_t>(l)] = (l + 1) % step == 0;
+  const json& only = j.raw("mlp_only_layers");
+  const json dense = only.is_null() ? json::array({0, 1}) : only;
+  if (!dense.is_array()) return j.bad("'mlp_only_layers' must list layers");
+  for (const auto& v : dense) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= L)
+      return j.bad(fmt::format("mlp_only_layers entry {}", v.dump()));
+    c.moe_layers[v.get<size_t>()] = 0;
+  }
+  return {};
+}
+
+status build_flint(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+  expert_names(m, n);
+  n.shexp_gate_inp.clear(); // (its shared expert is added as it is)
+  n.attn_sinks = "model.layers.{}.self_attn.softmax_offset"; // (its sinks, as published)
+  if (c.tie_embeddings) n.lm_head.clear();
+  return build_decoder(m, n, g);
 }
 
 status build_kolibri(const model_source& m, graph::graph& g) {
