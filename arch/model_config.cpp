@@ -1,5 +1,5 @@
 // model_config.cpp: model_config from Hugging Face config.json or GGUF metadata
-// (model_config.hpp): the architecture picks a family (arch/family.cpp's table, or a
+// (model_config.hpp): the architecture picks a family (arch/families/table.cpp, or a
 // registered spec file), whose readers fill the config; keys the family never read are
 // recorded for the load to list.
 #include "arch/model_config.hpp"

@@ -1,7 +1,7 @@
 // families.hpp (arch/families, internal): the table of architecture families. Each family
 // (one file in arch/families/) reads its configuration from config.json (read_hf) and from
 // GGUF metadata (read_gguf) into model_config, and builds the whole model's graph (build).
-// family.cpp holds the table; model_config.cpp dispatches on it.
+// table.cpp holds the table; model_config.cpp dispatches on it.
 #pragma once
 
 #include <array>
