@@ -103,17 +103,9 @@ status read_gptj_hf(hf_cfg& j, model_config& c) {
 
 status read_opt_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
-  TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
-  TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
-  TROUPE_TRY_ASSIGN(H, j.req("num_attention_heads"));
-  TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));
-  TROUPE_TRY_ASSIGN(ctx, j.i("max_position_embeddings", 2048));
-  TROUPE_TRY_ASSIGN(F, j.i("ffn_dim", 3072));
-  if (L > max_layers || C % H || F <= 0)
-    return j.bad(fmt::format("hidden_size {}, heads {}, layers {}, ffn_dim {}", C, H, L, F));
-  c.C = C, c.n_layer = L, c.H = c.Hkv = H, c.V = V, c.ctx = ctx, c.F = F, c.D = C / H;
-  c.norm = norm_kind::layer; // (nn.LayerNorm's eps)
-  c.norm_eps = 1e-5;
+  // (ffn_dim read as intermediate_size: the family's hf_aliases; nn.LayerNorm's eps)
+  TROUPE_TRY(read_hf_dims(j, c, nullptr, 1e-5));
+  c.norm = norm_kind::layer;
   c.gated_ffn = false;
   c.rope_enabled = false;
   c.learned_positions = true;
@@ -125,10 +117,10 @@ status read_opt_hf(hf_cfg& j, model_config& c) {
     return j.unsupported("'_remove_final_layer_norm' true");
   if (!j.b("layer_norm_elementwise_affine", true))
     return j.unsupported("'layer_norm_elementwise_affine' false");
-  TROUPE_TRY_ASSIGN(proj, j.i("word_embed_proj_dim", C));
-  if (proj != C)
+  TROUPE_TRY_ASSIGN(proj, j.i("word_embed_proj_dim", c.C));
+  if (proj != c.C)
     return j.unsupported(
-        fmt::format("word_embed_proj_dim {} (projections in and out of {})", proj, C));
+        fmt::format("word_embed_proj_dim {} (projections in and out of {})", proj, c.C));
   for (const char* k : {"dropout", "layerdrop", "init_std"}) j.mark(k);
   return read_activation(j.s("activation_function", "relu"), c, j.where());
 }

@@ -713,7 +713,16 @@ const std::vector<family_entry>& families() {
       {"phi3", {"Phi3ForCausalLM"}, {"phi3"}, read_phi_hf, read_phi_gguf, build_phi},
       {"gpt2", {"GPT2LMHeadModel"}, {"gpt2"}, read_gpt2_hf, read_gpt2_gguf, build_gpt2},
       // OPT: GPT-2's block with nn.Linear weights, ReLU, positions two rows on
-      {"opt", {"OPTForCausalLM"}, {}, read_opt_hf, nullptr, build_gpt2, prepare_opt_hf},
+      {"opt",
+       {"OPTForCausalLM"},
+       {},
+       read_opt_hf,
+       nullptr,
+       build_gpt2,
+       prepare_opt_hf,
+       R"({"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+           "intermediate_size": 3072, "max_position_embeddings": 2048, "vocab_size": 50272})",
+       R"({"ffn_dim": "intermediate_size"})"},
       // GPT-J: one LayerNorm feeding attention and MLP in parallel, RoPE on neighbouring pairs
       {"gptj", {"GPTJForCausalLM"}, {}, read_gptj_hf, nullptr, build_gpt2},
       // GPT-BigCode (StarCoder 1, SantaCoder): GPT-2 with nn.Linear weights and multi-query
