@@ -152,6 +152,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "kolibri1",
                                                             "cohere2_moe",
                                                             "opt",
-                                                            "flint"};
+                                                            "flint",
+                                                            "ministral"};
 
 } // namespace troupe::test

@@ -25,7 +25,7 @@ namespace {
 
 // The dense family whose attention a MoE family has.
 std::string dense_base(const std::string& family) {
-  if (family == "mixtral") return "mistral";
+  if (family == "mixtral" || family == "ministral") return "mistral";
   if (family == "qwen2_moe") return "qwen2";
   if (family == "qwen3_moe") return "qwen3";
   if (family == "smollm3" || family == "seed_oss" || family == "ernie4_5" ||
@@ -100,8 +100,13 @@ status read_llama_hf(hf_cfg& j, model_config& c) {
   if (base == "qwen3") c.qk_norm = qk_norm_kind::head;
   if (base == "mistral") {
     TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
-    c.sliding_window = sw >= c.ctx ? 0 : sw; // a window as long as the context is no window
-  } else if (c.family == "qwen3_moe") {      // every layer, when use_sliding_window
+    if (sw >= c.ctx) sw = 0; // a window as long as the context is no window
+    // Ministral: the window on the layers layer_types names (every layer without the list)
+    if (c.family == "ministral")
+      TROUPE_TRY(read_layer_types(j, c, sw, [](int64_t) { return true; }));
+    else
+      c.sliding_window = sw;
+  } else if (c.family == "qwen3_moe") { // every layer, when use_sliding_window
     TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 0));
     c.sliding_window = j.b("use_sliding_window", false) && sw < c.ctx ? sw : 0;
   } else if (qwen) {

@@ -271,6 +271,17 @@ const std::vector<family_entry>& families() {
            "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "attention_bias": true,
            "rope_theta": 10000.0})",
        R"({"bias": "attention_bias"})"},
+      // Ministral (Ministral-8B): Mistral with its window on the layers layer_types names
+      {"ministral",
+       {"MinistralForCausalLM"},
+       {},
+       read_llama_hf,
+       nullptr,
+       build_llama,
+       nullptr,
+       R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "max_position_embeddings": 131072, "rms_norm_eps": 1e-6, "sliding_window": 4096})"},
       // Helium (Kyutai): Llama with RoPE on neighbouring pairs, q / k / v biases without o's
       {"helium",
        {"HeliumForCausalLM"},
