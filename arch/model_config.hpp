@@ -88,6 +88,9 @@ struct model_config {
   bool qk_norm_rope_layers = false; // the q/k norm only on layers that rotate (Llama 4)
   bool qk_norm_after_rope = false;  // a `head` q/k norm (weights [D]) after RoPE (Hunyuan):
                                     // with weights it does not commute with the rotation
+  bool rope_sin_flipped = false;    // RoPE by the negated angle (NanoChat's rotate_half,
+                                    // cat(x2, -x1)): q / k rows load with each head's halves
+                                    // swapped, the usual rotation then gives the same scores
   double embed_scale = 0; // the embedding rows times this (0: none; Gemma sqrt(C), Granite)
   bool embed_scale_rounded = false; // the scale is first rounded to the embeddings' dtype (Gemma)
   double residual_scale = 1;        // sublayer outputs times this before the residual add (Granite)

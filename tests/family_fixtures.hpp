@@ -153,6 +153,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "cohere2_moe",
                                                             "opt",
                                                             "flint",
-                                                            "ministral"};
+                                                            "ministral",
+                                                            "nanochat"};
 
 } // namespace troupe::test

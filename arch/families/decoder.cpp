@@ -79,6 +79,11 @@ expected<decoder::proj> decoder::projections(int l) {
   const axis kv_axis = kv_axis_of(l);
   weight_ref tr;
   tr.transposed = n_.transposed;
+  if (c_.rope_sin_flipped && (!n_.wqkv.empty() || c_.attn_output_gate))
+    return make_error(errc::unsupported,
+                      "{}: RoPE by the negated angle with a fused qkv or a gated "
+                      "q_proj is not supported",
+                      m_.path);
   if (n_.wqkv.empty() && c_.attn_output_gate) {
     // q_proj holds each head's q rows, then its gate's: [H, 2, D]
     weight_ref rq = head_rows(2 * D, 0, D), rg = head_rows(2 * D, D, D);
@@ -95,12 +100,18 @@ expected<decoder::proj> decoder::projections(int l) {
   if (n_.wqkv.empty()) {
     // (Gemma 4's full layers with kv_shared_kv: no v_proj, the values are k's projection)
     const bool v_is_k = c_.kv_shared_kv && c_.layer_full_geometry(l);
-    TROUPE_TRY_ASSIGN(wq, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, tr));
-    TROUPE_TRY_ASSIGN(wk, req(n_.wk, l, {Hkv * D, C}, cut::out, kv_axis, D, tr));
+    // (RoPE by the negated angle: q's and k's rows with each head's halves swapped)
+    weight_ref rq = tr, rk = tr, rbq, rbk;
+    if (c_.rope_sin_flipped) {
+      rq.segments = rbq.segments = swapped_halves(H, D);
+      rk.segments = rbk.segments = swapped_halves(Hkv, D);
+    }
+    TROUPE_TRY_ASSIGN(wq, req(n_.wq, l, {H * D, C}, cut::out, axis::heads, D, rq));
+    TROUPE_TRY_ASSIGN(wk, req(n_.wk, l, {Hkv * D, C}, cut::out, kv_axis, D, rk));
     TROUPE_TRY_ASSIGN(wv, v_is_k ? expected<vid>(none)
                                  : req(n_.wv, l, {Hkv * D, C}, cut::out, kv_axis, D, tr));
-    TROUPE_TRY_ASSIGN(bq, opt(n_.bq, l, {H * D}, cut::out, axis::heads, D));
-    TROUPE_TRY_ASSIGN(bk, opt(n_.bk, l, {Hkv * D}, cut::out, kv_axis, D));
+    TROUPE_TRY_ASSIGN(bq, opt(n_.bq, l, {H * D}, cut::out, axis::heads, D, rbq));
+    TROUPE_TRY_ASSIGN(bk, opt(n_.bk, l, {Hkv * D}, cut::out, kv_axis, D, rbk));
     TROUPE_TRY_ASSIGN(bv, opt(v_is_k ? "" : n_.bv, l, {Hkv * D}, cut::out, kv_axis, D));
     vid wg = none; // a gate per head [H, C]: mul broadcasts each over its head's values
     if (!n_.attn_head_gate.empty())

@@ -101,6 +101,12 @@ class decoder {
     for (int64_t hd = 0; hd < c_.H; ++hd) r.segments.emplace_back(hd * per + first, count);
     return r;
   }
+  // every head's D rows with their halves swapped: [h D + D / 2, + D / 2), then [h D, + D / 2)
+  static std::vector<std::pair<int64_t, int64_t>> swapped_halves(int64_t heads, int64_t D) {
+    std::vector<std::pair<int64_t, int64_t>> s;
+    for (int64_t h = 0; h < heads; ++h) s.insert(s.end(), {{h * D + D / 2, D / 2}, {h * D, D / 2}});
+    return s;
+  }
 
   // DeepSeek's latent attention, absorbed: the cache holds each token's latent c (kv_lora)
   // and its rotated k_pe (qk_rope); a head's query q_nope meets c through W_kb(h)^T (so the

@@ -154,6 +154,9 @@ status prepare_deepseek_hf(const model_config& c, tensor_index& t);
 status read_mistral_large4_hf(hf_cfg& j, model_config& c);
 status read_kimi_linear_gguf(const gguf_cfg& g, model_config& c);
 status read_exaone_moe_gguf(const gguf_cfg& g, model_config& c);
+/// NanoChat (nanochat.cpp).
+status read_nanochat_hf(hf_cfg& j, model_config& c);
+status build_nanochat(const model_source& m, graph::graph& g);
 /// StarCoder2 (starcoder2.cpp).
 status read_starcoder2_hf(hf_cfg& j, model_config& c);
 status read_starcoder2_gguf(const gguf_cfg& g, model_config& c);

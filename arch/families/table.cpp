@@ -282,6 +282,18 @@ const std::vector<family_entry>& families() {
        R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
            "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
            "max_position_embeddings": 131072, "rms_norm_eps": 1e-6, "sliding_window": 4096})"},
+      // NanoChat (karpathy/nanochat): weightless norms, RoPE by the negated angle, relu^2
+      {"nanochat",
+       {"NanoChatForCausalLM"},
+       {},
+       read_nanochat_hf,
+       nullptr,
+       build_nanochat,
+       nullptr,
+       R"({"vocab_size": 50304, "hidden_size": 768, "intermediate_size": 8192,
+           "num_hidden_layers": 12, "num_attention_heads": 6, "max_position_embeddings": 2048,
+           "hidden_act": "relu2", "rms_norm_eps": 1e-6, "final_logit_softcapping": 15.0,
+           "tie_word_embeddings": false})"},
       // Helium (Kyutai): Llama with RoPE on neighbouring pairs, q / k / v biases without o's
       {"helium",
        {"HeliumForCausalLM"},
