@@ -154,6 +154,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "opt",
                                                             "flint",
                                                             "ministral",
-                                                            "nanochat"};
+                                                            "nanochat",
+                                                            "hyperclovax"};
 
 } // namespace troupe::test

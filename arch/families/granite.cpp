@@ -10,7 +10,12 @@
 // the top-k logits) with the shared MLP as their shared expert. GraniteMoeShared
 // (GraniteMoeSharedForCausalLM) is GraniteMoE with that shared MLP beside its experts. Granite SWA
 // and GraniteMoe SWA (GraniteSWAForCausalLM, GraniteMoeSWAForCausalLM): Granite / GraniteMoeShared
-// with sliding-window layers, a sink logit per head and a RoPE base per layer.
+// with sliding-window layers, a sink logit per head and a RoPE base per layer. HyperCLOVA X
+// (HyperCLOVAXForCausalLM, HyperCLOVAX-SEED-Think): Granite's multipliers, but the logits times
+// logits_scaling, the attention multiplier head_dim^-0.5 unless given, and (use_post_norm, the
+// default) an RMS norm on each sublayer's output before the residual add (Peri-LN).
+#include <cmath>
+
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -117,13 +122,15 @@ status read_granite_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
   TROUPE_TRY_ASSIGN(em, j.f("embedding_multiplier", 1.0));
   TROUPE_TRY_ASSIGN(rm, j.f("residual_multiplier", 1.0));
-  TROUPE_TRY_ASSIGN(am, j.f("attention_multiplier", 1.0));
+  const bool hcx = c.family == "hyperclovax";
+  TROUPE_TRY_ASSIGN(am, j.f("attention_multiplier", hcx ? 1 / std::sqrt(double(c.D)) : 1.0));
   TROUPE_TRY_ASSIGN(ls, j.f("logits_scaling", 1.0));
   if (!(am > 0) || ls == 0) return j.bad("'attention_multiplier' and 'logits_scaling' must be > 0");
   c.embed_scale = em == 1 ? 0 : em;
   c.residual_scale = rm;
   c.attn_scale = am;
-  c.logit_scale = 1.0 / ls;
+  c.logit_scale = hcx ? ls : 1.0 / ls; // (HyperCLOVA X multiplies)
+  if (hcx && j.b("use_post_norm", true)) c.norms = norm_place::sandwich;
   if (c.family == "granitemoehybrid") TROUPE_TRY(read_granite4_layers(j, c));
   if (c.family == "granite_swa" || c.family == "granitemoe_swa") TROUPE_TRY(read_granite_swa(j, c));
   if (c.family == "granitemoe" || c.family == "granitemoe_swa") { // softmax over the top-k logits
@@ -209,6 +216,10 @@ status build_granite(const model_source& m, graph::graph& g) {
     mamba_names(m, n, "");
   }
   if (c.attn_sinks) n.attn_sinks = "model.layers.{}.self_attn.sinks";
+  if (c.norms == norm_place::sandwich) { // HyperCLOVA X's Peri-LN
+    n.post_attn_norm = "model.layers.{}.post_norm1.weight";
+    n.post_ffn_norm = "model.layers.{}.post_norm2.weight";
+  }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

@@ -660,6 +660,17 @@ const std::vector<family_entry>& families() {
        read_granite_hf,
        read_granite_gguf,
        build_granite},
+      // HyperCLOVA X (SEED-Think): Granite's multipliers with Peri-LN, logits times the scale
+      {"hyperclovax",
+       {"HyperCLOVAXForCausalLM"},
+       {},
+       read_granite_hf,
+       nullptr,
+       build_granite,
+       nullptr,
+       R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048,
+           "rms_norm_eps": 1e-6, "tie_word_embeddings": false})"},
       // Granite SWA / GraniteMoe SWA: sliding layers, sinks, a RoPE base per layer
       {"granite_swa",
        {"GraniteSWAForCausalLM"},
