@@ -155,6 +155,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "flint",
                                                             "ministral",
                                                             "nanochat",
-                                                            "hyperclovax"};
+                                                            "hyperclovax",
+                                                            "minicpm5_moe"};
 
 } // namespace troupe::test

@@ -284,15 +284,16 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
   // Glm4MoeLiteConfig and ExaoneMoeConfig: mlp_layer_types, else the first dense (GLM-4.7-Flash)
   // or first_k_dense_replace of them (K-EXAONE)
   const bool v32 = c.family == "deepseek_v32" || c.family == "glm_moe_dsa";
-  if (c.family == "glm4_moe_lite" || exaone || v32) {
+  // (MiniCPM5-MoE: the list, else first_k_dense_replace, 1 by default)
+  const bool listed_first = exaone || v32 || c.family == "minicpm5_moe";
+  if (c.family == "glm4_moe_lite" || listed_first) {
     TROUPE_TRY_ASSIGN(
         listed, read_layer_kinds(j, "mlp_layer_types", c.n_layer, "sparse", "dense", c.moe_layers));
     if (listed) {
-      if (exaone || v32) j.mark("first_k_dense_replace"); // the list wins
+      if (listed_first) j.mark("first_k_dense_replace"); // the list wins
       return {};
     }
-    TROUPE_TRY_ASSIGN(dense,
-                      exaone || v32 ? j.i("first_k_dense_replace", v32 ? 3 : 1) : int64_t{1});
+    TROUPE_TRY_ASSIGN(dense, listed_first ? j.i("first_k_dense_replace", v32 ? 3 : 1) : int64_t{1});
     for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
     return {};
   }

@@ -23,12 +23,23 @@ status read_glm4_moe_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
   TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
   c.tie_embeddings = j.b("tie_word_embeddings", false);
-  c.qkv_bias = j.b("attention_bias", false);
-  if (j.b("use_qk_norm", false)) c.qk_norm = qk_norm_kind::head;
-  j.mark("num_nextn_predict_layers"); // multi-token prediction heads: not used to generate
+  const bool minicpm5 = c.family == "minicpm5_moe";
+  if (minicpm5) {
+    // MiniCPM5MoeAttention: Llama's, q_proj holding each head's q rows then its gate's (the
+    // output times sigmoid(gate)); no q / k norm (use_qk_norm is not its config's)
+    if (!j.b("use_gated_attention", true))
+      return j.unsupported("'use_gated_attention' false (MiniCPM5-MoE's config refuses it)");
+    if (j.b("attention_bias", false))
+      return j.unsupported("'attention_bias' (biases on the gated q_proj and o_proj)");
+    c.attn_output_gate = true;
+  } else {
+    c.qkv_bias = j.b("attention_bias", false);
+    if (j.b("use_qk_norm", false)) c.qk_norm = qk_norm_kind::head;
+    j.mark("num_nextn_predict_layers"); // multi-token prediction heads: not used to generate
+  }
   j.mark("pretraining_tp");
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
-  TROUPE_TRY(read_rope(j, c, 10000.0, 0.5));
+  TROUPE_TRY(read_rope(j, c, minicpm5 ? 5e6 : 10000.0, minicpm5 ? 1.0 : 0.5));
   return read_routed_experts_hf(j, c);
 }
 

@@ -554,6 +554,22 @@ const std::vector<family_entry>& families() {
        read_glm4_moe_hf,
        read_glm4_moe_gguf,
        build_glm4_moe},
+      // MiniCPM5-MoE: Llama's attention with a sigmoid gate on its output (the gate rows in
+      // q_proj, per head after q's) over GLM-4.5's experts, dense layers by mlp_layer_types
+      {"minicpm5_moe",
+       {"MiniCPM5MoeForCausalLM", "MiniCPM5MoEForCausalLM"},
+       {},
+       read_glm4_moe_hf,
+       nullptr,
+       build_glm4_moe,
+       nullptr,
+       R"({"vocab_size": 130560, "hidden_size": 2048, "intermediate_size": 8192,
+           "num_hidden_layers": 28, "num_attention_heads": 32, "num_key_value_heads": 2,
+           "head_dim": 128, "max_position_embeddings": 524288, "rms_norm_eps": 1e-6,
+           "moe_intermediate_size": 512, "num_experts_per_tok": 16, "n_shared_experts": 1,
+           "n_routed_experts": 160, "routed_scaling_factor": 3.66, "n_group": 1,
+           "topk_group": 1, "norm_topk_prob": true, "tie_word_embeddings": false})",
+       R"({"num_local_experts": "n_routed_experts"})"},
       // Sarvam-30B and Param2: GLM-4.5's model under their own names (the config classes'
       // attribute_map and defaults)
       {"sarvam_moe",
