@@ -109,6 +109,8 @@ struct model_config {
   bool learned_positions = false;   // a position embedding table added to the tokens' (GPT-2)
   int64_t position_rows = 0;        // its rows, where a served context (with_context) is shorter
                                     // than the model's (0: ctx)
+  int64_t position_zero_row = -1;   // XGLM: the derived sinusoidal table's row of the pad token
+                                    // (table row p + 2 for position p) is zeros; -1: none
   bool embed_norm = false;          // a norm on the embeddings (Bloom)
   bool attn_scale_by_layer = false; // scores also divided by layer + 1 (GPT-2 option)
   // mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): a MoE layer's FFN is a router over

@@ -156,6 +156,9 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "ministral",
                                                             "nanochat",
                                                             "hyperclovax",
-                                                            "minicpm5_moe"};
+                                                            "minicpm5_moe",
+                                                            "gpt_neo",
+                                                            "persimmon",
+                                                            "xglm"};
 
 } // namespace troupe::test

@@ -154,6 +154,13 @@ status prepare_deepseek_hf(const model_config& c, tensor_index& t);
 status read_mistral_large4_hf(hf_cfg& j, model_config& c);
 status read_kimi_linear_gguf(const gguf_cfg& g, model_config& c);
 status read_exaone_moe_gguf(const gguf_cfg& g, model_config& c);
+/// GPT-Neo (gpt_neo.cpp).
+status read_gpt_neo_hf(hf_cfg& j, model_config& c);
+status build_gpt_neo(const model_source& m, graph::graph& g);
+/// XGLM (xglm.cpp).
+status read_xglm_hf(hf_cfg& j, model_config& c);
+status prepare_xglm_hf(const model_config& c, tensor_index& t);
+status build_xglm(const model_source& m, graph::graph& g);
 /// NanoChat (nanochat.cpp).
 status read_nanochat_hf(hf_cfg& j, model_config& c);
 status build_nanochat(const model_source& m, graph::graph& g);

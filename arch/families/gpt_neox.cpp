@@ -4,7 +4,11 @@
 // the parallel residual with two norms (x += attn(n1(x)) + mlp(n2(x))). StableLM: Llama with
 // LayerNorms, partial rotary, optional q/k/v biases, an optional parallel residual and
 // optional per-head q/k LayerNorms (qk_layernorm: a weight per head, no bias; the checkpoint
-// stores one tensor per head, stacked into one at load).
+// stores one tensor per head, stacked into one at load). Persimmon (PersimmonForCausalLM,
+// Adept's Persimmon-8B, Fuyu's language model): GPT-NeoX's per-head fused qkv and its sequential
+// pre-LayerNorm block with biases everywhere, a LayerNorm over each q and k head (weight and bias
+// shared by the heads, before RoPE) where qk_layernorm, RoPE on the first half of each head
+// (partial_rotary_factor 0.5) and a relu^2 MLP; the lm_head without a bias.
 #include "arch/families/decoder.hpp"
 
 #include <cstring>
@@ -31,6 +35,18 @@ status read_neox_hf(hf_cfg& j, model_config& c) {
     TROUPE_TRY_ASSIGN(pct, j.f("rotary_pct", 0.25));
     TROUPE_TRY(read_rope(j, c, base, pct));
     return {};
+  }
+  if (c.family == "persimmon") {
+    c.Hkv = c.H;
+    c.gated_ffn = false;
+    c.qkv_bias = c.o_bias = c.mlp_bias = true;
+    if (j.b("qk_layernorm", true)) {
+      c.qk_norm = qk_norm_kind::head;
+      c.qk_norm_type = norm_kind::layer;
+    }
+    j.mark("hidden_dropout");
+    TROUPE_TRY(read_activation(j.s("hidden_act", "relu2"), c, j.where()));
+    return read_rope(j, c, 10000.0, 0.5);
   }
   c.qkv_bias = j.b("use_qkv_bias", false);
   if (j.b("qk_layernorm", false)) {
@@ -102,6 +118,21 @@ status build_neox(const model_source& m, graph::graph& g) {
   if (m.format != "hf") {
     n = gguf_layout(m);
     if (c.residual == residual_kind::parallel) n.ffn_norm.clear(), n.ffn_norm_b.clear();
+  } else if (c.family == "persimmon") {
+    const std::string l = "model.layers.{}.", a = l + "self_attn.";
+    n.tok_embd = "model.embed_tokens.weight";
+    n.attn_norm = l + "input_layernorm.weight", n.attn_norm_b = l + "input_layernorm.bias";
+    n.ffn_norm = l + "post_attention_layernorm.weight";
+    n.ffn_norm_b = l + "post_attention_layernorm.bias";
+    n.wqkv = a + "query_key_value.weight", n.bqkv = a + "query_key_value.bias";
+    n.layout = qkv_layout::per_head;
+    n.wo = a + "dense.weight", n.bo = a + "dense.bias";
+    n.q_norm = a + "q_layernorm.weight", n.q_norm_b = a + "q_layernorm.bias";
+    n.k_norm = a + "k_layernorm.weight", n.k_norm_b = a + "k_layernorm.bias";
+    n.w_up = l + "mlp.dense_h_to_4h.weight", n.b_up = l + "mlp.dense_h_to_4h.bias";
+    n.w_down = l + "mlp.dense_4h_to_h.weight", n.b_down = l + "mlp.dense_4h_to_h.bias";
+    n.out_norm = "model.final_layernorm.weight", n.out_norm_b = "model.final_layernorm.bias";
+    n.lm_head = "lm_head.weight";
   } else if (c.family == "gpt_neox") {
     const std::string l = "gpt_neox.layers.{}.";
     n.tok_embd = "gpt_neox.embed_in.weight";
