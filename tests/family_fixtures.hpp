@@ -159,6 +159,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "minicpm5_moe",
                                                             "gpt_neo",
                                                             "persimmon",
-                                                            "xglm"};
+                                                            "xglm",
+                                                            "codegen"};
 
 } // namespace troupe::test

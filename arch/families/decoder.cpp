@@ -148,6 +148,20 @@ expected<decoder::proj> decoder::projections(int l) {
     }
     break;
   }
+  case qkv_layout::mp4_qvk: {
+    const int64_t local = H * D / 4;
+    if (Hkv != H || (H * D) % 4)
+      return make_error(errc::corrupt_file,
+                        "{}: CodeGen's fused qkv needs as many KV heads as "
+                        "heads and a width divisible by 4",
+                        m_.path);
+    for (int64_t s = 0; s < 4; ++s) {
+      sq.emplace_back(s * 3 * local, local);
+      sv.emplace_back(s * 3 * local + local, local);
+      sk.emplace_back(s * 3 * local + 2 * local, local);
+    }
+    break;
+  }
   }
   auto part = [&](const std::string& name, const std::vector<std::pair<int64_t, int64_t>>& seg,
                   int64_t rows, axis ax, bool matrix, bool optional) -> expected<vid> {

@@ -16,6 +16,7 @@ enum class qkv_layout : uint8_t {
   blocks,   // [q (H*D); k (Hkv*D); v (Hkv*D)] (Phi-3, MPT, GPT-2, Falcon multi-query)
   per_head, // [H, 3, D]: q, k, v of head 0, then of head 1 ... (GPT-NeoX, Bloom)
   grouped,  // [Hkv, G + 2, D]: a KV group's G query heads, then its k and v (Falcon 40B)
+  mp4_qvk,  // [4, 3, H D / 4]: four model-parallel slices, each its q, v, k rows (CodeGen)
 };
 
 /// Tensor names of one checkpoint format; "{}" is the layer index; empty: absent.

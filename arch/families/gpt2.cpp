@@ -11,7 +11,10 @@
 // facebook/opt-125m ... 66b): GPT-2's pre-LayerNorm block with nn.Linear weights, a ReLU MLP, and
 // learned positions read two rows on (the table's first two rows are never used: prepare_opt_hf
 // gives the rest as the table); the post-norm form (opt-350m's do_layer_norm_before false) and its
-// projections in and out (word_embed_proj_dim) refuse by name.
+// projections in and out (word_embed_proj_dim) refuse by name. CodeGen (CodeGenForCausalLM,
+// Salesforce codegen-350M ... 16B, mono / multi / nl): GPT-J with q, v and k in one qkv_proj of
+// four model-parallel slices ([4, 3, C / 4]: each slice's q rows, then v's, then k's) and
+// rotary_dim required (a null one is not a model transformers runs).
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
@@ -92,6 +95,10 @@ status read_gptj_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
   TROUPE_TRY(read_activation(j.s("activation_function", "gelu_new"), c, j.where()));
   // RoPE on the first rotary_dim dims of each head (null: all), neighbouring pairs, base 10000
+  if (c.family == "codegen") {
+    if (j.raw("rotary_dim").is_null()) return j.unsupported("'rotary_dim' null");
+    for (const char* k : {"n_ctx", "resid_pdrop", "embd_pdrop", "attn_pdrop"}) j.mark(k);
+  }
   TROUPE_TRY_ASSIGN(rot, j.i("rotary_dim", c.D));
   if (rot <= 0 || rot > c.D || rot % 2)
     return j.bad(fmt::format("rotary_dim {} for heads of {}", rot, c.D));
@@ -165,13 +172,19 @@ status build_gpt2(const model_source& m, graph::graph& g) {
     n.lm_head = c.tie_embeddings ? "" : "lm_head.weight";
     return build_decoder(m, n, g);
   }
-  if (c.family == "gptj") {
+  if (c.family == "gptj" || c.family == "codegen") {
     const std::string h = "transformer.h.{}.";
     decoder_names n;
     n.tok_embd = "transformer.wte.weight";
     n.attn_norm = h + "ln_1.weight", n.attn_norm_b = h + "ln_1.bias";
-    n.wq = h + "attn.q_proj.weight", n.wk = h + "attn.k_proj.weight";
-    n.wv = h + "attn.v_proj.weight", n.wo = h + "attn.out_proj.weight";
+    if (c.family == "codegen") {
+      n.wqkv = h + "attn.qkv_proj.weight";
+      n.layout = qkv_layout::mp4_qvk;
+    } else {
+      n.wq = h + "attn.q_proj.weight", n.wk = h + "attn.k_proj.weight";
+      n.wv = h + "attn.v_proj.weight";
+    }
+    n.wo = h + "attn.out_proj.weight";
     n.w_up = h + "mlp.fc_in.weight", n.b_up = h + "mlp.fc_in.bias";
     n.w_down = h + "mlp.fc_out.weight", n.b_down = h + "mlp.fc_out.bias";
     n.out_norm = "transformer.ln_f.weight", n.out_norm_b = "transformer.ln_f.bias";

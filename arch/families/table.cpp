@@ -789,6 +789,17 @@ const std::vector<family_entry>& families() {
        R"({"ffn_dim": "intermediate_size"})"},
       // GPT-J: one LayerNorm feeding attention and MLP in parallel, RoPE on neighbouring pairs
       {"gptj", {"GPTJForCausalLM"}, {}, read_gptj_hf, nullptr, build_gpt2},
+      // CodeGen (Salesforce): GPT-J with q, v, k fused in four model-parallel slices
+      {"codegen",
+       {"CodeGenForCausalLM"},
+       {},
+       read_gptj_hf,
+       nullptr,
+       build_gpt2,
+       nullptr,
+       R"({"vocab_size": 50400, "n_positions": 2048, "n_embd": 4096, "n_layer": 28,
+           "n_head": 16, "rotary_dim": 64, "activation_function": "gelu_new",
+           "layer_norm_epsilon": 1e-5, "tie_word_embeddings": false})"},
       // GPT-BigCode (StarCoder 1, SantaCoder): GPT-2 with nn.Linear weights and multi-query
       {"gpt_bigcode",
        {"GPTBigCodeForCausalLM"},
