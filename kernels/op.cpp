@@ -280,13 +280,18 @@ status check_args(const op_args& a) {
       return fail(a, "B and C must be f32 [T, G, N]");
     const int64_t G = B.dims[1], N = B.dims[2];
     if (G <= 0 || H % G != 0) return fail(a, "H must be a multiple of G");
-    if (a.src[1].type != dtype::f32 || a.src[1].numel() != T * H)
-      return fail(a, "dt must be f32 [T, H]");
-    for (int i : {5, 6})
-      if (a.src[i].type != dtype::f32 || a.src[i].numel() != H)
-        return fail(a, "D and dt_bias must be f32 [H]");
-    if (a.src[2].type != dtype::f32 || (a.src[2].numel() != H && a.src[2].numel() != H * N))
-      return fail(a, "A_log must be f32 [H] or [H, N]");
+    if (a.p.scan_unit_dt) { // (dt, D and dt_bias unread)
+      if (a.src[2].type != dtype::f32 || a.src[2].numel() != H)
+        return fail(a, "A must be f32 [H] with a unit dt");
+    } else {
+      if (a.src[1].type != dtype::f32 || a.src[1].numel() != T * H)
+        return fail(a, "dt must be f32 [T, H]");
+      for (int i : {5, 6})
+        if (a.src[i].type != dtype::f32 || a.src[i].numel() != H)
+          return fail(a, "D and dt_bias must be f32 [H]");
+      if (a.src[2].type != dtype::f32 || (a.src[2].numel() != H && a.src[2].numel() != H * N))
+        return fail(a, "A_log must be f32 [H] or [H, N]");
+    }
     if (st.type != dtype::f32 || st.dims.rank != 4 || st.dims[1] != H || st.dims[2] != P ||
         st.dims[3] != N)
       return fail(a, "state must be f32 [NS, H, P, N]");

@@ -185,7 +185,9 @@
 //                    token d = softplus(dt + dt_bias), S = exp(d A) S + d x B^T, out = S C + D x
 //                    with A = -exp(A_log) (src2 is A itself with p.delta_neg_a, GGUF's ssm_a);
 //                    src2 may also be [H, N]: an A per state value (Mamba-1's, where each channel
-//                    is a head of P = 1: d A is then a vector, exp(d A) taken elementwise)
+//                    is a head of P = 1: d A is then a vector, exp(d A) taken elementwise); with
+//                    p.scan_unit_dt d = 1 and no D term (src1, src5, src6 unread, may be empty;
+//                    A [H] only): S = exp(A) S + x B^T, out = S C (MiniMax's lightning attention)
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 
@@ -312,7 +314,8 @@ struct op_params {
   // gated_delta: value head h reads key head (head0 + h) % Hk (GGUF's tiled head order), else
   // h / (Hv / Hk); src5 (ssm_scan: src2) holds -exp(A_log) (GGUF's ssm_a), else A_log
   bool delta_tiled = false, delta_neg_a = false;
-  bool conv_plain = false; // causal_conv: the taps' sum without the SiLU
+  bool conv_plain = false;   // causal_conv: the taps' sum without the SiLU
+  bool scan_unit_dt = false; // ssm_scan: d = 1, no D term (dt, D, dt_bias unread)
   // gated_delta: < 0, the decay's log is bound * sigmoid(exp(A_log) (a + dt_bias)) (GLM-5.3's safe
   // gate, bounded below) instead of -exp(A_log) softplus(a + dt_bias); 0: off
   float delta_bound = 0;

@@ -327,6 +327,7 @@ void scan_items(const op_args& a, int64_t i0, int64_t i1) {
   const float *Dv = a.src[5].as<float>(), *dt_bias = a.src[6].as<float>();
   float* state = a.src[7].as<float>();
   const bool per_state = a.src[2].numel() == H * N; // an A per state value (Mamba-1)
+  const bool unit = a.p.scan_unit_dt;               // d = 1, no D term (MiniMax's lightning)
   std::vector<float> Av(per_state ? static_cast<size_t>(N) : 0), dA(Av.size());
   for (int64_t i = i0; i < i1; ++i) {
     const state_row s = state_row_at(table, i / H);
@@ -346,8 +347,8 @@ void scan_items(const op_args& a, int64_t i0, int64_t i1) {
     }
     for (int64_t n = 0; n < s.count; ++n) {
       const int64_t t = s.begin + n;
-      const float v = dtv[t * H + h] + dt_bias[h];
-      const float dt = v > 20.0f ? v : std::log1p(std::exp(v));
+      const float v = unit ? 0.0f : dtv[t * H + h] + dt_bias[h];
+      const float dt = unit ? 1.0f : v > 20.0f ? v : std::log1p(std::exp(v));
       const float decay = per_state ? 0.0f : std::exp(dt * A);
       if (per_state) {
         const float* av = Av.data();
@@ -377,7 +378,7 @@ void scan_items(const op_args& a, int64_t i0, int64_t i1) {
             y += row[e] * ct[e];
           }
         }
-        o[p] = y + Dv[h] * xt[p];
+        o[p] = unit ? y : y + Dv[h] * xt[p];
       }
     }
   }
@@ -387,8 +388,9 @@ void ssm_scan(const op_args& a, const exec_ctx& ctx) {
   const int64_t H = a.src[0].dims[1], P = a.src[0].dims[2], G = a.src[3].dims[1];
   const int64_t N = a.src[3].dims[2], S = a.src[8].rows();
   const bool per_state = a.src[2].numel() == H * N; // an A per state value (Mamba-1)
-  if (per_state && P == 1 && G == 1 && N <= 64) {   // Mamba-1: blocks of channel-heads
-    constexpr int64_t Hb = 64;                      // heads a work item takes
+  if (per_state && !a.p.scan_unit_dt && P == 1 && G == 1 &&
+      N <= 64) {               // Mamba-1: blocks of channel-heads
+    constexpr int64_t Hb = 64; // heads a work item takes
     const int64_t blocks = (H + Hb - 1) / Hb;
     parallel(ctx, S * blocks, 1, [&](int64_t i0, int64_t i1) { scan_m1_items(a, i0, i1, blocks); });
     return;

@@ -123,11 +123,13 @@ void ssm_scan(const op_args& a, const exec_ctx&) {
         const double a2 = a.src[2].as<float>()[per_state ? h * N + n : h];
         return a.p.delta_neg_a ? a2 : -std::exp(a2);
       };
-      const double D = a.src[5].as<float>()[h];
+      const bool unit = a.p.scan_unit_dt; // d = 1, no D term
+      const double D = unit ? 0.0 : a.src[5].as<float>()[h];
       for (int64_t i = 0; i < s.count; ++i) {
         const int64_t t = s.begin + i, grp = h / rep;
-        const double v = double{a.src[1].as<float>()[t * H + h]} + a.src[6].as<float>()[h];
-        const double dt = v > 20 ? v : std::log1p(std::exp(v));
+        const double v =
+            unit ? 0.0 : double{a.src[1].as<float>()[t * H + h]} + a.src[6].as<float>()[h];
+        const double dt = unit ? 1.0 : v > 20 ? v : std::log1p(std::exp(v));
         const float* xt = x.as<float>() + (t * H + h) * P;
         const float* bt = B.as<float>() + (t * G + grp) * N;
         const float* ct = Cm.as<float>() + (t * G + grp) * N;

@@ -575,6 +575,30 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
     c.tol = {1e-9, 1e-4};
     out_cases.push_back(std::move(c));
   }
+  // MiniMax's lightning attention as the scan: d = 1 and no D term (dt, D, dt_bias empty), A = -s
+  // per head, one group of B and C per head
+  {
+    const int64_t H = 4, P = 16, N = 16;
+    op_case c;
+    c.name = fmt::format("ssm_scan(T={},H={},G={},P={},N={},unit_dt)", T, H, H, P, N);
+    gen g(c.name);
+    c.kind = op::ssm_scan;
+    std::vector<float> A = g.normal(H, 0.5f);
+    for (float& x : A) x = -std::exp(x) * 0.1f;
+    c.src = {from_floats(dtype::f32, {T, H, P}, g.normal(T * H * P)),
+             absent(),
+             from_floats(dtype::f32, {H}, A),
+             from_floats(dtype::f32, {T, H, N}, g.normal(T * H * N, 0.3f)),
+             from_floats(dtype::f32, {T, H, N}, g.normal(T * H * N, 0.3f)),
+             absent(),
+             absent(),
+             from_floats(dtype::f32, {NS, H, P, N}, g.normal(NS * H * P * N, 0.3f)),
+             from_ints({3, 4}, table)};
+    c.dst = out(dtype::f32, {T, H, P});
+    c.p.scan_unit_dt = true;
+    c.tol = {1e-9, 1e-4};
+    out_cases.push_back(std::move(c));
+  }
   // GGUF's form: value heads tiled over the key heads (a shard's first global head 3), and
   // -exp(A_log) stored
   {
