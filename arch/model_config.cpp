@@ -250,7 +250,9 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
       Vd * N1 + Vd + Vd * C + (m.ssm_proj_bias ? 2 * Vd : 0) + (m.ssm_out_bias ? C : 0) +
       (m.ssm_bcdt_norm == model_config::ssm_bcdt_kind::weighted ? R + 2 * N1 : 0);
   const int64_t linear =
-      m.ssm_dt_rank > 0 ? mamba1
+      // (lightning: qkv_proj, output_gate, out_proj, the norm, the decay per head)
+      m.lightning         ? 5 * C * Vd + Vd + m.lin_v_heads
+      : m.ssm_dt_rank > 0 ? mamba1
       : m.mamba
           ? C * ssm_in + ssm_conv * m.lin_conv + (m.ssm_conv_bias ? ssm_conv : 0) +
                 3 * m.lin_v_heads + (m.ssm_norm == model_config::ssm_norm_kind::none ? 0 : Vd) +
@@ -273,7 +275,11 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                           mats * C * m.F_shared + (m.shared_gate ? C : 0) +
                           // Gemma 4: the dense MLP beside them, the router's scales, 3 norms
                           (m.moe_beside_mlp ? 3 * C * m.F + C + m.n_expert + 3 * C : 0);
-  int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + C + (m.lm_head_bias ? m.V : 0) +
+  // (the final norm's weight, and the embeddings' norm's where there is one; none where the
+  // norms have no weights, as OLMo's and NanoChat's)
+  const int64_t norm_w = m.norm_weight ? C : 0;
+  int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + norm_w + (m.embed_norm ? norm_w : 0) +
+                  (m.lm_head_bias ? m.V : 0) +
                   (m.learned_positions ? m.ctx * C : 0); // (GPT-2's position table)
   if (m.hc_mult > 0 && !m.hc_head_mean)                  // the head's hyper-connection (HY-V4's)
     total += m.hc_mult * (m.hc_mult * C + 1) + 1;
@@ -284,7 +290,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   const int64_t norms = (m.norms == norm_place::sandwich         ? 4
                          : m.residual == residual_kind::parallel ? 1
                                                                  : 2) *
-                        C;
+                        norm_w;
   for (int64_t l = 0; l < m.n_layer; ++l)
     total += (!m.layer_has_mixer(l) ? 0
               : m.layer_linear(l)   ? linear
@@ -300,7 +306,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                   ? 2 * (m.hc_independent ? 2 * m.hc_mult * (m.hc_mult * C + 1) + 2
                                           : m.hc_mult * (m.hc_mult + 2) * (m.hc_mult * C + 1) + 3)
                   : 0) +
-             (m.layer_has_ffn(l) && m.layer_has_mixer(l) ? norms : norms / 2); // one norm a block
+             (m.layer_has_ffn(l) && m.layer_has_mixer(l) ? norms : norms / 2) + // one norm a block
+             (m.post_moe_norm && m.layer_has_ffn(l) && m.layer_moe(l) ? norm_w : 0);
   return total;
 }
 

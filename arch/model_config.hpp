@@ -122,6 +122,17 @@ struct model_config {
   bool expert_input_scaled = false; // the router's weight scales the chosen expert's input, not
                                     // its output (Llama 4; one expert per token)
   bool shared_gate = false;
+  // MiniMax (Text-01, M1): each sublayer's residual is its normed input, both terms scaled:
+  // x = n1(h); h = alpha x + beta attn(x); x = n2(h); h = alpha' x + beta' ffn(x); the pair of a
+  // full attention layer, of a linear one, of the FFN
+  bool normed_residual = false;
+  double full_alpha = 1, full_beta = 1, lin_alpha = 1, lin_beta = 1, ffn_alpha = 1, ffn_beta = 1;
+  // the linear layers are MiniMax's lightning attention: q, k, v = silu of one projection ([q | k |
+  // v] per head), per head S = exp(-s_h) S + k^T v and out = q S (H heads of D: lin_k/v_heads = H,
+  // lin_k/v_dim = D, lin_conv = 1), RMS-normed over every head, times sigmoid(output_gate x)
+  bool lightning = false;
+  bool post_moe_norm = false; // on MoE layers, a norm on the experts' output (shared expert
+                              // included) before the residual add (A.X K1's post_mlp_layernorm)
   bool expert_relu2 = false; // ungated experts (and shared expert): down(relu(up x)^2) (Nemotron-H)
   double expert_scale = 1;
   double shared_scale = 1; // the shared expert's output times this (Cohere2-MoE's "average": 0.5)

@@ -160,6 +160,9 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "gpt_neo",
                                                             "persimmon",
                                                             "xglm",
-                                                            "codegen"};
+                                                            "codegen",
+                                                            "axk1",
+                                                            "lara_mini",
+                                                            "minimax"};
 
 } // namespace troupe::test

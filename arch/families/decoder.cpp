@@ -329,7 +329,8 @@ expected<vid> decoder::attention(int l, vid h) {
   if (const int64_t src = c_.layer_kv_source(l); src != l) return shared_attention(l, h, src);
   if (c_.layer_linear(l) && c_.ssm_dt_rank > 0) return mamba1(l, h);
   if (c_.layer_linear(l))
-    return c_.mamba        ? mamba(l, h)
+    return c_.lightning    ? lightning(l, h)
+           : c_.mamba      ? mamba(l, h)
            : c_.short_conv ? short_conv(l, h)
            : c_.kda        ? kda(l, h)
                            : delta_net(l, h);
@@ -580,6 +581,19 @@ expected<vid> decoder::layer(int l, vid x) {
     return b.add(x, scaled(fn, "ffn_scaled"), "ffn_residual");
   }
   TROUPE_TRY_ASSIGN(h, norm(x, l, n_.attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
+  if (c_.normed_residual) { // MiniMax: the residual is the normed stream, both terms scaled
+    auto times = [&](vid v, double s, const char* what) {
+      return s != 1 ? b.scale(v, static_cast<float>(s), what) : v;
+    };
+    const bool lin = c_.layer_linear(l);
+    TROUPE_TRY_ASSIGN(a, attention(l, h));
+    x = b.add(times(h, lin ? c_.lin_alpha : c_.full_alpha, "attn_res_scaled"),
+              times(a, lin ? c_.lin_beta : c_.full_beta, "attn_scaled"), "attn_residual");
+    TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
+    TROUPE_TRY_ASSIGN(f, ffn(l, h2));
+    return b.add(times(h2, c_.ffn_alpha, "ffn_res_scaled"), times(f, c_.ffn_beta, "ffn_scaled"),
+                 "ffn_residual");
+  }
   if (c_.ssm_parallel) { // Falcon-H1: x += out_m mamba(in_m h) + out_a attn(in_a h); x += ffn
     auto times = [&](vid v, double s, const char* what) {
       return s != 1 ? b.scale(v, static_cast<float>(s), what) : v;
@@ -627,7 +641,7 @@ expected<vid> decoder::layer(int l, vid x) {
     TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
     TROUPE_TRY_SET(f, ffn(l, h2));
   }
-  if (c_.norms == norm_place::sandwich)
+  if (c_.norms == norm_place::sandwich || (c_.post_moe_norm && c_.layer_moe(l)))
     TROUPE_TRY_SET(f, norm(f, l, n_.post_ffn_norm, "", C, c_.norm, "ffn_post_norm"));
   return b.add(x, scaled(f, "ffn_scaled"), "ffn_residual");
 }

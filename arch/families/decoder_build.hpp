@@ -132,6 +132,8 @@ class decoder {
   expected<vid> delta_net(int l, vid h);
   expected<vid> short_conv(int l, vid h);
   expected<vid> mamba(int l, vid h);
+  // MiniMax's lightning attention (model_config::lightning) as the scan with a unit step
+  expected<vid> lightning(int l, vid h);
   expected<vid> mamba1(int l, vid h);
   expected<vid> kda(int l, vid h);
 

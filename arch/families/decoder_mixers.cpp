@@ -200,6 +200,48 @@ expected<vid> decoder::mamba(int l, vid h) {
   return b.linear(out, wo, bo, "ssm_out");
 }
 
+// MiniMax's lightning attention: q, k, v = silu of qkv_proj's rows of each head ([q | k | v] per
+// head), then Mamba-2's scan with a unit step and no D term (op_params::scan_unit_dt) over a state
+// [H, D, D] per sequence: x = v, B = k and C = q per head (a group per head), A = -s_h (the
+// family's derived slope, n_.lin_A_log), so S = exp(-s_h) S + v k^T and out = S q; then the RMS
+// norm over every head (a TP shard sums its squares with the others'), times sigmoid of
+// output_gate (n_.lin_z), and out_proj (n_.lin_out)
+expected<vid> decoder::lightning(int l, vid h) {
+  builder b(g_, l);
+  const int64_t C = c_.C, H = c_.H, D = c_.D, HD = H * D;
+  auto project = [&](int64_t first, const std::string& what) -> expected<vid> {
+    TROUPE_TRY_ASSIGN(
+        w, req(n_.lin_qkv, l, {HD, C}, cut::out, axis::heads, D, head_rows(3 * D, first, D)));
+    const vid y = b.unary(op::silu, b.linear(h, w, none, what), what + "_silu");
+    return b.view(y, {-1, D}, what + "_heads");
+  };
+  TROUPE_TRY_ASSIGN(q, project(0, "lightning_q"));
+  TROUPE_TRY_ASSIGN(k, project(D, "lightning_k"));
+  TROUPE_TRY_ASSIGN(v, project(2 * D, "lightning_v"));
+  TROUPE_TRY_ASSIGN(a, req(n_.lin_A_log, l, {H}, cut::out, axis::heads, 1));
+  TROUPE_TRY_ASSIGN(nw, req(n_.lin_norm, l, {HD}, cut::out, axis::heads, D));
+  TROUPE_TRY_ASSIGN(wg, req(n_.lin_z, l, {HD, C}, cut::out, axis::heads, D));
+  TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, HD}, cut::in, axis::heads, D));
+  const vid st =
+      graph::add_recurrent_state(g_, state_kind::ssm, l, {H, D, D}, axis::heads, "lightning_state");
+  kernels::op_params sp;
+  sp.scan_unit_dt = true;
+  sp.delta_neg_a = true; // (the slope tensor holds A = -s itself)
+  const vid y =
+      b.op(op::ssm_scan, {v, none, a, k, q, none, none, st, g_.input(input_kind::state_table)},
+           "lightning", sp);
+  const vid yf = b.view(y, {-1}, "lightning_flat");
+  const float eps = static_cast<float>(c_.norm_eps);
+  const vid ss = b.op(op::sum_rows, {b.mul(yf, yf, "lightning_sq")}, "lightning_ss");
+  const vid var = b.scale(b.all_reduce(ss, "lightning_ss_all"),
+                          static_cast<float>(1.0 / static_cast<double>(HD)), "lightning_var", eps);
+  const vid normed = b.mul(b.mul(yf, b.unary(op::rsqrt, var, "lightning_rsqrt"), "lightning_plain"),
+                           nw, "lightning_norm");
+  const vid gate =
+      b.unary(op::sigmoid, b.linear(h, wg, none, "lightning_gate"), "lightning_gate_act");
+  return b.linear(b.mul(normed, gate, "lightning_gated"), wo, none, "lightning_out");
+}
+
 // Mamba-1: in_proj gives x and z per channel; x through the causal conv1d (with its bias) and
 // SiLU; x_proj of that gives dt (rank R), B and C (RMS-normed where the family says), dt_proj
 // widens dt to the channels; the scan with an A per channel and state value (each channel a

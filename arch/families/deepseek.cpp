@@ -32,6 +32,8 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
   if (c.family == "sarvam_mla") j.mark("q_head_dim"); // (Sarvam's releases: the same)
   j.mark("num_key_value_heads");                      // MLA: every head reads the one latent
   TROUPE_TRY(read_mla_dims(j, c, {0, -1, -1, -1, -1}));
+  if (c.family == "axk1" && c.q_lora <= 0) // (AXK1Attention always has the q bottleneck)
+    return j.unsupported("q_lora_rank null or 0 (A.X K1's attention always has the q bottleneck)");
   const int64_t rope = c.qk_rope;
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   if (c.family == "mistral4") {
@@ -297,6 +299,23 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
     for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
     return {};
   }
+  if (c.family == "axk1") {
+    // A.X K1: mlp_layer_types, else sparse from first_k_dense_replace (1) on where the layer
+    // index is a multiple of moe_layer_freq (1); a norm on the experts' output
+    c.post_moe_norm = true;
+    TROUPE_TRY_ASSIGN(
+        listed, read_layer_kinds(j, "mlp_layer_types", c.n_layer, "sparse", "dense", c.moe_layers));
+    if (listed) {
+      j.mark("first_k_dense_replace"), j.mark("moe_layer_freq");
+      return {};
+    }
+    TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", 1));
+    TROUPE_TRY_ASSIGN(freq, j.i("moe_layer_freq", 1));
+    if (freq <= 0) return j.bad("'moe_layer_freq' must be positive");
+    for (int64_t l = dense; l < c.n_layer; ++l)
+      c.moe_layers[static_cast<size_t>(l)] = l % freq == 0 ? 1 : 0;
+    return {};
+  }
   TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", 0));
   for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
   return {};
@@ -488,6 +507,7 @@ status build_deepseek(const model_source& m, graph::graph& g) {
     n.dsa_w = a + "indexer.weights_proj.weight";
   }
   routed_expert_names(m, n);
+  if (c.post_moe_norm) n.post_ffn_norm = "model.layers.{}.post_mlp_layernorm.weight"; // (A.X K1)
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

@@ -146,6 +146,9 @@ status read_qwen35_hf(hf_cfg& j, model_config& c);
 status read_qwen35_gguf(const gguf_cfg& g, model_config& c);
 status build_qwen35(const model_source& m, graph::graph& g);
 status prepare_qwen35_hf(const model_config& c, tensor_index& t);
+/// Lara Mini as published: each DeltaNet layer's in_proj [q | k | v | z | b | a] split into
+/// in_proj_qkv, in_proj_z, in_proj_b and in_proj_a (qwen35.cpp).
+status prepare_lara_mini_hf(const model_config& c, tensor_index& t);
 status read_deepseek_hf(hf_cfg& j, model_config& c);
 status read_deepseek_gguf(const gguf_cfg& g, model_config& c);
 status build_deepseek(const model_source& m, graph::graph& g);
@@ -157,6 +160,10 @@ status read_exaone_moe_gguf(const gguf_cfg& g, model_config& c);
 /// GPT-Neo (gpt_neo.cpp).
 status read_gpt_neo_hf(hf_cfg& j, model_config& c);
 status build_gpt_neo(const model_source& m, graph::graph& g);
+/// MiniMax-Text-01 / M1 (minimax01.cpp).
+status read_minimax_hf(hf_cfg& j, model_config& c);
+status prepare_minimax_hf(const model_config& c, tensor_index& t);
+status build_minimax(const model_source& m, graph::graph& g);
 /// XGLM (xglm.cpp).
 status read_xglm_hf(hf_cfg& j, model_config& c);
 status prepare_xglm_hf(const model_config& c, tensor_index& t);

@@ -59,6 +59,7 @@ status read_gpt_neo_hf(hf_cfg& j, model_config& c) {
     c.sliding_window = window;
     c.windowed = std::move(local);
   }
+  j.mark("attention_layers"); // (GPTNeoConfig derives it from attention_types, whatever it says)
   for (const char* k :
        {"resid_dropout", "embed_dropout", "attention_dropout", "classifier_dropout"})
     j.mark(k);

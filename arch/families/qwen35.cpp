@@ -8,9 +8,54 @@
 // Qwen3.5-MoE and Qwen3-Next route every FFN (but mlp_only_layers) to experts as Qwen2-MoE does
 // (softmax, top k renormalised, a shared expert behind a sigmoid gate); Qwen3-Next stores q, k,
 // v and z of each key head's group together (in_proj_qkvz), and b and a likewise (in_proj_ba).
+// Lara Mini (LaraMiniForCausalLM, translated/Lara-4-Mini): the same DeltaNet layers (published with
+// their four input projections in one in_proj, rows [q | k | v | z | b | a], and the gated norm as
+// out_norm) beside Qwen3 attention layers (no output gate) that slide (window sliding_window, with
+// RoPE over the whole head) or attend globally without RoPE, by layer_types (linear, sliding,
+// linear, full, sliding, repeated, by default); plain-weight RMS norms; every FFN experts (softmax,
+// top k renormalised) plus a shared SwiGLU expert added without a gate.
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
+
+namespace {
+
+// Lara Mini's layers (linear, sliding or full attention) and experts
+status read_lara_layers(hf_cfg& j, model_config& c) {
+  static const char* pattern[] = {"linear_attention", "sliding_attention", "linear_attention",
+                                  "full_attention", "sliding_attention"};
+  const json& lt = j.raw("layer_types");
+  if (!lt.is_null() && (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer))
+    return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
+  TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 512));
+  if (sw <= 0) return j.bad("'sliding_window' must be positive");
+  std::vector<uint8_t> windowed(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const size_t i = static_cast<size_t>(l);
+    const json type = lt.is_null() ? json(pattern[l % 5]) : lt[i];
+    if (type == "linear_attention")
+      c.linear_layers[i] = 1;
+    else if (type == "sliding_attention")
+      windowed[i] = 1;
+    else if (type != "full_attention")
+      return j.unsupported(fmt::format("layer_types[{}] = {} is not supported", l, type.dump()));
+  }
+  c.sliding_window = sw;
+  c.windowed = std::move(windowed);
+  // RoPE on the sliding layers only (the full ones attend without positions)
+  c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    c.nope_layers[static_cast<size_t>(l)] = !c.windowed[static_cast<size_t>(l)];
+  if (sw >= c.ctx) c.sliding_window = 0; // (a window as long as the context: RoPE stays as read)
+  TROUPE_TRY(read_expert_counts(j, c, "num_experts", "num_local_experts"));
+  TROUPE_TRY_ASSIGN(fe, j.req("moe_intermediate_size"));
+  TROUPE_TRY_ASSIGN(fs, j.i("shared_expert_intermediate_size", 512));
+  c.F_expert = fe, c.F_shared = fs;
+  c.norm_topk = j.b("norm_topk_prob", true);
+  return {};
+}
+
+} // namespace
 
 status read_qwen35_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
@@ -18,10 +63,17 @@ status read_qwen35_hf(hf_cfg& j, model_config& c) {
   c.tie_embeddings = j.b("tie_word_embeddings", false);
   if (j.b("attention_bias", false)) return j.unsupported("'attention_bias' true");
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
-  TROUPE_TRY(read_rope(j, c, 1e7, 0.25));
-  c.norm_add = 1;
+  const bool lara = c.family == "lara_mini";
+  TROUPE_TRY(read_rope(j, c, 1e7, lara ? 1.0 : 0.25));
   c.qk_norm = qk_norm_kind::head;
-  c.attn_output_gate = j.b("attn_output_gate", true);
+  if (lara) {
+    // (its attention rotates whole heads: another rotary fraction is not a model transformers runs)
+    if (c.rope.rot_dim != c.D) return j.unsupported("partial_rotary_factor other than 1");
+    j.mark("attn_output_gate"); // (Qwen3's attention: no gate, whatever the key says)
+  } else {
+    c.norm_add = 1;
+    c.attn_output_gate = j.b("attn_output_gate", true);
+  }
   TROUPE_TRY_ASSIGN(kh, j.req("linear_num_key_heads"));
   TROUPE_TRY_ASSIGN(vh, j.req("linear_num_value_heads"));
   TROUPE_TRY_ASSIGN(kd, j.req("linear_key_head_dim"));
@@ -31,6 +83,7 @@ status read_qwen35_hf(hf_cfg& j, model_config& c) {
     return j.bad("'linear_num_value_heads' must be a multiple of 'linear_num_key_heads'");
   c.lin_k_heads = kh, c.lin_v_heads = vh, c.lin_k_dim = kd, c.lin_v_dim = vd, c.lin_conv = taps;
   c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  if (lara) return read_lara_layers(j, c);
   if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
     j.mark("full_attention_interval");
     if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
@@ -98,6 +151,29 @@ status prepare_qwen35_hf(const model_config& c, tensor_index& t) {
   return prepare_language_model(c, t);
 }
 
+// Lara Mini's published in_proj [q | k | v | z | b | a] split into transformers' four inputs
+status prepare_lara_mini_hf(const model_config& c, tensor_index& t) {
+  const int64_t qkv = 2 * c.lin_k_heads * c.lin_k_dim + c.lin_v_heads * c.lin_v_dim;
+  const int64_t z = c.lin_v_heads * c.lin_v_dim, ab = c.lin_v_heads;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = fmt::format("model.layers.{}.linear_attn.", l);
+    if (!c.layer_linear(l) || !t.find(p + "in_proj.weight")) continue; // (or already split)
+    TROUPE_TRY_ASSIGN(w, take_tensor(t, p + "in_proj.weight", {qkv + z + 2 * ab, c.C}));
+    if (!w->supported || is_quantized(w->type))
+      return make_error(errc::unsupported, "{}in_proj.weight: f32, f16 or bf16 only", p);
+    const size_t row = row_bytes(w->type, c.C);
+    int64_t first = 0;
+    for (const auto& [name, rows] : {std::pair{"in_proj_qkv", qkv}, std::pair{"in_proj_z", z},
+                                     std::pair{"in_proj_b", ab}, std::pair{"in_proj_a", ab}}) {
+      std::vector<uint8_t> bytes(w->data + first * row, w->data + (first + rows) * row);
+      TROUPE_TRY(add_repacked_tensor(t, p + name + ".weight", w->type, shape{rows, c.C},
+                                     std::move(bytes), w->file));
+      first += rows;
+    }
+  }
+  return {};
+}
+
 status build_qwen35(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
   if (m.format != "hf") {
@@ -152,6 +228,10 @@ status build_qwen35(const model_source& m, graph::graph& g) {
   n.lin_A_log = p + "A_log";
   n.lin_norm = p + "norm.weight";
   n.lin_out = p + "out_proj.weight";
+  if (c.family == "lara_mini") {
+    n.lin_norm = p + "out_norm.weight"; // (as published)
+    n.shexp_gate_inp.clear();           // its shared expert is added without a gate
+  }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

@@ -672,3 +672,35 @@ TEST(KimiLinear, DenseLayerUnderItsPublishedName) {
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
   fs::remove_all(dir);
 }
+
+// MiniMax's lightning decay is a buffer transformers saves (slope_rate, with its chunked forms);
+// a checkpoint without them is the same model, transformers recomputing the decay from the layer
+// index: Troupe derives it then (prepare_minimax_hf), and the logits match as with the buffers.
+TEST(MiniMax, DecayDerivedWhereTheCheckpointLeavesItsBuffersOut) {
+  namespace fs = std::filesystem;
+  const fs::path src = test::fixture_path("models/minimax");
+  const fs::path dir = fs::temp_directory_path() / fmt::format("troupe_minimax_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::copy(src, dir);
+  auto t = open_safetensors((src / "model.safetensors").string());
+  ASSERT_TRUE(t) << t.error().to_string();
+  safetensors_writer w;
+  int dropped = 0;
+  for (const std::string& name : (*t)->names()) {
+    const tensor_info* info = (*t)->find(name);
+    if (name.ends_with("slope_rate") || name.ends_with("_decay")) {
+      ++dropped;
+      continue;
+    }
+    w.add_tensor(name, info->type, info->dims, [info](uint8_t* dst, size_t bytes) {
+      std::memcpy(dst, info->data, std::min<size_t>(bytes, info->nbytes));
+    });
+  }
+  EXPECT_EQ(dropped, 2 * 4); // two lightning layers, four buffers each
+  ASSERT_TRUE(w.write((dir / "model.safetensors").string()));
+  const json fx = test::load_json((src / "expected.json").string());
+  auto g = make(dir.string());
+  ASSERT_TRUE(g);
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  fs::remove_all(dir);
+}

@@ -185,7 +185,10 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "hy_v3",          "mellum",
                            "granite_swa",    "granitemoe_swa",
                            "kolibri1",       "cohere2_moe",
-                           "cohere2"}) {
+                           "cohere2",        "ministral",
+                           "nanochat",       "hyperclovax",
+                           "minicpm5_moe",   "axk1",
+                           "lara_mini",      "minimax"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
