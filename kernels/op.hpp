@@ -175,7 +175,8 @@
 //                    p.delta_tiled: (p.head0 + h) % Hk); src5 is -exp(A_log) with p.delta_neg_a;
 //                    per token q and k are L2-normalised (eps 1e-6), q scaled by 1 / sqrt(Dk), g =
 //                    -exp(A_log) softplus(a + dt_bias) (or, p.delta_bound = L < 0, L sigmoid(exp(
-//                    A_log) (a + dt_bias))), beta = sigmoid(b), and S = exp(g) S; S += k
+//                    A_log) (a + dt_bias))), beta = sigmoid(b) (times p.delta_beta_scale where
+//                    set), and S = exp(g) S; S += k
 //                    (beta (v - S^T k))^T; out = S^T q. src3 may also be [T, Hv, Dk] with src6
 //                    [Hv * Dk]: a decay per key channel, S's row d times exp(g_d) (Kimi's KDA)
 //   ssm_scan         src0 x f32 [T, H, P], src1 dt f32 [T, H], src2 A_log f32 [H], src3 B f32
@@ -319,6 +320,9 @@ struct op_params {
   // gated_delta: < 0, the decay's log is bound * sigmoid(exp(A_log) (a + dt_bias)) (GLM-5.3's safe
   // gate, bounded below) instead of -exp(A_log) softplus(a + dt_bias); 0: off
   float delta_bound = 0;
+  // gated_delta: beta = delta_beta_scale sigmoid(b) (OLMo hybrid's 2, allowing the memory's
+  // negative eigenvalues); 0: 1
+  float delta_beta_scale = 0;
   // dsa_select over compressed entries (p.compress = m): each chosen entry written as its m
   // positions, then the positions of the query's incomplete window (GLM-5.3's k-pools)
   bool expand = false;

@@ -235,7 +235,8 @@ void gated_delta(const op_args& a, const exec_ctx& ctx) {
                   : std::exp(-A * softplus);
         }
         if (!per_channel) std::fill(decay.begin() + 1, decay.end(), decay[0]);
-        const float beta = 1.0f / (1.0f + std::exp(-bv[t * Hv + h]));
+        const float beta = (a.p.delta_beta_scale != 0 ? a.p.delta_beta_scale : 1.0f) /
+                           (1.0f + std::exp(-bv[t * Hv + h]));
         float* m = mem.data();
         for (int64_t e = 0; e < Dv; ++e) m[e] = 0.0f;
         for (int64_t d = 0; d < Dk; ++d) { // decay, and S^T k

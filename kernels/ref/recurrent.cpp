@@ -86,7 +86,8 @@ void gated_delta(const op_args& a, const exec_ctx&) {
               a.p.delta_bound < 0 ? std::exp(double{a.p.delta_bound} / (1.0 + std::exp(-A * x)))
                                   : std::exp(-A * softplus);
         }
-        const double beta = 1.0 / (1.0 + std::exp(-double{a.src[4].as<float>()[t * Hv + h]}));
+        const double beta = (a.p.delta_beta_scale != 0 ? double{a.p.delta_beta_scale} : 1.0) /
+                            (1.0 + std::exp(-double{a.src[4].as<float>()[t * Hv + h]}));
         for (int64_t d = 0; d < Dk; ++d)
           for (int64_t e = 0; e < Dv; ++e) S[static_cast<size_t>(d * Dv + e)] *= decay[d];
         for (int64_t e = 0; e < Dv; ++e) {

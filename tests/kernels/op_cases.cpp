@@ -504,10 +504,14 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
     c.tol = {1e-10, 1e-5};
     out_cases.push_back(std::move(c));
   }
-  for (auto [Hk, Hv, Dk, Dv] :
-       {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 4, 16, 8}, {2, 2, 32, 32}}) {
+  // (beta scaled by 2: OLMo hybrid's negative eigenvalues)
+  for (auto [Hk, Hv, Dk, Dv, beta_scale] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t, float>{2, 4, 16, 8, 0.0f},
+        {2, 2, 32, 32, 0.0f},
+        {2, 4, 16, 16, 2.0f}}) {
     op_case c;
-    c.name = fmt::format("gated_delta(T={},Hk={},Hv={},Dk={},Dv={})", T, Hk, Hv, Dk, Dv);
+    c.name = fmt::format("gated_delta(T={},Hk={},Hv={},Dk={},Dv={}{})", T, Hk, Hv, Dk, Dv,
+                         beta_scale != 0 ? ",beta2" : "");
     gen g(c.name);
     c.kind = op::gated_delta;
     c.src = {from_floats(dtype::f32, {T, Hk, Dk}, g.normal(T * Hk * Dk)),
@@ -520,6 +524,7 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
              from_floats(dtype::f32, {NS, Hv, Dk, Dv}, g.normal(NS * Hv * Dk * Dv, 0.3f)),
              from_ints({3, 4}, table)};
     c.dst = out(dtype::f32, {T, Hv, Dv});
+    c.p.delta_beta_scale = beta_scale;
     c.tol = {1e-9, 1e-4};
     out_cases.push_back(std::move(c));
   }
