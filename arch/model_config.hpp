@@ -131,6 +131,12 @@ struct model_config {
   // v] per head), per head S = exp(-s_h) S + k^T v and out = q S (H heads of D: lin_k/v_heads = H,
   // lin_k/v_dim = D, lin_conv = 1), RMS-normed over every head, times sigmoid(output_gate x)
   bool lightning = false;
+  // OLMo hybrid: the linear layers' norms before their sublayers (Llama's) while the attention
+  // layers keep `norms` (post, OLMo 2's); the DeltaNet's gated norm's eps (0: norm_eps); its
+  // beta times this (2: negative eigenvalues allowed; 0: 1)
+  bool linear_pre_norm = false;
+  double lin_norm_eps = 0;
+  double delta_beta_scale = 0;
   bool post_moe_norm = false; // on MoE layers, a norm on the experts' output (shared expert
                               // included) before the residual add (A.X K1's post_mlp_layernorm)
   bool expert_relu2 = false; // ungated experts (and shared expert): down(relu(up x)^2) (Nemotron-H)

@@ -163,6 +163,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "codegen",
                                                             "axk1",
                                                             "lara_mini",
-                                                            "minimax"};
+                                                            "minimax",
+                                                            "olmo_hybrid"};
 
 } // namespace troupe::test

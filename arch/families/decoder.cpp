@@ -572,7 +572,11 @@ expected<vid> decoder::layer(int l, vid x) {
   auto scaled = [&](vid v, const char* what) {
     return c_.residual_scale != 1 ? b.scale(v, static_cast<float>(c_.residual_scale), what) : v;
   };
-  if (c_.norms == norm_place::post) { // OLMo 2: x += N(attn(x)); x += N(ffn(x))
+  // (OLMo hybrid: its linear layers pre-norm, by their own names)
+  const bool pre_linear = c_.linear_pre_norm && c_.layer_linear(l);
+  const std::string& attn_norm = pre_linear ? n_.lin_attn_norm : n_.attn_norm;
+  const std::string& ffn_norm = pre_linear ? n_.lin_ffn_norm : n_.ffn_norm;
+  if (c_.norms == norm_place::post && !pre_linear) { // OLMo 2: x += N(attn(x)); x += N(ffn(x))
     TROUPE_TRY_ASSIGN(a, attention(l, x));
     TROUPE_TRY_ASSIGN(an, norm(a, l, n_.attn_norm, n_.attn_norm_b, C, c_.norm, "attn_post_norm"));
     x = b.add(x, scaled(an, "attn_scaled"), "attn_residual");
@@ -580,7 +584,7 @@ expected<vid> decoder::layer(int l, vid x) {
     TROUPE_TRY_ASSIGN(fn, norm(f, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_post_norm"));
     return b.add(x, scaled(fn, "ffn_scaled"), "ffn_residual");
   }
-  TROUPE_TRY_ASSIGN(h, norm(x, l, n_.attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
+  TROUPE_TRY_ASSIGN(h, norm(x, l, attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
   if (c_.normed_residual) { // MiniMax: the residual is the normed stream, both terms scaled
     auto times = [&](vid v, double s, const char* what) {
       return s != 1 ? b.scale(v, static_cast<float>(s), what) : v;
@@ -638,7 +642,7 @@ expected<vid> decoder::layer(int l, vid x) {
   if (c_.moe_beside_mlp && c_.layer_moe(l)) {
     TROUPE_TRY_SET(f, mlp_and_experts(l, x));
   } else {
-    TROUPE_TRY_ASSIGN(h2, norm(x, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
+    TROUPE_TRY_ASSIGN(h2, norm(x, l, ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
     TROUPE_TRY_SET(f, ffn(l, h2));
   }
   if (c_.norms == norm_place::sandwich || (c_.post_moe_norm && c_.layer_moe(l)))

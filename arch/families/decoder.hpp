@@ -66,6 +66,9 @@ struct decoder_names {
   // or (Qwen3-Next) q, k, v, z per key head group [Dk; Dk; r Dv; r Dv] and b, a [r; r] (r value
   // heads per key head) in two fused tensors
   std::string lin_qkvz, lin_ba;
+  // or (OLMo hybrid) q, k, v in three tensors; and the linear layers' own pre-norms where
+  // model_config::linear_pre_norm (the attention layers' post norms are attn_norm / ffn_norm)
+  std::string lin_q, lin_k, lin_v, lin_attn_norm, lin_ffn_norm;
   // or (model_config::short_conv, LFM2) in_proj [B; C; x rows, C each]; its taps lin_conv and
   // out_proj lin_out
   std::string lin_bcx;

@@ -31,12 +31,19 @@ expected<vid> decoder::delta_net(int l, vid h) {
   const std::string& nz = fused ? n_.lin_qkvz : n_.lin_z;
   const std::string& na = fused_ba ? n_.lin_ba : n_.lin_a;
   const std::string& nb = fused_ba ? n_.lin_ba : n_.lin_b;
-  TROUPE_TRY_ASSIGN(
-      wq, req(nqkv, l, {Kd, C}, ck_cut, ak, Dk, fused ? grouped(gs, 0, Dk) : rows(0, Kd)));
-  TROUPE_TRY_ASSIGN(
-      wk, req(nqkv, l, {Kd, C}, ck_cut, ak, Dk, fused ? grouped(gs, Dk, Dk) : rows(Kd, Kd)));
-  TROUPE_TRY_ASSIGN(wv, req(nqkv, l, {Vd, C}, cut::out, av, Dv,
-                            fused ? grouped(gs, 2 * Dk, rep * Dv) : rows(2 * Kd, Vd)));
+  const bool apart = !n_.lin_q.empty(); // (q, k, v in three tensors)
+  TROUPE_TRY_ASSIGN(wq, req(apart ? n_.lin_q : nqkv, l, {Kd, C}, ck_cut, ak, Dk,
+                            apart   ? weight_ref{}
+                            : fused ? grouped(gs, 0, Dk)
+                                    : rows(0, Kd)));
+  TROUPE_TRY_ASSIGN(wk, req(apart ? n_.lin_k : nqkv, l, {Kd, C}, ck_cut, ak, Dk,
+                            apart   ? weight_ref{}
+                            : fused ? grouped(gs, Dk, Dk)
+                                    : rows(Kd, Kd)));
+  TROUPE_TRY_ASSIGN(wv, req(apart ? n_.lin_v : nqkv, l, {Vd, C}, cut::out, av, Dv,
+                            apart   ? weight_ref{}
+                            : fused ? grouped(gs, 2 * Dk, rep * Dv)
+                                    : rows(2 * Kd, Vd)));
   TROUPE_TRY_ASSIGN(cq, req(n_.lin_conv, l, {Kd, K}, ck_cut, ak, Dk, rows(0, Kd)));
   TROUPE_TRY_ASSIGN(ck, req(n_.lin_conv, l, {Kd, K}, ck_cut, ak, Dk, rows(Kd, Kd)));
   TROUPE_TRY_ASSIGN(cv, req(n_.lin_conv, l, {Vd, K}, cut::out, av, Dv, rows(2 * Kd, Vd)));
@@ -67,8 +74,10 @@ expected<vid> decoder::delta_net(int l, vid h) {
   kernels::op_params dp;
   dp.delta_tiled = c_.lin_tiled;
   dp.delta_neg_a = c_.lin_neg_a;
+  dp.delta_beta_scale = static_cast<float>(c_.delta_beta_scale);
   const vid o = b.op(op::gated_delta, {q, k, v, a, beta, alog, dt, st, table}, "delta", dp);
-  const vid on = b.norm(o, norm_type::rms, nw, none, static_cast<float>(c_.norm_eps), "delta_norm");
+  const double eps = c_.lin_norm_eps > 0 ? c_.lin_norm_eps : c_.norm_eps;
+  const vid on = b.norm(o, norm_type::rms, nw, none, static_cast<float>(eps), "delta_norm");
   const vid z = b.view(b.linear(h, wz, none, "lin_z"), {-1, Dv}, "lin_z_heads");
   const vid gated = b.op(op::swiglu, {z, on}, "delta_gated"); // silu(z) * norm(o)
   return b.linear(b.view(gated, {-1}, "delta_flat"), wo, none, "delta_out");

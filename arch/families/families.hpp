@@ -160,6 +160,10 @@ status read_exaone_moe_gguf(const gguf_cfg& g, model_config& c);
 /// GPT-Neo (gpt_neo.cpp).
 status read_gpt_neo_hf(hf_cfg& j, model_config& c);
 status build_gpt_neo(const model_source& m, graph::graph& g);
+/// OLMo hybrid (olmo_hybrid.cpp).
+status read_olmo_hybrid_hf(hf_cfg& j, model_config& c);
+status prepare_olmo_hybrid_hf(const model_config& c, tensor_index& t);
+status build_olmo_hybrid(const model_source& m, graph::graph& g);
 /// MiniMax-Text-01 / M1 (minimax01.cpp).
 status read_minimax_hf(hf_cfg& j, model_config& c);
 status prepare_minimax_hf(const model_config& c, tensor_index& t);

@@ -188,7 +188,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "cohere2",        "ministral",
                            "nanochat",       "hyperclovax",
                            "minicpm5_moe",   "axk1",
-                           "lara_mini",      "minimax"}) {
+                           "lara_mini",      "minimax",
+                           "olmo_hybrid"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
