@@ -39,18 +39,11 @@ status read_minimax_hf(hf_cfg& j, model_config& c) {
     return j.unsupported("'sliding_window' (a window on the full attention layers)");
   j.mark("block_size"); // the lightning attention's chunks in transformers: the same math
   j.mark("router_jitter_noise");
-  c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
-  const json& lt = j.raw("layer_types");
-  if (!lt.is_null() && (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer))
-    return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const size_t i = static_cast<size_t>(l);
-    const json type =
-        lt.is_null() ? json(l % 2 == 0 ? "full_attention" : "linear_attention") : lt[i];
-    if (type == "linear_attention")
-      c.linear_layers[i] = 1;
-    else if (type != "full_attention")
-      return j.unsupported(fmt::format("layer_types[{}] = {} is not supported", l, type.dump()));
+  TROUPE_TRY_ASSIGN(listed, read_layer_kinds(j, "layer_types", c.n_layer, "linear_attention",
+                                             "full_attention", c.linear_layers));
+  if (!listed) { // (full attention on the even layers)
+    c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int64_t l = 0; l < c.n_layer; ++l) c.linear_layers[static_cast<size_t>(l)] = l % 2;
   }
   c.lightning = true;
   c.lin_k_heads = c.lin_v_heads = c.H;

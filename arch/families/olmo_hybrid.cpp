@@ -45,18 +45,10 @@ status read_olmo_hybrid_hf(hf_cfg& j, model_config& c) {
     j.mark(k); // (initialisation only)
   // layer_types: linear_attention or full_attention; by default every fourth layer full (the
   // last one where none is)
-  c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
-  const json& lt = j.raw("layer_types");
-  if (!lt.is_null()) {
-    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
-      return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
-    for (size_t i = 0; i < lt.size(); ++i) {
-      if (lt[i] == "linear_attention")
-        c.linear_layers[i] = 1;
-      else if (lt[i] != "full_attention")
-        return j.unsupported(fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
-    }
-  } else {
+  TROUPE_TRY_ASSIGN(listed, read_layer_kinds(j, "layer_types", c.n_layer, "linear_attention",
+                                             "full_attention", c.linear_layers));
+  if (!listed) {
+    c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
     for (int64_t l = 0; l < c.n_layer; ++l) c.linear_layers[static_cast<size_t>(l)] = l % 4 != 3;
     if (c.n_layer > 0 &&
         std::find(c.linear_layers.begin(), c.linear_layers.end(), 0) == c.linear_layers.end())

@@ -84,16 +84,10 @@ status read_qwen35_hf(hf_cfg& j, model_config& c) {
   c.lin_k_heads = kh, c.lin_v_heads = vh, c.lin_k_dim = kd, c.lin_v_dim = vd, c.lin_conv = taps;
   c.linear_layers.assign(static_cast<size_t>(c.n_layer), 0);
   if (lara) return read_lara_layers(j, c);
-  if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
+  TROUPE_TRY_ASSIGN(listed, read_layer_kinds(j, "layer_types", c.n_layer, "linear_attention",
+                                             "full_attention", c.linear_layers));
+  if (listed) {
     j.mark("full_attention_interval");
-    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
-      return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
-    for (size_t i = 0; i < lt.size(); ++i) {
-      if (lt[i] == "linear_attention")
-        c.linear_layers[i] = 1;
-      else if (lt[i] != "full_attention")
-        return j.unsupported(fmt::format("layer_types[{}] = {} is not supported", i, lt[i].dump()));
-    }
   } else {
     TROUPE_TRY_ASSIGN(every, j.i("full_attention_interval", 4));
     if (every <= 0) return j.bad("'full_attention_interval' must be positive");

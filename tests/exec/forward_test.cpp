@@ -642,65 +642,73 @@ TEST(KQuants, ModelsComputeTheirExpandedTwinAndTheReference) {
   }
 }
 
-// Kimi-Linear as published names its dense layer's MLP mlp.* (the experts' layers
-// block_sparse_moe.*); transformers saves both under block_sparse_moe. Either checkpoint is the
-// same model.
-TEST(KimiLinear, DenseLayerUnderItsPublishedName) {
+namespace {
+// A copy of fixture `src` in a new directory whose model.safetensors holds each tensor under the
+// name `rename` gives it (empty: dropped); `changed` counts the tensors renamed or dropped.
+std::filesystem::path
+copy_fixture_renamed(const std::string& src, const std::string& tag,
+                     const std::function<std::string(const std::string&)>& rename, int& changed) {
   namespace fs = std::filesystem;
-  const fs::path src = test::fixture_path("models/kimi_linear");
-  const fs::path dir = fs::temp_directory_path() / fmt::format("troupe_kimi_mlp_{}", ::getpid());
+  const fs::path dir = fs::temp_directory_path() / fmt::format("troupe_{}_{}", tag, ::getpid());
   fs::remove_all(dir);
   fs::copy(src, dir);
-  auto t = open_safetensors((src / "model.safetensors").string());
-  ASSERT_TRUE(t) << t.error().to_string();
+  auto t = open_safetensors((fs::path(src) / "model.safetensors").string());
+  EXPECT_TRUE(t) << (t ? "" : t.error().to_string());
+  if (!t) return dir;
   safetensors_writer w;
-  int renamed = 0;
+  changed = 0;
   for (const std::string& name : (*t)->names()) {
     const tensor_info* info = (*t)->find(name);
-    std::string to = name;
-    if (name.starts_with("model.layers.0.block_sparse_moe."))
-      to = "model.layers.0.mlp." + name.substr(32), ++renamed;
+    const std::string to = rename(name);
+    changed += to != name;
+    if (to.empty()) continue;
     w.add_tensor(to, info->type, info->dims, [info](uint8_t* dst, size_t bytes) {
       std::memcpy(dst, info->data, std::min<size_t>(bytes, info->nbytes));
     });
   }
+  EXPECT_TRUE(w.write((dir / "model.safetensors").string()));
+  return dir;
+}
+} // namespace
+
+// Kimi-Linear as published names its dense layer's MLP mlp.* (the experts' layers
+// block_sparse_moe.*); transformers saves both under block_sparse_moe. Either checkpoint is the
+// same model.
+TEST(KimiLinear, DenseLayerUnderItsPublishedName) {
+  const std::string src = test::fixture_path("models/kimi_linear");
+  int renamed = 0;
+  const auto dir = copy_fixture_renamed(
+      src, "kimi_mlp",
+      [](const std::string& name) {
+        return name.starts_with("model.layers.0.block_sparse_moe.")
+                   ? "model.layers.0.mlp." + name.substr(32)
+                   : name;
+      },
+      renamed);
   EXPECT_EQ(renamed, 3); // gate, up, down
-  ASSERT_TRUE(w.write((dir / "model.safetensors").string()));
-  const json fx = test::load_json((src / "expected.json").string());
+  const json fx = test::load_json(src + "/expected.json");
   auto g = make(dir.string());
   ASSERT_TRUE(g);
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
-  fs::remove_all(dir);
+  std::filesystem::remove_all(dir);
 }
 
 // MiniMax's lightning decay is a buffer transformers saves (slope_rate, with its chunked forms);
 // a checkpoint without them is the same model, transformers recomputing the decay from the layer
 // index: Troupe derives it then (prepare_minimax_hf), and the logits match as with the buffers.
 TEST(MiniMax, DecayDerivedWhereTheCheckpointLeavesItsBuffersOut) {
-  namespace fs = std::filesystem;
-  const fs::path src = test::fixture_path("models/minimax");
-  const fs::path dir = fs::temp_directory_path() / fmt::format("troupe_minimax_{}", ::getpid());
-  fs::remove_all(dir);
-  fs::copy(src, dir);
-  auto t = open_safetensors((src / "model.safetensors").string());
-  ASSERT_TRUE(t) << t.error().to_string();
-  safetensors_writer w;
+  const std::string src = test::fixture_path("models/minimax");
   int dropped = 0;
-  for (const std::string& name : (*t)->names()) {
-    const tensor_info* info = (*t)->find(name);
-    if (name.ends_with("slope_rate") || name.ends_with("_decay")) {
-      ++dropped;
-      continue;
-    }
-    w.add_tensor(name, info->type, info->dims, [info](uint8_t* dst, size_t bytes) {
-      std::memcpy(dst, info->data, std::min<size_t>(bytes, info->nbytes));
-    });
-  }
+  const auto dir = copy_fixture_renamed(
+      src, "minimax",
+      [](const std::string& name) {
+        return name.ends_with("slope_rate") || name.ends_with("_decay") ? std::string() : name;
+      },
+      dropped);
   EXPECT_EQ(dropped, 2 * 4); // two lightning layers, four buffers each
-  ASSERT_TRUE(w.write((dir / "model.safetensors").string()));
-  const json fx = test::load_json((src / "expected.json").string());
+  const json fx = test::load_json(src + "/expected.json");
   auto g = make(dir.string());
   ASSERT_TRUE(g);
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
-  fs::remove_all(dir);
+  std::filesystem::remove_all(dir);
 }
