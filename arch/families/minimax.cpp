@@ -87,12 +87,8 @@ status build_minimax_m2(const model_source& m, graph::graph& g) {
     return build_decoder(m, n, g);
   }
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
-  const std::string p = "model.layers.{}.block_sparse_moe.";
-  n.moe_router = p + "gate.weight";
-  n.moe_router_bias = p + "e_score_correction_bias";
-  n.moe_gate = p + "experts.{e}.w1.weight";
-  n.moe_up = p + "experts.{e}.w3.weight";
-  n.moe_down = p + "experts.{e}.w2.weight";
+  expert_names(m, n, false); // (Mixtral's)
+  n.moe_router_bias = "model.layers.{}.block_sparse_moe.e_score_correction_bias";
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

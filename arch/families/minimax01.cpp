@@ -96,16 +96,13 @@ status build_minimax(const model_source& m, graph::graph& g) {
   if (m.format != "hf")
     return make_error(errc::unsupported, "{}: MiniMax is read from HF checkpoints only", m.path);
   decoder_names n = hf_llama_layout(false, false, false);
-  const std::string a = "model.layers.{}.self_attn.", p = "model.layers.{}.block_sparse_moe.";
+  const std::string a = "model.layers.{}.self_attn.";
   n.lin_qkv = a + "qkv_proj.weight";
   n.lin_z = a + "output_gate.weight";
   n.lin_norm = a + "norm.weight";
   n.lin_out = a + "out_proj.weight";
   n.lin_A_log = slope_name;
-  n.moe_router = p + "gate.weight";
-  n.moe_gate = p + "experts.{e}.w1.weight";
-  n.moe_up = p + "experts.{e}.w3.weight";
-  n.moe_down = p + "experts.{e}.w2.weight";
+  expert_names(m, n, false); // (Mixtral's)
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }
