@@ -278,8 +278,9 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   // (the final norm's weight, and the embeddings' norm's where there is one; none where the
   // norms have no weights, as OLMo's and NanoChat's)
   const int64_t norm_w = m.norm_weight ? C : 0;
-  int64_t total = m.V * C * (m.tie_embeddings ? 1 : 2) + norm_w + (m.embed_norm ? norm_w : 0) +
-                  (m.lm_head_bias ? m.V : 0) +
+  const int64_t head_rows = m.output_vocab > 0 ? m.output_vocab : m.V; // (a pruned head's)
+  int64_t total = m.V * C + (m.tie_embeddings ? 0 : head_rows * C) + norm_w +
+                  (m.embed_norm ? norm_w : 0) + (m.lm_head_bias ? m.V : 0) +
                   (m.learned_positions ? m.ctx * C : 0); // (GPT-2's position table)
   if (m.hc_mult > 0 && !m.hc_head_mean)                  // the head's hyper-connection (HY-V4's)
     total += m.hc_mult * (m.hc_mult * C + 1) + 1;

@@ -64,6 +64,8 @@ struct model_config {
   bool o_bias = false;
   bool mlp_bias = false;
   bool lm_head_bias = false; // (where the config says whether the head has one: PhiMoE)
+  int64_t output_vocab = 0;  // the lm_head's rows where fewer than V (Apertus 1.5's pruned head:
+                             // ids from it on are never sampled, their logits -1e30); 0: V
   bool tie_embeddings = false;
   int64_t sliding_window = 0;    // keys a windowed layer's query sees (itself included); 0: none
   std::vector<uint8_t> windowed; // per layer: 1 when it attends over `sliding_window` only;

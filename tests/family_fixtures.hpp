@@ -164,6 +164,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "axk1",
                                                             "lara_mini",
                                                             "minimax",
-                                                            "olmo_hybrid"};
+                                                            "olmo_hybrid",
+                                                            "apertus1p5"};
 
 } // namespace troupe::test

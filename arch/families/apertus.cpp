@@ -10,6 +10,10 @@
 // The scalars are read from the checkpoint when the graph is built (they count as read);
 // a config opened alone (troupe plan) takes the initial values, which size nothing. From GGUF
 // (llama.cpp's apertus: q and k unpermuted, NEOX RoPE) the scalars are metadata arrays.
+// Apertus 1.5's text model (Apertus1p5TextForCausalLM) is Apertus whose lm_head may be pruned to
+// output_vocab_size rows (the ids past them, visual and audio codes, are never generated):
+// prepare_apertus_hf pads it to the vocabulary with zero rows and a bias of -1e30 there, so the
+// logits are the pruned head's and the rest are never sampled (a copy of the head at load).
 // Tests: tests/exec/forward_test.cpp (SyntheticArch apertus, Apertus.*), pipeline_test
 // FamilyCuts.
 #include <algorithm>
@@ -138,9 +142,40 @@ status read_apertus_hf(hf_cfg& j, model_config& c) {
   const std::string act = j.s("hidden_act", "xielu");
   if (act != "xielu") TROUPE_TRY(read_activation(act, c, j.where()));
   TROUPE_TRY(read_rope(j, c, 12000000.0, 1.0));
+  if (c.family == "apertus1p5") { // a pruned lm_head (null, or the vocabulary: none)
+    if (const json& ov = j.raw("output_vocab_size"); !ov.is_null()) {
+      TROUPE_TRY_ASSIGN(rows, j.i("output_vocab_size", c.V));
+      if (rows < 1 || rows > c.V)
+        return j.bad(fmt::format("'output_vocab_size' {} outside [1, vocab_size {}]", rows, c.V));
+      if (rows < c.V && c.tie_embeddings)
+        return j.unsupported("'output_vocab_size' with tied embeddings");
+      c.output_vocab = rows < c.V ? rows : 0;
+    }
+  }
   for (int64_t l = 0; act == "xielu" && l < c.n_layer; ++l)
     for (const char* what : act_names) c.config_tensors.push_back(act_tensor(l, what));
   return {};
+}
+
+namespace {
+constexpr const char* pruned_bias = "lm_head.pruned_bias";
+} // namespace
+
+status prepare_apertus_hf(const model_config& c, tensor_index& t) {
+  if (c.output_vocab <= 0) return {};
+  TROUPE_TRY_ASSIGN(w, take_tensor(t, "lm_head.weight", {c.output_vocab, c.C}));
+  if (!w->supported || is_quantized(w->type))
+    return make_error(errc::unsupported, "lm_head.weight: f32, f16 or bf16 only");
+  std::vector<uint8_t> head(static_cast<size_t>(row_bytes(w->type, c.V * c.C)), 0);
+  std::memcpy(head.data(), w->data, static_cast<size_t>(row_bytes(w->type, c.output_vocab * c.C)));
+  std::vector<uint8_t> bias(static_cast<size_t>(c.V) * sizeof(float), 0);
+  auto* b = reinterpret_cast<float*>(bias.data());
+  std::fill(b + c.output_vocab, b + c.V, -1e30f);
+  TROUPE_TRY(add_derived_tensor(t, "lm_head.weight", w->type, shape{c.V, c.C},
+                                std::string(troupe::name(w->type)), std::move(head),
+                                "lm_head.weight padded to the vocabulary", true));
+  return add_derived_tensor(t, pruned_bias, dtype::f32, shape{c.V}, "F32", std::move(bias),
+                            "the pruned head's bias (derived)");
 }
 
 status build_apertus(const model_source& m, graph::graph& g) {
@@ -157,7 +192,8 @@ status build_apertus(const model_source& m, graph::graph& g) {
   n.ffn_norm = "model.layers.{}.feedforward_layernorm.weight";
   n.w_gate.clear();
   if (c.tie_embeddings) n.lm_head.clear();
-  if (!c.config_tensors.empty()) { // xIELU: each layer's constants
+  if (c.output_vocab > 0) n.lm_head_b = pruned_bias; // (prepare_apertus_hf's)
+  if (!c.config_tensors.empty()) {                   // xIELU: each layer's constants
     for (int64_t l = 0; l < c.n_layer; ++l) {
       if (m.shapes_only) { // transformers' initial values
         n.layer_act.push_back(xielu_expr(0.8, 0.8, 0.5, -1e-6));

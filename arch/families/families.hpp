@@ -69,6 +69,7 @@ status read_llama4_gguf(const gguf_cfg& g, model_config& c);
 status build_llama4(const model_source& m, graph::graph& g);
 status prepare_llama4_hf(const model_config& c, tensor_index& t);
 status read_apertus_hf(hf_cfg& j, model_config& c);
+status prepare_apertus_hf(const model_config& c, tensor_index& t);
 status read_apertus_gguf(const gguf_cfg& g, model_config& c);
 status build_apertus(const model_source& m, graph::graph& g);
 status read_indexer_types(hf_cfg& j, model_config& c, const std::vector<uint8_t>& layers);

@@ -54,8 +54,15 @@ inline void check_case(exec::generator& g, const json& c, double logit_tol,
   const auto want_tokens = c["greedy_tokens"].get<std::vector<int32_t>>();
   auto r = greedy(g, c["prompt_tokens"].get<std::vector<int32_t>>(),
                   static_cast<int>(want_tokens.size()));
-  EXPECT_LE(max_abs_diff(r.prompt_logits, c["last_logits"].get<std::vector<float>>()), logit_tol)
-      << text;
+  const auto want_logits = c["last_logits"].get<std::vector<float>>();
+  if (r.prompt_logits.size() > want_logits.size()) {
+    // a pruned head (Apertus 1.5's): the reference's logits are its rows; the ids past them
+    // must never be sampled
+    for (size_t i = want_logits.size(); i < r.prompt_logits.size(); ++i)
+      EXPECT_LE(r.prompt_logits[i], -1e29f) << text << " id " << i;
+    r.prompt_logits.resize(want_logits.size());
+  }
+  EXPECT_LE(max_abs_diff(r.prompt_logits, want_logits), logit_tol) << text;
   EXPECT_EQ(r.tokens, want_tokens) << text;
 }
 
