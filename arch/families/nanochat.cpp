@@ -26,7 +26,7 @@ status read_nanochat_hf(hf_cfg& j, model_config& c) {
   c.final_softcap = cap;
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
   if (c.rope.rot_dim != c.D || c.rope.layout != rope_layout::neox)
-    return j.unsupported("partial rotary (NanoChat rotates the whole head)");
+    return j.unsupported("'partial_rotary_factor' other than 1 (NanoChat rotates whole heads)");
   return {};
 }
 

@@ -56,7 +56,7 @@ status read_olmo_hybrid_hf(hf_cfg& j, model_config& c) {
   }
   const auto linear = std::count(c.linear_layers.begin(), c.linear_layers.end(), 1);
   if (linear == 0 || linear == c.n_layer)
-    return j.bad("OLMo hybrid needs both linear and full attention layers");
+    return j.bad("'layer_types' must hold both linear and full attention layers");
   return {};
 }
 

@@ -571,3 +571,43 @@ TEST(ModelConfig, OptRefusesThePostNormForm) {
     EXPECT_NE(r.error().to_string().find(key), std::string::npos) << r.error().to_string();
   }
 }
+
+// The families of December 2026 (session 33), each from its fixture's config.json: a key that
+// would make another model than the one Troupe builds (one transformers does not run, or one
+// Troupe does not implement) refuses the load, naming what it refused.
+TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
+  struct change {
+    const char* fixture;
+    const char* key;
+    json value;
+    const char* named; // what the error must name
+  };
+  const json partial = {
+      {"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}};
+  const std::vector<change> changes = {
+      {"nanochat", "rope_parameters", partial, "partial_rotary_factor"},
+      {"lara_mini", "rope_parameters", partial, "partial_rotary_factor"},
+      {"minimax", "sliding_window", 16, "sliding_window"},
+      {"minimax", "hidden_act", "gelu", "hidden_act"},
+      {"minicpm5_moe", "use_gated_attention", false, "use_gated_attention"},
+      {"minicpm5_moe", "attention_bias", true, "attention_bias"},
+      {"axk1", "q_lora_rank", nullptr, "q_lora_rank"},
+      {"apertus1p5", "tie_word_embeddings", true, "output_vocab_size"},
+      {"apertus1p5", "output_vocab_size", 4096, "output_vocab_size"},
+      {"olmo_hybrid", "hidden_act", "gelu", "hidden_act"},
+      {"olmo_hybrid", "layer_types", json(std::vector<std::string>(4, "linear_attention")),
+       "layer_types"},
+      {"codegen", "rotary_dim", nullptr, "rotary_dim"},
+      {"xglm", "add_cross_attention", true, "add_cross_attention"},
+      {"gpt_neo", "attention_types", json::parse(R"([[["global", "sparse"], 2]])"), "sparse"}};
+  for (const change& ch : changes) {
+    json j =
+        test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));
+    ASSERT_TRUE(parse(j)) << ch.fixture;
+    j[ch.key] = ch.value;
+    auto r = parse(j);
+    ASSERT_FALSE(r) << ch.fixture << " " << ch.key;
+    EXPECT_NE(r.error().to_string().find(ch.named), std::string::npos)
+        << ch.fixture << ": " << r.error().to_string();
+  }
+}
