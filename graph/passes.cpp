@@ -290,7 +290,8 @@ int fuse(graph& g, const fuse_options& o) {
     return c.empty() ? -1 : static_cast<int64_t>(*std::min_element(c.begin(), c.end()));
   };
   // q, k and v matmuls of one input -> matmul_qkv (at q's place: its inputs are all there);
-  // likewise a short convolution's B, C and x (three row ranges of one in_proj, LFM2)
+  // likewise a short convolution's B, C and x (three row ranges of one in_proj, LFM2), and
+  // three row ranges of one tensor cut by heads (MiniMax's lightning q, k, v of qkv_proj)
   if (o.qkv)
     for (size_t k = 0; k < g.nodes.size(); ++k) {
       node& q = g.nodes[k];
@@ -305,13 +306,23 @@ int fuse(graph& g, const fuse_options& o) {
         return conv ? w.along == axis::lin_v_heads && w.w.name == w0.w.name
                     : w.along == axis::kv_heads || w.along == axis::kv_heads_full;
       };
+      // (the partners a query's k and v; else, for one cut by heads, two more row ranges of
+      // its own tensor: never a gated attention's gate, which has no third)
+      auto find = [&](const std::function<bool(const value&)>& fits, int64_t& kk, int64_t& kv) {
+        kk = kv = -1;
+        for (size_t j = k + 1; j < g.nodes.size() && (kk < 0 || kv < 0); ++j) {
+          const node& m = g.nodes[j];
+          if (gone[j] || !plain(m) || m.in[0] != q.in[0] || !fits(g[m.in[1]])) continue;
+          (kk < 0 ? kk : kv) = static_cast<int64_t>(j);
+        }
+        return kk >= 0 && kv >= 0;
+      };
       int64_t kk = -1, kv = -1;
-      for (size_t j = k + 1; j < g.nodes.size() && (kk < 0 || kv < 0); ++j) {
-        const node& m = g.nodes[j];
-        if (gone[j] || !plain(m) || m.in[0] != q.in[0] || !partner(g[m.in[1]])) continue;
-        (kk < 0 ? kk : kv) = static_cast<int64_t>(j);
-      }
-      if (kk < 0 || kv < 0) continue;
+      if (!find(partner, kk, kv) &&
+          !(w0.along == axis::heads &&
+            find([&](const value& w) { return w.along == axis::heads && w.w.name == w0.w.name; },
+                 kk, kv)))
+        continue;
       const node &mk = g.nodes[static_cast<size_t>(kk)], &mv = g.nodes[static_cast<size_t>(kv)];
       const value &wq = g[q.in[1]], &wk = g[mk.in[1]], &wv = g[mv.in[1]];
       if (wq.type != wk.type || wq.type != wv.type || wq.dims.size() != 2 || wk.dims.size() != 2 ||
