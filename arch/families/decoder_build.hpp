@@ -1,7 +1,7 @@
 // decoder_build.hpp (arch/families, internal): the decoder builder's class, shared by
 // decoder.cpp (the layer, attention, FFN and experts), decoder_mixers.cpp (the recurrent mixers:
-// gated DeltaNet, short convolution, Mamba-2, Mamba-1, KDA) and decoder_mla.cpp (latent attention
-// and DeepSeek Sparse Attention's indexer). Only those three include it.
+// gated DeltaNet, short convolution, Mamba-2, Mamba-1, KDA, lightning) and decoder_mla.cpp (latent
+// attention and DeepSeek Sparse Attention's indexer). Only those three include it.
 #pragma once
 
 #include <memory>

@@ -1,7 +1,8 @@
 // decoder_mixers.cpp: the recurrent mixers of the decoder builder (decoder_build.hpp), each
 // run on the layers model_config::linear_layers marks (or beside attention: Falcon-H1): the
-// gated DeltaNet, LFM2's gated short convolution, Mamba-2's and Mamba-1's selective scans. Each
-// keeps its state per sequence in the executor's recurrent state slots.
+// gated DeltaNet, LFM2's gated short convolution, Mamba-2's and Mamba-1's selective scans, Kimi's
+// KDA and MiniMax's lightning attention (Mamba-2's scan with a unit step). Each keeps its state
+// per sequence in the executor's recurrent state slots.
 // Tests: tests/exec/forward_test.cpp and pipeline_test (the families' fixtures), op cases.
 #include "arch/families/decoder_build.hpp"
 
