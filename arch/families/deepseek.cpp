@@ -438,6 +438,13 @@ status read_routed_experts_gguf(const gguf_cfg& g, model_config& c) {
 // ceil(K / 128)] (one f32 scale per 128 x 128 tile, W = e4m3 x scale), repacked into f8_b128
 // rows (each 128 values of a row led by its tile's scale) under the weight's own name.
 status prepare_deepseek_hf(const model_config& c, tensor_index& t) {
+  // A.X K1 as released stores post_mlp_layernorm on its dense layers too, which transformers
+  // drops (its MoE block holds the norm): read as dropped
+  if (c.post_moe_norm)
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      if (const std::string n = fmt::format("model.layers.{}.post_mlp_layernorm.weight", l);
+          !c.layer_moe(l) && t.find(n))
+        t.mark_consumed(n);
   if (!c.fp8_blocks) return {};
   for (const std::string& sname : t.names()) {
     const std::string suffix = "_scale_inv";

@@ -644,10 +644,12 @@ TEST(KQuants, ModelsComputeTheirExpandedTwinAndTheReference) {
 
 namespace {
 // A copy of fixture `src` in a new directory whose model.safetensors holds each tensor under the
-// name `rename` gives it (empty: dropped); `changed` counts the tensors renamed or dropped.
+// name `rename` gives it (empty: dropped), and `extra` f32 tensors of 0.5 each added; `changed`
+// counts the tensors renamed or dropped.
 std::filesystem::path
 copy_fixture_renamed(const std::string& src, const std::string& tag,
-                     const std::function<std::string(const std::string&)>& rename, int& changed) {
+                     const std::function<std::string(const std::string&)>& rename, int& changed,
+                     const std::vector<std::pair<std::string, shape>>& extra = {}) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / fmt::format("troupe_{}_{}", tag, ::getpid());
   fs::remove_all(dir);
@@ -666,6 +668,13 @@ copy_fixture_renamed(const std::string& src, const std::string& tag,
       std::memcpy(dst, info->data, std::min<size_t>(bytes, info->nbytes));
     });
   }
+  for (const auto& [name, dims] : extra)
+    w.add_tensor(name, dtype::f32, dims, [](uint8_t* dst, size_t bytes) {
+      for (size_t i = 0; i + 4 <= bytes; i += 4) {
+        const float half = 0.5f;
+        std::memcpy(dst + i, &half, 4);
+      }
+    });
   EXPECT_TRUE(w.write((dir / "model.safetensors").string()));
   return dir;
 }
@@ -709,6 +718,26 @@ TEST(MiniMax, DecayDerivedWhereTheCheckpointLeavesItsBuffersOut) {
   const json fx = test::load_json(src + "/expected.json");
   auto g = make(dir.string());
   ASSERT_TRUE(g);
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  std::filesystem::remove_all(dir);
+}
+
+// A.X K1 as released also stores post_mlp_layernorm on its dense layer, which transformers drops
+// (the norm belongs to its MoE block): such a checkpoint reads every tensor it uses, the dense
+// layer's norm counts as read and dropped, and the logits are those of the fixture without it.
+TEST(AXK1, TheDenseLayersNormAsReleasedIsDropped) {
+  const std::string src = test::fixture_path("models/axk1");
+  int changed = 0;
+  const auto dir =
+      copy_fixture_renamed(src, "axk1", [](const std::string& name) { return name; }, changed,
+                           {{"model.layers.0.post_mlp_layernorm.weight", shape{64}}});
+  EXPECT_EQ(changed, 0);
+  const json fx = test::load_json(src + "/expected.json");
+  auto g = make(dir.string());
+  ASSERT_TRUE(g);
+  auto graph = arch::build_graph(g->source());
+  ASSERT_TRUE(graph);
+  EXPECT_TRUE(unread_tensors(g->source(), *graph).empty());
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
   std::filesystem::remove_all(dir);
 }
