@@ -165,6 +165,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "lara_mini",
                                                             "minimax",
                                                             "olmo_hybrid",
-                                                            "apertus1p5"};
+                                                            "apertus1p5",
+                                                            "gemma4_unified"};
 
 } // namespace troupe::test

@@ -114,7 +114,15 @@ status read_gemma4_hf(hf_cfg& j, model_config& c) {
   c.has_rope_local = true;
   // E2B / E4B: per-layer embeddings, and the last layers attending over the KV cache of the
   // last earlier layer of their type (with twice the FFN width where use_double_wide_mlp)
-  TROUPE_TRY_ASSIGN(ple, j.i("hidden_size_per_layer_input", 256));
+  // (Gemma 4 unified, the 12B: no per-layer embeddings and no experts; its config class has no
+  // such keys, so transformers ignores any a config.json carries)
+  const bool unified = c.family == "gemma4_unified";
+  if (unified)
+    for (const char* k :
+         {"hidden_size_per_layer_input", "vocab_size_per_layer_input", "enable_moe_block",
+          "num_experts", "top_k_experts", "moe_intermediate_size"})
+      j.mark(k);
+  TROUPE_TRY_ASSIGN(ple, unified ? int64_t{0} : j.i("hidden_size_per_layer_input", 256));
   TROUPE_TRY_ASSIGN(ple_vocab, j.i("vocab_size_per_layer_input", c.V));
   if (ple > 0) {
     if (ple_vocab <= 0) return j.bad("'vocab_size_per_layer_input' must be positive");
@@ -141,7 +149,7 @@ status read_gemma4_hf(hf_cfg& j, model_config& c) {
     }
     c.ffn_wide_shared = wide;
   }
-  if (j.b("enable_moe_block", false)) { // every layer: the experts beside the dense MLP
+  if (!unified && j.b("enable_moe_block", false)) { // every layer: the experts beside the MLP
     TROUPE_TRY_ASSIGN(E, j.req("num_experts"));
     TROUPE_TRY_ASSIGN(k, j.req("top_k_experts"));
     TROUPE_TRY_ASSIGN(Fe, j.req("moe_intermediate_size"));

@@ -99,6 +99,7 @@ TEST_P(SyntheticArch, MatchesTransformers) {
                                    {"model.visual.", "visual.", "vision_model.", "vision_tower.",
                                     "multi_modal_projector.", "model.vision_tower.",
                                     "model.multi_modal_projector.", "model.embed_vision.",
+                                    "model.embed_audio.", "model.vision_embedder.",
                                     // (Mistral's own names, as Mistral Large 4 is published)
                                     "vision_encoder.", "patch_merger.", "pre_mm_projector_norm.",
                                     "vision_language_adapter."})

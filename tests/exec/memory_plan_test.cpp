@@ -189,7 +189,7 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "nanochat",       "hyperclovax",
                            "minicpm5_moe",   "axk1",
                            "lara_mini",      "minimax",
-                           "olmo_hybrid"}) {
+                           "olmo_hybrid",    "gemma4_unified"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
