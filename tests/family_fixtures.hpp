@@ -166,6 +166,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "minimax",
                                                             "olmo_hybrid",
                                                             "apertus1p5",
-                                                            "gemma4_unified"};
+                                                            "gemma4_unified",
+                                                            "cohere_compass_vl"};
 
 } // namespace troupe::test

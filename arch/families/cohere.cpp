@@ -13,6 +13,50 @@
 
 namespace troupe::arch {
 
+namespace {
+
+// Cohere Compass (North): the layers layer_types names sliding attend over sliding_window; RoPE
+// over whole heads, q / k halves paired (rotate_half), by layer type from rope_parameters, whose
+// entry null leaves that type without RoPE (its M-RoPE sections turn text positions alike)
+status read_compass_layers(hf_cfg& j, model_config& c) {
+  // (the window kept even where it spans the context: it also says which RoPE a layer takes)
+  TROUPE_TRY_ASSIGN(sw, j.i("sliding_window", 4096));
+  std::vector<uint8_t> sliding;
+  TROUPE_TRY_ASSIGN(listed, read_layer_kinds(j, "layer_types", c.n_layer, "sliding_attention",
+                                             "full_attention", sliding));
+  if (!listed) sliding.assign(static_cast<size_t>(c.n_layer), 0); // (every layer full)
+  if (std::find(sliding.begin(), sliding.end(), 1) != sliding.end()) {
+    if (sw <= 0) return j.bad("sliding layers without a positive 'sliding_window'");
+    c.sliding_window = sw;
+    c.windowed = sliding;
+  }
+  j.mark("pooling"); // (an embedding head's pooling: not the causal LM's)
+  const json& rp = j.raw("rope_parameters");
+  if (!rp.is_object() || rp.empty())
+    return j.bad("'rope_parameters' must hold full_attention / sliding_attention entries");
+  json by_type[2] = {nullptr, nullptr}; // full, sliding
+  for (auto& [k, v] : rp.items()) {
+    if (k != "full_attention" && k != "sliding_attention")
+      return j.unsupported(fmt::format("rope_parameters for layer type '{}'", k));
+    if (!v.is_null() && (!v.is_object() || v.value("partial_rotary_factor", 1.0) != 1.0))
+      return j.unsupported("rope_parameters with a partial_rotary_factor (Compass rotates whole "
+                           "heads)");
+    by_type[k == "sliding_attention" ? 1 : 0] = v;
+  }
+  c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    c.nope_layers[static_cast<size_t>(l)] = by_type[sliding[static_cast<size_t>(l)]].is_null();
+  if (!by_type[0].is_null()) TROUPE_TRY(read_rope_dict(by_type[0], c, c.rope, 1e4, j.where()));
+  if (!by_type[1].is_null()) {
+    TROUPE_TRY(read_rope_dict(by_type[1], c, c.rope_local, 1e4, j.where()));
+    c.has_rope_local = true;
+    if (by_type[0].is_null()) c.rope = c.rope_local; // (only the sliding layers rotate)
+  }
+  return {};
+}
+
+} // namespace
+
 status read_cohere_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
   TROUPE_TRY(read_hf_dims(j, c, "layer_norm_eps", 1e-5));
@@ -24,9 +68,10 @@ status read_cohere_hf(hf_cfg& j, model_config& c) {
     c.qk_norm = qk_norm_kind::head_weights;
     c.qk_norm_type = norm_kind::layer;
   }
-  TROUPE_TRY_ASSIGN(ls, j.f("logit_scale", 0.0625));
+  TROUPE_TRY_ASSIGN(ls, j.f("logit_scale", c.family == "cohere_compass" ? 1.0 : 0.0625));
   c.logit_scale = ls;
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
+  if (c.family == "cohere_compass") return read_compass_layers(j, c);
   TROUPE_TRY(read_rope(j, c, 500000.0, 1.0));
   c.rope.layout = rope_layout::interleaved;
   if (c.family == "cohere2") {
