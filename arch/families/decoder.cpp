@@ -211,13 +211,7 @@ expected<vid> decoder::qk_norm(builder& b, int l, vid x, int64_t heads, axis ax,
     return b.view(y, {-1, D}, what + "_heads");
   }
   case qk_norm_kind::full: { // x: [T, heads * D]; RMS over every head of every rank
-    const vid sq = b.mul(x, x, what + "_sq");
-    const vid ss = b.op(op::sum_rows, {sq}, what + "_ss");
-    const vid sum = b.all_reduce(ss, what + "_ss_all");
-    const vid var = b.scale(sum, static_cast<float>(1.0 / static_cast<double>(heads * D)),
-                            what + "_var", static_cast<float>(c_.norm_eps));
-    const vid inv = b.unary(op::rsqrt, var, what + "_rsqrt");
-    const vid xn = b.mul(x, inv, what + "_plain");
+    const vid xn = rms_across_ranks(b, x, heads * D, static_cast<float>(c_.norm_eps), what);
     weight_ref ref;
     ref.add = static_cast<float>(c_.norm_add);
     TROUPE_TRY_ASSIGN(wt, req(wn, l, {heads * D}, cut::out, ax, D, ref));
@@ -569,9 +563,10 @@ expected<vid> decoder::ffn(int l, vid h) {
 expected<vid> decoder::layer(int l, vid x) {
   builder b(g_, l);
   const int64_t C = c_.C;
-  auto scaled = [&](vid v, const char* what) {
-    return c_.residual_scale != 1 ? b.scale(v, static_cast<float>(c_.residual_scale), what) : v;
+  auto times = [&](vid v, double s, const char* what) {
+    return s != 1 ? b.scale(v, static_cast<float>(s), what) : v;
   };
+  auto scaled = [&](vid v, const char* what) { return times(v, c_.residual_scale, what); };
   // (OLMo hybrid: its linear layers pre-norm, by their own names)
   const bool pre_linear = c_.linear_pre_norm && c_.layer_linear(l);
   const std::string& attn_norm = pre_linear ? n_.lin_attn_norm : n_.attn_norm;
@@ -586,9 +581,6 @@ expected<vid> decoder::layer(int l, vid x) {
   }
   TROUPE_TRY_ASSIGN(h, norm(x, l, attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
   if (c_.normed_residual) { // MiniMax: the residual is the normed stream, both terms scaled
-    auto times = [&](vid v, double s, const char* what) {
-      return s != 1 ? b.scale(v, static_cast<float>(s), what) : v;
-    };
     const bool lin = c_.layer_linear(l);
     TROUPE_TRY_ASSIGN(a, attention(l, h));
     x = b.add(times(h, lin ? c_.lin_alpha : c_.full_alpha, "attn_res_scaled"),
@@ -599,9 +591,6 @@ expected<vid> decoder::layer(int l, vid x) {
                  "ffn_residual");
   }
   if (c_.ssm_parallel) { // Falcon-H1: x += out_m mamba(in_m h) + out_a attn(in_a h); x += ffn
-    auto times = [&](vid v, double s, const char* what) {
-      return s != 1 ? b.scale(v, static_cast<float>(s), what) : v;
-    };
     TROUPE_TRY_ASSIGN(m, mamba(l, times(h, c_.ssm_in_scale, "ssm_in_scaled")));
     TROUPE_TRY_ASSIGN(a, attention(l, times(h, c_.attn_in_scale, "attn_in_scaled")));
     const vid both = b.add(times(m, c_.ssm_out_scale, "ssm_out_scaled"),

@@ -101,6 +101,17 @@ class decoder {
     for (int64_t hd = 0; hd < c_.H; ++hd) r.segments.emplace_back(hd * per + first, count);
     return r;
   }
+  // x / rms(x) over its whole row of `width` values, whatever TP shard holds which part: each
+  // rank's sum of squares all-reduced (intermediates named what_sq, _ss, _ss_all, _var, _rsqrt,
+  // and the result what_plain)
+  static vid rms_across_ranks(builder& b, vid x, int64_t width, float eps,
+                              const std::string& what) {
+    const vid ss = b.op(kernels::op::sum_rows, {b.mul(x, x, what + "_sq")}, what + "_ss");
+    const vid var =
+        b.scale(b.all_reduce(ss, what + "_ss_all"),
+                static_cast<float>(1.0 / static_cast<double>(width)), what + "_var", eps);
+    return b.mul(x, b.unary(kernels::op::rsqrt, var, what + "_rsqrt"), what + "_plain");
+  }
   // every head's D rows with their halves swapped: [h D + D / 2, + D / 2), then [h D, + D / 2)
   static std::vector<std::pair<int64_t, int64_t>> swapped_halves(int64_t heads, int64_t D) {
     std::vector<std::pair<int64_t, int64_t>> s;

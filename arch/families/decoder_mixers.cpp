@@ -32,19 +32,18 @@ expected<vid> decoder::delta_net(int l, vid h) {
   const std::string& nz = fused ? n_.lin_qkvz : n_.lin_z;
   const std::string& na = fused_ba ? n_.lin_ba : n_.lin_a;
   const std::string& nb = fused_ba ? n_.lin_ba : n_.lin_b;
-  const bool apart = !n_.lin_q.empty(); // (q, k, v in three tensors)
-  TROUPE_TRY_ASSIGN(wq, req(apart ? n_.lin_q : nqkv, l, {Kd, C}, ck_cut, ak, Dk,
-                            apart   ? weight_ref{}
-                            : fused ? grouped(gs, 0, Dk)
-                                    : rows(0, Kd)));
-  TROUPE_TRY_ASSIGN(wk, req(apart ? n_.lin_k : nqkv, l, {Kd, C}, ck_cut, ak, Dk,
-                            apart   ? weight_ref{}
-                            : fused ? grouped(gs, Dk, Dk)
-                                    : rows(Kd, Kd)));
-  TROUPE_TRY_ASSIGN(wv, req(apart ? n_.lin_v : nqkv, l, {Vd, C}, cut::out, av, Dv,
-                            apart   ? weight_ref{}
-                            : fused ? grouped(gs, 2 * Dk, rep * Dv)
-                                    : rows(2 * Kd, Vd)));
+  // q, k or v: its own tensor (OLMo hybrid), rows of each key head's group of the fused
+  // in_proj_qkvz (Qwen3-Next), or rows of in_proj_qkv
+  const bool apart = !n_.lin_q.empty();
+  auto qkv_part = [&](const std::string& own, weight_ref in_group, weight_ref in_rows) {
+    return apart ? std::pair{own, weight_ref{}} : std::pair{nqkv, fused ? in_group : in_rows};
+  };
+  const auto [nq, rq] = qkv_part(n_.lin_q, grouped(gs, 0, Dk), rows(0, Kd));
+  const auto [nk, rk] = qkv_part(n_.lin_k, grouped(gs, Dk, Dk), rows(Kd, Kd));
+  const auto [nv, rv] = qkv_part(n_.lin_v, grouped(gs, 2 * Dk, rep * Dv), rows(2 * Kd, Vd));
+  TROUPE_TRY_ASSIGN(wq, req(nq, l, {Kd, C}, ck_cut, ak, Dk, rq));
+  TROUPE_TRY_ASSIGN(wk, req(nk, l, {Kd, C}, ck_cut, ak, Dk, rk));
+  TROUPE_TRY_ASSIGN(wv, req(nv, l, {Vd, C}, cut::out, av, Dv, rv));
   TROUPE_TRY_ASSIGN(cq, req(n_.lin_conv, l, {Kd, K}, ck_cut, ak, Dk, rows(0, Kd)));
   TROUPE_TRY_ASSIGN(ck, req(n_.lin_conv, l, {Kd, K}, ck_cut, ak, Dk, rows(Kd, Kd)));
   TROUPE_TRY_ASSIGN(cv, req(n_.lin_conv, l, {Vd, K}, cut::out, av, Dv, rows(2 * Kd, Vd)));
@@ -195,10 +194,7 @@ expected<vid> decoder::mamba(int l, vid h) {
   const vid x0 = c_.ssm_norm == nk::after_gate ? b.op(op::swiglu, {z, yf}, "ssm_gated") : yf;
   vid normed;
   if (G == 1) { // over every head of every rank
-    const vid ss = b.op(op::sum_rows, {b.mul(x0, x0, "ssm_sq")}, "ssm_ss");
-    const vid var = b.scale(b.all_reduce(ss, "ssm_ss_all"),
-                            static_cast<float>(1.0 / static_cast<double>(Di)), "ssm_var", eps);
-    normed = b.mul(x0, b.unary(op::rsqrt, var, "ssm_rsqrt"), "ssm_plain");
+    normed = rms_across_ranks(b, x0, Di, eps, "ssm");
   } else { // over each group's heads, on the rank that holds them
     const vid ones = w_.constant(b.name("ssm_norm") + ".ones", l, {Di / G}, 1.0f);
     normed = b.view(b.norm(b.view(x0, {-1, Di / G}, "ssm_groups"), norm_type::rms, ones, none, eps,
@@ -241,12 +237,9 @@ expected<vid> decoder::lightning(int l, vid h) {
       b.op(op::ssm_scan, {v, none, a, k, q, none, none, st, g_.input(input_kind::state_table)},
            "lightning", sp);
   const vid yf = b.view(y, {-1}, "lightning_flat");
-  const float eps = static_cast<float>(c_.norm_eps);
-  const vid ss = b.op(op::sum_rows, {b.mul(yf, yf, "lightning_sq")}, "lightning_ss");
-  const vid var = b.scale(b.all_reduce(ss, "lightning_ss_all"),
-                          static_cast<float>(1.0 / static_cast<double>(HD)), "lightning_var", eps);
-  const vid normed = b.mul(b.mul(yf, b.unary(op::rsqrt, var, "lightning_rsqrt"), "lightning_plain"),
-                           nw, "lightning_norm");
+  const vid normed =
+      b.mul(rms_across_ranks(b, yf, HD, static_cast<float>(c_.norm_eps), "lightning"), nw,
+            "lightning_norm");
   const vid gate =
       b.unary(op::sigmoid, b.linear(h, wg, none, "lightning_gate"), "lightning_gate_act");
   return b.linear(b.mul(normed, gate, "lightning_gated"), wo, none, "lightning_out");

@@ -68,8 +68,6 @@ status prepare_minimax_hf(const model_config& c, tensor_index& t) {
   const double base = 1.0 / std::pow(2.0, 8.0 / static_cast<double>(c.H));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     if (!c.layer_linear(l)) continue;
-    const double factor =
-        1.0 - static_cast<double>(l) / (static_cast<double>(c.n_layer - 1) + 1e-5) + 1e-5;
     std::vector<uint8_t> bytes(static_cast<size_t>(c.H) * sizeof(float));
     auto* out = reinterpret_cast<float*>(bytes.data());
     const std::string a = fmt::format("model.layers.{}.self_attn.", l);
@@ -80,7 +78,9 @@ status prepare_minimax_hf(const model_config& c, tensor_index& t) {
       to_f32(s->type, s->data, out, c.H);
       for (int64_t h = 0; h < c.H; ++h) out[h] = -out[h];
       for (const char* d : {"query_decay", "key_decay", "diagonal_decay"}) t.mark_consumed(a + d);
-    } else {
+    } else { // transformers' formula, as it recomputes the buffers
+      const double factor =
+          1.0 - static_cast<double>(l) / (static_cast<double>(c.n_layer - 1) + 1e-5) + 1e-5;
       for (int64_t h = 0; h < c.H; ++h)
         out[h] = -static_cast<float>(std::pow(base, static_cast<double>(h + 1)) * factor);
     }

@@ -65,12 +65,8 @@ status prepare_olmo_hybrid_hf(const model_config& c, tensor_index& t) {
     const std::string p = fmt::format("model.layers.{}.", l);
     for (const auto& [from, to] : {std::pair{"attention_layer_norm", "input_layernorm"},
                                    std::pair{"feedforward_layer_norm", "post_attention_layernorm"}})
-      if (const tensor_info* w = t.find(p + from + ".weight"); w && !t.find(p + to + ".weight")) {
-        tensor_info info = *w;
-        info.name = p + to + ".weight";
-        TROUPE_TRY(t.add(info));
-        t.mark_consumed(p + from + ".weight");
-      }
+      if (t.find(p + from + ".weight") && !t.find(p + to + ".weight"))
+        TROUPE_TRY(rename_tensor(t, p + from + ".weight", p + to + ".weight"));
     // the convolution's q, k, v taps in one [2 Kd + Vd, 1, taps] tensor (however they were cut)
     const std::string a = p + "linear_attn.";
     if (!c.layer_linear(l) || t.find(a + "conv1d.weight") || !t.find(a + "q_conv1d.weight"))

@@ -184,6 +184,16 @@ status add_derived_tensor(tensor_index& t, const std::string& name, dtype type, 
   return {};
 }
 
+status rename_tensor(tensor_index& t, const std::string& from, std::string to) {
+  const tensor_info* w = t.find(from);
+  if (!w) return make_error(errc::not_found, "no tensor '{}' to read as '{}'", from, to);
+  tensor_info info = *w;
+  info.name = std::move(to);
+  TROUPE_TRY(t.add(info));
+  t.mark_consumed(from);
+  return {};
+}
+
 status prepare_language_model(const model_config&, tensor_index& t) {
   const std::string outer = "language_model.", inner = "model.language_model.";
   for (const std::string& name : t.names()) {
@@ -194,10 +204,7 @@ status prepare_language_model(const model_config&, tensor_index& t) {
       to = "model." + name.substr(inner.size());
     else
       continue;
-    tensor_info info = *t.find(name);
-    info.name = std::move(to);
-    TROUPE_TRY(t.add(info));
-    t.mark_consumed(name);
+    TROUPE_TRY(rename_tensor(t, name, std::move(to)));
   }
   return {};
 }

@@ -24,6 +24,10 @@ status add_derived_tensor(tensor_index& t, const std::string& name, dtype type, 
                           std::string raw_type, std::vector<uint8_t> bytes,
                           const std::string& description, bool replace = false);
 
+/// The stored tensor `from` read under the name `to` as well (the same bytes, no copy); `from` is
+/// marked consumed.
+status rename_tensor(tensor_index& t, const std::string& from, std::string to);
+
 /// A multimodal checkpoint's language model read as the text model's: language_model.X as X
 /// (language_model.model.* and language_model.lm_head.*, as Gemma 3, Mistral 3 and Llama 4
 /// publish them) and model.language_model.X as model.X (Qwen 3.5); the originals are marked
