@@ -1,4 +1,5 @@
-// family.cpp: lookups in the family table (arch/families/table.cpp) and build_graph (family.hpp).
+// family.cpp: lookups in the family table (arch/families/table.cpp, table_more.cpp) and
+// build_graph (family.hpp).
 #include "arch/family.hpp"
 
 #include "arch/families/families.hpp"

@@ -31,6 +31,8 @@ struct family_entry {
 };
 
 const std::vector<family_entry>& families();
+/// The table's entries from Hy3 on (table_more.cpp), which families() appends to table.cpp's.
+std::vector<family_entry> more_families();
 const family_entry* find_family(std::string_view name);
 const family_entry* find_family_hf(std::string_view arch);
 const family_entry* find_family_gguf(std::string_view arch);
