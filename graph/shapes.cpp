@@ -194,6 +194,13 @@ status infer_shapes(graph& g) {
       }
       break;
     }
+    case op::slice: // p.cols of each row
+      if (n.p.col0 < 0 || n.p.cols <= 0 || n.p.col0 + n.p.cols > x->row_elems())
+        return bad(g, n, "slice takes columns within the row");
+      out.r = x->r;
+      out.dims = {n.p.cols};
+      out.type = dtype::f32;
+      break;
     case op::pos_scale: // x's shape
     case op::hc_post:   // the streams' shape
       out.r = x->r;

@@ -24,7 +24,7 @@ constexpr std::array<std::string_view, op_count> op_names = {
     "concat",      "head_matmul",   "moe_router",
     "causal_conv", "gated_delta",   "ssm_scan",
     "dsa_select",  "kv_compress",   "hc_pre",
-    "hc_post",     "pos_scale",
+    "hc_post",     "pos_scale",     "slice",
 };
 
 bool is_float(dtype t) {
@@ -236,11 +236,18 @@ status check_args(const op_args& a) {
     const int64_t C = y.cols(), N = C > 0 ? s0.cols() / C : 0;
     if (s0.type != dtype::f32 || y.type != dtype::f32 || mix.type != dtype::f32 ||
         d.type != dtype::f32 || N <= 0 || s0.cols() != N * C || y.rows() != s0.rows() ||
-        mix.rows() != s0.rows() || (mix.cols() != N * (N + 1) && mix.cols() != N) ||
+        mix.rows() != s0.rows() ||
+        (mix.cols() != N * (N + 1) && mix.cols() != N && (N < 2 || mix.cols() != N * N)) ||
         d.dims != s0.dims)
-      return fail(a, "x f32 [T, N C], y f32 [T, C], mix f32 [T, N (N + 1)] or [T, N], dst like x");
+      return fail(a, "x f32 [T, N C], y f32 [T, C], mix f32 [T, N (N + 1)], [T, N] or [T, N N], "
+                     "dst like x");
     return {};
   }
+  case op::slice:
+    if (s0.type != dtype::f32 || d.type != dtype::f32 || d.rows() != s0.rows() || a.p.col0 < 0 ||
+        d.cols() != a.p.cols || a.p.col0 + a.p.cols > s0.cols())
+      return fail(a, "f32 [T, A] into f32 [T, p.cols], columns p.col0 .. within A");
+    return {};
   case op::kv_store:
     if (a.src[1].type != dtype::i32 || a.src[1].numel() != s0.dims[0])
       return fail(a, "slots i32 [T]");

@@ -156,7 +156,11 @@
 //                    + p.bias, no comb
 //   hc_post          src0 x f32 [T, N C], src1 y f32 [T, C], src2 mix f32 [T, N (N + 1)] (hc_pre's
 //                    dst2) -> dst f32 [T, N C]: stream k = post_k y + sum_j comb[j, k] x_j; mix
-//                    [T, N] (post alone): stream k = post_k y + x_k
+//                    [T, N] (post alone): stream k = post_k y + x_k; mix [T, N N] (N > 1, Gemma
+//                    3n's AltUp prediction): stream k = x_k + sum_j mix[k N + j] x_j (y gives C
+//                    only, its values unread)
+//   slice            src0 [T, A] f32 -> dst f32 [T, B]: columns p.col0 .. p.col0 + B - 1 of each
+//                    row (B = p.cols; one of several streams, Gemma 3n's AltUp)
 // Linear attention with a recurrent state per sequence (gated DeltaNet: Qwen3.5, Qwen3-Next).
 // A state table i32 [S, 4] lists each sequence of the step: token begin, token count, the
 // position of its first token, its state slot (a row of the state tensors); a sequence at
@@ -258,8 +262,9 @@ enum class op : uint8_t {
   hc_pre,
   hc_post,
   pos_scale,
+  slice,
 };
-inline constexpr int op_count = 47;
+inline constexpr int op_count = 48;
 
 std::string_view to_string(op o);
 /// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):
@@ -326,6 +331,7 @@ struct op_params {
   // dsa_select over compressed entries (p.compress = m): each chosen entry written as its m
   // positions, then the positions of the query's incomplete window (GLM-5.3's k-pools)
   bool expand = false;
+  int64_t col0 = 0, cols = 0; // slice: the columns taken
 };
 
 struct op_args {

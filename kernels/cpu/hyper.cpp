@@ -1,7 +1,8 @@
 // hyper.cpp (cpu): DeepSeek-V4's hyper-connections (op.hpp hc_pre, hc_post) in f32: a token's
 // streams' RMS, the fn rows' dots with them (the vectorised dot_f32), the small pre / post / comb
 // maps and the Sinkhorn-Knopp steps in double, the streams' mix; hc_post's mix of the block's
-// output and the streams by post and comb. The work split over the tokens.
+// output and the streams by post and comb (or, Gemma 3n's AltUp, the streams' own prediction).
+// The work split over the tokens.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -106,6 +107,15 @@ void hc_post(const op_args& a, const exec_ctx& ctx) {
       const float *xr = x.row<float>(t), *yr = y.row<float>(t), *m = mix.row<float>(t);
       for (int64_t k = 0; k < N; ++k) {
         float* o = row.data() + k * C;
+        if (mix.cols() == N * N && N > 1) { // AltUp's prediction: x_k + sum_j m[k N + j] x_j
+          std::copy_n(xr + k * C, C, o);
+          for (int64_t j = 0; j < N; ++j) {
+            const float w = m[k * N + j];
+            const float* xj = xr + j * C;
+            for (int64_t c = 0; c < C; ++c) o[c] += w * xj[c];
+          }
+          continue;
+        }
         for (int64_t c = 0; c < C; ++c) o[c] = m[k] * yr[c];
         if (mix.cols() == N) { // independent: each stream its own residual
           for (int64_t c = 0; c < C; ++c) o[c] += xr[k * C + c];

@@ -1,4 +1,4 @@
-// latent.cpp (cpu): the latent-attention ops (op.hpp): concat by rows, and head_matmul
+// latent.cpp (cpu): the latent-attention ops (op.hpp): concat by rows (and slice), and head_matmul
 // threaded over heads. Non-transposed (W_h [N, K]): the CPU matmul kernel per head (int8
 // kernels for quantized weights); transposed (W_h [K, N]): y += x[k] * row k, a block of rows
 // dequantized once per call for all the step's tokens. Scratch rows are thread-local (32 KB,
@@ -21,6 +21,12 @@ void concat(const op_args& a, const exec_ctx&) {
     std::memcpy(out, x.row<float>(r), static_cast<size_t>(A) * 4);
     std::memcpy(out + A, y.row<float>(r), static_cast<size_t>(B) * 4);
   }
+}
+
+void slice(const op_args& a, const exec_ctx&) {
+  const size_t bytes = static_cast<size_t>(a.p.cols) * 4;
+  for (int64_t r = 0; r < a.src[0].rows(); ++r)
+    std::memcpy(a.dst.row<float>(r), a.src[0].row<float>(r) + a.p.col0, bytes);
 }
 
 TROUPE_CPU_DISPATCH
@@ -101,6 +107,7 @@ void head_matmul(const op_args& a, const exec_ctx& ctx) {
 
 void register_latent(registry& r) {
   r.add(op::concat, backend::cpu, "f32", contiguous_args, concat);
+  r.add(op::slice, backend::cpu, "f32", contiguous_args, slice);
   r.add(
       op::head_matmul, backend::cpu, "any",
       [](const op_args& a) {

@@ -1,7 +1,8 @@
 // hyper.cpp (ref): DeepSeek-V4's manifold-constrained hyper-connections (op.hpp): hc_pre turns a
 // token's N residual streams into the block's input (their mix by `pre`) and, for a layer, the
 // `post` and `comb` weights hc_post mixes the block's output and the streams back with (comb a
-// Sinkhorn-Knopp projection towards a doubly stochastic matrix). In f64.
+// Sinkhorn-Knopp projection towards a doubly stochastic matrix); hc_post also makes Gemma 3n's
+// AltUp prediction (each stream plus its per-token mix of all). In f64.
 #include <cmath>
 
 #include "kernels/ref/ref.hpp"
@@ -95,10 +96,14 @@ void hc_post(const op_args& a, const exec_ctx&) {
     const float *xr = x.row<float>(t), *yr = y.row<float>(t), *m = mix.row<float>(t);
     for (int64_t k = 0; k < N; ++k)
       for (int64_t c = 0; c < C; ++c) {
-        double v = double{m[k]} * yr[c];
-        if (mix.cols() == N) { // independent: each stream its own residual
-          v += xr[k * C + c];
+        double v = 0;
+        if (mix.cols() == N * N && N > 1) { // AltUp's prediction: x_k + sum_j m[k N + j] x_j
+          v = xr[k * C + c];
+          for (int64_t j = 0; j < N; ++j) v += double{m[k * N + j]} * xr[j * C + c];
+        } else if (mix.cols() == N) { // independent: each stream its own residual
+          v = double{m[k]} * yr[c] + xr[k * C + c];
         } else {
+          v = double{m[k]} * yr[c];
           for (int64_t j = 0; j < N; ++j) v += double{m[N + j * N + k]} * xr[j * C + c];
         }
         row[static_cast<size_t>(k * C + c)] = v;

@@ -1,7 +1,8 @@
 // latent.cpp (ref): the ops of DeepSeek's latent attention and routing (op.hpp): concat along
-// the last dim, per-head matmuls (head_matmul, both orientations) with rows dequantized to f32
-// and f64 sums, and the group-limited router (moe_router). Plain loops; the CPU backend runs
-// the router from here (its buffers are per thread and kept, so a step allocates nothing).
+// the last dim (and slice, its inverse), per-head matmuls (head_matmul, both orientations) with
+// rows dequantized to f32 and f64 sums, and the group-limited router (moe_router). Plain loops; the
+// CPU backend runs the router from here (its buffers are per thread and kept, so a step allocates
+// nothing).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -19,6 +20,11 @@ void concat(const op_args& a, const exec_ctx&) {
     std::copy_n(x.row<float>(r), A, out);
     std::copy_n(y.row<float>(r), B, out + A);
   }
+}
+
+void slice(const op_args& a, const exec_ctx&) {
+  for (int64_t r = 0; r < a.src[0].rows(); ++r)
+    std::copy_n(a.src[0].row<float>(r) + a.p.col0, a.p.cols, a.dst.row<float>(r));
 }
 
 void head_matmul(const op_args& a, const exec_ctx&) {
@@ -170,6 +176,7 @@ status moe_router(const op_args& a, const exec_ctx&) {
 void register_latent(registry& r) {
   auto f32 = [](const op_args& a) { return all_contiguous(a); };
   r.add(op::concat, backend::ref, "f32", f32, concat);
+  r.add(op::slice, backend::ref, "f32", f32, slice);
   r.add(op::head_matmul, backend::ref, "any", f32, head_matmul);
   r.add(op::moe_router, backend::ref, "f32", f32, moe_router);
 }

@@ -1,11 +1,11 @@
 // op_cases_v4.cpp: harness cases for DeepSeek-V4's ops (op_cases.hpp) and Mistral Large 4's
 // pos_scale: the hyper-connections
 // (hc_pre for a layer and for the head, HY-V4's independent form and GLM-5.3's mean head,
-// hc_post), kv_compress (plain and overlapping windows, GLM-5.3's pools without norm,
-// f32 and bf16 caches, the entries rotated in their last dims with YaRN), paged_attention over
-// a window plus compressed entries (all, or an indexer's picks with -1 and not-yet-closed ones;
-// sinks), and dsa_select over compressed entries. One step of three sequences (a prefill from 0,
-// a decode at 22, a continued chunk from 5) through shuffled blocks.
+// hc_post, and Gemma 3n's AltUp prediction with slice), kv_compress (plain and overlapping windows,
+// GLM-5.3's pools without norm, f32 and bf16 caches, the entries rotated in their last dims with
+// YaRN), paged_attention over a window plus compressed entries (all, or an indexer's picks with -1
+// and not-yet-closed ones; sinks), and dsa_select over compressed entries. One step of three
+// sequences (a prefill from 0, a decode at 22, a continued chunk from 5) through shuffled blocks.
 #include <algorithm>
 #include <numeric>
 
@@ -95,6 +95,30 @@ void v4_cases(std::vector<op_case>& out_cases) {
     c.dst = out(dtype::f32, {5, N * C});
     c.tol = {1e-10, 1e-5};
     out_cases.push_back(std::move(c));
+  }
+  { // Gemma 3n's AltUp: each stream's prediction from all (mix [T, N N]; y unread), and a
+    // stream taken out of them
+    const int64_t N = 4, C = 48;
+    op_case c;
+    c.name = fmt::format("hc_post(T=5,N={},C={},altup)", N, C);
+    gen g(c.name);
+    c.kind = op::hc_post;
+    c.src = {from_floats(dtype::f32, {5, N * C}, g.normal(5 * N * C)),
+             from_floats(dtype::f32, {5, C}, g.normal(5 * C)),
+             from_floats(dtype::f32, {5, N * N}, g.normal(5 * N * N))};
+    c.dst = out(dtype::f32, {5, N * C});
+    c.tol = {1e-10, 1e-5};
+    out_cases.push_back(std::move(c));
+    op_case s;
+    s.name = fmt::format("slice(T=5,A={},col0={},B={})", N * C, 2 * C, C);
+    gen gs(s.name);
+    s.kind = op::slice;
+    s.src = {from_floats(dtype::f32, {5, N * C}, gs.normal(5 * N * C))};
+    s.dst = out(dtype::f32, {5, C});
+    s.p.col0 = 2 * C;
+    s.p.cols = C;
+    s.tol = {0, 0};
+    out_cases.push_back(std::move(s));
   }
   { // GLM-5.3's head: the streams' mean
     op_case c;
