@@ -121,6 +121,8 @@ int64_t model_config::layer_reads_from(int64_t layer) const {
 }
 
 int64_t model_config::layer_ffn(int64_t layer) const {
+  if (layer >= 0 && layer < static_cast<int64_t>(ffn_widths.size()))
+    return ffn_widths[static_cast<size_t>(layer)];
   return ffn_wide_shared && layer_kv_source(layer) != layer ? 2 * F : F;
 }
 
@@ -286,6 +288,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
     total += m.hc_mult * (m.hc_mult * C + 1) + 1;
   if (m.ple_dim > 0) // the per-layer embeddings' table, the model's projection and its norm
     total += (m.ple_vocab + C) * m.n_layer * m.ple_dim + m.ple_dim;
+  const int64_t N = m.altup; // Gemma 3n: the streams' projections in and out
+  if (N > 0) total += 2 * (N - 1) * C * C;
   // norms: before each sublayer, and after it too where they sandwich it (one for both sublayers
   // of a parallel block with one norm)
   const int64_t norms = (m.norms == norm_place::sandwich         ? 4
@@ -302,6 +306,10 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
               : m.layer_moe(l)    ? experts
                                   : dense(l)) +
              (m.ple_dim > 0 ? 2 * C * m.ple_dim + C : 0) + // a layer's gate, projection, norm
+             // Gemma 3n: AltUp's router norm and router, prediction and correction coefficients,
+             // output scale; Laurel's two projections and norm
+             (N > 0 ? C + N * C + N * N * N + N * N + C : 0) +
+             (m.laurel_rank > 0 ? 2 * C * m.laurel_rank + C : 0) +
              // GLM-5.3, HY-V4: the hyper-connections' fn, base, scale (HY-V4's pre and post only)
              (m.hc_mult > 0
                   ? 2 * (m.hc_independent ? 2 * m.hc_mult * (m.hc_mult * C + 1) + 2

@@ -7,6 +7,7 @@
 // tests/arch/model_config_test.cpp
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -102,11 +103,12 @@ struct model_config {
   double clip_qkv = 0;              // q, k, v clamped to [-c, c] (OLMo, MPT)
   double alibi_max_bias = 0;        // ALiBi instead of RoPE (Bloom, MPT)
   bool rope_enabled = true;
-  std::vector<std::string> config_tensors; // tensors whose values the config reader took (GGUF's
-                                           // rope factor tables), read by no graph value
-  std::vector<uint8_t> nope_layers;        // per layer: 1 when it has no rotary embedding at all
-                                           // (SmolLM3's no_rope_layers); empty: every layer has it
-  bool has_rope_local = false;             // windowed layers use rope_local (Gemma 3)
+  // tensors whose values the config reader took (GGUF's rope factor tables), or that a release
+  // stores and its model never uses (Gemma 3n's KV-sharing layers' k / v): read by no graph value
+  std::vector<std::string> config_tensors;
+  std::vector<uint8_t> nope_layers; // per layer: 1 when it has no rotary embedding at all
+                                    // (SmolLM3's no_rope_layers); empty: every layer has it
+  bool has_rope_local = false;      // windowed layers use rope_local (Gemma 3)
   rope_spec rope_local;
   bool learned_positions = false;   // a position embedding table added to the tokens' (GPT-2)
   int64_t position_rows = 0;        // its rows, where a served context (with_context) is shorter
@@ -259,6 +261,20 @@ struct model_config {
   int64_t ple_dim = 0, ple_vocab = 0;
   std::vector<int32_t> kv_source;
   bool ffn_wide_shared = false;
+  // Gemma 3n: AltUp (altup > 0): altup streams of C per token. A layer runs on stream 0 as the
+  // streams predict it (each stream plus a per-token mix of all, from a router over stream 0),
+  // then corrects every stream by its own share of the layer's innovation (a router over the
+  // layer's output); the corrected stream 0 (times a weight where altup_correct_scale) gates the
+  // per-layer input, added to the other streams. The embedding is projected into the other
+  // streams (their RMS matched to it) and the head averages them back the same way. Laurel
+  // (laurel_rank > 0): a low-rank residual beside the attention, (x + attn + laurel) / sqrt(2).
+  // act_sparsity_z[l] finite: the FFN gate's values below mean + z std over its row are cut
+  // (Gaussian top-k; z the normal quantile of the target sparsity, as transformers and GGUF's
+  // activation_sparsity_scale give it). ffn_widths: per layer F (empty: F on every layer).
+  int64_t altup = 0, laurel_rank = 0;
+  bool altup_correct_scale = false;
+  std::vector<double> act_sparsity_z;
+  std::vector<int64_t> ffn_widths;
   // DeepSeek-V4 (hc_mult > 0): hc_mult residual streams per token, mixed in and out of each
   // sublayer by manifold-constrained hyper-connections (hc_iters Sinkhorn-Knopp steps, hc_eps);
   // shared-KV multi-query attention (one head of D, keys and values alike, the last qk_rope dims
@@ -302,8 +318,8 @@ struct model_config {
   int64_t o_groups = 0, o_rank = 0;
   std::vector<uint8_t> hash_layers;
   bool router_sqrt_softplus = false, swiglu_clamp = false;
-  /// Values per token a pipeline stage passes on: C, or hc_mult streams of C.
-  int64_t residual_width() const { return hc_mult > 0 ? hc_mult * C : C; }
+  /// Values per token a pipeline stage passes on: C, or hc_mult (altup) streams of C.
+  int64_t residual_width() const { return hc_mult > 0 ? hc_mult * C : altup > 0 ? altup * C : C; }
   /// Whether `layer`'s compressed entries overlap and its indexer picks among them (V4's CSA).
   bool layer_compress_sparse(int64_t layer) const {
     return layer >= 0 && layer < static_cast<int64_t>(compress_sparse.size()) &&
@@ -362,7 +378,13 @@ struct model_config {
   /// layer's KV cache (kv_source) or sparse-attention selection (dsa_source), else itself. A
   /// pipeline stage may start at layer b only if no layer from b on reads one before b.
   int64_t layer_reads_from(int64_t layer) const;
-  /// The FFN width of `layer` (F, or 2F on a KV-sharing layer with ffn_wide_shared).
+  /// Whether `layer`'s FFN gate runs the Gaussian top-k (act_sparsity_z).
+  bool layer_sparse(int64_t layer) const {
+    return layer >= 0 && layer < static_cast<int64_t>(act_sparsity_z.size()) &&
+           std::isfinite(act_sparsity_z[static_cast<size_t>(layer)]);
+  }
+  /// The FFN width of `layer` (F, its ffn_widths entry, or 2F on a KV-sharing layer with
+  /// ffn_wide_shared).
   int64_t layer_ffn(int64_t layer) const;
   /// Whether some layer keeps a recurrent state per sequence (linear attention, Mamba).
   bool has_recurrent_state() const;

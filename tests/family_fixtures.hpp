@@ -167,6 +167,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "olmo_hybrid",
                                                             "apertus1p5",
                                                             "gemma4_unified",
-                                                            "cohere_compass_vl"};
+                                                            "cohere_compass_vl",
+                                                            "gemma3n"};
 
 } // namespace troupe::test

@@ -543,16 +543,29 @@ std::optional<double> config_number(const json& v) {
 }
 
 status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_default,
-                    bool head_dim) {
+                    bool head_dim, bool ffn_per_layer) {
   TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
-  // a model whose every FFN is a mixture of experts may give no dense width (Qwen3.5-MoE): the
-  // experts' stands in (what TP's FFN cut is planned on)
-  TROUPE_TRY_ASSIGN(F, j.has("intermediate_size") || !j.has("moe_intermediate_size")
-                           ? j.req("intermediate_size")
-                           : j.req("moe_intermediate_size"));
   TROUPE_TRY_ASSIGN(L, j.req("num_hidden_layers"));
   if (L > max_layers) // readers size per-layer tables from it
     return j.bad(fmt::format("'num_hidden_layers' {} (at most {})", L, max_layers));
+  std::vector<int64_t> widths;
+  if (const json& is = j.raw("intermediate_size"); ffn_per_layer && is.is_array()) {
+    if (static_cast<int64_t>(is.size()) != L)
+      return j.bad(fmt::format("'intermediate_size' must list {} layers", L));
+    for (const json& w : is) {
+      if (!w.is_number_integer() || w.get<int64_t>() <= 0)
+        return j.bad("'intermediate_size' must list positive integers");
+      widths.push_back(w.get<int64_t>());
+    }
+  }
+  // a model whose every FFN is a mixture of experts may give no dense width (Qwen3.5-MoE): the
+  // experts' stands in (what TP's FFN cut is planned on)
+  TROUPE_TRY_ASSIGN(F, !widths.empty()
+                           ? expected<int64_t>(*std::max_element(widths.begin(), widths.end()))
+                       : j.has("intermediate_size") || !j.has("moe_intermediate_size")
+                           ? j.req("intermediate_size")
+                           : j.req("moe_intermediate_size"));
+  c.ffn_widths = std::move(widths);
   TROUPE_TRY_ASSIGN(H, j.req("num_attention_heads"));
   TROUPE_TRY_ASSIGN(Hkv, j.i("num_key_value_heads", H));
   TROUPE_TRY_ASSIGN(V, j.req("vocab_size"));

@@ -98,9 +98,10 @@ inline constexpr int64_t max_layers = 1 << 16;
 /// num_hidden_layers, num_attention_heads, num_key_value_heads, vocab_size,
 /// max_position_embeddings, head_dim) and the norm epsilon under `eps_key`.
 /// head_dim false: the config's head_dim means something else (GLM-5.3's: its rotary dims), left
-/// unread (D = C / H until the family sets it).
+/// unread (D = C / H until the family sets it). ffn_per_layer: intermediate_size may also list
+/// one width per layer (Gemma 3n's): c.ffn_widths, F the largest.
 status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_default,
-                    bool head_dim = true);
+                    bool head_dim = true, bool ffn_per_layer = false);
 /// Which layers slide: `layer_types` when config.json lists them ("sliding_attention" /
 /// "full_attention"), else `fallback(layer)`; the window `window` applies to those (0: none).
 /// Windows of sliding_window on the layers layer_types names sliding (or, without it, all but

@@ -15,13 +15,17 @@ status decoder::build() {
   g_.n_layer = static_cast<int>(c_.n_layer);
   TROUPE_TRY(make_act());
   if (c_.hc_mult > 0) return build_hc();
+  if (c_.altup > 0) return build_altup();
   TROUPE_TRY_ASSIGN(x0, embed());
   vid x = x0;
   g_.residual.push_back(x);
   for (int l = 0; l < g_.n_layer; ++l) {
     TROUPE_TRY_ASSIGN(y, layer(l, x));
     x = y;
-    if (c_.ple_dim > 0) TROUPE_TRY_SET(x, per_layer_input(l, x));
+    if (c_.ple_dim > 0) {
+      TROUPE_TRY_ASSIGN(p, per_layer_input(l, x));
+      x = builder(g_, l).add(x, p, "ple_residual");
+    }
     if (c_.layer_scalar) { // the whole stream times the layer's scalar (Gemma 4)
       builder b(g_, l);
       TROUPE_TRY_ASSIGN(s, req(n_.layer_scalar, l, {1}));
@@ -258,14 +262,13 @@ expected<vid> decoder::per_layer_input(int l, vid x) {
                "ple_tok_scaled");
   const vid pl =
       b.scale(b.add(pn, tk, "ple_sum"), static_cast<float>(1.0 / std::sqrt(2.0)), "ple_input");
-  // x += norm(W_up (act(W_gate x) * p_l))
+  // norm(W_up (act(W_gate x) * p_l))
   TROUPE_TRY_ASSIGN(wg, req(n_.ple_gate, l, {P, C}));
   TROUPE_TRY_ASSIGN(wu, req(n_.ple_up, l, {C, P}));
   const op act = act_op();
   const vid gt = b.unary(act, b.linear(x, wg, none, "ple_gate"), "ple_gate_act");
   const vid up = b.linear(b.mul(gt, pl, "ple_gated"), wu, none, "ple_up");
-  TROUPE_TRY_ASSIGN(un, norm(up, l, n_.ple_norm, "", C, c_.norm, "ple_post_norm"));
-  return b.add(x, un, "ple_residual");
+  return norm(up, l, n_.ple_norm, "", C, c_.norm, "ple_post_norm");
 }
 
 attention_spec decoder::layer_spec(int l) const {
@@ -553,6 +556,13 @@ expected<vid> decoder::ffn(int l, vid h) {
   }
   TROUPE_TRY_ASSIGN(wd, req(n_.w_down, l, {C, F}, cut::in, axis::ffn, 1, tr));
   TROUPE_TRY_ASSIGN(bd, opt(n_.b_down, l, {C}));
+  if (c_.layer_sparse(l)) {
+    auto biased = [&](vid v) { return v != none && !g_[v].empty; };
+    if (wg == none || biased(bg) || biased(bu) || biased(bd))
+      return make_error(errc::internal, "{}: the Gaussian top-k needs a gated FFN without biases",
+                        m_.path);
+    return sparse_ffn(l, h, wg, wu, wd);
+  }
   const op act = act_op();
   return b.ffn(h, wg, wu, wd, bg, bu, bd, act,
                clamp_expr_          ? clamp_expr_ // (GLM-5.3's dense layers)
@@ -649,6 +659,7 @@ status decoder::head(vid x) {
                       hyper(L, rows, n_.hc_head_fn, n_.hc_head_base, n_.hc_head_scale, "hc_head"));
     rows = hm.in;
   }
+  if (c_.altup > 0) TROUPE_TRY_SET(rows, altup_collapse(rows));
   TROUPE_TRY_ASSIGN(hn, norm(rows, L, n_.out_norm, n_.out_norm_b, C, c_.norm, "output_norm"));
   vid out_w = tok_;
   if (!c_.tie_embeddings) {

@@ -52,6 +52,14 @@ struct decoder_names {
   // projection [L P, C] and its norm [P]; per layer the gate [P, C], the projection [C, P] and
   // the norm after it [C]
   std::string ple_table, ple_proj, ple_proj_norm, ple_gate, ple_up, ple_norm;
+  // Gemma 3n's AltUp (model_config::altup, N streams): the embedding's projections into streams
+  // 1.. and the head's back from them ([C, C] each, "{}" the stream less one); per layer the
+  // router's norm [C] and weight [N, C], the prediction [N N, N] and correction [N, N]
+  // coefficients, the corrected stream's scale [C]; Laurel's left [r, C] and right [C, r]
+  // projections and the norm after them [C]
+  std::string altup_proj, altup_unembd, altup_router_norm, altup_router, altup_predict,
+      altup_correct, altup_scale;
+  std::string laurel_l, laurel_r, laurel_norm;
   // a gate per head [H, C]: each head's output times sigmoid(x g_h) (LFM3's g_proj)
   std::string attn_head_gate;
   // latent attention: q_proj or q_a (+ its norm) and q_b; kv_a_proj_with_mqa, its norm, kv_b

@@ -175,13 +175,17 @@ class decoder {
   // dense MLP and the experts, each normed, summed (before the FFN's output norm)
   expected<vid> mlp_and_experts(int l, vid x);
 
-  // Gemma 4's per-layer embedding (model_config::ple_dim) added to layer l's output x
+  // Gemma 4's per-layer embedding (model_config::ple_dim) gated by x, layer l's output (Gemma
+  // 3n's corrected first stream): what the layer adds to its stream(s)
   expected<vid> per_layer_input(int l, vid x);
 
   // the attention of a layer over an earlier layer's KV cache (model_config::kv_source)
   expected<vid> shared_attention(int l, vid h, int64_t source);
 
   expected<vid> ffn(int l, vid h);
+  // Gemma 3n's FFN with the Gaussian top-k (model_config::act_sparsity): the gate's values less
+  // mean + std z over its whole row (every TP rank's part) cut before the activation
+  expected<vid> sparse_ffn(int l, vid h, vid wg, vid wu, vid wd);
 
   expected<vid> layer(int l, vid x);
 
@@ -201,6 +205,25 @@ class decoder {
   expected<vid> compressor(int l, vid h, const std::string& wkv, const std::string& wgate,
                            const std::string& ape, const std::string& nw, int64_t Dc, int64_t m,
                            bool overlap, const rope_spec& rs, const std::string& what);
+
+  // Gemma 3n (decoder_altup.cpp): the model over model_config::altup streams; a layer (AltUp's
+  // prediction, the block on stream 0 with Laurel beside its attention, the correction, the
+  // per-layer input into the other streams); the router's modalities from one stream; the head's
+  // streams averaged back into one
+  status build_altup();
+  expected<vid> altup_layer(int l, vid x);
+  struct altup_router {
+    vid norm, w; // the router's norm [C] and weight [N, C]
+  };
+  expected<altup_router> altup_router_of(int l);
+  vid altup_modalities(int l, const altup_router& r, vid s, const std::string& what);
+  expected<vid> altup_collapse(vid rows);
+  vid stream_of(builder& b, vid x, int64_t k, const std::string& what) const;
+  // the projection [C, C] of stream i >= 1: a tensor per stream ("{}" = i - 1) or rows of a
+  // stack [N - 1, C, C]
+  expected<vid> stream_weight(const std::string& pattern, int64_t i, int l);
+  // x with its RMS matched to that of the rows whose sums of squares are `target_ss` [T, 1]
+  expected<vid> rms_matched(builder& b, vid x, vid target_ss, const std::string& what);
 
   status head(vid x);
 

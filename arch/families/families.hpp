@@ -105,9 +105,22 @@ status build_deepseek_v4(const model_source& m, graph::graph& g);
 status read_kimi_linear_hf(hf_cfg& j, model_config& c);
 status build_kimi_linear(const model_source& m, graph::graph& g);
 status read_gemma4_hf(hf_cfg& j, model_config& c);
+/// Gemma 4's (and 3n's) num_kv_shared_layers: the last that many layers attend over the KV cache
+/// of the last earlier layer of their type (c.kv_source, by the windows already read); the count.
+expected<int64_t> read_kv_shared_layers(hf_cfg& j, model_config& c);
+/// The same for `shared` layers from any source: -1, or the first sharing layer without one.
+int64_t share_kv_layers(model_config& c, int64_t shared);
+/// A GGUF key written once or per layer (llama.cpp's converters' arrays): each layer's count.
+expected<std::vector<int64_t>> gguf_per_layer(const gguf_cfg& g, const char* k, int64_t L);
+status read_gemma3n_gguf(const gguf_cfg& g, model_config& c);
 status read_gemma4_gguf(const gguf_cfg& g, model_config& c);
 status build_gemma4(const model_source& m, graph::graph& g);
 status read_gemma_hf(hf_cfg& j, model_config& c);
+/// Gemma 3's RoPE (and Gemma 3n's): full and sliding layers' bases, nested by layer type in
+/// rope_parameters or as rope_theta, rope_local_base_freq and rope_scaling (the full layers').
+status read_gemma3_rope(hf_cfg& j, model_config& c);
+status read_gemma3n_hf(hf_cfg& j, model_config& c);
+status build_gemma3n(const model_source& m, graph::graph& g);
 status read_gemma_gguf(const gguf_cfg& g, model_config& c);
 status build_gemma(const model_source& m, graph::graph& g);
 status read_olmo_hf(hf_cfg& j, model_config& c);

@@ -12,9 +12,7 @@
 
 namespace troupe::arch {
 
-namespace {
-
-// Gemma 3: one rope for full layers, one for sliding layers; transformers 5 nests them by
+// Gemma 3 (and 3n): one rope for full layers, one for sliding layers; transformers 5 nests them by
 // layer type, older configs give rope_theta, rope_local_base_freq and rope_scaling (which
 // applies to the full layers only).
 status read_gemma3_rope(hf_cfg& j, model_config& c) {
@@ -38,8 +36,6 @@ status read_gemma3_rope(hf_cfg& j, model_config& c) {
   c.has_rope_local = true;
   return {};
 }
-
-} // namespace
 
 status read_gemma_hf(hf_cfg& j, model_config& c) {
   const bool v1 = c.family == "gemma", v3 = c.family == "gemma3";

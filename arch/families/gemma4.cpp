@@ -61,6 +61,34 @@ status read_full_geometry(hf_cfg& j, model_config& c, bool k_eq_v) {
 
 } // namespace
 
+int64_t share_kv_layers(model_config& c, int64_t shared) {
+  const int64_t L = c.n_layer, first = L - shared;
+  if (shared <= 0) return -1;
+  c.kv_source.resize(static_cast<size_t>(L));
+  for (int64_t l = 0; l < L; ++l) {
+    int64_t src = l;
+    if (l >= first) {
+      src = -1;
+      for (int64_t p = first - 1; p >= 0 && src < 0; --p)
+        if (c.layer_window(p) == c.layer_window(l)) src = p;
+      if (src < 0) return l;
+    }
+    c.kv_source[static_cast<size_t>(l)] = static_cast<int32_t>(src);
+  }
+  return -1;
+}
+
+expected<int64_t> read_kv_shared_layers(hf_cfg& j, model_config& c) {
+  const int64_t L = c.n_layer;
+  TROUPE_TRY_ASSIGN(shared, j.i("num_kv_shared_layers", 0));
+  if (shared > L) return j.bad(fmt::format("'num_kv_shared_layers' {} of {} layers", shared, L));
+  if (const int64_t l = share_kv_layers(c, shared); l >= 0)
+    return j.unsupported(
+        fmt::format("'num_kv_shared_layers' {}: layer {} has no earlier layer of its type to share",
+                    shared, l));
+  return shared;
+}
+
 status read_gemma4_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6));
   c.names.output = "lm_head.weight";
@@ -128,27 +156,9 @@ status read_gemma4_hf(hf_cfg& j, model_config& c) {
     if (ple_vocab <= 0) return j.bad("'vocab_size_per_layer_input' must be positive");
     c.ple_dim = ple, c.ple_vocab = ple_vocab;
   }
-  TROUPE_TRY_ASSIGN(shared, j.i("num_kv_shared_layers", 0));
-  if (shared > L) return j.bad(fmt::format("'num_kv_shared_layers' {} of {} layers", shared, L));
+  TROUPE_TRY_ASSIGN(shared, read_kv_shared_layers(j, c));
   const bool wide = j.b("use_double_wide_mlp", false);
-  if (shared > 0) {
-    const int64_t first = L - shared;
-    c.kv_source.resize(static_cast<size_t>(L));
-    for (int64_t l = 0; l < L; ++l) {
-      int64_t src = l;
-      if (l >= first) {
-        src = -1;
-        for (int64_t p = first - 1; p >= 0 && src < 0; --p)
-          if (c.layer_window(p) == c.layer_window(l)) src = p;
-        if (src < 0)
-          return j.unsupported(fmt::format(
-              "'num_kv_shared_layers' {}: layer {} has no earlier layer of its type to share",
-              shared, l));
-      }
-      c.kv_source[static_cast<size_t>(l)] = static_cast<int32_t>(src);
-    }
-    c.ffn_wide_shared = wide;
-  }
+  if (shared > 0) c.ffn_wide_shared = wide;
   if (!unified && j.b("enable_moe_block", false)) { // every layer: the experts beside the MLP
     TROUPE_TRY_ASSIGN(E, j.req("num_experts"));
     TROUPE_TRY_ASSIGN(k, j.req("top_k_experts"));
@@ -162,10 +172,8 @@ status read_gemma4_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
-namespace {
-
 // a key written once or per layer (the converter's arrays): the value of every layer
-expected<std::vector<int64_t>> per_layer(const gguf_cfg& g, const char* k, int64_t L) {
+expected<std::vector<int64_t>> gguf_per_layer(const gguf_cfg& g, const char* k, int64_t L) {
   const gguf_value* v = g.g.get(g.key(k));
   if (!v) return make_error(errc::corrupt_file, "{}: {} is missing", g.path(), k);
   if (v->type != gguf_type::array) {
@@ -186,8 +194,6 @@ expected<std::vector<int64_t>> per_layer(const gguf_cfg& g, const char* k, int64
   return out;
 }
 
-} // namespace
-
 // llama.cpp's converter (gemma4): the full layers' head dim as key_length, the sliding ones' as
 // key_length_swa; KV heads and FFN widths per layer; the full layers' proportional RoPE as
 // rope_freqs (1 for the pairs that turn, 1e30 for the others); attention_k_eq_v as full layers
@@ -205,8 +211,8 @@ status read_gemma4_gguf(const gguf_cfg& g, model_config& c) {
   if (g.i("attention.value_length", c.D_full) != c.D_full ||
       g.i("attention.value_length_swa", c.D) != c.D)
     return g.unsupported("value lengths other than the key lengths");
-  TROUPE_TRY_ASSIGN(kv, per_layer(g, "attention.head_count_kv", L));
-  TROUPE_TRY_ASSIGN(ff, per_layer(g, "feed_forward_length", L));
+  TROUPE_TRY_ASSIGN(kv, gguf_per_layer(g, "attention.head_count_kv", L));
+  TROUPE_TRY_ASSIGN(ff, gguf_per_layer(g, "feed_forward_length", L));
   c.Hkv = 0, c.Hkv_full = 0;
   for (int64_t l = 0; l < L; ++l) {
     int64_t& to = c.layer_window(l) ? c.Hkv : c.Hkv_full;

@@ -572,7 +572,7 @@ TEST(ModelConfig, OptRefusesThePostNormForm) {
   }
 }
 
-// The families of December 2026 (session 33), each from its fixture's config.json: a key that
+// The families of December 2026 (sessions 33, 34), each from its fixture's config.json: a key that
 // would make another model than the one Troupe builds (one transformers does not run, or one
 // Troupe does not implement) refuses the load, naming what it refused.
 TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
@@ -601,7 +601,16 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"xglm", "add_cross_attention", true, "add_cross_attention"},
       {"cohere_compass_vl", "/text_config/rope_parameters/full_attention", partial,
        "partial_rotary_factor"},
-      {"gpt_neo", "attention_types", json::parse(R"([[["global", "sparse"], 2]])"), "sparse"}};
+      {"gpt_neo", "attention_types", json::parse(R"([[["global", "sparse"], 2]])"), "sparse"},
+      {"gemma3n", "altup_active_idx", 1, "altup_active_idx"},
+      {"gemma3n", "altup_num_inputs", 1, "altup_num_inputs"},
+      {"gemma3n", "laurel_rank", 0, "laurel_rank"},
+      {"gemma3n", "activation_sparsity_pattern", json(std::vector<double>(7, 1.0)),
+       "activation_sparsity_pattern"},
+      {"gemma3n", "activation_sparsity_pattern", 0.95, "activation_sparsity_pattern"},
+      {"gemma3n", "activation_sparsity_pattern", json(std::vector<double>(5, 0.5)),
+       "activation_sparsity_pattern"},
+      {"gemma3n", "intermediate_size", json(std::vector<int>(4, 128)), "intermediate_size"}};
   for (const change& ch : changes) {
     json j =
         test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));
@@ -615,4 +624,31 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
     EXPECT_NE(r.error().to_string().find(ch.named), std::string::npos)
         << ch.fixture << ": " << r.error().to_string();
   }
+}
+
+// Gemma 3n: intermediate_size may list a width per layer (MatFormer's sliced models); the
+// Gaussian top-k's quantile per layer is torch's icdf of the sparsity (none at 0), and without
+// activation_sparsity_pattern only a model of more than 10 layers has it (on its first 10).
+TEST(ModelConfig, Gemma3nWidthsPerLayerAndSparsityQuantiles) {
+  json j = test::load_json(test::fixture_path("models/gemma3n/config.json"));
+  j["intermediate_size"] = {128, 96, 128, 64, 128, 128, 128};
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->F, 128);
+  EXPECT_EQ(c->layer_ffn(1), 96);
+  EXPECT_EQ(c->layer_ffn(3), 64);
+  EXPECT_NEAR(c->act_sparsity_z.at(0), 1.6448536, 1e-6); // icdf(0.95)
+  EXPECT_NEAR(c->act_sparsity_z.at(1), 0.2533471, 1e-6); // icdf(0.6)
+  EXPECT_TRUE(c->layer_sparse(1));
+  EXPECT_FALSE(c->layer_sparse(2));
+  j.erase("activation_sparsity_pattern");
+  c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  for (int64_t l = 0; l < 7; ++l) EXPECT_FALSE(c->layer_sparse(l)) << l;
+  j["num_hidden_layers"] = 12;
+  j["intermediate_size"] = 128;
+  j.erase("layer_types");
+  c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  for (int64_t l = 0; l < 12; ++l) EXPECT_EQ(c->layer_sparse(l), l < 10) << l;
 }

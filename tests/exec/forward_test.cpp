@@ -151,20 +151,22 @@ TEST_P(GgufArch, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, GgufArch,
-    ::testing::Values(
-        "llama3", "llama_headdim", "llama_linear", "llama_yarn", "llama_bias", "llama_dynamic",
-        "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "phi2",
-        "gpt2", "gpt_neox", "stablelm", "stablelm_qkln", "olmo", "olmo2", "granite", "cohere",
-        "falcon", "falcon_mq", "bloom", "mpt", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3",
-        "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
-        "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5", "apertus",
-        "smollm3_nope4", "cohere2_swa4", "glm4_moe", "llama4", "llama4_vl", "qwen2_5_vl",
-        "minimax_m2", "olmoe", "ernie4_5_moe", "dots1", "granitemoe", "ministral3_vl", "qwen3_vl",
-        "qwen3_vl_moe", "arcee", "hunyuan_dense", "hunyuan_moe", "lfm2", "lfm2_moe", "mamba2",
-        "granite4_h", "nemotron_h", "falcon_h1", "mamba", "falcon_mamba", "jamba", "nemotron_h_moe",
-        "gemma4", "gemma4_moe", "gemma4_e", "glm_moe_dsa_full", "deepseek_v32", "mistral4_vl",
-        "kimi_linear", "exaone_moe_swa4", "afmoe", "minicpm3_4b", "starcoder2", "nemotron", "jais2",
-        "dbrx", "phimoe_plain", "gpt_bigcode", "internlm3", "internlm2", "glm", "granitemoeshared"),
+    ::testing::Values("llama3", "llama_headdim", "llama_linear", "llama_yarn", "llama_bias",
+                      "llama_dynamic", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3",
+                      "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
+                      "stablelm_qkln", "olmo", "olmo2", "granite", "cohere", "falcon", "falcon_mq",
+                      "bloom", "mpt", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
+                      "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
+                      "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5",
+                      "apertus", "smollm3_nope4", "cohere2_swa4", "glm4_moe", "llama4", "llama4_vl",
+                      "qwen2_5_vl", "minimax_m2", "olmoe", "ernie4_5_moe", "dots1", "granitemoe",
+                      "ministral3_vl", "qwen3_vl", "qwen3_vl_moe", "arcee", "hunyuan_dense",
+                      "hunyuan_moe", "lfm2", "lfm2_moe", "mamba2", "granite4_h", "nemotron_h",
+                      "falcon_h1", "mamba", "falcon_mamba", "jamba", "nemotron_h_moe", "gemma4",
+                      "gemma4_moe", "gemma4_e", "glm_moe_dsa_full", "deepseek_v32", "mistral4_vl",
+                      "kimi_linear", "exaone_moe_swa4", "afmoe", "minicpm3_4b", "starcoder2",
+                      "nemotron", "jais2", "dbrx", "phimoe_plain", "gpt_bigcode", "internlm3",
+                      "internlm2", "glm", "granitemoeshared", "gemma3n"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
@@ -720,6 +722,60 @@ TEST(MiniMax, DecayDerivedWhereTheCheckpointLeavesItsBuffersOut) {
   auto g = make(dir.string());
   ASSERT_TRUE(g);
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  std::filesystem::remove_all(dir);
+}
+
+// Gemma 3n as Google publishes it: Gemma3nForConditionalGeneration, the text model under
+// model.language_model, the vision and audio towers beside it (never read for text), the
+// KV-sharing layers' own k / v projections and norms stored though transformers ignores them, and
+// the legacy RoPE keys (rope_theta, rope_local_base_freq, rope_scaling null): the same model as the
+// text fixture, the same logits.
+TEST(Gemma3n, AsPublishedInItsMultimodalWrapper) {
+  const std::string src = test::fixture_path("models/gemma3n");
+  int renamed = 0;
+  std::vector<std::pair<std::string, shape>> extra = {
+      {"model.vision_tower.timm_model.conv_stem.conv.weight", shape{8, 3, 3, 3}},
+      {"model.embed_vision.embedding.weight", shape{16, 64}},
+      {"model.embed_audio.embedding.weight", shape{16, 64}}};
+  for (int l : {5, 6}) { // (the fixture's two sharing layers)
+    for (const char* t : {"k_proj.weight", "v_proj.weight"})
+      extra.emplace_back(fmt::format("model.language_model.layers.{}.self_attn.{}", l, t),
+                         shape{32, 64});
+    extra.emplace_back(fmt::format("model.language_model.layers.{}.self_attn.k_norm.weight", l),
+                       shape{16});
+  }
+  const auto dir = copy_fixture_renamed(
+      src, "gemma3n_published",
+      [](const std::string& name) { return "model.language_model." + name.substr(6); }, renamed,
+      extra);
+  json text = test::load_json(src + "/config.json");
+  EXPECT_EQ(text["rope_parameters"]["full_attention"]["rope_theta"], 1e6);
+  EXPECT_EQ(text["rope_parameters"]["sliding_attention"]["rope_theta"], 1e4);
+  text.erase("rope_parameters");
+  text.erase("architectures");
+  text.update({{"rope_theta", 1e6},
+               {"rope_local_base_freq", 1e4},
+               {"rope_scaling", nullptr},
+               {"altup_lr_multiplier", 1.0}});
+  const json wrapper = {{"architectures", {"Gemma3nForConditionalGeneration"}},
+                        {"model_type", "gemma3n"},
+                        {"text_config", text},
+                        {"vision_config", {{"model_type", "gemma3n_vision"}}},
+                        {"audio_config", {{"model_type", "gemma3n_audio"}}}};
+  std::ofstream(dir / "config.json") << wrapper.dump(2);
+  const json fx = test::load_json(src + "/expected.json");
+  auto g = make(dir.string());
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->source().config.family, "gemma3n");
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  // the sharing layers' stored k / v read as dropped: only the towers stay unread
+  auto graph = arch::build_graph(g->source());
+  ASSERT_TRUE(graph);
+  std::vector<std::string> unread = unread_tensors(g->source(), *graph);
+  std::sort(unread.begin(), unread.end());
+  EXPECT_EQ(unread, (std::vector<std::string>{
+                        "model.embed_audio.embedding.weight", "model.embed_vision.embedding.weight",
+                        "model.vision_tower.timm_model.conv_stem.conv.weight"}));
   std::filesystem::remove_all(dir);
 }
 

@@ -221,7 +221,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "minimax",
                            "olmo_hybrid",
                            "gemma4_unified",
-                           "cohere_compass_vl"}) {
+                           "cohere_compass_vl",
+                           "gemma3n"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
