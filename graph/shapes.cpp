@@ -212,6 +212,7 @@ status infer_shapes(graph& g) {
       out.dims = {n.p.expand ? n.p.k * n.p.compress + n.p.compress - 1 : n.p.k};
       out.type = dtype::i32;
       break;
+    case op::lru_scan: // a's shape [T, W]
     case op::ssm_scan: // x's shape [T, H, P]
       if (!x) return bad(g, n, "ssm_scan without x");
       out.r = x->r;

@@ -25,6 +25,7 @@ constexpr std::array<std::string_view, op_count> op_names = {
     "causal_conv", "gated_delta",   "ssm_scan",
     "dsa_select",  "kv_compress",   "hc_pre",
     "hc_post",     "pos_scale",     "slice",
+    "lru_scan",
 };
 
 bool is_float(dtype t) {
@@ -241,6 +242,19 @@ status check_args(const op_args& a) {
         d.dims != s0.dims)
       return fail(a, "x f32 [T, N C], y f32 [T, C], mix f32 [T, N (N + 1)], [T, N] or [T, N N], "
                      "dst like x");
+    return {};
+  }
+  case op::lru_scan: {
+    const auto &u = a.src[1], &st = a.src[2], &table = a.src[3];
+    const int64_t W = s0.cols();
+    if (s0.type != dtype::f32 || u.type != dtype::f32 || d.type != dtype::f32 ||
+        u.numel() != s0.numel() || d.numel() != s0.numel() || u.cols() != W || d.cols() != W)
+      return fail(a, "a, u and dst must be f32 [T, W]");
+    if (st.type != dtype::f32 || st.dims.rank < 2 || st.dims[0] <= 0 ||
+        st.numel() / st.dims[0] != W)
+      return fail(a, "state must be f32 [NS, W]");
+    if (table.type != dtype::i32 || table.dims.rank != 2 || table.cols() != 4)
+      return fail(a, "the state table must be i32 [S, 4]");
     return {};
   }
   case op::slice:

@@ -193,6 +193,11 @@
 //                    is a head of P = 1: d A is then a vector, exp(d A) taken elementwise); with
 //                    p.scan_unit_dt d = 1 and no D term (src1, src5, src6 unread, may be empty;
 //                    A [H] only): S = exp(A) S + x B^T, out = S C (MiniMax's lightning attention)
+//   lru_scan         src0 a f32 [T, W] (each channel's decay), src1 u f32 [T, W], src2 state f32
+//                    [NS, W] (any shape of W values per slot), src3 state table -> dst f32 [T, W]:
+//                    per channel h = a h + u token by token (a diagonal linear recurrence; h = 0
+//                    before a sequence's position 0); with p.lru_norm the input is sqrt(1 - a^2) u
+//                    except at position 0, where it is u (Griffin's RG-LRU, RecurrentGemma)
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 
@@ -263,8 +268,9 @@ enum class op : uint8_t {
   hc_post,
   pos_scale,
   slice,
+  lru_scan,
 };
-inline constexpr int op_count = 48;
+inline constexpr int op_count = 49;
 
 std::string_view to_string(op o);
 /// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):
@@ -332,6 +338,7 @@ struct op_params {
   // positions, then the positions of the query's incomplete window (GLM-5.3's k-pools)
   bool expand = false;
   int64_t col0 = 0, cols = 0; // slice: the columns taken
+  bool lru_norm = false;      // lru_scan: the input times sqrt(1 - a^2) past position 0
 };
 
 struct op_args {

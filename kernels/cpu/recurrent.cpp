@@ -1,12 +1,13 @@
 // recurrent.cpp (cpu): linear attention's ops with a state per sequence (op.hpp): causal_conv,
 // gated_delta and ssm_scan (Mamba-2: over (sequence, head) pairs, each head's [P, N] state
 // decayed and updated in place token by token, the loops over N vectorised; Mamba-1: blocks of
-// 64 channel-heads, an exp per state value). The convolution and the scans' work are built for
-// AVX-512, AVX2 and the baseline (TROUPE_CPU_DISPATCH). The convolution runs
-// over (sequence, head) pairs in parallel, a head's channels in the vector lanes (the SiLU's exp
-// vectorised too, where the op has one); the delta rule over (sequence, value head) pairs, each
-// head's [Dk, Dv] state updated in place, token by token, in two passes per token (decay and S^T k
-// in one, the rank-one update and S^T q in the other), the inner loops over Dv vectorised
+// 64 channel-heads, an exp per state value; lru_scan, blocks of 64 channels). The convolution and
+// the scans' work are built for AVX-512, AVX2 and the baseline (TROUPE_CPU_DISPATCH). The
+// convolution runs over (sequence, head) pairs in parallel, a head's channels in the vector lanes
+// (the SiLU's exp vectorised too, where the op has one); the delta rule over (sequence, value head)
+// pairs, each head's [Dk, Dv] state updated in place, token by token, in two passes per token
+// (decay and S^T k in one, the rank-one update and S^T q in the other), the inner loops over Dv
+// vectorised
 // (-fopenmp-simd). Prefill walks its tokens in order too; a chunked form (WY blocks, as
 // flash-linear-attention computes it) would trade that for matmuls.
 #include <algorithm>
@@ -385,6 +386,37 @@ void scan_items(const op_args& a, int64_t i0, int64_t i1) {
   }
 }
 
+// a diagonal linear recurrence per channel (lru_scan): work items of 64 channels of one
+// sequence, the channels in the vector lanes, token by token
+void lru_scan(const op_args& a, const exec_ctx& ctx) {
+  constexpr int64_t Wb = 64;
+  const int64_t W = a.src[0].cols(), S = a.src[3].rows(), blocks = (W + Wb - 1) / Wb;
+  const bool norm = a.p.lru_norm;
+  parallel(ctx, S * blocks, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t it = i0; it < i1; ++it) {
+      const state_row s = state_row_at(a.src[3], it / blocks);
+      const int64_t c0 = (it % blocks) * Wb, n = std::min(Wb, W - c0);
+      float h[Wb];
+      float* st = a.src[2].as<float>() + s.slot * W + c0;
+      for (int64_t c = 0; c < n; ++c) h[c] = s.pos0 > 0 ? st[c] : 0.0f;
+      for (int64_t i = 0; i < s.count; ++i) {
+        const int64_t t = s.begin + i;
+        const float* at = a.src[0].as<float>() + t * W + c0;
+        const float* u = a.src[1].as<float>() + t * W + c0;
+        float* out = a.dst.as<float>() + t * W + c0;
+        const bool scaled = norm && s.pos0 + i > 0;
+#pragma omp simd
+        for (int64_t c = 0; c < n; ++c) {
+          const float m = scaled ? std::sqrt(1.0f - at[c] * at[c]) : 1.0f;
+          h[c] = at[c] * h[c] + m * u[c];
+          out[c] = h[c];
+        }
+      }
+      std::copy_n(h, n, st);
+    }
+  });
+}
+
 void ssm_scan(const op_args& a, const exec_ctx& ctx) {
   const int64_t H = a.src[0].dims[1], P = a.src[0].dims[2], G = a.src[3].dims[1];
   const int64_t N = a.src[3].dims[2], S = a.src[8].rows();
@@ -403,6 +435,7 @@ void ssm_scan(const op_args& a, const exec_ctx& ctx) {
 
 void register_recurrent(registry& r) {
   r.add(op::ssm_scan, backend::cpu, "f32", contiguous_args, ssm_scan);
+  r.add(op::lru_scan, backend::cpu, "f32", contiguous_args, lru_scan);
   r.add(op::causal_conv, backend::cpu, "any", contiguous_args, causal_conv);
   r.add(op::gated_delta, backend::cpu, "f32", contiguous_args, gated_delta);
 }

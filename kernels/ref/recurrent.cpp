@@ -1,8 +1,9 @@
 // recurrent.cpp (ref): the ops of linear attention with a state per sequence (op.hpp):
 // causal_conv (a short depthwise convolution over each sequence's latest inputs),
-// gated_delta (the gated delta rule, token by token) and ssm_scan (Mamba-2's selective state
-// space, token by token). f64 math over the f32 state; written from
-// the equations in op.hpp, as the specification the CPU kernels are tested against.
+// gated_delta (the gated delta rule, token by token), ssm_scan (Mamba-2's selective state
+// space, token by token) and lru_scan (a diagonal linear recurrence, Griffin's RG-LRU). f64 math
+// over the f32 state; written from the equations in op.hpp, as the specification the CPU kernels
+// are tested against.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -150,12 +151,33 @@ void ssm_scan(const op_args& a, const exec_ctx&) {
   }
 }
 
+void lru_scan(const op_args& a, const exec_ctx&) {
+  const int64_t W = a.src[0].cols();
+  float* state = a.src[2].as<float>();
+  for (int64_t si = 0; si < a.src[3].rows(); ++si) {
+    const state_row s = state_row_at(a.src[3], si);
+    float* st = state + s.slot * W;
+    for (int64_t c = 0; c < W; ++c) {
+      double h = s.pos0 > 0 ? st[c] : 0.0;
+      for (int64_t i = 0; i < s.count; ++i) {
+        const int64_t t = s.begin + i;
+        const double at = a.src[0].as<float>()[t * W + c], u = a.src[1].as<float>()[t * W + c];
+        const bool first = s.pos0 + i == 0;
+        h = at * h + (a.p.lru_norm && !first ? std::sqrt(1 - at * at) : 1.0) * u;
+        a.dst.as<float>()[t * W + c] = static_cast<float>(h);
+      }
+      st[c] = static_cast<float>(h);
+    }
+  }
+}
+
 } // namespace
 
 void register_recurrent(registry& r) {
   r.add(op::causal_conv, backend::ref, "any", all_contiguous, causal_conv);
   r.add(op::gated_delta, backend::ref, "any", all_contiguous, gated_delta);
   r.add(op::ssm_scan, backend::ref, "f32", all_contiguous, ssm_scan);
+  r.add(op::lru_scan, backend::ref, "f32", all_contiguous, lru_scan);
 }
 
 } // namespace troupe::kernels::ref

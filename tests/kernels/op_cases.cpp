@@ -604,6 +604,22 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
     c.tol = {1e-9, 1e-4};
     out_cases.push_back(std::move(c));
   }
+  // Griffin's RG-LRU: a decay in (0, 1) per token and channel (100 channels: a block of 64 and
+  // a partial one), plain and with the sqrt(1 - a^2) input normalisation
+  for (bool norm : {false, true}) {
+    const int64_t W = 100;
+    op_case c;
+    c.name = fmt::format("lru_scan(T={},W={}{})", T, W, norm ? ",norm" : "");
+    gen g(c.name);
+    c.kind = op::lru_scan;
+    c.src = {from_floats(dtype::f32, {T, W}, g.uniform(T * W, 0.05f, 0.999f)),
+             from_floats(dtype::f32, {T, W}, g.normal(T * W)),
+             from_floats(dtype::f32, {NS, W}, g.normal(NS * W, 0.3f)), from_ints({3, 4}, table)};
+    c.dst = out(dtype::f32, {T, W});
+    c.p.lru_norm = norm;
+    c.tol = {1e-9, 1e-4};
+    out_cases.push_back(std::move(c));
+  }
   // GGUF's form: value heads tiled over the key heads (a shard's first global head 3), and
   // -exp(A_log) stored
   {
