@@ -253,7 +253,11 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
       (m.ssm_bcdt_norm == model_config::ssm_bcdt_kind::weighted ? R + 2 * N1 : 0);
   const int64_t linear =
       // (lightning: qkv_proj, output_gate, out_proj, the norm, the decay per head)
-      m.lightning         ? 5 * C * Vd + Vd + m.lin_v_heads
+      m.lightning ? 5 * C * Vd + Vd + m.lin_v_heads
+      // (Griffin: linear_x, linear_y, the conv, the two gates' blocks, the decay, linear_out; and
+      // their biases)
+      : m.rg_lru ? 2 * (C * Vd + Vd) + Vd * (m.lin_conv + 1) +
+                       2 * (m.lin_v_heads * m.lin_v_dim * m.lin_v_dim + Vd) + Vd + Vd * C + C
       : m.ssm_dt_rank > 0 ? mamba1
       : m.mamba
           ? C * ssm_in + ssm_conv * m.lin_conv + (m.ssm_conv_bias ? ssm_conv : 0) +

@@ -203,6 +203,11 @@ struct model_config {
   // as lin_v_heads groups of lin_v_dim (the unit TP cuts), and it keeps the last lin_conv - 1
   // inputs of a sequence as its state
   bool short_conv = false;
+  // Griffin's recurrent block (RecurrentGemma) on the linear layers: gelu(W_y h) times the RG-LRU
+  // of a depthwise convolution of W_x h, over lin_v_heads heads of lin_v_dim channels (the
+  // gates block-diagonal by head); its state the convolution's last inputs and one value per
+  // channel (lin_k_dim 1)
+  bool rg_lru = false;
   // Mamba-2's mixer in place of the DeltaNet on the layers linear_layers marks (Mamba2, Granite
   // 4.0-H, Bamba): in_proj gives z and x (lin_v_heads heads of lin_v_dim), B and C (lin_k_heads
   // groups of lin_k_dim state values) and dt per head; a causal conv1d of lin_conv taps (with

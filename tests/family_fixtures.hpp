@@ -168,6 +168,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "apertus1p5",
                                                             "gemma4_unified",
                                                             "cohere_compass_vl",
-                                                            "gemma3n"};
+                                                            "gemma3n",
+                                                            "recurrent_gemma"};
 
 } // namespace troupe::test

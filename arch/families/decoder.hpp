@@ -80,6 +80,12 @@ struct decoder_names {
   // or (model_config::short_conv, LFM2) in_proj [B; C; x rows, C each]; its taps lin_conv and
   // out_proj lin_out
   std::string lin_bcx;
+  // or (model_config::rg_lru, Griffin) linear_x / linear_y [W, C] with biases, the RG-LRU's input
+  // and recurrence gates [H, W / H, W / H] with biases [H, W / H], its decay's log per unit gate
+  // [W] (-8 softplus(recurrent_param), derived at load); the conv's taps lin_conv and bias
+  // ssm_conv_b, linear_out lin_out and bias ssm_out_b
+  std::string lru_x, lru_x_b, lru_y, lru_y_b, lru_gate_i, lru_gate_i_b, lru_gate_a, lru_gate_a_b,
+      lru_log_a;
   // or (model_config::mamba) in_proj [z; x; B; C; dt rows] and its bias, the conv1d's bias, D
   // per head, out_proj's bias (the taps, dt_bias, A_log, the gated norm and out_proj as above)
   std::string ssm_in, ssm_in_b, ssm_conv_b, ssm_D, ssm_out_b;

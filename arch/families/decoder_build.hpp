@@ -143,6 +143,9 @@ class decoder {
   expected<vid> delta_net(int l, vid h);
   expected<vid> short_conv(int l, vid h);
   expected<vid> mamba(int l, vid h);
+  // Griffin's recurrent block (model_config::rg_lru): gelu(W_y h) times the RG-LRU over the
+  // depthwise convolution of W_x h
+  expected<vid> rg_lru(int l, vid h);
   // MiniMax's lightning attention (model_config::lightning) as the scan with a unit step
   expected<vid> lightning(int l, vid h);
   expected<vid> mamba1(int l, vid h);

@@ -1,7 +1,8 @@
 // decoder_mixers.cpp: the recurrent mixers of the decoder builder (decoder_build.hpp), each
 // run on the layers model_config::linear_layers marks (or beside attention: Falcon-H1): the
 // gated DeltaNet, LFM2's gated short convolution, Mamba-2's and Mamba-1's selective scans, Kimi's
-// KDA and MiniMax's lightning attention (Mamba-2's scan with a unit step). Each keeps its state
+// KDA, MiniMax's lightning attention (Mamba-2's scan with a unit step) and Griffin's RG-LRU
+// block (lru_scan). Each keeps its state
 // per sequence in the executor's recurrent state slots.
 // Tests: tests/exec/forward_test.cpp and pipeline_test (the families' fixtures), op cases.
 #include "arch/families/decoder_build.hpp"
@@ -313,6 +314,54 @@ expected<vid> decoder::mamba1(int l, vid h) {
   const vid z = b.linear(h, wz, bz, "ssm_z");
   const vid gated = b.op(op::swiglu, {z, b.view(y, {-1}, "ssm_flat")}, "ssm_gated");
   return b.linear(gated, wo, bo, "ssm_out");
+}
+
+expected<vid> decoder::rg_lru(int l, vid h) {
+  // y = gelu(W_y h); x = conv(W_x h); i, r = sigmoid of x's block-diagonal gates per head;
+  // a = exp(r log_a); the RG-LRU h_t = a h_t-1 + sqrt(1 - a^2) (i x) (i x at position 0); out =
+  // W_out (h y). TP cuts by heads (every gate block on one rank).
+  builder b(g_, l);
+  const int64_t C = c_.C, H = c_.lin_v_heads, bw = c_.lin_v_dim, W = H * bw, K = c_.lin_conv;
+  const axis ah = axis::lin_v_heads;
+  TROUPE_TRY_ASSIGN(wx, req(n_.lru_x, l, {W, C}, cut::out, ah, bw));
+  TROUPE_TRY_ASSIGN(bx, req(n_.lru_x_b, l, {W}, cut::out, ah, bw));
+  TROUPE_TRY_ASSIGN(wy, req(n_.lru_y, l, {W, C}, cut::out, ah, bw));
+  TROUPE_TRY_ASSIGN(by, req(n_.lru_y_b, l, {W}, cut::out, ah, bw));
+  TROUPE_TRY_ASSIGN(taps, req(n_.lin_conv, l, {W, K}, cut::out, ah, bw));
+  TROUPE_TRY_ASSIGN(bc, req(n_.ssm_conv_b, l, {W}, cut::out, ah, bw));
+  TROUPE_TRY_ASSIGN(wi, req(n_.lru_gate_i, l, {W, bw}, cut::out, ah, bw));
+  TROUPE_TRY_ASSIGN(bi, req(n_.lru_gate_i_b, l, {W}, cut::out, ah, bw));
+  TROUPE_TRY_ASSIGN(wa, req(n_.lru_gate_a, l, {W, bw}, cut::out, ah, bw));
+  TROUPE_TRY_ASSIGN(ba, req(n_.lru_gate_a_b, l, {W}, cut::out, ah, bw));
+  TROUPE_TRY_ASSIGN(la, req(n_.lru_log_a, l, {W}, cut::out, ah, bw));
+  TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, W}, cut::in, ah, bw));
+  TROUPE_TRY_ASSIGN(bo, opt(n_.ssm_out_b, l, {C}));
+  const vid table = g_.input(input_kind::state_table);
+  const vid y = b.unary(act_op(), b.linear(h, wy, by, "lru_y"), "lru_y_act");
+  const vid st_conv =
+      graph::add_recurrent_state(g_, state_kind::conv, l, {H, K - 1, bw}, ah, "lru_conv_state");
+  kernels::op_params cp;
+  cp.conv_plain = true;
+  const vid xc = b.op(
+      op::causal_conv,
+      {b.view(b.linear(h, wx, bx, "lru_x"), {-1, bw}, "lru_x_heads"), taps, st_conv, table, bc},
+      "lru_x_conv", cp);
+  kernels::op_params tp;
+  tp.k = 1; // (W [H bw, bw]: each head's x times its block)
+  auto gate = [&](vid w, vid bias, const char* what) {
+    const vid g =
+        b.view(b.op(op::head_matmul, {xc, w}, what, tp), {-1}, std::string(what) + "_flat");
+    return b.unary(op::sigmoid, b.add(g, bias, std::string(what) + "_biased"),
+                   std::string(what) + "_sigmoid");
+  };
+  const vid in = gate(wi, bi, "lru_input_gate"), rec = gate(wa, ba, "lru_rec_gate");
+  const vid a = b.unary(op::exp, b.mul(rec, la, "lru_log_a"), "lru_a");
+  const vid u = b.mul(b.view(xc, {-1}, "lru_x_flat"), in, "lru_u");
+  const vid st = graph::add_recurrent_state(g_, state_kind::ssm, l, {H, bw, 1}, ah, "lru_state");
+  kernels::op_params sp;
+  sp.lru_norm = true;
+  const vid r = b.op(op::lru_scan, {a, u, st, table}, "lru", sp);
+  return b.linear(b.mul(r, y, "lru_gated"), wo, bo, "lru_out");
 }
 
 expected<vid> decoder::kda(int l, vid h) {

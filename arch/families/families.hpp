@@ -120,6 +120,9 @@ status read_gemma_hf(hf_cfg& j, model_config& c);
 /// rope_parameters or as rope_theta, rope_local_base_freq and rope_scaling (the full layers').
 status read_gemma3_rope(hf_cfg& j, model_config& c);
 status read_gemma3n_hf(hf_cfg& j, model_config& c);
+status read_recurrent_gemma_hf(hf_cfg& j, model_config& c);
+status prepare_recurrent_gemma_hf(const model_config& c, tensor_index& t);
+status build_recurrent_gemma(const model_source& m, graph::graph& g);
 status build_gemma3n(const model_source& m, graph::graph& g);
 status read_gemma_gguf(const gguf_cfg& g, model_config& c);
 status build_gemma(const model_source& m, graph::graph& g);

@@ -610,7 +610,9 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"gemma3n", "activation_sparsity_pattern", 0.95, "activation_sparsity_pattern"},
       {"gemma3n", "activation_sparsity_pattern", json(std::vector<double>(5, 0.5)),
        "activation_sparsity_pattern"},
-      {"gemma3n", "intermediate_size", json(std::vector<int>(4, 128)), "intermediate_size"}};
+      {"gemma3n", "intermediate_size", json(std::vector<int>(4, 128)), "intermediate_size"},
+      {"recurrent_gemma", "block_types", json::parse(R"(["recurrent", "mlp"])"), "block_types"},
+      {"recurrent_gemma", "lru_width", 66, "lru_width"}};
   for (const change& ch : changes) {
     json j =
         test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));

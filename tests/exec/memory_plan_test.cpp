@@ -222,7 +222,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "olmo_hybrid",
                            "gemma4_unified",
                            "cohere_compass_vl",
-                           "gemma3n"}) {
+                           "gemma3n",
+                           "recurrent_gemma"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
