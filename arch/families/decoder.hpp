@@ -134,6 +134,13 @@ decoder_names hf_llama_layout(bool qkv_bias, bool o_bias, bool mlp_bias);
 /// attn_qkv ([q; k; v] blocks, as every converter writes it) where the file has one.
 decoder_names gguf_layout(const model_source& m);
 
+/// Gemma 2 .. 4's and 3n's HF names: the Llama layout with the sandwich norms (post_attention_,
+/// pre_feedforward_, post_feedforward_layernorm; gemma4.cpp).
+decoder_names gemma_sandwich_hf(const model_config& c);
+/// Gemma 4's and 3n's per-layer embeddings' tensors (model_config::ple_dim), HF's names or
+/// llama.cpp's.
+void gemma_ple_names(decoder_names& n, bool hf);
+
 /// Kimi Delta Attention's tensor names under `a` (a layer's "...self_attn."; kimi.cpp).
 void kda_names(decoder_names& n, const std::string& a);
 

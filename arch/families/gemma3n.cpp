@@ -185,12 +185,7 @@ namespace {
 
 decoder_names gguf_names(const model_source& m) { // llama.cpp's
   decoder_names n = gguf_layout(m);
-  n.ple_table = "per_layer_token_embd.weight";
-  n.ple_proj = "per_layer_model_proj.weight";
-  n.ple_proj_norm = "per_layer_proj_norm.weight";
-  n.ple_gate = "blk.{}.inp_gate.weight";
-  n.ple_up = "blk.{}.proj.weight";
-  n.ple_norm = "blk.{}.post_norm.weight";
+  gemma_ple_names(n, false);
   n.altup_proj = "altup_proj.weight"; // (stacked: [N - 1, C, C])
   n.altup_unembd = "altup_unembd_proj.weight";
   const std::string b = "blk.{}.";
@@ -206,17 +201,9 @@ decoder_names gguf_names(const model_source& m) { // llama.cpp's
 }
 
 decoder_names hf_names(const model_config& c) {
-  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+  decoder_names n = gemma_sandwich_hf(c);
+  gemma_ple_names(n, true);
   const std::string p = "model.layers.{}.";
-  n.post_attn_norm = p + "post_attention_layernorm.weight";
-  n.ffn_norm = p + "pre_feedforward_layernorm.weight";
-  n.post_ffn_norm = p + "post_feedforward_layernorm.weight";
-  n.ple_table = "model.embed_tokens_per_layer.weight";
-  n.ple_proj = "model.per_layer_model_projection.weight";
-  n.ple_proj_norm = "model.per_layer_projection_norm.weight";
-  n.ple_gate = p + "per_layer_input_gate.weight";
-  n.ple_up = p + "per_layer_projection.weight";
-  n.ple_norm = p + "post_per_layer_input_norm.weight";
   n.altup_proj = "model.altup_projections.{}.weight";
   n.altup_unembd = "model.altup_unembed_projections.{}.weight";
   n.altup_router_norm = p + "altup.router_norm.weight";

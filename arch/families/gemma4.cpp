@@ -295,13 +295,23 @@ status read_gemma4_gguf(const gguf_cfg& g, model_config& c) {
   return {};
 }
 
-namespace {
+decoder_names gemma_sandwich_hf(const model_config& c) {
+  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
+  n.post_attn_norm = "model.layers.{}.post_attention_layernorm.weight";
+  n.ffn_norm = "model.layers.{}.pre_feedforward_layernorm.weight";
+  n.post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
+  return n;
+}
 
-decoder_names gguf_names(const model_source& m) { // llama.cpp's
-  const model_config& c = m.config;
-  decoder_names n = gguf_layout(m);
-  n.layer_scalar = "blk.{}.layer_output_scale.weight";
-  if (c.ple_dim > 0) {
+void gemma_ple_names(decoder_names& n, bool hf) {
+  if (hf) {
+    n.ple_table = "model.embed_tokens_per_layer.weight";
+    n.ple_proj = "model.per_layer_model_projection.weight";
+    n.ple_proj_norm = "model.per_layer_projection_norm.weight";
+    n.ple_gate = "model.layers.{}.per_layer_input_gate.weight";
+    n.ple_up = "model.layers.{}.per_layer_projection.weight";
+    n.ple_norm = "model.layers.{}.post_per_layer_input_norm.weight";
+  } else { // llama.cpp's
     n.ple_table = "per_layer_token_embd.weight";
     n.ple_proj = "per_layer_model_proj.weight";
     n.ple_proj_norm = "per_layer_proj_norm.weight";
@@ -309,6 +319,15 @@ decoder_names gguf_names(const model_source& m) { // llama.cpp's
     n.ple_up = "blk.{}.proj.weight";
     n.ple_norm = "blk.{}.post_norm.weight";
   }
+}
+
+namespace {
+
+decoder_names gguf_names(const model_source& m) { // llama.cpp's
+  const model_config& c = m.config;
+  decoder_names n = gguf_layout(m);
+  n.layer_scalar = "blk.{}.layer_output_scale.weight";
+  if (c.ple_dim > 0) gemma_ple_names(n, false);
   if (c.moe_beside_mlp) {
     n.post_ffn_norm_1 = "blk.{}.post_ffw_norm_1.weight";
     n.ffn_norm_2 = "blk.{}.pre_ffw_norm_2.weight";
@@ -323,19 +342,9 @@ decoder_names gguf_names(const model_source& m) { // llama.cpp's
 }
 
 decoder_names hf_names(const model_config& c) {
-  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
-  n.post_attn_norm = "model.layers.{}.post_attention_layernorm.weight";
-  n.ffn_norm = "model.layers.{}.pre_feedforward_layernorm.weight";
-  n.post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
+  decoder_names n = gemma_sandwich_hf(c);
   n.layer_scalar = "model.layers.{}.layer_scalar";
-  if (c.ple_dim > 0) {
-    n.ple_table = "model.embed_tokens_per_layer.weight";
-    n.ple_proj = "model.per_layer_model_projection.weight";
-    n.ple_proj_norm = "model.per_layer_projection_norm.weight";
-    n.ple_gate = "model.layers.{}.per_layer_input_gate.weight";
-    n.ple_up = "model.layers.{}.per_layer_projection.weight";
-    n.ple_norm = "model.layers.{}.post_per_layer_input_norm.weight";
-  }
+  if (c.ple_dim > 0) gemma_ple_names(n, true);
   if (c.moe_beside_mlp) {
     const std::string p = "model.layers.{}.";
     n.post_ffn_norm_1 = p + "post_feedforward_layernorm_1.weight";

@@ -168,11 +168,12 @@ TEST(GraphPasses, MergesTheMatmulsOfOneInputProjection) {
   ASSERT_TRUE(infer_shapes(fused));
   ASSERT_TRUE(fused.validate());
   EXPECT_EQ(count(fused, op::matmul_qkv), 3);
-  for (const node& n : fused.nodes)
-    if (n.kind == node_kind::op && n.op == op::matmul_qkv && n.layer != 1)
-      for (size_t i = 1; i < 4; ++i)
-        EXPECT_EQ(fused[n.in[i]].w.name,
-                  fmt::format("model.layers.{}.conv.in_proj.weight", n.layer));
+  for (const node& n : fused.nodes) {
+    if (n.kind != node_kind::op || n.op != op::matmul_qkv || n.layer == 1) continue;
+    for (size_t i = 1; i < 4; ++i) {
+      EXPECT_EQ(fused[n.in[i]].w.name, fmt::format("model.layers.{}.conv.in_proj.weight", n.layer));
+    }
+  }
   auto [mq, q] = family("qwen3_5"); // linear, attention, linear
   ASSERT_TRUE(infer_shapes(q));
   fuse(q, fuse_options{});

@@ -64,7 +64,9 @@ TEST(ToolCalls, PublishedTemplatesCallsReadBack) {
   const std::set<std::string> no_calls_in_history = {"LFM2-8B-A1B", "LFM2.5-Instruct"};
   for (const auto& t : f["templates"]) {
     const tool_format fmt = detect_tool_format(t["template"].get<std::string>());
-    if (t["name"] == "LFM2.5-8B-A1B") EXPECT_EQ(fmt, tool_format::lfm2); // renders them (no text)
+    if (t["name"] == "LFM2.5-8B-A1B") { // renders them (no text)
+      EXPECT_EQ(fmt, tool_format::lfm2);
+    }
     const auto& r = t["renders"]["tool_calls"];
     if (!r.contains("text")) continue; // transformers refused the conversation
     const std::string name = t["name"], text = r["text"];
