@@ -169,6 +169,8 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "gemma4_unified",
                                                             "cohere_compass_vl",
                                                             "gemma3n",
-                                                            "recurrent_gemma"};
+                                                            "recurrent_gemma",
+                                                            "mllama_vl",
+                                                            "aria"};
 
 } // namespace troupe::test

@@ -612,7 +612,11 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
        "activation_sparsity_pattern"},
       {"gemma3n", "intermediate_size", json(std::vector<int>(4, 128)), "intermediate_size"},
       {"recurrent_gemma", "block_types", json::parse(R"(["recurrent", "mlp"])"), "block_types"},
-      {"recurrent_gemma", "lru_width", 66, "lru_width"}};
+      {"recurrent_gemma", "lru_width", 66, "lru_width"},
+      {"mllama_vl", "/text_config/cross_attention_layers", json::parse("[0, 1, 2, 3]"),
+       "cross_attention_layers"},
+      {"mllama_vl", "/text_config/cross_attention_layers", "1", "cross_attention_layers"},
+      {"aria", "mlp_bias", true, "mlp_bias"}};
   for (const change& ch : changes) {
     json j =
         test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));

@@ -100,6 +100,7 @@ TEST_P(SyntheticArch, MatchesTransformers) {
                                     "multi_modal_projector.", "model.vision_tower.",
                                     "model.multi_modal_projector.", "model.embed_vision.",
                                     "model.embed_audio.", "model.vision_embedder.",
+                                    "model.vision_model.", // (Llama 3.2 Vision's)
                                     // (Mistral's own names, as Mistral Large 4 is published)
                                     "vision_encoder.", "patch_merger.", "pre_mm_projector_norm.",
                                     "vision_language_adapter."})

@@ -223,7 +223,9 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "gemma4_unified",
                            "cohere_compass_vl",
                            "gemma3n",
-                           "recurrent_gemma"}) {
+                           "recurrent_gemma",
+                           "mllama_vl",
+                           "aria"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
