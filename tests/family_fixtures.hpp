@@ -171,6 +171,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "gemma3n",
                                                             "recurrent_gemma",
                                                             "mllama_vl",
-                                                            "aria"};
+                                                            "aria",
+                                                            "biogpt"};
 
 } // namespace troupe::test

@@ -123,6 +123,8 @@ status read_gemma3n_hf(hf_cfg& j, model_config& c);
 status read_recurrent_gemma_hf(hf_cfg& j, model_config& c);
 status read_mllama_hf(hf_cfg& j, model_config& c);
 status read_aria_hf(hf_cfg& j, model_config& c);
+status read_biogpt_hf(hf_cfg& j, model_config& c);
+status prepare_biogpt_hf(const model_config& c, tensor_index& t);
 status prepare_aria_hf(const model_config& c, tensor_index& t);
 status build_aria(const model_source& m, graph::graph& g);
 status prepare_mllama_hf(const model_config& c, tensor_index& t);

@@ -14,8 +14,12 @@
 // projections in and out (word_embed_proj_dim) refuse by name. CodeGen (CodeGenForCausalLM,
 // Salesforce codegen-350M ... 16B, mono / multi / nl): GPT-J with q, v and k in one qkv_proj of
 // four model-parallel slices ([4, 3, C / 4]: each slice's q rows, then v's, then k's) and
-// rotary_dim required (a null one is not a model transformers runs).
+// rotary_dim required (a null one is not a model transformers runs). BioGPT (BioGptForCausalLM:
+// microsoft/biogpt, BioGPT-Large): OPT's block with an erf GELU, the token embeddings times
+// sqrt(hidden) (scale_embedding), LayerNorm eps 1e-12, the head as output_projection.
 #include "arch/families/decoder.hpp"
+
+#include <cmath>
 
 namespace troupe::arch {
 
@@ -132,9 +136,30 @@ status read_opt_hf(hf_cfg& j, model_config& c) {
   return read_activation(j.s("activation_function", "relu"), c, j.where());
 }
 
-// the position table from its third row: OPT's position p reads row p + 2
-status prepare_opt_hf(const model_config& c, tensor_index& t) {
-  const std::string name = "model.decoder.embed_positions.weight";
+// BioGPT (BioGptForCausalLM): OPT's block (learned positions from row 2, pre-LayerNorms,
+// biases) with GELU, the embeddings times sqrt(hidden) where scale_embedding, the head named
+// output_projection
+status read_biogpt_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "output_projection.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "layer_norm_eps", 1e-12));
+  c.norm = norm_kind::layer;
+  c.gated_ffn = false;
+  c.rope_enabled = false;
+  c.learned_positions = true;
+  c.tie_embeddings = j.b("tie_word_embeddings", true);
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  if (j.b("scale_embedding", true)) c.embed_scale = std::sqrt(static_cast<double>(c.C));
+  for (const char* k :
+       {"hidden_dropout_prob", "attention_probs_dropout_prob", "layerdrop", "activation_dropout"})
+    j.mark(k);
+  return read_activation(j.s("hidden_act", "gelu"), c, j.where());
+}
+
+namespace {
+
+// the position table from its third row: position p reads row p + 2 (OPT's, BioGPT's)
+status positions_from2(const model_config& c, tensor_index& t, const std::string& prefix) {
+  const std::string name = prefix + "embed_positions.weight";
   TROUPE_TRY_ASSIGN(w, take_tensor(t, name, {c.ctx + 2, c.C}));
   if (!w->supported || is_quantized(w->type))
     return make_error(errc::unsupported, "{}: '{}' must be f32, f16 or bf16", name, name);
@@ -142,8 +167,18 @@ status prepare_opt_hf(const model_config& c, tensor_index& t) {
   if (w->nbytes < static_cast<uint64_t>((c.ctx + 2) * static_cast<int64_t>(row)))
     return make_error(errc::corrupt_file, "{}: '{}' is short", name, name);
   std::vector<uint8_t> bytes(w->data + 2 * row, w->data + (c.ctx + 2) * row);
-  return add_repacked_tensor(t, "model.decoder.embed_positions.from2", w->type, shape{c.ctx, c.C},
+  return add_repacked_tensor(t, prefix + "embed_positions.from2", w->type, shape{c.ctx, c.C},
                              std::move(bytes), w->file);
+}
+
+} // namespace
+
+status prepare_opt_hf(const model_config& c, tensor_index& t) {
+  return positions_from2(c, t, "model.decoder.");
+}
+
+status prepare_biogpt_hf(const model_config& c, tensor_index& t) {
+  return positions_from2(c, t, "biogpt.");
 }
 
 status build_gpt2(const model_source& m, graph::graph& g) {
@@ -153,8 +188,9 @@ status build_gpt2(const model_source& m, graph::graph& g) {
     if (c.tie_embeddings) n.lm_head.clear();
     return build_decoder(m, n, g);
   }
-  if (c.family == "opt") {
-    const std::string d = "model.decoder.", h = d + "layers.{}.";
+  if (c.family == "opt" || c.family == "biogpt") {
+    const bool bio = c.family == "biogpt";
+    const std::string d = bio ? "biogpt." : "model.decoder.", h = d + "layers.{}.";
     decoder_names n;
     n.tok_embd = d + "embed_tokens.weight", n.pos_embd = d + "embed_positions.from2";
     n.attn_norm = h + "self_attn_layer_norm.weight",
@@ -168,8 +204,9 @@ status build_gpt2(const model_source& m, graph::graph& g) {
     n.ffn_norm = h + "final_layer_norm.weight", n.ffn_norm_b = h + "final_layer_norm.bias";
     n.w_up = h + "fc1.weight", n.w_down = h + "fc2.weight";
     if (c.mlp_bias) n.b_up = h + "fc1.bias", n.b_down = h + "fc2.bias";
-    n.out_norm = d + "final_layer_norm.weight", n.out_norm_b = d + "final_layer_norm.bias";
-    n.lm_head = c.tie_embeddings ? "" : "lm_head.weight";
+    const std::string out = bio ? "layer_norm." : "final_layer_norm.";
+    n.out_norm = d + out + "weight", n.out_norm_b = d + out + "bias";
+    n.lm_head = c.tie_embeddings ? "" : bio ? "output_projection.weight" : "lm_head.weight";
     return build_decoder(m, n, g);
   }
   if (c.family == "gptj" || c.family == "codegen") {

@@ -268,6 +268,16 @@ std::vector<family_entry> more_families() {
        R"({"vocab_size": 262400, "hidden_size": 2048, "intermediate_size": 16384,
            "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 2,
            "head_dim": 256, "max_position_embeddings": 32768})"},
+      // BioGPT: OPT's block with GELU and scaled embeddings
+      {"biogpt",
+       {"BioGptForCausalLM"},
+       {},
+       read_biogpt_hf,
+       nullptr,
+       build_gpt2,
+       prepare_biogpt_hf,
+       R"({"vocab_size": 42384, "hidden_size": 1024, "num_hidden_layers": 24,
+           "num_attention_heads": 16, "intermediate_size": 4096, "max_position_embeddings": 1024})"},
       // Aria: Llama attention over packed experts plus shared experts on every layer
       {"aria",
        {"AriaForConditionalGeneration", "AriaTextForCausalLM"},
