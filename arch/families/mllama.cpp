@@ -8,6 +8,8 @@
 #include "arch/families/decoder.hpp"
 
 #include <set>
+#include <string>
+#include <vector>
 
 namespace troupe::arch {
 
@@ -35,20 +37,25 @@ status read_mllama_hf(hf_cfg& j, model_config& c) {
 
 status prepare_mllama_hf(const model_config& c, tensor_index& t) {
   TROUPE_TRY(prepare_language_model(c, t));
+  // each stored layer's text layer (-1: a cross-attention layer)
+  std::vector<int64_t> text_layer;
   int64_t l = 0;
   for (int64_t o = 0; t.find(fmt::format("model.layers.{}.input_layernorm.weight", o)); ++o) {
-    const std::string from = fmt::format("model.layers.{}.", o);
-    const bool cross = t.find(from + "cross_attn.q_proj.weight") != nullptr;
-    for (const std::string& name : t.names()) {
-      if (!name.starts_with(from)) continue;
-      if (cross) {
-        t.mark_consumed(name); // (the image path, which text skips)
-      } else {
-        TROUPE_TRY(
-            rename_tensor(t, name, fmt::format("text.layers.{}.", l) + name.substr(from.size())));
-      }
-    }
-    l += cross ? 0 : 1;
+    const bool cross = t.find(fmt::format("model.layers.{}.cross_attn.q_proj.weight", o));
+    text_layer.push_back(cross ? -1 : l++);
+  }
+  const std::string layers = "model.layers.";
+  for (const std::string& name : t.names()) {
+    if (!name.starts_with(layers)) continue;
+    size_t used = 0;
+    const int64_t o = std::stoll(name.substr(layers.size()), &used);
+    if (o < 0 || o >= static_cast<int64_t>(text_layer.size())) continue;
+    const std::string rest = name.substr(layers.size() + used); // ".self_attn..."
+    if (text_layer[static_cast<size_t>(o)] < 0)
+      t.mark_consumed(name); // (the image path, which text skips)
+    else
+      TROUPE_TRY(rename_tensor(
+          t, name, fmt::format("text.layers.{}", text_layer[static_cast<size_t>(o)]) + rest));
   }
   if (l != c.n_layer)
     return make_error(errc::corrupt_file,

@@ -1,0 +1,181 @@
+// published_forms_test.cpp: checkpoints as their publishers release them, made from a family's
+// transformers fixture by renaming, dropping or adding tensors (and rewriting config.json) the
+// way the release differs from what transformers saves: the same model, the same logits
+// (Kimi-Linear's dense layer under its published name, MiniMax without its decay buffers,
+// Gemma 3n in its multimodal wrapper, A.X K1's dropped norm).
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "../test_paths.hpp"
+#include "arch/family.hpp"
+#include "arch/model_source.hpp"
+#include "formats/checkpoint_writer.hpp"
+#include "formats/safetensors.hpp"
+#include "forward_util.hpp"
+
+using namespace troupe;
+using json = nlohmann::json;
+
+using test::check_case;
+using test::make;
+
+namespace {
+// A copy of fixture `src` in a new directory whose model.safetensors holds each tensor under the
+// name `rename` gives it (empty: dropped), and `extra` f32 tensors of 0.5 each added; `changed`
+// counts the tensors renamed or dropped.
+std::filesystem::path
+copy_fixture_renamed(const std::string& src, const std::string& tag,
+                     const std::function<std::string(const std::string&)>& rename, int& changed,
+                     const std::vector<std::pair<std::string, shape>>& extra = {}) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("troupe_{}_{}", tag, ::getpid());
+  fs::remove_all(dir);
+  fs::copy(src, dir);
+  auto t = open_safetensors((fs::path(src) / "model.safetensors").string());
+  EXPECT_TRUE(t) << (t ? "" : t.error().to_string());
+  if (!t) return dir;
+  safetensors_writer w;
+  changed = 0;
+  for (const std::string& name : (*t)->names()) {
+    const tensor_info* info = (*t)->find(name);
+    const std::string to = rename(name);
+    changed += to != name;
+    if (to.empty()) continue;
+    w.add_tensor(to, info->type, info->dims, [info](uint8_t* dst, size_t bytes) {
+      std::memcpy(dst, info->data, std::min<size_t>(bytes, info->nbytes));
+    });
+  }
+  for (const auto& [name, dims] : extra)
+    w.add_tensor(name, dtype::f32, dims, [](uint8_t* dst, size_t bytes) {
+      for (size_t i = 0; i + 4 <= bytes; i += 4) {
+        const float half = 0.5f;
+        std::memcpy(dst + i, &half, 4);
+      }
+    });
+  EXPECT_TRUE(w.write((dir / "model.safetensors").string()));
+  return dir;
+}
+} // namespace
+
+// Kimi-Linear as published names its dense layer's MLP mlp.* (the experts' layers
+// block_sparse_moe.*); transformers saves both under block_sparse_moe. Either checkpoint is the
+// same model.
+TEST(KimiLinear, DenseLayerUnderItsPublishedName) {
+  const std::string src = test::fixture_path("models/kimi_linear");
+  int renamed = 0;
+  const auto dir = copy_fixture_renamed(
+      src, "kimi_mlp",
+      [](const std::string& name) {
+        return name.starts_with("model.layers.0.block_sparse_moe.")
+                   ? "model.layers.0.mlp." + name.substr(32)
+                   : name;
+      },
+      renamed);
+  EXPECT_EQ(renamed, 3); // gate, up, down
+  const json fx = test::load_json(src + "/expected.json");
+  auto g = make(dir.string());
+  ASSERT_TRUE(g);
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  std::filesystem::remove_all(dir);
+}
+
+// MiniMax's lightning decay is a buffer transformers saves (slope_rate, with its chunked forms);
+// a checkpoint without them is the same model, transformers recomputing the decay from the layer
+// index: Troupe derives it then (prepare_minimax_hf), and the logits match as with the buffers.
+TEST(MiniMax, DecayDerivedWhereTheCheckpointLeavesItsBuffersOut) {
+  const std::string src = test::fixture_path("models/minimax");
+  int dropped = 0;
+  const auto dir = copy_fixture_renamed(
+      src, "minimax",
+      [](const std::string& name) {
+        return name.ends_with("slope_rate") || name.ends_with("_decay") ? std::string() : name;
+      },
+      dropped);
+  EXPECT_EQ(dropped, 2 * 4); // two lightning layers, four buffers each
+  const json fx = test::load_json(src + "/expected.json");
+  auto g = make(dir.string());
+  ASSERT_TRUE(g);
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  std::filesystem::remove_all(dir);
+}
+
+// Gemma 3n as Google publishes it: Gemma3nForConditionalGeneration, the text model under
+// model.language_model, the vision and audio towers beside it (never read for text), the
+// KV-sharing layers' own k / v projections and norms stored though transformers ignores them, and
+// the legacy RoPE keys (rope_theta, rope_local_base_freq, rope_scaling null): the same model as the
+// text fixture, the same logits.
+TEST(Gemma3n, AsPublishedInItsMultimodalWrapper) {
+  const std::string src = test::fixture_path("models/gemma3n");
+  int renamed = 0;
+  std::vector<std::pair<std::string, shape>> extra = {
+      {"model.vision_tower.timm_model.conv_stem.conv.weight", shape{8, 3, 3, 3}},
+      {"model.embed_vision.embedding.weight", shape{16, 64}},
+      {"model.embed_audio.embedding.weight", shape{16, 64}}};
+  for (int l : {5, 6}) { // (the fixture's two sharing layers)
+    for (const char* t : {"k_proj.weight", "v_proj.weight"})
+      extra.emplace_back(fmt::format("model.language_model.layers.{}.self_attn.{}", l, t),
+                         shape{32, 64});
+    extra.emplace_back(fmt::format("model.language_model.layers.{}.self_attn.k_norm.weight", l),
+                       shape{16});
+  }
+  const auto dir = copy_fixture_renamed(
+      src, "gemma3n_published",
+      [](const std::string& name) { return "model.language_model." + name.substr(6); }, renamed,
+      extra);
+  json text = test::load_json(src + "/config.json");
+  EXPECT_EQ(text["rope_parameters"]["full_attention"]["rope_theta"], 1e6);
+  EXPECT_EQ(text["rope_parameters"]["sliding_attention"]["rope_theta"], 1e4);
+  text.erase("rope_parameters");
+  text.erase("architectures");
+  text.update({{"rope_theta", 1e6},
+               {"rope_local_base_freq", 1e4},
+               {"rope_scaling", nullptr},
+               {"altup_lr_multiplier", 1.0}});
+  const json wrapper = {{"architectures", {"Gemma3nForConditionalGeneration"}},
+                        {"model_type", "gemma3n"},
+                        {"text_config", text},
+                        {"vision_config", {{"model_type", "gemma3n_vision"}}},
+                        {"audio_config", {{"model_type", "gemma3n_audio"}}}};
+  std::ofstream(dir / "config.json") << wrapper.dump(2);
+  const json fx = test::load_json(src + "/expected.json");
+  auto g = make(dir.string());
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->source().config.family, "gemma3n");
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  // the sharing layers' stored k / v read as dropped: only the towers stay unread
+  auto graph = arch::build_graph(g->source());
+  ASSERT_TRUE(graph);
+  std::vector<std::string> unread = unread_tensors(g->source(), *graph);
+  std::sort(unread.begin(), unread.end());
+  EXPECT_EQ(unread, (std::vector<std::string>{
+                        "model.embed_audio.embedding.weight", "model.embed_vision.embedding.weight",
+                        "model.vision_tower.timm_model.conv_stem.conv.weight"}));
+  std::filesystem::remove_all(dir);
+}
+
+// A.X K1 as released also stores post_mlp_layernorm on its dense layer, which transformers drops
+// (the norm belongs to its MoE block): such a checkpoint reads every tensor it uses, the dense
+// layer's norm counts as read and dropped, and the logits are those of the fixture without it.
+TEST(AXK1, TheDenseLayersNormAsReleasedIsDropped) {
+  const std::string src = test::fixture_path("models/axk1");
+  int changed = 0;
+  const auto dir =
+      copy_fixture_renamed(src, "axk1", [](const std::string& name) { return name; }, changed,
+                           {{"model.layers.0.post_mlp_layernorm.weight", shape{64}}});
+  EXPECT_EQ(changed, 0);
+  const json fx = test::load_json(src + "/expected.json");
+  auto g = make(dir.string());
+  ASSERT_TRUE(g);
+  auto graph = arch::build_graph(g->source());
+  ASSERT_TRUE(graph);
+  EXPECT_TRUE(unread_tensors(g->source(), *graph).empty());
+  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  std::filesystem::remove_all(dir);
+}
