@@ -339,6 +339,9 @@ struct op_params {
   bool expand = false;
   int64_t col0 = 0, cols = 0; // slice: the columns taken
   bool lru_norm = false;      // lru_scan: the input times sqrt(1 - a^2) past position 0
+  // embedding: an id outside [0, V) reads row 0 instead of zeros (Gemma 3n's per-layer table,
+  // narrower than the vocabulary; never with a vocabulary-parallel table)
+  bool ids_row0 = false;
 };
 
 struct op_args {

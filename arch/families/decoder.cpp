@@ -257,7 +257,11 @@ expected<vid> decoder::per_layer_input(int l, vid x) {
   TROUPE_TRY_ASSIGN(wt, req(n_.ple_table, -1, {V, P}, vocab_cut ? cut::out : cut::none,
                             vocab_cut ? axis::vocab : axis::none, 1, cols));
   g_[wt].layer = l;
-  vid tk = b.op(op::embedding, {wt, tokens}, "ple_tok");
+  // a table narrower than the vocabulary (Gemma 3n's 262144 of 262400): the ids past it read
+  // row 0, as transformers' get_per_layer_inputs maps them
+  kernels::op_params tp;
+  tp.ids_row0 = !vocab_cut;
+  vid tk = b.op(op::embedding, {wt, tokens}, "ple_tok", tp);
   tk = b.scale(tk, static_cast<float>(round_to(g_[wt].type, std::sqrt(static_cast<double>(P)))),
                "ple_tok_scaled");
   const vid pl =

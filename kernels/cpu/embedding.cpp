@@ -1,5 +1,5 @@
 // embedding.cpp (cpu): rows of the table (any stored dtype) to f32, threaded over tokens.
-// Out-of-range ids give zero rows (the engine rejects them before they get here).
+// Out-of-range ids give zero rows (another shard's vocabulary slice), or row 0 with p.ids_row0.
 #include <cstring>
 
 #include "kernels/cpu/cpu.hpp"
@@ -14,10 +14,11 @@ void embedding(const op_args& a, const exec_ctx& ctx) {
   parallel(ctx, a.src[1].numel(), 4, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* out = a.dst.row<float>(t);
-      if (ids[t] < 0 || ids[t] >= V)
+      const bool in = ids[t] >= 0 && ids[t] < V;
+      if (!in && (!a.p.ids_row0 || V == 0))
         std::memset(out, 0, C * sizeof(float));
       else
-        dequant_row(table.type, table.row(ids[t]), 0, C, out);
+        dequant_row(table.type, table.row(in ? ids[t] : 0), 0, C, out);
     }
   });
 }

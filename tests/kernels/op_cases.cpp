@@ -30,6 +30,11 @@ void embedding_cases(std::vector<op_case>& out_cases) {
     c.dst = out(dtype::f32, {7, 64});
     c.tol = {0, 0};
     c.bytes = 7 * 64 * 4.0 * 2;
+    out_cases.push_back(c);
+    // ids past the table (and negative) read row 0: Gemma 3n's per-layer table
+    c.name = fmt::format("embedding(V=100,C=64,T=7,table={},ids_row0)", name(w));
+    c.src[1] = from_ints({7}, {3, 100, 0, -1, 250, 7, 99});
+    c.p.ids_row0 = true;
     out_cases.push_back(std::move(c));
   }
 }
