@@ -126,6 +126,12 @@ int64_t model_config::layer_ffn(int64_t layer) const {
   return ffn_wide_shared && layer_kv_source(layer) != layer ? 2 * F : F;
 }
 
+int64_t model_config::layer_heads(int64_t layer) const {
+  if (layer >= 0 && layer < static_cast<int64_t>(heads_by_layer.size()))
+    return heads_by_layer[static_cast<size_t>(layer)];
+  return H;
+}
+
 bool model_config::layer_full_geometry(int64_t layer) const {
   return (D_full > 0 || Hkv_full > 0) && layer >= 0 && layer_window(layer) == 0;
 }
@@ -193,12 +199,12 @@ int64_t count_v4(const model_config& m, int64_t experts_counted) {
 
 int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   if (m.hc_mult > 0 && m.kv_lora == 0) return count_v4(m, experts_counted);
-  const int64_t C = m.C, H = m.H;
+  const int64_t C = m.C;
   const int64_t qk = m.qk_nope + m.qk_rope;
   // an attention layer, of its geometry (Gemma 4's full layers have theirs, and may take the
   // values from the keys' projection)
   auto attention = [&](int64_t l) {
-    const int64_t D = m.layer_head_dim(l);
+    const int64_t D = m.layer_head_dim(l), Hq = m.layer_heads(l);
     // (a layer attending over an earlier one's cache has no k / v projections, no k norm)
     const bool own = m.layer_kv_source(l) == l;
     const int64_t Hkv = own ? m.layer_kv_heads(l) : 0;
@@ -208,7 +214,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
         m.qk_norm == qk_norm_kind::none || m.qk_norm == qk_norm_kind::head_plain || !m.norm_weight
             ? 0
         : m.qk_norm == qk_norm_kind::head ? (own ? 2 : 1) * D
-                                          : (H + Hkv) * D;
+                                          : (Hq + Hkv) * D;
     // DeepSeek-V3.2's indexer: wq_b, wk, its LayerNorm, the head weights (none on GLM-5's layers
     // that reuse another's selection)
     const bool indexer =
@@ -226,16 +232,16 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
     // reading another's latent cache has no kv_a and no latent norm)
     const int64_t rope_l = m.layer_qk_rope(l), nope_l = m.qk_nope + m.qk_rope - rope_l;
     return m.kv_lora > 0
-               ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * H * qk : C * H * qk) +
+               ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * Hq * qk : C * Hq * qk) +
                      (own ? C * (m.kv_lora + rope_l) + m.kv_lora : 0) +
-                     m.kv_lora * H * (nope_l + m.v_head) + H * m.v_head * C + dsa +
+                     m.kv_lora * Hq * (nope_l + m.v_head) + Hq * m.v_head * C + dsa +
                      m.q_lora + // (the q latent's norm)
-                     (m.attn_pos_scale ? 2 * H : 0) + (m.attn_sinks ? H : 0) +
-                     (m.attn_value_gate ? H * m.v_head * C : 0) // HY-V4
-               : C * H * D * (m.attn_output_gate || m.attn_value_gate ? 2 : 1) + kv * C * Hkv * D +
-                     H * D * C + (m.qkv_bias ? H * D + kv * Hkv * D : 0) + qk_norms +
-                     (m.o_bias ? C : 0) + (m.attn_sinks ? H : 0) +
-                     (m.attn_head_gate ? H * C : 0); // LFM3's gate per head
+                     (m.attn_pos_scale ? 2 * Hq : 0) + (m.attn_sinks ? Hq : 0) +
+                     (m.attn_value_gate ? Hq * m.v_head * C : 0) // HY-V4
+               : C * Hq * D * (m.attn_output_gate || m.attn_value_gate ? 2 : 1) + kv * C * Hkv * D +
+                     Hq * D * C + (m.qkv_bias ? Hq * D + kv * Hkv * D : 0) + qk_norms +
+                     (m.o_bias ? C : 0) + (m.attn_sinks ? Hq : 0) +
+                     (m.attn_head_gate ? Hq * C : 0); // LFM3's gate per head
   };
   // a gated DeltaNet layer: q, k, v, z, a, b projections, the convolution's taps, A and
   // dt_bias, the gated norm, out_proj
@@ -336,10 +342,11 @@ double model_config::prefill_flops_per_token(int64_t prompt) const {
   const double layer_params =
       static_cast<double>(active_parameters()) - head * (tie_embeddings ? 1 : 2);
   double head_dims = 0; // over the layers with attention over the prompt (not linear, not
-                        // FFN-only), each its head dim
+                        // FFN-only), each its heads times its head dim
   for (int64_t l = 0; l < n_layer; ++l)
-    if (layer_has_kv(l)) head_dims += static_cast<double>(layer_head_dim(l));
-  const double attn = 4.0 * head_dims * H * P * (P + 1) / 2;
+    if (layer_has_kv(l))
+      head_dims += static_cast<double>(layer_head_dim(l)) * static_cast<double>(layer_heads(l));
+  const double attn = 4.0 * head_dims * P * (P + 1) / 2;
   return (2.0 * P * layer_params + attn + 2.0 * head) / P;
 }
 
@@ -362,6 +369,16 @@ status model_config::validate() const {
                            "D {}, V {}, expert F {}, shared expert F {})",
                            n_layer, C, F, H, Hkv, D, V, F_expert, F_shared));
   if (H % Hkv) return bad(fmt::format("{} heads is not a multiple of {} KV heads", H, Hkv));
+  if (!heads_by_layer.empty()) {
+    if (static_cast<int64_t>(heads_by_layer.size()) != n_layer)
+      return bad(fmt::format("heads given for {} of {} layers", heads_by_layer.size(), n_layer));
+    for (size_t l = 0; l < heads_by_layer.size(); ++l)
+      if (heads_by_layer[l] <= 0 || heads_by_layer[l] > H || heads_by_layer[l] % Hkv)
+        return bad(fmt::format("layer {}: {} heads (a multiple of the {} KV heads, at most {})", l,
+                               heads_by_layer[l], Hkv, H));
+  }
+  if (!(router_softcap >= 0) || !std::isfinite(router_softcap))
+    return bad(fmt::format("router logit soft-capping {}", router_softcap));
   if (D_full < 0 || D_full > 4096 || Hkv_full < 0 || Hkv_full > 4096 ||
       (Hkv_full > 0 && H % Hkv_full))
     return bad(fmt::format("the full-attention layers' head dim {} and {} KV heads (of {} heads)",

@@ -280,6 +280,13 @@ struct model_config {
   bool altup_correct_scale = false;
   std::vector<double> act_sparsity_z;
   std::vector<int64_t> ffn_widths;
+  // Laguna: per layer its query heads (empty: H on every layer; each a multiple of Hkv, H the
+  // largest), the attention's output gate by softplus instead of sigmoid (per head:
+  // attn_head_gate, per value: attn_value_gate), and the router's logits soft-capped
+  // (c tanh(l / c) before the scores; 0: off)
+  std::vector<int64_t> heads_by_layer;
+  bool attn_gate_softplus = false;
+  double router_softcap = 0;
   // DeepSeek-V4 (hc_mult > 0): hc_mult residual streams per token, mixed in and out of each
   // sublayer by manifold-constrained hyper-connections (hc_iters Sinkhorn-Knopp steps, hc_eps);
   // shared-KV multi-query attention (one head of D, keys and values alike, the last qk_rope dims
@@ -365,6 +372,8 @@ struct model_config {
   /// layer of a model that gives those).
   int64_t layer_head_dim(int64_t layer) const;
   int64_t layer_kv_heads(int64_t layer) const;
+  /// The query heads of `layer` (H, or its heads_by_layer entry).
+  int64_t layer_heads(int64_t layer) const;
   /// Whether `layer` has the second attention geometry (D_full / Hkv_full).
   bool layer_full_geometry(int64_t layer) const;
   /// Whether layer `layer` is a linear attention (gated DeltaNet) layer.

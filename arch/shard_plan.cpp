@@ -16,6 +16,11 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
   if (c.H % tp)
     return make_error(errc::invalid_argument, "{} attention heads cannot be split over TP {}", c.H,
                       tp);
+  for (size_t l = 0; l < c.heads_by_layer.size(); ++l)
+    if (c.heads_by_layer[l] % tp)
+      return make_error(errc::invalid_argument,
+                        "layer {}'s {} attention heads cannot be split over TP {}", l,
+                        c.heads_by_layer[l], tp);
   shard_dims d;
   d.Hs = c.H / tp;
   d.h0 = r * d.Hs;

@@ -33,6 +33,8 @@ expected<shard_graph> cut_for_shard(const model_config& c, graph::graph whole,
   cut.tp_rank = spec.tp_rank;
   cut.tp_size = spec.tp_size;
   cut.of(graph::axis::heads) = {d.h0, d.Hs};
+  for (int64_t heads : c.heads_by_layer) // (plan_shard checked each divides by TP)
+    cut.layer_heads.emplace_back(spec.tp_rank * heads / spec.tp_size, heads / spec.tp_size);
   cut.of(graph::axis::kv_heads) = {d.kv0, d.Hkv_s};
   cut.of(graph::axis::kv_heads_full) = {d.kvf0, d.Hkvf_s};
   cut.of(graph::axis::ffn) = {d.f0, d.Fs};

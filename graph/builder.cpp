@@ -3,7 +3,17 @@
 
 #include <cmath>
 
+#include "kernels/expr.hpp"
+
 namespace troupe::graph {
+namespace {
+
+std::shared_ptr<kernels::ew_program> softplus_program() {
+  auto p = kernels::parse_expression("softplus(x)", {"x"});
+  return std::make_shared<kernels::ew_program>(std::move(*p)); // (a constant text: it parses)
+}
+
+} // namespace
 
 using kernels::op;
 
@@ -151,8 +161,12 @@ vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, 
 
 vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down,
                  vid router_bias, const moe_biases& biases) {
-  const vid logits = op(
-      op::matmul, {s.router_in != none ? s.router_in : h, w_router, biases.router}, "ffn_router");
+  vid logits = op(op::matmul, {s.router_in != none ? s.router_in : h, w_router, biases.router},
+                  "ffn_router");
+  if (s.logit_softcap > 0)
+    logits = scale(unary(op::tanh, scale(logits, 1.0f / s.logit_softcap, "ffn_router_capped_in"),
+                         "ffn_router_tanh"),
+                   s.logit_softcap, "ffn_router_capped");
   // the experts: the stacked weights, and the biases and clamped activation where given
   kernels::op_params ep;
   ep.swiglu_alpha = s.swiglu_alpha;
@@ -280,7 +294,12 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
   if (s.sinks != none) in.push_back(s.sinks);
   const vid a = op(op::paged_attention, std::move(in), "attn", ap);
   vid flat = view(a, {-1}, "attn_flat");
-  if (s.gate != none) flat = mul(flat, unary(op::sigmoid, s.gate, "attn_gate"), "attn_gated");
+  if (s.gate != none) {
+    // (softplus has no primitive op: an element-wise program, JIT-built or run by the reference)
+    const vid gt = s.gate_softplus ? elementwise(softplus_program(), {s.gate}, "attn_gate")
+                                   : unary(op::sigmoid, s.gate, "attn_gate");
+    flat = mul(flat, gt, "attn_gated");
+  }
   return linear(flat, wo, bo, "attn_out");
 }
 

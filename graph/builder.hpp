@@ -35,6 +35,7 @@ struct attention_spec {
   vid sinks = none;   // a sink logit per head [H] in each softmax's denominator (GPT-OSS)
   vid gate = none;    // [T, H * D] or [T, H]: the output times sigmoid(gate) before o_proj (a gate
                       // per value: Qwen3.5; per head, over its values: LFM3)
+  bool gate_softplus = false;       // softplus(gate) instead (Laguna)
   vid q_norm = none, k_norm = none; // [D]: RMS norms of each rotated q / k head (Hunyuan)
   // an earlier layer's KV cache to attend over (Gemma 4's KV-sharing layers): no k, v or store
   vid k_cache = none, v_cache = none;
@@ -47,6 +48,7 @@ struct moe_spec {
   bool norm_topk = false;              // the chosen weights renormalised to sum to 1
   float scale = 1;                     // the chosen weights times this (routed_scaling_factor)
   bool sigmoid = false;                // sigmoid scores (DeepSeek-V3), else softmax
+  float logit_softcap = 0;             // logits = c tanh(logits / c) first (0: off; Laguna)
   int64_t n_group = 0, topk_group = 0; // group-limited choice (0: off)
   bool group_max = false;              // a group scores its best expert (DeepSeek-V2)
   float router_eps = 1e-20f; // the sigmoid router's renormalisation: sum + eps (LFM2-MoE 1e-6)

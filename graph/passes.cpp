@@ -124,7 +124,9 @@ status cut_tensor(graph& g, const shard_cut& c) {
         return make_error(errc::invalid_argument, "{}: TP {} leaves rank {} none of its {} rows",
                           v.name, c.tp_size, c.tp_rank, width);
     } else {
-      const auto [u0, un] = c.of(v.along);
+      const bool by_layer = v.along == axis::heads && v.layer >= 0 &&
+                            v.layer < static_cast<int>(c.layer_heads.size());
+      const auto [u0, un] = by_layer ? c.layer_heads[static_cast<size_t>(v.layer)] : c.of(v.along);
       if (un <= 0)
         return make_error(errc::internal, "graph: no {} range for {}", static_cast<int>(v.along),
                           v.name);

@@ -41,6 +41,9 @@ struct shard_cut {
   // TP on boundaries of ffn_block elements, so experts and shared experts of other widths cut
   // alike)
   std::array<std::pair<int64_t, int64_t>, 8> range{};
+  // heads by layer, where the model's head count varies by layer (Laguna): this rank's first
+  // head and count on each (empty: of(heads) on every layer)
+  std::vector<std::pair<int64_t, int64_t>> layer_heads;
   int64_t ffn_block = 1;
   // expert parallelism: the experts [expert0, expert0 + experts) of every MoE layer, whole
   // (stacked expert weights lose no rows to the FFN cut); false: experts cut like an FFN

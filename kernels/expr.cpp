@@ -25,7 +25,7 @@ constexpr fn_entry functions[] = {
     {"erf", ew_instr::erf, 1},     {"rsqrt", ew_instr::rsqrt, 1},
     {"sqrt", ew_instr::sqrt, 1},   {"min", ew_instr::min, 2},
     {"max", ew_instr::max, 2},     {"step", ew_instr::step, 1},
-    {"expm1", ew_instr::expm1, 1},
+    {"expm1", ew_instr::expm1, 1}, {"softplus", ew_instr::softplus, 1},
 };
 
 class parser {
@@ -308,6 +308,9 @@ double ew_program::eval(const double* src) const {
     case ew_instr::expm1:
       v = std::expm1(a);
       break;
+    case ew_instr::softplus:
+      v = a > 20 ? a : std::log1p(std::exp(a));
+      break;
     }
     r[n] = v;
   }
@@ -389,6 +392,9 @@ std::string ew_program::to_cpp(const std::string& src, const std::string& out) c
     case ew_instr::expm1:
       v = fmt::format("std::expm1({})", a);
       break;
+    case ew_instr::softplus:
+      v = fmt::format("{0} > 20.0f ? {0} : std::log1p(std::exp({0}))", a);
+      break;
     }
     s += fmt::format("const float r{} = {};\n", n, v);
   }
@@ -397,10 +403,10 @@ std::string ew_program::to_cpp(const std::string& src, const std::string& out) c
 }
 
 std::string_view to_string(ew_instr::kind k) {
-  constexpr const char* names[] = {"load",  "constant", "add",  "sub",  "mul",       "div",
-                                   "min",   "max",      "neg",  "silu", "sigmoid",   "tanh",
-                                   "exp",   "abs",      "relu", "gelu", "gelu_tanh", "erf",
-                                   "rsqrt", "sqrt",     "step", "expm1"};
+  constexpr const char* names[] = {"load",  "constant", "add",  "sub",   "mul",       "div",
+                                   "min",   "max",      "neg",  "silu",  "sigmoid",   "tanh",
+                                   "exp",   "abs",      "relu", "gelu",  "gelu_tanh", "erf",
+                                   "rsqrt", "sqrt",     "step", "expm1", "softplus"};
   return names[static_cast<size_t>(k)];
 }
 

@@ -7,8 +7,8 @@
 // runs it compiled by the JIT (kernels/jit.hpp) or, where no compiler is present, as a
 // composition of primitive ops (graph/passes: expand_elementwise). parse_expression reads
 // the text form: numbers, variables, + - * / ^ (a small integer power), unary minus,
-// parentheses, and silu sigmoid tanh exp expm1 abs relu step gelu gelu_tanh erf rsqrt sqrt
-// min max (step(x): 1 where x > 0, else 0).
+// parentheses, and silu sigmoid tanh exp expm1 softplus abs relu step gelu gelu_tanh erf rsqrt
+// sqrt min max (step(x): 1 where x > 0, else 0).
 // Tests: tests/kernels/expr_test.cpp, the op harness (op `elementwise`)
 #pragma once
 
@@ -43,8 +43,9 @@ struct ew_instr {
     erf,
     rsqrt,
     sqrt,
-    step,  // 1 where a > 0, else 0 (a NaN gives 0): torch.where(x > 0, ...) as a product
-    expm1, // exp(a) - 1, exact near 0
+    step,     // 1 where a > 0, else 0 (a NaN gives 0): torch.where(x > 0, ...) as a product
+    expm1,    // exp(a) - 1, exact near 0
+    softplus, // log(1 + exp(a)), a itself past 20 (torch's threshold)
   };
   kind k = constant;
   uint8_t a = 0, b = 0; // operand registers (load: the source index)

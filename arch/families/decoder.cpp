@@ -79,7 +79,8 @@ expected<vid> decoder::embed() {
 }
 
 expected<decoder::proj> decoder::projections(int l) {
-  const int64_t C = c_.C, H = c_.H, Hkv = c_.layer_kv_heads(l), D = c_.layer_head_dim(l);
+  const int64_t C = c_.C, H = c_.layer_heads(l), Hkv = c_.layer_kv_heads(l),
+                D = c_.layer_head_dim(l);
   const axis kv_axis = kv_axis_of(l);
   weight_ref tr;
   tr.transposed = n_.transposed;
@@ -277,7 +278,8 @@ expected<vid> decoder::per_layer_input(int l, vid x) {
 
 attention_spec decoder::layer_spec(int l) const {
   attention_spec s;
-  s.heads = c_.H;
+  s.heads = c_.layer_heads(l);
+  s.gate_softplus = c_.attn_gate_softplus;
   s.kv_heads = c_.layer_kv_heads(l);
   s.head_dim = c_.layer_head_dim(l);
   s.kv_axis = kv_axis_of(l);
@@ -308,7 +310,7 @@ vid decoder::layer_state(int64_t layer, const char* what) const {
 
 expected<vid> decoder::shared_attention(int l, vid h, int64_t source) {
   builder b(g_, l);
-  const int64_t C = c_.C, H = c_.H, D = c_.layer_head_dim(l);
+  const int64_t C = c_.C, H = c_.layer_heads(l), D = c_.layer_head_dim(l);
   attention_spec s = layer_spec(l);
   s.k_cache = layer_state(source, "k_cache"), s.v_cache = layer_state(source, "v_cache");
   if (s.k_cache == none || s.v_cache == none || c_.qk_norm != qk_norm_kind::head ||
@@ -337,7 +339,8 @@ expected<vid> decoder::attention(int l, vid h) {
            : c_.kda        ? kda(l, h)
                            : delta_net(l, h);
   builder b(g_, l);
-  const int64_t C = c_.C, H = c_.H, Hkv = c_.layer_kv_heads(l), D = c_.layer_head_dim(l);
+  const int64_t C = c_.C, H = c_.layer_heads(l), Hkv = c_.layer_kv_heads(l),
+                D = c_.layer_head_dim(l);
   const axis kv_axis = kv_axis_of(l);
   TROUPE_TRY_ASSIGN(p, projections(l));
   weight_ref tr;
@@ -446,6 +449,7 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
   s.norm_topk = c_.norm_topk;
   s.scale = static_cast<float>(c_.expert_scale);
   s.sigmoid = c_.router_sigmoid;
+  s.logit_softcap = static_cast<float>(c_.router_softcap);
   s.n_group = c_.n_group;
   s.topk_group = c_.topk_group;
   s.group_max = c_.group_max;

@@ -67,6 +67,25 @@ TEST(ShardPlan, RejectsImpossibleSplits) {
   EXPECT_FALSE(plan_shard(c, s));
 }
 
+// Query heads per layer (Laguna): every layer's count must divide by TP, not only H's.
+TEST(ShardPlan, HeadsPerLayerEachDivideByTp) {
+  auto c = stories();
+  c.heads_by_layer = {8, 4, 8, 4, 8};
+  shard_spec s;
+  s.tp_size = 4;
+  EXPECT_TRUE(plan_shard(c, s));
+  c.heads_by_layer = {8, 4, 8, 12, 8}; // (more than H: validate() refuses it at load)
+  EXPECT_FALSE(c.validate());
+  c.heads_by_layer = {8, 4, 8, 6, 8};
+  EXPECT_FALSE(c.validate()); // 6 is no multiple of the 4 KV heads
+  c.Hkv = 2;
+  EXPECT_TRUE(c.validate());
+  auto d = plan_shard(c, s);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().to_string().find("layer 3's 6 attention heads"), std::string::npos)
+      << d.error().to_string();
+}
+
 TEST(Placement, EvenAndExplicit) {
   const auto c = stories();
   auto p = even_placement(c, 2, 2);

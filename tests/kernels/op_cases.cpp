@@ -256,9 +256,11 @@ void program_cases(std::vector<op_case>& out_cases) {
                                 "gelu(x) * y + gelu_tanh(z) - exp(-abs(x)) + sqrt(abs(y)) * 0.1",
                                 // xIELU's shape (Apertus): a branch by sign, expm1 near 0
                                 "0.5*x + 0.7*relu(x)^2 + 0.9*(1 - step(x))*(expm1(min(x, "
-                                "-0.000001)) - x) + step(y - z)*expm1(0.001*z)"};
+                                "-0.000001)) - x) + step(y - z)*expm1(0.001*z)",
+                                // Laguna's attention gate; past torch's threshold (20) as well
+                                "x * softplus(y) + softplus(12*z) - softplus(-x)"};
   static std::vector<std::unique_ptr<ew_program>> programs;
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < 5; ++k) {
     auto p = parse_expression(texts[k], {"x", "y", "z"});
     if (!p) continue;
     programs.push_back(std::make_unique<ew_program>(std::move(*p)));
