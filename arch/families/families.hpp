@@ -230,6 +230,9 @@ status build_kolibri(const model_source& m, graph::graph& g);
 /// Mellum (moe.cpp).
 status read_mellum_hf(hf_cfg& j, model_config& c);
 status build_mellum(const model_source& m, graph::graph& g);
+/// Poolside's Laguna (laguna.cpp).
+status read_laguna_hf(hf_cfg& j, model_config& c);
+status build_laguna(const model_source& m, graph::graph& g);
 /// Tencent Hy3 (hy_v3.cpp).
 status read_hy_v3_hf(hf_cfg& j, model_config& c);
 status build_hy_v3(const model_source& m, graph::graph& g);

@@ -23,6 +23,21 @@ std::vector<family_entry> more_families() {
            "num_experts": 192, "num_experts_per_tok": 8, "num_shared_experts": 1,
            "moe_intermediate_size": 1536, "router_scaling_factor": 2.826})",
        R"({"num_local_experts": "num_experts"})"},
+      // Poolside's Laguna: query heads per layer, a softplus gate after the attention, sliding
+      // layers with their own RoPE, sigmoid experts with soft-capped logits and a shared expert
+      {"laguna",
+       {"LagunaForCausalLM"},
+       {},
+       read_laguna_hf,
+       nullptr,
+       build_laguna,
+       nullptr,
+       R"({"vocab_size": 100352, "hidden_size": 2048, "intermediate_size": 8192,
+           "num_hidden_layers": 40, "num_attention_heads": 48, "num_key_value_heads": 8,
+           "head_dim": 128, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+           "hidden_act": "silu", "tie_word_embeddings": false, "sliding_window": 512,
+           "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
+           "shared_expert_intermediate_size": 512, "moe_routed_scaling_factor": 1.0})"},
       // Youtu-LLM: DeepSeek-V3's latent attention over a dense MLP on every layer (built as
       // MiniCPM3's, without its scalings)
       {"youtu",

@@ -616,7 +616,15 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"mllama_vl", "/text_config/cross_attention_layers", json::parse("[0, 1, 2, 3]"),
        "cross_attention_layers"},
       {"mllama_vl", "/text_config/cross_attention_layers", "1", "cross_attention_layers"},
-      {"aria", "mlp_bias", true, "mlp_bias"}};
+      {"aria", "mlp_bias", true, "mlp_bias"},
+      {"laguna", "moe_apply_router_weight_on_input", true, "moe_apply_router_weight_on_input"},
+      {"laguna", "gating", "per-group", "gating"},
+      {"laguna", "num_attention_heads_per_layer", json::parse("[4, 8, 8]"),
+       "num_attention_heads_per_layer"},
+      {"laguna", "num_attention_heads_per_layer", json::parse("[4, 8, 8, 5]"),
+       "num_attention_heads_per_layer"},
+      {"laguna", "sliding_window", nullptr, "sliding_window"},
+      {"laguna", "moe_router_logit_softcapping", -1.0, "moe_router_logit_softcapping"}};
   for (const change& ch : changes) {
     json j =
         test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));

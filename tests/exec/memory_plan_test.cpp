@@ -225,7 +225,9 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "gemma3n",
                            "recurrent_gemma",
                            "mllama_vl",
-                           "aria"}) {
+                           "aria",
+                           "laguna",
+                           "laguna_m"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
