@@ -161,8 +161,10 @@ struct gguf_cfg {
 /// The dimension keys every GGUF architecture writes (embedding_length, feed_forward_length,
 /// block_count, attention.head_count / head_count_kv / key_length) and the norm epsilon
 /// under `eps_key` (attention.layer_norm_rms_epsilon or attention.layer_norm_epsilon), then
-/// read_gguf_common.
-status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, double eps_default);
+/// read_gguf_common. attention.head_count may be one per layer (all equal, or different where
+/// `heads_per_layer`: c.heads_by_layer; a family that cannot run that refuses it).
+status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, double eps_default,
+                      bool heads_per_layer = false);
 /// The converters count the multi-token-prediction blocks in block_count (nextn_predict_layers
 /// of them, blk.{n_layer} on, after the trunk, as llama.cpp's n_layer() leaves them out): the
 /// trunk alone is the model (their tensors stay unread).

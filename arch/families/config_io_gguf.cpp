@@ -69,7 +69,8 @@ status read_gguf_windows(const gguf_cfg& g, model_config& c, int64_t default_win
   return {};
 }
 
-status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, double eps_default) {
+status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, double eps_default,
+                      bool heads_per_layer) {
   TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
   // a model whose every FFN is experts may give no dense width (Qwen3.5-MoE): the experts'
   TROUPE_TRY_ASSIGN(F, g.has("feed_forward_length") || !g.has("expert_feed_forward_length")
@@ -79,7 +80,29 @@ status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, d
   // readers size per-layer tables from it before the config is validated
   if (L <= 0 || L > max_layers)
     return make_error(errc::corrupt_file, "{}: block_count {} (1 to {})", g.path(), L, max_layers);
-  TROUPE_TRY_ASSIGN(H, g.req("attention.head_count"));
+  // one head count, or (Laguna's converter) one per layer: H the largest
+  int64_t H = 0;
+  c.heads_by_layer.clear();
+  if (const gguf_value* hv = g.g.get(g.key("attention.head_count"));
+      hv && hv->type == gguf_type::array) {
+    if (static_cast<int64_t>(hv->arr.size()) != L)
+      return make_error(errc::corrupt_file, "{}: attention.head_count has {} values for {} blocks",
+                        g.path(), hv->arr.size(), L);
+    for (const auto& e : hv->arr) {
+      if (!e.is_integer() || e.i <= 0)
+        return make_error(errc::corrupt_file, "{}: attention.head_count holds a count of {}",
+                          g.path(), e.i);
+      c.heads_by_layer.push_back(e.i);
+      H = std::max(H, e.i);
+    }
+    if (std::all_of(c.heads_by_layer.begin(), c.heads_by_layer.end(),
+                    [H](int64_t h) { return h == H; }))
+      c.heads_by_layer.clear();
+    else if (!heads_per_layer)
+      return g.unsupported("attention.head_count differing by layer");
+  } else {
+    TROUPE_TRY_SET(H, g.req("attention.head_count"));
+  }
   c.C = C, c.F = F, c.n_layer = L, c.H = H;
   // one KV head count, or one per layer (LFM2's converter writes 0 for its layers without
   // attention); per layer, the non-zero counts must agree

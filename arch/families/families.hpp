@@ -232,6 +232,7 @@ status read_mellum_hf(hf_cfg& j, model_config& c);
 status build_mellum(const model_source& m, graph::graph& g);
 /// Poolside's Laguna (laguna.cpp).
 status read_laguna_hf(hf_cfg& j, model_config& c);
+status read_laguna_gguf(const gguf_cfg& g, model_config& c);
 status build_laguna(const model_source& m, graph::graph& g);
 /// Tencent Hy3 (hy_v3.cpp).
 status read_hy_v3_hf(hf_cfg& j, model_config& c);

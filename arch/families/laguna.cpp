@@ -99,8 +99,44 @@ status read_laguna_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// llama.cpp's laguna: the head count per layer, the window's pattern, each layer kind's rotary
+// dims and base (YaRN on the full layers only), the gate's kind by its tensor's width, the
+// router's soft-capping where the file gives it (llama.cpp's laguna reads none)
+status read_laguna_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_rms_epsilon", 1e-6, true));
+  c.qk_norm = qk_norm_kind::head;
+  c.rope.layout = rope_layout::neox;
+  TROUPE_TRY(read_gguf_windows(g, c, 0, 0));
+  c.has_rope_local = true;
+  c.rope_local = rope_spec{};
+  c.rope_local.layout = rope_layout::neox;
+  c.rope_local.theta = g.f("rope.freq_base_swa", 10000.0);
+  c.rope_local.rot_dim = static_cast<int>(g.i("rope.dimension_count_swa", c.D));
+  const tensor_info* gate = g.g.tensors.find("blk.0.attn_gate.weight"); // [rows, C]
+  const int64_t h0 = c.layer_heads(0);
+  if (!gate || gate->dims.rank != 2 || (gate->dims[0] != h0 && gate->dims[0] != h0 * c.D))
+    return g.unsupported(
+        fmt::format("blk.0.attn_gate.weight not [{} or {}, {}] (a gate per head or "
+                    "per value)",
+                    h0, h0 * c.D, c.C));
+  c.attn_gate_softplus = true;
+  c.attn_head_gate = gate->dims[0] == h0;
+  c.attn_value_gate = !c.attn_head_gate;
+  c.router_softcap = g.f("router_logit_softcapping", 0.0);
+  TROUPE_TRY(read_routed_experts_gguf(g, c));
+  c.F_shared = g.i("expert_shared_feed_forward_length", c.F_shared);
+  return {};
+}
+
 status build_laguna(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (m.format != "hf") {
+    decoder_names n = gguf_layout(m);
+    (c.attn_head_gate ? n.attn_head_gate : n.mla_gate) = "blk.{}.attn_gate.weight";
+    routed_expert_names(m, n);
+    if (c.tie_embeddings) n.lm_head.clear();
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
   const std::string l = "model.layers.{}.", p = l + "mlp.";
   (c.attn_head_gate ? n.attn_head_gate : n.mla_gate) = l + "self_attn.g_proj.weight";

@@ -27,9 +27,9 @@ std::vector<family_entry> more_families() {
       // layers with their own RoPE, sigmoid experts with soft-capped logits and a shared expert
       {"laguna",
        {"LagunaForCausalLM"},
-       {},
+       {"laguna"},
        read_laguna_hf,
-       nullptr,
+       read_laguna_gguf,
        build_laguna,
        nullptr,
        R"({"vocab_size": 100352, "hidden_size": 2048, "intermediate_size": 8192,

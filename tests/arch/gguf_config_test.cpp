@@ -232,6 +232,29 @@ TEST(GgufConfig, KvHeadsPerLayer) {
       << differ.error().message;
 }
 
+// attention.head_count per layer: Laguna's (its full layers fewer heads) loads as written; the
+// same counts on every layer are one count; a family that builds one head count refuses
+// counts that differ.
+TEST(GgufConfig, QueryHeadsPerLayer) {
+  auto laguna = load(rewritten("laguna", [](gguf_writer&) {}));
+  ASSERT_TRUE(laguna) << laguna.error().to_string();
+  EXPECT_EQ(laguna->heads_by_layer, (std::vector<int64_t>{4, 8, 8, 6}));
+  EXPECT_EQ(laguna->H, 8);
+  EXPECT_TRUE(laguna->attn_head_gate && laguna->attn_gate_softplus);
+  auto same = load(rewritten("llama3", [](gguf_writer& w) {
+    w.set_i32s("llama.attention.head_count", {4, 4});
+  }));
+  ASSERT_TRUE(same) << same.error().to_string();
+  EXPECT_TRUE(same->heads_by_layer.empty());
+  EXPECT_EQ(same->H, 4);
+  auto differ = load(rewritten("llama3", [](gguf_writer& w) {
+    w.set_i32s("llama.attention.head_count", {4, 2});
+  }));
+  ASSERT_FALSE(differ);
+  EXPECT_NE(differ.error().message.find("head_count differing by layer"), std::string::npos)
+      << differ.error().message;
+}
+
 // Granite 4.0 without Mamba layers, as the converter writes it (arch granite): the shared MLP's
 // width as expert_shared_feed_forward_length is the FFN's, and the Mamba keys (which describe no
 // layer) load; a file with a Mamba layer's tensors keeps them math keys that refuse.
