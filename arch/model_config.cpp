@@ -237,7 +237,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                      m.kv_lora * Hq * (nope_l + m.v_head) + Hq * m.v_head * C + dsa +
                      m.q_lora + // (the q latent's norm)
                      (m.attn_pos_scale ? 2 * Hq : 0) + (m.attn_sinks ? Hq : 0) +
-                     (m.attn_value_gate ? Hq * m.v_head * C : 0) // HY-V4
+                     (m.attn_value_gate ? Hq * m.v_head * C : 0) + // HY-V4
+                     (m.attn_head_gate ? Hq * C : 0)               // Ling 3
                : C * Hq * D * (m.attn_output_gate || m.attn_value_gate ? 2 : 1) + kv * C * Hkv * D +
                      Hq * D * C + (m.qkv_bias ? Hq * D + kv * Hkv * D : 0) + qk_norms +
                      (m.o_bias ? C : 0) + (m.attn_sinks ? Hq : 0) +
@@ -273,8 +274,11 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
       // KDA: q, k, v and their taps; the decay's f_a, f_b, dt_bias, A_log; b; the gate's g_a,
       // g_b; the norm; o_proj
       : m.kda ? 3 * C * Vd + 3 * Vd * m.lin_conv +
-                    (m.lin_v_dim * C + Vd * m.lin_v_dim + Vd + m.lin_v_heads) + m.lin_v_heads * C +
-                    (m.lin_v_dim * C + Vd * m.lin_v_dim) + m.lin_v_dim + Vd * C
+                    ((m.kda_full_gates ? Vd * C : m.lin_v_dim * C + Vd * m.lin_v_dim) + Vd +
+                     m.lin_v_heads) +
+                    m.lin_v_heads * C +
+                    (m.kda_full_gates ? Vd * C : m.lin_v_dim * C + Vd * m.lin_v_dim) + m.lin_v_dim +
+                    Vd * C
               : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
                     2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
   auto dense = [&](int64_t l) {

@@ -318,6 +318,12 @@ struct model_config {
   // softplus(x))
   int64_t dsa_pool = 0;
   double kda_bound = 0;
+  // Ling 3: KDA's decay input and output gate each one full-rank projection (f_proj, g_proj
+  // [H D, C]) instead of two low-rank ones; per layer the experts' SwiGLU limit, routed and
+  // shared apart (empty: swiglu_limit on every layer; 0: none), clipped after the SiLU
+  // (swiglu_after_act: min(silu(g), L) clamp(u, -L, L), Step 3.7's order)
+  bool kda_full_gates = false, swiglu_after_act = false;
+  std::vector<double> swiglu_limits, swiglu_limits_shared;
   // Mistral Large 4: every query of the latent attention and of its indexer times scale_h ln(p +
   // 1) + bias_h (per head, learned: the softmax scaling); the indexer's queries from a LayerNorm
   // of the layer's input (no q bottleneck); LeRoPE (rope_learned: the checkpoint's alpha per

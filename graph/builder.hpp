@@ -60,6 +60,7 @@ struct moe_spec {
   vid expert_scales = none;   // [E]: the chosen weights times their expert's (Gemma 4)
   bool sqrt_softplus = false; // scores sqrt(softplus(logits)) (DeepSeek-V4)
   bool clamp = false;         // with swiglu_limit: silu(min(g, L)) clamp(u, -L, L) (DeepSeek-V4)
+  bool clamp_after = false;   // and min(silu(g), L) clamp(u, -L, L) instead (Step 3.7, Ling 3)
   vid hash = none; // i32 [V, k]: each token's experts, by its id (DeepSeek-V4's hash routing)
   bool sparsemixer = false;    // PhiMoE's two choices (model_config::router_sparsemixer)
   bool bias_on_logits = false; // the choice by logits + router bias (Kolibri), else scores + bias

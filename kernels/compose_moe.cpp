@@ -61,6 +61,13 @@ void silu_clamped(float* h, const float* g, int64_t n, float limit) {
     h[i] = gv / (1.0f + std::exp(-gv)) * uv;
   }
 }
+// h = min(silu(g), limit) clamp(h, +-limit), in place (Step 3.7's order: clipped after the SiLU)
+void silu_then_clamped(float* h, const float* g, int64_t n, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float uv = std::clamp(h[i], -limit, limit);
+    h[i] = std::min(g[i] / (1.0f + std::exp(-g[i])), limit) * uv;
+  }
+}
 // h = gelu_tanh(g) h, in place
 void geglu(float* h, const float* g, int64_t n) {
   const float k = 0.7978845608028654f; // sqrt(2 / pi)
@@ -168,6 +175,8 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
       TROUPE_TRY(prim(r, b, mm(he, xe, ue, part_of(bu, e * F, F)), ec));
       if (gelu)
         geglu(he.as<float>(), gt.as<float>(), m * F);
+      else if (limit > 0 && a.p.moe_clamp && a.p.moe_clamp_after)
+        silu_then_clamped(he.as<float>(), gt.as<float>(), m * F, limit);
       else if (limit > 0 && a.p.moe_clamp)
         silu_clamped(he.as<float>(), gt.as<float>(), m * F, limit);
       else if (limit > 0)

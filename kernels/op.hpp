@@ -107,7 +107,8 @@
 //                    to each expert's products; with p.swiglu_limit > 0 the activation is
 //                    GPT-OSS's clamped one: g = min(gate, L), u = clamp(up, -L, L),
 //                    h = (u + 1) g sigmoid(p.swiglu_alpha g), or with p.moe_clamp h = silu(g) u
-//                    of those (DeepSeek-V4's); with p.moe_relu2 the experts
+//                    of those (DeepSeek-V4's), with p.moe_clamp_after too h = min(silu(gate),
+//                    L) u (Step 3.7's, clipped after the activation); with p.moe_relu2 the experts
 //                    are ungated, h = relu(up x)^2 (Nemotron-H's; src3 is W_up again, unread);
 //                    with p.moe_gelu h = gelu_tanh(g) u (Gemma 4's GeGLU experts). An optional
 //                    src9 f32 [E_all] scales each choice's weight by its expert's (by the
@@ -316,6 +317,7 @@ struct op_params {
   bool moe_relu2 = false; // moe: ungated experts, down(relu(up x)^2) (src3 = src4, unread)
   bool moe_gelu = false;  // moe: GeGLU experts, down(gelu_tanh(gate x) up x)
   bool moe_clamp = false; // moe with swiglu_limit: silu(min(g, L)) clamp(u, -L, L) (DeepSeek-V4)
+  bool moe_clamp_after = false; // and min(silu(g), L) clamp(u, -L, L) instead (Step 3.7, Ling 3)
   bool router_sqrt_softplus = false;  // moe_router: scores sqrt(softplus(logits)) (DeepSeek-V4)
   bool router_sparsemixer = false;    // moe_router: PhiMoE's sparsemixer (p.k = 2)
   bool router_bias_on_logits = false; // moe_router: the choice by logits + bias (Kolibri)

@@ -455,7 +455,10 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
   s.group_max = c_.group_max;
   s.router_eps = static_cast<float>(c_.router_eps);
   s.swiglu_alpha = static_cast<float>(c_.swiglu_alpha);
-  s.swiglu_limit = static_cast<float>(c_.swiglu_limit);
+  const auto at_layer = [l](const std::vector<double>& v, double fallback) {
+    return l < static_cast<int>(v.size()) ? v[static_cast<size_t>(l)] : fallback;
+  };
+  s.swiglu_limit = static_cast<float>(at_layer(c_.swiglu_limits, c_.swiglu_limit));
   s.scale_input = c_.expert_input_scaled;
   s.relu2 = c_.expert_relu2;
   s.gelu = c_.act == act_kind::gelu_tanh && !c_.expert_relu2; // GeGLU experts (Gemma 4)
@@ -467,6 +470,7 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
   s.bias_on_logits = c_.router_bias_logits;
   s.jitter = static_cast<float>(c_.router_jitter);
   s.clamp = c_.swiglu_clamp;
+  s.clamp_after = c_.swiglu_after_act;
   const bool hashed =
       l < static_cast<int>(c_.hash_layers.size()) && c_.hash_layers[static_cast<size_t>(l)];
   if (hashed) TROUPE_TRY_SET(s.hash, req(n_.moe_hash, l, {c_.V, c_.n_expert_used}));
@@ -501,8 +505,15 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     TROUPE_TRY_ASSIGN(
         su, req(packed ? n_.shexp_gate_up : n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn, 1, ru));
     TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
-    vid sh = b.ffn(h, sg, su, sd, none, none, none, op::silu,
-                   c_.swiglu_clamp ? clamp_expr_ : nullptr, "ffn_shexp");
+    std::shared_ptr<kernels::ew_program> clip = c_.swiglu_clamp ? clamp_expr_ : nullptr;
+    if (const double L = at_layer(c_.swiglu_limits_shared, 0); L > 0) { // (Ling 3: per layer)
+      auto p = kernels::parse_expression(
+          fmt::format("min(silu(g), {0:.17g}) * max(min(u, {0:.17g}), -{0:.17g})", L), {"g", "u"});
+      if (!p) return p.error();
+      p->sources = 2;
+      clip = std::make_shared<kernels::ew_program>(std::move(*p));
+    }
+    vid sh = b.ffn(h, sg, su, sd, none, none, none, op::silu, clip, "ffn_shexp");
     if (c_.shared_scale != 1)
       sh = b.scale(sh, static_cast<float>(c_.shared_scale), "ffn_shexp_scaled");
     if (c_.shared_gate) {

@@ -97,6 +97,7 @@ struct decoder_names {
   // out_proj as lin_dt_bias, lin_A_log, lin_b, lin_norm, lin_out)
   std::string kda_q, kda_k, kda_v, kda_conv_q, kda_conv_k, kda_conv_v, kda_f_a, kda_f_b, kda_g_a,
       kda_g_b;
+  std::string kda_f, kda_g; // or each one full-rank [H D, C] (model_config::kda_full_gates)
   // DeepSeek-V4 (model_config::hc_mult): the hyper-connections' fn [M, N C], base [M] and scale
   // before the attention and before the FFN, and the head's; the attention's q (mla_q_a, its
   // norm, mla_q_b), its shared key-value projection and norm, the grouped output's wo_a [G R,

@@ -374,10 +374,17 @@ expected<vid> decoder::kda(int l, vid h) {
   TROUPE_TRY_ASSIGN(cq, req(n_.kda_conv_q, l, {HD, K}, cut::out, av, D));
   TROUPE_TRY_ASSIGN(ck, req(n_.kda_conv_k, l, {HD, K}, cut::out, av, D));
   TROUPE_TRY_ASSIGN(cv, req(n_.kda_conv_v, l, {HD, K}, cut::out, av, D));
-  TROUPE_TRY_ASSIGN(fa, req(n_.kda_f_a, l, {D, C}));
-  TROUPE_TRY_ASSIGN(fb, req(n_.kda_f_b, l, {HD, D}, cut::out, av, D));
-  TROUPE_TRY_ASSIGN(ga, req(n_.kda_g_a, l, {D, C}));
-  TROUPE_TRY_ASSIGN(gb, req(n_.kda_g_b, l, {HD, D}, cut::out, av, D));
+  // the decay's input and the output gate: low-rank pairs, or one full-rank map each (Ling 3)
+  auto two_maps = [&](const std::string& full, const std::string& a, const std::string& bn,
+                      const std::string& what) -> expected<vid> {
+    if (c_.kda_full_gates) {
+      TROUPE_TRY_ASSIGN(w, req(full, l, {HD, C}, cut::out, av, D));
+      return b.linear(h, w, none, what);
+    }
+    TROUPE_TRY_ASSIGN(wa, req(a, l, {D, C}));
+    TROUPE_TRY_ASSIGN(wb, req(bn, l, {HD, D}, cut::out, av, D));
+    return b.linear(b.linear(h, wa, none, what + "_a"), wb, none, what + "_b");
+  };
   TROUPE_TRY_ASSIGN(dt, req(n_.lin_dt_bias, l, {HD}, cut::out, av, D));
   TROUPE_TRY_ASSIGN(alog, req(n_.lin_A_log, l, {H}, cut::out, av, 1));
   TROUPE_TRY_ASSIGN(wb, req(n_.lin_b, l, {H, C}, cut::out, av, 1));
@@ -394,8 +401,8 @@ expected<vid> decoder::kda(int l, vid h) {
   const vid k = conv(ck, b.linear(h, wk, none, "kda_k"), "kda_k");
   const vid v = conv(cv, b.linear(h, wv, none, "kda_v"), "kda_v");
   // the decay's input per head and key channel; the op adds dt_bias and takes the softplus
-  const vid a = b.view(b.linear(b.linear(h, fa, none, "kda_f_a"), fb, none, "kda_f_b"), {-1, D},
-                       "kda_decay_in");
+  TROUPE_TRY_ASSIGN(f, two_maps(n_.kda_f, n_.kda_f_a, n_.kda_f_b, "kda_f"));
+  const vid a = b.view(f, {-1, D}, "kda_decay_in");
   const vid beta = b.linear(h, wb, none, "kda_b");
   const vid st = graph::add_recurrent_state(g_, state_kind::delta, l, {H, D, D}, av, "delta_state");
   kernels::op_params kp;
@@ -403,8 +410,8 @@ expected<vid> decoder::kda(int l, vid h) {
   kp.delta_neg_a = c_.lin_neg_a;                     // (GGUF's ssm_a: -exp(A_log))
   const vid o = b.op(op::gated_delta, {q, k, v, a, beta, alog, dt, st, table}, "kda", kp);
   const vid on = b.norm(o, norm_type::rms, nw, none, static_cast<float>(c_.norm_eps), "kda_norm");
-  const vid gate = b.view(b.linear(b.linear(h, ga, none, "kda_g_a"), gb, none, "kda_g_b"), {-1, D},
-                          "kda_gate_heads");
+  TROUPE_TRY_ASSIGN(gl, two_maps(n_.kda_g, n_.kda_g_a, n_.kda_g_b, "kda_g"));
+  const vid gate = b.view(gl, {-1, D}, "kda_gate_heads");
   const vid gated = b.mul(on, b.unary(op::sigmoid, gate, "kda_gate"), "kda_gated");
   return b.linear(b.view(gated, {-1}, "kda_flat"), wo, none, "kda_out");
 }

@@ -159,7 +159,13 @@ expected<vid> decoder::mla(int l, vid h) {
     const vid gate = b.view(b.linear(h, wg, none, "attn_gate"), {-1, vh}, "attn_gate_heads");
     v = b.mul(v, b.unary(op::sigmoid, gate, "attn_gate_sigmoid"), "attn_values_gated");
   }
-  return b.linear(b.view(v, {-1}, "attn_flat"), wo, none, "attn_out");
+  vid flat = b.view(v, {-1}, "attn_flat");
+  if (!n_.attn_head_gate.empty()) { // Ling 3: each head's values times sigmoid(x w) of its own
+    TROUPE_TRY_ASSIGN(wg, req(n_.attn_head_gate, l, {H, C}, cut::out, axis::heads, 1));
+    const vid gate = b.unary(op::sigmoid, b.linear(h, wg, none, "attn_gate"), "attn_gate_sigmoid");
+    flat = b.mul(flat, gate, "attn_gated"); // ([T, H] over each head's values)
+  }
+  return b.linear(flat, wo, none, "attn_out");
 }
 
 expected<vid> decoder::dsa_indexer(int l, vid h, vid q_resid) {

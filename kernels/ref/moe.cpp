@@ -58,6 +58,9 @@ status moe(const op_args& a, const exec_ctx&) {
           const double k = std::sqrt(2.0 / std::acos(-1.0));
           h[static_cast<size_t>(f)] =
               0.5 * gv * (1.0 + std::tanh(k * (gv + 0.044715 * gv * gv * gv))) * uv;
+        } else if (limit > 0 && a.p.moe_clamp && a.p.moe_clamp_after) { // min(silu(g), L)
+          uv = std::clamp(uv, -limit, limit);
+          h[static_cast<size_t>(f)] = std::min(gv / (1.0 + std::exp(-gv)), limit) * uv;
         } else if (limit > 0 && a.p.moe_clamp) { // DeepSeek-V4: silu(min(g, L)) clamp(u)
           gv = std::min(gv, limit);
           uv = std::clamp(uv, -limit, limit);

@@ -112,6 +112,11 @@ void moe_cases(std::vector<op_case>& out_cases) {
       c.tol = tol_for(w);
       if (is_quantized(w)) c.tol.max_abs = 5e-1;
       c.flops = 6.0 * T * k * C * F;
+      out_cases.push_back(c);
+      // Step 3.7's order: min(silu(g), L) clamp(u, -L, L), the clip after the activation
+      c.name = fmt::format("moe(T={},C={},F={},E={},k={},W={},silu_then_clamped)", T, C, F, E, k,
+                           name(w));
+      c.p.moe_clamp_after = true;
       out_cases.push_back(std::move(c));
     }
   // Nemotron-H's ungated experts: down(relu(up x)^2), the up weights in both gate and up slots
