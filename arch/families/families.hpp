@@ -230,6 +230,9 @@ status build_kolibri(const model_source& m, graph::graph& g);
 /// Mellum (moe.cpp).
 status read_mellum_hf(hf_cfg& j, model_config& c);
 status build_mellum(const model_source& m, graph::graph& g);
+/// inclusionAI's Ling 3 (bailing_hybrid.cpp).
+status read_bailing_hybrid_hf(hf_cfg& j, model_config& c);
+status build_bailing_hybrid(const model_source& m, graph::graph& g);
 /// Poolside's Laguna (laguna.cpp).
 status read_laguna_hf(hf_cfg& j, model_config& c);
 status read_laguna_gguf(const gguf_cfg& g, model_config& c);

@@ -624,7 +624,16 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"laguna", "num_attention_heads_per_layer", json::parse("[4, 8, 8, 5]"),
        "num_attention_heads_per_layer"},
       {"laguna", "sliding_window", nullptr, "sliding_window"},
-      {"laguna", "moe_router_logit_softcapping", -1.0, "moe_router_logit_softcapping"}};
+      {"laguna", "moe_router_logit_softcapping", -1.0, "moe_router_logit_softcapping"},
+      {"bailing_hybrid", "expert_swiglu_limit_list", json::parse("[0, 1, 2]"),
+       "expert_swiglu_limit_list"},
+      {"bailing_hybrid", "share_expert_swiglu_limit_list", json::parse("[0, -1, 0, 0]"),
+       "share_expert_swiglu_limit_list"},
+      {"bailing_hybrid", "kda_lower_bound", 0.5, "kda_lower_bound"},
+      {"bailing_hybrid", "attention_bias", true, "attention_bias"},
+      {"bailing_hybrid", "hidden_act", "gelu", "hidden_act"},
+      {"bailing_hybrid", "layer_types", json::parse(R"(["linear_attention", "sliding"])"),
+       "layer_types"}};
   for (const change& ch : changes) {
     json j =
         test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));

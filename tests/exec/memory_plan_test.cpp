@@ -227,7 +227,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "mllama_vl",
                            "aria",
                            "laguna",
-                           "laguna_m"}) {
+                           "laguna_m",
+                           "bailing_hybrid"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
