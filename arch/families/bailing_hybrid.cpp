@@ -98,16 +98,7 @@ status read_bailing_hybrid_hf(hf_cfg& j, model_config& c) {
   c.n_group = ng, c.topk_group = tg, c.expert_scale = scale;
   c.norm_topk = j.b("moe_renormalize", true);
   c.router_sigmoid = c.router_bias = true;
-  c.moe_layers.assign(static_cast<size_t>(L), 0);
-  TROUPE_TRY_ASSIGN(listed,
-                    read_layer_kinds(j, "mlp_layer_types", L, "sparse", "dense", c.moe_layers));
-  if (listed) {
-    j.mark("first_k_dense_replace");
-  } else {
-    TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", 2));
-    for (int64_t l = std::max<int64_t>(dense, 0); l < L; ++l)
-      c.moe_layers[static_cast<size_t>(l)] = 1;
-  }
+  TROUPE_TRY(read_dense_then_sparse(j, c, 2));
   TROUPE_TRY(read_limits(j, "expert_swiglu_limit_list", L, c.swiglu_limits));
   TROUPE_TRY(read_limits(j, "share_expert_swiglu_limit_list", L, c.swiglu_limits_shared));
   c.swiglu_clamp = c.swiglu_after_act = true; // (a layer's 0: no clip)
@@ -116,13 +107,10 @@ status read_bailing_hybrid_hf(hf_cfg& j, model_config& c) {
 
 status build_bailing_hybrid(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  decoder_names n = hf_mla_layout();
   const std::string a = "model.layers.{}.attention.", f = "model.layers.{}.mlp.";
+  decoder_names n = hf_mla_layout(a);
   n.tok_embd = "model.word_embeddings.weight";
-  n.mla_q = a + "q_proj.weight", n.mla_q_a = a + "q_a_proj.weight";
-  n.mla_q_a_norm = a + "q_a_layernorm.weight", n.mla_q_b = a + "q_b_proj.weight";
-  n.mla_kv_a = a + "kv_a_proj_with_mqa.weight", n.mla_kv_a_norm = a + "kv_a_layernorm.weight";
-  n.mla_kv_b = a + "kv_b_proj.weight", n.wo = a + "dense.weight";
+  n.wo = a + "dense.weight";
   n.attn_head_gate = a + "g_proj.weight";
   n.kda_q = a + "q_proj.weight", n.kda_k = a + "k_proj.weight", n.kda_v = a + "v_proj.weight";
   n.kda_conv_q = a + "q_conv1d.weight", n.kda_conv_k = a + "k_conv1d.weight";

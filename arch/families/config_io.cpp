@@ -588,6 +588,21 @@ status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_
   return {};
 }
 
+status read_dense_then_sparse(hf_cfg& j, model_config& c, int64_t first_dense) {
+  const int64_t L = c.n_layer;
+  c.moe_layers.assign(static_cast<size_t>(L), 0);
+  TROUPE_TRY_ASSIGN(listed,
+                    read_layer_kinds(j, "mlp_layer_types", L, "sparse", "dense", c.moe_layers));
+  if (listed) {
+    j.mark("first_k_dense_replace"); // (the list wins)
+    return {};
+  }
+  TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", first_dense));
+  for (int64_t l = std::max<int64_t>(dense, 0); l < L; ++l)
+    c.moe_layers[static_cast<size_t>(l)] = 1;
+  return {};
+}
+
 expected<bool> read_layer_kinds(hf_cfg& j, const char* key, int64_t n_layer, const char* one,
                                 const char* other, std::vector<uint8_t>& out) {
   const json& types = j.raw(key);

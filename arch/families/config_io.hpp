@@ -119,6 +119,9 @@ status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
 /// as it was) where the key is absent or null; another length or kind is refused naming it.
 expected<bool> read_layer_kinds(hf_cfg& j, const char* key, int64_t n_layer, const char* one,
                                 const char* other, std::vector<uint8_t>& out);
+/// c.moe_layers from mlp_layer_types ("sparse" / "dense"), else the first first_k_dense_replace
+/// layers dense (`first_dense` when absent), the others experts.
+status read_dense_then_sparse(hf_cfg& j, model_config& c, int64_t first_dense);
 /// Maps an HF activation name to a kernel or a built-in expression; unsupported otherwise
 /// (an --arch-spec file may still define it).
 status read_activation(const std::string& name, model_config& c, const std::string& where);

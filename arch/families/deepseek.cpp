@@ -539,9 +539,8 @@ void gguf_mla_names(decoder_names& n) {
   n.mla_k_b = b + "attn_k_b.weight", n.mla_v_b = b + "attn_v_b.weight";
 }
 
-decoder_names hf_mla_layout() {
+decoder_names hf_mla_layout(const std::string& a) {
   decoder_names n = hf_llama_layout(false, false, false);
-  const std::string a = "model.layers.{}.self_attn.";
   n.wq.clear(), n.wk.clear(), n.wv.clear();
   n.mla_q = a + "q_proj.weight", n.mla_q_a = a + "q_a_proj.weight";
   n.mla_q_a_norm = a + "q_a_layernorm.weight", n.mla_q_b = a + "q_b_proj.weight";

@@ -265,8 +265,9 @@ status prepare_mistral4_hf(const model_config& c, tensor_index& t);
 status read_routed_experts_hf(hf_cfg& j, model_config& c);
 void routed_expert_names(const model_source& m, decoder_names& n);
 /// The HF Llama layout with DeepSeek's latent attention (self_attn.q_proj or q_a / q_b, its norm,
-/// kv_a_proj_with_mqa and its norm, kv_b_proj) in place of q, k, v.
-decoder_names hf_mla_layout();
+/// kv_a_proj_with_mqa and its norm, kv_b_proj; under `attn`, self_attn. by default) in place of
+/// q, k, v.
+decoder_names hf_mla_layout(const std::string& attn = "model.layers.{}.self_attn.");
 /// HF's names of the shared experts under `prefix` (prefix + "shared_experts.gate_proj.weight"
 /// ...).
 void hf_shared_expert_names(decoder_names& n, const std::string& prefix);

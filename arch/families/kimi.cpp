@@ -110,15 +110,7 @@ status read_kimi_linear_hf(hf_cfg& j, model_config& c) {
   c.router_sigmoid = c.router_bias = true;
   for (const char* key : {"output_router_logits", "moe_router_activation_func", "scoring_func"})
     j.mark(key); // (transformers' router is sigmoid whatever these say)
-  c.moe_layers.assign(static_cast<size_t>(L), 0);
-  TROUPE_TRY_ASSIGN(listed,
-                    read_layer_kinds(j, "mlp_layer_types", L, "sparse", "dense", c.moe_layers));
-  if (listed) {
-    j.mark("first_k_dense_replace");
-  } else {
-    TROUPE_TRY_ASSIGN(dense, j.i("first_k_dense_replace", 1));
-    for (int64_t l = dense; l < L; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
-  }
+  TROUPE_TRY(read_dense_then_sparse(j, c, 1));
   return {};
 }
 
