@@ -254,6 +254,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   // or Mamba-1: in_proj (x, z), the convolution over x, x_proj (dt, B, C), dt_proj and its bias,
   // A per state value, D, out_proj (and their biases, Jamba's dt / B / C norms)
   const int64_t R = m.ssm_dt_rank, N1 = m.lin_k_dim;
+  // or KDA: its decay's input and its output gate each a low-rank pair (or one full map)
+  const int64_t kda_map = m.kda_full_gates ? Vd * C : m.lin_v_dim * C + Vd * m.lin_v_dim;
   const int64_t mamba1 =
       2 * C * Vd + Vd * m.lin_conv + (m.ssm_conv_bias ? Vd : 0) + Vd * (R + 2 * N1) + R * Vd + Vd +
       Vd * N1 + Vd + Vd * C + (m.ssm_proj_bias ? 2 * Vd : 0) + (m.ssm_out_bias ? C : 0) +
@@ -271,14 +273,10 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                 3 * m.lin_v_heads + (m.ssm_norm == model_config::ssm_norm_kind::none ? 0 : Vd) +
                 Vd * C + (m.ssm_proj_bias ? ssm_in : 0) + (m.ssm_out_bias ? C : 0)
       : m.short_conv ? 3 * C * Vd + Vd * m.lin_conv + Vd * C
-      // KDA: q, k, v and their taps; the decay's f_a, f_b, dt_bias, A_log; b; the gate's g_a,
-      // g_b; the norm; o_proj
-      : m.kda ? 3 * C * Vd + 3 * Vd * m.lin_conv +
-                    ((m.kda_full_gates ? Vd * C : m.lin_v_dim * C + Vd * m.lin_v_dim) + Vd +
-                     m.lin_v_heads) +
-                    m.lin_v_heads * C +
-                    (m.kda_full_gates ? Vd * C : m.lin_v_dim * C + Vd * m.lin_v_dim) + m.lin_v_dim +
-                    Vd * C
+      // KDA: q, k, v and their taps; the decay's map (f_a, f_b or f_proj), dt_bias, A_log; b; the
+      // gate's map (g_a, g_b or g_proj); the norm; o_proj
+      : m.kda ? 3 * C * Vd + 3 * Vd * m.lin_conv + (kda_map + Vd + m.lin_v_heads) +
+                    m.lin_v_heads * C + kda_map + m.lin_v_dim + Vd * C
               : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
                     2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
   auto dense = [&](int64_t l) {

@@ -172,6 +172,9 @@ status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, d
 /// of them, blk.{n_layer} on, after the trunk, as llama.cpp's n_layer() leaves them out): the
 /// trunk alone is the model (their tensors stay unread).
 status drop_gguf_nextn(const gguf_cfg& g, model_config& c);
+/// The sliding layers' own RoPE (c.rope_local, NEOX halves): rope.freq_base_swa (10000 where
+/// absent) over `rot_dim` dims of each head.
+void read_gguf_rope_swa(const gguf_cfg& g, model_config& c, int64_t rot_dim);
 /// attention.sliding_window and which layers slide: attention.sliding_window_pattern (a
 /// period p: all but every p-th layer; or one bool per layer), else `period` (0: every
 /// layer). No window key (or 0): none.

@@ -144,6 +144,14 @@ status read_gguf_dims(const gguf_cfg& g, model_config& c, const char* eps_key, d
   return read_gguf_common(g, c);
 }
 
+void read_gguf_rope_swa(const gguf_cfg& g, model_config& c, int64_t rot_dim) {
+  c.has_rope_local = true;
+  c.rope_local = rope_spec{};
+  c.rope_local.layout = rope_layout::neox;
+  c.rope_local.theta = g.f("rope.freq_base_swa", 10000.0);
+  c.rope_local.rot_dim = static_cast<int>(rot_dim);
+}
+
 status drop_gguf_nextn(const gguf_cfg& g, model_config& c) {
   const int64_t nextn = g.i("nextn_predict_layers", 0);
   if (nextn < 0 || nextn >= c.n_layer)

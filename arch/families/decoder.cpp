@@ -11,6 +11,22 @@ namespace troupe::arch {
 
 namespace detail {
 
+expected<std::shared_ptr<kernels::ew_program>> ew_program_of(const std::string& text,
+                                                             const std::vector<std::string>& vars) {
+  auto p = kernels::parse_expression(text, vars);
+  if (!p) return p.error();
+  p->sources = static_cast<int>(vars.size());
+  return std::make_shared<kernels::ew_program>(std::move(*p));
+}
+
+expected<std::shared_ptr<kernels::ew_program>> clamped_swiglu(double L, bool after_act) {
+  const std::string l = fmt::format("{:.17g}", L);
+  return ew_program_of(fmt::format("{1} * max(min(u, {0}), -{0})", l,
+                                   after_act ? fmt::format("min(silu(g), {})", l)
+                                             : fmt::format("silu(min(g, {}))", l)),
+                       {"g", "u"});
+}
+
 status decoder::build() {
   g_.n_layer = static_cast<int>(c_.n_layer);
   TROUPE_TRY(make_act());
@@ -506,13 +522,8 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
         su, req(packed ? n_.shexp_gate_up : n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn, 1, ru));
     TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
     std::shared_ptr<kernels::ew_program> clip = c_.swiglu_clamp ? clamp_expr_ : nullptr;
-    if (const double L = at_layer(c_.swiglu_limits_shared, 0); L > 0) { // (Ling 3: per layer)
-      auto p = kernels::parse_expression(
-          fmt::format("min(silu(g), {0:.17g}) * max(min(u, {0:.17g}), -{0:.17g})", L), {"g", "u"});
-      if (!p) return p.error();
-      p->sources = 2;
-      clip = std::make_shared<kernels::ew_program>(std::move(*p));
-    }
+    if (const double L = at_layer(c_.swiglu_limits_shared, 0); L > 0) // (Ling 3: per layer)
+      TROUPE_TRY_SET(clip, clamped_swiglu(L, c_.swiglu_after_act));
     vid sh = b.ffn(h, sg, su, sd, none, none, none, op::silu, clip, "ffn_shexp");
     if (c_.shared_scale != 1)
       sh = b.scale(sh, static_cast<float>(c_.shared_scale), "ffn_shexp_scaled");

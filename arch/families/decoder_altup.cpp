@@ -13,18 +13,6 @@
 
 namespace troupe::arch::detail {
 
-namespace {
-
-expected<std::shared_ptr<kernels::ew_program>> program(const std::string& text,
-                                                       const std::vector<std::string>& vars) {
-  auto p = kernels::parse_expression(text, vars);
-  if (!p) return p.error();
-  p->sources = static_cast<int>(vars.size());
-  return std::make_shared<kernels::ew_program>(std::move(*p));
-}
-
-} // namespace
-
 expected<vid> decoder::sparse_ffn(int l, vid h, vid wg, vid wu, vid wd) {
   // down(act(relu(g - mean(g) - std(g) z)) * up), mean and std over the whole gate row: each TP
   // rank's sums all-reduced
@@ -34,11 +22,11 @@ expected<vid> decoder::sparse_ffn(int l, vid h, vid wg, vid wu, vid wd) {
   const char* act = c_.act == act_kind::silu        ? "silu"
                     : c_.act == act_kind::gelu_tanh ? "gelu_tanh"
                                                     : "gelu";
-  TROUPE_TRY_ASSIGN(dev, program(fmt::format("(g - a / {})^2", F), {"g", "a"}));
+  TROUPE_TRY_ASSIGN(dev, ew_program_of(fmt::format("(g - a / {})^2", F), {"g", "a"}));
   TROUPE_TRY_ASSIGN(
-      gated,
-      program(fmt::format("{0}(relu(g - a / {1} - sqrt(s / {1}) * ({2:.17g}))) * u", act, F, z),
-              {"g", "u", "a", "s"}));
+      gated, ew_program_of(
+                 fmt::format("{0}(relu(g - a / {1} - sqrt(s / {1}) * ({2:.17g}))) * u", act, F, z),
+                 {"g", "u", "a", "s"}));
   const vid g = b.linear(h, wg, none, "ffn_gate");
   const vid u = b.linear(h, wu, none, "ffn_up");
   const vid sum = b.all_reduce(b.op(op::sum_rows, {g}, "ffn_gate_sum"), "ffn_gate_sum_all");
@@ -64,8 +52,9 @@ vid decoder::stream_of(builder& b, vid x, int64_t k, const std::string& what) co
 
 expected<vid> decoder::rms_matched(builder& b, vid x, vid target_ss, const std::string& what) {
   // x sqrt(mean(target^2)) / sqrt(max(mean(x^2), 1e-5)), as transformers matches magnitudes
-  TROUPE_TRY_ASSIGN(p, program(fmt::format("x * sqrt(a / {0}) / sqrt(max(s / {0}, 1e-5))", c_.C),
-                               {"x", "a", "s"}));
+  TROUPE_TRY_ASSIGN(p,
+                    ew_program_of(fmt::format("x * sqrt(a / {0}) / sqrt(max(s / {0}, 1e-5))", c_.C),
+                                  {"x", "a", "s"}));
   const vid ss = b.op(op::sum_rows, {b.mul(x, x, what + "_sq")}, what + "_ss");
   return b.elementwise(std::move(p), {x, target_ss, ss}, what);
 }
@@ -140,7 +129,7 @@ expected<vid> decoder::altup_layer(int l, vid x) {
   TROUPE_TRY_ASSIGN(wc, req(n_.altup_correct, l, {N, N}));
   const vid cc =
       b.scale(b.linear(m2, wc, none, "altup_correct_logits"), 1.0f, "altup_correct_coef", 1.0f);
-  TROUPE_TRY_ASSIGN(minus, program("o - a", {"o", "a"}));
+  TROUPE_TRY_ASSIGN(minus, ew_program_of("o - a", {"o", "a"}));
   const vid innov = b.elementwise(std::move(minus), {out, a}, "altup_innovation");
   const vid corr = b.op(op::hc_post, {pred, innov, cc}, "altup_corrected");
   if (c_.ple_dim <= 0) return corr;

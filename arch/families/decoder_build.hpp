@@ -1,7 +1,8 @@
 // decoder_build.hpp (arch/families, internal): the decoder builder's class, shared by
 // decoder.cpp (the layer, attention, FFN and experts), decoder_mixers.cpp (the recurrent mixers:
 // gated DeltaNet, short convolution, Mamba-2, Mamba-1, KDA, lightning) and decoder_mla.cpp (latent
-// attention and DeepSeek Sparse Attention's indexer). Only those three include it.
+// attention and DeepSeek Sparse Attention's indexer), decoder_hc.cpp and decoder_altup.cpp (the
+// multi-stream residuals). Only those include it.
 #pragma once
 
 #include <memory>
@@ -12,6 +13,13 @@
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch::detail {
+
+/// An element-wise program (expr.hpp) over `vars`, read in that order as its sources.
+expected<std::shared_ptr<kernels::ew_program>> ew_program_of(const std::string& text,
+                                                             const std::vector<std::string>& vars);
+/// The clamped SwiGLU over (g, u) at limit L: silu(min(g, L)) (DeepSeek-V4) or, with
+/// `after_act`, min(silu(g), L) (Step 3.7, Ling 3), times clamp(u, -L, L).
+expected<std::shared_ptr<kernels::ew_program>> clamped_swiglu(double L, bool after_act);
 
 using namespace graph;
 using kernels::op;

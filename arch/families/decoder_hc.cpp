@@ -15,12 +15,7 @@ status decoder::build_hc() {
   const int64_t N = c_.hc_mult;
   if (c_.swiglu_clamp && !c_.swiglu_clamp_experts_only) { // the shared expert's and dense
                                                           // layers' clamped SwiGLU
-    const std::string L = fmt::format("{:.17g}", c_.swiglu_limit);
-    auto p = kernels::parse_expression(fmt::format("silu(min(g, {0})) * max(min(u, {0}), -{0})", L),
-                                       {"g", "u"});
-    if (!p) return p.error();
-    p->sources = 2;
-    clamp_expr_ = std::make_shared<kernels::ew_program>(std::move(*p));
+    TROUPE_TRY_SET(clamp_expr_, clamped_swiglu(c_.swiglu_limit, c_.swiglu_after_act));
   }
   TROUPE_TRY_ASSIGN(e, embed());
   builder b(g_, -1);

@@ -101,11 +101,7 @@ status read_gemma_gguf(const gguf_cfg& g, model_config& c) {
   if (v3) {
     c.final_softcap = g.f("final_logit_softcapping", 0.0);
     c.qk_norm = qk_norm_kind::head;
-    c.has_rope_local = true;
-    c.rope_local = rope_spec{};
-    c.rope_local.layout = rope_layout::neox;
-    c.rope_local.rot_dim = c.rope.rot_dim;
-    c.rope_local.theta = g.f("rope.freq_base_swa", 10000.0);
+    read_gguf_rope_swa(g, c, c.rope.rot_dim);
   } else {
     c.attn_softcap = g.f("attn_logit_softcapping", 50.0);
     c.final_softcap = g.f("final_logit_softcapping", 30.0);

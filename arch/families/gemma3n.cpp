@@ -129,11 +129,7 @@ status read_gemma3n_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY(read_gguf_common(g, c));
   c.rope.layout = rope_layout::neox;
   TROUPE_TRY(read_gguf_windows(g, c, 0, 5));
-  c.has_rope_local = true;
-  c.rope_local = rope_spec{};
-  c.rope_local.layout = rope_layout::neox;
-  c.rope_local.theta = g.f("rope.freq_base_swa", 10000.0);
-  c.rope_local.rot_dim = c.rope.rot_dim;
+  read_gguf_rope_swa(g, c, c.rope.rot_dim);
   c.final_softcap = g.f("final_logit_softcapping", 30.0);
   c.embed_scale = std::sqrt(static_cast<double>(C)); // llama.cpp scales in f32
   c.act = act_kind::gelu_tanh;

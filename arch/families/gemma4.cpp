@@ -241,11 +241,7 @@ status read_gemma4_gguf(const gguf_cfg& g, model_config& c) {
     c.rope.short_factor.clear();
     c.rope.turning = turn == f.size() ? 0 : static_cast<int>(turn);
   }
-  c.has_rope_local = true;
-  c.rope_local = rope_spec{};
-  c.rope_local.layout = rope_layout::neox;
-  c.rope_local.theta = g.f("rope.freq_base_swa", 10000.0);
-  c.rope_local.rot_dim = static_cast<int>(g.i("rope.dimension_count_swa", c.D));
+  read_gguf_rope_swa(g, c, g.i("rope.dimension_count_swa", c.D));
   c.final_softcap = g.f("final_logit_softcapping", 0.0);
   c.embed_scale = std::sqrt(static_cast<double>(C)); // llama.cpp scales in f32
   c.act = act_kind::gelu_tanh;

@@ -107,11 +107,7 @@ status read_laguna_gguf(const gguf_cfg& g, model_config& c) {
   c.qk_norm = qk_norm_kind::head;
   c.rope.layout = rope_layout::neox;
   TROUPE_TRY(read_gguf_windows(g, c, 0, 0));
-  c.has_rope_local = true;
-  c.rope_local = rope_spec{};
-  c.rope_local.layout = rope_layout::neox;
-  c.rope_local.theta = g.f("rope.freq_base_swa", 10000.0);
-  c.rope_local.rot_dim = static_cast<int>(g.i("rope.dimension_count_swa", c.D));
+  read_gguf_rope_swa(g, c, g.i("rope.dimension_count_swa", c.D));
   const tensor_info* gate = g.g.tensors.find("blk.0.attn_gate.weight"); // [rows, C]
   const int64_t h0 = c.layer_heads(0);
   if (!gate || gate->dims.rank != 2 || (gate->dims[0] != h0 && gate->dims[0] != h0 * c.D))
