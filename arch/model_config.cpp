@@ -285,7 +285,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
   };
   const int64_t mats = m.expert_relu2 ? 2 : 3; // (ungated experts: up and down)
   const int64_t experts = experts_counted * mats * C * m.F_expert +
-                          m.n_expert * (C + (m.router_bias ? 1 : 0)) + // router, choice bias
+                          // the router (its identity experts' rows too), the choice bias
+                          (m.n_expert + m.zero_experts) * (C + (m.router_bias ? 1 : 0)) +
                           mats * C * m.F_shared + (m.shared_gate ? C : 0) +
                           // Gemma 4: the dense MLP beside them, the router's scales, 3 norms
                           (m.moe_beside_mlp ? 3 * C * m.F + C + m.n_expert + 3 * C : 0);
@@ -328,7 +329,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                                           : m.hc_mult * (m.hc_mult + 2) * (m.hc_mult * C + 1) + 3)
                   : 0) +
              (m.layer_has_ffn(l) && m.layer_has_mixer(l) ? norms : norms / 2) + // one norm a block
-             (m.post_moe_norm && m.layer_has_ffn(l) && m.layer_moe(l) ? norm_w : 0);
+             (m.post_moe_norm && m.layer_has_ffn(l) && m.layer_moe(l) ? norm_w : 0) +
+             (m.shortcut_moe && l % 2 == 0 ? experts : 0); // (LongCat's, beside the MLP)
   return total;
 }
 
@@ -417,8 +419,11 @@ status model_config::validate() const {
   if (n_expert > 0) {
     if (n_expert > (1 << 16)) // the largest published has 384; a bound keeps a hostile config cheap
       return bad(fmt::format("{} experts is more than Troupe accepts (65536)", n_expert));
-    if (n_expert_used <= 0 || n_expert_used > n_expert)
-      return bad(fmt::format("{} experts used per token of {}", n_expert_used, n_expert));
+    if (zero_experts < 0 || zero_experts > (1 << 16))
+      return bad(fmt::format("{} zero-computation experts", zero_experts));
+    if (n_expert_used <= 0 || n_expert_used > n_expert + zero_experts)
+      return bad(
+          fmt::format("{} experts used per token of {}", n_expert_used, n_expert + zero_experts));
     if (F_expert <= 0) return bad(fmt::format("expert FFN size {} must be positive", F_expert));
     if (F_shared < 0) return bad("shared expert FFN size must not be negative");
     if (n_group > 1 && (n_expert % n_group || topk_group <= 0 || topk_group > n_group ||
@@ -429,6 +434,12 @@ status model_config::validate() const {
       return bad(
           fmt::format("{} per-layer expert flags for {} layers", moe_layers.size(), n_layer));
   }
+  if (shortcut_moe && (n_expert <= 0 || n_layer % 2))
+    return bad(fmt::format("the experts' shortcut pairs layers: {} layers, {} experts", n_layer,
+                           n_expert));
+  if (zero_experts > 0 && n_expert <= 0) return bad("zero-computation experts without experts");
+  if (!(latent_scale > 0) || !std::isfinite(latent_scale))
+    return bad(fmt::format("latent scale {}", latent_scale));
   if (!layer_blocks.empty() && static_cast<int64_t>(layer_blocks.size()) != n_layer)
     return bad(fmt::format("{} per-layer block kinds for {} layers", layer_blocks.size(), n_layer));
   if (has_recurrent_state()) {

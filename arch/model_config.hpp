@@ -336,8 +336,19 @@ struct model_config {
   int64_t o_groups = 0, o_rank = 0;
   std::vector<uint8_t> hash_layers;
   bool router_sqrt_softplus = false, swiglu_clamp = false;
-  /// Values per token a pipeline stage passes on: C, or hc_mult (altup) streams of C.
-  int64_t residual_width() const { return hc_mult > 0 ? hc_mult * C : altup > 0 ? altup * C : C; }
+  // LongCat-Flash: each published layer is two of these (even and odd); the even one's experts
+  // (its post-attention norm's output through them) are carried beside the stream and added at
+  // the end of the odd one (shortcut_moe: the layers' FFNs are dense, the stream 2 C wide);
+  // zero_experts identity experts follow the router's real ones; the MLA's latent is scaled by
+  // latent_scale before it is cached (its LoRA scaling; the q's is in attn_scale)
+  bool shortcut_moe = false;
+  int64_t zero_experts = 0;
+  double latent_scale = 1;
+  /// Values per token a pipeline stage passes on: C, or hc_mult (altup) streams of C, or the
+  /// stream and LongCat's carried experts' output.
+  int64_t residual_width() const {
+    return hc_mult > 0 ? hc_mult * C : altup > 0 ? altup * C : shortcut_moe ? 2 * C : C;
+  }
   /// Whether `layer`'s compressed entries overlap and its indexer picks among them (V4's CSA).
   bool layer_compress_sparse(int64_t layer) const {
     return layer >= 0 && layer < static_cast<int64_t>(compress_sparse.size()) &&

@@ -175,6 +175,7 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
   ep.moe_gelu = s.gelu;
   ep.moe_clamp = s.clamp;
   ep.moe_clamp_after = s.clamp_after;
+  ep.zero_experts = static_cast<int>(s.zero_experts);
   auto experts = [&](vid ids, vid wts) {
     vid x = h;
     // one expert per token (the families refuse more): its input times the weight ([T, 1]

@@ -65,6 +65,7 @@ struct moe_spec {
   bool sparsemixer = false;    // PhiMoE's two choices (model_config::router_sparsemixer)
   bool bias_on_logits = false; // the choice by logits + router bias (Kolibri), else scores + bias
   float jitter = 0;            // and its relative threshold
+  int64_t zero_experts = 0;    // the router's last ones: identity experts, w x (LongCat-Flash)
 };
 
 /// The optional biases of a mixture of experts (GPT-OSS): the router's logits [E], and each

@@ -208,8 +208,11 @@ status cut_tensor(graph& g, const shard_cut& c) {
                                         std::max<int64_t>(g[n.in[5]].dims[1], 1));
         n.note =
             fmt::format("experts {}-{} of {}", c.expert0, c.expert0 + c.experts - 1, n.p.n_expert);
-      } else if (n.in.size() > 8 && c.tp_rank != 0) {
-        n.in[8] = none; // the down bias: added once, by the first rank, before the sum
+        n.p.zero_elsewhere = c.expert0 != 0; // (the identity experts: added by the first)
+      } else {
+        if (n.in.size() > 8 && c.tp_rank != 0)
+          n.in[8] = none; // the down bias: added once, by the first rank, before the sum
+        n.p.zero_elsewhere = c.tp_rank != 0;
       }
       then_all_reduce(n);
       continue;

@@ -7,7 +7,8 @@
 // the chosen experts' weights, and an expert chosen by n tokens streams its weights once for all n.
 // At decode sizes (at most two (token, choice) pairs per thread) the chosen experts run side
 // by side, one thread each; larger steps split each expert's matmuls over the threads.
-// Expert ids are checked (an id outside [0, E) is an error). Temporaries come from the
+// Expert ids are checked (an id outside [0, E) is an error, but for the zero-computation
+// experts past them, which add their weight times x). Temporaries come from the
 // executor's scratch: gathered rows [T * k, C], hidden [T * k, F] (twice without a fused
 // matmul_swiglu), down output [T * k, C], and the grouping (T k ints, 2 (E + 1) counters).
 #include <algorithm>
@@ -128,9 +129,9 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < k; ++j) {
       const int32_t id = ids.row<int32_t>(t)[j];
-      if (id < 0 || id >= all)
+      if (id < 0 || id >= all + a.p.zero_experts)
         return make_error(errc::invalid_argument, "moe: token {} chose expert {} of {}", t, id,
-                          all);
+                          all + a.p.zero_experts);
       if (id >= e0 && id < e0 + E) ++start[id - e0 + 1];
     }
   for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
@@ -219,6 +220,17 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
       const float* y = yg.row<float>(i);
       for (int64_t cc = 0; cc < C; ++cc) out[cc] += w * y[cc];
     }
+  // the zero-computation experts (ids past the real ones): each its weight times x, added by
+  // one shard of a summed split
+  if (a.p.zero_experts > 0 && !a.p.zero_elsewhere)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        if (ids.row<int32_t>(t)[j] < all) continue;
+        const float w = wts.row<float>(t)[j];
+        const float* xr = x.row<float>(t);
+        float* out = a.dst.row<float>(t);
+        for (int64_t cc = 0; cc < C; ++cc) out[cc] += w * xr[cc];
+      }
   return {};
 }
 

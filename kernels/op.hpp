@@ -112,7 +112,10 @@
 //                    are ungated, h = relu(up x)^2 (Nemotron-H's; src3 is W_up again, unread);
 //                    with p.moe_gelu h = gelu_tanh(g) u (Gemma 4's GeGLU experts). An optional
 //                    src9 f32 [E_all] scales each choice's weight by its expert's (by the
-//                    global id; Gemma 4's per_expert_scale).
+//                    global id; Gemma 4's per_expert_scale). With p.zero_experts Z > 0 the ids
+//                    [E_all, E_all + Z) are zero-computation experts, each adding its weight
+//                    times x (LongCat-Flash's), unless p.zero_elsewhere (another shard of a
+//                    summed split adds them).
 //                    With expert parallelism
 //                    the weights hold experts p.expert0 .. p.expert0 + E - 1 of p.n_expert:
 //                    choices of other experts add nothing here (another shard adds them)
@@ -318,6 +321,8 @@ struct op_params {
   bool moe_gelu = false;  // moe: GeGLU experts, down(gelu_tanh(gate x) up x)
   bool moe_clamp = false; // moe with swiglu_limit: silu(min(g, L)) clamp(u, -L, L) (DeepSeek-V4)
   bool moe_clamp_after = false; // and min(silu(g), L) clamp(u, -L, L) instead (Step 3.7, Ling 3)
+  int zero_experts = 0;         // moe: ids [all, all + this) are identity experts (LongCat)
+  bool zero_elsewhere = false;  // moe: another shard of the sum adds the identity experts' part
   bool router_sqrt_softplus = false;  // moe_router: scores sqrt(softplus(logits)) (DeepSeek-V4)
   bool router_sparsemixer = false;    // moe_router: PhiMoE's sparsemixer (p.k = 2)
   bool router_bias_on_logits = false; // moe_router: the choice by logits + bias (Kolibri)

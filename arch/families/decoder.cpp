@@ -32,6 +32,7 @@ status decoder::build() {
   TROUPE_TRY(make_act());
   if (c_.hc_mult > 0) return build_hc();
   if (c_.altup > 0) return build_altup();
+  if (c_.shortcut_moe) return build_shortcut();
   TROUPE_TRY_ASSIGN(x0, embed());
   vid x = x0;
   g_.residual.push_back(x);
@@ -47,6 +48,24 @@ status decoder::build() {
       TROUPE_TRY_ASSIGN(s, req(n_.layer_scalar, l, {1}));
       x = b.mul(x, s, "layer_scaled");
     }
+    g_.residual.push_back(x);
+  }
+  return head(x);
+}
+
+status decoder::build_shortcut() {
+  // the stream and the experts' output carried beside it, one value [T, 2 C]: the even layers
+  // put their experts' there, the odd ones add it (and pass it on; the next even layer replaces
+  // it)
+  TROUPE_TRY_ASSIGN(e, embed());
+  builder b0(g_, -1);
+  vid x = b0.op(op::concat, {e, b0.scale(e, 0.0f, "shortcut_none")}, "shortcut_streams");
+  g_.residual.push_back(x);
+  for (int l = 0; l < g_.n_layer; ++l) {
+    builder b(g_, l);
+    carried_ = l % 2 ? stream_of(b, x, 1, "shortcut_in") : none;
+    TROUPE_TRY_ASSIGN(y, layer(l, stream_of(b, x, 0, "stream_in")));
+    x = b.op(op::concat, {y, l % 2 ? carried_ : shortcut_}, "shortcut_streams");
     g_.residual.push_back(x);
   }
   return head(x);
@@ -429,9 +448,10 @@ std::vector<std::string> decoder::expert_tensors(const std::string& pattern, int
 expected<vid> decoder::moe(int l, vid h, vid router_in) {
   builder b(g_, l);
   const int64_t C = c_.C, E = c_.n_expert, F = c_.F_expert;
+  const int64_t routed = E + c_.zero_experts; // (LongCat's identity experts: router rows past E)
   if (n_.moe_router.empty() || (n_.moe_gate.empty() && n_.moe_gate_up.empty() && !c_.expert_relu2))
     return make_error(errc::internal, "{}: the family names no expert tensors", m_.path);
-  TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {E, C}));
+  TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {routed, C}));
   auto stack = [&](const std::string& pattern, std::vector<int64_t> each, cut cu) {
     // "experts.*.w1" for per-expert tensors (built, not replace()d: GCC 12 warns falsely
     // of an overlapping memcpy inside basic_string::replace here, -Wrestrict)
@@ -487,15 +507,16 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
   s.jitter = static_cast<float>(c_.router_jitter);
   s.clamp = c_.swiglu_clamp;
   s.clamp_after = c_.swiglu_after_act;
+  s.zero_experts = c_.zero_experts;
   const bool hashed =
       l < static_cast<int>(c_.hash_layers.size()) && c_.hash_layers[static_cast<size_t>(l)];
   if (hashed) TROUPE_TRY_SET(s.hash, req(n_.moe_hash, l, {c_.V, c_.n_expert_used}));
   if (!n_.moe_expert_scale.empty())
     TROUPE_TRY_SET(s.expert_scales, req(n_.moe_expert_scale, l, {E}));
   vid rb = none;
-  if (c_.router_bias && !hashed) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {E}));
+  if (c_.router_bias && !hashed) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {routed}));
   moe_biases mb;
-  if (c_.router_linear_bias) TROUPE_TRY_SET(mb.router, req(n_.moe_router_b, l, {E}));
+  if (c_.router_linear_bias) TROUPE_TRY_SET(mb.router, req(n_.moe_router_b, l, {routed}));
   if (c_.expert_bias) {
     // stacked like the matrices (value::groups): TP takes each expert's slice of the gate and
     // up biases; the down bias is whole on every rank (the first adds it), EP cuts experts
@@ -674,10 +695,13 @@ expected<vid> decoder::layer(int l, vid x) {
   } else {
     TROUPE_TRY_ASSIGN(h2, norm(x, l, ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
     TROUPE_TRY_SET(f, ffn(l, h2));
+    if (c_.shortcut_moe && l % 2 == 0) TROUPE_TRY_SET(shortcut_, moe(l, h2)); // (LongCat)
   }
   if (c_.norms == norm_place::sandwich || (c_.post_moe_norm && c_.layer_moe(l)))
     TROUPE_TRY_SET(f, norm(f, l, n_.post_ffn_norm, "", C, c_.norm, "ffn_post_norm"));
-  return b.add(x, scaled(f, "ffn_scaled"), "ffn_residual");
+  const vid out = b.add(x, scaled(f, "ffn_scaled"), "ffn_residual");
+  if (c_.shortcut_moe && l % 2) return b.add(out, carried_, "shortcut_residual");
+  return out;
 }
 
 status decoder::head(vid x) {
@@ -691,6 +715,7 @@ status decoder::head(vid x) {
     rows = hm.in;
   }
   if (c_.altup > 0) TROUPE_TRY_SET(rows, altup_collapse(rows));
+  if (c_.shortcut_moe) rows = stream_of(b, rows, 0, "rows_stream");
   TROUPE_TRY_ASSIGN(hn, norm(rows, L, n_.out_norm, n_.out_norm_b, C, c_.norm, "output_norm"));
   vid out_w = tok_;
   if (!c_.tie_embeddings) {

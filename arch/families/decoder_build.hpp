@@ -236,6 +236,11 @@ class decoder {
   // x with its RMS matched to that of the rows whose sums of squares are `target_ss` [T, 1]
   expected<vid> rms_matched(builder& b, vid x, vid target_ss, const std::string& what);
 
+  // LongCat-Flash (model_config::shortcut_moe): the stream and the even layers' experts'
+  // output carried beside it ([T, 2 C]); layer() sets shortcut_ on an even layer and adds
+  // carried_ on an odd one
+  status build_shortcut();
+
   status head(vid x);
 
   const model_source& m_;
@@ -246,6 +251,7 @@ class decoder {
   vid tok_ = none;
   vid ple_norm_ = none; // the per-layer embeddings' projection norm, shared by the layers
   vid dsa_sel_ = none;  // the last sparse-attention selection (GLM-5's shared layers reuse it)
+  vid shortcut_ = none, carried_ = none; // LongCat: the experts' output made, and read
   std::shared_ptr<kernels::ew_program> act_expr_;
   std::shared_ptr<kernels::ew_program> clamp_expr_; // DeepSeek-V4's shared expert's activation
   std::vector<std::shared_ptr<kernels::ew_program>> layer_act_; // per layer, when named

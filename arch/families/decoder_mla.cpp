@@ -93,6 +93,8 @@ expected<vid> decoder::mla(int l, vid h) {
   if (own) {
     TROUPE_TRY_ASSIGN(cv, norm(b.linear(h, wc, none, "kv_latent"), l, n_.mla_kv_a_norm, "", kvl,
                                norm_kind::rms, "kv_latent_norm"));
+    if (c_.latent_scale != 1) // (LongCat's kv LoRA scaling: keys' nope part and values alike)
+      cv = b.scale(cv, static_cast<float>(c_.latent_scale), "kv_latent_scaled");
     kf = b.view(cv, {1, kvl}, "kv_latent_head");
   }
   kernels::op_params t;

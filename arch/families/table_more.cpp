@@ -38,6 +38,24 @@ std::vector<family_entry> more_families() {
            "hidden_act": "silu", "tie_word_embeddings": false, "sliding_window": 512,
            "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
            "shared_expert_intermediate_size": 512, "moe_routed_scaling_factor": 1.0})"},
+      // Meituan's LongCat-Flash: two latent-attention + MLP sublayers per layer and a mixture of
+      // experts (with zero-computation experts) carried from the first to the end of the second
+      {"longcat_flash",
+       {"LongcatFlashForCausalLM"},
+       {},
+       read_longcat_flash_hf,
+       nullptr,
+       build_longcat_flash,
+       prepare_longcat_flash_hf,
+       R"({"vocab_size": 131072, "hidden_size": 6144, "num_attention_heads": 64,
+           "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "ffn_hidden_size": 12288,
+           "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+           "qk_rope_head_dim": 64, "v_head_dim": 128, "moe_topk": 12, "n_routed_experts": 512,
+           "zero_expert_num": 256, "expert_ffn_hidden_size": 2048,
+           "routed_scaling_factor": 6.0})",
+       R"({"num_local_experts": "n_routed_experts", "num_experts_per_tok": "moe_topk",
+           "intermediate_size": "ffn_hidden_size",
+           "moe_intermediate_size": "expert_ffn_hidden_size"})"},
       // inclusionAI's Ling 3: Kimi-Linear's KDA / latent attention hybrid with full-rank KDA
       // gates, a gate per MLA head and SwiGLU clipped per layer
       {"bailing_hybrid",

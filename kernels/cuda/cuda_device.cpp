@@ -375,10 +375,11 @@ void register_cuda_kernels(registry& r) {
         // one weight format for the three stacked matrices (launch_moe reads them alike)
         // (ungated relu^2 experts, Nemotron-H's, GeGLU experts and per-expert scales, Gemma
         // 4's: not in launch_moe)
-        return !a.p.moe_relu2 && !a.p.moe_gelu && !a.p.moe_clamp && !a.src[9].data &&
-               a.src[0].type == dtype::f32 && cuda::matmul_weight_ok(a.src[3].type) &&
-               a.src[4].type == a.src[3].type && a.src[5].type == a.src[3].type &&
-               moe_biases_ok(a) && contig(a);
+        // (nor LongCat's zero-computation experts)
+        return !a.p.moe_relu2 && !a.p.moe_gelu && !a.p.moe_clamp && !a.p.zero_experts &&
+               !a.src[9].data && a.src[0].type == dtype::f32 &&
+               cuda::matmul_weight_ok(a.src[3].type) && a.src[4].type == a.src[3].type &&
+               a.src[5].type == a.src[3].type && moe_biases_ok(a) && contig(a);
       },
       cuda::launch_moe);
 }

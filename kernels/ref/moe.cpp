@@ -2,8 +2,8 @@
 // token and each of its k choices, the chosen expert's SwiGLU FFN (optionally with biases and
 // GPT-OSS's clamped activation; or ungated, relu(up x)^2: Nemotron-H), weighted and summed. The
 // experts' rows are dequantized to f32 and every dot product accumulated in f64. An expert id
-// outside [0, E) is an error; with expert parallelism the weights hold experts
-// p.expert0 .. and the others' choices are skipped.
+// outside [0, E) (and the zero-computation experts past it) is an error; with expert parallelism
+// the weights hold experts p.expert0 .. and the others' choices are skipped.
 #include <algorithm>
 #include <cmath>
 
@@ -38,9 +38,15 @@ status moe(const op_args& a, const exec_ctx&) {
     std::vector<double> out(static_cast<size_t>(C), 0.0);
     for (int64_t j = 0; j < k; ++j) {
       const int64_t id = ids.row<int32_t>(t)[j], all = a.p.n_expert > 0 ? a.p.n_expert : E;
-      if (id < 0 || id >= all)
+      if (id < 0 || id >= all + a.p.zero_experts)
         return make_error(errc::invalid_argument, "moe: token {} chose expert {} of {}", t, id,
-                          all);
+                          all + a.p.zero_experts);
+      if (id >= all) { // a zero-computation expert: its weight times x (one shard adds it)
+        if (!a.p.zero_elsewhere)
+          for (int64_t c = 0; c < C; ++c)
+            out[static_cast<size_t>(c)] += wts.row<float>(t)[j] * xin[static_cast<size_t>(c)];
+        continue;
+      }
       const int64_t e = id - a.p.expert0;
       if (e < 0 || e >= E) continue; // another shard's expert
       if (!a.p.moe_relu2) rows_times(wg, e * F, F, xin, g);

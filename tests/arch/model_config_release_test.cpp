@@ -633,7 +633,14 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"bailing_hybrid", "attention_bias", true, "attention_bias"},
       {"bailing_hybrid", "hidden_act", "gelu", "hidden_act"},
       {"bailing_hybrid", "layer_types", json::parse(R"(["linear_attention", "sliding"])"),
-       "layer_types"}};
+       "layer_types"},
+      {"longcat_flash", "zero_expert_type", "zero", "zero_expert_type"},
+      {"longcat_flash", "mla_scale_kv_lora", false, "mla_scale_kv_lora"},
+      {"longcat_flash", "attention_method", "GQA", "attention_method"},
+      {"longcat_flash", "norm_topk_prob", true, "norm_topk_prob"},
+      {"longcat_flash", "num_hidden_layers", 3, "num_hidden_layers"},
+      {"longcat_flash", "q_lora_rank", 0, "q_lora_rank"},
+      {"longcat_flash", "attention_bias", true, "attention_bias"}};
   for (const change& ch : changes) {
     json j =
         test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));

@@ -228,7 +228,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "aria",
                            "laguna",
                            "laguna_m",
-                           "bailing_hybrid"}) {
+                           "bailing_hybrid",
+                           "longcat_flash"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

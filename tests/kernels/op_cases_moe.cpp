@@ -119,6 +119,34 @@ void moe_cases(std::vector<op_case>& out_cases) {
       c.p.moe_clamp_after = true;
       out_cases.push_back(std::move(c));
     }
+  // LongCat-Flash's zero-computation experts: ids past the E real ones add their weight times x
+  // (some tokens choosing only those), or nothing where another shard adds them
+  for (dtype w : {dtype::f32, dtype::bf16, dtype::q8_0})
+    for (auto [T, E, Z, k] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 6, 3, 3},
+                              {2, 4, 4, 3},
+                              {17, 6, 3, 3}})
+      for (bool elsewhere : {false, true}) {
+        const int64_t C = 64, F = 96;
+        op_case c;
+        c.name = fmt::format("moe(T={},C={},F={},E={},k={},W={},zero_experts={}{})", T, C, F, E, k,
+                             name(w), Z, elsewhere ? ",elsewhere" : "");
+        gen g(c.name);
+        c.kind = op::moe;
+        const std::vector<int32_t> ids = choose_experts(g, T, k, static_cast<int32_t>(E + Z));
+        c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)),
+                 from_ints({T, k}, ids),
+                 from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
+                 from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),
+                 from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),
+                 from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f))};
+        c.dst = out(dtype::f32, {T, C});
+        c.p.zero_experts = static_cast<int>(Z);
+        c.p.zero_elsewhere = elsewhere;
+        c.tol = tol_for(w);
+        if (is_quantized(w)) c.tol.max_abs = 1.5e-1;
+        c.flops = 6.0 * T * k * C * F;
+        out_cases.push_back(std::move(c));
+      }
   // Nemotron-H's ungated experts: down(relu(up x)^2), the up weights in both gate and up slots
   for (dtype w : {dtype::f32, dtype::bf16, dtype::q8_0})
     for (auto [T, E, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 2}, {21, 6, 3}}) {
