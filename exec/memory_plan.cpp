@@ -40,17 +40,6 @@ int64_t weight_bytes(const value& v, dtype type) {
   return rows * row_bytes(v.dims.size() == 1 ? dtype::f32 : type, v.dims.back());
 }
 
-// What identifies a weight's bytes: its tensor, the rows and columns taken (a tied lm_head
-// reads the embedding's)
-std::string identity(const value& v) {
-  if (v.w.constant) return {};
-  std::string key = v.w.name;
-  for (const auto& p : v.w.parts) key.append(1, '+').append(p);
-  for (auto [a, n] : v.w.segments) key += fmt::format("|{}:{}", a, n);
-  key += fmt::format("|{}:{}", v.w.col0, v.w.cols);
-  return key;
-}
-
 shard_memory measure_shard(const graph::graph& g, const memory_options& o) {
   shard_memory sm;
   std::vector<char> read(g.values.size(), 0), kv(g.values.size(), 0);
@@ -85,7 +74,7 @@ shard_memory measure_shard(const graph::graph& g, const memory_options& o) {
     if (kv[i]) sm.kv_bytes_per_token += row_bytes(o.kv_dtype, v.row_elems());
     if (rec[i]) sm.state_bytes_per_seq += v.row_elems() * static_cast<int64_t>(sizeof(float));
     if (!read[i] || v.kind != value_kind::weight || v.empty) continue;
-    const std::string key = identity(v);
+    const std::string key = graph::weight_identity(v);
     if (!key.empty() && !held.insert(key).second) continue; // one copy of a shared tensor
     sm.weight_bytes += weight_bytes(v, quantized[i] ? o.quantize : v.type);
   }
@@ -157,7 +146,7 @@ expected<int64_t> count_parameters(const model_source& m) {
     const value& v = g.values[i];
     if (!read[i] || v.kind != value_kind::weight || v.empty || v.w.constant) continue;
     if (v.type == dtype::i32) continue; // a table (DeepSeek-V4's hash routing), not parameters
-    if (!held.insert(identity(v)).second) continue;
+    if (!held.insert(graph::weight_identity(v)).second) continue;
     int64_t n = 1;
     for (int64_t d : v.dims) n *= d;
     total += n;

@@ -93,8 +93,7 @@ expected<quantized_weights> quantize_weights(const model_source& m, graph::graph
     const auto r = only_matmuls.find(v.data);
     if (r == only_matmuls.end() || !r->second) continue;
     const auto key = std::pair{static_cast<const void*>(v.data), v.nbytes()};
-    if (auto d = done.find(key); d != done.end()) { // a tensor two values read (tied tables)
-      w.resident_bytes -= v.nbytes() - d->second.nbytes();
+    if (auto d = done.find(key); d != done.end()) { // bytes two values read, counted once
       v = d->second;
       g.values[i].type = to;
       continue;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "core/convert.hpp"
 
@@ -212,11 +213,18 @@ expected<loaded_weights> load_weights(const model_source& m, const graph::graph&
     for (graph::vid v : n.in)
       if (v != graph::none) used[static_cast<size_t>(v)] = 1;
   loader ld(m, out);
+  std::map<std::string, tensor_view> loaded; // by weight_identity: one copy of the same bytes
   for (size_t i = 0; i < g.values.size(); ++i) {
     const value& v = g.values[i];
     if (!used[i] || v.kind != graph::value_kind::weight || v.empty) continue;
+    const std::string key = graph::weight_identity(v);
+    if (auto it = loaded.find(key); !key.empty() && it != loaded.end()) {
+      out.views[i] = it->second;
+      continue;
+    }
     TROUPE_TRY_ASSIGN(t, ld.load(v));
     out.views[i] = t;
+    if (!key.empty()) loaded.emplace(key, t);
   }
   return out;
 }

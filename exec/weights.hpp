@@ -2,8 +2,10 @@
 // resolved against the checkpoint. Whole tensors and row slices are zero-copy views of the
 // mapped file; column slices (the inputs of a cut-by-input-features weight), rows gathered
 // from fused tensors, transposed weights (GPT-2's Conv1D) and norms or biases stored in 16
-// bits are copied into owned buffers. `resident_bytes` counts what the shard reads when it
-// runs (views and copies), which TP x PP divides. Host memory (a device backend uploads).
+// bits are copied into owned buffers. Values that take the same bytes of the same tensor
+// (graph::weight_identity: a weight-shared block read by several layers) share one view and one
+// copy. `resident_bytes` counts what the shard reads when it runs (views and copies, each
+// once), which TP x PP divides. Host memory (a device backend uploads).
 // Tests: tests/exec/executor_test.cpp
 #pragma once
 

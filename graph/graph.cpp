@@ -130,6 +130,15 @@ std::string_view to_string(input_kind k) {
   return "?";
 }
 
+std::string weight_identity(const value& v) {
+  if (v.w.constant) return {};
+  std::string key = v.w.name;
+  for (const auto& p : v.w.parts) key.append(1, '+').append(p);
+  for (auto [a, n] : v.w.segments) key += fmt::format("|{}:{}", a, n);
+  key += fmt::format("|{}:{}|{}|{}", v.w.col0, v.w.cols, v.w.transposed ? "t" : "", v.w.add);
+  return key;
+}
+
 std::string describe(const value& v) {
   std::string d;
   switch (v.r) {

@@ -177,6 +177,11 @@ class graph {
 
 /// "f32[T, 4, 16]", "q8_0[512, 64]".
 std::string describe(const value& v);
+/// What identifies a weight's bytes as loaded: its tensor (or stacked parts), the rows and
+/// columns taken, a transpose, an added constant. Two values of one identity hold the same
+/// bytes (a layer's weights read twice, a weight-shared block): loaded and counted once. Empty
+/// for a constant.
+std::string weight_identity(const value& v);
 std::string_view to_string(input_kind k);
 
 } // namespace troupe::graph

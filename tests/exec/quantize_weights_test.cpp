@@ -208,3 +208,49 @@ TEST(QuantizeAtLoad, RowsLaidOutAreDroppedAndNotRead) {
   EXPECT_LE(diff, 2e-2 * scale);
   EXPECT_EQ(a.tokens, b.tokens);
 }
+
+// Two values that take the same bytes of one tensor (a weight-shared block read by two layers)
+// share one load: one owned copy of a column slice, counted once, and a quantized copy made
+// once for both.
+TEST(LoadWeights, ValuesOfOneTensorShareOneCopy) {
+  auto m = open(test::model_path("stories260K/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  auto g = arch::build_graph(*m);
+  ASSERT_TRUE(g) << g.error().to_string();
+  ASSERT_TRUE(graph::infer_shapes(*g));
+  graph::vid up = graph::none;
+  for (size_t i = 0; i < g->values.size(); ++i)
+    if (g->values[i].w.name == "blk.0.ffn_up.weight") up = static_cast<graph::vid>(i);
+  ASSERT_NE(up, graph::none);
+  // columns [0, 32) of it: a copy the loader owns (a row-parallel TP cut takes such slices)
+  graph::value& v = g->values[static_cast<size_t>(up)];
+  ASSERT_EQ(v.dims.size(), 2u);
+  v.w.cols = 32;
+  v.dims[1] = 32;
+  graph::graph g0 = *g; // (as it is, to quantize apart)
+  auto alone = exec::load_weights(*m, g0);
+  ASSERT_TRUE(alone) << alone.error().to_string();
+  graph::value again = v;
+  again.name += ".again";
+  const graph::vid twin = g->add_value(std::move(again));
+  graph::node n = g->nodes.back(); // (a reader of the twin: load_weights loads what is read)
+  n.in = {twin};
+  g->nodes.push_back(n);
+  auto both = exec::load_weights(*m, *g);
+  ASSERT_TRUE(both) << both.error().to_string();
+  const auto& a = both->views[static_cast<size_t>(up)];
+  const auto& b = both->views[static_cast<size_t>(twin)];
+  ASSERT_NE(a.data, nullptr);
+  EXPECT_EQ(a.data, b.data);
+  EXPECT_EQ(a.nbytes(), v.dims[0] * 32 * 4);
+  EXPECT_EQ(both->owned.size(), alone->owned.size());
+  EXPECT_EQ(both->resident_bytes, alone->resident_bytes);
+  // quantized once, for both
+  auto qa = exec::quantize_weights(*m, g0, *alone, dtype::q8_0);
+  auto qb = exec::quantize_weights(*m, *g, *both, dtype::q8_0);
+  ASSERT_TRUE(qa && qb);
+  EXPECT_EQ(both->views[static_cast<size_t>(up)].data, both->views[static_cast<size_t>(twin)].data);
+  EXPECT_EQ(both->views[static_cast<size_t>(twin)].type, dtype::q8_0);
+  EXPECT_EQ(qb->matrices, qa->matrices);
+  EXPECT_EQ(both->resident_bytes, alone->resident_bytes);
+}
