@@ -108,6 +108,11 @@ bool model_config::layer_moe(int64_t layer) const {
   return layer >= 0 && layer < static_cast<int64_t>(moe_layers.size()) && moe_layers[layer];
 }
 
+int64_t model_config::layer_weights(int64_t layer) const {
+  if (layer < 0 || layer >= static_cast<int64_t>(weight_layer.size())) return layer;
+  return weight_layer[static_cast<size_t>(layer)];
+}
+
 int64_t model_config::layer_kv_source(int64_t layer) const {
   if (layer < 0 || layer >= static_cast<int64_t>(kv_source.size())) return layer;
   return kv_source[static_cast<size_t>(layer)];
@@ -309,28 +314,31 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                          : m.residual == residual_kind::parallel ? 1
                                                                  : 2) *
                         norm_w;
+  if (m.cycle_layers > 0) total += C; // HRM-Text: the low stream's initial value
   for (int64_t l = 0; l < m.n_layer; ++l)
-    total += (!m.layer_has_mixer(l) ? 0
-              : m.layer_linear(l)   ? linear
-                                    : attention(l)) +
-             (m.layer_scalar ? 1 : 0) +
-             (m.ssm_parallel ? linear : 0) + // Falcon-H1: the mixer beside the attention
-             (!m.layer_has_ffn(l) ? 0
-              : m.layer_moe(l)    ? experts
-                                  : dense(l)) +
-             (m.ple_dim > 0 ? 2 * C * m.ple_dim + C : 0) + // a layer's gate, projection, norm
-             // Gemma 3n: AltUp's router norm and router, prediction and correction coefficients,
-             // output scale; Laurel's two projections and norm
-             (N > 0 ? C + N * C + N * N * N + N * N + C : 0) +
-             (m.laurel_rank > 0 ? 2 * C * m.laurel_rank + C : 0) +
-             // GLM-5.3, HY-V4: the hyper-connections' fn, base, scale (HY-V4's pre and post only)
-             (m.hc_mult > 0
-                  ? 2 * (m.hc_independent ? 2 * m.hc_mult * (m.hc_mult * C + 1) + 2
-                                          : m.hc_mult * (m.hc_mult + 2) * (m.hc_mult * C + 1) + 3)
-                  : 0) +
-             (m.layer_has_ffn(l) && m.layer_has_mixer(l) ? norms : norms / 2) + // one norm a block
-             (m.post_moe_norm && m.layer_has_ffn(l) && m.layer_moe(l) ? norm_w : 0) +
-             (m.shortcut_moe && l % 2 == 0 ? experts : 0); // (LongCat's, beside the MLP)
+    if (m.layer_weights(l) == l) // (a layer reading another's weights adds none)
+      total +=
+          (!m.layer_has_mixer(l) ? 0
+           : m.layer_linear(l)   ? linear
+                                 : attention(l)) +
+          (m.layer_scalar ? 1 : 0) +
+          (m.ssm_parallel ? linear : 0) + // Falcon-H1: the mixer beside the attention
+          (!m.layer_has_ffn(l) ? 0
+           : m.layer_moe(l)    ? experts
+                               : dense(l)) +
+          (m.ple_dim > 0 ? 2 * C * m.ple_dim + C : 0) + // a layer's gate, projection, norm
+          // Gemma 3n: AltUp's router norm and router, prediction and correction coefficients,
+          // output scale; Laurel's two projections and norm
+          (N > 0 ? C + N * C + N * N * N + N * N + C : 0) +
+          (m.laurel_rank > 0 ? 2 * C * m.laurel_rank + C : 0) +
+          // GLM-5.3, HY-V4: the hyper-connections' fn, base, scale (HY-V4's pre and post only)
+          (m.hc_mult > 0
+               ? 2 * (m.hc_independent ? 2 * m.hc_mult * (m.hc_mult * C + 1) + 2
+                                       : m.hc_mult * (m.hc_mult + 2) * (m.hc_mult * C + 1) + 3)
+               : 0) +
+          (m.layer_has_ffn(l) && m.layer_has_mixer(l) ? norms : norms / 2) + // one norm a block
+          (m.post_moe_norm && m.layer_has_ffn(l) && m.layer_moe(l) ? norm_w : 0) +
+          (m.shortcut_moe && l % 2 == 0 ? experts : 0); // (LongCat's, beside the MLP)
   return total;
 }
 
@@ -434,6 +442,20 @@ status model_config::validate() const {
       return bad(
           fmt::format("{} per-layer expert flags for {} layers", moe_layers.size(), n_layer));
   }
+  if (!weight_layer.empty()) {
+    if (static_cast<int64_t>(weight_layer.size()) != n_layer)
+      return bad(
+          fmt::format("{} per-layer weight sources for {} layers", weight_layer.size(), n_layer));
+    for (int64_t l = 0; l < n_layer; ++l) {
+      const int64_t s = weight_layer[static_cast<size_t>(l)];
+      if (s < 0 || s > l || layer_weights(s) != s)
+        return bad(fmt::format("layer {} reads the weights of layer {}", l, s));
+    }
+  }
+  if (cycle_layers < 0 || cycles_low < 0 ||
+      (cycle_layers > 0 && n_layer % (cycle_layers * (cycles_low + 1)) != 0))
+    return bad(fmt::format("{} layers are not rounds of {} passes of {} layers", n_layer,
+                           cycles_low + 1, cycle_layers));
   if (shortcut_moe && (n_expert <= 0 || n_layer % 2))
     return bad(fmt::format("the experts' shortcut pairs layers: {} layers, {} experts", n_layer,
                            n_expert));

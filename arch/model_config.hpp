@@ -344,10 +344,21 @@ struct model_config {
   bool shortcut_moe = false;
   int64_t zero_experts = 0;
   double latent_scale = 1;
+  // weight_layer: per layer, the layer whose weights it reads (itself, or an earlier one: a
+  // weight-shared block run again; the tensors named by that layer's index; empty: its own).
+  // HRM-Text (cycle_layers > 0): a low and a high stream; its two weight-shared stacks of
+  // cycle_layers layers run in rounds of cycles_low passes of the L stack (over low + high, into
+  // low) then one of the H stack (over high + low, into high), each pass closed by a weightless
+  // RMS norm; the head reads the high stream
+  std::vector<int32_t> weight_layer;
+  int64_t cycle_layers = 0, cycles_low = 0;
   /// Values per token a pipeline stage passes on: C, or hc_mult (altup) streams of C, or the
   /// stream and LongCat's carried experts' output.
   int64_t residual_width() const {
-    return hc_mult > 0 ? hc_mult * C : altup > 0 ? altup * C : shortcut_moe ? 2 * C : C;
+    return hc_mult > 0                        ? hc_mult * C
+           : altup > 0                        ? altup * C
+           : shortcut_moe || cycle_layers > 0 ? 2 * C
+                                              : C;
   }
   /// Whether `layer`'s compressed entries overlap and its indexer picks among them (V4's CSA).
   bool layer_compress_sparse(int64_t layer) const {
@@ -405,6 +416,8 @@ struct model_config {
   }
   /// The layer whose KV cache `layer` attends over (itself unless kv_source says otherwise).
   int64_t layer_kv_source(int64_t layer) const;
+  /// The layer whose weights `layer` reads (weight_layer; itself by default).
+  int64_t layer_weights(int64_t layer) const;
   /// The earliest layer whose work (besides the residual stream) `layer` reads: an earlier
   /// layer's KV cache (kv_source) or sparse-attention selection (dsa_source), else itself. A
   /// pipeline stage may start at layer b only if no layer from b on reads one before b.

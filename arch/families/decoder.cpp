@@ -33,6 +33,7 @@ status decoder::build() {
   if (c_.hc_mult > 0) return build_hc();
   if (c_.altup > 0) return build_altup();
   if (c_.shortcut_moe) return build_shortcut();
+  if (c_.cycle_layers > 0) return build_cycles();
   TROUPE_TRY_ASSIGN(x0, embed());
   vid x = x0;
   g_.residual.push_back(x);
@@ -66,6 +67,35 @@ status decoder::build_shortcut() {
     carried_ = l % 2 ? stream_of(b, x, 1, "shortcut_in") : none;
     TROUPE_TRY_ASSIGN(y, layer(l, stream_of(b, x, 0, "stream_in")));
     x = b.op(op::concat, {y, l % 2 ? carried_ : shortcut_}, "shortcut_streams");
+    g_.residual.push_back(x);
+  }
+  return head(x);
+}
+
+status decoder::build_cycles() {
+  // (low, high) at a pass's bounds; within a pass, (the pass's stream, the stream it leaves
+  // alone), so a pipeline may cut anywhere
+  const int64_t C = c_.C, per = c_.cycle_layers, round = per * (c_.cycles_low + 1);
+  TROUPE_TRY_ASSIGN(e, embed());
+  builder b0(g_, -1);
+  TROUPE_TRY_ASSIGN(z, req(n_.cycle_init, -1, {1, C})); // (added to every row)
+  const vid low = b0.add(b0.scale(e, 0.0f, "cycle_none"), z, "cycle_low");
+  vid x = b0.op(op::concat, {low, e}, "cycle_streams");
+  g_.residual.push_back(x);
+  for (int l = 0; l < g_.n_layer; ++l) {
+    builder b(g_, l);
+    const bool high = (l % round) / per == c_.cycles_low, first = l % per == 0,
+               last = l % per == per - 1;
+    const vid s0 = stream_of(b, x, 0, "stream_0"), s1 = stream_of(b, x, 1, "stream_1");
+    // a pass's first layer: over low + high (the H stack's: high + low), leaving the other
+    const vid in = first ? (high ? b.add(s1, s0, "cycle_in") : b.add(s0, s1, "cycle_in")) : s0;
+    const vid other = first && high ? s0 : s1;
+    TROUPE_TRY_ASSIGN(y0, layer(l, in));
+    vid y = y0;
+    // the pass closed by its stack's weightless norm (the last one's is the head's)
+    if (last && l < g_.n_layer - 1)
+      TROUPE_TRY_SET(y, norm(y, l, "", "", C, norm_kind::rms, "cycle_norm"));
+    x = b.op(op::concat, {last && high ? other : y, last && high ? y : other}, "cycle_streams");
     g_.residual.push_back(x);
   }
   return head(x);
@@ -716,6 +746,7 @@ status decoder::head(vid x) {
   }
   if (c_.altup > 0) TROUPE_TRY_SET(rows, altup_collapse(rows));
   if (c_.shortcut_moe) rows = stream_of(b, rows, 0, "rows_stream");
+  if (c_.cycle_layers > 0) rows = stream_of(b, rows, 1, "rows_high"); // (HRM-Text)
   TROUPE_TRY_ASSIGN(hn, norm(rows, L, n_.out_norm, n_.out_norm_b, C, c_.norm, "output_norm"));
   vid out_w = tok_;
   if (!c_.tie_embeddings) {

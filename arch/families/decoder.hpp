@@ -111,7 +111,8 @@ struct decoder_names {
   std::string moe_hash;
   // GLM-5.3's pooled indexer: the pools' gate projection [Di, C] and their ape [pool, Di]
   std::string dsa_pool_gate, dsa_pool_ape;
-  std::string mla_gate; // HY-V4: the values' gate [H v_head, C]
+  std::string mla_gate;   // HY-V4: the values' gate [H v_head, C]
+  std::string cycle_init; // HRM-Text: the low stream's initial value [C]
   // Mistral Large 4: the queries' scale and bias per head [H] (and the indexer's [Hi]), the
   // indexer's input LayerNorm (weight, bias [C]), LeRoPE's alpha [qk_rope / 2]
   std::string q_pos_scale, q_pos_bias, dsa_pos_scale, dsa_pos_bias, dsa_q_norm, dsa_q_norm_b;

@@ -55,16 +55,20 @@ class decoder {
       g_[v].empty = true;
       return v;
     }
-    return w_.get(l >= 0 && l < g_.n_layer ? at(name, l) : name, l, std::move(dims), cu, ax, unit,
-                  n_.optional_biases, ref);
+    return w_.get(l >= 0 && l < g_.n_layer ? at(name, weights_of(l)) : name, l, std::move(dims), cu,
+                  ax, unit, n_.optional_biases, ref);
   }
   expected<vid> req(const std::string& name, int l, std::vector<int64_t> dims, cut cu = cut::none,
                     axis ax = axis::none, int64_t unit = 1, weight_ref ref = {}) {
     if (name.empty())
       return make_error(errc::internal, "{}: the family names no tensor here", m_.path);
-    return w_.get(l >= 0 && l < g_.n_layer ? at(name, l) : name, l, std::move(dims), cu, ax, unit,
-                  false, ref);
+    return w_.get(l >= 0 && l < g_.n_layer ? at(name, weights_of(l)) : name, l, std::move(dims), cu,
+                  ax, unit, false, ref);
   }
+
+  // the layer whose weights (by its index in their names) layer l reads: itself, or the first
+  // run of a weight-shared block
+  int weights_of(int l) const { return static_cast<int>(c_.layer_weights(l)); }
 
   // a norm over the last dim of width `C`: its weight (+ norm_add) or ones, its bias or none
   expected<vid> norm(vid x, int l, const std::string& wname, const std::string& bname, int64_t C,
@@ -240,6 +244,9 @@ class decoder {
   // output carried beside it ([T, 2 C]); layer() sets shortcut_ on an even layer and adds
   // carried_ on an odd one
   status build_shortcut();
+  // HRM-Text (model_config::cycle_layers): the low and high streams ([T, 2 C]) through the rounds
+  // of weight-shared passes
+  status build_cycles();
 
   status head(vid x);
 

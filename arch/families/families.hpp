@@ -230,6 +230,10 @@ status build_kolibri(const model_source& m, graph::graph& g);
 /// Mellum (moe.cpp).
 status read_mellum_hf(hf_cfg& j, model_config& c);
 status build_mellum(const model_source& m, graph::graph& g);
+/// Sapient's HRM-Text (hrm_text.cpp).
+status read_hrm_text_hf(hf_cfg& j, model_config& c);
+status prepare_hrm_text_hf(const model_config& c, tensor_index& t);
+status build_hrm_text(const model_source& m, graph::graph& g);
 /// Meituan's LongCat-Flash (longcat_flash.cpp).
 status read_longcat_flash_hf(hf_cfg& j, model_config& c);
 status prepare_longcat_flash_hf(const model_config& c, tensor_index& t);

@@ -38,6 +38,19 @@ std::vector<family_entry> more_families() {
            "hidden_act": "silu", "tie_word_embeddings": false, "sliding_window": 512,
            "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
            "shared_expert_intermediate_size": 512, "moe_routed_scaling_factor": 1.0})"},
+      // Sapient's HRM-Text: two weight-shared Llama stacks run in cycles over a low and a high
+      // stream
+      {"hrm_text",
+       {"HrmTextForCausalLM"},
+       {},
+       read_hrm_text_hf,
+       nullptr,
+       build_hrm_text,
+       prepare_hrm_text_hf,
+       R"({"vocab_size": 151808, "hidden_size": 1536, "intermediate_size": 4096,
+           "num_hidden_layers": 16, "num_attention_heads": 12, "head_dim": 128, "H_cycles": 2,
+           "L_cycles": 3, "prefix_lm": true, "rms_norm_eps": 1e-6, "initializer_range": 0.02})",
+       nullptr},
       // Meituan's LongCat-Flash: two latent-attention + MLP sublayers per layer and a mixture of
       // experts (with zero-computation experts) carried from the first to the end of the second
       {"longcat_flash",

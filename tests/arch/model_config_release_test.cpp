@@ -640,7 +640,11 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"longcat_flash", "norm_topk_prob", true, "norm_topk_prob"},
       {"longcat_flash", "num_hidden_layers", 3, "num_hidden_layers"},
       {"longcat_flash", "q_lora_rank", 0, "q_lora_rank"},
-      {"longcat_flash", "attention_bias", true, "attention_bias"}};
+      {"longcat_flash", "attention_bias", true, "attention_bias"},
+      {"hrm_text", "attention_bias", true, "attention_bias"},
+      {"hrm_text", "mlp_bias", true, "mlp_bias"},
+      {"hrm_text", "num_layers_per_stack", 3, "num_layers_per_stack"},
+      {"hrm_text", "H_cycles", 0, "H_cycles"}};
   for (const change& ch : changes) {
     json j =
         test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));

@@ -229,7 +229,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "laguna",
                            "laguna_m",
                            "bailing_hybrid",
-                           "longcat_flash"}) {
+                           "longcat_flash",
+                           "hrm_text"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
