@@ -202,7 +202,9 @@ int64_t count_v4(const model_config& m, int64_t experts_counted) {
   return total;
 }
 
-int64_t count_parameters(const model_config& m, int64_t experts_counted) {
+// (every_run: a layer that reads another's weights counts them again: what a token computes
+// with, not what is stored)
+int64_t count_parameters(const model_config& m, int64_t experts_counted, bool every_run = false) {
   if (m.hc_mult > 0 && m.kv_lora == 0) return count_v4(m, experts_counted);
   const int64_t C = m.C;
   const int64_t qk = m.qk_nope + m.qk_rope;
@@ -316,7 +318,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted) {
                         norm_w;
   if (m.cycle_layers > 0) total += C; // HRM-Text: the low stream's initial value
   for (int64_t l = 0; l < m.n_layer; ++l)
-    if (m.layer_weights(l) == l) // (a layer reading another's weights adds none)
+    if (every_run || m.layer_weights(l) == l) // (a layer reading another's weights adds none)
       total +=
           (!m.layer_has_mixer(l) ? 0
            : m.layer_linear(l)   ? linear
@@ -351,8 +353,9 @@ int64_t model_config::active_parameters() const {
 double model_config::prefill_flops_per_token(int64_t prompt) const {
   const double P = static_cast<double>(prompt);
   const double head = static_cast<double>(V) * static_cast<double>(C);
-  const double layer_params =
-      static_cast<double>(active_parameters()) - head * (tie_embeddings ? 1 : 2);
+  // (each run of a weight-shared layer computes with its weights again)
+  const double layer_params = static_cast<double>(count_parameters(*this, n_expert_used, true)) -
+                              head * (tie_embeddings ? 1 : 2);
   double head_dims = 0; // over the layers with attention over the prompt (not linear, not
                         // FFN-only), each its heads times its head dim
   for (int64_t l = 0; l < n_layer; ++l)

@@ -686,3 +686,20 @@ TEST(ModelConfig, Gemma3nWidthsPerLayerAndSparsityQuantiles) {
   ASSERT_TRUE(c) << c.error().to_string();
   for (int64_t l = 0; l < 12; ++l) EXPECT_EQ(c->layer_sparse(l), l < 10) << l;
 }
+
+// HRM-Text: its 12 layers are 12 runs of 4 layers' weights. The parameters count each stack's
+// once; a token's compute counts every run (as if each run had weights of its own).
+TEST(ModelConfig, WeightSharedLayersStoreOnceComputeEveryRun) {
+  auto c = parse(test::load_json(test::fixture_path("models/hrm_text/config.json")));
+  ASSERT_TRUE(c) << c.error().to_string();
+  ASSERT_EQ(c->n_layer, 12);
+  EXPECT_EQ(c->layer_weights(0), 0);
+  EXPECT_EQ(c->layer_weights(4), 4);  // round 0's H pass: the H stack's first run
+  EXPECT_EQ(c->layer_weights(7), 1);  // round 1's second L pass, layer 1
+  EXPECT_EQ(c->layer_weights(11), 5); // round 1's H pass, layer 1
+  model_config own = *c;
+  own.weight_layer.clear();
+  // (what the checkpoint holds is MemoryPlan.LinearAttentionParameterCounts' check)
+  EXPECT_GT(own.parameters(), c->parameters());
+  EXPECT_DOUBLE_EQ(c->prefill_flops_per_token(16), own.prefill_flops_per_token(16));
+}
