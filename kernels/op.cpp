@@ -164,6 +164,9 @@ status check_args(const op_args& a) {
                           a.src[5].rows() != s0.dims[0] || (a.p.window > 0 && !a.src[6].data) ||
                           a.p.chunk > 0 || a.p.temp_floor > 0 || a.p.alibi_max_bias > 0))
       return fail(a, "a selection is i32 [T, K], without windows, chunks, temperature or ALiBi");
+    if (a.p.sel_groups > 0 && (!a.src[5].data || s0.dims[1] % a.p.sel_groups ||
+                               a.src[5].cols() % a.p.sel_groups || a.src[6].data))
+      return fail(a, "a selection per group: [T, G K] with G dividing H (no compressed entries)");
     if (a.src[6].data &&
         (a.p.compress <= 0 || a.src[6].dims.rank != 4 || a.src[6].dims[2] != 1 ||
          a.src[6].dims[3] != s0.dims[2] || a.src[6].dims[1] != a.src[1].dims[1] || a.p.chunk > 0 ||
@@ -177,6 +180,13 @@ status check_args(const op_args& a) {
       return fail(a, "q f32 [T, Hi, Di], an index cache [NB, P, 1, Di]");
     if (a.src[2].type != dtype::i32 || a.src[2].dims.rank != 2 || a.src[2].cols() < 3)
       return fail(a, "seqs must be i32 [S, 3 + MB]");
+    if (a.p.block > 0) { // MiniMax M3's: each head its blocks, no head weights
+      if (a.p.k <= 0 || a.p.local_blocks < 0 || a.p.local_blocks > a.p.k || a.p.compress > 0 ||
+          d.type != dtype::i32 || d.dims.rank != 2 || d.rows() != s0.dims[0] ||
+          d.cols() != s0.dims[1] * a.p.k * a.p.block)
+        return fail(a, "blocks: p.k >= p.local_blocks, dst i32 [T, Hi k block], no compression");
+      return {};
+    }
     if (a.src[3].type != dtype::f32 || a.src[3].rows() != s0.dims[0] ||
         a.src[3].cols() != s0.dims[1])
       return fail(a, "head weights f32 [T, Hi]");

@@ -52,7 +52,9 @@
 //                    w < (p + 1) / m, each both key and value, in the same softmax as the window of
 //                    src1 / src2 (and the sinks); with src5 too, over the entries src5 picks of
 //                    those (-1 and later ones skipped) instead of all (DeepSeek-V4's compressed
-//                    and compressed sparse attention)
+//                    and compressed sparse attention). With p.sel_groups = G > 0, src5 is
+//                    [T, G K]: a selection per group of H / G heads, head h reading the
+//                    group h / (H / G)'s K (MiniMax M3's, a selection per KV head)
 //   dsa_select       src0 q f32 [T, Hi, Di], src1 index cache [NB, P, 1, Di], src2 seqs i32
 //                    [S, 3 + MB], src3 w f32 [T, Hi] -> dst i32 [T, K]: for a query at position
 //                    p, the K positions s <= p of its sequence with the largest
@@ -62,7 +64,13 @@
 //                    m of src1 (a kv_compress cache; DeepSeek-V4's indexer); with p.expand too,
 //                    each chosen entry w as its m positions w m .. w m + m - 1, then the positions
 //                    of the query's incomplete window ((p + 1) - (p + 1) % m .. p), -1 past them:
-//                    dst [T, K m + m - 1] for K = p.k entries (GLM-5.3's k-pools)
+//                    dst [T, K m + m - 1] for K = p.k entries (GLM-5.3's k-pools). With p.block
+//                    = b > 0 (MiniMax M3's lightning indexer; src3 none), each head h chooses
+//                    for itself: the p.k blocks of b positions (of 0 .. p) with the largest
+//                    max_s p.scale q_h . k_s over their positions s <= p, the query's own block
+//                    and the p.local_blocks - 1 before it first (ties: the earlier block),
+//                    dst [T, Hi p.k b]: head h's chosen blocks' positions in order, -1 for
+//                    those past p and in the slots of blocks not chosen
 //   kv_compress      src0 source cache [NB, P, 1, 2 W] (each token's kv [W], then its gate
 //                    logits [W], at its position's slot), src1 ape f32 [m, W], src2 norm weight f32
 //                    [Dc] (or none: no norm), src3 seqs i32 [S, 3 + MB] -> dst cache [NB, P, 1, Dc]
@@ -321,8 +329,12 @@ struct op_params {
   bool moe_gelu = false;  // moe: GeGLU experts, down(gelu_tanh(gate x) up x)
   bool moe_clamp = false; // moe with swiglu_limit: silu(min(g, L)) clamp(u, -L, L) (DeepSeek-V4)
   bool moe_clamp_after = false; // and min(silu(g), L) clamp(u, -L, L) instead (Step 3.7, Ling 3)
-  int zero_experts = 0;         // moe: ids [all, all + this) are identity experts (LongCat)
-  bool zero_elsewhere = false;  // moe: another shard of the sum adds the identity experts' part
+  // paged_attention: src5 holds a selection per group of heads, [T, G K] (head h reads group h /
+  // (H / G)); dsa_select by blocks: each of its heads selects for one group (MiniMax M3)
+  int sel_groups = 0;
+  int block = 0, local_blocks = 0; // dsa_select: whole blocks of `block` positions (MiniMax M3)
+  int zero_experts = 0;            // moe: ids [all, all + this) are identity experts (LongCat)
+  bool zero_elsewhere = false;     // moe: another shard of the sum adds the identity experts' part
   bool router_sqrt_softplus = false;  // moe_router: scores sqrt(softplus(logits)) (DeepSeek-V4)
   bool router_sparsemixer = false;    // moe_router: PhiMoE's sparsemixer (p.k = 2)
   bool router_bias_on_logits = false; // moe_router: the choice by logits + bias (Kolibri)

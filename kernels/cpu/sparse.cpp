@@ -1,9 +1,10 @@
 // sparse.cpp (cpu): DeepSeek Sparse Attention's parts (op.hpp): dsa_select (the lightning
 // indexer's scores of every key up to a query's position, or of every compressed entry it has
 // closed (DeepSeek-V4), relu'd per head and summed with the query's head weights, and its top k;
-// ties: the earlier position first) and paged_attention
-// over such a selection (src5). f32 sums (the vectorised dot_f32 / dequant_row of vec.cpp); the
-// work split over the queries. The selection reads every key of the sequence once per query.
+// ties: the earlier position first; or each head's best blocks of positions, MiniMax M3's) and
+// paged_attention over such a selection (src5; or one per group of heads). f32 sums (the vectorised
+// dot_f32 / dequant_row of vec.cpp); the work split over the queries. The selection reads every key
+// of the sequence once per query.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -14,7 +15,49 @@
 namespace troupe::kernels::cpu {
 namespace {
 
+// MiniMax M3's: each head's top p.k blocks of positions by their best score, the query's own
+// block and the p.local_blocks - 1 before it first (ties: the earlier block)
+void block_select(const op_args& a, const exec_ctx& ctx) {
+  const auto &q = a.src[0], &kc = a.src[1];
+  const int64_t H = q.dims[1], D = q.dims[2], b = a.p.block, K = a.p.k;
+  const auto qs = queries(a.src[2]);
+  parallel(ctx, static_cast<int64_t>(qs.size()), 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> k(static_cast<size_t>(D)), best;
+    std::vector<int32_t> order;
+    for (int64_t i = i0; i < i1; ++i) {
+      const query_ref& r = qs[static_cast<size_t>(i)];
+      const float* qt = q.as<float>() + r.t * H * D;
+      const int64_t nb = r.pos / b + 1, own = r.pos / b;
+      best.assign(static_cast<size_t>(H * nb), -INFINITY);
+      for (int64_t s = 0; s <= r.pos; ++s) {
+        dequant_row(kc.type, row_at(kc, r.blocks, s, 0), 0, D, k.data());
+        for (int64_t h = 0; h < H; ++h) {
+          float& m = best[static_cast<size_t>(h * nb + s / b)];
+          m = std::max(m, a.p.scale * dot_f32(qt + h * D, k.data(), D));
+        }
+      }
+      int32_t* out = a.dst.row<int32_t>(r.t);
+      for (int64_t h = 0; h < H; ++h) {
+        float* bh = best.data() + h * nb;
+        for (int64_t j = 0; j < a.p.local_blocks && own - j >= 0; ++j) bh[own - j] = INFINITY;
+        order.resize(static_cast<size_t>(nb));
+        std::iota(order.begin(), order.end(), 0);
+        const int64_t n = std::min(K, nb);
+        std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int32_t x, int32_t y) {
+          return bh[x] > bh[y] || (bh[x] == bh[y] && x < y);
+        });
+        for (int64_t j = 0; j < K; ++j)
+          for (int64_t e = 0; e < b; ++e) {
+            const int64_t s = j < n ? order[static_cast<size_t>(j)] * b + e : -1;
+            out[(h * K + j) * b + e] = s >= 0 && s <= r.pos ? static_cast<int32_t>(s) : -1;
+          }
+      }
+    }
+  });
+}
+
 void dsa_select(const op_args& a, const exec_ctx& ctx) {
+  if (a.p.block > 0) return block_select(a, ctx);
   const auto &q = a.src[0], &kc = a.src[1], &w = a.src[3];
   const int64_t H = q.dims[1], D = q.dims[2], K = a.dst.cols();
   const auto qs = queries(a.src[2]);
@@ -62,15 +105,17 @@ void dsa_select(const op_args& a, const exec_ctx& ctx) {
 
 void paged_sparse(const op_args& a, const exec_ctx& ctx) {
   const auto &q = a.src[0], &kc = a.src[1], &vc = a.src[2], &sel = a.src[5];
-  const int64_t H = q.dims[1], D = q.dims[2], Hkv = kc.dims[2], group = H / Hkv, K = sel.cols();
+  const int64_t H = q.dims[1], D = q.dims[2], Hkv = kc.dims[2], group = H / Hkv;
+  // (a selection per group of heads: head h reads group h / (H / G)'s K)
+  const int64_t G = std::max(a.p.sel_groups, 1), K = sel.cols() / G;
   const auto qs = queries(a.src[3]);
   parallel(ctx, static_cast<int64_t>(qs.size()), 1, [&](int64_t i0, int64_t i1) {
     std::vector<float> row(static_cast<size_t>(D)), score(static_cast<size_t>(K)),
         acc(static_cast<size_t>(D));
     for (int64_t i = i0; i < i1; ++i) {
       const query_ref& r = qs[static_cast<size_t>(i)];
-      const int32_t* picked = sel.row<int32_t>(r.t);
       for (int64_t h = 0; h < H; ++h) {
+        const int32_t* picked = sel.row<int32_t>(r.t) + h / (H / G) * K;
         const int64_t kh = h / group;
         const float* qh = q.as<float>() + (r.t * H + h) * D;
         // the sink (src4: a logit in the denominator only; HY-V4)

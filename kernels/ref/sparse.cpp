@@ -1,8 +1,9 @@
 // sparse.cpp (ref): DeepSeek Sparse Attention's parts (op.hpp): dsa_select, each query's top-k
 // keys by the lightning indexer's score sum_h w_h relu(scale q_h . k_s) over the keys of its
 // sequence up to its position, or over the compressed entries its position has closed
-// (DeepSeek-V4; ties: the earlier position first), and paged_attention over such
-// a selection (src5: the positions a query attends over). Scores and sums in f64.
+// (DeepSeek-V4; ties: the earlier position first), or each head's best blocks of positions
+// (MiniMax M3), and paged_attention over such a selection (src5: the positions a query attends
+// over, or a group of heads does). Scores and sums in f64.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -12,7 +13,42 @@
 namespace troupe::kernels::ref {
 namespace {
 
+// MiniMax M3's: each head's top p.k blocks of positions by their best score, the query's own
+// block and the p.local_blocks - 1 before it first
+void block_select(const op_args& a) {
+  const auto &q = a.src[0], &kc = a.src[1];
+  const int64_t H = q.dims[1], D = q.dims[2], b = a.p.block, K = a.p.k;
+  std::vector<float> k(static_cast<size_t>(D));
+  for_each_query(a.src[2], [&](int64_t t, int64_t p, const int32_t* blocks) {
+    const int64_t nb = p / b + 1, own = p / b;
+    int32_t* out = a.dst.row<int32_t>(t);
+    for (int64_t h = 0; h < H; ++h) {
+      std::vector<double> best(static_cast<size_t>(nb), -INFINITY);
+      for (int64_t s = 0; s <= p; ++s) {
+        paged_row(kc, blocks, s, 0, k.data());
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d)
+          dot += static_cast<double>(q.as<float>()[(t * H + h) * D + d]) * k[d];
+        best[static_cast<size_t>(s / b)] =
+            std::max(best[static_cast<size_t>(s / b)], a.p.scale * dot);
+      }
+      for (int64_t i = 0; i < a.p.local_blocks && own - i >= 0; ++i)
+        best[static_cast<size_t>(own - i)] = INFINITY;
+      std::vector<int64_t> order(static_cast<size_t>(nb));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t x, int64_t y) { return best[x] > best[y]; });
+      for (int64_t j = 0; j < K; ++j)
+        for (int64_t i = 0; i < b; ++i) {
+          const int64_t s = j < nb ? order[static_cast<size_t>(j)] * b + i : -1;
+          out[(h * K + j) * b + i] = s >= 0 && s <= p ? static_cast<int32_t>(s) : -1;
+        }
+    }
+  });
+}
+
 void dsa_select(const op_args& a, const exec_ctx&) {
+  if (a.p.block > 0) return block_select(a);
   const auto &q = a.src[0], &kc = a.src[1], &w = a.src[3];
   const int64_t H = q.dims[1], D = q.dims[2], K = a.dst.cols();
   std::vector<float> k(static_cast<size_t>(D));
@@ -52,11 +88,13 @@ void dsa_select(const op_args& a, const exec_ctx&) {
 
 void paged_sparse(const op_args& a, const exec_ctx&) {
   const auto &q = a.src[0], &kc = a.src[1], &vc = a.src[2], &sel = a.src[5];
-  const int64_t H = q.dims[1], D = q.dims[2], Hkv = kc.dims[2], group = H / Hkv, K = sel.cols();
+  const int64_t H = q.dims[1], D = q.dims[2], Hkv = kc.dims[2], group = H / Hkv;
+  // (a selection per group of heads: head h reads group h / (H / G)'s K)
+  const int64_t G = std::max(a.p.sel_groups, 1), K = sel.cols() / G;
   std::vector<float> row(static_cast<size_t>(D));
   for_each_query(a.src[3], [&](int64_t t, int64_t p, const int32_t* blocks) {
-    const int32_t* picked = sel.row<int32_t>(t);
     for (int64_t h = 0; h < H; ++h) {
+      const int32_t* picked = sel.row<int32_t>(t) + h / (H / G) * K;
       const int64_t kh = h / group;
       std::vector<double> score;
       std::vector<int64_t> at;

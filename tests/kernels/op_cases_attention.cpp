@@ -372,6 +372,51 @@ void attention_cases(std::vector<op_case>& out_cases) {
       }
       out_cases.push_back(std::move(c));
     }
+  // MiniMax M3: each indexer head's top 2 blocks of 3 positions (the query's own block forced),
+  // over the same three sequences (queries at positions up to 17: up to 6 blocks to choose
+  // among); and paged attention with a selection per KV head (head h reading its group's)
+  for (dtype kv : {dtype::f32, dtype::bf16})
+    for (bool select : {true, false}) {
+      const int64_t P = 4, NB = 16, MB = 5, b = 3, K = 2, Hkv = 2, H = 6, D = 16;
+      op_case c;
+      c.name = fmt::format("{}(S=3,P={},H={},D={},blocks={}x{},kv={})",
+                           select ? "dsa_select_blocks" : "paged_attention_grouped", P,
+                           select ? Hkv : H, D, K, b, name(kv));
+      gen g(c.name);
+      c.kind = select ? op::dsa_select : op::paged_attention;
+      const int64_t counts[3] = {9, 1, 3}, pos0s[3] = {0, 14, 5};
+      const auto [seqs, T] = three_sequences(g, counts, pos0s, P, NB, MB);
+      if (select) {
+        c.src = {from_floats(dtype::f32, {T, Hkv, D}, g.normal(T * Hkv * D)),
+                 from_floats(kv, {NB, P, 1, D}, g.normal(NB * P * D)), from_ints({3, 3 + MB}, seqs),
+                 absent()};
+        c.dst = out(dtype::i32, {T, Hkv * K * b});
+        c.p.scale = 1.0f;
+        c.p.k = static_cast<int>(K);
+        c.p.block = static_cast<int>(b);
+        c.p.local_blocks = 1;
+        c.tol = {0, 0};
+      } else {
+        std::vector<int32_t> picked; // per KV head K b positions <= the query's, some -1
+        for (int s = 0; s < 3; ++s)
+          for (int64_t i = 0; i < counts[s]; ++i)
+            for (int64_t j = 0; j < Hkv * K * b; ++j)
+              picked.push_back(j % 5 == 4 ? -1
+                                          : static_cast<int32_t>(g.rng() % (pos0s[s] + i + 1)));
+        c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+                 from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+                 from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+                 from_ints({3, 3 + MB}, seqs),
+                 absent(),
+                 from_ints({T, Hkv * K * b}, picked)};
+        c.dst = out(dtype::f32, {T, H, D});
+        c.p.scale = 0.2f;
+        c.p.block_size = P;
+        c.p.sel_groups = static_cast<int>(Hkv);
+        c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+      }
+      out_cases.push_back(std::move(c));
+    }
 }
 
 } // namespace troupe::kernels::harness
