@@ -171,7 +171,9 @@ int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
   }
   const int64_t kv = layer_kv_heads(layer);
   const int64_t hkv = kv >= tp ? kv / std::max(tp, 1) : 1;
-  return 2 * hkv * layer_head_dim(layer);
+  // (MiniMax M3's indexed layers: the indexer's key too, whole on every rank)
+  const bool indexed = layer < 0 ? !sparse_layers.empty() : layer_sparse_attn(layer);
+  return 2 * hkv * layer_head_dim(layer) + (indexed ? sparse_dim : 0);
 }
 
 namespace {
@@ -249,7 +251,9 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
                : C * Hq * D * (m.attn_output_gate || m.attn_value_gate ? 2 : 1) + kv * C * Hkv * D +
                      Hq * D * C + (m.qkv_bias ? Hq * D + kv * Hkv * D : 0) + qk_norms +
                      (m.o_bias ? C : 0) + (m.attn_sinks ? Hq : 0) +
-                     (m.attn_head_gate ? Hq * C : 0); // LFM3's gate per head
+                     (m.attn_head_gate ? Hq * C : 0) + // LFM3's gate per head
+                     // MiniMax M3's indexer: q (a head per KV head) and k projections, norms
+                     (m.layer_sparse_attn(l) ? (Hkv + 1) * m.sparse_dim * C + 2 * m.sparse_dim : 0);
   };
   // a gated DeltaNet layer: q, k, v, z, a, b projections, the convolution's taps, A and
   // dt_bias, the gated norm, out_proj
@@ -459,6 +463,16 @@ status model_config::validate() const {
       (cycle_layers > 0 && n_layer % (cycle_layers * (cycles_low + 1)) != 0))
     return bad(fmt::format("{} layers are not rounds of {} passes of {} layers", n_layer,
                            cycles_low + 1, cycle_layers));
+  if (!sparse_layers.empty()) {
+    if (static_cast<int64_t>(sparse_layers.size()) != n_layer)
+      return bad(
+          fmt::format("{} per-layer sparse flags for {} layers", sparse_layers.size(), n_layer));
+    if (sparse_dim <= 0 || sparse_dim > 4096 || sparse_block <= 0 || sparse_block > (1 << 20) ||
+        sparse_topk <= 0 || sparse_topk > (1 << 20) || sparse_local < 0 ||
+        sparse_local > sparse_topk || sparse_topk * sparse_block > (1 << 24))
+      return bad(fmt::format("block-sparse attention: index dim {}, blocks of {}, top {}, local {}",
+                             sparse_dim, sparse_block, sparse_topk, sparse_local));
+  }
   if (shortcut_moe && (n_expert <= 0 || n_layer % 2))
     return bad(fmt::format("the experts' shortcut pairs layers: {} layers, {} experts", n_layer,
                            n_expert));

@@ -352,6 +352,18 @@ struct model_config {
   // RMS norm; the head reads the high stream
   std::vector<int32_t> weight_layer;
   int64_t cycle_layers = 0, cycles_low = 0;
+  // MiniMax M3: on sparse_layers a lightning indexer (one head of sparse_dim per KV head: q and k
+  // projections, their norms, the model's RoPE; its keys cached) picks for each KV head the
+  // sparse_topk blocks of sparse_block positions (the query's own and the sparse_local - 1
+  // before it first) its query heads attend over; dense MLPs and shared experts clamp as the
+  // experts do (GPT-OSS's SwiGLU without interleaving: swiglu_dense)
+  std::vector<uint8_t> sparse_layers;
+  int64_t sparse_dim = 0, sparse_block = 0, sparse_topk = 0, sparse_local = 0;
+  bool swiglu_dense = false;
+  bool layer_sparse_attn(int64_t layer) const {
+    return layer >= 0 && layer < static_cast<int64_t>(sparse_layers.size()) &&
+           sparse_layers[static_cast<size_t>(layer)];
+  }
   /// Values per token a pipeline stage passes on: C, or hc_mult (altup) streams of C, or the
   /// stream and LongCat's carried experts' output.
   int64_t residual_width() const {

@@ -293,7 +293,11 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
   ap.alibi_max_bias = s.alibi_max_bias;
   ap.alibi_heads = static_cast<int>(s.heads);
   std::vector<vid> in = {q, kc, vc, g_.input(input_kind::seq_table)};
-  if (s.sinks != none) in.push_back(s.sinks);
+  if (s.sinks != none || s.select != none) in.push_back(s.sinks);
+  if (s.select != none) { // (block-sparse: each KV head's selection)
+    in.push_back(s.select);
+    ap.sel_per_kv = true;
+  }
   const vid a = op(op::paged_attention, std::move(in), "attn", ap);
   vid flat = view(a, {-1}, "attn_flat");
   if (s.gate != none) {

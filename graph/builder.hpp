@@ -40,6 +40,8 @@ struct attention_spec {
   // an earlier layer's KV cache to attend over (Gemma 4's KV-sharing layers): no k, v or store
   vid k_cache = none, v_cache = none;
   float qk_norm_eps = 1e-5f;
+  vid select =
+      none; // i32 [T, Hkv K]: the positions each KV head's queries attend over (MiniMax M3)
 };
 
 /// How a mixture-of-experts block routes.

@@ -209,7 +209,9 @@ status infer_shapes(graph& g) {
       break;
     case op::dsa_select: // k positions per query (expanded: k entries of m, and a tail of m - 1)
       out.r = x->r;
-      out.dims = {n.p.expand ? n.p.k * n.p.compress + n.p.compress - 1 : n.p.k};
+      out.dims = {n.p.block > 0 ? x->dims[0] * n.p.k * n.p.block // (each head's blocks)
+                  : n.p.expand  ? n.p.k * n.p.compress + n.p.compress - 1
+                                : n.p.k};
       out.type = dtype::i32;
       break;
     case op::lru_scan: // a's shape [T, W]

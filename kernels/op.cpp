@@ -164,9 +164,9 @@ status check_args(const op_args& a) {
                           a.src[5].rows() != s0.dims[0] || (a.p.window > 0 && !a.src[6].data) ||
                           a.p.chunk > 0 || a.p.temp_floor > 0 || a.p.alibi_max_bias > 0))
       return fail(a, "a selection is i32 [T, K], without windows, chunks, temperature or ALiBi");
-    if (a.p.sel_groups > 0 && (!a.src[5].data || s0.dims[1] % a.p.sel_groups ||
-                               a.src[5].cols() % a.p.sel_groups || a.src[6].data))
-      return fail(a, "a selection per group: [T, G K] with G dividing H (no compressed entries)");
+    if (a.p.sel_per_kv &&
+        (!a.src[5].data || a.src[5].cols() % a.src[1].dims[2] || a.src[6].data))
+      return fail(a, "a selection per KV head: [T, Hkv K] (no compressed entries)");
     if (a.src[6].data &&
         (a.p.compress <= 0 || a.src[6].dims.rank != 4 || a.src[6].dims[2] != 1 ||
          a.src[6].dims[3] != s0.dims[2] || a.src[6].dims[1] != a.src[1].dims[1] || a.p.chunk > 0 ||

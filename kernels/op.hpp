@@ -52,9 +52,9 @@
 //                    w < (p + 1) / m, each both key and value, in the same softmax as the window of
 //                    src1 / src2 (and the sinks); with src5 too, over the entries src5 picks of
 //                    those (-1 and later ones skipped) instead of all (DeepSeek-V4's compressed
-//                    and compressed sparse attention). With p.sel_groups = G > 0, src5 is
-//                    [T, G K]: a selection per group of H / G heads, head h reading the
-//                    group h / (H / G)'s K (MiniMax M3's, a selection per KV head)
+//                    and compressed sparse attention). With p.sel_per_kv, src5 is
+//                    [T, Hkv K]: a selection per KV head, query head h reading its KV head's
+//                    K (MiniMax M3's)
 //   dsa_select       src0 q f32 [T, Hi, Di], src1 index cache [NB, P, 1, Di], src2 seqs i32
 //                    [S, 3 + MB], src3 w f32 [T, Hi] -> dst i32 [T, K]: for a query at position
 //                    p, the K positions s <= p of its sequence with the largest
@@ -329,9 +329,9 @@ struct op_params {
   bool moe_gelu = false;  // moe: GeGLU experts, down(gelu_tanh(gate x) up x)
   bool moe_clamp = false; // moe with swiglu_limit: silu(min(g, L)) clamp(u, -L, L) (DeepSeek-V4)
   bool moe_clamp_after = false; // and min(silu(g), L) clamp(u, -L, L) instead (Step 3.7, Ling 3)
-  // paged_attention: src5 holds a selection per group of heads, [T, G K] (head h reads group h /
-  // (H / G)); dsa_select by blocks: each of its heads selects for one group (MiniMax M3)
-  int sel_groups = 0;
+  // paged_attention: src5 holds a selection per KV head, [T, Hkv K] (query head h reads its KV
+  // head's); dsa_select by blocks: each of its heads selects for one KV head (MiniMax M3)
+  bool sel_per_kv = false;
   int block = 0, local_blocks = 0; // dsa_select: whole blocks of `block` positions (MiniMax M3)
   int zero_experts = 0;            // moe: ids [all, all + this) are identity experts (LongCat)
   bool zero_elsewhere = false;     // moe: another shard of the sum adds the identity experts' part

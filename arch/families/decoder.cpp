@@ -34,6 +34,14 @@ status decoder::build() {
   if (c_.altup > 0) return build_altup();
   if (c_.shortcut_moe) return build_shortcut();
   if (c_.cycle_layers > 0) return build_cycles();
+  if (c_.swiglu_dense) // (MiniMax M3: GPT-OSS's clamped SwiGLU on the dense MLPs and shared
+                       // experts too, gate and up apart)
+    TROUPE_TRY_SET(clamp_expr_,
+                   ew_program_of(fmt::format("(max(min(u, {0}), -{0}) + 1) * min(g, {0}) * "
+                                             "sigmoid({1} * min(g, {0}))",
+                                             fmt::format("{:.17g}", c_.swiglu_limit),
+                                             fmt::format("{:.17g}", c_.swiglu_alpha)),
+                                 {"g", "u"}));
   TROUPE_TRY_ASSIGN(x0, embed());
   vid x = x0;
   g_.residual.push_back(x);
@@ -460,7 +468,41 @@ expected<vid> decoder::attention(int l, vid h) {
   if (c_.attn_sinks && (!c_.sinks_windowed_only || c_.layer_window(l) > 0))
     TROUPE_TRY_SET(s.sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads));
   if (p.wgate != none) s.gate = b.linear(h, p.wgate, none, "q_gate");
+  if (c_.layer_sparse_attn(l)) TROUPE_TRY_SET(s.select, block_indexer(l, h, kv_axis));
   return b.attend(s, {q, k, v}, wo, bo);
+}
+
+expected<vid> decoder::block_indexer(int l, vid h, axis kv_axis) {
+  // a head per KV head (TP cuts them alike), one key per token whole on every rank; normed,
+  // rotated as the attention's heads are, the keys cached
+  builder b(g_, l);
+  const int64_t C = c_.C, Hi = c_.layer_kv_heads(l), Di = c_.sparse_dim;
+  TROUPE_TRY_ASSIGN(wq, req(n_.sparse_q, l, {Hi * Di, C}, cut::out, kv_axis, Di));
+  TROUPE_TRY_ASSIGN(wk, req(n_.sparse_k, l, {Di, C}));
+  vid q = b.view(b.linear(h, wq, none, "idx_q"), {-1, Di}, "idx_q_heads");
+  vid k = b.view(b.linear(h, wk, none, "idx_k"), {1, Di}, "idx_k_head");
+  TROUPE_TRY_SET(q, norm(q, l, n_.sparse_q_norm, "", Di, norm_kind::rms, "idx_q_norm"));
+  TROUPE_TRY_SET(k, norm(k, l, n_.sparse_k_norm, "", Di, norm_kind::rms, "idx_k_norm"));
+  const attention_spec s = layer_spec(l);
+  if (s.rope) {
+    if (s.rope_params.rot_offset + s.rope_params.rot_dim > Di)
+      return make_error(errc::unsupported, "{}: an index head of {} under a rotation of {}",
+                        m_.path, Di, s.rope_params.rot_dim);
+    kernels::op_params rp;
+    rp.rope = s.rope_params;
+    const vid pos = g_.input(input_kind::positions);
+    q = b.op(op::rope, {q, pos}, "idx_q_rope", rp);
+    k = b.op(op::rope, {k, pos}, "idx_k_rope", rp);
+  }
+  const vid cache = add_kv_state(g_, state_kind::k_cache, l, 1, Di, axis::none);
+  g_[cache].name = b.name("idx_cache");
+  b.op_into(op::kv_store, {k, g_.input(input_kind::slots)}, cache, "idx_store");
+  kernels::op_params sp;
+  sp.k = static_cast<int>(c_.sparse_topk);
+  sp.block = static_cast<int>(c_.sparse_block);
+  sp.local_blocks = static_cast<int>(c_.sparse_local);
+  sp.scale = 1.0f;
+  return b.op(op::dsa_select, {q, cache, g_.input(input_kind::seq_table), none}, "idx_select", sp);
 }
 
 std::vector<std::string> decoder::expert_tensors(const std::string& pattern, int l) const {
@@ -572,7 +614,8 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     TROUPE_TRY_ASSIGN(
         su, req(packed ? n_.shexp_gate_up : n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn, 1, ru));
     TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
-    std::shared_ptr<kernels::ew_program> clip = c_.swiglu_clamp ? clamp_expr_ : nullptr;
+    std::shared_ptr<kernels::ew_program> clip =
+        c_.swiglu_clamp || c_.swiglu_dense ? clamp_expr_ : nullptr;
     if (const double L = at_layer(c_.swiglu_limits_shared, 0); L > 0) // (Ling 3: per layer)
       TROUPE_TRY_SET(clip, clamped_swiglu(L, c_.swiglu_after_act));
     vid sh = b.ffn(h, sg, su, sd, none, none, none, op::silu, clip, "ffn_shexp");

@@ -113,6 +113,9 @@ struct decoder_names {
   std::string dsa_pool_gate, dsa_pool_ape;
   std::string mla_gate;   // HY-V4: the values' gate [H v_head, C]
   std::string cycle_init; // HRM-Text: the low stream's initial value [C]
+  // MiniMax M3's block indexer (model_config::sparse_layers): q [Hkv Di, C], k [Di, C], their
+  // norms [Di]
+  std::string sparse_q, sparse_k, sparse_q_norm, sparse_k_norm;
   // Mistral Large 4: the queries' scale and bias per head [H] (and the indexer's [Hi]), the
   // indexer's input LayerNorm (weight, bias [C]), LeRoPE's alpha [qk_rope / 2]
   std::string q_pos_scale, q_pos_bias, dsa_pos_scale, dsa_pos_bias, dsa_q_norm, dsa_q_norm_b;

@@ -247,6 +247,8 @@ class decoder {
   // HRM-Text (model_config::cycle_layers): the low and high streams ([T, 2 C]) through the rounds
   // of weight-shared passes
   status build_cycles();
+  // MiniMax M3 (model_config::sparse_layers): each KV head's chosen positions [T, Hkv K b]
+  expected<vid> block_indexer(int l, vid h, axis kv_axis);
 
   status head(vid x);
 

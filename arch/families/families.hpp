@@ -230,6 +230,9 @@ status build_kolibri(const model_source& m, graph::graph& g);
 /// Mellum (moe.cpp).
 status read_mellum_hf(hf_cfg& j, model_config& c);
 status build_mellum(const model_source& m, graph::graph& g);
+/// MiniMax M3's text model (minimax.cpp).
+status read_minimax_m3_hf(hf_cfg& j, model_config& c);
+status build_minimax_m3(const model_source& m, graph::graph& g);
 /// Sapient's HRM-Text (hrm_text.cpp).
 status read_hrm_text_hf(hf_cfg& j, model_config& c);
 status prepare_hrm_text_hf(const model_config& c, tensor_index& t);

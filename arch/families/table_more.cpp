@@ -38,6 +38,24 @@ std::vector<family_entry> more_families() {
            "hidden_act": "silu", "tie_word_embeddings": false, "sliding_window": 512,
            "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
            "shared_expert_intermediate_size": 512, "moe_routed_scaling_factor": 1.0})"},
+      // MiniMax M3's text model: M2's line with (1 + w) norms per head, block-sparse attention
+      // by a lightning indexer, clamped SwiGLU everywhere, shared experts
+      {"minimax_m3",
+       {"MiniMaxM3SparseForConditionalGeneration", "MiniMaxM3VLForCausalLM"},
+       {},
+       read_minimax_m3_hf,
+       nullptr,
+       build_minimax_m3,
+       prepare_language_model,
+       R"({"vocab_size": 200064, "hidden_size": 6144, "intermediate_size": 3072,
+           "dense_intermediate_size": 12288, "shared_intermediate_size": 3072,
+           "num_hidden_layers": 60, "num_attention_heads": 64, "num_key_value_heads": 4,
+           "head_dim": 128, "max_position_embeddings": 524288, "rms_norm_eps": 1e-6,
+           "num_local_experts": 128, "num_experts_per_tok": 4, "routed_scaling_factor": 2.0,
+           "swiglu_alpha": 1.702, "swiglu_limit": 7.0, "index_n_heads": 4,
+           "index_head_dim": 128, "index_block_size": 128, "index_topk_blocks": 16,
+           "index_local_blocks": 1})",
+       nullptr},
       // Sapient's HRM-Text: two weight-shared Llama stacks run in cycles over a low and a high
       // stream
       {"hrm_text",

@@ -2,7 +2,7 @@
 // indexer's scores of every key up to a query's position, or of every compressed entry it has
 // closed (DeepSeek-V4), relu'd per head and summed with the query's head weights, and its top k;
 // ties: the earlier position first; or each head's best blocks of positions, MiniMax M3's) and
-// paged_attention over such a selection (src5; or one per group of heads). f32 sums (the vectorised
+// paged_attention over such a selection (src5; or one per KV head). f32 sums (the vectorised
 // dot_f32 / dequant_row of vec.cpp); the work split over the queries. The selection reads every key
 // of the sequence once per query.
 #include <algorithm>
@@ -106,8 +106,8 @@ void dsa_select(const op_args& a, const exec_ctx& ctx) {
 void paged_sparse(const op_args& a, const exec_ctx& ctx) {
   const auto &q = a.src[0], &kc = a.src[1], &vc = a.src[2], &sel = a.src[5];
   const int64_t H = q.dims[1], D = q.dims[2], Hkv = kc.dims[2], group = H / Hkv;
-  // (a selection per group of heads: head h reads group h / (H / G)'s K)
-  const int64_t G = std::max(a.p.sel_groups, 1), K = sel.cols() / G;
+  // (a selection per KV head: head h reads its KV head's K)
+  const int64_t G = a.p.sel_per_kv ? Hkv : 1, K = sel.cols() / G;
   const auto qs = queries(a.src[3]);
   parallel(ctx, static_cast<int64_t>(qs.size()), 1, [&](int64_t i0, int64_t i1) {
     std::vector<float> row(static_cast<size_t>(D)), score(static_cast<size_t>(K)),

@@ -3,7 +3,7 @@
 // sequence up to its position, or over the compressed entries its position has closed
 // (DeepSeek-V4; ties: the earlier position first), or each head's best blocks of positions
 // (MiniMax M3), and paged_attention over such a selection (src5: the positions a query attends
-// over, or a group of heads does). Scores and sums in f64.
+// over, or each KV head's). Scores and sums in f64.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -89,8 +89,8 @@ void dsa_select(const op_args& a, const exec_ctx&) {
 void paged_sparse(const op_args& a, const exec_ctx&) {
   const auto &q = a.src[0], &kc = a.src[1], &vc = a.src[2], &sel = a.src[5];
   const int64_t H = q.dims[1], D = q.dims[2], Hkv = kc.dims[2], group = H / Hkv;
-  // (a selection per group of heads: head h reads group h / (H / G)'s K)
-  const int64_t G = std::max(a.p.sel_groups, 1), K = sel.cols() / G;
+  // (a selection per KV head: head h reads its KV head's K)
+  const int64_t G = a.p.sel_per_kv ? Hkv : 1, K = sel.cols() / G;
   std::vector<float> row(static_cast<size_t>(D));
   for_each_query(a.src[3], [&](int64_t t, int64_t p, const int32_t* blocks) {
     for (int64_t h = 0; h < H; ++h) {

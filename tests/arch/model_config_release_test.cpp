@@ -644,7 +644,16 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"hrm_text", "attention_bias", true, "attention_bias"},
       {"hrm_text", "mlp_bias", true, "mlp_bias"},
       {"hrm_text", "num_layers_per_stack", 3, "num_layers_per_stack"},
-      {"hrm_text", "H_cycles", 0, "H_cycles"}};
+      {"hrm_text", "H_cycles", 0, "H_cycles"},
+      {"minimax_m3", "/text_config/index_n_heads", 1, "index_n_heads"},
+      {"minimax_m3", "/text_config/rotary_dim", 4, "rotary_dim"},
+      {"minimax_m3", "/text_config/swiglu_limit", 0.0, "swiglu_limit"},
+      {"minimax_m3", "/text_config/attention_bias", true, "attention_bias"},
+      {"minimax_m3", "/text_config/sliding_window", 8, "sliding_window"},
+      {"minimax_m3", "/text_config/index_local_blocks", 3, "local"},
+      {"minimax_m3", "/text_config/layer_types",
+       json::parse(R"(["minimax_m3_sparse", "sliding_attention", "full_attention"])"),
+       "layer_types"}};
   for (const change& ch : changes) {
     json j =
         test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));

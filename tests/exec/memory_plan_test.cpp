@@ -230,7 +230,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "laguna_m",
                            "bailing_hybrid",
                            "longcat_flash",
-                           "hrm_text"}) {
+                           "hrm_text",
+                           "minimax_m3"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

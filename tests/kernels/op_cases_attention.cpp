@@ -374,7 +374,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
     }
   // MiniMax M3: each indexer head's top 2 blocks of 3 positions (the query's own block forced),
   // over the same three sequences (queries at positions up to 17: up to 6 blocks to choose
-  // among); and paged attention with a selection per KV head (head h reading its group's)
+  // among); and paged attention with a selection per KV head (head h reading its KV head's)
   for (dtype kv : {dtype::f32, dtype::bf16})
     for (bool select : {true, false}) {
       const int64_t P = 4, NB = 16, MB = 5, b = 3, K = 2, Hkv = 2, H = 6, D = 16;
@@ -412,7 +412,7 @@ void attention_cases(std::vector<op_case>& out_cases) {
         c.dst = out(dtype::f32, {T, H, D});
         c.p.scale = 0.2f;
         c.p.block_size = P;
-        c.p.sel_groups = static_cast<int>(Hkv);
+        c.p.sel_per_kv = true;
         c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
       }
       out_cases.push_back(std::move(c));
