@@ -241,7 +241,10 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
     // reading another's latent cache has no kv_a and no latent norm)
     const int64_t rope_l = m.layer_qk_rope(l), nope_l = m.qk_nope + m.qk_rope - rope_l;
     return m.kv_lora > 0
-               ? (m.q_lora > 0 ? C * m.q_lora + m.q_lora * Hq * qk : C * Hq * qk) +
+               // (A.X K2's q_b: over the latent twice, its rows each head's q and value gate)
+               ? (m.q_lora > 0 ? C * m.q_lora + (m.mla_q_gate ? 2 * m.q_lora * Hq * (qk + m.v_head)
+                                                              : m.q_lora * Hq * qk)
+                               : C * Hq * qk) +
                      (own ? C * (m.kv_lora + rope_l) + m.kv_lora : 0) +
                      m.kv_lora * Hq * (nope_l + m.v_head) + Hq * m.v_head * C + dsa +
                      m.q_lora + // (the q latent's norm)
@@ -344,7 +347,9 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
                : 0) +
           (m.layer_has_ffn(l) && m.layer_has_mixer(l) ? norms : norms / 2) + // one norm a block
           (m.post_moe_norm && m.layer_has_ffn(l) && m.layer_moe(l) ? norm_w : 0) +
-          (m.shortcut_moe && l % 2 == 0 ? experts : 0); // (LongCat's, beside the MLP)
+          (m.shortcut_moe && l % 2 == 0 ? experts : 0) + // (LongCat's, beside the MLP)
+          // A.X K2's norm gates: before the attention, and before the experts
+          (m.gated_norm_rank > 0 ? 2 * m.gated_norm_rank * C * (m.layer_moe(l) ? 2 : 1) : 0);
   return total;
 }
 

@@ -358,6 +358,12 @@ struct model_config {
   // before it first) its query heads attend over; dense MLPs and shared experts clamp as the
   // experts do (GPT-OSS's SwiGLU without interleaving: swiglu_dense)
   std::vector<uint8_t> sparse_layers;
+  // A.X K2: the pre-attention norm (every layer) and the pre-experts norm (MoE layers) times
+  // sigmoid(W_up silu(W_down y)) of their own output y (rank gated_norm_rank); its latent
+  // attention's q_b reads the q latent normed and raw side by side and also makes a sigmoid gate
+  // per value (mla_q_gate)
+  int64_t gated_norm_rank = 0;
+  bool mla_q_gate = false;
   int64_t sparse_dim = 0, sparse_block = 0, sparse_topk = 0, sparse_local = 0;
   bool swiglu_dense = false;
   bool layer_sparse_attn(int64_t layer) const {

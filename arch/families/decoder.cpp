@@ -472,6 +472,18 @@ expected<vid> decoder::attention(int l, vid h) {
   return b.attend(s, {q, k, v}, wo, bo);
 }
 
+expected<vid> decoder::norm_gate(int l, vid y, const std::string& down, const std::string& up,
+                                 const std::string& what) {
+  // y sigmoid(W_up silu(W_down y)): a low-rank gate of the norm's own output, whole on every rank
+  builder b(g_, l);
+  const int64_t C = c_.C, r = c_.gated_norm_rank;
+  TROUPE_TRY_ASSIGN(wd, req(down, l, {r, C}));
+  TROUPE_TRY_ASSIGN(wu, req(up, l, {C, r}));
+  const vid s = b.unary(op::silu, b.linear(y, wd, none, what + "_gate_down"), what + "_gate_act");
+  const vid gate = b.unary(op::sigmoid, b.linear(s, wu, none, what + "_gate_up"), what + "_gate");
+  return b.mul(y, gate, what + "_gated");
+}
+
 expected<vid> decoder::block_indexer(int l, vid h, axis kv_axis) {
   // a head per KV head (TP cuts them alike), one key per token whole on every rank; normed,
   // rotated as the attention's heads are, the keys cached
@@ -714,7 +726,10 @@ expected<vid> decoder::layer(int l, vid x) {
     TROUPE_TRY_ASSIGN(fn, norm(f, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_post_norm"));
     return b.add(x, scaled(fn, "ffn_scaled"), "ffn_residual");
   }
-  TROUPE_TRY_ASSIGN(h, norm(x, l, attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
+  TROUPE_TRY_ASSIGN(h0, norm(x, l, attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
+  vid h = h0;
+  if (c_.gated_norm_rank > 0) // (A.X K2: every layer's)
+    TROUPE_TRY_SET(h, norm_gate(l, h, n_.attn_norm_gate_down, n_.attn_norm_gate_up, "attn_norm"));
   if (c_.normed_residual) { // MiniMax: the residual is the normed stream, both terms scaled
     const bool lin = c_.layer_linear(l);
     TROUPE_TRY_ASSIGN(a, attention(l, h));
@@ -766,7 +781,12 @@ expected<vid> decoder::layer(int l, vid x) {
   if (c_.moe_beside_mlp && c_.layer_moe(l)) {
     TROUPE_TRY_SET(f, mlp_and_experts(l, x));
   } else {
-    TROUPE_TRY_ASSIGN(h2, norm(x, l, ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_norm"));
+    // (A.X K2: gated before the experts, a plain norm of another name before a dense MLP)
+    const bool gated = c_.gated_norm_rank > 0 && c_.layer_moe(l);
+    TROUPE_TRY_ASSIGN(h2, norm(x, l, gated ? n_.ffn_norm_gated : ffn_norm, n_.ffn_norm_b, C,
+                               c_.norm, "ffn_norm"));
+    if (gated)
+      TROUPE_TRY_SET(h2, norm_gate(l, h2, n_.ffn_norm_gate_down, n_.ffn_norm_gate_up, "ffn_norm"));
     TROUPE_TRY_SET(f, ffn(l, h2));
     if (c_.shortcut_moe && l % 2 == 0) TROUPE_TRY_SET(shortcut_, moe(l, h2)); // (LongCat)
   }

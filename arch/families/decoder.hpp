@@ -116,6 +116,10 @@ struct decoder_names {
   // MiniMax M3's block indexer (model_config::sparse_layers): q [Hkv Di, C], k [Di, C], their
   // norms [Di]
   std::string sparse_q, sparse_k, sparse_q_norm, sparse_k_norm;
+  // A.X K2's gated norms (model_config::gated_norm_rank): the input norm's gate W_down [r, C] and
+  // W_up [C, r]; on MoE layers the post-attention norm's weight and gate
+  std::string attn_norm_gate_down, attn_norm_gate_up, ffn_norm_gated, ffn_norm_gate_down,
+      ffn_norm_gate_up;
   // Mistral Large 4: the queries' scale and bias per head [H] (and the indexer's [Hi]), the
   // indexer's input LayerNorm (weight, bias [C]), LeRoPE's alpha [qk_rope / 2]
   std::string q_pos_scale, q_pos_bias, dsa_pos_scale, dsa_pos_bias, dsa_q_norm, dsa_q_norm_b;

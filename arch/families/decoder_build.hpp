@@ -247,6 +247,9 @@ class decoder {
   // HRM-Text (model_config::cycle_layers): the low and high streams ([T, 2 C]) through the rounds
   // of weight-shared passes
   status build_cycles();
+  // A.X K2 (model_config::gated_norm_rank): a norm's output y times sigmoid(W_up silu(W_down y))
+  expected<vid> norm_gate(int l, vid y, const std::string& down, const std::string& up,
+                          const std::string& what);
   // MiniMax M3 (model_config::sparse_layers): each KV head's chosen positions [T, Hkv K b]
   expected<vid> block_indexer(int l, vid h, axis kv_axis);
 

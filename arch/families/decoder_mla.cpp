@@ -48,26 +48,33 @@ expected<vid> decoder::mla(int l, vid h) {
   // a layer that attends over an earlier layer's latent cache has no kv_a of its own
   const int64_t source = c_.layer_kv_source(l);
   const bool own = source == l;
-  vid src = h;
+  vid src = h, qin = h;
   int64_t K = C;
   std::string wq = n_.mla_q;
   if (c_.q_lora > 0) {
     TROUPE_TRY_ASSIGN(wa, req(n_.mla_q_a, l, {c_.q_lora, C}));
     const vid qa = b.linear(h, wa, none, "q_a");
     TROUPE_TRY_SET(src, norm(qa, l, n_.mla_q_a_norm, "", c_.q_lora, norm_kind::rms, "q_a_norm"));
+    qin = src;
     K = c_.q_lora;
     wq = n_.mla_q_b;
+    if (c_.mla_q_gate) { // (A.X K2: q_b over the latent normed and raw, side by side)
+      qin = b.op(op::concat, {src, qa}, "q_a_both");
+      K = 2 * c_.q_lora;
+    }
   }
+  // each head's rows of q_b: its q (nope, rope), then with mla_q_gate its values' gate
+  const int64_t per = c_.mla_q_gate ? qk + vh : qk;
   // (no positional part at all, rope 0: GLM-5.3's; its q and kv_a are the nope / latent rows)
   TROUPE_TRY_ASSIGN(wqn, req(wq, l, {H * nope, K}, cut::out, axis::heads, nope,
-                             rope > 0 ? head_rows(qk, 0, nope) : weight_ref{}));
+                             rope > 0 || per != qk ? head_rows(per, 0, nope) : weight_ref{}));
   vid wqp = none, wkp = none;
   weight_ref lat, pe;
   lat.segments = {{0, kvl}};
   pe.segments = {{kvl, rope}};
   if (rope > 0) {
     TROUPE_TRY_SET(
-        wqp, req(wq, l, {H * rope, K}, cut::out, axis::heads, rope, head_rows(qk, nope, rope)));
+        wqp, req(wq, l, {H * rope, K}, cut::out, axis::heads, rope, head_rows(per, nope, rope)));
     if (own) TROUPE_TRY_SET(wkp, req(n_.mla_kv_a, l, {rope, C}, cut::none, axis::none, 1, pe));
   }
   vid wc = none;
@@ -88,7 +95,7 @@ expected<vid> decoder::mla(int l, vid h) {
                             head_rows(nope + vh, nope, vh)));
   }
   TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * vh}, cut::in, axis::heads, vh));
-  const vid qn = b.view(b.linear(src, wqn, none, "q_nope"), {-1, nope}, "q_nope_heads");
+  const vid qn = b.view(b.linear(qin, wqn, none, "q_nope"), {-1, nope}, "q_nope_heads");
   vid kf = none;
   if (own) {
     TROUPE_TRY_ASSIGN(cv, norm(b.linear(h, wc, none, "kv_latent"), l, n_.mla_kv_a_norm, "", kvl,
@@ -102,7 +109,7 @@ expected<vid> decoder::mla(int l, vid h) {
   const vid ql = b.op(op::head_matmul, {qn, wkb}, "q_latent", t);
   vid qf = ql;
   if (rope > 0) {
-    vid qp = b.view(b.linear(src, wqp, none, "q_pe"), {-1, rope}, "q_pe_heads");
+    vid qp = b.view(b.linear(qin, wqp, none, "q_pe"), {-1, rope}, "q_pe_heads");
     vid kp = own ? b.view(b.linear(h, wkp, none, "k_pe"), {1, rope}, "k_pe_head") : none;
     const vid pos = g_.input(input_kind::positions);
     kernels::op_params rp;
@@ -156,6 +163,12 @@ expected<vid> decoder::mla(int l, vid h) {
   }
   const vid a = b.op(op::paged_attention, std::move(ain), "attn", ap);
   vid v = b.op(op::head_matmul, {a, wvb}, "attn_values"); // W_vb(h) (first kvl of a)
+  if (c_.mla_q_gate) { // A.X K2: every value times sigmoid of its gate row of q_b
+    TROUPE_TRY_ASSIGN(wg,
+                      req(wq, l, {H * vh, K}, cut::out, axis::heads, vh, head_rows(per, qk, vh)));
+    const vid gate = b.view(b.linear(qin, wg, none, "attn_gate"), {-1, vh}, "attn_gate_heads");
+    v = b.mul(v, b.unary(op::sigmoid, gate, "attn_gate_sigmoid"), "attn_values_gated");
+  }
   if (c_.attn_value_gate) { // HY-V4: every value times sigmoid(x w) of its own row
     TROUPE_TRY_ASSIGN(wg, req(n_.mla_gate, l, {H * vh, C}, cut::out, axis::heads, vh));
     const vid gate = b.view(b.linear(h, wg, none, "attn_gate"), {-1, vh}, "attn_gate_heads");

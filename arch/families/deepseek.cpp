@@ -32,8 +32,14 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
   if (c.family == "sarvam_mla") j.mark("q_head_dim"); // (Sarvam's releases: the same)
   j.mark("num_key_value_heads");                      // MLA: every head reads the one latent
   TROUPE_TRY(read_mla_dims(j, c, {0, -1, -1, -1, -1}));
-  if (c.family == "axk1" && c.q_lora <= 0) // (AXK1Attention always has the q bottleneck)
-    return j.unsupported("q_lora_rank null or 0 (A.X K1's attention always has the q bottleneck)");
+  if ((c.family == "axk1" || c.family == "axk2") && c.q_lora <= 0) // (their attention always has
+    return j.unsupported("q_lora_rank null or 0 (A.X's attention always has the q bottleneck)");
+  if (c.family == "axk2") { // the gated norms; q_b also makes a gate per value
+    TROUPE_TRY_ASSIGN(rank, j.i("gated_norm_rank", 16));
+    if (rank <= 0 || rank > 65536) return j.bad(fmt::format("gated_norm_rank {}", rank));
+    c.gated_norm_rank = rank;
+    c.mla_q_gate = true;
+  }
   const int64_t rope = c.qk_rope;
   TROUPE_TRY(read_activation(j.s("hidden_act", "silu"), c, j.where()));
   if (c.family == "mistral4") {
@@ -60,7 +66,7 @@ status read_deepseek_hf(hf_cfg& j, model_config& c) {
                       : rope_layout::neox;
   mla_attention_scale(c);
   const bool glm5 = c.family == "glm_moe_dsa";
-  if (c.family == "deepseek_v32" || glm5) { // DeepSeek Sparse Attention on every layer
+  if (c.family == "deepseek_v32" || glm5 || c.family == "axk2") { // DSA on every layer
     TROUPE_TRY_ASSIGN(topk, j.i("index_topk", 2048));
     TROUPE_TRY_ASSIGN(dim, j.i("index_head_dim", 128));
     TROUPE_TRY_ASSIGN(heads, j.i("index_n_heads", glm5 ? 32 : 64));
@@ -299,10 +305,10 @@ status read_routed_experts_hf(hf_cfg& j, model_config& c) {
     for (int64_t l = dense; l < c.n_layer; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
     return {};
   }
-  if (c.family == "axk1") {
-    // A.X K1: mlp_layer_types, else sparse from first_k_dense_replace (1) on where the layer
-    // index is a multiple of moe_layer_freq (1); a norm on the experts' output
-    c.post_moe_norm = true;
+  if (c.family == "axk1" || c.family == "axk2") {
+    // A.X K1 and K2: mlp_layer_types, else sparse from first_k_dense_replace (1) on where the
+    // layer index is a multiple of moe_layer_freq (1); K1: a norm on the experts' output
+    c.post_moe_norm = c.family == "axk1";
     TROUPE_TRY_ASSIGN(
         listed, read_layer_kinds(j, "mlp_layer_types", c.n_layer, "sparse", "dense", c.moe_layers));
     if (listed) {
@@ -515,6 +521,14 @@ status build_deepseek(const model_source& m, graph::graph& g) {
   }
   routed_expert_names(m, n);
   if (c.post_moe_norm) n.post_ffn_norm = "model.layers.{}.post_mlp_layernorm.weight"; // (A.X K1)
+  if (c.gated_norm_rank > 0) { // (A.X K2's gated norms: the norm, W_down, W_up under each)
+    const std::string in = "model.layers.{}.input_layernorm.",
+                      post = "model.layers.{}.post_attention_layernorm.";
+    n.attn_norm = in + "norm.weight";
+    n.attn_norm_gate_down = in + "W_down.weight", n.attn_norm_gate_up = in + "W_up.weight";
+    n.ffn_norm_gated = post + "norm.weight";
+    n.ffn_norm_gate_down = post + "W_down.weight", n.ffn_norm_gate_up = post + "W_up.weight";
+  }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

@@ -254,6 +254,23 @@ const std::vector<family_entry>& families() {
            "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_interleave": true,
            "tie_word_embeddings": false})",
          R"({"num_local_experts": "n_routed_experts"})"},
+        // A.X K2: DeepSeek-V3.2 with gated norms and a gate per value made by q_b
+        {"axk2",
+         {"AXK2ForCausalLM"},
+         {},
+         read_deepseek_hf,
+         nullptr,
+         build_deepseek,
+         prepare_deepseek_hf,
+         R"({"vocab_size": 163840, "hidden_size": 2048, "intermediate_size": 5120,
+           "moe_intermediate_size": 512, "num_hidden_layers": 48, "num_attention_heads": 32,
+           "num_key_value_heads": 32, "n_shared_experts": 1, "n_routed_experts": 128,
+           "routed_scaling_factor": 2.5, "kv_lora_rank": 128, "q_lora_rank": 384,
+           "qk_rope_head_dim": 32, "v_head_dim": 64, "qk_nope_head_dim": 64,
+           "num_experts_per_tok": 8, "norm_topk_prob": true, "max_position_embeddings": 131072,
+           "rms_norm_eps": 1e-6, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 16,
+           "gated_norm_rank": 16, "tie_word_embeddings": false})",
+         R"({"num_local_experts": "n_routed_experts"})"},
         // Sarvam-105B: DeepSeek-V3's model (as transformers runs it) with its config class's
         // defaults and key names, its releases' deepseek_yarn read as yarn
         {"sarvam_mla",

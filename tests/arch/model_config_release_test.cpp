@@ -651,6 +651,8 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"minimax_m3", "/text_config/attention_bias", true, "attention_bias"},
       {"minimax_m3", "/text_config/sliding_window", 8, "sliding_window"},
       {"minimax_m3", "/text_config/index_local_blocks", 3, "local"},
+      {"axk2", "q_lora_rank", 0, "q_lora_rank"},
+      {"axk2", "gated_norm_rank", -1, "gated_norm_rank"},
       {"minimax_m3", "/text_config/layer_types",
        json::parse(R"(["minimax_m3_sparse", "sliding_attention", "full_attention"])"),
        "layer_types"}};

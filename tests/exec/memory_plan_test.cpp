@@ -231,7 +231,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "bailing_hybrid",
                            "longcat_flash",
                            "hrm_text",
-                           "minimax_m3"}) {
+                           "minimax_m3",
+                           "axk2"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
