@@ -164,8 +164,7 @@ status check_args(const op_args& a) {
                           a.src[5].rows() != s0.dims[0] || (a.p.window > 0 && !a.src[6].data) ||
                           a.p.chunk > 0 || a.p.temp_floor > 0 || a.p.alibi_max_bias > 0))
       return fail(a, "a selection is i32 [T, K], without windows, chunks, temperature or ALiBi");
-    if (a.p.sel_per_kv &&
-        (!a.src[5].data || a.src[5].cols() % a.src[1].dims[2] || a.src[6].data))
+    if (a.p.sel_per_kv && (!a.src[5].data || a.src[5].cols() % a.src[1].dims[2] || a.src[6].data))
       return fail(a, "a selection per KV head: [T, Hkv K] (no compressed entries)");
     if (a.src[6].data &&
         (a.p.compress <= 0 || a.src[6].dims.rank != 4 || a.src[6].dims[2] != 1 ||
