@@ -324,6 +324,7 @@ struct model_config {
   // (swiglu_after_act: min(silu(g), L) clamp(u, -L, L), Step 3.7's order)
   bool kda_full_gates = false, swiglu_after_act = false;
   std::vector<double> swiglu_limits, swiglu_limits_shared;
+  bool dense_clip_shared = false; // Step 3.7: the dense MLPs clip at swiglu_limits_shared too
   // Mistral Large 4: every query of the latent attention and of its indexer times scale_h ln(p +
   // 1) + bias_h (per head, learned: the softmax scaling); the indexer's queries from a LayerNorm
   // of the layer's input (no q bottleneck); LeRoPE (rope_learned: the checkpoint's alpha per

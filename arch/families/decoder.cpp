@@ -701,10 +701,14 @@ expected<vid> decoder::ffn(int l, vid h) {
     return sparse_ffn(l, h, wg, wu, wd);
   }
   const op act = act_op();
-  return b.ffn(h, wg, wu, wd, bg, bu, bd, act,
-               clamp_expr_          ? clamp_expr_ // (GLM-5.3's dense layers)
-               : layer_act_.empty() ? act_expr_
-                                    : layer_act_[static_cast<size_t>(l)]);
+  std::shared_ptr<kernels::ew_program> prog = clamp_expr_ ? clamp_expr_ // (GLM-5.3's)
+                                              : layer_act_.empty()
+                                                  ? act_expr_
+                                                  : layer_act_[static_cast<size_t>(l)];
+  if (c_.dense_clip_shared && l < static_cast<int>(c_.swiglu_limits_shared.size()))
+    if (const double L = c_.swiglu_limits_shared[static_cast<size_t>(l)]; L > 0) // (Step 3.7)
+      TROUPE_TRY_SET(prog, clamped_swiglu(L, c_.swiglu_after_act));
+  return b.ffn(h, wg, wu, wd, bg, bu, bd, act, prog);
 }
 
 expected<vid> decoder::layer(int l, vid x) {

@@ -38,6 +38,23 @@ std::vector<family_entry> more_families() {
            "hidden_act": "silu", "tie_word_embeddings": false, "sliding_window": 512,
            "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
            "shared_expert_intermediate_size": 512, "moe_routed_scaling_factor": 1.0})"},
+      // StepFun's Step 3.7 Flash: Laguna's gated attention with more heads on the sliding layers,
+      // (1 + w) norms, M3's router, SwiGLU clipped after the SiLU per layer
+      {"step3p7",
+       {"Step3p7ForConditionalGeneration"},
+       {},
+       read_step3p7_hf,
+       nullptr,
+       build_step3p7,
+       nullptr,
+       R"({"vocab_size": 128815, "hidden_size": 4096, "intermediate_size": 11264,
+           "num_hidden_layers": 45, "num_attention_heads": 64, "num_key_value_heads": 8,
+           "head_dim": 128, "max_position_embeddings": 128000, "rms_norm_eps": 1e-5,
+           "num_experts_per_tok": 8, "n_routed_experts": 288, "moe_intermediate_size": 1280,
+           "share_expert_dim": 1280, "moe_router_scaling_factor": 1.0})",
+       R"({"num_local_experts": "n_routed_experts", "num_attention_groups": "num_key_value_heads",
+           "moe_num_experts": "n_routed_experts", "moe_top_k": "num_experts_per_tok",
+           "share_expert_dims": "share_expert_dim", "num_mtp_layers": "num_nextn_predict_layers"})"},
       // MiniMax M3's text model: M2's line with (1 + w) norms per head, block-sparse attention
       // by a lightning indexer, clamped SwiGLU everywhere, shared experts
       {"minimax_m3",

@@ -653,6 +653,14 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"minimax_m3", "/text_config/index_local_blocks", 3, "local"},
       {"axk2", "q_lora_rank", 0, "q_lora_rank"},
       {"axk2", "gated_norm_rank", -1, "gated_norm_rank"},
+      {"step3p7", "/text_config/layer_types",
+       json::parse(R"(["sliding_attention", "minimax_m3_sparse", "full_attention", "full_attention"])"),
+       "layer_types"},
+      {"step3p7", "/text_config/use_bidirectional_attention", true, "use_bidirectional_attention"},
+      {"step3p7", "/text_config/swiglu_limits", json::parse("[0, -1, 0, 0]"), "swiglu_limits"},
+      {"step3p7", "/text_config/per_layer_config", json::parse(R"({"1": {"num_attention_heads": 8}})"),
+       "per_layer_config"},
+      {"step3p7", "/text_config/num_sliding_attention_heads", 3, "num_sliding_attention_heads"},
       {"minimax_m3", "/text_config/layer_types",
        json::parse(R"(["minimax_m3_sparse", "sliding_attention", "full_attention"])"),
        "layer_types"}};
@@ -713,4 +721,40 @@ TEST(ModelConfig, WeightSharedLayersStoreOnceComputeEveryRun) {
   // (what the checkpoint holds is MemoryPlan.LinearAttentionParameterCounts' check)
   EXPECT_GT(own.parameters(), c->parameters());
   EXPECT_DOUBLE_EQ(c->prefill_flops_per_token(16), own.prefill_flops_per_token(16));
+}
+
+// Step 3.7 as its hub config writes it (lists padded with the multi-token-prediction layer, the
+// sliding layers' heads in attention_other_setting, the experts' layers in moe_layers_enum,
+// rope_theta and partial_rotary_factors per layer) reads as the model transformers' own config
+// (the fixture's) describes.
+TEST(ModelConfig, Step3p7HubFormReadsAsTransformersForm) {
+  json j = test::load_json(test::fixture_path("models/step3p7/config.json"));
+  auto want = parse(j);
+  ASSERT_TRUE(want) << want.error().to_string();
+  json& t = j["text_config"];
+  for (const char* k : {"num_sliding_attention_heads", "per_layer_config", "mlp_layer_types",
+                        "rope_parameters", "mtp_layer_types", "mtp_mlp_layer_types"})
+    t.erase(k);
+  t["num_nextn_predict_layers"] = 1;
+  t["layer_types"].push_back("full_attention");
+  t["swiglu_limits"].push_back(0.3);
+  t["swiglu_limits_shared"].push_back(0.3);
+  t["attention_other_setting"] = {{"num_attention_heads", 8}, {"attention_type", "sliding"}};
+  t["moe_layers_enum"] = "1,2,3,4";
+  t["rope_theta"] = {1e5, 1e4, 1e5, 1e4, 1e4};
+  t["partial_rotary_factors"] = {1.0, 0.5, 1.0, 0.5, 0.5};
+  auto got = parse(j);
+  ASSERT_TRUE(got) << got.error().to_string();
+  EXPECT_EQ(got->n_layer, 4);
+  EXPECT_EQ(got->heads_by_layer, want->heads_by_layer);
+  EXPECT_EQ(got->heads_by_layer, (std::vector<int64_t>{8, 4, 8, 4}));
+  EXPECT_EQ(got->moe_layers, want->moe_layers);
+  EXPECT_EQ(got->swiglu_limits, want->swiglu_limits);
+  EXPECT_EQ(got->swiglu_limits_shared, want->swiglu_limits_shared);
+  EXPECT_EQ(got->windowed, want->windowed);
+  EXPECT_EQ(got->rope.theta, want->rope.theta);
+  EXPECT_EQ(got->rope.rot_dim, want->rope.rot_dim);
+  EXPECT_EQ(got->rope_local.theta, want->rope_local.theta);
+  EXPECT_EQ(got->rope_local.rot_dim, want->rope_local.rot_dim);
+  EXPECT_NE(got->rope.rot_dim, got->rope_local.rot_dim);
 }

@@ -232,7 +232,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "longcat_flash",
                            "hrm_text",
                            "minimax_m3",
-                           "axk2"}) {
+                           "axk2",
+                           "step3p7"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
