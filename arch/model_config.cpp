@@ -255,6 +255,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
                      Hq * D * C + (m.qkv_bias ? Hq * D + kv * Hkv * D : 0) + qk_norms +
                      (m.o_bias ? C : 0) + (m.attn_sinks ? Hq : 0) +
                      (m.attn_head_gate ? Hq * C : 0) + // LFM3's gate per head
+                     (m.attn_gate_bias ? Hq : 0) +     // Beam's gate bias per head
                      // MiniMax M3's indexer: q (a head per KV head) and k projections, norms
                      (m.layer_sparse_attn(l) ? (Hkv + 1) * m.sparse_dim * C + 2 * m.sparse_dim : 0);
   };

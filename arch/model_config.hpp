@@ -325,6 +325,12 @@ struct model_config {
   bool kda_full_gates = false, swiglu_after_act = false;
   std::vector<double> swiglu_limits, swiglu_limits_shared;
   bool dense_clip_shared = false; // Step 3.7: the dense MLPs clip at swiglu_limits_shared too
+  // Beam: the residual's k-th add (k = 2 (l + 1) after the attention, + 1 after the FFN) is x
+  // sqrt((k - 1) / k) + y / sqrt(k); on the layers without RoPE each query times (1 + (p + 1) /
+  // nope_q_base) ^ nope_q_power (its scalable softmax; 0: off)
+  bool depth_scaled_residual = false;
+  double nope_q_base = 0, nope_q_power = 0;
+  bool attn_gate_bias = false; // Beam: a bias per head on the value gate
   // Mistral Large 4: every query of the latent attention and of its indexer times scale_h ln(p +
   // 1) + bias_h (per head, learned: the softmax scaling); the indexer's queries from a LayerNorm
   // of the layer's input (no q bottleneck); LeRoPE (rope_learned: the checkpoint's alpha per

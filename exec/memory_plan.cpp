@@ -149,6 +149,13 @@ expected<int64_t> count_parameters(const model_source& m) {
     if (!held.insert(graph::weight_identity(v)).second) continue;
     int64_t n = 1;
     for (int64_t d : v.dims) n *= d;
+    if (!v.w.segments.empty() && !v.dims.empty() && v.dims[0] > 0) {
+      // the stored rows it reads, each once (Beam's gate bias repeats each head's over its D)
+      std::set<int64_t> rows;
+      for (auto [a, c] : v.w.segments)
+        for (int64_t r = a; r < a + c; ++r) rows.insert(r);
+      n = n / v.dims[0] * static_cast<int64_t>(rows.size());
+    }
     total += n;
   }
   return total;

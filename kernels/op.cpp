@@ -277,10 +277,14 @@ status check_args(const op_args& a) {
     return {};
   case op::pos_scale: {
     const auto &pos = a.src[1], &sc = a.src[2], &b = a.src[3];
+    const bool power = !sc.data && !b.data; // (Beam's: a factor of the position alone)
     if (s0.type != dtype::f32 || s0.dims.rank != 3 || d.type != dtype::f32 || d.dims != s0.dims ||
-        pos.type != dtype::i32 || pos.numel() != s0.dims[0] || sc.type != dtype::f32 ||
-        sc.numel() != s0.dims[1] || b.type != dtype::f32 || b.numel() != s0.dims[1])
-      return fail(a, "x f32 [T, H, D], positions i32 [T], scale and bias f32 [H], dst like x");
+        pos.type != dtype::i32 || pos.numel() != s0.dims[0] ||
+        (!power && (sc.type != dtype::f32 || sc.numel() != s0.dims[1] || b.type != dtype::f32 ||
+                    b.numel() != s0.dims[1])) ||
+        (power && a.p.temp_floor <= 0))
+      return fail(a, "x f32 [T, H, D], positions i32 [T], scale and bias f32 [H] (or none and "
+                     "p.temp_floor > 0), dst like x");
     return {};
   }
   case op::causal_conv: {

@@ -153,7 +153,9 @@
 //                    with (m - l) / max(|l|, m) <= 2 p.router_jitter (times p.scale)
 //   pos_scale        src0 x f32 [T, H, D], src1 positions i32 [T], src2 scale f32 [H], src3
 //                    bias f32 [H] -> dst f32 [T, H, D] = x[t, h, :] (scale[h] ln(pos[t] + 1) +
-//                    bias[h]) (Mistral Large 4's softmax scaling of the queries, per head)
+//                    bias[h]) (Mistral Large 4's softmax scaling of the queries, per head); or,
+//                    src2 and src3 none, times (1 + (pos[t] + p.temp_offset) / p.temp_floor) ^
+//                    p.temp_scale for every head (Beam's scalable softmax on its NoPE layers)
 // Hyper-connections (DeepSeek-V4's mHC: N residual streams of C values per token):
 //   hc_pre           src0 x f32 [T, N C], src1 fn f32 [M, N C], src2 base f32 [M], src3 scale
 //                    f32 [3] (M = N (N + 2)) or [1] (M = N, the model's head; or src1..3 none:

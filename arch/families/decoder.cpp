@@ -467,7 +467,22 @@ expected<vid> decoder::attention(int l, vid h) {
   }
   if (c_.attn_sinks && (!c_.sinks_windowed_only || c_.layer_window(l) > 0))
     TROUPE_TRY_SET(s.sinks, req(n_.attn_sinks, l, {H}, cut::out, axis::heads));
-  if (p.wgate != none) s.gate = b.linear(h, p.wgate, none, "q_gate");
+  if (p.wgate != none) {
+    vid gb = none; // (Beam: a bias per head on the value gate, each head's D values alike)
+    if (!n_.attn_gate_bias.empty()) {
+      weight_ref rep;
+      for (int64_t hh = 0; hh < H; ++hh) rep.segments.insert(rep.segments.end(), D, {hh, 1});
+      TROUPE_TRY_SET(gb, req(n_.attn_gate_bias, l, {H * D}, cut::out, axis::heads, D, rep));
+    }
+    s.gate = b.linear(h, p.wgate, gb, "q_gate");
+  }
+  if (c_.nope_q_base > 0 && !s.rope) { // (Beam's NoPE layers: q times (1 + (p + 1) / base)^power)
+    kernels::op_params pp;
+    pp.temp_floor = static_cast<int64_t>(c_.nope_q_base);
+    pp.temp_offset = 1;
+    pp.temp_scale = static_cast<float>(c_.nope_q_power);
+    q = b.op(op::pos_scale, {q, g_.input(input_kind::positions), none, none}, "q_pos_scaled", pp);
+  }
   if (c_.layer_sparse_attn(l)) TROUPE_TRY_SET(s.select, block_indexer(l, h, kv_axis));
   return b.attend(s, {q, k, v}, wo, bo);
 }
@@ -779,7 +794,14 @@ expected<vid> decoder::layer(int l, vid x) {
   vid a = a0;
   if (c_.norms == norm_place::sandwich)
     TROUPE_TRY_SET(a, norm(a, l, n_.post_attn_norm, "", C, c_.norm, "attn_post_norm"));
-  x = b.add(x, scaled(a, "attn_scaled"), "attn_residual");
+  // (Beam: the residual's k-th add, x sqrt((k - 1) / k) + a / sqrt(k), k = 2 (l + 1), then + 1)
+  auto residual = [&](vid r, vid y, int64_t k, const char* sc, const std::string& what) {
+    if (!c_.depth_scaled_residual) return b.add(r, scaled(y, sc), what);
+    const double kd = static_cast<double>(k);
+    return b.add(b.scale(r, static_cast<float>(std::sqrt((kd - 1) / kd)), what + "_r"),
+                 b.scale(y, static_cast<float>(1 / std::sqrt(kd)), what + "_y"), what);
+  };
+  x = residual(x, a, 2 * (l + 1), "attn_scaled", "attn_residual");
   if (!c_.layer_has_ffn(l)) return x; // a block of the mixer alone (Mamba2)
   vid f = none;
   if (c_.moe_beside_mlp && c_.layer_moe(l)) {
@@ -796,7 +818,7 @@ expected<vid> decoder::layer(int l, vid x) {
   }
   if (c_.norms == norm_place::sandwich || (c_.post_moe_norm && c_.layer_moe(l)))
     TROUPE_TRY_SET(f, norm(f, l, n_.post_ffn_norm, "", C, c_.norm, "ffn_post_norm"));
-  const vid out = b.add(x, scaled(f, "ffn_scaled"), "ffn_residual");
+  const vid out = residual(x, f, 2 * (l + 1) + 1, "ffn_scaled", "ffn_residual");
   if (c_.shortcut_moe && l % 2) return b.add(out, carried_, "shortcut_residual");
   return out;
 }

@@ -111,8 +111,9 @@ struct decoder_names {
   std::string moe_hash;
   // GLM-5.3's pooled indexer: the pools' gate projection [Di, C] and their ape [pool, Di]
   std::string dsa_pool_gate, dsa_pool_ape;
-  std::string mla_gate;   // HY-V4: the values' gate [H v_head, C]
-  std::string cycle_init; // HRM-Text: the low stream's initial value [C]
+  std::string mla_gate;       // HY-V4: the values' gate [H v_head, C]
+  std::string cycle_init;     // HRM-Text: the low stream's initial value [C]
+  std::string attn_gate_bias; // Beam: the value gate's bias per head [H]
   // MiniMax M3's block indexer (model_config::sparse_layers): q [Hkv Di, C], k [Di, C], their
   // norms [Di]
   std::string sparse_q, sparse_k, sparse_q_norm, sparse_k_norm;

@@ -230,6 +230,9 @@ status build_kolibri(const model_source& m, graph::graph& g);
 /// Mellum (moe.cpp).
 status read_mellum_hf(hf_cfg& j, model_config& c);
 status build_mellum(const model_source& m, graph::graph& g);
+/// Beam (beam.cpp).
+status read_beam_hf(hf_cfg& j, model_config& c);
+status build_beam(const model_source& m, graph::graph& g);
 /// StepFun's Step 3.7 Flash's language model (step3p7.cpp).
 status read_step3p7_hf(hf_cfg& j, model_config& c);
 status build_step3p7(const model_source& m, graph::graph& g);

@@ -38,6 +38,22 @@ std::vector<family_entry> more_families() {
            "hidden_act": "silu", "tie_word_embeddings": false, "sliding_window": 512,
            "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
            "shared_expert_intermediate_size": 512, "moe_routed_scaling_factor": 1.0})"},
+      // Beam: sliding RoPE layers and NoPE full ones with a scalable softmax, a value gate with a
+      // bias per head, sandwich norms and depth-scaled residuals, group-limited sigmoid experts
+      {"beam",
+       {"BeamForCausalLM"},
+       {},
+       read_beam_hf,
+       nullptr,
+       build_beam,
+       nullptr,
+       R"({"vocab_size": 151936, "hidden_size": 5120, "intermediate_size": 20480,
+           "num_hidden_layers": 52, "num_attention_heads": 48, "num_key_value_heads": 8,
+           "head_dim": 128, "max_position_embeddings": 8192, "sliding_window": 512,
+           "moe_intermediate_size": 2560, "num_experts": 256, "num_experts_per_tok": 8,
+           "norm_topk_prob": true, "n_group": 8, "topk_group": 4, "routed_scaling_factor": 2.5,
+           "final_logit_softcapping": 30.0, "rms_norm_eps": 1e-6})",
+       nullptr},
       // StepFun's Step 3.7 Flash: Laguna's gated attention with more heads on the sliding layers,
       // (1 + w) norms, M3's router, SwiGLU clipped after the SiLU per layer
       {"step3p7",

@@ -117,7 +117,8 @@ void binary(const op_args& a, const exec_ctx& ctx) {
   });
 }
 
-// x[t, h, :] times scale[h] ln(pos[t] + 1) + bias[h] (the factor in f64, as the reference)
+// x[t, h, :] times scale[h] ln(pos[t] + 1) + bias[h], or (1 + (pos[t] + offset) / F) ^ scale
+// (the factor in f64, as the reference)
 void pos_scale_k(const op_args& a, const exec_ctx& ctx) {
   const auto& x = a.src[0];
   const int64_t H = x.dims[1], D = x.dims[2];
@@ -127,8 +128,13 @@ void pos_scale_k(const op_args& a, const exec_ctx& ctx) {
   parallel(ctx, x.dims[0], std::max<int64_t>(1, grain / (H * D)), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const double lp = std::log(static_cast<double>(pos[t]) + 1.0);
+      // (without scale and bias: Beam's power of the position, every head alike)
+      const double pw =
+          s ? 0.0
+            : std::pow(1.0 + static_cast<double>(pos[t] + a.p.temp_offset) / a.p.temp_floor,
+                       static_cast<double>(a.p.temp_scale));
       for (int64_t h = 0; h < H; ++h) {
-        const float f = static_cast<float>(static_cast<double>(s[h]) * lp + b[h]);
+        const float f = static_cast<float>(s ? static_cast<double>(s[h]) * lp + b[h] : pw);
         const float* xr = xv + (t * H + h) * D;
         float* yr = y + (t * H + h) * D;
         for (int64_t d = 0; d < D; ++d) yr[d] = xr[d] * f;

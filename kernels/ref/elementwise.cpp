@@ -108,7 +108,8 @@ void binary(const op_args& a, const exec_ctx&) {
   }
 }
 
-// x[t, h, :] times scale[h] ln(pos[t] + 1) + bias[h]
+// x[t, h, :] times scale[h] ln(pos[t] + 1) + bias[h], or without them (1 + (pos[t] +
+// p.temp_offset) / p.temp_floor) ^ p.temp_scale
 void pos_scale_k(const op_args& a, const exec_ctx&) {
   const auto& x = a.src[0];
   const int64_t T = x.dims[0], H = x.dims[1], D = x.dims[2];
@@ -117,8 +118,11 @@ void pos_scale_k(const op_args& a, const exec_ctx&) {
   float* y = a.dst.as<float>();
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {
-      const double f = static_cast<double>(s[h]) * std::log(static_cast<double>(pos[t]) + 1.0) +
-                       static_cast<double>(b[h]);
+      const double f =
+          s ? static_cast<double>(s[h]) * std::log(static_cast<double>(pos[t]) + 1.0) +
+                  static_cast<double>(b[h])
+            : std::pow(1.0 + static_cast<double>(pos[t] + a.p.temp_offset) / a.p.temp_floor,
+                       static_cast<double>(a.p.temp_scale));
       for (int64_t d = 0; d < D; ++d)
         y[(t * H + h) * D + d] = static_cast<float>(xv[(t * H + h) * D + d] * f);
     }

@@ -661,6 +661,11 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"step3p7", "/text_config/per_layer_config", json::parse(R"({"1": {"num_attention_heads": 8}})"),
        "per_layer_config"},
       {"step3p7", "/text_config/num_sliding_attention_heads", 3, "num_sliding_attention_heads"},
+      {"beam", "rope_parameters", json::parse(R"({"chunked_attention": {"rope_theta": 10.0}})"),
+       "chunked_attention"},
+      {"beam", "hidden_act", "gelu", "hidden_act"},
+      {"beam", "final_logit_softcapping", -1.0, "final_logit_softcapping"},
+      {"beam", "mlp_bias", true, "mlp_bias"},
       {"minimax_m3", "/text_config/layer_types",
        json::parse(R"(["minimax_m3_sparse", "sliding_attention", "full_attention"])"),
        "layer_types"}};

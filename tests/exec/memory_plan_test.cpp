@@ -233,7 +233,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "hrm_text",
                            "minimax_m3",
                            "axk2",
-                           "step3p7"}) {
+                           "step3p7",
+                           "beam"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

@@ -65,6 +65,19 @@ void v4_cases(std::vector<op_case>& out_cases) {
     c.tol = {1e-12, 1e-5};
     out_cases.push_back(std::move(c));
   }
+  { // Beam's scalable softmax: (1 + (p + 1) / 2048) ^ 0.1, every head alike
+    const int64_t Tq = 9, Hq = 4, Dq = 24;
+    op_case c;
+    c.name = fmt::format("pos_scale(T={},H={},D={},power)", Tq, Hq, Dq);
+    gen g(c.name);
+    c.kind = op::pos_scale;
+    c.src = {from_floats(dtype::f32, {Tq, Hq, Dq}, g.normal(Tq * Hq * Dq)),
+             from_ints({Tq}, {0, 1, 2, 7, 63, 2047, 2048, 100000, 4095}), absent(), absent()};
+    c.dst = out(dtype::f32, {Tq, Hq, Dq});
+    c.p.temp_floor = 2048, c.p.temp_offset = 1, c.p.temp_scale = 0.1f;
+    c.tol = {1e-12, 1e-5};
+    out_cases.push_back(std::move(c));
+  }
   { // HY-V4's independent form: pre and post (times 2), no comb
     const int64_t N = 4, C = 48;
     op_case c;
