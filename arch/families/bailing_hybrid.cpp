@@ -16,25 +16,6 @@
 
 namespace troupe::arch {
 
-namespace {
-
-// a limit per layer (expert_swiglu_limit_list / share_expert_swiglu_limit_list), 0 where absent
-status read_limits(hf_cfg& j, const char* key, int64_t L, std::vector<double>& out) {
-  out.assign(static_cast<size_t>(L), 0.0);
-  const json& v = j.raw(key);
-  if (v.is_null()) return {};
-  if (!v.is_array() || static_cast<int64_t>(v.size()) != L)
-    return j.bad(fmt::format("'{}' must list a limit for each of the {} layers", key, L));
-  for (size_t l = 0; l < v.size(); ++l) {
-    if (!v[l].is_number() || !(v[l].get<double>() >= 0) || !std::isfinite(v[l].get<double>()))
-      return j.bad(fmt::format("'{}' holds {}", key, v[l].dump()));
-    out[l] = v[l].get<double>();
-  }
-  return {};
-}
-
-} // namespace
-
 status read_bailing_hybrid_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
   TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6, false)); // (head_dim: the KDA's, below)
@@ -99,8 +80,9 @@ status read_bailing_hybrid_hf(hf_cfg& j, model_config& c) {
   c.norm_topk = j.b("moe_renormalize", true);
   c.router_sigmoid = c.router_bias = true;
   TROUPE_TRY(read_dense_then_sparse(j, c, 2));
-  TROUPE_TRY(read_limits(j, "expert_swiglu_limit_list", L, c.swiglu_limits));
-  TROUPE_TRY(read_limits(j, "share_expert_swiglu_limit_list", L, c.swiglu_limits_shared));
+  TROUPE_TRY(read_layer_limits(j, "expert_swiglu_limit_list", L, 0, false, c.swiglu_limits));
+  TROUPE_TRY(
+      read_layer_limits(j, "share_expert_swiglu_limit_list", L, 0, false, c.swiglu_limits_shared));
   c.swiglu_clamp = c.swiglu_after_act = true; // (a layer's 0: no clip)
   return {};
 }

@@ -588,6 +588,23 @@ status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_
   return {};
 }
 
+status read_layer_limits(hf_cfg& j, const char* key, int64_t n_layer, int64_t padded,
+                         bool null_none, std::vector<double>& out) {
+  out.assign(static_cast<size_t>(n_layer), 0.0);
+  const json& v = j.raw(key);
+  if (v.is_null()) return {};
+  if (!v.is_array() || (static_cast<int64_t>(v.size()) != n_layer &&
+                        (padded <= 0 || static_cast<int64_t>(v.size()) != n_layer + padded)))
+    return j.bad(fmt::format("'{}' must list a limit for each of the {} layers", key, n_layer));
+  for (size_t l = 0; l < static_cast<size_t>(n_layer); ++l) {
+    if (v[l].is_null() && null_none) continue;
+    if (!v[l].is_number() || !(v[l].get<double>() >= 0) || !std::isfinite(v[l].get<double>()))
+      return j.bad(fmt::format("'{}' holds {}", key, v[l].dump()));
+    out[l] = v[l].get<double>();
+  }
+  return {};
+}
+
 status read_dense_then_sparse(hf_cfg& j, model_config& c, int64_t first_dense) {
   const int64_t L = c.n_layer;
   c.moe_layers.assign(static_cast<size_t>(L), 0);

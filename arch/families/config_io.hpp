@@ -119,6 +119,12 @@ status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
 /// as it was) where the key is absent or null; another length or kind is refused naming it.
 expected<bool> read_layer_kinds(hf_cfg& j, const char* key, int64_t n_layer, const char* one,
                                 const char* other, std::vector<uint8_t>& out);
+/// A limit per layer under `key` (a SwiGLU clip: Ling 3, Step 3.7): numbers >= 0, or null where
+/// `null_none` (0: none); `out` [n_layer], all 0 where the key is absent. A list `padded` entries
+/// longer (the multi-token-prediction layers a hub config appends) is read for its first
+/// n_layer.
+status read_layer_limits(hf_cfg& j, const char* key, int64_t n_layer, int64_t padded,
+                         bool null_none, std::vector<double>& out);
 /// c.moe_layers from mlp_layer_types ("sparse" / "dense"), else the first first_k_dense_replace
 /// layers dense (`first_dense` when absent), the others experts.
 status read_dense_then_sparse(hf_cfg& j, model_config& c, int64_t first_dense);

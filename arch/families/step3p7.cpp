@@ -28,19 +28,6 @@ expected<std::vector<json>> layer_list(hf_cfg& j, const char* key, int64_t L, in
   return std::vector<json>(v.begin(), v.begin() + L);
 }
 
-// limits per layer: numbers >= 0 or null (none)
-status read_limits(hf_cfg& j, const char* key, int64_t L, int64_t mtp, std::vector<double>& out) {
-  TROUPE_TRY_ASSIGN(v, layer_list(j, key, L, mtp));
-  out.assign(static_cast<size_t>(L), 0.0);
-  for (size_t l = 0; l < v.size(); ++l) {
-    if (v[l].is_null()) continue;
-    if (!v[l].is_number() || !(v[l].get<double>() >= 0))
-      return j.bad(fmt::format("'{}' holds {}", key, v[l].dump()));
-    out[l] = v[l].get<double>();
-  }
-  return {};
-}
-
 } // namespace
 
 status read_step3p7_hf(hf_cfg& j, model_config& c) {
@@ -181,8 +168,8 @@ status read_step3p7_hf(hf_cfg& j, model_config& c) {
     for (int64_t l = 3; l < L; ++l) c.moe_layers[static_cast<size_t>(l)] = 1;
   }
   // the clips after the SiLU, per layer (the dense MLPs take the shared expert's)
-  TROUPE_TRY(read_limits(j, "swiglu_limits", L, mtp, c.swiglu_limits));
-  TROUPE_TRY(read_limits(j, "swiglu_limits_shared", L, mtp, c.swiglu_limits_shared));
+  TROUPE_TRY(read_layer_limits(j, "swiglu_limits", L, mtp, true, c.swiglu_limits));
+  TROUPE_TRY(read_layer_limits(j, "swiglu_limits_shared", L, mtp, true, c.swiglu_limits_shared));
   c.swiglu_clamp = c.swiglu_after_act = c.dense_clip_shared = true;
   if (j.b("mlp_bias", false)) return j.unsupported("mlp_bias true");
   return {};

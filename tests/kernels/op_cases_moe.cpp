@@ -24,6 +24,20 @@ std::vector<int32_t> choose_experts(gen& g, int64_t T, int64_t k, int32_t pool_s
   return ids;
 }
 
+// x [T, C], the choices' ids [T, k] and weights, W_gate and W_up [E F, C] and W_down [E C, F]
+// of type w (drawn in this order)
+std::vector<host_tensor> moe_sources(gen& g, dtype w, int64_t T, int64_t C, int64_t F, int64_t E,
+                                     int64_t k, const std::vector<int32_t>& ids) {
+  std::vector<host_tensor> src;
+  src.push_back(from_floats(dtype::f32, {T, C}, g.normal(T * C)));
+  src.push_back(from_ints({T, k}, ids));
+  src.push_back(from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)));
+  src.push_back(from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)));
+  src.push_back(from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)));
+  src.push_back(from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f)));
+  return src;
+}
+
 // Mixtures of experts: E experts of width F, k chosen per token (every expert chosen by
 // several tokens in prefill, by some in decode, one expert never), weights of each dtype.
 void moe_cases(std::vector<op_case>& out_cases) {
@@ -36,12 +50,7 @@ void moe_cases(std::vector<op_case>& out_cases) {
       c.kind = op::moe;
       // k distinct experts per token, expert E - 1 never
       const std::vector<int32_t> ids = choose_experts(g, T, k, static_cast<int32_t>(E - 1));
-      c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)),
-               from_ints({T, k}, ids),
-               from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
-               from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),
-               from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),
-               from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f))};
+      c.src = moe_sources(g, w, T, C, F, E, k, ids);
       c.dst = out(dtype::f32, {T, C});
       c.tol = tol_for(w);
       // q8 activations into both expert matmuls (int8 paths at decode and prefill alike), the
@@ -133,12 +142,7 @@ void moe_cases(std::vector<op_case>& out_cases) {
         gen g(c.name);
         c.kind = op::moe;
         const std::vector<int32_t> ids = choose_experts(g, T, k, static_cast<int32_t>(E + Z));
-        c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)),
-                 from_ints({T, k}, ids),
-                 from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
-                 from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),
-                 from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),
-                 from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f))};
+        c.src = moe_sources(g, w, T, C, F, E, k, ids);
         c.dst = out(dtype::f32, {T, C});
         c.p.zero_experts = static_cast<int>(Z);
         c.p.zero_elsewhere = elsewhere;
@@ -181,16 +185,9 @@ void moe_cases(std::vector<op_case>& out_cases) {
       gen g(c.name);
       c.kind = op::moe;
       const std::vector<int32_t> ids = choose_experts(g, T, k, static_cast<int32_t>(E));
-      c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)),
-               from_ints({T, k}, ids),
-               from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
-               from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),
-               from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f)),
-               from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f)),
-               absent(),
-               absent(),
-               absent(),
-               from_floats(dtype::f32, {E}, g.uniform(E, 0.5f, 1.5f))};
+      c.src = moe_sources(g, w, T, C, F, E, k, ids);
+      c.src.insert(c.src.end(), {absent(), absent(), absent(),
+                                 from_floats(dtype::f32, {E}, g.uniform(E, 0.5f, 1.5f))});
       c.dst = out(dtype::f32, {T, C});
       c.p.moe_gelu = true;
       c.tol = tol_for(w);
