@@ -23,9 +23,9 @@ status read_longcat_flash_hf(hf_cfg& j, model_config& c) {
   // instead, counts the sublayers, as the config class's setter reads it)
   TROUPE_TRY_ASSIGN(C, j.req("hidden_size"));
   const bool named = j.has("num_layers");
-  int64_t pairs = 0;
+  int64_t pairs = 28; // (the config class's default, where the file names neither)
   if (named) TROUPE_TRY_SET(pairs, j.req("num_layers"));
-  if (j.has("num_hidden_layers") || !named) {
+  if (j.has("num_hidden_layers")) {
     TROUPE_TRY_ASSIGN(subs, j.req("num_hidden_layers"));
     if (named ? subs != 2 * pairs : subs % 2 != 0)
       return j.bad(fmt::format("num_hidden_layers {} is not twice num_layers {}", subs,
