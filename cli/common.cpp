@@ -11,6 +11,8 @@
 
 #include <fmt/core.h>
 
+#include "exec/memory_plan.hpp"
+
 namespace troupe::cli {
 
 std::string bundled_path(const std::string& rel) {
@@ -41,10 +43,14 @@ expected<std::shared_ptr<const model_source>> open_model_verbose(const std::stri
       std::chrono::duration<double, std::milli>((std::chrono::steady_clock::now() - t0)).count();
   if (!quiet) {
     const auto& c = (*m)->config;
+    // the weights the graph reads (LayerNorm biases and every tensor a family loads counted, each
+    // shared one once); the config's own estimate where the graph cannot be built here
+    const auto counted = exec::count_parameters(**m);
     fmt::print(
         stderr,
         "troupe: loaded {} ({} {}, {:.2f}M parameters, {} layers, {} tokenizer) in {:.1f} ms\n",
-        path, (*m)->format, c.arch, c.parameters() / 1e6, c.n_layer, (*m)->tok->kind(), ms);
+        path, (*m)->format, c.arch, static_cast<double>(counted ? *counted : c.parameters()) / 1e6,
+        c.n_layer, (*m)->tok->kind(), ms);
   }
   return m;
 }
