@@ -304,7 +304,9 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
                           (m.n_expert + m.zero_experts) * (C + (m.router_bias ? 1 : 0)) +
                           mats * C * m.F_shared + (m.shared_gate ? C : 0) +
                           // Gemma 4: the dense MLP beside them, the router's scales, 3 norms
-                          (m.moe_beside_mlp ? 3 * C * m.F + C + m.n_expert + 3 * C : 0);
+                          (m.moe_beside_mlp ? 3 * C * m.F + C + m.n_expert + 3 * C : 0) +
+                          // Ergo: each expert's output norm, the shared expert's
+                          (m.expert_post_norm ? m.n_expert * C + (m.F_shared > 0 ? C : 0) : 0);
   // (the final norm's weight, and the embeddings' norm's where there is one; none where the
   // norms have no weights, as OLMo's and NanoChat's)
   const int64_t norm_w = m.norm_weight ? C : 0;
@@ -350,7 +352,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
           (m.post_moe_norm && m.layer_has_ffn(l) && m.layer_moe(l) ? norm_w : 0) +
           (m.shortcut_moe && l % 2 == 0 ? experts : 0) + // (LongCat's, beside the MLP)
           // A.X K2's norm gates: before the attention, and before the experts
-          (m.gated_norm_rank > 0 ? 2 * m.gated_norm_rank * C * (m.layer_moe(l) ? 2 : 1) : 0);
+          (m.gated_norm_rank > 0 ? 2 * m.gated_norm_rank * C * (m.layer_moe(l) ? 2 : 1) : 0) +
+          (m.residual_gates ? 2 * C : 0); // (Ergo's two residual gates)
   return total;
 }
 

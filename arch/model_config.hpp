@@ -331,6 +331,12 @@ struct model_config {
   bool depth_scaled_residual = false;
   double nope_q_base = 0, nope_q_power = 0;
   bool attn_gate_bias = false; // Beam: a bias per head on the value gate
+  // Ergo: each residual add mixes by learned vectors (x keep + y branch; the family derives them
+  // from its gate's weights at load); the scores of the layers without RoPE times nope_scale_mult
+  // (global_attention_scale); each expert's output RMS-normed by its own weights (expert_post_norm:
+  // whole experts only, so TP spreads them by EP) and the shared expert's output normed
+  bool residual_gates = false, expert_post_norm = false;
+  double nope_scale_mult = 1;
   // Mistral Large 4: every query of the latent attention and of its indexer times scale_h ln(p +
   // 1) + bias_h (per head, learned: the softmax scaling); the indexer's queries from a LayerNorm
   // of the layer's input (no q bottleneck); LeRoPE (rope_learned: the checkpoint's alpha per

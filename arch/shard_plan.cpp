@@ -72,6 +72,11 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
   d.Vs = split(c.V, 1, r + 1) - d.v0;
   d.e0 = 0;
   d.Es = c.n_expert;
+  if (c.expert_post_norm && tp > 1 && !s.expert_parallel)
+    return make_error(errc::invalid_argument,
+                      "each expert's output is RMS-normed whole (Ergo's experts): TP {} would "
+                      "split them by rows; spread them with expert parallelism (--ep {})",
+                      tp, tp);
   if (s.expert_parallel) {
     if (c.n_expert <= 0)
       return make_error(errc::invalid_argument, "expert parallelism: the model has no experts");

@@ -185,9 +185,15 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
       wts = scale(wts, 0.0f, "ffn_expert_ones", 1.0f);
     }
     std::vector<vid> in = {x, ids, wts, w_gate, w_up, w_down};
-    if (biases.gate != none || biases.up != none || biases.down != none || s.expert_scales != none)
+    if (biases.gate != none || biases.up != none || biases.down != none ||
+        s.expert_scales != none || s.post_norm != none)
       in.insert(in.end(), {biases.gate, biases.up, biases.down});
     if (s.expert_scales != none) in.push_back(s.expert_scales);
+    if (s.post_norm != none) { // (src9: the norms' rows in place of scales)
+      in.push_back(s.post_norm);
+      ep.moe_post_norm = true;
+      ep.eps = s.post_norm_eps;
+    }
     return op(op::moe, std::move(in), "ffn_moe", ep);
   };
   // the choice: ids [k] and their weights [k], written by one node

@@ -68,6 +68,8 @@ struct moe_spec {
   bool bias_on_logits = false; // the choice by logits + router bias (Kolibri), else scores + bias
   float jitter = 0;            // and its relative threshold
   int64_t zero_experts = 0;    // the router's last ones: identity experts, w x (LongCat-Flash)
+  vid post_norm = none;        // [E, C]: each expert's output RMS-normed times its row (Ergo)
+  float post_norm_eps = 1e-6f;
 };
 
 /// The optional biases of a mixture of experts (GPT-OSS): the router's logits [E], and each

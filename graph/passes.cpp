@@ -210,6 +210,12 @@ status cut_tensor(graph& g, const shard_cut& c) {
             fmt::format("experts {}-{} of {}", c.expert0, c.expert0 + c.experts - 1, n.p.n_expert);
         n.p.zero_elsewhere = c.expert0 != 0; // (the identity experts: added by the first)
       } else {
+        if (n.p.moe_post_norm) // (the norm of each expert's whole output: not of a part)
+          return make_error(errc::unsupported,
+                            "{}: each expert's output is RMS-normed whole (Ergo's experts): "
+                            "tensor parallelism splits them by their rows; spread them with "
+                            "expert parallelism (--ep) instead",
+                            n.name);
         if (n.in.size() > 8 && c.tp_rank != 0)
           n.in[8] = none; // the down bias: added once, by the first rank, before the sum
         n.p.zero_elsewhere = c.tp_rank != 0;

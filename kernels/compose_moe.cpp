@@ -185,7 +185,18 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
       else
         TROUPE_TRY(prim(r, b, swiglu_of(he, gt, he), ec));
     }
-    return prim(r, b, mm(ye, he, de, part_of(bd, e * C, C)), ec);
+    TROUPE_TRY(prim(r, b, mm(ye, he, de, part_of(bd, e * C, C)), ec));
+    if (a.p.moe_post_norm) // Ergo: each output row RMS-normed times its expert's row
+      for (int64_t i = 0; i < m; ++i) {
+        float* yr = ye.row<float>(i);
+        double ss = 0;
+        for (int64_t cc = 0; cc < C; ++cc) ss += static_cast<double>(yr[cc]) * yr[cc];
+        const float inv =
+            static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(C) + a.p.eps));
+        const float* wn = a.src[9].row<float>(e0 + e);
+        for (int64_t cc = 0; cc < C; ++cc) yr[cc] *= inv * wn[cc];
+      }
+    return status{};
   };
   // decode-sized steps (a few rows per expert): the chosen experts in parallel, one thread
   // each, instead of every expert's small matmuls split over the threads in turn
@@ -215,7 +226,7 @@ status moe_run(const registry& r, backend b, const op_args& a, const exec_ctx& c
     for (int64_t i = start[e]; i < start[e + 1]; ++i) {
       const int32_t tj = order[i];
       float w = wts.row<float>(tj / k)[tj % k];
-      if (a.src[9].data) w *= a.src[9].as<float>()[e0 + e]; // its expert's scale
+      if (a.src[9].data && !a.p.moe_post_norm) w *= a.src[9].as<float>()[e0 + e]; // its scale
       float* out = a.dst.row<float>(tj / k);
       const float* y = yg.row<float>(i);
       for (int64_t cc = 0; cc < C; ++cc) out[cc] += w * y[cc];

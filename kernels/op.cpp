@@ -430,6 +430,9 @@ status check_args(const op_args& a) {
     if (F <= 0 || wg.rows() % F || wd.rows() != wg.rows() / F * s0.cols())
       return fail(a, "W_gate [E * F, C] and W_down [E * C, F] disagree on E or F");
     if (!moe_biases_ok(a)) return fail(a, "biases must be f32 [E * F], [E * F] and [E * C]");
+    if (a.p.moe_post_norm &&
+        (a.src[9].type != dtype::f32 || a.src[9].dims.rank != 2 || a.src[9].cols() != s0.cols()))
+      return fail(a, "post-expert norms must be f32 [E_all, C]");
     return {};
   }
   case op::rope_kv_store:

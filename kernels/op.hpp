@@ -120,8 +120,11 @@
 //                    are ungated, h = relu(up x)^2 (Nemotron-H's; src3 is W_up again, unread);
 //                    with p.moe_gelu h = gelu_tanh(g) u (Gemma 4's GeGLU experts). An optional
 //                    src9 f32 [E_all] scales each choice's weight by its expert's (by the
-//                    global id; Gemma 4's per_expert_scale). With p.zero_experts Z > 0 the ids
-//                    [E_all, E_all + Z) are zero-computation experts, each adding its weight
+//                    global id; Gemma 4's per_expert_scale); with p.moe_post_norm src9 is f32
+//                    [E_all, C] instead: each chosen expert's output RMS-normed (eps p.eps)
+//                    times its expert's row before it is weighted (Ergo's post-expert norm; the
+//                    whole expert's output: a split by F refuses it). With p.zero_experts Z > 0 the
+//                    ids [E_all, E_all + Z) are zero-computation experts, each adding its weight
 //                    times x (LongCat-Flash's), unless p.zero_elsewhere (another shard of a
 //                    summed split adds them).
 //                    With expert parallelism
@@ -327,8 +330,9 @@ struct op_params {
   bool group_max = false;          // moe_router: a group scores its best (else its two best)
   float router_eps = 1e-20f;       // moe_router: renormalised by the chosen scores' sum + eps
   float swiglu_alpha = 0, swiglu_limit = 0; // moe: GPT-OSS's clamped SwiGLU when limit > 0
-  bool moe_relu2 = false; // moe: ungated experts, down(relu(up x)^2) (src3 = src4, unread)
-  bool moe_gelu = false;  // moe: GeGLU experts, down(gelu_tanh(gate x) up x)
+  bool moe_relu2 = false;     // moe: ungated experts, down(relu(up x)^2) (src3 = src4, unread)
+  bool moe_gelu = false;      // moe: GeGLU experts, down(gelu_tanh(gate x) up x)
+  bool moe_post_norm = false; // moe: each expert's output RMS-normed (p.eps) times src9's row
   bool moe_clamp = false; // moe with swiglu_limit: silu(min(g, L)) clamp(u, -L, L) (DeepSeek-V4)
   bool moe_clamp_after = false; // and min(silu(g), L) clamp(u, -L, L) instead (Step 3.7, Ling 3)
   // paged_attention: src5 holds a selection per KV head, [T, Hkv K] (query head h reads its KV

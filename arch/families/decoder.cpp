@@ -358,6 +358,7 @@ attention_spec decoder::layer_spec(int l) const {
   s.kv_axis = kv_axis_of(l);
   double scale = c_.attention_scale();
   if (c_.attn_scale_by_layer) scale /= static_cast<double>(l + 1);
+  if (!c_.layer_rope(l)) scale *= c_.nope_scale_mult; // (Ergo's global layers)
   s.scale = static_cast<float>(scale);
   s.window = c_.layer_window(l);
   s.chunk = c_.layer_chunk(l);
@@ -612,6 +613,10 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
   if (hashed) TROUPE_TRY_SET(s.hash, req(n_.moe_hash, l, {c_.V, c_.n_expert_used}));
   if (!n_.moe_expert_scale.empty())
     TROUPE_TRY_SET(s.expert_scales, req(n_.moe_expert_scale, l, {E}));
+  if (c_.expert_post_norm) { // (Ergo: whole on every rank, indexed by the global expert)
+    TROUPE_TRY_SET(s.post_norm, req(n_.moe_post_norm, l, {E, C}));
+    s.post_norm_eps = static_cast<float>(c_.norm_eps);
+  }
   vid rb = none;
   if (c_.router_bias && !hashed) TROUPE_TRY_SET(rb, req(n_.moe_router_bias, l, {routed}));
   moe_biases mb;
@@ -629,7 +634,9 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     const int64_t Fs = c_.F_shared;
     TROUPE_TRY_ASSIGN(su, req(n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn));
     TROUPE_TRY_ASSIGN(sd, req(n_.shexp_down, l, {C, Fs}, cut::in, axis::ffn));
-    const vid sh = b.ffn(h, none, su, sd, none, none, none, op::silu, act_expr_, "ffn_shexp");
+    vid sh = b.ffn(h, none, su, sd, none, none, none, op::silu, act_expr_, "ffn_shexp");
+    if (!n_.shexp_norm.empty()) // (Ergo: the shared expert's output normed)
+      TROUPE_TRY_SET(sh, norm(sh, l, n_.shexp_norm, "", C, c_.norm, "ffn_shexp_norm"));
     y = b.add(y, sh, "ffn_moe_out");
   } else if (c_.F_shared > 0) {
     const int64_t Fs = c_.F_shared;
@@ -795,13 +802,21 @@ expected<vid> decoder::layer(int l, vid x) {
   if (c_.norms == norm_place::sandwich)
     TROUPE_TRY_SET(a, norm(a, l, n_.post_attn_norm, "", C, c_.norm, "attn_post_norm"));
   // (Beam: the residual's k-th add, x sqrt((k - 1) / k) + a / sqrt(k), k = 2 (l + 1), then + 1)
-  auto residual = [&](vid r, vid y, int64_t k, const char* sc, const std::string& what) {
+  auto residual = [&](vid r, vid y, int64_t k, const char* sc,
+                      const std::string& what) -> expected<vid> {
+    if (c_.residual_gates) { // (Ergo: y s + x sqrt(1 - s^2), s a vector [C])
+      const bool attn = what == "attn_residual";
+      TROUPE_TRY_ASSIGN(branch, req(attn ? n_.attn_res_branch : n_.ffn_res_branch, l, {1, C}));
+      TROUPE_TRY_ASSIGN(keep_of, ew_program_of("sqrt(1 - s * s)", {"s"}));
+      const vid keep = b.elementwise(std::move(keep_of), {branch}, what + "_keep");
+      return b.add(b.mul(y, branch, what + "_y"), b.mul(r, keep, what + "_r"), what);
+    }
     if (!c_.depth_scaled_residual) return b.add(r, scaled(y, sc), what);
     const double kd = static_cast<double>(k);
     return b.add(b.scale(r, static_cast<float>(std::sqrt((kd - 1) / kd)), what + "_r"),
                  b.scale(y, static_cast<float>(1 / std::sqrt(kd)), what + "_y"), what);
   };
-  x = residual(x, a, 2 * (l + 1), "attn_scaled", "attn_residual");
+  TROUPE_TRY_SET(x, residual(x, a, 2 * (l + 1), "attn_scaled", "attn_residual"));
   if (!c_.layer_has_ffn(l)) return x; // a block of the mixer alone (Mamba2)
   vid f = none;
   if (c_.moe_beside_mlp && c_.layer_moe(l)) {
@@ -818,7 +833,7 @@ expected<vid> decoder::layer(int l, vid x) {
   }
   if (c_.norms == norm_place::sandwich || (c_.post_moe_norm && c_.layer_moe(l)))
     TROUPE_TRY_SET(f, norm(f, l, n_.post_ffn_norm, "", C, c_.norm, "ffn_post_norm"));
-  const vid out = residual(x, f, 2 * (l + 1) + 1, "ffn_scaled", "ffn_residual");
+  TROUPE_TRY_ASSIGN(out, residual(x, f, 2 * (l + 1) + 1, "ffn_scaled", "ffn_residual"));
   if (c_.shortcut_moe && l % 2) return b.add(out, carried_, "shortcut_residual");
   return out;
 }

@@ -114,6 +114,9 @@ struct decoder_names {
   std::string mla_gate;       // HY-V4: the values' gate [H v_head, C]
   std::string cycle_init;     // HRM-Text: the low stream's initial value [C]
   std::string attn_gate_bias; // Beam: the value gate's bias per head [H]
+  // Ergo: the residual adds' branch factors [C] (after the attention and after the FFN), the
+  // experts' output norms [E, C], the shared expert's [C]
+  std::string attn_res_branch, ffn_res_branch, moe_post_norm, shexp_norm;
   // MiniMax M3's block indexer (model_config::sparse_layers): q [Hkv Di, C], k [Di, C], their
   // norms [Di]
   std::string sparse_q, sparse_k, sparse_q_norm, sparse_k_norm;

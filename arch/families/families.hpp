@@ -230,6 +230,10 @@ status build_kolibri(const model_source& m, graph::graph& g);
 /// Mellum (moe.cpp).
 status read_mellum_hf(hf_cfg& j, model_config& c);
 status build_mellum(const model_source& m, graph::graph& g);
+/// Ergo (ergo.cpp).
+status read_ergo_hf(hf_cfg& j, model_config& c);
+status prepare_ergo_hf(const model_config& c, tensor_index& t);
+status build_ergo(const model_source& m, graph::graph& g);
 /// Beam (beam.cpp).
 status read_beam_hf(hf_cfg& j, model_config& c);
 status build_beam(const model_source& m, graph::graph& g);

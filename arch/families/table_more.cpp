@@ -38,6 +38,22 @@ std::vector<family_entry> more_families() {
            "hidden_act": "silu", "tie_word_embeddings": false, "sliding_window": 512,
            "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
            "shared_expert_intermediate_size": 512, "moe_routed_scaling_factor": 1.0})"},
+      // Ergo: Beam's layer kinds, residual adds mixed per dimension, relu^2 experts each normed
+      {"ergo",
+       {"ErgoForCausalLM"},
+       {},
+       read_ergo_hf,
+       nullptr,
+       build_ergo,
+       prepare_ergo_hf,
+       R"({"vocab_size": 262144, "hidden_size": 8192, "num_hidden_layers": 64,
+           "num_attention_heads": 64, "num_key_value_heads": 8,
+           "first_dense_intermediate_size": 32768, "num_dense_blocks": 1,
+           "moe_intermediate_size": 4096, "shared_intermediate_size": 8192, "num_experts": 256,
+           "num_experts_per_tok": 8, "moe_routed_scaling_factor": 2.8284271247461903,
+           "max_position_embeddings": 524288, "rms_norm_eps": 1e-12, "sliding_window": 512,
+           "global_attention_every_n_layers": 4})",
+       R"({"local_attention_window": "sliding_window"})"},
       // Beam: sliding RoPE layers and NoPE full ones with a scalable softmax, a value gate with a
       // bias per head, sandwich norms and depth-scaled residuals, group-limited sigmoid experts
       {"beam",

@@ -377,7 +377,7 @@ void register_cuda_kernels(registry& r) {
         // 4's: not in launch_moe)
         // (nor LongCat's zero-computation experts)
         return !a.p.moe_relu2 && !a.p.moe_gelu && !a.p.moe_clamp && !a.p.zero_experts &&
-               !a.src[9].data && a.src[0].type == dtype::f32 &&
+               !a.p.moe_post_norm && !a.src[9].data && a.src[0].type == dtype::f32 &&
                cuda::matmul_weight_ok(a.src[3].type) && a.src[4].type == a.src[3].type &&
                a.src[5].type == a.src[3].type && moe_biases_ok(a) && contig(a);
       },

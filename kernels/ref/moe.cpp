@@ -82,7 +82,15 @@ status moe(const op_args& a, const exec_ctx&) {
       rows_times(wd, e * C, C, h, y);
       if (bd.data)
         for (int64_t c = 0; c < C; ++c) y[static_cast<size_t>(c)] += bd.as<float>()[e * C + c];
-      const double w = wts.row<float>(t)[j] * (a.src[9].data ? a.src[9].as<float>()[id] : 1.0);
+      if (a.p.moe_post_norm) { // Ergo: the expert's output RMS-normed times its row
+        double ss = 0;
+        for (int64_t c = 0; c < C; ++c) ss += y[static_cast<size_t>(c)] * y[static_cast<size_t>(c)];
+        const double inv = 1.0 / std::sqrt(ss / static_cast<double>(C) + a.p.eps);
+        for (int64_t c = 0; c < C; ++c)
+          y[static_cast<size_t>(c)] *= inv * a.src[9].row<float>(id)[c];
+      }
+      const double w = wts.row<float>(t)[j] *
+                       (a.src[9].data && !a.p.moe_post_norm ? a.src[9].as<float>()[id] : 1.0);
       for (int64_t c = 0; c < C; ++c) out[static_cast<size_t>(c)] += w * y[static_cast<size_t>(c)];
     }
     for (int64_t c = 0; c < C; ++c)

@@ -241,7 +241,8 @@ TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
   ASSERT_TRUE(m) << m.error().to_string();
   auto p = even_placement((*m)->config, tp, pp);
   ASSERT_TRUE(p) << p.error().to_string();
-  if (ep) {
+  // (experts normalised whole, Ergo's, spread over TP shards by expert parallelism only)
+  if (ep || (tp > 1 && (*m)->config.expert_post_norm)) {
     ASSERT_TRUE(set_expert_parallel((*m)->config, *p, tp));
   }
   host_options o;

@@ -666,6 +666,12 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"beam", "hidden_act", "gelu", "hidden_act"},
       {"beam", "final_logit_softcapping", -1.0, "final_logit_softcapping"},
       {"beam", "mlp_bias", true, "mlp_bias"},
+      {"ergo", "global_attention_every_n_layers", 0, "global_attention_every_n_layers"},
+      {"ergo", "global_attention_scale", -1.0, "global_attention_scale"},
+      {"ergo", "rope_parameters",
+       json::parse(R"({"sliding_attention": {"rope_type": "default", "rope_theta": 10.0},
+                       "full_attention": {"rope_type": "default", "rope_theta": 10.0}})"),
+       "full_attention"},
       {"minimax_m3", "/text_config/layer_types",
        json::parse(R"(["minimax_m3_sparse", "sliding_attention", "full_attention"])"),
        "layer_types"}};

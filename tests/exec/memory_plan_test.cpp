@@ -234,7 +234,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "minimax_m3",
                            "axk2",
                            "step3p7",
-                           "beam"}) {
+                           "beam",
+                           "ergo"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

@@ -151,6 +151,35 @@ void moe_cases(std::vector<op_case>& out_cases) {
         c.flops = 6.0 * T * k * C * F;
         out_cases.push_back(std::move(c));
       }
+  // Ergo's experts: ungated relu^2, each one's output RMS-normed times its own row of [E, C]
+  for (dtype w : {dtype::f32, dtype::bf16, dtype::q8_0})
+    for (auto [T, E, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 2}, {13, 6, 3}}) {
+      const int64_t C = 64, F = 96;
+      op_case c;
+      c.name = fmt::format("moe(T={},C={},F={},E={},k={},W={},relu2,post_norm)", T, C, F, E, k,
+                           name(w));
+      gen g(c.name);
+      c.kind = op::moe;
+      const std::vector<int32_t> ids = choose_experts(g, T, k, static_cast<int32_t>(E));
+      host_tensor up = from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f));
+      c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)),
+               from_ints({T, k}, ids),
+               from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
+               up,
+               up,
+               from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f)),
+               absent(),
+               absent(),
+               absent(),
+               from_floats(dtype::f32, {E, C}, g.uniform(E * C, 0.5f, 1.5f))};
+      c.dst = out(dtype::f32, {T, C});
+      c.p.moe_relu2 = c.p.moe_post_norm = true;
+      c.p.eps = 1e-6f;
+      c.tol = tol_for(w);
+      if (is_quantized(w)) c.tol.max_abs = 1.5e-1;
+      c.flops = 4.0 * T * k * C * F;
+      out_cases.push_back(std::move(c));
+    }
   // Nemotron-H's ungated experts: down(relu(up x)^2), the up weights in both gate and up slots
   for (dtype w : {dtype::f32, dtype::bf16, dtype::q8_0})
     for (auto [T, E, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 2}, {21, 6, 3}}) {
