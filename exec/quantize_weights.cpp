@@ -52,17 +52,25 @@ std::vector<char> block_format_readers(const graph::graph& g,
     bool router = false;
     for (vid o : n.out)
       router = router || g.values[static_cast<size_t>(o)].name.ends_with("ffn_router");
-    bool all = true; // a moe: every matrix it reads can be quantized
-    if (n.kind == graph::node_kind::op && n.op == kernels::op::moe)
-      for (vid v : n.in)
+    // a moe: every expert matrix (src3..5) can be quantized; its other inputs (biases, scales,
+    // Ergo's per-expert norms [E, C]) stay as they are
+    const bool moe = n.kind == graph::node_kind::op && n.op == kernels::op::moe;
+    auto expert_matrix = [&](size_t k) { return !moe || (k >= 3 && k <= 5); };
+    bool all = true;
+    if (moe)
+      for (size_t k = 3; k < std::min<size_t>(n.in.size(), 6); ++k) {
+        const vid v = n.in[k];
         if (v != graph::none && g[v].kind == graph::value_kind::weight && !g[v].empty &&
             g[v].dims.size() == 2 && !can(v))
           all = false;
+      }
     const bool fine = quantizable_reader(n) && !router && all;
-    for (vid v : n.in) {
+    for (size_t k = 0; k < n.in.size(); ++k) {
+      const vid v = n.in[k];
       if (v == graph::none) continue;
       const auto i = static_cast<size_t>(v);
-      ok[i] = read[i] ? ok[i] && fine : fine;
+      const bool here = fine && expert_matrix(k);
+      ok[i] = read[i] ? ok[i] && here : here;
       read[i] = 1;
     }
   }

@@ -254,3 +254,31 @@ TEST(LoadWeights, ValuesOfOneTensorShareOneCopy) {
   EXPECT_EQ(qb->matrices, qa->matrices);
   EXPECT_EQ(both->resident_bytes, alone->resident_bytes);
 }
+
+// A moe quantizes its expert matrices only: Ergo's per-expert output norms [E, C] (a matrix the
+// moe reads beside them) stay f32, as the op requires.
+TEST(QuantizeAtLoad, ExpertNormsStayF32) {
+  auto m = open(test::fixture_path("models/ergo"));
+  ASSERT_TRUE(m);
+  auto g = arch::build_graph(*m);
+  ASSERT_TRUE(g) << g.error().to_string();
+  ASSERT_TRUE(graph::infer_shapes(*g));
+  auto w = exec::load_weights(*m, *g);
+  ASSERT_TRUE(w) << w.error().to_string();
+  auto q = exec::quantize_weights(*m, *g, *w, dtype::q8_0);
+  ASSERT_TRUE(q) << q.error().to_string();
+  int norms = 0, experts = 0;
+  for (size_t i = 0; i < w->views.size(); ++i) {
+    if (!w->views[i].data) continue;
+    const std::string& t = g->values[i].w.name;
+    if (t.ends_with(".feed_forward.expert_output_norm.scale")) {
+      EXPECT_EQ(w->views[i].type, dtype::f32) << t;
+      ++norms;
+    } else if (t.ends_with("experts_up") || t.ends_with("experts_down")) {
+      EXPECT_EQ(w->views[i].type, dtype::q8_0) << t;
+      ++experts;
+    }
+  }
+  EXPECT_EQ(norms, 3);
+  EXPECT_EQ(experts, 6);
+}
