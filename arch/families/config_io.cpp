@@ -588,6 +588,14 @@ status read_hf_dims(hf_cfg& j, model_config& c, const char* eps_key, double eps_
   return {};
 }
 
+std::optional<int64_t> parse_index(std::string_view s) {
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string_view::npos)
+    return std::nullopt;
+  int64_t v = 0;
+  for (char ch : s) v = v * 10 + (ch - '0');
+  return v;
+}
+
 status read_layer_limits(hf_cfg& j, const char* key, int64_t n_layer, int64_t padded,
                          bool null_none, std::vector<double>& out) {
   out.assign(static_cast<size_t>(n_layer), 0.0);
@@ -621,13 +629,15 @@ status read_dense_then_sparse(hf_cfg& j, model_config& c, int64_t first_dense) {
 }
 
 expected<bool> read_layer_kinds(hf_cfg& j, const char* key, int64_t n_layer, const char* one,
-                                const char* other, std::vector<uint8_t>& out) {
+                                const char* other, std::vector<uint8_t>& out, int64_t padded) {
   const json& types = j.raw(key);
   if (types.is_null()) return false;
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != n_layer)
+  if (!types.is_array() ||
+      (static_cast<int64_t>(types.size()) != n_layer &&
+       (padded <= 0 || static_cast<int64_t>(types.size()) != n_layer + padded)))
     return j.bad(fmt::format("'{}' must list {} layers", key, n_layer));
   out.assign(static_cast<size_t>(n_layer), 0);
-  for (size_t l = 0; l < types.size(); ++l) {
+  for (size_t l = 0; l < static_cast<size_t>(n_layer); ++l) {
     if (types[l] != one && types[l] != other)
       return j.unsupported(fmt::format("{}[{}] {}", key, l, types[l].dump()));
     out[l] = types[l] == one;

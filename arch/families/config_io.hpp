@@ -116,9 +116,14 @@ status read_layer_types(hf_cfg& j, model_config& c, int64_t window,
                         const std::function<bool(int64_t)>& fallback);
 /// A list of one of two kinds per layer under `key` (mlp_layer_types' "sparse" / "dense", Kimi's
 /// "linear_attention" / "full_attention"): `out` [n_layer] with 1 where `one`. False (and `out`
-/// as it was) where the key is absent or null; another length or kind is refused naming it.
+/// as it was) where the key is absent or null; another length or kind is refused naming it. A list
+/// `padded` entries longer (a hub config's multi-token-prediction layers) is read for its first
+/// n_layer.
 expected<bool> read_layer_kinds(hf_cfg& j, const char* key, int64_t n_layer, const char* one,
-                                const char* other, std::vector<uint8_t>& out);
+                                const char* other, std::vector<uint8_t>& out, int64_t padded = 0);
+/// A layer index written in decimal, all of `s` (a config's per-layer key, a tensor name's
+/// field): nullopt for anything else (a sign, other characters, more than 9 digits).
+std::optional<int64_t> parse_index(std::string_view s);
 /// A limit per layer under `key` (a SwiGLU clip: Ling 3, Step 3.7): numbers >= 0, or null where
 /// `null_none` (0: none); `out` [n_layer], all 0 where the key is absent. A list `padded` entries
 /// longer (the multi-token-prediction layers a hub config appends) is read for its first

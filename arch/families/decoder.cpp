@@ -535,12 +535,12 @@ expected<vid> decoder::block_indexer(int l, vid h, axis kv_axis) {
 
 std::vector<std::string> decoder::expert_tensors(const std::string& pattern, int l) const {
   const size_t at_e = pattern.find("{e}");
-  if (at_e == std::string::npos) return {at(pattern, l)};
+  if (at_e == std::string::npos) return {layer_name(pattern, l)};
   std::vector<std::string> out;
   for (int64_t e = 0; e < c_.n_expert; ++e) {
     std::string s = pattern;
     s.replace(at_e, 3, std::to_string(e));
-    out.push_back(at(s, l));
+    out.push_back(layer_name(s, l));
   }
   return out;
 }
@@ -558,7 +558,7 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     std::string label = pattern;
     if (const size_t e = label.find("{e}"); e != std::string::npos)
       label = pattern.substr(0, e) + "*" + pattern.substr(e + 3);
-    return w_.stacked(expert_tensors(pattern, l), at(label, l), l, E, std::move(each), cu,
+    return w_.stacked(expert_tensors(pattern, l), layer_name(label, l), l, E, std::move(each), cu,
                       axis::ffn);
   };
   vid wg = none, wu = none;

@@ -55,20 +55,22 @@ class decoder {
       g_[v].empty = true;
       return v;
     }
-    return w_.get(l >= 0 && l < g_.n_layer ? at(name, weights_of(l)) : name, l, std::move(dims), cu,
-                  ax, unit, n_.optional_biases, ref);
+    return w_.get(l >= 0 && l < g_.n_layer ? layer_name(name, l) : name, l, std::move(dims), cu, ax,
+                  unit, n_.optional_biases, ref);
   }
   expected<vid> req(const std::string& name, int l, std::vector<int64_t> dims, cut cu = cut::none,
                     axis ax = axis::none, int64_t unit = 1, weight_ref ref = {}) {
     if (name.empty())
       return make_error(errc::internal, "{}: the family names no tensor here", m_.path);
-    return w_.get(l >= 0 && l < g_.n_layer ? at(name, weights_of(l)) : name, l, std::move(dims), cu,
-                  ax, unit, false, ref);
+    return w_.get(l >= 0 && l < g_.n_layer ? layer_name(name, l) : name, l, std::move(dims), cu, ax,
+                  unit, false, ref);
   }
 
-  // the layer whose weights (by its index in their names) layer l reads: itself, or the first
-  // run of a weight-shared block
-  int weights_of(int l) const { return static_cast<int>(c_.layer_weights(l)); }
+  // a tensor name of layer l: `pattern`'s "{}" the index of the layer whose weights it reads
+  // (itself, or the first run of a weight-shared block)
+  std::string layer_name(const std::string& pattern, int l) const {
+    return at(pattern, static_cast<int>(c_.layer_weights(l)));
+  }
 
   // a norm over the last dim of width `C`: its weight (+ norm_add) or ones, its bias or none
   expected<vid> norm(vid x, int l, const std::string& wname, const std::string& bname, int64_t C,

@@ -26,12 +26,10 @@ status read_full_geometry(hf_cfg& j, model_config& c, bool k_eq_v) {
   if (const json& plc = j.raw("per_layer_config"); !plc.is_null()) {
     if (!plc.is_object()) return j.bad("'per_layer_config' must be an object");
     for (auto& [k, v] : plc.items()) {
-      int64_t l = -1;
-      try {
-        l = std::stoll(k);
-      } catch (...) {
+      const auto index = parse_index(k);
+      if (!index)
         return j.unsupported(fmt::format("per_layer_config for '{}' (a layer index expected)", k));
-      }
+      int64_t l = *index;
       if (l < 0 || l >= c.n_layer || c.layer_window(l) != 0 || !v.is_object())
         return j.unsupported(fmt::format(
             "per_layer_config for layer {} (only full-attention layers may differ)", k));

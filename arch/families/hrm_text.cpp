@@ -83,20 +83,15 @@ status prepare_hrm_text_hf(const model_config& c, tensor_index& t) {
   const std::string low = "model.L_module.layers.", high = "model.H_module.layers.";
   for (const std::string& name : t.names()) {
     const bool h = name.starts_with(high);
-    if (!h && !name.starts_with(low)) continue;
-    const std::string rest = name.substr((h ? high : low).size());
-    const size_t dot = rest.find('.');
-    const std::string idx = rest.substr(0, dot);
-    if (dot == std::string::npos || idx.empty() || idx.size() > 6 ||
-        idx.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    const int64_t j = std::stoll(idx);
+    const auto lt = layer_of_name(name, h ? high : low);
+    if (!lt) continue;
+    const int64_t j = lt->layer;
     if (j >= c.cycle_layers)
       return make_error(errc::corrupt_file, "'{}': a layer past the stack's {}", name,
                         c.cycle_layers);
     const std::string to =
         fmt::format("model.layers.{}.", (h ? c.cycles_low * c.cycle_layers : 0) + j);
-    std::string what = rest.substr(dot + 1);
+    std::string what = lt->rest;
     if (what == "attn.gqkv_proj.weight") {
       const tensor_info* w = t.find(name);
       const int64_t HD = c.H * c.D;

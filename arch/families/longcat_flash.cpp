@@ -84,15 +84,11 @@ status read_longcat_flash_hf(hf_cfg& j, model_config& c) {
 status prepare_longcat_flash_hf(const model_config&, tensor_index& t) {
   // model.layers.{i}.X.{s}.Y (sublayer s of layer i) read as sublayers.{2 i + s}.X.Y; the
   // experts (model.layers.{i}.mlp.Y) as sublayers.{2 i}.moe.Y
-  const std::string pre = "model.layers.";
   for (const std::string& name : t.names()) {
-    if (!name.starts_with(pre)) continue;
-    const size_t dot = name.find('.', pre.size());
-    if (dot == std::string::npos) continue;
-    const std::string idx = name.substr(pre.size(), dot - pre.size()), rest = name.substr(dot + 1);
-    if (idx.empty() || idx.size() > 6 || idx.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    const int64_t i = std::stoll(idx);
+    const auto lt = layer_of_name(name, "model.layers.");
+    if (!lt) continue;
+    const int64_t i = lt->layer;
+    const std::string& rest = lt->rest;
     std::string to;
     for (const char* part :
          {"input_layernorm.", "post_attention_layernorm.", "self_attn.", "mlps."}) {

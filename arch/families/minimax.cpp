@@ -180,13 +180,9 @@ status build_minimax_m3(const model_source& m, graph::graph& g) {
   // (as published, the language model's tensors under language_model.: prepare_language_model)
   decoder_names n = hf_llama_layout(false, false, false);
   const std::string a = "model.layers.{}.self_attn.", f = "model.layers.{}.block_sparse_moe.";
-  n.moe_router = f + "gate.weight"; // (Mixtral's names: experts.{e}.w1 / w3 / w2)
-  n.moe_gate = f + "experts.{e}.w1.weight", n.moe_up = f + "experts.{e}.w3.weight";
-  n.moe_down = f + "experts.{e}.w2.weight";
+  expert_names(m, n, false); // (Mixtral's: block_sparse_moe.gate, experts.{e}.w1 / w3 / w2)
   n.moe_router_bias = f + "e_score_correction_bias";
-  n.shexp_gate = f + "shared_experts.gate_proj.weight";
-  n.shexp_up = f + "shared_experts.up_proj.weight";
-  n.shexp_down = f + "shared_experts.down_proj.weight";
+  hf_shared_expert_names(n, f);
   n.sparse_q = a + "index_q_proj.weight", n.sparse_k = a + "index_k_proj.weight";
   n.sparse_q_norm = a + "index_q_norm.weight", n.sparse_k_norm = a + "index_k_norm.weight";
   if (c.tie_embeddings) n.lm_head.clear();

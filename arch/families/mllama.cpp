@@ -44,13 +44,12 @@ status prepare_mllama_hf(const model_config& c, tensor_index& t) {
     const bool cross = t.find(fmt::format("model.layers.{}.cross_attn.q_proj.weight", o));
     text_layer.push_back(cross ? -1 : l++);
   }
-  const std::string layers = "model.layers.";
   for (const std::string& name : t.names()) {
-    if (!name.starts_with(layers)) continue;
-    size_t used = 0;
-    const int64_t o = std::stoll(name.substr(layers.size()), &used);
-    if (o < 0 || o >= static_cast<int64_t>(text_layer.size())) continue;
-    const std::string rest = name.substr(layers.size() + used); // ".self_attn..."
+    const auto lt = layer_of_name(name, "model.layers.");
+    if (!lt) continue; // (a name of another form: left unread, listed at load)
+    const int64_t o = lt->layer;
+    if (o >= static_cast<int64_t>(text_layer.size())) continue;
+    const std::string rest = "." + lt->rest; // ".self_attn..."
     if (text_layer[static_cast<size_t>(o)] < 0)
       t.mark_consumed(name); // (the image path, which text skips)
     else

@@ -304,7 +304,8 @@ namespace {
 void expert_names_all(const model_source& m, decoder_names& n) {
   if (m.format == "hf") {
     const std::string& f = m.config.family;
-    if (f == "mixtral" || f == "phimoe" || f == "minimax" || f == "minimax_m2") { // Mixtral's names
+    if (f == "mixtral" || f == "phimoe" || f == "minimax" || f == "minimax_m2" ||
+        f == "minimax_m3") { // Mixtral's names
       const std::string p = "model.layers.{}.block_sparse_moe.";
       n.moe_router = p + "gate.weight";
       n.moe_gate = p + "experts.{e}.w1.weight";

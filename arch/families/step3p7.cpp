@@ -16,20 +16,6 @@
 
 namespace troupe::arch {
 
-namespace {
-
-// a per-layer list, or one padded with the MTP layers (the hub's form): its first L entries
-expected<std::vector<json>> layer_list(hf_cfg& j, const char* key, int64_t L, int64_t mtp) {
-  const json& v = j.raw(key);
-  if (v.is_null()) return std::vector<json>{};
-  if (!v.is_array() ||
-      (static_cast<int64_t>(v.size()) != L && static_cast<int64_t>(v.size()) != L + mtp))
-    return j.bad(fmt::format("'{}' must list {} layers", key, L));
-  return std::vector<json>(v.begin(), v.begin() + L);
-}
-
-} // namespace
-
 status read_step3p7_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY(read_qk_normed_attention(j, c, 1e-5));
   c.norm_add = 1; // (Gemma's norms: q and k's too)
@@ -39,16 +25,10 @@ status read_step3p7_hf(hf_cfg& j, model_config& c) {
   if (j.b("use_bidirectional_attention", false))
     return j.unsupported("use_bidirectional_attention true");
   // layer kinds: sliding or full; the sliding ones with their own head count
-  TROUPE_TRY_ASSIGN(types, layer_list(j, "layer_types", L, mtp));
+  // (transformers' Step 3.7 masks no other kind)
   std::vector<uint8_t> sliding(static_cast<size_t>(L), 0);
-  for (size_t l = 0; l < types.size(); ++l) {
-    if (types[l] == "sliding_attention")
-      sliding[l] = 1;
-    else if (types[l] != "full_attention")
-      return j.unsupported(fmt::format("layer_types[{}] = {} (full_attention, sliding_attention "
-                                       "are; transformers' Step 3.7 masks no other kind)",
-                                       l, types[l].dump()));
-  }
+  TROUPE_TRY(
+      read_layer_kinds(j, "layer_types", L, "sliding_attention", "full_attention", sliding, mtp));
   const bool any_sliding = std::find(sliding.begin(), sliding.end(), 1) != sliding.end();
   TROUPE_TRY_ASSIGN(sw, j.raw("sliding_window").is_null() ? int64_t{0} : j.i("sliding_window", 0));
   if (any_sliding) {
@@ -77,10 +57,7 @@ status read_step3p7_hf(hf_cfg& j, model_config& c) {
   if (const json& plc = j.raw("per_layer_config"); plc.is_object())
     for (auto& [k, v] : plc.items()) {
       const bool heads_only = v.is_object() && v.size() == 1 && v.contains("num_attention_heads");
-      const int64_t l =
-          k.find_first_not_of("0123456789") == std::string::npos && !k.empty() && k.size() < 7
-              ? std::stoll(k)
-              : -1;
+      const int64_t l = parse_index(k).value_or(-1);
       if (!heads_only || l < 0 || l >= L || !sliding[static_cast<size_t>(l)] ||
           v["num_attention_heads"] != sliding_heads)
         return j.unsupported(fmt::format("per_layer_config for '{}': {} (the sliding layers' head "
@@ -128,14 +105,10 @@ status read_step3p7_hf(hf_cfg& j, model_config& c) {
   c.F_expert = fe, c.F_shared = fs, c.expert_scale = scale;
   c.router_sigmoid = c.router_bias = c.norm_topk = true;
   j.mark("router_jitter_noise");
-  TROUPE_TRY_ASSIGN(kinds, layer_list(j, "mlp_layer_types", L, mtp));
   c.moe_layers.assign(static_cast<size_t>(L), 0);
-  if (!kinds.empty()) {
-    for (size_t l = 0; l < kinds.size(); ++l) {
-      if (kinds[l] != "sparse" && kinds[l] != "dense")
-        return j.unsupported(fmt::format("mlp_layer_types[{}] = {}", l, kinds[l].dump()));
-      c.moe_layers[l] = kinds[l] == "sparse";
-    }
+  TROUPE_TRY_ASSIGN(
+      listed, read_layer_kinds(j, "mlp_layer_types", L, "sparse", "dense", c.moe_layers, mtp));
+  if (listed) {
     j.mark("moe_layers_enum");
   } else if (const json& e = j.raw("moe_layers_enum"); !e.is_null()) {
     std::vector<int64_t> ids;
@@ -148,9 +121,9 @@ status read_step3p7_hf(hf_cfg& j, model_config& c) {
         item.erase(0, item.find_first_not_of(' '));
         item.erase(item.find_last_not_of(' ') + 1);
         if (!item.empty()) {
-          if (item.find_first_not_of("0123456789") != std::string::npos || item.size() > 6)
-            return j.bad(fmt::format("moe_layers_enum holds '{}'", item));
-          ids.push_back(std::stoll(item));
+          const auto id = parse_index(item);
+          if (!id) return j.bad(fmt::format("moe_layers_enum holds '{}'", item));
+          ids.push_back(*id);
         }
         at = comma + 1;
       }

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "arch/families/config_io.hpp"
+
 namespace troupe::arch {
 
 expected<graph::vid> weights::get(const std::string& name, int layer, std::vector<int64_t> want,
@@ -192,6 +194,16 @@ status rename_tensor(tensor_index& t, const std::string& from, std::string to) {
   TROUPE_TRY(t.add(info));
   t.mark_consumed(from);
   return {};
+}
+
+std::optional<layer_tensor> layer_of_name(std::string_view name, std::string_view prefix) {
+  if (!name.starts_with(prefix)) return std::nullopt;
+  const std::string_view tail = name.substr(prefix.size());
+  const size_t dot = tail.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  const auto l = parse_index(tail.substr(0, dot));
+  if (!l) return std::nullopt;
+  return layer_tensor{*l, std::string(tail.substr(dot + 1))};
 }
 
 status prepare_language_model(const model_config&, tensor_index& t) {

@@ -8,7 +8,9 @@
 // tests/actors/pipeline_test.cpp.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "arch/model_source.hpp"
@@ -27,6 +29,14 @@ status add_derived_tensor(tensor_index& t, const std::string& name, dtype type, 
 /// The stored tensor `from` read under the name `to` as well (the same bytes, no copy); `from` is
 /// marked consumed.
 status rename_tensor(tensor_index& t, const std::string& from, std::string to);
+
+/// A tensor name `prefix` + layer index + "." + rest split as (the index, rest); nullopt for a
+/// name of another form (a family's prepare_hf renumbering layers).
+struct layer_tensor {
+  int64_t layer;
+  std::string rest;
+};
+std::optional<layer_tensor> layer_of_name(std::string_view name, std::string_view prefix);
 
 /// A multimodal checkpoint's language model read as the text model's: language_model.X as X
 /// (language_model.model.* and language_model.lm_head.*, as Gemma 3, Mistral 3 and Llama 4

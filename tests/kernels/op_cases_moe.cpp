@@ -38,6 +38,20 @@ std::vector<host_tensor> moe_sources(gen& g, dtype w, int64_t T, int64_t C, int6
   return src;
 }
 
+// The same for ungated experts (relu^2): W_up [E F, C] drawn first, in both the gate and up slots
+std::vector<host_tensor> relu2_sources(gen& g, dtype w, int64_t T, int64_t C, int64_t F, int64_t E,
+                                       int64_t k, const std::vector<int32_t>& ids) {
+  host_tensor up = from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f));
+  std::vector<host_tensor> src;
+  src.push_back(from_floats(dtype::f32, {T, C}, g.normal(T * C)));
+  src.push_back(from_ints({T, k}, ids));
+  src.push_back(from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)));
+  src.push_back(up);
+  src.push_back(up);
+  src.push_back(from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f)));
+  return src;
+}
+
 // Mixtures of experts: E experts of width F, k chosen per token (every expert chosen by
 // several tokens in prefill, by some in decode, one expert never), weights of each dtype.
 void moe_cases(std::vector<op_case>& out_cases) {
@@ -161,17 +175,9 @@ void moe_cases(std::vector<op_case>& out_cases) {
       gen g(c.name);
       c.kind = op::moe;
       const std::vector<int32_t> ids = choose_experts(g, T, k, static_cast<int32_t>(E));
-      host_tensor up = from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f));
-      c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)),
-               from_ints({T, k}, ids),
-               from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
-               up,
-               up,
-               from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f)),
-               absent(),
-               absent(),
-               absent(),
-               from_floats(dtype::f32, {E, C}, g.uniform(E * C, 0.5f, 1.5f))};
+      c.src = relu2_sources(g, w, T, C, F, E, k, ids);
+      c.src.insert(c.src.end(), {absent(), absent(), absent(),
+                                 from_floats(dtype::f32, {E, C}, g.uniform(E * C, 0.5f, 1.5f))});
       c.dst = out(dtype::f32, {T, C});
       c.p.moe_relu2 = c.p.moe_post_norm = true;
       c.p.eps = 1e-6f;
@@ -189,13 +195,7 @@ void moe_cases(std::vector<op_case>& out_cases) {
       gen g(c.name);
       c.kind = op::moe;
       const std::vector<int32_t> ids = choose_experts(g, T, k, static_cast<int32_t>(E));
-      host_tensor up = from_floats(w, {E * F, C}, g.normal(E * F * C, 0.2f));
-      c.src = {from_floats(dtype::f32, {T, C}, g.normal(T * C)),
-               from_ints({T, k}, ids),
-               from_floats(dtype::f32, {T, k}, g.uniform(T * k, 0.05f, 1.0f)),
-               up,
-               up,
-               from_floats(w, {E * C, F}, g.normal(E * C * F, 0.1f))};
+      c.src = relu2_sources(g, w, T, C, F, E, k, ids);
       c.dst = out(dtype::f32, {T, C});
       c.p.moe_relu2 = true;
       c.tol = tol_for(w);
