@@ -1,7 +1,8 @@
 // decoder_mla.cpp: the decoder builder's latent attention (decoder_build.hpp): DeepSeek's MLA,
 // absorbed, and DeepSeek Sparse Attention's lightning indexer, whose choice of keys the MLA then
 // attends over (DeepSeek-V3.2, GLM-5); Mistral Large 4's additions (layers reading an earlier
-// layer's latent cache, layers without RoPE, queries scaled by position, LeRoPE).
+// layer's latent cache, layers without RoPE, queries scaled by position, LeRoPE); and MiniMax
+// M3's block indexer, which picks the positions of standard attention's KV heads.
 #include "arch/families/decoder_build.hpp"
 
 #include <cmath>
@@ -252,6 +253,39 @@ expected<vid> decoder::dsa_indexer(int l, vid h, vid q_resid) {
   const vid cache = g_.add_value(std::move(cv));
   b.op_into(op::kv_store, {k, g_.input(input_kind::slots)}, cache, "idx_store");
   return b.op(op::dsa_select, {q, cache, g_.input(input_kind::seq_table), w}, "idx_select", sp);
+}
+
+expected<vid> decoder::block_indexer(int l, vid h, axis kv_axis) {
+  // a head per KV head (TP cuts them alike), one key per token whole on every rank; normed,
+  // rotated as the attention's heads are, the keys cached
+  builder b(g_, l);
+  const int64_t C = c_.C, Hi = c_.layer_kv_heads(l), Di = c_.sparse_dim;
+  TROUPE_TRY_ASSIGN(wq, req(n_.sparse_q, l, {Hi * Di, C}, cut::out, kv_axis, Di));
+  TROUPE_TRY_ASSIGN(wk, req(n_.sparse_k, l, {Di, C}));
+  vid q = b.view(b.linear(h, wq, none, "idx_q"), {-1, Di}, "idx_q_heads");
+  vid k = b.view(b.linear(h, wk, none, "idx_k"), {1, Di}, "idx_k_head");
+  TROUPE_TRY_SET(q, norm(q, l, n_.sparse_q_norm, "", Di, norm_kind::rms, "idx_q_norm"));
+  TROUPE_TRY_SET(k, norm(k, l, n_.sparse_k_norm, "", Di, norm_kind::rms, "idx_k_norm"));
+  const attention_spec s = layer_spec(l);
+  if (s.rope) {
+    if (s.rope_params.rot_offset + s.rope_params.rot_dim > Di)
+      return make_error(errc::unsupported, "{}: an index head of {} under a rotation of {}",
+                        m_.path, Di, s.rope_params.rot_dim);
+    kernels::op_params rp;
+    rp.rope = s.rope_params;
+    const vid pos = g_.input(input_kind::positions);
+    q = b.op(op::rope, {q, pos}, "idx_q_rope", rp);
+    k = b.op(op::rope, {k, pos}, "idx_k_rope", rp);
+  }
+  const vid cache = add_kv_state(g_, state_kind::k_cache, l, 1, Di, axis::none);
+  g_[cache].name = b.name("idx_cache");
+  b.op_into(op::kv_store, {k, g_.input(input_kind::slots)}, cache, "idx_store");
+  kernels::op_params sp;
+  sp.k = static_cast<int>(c_.sparse_topk);
+  sp.block = static_cast<int>(c_.sparse_block);
+  sp.local_blocks = static_cast<int>(c_.sparse_local);
+  sp.scale = 1.0f;
+  return b.op(op::dsa_select, {q, cache, g_.input(input_kind::seq_table), none}, "idx_select", sp);
 }
 
 } // namespace troupe::arch::detail
