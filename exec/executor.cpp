@@ -285,6 +285,37 @@ status executor::gather_on_device(const tensor_view& part, const tensor_view& al
   return interleave_gathered(buf, all.as<float>(), N, all.cols(), true);
 }
 
+status executor::all_reduce_max(const tensor_view& t) {
+  // (a few values a token: gathered from every rank, the maximum taken on the host)
+  const int64_t n = t.numel(), R = spec_.tp_size;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  host_tmp_.resize(static_cast<size_t>(n * (R + 1)));
+  float* all = host_tmp_.data();
+  float* mine = all + n * R;
+  const std::vector<int64_t> counts(static_cast<size_t>(R), n);
+  if (on_device_ && comm_->device_memory()) { // NCCL: gathered on the GPUs, then brought over
+    if (static_cast<size_t>(n * R) * sizeof(float) > scratch_.size())
+      return make_error(errc::internal, "gathered maxima ({} values) exceed the scratch", n * R);
+    auto* buf = static_cast<float*>(scratch_.data());
+    TROUPE_TRY(comm_->all_gather(t.as<float>(), buf, counts));
+    TROUPE_TRY(be_->download(all, buf, bytes * static_cast<size_t>(R)));
+  } else {
+    if (on_device_)
+      TROUPE_TRY(be_->download(mine, t.data, bytes));
+    else
+      std::memcpy(mine, t.data, bytes);
+    TROUPE_TRY(comm_->all_gather(mine, all, counts));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float m = all[i];
+    for (int64_t r = 1; r < R; ++r) m = std::max(m, all[r * n + i]);
+    mine[i] = m;
+  }
+  if (on_device_) return be_->upload(t.data, mine, bytes);
+  std::memcpy(t.data, mine, bytes);
+  return {};
+}
+
 std::string executor::device_name() const {
   return be_->device().describe();
 }
@@ -546,6 +577,10 @@ status executor::forward(const batch& b, std::vector<float>& x, std::vector<floa
         if (!comm_)
           return make_error(errc::internal, "TP {} shard without a collective", spec_.tp_size);
         TROUPE_TRY_ASSIGN(t, view(n.in[0]));
+        if (n.p.reduce_max) {
+          TROUPE_TRY(all_reduce_max(t));
+          continue;
+        }
         if (on_device_ && !comm_->device_memory()) { // the group sums host memory: through it
           const size_t bytes = static_cast<size_t>(t.numel()) * sizeof(float);
           host_tmp_.resize(static_cast<size_t>(t.numel()));

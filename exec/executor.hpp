@@ -158,6 +158,8 @@ class executor {
   status interleave_gathered(const float* blocks, float* rows, int64_t N, int64_t V,
                              bool device) const;
   status gather_on_device(const tensor_view& part, const tensor_view& all, int64_t N);
+  // t's largest value over the ranks, element by element (an all_reduce node's reduce_max)
+  status all_reduce_max(const tensor_view& t);
   // device backends: the weights uploaded (views point here), the step inputs and the hidden
   // rows of a step uploaded once each, and host buffers for collectives over host memory
   bool on_device_ = false;

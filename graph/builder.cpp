@@ -62,7 +62,7 @@ vid builder::view(vid x, std::vector<int64_t> dims, const std::string& what) {
   return out;
 }
 
-vid builder::all_reduce(vid x, const std::string& what) {
+vid builder::all_reduce(vid x, const std::string& what, bool max) {
   value v;
   v.name = name(what);
   v.layer = layer_;
@@ -70,6 +70,7 @@ vid builder::all_reduce(vid x, const std::string& what) {
   const vid out = g_.add_value(std::move(v));
   node n;
   n.kind = node_kind::all_reduce;
+  n.p.reduce_max = max;
   n.in = {x};
   n.out = {out};
   n.layer = layer_;
@@ -129,7 +130,7 @@ vid builder::elementwise(std::shared_ptr<kernels::ew_program> program, std::vect
 
 vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, vid b_down,
                  kernels::op act, std::shared_ptr<kernels::ew_program> expr,
-                 const std::string& what) {
+                 const std::string& what, const std::function<vid(vid)>& before_down) {
   vid a;
   if (expr && w_gate != none) {
     const vid g = linear(h, w_gate, b_gate, what + "_gate");
@@ -156,6 +157,7 @@ vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, 
     const vid u = linear(h, w_up, b_up, what + "_up");
     a = unary(act, u, what + "_act");
   }
+  if (before_down) a = before_down(a);
   return linear(a, w_down, b_down, what + "_out");
 }
 
@@ -312,6 +314,7 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
                                    : unary(op::sigmoid, s.gate, "attn_gate");
     flat = mul(flat, gt, "attn_gated");
   }
+  if (s.before_out) flat = s.before_out(*this, flat);
   return linear(flat, wo, bo, "attn_out");
 }
 

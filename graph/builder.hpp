@@ -8,12 +8,15 @@
 // Tests: tests/graph/graph_test.cpp and every family's fixtures.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "graph/graph.hpp"
 
 namespace troupe::graph {
+
+class builder;
 
 enum class norm_type : uint8_t { rms, layer };
 
@@ -42,6 +45,8 @@ struct attention_spec {
   float qk_norm_eps = 1e-5f;
   vid select =
       none; // i32 [T, Hkv K]: the positions each KV head's queries attend over (MiniMax M3)
+  // what the attention's output [T, H D] becomes before o_proj (BitNet's norm and rounding)
+  std::function<vid(builder&, vid)> before_out;
 };
 
 /// How a mixture-of-experts block routes.
@@ -100,8 +105,9 @@ class builder {
   void op_into(kernels::op o, std::vector<vid> in, vid out, const std::string& what,
                kernels::op_params p = {});
   vid view(vid x, std::vector<int64_t> dims, const std::string& what);
-  /// Sums x over the tensor-parallel group, in place (nothing at TP 1).
-  vid all_reduce(vid x, const std::string& what);
+  /// Sums x over the tensor-parallel group, in place (nothing at TP 1); with `max`, the
+  /// largest value of each element over the group instead.
+  vid all_reduce(vid x, const std::string& what, bool max = false);
 
   vid norm(vid x, norm_type t, vid w, vid b, float eps, const std::string& what);
   /// x W^T (+ b). A weight cut by input features gets its bias added after the all-reduce.
@@ -121,9 +127,10 @@ class builder {
   /// `expr` (optional) replaces the activation: over x (the gate, or up when not gated), or
   /// over g and u (the whole gating).
   /// Values are named `what`_gate, _up, _act, _out.
+  /// `before_down` (optional) transforms the activated product before w_down.
   vid ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, vid b_down,
           kernels::op act, std::shared_ptr<kernels::ew_program> expr = nullptr,
-          const std::string& what = "ffn");
+          const std::string& what = "ffn", const std::function<vid(vid)>& before_down = {});
   /// A mixture of experts: the router (w_router [E, C]: softmax over the experts, the top
   /// s.used, optionally renormalised and scaled), then the chosen experts' SwiGLU FFNs,
   /// weighted and summed (op `moe`; w_gate, w_up [E * F, C], w_down [E * C, F]).

@@ -162,7 +162,7 @@ class expander {
       return emit(op::clamp, {emit(op::scale, {c1}, none, 0x1p23f)}, into, 1.0f);
     }
     default:
-      return std::nullopt; // erf
+      return std::nullopt; // erf, round
     }
   }
   std::optional<vid> binary(ew_instr::kind k, operand a, operand b, vid into) {

@@ -199,12 +199,13 @@ std::string graph::to_string() const {
     switch (n.kind) {
     case node_kind::op:
       what = std::string(kernels::to_string(n.op));
+      if (n.op == kernels::op::sum_rows && n.p.row_absmax) what = "absmax_rows";
       break;
     case node_kind::view:
       what = "view";
       break;
     case node_kind::all_reduce:
-      what = "all_reduce";
+      what = n.p.reduce_max ? "all_reduce_max" : "all_reduce";
       break;
     case node_kind::all_gather:
       what = "all_gather";

@@ -26,6 +26,7 @@ constexpr fn_entry functions[] = {
     {"sqrt", ew_instr::sqrt, 1},   {"min", ew_instr::min, 2},
     {"max", ew_instr::max, 2},     {"step", ew_instr::step, 1},
     {"expm1", ew_instr::expm1, 1}, {"softplus", ew_instr::softplus, 1},
+    {"round", ew_instr::round, 1},
 };
 
 class parser {
@@ -311,6 +312,9 @@ double ew_program::eval(const double* src) const {
     case ew_instr::softplus:
       v = a > 20 ? a : std::log1p(std::exp(a));
       break;
+    case ew_instr::round:
+      v = std::nearbyint(a); // (the default rounding mode: halves to even)
+      break;
     }
     r[n] = v;
   }
@@ -395,6 +399,9 @@ std::string ew_program::to_cpp(const std::string& src, const std::string& out) c
     case ew_instr::softplus:
       v = fmt::format("{0} > 20.0f ? {0} : std::log1p(std::exp({0}))", a);
       break;
+    case ew_instr::round:
+      v = fmt::format("std::rint({})", a); // (as nearbyint; inlined as one instruction)
+      break;
     }
     s += fmt::format("const float r{} = {};\n", n, v);
   }
@@ -406,7 +413,7 @@ std::string_view to_string(ew_instr::kind k) {
   constexpr const char* names[] = {"load",  "constant", "add",  "sub",   "mul",       "div",
                                    "min",   "max",      "neg",  "silu",  "sigmoid",   "tanh",
                                    "exp",   "abs",      "relu", "gelu",  "gelu_tanh", "erf",
-                                   "rsqrt", "sqrt",     "step", "expm1", "softplus"};
+                                   "rsqrt", "sqrt",     "step", "expm1", "softplus",  "round"};
   return names[static_cast<size_t>(k)];
 }
 

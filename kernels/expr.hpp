@@ -8,7 +8,7 @@
 // composition of primitive ops (graph/passes: expand_elementwise). parse_expression reads
 // the text form: numbers, variables, + - * / ^ (a small integer power), unary minus,
 // parentheses, and silu sigmoid tanh exp expm1 softplus abs relu step gelu gelu_tanh erf rsqrt
-// sqrt min max (step(x): 1 where x > 0, else 0).
+// sqrt min max round (step(x): 1 where x > 0, else 0; round: halves to even, as torch.round).
 // Tests: tests/kernels/expr_test.cpp, the op harness (op `elementwise`)
 #pragma once
 
@@ -46,6 +46,7 @@ struct ew_instr {
     step,     // 1 where a > 0, else 0 (a NaN gives 0): torch.where(x > 0, ...) as a product
     expm1,    // exp(a) - 1, exact near 0
     softplus, // log(1 + exp(a)), a itself past 20 (torch's threshold)
+    round,    // the nearest integer, halves to the even one (torch.round)
   };
   kind k = constant;
   uint8_t a = 0, b = 0; // operand registers (load: the source index)

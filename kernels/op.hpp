@@ -22,6 +22,7 @@
 //   elementwise      dst = p.program(src0, .., src3) element by element (expr.hpp); each
 //                    source [T, C] like dst, or [1, C] / [T, 1] broadcast
 //   sum_rows         src0 [T, C]                                              -> dst [T, 1]
+//                    (with p.row_absmax the largest |x| of each row instead of the sum)
 //   attention        src0 q [T, H, D], src1 k [S, Hkv, D], src2 v [S, Hkv, D] -> dst [T, H, D]
 //                    causal: query t (position p.pos0 + t) sees keys 0..p.pos0 + t
 //                    (with p.window = W > 0 only the last W of them: p.pos0 + t - W + 1 ..)
@@ -367,6 +368,10 @@ struct op_params {
   // embedding: an id outside [0, V) reads row 0 instead of zeros (Gemma 3n's per-layer table,
   // narrower than the vocabulary; never with a vocabulary-parallel table)
   bool ids_row0 = false;
+  bool row_absmax = false; // sum_rows: each row's largest magnitude instead of its sum
+  // (a graph's all_reduce node, not an op: the largest value over the ranks instead of the sum;
+  // the ranks' per-token absolute maxima of a split row, BitNet's activation quantization)
+  bool reduce_max = false;
 };
 
 struct op_args {

@@ -1,6 +1,7 @@
-// reduce.cpp (cpu): sum_rows, argmax (lowest index on ties), top-k via partial selection
-// (descending, ties to the lower index), threaded over rows.
+// reduce.cpp (cpu): sum_rows (or each row's largest magnitude), argmax (lowest index on ties),
+// top-k via partial selection (descending, ties to the lower index), threaded over rows.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -11,6 +12,17 @@ namespace {
 
 void sum_rows(const op_args& a, const exec_ctx& ctx) {
   const int64_t N = a.src[0].cols();
+  if (a.p.row_absmax) {
+    parallel(ctx, a.src[0].rows(), 16, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const float* x = a.src[0].row<float>(t);
+        float m = 0.0f;
+        for (int64_t i = 0; i < N; ++i) m = std::max(m, std::fabs(x[i]));
+        a.dst.as<float>()[t] = m;
+      }
+    });
+    return;
+  }
   parallel(ctx, a.src[0].rows(), 16, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const float* x = a.src[0].row<float>(t);

@@ -25,12 +25,13 @@ __global__ void softmax_kernel(const float* x, float* y, long long N, float scal
   for (long long i = threadIdx.x; i < N; i += blockDim.x) yr[i] *= inv;
 }
 
-__global__ void sum_rows_kernel(const float* x, float* y, long long N) {
+__global__ void sum_rows_kernel(const float* x, float* y, long long N, bool absmax) {
   __shared__ float red[32];
   const float* xr = x + blockIdx.x * N;
   float s = 0.0f;
-  for (long long i = threadIdx.x; i < N; i += blockDim.x) s += xr[i];
-  s = block_sum(s, red);
+  for (long long i = threadIdx.x; i < N; i += blockDim.x)
+    s = absmax ? fmaxf(s, fabsf(xr[i])) : s + xr[i];
+  s = absmax ? block_max(s, red) : block_sum(s, red);
   if (threadIdx.x == 0) y[blockIdx.x] = s;
 }
 
@@ -98,7 +99,7 @@ status launch_sum_rows(const op_args& a, const exec_ctx& c) {
   const long long T = a.src[0].rows();
   if (T == 0) return {};
   sum_rows_kernel<<<static_cast<unsigned>(T), 256, 0, stream_of(c)>>>(
-      a.src[0].as<float>(), a.dst.as<float>(), a.src[0].cols());
+      a.src[0].as<float>(), a.dst.as<float>(), a.src[0].cols(), a.p.row_absmax);
   return check_launch("sum_rows", c);
 }
 

@@ -1,8 +1,9 @@
-// reduce.cpp (ref): sum_rows, argmax (lowest index on ties) and top-k (descending values,
-// ties broken by the lower index) over the rows of an f32 [T, N] tensor.
+// reduce.cpp (ref): sum_rows (or each row's largest magnitude), argmax (lowest index on ties) and
+// top-k (descending values, ties broken by the lower index) over the rows of an f32 [T, N] tensor.
 #include "kernels/ref/ref.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace troupe::kernels::ref {
@@ -12,7 +13,8 @@ void sum_rows(const op_args& a, const exec_ctx&) {
   for (int64_t t = 0; t < a.src[0].rows(); ++t) {
     const float* x = a.src[0].row<float>(t);
     double s = 0.0;
-    for (int64_t i = 0; i < a.src[0].cols(); ++i) s += x[i];
+    for (int64_t i = 0; i < a.src[0].cols(); ++i)
+      s = a.p.row_absmax ? std::max(s, std::fabs(static_cast<double>(x[i]))) : s + x[i];
     a.dst.as<float>()[t] = static_cast<float>(s);
   }
 }

@@ -225,6 +225,17 @@ void reduce_cases(std::vector<op_case>& out_cases) {
   }
   {
     op_case c;
+    c.name = "sum_rows(absmax,T=5,C=300)";
+    gen g(c.name);
+    c.kind = op::sum_rows;
+    c.src = {from_floats(dtype::f32, {5, 300}, g.normal(1500))};
+    c.dst = out(dtype::f32, {5, 1});
+    c.p.row_absmax = true;
+    c.tol = {0, 0};
+    out_cases.push_back(std::move(c));
+  }
+  {
+    op_case c;
     c.name = "argmax(T=4,V=1000)";
     gen g(c.name);
     c.kind = op::argmax;
@@ -258,9 +269,12 @@ void program_cases(std::vector<op_case>& out_cases) {
                                 "0.5*x + 0.7*relu(x)^2 + 0.9*(1 - step(x))*(expm1(min(x, "
                                 "-0.000001)) - x) + step(y - z)*expm1(0.001*z)",
                                 // Laguna's attention gate; past torch's threshold (20) as well
-                                "x * softplus(y) + softplus(12*z) - softplus(-x)"};
+                                "x * softplus(y) + softplus(12*z) - softplus(-x)",
+                                // rounding (BitNet's activation quantization; x 8 is exact in
+                                // f32 and f64 alike, so both round the same values)
+                                "round(x * 8) / 8 + round(y * 0.5) * z - round(-x * 4)"};
   static std::vector<std::unique_ptr<ew_program>> programs;
-  for (int k = 0; k < 5; ++k) {
+  for (int k = 0; k < 6; ++k) {
     auto p = parse_expression(texts[k], {"x", "y", "z"});
     if (!p) continue;
     programs.push_back(std::make_unique<ew_program>(std::move(*p)));

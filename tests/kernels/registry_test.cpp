@@ -1,6 +1,6 @@
 // registry_test.cpp: lookup order (native before composed), composite availability, and
 // that an op no backend can serve gives a clear error (kernels/registry.hpp); the CPU matmul's
-// path report (kernels/cpu/report.hpp).
+// path report (kernels/cpu/report.hpp); the element-wise programs' rounding.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -10,6 +10,8 @@
 #include "kernels/cpu/amx.hpp"
 #include "kernels/cpu/gemv.hpp"
 #include "kernels/cpu/report.hpp"
+#include "kernels/expr.hpp"
+#include "kernels/jit.hpp"
 #include "kernels/registry.hpp"
 
 using namespace troupe;
@@ -149,4 +151,27 @@ TEST(MatmulReport, CountsThePathEachCallTook) {
       EXPECT_EQ(uses[0].path.rfind("int8 gemm " + isa, 0), 0u) << uses[0].path;
     EXPECT_EQ(uses[1].path, "gemv " + isa + " (int8)");
   }
+}
+
+// round(x) takes halves to the even integer (torch.round, which BitNet's activation
+// quantization calls): the reference's value and, where the JIT can build it, the CPU kernel's
+TEST(Expression, RoundTakesHalvesToEven) {
+  auto p = parse_expression("round(x)", {"x"});
+  ASSERT_TRUE(p) << p.error().message;
+  p->sources = 1;
+  const float in[8] = {0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 3.49f, -3.51f, 1e7f + 1};
+  const float want[8] = {0, 2, 2, -0.0f, -2, 3, -4, 1e7f + 1};
+  for (int i = 0; i < 8; ++i) {
+    const double x = in[i];
+    EXPECT_EQ(p->eval(&x), want[i]) << in[i];
+  }
+  if (!jit_prepare(*p)) GTEST_SKIP() << "no compiler for the JIT here";
+  float y[8] = {};
+  op_args a;
+  a.kind = op::elementwise;
+  a.p.program = &*p;
+  a.src[0] = tensor_view(const_cast<float*>(in), dtype::f32, {1, 8});
+  a.dst = tensor_view(y, dtype::f32, {1, 8});
+  ASSERT_TRUE(run_op(registry::global(), backend::cpu, a, exec_ctx{}));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(y[i], want[i]) << in[i];
 }
