@@ -171,6 +171,16 @@ struct model_config {
   bool mxfp4_experts = false; // HF GPT-OSS as published: the experts in MXFP4 (repacked at load)
   bool fp8_blocks = false;    // HF weights in E4M3 with 128 x 128 scale tiles (DeepSeek-V3 as
                               // published): repacked at load into f8_b128 rows
+  // BitNet b1.58 (quantization_config "bitnet"): the layers' linear maps are ternary, their
+  // inputs rounded per token to 8 bits (act_quant: x -> clamp(round(x s), -128, 127) / s, s = 127
+  // / max |x|; lm_head stays plain). The weights are unpacked at load from 2 bits (four rows a
+  // byte), each matrix times its weight_scale (bitnet_scale_divides: divided by it, transformers'
+  // BitLinear; else times it, AutoBitLinear), or (bitnet_online) rounded from master weights
+  // at load as AutoBitLinear's online mode does every step (W -> round(W s).clamp(-1, 1) / s, s
+  // = 1 / mean |W|). sub_norms: RMS norms on the attention's output before o_proj and on the
+  // FFN's gated product before down_proj (BitNet's subln)
+  bool act_quant = false, bitnet_scale_divides = false, bitnet_online = false;
+  bool sub_norms = false;
   // latent attention (DeepSeek's MLA; kv_lora > 0): q through a rank-q_lora bottleneck (0: a
   // plain projection), keys and values from one latent of kv_lora values per token plus qk_rope
   // positional values, cached as they are (D = kv_lora + qk_rope, Hkv = 1); heads of qk_nope +

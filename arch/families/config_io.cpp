@@ -84,6 +84,58 @@ error hf_cfg::unsupported(const std::string& what) const {
   return make_error(errc::unsupported, "{}: {}", where_, what);
 }
 
+namespace {
+
+// transformers' BitNetQuantConfig: which linear class (the scale divides or multiplies), offline
+// (stored ternary weights) or online (master weights rounded each step); the RMS norm some
+// checkpoints put inside every linear map and a modules_to_not_convert beyond lm_head are not
+// implemented (refused)
+status read_bitnet_quantization(const json& v, model_config& c, const hf_cfg& j) {
+  for (auto& [k, x] : v.items())
+    if (k != "quant_method" && k != "linear_class" && k != "quantization_mode" &&
+        k != "use_rms_norm" && k != "rms_norm_eps" && k != "modules_to_not_convert")
+      return j.unsupported(fmt::format("quantization_config's '{}'", k));
+  auto str = [&](const char* k, const char* fallback) -> expected<std::string> {
+    if (!v.contains(k) || v[k].is_null()) return std::string(fallback);
+    if (!v[k].is_string())
+      return j.bad(fmt::format("quantization_config's '{}' must be a string", k));
+    return v[k].get<std::string>();
+  };
+  TROUPE_TRY_ASSIGN(cls, str("linear_class", "bitlinear"));
+  TROUPE_TRY_ASSIGN(mode, str("quantization_mode", "offline"));
+  if (cls != "bitlinear" && cls != "autobitlinear")
+    return j.bad(fmt::format("quantization_config's linear_class '{}'", cls));
+  if (mode != "offline" && mode != "online")
+    return j.bad(fmt::format("quantization_config's quantization_mode '{}'", mode));
+  if (mode == "online" && cls == "bitlinear") // (BitLinear has no online form: transformers
+    mode = "offline";                         // ignores the mode then)
+  if (v.contains("use_rms_norm") && v["use_rms_norm"] == true)
+    return j.unsupported("quantization_config's use_rms_norm true (an RMS norm inside every "
+                         "BitNet linear map)");
+  // transformers keeps lm_head plain unless a list is given, which then replaces that default
+  const json& skip = v.contains("modules_to_not_convert") ? v["modules_to_not_convert"] : json();
+  if (!skip.is_null()) {
+    bool head = false;
+    if (!skip.is_array()) return j.bad("quantization_config's modules_to_not_convert");
+    for (const json& s : skip) {
+      if (!s.is_string() || s.get<std::string>() != "lm_head")
+        return j.unsupported(fmt::format("quantization_config's modules_to_not_convert {} "
+                                         "(only lm_head is implemented)",
+                                         skip.dump()));
+      head = true;
+    }
+    if (!head)
+      return j.unsupported("quantization_config's modules_to_not_convert without lm_head (a "
+                           "ternary lm_head)");
+  }
+  c.act_quant = true;
+  c.bitnet_scale_divides = cls == "bitlinear";
+  c.bitnet_online = mode == "online";
+  return {};
+}
+
+} // namespace
+
 status read_common(hf_cfg& j, model_config& c) {
   // quantized checkpoints (bitsandbytes, GPTQ, AWQ, FP8, compressed-tensors) store weights
   // that mean something else than their dtype says: never load them as if they were plain
@@ -114,6 +166,11 @@ status read_common(hf_cfg& j, model_config& c) {
         if ((fmt != "e4m3" && fmt != "float8_e4m3fn") || bs != json::array({128, 128}))
           return j.unsupported("fp8 quantization other than e4m3 in 128 x 128 blocks");
         c.fp8_blocks = true;
+        continue;
+      }
+      // BitNet b1.58 as published: ternary weights packed four a byte, 8-bit activations
+      if (c.family == "bitnet" && q == std::string("quantization_config") && method == "bitnet") {
+        TROUPE_TRY(read_bitnet_quantization(v, c, j));
         continue;
       }
       return j.unsupported(fmt::format(

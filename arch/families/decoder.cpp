@@ -119,6 +119,10 @@ status decoder::make_act() {
   if (!layer_act_.empty() && static_cast<int64_t>(layer_act_.size()) != c_.n_layer)
     return make_error(errc::internal, "{}: {} layer activations for {} layers", m_.path,
                       layer_act_.size(), c_.n_layer);
+  if (c_.act_quant) // (as transformers: the scale in f32, its clamp at 1e-5, then x s rounded)
+    TROUPE_TRY_SET(act_quant_, ew_program_of("min(max(round(x * (127 / max(m, 0.00001))), -128), "
+                                             "127) / (127 / max(m, 0.00001))",
+                                             {"x", "m"}));
   if (c_.act_expr.empty()) return {};
   auto p = kernels::parse_expression(c_.act_expr, {"x"});
   if (!p) {
@@ -128,6 +132,15 @@ status decoder::make_act() {
   }
   act_expr_ = std::make_shared<kernels::ew_program>(std::move(*p));
   return {};
+}
+
+vid decoder::act_quant(builder& b, vid x, bool split, const std::string& what) {
+  if (!c_.act_quant) return x;
+  kernels::op_params p;
+  p.row_absmax = true;
+  vid m = b.op(op::sum_rows, {x}, what + "_absmax", p);
+  if (split) m = b.all_reduce(m, what + "_absmax_all", true);
+  return b.elementwise(act_quant_, {x, m}, what);
 }
 
 expected<vid> decoder::embed() {
@@ -422,6 +435,7 @@ expected<vid> decoder::attention(int l, vid h) {
   tr.transposed = n_.transposed;
   TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * D}, cut::in, axis::heads, D, tr));
   TROUPE_TRY_ASSIGN(bo, opt(n_.bo, l, {C}));
+  h = act_quant(b, h, false, "attn_in_q");
   vid q = b.linear(h, p.wq, p.bq, "q");
   vid k = b.linear(h, p.wk, p.bk, "k");
   vid v = p.wv == none ? k : b.linear(h, p.wv, p.bv, "v"); // (none: the keys' projection)
@@ -486,6 +500,16 @@ expected<vid> decoder::attention(int l, vid h) {
     q = b.op(op::pos_scale, {q, g_.input(input_kind::positions), none, none}, "q_pos_scaled", pp);
   }
   if (c_.layer_sparse_attn(l)) TROUPE_TRY_SET(s.select, block_indexer(l, h, kv_axis));
+  if (c_.sub_norms || c_.act_quant) { // (BitNet: over every head, each rank holding some)
+    vid ws = none;
+    if (c_.sub_norms)
+      TROUPE_TRY_SET(ws, req(n_.attn_sub_norm, l, {H * D}, cut::out, axis::heads, D));
+    const auto eps = static_cast<float>(c_.norm_eps);
+    s.before_out = [this, ws, eps, W = H * D](builder& bb, vid y) {
+      if (ws != none) y = bb.mul(rms_across_ranks(bb, y, W, eps, "attn_sub"), ws, "attn_sub_norm");
+      return act_quant(bb, y, true, "attn_out_q");
+    };
+  }
   return b.attend(s, {q, k, v}, wo, bo);
 }
 

@@ -114,6 +114,8 @@ struct decoder_names {
   std::string mla_gate;       // HY-V4: the values' gate [H v_head, C]
   std::string cycle_init;     // HRM-Text: the low stream's initial value [C]
   std::string attn_gate_bias; // Beam: the value gate's bias per head [H]
+  // BitNet's subln: RMS norms over the attention's output [H D] and the FFN's product [F]
+  std::string attn_sub_norm, ffn_sub_norm;
   // Ergo: the residual adds' branch factors [C] (after the attention and after the FFN), the
   // experts' output norms [E, C], the shared expert's [C]
   std::string attn_res_branch, ffn_res_branch, moe_post_norm, shexp_norm;

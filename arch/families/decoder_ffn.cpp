@@ -206,7 +206,18 @@ expected<vid> decoder::ffn(int l, vid h) {
   if (c_.dense_clip_shared && l < static_cast<int>(c_.swiglu_limits_shared.size()))
     if (const double L = c_.swiglu_limits_shared[static_cast<size_t>(l)]; L > 0) // (Step 3.7)
       TROUPE_TRY_SET(prog, clamped_swiglu(L, c_.swiglu_after_act));
-  return b.ffn(h, wg, wu, wd, bg, bu, bd, act, prog);
+  std::function<vid(vid)> before_down;
+  if (c_.sub_norms || c_.act_quant) { // (BitNet: over the whole product, each rank holding some)
+    vid ws = none;
+    if (c_.sub_norms) TROUPE_TRY_SET(ws, req(n_.ffn_sub_norm, l, {F}, cut::out, axis::ffn));
+    const auto eps = static_cast<float>(c_.norm_eps);
+    before_down = [this, &b, ws, eps, F](vid y) {
+      if (ws != none) y = b.mul(rms_across_ranks(b, y, F, eps, "ffn_sub"), ws, "ffn_sub_norm");
+      return act_quant(b, y, true, "ffn_down_q");
+    };
+  }
+  return b.ffn(act_quant(b, h, false, "ffn_in_q"), wg, wu, wd, bg, bu, bd, act, prog, "ffn",
+               before_down);
 }
 
 } // namespace troupe::arch::detail

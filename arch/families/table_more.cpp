@@ -38,6 +38,18 @@ std::vector<family_entry> more_families() {
            "hidden_act": "silu", "tie_word_embeddings": false, "sliding_window": 512,
            "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
            "shared_expert_intermediate_size": 512, "moe_routed_scaling_factor": 1.0})"},
+      // BitNet b1.58: Llama with subln, ternary weights (unpacked at load), 8-bit activations
+      {"bitnet",
+       {"BitNetForCausalLM"},
+       {},
+       read_bitnet_hf,
+       nullptr,
+       build_bitnet,
+       prepare_bitnet_hf,
+       R"({"vocab_size": 128256, "hidden_size": 2560, "intermediate_size": 6912,
+           "num_hidden_layers": 30, "num_attention_heads": 20, "num_key_value_heads": 5,
+           "hidden_act": "relu2", "max_position_embeddings": 2048, "rms_norm_eps": 1e-5,
+           "rope_theta": 500000.0, "tie_word_embeddings": false})"},
       // Ergo: Beam's layer kinds, residual adds mixed per dimension, relu^2 experts each normed
       {"ergo",
        {"ErgoForCausalLM"},

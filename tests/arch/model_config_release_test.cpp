@@ -654,12 +654,13 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"axk2", "q_lora_rank", 0, "q_lora_rank"},
       {"axk2", "gated_norm_rank", -1, "gated_norm_rank"},
       {"step3p7", "/text_config/layer_types",
-       json::parse(R"(["sliding_attention", "minimax_m3_sparse", "full_attention", "full_attention"])"),
+       json::parse(
+           R"(["sliding_attention", "minimax_m3_sparse", "full_attention", "full_attention"])"),
        "layer_types"},
       {"step3p7", "/text_config/use_bidirectional_attention", true, "use_bidirectional_attention"},
       {"step3p7", "/text_config/swiglu_limits", json::parse("[0, -1, 0, 0]"), "swiglu_limits"},
-      {"step3p7", "/text_config/per_layer_config", json::parse(R"({"1": {"num_attention_heads": 8}})"),
-       "per_layer_config"},
+      {"step3p7", "/text_config/per_layer_config",
+       json::parse(R"({"1": {"num_attention_heads": 8}})"), "per_layer_config"},
       {"step3p7", "/text_config/num_sliding_attention_heads", 3, "num_sliding_attention_heads"},
       {"beam", "rope_parameters", json::parse(R"({"chunked_attention": {"rope_theta": 10.0}})"),
        "chunked_attention"},
@@ -674,7 +675,16 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
        "full_attention"},
       {"minimax_m3", "/text_config/layer_types",
        json::parse(R"(["minimax_m3_sparse", "sliding_attention", "full_attention"])"),
-       "layer_types"}};
+       "layer_types"},
+      {"bitnet", "/quantization_config/use_rms_norm", true, "use_rms_norm"},
+      {"bitnet", "/quantization_config/modules_to_not_convert",
+       json::array({"lm_head", "model.layers.0.mlp"}), "modules_to_not_convert"},
+      {"bitnet", "/quantization_config/modules_to_not_convert", json::array(),
+       "modules_to_not_convert"},
+      {"bitnet", "/quantization_config/linear_class", "bitlinear2", "linear_class"},
+      {"bitnet", "/quantization_config/weight_bits", 2, "weight_bits"},
+      {"bitnet_online", "/quantization_config/quant_method", "bitsandbytes",
+       "quantization_config"}};
   for (const change& ch : changes) {
     json j =
         test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));

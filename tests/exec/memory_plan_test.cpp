@@ -235,7 +235,9 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "axk2",
                            "step3p7",
                            "beam",
-                           "ergo"}) {
+                           "ergo",
+                           "bitnet",
+                           "bitnet_online"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
