@@ -3,6 +3,7 @@
 // bench-134m model's (C 768, F 2048, V 32000). Weights are sized past the last-level cache
 // where the point is the memory wall.
 //   build/bench/kernels_bench [--benchmark_filter=matmul] [--benchmark_format=json]
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -36,7 +37,13 @@ void BM_matmul(benchmark::State& st, dtype type, bool packed) {
   const int threads = static_cast<int>(st.range(3));
   const auto x = randn(T * K, 1);
   auto wbuf = *buffer::allocate(row_bytes(type, K) * N);
-  if (is_kquant(type)) { // written by no quantizer here: bytes whose f16 scales are normal
+  if (type == dtype::t2_32) { // BitNet's ternary blocks (written at load): one scale a matrix
+    std::mt19937_64 rng(2);
+    random_blocks(
+        type, K / 32 * N, 0.02f, [&rng] { return rng(); }, wbuf.as<uint8_t>());
+    const float d = 0.02f;
+    for (int64_t b = 0; b < K / 32 * N; ++b) std::memcpy(wbuf.as<uint8_t>() + b * 12, &d, 4);
+  } else if (is_kquant(type)) { // written by no quantizer here: bytes whose f16 scales are normal
     std::mt19937 rng(2);
     for (int64_t i = 0; i < row_bytes(type, K) * N; ++i)
       wbuf.as<uint8_t>()[i] = static_cast<uint8_t>(0x30 + rng() % 13);
@@ -91,7 +98,22 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
+// BitNet b1.58 2B4T's projections (C 2560, F 6912): its ternary weights as t2_32 against the
+// same matrices as bf16 (how they ran before: floats in the checkpoint's dtype)
+void bitnet_shapes(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    b->Args({1, 2560, 6912, threads});  // decode: gate / up
+    b->Args({1, 6912, 2560, threads});  // decode: down
+    b->Args({4, 2560, 6912, threads});  // batched decode of 4 sequences
+    b->Args({64, 2560, 6912, threads}); // prefill of 64 tokens
+  }
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 } // namespace
+
+BENCHMARK_CAPTURE(BM_matmul, bitnet_bf16, dtype::bf16, false)->Apply(bitnet_shapes);
+BENCHMARK_CAPTURE(BM_matmul, bitnet_t2_32, dtype::t2_32, false)->Apply(bitnet_shapes);
 
 BENCHMARK_CAPTURE(BM_matmul, f32, dtype::f32, false)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, f16, dtype::f16, false)->Apply(shapes);

@@ -16,7 +16,7 @@ constexpr std::array<dtype_info, dtype_count> table = {{
     {"q4_k", 256, 144, true},   {"q5_k", 256, 176, true},    {"q6_k", 256, 210, true},
     {"q4_1", 32, 20, true},     {"q5_0", 32, 22, true},      {"q5_1", 32, 24, true},
     {"mxfp4", 32, 17, true},    {"f8_b128", 128, 132, true}, {"iq4_nl", 32, 18, true},
-    {"iq4_xs", 256, 136, true},
+    {"iq4_xs", 256, 136, true}, {"t2_32", 32, 12, true},
 }};
 
 } // namespace

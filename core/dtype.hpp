@@ -7,7 +7,8 @@
 // q2_k ... q6_k are GGUF's K-quants, blocks of 256 values, and q4_1 / q5_0 / q5_1 its other
 // 32-value formats, and its non-linear iq4_nl / iq4_xs (core/kquant.hpp); the int8 kernels take
 // q8_0 / q4_0 (is_block32), the others are expanded block by block. A row of n elements takes
-// row_bytes(type, n); n must be a multiple of the block size. Tests: tests/core/dtype_test.cpp
+// row_bytes(type, n); n must be a multiple of the block size. t2_32 is Troupe's own: ternary
+// weights (BitNet b1.58's) as loaded (core/kquant.hpp). Tests: tests/core/dtype_test.cpp
 #pragma once
 
 #include <cstddef>
@@ -36,10 +37,11 @@ enum class dtype : uint8_t {
   mxfp4,
   f8_b128,
   iq4_nl,
-  iq4_xs
+  iq4_xs,
+  t2_32
 };
 
-inline constexpr int dtype_count = 19;
+inline constexpr int dtype_count = 20;
 
 struct dtype_info {
   std::string_view name; // "f32", "q8_0", ...

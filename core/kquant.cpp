@@ -51,6 +51,17 @@ void random_blocks(dtype t, int64_t blocks, float sigma, const std::function<uin
     }
     return;
   }
+  if (t == dtype::t2_32) { // codes 0..2 (never 3), f32 scales near sigma
+    for (int64_t k = 0; k < blocks; ++k) {
+      uint8_t* b = out + k * bytes;
+      const float d = sigma * (0.5f + static_cast<float>(next() >> 40) / (1 << 24));
+      std::memcpy(b, &d, 4);
+      for (int j = 0; j < 8; ++j)
+        for (int i = 0; i < 4; ++i)
+          if (((b[4 + j] >> (2 * i)) & 3) == 3) b[4 + j] ^= static_cast<uint8_t>(1 << (2 * i));
+    }
+    return;
+  }
   if (t == dtype::mxfp4) { // the largest code (6) times 2^(e - 127) near 5 sigma
     const int e = 127 + static_cast<int>(std::lround(std::log2(5 * sigma / 6)));
     for (int64_t k = 0; k < blocks; ++k)

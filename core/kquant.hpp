@@ -38,10 +38,13 @@ inline bool is_kquant(dtype t) {
 /// (kq::iq4_values): iq4_nl (f16 d, qs[16] as q4_0's: x = d v[q]) and iq4_xs (256 values:
 /// f16 d, u16 scales_h, scales_l[4], qs[128]; eight sub-blocks of 32, sub-block i's 6-bit
 /// scale s = low nibble i of scales_l | bits 2i..2i+1 of scales_h << 4, x = d (s - 32) v[q],
-/// codes as q4_0's within each sub-block).
+/// codes as q4_0's within each sub-block), and t2_32: BitNet b1.58's ternary weights as Troupe
+/// stores them after loading (32 values: f32 d, then 8 bytes of 2-bit codes c = w + 1 in {0, 1,
+/// 2}, value 8 i + j in bits 2 i .. 2 i + 1 of byte j; x = d w).
 inline bool is_expanded(dtype t) {
   return is_kquant(t) || t == dtype::q4_1 || t == dtype::q5_0 || t == dtype::q5_1 ||
-         t == dtype::mxfp4 || t == dtype::f8_b128 || t == dtype::iq4_nl || t == dtype::iq4_xs;
+         t == dtype::mxfp4 || t == dtype::f8_b128 || t == dtype::iq4_nl || t == dtype::iq4_xs ||
+         t == dtype::t2_32;
 }
 
 /// Expands one block of `t` (is_expanded) into block_elems(t) floats.

@@ -216,6 +216,16 @@ inline void f8_b128(const uint8_t* b, float* y) {
   for (int l = 0; l < 128; ++l) y[l] = d * e4m3(b[4 + l]);
 }
 
+// t2_32: f32 d, then 8 bytes of 2-bit codes w + 1: value 8 i + j in bits 2 i of byte j
+// (a code of 3, which no writer makes, reads as 2 w)
+inline void t2_32(const uint8_t* b, float* y) {
+  float d;
+  std::memcpy(&d, b, 4);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 8; ++j)
+      y[8 * i + j] = d * static_cast<float>(((b[4 + j] >> (2 * i)) & 3) - 1);
+}
+
 /// One block of `t` (an expanded format; others are left alone).
 inline void expand(dtype t, const uint8_t* b, float* y) {
   switch (t) {
@@ -239,6 +249,8 @@ inline void expand(dtype t, const uint8_t* b, float* y) {
     return mxfp4(b, y);
   case dtype::f8_b128:
     return f8_b128(b, y);
+  case dtype::t2_32:
+    return t2_32(b, y);
   case dtype::iq4_nl:
     return iq4_nl(b, y);
   case dtype::iq4_xs:

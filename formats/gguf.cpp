@@ -320,6 +320,7 @@ uint32_t ggml_type_of(dtype t) {
   case dtype::iq4_xs:
     return 23;
   case dtype::f8_b128: // no GGUF form (Troupe's layout of DeepSeek's FP8 after loading)
+  case dtype::t2_32:   // (nor BitNet's ternary weights)
     return UINT32_MAX;
   }
   return 0;

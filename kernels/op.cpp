@@ -87,6 +87,8 @@ status check_args(const op_args& a) {
     if (s0.cols() != a.src[1].cols()) return fail(a, "x [T, K] and W [N, K] disagree on K");
     if (d.rows() != s0.rows() || d.cols() != a.src[1].rows()) return fail(a, "dst must be [T, N]");
     if (a.src[2].data && a.src[2].numel() != d.cols()) return fail(a, "bias must be [N]");
+    if (a.src[3].data && (a.src[3].type != dtype::f32 || a.src[3].numel() != s0.rows()))
+      return fail(a, "the step of x's rows must be f32 [T, 1]");
     return {};
   case op::rmsnorm:
   case op::layernorm:

@@ -5,7 +5,10 @@
 //   embedding        src0 table [V, C] (any dtype), src1 ids i32 [T]        -> dst f32 [T, C]
 //   matmul           src0 x f32 [T, K], src1 W [N, K] (any dtype), src2 bias f32 [N] or none
 //                                                                             -> dst f32 [T, N]
-//                    x may be q8_0 (activations already quantized, see rmsnorm)
+//                    x may be q8_0 (activations already quantized, see rmsnorm); src3 f32 [T, 1]
+//                    or none: each row's step, x's values integer multiples of it (|x / step|
+//                    <= 127: an input rounded per token to 8 bits, BitNet's), by which an int8
+//                    kernel quantizes x exactly (t2_32 weights; else per row by its own max)
 //   rmsnorm          src0 x [T, C], src1 w [C]                                -> dst [T, C]
 //                    dst may be q8_0: the normalised rows quantized as the next matmul wants
 //   layernorm        src0 x [T, C], src1 w [C], src2 b [C] or none            -> dst [T, C]

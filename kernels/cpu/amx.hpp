@@ -92,6 +92,12 @@ void amx_gemm_q6k_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes
 /// uint16 values).
 void amx_pack_bf16(const float* x, int64_t T, int64_t K, uint16_t* xv);
 
+/// t2_32 rows (BitNet's ternary weights, `rows` of row_bytes from w) as bf16 rows [rows, K] for
+/// amx_gemm_bf16: part 0 the ternary values (exact), 1 each times bf16(d) of its block, 2 times
+/// the rest d - bf16(d) (parts 1 and 2 sum to the values in about f32's precision).
+void amx_t2_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, int part,
+                 uint16_t* out);
+
 /// Like amx_gemm_q for bf16 weights [N, K] (K a multiple of 32) with TDPBF16PS: products of
 /// bf16 values summed in f32 over all of K in the tiles. work: 1024 floats, 64-byte aligned.
 void amx_gemm_bf16(const uint16_t* xv, int64_t T, int64_t K, const uint16_t* w, int64_t n0,

@@ -11,6 +11,8 @@
 #include <cstring>
 
 #include "kernels/cpu/amx.hpp"
+
+#include "core/half.hpp"
 #include "kernels/cpu/kquant_codes.hpp"
 
 namespace troupe::kernels::cpu {
@@ -546,6 +548,36 @@ void amx_gemm_q6k_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes
     q6_group_tiles(a, reinterpret_cast<const uint8_t*>(unpacked), dw, n, y, ldy, ycol0, bias, pf,
                    prod);
   }
+}
+
+void amx_t2_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, int part,
+                 uint16_t* out) {
+  const __m512i ternary = _mm512_castsi128_si512(_mm_setr_epi16(
+      static_cast<short>(0xbf80), 0, static_cast<short>(0x3f80), 0, 0, 0, 0, 0)); // -1, 0, 1
+  const __m256i shifts = _mm256_set_epi64x(6, 4, 2, 0), three = _mm256_set1_epi8(3);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < K / 32; ++b) {
+      const uint8_t* blk = w + r * row_bytes + b * 12;
+      long long bits;
+      std::memcpy(&bits, blk + 4, 8);
+      const __m256i codes =
+          _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(bits), shifts), three);
+      __m512i table = ternary;
+      if (part != 0) {
+        float d;
+        std::memcpy(&d, blk, 4);
+        uint32_t u;
+        const uint16_t hi = f32_to_bf16(d);
+        u = static_cast<uint32_t>(hi) << 16;
+        float dh;
+        std::memcpy(&dh, &u, 4);
+        const uint16_t v = part == 1 ? hi : f32_to_bf16(d - dh);
+        table = _mm512_castsi128_si512(_mm_setr_epi16(static_cast<short>(v ^ 0x8000), 0,
+                                                      static_cast<short>(v), 0, 0, 0, 0, 0));
+      }
+      _mm512_storeu_si512(out + r * K + b * 32,
+                          _mm512_permutexvar_epi16(_mm512_cvtepu8_epi16(codes), table));
+    }
 }
 
 void amx_pack_bf16(const float* x, int64_t T, int64_t K, uint16_t* xv) {

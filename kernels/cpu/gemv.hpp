@@ -5,7 +5,8 @@
 //   avx2:   AVX2 + FMA + F16C (maddubs for the int8 dot products)
 //   both:   the K-quants, MXFP4 and IQ4_NL / IQ4_XS on int8 activations (gemv_kquant.hpp,
 //           gemv_lookup4.hpp) and
-//           DeepSeek's FP8 (f8_b128) on f32 ones (gemv_f8.hpp): 256-bit code in both files
+//           DeepSeek's FP8 (f8_b128) on f32 ones (gemv_f8.hpp), BitNet's ternary t2_32 on int8
+//           ones quantized per row (gemv_t2.hpp): 256-bit code in both files
 //   (portable: the generic loops of matmul.cpp; on AMD's AVX-512 cores gemv.cpp mixes in the
 //   AVX2 float and q8_0 kernels)
 // The tables also carry the int8 GEMMs for 8+ tokens without AMX (gemm_q_args below).
@@ -77,6 +78,7 @@ struct gemv_table {
   gemv_fn mxfp4;                        // gemv_lookup4.hpp
   gemv_fn iq4_nl, iq4_xs;               // gemv_lookup4.hpp
   gemv_fn f8_b128;                      // gemv_f8.hpp (f32 activations)
+  gemv_fn t2_32;                        // gemv_t2.hpp (int8 activations quantized per row)
   gemv_fn q8_0_packed;                  // q8_0 from the packed layout (gemv_args::wp)
   gemv_fn q4_0_packed;                  // q4_0 from the packed layout
   gemv_fn q4_k_packed;                  // Q4_K from the packed layout

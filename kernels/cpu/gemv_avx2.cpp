@@ -8,6 +8,7 @@
 #include "kernels/cpu/gemv_f8.hpp"
 #include "kernels/cpu/gemv_kquant.hpp"
 #include "kernels/cpu/gemv_lookup4.hpp"
+#include "kernels/cpu/gemv_t2.hpp"
 
 namespace troupe::kernels::cpu {
 
@@ -258,6 +259,7 @@ const gemv_table table = {.isa = "avx2",
                           .iq4_nl = gemv_iq4_nl,
                           .iq4_xs = gemv_iq4_xs,
                           .f8_b128 = gemv_f8_b128,
+                          .t2_32 = gemv_t2_32,
                           .q4_0_packed = packed_avx2::gemv_q4_0_x8,
                           .q4_k_packed = packed_avx2::gemv_q4_k_x8,
                           .q5_k_packed = packed_avx2::gemv_q5_k_x8,

@@ -9,6 +9,7 @@
 #include "kernels/cpu/gemv_f8.hpp"
 #include "kernels/cpu/gemv_kquant.hpp"
 #include "kernels/cpu/gemv_lookup4.hpp"
+#include "kernels/cpu/gemv_t2.hpp"
 
 namespace troupe::kernels::cpu {
 
@@ -422,6 +423,7 @@ const gemv_table table = {.isa = "avx512",
                           .iq4_nl = gemv_iq4_nl,
                           .iq4_xs = gemv_iq4_xs,
                           .f8_b128 = gemv_f8_b128,
+                          .t2_32 = gemv_t2_32,
                           .q8_0_packed = packed_avx512::gemv_q8_0_x16,
                           .q4_0_packed = packed_avx512::gemv_q4_0_x16,
                           .q4_k_packed = packed_avx512::gemv_q4_k_x16,

@@ -127,6 +127,48 @@ const float* f32_rows(const tensor_view& w, int64_t n0, int64_t nn, int64_t K,
   return buf.data();
 }
 
+// t2_32 rows [n0, n1) through the bf16 tiles, a span of rows at a time expanded into L2 (y as
+// range's): where each row of the span has one scale (BitNet's: one a matrix), the ternary
+// values, exact in bf16, the scales applied to the outputs in f32; else twice, the values times
+// bf16(d) and times the rest of d (amx_t2_rows), summed.
+void amx_t2(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0, int64_t n1,
+            float* y, int64_t ldy, float* work) {
+  const int64_t T = m.T, K = m.K, nb = K / 32, rb = row_bytes(w.type, K);
+  const int64_t span = std::max<int64_t>(16, (256 << 10) / (2 * K) / 16 * 16);
+  thread_local std::vector<uint16_t> rows;
+  thread_local std::vector<float> scale, rest;
+  rows.resize(static_cast<size_t>(span * K));
+  scale.resize(static_cast<size_t>(span));
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t n = n0; n < n1; n += span) {
+    const int64_t nn = std::min(span, n1 - n);
+    const uint8_t* first = base + n * rb;
+    bool one = true; // every row of the span with one scale
+    for (int64_t r = 0; r < nn && one; ++r) {
+      const uint8_t* row = first + r * rb;
+      std::memcpy(&scale[static_cast<size_t>(r)], row, 4);
+      for (int64_t b = 1; b < nb && one; ++b) one = std::memcmp(row, row + b * 12, 4) == 0;
+    }
+    const float* bn = one || !bias ? nullptr : bias + n;
+    amx_t2_rows(first, rb, nn, K, one ? 0 : 1, rows.data());
+    amx_gemm_bf16(m.xbf, T, K, rows.data(), 0, nn, y, ldy, n0 - n, bn, work);
+    if (one) {
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t r = 0; r < nn; ++r) {
+          float& o = y[t * ldy + n + r - n0];
+          o = o * scale[static_cast<size_t>(r)] + (bias ? bias[n + r] : 0.0f);
+        }
+      continue;
+    }
+    rest.resize(static_cast<size_t>(T * nn));
+    amx_t2_rows(first, rb, nn, K, 2, rows.data());
+    amx_gemm_bf16(m.xbf, T, K, rows.data(), 0, nn, rest.data(), nn, 0, nullptr, work);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t r = 0; r < nn; ++r)
+        y[t * ldy + n + r - n0] += rest[static_cast<size_t>(t * nn + r)];
+  }
+}
+
 // Output features [n0, n1) of x W^T (+ bias) into y: token t, feature n at y[t * ldy + n - n0].
 // Runs on the calling thread.
 void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0, int64_t n1,
@@ -211,7 +253,9 @@ void range(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0,
   case path::amx_packed: { // (a plan's how is never amx_packed: counts only)
     thread_local std::vector<float> work;
     float* aligned = aligned64(work, amx_work_floats(K));
-    if (m.xbf)
+    if (m.xbf && w.type == dtype::t2_32)
+      amx_t2(m, w, bias, n0, n1, y, ldy, aligned);
+    else if (m.xbf)
       amx_gemm_bf16(m.xbf, T, K, static_cast<const uint16_t*>(w.data), n0, n1, y, ldy, n0, bias,
                     aligned);
     else if (m.amx_rows && w.packed && n0 % 16 == 0 && w.type == dtype::q6_k)
@@ -310,7 +354,7 @@ void matmul(const op_args& a, const exec_ctx& ctx) {
   const int64_t N = w.rows();
   const float* bias = a.src[2].data ? a.src[2].as<float>() : nullptr;
   float* y = a.dst.as<float>();
-  const plan_t m = plan(a.src[0], w);
+  const plan_t m = plan(a.src[0], w, a.src[3].data ? a.src[3].as<float>() : nullptr);
   count(m, w.type, 1);
   over_features(ctx, m, N, [&](int64_t n0, int64_t n1) { range(m, w, bias, n0, n1, y + n0, N); });
 }
@@ -403,7 +447,7 @@ bool x_ok(const tensor_view& x, dtype w) {
   if (x.type == dtype::f32) return true;
   const gemv_table& tab = gemv_kernels();
   return x.type == dtype::q8_0 && int8_acts(w) && x.rows() < gemm_min_tokens && tab.quantize_q8 &&
-         gemv_for(tab, w);
+         gemv_for(tab, w) && w != dtype::t2_32; // (t2_32: activations quantized per row)
 }
 
 } // namespace

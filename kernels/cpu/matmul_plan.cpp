@@ -4,6 +4,7 @@
 #include "kernels/cpu/matmul_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -44,6 +45,8 @@ gemv_fn gemv_for(const gemv_table& tab, dtype t) {
     return tab.iq4_xs;
   case dtype::f8_b128:
     return tab.f8_b128;
+  case dtype::t2_32:
+    return tab.t2_32;
   default:
     return nullptr;
   }
@@ -52,11 +55,30 @@ gemv_fn gemv_for(const gemv_table& tab, dtype t) {
 // Weights whose kernels exist only on int8 activations.
 bool int8_kernel(dtype t) {
   return is_block32(t) || is_kquant(t) || t == dtype::mxfp4 || t == dtype::iq4_nl ||
-         t == dtype::iq4_xs;
+         t == dtype::iq4_xs || t == dtype::t2_32;
 }
 // ... and use them (unless exact activations were asked for: then those weights expand).
 bool int8_acts(dtype t) {
   return !exact_activations() && int8_kernel(t);
+}
+
+// x [K] as int8 with one scale for the whole row (every block's xd the same): *step where
+// given (x's values its integer multiples), else the row's max / 127. BitNet's inputs, already
+// rounded per token (x = k / s, |k| <= 127), come back as those k exactly, which per-32 scales
+// would round again; the row's own max finds that step only where the row holds a k of 127
+// (not in a tensor-parallel rank's part of a row: hence the step).
+void quantize_per_row(const float* x, int64_t K, const float* step, int8_t* q, float* d) {
+  float unit = 0;
+  if (step) {
+    unit = *step;
+  } else {
+    for (int64_t k = 0; k < K; ++k) unit = std::max(unit, std::fabs(x[k]));
+    unit /= 127.0f;
+  }
+  const float inv = unit > 0 ? 1.0f / unit : 0.0f;
+  for (int64_t k = 0; k < K; ++k)
+    q[k] = static_cast<int8_t>(std::clamp(std::nearbyint(x[k] * inv), -127.0f, 127.0f));
+  for (int64_t b = 0; b < K / qk; ++b) d[b] = unit;
 }
 
 // The K-quant kernels' sums: xd times the sum of each 16 int8 activations, T rows of K.
@@ -254,7 +276,7 @@ void pack_tokens(const float* x, int64_t T, int64_t K, int64_t L, float* xt) {
 }
 
 // Chooses the path for x and weights like w, quantizing x when the gemv kernel wants int8.
-plan_t plan(const tensor_view& x, const tensor_view& w) {
+plan_t plan(const tensor_view& x, const tensor_view& w, const float* step) {
   const gemv_table& tab = gemv_kernels();
   plan_t m;
   m.T = x.rows();
@@ -284,6 +306,18 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
   }
   m.x = x.as<float>();
   if (m.T >= gemm_min_tokens && w.type == dtype::bf16 && w.rows() % 16 == 0 && m.K % 32 == 0 &&
+      amx_bf16_usable()) {
+    thread_local std::vector<uint16_t> xbf;
+    xbf.resize(2 * amx_xv_bytes(m.T, m.K));
+    amx_pack_bf16(m.x, m.T, m.K, xbf.data());
+    m.how = path::amx;
+    m.xbf = xbf.data();
+    m.unit = 16;
+    m.grain = 2;
+    return m;
+  }
+  // BitNet's ternary t2_32: the same bf16 tiles over rows expanded per call (matmul.cpp)
+  if (m.T >= gemm_min_tokens && w.type == dtype::t2_32 && w.rows() % 16 == 0 && m.K % 32 == 0 &&
       amx_bf16_usable()) {
     thread_local std::vector<uint16_t> xbf;
     xbf.resize(2 * amx_xv_bytes(m.T, m.K));
@@ -397,7 +431,11 @@ plan_t plan(const tensor_view& x, const tensor_view& w) {
     xq.resize(m.T * m.K);
     xd.resize(m.T * (m.K / qk));
     for (int64_t t = 0; t < m.T; ++t)
-      tab.quantize_q8(m.x + t * m.K, m.K, xq.data() + t * m.K, xd.data() + t * (m.K / qk));
+      if (w.type == dtype::t2_32)
+        quantize_per_row(m.x + t * m.K, m.K, step ? step + t : nullptr, xq.data() + t * m.K,
+                         xd.data() + t * (m.K / qk));
+      else
+        tab.quantize_q8(m.x + t * m.K, m.K, xq.data() + t * m.K, xd.data() + t * (m.K / qk));
     m.xq = xq.data();
     m.xd = xd.data();
     if (is_kquant(w.type)) m.xs = run_sums(m.xq, m.xd, m.T, m.K);

@@ -62,8 +62,9 @@ struct plan_t {
   int64_t grain = 1;          // units per task
 };
 
-// Chooses the path for x and weights like w, quantizing x when the gemv kernel wants int8.
-plan_t plan(const tensor_view& x, const tensor_view& w);
+// Chooses the path for x and weights like w, quantizing x when the gemv kernel wants int8 (t2_32
+// weights: per row, by `step` [T] where given, op.hpp's matmul src3).
+plan_t plan(const tensor_view& x, const tensor_view& w, const float* step = nullptr);
 
 gemv_fn gemv_for(const gemv_table& tab, dtype t);     // the table's decode kernel for t
 gemv_fn packed_for(const gemv_table& tab, dtype t);   // ... for t laid out at load, or null

@@ -78,3 +78,21 @@ TEST(KQuant, F8BlocksExpandE4m3TimesTheScale) {
   EXPECT_EQ(block_elems(dtype::f8_b128), 128);
   EXPECT_EQ(row_bytes(dtype::f8_b128, 256), 264);
 }
+
+// BitNet's ternary weights as Troupe stores them (t2_32: an f32 scale, then 8 bytes of 2-bit
+// codes w + 1, value 8 i + j in bits 2 i of byte j): written from the definition, read back.
+TEST(KQuant, TernaryBlocksExpandTheirCodesTimesTheScale) {
+  std::vector<int> w(32);
+  for (int v = 0; v < 32; ++v) w[static_cast<size_t>(v)] = (v * 7 + 3) % 3 - 1;
+  std::vector<uint8_t> blk(12, 0);
+  const float d = 0.037f;
+  std::memcpy(blk.data(), &d, 4);
+  for (int v = 0; v < 32; ++v)
+    blk[static_cast<size_t>(4 + v % 8)] |=
+        static_cast<uint8_t>((w[static_cast<size_t>(v)] + 1) << (2 * (v / 8)));
+  std::vector<float> out(32);
+  dequant_block(dtype::t2_32, blk.data(), out.data());
+  for (int v = 0; v < 32; ++v)
+    EXPECT_EQ(out[static_cast<size_t>(v)], d * static_cast<float>(w[static_cast<size_t>(v)])) << v;
+  EXPECT_EQ(row_bytes(dtype::t2_32, 64), 24);
+}

@@ -1,6 +1,9 @@
 // op_cases_quant.cpp: harness cases for the weight formats the kernels expand block by block
 // (GGUF's K-quants, q4_1 / q5_0 / q5_1 and MXFP4, op_cases.hpp): embedding, matmul, matmul_swiglu
-// and matmul_qkv with random blocks, against the reference backend.
+// and matmul_qkv with random blocks, against the reference backend; BitNet's t2_32 on the
+// activations its layers give it.
+#include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -25,17 +28,17 @@ host_tensor kquant(dtype t, shape s, gen& g) {
 } // namespace
 
 void kquant_cases(std::vector<op_case>& out_cases) {
-  const dtype types[] = {dtype::q2_k,  dtype::q3_k,    dtype::q4_k,   dtype::q5_k,
-                         dtype::q6_k,  dtype::q4_1,    dtype::q5_0,   dtype::q5_1,
-                         dtype::mxfp4, dtype::f8_b128, dtype::iq4_nl, dtype::iq4_xs};
+  const dtype types[] = {dtype::q2_k,   dtype::q3_k,   dtype::q4_k, dtype::q5_k,  dtype::q6_k,
+                         dtype::q4_1,   dtype::q5_0,   dtype::q5_1, dtype::mxfp4, dtype::f8_b128,
+                         dtype::iq4_nl, dtype::iq4_xs, dtype::t2_32};
   const tolerance tol_f32{1e-9, 1e-3}, tol_int8{5e-4, 8e-2}; // int8: outputs grow with K
   for (dtype w : types) {
     // int8 at decode for every K-quant, and at prefill (the int8 GEMM) for Q4_K / Q5_K / Q6_K
     const bool gemm8 = w == dtype::q4_k || w == dtype::q5_k || w == dtype::q6_k ||
                        w == dtype::mxfp4 || w == dtype::iq4_nl || w == dtype::iq4_xs;
     // MXFP4 decodes on int8 too (and prefills on the int8 GEMM, above)
-    const bool int8_decode =
-        is_kquant(w) || w == dtype::mxfp4 || w == dtype::iq4_nl || w == dtype::iq4_xs;
+    const bool int8_decode = is_kquant(w) || w == dtype::mxfp4 || w == dtype::iq4_nl ||
+                             w == dtype::iq4_xs || w == dtype::t2_32;
     const auto tol_at = [&](int64_t T) {
       return int8_decode && (T < 8 || gemm8) ? tol_int8 : tol_f32;
     };
@@ -97,6 +100,52 @@ void kquant_cases(std::vector<op_case>& out_cases) {
       c.bytes = row_bytes(w, K) * (Nq + 2 * Nkv) + 4.0 * (T * K + T * (Nq + 2 * Nkv));
       out_cases.push_back(std::move(c));
     }
+  }
+  // BitNet's layers: t2_32 weights on activations already rounded per token to 8 bits (x = k /
+  // s, |k| <= 127, one at 127), which the decode kernel's per-row int8 quantization gives back
+  // exactly: f32's tolerance, not int8's
+  for (auto [T, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 256, 96}, {3, 512, 40}}) {
+    op_case c;
+    c.name = fmt::format("matmul(T={},K={},N={},W=t2_32,x rounded per row)", T, K, N);
+    gen g(c.name);
+    std::vector<float> x = g.normal(T * K);
+    for (int64_t t = 0; t < T; ++t) {
+      float amax = 0;
+      for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[t * K + k]));
+      const float s = 127.0f / amax;
+      for (int64_t k = 0; k < K; ++k)
+        x[t * K + k] = std::clamp(std::nearbyint(x[t * K + k] * s), -128.0f, 127.0f) / s;
+    }
+    c.kind = op::matmul;
+    c.src = {from_floats(dtype::f32, {T, K}, x), kquant(dtype::t2_32, {N, K}, g), absent()};
+    c.dst = out(dtype::f32, {T, N});
+    c.tol = {1e-12, 1e-4};
+    c.flops = 2.0 * T * K * N;
+    c.bytes = row_bytes(dtype::t2_32, K) * N + 4.0 * (T * K + T * N);
+    out_cases.push_back(std::move(c));
+  }
+  // ... and a part of such rows (a tensor-parallel rank's: its largest value below the row's),
+  // with the rows' step given (src3)
+  {
+    const int64_t T = 2, K = 256, N = 48;
+    op_case c;
+    c.name = fmt::format("matmul(T={},K={},N={},W=t2_32,x part of rounded rows, step)", T, K, N);
+    gen g(c.name);
+    std::vector<float> x = g.normal(T * K), step(T);
+    for (int64_t t = 0; t < T; ++t) {
+      const float s = 127.0f / 6.0f; // (the whole row's largest value 6: this part's smaller)
+      for (int64_t k = 0; k < K; ++k)
+        x[t * K + k] = std::clamp(std::nearbyint(x[t * K + k] * s), -120.0f, 120.0f) / s;
+      step[static_cast<size_t>(t)] = 6.0f / 127.0f;
+    }
+    c.kind = op::matmul;
+    c.src = {from_floats(dtype::f32, {T, K}, x), kquant(dtype::t2_32, {N, K}, g), absent(),
+             from_floats(dtype::f32, {T, 1}, step)};
+    c.dst = out(dtype::f32, {T, N});
+    c.tol = {1e-12, 1e-4};
+    c.flops = 2.0 * T * K * N;
+    c.bytes = row_bytes(dtype::t2_32, K) * N + 4.0 * (T * K + T * N);
+    out_cases.push_back(std::move(c));
   }
 }
 
