@@ -152,15 +152,16 @@ int run_plan(const plan_opts& o) {
                             : n >= 1e9 ? fmt::format("{:.2f} B", n / 1e9)
                             : n >= 1e6 ? fmt::format("{:.2f} M", n / 1e6)
                                        : fmt::format("{:.0f}", n);
-  fmt::print(
-      "# {}: {} ({}), {} layers, {} parameters, sized from its {}\n", (*m)->path, c.arch, c.family,
-      c.n_layer, count,
-      (*m)->shapes_only
-          ? fmt::format("config (matrices {}{})", name((*m)->assumed),
-                        c.fp8_blocks
-                            ? ", linear layers in E4M3 with a scale per 128 values, as loaded"
-                            : "")
-          : std::string("tensors"));
+  fmt::print("# {}: {} ({}), {} layers, {} parameters, sized from its {}\n", (*m)->path, c.arch,
+             c.family, c.n_layer, count,
+             (*m)->shapes_only
+                 ? fmt::format(
+                       "config (matrices {}{})", name((*m)->assumed),
+                       c.fp8_blocks
+                           ? ", linear layers in E4M3 with a scale per 128 values, as loaded"
+                       : c.act_quant ? ", the layers' ternary matrices in 2 bits (t2_32), as loaded"
+                                     : "")
+                 : std::string("tensors"));
   fmt::print("# devices: {} machine(s) x {} x {} ({} usable each); target: {} x {} tokens, KV "
              "{}{}\n\n",
              pool->machines, pool->per_machine, gib(pool->bytes), gib(pool->budget()),

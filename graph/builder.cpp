@@ -2,6 +2,7 @@
 #include "graph/builder.hpp"
 
 #include <cmath>
+#include <tuple>
 
 #include "kernels/expr.hpp"
 
@@ -86,13 +87,16 @@ vid builder::norm(vid x, norm_type t, vid w, vid b, float eps, const std::string
   return op(op::layernorm, {x, w, b}, what, p);
 }
 
-vid builder::linear(vid x, vid w, vid b, const std::string& what) {
+vid builder::linear(vid x, vid w, vid b, const std::string& what, vid step) {
   const bool bias = b != none && !g_[b].empty;
+  std::vector<vid> in = {x, w, none};
+  if (step != none) in.push_back(step);
   if (bias && g_[w].split == cut::in) { // partial sums: the bias goes after the all-reduce
-    const vid y = op(op::matmul, {x, w, none}, what + "_nobias");
+    const vid y = op(op::matmul, std::move(in), what + "_nobias");
     return add(y, b, what);
   }
-  return op(op::matmul, {x, w, bias ? b : none}, what);
+  if (bias) in[2] = b;
+  return op(op::matmul, std::move(in), what);
 }
 
 vid builder::add(vid a, vid b, const std::string& what) {
@@ -130,11 +134,12 @@ vid builder::elementwise(std::shared_ptr<kernels::ew_program> program, std::vect
 
 vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, vid b_down,
                  kernels::op act, std::shared_ptr<kernels::ew_program> expr,
-                 const std::string& what, const std::function<vid(vid)>& before_down) {
+                 const std::string& what,
+                 const std::function<std::pair<vid, vid>(vid)>& before_down, vid step) {
   vid a;
   if (expr && w_gate != none) {
-    const vid g = linear(h, w_gate, b_gate, what + "_gate");
-    const vid u = linear(h, w_up, b_up, what + "_up");
+    const vid g = linear(h, w_gate, b_gate, what + "_gate", step);
+    const vid u = linear(h, w_up, b_up, what + "_up", step);
     if (expr->sources == 2) {
       a = elementwise(expr, {g, u}, what + "_act"); // the whole gating, over g and u
     } else {
@@ -142,11 +147,11 @@ vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, 
       a = mul(ga, u, what + "_act");
     }
   } else if (expr) {
-    const vid u = linear(h, w_up, b_up, what + "_up");
+    const vid u = linear(h, w_up, b_up, what + "_up", step);
     a = elementwise(expr, {u}, what + "_act");
   } else if (w_gate != none) {
-    const vid g = linear(h, w_gate, b_gate, what + "_gate");
-    const vid u = linear(h, w_up, b_up, what + "_up");
+    const vid g = linear(h, w_gate, b_gate, what + "_gate", step);
+    const vid u = linear(h, w_up, b_up, what + "_up", step);
     if (act == op::silu) {
       a = op(op::swiglu, {g, u}, what + "_act");
     } else {
@@ -154,11 +159,12 @@ vid builder::ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, 
       a = mul(ga, u, what + "_act");
     }
   } else {
-    const vid u = linear(h, w_up, b_up, what + "_up");
+    const vid u = linear(h, w_up, b_up, what + "_up", step);
     a = unary(act, u, what + "_act");
   }
-  if (before_down) a = before_down(a);
-  return linear(a, w_down, b_down, what + "_out");
+  vid a_step = none;
+  if (before_down) std::tie(a, a_step) = before_down(a);
+  return linear(a, w_down, b_down, what + "_out", a_step);
 }
 
 vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, vid w_down,
@@ -314,8 +320,9 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
                                    : unary(op::sigmoid, s.gate, "attn_gate");
     flat = mul(flat, gt, "attn_gated");
   }
-  if (s.before_out) flat = s.before_out(*this, flat);
-  return linear(flat, wo, bo, "attn_out");
+  vid step = none;
+  if (s.before_out) std::tie(flat, step) = s.before_out(*this, flat);
+  return linear(flat, wo, bo, "attn_out", step);
 }
 
 vid add_weight(graph& g, const std::string& name, weight_ref ref, dtype t,

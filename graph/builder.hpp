@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/graph.hpp"
@@ -45,8 +46,9 @@ struct attention_spec {
   float qk_norm_eps = 1e-5f;
   vid select =
       none; // i32 [T, Hkv K]: the positions each KV head's queries attend over (MiniMax M3)
-  // what the attention's output [T, H D] becomes before o_proj (BitNet's norm and rounding)
-  std::function<vid(builder&, vid)> before_out;
+  // what the attention's output [T, H D] becomes before o_proj, and the step of its rows where
+  // it is rounded (BitNet's norm and rounding; none: not rounded)
+  std::function<std::pair<vid, vid>(builder&, vid)> before_out;
 };
 
 /// How a mixture-of-experts block routes.
@@ -111,7 +113,8 @@ class builder {
 
   vid norm(vid x, norm_type t, vid w, vid b, float eps, const std::string& what);
   /// x W^T (+ b). A weight cut by input features gets its bias added after the all-reduce.
-  vid linear(vid x, vid w, vid b, const std::string& what);
+  /// `step` (optional, [T, 1]): x's values are integer multiples of it (the matmul's src3).
+  vid linear(vid x, vid w, vid b, const std::string& what, vid step = none);
   vid add(vid a, vid b, const std::string& what);
   vid mul(vid a, vid b, const std::string& what);
   vid scale(vid x, float s, const std::string& what, float bias = 0);
@@ -127,10 +130,12 @@ class builder {
   /// `expr` (optional) replaces the activation: over x (the gate, or up when not gated), or
   /// over g and u (the whole gating).
   /// Values are named `what`_gate, _up, _act, _out.
-  /// `before_down` (optional) transforms the activated product before w_down.
+  /// `before_down` (optional) transforms the activated product before w_down (and gives its
+  /// rows' step, or none); `step`: h's (linear's).
   vid ffn(vid h, vid w_gate, vid w_up, vid w_down, vid b_gate, vid b_up, vid b_down,
           kernels::op act, std::shared_ptr<kernels::ew_program> expr = nullptr,
-          const std::string& what = "ffn", const std::function<vid(vid)>& before_down = {});
+          const std::string& what = "ffn",
+          const std::function<std::pair<vid, vid>(vid)>& before_down = {}, vid step = none);
   /// A mixture of experts: the router (w_router [E, C]: softmax over the experts, the top
   /// s.used, optionally renormalised and scaled), then the chosen experts' SwiGLU FFNs,
   /// weighted and summed (op `moe`; w_gate, w_up [E * F, C], w_down [E * C, F]).

@@ -307,7 +307,8 @@ int fuse(graph& g, const fuse_options& o) {
     for (size_t k = 0; k < g.nodes.size(); ++k) {
       node& q = g.nodes[k];
       auto plain = [&](const node& m) {
-        return is_op(m, op::matmul) && (m.in.size() < 3 || m.in[2] == none) && !g[m.out[0]].output;
+        return is_op(m, op::matmul) && (m.in.size() < 3 || m.in[2] == none) &&
+               (m.in.size() < 4 || m.in[3] == none) && !g[m.out[0]].output; // (no bias, no step)
       };
       if (gone[k] || !plain(q)) continue;
       const value& w0 = g[q.in[1]];
@@ -362,7 +363,9 @@ int fuse(graph& g, const fuse_options& o) {
       node& mg = g.nodes[static_cast<size_t>(pg)];
       node& mu = g.nodes[static_cast<size_t>(pu)];
       if (!is_op(mg, op::matmul) || !is_op(mu, op::matmul) || mg.in[0] != mu.in[0]) continue;
-      auto nobias = [](const node& m) { return m.in.size() < 3 || m.in[2] == none; };
+      auto nobias = [](const node& m) { // (nor a step of x's rows)
+        return (m.in.size() < 3 || m.in[2] == none) && (m.in.size() < 4 || m.in[3] == none);
+      };
       if (!nobias(mg) || !nobias(mu) || !only_reader(s.in[0], k) || !only_reader(s.in[1], k))
         continue;
       const value &wg = g[mg.in[1]], &wu = g[mu.in[1]];

@@ -119,10 +119,12 @@ status decoder::make_act() {
   if (!layer_act_.empty() && static_cast<int64_t>(layer_act_.size()) != c_.n_layer)
     return make_error(errc::internal, "{}: {} layer activations for {} layers", m_.path,
                       layer_act_.size(), c_.n_layer);
-  if (c_.act_quant) // (as transformers: the scale in f32, its clamp at 1e-5, then x s rounded)
+  if (c_.act_quant) { // (as transformers: the scale in f32, its clamp at 1e-5, then x s rounded)
     TROUPE_TRY_SET(act_quant_, ew_program_of("min(max(round(x * (127 / max(m, 0.00001))), -128), "
                                              "127) / (127 / max(m, 0.00001))",
                                              {"x", "m"}));
+    TROUPE_TRY_SET(act_step_, ew_program_of("max(m, 0.00001) / 127", {"m"}));
+  }
   if (c_.act_expr.empty()) return {};
   auto p = kernels::parse_expression(c_.act_expr, {"x"});
   if (!p) {
@@ -134,13 +136,13 @@ status decoder::make_act() {
   return {};
 }
 
-vid decoder::act_quant(builder& b, vid x, bool split, const std::string& what) {
-  if (!c_.act_quant) return x;
+std::pair<vid, vid> decoder::act_quant(builder& b, vid x, bool split, const std::string& what) {
+  if (!c_.act_quant) return {x, none};
   kernels::op_params p;
   p.row_absmax = true;
   vid m = b.op(op::sum_rows, {x}, what + "_absmax", p);
   if (split) m = b.all_reduce(m, what + "_absmax_all", true);
-  return b.elementwise(act_quant_, {x, m}, what);
+  return {b.elementwise(act_quant_, {x, m}, what), b.elementwise(act_step_, {m}, what + "_step")};
 }
 
 expected<vid> decoder::embed() {
@@ -435,10 +437,11 @@ expected<vid> decoder::attention(int l, vid h) {
   tr.transposed = n_.transposed;
   TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * D}, cut::in, axis::heads, D, tr));
   TROUPE_TRY_ASSIGN(bo, opt(n_.bo, l, {C}));
-  h = act_quant(b, h, false, "attn_in_q");
-  vid q = b.linear(h, p.wq, p.bq, "q");
-  vid k = b.linear(h, p.wk, p.bk, "k");
-  vid v = p.wv == none ? k : b.linear(h, p.wv, p.bv, "v"); // (none: the keys' projection)
+  vid step = none; // (BitNet: h rounded, the step of its rows)
+  std::tie(h, step) = act_quant(b, h, false, "attn_in_q");
+  vid q = b.linear(h, p.wq, p.bq, "q", step);
+  vid k = b.linear(h, p.wk, p.bk, "k", step);
+  vid v = p.wv == none ? k : b.linear(h, p.wv, p.bv, "v", step); // (none: the keys' projection)
   if (c_.clip_qkv > 0) {
     const auto cl = static_cast<float>(c_.clip_qkv);
     q = b.clamp(q, cl, "q_clip");

@@ -97,9 +97,9 @@ class decoder {
 
   status make_act();
   // BitNet's activation rounding (model_config::act_quant): x -> clamp(round(x s), -128, 127) / s
-  // per token, s = 127 / max |x| over the whole row (split: the ranks' maxima all-reduced);
-  // x itself without act_quant
-  vid act_quant(builder& b, vid x, bool split, const std::string& what);
+  // per token, s = 127 / max |x| over the whole row (split: the ranks' maxima all-reduced), and
+  // the step 1 / s of each row (the matmuls' src3); (x, none) without act_quant
+  std::pair<vid, vid> act_quant(builder& b, vid x, bool split, const std::string& what);
 
   expected<vid> embed();
 
@@ -272,6 +272,7 @@ class decoder {
   vid shortcut_ = none, carried_ = none; // LongCat: the experts' output made, and read
   std::shared_ptr<kernels::ew_program> act_expr_;
   std::shared_ptr<kernels::ew_program> act_quant_;  // (over x and its row's max |x|, m)
+  std::shared_ptr<kernels::ew_program> act_step_;   // (over m)
   std::shared_ptr<kernels::ew_program> clamp_expr_; // DeepSeek-V4's shared expert's activation
   std::vector<std::shared_ptr<kernels::ew_program>> layer_act_; // per layer, when named
 };

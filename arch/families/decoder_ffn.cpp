@@ -206,7 +206,7 @@ expected<vid> decoder::ffn(int l, vid h) {
   if (c_.dense_clip_shared && l < static_cast<int>(c_.swiglu_limits_shared.size()))
     if (const double L = c_.swiglu_limits_shared[static_cast<size_t>(l)]; L > 0) // (Step 3.7)
       TROUPE_TRY_SET(prog, clamped_swiglu(L, c_.swiglu_after_act));
-  std::function<vid(vid)> before_down;
+  std::function<std::pair<vid, vid>(vid)> before_down;
   if (c_.sub_norms || c_.act_quant) { // (BitNet: over the whole product, each rank holding some)
     vid ws = none;
     if (c_.sub_norms) TROUPE_TRY_SET(ws, req(n_.ffn_sub_norm, l, {F}, cut::out, axis::ffn));
@@ -216,8 +216,8 @@ expected<vid> decoder::ffn(int l, vid h) {
       return act_quant(b, y, true, "ffn_down_q");
     };
   }
-  return b.ffn(act_quant(b, h, false, "ffn_in_q"), wg, wu, wd, bg, bu, bd, act, prog, "ffn",
-               before_down);
+  const auto [hq, step] = act_quant(b, h, false, "ffn_in_q");
+  return b.ffn(hq, wg, wu, wd, bg, bu, bd, act, prog, "ffn", before_down, step);
 }
 
 } // namespace troupe::arch::detail

@@ -157,6 +157,8 @@ dtype weights::assumed_type(const std::vector<int64_t>& dims, graph::axis along)
   const bool router = c.n_expert > 0 && dims[0] == c.n_expert;
   if (c.fp8_blocks && along != graph::axis::vocab && !router && dims[1] % 128 == 0)
     return dtype::f8_b128;
+  // BitNet: the layers' ternary matrices, as prepare_bitnet_hf stores them
+  if (c.act_quant && along != graph::axis::vocab && dims[1] % 32 == 0) return dtype::t2_32;
   return m_.assumed;
 }
 

@@ -83,7 +83,9 @@ TEST_P(SyntheticArch, MatchesTransformers) {
   const json fx = test::load_json(dir + "/expected.json");
   auto g = make(dir);
   ASSERT_TRUE(g);
-  for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
+  // (a case may carry its own tolerance: BitNet's, where f32 noise steps an 8-bit rounding of
+  // transformers' own; make_family_fixtures.py's bitnet_spread)
+  for (const auto& c : fx["cases"]) check_case(*g, c, c.value("logit_tol", 2e-3));
   // every tensor transformers saved is read: a bias or norm the family does not know would
   // be a different model, even where the logits happen to come close
   auto graph = arch::build_graph(g->source());
@@ -105,7 +107,7 @@ TEST_P(SyntheticArch, MatchesTransformers) {
                                     // (Mistral's own names, as Mistral Large 4 is published)
                                     "vision_encoder.", "patch_merger.", "pre_mm_projector_norm.",
                                     "vision_language_adapter.",
-                                    "patch_merge_mlp.", // (MiniMax M3's)
+                                    "patch_merge_mlp.",      // (MiniMax M3's)
                                     "vit_large_projector."}) // (Step 3.7's)
                                 if (n.starts_with(p)) return true;
                               return false;
