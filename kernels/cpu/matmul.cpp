@@ -87,7 +87,9 @@ std::string path_name(path p, dtype w) {
   case path::int8:
     return "int8 gemm " + isa + (isa == "avx512" ? " (vpdpbusd)" : " (maddubs)");
   case path::amx:
-    return w == dtype::bf16 ? "amx bf16" : "amx int8";
+    return w == dtype::bf16    ? "amx bf16"
+           : w == dtype::t2_32 ? "amx bf16 (ternary rows expanded per call)"
+                               : "amx int8";
   case path::amx_packed:
     return "amx int8 packed (16 rows laid out at load)";
   case path::int8_packed:
