@@ -78,15 +78,15 @@ struct gemv_table {
   gemv_fn mxfp4;                        // gemv_lookup4.hpp
   gemv_fn iq4_nl, iq4_xs;               // gemv_lookup4.hpp
   gemv_fn f8_b128;                      // gemv_f8.hpp (f32 activations)
-  gemv_fn t2_32;                        // gemv_t2.hpp (int8 activations quantized per row)
-  gemv_fn q8_0_packed;                  // q8_0 from the packed layout (gemv_args::wp)
-  gemv_fn q4_0_packed;                  // q4_0 from the packed layout
-  gemv_fn q4_k_packed;                  // Q4_K from the packed layout
-  gemv_fn q5_k_packed;                  // Q5_K from the packed layout
-  gemv_fn q6_k_packed;                  // Q6_K from the packed layout
-  gemv_fn iq4_nl_packed;                // IQ4_NL from the packed layout (pack_q4_0's)
-  gemv_fn iq4_xs_packed;                // IQ4_XS from the packed layout
-  int pack_rows;                        // rows per group of that layout (8 or 16)
+  gemv_fn t2_32;         // gemv_t2.hpp (int8 activations quantized per row: xd the same over a row)
+  gemv_fn q8_0_packed;   // q8_0 from the packed layout (gemv_args::wp)
+  gemv_fn q4_0_packed;   // q4_0 from the packed layout
+  gemv_fn q4_k_packed;   // Q4_K from the packed layout
+  gemv_fn q5_k_packed;   // Q5_K from the packed layout
+  gemv_fn q6_k_packed;   // Q6_K from the packed layout
+  gemv_fn iq4_nl_packed; // IQ4_NL from the packed layout (pack_q4_0's)
+  gemv_fn iq4_xs_packed; // IQ4_XS from the packed layout
+  int pack_rows;         // rows per group of that layout (8 or 16)
   // Q6_K's packed group of pack_rows rows back to those rows as published (G x K / 256 x 210
   // bytes), the int8 GEMM's input where only the layout stays resident (gemm_int8_*.cpp)
   void (*unpack_q6_k)(const uint8_t* grp, int64_t K, uint8_t* rows);

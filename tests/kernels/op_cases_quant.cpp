@@ -4,6 +4,7 @@
 // activations its layers give it.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -22,6 +23,16 @@ host_tensor kquant(dtype t, shape s, gen& g) {
   host_tensor h = out(t, s);
   random_blocks(
       t, s.numel() / block_elems(t), 0.05f, [&g] { return g.rng(); }, h.bytes.data());
+  return h;
+}
+
+// t2_32 rows as BitNet's are: one scale for all the blocks of a row (random blocks' scales vary,
+// which the kernels' general path takes)
+host_tensor bitnet_rows(int64_t N, int64_t K, gen& g) {
+  host_tensor h = kquant(dtype::t2_32, {N, K}, g);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t b = 1; b < K / 32; ++b)
+      std::memcpy(h.bytes.data() + (n * K / 32 + b) * 12, h.bytes.data() + n * K / 32 * 12, 4);
   return h;
 }
 
@@ -117,7 +128,7 @@ void kquant_cases(std::vector<op_case>& out_cases) {
         x[t * K + k] = std::clamp(std::nearbyint(x[t * K + k] * s), -128.0f, 127.0f) / s;
     }
     c.kind = op::matmul;
-    c.src = {from_floats(dtype::f32, {T, K}, x), kquant(dtype::t2_32, {N, K}, g), absent()};
+    c.src = {from_floats(dtype::f32, {T, K}, x), bitnet_rows(N, K, g), absent()};
     c.dst = out(dtype::f32, {T, N});
     c.tol = {1e-12, 1e-4};
     c.flops = 2.0 * T * K * N;
@@ -139,7 +150,7 @@ void kquant_cases(std::vector<op_case>& out_cases) {
       step[static_cast<size_t>(t)] = 6.0f / 127.0f;
     }
     c.kind = op::matmul;
-    c.src = {from_floats(dtype::f32, {T, K}, x), kquant(dtype::t2_32, {N, K}, g), absent(),
+    c.src = {from_floats(dtype::f32, {T, K}, x), bitnet_rows(N, K, g), absent(),
              from_floats(dtype::f32, {T, 1}, step)};
     c.dst = out(dtype::f32, {T, N});
     c.tol = {1e-12, 1e-4};
