@@ -40,8 +40,10 @@ int64_t amx_xv_bytes(int64_t T, int64_t K);
 int64_t amx_dx_floats(int64_t T, int64_t K);
 
 /// Quantizes x [T, K] (K a multiple of 32) per 32 values (scale = max|x| / 127) into the
-/// tile layout; padded tokens are zeros.
-void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx);
+/// tile layout; padded tokens are zeros. With `step` [T], each token by its step instead (every
+/// block's scale the step: x's values its integer multiples, BitNet's rounded inputs).
+void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx,
+              const float* step = nullptr);
 
 /// Floats of scratch the int8 kernels need for rows of K values: four int32 product tiles, the
 /// 16 rows' block scales (and K-quant minimums; Q6_K: scales per 16 values) and their unpacked
@@ -91,6 +93,9 @@ void amx_gemm_q6k_packed(const amx_acts& a, const uint8_t* wp, int64_t row_bytes
 /// values in VNNI pairs: xv [T16 / 16][K / 32][hi, lo][16][16][2] (amx_xv_bytes(T, K) * 2
 /// uint16 values).
 void amx_pack_bf16(const float* x, int64_t T, int64_t K, uint16_t* xv);
+
+/// t2_32 rows (ternary weights) as q8_0 rows for amx_gemm_q: the values with a scale of 1.
+void amx_t2_q8_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, uint8_t* out);
 
 /// t2_32 rows (BitNet's ternary weights, `rows` of row_bytes from w) as bf16 rows [rows, K] for
 /// amx_gemm_bf16: part 0 the ternary values (exact), 1 each times bf16(d) of its block, 2 times

@@ -104,9 +104,44 @@ inline float quantize32(const float* x, int8_t* q, int32_t* sum) {
   return scale;
 }
 
+// 32 values of x as int8 multiples of `step` (clamped to +-127); returns the step
+inline float quantize32_by(const float* x, float step, int8_t* q) {
+  if (!x || step == 0.0f) {
+    std::memset(q, 0, 32);
+    return 0.0f;
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / step);
+  for (int h = 0; h < 2; ++h) {
+    const __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * h), inv),
+                                          _MM_FROUND_TO_NEAREST_INT);
+    const __m512 c =
+        _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * h),
+                     _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(c)));
+  }
+  return step;
+}
+
 } // namespace
 
-void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx) {
+void amx_t2_q8_rows(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t K, uint8_t* out) {
+  const __m256i shifts = _mm256_set_epi64x(6, 4, 2, 0), three = _mm256_set1_epi8(3),
+                one = _mm256_set1_epi8(1);
+  const uint16_t unit = 0x3c00; // f16 1.0
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < K / 32; ++b) {
+      const uint8_t* blk = w + r * row_bytes + b * 12;
+      uint8_t* o = out + (r * (K / 32) + b) * 34;
+      long long bits;
+      std::memcpy(&bits, blk + 4, 8);
+      const __m256i v = _mm256_sub_epi8(
+          _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(bits), shifts), three), one);
+      std::memcpy(o, &unit, 2);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 2), v);
+    }
+}
+
+void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx, const float* step) {
   const int64_t nb = K / 32, T16 = pad16(T);
   for (int64_t tt = 0; tt < T16 / 16; ++tt)
     for (int64_t b = 0; b < nb; ++b) {
@@ -116,7 +151,9 @@ void amx_pack(const float* x, int64_t T, int64_t K, int8_t* xv, float* dx) {
         const int64_t tok = tt * 16 + t;
         alignas(32) int8_t q[32];
         int32_t sum;
-        d[t] = quantize32(tok < T ? x + tok * K + b * 32 : nullptr, q, &sum);
+        d[t] = step ? quantize32_by(tok < T ? x + tok * K + b * 32 : nullptr,
+                                    tok < T ? step[tok] : 0, q)
+                    : quantize32(tok < T ? x + tok * K + b * 32 : nullptr, q, &sum);
         // VNNI order: row r holds values 4r .. 4r + 3 of every token, token t at byte 4t
         for (int r = 0; r < 8; ++r) std::memcpy(tile + r * 64 + t * 4, q + 4 * r, 4);
       }

@@ -88,7 +88,7 @@ std::string path_name(path p, dtype w) {
     return "int8 gemm " + isa + (isa == "avx512" ? " (vpdpbusd)" : " (maddubs)");
   case path::amx:
     return w == dtype::bf16    ? "amx bf16"
-           : w == dtype::t2_32 ? "amx bf16 (ternary rows expanded per call)"
+           : w == dtype::t2_32 ? "amx int8 (ternary rows expanded per call)"
                                : "amx int8";
   case path::amx_packed:
     return "amx int8 packed (16 rows laid out at load)";
@@ -129,16 +129,18 @@ const float* f32_rows(const tensor_view& w, int64_t n0, int64_t nn, int64_t K,
   return buf.data();
 }
 
-// t2_32 rows [n0, n1) through the bf16 tiles, a span of rows at a time expanded into L2 (y as
+// t2_32 rows [n0, n1) through the AMX tiles, a span of rows at a time expanded into L2 (y as
 // range's): where each row of the span has one scale (BitNet's: one a matrix), the ternary
-// values, exact in bf16, the scales applied to the outputs in f32; else twice, the values times
-// bf16(d) and times the rest of d (amx_t2_rows), summed.
+// values as q8_0 rows of scale 1 on the int8 tiles with x quantized by its rows' steps (exact on
+// BitNet's inputs), the scales applied to the outputs in f32; else on the bf16 tiles twice, the
+// values times bf16(d) and times the rest of d (amx_t2_rows), summed.
 void amx_t2(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0, int64_t n1,
             float* y, int64_t ldy, float* work) {
   const int64_t T = m.T, K = m.K, nb = K / 32, rb = row_bytes(w.type, K);
   const int64_t span = std::max<int64_t>(16, (256 << 10) / (2 * K) / 16 * 16);
   thread_local std::vector<uint16_t> rows;
   thread_local std::vector<float> scale, rest;
+  thread_local std::vector<uint8_t> q8;
   rows.resize(static_cast<size_t>(span * K));
   scale.resize(static_cast<size_t>(span));
   const auto* base = static_cast<const uint8_t*>(w.data);
@@ -152,8 +154,14 @@ void amx_t2(const plan_t& m, const tensor_view& w, const float* bias, int64_t n0
       for (int64_t b = 1; b < nb && one; ++b) one = std::memcmp(row, row + b * 12, 4) == 0;
     }
     const float* bn = one || !bias ? nullptr : bias + n;
-    amx_t2_rows(first, rb, nn, K, one ? 0 : 1, rows.data());
-    amx_gemm_bf16(m.xbf, T, K, rows.data(), 0, nn, y, ldy, n0 - n, bn, work);
+    if (one) { // int8 tiles: x by its steps, the values with a scale of 1 (q8_0 rows)
+      q8.resize(static_cast<size_t>(nn * nb * 34));
+      amx_t2_q8_rows(first, rb, nn, K, q8.data());
+      amx_gemm_q(m.amx, q8.data(), nb * 34, false, 0, nn, y, ldy, n0 - n, nullptr, work);
+    } else {
+      amx_t2_rows(first, rb, nn, K, 1, rows.data());
+      amx_gemm_bf16(m.xbf, T, K, rows.data(), 0, nn, y, ldy, n0 - n, bn, work);
+    }
     if (one) {
       for (int64_t t = 0; t < T; ++t)
         for (int64_t r = 0; r < nn; ++r) {

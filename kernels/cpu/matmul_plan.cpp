@@ -316,14 +316,31 @@ plan_t plan(const tensor_view& x, const tensor_view& w, const float* step) {
     m.grain = 2;
     return m;
   }
-  // BitNet's ternary t2_32: the same bf16 tiles over rows expanded per call (matmul.cpp)
+  // BitNet's ternary t2_32: int8 tiles over rows expanded per call, x quantized per token by its
+  // step (exact on BitNet's inputs); the bf16 tiles for rows whose block scales differ
+  // (matmul.cpp's amx_t2)
   if (m.T >= gemm_min_tokens && w.type == dtype::t2_32 && w.rows() % 16 == 0 && m.K % 32 == 0 &&
-      amx_bf16_usable()) {
+      amx_bf16_usable() && amx_int8_usable()) {
     thread_local std::vector<uint16_t> xbf;
+    thread_local std::vector<int8_t> xv;
+    thread_local std::vector<float> dx, steps;
     xbf.resize(2 * amx_xv_bytes(m.T, m.K));
     amx_pack_bf16(m.x, m.T, m.K, xbf.data());
+    if (!step) { // (each token's own: its largest value's 127th)
+      steps.resize(static_cast<size_t>(m.T));
+      for (int64_t t = 0; t < m.T; ++t) {
+        float amax = 0;
+        for (int64_t k = 0; k < m.K; ++k) amax = std::max(amax, std::fabs(m.x[t * m.K + k]));
+        steps[static_cast<size_t>(t)] = amax / 127.0f;
+      }
+      step = steps.data();
+    }
+    xv.resize(amx_xv_bytes(m.T, m.K));
+    dx.resize(amx_dx_floats(m.T, m.K));
+    amx_pack(m.x, m.T, m.K, xv.data(), dx.data(), step);
     m.how = path::amx;
     m.xbf = xbf.data();
+    m.amx = {xv.data(), dx.data(), m.T, (m.T + 15) / 16 * 16, m.K};
     m.unit = 16;
     m.grain = 2;
     return m;
