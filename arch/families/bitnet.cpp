@@ -24,6 +24,15 @@ constexpr const char* projections[] = {"self_attn.q_proj", "self_attn.k_proj", "
                                        "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
                                        "mlp.down_proj"};
 
+// Floats v [N, K] stored as `type` under `name` in place of the checkpoint's tensor
+status put_floats(tensor_index& t, const std::string& name, int64_t N, int64_t K,
+                  const std::vector<float>& v, dtype type, const std::string& where) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(N * K) * row_bytes(type, 1));
+  from_f32(type, v.data(), bytes.data(), N * K);
+  return add_derived_tensor(t, name, type, shape{N, K}, std::string(troupe::name(type)),
+                            std::move(bytes), where, true);
+}
+
 // Ternary weights w [N, K] times f stored under `name` in place of the checkpoint's tensor: as
 // t2_32 blocks (2-bit codes, f as each block's f32 scale) where the rows are whole blocks, else
 // as floats of `type`
@@ -45,10 +54,7 @@ status put(tensor_index& t, const std::string& name, int64_t N, int64_t K,
   }
   std::vector<float> v(w.size());
   for (size_t i = 0; i < w.size(); ++i) v[i] = static_cast<float>(w[i]) * f;
-  std::vector<uint8_t> bytes(static_cast<size_t>(N * K) * row_bytes(type, 1));
-  from_f32(type, v.data(), bytes.data(), N * K);
-  return add_derived_tensor(t, name, type, shape{N, K}, std::string(troupe::name(type)),
-                            std::move(bytes), where, true);
+  return put_floats(t, name, N, K, v, type, where);
 }
 
 // AutoBitLinear's online weights: round(W s).clamp(-1, 1) / s, s = 1 / max(mean |W|, 1e-5), in
@@ -126,12 +132,8 @@ status unpack(tensor_index& t, const std::string& name, bool divides) {
     for (size_t i = 0; i < v.size(); ++i) {
       if (v[i] != -1.0f && v[i] != 0.0f && v[i] != 1.0f) { // (not ternary: times f as they are)
         for (float& x : v) x *= f;
-        std::vector<uint8_t> bytes(static_cast<size_t>(N * K) * row_bytes(s->type, 1));
-        from_f32(s->type, v.data(), bytes.data(), N * K);
         t.mark_consumed(sname);
-        return add_derived_tensor(t, name, s->type, shape{N, K}, std::string(troupe::name(s->type)),
-                                  std::move(bytes), where + " (" + name + " times its scale)",
-                                  true);
+        return put_floats(t, name, N, K, v, s->type, where + " (" + name + " times its scale)");
       }
       q[i] = static_cast<int8_t>(v[i]);
     }

@@ -50,10 +50,8 @@ inline exec::generation greedy(exec::generator& g, const std::vector<int32_t>& p
   return r ? *r : exec::generation{};
 }
 
-/// n greedy tokens of a pipeline of shards (one sequence in KV blocks 1-15; V: the vocabulary
-/// the last stage's logits must have).
-inline std::vector<int32_t> greedy_through(std::vector<exec::executor*> stages,
-                                           std::vector<int32_t> prompt, int n, int64_t V) {
+/// A step of one sequence (id 1, KV blocks 1-15) over `prompt`, its last position's logits asked.
+inline batch one_sequence(const std::vector<int32_t>& prompt) {
   batch b;
   b.tokens = prompt;
   batch_seq sq;
@@ -62,6 +60,14 @@ inline std::vector<int32_t> greedy_through(std::vector<exec::executor*> stages,
   sq.logits = true;
   for (int32_t blk = 1; blk < 16; ++blk) sq.blocks.push_back(blk);
   b.seqs = {sq};
+  return b;
+}
+
+/// n greedy tokens of a pipeline of shards (one sequence in KV blocks 1-15; V: the vocabulary
+/// the last stage's logits must have).
+inline std::vector<int32_t> greedy_through(std::vector<exec::executor*> stages,
+                                           std::vector<int32_t> prompt, int n, int64_t V) {
+  batch b = one_sequence(prompt);
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
     std::vector<float> x, logits;

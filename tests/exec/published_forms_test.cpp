@@ -2,8 +2,9 @@
 // transformers fixture by renaming, dropping or adding tensors (and rewriting config.json) the
 // way the release differs from what transformers saves: the same model, the same logits
 // (Kimi-Linear's dense layer under its published name, MiniMax without its decay buffers,
-// Gemma 3n in its multimodal wrapper, A.X K1's dropped norm).
+// Gemma 3n in its multimodal wrapper, A.X K1's dropped norm, BitNet's AutoBitLinear offline).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -178,4 +179,56 @@ TEST(AXK1, TheDenseLayersNormAsReleasedIsDropped) {
   EXPECT_TRUE(unread_tensors(g->source(), *graph).empty());
   for (const auto& c : fx["cases"]) check_case(*g, c, 2e-3);
   std::filesystem::remove_all(dir);
+}
+
+// BitNet with AutoBitLinear offline: ternary weights stored as floats, each matrix times its
+// weight_scale (BitLinear divides by its own; the fixtures cover it packed). Made from the online
+// fixture's master weights as transformers' WeightQuant rounds them every step (s = 1 / mean
+// |W|, round(W s) clamped to +-1, weight_scale 1 / s): the same model, the same logits.
+TEST(BitNet, AutoBitLinearOfflineIsItsOnlineForm) {
+  namespace fs = std::filesystem;
+  const std::string src = test::fixture_path("models/bitnet_online");
+  const fs::path dir = fs::temp_directory_path() / fmt::format("troupe_bitnet_auto_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::copy(src, dir);
+  auto t = open_safetensors(src + "/model.safetensors");
+  ASSERT_TRUE(t) << t.error().to_string();
+  safetensors_writer w;
+  int rounded = 0;
+  for (const std::string& name : (*t)->names()) {
+    const tensor_info* info = (*t)->find(name);
+    ASSERT_EQ(info->type, dtype::f32) << name;
+    const auto* v = reinterpret_cast<const float*>(info->data);
+    const int64_t n = info->dims.numel();
+    if (!name.ends_with("_proj.weight")) {
+      w.add_tensor(name, info->type, info->dims, [info](uint8_t* dst, size_t bytes) {
+        std::memcpy(dst, info->data, std::min<size_t>(bytes, info->nbytes));
+      });
+      continue;
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::fabs(v[i]);
+    const float s = 1.0f / std::max(static_cast<float>(sum / static_cast<double>(n)), 1e-5f);
+    w.add_tensor(name, dtype::f32, info->dims, [v, n, s](uint8_t* dst, size_t) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float q = std::clamp(std::nearbyint(v[i] * s), -1.0f, 1.0f);
+        std::memcpy(dst + 4 * i, &q, 4);
+      }
+    });
+    w.add_tensor(name + "_scale", dtype::f32, shape{1}, [s](uint8_t* dst, size_t) {
+      const float inv = 1.0f / s;
+      std::memcpy(dst, &inv, 4);
+    });
+    ++rounded;
+  }
+  EXPECT_EQ(rounded, 2 * 7);
+  ASSERT_TRUE(w.write((dir / "model.safetensors").string()));
+  json cfg = test::load_json((dir / "config.json").string());
+  cfg["quantization_config"]["quantization_mode"] = "offline";
+  std::ofstream((dir / "config.json").string()) << cfg.dump(2);
+  const json fx = test::load_json(src + "/expected.json");
+  auto g = make(dir.string());
+  ASSERT_TRUE(g);
+  for (const auto& c : fx["cases"]) check_case(*g, c, c.value("logit_tol", 2e-3));
+  fs::remove_all(dir);
 }

@@ -20,14 +20,7 @@ namespace {
 
 // the last prompt position's logits of one forward of `prompt` through `s`
 std::vector<float> prompt_logits(exec::executor& s, const std::vector<int32_t>& prompt) {
-  batch b;
-  b.tokens = prompt;
-  batch_seq sq;
-  sq.seq_id = 1;
-  sq.count = static_cast<int32_t>(prompt.size());
-  sq.logits = true;
-  for (int32_t blk = 1; blk < 16; ++blk) sq.blocks.push_back(blk);
-  b.seqs = {sq};
+  const batch b = test::one_sequence(prompt);
   std::vector<float> x, logits;
   auto st = s.forward(b, x, &logits);
   EXPECT_TRUE(st) << (st ? "" : st.error().to_string());
