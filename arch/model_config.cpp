@@ -355,7 +355,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
           (m.gated_norm_rank > 0 ? 2 * m.gated_norm_rank * C * (m.layer_moe(l) ? 2 : 1) : 0) +
           (m.residual_gates ? 2 * C : 0) + // (Ergo's two residual gates)
           // BitNet's subln: over the attention's output and the FFN's product
-          (m.sub_norms ? m.layer_heads(l) * m.layer_head_dim(l) + m.layer_ffn(l) : 0);
+          (m.sub_norms ? m.layer_heads(l) * m.layer_head_dim(l) + m.layer_ffn(l) : 0) +
+          (m.diff_attn ? 4 * m.layer_head_dim(l) : 0); // (DiffLlama's lambda vectors)
   return total;
 }
 

@@ -181,6 +181,12 @@ struct model_config {
   // FFN's gated product before down_proj (BitNet's subln)
   bool act_quant = false, bitnet_scale_divides = false, bitnet_online = false;
   bool sub_norms = false;
+  // DiffLlama's differential attention: two attentions of the same q and k over the two halves of
+  // the value heads (each repeated over all KV heads), heads h and h + H / 2 paired: (o_h - lambda
+  // o_{h + H / 2}) RMS-normed over their 2 D values times 1 - lambda_init, lambda = exp(q1 . k1)
+  // - exp(q2 . k2) + lambda_init (four learned [D] vectors a layer), lambda_init = 0.8 - 0.6
+  // exp(-0.3 l)
+  bool diff_attn = false;
   // latent attention (DeepSeek's MLA; kv_lora > 0): q through a rank-q_lora bottleneck (0: a
   // plain projection), keys and values from one latent of kv_lora values per token plus qk_rope
   // positional values, cached as they are (D = kv_lora + qk_rope, Hkv = 1); heads of qk_nope +

@@ -365,6 +365,76 @@ expected<vid> decoder::per_layer_input(int l, vid x) {
   return norm(up, l, n_.ple_norm, "", C, c_.norm, "ple_post_norm");
 }
 
+expected<vid> decoder::diff_attention(int l, vid h) {
+  builder b(g_, l);
+  const int64_t C = c_.C, H = c_.layer_heads(l), Hkv = c_.layer_kv_heads(l),
+                D = c_.layer_head_dim(l);
+  const attention_spec s = layer_spec(l);
+  if (H % 2 || Hkv % 2 || !s.rope || s.window > 0 || s.softcap > 0)
+    return make_error(errc::internal, "{}: differential attention of {} heads, {} KV heads",
+                      m_.path, H, Hkv);
+  TROUPE_TRY_ASSIGN(p, projections(l));
+  TROUPE_TRY_ASSIGN(wo, req(n_.wo, l, {C, H * D}, cut::in, axis::heads, D));
+  TROUPE_TRY_ASSIGN(bo, opt(n_.bo, l, {C}));
+  const vid pos = g_.input(input_kind::positions), slots = g_.input(input_kind::slots);
+  kernels::op_params rp;
+  rp.rope = s.rope_params;
+  const vid q =
+      b.op(op::rope, {b.view(b.linear(h, p.wq, p.bq, "q"), {-1, D}, "q_heads"), pos}, "q_rope", rp);
+  const vid k =
+      b.op(op::rope, {b.view(b.linear(h, p.wk, p.bk, "k"), {-1, D}, "k_heads"), pos}, "k_rope", rp);
+  const vid v = b.linear(h, p.wv, p.bv, "v");
+  // each half of the value heads, repeated over both halves of the KV heads, in a cache of its own
+  const vid kc = add_kv_state(g_, state_kind::k_cache, l, Hkv, D, s.kv_axis);
+  b.op_into(op::kv_store, {k, slots}, kc, "k_store");
+  kernels::op_params ap;
+  ap.scale = s.scale > 0 ? s.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  std::array<vid, 2> o{};
+  for (int half = 0; half < 2; ++half) {
+    const std::string tag = half ? "2" : "1";
+    kernels::op_params sp;
+    sp.col0 = half * Hkv / 2 * D, sp.cols = Hkv / 2 * D;
+    const vid vh = b.op(op::slice, {v}, "v" + tag + "_half", sp);
+    const vid vr =
+        b.view(b.op(op::concat, {vh, vh}, "v" + tag + "_rep"), {-1, D}, "v" + tag + "_heads");
+    const vid vc = add_kv_state(g_, state_kind::v_cache, l, Hkv, D, s.kv_axis);
+    g_[vc].name = fmt::format("blk.{}.v{}_cache", l, tag);
+    b.op_into(op::kv_store, {vr, slots}, vc, "v" + tag + "_store");
+    o[static_cast<size_t>(half)] =
+        b.op(op::paged_attention, {q, kc, vc, g_.input(input_kind::seq_table)}, "attn" + tag, ap);
+  }
+  // head h's two outputs side by side; heads h < H / 2 against heads h + H / 2
+  const vid both = b.view(b.op(op::concat, {o[0], o[1]}, "attn_both"), {-1}, "attn_both_flat");
+  kernels::op_params s1, s2;
+  s1.col0 = 0, s1.cols = H * D;
+  s2.col0 = H * D, s2.cols = H * D;
+  const vid a1 = b.op(op::slice, {both}, "attn_pair1", s1);
+  const vid a2 = b.op(op::slice, {both}, "attn_pair2", s2);
+  // lambda = exp(q1 . k1) - exp(q2 . k2) + lambda_init (in the graph: the stored vectors counted)
+  const double init = 0.8 - 0.6 * std::exp(-0.3 * l);
+  std::array<vid, 2> e{};
+  for (int i = 0; i < 2; ++i) {
+    const std::string& qn = i ? n_.lambda_q2 : n_.lambda_q1;
+    const std::string& kn = i ? n_.lambda_k2 : n_.lambda_k1;
+    TROUPE_TRY_ASSIGN(lq, req(qn, l, {1, D}));
+    TROUPE_TRY_ASSIGN(lk, req(kn, l, {1, D}));
+    const std::string tag = i ? "2" : "1";
+    e[static_cast<size_t>(i)] =
+        b.unary(op::exp, b.op(op::sum_rows, {b.mul(lq, lk, "lambda_qk" + tag)}, "lambda_dot" + tag),
+                "lambda_exp" + tag);
+  }
+  TROUPE_TRY_ASSIGN(lam_of, ew_program_of(fmt::format("e - f + {:.17g}", init), {"e", "f"}));
+  const vid lam = b.elementwise(std::move(lam_of), {e[0], e[1]}, "lambda");
+  const vid diff =
+      b.add(a1, b.scale(b.mul(a2, lam, "attn_pair2_lambda"), -1.0f, "attn_pair2_neg"), "attn_diff");
+  const vid ones = w_.constant(b.name("attn_group_norm") + ".ones", l, {2 * D}, 1.0f);
+  const vid normed = b.norm(b.view(diff, {-1, 2 * D}, "attn_diff_pairs"), norm_type::rms, ones,
+                            none, static_cast<float>(c_.norm_eps), "attn_group_norm");
+  const vid out = b.scale(b.view(normed, {-1}, "attn_group_flat"), static_cast<float>(1.0 - init),
+                          "attn_group_scaled");
+  return b.linear(out, wo, bo, "attn_out");
+}
+
 attention_spec decoder::layer_spec(int l) const {
   attention_spec s;
   s.heads = c_.layer_heads(l);
@@ -420,6 +490,7 @@ expected<vid> decoder::shared_attention(int l, vid h, int64_t source) {
 expected<vid> decoder::attention(int l, vid h) {
   if (c_.kv_lora > 0 && !c_.layer_linear(l)) return mla(l, h); // (its own cache or another's)
   if (const int64_t src = c_.layer_kv_source(l); src != l) return shared_attention(l, h, src);
+  if (c_.diff_attn) return diff_attention(l, h);
   if (c_.layer_linear(l) && c_.ssm_dt_rank > 0) return mamba1(l, h);
   if (c_.layer_linear(l))
     return c_.lightning    ? lightning(l, h)

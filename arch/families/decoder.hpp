@@ -116,6 +116,8 @@ struct decoder_names {
   std::string attn_gate_bias; // Beam: the value gate's bias per head [H]
   // BitNet's subln: RMS norms over the attention's output [H D] and the FFN's product [F]
   std::string attn_sub_norm, ffn_sub_norm;
+  // DiffLlama: its differential attention's lambda vectors [D]
+  std::string lambda_q1, lambda_k1, lambda_q2, lambda_k2;
   // Ergo: the residual adds' branch factors [C] (after the attention and after the FFN), the
   // experts' output norms [E, C], the shared expert's [C]
   std::string attn_res_branch, ffn_res_branch, moe_post_norm, shexp_norm;

@@ -109,6 +109,8 @@ class decoder {
     vid wgate = none; // attn_output_gate: the gate's rows of q_proj
   };
   expected<proj> projections(int l);
+  // DiffLlama's differential attention (model_config::diff_attn)
+  expected<vid> diff_attention(int l, vid h);
 
   // q or k norm, by the config's kind
   expected<vid> qk_norm(builder& b, int l, vid x, int64_t heads, axis ax, bool is_q);

@@ -234,6 +234,9 @@ status build_mellum(const model_source& m, graph::graph& g);
 status read_ergo_hf(hf_cfg& j, model_config& c);
 status prepare_ergo_hf(const model_config& c, tensor_index& t);
 status build_ergo(const model_source& m, graph::graph& g);
+/// DiffLlama (diffllama.cpp).
+status read_diffllama_hf(hf_cfg& j, model_config& c);
+status build_diffllama(const model_source& m, graph::graph& g);
 /// BitNet b1.58 (bitnet.cpp).
 status read_bitnet_hf(hf_cfg& j, model_config& c);
 status prepare_bitnet_hf(const model_config& c, tensor_index& t);

@@ -31,7 +31,7 @@ std::string dense_base(const std::string& family) {
   if (family == "smollm3" || family == "seed_oss" || family == "ernie4_5" ||
       family == "ernie4_5_moe" || family == "arcee" || family == "exaone" ||
       family == "internlm2" || family == "internlm3" || family == "iquestcoder" ||
-      family == "helium" || family == "cwm" || family == "bitnet")
+      family == "helium" || family == "cwm" || family == "bitnet" || family == "diffllama")
     return "llama";
   return family;
 }

@@ -38,6 +38,17 @@ std::vector<family_entry> more_families() {
            "hidden_act": "silu", "tie_word_embeddings": false, "sliding_window": 512,
            "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
            "shared_expert_intermediate_size": 512, "moe_routed_scaling_factor": 1.0})"},
+      // DiffLlama: Llama with differential attention
+      {"diffllama",
+       {"DiffLlamaForCausalLM"},
+       {},
+       read_diffllama_hf,
+       nullptr,
+       build_diffllama,
+       nullptr,
+       R"({"vocab_size": 32000, "hidden_size": 2048, "intermediate_size": 8192,
+           "num_hidden_layers": 16, "num_attention_heads": 32, "max_position_embeddings": 2048,
+           "rms_norm_eps": 1e-5, "tie_word_embeddings": false})"},
       // BitNet b1.58: Llama with subln, ternary weights (unpacked at load), 8-bit activations
       {"bitnet",
        {"BitNetForCausalLM"},

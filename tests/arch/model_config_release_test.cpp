@@ -683,8 +683,9 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
        "modules_to_not_convert"},
       {"bitnet", "/quantization_config/linear_class", "bitlinear2", "linear_class"},
       {"bitnet", "/quantization_config/weight_bits", 2, "weight_bits"},
-      {"bitnet_online", "/quantization_config/quant_method", "bitsandbytes",
-       "quantization_config"}};
+      {"bitnet_online", "/quantization_config/quant_method", "bitsandbytes", "quantization_config"},
+      {"diffllama", "attention_dropout", 0.1, "attention_dropout"},
+      {"diffllama", "num_key_value_heads", 1, "KV heads"}};
   for (const change& ch : changes) {
     json j =
         test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));

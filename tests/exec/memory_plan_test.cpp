@@ -237,7 +237,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "beam",
                            "ergo",
                            "bitnet",
-                           "bitnet_online"}) {
+                           "bitnet_online",
+                           "diffllama"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
