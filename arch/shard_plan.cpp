@@ -72,12 +72,12 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
   d.Vs = split(c.V, 1, r + 1) - d.v0;
   d.e0 = 0;
   d.Es = c.n_expert;
-  if (c.diff_attn && tp > 1)
+  if (c.diff_attn && ((c.H / 2) % tp || (c.Hkv / 2) % tp))
     return make_error(errc::invalid_argument,
                       "DiffLlama's differential attention pairs head h with head h + H / 2 and "
-                      "reads the value heads by halves: TP {} would split them across ranks; cut "
-                      "it into pipeline stages (--pp) instead",
-                      tp);
+                      "reads the value heads by halves: TP {} must divide each half ({} heads, {} "
+                      "KV heads); choose another --tp, or pipeline stages (--pp)",
+                      tp, c.H / 2, c.Hkv / 2);
   if (c.expert_post_norm && tp > 1 && !s.expert_parallel)
     return make_error(errc::invalid_argument,
                       "each expert's output is RMS-normed whole (Ergo's experts): TP {} would "

@@ -37,6 +37,9 @@ expected<shard_graph> cut_for_shard(const model_config& c, graph::graph whole,
     cut.layer_heads.emplace_back(spec.tp_rank * heads / spec.tp_size, heads / spec.tp_size);
   cut.of(graph::axis::kv_heads) = {d.kv0, d.Hkv_s};
   cut.of(graph::axis::kv_heads_full) = {d.kvf0, d.Hkvf_s};
+  // (each half alike: plan_shard checked that TP divides the halves, where a model cuts so)
+  cut.of(graph::axis::heads_half) = {d.h0 / 2, d.Hs / 2};
+  cut.of(graph::axis::kv_heads_half) = {d.kv0 / 2, d.Hkv_s / 2};
   cut.of(graph::axis::ffn) = {d.f0, d.Fs};
   cut.ffn_block = out.spec.ffn_block;
   cut.expert_parallel = spec.expert_parallel;

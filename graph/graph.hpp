@@ -77,7 +77,9 @@ enum class axis : uint8_t {
   vocab,
   lin_k_heads,
   lin_v_heads,
-  kv_heads_full
+  kv_heads_full,
+  heads_half,   // each half of the heads, cut alike: a rank's share of [0, H / 2) (DiffLlama)
+  kv_heads_half // and of the KV heads' halves
 };
 
 /// How tensor parallelism cuts a weight: `out` takes rows of W [N, K] (output features: the

@@ -35,12 +35,12 @@ struct shard_cut {
   int layer_begin = 0, layer_end = 0;
   bool first_stage = true, last_stage = true;
   int tp_rank = 0, tp_size = 1;
-  // per axis (heads, kv_heads, ffn, vocab, lin_k_heads, lin_v_heads, kv_heads_full): this
-  // rank's first unit
+  // per axis (heads, kv_heads, ffn, vocab, lin_k_heads, lin_v_heads, kv_heads_full,
+  // heads_half, kv_heads_half): this rank's first unit
   // and unit count (ffn: the dense FFN's; a weight along ffn is cut from its own width, evenly by
   // TP on boundaries of ffn_block elements, so experts and shared experts of other widths cut
   // alike)
-  std::array<std::pair<int64_t, int64_t>, 8> range{};
+  std::array<std::pair<int64_t, int64_t>, 10> range{};
   // heads by layer, where the model's head count varies by layer (Laguna): this rank's first
   // head and count on each (empty: of(heads) on every layer)
   std::vector<std::pair<int64_t, int64_t>> layer_heads;

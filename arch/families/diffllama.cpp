@@ -4,8 +4,9 @@
 // value heads (each repeated over every KV head, as transformers' two-call form does), head h's
 // two outputs side by side; heads h < H / 2 minus lambda times heads h + H / 2, RMS-normed over
 // their 2 D values without a weight, times 1 - lambda_init. Mistral's MLP (no biases).
-// Tensor parallelism would split the head pairs and the value halves across ranks: refused
-// (plan_shard); pipeline stages cut it as any decoder. HF only (llama.cpp writes no GGUF of it).
+// Built by halves of the heads (each half's q, k, v rows, caches and attentions), so that TP
+// takes its share of each half and the pairs stay on one rank. HF only (llama.cpp writes no GGUF
+// of it).
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {

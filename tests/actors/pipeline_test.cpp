@@ -241,14 +241,6 @@ TEST_P(FamilyCuts, GreedyTokensMatchTransformers) {
   ASSERT_TRUE(m) << m.error().to_string();
   auto p = even_placement((*m)->config, tp, pp);
   ASSERT_TRUE(p) << p.error().to_string();
-  if (tp > 1 && (*m)->config.diff_attn) { // (DiffLlama's head pairs span ranks: refused, naming
-    host_options o;                       // pipeline stages instead)
-    o.place = *p;
-    auto h = host::start(*m, o);
-    ASSERT_FALSE(h) << name << " tp" << tp;
-    EXPECT_NE(h.error().message.find("--pp"), std::string::npos) << h.error().message;
-    return;
-  }
   // (experts normalised whole, Ergo's, spread over TP shards by expert parallelism only)
   if (ep || (tp > 1 && (*m)->config.expert_post_norm)) {
     ASSERT_TRUE(set_expert_parallel((*m)->config, *p, tp));

@@ -86,6 +86,20 @@ TEST(ShardPlan, HeadsPerLayerEachDivideByTp) {
       << d.error().to_string();
 }
 
+// DiffLlama's differential attention takes each half of the heads and of the KV heads alike on
+// every rank: TP must divide each half (8 heads, 4 KV heads: TP 2, not 4).
+TEST(ShardPlan, DifferentialAttentionDividesEachHalf) {
+  auto c = stories();
+  c.diff_attn = true;
+  shard_spec s;
+  s.tp_size = 2;
+  EXPECT_TRUE(plan_shard(c, s));
+  s.tp_size = 4;
+  auto d = plan_shard(c, s);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().to_string().find("--pp"), std::string::npos) << d.error().to_string();
+}
+
 TEST(Placement, EvenAndExplicit) {
   const auto c = stories();
   auto p = even_placement(c, 2, 2);

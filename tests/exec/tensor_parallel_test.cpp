@@ -1,7 +1,8 @@
 // tensor_parallel_test.cpp: a shard's graph cut by TP computes the whole model's numbers, not
 // only its greedy tokens, where a rank needs more than the others' sums: BitNet rounds each
 // token's activations by the largest magnitude of the whole row, which o_proj's and down_proj's
-// inputs hold split over the ranks (the graph's all_reduce with reduce_max). Two ranks in
+// inputs hold split over the ranks (the graph's all_reduce with reduce_max); DiffLlama pairs
+// heads h and h + H / 2, which each rank holds by its share of both halves. Two ranks in
 // threads over an in-process group, against transformers' logits.
 #include <gtest/gtest.h>
 
@@ -27,40 +28,49 @@ std::vector<float> prompt_logits(exec::executor& s, const std::vector<int32_t>& 
   return logits;
 }
 
+// Each case of fixture `name` through two ranks of one stage: the last prompt position's logits
+// on both, within the case's tolerance of transformers'
+void two_ranks_match(const std::string& name) {
+  const std::string dir = test::fixture_path("models/" + name);
+  const auto fx = test::load_json(dir + "/expected.json");
+  auto m = open_model(dir);
+  ASSERT_TRUE(m) << m.error().to_string();
+  const int L = static_cast<int>((*m)->config.n_layer);
+  auto group = transport::inproc_group::create(2);
+  std::vector<std::unique_ptr<collective>> members;
+  for (int r = 0; r < 2; ++r) members.push_back(group->join(r));
+  for (const auto& c : fx["cases"]) {
+    const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
+    const auto want = c["last_logits"].get<std::vector<float>>();
+    std::vector<std::vector<float>> got(2);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {
+        exec::exec_options o;
+        o.kv_blocks = 16;
+        o.max_rows = 128;
+        auto s = test::shard_executor(*m, 0, L, o, r, 2, members[static_cast<size_t>(r)].get());
+        if (s) got[static_cast<size_t>(r)] = prompt_logits(*s, prompt);
+      });
+    for (auto& t : ranks) t.join();
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(got[static_cast<size_t>(r)].size(), want.size()) << name;
+      double worst = 0;
+      for (size_t i = 0; i < want.size(); ++i)
+        worst = std::max(worst, std::abs(static_cast<double>(got[static_cast<size_t>(r)][i]) -
+                                         static_cast<double>(want[i])));
+      EXPECT_LE(worst, c.value("logit_tol", 2e-3)) << name << " rank " << r << ": " << c["text"];
+    }
+  }
+}
+
 } // namespace
 
 TEST(TensorParallel, BitNetRoundsSplitRowsByTheWholeRowsMaximum) {
-  for (const char* name : {"bitnet", "bitnet_online"}) {
-    const std::string dir = test::fixture_path(std::string("models/") + name);
-    const auto fx = test::load_json(dir + "/expected.json");
-    auto m = open_model(dir);
-    ASSERT_TRUE(m) << m.error().to_string();
-    const int L = static_cast<int>((*m)->config.n_layer);
-    auto group = transport::inproc_group::create(2);
-    std::vector<std::unique_ptr<collective>> members;
-    for (int r = 0; r < 2; ++r) members.push_back(group->join(r));
-    for (const auto& c : fx["cases"]) {
-      const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
-      const auto want = c["last_logits"].get<std::vector<float>>();
-      std::vector<std::vector<float>> got(2);
-      std::vector<std::thread> ranks;
-      for (int r = 0; r < 2; ++r)
-        ranks.emplace_back([&, r] {
-          exec::exec_options o;
-          o.kv_blocks = 16;
-          o.max_rows = 128;
-          auto s = test::shard_executor(*m, 0, L, o, r, 2, members[static_cast<size_t>(r)].get());
-          if (s) got[static_cast<size_t>(r)] = prompt_logits(*s, prompt);
-        });
-      for (auto& t : ranks) t.join();
-      for (int r = 0; r < 2; ++r) {
-        ASSERT_EQ(got[static_cast<size_t>(r)].size(), want.size()) << name;
-        double worst = 0;
-        for (size_t i = 0; i < want.size(); ++i)
-          worst = std::max(worst, std::abs(static_cast<double>(got[static_cast<size_t>(r)][i]) -
-                                           static_cast<double>(want[i])));
-        EXPECT_LE(worst, c.value("logit_tol", 2e-3)) << name << " rank " << r << ": " << c["text"];
-      }
-    }
-  }
+  for (const char* name : {"bitnet", "bitnet_online"}) two_ranks_match(name);
+}
+
+// DiffLlama: each rank holds its share of both halves of the heads (the pairs whole)
+TEST(TensorParallel, DiffLlamaPairsHeadsOnEachRank) {
+  two_ranks_match("diffllama");
 }
