@@ -24,6 +24,7 @@ namespace {
 namespace t2 {
 
 constexpr int64_t summed_tokens = 16; // the most tokens gemv keeps sums of x for (more: prefill)
+constexpr int64_t ahead = 4096;       // bytes of weights asked for ahead of those being read
 
 // sum of |w| * sign(x, w), as 8 int32 partial sums (VNNI's one instruction where the file is
 // built for it, else maddubs and madd)
@@ -37,12 +38,17 @@ inline __m256i dot(__m256i wt, __m256i x) {
 #endif
 }
 
-// the block's 32 weights (w in {-1, 0, 1}, int8) from its 8 code bytes
-inline __m256i weights(const uint8_t* q) {
+// the block's 32 codes (w + 1 in {0, 1, 2}, unsigned bytes) from its 8 code bytes
+inline __m256i codes(const uint8_t* q) {
   long long bits;
   __builtin_memcpy(&bits, q, 8);
   const __m256i lanes = _mm256_srlv_epi64(_mm256_set1_epi64x(bits), _mm256_set_epi64x(6, 4, 2, 0));
-  return _mm256_sub_epi8(_mm256_and_si256(lanes, _mm256_set1_epi8(3)), _mm256_set1_epi8(1));
+  return _mm256_and_si256(lanes, _mm256_set1_epi8(3));
+}
+
+// the block's 32 weights (w in {-1, 0, 1}, int8)
+inline __m256i weights(const uint8_t* q) {
+  return _mm256_sub_epi8(codes(q), _mm256_set1_epi8(1));
 }
 
 // One weight row against TC tokens (accumulators in registers).
@@ -56,7 +62,7 @@ inline void row(const gemv_args& a, const uint8_t* w, int64_t t0, int64_t n, flo
   const float* xd = a.xd + t0 * nb;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = w + b * bb;
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + 768, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + ahead, _MM_HINT_T0);
     float d;
     __builtin_memcpy(&d, blk, 4);
     const __m256i wt = weights(blk + 4);
@@ -67,14 +73,6 @@ inline void row(const gemv_args& a, const uint8_t* w, int64_t t0, int64_t n, flo
     }
   }
   for (int j = 0; j < TC; ++j) a.y[(t0 + j) * a.ldy + n - a.ycol0] = kqv::hsum8(c[j]) + bias;
-}
-
-// the block's 32 codes (w + 1 in {0, 1, 2}, unsigned bytes) from its 8 code bytes
-inline __m256i codes(const uint8_t* q) {
-  long long bits;
-  __builtin_memcpy(&bits, q, 8);
-  const __m256i lanes = _mm256_srlv_epi64(_mm256_set1_epi64x(bits), _mm256_set_epi64x(6, 4, 2, 0));
-  return _mm256_and_si256(lanes, _mm256_set1_epi8(3));
 }
 
 // acc + the sums of codes (unsigned) times x (signed) by 4s
@@ -100,7 +98,7 @@ inline int32_t hsum_i32(__m256i v) {
 // with scales that differ goes through row<1>.
 template <int R>
 inline void rows_one_token(const gemv_args& a, int64_t n, int32_t xsum) {
-  constexpr int64_t bb = 12, ahead = 4096;
+  constexpr int64_t bb = 12;
   const int64_t nb = a.K / 32;
   __m256i acc[R];
   const uint8_t* w[R];
@@ -139,7 +137,7 @@ inline void rows_one_token(const gemv_args& a, int64_t n, int32_t xsum) {
 template <int TC>
 inline bool row_one_scale(const gemv_args& a, const uint8_t* w, int64_t t0, int64_t n, float bias,
                           const int32_t* xsum) {
-  constexpr int64_t bb = 12, ahead = 4096;
+  constexpr int64_t bb = 12;
   const int64_t nb = a.K / 32;
   __m256i acc[TC];
   for (int j = 0; j < TC; ++j) acc[j] = _mm256_setzero_si256();

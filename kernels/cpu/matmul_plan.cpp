@@ -67,14 +67,14 @@ bool int8_acts(dtype t) {
 // rounded per token (x = k / s, |k| <= 127), come back as those k exactly, which per-32 scales
 // would round again; the row's own max finds that step only where the row holds a k of 127
 // (not in a tensor-parallel rank's part of a row: hence the step).
+float row_step(const float* x, int64_t K) { // (the row's largest magnitude / 127)
+  float amax = 0;
+  for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[k]));
+  return amax / 127.0f;
+}
+
 void quantize_per_row(const float* x, int64_t K, const float* step, int8_t* q, float* d) {
-  float unit = 0;
-  if (step) {
-    unit = *step;
-  } else {
-    for (int64_t k = 0; k < K; ++k) unit = std::max(unit, std::fabs(x[k]));
-    unit /= 127.0f;
-  }
+  const float unit = step ? *step : row_step(x, K);
   const float inv = unit > 0 ? 1.0f / unit : 0.0f;
   for (int64_t k = 0; k < K; ++k)
     q[k] = static_cast<int8_t>(std::clamp(std::nearbyint(x[k] * inv), -127.0f, 127.0f));
@@ -326,13 +326,10 @@ plan_t plan(const tensor_view& x, const tensor_view& w, const float* step) {
     thread_local std::vector<float> dx, steps;
     xbf.resize(2 * amx_xv_bytes(m.T, m.K));
     amx_pack_bf16(m.x, m.T, m.K, xbf.data());
-    if (!step) { // (each token's own: its largest value's 127th)
+    if (!step) { // (each token's own)
       steps.resize(static_cast<size_t>(m.T));
-      for (int64_t t = 0; t < m.T; ++t) {
-        float amax = 0;
-        for (int64_t k = 0; k < m.K; ++k) amax = std::max(amax, std::fabs(m.x[t * m.K + k]));
-        steps[static_cast<size_t>(t)] = amax / 127.0f;
-      }
+      for (int64_t t = 0; t < m.T; ++t)
+        steps[static_cast<size_t>(t)] = row_step(m.x + t * m.K, m.K);
       step = steps.data();
     }
     xv.resize(amx_xv_bytes(m.T, m.K));
