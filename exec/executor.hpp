@@ -160,6 +160,11 @@ class executor {
   status gather_on_device(const tensor_view& part, const tensor_view& all, int64_t N);
   // t's largest value over the ranks, element by element (an all_reduce node's reduce_max)
   status all_reduce_max(const tensor_view& t);
+  // the graph's collectives (executor_collectives.cpp): t summed over the ranks in place (or
+  // its maximum); the ranks' blocks [N, Vs] of part side by side into all [N, V]
+  status all_reduce(const tensor_view& t, bool max);
+  status all_gather(const tensor_view& part, const tensor_view& all, int64_t N);
+  std::vector<float> gathered_; // (the ranks' blocks, in rank order)
   // device backends: the weights uploaded (views point here), the step inputs and the hidden
   // rows of a step uploaded once each, and host buffers for collectives over host memory
   bool on_device_ = false;
