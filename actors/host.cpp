@@ -157,6 +157,22 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   o.sched.window = static_cast<int32_t>(c.kv_horizon());
   for (int64_t l = 0; l < c.n_layer; ++l)
     if (c.layer_compress(l) > 0) o.sched.share_blocks = false; // (compressed entries)
+  if (c.kv_source_writes) {
+    // (Dory's last_loop: a block holds the last run's entries, which the earlier runs of a later
+    // chunk read in place of their own; a prompt's prefix from the cache would read so too, and
+    // make a request's output depend on the requests before it)
+    // and stall-free batching would cut prompts where the load says, so that a request's
+    // output depended on what else runs: off (a prompt takes what the step's budget has left)
+    o.sched.share_blocks = false;
+    o.sched.step_target_s = 0;
+    TROUPE_LOG_INFO("host",
+                    "{}: one KV cache for every run of a recurrent layer (last_loop): no prefix "
+                    "caching, no stall-free batching; a prompt prefilled in chunks (one longer "
+                    "than --max-batch-tokens, or one beside others that fill the step) has its "
+                    "earlier runs read the earlier chunks' entries as the last run wrote them, as "
+                    "transformers' chunked prefill does",
+                    m->path);
+  }
   if (o.max_inflight <= 0) o.max_inflight = static_cast<int>(o.place.stages.size());
   const int n_shards = o.place.total_shards();
   if (o.workers > 0) {

@@ -327,6 +327,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
                                                                  : 2) *
                         norm_w;
   if (m.cycle_layers > 0) total += C; // HRM-Text: the low stream's initial value
+  if (m.ngpt) total += head_rows;     // Dory: the logits' scale per token id
   for (int64_t l = 0; l < m.n_layer; ++l)
     if (every_run || m.layer_weights(l) == l) // (a layer reading another's weights adds none)
       total +=
@@ -339,6 +340,8 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
            : m.layer_moe(l)    ? experts
                                : dense(l)) +
           (m.ple_dim > 0 ? 2 * C * m.ple_dim + C : 0) + // a layer's gate, projection, norm
+          // Dory: q's and the gate's scales, gate's and up's, the two interpolation rates
+          (m.ngpt ? 2 * m.layer_heads(l) * m.layer_head_dim(l) + 2 * m.layer_ffn(l) + 2 * C : 0) +
           // Gemma 3n: AltUp's router norm and router, prediction and correction coefficients,
           // output scale; Laurel's two projections and norm
           (N > 0 ? C + N * C + N * N * N + N * N + C : 0) +
@@ -471,6 +474,11 @@ status model_config::validate() const {
         return bad(fmt::format("layer {} reads the weights of layer {}", l, s));
     }
   }
+  if (loop_layers < 0 || loops < 0 || loop_begin < 0 || (loop_layers > 0) != (loops > 0) ||
+      loop_begin + loop_layers * loops > n_layer)
+    return bad(fmt::format("{} runs of {} layers from layer {} in {} layers", loops, loop_layers,
+                           loop_begin, n_layer));
+  if (kv_source_writes && !ngpt) return bad("layers that write another layer's KV cache");
   if (cycle_layers < 0 || cycles_low < 0 ||
       (cycle_layers > 0 && n_layer % (cycle_layers * (cycles_low + 1)) != 0))
     return bad(fmt::format("{} layers are not rounds of {} passes of {} layers", n_layer,

@@ -381,6 +381,23 @@ struct model_config {
   // RMS norm; the head reads the high stream
   std::vector<int32_t> weight_layer;
   int64_t cycle_layers = 0, cycles_low = 0;
+  // Dory (nGPT, ngpt): every hidden state on the unit sphere (weightless L2 norms: x / sqrt(sum
+  // x^2 + 1e-6)); a layer normalises its stream, and each sublayer's normed output moves it by
+  // |lambda ngpt_alpha / ngpt_init| per channel towards it (an interpolation, not an add); q / k
+  // L2-normed per head, q times (sqk sqrt(D) / init)^2 per channel after RoPE, the output gated
+  // by sigmoid(gate_proj x (s_gate C^(1/4) / init)^2) and L2-normed over its H D values before
+  // o_proj; gate and up times suv sqrt(C) per channel, the product L2-normed over F before
+  // down_proj; the logits times logit_scale / init per token id. A recurrent section of
+  // loop_layers layers from loop_begin runs `loops` times (each run its own layers here, reading
+  // the first run's weights: weight_layer), each run starting from L2(stream) + L2(the section's
+  // input), carried beside the stream ([T, 2 C]).
+  bool ngpt = false;
+  double ngpt_init = 0.02, ngpt_alpha = 0.05;
+  int64_t loop_begin = 0, loop_layers = 0, loops = 0;
+  // layers reading an earlier layer's KV cache (kv_source) write their keys and values into it
+  // too, before attending (Dory's last_loop: every run of a recurrent layer one cache, the last
+  // run's entries the ones kept)
+  bool kv_source_writes = false;
   // MiniMax M3: on sparse_layers a lightning indexer (one head of sparse_dim per KV head: q and k
   // projections, their norms, the model's RoPE; its keys cached) picks for each KV head the
   // sparse_topk blocks of sparse_block positions (the query's own and the sparse_local - 1
@@ -400,12 +417,13 @@ struct model_config {
            sparse_layers[static_cast<size_t>(layer)];
   }
   /// Values per token a pipeline stage passes on: C, or hc_mult (altup) streams of C, or the
-  /// stream and LongCat's carried experts' output.
+  /// stream and LongCat's carried experts' output (or HRM-Text's second stream, Dory's loops'
+  /// input).
   int64_t residual_width() const {
-    return hc_mult > 0                        ? hc_mult * C
-           : altup > 0                        ? altup * C
-           : shortcut_moe || cycle_layers > 0 ? 2 * C
-                                              : C;
+    return hc_mult > 0                                           ? hc_mult * C
+           : altup > 0                                           ? altup * C
+           : shortcut_moe || cycle_layers > 0 || loop_layers > 0 ? 2 * C
+                                                                 : C;
   }
   /// Whether `layer`'s compressed entries overlap and its indexer picks among them (V4's CSA).
   bool layer_compress_sparse(int64_t layer) const {

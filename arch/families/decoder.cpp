@@ -36,6 +36,7 @@ status decoder::build() {
   if (c_.altup > 0) return build_altup();
   if (c_.shortcut_moe) return build_shortcut();
   if (c_.cycle_layers > 0) return build_cycles();
+  if (c_.ngpt) return build_ngpt();
   if (c_.swiglu_dense) // (MiniMax M3: GPT-OSS's clamped SwiGLU on the dense MLPs and shared
                        // experts too, gate and up apart)
     TROUPE_TRY_SET(clamp_expr_,

@@ -118,6 +118,10 @@ struct decoder_names {
   std::string attn_sub_norm, ffn_sub_norm;
   // DiffLlama: its differential attention's lambda vectors [D]
   std::string lambda_q1, lambda_k1, lambda_q2, lambda_k2;
+  // Dory (model_config::ngpt): per layer q's scale and the output gate's [H D], gate's and up's
+  // [F], the two interpolation rates [C]; the logits' scale [V]
+  std::string ngpt_sqk, ngpt_s_gate, ngpt_suv_gate, ngpt_suv_up, ngpt_lambda_1, ngpt_lambda_2,
+      ngpt_logit_scale;
   // Ergo: the residual adds' branch factors [C] (after the attention and after the FFN), the
   // experts' output norms [E, C], the shared expert's [C]
   std::string attn_res_branch, ffn_res_branch, moe_post_norm, shexp_norm;

@@ -263,6 +263,21 @@ class decoder {
 
   status head(vid x);
 
+  // Dory (decoder_ngpt.cpp, model_config::ngpt): the model (its stream, and the recurrent
+  // section's input beside it where it loops), a layer, its attention and MLP, the head; x /
+  // sqrt(sum x^2 + eps) over the last dim of width n (an RMS norm by eps / n, times 1 / sqrt(n))
+  status build_ngpt();
+  expected<vid> ngpt_layer(int l, vid h);
+  expected<vid> ngpt_attention(int l, vid h);
+  expected<vid> ngpt_mlp(int l, vid h);
+  status ngpt_head(vid x);
+  vid l2_norm(builder& b, vid x, int64_t n, const std::string& what);
+  // a stored per-channel vector [n] through `expr` (over x: its scaling, as HF computes it from
+  // the parameter every step; a node over n values)
+  expected<vid> ngpt_scale(builder& b, const std::string& name, int l, int64_t n,
+                           const std::string& expr, cut cu, axis ax, int64_t unit,
+                           const std::string& what);
+
   const model_source& m_;
   const model_config& c_;
   const decoder_names& n_;

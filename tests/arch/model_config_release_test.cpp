@@ -685,7 +685,18 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"bitnet", "/quantization_config/weight_bits", 2, "weight_bits"},
       {"bitnet_online", "/quantization_config/quant_method", "bitsandbytes", "quantization_config"},
       {"diffllama", "attention_dropout", 0.1, "attention_dropout"},
-      {"diffllama", "num_key_value_heads", 1, "KV heads"}};
+      {"diffllama", "num_key_value_heads", 1, "KV heads"},
+      {"dory", "recurrent_kv_cache_mode", "first_loop", "recurrent_kv_cache_mode"},
+      {"dory", "n_recurrent_loops", 0, "n_recurrent_loops"},
+      {"dory", "n_input_layers", 4, "n_input_layers"},
+      {"dory", "initializer_range", 0.0, "initializer_range"},
+      {"dory", "layer_types",
+       json::parse(R"(["sliding_attention", "mlp", "linear_attention", "mlp", "full_attention",
+                       "mlp", "sliding_attention", "mlp"])"),
+       "linear_attention"},
+      {"dory", "rope_parameters",
+       json::parse(R"({"chunked_attention": {"rope_type": "default", "rope_theta": 10.0}})"),
+       "chunked_attention"}};
   for (const change& ch : changes) {
     json j =
         test::load_json(test::fixture_path(std::string("models/") + ch.fixture + "/config.json"));

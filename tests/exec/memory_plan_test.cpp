@@ -238,7 +238,9 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "ergo",
                            "bitnet",
                            "bitnet_online",
-                           "diffllama"}) {
+                           "diffllama",
+                           "dory",
+                           "dory_last"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

@@ -74,3 +74,9 @@ TEST(TensorParallel, BitNetRoundsSplitRowsByTheWholeRowsMaximum) {
 TEST(TensorParallel, DiffLlamaPairsHeadsOnEachRank) {
   two_ranks_match("diffllama");
 }
+
+// Dory: the attention's output and the MLP's product L2-normed over every rank's part of them,
+// the logits' scale whole on every rank (applied after the vocabulary's gather)
+TEST(TensorParallel, DoryNormsSplitRowsOverTheWholeRow) {
+  for (const char* name : {"dory", "dory_last"}) two_ranks_match(name);
+}
