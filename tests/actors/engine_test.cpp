@@ -2,7 +2,8 @@
 // 64 concurrent greedy requests of mixed prompt lengths give exactly the tokens each gives
 // alone (TP 2 x PP 2); with a KV pool too small for all of them, preemption happens and the
 // tokens are still exact; afterwards every block is free. Shared prefixes reuse blocks;
-// stop strings, cancellation and n > 1 behave.
+// stop strings, cancellation and n > 1 behave. A model whose output depends on where a prompt is
+// cut (Dory's last_loop) answers every request as it does alone.
 #include <gtest/gtest.h>
 
 #include "../test_paths.hpp"
@@ -149,4 +150,44 @@ TEST(Engine, StopStringsCancelAndParallelCompletions) {
   EXPECT_NE((*three)[0].tokens, (*three)[1].tokens);
   const auto st = h->stats();
   EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
+}
+
+// Dory with recurrent_kv_cache_mode last_loop: a block holds the last run's entries, which the
+// earlier runs of a later chunk read in place of their own, so the host takes no prefix from the
+// cache and cuts no prompt for the step time: a request gives what it gives alone, whatever ran
+// before it or beside it (with a prefix hit, or a prompt cut by stall-free batching, the tokens
+// change: both were seen before the host turned them off)
+TEST(Engine, LastLoopModelAnswersAsAlone) {
+  auto m = *open_model(test::fixture_path("models/dory_last"));
+  auto alone = [&](const std::vector<int32_t>& prompt) {
+    auto g = *exec::generator::create(m, {});
+    exec::generate_options o;
+    o.max_tokens = 8;
+    o.stop_at_eos = false;
+    return g->run(prompt, o)->tokens;
+  };
+  host_options o;
+  o.place = *even_placement(m->config, 1, 1);
+  o.kv_blocks = 256;
+  o.sched.step_target_s = 1e-4; // (asked for; the host turns it off for this model)
+  auto h = host::start(m, o);
+  ASSERT_TRUE(h);
+  ASSERT_TRUE((*h)->wait_ready(60));
+  std::string prefix;
+  while (m->tok->encode(prefix, true)->size() < 48) prefix += "Lily and Ben played in the park. ";
+  std::vector<gen_request> rs;
+  for (const char* end : {"Then Lily said", "Then Ben said", "The dog ran", "They went home"}) {
+    gen_request r;
+    r.prompt = *m->tok->encode(prefix + end, true);
+    r.max_tokens = 8;
+    r.ignore_eos = true;
+    rs.push_back(r);
+  }
+  ASSERT_TRUE((*h)->generate(rs[0])); // (its blocks would serve the others' prefix)
+  for (int round = 0; round < 2; ++round) {
+    auto out = (*h)->generate_many(rs);
+    ASSERT_TRUE(out) << out.error().to_string();
+    for (size_t i = 0; i < rs.size(); ++i) EXPECT_EQ((*out)[i][0].tokens, alone(rs[i].prompt)) << i;
+  }
+  EXPECT_EQ((*h)->stats().prefix_hit_blocks, 0);
 }
