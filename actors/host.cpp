@@ -159,19 +159,17 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
     if (c.layer_compress(l) > 0) o.sched.share_blocks = false; // (compressed entries)
   if (c.kv_source_writes) {
     // (Dory's last_loop: a block holds the last run's entries, which the earlier runs of a later
-    // chunk read in place of their own; a prompt's prefix from the cache would read so too, and
-    // make a request's output depend on the requests before it)
-    // and stall-free batching would cut prompts where the load says, so that a request's
-    // output depended on what else runs: off (a prompt takes what the step's budget has left)
+    // chunk read in place of their own, so the output depends on where the input is cut: no
+    // prefix from the cache, and every sequence cut in the same pieces whatever else runs, its
+    // recomputes too)
     o.sched.share_blocks = false;
-    o.sched.step_target_s = 0;
+    o.sched.fixed_chunks = std::max<int32_t>(1, o.sched.max_batch_tokens / 2);
     TROUPE_LOG_INFO("host",
                     "{}: one KV cache for every run of a recurrent layer (last_loop): no prefix "
-                    "caching, no stall-free batching; a prompt prefilled in chunks (one longer "
-                    "than --max-batch-tokens, or one beside others that fill the step) has its "
-                    "earlier runs read the earlier chunks' entries as the last run wrote them, as "
-                    "transformers' chunked prefill does",
-                    m->path);
+                    "caching; prompts prefilled in chunks of {} tokens whatever the load (the "
+                    "earlier runs of a chunk read the earlier chunks' entries as the last run "
+                    "wrote them, as transformers' chunked prefill does), recomputes likewise",
+                    m->path, o.sched.fixed_chunks);
   }
   if (o.max_inflight <= 0) o.max_inflight = static_cast<int>(o.place.stages.size());
   const int n_shards = o.place.total_shards();

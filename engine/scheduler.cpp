@@ -316,8 +316,19 @@ std::optional<step_plan> scheduler::next_step() {
     budget -= n;
     if (n > 1 || !chunks.back().logits) prefill_left -= n; // a prefill (or recompute) chunk
   };
+  bool deferred = false; // (fixed_chunks: a piece waits for a step with room)
   auto chunk_size = [&](sequence& s) {
     const int32_t left = static_cast<int32_t>(s.tokens.size()) - s.computed;
+    if (const int32_t G = cfg_.fixed_chunks; G > 0) {
+      const int32_t n = s.computed < s.prompt_len
+                            ? std::min<int32_t>(s.prompt_len - s.computed, G - s.computed % G)
+                            : std::min<int32_t>(left, 1);
+      if (n > budget) {
+        deferred = true;
+        return 0;
+      }
+      return n;
+    }
     int32_t n = std::min<int32_t>(left, budget);
     if (left > 1 && n > prefill_left) {
       n = prefill_left;
@@ -371,12 +382,12 @@ std::optional<step_plan> scheduler::next_step() {
 
   // 2. waiting sequences, by priority then arrival
   for (int64_t id : waiting_order()) {
-    if (budget <= 0 || static_cast<int32_t>(chunks.size()) >= cfg_.max_seqs) break;
+    if (budget <= 0 || static_cast<int32_t>(chunks.size()) >= cfg_.max_seqs || deferred) break;
     sequence& s = seqs_.at(id);
     if (s.leader >= 0) continue; // waits for its leader (step 0 above)
     admit_prefix(s);
     const int32_t n = chunk_size(s);
-    if (n <= 0) continue;
+    if (n <= 0) continue; // (a deferred piece: the loop ends above)
     if (cfg_.state_slots > 0 && s.slot < 0) {
       if (free_slots_.empty()) break; // as many running as there are states
       s.slot = free_slots_.back();

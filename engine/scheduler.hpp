@@ -12,7 +12,9 @@
 // (step_target_s): while sequences are decoding, a step's prefill share is cut to what the
 // learnt step time (step_cost, fed by observe_step) says keeps the step near the target, so
 // a long prompt is prefilled over several steps instead of stalling every stream for one
-// long step; without decoders a prompt takes the whole budget. Not thread-safe.
+// long step; without decoders a prompt takes the whole budget. A model whose output depends on
+// where its input is cut gets the same pieces for a sequence whatever the load (fixed_chunks).
+// Not thread-safe.
 // Tests: tests/engine/scheduler_test.cpp
 #pragma once
 
@@ -96,6 +98,12 @@ struct scheduler_config {
   // V4's compressed entries, each at the slot of its index, written when its window closes), so
   // a block holds what its sequence wrote later: no prefix caching, no n > 1 prompt sharing
   bool share_blocks = true;
+  // > 0: a sequence's positions are computed in the same pieces whatever else runs (a model whose
+  // output depends on where its input is cut: Dory's last_loop): the prompt in chunks ending at
+  // multiples of this many positions (or at its end), then a token a step, a recompute (after a
+  // preemption or a failed step) too; a piece that does not fit the step's budget waits (and no
+  // later sequence is admitted before it), none is cut for stall-free batching
+  int32_t fixed_chunks = 0;
 };
 
 struct step_plan {

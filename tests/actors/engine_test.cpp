@@ -154,9 +154,10 @@ TEST(Engine, StopStringsCancelAndParallelCompletions) {
 
 // Dory with recurrent_kv_cache_mode last_loop: a block holds the last run's entries, which the
 // earlier runs of a later chunk read in place of their own, so the host takes no prefix from the
-// cache and cuts no prompt for the step time: a request gives what it gives alone, whatever ran
-// before it or beside it (with a prefix hit, or a prompt cut by stall-free batching, the tokens
-// change: both were seen before the host turned them off)
+// cache and cuts every sequence in the same pieces whatever else runs (its recomputes too): a
+// request gives what it gives alone, whatever ran before or beside it, preempted or not (with a
+// prefix hit, a prompt cut by stall-free batching or a recompute in one piece the tokens change:
+// each was seen before the host fixed the pieces)
 TEST(Engine, LastLoopModelAnswersAsAlone) {
   auto m = *open_model(test::fixture_path("models/dory_last"));
   auto alone = [&](const std::vector<int32_t>& prompt) {
@@ -166,28 +167,46 @@ TEST(Engine, LastLoopModelAnswersAsAlone) {
     o.stop_at_eos = false;
     return g->run(prompt, o)->tokens;
   };
-  host_options o;
-  o.place = *even_placement(m->config, 1, 1);
-  o.kv_blocks = 256;
-  o.sched.step_target_s = 1e-4; // (asked for; the host turns it off for this model)
-  auto h = host::start(m, o);
-  ASSERT_TRUE(h);
-  ASSERT_TRUE((*h)->wait_ready(60));
+  // prompts of 60 tokens, 52 of them shared (a prefix of 3 blocks of 16; 4 blocks each, 5 once
+  // they generate)
   std::string prefix;
-  while (m->tok->encode(prefix, true)->size() < 48) prefix += "Lily and Ben played in the park. ";
+  while (m->tok->encode(prefix, true)->size() < 52) prefix += "Lily and Ben played in the park. ";
   std::vector<gen_request> rs;
-  for (const char* end : {"Then Lily said", "Then Ben said", "The dog ran", "They went home"}) {
+  for (const char* end : {" Then Lily said that the sun was warm and the sky was blue",
+                          " Then Ben said he wanted to run to the big tree by the pond",
+                          " The dog ran after the ball and the cat sat on the old mat",
+                          " They went home and ate soup with bread and milk at the table"}) {
     gen_request r;
-    r.prompt = *m->tok->encode(prefix + end, true);
+    r.prompt = *m->tok->encode(prefix, true);
+    r.prompt.resize(52);
+    const auto tail = *m->tok->encode(end, false);
+    r.prompt.insert(r.prompt.end(), tail.begin(), tail.begin() + 8);
     r.max_tokens = 8;
     r.ignore_eos = true;
     rs.push_back(r);
   }
-  ASSERT_TRUE((*h)->generate(rs[0])); // (its blocks would serve the others' prefix)
-  for (int round = 0; round < 2; ++round) {
-    auto out = (*h)->generate_many(rs);
-    ASSERT_TRUE(out) << out.error().to_string();
-    for (size_t i = 0; i < rs.size(); ++i) EXPECT_EQ((*out)[i][0].tokens, alone(rs[i].prompt)) << i;
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& r : rs) want.push_back(alone(r.prompt));
+  for (const int64_t blocks : {256, 9}) { // (9: 8 blocks of 16; a sequence grows to ~72)
+    host_options o;
+    o.place = *even_placement(m->config, 1, 1);
+    o.kv_blocks = blocks;
+    o.sched.step_target_s = 1e-4; // (asked for; fixed pieces leave prompts whole)
+    auto h = host::start(m, o);
+    ASSERT_TRUE(h);
+    ASSERT_TRUE((*h)->wait_ready(60));
+    ASSERT_TRUE((*h)->generate(rs[0])); // (its blocks would serve the others' prefix)
+    for (int round = 0; round < 2; ++round) {
+      auto out = (*h)->generate_many(rs);
+      ASSERT_TRUE(out) << out.error().to_string();
+      for (size_t i = 0; i < rs.size(); ++i)
+        EXPECT_EQ((*out)[i][0].tokens, want[i]) << blocks << " blocks, request " << i;
+    }
+    const auto st = (*h)->stats();
+    EXPECT_EQ(st.prefix_hit_blocks, 0);
+    if (blocks < 16) {
+      EXPECT_GT(st.preemptions, 0);
+    }
+    EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
   }
-  EXPECT_EQ((*h)->stats().prefix_hit_blocks, 0);
 }
