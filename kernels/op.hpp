@@ -213,7 +213,11 @@
 //                    src2 may also be [H, N]: an A per state value (Mamba-1's, where each channel
 //                    is a head of P = 1: d A is then a vector, exp(d A) taken elementwise); with
 //                    p.scan_unit_dt d = 1 and no D term (src1, src5, src6 unread, may be empty;
-//                    A [H] only): S = exp(A) S + x B^T, out = S C (MiniMax's lightning attention)
+//                    A [H] only): S = exp(A) S + x B^T, out = S C (MiniMax's lightning attention);
+//                    with p.scan_dt_min > 0, d = max(d, p.scan_dt_min) (Zamba2's time_step_min)
+//                    on a sequence's rows unless they are one token after earlier ones (a
+//                    decode step: transformers' and mamba_ssm's recurrent step clamp nothing,
+//                    their chunked scan over a prompt or a chunk does)
 //   lru_scan         src0 a f32 [T, W] (each channel's decay), src1 u f32 [T, W], src2 state f32
 //                    [NS, W] (any shape of W values per slot), src3 state table -> dst f32 [T, W]:
 //                    per channel h = a h + u token by token (a diagonal linear recurrence; h = 0
@@ -357,6 +361,8 @@ struct op_params {
   bool delta_tiled = false, delta_neg_a = false;
   bool conv_plain = false;   // causal_conv: the taps' sum without the SiLU
   bool scan_unit_dt = false; // ssm_scan: d = 1, no D term (dt, D, dt_bias unread)
+  float scan_dt_min = 0;     // ssm_scan: d = max(d, scan_dt_min) when > 0 (Zamba2's time_step_min),
+                             // except a sequence's single step over its state (see the table)
   // gated_delta: < 0, the decay's log is bound * sigmoid(exp(A_log) (a + dt_bias)) (GLM-5.3's safe
   // gate, bounded below) instead of -exp(A_log) softplus(a + dt_bias); 0: off
   float delta_bound = 0;

@@ -277,10 +277,12 @@ void scan_m1_items(const op_args& a, int64_t i0, int64_t i1, int64_t blocks) {
   const float *Dv = a.src[5].as<float>(), *dt_bias = a.src[6].as<float>();
   float* state = a.src[7].as<float>();
   float dtb[Hb], Ab[Hb * 64], dA[64];
+  const float dt_min0 = a.p.scan_dt_min; // (0: no clamp, a softplus being positive)
   for (int64_t i = i0; i < i1; ++i) {
     const state_row s = state_row_at(table, i / blocks);
     const int64_t h0 = i % blocks * Hb, nh = std::min(Hb, H - h0);
-    float* st = state + (s.slot * H + h0) * N; // [nh, N]
+    float* st = state + (s.slot * H + h0) * N;                        // [nh, N]
+    const float dt_min = s.count == 1 && s.pos0 > 0 ? 0.0f : dt_min0; // (a decode step: none)
     if (s.pos0 == 0) std::memset(st, 0, sizeof(float) * static_cast<size_t>(nh * N));
     const float* ah = A_in + h0 * N;
     if (a.p.delta_neg_a) {
@@ -295,7 +297,7 @@ void scan_m1_items(const op_args& a, int64_t i0, int64_t i1, int64_t blocks) {
 #pragma omp simd
       for (int64_t k = 0; k < nh; ++k) {
         const float v = vt[k] + dt_bias[h0 + k];
-        dtb[k] = v > 20.0f ? v : softplus_simd(v);
+        dtb[k] = std::max(v > 20.0f ? v : softplus_simd(v), dt_min);
       }
       const float* xt = x.as<float>() + t * H + h0;
       const float* bt = B.as<float>() + t * G * N; // (one group)
@@ -338,6 +340,8 @@ void scan_items(const op_args& a, int64_t i0, int64_t i1) {
     if (s.pos0 == 0)
       for (int64_t j = 0; j < P * N; ++j) st[j] = 0.0f;
     const float A = per_state ? 0.0f : a.p.delta_neg_a ? A_in[h] : -std::exp(A_in[h]);
+    // (the step clamped below, except a decode step's: transformers' recurrent step)
+    const float dt_min = s.count == 1 && s.pos0 > 0 ? 0.0f : a.p.scan_dt_min;
     if (per_state) {
       const float* ah = A_in + h * N;
       float* av = Av.data();
@@ -350,7 +354,7 @@ void scan_items(const op_args& a, int64_t i0, int64_t i1) {
     for (int64_t n = 0; n < s.count; ++n) {
       const int64_t t = s.begin + n;
       const float v = unit ? 0.0f : dtv[t * H + h] + dt_bias[h];
-      const float dt = unit ? 1.0f : v > 20.0f ? v : std::log1p(std::exp(v));
+      const float dt = unit ? 1.0f : std::max(v > 20.0f ? v : std::log1p(std::exp(v)), dt_min);
       const float decay = per_state ? 0.0f : std::exp(dt * A);
       if (per_state) {
         const float* av = Av.data();

@@ -131,7 +131,9 @@ void ssm_scan(const op_args& a, const exec_ctx&) {
         const int64_t t = s.begin + i, grp = h / rep;
         const double v =
             unit ? 0.0 : double{a.src[1].as<float>()[t * H + h]} + a.src[6].as<float>()[h];
-        const double dt = unit ? 1.0 : v > 20 ? v : std::log1p(std::exp(v));
+        double dt = unit ? 1.0 : v > 20 ? v : std::log1p(std::exp(v));
+        if (!unit && a.p.scan_dt_min > 0 && !(s.count == 1 && s.pos0 > 0)) // (a decode step: not)
+          dt = std::max(dt, double{a.p.scan_dt_min});
         const float* xt = x.as<float>() + (t * H + h) * P;
         const float* bt = B.as<float>() + (t * G + grp) * N;
         const float* ct = Cm.as<float>() + (t * G + grp) * N;

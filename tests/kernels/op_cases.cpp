@@ -574,14 +574,20 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
   }
   // Mamba-2's scan: heads over groups of B and C (one group; two), A_log or GGUF's -exp(A_log);
   // Mamba-1's: channels as heads of one value, an A per state value
-  for (auto [H, G, P, N, neg, per_state] :
-       {std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>{4, 1, 8, 16, false, false},
-        {6, 2, 16, 8, true, false},
-        {24, 1, 1, 16, false, true},
-        {8, 1, 1, 8, true, true}}) {
+  // (dt_min: the step clamped below, Zamba2's time_step_min, high enough to bite on about half
+  // of the steps)
+  for (auto [H, G, P, N, neg, per_state, dt_min] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, float>{4, 1, 8, 16, false, false,
+                                                                          0.0f},
+        {6, 2, 16, 8, true, false, 0.0f},
+        {24, 1, 1, 16, false, true, 0.0f},
+        {8, 1, 1, 8, true, true, 0.0f},
+        {4, 1, 8, 16, false, false, 0.7f},
+        {24, 1, 1, 16, false, true, 0.7f}}) {
     op_case c;
-    c.name = fmt::format("ssm_scan(T={},H={},G={},P={},N={}{}{})", T, H, G, P, N,
-                         neg ? ",neg_a" : "", per_state ? ",A[H,N]" : "");
+    c.name = fmt::format("ssm_scan(T={},H={},G={},P={},N={}{}{}{})", T, H, G, P, N,
+                         neg ? ",neg_a" : "", per_state ? ",A[H,N]" : "",
+                         dt_min > 0 ? fmt::format(",dt_min={}", dt_min) : "");
     gen g(c.name);
     c.kind = op::ssm_scan;
     std::vector<float> A = g.normal(per_state ? H * N : H, 0.5f);
@@ -598,6 +604,7 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
              from_ints({3, 4}, table)};
     c.dst = out(dtype::f32, {T, H, P});
     c.p.delta_neg_a = neg;
+    c.p.scan_dt_min = dt_min;
     c.tol = {1e-9, 1e-4};
     out_cases.push_back(std::move(c));
   }
