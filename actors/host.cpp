@@ -157,19 +157,20 @@ expected<std::unique_ptr<host>> host::start(std::shared_ptr<const model_source> 
   o.sched.window = static_cast<int32_t>(c.kv_horizon());
   for (int64_t l = 0; l < c.n_layer; ++l)
     if (c.layer_compress(l) > 0) o.sched.share_blocks = false; // (compressed entries)
-  if (c.kv_source_writes) {
-    // (Dory's last_loop: a block holds the last run's entries, which the earlier runs of a later
-    // chunk read in place of their own, so the output depends on where the input is cut: no
-    // prefix from the cache, and every sequence cut in the same pieces whatever else runs, its
-    // recomputes too)
+  if (c.input_cut_matters()) {
+    // (Dory's last_loop, Zamba2's step clamp: the output depends on where a sequence's input is
+    // cut into steps: no prefix from the cache, and every sequence cut in the same pieces
+    // whatever else runs, its recomputes too)
     o.sched.share_blocks = false;
     o.sched.fixed_chunks = std::max<int32_t>(1, o.sched.max_batch_tokens / 2);
     TROUPE_LOG_INFO("host",
-                    "{}: one KV cache for every run of a recurrent layer (last_loop): no prefix "
-                    "caching; prompts prefilled in chunks of {} tokens whatever the load (the "
-                    "earlier runs of a chunk read the earlier chunks' entries as the last run "
-                    "wrote them, as transformers' chunked prefill does), recomputes likewise",
-                    m->path, o.sched.fixed_chunks);
+                    "{}: the output depends on where a sequence is cut into steps ({}): no "
+                    "prefix caching; prompts prefilled in chunks of {} tokens whatever the load, "
+                    "then a token a step, recomputes likewise",
+                    m->path,
+                    c.kv_source_writes ? "one KV cache for every run of a recurrent layer"
+                                       : "the scan's step clamped on prompts, not on decode steps",
+                    o.sched.fixed_chunks);
   }
   if (o.max_inflight <= 0) o.max_inflight = static_cast<int>(o.place.stages.size());
   const int n_shards = o.place.total_shards();

@@ -84,7 +84,7 @@ bool model_config::layer_has_mixer(int64_t layer) const {
 }
 
 bool model_config::has_recurrent_state() const {
-  return ssm_parallel ||
+  return ssm_parallel || zamba ||
          std::find(linear_layers.begin(), linear_layers.end(), 1) != linear_layers.end();
 }
 
@@ -98,7 +98,7 @@ int64_t model_config::state_values_per_seq(int64_t begin, int64_t end, int tp) c
   const int64_t delta = short_conv ? 0 : lin_v_heads * lin_k_dim * lin_v_dim;
   int64_t n = 0;
   for (int64_t l = begin; l < end; ++l)
-    if (layer_linear(l) || ssm_parallel) n += (conv + delta) / t;
+    if (layer_linear(l) || ssm_parallel || zamba) n += (conv + delta) / t;
   return n;
 }
 
@@ -294,6 +294,21 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
                     m.lin_v_heads * C + kda_map + m.lin_v_dim + Vd * C
               : C * (2 * Kd + 2 * Vd + 2 * m.lin_v_heads) + (2 * Kd + Vd) * m.lin_conv +
                     2 * m.lin_v_heads + m.lin_v_dim + Vd * C;
+  if (m.zamba) {
+    // Zamba2: every layer's mixer and its norm; the hybrid layers' linear maps and adapters (q, k,
+    // v: [r, 2 C] and [2 C, r] each; gate_up: [r, C] and [2 F, r]); the shared blocks, each
+    // once: its two norms, q, k, v (from 2 C), o_proj, gate_up, down (and their biases)
+    const int64_t F = m.F, r = m.zamba_rank, D = m.D;
+    int64_t hybrid = 0;
+    for (int64_t l = 0; l < m.n_layer; ++l) hybrid += m.layer_linear(l) ? 0 : 1;
+    const int64_t block = 2 * C + C + 2 * C * (m.H + 2 * m.Hkv) * D + C * m.H * D + 3 * C * F +
+                          (m.mlp_bias ? 2 * F + C : 0);
+    const int64_t adapters = r * C + 2 * F * r + (m.zamba_attn_adapters ? 3 * 4 * C * r : 0);
+    // (transformers ties a block's uses only with tie_word_embeddings: else a copy a layer)
+    const int64_t blocks = m.tie_embeddings ? std::min(hybrid, m.zamba_blocks) : hybrid;
+    return m.V * C + (m.tie_embeddings ? 0 : m.V * C) + C + m.n_layer * (linear + C) +
+           hybrid * (C * C + adapters) + blocks * block;
+  }
   auto dense = [&](int64_t l) {
     const int64_t F = m.layer_ffn(l);
     return (m.gated_ffn ? 3 : 2) * C * F + (m.mlp_bias ? (m.gated_ffn ? 2 : 1) * F + C : 0);
@@ -479,6 +494,8 @@ status model_config::validate() const {
     return bad(fmt::format("{} runs of {} layers from layer {} in {} layers", loops, loop_layers,
                            loop_begin, n_layer));
   if (kv_source_writes && !ngpt) return bad("layers that write another layer's KV cache");
+  if (zamba && (zamba_blocks < 1 || zamba_rank < 0 || !mamba))
+    return bad(fmt::format("{} shared blocks with adapters of rank {}", zamba_blocks, zamba_rank));
   if (cycle_layers < 0 || cycles_low < 0 ||
       (cycle_layers > 0 && n_layer % (cycle_layers * (cycles_low + 1)) != 0))
     return bad(fmt::format("{} layers are not rounds of {} passes of {} layers", n_layer,

@@ -256,6 +256,7 @@ struct model_config {
   double ssm_bcdt_eps = 1e-6;
   double ssm_in_scale = 1, ssm_out_scale = 1, attn_in_scale = 1, attn_out_scale = 1;
   double ssm_mup[5] = {1, 1, 1, 1, 1};
+  double ssm_dt_min = 0; // Mamba-2's step clamped below (Zamba2's time_step_min; 0: none)
   double ffn_down_scale = 1;
   // per layer: 0 a mixer (attention or its stand-in) and an FFN, 1 the mixer only (Mamba2's
   // blocks, Nemotron-H's Mamba and attention blocks), 2 the FFN only (Nemotron-H's MLP blocks),
@@ -394,6 +395,15 @@ struct model_config {
   bool ngpt = false;
   double ngpt_init = 0.02, ngpt_alpha = 0.05;
   int64_t loop_begin = 0, loop_layers = 0, loops = 0;
+  // Zamba2 (zamba): every layer a pre-norm Mamba-2 mixer with its residual; the layers not linear
+  // ("hybrid") first run one of zamba_blocks shared transformer blocks (the k-th hybrid layer
+  // block k % zamba_blocks) over [stream, the embeddings] (2 C: an RMS norm, attention of H
+  // heads of D = 2 C / H scored by sqrt(2 / D), o_proj to C, an RMS norm, a gated MLP from one
+  // gate_up), each use with LoRA adapters of rank zamba_rank of its own on gate_up (and on q, k
+  // and v where zamba_attn_adapters), whose output a per-layer linear map adds to the mixer's
+  // input; the embeddings carried beside the stream ([T, 2 C])
+  bool zamba = false, zamba_attn_adapters = false;
+  int64_t zamba_blocks = 0, zamba_rank = 0;
   // layers reading an earlier layer's KV cache (kv_source) write their keys and values into it
   // too, before attending (Dory's last_loop: every run of a recurrent layer one cache, the last
   // run's entries the ones kept)
@@ -420,11 +430,16 @@ struct model_config {
   /// stream and LongCat's carried experts' output (or HRM-Text's second stream, Dory's loops'
   /// input).
   int64_t residual_width() const {
-    return hc_mult > 0                                           ? hc_mult * C
-           : altup > 0                                           ? altup * C
-           : shortcut_moe || cycle_layers > 0 || loop_layers > 0 ? 2 * C
-                                                                 : C;
+    return hc_mult > 0                                                    ? hc_mult * C
+           : altup > 0                                                    ? altup * C
+           : shortcut_moe || cycle_layers > 0 || loop_layers > 0 || zamba ? 2 * C
+                                                                          : C;
   }
+  /// Whether a sequence's output depends on where its input is cut into steps, as the published
+  /// implementation computes it: Dory's last_loop (a chunk's earlier runs read the earlier
+  /// chunks' entries as the last run wrote them), Zamba2's step clamp (on a prompt or chunk, not
+  /// on a decode step). The serving host then cuts every sequence alike whatever the load.
+  bool input_cut_matters() const { return kv_source_writes || ssm_dt_min > 0; }
   /// Whether `layer`'s compressed entries overlap and its indexer picks among them (V4's CSA).
   bool layer_compress_sparse(int64_t layer) const {
     return layer >= 0 && layer < static_cast<int64_t>(compress_sparse.size()) &&

@@ -37,6 +37,7 @@ status decoder::build() {
   if (c_.shortcut_moe) return build_shortcut();
   if (c_.cycle_layers > 0) return build_cycles();
   if (c_.ngpt) return build_ngpt();
+  if (c_.zamba) return build_zamba();
   if (c_.swiglu_dense) // (MiniMax M3: GPT-OSS's clamped SwiGLU on the dense MLPs and shared
                        // experts too, gate and up apart)
     TROUPE_TRY_SET(clamp_expr_,
@@ -647,7 +648,7 @@ status decoder::head(vid x) {
     rows = hm.in;
   }
   if (c_.altup > 0) TROUPE_TRY_SET(rows, altup_collapse(rows));
-  if (c_.shortcut_moe) rows = stream_of(b, rows, 0, "rows_stream");
+  if (c_.shortcut_moe || c_.zamba) rows = stream_of(b, rows, 0, "rows_stream");
   if (c_.cycle_layers > 0) rows = stream_of(b, rows, 1, "rows_high"); // (HRM-Text)
   TROUPE_TRY_ASSIGN(hn, norm(rows, L, n_.out_norm, n_.out_norm_b, C, c_.norm, "output_norm"));
   vid out_w = tok_;

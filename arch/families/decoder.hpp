@@ -122,6 +122,10 @@ struct decoder_names {
   // [F], the two interpolation rates [C]; the logits' scale [V]
   std::string ngpt_sqk, ngpt_s_gate, ngpt_suv_gate, ngpt_suv_up, ngpt_lambda_1, ngpt_lambda_2,
       ngpt_logit_scale;
+  // Zamba2 (model_config::zamba): a shared block's prefix ("{}" the first hybrid layer that uses
+  // it; under it input_layernorm [2 C], self_attn.{q,k,v,o}_proj, pre_ff_layernorm,
+  // feed_forward.gate_up_proj / down_proj and the adapter lists), the hybrid layers' linear [C, C]
+  std::string zamba_block, zamba_linear;
   // Ergo: the residual adds' branch factors [C] (after the attention and after the FFN), the
   // experts' output norms [E, C], the shared expert's [C]
   std::string attn_res_branch, ffn_res_branch, moe_post_norm, shexp_norm;

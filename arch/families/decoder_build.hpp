@@ -266,6 +266,11 @@ class decoder {
   // Dory (decoder_ngpt.cpp, model_config::ngpt): the model (its stream, and the recurrent
   // section's input beside it where it loops), a layer, its attention and MLP, the head; x /
   // sqrt(sum x^2 + eps) over the last dim of width n (an RMS norm by eps / n, times 1 / sqrt(n))
+  // Zamba2 (decoder_zamba.cpp, model_config::zamba): the model (the stream and the embeddings
+  // beside it), and hybrid layer l's run of its shared block (stored under layer `owner`, its
+  // adapters the use-th of their lists) over the stream s and the embeddings e
+  status build_zamba();
+  expected<vid> zamba_shared(int l, vid s, vid e, int64_t owner, int64_t use);
   status build_ngpt();
   expected<vid> ngpt_layer(int l, vid h);
   expected<vid> ngpt_attention(int l, vid h);

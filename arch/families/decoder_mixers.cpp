@@ -185,6 +185,7 @@ expected<vid> decoder::mamba(int l, vid h) {
   const vid st = graph::add_recurrent_state(g_, state_kind::ssm, l, {H, P, N}, ah, "ssm_state");
   kernels::op_params sp;
   sp.delta_neg_a = c_.lin_neg_a;
+  sp.scan_dt_min = static_cast<float>(c_.ssm_dt_min);
   const vid y = b.op(op::ssm_scan, {x, dt, a, bm, cm, d, dtb, st, table}, "ssm", sp);
   const vid yf = b.view(y, {-1}, "ssm_flat");
   using nk = model_config::ssm_norm_kind;

@@ -240,7 +240,9 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "bitnet_online",
                            "diffllama",
                            "dory",
-                           "dory_last"}) {
+                           "dory_last",
+                           "zamba2",
+                           "zamba2_plain"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

@@ -21,7 +21,8 @@ namespace {
 
 // the last prompt position's logits of one forward of `prompt` through `s`
 std::vector<float> prompt_logits(exec::executor& s, const std::vector<int32_t>& prompt) {
-  const batch b = test::one_sequence(prompt);
+  batch b = test::one_sequence(prompt);
+  b.seqs[0].state_slot = 0; // (a model with recurrent states: its slot)
   std::vector<float> x, logits;
   auto st = s.forward(b, x, &logits);
   EXPECT_TRUE(st) << (st ? "" : st.error().to_string());
@@ -49,6 +50,7 @@ void two_ranks_match(const std::string& name) {
         exec::exec_options o;
         o.kv_blocks = 16;
         o.max_rows = 128;
+        if ((*m)->config.has_recurrent_state()) o.state_slots = 1; // (Zamba2's mixers)
         auto s = test::shard_executor(*m, 0, L, o, r, 2, members[static_cast<size_t>(r)].get());
         if (s) got[static_cast<size_t>(r)] = prompt_logits(*s, prompt);
       });
@@ -79,4 +81,10 @@ TEST(TensorParallel, DiffLlamaPairsHeadsOnEachRank) {
 // the logits' scale whole on every rank (applied after the vocabulary's gather)
 TEST(TensorParallel, DoryNormsSplitRowsOverTheWholeRow) {
   for (const char* name : {"dory", "dory_last"}) two_ranks_match(name);
+}
+
+// Zamba2: the shared blocks' heads, their adapters' B rows and the MLP's gate and up rows cut
+// with them, the mixers' heads (one group of B and C: whole on each rank; two: one a rank)
+TEST(TensorParallel, Zamba2SharedBlocksAndMixersSplit) {
+  for (const char* name : {"zamba2", "zamba2_plain"}) two_ranks_match(name);
 }

@@ -1,0 +1,112 @@
+// decoder_zamba.cpp: the decoder builder's Zamba2 (model_config::zamba): every layer a pre-norm
+// Mamba-2 mixer with its residual; a hybrid layer first runs one of the shared transformer blocks
+// over [stream, token embeddings] (2 C wide: its RMS norm, attention whose heads are 2 C / H wide,
+// o_proj back to C, an RMS norm, the MLP from one gate_up), each use with its own LoRA adapters
+// (x A^T B^T added to gate_up's output, and to q's, k's and v's where the config says), and a
+// linear map of the layer's own adds the block's output to the mixer's input (not to the
+// residual). The embeddings ride beside the stream ([T, 2 C]) so a pipeline cuts anywhere; a
+// block's weights, stored under the first layer that uses it, load once.
+#include "arch/families/decoder_build.hpp"
+
+namespace troupe::arch::detail {
+
+status decoder::build_zamba() {
+  const int64_t C = c_.C;
+  TROUPE_TRY_ASSIGN(e0, embed());
+  builder b0(g_, -1);
+  vid x = b0.op(op::concat, {e0, e0}, "zamba_streams");
+  g_.residual.push_back(x);
+  std::vector<int64_t> owner; // each block's first hybrid layer
+  int64_t use = 0;            // hybrid layers so far
+  for (int l = 0; l < g_.n_layer; ++l) {
+    builder b(g_, l);
+    vid s = stream_of(b, x, 0, "stream_in");
+    const vid e = stream_of(b, x, 1, "embd_in");
+    vid in = s;
+    if (!c_.layer_linear(l)) {
+      const auto blk = static_cast<size_t>(use % c_.zamba_blocks);
+      if (owner.size() <= blk) owner.push_back(l);
+      // (transformers ties a block's uses only with tie_word_embeddings: without it, a layer
+      // runs its own copy, where the checkpoint has one; sized from a config, it has)
+      const bool own = !c_.tie_embeddings &&
+                       (m_.shapes_only ||
+                        m_.tensors->contains(at(n_.zamba_block, l) + "self_attn.q_proj.weight"));
+      TROUPE_TRY_ASSIGN(t, zamba_shared(l, s, e, own ? l : owner[blk], use));
+      TROUPE_TRY_ASSIGN(wl, req(n_.zamba_linear, l, {C, C}));
+      in = b.add(s, b.linear(t, wl, none, "shared_linear"), "ssm_in_sum");
+      ++use;
+    }
+    TROUPE_TRY_ASSIGN(h, norm(in, l, n_.attn_norm, "", C, norm_kind::rms, "attn_norm"));
+    TROUPE_TRY_ASSIGN(m, mamba(l, h));
+    s = b.add(s, m, "ssm_residual");
+    x = b.op(op::concat, {s, e}, "zamba_streams");
+    g_.residual.push_back(x);
+  }
+  return head(x);
+}
+
+expected<vid> decoder::zamba_shared(int l, vid s, vid e, int64_t owner, int64_t use) {
+  builder b(g_, l);
+  const int64_t C = c_.C, H = c_.H, Hkv = c_.Hkv, D = c_.D, F = c_.F, r = c_.zamba_rank;
+  const std::string p = at(n_.zamba_block, static_cast<int>(owner));
+  const auto eps = static_cast<float>(c_.norm_eps);
+  // x A^T B^T: use `use`'s adapter in list `list` (its B's rows `rows` of out, cut like the
+  // projection it adds to)
+  auto adapter = [&](vid x, const std::string& list, int64_t in, int64_t out, axis ax, int64_t unit,
+                     weight_ref rows, const std::string& what) -> expected<vid> {
+    const std::string a = fmt::format("{}{}.{}.", p, list, use);
+    TROUPE_TRY_ASSIGN(wa, req(a + "0.weight", l, {r, in}));
+    const int64_t n = rows.segments.empty() ? out : F; // (before rows is moved)
+    TROUPE_TRY_ASSIGN(wb, req(a + "1.weight", l, {n, r}, cut::out, ax, unit, std::move(rows)));
+    return b.linear(b.linear(x, wa, none, what + "_lora_a"), wb, none, what + "_lora");
+  };
+  // attention over [s, e]
+  TROUPE_TRY_ASSIGN(n1, req(p + "input_layernorm.weight", l, {2 * C}));
+  const vid hn =
+      b.norm(b.op(op::concat, {s, e}, "shared_in"), norm_type::rms, n1, none, eps, "shared_norm");
+  auto project = [&](const char* name, int64_t heads, axis ax, const char* list) -> expected<vid> {
+    TROUPE_TRY_ASSIGN(
+        w, req(p + "self_attn." + name + "_proj.weight", l, {heads * D, 2 * C}, cut::out, ax, D));
+    vid y = b.linear(hn, w, none, name);
+    if (c_.zamba_attn_adapters) {
+      TROUPE_TRY_ASSIGN(
+          ad, adapter(hn, std::string("self_attn.") + list, 2 * C, heads * D, ax, D, {}, name));
+      y = b.add(y, ad, std::string(name) + "_adapted");
+    }
+    return b.view(y, {-1, D}, std::string(name) + "_heads");
+  };
+  TROUPE_TRY_ASSIGN(q, project("q", H, axis::heads, "linear_q_adapter_list"));
+  TROUPE_TRY_ASSIGN(k, project("k", Hkv, axis::kv_heads, "linear_k_adapter_list"));
+  TROUPE_TRY_ASSIGN(v, project("v", Hkv, axis::kv_heads, "linear_v_adapter_list"));
+  TROUPE_TRY_ASSIGN(wo, req(p + "self_attn.o_proj.weight", l, {C, H * D}, cut::in, axis::heads, D));
+  TROUPE_TRY_ASSIGN(bo, opt("", l, {C}));
+  const vid a = b.attend(layer_spec(l), {q, k, v}, wo, bo);
+  TROUPE_TRY_ASSIGN(n2, req(p + "pre_ff_layernorm.weight", l, {C}));
+  const vid an = b.norm(a, norm_type::rms, n2, none, eps, "shared_ffn_norm");
+  // the MLP: gate_up's gate and up rows, each with its rows of the adapter's B
+  const std::string f = p + "feed_forward.";
+  auto half = [&](int64_t part, const std::string& what) -> expected<vid> {
+    TROUPE_TRY_ASSIGN(w, req(f + "gate_up_proj.weight", l, {F, C}, cut::out, axis::ffn, 1,
+                             row_range(part * F, F)));
+    vid bias = none;
+    if (c_.mlp_bias)
+      TROUPE_TRY_SET(bias, req(f + "gate_up_proj.bias", l, {F}, cut::out, axis::ffn, 1,
+                               row_range(part * F, F)));
+    TROUPE_TRY_ASSIGN(ad, adapter(an, "feed_forward.gate_up_proj_adapter_list", C, 2 * F, axis::ffn,
+                                  1, row_range(part * F, F), what));
+    return b.add(b.linear(an, w, bias, what), ad, what + "_adapted");
+  };
+  TROUPE_TRY_ASSIGN(g, half(0, "ffn_gate"));
+  TROUPE_TRY_ASSIGN(u, half(1, "ffn_up"));
+  const vid prod = act_expr_ && act_expr_->sources == 2
+                       ? b.elementwise(act_expr_, {g, u}, "ffn_prod")
+                       : b.mul(act_expr_ ? b.elementwise(act_expr_, {g}, "ffn_act")
+                                         : b.unary(act_op(), g, "ffn_act"),
+                               u, "ffn_prod");
+  TROUPE_TRY_ASSIGN(wd, req(f + "down_proj.weight", l, {C, F}, cut::in, axis::ffn));
+  vid bd = none;
+  if (c_.mlp_bias) TROUPE_TRY_SET(bd, req(f + "down_proj.bias", l, {C}));
+  return b.linear(prod, wd, bd, "ffn_out");
+}
+
+} // namespace troupe::arch::detail

@@ -1,0 +1,133 @@
+// zamba2.cpp (arch/families): Zyphra's Zamba2 (Zamba2ForCausalLM: 1.2B, 2.7B, 7B): Mamba-2 layers,
+// some of them ("hybrid", layers_block_type) first running one of num_mem_blocks shared transformer
+// blocks over the stream beside the token embeddings (the decoder's zamba layers,
+// decoder_zamba.cpp; model_config::zamba). The shared blocks are stored once, under the first
+// hybrid layer that uses each (model.layers.{l}.shared_transformer), with every use's LoRA
+// adapters in their lists (the i-th hybrid layer's under index i); the hybrid layers' mixers
+// under mamba_decoder (renamed at load to the plain layers' names). The mixers clamp their
+// step below at time_step_min, as transformers' scan does. HF only (llama.cpp writes no GGUF of
+// it).
+#include <cmath>
+#include <set>
+
+#include "arch/families/decoder.hpp"
+#include "arch/families/weights.hpp"
+
+namespace troupe::arch {
+
+status read_zamba2_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5, false));
+  c.tie_embeddings = j.b("tie_word_embeddings", true);
+  if ((2 * c.C) % c.H)
+    return j.bad(fmt::format("{} heads do not divide the attention's width 2 x {}", c.H, c.C));
+  c.D = 2 * c.C / c.H;                                      // (attention_head_dim)
+  c.attn_scale = std::sqrt(2.0 / static_cast<double>(c.D)); // (head_dim / 2) ^ -0.5
+  for (const char* k : {"attention_head_dim", "head_dim"}) {
+    if (const json& v = j.raw(k); !v.is_null() && v != c.D)
+      return j.unsupported(fmt::format("'{}' {} (Zamba2's heads are 2 x hidden_size / "
+                                       "num_attention_heads = {} wide)",
+                                       k, v.dump(), c.D));
+    j.mark(k);
+  }
+  // the layers: Mamba-2 alone, or a shared block first
+  const int64_t L = c.n_layer;
+  std::vector<uint8_t> linear(static_cast<size_t>(L), 1);
+  if (const json& bt = j.raw("layers_block_type"); !bt.is_null()) {
+    if (!bt.is_array() || static_cast<int64_t>(bt.size()) != L)
+      return j.bad(fmt::format("'layers_block_type' must list {} layer types", L));
+    for (size_t i = 0; i < bt.size(); ++i) {
+      if (bt[i] == "hybrid")
+        linear[i] = 0;
+      else if (bt[i] != "mamba" && bt[i] != "linear_attention")
+        return j.unsupported(fmt::format("layers_block_type[{}] = {}", i, bt[i].dump()));
+    }
+  } else { // (Zamba2Config's default pattern: 54 layers)
+    if (L != 54) return j.bad("no 'layers_block_type' (its default lists 54 layers)");
+    for (int64_t i : {6, 12, 18, 24, 30, 36, 42, 47, 51}) linear[static_cast<size_t>(i)] = 0;
+  }
+  c.linear_layers = std::move(linear);
+  // the mixers (the gated norm's epsilon is 1e-5 whatever rms_norm_eps says)
+  if (c.norm_eps != 1e-5)
+    return j.unsupported(
+        fmt::format("'rms_norm_eps' {} (the mixers' gated norms keep 1e-5)", c.norm_eps));
+  const mamba_keys k{"n_mamba_heads", "mamba_headdim",   "mamba_d_state",
+                     "mamba_ngroups", "mamba_d_conv",    "mamba_expand",
+                     "use_conv_bias", "add_bias_linear", "chunk_size"};
+  TROUPE_TRY_ASSIGN(dt_min, j.f("time_step_min", 0.001));
+  TROUPE_TRY(read_mamba_mixer(j, c, k));
+  if (!(dt_min >= 0)) return j.bad(fmt::format("time_step_min {}", dt_min));
+  c.ssm_dt_min = dt_min;
+  // the shared blocks
+  TROUPE_TRY_ASSIGN(blocks, j.i("num_mem_blocks", 1));
+  TROUPE_TRY_ASSIGN(rank, j.i("adapter_rank", 128));
+  if (blocks < 1 || rank < 1)
+    return j.bad(fmt::format("num_mem_blocks {}, adapter_rank {}", blocks, rank));
+  c.zamba = true, c.zamba_blocks = blocks, c.zamba_rank = rank;
+  c.zamba_attn_adapters = j.b("use_shared_attention_adapter", false);
+  if (c.zamba_attn_adapters && c.Hkv != c.H)
+    return j.unsupported("use_shared_attention_adapter with fewer KV heads than heads (the "
+                         "adapters' outputs are 2 x hidden_size wide)");
+  c.mlp_bias = j.b("add_bias_linear", false);
+  TROUPE_TRY(read_activation(j.s("hidden_act", "gelu"), c, j.where()));
+  if (j.b("use_long_context", false)) return j.unsupported("use_long_context true");
+  c.nope_layers.assign(static_cast<size_t>(L), j.b("use_mem_rope", false) ? 0 : 1);
+  TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
+  for (const char* key :
+       {"attention_dropout", "use_mem_eff_path", "num_logits_to_keep", "kv_channels",
+        "num_query_groups", "attention_hidden_size", "hybrid_layer_ids", "time_step_max",
+        "time_step_floor", "use_mamba_kernels"})
+    j.mark(key);
+  return {};
+}
+
+status prepare_zamba2_hf(const model_config& c, tensor_index& t) {
+  // a hybrid layer's mixer and its norm under the plain layers' names
+  const std::string from = ".mamba_decoder.";
+  for (const std::string& name : t.names())
+    if (const auto at = name.find(from);
+        name.starts_with("model.layers.") && at != std::string::npos)
+      TROUPE_TRY(rename_tensor(t, name, name.substr(0, at + 1) + name.substr(at + from.size())));
+  // the adapters no use reads: a block's module holds a list entry for each of its uses, and a
+  // copy of it that runs for one use (no tie_word_embeddings: transformers ties nothing) reads
+  // only that use's (the decoder picks the owner as decoder_zamba.cpp does)
+  std::set<std::string> used; // "model.layers.{owner}.shared_transformer.{list}.{use}."
+  std::vector<int64_t> owner;
+  int64_t use = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    if (c.layer_linear(l)) continue;
+    const auto blk = static_cast<size_t>(use % c.zamba_blocks);
+    if (owner.size() <= blk) owner.push_back(l);
+    const std::string own = fmt::format("model.layers.{}.shared_transformer.", l);
+    const std::string p = !c.tie_embeddings && t.find(own + "self_attn.q_proj.weight")
+                              ? own
+                              : fmt::format("model.layers.{}.shared_transformer.", owner[blk]);
+    for (const char* list :
+         {"self_attn.linear_q_adapter_list", "self_attn.linear_k_adapter_list",
+          "self_attn.linear_v_adapter_list", "feed_forward.gate_up_proj_adapter_list"})
+      used.insert(fmt::format("{}{}.{}.", p, list, use));
+    ++use;
+  }
+  for (const std::string& name : t.names()) {
+    const auto at = name.find("_adapter_list.");
+    if (at == std::string::npos || !name.starts_with("model.layers.")) continue;
+    const auto dot = name.find('.', at + 14); // (after the use's index)
+    if (dot != std::string::npos && !used.count(name.substr(0, dot + 1))) t.mark_consumed(name);
+  }
+  return {};
+}
+
+status build_zamba2(const model_source& m, graph::graph& g) {
+  const model_config& c = m.config;
+  decoder_names n;
+  n.tok_embd = "model.embed_tokens.weight";
+  n.out_norm = "model.final_layernorm.weight";
+  if (!c.tie_embeddings) n.lm_head = "lm_head.weight";
+  n.attn_norm = "model.layers.{}.input_layernorm.weight";
+  mamba_names(m, n, "model.layers.{}.mamba.");
+  n.zamba_block = "model.layers.{}.shared_transformer.";
+  n.zamba_linear = "model.layers.{}.linear.weight";
+  return build_decoder(m, n, g);
+}
+
+} // namespace troupe::arch
