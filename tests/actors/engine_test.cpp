@@ -3,7 +3,7 @@
 // alone (TP 2 x PP 2); with a KV pool too small for all of them, preemption happens and the
 // tokens are still exact; afterwards every block is free. Shared prefixes reuse blocks;
 // stop strings, cancellation and n > 1 behave. A model whose output depends on where a prompt is
-// cut (Dory's last_loop) answers every request as it does alone.
+// cut (Dory's last_loop, Zamba2) answers every request as it does alone.
 #include <gtest/gtest.h>
 
 #include "../test_paths.hpp"
@@ -152,14 +152,17 @@ TEST(Engine, StopStringsCancelAndParallelCompletions) {
   EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
 }
 
-// Dory with recurrent_kv_cache_mode last_loop: a block holds the last run's entries, which the
-// earlier runs of a later chunk read in place of their own, so the host takes no prefix from the
-// cache and cuts every sequence in the same pieces whatever else runs (its recomputes too): a
-// request gives what it gives alone, whatever ran before or beside it, preempted or not (with a
-// prefix hit, a prompt cut by stall-free batching or a recompute in one piece the tokens change:
-// each was seen before the host fixed the pieces)
-TEST(Engine, LastLoopModelAnswersAsAlone) {
-  auto m = *open_model(test::fixture_path("models/dory_last"));
+// Models whose output depends on where a sequence is cut into steps, as transformers runs them
+// (model_config::input_cut_matters): Dory's last_loop (a block holds the last run's entries, which
+// the earlier runs of a later chunk read in place of their own) and Zamba2's step clamp (on a
+// prompt, not on a decode step). The host takes no prefix from the cache and cuts every sequence
+// in the same pieces whatever else runs (its recomputes too): a request gives what it gives alone,
+// whatever ran before or beside it, preempted or not (with a prefix hit, a prompt cut by stall-free
+// batching or a recompute in one piece the tokens change: each was seen before the host fixed the
+// pieces)
+static void answers_as_alone(const std::string& name) {
+  SCOPED_TRACE(name);
+  auto m = *open_model(test::fixture_path("models/" + name));
   auto alone = [&](const std::vector<int32_t>& prompt) {
     auto g = *exec::generator::create(m, {});
     exec::generate_options o;
@@ -209,4 +212,8 @@ TEST(Engine, LastLoopModelAnswersAsAlone) {
     }
     EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
   }
+}
+
+TEST(Engine, CutDependentModelsAnswerAsAlone) {
+  for (const char* name : {"dory_last", "zamba2"}) answers_as_alone(name);
 }
