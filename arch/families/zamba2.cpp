@@ -70,7 +70,9 @@ status read_zamba2_hf(hf_cfg& j, model_config& c) {
                          "adapters' outputs are 2 x hidden_size wide)");
   c.mlp_bias = j.b("add_bias_linear", false);
   TROUPE_TRY(read_activation(j.s("hidden_act", "gelu"), c, j.where()));
-  if (j.b("use_long_context", false)) return j.unsupported("use_long_context true");
+  // (use_long_context: transformers' config sets a context of 16384 and nothing else, whatever
+  // its warning says of the RoPE base)
+  if (j.b("use_long_context", false)) c.ctx = 16384;
   c.nope_layers.assign(static_cast<size_t>(L), j.b("use_mem_rope", false) ? 0 : 1);
   TROUPE_TRY(read_rope(j, c, 10000.0, 1.0));
   for (const char* key :

@@ -686,7 +686,7 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
       {"bitnet_online", "/quantization_config/quant_method", "bitsandbytes", "quantization_config"},
       {"diffllama", "attention_dropout", 0.1, "attention_dropout"},
       {"diffllama", "num_key_value_heads", 1, "KV heads"},
-      {"zamba2", "use_long_context", true, "use_long_context"},
+      {"zamba2", "adapter_rank", 0, "adapter_rank"},
       {"zamba2", "rms_norm_eps", 1e-6, "rms_norm_eps"},
       {"zamba2", "num_key_value_heads", 2, "use_shared_attention_adapter"},
       {"zamba2", "layers_block_type",
