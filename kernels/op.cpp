@@ -174,6 +174,11 @@ status check_args(const op_args& a) {
          a.p.temp_floor > 0 || a.p.alibi_max_bias > 0 || a.p.softcap > 0))
       return fail(a, "compressed entries [NB, P, 1, D] need p.compress, and no chunks, "
                      "temperature, ALiBi or soft-cap");
+    if (a.src[7].data &&
+        (a.src[7].type != dtype::f32 || a.src[7].dims.rank != 3 || a.src[7].dims[0] != s0.dims[0] ||
+         a.src[7].dims[1] != s0.dims[1] || a.src[7].dims[2] < 1 || a.src[5].data || a.src[6].data))
+      return fail(a, "relative biases are f32 [T, H, E] (without a selection or compressed "
+                     "entries)");
     return {};
   case op::dsa_select:
     if (s0.type != dtype::f32 || s0.dims.rank != 3 || a.src[1].dims.rank != 4 ||

@@ -58,7 +58,9 @@
 //                    those (-1 and later ones skipped) instead of all (DeepSeek-V4's compressed
 //                    and compressed sparse attention). With p.sel_per_kv, src5 is
 //                    [T, Hkv K]: a selection per KV head, query head h reading its KV head's
-//                    K (MiniMax M3's)
+//                    K (MiniMax M3's). src7 (or none), f32 [T, H, E]: a bias per query, head and
+//                    distance, rel[t, h, p - s] added to the score of key s by the query at
+//                    position p where p - s < E (Inkling's relative logits; not with src5 / src6)
 //   dsa_select       src0 q f32 [T, Hi, Di], src1 index cache [NB, P, 1, Di], src2 seqs i32
 //                    [S, 3 + MB], src3 w f32 [T, Hi] -> dst i32 [T, K]: for a query at position
 //                    p, the K positions s <= p of its sequence with the largest

@@ -67,14 +67,16 @@ bool have_avx512() {
   return yes;
 }
 
-// The G query heads of one KV head for one query position `last` (keys kv.first..last).
+// The G query heads of one KV head for one query position `last` (keys kv.first..last); with
+// `rel`, head g's score of key s plus rel[g * E + last - s] where last - s < E (relative biases;
+// the scalar loop: the vector paths know no such term).
 TROUPE_CPU_DISPATCH
 void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scale, dtype type,
                   const kv_layout& kv, float* out, std::vector<float>& scores,
-                  std::vector<float>& row) {
+                  std::vector<float>& row, const float* rel = nullptr, int64_t E = 0) {
   const int64_t S = last + 1 - kv.first;
   scores.resize(G * S + 8);
-  if (D % 8 == 0 && have_avx2()) {
+  if (D % 8 == 0 && have_avx2() && !rel) {
     attend_group_avx2(q, G, D, S, scale, kv, out, scores.data());
     return;
   }
@@ -90,6 +92,8 @@ void attend_group(const float* q, int64_t G, int64_t D, int64_t last, float scal
   for (int64_t g = 0; g < G; ++g) {
     float* sc = scores.data() + g * S;
     if (kv.softcap > 0 || kv.slopes) modify_scores(sc, 0, S, kv, g, last);
+    if (rel) // (key s at position kv.first + s: distance last - kv.first - s)
+      for (int64_t d = 0, s = last - kv.first; d < E && s >= 0; ++d, --s) sc[s] += rel[g * E + d];
     float mx = *std::max_element(sc, sc + S);
     if (kv.sinks) mx = std::max(mx, kv.sinks[g]);
     float sum = kv.sinks ? std::exp(kv.sinks[g] - mx) : 0.0f;
@@ -195,6 +199,10 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
   const float softcap = a.p.softcap;
   const tensor_view& sink_src = a.src[a.kind == op::attention ? 3 : 4];
   const float* sinks = sink_src.data ? sink_src.as<float>() : nullptr;
+  // relative biases [T, H, E] (paged only): every row through the scalar loop with them
+  const bool has_rel = a.kind == op::paged_attention && a.src[7].data;
+  const float* rel = has_rel ? a.src[7].as<float>() : nullptr;
+  const int64_t E = has_rel ? a.src[7].dims[2] : 0;
   auto mods = [slopes, softcap, sinks, G](kv_layout& kv, int64_t kh) {
     kv.softcap = softcap;
     kv.slopes = slopes ? slopes + kh * G : nullptr;
@@ -207,7 +215,7 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
       const int64_t first = rule.first(w.p0);  // of the tile's first row (its chunk: every row's)
       const float scale = rule.scale_at(w.p0); // every row's (tiles end where it changes)
       const int64_t kv_bytes = 2 * (w.p0 + w.R - first) * Hkv * row_bytes(kc.type, D);
-      if (tiled && w.kh1 - w.kh0 > 1 && kv_bytes > all_heads_from) {
+      if (tiled && !rel && w.kh1 - w.kh0 > 1 && kv_bytes > all_heads_from) {
         // a decode row with all its KV heads and a cache too big for L2: one pass over its
         // blocks, every head of a row read together (they sit side by side), online softmax
         // per head. Smaller caches stay in L2 between heads, and there the plain per-head
@@ -228,7 +236,7 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
         mods(kv, kh);
         const float* qp = q.as<float>() + (w.t0 * H + kh * G) * D;
         float* op = a.dst.as<float>() + (w.t0 * H + kh * G) * D;
-        if (w.R > 1 && have_avx2()) { // a prefill tile with its rows in the vector lanes
+        if (w.R > 1 && have_avx2() && !rel) { // a prefill tile with its rows in the vector lanes
           work.resize(static_cast<size_t>(attend_rows_floats(tile_rows(), G, D)));
           (have_avx512() ? attend_rows_avx512 : attend_rows_avx2)(qp, H * D, w.R, G, D, w.p0, W,
                                                                   scale, kv, op, work.data());
@@ -237,7 +245,8 @@ void run_tasks(const op_args& a, const exec_ctx& ctx, std::vector<task>& tasks, 
         for (int64_t r = 0; r < w.R; ++r) {
           kv.first = rule.first(w.p0 + r);
           attend_group(qp + r * H * D, G, D, w.p0 + r, rule.scale_at(w.p0 + r), kc.type, kv,
-                       op + r * H * D, scores, row);
+                       op + r * H * D, scores, row,
+                       rel ? rel + ((w.t0 + r) * H + kh * G) * E : nullptr, E);
         }
       }
     }

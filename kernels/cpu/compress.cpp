@@ -174,9 +174,9 @@ void register_compress(registry& r) {
   r.add(
       op::paged_attention, backend::cpu, "compressed",
       [](const op_args& a) {
-        return a.src[6].data && contiguous_args(a) && a.src[0].type == dtype::f32 &&
-               a.src[1].dims[2] == 1 && float_type(a.src[1].type) && float_type(a.src[2].type) &&
-               float_type(a.src[6].type) &&
+        return a.src[6].data && !a.src[7].data && contiguous_args(a) &&
+               a.src[0].type == dtype::f32 && a.src[1].dims[2] == 1 && float_type(a.src[1].type) &&
+               float_type(a.src[2].type) && float_type(a.src[6].type) &&
                (!a.src[4].data ||
                 (a.src[4].type == dtype::f32 && a.src[4].numel() == a.src[0].dims[1]));
       },

@@ -162,7 +162,7 @@ void register_sparse(registry& r) {
   r.add(
       op::paged_attention, backend::cpu, "sparse",
       [](const op_args& a) {
-        return a.src[5].data && !a.src[6].data && contiguous_args(a) &&
+        return a.src[5].data && !a.src[6].data && !a.src[7].data && contiguous_args(a) &&
                a.src[0].type == dtype::f32 && float_type(a.src[1].type) &&
                float_type(a.src[2].type) &&
                (!a.src[4].data ||

@@ -322,7 +322,9 @@ void register_cuda_kernels(registry& r) {
                  a.src[0].dims.rank == 3 && a.src[0].dims[2] <= cuda::attention_max_head_dim() &&
                  (!sinks.data || sinks.type == dtype::f32) && contig(a) &&
                  !(a.kind == op::paged_attention &&
-                   (a.src[5].data || a.src[6].data)); // (no sparse or compressed kernel yet)
+                   (a.src[5].data || a.src[6].data ||
+                    a.src[7].data)); // (no sparse, compressed
+                                     // or relative-bias kernel yet)
         },
         o == op::attention ? cuda::launch_attention : cuda::launch_paged_attention);
   for (op o : {op::argmax, op::topk})

@@ -35,7 +35,9 @@ struct score_mods {
   double softcap = 0; // c tanh(s / c)
   double slope = 0;   // ALiBi: + slope * (key - query)
   bool has_sink = false;
-  double sink = 0; // a logit in the denominator that weighs no value
+  double sink = 0;            // a logit in the denominator that weighs no value
+  const float* rel = nullptr; // + rel[last - s] where last - s < rel_n (relative biases)
+  int64_t rel_n = 0;
 };
 
 // One query vector against keys first..last through `key(s)` / `value(s)` accessors.
@@ -52,6 +54,7 @@ void attend(const float* q, int64_t D, int64_t first, int64_t last, double scale
     score[s] = dot * scale;
     if (m.softcap > 0) score[s] = m.softcap * std::tanh(score[s] / m.softcap);
     if (m.slope != 0) score[s] += m.slope * static_cast<double>(s - last);
+    if (m.rel && last - s < m.rel_n) score[s] += m.rel[last - s];
     mx = std::max(mx, score[s]);
   }
   if (m.has_sink) mx = std::max(mx, m.sink);
@@ -124,7 +127,14 @@ void paged_attention(const op_args& a, const exec_ctx&) {
             q.as<float>() + (t * H + h) * D, D, first_key(pos0 + i, a.p), pos0 + i,
             score_scale(pos0 + i, a.p), [&](int64_t s, float* o) { row(kc, s, o); },
             [&](int64_t s, float* o) { row(vc, s, o); }, a.dst.as<float>() + (t * H + h) * D,
-            mods(a, h, a.src[4]));
+            [&] {
+              score_mods m = mods(a, h, a.src[4]);
+              if (const tensor_view& rel = a.src[7]; rel.data) { // (Inkling's)
+                m.rel_n = rel.dims[2];
+                m.rel = rel.as<float>() + (t * H + h) * m.rel_n;
+              }
+              return m;
+            }());
       }
     }
   }

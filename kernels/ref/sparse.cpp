@@ -141,7 +141,7 @@ void register_sparse(registry& r) {
   r.add(
       op::paged_attention, backend::ref, "sparse",
       [](const op_args& a) {
-        return a.src[5].data && !a.src[6].data && all_contiguous(a) &&
+        return a.src[5].data && !a.src[6].data && !a.src[7].data && all_contiguous(a) &&
                a.src[0].type == dtype::f32 && float_type(a.src[1].type) &&
                float_type(a.src[2].type) &&
                (!a.src[4].data ||

@@ -234,6 +234,40 @@ void attention_cases(std::vector<op_case>& out_cases) {
       c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
       out_cases.push_back(std::move(c));
     }
+  // relative biases (Inkling's: a bias per query, head and distance, src7 [T, H, E]): a prefill
+  // chunk, a decode row and a chunk after a prefix; E shorter than the contexts (the bias stops
+  // at distance E) and longer; a window of 6 over blocks of 4 (earlier blocks null) with E = 6;
+  // sinks beside them
+  for (auto [D, E, W, sinks] : {std::tuple<int64_t, int64_t, int64_t, bool>{8, 5, 0, false},
+                                {64, 40, 0, true},
+                                {64, 6, 6, false}})
+    for (dtype kv : {dtype::f32, dtype::bf16}) {
+      const int64_t H = 4, Hkv = 2, P = 4, NB = 24, MB = 8;
+      op_case c;
+      c.name =
+          fmt::format("paged_attention(S=3,P={},H={},Hkv={},D={},kv={},rel={}{}{})", P, H, Hkv, D,
+                      name(kv), E, W ? fmt::format(",window={}", W) : "", sinks ? ",sinks" : "");
+      gen g(c.name);
+      c.kind = op::paged_attention;
+      const int64_t counts[3] = {20, 1, 3}, pos0s[3] = {0, 25, 14};
+      const auto [seqs, T] = three_sequences(g, counts, pos0s, P, NB, MB, [&](int s) {
+        return std::max<int64_t>(0, W ? pos0s[s] - W + 1 : 0) / P;
+      });
+      c.src = {from_floats(dtype::f32, {T, H, D}, g.normal(T * H * D)),
+               from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+               from_floats(kv, {NB, P, Hkv, D}, g.normal(NB * P * Hkv * D)),
+               from_ints({3, 3 + MB}, seqs),
+               sinks ? from_floats(dtype::f32, {H}, g.normal(H, 2.0f)) : absent(),
+               absent(),
+               absent(),
+               from_floats(dtype::f32, {T, H, E}, g.normal(T * H * E, 2.0f))};
+      c.dst = out(dtype::f32, {T, H, D});
+      c.p.scale = 1.0f / std::sqrt(8.0f);
+      c.p.block_size = P;
+      c.p.window = W;
+      c.tol = kv == dtype::f32 ? tolerance{1e-10, 1e-5} : tolerance{1e-8, 1e-4};
+      out_cases.push_back(std::move(c));
+    }
   for (dtype kv : {dtype::f32, dtype::f16, dtype::bf16})
     for (int64_t D : {8, 64}) {
       // three sequences: a prefill chunk, a decode, a chunk continuing a prefix
