@@ -84,7 +84,7 @@ bool model_config::layer_has_mixer(int64_t layer) const {
 }
 
 bool model_config::has_recurrent_state() const {
-  return ssm_parallel || zamba ||
+  return ssm_parallel || zamba || inkling ||
          std::find(linear_layers.begin(), linear_layers.end(), 1) != linear_layers.end();
 }
 
@@ -99,6 +99,11 @@ int64_t model_config::state_values_per_seq(int64_t begin, int64_t end, int tp) c
   int64_t n = 0;
   for (int64_t l = begin; l < end; ++l)
     if (layer_linear(l) || ssm_parallel || zamba) n += (conv + delta) / t;
+  if (inkling) // k's and v's convolutions (a shard's KV heads), the two outputs' (whole)
+    for (int64_t l = begin; l < end; ++l) {
+      const int64_t kv = layer_kv_heads(l);
+      n += (sconv - 1) * (2 * (kv >= t ? kv / t : 1) * layer_head_dim(l) + 2 * C);
+    }
   return n;
 }
 
@@ -343,6 +348,7 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
                         norm_w;
   if (m.cycle_layers > 0) total += C; // HRM-Text: the low stream's initial value
   if (m.ngpt) total += head_rows;     // Dory: the logits' scale per token id
+  if (m.logit_rows > 0) total += m.V; // (Inkling: the bias on the dropped logits, a weight here)
   for (int64_t l = 0; l < m.n_layer; ++l)
     if (every_run || m.layer_weights(l) == l) // (a layer reading another's weights adds none)
       total +=
@@ -355,6 +361,12 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
            : m.layer_moe(l)    ? experts
                                : dense(l)) +
           (m.ple_dim > 0 ? 2 * C * m.ple_dim + C : 0) + // a layer's gate, projection, norm
+          // Inkling: r_proj, the biases' profiles, the four convolutions; a dense MLP's scalar,
+          // or the router's shared rows and scalar
+          (m.inkling ? m.layer_heads(l) * m.rel_dim * C + m.rel_dim * m.layer_rel_extent(l) +
+                           m.sconv * (2 * m.layer_kv_heads(l) * m.layer_head_dim(l) + 2 * C) +
+                           (m.layer_moe(l) ? m.sink_shared * C + 1 : 1)
+                     : 0) +
           // Dory: q's and the gate's scales, gate's and up's, the two interpolation rates
           (m.ngpt ? 2 * m.layer_heads(l) * m.layer_head_dim(l) + 2 * m.layer_ffn(l) + 2 * C : 0) +
           // Gemma 3n: AltUp's router norm and router, prediction and correction coefficients,
@@ -494,6 +506,9 @@ status model_config::validate() const {
     return bad(fmt::format("{} runs of {} layers from layer {} in {} layers", loops, loop_layers,
                            loop_begin, n_layer));
   if (kv_source_writes && !ngpt) return bad("layers that write another layer's KV cache");
+  if (inkling && (sconv < 2 || rel_dim < 1 || rel_extent < 1 || sink_shared < 0))
+    return bad(fmt::format("short convolutions of {} taps, relative states {} over {}", sconv,
+                           rel_dim, rel_extent));
   if (zamba && (zamba_blocks < 1 || zamba_rank < 0 || !mamba))
     return bad(fmt::format("{} shared blocks with adapters of rank {}", zamba_blocks, zamba_rank));
   if (cycle_layers < 0 || cycles_low < 0 ||
@@ -518,8 +533,10 @@ status model_config::validate() const {
     return bad(fmt::format("latent scale {}", latent_scale));
   if (!layer_blocks.empty() && static_cast<int64_t>(layer_blocks.size()) != n_layer)
     return bad(fmt::format("{} per-layer block kinds for {} layers", layer_blocks.size(), n_layer));
-  if (has_recurrent_state()) {
-    // (the readers check what they read; this bounds what any reader leaves)
+  if (has_recurrent_state() &&
+      (ssm_parallel || zamba ||
+       std::find(linear_layers.begin(), linear_layers.end(), 1) != linear_layers.end())) {
+    // (the mixers' widths: the readers check what they read; this bounds what any leaves)
     // (widths and states far past any published model's, small enough that a state per
     // sequence over every layer stays a 64-bit count)
     if (lin_v_heads <= 0 || lin_v_dim <= 0 || lin_conv < 1 || lin_v_heads > 65536 ||

@@ -65,6 +65,8 @@ struct model_config {
   bool o_bias = false;
   bool mlp_bias = false;
   bool lm_head_bias = false; // (where the config says whether the head has one: PhiMoE)
+  int64_t logit_rows = 0;    // logits past this many are never produced (Inkling's
+                             // unpadded_vocab_size: a bias of -1e30 on them; 0: all)
   int64_t output_vocab = 0;  // the lm_head's rows where fewer than V (Apertus 1.5's pruned head:
                              // ids from it on are never sampled, their logits -1e30); 0: V
   bool tie_embeddings = false;
@@ -404,6 +406,21 @@ struct model_config {
   // input; the embeddings carried beside the stream ([T, 2 C])
   bool zamba = false, zamba_attn_adapters = false;
   int64_t zamba_blocks = 0, zamba_rank = 0;
+  // Inkling (inkling): short convolutions (causal, depthwise, sconv taps, no bias, each x +
+  // conv(x), a state per sequence) on each layer's k and v (before their norms) and on the
+  // attention's and the FFN's outputs (before the residual adds); no RoPE: each head's scores get
+  // a bias per distance < the layer's extent (rel_extent; the sliding layers' window) mixed from
+  // rel_dim relative states per head (r_proj) through the layer's profiles [rel_dim, extent]; on
+  // the full layers q and those biases times 1 + log_scale_alpha ln(max((p + 1) /
+  // log_scale_floor, 1)) (floor 0: off); dense MLPs times a learned scalar; the router's sigmoid
+  // scores of the chosen experts and of sink_shared shared experts (the router's last rows, each
+  // an MLP of F_expert) normalised together, times expert_scale and a learned scalar
+  bool inkling = false;
+  int64_t sconv = 0, rel_dim = 0, rel_extent = 0, log_scale_floor = 0, sink_shared = 0;
+  double log_scale_alpha = 0;
+  int64_t layer_rel_extent(int64_t layer) const {
+    return layer_window(layer) > 0 ? layer_window(layer) : rel_extent;
+  }
   // layers reading an earlier layer's KV cache (kv_source) write their keys and values into it
   // too, before attending (Dory's last_loop: every run of a recurrent layer one cache, the last
   // run's entries the ones kept)

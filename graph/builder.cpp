@@ -241,7 +241,7 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
     std::vector<vid> rin = {logits, router_bias};
     if (s.hash != none) rin.insert(rin.end(), {g_.input(input_kind::tokens), s.hash});
     const auto [iv, wv] = choose(op::moe_router, std::move(rin), p);
-    return experts(iv, wv);
+    return experts(iv, s.reweight ? s.reweight(*this, wv) : wv);
   }
   const vid probs = op(op::softmax, {logits}, "ffn_router_probs");
   const auto [iv, wv] = choose(op::topk, {probs}, {});
@@ -251,7 +251,7 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
     w = mul(w, unary(op::recip, sum, "ffn_expert_weights_inv"), "ffn_expert_weights_norm");
   }
   if (s.scale != 1) w = scale(w, s.scale, "ffn_expert_weights_scaled");
-  return experts(iv, w);
+  return experts(iv, s.reweight ? s.reweight(*this, w) : w);
 }
 
 vid builder::attention(vid h, const attention_spec& s, vid wq, vid wk, vid wv, vid wo, vid bq,
@@ -311,6 +311,10 @@ vid builder::attend(const attention_spec& s, qkv x, vid wo, vid bo) {
   if (s.select != none) { // (block-sparse: each KV head's selection)
     in.push_back(s.select);
     ap.sel_per_kv = true;
+  }
+  if (s.rel != none) { // (src7; none between)
+    in.resize(7, none);
+    in.push_back(s.rel);
   }
   const vid a = op(op::paged_attention, std::move(in), "attn", ap);
   vid flat = view(a, {-1}, "attn_flat");

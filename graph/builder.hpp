@@ -46,6 +46,9 @@ struct attention_spec {
   float qk_norm_eps = 1e-5f;
   vid select =
       none; // i32 [T, Hkv K]: the positions each KV head's queries attend over (MiniMax M3)
+  // [T, H, E]: a bias per query, head and distance < E added to the scores (Inkling's relative
+  // logits; paged_attention's src7)
+  vid rel = none;
   // what the attention's output [T, H D] becomes before o_proj, and the step of its rows where
   // it is rounded (BitNet's norm and rounding; none: not rounded)
   std::function<std::pair<vid, vid>(builder&, vid)> before_out;
@@ -77,6 +80,9 @@ struct moe_spec {
   int64_t zero_experts = 0;    // the router's last ones: identity experts, w x (LongCat-Flash)
   vid post_norm = none;        // [E, C]: each expert's output RMS-normed times its row (Ergo)
   float post_norm_eps = 1e-6f;
+  // the chosen weights [T, k] as the experts get them, from the router's (Inkling's: normalised
+  // with its shared experts' scores); empty: as they come
+  std::function<vid(builder&, vid)> reweight;
 };
 
 /// The optional biases of a mixture of experts (GPT-OSS): the router's logits [E], and each

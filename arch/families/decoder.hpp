@@ -126,6 +126,12 @@ struct decoder_names {
   // it; under it input_layernorm [2 C], self_attn.{q,k,v,o}_proj, pre_ff_layernorm,
   // feed_forward.gate_up_proj / down_proj and the adapter lists), the hybrid layers' linear [C, C]
   std::string zamba_block, zamba_linear;
+  // Inkling (model_config::inkling): per layer r_proj [H d_rel, C], the biases' profiles [d_rel,
+  // extent], the four convolutions' taps ([channels, 1, K]: k, v, the attention's and the FFN's
+  // outputs), a dense MLP's scalar [1], the router's scalar [1] (its rows: the routed experts',
+  // then the shared ones'; shexp_* the shared experts [S, F, C] / [S, C, F])
+  std::string inkling_r, inkling_rel, inkling_k_conv, inkling_v_conv, inkling_attn_conv,
+      inkling_mlp_conv, inkling_mlp_scale, inkling_router_scale;
   // Ergo: the residual adds' branch factors [C] (after the attention and after the FFN), the
   // experts' output norms [E, C], the shared expert's [C]
   std::string attn_res_branch, ffn_res_branch, moe_post_norm, shexp_norm;

@@ -269,6 +269,14 @@ class decoder {
   // Zamba2 (decoder_zamba.cpp, model_config::zamba): the model (the stream and the embeddings
   // beside it), and hybrid layer l's run of its shared block (stored under layer `owner`, its
   // adapters the use-th of their lists) over the stream s and the embeddings e
+  // Inkling (decoder_inkling.cpp, model_config::inkling): the model, a layer, its attention; x +
+  // a causal depthwise convolution of x (its taps `taps` [heads width, K], a state per sequence
+  // [heads, K - 1, width] cut along `ax`; axis::none: whole on every rank)
+  status build_inkling();
+  expected<vid> inkling_layer(int l, vid x);
+  expected<vid> inkling_attention(int l, vid h);
+  expected<vid> short_conv_residual(builder& b, int l, vid x, const std::string& taps,
+                                    int64_t heads, int64_t width, axis ax, const std::string& what);
   status build_zamba();
   expected<vid> zamba_shared(int l, vid s, vid e, int64_t owner, int64_t use);
   status build_ngpt();

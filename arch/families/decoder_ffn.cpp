@@ -27,7 +27,9 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
   const int64_t routed = E + c_.zero_experts; // (LongCat's identity experts: router rows past E)
   if (n_.moe_router.empty() || (n_.moe_gate.empty() && n_.moe_gate_up.empty() && !c_.expert_relu2))
     return make_error(errc::internal, "{}: the family names no expert tensors", m_.path);
-  TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {routed, C}));
+  // (Inkling: the router's rows past the routed experts' score the shared ones)
+  TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {routed, C}, cut::none, axis::none, 1,
+                            c_.sink_shared > 0 ? row_range(0, routed) : weight_ref{}));
   auto stack = [&](const std::string& pattern, std::vector<int64_t> each, cut cu) {
     // "experts.*.w1" for per-expert tensors (built, not replace()d: GCC 12 warns falsely
     // of an overlapping memcpy inside basic_string::replace here, -Wrestrict)
@@ -105,7 +107,46 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     TROUPE_TRY_SET(mb.down, req(n_.moe_down_b, l, {E * C}));
     for (vid v : {mb.gate, mb.up, mb.down}) g_[v].groups = E;
   }
+  vid gammas = none; // (Inkling: the shared experts' weights [T, S], made by reweight)
+  if (c_.sink_shared > 0) {
+    // the chosen experts' sigmoid scores and the shared experts' normalised together, times
+    // route_scale and the router's learned scalar
+    const int64_t S = c_.sink_shared;
+    TROUPE_TRY_ASSIGN(
+        ws, req(n_.moe_router, l, {S, C}, cut::none, axis::none, 1, row_range(routed, S)));
+    TROUPE_TRY_ASSIGN(gs, req(n_.inkling_router_scale, l, {1}));
+    s.norm_topk = false, s.scale = 1;
+    s.reweight = [&gammas, h, ws, gs, k = static_cast<float>(c_.expert_scale)](builder& bb, vid w) {
+      const vid sig = bb.unary(op::sigmoid, bb.op(op::matmul, {h, ws, none}, "ffn_shared_logits"),
+                               "ffn_shared_scores");
+      const vid denom = bb.add(bb.op(op::sum_rows, {w}, "ffn_chosen_sum"),
+                               bb.op(op::sum_rows, {sig}, "ffn_shared_sum"), "ffn_scores_sum");
+      const vid r =
+          bb.scale(bb.mul(bb.unary(op::recip, denom, "ffn_scores_inv"), gs, "ffn_scores_global"), k,
+                   "ffn_scores_scale");
+      gammas = bb.mul(sig, r, "ffn_shared_weights");
+      return bb.mul(w, r, "ffn_expert_weights_sink");
+    };
+  }
   vid y = b.moe(h, s, wr, wg, wu, wd, rb, mb);
+  if (c_.sink_shared > 0) { // each shared expert's MLP times its weight
+    const int64_t S = c_.sink_shared;
+    for (int64_t j = 0; j < S; ++j) {
+      TROUPE_TRY_ASSIGN(sg,
+                        req(n_.shexp_gate, l, {F, C}, cut::out, axis::ffn, 1, row_range(j * F, F)));
+      TROUPE_TRY_ASSIGN(su,
+                        req(n_.shexp_up, l, {F, C}, cut::out, axis::ffn, 1, row_range(j * F, F)));
+      TROUPE_TRY_ASSIGN(sd,
+                        req(n_.shexp_down, l, {C, F}, cut::in, axis::ffn, 1, row_range(j * C, C)));
+      const std::string what = fmt::format("ffn_shexp{}", j);
+      kernels::op_params cp;
+      cp.col0 = j, cp.cols = 1;
+      const vid gj = b.op(op::slice, {gammas}, what + "_weight", cp);
+      const vid sh = b.ffn(h, sg, su, sd, none, none, none, act_op(), act_expr_, what);
+      y = b.add(y, b.mul(sh, gj, what + "_weighted"), what + "_sum");
+    }
+    return y;
+  }
   if (c_.F_shared > 0 && c_.expert_relu2) { // ungated: down(act(up x))
     const int64_t Fs = c_.F_shared;
     TROUPE_TRY_ASSIGN(su, req(n_.shexp_up, l, {Fs, C}, cut::out, axis::ffn));

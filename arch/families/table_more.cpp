@@ -49,6 +49,17 @@ std::vector<family_entry> more_families() {
        R"({"vocab_size": 32000, "hidden_size": 2048, "intermediate_size": 8192,
            "num_hidden_layers": 16, "num_attention_heads": 32, "max_position_embeddings": 2048,
            "rms_norm_eps": 1e-5, "tie_word_embeddings": false})"},
+      // Inkling: relative logits instead of RoPE, short convolutions, shared experts in the router
+      {"inkling",
+       {"InklingForCausalLM"},
+       {},
+       read_inkling_hf,
+       nullptr,
+       build_inkling,
+       prepare_inkling_hf,
+       R"({"vocab_size": 201024, "hidden_size": 6144, "intermediate_size": 24576,
+           "num_hidden_layers": 66, "num_attention_heads": 64, "num_key_value_heads": 8,
+           "head_dim": 128, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6})"},
       // Zamba2: Mamba-2 layers, some first running a shared transformer block (per-use adapters)
       {"zamba2",
        {"Zamba2ForCausalLM"},
