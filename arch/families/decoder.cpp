@@ -649,9 +649,14 @@ status decoder::head(vid x) {
     rows = hm.in;
   }
   if (c_.altup > 0) TROUPE_TRY_SET(rows, altup_collapse(rows));
-  if (c_.shortcut_moe || c_.zamba) rows = stream_of(b, rows, 0, "rows_stream");
+  if (c_.shortcut_moe || c_.zamba || c_.loop_layers > 0) // (the stream, not what rides beside)
+    rows = stream_of(b, rows, 0, "rows_stream");
   if (c_.cycle_layers > 0) rows = stream_of(b, rows, 1, "rows_high"); // (HRM-Text)
-  TROUPE_TRY_ASSIGN(hn, norm(rows, L, n_.out_norm, n_.out_norm_b, C, c_.norm, "output_norm"));
+  vid hn = none;
+  if (c_.ngpt) // (Dory: weightless, to the unit sphere)
+    hn = l2_norm(b, rows, C, "output_norm");
+  else
+    TROUPE_TRY_SET(hn, norm(rows, L, n_.out_norm, n_.out_norm_b, C, c_.norm, "output_norm"));
   vid out_w = tok_;
   if (!c_.tie_embeddings) {
     TROUPE_TRY_ASSIGN(o, req(n_.lm_head, L, {V, C}, cut::out, axis::vocab));
@@ -660,6 +665,13 @@ status decoder::head(vid x) {
   TROUPE_TRY_ASSIGN(ob, opt(n_.lm_head_b, L, {V}, cut::out, axis::vocab));
   vid lg = b.op(op::matmul, {hn, out_w, g_[ob].empty ? none : ob}, "logits");
   if (c_.logit_scale != 1) lg = b.scale(lg, static_cast<float>(c_.logit_scale), "logits_scaled");
+  if (c_.ngpt) { // (Dory: times logit_scale / init per token id, whole on every rank: TP gathers
+                 // the vocabulary's logits right after the matmul)
+    TROUPE_TRY_ASSIGN(ls, ngpt_scale(b, n_.ngpt_logit_scale, L, V,
+                                     fmt::format("x * {:.17g}", 1.0 / c_.ngpt_init), cut::none,
+                                     axis::none, 1, "logit_scale"));
+    lg = b.mul(lg, ls, "logits_scaled");
+  }
   if (c_.final_softcap > 0) {
     const auto cap = static_cast<float>(c_.final_softcap);
     lg = b.scale(lg, 1.0f / cap, "logits_div");

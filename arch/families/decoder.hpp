@@ -7,6 +7,9 @@
 // contiguous, gathered where a layout interleaves heads.
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include "arch/families/families.hpp"
 
 namespace troupe::arch {
@@ -176,6 +179,12 @@ void gemma_ple_names(decoder_names& n, bool hf);
 void kda_names(decoder_names& n, const std::string& a);
 
 status build_decoder(const model_source& m, const decoder_names& n, graph::graph& g);
+
+/// Zamba2 (zamba2.cpp): per layer, the layer under whose name the shared block it runs is stored
+/// (-1: a Mamba layer alone): each block's first user, or (no tie_word_embeddings, as
+/// transformers ties) the layer itself where `own_copy` says it stores one.
+std::vector<int64_t> zamba_block_owners(const model_config& c,
+                                        const std::function<bool(int64_t)>& own_copy);
 
 /// v rounded to `t` and back (f32, f16, bf16; other types leave it as it is): HF computes with
 /// scales held in the weights' dtype.

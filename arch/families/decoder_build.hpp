@@ -5,6 +5,7 @@
 // multi-stream residuals). Only those include it.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -178,6 +179,22 @@ class decoder {
   axis kv_axis_of(int l) const {
     return c_.layer_full_geometry(l) ? axis::kv_heads_full : axis::kv_heads;
   }
+  // act(g) * u by the family's activation (an expression over the gate, or the whole gating over
+  // g and u; else act_op()), named what_act / what_prod
+  vid gated_product(builder& b, vid g, vid u, const std::string& what) const {
+    if (act_expr_ && act_expr_->sources == 2)
+      return b.elementwise(act_expr_, {g, u}, what + "_prod");
+    const vid a = act_expr_ ? b.elementwise(act_expr_, {g}, what + "_act")
+                            : b.unary(act_op(), g, what + "_act");
+    return b.mul(a, u, what + "_prod");
+  }
+  // x / sqrt(sum x^2 + eps) over its whole row of `width` values, whatever TP shard holds which
+  // part (nGPT's L2 norm of a split row: rms_across_ranks by eps / width, times 1 / sqrt(width))
+  static vid l2_across_ranks(builder& b, vid x, int64_t width, float eps, const std::string& what) {
+    const double w = static_cast<double>(width);
+    return b.scale(rms_across_ranks(b, x, width, static_cast<float>(eps / w), what + "_sub"),
+                   static_cast<float>(1.0 / std::sqrt(w)), what + "_sub_norm");
+  }
   // the FFN's activation as an op
   op act_op() const {
     return c_.act == act_kind::silu        ? op::silu
@@ -264,7 +281,8 @@ class decoder {
   status head(vid x);
 
   // Dory (decoder_ngpt.cpp, model_config::ngpt): the model (its stream, and the recurrent
-  // section's input beside it where it loops), a layer, its attention and MLP, the head; x /
+  // section's input beside it where it loops), a layer, its attention and MLP (the head is
+  // head()'s, with an L2 norm and the logits' scale per token id); x /
   // sqrt(sum x^2 + eps) over the last dim of width n (an RMS norm by eps / n, times 1 / sqrt(n))
   // Zamba2 (decoder_zamba.cpp, model_config::zamba): the model (the stream and the embeddings
   // beside it), and hybrid layer l's run of its shared block (stored under layer `owner`, its
@@ -283,7 +301,6 @@ class decoder {
   expected<vid> ngpt_layer(int l, vid h);
   expected<vid> ngpt_attention(int l, vid h);
   expected<vid> ngpt_mlp(int l, vid h);
-  status ngpt_head(vid x);
   vid l2_norm(builder& b, vid x, int64_t n, const std::string& what);
   // a stored per-channel vector [n] through `expr` (over x: its scaling, as HF computes it from
   // the parameter every step; a node over n values)

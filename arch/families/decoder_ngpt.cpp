@@ -62,7 +62,7 @@ status decoder::build_ngpt() {
     x = loops ? b.op(op::concat, {y, in}, "loop_streams") : y;
     g_.residual.push_back(x);
   }
-  return ngpt_head(x);
+  return head(x); // (its L2 norm and logit scale: model_config::ngpt)
 }
 
 expected<vid> decoder::ngpt_layer(int l, vid x) {
@@ -120,12 +120,8 @@ expected<vid> decoder::ngpt_attention(int l, vid h) {
       gs, ngpt_scale(b, n_.ngpt_s_gate, l, H * D, sg, cut::out, axis::heads, D, "gate_scale"));
   s.gate = b.mul(b.linear(h, p.wgate, none, "q_gate"), gs, "q_gate_scaled");
   // the output L2-normed over its H D values (each rank holding some heads) before o_proj
-  const float eps = l2_eps / static_cast<float>(H * D);
-  s.before_out = [eps, W = H * D](builder& bb, vid y) {
-    const vid n = rms_across_ranks(bb, y, W, eps, "attn_sub");
-    return std::pair<vid, vid>{
-        bb.scale(n, static_cast<float>(1.0 / std::sqrt(static_cast<double>(W))), "attn_sub_norm"),
-        none};
+  s.before_out = [W = H * D](builder& bb, vid y) {
+    return std::pair<vid, vid>{l2_across_ranks(bb, y, W, l2_eps, "attn"), none};
   };
   if (const int64_t src = c_.layer_kv_source(l); src != l) {
     // (Dory's last_loop: this run writes the first run's cache, then attends over it)
@@ -158,39 +154,8 @@ expected<vid> decoder::ngpt_mlp(int l, vid h) {
       su, ngpt_scale(b, n_.ngpt_suv_up, l, F, times, cut::out, axis::ffn, 1, "ffn_up_scale"));
   const vid g = b.mul(b.linear(h, wg, bg, "ffn_gate"), sg, "ffn_gate_scaled");
   const vid u = b.mul(b.linear(h, wu, bu, "ffn_up"), su, "ffn_up_scaled");
-  // (an activation written as an expression: over the gate, or the whole gating over g and u)
-  const vid prod = act_expr_ && act_expr_->sources == 2
-                       ? b.elementwise(act_expr_, {g, u}, "ffn_prod")
-                       : b.mul(act_expr_ ? b.elementwise(act_expr_, {g}, "ffn_act")
-                                         : b.unary(act_op(), g, "ffn_act"),
-                               u, "ffn_prod");
-  const vid n = rms_across_ranks(b, prod, F, l2_eps / static_cast<float>(F), "ffn_sub");
-  const vid y =
-      b.scale(n, static_cast<float>(1.0 / std::sqrt(static_cast<double>(F))), "ffn_sub_norm");
+  const vid y = l2_across_ranks(b, gated_product(b, g, u, "ffn"), F, l2_eps, "ffn");
   return b.linear(y, wd, bd, "ffn_out");
-}
-
-status decoder::ngpt_head(vid x) {
-  const int64_t C = c_.C, V = c_.V;
-  const int L = g_.n_layer;
-  builder b(g_, L);
-  vid rows = b.op(op::embedding, {x, g_.input(input_kind::logit_rows)}, "rows");
-  if (c_.loop_layers > 0) rows = stream_of(b, rows, 0, "rows_stream");
-  const vid hn = l2_norm(b, rows, C, "output_norm");
-  vid out_w = tok_;
-  if (!c_.tie_embeddings) {
-    TROUPE_TRY_ASSIGN(o, req(n_.lm_head, L, {V, C}, cut::out, axis::vocab));
-    out_w = o;
-  }
-  // (the scale whole on every rank: TP gathers the vocabulary's logits right after the matmul)
-  const vid lg = b.op(op::matmul, {hn, out_w, none}, "logits");
-  TROUPE_TRY_ASSIGN(ls, ngpt_scale(b, n_.ngpt_logit_scale, L, V,
-                                   fmt::format("x * {}", num(1.0 / c_.ngpt_init)), cut::none,
-                                   axis::none, 1, "logit_scale"));
-  const vid out = b.mul(lg, ls, "logits_scaled");
-  g_.logits = out;
-  g_[out].output = true;
-  return {};
 }
 
 } // namespace troupe::arch::detail

@@ -16,22 +16,19 @@ status decoder::build_zamba() {
   builder b0(g_, -1);
   vid x = b0.op(op::concat, {e0, e0}, "zamba_streams");
   g_.residual.push_back(x);
-  std::vector<int64_t> owner; // each block's first hybrid layer
-  int64_t use = 0;            // hybrid layers so far
+  // (sized from a config, every layer has its copy where transformers would make one)
+  const auto owners = zamba_block_owners(c_, [this](int64_t l) {
+    return m_.shapes_only || m_.tensors->contains(at(n_.zamba_block, static_cast<int>(l)) +
+                                                  "self_attn.q_proj.weight");
+  });
+  int64_t use = 0; // hybrid layers so far
   for (int l = 0; l < g_.n_layer; ++l) {
     builder b(g_, l);
     vid s = stream_of(b, x, 0, "stream_in");
     const vid e = stream_of(b, x, 1, "embd_in");
     vid in = s;
-    if (!c_.layer_linear(l)) {
-      const auto blk = static_cast<size_t>(use % c_.zamba_blocks);
-      if (owner.size() <= blk) owner.push_back(l);
-      // (transformers ties a block's uses only with tie_word_embeddings: without it, a layer
-      // runs its own copy, where the checkpoint has one; sized from a config, it has)
-      const bool own = !c_.tie_embeddings &&
-                       (m_.shapes_only ||
-                        m_.tensors->contains(at(n_.zamba_block, l) + "self_attn.q_proj.weight"));
-      TROUPE_TRY_ASSIGN(t, zamba_shared(l, s, e, own ? l : owner[blk], use));
+    if (const int64_t owner = owners[static_cast<size_t>(l)]; owner >= 0) {
+      TROUPE_TRY_ASSIGN(t, zamba_shared(l, s, e, owner, use));
       TROUPE_TRY_ASSIGN(wl, req(n_.zamba_linear, l, {C, C}));
       in = b.add(s, b.linear(t, wl, none, "shared_linear"), "ssm_in_sum");
       ++use;
@@ -98,11 +95,7 @@ expected<vid> decoder::zamba_shared(int l, vid s, vid e, int64_t owner, int64_t 
   };
   TROUPE_TRY_ASSIGN(g, half(0, "ffn_gate"));
   TROUPE_TRY_ASSIGN(u, half(1, "ffn_up"));
-  const vid prod = act_expr_ && act_expr_->sources == 2
-                       ? b.elementwise(act_expr_, {g, u}, "ffn_prod")
-                       : b.mul(act_expr_ ? b.elementwise(act_expr_, {g}, "ffn_act")
-                                         : b.unary(act_op(), g, "ffn_act"),
-                               u, "ffn_prod");
+  const vid prod = gated_product(b, g, u, "ffn");
   TROUPE_TRY_ASSIGN(wd, req(f + "down_proj.weight", l, {C, F}, cut::in, axis::ffn));
   vid bd = none;
   if (c_.mlp_bias) TROUPE_TRY_SET(bd, req(f + "down_proj.bias", l, {C}));

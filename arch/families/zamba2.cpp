@@ -83,6 +83,21 @@ status read_zamba2_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+std::vector<int64_t> zamba_block_owners(const model_config& c,
+                                        const std::function<bool(int64_t)>& own_copy) {
+  std::vector<int64_t> owners(static_cast<size_t>(c.n_layer), -1), first; // (each block's)
+  int64_t use = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    if (c.layer_linear(l)) continue;
+    const auto blk = static_cast<size_t>(use++ % c.zamba_blocks);
+    if (first.size() <= blk) first.push_back(l);
+    // (transformers ties a block's uses only with tie_word_embeddings: without it, a layer runs
+    // its own copy where the checkpoint has one)
+    owners[static_cast<size_t>(l)] = !c.tie_embeddings && own_copy(l) ? l : first[blk];
+  }
+  return owners;
+}
+
 status prepare_zamba2_hf(const model_config& c, tensor_index& t) {
   // a hybrid layer's mixer and its norm under the plain layers' names
   const std::string from = ".mamba_decoder.";
@@ -92,22 +107,20 @@ status prepare_zamba2_hf(const model_config& c, tensor_index& t) {
       TROUPE_TRY(rename_tensor(t, name, name.substr(0, at + 1) + name.substr(at + from.size())));
   // the adapters no use reads: a block's module holds a list entry for each of its uses, and a
   // copy of it that runs for one use (no tie_word_embeddings: transformers ties nothing) reads
-  // only that use's (the decoder picks the owner as decoder_zamba.cpp does)
+  // only that use's
   std::set<std::string> used; // "model.layers.{owner}.shared_transformer.{list}.{use}."
-  std::vector<int64_t> owner;
+  const auto owners = zamba_block_owners(c, [&t](int64_t l) {
+    return t.find(fmt::format("model.layers.{}.shared_transformer.self_attn.q_proj.weight", l)) !=
+           nullptr;
+  });
   int64_t use = 0;
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    if (c.layer_linear(l)) continue;
-    const auto blk = static_cast<size_t>(use % c.zamba_blocks);
-    if (owner.size() <= blk) owner.push_back(l);
-    const std::string own = fmt::format("model.layers.{}.shared_transformer.", l);
-    const std::string p = !c.tie_embeddings && t.find(own + "self_attn.q_proj.weight")
-                              ? own
-                              : fmt::format("model.layers.{}.shared_transformer.", owner[blk]);
+    if (owners[static_cast<size_t>(l)] < 0) continue;
     for (const char* list :
          {"self_attn.linear_q_adapter_list", "self_attn.linear_k_adapter_list",
           "self_attn.linear_v_adapter_list", "feed_forward.gate_up_proj_adapter_list"})
-      used.insert(fmt::format("{}{}.{}.", p, list, use));
+      used.insert(fmt::format("model.layers.{}.shared_transformer.{}.{}.",
+                              owners[static_cast<size_t>(l)], list, use));
     ++use;
   }
   for (const std::string& name : t.names()) {
