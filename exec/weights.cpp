@@ -66,15 +66,23 @@ class loader {
     }
     if (!v.w.parts.empty()) return stacked(v);
     TROUPE_TRY_ASSIGN(s, find(m_, v.w.name));
+    if (v.w.row_step < 1 || v.w.row_phase < 0)
+      return make_error(errc::internal, "{}: rows strided by {} from {}", v.w.name, v.w.row_step,
+                        v.w.row_phase);
     if (v.dims.size() == 1) return vec(v, s);
-    if (v.w.transposed) return transposed(v, s);
+    if (v.w.transposed) {
+      if (strided(v))
+        return make_error(errc::unsupported, "{}: strided rows of a transposed weight", v.w.name);
+      return transposed(v, s);
+    }
     if (v.w.add != 0)
       return make_error(errc::unsupported, "{}: a constant added to a matrix weight", v.w.name);
     const auto segs = segments(v, s.rows);
+    TROUPE_TRY(check_rows(v, segs, s.rows));
     const bool all_cols = v.w.col0 == 0 && (v.w.cols < 0 || v.w.cols == s.cols);
-    if (segs.size() == 1 && all_cols) { // zero-copy rows
-      TROUPE_TRY_ASSIGN(view,
-                        m_.tensors->rows(v.w.name, segs[0].first, segs[0].first + segs[0].second));
+    if (segs.size() == 1 && all_cols && v.w.row_step == 1) { // zero-copy rows
+      const int64_t first = stored_row(v, segs[0].first);
+      TROUPE_TRY_ASSIGN(view, m_.tensors->rows(v.w.name, first, first + segs[0].second));
       tensor_view t(view.data, view.type, shape{segs[0].second, s.cols});
       out_.resident_bytes += t.nbytes();
       return t;
@@ -91,16 +99,29 @@ class loader {
     int64_t r = 0;
     for (auto [a, c] : segs)
       for (int64_t i = 0; i < c; ++i, ++r)
-        std::memcpy(buf.as<uint8_t>() + r * rb, s.row(a + i) + off, rb);
+        std::memcpy(buf.as<uint8_t>() + r * rb, s.row(stored_row(v, a + i)) + off, rb);
     tensor_view t(buf.data(), s.t->type, shape{n, nc});
     keep(std::move(buf), t);
     return t;
   }
 
  private:
-  std::vector<std::pair<int64_t, int64_t>> segments(const value& v, int64_t rows) {
-    if (v.w.segments.empty()) return {{0, rows}};
-    return v.w.segments;
+  // the logical rows (segments) of a value whose stored matrix has `rows` rows
+  static std::vector<std::pair<int64_t, int64_t>> segments(const value& v, int64_t rows) {
+    if (!v.w.segments.empty()) return v.w.segments;
+    const int64_t n = rows > v.w.row_phase ? (rows - v.w.row_phase - 1) / v.w.row_step + 1 : 0;
+    return {{0, n}};
+  }
+  static bool strided(const value& v) { return v.w.row_step != 1 || v.w.row_phase != 0; }
+  static int64_t stored_row(const value& v, int64_t r) { return r * v.w.row_step + v.w.row_phase; }
+  // every logical row read is a stored one
+  static status check_rows(const value& v, const std::vector<std::pair<int64_t, int64_t>>& segs,
+                           int64_t rows) {
+    for (auto [a, c] : segs)
+      if (c > 0 && (a < 0 || stored_row(v, a + c - 1) >= rows))
+        return make_error(errc::shape_mismatch, "{}: rows [{}, {}) (stored every {} from {}) of {}",
+                          v.w.name, a, a + c, v.w.row_step, v.w.row_phase, rows);
+    return {};
   }
   void keep(buffer b, const tensor_view& t) {
     out_.resident_bytes += t.nbytes();
@@ -122,6 +143,7 @@ class loader {
     const int64_t R = parts[0].rows, K = parts[0].cols;
     const dtype type = parts[0].t->type;
     const auto segs = segments(v, R * static_cast<int64_t>(parts.size()));
+    TROUPE_TRY(check_rows(v, segs, R * static_cast<int64_t>(parts.size())));
     const int64_t c0 = v.w.col0, nc = v.w.cols < 0 ? K - c0 : v.w.cols;
     const int64_t blk = block_elems(type);
     if (c0 % blk || nc % blk || c0 + nc > K) return split_off_blocks(v.w.name, type, c0, nc, K);
@@ -132,7 +154,7 @@ class loader {
     int64_t r = 0;
     for (auto [a, c] : segs)
       for (int64_t i = 0; i < c; ++i, ++r) {
-        const int64_t row = a + i;
+        const int64_t row = stored_row(v, a + i);
         if (row < 0 || row / R >= static_cast<int64_t>(parts.size()))
           return make_error(errc::shape_mismatch, "{}: row {} of {} stacked", v.w.name, row,
                             R * static_cast<int64_t>(parts.size()));
@@ -151,12 +173,20 @@ class loader {
       return make_error(errc::unsupported, "{}: quantized norms and biases are not supported",
                         v.w.name);
     auto segs = segments(v, total);
+    TROUPE_TRY(check_rows(v, segs, total));
     int64_t n = 0;
-    for (auto [a, c] : segs) {
-      if (a < 0 || a + c > total)
-        return make_error(errc::shape_mismatch, "{}: elements [{}, {}) of {}", v.w.name, a, a + c,
-                          total);
-      n += c;
+    for (auto [a, c] : segs) n += c;
+    if (strided(v)) { // element by element
+      TROUPE_TRY_ASSIGN(buf, buffer::allocate(static_cast<size_t>(n) * 4, false));
+      float* o = buf.as<float>();
+      for (auto [a, c] : segs)
+        for (int64_t i = 0; i < c; ++i, ++o) {
+          to_f32(s.t->type, s.t->data + row_bytes(s.t->type, stored_row(v, a + i)), o, 1);
+          *o += v.w.add;
+        }
+      tensor_view t(buf.data(), dtype::f32, shape{n});
+      keep(std::move(buf), t);
+      return t;
     }
     if (segs.size() == 1 && s.t->type == dtype::f32 && v.w.add == 0) {
       tensor_view t(const_cast<uint8_t*>(s.t->data) + segs[0].first * 4, dtype::f32, shape{n});

@@ -136,6 +136,8 @@ std::string weight_identity(const value& v) {
   for (const auto& p : v.w.parts) key.append(1, '+').append(p);
   for (auto [a, n] : v.w.segments) key += fmt::format("|{}:{}", a, n);
   key += fmt::format("|{}:{}|{}|{}", v.w.col0, v.w.cols, v.w.transposed ? "t" : "", v.w.add);
+  if (v.w.row_step != 1 || v.w.row_phase != 0)
+    key += fmt::format("|step {}+{}", v.w.row_step, v.w.row_phase);
   return key;
 }
 

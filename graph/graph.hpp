@@ -99,9 +99,13 @@ struct weight_ref {
   std::vector<std::pair<int64_t, int64_t>> segments; // (first row, count)
   bool transposed = false;     // stored [K, N] (GPT-2's Conv1D): transposed when loaded
   int64_t col0 = 0, cols = -1; // columns taken (after the rows and the transpose); -1: all
-  float add = 0;               // added to every element when loaded (Gemma stores norm w - 1)
-  bool optional = false;       // absent from the checkpoint: the value is empty (no bias)
-  bool constant = false;       // not in the checkpoint: every element is `fill` (a norm's ones)
+  // a strided view of the stored rows (of the concatenation, for parts): the logical matrix's
+  // row r is stored row r * row_step + row_phase (Inkling's published w13 tensors, whose gate
+  // and up rows alternate); segments and tensor-parallel cuts index the logical rows
+  int64_t row_step = 1, row_phase = 0;
+  float add = 0;         // added to every element when loaded (Gemma stores norm w - 1)
+  bool optional = false; // absent from the checkpoint: the value is empty (no bias)
+  bool constant = false; // not in the checkpoint: every element is `fill` (a norm's ones)
   float fill = 0;
 };
 

@@ -43,6 +43,9 @@ struct decoder_names {
   std::string moe_gate_up; // or gate and up packed [E, 2F, C]: each expert's gate rows, then up
   std::string shexp_gate, shexp_up, shexp_down, shexp_gate_inp;
   std::string shexp_gate_up; // or the shared expert's gate and up rows in one tensor (Granite 4.0)
+  // the fused gate / up tensors (w_gate_up, moe_gate_up, shexp_gate_up) alternate gate and up
+  // rows instead of holding all gate rows first (Inkling's published w13)
+  bool gate_up_interleaved = false;
   std::string moe_router_bias; // DeepSeek-V3's e_score_correction_bias
   // GPT-OSS: the router's bias [E], the experts' biases as merged [E, F] / [E, C] tensors
   std::string moe_router_b, moe_gate_b, moe_up_b, moe_down_b;

@@ -36,6 +36,21 @@ inline weight_ref row_range(int64_t first, int64_t count) {
   return r;
 }
 
+/// The gate (or up) rows of a fused gate / up tensor of `groups` matrices [2 F, K] (experts),
+/// for groups [g0, g0 + n): each matrix's first F rows then its last F, or (interleaved) its rows
+/// alternating gate, up (a strided view).
+inline weight_ref gate_up_rows(bool interleaved, bool up, int64_t F, int64_t g0 = 0,
+                               int64_t n = 1) {
+  weight_ref r;
+  if (interleaved) {
+    r.row_step = 2, r.row_phase = up ? 1 : 0;
+    r.segments = {{g0 * F, n * F}};
+    return r;
+  }
+  for (int64_t e = g0; e < g0 + n; ++e) r.segments.emplace_back(2 * e * F + (up ? F : 0), F);
+  return r;
+}
+
 class decoder {
  public:
   decoder(const model_source& m, const decoder_names& n, graph::graph& g)

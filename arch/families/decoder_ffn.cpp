@@ -44,11 +44,8 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     TROUPE_TRY_SET(wu, stack(n_.moe_up, {F, C}, cut::out));
     wg = wu;
   } else if (!n_.moe_gate_up.empty()) { // packed: expert e's gate rows [2eF, 2eF + F), then its up
-    weight_ref rg, ru;
-    for (int64_t e = 0; e < E; ++e) {
-      rg.segments.emplace_back(2 * e * F, F);
-      ru.segments.emplace_back(2 * e * F + F, F);
-    }
+    const weight_ref rg = gate_up_rows(n_.gate_up_interleaved, false, F, 0, E),
+                     ru = gate_up_rows(n_.gate_up_interleaved, true, F, 0, E);
     TROUPE_TRY_SET(wg, req(n_.moe_gate_up, l, {E * F, C}, cut::out, axis::ffn, 1, rg));
     TROUPE_TRY_SET(wu, req(n_.moe_gate_up, l, {E * F, C}, cut::out, axis::ffn, 1, ru));
     g_[wg].groups = g_[wu].groups = E; // TP and EP cut each expert alike
@@ -131,11 +128,15 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
   vid y = b.moe(h, s, wr, wg, wu, wd, rb, mb);
   if (c_.sink_shared > 0) { // each shared expert's MLP times its weight
     const int64_t S = c_.sink_shared;
+    const bool packed = !n_.shexp_gate_up.empty(); // (published: one w13 tensor [S, 2 F, C])
     for (int64_t j = 0; j < S; ++j) {
-      TROUPE_TRY_ASSIGN(sg,
-                        req(n_.shexp_gate, l, {F, C}, cut::out, axis::ffn, 1, row_range(j * F, F)));
+      const bool il = n_.gate_up_interleaved;
+      TROUPE_TRY_ASSIGN(sg, req(packed ? n_.shexp_gate_up : n_.shexp_gate, l, {F, C}, cut::out,
+                                axis::ffn, 1,
+                                packed ? gate_up_rows(il, false, F, j) : row_range(j * F, F)));
       TROUPE_TRY_ASSIGN(su,
-                        req(n_.shexp_up, l, {F, C}, cut::out, axis::ffn, 1, row_range(j * F, F)));
+                        req(packed ? n_.shexp_gate_up : n_.shexp_up, l, {F, C}, cut::out, axis::ffn,
+                            1, packed ? gate_up_rows(il, true, F, j) : row_range(j * F, F)));
       TROUPE_TRY_ASSIGN(sd,
                         req(n_.shexp_down, l, {C, F}, cut::in, axis::ffn, 1, row_range(j * C, C)));
       const std::string what = fmt::format("ffn_shexp{}", j);
@@ -159,7 +160,9 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     const int64_t Fs = c_.F_shared;
     const bool packed = !n_.shexp_gate_up.empty(); // gate rows, then up rows
     weight_ref rg, ru;
-    if (packed) rg.segments = {{0, Fs}}, ru.segments = {{Fs, Fs}};
+    if (packed)
+      rg = gate_up_rows(n_.gate_up_interleaved, false, Fs),
+      ru = gate_up_rows(n_.gate_up_interleaved, true, Fs);
     TROUPE_TRY_ASSIGN(
         sg, req(packed ? n_.shexp_gate_up : n_.shexp_gate, l, {Fs, C}, cut::out, axis::ffn, 1, rg));
     TROUPE_TRY_ASSIGN(
@@ -210,9 +213,9 @@ expected<vid> decoder::ffn(int l, vid h) {
   tr.transposed = n_.transposed;
   vid wg = none, wu, bg = none, bu;
   if (!n_.w_gate_up.empty()) {
-    weight_ref g = tr, u = tr;
-    g.segments = {{0, F}};
-    u.segments = {{F, F}};
+    weight_ref g = gate_up_rows(n_.gate_up_interleaved, false, F),
+               u = gate_up_rows(n_.gate_up_interleaved, true, F);
+    g.transposed = u.transposed = tr.transposed;
     TROUPE_TRY_ASSIGN(a, req(n_.w_gate_up, l, {F, C}, cut::out, axis::ffn, 1, g));
     TROUPE_TRY_ASSIGN(a2, req(n_.w_gate_up, l, {F, C}, cut::out, axis::ffn, 1, u));
     wg = a, wu = a2;

@@ -57,6 +57,12 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
   // and a one-row matrix as [n] (GGUF's shared-expert gate)
   if (dims.size() == 1 && want.size() == 2 && want[0] == 1 && want[1] == dims[0]) dims = want;
   if (ref.transposed && dims.size() == 2) std::swap(dims[0], dims[1]);
+  if (ref.row_step != 1 || ref.row_phase != 0) { // a strided view: its rows are the logical ones
+    if (ref.row_step < 1 || ref.row_phase < 0 || ref.row_phase >= dims[0])
+      return make_error(errc::internal, "tensor '{}': rows every {} from {}", name, ref.row_step,
+                        ref.row_phase);
+    dims[0] = (dims[0] - ref.row_phase + ref.row_step - 1) / ref.row_step;
+  }
   if (!ref.segments.empty()) {
     int64_t n = 0;
     for (auto [first, count] : ref.segments) {
