@@ -5,9 +5,10 @@
 // layers of their own geometry (swa_* heads, head dim) beside full ones (log-scaled logits past
 // log_scaling_n_floor), a normed embedding, dense MLPs and DeepSeek-like sigmoid experts whose
 // shared experts sit in the router's normalisation; the head's input divided by
-// logits_mup_width_multiplier, logits past unpadded_vocab_size never produced. HF only, in
-// transformers' layout: the published multimodal checkpoint (InklingForConditionalGeneration,
-// model.llm.* with its own names and gate / up rows interleaved in w13 tensors) is not read.
+// logits_mup_width_multiplier, logits past unpadded_vocab_size never produced. HF only: in
+// transformers' layout (InklingForCausalLM) and as published (InklingForConditionalGeneration:
+// the text model's tensors under model.llm. by their own names, gate and up rows alternating in
+// the w13 tensors, read through strided row views; the vision and audio towers stay unread).
 #include <cmath>
 
 #include "arch/families/decoder.hpp"
@@ -20,7 +21,8 @@ constexpr const char* unpadded_bias = "lm_head.unpadded_bias";
 } // namespace
 
 status read_inkling_hf(hf_cfg& j, model_config& c) {
-  c.names.output = "lm_head.weight";
+  c.names.output =
+      c.arch == "InklingForConditionalGeneration" ? "model.llm.unembed.weight" : "lm_head.weight";
   TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-6, false));
   c.tie_embeddings = false; // (embed and unembed are separate tensors, never tied)
   j.mark("tie_word_embeddings");
@@ -143,7 +145,7 @@ status read_inkling_hf(hf_cfg& j, model_config& c) {
 status prepare_inkling_hf(const model_config& c, tensor_index& t) {
   // the multi-token-prediction layers are not run
   for (const std::string& name : t.names())
-    if (name.starts_with("model.mtp.")) t.mark_consumed(name);
+    if (name.starts_with("model.mtp.") || name.starts_with("mtp.")) t.mark_consumed(name);
   if (c.logit_rows <= 0) return {};
   // logits past unpadded_vocab_size dropped: a bias on them of -1e30 once the head's input is
   // divided by the muP multiplier (logit_scale scales the biased logits)
@@ -154,8 +156,38 @@ status prepare_inkling_hf(const model_config& c, tensor_index& t) {
                             "the logits past unpadded_vocab_size (derived)");
 }
 
+namespace {
+// The published checkpoint's names (model.llm.*; transformers' conversion_mapping renames them)
+decoder_names published_names() {
+  decoder_names n;
+  const std::string l = "model.llm.layers.{}.", a = l + "attn.", f = l + "mlp.";
+  n.tok_embd = "model.llm.embed.weight", n.embd_norm = "model.llm.embed_norm.weight";
+  n.out_norm = "model.llm.norm.weight", n.lm_head = "model.llm.unembed.weight";
+  n.attn_norm = l + "attn_norm.weight", n.ffn_norm = l + "mlp_norm.weight";
+  n.wq = a + "wq_du.weight", n.wk = a + "wk_dv.weight", n.wv = a + "wv_dv.weight";
+  n.wo = a + "wo_ud.weight", n.q_norm = a + "q_norm.weight", n.k_norm = a + "k_norm.weight";
+  n.inkling_r = a + "wr_du.weight", n.inkling_rel = a + "rel_logits_proj.proj";
+  n.inkling_k_conv = a + "k_sconv.weight", n.inkling_v_conv = a + "v_sconv.weight";
+  n.inkling_attn_conv = l + "attn_sconv.weight", n.inkling_mlp_conv = l + "mlp_sconv.weight";
+  n.inkling_mlp_scale = f + "global_scale";
+  n.gate_up_interleaved = true; // w13: gate and up rows alternate
+  n.w_gate_up = f + "w13_dn.weight", n.w_down = f + "w2_md.weight";
+  n.moe_router = f + "gate.weight", n.moe_router_bias = f + "gate.bias";
+  n.inkling_router_scale = f + "gate.global_scale";
+  n.moe_gate_up = f + "experts.w13_weight", n.moe_down = f + "experts.w2_weight";
+  n.shexp_gate_up = f + "shared_experts.shared_w13_weight";
+  n.shexp_down = f + "shared_experts.shared_w2_weight";
+  return n;
+}
+} // namespace
+
 status build_inkling(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
+  if (c.arch == "InklingForConditionalGeneration") {
+    decoder_names n = published_names();
+    if (c.logit_rows > 0) n.lm_head_b = unpadded_bias;
+    return build_decoder(m, n, g);
+  }
   decoder_names n = hf_llama_layout(false, false, false);
   const std::string a = "model.layers.{}.self_attn.", l = "model.layers.{}.";
   n.embd_norm = "model.embed_tokens.embed_norm.weight";

@@ -51,7 +51,7 @@ std::vector<family_entry> more_families() {
            "rms_norm_eps": 1e-5, "tie_word_embeddings": false})"},
       // Inkling: relative logits instead of RoPE, short convolutions, shared experts in the router
       {"inkling",
-       {"InklingForCausalLM"},
+       {"InklingForCausalLM", "InklingForConditionalGeneration"},
        {},
        read_inkling_hf,
        nullptr,

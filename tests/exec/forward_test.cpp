@@ -107,8 +107,9 @@ TEST_P(SyntheticArch, MatchesTransformers) {
                                     // (Mistral's own names, as Mistral Large 4 is published)
                                     "vision_encoder.", "patch_merger.", "pre_mm_projector_norm.",
                                     "vision_language_adapter.",
-                                    "patch_merge_mlp.",      // (MiniMax M3's)
-                                    "vit_large_projector."}) // (Step 3.7's)
+                                    "patch_merge_mlp.",     // (MiniMax M3's)
+                                    "vit_large_projector.", // (Step 3.7's)
+                                    "model.audio."})        // (Inkling's audio tower)
                                 if (n.starts_with(p)) return true;
                               return false;
                             }),

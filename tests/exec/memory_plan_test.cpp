@@ -243,7 +243,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "dory_last",
                            "zamba2",
                            "zamba2_plain",
-                           "inkling"}) {
+                           "inkling",
+                           "inkling_vl"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

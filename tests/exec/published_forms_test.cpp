@@ -2,7 +2,8 @@
 // transformers fixture by renaming, dropping or adding tensors (and rewriting config.json) the
 // way the release differs from what transformers saves: the same model, the same logits
 // (Kimi-Linear's dense layer under its published name, MiniMax without its decay buffers,
-// Gemma 3n in its multimodal wrapper, A.X K1's dropped norm, BitNet's AutoBitLinear offline).
+// Gemma 3n in its multimodal wrapper, A.X K1's dropped norm, BitNet's AutoBitLinear offline;
+// Inkling's interleaved w13 rows, read strided).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -17,6 +18,8 @@
 #include "../test_paths.hpp"
 #include "arch/family.hpp"
 #include "arch/model_source.hpp"
+#include "exec/shard_graph.hpp"
+#include "exec/weights.hpp"
 #include "formats/checkpoint_writer.hpp"
 #include "formats/safetensors.hpp"
 #include "forward_util.hpp"
@@ -231,4 +234,71 @@ TEST(BitNet, AutoBitLinearOfflineIsItsOnlineForm) {
   ASSERT_TRUE(g);
   for (const auto& c : fx["cases"]) check_case(*g, c, c.value("logit_tol", 2e-3));
   fs::remove_all(dir);
+}
+
+// Inkling as published keeps each gate / up pair of rows together in its w13 tensors (the dense
+// MLP's [2 F, C], the experts' and the shared experts' [E, 2 F, C]): the loader reads the gate
+// rows (even) and the up rows (odd) through strided views, and a tensor-parallel or
+// expert-parallel cut takes its rows of those. Each loaded row is the stored row it must be.
+TEST(Inkling, PublishedW13GateAndUpRowsReadStrided) {
+  auto m = open_model(test::fixture_path("models/inkling_vl"));
+  ASSERT_TRUE(m) << m.error().to_string();
+  const model_config& c = (*m)->config;
+  const int64_t C = c.C, F = c.F, Fe = c.F_expert, E = c.n_expert;
+  struct want {
+    std::string tensor;
+    int64_t group, first, count; // of each group [g, 2 F, C]: gate rows first .. first + count
+  };
+  auto check = [&](const shard_spec& spec, const std::vector<want>& gate_rows) {
+    auto whole = arch::build_graph(**m);
+    ASSERT_TRUE(whole) << whole.error().to_string();
+    auto s = exec::cut_for_shard(c, std::move(*whole), spec);
+    ASSERT_TRUE(s) << s.error().to_string();
+    auto w = exec::load_weights(**m, s->g);
+    ASSERT_TRUE(w) << w.error().to_string();
+    int seen = 0;
+    for (const want& x : gate_rows) {
+      const tensor_info* t = (*m)->tensors->find(x.tensor);
+      ASSERT_NE(t, nullptr) << x.tensor;
+      const int64_t per = t->dims.rank == 3 ? t->dims.dims[1] : t->dims.dims[0]; // 2 F
+      const auto* stored = reinterpret_cast<const float*>(t->data);
+      for (int up = 0; up < 2; ++up) { // the value holding these rows, as gate or up
+        bool found = false;
+        for (size_t i = 0; i < s->g.values.size() && !found; ++i) {
+          const graph::value& v = s->g.values[i];
+          if (v.w.name != x.tensor || v.w.row_phase != up || !w->views[i].data) continue;
+          if (v.w.segments.empty() || v.w.segments[0].first != x.group * per / 2 + x.first)
+            continue; // (another shared expert's)
+          found = true;
+          const auto* got = static_cast<const float*>(w->views[i].data);
+          ASSERT_EQ(w->views[i].type, dtype::f32);
+          const int64_t groups = w->views[i].dims.dims[0] / x.count;
+          for (int64_t gi = 0; gi < groups; ++gi)
+            for (int64_t r = 0; r < x.count; ++r) {
+              const int64_t row = (x.group + gi) * per + 2 * (x.first + r) + up;
+              for (int64_t k = 0; k < C; ++k)
+                ASSERT_EQ(got[(gi * x.count + r) * C + k], stored[row * C + k])
+                    << x.tensor << (up ? " up" : " gate") << " row " << r << " of group "
+                    << x.group + gi;
+            }
+        }
+        EXPECT_TRUE(found) << x.tensor << (up ? " up" : " gate");
+        seen += found;
+      }
+    }
+    EXPECT_EQ(seen, 2 * static_cast<int>(gate_rows.size()));
+  };
+  const std::string l0 = "model.llm.layers.0.mlp.", l1 = "model.llm.layers.1.mlp.";
+  const int L = static_cast<int>(c.n_layer);
+  check(shard_spec{0, L, 0, 1}, {{l0 + "w13_dn.weight", 0, 0, F},
+                                 {l1 + "experts.w13_weight", 0, 0, Fe},
+                                 {l1 + "shared_experts.shared_w13_weight", 1, 0, Fe}});
+  // TP 2, rank 1: the second half of every gate and up (each expert's)
+  check(shard_spec{0, L, 1, 2}, {{l0 + "w13_dn.weight", 0, F / 2, F / 2},
+                                 {l1 + "experts.w13_weight", 0, Fe / 2, Fe / 2},
+                                 {l1 + "shared_experts.shared_w13_weight", 1, Fe / 2, Fe / 2}});
+  // expert parallelism, rank 1 of 2: the last half of the experts, whole
+  shard_spec ep{0, L, 1, 2};
+  ep.expert_parallel = true;
+  check(ep, {{l1 + "experts.w13_weight", E / 2, 0, Fe}});
 }

@@ -92,8 +92,9 @@ TEST(TensorParallel, DoryNormsSplitRowsOverTheWholeRow) {
 // Inkling: each rank its heads' relative biases (r_proj and the profiles cut by heads), its KV
 // heads' convolutions (the sliding layers' one KV head on both ranks), the outputs' convolutions
 // whole; the shared experts' weights from the whole router
+// (inkling_vl: as published, the w13 tensors' alternating gate and up rows cut alike)
 TEST(TensorParallel, InklingRelativeBiasesAndConvolutionsSplit) {
-  two_ranks_match("inkling");
+  for (const char* name : {"inkling", "inkling_vl"}) two_ranks_match(name);
 }
 
 TEST(TensorParallel, Zamba2SharedBlocksAndMixersSplit) {
