@@ -84,7 +84,7 @@ bool model_config::layer_has_mixer(int64_t layer) const {
 }
 
 bool model_config::has_recurrent_state() const {
-  return ssm_parallel || zamba || inkling ||
+  return ssm_parallel || zamba || inkling || zaya ||
          std::find(linear_layers.begin(), linear_layers.end(), 1) != linear_layers.end();
 }
 
@@ -99,6 +99,11 @@ int64_t model_config::state_values_per_seq(int64_t begin, int64_t end, int tp) c
   int64_t n = 0;
   for (int64_t l = begin; l < end; ++l)
     if (layer_linear(l) || ssm_parallel || zamba) n += (conv + delta) / t;
+  if (zaya) // the q and k convolutions' last two inputs (twice each), the values' last input
+    for (int64_t l = begin; l < end; ++l) {
+      const int64_t kv = Hkv >= t ? Hkv / t : 1;
+      n += 4 * (H / t + kv) * D + kv * D;
+    }
   if (inkling) // k's and v's convolutions (a shard's KV heads), the two outputs' (whole)
     for (int64_t l = begin; l < end; ++l) {
       const int64_t kv = layer_kv_heads(l);
@@ -313,6 +318,23 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
     const int64_t blocks = m.tie_embeddings ? std::min(hybrid, m.zamba_blocks) : hybrid;
     return m.V * C + (m.tie_embeddings ? 0 : m.V * C) + C + m.n_layer * (linear + C) +
            hybrid * (C * C + adapters) + blocks * block;
+  }
+  if (m.zaya) {
+    // ZAYA1, a layer: q, k (and k's rows again, as q's residual reads them), the group mean of
+    // q's rows (k's residual, derived), the values' two halves, o_proj; the convolutions' taps as
+    // loaded (depthwise: this token's and the
+    // previous one's [Ch, 3]; per head: two [Ch, D]) and their biases; the keys' scale per KV
+    // head; two norms; four residual scalings; the router's down_proj (and bias), the carried
+    // state's scale (not on the first layer), its norm, fc1, fc2 (and biases), out_proj over the
+    // experts and skip experts, the balancing biases; the experts. Once: the embeddings (an
+    // untied head, its bias), the final norm, the embedding's scaling, the values' taps.
+    const int64_t H = m.H, Hkv = m.Hkv, D = m.D, R = m.router_dim,
+                  routed = m.n_expert + m.null_experts, Ch = (H + Hkv) * D;
+    const int64_t layer = 2 * C * H * D + 4 * C * Hkv * D + 2 * Ch * 3 + 2 * Ch * D + 2 * Ch + Hkv +
+                          2 * C + 8 * C + (R * C + R) + R + 2 * (R * R + R) + routed * R + routed +
+                          experts_counted * 3 * C * m.F_expert;
+    return m.V * C + (m.tie_embeddings ? 0 : m.V * C) + (m.lm_head_bias ? m.V : 0) + C + 2 * C +
+           2 * Hkv * D + m.n_layer * layer + (m.n_layer > 1 ? (m.n_layer - 1) * R : 0);
   }
   auto dense = [&](int64_t l) {
     const int64_t F = m.layer_ffn(l);
@@ -529,6 +551,13 @@ status model_config::validate() const {
     return bad(fmt::format("the experts' shortcut pairs layers: {} layers, {} experts", n_layer,
                            n_expert));
   if (zero_experts > 0 && n_expert <= 0) return bad("zero-computation experts without experts");
+  if (null_experts < 0 || (null_experts > 0 && (n_expert <= 0 || zero_experts > 0)))
+    return bad(fmt::format("{} skip experts beside {} experts and {} identity ones", null_experts,
+                           n_expert, zero_experts));
+  if (zaya &&
+      (router_dim <= 0 || router_dim > (1 << 16) || n_expert <= 0 || H % Hkv || D % 2 || Hkv % 2))
+    return bad(fmt::format("ZAYA: router width {}, {} experts, {} heads over {} KV heads of {}",
+                           router_dim, n_expert, H, Hkv, D));
   if (!(latent_scale > 0) || !std::isfinite(latent_scale))
     return bad(fmt::format("latent scale {}", latent_scale));
   if (!layer_blocks.empty() && static_cast<int64_t>(layer_blocks.size()) != n_layer)

@@ -418,6 +418,15 @@ struct model_config {
   bool inkling = false;
   int64_t sconv = 0, rel_dim = 0, rel_extent = 0, log_scale_floor = 0, sink_shared = 0;
   double log_scale_alpha = 0;
+  // ZAYA1 (zaya): compressed convolutional attention (q and k each through a causal depthwise
+  // convolution of two taps then a per-head one of two, plus residuals: q's (q + its KV head's k)
+  // / 2, k's the mean of those over its query heads; the values half this token's projection,
+  // half the previous token's), q and k L2-normed to sqrt(D), k times a scale per KV head; an
+  // affine scaling on the embedding and on both terms of every residual add; an MLP router over
+  // router_dim values whose input carries the previous layer's router state (the stream carries
+  // it: [T, C + router_dim]) and whose null_experts skip experts (after the real ones) add nothing
+  bool zaya = false;
+  int64_t router_dim = 0, null_experts = 0;
   int64_t layer_rel_extent(int64_t layer) const {
     return layer_window(layer) > 0 ? layer_window(layer) : rel_extent;
   }
@@ -450,6 +459,7 @@ struct model_config {
     return hc_mult > 0                                                    ? hc_mult * C
            : altup > 0                                                    ? altup * C
            : shortcut_moe || cycle_layers > 0 || loop_layers > 0 || zamba ? 2 * C
+           : zaya                                                         ? C + router_dim
                                                                           : C;
   }
   /// Whether a sequence's output depends on where its input is cut into steps, as the published

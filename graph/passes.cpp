@@ -204,8 +204,10 @@ status cut_tensor(graph& g, const shard_cut& c) {
         (c.expert_parallel || g[n.in[5]].split == cut::in)) {
       if (c.expert_parallel) {
         n.p.expert0 = static_cast<int>(c.expert0);
-        n.p.n_expert = static_cast<int>(full_rows[static_cast<size_t>(n.in[3])] /
-                                        std::max<int64_t>(g[n.in[5]].dims[1], 1));
+        // (at least the experts the family set: ZAYA's skip experts, which no shard holds)
+        n.p.n_expert =
+            std::max(n.p.n_expert, static_cast<int>(full_rows[static_cast<size_t>(n.in[3])] /
+                                                    std::max<int64_t>(g[n.in[5]].dims[1], 1)));
         n.note =
             fmt::format("experts {}-{} of {}", c.expert0, c.expert0 + c.experts - 1, n.p.n_expert);
         n.p.zero_elsewhere = c.expert0 != 0; // (the identity experts: added by the first)

@@ -310,6 +310,15 @@ class decoder {
   expected<vid> inkling_attention(int l, vid h);
   expected<vid> short_conv_residual(builder& b, int l, vid x, const std::string& taps,
                                     int64_t heads, int64_t width, axis ax, const std::string& what);
+  // ZAYA1 (decoder_zaya.cpp, model_config::zaya): the model (the stream carrying the router's
+  // state: [T, C + R]), a layer, its attention (compressed convolutional), q's or k's side of it
+  // (x projected by w, its two convolutions, plus the residual `res`), its router's input
+  status build_zaya();
+  expected<vid> zaya_layer(int l, vid x);
+  expected<vid> zaya_attention(int l, vid h);
+  expected<vid> zaya_conv(builder& b, int l, vid x, int64_t heads, int64_t row0, axis ax,
+                          const std::string& what);
+  expected<vid> zaya_scaled_sum(builder& b, int l, vid y, vid x, const std::string& which);
   status build_zamba();
   expected<vid> zamba_shared(int l, vid s, vid e, int64_t owner, int64_t use);
   status build_ngpt();

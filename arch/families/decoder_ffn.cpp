@@ -24,11 +24,13 @@ std::vector<std::string> decoder::expert_tensors(const std::string& pattern, int
 expected<vid> decoder::moe(int l, vid h, vid router_in) {
   builder b(g_, l);
   const int64_t C = c_.C, E = c_.n_expert, F = c_.F_expert;
-  const int64_t routed = E + c_.zero_experts; // (LongCat's identity experts: router rows past E)
+  // (LongCat's identity experts, ZAYA's skip experts: router rows past E)
+  const int64_t routed = E + c_.zero_experts + c_.null_experts;
+  const int64_t Cr = c_.router_dim > 0 ? c_.router_dim : C; // (ZAYA: the router's own MLP width)
   if (n_.moe_router.empty() || (n_.moe_gate.empty() && n_.moe_gate_up.empty() && !c_.expert_relu2))
     return make_error(errc::internal, "{}: the family names no expert tensors", m_.path);
   // (Inkling: the router's rows past the routed experts' score the shared ones)
-  TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {routed, C}, cut::none, axis::none, 1,
+  TROUPE_TRY_ASSIGN(wr, req(n_.moe_router, l, {routed, Cr}, cut::none, axis::none, 1,
                             c_.sink_shared > 0 ? row_range(0, routed) : weight_ref{}));
   auto stack = [&](const std::string& pattern, std::vector<int64_t> each, cut cu) {
     // "experts.*.w1" for per-expert tensors (built, not replace()d: GCC 12 warns falsely
@@ -126,6 +128,12 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     };
   }
   vid y = b.moe(h, s, wr, wg, wu, wd, rb, mb);
+  if (c_.null_experts > 0) // skip experts: ids no shard holds, which add nothing
+    for (auto it = g_.nodes.rbegin(); it != g_.nodes.rend(); ++it)
+      if (it->op == op::moe && !it->out.empty() && it->out[0] == y) {
+        it->p.n_expert = static_cast<int>(routed);
+        break;
+      }
   if (c_.sink_shared > 0) { // each shared expert's MLP times its weight
     const int64_t S = c_.sink_shared;
     const bool packed = !n_.shexp_gate_up.empty(); // (published: one w13 tensor [S, 2 F, C])

@@ -237,6 +237,10 @@ status build_ergo(const model_source& m, graph::graph& g);
 /// DiffLlama (diffllama.cpp).
 status read_diffllama_hf(hf_cfg& j, model_config& c);
 status build_diffllama(const model_source& m, graph::graph& g);
+/// ZAYA1 (zaya.cpp).
+status read_zaya_hf(hf_cfg& j, model_config& c);
+status prepare_zaya_hf(const model_config& c, tensor_index& t);
+status build_zaya(const model_source& m, graph::graph& g);
 /// Inkling (inkling.cpp).
 status read_inkling_hf(hf_cfg& j, model_config& c);
 status prepare_inkling_hf(const model_config& c, tensor_index& t);

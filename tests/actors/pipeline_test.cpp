@@ -329,7 +329,8 @@ INSTANTIATE_TEST_SUITE_P(
             "phimoe@ep", "gguf:phimoe_plain@ep", "sarvam_moe@ep", "sarvam_mla@ep", "flex_olmo@ep",
             "granitemoeshared@ep", "gguf:granitemoeshared@ep", "hy_v3@ep", "mellum@ep",
             "granitemoe_swa@ep", "kolibri1@ep", "cohere2_moe@ep", "flint@ep", "minicpm5_moe@ep",
-            "axk1@ep", "aria@ep", "lara_mini@ep", "minimax@ep", "inkling@ep", "inkling_vl@ep"),
+            "axk1@ep", "aria@ep", "lara_mini@ep", "minimax@ep", "inkling@ep", "inkling_vl@ep",
+            "zaya@ep"),
         ::testing::Values(2), ::testing::Values(1, 2)),
     [](const auto& info) {
       return ep_case_name(std::get<0>(info.param), std::get<1>(info.param),

@@ -97,6 +97,13 @@ TEST(TensorParallel, InklingRelativeBiasesAndConvolutionsSplit) {
   for (const char* name : {"inkling", "inkling_vl"}) two_ranks_match(name);
 }
 
+// ZAYA1: q's and k's convolutions split with their heads (k's residual from the group mean of
+// q_proj's rows, each rank its KV heads'), the values' rows of both halves by KV head, the router
+// and its carried state whole on every rank, the experts' FFN rows cut
+TEST(TensorParallel, ZayaConvolutionalAttentionAndRouterSplit) {
+  two_ranks_match("zaya");
+}
+
 TEST(TensorParallel, Zamba2SharedBlocksAndMixersSplit) {
   for (const char* name : {"zamba2", "zamba2_plain"}) two_ranks_match(name);
 }
