@@ -25,7 +25,13 @@ const std::string layer_prefix = "model.layers.{}.";
 const std::string cca = layer_prefix + "self_attn.qkv_proj.";
 constexpr const char* v_taps = "zaya.v_taps";
 
-std::vector<float> as_f32(const tensor_info& t) {
+// a stored float tensor's values (the convolutions' and q_proj's, which the load rearranges)
+expected<std::vector<float>> as_f32(const tensor_info& t, const std::string& name) {
+  if (t.type != dtype::f32 && t.type != dtype::f16 && t.type != dtype::bf16)
+    return make_error(errc::unsupported,
+                      "{}: tensor '{}' is {}; ZAYA's load rearranges it from "
+                      "f32, f16 or bf16 only",
+                      t.file ? t.file->path() : name, name, troupe::name(t.type));
   std::vector<float> out(static_cast<size_t>(t.dims.numel()));
   to_f32(t.type, t.data, out.data(), t.dims.numel());
   return out;
@@ -121,7 +127,7 @@ status prepare_zaya_hf(const model_config& c, tensor_index& t) {
     {
       TROUPE_TRY_ASSIGN(dw, take_tensor(t, p + "conv_qk_depthwise.weight", {Ch, 1, 2}));
       from = dw->file;
-      const std::vector<float> w = as_f32(*dw);
+      TROUPE_TRY_ASSIGN(w, as_f32(*dw, p + "conv_qk_depthwise.weight"));
       std::vector<float> now(static_cast<size_t>(Ch * 3), 0.0f), prev(now.size(), 0.0f);
       for (int64_t ch = 0; ch < Ch; ++ch) {
         const float w0 = w[static_cast<size_t>(2 * ch)], w1 = w[static_cast<size_t>(2 * ch + 1)];
@@ -136,7 +142,7 @@ status prepare_zaya_hf(const model_config& c, tensor_index& t) {
     // the per-head taps [Ch, D, 2] as one [Ch, D] a tap
     {
       TROUPE_TRY_ASSIGN(gw, take_tensor(t, p + "conv_qk_grouped.weight", {Ch, D, 2}));
-      const std::vector<float> w = as_f32(*gw);
+      TROUPE_TRY_ASSIGN(w, as_f32(*gw, p + "conv_qk_grouped.weight"));
       for (int64_t tap = 0; tap < 2; ++tap) {
         std::vector<float> m(static_cast<size_t>(Ch * D));
         for (int64_t i = 0; i < Ch * D; ++i)
@@ -152,10 +158,7 @@ status prepare_zaya_hf(const model_config& c, tensor_index& t) {
       if (!q || q->dims.rank != 2 || q->dims.dims[0] != H * D || q->dims.dims[1] != C)
         return make_error(errc::shape_mismatch, "{}q_proj.weight: missing or not [{}, {}]", p,
                           H * D, C);
-      if (is_quantized(q->type))
-        return make_error(errc::unsupported, "{}q_proj.weight: quantized ({})", p,
-                          troupe::name(q->type));
-      const std::vector<float> w = as_f32(*q);
+      TROUPE_TRY_ASSIGN(w, as_f32(*q, p + "q_proj.weight"));
       std::vector<float> m(static_cast<size_t>(Hkv * D * C));
       for (int64_t j = 0; j < Hkv; ++j)
         for (int64_t d = 0; d < D; ++d)
