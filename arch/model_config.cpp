@@ -319,6 +319,18 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
     return m.V * C + (m.tie_embeddings ? 0 : m.V * C) + C + m.n_layer * (linear + C) +
            hybrid * (C * C + adapters) + blocks * block;
   }
+  if (m.doge) {
+    // Doge, a layer: q, k, v, o and their biases, q / k norms, A and dt_proj (and its bias), the
+    // two residual vectors, two norms, the MLP; once: the embeddings, an untied head, the final
+    // norm, and the dynamic mask's constants as loaded (the queries' extra values [H 8], the
+    // keys' map [Hkv 8, Hkv], each head's first D of D + 8 [D, D + 8])
+    const int64_t H = m.H, Hkv = m.Hkv, D = m.D;
+    const int64_t layer = 2 * C * H * D + 2 * C * Hkv * D + (m.qkv_bias ? H * D + 2 * Hkv * D : 0) +
+                          (m.o_bias ? C + Hkv : 0) + 2 * D + Hkv + Hkv * Hkv * D + 2 * C + 2 * C +
+                          (m.gated_ffn ? 3 : 2) * C * m.F + (m.mlp_bias ? 2 * m.F + C : 0);
+    return m.V * C + (m.tie_embeddings ? 0 : m.V * C) + C + H * 8 + Hkv * 8 * Hkv + D * (D + 8) +
+           m.n_layer * layer;
+  }
   if (m.zaya) {
     // ZAYA1, a layer: q, k (and k's rows again, as q's residual reads them), the group mean of
     // q's rows (k's residual, derived), the values' two halves, o_proj; the convolutions' taps as

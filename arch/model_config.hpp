@@ -427,6 +427,10 @@ struct model_config {
   // it: [T, C + router_dim]) and whose null_experts skip experts (after the real ones) add nothing
   bool zaya = false;
   int64_t router_dim = 0, null_experts = 0;
+  // Doge (doge): dynamic mask attention, each key's score raised by exp(A softplus(dt_proj(its
+  // position's values))) per KV head (carried as an extra value of each key, the query's a 1: heads
+  // of D + 8 in the cache); the residual times a learned vector before each add
+  bool doge = false;
   int64_t layer_rel_extent(int64_t layer) const {
     return layer_window(layer) > 0 ? layer_window(layer) : rel_extent;
   }

@@ -40,6 +40,7 @@ status decoder::build() {
   if (c_.zamba) return build_zamba();
   if (c_.inkling) return build_inkling();
   if (c_.zaya) return build_zaya();
+  if (c_.doge) return build_doge();
   if (c_.swiglu_dense) // (MiniMax M3: GPT-OSS's clamped SwiGLU on the dense MLPs and shared
                        // experts too, gate and up apart)
     TROUPE_TRY_SET(clamp_expr_,

@@ -148,6 +148,12 @@ struct decoder_names {
   // _bias); the router's down_proj [R, C] (bias), its carried state's scale [R], its MLP's norm
   // [R], fc1 and fc2 [R, R] (biases); moe_router its out_proj [E + 1, R], moe_router_bias the
   // balancing biases [E + 1]
+  // Doge (model_config::doge): per layer A [Hkv], dt_proj [Hkv, Hkv D] (and its bias), the
+  // residual vectors before the attention's add and the MLP's [C]; once, derived at load: the
+  // queries' extra values [H 8] (a 1 first), the keys' map from the mask's values [Hkv 8, Hkv],
+  // each head's first D values of D + 8 [D, D + 8]
+  std::string doge_a, doge_dt, doge_dt_b, doge_res_attn, doge_res_ffn, doge_q_extra, doge_k_map,
+      doge_select;
   std::string zaya_v_now, zaya_v_prev, zaya_dw_now, zaya_dw_prev, zaya_dw_b, zaya_pw_prev,
       zaya_pw_now, zaya_pw_b, zaya_k_scale, zaya_v_taps, zaya_k_mean, zaya_in_scale, zaya_in_bias,
       zaya_res, zaya_router_down, zaya_router_down_b, zaya_router_carry, zaya_router_norm,

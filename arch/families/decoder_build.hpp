@@ -310,6 +310,10 @@ class decoder {
   expected<vid> inkling_attention(int l, vid h);
   expected<vid> short_conv_residual(builder& b, int l, vid x, const std::string& taps,
                                     int64_t heads, int64_t width, axis ax, const std::string& what);
+  // Doge (decoder_doge.cpp, model_config::doge): the model, a layer, its attention
+  status build_doge();
+  expected<vid> doge_layer(int l, vid x);
+  expected<vid> doge_attention(int l, vid h);
   // ZAYA1 (decoder_zaya.cpp, model_config::zaya): the model (the stream carrying the router's
   // state: [T, C + R]), a layer, its attention (compressed convolutional), q's or k's side of it
   // (x projected by w, its two convolutions, plus the residual `res`), its router's input

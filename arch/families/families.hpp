@@ -237,6 +237,10 @@ status build_ergo(const model_source& m, graph::graph& g);
 /// DiffLlama (diffllama.cpp).
 status read_diffllama_hf(hf_cfg& j, model_config& c);
 status build_diffllama(const model_source& m, graph::graph& g);
+/// Doge (doge.cpp).
+status read_doge_hf(hf_cfg& j, model_config& c);
+status prepare_doge_hf(const model_config& c, tensor_index& t);
+status build_doge(const model_source& m, graph::graph& g);
 /// ZAYA1 (zaya.cpp).
 status read_zaya_hf(hf_cfg& j, model_config& c);
 status prepare_zaya_hf(const model_config& c, tensor_index& t);

@@ -49,6 +49,17 @@ std::vector<family_entry> more_families() {
        R"({"vocab_size": 32000, "hidden_size": 2048, "intermediate_size": 8192,
            "num_hidden_layers": 16, "num_attention_heads": 32, "max_position_embeddings": 2048,
            "rms_norm_eps": 1e-5, "tie_word_embeddings": false})"},
+      // Doge: dynamic mask attention (a score per key from its values), scaled residuals
+      {"doge",
+       {"DogeForCausalLM"},
+       {},
+       read_doge_hf,
+       nullptr,
+       build_doge,
+       prepare_doge_hf,
+       R"({"vocab_size": 32768, "hidden_size": 1024, "intermediate_size": 2048,
+           "num_hidden_layers": 32, "num_attention_heads": 8, "max_position_embeddings": 2048,
+           "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "keep_window_size": 2048})"},
       // ZAYA1: compressed convolutional attention, an MLP router carrying its state, a skip expert
       {"zaya",
        {"ZayaForCausalLM"},

@@ -133,6 +133,8 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
        "layer_types"},
       {"inkling", "unpadded_vocab_size", 600, "unpadded_vocab_size"},
       {"inkling", "conv_kernel_size", 1, "conv_kernel_size"},
+      {"doge", "is_moe", true, "is_moe"},
+      {"doge", "keep_window_size", 0, "keep_window_size"},
       {"zaya", "cca_time1", 3, "cca_time1"},
       {"zaya", "num_experts_per_tok", 2, "num_experts_per_tok"},
       {"zaya", "attention_bias", true, "attention_bias"},
@@ -170,4 +172,19 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
     EXPECT_NE(r.error().to_string().find(ch.named), std::string::npos)
         << ch.fixture << ": " << r.error().to_string();
   }
+}
+
+// Doge: past keep_window_size keys transformers keeps only the best-scored ones (another model
+// than the one Troupe computes): the context stops at keep_window_size.
+TEST(ModelConfig, DogeContextStopsAtTheDynamicMasksWindow) {
+  json j = test::load_json(test::fixture_path("models/doge/config.json"));
+  j["max_position_embeddings"] = 4096;
+  j["keep_window_size"] = 100;
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->ctx, 100);
+  j["keep_window_size"] = 8192; // (a window past the positions: the positions)
+  auto d = parse(j);
+  ASSERT_TRUE(d) << d.error().to_string();
+  EXPECT_EQ(d->ctx, 4096);
 }

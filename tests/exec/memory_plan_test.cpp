@@ -245,7 +245,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "zamba2_plain",
                            "inkling",
                            "inkling_vl",
-                           "zaya"}) {
+                           "zaya",
+                           "doge"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

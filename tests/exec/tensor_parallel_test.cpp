@@ -104,6 +104,12 @@ TEST(TensorParallel, ZayaConvolutionalAttentionAndRouterSplit) {
   two_ranks_match("zaya");
 }
 
+// Doge: each rank its heads' extra values (the keys' mask scores from dt_proj's all-reduced sum
+// over the ranks' values), the selection of each head's first D outputs
+TEST(TensorParallel, DogeDynamicMaskSplits) {
+  two_ranks_match("doge");
+}
+
 TEST(TensorParallel, Zamba2SharedBlocksAndMixersSplit) {
   for (const char* name : {"zamba2", "zamba2_plain"}) two_ranks_match(name);
 }
