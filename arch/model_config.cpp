@@ -183,7 +183,8 @@ int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
   const int64_t hkv = kv >= tp ? kv / std::max(tp, 1) : 1;
   // (MiniMax M3's indexed layers: the indexer's key too, whole on every rank)
   const bool indexed = layer < 0 ? !sparse_layers.empty() : layer_sparse_attn(layer);
-  return 2 * hkv * layer_head_dim(layer) + (indexed ? sparse_dim : 0);
+  // (Doge's heads carry 8 more values: each key's dynamic mask score)
+  return 2 * hkv * (layer_head_dim(layer) + (doge ? 8 : 0)) + (indexed ? sparse_dim : 0);
 }
 
 namespace {

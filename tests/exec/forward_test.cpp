@@ -605,6 +605,24 @@ TEST(LatentCache, StoresTheLatentPerTokenAndLayer) {
   EXPECT_EQ(expanded, 4 * c.kv_values_per_token());
 }
 
+// Doge's heads carry 8 more values (each key's dynamic mask score): the KV memory the serving host
+// plans from the config (kv_values_per_token) is what the executor allocates.
+TEST(DogeCache, HeadsOfDPlusEightAsPlanned) {
+  auto m = open_model(test::fixture_path("models/doge"));
+  ASSERT_TRUE(m) << m.error().to_string();
+  const model_config& c = (*m)->config;
+  EXPECT_EQ(c.kv_values_per_token(), 2 * c.Hkv * (c.D + 8));
+  exec::exec_options opt;
+  opt.kv_blocks = 8;
+  opt.block_size = 16;
+  shard_spec spec;
+  spec.layer_begin = 0;
+  spec.layer_end = static_cast<int>(c.n_layer);
+  auto e = exec::executor::create(*m, spec, opt, nullptr);
+  ASSERT_TRUE(e) << e.error().to_string();
+  EXPECT_EQ((*e)->kv_bytes(), c.n_layer * 8 * 16 * c.kv_values_per_token() * 4); // f32 cache
+}
+
 // GGUF's K-quants (Q2_K ... Q6_K, the Q4_K_M / Q5_K_M files people download): a random tiny-k
 // checkpoint in each (and in the Q4_K_M mix of types), against its twin that stores the same values
 // expanded to f32 (the f32 path is checked against transformers above), on the fast CPU kernels,
