@@ -8,7 +8,6 @@
 // constants are derived (the queries' extra values, the keys' map, each head's first D values).
 // Refused: is_moe (CDMoE, whose routing mixes the prompt's tokens in transformers). HF only.
 #include <cmath>
-#include <cstring>
 
 #include "arch/families/decoder.hpp"
 #include "arch/families/weights.hpp"
@@ -20,12 +19,6 @@ constexpr const char* q_extra = "doge.q_extra";
 constexpr const char* k_map = "doge.k_map";
 constexpr const char* select = "doge.select";
 constexpr int64_t extra = 8; // values a head gains (the key's mask score first, then zeros)
-
-std::vector<uint8_t> bytes_of(const std::vector<float>& v) {
-  std::vector<uint8_t> b(v.size() * sizeof(float));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
 } // namespace
 
 status read_doge_hf(hf_cfg& j, model_config& c) {
@@ -71,11 +64,11 @@ status prepare_doge_hf(const model_config& c, tensor_index& t) {
         static_cast<float>(std::sqrt(static_cast<double>(D)));
   std::vector<float> s(static_cast<size_t>(D * (D + extra)), 0.0f);
   for (int64_t d = 0; d < D; ++d) s[static_cast<size_t>(d * (D + extra) + d)] = 1.0f;
-  TROUPE_TRY(add_derived_tensor(t, q_extra, dtype::f32, shape{H * extra}, "F32", bytes_of(q),
+  TROUPE_TRY(add_derived_tensor(t, q_extra, dtype::f32, shape{H * extra}, "F32", f32_bytes(q),
                                 "the queries' extra values (derived)"));
-  TROUPE_TRY(add_derived_tensor(t, k_map, dtype::f32, shape{Hkv * extra, Hkv}, "F32", bytes_of(k),
+  TROUPE_TRY(add_derived_tensor(t, k_map, dtype::f32, shape{Hkv * extra, Hkv}, "F32", f32_bytes(k),
                                 "the keys' map from the mask scores (derived)"));
-  return add_derived_tensor(t, select, dtype::f32, shape{D, D + extra}, "F32", bytes_of(s),
+  return add_derived_tensor(t, select, dtype::f32, shape{D, D + extra}, "F32", f32_bytes(s),
                             "each head's first values (derived)");
 }
 

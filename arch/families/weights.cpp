@@ -229,6 +229,12 @@ status prepare_language_model(const model_config&, tensor_index& t) {
   return {};
 }
 
+std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(float));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
 status add_repacked_tensor(tensor_index& t, const std::string& name, dtype type, shape dims,
                            std::vector<uint8_t> bytes, const mapped_file* from) {
   return add_derived_tensor(t, name, type, dims, std::string(troupe::name(type)), std::move(bytes),

@@ -44,6 +44,9 @@ std::optional<layer_tensor> layer_of_name(std::string_view name, std::string_vie
 /// consumed, the vision tower's tensors stay unread (listed at load). As a family's prepare_hf.
 status prepare_language_model(const model_config& c, tensor_index& t);
 
+/// The bytes of f32 values, as add_derived_tensor takes them (a family's derived constants).
+std::vector<uint8_t> f32_bytes(const std::vector<float>& v);
+
 /// add_derived_tensor for a tensor repacked from one stored in `from`, described after it.
 status add_repacked_tensor(tensor_index& t, const std::string& name, dtype type, shape dims,
                            std::vector<uint8_t> bytes, const mapped_file* from);

@@ -37,11 +37,6 @@ expected<std::vector<float>> as_f32(const tensor_info& t, const std::string& nam
   return out;
 }
 
-std::vector<uint8_t> bytes_of(const std::vector<float>& v) {
-  std::vector<uint8_t> b(v.size() * sizeof(float));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
 } // namespace
 
 status read_zaya_hf(hf_cfg& j, model_config& c) {
@@ -62,16 +57,10 @@ status read_zaya_hf(hf_cfg& j, model_config& c) {
     return j.bad(fmt::format("{} heads over {} KV heads of {}", c.H, c.Hkv, c.D));
   // the layer types (all "hybrid" by default; "hybrid_sliding" windowed), a RoPE each
   std::vector<uint8_t> sliding(static_cast<size_t>(c.n_layer), 0);
-  if (const json& lt = j.raw("layer_types"); !lt.is_null()) {
-    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.n_layer)
-      return j.bad(fmt::format("'layer_types' must list {} layer types", c.n_layer));
-    for (size_t i = 0; i < lt.size(); ++i) {
-      if (lt[i] == "hybrid_sliding")
-        sliding[i] = 1;
-      else if (lt[i] != "hybrid")
-        return j.unsupported(fmt::format("layer_types[{}] = {}", i, lt[i].dump()));
-    }
-  }
+  TROUPE_TRY_ASSIGN(
+      listed, // (absent: every layer "hybrid")
+      read_layer_kinds(j, "layer_types", c.n_layer, "hybrid_sliding", "hybrid", sliding));
+  (void)listed;
   const bool any_sliding = std::find(sliding.begin(), sliding.end(), 1) != sliding.end();
   if (const json& sw = j.raw("sliding_window"); any_sliding) {
     if (sw.is_null()) return j.bad("hybrid_sliding layers without a sliding_window");
@@ -135,9 +124,9 @@ status prepare_zaya_hf(const model_config& c, tensor_index& t) {
         prev[static_cast<size_t>(3 * ch)] = w0, prev[static_cast<size_t>(3 * ch + 1)] = w1;
       }
       TROUPE_TRY(add_repacked_tensor(t, p + "conv_qk_depthwise.now", dtype::f32, shape{Ch, 3},
-                                     bytes_of(now), from));
+                                     f32_bytes(now), from));
       TROUPE_TRY(add_repacked_tensor(t, p + "conv_qk_depthwise.prev", dtype::f32, shape{Ch, 3},
-                                     bytes_of(prev), from));
+                                     f32_bytes(prev), from));
     }
     // the per-head taps [Ch, D, 2] as one [Ch, D] a tap
     {
@@ -148,7 +137,7 @@ status prepare_zaya_hf(const model_config& c, tensor_index& t) {
         for (int64_t i = 0; i < Ch * D; ++i)
           m[static_cast<size_t>(i)] = w[static_cast<size_t>(2 * i + tap)];
         TROUPE_TRY(add_repacked_tensor(t, p + "conv_qk_grouped.tap" + std::to_string(tap),
-                                       dtype::f32, shape{Ch, D}, bytes_of(m), gw->file));
+                                       dtype::f32, shape{Ch, D}, f32_bytes(m), gw->file));
       }
     }
     // k's residual is the mean of q's over the KV head's query heads, (q_g + k) / 2: from the mean
@@ -170,14 +159,14 @@ status prepare_zaya_hf(const model_config& c, tensor_index& t) {
                 static_cast<float>(s / static_cast<double>(G));
           }
       TROUPE_TRY(add_repacked_tensor(t, p + "q_proj.group_mean", dtype::f32, shape{Hkv * D, C},
-                                     bytes_of(m), q->file));
+                                     f32_bytes(m), q->file));
     }
   }
   // the values: this token's half as it is (taps 0, 1), the previous token's half (1, 0)
   std::vector<float> taps(static_cast<size_t>(Hkv * D * 2), 0.0f);
   for (int64_t ch = 0; ch < Hkv * D; ++ch)
     taps[static_cast<size_t>(2 * ch + (ch < Hkv * D / 2 ? 1 : 0))] = 1.0f;
-  return add_derived_tensor(t, v_taps, dtype::f32, shape{Hkv * D, 2}, "F32", bytes_of(taps),
+  return add_derived_tensor(t, v_taps, dtype::f32, shape{Hkv * D, 2}, "F32", f32_bytes(taps),
                             "the values' taps: this token's half, the previous token's (derived)");
 }
 

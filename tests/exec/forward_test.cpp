@@ -582,6 +582,22 @@ TEST(Olmoe, ClipQkvRefuses) {
   EXPECT_NE(c.error().message.find("clip_qkv"), std::string::npos) << c.error().message;
 }
 
+namespace {
+// The KV memory an executor of the whole model allocates for `blocks` blocks of `block_size`.
+int64_t kv_bytes_of(const std::shared_ptr<const model_source>& m, int64_t blocks,
+                    int64_t block_size) {
+  exec::exec_options opt;
+  opt.kv_blocks = blocks;
+  opt.block_size = block_size;
+  shard_spec spec;
+  spec.layer_begin = 0;
+  spec.layer_end = static_cast<int>(m->config.n_layer);
+  auto e = exec::executor::create(m, spec, opt, nullptr);
+  EXPECT_TRUE(e) << e.error().to_string();
+  return e ? (*e)->kv_bytes() : -1;
+}
+} // namespace
+
 // The latent KV cache: a token stores kv_lora_rank + qk_rope_head_dim values per layer (32 + 8
 // here), one cache for keys and values, so a shard's KV memory is that per layer and block
 // position; expanded K and V would take H (qk_nope + qk_rope) + H v_head = 160, four times
@@ -591,16 +607,8 @@ TEST(LatentCache, StoresTheLatentPerTokenAndLayer) {
   ASSERT_TRUE(m) << m.error().to_string();
   const model_config& c = (*m)->config;
   EXPECT_EQ(c.kv_values_per_token(), c.kv_lora + c.qk_rope);
-  EXPECT_EQ(c.kv_values_per_token(2), c.kv_lora + c.qk_rope); // replicated under TP
-  exec::exec_options opt;
-  opt.kv_blocks = 8;
-  opt.block_size = 16;
-  shard_spec spec;
-  spec.layer_begin = 0;
-  spec.layer_end = static_cast<int>(c.n_layer);
-  auto e = exec::executor::create(*m, spec, opt, nullptr);
-  ASSERT_TRUE(e) << e.error().to_string();
-  EXPECT_EQ((*e)->kv_bytes(), c.n_layer * 8 * 16 * (32 + 8) * 4); // f32 cache
+  EXPECT_EQ(c.kv_values_per_token(2), c.kv_lora + c.qk_rope);           // replicated under TP
+  EXPECT_EQ(kv_bytes_of(*m, 8, 16), c.n_layer * 8 * 16 * (32 + 8) * 4); // f32 cache
   const int64_t expanded = c.H * (c.qk_nope + c.qk_rope) + c.H * c.v_head;
   EXPECT_EQ(expanded, 4 * c.kv_values_per_token());
 }
@@ -612,15 +620,7 @@ TEST(DogeCache, HeadsOfDPlusEightAsPlanned) {
   ASSERT_TRUE(m) << m.error().to_string();
   const model_config& c = (*m)->config;
   EXPECT_EQ(c.kv_values_per_token(), 2 * c.Hkv * (c.D + 8));
-  exec::exec_options opt;
-  opt.kv_blocks = 8;
-  opt.block_size = 16;
-  shard_spec spec;
-  spec.layer_begin = 0;
-  spec.layer_end = static_cast<int>(c.n_layer);
-  auto e = exec::executor::create(*m, spec, opt, nullptr);
-  ASSERT_TRUE(e) << e.error().to_string();
-  EXPECT_EQ((*e)->kv_bytes(), c.n_layer * 8 * 16 * c.kv_values_per_token() * 4); // f32 cache
+  EXPECT_EQ(kv_bytes_of(*m, 8, 16), c.n_layer * 8 * 16 * c.kv_values_per_token() * 4); // f32 cache
 }
 
 // GGUF's K-quants (Q2_K ... Q6_K, the Q4_K_M / Q5_K_M files people download): a random tiny-k
