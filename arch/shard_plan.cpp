@@ -41,6 +41,12 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
     return {};
   };
   TROUPE_TRY(kv_cut(c.Hkv, d.kv0, d.Hkv_s));
+  // (Doge's dynamic mask sums dt_proj over the ranks' values: each KV head on one rank only)
+  if (c.doge && c.Hkv < tp)
+    return make_error(errc::invalid_argument,
+                      "Doge's dynamic mask reads every KV head's values once: TP {} exceeds its {} "
+                      "KV heads",
+                      tp, c.Hkv);
   TROUPE_TRY(kv_cut(c.Hkv_full > 0 ? c.Hkv_full : c.Hkv, d.kvf0, d.Hkvf_s));
   auto split = [&](int64_t n, int64_t block, int64_t i) {
     const int64_t units = n / block;

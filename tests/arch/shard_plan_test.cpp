@@ -67,6 +67,22 @@ TEST(ShardPlan, RejectsImpossibleSplits) {
   EXPECT_FALSE(plan_shard(c, s));
 }
 
+// Doge's dynamic mask sums dt_proj over the ranks' values: a KV head replicated on two ranks
+// would count twice, so TP stops at its KV heads (a Llama of the same shape replicates them).
+TEST(ShardPlan, DogeKeepsEachKvHeadOnOneRank) {
+  auto c = stories(); // (8 heads over 4 KV heads)
+  shard_spec s;
+  s.tp_size = 8;
+  s.tp_rank = 3;
+  EXPECT_TRUE(plan_shard(c, s));
+  c.doge = true;
+  auto d = plan_shard(c, s);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().to_string().find("Doge"), std::string::npos) << d.error().to_string();
+  s.tp_size = 4;
+  EXPECT_TRUE(plan_shard(c, s));
+}
+
 // Query heads per layer (Laguna): every layer's count must divide by TP, not only H's.
 TEST(ShardPlan, HeadsPerLayerEachDivideByTp) {
   auto c = stories();
