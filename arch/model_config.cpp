@@ -335,12 +335,12 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
   if (m.zaya) {
     // ZAYA1, a layer: q, k (and k's rows again, as q's residual reads them), the group mean of
     // q's rows (k's residual, derived), the values' two halves, o_proj; the convolutions' taps as
-    // loaded (depthwise: this token's and the
-    // previous one's [Ch, 3]; per head: two [Ch, D]) and their biases; the keys' scale per KV
-    // head; two norms; four residual scalings; the router's down_proj (and bias), the carried
-    // state's scale (not on the first layer), its norm, fc1, fc2 (and biases), out_proj over the
-    // experts and skip experts, the balancing biases; the experts. Once: the embeddings (an
-    // untied head, its bias), the final norm, the embedding's scaling, the values' taps.
+    // loaded (depthwise: this token's and the previous one's [Ch, 3]; per head: two [Ch, D]) and
+    // their biases; the keys' scale per KV head; two norms; four residual scalings; the router's
+    // down_proj (and bias), the carried state's scale (not on the first layer), its norm, fc1, fc2
+    // (and biases), out_proj over the experts and skip experts, the balancing biases; the experts.
+    // Once: the embeddings (an untied head, its bias), the final norm, the embedding's scaling, the
+    // values' taps.
     const int64_t H = m.H, Hkv = m.Hkv, D = m.D, R = m.router_dim,
                   routed = m.n_expert + m.null_experts, Ch = (H + Hkv) * D;
     const int64_t layer = 2 * C * H * D + 4 * C * Hkv * D + 2 * Ch * 3 + 2 * Ch * D + 2 * Ch + Hkv +
@@ -567,10 +567,10 @@ status model_config::validate() const {
   if (null_experts < 0 || (null_experts > 0 && (n_expert <= 0 || zero_experts > 0)))
     return bad(fmt::format("{} skip experts beside {} experts and {} identity ones", null_experts,
                            n_expert, zero_experts));
-  if (zaya &&
-      (router_dim <= 0 || router_dim > (1 << 16) || n_expert <= 0 || H % Hkv || D % 2 || Hkv % 2))
-    return bad(fmt::format("ZAYA: router width {}, {} experts, {} heads over {} KV heads of {}",
-                           router_dim, n_expert, H, Hkv, D));
+  if (zaya && (router_dim <= 0 || router_dim > (1 << 16) || n_expert <= 0 || (Hkv * D) % 2))
+    return bad(fmt::format("ZAYA: router width {}, {} experts, {} KV heads of {} (the values "
+                           "split in halves)",
+                           router_dim, n_expert, Hkv, D));
   if (!(latent_scale > 0) || !std::isfinite(latent_scale))
     return bad(fmt::format("latent scale {}", latent_scale));
   if (!layer_blocks.empty() && static_cast<int64_t>(layer_blocks.size()) != n_layer)

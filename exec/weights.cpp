@@ -176,27 +176,21 @@ class loader {
     TROUPE_TRY(check_rows(v, segs, total));
     int64_t n = 0;
     for (auto [a, c] : segs) n += c;
-    if (strided(v)) { // element by element
-      TROUPE_TRY_ASSIGN(buf, buffer::allocate(static_cast<size_t>(n) * 4, false));
-      float* o = buf.as<float>();
-      for (auto [a, c] : segs)
-        for (int64_t i = 0; i < c; ++i, ++o) {
-          to_f32(s.t->type, s.t->data + row_bytes(s.t->type, stored_row(v, a + i)), o, 1);
-          *o += v.w.add;
-        }
-      tensor_view t(buf.data(), dtype::f32, shape{n});
-      keep(std::move(buf), t);
-      return t;
-    }
-    if (segs.size() == 1 && s.t->type == dtype::f32 && v.w.add == 0) {
-      tensor_view t(const_cast<uint8_t*>(s.t->data) + segs[0].first * 4, dtype::f32, shape{n});
+    const bool contiguous = v.w.row_step == 1;
+    if (segs.size() == 1 && contiguous && s.t->type == dtype::f32 && v.w.add == 0) {
+      tensor_view t(const_cast<uint8_t*>(s.t->data) + stored_row(v, segs[0].first) * 4, dtype::f32,
+                    shape{n});
       out_.resident_bytes += n * 4;
       return t;
     }
     TROUPE_TRY_ASSIGN(buf, buffer::allocate(static_cast<size_t>(n) * 4, false));
     float* o = buf.as<float>();
     for (auto [a, c] : segs) {
-      to_f32(s.t->type, s.t->data + row_bytes(s.t->type, a), o, c);
+      if (contiguous)
+        to_f32(s.t->type, s.t->data + row_bytes(s.t->type, stored_row(v, a)), o, c);
+      else // (a strided view: element by element)
+        for (int64_t i = 0; i < c; ++i)
+          to_f32(s.t->type, s.t->data + row_bytes(s.t->type, stored_row(v, a + i)), o + i, 1);
       for (int64_t i = 0; i < c; ++i) o[i] += v.w.add;
       o += c;
     }

@@ -184,6 +184,7 @@ vid builder::moe(vid h, const moe_spec& s, vid w_router, vid w_gate, vid w_up, v
   ep.moe_clamp = s.clamp;
   ep.moe_clamp_after = s.clamp_after;
   ep.zero_experts = static_cast<int>(s.zero_experts);
+  if (s.null_experts > 0) ep.n_expert = static_cast<int>(s.experts + s.null_experts);
   auto experts = [&](vid ids, vid wts) {
     vid x = h;
     // one expert per token (the families refuse more): its input times the weight ([T, 1]

@@ -78,6 +78,7 @@ struct moe_spec {
   bool bias_on_logits = false; // the choice by logits + router bias (Kolibri), else scores + bias
   float jitter = 0;            // and its relative threshold
   int64_t zero_experts = 0;    // the router's last ones: identity experts, w x (LongCat-Flash)
+  int64_t null_experts = 0;    // or skip experts, which add nothing: ids no shard holds (ZAYA)
   vid post_norm = none;        // [E, C]: each expert's output RMS-normed times its row (Ergo)
   float post_norm_eps = 1e-6f;
   // the chosen weights [T, k] as the experts get them, from the router's (Inkling's: normalised

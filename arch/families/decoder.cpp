@@ -651,7 +651,8 @@ status decoder::head(vid x) {
     rows = hm.in;
   }
   if (c_.altup > 0) TROUPE_TRY_SET(rows, altup_collapse(rows));
-  if (c_.shortcut_moe || c_.zamba || c_.loop_layers > 0) // (the stream, not what rides beside)
+  if (c_.shortcut_moe || c_.zamba || c_.zaya || c_.loop_layers > 0) // (the stream, not what
+                                                                    // rides beside)
     rows = stream_of(b, rows, 0, "rows_stream");
   if (c_.cycle_layers > 0) rows = stream_of(b, rows, 1, "rows_high"); // (HRM-Text)
   vid hn = none;

@@ -142,8 +142,9 @@ struct decoder_names {
   // 2, C]; the q / k convolutions, q's channels then k's: the depthwise taps for this token and
   // for the previous one [Ch, 3] (derived at load), its bias [Ch], the per-head taps [Ch, D] of
   // the previous token and of this one (derived), their bias [Ch]; the keys' scale [Hkv]; the
-  // values' taps [Hkv D, 2] and the keys' mean over their query heads [Hkv D, G D] (derived, one
-  // each for all layers); the embedding's scale and bias [C]; a residual scaling's prefix
+  // mean of q_proj's rows over each KV head's query heads [Hkv D, C] (derived: k's residual);
+  // the values' taps [Hkv D, 2] (derived, one for all layers); the embedding's scale and bias
+  // [C]; a residual scaling's prefix
   // ("{}" the layer, "{s}" attention / mlp; under it hidden_states_scale / _bias, residual_scale /
   // _bias); the router's down_proj [R, C] (bias), its carried state's scale [R], its MLP's norm
   // [R], fc1 and fc2 [R, R] (biases); moe_router its out_proj [E + 1, R], moe_router_bias the
@@ -155,7 +156,7 @@ struct decoder_names {
   std::string doge_a, doge_dt, doge_dt_b, doge_res_attn, doge_res_ffn, doge_q_extra, doge_k_map,
       doge_select;
   std::string zaya_v_now, zaya_v_prev, zaya_dw_now, zaya_dw_prev, zaya_dw_b, zaya_pw_prev,
-      zaya_pw_now, zaya_pw_b, zaya_k_scale, zaya_v_taps, zaya_k_mean, zaya_in_scale, zaya_in_bias,
+      zaya_pw_now, zaya_pw_b, zaya_k_scale, zaya_v_taps, zaya_q_mean, zaya_in_scale, zaya_in_bias,
       zaya_res, zaya_router_down, zaya_router_down_b, zaya_router_carry, zaya_router_norm,
       zaya_router_fc1, zaya_router_fc1_b, zaya_router_fc2, zaya_router_fc2_b;
   // Ergo: the residual adds' branch factors [C] (after the attention and after the FFN), the

@@ -44,9 +44,13 @@ expected<vid> decoder::stream_weight(const std::string& pattern, int64_t i, int 
 }
 
 vid decoder::stream_of(builder& b, vid x, int64_t k, const std::string& what) const {
+  return columns(b, x, k * c_.C, c_.C, what);
+}
+
+vid decoder::columns(builder& b, vid x, int64_t col0, int64_t cols, const std::string& what) {
   kernels::op_params p;
-  p.col0 = k * c_.C;
-  p.cols = c_.C;
+  p.col0 = col0;
+  p.cols = cols;
   return b.op(op::slice, {x}, what, p);
 }
 

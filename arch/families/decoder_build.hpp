@@ -274,6 +274,8 @@ class decoder {
   vid altup_modalities(int l, const altup_router& r, vid s, const std::string& what);
   expected<vid> altup_collapse(vid rows);
   vid stream_of(builder& b, vid x, int64_t k, const std::string& what) const;
+  // columns [col0, col0 + cols) of each row of x (a slice)
+  static vid columns(builder& b, vid x, int64_t col0, int64_t cols, const std::string& what);
   // the projection [C, C] of stream i >= 1: a tensor per stream ("{}" = i - 1) or rows of a
   // stack [N - 1, C, C]
   expected<vid> stream_weight(const std::string& pattern, int64_t i, int l);

@@ -55,10 +55,12 @@ expected<vid> decoder::doge_attention(int l, vid h) {
   weight_ref each; // every head's selection of its first D values
   for (int64_t hh = 0; hh < H; ++hh) each.segments.emplace_back(0, D);
   TROUPE_TRY_ASSIGN(sel, req(n_.doge_select, l, {H * D, De}, cut::out, axis::heads, D, each));
-  const vid zq = w_.constant(b.name("q_extra") + ".zeros", l, {H * extra, C}, 0.0f, cut::out,
+  // (the constant extra values of q and v: zero maps of a column of zeros, plus q's pattern)
+  const vid zq = w_.constant(b.name("q_extra") + ".zeros", l, {H * extra, 1}, 0.0f, cut::out,
                              axis::heads, extra);
-  const vid zv = w_.constant(b.name("v_extra") + ".zeros", l, {Hkv * extra, C}, 0.0f, cut::out,
+  const vid zv = w_.constant(b.name("v_extra") + ".zeros", l, {Hkv * extra, 1}, 0.0f, cut::out,
                              kv_axis, extra);
+  const vid zero = b.scale(b.op(op::sum_rows, {h}, "extra_rows"), 0.0f, "extra_zero");
   const vid q0 = b.view(b.linear(h, p.wq, p.bq, "q"), {-1, D}, "q_heads");
   const vid k0 = b.view(b.linear(h, p.wk, p.bk, "k"), {-1, D}, "k_heads");
   const vid v0 = b.linear(h, p.wv, p.bv, "v");
@@ -69,8 +71,8 @@ expected<vid> decoder::doge_attention(int l, vid h) {
   const vid score =
       b.elementwise(std::move(mask_expr), {b.linear(v0, wdt, bdt, "dt"), A}, "dyn_mask");
   const vid kx = b.view(b.linear(score, km, none, "k_extra"), {-1, extra}, "k_extra_heads");
-  const vid qe = b.view(b.linear(h, zq, qx, "q_extra"), {-1, extra}, "q_extra_heads");
-  const vid ve = b.view(b.linear(h, zv, none, "v_extra"), {-1, extra}, "v_extra_heads");
+  const vid qe = b.view(b.linear(zero, zq, qx, "q_extra"), {-1, extra}, "q_extra_heads");
+  const vid ve = b.view(b.linear(zero, zv, none, "v_extra"), {-1, extra}, "v_extra_heads");
   attention_spec s = layer_spec(l);
   s.head_dim = De;
   s.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));

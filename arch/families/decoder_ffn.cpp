@@ -85,6 +85,7 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
   s.clamp = c_.swiglu_clamp;
   s.clamp_after = c_.swiglu_after_act;
   s.zero_experts = c_.zero_experts;
+  s.null_experts = c_.null_experts;
   const bool hashed =
       l < static_cast<int>(c_.hash_layers.size()) && c_.hash_layers[static_cast<size_t>(l)];
   if (hashed) TROUPE_TRY_SET(s.hash, req(n_.moe_hash, l, {c_.V, c_.n_expert_used}));
@@ -128,12 +129,6 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
     };
   }
   vid y = b.moe(h, s, wr, wg, wu, wd, rb, mb);
-  if (c_.null_experts > 0) // skip experts: ids no shard holds, which add nothing
-    for (auto it = g_.nodes.rbegin(); it != g_.nodes.rend(); ++it)
-      if (it->op == op::moe && !it->out.empty() && it->out[0] == y) {
-        it->p.n_expert = static_cast<int>(routed);
-        break;
-      }
   if (c_.sink_shared > 0) { // each shared expert's MLP times its weight
     const int64_t S = c_.sink_shared;
     const bool packed = !n_.shexp_gate_up.empty(); // (published: one w13 tensor [S, 2 F, C])
@@ -148,9 +143,7 @@ expected<vid> decoder::moe(int l, vid h, vid router_in) {
       TROUPE_TRY_ASSIGN(sd,
                         req(n_.shexp_down, l, {C, F}, cut::in, axis::ffn, 1, row_range(j * C, C)));
       const std::string what = fmt::format("ffn_shexp{}", j);
-      kernels::op_params cp;
-      cp.col0 = j, cp.cols = 1;
-      const vid gj = b.op(op::slice, {gammas}, what + "_weight", cp);
+      const vid gj = columns(b, gammas, j, 1, what + "_weight");
       const vid sh = b.ffn(h, sg, su, sd, none, none, none, act_op(), act_expr_, what);
       y = b.add(y, b.mul(sh, gj, what + "_weighted"), what + "_sum");
     }

@@ -15,14 +15,6 @@
 
 namespace troupe::arch::detail {
 
-namespace {
-kernels::op_params columns(int64_t col0, int64_t cols) {
-  kernels::op_params p;
-  p.col0 = col0, p.cols = cols;
-  return p;
-}
-} // namespace
-
 status decoder::build_zaya() {
   TROUPE_TRY_ASSIGN(e, embed());
   const int64_t C = c_.C;
@@ -36,8 +28,7 @@ status decoder::build_zaya() {
     x = y;
     g_.residual.push_back(x);
   }
-  builder bh(g_, g_.n_layer);
-  return head(bh.op(op::slice, {x}, "stream_out", columns(0, C)));
+  return head(x); // (the stream's columns: head() drops the router's state)
 }
 
 expected<vid> decoder::zaya_scaled_sum(builder& b, int l, vid y, vid x, const std::string& which) {
@@ -58,8 +49,8 @@ expected<vid> decoder::zaya_layer(int l, vid x) {
   const int64_t C = c_.C, R = c_.router_dim;
   vid s = x, carried = none;
   if (l > 0) { // the stream and the previous layer's router state
-    s = b.op(op::slice, {x}, "stream", columns(0, C));
-    carried = b.op(op::slice, {x}, "router_carried", columns(C, R));
+    s = stream_of(b, x, 0, "stream");
+    carried = columns(b, x, C, R, "router_carried");
   }
   TROUPE_TRY_ASSIGN(h, norm(s, l, n_.attn_norm, "", C, norm_kind::rms, "attn_norm"));
   TROUPE_TRY_ASSIGN(a, zaya_attention(l, h));
@@ -120,7 +111,7 @@ expected<vid> decoder::zaya_attention(int l, vid h) {
   weight_ref rep; // k's rows, each KV head's repeated for its query heads
   for (int64_t hh = 0; hh < H; ++hh) rep.segments.emplace_back(hh / G * D, D);
   TROUPE_TRY_ASSIGN(wkr, req(n_.wk, l, {H * D, C}, cut::out, axis::heads, D, rep));
-  TROUPE_TRY_ASSIGN(wqm, req(n_.zaya_k_mean, l, {Hkv * D, C}, cut::out, kv_axis, D));
+  TROUPE_TRY_ASSIGN(wqm, req(n_.zaya_q_mean, l, {Hkv * D, C}, cut::out, kv_axis, D));
   // the values: both halves' rows as one [Hkv D, C] (a rank's KV heads are its rows of it)
   TROUPE_TRY_ASSIGN(wv, w_.stacked({layer_name(n_.zaya_v_now, l), layer_name(n_.zaya_v_prev, l)},
                                    layer_name(n_.zaya_v_now, l) + "+delayed", l, 2,

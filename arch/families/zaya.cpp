@@ -12,8 +12,6 @@
 // rearranged (a tap per derived tensor, the depthwise taps as two convolutions of three: this
 // token's output and the previous token's), and the mean of q_proj's rows over each KV head's
 // query heads derived (k's residual). HF only (llama.cpp writes no ZAYA GGUF).
-#include <cstring>
-
 #include "arch/families/decoder.hpp"
 #include "arch/families/weights.hpp"
 #include "core/convert.hpp"
@@ -53,8 +51,6 @@ status read_zaya_hf(hf_cfg& j, model_config& c) {
   if (t0 != 2 || t1 != 2)
     return j.unsupported(
         fmt::format("cca_time0 {} / cca_time1 {} (2 and 2, as published, are)", t0, t1));
-  if (c.H % c.Hkv || (c.H / c.Hkv) < 1 || c.D % 2 || (c.Hkv * c.D) % 2)
-    return j.bad(fmt::format("{} heads over {} KV heads of {}", c.H, c.Hkv, c.D));
   // the layer types (all "hybrid" by default; "hybrid_sliding" windowed), a RoPE each
   std::vector<uint8_t> sliding(static_cast<size_t>(c.n_layer), 0);
   TROUPE_TRY_ASSIGN(
@@ -181,7 +177,7 @@ status build_zaya(const model_source& m, graph::graph& g) {
   n.zaya_pw_prev = cca + "conv_qk_grouped.tap0", n.zaya_pw_now = cca + "conv_qk_grouped.tap1";
   n.zaya_pw_b = cca + "conv_qk_grouped.bias";
   n.zaya_k_scale = l + "self_attn.qk_norm.temp";
-  n.zaya_k_mean = cca + "q_proj.group_mean";
+  n.zaya_q_mean = cca + "q_proj.group_mean";
   n.zaya_v_taps = v_taps;
   n.zaya_in_scale = "model.input_hidden_states_scale";
   n.zaya_in_bias = "model.input_hidden_states_bias";
