@@ -222,7 +222,8 @@ status infer_shapes(graph& g) {
       out.type = dtype::f32;
       break;
     case op::gated_delta: // the values' shape [T, Hv, Dv]
-      if (!in(2)) return bad(g, n, "gated_delta without values");
+    case op::mlstm_scan:  // (and [T, H, Dv])
+      if (!in(2)) return bad(g, n, "a recurrence without values");
       out.r = in(2)->r;
       out.dims = in(2)->dims;
       out.type = dtype::f32;

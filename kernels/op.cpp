@@ -25,7 +25,7 @@ constexpr std::array<std::string_view, op_count> op_names = {
     "causal_conv", "gated_delta",   "ssm_scan",
     "dsa_select",  "kv_compress",   "hc_pre",
     "hc_post",     "pos_scale",     "slice",
-    "lru_scan",
+    "lru_scan",    "mlstm_scan",
 };
 
 bool is_float(dtype t) {
@@ -269,6 +269,23 @@ status check_args(const op_args& a) {
     if (st.type != dtype::f32 || st.dims.rank < 2 || st.dims[0] <= 0 ||
         st.numel() / st.dims[0] != W)
       return fail(a, "state must be f32 [NS, W]");
+    if (table.type != dtype::i32 || table.dims.rank != 2 || table.cols() != 4)
+      return fail(a, "the state table must be i32 [S, 4]");
+    return {};
+  }
+  case op::mlstm_scan: {
+    const auto &k = a.src[1], &v = a.src[2], &st = a.src[5], &table = a.src[6];
+    if (s0.type != dtype::f32 || s0.dims.rank != 3 || k.type != dtype::f32 || k.dims != s0.dims ||
+        v.type != dtype::f32 || v.dims.rank != 3 || v.dims[0] != s0.dims[0] ||
+        v.dims[1] != s0.dims[1] || d.type != dtype::f32 || d.dims != v.dims)
+      return fail(a, "q, k f32 [T, H, Dk], v and dst f32 [T, H, Dv]");
+    const int64_t T = s0.dims[0], H = s0.dims[1], Dk = s0.dims[2], Dv = v.dims[2];
+    for (int i : {3, 4})
+      if (a.src[i].type != dtype::f32 || a.src[i].numel() != T * H)
+        return fail(a, "the gates must be f32 [T, H]");
+    if (st.type != dtype::f32 || st.dims.rank != 4 || st.dims[1] != H || st.dims[2] != Dk + 1 ||
+        st.dims[3] != Dv + 1)
+      return fail(a, "state must be f32 [NS, H, Dk + 1, Dv + 1]");
     if (table.type != dtype::i32 || table.dims.rank != 2 || table.cols() != 4)
       return fail(a, "the state table must be i32 [S, 4]");
     return {};

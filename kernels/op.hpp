@@ -225,6 +225,16 @@
 //                    per channel h = a h + u token by token (a diagonal linear recurrence; h = 0
 //                    before a sequence's position 0); with p.lru_norm the input is sqrt(1 - a^2) u
 //                    except at position 0, where it is u (Griffin's RG-LRU, RecurrentGemma)
+//   mlstm_scan       src0 q f32 [T, H, Dk], src1 k f32 [T, H, Dk], src2 v f32 [T, H, Dv], src3 i
+//                    f32 [T, H] (the input gate's preactivations), src4 f f32 [T, H] (the forget
+//                    gate's), src5 state f32 [NS, H, Dk + 1, Dv + 1], src6 state table -> dst f32
+//                    [T, H, Dv]: xLSTM's mLSTM cell in its stabilised recurrent form. Per head the
+//                    state holds the matrix memory C [Dk, Dv] (rows 0 .. Dk - 1, columns 0 .. Dv
+//                    - 1), the normaliser n [Dk] (column Dv) and the stabiliser m (row Dk, column
+//                    0), all zero before a sequence's position 0. Per token, with lf =
+//                    logsigmoid(f): m' = max(lf + m, i), C = e^(lf + m - m') C + e^(i - m') k v^T,
+//                    n = e^(lf + m - m') n + e^(i - m') k, and out = (q' C) / (max(|q' . n|,
+//                    e^-m') + p.eps), q' = q / sqrt(Dk)
 // All float math accumulates in at least f32; the reference (kernels/ref) in f64.
 #pragma once
 
@@ -296,8 +306,9 @@ enum class op : uint8_t {
   pos_scale,
   slice,
   lru_scan,
+  mlstm_scan,
 };
-inline constexpr int op_count = 49;
+inline constexpr int op_count = 50;
 
 std::string_view to_string(op o);
 /// ALiBi slope of global head h of n (Press et al.; as Bloom, MPT and llama.cpp compute it):

@@ -1,7 +1,8 @@
 // recurrent.cpp (cpu): linear attention's ops with a state per sequence (op.hpp): causal_conv,
 // gated_delta and ssm_scan (Mamba-2: over (sequence, head) pairs, each head's [P, N] state
 // decayed and updated in place token by token, the loops over N vectorised; Mamba-1: blocks of
-// 64 channel-heads, an exp per state value; lru_scan, blocks of 64 channels). The convolution and
+// 64 channel-heads, an exp per state value; lru_scan, blocks of 64 channels; mlstm_scan, xLSTM's
+// matrix memory per (sequence, head)). The convolution and
 // the scans' work are built for AVX-512, AVX2 and the baseline (TROUPE_CPU_DISPATCH). The
 // convolution runs over (sequence, head) pairs in parallel, a head's channels in the vector lanes
 // (the SiLU's exp vectorised too, where the op has one); the delta rule over (sequence, value head)
@@ -421,6 +422,56 @@ void lru_scan(const op_args& a, const exec_ctx& ctx) {
   });
 }
 
+// xLSTM's mLSTM (mlstm_scan): over (sequence, head) pairs, the head's [Dk + 1, Dv + 1] state
+// updated in place token by token in one pass over its rows: row d's memory and normaliser
+// (column Dv, the update's value 1) decayed and raised by k_d times [v | 1], and q'_d times the
+// new row summed into [q' C | q' . n], the loop over Dv + 1 vectorised
+void mlstm_scan(const op_args& a, const exec_ctx& ctx) {
+  const auto &q = a.src[0], &k = a.src[1], &v = a.src[2];
+  const int64_t H = q.dims[1], Dk = q.dims[2], Dv = v.dims[2], W = Dv + 1;
+  const tensor_view& table = a.src[6];
+  const float *ig = a.src[3].as<float>(), *fg = a.src[4].as<float>();
+  float* state = a.src[5].as<float>();
+  const float qscale = 1.0f / std::sqrt(static_cast<float>(Dk)), eps = a.p.eps;
+  parallel(ctx, table.rows() * H, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> ve(static_cast<size_t>(W)), acc(static_cast<size_t>(W));
+    for (int64_t i = i0; i < i1; ++i) {
+      const state_row s = state_row_at(table, i / H);
+      const int64_t h = i % H;
+      float* st = state + (s.slot * H + h) * (Dk + 1) * W; // [Dk + 1, Dv + 1]
+      if (s.pos0 == 0) std::fill_n(st, (Dk + 1) * W, 0.0f);
+      float& m = st[Dk * W];
+      ve[static_cast<size_t>(Dv)] = 1.0f;
+      for (int64_t n = 0; n < s.count; ++n) {
+        const int64_t t = s.begin + n;
+        const float* qt = q.as<float>() + (t * H + h) * Dk;
+        const float* kt = k.as<float>() + (t * H + h) * Dk;
+        std::copy_n(v.as<float>() + (t * H + h) * Dv, Dv, ve.data());
+        const float f = fg[t * H + h], in = ig[t * H + h];
+        const float lf = std::min(f, 0.0f) - std::log1p(std::exp(-std::fabs(f)));
+        const float m_new = std::max(lf + m, in);
+        const float fa = std::exp(lf + m - m_new), ia = std::exp(in - m_new);
+        m = m_new;
+        float* o = acc.data();
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        const float* vp = ve.data();
+        for (int64_t d = 0; d < Dk; ++d) {
+          float* row = st + d * W;
+          const float kd = ia * kt[d], qd = qscale * qt[d];
+#pragma omp simd
+          for (int64_t e = 0; e < W; ++e) {
+            row[e] = fa * row[e] + kd * vp[e];
+            o[e] += qd * row[e];
+          }
+        }
+        const float den = std::max(std::fabs(o[Dv]), std::exp(-m_new)) + eps;
+        float* out = a.dst.as<float>() + (t * H + h) * Dv;
+        for (int64_t e = 0; e < Dv; ++e) out[e] = o[e] / den;
+      }
+    }
+  });
+}
+
 void ssm_scan(const op_args& a, const exec_ctx& ctx) {
   const int64_t H = a.src[0].dims[1], P = a.src[0].dims[2], G = a.src[3].dims[1];
   const int64_t N = a.src[3].dims[2], S = a.src[8].rows();
@@ -440,6 +491,7 @@ void ssm_scan(const op_args& a, const exec_ctx& ctx) {
 void register_recurrent(registry& r) {
   r.add(op::ssm_scan, backend::cpu, "f32", contiguous_args, ssm_scan);
   r.add(op::lru_scan, backend::cpu, "f32", contiguous_args, lru_scan);
+  r.add(op::mlstm_scan, backend::cpu, "f32", contiguous_args, mlstm_scan);
   r.add(op::causal_conv, backend::cpu, "any", contiguous_args, causal_conv);
   r.add(op::gated_delta, backend::cpu, "f32", contiguous_args, gated_delta);
 }

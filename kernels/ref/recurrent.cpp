@@ -1,7 +1,8 @@
 // recurrent.cpp (ref): the ops of linear attention with a state per sequence (op.hpp):
 // causal_conv (a short depthwise convolution over each sequence's latest inputs),
 // gated_delta (the gated delta rule, token by token), ssm_scan (Mamba-2's selective state
-// space, token by token) and lru_scan (a diagonal linear recurrence, Griffin's RG-LRU). f64 math
+// space, token by token), lru_scan (a diagonal linear recurrence, Griffin's RG-LRU) and mlstm_scan
+// (xLSTM's matrix memory with its normaliser and stabiliser). f64 math
 // over the f32 state; written from the equations in op.hpp, as the specification the CPU kernels
 // are tested against.
 #include <algorithm>
@@ -173,6 +174,63 @@ void lru_scan(const op_args& a, const exec_ctx&) {
   }
 }
 
+// the mLSTM cell as op.hpp writes it: C, n and m kept apart in f64 over the sequence's tokens
+void mlstm_scan(const op_args& a, const exec_ctx&) {
+  const auto &q = a.src[0], &k = a.src[1], &v = a.src[2];
+  const int64_t H = q.dims[1], Dk = q.dims[2], Dv = v.dims[2];
+  float* state = a.src[5].as<float>();
+  for (int64_t si = 0; si < a.src[6].rows(); ++si) {
+    const state_row s = state_row_at(a.src[6], si);
+    for (int64_t h = 0; h < H; ++h) {
+      float* st = state + (s.slot * H + h) * (Dk + 1) * (Dv + 1);
+      std::vector<double> C(static_cast<size_t>(Dk * Dv), 0.0), n(static_cast<size_t>(Dk), 0.0);
+      double m = 0;
+      if (s.pos0 > 0) {
+        for (int64_t d = 0; d < Dk; ++d) {
+          for (int64_t e = 0; e < Dv; ++e)
+            C[static_cast<size_t>(d * Dv + e)] = st[d * (Dv + 1) + e];
+          n[static_cast<size_t>(d)] = st[d * (Dv + 1) + Dv];
+        }
+        m = st[Dk * (Dv + 1)];
+      }
+      for (int64_t i = 0; i < s.count; ++i) {
+        const int64_t t = s.begin + i;
+        const double f = a.src[4].as<float>()[t * H + h], in = a.src[3].as<float>()[t * H + h];
+        const double lf = -std::log1p(std::exp(-f)); // log(sigmoid(f))
+        const double m_new = std::max(lf + m, in);
+        const double fa = std::exp(lf + m - m_new), ia = std::exp(in - m_new);
+        const float* qt = q.as<float>() + (t * H + h) * Dk;
+        const float* kt = k.as<float>() + (t * H + h) * Dk;
+        const float* vt = v.as<float>() + (t * H + h) * Dv;
+        for (int64_t d = 0; d < Dk; ++d) {
+          for (int64_t e = 0; e < Dv; ++e) {
+            double& c = C[static_cast<size_t>(d * Dv + e)];
+            c = fa * c + ia * kt[d] * vt[e];
+          }
+          n[static_cast<size_t>(d)] = fa * n[static_cast<size_t>(d)] + ia * kt[d];
+        }
+        m = m_new;
+        double qn = 0;
+        const double qs = 1.0 / std::sqrt(static_cast<double>(Dk));
+        for (int64_t d = 0; d < Dk; ++d) qn += qs * qt[d] * n[static_cast<size_t>(d)];
+        const double den = std::max(std::fabs(qn), std::exp(-m)) + a.p.eps;
+        for (int64_t e = 0; e < Dv; ++e) {
+          double y = 0;
+          for (int64_t d = 0; d < Dk; ++d) y += qs * qt[d] * C[static_cast<size_t>(d * Dv + e)];
+          a.dst.as<float>()[(t * H + h) * Dv + e] = static_cast<float>(y / den);
+        }
+      }
+      std::fill_n(st, (Dk + 1) * (Dv + 1), 0.0f);
+      for (int64_t d = 0; d < Dk; ++d) {
+        for (int64_t e = 0; e < Dv; ++e)
+          st[d * (Dv + 1) + e] = static_cast<float>(C[static_cast<size_t>(d * Dv + e)]);
+        st[d * (Dv + 1) + Dv] = static_cast<float>(n[static_cast<size_t>(d)]);
+      }
+      st[Dk * (Dv + 1)] = static_cast<float>(m);
+    }
+  }
+}
+
 } // namespace
 
 void register_recurrent(registry& r) {
@@ -180,6 +238,7 @@ void register_recurrent(registry& r) {
   r.add(op::gated_delta, backend::ref, "any", all_contiguous, gated_delta);
   r.add(op::ssm_scan, backend::ref, "f32", all_contiguous, ssm_scan);
   r.add(op::lru_scan, backend::ref, "f32", all_contiguous, lru_scan);
+  r.add(op::mlstm_scan, backend::ref, "f32", all_contiguous, mlstm_scan);
 }
 
 } // namespace troupe::kernels::ref

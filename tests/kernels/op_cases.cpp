@@ -648,6 +648,28 @@ void recurrent_cases(std::vector<op_case>& out_cases) {
     c.tol = {1e-9, 1e-4};
     out_cases.push_back(std::move(c));
   }
+  // xLSTM's mLSTM: input gates spread wide (the stabiliser m follows them up and down), forget
+  // gates mostly open; key dims above and below the value dims
+  for (auto [H, Dk, Dv] : {std::tuple<int64_t, int64_t, int64_t>{3, 16, 8}, {2, 8, 33}}) {
+    op_case c;
+    c.name = fmt::format("mlstm_scan(T={},H={},Dk={},Dv={})", T, H, Dk, Dv);
+    gen g(c.name);
+    c.kind = op::mlstm_scan;
+    std::vector<float> f = g.normal(T * H, 2.0f);
+    for (float& x : f) x += 2.0f;
+    c.src = {from_floats(dtype::f32, {T, H, Dk}, g.normal(T * H * Dk)),
+             from_floats(dtype::f32, {T, H, Dk}, g.normal(T * H * Dk)),
+             from_floats(dtype::f32, {T, H, Dv}, g.normal(T * H * Dv)),
+             from_floats(dtype::f32, {T, H}, g.normal(T * H, 4.0f)),
+             from_floats(dtype::f32, {T, H}, f),
+             from_floats(dtype::f32, {NS, H, Dk + 1, Dv + 1},
+                         g.normal(NS * H * (Dk + 1) * (Dv + 1), 0.3f)),
+             from_ints({3, 4}, table)};
+    c.dst = out(dtype::f32, {T, H, Dv});
+    c.p.eps = 1e-6f;
+    c.tol = {1e-9, 1e-4};
+    out_cases.push_back(std::move(c));
+  }
   // GGUF's form: value heads tiled over the key heads (a shard's first global head 3), and
   // -exp(A_log) stored
   {
