@@ -95,7 +95,11 @@ int64_t model_config::state_values_per_seq(int64_t begin, int64_t end, int tp) c
   const int64_t keys = ssm_dt_rank > 0 ? 0 : 2 * lin_k_heads * lin_k_dim; // (Mamba-1: x alone)
   const int64_t conv =
       (lin_conv - 1) * ((lin_k_heads % t ? keys * t : keys) + lin_v_heads * lin_v_dim);
-  const int64_t delta = short_conv ? 0 : lin_v_heads * lin_k_dim * lin_v_dim;
+  const int64_t delta =
+      short_conv ? 0
+      : mlstm // (the memory with the normaliser's column and the stabiliser's row)
+          ? lin_v_heads * (lin_k_dim + 1) * (lin_v_dim + 1)
+          : lin_v_heads * lin_k_dim * lin_v_dim;
   int64_t n = 0;
   for (int64_t l = begin; l < end; ++l)
     if (layer_linear(l) || ssm_parallel || zamba) n += (conv + delta) / t;
@@ -289,6 +293,9 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
   const int64_t linear =
       // (lightning: qkv_proj, output_gate, out_proj, the norm, the decay per head)
       m.lightning ? 5 * C * Vd + Vd + m.lin_v_heads
+      // (mLSTM: q, k, v, the output gate, the input and forget gates and their biases, the
+      // per-head norm, out_proj)
+      : m.mlstm ? 2 * C * Kd + 2 * C * Vd + 2 * (C + 1) * m.lin_v_heads + Vd + Vd * C
       // (Griffin: linear_x, linear_y, the conv, the two gates' blocks, the decay, linear_out; and
       // their biases)
       : m.rg_lru ? 2 * (C * Vd + Vd) + Vd * (m.lin_conv + 1) +

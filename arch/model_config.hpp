@@ -226,6 +226,15 @@ struct model_config {
   // gates block-diagonal by head); its state the convolution's last inputs and one value per
   // channel (lin_k_dim 1)
   bool rg_lru = false;
+  // xLSTM's mLSTM on the linear layers: q and k (lin_k_heads = lin_v_heads heads of lin_k_dim), v
+  // (lin_v_dim per head), an output gate over v's width, an input and a forget gate preactivation
+  // per head (each soft-capped at mlstm_gate_cap: c tanh(x / c)), the mLSTM cell (its state per
+  // head the memory [lin_k_dim, lin_v_dim], the normaliser and the stabiliser; mlstm_eps added
+  // to the denominator), a LayerNorm per head (weight, no bias) times sigmoid(output gate),
+  // out_proj; no convolution (lin_conv 1)
+  bool mlstm = false;
+  bool mlstm_fused = false; // (its weights as weight_mode "fused" stores them: a layout)
+  double mlstm_gate_cap = 0, mlstm_eps = 1e-6;
   // Mamba-2's mixer in place of the DeltaNet on the layers linear_layers marks (Mamba2, Granite
   // 4.0-H, Bamba): in_proj gives z and x (lin_v_heads heads of lin_v_dim), B and C (lin_k_heads
   // groups of lin_k_dim state values) and dt per head; a causal conv1d of lin_conv taps (with

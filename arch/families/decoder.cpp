@@ -430,6 +430,7 @@ expected<vid> decoder::attention(int l, vid h) {
   if (c_.layer_linear(l) && c_.ssm_dt_rank > 0) return mamba1(l, h);
   if (c_.layer_linear(l))
     return c_.lightning    ? lightning(l, h)
+           : c_.mlstm      ? mlstm(l, h)
            : c_.rg_lru     ? rg_lru(l, h)
            : c_.mamba      ? mamba(l, h)
            : c_.short_conv ? short_conv(l, h)

@@ -92,6 +92,12 @@ struct decoder_names {
   // ssm_conv_b, linear_out lin_out and bias ssm_out_b
   std::string lru_x, lru_x_b, lru_y, lru_y_b, lru_gate_i, lru_gate_i_b, lru_gate_a, lru_gate_a_b,
       lru_log_a;
+  // or (model_config::mlstm, xLSTM) q, k, v as lin_q, lin_k, lin_v, the output gate lin_z, the
+  // input and forget gates [H, C] and their biases [H], the per-head norm's weight lin_norm,
+  // out_proj lin_out; mlstm_fused: lin_q names one tensor of [q; k; v; output gate] rows and
+  // mlstm_i (its bias mlstm_i_b) one of [input; forget] rows
+  std::string mlstm_i, mlstm_i_b, mlstm_f, mlstm_f_b;
+  bool mlstm_fused = false;
   // or (model_config::mamba) in_proj [z; x; B; C; dt rows] and its bias, the conv1d's bias, D
   // per head, out_proj's bias (the taps, dt_bias, A_log, the gated norm and out_proj as above)
   std::string ssm_in, ssm_in_b, ssm_conv_b, ssm_D, ssm_out_b;

@@ -186,6 +186,7 @@ class decoder {
   expected<vid> lightning(int l, vid h);
   expected<vid> mamba1(int l, vid h);
   expected<vid> kda(int l, vid h);
+  expected<vid> mlstm(int l, vid h); // (decoder_xlstm.cpp)
 
   // layer l's attention as the kernel sees it: its geometry, the scores' scale, window, chunk,
   // temperature, caps and RoPE (the weights and caches are the caller's)

@@ -246,7 +246,9 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "inkling",
                            "inkling_vl",
                            "zaya",
-                           "doge"}) {
+                           "doge",
+                           "xlstm",
+                           "xlstm_fused"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

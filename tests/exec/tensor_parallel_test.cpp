@@ -110,6 +110,12 @@ TEST(TensorParallel, DogeDynamicMaskSplits) {
   two_ranks_match("doge");
 }
 
+// xLSTM: each rank its heads' q, k, v, gates, cells and norms (the fused tensors' row ranges cut
+// alike), out_proj's partial sums all-reduced
+TEST(TensorParallel, XlstmHeadsSplit) {
+  for (const char* name : {"xlstm", "xlstm_fused"}) two_ranks_match(name);
+}
+
 TEST(TensorParallel, Zamba2SharedBlocksAndMixersSplit) {
   for (const char* name : {"zamba2", "zamba2_plain"}) two_ranks_match(name);
 }
