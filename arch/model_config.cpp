@@ -388,8 +388,10 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
                          : m.residual == residual_kind::parallel ? 1
                                                                  : 2) *
                         norm_w;
-  if (m.cycle_layers > 0) total += C; // HRM-Text: the low stream's initial value
-  if (m.ngpt) total += head_rows;     // Dory: the logits' scale per token id
+  if (m.cycle_layers > 0) total += C;            // HRM-Text: the low stream's initial value
+  if (m.head_transform) total += C * C + norm_w; // (ModernBERT's prediction head)
+  if (m.first_attn_unnormed) total -= norm_w;    // (and its first layer's missing norm)
+  if (m.ngpt) total += head_rows;                // Dory: the logits' scale per token id
   if (m.logit_rows > 0) total += m.V; // (Inkling: the bias on the dropped logits, a weight here)
   for (int64_t l = 0; l < m.n_layer; ++l)
     if (every_run || m.layer_weights(l) == l) // (a layer reading another's weights adds none)

@@ -233,6 +233,12 @@ struct model_config {
   // to the denominator), a LayerNorm per head (weight, no bias) times sigmoid(output gate),
   // out_proj; no convolution (lin_conv 1)
   bool mlstm = false;
+  // ModernBERT's decoder: its first layer has no norm before the attention (the embeddings' norm
+  // stands in), and the logits' input goes through a prediction head first: a dense [C, C] map
+  // (its bias where the checkpoint has one), head_act, a norm of c.norm's kind
+  bool first_attn_unnormed = false;
+  bool head_transform = false;
+  act_kind head_act = act_kind::gelu_erf;
   bool mlstm_fused = false; // (its weights as weight_mode "fused" stores them: a layout)
   double mlstm_gate_cap = 0, mlstm_eps = 1e-6;
   // Mamba-2's mixer in place of the DeltaNet on the layers linear_layers marks (Mamba2, Granite

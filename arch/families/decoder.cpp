@@ -555,8 +555,9 @@ expected<vid> decoder::layer(int l, vid x) {
     TROUPE_TRY_ASSIGN(fn, norm(f, l, n_.ffn_norm, n_.ffn_norm_b, C, c_.norm, "ffn_post_norm"));
     return b.add(x, scaled(fn, "ffn_scaled"), "ffn_residual");
   }
-  TROUPE_TRY_ASSIGN(h0, norm(x, l, attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
-  vid h = h0;
+  vid h = x; // (ModernBERT's first layer attends over the stream as it is)
+  if (!(c_.first_attn_unnormed && l == 0))
+    TROUPE_TRY_SET(h, norm(x, l, attn_norm, n_.attn_norm_b, C, c_.norm, "attn_norm"));
   if (c_.gated_norm_rank > 0) // (A.X K2: every layer's)
     TROUPE_TRY_SET(h, norm_gate(l, h, n_.attn_norm_gate_down, n_.attn_norm_gate_up, "attn_norm"));
   if (c_.normed_residual) { // MiniMax: the residual is the normed stream, both terms scaled
@@ -661,6 +662,15 @@ status decoder::head(vid x) {
     hn = l2_norm(b, rows, C, "output_norm");
   else
     TROUPE_TRY_SET(hn, norm(rows, L, n_.out_norm, n_.out_norm_b, C, c_.norm, "output_norm"));
+  if (c_.head_transform) { // (ModernBERT's prediction head: dense, activation, norm)
+    TROUPE_TRY_ASSIGN(hw, req(n_.head_dense, L, {C, C}));
+    TROUPE_TRY_ASSIGN(hb, opt(n_.head_dense_b, L, {C}));
+    const op act = c_.head_act == act_kind::silu        ? op::silu
+                   : c_.head_act == act_kind::gelu_tanh ? op::gelu_tanh
+                                                        : op::gelu_erf;
+    const vid t = b.unary(act, b.linear(hn, hw, hb, "head_dense"), "head_act");
+    TROUPE_TRY_SET(hn, norm(t, L, n_.head_norm, n_.head_norm_b, C, c_.norm, "head_norm"));
+  }
   vid out_w = tok_;
   if (!c_.tie_embeddings) {
     TROUPE_TRY_ASSIGN(o, req(n_.lm_head, L, {V, C}, cut::out, axis::vocab));

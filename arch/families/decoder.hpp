@@ -36,6 +36,7 @@ struct decoder_names {
   std::string q_norm, k_norm, q_norm_b, k_norm_b;
   std::string w_gate, w_up, w_down, b_gate, b_up, b_down;
   std::string w_gate_up; // fused: gate rows, then up rows
+  std::string b_gate_up; // and its bias, gate's then up's (ModernBERT's Wi)
   // mixture of experts: the router [E, C]; the experts' gate, up, down with "{e}" for the
   // expert (HF's per-expert tensors), or without it (GGUF's merged [E, F, C] tensors); the
   // shared expert and its gate [1, C]
@@ -97,6 +98,8 @@ struct decoder_names {
   // out_proj lin_out; mlstm_fused: lin_q names one tensor of [q; k; v; output gate] rows and
   // mlstm_i (its bias mlstm_i_b) one of [input; forget] rows
   std::string mlstm_i, mlstm_i_b, mlstm_f, mlstm_f_b;
+  // the prediction head before the logits (model_config::head_transform): dense, its bias, norm
+  std::string head_dense, head_dense_b, head_norm, head_norm_b;
   bool mlstm_fused = false;
   // or (model_config::mamba) in_proj [z; x; B; C; dt rows] and its bias, the conv1d's bias, D
   // per head, out_proj's bias (the taps, dt_bias, A_log, the gated norm and out_proj as above)

@@ -220,8 +220,14 @@ expected<vid> decoder::ffn(int l, vid h) {
     TROUPE_TRY_ASSIGN(a, req(n_.w_gate_up, l, {F, C}, cut::out, axis::ffn, 1, g));
     TROUPE_TRY_ASSIGN(a2, req(n_.w_gate_up, l, {F, C}, cut::out, axis::ffn, 1, u));
     wg = a, wu = a2;
-    TROUPE_TRY_ASSIGN(e, opt("", l, {F}));
-    bu = e;
+    if (n_.b_gate_up.empty()) {
+      TROUPE_TRY_ASSIGN(e, opt("", l, {F}));
+      bu = e;
+    } else { // (its bias's gate and up halves, as the rows)
+      TROUPE_TRY_ASSIGN(e, opt(n_.b_gate_up, l, {F}, cut::out, axis::ffn, 1, g));
+      TROUPE_TRY_ASSIGN(e2, opt(n_.b_gate_up, l, {F}, cut::out, axis::ffn, 1, u));
+      bg = e, bu = e2;
+    }
   } else {
     if (c_.gated_ffn) {
       TROUPE_TRY_ASSIGN(a, req(n_.w_gate, l, {F, C}, cut::out, axis::ffn, 1, tr));

@@ -237,6 +237,9 @@ status build_ergo(const model_source& m, graph::graph& g);
 /// DiffLlama (diffllama.cpp).
 status read_diffllama_hf(hf_cfg& j, model_config& c);
 status build_diffllama(const model_source& m, graph::graph& g);
+/// ModernBERT's decoder (modernbert.cpp).
+status read_modernbert_decoder_hf(hf_cfg& j, model_config& c);
+status build_modernbert_decoder(const model_source& m, graph::graph& g);
 /// xLSTM (xlstm.cpp).
 status read_xlstm_hf(hf_cfg& j, model_config& c);
 status build_xlstm(const model_source& m, graph::graph& g);

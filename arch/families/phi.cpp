@@ -7,7 +7,11 @@
 namespace troupe::arch {
 
 status read_phi_hf(hf_cfg& j, model_config& c) {
-  if (c.family == "phi3") {
+  if (c.family == "phi3" || c.family == "phi4_multimodal") {
+    // (Phi-4-multimodal: its language model is Phi-3's; the image and audio encoders, which
+    // text never reaches, stay unread)
+    if (c.family == "phi4_multimodal")
+      for (const char* k : {"vision_config", "audio_config"}) j.mark(k);
     c.names.output = "lm_head.weight";
     TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
     c.tie_embeddings = j.b("tie_word_embeddings", false);
@@ -75,7 +79,7 @@ status build_phi(const model_source& m, graph::graph& g) {
   }
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
   const std::string a = "model.layers.{}.self_attn.", f = "model.layers.{}.mlp.";
-  if (c.family == "phi3") {
+  if (c.family == "phi3" || c.family == "phi4_multimodal") {
     n.wq = n.wk = n.wv = "";
     n.wqkv = a + "qkv_proj.weight";
     n.layout = qkv_layout::blocks;

@@ -133,6 +133,10 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
        "layer_types"},
       {"inkling", "unpadded_vocab_size", 600, "unpadded_vocab_size"},
       {"inkling", "conv_kernel_size", 1, "conv_kernel_size"},
+      {"modernbert_decoder", "local_attention", nullptr, "local_attention"},
+      {"modernbert_decoder", "classifier_activation", "tanh", "classifier_activation"},
+      {"modernbert_decoder", "rope_parameters", json::parse(R"({"chunked_attention": {}})"),
+       "rope_parameters"},
       {"xlstm", "use_bias", true, "use_bias"},
       {"xlstm", "add_out_norm", false, "add_out_norm"},
       {"xlstm", "weight_mode", "split", "weight_mode"},
@@ -177,6 +181,27 @@ TEST(ModelConfig, NewFamiliesRefuseWhatTheyDoNotCompute) {
     EXPECT_NE(r.error().to_string().find(ch.named), std::string::npos)
         << ch.fixture << ": " << r.error().to_string();
   }
+}
+
+// ModernBERT's decoder as the Ettin configs on the hub write it (before transformers 5): the RoPE
+// bases as global_rope_theta / local_rope_theta, the layers' kinds from global_attn_every_n_layers,
+// the window from local_attention whatever sliding_window says
+TEST(ModelConfig, ModernBertDecoderOlderKeys) {
+  json j = test::load_json(test::fixture_path("models/modernbert_decoder/config.json"));
+  for (const char* k : {"rope_parameters", "layer_types"}) j.erase(k);
+  j["global_rope_theta"] = 160000.0;
+  j["local_rope_theta"] = 5000.0;
+  j["num_hidden_layers"] = 7;
+  j["global_attn_every_n_layers"] = 3;
+  j["local_attention"] = 64;
+  j["sliding_window"] = 999;
+  auto c = parse(j);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_DOUBLE_EQ(c->rope.theta, 160000.0);
+  ASSERT_TRUE(c->has_rope_local);
+  EXPECT_DOUBLE_EQ(c->rope_local.theta, 5000.0);
+  EXPECT_EQ(c->sliding_window, 32);
+  for (int64_t l = 0; l < 7; ++l) EXPECT_EQ(c->layer_window(l), l % 3 ? 32 : 0) << l;
 }
 
 // Doge: past keep_window_size keys transformers keeps only the best-scored ones (another model

@@ -109,7 +109,9 @@ TEST_P(SyntheticArch, MatchesTransformers) {
                                     "vision_language_adapter.",
                                     "patch_merge_mlp.",     // (MiniMax M3's)
                                     "vit_large_projector.", // (Step 3.7's)
-                                    "model.audio."})        // (Inkling's audio tower)
+                                    "model.audio.",         // (Inkling's audio tower)
+                                    // (Phi-4-multimodal's image and audio encoders)
+                                    "model.embed_tokens_extend."})
                                 if (n.starts_with(p)) return true;
                               return false;
                             }),

@@ -248,7 +248,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "zaya",
                            "doge",
                            "xlstm",
-                           "xlstm_fused"}) {
+                           "xlstm_fused",
+                           "phi4_multimodal_vl"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);
