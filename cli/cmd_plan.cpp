@@ -8,7 +8,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -179,7 +181,10 @@ int run_plan(const plan_opts& o) {
     int64_t kvt = 0;
     for (const auto& s : k.shards) kvt = std::max(kvt, s.kv_bytes_per_token);
     fmt::print("{:<{}} {:>7} {:>16} {:>14} {:>12}  {}{}\n", k.place.to_string(), width, k.devices,
-               (k.partial ? ">= " : "") + gib(k.most_bytes), fmt::format("{} tok", k.kv_tokens),
+               (k.partial ? ">= " : "") + gib(k.most_bytes),
+               k.kv_tokens == std::numeric_limits<int64_t>::max()
+                   ? std::string("-") // (no KV cache anywhere: nothing bounds it)
+                   : fmt::format("{} tok", k.kv_tokens),
                fmt::format("{} B", kvt), k.fits ? "yes" : "no",
                static_cast<int>(i) == p.chosen         ? "  <- chosen"
                : static_cast<int>(i) == p.fewer_stages ? "  <- fewer stages"
@@ -189,8 +194,9 @@ int run_plan(const plan_opts& o) {
     if (!p.why_none.empty())
       fmt::print("no placement can hold it: {}\n", p.why_none);
     else
-      fmt::print("\nno placement tried fits: {} x {} tokens of KV and the weights need more or "
-                 "larger devices (or --quantize, --kv-dtype bf16, a shorter --context)\n",
+      fmt::print("\nno placement tried fits: {} x {} tokens of KV (and the sequences' recurrent "
+                 "states) and the weights need more or larger devices (or --quantize, --kv-dtype "
+                 "bf16, a shorter --context, fewer --seqs)\n",
                  p.target.seqs, p.target.context);
     return 3;
   }
@@ -208,11 +214,16 @@ int run_plan(const plan_opts& o) {
                "for {} KV tokens\n",
                s.stage, s.rank, s.layer_begin, s.layer_end - 1, gib(s.weight_bytes),
                s.kv_bytes_per_token, gib(s.arena_bytes),
-               s.kv_bytes_per_token > 0 ? (pool->budget() - s.fixed_bytes()) / s.kv_bytes_per_token
-                                        : 0);
+               s.kv_bytes_per_token > 0
+                   ? std::max<int64_t>(0, pool->budget() - s.fixed_bytes() -
+                                              s.state_bytes_per_seq * p.target.seqs) /
+                         s.kv_bytes_per_token
+                   : 0);
     if (s.state_bytes_per_seq > 0)
-      fmt::print("  and {} of recurrent state for each sequence running (linear attention)\n",
-                 gib(s.state_bytes_per_seq));
+      fmt::print("  and {} of recurrent state for each sequence running (linear attention): {} "
+                 "for {}\n",
+                 gib(s.state_bytes_per_seq), gib(s.state_bytes_per_seq * p.target.seqs),
+                 p.target.seqs);
   }
   if (p.fewer_stages >= 0) {
     const auto& f = p.tried[static_cast<size_t>(p.fewer_stages)];

@@ -31,6 +31,22 @@ int64_t sat_add(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
 }
 
+// A shard's bytes at a target: its weights and step arena, the KV of every token, and the
+// recurrent state of every sequence (linear attention keeps one per sequence, whatever its length)
+int64_t shard_need(const shard_memory& s, int64_t tokens, int64_t seqs) {
+  return sat_add(sat_add(s.fixed_bytes(), sat_mul(s.kv_bytes_per_token, tokens)),
+                 sat_mul(s.state_bytes_per_seq, seqs));
+}
+
+// The KV tokens a shard has room for beside its weights, arena and the sequences' states, at most
+// `bound` (a shard without KV leaves it as it is)
+int64_t kv_room(const shard_memory& s, int64_t budget, int64_t seqs, int64_t bound) {
+  const int64_t room = budget - sat_add(s.fixed_bytes(), sat_mul(s.state_bytes_per_seq, seqs));
+  return std::min(bound, room <= 0                  ? 0
+                         : s.kv_bytes_per_token > 0 ? room / s.kv_bytes_per_token
+                                                    : bound);
+}
+
 // Bytes of a weight as the shard holds it: matrices row by row in their dtype (or `to` when
 // quantized at load), 1-D weights and constants in f32.
 int64_t weight_bytes(const value& v, dtype type) {
@@ -216,12 +232,8 @@ expected<memory_plan> plan_memory(const model_source& m, const device_pool& pool
         TROUPE_TRY_ASSIGN(s, sizer.size(k.place.shard(st, r)));
         s.stage = static_cast<int>(st);
         s.rank = r;
-        k.most_bytes =
-            std::max(k.most_bytes, sat_add(s.fixed_bytes(), sat_mul(s.kv_bytes_per_token, tokens)));
-        const int64_t room = budget - s.fixed_bytes();
-        k.kv_tokens = std::min(k.kv_tokens, room <= 0                  ? 0
-                                            : s.kv_bytes_per_token > 0 ? room / s.kv_bytes_per_token
-                                                                       : k.kv_tokens);
+        k.most_bytes = std::max(k.most_bytes, shard_need(s, tokens, target.seqs));
+        k.kv_tokens = kv_room(s, budget, target.seqs, k.kv_tokens);
         k.shards.push_back(s);
         k.partial = k.most_bytes > budget && !(st + 1 == k.place.stages.size() && r + 1 == t);
       }
@@ -315,13 +327,8 @@ expected<memory_plan> plan_memory(const model_source& m, const device_pool& pool
             TROUPE_TRY_ASSIGN(sm, sizer.size(k.place.shard(st, r)));
             sm.stage = static_cast<int>(st);
             sm.rank = r;
-            k.most_bytes = std::max(
-                k.most_bytes, sat_add(sm.fixed_bytes(), sat_mul(sm.kv_bytes_per_token, tokens)));
-            const int64_t room = budget - sm.fixed_bytes();
-            k.kv_tokens =
-                std::min(k.kv_tokens, room <= 0                   ? 0
-                                      : sm.kv_bytes_per_token > 0 ? room / sm.kv_bytes_per_token
-                                                                  : k.kv_tokens);
+            k.most_bytes = std::max(k.most_bytes, shard_need(sm, tokens, target.seqs));
+            k.kv_tokens = kv_room(sm, budget, target.seqs, k.kv_tokens);
             k.shards.push_back(sm);
           }
         k.fits = k.most_bytes <= budget;

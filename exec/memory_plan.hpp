@@ -71,7 +71,8 @@ struct plan_candidate {
   std::vector<shard_memory> shards;
   int devices = 0;
   int64_t most_bytes = 0; // the fullest device at the target
-  int64_t kv_tokens = 0;  // tokens of KV the tightest device has room for (0: none)
+  int64_t kv_tokens = 0;  // tokens of KV the tightest device has room for beside the target's
+                          // recurrent states (0: none; INT64_MAX: no shard keeps a KV cache)
   bool fits = false;
   bool partial = false; // sized up to its first shard that does not fit: most_bytes is a
                         // lower bound and kv_tokens covers the shards sized

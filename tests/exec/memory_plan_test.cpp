@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <set>
 #include <unistd.h>
 
@@ -290,6 +291,34 @@ TEST(MemoryPlan, DeepSeekFp8FromItsConfig) {
   // 671 B parameters at ~1.03 bytes (plus 1.85 B of bf16 tables): 690-700 GB
   EXPECT_GT(bytes, 680e9);
   EXPECT_LT(bytes, 710e9);
+}
+
+// A recurrent state is kept per sequence running: the plan counts every target sequence's beside
+// the weights and the step's arena (xLSTM keeps no KV at all: nothing bounds its KV room)
+TEST(MemoryPlan, RecurrentStatesCountForEverySequence) {
+  auto m = open_model(test::fixture_path("models/xlstm"));
+  ASSERT_TRUE(m) << m.error().to_string();
+  exec::memory_options mo;
+  exec::device_pool pool;
+  pool.usable = 1.0;
+  pool.bytes = int64_t{1} << 30;
+  auto roomy = exec::plan_memory(**m, pool, exec::plan_target{64, 1}, mo, 1, 1);
+  ASSERT_TRUE(roomy && roomy->chosen >= 0);
+  const exec::shard_memory s = roomy->tried[static_cast<size_t>(roomy->chosen)].shards.at(0);
+  EXPECT_EQ(s.kv_bytes_per_token, 0);
+  // 3 layers of 4 heads, each [16 + 1, 32 + 1] f32
+  EXPECT_EQ(s.state_bytes_per_seq, 3 * 4 * 17 * 33 * 4);
+  EXPECT_EQ(roomy->tried[static_cast<size_t>(roomy->chosen)].kv_tokens,
+            std::numeric_limits<int64_t>::max());
+  pool.bytes = s.fixed_bytes() + 10 * s.state_bytes_per_seq; // room for 10 sequences' states
+  auto ten = exec::plan_memory(**m, pool, exec::plan_target{64, 10}, mo, 1, 1);
+  ASSERT_TRUE(ten);
+  EXPECT_EQ(ten->chosen, 0);
+  auto eleven = exec::plan_memory(**m, pool, exec::plan_target{64, 11}, mo, 1, 1);
+  ASSERT_TRUE(eleven);
+  EXPECT_EQ(eleven->chosen, -1);
+  ASSERT_EQ(eleven->tried.size(), 1u);
+  EXPECT_EQ(eleven->tried[0].most_bytes, s.fixed_bytes() + 11 * s.state_bytes_per_seq);
 }
 
 // The search: the fewest devices that hold the model and its KV target, larger TP first;
