@@ -52,8 +52,11 @@ int64_t state_slots_for(const model_config& c, const placement& p, int32_t max_s
                         int64_t kv_memory) {
   const int64_t each = state_bytes_per_seq(c, p);
   if (each == 0) return 0;
-  // at most half of the KV memory, at least one sequence, at most a step's sequences
-  return std::clamp<int64_t>(kv_memory / 2 / each, 1, std::max(max_seqs, 1));
+  // at most half of the KV memory (all of it where no layer keeps a KV cache: xLSTM, Mamba), at
+  // least one sequence, at most a step's sequences
+  bool kv = false;
+  for (int64_t l = 0; l < c.n_layer && !kv; ++l) kv = c.layer_has_kv(l);
+  return std::clamp<int64_t>((kv ? kv_memory / 2 : kv_memory) / each, 1, std::max(max_seqs, 1));
 }
 
 host::host()

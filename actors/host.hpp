@@ -122,7 +122,8 @@ int64_t kv_blocks_for(const model_config& c, const placement& p, int block_size,
                       int64_t kv_memory);
 /// Recurrent state slots per shard for a model with linear attention layers (0 without): as
 /// many sequences as a step may hold, within half of `kv_memory` on the shard whose states
-/// are largest (the KV blocks get the rest), at least one.
+/// are largest (the KV blocks get the rest; all of it where no layer keeps a KV cache), at least
+/// one.
 int64_t state_slots_for(const model_config& c, const placement& p, int32_t max_seqs,
                         int64_t kv_memory);
 /// Bytes of one sequence's recurrent states on the shard that holds most (0: none).

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "../exact_activations.hpp"
@@ -117,6 +118,25 @@ TEST_P(TpPp, GreedyTokensMatchSingleDevice) {
 INSTANTIATE_TEST_SUITE_P(Grid, TpPp,
                          ::testing::Combine(::testing::Values(1, 2, 4),
                                             ::testing::Values(1, 2, 5)));
+
+// Recurrent state slots: within half of the KV memory beside KV caches (Qwen3-Next's attention
+// layers), all of it where no layer keeps one (xLSTM: the blocks would stand unused); at most a
+// step's sequences, at least one
+TEST(Pipeline, StateSlotsTakeTheMemoryNoCacheNeeds) {
+  for (const char* name : {"xlstm", "qwen3_next"}) {
+    auto m = open_model(test::fixture_path(std::string("models/") + name));
+    ASSERT_TRUE(m) << name << ": " << m.error().to_string();
+    const model_config& c = (*m)->config;
+    auto p = parse_placement(c, fmt::format("0-{}:tp1", c.n_layer - 1));
+    ASSERT_TRUE(p) << p.error().to_string();
+    const int64_t each = state_bytes_per_seq(c, *p);
+    ASSERT_GT(each, 0) << name;
+    const bool kv = std::string(name) != "xlstm";
+    EXPECT_EQ(state_slots_for(c, *p, 64, 10 * each), kv ? 5 : 10) << name;
+    EXPECT_EQ(state_slots_for(c, *p, 4, 10 * each), 4) << name;
+    EXPECT_EQ(state_slots_for(c, *p, 64, each / 2), 1) << name;
+  }
+}
 
 TEST(Pipeline, UnevenPlacement) {
   ASSERT_NO_FATAL_FAILURE(expect_single_device_tokens("0-2:tp2,3-4:tp1"));
