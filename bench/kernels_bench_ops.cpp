@@ -243,6 +243,31 @@ void BM_gated_delta(benchmark::State& st) {
   run(st, a, static_cast<int>(st.range(1)), 2.0 * 4 * Hv * Dk * Dv * T, 6.0 * T * Hv * Dk * Dv);
 }
 
+// xLSTM's mLSTM cell for one sequence continuing its state: T tokens (1: a decode step),
+// xLSTM-7b's layer shape (8 heads, keys 256, values 512: 4.2 MB of f32 state); GB/s counts the
+// state read and written once per token (args: T, threads)
+void BM_mlstm_scan(benchmark::State& st) {
+  const int64_t T = st.range(0), H = 8, Dk = 256, Dv = 512;
+  auto q = randn(T * H * Dk, 41), k = randn(T * H * Dk, 42), v = randn(T * H * Dv, 43);
+  auto ig = randn(T * H, 44), fg = randn(T * H, 45),
+       state = randn(H * (Dk + 1) * (Dv + 1), 46, 0.01f);
+  std::vector<int32_t> table = {0, static_cast<int32_t>(T), 1, 0}; // continues slot 0
+  std::vector<float> out(T * H * Dv);
+  op_args a;
+  a.kind = op::mlstm_scan;
+  a.src[0] = tensor_view(q.data(), dtype::f32, {T, H, Dk});
+  a.src[1] = tensor_view(k.data(), dtype::f32, {T, H, Dk});
+  a.src[2] = tensor_view(v.data(), dtype::f32, {T, H, Dv});
+  a.src[3] = tensor_view(ig.data(), dtype::f32, {T, H});
+  a.src[4] = tensor_view(fg.data(), dtype::f32, {T, H});
+  a.src[5] = tensor_view(state.data(), dtype::f32, {1, H, Dk + 1, Dv + 1});
+  a.src[6] = tensor_view(table.data(), dtype::i32, {1, 4});
+  a.dst = tensor_view(out.data(), dtype::f32, {T, H, Dv});
+  a.p.eps = 1e-6f;
+  run(st, a, static_cast<int>(st.range(1)), 2.0 * 4 * H * (Dk + 1) * (Dv + 1) * T,
+      4.0 * T * H * Dk * (Dv + 1));
+}
+
 // Mamba's selective scan for one sequence continuing its state: T tokens (1: a decode step);
 // args (T, shape, threads): shape 0 Mamba-2's layer (Mamba-Codestral: 128 heads of 64, 8 groups,
 // state 128: 4 MB of f32 state), 1 Mamba-1's (Falcon-Mamba 7B: 8192 channels as heads of one
@@ -311,6 +336,10 @@ BENCHMARK(BM_paged_decode)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_gated_delta)
+    ->ArgsProduct({{1, 512}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_mlstm_scan)
     ->ArgsProduct({{1, 512}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);

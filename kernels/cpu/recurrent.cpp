@@ -422,6 +422,22 @@ void lru_scan(const op_args& a, const exec_ctx& ctx) {
   });
 }
 
+// one token of the mLSTM cell over a head's state rows [Dk, W]: row d = fa row + ia k_d [v | 1],
+// and o += q'_d row (o zeroed by the caller)
+TROUPE_CPU_DISPATCH
+void mlstm_rows(float* st, int64_t Dk, int64_t W, const float* kt, const float* qt, float ia,
+                float fa, float qscale, const float* vp, float* o) {
+  for (int64_t d = 0; d < Dk; ++d) {
+    float* row = st + d * W;
+    const float kd = ia * kt[d], qd = qscale * qt[d];
+#pragma omp simd
+    for (int64_t e = 0; e < W; ++e) {
+      row[e] = fa * row[e] + kd * vp[e];
+      o[e] += qd * row[e];
+    }
+  }
+}
+
 // xLSTM's mLSTM (mlstm_scan): over (sequence, head) pairs, the head's [Dk + 1, Dv + 1] state
 // updated in place token by token in one pass over its rows: row d's memory and normaliser
 // (column Dv, the update's value 1) decayed and raised by k_d times [v | 1], and q'_d times the
@@ -454,16 +470,7 @@ void mlstm_scan(const op_args& a, const exec_ctx& ctx) {
         m = m_new;
         float* o = acc.data();
         std::fill(acc.begin(), acc.end(), 0.0f);
-        const float* vp = ve.data();
-        for (int64_t d = 0; d < Dk; ++d) {
-          float* row = st + d * W;
-          const float kd = ia * kt[d], qd = qscale * qt[d];
-#pragma omp simd
-          for (int64_t e = 0; e < W; ++e) {
-            row[e] = fa * row[e] + kd * vp[e];
-            o[e] += qd * row[e];
-          }
-        }
+        mlstm_rows(st, Dk, W, kt, qt, ia, fa, qscale, ve.data(), o);
         const float den = std::max(std::fabs(o[Dv]), std::exp(-m_new)) + eps;
         float* out = a.dst.as<float>() + (t * H + h) * Dv;
         for (int64_t e = 0; e < Dv; ++e) out[e] = o[e] / den;
