@@ -288,7 +288,7 @@ expected<memory_plan> plan_memory(const model_source& m, const device_pool& pool
             spec.expert_parallel = expert_parallel;
             if (!plan_shard(c, spec)) return &packs[t];
             TROUPE_TRY_ASSIGN(sm, sizer.size(spec));
-            holds = sat_add(sm.fixed_bytes(), sat_mul(sm.kv_bytes_per_token, tokens)) <= budget;
+            holds = shard_need(sm, tokens, target.seqs) <= budget;
           }
           if (!holds) break;
         }
@@ -317,6 +317,9 @@ expected<memory_plan> plan_memory(const model_source& m, const device_pool& pool
         if (pp || int64_t{pool.machines} * (pool.per_machine / t) < p) continue;
         TROUPE_TRY_ASSIGN(pack, packed(t));
         if (pack->first != p) continue; // fewer: found at a smaller count; more: not here
+        if (plan.tried.size() > before &&
+            plan.tried.back().place.to_string() == pack->second.to_string())
+          continue; // (the packing is the even cut just tried)
         plan_candidate k;
         k.place = pack->second;
         k.devices = t * p;
