@@ -419,6 +419,9 @@ struct model_config {
   // gate_up), each use with LoRA adapters of rank zamba_rank of its own on gate_up (and on q, k
   // and v where zamba_attn_adapters), whose output a per-layer linear map adds to the mixer's
   // input; the embeddings carried beside the stream ([T, 2 C])
+  // Zamba (the first) as zamba, with one shared block, no adapters, no RoPE, gate_proj and up_proj
+  // apart, and its mixer Mamba-1 (ssm_dt_rank > 0) over lin_v_heads channels whose x_proj and
+  // dt_proj are per head of lin_k_heads mamba heads (B and C a group per head)
   bool zamba = false, zamba_attn_adapters = false;
   int64_t zamba_blocks = 0, zamba_rank = 0;
   // Inkling (inkling): short convolutions (causal, depthwise, sconv taps, no bias, each x +

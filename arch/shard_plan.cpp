@@ -64,7 +64,13 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
   // gated DeltaNet: key heads and their value heads split alike (a short convolution's channel
   // groups are its value heads); Mamba-2's one group of B and C is whole on every rank
   if (c.lin_k_heads > 0 || c.lin_v_heads > 0) {
-    const bool whole_group = c.mamba && c.lin_k_heads == 1;
+    // (Zamba's mixer: x_proj and dt_proj per mamba head, each head whole on one rank)
+    if (c.zamba && c.ssm_dt_rank > 0 && c.lin_k_heads % tp)
+      return make_error(errc::invalid_argument,
+                        "Zamba's {} mamba heads cannot be split over TP {} (each head's x_proj "
+                        "reads all of its channels)",
+                        c.lin_k_heads, tp);
+    const bool whole_group = c.mamba && c.lin_k_heads == 1 && !(c.zamba && c.ssm_dt_rank > 0);
     if ((c.lin_k_heads % tp && !whole_group) || c.lin_v_heads % tp)
       return make_error(
           errc::invalid_argument,

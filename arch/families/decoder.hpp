@@ -141,6 +141,7 @@ struct decoder_names {
   // it; under it input_layernorm [2 C], self_attn.{q,k,v,o}_proj, pre_ff_layernorm,
   // feed_forward.gate_up_proj / down_proj and the adapter lists), the hybrid layers' linear [C, C]
   std::string zamba_block, zamba_linear;
+  bool zamba_mlp_split = false; // (Zamba's blocks: gate_proj and up_proj, not one gate_up_proj)
   // Inkling (model_config::inkling): per layer r_proj [H d_rel, C], the biases' profiles [d_rel,
   // extent], the four convolutions' taps ([channels, 1, K]: k, v, the attention's and the FFN's
   // outputs), a dense MLP's scalar [1], the router's scalar [1] (its rows: the routed experts',

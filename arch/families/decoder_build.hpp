@@ -328,6 +328,8 @@ class decoder {
   expected<vid> zaya_scaled_sum(builder& b, int l, vid y, vid x, const std::string& which);
   status build_zamba();
   expected<vid> zamba_shared(int l, vid s, vid e, int64_t owner, int64_t use);
+  // Zamba's multi-head Mamba-1 (zamba with ssm_dt_rank > 0)
+  expected<vid> mamba_heads(int l, vid h);
   status build_ngpt();
   expected<vid> ngpt_layer(int l, vid h);
   expected<vid> ngpt_attention(int l, vid h);

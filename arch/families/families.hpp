@@ -240,6 +240,8 @@ status build_diffllama(const model_source& m, graph::graph& g);
 /// ModernBERT's decoder (modernbert.cpp).
 status read_modernbert_decoder_hf(hf_cfg& j, model_config& c);
 status build_modernbert_decoder(const model_source& m, graph::graph& g);
+/// Zamba (zamba2.cpp, beside Zamba2).
+status read_zamba_hf(hf_cfg& j, model_config& c);
 /// xLSTM (xlstm.cpp).
 status read_xlstm_hf(hf_cfg& j, model_config& c);
 status build_xlstm(const model_source& m, graph::graph& g);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -35,8 +37,11 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
     return make_error(errc::unsupported, "{}: tensor '{}' has type {}, which Troupe cannot load",
                       t->file->path(), name, t->raw_type);
   std::vector<int64_t> dims(t->dims.dims.begin(), t->dims.dims.begin() + t->dims.rank);
-  // 1-D weights may be stored as [n], [1, n] or [H, D] (per-head norm weights)
-  if (dims.size() == 2 && want.size() == 1 && dims[0] * dims[1] == want[0]) dims = {want[0]};
+  // 1-D weights may be stored as [n], [1, n], [H, D] (per-head norm weights) or [H, D, N] (Zamba's
+  // A_log per mamba head): any shape of n values
+  if (dims.size() >= 2 && want.size() == 1 &&
+      std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>()) == want[0])
+    dims = {want[0]};
   // or as [1, 1, n, 1] (Kimi-Linear's A_log): every other dim 1
   if (dims.size() > 2 && want.size() == 1 &&
       std::count(dims.begin(), dims.end(), int64_t{1}) ==

@@ -1,12 +1,12 @@
-// zamba2.cpp (arch/families): Zyphra's Zamba2 (Zamba2ForCausalLM: 1.2B, 2.7B, 7B): Mamba-2 layers,
-// some of them ("hybrid", layers_block_type) first running one of num_mem_blocks shared transformer
-// blocks over the stream beside the token embeddings (the decoder's zamba layers,
-// decoder_zamba.cpp; model_config::zamba). The shared blocks are stored once, under the first
-// hybrid layer that uses each (model.layers.{l}.shared_transformer), with every use's LoRA
-// adapters in their lists (the i-th hybrid layer's under index i); the hybrid layers' mixers
-// under mamba_decoder (renamed at load to the plain layers' names). The mixers clamp their
-// step below at time_step_min, as transformers' scan does. HF only (llama.cpp writes no GGUF of
-// it).
+// zamba2.cpp (arch/families): Zyphra's Zamba (the first: read_zamba_hf) and Zamba2
+// (Zamba2ForCausalLM: 1.2B, 2.7B, 7B): Mamba-2 layers, some of them ("hybrid", layers_block_type)
+// first running one of num_mem_blocks shared transformer blocks over the stream beside the token
+// embeddings (the decoder's zamba layers, decoder_zamba.cpp; model_config::zamba). The shared
+// blocks are stored once, under the first hybrid layer that uses each
+// (model.layers.{l}.shared_transformer), with every use's LoRA adapters in their lists (the i-th
+// hybrid layer's under index i); the hybrid layers' mixers under mamba_decoder (renamed at load to
+// the plain layers' names). The mixers clamp their step below at time_step_min, as transformers'
+// scan does. HF only (llama.cpp writes no GGUF of it).
 #include <cmath>
 #include <set>
 
@@ -83,6 +83,83 @@ status read_zamba2_hf(hf_cfg& j, model_config& c) {
   return {};
 }
 
+// Zamba (ZambaForCausalLM: Zamba-7B-v1): Zamba2's layout with one shared block (no adapters, no
+// RoPE, gate_proj and up_proj apart) over Mamba-1 mixers whose x_proj and dt_proj are per head
+// of n_mamba_heads (decoder::mamba_heads); attention_hidden_size is 2 x hidden_size.
+status read_zamba_hf(hf_cfg& j, model_config& c) {
+  c.names.output = "lm_head.weight";
+  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5, false));
+  c.tie_embeddings = j.b("tie_word_embeddings", true);
+  if ((2 * c.C) % c.H)
+    return j.bad(fmt::format("{} heads do not divide the attention's width 2 x {}", c.H, c.C));
+  c.D = 2 * c.C / c.H;
+  c.attn_scale = std::sqrt(2.0 / static_cast<double>(c.D)); // (head_dim / 2) ^ -0.5
+  for (const char* k : {"attention_head_dim", "head_dim"}) {
+    if (const json& v = j.raw(k); !v.is_null() && v != c.D)
+      return j.unsupported(fmt::format("'{}' {} (Zamba's heads are 2 x hidden_size / "
+                                       "num_attention_heads = {} wide)",
+                                       k, v.dump(), c.D));
+  }
+  if (const json& v = j.raw("attention_hidden_size"); !v.is_null() && v != 2 * c.C)
+    return j.unsupported(fmt::format("'attention_hidden_size' {} (2 x hidden_size: the stream "
+                                     "beside the embeddings)",
+                                     v.dump()));
+  // the layers: "hybrid" ones run the shared block first (layers_block_type, or every
+  // attn_layer_period-th from attn_layer_offset)
+  const int64_t L = c.n_layer;
+  std::vector<uint8_t> linear(static_cast<size_t>(L), 1);
+  if (const json& bt = j.raw("layers_block_type"); !bt.is_null()) {
+    if (!bt.is_array() || static_cast<int64_t>(bt.size()) != L)
+      return j.bad(fmt::format("'layers_block_type' must list {} layer types", L));
+    for (size_t i = 0; i < bt.size(); ++i) {
+      if (bt[i] == "hybrid")
+        linear[i] = 0;
+      else if (bt[i] != "mamba" && bt[i] != "linear_attention")
+        return j.unsupported(fmt::format("layers_block_type[{}] = {}", i, bt[i].dump()));
+    }
+  } else {
+    TROUPE_TRY_ASSIGN(period, j.i("attn_layer_period", 6));
+    TROUPE_TRY_ASSIGN(offset, j.i("attn_layer_offset", 4));
+    if (period <= 0) return j.bad(fmt::format("'attn_layer_period' {}", period));
+    for (int64_t i = 0; i < L; ++i) linear[static_cast<size_t>(i)] = i % period != offset;
+  }
+  c.linear_layers = std::move(linear);
+  j.mark("attn_layer_period"), j.mark("attn_layer_offset");
+  // the mixer: Mamba-1 in n_mamba_heads heads
+  if (j.s("hidden_mamba_act", "silu") != "silu")
+    return j.unsupported(fmt::format("'hidden_mamba_act' {}", j.raw("hidden_mamba_act").dump()));
+  if (j.b("mamba_proj_bias", false))
+    return j.unsupported("'mamba_proj_bias' true (biases on the mixers' in_proj and out_proj)");
+  TROUPE_TRY_ASSIGN(N, j.i("mamba_d_state", 16));
+  TROUPE_TRY_ASSIGN(expand, j.i("mamba_expand", 2));
+  TROUPE_TRY_ASSIGN(K, j.i("mamba_d_conv", 4));
+  TROUPE_TRY_ASSIGN(heads, j.i("n_mamba_heads", 2));
+  int64_t rank = (c.C + 15) / 16; // "auto"
+  if (const json& r = j.raw("mamba_dt_rank"); !r.is_null() && r != "auto")
+    TROUPE_TRY_SET(rank, j.req("mamba_dt_rank"));
+  const int64_t Di = expand * c.C;
+  if (N <= 0 || expand <= 0 || K < 1 || rank <= 0 || heads <= 0 || Di % heads)
+    return j.bad(fmt::format("Mamba mixer: state {}, expand {}, {} taps, dt rank {}, {} heads of "
+                             "the {} channels",
+                             N, expand, K, rank, heads, Di));
+  c.mamba = true;
+  c.ssm_dt_rank = rank;
+  c.lin_v_heads = Di, c.lin_v_dim = 1, c.lin_k_heads = heads, c.lin_k_dim = N;
+  c.lin_conv = K;
+  c.ssm_conv_bias = j.b("mamba_conv_bias", true);
+  c.ssm_norm = model_config::ssm_norm_kind::none;
+  // the shared block
+  c.zamba = true, c.zamba_blocks = 1, c.zamba_rank = 0;
+  TROUPE_TRY(read_activation(j.s("hidden_act", "gelu"), c, j.where()));
+  c.rope_enabled = false;
+  c.nope_layers.assign(static_cast<size_t>(L), 1);
+  for (const char* key :
+       {"attention_dropout", "num_logits_to_keep", "use_mamba_kernels", "use_associative_scan",
+        "time_step_min", "time_step_max", "time_step_floor"})
+    j.mark(key);
+  return {};
+}
+
 std::vector<int64_t> zamba_block_owners(const model_config& c,
                                         const std::function<bool(int64_t)>& own_copy) {
   std::vector<int64_t> owners(static_cast<size_t>(c.n_layer), -1), first; // (each block's)
@@ -139,9 +216,16 @@ status build_zamba2(const model_source& m, graph::graph& g) {
   n.out_norm = "model.final_layernorm.weight";
   if (!c.tie_embeddings) n.lm_head = "lm_head.weight";
   n.attn_norm = "model.layers.{}.input_layernorm.weight";
-  mamba_names(m, n, "model.layers.{}.mamba.");
+  const std::string mx = "model.layers.{}.mamba.";
+  mamba_names(m, n, mx);
   n.zamba_block = "model.layers.{}.shared_transformer.";
   n.zamba_linear = "model.layers.{}.linear.weight";
+  if (c.family == "zamba") { // (its own names: the per-head maps as parameters, the block's)
+    n.ssm_x = mx + "x_proj_weight", n.ssm_dt_w = mx + "dt_proj_weight";
+    n.lin_dt_bias = mx + "dt_proj_bias";
+    n.zamba_block = "model.layers.{}.shared_transf.";
+    n.zamba_mlp_split = true;
+  }
   return build_decoder(m, n, g);
 }
 

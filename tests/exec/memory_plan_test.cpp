@@ -250,7 +250,8 @@ TEST(MemoryPlan, LinearAttentionParameterCounts) {
                            "doge",
                            "xlstm",
                            "xlstm_fused",
-                           "phi4_multimodal_vl"}) {
+                           "phi4_multimodal_vl",
+                           "zamba"}) {
     auto m = open_model(test::fixture_path(std::string("models/") + name));
     ASSERT_TRUE(m) << name << ": " << m.error().to_string();
     auto n = exec::count_parameters(**m);

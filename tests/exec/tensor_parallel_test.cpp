@@ -118,4 +118,5 @@ TEST(TensorParallel, XlstmHeadsSplit) {
 
 TEST(TensorParallel, Zamba2SharedBlocksAndMixersSplit) {
   for (const char* name : {"zamba2", "zamba2_plain"}) two_ranks_match(name);
+  two_ranks_match("zamba"); // (Zamba's mixers: a mamba head a rank, its x_proj and dt_proj whole)
 }
