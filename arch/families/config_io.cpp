@@ -266,7 +266,8 @@ status read_rope_scaling(const json& rs, model_config& c, const std::string& whe
       return make_error(errc::corrupt_file, "{}: rope '{}' must be a string", where, k);
     type = it->get<std::string>();
   }
-  if ((c.family == "phi3" || c.family == "phi4_multimodal") && (type == "su" || type == "yarn"))
+  if ((c.family == "phi3" || c.family == "phi4_multimodal" || c.family == "phi4mm") &&
+      (type == "su" || type == "yarn"))
     type = "longrope"; // Phi3Config (and Phi4MultimodalConfig)
   // SarvamMLAConfig: its releases' "deepseek_yarn" is transformers' yarn (the same keys)
   if (c.family == "sarvam_mla" && type == "deepseek_yarn") type = "yarn";

@@ -7,11 +7,24 @@
 namespace troupe::arch {
 
 status read_phi_hf(hf_cfg& j, model_config& c) {
-  if (c.family == "phi3" || c.family == "phi4_multimodal") {
+  if (c.family == "phi3" || c.family == "phi4_multimodal" || c.family == "phi4mm") {
     // (Phi-4-multimodal: its language model is Phi-3's; the image and audio encoders, which
-    // text never reaches, stay unread)
+    // text never reaches, stay unread, as do the published form's LoRA adapters, which its code
+    // turns on for images and audio only)
     if (c.family == "phi4_multimodal")
       for (const char* k : {"vision_config", "audio_config"}) j.mark(k);
+    if (c.family == "phi4mm") {
+      for (const char* k : {"embd_layer", "img_processor", "audio_processor", "vision_lora",
+                            "speech_lora", "embd_pdrop", "resid_pdrop"})
+        j.mark(k);
+      if (j.b("lm_head_bias", false)) return j.unsupported("'lm_head_bias' true");
+      if (j.b("attention_bias", false)) return j.unsupported("'attention_bias' true");
+      if (j.b("mlp_bias", false)) return j.unsupported("'mlp_bias' true");
+      for (const char* k : {"full_attn_mod", "interpolate_factor"}) {
+        TROUPE_TRY_ASSIGN(v, j.i(k, 1));
+        if (v != 1) return j.unsupported(fmt::format("'{}' {} (1 in every published model)", k, v));
+      }
+    }
     c.names.output = "lm_head.weight";
     TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
     c.tie_embeddings = j.b("tie_word_embeddings", false);
@@ -79,12 +92,16 @@ status build_phi(const model_source& m, graph::graph& g) {
   }
   decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, false);
   const std::string a = "model.layers.{}.self_attn.", f = "model.layers.{}.mlp.";
-  if (c.family == "phi3" || c.family == "phi4_multimodal") {
+  if (c.family == "phi3" || c.family == "phi4_multimodal" || c.family == "phi4mm") {
+    // (Phi4MMForCausalLM as published: the projections' weights under base_layer., LoRA-wrapped)
+    const std::string w = c.family == "phi4mm" ? ".base_layer.weight" : ".weight";
     n.wq = n.wk = n.wv = "";
-    n.wqkv = a + "qkv_proj.weight";
+    n.wqkv = a + "qkv_proj" + w;
+    n.wo = a + "o_proj" + w;
     n.layout = qkv_layout::blocks;
     n.w_gate = n.w_up = "";
-    n.w_gate_up = f + "gate_up_proj.weight";
+    n.w_gate_up = f + "gate_up_proj" + w;
+    n.w_down = f + "down_proj" + w;
   } else {
     n.attn_norm_b = "model.layers.{}.input_layernorm.bias";
     n.ffn_norm = "";

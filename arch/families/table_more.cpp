@@ -674,6 +674,9 @@ std::vector<family_entry> more_families() {
            "num_local_experts": 8, "num_experts_per_tok": 2, "shared_intermediate_size": 1024})"},
       {"phi2", {"PhiForCausalLM"}, {"phi2"}, read_phi_hf, read_phi_gguf, build_phi},
       {"phi3", {"Phi3ForCausalLM"}, {"phi3"}, read_phi_hf, read_phi_gguf, build_phi},
+      // Phi-4-multimodal as Microsoft publishes it (remote code): the same, its projections
+      // LoRA-wrapped (base_layer.), the adapters unread
+      {"phi4mm", {"Phi4MMForCausalLM"}, {}, read_phi_hf, nullptr, build_phi},
       // Phi-4-multimodal as transformers holds it: Phi-3's language model (its text), the image and
       // audio encoders unread
       {"phi4_multimodal",
