@@ -8,6 +8,8 @@
 // the plain layers' names). The mixers clamp their step below at time_step_min, as transformers'
 // scan does. HF only (llama.cpp writes no GGUF of it).
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <set>
 
 #include "arch/families/decoder.hpp"
@@ -15,7 +17,13 @@
 
 namespace troupe::arch {
 
-status read_zamba2_hf(hf_cfg& j, model_config& c) {
+namespace {
+
+// What Zamba and Zamba2 read alike: the dims, heads 2 x hidden_size / num_attention_heads wide
+// over [stream, embeddings] scored by (head_dim / 2) ^ -0.5, and which layers are hybrid
+// (layers_block_type, else `hybrid(l)`; nullopt there: the list is required)
+status read_zamba_common(hf_cfg& j, model_config& c, const char* model,
+                         const std::function<std::optional<bool>(int64_t)>& hybrid) {
   c.names.output = "lm_head.weight";
   TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5, false));
   c.tie_embeddings = j.b("tie_word_embeddings", true);
@@ -25,12 +33,11 @@ status read_zamba2_hf(hf_cfg& j, model_config& c) {
   c.attn_scale = std::sqrt(2.0 / static_cast<double>(c.D)); // (head_dim / 2) ^ -0.5
   for (const char* k : {"attention_head_dim", "head_dim"}) {
     if (const json& v = j.raw(k); !v.is_null() && v != c.D)
-      return j.unsupported(fmt::format("'{}' {} (Zamba2's heads are 2 x hidden_size / "
+      return j.unsupported(fmt::format("'{}' {} ({}'s heads are 2 x hidden_size / "
                                        "num_attention_heads = {} wide)",
-                                       k, v.dump(), c.D));
+                                       k, v.dump(), model, c.D));
     j.mark(k);
   }
-  // the layers: Mamba-2 alone, or a shared block first
   const int64_t L = c.n_layer;
   std::vector<uint8_t> linear(static_cast<size_t>(L), 1);
   if (const json& bt = j.raw("layers_block_type"); !bt.is_null()) {
@@ -42,11 +49,28 @@ status read_zamba2_hf(hf_cfg& j, model_config& c) {
       else if (bt[i] != "mamba" && bt[i] != "linear_attention")
         return j.unsupported(fmt::format("layers_block_type[{}] = {}", i, bt[i].dump()));
     }
-  } else { // (Zamba2Config's default pattern: 54 layers)
-    if (L != 54) return j.bad("no 'layers_block_type' (its default lists 54 layers)");
-    for (int64_t i : {6, 12, 18, 24, 30, 36, 42, 47, 51}) linear[static_cast<size_t>(i)] = 0;
+  } else {
+    for (int64_t i = 0; i < L; ++i) {
+      const auto h = hybrid(i);
+      if (!h) return j.bad(fmt::format("no 'layers_block_type' for {}'s {} layers", model, L));
+      linear[static_cast<size_t>(i)] = !*h;
+    }
   }
   c.linear_layers = std::move(linear);
+  return {};
+}
+
+} // namespace
+
+status read_zamba2_hf(hf_cfg& j, model_config& c) {
+  // the layers: Mamba-2 alone, or a shared block first (Zamba2Config's default pattern lists 54)
+  TROUPE_TRY(read_zamba_common(j, c, "Zamba2", [&c](int64_t l) -> std::optional<bool> {
+    if (c.n_layer != 54) return std::nullopt;
+    for (int64_t i : {6, 12, 18, 24, 30, 36, 42, 47, 51})
+      if (l == i) return true;
+    return false;
+  }));
+  const int64_t L = c.n_layer;
   // the mixers (the gated norm's epsilon is 1e-5 whatever rms_norm_eps says)
   if (c.norm_eps != 1e-5)
     return j.unsupported(
@@ -87,44 +111,18 @@ status read_zamba2_hf(hf_cfg& j, model_config& c) {
 // RoPE, gate_proj and up_proj apart) over Mamba-1 mixers whose x_proj and dt_proj are per head
 // of n_mamba_heads (decoder::mamba_heads); attention_hidden_size is 2 x hidden_size.
 status read_zamba_hf(hf_cfg& j, model_config& c) {
-  c.names.output = "lm_head.weight";
-  TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5, false));
-  c.tie_embeddings = j.b("tie_word_embeddings", true);
-  if ((2 * c.C) % c.H)
-    return j.bad(fmt::format("{} heads do not divide the attention's width 2 x {}", c.H, c.C));
-  c.D = 2 * c.C / c.H;
-  c.attn_scale = std::sqrt(2.0 / static_cast<double>(c.D)); // (head_dim / 2) ^ -0.5
-  for (const char* k : {"attention_head_dim", "head_dim"}) {
-    if (const json& v = j.raw(k); !v.is_null() && v != c.D)
-      return j.unsupported(fmt::format("'{}' {} (Zamba's heads are 2 x hidden_size / "
-                                       "num_attention_heads = {} wide)",
-                                       k, v.dump(), c.D));
-  }
+  // the layers: "hybrid" ones run the shared block first (layers_block_type, or every
+  // attn_layer_period-th from attn_layer_offset)
+  TROUPE_TRY_ASSIGN(period, j.i("attn_layer_period", 6));
+  TROUPE_TRY_ASSIGN(offset, j.i("attn_layer_offset", 4));
+  if (period <= 0) return j.bad(fmt::format("'attn_layer_period' {}", period));
+  TROUPE_TRY(read_zamba_common(
+      j, c, "Zamba", [=](int64_t l) -> std::optional<bool> { return l % period == offset; }));
+  const int64_t L = c.n_layer;
   if (const json& v = j.raw("attention_hidden_size"); !v.is_null() && v != 2 * c.C)
     return j.unsupported(fmt::format("'attention_hidden_size' {} (2 x hidden_size: the stream "
                                      "beside the embeddings)",
                                      v.dump()));
-  // the layers: "hybrid" ones run the shared block first (layers_block_type, or every
-  // attn_layer_period-th from attn_layer_offset)
-  const int64_t L = c.n_layer;
-  std::vector<uint8_t> linear(static_cast<size_t>(L), 1);
-  if (const json& bt = j.raw("layers_block_type"); !bt.is_null()) {
-    if (!bt.is_array() || static_cast<int64_t>(bt.size()) != L)
-      return j.bad(fmt::format("'layers_block_type' must list {} layer types", L));
-    for (size_t i = 0; i < bt.size(); ++i) {
-      if (bt[i] == "hybrid")
-        linear[i] = 0;
-      else if (bt[i] != "mamba" && bt[i] != "linear_attention")
-        return j.unsupported(fmt::format("layers_block_type[{}] = {}", i, bt[i].dump()));
-    }
-  } else {
-    TROUPE_TRY_ASSIGN(period, j.i("attn_layer_period", 6));
-    TROUPE_TRY_ASSIGN(offset, j.i("attn_layer_offset", 4));
-    if (period <= 0) return j.bad(fmt::format("'attn_layer_period' {}", period));
-    for (int64_t i = 0; i < L; ++i) linear[static_cast<size_t>(i)] = i % period != offset;
-  }
-  c.linear_layers = std::move(linear);
-  j.mark("attn_layer_period"), j.mark("attn_layer_offset");
   // the mixer: Mamba-1 in n_mamba_heads heads
   if (j.s("hidden_mamba_act", "silu") != "silu")
     return j.unsupported(fmt::format("'hidden_mamba_act' {}", j.raw("hidden_mamba_act").dump()));
