@@ -1,9 +1,10 @@
 // phi.cpp (arch/families): Phi-2 (PhiForCausalLM) and Phi-3 (Phi3ForCausalLM). Phi-2 is a
 // parallel block (h = LayerNorm(x); x += attn(h) + mlp(h)) with partial rotary embeddings,
 // biases everywhere (lm_head too), a GELU MLP and optional q/k LayerNorms; Phi-3 is Llama with
-// fused qkv and gate_up tensors, LongRoPE scaling and an optional sliding window. Phi-4-multimodal's
-// language model is Phi-3's: as transformers holds it (Phi4MultimodalForCausalLM) and as Microsoft
-// publishes it (Phi4MMForCausalLM: the projections under base_layer., LoRA adapters unread).
+// fused qkv and gate_up tensors, LongRoPE scaling and an optional sliding window.
+// Phi-4-multimodal's language model is Phi-3's: as transformers holds it
+// (Phi4MultimodalForCausalLM) and as Microsoft publishes it (Phi4MMForCausalLM: the projections
+// under base_layer., LoRA adapters unread).
 #include "arch/families/decoder.hpp"
 
 namespace troupe::arch {
