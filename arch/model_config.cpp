@@ -188,7 +188,7 @@ int64_t model_config::kv_values_per_token(int tp, int64_t layer) const {
   // (MiniMax M3's indexed layers: the indexer's key too, whole on every rank)
   const bool indexed = layer < 0 ? !sparse_layers.empty() : layer_sparse_attn(layer);
   // (Doge's heads carry 8 more values: each key's dynamic mask score)
-  return 2 * hkv * (layer_head_dim(layer) + (doge ? 8 : 0)) + (indexed ? sparse_dim : 0);
+  return 2 * hkv * (layer_head_dim(layer) + (doge ? doge_extra : 0)) + (indexed ? sparse_dim : 0);
 }
 
 namespace {

@@ -449,6 +449,7 @@ struct model_config {
   // position's values))) per KV head (carried as an extra value of each key, the query's a 1: heads
   // of D + 8 in the cache); the residual times a learned vector before each add
   bool doge = false;
+  static constexpr int64_t doge_extra = 8; // values a Doge head gains (its key's mask score, zeros)
   int64_t layer_rel_extent(int64_t layer) const {
     return layer_window(layer) > 0 ? layer_window(layer) : rel_extent;
   }

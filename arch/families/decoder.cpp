@@ -665,10 +665,7 @@ status decoder::head(vid x) {
   if (c_.head_transform) { // (ModernBERT's prediction head: dense, activation, norm)
     TROUPE_TRY_ASSIGN(hw, req(n_.head_dense, L, {C, C}));
     TROUPE_TRY_ASSIGN(hb, opt(n_.head_dense_b, L, {C}));
-    const op act = c_.head_act == act_kind::silu        ? op::silu
-                   : c_.head_act == act_kind::gelu_tanh ? op::gelu_tanh
-                                                        : op::gelu_erf;
-    const vid t = b.unary(act, b.linear(hn, hw, hb, "head_dense"), "head_act");
+    const vid t = b.unary(act_op(c_.head_act), b.linear(hn, hw, hb, "head_dense"), "head_act");
     TROUPE_TRY_SET(hn, norm(t, L, n_.head_norm, n_.head_norm_b, C, c_.norm, "head_norm"));
   }
   vid out_w = tok_;
@@ -686,12 +683,7 @@ status decoder::head(vid x) {
                                      axis::none, 1, "logit_scale"));
     lg = b.mul(lg, ls, "logits_scaled");
   }
-  if (c_.final_softcap > 0) {
-    const auto cap = static_cast<float>(c_.final_softcap);
-    lg = b.scale(lg, 1.0f / cap, "logits_div");
-    lg = b.unary(op::tanh, lg, "logits_tanh");
-    lg = b.scale(lg, cap, "logits_capped");
-  }
+  lg = softcap(b, lg, static_cast<float>(c_.final_softcap), "logits");
   g_.logits = lg;
   g_[lg].output = true;
   return {};

@@ -212,10 +212,15 @@ class decoder {
                    static_cast<float>(1.0 / std::sqrt(w)), what + "_sub_norm");
   }
   // the FFN's activation as an op
-  op act_op() const {
-    return c_.act == act_kind::silu        ? op::silu
-           : c_.act == act_kind::gelu_tanh ? op::gelu_tanh
-                                           : op::gelu_erf;
+  op act_op() const { return act_op(c_.act); }
+  static op act_op(act_kind k) {
+    return k == act_kind::silu ? op::silu : k == act_kind::gelu_tanh ? op::gelu_tanh : op::gelu_erf;
+  }
+  // cap tanh(x / cap) (Gemma 2's logits, xLSTM's gates); x itself when cap <= 0
+  static vid softcap(builder& b, vid x, float cap, const std::string& what) {
+    if (cap <= 0) return x;
+    const vid t = b.unary(op::tanh, b.scale(x, 1.0f / cap, what + "_div"), what + "_tanh");
+    return b.scale(t, cap, what + "_capped");
   }
 
   expected<vid> attention(int l, vid h);

@@ -11,7 +11,7 @@
 namespace troupe::arch::detail {
 
 namespace {
-constexpr int64_t extra = 8; // (doge.cpp's)
+constexpr int64_t extra = model_config::doge_extra;
 } // namespace
 
 status decoder::build_doge() {

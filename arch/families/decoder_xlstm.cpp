@@ -16,18 +16,18 @@ expected<vid> decoder::mlstm(int l, vid h) {
   const int64_t Kd = H * Dk, Vd = H * Dv;
   const axis ah = axis::lin_v_heads;
   const bool fused = n_.mlstm_fused;
-  // (a row range of the fused tensor; the whole tensor of a separate one)
-  auto part = [&](const std::string& own, int64_t first, int64_t count, int64_t unit, int64_t rows,
-                  const std::string& fused_name) -> expected<vid> {
-    if (!fused) return req(own, l, {rows, C}, cut::out, ah, unit);
-    return req(fused_name, l, {rows, C}, cut::out, ah, unit, row_range(first, count));
+  // rows [first, first + count) of the fused tensor `fused_name`, or all of `own` [count, C]
+  auto part = [&](const std::string& own, const std::string& fused_name, int64_t first,
+                  int64_t count, int64_t unit) -> expected<vid> {
+    if (!fused) return req(own, l, {count, C}, cut::out, ah, unit);
+    return req(fused_name, l, {count, C}, cut::out, ah, unit, row_range(first, count));
   };
-  TROUPE_TRY_ASSIGN(wq, part(n_.lin_q, 0, Kd, Dk, Kd, n_.lin_q));
-  TROUPE_TRY_ASSIGN(wk, part(n_.lin_k, Kd, Kd, Dk, Kd, n_.lin_q));
-  TROUPE_TRY_ASSIGN(wv, part(n_.lin_v, 2 * Kd, Vd, Dv, Vd, n_.lin_q));
-  TROUPE_TRY_ASSIGN(wz, part(n_.lin_z, 2 * Kd + Vd, Vd, Dv, Vd, n_.lin_q));
-  TROUPE_TRY_ASSIGN(wi, part(n_.mlstm_i, 0, H, 1, H, n_.mlstm_i));
-  TROUPE_TRY_ASSIGN(wf, part(n_.mlstm_f, H, H, 1, H, n_.mlstm_i));
+  TROUPE_TRY_ASSIGN(wq, part(n_.lin_q, n_.lin_q, 0, Kd, Dk));
+  TROUPE_TRY_ASSIGN(wk, part(n_.lin_k, n_.lin_q, Kd, Kd, Dk));
+  TROUPE_TRY_ASSIGN(wv, part(n_.lin_v, n_.lin_q, 2 * Kd, Vd, Dv));
+  TROUPE_TRY_ASSIGN(wz, part(n_.lin_z, n_.lin_q, 2 * Kd + Vd, Vd, Dv));
+  TROUPE_TRY_ASSIGN(wi, part(n_.mlstm_i, n_.mlstm_i, 0, H, 1));
+  TROUPE_TRY_ASSIGN(wf, part(n_.mlstm_f, n_.mlstm_i, H, H, 1));
   TROUPE_TRY_ASSIGN(
       bi, req(n_.mlstm_i_b, l, {H}, cut::out, ah, 1, fused ? row_range(0, H) : weight_ref{}));
   TROUPE_TRY_ASSIGN(bf, req(fused ? n_.mlstm_i_b : n_.mlstm_f_b, l, {H}, cut::out, ah, 1,
@@ -36,10 +36,7 @@ expected<vid> decoder::mlstm(int l, vid h) {
   TROUPE_TRY_ASSIGN(wo, req(n_.lin_out, l, {C, Vd}, cut::in, ah, Dv));
   const auto cap = static_cast<float>(c_.mlstm_gate_cap);
   auto gate = [&](vid w, vid bias, const std::string& what) {
-    const vid x = b.linear(h, w, bias, what);
-    if (cap <= 0) return x;
-    const vid t = b.unary(op::tanh, b.scale(x, 1.0f / cap, what + "_div"), what + "_tanh");
-    return b.scale(t, cap, what + "_capped");
+    return softcap(b, b.linear(h, w, bias, what), cap, what);
   };
   const vid q = b.view(b.linear(h, wq, none, "mlstm_q"), {-1, Dk}, "mlstm_q_heads");
   const vid k = b.view(b.linear(h, wk, none, "mlstm_k"), {-1, Dk}, "mlstm_k_heads");

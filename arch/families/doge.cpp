@@ -18,7 +18,7 @@ namespace {
 constexpr const char* q_extra = "doge.q_extra";
 constexpr const char* k_map = "doge.k_map";
 constexpr const char* select = "doge.select";
-constexpr int64_t extra = 8; // values a head gains (the key's mask score first, then zeros)
+constexpr int64_t extra = model_config::doge_extra;
 } // namespace
 
 status read_doge_hf(hf_cfg& j, model_config& c) {

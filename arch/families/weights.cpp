@@ -37,16 +37,10 @@ expected<graph::vid> weights::get(const std::string& name, int layer, std::vecto
     return make_error(errc::unsupported, "{}: tensor '{}' has type {}, which Troupe cannot load",
                       t->file->path(), name, t->raw_type);
   std::vector<int64_t> dims(t->dims.dims.begin(), t->dims.dims.begin() + t->dims.rank);
-  // 1-D weights may be stored as [n], [1, n], [H, D] (per-head norm weights) or [H, D, N] (Zamba's
-  // A_log per mamba head): any shape of n values
+  // 1-D weights may be stored in any shape of n values: [n], [1, n], [H, D] (per-head norm
+  // weights), [1, 1, n, 1] (Kimi-Linear's A_log), [H, D, N] (Zamba's A_log per mamba head)
   if (dims.size() >= 2 && want.size() == 1 &&
       std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>()) == want[0])
-    dims = {want[0]};
-  // or as [1, 1, n, 1] (Kimi-Linear's A_log): every other dim 1
-  if (dims.size() > 2 && want.size() == 1 &&
-      std::count(dims.begin(), dims.end(), int64_t{1}) ==
-          static_cast<std::ptrdiff_t>(dims.size()) - 1 &&
-      *std::max_element(dims.begin(), dims.end()) == want[0])
     dims = {want[0]};
   // a stack of matrices [G, R, K] as one [G * R, K] (GGUF's per-head k_b / v_b; or rows of it
   // taken by segments: each expert's gate or up rows of a packed gate_up [E, 2F, K])
