@@ -115,7 +115,8 @@ TEST(CheckpointFuzz, GgufMutants) {
 
 // The architecture families' GGUF readers (tests/fixtures/gguf/: fused qkv, rope factor
 // tensors, window patterns, multipliers ...), mutated where their metadata and tensor infos
-// live.
+// live. Their family files are the ones CMakeLists.txt compiles with the sanitizers
+// (TROUPE_FUZZ_FAMILIES): a fixture of another family added here needs its file named there.
 TEST(CheckpointFuzz, GgufFamilyMutants) {
   const char* names[] = {
       "phi3_longrope", "llama3", "gemma2", "gemma3",   "qwen3",     "olmo",          "olmo2",
