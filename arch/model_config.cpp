@@ -233,12 +233,14 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
     const bool own = m.layer_kv_source(l) == l;
     const int64_t Hkv = own ? m.layer_kv_heads(l) : 0;
     const int64_t kv = m.kv_shared_kv && m.layer_full_geometry(l) ? 1 : 2;
-    // q / k norm weights: one per head dim, or per head (or over the whole projection)
+    // q / k norm weights: one per head dim (and a LayerNorm's bias), or per head (or over the
+    // whole projection)
     const int64_t qk_norms =
         m.qk_norm == qk_norm_kind::none || m.qk_norm == qk_norm_kind::head_plain || !m.norm_weight
             ? 0
-        : m.qk_norm == qk_norm_kind::head ? (own ? 2 : 1) * D
-                                          : (Hq + Hkv) * D;
+        : m.qk_norm == qk_norm_kind::head
+            ? (own ? 2 : 1) * D * (m.qk_norm_type == norm_kind::layer && m.norm_bias ? 2 : 1)
+            : (Hq + Hkv) * D;
     // DeepSeek-V3.2's indexer: wq_b, wk, its LayerNorm, the head weights (none on GLM-5's layers
     // that reuse another's selection)
     const bool indexer =
@@ -268,7 +270,9 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
                      (m.attn_head_gate ? Hq * C : 0)               // Ling 3
                : C * Hq * D * (m.attn_output_gate || m.attn_value_gate ? 2 : 1) + kv * C * Hkv * D +
                      Hq * D * C + (m.qkv_bias ? Hq * D + kv * Hkv * D : 0) + qk_norms +
-                     (m.o_bias ? C : 0) + (m.attn_sinks ? Hq : 0) +
+                     (m.o_bias ? C : 0) +
+                     // (MiMo-V2-Flash's sinks: on the windowed layers only)
+                     (m.attn_sinks && (!m.sinks_windowed_only || m.layer_window(l) > 0) ? Hq : 0) +
                      (m.attn_head_gate ? Hq * C : 0) + // LFM3's gate per head
                      (m.attn_gate_bias ? Hq : 0) +     // Beam's gate bias per head
                      // MiniMax M3's indexer: q (a head per KV head) and k projections, norms
@@ -368,13 +372,17 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
                           // Gemma 4: the dense MLP beside them, the router's scales, 3 norms
                           (m.moe_beside_mlp ? 3 * C * m.F + C + m.n_expert + 3 * C : 0) +
                           // Ergo: each expert's output norm, the shared expert's
-                          (m.expert_post_norm ? m.n_expert * C + (m.F_shared > 0 ? C : 0) : 0);
+                          (m.expert_post_norm ? m.n_expert * C + (m.F_shared > 0 ? C : 0) : 0) +
+                          // GPT-OSS: the router's bias, each expert's gate, up and down biases
+                          (m.router_linear_bias ? m.n_expert : 0) +
+                          (m.expert_bias ? experts_counted * (2 * m.F_expert + C) : 0);
   // (the final norm's weight, and the embeddings' norm's where there is one; none where the
-  // norms have no weights, as OLMo's and NanoChat's)
+  // norms have no weights, as OLMo's and NanoChat's; a LayerNorm's bias beside its weight)
   const int64_t norm_w = m.norm_weight ? C : 0;
+  const int64_t norm_p = norm_w * (m.norm == norm_kind::layer && m.norm_bias ? 2 : 1);
   const int64_t head_rows = m.output_vocab > 0 ? m.output_vocab : m.V; // (a pruned head's)
-  int64_t total = m.V * C + (m.tie_embeddings ? 0 : head_rows * C) + norm_w +
-                  (m.embed_norm ? norm_w : 0) + (m.lm_head_bias ? m.V : 0) +
+  int64_t total = m.V * C + (m.tie_embeddings ? 0 : head_rows * C) + norm_p +
+                  (m.embed_norm ? norm_p : 0) + (m.lm_head_bias ? m.V : 0) +
                   (m.learned_positions ? m.ctx * C : 0); // (GPT-2's position table)
   if (m.hc_mult > 0 && !m.hc_head_mean)                  // the head's hyper-connection (HY-V4's)
     total += m.hc_mult * (m.hc_mult * C + 1) + 1;
@@ -387,11 +395,12 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
   const int64_t norms = (m.norms == norm_place::sandwich         ? 4
                          : m.residual == residual_kind::parallel ? 1
                                                                  : 2) *
-                        norm_w;
-  if (m.cycle_layers > 0) total += C;            // HRM-Text: the low stream's initial value
-  if (m.head_transform) total += C * C + norm_w; // (ModernBERT's prediction head)
-  if (m.first_attn_unnormed) total -= norm_w;    // (and its first layer's missing norm)
-  if (m.ngpt) total += head_rows;                // Dory: the logits' scale per token id
+                        norm_p;
+  if (m.cycle_layers > 0) total += C; // HRM-Text: the low stream's initial value
+  if (m.head_transform)               // (ModernBERT's prediction head)
+    total += C * C + (m.head_dense_bias ? C : 0) + norm_p;
+  if (m.first_attn_unnormed) total -= norm_p; // (and its first layer's missing norm)
+  if (m.ngpt) total += head_rows;             // Dory: the logits' scale per token id
   if (m.logit_rows > 0) total += m.V; // (Inkling: the bias on the dropped logits, a weight here)
   for (int64_t l = 0; l < m.n_layer; ++l)
     if (every_run || m.layer_weights(l) == l) // (a layer reading another's weights adds none)

@@ -65,10 +65,15 @@ struct model_config {
   bool o_bias = false;
   bool mlp_bias = false;
   bool lm_head_bias = false; // (where the config says whether the head has one: PhiMoE)
-  int64_t logit_rows = 0;    // logits past this many are never produced (Inkling's
-                             // unpadded_vocab_size: a bias of -1e30 on them; 0: all)
-  int64_t output_vocab = 0;  // the lm_head's rows where fewer than V (Apertus 1.5's pruned head:
-                             // ids from it on are never sampled, their logits -1e30); 0: V
+  // LayerNorms (norm_kind::layer, and q / k LayerNorms per head dim) carry a bias, as PyTorch's
+  // nn.LayerNorm does unless told otherwise (Cohere's, DBRX's and ModernBERT's by norm_bias do
+  // not). The builders read a bias where the checkpoint has one; this says what parameters()
+  // counts for a model known by its config alone.
+  bool norm_bias = true;
+  int64_t logit_rows = 0;   // logits past this many are never produced (Inkling's
+                            // unpadded_vocab_size: a bias of -1e30 on them; 0: all)
+  int64_t output_vocab = 0; // the lm_head's rows where fewer than V (Apertus 1.5's pruned head:
+                            // ids from it on are never sampled, their logits -1e30); 0: V
   bool tie_embeddings = false;
   int64_t sliding_window = 0;    // keys a windowed layer's query sees (itself included); 0: none
   std::vector<uint8_t> windowed; // per layer: 1 when it attends over `sliding_window` only;
@@ -238,6 +243,7 @@ struct model_config {
   // (its bias where the checkpoint has one), head_act, a norm of c.norm's kind
   bool first_attn_unnormed = false;
   bool head_transform = false;
+  bool head_dense_bias = false; // (its dense map's bias: ModernBERT's classifier_bias)
   act_kind head_act = act_kind::gelu_erf;
   bool mlstm_fused = false; // (its weights as weight_mode "fused" stores them: a layout)
   double mlstm_gate_cap = 0, mlstm_eps = 1e-6;

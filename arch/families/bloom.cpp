@@ -86,6 +86,7 @@ status read_bloom_hf(hf_cfg& j, model_config& c) {
   c.C = C, c.n_layer = L, c.H = H, c.Hkv = H, c.V = V, c.ctx = ctx, c.F = 4 * C, c.D = C / H;
   c.act = act_kind::gelu_erf;
   if (!j.b("no_bias", true)) return j.unsupported("'no_bias' = false is not supported");
+  c.norm_bias = false; // (no_bias: the LayerNorms' too)
   if (const json& ls = j.raw("logit_scale"); !ls.is_null())
     return j.unsupported("'logit_scale' is not supported");
   const std::string nt = j.s("norm_type", "low_precision_layernorm");
@@ -113,6 +114,7 @@ status read_bloom_gguf(const gguf_cfg& g, model_config& c) {
     return {};
   }
   c.act = act_kind::gelu_erf;
+  c.norm_bias = false; // (MPT's LayerNorms have none)
   c.clip_qkv = g.f("attention.clamp_kqv", 0.0);
   c.alibi_max_bias = g.f("attention.max_alibi_bias", 8.0);
   if (c.clip_qkv < 0 || c.alibi_max_bias < 0)

@@ -61,7 +61,7 @@ status read_cohere_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
   TROUPE_TRY(read_hf_dims(j, c, "layer_norm_eps", 1e-5));
   c.tie_embeddings = j.b("tie_word_embeddings", true);
-  c.norm = norm_kind::layer;
+  c.norm = norm_kind::layer, c.norm_bias = false; // (LayerNorms without biases)
   c.residual = residual_kind::parallel;
   if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
   if (j.b("use_qk_norm", false)) {
@@ -86,7 +86,7 @@ status read_cohere_hf(hf_cfg& j, model_config& c) {
 // attn_q_norm; cohere2's window on three layers of four, as llama.cpp assumes.
 status read_cohere_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_epsilon", 1e-5));
-  c.norm = norm_kind::layer;
+  c.norm = norm_kind::layer, c.norm_bias = false; // (LayerNorms without biases)
   c.residual = residual_kind::parallel;
   c.rope.layout = rope_layout::interleaved;
   TROUPE_TRY_ASSIGN(ls, g.g.get_float(g.key("logit_scale")));
@@ -116,7 +116,7 @@ status read_cohere2_moe_hf(hf_cfg& j, model_config& c) {
     c.norm = norm_kind::rms, c.norm_eps = rms.get<double>();
     j.mark("layer_norm_eps");
   } else {
-    c.norm = norm_kind::layer;
+    c.norm = norm_kind::layer, c.norm_bias = false; // (LayerNorms without biases)
     TROUPE_TRY_ASSIGN(eps, j.f("layer_norm_eps", 1e-5));
     c.norm_eps = eps;
   }

@@ -33,7 +33,7 @@ status read_dbrx_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY_ASSIGN(ctx, j.i("max_position_embeddings", 2048));
   if (C % H) return j.bad(fmt::format("d_model {} is not a multiple of n_heads {}", C, H));
   c.C = C, c.n_layer = L, c.H = H, c.V = V, c.ctx = ctx, c.D = C / H;
-  c.norm = norm_kind::layer; // (nn.LayerNorm(d_model, bias=False): eps 1e-5)
+  c.norm = norm_kind::layer, c.norm_bias = false; // (nn.LayerNorm(d_model, bias=False): eps 1e-5)
   c.norm_eps = 1e-5;
   c.tie_embeddings = j.b("tie_word_embeddings", false);
   for (const char* k : {"emb_pdrop", "output_router_logits", "router_aux_loss_coef"}) j.mark(k);
@@ -96,7 +96,7 @@ status read_dbrx_hf(hf_cfg& j, model_config& c) {
 // llama.cpp's dbrx: attention.clamp_kqv, LayerNorm eps, experts renormalised (as published)
 status read_dbrx_gguf(const gguf_cfg& g, model_config& c) {
   TROUPE_TRY(read_gguf_dims(g, c, "attention.layer_norm_epsilon", 1e-5));
-  c.norm = norm_kind::layer;
+  c.norm = norm_kind::layer, c.norm_bias = false;
   c.rope.layout = rope_layout::neox;
   TROUPE_TRY(read_expert_counts(g, c));
   if (c.n_expert <= 0) return g.unsupported("dbrx without experts");

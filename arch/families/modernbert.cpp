@@ -67,7 +67,10 @@ status read_modernbert_decoder_hf(hf_cfg& j, model_config& c) {
   c.head_act = head_act;
   if (j.b("attention_bias", false)) c.qkv_bias = c.o_bias = true;
   c.mlp_bias = j.b("mlp_bias", false);
-  j.mark("norm_bias"), j.mark("classifier_bias"), j.mark("decoder_bias"); // (the biases read)
+  // (the biases are read where the checkpoint has them; these keys say what parameters() counts)
+  c.norm_bias = j.b("norm_bias", false);
+  c.head_dense_bias = j.b("classifier_bias", false);
+  c.lm_head_bias = j.b("decoder_bias", true);
   TROUPE_TRY(read_activation(j.s("hidden_activation", "gelu"), c, j.where()));
   c.gated_ffn = true;
   // windows of local_attention / 2 (transformers' sliding_window) on the sliding layers

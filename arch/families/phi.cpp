@@ -44,6 +44,7 @@ status read_phi_hf(hf_cfg& j, model_config& c) {
   c.residual = residual_kind::parallel;
   c.gated_ffn = false;
   c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  c.lm_head_bias = true; // (PhiForCausalLM's lm_head: nn.Linear with its bias)
   if (j.b("qk_layernorm", false)) {
     c.qk_norm = qk_norm_kind::head;
     c.qk_norm_type = norm_kind::layer;
@@ -71,6 +72,7 @@ status read_phi_gguf(const gguf_cfg& g, model_config& c) {
   c.residual = residual_kind::parallel;
   c.gated_ffn = false;
   c.act = act_kind::gelu_tanh; // gelu_new, as llama.cpp runs it
+  c.lm_head_bias = true;
   if (g.has_tensor("blk.0.attn_q_norm.weight")) {
     c.qk_norm = qk_norm_kind::head;
     c.qk_norm_type = norm_kind::layer;
