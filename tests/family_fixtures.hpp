@@ -200,6 +200,8 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "recurrent_gemma",
                                                             "mllama_vl",
                                                             "aria",
-                                                            "biogpt"};
+                                                            "biogpt",
+                                                            "emu3",
+                                                            "emu3_vl"};
 
 } // namespace troupe::test

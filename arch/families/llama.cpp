@@ -10,7 +10,9 @@
 // own names, q, k and v packed per KV group into wqkv: [Hkv, q per kv + 2, D] rows), InternLM3
 // and IQuestCoder (configs transformers runs as Llama), Helium (Kyutai: Llama with RoPE on
 // neighbouring pairs and q / k / v biases without o's), CWM (Meta's Code World Model: Llama 3 with
-// windows on three layers in four).
+// windows on three layers in four), Emu3 (BAAI: Llama; as published, Emu3ForConditionalGeneration,
+// its language model under text_model. beside a VQ-VAE image tokenizer that stays unread:
+// images reach the language model as the token ids that tokenizer makes).
 // Pre-norm decoder: x += attn(rmsnorm(x)); x += ffn(rmsnorm(x)); SwiGLU (or another
 // activation, gated or not); tied or separate lm_head.
 #include "arch/families/decoder.hpp"
@@ -31,7 +33,8 @@ std::string dense_base(const std::string& family) {
   if (family == "smollm3" || family == "seed_oss" || family == "ernie4_5" ||
       family == "ernie4_5_moe" || family == "arcee" || family == "exaone" ||
       family == "internlm2" || family == "internlm3" || family == "iquestcoder" ||
-      family == "helium" || family == "cwm" || family == "bitnet" || family == "diffllama")
+      family == "helium" || family == "cwm" || family == "bitnet" || family == "diffllama" ||
+      family == "emu3")
     return "llama";
   return family;
 }
@@ -223,6 +226,19 @@ status build_llama(const model_source& m, graph::graph& g) {
   if (c.tie_embeddings) n.lm_head.clear();
   if (!c.gated_ffn) n.w_gate.clear(), n.b_gate.clear();
   return build_decoder(m, n, g);
+}
+
+status prepare_emu3_hf(const model_config&, tensor_index& t) {
+  // (as published: text_model.model.*, text_model.lm_head; as transformers 5 holds it:
+  // model.text_model.*)
+  for (const std::string& name : t.names())
+    for (const auto& [from, to] :
+         {std::pair<std::string, std::string>{"text_model.", ""}, {"model.text_model.", "model."}})
+      if (name.starts_with(from)) {
+        TROUPE_TRY(rename_tensor(t, name, to + name.substr(from.size())));
+        break;
+      }
+  return {};
 }
 
 } // namespace troupe::arch

@@ -110,6 +110,7 @@ TEST_P(SyntheticArch, MatchesTransformers) {
                                     "patch_merge_mlp.",     // (MiniMax M3's)
                                     "vit_large_projector.", // (Step 3.7's)
                                     "model.audio.",         // (Inkling's audio tower)
+                                    "vqmodel.",             // (Emu3's image tokenizer)
                                     // (Phi-4-multimodal's image and audio encoders)
                                     "model.embed_tokens_extend."})
                                 if (n.starts_with(p)) return true;
