@@ -75,12 +75,22 @@ bool model_config::layer_linear(int64_t layer) const {
 
 bool model_config::layer_has_ffn(int64_t layer) const {
   return layer < 0 || layer >= static_cast<int64_t>(layer_blocks.size()) ||
-         layer_blocks[layer] != 1;
+         (layer_blocks[layer] != 1 && layer_blocks[layer] != 3);
 }
 
 bool model_config::layer_has_mixer(int64_t layer) const {
   return layer < 0 || layer >= static_cast<int64_t>(layer_blocks.size()) ||
-         layer_blocks[layer] != 2;
+         (layer_blocks[layer] != 2 && layer_blocks[layer] != 3);
+}
+
+bool model_config::layer_linear_attn(int64_t layer) const {
+  return layer >= 0 && layer < static_cast<int64_t>(linear_blocks.size()) &&
+         (linear_blocks[static_cast<size_t>(layer)] & 1);
+}
+
+bool model_config::layer_linear_ffn(int64_t layer) const {
+  return layer >= 0 && layer < static_cast<int64_t>(linear_blocks.size()) &&
+         (linear_blocks[static_cast<size_t>(layer)] & 2);
 }
 
 bool model_config::has_recurrent_state() const {
@@ -160,6 +170,8 @@ int64_t model_config::layer_head_dim(int64_t layer) const {
 }
 
 int64_t model_config::layer_kv_heads(int64_t layer) const {
+  if (layer >= 0 && layer < static_cast<int64_t>(kv_heads_by_layer.size()))
+    return kv_heads_by_layer[static_cast<size_t>(layer)];
   return layer_full_geometry(layer) && Hkv_full > 0 ? Hkv_full : Hkv;
 }
 
@@ -405,14 +417,16 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
   for (int64_t l = 0; l < m.n_layer; ++l)
     if (every_run || m.layer_weights(l) == l) // (a layer reading another's weights adds none)
       total +=
-          (!m.layer_has_mixer(l) ? 0
-           : m.layer_linear(l)   ? linear
-                                 : attention(l)) +
+          (!m.layer_has_mixer(l)    ? 0
+           : m.layer_linear(l)      ? linear
+           : m.layer_linear_attn(l) ? C * C // (DeciLM's linear map)
+                                    : attention(l)) +
           (m.layer_scalar ? 1 : 0) +
           (m.ssm_parallel ? linear : 0) + // Falcon-H1: the mixer beside the attention
-          (!m.layer_has_ffn(l) ? 0
-           : m.layer_moe(l)    ? experts
-                               : dense(l)) +
+          (!m.layer_has_ffn(l)     ? 0
+           : m.layer_moe(l)        ? experts
+           : m.layer_linear_ffn(l) ? C * C
+                                   : dense(l)) +
           (m.ple_dim > 0 ? 2 * C * m.ple_dim + C : 0) + // a layer's gate, projection, norm
           // Inkling: r_proj, the biases' profiles, the four convolutions; a dense MLP's scalar,
           // or the router's shared rows and scalar
@@ -431,7 +445,9 @@ int64_t count_parameters(const model_config& m, int64_t experts_counted, bool ev
                ? 2 * (m.hc_independent ? 2 * m.hc_mult * (m.hc_mult * C + 1) + 2
                                        : m.hc_mult * (m.hc_mult + 2) * (m.hc_mult * C + 1) + 3)
                : 0) +
-          (m.layer_has_ffn(l) && m.layer_has_mixer(l) ? norms : norms / 2) + // one norm a block
+          (m.layer_has_ffn(l) && m.layer_has_mixer(l)   ? norms // one norm a block
+           : m.layer_has_ffn(l) || m.layer_has_mixer(l) ? norms / 2
+                                                        : 0) +
           (m.post_moe_norm && m.layer_has_ffn(l) && m.layer_moe(l) ? norm_w : 0) +
           (m.shortcut_moe && l % 2 == 0 ? experts : 0) + // (LongCat's, beside the MLP)
           // A.X K2's norm gates: before the attention, and before the experts
@@ -491,6 +507,18 @@ status model_config::validate() const {
         return bad(fmt::format("layer {}: {} heads (a multiple of the {} KV heads, at most {})", l,
                                heads_by_layer[l], Hkv, H));
   }
+  if (!kv_heads_by_layer.empty()) {
+    if (static_cast<int64_t>(kv_heads_by_layer.size()) != n_layer)
+      return bad(
+          fmt::format("KV heads given for {} of {} layers", kv_heads_by_layer.size(), n_layer));
+    for (size_t l = 0; l < kv_heads_by_layer.size(); ++l)
+      if (kv_heads_by_layer[l] <= 0 || kv_heads_by_layer[l] > H || H % kv_heads_by_layer[l])
+        return bad(fmt::format("layer {}: {} KV heads (a divisor of the {} heads)", l,
+                               kv_heads_by_layer[l], H));
+  }
+  if (!linear_blocks.empty() && static_cast<int64_t>(linear_blocks.size()) != n_layer)
+    return bad(
+        fmt::format("{} per-layer linear maps for {} layers", linear_blocks.size(), n_layer));
   if (!(router_softcap >= 0) || !std::isfinite(router_softcap))
     return bad(fmt::format("router logit soft-capping {}", router_softcap));
   if (D_full < 0 || D_full > 4096 || Hkv_full < 0 || Hkv_full > 4096 ||

@@ -283,8 +283,15 @@ struct model_config {
   double ffn_down_scale = 1;
   // per layer: 0 a mixer (attention or its stand-in) and an FFN, 1 the mixer only (Mamba2's
   // blocks, Nemotron-H's Mamba and attention blocks), 2 the FFN only (Nemotron-H's MLP blocks),
-  // each then with one norm; empty: every layer has both
+  // each then with one norm, 3 neither (DeciLM's layer of two no-ops); empty: every layer has both
   std::vector<uint8_t> layer_blocks;
+  // DeciLM (Nemotron-NAS, `nas_blocks`): each layer's attention and FFN, each under its own
+  // pre-norm (input_layernorm, post_attention_layernorm), present, absent (layer_blocks) or a
+  // linear [C, C] map in its place (linear_blocks: bit 1 the attention's, bit 2 the FFN's); its
+  // KV heads by layer (kv_heads_by_layer: empty, Hkv on every layer; Hkv is their largest)
+  bool nas_blocks = false;
+  std::vector<uint8_t> linear_blocks;
+  std::vector<int64_t> kv_heads_by_layer;
   bool attn_head_gate = false; // a sigmoid gate per head on the attention's output (LFM3's g_proj)
   // Gemma 4: the full-attention layers (those without a window) have their own geometry, head
   // dim D_full and Hkv_full KV heads (0: D, Hkv); on them with kv_shared_kv the values are the
@@ -545,10 +552,14 @@ struct model_config {
   /// Whether layer `layer` has an FFN after its mixer, and whether it has a mixer (layer_blocks).
   bool layer_has_ffn(int64_t layer) const;
   bool layer_has_mixer(int64_t layer) const;
-  /// Whether layer `layer` keeps a KV cache (attention: a mixer that is not linear, and not one
-  /// attending over an earlier layer's cache).
+  /// Whether `layer`'s attention, or its FFN, is a linear [C, C] map (linear_blocks).
+  bool layer_linear_attn(int64_t layer) const;
+  bool layer_linear_ffn(int64_t layer) const;
+  /// Whether layer `layer` keeps a KV cache (attention: a mixer that is not linear, nor a linear
+  /// map, and not one attending over an earlier layer's cache).
   bool layer_has_kv(int64_t layer) const {
-    return layer_has_mixer(layer) && !layer_linear(layer) && layer_kv_source(layer) == layer;
+    return layer_has_mixer(layer) && !layer_linear(layer) && !layer_linear_attn(layer) &&
+           layer_kv_source(layer) == layer;
   }
   /// The layer whose KV cache `layer` attends over (itself unless kv_source says otherwise).
   int64_t layer_kv_source(int64_t layer) const;

@@ -41,6 +41,10 @@ expected<shard_dims> plan_shard(const model_config& c, const shard_spec& s) {
     return {};
   };
   TROUPE_TRY(kv_cut(c.Hkv, d.kv0, d.Hkv_s));
+  for (int64_t Hkv : c.kv_heads_by_layer) {
+    auto& [first, count] = d.layer_kv.emplace_back();
+    TROUPE_TRY(kv_cut(Hkv, first, count));
+  }
   // (Doge's dynamic mask sums dt_proj over the ranks' values: each KV head on one rank only)
   if (c.doge && c.Hkv < tp)
     return make_error(errc::invalid_argument,

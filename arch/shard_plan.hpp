@@ -32,6 +32,9 @@ struct shard_dims {
   int64_t e0 = 0, Es = 0;       // experts (expert parallelism; else all of them)
   int64_t lk0 = 0, Hlk_s = 0;   // a linear attention's key heads (gated DeltaNet)
   int64_t lv0 = 0, Hlv_s = 0;   // and its value heads
+  // KV heads by layer, where the count varies by layer (DeciLM's kv_heads_by_layer): this
+  // rank's first and count on each (empty: kv0, Hkv_s on every layer)
+  std::vector<std::pair<int64_t, int64_t>> layer_kv;
 };
 
 /// The slices of shard `s` of a model; errors when the heads cannot be split that way.

@@ -36,6 +36,7 @@ expected<shard_graph> cut_for_shard(const model_config& c, graph::graph whole,
   for (int64_t heads : c.heads_by_layer) // (plan_shard checked each divides by TP)
     cut.layer_heads.emplace_back(spec.tp_rank * heads / spec.tp_size, heads / spec.tp_size);
   cut.of(graph::axis::kv_heads) = {d.kv0, d.Hkv_s};
+  cut.layer_kv_heads = d.layer_kv;
   cut.of(graph::axis::kv_heads_full) = {d.kvf0, d.Hkvf_s};
   // (each half alike: plan_shard checked that TP divides the halves, where a model cuts so)
   cut.of(graph::axis::heads_half) = {d.h0 / 2, d.Hs / 2};

@@ -80,12 +80,22 @@ status cut_pipeline(graph& g, const shard_cut& c) {
 
 status cut_tensor(graph& g, const shard_cut& c) {
   if (c.tp_size <= 1) return {};
+  // this rank's units of v's axis: its layer's where heads or KV heads vary by layer
+  auto range_of = [&c](const value& v) {
+    static const std::vector<std::pair<int64_t, int64_t>> none;
+    const auto& per_layer = v.along == axis::heads      ? c.layer_heads
+                            : v.along == axis::kv_heads ? c.layer_kv_heads
+                                                        : none;
+    return v.layer >= 0 && v.layer < static_cast<int>(per_layer.size())
+               ? per_layer[static_cast<size_t>(v.layer)]
+               : c.of(v.along);
+  };
   // weights and caches: this rank's slice
   std::vector<int64_t> full_rows(g.values.size(), 0);
   for (size_t i = 0; i < g.values.size(); ++i) {
     value& v = g.values[i];
     if (v.kind == value_kind::state) { // the first dim is heads: this rank's (all when not cut)
-      if (v.along != axis::none) v.dims[0] = c.of(v.along).second;
+      if (v.along != axis::none) v.dims[0] = range_of(v).second;
       continue;
     }
     if (v.kind != value_kind::weight || v.empty) continue;
@@ -124,9 +134,7 @@ status cut_tensor(graph& g, const shard_cut& c) {
         return make_error(errc::invalid_argument, "{}: TP {} leaves rank {} none of its {} rows",
                           v.name, c.tp_size, c.tp_rank, width);
     } else {
-      const bool by_layer = v.along == axis::heads && v.layer >= 0 &&
-                            v.layer < static_cast<int>(c.layer_heads.size());
-      const auto [u0, un] = by_layer ? c.layer_heads[static_cast<size_t>(v.layer)] : c.of(v.along);
+      const auto [u0, un] = range_of(v);
       if (un <= 0)
         return make_error(errc::internal, "graph: no {} range for {}", static_cast<int>(v.along),
                           v.name);

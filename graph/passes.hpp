@@ -44,6 +44,8 @@ struct shard_cut {
   // heads by layer, where the model's head count varies by layer (Laguna): this rank's first
   // head and count on each (empty: of(heads) on every layer)
   std::vector<std::pair<int64_t, int64_t>> layer_heads;
+  // and KV heads by layer (DeciLM's), where the KV head count varies so
+  std::vector<std::pair<int64_t, int64_t>> layer_kv_heads;
   int64_t ffn_block = 1;
   // expert parallelism: the experts [expert0, expert0 + experts) of every MoE layer, whole
   // (stacked expert weights lose no rows to the FFN cut); false: experts cut like an FFN

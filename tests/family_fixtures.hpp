@@ -202,6 +202,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "aria",
                                                             "biogpt",
                                                             "emu3",
-                                                            "emu3_vl"};
+                                                            "emu3_vl",
+                                                            "deci"};
 
 } // namespace troupe::test

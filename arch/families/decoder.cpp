@@ -536,7 +536,31 @@ expected<vid> decoder::norm_gate(int l, vid y, const std::string& down, const st
   return b.mul(y, gate, what + "_gated");
 }
 
+expected<vid> decoder::nas_layer(int l, vid x) {
+  builder b(g_, l);
+  const int64_t C = c_.C;
+  // a linear [C, C] map, whole on every rank: its output is complete there, no partial sum
+  auto linear = [&](vid h, const std::string& w, const std::string& what) -> expected<vid> {
+    TROUPE_TRY_ASSIGN(wt, req(w, l, {C, C}));
+    return b.linear(h, wt, none, what);
+  };
+  if (c_.layer_has_mixer(l)) {
+    TROUPE_TRY_ASSIGN(h, norm(x, l, n_.attn_norm, "", C, c_.norm, "attn_norm"));
+    TROUPE_TRY_ASSIGN(a, c_.layer_linear_attn(l) ? linear(h, n_.attn_linear, "attn_linear")
+                                                 : attention(l, h));
+    x = b.add(x, a, "attn_residual");
+  }
+  if (c_.layer_has_ffn(l)) {
+    TROUPE_TRY_ASSIGN(h, norm(x, l, n_.ffn_norm, "", C, c_.norm, "ffn_norm"));
+    TROUPE_TRY_ASSIGN(f,
+                      c_.layer_linear_ffn(l) ? linear(h, n_.ffn_linear, "ffn_linear") : ffn(l, h));
+    x = b.add(x, f, "ffn_residual");
+  }
+  return x;
+}
+
 expected<vid> decoder::layer(int l, vid x) {
+  if (c_.nas_blocks) return nas_layer(l, x);
   builder b(g_, l);
   const int64_t C = c_.C;
   auto times = [&](vid v, double s, const char* what) {

@@ -100,6 +100,8 @@ struct decoder_names {
   std::string mlstm_i, mlstm_i_b, mlstm_f, mlstm_f_b;
   // the prediction head before the logits (model_config::head_transform): dense, its bias, norm
   std::string head_dense, head_dense_b, head_norm, head_norm_b;
+  // DeciLM's linear maps in place of a layer's attention or FFN (model_config::linear_blocks)
+  std::string attn_linear, ffn_linear;
   bool mlstm_fused = false;
   // or (model_config::mamba) in_proj [z; x; B; C; dt rows] and its bias, the conv1d's bias, D
   // per head, out_proj's bias (the taps, dt_bias, A_log, the gated norm and out_proj as above)

@@ -249,6 +249,9 @@ class decoder {
   expected<vid> sparse_ffn(int l, vid h, vid wg, vid wu, vid wd);
 
   expected<vid> layer(int l, vid x);
+  // DeciLM (model_config::nas_blocks): the attention and the FFN, each under its own norm,
+  // present, absent or a linear map
+  expected<vid> nas_layer(int l, vid x);
 
   // DeepSeek-V4 (decoder_hc.cpp): the model over hc_mult residual streams; a layer, its
   // hyper-connection (the sublayer's input and the mix, from the streams), its attention (the

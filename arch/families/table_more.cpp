@@ -691,6 +691,9 @@ std::vector<family_entry> more_families() {
            "hidden_act": "silu", "max_position_embeddings": 131072,
            "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
            "tie_word_embeddings": false})"},
+      // DeciLM: the Nemotron-NAS models (Llama with layers of their own shape, or none); its
+      // defaults are LlamaConfig's, which DeciLMConfig extends
+      {"deci", {"DeciLMForCausalLM"}, {}, read_deci_hf, nullptr, build_deci},
       // Emu3's language model (Llama), alone or inside the published multimodal wrapper; its
       // defaults are Emu3TextConfig's
       {"emu3",
