@@ -203,6 +203,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "biogpt",
                                                             "emu3",
                                                             "emu3_vl",
-                                                            "deci"};
+                                                            "deci",
+                                                            "deci_ultra"};
 
 } // namespace troupe::test

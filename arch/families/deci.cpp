@@ -6,8 +6,11 @@
 // map without a bias, self_attn.linear_attn) and its FFN (its width, int(2 ffn_mult C / 3) rounded
 // up to a multiple of 256; no_op; replace_with_linear: mlp.linear_mlp), each under its own pre-norm
 // (model_config::nas_blocks). What the search code knows besides (sink and window attention,
-// sparsified blocks, other block kinds) is refused by name when a layer sets it. No GGUF form
-// here (llama.cpp's deci arch is not read).
+// sparsified blocks, other block kinds) is refused by name when a layer sets it. From GGUF (deci,
+// as llama.cpp's converter writes the Nemotron-NAS form): per layer a head count (0: no
+// attention), a KV head count (0 with heads: the linear map, as attn_output) and an FFN width (0:
+// none); q and k permuted for RoPE on neighbouring pairs.
+#include <algorithm>
 #include <cmath>
 
 #include "arch/families/decoder.hpp"
@@ -142,13 +145,82 @@ status read_deci_hf(hf_cfg& j, model_config& c) {
   return read_rope(j, c, 10000.0, 1.0);
 }
 
+status read_deci_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY_ASSIGN(C, g.req("embedding_length"));
+  TROUPE_TRY_ASSIGN(L, g.req("block_count"));
+  if (L <= 0 || L > max_layers)
+    return make_error(errc::corrupt_file, "{}: block_count {} (1 to {})", g.path(), L, max_layers);
+  // one count per layer of each (DeciLM-7B's files give one head count and one width)
+  auto per_layer = [&](const char* k) -> expected<std::vector<int64_t>> {
+    const gguf_value* v = g.g.get(g.key(k));
+    if (!v || v->type != gguf_type::array)
+      return g.unsupported(fmt::format("a deci file without {} per layer (DeciLM-7B's form)", k));
+    if (static_cast<int64_t>(v->arr.size()) != L)
+      return make_error(errc::corrupt_file, "{}: {} has {} values for {} blocks", g.path(), k,
+                        v->arr.size(), L);
+    std::vector<int64_t> out;
+    for (const auto& e : v->arr) {
+      if (!e.is_integer() || e.i < 0 || e.i > (1 << 22))
+        return make_error(errc::corrupt_file, "{}: {} holds {}", g.path(), k, e.i);
+      out.push_back(e.i);
+    }
+    return out;
+  };
+  TROUPE_TRY_ASSIGN(heads, per_layer("attention.head_count"));
+  TROUPE_TRY_ASSIGN(kv, per_layer("attention.head_count_kv"));
+  TROUPE_TRY_ASSIGN(ffn, per_layer("feed_forward_length"));
+  const int64_t H = *std::max_element(heads.begin(), heads.end());
+  if (H <= 0 || C % H)
+    return make_error(errc::corrupt_file, "{}: attention.head_count {} for embedding_length {}",
+                      g.path(), H, C);
+  const size_t n = static_cast<size_t>(L);
+  c.layer_blocks.assign(n, 0), c.linear_blocks.assign(n, 0);
+  c.kv_heads_by_layer.assign(n, H), c.ffn_widths.assign(n, 0);
+  int64_t F = 0, Hkv = 0;
+  for (size_t l = 0; l < n; ++l) {
+    if (heads[l] != 0 && heads[l] != H)
+      return g.unsupported(fmt::format("layer {}: {} heads where others have {}", l, heads[l], H));
+    if (heads[l] == 0 && kv[l] != 0)
+      return make_error(errc::corrupt_file, "{}: layer {} has KV heads and no heads", g.path(), l);
+    const bool attn = heads[l] > 0, ff = ffn[l] > 0;
+    c.layer_blocks[l] = static_cast<uint8_t>(attn ? (ff ? 0 : 1) : (ff ? 2 : 3));
+    if (attn && kv[l] == 0) c.linear_blocks[l] = 1;
+    if (kv[l] > 0) {
+      if (H % kv[l])
+        return make_error(errc::corrupt_file, "{}: layer {}: {} KV heads for {} heads", g.path(), l,
+                          kv[l], H);
+      c.kv_heads_by_layer[l] = kv[l], Hkv = std::max(Hkv, kv[l]);
+    }
+    c.ffn_widths[l] = ffn[l], F = std::max(F, ffn[l]);
+  }
+  for (auto& w : c.ffn_widths)
+    if (w == 0) w = std::max<int64_t>(F, 1);
+  c.C = C, c.n_layer = L, c.H = H, c.D = C / H;
+  c.Hkv = Hkv > 0 ? Hkv : H, c.F = std::max<int64_t>(F, 1);
+  if (g.i("attention.key_length", c.D) != c.D || g.i("attention.value_length", c.D) != c.D)
+    return g.unsupported("attention.key_length / value_length other than embedding_length / "
+                         "head_count");
+  c.nas_blocks = true;
+  c.norm_eps = g.f("attention.layer_norm_rms_epsilon", 1e-5);
+  c.rope.layout = rope_layout::interleaved; // (the converter permutes q and k for it)
+  c.qkv_bias = g.has_tensor("blk.0.attn_q.bias");
+  c.o_bias = g.has_tensor("blk.0.attn_output.bias");
+  c.mlp_bias = g.has_tensor("blk.0.ffn_up.bias");
+  c.tie_embeddings = !g.has_tensor("output.weight");
+  return read_gguf_common(g, c);
+}
+
 status build_deci(const model_source& m, graph::graph& g) {
   const model_config& c = m.config;
-  if (m.format != "hf")
-    return make_error(errc::unsupported, "{}: DeciLM is read from HF checkpoints only", m.path);
-  decoder_names n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
-  const std::string l = "model.layers.{}.";
-  n.attn_linear = l + "self_attn.linear_attn.weight", n.ffn_linear = l + "mlp.linear_mlp.weight";
+  decoder_names n;
+  if (m.format == "hf") {
+    n = hf_llama_layout(c.qkv_bias, c.o_bias, c.mlp_bias);
+    const std::string l = "model.layers.{}.";
+    n.attn_linear = l + "self_attn.linear_attn.weight", n.ffn_linear = l + "mlp.linear_mlp.weight";
+  } else { // (a linear attention's map is its attn_output; no GGUF form has a linear FFN)
+    n = gguf_layout(m);
+    n.attn_linear = "blk.{}.attn_output.weight";
+  }
   if (c.tie_embeddings) n.lm_head.clear();
   return build_decoder(m, n, g);
 }

@@ -127,6 +127,7 @@ status read_biogpt_hf(hf_cfg& j, model_config& c);
 status prepare_biogpt_hf(const model_config& c, tensor_index& t);
 status prepare_aria_hf(const model_config& c, tensor_index& t);
 status read_deci_hf(hf_cfg& j, model_config& c);
+status read_deci_gguf(const gguf_cfg& g, model_config& c);
 status build_deci(const model_source& m, graph::graph& g);
 /// Emu3 as published: the language model's tensors under text_model., read without it.
 status prepare_emu3_hf(const model_config& c, tensor_index& t);

@@ -693,7 +693,7 @@ std::vector<family_entry> more_families() {
            "tie_word_embeddings": false})"},
       // DeciLM: the Nemotron-NAS models (Llama with layers of their own shape, or none); its
       // defaults are LlamaConfig's, which DeciLMConfig extends
-      {"deci", {"DeciLMForCausalLM"}, {}, read_deci_hf, nullptr, build_deci},
+      {"deci", {"DeciLMForCausalLM"}, {"deci"}, read_deci_hf, read_deci_gguf, build_deci},
       // Emu3's language model (Llama), alone or inside the published multimodal wrapper; its
       // defaults are Emu3TextConfig's
       {"emu3",

@@ -163,22 +163,21 @@ TEST_P(GgufArch, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, GgufArch,
-    ::testing::Values("llama3", "llama_headdim", "llama_linear", "llama_yarn", "llama_bias",
-                      "llama_dynamic", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3",
-                      "phi3", "phi3_longrope", "phi2", "gpt2", "gpt_neox", "stablelm",
-                      "stablelm_qkln", "olmo", "olmo2", "granite", "cohere", "falcon", "falcon_mq",
-                      "bloom", "mpt", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
-                      "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
-                      "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5",
-                      "apertus", "smollm3_nope4", "cohere2_swa4", "glm4_moe", "llama4", "llama4_vl",
-                      "qwen2_5_vl", "minimax_m2", "olmoe", "ernie4_5_moe", "dots1", "granitemoe",
-                      "ministral3_vl", "qwen3_vl", "qwen3_vl_moe", "arcee", "hunyuan_dense",
-                      "hunyuan_moe", "lfm2", "lfm2_moe", "mamba2", "granite4_h", "nemotron_h",
-                      "falcon_h1", "mamba", "falcon_mamba", "jamba", "nemotron_h_moe", "gemma4",
-                      "gemma4_moe", "gemma4_e", "glm_moe_dsa_full", "deepseek_v32", "mistral4_vl",
-                      "kimi_linear", "exaone_moe_swa4", "afmoe", "minicpm3_4b", "starcoder2",
-                      "nemotron", "jais2", "dbrx", "phimoe_plain", "gpt_bigcode", "internlm3",
-                      "internlm2", "glm", "granitemoeshared", "gemma3n", "laguna", "laguna_m"),
+    ::testing::Values(
+        "llama3", "llama_headdim", "llama_linear", "llama_yarn", "llama_bias", "llama_dynamic",
+        "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "phi2",
+        "gpt2", "gpt_neox", "stablelm", "stablelm_qkln", "olmo", "olmo2", "granite", "cohere",
+        "falcon", "falcon_mq", "bloom", "mpt", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3",
+        "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3_yarn_eq", "qwen3_5", "qwen3_5_moe",
+        "qwen3_next_moe", "seed_oss", "olmo3", "exaone4", "glm4", "ernie4_5", "apertus",
+        "smollm3_nope4", "cohere2_swa4", "glm4_moe", "llama4", "llama4_vl", "qwen2_5_vl",
+        "minimax_m2", "olmoe", "ernie4_5_moe", "dots1", "granitemoe", "ministral3_vl", "qwen3_vl",
+        "qwen3_vl_moe", "arcee", "hunyuan_dense", "hunyuan_moe", "lfm2", "lfm2_moe", "mamba2",
+        "granite4_h", "nemotron_h", "falcon_h1", "mamba", "falcon_mamba", "jamba", "nemotron_h_moe",
+        "gemma4", "gemma4_moe", "gemma4_e", "glm_moe_dsa_full", "deepseek_v32", "mistral4_vl",
+        "kimi_linear", "exaone_moe_swa4", "afmoe", "minicpm3_4b", "starcoder2", "nemotron", "jais2",
+        "dbrx", "phimoe_plain", "gpt_bigcode", "internlm3", "internlm2", "glm", "granitemoeshared",
+        "gemma3n", "laguna", "laguna_m", "deci_ultra"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:

@@ -118,10 +118,11 @@ TEST(CheckpointFuzz, GgufMutants) {
 // live. Their family files are the ones CMakeLists.txt compiles with the sanitizers
 // (TROUPE_FUZZ_FAMILIES): a fixture of another family added here needs its file named there.
 TEST(CheckpointFuzz, GgufFamilyMutants) {
-  const char* names[] = {
-      "phi3_longrope", "llama3", "gemma2", "gemma3",   "qwen3",     "olmo",          "olmo2",
-      "granite",       "phi2",   "gpt2",   "gpt_neox", "stablelm",  "stablelm_qkln", "cohere",
-      "falcon",        "bloom",  "mpt",    "mixtral",  "qwen2_moe", "qwen3_moe",     "deepseek_v3"};
+  const char* names[] = {"phi3_longrope", "llama3",    "gemma2",        "gemma3",    "qwen3",
+                         "olmo",          "olmo2",     "granite",       "phi2",      "gpt2",
+                         "gpt_neox",      "stablelm",  "stablelm_qkln", "cohere",    "falcon",
+                         "bloom",         "mpt",       "mixtral",       "qwen2_moe", "qwen3_moe",
+                         "deepseek_v3",   "deci_ultra"};
   std::mt19937_64 rng(99);
   const int n = std::max(1, rounds() / 32);
   for (const char* name : names) {
