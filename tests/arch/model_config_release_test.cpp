@@ -611,7 +611,7 @@ TEST(ModelConfig, WeightSharedLayersStoreOnceComputeEveryRun) {
   EXPECT_EQ(c->layer_weights(11), 5); // round 1's H pass, layer 1
   model_config own = *c;
   own.weight_layer.clear();
-  // (what the checkpoint holds is MemoryPlan.LinearAttentionParameterCounts' check)
+  // (what the checkpoint holds is MemoryPlan.FixtureParameterCounts' check)
   EXPECT_GT(own.parameters(), c->parameters());
   EXPECT_DOUBLE_EQ(c->prefill_flops_per_token(16), own.prefill_flops_per_token(16));
 }

@@ -102,6 +102,36 @@ TEST(ShardPlan, HeadsPerLayerEachDivideByTp) {
       << d.error().to_string();
 }
 
+// DeciLM's KV heads by layer: each layer's cut by its own count, replicated where a layer has
+// fewer KV heads than ranks (each rank the KV head its query heads read); a count TP can neither
+// split nor replicate refuses the plan
+TEST(ShardPlan, KvHeadsPerLayerCutEachByItsOwnCount) {
+  auto c = stories();
+  c.kv_heads_by_layer = {1, 8, 2, 4, 8};
+  ASSERT_TRUE(c.validate());
+  shard_spec s;
+  s.tp_size = 4;
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> want = {
+      {{0, 1}, {0, 2}, {0, 1}, {0, 1}, {0, 2}},
+      {{0, 1}, {2, 2}, {0, 1}, {1, 1}, {2, 2}},
+      {{0, 1}, {4, 2}, {1, 1}, {2, 1}, {4, 2}},
+      {{0, 1}, {6, 2}, {1, 1}, {3, 1}, {6, 2}}};
+  for (int r = 0; r < 4; ++r) {
+    s.tp_rank = r;
+    auto d = plan_shard(c, s);
+    ASSERT_TRUE(d) << d.error().to_string();
+    EXPECT_EQ(d->layer_kv, want[static_cast<size_t>(r)]) << "rank " << r;
+  }
+  c.H = 12, c.kv_heads_by_layer = {1, 12, 3, 4, 6}; // 3 KV heads over TP 4: neither
+  ASSERT_TRUE(c.validate());
+  s.tp_size = 4, s.tp_rank = 0;
+  auto d = plan_shard(c, s);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().to_string().find("3 KV heads"), std::string::npos) << d.error().to_string();
+  c.kv_heads_by_layer = {1, 12, 5, 4, 6}; // (not a divisor of the heads: refused at load)
+  EXPECT_FALSE(c.validate());
+}
+
 // DiffLlama's differential attention takes each half of the heads and of the KV heads alike on
 // every rank: TP must divide each half (8 heads, 4 KV heads: TP 2, not 4).
 TEST(ShardPlan, DifferentialAttentionDividesEachHalf) {
