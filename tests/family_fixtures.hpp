@@ -204,6 +204,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "emu3",
                                                             "emu3_vl",
                                                             "deci",
-                                                            "deci_ultra"};
+                                                            "deci_ultra",
+                                                            "exaone_8k"};
 
 } // namespace troupe::test

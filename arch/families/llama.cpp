@@ -141,9 +141,15 @@ status read_llama_gguf(const gguf_cfg& g, model_config& c) {
   // llama.cpp's converters undo HF's q/k permutation for llama; qwen2 stays rotate_half
   const std::string base = dense_base(c.family);
   // (Seed-OSS's converter leaves q and k as they are; ERNIE 4.5 pairs neighbours natively)
-  c.rope.layout = (base == "llama" || base == "mistral") && c.family != "seed_oss"
-                      ? rope_layout::interleaved
-                      : rope_layout::neox;
+  c.rope.layout =
+      (base == "llama" || base == "mistral") && c.family != "seed_oss" && c.family != "exaone"
+          ? rope_layout::interleaved
+          : rope_layout::neox;
+  // EXAONE 3.x (exaone): the converter leaves q and k as they are (llama.cpp rotates halves); the
+  // files LG publishes carry layer_norm_epsilon as the RMS epsilon, the converter's later form
+  // as attention.layer_norm_epsilon
+  if (c.family == "exaone" && !g.has("attention.layer_norm_rms_epsilon"))
+    c.norm_eps = g.f("attention.layer_norm_epsilon", 1e-5);
   if (base == "qwen3") c.qk_norm = qk_norm_kind::head;
   // qwen2vl (Qwen2-VL, Qwen2.5-VL), qwen3vl / qwen3vlmoe (Qwen3-VL): M-RoPE's sections, every one
   // the token's position over text; Qwen3-VL's deepstack features are added to image tokens only

@@ -339,12 +339,12 @@ const std::vector<family_entry>& families() {
            "index_n_heads": 32, "first_k_dense_replace": 1, "final_logit_softcapping": 30.0,
            "hidden_act": "silu"})"},
         // EXAONE 3.0 / 3.5: Llama under its remote code's names (as published, and as transformers
-        // saves it: LlamaForCausalLM of model_type exaone)
+        // saves it: LlamaForCausalLM of model_type exaone); GGUF as LG publishes it
         {"exaone",
          {"ExaoneForCausalLM", "LlamaForCausalLM/exaone"},
-         {},
+         {"exaone"},
          read_llama_hf,
-         nullptr,
+         read_llama_gguf,
          build_llama,
          nullptr,
          R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0})",

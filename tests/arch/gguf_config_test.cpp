@@ -85,16 +85,41 @@ TEST(GgufConfig, ZeroMathKeyIsTheSameModel) {
 // Every GGUF fixture: the family reads every architecture key the converter wrote.
 TEST(GgufConfig, FamiliesReadEveryKeyTheirConverterWrites) {
   for (const char* name :
-       {"llama3",  "llama_yarn",    "qwen2",     "qwen3",      "gemma",     "gemma2",   "gemma3",
-        "phi3",    "phi3_longrope", "phi2",      "gpt2",       "gpt_neox",  "stablelm", "olmo",
-        "olmo2",   "granite",       "cohere",    "falcon",     "falcon_mq", "bloom",    "mpt",
-        "mixtral", "qwen2_moe",     "qwen3_moe", "deepseek_v3"}) {
+       {"llama3",  "llama_yarn",    "qwen2",     "qwen3",       "gemma",      "gemma2",   "gemma3",
+        "phi3",    "phi3_longrope", "phi2",      "gpt2",        "gpt_neox",   "stablelm", "olmo",
+        "olmo2",   "granite",       "cohere",    "falcon",      "falcon_mq",  "bloom",    "mpt",
+        "mixtral", "qwen2_moe",     "qwen3_moe", "deepseek_v3", "deci_ultra", "exaone_8k"}) {
     auto c = load(rewritten(name, [](gguf_writer&) {}));
     ASSERT_TRUE(c) << name << ": " << c.error().to_string();
     std::string keys;
     for (const auto& k : c->ignored_keys) keys += k + " ";
     EXPECT_TRUE(c->ignored_keys.empty()) << name << ": unread " << keys;
   }
+}
+
+// EXAONE 3.x's epsilon: LG's published files (exaone_8k.gguf) carry layer_norm_epsilon as the RMS
+// epsilon; the converter's later form writes it as attention.layer_norm_epsilon, read the same
+TEST(GgufConfig, ExaoneEpsilonUnderEitherKey) {
+  auto published = load(rewritten("exaone_8k", [](gguf_writer&) {}));
+  ASSERT_TRUE(published) << published.error().to_string();
+  EXPECT_FLOAT_EQ(static_cast<float>(published->norm_eps), 1e-5f);
+  auto g = open_gguf(test::fixture_path("gguf/exaone_8k.gguf"));
+  ASSERT_TRUE(g) << g.error().to_string();
+  gguf_writer w;
+  for (const std::string& k : (*g)->keys)
+    if (k != "exaone.attention.layer_norm_rms_epsilon") w.set(k, (*g)->kv.at(k));
+  w.set_f32("exaone.attention.layer_norm_epsilon", 1e-3f);
+  for (const std::string& t : (*g)->tensors.names()) {
+    const tensor_info* info = (*g)->tensors.find(t);
+    w.add_tensor(t, info->type, info->dims,
+                 [info](uint8_t* dst, size_t bytes) { std::memcpy(dst, info->data, bytes); });
+  }
+  const std::string path = ::testing::TempDir() + "exaone_later_form.gguf";
+  ASSERT_TRUE(w.write(path));
+  auto later = load(path);
+  ASSERT_TRUE(later) << later.error().to_string();
+  EXPECT_FLOAT_EQ(static_cast<float>(later->norm_eps), 1e-3f);
+  EXPECT_TRUE(later->ignored_keys.empty());
 }
 
 // Mixtures of experts as llama.cpp reads them: Mixtral is `llama` with expert_count;
