@@ -205,6 +205,7 @@ inline const std::vector<std::string> hf_family_fixtures = {"llama3",
                                                             "emu3_vl",
                                                             "deci",
                                                             "deci_ultra",
-                                                            "exaone_8k"};
+                                                            "exaone_8k",
+                                                            "minicpm"};
 
 } // namespace troupe::test

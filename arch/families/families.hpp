@@ -218,6 +218,8 @@ status build_nemotron(const model_source& m, graph::graph& g);
 /// MiniCPM3 (minicpm.cpp).
 status read_minicpm3_hf(hf_cfg& j, model_config& c);
 status read_minicpm3_gguf(const gguf_cfg& g, model_config& c);
+status read_minicpm_hf(hf_cfg& j, model_config& c);
+status read_minicpm_gguf(const gguf_cfg& g, model_config& c);
 status build_minicpm3(const model_source& m, graph::graph& g);
 /// OPT (gpt2.cpp; built by build_gpt2).
 status read_opt_hf(hf_cfg& j, model_config& c);

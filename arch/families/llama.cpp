@@ -34,7 +34,7 @@ std::string dense_base(const std::string& family) {
       family == "ernie4_5_moe" || family == "arcee" || family == "exaone" ||
       family == "internlm2" || family == "internlm3" || family == "iquestcoder" ||
       family == "helium" || family == "cwm" || family == "bitnet" || family == "diffllama" ||
-      family == "emu3")
+      family == "emu3" || family == "minicpm")
     return "llama";
   return family;
 }

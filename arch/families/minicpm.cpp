@@ -4,6 +4,10 @@
 // the embeddings times scale_emb, each sublayer's output times scale_depth / sqrt(layers) before
 // the residual add, the final hidden state divided by hidden_size / dim_model_base before the
 // head (tied by default). GGUF: llama.cpp's minicpm3 (MiniCPM3-4B's scalings, which it assumes).
+// MiniCPM 1 / 2 (MiniCPMForCausalLM, remote code): Llama under the same muP scalings (read by
+// read_llama_hf for the rest, built by build_llama); MiniCPM4's sparse_config (InfLLM v2 sparse
+// attention past dense_len) is refused. GGUF: llama.cpp's minicpm, the scalings as
+// embedding_scale, residual_scale and logit_scale (hidden_size / dim_model_base).
 // Youtu-LLM (YoutuForCausalLM) is the same latent attention (DeepSeek-V3's, RoPE on interleaved
 // pairs unless rope_interleave is false) with a dense SwiGLU MLP on every layer and no scalings.
 #include <cmath>
@@ -35,6 +39,35 @@ status read_minicpm3_hf(hf_cfg& j, model_config& c) {
   c.embed_scale = emb;
   c.residual_scale = depth / std::sqrt(static_cast<double>(c.n_layer));
   c.logit_scale = base / static_cast<double>(c.C); // hidden / (hidden_size / dim_model_base)
+  return {};
+}
+
+status read_minicpm_hf(hf_cfg& j, model_config& c) {
+  if (!j.raw("sparse_config").is_null())
+    return j.unsupported("'sparse_config' (MiniCPM4's InfLLM v2 sparse attention)");
+  TROUPE_TRY(read_llama_hf(j, c));
+  // (the config class's defaults of 1 are no published model's: the keys must be there)
+  for (const char* k : {"scale_emb", "scale_depth", "dim_model_base"})
+    if (!j.has(k)) return j.bad(fmt::format("'{}' is missing", k));
+  TROUPE_TRY_ASSIGN(emb, j.f("scale_emb", 1.0));
+  TROUPE_TRY_ASSIGN(depth, j.f("scale_depth", 1.0));
+  TROUPE_TRY_ASSIGN(base, j.f("dim_model_base", 1.0));
+  if (!(emb > 0) || !(depth > 0) || !(base > 0))
+    return j.bad(fmt::format("scale_emb {}, scale_depth {}, dim_model_base {}", emb, depth, base));
+  c.embed_scale = emb;
+  c.residual_scale = depth / std::sqrt(static_cast<double>(c.n_layer));
+  c.logit_scale = base / static_cast<double>(c.C);
+  return {};
+}
+
+status read_minicpm_gguf(const gguf_cfg& g, model_config& c) {
+  TROUPE_TRY(read_llama_gguf(g, c));
+  TROUPE_TRY_ASSIGN(emb, g.g.get_float(g.key("embedding_scale")));
+  TROUPE_TRY_ASSIGN(res, g.g.get_float(g.key("residual_scale")));
+  TROUPE_TRY_ASSIGN(logit, g.g.get_float(g.key("logit_scale")));
+  if (!(emb > 0) || !(res > 0) || !(logit > 0))
+    return g.unsupported(fmt::format("minicpm scales {}, {}, {} must be > 0", emb, res, logit));
+  c.embed_scale = emb, c.residual_scale = res, c.logit_scale = 1.0 / logit;
   return {};
 }
 

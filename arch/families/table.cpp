@@ -478,6 +478,15 @@ const std::vector<family_entry>& families() {
          nullptr,
          R"({"hidden_act": "relu2", "layer_norm_eps": 1e-5})"},
         // MiniCPM3: DeepSeek-V2's latent attention (RoPE on halves) under muP's scalings
+        // MiniCPM 1 / 2: Llama under muP's scalings
+        {"minicpm",
+         {"MiniCPMForCausalLM"},
+         {"minicpm"},
+         read_minicpm_hf,
+         read_minicpm_gguf,
+         build_llama,
+         nullptr,
+         R"({"tie_word_embeddings": true})"},
         {"minicpm3",
          {"MiniCPM3ForCausalLM"},
          {"minicpm3"},

@@ -85,10 +85,11 @@ TEST(GgufConfig, ZeroMathKeyIsTheSameModel) {
 // Every GGUF fixture: the family reads every architecture key the converter wrote.
 TEST(GgufConfig, FamiliesReadEveryKeyTheirConverterWrites) {
   for (const char* name :
-       {"llama3",  "llama_yarn",    "qwen2",     "qwen3",       "gemma",      "gemma2",   "gemma3",
-        "phi3",    "phi3_longrope", "phi2",      "gpt2",        "gpt_neox",   "stablelm", "olmo",
-        "olmo2",   "granite",       "cohere",    "falcon",      "falcon_mq",  "bloom",    "mpt",
-        "mixtral", "qwen2_moe",     "qwen3_moe", "deepseek_v3", "deci_ultra", "exaone_8k"}) {
+       {"llama3",      "llama_yarn", "qwen2",         "qwen3",   "gemma",     "gemma2",
+        "gemma3",      "phi3",       "phi3_longrope", "phi2",    "gpt2",      "gpt_neox",
+        "stablelm",    "olmo",       "olmo2",         "granite", "cohere",    "falcon",
+        "falcon_mq",   "bloom",      "mpt",           "mixtral", "qwen2_moe", "qwen3_moe",
+        "deepseek_v3", "deci_ultra", "exaone_8k",     "minicpm"}) {
     auto c = load(rewritten(name, [](gguf_writer&) {}));
     ASSERT_TRUE(c) << name << ": " << c.error().to_string();
     std::string keys;

@@ -177,7 +177,7 @@ INSTANTIATE_TEST_SUITE_P(
         "gemma4", "gemma4_moe", "gemma4_e", "glm_moe_dsa_full", "deepseek_v32", "mistral4_vl",
         "kimi_linear", "exaone_moe_swa4", "afmoe", "minicpm3_4b", "starcoder2", "nemotron", "jais2",
         "dbrx", "phimoe_plain", "gpt_bigcode", "internlm3", "internlm2", "glm", "granitemoeshared",
-        "gemma3n", "laguna", "laguna_m", "deci_ultra", "exaone_8k"),
+        "gemma3n", "laguna", "laguna_m", "deci_ultra", "exaone_8k", "minicpm"),
     [](const auto& info) { return info.param; });
 
 // A qwen35 GGUF as the converter writes a checkpoint with a multi-token-prediction head:
