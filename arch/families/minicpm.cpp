@@ -16,6 +16,21 @@
 
 namespace troupe::arch {
 
+namespace {
+
+// muP's scalings: the embeddings times scale_emb, each sublayer's output times scale_depth /
+// sqrt(layers), the logits' input divided by hidden_size / dim_model_base
+status mup_scales(hf_cfg& j, model_config& c, double emb, double depth, double base) {
+  if (!(emb > 0) || !(depth > 0) || !(base > 0))
+    return j.bad(fmt::format("scale_emb {}, scale_depth {}, dim_model_base {}", emb, depth, base));
+  c.embed_scale = emb;
+  c.residual_scale = depth / std::sqrt(static_cast<double>(c.n_layer));
+  c.logit_scale = base / static_cast<double>(c.C); // hidden / (hidden_size / dim_model_base)
+  return {};
+}
+
+} // namespace
+
 status read_minicpm3_hf(hf_cfg& j, model_config& c) {
   c.names.output = "lm_head.weight";
   TROUPE_TRY(read_hf_dims(j, c, "rms_norm_eps", 1e-5));
@@ -34,12 +49,7 @@ status read_minicpm3_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY_ASSIGN(emb, j.f("scale_emb", 12.0));
   TROUPE_TRY_ASSIGN(depth, j.f("scale_depth", std::sqrt(static_cast<double>(c.n_layer))));
   TROUPE_TRY_ASSIGN(base, j.f("dim_model_base", static_cast<double>(c.C)));
-  if (!(emb > 0) || !(depth > 0) || !(base > 0))
-    return j.bad(fmt::format("scale_emb {}, scale_depth {}, dim_model_base {}", emb, depth, base));
-  c.embed_scale = emb;
-  c.residual_scale = depth / std::sqrt(static_cast<double>(c.n_layer));
-  c.logit_scale = base / static_cast<double>(c.C); // hidden / (hidden_size / dim_model_base)
-  return {};
+  return mup_scales(j, c, emb, depth, base);
 }
 
 status read_minicpm_hf(hf_cfg& j, model_config& c) {
@@ -52,12 +62,7 @@ status read_minicpm_hf(hf_cfg& j, model_config& c) {
   TROUPE_TRY_ASSIGN(emb, j.f("scale_emb", 1.0));
   TROUPE_TRY_ASSIGN(depth, j.f("scale_depth", 1.0));
   TROUPE_TRY_ASSIGN(base, j.f("dim_model_base", 1.0));
-  if (!(emb > 0) || !(depth > 0) || !(base > 0))
-    return j.bad(fmt::format("scale_emb {}, scale_depth {}, dim_model_base {}", emb, depth, base));
-  c.embed_scale = emb;
-  c.residual_scale = depth / std::sqrt(static_cast<double>(c.n_layer));
-  c.logit_scale = base / static_cast<double>(c.C);
-  return {};
+  return mup_scales(j, c, emb, depth, base);
 }
 
 status read_minicpm_gguf(const gguf_cfg& g, model_config& c) {

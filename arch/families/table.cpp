@@ -477,7 +477,6 @@ const std::vector<family_entry>& families() {
          build_nemotron,
          nullptr,
          R"({"hidden_act": "relu2", "layer_norm_eps": 1e-5})"},
-        // MiniCPM3: DeepSeek-V2's latent attention (RoPE on halves) under muP's scalings
         // MiniCPM 1 / 2: Llama under muP's scalings
         {"minicpm",
          {"MiniCPMForCausalLM"},
@@ -487,6 +486,7 @@ const std::vector<family_entry>& families() {
          build_llama,
          nullptr,
          R"({"tie_word_embeddings": true})"},
+        // MiniCPM3: DeepSeek-V2's latent attention (RoPE on halves) under muP's scalings
         {"minicpm3",
          {"MiniCPM3ForCausalLM"},
          {"minicpm3"},
