@@ -350,6 +350,23 @@ const std::vector<family_entry>& families() {
          R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0})",
          R"({"num_layers": "num_hidden_layers", "layer_norm_epsilon": "rms_norm_eps",
            "activation_function": "hidden_act"})"},
+        // DeciLM: the Nemotron-NAS models (Llama with layers of their own shape, or none); its
+        // defaults are LlamaConfig's, which DeciLMConfig extends
+        {"deci", {"DeciLMForCausalLM"}, {"deci"}, read_deci_hf, read_deci_gguf, build_deci},
+        // Emu3's language model (Llama), alone or inside the published multimodal wrapper; its
+        // defaults are Emu3TextConfig's
+        {"emu3",
+         {"Emu3ForCausalLM", "Emu3ForConditionalGeneration"},
+         {},
+         read_llama_hf,
+         nullptr,
+         build_llama,
+         prepare_emu3_hf,
+         R"({"vocab_size": 184622, "hidden_size": 4096, "intermediate_size": 14336,
+             "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+             "hidden_act": "silu", "max_position_embeddings": 9216, "rms_norm_eps": 1e-5,
+             "rope_theta": 1000000.0, "attention_bias": false, "mlp_bias": false,
+             "tie_word_embeddings": false})"},
         // InternLM2 / 2.5: Llama under its own names, q, k, v packed per KV group (its config
         // class's bias, true by default, read as attention_bias)
         {"internlm2",
